@@ -1,0 +1,33 @@
+// Explanation API shared by every explanation engine (CPU reference, GPU TreeShap, quadrature).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/common/rows.h"
+#include "core/model/forest.h"
+
+namespace grove {
+
+class ThreadPool;
+
+struct ExplainOptions {
+  bool interactions = false;  // SHAP interaction values instead of SHAP values
+  int iteration_begin = 0;    // boosting rounds [begin, end); end <= 0 means to the last round
+  int iteration_end = 0;
+};
+
+// Columns per row: num_outputs * (F + 1) for SHAP values, num_outputs * (F + 1)^2 for interactions,
+// laid out exactly like XGBoost's pred_contribs / pred_interactions (bias last).
+int64_t ExplainWidth(const Forest& forest, bool interactions);
+
+// Refuses what no engine can explain (LightGBM linear trees: FAILED_PRECONDITION, as LightGBM does).
+absl::Status CheckExplainable(const Forest& forest);
+
+// CPU reference: the recursive TreeSHAP of the GPUTreeShap paper's Algorithm 1 in double precision
+// (interactions by conditioning on each feature present/absent), multi-threaded over rows on `pool`.
+// `out` must be rows.rows x ExplainWidth(). Deterministic. Thread-safe.
+absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const ExplainOptions& options,
+                                 MatrixView<float> out, ThreadPool* pool);
+
+}  // namespace grove

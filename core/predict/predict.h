@@ -1,0 +1,36 @@
+// Prediction API shared by every prediction engine (CPU reference, Tahoe GPU engine).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/common/rows.h"
+#include "core/model/forest.h"
+
+namespace grove {
+
+class ThreadPool;
+
+enum class OutputKind : uint8_t {
+  kMargin,      // raw score per output (base margin included)
+  kPrediction,  // transformed: probabilities, exp(margin), class index for multi:softmax, ...
+  kLeaf,        // the library's leaf id reached in each tree in range (XGBoost node id, LightGBM leaf)
+};
+const char* OutputKindName(OutputKind kind);
+
+struct PredictOptions {
+  OutputKind kind = OutputKind::kPrediction;
+  // Boosting rounds [iteration_begin, iteration_end); iteration_end <= 0 means to the last round.
+  int iteration_begin = 0;
+  int iteration_end = 0;
+};
+
+// Columns per row of the output of `options` for `forest`.
+int64_t PredictWidth(const Forest& forest, const PredictOptions& options);
+
+// CPU reference predictor: accumulates in double, multi-threaded over rows on `pool` (nullptr: the
+// calling thread only). `out` must be rows.rows x PredictWidth(). Deterministic. Thread-safe.
+absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOptions& options,
+                        MatrixView<float> out, ThreadPool* pool);
+
+}  // namespace grove

@@ -1,0 +1,42 @@
+// PredictEngine: one model's prediction engine, built once at model load.
+//
+// Owns the model's derived layouts (on the GPU when one is there) and picks, per call, where and how
+// to run (CPU reference or a GPU strategy) from calibrated costs. Thread-safe: Predict may be called
+// concurrently from any thread; it blocks until the results are in `out`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/common/rows.h"
+#include "core/common/run_info.h"
+#include "core/model/forest.h"
+#include "core/predict/predict.h"
+
+namespace grove {
+
+class ThreadPool;
+
+struct PredictEngineOptions {
+  bool use_gpu = true;            // use visible GPUs when built with CUDA
+  std::string strategy = "auto";  // "auto", "cpu", or a GPU strategy name (tests, benchmarks)
+  std::string calibration_cache_dir;  // where GPU calibration is cached ("" = no cache)
+};
+
+class PredictEngine {
+ public:
+  virtual ~PredictEngine() = default;
+  // `pool` (not owned, may be nullptr) runs the CPU path and must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<PredictEngine>> Create(ForestPtr forest,
+                                                                const PredictEngineOptions& options,
+                                                                ThreadPool* pool);
+  // Host rows in, host results out. `out` is rows.rows x PredictWidth(forest, options).
+  virtual absl::Status Predict(RowsView rows, const PredictOptions& options, MatrixView<float> out,
+                               RunInfo* info) const = 0;
+  // Bytes of derived layouts resident on each device ("cpu" excluded).
+  virtual std::string Describe() const = 0;
+  virtual int64_t DeviceBytes() const = 0;
+};
+
+}  // namespace grove
