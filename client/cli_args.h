@@ -1,0 +1,58 @@
+// Command line of `grove`: subcommands and their options, parsed without global flags (absl flags
+// belong to server/main.cc only).
+//
+//   grove predict --model PATH --input X.csv [--output FILE|-] [--kind margin|prediction|leaf]
+//                 [--iteration-begin N] [--iteration-end N] [--threads N] ...
+//   grove explain --model PATH --input X.csv [--output FILE|-] [--interactions] ...
+//   grove inspect --model PATH [--json]
+//   grove version | grove --help | grove help COMMAND | grove COMMAND --help
+//
+// `--server HOST:PORT` switches predict/explain/inspect to remote mode (client/cli_remote.h), where
+// `--model` names a model loaded by the server.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/predict/predict.h"
+
+namespace grove::cli {
+
+enum class Command { kHelp, kVersion, kPredict, kExplain, kInspect };
+
+struct CliArgs {
+  Command command = Command::kHelp;
+  std::string help_topic;  // kHelp: "" (overview) or a command name
+
+  std::string model;           // --model: a file (local) or a model name (remote)
+  std::string input;           // --input: CSV rows, "-" = standard input
+  std::string output = "-";    // --output: CSV results, "-" = standard output
+  OutputKind kind = OutputKind::kPrediction;  // --kind (predict)
+  bool interactions = false;   // --interactions (explain)
+  int iteration_begin = 0;     // --iteration-begin
+  int iteration_end = 0;       // --iteration-end (0 = to the last round)
+  int threads = 0;             // --threads: CPU threads, 0 = one per core
+  int64_t chunk_rows = 0;      // --chunk-rows: rows per engine call, 0 = automatic
+  std::string strategy = "auto";  // --strategy: engine strategy ("auto", "cpu", a GPU strategy)
+  bool use_gpu = true;         // --no-gpu clears it
+  bool progress = true;        // --no-progress clears it (a bar is shown only on a terminal)
+  bool verbose = false;        // --verbose: engine, device and timings on stderr
+  bool json = false;           // --json (inspect)
+
+  std::string server;          // --server HOST:PORT: remote mode
+  std::string model_version;   // --model-version (remote)
+  double timeout_seconds = 0;  // --timeout SECONDS (remote), 0 = none
+};
+
+// Parses argv[1..argc). Errors are INVALID_ARGUMENT with a one-line message
+// ("unknown option '--foo' for 'grove predict'").
+absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args);
+
+// Help text: the overview ("") or one command's options.
+std::string HelpText(const std::string& topic);
+
+// "grove 0.1.0 (cpu engines; CUDA engines: yes|no; remote mode: yes|no)".
+std::string VersionText();
+
+}  // namespace grove::cli

@@ -1,0 +1,64 @@
+// `grove` in embedded (local) mode: loads the model in-process and runs the engines
+// (PredictEngine / ExplainEngine, so the GPU engines are used when built and a GPU is visible).
+//
+// Also exports the streaming loop and the model statistics so that the remote mode
+// (client/cli_remote.cc) produces the same files the same way.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/cli_args.h"
+#include "core/common/rows.h"
+#include "core/model/forest.h"
+
+namespace grove::cli {
+
+// Runs predict / explain / inspect locally. Prints results to the output and a one-line error
+// ("grove: error: X.csv:3: expected 8 fields, found 7") on stderr. Returns the process exit code:
+// 0 success, 1 failure.
+int RunLocal(const CliArgs& args);
+
+// Rows per engine call for rows of `in_cols` values and results of `out_cols` values: about 8M
+// values per buffer, between 1 and 262144 rows.
+int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols);
+
+struct StreamOptions {
+  std::string input;   // CSV path, "-" = standard input
+  std::string output;  // CSV path, "-" = standard output
+  int64_t in_cols = 0;   // values per input row (the model's features)
+  int64_t out_cols = 0;  // values per result row
+  int64_t chunk_rows = 0;  // 0 = AutoChunkRows
+  bool progress = true;    // progress bar on a terminal
+  std::string label;       // progress bar label ("predict", "explain")
+};
+
+struct StreamStats {
+  int64_t rows = 0;
+  int64_t chunks = 0;
+  double compute_seconds = 0;  // inside `compute`
+  double total_seconds = 0;
+};
+
+// Reads `input` in chunks (the next chunk is parsed while the current one is computed), calls
+// `compute(rows, out)` for each and writes `out` as CSV. Memory stays bounded by the chunk size
+// whatever the input size. On error the partial output file is removed (standard output is not).
+using ComputeFn = std::function<absl::Status(RowsView rows, MatrixView<float> out)>;
+absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute, StreamStats* stats);
+
+// Model statistics for `grove inspect`: (key, value) pairs in display order; numbers are
+// formatted as JSON numbers, everything else is a string.
+struct Stat {
+  std::string key;    // snake_case, used as the JSON key
+  std::string value;  // display text
+  bool is_number = false;
+};
+std::vector<Stat> ForestStats(const Forest& forest);
+// Renders stats as aligned "key  value" lines or as one JSON object.
+std::string RenderStats(const std::vector<Stat>& stats, bool json);
+
+}  // namespace grove::cli

@@ -1,0 +1,103 @@
+#include "core/batching/batch_executor.h"
+
+#include <algorithm>
+
+namespace grove::batching {
+
+const Clock* RealClock::Get() {
+  static const RealClock* clock = new RealClock();
+  return clock;
+}
+
+absl::Status ValidateBatcherOptions(const BatcherOptions& options) {
+  if (options.max_batch_rows <= 0 || options.max_queue_rows <= 0 || options.max_queue_tasks <= 0 ||
+      options.max_concurrent_batches <= 0) {
+    return absl::InvalidArgumentError(
+        "batching limits (max_batch_rows, max_queue_rows, max_queue_requests, "
+        "max_concurrent_batches) must be positive");
+  }
+  if (options.max_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("batching max_delay must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+BatchExecutor::BatchExecutor(int num_threads, const Clock* clock) : clock_(clock) {
+  num_threads = std::max(1, num_threads);
+  threads_.reserve(num_threads);
+  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+BatchExecutor::~BatchExecutor() { Stop(); }
+
+void BatchExecutor::Add(std::shared_ptr<BatchSource> source) {
+  absl::MutexLock lock(&mu_);
+  sources_.push_back(std::move(source));
+  ++generation_;
+  cv_.SignalAll();
+}
+
+void BatchExecutor::Remove(const BatchSource* source) {
+  absl::MutexLock lock(&mu_);
+  sources_.erase(std::remove_if(sources_.begin(), sources_.end(),
+                                [&](const auto& s) { return s.get() == source; }),
+                 sources_.end());
+}
+
+void BatchExecutor::Notify() {
+  absl::MutexLock lock(&mu_);
+  ++generation_;
+  cv_.Signal();
+}
+
+void BatchExecutor::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  for (std::thread& t : threads_) t.join();
+  absl::MutexLock lock(&mu_);
+  sources_.clear();
+}
+
+void BatchExecutor::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_) {
+    const uint64_t generation = generation_;
+    absl::Time earliest = absl::InfiniteFuture();
+    absl::AnyInvocable<void() &&> work;
+    // Keep the sources alive while their work runs outside the lock.
+    std::shared_ptr<BatchSource> owner;
+    const size_t n = sources_.size();
+    for (size_t i = 0; i < n && !work; ++i) {
+      const size_t index = (next_source_ + i) % n;
+      absl::Time next = absl::InfiniteFuture();
+      work = sources_[index]->TakeWork(&next);
+      earliest = std::min(earliest, next);
+      if (work) {
+        owner = sources_[index];
+        next_source_ = index + 1;
+      }
+    }
+    if (work) {
+      // Another idle worker may find more.
+      cv_.Signal();
+      mu_.Unlock();
+      std::move(work)();
+      owner.reset();
+      mu_.Lock();
+      continue;
+    }
+    if (generation != generation_ || stop_) continue;
+    if (earliest == absl::InfiniteFuture()) {
+      cv_.Wait(&mu_);
+    } else {
+      const absl::Duration wait = earliest - clock_->Now();
+      if (wait > absl::ZeroDuration()) cv_.WaitWithTimeout(&mu_, wait);
+    }
+  }
+}
+
+}  // namespace grove::batching

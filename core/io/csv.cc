@@ -1,0 +1,406 @@
+#include "core/io/csv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace grove {
+namespace {
+
+constexpr size_t kInitialReadBuffer = size_t{1} << 20;
+constexpr size_t kWriteFlushBytes = size_t{1} << 20;
+
+// Debian's Abseil has its own string_view type; StrCat takes only that one.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status OpenError(const std::string& path, int err, std::string_view what) {
+  std::string message = absl::StrCat("cannot ", Sv(what), " ", path, ": ", std::strerror(err));
+  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+  return absl::InvalidArgumentError(message);
+}
+
+inline bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+
+// Parses one field [b, e) as a double. Empty / nan = NaN. False when it is not a number.
+inline bool ParseField(const char* b, const char* e, double* value) {
+  while (b < e && IsBlank(*b)) ++b;
+  while (e > b && IsBlank(e[-1])) --e;
+  if (b == e) {
+    *value = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (*b == '+') {
+    ++b;
+    if (b == e || *b == '-' || *b == '+') return false;
+  }
+  auto [ptr, ec] = std::from_chars(b, e, *value, std::chars_format::general);
+  if (ec == std::errc::result_out_of_range) {
+    // from_chars leaves the value alone on overflow/underflow; strtod gives +-HUGE_VAL or the
+    // denormal/zero that a float64 array would have held.
+    std::string copy(b, e);
+    char* end = nullptr;
+    *value = std::strtod(copy.c_str(), &end);
+    return end == copy.c_str() + copy.size();
+  }
+  if (ec != std::errc()) return false;
+  if (ptr != e) return false;
+  if (std::isnan(*value)) *value = std::numeric_limits<double>::quiet_NaN();  // drop the sign
+  return true;
+}
+
+std::string Excerpt(const char* b, const char* e) {
+  while (b < e && IsBlank(*b)) ++b;
+  while (e > b && IsBlank(e[-1])) --e;
+  constexpr ptrdiff_t kMax = 40;
+  if (e - b > kMax) return absl::StrCat(absl::string_view(b, kMax), "...");
+  return std::string(b, e);
+}
+
+int64_t CountFields(const char* b, const char* e) {
+  int64_t n = 1;
+  for (const char* p = b; p < e; ++p) n += (*p == ',');
+  return n;
+}
+
+// Parses one line [b, e) (no '\n'). Returns false in *parsed for a blank line. `cols` is in-out.
+template <typename T>
+absl::Status ParseLine(const char* b, const char* e, std::string_view source, int64_t line,
+                       int64_t* cols, std::vector<T>* out, bool* parsed) {
+  if (e > b && e[-1] == '\r') --e;
+  const char* q = b;
+  while (q < e && IsBlank(*q)) ++q;
+  if (q == e) {
+    *parsed = false;
+    return absl::OkStatus();
+  }
+  *parsed = true;
+  const size_t base = out->size();
+  const int64_t expected = *cols;
+  if (expected > 0) out->resize(base + static_cast<size_t>(expected));
+  int64_t field = 0;
+  const char* p = b;
+  while (true) {
+    const char* comma = static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
+    const char* fe = comma != nullptr ? comma : e;
+    if (expected > 0 && field >= expected) {
+      out->resize(base);
+      return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": expected ", expected,
+                                                     " fields, found ", CountFields(b, e)));
+    }
+    double v;
+    if (!ParseField(p, fe, &v)) {
+      out->resize(base);
+      return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": field ", field + 1,
+                                                     " ('", Excerpt(p, fe),
+                                                     "') is not a number"));
+    }
+    if (expected > 0) {
+      (*out)[base + static_cast<size_t>(field)] = static_cast<T>(v);
+    } else {
+      out->push_back(static_cast<T>(v));
+    }
+    ++field;
+    if (comma == nullptr) break;
+    p = comma + 1;
+  }
+  if (expected > 0 && field != expected) {
+    out->resize(base);
+    return absl::InvalidArgumentError(
+        absl::StrCat(Sv(source), ":", line, ": expected ", expected, " fields, found ", field));
+  }
+  if (expected <= 0) *cols = field;
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status ParseText(std::string_view text, std::string_view source, int64_t* cols,
+                       std::vector<T>* values) {
+  const char* p = text.data();
+  const char* end = p + text.size();
+  int64_t line = 0;
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    const char* le = nl != nullptr ? nl : end;
+    ++line;
+    bool parsed;
+    absl::Status s = ParseLine(p, le, source, line, cols, values, &parsed);
+    if (!s.ok()) return s;
+    p = nl != nullptr ? nl + 1 : end;
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<CsvMatrix<T>> ReadWhole(const std::string& path, int64_t expected_cols) {
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, expected_cols);
+  if (!reader.ok()) return reader.status();
+  CsvMatrix<T> m;
+  std::vector<T> chunk;
+  while (true) {
+    absl::StatusOr<int64_t> n = (*reader)->ReadRows(int64_t{1} << 20, &chunk);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    if (m.values.empty()) {
+      m.values = std::move(chunk);
+      chunk = {};
+    } else {
+      m.values.insert(m.values.end(), chunk.begin(), chunk.end());
+    }
+    m.rows += *n;
+  }
+  m.cols = (*reader)->cols();
+  return m;
+}
+
+absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseCsvFloats(std::string_view text, std::string_view source, int64_t* cols,
+                            std::vector<float>* values) {
+  return ParseText(text, source, cols, values);
+}
+
+absl::Status ParseCsvDoubles(std::string_view text, std::string_view source, int64_t* cols,
+                             std::vector<double>* values) {
+  return ParseText(text, source, cols, values);
+}
+
+absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols) {
+  return ReadWhole<float>(path, expected_cols);
+}
+
+absl::StatusOr<CsvMatrix<double>> ReadCsvDoubles(const std::string& path,
+                                                 int64_t expected_cols) {
+  return ReadWhole<double>(path, expected_cols);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CsvReader
+
+CsvReader::CsvReader(std::string path, int fd, bool owns_fd, int64_t expected_cols,
+                     int64_t total_bytes)
+    : path_(std::move(path)),
+      fd_(fd),
+      owns_fd_(owns_fd),
+      cols_(expected_cols > 0 ? expected_cols : 0),
+      total_bytes_(total_bytes),
+      buf_(kInitialReadBuffer) {}
+
+CsvReader::~CsvReader() {
+  if (owns_fd_ && fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
+                                                           int64_t expected_cols) {
+  int fd = 0;
+  bool owns = false;
+  if (path != "-") {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return OpenError(path, errno, "open");
+    owns = true;
+  }
+  struct stat st;
+  int64_t total = -1;
+  if (::fstat(fd, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      if (owns) ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": is a directory"));
+    }
+    if (S_ISREG(st.st_mode)) total = static_cast<int64_t>(st.st_size);
+  }
+  return std::unique_ptr<CsvReader>(
+      new CsvReader(path == "-" ? std::string("<stdin>") : path, fd, owns, expected_cols, total));
+}
+
+absl::StatusOr<bool> CsvReader::Fill() {
+  if (eof_) return false;
+  if (begin_ > 0) {
+    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);  // a line longer than the buffer
+  while (true) {
+    const ssize_t n = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", path_, ": ", std::strerror(errno)));
+    }
+    if (n == 0) {
+      eof_ = true;
+      return false;
+    }
+    end_ += static_cast<size_t>(n);
+    return true;
+  }
+}
+
+template <typename T>
+absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>* out) {
+  out->clear();
+  if (failed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": reader failed"));
+  if (cols_ > 0 && max_rows > 0) {
+    // Reserve for the chunk, at most 4M values up front (the vector grows past that if needed).
+    const int64_t cap = std::max<int64_t>(1, (int64_t{1} << 22) / cols_);
+    out->reserve(static_cast<size_t>(std::min(max_rows, cap) * cols_));
+  }
+  int64_t rows = 0;
+  while (rows < max_rows) {
+    const char* base = buf_.data();
+    const char* nl = static_cast<const char*>(std::memchr(base + begin_, '\n', end_ - begin_));
+    const char* lb = base + begin_;
+    const char* le;
+    if (nl == nullptr) {
+      if (!eof_) {
+        absl::StatusOr<bool> more = Fill();
+        if (!more.ok()) {
+          failed_ = true;
+          return more.status();
+        }
+        continue;
+      }
+      if (begin_ == end_) break;
+      le = base + end_;
+    } else {
+      le = nl;
+    }
+    ++line_;
+    bool parsed;
+    absl::Status s = ParseLine(lb, le, path_, line_, &cols_, out, &parsed);
+    if (!s.ok()) {
+      failed_ = true;
+      return s;
+    }
+    const size_t used = static_cast<size_t>(le - lb) + (nl != nullptr ? 1 : 0);
+    begin_ += used;
+    consumed_ += static_cast<int64_t>(used);
+    if (parsed) ++rows;
+  }
+  rows_read_ += rows;
+  return rows;
+}
+
+absl::StatusOr<int64_t> CsvReader::ReadRows(int64_t max_rows, std::vector<float>* out) {
+  return ReadRowsImpl(max_rows, out);
+}
+
+absl::StatusOr<int64_t> CsvReader::ReadRows(int64_t max_rows, std::vector<double>* out) {
+  return ReadRowsImpl(max_rows, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+char* FormatCsvNumber(double value, char* out) {
+  if (std::isnan(value)) {
+    std::memcpy(out, "nan", 3);
+    return out + 3;
+  }
+  // to_chars with a precision is specified as printf("%.*g"), without the locale.
+  return std::to_chars(out, out + 32, value, std::chars_format::general, 9).ptr;
+}
+
+CsvWriter::CsvWriter(std::string path, int fd, bool owns_fd)
+    : path_(std::move(path)), fd_(fd), owns_fd_(owns_fd) {
+  buf_.reserve(kWriteFlushBytes + 4096);
+}
+
+CsvWriter::~CsvWriter() {
+  if (!closed_) (void)Close();
+}
+
+absl::StatusOr<std::unique_ptr<CsvWriter>> CsvWriter::Open(const std::string& path) {
+  if (path == "-") return std::unique_ptr<CsvWriter>(new CsvWriter("<stdout>", 1, false));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return OpenError(path, errno, "create");
+  return std::unique_ptr<CsvWriter>(new CsvWriter(path, fd, true));
+}
+
+absl::Status CsvWriter::Flush() {
+  absl::Status s = WriteAll(fd_, buf_.data(), buf_.size(), path_);
+  buf_.clear();
+  return s;
+}
+
+template <typename T>
+absl::Status CsvWriter::WriteRowsImpl(MatrixView<const T> rows) {
+  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer closed"));
+  char scratch[40];
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const T* row = rows.Row(r);
+    for (int64_t c = 0; c < rows.cols; ++c) {
+      char* e = FormatCsvNumber(static_cast<double>(row[c]), scratch);
+      *e++ = c + 1 < rows.cols ? ',' : '\n';
+      buf_.append(scratch, static_cast<size_t>(e - scratch));
+    }
+    if (rows.cols == 0) buf_.push_back('\n');
+    if (buf_.size() >= kWriteFlushBytes) {
+      absl::Status s = Flush();
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CsvWriter::WriteRows(MatrixView<const float> rows) { return WriteRowsImpl(rows); }
+absl::Status CsvWriter::WriteRows(MatrixView<const double> rows) { return WriteRowsImpl(rows); }
+
+absl::Status CsvWriter::Close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  absl::Status s = Flush();
+  if (owns_fd_) {
+    if (::close(fd_) != 0 && s.ok()) {
+      s = absl::InternalError(absl::StrCat("cannot write ", path_, ": ", std::strerror(errno)));
+    }
+    fd_ = -1;
+  }
+  return s;
+}
+
+namespace {
+template <typename T>
+absl::Status WriteCsvImpl(const std::string& path, MatrixView<const T> rows) {
+  absl::StatusOr<std::unique_ptr<CsvWriter>> w = CsvWriter::Open(path);
+  if (!w.ok()) return w.status();
+  absl::Status s = (*w)->WriteRows(rows);
+  absl::Status c = (*w)->Close();
+  return s.ok() ? c : s;
+}
+}  // namespace
+
+absl::Status WriteCsv(const std::string& path, MatrixView<const float> rows) {
+  return WriteCsvImpl(path, rows);
+}
+absl::Status WriteCsv(const std::string& path, MatrixView<const double> rows) {
+  return WriteCsvImpl(path, rows);
+}
+
+}  // namespace grove

@@ -1,0 +1,132 @@
+// CSV rows in and out: the text format of `grove`, the test corpus and the benchmarks.
+//
+// Input format: one row per line, comma separated, no header. A field that is empty, or reads `nan`
+// in any case (`NaN`, `-nan`), is a missing value (NaN). Numbers are parsed as double with
+// std::from_chars and then cast to float -- exactly what XGBoost does with the float64 arrays it is
+// given -- so a value written with 9 significant digits round-trips bit for bit. Spaces and tabs
+// around a field, a leading '+', `inf`/`infinity`, CRLF line ends and a missing final newline are
+// tolerated. Lines that are empty (or only whitespace) are skipped. Every error is INVALID_ARGUMENT
+// (or NOT_FOUND / PERMISSION_DENIED for a file that cannot be opened) with a message that names the
+// file and the 1-based line: `X.csv:12: expected 8 fields, found 7`.
+//
+// Output format: `%.9g` for every value (float32 round-trips exactly), NaN written `nan`, `,`
+// between values, `\n` after each row.
+//
+// Thread safety: a CsvReader / CsvWriter is used by one thread at a time; the free functions are
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/common/rows.h"
+
+namespace grove {
+
+// A dense row-major matrix read from a CSV file.
+template <typename T>
+struct CsvMatrix {
+  std::vector<T> values;  // rows * cols
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Reads a whole file. `expected_cols` > 0 makes every row check against it; otherwise the first row
+// sets the column count. "-" reads standard input.
+absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols = 0);
+absl::StatusOr<CsvMatrix<double>> ReadCsvDoubles(const std::string& path,
+                                                 int64_t expected_cols = 0);
+
+// Parses CSV text held in memory; `source` names it in errors. Appends to `values`; `cols` is in-out
+// (<= 0: set from the first row).
+absl::Status ParseCsvFloats(std::string_view text, std::string_view source, int64_t* cols,
+                            std::vector<float>* values);
+absl::Status ParseCsvDoubles(std::string_view text, std::string_view source, int64_t* cols,
+                             std::vector<double>* values);
+
+// Streaming reader for inputs that do not fit in memory: reads the file in blocks and hands out
+// rows in chunks of the caller's size.
+class CsvReader {
+ public:
+  // `path` "-" is standard input. `expected_cols` > 0 fixes the column count.
+  static absl::StatusOr<std::unique_ptr<CsvReader>> Open(const std::string& path,
+                                                         int64_t expected_cols = 0);
+  ~CsvReader();
+  CsvReader(const CsvReader&) = delete;
+  CsvReader& operator=(const CsvReader&) = delete;
+
+  // Appends up to `max_rows` rows to `out` (cleared first) and returns how many; 0 means the end of
+  // the input. After an error the reader is unusable.
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out);
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<double>* out);
+
+  // Columns per row: expected_cols, or learned from the first row (0 before it is read).
+  int64_t cols() const { return cols_; }
+  // Rows returned so far.
+  int64_t rows_read() const { return rows_read_; }
+  // Bytes of the input consumed so far, and its total size (-1 when unknown, e.g. a pipe).
+  int64_t bytes_consumed() const { return consumed_; }
+  int64_t total_bytes() const { return total_bytes_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  CsvReader(std::string path, int fd, bool owns_fd, int64_t expected_cols, int64_t total_bytes);
+  template <typename T>
+  absl::StatusOr<int64_t> ReadRowsImpl(int64_t max_rows, std::vector<T>* out);
+  // Reads more input into buf_; false at the end of the input.
+  absl::StatusOr<bool> Fill();
+
+  std::string path_;
+  int fd_;
+  bool owns_fd_;
+  int64_t cols_;
+  int64_t total_bytes_;
+  int64_t consumed_ = 0;
+  int64_t rows_read_ = 0;
+  int64_t line_ = 0;  // lines consumed (1-based number of the last line parsed)
+  bool eof_ = false;
+  bool failed_ = false;
+  std::vector<char> buf_;
+  size_t begin_ = 0;  // unparsed data is buf_[begin_, end_)
+  size_t end_ = 0;
+};
+
+// Writes `%.9g` of `value` (NaN as "nan") at `out` and returns the end; `out` needs 32 bytes.
+char* FormatCsvNumber(double value, char* out);
+
+// Buffered CSV writer. "-" writes standard output.
+class CsvWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<CsvWriter>> Open(const std::string& path);
+  ~CsvWriter();  // flushes and closes, ignoring errors: call Close() to see them
+  CsvWriter(const CsvWriter&) = delete;
+  CsvWriter& operator=(const CsvWriter&) = delete;
+
+  absl::Status WriteRows(MatrixView<const float> rows);
+  absl::Status WriteRows(MatrixView<const double> rows);
+  // Flushes and closes (standard output is flushed, not closed).
+  absl::Status Close();
+
+ private:
+  CsvWriter(std::string path, int fd, bool owns_fd);
+  template <typename T>
+  absl::Status WriteRowsImpl(MatrixView<const T> rows);
+  absl::Status Flush();
+
+  std::string path_;
+  int fd_;
+  bool owns_fd_;
+  bool closed_ = false;
+  std::string buf_;
+};
+
+// Writes a whole matrix to `path`.
+absl::Status WriteCsv(const std::string& path, MatrixView<const float> rows);
+absl::Status WriteCsv(const std::string& path, MatrixView<const double> rows);
+
+}  // namespace grove

@@ -1,0 +1,115 @@
+// CPU reference predictor: the straightforward per-row loop over trees that every GPU strategy is
+// checked against. Exactness over speed: margins are accumulated in double, in the model's tree
+// order, and rounded to float once.
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/model/transform.h"
+#include "core/predict/predict.h"
+#include "core/predict/traverse.h"
+
+namespace grove {
+
+const char* OutputKindName(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kMargin: return "margin";
+    case OutputKind::kPrediction: return "prediction";
+    case OutputKind::kLeaf: return "leaf";
+  }
+  return "unknown";
+}
+
+namespace {
+
+int64_t TreesInRange(const Forest& forest, int begin, int end) {
+  int64_t n = 0;
+  for (int t = 0; t < static_cast<int>(forest.trees.size()); ++t) n += forest.TreeInRange(t, begin, end);
+  return n;
+}
+
+}  // namespace
+
+int64_t PredictWidth(const Forest& forest, const PredictOptions& options) {
+  switch (options.kind) {
+    case OutputKind::kMargin: return forest.num_outputs;
+    case OutputKind::kPrediction: return forest.PredictionWidth();
+    case OutputKind::kLeaf:
+      return TreesInRange(forest, options.iteration_begin, options.iteration_end);
+  }
+  return 0;
+}
+
+absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOptions& options,
+                        MatrixView<float> out, ThreadPool* pool) {
+  if (rows.cols != forest.num_features) {
+    return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols, " columns; the model has ",
+                                                   forest.num_features, " features"));
+  }
+  if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
+    return absl::InvalidArgumentError("malformed rows view");
+  }
+  IterationRange range;
+  if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
+                                             options.iteration_end, &range);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t width = PredictWidth(forest, options);
+  if (out.rows != rows.rows || out.cols != width || out.stride < out.cols ||
+      (out.rows > 0 && out.data == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output is ", out.rows, " x ", out.cols, "; expected ", rows.rows, " x ", width,
+                     " for ", OutputKindName(options.kind)));
+  }
+  if (rows.rows == 0) return absl::OkStatus();
+
+  std::vector<int32_t> trees;
+  for (int t = 0; t < static_cast<int>(forest.trees.size()); ++t) {
+    if (forest.TreeInRange(t, range.begin, range.end)) trees.push_back(t);
+  }
+  const ForestView view = MakeForestView(forest);
+  const TransformParams transform = MakeTransformParams(forest, range.size());
+  const int num_outputs = forest.num_outputs;
+  const OutputKind kind = options.kind;
+
+  auto work = [&](int64_t begin, int64_t end) {
+    std::vector<double> margin(num_outputs);
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = rows.Row(r);
+      float* o = out.Row(r);
+      if (kind == OutputKind::kLeaf) {
+        for (size_t i = 0; i < trees.size(); ++i) {
+          const Node* nodes = view.TreeNodes(trees[i]);
+          o[i] = static_cast<float>(nodes[TraverseTree(nodes, view.category_bits, row)].leaf_id);
+        }
+        continue;
+      }
+      for (int k = 0; k < num_outputs; ++k) margin[k] = forest.base_margin[k];
+      for (int32_t t : trees) {
+        const Tree& tree = view.trees[t];
+        const Node* nodes = view.TreeNodes(t);
+        const Node& leaf = nodes[TraverseTree(nodes, view.category_bits, row)];
+        if (tree.leaf_width == 1) {
+          margin[tree.group] += tree.weight * LeafValue(view, leaf, 0, row);
+        } else {
+          for (int k = 0; k < tree.leaf_width; ++k) {
+            margin[k] += tree.weight * LeafValue(view, leaf, k, row);
+          }
+        }
+      }
+      if (kind == OutputKind::kMargin) {
+        for (int k = 0; k < num_outputs; ++k) o[k] = static_cast<float>(margin[k]);
+      } else {
+        TransformRow(transform, margin.data(), o);
+      }
+    }
+  };
+  // Rows are independent and each is computed by one thread in a fixed order: deterministic.
+  const int64_t grain = trees.size() >= 1000 ? 4 : 32;
+  ParallelFor(pool, rows.rows, grain, work);
+  return absl::OkStatus();
+}
+
+}  // namespace grove

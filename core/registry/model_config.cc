@@ -1,0 +1,156 @@
+#include "core/registry/model_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace grove::registry {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Bad(std::string_view source, std::string_view field, std::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", field, ": ", why));
+}
+
+absl::StatusOr<int64_t> PositiveInt(const json& v, std::string_view source, std::string_view field) {
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+    return Bad(source, field, "must be a positive integer");
+  }
+  return v.get<int64_t>();
+}
+
+absl::Status ParseBatching(const json& j, std::string_view source, const std::string& field,
+                           batching::BatcherOptions* out) {
+  if (!j.is_object()) return Bad(source, field, "must be an object");
+  for (const auto& [key, value] : j.items()) {
+    const std::string name = absl::StrCat(field, ".", key);
+    if (key == "max_delay_us") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+        return Bad(source, name, "must be a non-negative integer");
+      }
+      out->max_delay = absl::Microseconds(value.get<int64_t>());
+      continue;
+    }
+    absl::StatusOr<int64_t> n = PositiveInt(value, source, name);
+    if (!n.ok()) return n.status();
+    if (key == "max_batch_rows") {
+      out->max_batch_rows = *n;
+    } else if (key == "max_queue_rows") {
+      out->max_queue_rows = *n;
+    } else if (key == "max_queue_requests") {
+      out->max_queue_tasks = *n;
+    } else if (key == "max_concurrent_batches") {
+      out->max_concurrent_batches = static_cast<int>(*n);
+    } else {
+      return Bad(source, name, "unknown field");
+    }
+  }
+  return batching::ValidateBatcherOptions(*out);
+}
+
+}  // namespace
+
+const char* OperationName(Operation op) {
+  switch (op) {
+    case Operation::kPredict: return "predict";
+    case Operation::kExplain: return "explain";
+    case Operation::kInteractions: return "interactions";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text, const ModelConfig& defaults,
+                                             std::string_view source) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
+  if (!j.is_object()) return Bad(source, "config", "must be a JSON object");
+  ModelConfig c = defaults;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "versions") {
+      if (value.is_string() && value.get<std::string>() == "latest") {
+        c.version_policy = VersionPolicy::kLatest;
+      } else if (value.is_string() && value.get<std::string>() == "all") {
+        c.version_policy = VersionPolicy::kAll;
+      } else if (value.is_array() && !value.empty()) {
+        c.version_policy = VersionPolicy::kSpecific;
+        c.specific_versions.clear();
+        for (const json& v : value) {
+          absl::StatusOr<int64_t> n = PositiveInt(v, source, "versions[]");
+          if (!n.ok()) return n.status();
+          c.specific_versions.push_back(*n);
+        }
+      } else {
+        return Bad(source, key, "must be \"latest\", \"all\" or a non-empty list of versions");
+      }
+    } else if (key == "device") {
+      if (!value.is_string() || (value != "auto" && value != "cpu" && value != "gpu")) {
+        return Bad(source, key, "must be \"auto\", \"cpu\" or \"gpu\"");
+      }
+      c.device = value.get<std::string>();
+    } else if (key == "predict_strategy" || key == "explain_strategy") {
+      if (!value.is_string() || value.get<std::string>().empty()) {
+        return Bad(source, key, "must be a strategy name");
+      }
+      (key == "predict_strategy" ? c.predict_strategy : c.explain_strategy) =
+          value.get<std::string>();
+    } else if (key == "default_outputs") {
+      if (!value.is_array() || value.empty()) {
+        return Bad(source, key, "must be a non-empty list of \"margin\", \"prediction\", \"leaf\"");
+      }
+      c.default_outputs.clear();
+      for (const json& v : value) {
+        if (v == "margin") {
+          c.default_outputs.push_back(OutputKind::kMargin);
+        } else if (v == "prediction") {
+          c.default_outputs.push_back(OutputKind::kPrediction);
+        } else if (v == "leaf") {
+          c.default_outputs.push_back(OutputKind::kLeaf);
+        } else {
+          return Bad(source, key, "entries must be \"margin\", \"prediction\" or \"leaf\"");
+        }
+      }
+    } else if (key == "max_request_rows") {
+      absl::StatusOr<int64_t> n = PositiveInt(value, source, key);
+      if (!n.ok()) return n.status();
+      c.max_request_rows = *n;
+    } else if (key == "max_interaction_values_per_row") {
+      absl::StatusOr<int64_t> n = PositiveInt(value, source, key);
+      if (!n.ok()) return n.status();
+      c.max_interaction_values_per_row = *n;
+    } else if (key == "batching") {
+      if (!value.is_object()) return Bad(source, key, "must be an object");
+      for (const auto& [op, limits] : value.items()) {
+        int index = -1;
+        for (int i = 0; i < kNumOperations; ++i) {
+          if (op == OperationName(static_cast<Operation>(i))) index = i;
+        }
+        if (index < 0) {
+          return Bad(source, absl::StrCat("batching.", op),
+                     "unknown operation (predict, explain, interactions)");
+        }
+        absl::Status s = ParseBatching(limits, source, absl::StrCat("batching.", op),
+                                       &c.batching[index]);
+        if (!s.ok()) return s;
+      }
+    } else {
+      return Bad(source, key, "unknown field");
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
+                                                const ModelConfig& defaults) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseModelConfig(text.str(), defaults, path);
+}
+
+}  // namespace grove::registry

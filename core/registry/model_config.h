@@ -1,0 +1,54 @@
+// ModelConfig: the typed per-model configuration of a model repository (DIR/<name>/config.json),
+// with server-wide defaults. See docs/operations.md for the JSON schema.
+//
+// Thread-safe (plain values; parsing has no shared state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/batching/batcher.h"
+#include "core/predict/predict.h"
+
+namespace grove::registry {
+
+enum class VersionPolicy { kLatest, kAll, kSpecific };
+
+// The three units of compute, each with its own queue per model.
+enum class Operation : int { kPredict = 0, kExplain = 1, kInteractions = 2 };
+inline constexpr int kNumOperations = 3;
+const char* OperationName(Operation op);  // "predict", "explain", "interactions"
+
+struct ModelConfig {
+  VersionPolicy version_policy = VersionPolicy::kLatest;
+  std::vector<int64_t> specific_versions;  // kSpecific
+  std::string device = "auto";             // "auto", "cpu", "gpu"
+  std::string predict_strategy = "auto";
+  std::string explain_strategy = "auto";
+  std::vector<OutputKind> default_outputs = {OutputKind::kPrediction};
+  int64_t max_request_rows = 65536;
+  int64_t max_interaction_values_per_row = int64_t{1} << 20;
+  batching::BatcherOptions batching[kNumOperations] = {
+      {4096, absl::Microseconds(500), int64_t{1} << 20, 4096, 2},
+      {1024, absl::Microseconds(1000), int64_t{1} << 18, 4096, 2},
+      {64, absl::Microseconds(1000), int64_t{1} << 14, 1024, 1},
+  };
+
+  const batching::BatcherOptions& Batching(Operation op) const {
+    return batching[static_cast<int>(op)];
+  }
+};
+
+// Parses a config.json text over `defaults` (fields not given keep their default). Unknown fields,
+// wrong types and invalid values are INVALID_ARGUMENT naming `source` and the field.
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json, const ModelConfig& defaults,
+                                             std::string_view source);
+
+// Reads and parses a file (NOT_FOUND when it does not exist).
+absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
+                                                const ModelConfig& defaults);
+
+}  // namespace grove::registry

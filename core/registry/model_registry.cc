@@ -1,0 +1,542 @@
+#include "core/registry/model_registry.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/log.h"
+#include "core/explain/explain.h"
+#include "core/model/loader.h"
+
+namespace grove::registry {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kModelFiles[] = {"model.json", "model.ubj", "model.txt"};
+
+bool ValidModelName(const std::string& name) {
+  if (name.empty() || name[0] == '.' || name.size() > 200) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+bool ParseVersion(const std::string& s, int64_t* version) {
+  if (s.empty() || s.size() > 18) return false;
+  if (!std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  return absl::SimpleAtoi(s, version) && *version > 0;
+}
+
+}  // namespace
+
+const char* VersionStateName(VersionState state) {
+  switch (state) {
+    case VersionState::kLoading: return "LOADING";
+    case VersionState::kReady: return "READY";
+    case VersionState::kFailed: return "FAILED";
+    case VersionState::kUnloaded: return "UNLOADED";
+  }
+  return "UNKNOWN";
+}
+
+EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOptions explain,
+                                   ThreadPool* pool) {
+  return [predict, explain, pool](const ForestPtr& forest,
+                                  const ModelConfig& config) -> absl::StatusOr<EngineSet> {
+    PredictEngineOptions p = predict;
+    ExplainEngineOptions e = explain;
+    if (config.device == "cpu") {
+      p.use_gpu = false;
+      e.use_gpu = false;
+    }
+#if !defined(GROVE_HAVE_CUDA)
+    if (config.device == "gpu") {
+      return absl::FailedPreconditionError(
+          "config.json asks for device \"gpu\" but this build has no CUDA engines");
+    }
+#endif
+    p.strategy = config.predict_strategy;
+    e.strategy = config.explain_strategy;
+    absl::StatusOr<std::unique_ptr<PredictEngine>> pe = PredictEngine::Create(forest, p, pool);
+    if (!pe.ok()) return pe.status();
+    EngineSet set;
+    set.predict = std::move(*pe);
+    set.explain_status = CheckExplainable(*forest);
+    if (set.explain_status.ok()) {
+      absl::StatusOr<std::unique_ptr<ExplainEngine>> ee = ExplainEngine::Create(forest, e, pool);
+      if (ee.ok()) {
+        set.explain = std::move(*ee);
+      } else {
+        set.explain_status = ee.status();
+      }
+    }
+    return set;
+  };
+}
+
+absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(RegistryOptions options) {
+  if (!options.engine_factory) {
+    return absl::InvalidArgumentError("ModelRegistry needs an engine factory");
+  }
+  std::error_code ec;
+  if (!fs::is_directory(options.repository, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("model repository '", options.repository, "' is not a directory"));
+  }
+  return std::unique_ptr<ModelRegistry>(new ModelRegistry(std::move(options)));
+}
+
+ModelRegistry::ModelRegistry(RegistryOptions options) : options_(std::move(options)) {}
+
+ModelRegistry::~ModelRegistry() { StopWatching(); }
+
+ModelRegistry::FileStamp ModelRegistry::Stat(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return FileStamp{};
+  return FileStamp{static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+                   static_cast<int64_t>(st.st_size)};
+}
+
+std::vector<std::string> ModelRegistry::ScanModelNames() const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.repository, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code ec2;
+    if (!it->is_directory(ec2)) continue;
+    std::string name = it->path().filename().string();
+    if (ValidModelName(name)) names.push_back(std::move(name));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) const {
+  ScannedModel out;
+  const fs::path dir = fs::path(options_.repository) / name;
+  out.config_stamp = Stat((dir / "config.json").string());
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code ec2;
+    if (!it->is_directory(ec2)) continue;
+    int64_t version = 0;
+    if (!ParseVersion(it->path().filename().string(), &version)) continue;
+    ScannedVersion v;
+    std::vector<std::string> found;
+    for (const char* file : kModelFiles) {
+      const std::string path = (it->path() / file).string();
+      FileStamp stamp = Stat(path);
+      if (stamp.size >= 0) {
+        found.push_back(file);
+        v.path = path;
+        v.stamp = stamp;
+      }
+    }
+    if (found.empty()) continue;  // not (yet) a version
+    if (found.size() > 1) {
+      v.error = absl::StrCat(it->path().string(), " holds several model files (",
+                             absl::StrJoin(found, ", "), "); keep exactly one");
+      v.path.clear();
+    }
+    out.versions.emplace(version, std::move(v));
+  }
+  return out;
+}
+
+absl::Status ModelRegistry::LoadAll() {
+  absl::MutexLock load(&load_mu_);
+  const std::vector<std::string> names = ScanModelNames();
+  for (const std::string& name : names) SyncModel(name, /*force=*/true);
+  std::vector<std::string> failures;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [name, entry] : models_) {
+      ModelStatus s = StatusLocked(name, entry);
+      if (s.ready) continue;
+      std::string why = s.error;
+      for (const VersionStatus& v : s.versions) {
+        if (!v.error.empty()) absl::StrAppend(&why, why.empty() ? "" : "; ", v.error);
+      }
+      failures.push_back(absl::StrCat(name, ": ", why.empty() ? "not ready" : why));
+    }
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("models not ready: ", absl::StrJoin(failures, " | ")));
+}
+
+void ModelRegistry::Poll() {
+  absl::MutexLock load(&load_mu_);
+  const std::vector<std::string> names = ScanModelNames();
+  for (const std::string& name : names) SyncModel(name, /*force=*/false);
+  std::vector<std::string> gone;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [name, entry] : models_) {
+      if (!std::binary_search(names.begin(), names.end(), name)) gone.push_back(name);
+    }
+  }
+  for (const std::string& name : gone) RemoveModel(name);
+}
+
+absl::Status ModelRegistry::Load(const std::string& name) {
+  absl::MutexLock load(&load_mu_);
+  std::error_code ec;
+  if (!ValidModelName(name) || !fs::is_directory(fs::path(options_.repository) / name, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("model '", name, "' not found in the repository ", options_.repository));
+  }
+  SyncModel(name, /*force=*/true);
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return absl::InternalError("model vanished while loading");
+  ModelStatus s = StatusLocked(name, it->second);
+  std::string why = s.error;
+  for (const VersionStatus& v : s.versions) {
+    if (!v.error.empty()) absl::StrAppend(&why, why.empty() ? "" : "; ", v.error);
+  }
+  if (!s.ready) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "' could not be loaded: ", why.empty() ? "no version" : why));
+  }
+  if (!why.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", name, "' reload failed (previous copy still serving): ", why));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRegistry::Unload(const std::string& name) {
+  absl::MutexLock load(&load_mu_);
+  std::vector<int64_t> versions;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return absl::NotFoundError(absl::StrCat("model '", name, "' not found"));
+    it->second.explicitly_unloaded = true;
+    for (const auto& [v, slot] : it->second.versions) versions.push_back(v);
+  }
+  for (int64_t v : versions) UnloadVersion(name, v);
+  GROVE_LOG(INFO) << "model unloaded" << KV("model", name);
+  if (options_.listener) options_.listener->OnModelChanged(name);
+  return absl::OkStatus();
+}
+
+void ModelRegistry::SyncModel(const std::string& name, bool force) {
+  const ScannedModel scanned = ScanModel(name);
+  std::shared_ptr<const ModelConfig> config;
+  bool reload_all = false;
+  bool changed = false;
+  std::vector<int64_t> to_load;
+  std::vector<int64_t> to_unload;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = models_.try_emplace(name);
+    ModelEntry& entry = it->second;
+    changed = inserted;
+    if (force) entry.explicitly_unloaded = false;
+    if (entry.explicitly_unloaded) return;
+
+    // Configuration.
+    if (entry.config == nullptr || scanned.config_stamp != entry.config_stamp || force) {
+      const bool stable = force || scanned.config_stamp == entry.config_seen_stamp;
+      entry.config_seen_stamp = scanned.config_stamp;
+      if (!stable) {
+        // Note the versions' stamps too so that they do not wait one more poll.
+        for (const auto& [v, sv] : scanned.versions) entry.versions[v].seen_stamp = sv.stamp;
+        return;
+      }
+      const bool had_config = entry.config != nullptr;
+      const bool config_file_changed = scanned.config_stamp != entry.config_stamp;
+      entry.config_stamp = scanned.config_stamp;
+      absl::StatusOr<ModelConfig> parsed =
+          scanned.config_stamp.size < 0
+              ? absl::StatusOr<ModelConfig>(options_.default_config)
+              : LoadModelConfigFile(
+                    (std::filesystem::path(options_.repository) / name / "config.json").string(),
+                    options_.default_config);
+      if (!parsed.ok()) {
+        entry.error = std::string(parsed.status().message());
+        changed = true;
+        GROVE_LOG(WARNING) << "bad model config" << KV("model", name)
+                           << KV("error", parsed.status().message());
+        if (!had_config) return;  // nothing can load without a valid config
+      } else {
+        entry.error.clear();
+        entry.config = std::make_shared<const ModelConfig>(std::move(*parsed));
+        reload_all = had_config && config_file_changed;
+        changed = true;
+      }
+    }
+    config = entry.config;
+
+    // Versions wanted by the policy.
+    std::set<int64_t> wanted;
+    if (!scanned.versions.empty()) {
+      switch (config->version_policy) {
+        case VersionPolicy::kLatest:
+          wanted.insert(scanned.versions.rbegin()->first);
+          break;
+        case VersionPolicy::kAll:
+          for (const auto& [v, sv] : scanned.versions) wanted.insert(v);
+          break;
+        case VersionPolicy::kSpecific:
+          for (int64_t v : config->specific_versions) {
+            if (scanned.versions.count(v)) wanted.insert(v);
+          }
+          break;
+      }
+    }
+    if (wanted.empty() && entry.error.empty()) {
+      entry.error = "no version directory holds a model file (wanted by the version policy)";
+      changed = true;
+    } else if (!wanted.empty() && entry.error.rfind("no version directory", 0) == 0) {
+      entry.error.clear();
+    }
+    for (int64_t v : wanted) {
+      const ScannedVersion& sv = scanned.versions.at(v);
+      VersionSlot& slot = entry.versions[v];
+      const bool stable = force || sv.stamp == slot.seen_stamp;
+      slot.seen_stamp = sv.stamp;
+      const bool needed = force || reload_all || sv.stamp != slot.loaded_stamp;
+      if (!needed || !stable) continue;
+      if (!sv.error.empty()) {
+        slot.state = VersionState::kFailed;
+        slot.error = sv.error;
+        slot.loaded_stamp = sv.stamp;
+        changed = true;
+        continue;
+      }
+      to_load.push_back(v);
+    }
+    for (const auto& [v, slot] : entry.versions) {
+      if (!wanted.count(v) && (slot.servable != nullptr || slot.state != VersionState::kUnloaded ||
+                               !scanned.versions.count(v))) {
+        to_unload.push_back(v);
+      }
+    }
+  }
+  for (int64_t v : to_load) {
+    ScannedVersion sv = scanned.versions.at(v);
+    LoadVersion(name, v, sv, config);
+    changed = true;
+  }
+  for (int64_t v : to_unload) {
+    UnloadVersion(name, v);
+    changed = true;
+    if (!scanned.versions.count(v)) {
+      absl::MutexLock lock(&mu_);
+      auto it = models_.find(name);
+      if (it != models_.end()) it->second.versions.erase(v);
+    }
+  }
+  if (changed && options_.listener) options_.listener->OnModelChanged(name);
+}
+
+void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
+                                const ScannedVersion& scanned,
+                                std::shared_ptr<const ModelConfig> config) {
+  {
+    absl::MutexLock lock(&mu_);
+    VersionSlot& slot = models_[name].versions[version];
+    slot.state = VersionState::kLoading;
+    slot.path = scanned.path;
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(scanned.path);
+  absl::StatusOr<EngineSet> engines =
+      forest.ok() ? options_.engine_factory(*forest, *config) : forest.status();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!engines.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      VersionSlot& slot = models_[name].versions[version];
+      slot.state = VersionState::kFailed;
+      slot.error = std::string(engines.status().message());
+      slot.loaded_stamp = scanned.stamp;
+    }
+    GROVE_LOG(WARNING) << "model load failed" << KV("model", name) << KV("version", version)
+                       << KV("path", scanned.path) << KV("error", engines.status().message());
+    if (options_.listener) options_.listener->OnLoadFailed(name, version, engines.status());
+    return;
+  }
+  auto servable = std::make_shared<ServableModel>();
+  servable->name = name;
+  servable->version = version;
+  servable->path = scanned.path;
+  servable->forest = std::move(*forest);
+  servable->predict = std::move(engines->predict);
+  servable->explain = std::move(engines->explain);
+  servable->explain_status = engines->explain_status;
+  servable->config = std::move(config);
+  servable->load_seconds = seconds;
+  servable->loaded_at = absl::Now();
+  ServablePtr published = servable;
+  ServablePtr previous;
+  {
+    absl::MutexLock lock(&mu_);
+    VersionSlot& slot = models_[name].versions[version];
+    previous = std::move(slot.servable);
+    slot.servable = published;  // the atomic swap
+    slot.state = VersionState::kReady;
+    slot.error.clear();
+    slot.loaded_stamp = scanned.stamp;
+    slot.load_seconds = seconds;
+    slot.loaded_at = published->loaded_at;
+  }
+  GROVE_LOG(INFO) << (previous ? "model reloaded" : "model loaded") << KV("model", name)
+                  << KV("version", version) << KV("seconds", seconds)
+                  << KV("trees", published->forest->trees.size())
+                  << KV("features", published->forest->num_features)
+                  << KV("predict_engine", published->predict->Describe());
+  if (options_.listener) options_.listener->OnVersionReady(published);
+  // `previous` is released here; requests still holding it finish on it.
+}
+
+void ModelRegistry::UnloadVersion(const std::string& name, int64_t version) {
+  ServablePtr previous;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return;
+    auto v = it->second.versions.find(version);
+    if (v == it->second.versions.end()) return;
+    previous = std::move(v->second.servable);
+    v->second.state = VersionState::kUnloaded;
+  }
+  if (previous) {
+    GROVE_LOG(INFO) << "model version unloaded" << KV("model", name) << KV("version", version);
+  }
+  if (options_.listener) options_.listener->OnVersionUnloaded(name, version);
+}
+
+void ModelRegistry::RemoveModel(const std::string& name) {
+  std::vector<int64_t> versions;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return;
+    for (const auto& [v, slot] : it->second.versions) versions.push_back(v);
+  }
+  for (int64_t v : versions) UnloadVersion(name, v);
+  {
+    absl::MutexLock lock(&mu_);
+    models_.erase(name);
+  }
+  GROVE_LOG(INFO) << "model removed from the repository" << KV("model", name);
+  if (options_.listener) options_.listener->OnModelChanged(name);
+}
+
+absl::StatusOr<ServablePtr> ModelRegistry::Get(std::string_view name, int64_t version) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' not found"));
+  }
+  const ModelEntry& entry = it->second;
+  if (version > 0) {
+    auto v = entry.versions.find(version);
+    if (v == entry.versions.end()) {
+      return absl::NotFoundError(absl::StrCat("model '", name, "' has no version ", version));
+    }
+    if (v->second.servable == nullptr) {
+      return absl::UnavailableError(absl::StrCat("model '", name, "' version ", version,
+                                                 " is not ready (",
+                                                 VersionStateName(v->second.state),
+                                                 v->second.error.empty() ? "" : ": ",
+                                                 v->second.error, ")"));
+    }
+    return v->second.servable;
+  }
+  for (auto v = entry.versions.rbegin(); v != entry.versions.rend(); ++v) {
+    if (v->second.servable != nullptr) return v->second.servable;
+  }
+  std::string why = entry.explicitly_unloaded ? "unloaded" : entry.error;
+  for (const auto& [v, slot] : entry.versions) {
+    if (!slot.error.empty()) absl::StrAppend(&why, why.empty() ? "" : "; ", slot.error);
+  }
+  return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready",
+                                             why.empty() ? "" : ": ", why));
+}
+
+ModelStatus ModelRegistry::StatusLocked(const std::string& name, const ModelEntry& entry) const {
+  ModelStatus s;
+  s.name = name;
+  s.error = entry.explicitly_unloaded && entry.error.empty() ? "unloaded" : entry.error;
+  s.config = entry.config;
+  for (const auto& [v, slot] : entry.versions) {
+    VersionStatus vs;
+    vs.version = v;
+    vs.state = slot.state;
+    vs.error = slot.error;
+    vs.serving = slot.servable != nullptr;
+    vs.load_seconds = slot.load_seconds;
+    vs.path = slot.path;
+    vs.loaded_at = slot.loaded_at;
+    s.ready = s.ready || vs.serving;
+    s.versions.push_back(std::move(vs));
+  }
+  return s;
+}
+
+std::vector<ModelStatus> ModelRegistry::List() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<ModelStatus> out;
+  out.reserve(models_.size());
+  for (const auto& [name, entry] : models_) out.push_back(StatusLocked(name, entry));
+  return out;
+}
+
+absl::StatusOr<ModelStatus> ModelRegistry::GetStatus(std::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) return absl::NotFoundError(absl::StrCat("model '", name, "' not found"));
+  return StatusLocked(it->first, it->second);
+}
+
+bool ModelRegistry::AllReady() const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, entry] : models_) {
+    if (entry.explicitly_unloaded) continue;
+    bool ready = false;
+    for (const auto& [v, slot] : entry.versions) ready = ready || slot.servable != nullptr;
+    if (!ready) return false;
+  }
+  return true;
+}
+
+void ModelRegistry::StartWatching(absl::Duration interval) {
+  StopWatching();
+  {
+    absl::MutexLock lock(&watch_mu_);
+    watch_stop_ = false;
+  }
+  watcher_ = std::thread([this, interval] {
+    absl::MutexLock lock(&watch_mu_);
+    while (true) {
+      watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), interval);
+      if (watch_stop_) return;
+      watch_mu_.Unlock();
+      Poll();
+      watch_mu_.Lock();
+    }
+  });
+}
+
+void ModelRegistry::StopWatching() {
+  {
+    absl::MutexLock lock(&watch_mu_);
+    watch_stop_ = true;
+  }
+  if (watcher_.joinable()) watcher_.join();
+}
+
+}  // namespace grove::registry

@@ -1,0 +1,210 @@
+// ModelRegistry: the model repository of groved. Engine-agnostic (engines are built by an injected
+// factory) and free of gRPC.
+//
+// Layout: <repository>/<name>/<version>/model.{json,ubj,txt}, optional <repository>/<name>/config.json
+// (ModelConfig). Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
+// every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
+// A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
+// half-written files are not loaded.
+//
+// Swaps are atomic: a reload builds the new ServableModel next to the old one and then replaces a
+// shared_ptr under the registry lock. Callers hold their own ServablePtr for as long as they use it,
+// so requests in flight finish on the version they started with and never fail because of a reload
+// or an unload. A failed reload keeps the previous copy serving.
+//
+// Thread-safe. Loading operations (LoadAll, Poll, Load, Unload) are serialised with each other and
+// block the calling thread for the duration of the load; Get, List and Status never wait for a load.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/explain/explain_engine.h"
+#include "core/model/forest.h"
+#include "core/predict/predict_engine.h"
+#include "core/registry/model_config.h"
+
+namespace grove {
+class ThreadPool;
+}
+
+namespace grove::registry {
+
+// One loaded model version. Immutable once published.
+struct ServableModel {
+  std::string name;
+  int64_t version = 0;
+  std::string path;  // model file
+  ForestPtr forest;
+  std::shared_ptr<const PredictEngine> predict;
+  std::shared_ptr<const ExplainEngine> explain;  // null when !explain_status.ok()
+  absl::Status explain_status;                   // why explanations are not available
+  std::shared_ptr<const ModelConfig> config;
+  double load_seconds = 0;
+  absl::Time loaded_at;
+};
+using ServablePtr = std::shared_ptr<const ServableModel>;
+
+enum class VersionState { kLoading, kReady, kFailed, kUnloaded };
+const char* VersionStateName(VersionState state);
+
+struct VersionStatus {
+  int64_t version = 0;
+  VersionState state = VersionState::kUnloaded;
+  std::string error;  // last load error (a FAILED version may still serve an older copy)
+  bool serving = false;
+  double load_seconds = 0;
+  std::string path;
+  absl::Time loaded_at = absl::InfinitePast();
+};
+
+struct ModelStatus {
+  std::string name;
+  bool ready = false;  // some version serves
+  std::string error;   // model-level error (bad config.json, no version directory)
+  std::vector<VersionStatus> versions;  // ascending
+  std::shared_ptr<const ModelConfig> config;
+};
+
+// The engines of one version.
+struct EngineSet {
+  std::shared_ptr<const PredictEngine> predict;
+  std::shared_ptr<const ExplainEngine> explain;
+  absl::Status explain_status;  // not OK: explanations unavailable (model still serves predictions)
+};
+using EngineFactory =
+    std::function<absl::StatusOr<EngineSet>(const ForestPtr& forest, const ModelConfig& config)>;
+
+// PredictEngine::Create / ExplainEngine::Create with `config`'s device and strategies applied over
+// the base options. `pool` (not owned) runs the CPU paths and outlives every engine.
+EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOptions explain,
+                                   ThreadPool* pool);
+
+// Notifications of state changes, called from the loading thread outside the registry lock (but
+// serialised with other loading operations). Implementations must not call Load/Unload/Poll.
+class RegistryListener {
+ public:
+  virtual ~RegistryListener() = default;
+  // A version was loaded or reloaded (`model` replaced the previous copy, if any).
+  virtual void OnVersionReady(const ServablePtr& model) {}
+  virtual void OnVersionUnloaded(const std::string& name, int64_t version) {}
+  virtual void OnLoadFailed(const std::string& name, int64_t version, const absl::Status& error) {}
+  // Any change of the model's state or config (after the callbacks above).
+  virtual void OnModelChanged(const std::string& name) {}
+};
+
+struct RegistryOptions {
+  std::string repository;
+  ModelConfig default_config;
+  EngineFactory engine_factory;        // required
+  RegistryListener* listener = nullptr;  // not owned, may be null
+};
+
+class ModelRegistry {
+ public:
+  // INVALID_ARGUMENT without a factory, NOT_FOUND when the repository is not a directory.
+  static absl::StatusOr<std::unique_ptr<ModelRegistry>> Create(RegistryOptions options);
+  ~ModelRegistry();  // StopWatching()
+  ModelRegistry(const ModelRegistry&) = delete;
+  ModelRegistry& operator=(const ModelRegistry&) = delete;
+
+  // Loads every model of the repository (no stability wait). Failures are recorded per model;
+  // returns OK when every model has a serving version, otherwise an error listing the failures.
+  absl::Status LoadAll();
+  // One file-watching pass.
+  void Poll();
+  // Loads or reloads one model from the repository now (also after Unload). NOT_FOUND when the
+  // repository has no such model directory; the load error when no version could be loaded.
+  absl::Status Load(const std::string& name);
+  // Unloads every version of `name`; it stays unloaded (Poll ignores it) until Load. NOT_FOUND for
+  // an unknown model.
+  absl::Status Unload(const std::string& name);
+
+  // The serving copy of `name` at `version` (0: highest serving version). NOT_FOUND for an unknown
+  // model or version, UNAVAILABLE when the model is known but has no serving version.
+  absl::StatusOr<ServablePtr> Get(std::string_view name, int64_t version = 0) const;
+
+  std::vector<ModelStatus> List() const;
+  absl::StatusOr<ModelStatus> GetStatus(std::string_view name) const;
+  // Every known model has a serving version (and the repository has at least... zero is fine).
+  bool AllReady() const;
+
+  // Runs Poll() every `interval` on a thread of its own until StopWatching().
+  void StartWatching(absl::Duration interval);
+  void StopWatching();
+
+  const std::string& repository() const { return options_.repository; }
+
+ private:
+  struct FileStamp {
+    int64_t mtime_ns = -1;
+    int64_t size = -1;  // -1: absent
+    bool operator==(const FileStamp&) const = default;
+  };
+  struct VersionSlot {
+    ServablePtr servable;
+    VersionState state = VersionState::kUnloaded;
+    std::string error;
+    std::string path;
+    FileStamp loaded_stamp;  // stamp of the file last loaded (or failed)
+    FileStamp seen_stamp;    // stamp seen at the previous poll (stability check)
+    double load_seconds = 0;
+    absl::Time loaded_at = absl::InfinitePast();
+  };
+  struct ModelEntry {
+    std::map<int64_t, VersionSlot> versions;
+    std::shared_ptr<const ModelConfig> config;
+    std::string error;
+    FileStamp config_stamp;       // of the config in use
+    FileStamp config_seen_stamp;  // previous poll
+    bool explicitly_unloaded = false;
+  };
+  // What the repository holds for one model directory.
+  struct ScannedVersion {
+    std::string path;  // empty: no model file (or an ambiguous one: error set)
+    std::string error;
+    FileStamp stamp;
+  };
+  struct ScannedModel {
+    std::map<int64_t, ScannedVersion> versions;
+    FileStamp config_stamp;
+  };
+
+  explicit ModelRegistry(RegistryOptions options);
+
+  static FileStamp Stat(const std::string& path);
+  std::vector<std::string> ScanModelNames() const;
+  ScannedModel ScanModel(const std::string& name) const;
+  // Brings one model in line with the repository. `force`: no stability wait, retry failures.
+  void SyncModel(const std::string& name, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  void LoadVersion(const std::string& name, int64_t version, const ScannedVersion& scanned,
+                   std::shared_ptr<const ModelConfig> config)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  void UnloadVersion(const std::string& name, int64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  void RemoveModel(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  ModelStatus StatusLocked(const std::string& name, const ModelEntry& entry) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const RegistryOptions options_;
+  absl::Mutex load_mu_;    // serialises loading operations
+  mutable absl::Mutex mu_;  // guards models_ (held briefly, never during a load)
+  std::map<std::string, ModelEntry, std::less<>> models_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex watch_mu_;
+  bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
+  std::thread watcher_;
+};
+
+}  // namespace grove::registry

@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""Generates Grove's in-repo golden corpus (tests/golden/) with the installed XGBoost and LightGBM.
+
+Small cases in the layout of /work/shared/testdata (see its README.md): model.json + model.ubj
+(XGBoost) or model.txt (LightGBM), X.csv, margin.csv, pred.csv, contribs.csv, interactions.csv
+(XGBoost), leaf.csv, margin_range.csv (an iteration range), meta.json. Every reference output is
+computed by the library from the model reloaded from the saved file; nothing comes from Grove.
+
+Inputs are float32 values written in the shortest form that parses back to exactly the float64
+value given to the library (mostly multiples of 1/256): Grove serves float32 rows, so these cases check
+it exactly for both libraries, including cells equal to split thresholds (XGBoost: the float32
+threshold; LightGBM: the floats just below/above its float64 threshold).
+
+Also writes tests/golden/refused/: models the libraries serve but Grove refuses (gblinear).
+
+Usage: python3 scripts/make_golden_corpus.py [--out tests/golden]
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+import lightgbm as lgb
+import xgboost as xgb
+
+SEED = 20240601
+N_ROWS = 100
+N_INTERACTION_ROWS = 20
+
+
+def fmt(v):
+    if np.isnan(v):
+        return "nan"
+    return "%.9g" % v
+
+
+def fmt_exact(v):
+    """Shortest text that parses back to exactly this float64."""
+    if np.isnan(v):
+        return "nan"
+    return repr(float(v))
+
+
+def write_csv(path, m, exact=False):
+    m = np.asarray(m, dtype=np.float64)
+    if m.ndim == 1:
+        m = m.reshape(-1, 1)
+    f_ = fmt_exact if exact else fmt
+    with open(path, "w") as f:
+        for row in m:
+            f.write(",".join(f_(v) for v in row) + "\n")
+
+
+def as_f32_text_exact(X):
+    """float32 values; their X.csv text parses back to exactly the float64 given to the library."""
+    X = np.asarray(X, dtype=np.float32).astype(np.float64)
+    back = np.array([[float(fmt_exact(v)) for v in row] for row in X])
+    same = (back == X) | (np.isnan(back) & np.isnan(X))
+    assert same.all(), "X does not round-trip"
+    return X
+
+
+def rel_err(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
+
+
+def synth(rng, n, f, nan_frac=0.0):
+    X = np.round(rng.normal(size=(n, f)) * 256) / 256  # float32-exact, short decimals
+    if nan_frac > 0:
+        X[rng.random(size=X.shape) < nan_frac] = np.nan
+    return X
+
+
+# ------------------------------------------------------------------------------------------------
+# XGBoost
+
+
+def xgb_thresholds(booster):
+    """feature -> sorted float32 split thresholds of numeric splits."""
+    model = json.loads(booster.save_raw("json"))
+    gb = model["learner"]["gradient_booster"]
+    trees = gb["model"]["trees"] if "model" in gb else gb["gbtree"]["model"]["trees"]
+    out = {}
+    for t in trees:
+        types = t.get("split_type", [0] * len(t["left_children"]))
+        for i, left in enumerate(t["left_children"]):
+            if left == -1 or types[i] == 1:
+                continue
+            out.setdefault(t["split_indices"][i], set()).add(np.float32(t["split_conditions"][i]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def xgb_num_leaves(model):
+    gb = model["learner"]["gradient_booster"]
+    trees = gb["model"]["trees"] if "model" in gb else gb["gbtree"]["model"]["trees"]
+    return int(sum(sum(1 for c in t["left_children"] if c == -1) for t in trees))
+
+
+def put_thresholds(rng, X, thresholds, frac, skip_cols=()):
+    """Overwrites about `frac` of the numeric cells with split thresholds (exercises x == t)."""
+    n = 0
+    for (r, c), _ in np.ndenumerate(X):
+        if c in skip_cols or c not in thresholds or rng.random() >= frac:
+            continue
+        X[r, c] = thresholds[c][rng.integers(len(thresholds[c]))]
+        n += 1
+    return n
+
+
+def xgb_case(out_root, name, description, params, rounds, X_train, y_train, X_test,
+             cat_cols=(), n_classes=1, range_=(1, 3), put_equal=True, rng=None):
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    # Numeric arrays with feature_types "c": category values are used as they are (no pandas
+    # re-coding), so unseen / negative / fractional values reach the trees unchanged, as in Grove.
+    ftypes = ["c" if i in cat_cols else "q" for i in range(X_train.shape[1])] if cat_cols else None
+
+    def dmatrix(X, label=None):
+        return xgb.DMatrix(X, label=label, feature_types=ftypes, enable_categorical=bool(cat_cols))
+
+    dtrain = dmatrix(X_train, y_train)
+    booster = xgb.train(params, dtrain, num_boost_round=rounds)
+    n_eq = 0
+    if put_equal:
+        n_eq = put_thresholds(rng, X_test, xgb_thresholds(booster), 0.03, skip_cols=cat_cols)
+    X_test = as_f32_text_exact(X_test)
+    booster.save_model(os.path.join(d, "model.json"))
+    booster.save_model(os.path.join(d, "model.ubj"))
+    bst = xgb.Booster(model_file=os.path.join(d, "model.json"))
+    bst_ubj = xgb.Booster(model_file=os.path.join(d, "model.ubj"))
+    dtest = dmatrix(X_test)
+
+    n, F = X_test.shape
+    margin = bst.predict(dtest, output_margin=True).reshape(n, -1)
+    K = margin.shape[1]
+    pred = bst.predict(dtest).reshape(n, -1)
+    leaf = bst.predict(dtest, pred_leaf=True).reshape(n, -1)
+    contribs = bst.predict(dtest, pred_contribs=True).reshape(n, -1)
+    ni = min(N_INTERACTION_ROWS, n)
+    dtest_i = dmatrix(X_test[:ni])
+    inter = bst.predict(dtest_i, pred_interactions=True).reshape(ni, -1)
+    b, e = range_
+    margin_range = bst.predict(dtest, output_margin=True, iteration_range=(b, e)).reshape(n, -1)
+    ubj_err = rel_err(bst_ubj.predict(dtest, output_margin=True).reshape(n, -1), margin)
+
+    write_csv(os.path.join(d, "X.csv"), X_test, exact=True)
+    write_csv(os.path.join(d, "margin.csv"), margin)
+    write_csv(os.path.join(d, "pred.csv"), pred)
+    write_csv(os.path.join(d, "leaf.csv"), leaf)
+    write_csv(os.path.join(d, "contribs.csv"), contribs)
+    write_csv(os.path.join(d, "interactions.csv"), inter)
+    write_csv(os.path.join(d, "margin_range.csv"), margin_range)
+
+    cblock = contribs.reshape(n, K, F + 1)
+    iblock = inter.reshape(ni, K, F + 1, F + 1)
+    model = json.loads(open(os.path.join(d, "model.json")).read())
+    meta = {
+        "case": name,
+        "library": "xgboost",
+        "library_version": xgb.__version__,
+        "description": description,
+        "data_source": "numpy synthetic (seed %d)" % SEED,
+        "objective": params["objective"],
+        "booster": params.get("booster", "gbtree"),
+        "params": params,
+        "num_boost_round": rounds,
+        "num_features": F,
+        "num_outputs": K,
+        "num_trees": int(leaf.shape[1]),
+        "num_leaves_total": xgb_num_leaves(model),
+        "categorical_features": list(cat_cols),
+        "base_score_serialized": model["learner"]["learner_model_param"]["base_score"],
+        "gradient_booster_name_in_json": model["learner"]["gradient_booster"]["name"],
+        "n_rows": n,
+        "n_interaction_rows": ni,
+        "n_test_values_equal_to_a_threshold": n_eq,
+        "model_files": ["model.json", "model.ubj"],
+        "outputs": {
+            "margin": {"file": "margin.csv", "shape": list(margin.shape)},
+            "pred": {"file": "pred.csv", "shape": list(pred.shape)},
+            "contribs": {"file": "contribs.csv", "shape": list(contribs.shape),
+                         "layout": "row-major [row][output][feature 0..F-1, bias]"},
+            "interactions": {"file": "interactions.csv", "shape": list(inter.shape),
+                             "rows": "first %d rows of X.csv" % ni,
+                             "layout": "row-major [row][output][i 0..F][j 0..F], index F = bias"},
+            "leaf": {"file": "leaf.csv", "shape": list(leaf.shape)},
+            "margin_range": {"file": "margin_range.csv", "shape": list(margin_range.shape),
+                             "iteration_begin": b, "iteration_end": e},
+        },
+        "unsupported": {},
+        "not_generated": {},
+        "checks": {
+            "contribs_sum_vs_margin_max_rel_err": rel_err(cblock.sum(axis=2), margin),
+            "interactions_sum_vs_margin_max_rel_err": rel_err(iblock.sum(axis=(2, 3)), margin[:ni]),
+            "interactions_rowsum_vs_contribs_max_rel_err":
+                rel_err(iblock.sum(axis=3), cblock[:ni]),
+            "reload_ubj_vs_json_max_rel_err": ubj_err,
+        },
+    }
+    assert meta["checks"]["contribs_sum_vs_margin_max_rel_err"] < 1e-4, meta["checks"]
+    assert ubj_err == 0.0, ubj_err
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+# ------------------------------------------------------------------------------------------------
+# LightGBM
+
+
+def lgb_thresholds(booster):
+    out = {}
+    for t in booster.dump_model()["tree_info"]:
+        stack = [t["tree_structure"]]
+        while stack:
+            node = stack.pop()
+            if "split_feature" not in node:
+                continue
+            if node["decision_type"] == "<=":
+                out.setdefault(node["split_feature"], set()).add(float(node["threshold"]))
+            stack += [node["left_child"], node["right_child"]]
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def put_lgb_thresholds(rng, X, thresholds, frac, skip_cols=()):
+    """Cells set to the floats just below / at-or-above a float64 threshold t (x <= t boundary)."""
+    n = 0
+    for (r, c), _ in np.ndenumerate(X):
+        if c in skip_cols or c not in thresholds or rng.random() >= frac:
+            continue
+        t = thresholds[c][rng.integers(len(thresholds[c]))]
+        if abs(t) > 1e30:
+            continue
+        f = np.float32(t)
+        if float(f) > t:  # f is the float just above t; its neighbour below is <= t
+            below, above = np.nextafter(f, np.float32(-np.inf)), f
+        else:
+            below, above = f, np.nextafter(f, np.float32(np.inf))
+        X[r, c] = below if rng.random() < 0.5 else above
+        n += 1
+    return n
+
+
+def lgb_case(out_root, name, description, params, rounds, X_train, y_train, X_test,
+             cat_cols=(), range_=(1, 3), rng=None):
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    params = dict(params, seed=SEED, num_threads=2, verbose=-1, deterministic=True,
+                  force_row_wise=True)
+    ds = lgb.Dataset(X_train, label=y_train,
+                     categorical_feature=list(cat_cols) if cat_cols else "auto",
+                     free_raw_data=False)
+    booster = lgb.train(params, ds, num_boost_round=rounds)
+    n_eq = put_lgb_thresholds(rng, X_test, lgb_thresholds(booster), 0.03, skip_cols=cat_cols)
+    X_test = as_f32_text_exact(X_test)
+    path = os.path.join(d, "model.txt")
+    booster.save_model(path)
+    bst = lgb.Booster(model_file=path)
+
+    n, F = X_test.shape
+    margin = np.asarray(bst.predict(X_test, raw_score=True)).reshape(n, -1)
+    K = margin.shape[1]
+    pred = np.asarray(bst.predict(X_test)).reshape(n, -1)
+    leaf = np.asarray(bst.predict(X_test, pred_leaf=True)).reshape(n, -1)
+    b, e = range_
+    margin_range = np.asarray(
+        bst.predict(X_test, raw_score=True, start_iteration=b, num_iteration=e - b)).reshape(n, -1)
+    unsupported = {"interactions": "LightGBM has no SHAP interaction-value API (only pred_contrib)"}
+    contribs = None
+    try:
+        contribs = np.asarray(bst.predict(X_test, pred_contrib=True)).reshape(n, -1)
+    except Exception as ex:  # the library refuses (linear trees)
+        msg = str(ex).strip().splitlines()[-1]
+        unsupported["contribs"] = msg.split("] ", 1)[-1]
+
+    write_csv(os.path.join(d, "X.csv"), X_test, exact=True)
+    write_csv(os.path.join(d, "margin.csv"), margin)
+    write_csv(os.path.join(d, "pred.csv"), pred)
+    write_csv(os.path.join(d, "leaf.csv"), leaf)
+    write_csv(os.path.join(d, "margin_range.csv"), margin_range)
+    outputs = {
+        "margin": {"file": "margin.csv", "shape": list(margin.shape)},
+        "pred": {"file": "pred.csv", "shape": list(pred.shape)},
+        "leaf": {"file": "leaf.csv", "shape": list(leaf.shape)},
+        "margin_range": {"file": "margin_range.csv", "shape": list(margin_range.shape),
+                         "iteration_begin": b, "iteration_end": e},
+    }
+    checks = {"reload_txt_vs_inmemory_max_rel_err":
+              rel_err(np.asarray(booster.predict(X_test, raw_score=True)).reshape(n, -1), margin)}
+    if contribs is not None:
+        write_csv(os.path.join(d, "contribs.csv"), contribs)
+        outputs["contribs"] = {"file": "contribs.csv", "shape": list(contribs.shape),
+                               "layout": "row-major [row][output][feature 0..F-1, bias]"}
+        checks["contribs_sum_vs_margin_max_rel_err"] = rel_err(
+            contribs.reshape(n, K, F + 1).sum(axis=2), margin)
+        assert checks["contribs_sum_vs_margin_max_rel_err"] < 1e-4, checks
+    meta = {
+        "case": name,
+        "library": "lightgbm",
+        "library_version": lgb.__version__,
+        "description": description,
+        "data_source": "numpy synthetic (seed %d)" % SEED,
+        "objective": params["objective"],
+        "boosting": params.get("boosting", "gbdt"),
+        "params": params,
+        "num_boost_round": rounds,
+        "num_features": F,
+        "num_outputs": K,
+        "num_trees": int(leaf.shape[1]),
+        "num_leaves_total": int(sum(t["num_leaves"] for t in bst.dump_model()["tree_info"])),
+        "categorical_features": list(cat_cols),
+        "n_rows": n,
+        "n_interaction_rows": 0,
+        "n_test_values_next_to_a_threshold": n_eq,
+        "model_files": ["model.txt"],
+        "outputs": outputs,
+        "unsupported": unsupported,
+        "not_generated": {},
+        "checks": checks,
+    }
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "golden"))
+    args = ap.parse_args()
+    out = os.path.abspath(args.out)
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    rng = np.random.default_rng(SEED)
+    metas = []
+
+    def split(X, y):
+        return X[:-N_ROWS], y[:-N_ROWS], X[-N_ROWS:].copy()
+
+    # XGBoost regression.
+    X = synth(rng, 1100, 6)
+    y = X[:, 0] * 2 + np.sin(X[:, 1] * 3) + X[:, 2] * X[:, 3] + rng.normal(scale=0.1, size=len(X))
+    metas.append(xgb_case(out, "xgb_regression", "reg:squarederror, 12 rounds, depth 4",
+                          {"objective": "reg:squarederror", "max_depth": 4, "eta": 0.3,
+                           "seed": 1, "nthread": 2},
+                          12, *split(X, y), range_=(2, 7), rng=rng))
+
+    # XGBoost binary with NaN (base_score estimated from the labels).
+    X = synth(rng, 1100, 8, nan_frac=0.15)
+    z = np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) * 0.5 + np.isnan(X[:, 2]) * 1.5
+    y = (z + rng.normal(scale=0.5, size=len(X)) > 0.2).astype(float)
+    metas.append(xgb_case(out, "xgb_binary_nan", "binary:logistic, 15% NaN, 15 rounds, depth 5",
+                          {"objective": "binary:logistic", "max_depth": 5, "eta": 0.3, "seed": 1,
+                           "nthread": 2},
+                          15, *split(X, y), rng=rng))
+
+    # XGBoost multi-class (softprob, 3 classes).
+    X = synth(rng, 1100, 5, nan_frac=0.05)
+    y = (np.nan_to_num(X[:, 0]) > 0).astype(int) + (np.nan_to_num(X[:, 1]) > 0.5).astype(int)
+    metas.append(xgb_case(out, "xgb_multiclass3", "multi:softprob, 3 classes, 8 rounds, depth 3",
+                          {"objective": "multi:softprob", "num_class": 3, "max_depth": 3,
+                           "eta": 0.3, "seed": 1, "nthread": 2},
+                          8, *split(X, y.astype(float)), range_=(2, 5), rng=rng))
+
+    # XGBoost categorical (partition-based splits + one-hot for a small feature).
+    X = synth(rng, 1100, 5)
+    X[:, 1] = rng.integers(0, 12, size=len(X))
+    X[:, 3] = rng.integers(0, 3, size=len(X))
+    X[rng.random(len(X)) < 0.05, 1] = np.nan
+    effect = np.array([0.5, -1, 2, 0, 1.5, -2, 0.3, 1, -0.5, 2.5, -1.5, 0.8])
+    y = X[:, 0] + np.where(np.isnan(X[:, 1]), 0.0, effect[np.nan_to_num(X[:, 1]).astype(int)]) \
+        + (X[:, 3] == 2) * 1.0
+    Xtr, ytr, Xte = split(X, y)
+    Xte[:4, 1] = [12, 15, -1, 0.5]  # unseen / negative / non-integer categories
+    metas.append(xgb_case(out, "xgb_categorical",
+                          "reg:squarederror, categorical f1 (12 categories, partition splits) "
+                          "and f3 (3 categories, one-hot), 10 rounds, depth 4; test rows with "
+                          "unseen, negative and fractional categories",
+                          {"objective": "reg:squarederror", "max_depth": 4, "eta": 0.3,
+                           "seed": 1, "nthread": 2, "tree_method": "hist", "max_cat_to_onehot": 4},
+                          10, Xtr, ytr, Xte, cat_cols=(1, 3), rng=rng))
+
+    # XGBoost dart (weight_drop).
+    X = synth(rng, 1100, 5)
+    y = X[:, 0] - X[:, 1] ** 2 + rng.normal(scale=0.1, size=len(X))
+    metas.append(xgb_case(out, "xgb_dart", "booster=dart, rate_drop 0.3, 10 rounds, depth 3",
+                          {"objective": "reg:squarederror", "booster": "dart", "rate_drop": 0.3,
+                           "skip_drop": 0.0, "max_depth": 3, "eta": 0.3, "seed": 1,
+                           "nthread": 2},
+                          10, *split(X, y), range_=(0, 10), rng=rng))
+
+    # LightGBM binary with NaN.
+    X = synth(rng, 1100, 6, nan_frac=0.15)
+    z = np.nan_to_num(X[:, 0]) + np.isnan(X[:, 1]) * 1.0 - np.nan_to_num(X[:, 2])
+    y = (z + rng.normal(scale=0.5, size=len(X)) > 0).astype(float)
+    metas.append(lgb_case(out, "lgb_binary_nan", "binary, 15% NaN, 12 rounds, 8 leaves",
+                          {"objective": "binary", "num_leaves": 8, "learning_rate": 0.3,
+                           "min_data_in_leaf": 5},
+                          12, *split(X, y), rng=rng))
+
+    # LightGBM multi-class.
+    X = synth(rng, 1100, 5)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.3).astype(int) + (X[:, 2] > 1).astype(int)
+    metas.append(lgb_case(out, "lgb_multiclass4", "multiclass, 4 classes, 6 rounds, 6 leaves",
+                          {"objective": "multiclass", "num_class": 4, "num_leaves": 6,
+                           "learning_rate": 0.3, "min_data_in_leaf": 5},
+                          6, *split(X, y.astype(float)), range_=(1, 4), rng=rng))
+
+    # LightGBM categorical.
+    X = synth(rng, 1100, 4)
+    X[:, 0] = rng.integers(0, 10, size=len(X))
+    effect = np.array([1, -1, 2, 0, -2, 0.5, 1.5, -0.5, 3, -3])
+    y = effect[X[:, 0].astype(int)] + X[:, 1] + rng.normal(scale=0.1, size=len(X))
+    Xtr, ytr, Xte = split(X, y)
+    Xte[:5, 0] = [10, 40, -1, np.nan, 2.7]  # unseen, beyond the bitset, negative, NaN, fractional
+    metas.append(lgb_case(out, "lgb_categorical",
+                          "regression, categorical f0 (10 categories), 10 rounds; test rows with "
+                          "unseen, negative, NaN and fractional categories",
+                          {"objective": "regression", "num_leaves": 8, "learning_rate": 0.3,
+                           "min_data_in_leaf": 5, "min_data_per_group": 5, "cat_smooth": 1},
+                          10, Xtr, ytr, Xte, cat_cols=(0,), rng=rng))
+
+    # LightGBM zero_as_missing.
+    X = synth(rng, 1100, 5)
+    X[rng.random(X.shape) < 0.2] = 0.0
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0]) * 2 + (X[:, 1] == 0) * 1.0 + rng.normal(scale=0.1, size=len(X))
+    metas.append(lgb_case(out, "lgb_zero_as_missing", "regression, zero_as_missing=true, 8 rounds",
+                          {"objective": "regression", "zero_as_missing": True, "num_leaves": 8,
+                           "learning_rate": 0.3, "min_data_in_leaf": 5},
+                          8, *split(X, y), rng=rng))
+
+    # LightGBM linear trees (the library refuses pred_contrib).
+    X = synth(rng, 1100, 4, nan_frac=0.05)
+    y = 2 * np.nan_to_num(X[:, 0]) + np.abs(np.nan_to_num(X[:, 1])) + rng.normal(scale=0.1,
+                                                                                  size=len(X))
+    metas.append(lgb_case(out, "lgb_linear_tree", "regression, linear_tree=true, 6 rounds",
+                          {"objective": "regression", "linear_tree": True, "linear_lambda": 0.1,
+                           "num_leaves": 6, "learning_rate": 0.3, "min_data_in_leaf": 10},
+                          6, *split(X, y), rng=rng))
+
+    # Models the library serves but Grove refuses.
+    refused = os.path.join(out, "refused")
+    os.makedirs(refused)
+    X = synth(rng, 200, 3)
+    y = X[:, 0] + 1
+    lin = xgb.train({"booster": "gblinear", "objective": "reg:squarederror", "nthread": 2},
+                    xgb.DMatrix(X, label=y), num_boost_round=3)
+    lin.save_model(os.path.join(refused, "xgb_gblinear.json"))
+    with open(os.path.join(refused, "README.md"), "w") as f:
+        f.write("Models the libraries serve but Grove refuses (a clear error, non-zero exit):\n\n"
+                "- `xgb_gblinear.json`: XGBoost `booster=gblinear` (a linear model, no trees).\n")
+
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write("# Golden corpus\n\nGenerated by `scripts/make_golden_corpus.py` (seed %d) with "
+                "XGBoost %s and LightGBM %s; same layout as `/work/shared/testdata` (see its "
+                "README.md), plus `margin_range.csv`: the margin over the boosting rounds "
+                "`[iteration_begin, iteration_end)` given in `meta.json`. Inputs (`X.csv`) are float32 "
+                "values written in the shortest text that parses back to the exact float64 given to "
+                "the library; outputs use `%%.9g`. Do not edit by hand: regenerate.\n\n"
+                "| case | objective | F | K | trees | outputs | unsupported |\n"
+                "| --- | --- | --- | --- | --- | --- | --- |\n"
+                % (SEED, xgb.__version__, lgb.__version__))
+        for m in metas:
+            f.write("| %s | %s | %d | %d | %d | %s | %s |\n" % (
+                m["case"], m["objective"], m["num_features"], m["num_outputs"], m["num_trees"],
+                ",".join(m["outputs"]), ",".join(m["unsupported"]) or "-"))
+    total = 0
+    for root, _, files in os.walk(out):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    print("golden corpus: %d cases, %.1f KiB in %s" % (len(metas), total / 1024, out))
+    if total > 2 * 1024 * 1024:
+        print("golden corpus exceeds 2 MiB", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+#include "client/cli_args.h"
+
+#include "client/cli_local.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace grove::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CliArgs, PredictWithEveryOption) {
+  auto a = ParseCliArgs({"predict", "--model", "m.json", "-i", "x.csv", "--output=o.csv", "--kind",
+                         "leaf", "--iteration-begin", "2", "--iteration-end=7", "-t", "3",
+                         "--chunk-rows", "100", "--strategy", "cpu", "--no-gpu", "--no-progress",
+                         "-v"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kPredict);
+  EXPECT_EQ(a->model, "m.json");
+  EXPECT_EQ(a->input, "x.csv");
+  EXPECT_EQ(a->output, "o.csv");
+  EXPECT_EQ(a->kind, OutputKind::kLeaf);
+  EXPECT_EQ(a->iteration_begin, 2);
+  EXPECT_EQ(a->iteration_end, 7);
+  EXPECT_EQ(a->threads, 3);
+  EXPECT_EQ(a->chunk_rows, 100);
+  EXPECT_EQ(a->strategy, "cpu");
+  EXPECT_FALSE(a->use_gpu);
+  EXPECT_FALSE(a->progress);
+  EXPECT_TRUE(a->verbose);
+  EXPECT_TRUE(a->server.empty());
+}
+
+TEST(CliArgs, Defaults) {
+  auto a = ParseCliArgs({"explain", "--model", "m.txt", "--input", "-", "--interactions"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kExplain);
+  EXPECT_EQ(a->output, "-");
+  EXPECT_TRUE(a->interactions);
+  EXPECT_EQ(a->iteration_end, 0);
+  EXPECT_EQ(a->threads, 0);
+  EXPECT_TRUE(a->use_gpu);
+  auto p = ParseCliArgs({"predict", "--model", "m", "--input", "x"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, OutputKind::kPrediction);
+}
+
+TEST(CliArgs, RemoteOptions) {
+  auto a = ParseCliArgs({"predict", "--server", "localhost:8500", "--model", "adult", "--input",
+                         "x.csv", "--model-version", "3", "--timeout", "2.5"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->server, "localhost:8500");
+  EXPECT_EQ(a->model_version, "3");
+  EXPECT_DOUBLE_EQ(a->timeout_seconds, 2.5);
+  EXPECT_FALSE(ParseCliArgs({"predict", "--model", "m", "--input", "x", "--timeout", "1"}).ok());
+  EXPECT_FALSE(ParseCliArgs({"inspect", "--server", "h:1", "--model", "m", "--timeout", "-1"}).ok());
+}
+
+TEST(CliArgs, HelpForms) {
+  for (auto args : {std::vector<std::string>{}, {"--help"}, {"-h"}, {"help"}}) {
+    auto a = ParseCliArgs(args);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->command, Command::kHelp);
+    EXPECT_EQ(a->help_topic, "");
+  }
+  auto a = ParseCliArgs({"inspect", "--help"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->command, Command::kHelp);
+  EXPECT_EQ(a->help_topic, "inspect");
+  EXPECT_THAT(HelpText("inspect"), HasSubstr("grove inspect"));
+  EXPECT_FALSE(ParseCliArgs({"help", "nonsense"}).ok());
+}
+
+TEST(CliArgs, Errors) {
+  struct {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"predict", "--model", "m", "--input", "x", "--kind", "raw"}, "not one of"},
+      {{"predict", "--model", "m", "--input", "x", "--threads", "-1"}, "must be >= 0"},
+      {{"predict", "--model", "m", "--input", "x", "--chunk-rows", "0"}, "must be >= 1"},
+      {{"predict", "--model", "m", "--input", "x", "--threads", "1x"}, "not an integer"},
+      {{"predict", "--model", "m", "--input", "x", "--no-gpu=yes"}, "takes no value"},
+      {{"inspect", "--model", "m", "--input", "x"}, "unknown option '--input'"},
+      {{"predict", "--model", "m", "--input", "x", "--json"}, "unknown option '--json'"},
+      {{"predict", "--modle", "m"}, "unknown option '--modle'"},
+      {{"version", "extra"}, "no arguments"},
+  };
+  for (const auto& c : cases) {
+    auto a = ParseCliArgs(c.args);
+    ASSERT_FALSE(a.ok()) << c.message;
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(a.status().message(), HasSubstr(c.message));
+  }
+}
+
+TEST(CliLocal, AutoChunkRowsIsBounded) {
+  EXPECT_EQ(AutoChunkRows(8, 1), 262144);
+  EXPECT_EQ(AutoChunkRows(0, 0), 262144);
+  EXPECT_EQ(AutoChunkRows(128, 129 * 129), (int64_t{1} << 23) / (129 * 129));
+  EXPECT_EQ(AutoChunkRows(1, int64_t{1} << 30), 1);
+}
+
+TEST(CliLocal, RenderStats) {
+  std::vector<Stat> stats = {{"trees", "10", true}, {"objective", "binary \"x\"", false}};
+  EXPECT_EQ(RenderStats(stats, true), "{\"trees\": 10, \"objective\": \"binary \\\"x\\\"\"}\n");
+  EXPECT_EQ(RenderStats(stats, false), "trees      10\nobjective  binary \"x\"\n");
+}
+
+}  // namespace
+}  // namespace grove::cli

@@ -1,0 +1,193 @@
+// `grove predict` / `grove explain` on every corpus case (shared testdata when present + the
+// in-repo golden corpus), against the outputs the libraries computed:
+//   margins and predictions within 1e-5 * max(1, |ref|), leaf indices exactly,
+//   contributions and interaction values within 1e-5 * max(1, |margin|);
+// outputs the library refused (meta.json "unsupported") must be refused by grove with a clear
+// one-line error and a non-zero exit.
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/io/csv.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cli/run_grove.h"
+#include "tests/testing/corpus.h"
+
+namespace grove::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr double kTolerance = 1e-5;
+
+class CliCorpusTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<CorpusCase> c = LoadCorpusCase(GetParam());
+    ASSERT_TRUE(c.ok()) << c.status();
+    case_ = *std::move(c);
+  }
+
+  std::string X() const { return case_.dir + "/X.csv"; }
+
+  // Runs grove, expects success, returns the output CSV as a matrix.
+  absl::StatusOr<CsvMatrix<double>> Run(std::vector<std::string> args,
+                                        const std::string& input = "") {
+    args.insert(args.end(), {"--input", input.empty() ? X() : input, "--output",
+                             scratch_.File("out.csv"), "--no-progress"});
+    GroveRun run = RunGrove(args, scratch_);
+    if (run.exit_code != 0) {
+      return absl::InternalError(absl::StrCat("grove failed: ", Describe(run)));
+    }
+    return ReadCsvDoubles(scratch_.File("out.csv"));
+  }
+
+  // The first n lines of X.csv, byte for byte.
+  std::string HeadOfX(int64_t n) {
+    std::ifstream in(X());
+    std::ofstream out(scratch_.File("head.csv"));
+    std::string line;
+    for (int64_t i = 0; i < n && std::getline(in, line); ++i) out << line << "\n";
+    return scratch_.File("head.csv");
+  }
+
+  void ExpectRefused(const std::vector<std::string>& extra, const std::string& what) {
+    std::vector<std::string> args = {"explain", "--model", case_.model_path, "--input", X(),
+                                     "--output", scratch_.File("refused.csv")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    GroveRun run = RunGrove(args, scratch_);
+    EXPECT_NE(run.exit_code, 0) << what << " should be refused, as the library does ("
+                                << case_.unsupported.at(what) << ")";
+    EXPECT_THAT(run.err, StartsWith("grove: error: "));
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_THAT(run.err, HasSubstr(case_.model_path));
+    EXPECT_FALSE(std::filesystem::exists(scratch_.File("refused.csv")));
+  }
+
+  CorpusCase case_;
+  ScratchDir scratch_;
+};
+
+TEST_P(CliCorpusTest, PredictMargin) {
+  ASSERT_TRUE(case_.margin.has_value());
+  for (const std::string& model : case_.model_paths) {  // JSON and UBJSON for XGBoost
+    SCOPED_TRACE(model);
+    auto got = Run({"predict", "--model", model, "--kind", "margin"});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ErrorReport e = MaxRelError(absl::Span<const double>(got->values), *case_.margin);
+    EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+  }
+}
+
+TEST_P(CliCorpusTest, PredictPrediction) {
+  ASSERT_TRUE(case_.pred.has_value());
+  auto got = Run({"predict", "--model", case_.model_path});  // --kind prediction is the default
+  ASSERT_TRUE(got.ok()) << got.status();
+  ErrorReport e = MaxRelError(absl::Span<const double>(got->values), *case_.pred);
+  EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+}
+
+TEST_P(CliCorpusTest, PredictLeaf) {
+  ASSERT_TRUE(case_.leaf.has_value());
+  for (const std::string& model : case_.model_paths) {
+    SCOPED_TRACE(model);
+    auto got = Run({"predict", "--model", model, "--kind", "leaf"});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->cols, case_.leaf->cols);
+    EXPECT_EQ(CountMismatches(absl::Span<const double>(got->values), *case_.leaf), 0);
+  }
+}
+
+TEST_P(CliCorpusTest, PredictIterationRange) {
+  const nlohmann::json& outputs = case_.meta->at("outputs");
+  if (!outputs.contains("margin_range")) GTEST_SKIP() << "no margin_range.csv reference";
+  const nlohmann::json& spec = outputs["margin_range"];
+  auto ref = ReadCsvDoubles(case_.dir + "/" + spec["file"].get<std::string>());
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const RefMatrix want{ref->values, ref->rows, ref->cols};
+  auto got = Run({"predict", "--model", case_.model_path, "--kind", "margin", "--iteration-begin",
+                  std::to_string(spec["iteration_begin"].get<int>()), "--iteration-end",
+                  std::to_string(spec["iteration_end"].get<int>())});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ErrorReport e = MaxRelError(absl::Span<const double>(got->values), want);
+  EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+}
+
+TEST_P(CliCorpusTest, ExplainContributions) {
+  if (case_.unsupported.count("contribs")) {
+    ExpectRefused({}, "contribs");
+    return;
+  }
+  if (!case_.contribs.has_value()) GTEST_SKIP() << "no contribs.csv";
+  auto got = Run({"explain", "--model", case_.model_path});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ErrorReport e = MaxMarginRelError(absl::Span<const double>(got->values), *case_.contribs,
+                                    *case_.margin, case_.num_outputs);
+  EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+}
+
+TEST_P(CliCorpusTest, ExplainInteractions) {
+  if (case_.unsupported.count("contribs")) {
+    ExpectRefused({"--interactions"}, "contribs");
+    return;
+  }
+  const int64_t F1 = case_.num_features + 1;
+  const int K = case_.num_outputs;
+  if (case_.interactions.has_value()) {
+    auto got = Run({"explain", "--model", case_.model_path, "--interactions"},
+                   HeadOfX(case_.interactions->rows));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ErrorReport e = MaxMarginRelError(absl::Span<const double>(got->values), *case_.interactions,
+                                      *case_.margin, K);
+    EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+    return;
+  }
+  // The library has no interaction API (LightGBM) or did not generate them (F > 30): check what
+  // the library does give. Each row of an interaction matrix sums to the library's SHAP value and
+  // the matrix sums to its margin.
+  if (!case_.contribs.has_value()) GTEST_SKIP() << "no reference for interactions";
+  if (K * F1 * F1 > 20000) GTEST_SKIP() << "interaction matrices too large for a quick test";
+  const int64_t rows = std::min<int64_t>(case_.rows, 20);
+  auto got = Run({"explain", "--model", case_.model_path, "--interactions"}, HeadOfX(rows));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->rows, rows);
+  ASSERT_EQ(got->cols, K * F1 * F1);
+  RefMatrix row_sums{std::vector<double>(rows * K * F1), rows, K * F1};
+  std::vector<double> sums(rows * K * F1);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t i = 0; i < F1; ++i) {
+        double s = 0;
+        for (int64_t j = 0; j < F1; ++j) s += got->values[((r * K + k) * F1 + i) * F1 + j];
+        sums[(r * K + k) * F1 + i] = s;
+        row_sums.values[(r * K + k) * F1 + i] = case_.contribs->At(r, k * F1 + i);
+      }
+    }
+  }
+  ErrorReport e =
+      MaxMarginRelError(absl::Span<const double>(sums), row_sums, *case_.margin, K);
+  EXPECT_LE(e.max_error, kTolerance) << "interaction row sums vs the library's SHAP values: "
+                                     << e.ToString();
+}
+
+std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string dir = info.param;
+  std::string name = std::filesystem::path(dir).filename().string();
+  if (dir.find("/tests/golden/") != std::string::npos) name = "golden_" + name;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, CliCorpusTest, ::testing::ValuesIn(CorpusCaseDirs()), CaseName);
+
+}  // namespace
+}  // namespace grove::testing

@@ -1,0 +1,279 @@
+#include "core/io/csv.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace grove {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) /
+          (std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(CsvParse, NumbersMissingValuesAndLineEnds) {
+  std::vector<float> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvFloats("1,2.5,-3e2\r\nnan,,NaN\n +4 ,\t-0.25,inf\n-nan,1e-3,-Infinity",
+                             "t.csv", &cols, &v)
+                  .ok());
+  ASSERT_EQ(cols, 3);
+  ASSERT_EQ(v.size(), 12u);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], 2.5f);
+  EXPECT_EQ(v[2], -300.0f);
+  EXPECT_TRUE(std::isnan(v[3]));
+  EXPECT_TRUE(std::isnan(v[4]));
+  EXPECT_TRUE(std::isnan(v[5]));
+  EXPECT_EQ(v[6], 4.0f);
+  EXPECT_EQ(v[7], -0.25f);
+  EXPECT_EQ(v[8], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(v[9]));
+  EXPECT_EQ(v[10], 1e-3f);
+  EXPECT_EQ(v[11], -std::numeric_limits<float>::infinity());
+}
+
+TEST(CsvParse, BlankLinesAreSkipped) {
+  std::vector<double> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvDoubles("\n1,2\n\n  \r\n3,4\n\n", "t.csv", &cols, &v).ok());
+  EXPECT_EQ(cols, 2);
+  EXPECT_EQ(v, (std::vector<double>{1, 2, 3, 4}));
+}
+
+// XGBoost receives float64 arrays and casts each value to float32; parsing the text straight to
+// float32 can round differently (double rounding). This value is just above the midpoint between
+// 1 and the next float, but its nearest double is the midpoint, which then rounds to even (1.0).
+TEST(CsvParse, ParsesAsDoubleThenCastsToFloat) {
+  const char* text = "1.00000005960464477625798673798840354720596224069595336914062";
+  std::vector<float> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvFloats(text, "t.csv", &cols, &v).ok());
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0], static_cast<float>(std::strtod(text, nullptr)));
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_NE(v[0], std::strtof(text, nullptr));
+}
+
+TEST(CsvParse, DoublesKeepFullPrecision) {
+  std::vector<double> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvDoubles("0.1,1e-310,1e400,-1e400", "t.csv", &cols, &v).ok());
+  EXPECT_EQ(v[0], 0.1);
+  EXPECT_EQ(v[1], 1e-310);
+  EXPECT_EQ(v[2], std::numeric_limits<double>::infinity());
+  EXPECT_EQ(v[3], -std::numeric_limits<double>::infinity());
+}
+
+TEST(CsvParse, WrongColumnCountNamesFileAndLine) {
+  std::vector<float> v;
+  int64_t cols = 0;
+  absl::Status s = ParseCsvFloats("1,2,3\n4,5,6\n7,8\n", "rows.csv", &cols, &v);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("rows.csv:3"));
+  EXPECT_THAT(s.message(), HasSubstr("expected 3 fields, found 2"));
+
+  cols = 2;
+  v.clear();
+  s = ParseCsvFloats("1,2\n4,5,6,7\n", "rows.csv", &cols, &v);
+  EXPECT_THAT(s.message(), HasSubstr("rows.csv:2: expected 2 fields, found 4"));
+}
+
+TEST(CsvParse, TextInANumberFieldNamesFileLineAndField) {
+  std::vector<float> v;
+  int64_t cols = 0;
+  for (const char* bad : {"1,abc,3", "1,2x,3", "1,--2,3", "1,+-2,3", "1,0x10,3", "1,1 2,3",
+                          "1,+,3"}) {
+    v.clear();
+    cols = 0;
+    absl::Status s = ParseCsvFloats(std::string("4,5,6\n") + bad, "in.csv", &cols, &v);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("in.csv:2: field 2")) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("is not a number")) << bad;
+  }
+}
+
+TEST(CsvReader, MissingFileIsNotFoundAndNamesIt) {
+  auto r = CsvReader::Open("/nonexistent/dir/X.csv");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("/nonexistent/dir/X.csv"));
+  auto m = ReadCsvFloats("/nonexistent/dir/X.csv");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CsvReader, DirectoryIsRefused) {
+  auto r = CsvReader::Open(::testing::TempDir());
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(CsvReader, StreamsChunksAcrossBufferBoundaries) {
+  // ~6 MB: several refills of the 1 MiB read buffer, lines split across them.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1000, 1000);
+  const int rows = 100000;
+  const int cols = 7;
+  std::vector<float> want;
+  std::string text;
+  char buf[40];
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      float x = (r * 7 + c) % 13 == 0 ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+      want.push_back(x);
+      char* e = FormatCsvNumber(x, buf);
+      text.append(buf, e);
+      text += c + 1 < cols ? "," : (r % 2 ? "\r\n" : "\n");
+    }
+  }
+  text.pop_back();  // no final newline
+  const std::string path = WriteFile("stream.csv", text);
+  auto reader = CsvReader::Open(path, cols);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<float> got, chunk;
+  int64_t total = 0;
+  while (true) {
+    auto n = (*reader)->ReadRows(3001, &chunk);
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (*n == 0) break;
+    EXPECT_LE(*n, 3001);
+    EXPECT_EQ(static_cast<int64_t>(chunk.size()), *n * cols);
+    got.insert(got.end(), chunk.begin(), chunk.end());
+    total += *n;
+  }
+  EXPECT_EQ(total, rows);
+  EXPECT_EQ((*reader)->rows_read(), rows);
+  EXPECT_EQ((*reader)->bytes_consumed(), static_cast<int64_t>(text.size()));
+  EXPECT_EQ((*reader)->total_bytes(), static_cast<int64_t>(text.size()));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      ASSERT_EQ(got[i], want[i]) << i;
+    }
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(CsvReader, LineLongerThanTheReadBuffer) {
+  const int cols = 300000;  // ~600 KB per line, 3 lines > 1 MiB buffer
+  std::string line;
+  for (int c = 0; c < cols; ++c) line += c ? ",1" : "1";
+  const std::string path = WriteFile("long.csv", line + "\n" + line + "\n" + line + "\n");
+  auto m = ReadCsvFloats(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->rows, 3);
+  EXPECT_EQ(m->cols, cols);
+  std::filesystem::remove(path);
+}
+
+TEST(CsvReader, ErrorLineNumbersCountBlankLines) {
+  const std::string path = WriteFile("bad.csv", "1,2\n\n3,4\n5,x\n");
+  auto m = ReadCsvFloats(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr(path + ":4: field 2 ('x') is not a number"));
+  std::filesystem::remove(path);
+}
+
+TEST(CsvWrite, FormatMatchesPrintfG9) {
+  std::mt19937_64 rng(11);
+  std::vector<double> values = {0.0, -0.0, 1.0, -1.5, 1e-45, 3.4028234663852886e38, 1e9, 123456789,
+                                1234567890, 0.1, 1e-5, 1e-4, 123456.789, -2.5e-300};
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t b = bits(rng);
+    float f;
+    std::memcpy(&f, &b, 4);
+    if (std::isfinite(f)) values.push_back(f);
+    uint64_t b64 = rng();
+    double d;
+    std::memcpy(&d, &b64, 8);
+    if (std::isfinite(d)) values.push_back(d);
+  }
+  char got[40];
+  char want[64];
+  for (double v : values) {
+    char* e = FormatCsvNumber(v, got);
+    *e = '\0';
+    std::snprintf(want, sizeof(want), "%.9g", v);
+    ASSERT_STREQ(got, want) << v;
+  }
+  char* e = FormatCsvNumber(std::numeric_limits<double>::quiet_NaN(), got);
+  EXPECT_EQ(std::string(got, e), "nan");
+  e = FormatCsvNumber(-std::numeric_limits<double>::quiet_NaN(), got);
+  EXPECT_EQ(std::string(got, e), "nan");
+  e = FormatCsvNumber(-std::numeric_limits<double>::infinity(), got);
+  EXPECT_EQ(std::string(got, e), "-inf");
+}
+
+TEST(CsvWrite, FloatsRoundTripBitForBit) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  const int rows = 2000;
+  const int cols = 5;
+  std::vector<float> m(rows * cols);
+  for (float& f : m) {
+    do {
+      uint32_t b = bits(rng);
+      std::memcpy(&f, &b, 4);
+    } while (!std::isfinite(f));
+  }
+  m[3] = std::numeric_limits<float>::quiet_NaN();
+  const std::string path = TempPath("roundtrip.csv");
+  ASSERT_TRUE(WriteCsv(path, MakeMatrixView<const float>(m.data(), rows, cols)).ok());
+  auto back = ReadCsvFloats(path, cols);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->rows, rows);
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (std::isnan(m[i])) {
+      EXPECT_TRUE(std::isnan(back->values[i]));
+    } else {
+      ASSERT_EQ(std::memcmp(&m[i], &back->values[i], 4), 0) << i << " " << m[i];
+    }
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(CsvWrite, LayoutAndStride) {
+  // A 2x2 view into a 2x3 buffer: the stride must be honoured.
+  const double data[] = {1, 0.5, 99, -2, 1e-7, 99};
+  const std::string path = TempPath("layout.csv");
+  ASSERT_TRUE(WriteCsv(path, MatrixView<const double>{data, 2, 2, 3}).ok());
+  EXPECT_EQ(ReadFile(path), "1,0.5\n-2,1e-07\n");
+  std::filesystem::remove(path);
+}
+
+TEST(CsvWrite, UnwritablePathNamesIt) {
+  auto w = CsvWriter::Open("/nonexistent/dir/out.csv");
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), HasSubstr("/nonexistent/dir/out.csv"));
+}
+
+}  // namespace
+}  // namespace grove
