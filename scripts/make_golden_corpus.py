@@ -455,7 +455,8 @@ def main():
     os.makedirs(refused)
     X = synth(rng, 200, 3)
     y = X[:, 0] + 1
-    lin = xgb.train({"booster": "gblinear", "objective": "reg:squarederror", "nthread": 2},
+    lin = xgb.train({"booster": "gblinear", "objective": "reg:squarederror", "nthread": 1,
+                     "updater": "coord_descent", "seed": 1},
                     xgb.DMatrix(X, label=y), num_boost_round=3)
     lin.save_model(os.path.join(refused, "xgb_gblinear.json"))
     with open(os.path.join(refused, "README.md"), "w") as f:

@@ -152,14 +152,19 @@ class Parser {
     has_pending_ = true;
   }
 
-  // INVALID_ARGUMENT "<source>: tree T <where>: <what> (line L)".
+  // INVALID_ARGUMENT "<source>: tree T <where>: <what> (line L)"; kNoLine leaves the line out.
+  static constexpr size_t kNoLine = static_cast<size_t>(-1);
   absl::Status Error(size_t offset, int tree, absl::string_view where, absl::string_view what) const {
     std::string msg = forest_.source.empty() ? std::string("<memory>") : forest_.source;
     if (tree >= 0) absl::StrAppend(&msg, ": tree ", tree);
     if (!where.empty()) absl::StrAppend(&msg, tree >= 0 ? " " : ": ", where);
-    const size_t clamped = std::min(offset, text_.size());
-    const int64_t line = 1 + std::count(text_.begin(), text_.begin() + clamped, '\n');
-    absl::StrAppend(&msg, ": ", what, " (line ", line, ")");
+    absl::StrAppend(&msg, ": ", what);
+    if (offset != kNoLine) {
+      // Counted only on this error path, so that scanning never tracks line numbers.
+      const size_t clamped = std::min(offset, text_.size());
+      absl::StrAppend(&msg, " (line ", 1 + std::count(text_.begin(), text_.begin() + clamped, '\n'),
+                      ")");
+    }
     return absl::InvalidArgumentError(msg);
   }
 
@@ -269,8 +274,8 @@ absl::Status Parser::ParseHeader(Line* first_tree_line) {
   }
   *first_tree_line = line;
 
-  if (!num_class.present) return Error(0, -1, "header", "missing num_class");
-  if (!max_feature_idx.present) return Error(0, -1, "header", "missing max_feature_idx");
+  if (!num_class.present) return Error(kNoLine, -1, "header", "missing num_class");
+  if (!max_feature_idx.present) return Error(kNoLine, -1, "header", "missing max_feature_idx");
   int64_t n_class = 0, k = 0, max_feature = 0;
   if (absl::Status s = ParseInt(num_class, "num_class", -1, 1, 1 << 20, &n_class); !s.ok()) {
     return s;
@@ -295,7 +300,7 @@ absl::Status Parser::ParseHeader(Line* first_tree_line) {
   }
   forest_.num_features = static_cast<int>(max_feature + 1);
   // LightGBM requires the names; their count also bounds num_features by the size of the text.
-  if (!feature_names.present) return Error(0, -1, "header", "missing feature_names");
+  if (!feature_names.present) return Error(kNoLine, -1, "header", "missing feature_names");
   int64_t name_count = 0;
   ForEachToken(feature_names.value, [&](absl::string_view) { return ++name_count, true; });
   if (name_count != forest_.num_features) {

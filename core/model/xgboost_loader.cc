@@ -1045,7 +1045,7 @@ absl::Status XgbReader<Ref>::ReadTree(const Ref& tree, int t) {
           }
           max_cat = std::max(max_cat, c);
         }
-        const uint64_t words = static_cast<uint64_t>(max_cat + 1) / 32 + 1;
+        const uint64_t words = max_cat < 0 ? 1 : static_cast<uint64_t>(max_cat) / 32 + 1;
         if (f_.category_bits.size() + words > category_word_budget_) {
           return Fail(t, i, "category bitsets exceed the size this file can justify");
         }

@@ -13,18 +13,18 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status Bad(std::string_view source, std::string_view field, std::string_view why) {
+absl::Status Bad(absl::string_view source, absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", field, ": ", why));
 }
 
-absl::StatusOr<int64_t> PositiveInt(const json& v, std::string_view source, std::string_view field) {
+absl::StatusOr<int64_t> PositiveInt(const json& v, absl::string_view source, absl::string_view field) {
   if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
     return Bad(source, field, "must be a positive integer");
   }
   return v.get<int64_t>();
 }
 
-absl::Status ParseBatching(const json& j, std::string_view source, const std::string& field,
+absl::Status ParseBatching(const json& j, absl::string_view source, const std::string& field,
                            batching::BatcherOptions* out) {
   if (!j.is_object()) return Bad(source, field, "must be an object");
   for (const auto& [key, value] : j.items()) {
@@ -64,8 +64,8 @@ const char* OperationName(Operation op) {
   return "unknown";
 }
 
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text, const ModelConfig& defaults,
-                                             std::string_view source) {
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const ModelConfig& defaults,
+                                             absl::string_view source) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
   if (!j.is_object()) return Bad(source, "config", "must be a JSON object");

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,8 +44,8 @@ struct ModelConfig {
 
 // Parses a config.json text over `defaults` (fields not given keep their default). Unknown fields,
 // wrong types and invalid values are INVALID_ARGUMENT naming `source` and the field.
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json, const ModelConfig& defaults,
-                                             std::string_view source);
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json, const ModelConfig& defaults,
+                                             absl::string_view source);
 
 // Reads and parses a file (NOT_FOUND when it does not exist).
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,

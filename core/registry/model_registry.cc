@@ -237,6 +237,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   bool changed = false;
   std::vector<int64_t> to_load;
   std::vector<int64_t> to_unload;
+  std::set<int64_t> wanted;
   {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = models_.try_emplace(name);
@@ -279,7 +280,6 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     config = entry.config;
 
     // Versions wanted by the policy.
-    std::set<int64_t> wanted;
     if (!scanned.versions.empty()) {
       switch (config->version_policy) {
         case VersionPolicy::kLatest:
@@ -329,7 +329,21 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     LoadVersion(name, v, sv, config);
     changed = true;
   }
+  // Versions no longer wanted give way only once every wanted version serves (a new version that
+  // is still being written, or failed, does not take the old one down), or when their files are
+  // gone.
+  bool wanted_serving = true;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = models_.find(name);
+    for (int64_t v : wanted) {
+      const auto slot = it->second.versions.find(v);
+      wanted_serving = wanted_serving && slot != it->second.versions.end() &&
+                       slot->second.servable != nullptr;
+    }
+  }
   for (int64_t v : to_unload) {
+    if (!wanted_serving && scanned.versions.count(v)) continue;
     UnloadVersion(name, v);
     changed = true;
     if (!scanned.versions.count(v)) {
@@ -435,7 +449,7 @@ void ModelRegistry::RemoveModel(const std::string& name) {
   if (options_.listener) options_.listener->OnModelChanged(name);
 }
 
-absl::StatusOr<ServablePtr> ModelRegistry::Get(std::string_view name, int64_t version) const {
+absl::StatusOr<ServablePtr> ModelRegistry::Get(absl::string_view name, int64_t version) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {
@@ -495,7 +509,7 @@ std::vector<ModelStatus> ModelRegistry::List() const {
   return out;
 }
 
-absl::StatusOr<ModelStatus> ModelRegistry::GetStatus(std::string_view name) const {
+absl::StatusOr<ModelStatus> ModelRegistry::GetStatus(absl::string_view name) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return absl::NotFoundError(absl::StrCat("model '", name, "' not found"));

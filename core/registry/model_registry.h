@@ -21,7 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <thread>
 #include <vector>
 
@@ -133,10 +133,10 @@ class ModelRegistry {
 
   // The serving copy of `name` at `version` (0: highest serving version). NOT_FOUND for an unknown
   // model or version, UNAVAILABLE when the model is known but has no serving version.
-  absl::StatusOr<ServablePtr> Get(std::string_view name, int64_t version = 0) const;
+  absl::StatusOr<ServablePtr> Get(absl::string_view name, int64_t version = 0) const;
 
   std::vector<ModelStatus> List() const;
-  absl::StatusOr<ModelStatus> GetStatus(std::string_view name) const;
+  absl::StatusOr<ModelStatus> GetStatus(absl::string_view name) const;
   // Every known model has a serving version (and the repository has at least... zero is fine).
   bool AllReady() const;
 

@@ -1,0 +1,645 @@
+#include "core/predict/tahoe_forest.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/predict/traverse.h"
+
+namespace grove {
+namespace {
+
+// splitmix64 finaliser: the token hash (the paper uses SHA-1; any well-mixed hash serves SimHash).
+inline uint64_t Mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+struct Checksum {
+  uint64_t w[2] = {0, 0};
+};
+
+// Number of equal chunks (chunk width a power of two) between two normalised checksums: the number
+// of LSH buckets the two trees share.
+inline int Collisions(const Checksum& a, const Checksum& b, int chunk_bits, int chunks) {
+  int differing = 0;
+  uint64_t low_mask = 0;
+  for (int i = 0; i < 64; i += chunk_bits) low_mask |= 1ull << i;
+  for (int k = 0; k < 2; ++k) {
+    uint64_t y = a.w[k] ^ b.w[k];
+    for (int s = 1; s < chunk_bits; s <<= 1) y |= y >> s;
+    differing += std::popcount(y & low_mask);
+  }
+  return chunks - differing;
+}
+
+double Probability(const Node& parent_left, const Node& parent_right, bool left) {
+  const double l = parent_left.cover, r = parent_right.cover;
+  if (!(l + r > 0)) return 0.5;
+  return (left ? l : r) / (l + r);
+}
+
+int BitsFor(uint64_t n_values) {  // bits to index n_values values (at least 1)
+  int b = 1;
+  while ((uint64_t{1} << b) < n_values) ++b;
+  return b;
+}
+
+double Cv(const std::vector<double>& loads) {
+  if (loads.empty()) return 0;
+  const double mean = std::accumulate(loads.begin(), loads.end(), 0.0) / loads.size();
+  if (!(mean > 0)) return 0;
+  double var = 0;
+  for (double l : loads) var += (l - mean) * (l - mean);
+  return std::sqrt(var / loads.size()) / mean;
+}
+
+}  // namespace
+
+class TahoeBuilder {
+ public:
+  TahoeBuilder(const Forest& f, const TahoeFormatOptions& o, TahoeForest& out)
+      : f_(f), o_(o), out_(out) {}
+
+  absl::Status Run();
+
+ private:
+  // Probability of reaching each node of tree t (relative indices) and its expected visits.
+  void NodeProbabilities(int t, std::vector<double>& prob) const;
+  bool HotIsRight(const Node* nodes, const Node& n) const {
+    if (!o_.node_rearrangement) return false;
+    return nodes[n.right].cover > nodes[n.left].cover;
+  }
+  Checksum SimHash(int t, const std::vector<double>& prob) const;
+  std::vector<int> TreeOrder();
+  void BuildAssignments(const std::vector<int>& order);
+
+  const Forest& f_;
+  const TahoeFormatOptions& o_;
+  TahoeForest& out_;
+  std::vector<double> orig_work_;  // per model tree
+};
+
+void TahoeBuilder::NodeProbabilities(int t, std::vector<double>& prob) const {
+  const Tree& tree = f_.trees[t];
+  const Node* nodes = f_.TreeNodes(t);
+  prob.assign(tree.num_nodes, 0.0);
+  prob[0] = 1.0;
+  // Preorder indices are not guaranteed; walk with a stack.
+  std::vector<int32_t> stack = {0};
+  while (!stack.empty()) {
+    const int32_t i = stack.back();
+    stack.pop_back();
+    const Node& n = nodes[i];
+    if (n.is_leaf()) continue;
+    prob[n.left] = prob[i] * Probability(nodes[n.left], nodes[n.right], true);
+    prob[n.right] = prob[i] * Probability(nodes[n.left], nodes[n.right], false);
+    stack.push_back(n.left);
+    stack.push_back(n.right);
+  }
+}
+
+// SimHash over the tree's tokens: windows of token_nodes nodes along root-to-leaf paths, cut at
+// depths that are multiples of token_nodes (each distinct window once), weighted by the probability
+// of the window's last node. A node contributes its feature (or "leaf") and whether it is the hot
+// or the cold child, so trees that route rows alike on the same features hash alike.
+Checksum TahoeBuilder::SimHash(int t, const std::vector<double>& prob) const {
+  const Node* nodes = f_.TreeNodes(t);
+  const int T = std::max(1, o_.token_nodes);
+  std::array<double, 128> v{};
+  struct Item {
+    int32_t node;
+    int depth;
+    uint64_t h;
+    uint32_t dir;
+  };
+  std::vector<Item> stack = {{0, 0, 0, 0}};
+  while (!stack.empty()) {
+    Item it = stack.back();
+    stack.pop_back();
+    const Node& n = nodes[it.node];
+    uint64_t h = (it.depth % T == 0) ? Mix(static_cast<uint64_t>(it.depth / T) + 0x51ED27ull) : it.h;
+    const uint64_t sym = n.is_leaf() ? 0xFFFFFFull : static_cast<uint64_t>(n.feature);
+    h = Mix(h ^ (sym * 4 + it.dir + 1));
+    if (n.is_leaf() || it.depth % T == T - 1) {
+      const double w = prob[it.node];
+      const uint64_t h1 = Mix(h ^ 0xA5A5A5A5ull), h2 = Mix(h ^ 0x5A5A5A5A00ull);
+      for (int b = 0; b < 64; ++b) {
+        v[b] += ((h1 >> b) & 1) ? w : -w;
+        v[64 + b] += ((h2 >> b) & 1) ? w : -w;
+      }
+    }
+    if (n.is_leaf()) continue;
+    const bool hot_right = HotIsRight(nodes, n);
+    const int32_t hot = hot_right ? n.right : n.left, cold = hot_right ? n.left : n.right;
+    stack.push_back({cold, it.depth + 1, h, 1});
+    stack.push_back({hot, it.depth + 1, h, 0});
+  }
+  Checksum c;
+  for (int b = 0; b < 128; ++b) {
+    if (v[b] >= 0) c.w[b / 64] |= 1ull << (b % 64);
+  }
+  return c;
+}
+
+// Trees grouped by output (scalar groups 0..K-1, then vector-leaf trees) so that a thread flushes
+// each output about once; within a group, a nearest-neighbour chain over LSH collision counts.
+std::vector<int> TahoeBuilder::TreeOrder() {
+  const int n = static_cast<int>(f_.trees.size());
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (!o_.tree_rearrangement) return order;
+
+  int chunks = o_.lsh_chunks;
+  if (chunks <= 0 || chunks > 128 || 128 % chunks != 0 || !std::has_single_bit(unsigned(chunks))) {
+    chunks = 64;
+  }
+  const int chunk_bits = 128 / chunks;
+  std::vector<Checksum> sums(n);
+  std::vector<double> prob;
+  for (int t = 0; t < n; ++t) {
+    NodeProbabilities(t, prob);
+    sums[t] = SimHash(t, prob);
+  }
+  auto key = [&](int t) { return f_.trees[t].leaf_width > 1 ? f_.num_outputs : f_.trees[t].group; };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
+
+  std::vector<int> result;
+  result.reserve(n);
+  for (size_t begin = 0; begin < order.size();) {
+    size_t end = begin;
+    while (end < order.size() && key(order[end]) == key(order[begin])) ++end;
+    std::vector<int> g(order.begin() + begin, order.begin() + end);
+    const size_t m = g.size();
+    if (m > 16384) {
+      // Too many trees for the quadratic chain: LSH-bucket order (sort by checksum).
+      std::stable_sort(g.begin(), g.end(), [&](int a, int b) {
+        return std::make_pair(sums[a].w[1], sums[a].w[0]) < std::make_pair(sums[b].w[1], sums[b].w[0]);
+      });
+      result.insert(result.end(), g.begin(), g.end());
+    } else if (m > 0) {
+      // Start from the pair with the most collisions, then repeatedly place the unplaced tree that
+      // collides most with the last placed one (ties: model order).
+      int best = -1;
+      size_t start = 0;
+      for (size_t i = 0; i < m && m > 1; ++i) {
+        for (size_t j = i + 1; j < m; ++j) {
+          const int c = Collisions(sums[g[i]], sums[g[j]], chunk_bits, chunks);
+          if (c > best) {
+            best = c;
+            start = i;
+          }
+        }
+      }
+      std::vector<char> used(m, 0);
+      size_t cur = start;
+      used[cur] = 1;
+      result.push_back(g[cur]);
+      for (size_t placed = 1; placed < m; ++placed) {
+        int best_c = -1;
+        size_t next = 0;
+        for (size_t j = 0; j < m; ++j) {
+          if (used[j]) continue;
+          const int c = Collisions(sums[g[cur]], sums[g[j]], chunk_bits, chunks);
+          if (c > best_c) {
+            best_c = c;
+            next = j;
+          }
+        }
+        used[next] = 1;
+        result.push_back(g[next]);
+        cur = next;
+      }
+    }
+    begin = end;
+  }
+  return result;
+}
+
+// Assignments of the Tahoe order to G thread groups: rounds of G consecutive trees (similar trees,
+// run at the same time by different groups), each round's heaviest tree to the least loaded group.
+void TahoeBuilder::BuildAssignments(const std::vector<int>& order) {
+  const int n = static_cast<int>(order.size());
+  out_.assignments_.clear();
+  for (int groups = 1; groups <= TahoeForest::kMaxGroups; groups *= 2) {
+    TahoeAssignment a;
+    a.groups = groups;
+    std::vector<std::vector<uint32_t>> lists(groups);
+    std::vector<double> load(groups, 0.0);
+    if (!o_.tree_rearrangement) {
+      for (int i = 0; i < n; ++i) lists[i % groups].push_back(i);  // FIL: round-robin
+    } else {
+      std::vector<int> by_load(groups);
+      for (int r = 0; r < n; r += groups) {
+        const int e = std::min(n, r + groups);
+        std::vector<int> round(e - r);
+        std::iota(round.begin(), round.end(), r);
+        std::stable_sort(round.begin(), round.end(), [&](int x, int y) {
+          return out_.tree_work_[x] > out_.tree_work_[y];
+        });
+        std::iota(by_load.begin(), by_load.end(), 0);
+        std::stable_sort(by_load.begin(), by_load.end(),
+                         [&](int x, int y) { return load[x] < load[y]; });
+        for (size_t k = 0; k < round.size(); ++k) {
+          const int g = by_load[k];
+          lists[g].push_back(round[k]);
+          load[g] += out_.tree_work_[round[k]];
+        }
+      }
+    }
+    a.offsets.push_back(0);
+    for (int g = 0; g < groups; ++g) {
+      a.order.insert(a.order.end(), lists[g].begin(), lists[g].end());
+      a.offsets.push_back(static_cast<uint32_t>(a.order.size()));
+    }
+    out_.assignments_.push_back(std::move(a));
+  }
+}
+
+absl::Status TahoeBuilder::Run() {
+  const int n = static_cast<int>(f_.trees.size());
+  if (n == 0) return absl::InvalidArgumentError("tahoe: model has no trees");
+  if (f_.nodes.size() >= (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError("tahoe: too many nodes for 32-bit indices");
+  }
+  // Expected visits per model tree.
+  orig_work_.assign(n, 0.0);
+  std::vector<double> prob;
+  for (int t = 0; t < n; ++t) {
+    NodeProbabilities(t, prob);
+    orig_work_[t] = std::accumulate(prob.begin(), prob.end(), 0.0);
+  }
+  out_.iterations_sorted_ = true;
+  for (int t = 1; t < n; ++t) {
+    if (f_.trees[t].iteration < f_.trees[t - 1].iteration) out_.iterations_sorted_ = false;
+  }
+
+  // Scalar leaves inline as float32 when the total rounding of weight * value is far below the
+  // 1e-5 tolerance; otherwise doubles in the leaf table.
+  double rounding = 0;
+  for (int t = 0; t < n && std::isfinite(rounding); ++t) {
+    const Tree& tree = f_.trees[t];
+    if (tree.leaf_width != 1) continue;
+    const Node* nodes = f_.TreeNodes(t);
+    double worst = 0;
+    for (uint32_t i = 0; i < tree.num_nodes; ++i) {
+      if (!nodes[i].is_leaf() || nodes[i].aux != 0) continue;
+      const double wv = tree.weight * f_.leaf_values[nodes[i].payload];
+      const float fv = static_cast<float>(wv);
+      const double err = std::isfinite(fv) ? std::abs(wv - static_cast<double>(fv))
+                                           : std::numeric_limits<double>::infinity();
+      worst = std::max(worst, err);
+    }
+    rounding += worst;
+  }
+  const bool inline_leaves = rounding <= 1e-7;
+
+  const std::vector<int> order = TreeOrder();
+  out_.trees_.resize(n);
+  out_.tree_work_.resize(n);
+  std::vector<TahoeNode16> wide;
+  wide.reserve(f_.nodes.size());
+  out_.leaf_ids_.clear();
+  out_.leaf_ids_.reserve(f_.nodes.size());
+  out_.cat_bits_ = f_.category_bits;
+  out_.linear_features_ = f_.linear_features;
+  out_.linear_coeffs_ = f_.linear_coeffs;
+  uint64_t max_distant = 0;
+  double visits = 0;
+  int max_depth = 0;
+
+  struct Item {
+    int32_t node;
+    int64_t parent;  // new index of the parent when this is its distant child, else -1
+  };
+  std::vector<Item> stack;
+  for (int i = 0; i < n; ++i) {
+    const int t = order[i];
+    const Tree& tree = f_.trees[t];
+    const Node* nodes = f_.TreeNodes(t);
+    TahoeTree& tt = out_.trees_[i];
+    tt.root = static_cast<uint32_t>(wide.size());
+    tt.orig = static_cast<uint32_t>(t);
+    tt.group = tree.leaf_width > 1 ? -1 : tree.group;
+    tt.iteration = tree.iteration;
+    out_.tree_work_[i] = orig_work_[t];
+    visits += orig_work_[t];
+    max_depth = std::max(max_depth, tree.depth);
+    stack.clear();
+    stack.push_back({0, -1});
+    while (!stack.empty()) {
+      const Item it = stack.back();
+      stack.pop_back();
+      const int64_t j = static_cast<int64_t>(wide.size());
+      if (it.parent >= 0) {
+        const uint64_t d = static_cast<uint64_t>(j - it.parent);
+        wide[it.parent].distant = static_cast<uint32_t>(d);
+        max_distant = std::max(max_distant, d);
+      }
+      const Node& nd = nodes[it.node];
+      TahoeNode16 w{0, 0, 0, 0};
+      if (nd.is_leaf()) {
+        w.flags = tahoe_bits::kLeaf;
+        if (nd.aux != 0) {
+          const LinearLeaf& ll = f_.linear_leaves[nd.aux - 1];
+          w.flags |= tahoe_bits::kLeafTable | tahoe_bits::kLeafLinear;
+          w.value = static_cast<uint32_t>(out_.linear_leaves_.size());
+          out_.linear_leaves_.push_back(TahoeLinearLeaf{ll.constant, f_.leaf_values[nd.payload],
+                                                        tree.weight, ll.begin, ll.count});
+        } else if (tree.leaf_width > 1 || !inline_leaves) {
+          w.flags |= tahoe_bits::kLeafTable;
+          w.value = static_cast<uint32_t>(out_.leaf_table_.size());
+          for (int k = 0; k < tree.leaf_width; ++k) {
+            out_.leaf_table_.push_back(tree.weight * f_.leaf_values[nd.payload + k]);
+          }
+        } else {
+          const float v = static_cast<float>(tree.weight * f_.leaf_values[nd.payload]);
+          std::memcpy(&w.value, &v, sizeof v);
+        }
+        out_.leaf_ids_.push_back(nd.leaf_id);
+        wide.push_back(w);
+        continue;
+      }
+      const bool hot_right = HotIsRight(nodes, nd);
+      w.feature = static_cast<uint32_t>(nd.feature);
+      if (hot_right) w.flags |= tahoe_bits::kHotRight;
+      if (nd.is_categorical()) {
+        w.flags |= tahoe_bits::kCategorical;
+        w.value = static_cast<uint32_t>(out_.cat_splits_.size());
+        const uint32_t keep = decision_bits::kDefaultLeft | decision_bits::kCategorical |
+                              decision_bits::kCategoryInSetGoesLeft |
+                              decision_bits::kCategoryTruncate;
+        out_.cat_splits_.push_back(TahoeCatSplit{nd.payload, nd.aux, nd.flags & keep, 0});
+      } else {
+        bool nan_left = nd.default_left();
+        if ((nd.flags & kNodeNanAsZero) && !(nd.flags & kNodeMissingZero)) {
+          nan_left = 0.0f < nd.threshold;  // NaN compares as 0.0: a fixed direction
+        }
+        if (nan_left) w.flags |= tahoe_bits::kDefaultLeft;
+        if (nd.flags & kNodeMissingZero) w.flags |= tahoe_bits::kMissingZero;
+        std::memcpy(&w.value, &nd.threshold, sizeof w.value);
+      }
+      out_.leaf_ids_.push_back(-1);
+      wide.push_back(w);
+      const int32_t hot = hot_right ? nd.right : nd.left, cold = hot_right ? nd.left : nd.right;
+      stack.push_back({cold, j});
+      stack.push_back({hot, -1});
+    }
+  }
+
+  const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features));
+  const int dbits = 32 - tahoe_bits::kNumFlags - fbits;
+  out_.wide_ = o_.force_wide_nodes || dbits < 1 || max_distant >= (uint64_t{1} << dbits);
+  out_.feature_bits_ = out_.wide_ ? 0 : static_cast<uint32_t>(fbits);
+  if (out_.wide_) {
+    out_.nodes16_ = std::move(wide);
+  } else {
+    out_.nodes8_.resize(wide.size());
+    for (size_t i = 0; i < wide.size(); ++i) {
+      const TahoeNode16& w = wide[i];
+      out_.nodes8_[i].value = w.value;
+      out_.nodes8_[i].word = w.feature | (w.flags << fbits) |
+                             (w.distant << (fbits + tahoe_bits::kNumFlags));
+    }
+  }
+  BuildAssignments(order);
+
+  TahoeFormatStats& s = out_.stats_;
+  s.expected_visits_per_row = visits;
+  s.mean_depth = visits / n;
+  s.max_depth = max_depth;
+  s.feature_bits = static_cast<int>(out_.feature_bits_);
+  s.node_bytes = out_.node_bytes();
+  const int64_t num_nodes = static_cast<int64_t>(out_.leaf_ids_.size());
+  s.forest_smem_bytes = num_nodes * s.node_bytes + n * static_cast<int64_t>(sizeof(TahoeTree));
+  int64_t assign_bytes = 0;
+  for (const TahoeAssignment& a : out_.assignments_) {
+    assign_bytes += static_cast<int64_t>((a.order.size() + a.offsets.size()) * sizeof(uint32_t));
+  }
+  s.format_bytes = s.forest_smem_bytes + num_nodes * 4 +
+                   static_cast<int64_t>(out_.cat_splits_.size() * sizeof(TahoeCatSplit) +
+                                        out_.cat_bits_.size() * 4 + out_.leaf_table_.size() * 8 +
+                                        out_.linear_leaves_.size() * sizeof(TahoeLinearLeaf) +
+                                        out_.linear_features_.size() * 4 +
+                                        out_.linear_coeffs_.size() * 8 + f_.num_outputs * 8) +
+                   assign_bytes;
+  s.inline_leaves = inline_leaves;
+  // Table 3 measure at 32 groups: FIL's round-robin over the model order vs this assignment.
+  {
+    const int groups = 32;
+    std::vector<double> before(groups, 0.0);
+    for (int t = 0; t < n; ++t) before[t % groups] += orig_work_[t];
+    s.cv_before = Cv(before);
+    s.cv_after = out_.AssignmentCv(out_.Assignment(groups));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const TahoeForest>> TahoeForest::Build(
+    ForestPtr forest, const TahoeFormatOptions& options) {
+  if (forest == nullptr) return absl::InvalidArgumentError("tahoe: no model");
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<TahoeForest> tf(new TahoeForest());
+  tf->forest_ = forest;
+  tf->options_ = options;
+  TahoeBuilder builder(*forest, tf->options_, *tf);
+  if (absl::Status s = builder.Run(); !s.ok()) return s;
+  tf->stats_.build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::shared_ptr<const TahoeForest>(std::move(tf));
+}
+
+TahoeForestView TahoeForest::HostView() const {
+  TahoeForestView v;
+  v.nodes = wide_ ? static_cast<const void*>(nodes16_.data())
+                  : static_cast<const void*>(nodes8_.data());
+  v.trees = trees_.data();
+  v.cat_splits = cat_splits_.data();
+  v.cat_bits = cat_bits_.data();
+  v.leaf_table = leaf_table_.data();
+  v.linear_leaves = linear_leaves_.data();
+  v.linear_features = linear_features_.data();
+  v.linear_coeffs = linear_coeffs_.data();
+  v.leaf_ids = leaf_ids_.data();
+  v.base_margin = forest_->base_margin.data();
+  v.num_trees = static_cast<int32_t>(trees_.size());
+  v.num_nodes = static_cast<int32_t>(leaf_ids_.size());
+  v.num_features = forest_->num_features;
+  v.num_outputs = forest_->num_outputs;
+  v.feature_bits = feature_bits_;
+  return v;
+}
+
+const TahoeAssignment& TahoeForest::Assignment(int groups) const {
+  size_t i = 0;
+  while (i + 1 < assignments_.size() && assignments_[i].groups < groups) ++i;
+  return assignments_[i];
+}
+
+double TahoeForest::AssignmentCv(const TahoeAssignment& a) const {
+  std::vector<double> loads(a.groups, 0.0);
+  for (int g = 0; g < a.groups; ++g) {
+    for (uint32_t i = a.offsets[g]; i < a.offsets[g + 1]; ++i) loads[g] += tree_work_[a.order[i]];
+  }
+  return Cv(loads);
+}
+
+absl::StatusOr<std::vector<TahoePart>> TahoeForest::SplitIntoParts(int64_t max_bytes) const {
+  std::vector<TahoePart> parts;
+  const int64_t nb = node_bytes();
+  const uint32_t n = static_cast<uint32_t>(trees_.size());
+  const uint32_t total_nodes = static_cast<uint32_t>(leaf_ids_.size());
+  auto tree_end_node = [&](uint32_t i) { return i + 1 < n ? trees_[i + 1].root : total_nodes; };
+  uint32_t i = 0;
+  while (i < n) {
+    TahoePart p{i, i, trees_[i].root, trees_[i].root};
+    while (p.tree_end < n) {
+      const uint32_t node_end = tree_end_node(p.tree_end);
+      const int64_t bytes = static_cast<int64_t>(node_end - p.node_begin) * nb +
+                            static_cast<int64_t>(p.tree_end + 1 - p.tree_begin) * 16;
+      if (bytes > max_bytes) break;
+      p.node_end = node_end;
+      ++p.tree_end;
+    }
+    if (p.tree_end == p.tree_begin) {
+      return absl::InvalidArgumentError(absl::StrCat("tahoe: tree ", trees_[i].orig, " needs ",
+                                                     (tree_end_node(i) - trees_[i].root) * nb,
+                                                     " bytes, more than ", max_bytes,
+                                                     " bytes of shared memory"));
+    }
+    parts.push_back(p);
+    i = p.tree_end;
+  }
+  return parts;
+}
+
+double TahoeForest::ExpectedVisits(int it_begin, int it_end) const {
+  double v = 0;
+  for (size_t i = 0; i < trees_.size(); ++i) {
+    if (trees_[i].iteration >= it_begin && trees_[i].iteration < it_end) v += tree_work_[i];
+  }
+  return v;
+}
+
+bool TahoeForest::LeafColumnBase(int it_begin, int it_end, int32_t* base) const {
+  const Forest& f = *forest_;
+  if (it_begin <= 0 && it_end >= f.num_iterations) {
+    *base = 0;
+    return true;
+  }
+  if (!iterations_sorted_) return false;
+  int32_t first = 0;
+  while (first < static_cast<int32_t>(f.trees.size()) && f.trees[first].iteration < it_begin) {
+    ++first;
+  }
+  *base = first;
+  return true;
+}
+
+std::string TahoeForest::Describe() const {
+  const TahoeFormatStats& s = stats_;
+  return absl::StrFormat(
+      "tahoe format: %d trees, %d nodes of %d bytes (feature index %d bits), %.1f visits/row, "
+      "max depth %d, %s leaves, %.2f MB; tree balance CV at 32 groups %.1f%% -> %.1f%%; node "
+      "rearrangement %s, tree rearrangement %s; built in %.1f ms",
+      static_cast<int>(trees_.size()), static_cast<int>(leaf_ids_.size()), s.node_bytes,
+      s.feature_bits, s.expected_visits_per_row, s.max_depth,
+      s.inline_leaves ? "inline float" : "double-table", s.format_bytes / 1e6, 100 * s.cv_before,
+      100 * s.cv_after, options_.node_rearrangement ? "on" : "off",
+      options_.tree_rearrangement ? "on" : "off", 1e3 * s.build_seconds);
+}
+
+absl::StatusOr<TahoeCall> TahoePrepareCall(const TahoeForest& tf, RowsView rows,
+                                           const PredictOptions& options, MatrixView<float> out) {
+  const Forest& forest = tf.forest();
+  if (rows.cols != forest.num_features) {
+    return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols,
+                                                   " columns; the model has ",
+                                                   forest.num_features, " features"));
+  }
+  if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
+    return absl::InvalidArgumentError("malformed rows view");
+  }
+  IterationRange range;
+  if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
+                                             options.iteration_end, &range);
+      !s.ok()) {
+    return s;
+  }
+  TahoeCall call;
+  call.kind = options.kind;
+  call.width = PredictWidth(forest, options);
+  if (out.rows != rows.rows || out.cols != call.width || out.stride < out.cols ||
+      (out.rows > 0 && out.data == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
+                                                   "; expected ", rows.rows, " x ", call.width,
+                                                   " for ", OutputKindName(options.kind)));
+  }
+  call.row_params.it_begin = range.begin;
+  call.row_params.it_end = range.end;
+  if (options.kind == OutputKind::kLeaf &&
+      !tf.LeafColumnBase(range.begin, range.end, &call.row_params.leaf_col_base)) {
+    return absl::FailedPreconditionError(
+        "tahoe: leaf output over part of the rounds of a model whose trees are not in round order");
+  }
+  call.transform = MakeTransformParams(forest, range.size());
+  return call;
+}
+
+absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const PredictOptions& options,
+                              MatrixView<float> out, int groups) {
+  absl::StatusOr<TahoeCall> call = TahoePrepareCall(tf, rows, options, out);
+  if (!call.ok()) return call.status();
+  const TahoeForestView v = tf.HostView();
+  const TahoeAssignment& a = tf.Assignment(std::max(1, groups));
+  const int K = v.num_outputs;
+  const bool multi = K > 1;
+  const bool prediction = call->kind == OutputKind::kPrediction;
+  std::vector<double> m(K), part(K);
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const TahoePlainRow row{rows.Row(r)};
+    float* o = out.Row(r);
+    float* leaf_out = call->kind == OutputKind::kLeaf ? o : nullptr;
+    std::fill(m.begin(), m.end(), 0.0);
+    double sum = 0;
+    for (int g = 0; g < a.groups; ++g) {
+      auto run = [&](auto& acc) {
+        if (tf.wide()) {
+          TahoeAccumulateTrees(v, tf.nodes16().data(), 0, v.trees, a.order.data(), a.offsets[g],
+                               a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+        } else {
+          TahoeAccumulateTrees(v, tf.nodes8().data(), 0, v.trees, a.order.data(), a.offsets[g],
+                               a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+        }
+      };
+      if (multi) {
+        std::fill(part.begin(), part.end(), 0.0);
+        TahoeGroupAcc acc(part.data());
+        run(acc);
+        for (int k = 0; k < K; ++k) m[k] += part[k];
+      } else {
+        TahoeScalarAcc acc;
+        run(acc);
+        sum += acc.sum;
+      }
+    }
+    if (leaf_out != nullptr) continue;
+    if (multi) {
+      TahoeFinalizeRow(v, call->transform, prediction, m.data(), o);
+    } else {
+      TahoeFinalizeScalar(v, call->transform, prediction, sum, o);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace grove

@@ -1,0 +1,452 @@
+// Tahoe adaptive forest format (Xie et al., EuroSys'21, §4): the layout every GPU prediction strategy
+// reads, built once per model on the host.
+//
+// What it does to a Forest:
+//  * probability-based node rearrangement (§4.1): each tree is laid out depth-first with the more
+//    probable child (larger cover) adjacent to its parent (node + 1) and the other one `distant`
+//    nodes further, so the hot path of a tree is contiguous and a warp walking one tree touches few
+//    cache lines / shared-memory words;
+//  * similarity-based tree rearrangement (§4.2): trees are tokenised into windows of `token_nodes`
+//    nodes along root-to-leaf paths weighted by node probability, SimHashed to `hash_bits`, cut into
+//    `lsh_chunks` LSH chunks; trees with the most chunk collisions are placed next to each other
+//    (within each output group), and trees are assigned to thread groups balanced by expected work;
+//  * compact packed nodes (§4.3): 8 bytes with the feature index in as few bits as the model needs,
+//    16 bytes only when a tree is too large for the packed offsets;
+//  * routing rules identical to the CPU reference: numeric splits call NumericGoesLeft and
+//    categorical splits CategoricalGoesLeft from core/model/decision.h. LightGBM's NaN-as-zero is
+//    resolved at build time into the node's NaN direction (exactly equivalent).
+//
+// Leaves carry the tree weight already multiplied in: inline float32 values when that rounding is
+// provably far below the tolerance (always for XGBoost gbtree), otherwise indices into a double
+// table (dart weights, LightGBM doubles, vector and linear leaves).
+//
+// A TahoeForest is immutable after Build and thread-safe to share. TahoeForestView is a by-value
+// bundle of raw pointers (host or device) passed into kernels; the GROVE_HD functions below are the
+// per-row logic shared by the GPU kernels and the host evaluator (TahoePredictHost).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/common/hd.h"
+#include "core/common/rows.h"
+#include "core/model/decision.h"
+#include "core/model/forest.h"
+#include "core/model/transform.h"
+#include "core/predict/predict.h"
+
+namespace grove {
+
+// Five flag bits of a packed node. kDefaultLeft and kMissingZero coincide with decision_bits so a
+// numeric node's flags go to NumericGoesLeft unchanged (bit 3, kHotRight, is ignored there).
+namespace tahoe_bits {
+inline constexpr uint32_t kLeaf = 1u << 0;
+inline constexpr uint32_t kDefaultLeft = 1u << 1;  // NaN direction (LightGBM NaN-as-zero resolved)
+inline constexpr uint32_t kCategorical = 1u << 2;  // split: value indexes TahoeForest::cat_splits
+inline constexpr uint32_t kHotRight = 1u << 3;     // split: the adjacent child is the right child
+inline constexpr uint32_t kMissingZero = 1u << 4;
+inline constexpr int kNumFlags = 5;
+// Leaves reuse the split-only bits.
+inline constexpr uint32_t kLeafTable = kCategorical;  // value indexes leaf_table (else: float bits)
+inline constexpr uint32_t kLeafLinear = kHotRight;    // value indexes linear_leaves
+static_assert(kDefaultLeft == decision_bits::kDefaultLeft);
+static_assert(kMissingZero == decision_bits::kMissingZero);
+}  // namespace tahoe_bits
+
+// 8-byte node: `word` = feature | flags << feature_bits | distant << (feature_bits + 5), where
+// feature_bits is the fewest bits that index the model's features (TahoeForestView::feature_bits).
+struct alignas(8) TahoeNode8 {
+  uint32_t value;  // split: float threshold bits or cat_splits index; leaf: see tahoe_bits
+  uint32_t word;
+};
+static_assert(sizeof(TahoeNode8) == 8, "TahoeNode8 must stay 8 bytes");
+
+// 16-byte node for models whose trees or feature counts do not fit the packed word.
+struct alignas(16) TahoeNode16 {
+  uint32_t value;
+  uint32_t feature;
+  uint32_t flags;
+  uint32_t distant;  // offset from this node to its distant child (0 for a leaf)
+};
+static_assert(sizeof(TahoeNode16) == 16, "TahoeNode16 must stay 16 bytes");
+
+struct TahoeTree {
+  uint32_t root;       // index of the root in the node array
+  uint32_t orig;       // index of the tree in the model (leaf-output column)
+  int32_t group;       // output group of a scalar-leaf tree; -1 for vector leaves (num_outputs values)
+  int32_t iteration;   // boosting round
+};
+static_assert(sizeof(TahoeTree) == 16, "TahoeTree must stay 16 bytes");
+
+struct TahoeCatSplit {
+  uint32_t offset;     // first word in cat_bits
+  uint32_t num_words;
+  uint32_t flags;      // decision_bits for CategoricalGoesLeft
+  uint32_t pad = 0;
+};
+
+struct TahoeLinearLeaf {
+  double constant;
+  double plain;        // the leaf's plain value (used when a feature is NaN)
+  double weight;       // tree weight
+  uint32_t begin;      // terms in linear_features / linear_coeffs
+  uint32_t count;
+};
+
+// A decoded node.
+struct TahoeDecoded {
+  uint32_t value;
+  uint32_t feature;
+  uint32_t flags;
+  uint32_t distant;
+};
+
+// Raw pointers to a TahoeForest's arrays, host or device; passed by value into kernels.
+struct TahoeForestView {
+  const void* nodes = nullptr;  // TahoeNode8 or TahoeNode16 (node_bytes)
+  const TahoeTree* trees = nullptr;  // in the Tahoe order
+  const TahoeCatSplit* cat_splits = nullptr;
+  const uint32_t* cat_bits = nullptr;
+  const double* leaf_table = nullptr;
+  const TahoeLinearLeaf* linear_leaves = nullptr;
+  const int32_t* linear_features = nullptr;
+  const double* linear_coeffs = nullptr;
+  const int32_t* leaf_ids = nullptr;   // per node: the library's leaf id (-1 for splits)
+  const double* base_margin = nullptr; // num_outputs
+  int32_t num_trees = 0;
+  int32_t num_nodes = 0;
+  int32_t num_features = 0;
+  int32_t num_outputs = 1;
+  uint32_t feature_bits = 1;           // TahoeNode8 only
+};
+
+GROVE_HD float TahoeBitsToFloat(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+// One wide load per node (a plain struct copy may become two 32-bit loads).
+GROVE_HD TahoeNode8 TahoeLoad(const TahoeNode8* p) {
+#if defined(__CUDA_ARCH__)
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  return TahoeNode8{v.x, v.y};
+#else
+  return *p;
+#endif
+}
+GROVE_HD TahoeNode16 TahoeLoad(const TahoeNode16* p) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  return TahoeNode16{v.x, v.y, v.z, v.w};
+#else
+  return *p;
+#endif
+}
+
+GROVE_HD TahoeDecoded TahoeDecode(const TahoeNode8& n, uint32_t feature_bits) {
+  TahoeDecoded d;
+  d.value = n.value;
+  d.feature = n.word & ((1u << feature_bits) - 1u);
+  d.flags = (n.word >> feature_bits) & ((1u << tahoe_bits::kNumFlags) - 1u);
+  d.distant = n.word >> (feature_bits + tahoe_bits::kNumFlags);
+  return d;
+}
+
+GROVE_HD TahoeDecoded TahoeDecode(const TahoeNode16& n, uint32_t /*feature_bits*/) {
+  return TahoeDecoded{n.value, n.feature, n.flags, n.distant};
+}
+
+// Does `row` go from split `d` to its adjacent child (node + 1)? Same rules as the CPU reference.
+GROVE_HD bool TahoeGoesAdjacent(const TahoeDecoded& d, const TahoeCatSplit* cat_splits,
+                                const uint32_t* cat_bits, float x) {
+  bool left;
+  if (d.flags & tahoe_bits::kCategorical) {
+    const TahoeCatSplit& c = cat_splits[d.value];
+    left = CategoricalGoesLeft(static_cast<uint16_t>(c.flags), cat_bits + c.offset, c.num_words, x);
+  } else {
+    left = NumericGoesLeft(static_cast<uint16_t>(d.flags), TahoeBitsToFloat(d.value), x);
+  }
+  return left != ((d.flags & tahoe_bits::kHotRight) != 0);
+}
+
+// Index (into `nodes`) of the leaf that `row` reaches from `idx`; the decoded leaf goes to `leaf`.
+// `row[f]` gives feature f.
+template <typename Node, typename Row>
+GROVE_HD uint32_t TahoeTraverse(const Node* nodes, uint32_t idx, const Row& row,
+                                const TahoeForestView& f, TahoeDecoded& leaf) {
+  for (;;) {
+    const TahoeDecoded d = TahoeDecode(TahoeLoad(nodes + idx), f.feature_bits);
+    if (d.flags & tahoe_bits::kLeaf) {
+      leaf = d;
+      return idx;
+    }
+    idx += TahoeGoesAdjacent(d, f.cat_splits, f.cat_bits, row[d.feature]) ? 1u : d.distant;
+  }
+}
+
+// Weighted value of a scalar leaf (CPU reference arithmetic: weight * value in double).
+template <typename Row>
+GROVE_HD double TahoeLeafScalar(const TahoeForestView& f, const TahoeDecoded& leaf,
+                                const Row& row) {
+  if (!(leaf.flags & tahoe_bits::kLeafTable)) return static_cast<double>(TahoeBitsToFloat(leaf.value));
+  if (leaf.flags & tahoe_bits::kLeafLinear) {
+    const TahoeLinearLeaf& l = f.linear_leaves[leaf.value];
+    double v = l.constant;
+    for (uint32_t i = l.begin; i < l.begin + l.count; ++i) {
+      const float x = row[f.linear_features[i]];
+      if (IsNan(x)) return l.weight * l.plain;
+      v += f.linear_coeffs[i] * static_cast<double>(x);
+    }
+    return l.weight * v;
+  }
+  return f.leaf_table[leaf.value];
+}
+
+// Per-call parameters of the per-row logic.
+struct TahoeRowParams {
+  int32_t it_begin = 0;
+  int32_t it_end = 0;
+  int32_t leaf_col_base = 0;  // leaf output: column = TahoeTree::orig - leaf_col_base
+};
+
+// One output: the margin sum stays in a register.
+struct TahoeScalarAcc {
+  double sum = 0;
+  GROVE_HD void Add(int32_t /*group*/, double v) { sum += v; }
+  GROVE_HD void AddVector(const double* /*v*/, int /*n*/) {}
+  GROVE_HD void Flush() {}
+};
+
+// Several outputs: a running sum for the current group, flushed into m[group] (num_outputs doubles
+// owned by the calling thread) when the group changes; trees are stored group by group so a thread
+// flushes about once per group.
+struct TahoeGroupAcc {
+  double* m;
+  int32_t cur = -1;
+  double sum = 0;
+  GROVE_HD explicit TahoeGroupAcc(double* margins) : m(margins) {}
+  GROVE_HD void Add(int32_t group, double v) {
+    if (group != cur) {
+      Flush();
+      cur = group;
+    }
+    sum += v;
+  }
+  GROVE_HD void AddVector(const double* v, int n) {
+    for (int k = 0; k < n; ++k) m[k] += v[k];
+  }
+  GROVE_HD void Flush() {
+    if (cur >= 0) m[cur] += sum;
+    cur = -1;
+    sum = 0;
+  }
+};
+
+// Walks trees order[i] (or i when order is null) for i in [begin, end) with stride `step`, for one
+// row. `nodes` holds the forest's nodes from node index `node_offset` on (a shared-memory part, or
+// the whole array with offset 0). Margins go to `acc`; with `leaf_out` the leaf ids go there
+// instead.
+template <typename Node, typename Row, typename Acc>
+GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
+                                   uint32_t node_offset, const TahoeTree* trees,
+                                   const uint32_t* order, uint32_t begin, uint32_t end,
+                                   const TahoeRowParams& p, const Row& row, Acc& acc,
+                                   float* leaf_out) {
+  for (uint32_t i = begin; i < end; ++i) {
+    const TahoeTree t = trees[order != nullptr ? order[i] : i];
+    if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
+    TahoeDecoded d;
+    const uint32_t leaf = TahoeTraverse(nodes, t.root - node_offset, row, f, d);
+    if (leaf_out != nullptr) {
+      leaf_out[t.orig - p.leaf_col_base] = static_cast<float>(f.leaf_ids[leaf + node_offset]);
+      continue;
+    }
+    if (t.group >= 0) {
+      acc.Add(t.group, TahoeLeafScalar(f, d, row));
+    } else {
+      acc.AddVector(f.leaf_table + d.value, f.num_outputs);
+    }
+  }
+  acc.Flush();
+}
+
+// Writes one row's output from its margin sum (base margin not included).
+GROVE_HD void TahoeFinalizeScalar(const TahoeForestView& f, const TransformParams& tp,
+                                  bool prediction, double sum, float* out_row) {
+  const double m = f.base_margin[0] + sum;
+  if (!prediction) {
+    out_row[0] = static_cast<float>(m);
+  } else if (tp.link == Link::kArgmax) {
+    out_row[0] = 0.0f;  // TransformRow's argmax of a single output
+  } else {
+    // TransformRow for one output (softmax needs two or more, which BuildForest enforces).
+    const double v = tp.average_divisor != 1.0 ? m / tp.average_divisor : m;
+    out_row[0] = static_cast<float>(TransformScalar(tp, v));
+  }
+}
+
+// `m`: num_outputs margin sums (base margin not included), overwritten with the margins.
+GROVE_HD void TahoeFinalizeRow(const TahoeForestView& f, const TransformParams& tp,
+                               bool prediction, double* m, float* out_row) {
+  for (int k = 0; k < f.num_outputs; ++k) m[k] += f.base_margin[k];
+  if (!prediction) {
+    for (int k = 0; k < f.num_outputs; ++k) out_row[k] = static_cast<float>(m[k]);
+  } else {
+    TransformRow(tp, m, out_row);
+  }
+}
+
+// Row accessors.
+struct TahoePlainRow {
+  const float* p;
+  GROVE_HD float operator[](uint32_t feature) const { return p[feature]; }
+};
+struct TahoeStridedRow {  // feature-major tile: feature f of this row at p[f * stride]
+  const float* p;
+  uint32_t stride;
+  GROVE_HD float operator[](uint32_t feature) const { return p[feature * stride]; }
+};
+
+struct TahoeFormatOptions {
+  bool node_rearrangement = true;  // §4.1; off: the left child is always adjacent
+  bool tree_rearrangement = true;  // §4.2; off: model order, round-robin assignment
+  int token_nodes = 4;             // T_nodes
+  int hash_bits = 128;             // L_hash (fixed: 128)
+  int lsh_chunks = 64;             // M (divides 128)
+  bool force_wide_nodes = false;   // tests: use TahoeNode16 even when TahoeNode8 fits
+};
+
+// A contiguous range of trees (Tahoe order) whose nodes fit a shared-memory budget.
+struct TahoePart {
+  uint32_t tree_begin, tree_end;
+  uint32_t node_begin, node_end;
+};
+
+// Trees assigned to G thread groups: group g runs order[offsets[g] .. offsets[g + 1]).
+struct TahoeAssignment {
+  int groups = 1;
+  std::vector<uint32_t> order;    // indices into TahoeForest::trees
+  std::vector<uint32_t> offsets;  // groups + 1
+};
+
+struct TahoeFormatStats {
+  double expected_visits_per_row = 0;  // node loads (splits and leaves) per row over all trees
+  double mean_depth = 0;               // expected visits per tree
+  int max_depth = 0;
+  int feature_bits = 0;
+  int node_bytes = 0;
+  int64_t format_bytes = 0;            // everything uploaded to a device
+  int64_t forest_smem_bytes = 0;       // nodes + trees: what shared_forest puts in shared memory
+  bool inline_leaves = true;
+  // Paper Table 3 measure: coefficient of variation of expected work per thread group, for
+  // round-robin over the model order (FIL) and for the Tahoe assignment, at 32 groups.
+  double cv_before = 0;
+  double cv_after = 0;
+  double build_seconds = 0;
+};
+
+class TahoeForest {
+ public:
+  static absl::StatusOr<std::shared_ptr<const TahoeForest>> Build(
+      ForestPtr forest, const TahoeFormatOptions& options = {});
+
+  const Forest& forest() const { return *forest_; }
+  const ForestPtr& forest_ptr() const { return forest_; }
+  const TahoeFormatOptions& options() const { return options_; }
+  const TahoeFormatStats& stats() const { return stats_; }
+  int node_bytes() const { return wide_ ? 16 : 8; }
+  bool wide() const { return wide_; }
+
+  // Host view (pointers into this object).
+  TahoeForestView HostView() const;
+
+  // Arrays (for upload).
+  const std::vector<TahoeNode8>& nodes8() const { return nodes8_; }
+  const std::vector<TahoeNode16>& nodes16() const { return nodes16_; }
+  const std::vector<TahoeTree>& trees() const { return trees_; }
+  const std::vector<TahoeCatSplit>& cat_splits() const { return cat_splits_; }
+  const std::vector<uint32_t>& cat_bits() const { return cat_bits_; }
+  const std::vector<double>& leaf_table() const { return leaf_table_; }
+  const std::vector<TahoeLinearLeaf>& linear_leaves() const { return linear_leaves_; }
+  const std::vector<int32_t>& linear_features() const { return linear_features_; }
+  const std::vector<double>& linear_coeffs() const { return linear_coeffs_; }
+  const std::vector<int32_t>& leaf_ids() const { return leaf_ids_; }
+  const std::vector<double>& base_margin() const { return forest_->base_margin; }
+  // Expected node visits of tree i (Tahoe order) for one row.
+  const std::vector<double>& tree_work() const { return tree_work_; }
+
+  // Thread-group assignments for G = 1, 2, 4, ..., kMaxGroups.
+  static constexpr int kMaxGroups = 256;
+  const TahoeAssignment& Assignment(int groups) const;
+  const std::vector<TahoeAssignment>& assignments() const { return assignments_; }
+
+  // Splits the trees into contiguous parts whose nodes and tree records fit `max_bytes`
+  // (INVALID_ARGUMENT when one tree alone does not).
+  absl::StatusOr<std::vector<TahoePart>> SplitIntoParts(int64_t max_bytes) const;
+
+  // Coefficient of variation of per-group expected work for an assignment of trees.
+  double AssignmentCv(const TahoeAssignment& a) const;
+
+  // Expected visits per row for trees whose iteration is in [begin, end).
+  double ExpectedVisits(int it_begin, int it_end) const;
+
+  // Leaf output: column of tree `orig` is orig - LeafColumnBase(range); false when the trees in the
+  // range are not contiguous in the model order.
+  bool LeafColumnBase(int it_begin, int it_end, int32_t* base) const;
+
+  std::string Describe() const;
+
+ private:
+  TahoeForest() = default;
+
+  ForestPtr forest_;
+  TahoeFormatOptions options_;
+  TahoeFormatStats stats_;
+  bool wide_ = false;
+  uint32_t feature_bits_ = 1;
+  std::vector<TahoeNode8> nodes8_;
+  std::vector<TahoeNode16> nodes16_;
+  std::vector<TahoeTree> trees_;
+  std::vector<double> tree_work_;
+  std::vector<TahoeCatSplit> cat_splits_;
+  std::vector<uint32_t> cat_bits_;
+  std::vector<double> leaf_table_;
+  std::vector<TahoeLinearLeaf> linear_leaves_;
+  std::vector<int32_t> linear_features_;
+  std::vector<double> linear_coeffs_;
+  std::vector<int32_t> leaf_ids_;
+  std::vector<TahoeAssignment> assignments_;
+  bool iterations_sorted_ = true;
+  friend class TahoeBuilder;
+};
+
+using TahoeForestPtr = std::shared_ptr<const TahoeForest>;
+
+// Evaluates the Tahoe format on the host with the same GROVE_HD per-row logic as the kernels
+// (tests, and a reference for the format itself). `out` is rows.rows x PredictWidth(). With
+// `groups` > 1 the trees are run per thread group of Assignment(groups) and the group sums added in
+// group order, as the shared_data kernel does. Single-threaded, deterministic.
+absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const PredictOptions& options,
+                              MatrixView<float> out, int groups = 1);
+
+// Checks `rows`/`out` shapes and resolves the options like PredictCpu does.
+struct TahoeCall {
+  TahoeRowParams row_params;
+  TransformParams transform;
+  OutputKind kind = OutputKind::kMargin;
+  int64_t width = 0;
+};
+absl::StatusOr<TahoeCall> TahoePrepareCall(const TahoeForest& tf, RowsView rows,
+                                           const PredictOptions& options, MatrixView<float> out);
+
+}  // namespace grove

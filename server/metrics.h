@@ -1,0 +1,120 @@
+// Prometheus metrics of groved, exactly as documented in docs/metrics.md.
+//
+// Handles for a model's series are created on first use and cached for the life of the process, so
+// the request path costs atomic increments plus, for series with per-call labels (status code,
+// device, strategy), one lookup in prometheus-cpp's family map. Thread-safe.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "core/registry/model_config.h"
+#include "core/registry/model_registry.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace grove::server {
+
+using registry::kNumOperations;
+using registry::Operation;
+
+enum class DropReason : int { kQueueFull = 0, kDeadline = 1, kCancelled = 2, kShutdown = 3 };
+inline constexpr int kNumDropReasons = 4;
+const char* DropReasonName(DropReason reason);
+
+// The `model` label of calls naming a model the server does not know.
+inline constexpr const char* kUnknownModelLabel = "_unknown";
+
+class Metrics {
+ public:
+  struct OpMetrics {
+    prometheus::Histogram* queue_wait = nullptr;
+    prometheus::Histogram* compute = nullptr;
+    prometheus::Histogram* batch_rows = nullptr;
+    prometheus::Histogram* batch_tasks = nullptr;
+    prometheus::Histogram* request_rows = nullptr;
+    prometheus::Counter* rows = nullptr;
+    prometheus::Gauge* queue_requests = nullptr;
+    prometheus::Gauge* queue_rows = nullptr;
+    prometheus::Gauge* inflight_rows = nullptr;
+    std::array<prometheus::Counter*, kNumDropReasons> dropped_tasks{};
+    std::array<prometheus::Counter*, kNumDropReasons> dropped_rows{};
+  };
+  struct ModelMetrics {
+    std::string name;
+    std::array<OpMetrics, kNumOperations> ops;
+    OpMetrics& op(Operation o) { return ops[static_cast<int>(o)]; }
+  };
+
+  Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // The cached handles of `model` (created on first use; never freed).
+  ModelMetrics* Model(const std::string& model);
+
+  // A finished RPC. `seconds` < 0: not observed in the latency histogram.
+  void RecordRequest(const std::string& model, absl::string_view method, absl::string_view code,
+                     double seconds, Operation op);
+  void InflightRequests(absl::string_view method, double delta);
+  void CountBatch(const std::string& model, Operation op, const std::string& device,
+                  const std::string& strategy);
+
+  // Model state (from the registry listener).
+  void VersionReady(const registry::ServableModel& model);
+  void VersionUnloaded(const std::string& model, int64_t version);
+  void LoadFailed(const std::string& model);
+  void SetServerReady(bool ready);
+
+  static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
+  static const prometheus::Histogram::BucketBoundaries& RowBuckets();
+
+ private:
+  prometheus::Gauge& VersionGauge(prometheus::Family<prometheus::Gauge>& family,
+                                  const std::string& model, int64_t version,
+                                  const prometheus::Labels& extra = {});
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& request_rows_;
+  prometheus::Family<prometheus::Gauge>& inflight_requests_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_;
+  prometheus::Family<prometheus::Histogram>& compute_;
+  prometheus::Family<prometheus::Histogram>& batch_rows_;
+  prometheus::Family<prometheus::Histogram>& batch_tasks_;
+  prometheus::Family<prometheus::Counter>& batches_;
+  prometheus::Family<prometheus::Counter>& rows_;
+  prometheus::Family<prometheus::Gauge>& queue_requests_;
+  prometheus::Family<prometheus::Gauge>& queue_rows_;
+  prometheus::Family<prometheus::Gauge>& inflight_rows_;
+  prometheus::Family<prometheus::Counter>& dropped_tasks_;
+  prometheus::Family<prometheus::Counter>& dropped_rows_;
+  prometheus::Family<prometheus::Gauge>& model_ready_;
+  prometheus::Family<prometheus::Counter>& model_loads_;
+  prometheus::Family<prometheus::Gauge>& model_load_duration_;
+  prometheus::Family<prometheus::Gauge>& model_bytes_;
+  prometheus::Family<prometheus::Gauge>& model_info_;
+  prometheus::Family<prometheus::Gauge>& server_ready_;
+  prometheus::Family<prometheus::Gauge>& build_info_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);
+  // grove_model_info series currently set, per (model, version), to zero them on unload.
+  absl::flat_hash_map<std::string, prometheus::Gauge*> info_series_ ABSL_GUARDED_BY(mu_);
+};
+
+// A prometheus Collectable for grove_gpu_memory_{used,total}_bytes, sampled at every scrape.
+std::shared_ptr<prometheus::Collectable> MakeGpuMemoryCollectable();
+
+}  // namespace grove::server

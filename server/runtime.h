@@ -1,0 +1,173 @@
+// Runtime: what groved's RPC handlers share. It owns the model registry, the batch executor, one
+// batching queue per (model, operation), the CPU thread pool and a control thread for blocking
+// model-control operations; it runs batches on the engines and records metrics. No gRPC here, so
+// that handlers stay thin adapters (convert, Submit, finish from the completion callback).
+//
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/batching/batch_executor.h"
+#include "core/batching/clock.h"
+#include "core/common/rows.h"
+#include "core/common/thread_pool.h"
+#include "core/predict/predict.h"
+#include "core/registry/model_registry.h"
+#include "server/metrics.h"
+
+namespace grove::server {
+
+// State of one call (or one stream message) shared by its tasks. `done` runs exactly once, on the
+// thread that completes the last task (an executor thread, or the caller when scheduling fails),
+// with OK or the first error.
+class CallState {
+ public:
+  CallState(int tasks, absl::Time deadline, absl::AnyInvocable<void(absl::Status) &&> done)
+      : deadline_(deadline), pending_(tasks), done_(std::move(done)) {}
+
+  void TaskDone(const absl::Status& status) {
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (status_.ok()) status_ = status;
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      absl::Status final_status;
+      {
+        absl::MutexLock lock(&mu_);
+        final_status = status_;
+      }
+      std::move(done_)(std::move(final_status));
+    }
+  }
+  void Cancel() { cancelled_.store(true, std::memory_order_release); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  absl::Time deadline() const { return deadline_; }
+
+ private:
+  const absl::Time deadline_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<int> pending_;
+  absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::AnyInvocable<void(absl::Status) &&> done_;
+};
+
+// One unit of compute: some rows of one call for one operation on one pinned model version.
+// `rows` and `out` point into memory the call keeps alive until its CallState is done.
+struct ComputeTask {
+  registry::ServablePtr model;
+  Operation op = Operation::kPredict;
+  OutputKind kind = OutputKind::kPrediction;  // kPredict
+  int iteration_begin = 0;
+  int iteration_end = 0;
+  RowsView rows;
+  MatrixView<float> out;  // rows.rows x width, stride == cols
+  std::shared_ptr<CallState> call;
+
+  int64_t size() const { return rows.rows; }
+  absl::Time deadline() const { return call->deadline(); }
+  bool cancelled() const { return call->cancelled(); }
+};
+
+struct RuntimeOptions {
+  std::string model_repository;
+  registry::ModelConfig default_config;
+  bool use_gpu = true;
+  std::string calibration_cache_dir;
+  int compute_threads = 0;  // CPU engine pool; 0: hardware threads
+  int batch_threads = 0;    // executor threads; 0: 2
+  int64_t max_message_bytes = 64 << 20;  // responses above this are refused before compute
+};
+
+class Runtime final : public registry::RegistryListener {
+ public:
+  Runtime(RuntimeOptions options, Metrics* metrics);
+  ~Runtime() override;
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Creates the registry (does not load).
+  absl::Status Init();
+  registry::ModelRegistry& registry() { return *registry_; }
+  Metrics& metrics() { return *metrics_; }
+  const RuntimeOptions& options() const { return options_; }
+
+  // Queues `task` on its model's queue for its operation. Never waits. On error (queue full:
+  // RESOURCE_EXHAUSTED, shutting down: UNAVAILABLE) the task is dropped and the error returned; the
+  // caller answers its CallState.
+  absl::Status Submit(std::unique_ptr<ComputeTask> task);
+
+  // Runs `fn` on the control thread (model loads and unloads, which block). After Shutdown, `fn`
+  // runs with shutting_down() true on the caller's thread... never: it is run at once instead.
+  void RunControl(absl::AnyInvocable<void() &&> fn);
+
+  // Readiness as health and ServerReady report it.
+  bool ready() const { return ready_.load(); }
+  void set_ready(bool ready);
+  bool shutting_down() const { return shutting_down_.load(); }
+  void set_strict_readiness(bool strict) { strict_readiness_ = strict; }
+  // Server readiness now: ready() and, with strict readiness, every model ready.
+  bool ServerReady() const;
+
+  // Called with (service name, serving) whenever a model's serving state may have changed.
+  void SetHealthCallback(std::function<void(const std::string&, bool)> cb);
+
+  // Closes every queue (new work is UNAVAILABLE), lets queued work finish, stops the threads.
+  void Shutdown();
+
+  // Responses larger than the message limit are refused before compute.
+  absl::Status CheckResponseBytes(int64_t bytes, int64_t rows) const;
+
+  // RegistryListener.
+  void OnVersionReady(const registry::ServablePtr& model) override;
+  void OnVersionUnloaded(const std::string& name, int64_t version) override;
+  void OnLoadFailed(const std::string& name, int64_t version, const absl::Status& error) override;
+  void OnModelChanged(const std::string& name) override;
+
+ private:
+  using Queue = batching::BatchQueue<ComputeTask>;
+  struct ModelQueues {
+    Metrics::ModelMetrics* metrics = nullptr;
+    std::shared_ptr<Queue> queues[kNumOperations];
+  };
+
+  ModelQueues* QueuesFor(const std::string& model, const registry::ModelConfig& config);
+  void Process(Metrics::ModelMetrics* m, Operation op, batching::Batch<ComputeTask>&& batch);
+  void Drop(Metrics::ModelMetrics* m, Operation op, batching::Dropped<ComputeTask>&& dropped);
+  void ControlLoop();
+
+  const RuntimeOptions options_;
+  Metrics* const metrics_;
+  const batching::Clock* const clock_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<batching::BatchExecutor> executor_;
+  std::unique_ptr<registry::ModelRegistry> registry_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<ModelQueues>> queues_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&, bool)> health_cb_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> strict_readiness_{true};
+
+  absl::Mutex control_mu_;
+  std::deque<absl::AnyInvocable<void() &&>> control_queue_ ABSL_GUARDED_BY(control_mu_);
+  bool control_stop_ ABSL_GUARDED_BY(control_mu_) = false;
+  std::thread control_thread_;
+};
+
+}  // namespace grove::server

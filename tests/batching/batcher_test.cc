@@ -1,0 +1,384 @@
+// Batcher with a fake clock (no sleeps), and BatchExecutor/BatchQueue end to end.
+#include "core/batching/batcher.h"
+
+#include <atomic>
+#include <memory>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "core/batching/batch_executor.h"
+#include "core/batching/clock.h"
+#include "gtest/gtest.h"
+
+namespace grove::batching {
+namespace {
+
+struct Task {
+  int id = 0;
+  int64_t rows = 1;
+  absl::Time deadline_at = absl::InfiniteFuture();
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  int64_t size() const { return rows; }
+  absl::Time deadline() const { return deadline_at; }
+  bool cancelled() const { return cancel->load(); }
+};
+
+// A task type with only size(): the optional hooks are detected at compile time.
+struct PlainTask {
+  int64_t n;
+  int64_t size() const { return n; }
+};
+
+std::unique_ptr<Task> MakeTask(int id, int64_t rows) {
+  auto t = std::make_unique<Task>();
+  t->id = id;
+  t->rows = rows;
+  return t;
+}
+
+BatcherOptions Options(int64_t batch_rows, absl::Duration delay, int64_t queue_rows = 1000,
+                       int64_t queue_tasks = 100, int concurrent = 8) {
+  BatcherOptions o;
+  o.max_batch_rows = batch_rows;
+  o.max_delay = delay;
+  o.max_queue_rows = queue_rows;
+  o.max_queue_tasks = queue_tasks;
+  o.max_concurrent_batches = concurrent;
+  return o;
+}
+
+std::vector<int> Ids(const Batch<Task>& b) {
+  std::vector<int> ids;
+  for (const auto& t : b.tasks) ids.push_back(t->id);
+  return ids;
+}
+
+TEST(BatcherTest, WaitsForDelayThenFlushes) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Milliseconds(5)), &clock);
+  const absl::Time t0 = clock.Now();
+  auto t1 = MakeTask(1, 10);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  EXPECT_EQ(t1, nullptr);  // taken
+  auto r = b.Poll();
+  EXPECT_TRUE(r.batch.empty());
+  EXPECT_EQ(r.next_poll, t0 + absl::Milliseconds(5));
+  clock.Advance(absl::Milliseconds(2));
+  auto t2 = MakeTask(2, 20);
+  ASSERT_TRUE(b.Schedule(t2).ok());
+  r = b.Poll();
+  EXPECT_TRUE(r.batch.empty());
+  EXPECT_EQ(r.next_poll, t0 + absl::Milliseconds(5));  // the oldest task decides
+  clock.Advance(absl::Milliseconds(3));
+  r = b.Poll();
+  ASSERT_FALSE(r.batch.empty());
+  EXPECT_EQ(Ids(r.batch), (std::vector<int>{1, 2}));
+  EXPECT_EQ(r.batch.rows, 30);
+  EXPECT_EQ(r.batch.enqueue_times[0], t0);
+  EXPECT_EQ(r.batch.enqueue_times[1], t0 + absl::Milliseconds(2));
+  EXPECT_EQ(r.batch.formed, t0 + absl::Milliseconds(5));
+  EXPECT_EQ(r.next_poll, absl::InfiniteFuture());
+  EXPECT_EQ(b.stats().inflight_rows, 30);
+  b.BatchDone(30);
+  EXPECT_TRUE(b.Idle());
+}
+
+TEST(BatcherTest, FullBatchIsReadyAtOnce) {
+  FakeClock clock;
+  Batcher<Task> b(Options(32, absl::Seconds(10)), &clock);
+  for (int i = 0; i < 5; ++i) {
+    auto t = MakeTask(i, 8);
+    ASSERT_TRUE(b.Schedule(t).ok());
+  }
+  auto r = b.Poll();  // 40 rows queued >= 32: no waiting
+  EXPECT_EQ(Ids(r.batch), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(r.batch.rows, 32);
+  // One task of 8 rows left: it waits for its delay.
+  EXPECT_EQ(r.next_poll, clock.Now() + absl::Seconds(10));
+  EXPECT_EQ(b.stats().queued_rows, 8);
+  EXPECT_EQ(b.stats().queued_tasks, 1);
+}
+
+TEST(BatcherTest, BatchesNeverExceedRowLimitAndTasksAreNotSplit) {
+  FakeClock clock;
+  Batcher<Task> b(Options(10, absl::ZeroDuration()), &clock);
+  const int64_t sizes[] = {4, 4, 4, 10, 1, 25, 3};
+  for (int i = 0; i < 7; ++i) {
+    auto t = MakeTask(i, sizes[i]);
+    ASSERT_TRUE(b.Schedule(t).ok());
+  }
+  std::vector<std::vector<int>> batches;
+  for (int i = 0; i < 10; ++i) {
+    auto r = b.Poll();
+    if (r.batch.empty()) break;
+    batches.push_back(Ids(r.batch));
+    if (r.batch.tasks.size() > 1) EXPECT_LE(r.batch.rows, 10);
+  }
+  // FIFO; the 25-row task is a batch of its own.
+  EXPECT_EQ(batches, (std::vector<std::vector<int>>{{0, 1}, {2}, {3}, {4}, {5}, {6}}));
+}
+
+TEST(BatcherTest, QueueBoundsAnswerResourceExhaustedAtOnce) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Seconds(1), /*queue_rows=*/50, /*queue_tasks=*/3), &clock);
+  auto a = MakeTask(1, 40);
+  ASSERT_TRUE(b.Schedule(a).ok());
+  auto big = MakeTask(2, 11);  // 40 + 11 > 50 rows
+  absl::Status s = b.Schedule(big);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("50"), absl::string_view::npos) << s;
+  ASSERT_NE(big, nullptr);  // the caller keeps it
+  EXPECT_EQ(big->id, 2);
+  auto c = MakeTask(3, 5), d = MakeTask(4, 5), e = MakeTask(5, 1);
+  ASSERT_TRUE(b.Schedule(c).ok());
+  ASSERT_TRUE(b.Schedule(d).ok());
+  s = b.Schedule(e);  // 4th task, limit 3
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(b.stats().queued_tasks, 3);
+  EXPECT_EQ(b.stats().queued_rows, 50);
+}
+
+TEST(BatcherTest, RejectsEmptyTasks) {
+  FakeClock clock;
+  Batcher<Task> b(Options(10, absl::Seconds(1)), &clock);
+  auto t = MakeTask(1, 0);
+  EXPECT_EQ(b.Schedule(t).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BatcherTest, ExpiredAndCancelledTasksAreDroppedBeforeCompute) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Milliseconds(10)), &clock);
+  auto t1 = MakeTask(1, 5);
+  t1->deadline_at = clock.Now() + absl::Milliseconds(3);
+  auto t2 = MakeTask(2, 5);
+  auto cancel = t2->cancel;
+  auto t3 = MakeTask(3, 5);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  ASSERT_TRUE(b.Schedule(t2).ok());
+  ASSERT_TRUE(b.Schedule(t3).ok());
+  auto r = b.Poll();
+  EXPECT_TRUE(r.dropped.empty());
+  // The next poll comes at the earliest deadline so that expired work is answered promptly.
+  EXPECT_EQ(r.next_poll, clock.Now() + absl::Milliseconds(3));
+  cancel->store(true);
+  clock.Advance(absl::Milliseconds(3));
+  r = b.Poll();
+  ASSERT_EQ(r.dropped.size(), 2u);
+  EXPECT_EQ(r.dropped[0].task->id, 1);
+  EXPECT_EQ(r.dropped[0].status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.dropped[1].task->id, 2);
+  EXPECT_EQ(r.dropped[1].status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(r.batch.empty());
+  EXPECT_EQ(b.stats().queued_rows, 5);
+  clock.Advance(absl::Milliseconds(7));
+  r = b.Poll();
+  EXPECT_EQ(Ids(r.batch), (std::vector<int>{3}));
+}
+
+TEST(BatcherTest, DeadlineAtBatchTimeIsDropped) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Milliseconds(10)), &clock);
+  auto t = MakeTask(1, 5);
+  t->deadline_at = clock.Now() + absl::Milliseconds(10);
+  ASSERT_TRUE(b.Schedule(t).ok());
+  clock.Advance(absl::Milliseconds(10));  // delay and deadline expire together
+  auto r = b.Poll();
+  EXPECT_TRUE(r.batch.empty());
+  ASSERT_EQ(r.dropped.size(), 1u);
+  EXPECT_EQ(r.dropped[0].status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(BatcherTest, ConcurrentBatchLimitAccumulatesWork) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::ZeroDuration(), 1000, 100, /*concurrent=*/1), &clock);
+  auto t1 = MakeTask(1, 1);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  auto r = b.Poll();
+  ASSERT_EQ(Ids(r.batch), (std::vector<int>{1}));
+  for (int i = 2; i <= 4; ++i) {
+    auto t = MakeTask(i, 1);
+    ASSERT_TRUE(b.Schedule(t).ok());
+  }
+  auto blocked = b.Poll();  // one batch computing: wait for BatchDone
+  EXPECT_TRUE(blocked.batch.empty());
+  EXPECT_EQ(blocked.next_poll, absl::InfiniteFuture());
+  b.BatchDone(1);
+  r = b.Poll();
+  EXPECT_EQ(Ids(r.batch), (std::vector<int>{2, 3, 4}));  // merged while the engine was busy
+}
+
+TEST(BatcherTest, CloseRefusesNewWorkAndFlushesWithoutDelay) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Hours(1)), &clock);
+  auto t1 = MakeTask(1, 3);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  b.Close();
+  auto t2 = MakeTask(2, 3);
+  EXPECT_EQ(b.Schedule(t2).code(), absl::StatusCode::kUnavailable);
+  auto r = b.Poll();  // no waiting for the hour
+  EXPECT_EQ(Ids(r.batch), (std::vector<int>{1}));
+  b.BatchDone(3);
+  EXPECT_TRUE(b.Idle());
+}
+
+TEST(BatcherTest, DrainAllAnswersEverything) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Hours(1)), &clock);
+  for (int i = 0; i < 3; ++i) {
+    auto t = MakeTask(i, 2);
+    ASSERT_TRUE(b.Schedule(t).ok());
+  }
+  auto dropped = b.DrainAll(absl::UnavailableError("shutdown"));
+  ASSERT_EQ(dropped.size(), 3u);
+  for (const auto& d : dropped) EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(b.stats().queued_rows, 0);
+}
+
+TEST(BatcherTest, SetOptionsAppliesToNextPoll) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Hours(1)), &clock);
+  auto t = MakeTask(1, 3);
+  ASSERT_TRUE(b.Schedule(t).ok());
+  EXPECT_TRUE(b.Poll().batch.empty());
+  b.SetOptions(Options(2, absl::Hours(1)));  // 3 queued rows >= 2: ready now
+  EXPECT_EQ(Ids(b.Poll().batch), (std::vector<int>{1}));
+}
+
+TEST(BatcherTest, PlainTasksWithoutHooks) {
+  FakeClock clock;
+  Batcher<PlainTask> b(Options(4, absl::Milliseconds(1)), &clock);
+  for (int i = 0; i < 3; ++i) {
+    auto t = std::make_unique<PlainTask>(PlainTask{2});
+    ASSERT_TRUE(b.Schedule(t).ok());
+  }
+  auto r = b.Poll();
+  EXPECT_EQ(r.batch.rows, 4);
+  EXPECT_EQ(r.next_poll, clock.Now() + absl::Milliseconds(1));
+}
+
+TEST(BatcherTest, ValidateOptions) {
+  EXPECT_TRUE(ValidateBatcherOptions(BatcherOptions{}).ok());
+  BatcherOptions o;
+  o.max_batch_rows = 0;
+  EXPECT_EQ(ValidateBatcherOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o = BatcherOptions{};
+  o.max_delay = absl::Milliseconds(-1);
+  EXPECT_EQ(ValidateBatcherOptions(o).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Many threads scheduling while polls run: every task comes out exactly once, in FIFO order per
+// producer, and batches respect the limit.
+TEST(BatcherTest, ConcurrentScheduleAndPollLoseNothing) {
+  FakeClock clock;
+  Batcher<Task> b(Options(64, absl::ZeroDuration(), 1 << 20, 1 << 20), &clock);
+  constexpr int kThreads = 4, kPerThread = 2000;
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kThreads; ++p) {
+    producers.emplace_back([&b, p] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto t = MakeTask(p * kPerThread + i, 1 + i % 5);
+        ASSERT_TRUE(b.Schedule(t).ok());
+      }
+    });
+  }
+  std::vector<int> seen;
+  std::vector<int> last(kThreads, -1);
+  std::atomic<bool> done{false};
+  std::thread closer([&] {
+    for (auto& t : producers) t.join();
+    done = true;
+  });
+  while (true) {
+    const bool finished = done.load();
+    auto r = b.Poll();
+    if (!r.batch.empty()) {
+      if (r.batch.tasks.size() > 1) ASSERT_LE(r.batch.rows, 64);
+      for (const auto& t : r.batch.tasks) {
+        const int p = t->id / kPerThread;
+        ASSERT_GT(t->id, last[p]);
+        last[p] = t->id;
+        seen.push_back(t->id);
+      }
+      b.BatchDone(r.batch.rows);
+    } else if (finished) {
+      break;
+    }
+  }
+  closer.join();
+  EXPECT_EQ(seen.size(), size_t{kThreads * kPerThread});
+}
+
+// ---- BatchExecutor + BatchQueue (real threads; completion is awaited, nothing is timed) ----
+
+struct Work {
+  int id;
+  int64_t rows;
+  std::atomic<int>* answered;
+  int64_t size() const { return rows; }
+};
+
+TEST(BatchExecutorTest, RunsEveryTaskOnceAcrossQueues) {
+  BatchExecutor executor(3, RealClock::Get());
+  std::atomic<int> answered{0};
+  std::atomic<int64_t> max_batch{0};
+  std::vector<std::shared_ptr<BatchQueue<Work>>> queues;
+  for (int q = 0; q < 3; ++q) {
+    auto queue = std::make_shared<BatchQueue<Work>>(
+        Options(50, absl::Microseconds(200), 1 << 20, 1 << 20, 2), RealClock::Get(), &executor,
+        [&](Batch<Work>&& batch) {
+          int64_t m = max_batch.load();
+          while (batch.tasks.size() > 1 && batch.rows > m &&
+                 !max_batch.compare_exchange_weak(m, batch.rows)) {
+          }
+          for (auto& t : batch.tasks) t->answered->fetch_add(1);
+        },
+        [](Dropped<Work>&&) { ADD_FAILURE() << "nothing should be dropped"; });
+    executor.Add(queue);
+    queues.push_back(queue);
+  }
+  constexpr int kTasks = 3000;
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 3; ++p) {
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < kTasks / 3; ++i) {
+        auto t = std::make_unique<Work>(Work{i, 1 + i % 7, &answered});
+        ASSERT_TRUE(queues[(p + i) % 3]->Schedule(t).ok());
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  for (auto& q : queues) q->Close();  // flush without waiting for delays
+  while (answered.load() < kTasks) std::this_thread::yield();
+  EXPECT_EQ(answered.load(), kTasks);
+  EXPECT_LE(max_batch.load(), 50);
+  for (auto& q : queues) {
+    while (!q->batcher().Idle()) std::this_thread::yield();
+    executor.Remove(q.get());
+  }
+  executor.Stop();
+}
+
+TEST(BatchExecutorTest, DropAllAnswersQueuedWork) {
+  BatchExecutor executor(1, RealClock::Get());
+  std::atomic<int> dropped{0};
+  auto queue = std::make_shared<BatchQueue<Work>>(
+      Options(1000, absl::Hours(1)), RealClock::Get(), &executor,
+      [](Batch<Work>&&) { ADD_FAILURE() << "no batch expected"; },
+      [&](Dropped<Work>&& d) {
+        EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable);
+        dropped.fetch_add(1);
+      });
+  executor.Add(queue);
+  for (int i = 0; i < 10; ++i) {
+    auto t = std::make_unique<Work>(Work{i, 1, nullptr});
+    ASSERT_TRUE(queue->Schedule(t).ok());
+  }
+  queue->DropAll(absl::UnavailableError("shutdown"));
+  EXPECT_EQ(dropped.load(), 10);
+  executor.Remove(queue.get());
+}
+
+}  // namespace
+}  // namespace grove::batching

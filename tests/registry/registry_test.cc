@@ -1,0 +1,394 @@
+// ModelRegistry: start-up load, version policies, file watching, reload/unload, atomic swap, bad
+// models and configs. Models come from the test corpus (tests/golden, /work/shared/testdata).
+#include "core/registry/model_registry.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/registry/model_config.h"
+#include "gtest/gtest.h"
+#include "tests/testing/corpus.h"
+
+namespace grove::registry {
+namespace {
+
+namespace fs = std::filesystem;
+
+// First corpus case directory holding `file` (model.json / model.txt), "" when none.
+std::string FindCaseWith(const std::string& file, int skip = 0) {
+  for (const std::string& dir : testing::CorpusCaseDirs()) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(dir) / file, ec) &&
+        !fs::exists(fs::path(dir) / "model.unsupported", ec) &&
+        dir.find("refused") == std::string::npos) {
+      if (skip-- == 0) return (fs::path(dir) / file).string();
+    }
+  }
+  return "";
+}
+
+class TempRepo {
+ public:
+  TempRepo() {
+    root_ = fs::temp_directory_path() /
+            absl::StrCat("grove_registry_test_", ::getpid(), "_", counter_++);
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  ~TempRepo() { fs::remove_all(root_); }
+  std::string path() const { return root_.string(); }
+  // Copies `from` to <name>/<version>/<file name of from>, with an mtime `age` in the past.
+  void Put(const std::string& name, int version, const std::string& from,
+           std::chrono::seconds bump = std::chrono::seconds(0)) {
+    fs::path dir = root_ / name / std::to_string(version);
+    fs::create_directories(dir);
+    fs::path to = dir / fs::path(from).filename();
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+    Touch(to, bump);
+  }
+  void Write(const std::string& rel, const std::string& text,
+             std::chrono::seconds bump = std::chrono::seconds(0)) {
+    fs::path p = root_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::trunc) << text;
+    Touch(p, bump);
+  }
+  void Remove(const std::string& rel) { fs::remove_all(root_ / rel); }
+
+ private:
+  static void Touch(const fs::path& p, std::chrono::seconds bump) {
+    // Distinct mtimes even on coarse file systems.
+    fs::last_write_time(p, fs::file_time_type::clock::now() + bump + std::chrono::seconds(++tick_));
+  }
+  fs::path root_;
+  static inline int counter_ = 0;
+  static inline int tick_ = 0;
+};
+
+class CountingListener : public RegistryListener {
+ public:
+  void OnVersionReady(const ServablePtr&) override { ready++; }
+  void OnVersionUnloaded(const std::string&, int64_t) override { unloaded++; }
+  void OnLoadFailed(const std::string&, int64_t, const absl::Status&) override { failed++; }
+  std::atomic<int> ready{0}, unloaded{0}, failed{0};
+};
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    xgb_ = FindCaseWith("model.json");
+    xgb2_ = FindCaseWith("model.json", 1);
+    lgb_ = FindCaseWith("model.txt");
+    if (xgb_.empty() || xgb2_.empty() || lgb_.empty()) GTEST_SKIP() << "no corpus models";
+  }
+  std::unique_ptr<ModelRegistry> Make(const TempRepo& repo, ModelConfig defaults = {}) {
+    RegistryOptions o;
+    o.repository = repo.path();
+    o.default_config = defaults;
+    o.engine_factory = DefaultEngineFactory({}, {}, &pool_);
+    o.listener = &listener_;
+    auto r = ModelRegistry::Create(o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return std::move(*r);
+  }
+  // Predicts one NaN row with `m` (checks the servable is usable).
+  static void PredictOnce(const ServablePtr& m) {
+    std::vector<float> row(m->forest->num_features, NAN);
+    PredictOptions opts;
+    std::vector<float> out(PredictWidth(*m->forest, opts));
+    RunInfo info;
+    ASSERT_TRUE(m->predict
+                    ->Predict(MakeRowsView(row.data(), 1, m->forest->num_features), opts,
+                              MakeMatrixView(out.data(), 1, static_cast<int64_t>(out.size())),
+                              &info)
+                    .ok());
+  }
+
+  std::string xgb_, xgb2_, lgb_;
+  ThreadPool pool_{2};
+  CountingListener listener_;
+};
+
+TEST_F(RegistryTest, CreateNeedsADirectory) {
+  RegistryOptions o;
+  o.repository = "/nonexistent/grove";
+  o.engine_factory = DefaultEngineFactory({}, {}, nullptr);
+  EXPECT_EQ(ModelRegistry::Create(o).status().code(), absl::StatusCode::kNotFound);
+  o.engine_factory = nullptr;
+  EXPECT_EQ(ModelRegistry::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RegistryTest, LoadAllServesLatestVersionByDefault) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Put("a", 2, xgb2_);
+  repo.Put("b", 7, lgb_);
+  repo.Write("not a model name!/1/model.json", "{}");  // ignored: invalid name
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  auto a = reg->Get("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->version, 2);
+  EXPECT_EQ((*a)->name, "a");
+  PredictOnce(*a);
+  EXPECT_EQ(reg->Get("a", 1).status().code(), absl::StatusCode::kNotFound);
+  auto b = reg->Get("b", 7);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->forest->format, ModelFormat::kLightgbmText);
+  EXPECT_EQ(reg->Get("zzz").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg->Get("b", 8).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(reg->AllReady());
+  auto list = reg->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].name, "a");
+  EXPECT_TRUE(list[0].ready);
+  EXPECT_EQ(listener_.ready.load(), 2);
+}
+
+TEST_F(RegistryTest, ConfigSelectsVersionsAndLimits) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Put("a", 2, xgb2_);
+  repo.Put("a", 3, xgb_);
+  repo.Write("a/config.json", R"({"versions": [1, 3], "max_request_rows": 10,
+      "default_outputs": ["margin", "leaf"],
+      "batching": {"predict": {"max_batch_rows": 8, "max_delay_us": 0}}})");
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  EXPECT_TRUE(reg->Get("a", 1).ok());
+  EXPECT_EQ(reg->Get("a", 2).status().code(), absl::StatusCode::kNotFound);
+  auto latest = reg->Get("a");
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version, 3);
+  const ModelConfig& c = *(*latest)->config;
+  EXPECT_EQ(c.max_request_rows, 10);
+  EXPECT_EQ(c.Batching(Operation::kPredict).max_batch_rows, 8);
+  EXPECT_EQ(c.Batching(Operation::kPredict).max_delay, absl::ZeroDuration());
+  EXPECT_EQ(c.Batching(Operation::kExplain).max_batch_rows, 1024);  // default kept
+  EXPECT_EQ(c.default_outputs,
+            (std::vector<OutputKind>{OutputKind::kMargin, OutputKind::kLeaf}));
+}
+
+TEST_F(RegistryTest, BadModelFailsAloneWithItsError) {
+  TempRepo repo;
+  repo.Put("good", 1, xgb_);
+  repo.Write("bad/1/model.json", "{ this is not a model");
+  repo.Put("two", 1, xgb_);
+  repo.Put("two", 1, lgb_);  // two model files in one version
+  auto reg = Make(repo);
+  absl::Status all = reg->LoadAll();
+  EXPECT_FALSE(all.ok());
+  EXPECT_NE(all.message().find("bad"), absl::string_view::npos) << all;
+  EXPECT_TRUE(reg->Get("good").ok());
+  auto bad = reg->Get("bad");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnavailable);
+  auto st = reg->GetStatus("bad");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->versions.size(), 1u);
+  EXPECT_EQ(st->versions[0].state, VersionState::kFailed);
+  EXPECT_FALSE(st->versions[0].error.empty());
+  auto two = reg->GetStatus("two");
+  ASSERT_TRUE(two.ok());
+  EXPECT_NE(two->versions[0].error.find("several model files"), std::string::npos);
+  EXPECT_FALSE(reg->AllReady());
+  EXPECT_GE(listener_.failed.load(), 1);
+}
+
+TEST_F(RegistryTest, BadConfigNamesTheField) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Write("a/config.json", R"({"batching": {"predict": {"max_batch_rows": -1}}})");
+  auto reg = Make(repo);
+  EXPECT_FALSE(reg->LoadAll().ok());
+  auto st = reg->GetStatus("a");
+  ASSERT_TRUE(st.ok());
+  EXPECT_NE(st->error.find("batching.predict.max_batch_rows"), std::string::npos) << st->error;
+  EXPECT_EQ(reg->Get("a").status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RegistryTest, ReloadOnChangeWaitsForAStableFileAndSwapsAtomically) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ServablePtr old = *reg->Get("a");
+  reg->Poll();
+  EXPECT_EQ(*reg->Get("a"), old);  // nothing changed
+  // Replace the file with another model.
+  fs::remove(fs::path(repo.path()) / "a/1/model.json");
+  repo.Put("a", 1, xgb2_);
+  reg->Poll();  // first sighting: not yet stable
+  EXPECT_EQ(*reg->Get("a"), old);
+  reg->Poll();  // stable: reloaded
+  ServablePtr now = *reg->Get("a");
+  EXPECT_NE(now, old);
+  EXPECT_EQ(now->version, 1);
+  // The old copy stays fully usable by whoever still holds it.
+  PredictOnce(old);
+  PredictOnce(now);
+  EXPECT_EQ(listener_.ready.load(), 2);
+}
+
+TEST_F(RegistryTest, FailedReloadKeepsThePreviousCopyServing) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ServablePtr old = *reg->Get("a");
+  repo.Write("a/1/model.json", "{\"truncated\": ");
+  reg->Poll();
+  reg->Poll();
+  auto now = reg->Get("a");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(*now, old);
+  auto st = reg->GetStatus("a");
+  EXPECT_EQ(st->versions[0].state, VersionState::kFailed);
+  EXPECT_TRUE(st->versions[0].serving);
+  EXPECT_TRUE(st->ready);
+  // Not retried while the file stays the same.
+  const int failed = listener_.failed.load();
+  reg->Poll();
+  EXPECT_EQ(listener_.failed.load(), failed);
+  // The explicit Load reports the failure.
+  EXPECT_EQ(reg->Load("a").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RegistryTest, NewVersionsAndRemovedModelsFollowTheRepository) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  repo.Put("a", 2, xgb2_);
+  repo.Put("c", 1, lgb_);
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->version, 1);
+  EXPECT_EQ(reg->Get("c").status().code(), absl::StatusCode::kUnavailable);  // seen, not loaded
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->version, 2);
+  EXPECT_TRUE(reg->Get("c").ok());
+  EXPECT_FALSE(reg->Get("a", 1).ok());  // the latest policy unloaded v1
+  repo.Remove("c");
+  reg->Poll();
+  EXPECT_EQ(reg->Get("c").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_GE(listener_.unloaded.load(), 2);
+}
+
+TEST_F(RegistryTest, ConfigChangeReloads) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ServablePtr old = *reg->Get("a");
+  repo.Write("a/config.json", R"({"max_request_rows": 5})");
+  reg->Poll();
+  reg->Poll();
+  ServablePtr now = *reg->Get("a");
+  EXPECT_NE(now, old);
+  EXPECT_EQ(now->config->max_request_rows, 5);
+}
+
+TEST_F(RegistryTest, UnloadStaysUnloadedUntilLoad) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ServablePtr held = *reg->Get("a");
+  ASSERT_TRUE(reg->Unload("a").ok());
+  EXPECT_EQ(reg->Get("a").status().code(), absl::StatusCode::kUnavailable);
+  PredictOnce(held);  // in-flight users are unaffected
+  reg->Poll();
+  reg->Poll();
+  EXPECT_FALSE(reg->Get("a").ok());
+  EXPECT_EQ(reg->Unload("nope").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(reg->Load("a").ok());
+  EXPECT_TRUE(reg->Get("a").ok());
+  EXPECT_EQ(reg->Load("nope").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg->Load("../etc").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RegistryTest, EngineFactoryFailureFailsTheLoad) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  RegistryOptions o;
+  o.repository = repo.path();
+  o.engine_factory = [](const ForestPtr&, const ModelConfig&) -> absl::StatusOr<EngineSet> {
+    return absl::ResourceExhaustedError("no GPU memory");
+  };
+  auto reg = *ModelRegistry::Create(o);
+  EXPECT_FALSE(reg->LoadAll().ok());
+  auto st = reg->GetStatus("a");
+  EXPECT_EQ(st->versions[0].error, "no GPU memory");
+}
+
+// Readers never see a failure while a writer reloads the same model over and over.
+TEST_F(RegistryTest, ConcurrentGetDuringReloadsNeverFails) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto m = reg->Get("a");
+        if (!m.ok()) {
+          failures++;
+          continue;
+        }
+        PredictOnce(*m);
+        reads++;
+      }
+    });
+  }
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(reg->Load("a").ok());
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(reads.load(), 0);
+}
+
+TEST_F(RegistryTest, WatcherThreadPicksUpChanges) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  reg->StartWatching(absl::Milliseconds(5));
+  repo.Put("b", 1, lgb_);
+  // Bounded wait for the watcher (two polls).
+  for (int i = 0; i < 2000 && !reg->Get("b").ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(reg->Get("b").ok());
+  reg->StopWatching();
+}
+
+TEST(ModelConfigTest, ParsesAndRejects) {
+  ModelConfig d;
+  auto c = ParseModelConfig(R"({"versions": "all", "device": "cpu",
+      "batching": {"explain": {"max_queue_requests": 7, "max_concurrent_batches": 3}}})", d, "x");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->version_policy, VersionPolicy::kAll);
+  EXPECT_EQ(c->device, "cpu");
+  EXPECT_EQ(c->Batching(Operation::kExplain).max_queue_tasks, 7);
+  EXPECT_EQ(c->Batching(Operation::kExplain).max_concurrent_batches, 3);
+  for (const char* bad : {R"({"nope": 1})", R"({"device": "tpu"})", R"({"versions": []})",
+                          R"({"batching": {"predict": {"max_batch_rows": "x"}}})",
+                          R"({"batching": {"train": {}}})", R"({"default_outputs": ["proba"]})",
+                          "[1]", "{"}) {
+    auto r = ParseModelConfig(bad, d, "cfg.json");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("cfg.json"), absl::string_view::npos);
+  }
+}
+
+}  // namespace
+}  // namespace grove::registry
