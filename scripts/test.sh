@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every dependency and runs every test Grove has on this machine.
+#   1. scripts/install-deps.sh (apt-get + pip)
+#   2. cpu preset: build, then all CTest tests (unit, corpus, CLI, server end-to-end, deploy);
+#      GPU tests are only built with CUDA and skip cleanly without a GPU.
+#   3. cuda preset when nvcc is installed: the CUDA code must compile; its GPU tests run when a GPU is
+#      visible and skip otherwise (GROVE_TEST_CUDA=0 turns this step off).
+#   4. libFuzzer targets for every model loader, bounded time, under ASan/UBSan (GROVE_FUZZ_SECONDS).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+stamp() { echo "== test.sh [$(( $(date +%s) - START ))s] $*"; }
+
+stamp "installing dependencies"
+scripts/install-deps.sh
+
+stamp "building (cpu preset)"
+scripts/build.sh cpu
+stamp "testing (cpu preset)"
+(cd build/cpu && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+
+if [ "${GROVE_TEST_CUDA:-1}" != 0 ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  stamp "building (cuda preset)"
+  scripts/build.sh cuda
+  stamp "testing (cuda preset; GPU tests skip without a GPU)"
+  (cd build/cuda && ctest --output-on-failure -j "$(nproc)" --timeout 900 -L "gpu|cpu")
+fi
+
+stamp "fuzzing loaders"
+GROVE_FUZZ_SECONDS=${GROVE_FUZZ_SECONDS:-45} scripts/fuzz.sh
+
+stamp "all tests passed"
