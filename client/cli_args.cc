@@ -1,6 +1,7 @@
 #include "client/cli_args.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -24,23 +25,35 @@ struct OptionSpec {
 const std::map<std::string, OptionSpec>& Options() {
   using C = Command;
   static const auto* options = new std::map<std::string, OptionSpec>{
-      {"--model", {true, {C::kPredict, C::kExplain, C::kInspect}}},
-      {"--input", {true, {C::kPredict, C::kExplain}}},
+      {"--model", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--input", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--output", {true, {C::kPredict, C::kExplain}}},
-      {"--kind", {true, {C::kPredict}}},
-      {"--interactions", {false, {C::kExplain}}},
-      {"--iteration-begin", {true, {C::kPredict, C::kExplain}}},
-      {"--iteration-end", {true, {C::kPredict, C::kExplain}}},
+      {"--kind", {true, {C::kPredict, C::kBench}}},
+      {"--interactions", {false, {C::kExplain, C::kBench}}},
+      {"--iteration-begin", {true, {C::kPredict, C::kExplain, C::kBench}}},
+      {"--iteration-end", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--threads", {true, {C::kPredict, C::kExplain}}},
       {"--chunk-rows", {true, {C::kPredict, C::kExplain}}},
       {"--strategy", {true, {C::kPredict, C::kExplain}}},
       {"--no-gpu", {false, {C::kPredict, C::kExplain, C::kInspect}}},
       {"--no-progress", {false, {C::kPredict, C::kExplain}}},
       {"--verbose", {false, {C::kPredict, C::kExplain, C::kInspect}}},
-      {"--json", {false, {C::kInspect}}},
-      {"--server", {true, {C::kPredict, C::kExplain, C::kInspect}}},
-      {"--model-version", {true, {C::kPredict, C::kExplain, C::kInspect}}},
-      {"--timeout", {true, {C::kPredict, C::kExplain, C::kInspect}}},
+      {"--json", {false, {C::kInspect, C::kBench}}},
+      {"--server", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--model-version", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--timeout", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--tls", {false, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--tls-ca", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--tls-cert", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--tls-key", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--operation", {true, {C::kBench}}},
+      {"--rows-per-request", {true, {C::kBench}}},
+      {"--concurrency", {true, {C::kBench}}},
+      {"--rate", {true, {C::kBench}}},
+      {"--duration", {true, {C::kBench}}},
+      {"--warmup", {true, {C::kBench}}},
+      {"--requests", {true, {C::kBench}}},
+      {"--connections", {true, {C::kBench}}},
   };
   return *options;
 }
@@ -48,7 +61,9 @@ const std::map<std::string, OptionSpec>& Options() {
 const std::map<std::string, std::string>& ShortOptions() {
   static const auto* s = new std::map<std::string, std::string>{
       {"-m", "--model"}, {"-i", "--input"}, {"-o", "--output"}, {"-k", "--kind"},
-      {"-t", "--threads"}, {"-v", "--verbose"}};
+      {"-t", "--threads"}, {"-v", "--verbose"}, {"-c", "--concurrency"},
+      // docs/operations.md spells the TLS options with underscores.
+      {"--tls_ca", "--tls-ca"}, {"--tls_cert", "--tls-cert"}, {"--tls_key", "--tls-key"}};
   return *s;
 }
 
@@ -57,10 +72,23 @@ const char* CommandName(Command c) {
     case Command::kPredict: return "predict";
     case Command::kExplain: return "explain";
     case Command::kInspect: return "inspect";
+    case Command::kBench: return "bench";
     case Command::kVersion: return "version";
     case Command::kHelp: return "help";
   }
   return "?";
+}
+
+absl::StatusOr<double> ParseSeconds(const std::string& option, const std::string& value,
+                                    bool allow_zero) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(allow_zero ? v >= 0 : v > 0) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(absl::StrCat(option, ": '", value, "' is not a ",
+                                                   allow_zero ? "non-negative" : "positive",
+                                                   " number"));
+  }
+  return v;
 }
 
 absl::Status Usage(std::string_view message) {
@@ -93,7 +121,7 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     out.command = Command::kHelp;
     if (cmd == "help" && args.size() > 1) out.help_topic = args[1];
     if (!out.help_topic.empty() && out.help_topic != "predict" && out.help_topic != "explain" &&
-        out.help_topic != "inspect" && out.help_topic != "version") {
+        out.help_topic != "inspect" && out.help_topic != "version" && out.help_topic != "bench") {
       return Usage(absl::StrCat("unknown command '", out.help_topic, "' (see grove --help)"));
     }
     return out;
@@ -109,6 +137,8 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     out.command = Command::kExplain;
   } else if (cmd == "inspect") {
     out.command = Command::kInspect;
+  } else if (cmd == "bench") {
+    out.command = Command::kBench;
   } else {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see grove --help)"));
   }
@@ -131,6 +161,9 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
         value = name.substr(eq + 1);
         name = name.substr(0, eq);
         has_value = true;
+      }
+      if (auto alias = ShortOptions().find(name); alias != ShortOptions().end()) {
+        name = alias->second;
       }
     } else if (auto s = ShortOptions().find(name); s != ShortOptions().end()) {
       name = s->second;
@@ -195,6 +228,30 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.server = value;
     } else if (name == "--model-version") {
       out.model_version = value;
+    } else if (name == "--tls") {
+      out.tls = true;
+    } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
+      if (value.empty()) return Usage(absl::StrCat(name, " needs a PEM file"));
+      (name == "--tls-ca" ? out.tls_ca : name == "--tls-cert" ? out.tls_cert : out.tls_key) = value;
+    } else if (name == "--operation") {
+      if (value != "predict" && value != "explain") {
+        return Usage(absl::StrCat("--operation: '", value, "' is not one of predict, explain"));
+      }
+      out.bench_explain = value == "explain";
+    } else if (name == "--rows-per-request" || name == "--concurrency" || name == "--requests" ||
+               name == "--connections") {
+      absl::StatusOr<int64_t> v = ParseInt(name, value, name == "--requests" ? 0 : 1);
+      if (!v.ok()) return v.status();
+      if (name == "--rows-per-request") out.rows_per_request = *v;
+      if (name == "--concurrency") out.concurrency = static_cast<int>(*v);
+      if (name == "--requests") out.max_requests = *v;
+      if (name == "--connections") out.connections = static_cast<int>(*v);
+    } else if (name == "--rate" || name == "--duration" || name == "--warmup") {
+      absl::StatusOr<double> v = ParseSeconds(name, value, name != "--duration");
+      if (!v.ok()) return v.status();
+      if (name == "--rate") out.rate = *v;
+      if (name == "--duration") out.duration_seconds = *v;
+      if (name == "--warmup") out.warmup_seconds = *v;
     } else if (name == "--timeout") {
       char* end = nullptr;
       out.timeout_seconds = std::strtod(value.c_str(), &end);
@@ -205,7 +262,20 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
   }
 
   if (out.model.empty()) return Usage(absl::StrCat(where, " needs --model"));
-  if (out.command != Command::kInspect && out.input.empty()) {
+  if (out.command == Command::kBench && out.server.empty()) {
+    return Usage("'grove bench' needs --server HOST:PORT (a running groved)");
+  }
+  if (out.command == Command::kBench && seen.count("--rate") && seen.count("--concurrency")) {
+    return Usage("--rate (open loop) and --concurrency (closed loop) exclude each other");
+  }
+  if (out.server.empty() && (seen.count("--tls") || seen.count("--tls-ca") ||
+                             seen.count("--tls-cert") || seen.count("--tls-key"))) {
+    return Usage("--tls, --tls-ca, --tls-cert and --tls-key need --server");
+  }
+  if (seen.count("--tls-cert") != seen.count("--tls-key")) {
+    return Usage("--tls-cert and --tls-key go together");
+  }
+  if (out.command != Command::kInspect && out.command != Command::kBench && out.input.empty()) {
     return Usage(absl::StrCat(where, " needs --input (a CSV file, or - for standard input)"));
   }
   if (out.server.empty() && (seen.count("--model-version") || seen.count("--timeout"))) {
@@ -240,6 +310,10 @@ Options:
       --no-progress          no progress bar (one is shown on a terminal for long inputs)
   -v, --verbose              print the engine, device and timings on standard error
       --server HOST:PORT     ask a running groved instead (--model is then a model name)
+      --model-version N      remote: model version (default: the highest ready one)
+      --timeout SECONDS      remote: deadline of every request
+      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
+      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
 )";
   }
   if (topic == "explain") {
@@ -264,6 +338,10 @@ Options:
       --no-progress          no progress bar
   -v, --verbose              print the engine, device and timings on standard error
       --server HOST:PORT     ask a running groved instead (--model is then a model name)
+      --model-version N      remote: model version (default: the highest ready one)
+      --timeout SECONDS      remote: deadline of every request
+      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
+      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
 )";
   }
   if (topic == "inspect") {
@@ -277,6 +355,38 @@ Options:
       --json                 one JSON object instead of text
       --no-gpu               describe the CPU engines only
       --server HOST:PORT     describe a model loaded by a running groved
+      --model-version N      remote: model version (default: the highest ready one)
+      --timeout SECONDS      remote: deadline of every request
+      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
+      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
+)";
+  }
+  if (topic == "bench") {
+    return R"(Usage: grove bench --server HOST:PORT --model NAME [options]
+
+Load generator for a running groved: sends Predict (or Explain) requests and reports throughput
+(requests/s, rows/s) and latency percentiles (p50, p90, p99, p99.9) of the successful calls, and
+the count of failed calls by status code. Closed loop (default): --concurrency callers, each
+sending its next request when the previous one is answered. Open loop (--rate R): R requests per
+second on a fixed schedule whatever the answers; latency counts from the scheduled send time.
+
+Options:
+  -m, --model NAME           model name on the server
+      --model-version N      model version (default: the highest ready one)
+  -i, --input FILE           rows to send (CSV as for predict, cycled); default: random rows
+      --operation OP         predict (default) | explain
+  -k, --kind KIND            predict output: margin | prediction (default) | leaf
+      --interactions         explain: SHAP interaction values as well
+      --rows-per-request N   rows per request (default 1)
+  -c, --concurrency N        closed loop with N concurrent callers (default 1)
+      --rate R               open loop: R requests per second
+      --connections N        gRPC connections shared by the callers (default 1)
+      --duration SECONDS     measured time (default 10)
+      --warmup SECONDS       unmeasured time before (default 1)
+      --requests N           stop after N measured requests instead
+      --timeout SECONDS      deadline of every request
+      --json                 one JSON object instead of text
+      --tls, --tls-ca PEM, --tls-cert PEM, --tls-key PEM   TLS / mutual TLS
 )";
   }
   if (topic == "version") return "Usage: grove version\n\nPrints the version and build options.\n";
@@ -288,6 +398,7 @@ Commands:
   predict    predict the rows of a CSV file (margins, predictions or leaf indices)
   explain    SHAP values (or SHAP interaction values) of the rows of a CSV file
   inspect    load a model and print its statistics
+  bench      load generator for a running groved (throughput and latency percentiles)
   version    print the version and build options
   help       help on a command (grove help predict, grove predict --help)
 

@@ -5,6 +5,8 @@
 //                 [--iteration-begin N] [--iteration-end N] [--threads N] ...
 //   grove explain --model PATH --input X.csv [--output FILE|-] [--interactions] ...
 //   grove inspect --model PATH [--json]
+//   grove bench --server HOST:PORT --model NAME [--operation predict|explain] [--concurrency N |
+//               --rate R] [--rows-per-request N] [--duration S] [--json] ...
 //   grove version | grove --help | grove help COMMAND | grove COMMAND --help
 //
 // `--server HOST:PORT` switches predict/explain/inspect to remote mode (client/cli_remote.h), where
@@ -19,7 +21,7 @@
 
 namespace grove::cli {
 
-enum class Command { kHelp, kVersion, kPredict, kExplain, kInspect };
+enum class Command { kHelp, kVersion, kPredict, kExplain, kInspect, kBench };
 
 struct CliArgs {
   Command command = Command::kHelp;
@@ -43,6 +45,20 @@ struct CliArgs {
   std::string server;          // --server HOST:PORT: remote mode
   std::string model_version;   // --model-version (remote)
   double timeout_seconds = 0;  // --timeout SECONDS (remote), 0 = none
+  std::string tls_ca;          // --tls-ca PEM: TLS, verifying the server with these roots
+  std::string tls_cert;        // --tls-cert PEM + --tls-key PEM: client certificate (mutual TLS)
+  std::string tls_key;
+  bool tls = false;            // --tls: TLS with the system roots
+
+  // grove bench (load generator; needs --server).
+  bool bench_explain = false;      // --operation explain (default predict)
+  int64_t rows_per_request = 1;    // --rows-per-request N
+  int concurrency = 1;             // --concurrency N: closed loop with N callers
+  double rate = 0;                 // --rate R: open loop, R requests per second (0: closed loop)
+  double duration_seconds = 10;    // --duration SECONDS of measurement
+  double warmup_seconds = 1;       // --warmup SECONDS before measuring
+  int64_t max_requests = 0;        // --requests N: stop after N measured requests (0: duration)
+  int connections = 1;             // --connections N: gRPC channels the callers share
 };
 
 // Parses argv[1..argc). Errors are INVALID_ARGUMENT with a one-line message

@@ -107,6 +107,8 @@ int RunPredict(const CliArgs& args) {
   stream.chunk_rows = args.chunk_rows;
   stream.progress = args.progress;
   stream.label = "predict";
+  const DoubleRowConverter converter(*model->forest);
+  stream.converter = &converter;
   RunInfo info;
   StreamStats stats;
   absl::Status status = StreamRows(
@@ -146,6 +148,8 @@ int RunExplain(const CliArgs& args) {
   stream.chunk_rows = args.chunk_rows;
   stream.progress = args.progress;
   stream.label = args.interactions ? "interactions" : "explain";
+  const DoubleRowConverter converter(*model->forest);
+  stream.converter = &converter;
   RunInfo info;
   StreamStats stats;
   absl::Status status = StreamRows(
@@ -191,6 +195,9 @@ int RunInspect(const CliArgs& args) {
                      explain.ok() ? (*explain)->Describe()
                                   : absl::StrCat("unavailable: ", explain.status().message()),
                      false});
+    if (explain.ok() && (*explain)->layout() != nullptr) {  // merged paths, bins (issue 3)
+      stats.push_back({"explain_paths", (*explain)->layout()->stats.Describe(), false});
+    }
   }
   const std::string text = RenderStats(stats, args.json);
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -243,7 +250,19 @@ absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
     std::vector<float> buffers[2];
     std::vector<float> out;
     CsvReader* r = reader->get();
-    auto read = [r, chunk](std::vector<float>* b) { return r->ReadRows(chunk, b); };
+    const DoubleRowConverter* converter = options.converter;
+    const int64_t in_cols = options.in_cols;
+    std::vector<double> doubles[2];
+    auto read = [r, chunk, converter, in_cols, &buffers,
+                 &doubles](std::vector<float>* b) -> absl::StatusOr<int64_t> {
+      if (converter == nullptr) return r->ReadRows(chunk, b);
+      std::vector<double>& d = doubles[b == &buffers[0] ? 0 : 1];
+      absl::StatusOr<int64_t> n = r->ReadRows(chunk, &d);
+      if (!n.ok()) return n;
+      b->resize(static_cast<size_t>(*n * in_cols));
+      converter->ConvertRows(d.data(), *n, b->data());
+      return n;
+    };
     int cur = 0;
     std::future<absl::StatusOr<int64_t>> next =
         std::async(std::launch::async, read, &buffers[cur]);

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "client/cli_args.h"
 #include "core/common/rows.h"
+#include "core/model/double_rows.h"
 #include "core/model/forest.h"
 
 namespace grove::cli {
@@ -35,6 +36,10 @@ struct StreamOptions {
   int64_t chunk_rows = 0;  // 0 = AutoChunkRows
   bool progress = true;    // progress bar on a terminal
   std::string label;       // progress bar label ("predict", "explain")
+  // When set, fields are parsed as doubles and turned into float rows by the converter, so that a
+  // LightGBM model routes them as LightGBM routes the doubles (core/model/double_rows.h); otherwise
+  // they are cast to float (what XGBoost does).
+  const DoubleRowConverter* converter = nullptr;
 };
 
 struct StreamStats {

@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 START=$(date +%s)
 stamp() { echo "== test.sh [$(( $(date +%s) - START ))s] $*"; }
 
+# Every tool the tests use is installed below, so a missing one is a failure, not a skip.
+export GROVE_E2E_REQUIRE_TOOLS=1
+
 stamp "installing dependencies"
 scripts/install-deps.sh
 

@@ -233,6 +233,14 @@ void Metrics::RecordRequest(const std::string& model, absl::string_view method,
   }
 }
 
+void Metrics::RecordRequestLatency(const std::string& model, absl::string_view method,
+                                   double seconds, Operation op) {
+  request_duration_
+      .Add({{"model", model}, {"method", std::string(method)}, {"operation", OperationName(op)}},
+           LatencyBuckets())
+      .Observe(seconds);
+}
+
 void Metrics::InflightRequests(absl::string_view method, double delta) {
   inflight_requests_.Add({{"method", std::string(method)}}).Increment(delta);
 }

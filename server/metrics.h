@@ -66,6 +66,9 @@ class Metrics {
   // A finished RPC. `seconds` < 0: not observed in the latency histogram.
   void RecordRequest(const std::string& model, absl::string_view method, absl::string_view code,
                      double seconds, Operation op);
+  // grove_request_duration_seconds only (one message of a stream).
+  void RecordRequestLatency(const std::string& model, absl::string_view method, double seconds,
+                            Operation op);
   void InflightRequests(absl::string_view method, double delta);
   void CountBatch(const std::string& model, Operation op, const std::string& device,
                   const std::string& strategy);

@@ -89,6 +89,8 @@ struct RuntimeOptions {
   std::string calibration_cache_dir;
   int compute_threads = 0;  // CPU engine pool; 0: hardware threads
   int batch_threads = 0;    // executor threads; 0: 2
+  bool strict_readiness = true;
+  const batching::Clock* clock = nullptr;  // null: the real clock
   int64_t max_message_bytes = 64 << 20;  // responses above this are refused before compute
 };
 
@@ -110,26 +112,43 @@ class Runtime final : public registry::RegistryListener {
   // caller answers its CallState.
   absl::Status Submit(std::unique_ptr<ComputeTask> task);
 
-  // Runs `fn` on the control thread (model loads and unloads, which block). After Shutdown, `fn`
-  // runs with shutting_down() true on the caller's thread... never: it is run at once instead.
+  // Runs `fn` on the control thread (model loads and unloads, which block), so that RPC reactions
+  // never wait for a load. After Shutdown() `fn` runs at once on the caller's thread.
   void RunControl(absl::AnyInvocable<void() &&> fn);
 
-  // Readiness as health and ServerReady report it.
+  // Readiness as health and ServerReady report it. set_ready(true) once the start-up load is done.
   bool ready() const { return ready_.load(); }
   void set_ready(bool ready);
   bool shutting_down() const { return shutting_down_.load(); }
+  // Health reports NOT_SERVING everywhere from now on (first phase of a graceful shutdown); work is
+  // still accepted.
+  void BeginShutdown();
   void set_strict_readiness(bool strict) { strict_readiness_ = strict; }
-  // Server readiness now: ready() and, with strict readiness, every model ready.
+  // Server readiness now: ready(), not shutting down and, with strict readiness, every model ready.
   bool ServerReady() const;
+  // Model `name` has a serving version and the server is not shutting down.
+  bool ModelServing(const std::string& name) const;
 
-  // Called with (service name, serving) whenever a model's serving state may have changed.
+  // Called with (health service name, serving) whenever a serving state may have changed: "" for
+  // the server, "model/<name>" per model. Set before Init's models load.
   void SetHealthCallback(std::function<void(const std::string&, bool)> cb);
+  // Reports every current state to the health callback.
+  void UpdateHealth();
 
-  // Closes every queue (new work is UNAVAILABLE), lets queued work finish, stops the threads.
+  // Queues stop waiting for their batching delay (work is still accepted): the drain phase of a
+  // graceful shutdown, so that in-flight calls finish quickly.
+  void Drain();
+
+  // Closes every queue (new work is UNAVAILABLE), lets queued and computing work finish, then stops
+  // the threads. Idempotent.
   void Shutdown();
 
-  // Responses larger than the message limit are refused before compute.
+  // Responses larger than the message limit are refused before compute (INVALID_ARGUMENT naming the
+  // limit and the largest row count that fits).
   absl::Status CheckResponseBytes(int64_t bytes, int64_t rows) const;
+
+  // Queue statistics of (model, op), for tests; zeros when the queue does not exist.
+  batching::Batcher<ComputeTask>::Stats QueueStats(const std::string& model, Operation op);
 
   // RegistryListener.
   void OnVersionReady(const registry::ServablePtr& model) override;
@@ -148,6 +167,8 @@ class Runtime final : public registry::RegistryListener {
   void Process(Metrics::ModelMetrics* m, Operation op, batching::Batch<ComputeTask>&& batch);
   void Drop(Metrics::ModelMetrics* m, Operation op, batching::Dropped<ComputeTask>&& dropped);
   void ControlLoop();
+  void UpdateQueueGauges(Metrics::OpMetrics& m, const Queue& queue);
+  void UpdateModelHealth(const std::string& name);
 
   const RuntimeOptions options_;
   Metrics* const metrics_;
@@ -167,6 +188,8 @@ class Runtime final : public registry::RegistryListener {
   absl::Mutex control_mu_;
   std::deque<absl::AnyInvocable<void() &&>> control_queue_ ABSL_GUARDED_BY(control_mu_);
   bool control_stop_ ABSL_GUARDED_BY(control_mu_) = false;
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> draining_{false};
   std::thread control_thread_;
 };
 

@@ -106,6 +106,11 @@ class BatchQueue final : public BatchSource {
     };
   }
 
+  // Batcher::Flush, then wakes the executor.
+  void Flush() {
+    batcher_.Flush();
+    executor_->Notify();
+  }
   // Stop accepting; queued tasks still run (draining).
   void Close() {
     batcher_.Close();

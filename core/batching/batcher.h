@@ -14,7 +14,7 @@
 // Batch rule, evaluated at Poll(now) over the FIFO queue, when fewer than max_concurrent_batches of
 // this batcher are computing:
 //   * ready when the queued rows reach max_batch_rows, or the oldest task waited max_delay, or the
-//     batcher is closed (draining);
+//     batcher is closed or flushing (draining);
 //   * a batch takes tasks from the head while the sum stays <= max_batch_rows (always at least one
 //     task: a task larger than max_batch_rows is a batch of its own). Tasks are never split.
 //
@@ -205,6 +205,12 @@ class Batcher {
     absl::MutexLock lock(&mu_);
     return closed_;
   }
+  // Keeps accepting tasks but no longer waits for the delay: every queued task is ready at once
+  // (the server is draining before shutdown).
+  void Flush() {
+    absl::MutexLock lock(&mu_);
+    flush_ = true;
+  }
   // Nothing queued and nothing computing.
   bool Idle() const {
     absl::MutexLock lock(&mu_);
@@ -247,7 +253,7 @@ class Batcher {
   }
 
   bool ReadyLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ || queued_rows_ >= options_.max_batch_rows ||
+    return closed_ || flush_ || queued_rows_ >= options_.max_batch_rows ||
            now >= queue_.front().enqueued + options_.max_delay;
   }
 
@@ -267,6 +273,7 @@ class Batcher {
   int inflight_batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t inflight_rows_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace grove::batching

@@ -1,50 +1,363 @@
+// ExplainEngine: strategy table, cost measurement at creation and per-batch choice.
 #include "core/explain/explain_engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/common/log.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain_paths_cpu.h"
+#include "core/explain/quadrature.h"
+#include "core/explain/treeshap_gpu.h"
 
 namespace grove {
 namespace {
 
-class CpuExplainEngine final : public ExplainEngine {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool FullRange(const ExplainOptions& o) { return o.iteration_begin == 0 && o.iteration_end <= 0; }
+
+// Mean path length (elements incl. root): interactions cost about this many SHAP passes.
+double MeanPathLength(const PathLayout& l) {
+  return l.paths.empty() ? 1.0 : static_cast<double>(l.elements.size()) / l.paths.size();
+}
+
+// A few rows for cost measurement: zeros (every element of a path is evaluated either way).
+std::vector<float> ProbeRows(int64_t n, int num_features) {
+  return std::vector<float>(static_cast<size_t>(n) * std::max(num_features, 1), 0.0f);
+}
+
+// Seconds per row of `run` on CPU, measured on a single thread (run is called with 1..k rows).
+template <typename Fn>
+double MeasurePerRow(int num_features, Fn run) {
+  int64_t n = 1;
+  double seconds = 0;
+  for (;;) {
+    std::vector<float> rows = ProbeRows(n, num_features);
+    const double start = Now();
+    run(MakeRowsView(rows.data(), n, num_features));
+    seconds = Now() - start;
+    if (seconds > 2e-3 || n >= 64) break;
+    n *= 4;
+  }
+  return seconds / n;
+}
+
+// CPU strategies share this cost model: per-row cost over the pool's threads.
+class CpuStrategyBase : public ExplainStrategy {
  public:
-  CpuExplainEngine(ForestPtr forest, ThreadPool* pool) : forest_(std::move(forest)), pool_(pool) {}
+  explicit CpuStrategyBase(const StrategyContext& c) : context_(c) {
+    threads_ = c.pool != nullptr ? std::max(1, c.pool->num_threads()) : 1;
+    interaction_factor_ = c.layout != nullptr ? 1.0 + MeanPathLength(*c.layout) : 8.0;
+  }
+  std::string device() const override { return "cpu"; }
+  double EstimateSeconds(int64_t rows, bool interactions) const override {
+    const double per_row = per_row_seconds_ * (interactions ? interaction_factor_ : 1.0);
+    const double parallel = std::min<double>(threads_, std::max<int64_t>(rows, 1));
+    return 5e-6 + per_row * rows / parallel;
+  }
+  std::string Describe() const override {
+    return absl::StrFormat("%s (%.3g us/row/thread)", name(), 1e6 * per_row_seconds_);
+  }
+
+ protected:
+  void Measure(int num_features) {
+    if (!context_.options.measure_costs) {
+      per_row_seconds_ = 2e-8 * (context_.layout ? context_.layout->elements.size() : 1000);
+      return;
+    }
+    ExplainOptions shap;
+    const int64_t width = ExplainWidth(*context_.forest, false);
+    per_row_seconds_ = MeasurePerRow(num_features, [&](RowsView rows) {
+      std::vector<float> out(rows.rows * width);
+      (void)Run(rows, shap, MakeMatrixView(out.data(), rows.rows, width), /*pool=*/nullptr);
+    });
+  }
+  virtual absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
+                           ThreadPool* pool) const = 0;
+  absl::Status Run(RowsView rows, const ExplainOptions& options,
+                   MatrixView<float> out) const override {
+    return Run(rows, options, out, context_.pool);
+  }
+
+  StrategyContext context_;
+  int threads_ = 1;
+  double interaction_factor_ = 8.0;
+  double per_row_seconds_ = 1e-4;
+};
+
+class ReferenceStrategy final : public CpuStrategyBase {
+ public:
+  explicit ReferenceStrategy(const StrategyContext& c) : CpuStrategyBase(c) {
+    Measure(c.forest->num_features);
+  }
+  std::string name() const override { return "reference"; }
+  bool Supports(const ExplainOptions&) const override { return true; }
+
+ private:
+  using CpuStrategyBase::Run;
+  absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
+                   ThreadPool* pool) const override {
+    return ExplainCpuReference(*context_.forest, rows, options, out, pool);
+  }
+};
+
+class TreeShapCpuStrategy final : public CpuStrategyBase {
+ public:
+  explicit TreeShapCpuStrategy(const StrategyContext& c) : CpuStrategyBase(c) {
+    Measure(c.forest->num_features);
+  }
+  std::string name() const override { return "treeshap_cpu"; }
+  bool Supports(const ExplainOptions&) const override { return true; }
+
+ private:
+  using CpuStrategyBase::Run;
+  absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
+                   ThreadPool* pool) const override {
+    return ExplainPathsCpu(*context_.layout, rows, options, out, pool);
+  }
+};
+
+class TreeShapGpuStrategy final : public ExplainStrategy {
+ public:
+  TreeShapGpuStrategy(const StrategyContext& c, std::unique_ptr<TreeShapGpu> gpu)
+      : context_(c), gpu_(std::move(gpu)) {
+    interaction_factor_ = 1.0 + MeanPathLength(*c.layout);
+    if (c.options.measure_costs) Measure();
+  }
+  std::string name() const override { return "treeshap_gpu"; }
+  std::string device() const override { return gpu_->DeviceName(); }
+  // Iteration ranges are served by the CPU strategies (the device layout holds every tree).
+  bool Supports(const ExplainOptions& options) const override { return FullRange(options); }
+  double EstimateSeconds(int64_t rows, bool interactions) const override {
+    return fixed_seconds_ +
+           per_row_seconds_ * rows * (interactions ? interaction_factor_ : 1.0);
+  }
+  absl::Status Run(RowsView rows, const ExplainOptions& options,
+                   MatrixView<float> out) const override {
+    if (!Supports(options)) {
+      return absl::FailedPreconditionError("treeshap_gpu explains whole models only");
+    }
+    if (absl::Status s = CheckExplainable(*context_.forest); !s.ok()) return s;
+    if (rows.cols != context_.forest->num_features) {
+      return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols,
+                                                     " columns; the model has ",
+                                                     context_.forest->num_features, " features"));
+    }
+    const int64_t width = ExplainWidth(*context_.forest, options.interactions);
+    if (out.rows != rows.rows || out.cols != width) {
+      return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
+                                                     "; expected ", rows.rows, " x ", width));
+    }
+    return gpu_->Explain(rows, options.interactions, out, nullptr);
+  }
+  int64_t DeviceBytes() const override { return gpu_->DeviceBytes(); }
+  std::string Describe() const override {
+    return absl::StrFormat("%s (%.3g ms + %.3g us/row)", gpu_->Describe(), 1e3 * fixed_seconds_,
+                           1e6 * per_row_seconds_);
+  }
+
+ private:
+  void Measure() {
+    const int F = context_.forest->num_features;
+    const int64_t width = ExplainWidth(*context_.forest, false);
+    auto time = [&](int64_t n) {
+      std::vector<float> rows = ProbeRows(n, F);
+      std::vector<float> out(n * width);
+      double best = std::numeric_limits<double>::infinity();
+      for (int rep = 0; rep < 2; ++rep) {
+        const double start = Now();
+        if (absl::Status s = gpu_->Explain(MakeRowsView(rows.data(), n, F), false,
+                                           MakeMatrixView(out.data(), n, width), nullptr);
+            !s.ok()) {
+          // An infinite estimate keeps the selector off a strategy that failed at load.
+          GROVE_LOG(WARNING) << "treeshap_gpu: cost measurement failed" << KV("why", s.message());
+          return best;
+        }
+        best = std::min(best, Now() - start);
+      }
+      return best;
+    };
+    const double t1 = time(1);
+    // 256 rows: enough to fill the GPU for medium models, cheap at load for large ones.
+    const int64_t big = 256;
+    const double tb = time(big);
+    fixed_seconds_ = t1;
+    per_row_seconds_ = std::max(0.0, (tb - t1) / (big - 1));
+  }
+
+  StrategyContext context_;
+  std::unique_ptr<TreeShapGpu> gpu_;
+  double interaction_factor_ = 8.0;
+  double fixed_seconds_ = 50e-6;
+  double per_row_seconds_ = 1e-7;
+};
+
+// The registered strategies, in order of preference on equal estimates. Add new ones here.
+struct StrategyEntry {
+  const char* name;
+  ExplainStrategyFactory factory;
+};
+constexpr StrategyEntry kStrategyFactories[] = {
+    {"treeshap_gpu", &MakeTreeShapGpuStrategy},
+    {"quadrature_gpu", &MakeQuadratureGpuExplainStrategy},  // issue 7
+    {"treeshap_cpu", &MakeTreeShapCpuStrategy},
+    {"quadrature_cpu", &MakeQuadratureCpuExplainStrategy},  // issue 7
+    {"reference", &MakeReferenceStrategy},
+};
+
+class StrategyExplainEngine final : public ExplainEngine {
+ public:
+  StrategyExplainEngine(StrategyContext context,
+                        std::vector<std::unique_ptr<ExplainStrategy>> strategies,
+                        std::string forced)
+      : context_(std::move(context)),
+        strategies_(std::move(strategies)),
+        forced_(std::move(forced)) {}
 
   absl::Status Explain(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                        RunInfo* info) const override {
-    const auto start = std::chrono::steady_clock::now();
-    absl::Status status = ExplainCpuReference(*forest_, rows, options, out, pool_);
+    const double start = Now();
+    const ExplainStrategy* chosen = nullptr;
+    std::string reason;
+    if (!forced_.empty()) {
+      for (const auto& s : strategies_) {
+        if (forced_ == "cpu" ? s->is_cpu() : s->name() == forced_) {
+          if (forced_ == "cpu" && !s->Supports(options)) continue;
+          // "cpu": the cheapest CPU strategy for this batch.
+          if (chosen == nullptr || (forced_ == "cpu" &&
+                                    s->EstimateSeconds(rows.rows, options.interactions) <
+                                        chosen->EstimateSeconds(rows.rows, options.interactions))) {
+            chosen = s.get();
+          }
+        }
+      }
+      if (chosen == nullptr || !chosen->Supports(options)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("explanation strategy '", forced_, "' cannot serve this request"));
+      }
+    } else {
+      double best = std::numeric_limits<double>::infinity();
+      std::vector<std::string> estimates;
+      for (const auto& s : strategies_) {
+        if (!s->Supports(options)) continue;
+        const double t = s->EstimateSeconds(rows.rows, options.interactions);
+        estimates.push_back(absl::StrFormat("%s %.3g ms", s->name(), 1e3 * t));
+        if (t < best) {
+          best = t;
+          chosen = s.get();
+        }
+      }
+      if (chosen == nullptr) return absl::InternalError("no explanation strategy available");
+      reason = absl::StrCat("predicted: ", absl::StrJoin(estimates, ", "));
+    }
+    absl::Status status = chosen->Run(rows, options, out);
     if (info != nullptr) {
-      info->device = "cpu";
-      info->strategy = "cpu_reference";
-      info->reason = "no GPU engine";
-      info->compute_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      info->device = chosen->device();
+      info->strategy = chosen->name();
+      info->reason = reason;
+      info->compute_seconds = Now() - start;
     }
     return status;
   }
-  std::string Describe() const override { return "cpu_reference"; }
-  int64_t DeviceBytes() const override { return 0; }
+
+  std::string Describe() const override {
+    std::vector<std::string> parts;
+    for (const auto& s : strategies_) parts.push_back(s->Describe());
+    return absl::StrCat(forced_.empty() ? "auto" : forced_, ": ", absl::StrJoin(parts, "; "));
+  }
+  int64_t DeviceBytes() const override {
+    int64_t total = 0;
+    for (const auto& s : strategies_) total += s->DeviceBytes();
+    return total;
+  }
+  std::vector<std::string> StrategyNames() const override {
+    std::vector<std::string> names;
+    for (const auto& s : strategies_) names.push_back(s->name());
+    return names;
+  }
+  PathLayoutPtr layout() const override { return context_.layout; }
 
  private:
-  ForestPtr forest_;
-  ThreadPool* pool_;
+  StrategyContext context_;
+  std::vector<std::unique_ptr<ExplainStrategy>> strategies_;
+  std::string forced_;
 };
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c) {
+  return std::unique_ptr<ExplainStrategy>(new ReferenceStrategy(c));
+}
+
+absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapCpuStrategy(const StrategyContext& c) {
+  if (c.layout == nullptr) return std::unique_ptr<ExplainStrategy>();
+  return std::unique_ptr<ExplainStrategy>(new TreeShapCpuStrategy(c));
+}
+
+absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const StrategyContext& c) {
+  if (c.layout == nullptr || !c.options.use_gpu || TreeShapGpuDeviceCount() == 0) {
+    return std::unique_ptr<ExplainStrategy>();
+  }
+  TreeShapGpuOptions gpu_options;
+  gpu_options.double_precision = c.options.gpu_double_precision;
+  absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(c.layout, gpu_options);
+  if (!gpu.ok()) return gpu.status();
+  return std::unique_ptr<ExplainStrategy>(new TreeShapGpuStrategy(c, std::move(*gpu)));
+}
+
 absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     ForestPtr forest, const ExplainEngineOptions& options, ThreadPool* pool) {
   if (forest == nullptr) return absl::InvalidArgumentError("ExplainEngine: no model");
-  if (options.strategy != "auto" && options.strategy != "cpu" &&
-      options.strategy != "cpu_reference") {
+  std::string forced = options.strategy;
+  if (forced == "auto") forced.clear();
+  if (forced == "cpu_reference") forced = "reference";
+  bool known = forced.empty() || forced == "cpu";
+  for (const StrategyEntry& e : kStrategyFactories) known = known || forced == e.name;
+  if (!known) {
     return absl::InvalidArgumentError(
         absl::StrCat("explanation strategy '", options.strategy, "' is not available"));
   }
-  return std::unique_ptr<ExplainEngine>(new CpuExplainEngine(std::move(forest), pool));
+  StrategyContext context;
+  context.forest = forest;
+  context.pool = pool;
+  context.options = options;
+  // Models no engine can explain (linear leaves) still get an engine: every call then reports
+  // CheckExplainable's error, as the reference does.
+  if (CheckExplainable(*forest).ok()) {
+    PathLayoutOptions layout_options;
+    layout_options.packing = options.packing;
+    absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*forest, layout_options);
+    if (!layout.ok()) return layout.status();
+    context.layout = *layout;
+  }
+  std::vector<std::unique_ptr<ExplainStrategy>> strategies;
+  for (const StrategyEntry& e : kStrategyFactories) {
+    // A forced strategy other than "cpu" builds only what it needs (plus nothing else).
+    if (!forced.empty() && forced != "cpu" && forced != e.name) continue;
+    absl::StatusOr<std::unique_ptr<ExplainStrategy>> s = e.factory(context);
+    if (!s.ok()) {
+      if (forced == e.name) return s.status();
+      GROVE_LOG(WARNING) << "explanation strategy " << e.name << " unavailable: " << s.status().ToString();
+      continue;
+    }
+    if (*s != nullptr) strategies.push_back(std::move(*s));
+  }
+  if (strategies.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "explanation strategy '", options.strategy, "' is not available for this model"));
+  }
+  return std::unique_ptr<ExplainEngine>(
+      new StrategyExplainEngine(std::move(context), std::move(strategies), std::move(forced)));
 }
 
 }  // namespace grove

@@ -1,16 +1,35 @@
 // ExplainEngine: one model's explanation engine, built once at model load.
 //
-// Owns the model's derived layouts (GPU path layouts when a GPU is there) and picks, per call, where
-// and how to run. Thread-safe: Explain may be called concurrently; it blocks until `out` is filled.
+// Owns the model's derived layouts (merged path layout; GPU copies of it when a GPU is there) and
+// picks, per call, which explanation strategy runs the batch. Thread-safe: Explain may be called
+// concurrently; it blocks until `out` is filled.
+//
+// ## Strategies (the seam)
+// A strategy is one way to compute the explanation of a batch (CPU reference recursion, CPU path
+// algorithm, GPU warp kernels, quadrature, ...). Each implements ExplainStrategy below and is made
+// by a factory `ExplainStrategyFactory` from the model's StrategyContext at engine creation. The
+// factories live in one table in explain_engine.cc (kStrategyFactories); adding a strategy is one
+// line there (plus its files), e.g.
+//   {"quadrature", &MakeQuadratureStrategy},
+// A factory returns nullptr (or an error, logged and skipped) when the strategy cannot serve the
+// model at all (no GPU, unsupported model). At Explain time:
+//  * ExplainEngineOptions::strategy names a strategy: only that one runs (FAILED_PRECONDITION when
+//    it does not support the request); "cpu" means the cheapest CPU strategy.
+//  * "auto": among strategies whose Supports(options) is true, the lowest EstimateSeconds(rows,
+//    interactions) wins. Estimates come from costs each strategy measured at creation; RunInfo
+//    records the device, the strategy and the predicted times that decided it.
+// Strategies must be exact (the CPU reference's results within 1e-5 x max(1, |margin|)).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
+#include "core/explain/paths.h"
 #include "core/model/forest.h"
 
 namespace grove {
@@ -19,8 +38,48 @@ class ThreadPool;
 
 struct ExplainEngineOptions {
   bool use_gpu = true;
-  std::string strategy = "auto";  // "auto", "cpu", or an explanation strategy name
+  // "auto", "cpu" (cheapest CPU strategy), or a strategy name: "reference" (alias
+  // "cpu_reference"), "treeshap_cpu", "treeshap_gpu", or any registered one.
+  std::string strategy = "auto";
+  BinPacking packing = BinPacking::kBestFitDecreasing;
+  bool gpu_double_precision = true;  // TreeShapGpuOptions::double_precision
+  bool measure_costs = true;         // time each strategy at creation (false: static estimates)
 };
+
+// One explanation strategy for one model. Thread-safe once created.
+class ExplainStrategy {
+ public:
+  virtual ~ExplainStrategy() = default;
+  virtual std::string name() const = 0;    // e.g. "treeshap_gpu"
+  virtual std::string device() const = 0;  // "cpu" or "cuda:0", "cuda:0+1", ...
+  virtual bool is_cpu() const { return device() == "cpu"; }
+  // Can this strategy explain requests with these options (interactions, iteration range)?
+  virtual bool Supports(const ExplainOptions& options) const = 0;
+  // Predicted seconds for a batch of `rows` rows (from costs measured at creation).
+  virtual double EstimateSeconds(int64_t rows, bool interactions) const = 0;
+  // Host rows in, host results out (rows x ExplainWidth). Deterministic.
+  virtual absl::Status Run(RowsView rows, const ExplainOptions& options,
+                           MatrixView<float> out) const = 0;
+  virtual int64_t DeviceBytes() const { return 0; }
+  virtual std::string Describe() const = 0;
+};
+
+// What a factory gets: the model, its merged path layout (built once, shared by the strategies),
+// the CPU pool and the engine options.
+struct StrategyContext {
+  ForestPtr forest;
+  PathLayoutPtr layout;
+  ThreadPool* pool = nullptr;
+  ExplainEngineOptions options;
+};
+
+using ExplainStrategyFactory =
+    absl::StatusOr<std::unique_ptr<ExplainStrategy>> (*)(const StrategyContext& context);
+
+// Built-in factories (explain_engine.cc).
+absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c);
+absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapCpuStrategy(const StrategyContext& c);
+absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const StrategyContext& c);
 
 class ExplainEngine {
  public:
@@ -33,6 +92,10 @@ class ExplainEngine {
                                RunInfo* info) const = 0;
   virtual std::string Describe() const = 0;
   virtual int64_t DeviceBytes() const = 0;
+  // Names of the strategies available for this model, in registration order.
+  virtual std::vector<std::string> StrategyNames() const = 0;
+  // The merged path layout (its stats are what `grove inspect` prints).
+  virtual PathLayoutPtr layout() const = 0;
 };
 
 }  // namespace grove

@@ -46,7 +46,9 @@ int64_t Forest::MemoryBytes() const {
                               linear_leaves.size() * sizeof(LinearLeaf) +
                               linear_features.size() * sizeof(int32_t) +
                               linear_coeffs.size() * sizeof(double) +
-                              base_margin.size() * sizeof(double));
+                              base_margin.size() * sizeof(double) +
+                              double_thresholds.size() * sizeof(double) +
+                              double_threshold_offsets.size() * sizeof(uint32_t));
 }
 
 namespace {
@@ -183,6 +185,24 @@ absl::StatusOr<ForestPtr> BuildForest(Forest f) {
   }
   if (!f.feature_names.empty() && static_cast<int>(f.feature_names.size()) != f.num_features) {
     return Invalid(f, -1, -1, "feature name count differs from num_features");
+  }
+  if (!f.double_threshold_offsets.empty() || !f.double_thresholds.empty()) {
+    const auto& offsets = f.double_threshold_offsets;
+    if (offsets.size() != static_cast<size_t>(f.num_features) + 1 || offsets.front() != 0 ||
+        offsets.back() != f.double_thresholds.size()) {
+      return Invalid(f, -1, -1, "double threshold offsets do not cover the features");
+    }
+    for (int feature = 0; feature < f.num_features; ++feature) {
+      if (offsets[feature] > offsets[feature + 1]) {
+        return Invalid(f, -1, -1, "double threshold offsets are not non-decreasing");
+      }
+      for (uint32_t i = offsets[feature]; i < offsets[feature + 1]; ++i) {
+        if (std::isnan(f.double_thresholds[i]) ||
+            (i > offsets[feature] && !(f.double_thresholds[i - 1] < f.double_thresholds[i]))) {
+          return Invalid(f, -1, -1, "double thresholds are not sorted, distinct numbers");
+        }
+      }
+    }
   }
   std::vector<uint8_t> seen;
   std::vector<std::pair<int32_t, int32_t>> stack;

@@ -123,6 +123,13 @@ class Forest {
   std::vector<double> linear_coeffs;
   std::vector<double> base_margin;  // per output, in margin space
   Objective objective;
+  // LightGBM only (empty otherwise): the model's own double thresholds of numeric splits, per
+  // feature, sorted and distinct: feature f's are double_thresholds[double_threshold_offsets[f] ..
+  // double_threshold_offsets[f + 1]) (num_features + 1 offsets). Node::threshold is their float
+  // form, exact for float rows; these let inputs given as doubles be turned into float rows that
+  // every split routes as LightGBM routes the doubles (core/model/double_rows.h).
+  std::vector<double> double_thresholds;
+  std::vector<uint32_t> double_threshold_offsets;
 
   // Provenance, for errors, `grove inspect` and metadata.
   ModelFormat format = ModelFormat::kXgboostJson;
@@ -157,7 +164,8 @@ using ForestPtr = std::shared_ptr<const Forest>;
 // Checks: child indices in range, every node reachable exactly once from the root (no cycles, no
 // sharing), depth <= kMaxTreeDepth, features in [0, num_features), thresholds not NaN, leaf values,
 // covers and weights finite, covers >= 0, category bitsets and leaf payloads in range, groups in
-// [0, num_outputs), base_margin of size num_outputs.
+// [0, num_outputs), base_margin of size num_outputs, double thresholds sorted, distinct, not NaN,
+// with num_features + 1 non-decreasing offsets (or both empty).
 absl::StatusOr<ForestPtr> BuildForest(Forest forest);
 
 }  // namespace grove

@@ -224,6 +224,9 @@ class Parser {
   int64_t expected_trees_ = -1;  // from tree_sizes, when present
   size_t tree_sizes_offset_ = 0;
 
+  // (feature, double threshold) of every numeric split, for Forest::double_thresholds.
+  std::vector<std::pair<int32_t, double>> numeric_thresholds_;
+
   // Scratch arrays reused by every tree.
   std::vector<double> leaf_value_, threshold_, leaf_const_, leaf_coeff_;
   std::vector<int64_t> split_feature_, decision_type_, left_, right_, leaf_count_,
@@ -667,6 +670,7 @@ absl::Status Parser::BuildTree(int t, const Field (&f)[kNumTreeKeys], size_t tre
     } else {
       if (std::isnan(threshold)) return Error(f[kThreshold].offset, t, where, "threshold is NaN");
       node.threshold = LightgbmNumericThreshold(threshold);
+      numeric_thresholds_.emplace_back(node.feature, threshold);
       uint16_t flags = (dt & kDefaultLeftMask) ? kNodeDefaultLeft : 0;
       switch ((dt >> 2) & 3) {
         case kMissingNone: flags |= kNodeNanAsZero; break;
@@ -760,6 +764,21 @@ absl::StatusOr<ForestPtr> Parser::Run() {
   }
   forest_.num_outputs = static_cast<int>(num_outputs_);
   forest_.base_margin.assign(static_cast<size_t>(num_outputs_), 0.0);
+  // Per feature, the distinct double thresholds (a few hundred per feature at most: LightGBM
+  // thresholds are bin boundaries).
+  std::sort(numeric_thresholds_.begin(), numeric_thresholds_.end());
+  numeric_thresholds_.erase(std::unique(numeric_thresholds_.begin(), numeric_thresholds_.end()),
+                            numeric_thresholds_.end());
+  forest_.double_thresholds.reserve(numeric_thresholds_.size());
+  forest_.double_threshold_offsets.assign(static_cast<size_t>(forest_.num_features) + 1, 0);
+  for (const auto& [feature, threshold] : numeric_thresholds_) {
+    forest_.double_thresholds.push_back(threshold == 0.0 ? 0.0 : threshold);  // -0.0 == 0.0
+    ++forest_.double_threshold_offsets[static_cast<size_t>(feature) + 1];
+  }
+  for (size_t i = 1; i < forest_.double_threshold_offsets.size(); ++i) {
+    forest_.double_threshold_offsets[i] += forest_.double_threshold_offsets[i - 1];
+  }
+  std::vector<std::pair<int32_t, double>>().swap(numeric_thresholds_);
   return BuildForest(std::move(forest_));
 }
 

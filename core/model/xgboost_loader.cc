@@ -1127,6 +1127,8 @@ std::string SourceName(const std::string& source) {
 }  // namespace
 
 absl::StatusOr<ForestPtr> LoadXgboostJson(std::string_view text, std::string source) {
+  // A UTF-8 byte order mark (some editors and Windows tools write one) is not JSON: skip it.
+  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   std::string patched;
   if (MayHaveNonFiniteTokens(text) && QuoteNonFiniteTokens(text, &patched)) text = patched;
   simdjson::dom::parser parser;

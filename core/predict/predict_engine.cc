@@ -5,13 +5,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/predict/perf_model.h"
+#include "core/predict/tahoe_engine.h"
 
 namespace grove {
 namespace {
 
 class CpuPredictEngine final : public PredictEngine {
  public:
-  CpuPredictEngine(ForestPtr forest, ThreadPool* pool) : forest_(std::move(forest)), pool_(pool) {}
+  CpuPredictEngine(ForestPtr forest, ThreadPool* pool, std::string reason)
+      : forest_(std::move(forest)), pool_(pool), reason_(std::move(reason)) {}
 
   absl::Status Predict(RowsView rows, const PredictOptions& options, MatrixView<float> out,
                        RunInfo* info) const override {
@@ -20,7 +24,7 @@ class CpuPredictEngine final : public PredictEngine {
     if (info != nullptr) {
       info->device = "cpu";
       info->strategy = "cpu";
-      info->reason = "no GPU engine";
+      info->reason = reason_;
       info->compute_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
@@ -32,6 +36,7 @@ class CpuPredictEngine final : public PredictEngine {
  private:
   ForestPtr forest_;
   ThreadPool* pool_;
+  std::string reason_;
 };
 
 }  // namespace
@@ -39,11 +44,32 @@ class CpuPredictEngine final : public PredictEngine {
 absl::StatusOr<std::unique_ptr<PredictEngine>> PredictEngine::Create(
     ForestPtr forest, const PredictEngineOptions& options, ThreadPool* pool) {
   if (forest == nullptr) return absl::InvalidArgumentError("PredictEngine: no model");
-  if (options.strategy != "auto" && options.strategy != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prediction strategy '", options.strategy, "' needs a GPU build"));
+  const std::string& strategy = options.strategy;
+  if (!strategy.empty() && strategy != "auto" && !IsKnownStrategy(strategy)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", strategy, "'"));
   }
-  return std::unique_ptr<PredictEngine>(new CpuPredictEngine(std::move(forest), pool));
+  if (strategy == "cpu") {
+    return std::unique_ptr<PredictEngine>(new CpuPredictEngine(std::move(forest), pool, "override"));
+  }
+  std::string why = "use_gpu off";
+  if (options.use_gpu) {
+    TahoeEngineOptions o;
+    o.engine = options;
+    absl::StatusOr<std::unique_ptr<TahoeEngine>> gpu = TahoeEngine::Create(forest, o, pool);
+    if (gpu.ok()) return std::unique_ptr<PredictEngine>(std::move(*gpu));
+    why = std::string(gpu.status().message());
+    // A forced GPU strategy must not silently run on the CPU.
+    if (!strategy.empty() && strategy != "auto") return gpu.status();
+    if (!absl::IsUnavailable(gpu.status())) {
+      GROVE_LOG(WARNING) << "GPU prediction engine unavailable; using the CPU"
+                         << KV("error", gpu.status().ToString());
+    }
+  } else if (!strategy.empty() && strategy != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prediction strategy '", strategy, "' needs the GPU (use_gpu is off)"));
+  }
+  return std::unique_ptr<PredictEngine>(
+      new CpuPredictEngine(std::move(forest), pool, absl::StrCat("no GPU engine: ", why)));
 }
 
 }  // namespace grove

@@ -396,6 +396,14 @@ absl::Status TahoeBuilder::Run() {
     }
   }
 
+  out_.simple_ = true;
+  for (const TahoeNode16& w : wide) {
+    if (!(w.flags & tahoe_bits::kLeaf) &&
+        (w.flags & (tahoe_bits::kCategorical | tahoe_bits::kMissingZero))) {
+      out_.simple_ = false;
+      break;
+    }
+  }
   const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features));
   const int dbits = 32 - tahoe_bits::kNumFlags - fbits;
   out_.wide_ = o_.force_wide_nodes || dbits < 1 || max_distant >= (uint64_t{1} << dbits);
@@ -613,12 +621,19 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
     double sum = 0;
     for (int g = 0; g < a.groups; ++g) {
       auto run = [&](auto& acc) {
+        auto walk = [&](const auto* nodes) {
+          if (tf.simple()) {
+            TahoeAccumulateTrees<true>(v, nodes, 0, v.trees, a.order.data(), a.offsets[g],
+                                       a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+          } else {
+            TahoeAccumulateTrees<false>(v, nodes, 0, v.trees, a.order.data(), a.offsets[g],
+                                        a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+          }
+        };
         if (tf.wide()) {
-          TahoeAccumulateTrees(v, tf.nodes16().data(), 0, v.trees, a.order.data(), a.offsets[g],
-                               a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+          walk(tf.nodes16().data());
         } else {
-          TahoeAccumulateTrees(v, tf.nodes8().data(), 0, v.trees, a.order.data(), a.offsets[g],
-                               a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+          walk(tf.nodes8().data());
         }
       };
       if (multi) {

@@ -101,6 +101,21 @@ TEST(BatcherTest, FullBatchIsReadyAtOnce) {
   EXPECT_EQ(b.stats().queued_tasks, 1);
 }
 
+TEST(BatcherTest, FlushStopsWaitingButKeepsAccepting) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Seconds(60)), &clock);
+  auto t1 = MakeTask(1, 4);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  EXPECT_TRUE(b.Poll().batch.empty());  // waits for its delay
+  b.Flush();
+  auto r = b.Poll();
+  EXPECT_EQ(Ids(r.batch), (std::vector<int>{1}));
+  b.BatchDone(r.batch.rows);
+  auto t2 = MakeTask(2, 4);
+  ASSERT_TRUE(b.Schedule(t2).ok());  // still accepting
+  EXPECT_EQ(Ids(b.Poll().batch), (std::vector<int>{2}));  // and not waiting
+}
+
 TEST(BatcherTest, BatchesNeverExceedRowLimitAndTasksAreNotSplit) {
   FakeClock clock;
   Batcher<Task> b(Options(10, absl::ZeroDuration()), &clock);

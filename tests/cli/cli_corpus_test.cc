@@ -1,11 +1,16 @@
 // `grove predict` / `grove explain` on every corpus case (shared testdata when present + the
 // in-repo golden corpus), against the outputs the libraries computed:
 //   margins and predictions within 1e-5 * max(1, |ref|), leaf indices exactly,
-//   contributions and interaction values within 1e-5 * max(1, |margin|);
+//   contributions and interaction values within 1e-5 * max(1, |margin|) (XGBoost references, which
+//   the library computes in float32: a few entries may instead be within 32 float32 ulps of the
+//   reference value, see CompareExplanations in tests/testing/corpus.h);
+// LightGBM cases: X.csv is read as doubles and converted to float rows that route like the doubles
+//   (core/model/double_rows.h), as LightGBM used the doubles;
 // outputs the library refused (meta.json "unsupported") must be refused by grove with a clear
 // one-line error and a non-zero exit.
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "core/io/csv.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,6 +77,10 @@ class CliCorpusTest : public ::testing::TestWithParam<std::string> {
     EXPECT_FALSE(std::filesystem::exists(scratch_.File("refused.csv")));
   }
 
+  // XGBoost computes SHAP values in float32 (tests/testing/corpus.h: CompareExplanations);
+  // LightGBM in double.
+  bool Float32Reference() const { return case_.library == "xgboost"; }
+
   CorpusCase case_;
   ScratchDir scratch_;
 };
@@ -128,9 +138,11 @@ TEST_P(CliCorpusTest, ExplainContributions) {
   if (!case_.contribs.has_value()) GTEST_SKIP() << "no contribs.csv";
   auto got = Run({"explain", "--model", case_.model_path});
   ASSERT_TRUE(got.ok()) << got.status();
-  ErrorReport e = MaxMarginRelError(absl::Span<const double>(got->values), *case_.contribs,
-                                    *case_.margin, case_.num_outputs);
-  EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+  const ExplainComparison e =
+      CompareExplanations(absl::Span<const double>(got->values), *case_.contribs, *case_.margin,
+                          case_.num_outputs, kTolerance, Float32Reference());
+  EXPECT_TRUE(e.ok()) << e.ToString();
+  std::printf("[ %s contribs ] %s\n", case_.name.c_str(), e.ToString().c_str());
 }
 
 TEST_P(CliCorpusTest, ExplainInteractions) {
@@ -144,9 +156,11 @@ TEST_P(CliCorpusTest, ExplainInteractions) {
     auto got = Run({"explain", "--model", case_.model_path, "--interactions"},
                    HeadOfX(case_.interactions->rows));
     ASSERT_TRUE(got.ok()) << got.status();
-    ErrorReport e = MaxMarginRelError(absl::Span<const double>(got->values), *case_.interactions,
-                                      *case_.margin, K);
-    EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+    const ExplainComparison e =
+        CompareExplanations(absl::Span<const double>(got->values), *case_.interactions,
+                            *case_.margin, K, kTolerance, Float32Reference());
+    EXPECT_TRUE(e.ok()) << e.ToString();
+    std::printf("[ %s interactions ] %s\n", case_.name.c_str(), e.ToString().c_str());
     return;
   }
   // The library has no interaction API (LightGBM) or did not generate them (F > 30): check what
@@ -175,6 +189,42 @@ TEST_P(CliCorpusTest, ExplainInteractions) {
       MaxMarginRelError(absl::Span<const double>(sums), row_sums, *case_.margin, K);
   EXPECT_LE(e.max_error, kTolerance) << "interaction row sums vs the library's SHAP values: "
                                      << e.ToString();
+}
+
+// Self-contained (no shared corpus needed): LightGBM compares the float64 of a CSV field with its
+// double thresholds; `grove` must route 1.325 left of the threshold 1.3250000000000002 (a LightGBM
+// bin boundary: midpoint nudged up one ulp), although the float nearest 1.325 lies above it.
+TEST(CliLightgbmRows, CsvValuesRouteAsLightgbmRoutesTheDoubles) {
+  ScratchDir scratch;
+  std::string model =
+      "tree\nversion=v4\nnum_class=1\nnum_tree_per_iteration=1\nlabel_index=0\n"
+      "max_feature_idx=0\nobjective=regression\nfeature_names=a\n\n";
+  const char* thresholds[] = {"1.3250000000000002", "0.2800000000000001", "-1.8036999999999999"};
+  for (int t = 0; t < 3; ++t) {
+    model += absl::StrCat("Tree=", t, "\nnum_leaves=2\nnum_cat=0\nsplit_feature=0\nthreshold=",
+                          thresholds[t],
+                          "\ndecision_type=2\nleft_child=-1\nright_child=-2\nleaf_value=1 2\n"
+                          "leaf_count=5 5\ninternal_count=10\nshrinkage=1\n\n");
+  }
+  model += "end of trees\n";
+  {
+    std::ofstream(scratch.File("model.txt")) << model;
+    std::ofstream(scratch.File("x.csv")) << "1.325\n0.28\n-1.8037\n1.3250001\n0.2800001\n-1.8036\n";
+  }
+  GroveRun run = RunGrove({"predict", "--model", scratch.File("model.txt"), "--input",
+                           scratch.File("x.csv"), "--kind", "leaf", "--output", "-",
+                           "--no-progress"},
+                          scratch);
+  ASSERT_EQ(run.exit_code, 0) << Describe(run);
+  // Leaf 0 = left (x <= t compared as doubles), one column per tree (t0 = 1.325+, t1 = 0.28+,
+  // t2 = -1.8037).
+  EXPECT_EQ(run.out,
+            "0,1,1\n"    // 1.325 <= t0 (its nearest float is above t0)
+            "0,0,1\n"    // 0.28 <= t1
+            "0,0,0\n"    // -1.8037 == t2
+            "1,1,1\n"    // 1.3250001 > t0
+            "0,1,1\n"    // 0.2800001 > t1
+            "0,0,1\n");  // -1.8036 > t2
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {

@@ -19,7 +19,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/model/decision.h"
+#include "core/model/double_rows.h"
 #include "core/model/forest.h"
 #include "core/model/lightgbm_threshold.h"
 #include "core/model/loader.h"
@@ -329,48 +331,63 @@ TEST(LightgbmLoaderCorpus, ReproducesLeavesMarginsAndPredictions) {
     EXPECT_EQ(f.has_linear_leaves, name == "lgb_linear_tree");
     for (double b : f.base_margin) EXPECT_EQ(b, 0.0);
 
-    // Grove's rows are float32. LightGBM compares doubles, so a value such as 0.28 (<= the
-    // threshold 0.2800000000000001) can cross a threshold once rounded to float32
-    // (0.2800000011920929). Such rows are counted and reported, and must be explained entirely by
-    // that rounding: Grove must equal LightGBM's own rule applied to the float-rounded values.
-    int64_t ref_mismatches = 0, exactness_mismatches = 0, routing_differences = 0;
-    int64_t rows_with_differences = 0;
+    // Grove's rows are float32; LightGBM compared the doubles of X.csv. A value such as 0.28 (<= the
+    // threshold 0.2800000000000001) rounds to the float 0.2800000011920929, above the threshold.
+    // DoubleRowConverter (what `grove` uses on CSV input) picks the float on the double's side of
+    // every threshold, so Grove must reproduce LightGBM on the doubles at every split: the row's own
+    // path (leaf.csv) and every other node (TreeSHAP evaluates all of them).
+    const DoubleRowConverter converter(f);
+    int64_t ref_mismatches = 0, leaf_mismatches = 0, split_mismatches = 0, splits_checked = 0;
     double max_margin_err = 0, max_ref_margin_err = 0, max_pred_err = 0;
     std::vector<float> xf(X.cols);
     std::vector<double> xd(X.cols), xfd(X.cols);
     for (int64_t r = 0; r < X.rows; ++r) {
       for (int64_t c = 0; c < X.cols; ++c) {
         xd[c] = X.At(r, c);
-        xf[c] = static_cast<float>(xd[c]);
+        xf[c] = converter.Convert(static_cast<int>(c), xd[c]);
         xfd[c] = static_cast<double>(xf[c]);
       }
-      bool row_differs = false;
       std::vector<double> ref_margin(f.num_outputs, 0.0);
       for (int t = 0; t < static_cast<int>(f.trees.size()); ++t) {
         const int want = static_cast<int>(leaf.At(r, t));
         // The independent reference on the library's own double input reproduces leaf.csv ...
-        if (RefLeaf(ref[t], xd.data()) != want) ++ref_mismatches;
-        // ... and Grove on float rows is exactly LightGBM on those float values.
-        const int ref_float = RefLeaf(ref[t], xfd.data());
-        ref_margin[f.trees[t].group] += RefValue(ref[t], ref_float, xfd.data());
+        const int ref_leaf = RefLeaf(ref[t], xd.data());
+        if (ref_leaf != want) ++ref_mismatches;
+        // Linear leaves see Grove's float inputs: their value is exact given those.
+        ref_margin[f.trees[t].group] += RefValue(ref[t], ref_leaf, xfd.data());
+        // ... and so does Grove on float rows.
         const int32_t node = GroveLeafNode(f, t, xf.data());
         ASSERT_GE(node, 0);
         const int got = f.TreeNodes(t)[node].leaf_id;
-        if (got != ref_float) ++exactness_mismatches;
         if (got != want) {
-          ++routing_differences;
-          row_differs = true;
-          std::printf("  float-vs-double routing difference: row %lld tree %d leaf %d (LightGBM "
-                      "on doubles: %d)\n",
+          ++leaf_mismatches;
+          std::printf("  routing difference: row %lld tree %d leaf %d (LightGBM: %d)\n",
                       static_cast<long long>(r), t, got, want);
         }
+        // Every numeric split of the tree, on or off the row's path.
+        const Node* nodes = f.TreeNodes(t);
+        for (int i = 0; i < static_cast<int>(ref[t].threshold.size()); ++i) {
+          const Node& n = nodes[i];
+          if (n.is_categorical()) continue;
+          const double v = xd[n.feature];
+          if (std::isnan(v)) continue;
+          const int dt = static_cast<int>(ref[t].decision_type[i]);
+          if (((dt >> 2) & 3) == 1 && std::abs(v) <= 1e-35) continue;  // missing type Zero
+          const bool lightgbm_left = v <= ref[t].threshold[i];
+          const bool grove_left = GoesLeft(n.flags, n.threshold, n.payload, n.aux,
+                                           f.category_bits.data(), xf[n.feature]);
+          ++splits_checked;
+          if (lightgbm_left != grove_left) {
+            ++split_mismatches;
+            std::printf("  split difference: row %lld tree %d node %d x=%.17g threshold=%.17g\n",
+                        static_cast<long long>(r), t, i, v, ref[t].threshold[i]);
+          }
+        }
       }
-      rows_with_differences += row_differs;
       const std::vector<double> m = Margin(f, xf);
       for (int k = 0; k < f.num_outputs; ++k) {
         max_ref_margin_err = std::max(max_ref_margin_err, std::abs(m[k] - ref_margin[k]) /
                                                               std::max(1.0, std::abs(ref_margin[k])));
-        if (row_differs) continue;
         const double want = margin.At(r, k);
         max_margin_err = std::max(max_margin_err, std::abs(m[k] - want) / std::max(1.0, std::abs(want)));
       }
@@ -384,16 +401,14 @@ TEST(LightgbmLoaderCorpus, ReproducesLeavesMarginsAndPredictions) {
         }
       }
     }
-    std::printf("[ %-30s ] trees %zu leaves %lld: float-vs-double routing differences %lld "
-                "(rows %lld of %lld), margin max rel err %.3g, pred-from-margin max rel err %.3g\n",
+    std::printf("[ %-30s ] trees %zu leaves %lld: %lld numeric splits checked, margin max rel err "
+                "%.3g, pred-from-margin max rel err %.3g\n",
                 name.c_str(), f.trees.size(), static_cast<long long>(f.num_leaves),
-                static_cast<long long>(routing_differences),
-                static_cast<long long>(rows_with_differences), static_cast<long long>(X.rows),
-                max_margin_err, max_pred_err);
-    RecordProperty(name + "_float_routing_differences", std::to_string(routing_differences));
+                static_cast<long long>(splits_checked), max_margin_err, max_pred_err);
     EXPECT_EQ(ref_mismatches, 0) << "the test's reference traversal disagrees with leaf.csv";
-    EXPECT_EQ(exactness_mismatches, 0) << "float thresholds are not exact for float inputs";
-    EXPECT_LE(rows_with_differences, X.rows / 50) << "more float rounding effects than expected";
+    EXPECT_EQ(leaf_mismatches, 0) << "Grove on float rows reaches other leaves than LightGBM";
+    EXPECT_EQ(split_mismatches, 0) << "Grove's float thresholds route differently from LightGBM";
+    EXPECT_GT(splits_checked, 0);
     EXPECT_LE(max_ref_margin_err, 1e-12);
     EXPECT_LE(max_margin_err, 1e-5);
     if (has_pred) EXPECT_LE(max_pred_err, 1e-5);

@@ -3,11 +3,9 @@
 // every case (XGBoost JSON and UBJSON, LightGBM text).
 //
 // float32 rows: Grove takes float32 rows (as XGBoost does internally), while the LightGBM references
-// were computed from the float64 values of X.csv. Where a LightGBM threshold lies between a value's
-// float64 and its float32 rounding, no float32 input can reproduce the float64 decision. Such rows
-// (a numeric split of the model whose stored float boundary is within one float step of the row's
-// float32 value, which differs from the float64 value) are listed and excluded for LightGBM cases;
-// there are a handful in the corpus (see FloatBoundaryRows).
+// were computed from the float64 values of X.csv. The rows are X.csv's doubles through
+// DoubleRowConverter (testing::GroveRows, as `grove` reads CSV), which picks for every value the
+// float on the double's side of every LightGBM threshold: no row is excluded.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -31,51 +29,14 @@ using testing::RefMatrix;
 
 constexpr double kTolerance = 1e-5;
 
-// Rows of a LightGBM case whose float32 values sit on a split boundary the float64 values do not
-// (see the file comment); empty for XGBoost, which converts its input to float32 itself.
-std::vector<bool> FloatBoundaryRows(const Forest& f, const CorpusCase& c) {
-  std::vector<bool> rows(c.rows, false);
-  if (c.library != "lightgbm") return rows;
-  absl::StatusOr<CsvMatrix<double>> x64 = ReadCsvDoubles(c.dir + "/X.csv", c.num_features);
-  if (!x64.ok()) return rows;
-  for (int64_t r = 0; r < c.rows; ++r) {
-    for (const Node& n : f.nodes) {
-      if (n.is_leaf() || n.is_categorical()) continue;
-      const float x = c.X[r * c.num_features + n.feature];
-      const double x_double = x64->values[r * c.num_features + n.feature];
-      if (static_cast<double>(x) != x_double &&
-          (x == n.threshold || std::nextafter(x, INFINITY) == n.threshold)) {
-        rows[r] = true;
-        break;
-      }
-    }
-  }
-  return rows;
-}
-
-// The rows of `m` (and of `got`, `width` per row) not excluded.
-void DropRows(const std::vector<bool>& drop, RefMatrix* m, std::vector<float>* got) {
-  RefMatrix kept;
-  kept.cols = m->cols;
-  std::vector<float> kept_got;
-  for (int64_t r = 0; r < m->rows; ++r) {
-    if (r < static_cast<int64_t>(drop.size()) && drop[r]) continue;
-    kept.values.insert(kept.values.end(), m->values.begin() + r * m->cols,
-                       m->values.begin() + (r + 1) * m->cols);
-    kept_got.insert(kept_got.end(), got->begin() + r * m->cols, got->begin() + (r + 1) * m->cols);
-    ++kept.rows;
-  }
-  *m = std::move(kept);
-  *got = std::move(kept_got);
-}
-
 std::vector<float> RunPredict(const Forest& f, const CorpusCase& c, OutputKind kind,
                               ThreadPool* pool) {
+  const std::vector<float> rows = testing::GroveRows(c, f);
   PredictOptions o;
   o.kind = kind;
   const int64_t width = PredictWidth(f, o);
   std::vector<float> out(c.rows * width);
-  absl::Status s = PredictCpu(f, MakeRowsView(c.X.data(), c.rows, c.num_features), o,
+  absl::Status s = PredictCpu(f, MakeRowsView(rows.data(), c.rows, c.num_features), o,
                               MakeMatrixView(out.data(), c.rows, width), pool);
   EXPECT_TRUE(s.ok()) << s;
   return out;
@@ -93,12 +54,7 @@ TEST(PredictCorpusTest, EveryCaseMatchesTheLibrary) {
       SCOPED_TRACE(path);
       absl::StatusOr<ForestPtr> f = LoadModelFile(path);
       ASSERT_TRUE(f.ok()) << f.status();
-      const std::vector<bool> boundary = FloatBoundaryRows(**f, *c);
-      int64_t excluded = 0;
-      for (bool b : boundary) excluded += b;
-      EXPECT_LE(excluded, c->rows / 10) << "too many float32 boundary rows";
       std::string line = c->name + " [" + path.substr(path.rfind('/') + 1) + "]";
-      if (excluded > 0) line += " (" + std::to_string(excluded) + " float32-boundary rows excluded)";
       const std::pair<const char*, OutputKind> outputs[] = {{"margin", OutputKind::kMargin},
                                                              {"pred", OutputKind::kPrediction},
                                                              {"leaf", OutputKind::kLeaf}};
@@ -110,7 +66,6 @@ TEST(PredictCorpusTest, EveryCaseMatchesTheLibrary) {
         RefMatrix want = *ref;
         std::vector<float> got = RunPredict(**f, *c, kind, &pool);
         ASSERT_EQ(static_cast<int64_t>(got.size()), want.rows * want.cols) << name;
-        DropRows(boundary, &want, &got);
         if (kind == OutputKind::kLeaf) {
           const int64_t bad = testing::CountMismatches(absl::MakeConstSpan(got), want);
           EXPECT_EQ(bad, 0) << "leaf mismatches";

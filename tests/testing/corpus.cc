@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/io/csv.h"
+#include "core/model/double_rows.h"
+#include "core/model/forest.h"
 
 #ifndef GROVE_SOURCE_DIR
 #error "GROVE_SOURCE_DIR must be defined by the build"
@@ -212,6 +214,9 @@ absl::StatusOr<CorpusCase> LoadCorpusCase(const std::string& dir) {
   if (!x.ok()) return x.status();
   c.X = std::move(x->values);
   c.rows = x->rows;
+  absl::StatusOr<CsvMatrix<double>> x64 = ReadCsvDoubles((d / "X.csv").string(), c.num_features);
+  if (!x64.ok()) return x64.status();
+  c.X64 = std::move(x64->values);
 
   const nlohmann::json outputs = m.value("outputs", nlohmann::json::object());
   auto load = [&](const char* key, const char* file,
@@ -247,6 +252,74 @@ absl::StatusOr<CorpusCase> LoadCorpusCase(const std::string& dir) {
   }
   c.meta = std::move(meta);
   return c;
+}
+
+std::vector<float> GroveRows(const CorpusCase& c, const Forest& forest) {
+  std::vector<float> rows(c.X64.size());
+  DoubleRowConverter(forest).ConvertRows(c.X64.data(), c.rows, rows.data());
+  return rows;
+}
+
+namespace {
+
+template <typename T>
+ExplainComparison Compare(absl::Span<const T> got, const RefMatrix& ref, const RefMatrix& margin,
+                          int num_outputs, double tolerance, bool float32_reference) {
+  ExplainComparison out;
+  out.spec = MaxError(got, ref, &margin, num_outputs);
+  out.entries = ref.rows * ref.cols;
+  if (static_cast<int64_t>(got.size()) != out.entries) {
+    out.failures = std::max<int64_t>(1, out.entries);
+    out.worst_failure = out.spec;
+    return out;
+  }
+  const int64_t block = num_outputs > 0 ? std::max<int64_t>(1, ref.cols / num_outputs) : ref.cols;
+  for (int64_t r = 0; r < ref.rows; ++r) {
+    for (int64_t c = 0; c < ref.cols; ++c) {
+      const double want = ref.At(r, c);
+      const double g = static_cast<double>(got[static_cast<size_t>(r * ref.cols + c)]);
+      if (std::isnan(want) && std::isnan(g)) continue;
+      const int64_t k = std::min<int64_t>(c / block, margin.cols - 1);
+      const double scale = std::max(1.0, std::abs(margin.At(std::min(r, margin.rows - 1), k)));
+      const double diff = std::abs(g - want);
+      if (diff <= tolerance * scale) continue;  // also false for NaN on one side
+      if (float32_reference && diff <= kFloat32ReferenceUlps * 0x1p-24 * std::abs(want)) {
+        ++out.float32_noise_entries;
+        continue;
+      }
+      ++out.failures;
+      const double err = std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff / scale;
+      if (out.failures == 1 || err > out.worst_failure.max_error) {
+        out.worst_failure = ErrorReport{err, r, c, g, want};
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool ExplainComparison::ok() const {
+  return failures == 0 && float32_noise_entries <= std::max<int64_t>(2, entries / 200);
+}
+
+std::string ExplainComparison::ToString() const {
+  return absl::StrFormat(
+      "%d entries: spec measure %s; %d beyond the spec within %g float32 ulps of the reference; "
+      "%d failures%s",
+      entries, spec.ToString(), float32_noise_entries, kFloat32ReferenceUlps, failures,
+      failures > 0 ? absl::StrCat(", worst ", worst_failure.ToString()) : std::string());
+}
+
+ExplainComparison CompareExplanations(absl::Span<const float> got, const RefMatrix& ref,
+                                      const RefMatrix& margin, int num_outputs, double tolerance,
+                                      bool float32_reference) {
+  return Compare(got, ref, margin, num_outputs, tolerance, float32_reference);
+}
+ExplainComparison CompareExplanations(absl::Span<const double> got, const RefMatrix& ref,
+                                      const RefMatrix& margin, int num_outputs, double tolerance,
+                                      bool float32_reference) {
+  return Compare(got, ref, margin, num_outputs, tolerance, float32_reference);
 }
 
 std::string ErrorReport::ToString() const {

@@ -19,6 +19,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
+namespace grove {
+class Forest;
+}  // namespace grove
+
 namespace grove::testing {
 
 // A reference output: rows x cols, row-major, in double.
@@ -40,7 +44,8 @@ struct CorpusCase {
   int n_interaction_rows = 0;  // interactions.csv covers the first n rows of X
   std::shared_ptr<const nlohmann::json> meta;  // include <nlohmann/json.hpp> to read it
 
-  std::vector<float> X;  // rows x num_features, NaN = missing
+  std::vector<float> X;  // rows x num_features, NaN = missing (each value cast to float)
+  std::vector<double> X64;  // the same values as the library saw them (float64)
   int64_t rows = 0;
 
   std::optional<RefMatrix> margin, pred, contribs, interactions, leaf;
@@ -81,6 +86,38 @@ ErrorReport MaxMarginRelError(absl::Span<const float> got, const RefMatrix& ref,
                               const RefMatrix& margin, int num_outputs);
 ErrorReport MaxMarginRelError(absl::Span<const double> got, const RefMatrix& ref,
                               const RefMatrix& margin, int num_outputs);
+
+// Grove's float rows for `c` and the model `forest`: X.csv's doubles through DoubleRowConverter
+// (core/model/double_rows.h), as `grove` reads CSV, so that LightGBM models route every value as
+// LightGBM routed the double (plain casts for XGBoost, which casts to float itself).
+std::vector<float> GroveRows(const CorpusCase& c, const Forest& forest);
+
+// SHAP values / interaction values against a library reference.
+// The spec: |got - ref| <= tolerance * max(1, |margin|), margin of the entry's output.
+// XGBoost computes SHAP in float32, so its entries of ~100 next to a margin of ~0.1 carry float32
+// rounding of a few 1e-5 that no exact engine reproduces (an independent double-precision TreeSHAP
+// misses xgb_dart row 172 by 1.3e-5, and the references' own sums miss their margins by up to
+// 7.5e-5 * max(1, |margin|): meta.json checks of xgb_reg_med). With `float32_reference`, an entry
+// beyond the spec still passes when within kFloat32ReferenceUlps float32 ulps of the reference
+// value itself (|got - ref| <= 32 * 2^-24 * |ref|, 1.9e-6 relative); such entries are counted and
+// `ok` bounds their number, so a systematic error cannot hide behind the allowance.
+inline constexpr double kFloat32ReferenceUlps = 32;
+struct ExplainComparison {
+  ErrorReport spec;   // the spec measure, over every entry
+  int64_t entries = 0;
+  int64_t float32_noise_entries = 0;  // beyond the spec, within float32 rounding of the reference
+  int64_t failures = 0;               // beyond both
+  ErrorReport worst_failure;
+  // No failures, and at most 0.5% of the entries (at least 2) accepted as float32 noise.
+  bool ok() const;
+  std::string ToString() const;
+};
+ExplainComparison CompareExplanations(absl::Span<const float> got, const RefMatrix& ref,
+                                      const RefMatrix& margin, int num_outputs, double tolerance,
+                                      bool float32_reference);
+ExplainComparison CompareExplanations(absl::Span<const double> got, const RefMatrix& ref,
+                                      const RefMatrix& margin, int num_outputs, double tolerance,
+                                      bool float32_reference);
 
 // Number of entries that differ at all (NaN == NaN), for exact outputs such as leaf indices.
 int64_t CountMismatches(absl::Span<const float> got, const RefMatrix& ref);

@@ -1,0 +1,106 @@
+# syntax=docker/dockerfile:1.6
+# Container image of groved, Grove's gRPC prediction/SHAP server. See docs/deploy.md.
+#
+#   docker build -t grove:cuda .                                  # CUDA 13 engines (sm_90, H100)
+#   docker build -t grove:cpu --build-arg GROVE_DEVICE=cpu .      # CPU only, for clusters without GPUs
+#   docker build -t grove:cuda-demo --build-context models=/path/to/repository .   # models baked in
+#
+# The build stage runs exactly the README's steps: scripts/install-deps.sh (Debian 12 packages) and
+# scripts/build.sh <preset> (the CMake preset `cuda` or `cpu`), on the same Debian 12 the project is
+# developed and tested on. NVIDIA publishes no Debian-based CUDA images, so the CUDA 13.0 toolkit
+# comes from NVIDIA's Debian 12 apt repository instead of an nvidia/cuda:*-devel base image. The
+# runtime stage is debian:bookworm-slim plus only the Debian packages owning the shared libraries
+# groved loads (deploy/docker/runtime-deps.sh: ldd + dpkg -S) and the CUDA runtime library copied
+# from the build stage; the GPU driver (libcuda.so.1) is mounted by the NVIDIA container toolkit.
+# tests/deploy checks that these steps and the entry point's flags match README, scripts/ and
+# `groved --helpfull`. There is no Docker engine on the development machines: this file is checked
+# by those tests, not built there (docs/deploy.md says what was and was not run).
+
+ARG DEBIAN_RELEASE=bookworm
+# cuda: build with the `cuda` preset (needs the CUDA toolkit, installed below); cpu: the `cpu` preset.
+ARG GROVE_DEVICE=cuda
+
+# ---------------------------------------------------------------------------------------------------
+# Optional model repository to bake into the image: empty unless `--build-context models=DIR` names a
+# repository directory (layout in docs/operations.md). Without it, mount a repository at /models.
+FROM scratch AS models
+
+# ---------------------------------------------------------------------------------------------------
+FROM debian:${DEBIAN_RELEASE} AS build
+ARG GROVE_DEVICE
+# NVIDIA's Debian 12 CUDA repository and the toolkit version (the version the project builds with).
+ARG CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
+ARG CUDA_PACKAGE_VERSION=13-0
+# Parallel compile jobs (scripts/build.sh reads GROVE_JOBS; default: all cores).
+ARG GROVE_JOBS=
+ENV DEBIAN_FRONTEND=noninteractive GROVE_JOBS=${GROVE_JOBS}
+SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+WORKDIR /src
+
+# README step 1: dependencies (cached as long as the script does not change).
+COPY scripts/install-deps.sh scripts/install-deps.sh
+RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+
+# CUDA 13 toolkit (compiler, runtime and CCCL headers) for the `cuda` preset.
+RUN if [ "$GROVE_DEVICE" = cuda ]; then \
+      apt-get update -q && apt-get install -y -q --no-install-recommends curl ca-certificates && \
+      curl -fsSL -o /tmp/cuda-keyring.deb "$CUDA_REPO/cuda-keyring_1.1-1_all.deb" && \
+      dpkg -i /tmp/cuda-keyring.deb && rm /tmp/cuda-keyring.deb && \
+      apt-get update -q && \
+      apt-get install -y -q --no-install-recommends "cuda-minimal-build-$CUDA_PACKAGE_VERSION" && \
+      rm -rf /var/lib/apt/lists/*; \
+    elif [ "$GROVE_DEVICE" != cpu ]; then \
+      echo "GROVE_DEVICE must be cuda or cpu, not '$GROVE_DEVICE'" >&2; exit 1; \
+    fi
+
+# README step 2: configure and build with the preset, only the programs the image ships.
+COPY . .
+RUN scripts/build.sh "$GROVE_DEVICE" groved grove_cli && \
+    deploy/docker/runtime-deps.sh /out "build/$GROVE_DEVICE/bin/groved" "build/$GROVE_DEVICE/bin/grove" && \
+    mkdir -p /out/bin && cp "build/$GROVE_DEVICE/bin/groved" "build/$GROVE_DEVICE/bin/grove" /out/bin/
+
+# ---------------------------------------------------------------------------------------------------
+FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+ARG GROVE_DEVICE
+SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+
+# Only the runtime libraries: the Debian packages that own the libraries groved links.
+COPY --from=build /out/packages.txt /tmp/grove-runtime-packages.txt
+RUN apt-get update -q && \
+    xargs -a /tmp/grove-runtime-packages.txt apt-get install -y -q --no-install-recommends ca-certificates && \
+    rm -rf /var/lib/apt/lists/* /tmp/grove-runtime-packages.txt
+# Libraries no Debian package provides (the CUDA runtime of a `cuda` build).
+COPY --from=build /out/lib/ /opt/grove/lib/
+COPY --from=build /out/bin/groved /out/bin/grove /usr/local/bin/
+COPY deploy/docker/groved-entrypoint.sh /usr/local/bin/groved-entrypoint.sh
+
+# Unprivileged user; models are read-only to it, the GPU calibration cache is its only writable path.
+RUN groupadd --gid 10001 grove && \
+    useradd --uid 10001 --gid grove --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin grove && \
+    mkdir -p /models /var/cache/grove && chown grove:grove /var/cache/grove
+# Baked model repository (empty unless --build-context models=DIR was given).
+RUN --mount=type=bind,from=models,target=/mnt/models \
+    cp -a /mnt/models/. /models/ && chown -R root:root /models && chmod -R a+rX /models
+
+ENV LD_LIBRARY_PATH=/opt/grove/lib \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    GROVE_MODEL_REPOSITORY=/models \
+    GROVE_GRPC_PORT=8001 \
+    GROVE_METRICS_PORT=8002 \
+    GROVE_CALIBRATION_CACHE_DIR=/var/cache/grove \
+    GROVE_LOG_FORMAT=json
+
+LABEL org.opencontainers.image.title="groved" \
+      org.opencontainers.image.description="Grove: tree-ensemble prediction and SHAP over gRPC" \
+      org.opencontainers.image.source="https://example.invalid/grove" \
+      grove.device="${GROVE_DEVICE}"
+
+USER 10001:10001
+# 8001: gRPC (grove.v1.Grove, inference.GRPCInferenceService, grpc.health.v1.Health, reflection);
+# health is served on the gRPC port. 8002: Prometheus metrics (HTTP GET /metrics).
+EXPOSE 8001 8002
+# Flags come from GROVE_* variables (deploy/docker/groved-entrypoint.sh); arguments are appended.
+# groved is PID 1 (exec) and drains on SIGTERM itself (docs/operations.md, Shutdown).
+ENTRYPOINT ["/usr/local/bin/groved-entrypoint.sh"]
+CMD []

@@ -1,0 +1,363 @@
+// Explanation throughput (SHAP values and interaction values) for one model, GPU and CPU.
+//
+//   grove_explain_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
+//                       [--interaction-rows 200] [--reps 5] [--cpu-budget 1.0]
+//                       [--precision both|double|float] [--threads N]
+//
+// Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
+// features, is dropped); the first --shap-rows for SHAP values, the first --interaction-rows for
+// interactions (the GPUTreeShap paper's Tables 6 and 7 use 10,000 and 200).
+//
+// GPU (when built with CUDA and a device is visible), per path precision:
+//   engine: TreeShapGpu::ExplainOnDevice, rows already on the GPU, results left there (layout
+//           cached): the whole device computation (zeroing, TreeSHAP kernel, conversion);
+//   h2d / d2h: the copies of those rows and results alone, from / to pinned memory;
+//   e2e: TreeShapGpu::Explain, host rows in, host results out (pageable user buffers).
+// CPU: ExplainPathsCpu (the same path algorithm in double) and ExplainCpuReference on as many rows
+// as fit in --cpu-budget seconds (estimated from one row), all threads.
+// Floor: per row, the path arithmetic (about 10 L^2 flops per path of L elements for SHAP values,
+// 10 L^3 for interactions) at the FP64 / FP32 rate, and the bytes every row must move (row in,
+// results out in float32) at the measured device-to-device copy bandwidth; the larger is the floor.
+// Timing: one warm-up run, then the median of --reps runs; device work timed with CUDA events.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "core/explain/explain_paths_cpu.h"
+#include "core/explain/paths.h"
+#include "core/explain/treeshap_gpu.h"
+#include "core/io/csv.h"
+#include "core/model/loader.h"
+
+#if defined(GROVE_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace grove {
+namespace {
+
+struct Flags {
+  std::string model, rows, name, precision = "both";
+  int64_t shap_rows = 10000, interaction_rows = 200;
+  int reps = 5;
+  double cpu_budget = 1.0;
+  int threads = 0;
+};
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double TimeMedian(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const double start = Now();
+    fn();
+    t.push_back(Now() - start);
+  }
+  return Median(t);
+}
+
+void Row(const std::string& name, const char* kind, const char* where, const char* what,
+         int64_t rows, double seconds, const std::string& note = "") {
+  std::printf("| %s | %s | %s | %s | %lld | %.4f ms | %.4g rows/s | %s |\n", name.c_str(), kind,
+              where, what, static_cast<long long>(rows), seconds * 1e3,
+              seconds > 0 ? rows / seconds : 0.0, note.c_str());
+  std::fflush(stdout);
+}
+
+// Path arithmetic per row: ~10 L^2 (SHAP) or ~10 L^3 (interactions) operations per path.
+double FlopsPerRow(const PathLayout& l, bool interactions) {
+  double f = 0;
+  for (const PathInfo& p : l.paths) {
+    const double L = p.length;
+    f += interactions ? 10.0 * L * L * L : 10.0 * L * L;
+  }
+  return f;
+}
+
+#if defined(GROVE_HAVE_CUDA)
+#define CHECK_CUDA(expr)                                                                 \
+  do {                                                                                   \
+    cudaError_t e = (expr);                                                              \
+    if (e != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, \
+                   __LINE__);                                                            \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+// Device-to-device copy bandwidth (bytes read + written per second).
+double MeasureBandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int i = 0; i < 6; ++i) {
+    CHECK_CUDA(cudaEventRecord(e0));
+    CHECK_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    if (i > 0) t.push_back(ms * 1e-3);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * bytes / Median(t);
+}
+
+void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& forest,
+              const std::vector<float>& all_rows, double bandwidth) {
+  const int F = forest.num_features;
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  // H100 SXM datasheet rates (non-tensor): FP64 34 TFLOP/s, FP32 67 TFLOP/s.
+  const double fp64 = 34e12, fp32 = 67e12;
+  std::vector<bool> precisions;
+  if (flags.precision != "float") precisions.push_back(true);
+  if (flags.precision != "double") precisions.push_back(false);
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  auto event_time = [&](int reps, const std::function<void()>& fn) {
+    fn();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      CHECK_CUDA(cudaEventRecord(e0, stream));
+      fn();
+      CHECK_CUDA(cudaEventRecord(e1, stream));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms * 1e-3);
+    }
+    return Median(t);
+  };
+  for (bool dbl : precisions) {
+    TreeShapGpuOptions o;
+    o.double_precision = dbl;
+    absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(layout, o);
+    if (!gpu.ok()) {
+      std::printf("GPU unavailable: %s\n", std::string(gpu.status().message()).c_str());
+      return;
+    }
+    const char* where = dbl ? "gpu-double" : "gpu-float";
+    for (bool inter : {false, true}) {
+      const int64_t n = std::min<int64_t>(inter ? flags.interaction_rows : flags.shap_rows,
+                                          static_cast<int64_t>(all_rows.size()) / F);
+      const int64_t width = ExplainWidth(forest, inter);
+      const char* kind = inter ? "interactions" : "shap";
+      float *d_rows = nullptr, *d_out = nullptr, *h_rows = nullptr, *h_out = nullptr;
+      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_rows), n * F * sizeof(float)));
+      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_out), n * width * sizeof(float)));
+      CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&h_rows), n * F * sizeof(float)));
+      CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&h_out), n * width * sizeof(float)));
+      std::memcpy(h_rows, all_rows.data(), n * F * sizeof(float));
+      CHECK_CUDA(cudaMemcpy(d_rows, h_rows, n * F * sizeof(float), cudaMemcpyHostToDevice));
+      bool ok = true;
+      const double engine = event_time(flags.reps, [&] {
+        ok = ok && (*gpu)->ExplainOnDevice(0, d_rows, n, inter, d_out, stream).ok();
+      });
+      if (!ok) std::printf("ExplainOnDevice failed\n");
+      const double h2d = event_time(flags.reps, [&] {
+        CHECK_CUDA(cudaMemcpyAsync(d_rows, h_rows, n * F * sizeof(float), cudaMemcpyHostToDevice,
+                                   stream));
+      });
+      const double d2h = event_time(flags.reps, [&] {
+        CHECK_CUDA(cudaMemcpyAsync(h_out, d_out, n * width * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream));
+      });
+      if (dbl && width <= 512) {
+        // Ablation: every lane adds to global memory (no shared-memory accumulation).
+        TreeShapGpuOptions no_shared = o;
+        no_shared.shared_accumulation = false;
+        absl::StatusOr<std::unique_ptr<TreeShapGpu>> g2 = TreeShapGpu::Create(layout, no_shared);
+        if (g2.ok()) {
+          const double t = event_time(flags.reps, [&] {
+            ok = ok && (*g2)->ExplainOnDevice(0, d_rows, n, inter, d_out, stream).ok();
+          });
+          Row(flags.name, kind, where, "engine-noshared", n, t, "ablation: global atomics only");
+        }
+      }
+      std::vector<float> out(n * width);
+      const double e2e = TimeMedian(flags.reps, [&] {
+        ok = ok && (*gpu)
+                       ->Explain(MakeRowsView(all_rows.data(), n, F), inter,
+                                 MakeMatrixView(out.data(), n, width), nullptr)
+                       .ok();
+      });
+      const double flops = FlopsPerRow(*layout, inter) * n;
+      const double bytes = n * (F + width) * 4.0;
+      const double floor_compute = flops / (dbl ? fp64 : fp32);
+      const double floor_bytes = bytes / bandwidth;
+      Row(flags.name, kind, where, "engine", n, engine,
+          absl::StrFormat("floor %.4f ms (arith %.4f ms, bytes %.4f ms); %.1f%% of floor",
+                          1e3 * std::max(floor_compute, floor_bytes), 1e3 * floor_compute,
+                          1e3 * floor_bytes,
+                          100.0 * std::max(floor_compute, floor_bytes) / engine));
+      Row(flags.name, kind, where, "h2d", n, h2d, absl::StrFormat("%.1f MB", n * F * 4e-6));
+      Row(flags.name, kind, where, "d2h", n, d2h, absl::StrFormat("%.1f MB", n * width * 4e-6));
+      Row(flags.name, kind, where, "e2e", n, e2e, "host rows in, host results out");
+      cudaFree(d_rows);
+      cudaFree(d_out);
+      cudaFreeHost(h_rows);
+      cudaFreeHost(h_out);
+    }
+    std::printf("%s %s device bytes: %lld (%s)\n", flags.name.c_str(), where,
+                static_cast<long long>((*gpu)->DeviceBytes()), (*gpu)->Describe().c_str());
+  }
+  cudaStreamDestroy(stream);
+}
+#endif
+
+void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& forest,
+              const std::vector<float>& all_rows, ThreadPool* pool) {
+  const int F = forest.num_features;
+  const int threads = pool->num_threads();
+  double shap_one[2] = {0, 0};
+  const double mean_len =
+      layout->paths.empty() ? 1.0 : static_cast<double>(layout->elements.size()) / layout->paths.size();
+  for (bool inter : {false, true}) {
+    const int64_t limit = std::min<int64_t>(inter ? flags.interaction_rows : flags.shap_rows,
+                                            static_cast<int64_t>(all_rows.size()) / F);
+    const int64_t width = ExplainWidth(forest, inter);
+    const char* kind = inter ? "interactions" : "shap";
+    ExplainOptions o;
+    o.interactions = inter;
+    for (int which = 0; which < 2; ++which) {
+      const char* where = which == 0 ? "cpu-paths" : "cpu-reference";
+      auto run = [&](int64_t n, ThreadPool* p) {
+        std::vector<float> out(n * width);
+        const double start = Now();
+        absl::Status s =
+            which == 0 ? ExplainPathsCpu(*layout, MakeRowsView(all_rows.data(), n, F), o,
+                                         MakeMatrixView(out.data(), n, width), p)
+                       : ExplainCpuReference(forest, MakeRowsView(all_rows.data(), n, F), o,
+                                             MakeMatrixView(out.data(), n, width), p);
+        if (!s.ok()) std::printf("CPU explain failed: %s\n", std::string(s.message()).c_str());
+        return Now() - start;
+      };
+      if (inter && shap_one[which] * mean_len > flags.cpu_budget * 4) {
+        // Interactions cost about (mean path length) SHAP passes: skip what would blow the budget.
+        Row(flags.name, kind, where, "skipped", 0, 0,
+            absl::StrFormat("estimated %.3g s per row on 1 thread", shap_one[which] * mean_len));
+        continue;
+      }
+      const double one = run(1, nullptr);
+      if (!inter) shap_one[which] = one;
+      int64_t n = static_cast<int64_t>(flags.cpu_budget / std::max(one, 1e-9) * threads);
+      n = std::clamp<int64_t>(n, 1, limit);
+      if (one > flags.cpu_budget * 4) {
+        Row(flags.name, kind, where, "1 row, 1 thread", 1, one, "over budget: not repeated");
+        continue;
+      }
+      const double t = run(n, pool);
+      Row(flags.name, kind, where, "e2e", n, t, absl::StrFormat("%d threads", threads));
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model") flags.model = next();
+    else if (a == "--rows") flags.rows = next();
+    else if (a == "--name") flags.name = next();
+    else if (a == "--precision") flags.precision = next();
+    else if (a == "--shap-rows") flags.shap_rows = std::atoll(next().c_str());
+    else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
+    else if (a == "--reps") flags.reps = std::atoi(next().c_str());
+    else if (a == "--cpu-budget") flags.cpu_budget = std::atof(next().c_str());
+    else if (a == "--threads") flags.threads = std::atoi(next().c_str());
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (flags.model.empty() || flags.rows.empty()) {
+    std::fprintf(stderr, "usage: grove_explain_bench --model M --rows R.csv [flags]\n");
+    return 2;
+  }
+  if (flags.name.empty()) flags.name = flags.model;
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
+  if (!forest.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
+    return 1;
+  }
+  const Forest& f = **forest;
+  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
+  if (!csv.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(csv.status().message()).c_str());
+    return 1;
+  }
+  if (csv->cols != f.num_features && csv->cols != f.num_features + 1) {
+    std::fprintf(stderr, "rows have %lld columns, model %d features\n",
+                 static_cast<long long>(csv->cols), f.num_features);
+    return 1;
+  }
+  const int64_t max_rows = std::max(flags.shap_rows, flags.interaction_rows);
+  const int64_t n = std::min<int64_t>(csv->rows, max_rows);
+  std::vector<float> rows(n * f.num_features);
+  for (int64_t r = 0; r < n; ++r) {
+    std::memcpy(rows.data() + r * f.num_features, csv->values.data() + r * csv->cols,
+                f.num_features * sizeof(float));
+  }
+  const double layout_start = Now();
+  absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(f);
+  if (!layout.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(layout.status().message()).c_str());
+    return 1;
+  }
+  std::printf("== %s: %zu trees, %d features, %d outputs; layout built in %.1f ms\n%s\n",
+              flags.name.c_str(), f.trees.size(), f.num_features, f.num_outputs,
+              1e3 * (Now() - layout_start), (*layout)->stats.Describe().c_str());
+  std::printf("| model | values | where | what | rows | median | rows/s | note |\n");
+#if defined(GROVE_HAVE_CUDA)
+  if (TreeShapGpuDeviceCount() > 0) {
+    static double bandwidth = 0;
+    if (bandwidth == 0) bandwidth = MeasureBandwidth();
+    std::printf("device-to-device copy bandwidth: %.0f GB/s\n", bandwidth / 1e9);
+    BenchGpu(flags, *layout, f, rows, bandwidth);
+  } else {
+    std::printf("no GPU visible\n");
+  }
+#endif
+  ThreadPool pool(flags.threads);
+  BenchCpu(flags, *layout, f, rows, &pool);
+  return 0;
+}
+
+}  // namespace
+}  // namespace grove
+
+int main(int argc, char** argv) { return grove::Main(argc, argv); }

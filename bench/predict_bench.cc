@@ -1,0 +1,378 @@
+// Prediction throughput, latency, selector study and format ablation for one model.
+//
+//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|ablation|cpu]
+//                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1]
+//                       [--cache DIR] [--threads N] [--name LABEL]
+//
+// Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
+// features, is dropped; at most the first 10,000 rows) repeated to each batch size.
+//
+// study: for every batch size, every GPU strategy and the selector ("auto"), timed at engine level
+//   (rows and outputs already on the GPU, PredictDevice) and end to end (host rows in, host results
+//   out, PredictHost; the CPU path too), with the selector's predicted times; then whether the
+//   selector's choice is the measured best and by how much it is off. Also the floor per batch:
+//   bytes per row through device memory and node visits per row against the calibrated bandwidths.
+// ablation: engine-level time of every GPU strategy at the largest batch with the adaptive
+//   format's node rearrangement and tree rearrangement each turned off.
+// cpu: the CPU reference only (what runs without CUDA).
+//
+// Timing: each configuration runs once to warm up, then repeatedly until `budget` seconds or 15
+// runs; the median is reported. Output: one table row per configuration, `|` separated.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "core/common/log.h"
+#include "core/common/thread_pool.h"
+#include "core/io/csv.h"
+#include "core/model/loader.h"
+#include "core/predict/predict.h"
+#include "core/predict/tahoe_engine.h"
+#include "core/predict/tahoe_forest.h"
+
+#if defined(GROVE_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace grove {
+namespace {
+
+struct Flags {
+  std::string model, rows, mode = "all", cache = "/tmp/grove-tahoe-cache", name;
+  std::vector<int64_t> batches = {100, 1000, 10000, 100000, 1000000};
+  double budget = 0.1;
+  int threads = 0;
+};
+
+double Seconds(const std::function<bool()>& fn, double budget, bool* ok) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  *ok = fn();
+  const double first = std::chrono::duration<double>(clock::now() - t0).count();
+  if (!*ok) return 0;
+  if (first > budget) return first;  // slow configurations: the warm-up run is the measurement
+  std::vector<double> t;
+  double total = 0;
+  while (t.size() < 15 && (total < budget || t.size() < 3)) {
+    t0 = clock::now();
+    if (!fn()) {
+      *ok = false;
+      return 0;
+    }
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    t.push_back(s);
+    total += s;
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::string Batch(int64_t n) {
+  if (n >= 1000000 && n % 1000000 == 0) return std::to_string(n / 1000000) + "M";
+  if (n >= 1000 && n % 1000 == 0) return std::to_string(n / 1000) + "K";
+  return std::to_string(n);
+}
+
+std::vector<float> RepeatRows(const std::vector<float>& base, int64_t base_rows, int64_t cols,
+                              int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy_n(base.begin() + (r % base_rows) * cols, cols, x.begin() + r * cols);
+  }
+  return x;
+}
+
+int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base, int64_t base_rows,
+            ThreadPool* pool) {
+  PredictOptions o;
+  if (absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(std::make_shared<Forest>(f)); tf.ok()) {
+    std::printf("# %s %s\n", flags.name.c_str(), (*tf)->Describe().c_str());
+  }
+  std::printf("model | batch | strategy | e2e_ms | e2e_Mrows_s\n");
+  for (int64_t n : flags.batches) {
+    if (n > 100000) continue;  // the CPU reference is far too slow beyond
+    const std::vector<float> x = RepeatRows(base, base_rows, f.num_features, n);
+    const int64_t w = PredictWidth(f, o);
+    std::vector<float> out(n * w);
+    bool ok = false;
+    const double t = Seconds(
+        [&] {
+          return PredictCpu(f, MakeRowsView(x.data(), n, f.num_features), o,
+                            MakeMatrixView(out.data(), n, w), pool)
+              .ok();
+        },
+        flags.budget, &ok);
+    std::printf("%s | %s | cpu | %.4f | %.3f\n", flags.name.c_str(), Batch(n).c_str(), t * 1e3,
+                n / t / 1e6);
+  }
+  return 0;
+}
+
+#if defined(GROVE_HAVE_CUDA)
+
+const char* const kGpu[] = {"direct", "shared_data", "shared_forest", "splitting_shared_forest"};
+
+struct DeviceRows {
+  float* d_rows = nullptr;
+  float* d_out = nullptr;
+  ~DeviceRows() {
+    cudaFree(d_rows);
+    cudaFree(d_out);
+  }
+};
+
+double PredictedSeconds(const StrategyChoice& c, const std::string& name) {
+  for (const StrategyCost& s : c.costs) {
+    if (s.name == name) return s.feasible ? s.seconds : -1;
+  }
+  return -1;
+}
+
+struct Tally {
+  int total = 0, right = 0;
+  double worst = 1, sum_off = 0;
+  void Add(double chosen, double best) {
+    ++total;
+    const double r = chosen / best;
+    if (r <= 1.0 + 1e-9) {
+      ++right;
+    } else {
+      worst = std::max(worst, r);
+      sum_off += r;
+    }
+  }
+  void Print(const char* what) const {
+    const int wrong = total - right;
+    std::printf("SELECTOR %s: chose the measured best in %d of %d batches; when not, %.2fx slower "
+                "on average (worst %.2fx)\n",
+                what, right, total, wrong ? sum_off / wrong : 1.0, worst);
+  }
+};
+
+int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>& base,
+          int64_t base_rows, ThreadPool* pool, const TahoeFormatOptions& format, bool e2e,
+          const std::vector<int64_t>& batches, const char* tag) {
+  const Forest& f = *forest;
+  TahoeEngineOptions eo;
+  eo.engine.calibration_cache_dir = flags.cache;
+  eo.format = format;
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const TahoeEngine& e = **engine;
+  const GpuHardwareParams& hw = e.hardware();
+  const TahoeFormatStats& st = e.format().stats();
+  std::printf("# %s [%s] %s\n# engine load %.1f ms; device %s; %d GPU(s)\n", flags.name.c_str(), tag,
+              e.Describe().c_str(), load_s * 1e3, hw.device_name.c_str(), e.num_gpus());
+  PredictOptions o;  // transformed prediction, all rounds
+  const int64_t F = f.num_features, W = PredictWidth(f, o);
+  const int64_t max_n = *std::max_element(batches.begin(), batches.end());
+  DeviceRows dev;
+  if (cudaMalloc(reinterpret_cast<void**>(&dev.d_rows), max_n * F * 4) != cudaSuccess ||
+      cudaMalloc(reinterpret_cast<void**>(&dev.d_out), max_n * W * 4) != cudaSuccess) {
+    std::fprintf(stderr, "cudaMalloc failed\n");
+    return 1;
+  }
+  const std::vector<float> all = RepeatRows(base, base_rows, F, max_n);
+  cudaMemcpy(dev.d_rows, all.data(), max_n * F * 4, cudaMemcpyHostToDevice);
+  std::vector<float> out(max_n * W);
+  // Floor per row: a row read once and its output written once through device memory; node visits
+  // at the calibrated shared-memory read bandwidth.
+  const double bytes_row = 4.0 * (F + W);
+  const double visits = st.expected_visits_per_row;
+  std::printf("# floor per row: %.0f B device memory, %.1f node visits (%.0f B of nodes); "
+              "BW gmem %.0f GB/s, smem(random) %.0f GB/s\n",
+              bytes_row, visits, visits * st.node_bytes, hw.gmem_coalesced_bw / 1e9,
+              hw.smem_read_bw / 1e9);
+  std::printf("model | variant | batch | strategy | engine_ms | engine_Mrows_s | pred_engine_ms | "
+              "e2e_ms | e2e_Mrows_s | pred_e2e_ms\n");
+  Tally engine_tally, e2e_tally;
+  std::map<std::string, double> last_engine, last_e2e;  // skip configurations that would take long
+  for (int64_t n : batches) {
+    absl::StatusOr<StrategyChoice> plan_dev = e.Plan(n, o, true, "");
+    absl::StatusOr<StrategyChoice> plan_host = e.Plan(n, o, false, "");
+    std::map<std::string, double> eng, end;
+    std::vector<std::string> names(std::begin(kGpu), std::end(kGpu));
+    names.push_back("cpu");
+    names.push_back("auto");
+    for (const std::string& s : names) {
+      double te = -1, th = -1;
+      RunInfo info_dev, info_host;
+      bool ok = false;
+      const double scale = static_cast<double>(n) / std::max<int64_t>(1, n / 10);
+      if (s != "cpu" && !(last_engine.count(s) && last_engine[s] * scale > 3.0)) {
+        te = Seconds(
+            [&] {
+              return e.PredictDevice(0, dev.d_rows, n, F, o, dev.d_out, W, s == "auto" ? "" : s,
+                                     &info_dev)
+                  .ok();
+            },
+            flags.budget, &ok);
+        if (!ok) te = -1;
+        if (te > 0) last_engine[s] = te;
+      }
+      const double limit = s == "cpu" ? 0.5 : 3.0;  // seconds a run may be predicted to take
+      if (e2e && !(last_e2e.count(s) && last_e2e[s] * scale > limit)) {
+        th = Seconds(
+            [&] {
+              return e.PredictHost(MakeRowsView(all.data(), n, F), o,
+                                   MakeMatrixView(out.data(), n, W), s == "auto" ? "" : s,
+                                   &info_host)
+                  .ok();
+            },
+            flags.budget, &ok);
+        if (!ok) th = -1;
+        if (th > 0) last_e2e[s] = th;
+      }
+      if (te > 0) eng[s] = te;
+      if (th > 0) end[s] = th;
+      const double pe = plan_dev.ok() && s != "auto" ? PredictedSeconds(*plan_dev, s) : -1;
+      const double ph = plan_host.ok() && s != "auto" ? PredictedSeconds(*plan_host, s) : -1;
+      std::string label = s;
+      if (s == "auto") {
+        label = "auto(" + (te > 0 ? info_dev.strategy : std::string("-")) + "/" +
+                (th > 0 ? info_host.strategy : std::string("-")) + ")";
+      }
+      std::printf("%s | %s | %s | %s | %.4f | %.2f | %.4f | %.4f | %.2f | %.4f\n", flags.name.c_str(),
+                  tag, Batch(n).c_str(), label.c_str(), te * 1e3, te > 0 ? n / te / 1e6 : 0,
+                  pe * 1e3, th * 1e3, th > 0 ? n / th / 1e6 : 0, ph * 1e3);
+    }
+    // Selector vs measured best.
+    auto judge = [&](const absl::StatusOr<StrategyChoice>& plan, const std::map<std::string, double>& m,
+                     Tally& tally, const char* what) {
+      if (!plan.ok() || m.empty()) return;
+      std::string best;
+      for (const auto& [k, v] : m) {
+        if (k == "auto") continue;
+        if (best.empty() || v < m.at(best)) best = k;
+      }
+      if (best.empty() || !m.count(plan->strategy)) return;
+      tally.Add(m.at(plan->strategy), m.at(best));
+      std::printf("CHOICE %s | %s | %s | chose %s (%.4f ms) | best %s (%.4f ms) | %.2fx\n",
+                  flags.name.c_str(), Batch(n).c_str(), what, plan->strategy.c_str(),
+                  m.at(plan->strategy) * 1e3, best.c_str(), m.at(best) * 1e3,
+                  m.at(plan->strategy) / m.at(best));
+    };
+    judge(plan_dev, eng, engine_tally, "engine");
+    if (e2e) judge(plan_host, end, e2e_tally, "e2e");
+    if (eng.count("auto")) {
+      const double t = eng["auto"];
+      const double floor = std::max(n * bytes_row / hw.gmem_coalesced_bw,
+                                    n * visits * st.node_bytes / hw.smem_read_bw);
+      std::printf("FLOOR %s | %s | selector %.4f ms | floor %.4f ms | %.1fx floor\n",
+                  flags.name.c_str(), Batch(n).c_str(), t * 1e3, floor * 1e3, t / floor);
+    }
+  }
+  engine_tally.Print((flags.name + " engine").c_str());
+  if (e2e) e2e_tally.Print((flags.name + " e2e").c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+#endif  // GROVE_HAVE_CUDA
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model") {
+      flags.model = value();
+    } else if (a == "--rows") {
+      flags.rows = value();
+    } else if (a == "--mode") {
+      flags.mode = value();
+    } else if (a == "--cache") {
+      flags.cache = value();
+    } else if (a == "--name") {
+      flags.name = value();
+    } else if (a == "--budget") {
+      flags.budget = std::atof(value().c_str());
+    } else if (a == "--threads") {
+      flags.threads = std::atoi(value().c_str());
+    } else if (a == "--batches") {
+      flags.batches.clear();
+      for (absl::string_view s : absl::StrSplit(value(), ',')) {
+        int64_t n = 0;
+        if (absl::SimpleAtoi(s, &n) && n > 0) flags.batches.push_back(n);
+      }
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
+    std::fprintf(stderr,
+                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|ablation|cpu] "
+                 "[--batches 100,1000] [--budget s] [--cache dir] [--threads n] [--name label]\n");
+    return 2;
+  }
+  SetMinLogSeverity(LogSeverity::kWarning);
+  if (flags.name.empty()) flags.name = flags.model.substr(flags.model.rfind('/') + 1);
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
+  if (!forest.ok()) {
+    std::fprintf(stderr, "model: %s\n", forest.status().ToString().c_str());
+    return 1;
+  }
+  const Forest& f = **forest;
+  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
+  if (!csv.ok()) {
+    std::fprintf(stderr, "rows: %s\n", csv.status().ToString().c_str());
+    return 1;
+  }
+  if (csv->cols != f.num_features && csv->cols != f.num_features + 1) {
+    std::fprintf(stderr, "rows have %lld columns; the model has %d features\n",
+                 static_cast<long long>(csv->cols), f.num_features);
+    return 1;
+  }
+  const int64_t base_rows = std::min<int64_t>(csv->rows, 10000);
+  std::vector<float> base(base_rows * f.num_features);
+  for (int64_t r = 0; r < base_rows; ++r) {
+    std::copy_n(csv->values.begin() + r * csv->cols, f.num_features, base.begin() + r * f.num_features);
+  }
+  ThreadPool pool(flags.threads);
+  if (flags.mode == "cpu") return CpuOnly(flags, f, base, base_rows, &pool);
+#if defined(GROVE_HAVE_CUDA)
+  if (TahoeVisibleGpus() == 0) {
+    std::fprintf(stderr, "no GPU: CPU reference only\n");
+    return CpuOnly(flags, f, base, base_rows, &pool);
+  }
+  int rc = 0;
+  if (flags.mode == "all" || flags.mode == "study") {
+    rc |= Study(flags, *forest, base, base_rows, &pool, {}, true, flags.batches, "tahoe");
+  }
+  if (flags.mode == "all" || flags.mode == "ablation") {
+    const std::vector<int64_t> largest = {
+        *std::max_element(flags.batches.begin(), flags.batches.end())};
+    for (int v = 1; v < 4; ++v) {
+      TahoeFormatOptions fo;
+      fo.node_rearrangement = !(v & 1);
+      fo.tree_rearrangement = !(v & 2);
+      const char* tag = v == 1 ? "no-node-rearr" : v == 2 ? "no-tree-rearr" : "no-rearr";
+      rc |= Study(flags, *forest, base, base_rows, &pool, fo, false, largest, tag);
+    }
+  }
+  return rc;
+#else
+  std::fprintf(stderr, "built without CUDA: CPU reference only\n");
+  return CpuOnly(flags, f, base, base_rows, &pool);
+#endif
+}
+
+}  // namespace
+}  // namespace grove
+
+int main(int argc, char** argv) { return grove::Main(argc, argv); }

@@ -1,0 +1,425 @@
+// Quadrature SHAP vs warp-level TreeShap on the GPU, and the explanation strategy selector, for one
+// model (issue 7).
+//
+//   grove_quadrature_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
+//                          [--interaction-rows 200] [--reps 5] [--engine]
+//
+// Rows: the CSV's rows (a trailing label column is dropped when the CSV has one more column than
+// the model has features); the first --shap-rows for SHAP values, the first --interaction-rows for
+// interactions (the GPUTreeShap paper's Tables 6 and 7: 10,000 and 200).
+//
+// Per strategy (quadrature_gpu double / float, treeshap_gpu double):
+//   engine: rows already on the GPU, results left there, model layout resident (CUDA events);
+//   e2e:    host rows in, host results out (QuadratureGpuExplainer / TreeShapGpu::Explain).
+// Selector: each strategy's cost is calibrated at load on the running device (two batch sizes,
+// host to host, on synthetic rows drawn around the model's thresholds), the pick is the smallest
+// estimate for the batch; the table says whether the pick is the measured best (e2e) or within 5%.
+// Load: path layout, quadrature preprocessing, upload and calibration seconds.
+// Timing: one warm-up, then the median of --reps runs.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "core/common/thread_pool.h"
+#include "core/common/run_info.h"
+#include "core/explain/explain.h"
+#include "core/explain/explain_engine.h"
+#include "core/explain/paths.h"
+#include "core/explain/quadrature.h"
+#include "core/explain/treeshap_gpu.h"
+#include "core/io/csv.h"
+#include "core/model/loader.h"
+
+#if defined(GROVE_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace grove {
+namespace {
+
+struct Flags {
+  std::string model, rows, name;
+  int64_t shap_rows = 10000, interaction_rows = 200;
+  int reps = 5;
+  bool engine = false;  // also build ExplainEngine ("auto") and report its pick
+};
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double TimeMedian(int reps, const std::function<bool()>& fn) {
+  if (!fn()) return NAN;
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const double start = Now();
+    if (!fn()) return NAN;
+    t.push_back(Now() - start);
+  }
+  return Median(t);
+}
+
+#if defined(GROVE_HAVE_CUDA)
+
+#define BENCH_CUDA(expr)                                                             \
+  do {                                                                               \
+    cudaError_t _e = (expr);                                                         \
+    if (_e != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(_e));               \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+// Two-point cost model (fixed + per row) of a host-to-host explain function, as the quadrature
+// strategy calibrates itself: on synthetic rows, never the benchmark rows.
+struct Cost {
+  double fixed = 0, per_row = 0;
+  double Seconds(int64_t rows) const { return fixed + per_row * rows; }
+};
+
+Cost Calibrate(const Forest& forest, bool interactions,
+               const std::function<bool(RowsView, MatrixView<float>)>& run) {
+  const int64_t width = ExplainWidth(forest, interactions);
+  int64_t large = interactions ? 64 : 2048;
+  large = std::max<int64_t>(2, std::min<int64_t>(large, (int64_t{256} << 20) / (4 * width)));
+  const int64_t small = std::max<int64_t>(1, large / 16);
+  std::vector<float> x = QuadratureCalibrationRows(forest, large, 11);
+  std::vector<float> out(large * width);
+  auto go = [&](int64_t n) {
+    return run(MakeRowsView(x.data(), n, forest.num_features),
+               MakeMatrixView(out.data(), n, width));
+  };
+  go(small);
+  go(large);
+  double ts = 1e30, tl = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    double s = Now();
+    go(small);
+    ts = std::min(ts, Now() - s);
+  }
+  for (int i = 0; i < 2; ++i) {
+    double s = Now();
+    go(large);
+    tl = std::min(tl, Now() - s);
+  }
+  Cost c;
+  c.per_row = std::max(0.0, (tl - ts) / (large - small));
+  c.fixed = std::max(0.0, ts - c.per_row * small);
+  return c;
+}
+
+struct Result {
+  std::string strategy;
+  double engine[2] = {NAN, NAN};  // [shap, interactions] seconds
+  double e2e[2] = {NAN, NAN};
+  double estimate[2] = {NAN, NAN};
+};
+
+void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_rows) {
+  const int F = forest->num_features;
+  const int64_t rows_n[2] = {std::min<int64_t>(flags.shap_rows, all_rows.size() / F),
+                             std::min<int64_t>(flags.interaction_rows, all_rows.size() / F)};
+  double t0 = Now();
+  absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*forest);
+  if (!layout.ok()) {
+    std::printf("layout: %s\n", std::string(layout.status().message()).c_str());
+    return;
+  }
+  const double layout_s = Now() - t0;
+  t0 = Now();
+  absl::StatusOr<QuadratureModelPtr> qmodel = BuildQuadratureModel(forest, *layout);
+  if (!qmodel.ok()) {
+    std::printf("quadrature: %s\n", std::string(qmodel.status().message()).c_str());
+    return;
+  }
+  const double quad_s = Now() - t0;
+  std::printf("model %s: %s\n  layout %.3f s, quadrature preprocessing %.3f s\n", flags.name.c_str(),
+              (*qmodel)->Describe().c_str(), layout_s, quad_s);
+
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  BENCH_CUDA(cudaEventCreate(&e0));
+  BENCH_CUDA(cudaEventCreate(&e1));
+  auto event_time = [&](const std::function<bool()>& fn) {
+    if (!fn()) return NAN * 1.0;
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    std::vector<double> t;
+    for (int i = 0; i < flags.reps; ++i) {
+      BENCH_CUDA(cudaEventRecord(e0, stream));
+      if (!fn()) return NAN * 1.0;
+      BENCH_CUDA(cudaEventRecord(e1, stream));
+      BENCH_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms * 1e-3);
+    }
+    return Median(t);
+  };
+  // Device rows and outputs (largest of the two kinds).
+  const int64_t max_rows = std::max(rows_n[0], rows_n[1]);
+  float* d_rows = nullptr;
+  float* d_out = nullptr;
+  const int64_t out_floats = std::max(rows_n[0] * ExplainWidth(*forest, false),
+                                      rows_n[1] * ExplainWidth(*forest, true));
+  BENCH_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_rows), max_rows * F * 4));
+  BENCH_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_out), out_floats * 4));
+  BENCH_CUDA(cudaMemcpy(d_rows, all_rows.data(), max_rows * F * 4, cudaMemcpyHostToDevice));
+  std::vector<float> host_out(out_floats);
+
+  std::vector<Result> results;
+  // Quadrature, both precisions.
+  for (QuadraturePrecision p : {QuadraturePrecision::kDouble, QuadraturePrecision::kFloat}) {
+    Result r;
+    r.strategy = absl::StrFormat("quadrature_gpu(%s)", QuadraturePrecisionName(p));
+    t0 = Now();
+    absl::StatusOr<std::unique_ptr<QuadratureGpuExplainer>> gpu =
+        QuadratureGpuExplainer::Create(*qmodel, 0, p, int64_t{8} << 30);
+    if (!gpu.ok()) {
+      std::printf("  %s: %s\n", r.strategy.c_str(), std::string(gpu.status().message()).c_str());
+      continue;
+    }
+    const double upload_s = Now() - t0;
+    const QuadratureGpuModel& gm = (*gpu)->gpu_model();
+    for (int kind = 0; kind < 2; ++kind) {
+      ExplainOptions o;
+      o.interactions = kind == 1;
+      const int64_t n = rows_n[kind];
+      const int64_t width = ExplainWidth(*forest, o.interactions);
+      const int64_t ws_bytes = gm.WorkspaceBytes(n, o.interactions);
+      void* d_ws = nullptr;
+      if (cudaMalloc(&d_ws, ws_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        std::printf("  %s: workspace of %lld bytes does not fit\n", r.strategy.c_str(),
+                    static_cast<long long>(ws_bytes));
+        continue;
+      }
+      r.engine[kind] = event_time([&] {
+        return gm.Explain(d_rows, n, F, o, p, d_out, width, d_ws, ws_bytes, stream).ok();
+      });
+      BENCH_CUDA(cudaFree(d_ws));
+      r.e2e[kind] = TimeMedian(flags.reps, [&] {
+        return (*gpu)->Explain(MakeRowsView(all_rows.data(), n, F), o,
+                               MakeMatrixView(host_out.data(), n, width))
+            .ok();
+      });
+    }
+    t0 = Now();
+    QuadratureStrategyOptions so;
+    so.precision = p;
+    so.choose_precision = false;
+    absl::StatusOr<std::unique_ptr<QuadratureStrategy>> strategy =
+        MakeQuadratureGpuStrategy(*qmodel, so);
+    const double calibrate_s = Now() - t0;
+    if (!strategy.ok()) {
+      std::printf("  %s: strategy: %s\n", r.strategy.c_str(),
+                  std::string(strategy.status().message()).c_str());
+    }
+    if (strategy.ok()) {
+      for (int kind = 0; kind < 2; ++kind) {
+        ExplainOptions o;
+        o.interactions = kind == 1;
+        r.estimate[kind] = (*strategy)->EstimateSeconds(rows_n[kind], o);
+      }
+      std::printf("  %s: upload %.3f s, create+calibrate %.3f s, %s\n", r.strategy.c_str(),
+                  upload_s, calibrate_s, (*strategy)->Describe().c_str());
+    }
+    results.push_back(r);
+  }
+  // The precision the strategy picks by itself at load (float only when measured safe).
+  std::string auto_precision = "double";
+  {
+    t0 = Now();
+    absl::StatusOr<std::unique_ptr<QuadratureStrategy>> strategy = MakeQuadratureGpuStrategy(*qmodel);
+    if (strategy.ok()) {
+      auto_precision = (*strategy)->Precision();
+      std::printf("  quadrature_gpu(auto): create+choose+calibrate %.3f s, %s\n", Now() - t0,
+                  (*strategy)->Describe().c_str());
+      std::printf("PRECISION | %s | %s | %s\n", flags.name.c_str(), auto_precision.c_str(),
+                  (*strategy)->Describe().c_str());
+    } else {
+      std::printf("  quadrature_gpu(auto): %s\n", std::string(strategy.status().message()).c_str());
+    }
+  }
+  // Warp-level TreeShap (issue 3), double path arithmetic (its default).
+  {
+    Result r;
+    r.strategy = "treeshap_gpu(double)";
+    TreeShapGpuOptions o;
+    o.max_devices = 1;
+    t0 = Now();
+    absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(*layout, o);
+    if (gpu.ok()) {
+      const double upload_s = Now() - t0;
+      for (int kind = 0; kind < 2; ++kind) {
+        const bool inter = kind == 1;
+        const int64_t n = rows_n[kind];
+        const int64_t width = ExplainWidth(*forest, inter);
+        r.engine[kind] = event_time(
+            [&] { return (*gpu)->ExplainOnDevice(0, d_rows, n, inter, d_out, stream).ok(); });
+        r.e2e[kind] = TimeMedian(flags.reps, [&] {
+          return (*gpu)->Explain(MakeRowsView(all_rows.data(), n, F), inter,
+                                 MakeMatrixView(host_out.data(), n, width), nullptr)
+              .ok();
+        });
+      }
+      t0 = Now();
+      for (int kind = 0; kind < 2; ++kind) {
+        const bool inter = kind == 1;
+        const Cost c = Calibrate(*forest, inter, [&](RowsView x, MatrixView<float> out) {
+          return (*gpu)->Explain(x, inter, out, nullptr).ok();
+        });
+        r.estimate[kind] = c.Seconds(rows_n[kind]);
+      }
+      std::printf("  %s: upload %.3f s, calibrate %.3f s, %s\n", r.strategy.c_str(), upload_s,
+                  Now() - t0, (*gpu)->Describe().c_str());
+      results.push_back(r);
+    } else {
+      std::printf("  treeshap_gpu: %s\n", std::string(gpu.status().message()).c_str());
+    }
+  }
+  cudaFree(d_rows);
+  cudaFree(d_out);
+  cudaStreamDestroy(stream);
+  // The engine as the server builds it (strategy "auto", costs measured at creation).
+  ThreadPool pool(0);
+  t0 = Now();
+  std::unique_ptr<ExplainEngine> engine;
+  if (flags.engine) {
+    absl::StatusOr<std::unique_ptr<ExplainEngine>> e = ExplainEngine::Create(forest, {}, &pool);
+    if (e.ok()) {
+      engine = std::move(*e);
+      std::printf("  engine: created in %.3f s: %s\n", Now() - t0, engine->Describe().c_str());
+    } else {
+      std::printf("  engine: %s\n", std::string(e.status().message()).c_str());
+    }
+  }
+
+  std::printf("\n| model | kind | rows | strategy | engine rows/s | e2e rows/s | estimate ms | e2e ms |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (int kind = 0; kind < 2; ++kind) {
+    const int64_t n = rows_n[kind];
+    for (const Result& r : results) {
+      std::printf("| %s | %s | %lld | %s | %.4g | %.4g | %.3f | %.3f |\n", flags.name.c_str(),
+                  kind ? "interactions" : "SHAP", static_cast<long long>(n), r.strategy.c_str(),
+                  n / r.engine[kind], n / r.e2e[kind], r.estimate[kind] * 1e3, r.e2e[kind] * 1e3);
+    }
+    // Selector (bench model): smallest calibrated estimate among the engine's default quadrature
+    // precision and treeshap_gpu, against the measured best e2e.
+    const std::string default_quad = absl::StrFormat("quadrature_gpu(%s)", auto_precision);
+    const Result* pick = nullptr;
+    const Result* best = nullptr;
+    for (const Result& r : results) {
+      if (r.strategy != default_quad && r.strategy.rfind("treeshap", 0) != 0) continue;
+      if (std::isnan(r.estimate[kind]) || std::isnan(r.e2e[kind])) continue;
+      if (pick == nullptr || r.estimate[kind] < pick->estimate[kind]) pick = &r;
+      if (best == nullptr || r.e2e[kind] < best->e2e[kind]) best = &r;
+    }
+    if (pick != nullptr) {
+      const double ratio = pick->e2e[kind] / best->e2e[kind];
+      std::printf("SELECTOR(bench costs) | %s | %s | pick %s | best %s | pick/best %.3f | %s\n",
+                  flags.name.c_str(), kind ? "interactions" : "SHAP", pick->strategy.c_str(),
+                  best->strategy.c_str(), ratio, ratio <= 1.05 ? "OK" : "MISS");
+    }
+    // The engine's own selector (ExplainEngine, strategy "auto"): which strategy did it run?
+    if (engine != nullptr && best != nullptr) {
+      ExplainOptions o;
+      o.interactions = kind == 1;
+      RunInfo info;
+      const int64_t width = ExplainWidth(*forest, o.interactions);
+      absl::Status st = engine->Explain(MakeRowsView(all_rows.data(), n, F), o,
+                                        MakeMatrixView(host_out.data(), n, width), &info);
+      const Result* chosen = nullptr;
+      for (const Result& r : results) {
+        if (info.strategy == "quadrature_gpu" && r.strategy == default_quad) chosen = &r;
+        if (info.strategy == "treeshap_gpu" && r.strategy.rfind("treeshap", 0) == 0) chosen = &r;
+      }
+      const double ratio = chosen != nullptr ? chosen->e2e[kind] / best->e2e[kind] : NAN;
+      std::printf("SELECTOR(engine) | %s | %s | pick %s (%s) | best %s | pick/best %.3f | %s | %s\n",
+                  flags.name.c_str(), kind ? "interactions" : "SHAP", info.strategy.c_str(),
+                  info.device.c_str(), best->strategy.c_str(), ratio,
+                  chosen == nullptr ? "n/a" : (ratio <= 1.05 ? "OK" : "MISS"),
+                  st.ok() ? info.reason.c_str() : std::string(st.message()).c_str());
+    }
+  }
+}
+
+#endif  // GROVE_HAVE_CUDA
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model") flags.model = next();
+    else if (a == "--rows") flags.rows = next();
+    else if (a == "--name") flags.name = next();
+    else if (a == "--shap-rows") flags.shap_rows = std::atoll(next().c_str());
+    else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
+    else if (a == "--reps") flags.reps = std::atoi(next().c_str());
+    else if (a == "--engine") flags.engine = true;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (flags.model.empty() || flags.rows.empty()) {
+    std::fprintf(stderr, "usage: grove_quadrature_bench --model M --rows R.csv\n");
+    return 2;
+  }
+  if (flags.name.empty()) flags.name = flags.model;
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
+  if (!forest.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
+  if (!csv.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(csv.status().message()).c_str());
+    return 1;
+  }
+  const int F = (*forest)->num_features;
+  std::vector<float> rows;
+  if (csv->cols == F) {
+    rows = csv->values;
+  } else if (csv->cols == F + 1) {
+    for (int64_t r = 0; r < csv->rows; ++r) {
+      rows.insert(rows.end(), csv->values.begin() + r * csv->cols,
+                  csv->values.begin() + r * csv->cols + F);
+    }
+  } else {
+    std::fprintf(stderr, "rows have %lld columns; the model has %d features\n",
+                 static_cast<long long>(csv->cols), F);
+    return 1;
+  }
+#if defined(GROVE_HAVE_CUDA)
+  if (QuadratureGpuDeviceCount() == 0) {
+    std::printf("no CUDA device\n");
+    return 0;
+  }
+  Bench(flags, *forest, rows);
+#else
+  std::printf("built without CUDA: nothing to measure\n");
+#endif
+  return 0;
+}
+
+}  // namespace
+}  // namespace grove
+
+int main(int argc, char** argv) { return grove::Main(argc, argv); }

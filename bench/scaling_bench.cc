@@ -1,0 +1,164 @@
+// Engine-level scaling benchmark (issue 8): SHAP and predict rows/s on every visible GPU.
+//
+//   grove_scaling_bench --model M --rows R.csv [--explain-rows 1000000] [--predict-rows 1000000]
+//                       [--explain-strategy treeshap_gpu] [--predict-strategy auto] [--reps 3]
+//
+// Rows are the CSV's rows tiled up to the requested count (a label column, if the CSV has
+// num_features + 1 columns, is dropped). The engines are the ones groved runs (ExplainEngine,
+// PredictEngine) and use every visible GPU, so the GPU count is chosen with CUDA_VISIBLE_DEVICES.
+// Timing: one warm-up call, then the median wall time of --reps calls, host rows in and host
+// results out (copies included). Each table row ends with an FNV-1a hash of the output bytes:
+// runs with 1, 2, 4 or 8 GPUs must print the same hash (the multi-GPU path answers exactly as one
+// GPU does), which the scaling script checks.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "core/explain/explain_engine.h"
+#include "core/io/csv.h"
+#include "core/model/loader.h"
+#include "core/predict/predict.h"
+#include "core/predict/predict_engine.h"
+
+namespace grove {
+namespace {
+
+struct Flags {
+  std::string model, rows;
+  int64_t explain_rows = 1000000;
+  int64_t predict_rows = 1000000;
+  std::string explain_strategy = "treeshap_gpu";
+  std::string predict_strategy = "auto";
+  int reps = 3;
+};
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t Fnv1a(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <typename F>
+double Median(int reps, F&& f) {
+  f();  // warm-up
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const double s = Now();
+    f();
+    t.push_back(Now() - s);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model") flags.model = next();
+    else if (a == "--rows") flags.rows = next();
+    else if (a == "--explain-rows") flags.explain_rows = std::atoll(next().c_str());
+    else if (a == "--predict-rows") flags.predict_rows = std::atoll(next().c_str());
+    else if (a == "--explain-strategy") flags.explain_strategy = next();
+    else if (a == "--predict-strategy") flags.predict_strategy = next();
+    else if (a == "--reps") flags.reps = std::max(1, std::atoi(next().c_str()));
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (flags.model.empty() || flags.rows.empty()) {
+    std::fprintf(stderr, "usage: grove_scaling_bench --model M --rows R.csv [flags]\n");
+    return 2;
+  }
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
+  if (!forest.ok()) return Fail(forest.status());
+  const int nf = (*forest)->num_features;
+  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
+  if (!csv.ok()) return Fail(csv.status());
+  if (csv->rows == 0 || (csv->cols != nf && csv->cols != nf + 1)) {
+    std::fprintf(stderr, "rows have %lld columns, model %d features\n",
+                 static_cast<long long>(csv->cols), nf);
+    return 1;
+  }
+  const int64_t n = std::max(flags.explain_rows, flags.predict_rows);
+  std::vector<float> rows(n * nf);
+  for (int64_t r = 0; r < n; ++r) {
+    std::memcpy(rows.data() + r * nf, csv->values.data() + (r % csv->rows) * csv->cols,
+                nf * sizeof(float));
+  }
+  ThreadPool pool(0);
+  std::printf("| op | rows | device | strategy | median s | rows/s | output hash |\n");
+  std::printf("|---|---:|---|---|---:|---:|---|\n");
+
+  if (flags.explain_rows > 0) {
+    ExplainEngineOptions eo;
+    eo.strategy = flags.explain_strategy;
+    absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(*forest, eo, &pool);
+    if (!engine.ok()) return Fail(engine.status());
+    const int64_t m = flags.explain_rows;
+    std::vector<float> out(m * ExplainWidth(**forest, false));
+    ExplainOptions o;
+    RunInfo info;
+    absl::Status st;
+    const double t = Median(flags.reps, [&] {
+      st.Update((*engine)->Explain(MakeRowsView(rows.data(), m, nf), o,
+                                   MakeMatrixView(out.data(), m, ExplainWidth(**forest, false)),
+                                   &info));
+    });
+    if (!st.ok()) return Fail(st);
+    std::printf("| shap | %lld | %s | %s | %.4f | %.0f | %016llx |\n", static_cast<long long>(m),
+                info.device.c_str(), info.strategy.c_str(), t, m / t,
+                static_cast<unsigned long long>(Fnv1a(out)));
+  }
+  if (flags.predict_rows > 0) {
+    PredictEngineOptions po;
+    po.strategy = flags.predict_strategy;
+    absl::StatusOr<std::unique_ptr<PredictEngine>> engine = PredictEngine::Create(*forest, po, &pool);
+    if (!engine.ok()) return Fail(engine.status());
+    const int64_t m = flags.predict_rows;
+    PredictOptions o;
+    o.kind = OutputKind::kMargin;
+    const int64_t width = PredictWidth(**forest, o);
+    std::vector<float> out(m * width);
+    RunInfo info;
+    absl::Status st;
+    const double t = Median(flags.reps, [&] {
+      st.Update((*engine)->Predict(MakeRowsView(rows.data(), m, nf), o,
+                                   MakeMatrixView(out.data(), m, width), &info));
+    });
+    if (!st.ok()) return Fail(st);
+    std::printf("| predict | %lld | %s | %s | %.4f | %.0f | %016llx |\n",
+                static_cast<long long>(m), info.device.c_str(), info.strategy.c_str(), t, m / t,
+                static_cast<unsigned long long>(Fnv1a(out)));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace grove
+
+int main(int argc, char** argv) { return grove::Main(argc, argv); }

@@ -1,0 +1,354 @@
+// `grove bench`: a load generator for groved (see HelpText("bench") in cli_args.cc).
+//
+// Closed loop: `concurrency` threads, each sending its next request when the previous one is
+// answered (blocking stubs). Open loop: one scheduler thread starts request k at start + k / rate
+// with the asynchronous callback API whatever the answers, and the latency of a request counts from
+// its scheduled time (so a slow server is not hidden by a slowed-down sender). Requests are built
+// once, before the run, from the input rows (cycled) or from seeded random rows. Only requests that
+// start after the warm-up and before the end of the measured window are counted.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli_local.h"
+#include "client/cli_remote.h"
+#include "core/io/csv.h"
+#include "grpcpp/client_context.h"
+
+namespace grove::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Distinct prepared requests (cycled).
+constexpr int kPreparedRequests = 64;
+
+struct Sample {
+  double latency_seconds = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+};
+
+// Samples of one thread (merged at the end).
+struct Recorder {
+  std::vector<double> latencies;  // successful measured requests
+  std::map<absl::StatusCode, int64_t> failures;
+  int64_t ok = 0;
+  void Add(double latency, absl::StatusCode code) {
+    if (code == absl::StatusCode::kOk) {
+      ++ok;
+      latencies.push_back(latency);
+    } else {
+      ++failures[code];
+    }
+  }
+  void Merge(Recorder&& other) {
+    ok += other.ok;
+    latencies.insert(latencies.end(), other.latencies.begin(), other.latencies.end());
+    for (auto& [code, n] : other.failures) failures[code] += n;
+  }
+};
+
+double Percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  // Nearest rank.
+  const double rank = std::ceil(q * static_cast<double>(sorted.size()));
+  const size_t i = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size())));
+  return sorted[i - 1];
+}
+
+// The rows the requests are cut from: the input file, or seeded random rows.
+absl::StatusOr<std::vector<float>> BenchRows(const CliArgs& args, int64_t cols, int64_t want_rows) {
+  std::vector<float> rows;
+  if (!args.input.empty()) {
+    absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(args.input, cols);
+    if (!reader.ok()) return reader.status();
+    absl::StatusOr<int64_t> n = (*reader)->ReadRows(want_rows, &rows);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return absl::InvalidArgumentError(absl::StrCat(args.input, ": no rows"));
+    return rows;
+  }
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  rows.resize(static_cast<size_t>(want_rows * cols));
+  for (float& v : rows) v = normal(rng);
+  return rows;
+}
+
+class Bench {
+ public:
+  Bench(const CliArgs& args, std::vector<std::unique_ptr<client::GroveClient>> clients,
+        int64_t version, int64_t cols)
+      : args_(args), clients_(std::move(clients)), version_(version), cols_(cols) {}
+
+  absl::Status Prepare() {
+    const int64_t rpr = args_.rows_per_request;
+    const int64_t want = std::min<int64_t>(rpr * kPreparedRequests,
+                                           std::max<int64_t>(rpr, (int64_t{1} << 24) / cols_));
+    absl::StatusOr<std::vector<float>> rows = BenchRows(args_, cols_, want);
+    if (!rows.ok()) return rows.status();
+    const int64_t available = static_cast<int64_t>(rows->size()) / cols_;
+    // Request i takes rows_per_request rows starting at row i * rows_per_request (mod available).
+    std::vector<float> buf(static_cast<size_t>(rpr * cols_));
+    for (int i = 0; i < kPreparedRequests; ++i) {
+      for (int64_t r = 0; r < rpr; ++r) {
+        const int64_t src = (i * rpr + r) % available;
+        std::copy_n(rows->data() + src * cols_, cols_, buf.data() + r * cols_);
+      }
+      if (args_.bench_explain) {
+        client::ExplainParams p;
+        p.model = args_.model;
+        p.version = version_;
+        p.interactions = args_.interactions;
+        p.iteration_begin = args_.iteration_begin;
+        p.iteration_end = args_.iteration_end;
+        grove::v1::ExplainRequest req = client::MakeExplainRequest(p);
+        client::FillMatrix(buf.data(), rpr, cols_, req.mutable_rows());
+        explain_.push_back(std::move(req));
+      } else {
+        grove::v1::PredictRequest req;
+        req.set_model(args_.model);
+        req.set_version(version_);
+        req.add_outputs(args_.kind == OutputKind::kMargin ? grove::v1::OUTPUT_MARGIN
+                        : args_.kind == OutputKind::kLeaf ? grove::v1::OUTPUT_LEAF
+                                                          : grove::v1::OUTPUT_PREDICTION);
+        req.set_iteration_begin(args_.iteration_begin);
+        req.set_iteration_end(args_.iteration_end);
+        client::FillMatrix(buf.data(), rpr, cols_, req.mutable_rows());
+        predict_.push_back(std::move(req));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // One synchronous call of prepared request `i` on connection `conn`.
+  absl::StatusCode CallSync(int i, int conn) {
+    grpc::ClientContext context;
+    clients_[conn]->Prepare(&context, Call());
+    grpc::Status s;
+    if (args_.bench_explain) {
+      grove::v1::ExplainResponse response;
+      s = clients_[conn]->stub()->Explain(&context, explain_[i % explain_.size()], &response);
+    } else {
+      grove::v1::PredictResponse response;
+      s = clients_[conn]->stub()->Predict(&context, predict_[i % predict_.size()], &response);
+    }
+    return static_cast<absl::StatusCode>(s.error_code());
+  }
+
+  void RunClosed() {
+    const int n = args_.concurrency;
+    std::vector<Recorder> recorders(static_cast<size_t>(n));
+    std::atomic<int64_t> measured{0};
+    std::atomic<bool> stop{false};
+    start_ = Clock::now();
+    measure_begin_ = start_ + Dur(args_.warmup_seconds);
+    measure_end_ = measure_begin_ + Dur(args_.duration_seconds);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n; ++t) {
+      threads.emplace_back([&, t] {
+        int i = t;
+        while (!stop.load(std::memory_order_relaxed)) {
+          const auto begin = Clock::now();
+          if (begin >= measure_end_) break;
+          const bool measure = begin >= measure_begin_;
+          if (measure && args_.max_requests > 0 && measured.fetch_add(1) >= args_.max_requests) {
+            stop = true;
+            break;
+          }
+          const absl::StatusCode code = CallSync(i, t % static_cast<int>(clients_.size()));
+          i += n;
+          if (measure) {
+            recorders[t].Add(std::chrono::duration<double>(Clock::now() - begin).count(), code);
+          }
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    actual_end_ = std::min(Clock::now(), measure_end_);
+    for (Recorder& r : recorders) total_.Merge(std::move(r));
+  }
+
+  void RunOpen() {
+    struct Pending {
+      grpc::ClientContext context;
+      grove::v1::PredictResponse predict;
+      grove::v1::ExplainResponse explain;
+      Clock::time_point scheduled;
+      bool measure = false;
+    };
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t outstanding = 0;
+    Recorder recorder;
+    start_ = Clock::now();
+    measure_begin_ = start_ + Dur(args_.warmup_seconds);
+    measure_end_ = measure_begin_ + Dur(args_.duration_seconds);
+    const double period = 1.0 / args_.rate;
+    int64_t measured = 0;
+    for (int64_t k = 0;; ++k) {
+      const Clock::time_point at = start_ + Dur(period * static_cast<double>(k));
+      if (at >= measure_end_) break;
+      const bool measure = at >= measure_begin_;
+      if (measure && args_.max_requests > 0 && measured++ >= args_.max_requests) break;
+      std::this_thread::sleep_until(at);
+      auto* p = new Pending;
+      p->scheduled = at;
+      p->measure = measure;
+      const int conn = static_cast<int>(k % static_cast<int64_t>(clients_.size()));
+      clients_[conn]->Prepare(&p->context, Call());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++outstanding;
+      }
+      auto done = [&, p](grpc::Status s) {
+        const double latency = std::chrono::duration<double>(Clock::now() - p->scheduled).count();
+        std::lock_guard<std::mutex> lock(mu);
+        if (p->measure) recorder.Add(latency, static_cast<absl::StatusCode>(s.error_code()));
+        delete p;
+        if (--outstanding == 0) cv.notify_all();
+      };
+      const int i = static_cast<int>(k % kPreparedRequests);
+      if (args_.bench_explain) {
+        clients_[conn]->stub()->async()->Explain(&p->context, &explain_[i % explain_.size()],
+                                                 &p->explain, done);
+      } else {
+        clients_[conn]->stub()->async()->Predict(&p->context, &predict_[i % predict_.size()],
+                                                 &p->predict, done);
+      }
+    }
+    actual_end_ = std::min(Clock::now(), measure_end_);
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return outstanding == 0; });
+    total_.Merge(std::move(recorder));
+  }
+
+  int Report(const std::string& model_desc) {
+    std::vector<double>& lat = total_.latencies;
+    std::sort(lat.begin(), lat.end());
+    const double seconds =
+        std::max(1e-9, std::chrono::duration<double>(actual_end_ - measure_begin_).count());
+    int64_t failed = 0;
+    for (auto& [code, n] : total_.failures) failed += n;
+    const double rps = static_cast<double>(total_.ok) / seconds;
+    const double rows_ps = rps * static_cast<double>(args_.rows_per_request);
+    double mean = 0;
+    for (double v : lat) mean += v;
+    if (!lat.empty()) mean /= static_cast<double>(lat.size());
+    const double ms = 1000.0;
+    const char* op =
+        args_.bench_explain ? (args_.interactions ? "interactions" : "explain") : "predict";
+    const bool open = args_.rate > 0;
+    if (args_.json) {
+      std::string failures = "{";
+      bool first = true;
+      for (auto& [code, n] : total_.failures) {
+        absl::StrAppend(&failures, first ? "" : ", ", "\"", absl::StatusCodeToString(code),
+                        "\": ", n);
+        first = false;
+      }
+      failures += "}";
+      std::printf(
+          "{\"server\": \"%s\", \"model\": \"%s\", \"operation\": \"%s\", \"mode\": \"%s\", "
+          "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
+          "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
+          "\"failures\": %s, \"requests_per_second\": %.6g, \"rows_per_second\": %.6g, "
+          "\"latency_ms\": {\"p50\": %.6g, \"p90\": %.6g, \"p99\": %.6g, \"p999\": %.6g, "
+          "\"max\": %.6g, \"mean\": %.6g}}\n",
+          args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
+          open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
+          static_cast<int>(clients_.size()), seconds, static_cast<long long>(total_.ok),
+          static_cast<long long>(failed), failures.c_str(), rps, rows_ps, Percentile(lat, 0.5) * ms,
+          Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms, Percentile(lat, 0.999) * ms,
+          lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
+    } else {
+      std::printf(
+          "grove bench: %s on %s, %s, %s, %lld rows/request, %d connection(s)\n",
+          model_desc.c_str(), args_.server.c_str(), op,
+          open ? absl::StrFormat("open loop at %.6g requests/s", args_.rate).c_str()
+               : absl::StrFormat("closed loop with %d caller(s)", args_.concurrency).c_str(),
+          static_cast<long long>(args_.rows_per_request), static_cast<int>(clients_.size()));
+      std::printf("  requests    %lld ok, %lld failed in %.3f s\n",
+                  static_cast<long long>(total_.ok), static_cast<long long>(failed), seconds);
+      for (auto& [code, n] : total_.failures) {
+        std::printf("  failed      %lld %s\n", static_cast<long long>(n),
+                    absl::StatusCodeToString(code).c_str());
+      }
+      std::printf("  throughput  %.1f requests/s, %.1f rows/s\n", rps, rows_ps);
+      std::printf("  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
+                  Percentile(lat, 0.5) * ms, Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms,
+                  Percentile(lat, 0.999) * ms, lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
+    }
+    std::fflush(stdout);
+    return failed == 0 && total_.ok > 0 ? 0 : 1;
+  }
+
+ private:
+  static Clock::duration Dur(double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  client::CallOptions Call() const {
+    client::CallOptions call;
+    if (args_.timeout_seconds > 0) call.timeout = absl::Seconds(args_.timeout_seconds);
+    return call;
+  }
+
+  const CliArgs& args_;
+  std::vector<std::unique_ptr<client::GroveClient>> clients_;
+  const int64_t version_;
+  const int64_t cols_;
+  std::vector<grove::v1::PredictRequest> predict_;
+  std::vector<grove::v1::ExplainRequest> explain_;
+  Recorder total_;
+  Clock::time_point start_, measure_begin_, measure_end_, actual_end_;
+};
+
+int Fail(const absl::Status& status) {
+  std::string message(status.message());
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  std::fprintf(stderr, "grove: error: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int RunBench(const CliArgs& args) {
+  absl::StatusOr<int64_t> version = ParseModelVersion(args);
+  if (!version.ok()) return Fail(version.status());
+  std::vector<std::unique_ptr<client::GroveClient>> clients;
+  for (int c = 0; c < args.connections; ++c) {
+    absl::StatusOr<std::unique_ptr<client::GroveClient>> client = ConnectToServer(args);
+    if (!client.ok()) return Fail(client.status());
+    clients.push_back(*std::move(client));
+  }
+  client::CallOptions call;
+  call.timeout = absl::Seconds(args.timeout_seconds > 0 ? args.timeout_seconds : 30);
+  absl::StatusOr<grove::v1::ModelMetadata> meta =
+      clients[0]->GetModelMetadata(args.model, *version, call);
+  if (!meta.ok()) return Fail(DescribeRemoteError(meta.status(), args));
+  if (meta->num_features() <= 0) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(args.model, ": no features")));
+  }
+  Bench bench(args, std::move(clients), *version, meta->num_features());
+  if (absl::Status s = bench.Prepare(); !s.ok()) return Fail(s);
+  if (args.rate > 0) {
+    bench.RunOpen();
+  } else {
+    bench.RunClosed();
+  }
+  return bench.Report(absl::StrCat("model ", meta->name(), " version ", meta->version()));
+}
+
+}  // namespace grove::cli

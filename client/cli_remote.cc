@@ -1,0 +1,475 @@
+#include "client/cli_remote.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli_local.h"
+#include "client/progress.h"
+#include "core/io/csv.h"
+
+namespace grove::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Values per request message (input or output, whichever is wider): 4M floats = 16 MiB.
+constexpr int64_t kValuesPerMessage = int64_t{1} << 22;
+// ExplainStream messages in flight.
+constexpr int kStreamWindow = 4;
+
+int Fail(const absl::Status& status) {
+  std::string message(status.message());
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  std::fprintf(stderr, "grove: error: %s\n", message.c_str());
+  return 1;
+}
+
+client::CallOptions Call(const CliArgs& args) {
+  client::CallOptions call;
+  if (args.timeout_seconds > 0) call.timeout = absl::Seconds(args.timeout_seconds);
+  return call;
+}
+
+// Rows per request for rows of `in_cols` values and results of `out_cols` values.
+int64_t RowsPerMessage(const grove::v1::ModelMetadata& meta, int64_t in_cols, int64_t out_cols) {
+  int64_t n = std::max<int64_t>(1, kValuesPerMessage / std::max<int64_t>({1, in_cols, out_cols}));
+  if (meta.max_request_rows() > 0) n = std::min(n, meta.max_request_rows());
+  return n;
+}
+
+struct RemoteModel {
+  std::unique_ptr<client::GroveClient> client;
+  grove::v1::ModelMetadata meta;
+  int64_t version = 0;
+};
+
+absl::StatusOr<RemoteModel> Open(const CliArgs& args) {
+  absl::StatusOr<int64_t> version = ParseModelVersion(args);
+  if (!version.ok()) return version.status();
+  absl::StatusOr<std::unique_ptr<client::GroveClient>> c = ConnectToServer(args);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<grove::v1::ModelMetadata> meta =
+      (*c)->GetModelMetadata(args.model, *version, Call(args));
+  if (!meta.ok()) return DescribeRemoteError(meta.status(), args);
+  return RemoteModel{*std::move(c), *std::move(meta), *version};
+}
+
+void PrintVerbose(const CliArgs& args, const RemoteModel& model, const StreamStats& stats,
+                  int64_t requests) {
+  if (!args.verbose) return;
+  std::fprintf(stderr,
+               "grove: server %s, model %s version %lld (%s, %d trees); engines: predict %s, "
+               "explain %s\n",
+               args.server.c_str(), model.meta.name().c_str(),
+               static_cast<long long>(model.meta.version()), model.meta.format().c_str(),
+               model.meta.num_trees(), model.meta.predict_engine().c_str(),
+               model.meta.explain_engine().c_str());
+  std::fprintf(stderr,
+               "grove: %lld rows in %lld chunks, %lld requests; remote %.3f s, total %.3f s "
+               "(%.0f rows/s)\n",
+               static_cast<long long>(stats.rows), static_cast<long long>(stats.chunks),
+               static_cast<long long>(requests), stats.compute_seconds, stats.total_seconds,
+               stats.total_seconds > 0 ? stats.rows / stats.total_seconds : 0.0);
+}
+
+// Copies `m` (rows x cols) into `out` at row `row0`, checking the width.
+absl::Status CopyRows(const client::Matrix& m, int64_t expected_rows, MatrixView<float> out,
+                      int64_t row0, const char* what) {
+  if (m.rows != expected_rows || m.cols != out.cols ||
+      static_cast<int64_t>(m.values.size()) != m.rows * m.cols) {
+    return absl::InternalError(absl::StrCat("the server answered ", m.rows, "x", m.cols, " ", what,
+                                            " for ", expected_rows, "x", out.cols));
+  }
+  for (int64_t r = 0; r < m.rows; ++r) {
+    std::memcpy(out.data + (row0 + r) * out.stride, m.values.data() + r * m.cols,
+                static_cast<size_t>(m.cols) * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+// Rows of one chunk as the CSV's doubles. For LightGBM models they go out as Matrix.values_f64 and
+// the server converts them exactly as the local CLI does (core/model/double_rows.h: LightGBM
+// compares doubles with double thresholds); for XGBoost models a cast to float is that conversion,
+// and float32 rows go out (half the bytes).
+struct DoubleRows {
+  const double* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const double* Row(int64_t r) const { return data + r * cols; }
+  std::vector<float> Floats(int64_t r0, int64_t n) const {
+    std::vector<float> f(static_cast<size_t>(n * cols));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(Row(r0)[i]);
+    return f;
+  }
+};
+using RemoteComputeFn = std::function<absl::Status(const DoubleRows& rows, MatrixView<float> out)>;
+
+// StreamRows (client/cli_local.h) for remote mode: the same chunked read-compute-write loop (the
+// next chunk is parsed while the current one is computed; bounded memory; partial output removed
+// on error), with rows parsed as doubles.
+absl::Status RemoteStreamRows(const StreamOptions& options, const RemoteComputeFn& compute,
+                              StreamStats* stats) {
+  const auto start = Clock::now();
+  auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  *stats = StreamStats();
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader =
+      CsvReader::Open(options.input, options.in_cols);
+  if (!reader.ok()) return reader.status();
+  absl::StatusOr<std::unique_ptr<CsvWriter>> writer = CsvWriter::Open(options.output);
+  if (!writer.ok()) return writer.status();
+  const int64_t chunk = options.chunk_rows > 0 ? options.chunk_rows
+                                               : AutoChunkRows(options.in_cols, options.out_cols);
+  ProgressBar progress(options.progress, options.label);
+  auto run = [&]() -> absl::Status {
+    std::vector<double> buffers[2];
+    std::vector<float> out;
+    CsvReader* r = reader->get();
+    auto read = [r, chunk](std::vector<double>* b) { return r->ReadRows(chunk, b); };
+    int cur = 0;
+    std::future<absl::StatusOr<int64_t>> next = std::async(std::launch::async, read, &buffers[cur]);
+    while (true) {
+      absl::StatusOr<int64_t> n = next.get();
+      if (!n.ok()) return n.status();
+      if (*n == 0) break;
+      const int64_t done_bytes = r->bytes_consumed();
+      const int other = 1 - cur;
+      next = std::async(std::launch::async, read, &buffers[other]);
+      out.resize(static_cast<size_t>(*n * options.out_cols));
+      const auto t = Clock::now();
+      absl::Status s = compute(DoubleRows{buffers[cur].data(), *n, options.in_cols},
+                               MakeMatrixView(out.data(), *n, options.out_cols));
+      stats->compute_seconds += seconds(t);
+      if (!s.ok()) return s;  // `next` finishes in its destructor
+      s = (*writer)->WriteRows(MakeMatrixView<const float>(out.data(), *n, options.out_cols));
+      if (!s.ok()) return s;
+      stats->rows += *n;
+      ++stats->chunks;
+      progress.Update(done_bytes, r->total_bytes(), stats->rows);
+      cur = other;
+    }
+    return (*writer)->Close();
+  };
+  absl::Status status = run();
+  progress.Finish();
+  stats->total_seconds = seconds(start);
+  if (!status.ok()) {
+    (void)(*writer)->Close();
+    if (options.output != "-") std::remove(options.output.c_str());
+  }
+  return status;
+}
+
+bool SendDoubles(const grove::v1::ModelMetadata& meta) {
+  return absl::StartsWith(meta.format(), "lightgbm");
+}
+
+client::Output ToClientOutput(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kMargin:
+      return client::Output::kMargin;
+    case OutputKind::kPrediction:
+      return client::Output::kPrediction;
+    case OutputKind::kLeaf:
+      return client::Output::kLeaf;
+  }
+  return client::Output::kPrediction;
+}
+
+const client::Matrix& Pick(const client::PredictResult& r, OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kMargin:
+      return r.margin;
+    case OutputKind::kLeaf:
+      return r.leaf;
+    case OutputKind::kPrediction:
+      break;
+  }
+  return r.prediction;
+}
+
+int RunRemotePredict(const CliArgs& args) {
+  absl::StatusOr<RemoteModel> model = Open(args);
+  if (!model.ok()) return Fail(model.status());
+  const int64_t in_cols = model->meta.num_features();
+  client::PredictParams params;
+  params.model = args.model;
+  params.version = model->version;
+  params.outputs = {ToClientOutput(args.kind)};
+  params.iteration_begin = args.iteration_begin;
+  params.iteration_end = args.iteration_end;
+
+  int64_t out_cols = 0;
+  switch (args.kind) {
+    case OutputKind::kMargin:
+      out_cols = model->meta.num_outputs();
+      break;
+    case OutputKind::kPrediction:
+      out_cols = model->meta.prediction_width();
+      break;
+    case OutputKind::kLeaf: {
+      // Trees in the iteration range: ask the server with one all-missing row (this also checks
+      // the range before any input is read).
+      std::vector<float> probe(static_cast<size_t>(in_cols),
+                               std::numeric_limits<float>::quiet_NaN());
+      absl::StatusOr<client::PredictResult> r =
+          model->client->Predict(params, probe.data(), 1, in_cols, Call(args));
+      if (!r.ok()) return Fail(DescribeRemoteError(r.status(), args));
+      out_cols = r->leaf.cols;
+      break;
+    }
+  }
+  const int64_t per_request = RowsPerMessage(model->meta, in_cols, out_cols);
+  StreamOptions stream;
+  stream.input = args.input;
+  stream.output = args.output;
+  stream.in_cols = in_cols;
+  stream.out_cols = out_cols;
+  stream.chunk_rows = args.chunk_rows;
+  stream.progress = args.progress;
+  stream.label = "predict";
+  StreamStats stats;
+  int64_t requests = 0;
+  const bool doubles = SendDoubles(model->meta);
+  absl::Status status = RemoteStreamRows(
+      stream,
+      [&](const DoubleRows& rows, MatrixView<float> out) -> absl::Status {
+        for (int64_t r0 = 0; r0 < rows.rows; r0 += per_request) {
+          const int64_t n = std::min(per_request, rows.rows - r0);
+          absl::StatusOr<client::PredictResult> r =
+              doubles ? model->client->Predict(params, rows.Row(r0), n, in_cols, Call(args))
+                      : model->client->Predict(params, rows.Floats(r0, n).data(), n, in_cols,
+                                               Call(args));
+          ++requests;
+          if (!r.ok()) return DescribeRemoteError(r.status(), args);
+          if (absl::Status s = CopyRows(Pick(*r, args.kind), n, out, r0, OutputKindName(args.kind));
+              !s.ok()) {
+            return s;
+          }
+        }
+        return absl::OkStatus();
+      },
+      &stats);
+  if (!status.ok()) return Fail(status);
+  PrintVerbose(args, *model, stats, requests);
+  return 0;
+}
+
+int RunRemoteExplain(const CliArgs& args) {
+  absl::StatusOr<RemoteModel> model = Open(args);
+  if (!model.ok()) return Fail(model.status());
+  if (!model->meta.explainable()) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(args.model, ": ",
+                                                           model->meta.explain_error().empty()
+                                                               ? "the model cannot be explained"
+                                                               : model->meta.explain_error())));
+  }
+  const int64_t in_cols = model->meta.num_features();
+  const int64_t block = in_cols + 1;
+  const int64_t out_cols = model->meta.num_outputs() * (args.interactions ? block * block : block);
+  client::ExplainParams params;
+  params.model = args.model;
+  params.version = model->version;
+  params.interactions = args.interactions;
+  params.iteration_begin = args.iteration_begin;
+  params.iteration_end = args.iteration_end;
+  const int64_t per_message = RowsPerMessage(model->meta, in_cols, out_cols);
+
+  StreamOptions stream;
+  stream.input = args.input;
+  stream.output = args.output;
+  stream.in_cols = in_cols;
+  stream.out_cols = out_cols;
+  stream.chunk_rows = args.chunk_rows;
+  stream.progress = args.progress;
+  stream.label = args.interactions ? "interactions" : "explain";
+  StreamStats stats;
+  int64_t requests = 0;
+  const bool doubles = SendDoubles(model->meta);
+  absl::Status status = RemoteStreamRows(
+      stream,
+      [&](const DoubleRows& rows, MatrixView<float> out) -> absl::Status {
+        // One ExplainStream call per chunk: messages of per_message rows, kStreamWindow in flight.
+        int64_t next_row = 0;
+        std::vector<int64_t> starts;
+        auto take = [&](int64_t* n) {
+          if (next_row >= rows.rows) return false;
+          *n = std::min(per_message, rows.rows - next_row);
+          starts.push_back(next_row);
+          next_row += *n;
+          ++requests;
+          return true;
+        };
+        client::GroveClient::NextRowsF64Fn next_f64 = [&](std::vector<double>* buf, int64_t* n) {
+          if (!take(n)) return false;
+          const double* first = rows.Row(starts.back());
+          buf->assign(first, first + *n * in_cols);
+          return true;
+        };
+        client::GroveClient::NextRowsFn next_f32 = [&](std::vector<float>* buf, int64_t* n) {
+          if (!take(n)) return false;
+          *buf = rows.Floats(starts.back(), *n);
+          return true;
+        };
+        auto done = [&](uint64_t sequence, client::ExplainResult&& r) -> absl::Status {
+          const int64_t r0 = starts[sequence];
+          const int64_t n = (sequence + 1 < starts.size() ? starts[sequence + 1] : next_row) - r0;
+          return CopyRows(args.interactions ? r.interactions : r.values, n, out, r0,
+                          args.interactions ? "interaction values" : "SHAP values");
+        };
+        absl::Status s = doubles ? model->client->ExplainStream(params, in_cols, next_f64, done,
+                                                                kStreamWindow, Call(args))
+                                 : model->client->ExplainStream(params, in_cols, next_f32, done,
+                                                                kStreamWindow, Call(args));
+        return s.ok() ? s : DescribeRemoteError(s, args);
+      },
+      &stats);
+  if (!status.ok()) return Fail(status);
+  PrintVerbose(args, *model, stats, requests);
+  return 0;
+}
+
+std::string JoinOutputs(const grove::v1::ModelMetadata& meta) {
+  std::vector<std::string> names;
+  for (int o : meta.default_outputs()) {
+    switch (o) {
+      case grove::v1::OUTPUT_MARGIN:
+        names.push_back("margin");
+        break;
+      case grove::v1::OUTPUT_PREDICTION:
+        names.push_back("prediction");
+        break;
+      case grove::v1::OUTPUT_LEAF:
+        names.push_back("leaf");
+        break;
+      default:
+        names.push_back("unspecified");
+        break;
+    }
+  }
+  return absl::StrJoin(names, ",");
+}
+
+int RunRemoteInspect(const CliArgs& args) {
+  absl::StatusOr<RemoteModel> model = Open(args);
+  if (!model.ok()) return Fail(model.status());
+  const grove::v1::ModelMetadata& m = model->meta;
+  std::vector<Stat> s;
+  auto text = [&](const char* key, std::string v) { s.push_back({key, std::move(v), false}); };
+  auto num = [&](const char* key, double v) {
+    s.push_back({key, absl::StrFormat("%.9g", v), true});
+  };
+  auto yes_no = [&](const char* key, bool v) { s.push_back({key, v ? "yes" : "no", false}); };
+  text("server", args.server);
+  text("model", m.name());
+  num("version", static_cast<double>(m.version()));
+  std::vector<std::string> versions;
+  for (const grove::v1::VersionStatus& v : m.versions()) {
+    std::string state = grove::v1::ModelState_Name(v.state());
+    versions.push_back(
+        absl::StrCat(v.version(), ":", absl::AsciiStrToLower(state.substr(state.rfind('_') + 1))));
+  }
+  text("versions", absl::StrJoin(versions, ","));
+  for (const grove::v1::VersionStatus& v : m.versions()) {
+    if (v.version() == m.version()) {
+      text("path", v.path());
+      num("load_seconds", v.load_seconds());
+    }
+  }
+  text("format", m.format());
+  text("library_version", m.library_version());
+  num("features", m.num_features());
+  num("outputs", m.num_outputs());
+  num("prediction_width", m.prediction_width());
+  num("iterations", m.num_iterations());
+  num("trees", m.num_trees());
+  num("max_depth", m.max_depth());
+  text("objective", m.objective());
+  text("link", m.link());
+  yes_no("categorical_splits", m.has_categorical());
+  yes_no("linear_leaves", m.has_linear_leaves());
+  yes_no("explainable", m.explainable());
+  if (!m.explain_error().empty()) text("explain_error", m.explain_error());
+  text("predict_engine", m.predict_engine());
+  text("explain_engine", m.explain_engine());
+  num("max_request_rows", static_cast<double>(m.max_request_rows()));
+  num("max_interaction_values_per_row", static_cast<double>(m.max_interaction_values_per_row()));
+  yes_no("interactions_allowed", m.interactions_allowed());
+  text("default_outputs", JoinOutputs(m));
+  num("feature_names", m.feature_names_size());
+  const std::string out = RenderStats(s, args.json);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseModelVersion(const CliArgs& args) {
+  if (args.model_version.empty()) return 0;
+  int64_t v = 0;
+  const std::string& s = args.model_version;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model-version: '", s, "' is not a positive integer"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::unique_ptr<client::GroveClient>> ConnectToServer(const CliArgs& args) {
+  client::ClientOptions options;
+  options.target = args.server;
+  options.tls = args.tls;
+  options.tls_ca_file = args.tls_ca;
+  options.tls_cert_file = args.tls_cert;
+  options.tls_key_file = args.tls_key;
+  if (args.timeout_seconds > 0) options.default_timeout = absl::Seconds(args.timeout_seconds);
+  return client::GroveClient::Create(options);
+}
+
+absl::Status DescribeRemoteError(const absl::Status& status, const CliArgs& args) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), " (", absl::StatusCodeToString(status.code()),
+                                   " from ", args.server, ")"));
+}
+
+int RunRemote(const CliArgs& args) {
+  if (!args.model_version.empty() && !ParseModelVersion(args).ok()) {
+    std::fprintf(stderr, "grove: error: %s\n",
+                 std::string(ParseModelVersion(args).status().message()).c_str());
+    return 2;
+  }
+  switch (args.command) {
+    case Command::kPredict:
+      return RunRemotePredict(args);
+    case Command::kExplain:
+      return RunRemoteExplain(args);
+    case Command::kInspect:
+      return RunRemoteInspect(args);
+    case Command::kBench:
+      return RunBench(args);
+    default:
+      break;
+  }
+  return Fail(absl::InvalidArgumentError("RunRemote: not a model command"));
+}
+
+}  // namespace grove::cli

@@ -1,0 +1,423 @@
+#include "client/grove_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace grove::client {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+grove::v1::Output ToProto(Output o) {
+  switch (o) {
+    case Output::kMargin:
+      return grove::v1::OUTPUT_MARGIN;
+    case Output::kPrediction:
+      return grove::v1::OUTPUT_PREDICTION;
+    case Output::kLeaf:
+      return grove::v1::OUTPUT_LEAF;
+  }
+  return grove::v1::OUTPUT_UNSPECIFIED;
+}
+
+// A result matrix must have one row per input row (or be absent).
+absl::Status CheckRows(const Matrix& m, int64_t num_rows, const char* what) {
+  if (m.values.empty() && m.rows == 0) return absl::OkStatus();
+  if (m.rows != num_rows || m.cols < 0 ||
+      static_cast<int64_t>(m.values.size()) != m.rows * m.cols) {
+    return absl::InternalError(absl::StrCat("malformed ", what, " in the server's answer: ", m.rows,
+                                            "x", m.cols, " with ", m.values.size(), " values for ",
+                                            num_rows, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+  out->set_rows(num_rows);
+  out->set_cols(num_cols);
+  out->clear_values_f64();
+  const int64_t n = num_rows * num_cols;
+  auto* values = out->mutable_values();
+  values->Resize(static_cast<int>(n), 0.0f);
+  if (n > 0) std::memcpy(values->mutable_data(), rows, static_cast<size_t>(n) * sizeof(float));
+}
+
+void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+  out->set_rows(num_rows);
+  out->set_cols(num_cols);
+  out->clear_values();
+  const int64_t n = num_rows * num_cols;
+  auto* values = out->mutable_values_f64();
+  values->Resize(static_cast<int>(n), 0.0);
+  if (n > 0) std::memcpy(values->mutable_data(), rows, static_cast<size_t>(n) * sizeof(double));
+}
+
+Matrix FromProto(const grove::v1::Matrix& m) {
+  Matrix out;
+  out.rows = m.rows();
+  out.cols = m.cols();
+  out.values.assign(m.values().begin(), m.values().end());
+  return out;
+}
+
+grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params) {
+  grove::v1::ExplainRequest request;
+  request.set_model(params.model);
+  request.set_version(params.version);
+  request.set_interactions(params.interactions);
+  request.set_top_k(params.top_k);
+  request.set_omit_values(params.omit_values);
+  request.set_iteration_begin(params.iteration_begin);
+  request.set_iteration_end(params.iteration_end);
+  return request;
+}
+
+absl::StatusOr<ExplainResult> FromProto(grove::v1::ExplainResponse&& response, int64_t num_rows) {
+  ExplainResult r;
+  r.version = response.version();
+  r.num_features = response.num_features();
+  r.num_outputs = response.num_outputs();
+  r.values = FromProto(response.values());
+  r.bias.assign(response.bias().begin(), response.bias().end());
+  r.interactions = FromProto(response.interactions());
+  r.top_k = response.top().k();
+  r.top_features.assign(response.top().features().begin(), response.top().features().end());
+  r.top_values.assign(response.top().values().begin(), response.top().values().end());
+  if (absl::Status s = CheckRows(r.values, num_rows, "SHAP values"); !s.ok()) return s;
+  if (absl::Status s = CheckRows(r.interactions, num_rows, "interaction values"); !s.ok()) return s;
+  return r;
+}
+
+GroveClient::GroveClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      grove_(grove::v1::Grove::NewStub(channel_)),
+      inference_(inference::GRPCInferenceService::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<GroveClient>> GroveClient::Create(const ClientOptions& options) {
+  if (options.target.empty()) return absl::InvalidArgumentError("no server address (HOST:PORT)");
+  grpc::ChannelArguments args;
+  const int limit = static_cast<int>(
+      std::clamp<int64_t>(options.max_message_bytes, 4 << 20, std::numeric_limits<int>::max()));
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  const bool tls = options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
+                   !options.tls_key_file.empty();
+  if (tls) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(options.tls_ca_file);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *std::move(ca);
+    }
+    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs both a certificate and a key");
+    }
+    if (!options.tls_cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file);
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadFile(options.tls_key_file);
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *std::move(cert);
+      ssl.pem_private_key = *std::move(key);
+    }
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, args);
+  return std::unique_ptr<GroveClient>(new GroveClient(options, std::move(channel)));
+}
+
+void GroveClient::Prepare(grpc::ClientContext* context, const CallOptions& call) const {
+  const absl::Duration timeout =
+      call.timeout > absl::ZeroDuration() ? call.timeout : options_.default_timeout;
+  if (timeout != absl::InfiniteDuration()) {
+    context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
+  }
+}
+
+absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams& params, const float* rows,
+                                                   int64_t num_rows, int64_t num_cols,
+                                                   const CallOptions& call) {
+  return PredictImpl(params, rows, num_rows, num_cols, call);
+}
+
+absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams& params, const double* rows,
+                                                   int64_t num_rows, int64_t num_cols,
+                                                   const CallOptions& call) {
+  return PredictImpl(params, rows, num_rows, num_cols, call);
+}
+
+absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams& params, const float* rows,
+                                                   int64_t num_rows, int64_t num_cols,
+                                                   const CallOptions& call) {
+  return ExplainImpl(params, rows, num_rows, num_cols, call);
+}
+
+absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams& params, const double* rows,
+                                                   int64_t num_rows, int64_t num_cols,
+                                                   const CallOptions& call) {
+  return ExplainImpl(params, rows, num_rows, num_cols, call);
+}
+
+absl::Status GroveClient::ExplainStream(const ExplainParams& params, int64_t num_cols,
+                                        const NextRowsFn& next, const ExplainDoneFn& done,
+                                        int window, const CallOptions& call) {
+  return ExplainStreamImpl<float>(params, num_cols, next, done, window, call);
+}
+
+absl::Status GroveClient::ExplainStream(const ExplainParams& params, int64_t num_cols,
+                                        const NextRowsF64Fn& next, const ExplainDoneFn& done,
+                                        int window, const CallOptions& call) {
+  return ExplainStreamImpl<double>(params, num_cols, next, done, window, call);
+}
+
+template <typename T>
+absl::StatusOr<PredictResult> GroveClient::PredictImpl(const PredictParams& params, const T* rows,
+                                                       int64_t num_rows, int64_t num_cols,
+                                                       const CallOptions& call) {
+  grove::v1::PredictRequest request;
+  request.set_model(params.model);
+  request.set_version(params.version);
+  FillMatrix(rows, num_rows, num_cols, request.mutable_rows());
+  for (Output o : params.outputs) request.add_outputs(ToProto(o));
+  request.set_iteration_begin(params.iteration_begin);
+  request.set_iteration_end(params.iteration_end);
+  grove::v1::PredictResponse response;
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grpc::Status status = grove_->Predict(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  PredictResult r;
+  r.version = response.version();
+  r.margin = FromProto(response.margin());
+  r.prediction = FromProto(response.prediction());
+  r.leaf = FromProto(response.leaf());
+  if (absl::Status s = CheckRows(r.margin, num_rows, "margin"); !s.ok()) return s;
+  if (absl::Status s = CheckRows(r.prediction, num_rows, "prediction"); !s.ok()) return s;
+  if (absl::Status s = CheckRows(r.leaf, num_rows, "leaf"); !s.ok()) return s;
+  return r;
+}
+
+template <typename T>
+absl::StatusOr<ExplainResult> GroveClient::ExplainImpl(const ExplainParams& params, const T* rows,
+                                                       int64_t num_rows, int64_t num_cols,
+                                                       const CallOptions& call) {
+  grove::v1::ExplainRequest request = MakeExplainRequest(params);
+  FillMatrix(rows, num_rows, num_cols, request.mutable_rows());
+  grove::v1::ExplainResponse response;
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grpc::Status status = grove_->Explain(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return FromProto(std::move(response), num_rows);
+}
+
+template <typename T>
+absl::Status GroveClient::ExplainStreamImpl(
+    const ExplainParams& params, int64_t num_cols,
+    const std::function<bool(std::vector<T>*, int64_t*)>& next, const ExplainDoneFn& done,
+    int window, const CallOptions& call) {
+  window = std::max(1, window);
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  std::unique_ptr<grpc::ClientReaderWriter<grove::v1::ExplainRequest, grove::v1::ExplainResponse>>
+      stream = grove_->ExplainStream(&context);
+  // Rows of each message in flight, oldest first (to check the answers' shapes).
+  std::deque<int64_t> in_flight;
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  bool more = true;
+  bool write_failed = false;
+  absl::Status result;
+  std::vector<T> rows;
+  grove::v1::ExplainRequest request = MakeExplainRequest(params);
+  auto read_one = [&]() -> bool {
+    grove::v1::ExplainResponse response;
+    if (!stream->Read(&response)) return false;
+    const int64_t n = in_flight.front();
+    in_flight.pop_front();
+    if (response.sequence() != received) {
+      result =
+          absl::InternalError(absl::StrCat("ExplainStream answered message ", response.sequence(),
+                                           " where ", received, " was expected"));
+      return false;
+    }
+    ++received;
+    absl::StatusOr<ExplainResult> r = FromProto(std::move(response), n);
+    if (!r.ok()) {
+      result = r.status();
+      return false;
+    }
+    result = done(received - 1, *std::move(r));
+    return result.ok();
+  };
+  while (result.ok()) {
+    if (more && static_cast<int>(in_flight.size()) < window) {
+      int64_t n = 0;
+      rows.clear();
+      more = next(&rows, &n);
+      if (!more) {
+        write_failed = !stream->WritesDone();
+        continue;
+      }
+      request.set_sequence(sent);
+      FillMatrix(rows.data(), n, num_cols, request.mutable_rows());
+      if (!stream->Write(request)) {
+        write_failed = true;
+        more = false;
+        break;  // the server ended the stream: its status says why
+      }
+      in_flight.push_back(n);
+      ++sent;
+      continue;
+    }
+    if (in_flight.empty()) break;
+    if (!read_one()) break;
+  }
+  if (!result.ok()) {
+    context.TryCancel();
+    (void)stream->Finish();
+    return result;
+  }
+  if (more) (void)stream->WritesDone();
+  // Drain what is left so that Finish reports the server's status.
+  grove::v1::ExplainResponse ignored;
+  while (stream->Read(&ignored)) {
+  }
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (received != sent) {
+    return absl::InternalError(absl::StrCat("ExplainStream ended after ", received, " of ", sent,
+                                            " answers", write_failed ? " (write failed)" : ""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ModelInfo>> GroveClient::ListModels(const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::ListModelsResponse response;
+  grpc::Status status = grove_->ListModels(&context, {}, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  std::vector<ModelInfo> out;
+  for (const grove::v1::ModelStatus& m : response.models()) {
+    out.push_back({m.name(), m.ready(), {m.versions().begin(), m.versions().end()}});
+  }
+  return out;
+}
+
+absl::StatusOr<grove::v1::ModelMetadata> GroveClient::GetModelMetadata(const std::string& model,
+                                                                       int64_t version,
+                                                                       const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::GetModelMetadataRequest request;
+  request.set_model(model);
+  request.set_version(version);
+  grove::v1::ModelMetadata response;
+  grpc::Status status = grove_->GetModelMetadata(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<ModelInfo> GroveClient::LoadModel(const std::string& model,
+                                                 const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::LoadModelRequest request;
+  request.set_model(model);
+  grove::v1::LoadModelResponse response;
+  grpc::Status status = grove_->LoadModel(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  const grove::v1::ModelStatus& m = response.status();
+  return ModelInfo{m.name(), m.ready(), {m.versions().begin(), m.versions().end()}};
+}
+
+absl::Status GroveClient::UnloadModel(const std::string& model, const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::UnloadModelRequest request;
+  request.set_model(model);
+  grove::v1::UnloadModelResponse response;
+  return FromGrpcStatus(grove_->UnloadModel(&context, request, &response));
+}
+
+absl::StatusOr<bool> GroveClient::ServerLive(const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  inference::ServerLiveResponse response;
+  grpc::Status status = inference_->ServerLive(&context, {}, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.live();
+}
+
+absl::StatusOr<bool> GroveClient::ServerReady(const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  inference::ServerReadyResponse response;
+  grpc::Status status = inference_->ServerReady(&context, {}, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.ready();
+}
+
+absl::StatusOr<bool> GroveClient::ModelReady(const std::string& model, int64_t version,
+                                             const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  inference::ModelReadyRequest request;
+  request.set_name(model);
+  if (version > 0) request.set_version(absl::StrCat(version));
+  inference::ModelReadyResponse response;
+  grpc::Status status = inference_->ModelReady(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.ready();
+}
+
+absl::Status GroveClient::WaitForReady(absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  absl::Status last = absl::DeadlineExceededError("server not ready");
+  while (absl::Now() < end) {
+    CallOptions call;
+    call.timeout = std::max(absl::Milliseconds(100), std::min(absl::Seconds(2), end - absl::Now()));
+    absl::StatusOr<bool> ready = ServerReady(call);
+    if (ready.ok() && *ready) return absl::OkStatus();
+    if (!ready.ok()) last = ready.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("server ", options_.target, " not ready after ", absl::FormatDuration(timeout),
+                   last.ok() ? "" : absl::StrCat(": ", last.message())));
+}
+
+}  // namespace grove::client

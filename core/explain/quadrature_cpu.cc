@@ -1,0 +1,322 @@
+// Quadrature SHAP: Gauss-Legendre rules, per-model preprocessing and the CPU strategy.
+// See core/explain/quadrature.h for the contract and docs/quadrature.md for the derivation.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/quadrature.h"
+#include "core/predict/traverse.h"
+
+namespace grove {
+
+GaussLegendreRule GaussLegendre01(int points) {
+  GaussLegendreRule rule;
+  if (points < 1) points = 1;
+  const int q = points;
+  rule.nodes.resize(q);
+  rule.weights.resize(q);
+  constexpr double kPi = 3.14159265358979323846;
+  // Roots of P_q on [-1, 1] are symmetric; compute the upper half (x > 0 or the middle one) by
+  // Newton iteration from the classical cosine guess, then mirror them.
+  // P_q(x) and P_q'(x) by the recurrence P_0 = 1, P_1 = x, (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}
+  // and P_q'(x) = q (x P_q - P_{q-1}) / (x^2 - 1) (roots are never at +-1).
+  const auto legendre = [q](double x, double* value, double* derivative) {
+    double p0 = 1, p1 = x;
+    for (int k = 1; k < q; ++k) {
+      const double p2 = ((2.0 * k + 1.0) * x * p1 - k * p0) / (k + 1.0);
+      p0 = p1;
+      p1 = p2;
+    }
+    *value = p1;
+    *derivative = q * (x * p1 - p0) / (x * x - 1.0);
+  };
+  for (int i = 0; i < (q + 1) / 2; ++i) {
+    double x = std::cos(kPi * (i + 0.75) / (q + 0.5));
+    double value = 0, derivative = 1;
+    for (int iter = 0; iter < 100; ++iter) {
+      legendre(x, &value, &derivative);
+      const double dx = value / derivative;
+      x -= dx;
+      if (std::abs(dx) <= 1e-15) break;
+    }
+    legendre(x, &value, &derivative);
+    // Weight on [-1, 1]: 2 / ((1 - x^2) P_q'(x)^2); on [0, 1] half of it, at t = (1 -+ x) / 2.
+    const double weight = 1.0 / ((1.0 - x * x) * derivative * derivative);
+    rule.nodes[i] = 0.5 * (1.0 - x);
+    rule.weights[i] = weight;
+    rule.nodes[q - 1 - i] = 0.5 * (1.0 + x);
+    rule.weights[q - 1 - i] = weight;
+  }
+  return rule;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preprocessing.
+
+std::vector<double> QuadratureModel::Bias(int iteration_begin, int iteration_end) const {
+  std::vector<double> bias(forest->base_margin.begin(), forest->base_margin.end());
+  bias.resize(num_outputs, 0.0);
+  for (int t = 0; t < static_cast<int>(forest->trees.size()); ++t) {
+    if (!forest->TreeInRange(t, iteration_begin, iteration_end)) continue;
+    for (int k = 0; k < num_outputs; ++k) bias[k] += tree_expected[t * num_outputs + k];
+  }
+  return bias;
+}
+
+std::string QuadratureModel::Describe() const {
+  std::string buckets_text;
+  for (const QuadratureBucketRange& b : buckets) {
+    absl::StrAppend(&buckets_text, buckets_text.empty() ? "" : ",",
+                    b.capacity == 0 ? std::string("long") : absl::StrCat("<=", b.capacity), ":",
+                    b.end - b.begin, "(Q<=", b.max_q, ")");
+  }
+  return absl::StrFormat(
+      "quadrature paths=%d elements=%d max_unique=%d max_points=%d buckets=[%s] "
+      "fixed_point=2^%d build=%.3fs",
+      paths.size(), elements.size(), max_unique, max_q, buckets_text,
+      static_cast<int>(std::lround(std::log2(fixed_point_scale))), build_seconds);
+}
+
+absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout) {
+  if (forest == nullptr || layout == nullptr) {
+    return absl::InvalidArgumentError("BuildQuadratureModel: no forest or path layout");
+  }
+  if (layout->num_features != forest->num_features || layout->num_outputs != forest->num_outputs) {
+    return absl::InvalidArgumentError("BuildQuadratureModel: path layout of another forest");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto model = std::make_shared<QuadratureModel>();
+  model->forest = forest;
+  model->layout = layout;
+  model->num_features = forest->num_features;
+  model->num_outputs = forest->num_outputs;
+  model->tree_expected.assign(forest->trees.size() * static_cast<size_t>(forest->num_outputs), 0.0);
+
+  // Order: bucket 4, 8, 16, 32, then long paths; stable within a bucket (layout order).
+  const auto bucket_rank = [](int capacity) { return capacity == 0 ? 1000 : capacity; };
+  std::vector<uint32_t> order;
+  order.reserve(layout->paths.size());
+  double bound = 0;
+  for (uint32_t p = 0; p < layout->paths.size(); ++p) {
+    const PathInfo& info = layout->paths[p];
+    const int n = info.length - 1;
+    // Expected value: sum over leaves of value * product of every zero fraction on the path.
+    double zero_product = 1;
+    for (int i = 0; i < info.length; ++i) {
+      zero_product *= layout->elements[info.element_begin + i].zero_fraction;
+    }
+    for (int k = 0; k < info.width; ++k) {
+      const double v = layout->values[info.value_begin + k];
+      model->tree_expected[static_cast<size_t>(info.tree) * forest->num_outputs + info.group + k] +=
+          v * zero_product;
+      // Per path and output, |phi_i| <= |v|, |phi_ij| <= |v| / 2 and the path's diagonal part is
+      // at most |v| (1 + (n - 1) / 2): every partial sum is bounded by the sum of these.
+      bound += std::abs(v) * (1.0 + 0.5 * n);
+    }
+    if (n == 0) {
+      ++model->skipped_paths;
+      continue;
+    }
+    order.push_back(p);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return bucket_rank(QuadratureBucket(layout->paths[a].length - 1)) <
+           bucket_rank(QuadratureBucket(layout->paths[b].length - 1));
+  });
+
+  model->paths.reserve(order.size());
+  for (uint32_t p : order) {
+    const PathInfo& info = layout->paths[p];
+    QuadraturePath path;
+    path.n = static_cast<uint16_t>(info.length - 1);
+    path.q = static_cast<uint16_t>(QuadraturePoints(path.n));
+    path.element_begin = static_cast<uint32_t>(model->elements.size());
+    path.value_begin = info.value_begin;
+    path.width = info.width;
+    path.capacity = static_cast<uint16_t>(QuadratureBucket(path.n));
+    path.group = info.group;
+    path.iteration = info.iteration;
+    path.tree = info.tree;
+    for (int i = 1; i < info.length; ++i) {
+      model->elements.push_back(layout->elements[info.element_begin + i]);
+    }
+    model->max_unique = std::max<int>(model->max_unique, path.n);
+    model->max_q = std::max<int>(model->max_q, path.q);
+    if (model->buckets.empty() || model->buckets.back().capacity != path.capacity) {
+      QuadratureBucketRange range;
+      range.capacity = path.capacity;
+      range.begin = range.end = static_cast<uint32_t>(model->paths.size());
+      model->buckets.push_back(range);
+    }
+    model->buckets.back().end += 1;
+    model->buckets.back().max_q = std::max<int>(model->buckets.back().max_q, path.q);
+    model->paths.push_back(path);
+  }
+
+  // Rules for every point count up to max_q, concatenated: rule q starts at rule_offsets[q].
+  model->rule_offsets.assign(model->max_q + 1, 0);
+  for (int q = 1; q <= model->max_q; ++q) {
+    model->rule_offsets[q] = static_cast<uint32_t>(model->rule_nodes.size());
+    GaussLegendreRule rule = GaussLegendre01(q);
+    model->rule_nodes.insert(model->rule_nodes.end(), rule.nodes.begin(), rule.nodes.end());
+    model->rule_weights.insert(model->rule_weights.end(), rule.weights.begin(), rule.weights.end());
+  }
+  for (QuadraturePath& path : model->paths) path.rule_begin = model->rule_offsets[path.q];
+
+  if (!std::isfinite(bound)) {
+    return absl::InvalidArgumentError("BuildQuadratureModel: leaf values overflow double");
+  }
+  model->contribution_bound = bound;
+  // scale = 2^e with bound * scale <= 2^61: sums of up to 4 such bounds still fit in int64.
+  const int e = bound > 0 ? static_cast<int>(std::floor(61.0 - std::log2(bound))) : 61;
+  model->fixed_point_scale = std::ldexp(1.0, std::clamp(e, -1000, 1000));
+  model->build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return QuadratureModelPtr(std::move(model));
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU strategy.
+
+namespace {
+
+// Per-thread scratch for one path.
+struct PathScratch {
+  std::vector<double> z, d, work;
+  std::vector<int32_t> feature;
+  void Reserve(int n) {
+    const size_t len = std::max(n, 32);
+    z.resize(len);
+    d.resize(len);
+    feature.resize(len);
+    work.resize(5 * len);
+  }
+};
+
+template <int N, typename Sink>
+void RunShap(const double* z, const double* d, const int32_t* feature, int n, const double* t,
+             const double* w, int q, const double* values, int width, double* work, Sink& sink) {
+  QuadraturePathShap<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
+}
+
+template <int N, typename Sink>
+void RunInteractions(const double* z, const double* d, const int32_t* feature, int n,
+                     const double* t, const double* w, int q, const double* values, int width,
+                     double* work, Sink& sink) {
+  QuadraturePathInteractions<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
+}
+
+}  // namespace
+
+absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
+                                  const ExplainOptions& options, MatrixView<float> out,
+                                  ThreadPool* pool) {
+  const Forest& forest = *model.forest;
+  if (absl::Status s = CheckExplainable(forest); !s.ok()) return s;
+  if (rows.cols != forest.num_features) {
+    return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols, " columns; the model has ",
+                                                   forest.num_features, " features"));
+  }
+  if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
+    return absl::InvalidArgumentError("malformed rows view");
+  }
+  IterationRange range;
+  if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
+                                             options.iteration_end, &range);
+      !s.ok()) {
+    return s;
+  }
+  const bool interactions = options.interactions;
+  const int64_t width = ExplainWidth(forest, interactions);
+  if (out.rows != rows.rows || out.cols != width || out.stride < out.cols ||
+      (out.rows > 0 && out.data == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
+                                                   "; expected ", rows.rows, " x ", width));
+  }
+  if (rows.rows == 0) return absl::OkStatus();
+
+  const int num_features = model.num_features;
+  const int num_outputs = model.num_outputs;
+  const int64_t f1 = num_features + 1;
+  const std::vector<double> bias = model.Bias(range.begin, range.end);
+  const PathLayout& layout = *model.layout;
+  const uint32_t* category_bits = layout.category_bits.data();
+
+  auto work = [&](int64_t begin, int64_t end) {
+    PathScratch scratch;
+    scratch.Reserve(model.max_unique);
+    std::vector<double> acc(static_cast<size_t>(width));
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = rows.Row(r);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (const QuadraturePath& path : model.paths) {
+        if (path.iteration < range.begin || path.iteration >= range.end) continue;
+        const int n = path.n;
+        const int len = path.capacity > 0 ? path.capacity : n;
+        const PathElement* e = model.elements.data() + path.element_begin;
+        for (int i = 0; i < len; ++i) {
+          if (i < n) {
+            const double o = PathElementMatches(e[i], category_bits, row[e[i].feature]) ? 1.0 : 0.0;
+            scratch.z[i] = e[i].zero_fraction;
+            scratch.d[i] = o - e[i].zero_fraction;
+            scratch.feature[i] = e[i].feature;
+          } else {
+            scratch.z[i] = 1.0;
+            scratch.d[i] = 0.0;
+            scratch.feature[i] = 0;
+          }
+        }
+        const double* t = model.rule_nodes.data() + path.rule_begin;
+        const double* w = model.rule_weights.data() + path.rule_begin;
+        const double* values = layout.values.data() + path.value_begin;
+        double* block = acc.data() + static_cast<int64_t>(path.group) * (interactions ? f1 * f1 : f1);
+        const int64_t block_size = interactions ? f1 * f1 : f1;
+        auto shap_sink = [&](int k, int32_t fi, double value) { block[k * block_size + fi] += value; };
+        auto inter_sink = [&](int k, int32_t fi, int32_t fj, double value) {
+          block[k * block_size + fi * f1 + fj] += value;
+        };
+        const double* z = scratch.z.data();
+        const double* d = scratch.d.data();
+        const int32_t* f = scratch.feature.data();
+        double* wk = scratch.work.data();
+        if (interactions) {
+          switch (path.capacity) {
+            case 4: RunInteractions<4>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
+            case 8: RunInteractions<8>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
+            case 16: RunInteractions<16>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
+            case 32: RunInteractions<32>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
+            default: RunInteractions<0>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
+          }
+        } else {
+          switch (path.capacity) {
+            case 4: RunShap<4>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
+            case 8: RunShap<8>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
+            case 16: RunShap<16>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
+            case 32: RunShap<32>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
+            default: RunShap<0>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
+          }
+        }
+      }
+      float* o = out.Row(r);
+      for (int k = 0; k < num_outputs; ++k) {
+        if (interactions) {
+          acc[k * f1 * f1 + num_features * f1 + num_features] = bias[k];
+        } else {
+          acc[k * f1 + num_features] = bias[k];
+        }
+      }
+      for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
+    }
+  };
+  // Rows are independent; each is summed by one thread in path order: deterministic.
+  ParallelFor(pool, rows.rows, interactions ? 1 : 4, work);
+  return absl::OkStatus();
+}
+
+}  // namespace grove

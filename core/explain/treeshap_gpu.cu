@@ -1,0 +1,456 @@
+// GPU TreeSHAP engine: device layouts, workspaces, streams and launches (see treeshap_gpu.h).
+#include "core/explain/treeshap_gpu.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/explain/explain_paths_cpu.h"
+#include "core/explain/treeshap_gpu.cuh"
+
+namespace grove {
+namespace {
+
+namespace tk = treeshap_kernels;
+
+constexpr int64_t kMaxSharedBytes = 32 * 1024;  // dynamic shared memory per block, at most
+constexpr int64_t kSharedMinBins = 256;  // fewer bins: global atomics are faster (measured)
+
+absl::Status CudaStatus(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("CUDA error in ", what, ": ", cudaGetErrorName(err), ": ",
+                                          cudaGetErrorString(err)));
+}
+
+#define GROVE_CUDA_RETURN(expr)                                    \
+  do {                                                             \
+    if (absl::Status _s = CudaStatus((expr), #expr); !_s.ok()) {   \
+      return _s;                                                   \
+    }                                                              \
+  } while (0)
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename T>
+absl::Status Upload(const std::vector<T>& host, T** d_ptr, int64_t* bytes) {
+  const size_t n = std::max<size_t>(host.size(), 1) * sizeof(T);
+  GROVE_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(d_ptr), n));
+  *bytes += static_cast<int64_t>(n);
+  if (!host.empty()) {
+    GROVE_CUDA_RETURN(cudaMemcpy(*d_ptr, host.data(), host.size() * sizeof(T),
+                                 cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+// Fixed-point scale per output: 2^e with |value| * scale < 2^61 for |value| <= bound * factor.
+std::vector<double> FixedScales(const PathLayout& layout, bool interactions) {
+  std::vector<double> scale(layout.num_outputs);
+  const double factor = interactions ? 2.0 * (layout.max_length + 1) : 2.0;
+  for (int k = 0; k < layout.num_outputs; ++k) {
+    const double bound = std::max(layout.contribution_bound[k] * factor, 1e-30);
+    const int e = 61 - static_cast<int>(std::ceil(std::log2(bound)));
+    scale[k] = std::ldexp(1.0, std::clamp(e, -900, 900));
+  }
+  return scale;
+}
+
+// A growable device or pinned buffer (grows only; reused across calls).
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  absl::Status Reserve(size_t want, int64_t* accounted) {
+    if (want <= bytes) return absl::OkStatus();
+    if (ptr != nullptr) {
+      GROVE_CUDA_RETURN(cudaFree(ptr));
+      *accounted -= static_cast<int64_t>(bytes);
+      ptr = nullptr;
+      bytes = 0;
+    }
+    GROVE_CUDA_RETURN(cudaMalloc(&ptr, want));
+    bytes = want;
+    *accounted += static_cast<int64_t>(want);
+    return absl::OkStatus();
+  }
+};
+
+struct PinnedBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  absl::Status Reserve(size_t want) {
+    if (want <= bytes) return absl::OkStatus();
+    if (ptr != nullptr) {
+      GROVE_CUDA_RETURN(cudaFreeHost(ptr));
+      ptr = nullptr;
+      bytes = 0;
+    }
+    GROVE_CUDA_RETURN(cudaMallocHost(&ptr, want));
+    bytes = want;
+    return absl::OkStatus();
+  }
+};
+
+// Everything one GPU holds for the model.
+struct DeviceState {
+  int device = 0;
+  std::mutex mu;
+  // Resident layout.
+  PathElement* d_elements = nullptr;
+  PathInfo* d_paths = nullptr;
+  uint32_t* d_bin_offsets = nullptr;
+  double* d_values = nullptr;
+  uint32_t* d_category_bits = nullptr;
+  double* d_scale[2] = {nullptr, nullptr};  // [interactions]
+  double* d_bias = nullptr;
+  int64_t layout_bytes = 0;
+  int64_t workspace_bytes = 0;
+  // Workspaces: two slots (one per stream).
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  DeviceBuffer rows[2], acc[2], out[2];
+  PinnedBuffer h_rows, h_out;
+
+  ~DeviceState() {
+    cudaSetDevice(device);
+    for (void* p : {static_cast<void*>(d_elements), static_cast<void*>(d_paths),
+                    static_cast<void*>(d_bin_offsets), static_cast<void*>(d_values),
+                    static_cast<void*>(d_category_bits), static_cast<void*>(d_scale[0]),
+                    static_cast<void*>(d_scale[1]), static_cast<void*>(d_bias)}) {
+      if (p != nullptr) cudaFree(p);
+    }
+    for (int s = 0; s < 2; ++s) {
+      if (rows[s].ptr) cudaFree(rows[s].ptr);
+      if (acc[s].ptr) cudaFree(acc[s].ptr);
+      if (out[s].ptr) cudaFree(out[s].ptr);
+      if (streams[s]) cudaStreamDestroy(streams[s]);
+    }
+    if (h_rows.ptr) cudaFreeHost(h_rows.ptr);
+    if (h_out.ptr) cudaFreeHost(h_out.ptr);
+  }
+};
+
+class TreeShapGpuImpl final : public TreeShapGpu {
+ public:
+  TreeShapGpuImpl(PathLayoutPtr layout, const TreeShapGpuOptions& options)
+      : layout_(std::move(layout)), options_(options) {}
+
+  absl::Status Init(int num_devices) {
+    const PathLayout& l = *layout_;
+    for (int d = 0; d < num_devices; ++d) {
+      auto state = std::make_unique<DeviceState>();
+      state->device = d;
+      GROVE_CUDA_RETURN(cudaSetDevice(d));
+      int64_t& b = state->layout_bytes;
+      if (absl::Status s = Upload(l.elements, &state->d_elements, &b); !s.ok()) return s;
+      if (absl::Status s = Upload(l.paths, &state->d_paths, &b); !s.ok()) return s;
+      if (absl::Status s = Upload(l.bin_offsets, &state->d_bin_offsets, &b); !s.ok()) return s;
+      if (absl::Status s = Upload(l.values, &state->d_values, &b); !s.ok()) return s;
+      if (absl::Status s = Upload(l.category_bits, &state->d_category_bits, &b); !s.ok()) return s;
+      if (absl::Status s = Upload(FixedScales(l, false), &state->d_scale[0], &b); !s.ok()) return s;
+      if (absl::Status s = Upload(FixedScales(l, true), &state->d_scale[1], &b); !s.ok()) return s;
+      if (absl::Status s = Upload(l.bias, &state->d_bias, &b); !s.ok()) return s;
+      for (int s = 0; s < 2; ++s) {
+        GROVE_CUDA_RETURN(cudaStreamCreateWithFlags(&state->streams[s], cudaStreamNonBlocking));
+      }
+      devices_.push_back(std::move(state));
+    }
+    return absl::OkStatus();
+  }
+
+  int num_devices() const override { return static_cast<int>(devices_.size()); }
+
+  int64_t DeviceBytes() const override {
+    int64_t total = 0;
+    for (const auto& d : devices_) {
+      std::lock_guard<std::mutex> lock(d->mu);
+      total += d->layout_bytes + d->workspace_bytes;
+    }
+    return total;
+  }
+
+  std::string DeviceName() const override {
+    std::string s = "cuda:";
+    for (size_t d = 0; d < devices_.size(); ++d) absl::StrAppend(&s, d == 0 ? "" : "+", d);
+    return s;
+  }
+
+  std::string Describe() const override {
+    return absl::StrFormat("treeshap_gpu(%s) on %s, %d bins, layout %.2f MB per GPU",
+                           options_.double_precision ? "double" : "float", DeviceName(),
+                           layout_->num_bins(),
+                           devices_.empty() ? 0.0 : devices_[0]->layout_bytes / 1e6);
+  }
+
+  absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
+                               bool interactions, float* d_out, void* stream) override {
+    if (device_index < 0 || device_index >= num_devices()) {
+      return absl::InvalidArgumentError("no such GPU");
+    }
+    DeviceState& d = *devices_[device_index];
+    std::lock_guard<std::mutex> lock(d.mu);
+    GROVE_CUDA_RETURN(cudaSetDevice(d.device));
+    const int64_t width = Width(interactions);
+    const int64_t chunk = ChunkRows(interactions, num_rows);
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (absl::Status st = d.acc[0].Reserve(chunk * width * 8, &d.workspace_bytes); !st.ok()) {
+      return st;
+    }
+    for (int64_t begin = 0; begin < num_rows; begin += chunk) {
+      const int64_t n = std::min(chunk, num_rows - begin);
+      if (absl::Status st =
+              Launch(d, d_rows + begin * layout_->num_features, n, interactions,
+                     static_cast<unsigned long long*>(d.acc[0].ptr), d_out + begin * width, s);
+          !st.ok()) {
+        return st;
+      }
+    }
+    GROVE_CUDA_RETURN(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status Explain(RowsView rows, bool interactions, MatrixView<float> out,
+                       GpuExplainTiming* timing) override {
+    const double start = Now();
+    const int64_t width = Width(interactions);
+    if (rows.cols != layout_->num_features || out.rows != rows.rows || out.cols != width) {
+      return absl::InvalidArgumentError("TreeShapGpu::Explain: shape mismatch");
+    }
+    GpuExplainTiming local;
+    if (rows.rows > 0) {
+      const int nd = num_devices();
+      // Split rows evenly; tiny batches use one GPU.
+      const int use = static_cast<int>(std::min<int64_t>(nd, std::max<int64_t>(1, rows.rows / 64)));
+      std::vector<absl::Status> status(use);
+      std::vector<double> copy_seconds(use, 0.0);
+      auto run = [&](int i) {
+        const int64_t begin = rows.rows * i / use;
+        const int64_t end = rows.rows * (i + 1) / use;
+        status[i].Update(
+            RunDevice(*devices_[i], rows, begin, end, interactions, out, &copy_seconds[i]));
+      };
+      if (use == 1) {
+        run(0);
+      } else {
+        std::vector<std::thread> threads;
+        for (int i = 0; i < use; ++i) threads.emplace_back(run, i);
+        for (auto& t : threads) t.join();
+      }
+      for (int i = 0; i < use; ++i) {
+        if (!status[i].ok()) return status[i];
+        local.host_copy_seconds = std::max(local.host_copy_seconds, copy_seconds[i]);
+      }
+      if (!layout_->long_paths.empty()) {
+        const double long_start = Now();
+        AddLongPaths(rows, interactions, out);
+        local.long_path_seconds = Now() - long_start;
+      }
+    }
+    local.total_seconds = Now() - start;
+    if (timing != nullptr) *timing = local;
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t Width(bool interactions) const {
+    const int64_t f1 = layout_->num_features + 1;
+    return layout_->num_outputs * (interactions ? f1 * f1 : f1);
+  }
+
+  int64_t ChunkRows(bool interactions, int64_t rows) const {
+    const int64_t per_row = Width(interactions) * 8;
+    const int64_t cap = std::max<int64_t>(1, options_.max_chunk_bytes / per_row);
+    return std::max<int64_t>(1, std::min(rows, cap));
+  }
+
+  int RowsPerWarp(int64_t rows) const {
+    int r = options_.rows_per_warp > 0 ? options_.rows_per_warp : 8;
+    // Keep gridDim.y under its limit.
+    const int64_t min_r = (rows + 65534) / 65535;
+    return static_cast<int>(std::max<int64_t>(r, min_r));
+  }
+
+  // Enqueues zeroing, the kernel(s) and the conversion for n rows on stream s.
+  absl::Status Launch(DeviceState& d, const float* d_rows, int64_t n, bool interactions,
+                      unsigned long long* d_acc, float* d_out, cudaStream_t s) {
+    const int64_t f1 = layout_->num_features + 1;
+    const int64_t block = interactions ? f1 * f1 : f1;
+    const int64_t width = Width(interactions);
+    // Launch errors are read with cudaGetLastError below; drop a stale one left on this thread
+    // by other code, so that it is not reported as ours.
+    (void)cudaGetLastError();
+    GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, n * width * 8, s));
+    tk::KernelArgs a;
+    a.d_elements = d.d_elements;
+    a.d_paths = d.d_paths;
+    a.d_bin_offsets = d.d_bin_offsets;
+    a.d_values = d.d_values;
+    a.d_category_bits = d.d_category_bits;
+    a.d_scale = d.d_scale[interactions ? 1 : 0];
+    a.num_bins = layout_->num_bins();
+    a.d_rows = d_rows;
+    a.num_rows = n;
+    a.num_features = layout_->num_features;
+    a.rows_per_warp = RowsPerWarp(n);
+    a.d_acc = d_acc;
+    a.acc_width = width;
+    if (a.num_bins > 0) {
+      // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic
+      // per entry per block instead of one per lane and row. Measured on the H100
+      // (docs/benchmarks.md, issue 3): 1.3-1.9x faster for SHAP values of models with thousands
+      // of bins; slower for models of a few bins (zeroing and flushing dominate) and never faster
+      // for interactions. Both ways give bitwise identical results (integer sums).
+      const int64_t shared_bytes = static_cast<int64_t>(a.rows_per_warp) * width * 8;
+      a.use_shared = options_.shared_accumulation && !interactions &&
+                     a.num_bins >= kSharedMinBins && shared_bytes <= kMaxSharedBytes;
+      const int64_t blocks_y = (n + a.rows_per_warp - 1) / a.rows_per_warp;
+      const int64_t bin_groups = (a.num_bins + tk::kWarpsPerBlock - 1) / tk::kWarpsPerBlock;
+      // Several bins per warp when there are far more blocks than the GPU holds at once
+      // (amortises the shared accumulator's zeroing and flush).
+      int bpw = options_.bins_per_warp;
+      if (bpw <= 0) {
+        bpw = static_cast<int>(std::clamp<int64_t>(bin_groups * blocks_y / 8192, 1, 16));
+        if (!a.use_shared) bpw = 1;
+      }
+      a.bins_per_warp = bpw;
+      const dim3 grid(static_cast<unsigned>((bin_groups + bpw - 1) / bpw),
+                      static_cast<unsigned>(blocks_y));
+      const size_t smem = a.use_shared ? static_cast<size_t>(shared_bytes) : 0;
+      if (interactions) {
+        if (options_.double_precision) {
+          tk::InteractionsKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
+        } else {
+          tk::InteractionsKernel<float><<<grid, tk::kBlockThreads, smem, s>>>(a);
+        }
+      } else {
+        if (options_.double_precision) {
+          tk::ShapKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
+        } else {
+          tk::ShapKernel<float><<<grid, tk::kBlockThreads, smem, s>>>(a);
+        }
+      }
+      GROVE_CUDA_RETURN(cudaGetLastError());
+    }
+    const int64_t total = n * width;
+    const int threads = 256;
+    const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65536));
+    tk::FinishKernel<<<std::max(blocks, 1), threads, 0, s>>>(
+        d_acc, n, width, block, interactions ? layout_->num_features * f1 + layout_->num_features
+                                             : layout_->num_features,
+        layout_->num_outputs, d.d_scale[interactions ? 1 : 0], d.d_bias, d_out);
+    GROVE_CUDA_RETURN(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  // Rows [begin, end) of `rows` on one GPU, chunks alternating between its two streams.
+  absl::Status RunDevice(DeviceState& d, RowsView rows, int64_t begin, int64_t end,
+                         bool interactions, MatrixView<float> out, double* copy_seconds) {
+    std::lock_guard<std::mutex> lock(d.mu);
+    GROVE_CUDA_RETURN(cudaSetDevice(d.device));
+    const int64_t F = layout_->num_features;
+    const int64_t width = Width(interactions);
+    const int64_t n = end - begin;
+    // At least two chunks when there is enough work, so that copies overlap compute.
+    int64_t chunk = ChunkRows(interactions, n);
+    if (chunk == n && n >= 4096) chunk = (n + 3) / 4;
+    if (absl::Status s = d.h_rows.Reserve(n * F * sizeof(float)); !s.ok()) return s;
+    if (absl::Status s = d.h_out.Reserve(n * width * sizeof(float)); !s.ok()) return s;
+    for (int s = 0; s < 2; ++s) {
+      if (absl::Status st = d.rows[s].Reserve(chunk * F * sizeof(float) + 16, &d.workspace_bytes);
+          !st.ok()) {
+        return st;
+      }
+      if (absl::Status st = d.acc[s].Reserve(chunk * width * 8, &d.workspace_bytes); !st.ok()) {
+        return st;
+      }
+      if (absl::Status st = d.out[s].Reserve(chunk * width * sizeof(float), &d.workspace_bytes);
+          !st.ok()) {
+        return st;
+      }
+    }
+    const double copy_start = Now();
+    float* h_rows = static_cast<float*>(d.h_rows.ptr);
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(h_rows + r * F, rows.Row(begin + r), F * sizeof(float));
+    }
+    *copy_seconds += Now() - copy_start;
+    float* h_out = static_cast<float*>(d.h_out.ptr);
+    int slot = 0;
+    for (int64_t c = 0; c < n; c += chunk, slot ^= 1) {
+      const int64_t m = std::min(chunk, n - c);
+      cudaStream_t s = d.streams[slot];
+      float* d_rows = static_cast<float*>(d.rows[slot].ptr);
+      float* d_out = static_cast<float*>(d.out[slot].ptr);
+      GROVE_CUDA_RETURN(cudaMemcpyAsync(d_rows, h_rows + c * F, m * F * sizeof(float),
+                                        cudaMemcpyHostToDevice, s));
+      if (absl::Status st = Launch(d, d_rows, m, interactions,
+                                   static_cast<unsigned long long*>(d.acc[slot].ptr), d_out, s);
+          !st.ok()) {
+        return st;
+      }
+      GROVE_CUDA_RETURN(cudaMemcpyAsync(h_out + c * width, d_out, m * width * sizeof(float),
+                                        cudaMemcpyDeviceToHost, s));
+    }
+    GROVE_CUDA_RETURN(cudaStreamSynchronize(d.streams[0]));
+    GROVE_CUDA_RETURN(cudaStreamSynchronize(d.streams[1]));
+    const double out_start = Now();
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(out.Row(begin + r), h_out + r * width, width * sizeof(float));
+    }
+    *copy_seconds += Now() - out_start;
+    return absl::OkStatus();
+  }
+
+  // CPU fallback for paths longer than a warp: double contributions added to the GPU result.
+  void AddLongPaths(RowsView rows, bool interactions, MatrixView<float> out) const {
+    const PathLayout& l = *layout_;
+    const int64_t width = Width(interactions);
+    std::vector<double> acc(width);
+    for (int64_t r = 0; r < rows.rows; ++r) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      AddPathContributions(l, l.long_paths.data(), static_cast<int64_t>(l.long_paths.size()),
+                           rows.Row(r), interactions, acc.data());
+      float* o = out.Row(r);
+      for (int64_t c = 0; c < width; ++c) {
+        if (acc[c] != 0) o[c] = static_cast<float>(static_cast<double>(o[c]) + acc[c]);
+      }
+    }
+  }
+
+  PathLayoutPtr layout_;
+  TreeShapGpuOptions options_;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+};
+
+}  // namespace
+
+int TreeShapGpuDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear
+    return 0;
+  }
+  return n;
+}
+
+absl::StatusOr<std::unique_ptr<TreeShapGpu>> TreeShapGpu::Create(
+    PathLayoutPtr layout, const TreeShapGpuOptions& options) {
+  if (layout == nullptr) return absl::InvalidArgumentError("TreeShapGpu: no layout");
+  int n = TreeShapGpuDeviceCount();
+  if (n == 0) return absl::UnavailableError("no GPU: no CUDA device is visible");
+  if (options.max_devices > 0) n = std::min(n, options.max_devices);
+  auto engine = std::make_unique<TreeShapGpuImpl>(std::move(layout), options);
+  if (absl::Status s = engine->Init(n); !s.ok()) return s;
+  return std::unique_ptr<TreeShapGpu>(std::move(engine));
+}
+
+}  // namespace grove

@@ -1,0 +1,79 @@
+// GPU TreeSHAP engine: warp-per-bin kernels over a PathLayout (GPUTreeShap paper, Algorithms 2-3;
+// interactions by conditioning on path features, section 3.5). Plain C++: compiles with g++; the
+// kernels live in treeshap_gpu.cuh / treeshap_gpu.cu, and treeshap_gpu_nocuda.cc stands in without
+// CUDA (TreeShapGpuDeviceCount() == 0, Create fails with UNAVAILABLE).
+//
+// Determinism: results are bitwise identical from run to run for the same input. Each lane's
+// contribution is rounded to 64-bit fixed point (scale per output from
+// PathLayout::contribution_bound, resolution ~1e-18 of the bound) and accumulated with integer
+// atomics, which commute exactly; the conversion to float adds the bias in double.
+//
+// Device engineering: the layout is uploaded to every visible GPU at Create and stays resident
+// (DeviceBytes); each GPU has two streams, double-buffered device workspaces and pinned host
+// buffers that grow to the largest request seen and are reused (no cudaMalloc in the steady
+// state); rows are split across GPUs; within a GPU, chunks alternate between the streams so that
+// one chunk's copies overlap the other's kernels. Every CUDA error becomes an absl::Status.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/common/rows.h"
+#include "core/explain/paths.h"
+
+namespace grove {
+
+struct TreeShapGpuOptions {
+  // Path arithmetic (EXTEND / UNWOUNDSUM) in double; false: float32. Accumulation is always
+  // 64-bit fixed point. Default chosen by measurement (docs/benchmarks.md, issue 3).
+  bool double_precision = true;
+  int max_devices = 0;          // 0: every visible GPU
+  int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic
+  int bins_per_warp = 0;        // bins a warp explains per launch; 0: automatic
+  // Allow accumulating a block's rows in shared memory and flushing once per block (used for SHAP
+  // values of models with >= 256 bins whose block rows fit in 32 KB, where it measured faster);
+  // false: every lane adds to global memory (ablation).
+  bool shared_accumulation = true;
+  int64_t max_chunk_bytes = int64_t{1} << 30;  // fixed-point accumulator bytes per chunk
+};
+
+// What one host-to-host call spent (wall clock, seconds).
+struct GpuExplainTiming {
+  double total_seconds = 0;
+  double host_copy_seconds = 0;  // user buffers <-> pinned buffers
+  double long_path_seconds = 0;  // CPU fallback for paths longer than kWarpLanes
+};
+
+// Number of usable CUDA devices; 0 without CUDA or without a device.
+int TreeShapGpuDeviceCount();
+
+class TreeShapGpu {
+ public:
+  // Uploads `layout` to the first max_devices visible GPUs. UNAVAILABLE without a GPU.
+  static absl::StatusOr<std::unique_ptr<TreeShapGpu>> Create(PathLayoutPtr layout,
+                                                             const TreeShapGpuOptions& options);
+  virtual ~TreeShapGpu() = default;
+
+  // Host rows in (rows x num_features), host results out (rows x ExplainWidth), every tree of the
+  // model (no iteration ranges), long paths included (explained on the CPU and added).
+  // Deterministic. Thread-safe (calls on one GPU are serialised).
+  virtual absl::Status Explain(RowsView rows, bool interactions, MatrixView<float> out,
+                               GpuExplainTiming* timing) = 0;
+
+  // Device-level entry (benchmarks, future device-resident callers): rows already on GPU
+  // `device_index` (d_rows: num_rows x num_features, dense), results left in d_out (num_rows x
+  // ExplainWidth, dense) on that GPU, enqueued on `stream` (a cudaStream_t of that GPU; the call
+  // returns once enqueued work is done). Uses the engine's workspace on that GPU (serialised).
+  // Long paths are NOT included (CPU fallback happens in Explain only). Deterministic.
+  virtual absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
+                                       bool interactions, float* d_out, void* stream) = 0;
+
+  virtual int num_devices() const = 0;
+  virtual int64_t DeviceBytes() const = 0;  // resident layout bytes + workspaces, all GPUs
+  virtual std::string Describe() const = 0;  // e.g. "treeshap_gpu(double) on cuda:0, 1.2 MB"
+  virtual std::string DeviceName() const = 0;  // "cuda:0" or "cuda:0+1+..."
+};
+
+}  // namespace grove

@@ -1,0 +1,373 @@
+#include "core/predict/perf_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/log.h"
+
+namespace grove {
+namespace {
+
+constexpr const char* kStrategies[] = {"cpu", "direct", "shared_data", "shared_forest",
+                                       "splitting_shared_forest"};
+
+struct Field {
+  const char* key;
+  double GpuHardwareParams::*d;
+};
+constexpr Field kDoubleFields[] = {
+    {"smem_read_bw", &GpuHardwareParams::smem_read_bw},
+    {"smem_write_bw", &GpuHardwareParams::smem_write_bw},
+    {"gmem_coalesced_bw", &GpuHardwareParams::gmem_coalesced_bw},
+    {"gmem_uncoalesced_bw", &GpuHardwareParams::gmem_uncoalesced_bw},
+    {"block_reduce_rate", &GpuHardwareParams::block_reduce_rate},
+    {"global_reduce_rate", &GpuHardwareParams::global_reduce_rate},
+    {"launch_seconds", &GpuHardwareParams::launch_seconds},
+    {"smem_latency", &GpuHardwareParams::smem_latency},
+    {"gmem_latency", &GpuHardwareParams::gmem_latency},
+    {"h2d_bw", &GpuHardwareParams::h2d_bw},
+    {"d2h_bw", &GpuHardwareParams::d2h_bw},
+    {"copy_latency", &GpuHardwareParams::copy_latency},
+    {"host_copy_bw", &GpuHardwareParams::host_copy_bw},
+};
+
+std::string CacheFileName(const std::string& name, const std::string& driver) {
+  std::string s = "tahoe-hw-" + name + "-" + driver + ".txt";
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  }
+  return s;
+}
+
+std::string Us(double s) { return absl::StrFormat("%.1fus", s * 1e6); }
+
+}  // namespace
+
+std::string GpuHardwareParams::Serialize() const {
+  std::string s = absl::StrCat("device_name=", device_name, "\ndriver=", driver,
+                               "\nsm_count=", sm_count, "\nmax_threads_per_sm=", max_threads_per_sm,
+                               "\nsmem_per_block=", smem_per_block, "\nsmem_per_sm=", smem_per_sm,
+                               "\n");
+  for (const Field& f : kDoubleFields) {
+    absl::StrAppend(&s, f.key, "=", absl::StrFormat("%.9g", this->*(f.d)), "\n");
+  }
+  return s;
+}
+
+absl::StatusOr<GpuHardwareParams> GpuHardwareParams::Parse(std::string_view text) {
+  GpuHardwareParams p;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) return absl::InvalidArgumentError("calibration: bad line");
+    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    bool ok = true;
+    if (key == "device_name") {
+      p.device_name = value;
+    } else if (key == "driver") {
+      p.driver = value;
+    } else if (key == "sm_count") {
+      ok = absl::SimpleAtoi(value, &p.sm_count);
+    } else if (key == "max_threads_per_sm") {
+      ok = absl::SimpleAtoi(value, &p.max_threads_per_sm);
+    } else if (key == "smem_per_block") {
+      ok = absl::SimpleAtoi(value, &p.smem_per_block);
+    } else if (key == "smem_per_sm") {
+      ok = absl::SimpleAtoi(value, &p.smem_per_sm);
+    } else {
+      bool found = false;
+      for (const Field& f : kDoubleFields) {
+        if (key == f.key) {
+          ok = absl::SimpleAtod(value, &(p.*(f.d)));
+          found = true;
+        }
+      }
+      if (!found) continue;  // unknown keys: written by a newer version; ignored
+    }
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("calibration: bad value for ", key));
+  }
+  if (!p.Valid()) return absl::InvalidArgumentError("calibration: incomplete parameters");
+  return p;
+}
+
+bool GpuHardwareParams::Valid() const {
+  if (sm_count <= 0 || max_threads_per_sm <= 0 || smem_per_block <= 0) return false;
+  for (const Field& f : kDoubleFields) {
+    const double v = this->*(f.d);
+    if (!(v > 0) || !std::isfinite(v)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_dir, int device) {
+  std::string name, driver;
+  if (!GpuIdentity(device, &name, &driver)) {
+    return absl::UnavailableError(absl::StrCat("no GPU ", device));
+  }
+  std::filesystem::path path;
+  if (!cache_dir.empty()) {
+    path = std::filesystem::path(cache_dir) / CacheFileName(name, driver);
+    std::ifstream in(path);
+    if (in) {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      absl::StatusOr<GpuHardwareParams> p = GpuHardwareParams::Parse(ss.str());
+      if (p.ok() && p->device_name == name && p->driver == driver) {
+        GROVE_LOG(INFO) << "tahoe calibration loaded" << KV("path", path.string());
+        return p;
+      }
+      GROVE_LOG(WARNING) << "tahoe calibration cache ignored" << KV("path", path.string());
+    }
+  }
+  GpuHardwareParams p;
+  std::string error;
+  if (!MeasureGpuHardware(device, &p, &error)) {
+    return absl::InternalError(absl::StrCat("GPU calibration failed: ", error));
+  }
+  GROVE_LOG(INFO) << "tahoe calibration measured" << KV("device", name) << KV("driver", driver)
+                  << KV("smem_read_GBps", p.smem_read_bw / 1e9)
+                  << KV("gmem_coalesced_GBps", p.gmem_coalesced_bw / 1e9)
+                  << KV("gmem_uncoalesced_GBps", p.gmem_uncoalesced_bw / 1e9)
+                  << KV("launch_us", p.launch_seconds * 1e6);
+  if (!cache_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir, ec);
+    const std::filesystem::path tmp = path.string() + ".tmp";
+    std::ofstream out(tmp);
+    out << p.Serialize();
+    out.close();
+    if (out) std::filesystem::rename(tmp, path, ec);
+    if (!out || ec) {
+      GROVE_LOG(WARNING) << "tahoe calibration not cached" << KV("path", path.string());
+    }
+  }
+  return p;
+}
+
+bool IsKnownStrategy(std::string_view name) {
+  for (const char* s : kStrategies) {
+    if (name == s) return true;
+  }
+  return false;
+}
+
+namespace {
+
+double Capacity(const GpuHardwareParams& hw) {
+  return static_cast<double>(hw.sm_count) * hw.max_threads_per_sm;
+}
+
+// Host path: staging into pinned memory, both copies, per GPU (concurrent), for `rows` rows.
+double CopySeconds(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
+  if (w.rows_on_device) return 0;
+  const double in = rows * w.features * 4.0, out = rows * w.out_width * 4.0;
+  return 2 * hw.copy_latency + in / hw.h2d_bw + out / hw.d2h_bw + (in + out) / hw.host_copy_bw;
+}
+
+void Finish(StrategyCost& c, double alpha, double lambda) {
+  c.kernel_seconds =
+      c.fixed_seconds + std::max(alpha * c.throughput_seconds, lambda * c.latency_seconds);
+}
+
+// Shared data with `groups` groups on `rows` rows of one GPU: equations (2) and (4).
+StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
+                        int groups, double chunks) {
+  StrategyCost c;
+  c.name = "shared_data";
+  c.groups = groups;
+  const double V = w.visits_per_row, Ss = 4.0 * w.features, Sn = w.node_bytes;
+  const double per_row = Ss / hw.smem_write_bw + V * 4.0 / hw.smem_read_bw +
+                         Ss / hw.gmem_coalesced_bw + V * Sn / (hw.gmem_coalesced_bw / 2);
+  c.throughput_seconds = rows * per_row + hw.block_reduce_rate * rows * groups * w.outputs;
+  const double threads = std::ceil(rows / 32.0) * 32.0 * groups;
+  const double waves = std::max(1.0, std::ceil(threads / Capacity(hw)));
+  // A lane's chain: its share of the visits, each a node load then a shared-memory attribute load.
+  c.latency_seconds = waves * (V / groups * (hw.gmem_latency + hw.smem_latency) + hw.gmem_latency);
+  c.fixed_seconds = chunks * hw.launch_seconds;
+  Finish(c, w.throughput_scale[2], w.latency_scale[2]);
+  return c;
+}
+
+}  // namespace
+
+int StrategyIndex(std::string_view name) {
+  for (int i = 0; i < 5; ++i) {
+    if (name == kStrategies[i]) return i;
+  }
+  return -1;
+}
+
+int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w) {
+  const double rows = std::ceil(static_cast<double>(w.rows) / std::max(1, w.num_gpus));
+  const double chunks = std::max(1.0, std::ceil(rows / std::max<int64_t>(1, w.chunk_rows)));
+  int best = 1;
+  double best_t = std::numeric_limits<double>::infinity();
+  for (int g = 1; g <= w.max_shared_data_groups && g <= std::max(1, w.num_trees); g *= 2) {
+    const double t = SharedData(hw, w, rows, g, chunks).kernel_seconds;
+    if (t < best_t * 0.98) {  // prefer fewer groups unless clearly faster
+      best_t = t;
+      best = g;
+    }
+  }
+  return best;
+}
+
+std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const TahoeWorkload& w) {
+  std::vector<StrategyCost> costs;
+  const double N = static_cast<double>(w.rows);
+  const double gpus = std::max(1, w.num_gpus);
+  const double rows = std::ceil(N / gpus);  // per GPU, all GPUs concurrently
+  const double chunks = std::max(1.0, std::ceil(rows / std::max<int64_t>(1, w.chunk_rows)));
+  const double V = w.visits_per_row, Sn = w.node_bytes, Sa = 4.0;
+  const double copy = CopySeconds(hw, w, rows);
+  // Pipelined chunks overlap copies and kernels (two streams): the longer of the two, plus one
+  // chunk's worth of the shorter.
+  auto total = [&](double kernel) {
+    if (copy == 0) return kernel;
+    if (chunks <= 1) return copy + kernel;
+    return std::max(copy, kernel) + std::min(copy, kernel) / chunks;
+  };
+
+  {  // CPU reference path
+    StrategyCost c;
+    c.name = "cpu";
+    c.feasible = w.cpu_allowed && w.cpu_seconds_per_visit > 0;
+    if (!c.feasible) c.why_not = "cpu path disabled or not calibrated";
+    const double threads = std::max(1, w.cpu_threads);
+    const double used = std::min(threads, std::max(1.0, N / 64));  // ParallelFor grain
+    c.throughput_seconds = N * V * w.cpu_seconds_per_visit / used;
+    c.fixed_seconds = w.cpu_fixed_seconds;
+    c.kernel_seconds = c.fixed_seconds + w.throughput_scale[0] * c.throughput_seconds;
+    c.seconds = c.kernel_seconds;
+    costs.push_back(c);
+  }
+  {  // Direct, equation (5)
+    StrategyCost c;
+    c.name = "direct";
+    c.feasible = true;
+    const double per_row = V * Sn / (hw.gmem_coalesced_bw / 2) + V * Sa / hw.gmem_uncoalesced_bw;
+    c.throughput_seconds = rows * per_row;
+    const double waves = std::max(1.0, std::ceil(rows / Capacity(hw)));
+    c.latency_seconds = waves * V * 2 * hw.gmem_latency;  // node load, then attribute load
+    c.fixed_seconds = chunks * hw.launch_seconds;
+    Finish(c, w.throughput_scale[1], w.latency_scale[1]);
+    c.copy_seconds = copy;
+    c.seconds = total(c.kernel_seconds);
+    costs.push_back(c);
+  }
+  {  // Shared data, equations (2) and (4)
+    StrategyCost c;
+    if (w.max_shared_data_groups <= 0) {
+      c.name = "shared_data";
+      c.why_not = "rows do not fit shared memory";
+    } else {
+      c = SharedData(hw, w, rows, BestSharedDataGroups(hw, w), chunks);
+      c.feasible = true;
+      c.copy_seconds = copy;
+      c.seconds = total(c.kernel_seconds);
+    }
+    costs.push_back(c);
+  }
+  // Shared forest (6) and splitting shared forest (3), (7).
+  for (int split = 0; split < 2; ++split) {
+    StrategyCost c;
+    c.name = split ? "splitting_shared_forest" : "shared_forest";
+    const int parts = split ? std::max(1, w.num_parts) : 1;
+    const double bytes = split ? w.part_smem_bytes : w.forest_smem_bytes;
+    c.feasible = split ? (w.num_parts >= 1 && w.part_smem_bytes > 0) : w.shared_forest_fits;
+    if (!c.feasible) {
+      c.why_not = split ? "a tree does not fit shared memory" : "forest does not fit shared memory";
+      costs.push_back(c);
+      continue;
+    }
+    const double resident = static_cast<double>(hw.sm_count) *
+                            std::max(1, split ? w.part_blocks_per_sm : w.forest_blocks_per_sm);
+    const double row_blocks = std::ceil(rows / w.forest_threads);
+    const double per_part = std::clamp(std::ceil(16 * resident / parts), 1.0, row_blocks);
+    const double items = per_part * parts;
+    const double grid = std::min(resident, items);
+    // Attributes: from rows staged in shared memory (each part stages them again), or random reads
+    // of global memory as in the paper.
+    const double Ss = 4.0 * w.features;
+    const double attributes =
+        w.rows_staged ? V * Sa / hw.smem_read_bw +
+                            parts * (Ss / hw.gmem_coalesced_bw + Ss / hw.smem_write_bw)
+                      : V * Sa / hw.gmem_uncoalesced_bw;
+    c.throughput_seconds = rows * (V * Sn / hw.smem_read_bw + attributes);
+    if (parts > 1) c.throughput_seconds += hw.global_reduce_rate * rows * parts * w.outputs;
+    // A thread's chain: its part's share of the visits per row it walks, rows in waves of the
+    // resident threads; the last wave of work items adds its share.
+    const double item_waves = std::ceil(items / grid);
+    const double tiles_per_item = std::ceil(row_blocks / per_part);
+    const double attr_latency = w.rows_staged ? hw.smem_latency : hw.gmem_latency;
+    c.latency_seconds =
+        item_waves * tiles_per_item * (V / parts) * (hw.smem_latency + attr_latency);
+    // Staging: every block copies the part of each of its items at its SM's share of bandwidth.
+    const double stage = std::min(item_waves, static_cast<double>(parts)) * bytes *
+                         (hw.sm_count / hw.gmem_coalesced_bw + hw.sm_count / hw.smem_write_bw);
+    const double launches = parts > 1 ? 2 : 1;
+    c.fixed_seconds = chunks * (launches * hw.launch_seconds + stage);
+    Finish(c, w.throughput_scale[3 + split], w.latency_scale[3 + split]);
+    c.copy_seconds = copy;
+    c.seconds = total(c.kernel_seconds);
+    costs.push_back(c);
+  }
+  return costs;
+}
+
+absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                              std::string_view force_view) {
+  const std::string force(force_view);
+  if (!force.empty() && force != "auto" && !IsKnownStrategy(force)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", force, "'"));
+  }
+  StrategyChoice choice;
+  choice.costs = EstimateStrategies(hw, w);
+  std::vector<const StrategyCost*> order;
+  for (const StrategyCost& c : choice.costs) order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(), [](const StrategyCost* a, const StrategyCost* b) {
+    if (a->feasible != b->feasible) return a->feasible;
+    return a->seconds < b->seconds;
+  });
+  std::string ranking;
+  for (const StrategyCost* c : order) {
+    if (!c->feasible) continue;
+    if (!ranking.empty()) ranking += " < ";
+    absl::StrAppend(&ranking, c->name, " ", Us(c->seconds));
+  }
+  const bool forced = !force.empty() && force != "auto";
+  const StrategyCost* pick = nullptr;
+  if (forced) {
+    for (const StrategyCost& c : choice.costs) {
+      if (c.name == force) pick = &c;
+    }
+    if (!pick->feasible) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("strategy ", force, " cannot run this model: ", pick->why_not));
+    }
+  } else {
+    if (order.empty() || !order.front()->feasible) {
+      return absl::FailedPreconditionError("no feasible prediction strategy");
+    }
+    pick = order.front();
+  }
+  choice.strategy = pick->name;
+  choice.groups = pick->groups;
+  choice.predicted_seconds = pick->seconds;
+  choice.reason = absl::StrCat(forced ? "override; predicted " : "selector: ", ranking);
+  return choice;
+}
+
+}  // namespace grove

@@ -1,0 +1,145 @@
+// Tahoe performance model and strategy selector (Xie et al., EuroSys'21, §6).
+//
+// Hardware parameters (the paper's Table 1) are measured once per GPU by microbenchmarks
+// (MeasureGpuHardware, perf_model.cu) and cached on disk keyed by GPU name and driver version
+// (LoadOrCalibrateGpu). Per batch, EstimateStrategies predicts every strategy's time with the §6.1
+// equations and ChooseStrategy runs the fastest. Extensions over the paper, each added because the
+// plain equations cannot rank small batches or the host path:
+//  * fill: a batch with fewer threads than the GPU holds gets that fraction of the bandwidths;
+//  * latency: a thread's dependent chain of node and attribute loads (visits per thread x measured
+//    load latency) bounds the time from below, which is what decides batches of ~100 rows;
+//  * launches: every kernel launch and chunk costs the measured launch latency;
+//  * global reduction: proportional to parts x rows x outputs (our reduction writes and re-reads a
+//    partial per row and part) instead of to the number of blocks;
+//  * forest staging: each block's copy of its shared-memory part at the per-SM share of bandwidth;
+//  * the CPU (measured per model) and the host<->device copies, so small batches run where they
+//    finish first.
+// Everything here except MeasureGpuHardware / GpuIdentity is plain host arithmetic (CPU-tested
+// with fake calibrations). Thread-safe: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace grove {
+
+struct GpuHardwareParams {
+  // Cache key.
+  std::string device_name;
+  std::string driver;  // driver version, e.g. "13000"
+  // Device properties.
+  int sm_count = 0;
+  int max_threads_per_sm = 2048;
+  int64_t smem_per_block = 0;  // opt-in dynamic shared memory per block
+  int64_t smem_per_sm = 0;
+  // Table 1, bytes per second for the whole GPU.
+  double smem_read_bw = 0;         // BW_RSMEM: random 8-byte shared-memory reads
+  double smem_write_bw = 0;        // BW_WSMEM
+  double gmem_coalesced_bw = 0;    // BW_R^COA_GMEM: streaming 16-byte reads
+  double gmem_uncoalesced_bw = 0;  // BW_R^NCOA_GMEM: random 4-byte reads (useful bytes)
+  double block_reduce_rate = 0;    // B_rate: seconds per partial added by block-wise reductions
+  double global_reduce_rate = 0;   // G_rate: seconds per partial written + re-read (global)
+  // Extensions.
+  double launch_seconds = 0;       // launch + completion of an empty kernel
+  double smem_latency = 0;         // seconds per dependent shared-memory load
+  double gmem_latency = 0;         // seconds per dependent global load (L2-resident data)
+  double h2d_bw = 0;               // pinned host -> device, bytes/s
+  double d2h_bw = 0;               // device -> pinned host
+  double copy_latency = 0;         // one small copy, seconds
+  double host_copy_bw = 0;         // pageable -> pinned memcpy on the host, bytes/s
+
+  std::string Serialize() const;  // key=value lines
+  static absl::StatusOr<GpuHardwareParams> Parse(std::string_view text);
+  bool Valid() const;
+};
+
+// Name and driver of `device` (for the cache key) without measuring; false without a GPU.
+bool GpuIdentity(int device, std::string* name, std::string* driver);
+
+// Runs the microbenchmarks on `device` (a few hundred milliseconds). false + *error on failure
+// or without CUDA.
+bool MeasureGpuHardware(int device, GpuHardwareParams* params, std::string* error);
+
+// The cached parameters of `device` from `cache_dir` (file named from the GPU name and driver), or
+// measures and writes them there. Empty cache_dir: measures every time.
+absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_dir, int device);
+
+// What one batch asks of each strategy (from the model, the batch and the engine's layout).
+struct TahoeWorkload {
+  int64_t rows = 0;               // the batch
+  double visits_per_row = 0;      // D_tree * N_trees: expected node loads per row (trees in range)
+  int num_trees = 0;              // trees in range
+  int features = 0;               // S_sample / 4
+  int outputs = 1;                // margins accumulated per row (K)
+  int out_width = 1;              // floats written per row
+  int node_bytes = 8;             // S_node
+  int64_t forest_smem_bytes = 0;  // S_forest as staged in shared memory (nodes + tree records)
+  int num_parts = 1;              // splitting shared forest parts
+  int64_t part_smem_bytes = 0;
+  int max_shared_data_groups = 0; // 0: shared data does not fit
+  bool shared_forest_fits = false;
+  int forest_blocks_per_sm = 1;   // resident shared-forest blocks per SM (whole forest)
+  int part_blocks_per_sm = 1;     // resident splitting-shared-forest blocks per SM (one part)
+  int forest_threads = 1024;      // threads per shared-forest block
+  bool rows_staged = false;       // shared forest / splitting stage rows in shared memory
+  int64_t chunk_rows = 1 << 18;   // rows per launch (workspace limit)
+  bool rows_on_device = false;    // engine level: no copies
+  int num_gpus = 1;
+  // CPU reference path.
+  bool cpu_allowed = true;
+  double cpu_seconds_per_visit = 0;  // one thread
+  double cpu_fixed_seconds = 1e-6;   // per call (thread-pool dispatch)
+  int cpu_threads = 1;
+  // Per-model corrections measured at engine load (TahoeEngine probes each strategy at a small and
+  // a large batch): multipliers of the throughput and the latency terms, by strategy index
+  // (StrategyIndex). 1 = the equations as calibrated.
+  double throughput_scale[5] = {1, 1, 1, 1, 1};
+  double latency_scale[5] = {1, 1, 1, 1, 1};
+};
+
+// Index of a strategy name in the fixed order cpu, direct, shared_data, shared_forest,
+// splitting_shared_forest; -1 if unknown.
+int StrategyIndex(std::string_view name);
+
+struct StrategyCost {
+  std::string name;       // "cpu", "direct", "shared_data", "shared_forest", "splitting_shared_forest"
+  bool feasible = false;
+  double seconds = 0;     // predicted total (kernels + copies), or the CPU time
+  double kernel_seconds = 0;     // fixed + max(throughput, latency), scaled
+  double copy_seconds = 0;
+  double fixed_seconds = 0;      // launches and shared-memory staging
+  double throughput_seconds = 0; // §6.1 equations (whole-GPU bandwidths), unscaled
+  double latency_seconds = 0;    // one thread's dependent chain x waves, unscaled
+  int groups = 1;         // shared data thread groups
+  std::string why_not;    // when infeasible
+};
+
+// Every strategy's predicted time for the batch, in a fixed order (cpu, direct, shared_data,
+// shared_forest, splitting_shared_forest).
+std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const TahoeWorkload& w);
+
+struct StrategyChoice {
+  std::string strategy;
+  int groups = 1;
+  double predicted_seconds = 0;
+  std::string reason;  // "selector: shared_data 41us < direct 77us < ..."
+  std::vector<StrategyCost> costs;
+};
+
+// The fastest feasible strategy; `force` ("" or "auto": none) picks one regardless of the model
+// (reason says "override"), INVALID_ARGUMENT for an unknown name, FAILED_PRECONDITION when the forced
+// strategy cannot run this model.
+absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                              std::string_view force = "");
+
+// Shared-data groups that minimise the predicted time for the batch (1 .. max_shared_data_groups).
+int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w);
+
+// Strategy names accepted by PredictEngineOptions::strategy.
+bool IsKnownStrategy(std::string_view name);
+
+}  // namespace grove

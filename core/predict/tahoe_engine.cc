@@ -1,0 +1,726 @@
+// Host side of the Tahoe GPU engine (see tahoe_engine.h). Compiled only with CUDA
+// (tahoe_engine_nocuda.cc stands in otherwise).
+#if defined(GROVE_HAVE_CUDA)
+
+#include "core/predict/tahoe_engine.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/log.h"
+#include "core/common/thread_pool.h"
+#include "core/predict/tahoe_kernels.h"
+#include "core/predict/traverse.h"
+
+namespace grove {
+namespace {
+
+absl::Status CudaStatus(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  const std::string msg = absl::StrCat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+  if (e == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(msg);
+  return absl::InternalError(msg);
+}
+
+#define TAHOE_CUDA(expr, what)                                       \
+  do {                                                               \
+    if (absl::Status _s = CudaStatus((expr), what); !_s.ok()) return _s; \
+  } while (0)
+
+TahoeStrategy StrategyFromName(std::string_view name) {
+  if (name == "shared_data") return TahoeStrategy::kSharedData;
+  if (name == "shared_forest") return TahoeStrategy::kSharedForest;
+  if (name == "splitting_shared_forest") return TahoeStrategy::kSplittingSharedForest;
+  return TahoeStrategy::kDirect;
+}
+
+constexpr int kSlots = 2;
+constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
+constexpr int64_t kDeviceChunkRows = 1 << 20;   // device path: rows per launch
+constexpr int64_t kMaxInBytes = int64_t{64} << 20;
+constexpr int64_t kMaxOutBytes = int64_t{64} << 20;
+constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
+
+struct Slot {
+  float* h_in = nullptr;   // pinned
+  float* h_out = nullptr;  // pinned
+  float* d_in = nullptr;
+  float* d_out = nullptr;
+  double* d_ws = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+};
+
+// One GPU: the resident format, streams, staging buffers.
+struct Gpu {
+  int device = 0;
+  TahoeDeviceForest df;
+  std::vector<void*> allocations;
+  Slot slots[kSlots];
+  int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
+  int forest_blocks_per_sm = 1, part_blocks_per_sm = 1;
+  int64_t bytes = 0;
+  mutable std::mutex mu;
+
+  ~Gpu() {
+    cudaSetDevice(device);
+    for (Slot& s : slots) {
+      if (s.stream) cudaStreamSynchronize(s.stream);
+      if (s.h_in) cudaFreeHost(s.h_in);
+      if (s.h_out) cudaFreeHost(s.h_out);
+      if (s.d_in) cudaFree(s.d_in);
+      if (s.d_out) cudaFree(s.d_out);
+      if (s.d_ws) cudaFree(s.d_ws);
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.stream) cudaStreamDestroy(s.stream);
+    }
+    for (void* p : allocations) cudaFree(p);
+  }
+
+  template <typename T>
+  absl::StatusOr<const T*> Upload(const std::vector<T>& v) {
+    void* p = nullptr;
+    const size_t bytes_needed = std::max<size_t>(16, v.size() * sizeof(T));
+    TAHOE_CUDA(cudaMalloc(&p, bytes_needed), "cudaMalloc (forest)");
+    allocations.push_back(p);
+    bytes += static_cast<int64_t>(bytes_needed);
+    if (!v.empty()) {
+      TAHOE_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice),
+                 "cudaMemcpy (forest)");
+    }
+    return static_cast<const T*>(p);
+  }
+};
+
+#define TAHOE_ASSIGN(lhs, expr)            \
+  do {                                     \
+    auto _r = (expr);                      \
+    if (!_r.ok()) return _r.status();      \
+    lhs = *_r;                             \
+  } while (0)
+
+// Rows that make the CPU walk representative paths: every feature takes a threshold of a split on
+// it, nudged either way.
+std::vector<float> CalibrationRows(const Forest& f, int rows) {
+  std::vector<std::vector<float>> thresholds(f.num_features);
+  for (const Node& n : f.nodes) {
+    if (!n.is_leaf() && !n.is_categorical() && thresholds[n.feature].size() < 64) {
+      thresholds[n.feature].push_back(n.threshold);
+    }
+  }
+  std::vector<float> x(static_cast<size_t>(rows) * f.num_features, 0.0f);
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < f.num_features; ++c) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      const auto& t = thresholds[c];
+      float v = t.empty() ? static_cast<float>(s % 7) : t[s % t.size()];
+      v += ((s >> 20) & 1) ? 1e-3f * (1 + std::abs(v)) : -1e-3f * (1 + std::abs(v));
+      x[static_cast<size_t>(r) * f.num_features + c] = v;
+    }
+  }
+  return x;
+}
+
+class TahoeEngineImpl final : public TahoeEngine {
+ public:
+  TahoeEngineImpl(ForestPtr forest, TahoeForestPtr format, const TahoeEngineOptions& options,
+                  ThreadPool* pool)
+      : forest_(std::move(forest)), format_(std::move(format)), options_(options), pool_(pool) {}
+
+  absl::Status Init();
+
+  absl::Status Predict(RowsView rows, const PredictOptions& options, MatrixView<float> out,
+                       RunInfo* info) const override {
+    return PredictHost(rows, options, out, options_.engine.strategy, info);
+  }
+  absl::Status PredictHost(RowsView rows, const PredictOptions& options, MatrixView<float> out,
+                           std::string_view strategy, RunInfo* info) const override;
+  absl::Status PredictDevice(int gpu, const float* d_rows, int64_t rows, int64_t row_stride,
+                             const PredictOptions& options, float* d_out, int64_t out_stride,
+                             std::string_view strategy, RunInfo* info) const override;
+  absl::StatusOr<StrategyChoice> Plan(int64_t rows, const PredictOptions& options,
+                                      bool rows_on_device, std::string_view force) const override;
+
+  std::string Describe() const override {
+    return absl::StrCat("tahoe gpu engine on ", gpus_.size(), " GPU(s) (", hw_.device_name, "); ",
+                        format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
+                        probe_report_.empty() ? "" : "; probes: ", probe_report_);
+  }
+  int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
+  const TahoeForest& format() const override { return *format_; }
+  const GpuHardwareParams& hardware() const override { return hw_; }
+  int num_gpus() const override { return static_cast<int>(gpus_.size()); }
+  int cuda_device(int gpu) const override { return gpus_[gpu]->device; }
+  double cpu_seconds_per_visit() const override { return cpu_seconds_per_visit_; }
+
+ private:
+  absl::Status InitGpu(int device, Gpu& g);
+  void CalibrateCpu();
+  absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
+  TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
+  int64_t ChunkRows(const Gpu& g, TahoeStrategy s, const TahoeCall& call, bool host) const;
+  TahoeLaunchArgs Args(const Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call) const;
+  absl::Status RunHost(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call, RowsView rows,
+                       MatrixView<float> out) const;
+  absl::Status RunDevice(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call,
+                         const float* d_rows, int64_t rows, int64_t row_stride, float* d_out,
+                         int64_t out_stride) const;
+  void LogChoice(const StrategyChoice& c, int64_t rows) const;
+
+  ForestPtr forest_;
+  TahoeForestPtr format_;
+  TahoeEngineOptions options_;
+  ThreadPool* pool_;
+  GpuHardwareParams hw_;
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+  int parts_ = 0;
+  double cpu_seconds_per_visit_ = 0;
+  double cpu_fixed_seconds_ = 1e-6;
+  std::string probe_report_;
+  double throughput_scale_[5] = {1, 1, 1, 1, 1};
+  double latency_scale_[5] = {1, 1, 1, 1, 1};
+  mutable std::atomic<int> last_choice_{-1};
+};
+
+absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
+  g.device = device;
+  TAHOE_CUDA(cudaSetDevice(device), "cudaSetDevice");
+  const TahoeForest& tf = *format_;
+  TahoeForestView v = tf.HostView();
+  if (tf.wide()) {
+    TAHOE_ASSIGN(v.nodes, g.Upload(tf.nodes16()));
+  } else {
+    TAHOE_ASSIGN(v.nodes, g.Upload(tf.nodes8()));
+  }
+  TAHOE_ASSIGN(v.trees, g.Upload(tf.trees()));
+  TAHOE_ASSIGN(v.cat_splits, g.Upload(tf.cat_splits()));
+  TAHOE_ASSIGN(v.cat_bits, g.Upload(tf.cat_bits()));
+  TAHOE_ASSIGN(v.leaf_table, g.Upload(tf.leaf_table()));
+  TAHOE_ASSIGN(v.linear_leaves, g.Upload(tf.linear_leaves()));
+  TAHOE_ASSIGN(v.linear_features, g.Upload(tf.linear_features()));
+  TAHOE_ASSIGN(v.linear_coeffs, g.Upload(tf.linear_coeffs()));
+  TAHOE_ASSIGN(v.leaf_ids, g.Upload(tf.leaf_ids()));
+  TAHOE_ASSIGN(v.base_margin, g.Upload(tf.base_margin()));
+  TahoeDeviceForest& df = g.df;
+  df.view = v;
+  df.wide = tf.wide();
+  df.simple = tf.simple();
+  std::vector<uint32_t> order, offsets;
+  const auto& assignments = tf.assignments();
+  df.num_assignments = std::min<int>(kMaxAssignments, static_cast<int>(assignments.size()));
+  for (int i = 0; i < df.num_assignments; ++i) {
+    df.order_begin[i] = static_cast<uint32_t>(order.size());
+    df.offsets_begin[i] = static_cast<uint32_t>(offsets.size());
+    order.insert(order.end(), assignments[i].order.begin(), assignments[i].order.end());
+    offsets.insert(offsets.end(), assignments[i].offsets.begin(), assignments[i].offsets.end());
+  }
+  TAHOE_ASSIGN(df.d_assign_order, g.Upload(order));
+  TAHOE_ASSIGN(df.d_assign_offsets, g.Upload(offsets));
+  const int64_t nb = tf.node_bytes();
+  df.forest_smem_bytes = ((v.num_nodes * nb + 15) & ~int64_t{15}) + int64_t{v.num_trees} * 16;
+  df.staged_row_bytes = TahoeStagedRowBytes(v.num_features);
+  // Parts: the budget leaves room for the staged rows and the 16-byte alignments.
+  const int64_t smem_budget = hw_.smem_per_block - 64 - df.staged_row_bytes;
+  int64_t part_budget = smem_budget;
+  if (options_.max_part_bytes > 0) part_budget = std::min(part_budget, options_.max_part_bytes);
+  absl::StatusOr<std::vector<TahoePart>> parts = tf.SplitIntoParts(part_budget);
+  // A forced small budget grows until every tree fits (tests: many parts even for big trees).
+  for (int64_t b = part_budget; !parts.ok() && b < smem_budget;) {
+    b = std::min(2 * b, smem_budget);
+    parts = tf.SplitIntoParts(b);
+  }
+  if (parts.ok()) {
+    TAHOE_ASSIGN(df.d_parts, g.Upload(*parts));
+    df.num_parts = static_cast<int>(parts->size());
+    for (const TahoePart& p : *parts) {
+      const int64_t b = (((p.node_end - p.node_begin) * nb + 15) & ~int64_t{15}) +
+                        int64_t{p.tree_end - p.tree_begin} * 16;
+      df.part_smem_bytes = std::max(df.part_smem_bytes, b);
+    }
+  } else {
+    GROVE_LOG(WARNING) << "tahoe: no splitting shared forest" << KV("why", parts.status().message());
+  }
+  parts_ = df.num_parts;
+  TAHOE_CUDA(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
+  const bool multi = v.num_outputs > 1;
+  const int64_t forest_smem = TahoeSharedBytes(df, TahoeStrategy::kSharedForest, 1);
+  const int64_t part_smem = TahoeSharedBytes(df, TahoeStrategy::kSplittingSharedForest, 1);
+  if (forest_smem <= hw_.smem_per_block) {
+    g.forest_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, forest_smem, multi));
+  }
+  if (df.num_parts > 0) {
+    g.part_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, part_smem, multi));
+  }
+  // Staging slots.
+  const int64_t K = v.num_outputs;
+  const int64_t F = v.num_features;
+  const int64_t max_width = std::max<int64_t>({K, 1, forest_->PredictionWidth()});
+  g.in_bytes = std::clamp<int64_t>(kTargetChunkRows * F * 4, int64_t{1} << 20, kMaxInBytes);
+  g.out_bytes = std::clamp<int64_t>(kTargetChunkRows * max_width * 4, int64_t{1} << 20, kMaxOutBytes);
+  g.ws_doubles = std::clamp<int64_t>(kDeviceChunkRows * K * std::max(1, df.num_parts),
+                                     int64_t{1} << 16, kMaxWsBytes / 8);
+  for (Slot& s : g.slots) {
+    TAHOE_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    TAHOE_CUDA(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    TAHOE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s.h_in), g.in_bytes), "cudaMallocHost");
+    TAHOE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s.h_out), g.out_bytes), "cudaMallocHost");
+    TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&s.d_in), g.in_bytes), "cudaMalloc (rows)");
+    TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&s.d_out), g.out_bytes), "cudaMalloc (out)");
+    TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&s.d_ws), g.ws_doubles * 8),
+               "cudaMalloc (workspace)");
+    g.bytes += g.in_bytes + g.out_bytes + g.ws_doubles * 8;
+  }
+  TAHOE_CUDA(cudaDeviceSynchronize(), "upload");
+  return absl::OkStatus();
+}
+
+void TahoeEngineImpl::CalibrateCpu() {
+  const int rows = 128;
+  const std::vector<float> x = CalibrationRows(*forest_, rows);
+  PredictOptions o;
+  o.kind = OutputKind::kMargin;
+  std::vector<float> out(static_cast<size_t>(rows) * forest_->num_outputs);
+  const RowsView view = MakeRowsView(x.data(), rows, forest_->num_features);
+  const MatrixView<float> ov = MakeMatrixView(out.data(), rows, forest_->num_outputs);
+  double best = 1e30;
+  int64_t done = 0;
+  const auto begin = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < 20; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!PredictCpu(*forest_, view, o, ov, nullptr).ok()) return;
+    const auto end = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double>(end - start).count());
+    done += rows;
+    if (std::chrono::duration<double>(end - begin).count() > 0.05) break;
+  }
+  const double visits = std::max(1e-9, format_->stats().expected_visits_per_row);
+  cpu_seconds_per_visit_ = best / (rows * visits);
+  // Per-call overhead on the pool: a small batch through the pool minus its walking time.
+  if (pool_ != nullptr) {
+    const int small = 16;
+    const RowsView sv = MakeRowsView(x.data(), small, forest_->num_features);
+    const MatrixView<float> so = MakeMatrixView(out.data(), small, forest_->num_outputs);
+    double t = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      if (!PredictCpu(*forest_, sv, o, so, pool_).ok()) return;
+      t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    cpu_fixed_seconds_ = std::max(1e-6, t - small * visits * cpu_seconds_per_visit_);
+  }
+}
+
+absl::Status TahoeEngineImpl::Probe() {
+  Gpu& g = *gpus_[0];
+  const int64_t F = forest_->num_features, K = forest_->num_outputs;
+  const int64_t large = std::max<int64_t>(
+      1, std::min<int64_t>({int64_t{1} << 18, g.in_bytes / (4 * F), g.out_bytes / (4 * K)}));
+  const int64_t small = std::min<int64_t>(256, large);
+  {
+    const std::vector<float> base = CalibrationRows(*forest_, 1024);
+    std::vector<float> x(static_cast<size_t>(large * F));
+    for (int64_t r = 0; r < large; ++r) {
+      std::copy_n(base.begin() + (r % 1024) * F, F, x.begin() + r * F);
+    }
+    TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+    TAHOE_CUDA(cudaMemcpy(g.slots[1].d_in, x.data(), x.size() * 4, cudaMemcpyHostToDevice),
+               "probe rows");
+  }
+  PredictOptions o;
+  o.kind = OutputKind::kMargin;
+  std::string report;
+  for (int i = 1; i < 5; ++i) {
+    static constexpr const char* kNames[] = {"cpu", "direct", "shared_data", "shared_forest",
+                                             "splitting_shared_forest"};
+    double measured[2] = {0, 0};
+    StrategyCost predicted[2];
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; ++k) {
+      const int64_t n = k == 0 ? small : large;
+      TahoeWorkload w = Workload(n, o, true);
+      for (int j = 0; j < 5; ++j) w.throughput_scale[j] = w.latency_scale[j] = 1;
+      absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, kNames[i]);
+      if (!c.ok()) {
+        ok = false;
+        break;
+      }
+      predicted[k] = c->costs[i];
+      TahoeCall call;
+      call.kind = o.kind;
+      call.width = K;
+      call.row_params.it_begin = 0;
+      call.row_params.it_end = forest_->num_iterations;
+      call.transform = MakeTransformParams(*forest_, forest_->num_iterations);
+      const TahoeStrategy s = StrategyFromName(kNames[i]);
+      double best = 1e30;
+      for (int rep = 0; rep < 4; ++rep) {
+        const auto start = std::chrono::steady_clock::now();
+        absl::Status st = RunDevice(g, s, c->groups, call, g.slots[1].d_in, n, F, g.slots[1].d_out, K);
+        if (!st.ok()) return st;
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (rep > 0) best = std::min(best, t);
+      }
+      measured[k] = best;
+    }
+    if (!ok) continue;
+    auto ratio = [](double m, double fixed, double term) {
+      return term > 0 ? std::clamp((m - fixed) / term, 0.05, 50.0) : 1.0;
+    };
+    latency_scale_[i] = ratio(measured[0], predicted[0].fixed_seconds, predicted[0].latency_seconds);
+    throughput_scale_[i] =
+        ratio(measured[1], predicted[1].fixed_seconds, predicted[1].throughput_seconds);
+    absl::StrAppend(&report, kNames[i],
+                    absl::StrFormat(": %lld rows %.1fus (latency x%.2f), %lld rows %.1fus "
+                                    "(throughput x%.2f); ",
+                                    static_cast<long long>(small), measured[0] * 1e6,
+                                    latency_scale_[i], static_cast<long long>(large),
+                                    measured[1] * 1e6, throughput_scale_[i]));
+  }
+  GROVE_LOG(INFO) << "tahoe probes" << KV("corrections", report);
+  probe_report_ = report;
+  return absl::OkStatus();
+}
+
+absl::Status TahoeEngineImpl::Init() {
+  int count = TahoeVisibleGpus();
+  if (count == 0) return absl::UnavailableError("no CUDA device visible");
+  if (options_.max_gpus > 0) count = std::min(count, options_.max_gpus);
+  absl::StatusOr<GpuHardwareParams> hw =
+      LoadOrCalibrateGpu(options_.engine.calibration_cache_dir, 0);
+  if (!hw.ok()) return hw.status();
+  hw_ = *hw;
+  for (int d = 0; d < count; ++d) {
+    auto g = std::make_unique<Gpu>();
+    if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;
+    gpus_.push_back(std::move(g));
+  }
+  CalibrateCpu();
+  if (options_.probe) {
+    if (absl::Status s = Probe(); !s.ok()) return s;
+  }
+  GROVE_LOG(INFO) << "tahoe engine ready" << KV("gpus", count) << KV("device", hw_.device_name)
+                  << KV("trees", format_->trees().size())
+                  << KV("node_bytes", format_->node_bytes()) << KV("parts", parts_)
+                  << KV("device_mb", DeviceBytes() / 1e6)
+                  << KV("cpu_ns_per_visit", cpu_seconds_per_visit_ * 1e9);
+  return absl::OkStatus();
+}
+
+int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, TahoeStrategy s, const TahoeCall& call,
+                                   bool host) const {
+  int64_t chunk = host ? kTargetChunkRows : kDeviceChunkRows;
+  if (options_.max_chunk_rows > 0) chunk = std::min(chunk, options_.max_chunk_rows);
+  const int64_t ws_per_row = TahoeWorkspaceDoubles(g.df, s, call.kind, 1);
+  if (ws_per_row > 0) chunk = std::min(chunk, g.ws_doubles / ws_per_row);
+  if (host) {
+    chunk = std::min(chunk, g.in_bytes / (4 * std::max<int64_t>(1, g.df.view.num_features)));
+    chunk = std::min(chunk, g.out_bytes / (4 * std::max<int64_t>(1, call.width)));
+  }
+  return std::max<int64_t>(1, chunk);
+}
+
+TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& options,
+                                        bool on_device) const {
+  const TahoeForest& tf = *format_;
+  const Gpu& g = *gpus_[0];
+  TahoeWorkload w;
+  w.rows = rows;
+  IterationRange range;
+  if (!ResolveIterationRange(*forest_, options.iteration_begin, options.iteration_end, &range).ok()) {
+    range.begin = 0;
+    range.end = forest_->num_iterations;
+  }
+  w.visits_per_row = tf.ExpectedVisits(range.begin, range.end);
+  int trees = 0;
+  for (const TahoeTree& t : tf.trees()) trees += t.iteration >= range.begin && t.iteration < range.end;
+  w.num_trees = trees;
+  w.features = forest_->num_features;
+  w.outputs = forest_->num_outputs;
+  w.out_width = static_cast<int>(PredictWidth(*forest_, options));
+  w.node_bytes = tf.node_bytes();
+  w.forest_smem_bytes = g.df.forest_smem_bytes;
+  w.num_parts = g.df.num_parts;
+  w.part_smem_bytes = g.df.part_smem_bytes;
+  w.max_shared_data_groups = TahoeMaxSharedDataGroups(g.df, hw_.smem_per_block);
+  w.shared_forest_fits =
+      TahoeSharedBytes(g.df, TahoeStrategy::kSharedForest, 1) <= hw_.smem_per_block;
+  w.forest_blocks_per_sm = g.forest_blocks_per_sm;
+  w.part_blocks_per_sm = g.part_blocks_per_sm;
+  w.forest_threads = kForestSmemThreads;
+  w.rows_staged = g.df.staged_row_bytes > 0;
+  TahoeCall call;
+  call.kind = options.kind;
+  call.width = w.out_width;
+  w.chunk_rows = ChunkRows(g, TahoeStrategy::kSplittingSharedForest, call, !on_device);
+  w.rows_on_device = on_device;
+  w.num_gpus = on_device ? 1 : num_gpus();
+  w.cpu_allowed = !on_device;
+  w.cpu_seconds_per_visit = cpu_seconds_per_visit_;
+  w.cpu_fixed_seconds = cpu_fixed_seconds_;
+  for (int i = 0; i < 5; ++i) {
+    w.throughput_scale[i] = throughput_scale_[i];
+    w.latency_scale[i] = latency_scale_[i];
+  }
+  w.cpu_threads = pool_ != nullptr ? std::max(1, pool_->num_threads()) : 1;
+  return w;
+}
+
+absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const PredictOptions& options,
+                                                     bool rows_on_device,
+                                                     std::string_view force) const {
+  if (rows_on_device && force == "cpu") {
+    return absl::InvalidArgumentError("the cpu strategy takes host rows");
+  }
+  absl::StatusOr<StrategyChoice> c =
+      ChooseStrategy(hw_, Workload(rows, options, rows_on_device), force);
+  if (c.ok() && c->strategy == "shared_data" && options_.shared_data_groups > 0) {
+    c->groups = std::min(options_.shared_data_groups,
+                         std::max(1, TahoeMaxSharedDataGroups(gpus_[0]->df, hw_.smem_per_block)));
+  }
+  return c;
+}
+
+TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, TahoeStrategy s, int groups,
+                                      const TahoeCall& call) const {
+  TahoeLaunchArgs a;
+  a.strategy = s;
+  a.kind = call.kind;
+  a.row_params = call.row_params;
+  a.transform = call.transform;
+  a.groups = std::max(1, groups);
+  a.sm_count = hw_.sm_count;
+  a.blocks_per_sm = s == TahoeStrategy::kSharedForest ? g.forest_blocks_per_sm : g.part_blocks_per_sm;
+  return a;
+}
+
+absl::Status TahoeEngineImpl::RunDevice(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call,
+                                        const float* d_rows, int64_t rows, int64_t row_stride,
+                                        float* d_out, int64_t out_stride) const {
+  std::lock_guard<std::mutex> lock(g.mu);
+  TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+  const int64_t chunk = ChunkRows(g, s, call, false);
+  Slot& slot = g.slots[0];
+  TahoeLaunchArgs a = Args(g, s, groups, call);
+  a.row_stride = row_stride;
+  a.out_stride = out_stride;
+  for (int64_t begin = 0; begin < rows; begin += chunk) {
+    a.d_rows = d_rows + begin * row_stride;
+    a.rows = std::min(chunk, rows - begin);
+    a.d_out = d_out + begin * out_stride;
+    TAHOE_CUDA(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
+  }
+  TAHOE_CUDA(cudaStreamSynchronize(slot.stream), "tahoe kernels");
+  return absl::OkStatus();
+}
+
+absl::Status TahoeEngineImpl::RunHost(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call,
+                                      RowsView rows, MatrixView<float> out) const {
+  std::lock_guard<std::mutex> lock(g.mu);
+  TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+  const int64_t chunk = ChunkRows(g, s, call, true);
+  const int64_t F = rows.cols, W = call.width;
+  TahoeLaunchArgs a = Args(g, s, groups, call);
+  a.row_stride = F;
+  a.out_stride = W;
+  struct Pending {
+    int64_t begin = 0, count = 0;
+    bool active = false;
+  } pending[kSlots];
+  // Copies a finished chunk's outputs from its pinned slot to the caller's matrix.
+  auto drain = [&](int i) -> absl::Status {
+    Pending& p = pending[i];
+    if (!p.active) return absl::OkStatus();
+    TAHOE_CUDA(cudaEventSynchronize(g.slots[i].done), "tahoe chunk");
+    const float* src = g.slots[i].h_out;
+    if (out.stride == W) {
+      std::memcpy(out.Row(p.begin), src, static_cast<size_t>(p.count * W) * 4);
+    } else {
+      for (int64_t r = 0; r < p.count; ++r) std::memcpy(out.Row(p.begin + r), src + r * W, W * 4);
+    }
+    p.active = false;
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  int c = 0;
+  for (int64_t begin = 0; begin < rows.rows && status.ok(); begin += chunk, ++c) {
+    const int i = c % kSlots;
+    Slot& slot = g.slots[i];
+    status = drain(i);
+    if (!status.ok()) break;
+    const int64_t n = std::min(chunk, rows.rows - begin);
+    if (rows.stride == F) {
+      std::memcpy(slot.h_in, rows.Row(begin), static_cast<size_t>(n * F) * 4);
+    } else {
+      for (int64_t r = 0; r < n; ++r) std::memcpy(slot.h_in + r * F, rows.Row(begin + r), F * 4);
+    }
+    status = CudaStatus(cudaMemcpyAsync(slot.d_in, slot.h_in, n * F * 4, cudaMemcpyHostToDevice,
+                                        slot.stream),
+                        "copy rows to device");
+    if (!status.ok()) break;
+    a.d_rows = slot.d_in;
+    a.rows = n;
+    a.d_out = slot.d_out;
+    status = CudaStatus(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
+    if (!status.ok()) break;
+    status = CudaStatus(cudaMemcpyAsync(slot.h_out, slot.d_out, n * W * 4, cudaMemcpyDeviceToHost,
+                                        slot.stream),
+                        "copy results to host");
+    if (!status.ok()) break;
+    status = CudaStatus(cudaEventRecord(slot.done, slot.stream), "cudaEventRecord");
+    pending[i] = Pending{begin, n, status.ok()};
+  }
+  for (int i = 0; i < kSlots; ++i) {
+    if (status.ok()) {
+      status = drain(i);
+    } else {
+      cudaStreamSynchronize(g.slots[i].stream);  // leave the slot idle before reporting
+    }
+  }
+  return status;
+}
+
+void TahoeEngineImpl::LogChoice(const StrategyChoice& c, int64_t rows) const {
+  static constexpr const char* kNames[] = {"cpu", "direct", "shared_data", "shared_forest",
+                                           "splitting_shared_forest"};
+  int id = -1;
+  for (int i = 0; i < 5; ++i) {
+    if (c.strategy == kNames[i]) id = i;
+  }
+  GROVE_LOG(DEBUG) << "tahoe strategy" << KV("rows", rows) << KV("strategy", c.strategy)
+                   << KV("reason", c.reason);
+  if (last_choice_.exchange(id) != id) {
+    GROVE_LOG(INFO) << "tahoe strategy changed" << KV("rows", rows) << KV("strategy", c.strategy)
+                    << KV("groups", c.groups) << KV("reason", c.reason);
+  }
+}
+
+absl::Status TahoeEngineImpl::PredictHost(RowsView rows, const PredictOptions& options,
+                                          MatrixView<float> out, std::string_view strategy,
+                                          RunInfo* info) const {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, rows, options, out);
+  if (!call.ok()) return call.status();
+  absl::StatusOr<StrategyChoice> choice = Plan(rows.rows, options, false, strategy);
+  if (!choice.ok()) return choice.status();
+  LogChoice(*choice, rows.rows);
+  absl::Status status;
+  std::string device = "cpu";
+  if (choice->strategy == "cpu") {
+    status = PredictCpu(*forest_, rows, options, out, pool_);
+  } else if (rows.rows > 0) {
+    const TahoeStrategy s = StrategyFromName(choice->strategy);
+    const int n = num_gpus();
+    // Few rows: one GPU (the others would only add latency).
+    const int used = static_cast<int>(std::clamp<int64_t>(rows.rows / 4096, 1, n));
+    device = "cuda:";
+    std::vector<absl::Status> results(used);
+    std::vector<std::thread> threads;
+    const int64_t per = (rows.rows + used - 1) / used;
+    for (int d = 0; d < used; ++d) {
+      absl::StrAppend(&device, d == 0 ? "" : "+", gpus_[d]->device);
+      const int64_t b = d * per, e = std::min(rows.rows, b + per);
+      if (b >= e) continue;
+      RowsView rv{rows.Row(b), e - b, rows.cols, rows.stride};
+      MatrixView<float> ov{out.Row(b), e - b, out.cols, out.stride};
+      auto run = [&, d, rv, ov] {
+        results[d] = RunHost(*gpus_[d], s, choice->groups, *call, rv, ov);
+      };
+      if (d + 1 == used) {
+        run();
+      } else {
+        threads.emplace_back(run);
+      }
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& r : results) {
+      if (!r.ok() && status.ok()) status = r;
+    }
+  } else {
+    device = absl::StrCat("cuda:", gpus_[0]->device);
+  }
+  if (info != nullptr) {
+    info->device = device;
+    info->strategy = choice->strategy;
+    info->reason = choice->reason;
+    info->compute_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return status;
+}
+
+absl::Status TahoeEngineImpl::PredictDevice(int gpu, const float* d_rows, int64_t rows,
+                                            int64_t row_stride, const PredictOptions& options,
+                                            float* d_out, int64_t out_stride,
+                                            std::string_view strategy, RunInfo* info) const {
+  if (gpu < 0 || gpu >= num_gpus()) return absl::InvalidArgumentError("no such GPU");
+  const auto start = std::chrono::steady_clock::now();
+  const Forest& f = *forest_;
+  // Shape checks as TahoePrepareCall, without touching device memory.
+  if (row_stride < f.num_features) return absl::InvalidArgumentError("row stride < features");
+  const int64_t width = PredictWidth(f, options);
+  if (out_stride < width) return absl::InvalidArgumentError("output stride < width");
+  std::vector<float> dummy_row(f.num_features), dummy_out(width);
+  RowsView probe{dummy_row.data(), rows, f.num_features, 0};
+  MatrixView<float> probe_out{dummy_out.data(), rows, width, 0};
+  probe.stride = f.num_features;
+  probe_out.stride = width;
+  absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, probe, options, probe_out);
+  if (!call.ok()) return call.status();
+  absl::StatusOr<StrategyChoice> choice = Plan(rows, options, true, strategy);
+  if (!choice.ok()) return choice.status();
+  LogChoice(*choice, rows);
+  absl::Status s = RunDevice(*gpus_[gpu], StrategyFromName(choice->strategy), choice->groups,
+                             *call, d_rows, rows, row_stride, d_out, out_stride);
+  if (info != nullptr) {
+    info->device = absl::StrCat("cuda:", gpus_[gpu]->device);
+    info->strategy = choice->strategy;
+    info->reason = choice->reason;
+    info->compute_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return s;
+}
+
+}  // namespace
+
+int TahoeVisibleGpus() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+absl::StatusOr<std::unique_ptr<TahoeEngine>> TahoeEngine::Create(ForestPtr forest,
+                                                                  const TahoeEngineOptions& options,
+                                                                  ThreadPool* pool) {
+  if (forest == nullptr) return absl::InvalidArgumentError("TahoeEngine: no model");
+  const std::string& s = options.engine.strategy;
+  if (!s.empty() && s != "auto" && !IsKnownStrategy(s)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", s, "'"));
+  }
+  if (TahoeVisibleGpus() == 0) return absl::UnavailableError("no CUDA device visible");
+  absl::StatusOr<TahoeForestPtr> format = TahoeForest::Build(forest, options.format);
+  if (!format.ok()) return format.status();
+  auto engine = std::make_unique<TahoeEngineImpl>(forest, *format, options, pool);
+  if (absl::Status st = engine->Init(); !st.ok()) return st;
+  return std::unique_ptr<TahoeEngine>(std::move(engine));
+}
+
+}  // namespace grove
+
+#endif  // GROVE_HAVE_CUDA

@@ -1,0 +1,78 @@
+// TahoeEngine: the GPU prediction engine (Tahoe, Xie et al. EuroSys'21) behind PredictEngine.
+//
+// At Create, per model: the adaptive forest format is built once on the host (tahoe_forest.h) and
+// uploaded to every visible GPU, where it stays resident with its shared-memory parts; each GPU gets
+// two streams, two pinned host staging slots and two device slots (rows, outputs, reduction
+// workspace), allocated once. The hardware parameters are loaded from the calibration cache or
+// measured (perf_model.h), and the CPU reference path is timed on this model.
+//
+// Per call, the performance model predicts the time of the CPU path and of each GPU strategy
+// (including the host<->device copies) and runs the fastest, unless a strategy is forced. Rows are
+// split evenly across the GPUs; on each, the batch runs in chunks that alternate between the two
+// slots, so staging and copies of one chunk overlap the kernels of the other. No allocation in the
+// request path; every CUDA error becomes an absl::Status. Thread-safe: concurrent calls serialise
+// per GPU. Results are deterministic for a given strategy and device count.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/predict/perf_model.h"
+#include "core/predict/predict_engine.h"
+#include "core/predict/tahoe_forest.h"
+
+namespace grove {
+
+struct TahoeEngineOptions {
+  PredictEngineOptions engine;
+  TahoeFormatOptions format;
+  int max_gpus = 0;  // 0: every visible GPU
+  // Time each strategy on this model at load (a small and a large batch) to correct the
+  // performance model's latency and throughput terms (perf_model.h).
+  bool probe = true;
+  // Test and benchmark knobs (0: automatic).
+  int64_t max_part_bytes = 0;     // shared-memory budget of a splitting part (forces more parts)
+  int shared_data_groups = 0;     // thread groups per shared-data block
+  int64_t max_chunk_rows = 0;     // rows per launch / per staging slot
+};
+
+class TahoeEngine : public PredictEngine {
+ public:
+  // UNAVAILABLE without a GPU (or without CUDA).
+  static absl::StatusOr<std::unique_ptr<TahoeEngine>> Create(ForestPtr forest,
+                                                             const TahoeEngineOptions& options,
+                                                             ThreadPool* pool);
+
+  // Host rows in, host results out, with `strategy` ("" or "auto": the selector, which may pick
+  // "cpu") instead of the engine's configured one. Predict() is PredictHost(options.strategy).
+  virtual absl::Status PredictHost(RowsView rows, const PredictOptions& options,
+                                   MatrixView<float> out, std::string_view strategy,
+                                   RunInfo* info) const = 0;
+
+  // Engine level (benchmarks): rows and outputs already on GPU number `gpu` (0 .. num_gpus()-1),
+  // row-major with the given strides. `strategy`: "" or "auto" for the selector over the GPU
+  // strategies, or one of them. Blocks until the results are in d_out.
+  virtual absl::Status PredictDevice(int gpu, const float* d_rows, int64_t rows, int64_t row_stride,
+                                     const PredictOptions& options, float* d_out,
+                                     int64_t out_stride, std::string_view strategy,
+                                     RunInfo* info) const = 0;
+
+  // The selector's plan for a batch of `rows` (every strategy's predicted time and the choice).
+  // rows_on_device: engine level (no copies, no CPU).
+  virtual absl::StatusOr<StrategyChoice> Plan(int64_t rows, const PredictOptions& options,
+                                              bool rows_on_device,
+                                              std::string_view force) const = 0;
+
+  virtual const TahoeForest& format() const = 0;
+  virtual const GpuHardwareParams& hardware() const = 0;
+  virtual int num_gpus() const = 0;
+  virtual int cuda_device(int gpu) const = 0;  // CUDA device id of GPU number `gpu`
+  virtual double cpu_seconds_per_visit() const = 0;
+};
+
+// Number of visible CUDA devices (0 without CUDA or without a device).
+int TahoeVisibleGpus();
+
+}  // namespace grove

@@ -1,0 +1,230 @@
+// Kernels of the four Tahoe inference strategies (see tahoe_kernels.h for the contract). Included
+// only from tahoe_kernels.cu. The per-row logic is tahoe_forest.h's GROVE_HD code; these kernels only
+// decide where rows and nodes live (global or shared memory) and how partial sums are combined.
+#pragma once
+
+#include <cstdint>
+
+#include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe_kernels.h"
+
+namespace grove {
+namespace tahoe_kernels {
+
+// A row read through the read-only data path.
+struct LdgRow {
+  const float* p;
+  GROVE_HD float operator[](uint32_t feature) const {
+#if defined(__CUDA_ARCH__)
+    return __ldg(p + feature);
+#else
+    return p[feature];
+#endif
+  }
+};
+
+// Walks trees [begin, end) (through `order` when not null) for one row and writes its output:
+// leaf ids straight to `out`; margins either finalized into `out` (final) or left as partial sums
+// (scalar: returned; multi-output: in m[0..K)). `m` is K doubles owned by this thread.
+template <bool kMulti, bool kSimple, typename Node, typename Row>
+__device__ __forceinline__ double WalkRow(const TahoeForestView& v, const Node* nodes,
+                                          uint32_t node_offset, const TahoeTree* trees,
+                                          const uint32_t* order, uint32_t begin, uint32_t end,
+                                          const TahoeLaunchArgs& a, const Row& row, double* m,
+                                          float* out, bool final) {
+  if (a.kind == OutputKind::kLeaf) {
+    TahoeScalarAcc acc;
+    TahoeAccumulateTrees<kSimple>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
+                         out);
+    return 0;
+  }
+  const bool prediction = a.kind == OutputKind::kPrediction;
+  if constexpr (!kMulti) {
+    TahoeScalarAcc acc;
+    TahoeAccumulateTrees<kSimple>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
+                         static_cast<float*>(nullptr));
+    if (final) TahoeFinalizeScalar(v, a.transform, prediction, acc.sum, out);
+    return acc.sum;
+  } else {
+    for (int k = 0; k < v.num_outputs; ++k) m[k] = 0;
+    TahoeGroupAcc acc(m);
+    TahoeAccumulateTrees<kSimple>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
+                         static_cast<float*>(nullptr));
+    if (final) TahoeFinalizeRow(v, a.transform, prediction, m, out);
+    return 0;
+  }
+}
+
+// Direct: one thread per row, everything from global memory. Workspace (multi-output only): K
+// doubles per row.
+template <typename Node, bool kMulti, bool kSimple>
+__global__ void __launch_bounds__(kDirectThreads)
+    DirectKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= a.rows) return;
+  const LdgRow row{a.d_rows + r * a.row_stride};
+  double* m = kMulti ? d_ws + r * f.view.num_outputs : nullptr;
+  WalkRow<kMulti, kSimple>(f.view, static_cast<const Node*>(f.view.nodes), 0, f.view.trees, nullptr, 0,
+                  static_cast<uint32_t>(f.view.num_trees), a, row, m, a.d_out + r * a.out_stride,
+                  true);
+}
+
+// Shared data: block = kSharedDataRows rows x a.groups thread groups. Shared memory: partial sums
+// [groups][rows][K] doubles, then the rows feature-major with a padded stride (rows + 1) so that the
+// coalesced staging writes and the per-lane reads are both free of bank conflicts.
+template <typename Node, bool kMulti, bool kSimple>
+__global__ void __launch_bounds__(1024)
+    SharedDataKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int assignment) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int R = kSharedDataRows;
+  constexpr int kStride = R + 1;
+  const int G = a.groups;
+  const int K = kMulti ? f.view.num_outputs : 1;
+  double* s_part = reinterpret_cast<double*>(smem);
+  float* s_rows = reinterpret_cast<float*>(s_part + static_cast<int64_t>(G) * R * K);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int nr = static_cast<int>(a.rows - row0 < R ? a.rows - row0 : R);
+  const int nf = f.view.num_features;
+  for (int i = threadIdx.x; i < R * nf; i += blockDim.x) {
+    const int r = i / nf, c = i - r * nf;
+    s_rows[c * kStride + r] = r < nr ? a.d_rows[(row0 + r) * a.row_stride + c] : 0.0f;
+  }
+  __syncthreads();
+  const int r = threadIdx.x % R, g = threadIdx.x / R;
+  const uint32_t* order = f.d_assign_order + f.order_begin[assignment];
+  const uint32_t* offsets = f.d_assign_offsets + f.offsets_begin[assignment];
+  if (r < nr) {
+    const TahoeStridedRow row{s_rows + r, static_cast<uint32_t>(kStride)};
+    double* m = s_part + (static_cast<int64_t>(g) * R + r) * K;
+    const double s = WalkRow<kMulti, kSimple>(f.view, static_cast<const Node*>(f.view.nodes), 0,
+                                     f.view.trees, order, offsets[g], offsets[g + 1], a, row, m,
+                                     a.d_out + (row0 + r) * a.out_stride, false);
+    if (!kMulti) *m = s;
+  }
+  if (a.kind == OutputKind::kLeaf) return;  // uniform over the block
+  __syncthreads();
+  // Block-wise reduction: one thread per row adds the group sums in group order.
+  if (threadIdx.x < nr) {
+    const int rr = threadIdx.x;
+    float* out = a.d_out + (row0 + rr) * a.out_stride;
+    const bool prediction = a.kind == OutputKind::kPrediction;
+    if constexpr (!kMulti) {
+      double s = 0;
+      for (int gg = 0; gg < G; ++gg) s += s_part[gg * R + rr];
+      TahoeFinalizeScalar(f.view, a.transform, prediction, s, out);
+    } else {
+      double* m = s_part + static_cast<int64_t>(rr) * K;
+      for (int gg = 1; gg < G; ++gg) {
+        const double* p = s_part + (static_cast<int64_t>(gg) * R + rr) * K;
+        for (int k = 0; k < K; ++k) m[k] += p[k];
+      }
+      TahoeFinalizeRow(f.view, a.transform, prediction, m, out);
+    }
+  }
+}
+
+// Shared forest (gridDim.y == 1, whole forest) and splitting shared forest (gridDim.y parts): the
+// block copies its part's nodes and tree records to shared memory once, then walks rows in a
+// grid-stride loop. With one part the rows are finalized here; with several, partial sums go to
+// d_ws[part][row] (x K) for ReduceKernel.
+template <typename Node, bool kMulti, bool kSimple>
+__global__ void __launch_bounds__(kForestSmemThreads)
+    ForestSmemKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const bool whole = a.strategy == TahoeStrategy::kSharedForest;
+  const int parts = whole ? 1 : f.num_parts;
+  const int per_part = a.items_per_part;
+  const bool final = parts == 1;
+  const int K = f.view.num_outputs;
+  const bool stage = f.staged_row_bytes > 0;
+  const int nf = f.view.num_features;
+  constexpr int kStride = kForestSmemThreads + 1;
+  const int64_t part_bytes = whole ? f.forest_smem_bytes : f.part_smem_bytes;
+  Node* s_nodes = reinterpret_cast<Node*>(smem);
+  float* s_rows = reinterpret_cast<float*>(smem + ((part_bytes + 15) & ~int64_t{15}));
+  // Rows of one work item: a multiple of the block size.
+  const int64_t tiles = (a.rows + blockDim.x - 1) / blockDim.x;
+  const int64_t item_rows = ((tiles + per_part - 1) / per_part) * blockDim.x;
+  int loaded = -1;
+  TahoePart part{};
+  TahoeTree* s_trees = nullptr;
+  uint32_t num_trees = 0;
+  // Work items (part, row range), part-major, strided over the persistent grid: balanced whatever
+  // the number of parts, each block reloading a part only when its item's part changes.
+  for (int item = blockIdx.x; item < parts * per_part; item += gridDim.x) {
+    const int p = item / per_part;
+    const int64_t r_begin = static_cast<int64_t>(item % per_part) * item_rows;
+    const int64_t r_end = r_begin + item_rows < a.rows ? r_begin + item_rows : a.rows;
+    if (r_begin >= r_end) continue;  // uniform over the block
+    if (p != loaded) {
+      __syncthreads();  // every thread is done with the previous part
+      part = whole ? TahoePart{0, static_cast<uint32_t>(f.view.num_trees), 0,
+                               static_cast<uint32_t>(f.view.num_nodes)}
+                   : f.d_parts[p];
+      const uint32_t num_nodes = part.node_end - part.node_begin;
+      num_trees = part.tree_end - part.tree_begin;
+      const uint32_t tree_offset = (num_nodes * static_cast<uint32_t>(sizeof(Node)) + 15u) & ~15u;
+      s_trees = reinterpret_cast<TahoeTree*>(smem + tree_offset);
+      const Node* g_nodes = static_cast<const Node*>(f.view.nodes) + part.node_begin;
+      for (uint32_t i = threadIdx.x; i < num_nodes; i += blockDim.x) s_nodes[i] = TahoeLoad(g_nodes + i);
+      const uint4* g_trees = reinterpret_cast<const uint4*>(f.view.trees + part.tree_begin);
+      uint4* st = reinterpret_cast<uint4*>(s_trees);
+      for (uint32_t i = threadIdx.x; i < num_trees; i += blockDim.x) st[i] = g_trees[i];
+      loaded = p;
+    }
+    for (int64_t base = r_begin; base < r_end; base += blockDim.x) {
+      const int64_t r = base + threadIdx.x;
+      if (stage) {
+        __syncthreads();  // the previous tile is no longer read
+        const int nr = static_cast<int>(r_end - base < blockDim.x ? r_end - base : blockDim.x);
+        for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
+          const int rr = i / nf, c = i - rr * nf;
+          s_rows[c * kStride + rr] = a.d_rows[(base + rr) * a.row_stride + c];
+        }
+      }
+      __syncthreads();  // part (and staged rows) visible
+      if (r >= r_end) continue;
+      double* m = kMulti ? d_ws + (static_cast<int64_t>(p) * a.rows + r) * K : nullptr;
+      double s;
+      if (stage) {
+        const TahoeStridedRow row{s_rows + threadIdx.x, static_cast<uint32_t>(kStride)};
+        s = WalkRow<kMulti, kSimple>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
+                                     num_trees, a, row, m, a.d_out + r * a.out_stride, final);
+      } else {
+        const LdgRow row{a.d_rows + r * a.row_stride};
+        s = WalkRow<kMulti, kSimple>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
+                                     num_trees, a, row, m, a.d_out + r * a.out_stride, final);
+      }
+      if (!kMulti && !final && a.kind != OutputKind::kLeaf) {
+        d_ws[static_cast<int64_t>(p) * a.rows + r] = s;
+      }
+    }
+  }
+}
+
+// Global reduction of splitting shared forest: adds the parts' partial sums in part order and
+// finalizes each row (one thread per row).
+template <bool kMulti>
+__global__ void __launch_bounds__(256)
+    ReduceKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws, int parts) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= a.rows) return;
+  float* out = a.d_out + r * a.out_stride;
+  const bool prediction = a.kind == OutputKind::kPrediction;
+  if constexpr (!kMulti) {
+    double s = 0;
+    for (int p = 0; p < parts; ++p) s += d_ws[static_cast<int64_t>(p) * a.rows + r];
+    TahoeFinalizeScalar(f.view, a.transform, prediction, s, out);
+  } else {
+    const int K = f.view.num_outputs;
+    double* m = d_ws + r * K;
+    for (int p = 1; p < parts; ++p) {
+      const double* q = d_ws + (static_cast<int64_t>(p) * a.rows + r) * K;
+      for (int k = 0; k < K; ++k) m[k] += q[k];
+    }
+    TahoeFinalizeRow(f.view, a.transform, prediction, m, out);
+  }
+}
+
+}  // namespace tahoe_kernels
+}  // namespace grove

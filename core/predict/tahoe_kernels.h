@@ -1,0 +1,125 @@
+// GPU entry points of the four Tahoe inference strategies (Xie et al., EuroSys'21, §5.1). Compiles
+// with g++ (only the CUDA runtime API header is needed); the kernels live in tahoe_kernels.cuh and
+// are launched from tahoe_kernels.cu. Included only from CUDA-enabled translation units.
+//
+// Strategies (all walk the adaptive format of tahoe_forest.h with the GROVE_HD per-row logic):
+//  * direct: one thread per row walks every tree; nodes and rows read from global memory; no shared
+//    memory, no reduction;
+//  * shared data: a block stages kSharedDataRows rows in shared memory (feature-major, conflict
+//    free); `groups` thread groups of kSharedDataRows threads each walk one part of the forest
+//    (TahoeForest::Assignment(groups)) and a block-wise reduction adds the group sums in group order;
+//  * shared forest: every block copies the whole forest (nodes + tree records) into shared memory
+//    once and then walks rows from global memory in a grid-stride loop; no reduction;
+//  * splitting shared forest: the forest is cut into parts that fit shared memory; block (x, p)
+//    holds part p and writes per-row partial sums to a workspace, which a second kernel adds in part
+//    order (the global reduction) and finalizes.
+// Every output kind (margin, transformed prediction, leaf ids), every output group and iteration
+// ranges are supported by every strategy.
+//
+// Determinism: every strategy is deterministic (no atomics; every sum is taken in a fixed order), so
+// the same inputs give bit-identical outputs run to run. Different strategies (and different
+// `groups` / part splits) add the same trees in different groupings, so they agree to rounding
+// (well within 1e-5 relative), not bit for bit; leaf ids are exact everywhere.
+//
+// Memory: no entry point allocates. Device pointers are prefixed d_; the workspace is owned by the
+// caller (TahoeWorkspaceDoubles says how large).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "core/model/transform.h"
+#include "core/predict/predict.h"
+#include "core/predict/tahoe_forest.h"
+
+namespace grove {
+
+enum class TahoeStrategy : int {
+  kDirect = 0,
+  kSharedData = 1,
+  kSharedForest = 2,
+  kSplittingSharedForest = 3,
+};
+inline constexpr int kNumTahoeStrategies = 4;
+const char* TahoeStrategyName(TahoeStrategy s);
+
+inline constexpr int kSharedDataRows = 32;         // rows per shared-data block (one per lane)
+inline constexpr int kForestSmemThreads = 1024;    // threads per shared-forest block
+inline constexpr int kDirectThreads = 256;         // threads per direct block
+inline constexpr int kMaxAssignments = 9;          // groups 1, 2, 4, ..., 256
+
+// A TahoeForest resident on one device: the view's pointers are device pointers.
+struct TahoeDeviceForest {
+  TahoeForestView view;  // device pointers
+  bool wide = false;     // TahoeNode16 nodes
+  bool simple = false;   // TahoeForest::simple(): the kernels use TahoeTraverseSimple
+  // Every TahoeForest::Assignment, concatenated: assignment i (groups = 1 << i) runs
+  // d_assign_order[order_begin[i] + ...] with offsets d_assign_offsets[offsets_begin[i] + g].
+  const uint32_t* d_assign_order = nullptr;
+  const uint32_t* d_assign_offsets = nullptr;
+  uint32_t order_begin[kMaxAssignments] = {};
+  uint32_t offsets_begin[kMaxAssignments] = {};
+  int num_assignments = 0;
+  // Shared-memory parts for splitting shared forest (one part = the whole forest when it fits).
+  const TahoePart* d_parts = nullptr;
+  int num_parts = 0;
+  int64_t part_smem_bytes = 0;    // shared memory the largest part needs
+  int64_t forest_smem_bytes = 0;  // shared memory the whole forest needs
+  // Shared forest / splitting: rows of few features are staged in shared memory after the forest
+  // part (feature-major, kForestSmemThreads + 1 stride): the forest fills shared memory, leaving L1
+  // too small to keep the block's rows. 0: rows read from global memory.
+  int64_t staged_row_bytes = 0;
+};
+
+// Features up to which shared forest / splitting stage the rows (TahoeStagedRowBytes).
+inline constexpr int kMaxStagedFeatures = 16;
+inline int64_t TahoeStagedRowBytes(int num_features) {
+  return num_features <= kMaxStagedFeatures
+             ? int64_t{num_features} * (kForestSmemThreads + 1) * 4
+             : 0;
+}
+
+// One launch over rows [0, rows) of d_rows (row-major, `row_stride` floats apart), writing
+// rows x width floats to d_out (`out_stride` apart).
+struct TahoeLaunchArgs {
+  TahoeStrategy strategy = TahoeStrategy::kDirect;
+  const float* d_rows = nullptr;
+  int64_t rows = 0;
+  int64_t row_stride = 0;
+  float* d_out = nullptr;
+  int64_t out_stride = 0;
+  OutputKind kind = OutputKind::kMargin;
+  TahoeRowParams row_params;
+  TransformParams transform;
+  int groups = 1;        // shared data: thread groups per block (power of two, <= 32)
+  int sm_count = 1;      // shared forest / splitting: persistent grid of sm_count x blocks_per_sm
+  int blocks_per_sm = 1;
+  int items_per_part = 1;  // set by TahoeLaunch: row ranges per part (work items)
+};
+
+// Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for
+// splitting shared forest; 0 for scalar rows on the other strategies).
+int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, TahoeStrategy s, OutputKind kind,
+                              int64_t rows);
+
+// Dynamic shared memory a launch needs (bytes); 0 for direct.
+int64_t TahoeSharedBytes(const TahoeDeviceForest& f, TahoeStrategy s, int groups);
+
+// Largest `groups` (power of two <= 32) whose shared-data block fits `max_smem` bytes; 0 if none.
+int TahoeMaxSharedDataGroups(const TahoeDeviceForest& f, int64_t max_smem);
+
+// Raises the kernels' dynamic shared-memory limits to `max_smem` on the current device (once per
+// device, before the first launch). Not in the request path.
+cudaError_t TahoeConfigureKernels(int64_t max_smem);
+
+// Resident blocks per SM of the shared-forest kernel at `smem_bytes` (occupancy calculator).
+int TahoeForestBlocksPerSm(const TahoeDeviceForest& f, int64_t smem_bytes, bool multi);
+
+// Enqueues the strategy's kernel(s) on `stream`; returns the launch error, if any (asynchronous
+// errors surface at the caller's next synchronization). `d_workspace` holds at least
+// TahoeWorkspaceDoubles doubles. Deterministic (see above).
+cudaError_t TahoeLaunch(const TahoeDeviceForest& f, const TahoeLaunchArgs& args,
+                        double* d_workspace, cudaStream_t stream);
+
+}  // namespace grove

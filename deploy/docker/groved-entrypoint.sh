@@ -1,0 +1,46 @@
+#!/bin/sh
+# Container entry point of groved: turns GROVE_* environment variables into groved flags.
+#
+# Every flag of docs/operations.md has a variable: GROVE_ followed by the flag's name in upper case
+# (GROVE_MODEL_REPOSITORY -> --model_repository, GROVE_GRPC_PORT -> --grpc_port, ...). A variable that
+# is unset or empty passes no flag (groved's default applies). Arguments given to the container
+# (Kubernetes `args:`, `docker run IMAGE ...`) are appended, so they win over the environment.
+# GROVED (default /usr/local/bin/groved) is the binary; tests/deploy runs this script with the
+# manifests' environment against a freshly built groved.
+set -eu
+
+GROVED=${GROVED:-/usr/local/bin/groved}
+
+# The flags of docs/operations.md, in its order. tests/deploy checks each against `groved --helpfull`.
+GROVE_ENV_FLAGS="model_repository grpc_address grpc_port metrics_address metrics_port port_file
+tls_cert_file tls_key_file tls_client_ca_file max_message_bytes repository_poll_seconds model_control
+strict_readiness default_model_config use_gpu compute_threads batch_threads calibration_cache_dir
+shutdown_delay_seconds shutdown_grace_seconds log_format log_level"
+
+if [ "${1:-}" = "--print-flags" ]; then
+  # Lists the variable -> flag table (used by tests and `docker run IMAGE --print-flags`).
+  for flag in $GROVE_ENV_FLAGS; do
+    echo "GROVE_$(echo "$flag" | tr '[:lower:]' '[:upper:]') --$flag"
+  done
+  exit 0
+fi
+
+# Build "$@" = flags from the environment, then the container's arguments.
+n_args=$#
+for flag in $GROVE_ENV_FLAGS; do
+  var="GROVE_$(echo "$flag" | tr '[:lower:]' '[:upper:]')"
+  eval "value=\${$var:-}"
+  if [ -n "$value" ]; then
+    set -- "$@" "--$flag=$value"
+  fi
+done
+# Rotate the original arguments behind the environment's flags.
+i=0
+while [ "$i" -lt "$n_args" ]; do
+  arg=$1
+  shift
+  set -- "$@" "$arg"
+  i=$((i + 1))
+done
+
+exec "$GROVED" "$@"

@@ -1,0 +1,54 @@
+#include "server/call.h"
+
+#include <utility>
+
+namespace grove::server {
+
+std::string ModelLabel(Runtime* runtime, const std::string& name) {
+  return runtime->registry().GetStatus(name).ok() ? name : std::string(kUnknownModelLabel);
+}
+
+void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks,
+               const std::shared_ptr<CallState>& call) {
+  size_t i = 0;
+  absl::Status error;
+  for (; i < tasks.size(); ++i) {
+    error = runtime->Submit(std::move(tasks[i]));
+    if (!error.ok()) break;
+  }
+  if (error.ok()) return;
+  // The error is recorded first, so that it (not CANCELLED) is the call's status.
+  for (; i < tasks.size(); ++i) call->TaskDone(error);
+  call->Cancel();
+}
+
+UnaryCall::UnaryCall(Runtime* runtime, const char* method)
+    : runtime_(runtime), method_(method), start_(absl::Now()) {
+  runtime_->metrics().InflightRequests(method_, 1);
+}
+
+void UnaryCall::set_call(std::shared_ptr<CallState> call) {
+  absl::MutexLock lock(&mu_);
+  call_ = std::move(call);
+  if (cancelled_) call_->Cancel();
+}
+
+void UnaryCall::Reply(const absl::Status& status) {
+  const double seconds =
+      status.ok() && observe_latency_ ? absl::ToDoubleSeconds(absl::Now() - start_) : -1;
+  runtime_->metrics().RecordRequest(model_label_, method_, CodeName(status.code()), seconds, op_);
+  Finish(ToGrpcStatus(status));
+}
+
+void UnaryCall::OnCancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (call_ != nullptr) call_->Cancel();
+}
+
+void UnaryCall::OnDone() {
+  runtime_->metrics().InflightRequests(method_, -1);
+  delete this;
+}
+
+}  // namespace grove::server

@@ -1,0 +1,64 @@
+// What every RPC handler of groved shares: a unary reactor that records the call's metrics and
+// cancels its queued work when the client goes away, and the submission of a call's compute tasks.
+//
+// Handlers never block: they validate, convert, Submit tasks and return the reactor; the last task
+// to finish (on a batch executor thread) finishes the call.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "server/runtime.h"
+#include "server/status.h"
+
+namespace grove::server {
+
+// The `model` label of a call naming `name`: the name when the repository knows it, "_unknown"
+// otherwise (callers cannot create series).
+std::string ModelLabel(Runtime* runtime, const std::string& name);
+
+// Submits `tasks` (all pointing at `call`, which was created with tasks.size()). A task that
+// cannot be queued is answered with its error, the tasks after it as well, and the call is
+// cancelled so that its queued tasks are dropped: `call`'s done runs exactly once either way.
+void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks,
+               const std::shared_ptr<CallState>& call);
+
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(Runtime* runtime, const char* method);
+
+  void set_model_label(std::string label) { model_label_ = std::move(label); }
+  // Observed in grove_request_duration_seconds on success (compute calls only).
+  void set_operation(registry::Operation op) {
+    op_ = op;
+    observe_latency_ = true;
+  }
+  // The call's compute state, cancelled when the client cancels. Set before returning the reactor.
+  void set_call(std::shared_ptr<CallState> call);
+
+  // Records metrics and finishes the RPC. Exactly once.
+  void Reply(const absl::Status& status);
+
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  Runtime* const runtime_;
+  const char* const method_;
+  const absl::Time start_;
+  std::string model_label_;
+  registry::Operation op_ = registry::Operation::kPredict;
+  bool observe_latency_ = false;
+  absl::Mutex mu_;
+  std::shared_ptr<CallState> call_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace grove::server

@@ -1,0 +1,449 @@
+#include "server/convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/explain/explain.h"
+#include "core/model/double_rows.h"
+#include "core/predict/predict.h"
+
+namespace grove::server {
+namespace {
+
+grove::v1::ModelState StateToProto(registry::VersionState state) {
+  switch (state) {
+    case registry::VersionState::kLoading: return grove::v1::MODEL_STATE_LOADING;
+    case registry::VersionState::kReady: return grove::v1::MODEL_STATE_READY;
+    case registry::VersionState::kFailed: return grove::v1::MODEL_STATE_FAILED;
+    case registry::VersionState::kUnloaded: return grove::v1::MODEL_STATE_UNLOADED;
+  }
+  return grove::v1::MODEL_STATE_UNSPECIFIED;
+}
+
+grove::v1::Output OutputToProto(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kMargin: return grove::v1::OUTPUT_MARGIN;
+    case OutputKind::kPrediction: return grove::v1::OUTPUT_PREDICTION;
+    case OutputKind::kLeaf: return grove::v1::OUTPUT_LEAF;
+  }
+  return grove::v1::OUTPUT_UNSPECIFIED;
+}
+
+bool BinaryProbabilities(const Forest& forest) {
+  return forest.num_outputs == 1 && forest.objective.link == Link::kSigmoid;
+}
+
+}  // namespace
+
+const char* FormatLabel(ModelFormat format) {
+  switch (format) {
+    case ModelFormat::kXgboostJson: return "xgboost_json";
+    case ModelFormat::kXgboostUbjson: return "xgboost_ubjson";
+    case ModelFormat::kLightgbmText: return "lightgbm_text";
+  }
+  return "unknown";
+}
+
+absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline) {
+  const auto now = std::chrono::system_clock::now();
+  // gRPC's "no deadline" is gpr_inf_future converted to system_clock: far away (or max()).
+  if (deadline >= now + std::chrono::hours(24 * 365 * 10)) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
+                        int64_t values) {
+  const int64_t features = model.forest->num_features;
+  const int64_t max_rows = model.config->max_request_rows;
+  if (rows <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("empty request: rows must be at least 1 (got ", rows, ")"));
+  }
+  if (rows > max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("request has ", rows,
+                                                   " rows, above the limit of ", max_rows,
+                                                   " rows per request (max_request_rows)"));
+  }
+  if (cols != features) {
+    return absl::InvalidArgumentError(absl::StrCat("rows have ", cols, " features; model '",
+                                                   model.name, "' expects ", features));
+  }
+  if (values != rows * cols) {
+    return absl::InvalidArgumentError(absl::StrCat("matrix of ", rows, " x ", cols, " holds ",
+                                                   values, " values; expected ", rows * cols));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
+                                        const grove::v1::Matrix& matrix,
+                                        std::vector<float>* converted) {
+  if (matrix.values_f64_size() > 0) {
+    if (matrix.values_size() > 0) {
+      return absl::InvalidArgumentError("rows carry both values and values_f64; send one");
+    }
+    if (absl::Status s = CheckShape(model, matrix.rows(), matrix.cols(), matrix.values_f64_size());
+        !s.ok()) {
+      return s;
+    }
+    converted->resize(static_cast<size_t>(matrix.values_f64_size()));
+    DoubleRowConverter(*model.forest)
+        .ConvertRows(matrix.values_f64().data(), matrix.rows(), converted->data());
+    return MakeRowsView(converted->data(), matrix.rows(), matrix.cols());
+  }
+  if (absl::Status s = CheckShape(model, matrix.rows(), matrix.cols(), matrix.values_size());
+      !s.ok()) {
+    return s;
+  }
+  return MakeRowsView(matrix.values().data(), matrix.rows(), matrix.cols());
+}
+
+absl::Status CheckIterationRange(const Forest& forest, int begin, int end) {
+  if (begin < 0 || end < 0) {
+    return absl::InvalidArgumentError("iteration_begin and iteration_end must not be negative");
+  }
+  if (begin >= forest.num_iterations) {
+    return absl::InvalidArgumentError(absl::StrCat("iteration_begin ", begin,
+                                                   " is beyond the model's ",
+                                                   forest.num_iterations, " boosting rounds"));
+  }
+  if (end > 0 && end <= begin) {
+    return absl::InvalidArgumentError(absl::StrCat("iteration_end ", end,
+                                                   " must be 0 (to the last round) or above "
+                                                   "iteration_begin ",
+                                                   begin));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckExplainAvailable(const registry::ServableModel& model) {
+  if (model.explain != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model '", model.name, "' cannot be explained: ",
+      model.explain_status.ok() ? "no explanation engine" : model.explain_status.message()));
+}
+
+int64_t InteractionValuesPerRow(const Forest& forest) {
+  const int64_t f1 = forest.num_features + 1;
+  return forest.num_outputs * f1 * f1;
+}
+
+absl::Status CheckInteractionsAllowed(const registry::ServableModel& model) {
+  const int64_t per_row = InteractionValuesPerRow(*model.forest);
+  const int64_t limit = model.config->max_interaction_values_per_row;
+  if (per_row <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "interaction values of model '", model.name, "' need ", per_row,
+      " values per row (outputs x (features + 1)^2), above the limit of ", limit,
+      " (max_interaction_values_per_row)"));
+}
+
+absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
+                                                       const grove::v1::PredictRequest& request) {
+  std::vector<OutputKind> out;
+  auto add = [&](OutputKind k) {
+    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  };
+  if (request.outputs_size() == 0) {
+    for (OutputKind k : model.config->default_outputs) add(k);
+    return out;
+  }
+  for (int o : request.outputs()) {
+    switch (o) {
+      case grove::v1::OUTPUT_MARGIN: add(OutputKind::kMargin); break;
+      case grove::v1::OUTPUT_PREDICTION: add(OutputKind::kPrediction); break;
+      case grove::v1::OUTPUT_LEAF: add(OutputKind::kLeaf); break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown output ", o, " (use OUTPUT_MARGIN, OUTPUT_PREDICTION, OUTPUT_LEAF)"));
+    }
+  }
+  return out;
+}
+
+absl::Status CheckExplainRows(const grove::v1::PredictRequest& request, int64_t rows) {
+  for (int64_t r : request.explain_rows()) {
+    if (r < 0 || r >= rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("explain_rows holds ", r, "; rows are 0..", rows - 1));
+    }
+  }
+  return absl::OkStatus();
+}
+
+MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols) {
+  matrix->set_rows(rows);
+  matrix->set_cols(cols);
+  matrix->mutable_values()->Resize(static_cast<int>(rows * cols), 0.0f);
+  return MakeMatrixView(matrix->mutable_values()->mutable_data(), rows, cols);
+}
+
+void InteractionRowSums(const float* interactions, int64_t rows, int num_outputs, int num_features,
+                        float* values) {
+  const int64_t f1 = num_features + 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int k = 0; k < num_outputs; ++k) {
+      const float* m = interactions + (r * num_outputs + k) * f1 * f1;
+      float* v = values + (r * num_outputs + k) * f1;
+      for (int64_t i = 0; i < f1; ++i) {
+        double sum = 0;
+        for (int64_t j = 0; j < f1; ++j) sum += m[i * f1 + j];
+        v[i] = static_cast<float>(sum);
+      }
+    }
+  }
+}
+
+void TopK(const float* values, int64_t rows, int num_outputs, int num_features, int k,
+          grove::v1::TopFeatures* out) {
+  k = std::max(0, std::min(k, num_features));
+  out->set_k(k);
+  out->clear_features();
+  out->clear_values();
+  out->mutable_features()->Reserve(static_cast<int>(rows * num_outputs * k));
+  out->mutable_values()->Reserve(static_cast<int>(rows * num_outputs * k));
+  const int64_t f1 = num_features + 1;
+  std::vector<int> order(num_features);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int o = 0; o < num_outputs; ++o) {
+      const float* v = values + (r * num_outputs + o) * f1;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+        const float x = std::fabs(v[a]), y = std::fabs(v[b]);
+        return x != y ? x > y : a < b;
+      });
+      for (int i = 0; i < k; ++i) {
+        out->add_features(order[i]);
+        out->add_values(v[order[i]]);
+      }
+    }
+  }
+}
+
+void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus* out) {
+  out->set_name(status.name);
+  out->set_ready(status.ready);
+  for (const registry::VersionStatus& v : status.versions) {
+    grove::v1::VersionStatus* p = out->add_versions();
+    p->set_version(v.version);
+    p->set_state(StateToProto(v.state));
+    std::string error = v.error;
+    if (error.empty() && !status.error.empty() && !v.serving) error = status.error;
+    p->set_error(error);
+    p->set_load_seconds(v.load_seconds);
+    p->set_path(v.path);
+    if (v.loaded_at != absl::InfinitePast()) p->set_loaded_unix_micros(absl::ToUnixMicros(v.loaded_at));
+  }
+}
+
+void FillModelMetadata(const registry::ServableModel& model, const registry::ModelStatus& status,
+                       grove::v1::ModelMetadata* out) {
+  const Forest& f = *model.forest;
+  out->set_name(model.name);
+  out->set_version(model.version);
+  grove::v1::ModelStatus tmp;
+  FillModelStatus(status, &tmp);
+  *out->mutable_versions() = tmp.versions();
+  out->set_format(FormatLabel(f.format));
+  out->set_library_version(f.library_version);
+  out->set_objective(f.objective.name);
+  out->set_link(LinkName(f.objective.link));
+  out->set_num_features(f.num_features);
+  for (const std::string& n : f.feature_names) out->add_feature_names(n);
+  for (const std::string& t : f.feature_types) out->add_feature_types(t);
+  out->set_num_outputs(f.num_outputs);
+  out->set_prediction_width(f.PredictionWidth());
+  out->set_num_trees(static_cast<int32_t>(f.trees.size()));
+  out->set_num_iterations(f.num_iterations);
+  out->set_max_depth(f.max_depth);
+  out->set_has_categorical(f.has_categorical);
+  out->set_has_linear_leaves(f.has_linear_leaves);
+  out->set_explainable(model.explain != nullptr);
+  if (model.explain == nullptr) {
+    out->set_explain_error(model.explain_status.ok() ? "no explanation engine"
+                                                     : std::string(model.explain_status.message()));
+  }
+  out->set_predict_engine(model.predict->Describe());
+  out->set_explain_engine(model.explain != nullptr ? model.explain->Describe() : "");
+  out->set_max_request_rows(model.config->max_request_rows);
+  out->set_max_interaction_values_per_row(model.config->max_interaction_values_per_row);
+  out->set_interactions_allowed(model.explain != nullptr && CheckInteractionsAllowed(model).ok());
+  for (OutputKind k : model.config->default_outputs) out->add_default_outputs(OutputToProto(k));
+}
+
+absl::StatusOr<int64_t> ParseKserveVersion(absl::string_view version) {
+  if (version.empty()) return 0;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(version, &v) || v < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model_version '", version, "' is not a version number"));
+  }
+  return v;
+}
+
+absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
+                                             const inference::ModelInferRequest& request) {
+  if (request.inputs_size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("expected exactly one input tensor '",
+                                                   kInputTensor, "', got ",
+                                                   request.inputs_size()));
+  }
+  const auto& in = request.inputs(0);
+  if (in.name() != kInputTensor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown input tensor '", in.name(), "'; expected '", kInputTensor, "'"));
+  }
+  const bool fp64 = in.datatype() == "FP64";
+  if (in.datatype() != "FP32" && !fp64) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", kInputTensor, "' has datatype ",
+                                                   in.datatype(), "; expected FP32 (or FP64)"));
+  }
+  if (in.shape_size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input '", kInputTensor, "' has ", in.shape_size(), " dimensions; expected [rows, ",
+        model.forest->num_features, "]"));
+  }
+  const int64_t rows = in.shape(0);
+  const int64_t cols = in.shape(1);
+  const bool raw = request.raw_input_contents_size() > 0;
+  if (raw && in.has_contents()) {
+    return absl::InvalidArgumentError(
+        "input contents given both as raw_input_contents and as typed contents");
+  }
+  if (raw && request.raw_input_contents_size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents has ",
+                                                   request.raw_input_contents_size(),
+                                                   " entries; expected 1"));
+  }
+  KserveInput out;
+  if (fp64) {
+    std::vector<double> doubles;
+    if (raw) {
+      const std::string& bytes = request.raw_input_contents(0);
+      if (bytes.size() % sizeof(double) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("raw input of ", bytes.size(),
+                                                       " bytes is not a whole number of FP64"));
+      }
+      doubles.resize(bytes.size() / sizeof(double));
+      if (!bytes.empty()) std::memcpy(doubles.data(), bytes.data(), bytes.size());
+    } else {
+      doubles.assign(in.contents().fp64_contents().begin(), in.contents().fp64_contents().end());
+    }
+    if (absl::Status s = CheckShape(model, rows, cols, static_cast<int64_t>(doubles.size()));
+        !s.ok()) {
+      return s;
+    }
+    out.owned.resize(doubles.size());
+    DoubleRowConverter(*model.forest).ConvertRows(doubles.data(), rows, out.owned.data());
+    out.rows = MakeRowsView(out.owned.data(), rows, cols);
+    return out;
+  }
+  if (raw) {
+    const std::string& bytes = request.raw_input_contents(0);
+    if (bytes.size() % sizeof(float) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("raw input of ", bytes.size(),
+                                                     " bytes is not a whole number of FP32"));
+    }
+    const int64_t values = static_cast<int64_t>(bytes.size() / sizeof(float));
+    if (absl::Status s = CheckShape(model, rows, cols, values); !s.ok()) return s;
+    if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
+      out.rows = MakeRowsView(reinterpret_cast<const float*>(bytes.data()), rows, cols);
+    } else {
+      out.owned.resize(static_cast<size_t>(values));
+      std::memcpy(out.owned.data(), bytes.data(), bytes.size());
+      out.rows = MakeRowsView(out.owned.data(), rows, cols);
+    }
+    return out;
+  }
+  const auto& c = in.contents();
+  if (absl::Status s = CheckShape(model, rows, cols, c.fp32_contents_size()); !s.ok()) return s;
+  out.rows = MakeRowsView(c.fp32_contents().data(), rows, cols);
+  return out;
+}
+
+absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequest& request) {
+  KserveOutputs out;
+  for (const auto& o : request.outputs()) {
+    if (std::find(out.names.begin(), out.names.end(), o.name()) != out.names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("output '", o.name(), "' requested twice"));
+    }
+    if (o.name() == kOutputTensor) {
+      out.prediction = true;
+    } else if (o.name() == kShapTensor) {
+      out.shap = true;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown output tensor '", o.name(),
+                                                     "'; outputs are '", kOutputTensor, "', '",
+                                                     kShapTensor, "'"));
+    }
+    out.names.push_back(o.name());
+  }
+  if (out.names.empty()) {
+    out.names.push_back(kOutputTensor);
+    out.prediction = true;
+  }
+  return out;
+}
+
+std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows) {
+  if (BinaryProbabilities(forest)) return {rows, 2};
+  return {rows, forest.PredictionWidth()};
+}
+
+std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows) {
+  if (forest.num_outputs == 1) return {rows, forest.num_features + 1};
+  return {rows, forest.num_outputs, forest.num_features + 1};
+}
+
+void EncodeFloats(const float* values, int64_t count, std::string* raw) {
+  raw->resize(static_cast<size_t>(count) * sizeof(float));
+  if (count > 0) std::memcpy(raw->data(), values, raw->size());
+}
+
+void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,
+                            std::string* raw) {
+  if (!BinaryProbabilities(forest)) {
+    EncodeFloats(prediction, rows * forest.PredictionWidth(), raw);
+    return;
+  }
+  std::vector<float> pairs(static_cast<size_t>(rows) * 2);
+  for (int64_t r = 0; r < rows; ++r) {
+    pairs[2 * r] = 1.0f - prediction[r];
+    pairs[2 * r + 1] = prediction[r];
+  }
+  EncodeFloats(pairs.data(), rows * 2, raw);
+}
+
+void FillKserveModelMetadata(const registry::ServableModel& model,
+                             const registry::ModelStatus& status,
+                             inference::ModelMetadataResponse* out) {
+  const Forest& f = *model.forest;
+  out->set_name(model.name);
+  for (const registry::VersionStatus& v : status.versions) {
+    if (v.serving) out->add_versions(std::to_string(v.version));
+  }
+  out->set_platform("grove");
+  auto* in = out->add_inputs();
+  in->set_name(kInputTensor);
+  in->set_datatype("FP32");
+  in->add_shape(-1);
+  in->add_shape(f.num_features);
+  auto* o0 = out->add_outputs();
+  o0->set_name(kOutputTensor);
+  o0->set_datatype("FP32");
+  for (int64_t d : KservePredictionShape(f, -1)) o0->add_shape(d);
+  if (model.explain != nullptr) {
+    auto* shap = out->add_outputs();
+    shap->set_name(kShapTensor);
+    shap->set_datatype("FP32");
+    for (int64_t d : KserveShapShape(f, -1)) shap->add_shape(d);
+  }
+}
+
+}  // namespace grove::server

@@ -1,0 +1,118 @@
+// Request validation and conversion between the wire messages (grove.v1, KServe v2) and the
+// engines' dense matrices. Pure functions of their arguments: no gRPC calls, no shared state, so that
+// every rule (status code and message) is unit-tested without a server.
+//
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/common/rows.h"
+#include "core/model/forest.h"
+#include "core/registry/model_registry.h"
+#include "grove/v1/grove.pb.h"
+#include "inference/grpc_service.pb.h"
+
+namespace grove::server {
+
+// FIL backend tensor names.
+inline constexpr const char* kInputTensor = "input__0";
+inline constexpr const char* kOutputTensor = "output__0";
+inline constexpr const char* kShapTensor = "treeshap_output";
+
+// "xgboost_json", "xgboost_ubjson", "lightgbm_text".
+const char* FormatLabel(ModelFormat format);
+
+// A call's deadline as absl::Time; InfiniteFuture when the call has none (gRPC reports "none" as a
+// time centuries ahead).
+absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline);
+
+// Row-count and shape checks shared by every API: at least one row, at most the model's
+// max_request_rows, exactly num_features columns, `values` == rows x cols. INVALID_ARGUMENT naming
+// the expected value or limit.
+absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
+                        int64_t values);
+// CheckShape of a native Matrix, and the rows as a view into it; float64 rows (values_f64) are
+// converted into `*converted` (DoubleRowConverter) and the view points there.
+absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
+                                        const grove::v1::Matrix& matrix,
+                                        std::vector<float>* converted);
+
+// Boosting-round range [begin, end) (end 0: to the last round).
+absl::Status CheckIterationRange(const Forest& forest, int begin, int end);
+
+// The model can explain (FAILED_PRECONDITION with the reason otherwise).
+absl::Status CheckExplainAvailable(const registry::ServableModel& model);
+// Interaction values fit the model's max_interaction_values_per_row (INVALID_ARGUMENT naming the
+// limit otherwise).
+absl::Status CheckInteractionsAllowed(const registry::ServableModel& model);
+// num_outputs * (F + 1)^2.
+int64_t InteractionValuesPerRow(const Forest& forest);
+
+// Native Predict outputs: the request's (deduplicated, in request order) or the model's defaults.
+absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
+                                                       const grove::v1::PredictRequest& request);
+// explain_rows: each index in [0, rows).
+absl::Status CheckExplainRows(const grove::v1::PredictRequest& request, int64_t rows);
+
+// Sizes a Matrix to rows x cols (values zero-filled) and returns a view of its storage.
+MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols);
+
+// Row sums of interaction matrices: `interactions` is [rows, K*(F+1)*(F+1)], `values` receives
+// [rows, K*(F+1)].
+void InteractionRowSums(const float* interactions, int64_t rows, int num_outputs, int num_features,
+                        float* values);
+// Top-k features by |value| per (row, output) of SHAP values [rows, K*(F+1)] (bias excluded),
+// ordered by |value| descending, ties to the lower feature. k is capped at F.
+void TopK(const float* values, int64_t rows, int num_outputs, int num_features, int k,
+          grove::v1::TopFeatures* out);
+
+// Native metadata of a serving version, plus the versions' states.
+void FillModelMetadata(const registry::ServableModel& model, const registry::ModelStatus& status,
+                       grove::v1::ModelMetadata* out);
+void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus* out);
+
+// ---- KServe v2 / Triton FIL -------------------------------------------------------------------
+
+// Parses a KServe model_version ("" = 0 = highest ready).
+absl::StatusOr<int64_t> ParseKserveVersion(absl::string_view version);
+
+struct KserveInput {
+  RowsView rows;
+  std::vector<float> owned;  // when the contents had to be copied (typed or unaligned raw)
+};
+// The input__0 tensor: shape [rows, F], raw (raw_input_contents) or typed contents; FP32 (Triton
+// FIL), or FP64 converted like Matrix.values_f64. Other datatypes are INVALID_ARGUMENT.
+absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
+                                             const inference::ModelInferRequest& request);
+
+struct KserveOutputs {
+  std::vector<std::string> names;  // in request order; output__0 when none asked
+  bool prediction = false;
+  bool shap = false;
+};
+absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequest& request);
+
+// output__0: [rows, 2] = [1-p, p] for single-output sigmoid models (FIL predict_proba), otherwise
+// [rows, prediction_width].
+std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows);
+// treeshap_output: [rows, F+1] (K = 1) or [rows, K, F+1].
+std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows);
+// Writes output__0's little-endian float32 bytes from transformed predictions
+// [rows, prediction_width].
+void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,
+                            std::string* raw);
+void EncodeFloats(const float* values, int64_t count, std::string* raw);
+
+void FillKserveModelMetadata(const registry::ServableModel& model,
+                             const registry::ModelStatus& status,
+                             inference::ModelMetadataResponse* out);
+
+}  // namespace grove::server

@@ -1,0 +1,494 @@
+#include "server/grove_service.h"
+
+#include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/explain/explain.h"
+#include "core/predict/predict.h"
+#include "server/call.h"
+#include "server/convert.h"
+
+namespace grove::server {
+namespace {
+
+using registry::Operation;
+using registry::ServablePtr;
+
+absl::Status CheckDeadline(absl::Time deadline) {
+  if (deadline <= absl::Now()) {
+    return absl::DeadlineExceededError("the call's deadline expired before it was queued");
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<ComputeTask> MakeTask(const ServablePtr& model, Operation op, RowsView rows,
+                                      MatrixView<float> out, int begin, int end,
+                                      const std::shared_ptr<CallState>& call) {
+  auto t = std::make_unique<ComputeTask>();
+  t->model = model;
+  t->op = op;
+  t->rows = rows;
+  t->out = out;
+  t->iteration_begin = begin;
+  t->iteration_end = end;
+  t->call = call;
+  return t;
+}
+
+void ObserveRows(Runtime* runtime, const std::string& model, Operation op, int64_t rows) {
+  runtime->metrics().Model(model)->op(op).request_rows->Observe(static_cast<double>(rows));
+}
+
+// Everything Predict does before its tasks are queued. On OK the call finishes from `call`.
+absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context,
+                          const grove::v1::PredictRequest* request,
+                          grove::v1::PredictResponse* response, UnaryCall* reactor) {
+  const absl::Time deadline = DeadlineFromChrono(context->deadline());
+  if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
+  absl::StatusOr<ServablePtr> got = runtime->registry().Get(request->model(), request->version());
+  if (!got.ok()) return got.status();
+  const ServablePtr model = *std::move(got);
+  const Forest& f = *model->forest;
+  auto converted = std::make_shared<std::vector<float>>();
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request->rows(), converted.get());
+  if (!rows.ok()) return rows.status();
+  if (absl::Status s =
+          CheckIterationRange(f, request->iteration_begin(), request->iteration_end());
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<OutputKind>> outputs = ResolveOutputs(*model, *request);
+  if (!outputs.ok()) return outputs.status();
+  if (request->explain()) {
+    if (absl::Status s = CheckExplainAvailable(*model); !s.ok()) return s;
+    if (absl::Status s = CheckExplainRows(*request, rows->rows); !s.ok()) return s;
+  }
+
+  // Sizes first, so that an oversize answer is refused before anything is allocated.
+  const int64_t n = rows->rows;
+  int64_t bytes = 0;
+  std::vector<int64_t> widths;
+  for (OutputKind k : *outputs) {
+    PredictOptions o;
+    o.kind = k;
+    o.iteration_begin = request->iteration_begin();
+    o.iteration_end = request->iteration_end();
+    widths.push_back(PredictWidth(f, o));
+    bytes += n * widths.back() * 4;
+  }
+  const int64_t explain_width = ExplainWidth(f, false);
+  const int64_t explained =
+      !request->explain() ? 0 : (request->explain_rows_size() > 0 ? request->explain_rows_size() : n);
+  bytes += explained * (explain_width * 4 + 8);
+  if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+
+  response->set_model(model->name);
+  response->set_version(model->version);
+  const int tasks_count = static_cast<int>(outputs->size()) + (request->explain() ? 1 : 0);
+  auto gathered = std::make_shared<std::vector<float>>();
+  auto call = std::make_shared<CallState>(
+      tasks_count, deadline,
+      [reactor, gathered, converted](absl::Status status) { reactor->Reply(status); });
+  reactor->set_call(call);
+  reactor->set_operation(request->explain() ? Operation::kExplain : Operation::kPredict);
+  ObserveRows(runtime, model->name, Operation::kPredict, n);
+
+  std::vector<std::unique_ptr<ComputeTask>> tasks;
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    grove::v1::Matrix* target = (*outputs)[i] == OutputKind::kMargin ? response->mutable_margin()
+                                : (*outputs)[i] == OutputKind::kPrediction
+                                    ? response->mutable_prediction()
+                                    : response->mutable_leaf();
+    auto t = MakeTask(model, Operation::kPredict, *rows, ResizeMatrix(target, n, widths[i]),
+                      request->iteration_begin(), request->iteration_end(), call);
+    t->kind = (*outputs)[i];
+    tasks.push_back(std::move(t));
+  }
+  if (request->explain()) {
+    RowsView explain_rows = *rows;
+    if (request->explain_rows_size() > 0) {
+      const int64_t cols = rows->cols;
+      gathered->resize(static_cast<size_t>(explained * cols));
+      for (int64_t i = 0; i < explained; ++i) {
+        std::memcpy(gathered->data() + i * cols, rows->Row(request->explain_rows(i)),
+                    sizeof(float) * cols);
+        response->add_explained_rows(request->explain_rows(i));
+      }
+      explain_rows = MakeRowsView(gathered->data(), explained, cols);
+    } else {
+      for (int64_t i = 0; i < n; ++i) response->add_explained_rows(i);
+    }
+    ObserveRows(runtime, model->name, Operation::kExplain, explained);
+    tasks.push_back(MakeTask(model, Operation::kExplain, explain_rows,
+                             ResizeMatrix(response->mutable_shap_values(), explained, explain_width),
+                             request->iteration_begin(), request->iteration_end(), call));
+  }
+  SubmitAll(runtime, std::move(tasks), call);
+  return absl::OkStatus();
+}
+
+// ExplainStream: one reactor per stream. Messages are answered in order; at most kStreamWindow are
+// being computed or waiting to be written. The first failed message ends the stream with its status
+// (after the responses before it were written).
+class ExplainStreamReactor final
+    : public grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse> {
+ public:
+  ExplainStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context)
+      : runtime_(runtime), context_(context) {
+    runtime_->metrics().InflightRequests("ExplainStream", 1);
+    absl::MutexLock lock(&mu_);
+    reading_ = std::make_shared<Item>();
+    StartRead(&reading_->request);
+  }
+
+  void OnReadDone(bool ok) override {
+    std::shared_ptr<Item> item;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        read_done_ = true;
+        reading_.reset();
+      } else {
+        item = std::move(reading_);
+        item->start = absl::Now();
+        items_.push_back(item);
+        ++outstanding_;
+      }
+    }
+    if (!ok) {
+      Advance();
+      return;
+    }
+    if (model_label_.empty()) model_label_ = ModelLabel(runtime_, item->request.model());
+    std::shared_ptr<CallState> call;
+    std::weak_ptr<Item> weak = item;
+    absl::Status s = StartExplain(
+        runtime_, item->request, &item->response, DeadlineFromChrono(context_->deadline()),
+        [this, weak](absl::Status status) { ItemDone(weak.lock(), std::move(status)); }, &call);
+    if (!s.ok()) {
+      ItemDone(item, s);
+    } else {
+      absl::MutexLock lock(&mu_);
+      item->call = call;
+      if (cancelled_) call->Cancel();
+    }
+    Advance();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!items_.empty()) items_.pop_front();
+      if (!ok && status_.ok()) status_ = absl::UnavailableError("the stream broke while writing");
+    }
+    Advance();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    for (auto& item : items_) {
+      if (item->call != nullptr) item->call->Cancel();
+    }
+  }
+
+  void OnDone() override {
+    runtime_->metrics().InflightRequests("ExplainStream", -1);
+    bool destroy = false;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      destroy = outstanding_ == 0;
+    }
+    if (destroy) delete this;
+  }
+
+ private:
+  struct Item {
+    grove::v1::ExplainRequest request;
+    grove::v1::ExplainResponse response;
+    std::shared_ptr<CallState> call;
+    absl::Time start;
+    bool done = false;
+    absl::Status status;
+  };
+
+  void ItemDone(std::shared_ptr<Item> item, absl::Status status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (item != nullptr) {
+        item->done = true;
+        item->status = std::move(status);
+        if (item->status.ok()) {
+          runtime_->metrics().RecordRequestLatency(
+              model_label_, "ExplainStream", absl::ToDoubleSeconds(absl::Now() - item->start),
+              item->request.interactions() ? Operation::kInteractions : Operation::kExplain);
+        }
+      }
+    }
+    Advance();
+    // Last: once outstanding_ is 0 after OnDone, the reactor is deleted (here or in OnDone).
+    bool destroy = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+      destroy = done_ && outstanding_ == 0;
+    }
+    if (destroy) delete this;
+  }
+
+  // Decides and starts the next write / read / finish under the lock (gRPC never runs a reaction
+  // inline from StartWrite/StartRead/Finish), so decision and action are atomic.
+  void Advance() {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || done_) return;
+    if (!writing_ && !items_.empty() && items_.front()->done) {
+      Item& front = *items_.front();
+      if (!front.status.ok()) {
+        if (status_.ok()) status_ = front.status;
+      } else if (status_.ok()) {
+        writing_ = true;
+        StartWrite(&front.response);
+        return;
+      }
+    }
+    if (!status_.ok() && !writing_) {
+      // Stop: cancel what is still computing and end the stream with the error.
+      for (auto& item : items_) {
+        if (item->call != nullptr) item->call->Cancel();
+      }
+      FinishLocked(status_);
+      return;
+    }
+    if (status_.ok() && !read_done_ && reading_ == nullptr &&
+        static_cast<int>(items_.size()) < kStreamWindow) {
+      reading_ = std::make_shared<Item>();
+      StartRead(&reading_->request);
+    }
+    if (read_done_ && items_.empty() && !writing_) FinishLocked(status_);
+  }
+
+  void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    runtime_->metrics().RecordRequest(model_label_, "ExplainStream", CodeName(status.code()), -1,
+                                      Operation::kExplain);
+    Finish(ToGrpcStatus(status));
+  }
+
+  Runtime* const runtime_;
+  grpc::CallbackServerContext* const context_;
+  std::string model_label_;  // set by the first message (reads are serialised)
+  absl::Mutex mu_;
+  std::shared_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // items whose compute has not reported yet
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
+                          grove::v1::ExplainResponse* response, absl::Time deadline,
+                          std::function<void(absl::Status)> done,
+                          std::shared_ptr<CallState>* call_out) {
+  if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
+  absl::StatusOr<ServablePtr> got = runtime->registry().Get(request.model(), request.version());
+  if (!got.ok()) return got.status();
+  const ServablePtr model = *std::move(got);
+  const Forest& f = *model->forest;
+  auto converted = std::make_shared<std::vector<float>>();
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request.rows(), converted.get());
+  if (!rows.ok()) return rows.status();
+  if (absl::Status s = CheckIterationRange(f, request.iteration_begin(), request.iteration_end());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckExplainAvailable(*model); !s.ok()) return s;
+  if (request.interactions()) {
+    if (absl::Status s = CheckInteractionsAllowed(*model); !s.ok()) return s;
+  }
+  if (request.top_k() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("top_k must not be negative (got ",
+                                                   request.top_k(), ")"));
+  }
+  const int64_t n = rows->rows;
+  const int F = f.num_features;
+  const int K = f.num_outputs;
+  const int64_t width = ExplainWidth(f, false);
+  const bool omit = request.omit_values() && request.top_k() > 0;
+  const int k = std::min(request.top_k(), F);
+  int64_t bytes = (omit ? 0 : n * width * 4) + n * K * k * 8;
+  if (request.interactions()) bytes += n * ExplainWidth(f, true) * 4;
+  if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+
+  response->set_model(model->name);
+  response->set_version(model->version);
+  response->set_num_features(F);
+  response->set_num_outputs(K);
+  response->set_sequence(request.sequence());
+  const Operation op = request.interactions() ? Operation::kInteractions : Operation::kExplain;
+  auto scratch = std::make_shared<std::vector<float>>();
+  MatrixView<float> out;
+  if (request.interactions()) {
+    out = ResizeMatrix(response->mutable_interactions(), n, ExplainWidth(f, true));
+  } else if (omit) {
+    scratch->resize(static_cast<size_t>(n * width));
+    out = MakeMatrixView(scratch->data(), n, width);
+  } else {
+    out = ResizeMatrix(response->mutable_values(), n, width);
+  }
+  const bool interactions = request.interactions();
+  const int top_k = request.top_k();
+  auto finish = [response, scratch, converted, n, F, K, width, omit, interactions, top_k,
+                 done = std::move(done)](absl::Status status) {
+    if (status.ok()) {
+      const float* values;
+      if (interactions) {
+        float* sums;
+        if (omit) {
+          scratch->resize(static_cast<size_t>(n * width));
+          sums = scratch->data();
+        } else {
+          sums = ResizeMatrix(response->mutable_values(), n, width).data;
+        }
+        InteractionRowSums(response->interactions().values().data(), n, K, F, sums);
+        values = sums;
+      } else {
+        values = omit ? scratch->data() : response->values().values().data();
+      }
+      for (int o = 0; o < K; ++o) response->add_bias(values[o * (F + 1) + F]);
+      if (top_k > 0) TopK(values, n, K, F, top_k, response->mutable_top());
+    }
+    done(std::move(status));
+  };
+  auto call = std::make_shared<CallState>(1, deadline, std::move(finish));
+  *call_out = call;
+  runtime->metrics().Model(model->name)->op(op).request_rows->Observe(static_cast<double>(n));
+  std::vector<std::unique_ptr<ComputeTask>> tasks;
+  tasks.push_back(MakeTask(model, op, *rows, out, request.iteration_begin(),
+                           request.iteration_end(), call));
+  SubmitAll(runtime, std::move(tasks), call);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* GroveService::Predict(grpc::CallbackServerContext* context,
+                                                const grove::v1::PredictRequest* request,
+                                                grove::v1::PredictResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "Predict");
+  reactor->set_model_label(ModelLabel(runtime_, request->model()));
+  if (absl::Status s = StartPredict(runtime_, context, request, response, reactor); !s.ok()) {
+    reactor->Reply(s);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* context,
+                                                const grove::v1::ExplainRequest* request,
+                                                grove::v1::ExplainResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "Explain");
+  reactor->set_model_label(ModelLabel(runtime_, request->model()));
+  reactor->set_operation(request->interactions() ? Operation::kInteractions
+                                                 : Operation::kExplain);
+  std::shared_ptr<CallState> call;
+  absl::Status s = StartExplain(
+      runtime_, *request, response, DeadlineFromChrono(context->deadline()),
+      [reactor](absl::Status status) { reactor->Reply(status); }, &call);
+  if (!s.ok()) {
+    reactor->Reply(s);
+  } else {
+    reactor->set_call(std::move(call));
+  }
+  return reactor;
+}
+
+grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse>*
+GroveService::ExplainStream(grpc::CallbackServerContext* context) {
+  return new ExplainStreamReactor(runtime_, context);
+}
+
+grpc::ServerUnaryReactor* GroveService::ListModels(grpc::CallbackServerContext* context,
+                                                   const grove::v1::ListModelsRequest* request,
+                                                   grove::v1::ListModelsResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "ListModels");
+  for (const registry::ModelStatus& s : runtime_->registry().List()) {
+    FillModelStatus(s, response->add_models());
+  }
+  reactor->Reply(absl::OkStatus());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::GetModelMetadata(
+    grpc::CallbackServerContext* context, const grove::v1::GetModelMetadataRequest* request,
+    grove::v1::ModelMetadata* response) {
+  auto* reactor = new UnaryCall(runtime_, "GetModelMetadata");
+  reactor->set_model_label(ModelLabel(runtime_, request->model()));
+  absl::StatusOr<registry::ModelStatus> status = runtime_->registry().GetStatus(request->model());
+  absl::StatusOr<ServablePtr> model =
+      runtime_->registry().Get(request->model(), request->version());
+  if (model.ok() && status.ok()) {
+    FillModelMetadata(**model, *status, response);
+    reactor->Reply(absl::OkStatus());
+  } else if (status.ok() && absl::IsUnavailable(model.status())) {
+    // Known but not serving: name and version states only.
+    response->set_name(status->name);
+    grove::v1::ModelStatus tmp;
+    FillModelStatus(*status, &tmp);
+    *response->mutable_versions() = tmp.versions();
+    reactor->Reply(absl::OkStatus());
+  } else {
+    reactor->Reply(model.ok() ? status.status() : model.status());
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::LoadModel(grpc::CallbackServerContext* context,
+                                                  const grove::v1::LoadModelRequest* request,
+                                                  grove::v1::LoadModelResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "LoadModel");
+  reactor->set_model_label(ModelLabel(runtime_, request->model()));
+  if (!model_control_) {
+    reactor->Reply(absl::FailedPreconditionError(
+        "model control is disabled on this server (--model_control=false)"));
+    return reactor;
+  }
+  Runtime* runtime = runtime_;
+  runtime_->RunControl([runtime, reactor, request, response] {
+    absl::Status s = runtime->registry().Load(request->model());
+    absl::StatusOr<registry::ModelStatus> status =
+        runtime->registry().GetStatus(request->model());
+    if (status.ok()) FillModelStatus(*status, response->mutable_status());
+    reactor->set_model_label(ModelLabel(runtime, request->model()));
+    reactor->Reply(s);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext* context,
+                                                    const grove::v1::UnloadModelRequest* request,
+                                                    grove::v1::UnloadModelResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "UnloadModel");
+  reactor->set_model_label(ModelLabel(runtime_, request->model()));
+  if (!model_control_) {
+    reactor->Reply(absl::FailedPreconditionError(
+        "model control is disabled on this server (--model_control=false)"));
+    return reactor;
+  }
+  Runtime* runtime = runtime_;
+  runtime_->RunControl([runtime, reactor, request] {
+    reactor->Reply(runtime->registry().Unload(request->model()));
+  });
+  return reactor;
+}
+
+}  // namespace grove::server

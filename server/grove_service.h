@@ -1,0 +1,63 @@
+// grove.v1.Grove, Grove's native API (proto/grove/v1/grove.proto), on the gRPC callback API.
+//
+// Predict and Explain validate the request, pin the model version, queue one task per operation
+// (predict outputs and explanations go to separate queues) and return; the batch executor finishes
+// the call. ExplainStream keeps at most kStreamWindow messages of one stream in flight and reads the
+// next message only when one is answered, so a fast writer is held back by flow control. Load and
+// unload run on the runtime's control thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "grove/v1/grove.grpc.pb.h"
+#include "server/runtime.h"
+
+namespace grove::server {
+
+// Messages of one ExplainStream being computed or waiting to be written at once.
+inline constexpr int kStreamWindow = 4;
+
+// Starts one explanation into `response`. On OK, `done` runs exactly once (on an executor thread)
+// when `response` is complete or failed, and *call is the compute state (for cancellation); on
+// error `done` is not called. `request` and `response` must stay alive until `done` ran.
+absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
+                          grove::v1::ExplainResponse* response, absl::Time deadline,
+                          std::function<void(absl::Status)> done,
+                          std::shared_ptr<CallState>* call);
+
+class GroveService final : public grove::v1::Grove::CallbackService {
+ public:
+  // `model_control`: LoadModel/UnloadModel allowed (FAILED_PRECONDITION otherwise).
+  GroveService(Runtime* runtime, bool model_control)
+      : runtime_(runtime), model_control_(model_control) {}
+
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
+                                    const grove::v1::PredictRequest* request,
+                                    grove::v1::PredictResponse* response) override;
+  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context,
+                                    const grove::v1::ExplainRequest* request,
+                                    grove::v1::ExplainResponse* response) override;
+  grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse>* ExplainStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const grove::v1::ListModelsRequest* request,
+                                       grove::v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelMetadata(grpc::CallbackServerContext* context,
+                                             const grove::v1::GetModelMetadataRequest* request,
+                                             grove::v1::ModelMetadata* response) override;
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* context,
+                                      const grove::v1::LoadModelRequest* request,
+                                      grove::v1::LoadModelResponse* response) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
+                                        const grove::v1::UnloadModelRequest* request,
+                                        grove::v1::UnloadModelResponse* response) override;
+
+ private:
+  Runtime* const runtime_;
+  const bool model_control_;
+};
+
+}  // namespace grove::server

@@ -1,0 +1,138 @@
+// groved: serves the models of a model repository over gRPC (native grove.v1 API, KServe v2 /
+// Triton FIL tensors, health, reflection) with Prometheus metrics. Flags are documented in
+// docs/operations.md; this file only turns them into ServerOptions and waits for SIGTERM/SIGINT.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/registry/model_config.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, model_repository, "", "model repository directory (required)");
+ABSL_FLAG(std::string, grpc_address, "0.0.0.0", "gRPC listening address");
+ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0: ephemeral)");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0", "metrics listening address");
+ABSL_FLAG(int, metrics_port, 8002, "Prometheus metrics port (0: ephemeral, -1: off)");
+ABSL_FLAG(std::string, port_file, "",
+          "write {\"grpc_port\":N,\"metrics_port\":M} here once bound and loaded");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM server certificate chain: serve TLS");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM server private key");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: mutual TLS (clients must present a certificate signed by it)");
+ABSL_FLAG(int64_t, max_message_bytes, 0, "gRPC message size limit (0: automatic)");
+ABSL_FLAG(int, repository_poll_seconds, 5, "repository re-scan interval (0: no file watching)");
+ABSL_FLAG(bool, model_control, true, "allow the LoadModel / UnloadModel RPCs");
+ABSL_FLAG(bool, strict_readiness, true, "server ready only when every model is ready");
+ABSL_FLAG(std::string, default_model_config, "",
+          "JSON file with server-wide defaults of every model's config.json");
+ABSL_FLAG(bool, use_gpu, true, "let engines use visible GPUs (CUDA builds)");
+ABSL_FLAG(int, compute_threads, 0, "CPU engine threads (0: one per hardware thread)");
+ABSL_FLAG(int, batch_threads, 0, "threads executing batches (0: 2)");
+ABSL_FLAG(std::string, calibration_cache_dir, "", "where GPU engines cache their calibration");
+ABSL_FLAG(int, shutdown_delay_seconds, 0,
+          "after SIGTERM, report NOT_SERVING and keep serving this long");
+ABSL_FLAG(int, shutdown_grace_seconds, 30,
+          "then stop accepting and wait this long for in-flight calls");
+ABSL_FLAG(std::string, log_format, "text", "text or json");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning, error");
+
+namespace {
+
+int Fail(const std::string& message) {
+  GROVE_LOG(ERROR) << "groved cannot start" << grove::KV("error", message);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every thread inherits this mask; the main thread takes the signals with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::SetProgramUsageMessage(
+      "serves tree-ensemble predictions and SHAP explanations over gRPC.\n"
+      "  groved --model_repository=DIR [--grpc_port=8001] [--metrics_port=8002]\n"
+      "See docs/operations.md.");
+  absl::ParseCommandLine(argc, argv);
+
+  const std::string log_format = absl::GetFlag(FLAGS_log_format);
+  if (log_format == "json") {
+    grove::SetLogFormat(grove::LogFormat::kJson);
+  } else if (log_format != "text") {
+    return Fail("--log_format must be text or json");
+  }
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (level == "debug") {
+    grove::SetMinLogSeverity(grove::LogSeverity::kDebug);
+  } else if (level == "info") {
+    grove::SetMinLogSeverity(grove::LogSeverity::kInfo);
+  } else if (level == "warning") {
+    grove::SetMinLogSeverity(grove::LogSeverity::kWarning);
+  } else if (level == "error") {
+    grove::SetMinLogSeverity(grove::LogSeverity::kError);
+  } else {
+    return Fail("--log_level must be debug, info, warning or error");
+  }
+
+  grove::server::ServerOptions o;
+  o.runtime.model_repository = absl::GetFlag(FLAGS_model_repository);
+  if (o.runtime.model_repository.empty()) return Fail("--model_repository is required");
+  const std::string defaults = absl::GetFlag(FLAGS_default_model_config);
+  if (!defaults.empty()) {
+    absl::StatusOr<grove::registry::ModelConfig> config =
+        grove::registry::LoadModelConfigFile(defaults, grove::registry::ModelConfig{});
+    if (!config.ok()) return Fail(std::string(config.status().message()));
+    o.runtime.default_config = *config;
+  }
+  o.runtime.use_gpu = absl::GetFlag(FLAGS_use_gpu);
+  o.runtime.compute_threads = absl::GetFlag(FLAGS_compute_threads);
+  o.runtime.batch_threads = absl::GetFlag(FLAGS_batch_threads);
+  o.runtime.calibration_cache_dir = absl::GetFlag(FLAGS_calibration_cache_dir);
+  o.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.repository_poll = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
+  o.model_control = absl::GetFlag(FLAGS_model_control);
+  o.strict_readiness = absl::GetFlag(FLAGS_strict_readiness);
+  o.shutdown_delay = absl::Seconds(absl::GetFlag(FLAGS_shutdown_delay_seconds));
+  o.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  if (o.grpc_port < 0 || o.grpc_port > 65535) return Fail("--grpc_port must be 0..65535");
+  if (o.metrics_port < -1 || o.metrics_port > 65535) {
+    return Fail("--metrics_port must be -1..65535");
+  }
+  if (o.shutdown_delay < absl::ZeroDuration() || o.shutdown_grace < absl::ZeroDuration() ||
+      o.repository_poll < absl::ZeroDuration()) {
+    return Fail("durations must not be negative");
+  }
+
+  absl::StatusOr<std::unique_ptr<grove::server::GroveServer>> server =
+      grove::server::GroveServer::Start(o);
+  if (!server.ok()) return Fail(std::string(server.status().message()));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  GROVE_LOG(INFO) << "shutdown requested" << grove::KV("signal", sig == SIGTERM ? "SIGTERM"
+                                                                                : "SIGINT");
+  (*server)->Shutdown();
+  server->reset();
+  return 0;
+}

@@ -1,0 +1,221 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "prometheus/exposer.h"
+#include "server/grove_service.h"
+#include "server/kserve_service.h"
+
+namespace grove::server {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, " '", path, "' cannot be read"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+    const ServerOptions& o) {
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
+    if (!o.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca_file needs --tls_cert_file and --tls_key_file");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert_file and --tls_key_file");
+  }
+  absl::StatusOr<std::string> cert = ReadFile(o.tls_cert_file, "TLS certificate");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(o.tls_key_file, "TLS key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (!o.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(o.tls_client_ca_file, "TLS client CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+int64_t AutoMessageBytes(const registry::ModelConfig& defaults) {
+  const int64_t bytes = defaults.max_request_rows * 2048 * 4 + (int64_t{1} << 20);
+  return std::clamp<int64_t>(bytes, int64_t{64} << 20, std::numeric_limits<int32_t>::max());
+}
+
+GroveServer::GroveServer(ServerOptions options) : options_(std::move(options)) {}
+
+GroveServer::~GroveServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<GroveServer>> GroveServer::Start(ServerOptions options) {
+  std::unique_ptr<GroveServer> server(new GroveServer(std::move(options)));
+  if (absl::Status s = server->StartImpl(); !s.ok()) {
+    server->Shutdown();
+    return s;
+  }
+  return server;
+}
+
+absl::Status GroveServer::StartImpl() {
+  ServerOptions& o = options_;
+  if (o.max_message_bytes <= 0) o.max_message_bytes = AutoMessageBytes(o.runtime.default_config);
+  o.max_message_bytes = std::min<int64_t>(o.max_message_bytes, std::numeric_limits<int32_t>::max());
+  o.runtime.max_message_bytes = o.max_message_bytes;
+  o.runtime.strict_readiness = o.strict_readiness;
+
+  metrics_ = std::make_unique<Metrics>();
+  runtime_ = std::make_unique<Runtime>(o.runtime, metrics_.get());
+  if (absl::Status s = runtime_->Init(); !s.ok()) return s;
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(o);
+  if (!creds.ok()) return creds.status();
+
+  grove_service_ = std::make_unique<GroveService>(runtime_.get(), o.model_control);
+  kserve_service_ = std::make_unique<KserveService>(runtime_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(
+      o.grpc_address.find(':') != std::string::npos ? absl::StrCat("[", o.grpc_address, "]")
+                                                    : o.grpc_address,
+      ":", o.grpc_port);
+  builder.AddListeningPort(address, *creds, &grpc_port_);
+  builder.RegisterService(grove_service_.get());
+  builder.RegisterService(kserve_service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || grpc_port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address));
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) {
+    auto set = [health](const std::string& name, bool serving) {
+      if (name.empty()) {
+        for (const char* n : {"", "grove.v1.Grove", "inference.GRPCInferenceService"}) {
+          health->SetServingStatus(n, serving);
+        }
+      } else {
+        health->SetServingStatus(name, serving);
+      }
+    };
+    set("", false);
+    runtime_->SetHealthCallback(set);
+  }
+
+  if (o.metrics_port >= 0) {
+    const std::string maddress = absl::StrCat(o.metrics_address, ":", o.metrics_port);
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(maddress);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen for metrics on ", maddress, ": ", e.what()));
+    }
+    exposer_->RegisterCollectable(metrics_->registry());
+    gpu_memory_collectable_ = MakeGpuMemoryCollectable();
+    exposer_->RegisterCollectable(gpu_memory_collectable_);
+    const std::vector<int> ports = exposer_->GetListeningPorts();
+    metrics_port_ = ports.empty() ? o.metrics_port : ports.front();
+  }
+  GROVE_LOG(INFO) << "groved listening" << KV("grpc", absl::StrCat(o.grpc_address, ":", grpc_port_))
+                  << KV("metrics", metrics_port_ >= 0
+                                       ? absl::StrCat(o.metrics_address, ":", metrics_port_)
+                                       : std::string("off"))
+                  << KV("tls", o.tls_cert_file.empty()
+                                   ? "off"
+                                   : (o.tls_client_ca_file.empty() ? "on" : "mutual"))
+                  << KV("max_message_bytes", o.max_message_bytes)
+                  << KV("repository", o.runtime.model_repository);
+
+  loader_ = std::thread([this] {
+    const absl::Time start = absl::Now();
+    absl::Status status = runtime_->registry().LoadAll();
+    if (status.ok()) {
+      GROVE_LOG(INFO) << "start-up load finished"
+                      << KV("seconds", absl::ToDoubleSeconds(absl::Now() - start))
+                      << KV("models", runtime_->registry().List().size());
+    } else {
+      GROVE_LOG(WARNING) << "start-up load finished with errors" << KV("error", status.message());
+    }
+    if (options_.repository_poll > absl::ZeroDuration() && !runtime_->shutting_down()) {
+      runtime_->registry().StartWatching(options_.repository_poll);
+    }
+    runtime_->set_ready(true);
+    WritePortFile();
+    absl::MutexLock lock(&mu_);
+    loaded_ = true;
+    load_status_ = status;
+  });
+  return absl::OkStatus();
+}
+
+void GroveServer::WritePortFile() {
+  if (options_.port_file.empty()) return;
+  const std::string tmp = absl::StrCat(options_.port_file, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"grpc_port\":" << grpc_port_ << ",\"metrics_port\":" << metrics_port_ << "}\n";
+    if (!out) {
+      GROVE_LOG(ERROR) << "cannot write the port file" << KV("path", tmp);
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), options_.port_file.c_str()) != 0) {
+    GROVE_LOG(ERROR) << "cannot rename the port file" << KV("path", options_.port_file);
+  }
+}
+
+absl::Status GroveServer::WaitUntilLoaded() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&loaded_));
+  return load_status_;
+}
+
+void GroveServer::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (runtime_ != nullptr) {
+    GROVE_LOG(INFO) << "shutdown: reporting NOT_SERVING"
+                    << KV("delay_seconds", absl::ToDoubleSeconds(options_.shutdown_delay));
+    runtime_->BeginShutdown();
+    if (options_.shutdown_delay > absl::ZeroDuration()) absl::SleepFor(options_.shutdown_delay);
+  }
+  if (server_ != nullptr) {
+    GROVE_LOG(INFO) << "shutdown: draining in-flight calls"
+                    << KV("grace_seconds", absl::ToDoubleSeconds(options_.shutdown_grace));
+    runtime_->Drain();
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
+  }
+  if (loader_.joinable()) loader_.join();
+  if (runtime_ != nullptr) runtime_->Shutdown();
+  if (server_ != nullptr) server_->Wait();
+  exposer_.reset();
+  GROVE_LOG(INFO) << "shutdown: done";
+}
+
+}  // namespace grove::server

@@ -1,0 +1,104 @@
+// GroveServer: groved assembled. Binds the gRPC port (grove.v1.Grove, inference.GRPCInferenceService,
+// grpc.health.v1.Health, server reflection; TLS / mutual TLS when configured) and the Prometheus
+// metrics port, loads the model repository in the background, watches it, and shuts down
+// gracefully. main.cc only turns flags into ServerOptions; tests start it in-process.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/metrics.h"
+#include "server/runtime.h"
+
+namespace grpc {
+class Server;
+}
+namespace prometheus {
+class Exposer;
+}
+
+namespace grove::server {
+
+class GroveService;
+class KserveService;
+
+// Every field documented in docs/operations.md (flag of the same name).
+struct ServerOptions {
+  RuntimeOptions runtime;  // model_repository, default_config, use_gpu, threads, ...
+  std::string grpc_address = "0.0.0.0";
+  int grpc_port = 8001;  // 0: ephemeral
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 8002;  // 0: ephemeral, -1: off
+  std::string port_file;    // {"grpc_port":N,"metrics_port":M} once bound and loaded
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  int64_t max_message_bytes = 0;  // 0: automatic (AutoMessageBytes)
+  absl::Duration repository_poll = absl::Seconds(5);  // 0: no file watching
+  bool model_control = true;
+  bool strict_readiness = true;
+  absl::Duration shutdown_delay = absl::ZeroDuration();
+  absl::Duration shutdown_grace = absl::Seconds(30);
+};
+
+// The automatic message-size limit: max_request_rows x 2048 columns x 4 bytes + 1 MiB, at least
+// 64 MiB, at most 2 GiB - 1.
+int64_t AutoMessageBytes(const registry::ModelConfig& defaults);
+
+class GroveServer {
+ public:
+  // Binds both ports and starts serving (not ready until the start-up load finished, which runs in
+  // the background). Errors: the repository is not a directory, a port cannot be bound, TLS files
+  // unreadable.
+  static absl::StatusOr<std::unique_ptr<GroveServer>> Start(ServerOptions options);
+  ~GroveServer();  // Shutdown()
+  GroveServer(const GroveServer&) = delete;
+  GroveServer& operator=(const GroveServer&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }  // -1 when off
+  Runtime& runtime() { return *runtime_; }
+  Metrics& metrics() { return *metrics_; }
+  const ServerOptions& options() const { return options_; }
+
+  // Blocks until the start-up load finished; its result (OK when every model loaded).
+  absl::Status WaitUntilLoaded();
+
+  // Graceful shutdown (docs/operations.md "Shutdown"): NOT_SERVING, delay, stop accepting and
+  // drain for up to the grace period, cancel the rest, stop. Idempotent.
+  void Shutdown();
+
+ private:
+  explicit GroveServer(ServerOptions options);
+  absl::Status StartImpl();
+  void WritePortFile();
+
+  ServerOptions options_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<GroveService> grove_service_;
+  std::unique_ptr<KserveService> kserve_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  // The exposer keeps only weak references to collectables, so the server owns them.
+  std::shared_ptr<prometheus::Collectable> gpu_memory_collectable_;
+  int grpc_port_ = 0;
+  int metrics_port_ = -1;
+  std::thread loader_;
+
+  absl::Mutex mu_;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status load_status_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace grove::server

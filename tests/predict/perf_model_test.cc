@@ -1,0 +1,219 @@
+// Performance model and selector arithmetic with fake calibration numbers (no GPU needed): the
+// §6.1 equations' terms, the extensions (fill, latency, copies, CPU), the choice, overrides and the
+// calibration cache format.
+#include "core/predict/perf_model.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace grove {
+namespace {
+
+// Round numbers of the order of an H100's.
+GpuHardwareParams FakeHw() {
+  GpuHardwareParams p;
+  p.device_name = "Fake GPU";
+  p.driver = "13000";
+  p.sm_count = 100;
+  p.max_threads_per_sm = 2048;
+  p.smem_per_block = 200000;
+  p.smem_per_sm = 220000;
+  p.smem_read_bw = 20e12;
+  p.smem_write_bw = 20e12;
+  p.gmem_coalesced_bw = 3e12;
+  p.gmem_uncoalesced_bw = 1e12;
+  p.block_reduce_rate = 1e-13;
+  p.global_reduce_rate = 1e-11;
+  p.launch_seconds = 5e-6;
+  p.smem_latency = 20e-9;
+  p.gmem_latency = 300e-9;
+  p.h2d_bw = 20e9;
+  p.d2h_bw = 20e9;
+  p.copy_latency = 10e-6;
+  p.host_copy_bw = 10e9;
+  return p;
+}
+
+TahoeWorkload Medium(int64_t rows) {
+  TahoeWorkload w;
+  w.rows = rows;
+  w.visits_per_row = 800;
+  w.num_trees = 100;
+  w.features = 8;
+  w.outputs = 1;
+  w.out_width = 1;
+  w.node_bytes = 8;
+  w.forest_smem_bytes = 370000;  // does not fit
+  w.shared_forest_fits = false;
+  w.num_parts = 2;
+  w.part_smem_bytes = 190000;
+  w.max_shared_data_groups = 32;
+  w.chunk_rows = 1 << 18;
+  w.cpu_seconds_per_visit = 2e-9;
+  w.cpu_threads = 2;
+  return w;
+}
+
+const StrategyCost& Cost(const std::vector<StrategyCost>& costs, const std::string& name) {
+  for (const StrategyCost& c : costs) {
+    if (c.name == name) return c;
+  }
+  ADD_FAILURE() << "no " << name;
+  return costs.front();
+}
+
+TEST(PerfModelTest, SerializeParseRoundTrip) {
+  const GpuHardwareParams p = FakeHw();
+  ASSERT_TRUE(p.Valid());
+  absl::StatusOr<GpuHardwareParams> q = GpuHardwareParams::Parse(p.Serialize());
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->Serialize(), p.Serialize());
+  EXPECT_EQ(q->device_name, "Fake GPU");
+  EXPECT_FALSE(GpuHardwareParams::Parse("sm_count=abc\n").ok());
+  EXPECT_FALSE(GpuHardwareParams::Parse("device_name=x\n").ok());  // incomplete
+  // Unknown keys (a newer writer) are ignored.
+  EXPECT_TRUE(GpuHardwareParams::Parse(p.Serialize() + "future_key=1\n").ok());
+}
+
+TEST(PerfModelTest, EquationTermsAtLargeBatches) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(1000000);
+  w.rows_on_device = true;
+  w.cpu_allowed = false;
+  const std::vector<StrategyCost> c = EstimateStrategies(hw, w);
+  ASSERT_EQ(c.size(), 5u);
+  EXPECT_FALSE(Cost(c, "cpu").feasible);
+  EXPECT_FALSE(Cost(c, "shared_forest").feasible);
+  EXPECT_TRUE(Cost(c, "splitting_shared_forest").feasible);
+  // Equation (5) at full occupancy: N * (V*Sn/(BWcoa/2) + V*Sa/BWuncoa) + launches.
+  const double direct = 1e6 * (800.0 * 8 / 1.5e12 + 800.0 * 4 / 1e12);
+  const int chunks = 4;  // 1e6 rows in chunks of 2^18
+  EXPECT_NEAR(Cost(c, "direct").kernel_seconds, direct + chunks * hw.launch_seconds, 1e-9);
+  EXPECT_EQ(Cost(c, "direct").copy_seconds, 0);
+  // Equation (7) dominated by the shared-memory walk: cheaper than direct here.
+  EXPECT_LT(Cost(c, "splitting_shared_forest").seconds, Cost(c, "direct").seconds);
+  absl::StatusOr<StrategyChoice> choice = ChooseStrategy(hw, w);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_NE(choice->strategy, "cpu");
+  EXPECT_NE(choice->reason.find("selector: "), std::string::npos);
+}
+
+TEST(PerfModelTest, TimesGrowWithTheBatch) {
+  const GpuHardwareParams hw = FakeHw();
+  double last[5] = {0, 0, 0, 0, 0};
+  for (int64_t n : {1, 100, 1000, 10000, 100000, 1000000}) {
+    const std::vector<StrategyCost> c = EstimateStrategies(hw, Medium(n));
+    for (int i = 0; i < 5; ++i) {
+      if (!c[i].feasible) continue;
+      EXPECT_GE(c[i].seconds, last[i] * 0.999) << c[i].name << " at " << n;
+      last[i] = c[i].seconds;
+    }
+  }
+}
+
+TEST(PerfModelTest, SmallBatchesAreLatencyBoundAndLikeManyGroups) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(100);
+  w.rows_on_device = true;
+  // 100 rows fill a tiny part of the GPU: spreading the trees over more groups shortens each lane's
+  // chain, so the best shared-data grouping is > 1.
+  EXPECT_GT(BestSharedDataGroups(hw, w), 1);
+  w.rows = 10000000;
+  EXPECT_LE(BestSharedDataGroups(hw, w), 2);
+  // Direct at 100 rows is bounded by the dependent loads of one thread: V * 2 * latency.
+  w.rows = 100;
+  const std::vector<StrategyCost> c = EstimateStrategies(hw, w);
+  EXPECT_GE(Cost(c, "direct").kernel_seconds, 800 * 2 * hw.gmem_latency);
+}
+
+TEST(PerfModelTest, CopiesAndCpuDecideTinyHostBatches) {
+  GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(1);
+  w.visits_per_row = 30;  // a tiny model
+  w.cpu_seconds_per_visit = 2e-9;
+  absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw, w);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->strategy, "cpu") << c->reason;
+  // Copies are part of every GPU strategy's time on the host path.
+  for (const StrategyCost& s : c->costs) {
+    if (s.name != "cpu" && s.feasible) EXPECT_GT(s.copy_seconds, 2 * hw.copy_latency * 0.99);
+  }
+  // A large batch of a large model goes to the GPU.
+  w = Medium(1000000);
+  c = ChooseStrategy(hw, w);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->strategy, "cpu") << c->reason;
+  // Pipelined chunks: the host-path total is below copies + kernels.
+  for (const StrategyCost& s : c->costs) {
+    if (s.name != "cpu" && s.feasible) {
+      EXPECT_LT(s.seconds, s.copy_seconds + s.kernel_seconds);
+      EXPECT_GE(s.seconds, std::max(s.copy_seconds, s.kernel_seconds));
+    }
+  }
+}
+
+TEST(PerfModelTest, SharedForestWinsWhenTheForestFits) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(1000000);
+  w.rows_on_device = true;
+  w.forest_smem_bytes = 60000;
+  w.shared_forest_fits = true;
+  w.num_parts = 1;
+  w.part_smem_bytes = 60000;
+  w.forest_blocks_per_sm = 2;
+  w.part_blocks_per_sm = 2;
+  absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw, w);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->strategy, "shared_forest") << c->reason;
+  // With one part, splitting adds nothing: it is never predicted faster than shared forest.
+  EXPECT_GE(Cost(c->costs, "splitting_shared_forest").seconds,
+            Cost(c->costs, "shared_forest").seconds);
+}
+
+TEST(PerfModelTest, MorePartsCostMoreReduction) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(1000000);
+  w.rows_on_device = true;
+  const double two = Cost(EstimateStrategies(hw, w), "splitting_shared_forest").seconds;
+  w.num_parts = 40;
+  const double forty = Cost(EstimateStrategies(hw, w), "splitting_shared_forest").seconds;
+  EXPECT_GT(forty, two);
+}
+
+TEST(PerfModelTest, OverridesAndErrors) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(1000);
+  absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw, w, "direct");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->strategy, "direct");
+  EXPECT_EQ(c->reason.rfind("override", 0), 0u) << c->reason;
+  EXPECT_TRUE(ChooseStrategy(hw, w, "auto").ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ChooseStrategy(hw, w, "fastest").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(ChooseStrategy(hw, w, "shared_forest").status()));
+  w.max_shared_data_groups = 0;
+  EXPECT_TRUE(absl::IsFailedPrecondition(ChooseStrategy(hw, w, "shared_data").status()));
+  w.cpu_allowed = false;
+  EXPECT_TRUE(absl::IsFailedPrecondition(ChooseStrategy(hw, w, "cpu").status()));
+  EXPECT_TRUE(IsKnownStrategy("splitting_shared_forest"));
+  EXPECT_FALSE(IsKnownStrategy("auto"));
+}
+
+TEST(PerfModelTest, MultipleGpusSplitTheRows) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(4000000);
+  const double one = Cost(EstimateStrategies(hw, w), "direct").seconds;
+  w.num_gpus = 4;
+  const double four = Cost(EstimateStrategies(hw, w), "direct").seconds;
+  EXPECT_LT(four, one / 3);
+}
+
+TEST(PerfModelTest, NoGpuMeansUnavailable) {
+#if !defined(GROVE_HAVE_CUDA)
+  EXPECT_TRUE(absl::IsUnavailable(LoadOrCalibrateGpu("", 0).status()));
+#endif
+  EXPECT_TRUE(absl::IsUnavailable(LoadOrCalibrateGpu("", 4096).status()));
+}
+
+}  // namespace
+}  // namespace grove

@@ -1,0 +1,268 @@
+// Tahoe GPU engine against the CPU reference (PredictCpu), on the GPU: every strategy (direct,
+// shared data, shared forest, splitting shared forest with one and with many parts), every output
+// kind (margin, prediction, leaf ids), iteration ranges, every corpus case and seeded random forests
+// (categorical splits, LightGBM missing-value rules, multi-output and vector leaves, 16-byte nodes,
+// each rearrangement off). Margins within 1e-5 * max(1, |ref|), leaf ids exact. Both the host path
+// (several chunks) and the engine-level path (rows on the device). Each test skips itself without a
+// visible GPU. Label gpu.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/loader.h"
+#include "core/predict/predict.h"
+#include "core/predict/predict_engine.h"
+#include "core/predict/tahoe_engine.h"
+#include "gtest/gtest.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+const char* const kGpuStrategies[] = {"direct", "shared_data", "shared_forest",
+                                      "splitting_shared_forest"};
+
+#define SKIP_WITHOUT_GPU() \
+  if (TahoeVisibleGpus() == 0) GTEST_SKIP() << "no CUDA device visible"
+
+std::string CacheDir() {
+  const std::string d = (std::filesystem::temp_directory_path() / "grove-tahoe-test-cache").string();
+  return d;
+}
+
+std::vector<float> Cpu(const Forest& f, const std::vector<float>& rows, const PredictOptions& o) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = PredictWidth(f, o);
+  std::vector<float> out(n * width, -777.0f);
+  absl::Status s = PredictCpu(f, MakeRowsView(rows.data(), n, f.num_features), o,
+                              MakeMatrixView(out.data(), n, width), nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+double MaxRel(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double e = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) || std::isnan(want[i])) {
+      if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    e = std::max(e, std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i]))));
+  }
+  return e;
+}
+
+PredictOptions Kind(OutputKind kind, int begin = 0, int end = 0) {
+  PredictOptions o;
+  o.kind = kind;
+  o.iteration_begin = begin;
+  o.iteration_end = end;
+  return o;
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+// Every strategy of `engine` (host path and device path) against PredictCpu.
+void CheckEngine(const TahoeEngine& engine, const Forest& f, const std::vector<float>& rows,
+                 const std::string& what, bool check_device_path = true) {
+  std::vector<PredictOptions> kinds = {Kind(OutputKind::kMargin), Kind(OutputKind::kPrediction),
+                                       Kind(OutputKind::kLeaf)};
+  if (f.num_iterations > 2) {
+    kinds.push_back(Kind(OutputKind::kPrediction, 1, f.num_iterations - 1));
+    kinds.push_back(Kind(OutputKind::kLeaf, 1, 0));
+  }
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  DeviceBuffer d_rows(rows.size() * 4);
+  ASSERT_EQ(cudaMemcpy(d_rows.p, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  for (const PredictOptions& o : kinds) {
+    const std::vector<float> want = Cpu(f, rows, o);
+    const int64_t width = PredictWidth(f, o);
+    for (const char* strategy : kGpuStrategies) {
+      SCOPED_TRACE(what + " strategy " + strategy + " kind " + OutputKindName(o.kind) + " range [" +
+                   std::to_string(o.iteration_begin) + "," + std::to_string(o.iteration_end) + ")");
+      std::vector<float> got(n * width, -777.0f);
+      RunInfo info;
+      absl::Status s = engine.PredictHost(MakeRowsView(rows.data(), n, f.num_features), o,
+                                          MakeMatrixView(got.data(), n, width), strategy, &info);
+      if (absl::IsFailedPrecondition(s)) continue;  // e.g. forest does not fit shared memory
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(info.strategy, strategy);
+      if (o.kind == OutputKind::kLeaf) {
+        EXPECT_EQ(got, want);
+      } else {
+        EXPECT_LE(MaxRel(got, want), kTolerance);
+      }
+      if (!check_device_path) continue;
+      DeviceBuffer d_out(n * width * 4);
+      ASSERT_EQ(cudaMemset(d_out.p, 0xFF, n * width * 4), cudaSuccess);  // NaN poison
+      s = engine.PredictDevice(0, static_cast<const float*>(d_rows.p), n, f.num_features, o,
+                               static_cast<float*>(d_out.p), width, strategy, &info);
+      ASSERT_TRUE(s.ok()) << s;
+      std::vector<float> dev(n * width);
+      ASSERT_EQ(cudaMemcpy(dev.data(), d_out.p, n * width * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      // Same strategy, same grouping: bit-identical to the host path (deterministic).
+      EXPECT_EQ(0, std::memcmp(dev.data(), got.data(), n * width * 4)) << "device path differs";
+    }
+  }
+}
+
+std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOptions& o) {
+  TahoeEngineOptions opts = o;
+  opts.engine.calibration_cache_dir = CacheDir();
+  absl::StatusOr<std::unique_ptr<TahoeEngine>> e = TahoeEngine::Create(f, opts, nullptr);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Default engine, plus one with small splitting parts, few shared-data groups and small chunks
+// (several parts, several chunks, the global reduction exercised).
+void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
+                 const TahoeFormatOptions& format = {}) {
+  for (int variant = 0; variant < 2; ++variant) {
+    TahoeEngineOptions o;
+    o.format = format;
+    if (variant == 1) {
+      o.max_part_bytes = 3000;
+      o.shared_data_groups = 4;
+      o.max_chunk_rows = 100;
+    }
+    std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
+    ASSERT_NE(e, nullptr);
+    CheckEngine(*e, *f, rows, what + (variant ? " (small parts/chunks)" : ""));
+  }
+}
+
+TEST(TahoeGpuTest, CorpusMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::string> dirs = testing::CorpusCaseDirs();
+  if (dirs.empty()) GTEST_SKIP() << "no corpus found";
+  int cases = 0;
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    CheckForest(*f, c->X, c->name);
+    ++cases;
+  }
+  std::printf("%d corpus cases checked on the GPU\n", cases);
+}
+
+TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (int shape = 0; shape < 8; ++shape) {
+    RandomForestOptions o;
+    o.seed = 100 + shape;
+    o.num_trees = 20 + 9 * shape;
+    o.max_depth = 4 + shape % 6;
+    o.num_features = 5 + 7 * shape;
+    o.categorical_fraction = shape % 3 == 1 ? 0.4 : 0.0;
+    o.lightgbm_rules = shape % 2 == 1;
+    o.num_outputs = shape >= 5 ? 3 : 1;
+    o.vector_leaves = shape == 7;
+    o.extreme_cover_probability = shape == 2 ? 0.3 : 0.0;
+    ForestPtr f = MakeRandomForest(o);
+    const std::vector<float> rows = MakeRandomRows(*f, 333, 7 + shape, 0.15);
+    TahoeFormatOptions format;
+    format.node_rearrangement = shape != 3;
+    format.tree_rearrangement = shape != 4;
+    format.force_wide_nodes = shape == 6;
+    CheckForest(f, rows, "random shape " + std::to_string(shape), format);
+  }
+}
+
+TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.num_trees = 50;
+  o.max_depth = 8;
+  o.num_features = 20;
+  ForestPtr f = MakeRandomForest(o);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, {});
+  ASSERT_NE(e, nullptr);
+  for (int64_t n : {1, 100, 5000}) {
+    const std::vector<float> rows = MakeRandomRows(*f, n, 3, 0.1);
+    const PredictOptions opt = Kind(OutputKind::kPrediction);
+    const std::vector<float> want = Cpu(*f, rows, opt);
+    std::vector<float> a(n), b(n);
+    RunInfo info;
+    ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
+                           MakeMatrixView(a.data(), n, 1), &info)
+                    .ok());
+    EXPECT_FALSE(info.strategy.empty());
+    EXPECT_NE(info.reason.find("selector"), std::string::npos) << info.reason;
+    std::printf("%lld rows: %s on %s (%s)\n", static_cast<long long>(n), info.strategy.c_str(),
+                info.device.c_str(), info.reason.c_str());
+    EXPECT_LE(MaxRel(a, want), kTolerance);
+    ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
+                           MakeMatrixView(b.data(), n, 1), &info)
+                    .ok());
+    EXPECT_EQ(a, b);
+  }
+  // Through the generic interface too.
+  PredictEngineOptions po;
+  po.calibration_cache_dir = CacheDir();
+  po.strategy = "direct";
+  absl::StatusOr<std::unique_ptr<PredictEngine>> pe = PredictEngine::Create(f, po, nullptr);
+  ASSERT_TRUE(pe.ok()) << pe.status();
+  const std::vector<float> rows = MakeRandomRows(*f, 64, 5, 0.1);
+  std::vector<float> out(64);
+  RunInfo info;
+  ASSERT_TRUE((*pe)->Predict(MakeRowsView(rows.data(), 64, o.num_features),
+                             Kind(OutputKind::kMargin), MakeMatrixView(out.data(), 64, 1), &info)
+                  .ok());
+  EXPECT_EQ(info.strategy, "direct");
+  EXPECT_EQ(info.device.rfind("cuda:", 0), 0u);
+  EXPECT_LE(MaxRel(out, Cpu(*f, rows, Kind(OutputKind::kMargin))), kTolerance);
+}
+
+TEST(TahoeGpuTest, CalibrationIsCachedAndSane) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<GpuHardwareParams> a = LoadOrCalibrateGpu(CacheDir(), 0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->Valid());
+  absl::StatusOr<GpuHardwareParams> b = LoadOrCalibrateGpu(CacheDir(), 0);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->Serialize(), b->Serialize());
+  std::printf("%s", a->Serialize().c_str());
+}
+
+TEST(TahoeGpuTest, BadInputsAreErrorsNotCrashes) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  ForestPtr f = MakeRandomForest(o);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, {});
+  ASSERT_NE(e, nullptr);
+  std::vector<float> rows(10 * (o.num_features + 1));
+  std::vector<float> out(10);
+  EXPECT_FALSE(e->Predict(MakeRowsView(rows.data(), 10, o.num_features + 1),
+                          Kind(OutputKind::kMargin), MakeMatrixView(out.data(), 10, 1), nullptr)
+                   .ok());
+  EXPECT_FALSE(e->PredictHost(MakeRowsView(rows.data(), 10, o.num_features),
+                              Kind(OutputKind::kMargin), MakeMatrixView(out.data(), 10, 1),
+                              "no_such_strategy", nullptr)
+                   .ok());
+  // Zero rows is fine.
+  EXPECT_TRUE(e->Predict(MakeRowsView(rows.data(), 0, o.num_features), Kind(OutputKind::kMargin),
+                         MakeMatrixView(out.data(), 0, 1), nullptr)
+                  .ok());
+}
+
+}  // namespace
+}  // namespace grove

@@ -1,0 +1,242 @@
+// Request conversion and validation of groved (server/convert.h) and the status mapping
+// (server/status.h): every rule's code and message, without a server.
+#include "server/convert.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/status.h"
+
+namespace grove::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+registry::ServablePtr Servable(const std::string& path, registry::ModelConfig config = {}) {
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(path);
+  EXPECT_TRUE(forest.ok()) << forest.status();
+  auto s = std::make_shared<registry::ServableModel>();
+  s->name = "m";
+  s->version = 3;
+  s->forest = *forest;
+  s->config = std::make_shared<const registry::ModelConfig>(config);
+  return s;
+}
+
+std::string Demo() { return std::string(GROVE_SOURCE_DIR) + "/examples/models/demo/1/model.json"; }
+std::string Multiclass() {
+  return std::string(GROVE_SOURCE_DIR) + "/tests/golden/xgb_multiclass3/model.json";
+}
+
+TEST(StatusMapping, CanonicalCodesMapOneToOne) {
+  for (int c = 0; c <= 16; ++c) {
+    const absl::Status s(static_cast<absl::StatusCode>(c), c == 0 ? "" : "why");
+    const grpc::Status g = ToGrpcStatus(s);
+    EXPECT_EQ(static_cast<int>(g.error_code()), c);
+    if (c != 0) EXPECT_EQ(g.error_message(), "why");
+  }
+  EXPECT_STREQ(CodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
+  EXPECT_STREQ(CodeName(absl::StatusCode::kOk), "OK");
+  EXPECT_STREQ(CodeName(absl::StatusCode::kDeadlineExceeded), "DEADLINE_EXCEEDED");
+}
+
+TEST(Convert, ShapeChecksNameTheLimit) {
+  registry::ModelConfig config;
+  config.max_request_rows = 10;
+  auto m = Servable(Demo(), config);
+  EXPECT_TRUE(CheckShape(*m, 2, 8, 16).ok());
+  absl::Status empty = CheckShape(*m, 0, 8, 0);
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(empty.message()), HasSubstr("empty"));
+  absl::Status big = CheckShape(*m, 11, 8, 88);
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.message()), HasSubstr("limit of 10"));
+  absl::Status cols = CheckShape(*m, 2, 7, 14);
+  EXPECT_EQ(cols.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(cols.message()), HasSubstr("expects 8"));
+  EXPECT_EQ(CheckShape(*m, 2, 8, 15).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Convert, InteractionsLimit) {
+  registry::ModelConfig config;
+  config.max_interaction_values_per_row = 80;  // demo: 1 x 9 x 9 = 81
+  auto m = Servable(Demo(), config);
+  absl::Status s = CheckInteractionsAllowed(*m);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("limit of 80"));
+  config.max_interaction_values_per_row = 81;
+  EXPECT_TRUE(CheckInteractionsAllowed(*Servable(Demo(), config)).ok());
+  EXPECT_EQ(CheckExplainAvailable(*m).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Convert, IterationRangeAndOutputs) {
+  auto m = Servable(Demo());
+  EXPECT_TRUE(CheckIterationRange(*m->forest, 0, 0).ok());
+  EXPECT_TRUE(CheckIterationRange(*m->forest, 3, 10).ok());
+  EXPECT_FALSE(CheckIterationRange(*m->forest, -1, 0).ok());
+  EXPECT_FALSE(CheckIterationRange(*m->forest, 5, 5).ok());
+  EXPECT_FALSE(CheckIterationRange(*m->forest, 40, 0).ok());
+
+  grove::v1::PredictRequest req;
+  absl::StatusOr<std::vector<OutputKind>> d = ResolveOutputs(*m, req);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, std::vector<OutputKind>{OutputKind::kPrediction});
+  req.add_outputs(grove::v1::OUTPUT_LEAF);
+  req.add_outputs(grove::v1::OUTPUT_MARGIN);
+  req.add_outputs(grove::v1::OUTPUT_LEAF);
+  d = ResolveOutputs(*m, req);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, (std::vector<OutputKind>{OutputKind::kLeaf, OutputKind::kMargin}));
+  req.add_outputs(grove::v1::OUTPUT_UNSPECIFIED);
+  EXPECT_EQ(ResolveOutputs(*m, req).status().code(), absl::StatusCode::kInvalidArgument);
+
+  grove::v1::PredictRequest e;
+  e.add_explain_rows(0);
+  e.add_explain_rows(4);
+  EXPECT_TRUE(CheckExplainRows(e, 5).ok());
+  EXPECT_EQ(CheckExplainRows(e, 4).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Convert, TopKAndInteractionSums) {
+  // 1 row, 2 outputs, 3 features: blocks of F+1 = 4.
+  const std::vector<float> v = {0.5f, -2.0f, 1.0f, 9.0f, 0.0f, 0.1f, -0.1f, 7.0f};
+  grove::v1::TopFeatures top;
+  TopK(v.data(), 1, 2, 3, 2, &top);
+  EXPECT_EQ(top.k(), 2);
+  ASSERT_EQ(top.features_size(), 4);
+  EXPECT_EQ(top.features(0), 1);  // |-2|
+  EXPECT_EQ(top.features(1), 2);  // |1|
+  EXPECT_EQ(top.features(2), 1);  // |0.1| ties |-0.1|: lower feature first
+  EXPECT_EQ(top.features(3), 2);
+  EXPECT_FLOAT_EQ(top.values(0), -2.0f);
+  TopK(v.data(), 1, 2, 3, 10, &top);
+  EXPECT_EQ(top.k(), 3);  // capped at F
+
+  // 1 row, 1 output, 1 feature: a 2x2 matrix per output.
+  const std::vector<float> m = {1, 2, 3, 4};
+  float sums[2];
+  InteractionRowSums(m.data(), 1, 1, 1, sums);
+  EXPECT_FLOAT_EQ(sums[0], 3);
+  EXPECT_FLOAT_EQ(sums[1], 7);
+}
+
+TEST(Convert, KserveInputRawTypedAndErrors) {
+  auto m = Servable(Demo());
+  std::vector<float> rows(16);
+  for (int i = 0; i < 16; ++i) rows[i] = static_cast<float>(i);
+  inference::ModelInferRequest req;
+  auto* in = req.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(2);
+  in->add_shape(8);
+  req.add_raw_input_contents(std::string(reinterpret_cast<const char*>(rows.data()), 64));
+  absl::StatusOr<KserveInput> raw = ParseKserveInput(*m, req);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(raw->rows.rows, 2);
+  EXPECT_EQ(raw->rows.At(1, 7), 15.0f);
+
+  inference::ModelInferRequest typed = req;
+  typed.clear_raw_input_contents();
+  for (float x : rows) typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(x);
+  absl::StatusOr<KserveInput> t = ParseKserveInput(*m, typed);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->rows.At(0, 3), 3.0f);
+
+  inference::ModelInferRequest bad = req;
+  bad.mutable_inputs(0)->set_datatype("INT32");
+  EXPECT_EQ(ParseKserveInput(*m, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = req;
+  bad.mutable_inputs(0)->set_name("x");
+  EXPECT_EQ(ParseKserveInput(*m, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = req;
+  bad.mutable_inputs(0)->set_shape(1, 7);
+  EXPECT_EQ(ParseKserveInput(*m, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = req;
+  bad.set_raw_input_contents(0, std::string(60, '\0'));
+  EXPECT_EQ(ParseKserveInput(*m, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = req;
+  bad.mutable_inputs(0)->clear_shape();
+  bad.mutable_inputs(0)->add_shape(16);
+  EXPECT_EQ(ParseKserveInput(*m, bad).status().code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<KserveOutputs> outs = ParseKserveOutputs(req);
+  ASSERT_TRUE(outs.ok());
+  EXPECT_EQ(outs->names, std::vector<std::string>{"output__0"});
+  req.add_outputs()->set_name("treeshap_output");
+  req.add_outputs()->set_name("output__0");
+  outs = ParseKserveOutputs(req);
+  ASSERT_TRUE(outs.ok());
+  EXPECT_TRUE(outs->shap && outs->prediction);
+  EXPECT_EQ(outs->names[0], "treeshap_output");
+  req.add_outputs()->set_name("output__0");
+  EXPECT_EQ(ParseKserveOutputs(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Convert, Float64RowsAreConvertedServerSide) {
+  auto m = Servable(Demo());
+  grove::v1::Matrix matrix;
+  matrix.set_rows(1);
+  matrix.set_cols(8);
+  for (int i = 0; i < 8; ++i) matrix.add_values_f64(0.1 * i);
+  std::vector<float> converted;
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*m, matrix, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->data, converted.data());
+  EXPECT_EQ(rows->At(0, 3), static_cast<float>(0.3));  // XGBoost: a plain cast
+  matrix.add_values(1.0f);
+  EXPECT_EQ(RowsFromMatrix(*m, matrix, &converted).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  inference::ModelInferRequest req;
+  auto* in = req.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP64");
+  in->add_shape(1);
+  in->add_shape(8);
+  for (int i = 0; i < 8; ++i) in->mutable_contents()->add_fp64_contents(0.5 * i);
+  absl::StatusOr<KserveInput> k = ParseKserveInput(*m, req);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->rows.At(0, 7), 3.5f);
+}
+
+TEST(Convert, KserveShapesFollowFil) {
+  auto binary = Servable(Demo());
+  EXPECT_EQ(KservePredictionShape(*binary->forest, 5), (std::vector<int64_t>{5, 2}));
+  EXPECT_EQ(KserveShapShape(*binary->forest, 5), (std::vector<int64_t>{5, 9}));
+  const float p[2] = {0.25f, 0.75f};
+  std::string raw;
+  EncodeKservePrediction(*binary->forest, p, 2, &raw);
+  ASSERT_EQ(raw.size(), 16u);
+  float got[4];
+  std::memcpy(got, raw.data(), 16);
+  EXPECT_FLOAT_EQ(got[0], 0.75f);
+  EXPECT_FLOAT_EQ(got[1], 0.25f);
+  EXPECT_FLOAT_EQ(got[3], 0.75f);
+
+  auto multi = Servable(Multiclass());
+  const int k = multi->forest->num_outputs;
+  const int f = multi->forest->num_features;
+  EXPECT_EQ(KservePredictionShape(*multi->forest, 4), (std::vector<int64_t>{4, k}));
+  EXPECT_EQ(KserveShapShape(*multi->forest, 4), (std::vector<int64_t>{4, k, f + 1}));
+}
+
+TEST(Convert, Deadlines) {
+  EXPECT_EQ(DeadlineFromChrono(std::chrono::system_clock::time_point::max()),
+            absl::InfiniteFuture());
+  const auto soon = std::chrono::system_clock::now() + std::chrono::seconds(5);
+  EXPECT_LT(absl::AbsDuration(DeadlineFromChrono(soon) - absl::FromChrono(soon)),
+            absl::Milliseconds(1));
+  EXPECT_EQ(ParseKserveVersion("").value(), 0);
+  EXPECT_EQ(ParseKserveVersion("12").value(), 12);
+  EXPECT_EQ(ParseKserveVersion("x").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace grove::server

@@ -1,0 +1,643 @@
+// groved's services end to end in one process: a GroveServer on 127.0.0.1 (ephemeral ports) over a
+// temporary model repository, called through the generated stubs. Answers are compared with the
+// CPU reference engines run locally on the same model file.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/explain/explain.h"
+#include "core/io/csv.h"
+#include "core/model/loader.h"
+#include "core/predict/predict.h"
+#include "gmock/gmock.h"
+#include "grove/v1/grove.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "prometheus/text_serializer.h"
+#include "server/server.h"
+
+namespace grove::server {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kDemo = std::string(GROVE_SOURCE_DIR) + "/examples/models/demo/1/model.json";
+const std::string kMulti = std::string(GROVE_SOURCE_DIR) + "/tests/golden/xgb_multiclass3/model.json";
+const std::string kMultiRows = std::string(GROVE_SOURCE_DIR) + "/tests/golden/xgb_multiclass3/X.csv";
+const std::string kLgb = std::string(GROVE_SOURCE_DIR) + "/tests/golden/lgb_zero_as_missing/model.txt";
+const std::string kLgbDir = std::string(GROVE_SOURCE_DIR) + "/tests/golden/lgb_zero_as_missing";
+const std::string kDemoRows = std::string(GROVE_SOURCE_DIR) + "/examples/rows.csv";
+
+void Put(const fs::path& root, const std::string& name, int version, const std::string& from) {
+  fs::create_directories(root / name / std::to_string(version));
+  fs::copy_file(from, root / name / std::to_string(version) / fs::path(from).filename(),
+                fs::copy_options::overwrite_existing);
+}
+
+void Write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::vector<float> ReadRows(const std::string& path, int64_t* rows, int64_t* cols) {
+  absl::StatusOr<CsvMatrix<float>> m = ReadCsvFloats(path);
+  EXPECT_TRUE(m.ok()) << m.status();
+  *rows = m->rows;
+  *cols = m->cols;
+  return m->values;
+}
+
+std::vector<float> LocalPredict(const std::string& model, const std::vector<float>& rows,
+                                int64_t cols, OutputKind kind) {
+  ForestPtr f = *LoadModelFile(model);
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  PredictOptions o;
+  o.kind = kind;
+  const int64_t w = PredictWidth(*f, o);
+  std::vector<float> out(n * w);
+  EXPECT_TRUE(PredictCpu(*f, MakeRowsView(rows.data(), n, cols), o,
+                         MakeMatrixView(out.data(), n, w), nullptr)
+                  .ok());
+  return out;
+}
+
+std::vector<float> LocalExplain(const std::string& model, const std::vector<float>& rows,
+                                int64_t cols, bool interactions) {
+  ForestPtr f = *LoadModelFile(model);
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  const int64_t w = ExplainWidth(*f, interactions);
+  std::vector<float> out(n * w);
+  ExplainOptions o;
+  o.interactions = interactions;
+  EXPECT_TRUE(ExplainCpuReference(*f, MakeRowsView(rows.data(), n, cols), o,
+                                  MakeMatrixView(out.data(), n, w), nullptr)
+                  .ok());
+  return out;
+}
+
+template <typename A, typename B>
+void ExpectClose(const A& got, const B& want, double tol = 1e-5) {
+  ASSERT_EQ(static_cast<size_t>(got.size()), static_cast<size_t>(want.size()));
+  for (size_t i = 0; i < static_cast<size_t>(want.size()); ++i) {
+    const double g = got[i], w = want[i];
+    ASSERT_NEAR(g, w, tol * std::max(1.0, std::fabs(w))) << "at " << i;
+  }
+}
+
+void SetRows(grove::v1::Matrix* m, const std::vector<float>& rows, int64_t cols) {
+  m->set_rows(static_cast<int64_t>(rows.size()) / cols);
+  m->set_cols(cols);
+  m->mutable_values()->Assign(rows.begin(), rows.end());
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(fs::temp_directory_path() /
+                         absl::StrCat("grove_server_test_", ::getpid()));
+    fs::remove_all(*root_);
+    Put(*root_, "demo", 1, kDemo);
+    Put(*root_, "multi", 2, kMulti);
+    Write(*root_ / "multi" / "config.json", R"({"max_interaction_values_per_row": 40})");
+    Put(*root_, "lgbz", 1, kLgb);
+    Put(*root_, "tiny", 1, kDemo);
+    // One request at a time, and a batch waits 60 s for company: a second request is refused
+    // and the first one is dropped at its deadline.
+    Write(*root_ / "tiny" / "config.json",
+          R"({"batching": {"predict": {"max_delay_us": 60000000, "max_queue_requests": 1}}})");
+    ServerOptions o;
+    o.runtime.model_repository = root_->string();
+    o.runtime.compute_threads = 2;
+    o.grpc_address = "127.0.0.1";
+    o.grpc_port = 0;
+    o.metrics_address = "127.0.0.1";
+    o.metrics_port = 0;
+    o.repository_poll = absl::ZeroDuration();
+    o.port_file = (*root_ / "ports.json").string();
+    absl::StatusOr<std::unique_ptr<GroveServer>> s = GroveServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+    ASSERT_TRUE(server_->WaitUntilLoaded().ok());
+    channel_ = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server_->grpc_port()), grpc::InsecureChannelCredentials()));
+  }
+  static void TearDownTestSuite() {
+    delete channel_;
+    delete server_;
+    fs::remove_all(*root_);
+    delete root_;
+  }
+
+  std::unique_ptr<grove::v1::Grove::Stub> Grove() { return grove::v1::Grove::NewStub(*channel_); }
+  std::unique_ptr<inference::GRPCInferenceService::Stub> Kserve() {
+    return inference::GRPCInferenceService::NewStub(*channel_);
+  }
+
+  static inline fs::path* root_ = nullptr;
+  static inline GroveServer* server_ = nullptr;
+  static inline std::shared_ptr<grpc::Channel>* channel_ = nullptr;
+};
+
+TEST_F(ServerTest, PortFileAndReadiness) {
+  std::ifstream in(*root_ / "ports.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("\"grpc_port\":", server_->grpc_port())));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("\"metrics_port\":", server_->metrics_port())));
+  EXPECT_GT(server_->metrics_port(), 0);
+  EXPECT_TRUE(server_->runtime().ServerReady());
+}
+
+TEST_F(ServerTest, PredictMatchesLocalEngine) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kMultiRows, &n, &cols);
+  rows.resize(std::min<int64_t>(n, 50) * cols);
+  grove::v1::PredictRequest req;
+  req.set_model("multi");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.add_outputs(grove::v1::OUTPUT_MARGIN);
+  req.add_outputs(grove::v1::OUTPUT_PREDICTION);
+  req.add_outputs(grove::v1::OUTPUT_LEAF);
+  req.set_explain(true);
+  req.add_explain_rows(7);
+  req.add_explain_rows(2);
+  grpc::ClientContext ctx;
+  grove::v1::PredictResponse resp;
+  grpc::Status s = Grove()->Predict(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.model(), "multi");
+  EXPECT_EQ(resp.version(), 2);
+  ExpectClose(resp.margin().values(), LocalPredict(kMulti, rows, cols, OutputKind::kMargin));
+  ExpectClose(resp.prediction().values(),
+              LocalPredict(kMulti, rows, cols, OutputKind::kPrediction));
+  ExpectClose(resp.leaf().values(), LocalPredict(kMulti, rows, cols, OutputKind::kLeaf), 0);
+  ASSERT_EQ(resp.explained_rows_size(), 2);
+  EXPECT_EQ(resp.explained_rows(0), 7);
+  std::vector<float> picked(rows.begin() + 7 * cols, rows.begin() + 8 * cols);
+  picked.insert(picked.end(), rows.begin() + 2 * cols, rows.begin() + 3 * cols);
+  ExpectClose(resp.shap_values().values(), LocalExplain(kMulti, picked, cols, false), 1e-4);
+  EXPECT_EQ(resp.shap_values().rows(), 2);
+}
+
+// Float64 rows are converted server-side as LightGBM routes doubles: margins equal the library's.
+TEST_F(ServerTest, Float64RowsMatchTheLibrary) {
+  absl::StatusOr<CsvMatrix<double>> x = ReadCsvDoubles(kLgbDir + "/X.csv");
+  ASSERT_TRUE(x.ok()) << x.status();
+  absl::StatusOr<CsvMatrix<double>> want = ReadCsvDoubles(kLgbDir + "/margin.csv");
+  ASSERT_TRUE(want.ok()) << want.status();
+  grove::v1::PredictRequest req;
+  req.set_model("lgbz");
+  req.mutable_rows()->set_rows(x->rows);
+  req.mutable_rows()->set_cols(x->cols);
+  req.mutable_rows()->mutable_values_f64()->Assign(x->values.begin(), x->values.end());
+  req.add_outputs(grove::v1::OUTPUT_MARGIN);
+  grpc::ClientContext ctx;
+  grove::v1::PredictResponse resp;
+  grpc::Status s = Grove()->Predict(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ExpectClose(resp.margin().values(), want->values, 1e-5);
+}
+
+TEST_F(ServerTest, ExplainWithTopKBiasAndInteractions) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  grove::v1::ExplainRequest req;
+  req.set_model("demo");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.set_top_k(3);
+  req.set_interactions(true);
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse resp;
+  grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.num_features(), 8);
+  EXPECT_EQ(resp.num_outputs(), 1);
+  const std::vector<float> shap = LocalExplain(kDemo, rows, cols, false);
+  ExpectClose(resp.values().values(), shap, 1e-4);
+  ExpectClose(resp.interactions().values(), LocalExplain(kDemo, rows, cols, true), 1e-4);
+  ASSERT_EQ(resp.bias_size(), 1);
+  EXPECT_NEAR(resp.bias(0), shap[8], 1e-5);
+  EXPECT_EQ(resp.top().k(), 3);
+  EXPECT_EQ(resp.top().features_size(), n * 3);
+
+  // omit_values: only top-k and bias.
+  req.set_interactions(false);
+  req.set_omit_values(true);
+  grpc::ClientContext ctx2;
+  grove::v1::ExplainResponse resp2;
+  ASSERT_TRUE(Grove()->Explain(&ctx2, req, &resp2).ok());
+  EXPECT_EQ(resp2.values().values_size(), 0);
+  EXPECT_EQ(resp2.top().features_size(), n * 3);
+  EXPECT_EQ(resp2.top().features(0), resp.top().features(0));
+}
+
+TEST_F(ServerTest, ErrorsMapToStatusCodes) {
+  auto stub = Grove();
+  auto predict = [&](grove::v1::PredictRequest req) {
+    grpc::ClientContext ctx;
+    grove::v1::PredictResponse resp;
+    return stub->Predict(&ctx, req, &resp);
+  };
+  grove::v1::PredictRequest ok;
+  ok.set_model("demo");
+  SetRows(ok.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  EXPECT_TRUE(predict(ok).ok());
+
+  grove::v1::PredictRequest r = ok;
+  r.set_model("nope");
+  EXPECT_EQ(predict(r).error_code(), grpc::StatusCode::NOT_FOUND);
+  r = ok;
+  r.set_version(9);
+  EXPECT_EQ(predict(r).error_code(), grpc::StatusCode::NOT_FOUND);
+  r = ok;
+  SetRows(r.mutable_rows(), std::vector<float>(7, 0.5f), 7);
+  grpc::Status wrong = predict(r);
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(wrong.error_message(), HasSubstr("expects 8"));
+  r = ok;
+  r.mutable_rows()->set_rows(0);
+  r.mutable_rows()->clear_values();
+  EXPECT_EQ(predict(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  grove::v1::ExplainRequest e;
+  e.set_model("multi");
+  e.set_interactions(true);
+  const int f = (*LoadModelFile(kMulti))->num_features;
+  SetRows(e.mutable_rows(), std::vector<float>(f, 0.5f), f);
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse er;
+  grpc::Status wide = stub->Explain(&ctx, e, &er);
+  EXPECT_EQ(wide.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(wide.error_message(), HasSubstr("limit of 40"));
+
+  grpc::ClientContext lctx;
+  grove::v1::LoadModelRequest lr;
+  lr.set_model("absent");
+  grove::v1::LoadModelResponse lresp;
+  EXPECT_EQ(stub->LoadModel(&lctx, lr, &lresp).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // Every code is counted under its name; unknown models under "_unknown".
+  prometheus::TextSerializer text;
+  const std::string exposition = text.Serialize(server_->metrics().registry()->Collect());
+  EXPECT_THAT(exposition, HasSubstr("code=\"NOT_FOUND\""));
+  EXPECT_THAT(exposition, HasSubstr("model=\"_unknown\""));
+  EXPECT_THAT(exposition, HasSubstr("grove_batch_size_rows_bucket"));
+  EXPECT_THAT(exposition, HasSubstr("grove_model_ready{model=\"demo\",version=\"1\"} 1"));
+}
+
+TEST_F(ServerTest, KserveSpeaksTritonFil) {
+  auto stub = Kserve();
+  {
+    grpc::ClientContext ctx;
+    inference::ServerReadyResponse r;
+    ASSERT_TRUE(stub->ServerReady(&ctx, {}, &r).ok());
+    EXPECT_TRUE(r.ready());
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::ModelReadyRequest q;
+    q.set_name("demo");
+    inference::ModelReadyResponse r;
+    ASSERT_TRUE(stub->ModelReady(&ctx, q, &r).ok());
+    EXPECT_TRUE(r.ready());
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest q;
+    q.set_name("demo");
+    inference::ModelMetadataResponse r;
+    ASSERT_TRUE(stub->ModelMetadata(&ctx, q, &r).ok());
+    EXPECT_EQ(r.inputs(0).name(), "input__0");
+    EXPECT_EQ(r.inputs(0).shape(1), 8);
+    EXPECT_EQ(r.outputs(0).name(), "output__0");
+  }
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  inference::ModelInferRequest req;
+  req.set_model_name("demo");
+  req.set_id("abc");
+  auto* in = req.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(n);
+  in->add_shape(cols);
+  req.add_raw_input_contents(
+      std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float)));
+  req.add_outputs()->set_name("output__0");
+  req.add_outputs()->set_name("treeshap_output");
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse resp;
+  grpc::Status s = stub->ModelInfer(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.id(), "abc");
+  EXPECT_EQ(resp.model_version(), "1");
+  ASSERT_EQ(resp.outputs_size(), 2);
+  ASSERT_EQ(resp.raw_output_contents_size(), 2);
+  EXPECT_EQ(resp.outputs(0).shape(1), 2);
+  std::vector<float> proba(n * 2);
+  ASSERT_EQ(resp.raw_output_contents(0).size(), proba.size() * 4);
+  std::memcpy(proba.data(), resp.raw_output_contents(0).data(), proba.size() * 4);
+  const std::vector<float> p = LocalPredict(kDemo, rows, cols, OutputKind::kPrediction);
+  for (int64_t r = 0; r < n; ++r) {
+    EXPECT_NEAR(proba[2 * r + 1], p[r], 1e-6);
+    EXPECT_NEAR(proba[2 * r], 1 - p[r], 1e-6);
+  }
+  std::vector<float> shap(n * (cols + 1));
+  ASSERT_EQ(resp.raw_output_contents(1).size(), shap.size() * 4);
+  std::memcpy(shap.data(), resp.raw_output_contents(1).data(), shap.size() * 4);
+  ExpectClose(shap, LocalExplain(kDemo, rows, cols, false), 1e-4);
+
+  // Typed contents, default output.
+  inference::ModelInferRequest typed = req;
+  typed.clear_raw_input_contents();
+  typed.clear_outputs();
+  for (float x : rows) typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(x);
+  grpc::ClientContext ctx2;
+  inference::ModelInferResponse resp2;
+  ASSERT_TRUE(stub->ModelInfer(&ctx2, typed, &resp2).ok());
+  ASSERT_EQ(resp2.outputs_size(), 1);
+  EXPECT_EQ(resp2.raw_output_contents(0), resp.raw_output_contents(0));
+
+  inference::ModelInferRequest bad = req;
+  bad.mutable_inputs(0)->set_datatype("INT32");
+  grpc::ClientContext ctx3;
+  EXPECT_EQ(stub->ModelInfer(&ctx3, bad, &resp2).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = req;
+  bad.set_model_name("nope");
+  grpc::ClientContext ctx4;
+  EXPECT_EQ(stub->ModelInfer(&ctx4, bad, &resp2).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServerTest, ExplainStreamAnswersInOrder) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  grpc::ClientContext ctx;
+  auto stream = Grove()->ExplainStream(&ctx);
+  const int kMessages = 12;
+  std::thread writer([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      grove::v1::ExplainRequest req;
+      req.set_model("demo");
+      req.set_sequence(100 + i);
+      const int64_t r = i % n;
+      SetRows(req.mutable_rows(),
+              std::vector<float>(rows.begin() + r * cols, rows.begin() + (r + 1) * cols), cols);
+      if (!stream->Write(req)) break;
+    }
+    stream->WritesDone();
+  });
+  const std::vector<float> shap = LocalExplain(kDemo, rows, cols, false);
+  grove::v1::ExplainResponse resp;
+  int got = 0;
+  while (stream->Read(&resp)) {
+    EXPECT_EQ(resp.sequence(), static_cast<uint64_t>(100 + got));
+    const int64_t r = got % n;
+    ExpectClose(resp.values().values(),
+                std::vector<float>(shap.begin() + r * (cols + 1),
+                                   shap.begin() + (r + 1) * (cols + 1)),
+                1e-4);
+    ++got;
+  }
+  writer.join();
+  grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(got, kMessages);
+}
+
+TEST_F(ServerTest, ConcurrentCallersGetTheirOwnRows) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kMultiRows, &n, &cols);
+  const std::vector<float> want = LocalPredict(kMulti, rows, cols, OutputKind::kMargin);
+  const int k = static_cast<int>(want.size() / n);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = Grove();
+      std::mt19937 rng(t);
+      for (int i = 0; i < 25; ++i) {
+        const int64_t begin = rng() % n;
+        const int64_t count = 1 + rng() % std::min<int64_t>(n - begin, 9);
+        grove::v1::PredictRequest req;
+        req.set_model("multi");
+        req.add_outputs(grove::v1::OUTPUT_MARGIN);
+        SetRows(req.mutable_rows(),
+                std::vector<float>(rows.begin() + begin * cols,
+                                   rows.begin() + (begin + count) * cols),
+                cols);
+        grpc::ClientContext ctx;
+        grove::v1::PredictResponse resp;
+        if (!stub->Predict(&ctx, req, &resp).ok() ||
+            resp.margin().values_size() != count * k) {
+          ++failures;
+          continue;
+        }
+        for (int64_t j = 0; j < count * k; ++j) {
+          if (std::fabs(resp.margin().values(j) - want[begin * k + j]) > 1e-5) {
+            ++failures;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(ServerTest, FullQueueIsResourceExhaustedAndExpiredWorkIsDropped) {
+  auto stub = Grove();
+  grove::v1::PredictRequest req;
+  req.set_model("tiny");
+  SetRows(req.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  grpc::ClientContext first_ctx;
+  first_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  grove::v1::PredictResponse first_resp;
+  std::promise<grpc::Status> first;
+  stub->async()->Predict(&first_ctx, &req, &first_resp,
+                         [&](grpc::Status s) { first.set_value(std::move(s)); });
+  // Wait (without sleeping a fixed time) until the first request sits in the queue.
+  while (server_->runtime().QueueStats("tiny", registry::Operation::kPredict).queued_tasks == 0) {
+    std::this_thread::yield();
+  }
+  grpc::ClientContext second_ctx;
+  grove::v1::PredictResponse second_resp;
+  grpc::Status second = stub->Predict(&second_ctx, req, &second_resp);
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(second.error_message(), HasSubstr("limit 1"));
+  EXPECT_EQ(first.get_future().get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+TEST_F(ServerTest, ReloadUnderLoadFailsNothing) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      auto stub = Grove();
+      grove::v1::PredictRequest req;
+      req.set_model("demo");
+      SetRows(req.mutable_rows(), std::vector<float>(16, 0.25f), 8);
+      while (!stop.load()) {
+        grpc::ClientContext ctx;
+        grove::v1::PredictResponse resp;
+        if (stub->Predict(&ctx, req, &resp).ok() && resp.prediction().values_size() == 2) {
+          ++ok;
+        } else {
+          ++failed;
+        }
+      }
+    });
+  }
+  auto stub = Grove();
+  for (int i = 0; i < 5; ++i) {
+    grpc::ClientContext ctx;
+    grove::v1::LoadModelRequest req;
+    req.set_model("demo");
+    grove::v1::LoadModelResponse resp;
+    grpc::Status s = stub->LoadModel(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(resp.status().ready());
+  }
+  stop = true;
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(ok.load(), 0);
+}
+
+TEST_F(ServerTest, UnloadThenLoad) {
+  auto grove = Grove();
+  auto kserve = Kserve();
+  grpc::ClientContext uctx;
+  grove::v1::UnloadModelRequest ureq;
+  ureq.set_model("tiny");
+  grove::v1::UnloadModelResponse uresp;
+  ASSERT_TRUE(grove->UnloadModel(&uctx, ureq, &uresp).ok());
+  {
+    grpc::ClientContext ctx;
+    inference::ModelReadyRequest q;
+    q.set_name("tiny");
+    inference::ModelReadyResponse r;
+    ASSERT_TRUE(kserve->ModelReady(&ctx, q, &r).ok());
+    EXPECT_FALSE(r.ready());
+  }
+  grove::v1::PredictRequest req;
+  req.set_model("tiny");
+  SetRows(req.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  {
+    grpc::ClientContext ctx;
+    grove::v1::PredictResponse resp;
+    EXPECT_EQ(grove->Predict(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  grpc::ClientContext lctx;
+  grove::v1::LoadModelRequest lreq;
+  lreq.set_model("tiny");
+  grove::v1::LoadModelResponse lresp;
+  ASSERT_TRUE(grove->LoadModel(&lctx, lreq, &lresp).ok());
+  grpc::ClientContext mctx;
+  grove::v1::GetModelMetadataRequest mreq;
+  mreq.set_model("tiny");
+  grove::v1::ModelMetadata meta;
+  ASSERT_TRUE(grove->GetModelMetadata(&mctx, mreq, &meta).ok());
+  EXPECT_EQ(meta.num_features(), 8);
+  EXPECT_EQ(meta.format(), "xgboost_json");
+  EXPECT_TRUE(meta.explainable());
+}
+
+// grpc.health.v1.Health/Check with hand-encoded messages (the health proto's C++ stubs are not
+// installed): request {service = 1}, response {status = 1} (1 SERVING, 2 NOT_SERVING).
+int HealthCheck(grpc::Channel* channel, const std::string& service, grpc::Status* status) {
+  grpc::GenericStub stub(std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+  std::string bytes;
+  bytes.push_back(0x0a);
+  bytes.push_back(static_cast<char>(service.size()));
+  bytes += service;
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  *status = done.get_future().get();
+  if (!status->ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out.size() >= 2 && out[0] == 0x08 ? out[1] : 0;
+}
+
+TEST_F(ServerTest, HealthPerModel) {
+  grpc::Status s;
+  EXPECT_EQ(HealthCheck(channel_->get(), "", &s), 1) << s.error_message();
+  EXPECT_EQ(HealthCheck(channel_->get(), "model/demo", &s), 1) << s.error_message();
+  EXPECT_EQ(HealthCheck(channel_->get(), "inference.GRPCInferenceService", &s), 1);
+  HealthCheck(channel_->get(), "model/absent", &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// A separate server: shutdown while calls are queued computes and answers every one of them.
+TEST(ServerShutdown, DrainsInFlightCalls) {
+  const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_shutdown_", ::getpid());
+  fs::remove_all(root);
+  Put(root, "demo", 1, kDemo);
+  Write(root / "demo" / "config.json",
+        R"({"batching": {"predict": {"max_delay_us": 60000000, "max_batch_rows": 100000}}})");
+  ServerOptions o;
+  o.runtime.model_repository = root.string();
+  o.grpc_address = "127.0.0.1";
+  o.grpc_port = 0;
+  o.metrics_port = -1;
+  o.repository_poll = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitUntilLoaded().ok());
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = grove::v1::Grove::NewStub(channel);
+  grove::v1::PredictRequest req;
+  req.set_model("demo");
+  SetRows(req.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  const int kCalls = 16;
+  std::vector<grpc::ClientContext> ctx(kCalls);
+  std::vector<grove::v1::PredictResponse> resp(kCalls);
+  std::vector<std::promise<grpc::Status>> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    stub->async()->Predict(&ctx[i], &req, &resp[i],
+                           [&, i](grpc::Status s) { done[i].set_value(std::move(s)); });
+  }
+  // Every call sits in the queue (a batch would wait 60 s for more rows): shutdown must still
+  // compute and answer all of them (a closed queue no longer waits).
+  while ((*server)->runtime().QueueStats("demo", registry::Operation::kPredict).queued_tasks <
+         kCalls) {
+    std::this_thread::yield();
+  }
+  (*server)->Shutdown();
+  int ok = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::Status s = done[i].get_future().get();
+    EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    if (s.ok()) ++ok;
+  }
+  EXPECT_EQ(ok, kCalls);
+  grpc::ClientContext after;
+  grove::v1::PredictResponse r;
+  EXPECT_EQ(stub->Predict(&after, req, &r).error_code(), grpc::StatusCode::UNAVAILABLE);
+  server->reset();
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace grove::server
