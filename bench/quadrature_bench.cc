@@ -300,6 +300,7 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
   ThreadPool pool(0);
   t0 = Now();
   std::unique_ptr<ExplainEngine> engine;
+  std::unique_ptr<ExplainEngine> cpu_engine;  // the engine's cheapest CPU strategy
   if (flags.engine) {
     absl::StatusOr<std::unique_ptr<ExplainEngine>> e = ExplainEngine::Create(forest, {}, &pool);
     if (e.ok()) {
@@ -308,6 +309,11 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
     } else {
       std::printf("  engine: %s\n", std::string(e.status().message()).c_str());
     }
+    ExplainEngineOptions cpu_options;
+    cpu_options.strategy = "cpu";
+    absl::StatusOr<std::unique_ptr<ExplainEngine>> c =
+        ExplainEngine::Create(forest, cpu_options, &pool);
+    if (c.ok()) cpu_engine = std::move(*c);
   }
 
   std::printf("\n| model | kind | rows | strategy | engine rows/s | e2e rows/s | estimate ms | e2e ms |\n");
@@ -336,24 +342,49 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
                   flags.name.c_str(), kind ? "interactions" : "SHAP", pick->strategy.c_str(),
                   best->strategy.c_str(), ratio, ratio <= 1.05 ? "OK" : "MISS");
     }
-    // The engine's own selector (ExplainEngine, strategy "auto"): which strategy did it run?
+    // The engine's own selector (ExplainEngine, strategy "auto"): which strategy did it run, and
+    // how long did its pick take end to end against the best measured (GPU strategies above and,
+    // where it could win, the engine's cheapest CPU strategy on this host's cores)?
     if (engine != nullptr && best != nullptr) {
       ExplainOptions o;
       o.interactions = kind == 1;
       RunInfo info;
       const int64_t width = ExplainWidth(*forest, o.interactions);
-      absl::Status st = engine->Explain(MakeRowsView(all_rows.data(), n, F), o,
-                                        MakeMatrixView(host_out.data(), n, width), &info);
-      const Result* chosen = nullptr;
-      for (const Result& r : results) {
-        if (info.strategy == "quadrature_gpu" && r.strategy == default_quad) chosen = &r;
-        if (info.strategy == "treeshap_gpu" && r.strategy.rfind("treeshap", 0) == 0) chosen = &r;
+      absl::Status st;
+      auto run = [&](ExplainEngine& e, int64_t rows, RunInfo* ri) {
+        st = e.Explain(MakeRowsView(all_rows.data(), rows, F), o,
+                       MakeMatrixView(host_out.data(), rows, width), ri);
+        return st.ok();
+      };
+      const double pick_e2e = TimeMedian(flags.reps, [&] { return run(*engine, n, &info); });
+      double best_e2e = std::min(best->e2e[kind], pick_e2e);
+      std::string best_name = best->e2e[kind] <= pick_e2e ? best->strategy : info.strategy;
+      std::string cpu_note = "cpu: no engine";
+      if (cpu_engine != nullptr) {
+        // Probe a few rows first: a CPU strategy far slower than the best is not timed in full.
+        const int64_t probe = std::min<int64_t>(n, 16);
+        RunInfo ci;
+        const double t_probe = TimeMedian(1, [&] { return run(*cpu_engine, probe, &ci); });
+        const double extrapolated = t_probe * n / probe;
+        if (!std::isnan(t_probe) && extrapolated < 3 * best_e2e) {
+          const double cpu_e2e = TimeMedian(flags.reps, [&] { return run(*cpu_engine, n, &ci); });
+          cpu_note = absl::StrFormat("cpu %s e2e %.3f ms", ci.strategy, cpu_e2e * 1e3);
+          if (cpu_e2e < best_e2e) {
+            best_e2e = cpu_e2e;
+            best_name = ci.strategy;
+          }
+        } else {
+          cpu_note = absl::StrFormat("cpu %s not timed (%.0f ms extrapolated from %lld rows)",
+                                     ci.strategy, extrapolated * 1e3,
+                                     static_cast<long long>(probe));
+        }
       }
-      const double ratio = chosen != nullptr ? chosen->e2e[kind] / best->e2e[kind] : NAN;
-      std::printf("SELECTOR(engine) | %s | %s | pick %s (%s) | best %s | pick/best %.3f | %s | %s\n",
+      const double ratio = pick_e2e / best_e2e;
+      std::printf("SELECTOR(engine) | %s | %s | pick %s (%s) %.3f ms | best %s %.3f ms | "
+                  "pick/best %.3f | %s | %s | %s\n",
                   flags.name.c_str(), kind ? "interactions" : "SHAP", info.strategy.c_str(),
-                  info.device.c_str(), best->strategy.c_str(), ratio,
-                  chosen == nullptr ? "n/a" : (ratio <= 1.05 ? "OK" : "MISS"),
+                  info.device.c_str(), pick_e2e * 1e3, best_name.c_str(), best_e2e * 1e3, ratio,
+                  std::isnan(ratio) ? "n/a" : (ratio <= 1.05 ? "OK" : "MISS"), cpu_note.c_str(),
                   st.ok() ? info.reason.c_str() : std::string(st.message()).c_str());
     }
   }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -233,8 +234,17 @@ int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols) {
   return std::clamp<int64_t>(kValuesPerBuffer / widest, 1, int64_t{1} << 18);
 }
 
-absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
-                        StreamStats* stats) {
+namespace {
+
+// The read-compute-write loop of StreamRows and StreamDoubleRows: the next chunk is parsed (by
+// `read`, into one of two buffers) while the current one is computed.
+template <typename T>
+absl::Status StreamLoop(
+    const StreamOptions& options,
+    const std::function<absl::StatusOr<int64_t>(CsvReader*, int64_t chunk, int slot,
+                                                std::vector<T>*)>& read,
+    const std::function<absl::Status(const T* rows, int64_t n, MatrixView<float> out)>& compute,
+    StreamStats* stats) {
   const auto start = Clock::now();
   *stats = StreamStats();
   absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(options.input,
@@ -247,35 +257,22 @@ absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
   ProgressBar progress(options.progress, options.label);
 
   auto run = [&]() -> absl::Status {
-    std::vector<float> buffers[2];
+    std::vector<T> buffers[2];
     std::vector<float> out;
     CsvReader* r = reader->get();
-    const DoubleRowConverter* converter = options.converter;
-    const int64_t in_cols = options.in_cols;
-    std::vector<double> doubles[2];
-    auto read = [r, chunk, converter, in_cols, &buffers,
-                 &doubles](std::vector<float>* b) -> absl::StatusOr<int64_t> {
-      if (converter == nullptr) return r->ReadRows(chunk, b);
-      std::vector<double>& d = doubles[b == &buffers[0] ? 0 : 1];
-      absl::StatusOr<int64_t> n = r->ReadRows(chunk, &d);
-      if (!n.ok()) return n;
-      b->resize(static_cast<size_t>(*n * in_cols));
-      converter->ConvertRows(d.data(), *n, b->data());
-      return n;
-    };
+    auto read_slot = [&read, r, chunk, &buffers](int slot) { return read(r, chunk, slot, &buffers[slot]); };
     int cur = 0;
-    std::future<absl::StatusOr<int64_t>> next =
-        std::async(std::launch::async, read, &buffers[cur]);
+    std::future<absl::StatusOr<int64_t>> next = std::async(std::launch::async, read_slot, cur);
     while (true) {
       absl::StatusOr<int64_t> n = next.get();
       if (!n.ok()) return n.status();
       if (*n == 0) break;
       const int64_t done_bytes = r->bytes_consumed();
       const int other = 1 - cur;
-      next = std::async(std::launch::async, read, &buffers[other]);
+      next = std::async(std::launch::async, read_slot, other);
       out.resize(static_cast<size_t>(*n * options.out_cols));
       const auto t = Clock::now();
-      absl::Status s = compute(MakeRowsView(buffers[cur].data(), *n, options.in_cols),
+      absl::Status s = compute(buffers[cur].data(), *n,
                                MakeMatrixView(out.data(), *n, options.out_cols));
       stats->compute_seconds += Seconds(t);
       if (!s.ok()) return s;  // `next` finishes in its destructor
@@ -296,6 +293,38 @@ absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
     if (options.output != "-") std::remove(options.output.c_str());
   }
   return status;
+}
+
+}  // namespace
+
+absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
+                        StreamStats* stats) {
+  const DoubleRowConverter* converter = options.converter;
+  const int64_t in_cols = options.in_cols;
+  std::vector<double> doubles[2];  // per slot: the converter's input
+  return StreamLoop<float>(
+      options,
+      [converter, in_cols, &doubles](CsvReader* r, int64_t chunk, int slot,
+                                     std::vector<float>* b) -> absl::StatusOr<int64_t> {
+        if (converter == nullptr) return r->ReadRows(chunk, b);
+        absl::StatusOr<int64_t> n = r->ReadRows(chunk, &doubles[slot]);
+        if (!n.ok()) return n;
+        b->resize(static_cast<size_t>(*n * in_cols));
+        converter->ConvertRows(doubles[slot].data(), *n, b->data());
+        return n;
+      },
+      [&compute, in_cols](const float* rows, int64_t n, MatrixView<float> out) {
+        return compute(MakeRowsView(rows, n, in_cols), out);
+      },
+      stats);
+}
+
+absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
+                              StreamStats* stats) {
+  return StreamLoop<double>(
+      options,
+      [](CsvReader* r, int64_t chunk, int, std::vector<double>* b) { return r->ReadRows(chunk, b); },
+      compute, stats);
 }
 
 std::vector<Stat> ForestStats(const Forest& forest) {

@@ -54,6 +54,12 @@ struct StreamStats {
 // whatever the input size. On error the partial output file is removed (standard output is not).
 using ComputeFn = std::function<absl::Status(RowsView rows, MatrixView<float> out)>;
 absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute, StreamStats* stats);
+// The same loop with the fields kept as doubles (`converter` unused): remote mode sends them as they
+// are and the server converts them for the model. `rows` is n x options.in_cols, row-major.
+using DoubleComputeFn =
+    std::function<absl::Status(const double* rows, int64_t n, MatrixView<float> out)>;
+absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
+                              StreamStats* stats);
 
 // Model statistics for `grove inspect`: (key, value) pairs in display order; numbers are
 // formatted as JSON numbers, everything else is a string.

@@ -26,7 +26,6 @@
 namespace grove::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // Values per request message (input or output, whichever is wider): 4M floats = 16 MiB.
 constexpr int64_t kValuesPerMessage = int64_t{1} << 22;
@@ -120,61 +119,16 @@ struct DoubleRows {
 };
 using RemoteComputeFn = std::function<absl::Status(const DoubleRows& rows, MatrixView<float> out)>;
 
-// StreamRows (client/cli_local.h) for remote mode: the same chunked read-compute-write loop (the
-// next chunk is parsed while the current one is computed; bounded memory; partial output removed
-// on error), with rows parsed as doubles.
+// StreamRows (client/cli_local.h) for remote mode: rows stay doubles (see StreamDoubleRows).
 absl::Status RemoteStreamRows(const StreamOptions& options, const RemoteComputeFn& compute,
                               StreamStats* stats) {
-  const auto start = Clock::now();
-  auto seconds = [](Clock::time_point since) {
-    return std::chrono::duration<double>(Clock::now() - since).count();
-  };
-  *stats = StreamStats();
-  absl::StatusOr<std::unique_ptr<CsvReader>> reader =
-      CsvReader::Open(options.input, options.in_cols);
-  if (!reader.ok()) return reader.status();
-  absl::StatusOr<std::unique_ptr<CsvWriter>> writer = CsvWriter::Open(options.output);
-  if (!writer.ok()) return writer.status();
-  const int64_t chunk = options.chunk_rows > 0 ? options.chunk_rows
-                                               : AutoChunkRows(options.in_cols, options.out_cols);
-  ProgressBar progress(options.progress, options.label);
-  auto run = [&]() -> absl::Status {
-    std::vector<double> buffers[2];
-    std::vector<float> out;
-    CsvReader* r = reader->get();
-    auto read = [r, chunk](std::vector<double>* b) { return r->ReadRows(chunk, b); };
-    int cur = 0;
-    std::future<absl::StatusOr<int64_t>> next = std::async(std::launch::async, read, &buffers[cur]);
-    while (true) {
-      absl::StatusOr<int64_t> n = next.get();
-      if (!n.ok()) return n.status();
-      if (*n == 0) break;
-      const int64_t done_bytes = r->bytes_consumed();
-      const int other = 1 - cur;
-      next = std::async(std::launch::async, read, &buffers[other]);
-      out.resize(static_cast<size_t>(*n * options.out_cols));
-      const auto t = Clock::now();
-      absl::Status s = compute(DoubleRows{buffers[cur].data(), *n, options.in_cols},
-                               MakeMatrixView(out.data(), *n, options.out_cols));
-      stats->compute_seconds += seconds(t);
-      if (!s.ok()) return s;  // `next` finishes in its destructor
-      s = (*writer)->WriteRows(MakeMatrixView<const float>(out.data(), *n, options.out_cols));
-      if (!s.ok()) return s;
-      stats->rows += *n;
-      ++stats->chunks;
-      progress.Update(done_bytes, r->total_bytes(), stats->rows);
-      cur = other;
-    }
-    return (*writer)->Close();
-  };
-  absl::Status status = run();
-  progress.Finish();
-  stats->total_seconds = seconds(start);
-  if (!status.ok()) {
-    (void)(*writer)->Close();
-    if (options.output != "-") std::remove(options.output.c_str());
-  }
-  return status;
+  const int64_t cols = options.in_cols;
+  return StreamDoubleRows(
+      options,
+      [&compute, cols](const double* rows, int64_t n, MatrixView<float> out) {
+        return compute(DoubleRows{rows, n, cols}, out);
+      },
+      stats);
 }
 
 bool SendDoubles(const grove::v1::ModelMetadata& meta) {

@@ -21,4 +21,23 @@ absl::Status CheckExplainable(const Forest& forest) {
   return absl::OkStatus();
 }
 
+absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interactions,
+                              MatrixView<float> out) {
+  if (absl::Status s = CheckExplainable(forest); !s.ok()) return s;
+  if (rows.cols != forest.num_features) {
+    return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols, " columns; the model has ",
+                                                   forest.num_features, " features"));
+  }
+  if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
+    return absl::InvalidArgumentError("malformed rows view");
+  }
+  const int64_t width = ExplainWidth(forest, interactions);
+  if (out.rows != rows.rows || out.cols != width || out.stride < out.cols ||
+      (out.rows > 0 && out.data == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
+                                                   "; expected ", rows.rows, " x ", width));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace grove

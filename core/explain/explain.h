@@ -24,6 +24,12 @@ int64_t ExplainWidth(const Forest& forest, bool interactions);
 // Refuses what no engine can explain (LightGBM linear trees: FAILED_PRECONDITION, as LightGBM does).
 absl::Status CheckExplainable(const Forest& forest);
 
+// Validates the shapes of an explanation call before any work: an explainable model (as above),
+// rows of forest.num_features columns, `out` of rows.rows x ExplainWidth(forest, interactions),
+// well-formed views. INVALID_ARGUMENT naming what is wrong.
+absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interactions,
+                              MatrixView<float> out);
+
 // CPU reference: the recursive TreeSHAP of the GPUTreeShap paper's Algorithm 1 in double precision
 // (interactions by conditioning on each feature present/absent), multi-threaded over rows on `pool`.
 // `out` must be rows.rows x ExplainWidth(). Deterministic. Thread-safe.

@@ -2,6 +2,7 @@
 #include "core/explain/explain_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <limits>
 #include <utility>
@@ -139,6 +140,7 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
   // Iteration ranges are served by the CPU strategies (the device layout holds every tree).
   bool Supports(const ExplainOptions& options) const override { return FullRange(options); }
   double EstimateSeconds(int64_t rows, bool interactions) const override {
+    if (interactions && inter_measured_) return inter_fixed_seconds_ + inter_per_row_seconds_ * rows;
     return fixed_seconds_ +
            per_row_seconds_ * rows * (interactions ? interaction_factor_ : 1.0);
   }
@@ -147,36 +149,33 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
     if (!Supports(options)) {
       return absl::FailedPreconditionError("treeshap_gpu explains whole models only");
     }
-    if (absl::Status s = CheckExplainable(*context_.forest); !s.ok()) return s;
-    if (rows.cols != context_.forest->num_features) {
-      return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols,
-                                                     " columns; the model has ",
-                                                     context_.forest->num_features, " features"));
-    }
-    const int64_t width = ExplainWidth(*context_.forest, options.interactions);
-    if (out.rows != rows.rows || out.cols != width) {
-      return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
-                                                     "; expected ", rows.rows, " x ", width));
+    if (absl::Status s = CheckExplainCall(*context_.forest, rows, options.interactions, out);
+        !s.ok()) {
+      return s;
     }
     return gpu_->Explain(rows, options.interactions, out, nullptr);
   }
   int64_t DeviceBytes() const override { return gpu_->DeviceBytes(); }
   std::string Describe() const override {
-    return absl::StrFormat("%s (%.3g ms + %.3g us/row)", gpu_->Describe(), 1e3 * fixed_seconds_,
-                           1e6 * per_row_seconds_);
+    return absl::StrFormat("%s (%.3g ms + %.3g us/row; interactions %.3g ms + %.3g us/row%s)",
+                           gpu_->Describe(), 1e3 * fixed_seconds_, 1e6 * per_row_seconds_,
+                           1e3 * EstimateSeconds(0, true),
+                           1e6 * (EstimateSeconds(1, true) - EstimateSeconds(0, true)),
+                           inter_measured_ ? "" : " estimated");
   }
 
  private:
   void Measure() {
     const int F = context_.forest->num_features;
-    const int64_t width = ExplainWidth(*context_.forest, false);
+    bool inter = false;
+    int64_t width = ExplainWidth(*context_.forest, false);
     auto time = [&](int64_t n) {
       std::vector<float> rows = ProbeRows(n, F);
       std::vector<float> out(n * width);
       double best = std::numeric_limits<double>::infinity();
       for (int rep = 0; rep < 2; ++rep) {
         const double start = Now();
-        if (absl::Status s = gpu_->Explain(MakeRowsView(rows.data(), n, F), false,
+        if (absl::Status s = gpu_->Explain(MakeRowsView(rows.data(), n, F), inter,
                                            MakeMatrixView(out.data(), n, width), nullptr);
             !s.ok()) {
           // An infinite estimate keeps the selector off a strategy that failed at load.
@@ -193,6 +192,19 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
     const double tb = time(big);
     fixed_seconds_ = t1;
     per_row_seconds_ = std::max(0.0, (tb - t1) / (big - 1));
+    // Interactions are measured too: their cost is not SHAP's times a path-length factor when the
+    // (F+1)^2 outputs per row dominate (wide models), which a factor would hide from the selector.
+    inter = true;
+    width = ExplainWidth(*context_.forest, true);
+    // At most ~256 MB of calibration output (a 785-feature, 10-class model: 10 rows).
+    const int64_t k = std::clamp<int64_t>((int64_t{256} << 20) / (4 * width), 2, 32);
+    const double i1 = time(1);
+    const double ik = time(k);
+    if (std::isfinite(i1) && std::isfinite(ik)) {
+      inter_fixed_seconds_ = i1;
+      inter_per_row_seconds_ = std::max(0.0, (ik - i1) / (k - 1));
+      inter_measured_ = true;
+    }
   }
 
   StrategyContext context_;
@@ -200,6 +212,9 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
   double interaction_factor_ = 8.0;
   double fixed_seconds_ = 50e-6;
   double per_row_seconds_ = 1e-7;
+  bool inter_measured_ = false;
+  double inter_fixed_seconds_ = 0;
+  double inter_per_row_seconds_ = 0;
 };
 
 // The registered strategies, in order of preference on equal estimates. Add new ones here.

@@ -218,13 +218,8 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool) {
   const Forest& forest = *model.forest;
-  if (absl::Status s = CheckExplainable(forest); !s.ok()) return s;
-  if (rows.cols != forest.num_features) {
-    return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols, " columns; the model has ",
-                                                   forest.num_features, " features"));
-  }
-  if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
-    return absl::InvalidArgumentError("malformed rows view");
+  if (absl::Status s = CheckExplainCall(forest, rows, options.interactions, out); !s.ok()) {
+    return s;
   }
   IterationRange range;
   if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
@@ -234,11 +229,6 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   }
   const bool interactions = options.interactions;
   const int64_t width = ExplainWidth(forest, interactions);
-  if (out.rows != rows.rows || out.cols != width || out.stride < out.cols ||
-      (out.rows > 0 && out.data == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
-                                                   "; expected ", rows.rows, " x ", width));
-  }
   if (rows.rows == 0) return absl::OkStatus();
 
   const int num_features = model.num_features;
