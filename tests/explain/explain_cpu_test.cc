@@ -11,27 +11,13 @@
 #include "core/model/decision.h"
 #include "core/predict/predict.h"
 #include "gtest/gtest.h"
+#include "tests/testing/explain_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-
-std::vector<float> Explain(const Forest& f, const std::vector<float>& rows, bool interactions,
-                           ThreadPool* pool = nullptr, int begin = 0, int end = 0) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = ExplainWidth(f, interactions);
-  std::vector<float> out(n * width, -12345.0f);
-  ExplainOptions o;
-  o.interactions = interactions;
-  o.iteration_begin = begin;
-  o.iteration_end = end;
-  absl::Status s = ExplainCpuReference(f, MakeRowsView(rows.data(), n, f.num_features), o,
-                                       MakeMatrixView(out.data(), n, width), pool);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-6) {
   ASSERT_EQ(got.size(), want.size());
@@ -80,7 +66,7 @@ TEST(ExplainCpuTest, HandComputedDepth2Tree) {
   //   phi0 = 1/2 [(v0 - v{}) + (v01 - v1)] = 1/2 [(5/3 - 14/5) + (2 - 16/5)] = 1/2 (5/3 - 4) = -7/6
   //   phi1 = 1/2 [(v1 - v{}) + (v01 - v0)] = 1/2 [(16/5 - 14/5) + (2 - 5/3)] = 1/2 (2/5 + 1/3) = 11/30
   //   check: -7/6 + 11/30 + 2.8 = -35/30 + 11/30 + 84/30 = 60/30 = 2 = f(x).
-  const std::vector<float> phi = Explain(*f, {0.0f, 1.0f}, false);
+  const std::vector<float> phi = ReferenceExplanation(*f, {0.0f, 1.0f}, false);
   ASSERT_EQ(phi.size(), 3u);
   EXPECT_FLOAT_EQ(phi[0], static_cast<float>(-7.0 / 6.0));
   EXPECT_FLOAT_EQ(phi[1], static_cast<float>(11.0 / 30.0));
@@ -88,7 +74,7 @@ TEST(ExplainCpuTest, HandComputedDepth2Tree) {
   // Interactions: phi01 = 1/2 * (v01 - v0 - v1 + v{}) = 1/2 (2 - 5/3 - 16/5 + 14/5)
   //             = 1/2 (30 - 25 - 6)/15 = -1/30, each half on either side of the diagonal;
   //   phi00 = phi0 - phi01 = -7/6 + 1/30 = -17/15, phi11 = 11/30 + 1/30 = 2/5; M[2][2] = 2.8.
-  const std::vector<float> m = Explain(*f, {0.0f, 1.0f}, true);
+  const std::vector<float> m = ReferenceExplanation(*f, {0.0f, 1.0f}, true);
   const std::vector<float> want = {static_cast<float>(-17.0 / 15.0), static_cast<float>(-1.0 / 30.0), 0,
                                    static_cast<float>(-1.0 / 30.0), 0.4f, 0,
                                    0, 0, 2.8f};
@@ -104,7 +90,7 @@ TEST(ExplainCpuTest, RepeatedFeatureOnAPath) {
   h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Split(0, -0.5f, 3, 4, 6), h.Leaf(4.0, 4),
              h.Leaf(1.0, 3), h.Leaf(2.0, 3)});
   ForestPtr f = h.Build();
-  const std::vector<float> phi = Explain(*f, {0.0f, 7.0f, -1.0f, 7.0f, 1.0f, 7.0f}, false);
+  const std::vector<float> phi = ReferenceExplanation(*f, {0.0f, 7.0f, -1.0f, 7.0f, 1.0f, 7.0f}, false);
   ExpectNear(phi, {-0.5f, 0, 2.5f, -1.5f, 0, 2.5f, 1.5f, 0, 2.5f});
 }
 
@@ -115,14 +101,14 @@ TEST(ExplainCpuTest, HotChildFollowsMissingAndCategoricalRules) {
     h.AddTree({h.Split(0, 0.5f, 1, 2, 4, flags), h.Leaf(1.0, 1), h.Leaf(3.0, 3)});
     ForestPtr f = h.Build();
     const float want = (flags & kNodeDefaultLeft) ? -1.5f : 0.5f;
-    ExpectNear(Explain(*f, {kNan}, false), {want, 2.5f});
+    ExpectNear(ReferenceExplanation(*f, {kNan}, false), {want, 2.5f});
   }
   HandForest h(1);
   h.AddTree({h.CategoricalSplit(0, {0, 2}, 1, 2, 4,
                                 kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate),
              h.Leaf(1.0, 1), h.Leaf(3.0, 3)});
   ForestPtr f = h.Build();
-  ExpectNear(Explain(*f, {-0.5f, 1.0f}, false), {-1.5f, 2.5f, 0.5f, 2.5f});
+  ExpectNear(ReferenceExplanation(*f, {-0.5f, 1.0f}, false), {-1.5f, 2.5f, 0.5f, 2.5f});
 }
 
 TEST(ExplainCpuTest, TreeWeightsGroupsAndVectorLeaves) {
@@ -137,12 +123,12 @@ TEST(ExplainCpuTest, TreeWeightsGroupsAndVectorLeaves) {
   // Row (-1, -1): tree 0 -> 1, E0 = 2.5: phi0 = 2 * (1 - 2.5) = -3.
   // Tree 1 -> (4, 8), E = (2, 4): phi1 = 0.5 * (2, 4) = (1, 2).
   // Bias: (0.25 + 2*2.5 + 0.5*2, -1 + 0.5*4) = (6.25, 1).
-  const std::vector<float> phi = Explain(*f, {-1.0f, -1.0f}, false);
+  const std::vector<float> phi = ReferenceExplanation(*f, {-1.0f, -1.0f}, false);
   ExpectNear(phi, {-3.0f, 1.0f, 6.25f, 0.0f, 2.0f, 1.0f});
   const std::vector<float> margin = Margin(*f, {-1.0f, -1.0f});
   EXPECT_EQ(margin, (std::vector<float>{4.25f, 3.0f}));
   // Iteration range [1, 2): tree 1 only, bias = base + 0.5 * E.
-  ExpectNear(Explain(*f, {-1.0f, -1.0f}, false, nullptr, 1, 2), {0.0f, 1.0f, 1.25f, 0.0f, 2.0f, 1.0f});
+  ExpectNear(ReferenceExplanation(*f, {-1.0f, -1.0f}, false, nullptr, 1, 2), {0.0f, 1.0f, 1.25f, 0.0f, 2.0f, 1.0f});
 }
 
 TEST(ExplainCpuTest, ZeroCoverSubtreesAreFiniteAndAdditive) {
@@ -156,9 +142,9 @@ TEST(ExplainCpuTest, ZeroCoverSubtreesAreFiniteAndAdditive) {
   // Tree 0: v({}) = 1, v({0}) = 0 (right subtree has no weight), v({1}) = 1, v({0,1}) = 7:
   //   phi0 = 1/2[(0 - 1) + (7 - 1)] = 2.5, phi1 = 1/2[(1 - 1) + (7 - 0)] = 3.5.
   // Tree 1: v({}) = 0, v({1}) = 3: phi1 += 3.
-  const std::vector<float> phi = Explain(*f, {1.0f, 1.0f}, false);
+  const std::vector<float> phi = ReferenceExplanation(*f, {1.0f, 1.0f}, false);
   ExpectNear(phi, {2.5f, 6.5f, 1.0f});
-  const std::vector<float> m = Explain(*f, {1.0f, 1.0f}, true);
+  const std::vector<float> m = ReferenceExplanation(*f, {1.0f, 1.0f}, true);
   for (float v : m) EXPECT_TRUE(std::isfinite(v));
   // Tree 0: phi01 = 0!0!/(2*1!) * (v01 - v0 - v1 + v{}) = 1/2 (7 - 0 - 1 + 1) = 3.5 on either side
   // of the diagonal (tree 1 has one feature: no interaction); diagonal = phi - 3.5.
@@ -170,7 +156,7 @@ TEST(ExplainCpuTest, SingleLeafTree) {
   h.forest.base_margin = {1.0};
   h.AddTree({h.Leaf(2.5, 10)});
   ForestPtr f = h.Build();
-  ExpectNear(Explain(*f, {1, 2, 3}, false), {0, 0, 0, 3.5f});
+  ExpectNear(ReferenceExplanation(*f, {1, 2, 3}, false), {0, 0, 0, 3.5f});
 }
 
 TEST(ExplainCpuTest, LinearTreesAreRefused) {
@@ -312,8 +298,8 @@ TEST_P(BruteForceOracleTest, MatchesShapleyFormulas) {
   ForestPtr f = MakeRandomForest(o);
   const int64_t n = 25;
   const std::vector<float> rows = MakeRandomRows(*f, n, c.seed + 100, 0.15);
-  const std::vector<float> phi = Explain(*f, rows, false);
-  const std::vector<float> inter = Explain(*f, rows, true);
+  const std::vector<float> phi = ReferenceExplanation(*f, rows, false);
+  const std::vector<float> inter = ReferenceExplanation(*f, rows, true);
   const int64_t w1 = ExplainWidth(*f, false), w2 = ExplainWidth(*f, true);
   std::vector<double> want_phi, want_inter;
   for (int64_t r = 0; r < n; ++r) {
@@ -374,8 +360,8 @@ TEST_P(AdditivityTest, BlocksSumToMarginAndInteractionRowsToContributions) {
   const int64_t n = 40;
   const std::vector<float> rows = MakeRandomRows(*f, n, c.seed);
   ThreadPool pool(3);
-  const std::vector<float> phi = Explain(*f, rows, false, &pool);
-  const std::vector<float> inter = Explain(*f, rows, true, &pool);
+  const std::vector<float> phi = ReferenceExplanation(*f, rows, false, &pool);
+  const std::vector<float> inter = ReferenceExplanation(*f, rows, true, &pool);
   const std::vector<float> margin = Margin(*f, rows);
   for (int64_t r = 0; r < n; ++r) {
     for (int k = 0; k < K; ++k) {
@@ -400,9 +386,9 @@ TEST_P(AdditivityTest, BlocksSumToMarginAndInteractionRowsToContributions) {
     }
   }
   // Run-to-run and thread-count identity, bit for bit.
-  EXPECT_EQ(phi, Explain(*f, rows, false, nullptr));
-  EXPECT_EQ(phi, Explain(*f, rows, false, &pool));
-  EXPECT_EQ(inter, Explain(*f, rows, true, nullptr));
+  EXPECT_EQ(phi, ReferenceExplanation(*f, rows, false, nullptr));
+  EXPECT_EQ(phi, ReferenceExplanation(*f, rows, false, &pool));
+  EXPECT_EQ(inter, ReferenceExplanation(*f, rows, true, nullptr));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -422,7 +408,7 @@ TEST(ExplainCpuTest, IterationRangeSumsToTheRangeMargin) {
   o.num_features = 8;
   ForestPtr f = MakeRandomForest(o);
   const std::vector<float> rows = MakeRandomRows(*f, 20, 3);
-  const std::vector<float> phi = Explain(*f, rows, false, nullptr, 2, 5);
+  const std::vector<float> phi = ReferenceExplanation(*f, rows, false, nullptr, 2, 5);
   const std::vector<float> margin = Margin(*f, rows, 2, 5);
   const int F = f->num_features;
   for (int64_t r = 0; r < 20; ++r) {

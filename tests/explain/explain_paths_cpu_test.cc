@@ -18,27 +18,13 @@
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/explain_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 constexpr double kTolerance = 1e-5;  // x max(1, |margin|), the accuracy bound
-
-std::vector<float> RunReference(const Forest& f, const std::vector<float>& rows, bool interactions,
-                                ThreadPool* pool, int begin = 0, int end = 0) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = ExplainWidth(f, interactions);
-  std::vector<float> out(n * width, -12345.0f);
-  ExplainOptions o;
-  o.interactions = interactions;
-  o.iteration_begin = begin;
-  o.iteration_end = end;
-  absl::Status s = ExplainCpuReference(f, MakeRowsView(rows.data(), n, f.num_features), o,
-                                       MakeMatrixView(out.data(), n, width), pool);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
 
 std::vector<float> RunPaths(const PathLayout& l, const std::vector<float>& rows, bool interactions,
                             ThreadPool* pool, int begin = 0, int end = 0) {
@@ -54,29 +40,6 @@ std::vector<float> RunPaths(const PathLayout& l, const std::vector<float>& rows,
                                    MakeMatrixView(out.data(), n, width), pool);
   EXPECT_TRUE(s.ok()) << s;
   return out;
-}
-
-// max |got - want| / max(1, |margin|), margin of a block = sum of the reference SHAP block (or the
-// interaction block).
-double MaxMarginError(const std::vector<float>& got, const std::vector<float>& want,
-                      int64_t rows, int num_outputs) {
-  if (got.size() != want.size() || rows == 0) return got.size() == want.size() ? 0 : INFINITY;
-  const int64_t width = static_cast<int64_t>(want.size()) / rows;
-  const int64_t block = width / num_outputs;
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int k = 0; k < num_outputs; ++k) {
-      const float* w = want.data() + r * width + k * block;
-      const float* g = got.data() + r * width + k * block;
-      double margin = 0;
-      for (int64_t c = 0; c < block; ++c) margin += w[c];
-      for (int64_t c = 0; c < block; ++c) {
-        const double diff = std::isfinite(g[c]) ? std::abs(double{g[c]} - w[c]) : INFINITY;
-        worst = std::max(worst, diff / std::max(1.0, std::abs(margin)));
-      }
-    }
-  }
-  return worst;
 }
 
 PathLayoutPtr Layout(const Forest& f) {
@@ -117,12 +80,12 @@ TEST_P(PathsCpuRandomTest, MatchesTheReference) {
   ASSERT_NE(l, nullptr);
   ThreadPool pool(2);
   const std::vector<float> rows = MakeRandomRows(*f, c.shap_rows, c.seed + 100, 0.15);
-  const std::vector<float> ref = RunReference(*f, rows, false, &pool);
+  const std::vector<float> ref = ReferenceExplanation(*f, rows, false, &pool);
   const std::vector<float> got = RunPaths(*l, rows, false, &pool);
   EXPECT_LE(MaxMarginError(got, ref, c.shap_rows, f->num_outputs), kTolerance);
   if (c.interaction_rows > 0) {
     const std::vector<float> irows(rows.begin(), rows.begin() + c.interaction_rows * f->num_features);
-    const std::vector<float> iref = RunReference(*f, irows, true, &pool);
+    const std::vector<float> iref = ReferenceExplanation(*f, irows, true, &pool);
     const std::vector<float> igot = RunPaths(*l, irows, true, &pool);
     EXPECT_LE(MaxMarginError(igot, iref, c.interaction_rows, f->num_outputs), kTolerance);
   }
@@ -154,7 +117,7 @@ TEST(PathsCpuTest, IterationRanges) {
   for (auto [b, e] : {std::pair{0, 0}, std::pair{2, 5}, std::pair{9, 10}, std::pair{0, 4}}) {
     for (bool inter : {false, true}) {
       EXPECT_LE(MaxMarginError(RunPaths(*l, rows, inter, nullptr, b, e),
-                               RunReference(*f, rows, inter, nullptr, b, e), 10, f->num_outputs),
+                               ReferenceExplanation(*f, rows, inter, nullptr, b, e), 10, f->num_outputs),
                 kTolerance)
           << b << " " << e << " " << inter;
     }
@@ -179,10 +142,10 @@ TEST(PathsCpuTest, LongPathsAreExact) {
   PathLayoutPtr l = Layout(*f);
   ASSERT_GT(l->long_paths.size(), 0u);
   const std::vector<float> rows = MakeRandomRows(*f, 10, 4, 0.05);
-  EXPECT_LE(MaxMarginError(RunPaths(*l, rows, false, nullptr), RunReference(*f, rows, false, nullptr),
+  EXPECT_LE(MaxMarginError(RunPaths(*l, rows, false, nullptr), ReferenceExplanation(*f, rows, false, nullptr),
                            10, 1),
             kTolerance);
-  EXPECT_LE(MaxMarginError(RunPaths(*l, rows, true, nullptr), RunReference(*f, rows, true, nullptr),
+  EXPECT_LE(MaxMarginError(RunPaths(*l, rows, true, nullptr), ReferenceExplanation(*f, rows, true, nullptr),
                            10, 1),
             kTolerance);
 }
@@ -217,11 +180,11 @@ TEST(PathsCpuTest, EveryCorpusCaseMatchesTheReference) {
     const int64_t n = std::min<int64_t>(c->rows, 100);
     const std::vector<float> rows(c->X.begin(), c->X.begin() + n * c->num_features);
     const double shap = MaxMarginError(RunPaths(*l, rows, false, &pool),
-                                       RunReference(**f, rows, false, &pool), n, (*f)->num_outputs);
+                                       ReferenceExplanation(**f, rows, false, &pool), n, (*f)->num_outputs);
     const int64_t ni = std::min<int64_t>(n, 5);
     const std::vector<float> irows(rows.begin(), rows.begin() + ni * c->num_features);
     const double inter = MaxMarginError(RunPaths(*l, irows, true, &pool),
-                                        RunReference(**f, irows, true, &pool), ni, (*f)->num_outputs);
+                                        ReferenceExplanation(**f, irows, true, &pool), ni, (*f)->num_outputs);
     EXPECT_LE(shap, kTolerance);
     EXPECT_LE(inter, kTolerance);
     std::printf("%s: paths %lld bins %lld util %.3f; shap err %.3g, interactions err %.3g\n",
@@ -240,7 +203,7 @@ TEST(ExplainEngineTest, StrategiesAndOverrides) {
   ForestPtr f = MakeRandomForest(o);
   ThreadPool pool(2);
   const std::vector<float> rows = MakeRandomRows(*f, 8, 6);
-  const std::vector<float> ref = RunReference(*f, rows, false, nullptr);
+  const std::vector<float> ref = ReferenceExplanation(*f, rows, false, nullptr);
   const int64_t width = ExplainWidth(*f, false);
   for (const std::string& name : {"auto", "cpu", "treeshap_cpu", "reference", "cpu_reference"}) {
     SCOPED_TRACE(name);

@@ -19,6 +19,7 @@
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/explain_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
@@ -183,18 +184,6 @@ Compared Compare(const Forest& f, const std::vector<float>& got, const std::vect
   return c;
 }
 
-std::vector<float> Reference(const Forest& f, const std::vector<float>& x, int64_t rows,
-                             bool interactions, ThreadPool* pool) {
-  const int64_t width = ExplainWidth(f, interactions);
-  std::vector<float> out(rows * width);
-  ExplainOptions o;
-  o.interactions = interactions;
-  absl::Status s = ExplainCpuReference(f, MakeRowsView(x.data(), rows, f.num_features), o,
-                                       MakeMatrixView(out.data(), rows, width), pool);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
-
 QuadratureModelPtr Build(ForestPtr f) {
   absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*f);
   EXPECT_TRUE(layout.ok()) << layout.status();
@@ -322,14 +311,14 @@ TEST(QuadratureCpuTest, RandomForestsMatchTheReferenceUpToDepth30) {
     QuadratureModelPtr model = Build(f);
     ASSERT_NE(model, nullptr);
     const std::vector<float> x = MakeRandomRows(*f, fc.shap_rows, fc.options.seed + 1000, 0.1);
-    const std::vector<float> ref = Reference(*f, x, fc.shap_rows, false, &pool);
+    const std::vector<float> ref = ReferenceExplanation(*f, x, false, &pool, 0, 0, fc.shap_rows);
     const std::vector<double> margins = Margins(*f, ref, fc.shap_rows);
     const std::vector<float> got = Quadrature(*model, x, fc.shap_rows, false, &pool);
     const Compared shap = Compare(*f, got, ref, margins, fc.shap_rows, false);
     EXPECT_LE(shap.max_error, kTolerance) << "SHAP " << shap.ToString();
 
     const int64_t ni = fc.interaction_rows;
-    const std::vector<float> iref = Reference(*f, x, ni, true, &pool);
+    const std::vector<float> iref = ReferenceExplanation(*f, x, true, &pool, 0, 0, ni);
     const std::vector<float> igot = Quadrature(*model, x, ni, true, &pool);
     const Compared inter = Compare(*f, igot, iref, margins, ni, true);
     EXPECT_LE(inter.max_error, kTolerance) << "interactions " << inter.ToString();
@@ -475,7 +464,7 @@ TEST(QuadratureCpuTest, FixedEightPointRuleFailsOnDeepSkewedPathsWhereGroveIsExa
   auto check = [&](ForestPtr f, const std::vector<float>& x, int64_t rows, const char* name) {
     QuadratureModelPtr model = Build(f);
     ASSERT_NE(model, nullptr);
-    const std::vector<float> ref = Reference(*f, x, rows, false, &pool);
+    const std::vector<float> ref = ReferenceExplanation(*f, x, false, &pool, 0, 0, rows);
     const std::vector<double> margins = Margins(*f, ref, rows);
     const Compared grove = Compare(*f, Quadrature(*model, x, rows, false, &pool), ref, margins,
                                    rows, false);
@@ -534,13 +523,13 @@ TEST(QuadratureCorpusTest, EveryCaseMatchesTheReference) {
     QuadratureModelPtr model = Build(*f);
     ASSERT_NE(model, nullptr);
     const int64_t rows = std::min<int64_t>(c->rows, 200);
-    const std::vector<float> ref = Reference(**f, c->X, rows, false, &pool);
+    const std::vector<float> ref = ReferenceExplanation(**f, c->X, false, &pool, 0, 0, rows);
     const std::vector<double> margins = Margins(**f, ref, rows);
     const Compared shap = Compare(**f, Quadrature(*model, c->X, rows, false, &pool), ref, margins,
                                   rows, false);
     EXPECT_LE(shap.max_error, kTolerance) << "SHAP " << shap.ToString();
     const int64_t ni = std::min<int64_t>(rows, 10);
-    const std::vector<float> iref = Reference(**f, c->X, ni, true, &pool);
+    const std::vector<float> iref = ReferenceExplanation(**f, c->X, true, &pool, 0, 0, ni);
     const Compared inter = Compare(**f, Quadrature(*model, c->X, ni, true, &pool), iref, margins,
                                    ni, true);
     EXPECT_LE(inter.max_error, kTolerance) << "interactions " << inter.ToString();
@@ -570,7 +559,7 @@ TEST(QuadratureStrategyTest, CpuStrategyRunsAndEstimates) {
                         MakeMatrixView(out.data(), rows, ExplainWidth(*f, false)), &info)
                   .ok());
   EXPECT_EQ(info.strategy, "quadrature_cpu");
-  const std::vector<float> ref = Reference(*f, x, rows, false, nullptr);
+  const std::vector<float> ref = ReferenceExplanation(*f, x, false, nullptr, 0, 0, rows);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5) << i;
   // Without CUDA (or a device) the GPU strategy is unavailable, cleanly.
   if (QuadratureGpuDeviceCount() == 0) {
@@ -615,7 +604,7 @@ TEST(QuadratureEngineTest, RegisteredAndForcedThroughTheEngine) {
                                      MakeMatrixView(out.data(), rows, width), &info)
                       .ok());
       EXPECT_EQ(info.strategy, name);
-      const std::vector<float> ref = Reference(*f, x, rows, interactions, &pool);
+      const std::vector<float> ref = ReferenceExplanation(*f, x, interactions, &pool, 0, 0, rows);
       for (size_t i = 0; i < out.size(); ++i) {
         ASSERT_NEAR(out[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i]))) << i;
       }

@@ -19,6 +19,7 @@
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/explain_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
@@ -36,16 +37,6 @@ QuadratureModelPtr Build(ForestPtr f) {
   absl::StatusOr<QuadratureModelPtr> model = BuildQuadratureModel(f, *layout);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
-}
-
-std::vector<float> Reference(const Forest& f, const std::vector<float>& x, int64_t rows,
-                             const ExplainOptions& o, ThreadPool* pool) {
-  const int64_t width = ExplainWidth(f, o.interactions);
-  std::vector<float> out(rows * width);
-  absl::Status s = ExplainCpuReference(f, MakeRowsView(x.data(), rows, f.num_features), o,
-                                       MakeMatrixView(out.data(), rows, width), pool);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
 }
 
 std::vector<double> Margins(const Forest& f, const std::vector<float>& shap, int64_t rows) {
@@ -94,9 +85,9 @@ Errors Check(ForestPtr f, const std::vector<float>& x, int64_t rows, int64_t iro
   ExplainOptions so = base, io = base;
   so.interactions = false;
   io.interactions = true;
-  const std::vector<float> ref = Reference(*f, x, rows, so, pool);
+  const std::vector<float> ref = ReferenceExplanation(*f, x, so, pool, rows);
   const std::vector<double> margins = Margins(*f, ref, rows);
-  const std::vector<float> iref = Reference(*f, x, irows, io, pool);
+  const std::vector<float> iref = ReferenceExplanation(*f, x, io, pool, irows);
   for (QuadraturePrecision p : {QuadraturePrecision::kFloat, QuadraturePrecision::kDouble}) {
     const int pi = p == QuadraturePrecision::kDouble ? 1 : 0;
     absl::StatusOr<std::unique_ptr<QuadratureGpuExplainer>> gpu =

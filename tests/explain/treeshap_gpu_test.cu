@@ -20,6 +20,7 @@
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/explain_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
@@ -32,19 +33,6 @@ constexpr double kTolerance = 1e-5;  // x max(1, |margin|)
     if (TreeShapGpuDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible"; \
   } while (0)
 
-std::vector<float> Reference(const Forest& f, const std::vector<float>& rows, bool interactions,
-                             ThreadPool* pool) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = ExplainWidth(f, interactions);
-  std::vector<float> out(n * width);
-  ExplainOptions o;
-  o.interactions = interactions;
-  EXPECT_TRUE(ExplainCpuReference(f, MakeRowsView(rows.data(), n, f.num_features), o,
-                                  MakeMatrixView(out.data(), n, width), pool)
-                  .ok());
-  return out;
-}
-
 std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<float>& rows,
                        bool interactions) {
   const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
@@ -54,28 +42,6 @@ std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<floa
                                MakeMatrixView(out.data(), n, width), nullptr);
   EXPECT_TRUE(s.ok()) << s;
   return out;
-}
-
-double MaxMarginError(const std::vector<float>& got, const std::vector<float>& want, int64_t rows,
-                      int num_outputs) {
-  if (got.size() != want.size()) return INFINITY;
-  if (rows == 0) return 0;
-  const int64_t width = static_cast<int64_t>(want.size()) / rows;
-  const int64_t block = width / num_outputs;
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int k = 0; k < num_outputs; ++k) {
-      const float* w = want.data() + r * width + k * block;
-      const float* g = got.data() + r * width + k * block;
-      double margin = 0;
-      for (int64_t c = 0; c < block; ++c) margin += w[c];
-      for (int64_t c = 0; c < block; ++c) {
-        const double diff = std::isfinite(g[c]) ? std::abs(double{g[c]} - w[c]) : INFINITY;
-        worst = std::max(worst, diff / std::max(1.0, std::abs(margin)));
-      }
-    }
-  }
-  return worst;
 }
 
 std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
@@ -110,8 +76,8 @@ TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
     const std::vector<float> rows(c->X.begin(), c->X.begin() + n * c->num_features);
     const int64_t ni = std::min<int64_t>(n, 50);
     const std::vector<float> irows(rows.begin(), rows.begin() + ni * c->num_features);
-    const std::vector<float> ref = Reference(**f, rows, false, &pool);
-    const std::vector<float> iref = Reference(**f, irows, true, &pool);
+    const std::vector<float> ref = ReferenceExplanation(**f, rows, false, &pool);
+    const std::vector<float> iref = ReferenceExplanation(**f, irows, true, &pool);
     std::string line = c->name;
     for (bool dbl : {true, false}) {
       std::unique_ptr<TreeShapGpu> gpu = MakeGpu(**f, dbl);
@@ -164,8 +130,8 @@ TEST_P(TreeShapGpuRandomTest, MatchesTheReference) {
   ThreadPool pool(0);
   const std::vector<float> rows = MakeRandomRows(*f, c.shap_rows, c.seed + 1, 0.15);
   const std::vector<float> irows(rows.begin(), rows.begin() + c.interaction_rows * f->num_features);
-  const std::vector<float> ref = Reference(*f, rows, false, &pool);
-  const std::vector<float> iref = Reference(*f, irows, true, &pool);
+  const std::vector<float> ref = ReferenceExplanation(*f, rows, false, &pool);
+  const std::vector<float> iref = ReferenceExplanation(*f, irows, true, &pool);
   for (bool dbl : {true, false}) {
     std::unique_ptr<TreeShapGpu> gpu = MakeGpu(*f, dbl);
     ASSERT_NE(gpu, nullptr);
@@ -259,7 +225,7 @@ TEST(TreeShapGpuTest, EngineChoosesAndReports) {
   ForestPtr f = MakeRandomForest(o);
   ThreadPool pool(0);
   const std::vector<float> rows = MakeRandomRows(*f, 5000, 3);
-  const std::vector<float> ref = Reference(*f, rows, false, &pool);
+  const std::vector<float> ref = ReferenceExplanation(*f, rows, false, &pool);
   const int64_t width = ExplainWidth(*f, false);
   for (const std::string& name : {"auto", "treeshap_gpu"}) {
     ExplainEngineOptions eo;
