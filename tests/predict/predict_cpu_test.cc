@@ -9,31 +9,13 @@
 #include "core/predict/predict.h"
 #include "core/predict/traverse.h"
 #include "gtest/gtest.h"
+#include "tests/testing/predict_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-
-std::vector<float> Predict(const Forest& f, const std::vector<float>& rows,
-                           PredictOptions options, ThreadPool* pool = nullptr) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = PredictWidth(f, options);
-  std::vector<float> out(n * width, -12345.0f);
-  absl::Status s = PredictCpu(f, MakeRowsView(rows.data(), n, f.num_features), options,
-                              MakeMatrixView(out.data(), n, width), pool);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
-
-PredictOptions Kind(OutputKind kind, int begin = 0, int end = 0) {
-  PredictOptions o;
-  o.kind = kind;
-  o.iteration_begin = begin;
-  o.iteration_end = end;
-  return o;
-}
 
 // One split on feature 0 at 0.5 with `flags`; left leaf 1.0 (id 1), right leaf 2.0 (id 2).
 ForestPtr Stump(uint16_t flags) {
@@ -45,21 +27,21 @@ ForestPtr Stump(uint16_t flags) {
 TEST(PredictCpuTest, NumericSplitLessThanGoesLeftEqualGoesRight) {
   ForestPtr f = Stump(0);
   const std::vector<float> rows = {0.25f, std::nextafter(0.5f, 0.0f), 0.5f, 3.0f, -1e30f};
-  EXPECT_EQ(Predict(*f, rows, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*f, rows, Kind(OutputKind::kMargin)),
             (std::vector<float>{1, 1, 2, 2, 1}));
 }
 
 TEST(PredictCpuTest, NanTakesTheDefaultDirection) {
-  EXPECT_EQ(Predict(*Stump(kNodeDefaultLeft), {kNan}, Kind(OutputKind::kMargin))[0], 1.0f);
-  EXPECT_EQ(Predict(*Stump(0), {kNan}, Kind(OutputKind::kMargin))[0], 2.0f);
+  EXPECT_EQ(ReferencePrediction(*Stump(kNodeDefaultLeft), {kNan}, Kind(OutputKind::kMargin))[0], 1.0f);
+  EXPECT_EQ(ReferencePrediction(*Stump(0), {kNan}, Kind(OutputKind::kMargin))[0], 2.0f);
 }
 
 TEST(PredictCpuTest, LightgbmMissingTypes) {
   // None: NaN compares as 0.0 (0 < 0.5: left) whatever the default direction.
-  EXPECT_EQ(Predict(*Stump(kNodeNanAsZero), {kNan}, Kind(OutputKind::kMargin))[0], 1.0f);
+  EXPECT_EQ(ReferencePrediction(*Stump(kNodeNanAsZero), {kNan}, Kind(OutputKind::kMargin))[0], 1.0f);
   // Zero: |x| <= 1e-35 and NaN take the default direction (right here).
   ForestPtr zero = Stump(kNodeMissingZero);
-  EXPECT_EQ(Predict(*zero, {0.0f, 1e-36f, -1e-36f, kNan, 1e-30f}, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*zero, {0.0f, 1e-36f, -1e-36f, kNan, 1e-30f}, Kind(OutputKind::kMargin)),
             (std::vector<float>{2, 2, 2, 2, 1}));
 }
 
@@ -68,7 +50,7 @@ TEST(PredictCpuTest, XgboostCategoricalSetGoesRight) {
   h.AddTree({h.CategoricalSplit(0, {1, 3, 40}, 1, 2, 2), h.Leaf(1.0, 1), h.Leaf(2.0, 1)});
   ForestPtr f = h.Build();
   // In set: right. Out of set, negative, beyond the bitset: left. NaN: default (right here).
-  EXPECT_EQ(Predict(*f, {1, 3, 40, 0, 2, -1, -0.5f, 64, 1000, kNan}, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*f, {1, 3, 40, 0, 2, -1, -0.5f, 64, 1000, kNan}, Kind(OutputKind::kMargin)),
             (std::vector<float>{2, 2, 2, 1, 1, 1, 1, 1, 1, 2}));
 }
 
@@ -79,7 +61,7 @@ TEST(PredictCpuTest, LightgbmCategoricalSetGoesLeftWithTruncation) {
              h.Leaf(1.0, 1), h.Leaf(2.0, 1)});
   ForestPtr f = h.Build();
   // (int)-0.5 == 0 is in the set; 2.7 -> 2; -1 and NaN (default right) go right.
-  EXPECT_EQ(Predict(*f, {0, -0.5f, 2.7f, 1, -1, kNan, 33}, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*f, {0, -0.5f, 2.7f, 1, -1, kNan, 33}, Kind(OutputKind::kMargin)),
             (std::vector<float>{1, 1, 1, 2, 2, 2, 2}));
 }
 
@@ -90,7 +72,7 @@ TEST(PredictCpuTest, BaseMarginGroupsAndTreeWeights) {
   h.AddTree({h.Split(0, 0.0f, 1, 2, 2), h.Leaf(10.0, 1), h.Leaf(20.0, 1)}, /*group=*/1,
             /*weight=*/0.5);
   ForestPtr f = h.Build();
-  EXPECT_EQ(Predict(*f, {-1, 1}, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*f, {-1, 1}, Kind(OutputKind::kMargin)),
             (std::vector<float>{1.5f, 4.75f, 2.5f, 9.75f}));
 }
 
@@ -100,7 +82,7 @@ TEST(PredictCpuTest, VectorLeaves) {
   h.AddTree({h.Split(0, 0.0f, 1, 2, 2), h.Leaf({1, 2, 3}, 1), h.Leaf({-1, -2, -3}, 1)}, 0, 2.0, 3);
   ForestPtr f = h.Build();
   EXPECT_TRUE(f->has_vector_leaves);
-  EXPECT_EQ(Predict(*f, {-1, 1}, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*f, {-1, 1}, Kind(OutputKind::kMargin)),
             (std::vector<float>{3, 6, 9, -1, -2, -3}));
 }
 
@@ -112,7 +94,7 @@ TEST(PredictCpuTest, LinearLeavesFallBackToTheConstantLeafOnNan) {
   h.forest.linear_leaves.push_back(LinearLeaf{1.0, 0, 2});  // 1 + 2 x1 - 0.5 x2
   h.forest.nodes[1].aux = 1;                                // left leaf is linear
   ForestPtr f = h.Build();
-  EXPECT_EQ(Predict(*f, {-1, 3, 4, -1, kNan, 4, 1, kNan, kNan}, Kind(OutputKind::kMargin)),
+  EXPECT_EQ(ReferencePrediction(*f, {-1, 3, 4, -1, kNan, 4, 1, kNan, kNan}, Kind(OutputKind::kMargin)),
             (std::vector<float>{5.0f, 7.0f, 9.0f}));
 }
 
@@ -131,32 +113,32 @@ ForestPtr TwoRounds(Link link, bool average = false) {
 TEST(PredictCpuTest, IterationRangeAndLeafIds) {
   ForestPtr f = TwoRounds(Link::kIdentity);
   EXPECT_EQ(f->num_iterations, 2);
-  EXPECT_EQ(Predict(*f, {-1}, Kind(OutputKind::kMargin)), (std::vector<float>{4, 6}));
-  EXPECT_EQ(Predict(*f, {-1}, Kind(OutputKind::kMargin, 1)), (std::vector<float>{3, 4}));
-  EXPECT_EQ(Predict(*f, {-1}, Kind(OutputKind::kMargin, 0, 1)), (std::vector<float>{1, 2}));
+  EXPECT_EQ(ReferencePrediction(*f, {-1}, Kind(OutputKind::kMargin)), (std::vector<float>{4, 6}));
+  EXPECT_EQ(ReferencePrediction(*f, {-1}, Kind(OutputKind::kMargin, 1)), (std::vector<float>{3, 4}));
+  EXPECT_EQ(ReferencePrediction(*f, {-1}, Kind(OutputKind::kMargin, 0, 1)), (std::vector<float>{1, 2}));
   EXPECT_EQ(PredictWidth(*f, Kind(OutputKind::kLeaf)), 4);
   EXPECT_EQ(PredictWidth(*f, Kind(OutputKind::kLeaf, 1, 2)), 2);
-  EXPECT_EQ(Predict(*f, {-1, 1}, Kind(OutputKind::kLeaf, 1, 2)),
+  EXPECT_EQ(ReferencePrediction(*f, {-1, 1}, Kind(OutputKind::kLeaf, 1, 2)),
             (std::vector<float>{7, 7, 8, 8}));
 }
 
 TEST(PredictCpuTest, PredictionAppliesTheLink) {
   ForestPtr f = TwoRounds(Link::kSoftmax);
-  const std::vector<float> p = Predict(*f, {-1}, Kind(OutputKind::kPrediction));
+  const std::vector<float> p = ReferencePrediction(*f, {-1}, Kind(OutputKind::kPrediction));
   ASSERT_EQ(p.size(), 2u);
   EXPECT_FLOAT_EQ(p[0], static_cast<float>(1.0 / (1.0 + std::exp(2.0))));
   EXPECT_FLOAT_EQ(p[1], static_cast<float>(1.0 / (1.0 + std::exp(-2.0))));
   ForestPtr g = TwoRounds(Link::kArgmax);
   EXPECT_EQ(PredictWidth(*g, Kind(OutputKind::kPrediction)), 1);
-  EXPECT_EQ(Predict(*g, {-1, 1}, Kind(OutputKind::kPrediction)), (std::vector<float>{1, 0}));
+  EXPECT_EQ(ReferencePrediction(*g, {-1, 1}, Kind(OutputKind::kPrediction)), (std::vector<float>{1, 0}));
 }
 
 TEST(PredictCpuTest, AverageOutputDividesByIterationsInRange) {
   ForestPtr f = TwoRounds(Link::kIdentity, /*average=*/true);
   // The margin is the plain sum (LightGBM raw_score); the prediction averages over rounds used.
-  EXPECT_EQ(Predict(*f, {-1}, Kind(OutputKind::kMargin)), (std::vector<float>{4, 6}));
-  EXPECT_EQ(Predict(*f, {-1}, Kind(OutputKind::kPrediction)), (std::vector<float>{2, 3}));
-  EXPECT_EQ(Predict(*f, {-1}, Kind(OutputKind::kPrediction, 1)), (std::vector<float>{3, 4}));
+  EXPECT_EQ(ReferencePrediction(*f, {-1}, Kind(OutputKind::kMargin)), (std::vector<float>{4, 6}));
+  EXPECT_EQ(ReferencePrediction(*f, {-1}, Kind(OutputKind::kPrediction)), (std::vector<float>{2, 3}));
+  EXPECT_EQ(ReferencePrediction(*f, {-1}, Kind(OutputKind::kPrediction, 1)), (std::vector<float>{3, 4}));
 }
 
 TEST(PredictCpuTest, RejectsBadShapesAndRanges) {
@@ -225,7 +207,7 @@ TEST_P(RandomForestPredictTest, MatchesIndependentSumAndIsDeterministic) {
   ForestPtr f = MakeRandomForest(o);
   const int64_t n = 300;
   const std::vector<float> rows = MakeRandomRows(*f, n, GetParam());
-  const std::vector<float> margin = Predict(*f, rows, Kind(OutputKind::kMargin));
+  const std::vector<float> margin = ReferencePrediction(*f, rows, Kind(OutputKind::kMargin));
   const int K = f->num_outputs;
   for (int64_t r = 0; r < n; ++r) {
     const float* row = rows.data() + r * f->num_features;
@@ -241,12 +223,12 @@ TEST_P(RandomForestPredictTest, MatchesIndependentSumAndIsDeterministic) {
   }
   ThreadPool pool(3);
   for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
-    const std::vector<float> a = Predict(*f, rows, Kind(kind));
-    EXPECT_EQ(a, Predict(*f, rows, Kind(kind), &pool)) << OutputKindName(kind);
-    EXPECT_EQ(a, Predict(*f, rows, Kind(kind), &pool)) << OutputKindName(kind);
+    const std::vector<float> a = ReferencePrediction(*f, rows, Kind(kind));
+    EXPECT_EQ(a, ReferencePrediction(*f, rows, Kind(kind), &pool)) << OutputKindName(kind);
+    EXPECT_EQ(a, ReferencePrediction(*f, rows, Kind(kind), &pool)) << OutputKindName(kind);
   }
   // Leaf ids name leaves of the right trees.
-  const std::vector<float> leaves = Predict(*f, rows, Kind(OutputKind::kLeaf));
+  const std::vector<float> leaves = ReferencePrediction(*f, rows, Kind(OutputKind::kLeaf));
   const size_t T = f->trees.size();
   for (int64_t r = 0; r < n; ++r) {
     for (size_t t = 0; t < T; ++t) {

@@ -15,22 +15,13 @@
 #include "core/predict/tahoe_forest.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/predict_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 constexpr double kTolerance = 1e-5;
-
-std::vector<float> Cpu(const Forest& f, const std::vector<float>& rows, const PredictOptions& o) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = PredictWidth(f, o);
-  std::vector<float> out(n * width, -777.0f);
-  absl::Status s = PredictCpu(f, MakeRowsView(rows.data(), n, f.num_features), o,
-                              MakeMatrixView(out.data(), n, width), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
 
 std::vector<float> Tahoe(const TahoeForest& tf, const std::vector<float>& rows,
                          const PredictOptions& o, int groups) {
@@ -42,27 +33,6 @@ std::vector<float> Tahoe(const TahoeForest& tf, const std::vector<float>& rows,
                                     MakeMatrixView(out.data(), n, width), groups);
   EXPECT_TRUE(s.ok()) << s;
   return out;
-}
-
-double MaxRel(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double e = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i]) || std::isnan(want[i])) {
-      if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
-      continue;
-    }
-    e = std::max(e, std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i]))));
-  }
-  return e;
-}
-
-PredictOptions Kind(OutputKind kind, int begin = 0, int end = 0) {
-  PredictOptions o;
-  o.kind = kind;
-  o.iteration_begin = begin;
-  o.iteration_end = end;
-  return o;
 }
 
 // Every format variant against PredictCpu on `rows`.
@@ -81,7 +51,7 @@ void CheckAllVariants(const ForestPtr& f, const std::vector<float>& rows, const 
     absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f, fo);
     ASSERT_TRUE(tf.ok()) << tf.status();
     for (const PredictOptions& o : kinds) {
-      const std::vector<float> want = Cpu(*f, rows, o);
+      const std::vector<float> want = ReferencePrediction(*f, rows, o);
       for (int groups : {1, 4, 32}) {
         SCOPED_TRACE(what + " variant " + std::to_string(variant) + " kind " +
                      OutputKindName(o.kind) + " range [" + std::to_string(o.iteration_begin) + "," +
@@ -90,7 +60,7 @@ void CheckAllVariants(const ForestPtr& f, const std::vector<float>& rows, const 
         if (o.kind == OutputKind::kLeaf) {
           EXPECT_EQ(got, want);
         } else {
-          EXPECT_LE(MaxRel(got, want), kTolerance);
+          EXPECT_LE(MaxRelativeError(got, want), kTolerance);
         }
       }
     }

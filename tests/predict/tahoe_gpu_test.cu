@@ -23,6 +23,7 @@
 #include "core/predict/tahoe_engine.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/predict_reference.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
@@ -38,37 +39,6 @@ const char* const kGpuStrategies[] = {"direct", "shared_data", "shared_forest",
 std::string CacheDir() {
   const std::string d = (std::filesystem::temp_directory_path() / "grove-tahoe-test-cache").string();
   return d;
-}
-
-std::vector<float> Cpu(const Forest& f, const std::vector<float>& rows, const PredictOptions& o) {
-  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = PredictWidth(f, o);
-  std::vector<float> out(n * width, -777.0f);
-  absl::Status s = PredictCpu(f, MakeRowsView(rows.data(), n, f.num_features), o,
-                              MakeMatrixView(out.data(), n, width), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
-
-double MaxRel(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double e = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i]) || std::isnan(want[i])) {
-      if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
-      continue;
-    }
-    e = std::max(e, std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i]))));
-  }
-  return e;
-}
-
-PredictOptions Kind(OutputKind kind, int begin = 0, int end = 0) {
-  PredictOptions o;
-  o.kind = kind;
-  o.iteration_begin = begin;
-  o.iteration_end = end;
-  return o;
 }
 
 struct DeviceBuffer {
@@ -90,7 +60,7 @@ void CheckEngine(const TahoeEngine& engine, const Forest& f, const std::vector<f
   DeviceBuffer d_rows(rows.size() * 4);
   ASSERT_EQ(cudaMemcpy(d_rows.p, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   for (const PredictOptions& o : kinds) {
-    const std::vector<float> want = Cpu(f, rows, o);
+    const std::vector<float> want = ReferencePrediction(f, rows, o);
     const int64_t width = PredictWidth(f, o);
     for (const char* strategy : kGpuStrategies) {
       SCOPED_TRACE(what + " strategy " + strategy + " kind " + OutputKindName(o.kind) + " range [" +
@@ -105,7 +75,7 @@ void CheckEngine(const TahoeEngine& engine, const Forest& f, const std::vector<f
       if (o.kind == OutputKind::kLeaf) {
         EXPECT_EQ(got, want);
       } else {
-        EXPECT_LE(MaxRel(got, want), kTolerance);
+        EXPECT_LE(MaxRelativeError(got, want), kTolerance);
       }
       if (!check_device_path) continue;
       DeviceBuffer d_out(n * width * 4);
@@ -199,7 +169,7 @@ TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
   for (int64_t n : {1, 100, 5000}) {
     const std::vector<float> rows = MakeRandomRows(*f, n, 3, 0.1);
     const PredictOptions opt = Kind(OutputKind::kPrediction);
-    const std::vector<float> want = Cpu(*f, rows, opt);
+    const std::vector<float> want = ReferencePrediction(*f, rows, opt);
     std::vector<float> a(n), b(n);
     RunInfo info;
     ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
@@ -209,7 +179,7 @@ TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
     EXPECT_NE(info.reason.find("selector"), std::string::npos) << info.reason;
     std::printf("%lld rows: %s on %s (%s)\n", static_cast<long long>(n), info.strategy.c_str(),
                 info.device.c_str(), info.reason.c_str());
-    EXPECT_LE(MaxRel(a, want), kTolerance);
+    EXPECT_LE(MaxRelativeError(a, want), kTolerance);
     ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
                            MakeMatrixView(b.data(), n, 1), &info)
                     .ok());
@@ -229,7 +199,7 @@ TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
                   .ok());
   EXPECT_EQ(info.strategy, "direct");
   EXPECT_EQ(info.device.rfind("cuda:", 0), 0u);
-  EXPECT_LE(MaxRel(out, Cpu(*f, rows, Kind(OutputKind::kMargin))), kTolerance);
+  EXPECT_LE(MaxRelativeError(out, ReferencePrediction(*f, rows, Kind(OutputKind::kMargin))), kTolerance);
 }
 
 TEST(TahoeGpuTest, CalibrationIsCachedAndSane) {
