@@ -1,8 +1,8 @@
 // Prediction throughput, latency, selector study and format ablation for one model.
 //
-//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|ablation|cpu]
+//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1]
-//                       [--cache DIR] [--threads N] [--name LABEL]
+//                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|auto]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
 // features, is dropped; at most the first 10,000 rows) repeated to each batch size.
@@ -15,6 +15,9 @@
 // ablation: engine-level time of every GPU strategy at the largest batch with the adaptive
 //   format's node rearrangement and tree rearrangement each turned off.
 // cpu: the CPU reference only (what runs without CUDA).
+// kernel: engine level only, strategy --strategy (default: the selector's) at each batch size, the
+//   timed runs bracketed by cudaProfilerStart/Stop so that `ncu --profile-from-start off` profiles
+//   only them (not the engine's load-time probes).
 //
 // Timing: each configuration runs once to warm up, then repeatedly until `budget` seconds or 15
 // runs; the median is reported. Output: one table row per configuration, `|` separated.
@@ -40,6 +43,7 @@
 #include "core/predict/tahoe_forest.h"
 
 #if defined(GROVE_HAVE_CUDA)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -51,6 +55,9 @@ struct Flags {
   std::vector<int64_t> batches = {100, 1000, 10000, 100000, 1000000};
   double budget = 0.1;
   int threads = 0;
+  std::string strategy;  // kernel mode
+  // Splitting shared forest: tree per lane (TahoeEngineOptions::lanes) auto, 1 = on, 0 = off.
+  TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
 };
 
 double Seconds(const std::function<bool()>& fn, double budget, bool* ok) {
@@ -165,6 +172,7 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
   TahoeEngineOptions eo;
   eo.engine.calibration_cache_dir = flags.cache;
   eo.format = format;
+  eo.lanes = flags.lanes;
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
   if (!engine.ok()) {
@@ -282,6 +290,51 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
   return 0;
 }
 
+int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<float>& base,
+               int64_t base_rows, ThreadPool* pool) {
+  const Forest& f = *forest;
+  TahoeEngineOptions eo;
+  eo.engine.calibration_cache_dir = flags.cache;
+  eo.lanes = flags.lanes;
+  absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  const TahoeEngine& e = **engine;
+  std::printf("# %s %s\n", flags.name.c_str(), e.Describe().c_str());
+  PredictOptions o;
+  const int64_t F = f.num_features, W = PredictWidth(f, o);
+  const int64_t max_n = *std::max_element(flags.batches.begin(), flags.batches.end());
+  DeviceRows dev;
+  if (cudaMalloc(reinterpret_cast<void**>(&dev.d_rows), max_n * F * 4) != cudaSuccess ||
+      cudaMalloc(reinterpret_cast<void**>(&dev.d_out), max_n * W * 4) != cudaSuccess) {
+    std::fprintf(stderr, "cudaMalloc failed\n");
+    return 1;
+  }
+  const std::vector<float> all = RepeatRows(base, base_rows, F, max_n);
+  cudaMemcpy(dev.d_rows, all.data(), max_n * F * 4, cudaMemcpyHostToDevice);
+  std::printf("model | batch | strategy | engine_ms | engine_Mrows_s\n");
+  for (int64_t n : flags.batches) {
+    RunInfo info;
+    auto run = [&] {
+      return e.PredictDevice(0, dev.d_rows, n, F, o, dev.d_out, W, flags.strategy, &info).ok();
+    };
+    if (!run()) {  // warm-up outside the profiled range
+      std::fprintf(stderr, "strategy %s failed at %lld rows\n", flags.strategy.c_str(),
+                   static_cast<long long>(n));
+      return 1;
+    }
+    cudaProfilerStart();
+    bool ok = false;
+    const double t = Seconds(run, flags.budget, &ok);
+    cudaProfilerStop();
+    std::printf("%s | %s | %s | %.4f | %.2f\n", flags.name.c_str(), Batch(n).c_str(),
+                info.strategy.c_str(), t * 1e3, n / t / 1e6);
+  }
+  return 0;
+}
+
 #endif  // GROVE_HAVE_CUDA
 
 int Main(int argc, char** argv) {
@@ -301,6 +354,13 @@ int Main(int argc, char** argv) {
       flags.name = value();
     } else if (a == "--budget") {
       flags.budget = std::atof(value().c_str());
+    } else if (a == "--lanes") {
+      const std::string v = value();
+      flags.lanes = v == "0"   ? TahoeEngineOptions::Lanes::kOff
+                    : v == "1" ? TahoeEngineOptions::Lanes::kOn
+                               : TahoeEngineOptions::Lanes::kAuto;
+    } else if (a == "--strategy") {
+      flags.strategy = value();
     } else if (a == "--threads") {
       flags.threads = std::atoi(value().c_str());
     } else if (a == "--batches") {
@@ -316,8 +376,8 @@ int Main(int argc, char** argv) {
   }
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
-                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|ablation|cpu] "
-                 "[--batches 100,1000] [--budget s] [--cache dir] [--threads n] [--name label]\n");
+                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|ablation|cpu|kernel] "
+                 "[--strategy s] [--batches 100,1000] [--budget s] [--cache dir] [--threads n] [--name label]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);
@@ -350,6 +410,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "no GPU: CPU reference only\n");
     return CpuOnly(flags, f, base, base_rows, &pool);
   }
+  if (flags.mode == "kernel") return KernelOnly(flags, *forest, base, base_rows, &pool);
   int rc = 0;
   if (flags.mode == "all" || flags.mode == "study") {
     rc |= Study(flags, *forest, base, base_rows, &pool, {}, true, flags.batches, "tahoe");

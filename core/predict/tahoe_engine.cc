@@ -157,6 +157,7 @@ class TahoeEngineImpl final : public TahoeEngine {
   std::string Describe() const override {
     return absl::StrCat("tahoe gpu engine on ", gpus_.size(), " GPU(s) (", hw_.device_name, "); ",
                         format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
+                        lane_report_,
                         probe_report_.empty() ? "" : "; probes: ", probe_report_);
   }
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
@@ -190,6 +191,7 @@ class TahoeEngineImpl final : public TahoeEngine {
   double cpu_seconds_per_visit_ = 0;
   double cpu_fixed_seconds_ = 1e-6;
   std::string probe_report_;
+  std::string lane_report_;
   double throughput_scale_[5] = {1, 1, 1, 1, 1};
   double latency_scale_[5] = {1, 1, 1, 1, 1};
   mutable std::atomic<int> last_choice_{-1};
@@ -218,6 +220,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   df.view = v;
   df.wide = tf.wide();
   df.simple = tf.simple();
+  df.fixed = tf.fixed_walk();
   std::vector<uint32_t> order, offsets;
   const auto& assignments = tf.assignments();
   df.num_assignments = std::min<int>(kMaxAssignments, static_cast<int>(assignments.size()));
@@ -254,6 +257,36 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
     GROVE_LOG(WARNING) << "tahoe: no splitting shared forest" << KV("why", parts.status().message());
   }
   parts_ = df.num_parts;
+  df.num_iterations = forest_->num_iterations;
+  if (options_.lanes != TahoeEngineOptions::Lanes::kOff && df.staged_row_bytes > 0 &&
+      TahoeLaneEligible(tf)) {
+    const int64_t tile = (int64_t{kLaneTileRows} * (2 * v.num_features + 1) * 4 + 15) & ~int64_t{15};
+    int64_t lane_budget = hw_.smem_per_block - 64 - tile;
+    if (options_.max_part_bytes > 0) lane_budget = std::min(lane_budget, options_.max_part_bytes);
+    absl::StatusOr<TahoeLaneLayout> lane = BuildTahoeLaneLayout(tf, lane_budget);
+    for (int64_t b = lane_budget; !lane.ok() && b < hw_.smem_per_block - 64 - tile;) {
+      b = std::min(2 * b, hw_.smem_per_block - 64 - tile);
+      lane = BuildTahoeLaneLayout(tf, b);
+    }
+    if (lane.ok()) {
+      TAHOE_ASSIGN(df.d_lane_slots, g.Upload(lane->slots));
+      TAHOE_ASSIGN(df.d_lane_bundles, g.Upload(lane->bundles));
+      TAHOE_ASSIGN(df.d_lane_parts, g.Upload(lane->parts));
+      df.lane_num_parts = static_cast<int>(lane->parts.size());
+      for (const TahoeLanePart& p : lane->parts) {
+        df.lane_max_bundles = std::max<int>(df.lane_max_bundles, p.bundle_end - p.bundle_begin);
+        df.lane_part_smem_bytes =
+            std::max<int64_t>(df.lane_part_smem_bytes, int64_t{p.slot_end - p.slot_begin} * 8);
+      }
+      df.lane_columns = lane->columns;
+      df.lane_column_bits = lane->column_bits;
+      lane_report_ = absl::StrFormat(
+          "; splitting walks a tree per lane: %d parts, %.1f%% padding slots", df.lane_num_parts,
+          100 * lane->padding);
+    } else {
+      GROVE_LOG(WARNING) << "tahoe: no lane layout" << KV("why", lane.status().message());
+    }
+  }
   TAHOE_CUDA(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
   const bool multi = v.num_outputs > 1;
   const int64_t forest_smem = TahoeSharedBytes(df, TahoeStrategy::kSharedForest, 1);
@@ -270,7 +303,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   const int64_t max_width = std::max<int64_t>({K, 1, forest_->PredictionWidth()});
   g.in_bytes = std::clamp<int64_t>(kTargetChunkRows * F * 4, int64_t{1} << 20, kMaxInBytes);
   g.out_bytes = std::clamp<int64_t>(kTargetChunkRows * max_width * 4, int64_t{1} << 20, kMaxOutBytes);
-  g.ws_doubles = std::clamp<int64_t>(kDeviceChunkRows * K * std::max(1, df.num_parts),
+  g.ws_doubles = std::clamp<int64_t>(kDeviceChunkRows * K * std::max({1, df.num_parts, df.lane_num_parts}),
                                      int64_t{1} << 16, kMaxWsBytes / 8);
   for (Slot& s : g.slots) {
     TAHOE_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -342,6 +375,41 @@ absl::Status TahoeEngineImpl::Probe() {
   PredictOptions o;
   o.kind = OutputKind::kMargin;
   std::string report;
+  if (g.df.lane_num_parts > 0 && options_.lanes == TahoeEngineOptions::Lanes::kAuto) {
+    // Tree per lane or row per thread for splitting: the faster at the large probe batch stays
+    // (lanes win on deep forests, whose row walks conflict in shared memory; rows win where a part
+    // holds few steps per row, since each row then pays the lanes' reduction).
+    TahoeCall call;
+    call.kind = o.kind;
+    call.width = K;
+    call.row_params.it_begin = 0;
+    call.row_params.it_end = forest_->num_iterations;
+    call.transform = MakeTransformParams(*forest_, forest_->num_iterations);
+    auto time_split = [&]() -> absl::StatusOr<double> {
+      double best = 1e30;
+      for (int rep = 0; rep < 4; ++rep) {
+        const auto start = std::chrono::steady_clock::now();
+        absl::Status st = RunDevice(g, TahoeStrategy::kSplittingSharedForest, 1, call,
+                                    g.slots[1].d_in, large, F, g.slots[1].d_out, K);
+        if (!st.ok()) return st;
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (rep > 0) best = std::min(best, t);
+      }
+      return best;
+    };
+    absl::StatusOr<double> lanes = time_split();
+    if (!lanes.ok()) return lanes.status();
+    const int lane_parts = g.df.lane_num_parts;
+    g.df.lane_num_parts = 0;
+    absl::StatusOr<double> rows = time_split();
+    if (!rows.ok()) return rows.status();
+    const bool keep = *lanes < *rows;
+    for (auto& gpu : gpus_) gpu->df.lane_num_parts = keep ? lane_parts : 0;
+    absl::StrAppend(&lane_report_, absl::StrFormat(" (%s: %lld rows %.1fus per lane, %.1fus per row)",
+                                                   keep ? "kept" : "not used",
+                                                   static_cast<long long>(large), *lanes * 1e6,
+                                                   *rows * 1e6));
+  }
   for (int i = 1; i < 5; ++i) {
     static constexpr const char* kNames[] = {"cpu", "direct", "shared_data", "shared_forest",
                                              "splitting_shared_forest"};

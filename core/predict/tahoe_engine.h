@@ -34,6 +34,11 @@ struct TahoeEngineOptions {
   bool probe = true;
   // Test and benchmark knobs (0: automatic).
   int64_t max_part_bytes = 0;     // shared-memory budget of a splitting part (forces more parts)
+  // Splitting shared forest may walk a tree per lane (TahoeLaneLayout) where the forest allows it:
+  // kAuto keeps it when the load-time probe finds it faster than a row per thread; kOn always
+  // (tests); kOff never (ablation).
+  enum class Lanes { kOff, kAuto, kOn };
+  Lanes lanes = Lanes::kAuto;
   int shared_data_groups = 0;     // thread groups per shared-data block
   int64_t max_chunk_rows = 0;     // rows per launch / per staging slot
 };

@@ -365,6 +365,7 @@ absl::Status TahoeBuilder::Run() {
           const float v = static_cast<float>(tree.weight * f_.leaf_values[nd.payload]);
           std::memcpy(&w.value, &v, sizeof v);
         }
+        w.feature = static_cast<uint32_t>(f_.num_features);  // the padding feature: see TahoeWalkFixed
         out_.leaf_ids_.push_back(nd.leaf_id);
         wide.push_back(w);
         continue;
@@ -404,10 +405,13 @@ absl::Status TahoeBuilder::Run() {
       break;
     }
   }
-  const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features));
+  const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features) + 1);
   const int dbits = 32 - tahoe_bits::kNumFlags - fbits;
   out_.wide_ = o_.force_wide_nodes || dbits < 1 || max_distant >= (uint64_t{1} << dbits);
   out_.feature_bits_ = out_.wide_ ? 0 : static_cast<uint32_t>(fbits);
+  // The fixed walk needs leaves whose flags leave a split's routing bits clear (linear leaves reuse
+  // kHotRight) and nodes whose word carries the padding feature (8-byte nodes).
+  out_.fixed_walk_ = out_.simple_ && !out_.wide_ && out_.linear_leaves_.empty();
   if (out_.wide_) {
     out_.nodes16_ = std::move(wide);
   } else {
@@ -557,11 +561,12 @@ std::string TahoeForest::Describe() const {
   const TahoeFormatStats& s = stats_;
   return absl::StrFormat(
       "tahoe format: %d trees, %d nodes of %d bytes (feature index %d bits), %.1f visits/row, "
-      "max depth %d, %s leaves, %.2f MB; tree balance CV at 32 groups %.1f%% -> %.1f%%; node "
+      "max depth %d, %s leaves, %s walk, %.2f MB; tree balance CV at 32 groups %.1f%% -> %.1f%%; node "
       "rearrangement %s, tree rearrangement %s; built in %.1f ms",
       static_cast<int>(trees_.size()), static_cast<int>(leaf_ids_.size()), s.node_bytes,
       s.feature_bits, s.expected_visits_per_row, s.max_depth,
-      s.inline_leaves ? "inline float" : "double-table", s.format_bytes / 1e6, 100 * s.cv_before,
+      s.inline_leaves ? "inline float" : "double-table",
+      fixed_walk_ ? "fixed (branch-free)" : simple_ ? "simple" : "general", s.format_bytes / 1e6, 100 * s.cv_before,
       100 * s.cv_after, options_.node_rearrangement ? "on" : "off",
       options_.tree_rearrangement ? "on" : "off", 1e3 * s.build_seconds);
 }
@@ -613,8 +618,10 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
   const bool multi = K > 1;
   const bool prediction = call->kind == OutputKind::kPrediction;
   std::vector<double> m(K), part(K);
+  const uint32_t nf = static_cast<uint32_t>(v.num_features);
   for (int64_t r = 0; r < rows.rows; ++r) {
     const TahoePlainRow row{rows.Row(r)};
+    const TahoeNanPaddedRow<TahoePlainRow> padded{row, nf};
     float* o = out.Row(r);
     float* leaf_out = call->kind == OutputKind::kLeaf ? o : nullptr;
     std::fill(m.begin(), m.end(), 0.0);
@@ -622,12 +629,18 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
     for (int g = 0; g < a.groups; ++g) {
       auto run = [&](auto& acc) {
         auto walk = [&](const auto* nodes) {
-          if (tf.simple()) {
-            TahoeAccumulateTrees<true>(v, nodes, 0, v.trees, a.order.data(), a.offsets[g],
-                                       a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+          if (tf.fixed_walk()) {
+            TahoeAccumulateTrees<kTahoeWalkFixed>(v, nodes, 0, v.trees, a.order.data(),
+                                                  a.offsets[g], a.offsets[g + 1], call->row_params,
+                                                  padded, acc, leaf_out);
+          } else if (tf.simple()) {
+            TahoeAccumulateTrees<kTahoeWalkSimple>(v, nodes, 0, v.trees, a.order.data(),
+                                                   a.offsets[g], a.offsets[g + 1],
+                                                   call->row_params, row, acc, leaf_out);
           } else {
-            TahoeAccumulateTrees<false>(v, nodes, 0, v.trees, a.order.data(), a.offsets[g],
-                                        a.offsets[g + 1], call->row_params, row, acc, leaf_out);
+            TahoeAccumulateTrees<kTahoeWalkGeneric>(v, nodes, 0, v.trees, a.order.data(),
+                                                    a.offsets[g], a.offsets[g + 1],
+                                                    call->row_params, row, acc, leaf_out);
           }
         };
         if (tf.wide()) {
@@ -652,6 +665,144 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
       TahoeFinalizeRow(v, call->transform, prediction, m.data(), o);
     } else {
       TahoeFinalizeScalar(v, call->transform, prediction, sum, o);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace grove
+
+namespace grove {
+
+bool TahoeLaneEligible(const TahoeForest& tf) {
+  const Forest& f = tf.forest();
+  if (!tf.fixed_walk() || f.num_outputs != 1 || !tf.stats().inline_leaves) return false;
+  for (const TahoeTree& t : tf.trees()) {
+    if (t.group != 0) return false;  // vector leaves (-1)
+  }
+  const uint32_t fb = tf.HostView().feature_bits;
+  for (const TahoeNode8& n : tf.nodes8()) {
+    const TahoeDecoded d = TahoeDecode(n, fb);
+    if (d.flags & tahoe_bits::kLeaf) {
+      if (d.flags & tahoe_bits::kLeafTable) return false;
+    } else if (!std::isfinite(TahoeBitsToFloat(d.value))) {
+      return false;  // a NaN read as +-inf must fall on its default side of every threshold
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes) {
+  if (!TahoeLaneEligible(tf)) {
+    return absl::InvalidArgumentError("tahoe: the forest does not allow the lane layout");
+  }
+  const Forest& f = tf.forest();
+  const TahoeForestView v = tf.HostView();
+  const std::vector<TahoeTree>& trees = tf.trees();
+  const uint32_t n = static_cast<uint32_t>(trees.size());
+  const uint32_t total_nodes = static_cast<uint32_t>(tf.nodes8().size());
+  TahoeLaneLayout out;
+  out.columns = 2 * f.num_features + 1;
+  out.column_bits = static_cast<uint32_t>(BitsFor(static_cast<uint64_t>(out.columns)));
+  const uint32_t nan_column = static_cast<uint32_t>(2 * f.num_features);
+  const uint32_t dshift = out.column_bits + 1;
+  // Deepest first, then largest: bundles of like trees waste few steps and few slots.
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  auto size = [&](uint32_t i) { return (i + 1 < n ? trees[i + 1].root : total_nodes) - trees[i].root; };
+  auto depth = [&](uint32_t i) { return f.trees[trees[i].orig].depth; };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return depth(a) != depth(b) ? depth(a) > depth(b) : size(a) > size(b);
+  });
+  const int T = kTahoeLaneTrees;
+  const uint32_t num_bundles = std::max<uint32_t>(1, (n + T - 1) / T);
+  const TahoeLaneNode zero_leaf{0u, nan_column};
+  int64_t used = 0;
+  for (uint32_t b = 0; b < num_bundles; ++b) {
+    uint32_t rows = 1, deepest = 0;
+    for (uint32_t k = b * T; k < std::min<uint32_t>(n, (b + 1) * T); ++k) {
+      rows = std::max(rows, size(order[k]));
+      deepest = std::max<uint32_t>(deepest, static_cast<uint32_t>(depth(order[k])));
+    }
+    const uint32_t steps = (deepest + kTahoeLaneUnroll - 1) / kTahoeLaneUnroll * kTahoeLaneUnroll;
+    const uint32_t begin = static_cast<uint32_t>(out.slots.size());
+    out.bundles.push_back({begin, steps});
+    out.slots.resize(begin + static_cast<size_t>(rows) * T, zero_leaf);
+    for (uint32_t j = 0; j < static_cast<uint32_t>(T); ++j) {
+      const uint32_t k = b * T + j;
+      if (k >= n) continue;
+      const uint32_t t = order[k], root = trees[t].root, sz = size(t);
+      used += sz;
+      for (uint32_t i = 0; i < sz; ++i) {
+        const TahoeDecoded d = TahoeDecode(tf.nodes8()[root + i], v.feature_bits);
+        TahoeLaneNode& s = out.slots[begin + static_cast<size_t>(i) * T + j];
+        s.value = d.value;
+        if (d.flags & tahoe_bits::kLeaf) {
+          s.word = nan_column;
+          continue;
+        }
+        if (d.distant >= (1u << (32 - dshift))) {
+          return absl::InvalidArgumentError("tahoe: a tree is too large for the lane layout");
+        }
+        const uint32_t column = 2 * d.feature + ((d.flags & tahoe_bits::kDefaultLeft) ? 0u : 1u);
+        s.word = column | ((d.flags & tahoe_bits::kHotRight) ? (1u << out.column_bits) : 0u) |
+                 (d.distant << dshift);
+      }
+    }
+  }
+  out.padding = out.slots.empty() ? 0 : 1.0 - static_cast<double>(used) / out.slots.size();
+  // Parts: whole bundles within the budget.
+  auto slot_end = [&](uint32_t b) {
+    return b + 1 < out.bundles.size() ? out.bundles[b + 1].slot_begin
+                                      : static_cast<uint32_t>(out.slots.size());
+  };
+  for (uint32_t b = 0; b < num_bundles;) {
+    TahoeLanePart p{b, b, out.bundles[b].slot_begin, out.bundles[b].slot_begin};
+    while (p.bundle_end < num_bundles) {
+      const uint32_t end = slot_end(p.bundle_end);
+      const int64_t bytes = int64_t{end - p.slot_begin} * 8 +
+                            int64_t{p.bundle_end + 1 - p.bundle_begin} * 8;
+      if (bytes > max_part_bytes) break;
+      ++p.bundle_end;
+      p.slot_end = end;
+    }
+    if (p.bundle_end == p.bundle_begin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tahoe: a lane bundle needs more than ", max_part_bytes, " bytes"));
+    }
+    out.part_bytes = std::max<int64_t>(out.part_bytes, int64_t{p.slot_end - p.slot_begin} * 8 +
+                                                           int64_t{p.bundle_end - p.bundle_begin} * 8);
+    out.parts.push_back(p);
+    b = p.bundle_end;
+  }
+  return out;
+}
+
+absl::Status TahoeLaneSumsHost(const TahoeLaneLayout& layout, RowsView rows,
+                               std::vector<double>* sums) {
+  const int64_t nf = rows.cols;
+  if (layout.columns != 2 * nf + 1) return absl::InvalidArgumentError("rows do not fit the layout");
+  sums->assign(static_cast<size_t>(rows.rows), 0.0);
+  std::vector<float> staged(static_cast<size_t>(layout.columns));
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const float* x = rows.Row(r);
+    for (int64_t c = 0; c < nf; ++c) TahoeLaneStage(x[c], staged.data() + 2 * c);
+    staged[2 * nf] = TahoeBitsToFloat(0x7fc00000u);
+    for (const TahoeLanePart& p : layout.parts) {
+      double lane[kTahoeLaneTrees] = {};
+      for (uint32_t b = p.bundle_begin; b < p.bundle_end; ++b) {
+        const TahoeLaneBundle& bundle = layout.bundles[b];
+        for (int l = 0; l < kTahoeLaneTrees; ++l) {
+          lane[l] += TahoeLaneWalk(layout.slots.data() + bundle.slot_begin + l, bundle.steps,
+                                   staged.data(), layout.column_bits);
+        }
+      }
+      for (int o = kTahoeLaneTrees / 2; o > 0; o >>= 1) {  // the kernel's butterfly
+        double next[kTahoeLaneTrees];
+        for (int l = 0; l < kTahoeLaneTrees; ++l) next[l] = lane[l] + lane[l ^ o];
+        std::copy(next, next + kTahoeLaneTrees, lane);
+      }
+      (*sums)[r] += lane[0];
     }
   }
   return absl::OkStatus();

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,7 +60,8 @@ static_assert(kMissingZero == decision_bits::kMissingZero);
 }  // namespace tahoe_bits
 
 // 8-byte node: `word` = feature | flags << feature_bits | distant << (feature_bits + 5), where
-// feature_bits is the fewest bits that index the model's features (TahoeForestView::feature_bits).
+// feature_bits is the fewest bits that index features 0..num_features (TahoeForestView::
+// feature_bits): a leaf's feature is the padding feature num_features (see TahoeWalkFixed).
 struct alignas(8) TahoeNode8 {
   uint32_t value;  // split: float threshold bits or cat_splits index; leaf: see tahoe_bits
   uint32_t word;
@@ -236,6 +238,64 @@ GROVE_HD uint32_t TahoeTraverseSimple(const TahoeNode8* nodes, uint32_t idx, con
   }
 }
 
+// Walks of a tree, from the most general to the cheapest per node (TahoeAccumulateTrees' kWalk):
+//  * kGeneric: every split kind (TahoeTraverse);
+//  * kSimple: TahoeForest::simple() forests (TahoeTraverseSimple);
+//  * kFixed: TahoeForest::fixed_walk() forests with rows padded by a NaN column (TahoeWalkFixed).
+enum TahoeWalk : int { kTahoeWalkGeneric = 0, kTahoeWalkSimple = 1, kTahoeWalkFixed = 2 };
+
+// Steps TahoeWalkFixed takes between two tests of whether every lane has reached its leaf.
+inline constexpr int kTahoeFixedUnroll = 4;
+
+// Branch-free walk for TahoeForest::fixed_walk() forests. Every leaf names the padding feature
+// `num_features` (whose value is NaN in every row the caller passes) and has no flag that a split
+// reads, so at a leaf the comparison fails, NaN does not go left, and the walk adds the leaf's
+// distant offset, 0: leaves loop to themselves. The walk can therefore take kTahoeFixedUnroll steps
+// between leaf tests with no test or branch per node, and on the GPU one test serves the warp
+// (lanes loop until all of them are at a leaf; extra steps are no-ops). Routing is TahoeTraverseSimple's
+// (NaN takes the default direction, else x < threshold goes left). `row[num_features]` must be NaN.
+// Returns the leaf's index; its node goes to `leaf`.
+template <typename Row>
+GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
+                                 uint32_t feature_bits, TahoeNode8& leaf) {
+  const uint32_t fmask = (1u << feature_bits) - 1u;
+  const uint32_t leaf_bit = tahoe_bits::kLeaf << feature_bits;
+  const uint32_t default_left_bit = tahoe_bits::kDefaultLeft << feature_bits;
+  const uint32_t hot_right_bit = tahoe_bits::kHotRight << feature_bits;
+  const uint32_t dshift = feature_bits + tahoe_bits::kNumFlags;
+  TahoeNode8 n = TahoeLoad(nodes + idx);
+  for (;;) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int s = 0; s < kTahoeFixedUnroll; ++s) {
+      const float x = row[n.word & fmask];
+      const bool left =
+          x < TahoeBitsToFloat(n.value) || (IsNan(x) && (n.word & default_left_bit) != 0);
+      idx += left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+      n = TahoeLoad(nodes + idx);
+    }
+    const bool done = (n.word & leaf_bit) != 0;
+#if defined(__CUDA_ARCH__)
+    if (__all_sync(__activemask(), done)) break;
+#else
+    if (done) break;
+#endif
+  }
+  leaf = n;
+  return idx;
+}
+
+// A row accessor with the NaN padding feature TahoeWalkFixed needs (host evaluation).
+template <typename Row>
+struct TahoeNanPaddedRow {
+  Row row;
+  uint32_t num_features;
+  GROVE_HD float operator[](uint32_t feature) const {
+    return feature < num_features ? row[feature] : TahoeBitsToFloat(0x7fc00000u);
+  }
+};
+
 // Weighted value of a scalar leaf (CPU reference arithmetic: weight * value in double).
 template <typename Row>
 GROVE_HD double TahoeLeafScalar(const TahoeForestView& f, const TahoeDecoded& leaf,
@@ -298,8 +358,8 @@ struct TahoeGroupAcc {
 // row. `nodes` holds the forest's nodes from node index `node_offset` on (a shared-memory part, or
 // the whole array with offset 0). Margins go to `acc`; with `leaf_out` the leaf ids go there
 // instead.
-// kSimple: the forest is TahoeForest::simple() (TahoeTraverseSimple).
-template <bool kSimple = false, typename Node, typename Row, typename Acc>
+// kWalk: a TahoeWalk the forest allows (kTahoeWalkFixed: TahoeNode8 nodes, `row` padded).
+template <int kWalk = kTahoeWalkGeneric, typename Node, typename Row, typename Acc>
 GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
                                    uint32_t node_offset, const TahoeTree* trees,
                                    const uint32_t* order, uint32_t begin, uint32_t end,
@@ -310,7 +370,11 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
     if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
     TahoeDecoded d;
     uint32_t leaf;
-    if constexpr (kSimple) {
+    if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+      TahoeNode8 n;
+      leaf = TahoeWalkFixed(nodes, t.root - node_offset, row, f.feature_bits, n);
+      d = TahoeDecode(n, f.feature_bits);
+    } else if constexpr (kWalk != kTahoeWalkGeneric) {
       leaf = TahoeTraverseSimple(nodes, t.root - node_offset, row, f, d);
     } else {
       leaf = TahoeTraverse(nodes, t.root - node_offset, row, f, d);
@@ -415,6 +479,9 @@ class TahoeForest {
   int node_bytes() const { return wide_ ? 16 : 8; }
   // Numeric splits only and no missing-zero rule: TahoeTraverseSimple applies.
   bool simple() const { return simple_; }
+  // simple(), 8-byte nodes and no linear leaves: TahoeWalkFixed applies (leaves loop to themselves
+  // through the padding feature num_features).
+  bool fixed_walk() const { return fixed_walk_; }
   bool wide() const { return wide_; }
 
   // Host view (pointers into this object).
@@ -464,6 +531,7 @@ class TahoeForest {
   TahoeFormatStats stats_;
   bool wide_ = false;
   bool simple_ = false;
+  bool fixed_walk_ = false;
   uint32_t feature_bits_ = 1;
   std::vector<TahoeNode8> nodes8_;
   std::vector<TahoeNode16> nodes16_;
@@ -482,6 +550,99 @@ class TahoeForest {
 };
 
 using TahoeForestPtr = std::shared_ptr<const TahoeForest>;
+
+// Lane layout: the format rearranged for a tree-per-lane walk (splitting shared forest on scalar
+// forests). With one row per half-warp and one tree per lane, the lanes read different trees, so
+// where those trees sit decides the bank conflicts: trees go in bundles of kTahoeLaneTrees, and node i
+// of a bundle's tree j is slot i * kTahoeLaneTrees + j. With 8-byte slots, tree j then lives in bank
+// pair j of shared memory; both half-warps walk the same bundle (for two rows), and every node load
+// of the warp takes the two wavefronts of a 64-bit access whatever paths the trees take (the
+// row-per-thread walk measured 3.8 on adult-large).
+// Routing needs no NaN test: a staged row holds each feature twice, NaN read as -inf (column 2f) and
+// as +inf (column 2f + 1), and a split reads the copy that sends NaN its default way (thresholds are
+// finite); column 2F is NaN, the leaves' column, so leaves loop to themselves as in TahoeWalkFixed.
+inline constexpr int kTahoeLaneTrees = 16;
+inline constexpr int kTahoeLaneUnroll = 4;  // steps per bundle are a multiple of this
+
+// word = column | hot_right << column_bits | distant << (column_bits + 1).
+struct alignas(8) TahoeLaneNode {
+  uint32_t value;  // split: float threshold bits; leaf: float value bits (weight included)
+  uint32_t word;
+};
+static_assert(sizeof(TahoeLaneNode) == 8, "TahoeLaneNode must stay 8 bytes");
+
+struct TahoeLaneBundle {
+  uint32_t slot_begin;  // first slot (absolute); the bundle spans rows x kTahoeLaneTrees slots
+  uint32_t steps;       // deepest tree of the bundle, rounded up to kTahoeLaneUnroll
+};
+
+// Bundles [bundle_begin, bundle_end) and their slots.
+struct TahoeLanePart {
+  uint32_t bundle_begin, bundle_end;
+  uint32_t slot_begin, slot_end;
+};
+
+struct TahoeLaneLayout {
+  std::vector<TahoeLaneNode> slots;
+  std::vector<TahoeLaneBundle> bundles;
+  std::vector<TahoeLanePart> parts;
+  uint32_t column_bits = 1;
+  int columns = 1;            // 2 * num_features + 1
+  int64_t part_bytes = 0;     // shared memory of the largest part (slots and bundle records)
+  double padding = 0;         // fraction of slots that hold no node (bundles padded to their largest tree)
+};
+
+// Whether BuildTahoeLaneLayout applies: fixed_walk(), one output, inline float leaves, finite
+// thresholds.
+bool TahoeLaneEligible(const TahoeForest& tf);
+
+// Builds the lane layout with parts of at most `max_part_bytes` (INVALID_ARGUMENT when the forest is
+// not eligible or one bundle does not fit). Trees are bundled deepest first, so that bundles
+// hold trees of like depth and size.
+absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes);
+
+// Stages feature value x into its two lane-layout columns.
+GROVE_HD void TahoeLaneStage(float x, float* two_columns) {
+  const bool nan = IsNan(x);
+  two_columns[0] = nan ? -TahoeBitsToFloat(0x7f800000u) : x;
+  two_columns[1] = nan ? TahoeBitsToFloat(0x7f800000u) : x;
+}
+
+GROVE_HD TahoeLaneNode TahoeLoad(const TahoeLaneNode* p) {
+#if defined(__CUDA_ARCH__)
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  return TahoeLaneNode{v.x, v.y};
+#else
+  return *p;
+#endif
+}
+
+// Walks one tree of a bundle for one staged row (`row`: `columns` floats) and returns its leaf value.
+// `slot` = the bundle's first slot + the tree's index in the bundle; `steps` >= the tree's depth and
+// a multiple of kTahoeLaneUnroll.
+GROVE_HD float TahoeLaneWalk(const TahoeLaneNode* slot, uint32_t steps, const float* row,
+                             uint32_t column_bits) {
+  const uint32_t cmask = (1u << column_bits) - 1u;
+  const uint32_t hot_right_bit = 1u << column_bits;
+  const uint32_t dshift = column_bits + 1;
+  TahoeLaneNode n = TahoeLoad(slot);
+  for (uint32_t s = 0; s < steps; s += kTahoeLaneUnroll) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kTahoeLaneUnroll; ++u) {
+      const bool adjacent =
+          (row[n.word & cmask] < TahoeBitsToFloat(n.value)) != ((n.word & hot_right_bit) != 0);
+      slot += (adjacent ? 1u : (n.word >> dshift)) * kTahoeLaneTrees;
+      n = TahoeLoad(slot);
+    }
+  }
+  return TahoeBitsToFloat(n.value);
+}
+
+// Margin sums (base margin not included) of `rows` through the lane layout, adding the trees of each
+// part lane by lane as the kernel does. Host reference for tests.
+absl::Status TahoeLaneSumsHost(const TahoeLaneLayout& layout, RowsView rows, std::vector<double>* sums);
 
 // Evaluates the Tahoe format on the host with the same GROVE_HD per-row logic as the kernels
 // (tests, and a reference for the format itself). `out` is rows.rows x PredictWidth(). With

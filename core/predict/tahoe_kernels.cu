@@ -2,6 +2,7 @@
 #include "core/predict/tahoe_kernels.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/predict/tahoe_kernels.cuh"
 
@@ -9,6 +10,7 @@ namespace grove {
 
 using tahoe_kernels::DirectKernel;
 using tahoe_kernels::ForestSmemKernel;
+using tahoe_kernels::LaneForestKernel;
 using tahoe_kernels::ReduceKernel;
 using tahoe_kernels::SharedDataKernel;
 
@@ -36,13 +38,16 @@ int Log2(int groups) {
   return i;
 }
 
-template <typename Node, bool kMulti, bool kSimple>
+// kWalk: the cheapest TahoeWalk the forest allows; kernels that read unpadded rows (direct, and
+// shared forest / splitting without staged rows) use kTahoeWalkSimple instead of kTahoeWalkFixed.
+template <typename Node, bool kMulti, int kWalk>
 cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
                         cudaStream_t stream) {
+  constexpr int kUnpadded = kWalk == kTahoeWalkFixed ? kTahoeWalkSimple : kWalk;
   switch (a.strategy) {
     case TahoeStrategy::kDirect: {
       const unsigned grid = static_cast<unsigned>((a.rows + kDirectThreads - 1) / kDirectThreads);
-      DirectKernel<Node, kMulti, kSimple><<<grid, kDirectThreads, 0, stream>>>(f, a, d_ws);
+      DirectKernel<Node, kMulti, kUnpadded><<<grid, kDirectThreads, 0, stream>>>(f, a, d_ws);
       break;
     }
     case TahoeStrategy::kSharedData: {
@@ -52,25 +57,47 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
       const unsigned grid =
           static_cast<unsigned>((a.rows + kSharedDataRows - 1) / kSharedDataRows);
       const size_t smem = static_cast<size_t>(TahoeSharedBytes(f, a.strategy, b.groups));
-      SharedDataKernel<Node, kMulti, kSimple><<<grid, b.groups * kSharedDataRows, smem, stream>>>(
+      SharedDataKernel<Node, kMulti, kWalk><<<grid, b.groups * kSharedDataRows, smem, stream>>>(
           f, b, Log2(b.groups));
       break;
     }
     case TahoeStrategy::kSharedForest:
     case TahoeStrategy::kSplittingSharedForest: {
       const bool split = a.strategy == TahoeStrategy::kSplittingSharedForest;
+      if (split && TahoeUsesLanes(f, a)) {
+        const int parts = f.lane_num_parts;
+        const int64_t tiles = (a.rows + kLaneTileRows - 1) / kLaneTileRows;
+        const int64_t resident = static_cast<int64_t>(std::max(1, a.sm_count));
+        const int64_t per_part = std::clamp<int64_t>((32 * resident + parts - 1) / parts, 1, tiles);
+        TahoeLaunchArgs b = a;
+        b.items_per_part = static_cast<int>(per_part);
+        const unsigned grid = static_cast<unsigned>(std::min<int64_t>(resident, per_part * parts));
+        const size_t smem = static_cast<size_t>(TahoeLaneSharedBytes(f));
+        LaneForestKernel<0><<<grid, kForestSmemThreads, smem, stream>>>(f, b, d_ws);
+        if (parts > 1) {
+          if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+          const unsigned rgrid = static_cast<unsigned>((a.rows + 255) / 256);
+          ReduceKernel<false><<<rgrid, 256, 0, stream>>>(f, a, d_ws, parts);
+        }
+        break;
+      }
       const int parts = split ? std::max(1, f.num_parts) : 1;
       const size_t smem = static_cast<size_t>(TahoeSharedBytes(f, a.strategy, 1));
       const int64_t row_blocks = (a.rows + kForestSmemThreads - 1) / kForestSmemThreads;
       const int64_t resident = static_cast<int64_t>(std::max(1, a.sm_count)) *
                                std::max(1, a.blocks_per_sm);
-      // About 16 work items per resident block (the last wave is then a small fraction).
+      // About 32 work items per resident block (the last wave is then a small fraction).
       const int64_t per_part =
-          std::clamp<int64_t>((16 * resident + parts - 1) / parts, 1, row_blocks);
+          std::clamp<int64_t>((32 * resident + parts - 1) / parts, 1, row_blocks);
       TahoeLaunchArgs b = a;
       b.items_per_part = static_cast<int>(per_part);
       const unsigned grid = static_cast<unsigned>(std::min<int64_t>(resident, per_part * parts));
-      ForestSmemKernel<Node, kMulti, kSimple><<<grid, kForestSmemThreads, smem, stream>>>(f, b, d_ws);
+      if (f.staged_row_bytes > 0) {
+        ForestSmemKernel<Node, kMulti, kWalk><<<grid, kForestSmemThreads, smem, stream>>>(f, b, d_ws);
+      } else {
+        ForestSmemKernel<Node, kMulti, kUnpadded><<<grid, kForestSmemThreads, smem, stream>>>(f, b,
+                                                                                        d_ws);
+      }
       if (parts > 1 && a.kind != OutputKind::kLeaf) {
         if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
         const unsigned rgrid = static_cast<unsigned>((a.rows + 255) / 256);
@@ -82,32 +109,39 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
   return cudaGetLastError();
 }
 
-template <typename Node, bool kMulti, bool kSimple>
+template <typename Node, bool kMulti, int kWalk>
 cudaError_t ConfigureOne(int max_smem) {
-  cudaError_t e = cudaFuncSetAttribute(SharedDataKernel<Node, kMulti, kSimple>,
+  cudaError_t e = cudaFuncSetAttribute(SharedDataKernel<Node, kMulti, kWalk>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
   if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(ForestSmemKernel<Node, kMulti, kSimple>,
+  return cudaFuncSetAttribute(ForestSmemKernel<Node, kMulti, kWalk>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
 }
 
 template <typename Node, bool kMulti>
 cudaError_t ConfigureTyped(int max_smem) {
-  cudaError_t e = ConfigureOne<Node, kMulti, false>(max_smem);
-  return e == cudaSuccess ? ConfigureOne<Node, kMulti, true>(max_smem) : e;
+  cudaError_t e = ConfigureOne<Node, kMulti, kTahoeWalkGeneric>(max_smem);
+  if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkSimple>(max_smem);
+  if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkFixed>(max_smem);
+  }
+  return e;
 }
 
 template <typename Node, bool kMulti>
-cudaError_t LaunchSimple(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
-                         cudaStream_t stream) {
-  return f.simple ? LaunchTyped<Node, kMulti, true>(f, a, d_ws, stream)
-                  : LaunchTyped<Node, kMulti, false>(f, a, d_ws, stream);
+cudaError_t LaunchWalk(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
+                       cudaStream_t stream) {
+  if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (f.fixed) return LaunchTyped<Node, kMulti, kTahoeWalkFixed>(f, a, d_ws, stream);
+  }
+  return f.simple ? LaunchTyped<Node, kMulti, kTahoeWalkSimple>(f, a, d_ws, stream)
+                  : LaunchTyped<Node, kMulti, kTahoeWalkGeneric>(f, a, d_ws, stream);
 }
 
 template <typename Node, bool kMulti>
 int BlocksPerSm(int64_t smem_bytes) {
   int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ForestSmemKernel<Node, kMulti, true>,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ForestSmemKernel<Node, kMulti, kTahoeWalkSimple>,
                                                     kForestSmemThreads, smem_bytes) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
@@ -116,6 +150,12 @@ int BlocksPerSm(int64_t smem_bytes) {
 }
 
 }  // namespace
+
+bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
+  return a.strategy == TahoeStrategy::kSplittingSharedForest && f.lane_num_parts > 0 &&
+         f.view.num_outputs == 1 && a.kind != OutputKind::kLeaf &&
+         a.row_params.it_begin <= 0 && a.row_params.it_end >= f.num_iterations;
+}
 
 int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, TahoeStrategy s, OutputKind kind,
                               int64_t rows) {
@@ -128,8 +168,10 @@ int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, TahoeStrategy s, Outpu
       return multi ? rows * k : 0;
     case TahoeStrategy::kSharedData:
       return 0;
-    case TahoeStrategy::kSplittingSharedForest:
-      return (f.num_parts > 1 || multi) ? std::max(1, f.num_parts) * rows * k : 0;
+    case TahoeStrategy::kSplittingSharedForest: {
+      const int parts = std::max({1, f.num_parts, f.lane_num_parts});
+      return (parts > 1 || multi) ? parts * rows * k : 0;
+    }
   }
   return 0;
 }
@@ -141,7 +183,7 @@ int64_t TahoeSharedBytes(const TahoeDeviceForest& f, TahoeStrategy s, int groups
     case TahoeStrategy::kSharedData: {
       const int64_t k = Multi(f) ? f.view.num_outputs : 1;
       return static_cast<int64_t>(groups) * kSharedDataRows * k * 8 +
-             static_cast<int64_t>(f.view.num_features) * (kSharedDataRows + 1) * 4;
+             (static_cast<int64_t>(f.view.num_features) + 1) * kSharedDataRows * 4;
     }
     case TahoeStrategy::kSharedForest:
       return ((f.forest_smem_bytes + 15) & ~int64_t{15}) + f.staged_row_bytes + 16;
@@ -160,7 +202,9 @@ int TahoeMaxSharedDataGroups(const TahoeDeviceForest& f, int64_t max_smem) {
 
 cudaError_t TahoeConfigureKernels(int64_t max_smem) {
   const int m = static_cast<int>(max_smem);
-  cudaError_t e = ConfigureTyped<TahoeNode8, false>(m);
+  cudaError_t e = cudaFuncSetAttribute(LaneForestKernel<0>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+  if (e == cudaSuccess) e = ConfigureTyped<TahoeNode8, false>(m);
   if (e == cudaSuccess) e = ConfigureTyped<TahoeNode8, true>(m);
   if (e == cudaSuccess) e = ConfigureTyped<TahoeNode16, false>(m);
   if (e == cudaSuccess) e = ConfigureTyped<TahoeNode16, true>(m);
@@ -177,11 +221,11 @@ cudaError_t TahoeLaunch(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
   if (a.rows <= 0) return cudaSuccess;
   (void)cudaGetLastError();  // a stale error of other code on this thread is not ours to report
   if (f.wide) {
-    return Multi(f) ? LaunchSimple<TahoeNode16, true>(f, a, d_ws, stream)
-                    : LaunchSimple<TahoeNode16, false>(f, a, d_ws, stream);
+    return Multi(f) ? LaunchWalk<TahoeNode16, true>(f, a, d_ws, stream)
+                    : LaunchWalk<TahoeNode16, false>(f, a, d_ws, stream);
   }
-  return Multi(f) ? LaunchSimple<TahoeNode8, true>(f, a, d_ws, stream)
-                  : LaunchSimple<TahoeNode8, false>(f, a, d_ws, stream);
+  return Multi(f) ? LaunchWalk<TahoeNode8, true>(f, a, d_ws, stream)
+                  : LaunchWalk<TahoeNode8, false>(f, a, d_ws, stream);
 }
 
 }  // namespace grove

@@ -26,7 +26,7 @@ struct LdgRow {
 // Walks trees [begin, end) (through `order` when not null) for one row and writes its output:
 // leaf ids straight to `out`; margins either finalized into `out` (final) or left as partial sums
 // (scalar: returned; multi-output: in m[0..K)). `m` is K doubles owned by this thread.
-template <bool kMulti, bool kSimple, typename Node, typename Row>
+template <bool kMulti, int kWalk, typename Node, typename Row>
 __device__ __forceinline__ double WalkRow(const TahoeForestView& v, const Node* nodes,
                                           uint32_t node_offset, const TahoeTree* trees,
                                           const uint32_t* order, uint32_t begin, uint32_t end,
@@ -34,21 +34,21 @@ __device__ __forceinline__ double WalkRow(const TahoeForestView& v, const Node* 
                                           float* out, bool final) {
   if (a.kind == OutputKind::kLeaf) {
     TahoeScalarAcc acc;
-    TahoeAccumulateTrees<kSimple>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
+    TahoeAccumulateTrees<kWalk>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
                          out);
     return 0;
   }
   const bool prediction = a.kind == OutputKind::kPrediction;
   if constexpr (!kMulti) {
     TahoeScalarAcc acc;
-    TahoeAccumulateTrees<kSimple>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
+    TahoeAccumulateTrees<kWalk>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
                          static_cast<float*>(nullptr));
     if (final) TahoeFinalizeScalar(v, a.transform, prediction, acc.sum, out);
     return acc.sum;
   } else {
     for (int k = 0; k < v.num_outputs; ++k) m[k] = 0;
     TahoeGroupAcc acc(m);
-    TahoeAccumulateTrees<kSimple>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
+    TahoeAccumulateTrees<kWalk>(v, nodes, node_offset, trees, order, begin, end, a.row_params, row, acc,
                          static_cast<float*>(nullptr));
     if (final) TahoeFinalizeRow(v, a.transform, prediction, m, out);
     return 0;
@@ -57,27 +57,28 @@ __device__ __forceinline__ double WalkRow(const TahoeForestView& v, const Node* 
 
 // Direct: one thread per row, everything from global memory. Workspace (multi-output only): K
 // doubles per row.
-template <typename Node, bool kMulti, bool kSimple>
+template <typename Node, bool kMulti, int kWalk>
 __global__ void __launch_bounds__(kDirectThreads)
     DirectKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= a.rows) return;
   const LdgRow row{a.d_rows + r * a.row_stride};
   double* m = kMulti ? d_ws + r * f.view.num_outputs : nullptr;
-  WalkRow<kMulti, kSimple>(f.view, static_cast<const Node*>(f.view.nodes), 0, f.view.trees, nullptr, 0,
+  static_assert(kWalk != kTahoeWalkFixed, "direct reads unpadded rows");
+  WalkRow<kMulti, kWalk>(f.view, static_cast<const Node*>(f.view.nodes), 0, f.view.trees, nullptr, 0,
                   static_cast<uint32_t>(f.view.num_trees), a, row, m, a.d_out + r * a.out_stride,
                   true);
 }
 
 // Shared data: block = kSharedDataRows rows x a.groups thread groups. Shared memory: partial sums
-// [groups][rows][K] doubles, then the rows feature-major with a padded stride (rows + 1) so that the
-// coalesced staging writes and the per-lane reads are both free of bank conflicts.
-template <typename Node, bool kMulti, bool kSimple>
+// [groups][rows][K] doubles, then the rows feature-major, one column per lane (a lane's reads stay
+// in its bank), then the NaN padding column (TahoeStagedRowBytes).
+template <typename Node, bool kMulti, int kWalk>
 __global__ void __launch_bounds__(1024)
     SharedDataKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int assignment) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int R = kSharedDataRows;
-  constexpr int kStride = R + 1;
+  constexpr int kStride = R;
   const int G = a.groups;
   const int K = kMulti ? f.view.num_outputs : 1;
   double* s_part = reinterpret_cast<double*>(smem);
@@ -85,10 +86,13 @@ __global__ void __launch_bounds__(1024)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int nr = static_cast<int>(a.rows - row0 < R ? a.rows - row0 : R);
   const int nf = f.view.num_features;
+  // Column by column: the shared-memory writes of a warp hit 32 banks; the strided global reads of
+  // a column are L1 hits after the first (this kernel leaves L1 most of the SM's memory).
   for (int i = threadIdx.x; i < R * nf; i += blockDim.x) {
-    const int r = i / nf, c = i - r * nf;
+    const int c = i / R, r = i - c * R;
     s_rows[c * kStride + r] = r < nr ? a.d_rows[(row0 + r) * a.row_stride + c] : 0.0f;
   }
+  if (threadIdx.x < R) s_rows[nf * kStride + threadIdx.x] = __uint_as_float(0x7fc00000u);
   __syncthreads();
   const int r = threadIdx.x % R, g = threadIdx.x / R;
   const uint32_t* order = f.d_assign_order + f.order_begin[assignment];
@@ -96,7 +100,7 @@ __global__ void __launch_bounds__(1024)
   if (r < nr) {
     const TahoeStridedRow row{s_rows + r, static_cast<uint32_t>(kStride)};
     double* m = s_part + (static_cast<int64_t>(g) * R + r) * K;
-    const double s = WalkRow<kMulti, kSimple>(f.view, static_cast<const Node*>(f.view.nodes), 0,
+    const double s = WalkRow<kMulti, kWalk>(f.view, static_cast<const Node*>(f.view.nodes), 0,
                                      f.view.trees, order, offsets[g], offsets[g + 1], a, row, m,
                                      a.d_out + (row0 + r) * a.out_stride, false);
     if (!kMulti) *m = s;
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(1024)
 // block copies its part's nodes and tree records to shared memory once, then walks rows in a
 // grid-stride loop. With one part the rows are finalized here; with several, partial sums go to
 // d_ws[part][row] (x K) for ReduceKernel.
-template <typename Node, bool kMulti, bool kSimple>
+template <typename Node, bool kMulti, int kWalk>
 __global__ void __launch_bounds__(kForestSmemThreads)
     ForestSmemKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -138,13 +142,14 @@ __global__ void __launch_bounds__(kForestSmemThreads)
   const int K = f.view.num_outputs;
   const bool stage = f.staged_row_bytes > 0;
   const int nf = f.view.num_features;
-  constexpr int kStride = kForestSmemThreads + 1;
+  constexpr int kStride = kForestSmemThreads;  // TahoeStagedRowBytes' layout
   const int64_t part_bytes = whole ? f.forest_smem_bytes : f.part_smem_bytes;
   Node* s_nodes = reinterpret_cast<Node*>(smem);
   float* s_rows = reinterpret_cast<float*>(smem + ((part_bytes + 15) & ~int64_t{15}));
   // Rows of one work item: a multiple of the block size.
   const int64_t tiles = (a.rows + blockDim.x - 1) / blockDim.x;
   const int64_t item_rows = ((tiles + per_part - 1) / per_part) * blockDim.x;
+  if (stage) s_rows[nf * kStride + threadIdx.x] = __uint_as_float(0x7fc00000u);  // padding column
   int loaded = -1;
   TahoePart part{};
   TahoeTree* s_trees = nullptr;
@@ -185,18 +190,100 @@ __global__ void __launch_bounds__(kForestSmemThreads)
       __syncthreads();  // part (and staged rows) visible
       if (r >= r_end) continue;
       double* m = kMulti ? d_ws + (static_cast<int64_t>(p) * a.rows + r) * K : nullptr;
-      double s;
+      double s = 0;
       if (stage) {
         const TahoeStridedRow row{s_rows + threadIdx.x, static_cast<uint32_t>(kStride)};
-        s = WalkRow<kMulti, kSimple>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
-                                     num_trees, a, row, m, a.d_out + r * a.out_stride, final);
-      } else {
+        s = WalkRow<kMulti, kWalk>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
+                                   num_trees, a, row, m, a.d_out + r * a.out_stride, final);
+      } else if constexpr (kWalk != kTahoeWalkFixed) {  // the launcher never pairs these
         const LdgRow row{a.d_rows + r * a.row_stride};
-        s = WalkRow<kMulti, kSimple>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
-                                     num_trees, a, row, m, a.d_out + r * a.out_stride, final);
+        s = WalkRow<kMulti, kWalk>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
+                                   num_trees, a, row, m, a.d_out + r * a.out_stride, final);
       }
       if (!kMulti && !final && a.kind != OutputKind::kLeaf) {
         d_ws[static_cast<int64_t>(p) * a.rows + r] = s;
+      }
+    }
+  }
+}
+
+// Splitting shared forest on the lane layout (TahoeLaneLayout; scalar forests, every round, margin
+// or prediction): the block copies a part's bundle records and slots to shared memory; rows are
+// staged row-major (kLaneTileRows x columns: each feature twice, then NaN); each half-warp takes one
+// row at a time, lane l walking tree l % 16 of every bundle of the part, and the 16 lane sums are
+// added by a butterfly of shuffles (a fixed order: deterministic). One part:
+// finalized here; several: partial sums to d_ws[part][row] for ReduceKernel.
+template <int kUnused>
+__global__ void __launch_bounds__(kForestSmemThreads)
+    LaneForestKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int T = kLaneTileRows;
+  const int S = f.lane_columns;
+  const int nf = f.view.num_features;
+  const int parts = f.lane_num_parts;
+  const bool final = parts == 1;
+  const bool prediction = a.kind == OutputKind::kPrediction;
+  float* s_rows = reinterpret_cast<float*>(smem);
+  const int64_t rows_bytes = (static_cast<int64_t>(T) * S * 4 + 15) & ~int64_t{15};
+  TahoeLaneBundle* s_bundles = reinterpret_cast<TahoeLaneBundle*>(smem + rows_bytes);
+  const int64_t bundle_bytes = (static_cast<int64_t>(f.lane_max_bundles) * 8 + 15) & ~int64_t{15};
+  TahoeLaneNode* s_slots = reinterpret_cast<TahoeLaneNode*>(smem + rows_bytes + bundle_bytes);
+  for (int r = threadIdx.x; r < T; r += blockDim.x) s_rows[r * S + 2 * nf] = __uint_as_float(0x7fc00000u);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int per_part = a.items_per_part;
+  const int64_t tiles = (a.rows + T - 1) / T;
+  const int64_t item_rows = ((tiles + per_part - 1) / per_part) * T;
+  int loaded = -1;
+  TahoeLanePart part{};
+  uint32_t num_bundles = 0;
+  for (int item = blockIdx.x; item < parts * per_part; item += gridDim.x) {
+    const int p = item / per_part;
+    const int64_t r_begin = static_cast<int64_t>(item % per_part) * item_rows;
+    const int64_t r_end = r_begin + item_rows < a.rows ? r_begin + item_rows : a.rows;
+    if (r_begin >= r_end) continue;  // uniform over the block
+    if (p != loaded) {
+      __syncthreads();  // every warp is done with the previous part
+      part = f.d_lane_parts[p];
+      num_bundles = part.bundle_end - part.bundle_begin;
+      for (uint32_t i = threadIdx.x; i < num_bundles; i += blockDim.x) {
+        TahoeLaneBundle b = f.d_lane_bundles[part.bundle_begin + i];
+        b.slot_begin -= part.slot_begin;
+        s_bundles[i] = b;
+      }
+      const uint2* g = reinterpret_cast<const uint2*>(f.d_lane_slots + part.slot_begin);
+      uint2* d = reinterpret_cast<uint2*>(s_slots);
+      for (uint32_t i = threadIdx.x; i < part.slot_end - part.slot_begin; i += blockDim.x) d[i] = g[i];
+      loaded = p;
+    }
+    for (int64_t base = r_begin; base < r_end; base += T) {
+      const int nr = static_cast<int>(r_end - base < T ? r_end - base : T);
+      __syncthreads();  // the previous tile is no longer read
+      for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
+        const int rr = i / nf, c = i - rr * nf;
+        TahoeLaneStage(a.d_rows[(base + rr) * a.row_stride + c], s_rows + rr * S + 2 * c);
+      }
+      __syncthreads();  // part and rows visible
+      // Two rows per warp, one per half; every lane runs the loop (the shuffles need all 32).
+      for (int pr = warp; 2 * pr < nr; pr += warps) {
+        const int rr = 2 * pr + (lane >> 4);
+        const bool valid = rr < nr;
+        const float* row = s_rows + (valid ? rr : 2 * pr) * S;
+        double sum = 0;
+        for (uint32_t b = 0; b < num_bundles; ++b) {
+          const TahoeLaneBundle bundle = s_bundles[b];
+          sum += static_cast<double>(TahoeLaneWalk(s_slots + bundle.slot_begin + (lane & 15),
+                                                   bundle.steps, row, f.lane_column_bits));
+        }
+#pragma unroll
+        for (int o = kTahoeLaneTrees / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (valid && (lane & 15) == 0) {
+          const int64_t r = base + rr;
+          if (final) {
+            TahoeFinalizeScalar(f.view, a.transform, prediction, sum, a.d_out + r * a.out_stride);
+          } else {
+            d_ws[static_cast<int64_t>(p) * a.rows + r] = sum;
+          }
+        }
       }
     }
   }

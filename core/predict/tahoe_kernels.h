@@ -54,6 +54,7 @@ struct TahoeDeviceForest {
   TahoeForestView view;  // device pointers
   bool wide = false;     // TahoeNode16 nodes
   bool simple = false;   // TahoeForest::simple(): the kernels use TahoeTraverseSimple
+  bool fixed = false;    // TahoeForest::fixed_walk(): kernels with staged rows use TahoeWalkFixed
   // Every TahoeForest::Assignment, concatenated: assignment i (groups = 1 << i) runs
   // d_assign_order[order_begin[i] + ...] with offsets d_assign_offsets[offsets_begin[i] + g].
   const uint32_t* d_assign_order = nullptr;
@@ -67,16 +68,38 @@ struct TahoeDeviceForest {
   int64_t part_smem_bytes = 0;    // shared memory the largest part needs
   int64_t forest_smem_bytes = 0;  // shared memory the whole forest needs
   // Shared forest / splitting: rows of few features are staged in shared memory after the forest
-  // part (feature-major, kForestSmemThreads + 1 stride): the forest fills shared memory, leaving L1
-  // too small to keep the block's rows. 0: rows read from global memory.
+  // part (the forest fills shared memory, leaving L1 too small to keep the block's rows). 0: rows
+  // read from global memory.
   int64_t staged_row_bytes = 0;
+  // Lane layout (TahoeLaneLayout) for splitting shared forest when TahoeLaneEligible and the rows
+  // are staged: lane_num_parts > 0. Used for margins and predictions over every round; leaf output
+  // and round ranges take the row-per-thread kernel over d_parts.
+  const TahoeLaneNode* d_lane_slots = nullptr;
+  const TahoeLaneBundle* d_lane_bundles = nullptr;
+  const TahoeLanePart* d_lane_parts = nullptr;
+  int lane_num_parts = 0;
+  int lane_max_bundles = 0;        // bundle records of the largest part
+  int64_t lane_part_smem_bytes = 0;
+  int lane_columns = 0;
+  uint32_t lane_column_bits = 0;
+  int32_t num_iterations = 0;      // the model's rounds (a launch over all of them may use lanes)
 };
 
-// Features up to which shared forest / splitting stage the rows (TahoeStagedRowBytes).
+// Rows per tile of the lane kernel (row-major, TahoeLaneLayout::columns floats each).
+inline constexpr int kLaneTileRows = 256;
+inline int64_t TahoeLaneSharedBytes(const TahoeDeviceForest& f) {
+  return ((int64_t{kLaneTileRows} * f.lane_columns * 4 + 15) & ~int64_t{15}) +
+         ((int64_t{f.lane_max_bundles} * 8 + 15) & ~int64_t{15}) + f.lane_part_smem_bytes + 16;
+}
+
+// Staged rows (shared data and, up to kMaxStagedFeatures, shared forest / splitting) are
+// feature-major with one column per thread of the block (stride = rows of the tile, a multiple of
+// 32): a lane reads its own bank whatever feature it asks for, so the per-node reads are free of
+// bank conflicts. After the features comes one column of NaN, the padding feature of TahoeWalkFixed.
 inline constexpr int kMaxStagedFeatures = 16;
 inline int64_t TahoeStagedRowBytes(int num_features) {
   return num_features <= kMaxStagedFeatures
-             ? int64_t{num_features} * (kForestSmemThreads + 1) * 4
+             ? (int64_t{num_features} + 1) * kForestSmemThreads * 4
              : 0;
 }
 
@@ -97,6 +120,9 @@ struct TahoeLaunchArgs {
   int blocks_per_sm = 1;
   int items_per_part = 1;  // set by TahoeLaunch: row ranges per part (work items)
 };
+
+// Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).
+bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
 // Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for
 // splitting shared forest; 0 for scalar rows on the other strategies).

@@ -168,11 +168,71 @@ TEST(TahoeForestTest, FeatureIndexUsesTheFewestBits) {
     ForestPtr f = MakeRandomForest(o);
     absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
     ASSERT_TRUE(tf.ok());
-    int bits = 1;
-    while ((1 << bits) < features) ++bits;
+    int bits = 1;  // features 0..num_features: the last is the leaves' padding feature
+    while ((1 << bits) < features + 1) ++bits;
     EXPECT_EQ((*tf)->stats().feature_bits, bits) << features;
     EXPECT_EQ((*tf)->node_bytes(), 8);
   }
+}
+
+TEST(TahoeForestTest, FixedWalkOnlyWhereLeavesCanLoopToThemselves) {
+  RandomForestOptions o;
+  o.num_trees = 20;
+  EXPECT_TRUE((*TahoeForest::Build(MakeRandomForest(o)))->fixed_walk());
+  o.vector_leaves = true;  // table leaves: their flags are not routing bits
+  o.num_outputs = 3;
+  EXPECT_TRUE((*TahoeForest::Build(MakeRandomForest(o)))->fixed_walk());
+  o.vector_leaves = false;
+  o.num_outputs = 1;
+  o.categorical_fraction = 0.5;
+  EXPECT_FALSE((*TahoeForest::Build(MakeRandomForest(o)))->fixed_walk());
+  o.categorical_fraction = 0;
+  TahoeFormatOptions wide;
+  wide.force_wide_nodes = true;
+  EXPECT_FALSE((*TahoeForest::Build(MakeRandomForest(o), wide))->fixed_walk());
+}
+
+// The branch-free walk ends on the leaf the general walk reaches, from every root, for rows with
+// NaNs, on unbalanced trees (early leaves loop to themselves), with and without node rearrangement.
+TEST(TahoeForestTest, FixedWalkReachesTheSameLeafAsTheGeneralWalk) {
+  int walks = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 25;
+    o.max_depth = 2 + static_cast<int>(seed * 3 % 13);
+    o.num_features = 1 + static_cast<int>(seed * 7 % 30);
+    o.leaf_probability = 0.3;
+    ForestPtr f = MakeRandomForest(o);
+    const std::vector<float> rows = MakeRandomRows(*f, 64, seed + 77, 0.2);
+    for (bool rearrange : {true, false}) {
+      TahoeFormatOptions fo;
+      fo.node_rearrangement = rearrange;
+      absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f, fo);
+      ASSERT_TRUE(tf.ok()) << tf.status();
+      ASSERT_TRUE((*tf)->fixed_walk());
+      const TahoeForestView v = (*tf)->HostView();
+      const TahoeNode8* nodes = (*tf)->nodes8().data();
+      for (int64_t r = 0; r < 64; ++r) {
+        const TahoePlainRow row{rows.data() + r * f->num_features};
+        const TahoeNanPaddedRow<TahoePlainRow> padded{row, static_cast<uint32_t>(f->num_features)};
+        for (const TahoeTree& t : (*tf)->trees()) {
+          TahoeDecoded want, got;
+          const uint32_t a = TahoeTraverse(nodes, t.root, row, v, want);
+          TahoeNode8 n;
+          const uint32_t b = TahoeWalkFixed(nodes, t.root, padded, v.feature_bits, n);
+          got = TahoeDecode(n, v.feature_bits);
+          ASSERT_EQ(a, b) << "seed " << seed << " row " << r << " tree " << t.orig;
+          EXPECT_EQ(got.value, want.value);
+          EXPECT_EQ(got.feature, static_cast<uint32_t>(f->num_features));  // padding feature
+          EXPECT_EQ(got.distant, 0u);
+          EXPECT_EQ(got.flags & (tahoe_bits::kDefaultLeft | tahoe_bits::kHotRight), 0u);
+          ++walks;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(walks, 8 * 2 * 64 * 25);
 }
 
 TEST(TahoeForestTest, TreesAreGroupedByOutputAndAssignmentsArePermutations) {
@@ -234,6 +294,75 @@ TEST(TahoeForestTest, SplitIntoPartsCoversEveryTreeWithinTheBudget) {
   }
   EXPECT_EQ(next, 60u);
   EXPECT_FALSE((*tf)->SplitIntoParts(64).ok());
+}
+
+}  // namespace
+}  // namespace grove
+
+namespace grove {
+namespace {
+
+// XGBoost gbtree-like: unit tree weights and float leaf values, so the format inlines the leaves.
+ForestPtr WithFloatLeaves(const ForestPtr& f) {
+  Forest c = *f;
+  for (Tree& t : c.trees) t.weight = 1.0;
+  for (double& v : c.leaf_values) v = static_cast<float>(v);
+  absl::StatusOr<ForestPtr> b = BuildForest(std::move(c));
+  EXPECT_TRUE(b.ok()) << b.status();
+  return *b;
+}
+
+// The lane layout (tree per lane) gives PredictCpu's margins on seeded random forests with NaNs,
+// whatever the part budget; ineligible forests are refused.
+TEST(TahoeLaneLayoutTest, MarginsMatchTheCpuReferenceForEveryPartBudget) {
+  int checked = 0, multi_part = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 5 + static_cast<int>(seed * 29 % 90);  // odd and even bundle counts
+    o.max_depth = 1 + static_cast<int>(seed * 5 % 11);
+    o.num_features = 1 + static_cast<int>(seed * 3 % 16);
+    o.leaf_probability = 0.25;
+    ForestPtr f = WithFloatLeaves(MakeRandomForest(o));
+    const std::vector<float> rows = MakeRandomRows(*f, 50, seed + 5, 0.2);
+    const std::vector<float> want = ReferencePrediction(*f, rows, Kind(OutputKind::kMargin));
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    ASSERT_TRUE(TahoeLaneEligible(**tf));
+    // Budgets: everything, and one or two of the largest bundles (8 bytes of record each).
+    const TahoeLaneLayout whole = *BuildTahoeLaneLayout(**tf, int64_t{1} << 30);
+    int64_t pair = 0;  // the largest bundle
+    for (size_t b = 0; b < whole.bundles.size(); ++b) {
+      const uint32_t end = b + 1 < whole.bundles.size() ? whole.bundles[b + 1].slot_begin
+                                                        : static_cast<uint32_t>(whole.slots.size());
+      pair = std::max<int64_t>(pair, int64_t{end - whole.bundles[b].slot_begin} * 8 + 8);
+    }
+    EXPECT_FALSE(BuildTahoeLaneLayout(**tf, pair - 1).ok());
+    for (int64_t budget : {int64_t{1} << 30, pair, 2 * pair + 16}) {
+      absl::StatusOr<TahoeLaneLayout> lay = BuildTahoeLaneLayout(**tf, budget);
+      ASSERT_TRUE(lay.ok()) << lay.status();
+      EXPECT_LE(lay->part_bytes, budget);
+      std::vector<double> sums;
+      ASSERT_TRUE(TahoeLaneSumsHost(*lay, MakeRowsView(rows.data(), 50, f->num_features), &sums).ok());
+      std::vector<float> got(50);
+      for (int r = 0; r < 50; ++r) got[r] = static_cast<float>(f->base_margin[0] + sums[r]);
+      EXPECT_LE(MaxRelativeError(got, want), kTolerance) << "seed " << seed << " budget " << budget;
+      if (lay->parts.size() > 1) ++multi_part;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 18);
+  EXPECT_GE(multi_part, 6);
+  RandomForestOptions o;
+  o.num_outputs = 3;
+  EXPECT_FALSE(TahoeLaneEligible(**TahoeForest::Build(WithFloatLeaves(MakeRandomForest(o)))));
+  o.num_outputs = 1;
+  o.categorical_fraction = 0.5;
+  EXPECT_FALSE(TahoeLaneEligible(**TahoeForest::Build(WithFloatLeaves(MakeRandomForest(o)))));
+  o.categorical_fraction = 0;
+  Forest weighted = *MakeRandomForest(o);
+  weighted.trees[0].weight = 0.3;  // double leaves: a table, not inline floats
+  EXPECT_FALSE(TahoeLaneEligible(**TahoeForest::Build(*BuildForest(std::move(weighted)))));
 }
 
 }  // namespace

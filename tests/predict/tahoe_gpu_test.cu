@@ -99,8 +99,8 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-// Default engine, plus one with small splitting parts, few shared-data groups and small chunks
-// (several parts, several chunks, the global reduction exercised).
+// Default engine, plus one with small splitting parts, few shared-data groups, small chunks and the
+// tree-per-lane splitting kernel forced on (several parts, several chunks, the global reduction).
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
   for (int variant = 0; variant < 2; ++variant) {
@@ -110,6 +110,7 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
       o.max_part_bytes = 3000;
       o.shared_data_groups = 4;
       o.max_chunk_rows = 100;
+      o.lanes = TahoeEngineOptions::Lanes::kOn;  // the tree-per-lane kernel wherever it applies
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
     ASSERT_NE(e, nullptr);
