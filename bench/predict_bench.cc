@@ -135,7 +135,28 @@ struct DeviceRows {
     cudaFree(d_rows);
     cudaFree(d_out);
   }
+  // Room for `rows` x `width` outputs and `all` (rows x features) copied in.
+  bool Fill(const std::vector<float>& all, int64_t rows, int64_t width) {
+    return cudaMalloc(reinterpret_cast<void**>(&d_rows), all.size() * 4) == cudaSuccess &&
+           cudaMalloc(reinterpret_cast<void**>(&d_out), rows * width * 4) == cudaSuccess &&
+           cudaMemcpy(d_rows, all.data(), all.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+  }
 };
+
+// The engine a run measures (null after printing why when it cannot be made).
+std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& forest, ThreadPool* pool,
+                                        const TahoeFormatOptions& format = {}) {
+  TahoeEngineOptions eo;
+  eo.engine.calibration_cache_dir = flags.cache;
+  eo.format = format;
+  eo.lanes = flags.lanes;
+  absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(engine);
+}
 
 double PredictedSeconds(const StrategyChoice& c, const std::string& name) {
   for (const StrategyCost& s : c.costs) {
@@ -169,18 +190,11 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
           int64_t base_rows, ThreadPool* pool, const TahoeFormatOptions& format, bool e2e,
           const std::vector<int64_t>& batches, const char* tag) {
   const Forest& f = *forest;
-  TahoeEngineOptions eo;
-  eo.engine.calibration_cache_dir = flags.cache;
-  eo.format = format;
-  eo.lanes = flags.lanes;
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
-    return 1;
-  }
+  std::unique_ptr<TahoeEngine> engine = MakeEngine(flags, forest, pool, format);
+  if (engine == nullptr) return 1;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const TahoeEngine& e = **engine;
+  const TahoeEngine& e = *engine;
   const GpuHardwareParams& hw = e.hardware();
   const TahoeFormatStats& st = e.format().stats();
   std::printf("# %s [%s] %s\n# engine load %.1f ms; device %s; %d GPU(s)\n", flags.name.c_str(), tag,
@@ -188,14 +202,12 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
   PredictOptions o;  // transformed prediction, all rounds
   const int64_t F = f.num_features, W = PredictWidth(f, o);
   const int64_t max_n = *std::max_element(batches.begin(), batches.end());
+  const std::vector<float> all = RepeatRows(base, base_rows, F, max_n);
   DeviceRows dev;
-  if (cudaMalloc(reinterpret_cast<void**>(&dev.d_rows), max_n * F * 4) != cudaSuccess ||
-      cudaMalloc(reinterpret_cast<void**>(&dev.d_out), max_n * W * 4) != cudaSuccess) {
-    std::fprintf(stderr, "cudaMalloc failed\n");
+  if (!dev.Fill(all, max_n, W)) {
+    std::fprintf(stderr, "device buffers: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 1;
   }
-  const std::vector<float> all = RepeatRows(base, base_rows, F, max_n);
-  cudaMemcpy(dev.d_rows, all.data(), max_n * F * 4, cudaMemcpyHostToDevice);
   std::vector<float> out(max_n * W);
   // Floor per row: a row read once and its output written once through device memory; node visits
   // at the calibrated shared-memory read bandwidth.
@@ -293,27 +305,18 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
 int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<float>& base,
                int64_t base_rows, ThreadPool* pool) {
   const Forest& f = *forest;
-  TahoeEngineOptions eo;
-  eo.engine.calibration_cache_dir = flags.cache;
-  eo.lanes = flags.lanes;
-  absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
-    return 1;
-  }
-  const TahoeEngine& e = **engine;
+  std::unique_ptr<TahoeEngine> engine = MakeEngine(flags, forest, pool);
+  if (engine == nullptr) return 1;
+  const TahoeEngine& e = *engine;
   std::printf("# %s %s\n", flags.name.c_str(), e.Describe().c_str());
   PredictOptions o;
   const int64_t F = f.num_features, W = PredictWidth(f, o);
   const int64_t max_n = *std::max_element(flags.batches.begin(), flags.batches.end());
   DeviceRows dev;
-  if (cudaMalloc(reinterpret_cast<void**>(&dev.d_rows), max_n * F * 4) != cudaSuccess ||
-      cudaMalloc(reinterpret_cast<void**>(&dev.d_out), max_n * W * 4) != cudaSuccess) {
-    std::fprintf(stderr, "cudaMalloc failed\n");
+  if (!dev.Fill(RepeatRows(base, base_rows, F, max_n), max_n, W)) {
+    std::fprintf(stderr, "device buffers: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 1;
   }
-  const std::vector<float> all = RepeatRows(base, base_rows, F, max_n);
-  cudaMemcpy(dev.d_rows, all.data(), max_n * F * 4, cudaMemcpyHostToDevice);
   std::printf("model | batch | strategy | engine_ms | engine_Mrows_s\n");
   for (int64_t n : flags.batches) {
     RunInfo info;

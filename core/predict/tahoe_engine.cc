@@ -169,6 +169,24 @@ class TahoeEngineImpl final : public TahoeEngine {
 
  private:
   absl::Status InitGpu(int device, Gpu& g);
+  void BuildLanes();  // lanes_ (once, before InitGpu), when the options and the forest allow it
+  // `build(budget)` with the largest budget (or options_.max_part_bytes, a test knob, doubled
+  // until every piece fits).
+  template <typename Build>
+  auto WithGrowingBudget(int64_t max_budget, Build build) const {
+    int64_t b = options_.max_part_bytes > 0 ? std::min(max_budget, options_.max_part_bytes)
+                                            : max_budget;
+    auto r = build(b);
+    while (!r.ok() && b < max_budget) {
+      b = std::min(2 * b, max_budget);
+      r = build(b);
+    }
+    return r;
+  }
+  // Margins over every round: what the load-time probes run.
+  TahoeCall ProbeCall() const;
+  // Best of three timed runs (after a warm-up) of `s` over the first `rows` probe rows of slot 1.
+  absl::StatusOr<double> TimeProbe(Gpu& g, TahoeStrategy s, int groups, int64_t rows) const;
   void CalibrateCpu();
   absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
   TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
@@ -191,11 +209,57 @@ class TahoeEngineImpl final : public TahoeEngine {
   double cpu_seconds_per_visit_ = 0;
   double cpu_fixed_seconds_ = 1e-6;
   std::string probe_report_;
+  std::unique_ptr<TahoeLaneLayout> lanes_;  // host copy, uploaded to every GPU; null: none
   std::string lane_report_;
   double throughput_scale_[5] = {1, 1, 1, 1, 1};
   double latency_scale_[5] = {1, 1, 1, 1, 1};
   mutable std::atomic<int> last_choice_{-1};
 };
+
+void TahoeEngineImpl::BuildLanes() {
+  const TahoeForest& tf = *format_;
+  const int F = forest_->num_features;
+  if (options_.lanes == TahoeEngineOptions::Lanes::kOff || TahoeStagedRowBytes(F) == 0 ||
+      !TahoeLaneEligible(tf)) {
+    return;
+  }
+  absl::StatusOr<TahoeLaneLayout> lane = WithGrowingBudget(
+      hw_.smem_per_block - 64 - TahoeLaneTileBytes(2 * F + 1),
+      [&](int64_t b) { return BuildTahoeLaneLayout(tf, b); });
+  if (!lane.ok()) {
+    GROVE_LOG(WARNING) << "tahoe: no lane layout" << KV("why", lane.status().message());
+    lane_report_ = absl::StrCat("; no tree-per-lane walk (", lane.status().message(), ")");
+    return;
+  }
+  lane_report_ = absl::StrFormat("; splitting walks a tree per lane: %d parts, %.1f%% padding slots",
+                                 static_cast<int>(lane->parts.size()), 100 * lane->padding);
+  lanes_ = std::make_unique<TahoeLaneLayout>(*std::move(lane));
+}
+
+TahoeCall TahoeEngineImpl::ProbeCall() const {
+  TahoeCall call;
+  call.kind = OutputKind::kMargin;
+  call.width = forest_->num_outputs;
+  call.row_params.it_begin = 0;
+  call.row_params.it_end = forest_->num_iterations;
+  call.transform = MakeTransformParams(*forest_, forest_->num_iterations);
+  return call;
+}
+
+absl::StatusOr<double> TahoeEngineImpl::TimeProbe(Gpu& g, TahoeStrategy s, int groups,
+                                                  int64_t rows) const {
+  const TahoeCall call = ProbeCall();
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status st = RunDevice(g, s, groups, call, g.slots[1].d_in, rows,
+                                forest_->num_features, g.slots[1].d_out, forest_->num_outputs);
+    if (!st.ok()) return st;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rep > 0) best = std::min(best, t);
+  }
+  return best;
+}
 
 absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   g.device = device;
@@ -236,15 +300,9 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   df.forest_smem_bytes = ((v.num_nodes * nb + 15) & ~int64_t{15}) + int64_t{v.num_trees} * 16;
   df.staged_row_bytes = TahoeStagedRowBytes(v.num_features);
   // Parts: the budget leaves room for the staged rows and the 16-byte alignments.
-  const int64_t smem_budget = hw_.smem_per_block - 64 - df.staged_row_bytes;
-  int64_t part_budget = smem_budget;
-  if (options_.max_part_bytes > 0) part_budget = std::min(part_budget, options_.max_part_bytes);
-  absl::StatusOr<std::vector<TahoePart>> parts = tf.SplitIntoParts(part_budget);
-  // A forced small budget grows until every tree fits (tests: many parts even for big trees).
-  for (int64_t b = part_budget; !parts.ok() && b < smem_budget;) {
-    b = std::min(2 * b, smem_budget);
-    parts = tf.SplitIntoParts(b);
-  }
+  absl::StatusOr<std::vector<TahoePart>> parts = WithGrowingBudget(
+      hw_.smem_per_block - 64 - df.staged_row_bytes,
+      [&](int64_t b) { return tf.SplitIntoParts(b); });
   if (parts.ok()) {
     TAHOE_ASSIGN(df.d_parts, g.Upload(*parts));
     df.num_parts = static_cast<int>(parts->size());
@@ -258,34 +316,15 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   }
   parts_ = df.num_parts;
   df.num_iterations = forest_->num_iterations;
-  if (options_.lanes != TahoeEngineOptions::Lanes::kOff && df.staged_row_bytes > 0 &&
-      TahoeLaneEligible(tf)) {
-    const int64_t tile = (int64_t{kLaneTileRows} * (2 * v.num_features + 1) * 4 + 15) & ~int64_t{15};
-    int64_t lane_budget = hw_.smem_per_block - 64 - tile;
-    if (options_.max_part_bytes > 0) lane_budget = std::min(lane_budget, options_.max_part_bytes);
-    absl::StatusOr<TahoeLaneLayout> lane = BuildTahoeLaneLayout(tf, lane_budget);
-    for (int64_t b = lane_budget; !lane.ok() && b < hw_.smem_per_block - 64 - tile;) {
-      b = std::min(2 * b, hw_.smem_per_block - 64 - tile);
-      lane = BuildTahoeLaneLayout(tf, b);
-    }
-    if (lane.ok()) {
-      TAHOE_ASSIGN(df.d_lane_slots, g.Upload(lane->slots));
-      TAHOE_ASSIGN(df.d_lane_bundles, g.Upload(lane->bundles));
-      TAHOE_ASSIGN(df.d_lane_parts, g.Upload(lane->parts));
-      df.lane_num_parts = static_cast<int>(lane->parts.size());
-      for (const TahoeLanePart& p : lane->parts) {
-        df.lane_max_bundles = std::max<int>(df.lane_max_bundles, p.bundle_end - p.bundle_begin);
-        df.lane_part_smem_bytes =
-            std::max<int64_t>(df.lane_part_smem_bytes, int64_t{p.slot_end - p.slot_begin} * 8);
-      }
-      df.lane_columns = lane->columns;
-      df.lane_column_bits = lane->column_bits;
-      lane_report_ = absl::StrFormat(
-          "; splitting walks a tree per lane: %d parts, %.1f%% padding slots", df.lane_num_parts,
-          100 * lane->padding);
-    } else {
-      GROVE_LOG(WARNING) << "tahoe: no lane layout" << KV("why", lane.status().message());
-    }
+  if (lanes_ != nullptr && df.staged_row_bytes > 0) {
+    TAHOE_ASSIGN(df.d_lane_slots, g.Upload(lanes_->slots));
+    TAHOE_ASSIGN(df.d_lane_bundles, g.Upload(lanes_->bundles));
+    TAHOE_ASSIGN(df.d_lane_parts, g.Upload(lanes_->parts));
+    df.lane_num_parts = static_cast<int>(lanes_->parts.size());
+    df.lane_max_bundles = lanes_->max_part_bundles;
+    df.lane_part_smem_bytes = lanes_->max_part_slots * int64_t{sizeof(TahoeLaneNode)};
+    df.lane_columns = lanes_->columns;
+    df.lane_column_bits = lanes_->column_bits;
   }
   TAHOE_CUDA(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
   const bool multi = v.num_outputs > 1;
@@ -377,31 +416,13 @@ absl::Status TahoeEngineImpl::Probe() {
   std::string report;
   if (g.df.lane_num_parts > 0 && options_.lanes == TahoeEngineOptions::Lanes::kAuto) {
     // Tree per lane or row per thread for splitting: the faster at the large probe batch stays
-    // (lanes win on deep forests, whose row walks conflict in shared memory; rows win where a part
-    // holds few steps per row, since each row then pays the lanes' reduction).
-    TahoeCall call;
-    call.kind = o.kind;
-    call.width = K;
-    call.row_params.it_begin = 0;
-    call.row_params.it_end = forest_->num_iterations;
-    call.transform = MakeTransformParams(*forest_, forest_->num_iterations);
-    auto time_split = [&]() -> absl::StatusOr<double> {
-      double best = 1e30;
-      for (int rep = 0; rep < 4; ++rep) {
-        const auto start = std::chrono::steady_clock::now();
-        absl::Status st = RunDevice(g, TahoeStrategy::kSplittingSharedForest, 1, call,
-                                    g.slots[1].d_in, large, F, g.slots[1].d_out, K);
-        if (!st.ok()) return st;
-        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (rep > 0) best = std::min(best, t);
-      }
-      return best;
-    };
-    absl::StatusOr<double> lanes = time_split();
-    if (!lanes.ok()) return lanes.status();
+    // (lanes win where the row walks conflict in shared memory; rows win where a part holds few
+    // steps per row, since each row then pays the lanes' reduction).
     const int lane_parts = g.df.lane_num_parts;
+    absl::StatusOr<double> lanes = TimeProbe(g, TahoeStrategy::kSplittingSharedForest, 1, large);
+    if (!lanes.ok()) return lanes.status();
     g.df.lane_num_parts = 0;
-    absl::StatusOr<double> rows = time_split();
+    absl::StatusOr<double> rows = TimeProbe(g, TahoeStrategy::kSplittingSharedForest, 1, large);
     if (!rows.ok()) return rows.status();
     const bool keep = *lanes < *rows;
     for (auto& gpu : gpus_) gpu->df.lane_num_parts = keep ? lane_parts : 0;
@@ -426,22 +447,9 @@ absl::Status TahoeEngineImpl::Probe() {
         break;
       }
       predicted[k] = c->costs[i];
-      TahoeCall call;
-      call.kind = o.kind;
-      call.width = K;
-      call.row_params.it_begin = 0;
-      call.row_params.it_end = forest_->num_iterations;
-      call.transform = MakeTransformParams(*forest_, forest_->num_iterations);
-      const TahoeStrategy s = StrategyFromName(kNames[i]);
-      double best = 1e30;
-      for (int rep = 0; rep < 4; ++rep) {
-        const auto start = std::chrono::steady_clock::now();
-        absl::Status st = RunDevice(g, s, c->groups, call, g.slots[1].d_in, n, F, g.slots[1].d_out, K);
-        if (!st.ok()) return st;
-        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (rep > 0) best = std::min(best, t);
-      }
-      measured[k] = best;
+      absl::StatusOr<double> best = TimeProbe(g, StrategyFromName(kNames[i]), c->groups, n);
+      if (!best.ok()) return best.status();
+      measured[k] = *best;
     }
     if (!ok) continue;
     auto ratio = [](double m, double fixed, double term) {
@@ -470,6 +478,7 @@ absl::Status TahoeEngineImpl::Init() {
       LoadOrCalibrateGpu(options_.engine.calibration_cache_dir, 0);
   if (!hw.ok()) return hw.status();
   hw_ = *hw;
+  BuildLanes();
   for (int d = 0; d < count; ++d) {
     auto g = std::make_unique<Gpu>();
     if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;

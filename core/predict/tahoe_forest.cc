@@ -677,17 +677,11 @@ namespace grove {
 bool TahoeLaneEligible(const TahoeForest& tf) {
   const Forest& f = tf.forest();
   if (!tf.fixed_walk() || f.num_outputs != 1 || !tf.stats().inline_leaves) return false;
-  for (const TahoeTree& t : tf.trees()) {
-    if (t.group != 0) return false;  // vector leaves (-1)
-  }
   const uint32_t fb = tf.HostView().feature_bits;
   for (const TahoeNode8& n : tf.nodes8()) {
     const TahoeDecoded d = TahoeDecode(n, fb);
-    if (d.flags & tahoe_bits::kLeaf) {
-      if (d.flags & tahoe_bits::kLeafTable) return false;
-    } else if (!std::isfinite(TahoeBitsToFloat(d.value))) {
-      return false;  // a NaN read as +-inf must fall on its default side of every threshold
-    }
+    // A NaN read as +-inf must fall on its default side of every threshold.
+    if (!(d.flags & tahoe_bits::kLeaf) && !std::isfinite(TahoeBitsToFloat(d.value))) return false;
   }
   return true;
 }
@@ -717,25 +711,46 @@ absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int6
   const int T = kTahoeLaneTrees;
   const uint32_t num_bundles = std::max<uint32_t>(1, (n + T - 1) / T);
   const TahoeLaneNode zero_leaf{0u, nan_column};
+  // Tree j of bundle b is order[b * T + j] (a one-slot zero leaf past the last tree); it goes on
+  // top of column j's stack within the part. A part takes bundles while its tallest column and its
+  // records fit the budget.
+  auto tree_size = [&](uint32_t k) { return k < n ? size(order[k]) : 1u; };
+  out.bundles.resize(static_cast<size_t>(num_bundles) * T);
+  std::vector<uint32_t> height(T);
   int64_t used = 0;
-  for (uint32_t b = 0; b < num_bundles; ++b) {
-    uint32_t rows = 1, deepest = 0;
-    for (uint32_t k = b * T; k < std::min<uint32_t>(n, (b + 1) * T); ++k) {
-      rows = std::max(rows, size(order[k]));
-      deepest = std::max<uint32_t>(deepest, static_cast<uint32_t>(depth(order[k])));
+  for (uint32_t b = 0; b < num_bundles;) {
+    TahoeLanePart p{b, b, static_cast<uint32_t>(out.slots.size()), 0};
+    std::fill(height.begin(), height.end(), 0u);
+    uint32_t tallest = 0;
+    for (; b < num_bundles; ++b) {
+      uint32_t next = tallest;
+      for (int j = 0; j < T; ++j) next = std::max(next, height[j] + tree_size(b * T + j));
+      const int64_t bytes = int64_t{next} * T * 8 + int64_t{b + 1 - p.bundle_begin} * T * 8;
+      if (bytes > max_part_bytes) break;
+      uint32_t deepest = 0;
+      for (int j = 0; j < T; ++j) {
+        const uint32_t k = b * T + j;
+        out.bundles[k].slot_begin = p.slot_begin + height[j] * T + j;
+        height[j] += tree_size(k);
+        if (k < n) deepest = std::max<uint32_t>(deepest, static_cast<uint32_t>(depth(order[k])));
+      }
+      const uint32_t steps = (deepest + kTahoeLaneUnroll - 1) / kTahoeLaneUnroll * kTahoeLaneUnroll;
+      for (int j = 0; j < T; ++j) out.bundles[b * T + j].steps = steps;
+      tallest = next;
     }
-    const uint32_t steps = (deepest + kTahoeLaneUnroll - 1) / kTahoeLaneUnroll * kTahoeLaneUnroll;
-    const uint32_t begin = static_cast<uint32_t>(out.slots.size());
-    out.bundles.push_back({begin, steps});
-    out.slots.resize(begin + static_cast<size_t>(rows) * T, zero_leaf);
-    for (uint32_t j = 0; j < static_cast<uint32_t>(T); ++j) {
-      const uint32_t k = b * T + j;
-      if (k >= n) continue;
-      const uint32_t t = order[k], root = trees[t].root, sz = size(t);
+    if (b == p.bundle_begin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tahoe: a lane bundle needs more than ", max_part_bytes, " bytes"));
+    }
+    p.bundle_end = b;
+    p.slot_end = p.slot_begin + tallest * T;
+    out.slots.resize(p.slot_end, zero_leaf);
+    for (uint32_t k = p.bundle_begin * T; k < std::min<uint32_t>(n, p.bundle_end * T); ++k) {
+      const uint32_t root = trees[order[k]].root, sz = size(order[k]);
       used += sz;
       for (uint32_t i = 0; i < sz; ++i) {
         const TahoeDecoded d = TahoeDecode(tf.nodes8()[root + i], v.feature_bits);
-        TahoeLaneNode& s = out.slots[begin + static_cast<size_t>(i) * T + j];
+        TahoeLaneNode& s = out.slots[out.bundles[k].slot_begin + static_cast<size_t>(i) * T];
         s.value = d.value;
         if (d.flags & tahoe_bits::kLeaf) {
           s.word = nan_column;
@@ -749,32 +764,13 @@ absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int6
                  (d.distant << dshift);
       }
     }
+    out.part_bytes = std::max<int64_t>(
+        out.part_bytes, int64_t{tallest} * T * 8 + int64_t{p.bundle_end - p.bundle_begin} * T * 8);
+    out.max_part_bundles = std::max<int>(out.max_part_bundles, p.bundle_end - p.bundle_begin);
+    out.max_part_slots = std::max<int64_t>(out.max_part_slots, p.slot_end - p.slot_begin);
+    out.parts.push_back(p);
   }
   out.padding = out.slots.empty() ? 0 : 1.0 - static_cast<double>(used) / out.slots.size();
-  // Parts: whole bundles within the budget.
-  auto slot_end = [&](uint32_t b) {
-    return b + 1 < out.bundles.size() ? out.bundles[b + 1].slot_begin
-                                      : static_cast<uint32_t>(out.slots.size());
-  };
-  for (uint32_t b = 0; b < num_bundles;) {
-    TahoeLanePart p{b, b, out.bundles[b].slot_begin, out.bundles[b].slot_begin};
-    while (p.bundle_end < num_bundles) {
-      const uint32_t end = slot_end(p.bundle_end);
-      const int64_t bytes = int64_t{end - p.slot_begin} * 8 +
-                            int64_t{p.bundle_end + 1 - p.bundle_begin} * 8;
-      if (bytes > max_part_bytes) break;
-      ++p.bundle_end;
-      p.slot_end = end;
-    }
-    if (p.bundle_end == p.bundle_begin) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tahoe: a lane bundle needs more than ", max_part_bytes, " bytes"));
-    }
-    out.part_bytes = std::max<int64_t>(out.part_bytes, int64_t{p.slot_end - p.slot_begin} * 8 +
-                                                           int64_t{p.bundle_end - p.bundle_begin} * 8);
-    out.parts.push_back(p);
-    b = p.bundle_end;
-  }
   return out;
 }
 
@@ -787,13 +783,13 @@ absl::Status TahoeLaneSumsHost(const TahoeLaneLayout& layout, RowsView rows,
   for (int64_t r = 0; r < rows.rows; ++r) {
     const float* x = rows.Row(r);
     for (int64_t c = 0; c < nf; ++c) TahoeLaneStage(x[c], staged.data() + 2 * c);
-    staged[2 * nf] = TahoeBitsToFloat(0x7fc00000u);
+    staged[2 * nf] = TahoeNan();
     for (const TahoeLanePart& p : layout.parts) {
       double lane[kTahoeLaneTrees] = {};
       for (uint32_t b = p.bundle_begin; b < p.bundle_end; ++b) {
-        const TahoeLaneBundle& bundle = layout.bundles[b];
         for (int l = 0; l < kTahoeLaneTrees; ++l) {
-          lane[l] += TahoeLaneWalk(layout.slots.data() + bundle.slot_begin + l, bundle.steps,
+          const TahoeLaneBundle& tree = layout.bundles[b * kTahoeLaneTrees + l];
+          lane[l] += TahoeLaneWalk(layout.slots.data() + tree.slot_begin, tree.steps,
                                    staged.data(), layout.column_bits);
         }
       }

@@ -137,6 +137,9 @@ GROVE_HD float TahoeBitsToFloat(uint32_t bits) {
 #endif
 }
 
+// The value of the padding feature (TahoeWalkFixed, TahoeLaneLayout).
+GROVE_HD float TahoeNan() { return TahoeBitsToFloat(0x7fc00000u); }
+
 // One wide load per node (a plain struct copy may become two 32-bit loads).
 GROVE_HD TahoeNode8 TahoeLoad(const TahoeNode8* p) {
 #if defined(__CUDA_ARCH__)
@@ -292,7 +295,7 @@ struct TahoeNanPaddedRow {
   Row row;
   uint32_t num_features;
   GROVE_HD float operator[](uint32_t feature) const {
-    return feature < num_features ? row[feature] : TahoeBitsToFloat(0x7fc00000u);
+    return feature < num_features ? row[feature] : TahoeNan();
   }
 };
 
@@ -553,14 +556,14 @@ using TahoeForestPtr = std::shared_ptr<const TahoeForest>;
 
 // Lane layout: the format rearranged for a tree-per-lane walk (splitting shared forest on scalar
 // forests). With one row per half-warp and one tree per lane, the lanes read different trees, so
-// where those trees sit decides the bank conflicts: trees go in bundles of kTahoeLaneTrees, and node i
-// of a bundle's tree j is slot i * kTahoeLaneTrees + j. With 8-byte slots, tree j then lives in bank
-// pair j of shared memory; both half-warps walk the same bundle (for two rows), and every node load
-// of the warp takes the two wavefronts of a 64-bit access whatever paths the trees take (the
-// row-per-thread walk measured 3.8 on adult-large).
-// Routing needs no NaN test: a staged row holds each feature twice, NaN read as -inf (column 2f) and
-// as +inf (column 2f + 1), and a split reads the copy that sends NaN its default way (thresholds are
-// finite); column 2F is NaN, the leaves' column, so leaves loop to themselves as in TahoeWalkFixed.
+// where those trees sit decides the bank conflicts. Shared memory is seen as kTahoeLaneTrees columns
+// of 8-byte slots (slot s is in column s % 16, and with 8-byte slots column j is bank pair j); each
+// tree lives in one column, node i at its first slot + 16 i, and the trees of a column are stacked.
+// Trees go in bundles of 16, tree j of each bundle in column j, so the lanes of a half-warp, walking
+// the 16 trees of a bundle, read 16 different bank pairs: every node load of the warp (both halves
+// walk the same bundle for two rows) takes the two wavefronts of a 64-bit access whatever paths the
+// trees take (the row-per-thread walk measured 3.8 on adult-large). Stacking, not padding every
+// tree to the bundle's largest, keeps the slots few whatever the spread of tree sizes.
 inline constexpr int kTahoeLaneTrees = 16;
 inline constexpr int kTahoeLaneUnroll = 4;  // steps per bundle are a multiple of this
 
@@ -571,12 +574,13 @@ struct alignas(8) TahoeLaneNode {
 };
 static_assert(sizeof(TahoeLaneNode) == 8, "TahoeLaneNode must stay 8 bytes");
 
+// One tree of a bundle: record b * kTahoeLaneTrees + j of TahoeLaneLayout::bundles.
 struct TahoeLaneBundle {
-  uint32_t slot_begin;  // first slot (absolute); the bundle spans rows x kTahoeLaneTrees slots
-  uint32_t steps;       // deepest tree of the bundle, rounded up to kTahoeLaneUnroll
+  uint32_t slot_begin;  // the tree's root slot (absolute), in column j
+  uint32_t steps;       // deepest tree of the bundle, rounded up to kTahoeLaneUnroll (same for all j)
 };
 
-// Bundles [bundle_begin, bundle_end) and their slots.
+// Bundles [bundle_begin, bundle_end) (records [bundle_begin * 16, bundle_end * 16)) and their slots.
 struct TahoeLanePart {
   uint32_t bundle_begin, bundle_end;
   uint32_t slot_begin, slot_end;
@@ -584,21 +588,23 @@ struct TahoeLanePart {
 
 struct TahoeLaneLayout {
   std::vector<TahoeLaneNode> slots;
-  std::vector<TahoeLaneBundle> bundles;
+  std::vector<TahoeLaneBundle> bundles;  // kTahoeLaneTrees records per bundle
   std::vector<TahoeLanePart> parts;
   uint32_t column_bits = 1;
   int columns = 1;            // 2 * num_features + 1
-  int64_t part_bytes = 0;     // shared memory of the largest part (slots and bundle records)
-  double padding = 0;         // fraction of slots that hold no node (bundles padded to their largest tree)
+  int64_t part_bytes = 0;     // shared memory of the largest part (slots and tree records)
+  int max_part_bundles = 0;   // bundles of the part that has most
+  int64_t max_part_slots = 0; // slots of the part that has most
+  double padding = 0;         // fraction of slots that hold no node (columns shorter than the tallest)
 };
 
-// Whether BuildTahoeLaneLayout applies: fixed_walk(), one output, inline float leaves, finite
-// thresholds.
+// Whether BuildTahoeLaneLayout applies: fixed_walk(), one output, inline float leaves (so no leaf
+// needs the table), finite thresholds.
 bool TahoeLaneEligible(const TahoeForest& tf);
 
 // Builds the lane layout with parts of at most `max_part_bytes` (INVALID_ARGUMENT when the forest is
-// not eligible or one bundle does not fit). Trees are bundled deepest first, so that bundles
-// hold trees of like depth and size.
+// not eligible or one bundle does not fit). Trees are bundled deepest first, so that a bundle's
+// trees take like numbers of steps and the columns grow evenly.
 absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes);
 
 // Stages feature value x into its two lane-layout columns.

@@ -32,6 +32,12 @@ namespace {
 
 bool Multi(const TahoeDeviceForest& f) { return f.view.num_outputs > 1; }
 
+// Row ranges per part for the persistent shared-forest kernels: about 32 work items per resident
+// block, so that the last wave is a small fraction of the launch.
+int ItemsPerPart(int parts, int64_t resident, int64_t tiles) {
+  return static_cast<int>(std::clamp<int64_t>((32 * resident + parts - 1) / parts, 1, tiles));
+}
+
 int Log2(int groups) {
   int i = 0;
   while ((1 << i) < groups) ++i;
@@ -68,12 +74,12 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
         const int parts = f.lane_num_parts;
         const int64_t tiles = (a.rows + kLaneTileRows - 1) / kLaneTileRows;
         const int64_t resident = static_cast<int64_t>(std::max(1, a.sm_count));
-        const int64_t per_part = std::clamp<int64_t>((32 * resident + parts - 1) / parts, 1, tiles);
         TahoeLaunchArgs b = a;
-        b.items_per_part = static_cast<int>(per_part);
-        const unsigned grid = static_cast<unsigned>(std::min<int64_t>(resident, per_part * parts));
+        b.items_per_part = ItemsPerPart(parts, resident, tiles);
+        const unsigned grid =
+            static_cast<unsigned>(std::min<int64_t>(resident, int64_t{b.items_per_part} * parts));
         const size_t smem = static_cast<size_t>(TahoeLaneSharedBytes(f));
-        LaneForestKernel<0><<<grid, kForestSmemThreads, smem, stream>>>(f, b, d_ws);
+        LaneForestKernel<<<grid, kForestSmemThreads, smem, stream>>>(f, b, d_ws);
         if (parts > 1) {
           if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
           const unsigned rgrid = static_cast<unsigned>((a.rows + 255) / 256);
@@ -86,12 +92,10 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
       const int64_t row_blocks = (a.rows + kForestSmemThreads - 1) / kForestSmemThreads;
       const int64_t resident = static_cast<int64_t>(std::max(1, a.sm_count)) *
                                std::max(1, a.blocks_per_sm);
-      // About 32 work items per resident block (the last wave is then a small fraction).
-      const int64_t per_part =
-          std::clamp<int64_t>((32 * resident + parts - 1) / parts, 1, row_blocks);
       TahoeLaunchArgs b = a;
-      b.items_per_part = static_cast<int>(per_part);
-      const unsigned grid = static_cast<unsigned>(std::min<int64_t>(resident, per_part * parts));
+      b.items_per_part = ItemsPerPart(parts, resident, row_blocks);
+      const unsigned grid =
+          static_cast<unsigned>(std::min<int64_t>(resident, int64_t{b.items_per_part} * parts));
       if (f.staged_row_bytes > 0) {
         ForestSmemKernel<Node, kMulti, kWalk><<<grid, kForestSmemThreads, smem, stream>>>(f, b, d_ws);
       } else {
@@ -202,7 +206,7 @@ int TahoeMaxSharedDataGroups(const TahoeDeviceForest& f, int64_t max_smem) {
 
 cudaError_t TahoeConfigureKernels(int64_t max_smem) {
   const int m = static_cast<int>(max_smem);
-  cudaError_t e = cudaFuncSetAttribute(LaneForestKernel<0>,
+  cudaError_t e = cudaFuncSetAttribute(LaneForestKernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, m);
   if (e == cudaSuccess) e = ConfigureTyped<TahoeNode8, false>(m);
   if (e == cudaSuccess) e = ConfigureTyped<TahoeNode8, true>(m);

@@ -23,6 +23,27 @@ struct LdgRow {
   }
 };
 
+// Work items of the persistent shared-forest kernels: (part, row range) pairs, part-major, the
+// ranges whole tiles of `tile` rows, strided over the grid so that a block reloads its part only when
+// its next item's part differs.
+struct WorkItems {
+  int parts, per_part;
+  int64_t rows, item_rows;
+  __device__ WorkItems(int num_parts, int items_per_part, int64_t num_rows, int tile)
+      : parts(num_parts), per_part(items_per_part), rows(num_rows) {
+    const int64_t tiles = (num_rows + tile - 1) / tile;
+    item_rows = ((tiles + per_part - 1) / per_part) * tile;
+  }
+  __device__ int count() const { return parts * per_part; }
+  // False when the item has no rows (uniform over the block).
+  __device__ bool Get(int item, int* part, int64_t* begin, int64_t* end) const {
+    *part = item / per_part;
+    *begin = static_cast<int64_t>(item % per_part) * item_rows;
+    *end = *begin + item_rows < rows ? *begin + item_rows : rows;
+    return *begin < *end;
+  }
+};
+
 // Walks trees [begin, end) (through `order` when not null) for one row and writes its output:
 // leaf ids straight to `out`; margins either finalized into `out` (final) or left as partial sums
 // (scalar: returned; multi-output: in m[0..K)). `m` is K doubles owned by this thread.
@@ -92,7 +113,7 @@ __global__ void __launch_bounds__(1024)
     const int c = i / R, r = i - c * R;
     s_rows[c * kStride + r] = r < nr ? a.d_rows[(row0 + r) * a.row_stride + c] : 0.0f;
   }
-  if (threadIdx.x < R) s_rows[nf * kStride + threadIdx.x] = __uint_as_float(0x7fc00000u);
+  if (threadIdx.x < R) s_rows[nf * kStride + threadIdx.x] = TahoeNan();
   __syncthreads();
   const int r = threadIdx.x % R, g = threadIdx.x / R;
   const uint32_t* order = f.d_assign_order + f.order_begin[assignment];
@@ -146,21 +167,16 @@ __global__ void __launch_bounds__(kForestSmemThreads)
   const int64_t part_bytes = whole ? f.forest_smem_bytes : f.part_smem_bytes;
   Node* s_nodes = reinterpret_cast<Node*>(smem);
   float* s_rows = reinterpret_cast<float*>(smem + ((part_bytes + 15) & ~int64_t{15}));
-  // Rows of one work item: a multiple of the block size.
-  const int64_t tiles = (a.rows + blockDim.x - 1) / blockDim.x;
-  const int64_t item_rows = ((tiles + per_part - 1) / per_part) * blockDim.x;
-  if (stage) s_rows[nf * kStride + threadIdx.x] = __uint_as_float(0x7fc00000u);  // padding column
+  const WorkItems items(parts, per_part, a.rows, blockDim.x);
+  if (stage) s_rows[nf * kStride + threadIdx.x] = TahoeNan();  // padding column
   int loaded = -1;
   TahoePart part{};
   TahoeTree* s_trees = nullptr;
   uint32_t num_trees = 0;
-  // Work items (part, row range), part-major, strided over the persistent grid: balanced whatever
-  // the number of parts, each block reloading a part only when its item's part changes.
-  for (int item = blockIdx.x; item < parts * per_part; item += gridDim.x) {
-    const int p = item / per_part;
-    const int64_t r_begin = static_cast<int64_t>(item % per_part) * item_rows;
-    const int64_t r_end = r_begin + item_rows < a.rows ? r_begin + item_rows : a.rows;
-    if (r_begin >= r_end) continue;  // uniform over the block
+  for (int item = blockIdx.x; item < items.count(); item += gridDim.x) {
+    int p;
+    int64_t r_begin, r_end;
+    if (!items.Get(item, &p, &r_begin, &r_end)) continue;
     if (p != loaded) {
       __syncthreads();  // every thread is done with the previous part
       part = whole ? TahoePart{0, static_cast<uint32_t>(f.view.num_trees), 0,
@@ -210,10 +226,9 @@ __global__ void __launch_bounds__(kForestSmemThreads)
 // Splitting shared forest on the lane layout (TahoeLaneLayout; scalar forests, every round, margin
 // or prediction): the block copies a part's bundle records and slots to shared memory; rows are
 // staged row-major (kLaneTileRows x columns: each feature twice, then NaN); each half-warp takes one
-// row at a time, lane l walking tree l % 16 of every bundle of the part, and the 16 lane sums are
+// row at a time, lane l walking tree l % 16 (column l % 16) of every bundle of the part, and the 16 lane sums are
 // added by a butterfly of shuffles (a fixed order: deterministic). One part:
 // finalized here; several: partial sums to d_ws[part][row] for ReduceKernel.
-template <int kUnused>
 __global__ void __launch_bounds__(kForestSmemThreads)
     LaneForestKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -223,30 +238,28 @@ __global__ void __launch_bounds__(kForestSmemThreads)
   const int parts = f.lane_num_parts;
   const bool final = parts == 1;
   const bool prediction = a.kind == OutputKind::kPrediction;
+  // Layout: TahoeLaneSharedBytes.
   float* s_rows = reinterpret_cast<float*>(smem);
-  const int64_t rows_bytes = (static_cast<int64_t>(T) * S * 4 + 15) & ~int64_t{15};
+  const int64_t rows_bytes = TahoeLaneTileBytes(S);
   TahoeLaneBundle* s_bundles = reinterpret_cast<TahoeLaneBundle*>(smem + rows_bytes);
-  const int64_t bundle_bytes = (static_cast<int64_t>(f.lane_max_bundles) * 8 + 15) & ~int64_t{15};
-  TahoeLaneNode* s_slots = reinterpret_cast<TahoeLaneNode*>(smem + rows_bytes + bundle_bytes);
-  for (int r = threadIdx.x; r < T; r += blockDim.x) s_rows[r * S + 2 * nf] = __uint_as_float(0x7fc00000u);
+  TahoeLaneNode* s_slots = reinterpret_cast<TahoeLaneNode*>(
+      smem + rows_bytes + TahoeLaneBundleBytes(f.lane_max_bundles));
+  for (int r = threadIdx.x; r < T; r += blockDim.x) s_rows[r * S + 2 * nf] = TahoeNan();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  const int per_part = a.items_per_part;
-  const int64_t tiles = (a.rows + T - 1) / T;
-  const int64_t item_rows = ((tiles + per_part - 1) / per_part) * T;
+  const WorkItems items(parts, a.items_per_part, a.rows, T);
   int loaded = -1;
   TahoeLanePart part{};
   uint32_t num_bundles = 0;
-  for (int item = blockIdx.x; item < parts * per_part; item += gridDim.x) {
-    const int p = item / per_part;
-    const int64_t r_begin = static_cast<int64_t>(item % per_part) * item_rows;
-    const int64_t r_end = r_begin + item_rows < a.rows ? r_begin + item_rows : a.rows;
-    if (r_begin >= r_end) continue;  // uniform over the block
+  for (int item = blockIdx.x; item < items.count(); item += gridDim.x) {
+    int p;
+    int64_t r_begin, r_end;
+    if (!items.Get(item, &p, &r_begin, &r_end)) continue;
     if (p != loaded) {
       __syncthreads();  // every warp is done with the previous part
       part = f.d_lane_parts[p];
       num_bundles = part.bundle_end - part.bundle_begin;
-      for (uint32_t i = threadIdx.x; i < num_bundles; i += blockDim.x) {
-        TahoeLaneBundle b = f.d_lane_bundles[part.bundle_begin + i];
+      for (uint32_t i = threadIdx.x; i < num_bundles * kTahoeLaneTrees; i += blockDim.x) {
+        TahoeLaneBundle b = f.d_lane_bundles[part.bundle_begin * kTahoeLaneTrees + i];
         b.slot_begin -= part.slot_begin;
         s_bundles[i] = b;
       }
@@ -270,9 +283,9 @@ __global__ void __launch_bounds__(kForestSmemThreads)
         const float* row = s_rows + (valid ? rr : 2 * pr) * S;
         double sum = 0;
         for (uint32_t b = 0; b < num_bundles; ++b) {
-          const TahoeLaneBundle bundle = s_bundles[b];
-          sum += static_cast<double>(TahoeLaneWalk(s_slots + bundle.slot_begin + (lane & 15),
-                                                   bundle.steps, row, f.lane_column_bits));
+          const TahoeLaneBundle tree = s_bundles[b * kTahoeLaneTrees + (lane & 15)];
+          sum += static_cast<double>(
+              TahoeLaneWalk(s_slots + tree.slot_begin, tree.steps, row, f.lane_column_bits));
         }
 #pragma unroll
         for (int o = kTahoeLaneTrees / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);

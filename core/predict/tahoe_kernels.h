@@ -78,7 +78,7 @@ struct TahoeDeviceForest {
   const TahoeLaneBundle* d_lane_bundles = nullptr;
   const TahoeLanePart* d_lane_parts = nullptr;
   int lane_num_parts = 0;
-  int lane_max_bundles = 0;        // bundle records of the largest part
+  int lane_max_bundles = 0;        // bundles of the largest part (kTahoeLaneTrees records each)
   int64_t lane_part_smem_bytes = 0;
   int lane_columns = 0;
   uint32_t lane_column_bits = 0;
@@ -87,9 +87,16 @@ struct TahoeDeviceForest {
 
 // Rows per tile of the lane kernel (row-major, TahoeLaneLayout::columns floats each).
 inline constexpr int kLaneTileRows = 256;
+// Shared memory of the lane kernel: the row tile, the bundle records, the slots (each 16-aligned).
+GROVE_HD int64_t TahoeLaneTileBytes(int columns) {
+  return (int64_t{kLaneTileRows} * columns * 4 + 15) & ~int64_t{15};
+}
+GROVE_HD int64_t TahoeLaneBundleBytes(int bundles) {
+  return (int64_t{bundles} * kTahoeLaneTrees * 8 + 15) & ~int64_t{15};
+}
 inline int64_t TahoeLaneSharedBytes(const TahoeDeviceForest& f) {
-  return ((int64_t{kLaneTileRows} * f.lane_columns * 4 + 15) & ~int64_t{15}) +
-         ((int64_t{f.lane_max_bundles} * 8 + 15) & ~int64_t{15}) + f.lane_part_smem_bytes + 16;
+  return TahoeLaneTileBytes(f.lane_columns) + TahoeLaneBundleBytes(f.lane_max_bundles) +
+         f.lane_part_smem_bytes + 16;
 }
 
 // Staged rows (shared data and, up to kMaxStagedFeatures, shared forest / splitting) are

@@ -329,16 +329,15 @@ TEST(TahoeLaneLayoutTest, MarginsMatchTheCpuReferenceForEveryPartBudget) {
     absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
     ASSERT_TRUE(tf.ok()) << tf.status();
     ASSERT_TRUE(TahoeLaneEligible(**tf));
-    // Budgets: everything, and one or two of the largest bundles (8 bytes of record each).
-    const TahoeLaneLayout whole = *BuildTahoeLaneLayout(**tf, int64_t{1} << 30);
-    int64_t pair = 0;  // the largest bundle
-    for (size_t b = 0; b < whole.bundles.size(); ++b) {
-      const uint32_t end = b + 1 < whole.bundles.size() ? whole.bundles[b + 1].slot_begin
-                                                        : static_cast<uint32_t>(whole.slots.size());
-      pair = std::max<int64_t>(pair, int64_t{end - whole.bundles[b].slot_begin} * 8 + 8);
+    // Budgets: everything, the least that builds (bisected: the bundle that needs most), twice that.
+    int64_t lo = 0, hi = BuildTahoeLaneLayout(**tf, int64_t{1} << 30)->part_bytes;
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      (BuildTahoeLaneLayout(**tf, mid).ok() ? hi : lo) = mid;
     }
-    EXPECT_FALSE(BuildTahoeLaneLayout(**tf, pair - 1).ok());
-    for (int64_t budget : {int64_t{1} << 30, pair, 2 * pair + 16}) {
+    const int64_t least = hi;
+    EXPECT_FALSE(BuildTahoeLaneLayout(**tf, least - 1).ok());
+    for (int64_t budget : {int64_t{1} << 30, least, 2 * least}) {
       absl::StatusOr<TahoeLaneLayout> lay = BuildTahoeLaneLayout(**tf, budget);
       ASSERT_TRUE(lay.ok()) << lay.status();
       EXPECT_LE(lay->part_bytes, budget);
