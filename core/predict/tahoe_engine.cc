@@ -316,7 +316,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   }
   parts_ = df.num_parts;
   df.num_iterations = forest_->num_iterations;
-  if (lanes_ != nullptr && df.staged_row_bytes > 0) {
+  if (lanes_ != nullptr) {
     TAHOE_ASSIGN(df.d_lane_slots, g.Upload(lanes_->slots));
     TAHOE_ASSIGN(df.d_lane_bundles, g.Upload(lanes_->bundles));
     TAHOE_ASSIGN(df.d_lane_parts, g.Upload(lanes_->parts));

@@ -35,8 +35,8 @@ struct TahoeEngineOptions {
   // Test and benchmark knobs (0: automatic).
   int64_t max_part_bytes = 0;     // shared-memory budget of a splitting part (forces more parts)
   // Splitting shared forest may walk a tree per lane (TahoeLaneLayout) where the forest allows it:
-  // kAuto keeps it when the load-time probe finds it faster than a row per thread; kOn always
-  // (tests); kOff never (ablation).
+  // kAuto keeps it when the load-time probe finds it faster than a row per thread (with `probe`
+  // off it is kept); kOn always (tests); kOff never (ablation).
   enum class Lanes { kOff, kAuto, kOn };
   Lanes lanes = Lanes::kAuto;
   int shared_data_groups = 0;     // thread groups per shared-data block
