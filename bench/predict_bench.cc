@@ -2,7 +2,7 @@
 //
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1]
-//                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|auto]
+//                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
 // features, is dropped; at most the first 10,000 rows) repeated to each batch size.
@@ -56,7 +56,8 @@ struct Flags {
   double budget = 0.1;
   int threads = 0;
   std::string strategy;  // kernel mode
-  // Splitting shared forest: tree per lane (TahoeEngineOptions::lanes) auto, 1 = on, 0 = off.
+  // Splitting shared forest: tree per lane (TahoeEngineOptions::lanes) auto, 1 = on, 2 = on with the
+  // paired layout, 0 = off.
   TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
 };
 
@@ -361,6 +362,7 @@ int Main(int argc, char** argv) {
       const std::string v = value();
       flags.lanes = v == "0"   ? TahoeEngineOptions::Lanes::kOff
                     : v == "1" ? TahoeEngineOptions::Lanes::kOn
+                    : v == "2" ? TahoeEngineOptions::Lanes::kOnPaired
                                : TahoeEngineOptions::Lanes::kAuto;
     } else if (a == "--strategy") {
       flags.strategy = value();

@@ -224,14 +224,20 @@ void TahoeEngineImpl::BuildLanes() {
     return;
   }
   absl::StatusOr<TahoeLaneLayout> lane = WithGrowingBudget(
-      hw_.smem_per_block - 64 - TahoeLaneTileBytes(2 * F + 1),
-      [&](int64_t b) { return BuildTahoeLaneLayout(tf, b); });
+      hw_.smem_per_block - 64 - TahoeLaneRowBytes(2 * F + 1),
+      [&](int64_t b) {
+        return BuildTahoeLaneLayout(tf, b,
+                                    options_.lanes == TahoeEngineOptions::Lanes::kOnPaired
+                                        ? TahoeLaneMode::kPaired
+                                        : TahoeLaneMode::kAuto);
+      });
   if (!lane.ok()) {
     GROVE_LOG(WARNING) << "tahoe: no lane layout" << KV("why", lane.status().message());
     lane_report_ = absl::StrCat("; no tree-per-lane walk (", lane.status().message(), ")");
     return;
   }
-  lane_report_ = absl::StrFormat("; splitting walks a tree per lane: %d parts, %.1f%% padding slots",
+  lane_report_ = absl::StrFormat("; splitting walks a tree per lane: %s layout, %d parts, %.1f%% padding slots",
+                                 lane->paired ? "paired" : "single",
                                  static_cast<int>(lane->parts.size()), 100 * lane->padding);
   lanes_ = std::make_unique<TahoeLaneLayout>(*std::move(lane));
 }
@@ -325,6 +331,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
     df.lane_part_smem_bytes = lanes_->max_part_slots * int64_t{sizeof(TahoeLaneNode)};
     df.lane_columns = lanes_->columns;
     df.lane_column_bits = lanes_->column_bits;
+    df.lane_paired = lanes_->paired;
   }
   TAHOE_CUDA(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
   const bool multi = v.num_outputs > 1;

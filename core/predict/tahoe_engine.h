@@ -36,8 +36,9 @@ struct TahoeEngineOptions {
   int64_t max_part_bytes = 0;     // shared-memory budget of a splitting part (forces more parts)
   // Splitting shared forest may walk a tree per lane (TahoeLaneLayout) where the forest allows it:
   // kAuto keeps it when the load-time probe finds it faster than a row per thread (with `probe`
-  // off it is kept); kOn always (tests); kOff never (ablation).
-  enum class Lanes { kOff, kAuto, kOn };
+  // off it is kept); kOn always (tests); kOnPaired always, with the paired layout even where every
+  // tree fits a column (tests); kOff never (ablation).
+  enum class Lanes { kOff, kAuto, kOn, kOnPaired };
   Lanes lanes = Lanes::kAuto;
   int shared_data_groups = 0;     // thread groups per shared-data block
   int64_t max_chunk_rows = 0;     // rows per launch / per staging slot

@@ -686,92 +686,223 @@ bool TahoeLaneEligible(const TahoeForest& tf) {
   return true;
 }
 
-absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes) {
-  if (!TahoeLaneEligible(tf)) {
-    return absl::InvalidArgumentError("tahoe: the forest does not allow the lane layout");
+namespace {
+
+// The slots of one lane part being filled: rows of kTahoeLaneTrees slots, and per virtual column
+// (single: column j; paired: 2 per column pair) the next free row. A tree is placed as chains, each
+// a node and its left descendants in consecutive rows of one virtual column; right children start
+// new chains later, and their parents' deltas are filled in then (signed: a chain may start in a row
+// above its parent's).
+class LanePart {
+ public:
+  LanePart(const TahoeForest& tf, bool paired, uint32_t nan_column, uint32_t column_bits)
+      : tf_(&tf),
+        paired_(paired),
+        nan_column_(nan_column),
+        column_bits_(column_bits),
+        feature_bits_(tf.HostView().feature_bits),
+        cursor_(kTahoeLaneTrees, 0) {}
+
+  uint32_t rows() const { return static_cast<uint32_t>(cells_.size() / kTahoeLaneTrees); }
+  const std::vector<TahoeLaneNode>& cells() const { return cells_; }
+  uint32_t nodes() const { return nodes_; }
+
+  // Places the tree whose root is Tahoe node `root` (kNoTree: a zero leaf) for lane `lane`; returns
+  // the root's slot within the part.
+  static constexpr uint32_t kNoTree = ~0u;
+  absl::StatusOr<uint32_t> PlaceTree(uint32_t root, int lane) {
+    const int h = lane >= kTahoeLaneTrees / 2 ? 1 : 0;
+    const int group = paired_ ? lane % (kTahoeLaneTrees / 2) : lane;
+    struct Pending {
+      uint32_t node, depth, parent_slot;
+    };
+    constexpr uint32_t kRoot = ~0u;
+    std::vector<Pending> pending{{root, 0, kRoot}};
+    uint32_t root_slot = 0;
+    while (!pending.empty()) {
+      // Of the latest pending chains, the one that starts lowest (a paired chain's first row must
+      // have its depth's parity: a mismatch costs a padding cell).
+      constexpr size_t kLook = 32;
+      size_t best = pending.size() - 1;
+      int best_v = 0;
+      uint32_t best_row = ~0u;
+      for (size_t k = pending.size(); k-- > pending.size() - std::min(kLook, pending.size());) {
+        for (int v = 0; v < (paired_ ? 2 : 1); ++v) {
+          uint32_t r = cursor_[VirtualColumn(group, v)];
+          if (paired_ && ((r + v + pending[k].depth + h) & 1)) ++r;
+          if (r < best_row) best = k, best_v = v, best_row = r;
+        }
+      }
+      const Pending item = pending[best];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(best));
+      const int vcol = VirtualColumn(group, best_v);
+      uint32_t row = best_row;
+      uint32_t x = item.node, depth = item.depth;
+      for (;; ++row, ++depth) {
+        const uint32_t slot = Slot(group, best_v, row);
+        if (cells_.size() <= slot) cells_.resize((row + 1) * size_t{kTahoeLaneTrees}, Filler());
+        if (x == item.node) {
+          if (item.parent_slot == kRoot) {
+            root_slot = slot;
+          } else if (absl::Status st = SetDelta(item.parent_slot, slot); !st.ok()) {
+            return st;
+          }
+        }
+        TahoeLaneNode& c = cells_[slot];
+        ++nodes_;
+        if (x == kNoTree) {
+          c = Filler();
+          break;
+        }
+        const TahoeDecoded d = TahoeDecode(tf_->nodes8()[x], feature_bits_);
+        c.value = d.value;
+        if (d.flags & tahoe_bits::kLeaf) {
+          c.word = nan_column_;
+          break;
+        }
+        c.word = 2 * d.feature + ((d.flags & tahoe_bits::kDefaultLeft) ? 0u : 1u);
+        const bool hot_right = (d.flags & tahoe_bits::kHotRight) != 0;
+        const uint32_t left = hot_right ? x + d.distant : x + 1;
+        const uint32_t right = hot_right ? x + 1 : x + d.distant;
+        pending.push_back({right, depth + 1, slot});
+        x = left;
+      }
+      cursor_[vcol] = row + 1;
+    }
+    return root_slot;
   }
+
+ private:
+  int VirtualColumn(int group, int v) const { return paired_ ? 2 * group + v : group; }
+  // Slot of row `row` of virtual column v of `group` (a column, or a column pair).
+  uint32_t Slot(int group, int v, uint32_t row) const {
+    const uint32_t column = paired_ ? group + (kTahoeLaneTrees / 2) * ((row + v) & 1) : group;
+    return row * kTahoeLaneTrees + column;
+  }
+  TahoeLaneNode Filler() const { return TahoeLaneNode{0u, nan_column_}; }
+  absl::Status SetDelta(uint32_t from, uint32_t to) {
+    const int64_t delta = (int64_t{to} - int64_t{from}) * int64_t{sizeof(TahoeLaneNode)};
+    const int64_t limit = int64_t{1} << (31 - column_bits_);
+    if (delta < -limit || delta >= limit) {
+      return absl::InvalidArgumentError("tahoe: a tree is too large for the lane layout");
+    }
+    cells_[from].word |= static_cast<uint32_t>(delta) << column_bits_;
+    return absl::OkStatus();
+  }
+
+  const TahoeForest* tf_;
+  bool paired_;
+  uint32_t nan_column_, column_bits_, feature_bits_;
+  std::vector<uint32_t> cursor_;  // single: column j; paired: 2 * pair + v
+  std::vector<TahoeLaneNode> cells_;
+  uint32_t nodes_ = 0;
+};
+
+absl::StatusOr<TahoeLaneLayout> BuildLanes(const TahoeForest& tf, int64_t max_part_bytes,
+                                           bool paired) {
   const Forest& f = tf.forest();
-  const TahoeForestView v = tf.HostView();
   const std::vector<TahoeTree>& trees = tf.trees();
   const uint32_t n = static_cast<uint32_t>(trees.size());
   const uint32_t total_nodes = static_cast<uint32_t>(tf.nodes8().size());
   TahoeLaneLayout out;
+  out.paired = paired;
   out.columns = 2 * f.num_features + 1;
   out.column_bits = static_cast<uint32_t>(BitsFor(static_cast<uint64_t>(out.columns)));
   const uint32_t nan_column = static_cast<uint32_t>(2 * f.num_features);
-  const uint32_t dshift = out.column_bits + 1;
-  // Deepest first, then largest: bundles of like trees waste few steps and few slots.
-  std::vector<uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
   auto size = [&](uint32_t i) { return (i + 1 < n ? trees[i + 1].root : total_nodes) - trees[i].root; };
   auto depth = [&](uint32_t i) { return f.trees[trees[i].orig].depth; };
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+  auto steps_of = [&](uint32_t i) {
+    return (static_cast<uint32_t>(depth(i)) + kTahoeLaneUnroll - 1) / kTahoeLaneUnroll * kTahoeLaneUnroll;
+  };
+  // Deepest first, then largest: bundles of like trees waste few steps and, in the single layout,
+  // few slots (a column stacks tree j of every bundle).
+  std::vector<uint32_t> sorted(n);
+  std::iota(sorted.begin(), sorted.end(), 0u);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](uint32_t a, uint32_t b) {
     return depth(a) != depth(b) ? depth(a) > depth(b) : size(a) > size(b);
   });
   const int T = kTahoeLaneTrees;
-  const uint32_t num_bundles = std::max<uint32_t>(1, (n + T - 1) / T);
-  const TahoeLaneNode zero_leaf{0u, nan_column};
-  // Tree j of bundle b is order[b * T + j] (a one-slot zero leaf past the last tree); it goes on
-  // top of column j's stack within the part. A part takes bundles while its tallest column and its
-  // records fit the budget.
-  auto tree_size = [&](uint32_t k) { return k < n ? size(order[k]) : 1u; };
+  constexpr uint32_t kNone = LanePart::kNoTree;
+  // order[b * T + j]: tree j of bundle b (kNone: a zero leaf).
+  std::vector<uint32_t> order;
+  if (!paired) {
+    order = sorted;
+  } else {
+    // A column pair holds two lanes' trees: within each run of trees taking the same steps, the
+    // i-th largest goes to lane j < 8 and the i-th smallest to lane j + 8 of the same bundle, so
+    // every pair holds about the same number of nodes and a tree up to two columns tall fits.
+    for (uint32_t i = 0; i < n;) {
+      uint32_t e = i;
+      while (e < n && steps_of(sorted[e]) == steps_of(sorted[i])) ++e;
+      std::vector<std::pair<uint32_t, uint32_t>> pairs;
+      for (uint32_t lo = i, hi = e; lo < hi; ++lo) {
+        --hi;
+        pairs.emplace_back(sorted[lo], lo < hi ? sorted[hi] : kNone);
+      }
+      for (size_t p = 0; p < pairs.size(); p += T / 2) {
+        for (int j = 0; j < T; ++j) {
+          const size_t k = p + static_cast<size_t>(j % (T / 2));
+          order.push_back(k >= pairs.size() ? kNone : j < T / 2 ? pairs[k].first : pairs[k].second);
+        }
+      }
+      i = e;
+    }
+  }
+  const uint32_t num_bundles =
+      std::max<uint32_t>(1, static_cast<uint32_t>((order.size() + T - 1) / T));
+  order.resize(static_cast<size_t>(num_bundles) * T, kNone);
+  // A part takes bundles while its rows and its records fit the budget.
   out.bundles.resize(static_cast<size_t>(num_bundles) * T);
-  std::vector<uint32_t> height(T);
   int64_t used = 0;
   for (uint32_t b = 0; b < num_bundles;) {
-    TahoeLanePart p{b, b, static_cast<uint32_t>(out.slots.size()), 0};
-    std::fill(height.begin(), height.end(), 0u);
-    uint32_t tallest = 0;
+    const uint32_t begin = b;
+    LanePart part(tf, paired, nan_column, out.column_bits);
     for (; b < num_bundles; ++b) {
-      uint32_t next = tallest;
-      for (int j = 0; j < T; ++j) next = std::max(next, height[j] + tree_size(b * T + j));
-      const int64_t bytes = int64_t{next} * T * 8 + int64_t{b + 1 - p.bundle_begin} * T * 8;
-      if (bytes > max_part_bytes) break;
+      LanePart trial = part;
       uint32_t deepest = 0;
       for (int j = 0; j < T; ++j) {
         const uint32_t k = b * T + j;
-        out.bundles[k].slot_begin = p.slot_begin + height[j] * T + j;
-        height[j] += tree_size(k);
-        if (k < n) deepest = std::max<uint32_t>(deepest, static_cast<uint32_t>(depth(order[k])));
+        absl::StatusOr<uint32_t> root =
+            trial.PlaceTree(order[k] != kNone ? trees[order[k]].root : kNone, j);
+        if (!root.ok()) return root.status();
+        out.bundles[k].slot_begin = *root;
+        if (order[k] != kNone) deepest = std::max<uint32_t>(deepest, steps_of(order[k]));
       }
-      const uint32_t steps = (deepest + kTahoeLaneUnroll - 1) / kTahoeLaneUnroll * kTahoeLaneUnroll;
-      for (int j = 0; j < T; ++j) out.bundles[b * T + j].steps = steps;
-      tallest = next;
+      const int64_t bytes = int64_t{trial.rows()} * T * 8 + int64_t{b + 1 - begin} * T * 8;
+      if (bytes > max_part_bytes) break;
+      for (int j = 0; j < T; ++j) out.bundles[b * T + j].steps = deepest;
+      part = std::move(trial);
     }
-    if (b == p.bundle_begin) {
+    if (b == begin) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tahoe: a lane bundle needs more than ", max_part_bytes, " bytes"));
     }
-    p.bundle_end = b;
-    p.slot_end = p.slot_begin + tallest * T;
-    out.slots.resize(p.slot_end, zero_leaf);
-    for (uint32_t k = p.bundle_begin * T; k < std::min<uint32_t>(n, p.bundle_end * T); ++k) {
-      const uint32_t root = trees[order[k]].root, sz = size(order[k]);
-      used += sz;
-      for (uint32_t i = 0; i < sz; ++i) {
-        const TahoeDecoded d = TahoeDecode(tf.nodes8()[root + i], v.feature_bits);
-        TahoeLaneNode& s = out.slots[out.bundles[k].slot_begin + static_cast<size_t>(i) * T];
-        s.value = d.value;
-        if (d.flags & tahoe_bits::kLeaf) {
-          s.word = nan_column;
-          continue;
-        }
-        if (d.distant >= (1u << (32 - dshift))) {
-          return absl::InvalidArgumentError("tahoe: a tree is too large for the lane layout");
-        }
-        const uint32_t column = 2 * d.feature + ((d.flags & tahoe_bits::kDefaultLeft) ? 0u : 1u);
-        s.word = column | ((d.flags & tahoe_bits::kHotRight) ? (1u << out.column_bits) : 0u) |
-                 (d.distant << dshift);
-      }
-    }
+    TahoeLanePart p{begin, b, static_cast<uint32_t>(out.slots.size()), 0};
+    out.slots.insert(out.slots.end(), part.cells().begin(), part.cells().end());
+    p.slot_end = static_cast<uint32_t>(out.slots.size());
+    for (uint32_t k = begin * T; k < b * T; ++k) out.bundles[k].slot_begin += p.slot_begin;
+    used += part.nodes();
     out.part_bytes = std::max<int64_t>(
-        out.part_bytes, int64_t{tallest} * T * 8 + int64_t{p.bundle_end - p.bundle_begin} * T * 8);
-    out.max_part_bundles = std::max<int>(out.max_part_bundles, p.bundle_end - p.bundle_begin);
+        out.part_bytes, int64_t{p.slot_end - p.slot_begin} * 8 + int64_t{b - begin} * T * 8);
+    out.max_part_bundles = std::max<int>(out.max_part_bundles, static_cast<int>(b - begin));
     out.max_part_slots = std::max<int64_t>(out.max_part_slots, p.slot_end - p.slot_begin);
     out.parts.push_back(p);
   }
   out.padding = out.slots.empty() ? 0 : 1.0 - static_cast<double>(used) / out.slots.size();
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes,
+                                                     TahoeLaneMode mode) {
+  if (!TahoeLaneEligible(tf)) {
+    return absl::InvalidArgumentError("tahoe: the forest does not allow the lane layout");
+  }
+  if (mode != TahoeLaneMode::kAuto) return BuildLanes(tf, max_part_bytes, mode == TahoeLaneMode::kPaired);
+  absl::StatusOr<TahoeLaneLayout> single = BuildLanes(tf, max_part_bytes, false);
+  if (single.ok()) return single;
+  return BuildLanes(tf, max_part_bytes, true);
 }
 
 absl::Status TahoeLaneSumsHost(const TahoeLaneLayout& layout, RowsView rows,
@@ -789,8 +920,9 @@ absl::Status TahoeLaneSumsHost(const TahoeLaneLayout& layout, RowsView rows,
       for (uint32_t b = p.bundle_begin; b < p.bundle_end; ++b) {
         for (int l = 0; l < kTahoeLaneTrees; ++l) {
           const TahoeLaneBundle& tree = layout.bundles[b * kTahoeLaneTrees + l];
-          lane[l] += TahoeLaneWalk(layout.slots.data() + tree.slot_begin, tree.steps,
-                                   staged.data(), layout.column_bits);
+          lane[l] += TahoeLaneWalk(reinterpret_cast<const char*>(layout.slots.data() + tree.slot_begin),
+                                   tree.steps, reinterpret_cast<const char*>(staged.data()),
+                                   layout.column_bits, TahoeLaneAdvanceFor(layout.paired, l));
         }
       }
       for (int o = kTahoeLaneTrees / 2; o > 0; o >>= 1) {  // the kernel's butterfly

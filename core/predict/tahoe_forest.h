@@ -557,17 +557,29 @@ using TahoeForestPtr = std::shared_ptr<const TahoeForest>;
 // Lane layout: the format rearranged for a tree-per-lane walk (splitting shared forest on scalar
 // forests). With one row per half-warp and one tree per lane, the lanes read different trees, so
 // where those trees sit decides the bank conflicts. Shared memory is seen as kTahoeLaneTrees columns
-// of 8-byte slots (slot s is in column s % 16, and with 8-byte slots column j is bank pair j); each
-// tree lives in one column, node i at its first slot + 16 i, and the trees of a column are stacked.
-// Trees go in bundles of 16, tree j of each bundle in column j, so the lanes of a half-warp, walking
-// the 16 trees of a bundle, read 16 different bank pairs: every node load of the warp (both halves
-// walk the same bundle for two rows) takes the two wavefronts of a 64-bit access whatever paths the
-// trees take (the row-per-thread walk measured 3.8 on adult-large). Stacking, not padding every
-// tree to the bundle's largest, keeps the slots few whatever the spread of tree sizes.
+// of 8-byte slots (slot s is in column s % 16: with 8-byte slots column j is bank pair j), in rows of
+// 16 slots. Trees go in bundles of 16, lane j of a half-warp walking tree j of each bundle, and the
+// layout makes the 16 lanes read 16 different columns at every step, so every node load of the warp
+// (both halves walk the same bundle for two rows) takes the two wavefronts of a 64-bit access
+// whatever paths the trees take (the row-per-thread walk measured 3.8 on adult-large).
+//  * single: tree j of every bundle lives in column j, each node's left child in the next row;
+//  * paired (when a tree is taller than a column): lanes j and j + 8 share columns j and j + 8, and
+//    a tree's nodes alternate between them by depth: lane j reads column j at even steps and j + 8
+//    at odd ones, lane j + 8 the other way round, so a tree may use up to two columns. Each of the
+//    pair's two "virtual columns" v = 0, 1 is a sequence of rows whose cell r is in column
+//    j + 8 * ((r + v) % 2): a left child is again in the next row of its parent's virtual column.
+// Steps are lockstep: a bundle walks `steps` (its deepest tree) steps, a lane at a leaf staying
+// there (leaves read the NaN column and step by 0). In the paired layout a lane resting on a leaf
+// may then share a column with its partner (a conflict, never a wrong result).
+// The left child is always the next row (no hot-child flag), and rows are staged with each feature
+// twice (NaN read as -inf and as +inf; a split reads the copy that sends NaN its default way), so a
+// step is `x < threshold ? next row : this + delta`, with no NaN test and no flag.
 inline constexpr int kTahoeLaneTrees = 16;
 inline constexpr int kTahoeLaneUnroll = 4;  // steps per bundle are a multiple of this
+static_assert(kTahoeLaneUnroll % 2 == 0, "the walk's unrolled steps keep the step parity");
 
-// word = column | hot_right << column_bits | distant << (column_bits + 1).
+// word = column | delta << column_bits, delta (signed) = bytes from this slot to the right child
+// (0 for a leaf, whose column is the NaN column).
 struct alignas(8) TahoeLaneNode {
   uint32_t value;  // split: float threshold bits; leaf: float value bits (weight included)
   uint32_t word;
@@ -576,7 +588,7 @@ static_assert(sizeof(TahoeLaneNode) == 8, "TahoeLaneNode must stay 8 bytes");
 
 // One tree of a bundle: record b * kTahoeLaneTrees + j of TahoeLaneLayout::bundles.
 struct TahoeLaneBundle {
-  uint32_t slot_begin;  // the tree's root slot (absolute), in column j
+  uint32_t slot_begin;  // the tree's root slot (absolute)
   uint32_t steps;       // deepest tree of the bundle, rounded up to kTahoeLaneUnroll (same for all j)
 };
 
@@ -586,16 +598,19 @@ struct TahoeLanePart {
   uint32_t slot_begin, slot_end;
 };
 
+enum class TahoeLaneMode { kAuto, kSingle, kPaired };  // kAuto: single where every tree fits
+
 struct TahoeLaneLayout {
   std::vector<TahoeLaneNode> slots;
   std::vector<TahoeLaneBundle> bundles;  // kTahoeLaneTrees records per bundle
   std::vector<TahoeLanePart> parts;
+  bool paired = false;
   uint32_t column_bits = 1;
   int columns = 1;            // 2 * num_features + 1
   int64_t part_bytes = 0;     // shared memory of the largest part (slots and tree records)
   int max_part_bundles = 0;   // bundles of the part that has most
   int64_t max_part_slots = 0; // slots of the part that has most
-  double padding = 0;         // fraction of slots that hold no node (columns shorter than the tallest)
+  double padding = 0;         // fraction of slots that hold no node
 };
 
 // Whether BuildTahoeLaneLayout applies: fixed_walk(), one output, inline float leaves (so no leaf
@@ -605,7 +620,8 @@ bool TahoeLaneEligible(const TahoeForest& tf);
 // Builds the lane layout with parts of at most `max_part_bytes` (INVALID_ARGUMENT when the forest is
 // not eligible or one bundle does not fit). Trees are bundled deepest first, so that a bundle's
 // trees take like numbers of steps and the columns grow evenly.
-absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes);
+absl::StatusOr<TahoeLaneLayout> BuildTahoeLaneLayout(const TahoeForest& tf, int64_t max_part_bytes,
+                                                     TahoeLaneMode mode = TahoeLaneMode::kAuto);
 
 // Stages feature value x into its two lane-layout columns.
 GROVE_HD void TahoeLaneStage(float x, float* two_columns) {
@@ -623,24 +639,44 @@ GROVE_HD TahoeLaneNode TahoeLoad(const TahoeLaneNode* p) {
 #endif
 }
 
+// Bytes from a slot to its left child (the next row of its virtual column) at even and odd steps,
+// for lane `lane` (0..15) of a half-warp.
+struct TahoeLaneAdvance {
+  int32_t even, odd;
+};
+GROVE_HD TahoeLaneAdvance TahoeLaneAdvanceFor(bool paired, int lane) {
+  constexpr int32_t kRow = kTahoeLaneTrees * 8, kHalf = kRow / 2;
+  if (!paired) return {kRow, kRow};
+  // Lane j (< 8) is in column j at even steps: the next row's cell is half a row further on.
+  return lane < kTahoeLaneTrees / 2 ? TahoeLaneAdvance{kRow + kHalf, kRow - kHalf}
+                                    : TahoeLaneAdvance{kRow - kHalf, kRow + kHalf};
+}
+
+// Where the lane walk reads: host pointers here (the reference); the kernel passes 32-bit
+// shared-memory addresses (tahoe_kernels.cuh), so that a feature read is one shift-add and one load.
+struct TahoeLaneHostMemory {
+  using Addr = const char*;
+  GROVE_HD static TahoeLaneNode Node(Addr a) { return TahoeLoad(reinterpret_cast<const TahoeLaneNode*>(a)); }
+  GROVE_HD static float Feature(Addr row, uint32_t column) {
+    return reinterpret_cast<const float*>(row)[column];
+  }
+};
+
 // Walks one tree of a bundle for one staged row (`row`: `columns` floats) and returns its leaf value.
-// `slot` = the bundle's first slot + the tree's index in the bundle; `steps` >= the tree's depth and
-// a multiple of kTahoeLaneUnroll.
-GROVE_HD float TahoeLaneWalk(const TahoeLaneNode* slot, uint32_t steps, const float* row,
-                             uint32_t column_bits) {
+// `slot`: the tree's root; `steps` >= the tree's depth and a multiple of kTahoeLaneUnroll.
+template <typename Memory = TahoeLaneHostMemory>
+GROVE_HD float TahoeLaneWalk(typename Memory::Addr slot, uint32_t steps, typename Memory::Addr row,
+                             uint32_t column_bits, TahoeLaneAdvance adv) {
   const uint32_t cmask = (1u << column_bits) - 1u;
-  const uint32_t hot_right_bit = 1u << column_bits;
-  const uint32_t dshift = column_bits + 1;
-  TahoeLaneNode n = TahoeLoad(slot);
+  TahoeLaneNode n = Memory::Node(slot);
   for (uint32_t s = 0; s < steps; s += kTahoeLaneUnroll) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int u = 0; u < kTahoeLaneUnroll; ++u) {
-      const bool adjacent =
-          (row[n.word & cmask] < TahoeBitsToFloat(n.value)) != ((n.word & hot_right_bit) != 0);
-      slot += (adjacent ? 1u : (n.word >> dshift)) * kTahoeLaneTrees;
-      n = TahoeLoad(slot);
+      const bool left = Memory::Feature(row, n.word & cmask) < TahoeBitsToFloat(n.value);
+      slot += left ? ((u & 1) ? adv.odd : adv.even) : (static_cast<int32_t>(n.word) >> column_bits);
+      n = Memory::Node(slot);
     }
   }
   return TahoeBitsToFloat(n.value);

@@ -72,7 +72,7 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
       const bool split = a.strategy == TahoeStrategy::kSplittingSharedForest;
       if (split && TahoeUsesLanes(f, a)) {
         const int parts = f.lane_num_parts;
-        const int64_t tiles = (a.rows + kLaneTileRows - 1) / kLaneTileRows;
+        const int64_t tiles = (a.rows + kLaneBlockRows - 1) / kLaneBlockRows;
         const int64_t resident = static_cast<int64_t>(std::max(1, a.sm_count));
         TahoeLaunchArgs b = a;
         b.items_per_part = ItemsPerPart(parts, resident, tiles);

@@ -223,30 +223,55 @@ __global__ void __launch_bounds__(kForestSmemThreads)
   }
 }
 
+// TahoeLaneWalk's reads on 32-bit shared-memory addresses (a generic pointer costs the walk an
+// extra add per step).
+struct SharedLaneMemory {
+  using Addr = uint32_t;
+  __device__ static TahoeLaneNode Node(uint32_t a) {
+    TahoeLaneNode n;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(n.value), "=r"(n.word) : "r"(a));
+    return n;
+  }
+  __device__ static float Feature(uint32_t row, uint32_t column) {
+    float x;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(row + (column << 2)));
+    return x;
+  }
+};
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // Splitting shared forest on the lane layout (TahoeLaneLayout; scalar forests, every round, margin
-// or prediction): the block copies a part's bundle records and slots to shared memory; rows are
-// staged row-major (kLaneTileRows x columns: each feature twice, then NaN); each half-warp takes one
-// row at a time, lane l walking tree l % 16 (column l % 16) of every bundle of the part, and the 16 lane sums are
-// added by a butterfly of shuffles (a fixed order: deterministic). One part:
-// finalized here; several: partial sums to d_ws[part][row] for ReduceKernel.
+// or prediction): the block copies a part's bundle records and slots to shared memory; each
+// half-warp takes one row at a time and stages it in its own row buffer (each feature twice, then
+// NaN), lane l staging feature l and walking tree l % 16 of every bundle of the part; the 16 lane
+// sums are added by a butterfly of shuffles (a fixed order: deterministic). A lane loads its feature
+// of the half-warp's next row while the current one is walked, and no block barrier is needed
+// between rows. One part: finalized here; several: partial sums to d_ws[part][row] for
+// ReduceKernel.
 __global__ void __launch_bounds__(kForestSmemThreads)
     LaneForestKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
+  static_assert(kMaxStagedFeatures <= kTahoeLaneTrees, "a lane stages at most one feature");
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int T = kLaneTileRows;
   const int S = f.lane_columns;
   const int nf = f.view.num_features;
   const int parts = f.lane_num_parts;
   const bool final = parts == 1;
   const bool prediction = a.kind == OutputKind::kPrediction;
+  const int lane = threadIdx.x & 31, l = lane & 15;
+  const int half = threadIdx.x >> 4, halves = blockDim.x >> 4;
   // Layout: TahoeLaneSharedBytes.
-  float* s_rows = reinterpret_cast<float*>(smem);
-  const int64_t rows_bytes = TahoeLaneTileBytes(S);
+  float* row = reinterpret_cast<float*>(smem) + half * S;
+  const int64_t rows_bytes = TahoeLaneRowBytes(S);
   TahoeLaneBundle* s_bundles = reinterpret_cast<TahoeLaneBundle*>(smem + rows_bytes);
   TahoeLaneNode* s_slots = reinterpret_cast<TahoeLaneNode*>(
       smem + rows_bytes + TahoeLaneBundleBytes(f.lane_max_bundles));
-  for (int r = threadIdx.x; r < T; r += blockDim.x) s_rows[r * S + 2 * nf] = TahoeNan();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  const WorkItems items(parts, a.items_per_part, a.rows, T);
+  if (l == 0) row[2 * nf] = TahoeNan();
+  const TahoeLaneAdvance adv = TahoeLaneAdvanceFor(f.lane_paired, l);
+  const uint32_t row_addr = SharedAddress(row), slots_addr = SharedAddress(s_slots);
+  const WorkItems items(parts, a.items_per_part, a.rows, halves);
   int loaded = -1;
   TahoeLanePart part{};
   uint32_t num_bundles = 0;
@@ -267,35 +292,33 @@ __global__ void __launch_bounds__(kForestSmemThreads)
       uint2* d = reinterpret_cast<uint2*>(s_slots);
       for (uint32_t i = threadIdx.x; i < part.slot_end - part.slot_begin; i += blockDim.x) d[i] = g[i];
       loaded = p;
+      __syncthreads();  // part visible
     }
-    for (int64_t base = r_begin; base < r_end; base += T) {
-      const int nr = static_cast<int>(r_end - base < T ? r_end - base : T);
-      __syncthreads();  // the previous tile is no longer read
-      for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
-        const int rr = i / nf, c = i - rr * nf;
-        TahoeLaneStage(a.d_rows[(base + rr) * a.row_stride + c], s_rows + rr * S + 2 * c);
+    // Rows r_begin + half, + halves, ...; every lane runs the loop (the shuffles need all 32): a
+    // half past the end walks a stale row and writes nothing.
+    const int64_t first = r_begin + (half & ~1);
+    float x = 0;
+    if (l < nf && first + (lane >> 4) < r_end) x = a.d_rows[(first + (lane >> 4)) * a.row_stride + l];
+    for (int64_t base = first; base < r_end; base += halves) {
+      const int64_t r = base + (lane >> 4);
+      __syncwarp();  // the previous row is no longer read
+      if (l < nf) TahoeLaneStage(x, row + 2 * l);
+      __syncwarp();
+      if (l < nf && r + halves < r_end) x = a.d_rows[(r + halves) * a.row_stride + l];
+      double sum = 0;
+      for (uint32_t b = 0; b < num_bundles; ++b) {
+        const TahoeLaneBundle tree = s_bundles[b * kTahoeLaneTrees + l];
+        sum += static_cast<double>(TahoeLaneWalk<SharedLaneMemory>(
+            slots_addr + tree.slot_begin * uint32_t{sizeof(TahoeLaneNode)}, tree.steps, row_addr,
+            f.lane_column_bits, adv));
       }
-      __syncthreads();  // part and rows visible
-      // Two rows per warp, one per half; every lane runs the loop (the shuffles need all 32).
-      for (int pr = warp; 2 * pr < nr; pr += warps) {
-        const int rr = 2 * pr + (lane >> 4);
-        const bool valid = rr < nr;
-        const float* row = s_rows + (valid ? rr : 2 * pr) * S;
-        double sum = 0;
-        for (uint32_t b = 0; b < num_bundles; ++b) {
-          const TahoeLaneBundle tree = s_bundles[b * kTahoeLaneTrees + (lane & 15)];
-          sum += static_cast<double>(
-              TahoeLaneWalk(s_slots + tree.slot_begin, tree.steps, row, f.lane_column_bits));
-        }
 #pragma unroll
-        for (int o = kTahoeLaneTrees / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (valid && (lane & 15) == 0) {
-          const int64_t r = base + rr;
-          if (final) {
-            TahoeFinalizeScalar(f.view, a.transform, prediction, sum, a.d_out + r * a.out_stride);
-          } else {
-            d_ws[static_cast<int64_t>(p) * a.rows + r] = sum;
-          }
+      for (int o = kTahoeLaneTrees / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (r < r_end && l == 0) {
+        if (final) {
+          TahoeFinalizeScalar(f.view, a.transform, prediction, sum, a.d_out + r * a.out_stride);
+        } else {
+          d_ws[static_cast<int64_t>(p) * a.rows + r] = sum;
         }
       }
     }

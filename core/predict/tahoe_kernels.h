@@ -82,20 +82,22 @@ struct TahoeDeviceForest {
   int64_t lane_part_smem_bytes = 0;
   int lane_columns = 0;
   uint32_t lane_column_bits = 0;
+  bool lane_paired = false;         // TahoeLaneLayout::paired
   int32_t num_iterations = 0;      // the model's rounds (a launch over all of them may use lanes)
 };
 
-// Rows per tile of the lane kernel (row-major, TahoeLaneLayout::columns floats each).
-inline constexpr int kLaneTileRows = 256;
-// Shared memory of the lane kernel: the row tile, the bundle records, the slots (each 16-aligned).
-GROVE_HD int64_t TahoeLaneTileBytes(int columns) {
-  return (int64_t{kLaneTileRows} * columns * 4 + 15) & ~int64_t{15};
+// Rows a block of the lane kernel walks at a time: one per half-warp, each staged in the half-warp's
+// own row buffer (TahoeLaneLayout::columns floats).
+inline constexpr int kLaneBlockRows = kForestSmemThreads / kTahoeLaneTrees;
+// Shared memory of the lane kernel: the row buffers, the bundle records, the slots (each 16-aligned).
+GROVE_HD int64_t TahoeLaneRowBytes(int columns) {
+  return (int64_t{kLaneBlockRows} * columns * 4 + 15) & ~int64_t{15};
 }
 GROVE_HD int64_t TahoeLaneBundleBytes(int bundles) {
   return (int64_t{bundles} * kTahoeLaneTrees * 8 + 15) & ~int64_t{15};
 }
 inline int64_t TahoeLaneSharedBytes(const TahoeDeviceForest& f) {
-  return TahoeLaneTileBytes(f.lane_columns) + TahoeLaneBundleBytes(f.lane_max_bundles) +
+  return TahoeLaneRowBytes(f.lane_columns) + TahoeLaneBundleBytes(f.lane_max_bundles) +
          f.lane_part_smem_bytes + 16;
 }
 

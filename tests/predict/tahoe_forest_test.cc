@@ -312,10 +312,10 @@ ForestPtr WithFloatLeaves(const ForestPtr& f) {
   return *b;
 }
 
-// The lane layout (tree per lane) gives PredictCpu's margins on seeded random forests with NaNs,
-// whatever the part budget; ineligible forests are refused.
+// The lane layout (tree per lane), single and paired, gives PredictCpu's margins on seeded random
+// forests with NaNs, whatever the part budget; ineligible forests are refused.
 TEST(TahoeLaneLayoutTest, MarginsMatchTheCpuReferenceForEveryPartBudget) {
-  int checked = 0, multi_part = 0;
+  int checked = 0, multi_part = 0, paired_smaller = 0;
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     RandomForestOptions o;
     o.seed = seed;
@@ -329,29 +329,44 @@ TEST(TahoeLaneLayoutTest, MarginsMatchTheCpuReferenceForEveryPartBudget) {
     absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
     ASSERT_TRUE(tf.ok()) << tf.status();
     ASSERT_TRUE(TahoeLaneEligible(**tf));
-    // Budgets: everything, the least that builds (bisected: the bundle that needs most), twice that.
-    int64_t lo = 0, hi = BuildTahoeLaneLayout(**tf, int64_t{1} << 30)->part_bytes;
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      (BuildTahoeLaneLayout(**tf, mid).ok() ? hi : lo) = mid;
+    int64_t least_of[2] = {0, 0};
+    for (TahoeLaneMode mode : {TahoeLaneMode::kSingle, TahoeLaneMode::kPaired}) {
+      const bool paired = mode == TahoeLaneMode::kPaired;
+      // Budgets: everything, the least that builds (bisected: the bundle that needs most), twice
+      // that.
+      int64_t lo = 0, hi = BuildTahoeLaneLayout(**tf, int64_t{1} << 30, mode)->part_bytes;
+      while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        (BuildTahoeLaneLayout(**tf, mid, mode).ok() ? hi : lo) = mid;
+      }
+      const int64_t least = least_of[paired] = hi;
+      EXPECT_FALSE(BuildTahoeLaneLayout(**tf, least - 1, mode).ok());
+      for (int64_t budget : {int64_t{1} << 30, least, 2 * least}) {
+        absl::StatusOr<TahoeLaneLayout> lay = BuildTahoeLaneLayout(**tf, budget, mode);
+        ASSERT_TRUE(lay.ok()) << lay.status();
+        EXPECT_EQ(lay->paired, paired);
+        EXPECT_LE(lay->part_bytes, budget);
+        std::vector<double> sums;
+        ASSERT_TRUE(
+            TahoeLaneSumsHost(*lay, MakeRowsView(rows.data(), 50, f->num_features), &sums).ok());
+        std::vector<float> got(50);
+        for (int r = 0; r < 50; ++r) got[r] = static_cast<float>(f->base_margin[0] + sums[r]);
+        EXPECT_LE(MaxRelativeError(got, want), kTolerance)
+            << "seed " << seed << " budget " << budget << (paired ? " paired" : " single");
+        if (lay->parts.size() > 1) ++multi_part;
+        ++checked;
+      }
     }
-    const int64_t least = hi;
-    EXPECT_FALSE(BuildTahoeLaneLayout(**tf, least - 1).ok());
-    for (int64_t budget : {int64_t{1} << 30, least, 2 * least}) {
-      absl::StatusOr<TahoeLaneLayout> lay = BuildTahoeLaneLayout(**tf, budget);
-      ASSERT_TRUE(lay.ok()) << lay.status();
-      EXPECT_LE(lay->part_bytes, budget);
-      std::vector<double> sums;
-      ASSERT_TRUE(TahoeLaneSumsHost(*lay, MakeRowsView(rows.data(), 50, f->num_features), &sums).ok());
-      std::vector<float> got(50);
-      for (int r = 0; r < 50; ++r) got[r] = static_cast<float>(f->base_margin[0] + sums[r]);
-      EXPECT_LE(MaxRelativeError(got, want), kTolerance) << "seed " << seed << " budget " << budget;
-      if (lay->parts.size() > 1) ++multi_part;
-      ++checked;
+    // Automatic: single where it fits, else paired, which fits trees up to two columns tall.
+    EXPECT_FALSE(BuildTahoeLaneLayout(**tf, least_of[0]).value().paired);
+    if (least_of[1] < least_of[0]) {
+      ++paired_smaller;
+      EXPECT_TRUE(BuildTahoeLaneLayout(**tf, least_of[0] - 1).value().paired);
     }
   }
-  EXPECT_EQ(checked, 18);
-  EXPECT_GE(multi_part, 6);
+  EXPECT_EQ(checked, 36);
+  EXPECT_GE(multi_part, 12);
+  EXPECT_GE(paired_smaller, 3);
   RandomForestOptions o;
   o.num_outputs = 3;
   EXPECT_FALSE(TahoeLaneEligible(**TahoeForest::Build(WithFloatLeaves(MakeRandomForest(o)))));

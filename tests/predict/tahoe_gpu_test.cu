@@ -99,22 +99,25 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-// Default engine, plus one with small splitting parts, few shared-data groups, small chunks and the
-// tree-per-lane splitting kernel forced on (several parts, several chunks, the global reduction).
+// Default engine, plus two with small splitting parts, few shared-data groups, small chunks and the
+// tree-per-lane splitting kernel forced on (several parts, several chunks, the global reduction),
+// in its single and its paired layout.
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     TahoeEngineOptions o;
     o.format = format;
-    if (variant == 1) {
+    if (variant > 0) {
       o.max_part_bytes = 3000;
       o.shared_data_groups = 4;
       o.max_chunk_rows = 100;
-      o.lanes = TahoeEngineOptions::Lanes::kOn;  // the tree-per-lane kernel wherever it applies
+      // The tree-per-lane kernel wherever it applies.
+      o.lanes = variant == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
     ASSERT_NE(e, nullptr);
-    CheckEngine(*e, *f, rows, what + (variant ? " (small parts/chunks)" : ""));
+    CheckEngine(*e, *f, rows,
+                what + (variant == 1 ? " (small parts/chunks)" : variant == 2 ? " (paired lanes)" : ""));
   }
 }
 
