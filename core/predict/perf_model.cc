@@ -245,10 +245,13 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
     c.name = "cpu";
     c.feasible = w.cpu_allowed && w.cpu_seconds_per_visit > 0;
     if (!c.feasible) c.why_not = "cpu path disabled or not calibrated";
-    const double threads = std::max(1, w.cpu_threads);
-    const double used = std::min(threads, std::max(1.0, N / 64));  // ParallelFor grain
+    // ThreadPool::ParallelFor: N / grain chunks (at most 4 per thread), run inline when one.
+    const double grain = static_cast<double>(std::max<int64_t>(1, w.cpu_grain));
+    const double chunks =
+        std::clamp(std::floor(N / grain), 1.0, 4.0 * (std::max(1, w.cpu_threads) + 1));
+    const double used = std::min(std::max(1.0, w.cpu_parallelism), chunks);
     c.throughput_seconds = N * V * w.cpu_seconds_per_visit / used;
-    c.fixed_seconds = w.cpu_fixed_seconds;
+    c.fixed_seconds = chunks > 1 ? w.cpu_fixed_seconds : 1e-6;
     c.kernel_seconds = c.fixed_seconds + w.throughput_scale[0] * c.throughput_seconds;
     c.seconds = c.kernel_seconds;
     costs.push_back(c);

@@ -92,8 +92,10 @@ struct TahoeWorkload {
   // CPU reference path.
   bool cpu_allowed = true;
   double cpu_seconds_per_visit = 0;  // one thread
-  double cpu_fixed_seconds = 1e-6;   // per call (thread-pool dispatch)
-  int cpu_threads = 1;
+  double cpu_fixed_seconds = 1e-6;   // per call that engages the pool (waking its workers)
+  int cpu_threads = 1;               // pool workers
+  double cpu_parallelism = 1;        // speed-up the pool reaches when every worker has chunks
+  int64_t cpu_grain = 32;            // PredictCpuGrain: fewer than 2 x this rows run inline
   // Per-model corrections measured at engine load (TahoeEngine probes each strategy at a small and
   // a large batch): multipliers of the throughput and the latency terms, by strategy index
   // (StrategyIndex). 1 = the equations as calibrated.

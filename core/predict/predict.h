@@ -33,4 +33,8 @@ int64_t PredictWidth(const Forest& forest, const PredictOptions& options);
 absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOptions& options,
                         MatrixView<float> out, ThreadPool* pool);
 
+// Rows per chunk PredictCpu hands the pool at least (ThreadPool::ParallelFor's grain): a batch of
+// fewer than twice this runs on the calling thread.
+int64_t PredictCpuGrain(const Forest& forest);
+
 }  // namespace grove

@@ -107,9 +107,10 @@ absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOption
     }
   };
   // Rows are independent and each is computed by one thread in a fixed order: deterministic.
-  const int64_t grain = trees.size() >= 1000 ? 4 : 32;
-  ParallelFor(pool, rows.rows, grain, work);
+  ParallelFor(pool, rows.rows, PredictCpuGrain(forest), work);
   return absl::OkStatus();
 }
+
+int64_t PredictCpuGrain(const Forest& forest) { return forest.trees.size() >= 1000 ? 4 : 32; }
 
 }  // namespace grove

@@ -208,6 +208,7 @@ class TahoeEngineImpl final : public TahoeEngine {
   int parts_ = 0;
   double cpu_seconds_per_visit_ = 0;
   double cpu_fixed_seconds_ = 1e-6;
+  double cpu_parallelism_ = 1;
   std::string probe_report_;
   std::unique_ptr<TahoeLaneLayout> lanes_;  // host copy, uploaded to every GPU; null: none
   std::string lane_report_;
@@ -387,19 +388,42 @@ void TahoeEngineImpl::CalibrateCpu() {
   }
   const double visits = std::max(1e-9, format_->stats().expected_visits_per_row);
   cpu_seconds_per_visit_ = best / (rows * visits);
-  // Per-call overhead on the pool: a small batch through the pool minus its walking time.
-  if (pool_ != nullptr) {
-    const int small = 16;
-    const RowsView sv = MakeRowsView(x.data(), small, forest_->num_features);
-    const MatrixView<float> so = MakeMatrixView(out.data(), small, forest_->num_outputs);
-    double t = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto start = std::chrono::steady_clock::now();
-      if (!PredictCpu(*forest_, sv, o, so, pool_).ok()) return;
-      t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    cpu_fixed_seconds_ = std::max(1e-6, t - small * visits * cpu_seconds_per_visit_);
+  if (pool_ == nullptr) return;
+  // Per-call overhead of the pool: two chunks (the fewest it hands out) after the workers have gone
+  // idle, as a sporadic small request finds them; the median of 7, less the longer chunk's walk.
+  const int64_t grain = PredictCpuGrain(*forest_);
+  auto timed = [&](const std::vector<float>& rows_in, int64_t n) {
+    std::vector<float> res(static_cast<size_t>(n) * forest_->num_outputs);
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status st = PredictCpu(*forest_, MakeRowsView(rows_in.data(), n, forest_->num_features),
+                                       o, MakeMatrixView(res.data(), n, forest_->num_outputs), pool_);
+    return st.ok() ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+                   : -1.0;
+  };
+  const std::vector<float> two = CalibrationRows(*forest_, static_cast<int>(2 * grain));
+  std::vector<double> ts;
+  for (int rep = 0; rep < 7; ++rep) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const double t = timed(two, 2 * grain);
+    if (t < 0) return;
+    ts.push_back(t);
   }
+  std::nth_element(ts.begin(), ts.begin() + 3, ts.end());
+  cpu_fixed_seconds_ = std::max(1e-6, ts[3] - grain * visits * cpu_seconds_per_visit_);
+  // Speed-up on a batch that gives every worker its chunks (memory bandwidth and shared cores keep
+  // it below the thread count).
+  const int threads = std::max(1, pool_->num_threads());
+  const int64_t big = grain * 4 * (threads + 1);
+  const std::vector<float> many = CalibrationRows(*forest_, static_cast<int>(big));
+  double tb = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t = timed(many, big);
+    if (t < 0) return;
+    tb = std::min(tb, t);
+  }
+  cpu_parallelism_ = std::clamp(big * visits * cpu_seconds_per_visit_ /
+                                    std::max(1e-9, tb - cpu_fixed_seconds_),
+                                1.0, static_cast<double>(threads));
 }
 
 absl::Status TahoeEngineImpl::Probe() {
@@ -499,7 +523,8 @@ absl::Status TahoeEngineImpl::Init() {
                   << KV("trees", format_->trees().size())
                   << KV("node_bytes", format_->node_bytes()) << KV("parts", parts_)
                   << KV("device_mb", DeviceBytes() / 1e6)
-                  << KV("cpu_ns_per_visit", cpu_seconds_per_visit_ * 1e9);
+                  << KV("cpu_ns_per_visit", cpu_seconds_per_visit_ * 1e9)
+                  << KV("cpu_fixed_us", cpu_fixed_seconds_ * 1e6) << KV("cpu_parallelism", cpu_parallelism_);
   return absl::OkStatus();
 }
 
@@ -559,6 +584,8 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
     w.latency_scale[i] = latency_scale_[i];
   }
   w.cpu_threads = pool_ != nullptr ? std::max(1, pool_->num_threads()) : 1;
+  w.cpu_parallelism = cpu_parallelism_;
+  w.cpu_grain = PredictCpuGrain(*forest_);
   return w;
 }
 

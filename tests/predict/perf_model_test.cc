@@ -52,6 +52,7 @@ TahoeWorkload Medium(int64_t rows) {
   w.chunk_rows = 1 << 18;
   w.cpu_seconds_per_visit = 2e-9;
   w.cpu_threads = 2;
+  w.cpu_parallelism = 2;
   return w;
 }
 
@@ -151,6 +152,27 @@ TEST(PerfModelTest, CopiesAndCpuDecideTinyHostBatches) {
       EXPECT_GE(s.seconds, std::max(s.copy_seconds, s.kernel_seconds));
     }
   }
+}
+
+// The CPU path's cost follows ThreadPool::ParallelFor: one chunk runs inline (no pool overhead),
+// more chunks pay the measured wake-up and spread over min(chunks, measured parallelism) threads.
+TEST(PerfModelTest, CpuCostFollowsThePoolsChunks) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(40);
+  w.cpu_grain = 32;
+  w.cpu_threads = 16;
+  w.cpu_parallelism = 6;
+  w.cpu_fixed_seconds = 50e-6;
+  w.cpu_seconds_per_visit = 1e-9;
+  auto cpu = [&](int64_t rows) {
+    w.rows = rows;
+    return Cost(EstimateStrategies(hw, w), "cpu");
+  };
+  EXPECT_LT(cpu(40).fixed_seconds, 2e-6);  // one chunk: inline
+  EXPECT_NEAR(cpu(40).throughput_seconds, 40 * 800 * 1e-9, 1e-12);
+  EXPECT_DOUBLE_EQ(cpu(64).fixed_seconds, 50e-6);  // two chunks: the pool
+  EXPECT_NEAR(cpu(64).throughput_seconds, 64 * 800 * 1e-9 / 2, 1e-12);
+  EXPECT_NEAR(cpu(100000).throughput_seconds, 100000 * 800 * 1e-9 / 6, 1e-9);
 }
 
 TEST(PerfModelTest, SharedForestWinsWhenTheForestFits) {
