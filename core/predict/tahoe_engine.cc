@@ -328,8 +328,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
     TAHOE_ASSIGN(df.d_lane_bundles, g.Upload(lanes_->bundles));
     TAHOE_ASSIGN(df.d_lane_parts, g.Upload(lanes_->parts));
     df.lane_num_parts = static_cast<int>(lanes_->parts.size());
-    df.lane_max_bundles = lanes_->max_part_bundles;
-    df.lane_part_smem_bytes = lanes_->max_part_slots * int64_t{sizeof(TahoeLaneNode)};
+    df.lane_part_bytes = lanes_->part_bytes;
     df.lane_columns = lanes_->columns;
     df.lane_column_bits = lanes_->column_bits;
     df.lane_paired = lanes_->paired;
@@ -376,14 +375,12 @@ void TahoeEngineImpl::CalibrateCpu() {
   const RowsView view = MakeRowsView(x.data(), rows, forest_->num_features);
   const MatrixView<float> ov = MakeMatrixView(out.data(), rows, forest_->num_outputs);
   double best = 1e30;
-  int64_t done = 0;
   const auto begin = std::chrono::steady_clock::now();
   for (int rep = 0; rep < 20; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     if (!PredictCpu(*forest_, view, o, ov, nullptr).ok()) return;
     const auto end = std::chrono::steady_clock::now();
     best = std::min(best, std::chrono::duration<double>(end - start).count());
-    done += rows;
     if (std::chrono::duration<double>(end - begin).count() > 0.05) break;
   }
   const double visits = std::max(1e-9, format_->stats().expected_visits_per_row);

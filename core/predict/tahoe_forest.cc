@@ -670,10 +670,6 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
   return absl::OkStatus();
 }
 
-}  // namespace grove
-
-namespace grove {
-
 bool TahoeLaneEligible(const TahoeForest& tf) {
   const Forest& f = tf.forest();
   if (!tf.fixed_walk() || f.num_outputs != 1 || !tf.stats().inline_leaves) return false;
@@ -868,8 +864,7 @@ absl::StatusOr<TahoeLaneLayout> BuildLanes(const TahoeForest& tf, int64_t max_pa
         out.bundles[k].slot_begin = *root;
         if (order[k] != kNone) deepest = std::max<uint32_t>(deepest, steps_of(order[k]));
       }
-      const int64_t bytes = int64_t{trial.rows()} * T * 8 + int64_t{b + 1 - begin} * T * 8;
-      if (bytes > max_part_bytes) break;
+      if (TahoeLanePartBytes(int64_t{trial.rows()} * T, b + 1 - begin) > max_part_bytes) break;
       for (int j = 0; j < T; ++j) out.bundles[b * T + j].steps = deepest;
       part = std::move(trial);
     }
@@ -882,10 +877,7 @@ absl::StatusOr<TahoeLaneLayout> BuildLanes(const TahoeForest& tf, int64_t max_pa
     p.slot_end = static_cast<uint32_t>(out.slots.size());
     for (uint32_t k = begin * T; k < b * T; ++k) out.bundles[k].slot_begin += p.slot_begin;
     used += part.nodes();
-    out.part_bytes = std::max<int64_t>(
-        out.part_bytes, int64_t{p.slot_end - p.slot_begin} * 8 + int64_t{b - begin} * T * 8);
-    out.max_part_bundles = std::max<int>(out.max_part_bundles, static_cast<int>(b - begin));
-    out.max_part_slots = std::max<int64_t>(out.max_part_slots, p.slot_end - p.slot_begin);
+    out.part_bytes = std::max(out.part_bytes, TahoeLanePartBytes(p.slot_end - p.slot_begin, b - begin));
     out.parts.push_back(p);
   }
   out.padding = out.slots.empty() ? 0 : 1.0 - static_cast<double>(used) / out.slots.size();

@@ -140,15 +140,19 @@ GROVE_HD float TahoeBitsToFloat(uint32_t bits) {
 // The value of the padding feature (TahoeWalkFixed, TahoeLaneLayout).
 GROVE_HD float TahoeNan() { return TahoeBitsToFloat(0x7fc00000u); }
 
-// One wide load per node (a plain struct copy may become two 32-bit loads).
-GROVE_HD TahoeNode8 TahoeLoad(const TahoeNode8* p) {
+// One wide load per node (a plain struct copy may become two 32-bit loads). `Pair`: an 8-byte node
+// of two 32-bit words.
+template <typename Pair>
+GROVE_HD Pair TahoeLoadPair(const Pair* p) {
+  static_assert(sizeof(Pair) == 8 && alignof(Pair) == 8);
 #if defined(__CUDA_ARCH__)
   const uint2 v = *reinterpret_cast<const uint2*>(p);
-  return TahoeNode8{v.x, v.y};
+  return Pair{v.x, v.y};
 #else
   return *p;
 #endif
 }
+GROVE_HD TahoeNode8 TahoeLoad(const TahoeNode8* p) { return TahoeLoadPair(p); }
 GROVE_HD TahoeNode16 TahoeLoad(const TahoeNode16* p) {
 #if defined(__CUDA_ARCH__)
   const uint4 v = *reinterpret_cast<const uint4*>(p);
@@ -607,11 +611,16 @@ struct TahoeLaneLayout {
   bool paired = false;
   uint32_t column_bits = 1;
   int columns = 1;            // 2 * num_features + 1
-  int64_t part_bytes = 0;     // shared memory of the largest part (slots and tree records)
-  int max_part_bundles = 0;   // bundles of the part that has most
-  int64_t max_part_slots = 0; // slots of the part that has most
+  int64_t part_bytes = 0;     // shared memory of the largest part (TahoeLanePartBytes)
   double padding = 0;         // fraction of slots that hold no node
 };
+
+// Shared memory of a part: its slots, then its bundle records (the kernel puts them right after the
+// part's own slots, so the largest part bounds the kernel's memory).
+inline int64_t TahoeLanePartBytes(int64_t slots, int64_t bundles) {
+  return slots * int64_t{sizeof(TahoeLaneNode)} +
+         bundles * kTahoeLaneTrees * int64_t{sizeof(TahoeLaneBundle)};
+}
 
 // Whether BuildTahoeLaneLayout applies: fixed_walk(), one output, inline float leaves (so no leaf
 // needs the table), finite thresholds.
@@ -630,14 +639,7 @@ GROVE_HD void TahoeLaneStage(float x, float* two_columns) {
   two_columns[1] = nan ? TahoeBitsToFloat(0x7f800000u) : x;
 }
 
-GROVE_HD TahoeLaneNode TahoeLoad(const TahoeLaneNode* p) {
-#if defined(__CUDA_ARCH__)
-  const uint2 v = *reinterpret_cast<const uint2*>(p);
-  return TahoeLaneNode{v.x, v.y};
-#else
-  return *p;
-#endif
-}
+GROVE_HD TahoeLaneNode TahoeLoad(const TahoeLaneNode* p) { return TahoeLoadPair(p); }
 
 // Bytes from a slot to its left child (the next row of its virtual column) at even and odd steps,
 // for lane `lane` (0..15) of a half-warp.

@@ -264,10 +264,8 @@ __global__ void __launch_bounds__(kForestSmemThreads)
   const int half = threadIdx.x >> 4, halves = blockDim.x >> 4;
   // Layout: TahoeLaneSharedBytes.
   float* row = reinterpret_cast<float*>(smem) + half * S;
-  const int64_t rows_bytes = TahoeLaneRowBytes(S);
-  TahoeLaneBundle* s_bundles = reinterpret_cast<TahoeLaneBundle*>(smem + rows_bytes);
-  TahoeLaneNode* s_slots = reinterpret_cast<TahoeLaneNode*>(
-      smem + rows_bytes + TahoeLaneBundleBytes(f.lane_max_bundles));
+  TahoeLaneNode* s_slots = reinterpret_cast<TahoeLaneNode*>(smem + TahoeLaneRowBytes(S));
+  TahoeLaneBundle* s_bundles = nullptr;  // right after the loaded part's slots
   if (l == 0) row[2 * nf] = TahoeNan();
   const TahoeLaneAdvance adv = TahoeLaneAdvanceFor(f.lane_paired, l);
   const uint32_t row_addr = SharedAddress(row), slots_addr = SharedAddress(s_slots);
@@ -283,6 +281,7 @@ __global__ void __launch_bounds__(kForestSmemThreads)
       __syncthreads();  // every warp is done with the previous part
       part = f.d_lane_parts[p];
       num_bundles = part.bundle_end - part.bundle_begin;
+      s_bundles = reinterpret_cast<TahoeLaneBundle*>(s_slots + (part.slot_end - part.slot_begin));
       for (uint32_t i = threadIdx.x; i < num_bundles * kTahoeLaneTrees; i += blockDim.x) {
         TahoeLaneBundle b = f.d_lane_bundles[part.bundle_begin * kTahoeLaneTrees + i];
         b.slot_begin -= part.slot_begin;

@@ -78,8 +78,7 @@ struct TahoeDeviceForest {
   const TahoeLaneBundle* d_lane_bundles = nullptr;
   const TahoeLanePart* d_lane_parts = nullptr;
   int lane_num_parts = 0;
-  int lane_max_bundles = 0;        // bundles of the largest part (kTahoeLaneTrees records each)
-  int64_t lane_part_smem_bytes = 0;
+  int64_t lane_part_bytes = 0;     // TahoeLaneLayout::part_bytes
   int lane_columns = 0;
   uint32_t lane_column_bits = 0;
   bool lane_paired = false;         // TahoeLaneLayout::paired
@@ -89,16 +88,13 @@ struct TahoeDeviceForest {
 // Rows a block of the lane kernel walks at a time: one per half-warp, each staged in the half-warp's
 // own row buffer (TahoeLaneLayout::columns floats).
 inline constexpr int kLaneBlockRows = kForestSmemThreads / kTahoeLaneTrees;
-// Shared memory of the lane kernel: the row buffers, the bundle records, the slots (each 16-aligned).
+// Shared memory of the lane kernel: the row buffers (16-aligned), then a part's slots and its bundle
+// records (TahoeLanePartBytes).
 GROVE_HD int64_t TahoeLaneRowBytes(int columns) {
   return (int64_t{kLaneBlockRows} * columns * 4 + 15) & ~int64_t{15};
 }
-GROVE_HD int64_t TahoeLaneBundleBytes(int bundles) {
-  return (int64_t{bundles} * kTahoeLaneTrees * 8 + 15) & ~int64_t{15};
-}
 inline int64_t TahoeLaneSharedBytes(const TahoeDeviceForest& f) {
-  return TahoeLaneRowBytes(f.lane_columns) + TahoeLaneBundleBytes(f.lane_max_bundles) +
-         f.lane_part_smem_bytes + 16;
+  return TahoeLaneRowBytes(f.lane_columns) + f.lane_part_bytes;
 }
 
 // Staged rows (shared data and, up to kMaxStagedFeatures, shared forest / splitting) are
