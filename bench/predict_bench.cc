@@ -1,6 +1,6 @@
 // Prediction throughput, latency, selector study and format ablation for one model.
 //
-//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|ablation|cpu|kernel]
+//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //
@@ -14,6 +14,8 @@
 //   bytes per row through device memory and node visits per row against the calibrated bandwidths.
 // ablation: engine-level time of every GPU strategy at the largest batch with the adaptive
 //   format's node rearrangement and tree rearrangement each turned off.
+// compare: study with end-to-end times for the selector only (the nvForest comparison,
+//   bench/nvforest_compare.sh).
 // cpu: the CPU reference only (what runs without CUDA).
 // kernel: engine level only, strategy --strategy (default: the selector's) at each batch size, the
 //   timed runs bracketed by cudaProfilerStart/Stop so that `ncu --profile-from-start off` profiles
@@ -127,7 +129,12 @@ int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base,
 
 #if defined(GROVE_HAVE_CUDA)
 
-const char* const kGpu[] = {"direct", "shared_data", "shared_forest", "splitting_shared_forest"};
+// Every GPU strategy, from the one name table (index 0 is the CPU).
+std::vector<std::string> GpuStrategyNames() {
+  std::vector<std::string> s;
+  for (int i = 1; i < kNumStrategies; ++i) s.push_back(StrategyName(i));
+  return s;
+}
 
 struct DeviceRows {
   float* d_rows = nullptr;
@@ -226,7 +233,7 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
     absl::StatusOr<StrategyChoice> plan_dev = e.Plan(n, o, true, "");
     absl::StatusOr<StrategyChoice> plan_host = e.Plan(n, o, false, "");
     std::map<std::string, double> eng, end;
-    std::vector<std::string> names(std::begin(kGpu), std::end(kGpu));
+    std::vector<std::string> names = GpuStrategyNames();
     names.push_back("cpu");
     names.push_back("auto");
     for (const std::string& s : names) {
@@ -246,7 +253,8 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
         if (te > 0) last_engine[s] = te;
       }
       const double limit = s == "cpu" ? 0.5 : 3.0;  // seconds a run may be predicted to take
-      if (e2e && !(last_e2e.count(s) && last_e2e[s] * scale > limit)) {
+      const bool e2e_this = e2e && (flags.mode != "compare" || s == "auto");
+      if (e2e_this && !(last_e2e.count(s) && last_e2e[s] * scale > limit)) {
         th = Seconds(
             [&] {
               return e.PredictHost(MakeRowsView(all.data(), n, F), o,
@@ -381,7 +389,7 @@ int Main(int argc, char** argv) {
   }
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
-                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|ablation|cpu|kernel] "
+                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
                  "[--strategy s] [--batches 100,1000] [--budget s] [--cache dir] [--threads n] [--name label]\n");
     return 2;
   }
@@ -417,7 +425,7 @@ int Main(int argc, char** argv) {
   }
   if (flags.mode == "kernel") return KernelOnly(flags, *forest, base, base_rows, &pool);
   int rc = 0;
-  if (flags.mode == "all" || flags.mode == "study") {
+  if (flags.mode == "all" || flags.mode == "study" || flags.mode == "compare") {
     rc |= Study(flags, *forest, base, base_rows, &pool, {}, true, flags.batches, "tahoe");
   }
   if (flags.mode == "all" || flags.mode == "ablation") {

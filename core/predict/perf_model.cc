@@ -18,8 +18,8 @@
 namespace grove {
 namespace {
 
-constexpr const char* kStrategies[] = {"cpu", "direct", "shared_data", "shared_forest",
-                                       "splitting_shared_forest"};
+constexpr const char* kStrategies[kNumStrategies] = {
+    "cpu", "direct", "shared_data", "shared_forest", "splitting_shared_forest", "row_chunk"};
 
 struct Field {
   const char* key;
@@ -202,8 +202,21 @@ StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, dou
 
 }  // namespace
 
+const char* StrategyName(int index) {
+  return index >= 0 && index < kNumStrategies ? kStrategies[index] : "?";
+}
+
+int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
+  const int best = w.best_row_chunk > 0 ? w.best_row_chunk : std::min(8, w.max_row_chunk);
+  // Blocks of 256 threads: a batch should give every SM about four of them (1,024 threads).
+  const double fill = rows / (4.0 * std::max(1, hw.sm_count));
+  int c = 1;
+  while (c * 2 <= best && c * 2 <= fill) c *= 2;
+  return std::max(1, std::min(c, std::max(1, w.max_row_chunk)));
+}
+
 int StrategyIndex(std::string_view name) {
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kNumStrategies; ++i) {
     if (name == kStrategies[i]) return i;
   }
   return -1;
@@ -325,6 +338,37 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
     Finish(c, w.throughput_scale[3 + split], w.latency_scale[3 + split]);
     c.copy_seconds = copy;
     c.seconds = total(c.kernel_seconds);
+    costs.push_back(c);
+  }
+  {  // Row chunk: rows read once and staged, nodes from L1/L2 (the chunk's lanes share a tree's
+     // nodes), a shuffle reduction over the tree groups of each row.
+    StrategyCost c;
+    c.name = "row_chunk";
+    c.feasible = w.max_row_chunk > 0;
+    if (!c.feasible) {
+      c.why_not = "one row does not fit shared memory";
+    } else {
+      const int C = RowChunkFor(hw, w, rows);
+      c.groups = C;
+      // Two rows per thread where the batch still fills every SM at full occupancy.
+      if (w.row_chunk_paired && C == w.best_row_chunk &&
+          rows >= 2.0 * C * 8 * std::max(1, hw.sm_count)) {
+        c.groups |= kRowChunkPaired;
+      }
+      const double G = 256.0 / C, Ss = 4.0 * w.features;
+      const double per_row = Ss / hw.gmem_coalesced_bw + Ss / hw.smem_write_bw +
+                             V * Sa / hw.smem_read_bw + V * Sn / (hw.gmem_coalesced_bw / 2);
+      c.throughput_seconds = rows * per_row + hw.block_reduce_rate * rows * (G / 32 + 8) * w.outputs;
+      const double smem = static_cast<double>(w.row_chunk_acc_bytes + C * w.row_chunk_row_bytes);
+      const double per_sm = std::clamp(std::floor(hw.smem_per_sm / std::max(1.0, smem)), 1.0,
+                                       std::max(1.0, hw.max_threads_per_sm / 256.0));
+      const double waves = std::max(1.0, std::ceil(std::ceil(rows / C) / (hw.sm_count * per_sm)));
+      c.latency_seconds = waves * (V / G * (hw.gmem_latency + hw.smem_latency) + hw.gmem_latency);
+      c.fixed_seconds = chunks * hw.launch_seconds;
+      Finish(c, w.throughput_scale[5], w.latency_scale[5]);
+      c.copy_seconds = copy;
+      c.seconds = total(c.kernel_seconds);
+    }
     costs.push_back(c);
   }
   return costs;

@@ -86,6 +86,14 @@ struct TahoeWorkload {
   int part_blocks_per_sm = 1;     // resident splitting-shared-forest blocks per SM (one part)
   int forest_threads = 1024;      // threads per shared-forest block
   bool rows_staged = false;       // shared forest / splitting stage rows in shared memory
+  // Row chunk: the largest chunk whose block fits shared memory (0: none), the chunk the load-time
+  // probe found fastest on a large batch (0: not probed), and the block's shared memory as
+  // acc + chunk x row bytes (for the resident blocks per SM).
+  int max_row_chunk = 0;
+  int best_row_chunk = 0;
+  bool row_chunk_paired = false;  // the probe found two rows per thread faster at best_row_chunk
+  int64_t row_chunk_acc_bytes = 0;
+  int64_t row_chunk_row_bytes = 0;
   int64_t chunk_rows = 1 << 18;   // rows per launch (workspace limit)
   bool rows_on_device = false;    // engine level: no copies
   int num_gpus = 1;
@@ -99,16 +107,36 @@ struct TahoeWorkload {
   // Per-model corrections measured at engine load (TahoeEngine probes each strategy at a small and
   // a large batch): multipliers of the throughput and the latency terms, by strategy index
   // (StrategyIndex). 1 = the equations as calibrated.
-  double throughput_scale[5] = {1, 1, 1, 1, 1};
-  double latency_scale[5] = {1, 1, 1, 1, 1};
+  double throughput_scale[6] = {1, 1, 1, 1, 1, 1};
+  double latency_scale[6] = {1, 1, 1, 1, 1, 1};
 };
 
-// Index of a strategy name in the fixed order cpu, direct, shared_data, shared_forest,
-// splitting_shared_forest; -1 if unknown.
+// The strategies, in the one fixed order every table of them uses (costs, probe corrections,
+// metrics): cpu, direct, shared_data, shared_forest, splitting_shared_forest, row_chunk. Every one
+// but kCpu is a kernel of tahoe_kernels.h.
+enum class StrategyId : int {
+  kCpu = 0,
+  kDirect = 1,
+  kSharedData = 2,
+  kSharedForest = 3,
+  kSplittingSharedForest = 4,
+  kRowChunk = 5,
+};
+inline constexpr int kNumStrategies = 6;
+// Added to row chunk's StrategyCost::groups (its rows per thread group) when each thread walks two
+// rows at once (tahoe_kernels.h).
+inline constexpr int kRowChunkPaired = 1 << 8;
+// Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
+const char* StrategyName(int index);
+inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast<int>(id)); }
+// Index of a strategy name; -1 if unknown.
 int StrategyIndex(std::string_view name);
+// The rows per thread group row_chunk uses for a batch of `rows` on one GPU: the probed best chunk,
+// smaller when the batch would not give every SM a few blocks (without kRowChunkPaired).
+int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows);
 
 struct StrategyCost {
-  std::string name;       // "cpu", "direct", "shared_data", "shared_forest", "splitting_shared_forest"
+  std::string name;       // StrategyName
   bool feasible = false;
   double seconds = 0;     // predicted total (kernels + copies), or the CPU time
   double kernel_seconds = 0;     // fixed + max(throughput, latency), scaled
@@ -116,12 +144,11 @@ struct StrategyCost {
   double fixed_seconds = 0;      // launches and shared-memory staging
   double throughput_seconds = 0; // §6.1 equations (whole-GPU bandwidths), unscaled
   double latency_seconds = 0;    // one thread's dependent chain x waves, unscaled
-  int groups = 1;         // shared data thread groups
+  int groups = 1;         // shared data thread groups; row chunk rows per block
   std::string why_not;    // when infeasible
 };
 
-// Every strategy's predicted time for the batch, in a fixed order (cpu, direct, shared_data,
-// shared_forest, splitting_shared_forest).
+// Every strategy's predicted time for the batch, in StrategyName order.
 std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const TahoeWorkload& w);
 
 struct StrategyChoice {

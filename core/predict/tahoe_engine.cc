@@ -39,11 +39,33 @@ absl::Status CudaStatus(cudaError_t e, const char* what) {
     if (absl::Status _s = CudaStatus((expr), what); !_s.ok()) return _s; \
   } while (0)
 
-TahoeStrategy StrategyFromName(std::string_view name) {
-  if (name == "shared_data") return TahoeStrategy::kSharedData;
-  if (name == "shared_forest") return TahoeStrategy::kSharedForest;
-  if (name == "splitting_shared_forest") return TahoeStrategy::kSplittingSharedForest;
-  return TahoeStrategy::kDirect;
+// The GPU strategy of a name the selector returned; the callers have ruled out "cpu" and unknown
+// names.
+StrategyId StrategyFromName(std::string_view name) {
+  return StrategyId(std::clamp(StrategyIndex(name), 1, kNumStrategies - 1));
+}
+
+// Copies `rows` rows of `cols` floats between host buffers (pageable <-> pinned staging). One thread
+// copies at 5-10 GB/s, below the PCIe rate that wide rows and wide outputs could reach, so copies of
+// more than a few MiB are split over the pool in pieces of about 1 MiB.
+void CopyRows(ThreadPool* pool, float* dst, int64_t dst_stride, const float* src,
+              int64_t src_stride, int64_t rows, int64_t cols) {
+  const int64_t row_bytes = cols * 4;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, row_bytes));
+  auto copy = [&](int64_t begin, int64_t end) {
+    if (dst_stride == cols && src_stride == cols) {
+      std::memcpy(dst + begin * cols, src + begin * cols, static_cast<size_t>((end - begin) * row_bytes));
+      return;
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(row_bytes));
+    }
+  };
+  if (pool == nullptr || rows * row_bytes < (int64_t{4} << 20)) {
+    copy(0, rows);
+  } else {
+    pool->ParallelFor(rows, grain, copy);
+  }
 }
 
 constexpr int kSlots = 2;
@@ -186,15 +208,15 @@ class TahoeEngineImpl final : public TahoeEngine {
   // Margins over every round: what the load-time probes run.
   TahoeCall ProbeCall() const;
   // Best of three timed runs (after a warm-up) of `s` over the first `rows` probe rows of slot 1.
-  absl::StatusOr<double> TimeProbe(Gpu& g, TahoeStrategy s, int groups, int64_t rows) const;
+  absl::StatusOr<double> TimeProbe(Gpu& g, StrategyId s, int groups, int64_t rows) const;
   void CalibrateCpu();
   absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
   TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
-  int64_t ChunkRows(const Gpu& g, TahoeStrategy s, const TahoeCall& call, bool host) const;
-  TahoeLaunchArgs Args(const Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call) const;
-  absl::Status RunHost(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call, RowsView rows,
+  int64_t ChunkRows(const Gpu& g, StrategyId s, const TahoeCall& call, bool host) const;
+  TahoeLaunchArgs Args(const Gpu& g, StrategyId s, int groups, const TahoeCall& call) const;
+  absl::Status RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call, RowsView rows,
                        MatrixView<float> out) const;
-  absl::Status RunDevice(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call,
+  absl::Status RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                          const float* d_rows, int64_t rows, int64_t row_stride, float* d_out,
                          int64_t out_stride) const;
   void LogChoice(const StrategyChoice& c, int64_t rows) const;
@@ -212,8 +234,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   std::string probe_report_;
   std::unique_ptr<TahoeLaneLayout> lanes_;  // host copy, uploaded to every GPU; null: none
   std::string lane_report_;
-  double throughput_scale_[5] = {1, 1, 1, 1, 1};
-  double latency_scale_[5] = {1, 1, 1, 1, 1};
+  double throughput_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
+  double latency_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
+  int best_row_chunk_ = 0;  // row chunk the probe found fastest at its large batch (0: none)
+  bool row_chunk_paired_ = false;  // ... walking two rows per thread
   mutable std::atomic<int> last_choice_{-1};
 };
 
@@ -253,7 +277,7 @@ TahoeCall TahoeEngineImpl::ProbeCall() const {
   return call;
 }
 
-absl::StatusOr<double> TahoeEngineImpl::TimeProbe(Gpu& g, TahoeStrategy s, int groups,
+absl::StatusOr<double> TahoeEngineImpl::TimeProbe(Gpu& g, StrategyId s, int groups,
                                                   int64_t rows) const {
   const TahoeCall call = ProbeCall();
   double best = 1e30;
@@ -303,6 +327,19 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   }
   TAHOE_ASSIGN(df.d_assign_order, g.Upload(order));
   TAHOE_ASSIGN(df.d_assign_offsets, g.Upload(offsets));
+  order.clear();
+  offsets.clear();
+  const auto& classed = tf.class_assignments();
+  for (int i = 0; i < std::min<int>(kMaxAssignments, static_cast<int>(classed.size())); ++i) {
+    if (classed[i].offsets.empty()) continue;
+    df.class_mask |= 1u << i;
+    df.class_order_begin[i] = static_cast<uint32_t>(order.size());
+    df.class_offsets_begin[i] = static_cast<uint32_t>(offsets.size());
+    order.insert(order.end(), classed[i].order.begin(), classed[i].order.end());
+    offsets.insert(offsets.end(), classed[i].offsets.begin(), classed[i].offsets.end());
+  }
+  TAHOE_ASSIGN(df.d_class_order, g.Upload(order));
+  TAHOE_ASSIGN(df.d_class_offsets, g.Upload(offsets));
   const int64_t nb = tf.node_bytes();
   df.forest_smem_bytes = ((v.num_nodes * nb + 15) & ~int64_t{15}) + int64_t{v.num_trees} * 16;
   df.staged_row_bytes = TahoeStagedRowBytes(v.num_features);
@@ -335,8 +372,8 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   }
   TAHOE_CUDA(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
   const bool multi = v.num_outputs > 1;
-  const int64_t forest_smem = TahoeSharedBytes(df, TahoeStrategy::kSharedForest, 1);
-  const int64_t part_smem = TahoeSharedBytes(df, TahoeStrategy::kSplittingSharedForest, 1);
+  const int64_t forest_smem = TahoeSharedBytes(df, StrategyId::kSharedForest, 1);
+  const int64_t part_smem = TahoeSharedBytes(df, StrategyId::kSplittingSharedForest, 1);
   if (forest_smem <= hw_.smem_per_block) {
     g.forest_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, forest_smem, multi));
   }
@@ -447,10 +484,10 @@ absl::Status TahoeEngineImpl::Probe() {
     // (lanes win where the row walks conflict in shared memory; rows win where a part holds few
     // steps per row, since each row then pays the lanes' reduction).
     const int lane_parts = g.df.lane_num_parts;
-    absl::StatusOr<double> lanes = TimeProbe(g, TahoeStrategy::kSplittingSharedForest, 1, large);
+    absl::StatusOr<double> lanes = TimeProbe(g, StrategyId::kSplittingSharedForest, 1, large);
     if (!lanes.ok()) return lanes.status();
     g.df.lane_num_parts = 0;
-    absl::StatusOr<double> rows = TimeProbe(g, TahoeStrategy::kSplittingSharedForest, 1, large);
+    absl::StatusOr<double> rows = TimeProbe(g, StrategyId::kSplittingSharedForest, 1, large);
     if (!rows.ok()) return rows.status();
     const bool keep = *lanes < *rows;
     for (auto& gpu : gpus_) gpu->df.lane_num_parts = keep ? lane_parts : 0;
@@ -459,23 +496,48 @@ absl::Status TahoeEngineImpl::Probe() {
                                                    static_cast<long long>(large), *lanes * 1e6,
                                                    *rows * 1e6));
   }
-  for (int i = 1; i < 5; ++i) {
-    static constexpr const char* kNames[] = {"cpu", "direct", "shared_data", "shared_forest",
-                                             "splitting_shared_forest"};
+  // Row chunk: every chunk size that fits, at the large batch; the fastest becomes the chunk of large
+  // batches (RowChunkFor shrinks it for small ones).
+  if (const int max_chunk = TahoeMaxRowChunk(g.df, hw_.smem_per_block); max_chunk > 0) {
+    double best_t = 1e30;
+    std::string chunks;
+    for (int c = 1; c <= max_chunk; c *= 2) {
+      for (int paired = 0; paired < 2; ++paired) {
+        const int code = c | (paired ? kRowChunkPaired : 0);
+        if (paired && (!TahoeRowChunkPairable(g.df, OutputKind::kMargin, c) ||
+                       TahoeSharedBytes(g.df, StrategyId::kRowChunk, code) > hw_.smem_per_block)) {
+          continue;
+        }
+        absl::StatusOr<double> t = TimeProbe(g, StrategyId::kRowChunk, code, large);
+        if (!t.ok()) return t.status();
+        absl::StrAppend(&chunks, chunks.empty() ? "" : " ", c, paired ? "x2" : "", ":",
+                        absl::StrFormat("%.1fus", *t * 1e6));
+        if (*t < best_t) {
+          best_t = *t;
+          best_row_chunk_ = c;
+          row_chunk_paired_ = paired != 0;
+        }
+      }
+    }
+    absl::StrAppend(&report, "row_chunk chunks at ", large, " rows: ", chunks, " (best ",
+                    best_row_chunk_, row_chunk_paired_ ? "x2" : "", "); ");
+  }
+  for (int i = 1; i < kNumStrategies; ++i) {
+    const char* name = StrategyName(i);
     double measured[2] = {0, 0};
     StrategyCost predicted[2];
     bool ok = true;
     for (int k = 0; k < 2 && ok; ++k) {
       const int64_t n = k == 0 ? small : large;
       TahoeWorkload w = Workload(n, o, true);
-      for (int j = 0; j < 5; ++j) w.throughput_scale[j] = w.latency_scale[j] = 1;
-      absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, kNames[i]);
+      for (int j = 0; j < kNumStrategies; ++j) w.throughput_scale[j] = w.latency_scale[j] = 1;
+      absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, name);
       if (!c.ok()) {
         ok = false;
         break;
       }
       predicted[k] = c->costs[i];
-      absl::StatusOr<double> best = TimeProbe(g, StrategyFromName(kNames[i]), c->groups, n);
+      absl::StatusOr<double> best = TimeProbe(g, StrategyFromName(name), c->groups, n);
       if (!best.ok()) return best.status();
       measured[k] = *best;
     }
@@ -486,7 +548,7 @@ absl::Status TahoeEngineImpl::Probe() {
     latency_scale_[i] = ratio(measured[0], predicted[0].fixed_seconds, predicted[0].latency_seconds);
     throughput_scale_[i] =
         ratio(measured[1], predicted[1].fixed_seconds, predicted[1].throughput_seconds);
-    absl::StrAppend(&report, kNames[i],
+    absl::StrAppend(&report, name,
                     absl::StrFormat(": %lld rows %.1fus (latency x%.2f), %lld rows %.1fus "
                                     "(throughput x%.2f); ",
                                     static_cast<long long>(small), measured[0] * 1e6,
@@ -525,7 +587,7 @@ absl::Status TahoeEngineImpl::Init() {
   return absl::OkStatus();
 }
 
-int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, TahoeStrategy s, const TahoeCall& call,
+int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, StrategyId s, const TahoeCall& call,
                                    bool host) const {
   int64_t chunk = host ? kTargetChunkRows : kDeviceChunkRows;
   if (options_.max_chunk_rows > 0) chunk = std::min(chunk, options_.max_chunk_rows);
@@ -562,21 +624,26 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   w.part_smem_bytes = g.df.part_smem_bytes;
   w.max_shared_data_groups = TahoeMaxSharedDataGroups(g.df, hw_.smem_per_block);
   w.shared_forest_fits =
-      TahoeSharedBytes(g.df, TahoeStrategy::kSharedForest, 1) <= hw_.smem_per_block;
+      TahoeSharedBytes(g.df, StrategyId::kSharedForest, 1) <= hw_.smem_per_block;
   w.forest_blocks_per_sm = g.forest_blocks_per_sm;
   w.part_blocks_per_sm = g.part_blocks_per_sm;
   w.forest_threads = kForestSmemThreads;
   w.rows_staged = g.df.staged_row_bytes > 0;
+  w.max_row_chunk = TahoeMaxRowChunk(g.df, hw_.smem_per_block);
+  w.best_row_chunk = best_row_chunk_;
+  w.row_chunk_paired = row_chunk_paired_;
+  w.row_chunk_row_bytes = 4 * TahoeRowChunkStride(w.features);
+  w.row_chunk_acc_bytes = TahoeSharedBytes(g.df, StrategyId::kRowChunk, 1) - w.row_chunk_row_bytes;
   TahoeCall call;
   call.kind = options.kind;
   call.width = w.out_width;
-  w.chunk_rows = ChunkRows(g, TahoeStrategy::kSplittingSharedForest, call, !on_device);
+  w.chunk_rows = ChunkRows(g, StrategyId::kSplittingSharedForest, call, !on_device);
   w.rows_on_device = on_device;
   w.num_gpus = on_device ? 1 : num_gpus();
   w.cpu_allowed = !on_device;
   w.cpu_seconds_per_visit = cpu_seconds_per_visit_;
   w.cpu_fixed_seconds = cpu_fixed_seconds_;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kNumStrategies; ++i) {
     w.throughput_scale[i] = throughput_scale_[i];
     w.latency_scale[i] = latency_scale_[i];
   }
@@ -598,10 +665,15 @@ absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const Predict
     c->groups = std::min(options_.shared_data_groups,
                          std::max(1, TahoeMaxSharedDataGroups(gpus_[0]->df, hw_.smem_per_block)));
   }
+  if (c.ok() && c->strategy == StrategyName(StrategyId::kRowChunk) && options_.row_chunk > 0) {
+    c->groups = std::min(options_.row_chunk & (kRowChunkPaired - 1),
+                         std::max(1, TahoeMaxRowChunk(gpus_[0]->df, hw_.smem_per_block))) |
+                (options_.row_chunk & kRowChunkPaired);
+  }
   return c;
 }
 
-TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, TahoeStrategy s, int groups,
+TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, StrategyId s, int groups,
                                       const TahoeCall& call) const {
   TahoeLaunchArgs a;
   a.strategy = s;
@@ -610,11 +682,11 @@ TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, TahoeStrategy s, int groups,
   a.transform = call.transform;
   a.groups = std::max(1, groups);
   a.sm_count = hw_.sm_count;
-  a.blocks_per_sm = s == TahoeStrategy::kSharedForest ? g.forest_blocks_per_sm : g.part_blocks_per_sm;
+  a.blocks_per_sm = s == StrategyId::kSharedForest ? g.forest_blocks_per_sm : g.part_blocks_per_sm;
   return a;
 }
 
-absl::Status TahoeEngineImpl::RunDevice(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call,
+absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                         const float* d_rows, int64_t rows, int64_t row_stride,
                                         float* d_out, int64_t out_stride) const {
   std::lock_guard<std::mutex> lock(g.mu);
@@ -634,7 +706,7 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, TahoeStrategy s, int groups, con
   return absl::OkStatus();
 }
 
-absl::Status TahoeEngineImpl::RunHost(Gpu& g, TahoeStrategy s, int groups, const TahoeCall& call,
+absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                       RowsView rows, MatrixView<float> out) const {
   std::lock_guard<std::mutex> lock(g.mu);
   TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
@@ -652,12 +724,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, TahoeStrategy s, int groups, const
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
     TAHOE_CUDA(cudaEventSynchronize(g.slots[i].done), "tahoe chunk");
-    const float* src = g.slots[i].h_out;
-    if (out.stride == W) {
-      std::memcpy(out.Row(p.begin), src, static_cast<size_t>(p.count * W) * 4);
-    } else {
-      for (int64_t r = 0; r < p.count; ++r) std::memcpy(out.Row(p.begin + r), src + r * W, W * 4);
-    }
+    CopyRows(pool_, out.Row(p.begin), out.stride, g.slots[i].h_out, W, p.count, W);
     p.active = false;
     return absl::OkStatus();
   };
@@ -669,11 +736,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, TahoeStrategy s, int groups, const
     status = drain(i);
     if (!status.ok()) break;
     const int64_t n = std::min(chunk, rows.rows - begin);
-    if (rows.stride == F) {
-      std::memcpy(slot.h_in, rows.Row(begin), static_cast<size_t>(n * F) * 4);
-    } else {
-      for (int64_t r = 0; r < n; ++r) std::memcpy(slot.h_in + r * F, rows.Row(begin + r), F * 4);
-    }
+    CopyRows(pool_, slot.h_in, F, rows.Row(begin), rows.stride, n, F);
     status = CudaStatus(cudaMemcpyAsync(slot.d_in, slot.h_in, n * F * 4, cudaMemcpyHostToDevice,
                                         slot.stream),
                         "copy rows to device");
@@ -701,12 +764,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, TahoeStrategy s, int groups, const
 }
 
 void TahoeEngineImpl::LogChoice(const StrategyChoice& c, int64_t rows) const {
-  static constexpr const char* kNames[] = {"cpu", "direct", "shared_data", "shared_forest",
-                                           "splitting_shared_forest"};
-  int id = -1;
-  for (int i = 0; i < 5; ++i) {
-    if (c.strategy == kNames[i]) id = i;
-  }
+  const int id = StrategyIndex(c.strategy);
   GROVE_LOG(DEBUG) << "tahoe strategy" << KV("rows", rows) << KV("strategy", c.strategy)
                    << KV("reason", c.reason);
   if (last_choice_.exchange(id) != id) {
@@ -729,7 +787,7 @@ absl::Status TahoeEngineImpl::PredictHost(RowsView rows, const PredictOptions& o
   if (choice->strategy == "cpu") {
     status = PredictCpu(*forest_, rows, options, out, pool_);
   } else if (rows.rows > 0) {
-    const TahoeStrategy s = StrategyFromName(choice->strategy);
+    const StrategyId s = StrategyFromName(choice->strategy);
     const int n = num_gpus();
     // Few rows: one GPU (the others would only add latency).
     const int used = static_cast<int>(std::clamp<int64_t>(rows.rows / 4096, 1, n));

@@ -82,6 +82,7 @@ class TahoeBuilder {
   Checksum SimHash(int t, const std::vector<double>& prob) const;
   std::vector<int> TreeOrder();
   void BuildAssignments(const std::vector<int>& order);
+  void BuildClassAssignments();
 
   const Forest& f_;
   const TahoeFormatOptions& o_;
@@ -230,6 +231,7 @@ std::vector<int> TahoeBuilder::TreeOrder() {
 void TahoeBuilder::BuildAssignments(const std::vector<int>& order) {
   const int n = static_cast<int>(order.size());
   out_.assignments_.clear();
+  BuildClassAssignments();
   for (int groups = 1; groups <= TahoeForest::kMaxGroups; groups *= 2) {
     TahoeAssignment a;
     a.groups = groups;
@@ -262,6 +264,40 @@ void TahoeBuilder::BuildAssignments(const std::vector<int>& order) {
       a.offsets.push_back(static_cast<uint32_t>(a.order.size()));
     }
     out_.assignments_.push_back(std::move(a));
+  }
+}
+
+// Class-aware assignments: the G groups are dealt to the K outputs (group g to output g % K) and
+// each output's trees, in Tahoe order, each to the least loaded of its groups.
+void TahoeBuilder::BuildClassAssignments() {
+  out_.class_assignments_.clear();
+  const int K = f_.num_outputs;
+  bool scalar = K > 1;
+  for (const TahoeTree& t : out_.trees_) scalar = scalar && t.group >= 0 && t.group < K;
+  for (int groups = 1; groups <= TahoeForest::kMaxGroups; groups *= 2) {
+    TahoeAssignment a;
+    if (scalar && groups >= K) {
+      a.groups = groups;
+      std::vector<std::vector<uint32_t>> lists(groups);
+      std::vector<double> load(groups, 0.0);
+      for (int k = 0; k < K; ++k) {
+        for (uint32_t i = 0; i < out_.trees_.size(); ++i) {
+          if (out_.trees_[i].group != k) continue;
+          int best = k;
+          for (int g = k + K; g < groups; g += K) {
+            if (load[g] < load[best]) best = g;
+          }
+          lists[best].push_back(i);
+          load[best] += out_.tree_work_[i];
+        }
+      }
+      a.offsets.push_back(0);
+      for (int g = 0; g < groups; ++g) {
+        a.order.insert(a.order.end(), lists[g].begin(), lists[g].end());
+        a.offsets.push_back(static_cast<uint32_t>(a.order.size()));
+      }
+    }
+    out_.class_assignments_.push_back(std::move(a));
   }
 }
 

@@ -262,27 +262,38 @@ inline constexpr int kTahoeFixedUnroll = 4;
 // (lanes loop until all of them are at a leaf; extra steps are no-ops). Routing is TahoeTraverseSimple's
 // (NaN takes the default direction, else x < threshold goes left). `row[num_features]` must be NaN.
 // Returns the leaf's index; its node goes to `leaf`.
+// The packed word's fields for a forest's feature_bits, computed once per tree; Step is one fixed
+// step (a leaf steps to itself).
+struct TahoeFixedStep {
+  uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
+  GROVE_HD explicit TahoeFixedStep(uint32_t feature_bits)
+      : fmask((1u << feature_bits) - 1u),
+        leaf_bit(tahoe_bits::kLeaf << feature_bits),
+        default_left_bit(tahoe_bits::kDefaultLeft << feature_bits),
+        hot_right_bit(tahoe_bits::kHotRight << feature_bits),
+        dshift(feature_bits + tahoe_bits::kNumFlags) {}
+  template <typename Row>
+  GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
+    const float x = row[n.word & fmask];
+    const bool left = x < TahoeBitsToFloat(n.value) || (IsNan(x) && (n.word & default_left_bit) != 0);
+    return left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+  }
+};
+
 template <typename Row>
 GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
                                  uint32_t feature_bits, TahoeNode8& leaf) {
-  const uint32_t fmask = (1u << feature_bits) - 1u;
-  const uint32_t leaf_bit = tahoe_bits::kLeaf << feature_bits;
-  const uint32_t default_left_bit = tahoe_bits::kDefaultLeft << feature_bits;
-  const uint32_t hot_right_bit = tahoe_bits::kHotRight << feature_bits;
-  const uint32_t dshift = feature_bits + tahoe_bits::kNumFlags;
+  const TahoeFixedStep step(feature_bits);
   TahoeNode8 n = TahoeLoad(nodes + idx);
   for (;;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int s = 0; s < kTahoeFixedUnroll; ++s) {
-      const float x = row[n.word & fmask];
-      const bool left =
-          x < TahoeBitsToFloat(n.value) || (IsNan(x) && (n.word & default_left_bit) != 0);
-      idx += left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+      idx += step.Offset(n, row);
       n = TahoeLoad(nodes + idx);
     }
-    const bool done = (n.word & leaf_bit) != 0;
+    const bool done = (n.word & step.leaf_bit) != 0;
 #if defined(__CUDA_ARCH__)
     if (__all_sync(__activemask(), done)) break;
 #else
@@ -291,6 +302,37 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
   }
   leaf = n;
   return idx;
+}
+
+// TahoeWalkFixed for two rows through the same tree at once: two independent chains of node and
+// feature loads per thread, so a thread keeps twice the loads in flight (latency-bound walks of
+// wide or many-output forests run at full occupancy and still wait on L2). Same routing, same leaves.
+template <typename Row>
+GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row& row0,
+                              const Row& row1, uint32_t feature_bits, TahoeNode8& leaf0,
+                              TahoeNode8& leaf1) {
+  const TahoeFixedStep step(feature_bits);
+  uint32_t i0 = root, i1 = root;
+  TahoeNode8 n0 = TahoeLoad(nodes + root), n1 = n0;
+  for (;;) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int s = 0; s < kTahoeFixedUnroll; ++s) {
+      i0 += step.Offset(n0, row0);
+      i1 += step.Offset(n1, row1);
+      n0 = TahoeLoad(nodes + i0);
+      n1 = TahoeLoad(nodes + i1);
+    }
+    const bool done = (n0.word & n1.word & step.leaf_bit) != 0;
+#if defined(__CUDA_ARCH__)
+    if (__all_sync(__activemask(), done)) break;
+#else
+    if (done) break;
+#endif
+  }
+  leaf0 = n0;
+  leaf1 = n1;
 }
 
 // A row accessor with the NaN padding feature TahoeWalkFixed needs (host evaluation).
@@ -397,6 +439,23 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
     }
   }
   acc.Flush();
+}
+
+// Margin sums of two rows over trees order[i] (or i) for i in [begin, end), every tree's leaf
+// scalar (no vector leaves), with TahoeWalkFixed2; the one-output sums of TahoeAccumulateTrees.
+template <typename Row>
+GROVE_HD void TahoeAccumulateFixed2(const TahoeForestView& f, const TahoeNode8* nodes,
+                                    const TahoeTree* trees, const uint32_t* order, uint32_t begin,
+                                    uint32_t end, const TahoeRowParams& p, const Row& row0,
+                                    const Row& row1, double& sum0, double& sum1) {
+  for (uint32_t i = begin; i < end; ++i) {
+    const TahoeTree t = trees[order != nullptr ? order[i] : i];
+    if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
+    TahoeNode8 n0, n1;
+    TahoeWalkFixed2(nodes, t.root, row0, row1, f.feature_bits, n0, n1);
+    sum0 += TahoeLeafScalar(f, TahoeDecode(n0, f.feature_bits), row0);
+    sum1 += TahoeLeafScalar(f, TahoeDecode(n1, f.feature_bits), row1);
+  }
 }
 
 // Writes one row's output from its margin sum (base margin not included).
@@ -513,6 +572,10 @@ class TahoeForest {
   static constexpr int kMaxGroups = 256;
   const TahoeAssignment& Assignment(int groups) const;
   const std::vector<TahoeAssignment>& assignments() const { return assignments_; }
+  // Class-aware assignments, for G = 1, 2, ..., kMaxGroups (empty entries where none): group g runs
+  // only trees of output group g % K, so a thread of a multi-output forest sums one output in a
+  // register. Built when every tree has a scalar leaf, K > 1 and G >= K; entry i is G = 1 << i.
+  const std::vector<TahoeAssignment>& class_assignments() const { return class_assignments_; }
 
   // Splits the trees into contiguous parts whose nodes and tree records fit `max_bytes`
   // (INVALID_ARGUMENT when one tree alone does not).
@@ -552,6 +615,7 @@ class TahoeForest {
   std::vector<double> linear_coeffs_;
   std::vector<int32_t> leaf_ids_;
   std::vector<TahoeAssignment> assignments_;
+  std::vector<TahoeAssignment> class_assignments_;
   bool iterations_sorted_ = true;
   friend class TahoeBuilder;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/predict/perf_model.h"
 #include "core/predict/tahoe_kernels.cuh"
 
 namespace grove {
@@ -12,21 +13,8 @@ using tahoe_kernels::DirectKernel;
 using tahoe_kernels::ForestSmemKernel;
 using tahoe_kernels::LaneForestKernel;
 using tahoe_kernels::ReduceKernel;
+using tahoe_kernels::RowChunkKernel;
 using tahoe_kernels::SharedDataKernel;
-
-const char* TahoeStrategyName(TahoeStrategy s) {
-  switch (s) {
-    case TahoeStrategy::kDirect:
-      return "direct";
-    case TahoeStrategy::kSharedData:
-      return "shared_data";
-    case TahoeStrategy::kSharedForest:
-      return "shared_forest";
-    case TahoeStrategy::kSplittingSharedForest:
-      return "splitting_shared_forest";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -51,12 +39,14 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
                         cudaStream_t stream) {
   constexpr int kUnpadded = kWalk == kTahoeWalkFixed ? kTahoeWalkSimple : kWalk;
   switch (a.strategy) {
-    case TahoeStrategy::kDirect: {
+    case StrategyId::kCpu:
+      return cudaErrorInvalidValue;  // not a kernel
+    case StrategyId::kDirect: {
       const unsigned grid = static_cast<unsigned>((a.rows + kDirectThreads - 1) / kDirectThreads);
       DirectKernel<Node, kMulti, kUnpadded><<<grid, kDirectThreads, 0, stream>>>(f, a, d_ws);
       break;
     }
-    case TahoeStrategy::kSharedData: {
+    case StrategyId::kSharedData: {
       const int groups = std::clamp(a.groups, 1, 32);
       TahoeLaunchArgs b = a;
       b.groups = 1 << Log2(groups);
@@ -67,9 +57,27 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
           f, b, Log2(b.groups));
       break;
     }
-    case TahoeStrategy::kSharedForest:
-    case TahoeStrategy::kSplittingSharedForest: {
-      const bool split = a.strategy == TahoeStrategy::kSplittingSharedForest;
+    case StrategyId::kRowChunk: {
+      const int chunk = 1 << Log2(std::clamp(a.groups & (kRowChunkPaired - 1), 1, kMaxRowChunk));
+      const bool paired = (a.groups & kRowChunkPaired) != 0 && TahoeRowChunkPairable(f, a.kind, chunk);
+      const int log2_rows = Log2(chunk) + (paired ? 1 : 0);
+      const unsigned grid = static_cast<unsigned>(((a.rows - 1) >> log2_rows) + 1);
+      const size_t smem =
+          static_cast<size_t>(TahoeSharedBytes(f, a.strategy, chunk | (paired ? kRowChunkPaired : 0)));
+      if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+        if (paired) {
+          RowChunkKernel<Node, kMulti, kWalk, true>
+              <<<grid, kRowChunkThreads, smem, stream>>>(f, a, Log2(chunk));
+          break;
+        }
+      }
+      RowChunkKernel<Node, kMulti, kWalk, false>
+          <<<grid, kRowChunkThreads, smem, stream>>>(f, a, Log2(chunk));
+      break;
+    }
+    case StrategyId::kSharedForest:
+    case StrategyId::kSplittingSharedForest: {
+      const bool split = a.strategy == StrategyId::kSplittingSharedForest;
       if (split && TahoeUsesLanes(f, a)) {
         const int parts = f.lane_num_parts;
         const int64_t tiles = (a.rows + kLaneBlockRows - 1) / kLaneBlockRows;
@@ -117,6 +125,16 @@ template <typename Node, bool kMulti, int kWalk>
 cudaError_t ConfigureOne(int max_smem) {
   cudaError_t e = cudaFuncSetAttribute(SharedDataKernel<Node, kMulti, kWalk>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  }
+  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, true>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    }
+  }
   if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(ForestSmemKernel<Node, kMulti, kWalk>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
@@ -155,24 +173,32 @@ int BlocksPerSm(int64_t smem_bytes) {
 
 }  // namespace
 
+bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk) {
+  return f.fixed && !f.wide && kind != OutputKind::kLeaf &&
+         (f.view.num_outputs == 1 || TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(chunk)));
+}
+
 bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
-  return a.strategy == TahoeStrategy::kSplittingSharedForest && f.lane_num_parts > 0 &&
+  return a.strategy == StrategyId::kSplittingSharedForest && f.lane_num_parts > 0 &&
          f.view.num_outputs == 1 && a.kind != OutputKind::kLeaf &&
          a.row_params.it_begin <= 0 && a.row_params.it_end >= f.num_iterations;
 }
 
-int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, TahoeStrategy s, OutputKind kind,
+int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, StrategyId s, OutputKind kind,
                               int64_t rows) {
   if (kind == OutputKind::kLeaf) return 0;
   const int64_t k = f.view.num_outputs;
   const bool multi = k > 1;
   switch (s) {
-    case TahoeStrategy::kDirect:
-    case TahoeStrategy::kSharedForest:
-      return multi ? rows * k : 0;
-    case TahoeStrategy::kSharedData:
+    case StrategyId::kCpu:
       return 0;
-    case TahoeStrategy::kSplittingSharedForest: {
+    case StrategyId::kDirect:
+    case StrategyId::kSharedForest:
+      return multi ? rows * k : 0;
+    case StrategyId::kSharedData:
+    case StrategyId::kRowChunk:
+      return 0;
+    case StrategyId::kSplittingSharedForest: {
       const int parts = std::max({1, f.num_parts, f.lane_num_parts});
       return (parts > 1 || multi) ? parts * rows * k : 0;
     }
@@ -180,26 +206,41 @@ int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, TahoeStrategy s, Outpu
   return 0;
 }
 
-int64_t TahoeSharedBytes(const TahoeDeviceForest& f, TahoeStrategy s, int groups) {
+int64_t TahoeSharedBytes(const TahoeDeviceForest& f, StrategyId s, int groups) {
   switch (s) {
-    case TahoeStrategy::kDirect:
+    case StrategyId::kCpu:
+    case StrategyId::kDirect:
       return 0;
-    case TahoeStrategy::kSharedData: {
+    case StrategyId::kSharedData: {
       const int64_t k = Multi(f) ? f.view.num_outputs : 1;
       return static_cast<int64_t>(groups) * kSharedDataRows * k * 8 +
              (static_cast<int64_t>(f.view.num_features) + 1) * kSharedDataRows * 4;
     }
-    case TahoeStrategy::kSharedForest:
+    case StrategyId::kSharedForest:
       return ((f.forest_smem_bytes + 15) & ~int64_t{15}) + f.staged_row_bytes + 16;
-    case TahoeStrategy::kSplittingSharedForest:
+    case StrategyId::kSplittingSharedForest:
       return ((f.part_smem_bytes + 15) & ~int64_t{15}) + f.staged_row_bytes + 16;
+    case StrategyId::kRowChunk: {
+      const int chunk = std::max(1, groups & (kRowChunkPaired - 1));
+      const bool paired = (groups & kRowChunkPaired) != 0;
+      const int64_t rows = int64_t{chunk} * (paired ? 2 : 1);
+      return TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, Log2(chunk), paired) +
+             ((rows * TahoeRowChunkStride(f.view.num_features) * 4 + 15) & ~int64_t{15});
+    }
+  }
+  return 0;
+}
+
+int TahoeMaxRowChunk(const TahoeDeviceForest& f, int64_t max_smem) {
+  for (int c = kMaxRowChunk; c >= 1; c /= 2) {
+    if (TahoeSharedBytes(f, StrategyId::kRowChunk, c) <= max_smem) return c;
   }
   return 0;
 }
 
 int TahoeMaxSharedDataGroups(const TahoeDeviceForest& f, int64_t max_smem) {
   for (int g = 32; g >= 1; g /= 2) {
-    if (TahoeSharedBytes(f, TahoeStrategy::kSharedData, g) <= max_smem) return g;
+    if (TahoeSharedBytes(f, StrategyId::kSharedData, g) <= max_smem) return g;
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/predict/tahoe_forest.h"
 #include "core/predict/tahoe_kernels.h"
@@ -156,7 +157,7 @@ template <typename Node, bool kMulti, int kWalk>
 __global__ void __launch_bounds__(kForestSmemThreads)
     ForestSmemKernel(TahoeDeviceForest f, TahoeLaunchArgs a, double* d_ws) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const bool whole = a.strategy == TahoeStrategy::kSharedForest;
+  const bool whole = a.strategy == StrategyId::kSharedForest;
   const int parts = whole ? 1 : f.num_parts;
   const int per_part = a.items_per_part;
   const bool final = parts == 1;
@@ -220,6 +221,145 @@ __global__ void __launch_bounds__(kForestSmemThreads)
         d_ws[static_cast<int64_t>(p) * a.rows + r] = s;
       }
     }
+  }
+}
+
+// Row chunk (rows of any width, any number of outputs): a block of kRowChunkThreads threads takes
+// one chunk of C = 1 << log2_chunk rows (2C when kPair), staged row-major in shared memory
+// (TahoeRowChunkStride floats a row, the last one the NaN padding feature), so a block's shared
+// memory grows with C x F instead of 32 x F and wide rows leave room for several blocks per SM.
+// Thread t walks row t % C (and, kPair, row t % C + C through the same trees with TahoeWalkFixed2)
+// over the trees of group t / C of the 256 / C groups: small chunks spread one row over many tree
+// groups (latency), large ones let the lanes of a warp share a tree's nodes (throughput).
+// Partial sums, added in a fixed order (deterministic):
+//  * one output: a register per thread and row, then a butterfly over the lanes of one row and a
+//    sum over the warps;
+//  * several outputs with a class-aware assignment (each group walks trees of one output): a
+//    register per thread and row, then per (row, output) a sum over that output's groups;
+//  * otherwise (vector leaves, or fewer groups than outputs; never kPair): K doubles of shared
+//    memory per thread, reduced like one output, output by output.
+// Leaf ids go straight out (never kPair).
+template <typename Node, bool kMulti, int kWalk, bool kPair>
+__global__ void __launch_bounds__(kRowChunkThreads)
+    RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk) {
+  static_assert(!kPair || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>),
+                "pairs walk with TahoeWalkFixed2");
+  constexpr int R = kPair ? 2 : 1;  // rows per thread
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int C = 1 << log2_chunk;
+  const int K = kMulti ? f.view.num_outputs : 1;
+  const int nf = f.view.num_features;
+  const int S = TahoeRowChunkStride(nf);
+  const int assignment = TahoeRowChunkAssignment(log2_chunk);
+  const bool classed = kMulti && TahoeRowChunkClassed(f.class_mask, K, log2_chunk);
+  double* s_acc = reinterpret_cast<double*>(smem);
+  float* s_rows = reinterpret_cast<float*>(
+      smem + TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, log2_chunk, kPair));
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * R) << log2_chunk;
+  const int nr = static_cast<int>(a.rows - row0 < R * C ? a.rows - row0 : R * C);
+  const float* g_rows = a.d_rows + row0 * a.row_stride;
+  if ((nf & 3) == 0 && (a.row_stride & 3) == 0 && (reinterpret_cast<uintptr_t>(g_rows) & 15) == 0) {
+    const int q = nf >> 2;  // 16-byte loads
+    for (int i = threadIdx.x; i < nr * q; i += blockDim.x) {
+      const int rr = i / q, c = (i - rr * q) << 2;
+      const float4 v = __ldg(reinterpret_cast<const float4*>(g_rows + rr * a.row_stride + c));
+      float* d = s_rows + rr * S + c;
+      d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+    }
+  } else {
+    for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
+      const int rr = i / nf, c = i - rr * nf;
+      s_rows[rr * S + c] = __ldg(g_rows + rr * a.row_stride + c);
+    }
+  }
+  if (threadIdx.x < R * C) s_rows[threadIdx.x * S + nf] = TahoeNan();
+  __syncthreads();
+  const int r = threadIdx.x & (C - 1), g = threadIdx.x >> log2_chunk;
+  const uint32_t* order = classed ? f.d_class_order + f.class_order_begin[assignment]
+                                  : f.d_assign_order + f.order_begin[assignment];
+  const uint32_t* offsets = classed ? f.d_class_offsets + f.class_offsets_begin[assignment]
+                                    : f.d_assign_offsets + f.offsets_begin[assignment];
+  const Node* nodes = static_cast<const Node*>(f.view.nodes);
+  double sum[R] = {};
+  double* m = nullptr;
+  if constexpr (kPair) {
+    if (r < nr) {
+      // A second row past the end walks the first one again; its sum is never read.
+      const TahoePlainRow row0{s_rows + r * S}, row1{s_rows + (r + C < nr ? r + C : r) * S};
+      TahoeAccumulateFixed2(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
+                            a.row_params, row0, row1, sum[0], sum[1]);
+    }
+  } else {
+    const TahoePlainRow row{s_rows + r * S};
+    float* out = a.d_out + (row0 + r) * a.out_stride;
+    m = kMulti && !classed ? s_acc + threadIdx.x * K : nullptr;
+    if (r < nr) {
+      if (!kMulti || classed) {
+        sum[0] = WalkRow<false, kWalk>(f.view, nodes, 0, f.view.trees, order, offsets[g],
+                                       offsets[g + 1], a, row, nullptr, out, false);
+      } else {
+        WalkRow<true, kWalk>(f.view, nodes, 0, f.view.trees, order, offsets[g], offsets[g + 1], a,
+                             row, m, out, false);
+      }
+    } else if (m != nullptr) {
+      for (int k = 0; k < K; ++k) m[k] = 0;
+    }
+    if (a.kind == OutputKind::kLeaf) return;  // uniform over the block
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const bool prediction = a.kind == OutputKind::kPrediction;
+  if (!kMulti) {
+    // Lanes l and l ^ o (o >= C) walk the same rows: after the butterfly, lane r < C holds its
+    // warp's sums for rows r (+ C) (C == 32: every lane is its own row).
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      for (int o = 16; o >= C; o >>= 1) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], o);
+      if (lane < C) s_acc[j * kRowChunkThreads + warp * 32 + lane] = sum[j];
+    }
+    __syncthreads();
+    if (threadIdx.x < nr) {
+      const int j = threadIdx.x >> log2_chunk, rr = threadIdx.x & (C - 1);
+      double s = 0;
+      for (int w = 0; w < warps; ++w) s += s_acc[j * kRowChunkThreads + w * 32 + rr];
+      TahoeFinalizeScalar(f.view, a.transform, prediction, s,
+                          a.d_out + (row0 + threadIdx.x) * a.out_stride);
+    }
+    return;
+  }
+  double* s_sums = s_acc;  // the chunk's K sums per row, row-major
+  if (classed) {
+    s_sums = s_acc + R * kRowChunkThreads;
+#pragma unroll
+    for (int j = 0; j < R; ++j) s_acc[j * kRowChunkThreads + threadIdx.x] = sum[j];
+    __syncthreads();
+    const int G = blockDim.x >> log2_chunk;
+    for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
+      const int rr = i / K, k = i - rr * K;
+      const double* p = s_acc + (rr >> log2_chunk) * kRowChunkThreads + (rr & (C - 1));
+      double s = 0;
+      for (int gg = k; gg < G; gg += K) s += p[gg << log2_chunk];
+      s_sums[i] = s;
+    }
+  } else if constexpr (!kPair) {
+    for (int k = 0; k < K; ++k) {
+      double v = m[k];
+      for (int o = 16; o >= C; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane < C) m[k] = v;
+    }
+    __syncthreads();
+    // (row, output) pairs: the warps' sums in warp order, into warp 0's slot of the pair (which
+    // only this thread reads).
+    for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
+      const int rr = i / K, k = i - rr * K;
+      double s = 0;
+      for (int w = 0; w < warps; ++w) s += s_acc[(w * 32 + rr) * K + k];
+      s_acc[rr * K + k] = s;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < nr) {
+    TahoeFinalizeRow(f.view, a.transform, prediction, s_sums + threadIdx.x * K,
+                     a.d_out + (row0 + threadIdx.x) * a.out_stride);
   }
 }
 

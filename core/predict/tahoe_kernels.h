@@ -30,24 +30,48 @@
 #include <cuda_runtime_api.h>
 
 #include "core/model/transform.h"
+#include "core/predict/perf_model.h"
 #include "core/predict/predict.h"
 #include "core/predict/tahoe_forest.h"
 
 namespace grove {
 
-enum class TahoeStrategy : int {
-  kDirect = 0,
-  kSharedData = 1,
-  kSharedForest = 2,
-  kSplittingSharedForest = 3,
-};
-inline constexpr int kNumTahoeStrategies = 4;
-const char* TahoeStrategyName(TahoeStrategy s);
+// Strategies are StrategyId (perf_model.h: the one enum and name table); every one but kCpu runs
+// here.
 
 inline constexpr int kSharedDataRows = 32;         // rows per shared-data block (one per lane)
 inline constexpr int kForestSmemThreads = 1024;    // threads per shared-forest block
 inline constexpr int kDirectThreads = 256;         // threads per direct block
 inline constexpr int kMaxAssignments = 9;          // groups 1, 2, 4, ..., 256
+inline constexpr int kRowChunkLog2Threads = 8;     // threads per row-chunk block: 256
+inline constexpr int kRowChunkThreads = 1 << kRowChunkLog2Threads;
+inline constexpr int kMaxRowChunk = 32;            // rows per row-chunk block: 1, 2, 4, ..., 32
+static_assert(kRowChunkLog2Threads < kMaxAssignments, "every row chunk needs its assignment");
+
+// Row chunk's TahoeLaunchArgs::groups: the rows per thread group C (power of two <= kMaxRowChunk),
+// plus kRowChunkPaired (perf_model.h) when each thread walks two rows (C and C more;
+// TahoeRowChunkPairable).
+static_assert(kRowChunkPaired > kMaxRowChunk, "the flag is above every chunk");
+
+// Row-chunk shared memory: partial sums first (a double per thread and row for one output or a
+// class-aware assignment, plus the chunk's K sums per row for the latter; K doubles per thread for
+// several outputs without one), then the chunk's rows, each TahoeRowChunkStride floats (the
+// features, the NaN padding feature, odd so that rows at the same feature fall in different banks).
+GROVE_HD int TahoeRowChunkStride(int num_features) { return (num_features + 1) | 1; }
+GROVE_HD int TahoeRowChunkAssignment(int log2_chunk) { return kRowChunkLog2Threads - log2_chunk; }
+GROVE_HD bool TahoeRowChunkClassed(uint32_t class_mask, int num_outputs, int log2_chunk) {
+  return num_outputs > 1 && ((class_mask >> TahoeRowChunkAssignment(log2_chunk)) & 1u) != 0;
+}
+GROVE_HD int64_t TahoeRowChunkAccBytes(uint32_t class_mask, int num_outputs, int log2_chunk,
+                                       bool paired) {
+  const int64_t rows_per_thread = paired ? 2 : 1;
+  if (num_outputs <= 1) return int64_t{kRowChunkThreads} * 8 * rows_per_thread;
+  if (TahoeRowChunkClassed(class_mask, num_outputs, log2_chunk)) {
+    return (int64_t{kRowChunkThreads} + (int64_t{1} << log2_chunk) * num_outputs) * 8 *
+           rows_per_thread;
+  }
+  return int64_t{kRowChunkThreads} * num_outputs * 8;
+}
 
 // A TahoeForest resident on one device: the view's pointers are device pointers.
 struct TahoeDeviceForest {
@@ -62,6 +86,13 @@ struct TahoeDeviceForest {
   uint32_t order_begin[kMaxAssignments] = {};
   uint32_t offsets_begin[kMaxAssignments] = {};
   int num_assignments = 0;
+  // TahoeForest::class_assignments, concatenated the same way; bit i of class_mask: assignment i
+  // (groups = 1 << i) exists. Row chunk sums one output per thread in a register with them.
+  const uint32_t* d_class_order = nullptr;
+  const uint32_t* d_class_offsets = nullptr;
+  uint32_t class_order_begin[kMaxAssignments] = {};
+  uint32_t class_offsets_begin[kMaxAssignments] = {};
+  uint32_t class_mask = 0;
   // Shared-memory parts for splitting shared forest (one part = the whole forest when it fits).
   const TahoePart* d_parts = nullptr;
   int num_parts = 0;
@@ -111,7 +142,7 @@ inline int64_t TahoeStagedRowBytes(int num_features) {
 // One launch over rows [0, rows) of d_rows (row-major, `row_stride` floats apart), writing
 // rows x width floats to d_out (`out_stride` apart).
 struct TahoeLaunchArgs {
-  TahoeStrategy strategy = TahoeStrategy::kDirect;
+  StrategyId strategy = StrategyId::kDirect;
   const float* d_rows = nullptr;
   int64_t rows = 0;
   int64_t row_stride = 0;
@@ -120,7 +151,8 @@ struct TahoeLaunchArgs {
   OutputKind kind = OutputKind::kMargin;
   TahoeRowParams row_params;
   TransformParams transform;
-  int groups = 1;        // shared data: thread groups per block (power of two, <= 32)
+  int groups = 1;        // shared data: thread groups per block (power of two, <= 32); row chunk:
+                         // rows per block (power of two, <= kMaxRowChunk)
   int sm_count = 1;      // shared forest / splitting: persistent grid of sm_count x blocks_per_sm
   int blocks_per_sm = 1;
   int items_per_part = 1;  // set by TahoeLaunch: row ranges per part (work items)
@@ -129,16 +161,25 @@ struct TahoeLaunchArgs {
 // Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).
 bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
+// Whether row chunk can walk two rows per thread for `a` with `chunk` rows per group: the fixed
+// walk, one output or a class-aware assignment at that chunk, margins or predictions (not leaf ids).
+// A paired request that cannot is run unpaired.
+bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk);
+
 // Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for
 // splitting shared forest; 0 for scalar rows on the other strategies).
-int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, TahoeStrategy s, OutputKind kind,
+int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, StrategyId s, OutputKind kind,
                               int64_t rows);
 
-// Dynamic shared memory a launch needs (bytes); 0 for direct.
-int64_t TahoeSharedBytes(const TahoeDeviceForest& f, TahoeStrategy s, int groups);
+// Dynamic shared memory a launch needs (bytes); 0 for direct. `groups`: shared data's thread groups,
+// row chunk's rows per block.
+int64_t TahoeSharedBytes(const TahoeDeviceForest& f, StrategyId s, int groups);
 
 // Largest `groups` (power of two <= 32) whose shared-data block fits `max_smem` bytes; 0 if none.
 int TahoeMaxSharedDataGroups(const TahoeDeviceForest& f, int64_t max_smem);
+
+// Largest row chunk (power of two <= kMaxRowChunk) whose block fits `max_smem` bytes; 0 if none.
+int TahoeMaxRowChunk(const TahoeDeviceForest& f, int64_t max_smem);
 
 // Raises the kernels' dynamic shared-memory limits to `max_smem` on the current device (once per
 // device, before the first launch). Not in the request path.

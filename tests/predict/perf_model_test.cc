@@ -83,7 +83,7 @@ TEST(PerfModelTest, EquationTermsAtLargeBatches) {
   w.rows_on_device = true;
   w.cpu_allowed = false;
   const std::vector<StrategyCost> c = EstimateStrategies(hw, w);
-  ASSERT_EQ(c.size(), 5u);
+  ASSERT_EQ(c.size(), static_cast<size_t>(kNumStrategies));
   EXPECT_FALSE(Cost(c, "cpu").feasible);
   EXPECT_FALSE(Cost(c, "shared_forest").feasible);
   EXPECT_TRUE(Cost(c, "splitting_shared_forest").feasible);
@@ -102,10 +102,10 @@ TEST(PerfModelTest, EquationTermsAtLargeBatches) {
 
 TEST(PerfModelTest, TimesGrowWithTheBatch) {
   const GpuHardwareParams hw = FakeHw();
-  double last[5] = {0, 0, 0, 0, 0};
+  double last[kNumStrategies] = {};
   for (int64_t n : {1, 100, 1000, 10000, 100000, 1000000}) {
     const std::vector<StrategyCost> c = EstimateStrategies(hw, Medium(n));
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < kNumStrategies; ++i) {
       if (!c[i].feasible) continue;
       EXPECT_GE(c[i].seconds, last[i] * 0.999) << c[i].name << " at " << n;
       last[i] = c[i].seconds;
@@ -228,6 +228,37 @@ TEST(PerfModelTest, MultipleGpusSplitTheRows) {
   w.num_gpus = 4;
   const double four = Cost(EstimateStrategies(hw, w), "direct").seconds;
   EXPECT_LT(four, one / 3);
+}
+
+// Row chunk: feasible when one row fits shared memory; the chunk shrinks for batches that would
+// not give every SM four blocks and is the probed best otherwise; two rows per thread only where the
+// batch fills the GPU at the probed chunk.
+TEST(PerfModelTest, RowChunkFollowsTheProbeAndFillsTheGpu) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(100);
+  EXPECT_FALSE(Cost(EstimateStrategies(hw, w), "row_chunk").feasible);
+  w.max_row_chunk = 32;
+  w.best_row_chunk = 8;
+  w.row_chunk_acc_bytes = 2048;
+  w.row_chunk_row_bytes = 40;
+  EXPECT_EQ(RowChunkFor(hw, w, 100), 1);
+  EXPECT_EQ(RowChunkFor(hw, w, 1600), 4);  // 1600 rows / (4 x 100 SMs)
+  EXPECT_EQ(RowChunkFor(hw, w, 1e6), 8);
+  w.best_row_chunk = 0;  // not probed: at most 8
+  EXPECT_EQ(RowChunkFor(hw, w, 1e6), 8);
+  w.best_row_chunk = 16;
+  w.row_chunk_paired = true;
+  w.rows = 1000;
+  const StrategyCost small = Cost(EstimateStrategies(hw, w), "row_chunk");
+  EXPECT_TRUE(small.feasible);
+  EXPECT_EQ(small.groups & kRowChunkPaired, 0);
+  w.rows = 1000000;
+  const StrategyCost large = Cost(EstimateStrategies(hw, w), "row_chunk");
+  EXPECT_EQ(large.groups, 16 | kRowChunkPaired);
+  EXPECT_GT(large.seconds, small.seconds);
+  EXPECT_EQ(StrategyName(StrategyId::kRowChunk), std::string("row_chunk"));
+  EXPECT_EQ(StrategyIndex("row_chunk"), static_cast<int>(StrategyId::kRowChunk));
+  EXPECT_EQ(StrategyIndex("nope"), -1);
 }
 
 TEST(PerfModelTest, NoGpuMeansUnavailable) {

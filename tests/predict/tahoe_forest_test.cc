@@ -259,6 +259,73 @@ TEST(TahoeForestTest, TreesAreGroupedByOutputAndAssignmentsArePermutations) {
   }
 }
 
+// Row chunk's class-aware assignments: group g walks only trees of output g % K, every tree exactly
+// once; none where there are fewer groups than outputs, vector leaves, or a single output.
+TEST(TahoeForestTest, ClassAssignmentsGiveEachGroupOneOutput) {
+  RandomForestOptions o;
+  o.num_trees = 90;
+  o.num_outputs = 3;
+  o.max_depth = 6;
+  ForestPtr f = MakeRandomForest(o);
+  absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+  ASSERT_TRUE(tf.ok());
+  const std::vector<TahoeTree>& trees = (*tf)->trees();
+  const std::vector<TahoeAssignment>& classed = (*tf)->class_assignments();
+  ASSERT_EQ(classed.size(), (*tf)->assignments().size());
+  for (size_t i = 0; i < classed.size(); ++i) {
+    const int groups = 1 << i;
+    const TahoeAssignment& a = classed[i];
+    if (groups < 3) {
+      EXPECT_TRUE(a.offsets.empty()) << groups;
+      continue;
+    }
+    ASSERT_EQ(a.offsets.size(), static_cast<size_t>(groups) + 1);
+    std::vector<int> seen(trees.size(), 0);
+    for (int g = 0; g < groups; ++g) {
+      for (uint32_t k = a.offsets[g]; k < a.offsets[g + 1]; ++k) {
+        EXPECT_EQ(trees[a.order[k]].group, g % 3) << "groups " << groups << " group " << g;
+        ++seen[a.order[k]];
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(trees.size()));
+  }
+  o.vector_leaves = true;
+  absl::StatusOr<TahoeForestPtr> vec = TahoeForest::Build(MakeRandomForest(o));
+  ASSERT_TRUE(vec.ok());
+  for (const TahoeAssignment& a : (*vec)->class_assignments()) EXPECT_TRUE(a.offsets.empty());
+}
+
+// The two-row walk reaches the leaves the one-row walk reaches, for every pair of rows.
+TEST(TahoeForestTest, TwoRowFixedWalkMatchesTheOneRowWalk) {
+  RandomForestOptions o;
+  o.num_trees = 30;
+  o.max_depth = 9;
+  o.num_features = 12;
+  ForestPtr f = MakeRandomForest(o);
+  absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+  ASSERT_TRUE(tf.ok());
+  ASSERT_TRUE((*tf)->fixed_walk());
+  const TahoeForestView v = (*tf)->HostView();
+  const std::vector<float> rows = MakeRandomRows(*f, 40, 11, 0.2);
+  const auto* nodes = static_cast<const TahoeNode8*>(v.nodes);
+  for (int r = 0; r + 1 < 40; r += 2) {
+    const TahoeNanPaddedRow<TahoePlainRow> a{TahoePlainRow{rows.data() + r * 12}, 12};
+    const TahoeNanPaddedRow<TahoePlainRow> b{TahoePlainRow{rows.data() + (r + 1) * 12}, 12};
+    double sa = 0, sb = 0;
+    TahoeAccumulateFixed2(v, nodes, v.trees, nullptr, 0, v.num_trees, TahoeRowParams{0, 1 << 30, 0},
+                          a, b, sa, sb);
+    TahoeScalarAcc ea, eb;
+    TahoeAccumulateTrees<kTahoeWalkFixed>(v, nodes, 0, v.trees, nullptr, 0, v.num_trees,
+                                          TahoeRowParams{0, 1 << 30, 0}, a, ea,
+                                          static_cast<float*>(nullptr));
+    TahoeAccumulateTrees<kTahoeWalkFixed>(v, nodes, 0, v.trees, nullptr, 0, v.num_trees,
+                                          TahoeRowParams{0, 1 << 30, 0}, b, eb,
+                                          static_cast<float*>(nullptr));
+    EXPECT_EQ(sa, ea.sum) << "row " << r;
+    EXPECT_EQ(sb, eb.sum) << "row " << r + 1;
+  }
+}
+
 TEST(TahoeForestTest, TreeRearrangementBalancesThreadGroups) {
   // Trees of very different depths in model order: round-robin (FIL) is unbalanced.
   RandomForestOptions o;

@@ -30,8 +30,12 @@ namespace grove {
 namespace {
 
 constexpr double kTolerance = 1e-5;
-const char* const kGpuStrategies[] = {"direct", "shared_data", "shared_forest",
-                                      "splitting_shared_forest"};
+// Every GPU strategy, from the one name table (index 0 is the CPU).
+std::vector<std::string> GpuStrategies() {
+  std::vector<std::string> s;
+  for (int i = 1; i < kNumStrategies; ++i) s.push_back(StrategyName(i));
+  return s;
+}
 
 #define SKIP_WITHOUT_GPU() \
   if (TahoeVisibleGpus() == 0) GTEST_SKIP() << "no CUDA device visible"
@@ -62,7 +66,7 @@ void CheckEngine(const TahoeEngine& engine, const Forest& f, const std::vector<f
   for (const PredictOptions& o : kinds) {
     const std::vector<float> want = ReferencePrediction(f, rows, o);
     const int64_t width = PredictWidth(f, o);
-    for (const char* strategy : kGpuStrategies) {
+    for (const std::string& strategy : GpuStrategies()) {
       SCOPED_TRACE(what + " strategy " + strategy + " kind " + OutputKindName(o.kind) + " range [" +
                    std::to_string(o.iteration_begin) + "," + std::to_string(o.iteration_end) + ")");
       std::vector<float> got(n * width, -777.0f);
@@ -101,7 +105,8 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
 
 // Default engine, plus two with small splitting parts, few shared-data groups, small chunks and the
 // tree-per-lane splitting kernel forced on (several parts, several chunks, the global reduction),
-// in its single and its paired layout.
+// in its single and its paired layout, and row chunks of 32 rows (a partial last chunk) and of 4
+// rows with two rows per thread.
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
   for (int variant = 0; variant < 3; ++variant) {
@@ -113,6 +118,7 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
       o.max_chunk_rows = 100;
       // The tree-per-lane kernel wherever it applies.
       o.lanes = variant == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
+      o.row_chunk = variant == 1 ? 32 : 4 | kRowChunkPaired;
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
     ASSERT_NE(e, nullptr);
