@@ -122,7 +122,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 class GroveClient {
  public:
   // Creates the channel (does not connect: the first call or WaitForReady does). Fails only on
-  // bad options (unreadable TLS files).
+  // bad options (unreadable TLS files, a token with characters outside visible ASCII).
   static absl::StatusOr<std::unique_ptr<GroveClient>> Create(const ClientOptions& options);
 
   // Predictions for `num_rows` rows of `num_cols` float32 values at `rows` (row-major).

@@ -1,5 +1,6 @@
 #include "server/auth.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -65,9 +65,6 @@ class Authorizer {
   absl::Status Check(const CallerCredentials& caller, Role required,
                      absl::string_view method) const;
 
-  // The role `caller` holds, or the UNAUTHENTICATED / PERMISSION_DENIED status of Check.
-  absl::StatusOr<Role> RoleOf(const CallerCredentials& caller) const;
-
   // Grants currently in force.
   int64_t num_tokens() const;
   int64_t num_certificate_names() const;
@@ -105,12 +102,14 @@ class Authorizer {
   };
 
   explicit Authorizer(AuthorizerOptions options);
+  // The role `caller` holds, or why it holds none (UNAUTHENTICATED / PERMISSION_DENIED).
+  absl::StatusOr<Role> RoleOf(const CallerCredentials& caller) const;
   static FileStamp Stat(const std::string& path);
   // Reads and parses `file` and installs its grants.
   absl::Status Load(const WatchedFile& file);
 
   const AuthorizerOptions options_;
-  std::vector<WatchedFile> files_;  // used by Create and Poll only (Poll is serialised by poll_mu_)
+  std::vector<WatchedFile> files_;  // Create (before sharing), then Poll under poll_mu_
   absl::Mutex poll_mu_;
 
   mutable absl::Mutex mu_;

@@ -124,6 +124,12 @@ TEST_F(AuthE2eTest, TokensAndRoles) {
   EXPECT_EQ(anonymous->UnloadModel("demo").code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(Predict(*Client(*server, "not-a-valid-token-0123456789")).code(),
             absl::StatusCode::kUnauthenticated);
+  client::ClientOptions bad;
+  bad.target = server->target();
+  bad.token = absl::StrCat(kInferToken, "\n");  // e.g. read from a file with its newline
+  absl::StatusOr<std::unique_ptr<GroveClient>> refused = GroveClient::Create(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(absl::StrContains(refused.status().message(), kInferToken));
 
   std::unique_ptr<GroveClient> infer = Client(*server, kInferToken);
   EXPECT_TRUE(Predict(*infer).ok());

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_split.h"
 #include "core/auth/role_file.h"
 
@@ -21,11 +21,11 @@ using grove::auth::Role;
 using grove::auth::RoleFileKind;
 using grove::auth::RoleGrant;
 
-void Check(std::string_view text, RoleFileKind kind) {
+void Check(absl::string_view text, RoleFileKind kind) {
   const absl::StatusOr<std::vector<RoleGrant>> grants = grove::auth::ParseRoleFile(text, kind);
   if (!grants.ok()) {
     if (grants.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
-    for (std::string_view field : absl::StrSplit(text, absl::ByAnyChar(" \t\r\n"))) {
+    for (absl::string_view field : absl::StrSplit(text, absl::ByAnyChar(" \t\r\n"))) {
       if (field.size() >= 16 && absl::StrContains(grants.status().message(), field)) std::abort();
     }
     return;
@@ -54,7 +54,7 @@ void Check(std::string_view text, RoleFileKind kind) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const absl::string_view text(reinterpret_cast<const char*>(data), size);
   Check(text, RoleFileKind::kTokens);
   Check(text, RoleFileKind::kCertificateNames);
   return 0;

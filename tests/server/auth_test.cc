@@ -92,37 +92,37 @@ class AuthServerTest : public ::testing::Test {
                                    grpc::InsecureChannelCredentials());
   }
 
-  grpc::Status Unload(const std::string& token, const std::string& model = "demo") {
+  // Calls `rpc` of grove.v1.Grove with `request` and `token` (none when empty).
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (grove::v1::Grove::Stub::*rpc)(grpc::ClientContext*,
+                                                               const Request&, Response*),
+                    const Request& request, const std::string& token) {
     auto stub = grove::v1::Grove::NewStub(channel_);
     grpc::ClientContext ctx;
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    Response response;
+    return (stub.get()->*rpc)(&ctx, request, &response);
+  }
+
+  grpc::Status Unload(const std::string& token, const std::string& model = "demo") {
     grove::v1::UnloadModelRequest req;
     req.set_model(model);
-    grove::v1::UnloadModelResponse resp;
-    return stub->UnloadModel(&ctx, req, &resp);
+    return Call(&grove::v1::Grove::Stub::UnloadModel, req, token);
   }
 
   grpc::Status Load(const std::string& token) {
-    auto stub = grove::v1::Grove::NewStub(channel_);
-    grpc::ClientContext ctx;
-    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
     grove::v1::LoadModelRequest req;
     req.set_model("demo");
-    grove::v1::LoadModelResponse resp;
-    return stub->LoadModel(&ctx, req, &resp);
+    return Call(&grove::v1::Grove::Stub::LoadModel, req, token);
   }
 
   grpc::Status Predict(const std::string& token) {
-    auto stub = grove::v1::Grove::NewStub(channel_);
-    grpc::ClientContext ctx;
-    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
     grove::v1::PredictRequest req;
     req.set_model("demo");
     req.mutable_rows()->set_rows(1);
     req.mutable_rows()->set_cols(8);
     for (int i = 0; i < 8; ++i) req.mutable_rows()->add_values(0.5f);
-    grove::v1::PredictResponse resp;
-    return stub->Predict(&ctx, req, &resp);
+    return Call(&grove::v1::Grove::Stub::Predict, req, token);
   }
 
   fs::path root_;

@@ -59,12 +59,8 @@ bool Live(const std::string& target, const std::shared_ptr<grpc::ChannelCredenti
   return stub->ServerLive(&ctx, {}, &r).ok() && r.live();
 }
 
-TEST(Tls, MutualTlsNeedsAClientCertificate) {
-  if (!Sh("openssl version")) GTEST_SKIP() << "no openssl command";
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("grove_tls_", ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir / "repo");
-  ASSERT_TRUE(MakeCertificates(dir));
+// A server on loopback over dir/repo with the certificates of MakeCertificates, mutual TLS.
+ServerOptions MutualTlsOptions(const fs::path& dir) {
   ServerOptions o;
   o.runtime.model_repository = (dir / "repo").string();
   o.grpc_address = "127.0.0.1";
@@ -74,6 +70,16 @@ TEST(Tls, MutualTlsNeedsAClientCertificate) {
   o.tls_cert_file = (dir / "server.pem").string();
   o.tls_key_file = (dir / "server.key").string();
   o.tls_client_ca_file = (dir / "ca.pem").string();
+  return o;
+}
+
+TEST(Tls, MutualTlsNeedsAClientCertificate) {
+  if (!Sh("openssl version")) GTEST_SKIP() << "no openssl command";
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("grove_tls_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "repo");
+  ASSERT_TRUE(MakeCertificates(dir));
+  ServerOptions o = MutualTlsOptions(dir);
   absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = absl::StrCat("localhost:", (*server)->grpc_port());
@@ -110,15 +116,7 @@ TEST(Tls, ClientCertificateRolesByCommonName) {
   fs::create_directories(dir / "repo");
   ASSERT_TRUE(MakeCertificates(dir));
   std::ofstream(dir / "roles") << "# CN of the client certificate\ninfer grove-client\n";
-  ServerOptions o;
-  o.runtime.model_repository = (dir / "repo").string();
-  o.grpc_address = "127.0.0.1";
-  o.grpc_port = 0;
-  o.metrics_port = -1;
-  o.repository_poll = absl::ZeroDuration();
-  o.tls_cert_file = (dir / "server.pem").string();
-  o.tls_key_file = (dir / "server.key").string();
-  o.tls_client_ca_file = (dir / "ca.pem").string();
+  ServerOptions o = MutualTlsOptions(dir);
   o.tls_client_roles_file = (dir / "roles").string();
   o.auth_poll = absl::Milliseconds(20);
   o.model_control = true;
