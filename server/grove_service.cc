@@ -309,7 +309,7 @@ class ExplainStreamReactor final
 absl::Status ModelControlOff(absl::string_view method) {
   return absl::UnimplementedError(absl::StrCat(
       method, " is disabled on this server: model control is off unless groved runs with "
-              "--model_control (with --auth_token_file, only admin tokens may use it)"));
+              "--model_control (with access control, callers with role admin only)"));
 }
 
 }  // namespace
