@@ -46,6 +46,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--tls-ca", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
       {"--tls-cert", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
       {"--tls-key", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
+      {"--token", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
       {"--operation", {true, {C::kBench}}},
       {"--rows-per-request", {true, {C::kBench}}},
       {"--concurrency", {true, {C::kBench}}},
@@ -228,6 +229,9 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.server = value;
     } else if (name == "--model-version") {
       out.model_version = value;
+    } else if (name == "--token") {
+      if (value.empty()) return Usage("--token needs a value (or set GROVE_TOKEN)");
+      out.token = value;
     } else if (name == "--tls") {
       out.tls = true;
     } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
@@ -272,6 +276,7 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
                              seen.count("--tls-cert") || seen.count("--tls-key"))) {
     return Usage("--tls, --tls-ca, --tls-cert and --tls-key need --server");
   }
+  if (out.server.empty() && seen.count("--token")) return Usage("--token needs --server");
   if (seen.count("--tls-cert") != seen.count("--tls-key")) {
     return Usage("--tls-cert and --tls-key go together");
   }
@@ -314,6 +319,7 @@ Options:
       --timeout SECONDS      remote: deadline of every request
       --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
       --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
+      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
 )";
   }
   if (topic == "explain") {
@@ -342,6 +348,7 @@ Options:
       --timeout SECONDS      remote: deadline of every request
       --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
       --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
+      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
 )";
   }
   if (topic == "inspect") {
@@ -359,6 +366,7 @@ Options:
       --timeout SECONDS      remote: deadline of every request
       --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
       --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
+      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
 )";
   }
   if (topic == "bench") {
@@ -387,6 +395,7 @@ Options:
       --timeout SECONDS      deadline of every request
       --json                 one JSON object instead of text
       --tls, --tls-ca PEM, --tls-cert PEM, --tls-key PEM   TLS / mutual TLS
+      --token TOKEN          bearer token (default: $GROVE_TOKEN)
 )";
   }
   if (topic == "version") return "Usage: grove version\n\nPrints the version and build options.\n";

@@ -49,6 +49,8 @@ struct CliArgs {
   std::string tls_cert;        // --tls-cert PEM + --tls-key PEM: client certificate (mutual TLS)
   std::string tls_key;
   bool tls = false;            // --tls: TLS with the system roots
+  std::string token;           // --token: bearer token (remote; ConnectToServer falls back to
+                               // $GROVE_TOKEN, so that the token need not be on the command line)
 
   // grove bench (load generator; needs --server).
   bool bench_explain = false;      // --operation explain (default predict)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -394,6 +395,11 @@ absl::StatusOr<std::unique_ptr<client::GroveClient>> ConnectToServer(const CliAr
   options.tls_ca_file = args.tls_ca;
   options.tls_cert_file = args.tls_cert;
   options.tls_key_file = args.tls_key;
+  options.token = args.token;
+  if (options.token.empty()) {
+    const char* env = std::getenv("GROVE_TOKEN");
+    if (env != nullptr) options.token = env;
+  }
   if (args.timeout_seconds > 0) options.default_timeout = absl::Seconds(args.timeout_seconds);
   return client::GroveClient::Create(options);
 }

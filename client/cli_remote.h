@@ -26,7 +26,8 @@ int RunRemote(const CliArgs& args);
 // `grove bench`. Exit code: 0 when every measured request succeeded, 1 otherwise.
 int RunBench(const CliArgs& args);
 
-// A client for args.server with the TLS options and --timeout of `args`.
+// A client for args.server with the TLS options, --timeout and --token of `args` (without --token:
+// $GROVE_TOKEN when set).
 absl::StatusOr<std::unique_ptr<client::GroveClient>> ConnectToServer(const CliArgs& args);
 
 // --model-version as a number (0 when absent).

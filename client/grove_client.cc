@@ -120,6 +120,13 @@ GroveClient::GroveClient(ClientOptions options, std::shared_ptr<grpc::Channel> c
 
 absl::StatusOr<std::unique_ptr<GroveClient>> GroveClient::Create(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("no server address (HOST:PORT)");
+  for (char c : options.token) {
+    // gRPC metadata values are visible ASCII (and groved's tokens are too).
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "the token has a character outside visible ASCII (0x21-0x7e): check for a newline");
+    }
+  }
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(
       std::clamp<int64_t>(options.max_message_bytes, 4 << 20, std::numeric_limits<int>::max()));
@@ -164,6 +171,7 @@ void GroveClient::Prepare(grpc::ClientContext* context, const CallOptions& call)
   if (timeout != absl::InfiniteDuration()) {
     context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
   }
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
 absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams& params, const float* rows,

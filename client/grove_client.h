@@ -43,6 +43,10 @@ struct ClientOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_server_name;
+  // Bearer token sent with every call as the metadata `authorization: Bearer TOKEN` (groved
+  // --auth_token_file); empty: none. The `grove` CLI fills it from --token or $GROVE_TOKEN. Use
+  // TLS to keep it secret on the wire.
+  std::string token;
   // Largest message sent or received, bytes (the default gRPC receive limit of 4 MiB is too
   // small for large batches).
   int64_t max_message_bytes = int64_t{1} << 30;
@@ -118,7 +122,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 class GroveClient {
  public:
   // Creates the channel (does not connect: the first call or WaitForReady does). Fails only on
-  // bad options (unreadable TLS files).
+  // bad options (unreadable TLS files, a token with characters outside visible ASCII).
   static absl::StatusOr<std::unique_ptr<GroveClient>> Create(const ClientOptions& options);
 
   // Predictions for `num_rows` rows of `num_cols` float32 values at `rows` (row-major).
@@ -158,7 +162,8 @@ class GroveClient {
   absl::StatusOr<grove::v1::ModelMetadata> GetModelMetadata(const std::string& model,
                                                             int64_t version = 0,
                                                             const CallOptions& call = {});
-  // Model control (needs groved --model_control): (re)load from the repository, unload.
+  // Model control (needs groved --model_control and, with access control, an admin token):
+  // (re)load from the repository, unload.
   absl::StatusOr<ModelInfo> LoadModel(const std::string& model, const CallOptions& call = {});
   absl::Status UnloadModel(const std::string& model, const CallOptions& call = {});
 
@@ -175,7 +180,8 @@ class GroveClient {
   inference::GRPCInferenceService::Stub* inference_stub() { return inference_.get(); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
-  // Sets the deadline of `context` from `call` and the client's default timeout.
+  // Sets the deadline of `context` from `call` and the client's default timeout, and adds the
+  // bearer token: call it on every context used with stub() / inference_stub().
   void Prepare(grpc::ClientContext* context, const CallOptions& call) const;
 
  private:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (preset `fuzz`: clang, ASan+UBSan) and runs each one for a bounded
-# time, seeded with the corpus model files of its format (tests/fuzz/CMakeLists.txt).
+# time, seeded with the corpus model files of its format, or with its own seeds for targets that
+# read other files (tests/fuzz/CMakeLists.txt).
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]     (default: $GROVE_FUZZ_SECONDS or 60)
 #   GROVE_FUZZ_BUILD_DIR  build directory (default build/fuzz, the preset's)

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "server/auth.h"
+
 namespace grove::server {
 
 std::string ModelLabel(Runtime* runtime, const std::string& name) {
@@ -38,6 +40,14 @@ void UnaryCall::Reply(const absl::Status& status) {
       status.ok() && observe_latency_ ? absl::ToDoubleSeconds(absl::Now() - start_) : -1;
   runtime_->metrics().RecordRequest(model_label_, method_, CodeName(status.code()), seconds, op_);
   Finish(ToGrpcStatus(status));
+}
+
+bool UnaryCall::Admit(const auth::Authorizer* authorizer,
+                      const grpc::CallbackServerContext& context, auth::Role required) {
+  absl::Status s = Authorize(authorizer, context, required, method_);
+  if (s.ok()) return true;
+  Reply(s);
+  return false;
 }
 
 void UnaryCall::OnCancel() {

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/auth/authorizer.h"
 #include "grpcpp/grpcpp.h"
 #include "server/runtime.h"
 #include "server/status.h"
@@ -45,6 +46,12 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 
   // Records metrics and finishes the RPC. Exactly once.
   void Reply(const absl::Status& status);
+
+  // Access control (server/auth.h), first thing in every handler: true when the call may go on;
+  // otherwise the call is answered with the UNAUTHENTICATED / PERMISSION_DENIED status (the
+  // handler must then only return the reactor).
+  bool Admit(const auth::Authorizer* authorizer, const grpc::CallbackServerContext& context,
+             auth::Role required);
 
   void OnCancel() override;
   void OnDone() override;

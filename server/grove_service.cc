@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/explain/explain.h"
 #include "core/predict/predict.h"
+#include "server/auth.h"
 #include "server/call.h"
 #include "server/convert.h"
 
@@ -137,10 +138,17 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
 class ExplainStreamReactor final
     : public grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse> {
  public:
-  ExplainStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context)
+  // `admitted`: the access-control decision; an error ends the stream before anything is read.
+  ExplainStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context,
+                       const absl::Status& admitted)
       : runtime_(runtime), context_(context) {
     runtime_->metrics().InflightRequests("ExplainStream", 1);
     absl::MutexLock lock(&mu_);
+    if (!admitted.ok()) {
+      read_done_ = true;
+      FinishLocked(admitted);
+      return;
+    }
     reading_ = std::make_shared<Item>();
     StartRead(&reading_->request);
   }
@@ -296,6 +304,14 @@ class ExplainStreamReactor final
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
+// LoadModel / UnloadModel on a server started without --model_control: UNIMPLEMENTED, which gRPC
+// defines as "not supported or not enabled in this service".
+absl::Status ModelControlOff(absl::string_view method) {
+  return absl::UnimplementedError(absl::StrCat(
+      method, " is disabled on this server: model control is off unless groved runs with "
+              "--model_control (with access control, callers with role admin only)"));
+}
+
 }  // namespace
 
 absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
@@ -386,6 +402,7 @@ grpc::ServerUnaryReactor* GroveService::Predict(grpc::CallbackServerContext* con
                                                 const grove::v1::PredictRequest* request,
                                                 grove::v1::PredictResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "Predict");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   if (absl::Status s = StartPredict(runtime_, context, request, response, reactor); !s.ok()) {
     reactor->Reply(s);
@@ -397,6 +414,7 @@ grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* con
                                                 const grove::v1::ExplainRequest* request,
                                                 grove::v1::ExplainResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "Explain");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   reactor->set_operation(request->interactions() ? Operation::kInteractions
                                                  : Operation::kExplain);
@@ -414,13 +432,15 @@ grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* con
 
 grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse>*
 GroveService::ExplainStream(grpc::CallbackServerContext* context) {
-  return new ExplainStreamReactor(runtime_, context);
+  return new ExplainStreamReactor(
+      runtime_, context, Authorize(authorizer_, *context, auth::Role::kInfer, "ExplainStream"));
 }
 
 grpc::ServerUnaryReactor* GroveService::ListModels(grpc::CallbackServerContext* context,
                                                    const grove::v1::ListModelsRequest* request,
                                                    grove::v1::ListModelsResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "ListModels");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   for (const registry::ModelStatus& s : runtime_->registry().List()) {
     FillModelStatus(s, response->add_models());
   }
@@ -432,6 +452,7 @@ grpc::ServerUnaryReactor* GroveService::GetModelMetadata(
     grpc::CallbackServerContext* context, const grove::v1::GetModelMetadataRequest* request,
     grove::v1::ModelMetadata* response) {
   auto* reactor = new UnaryCall(runtime_, "GetModelMetadata");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   absl::StatusOr<registry::ModelStatus> status = runtime_->registry().GetStatus(request->model());
   absl::StatusOr<ServablePtr> model =
@@ -456,10 +477,10 @@ grpc::ServerUnaryReactor* GroveService::LoadModel(grpc::CallbackServerContext* c
                                                   const grove::v1::LoadModelRequest* request,
                                                   grove::v1::LoadModelResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "LoadModel");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   if (!model_control_) {
-    reactor->Reply(absl::FailedPreconditionError(
-        "model control is disabled on this server (--model_control=false)"));
+    reactor->Reply(ModelControlOff("LoadModel"));
     return reactor;
   }
   Runtime* runtime = runtime_;
@@ -478,10 +499,10 @@ grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext*
                                                     const grove::v1::UnloadModelRequest* request,
                                                     grove::v1::UnloadModelResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "UnloadModel");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   if (!model_control_) {
-    reactor->Reply(absl::FailedPreconditionError(
-        "model control is disabled on this server (--model_control=false)"));
+    reactor->Reply(ModelControlOff("UnloadModel"));
     return reactor;
   }
   Runtime* runtime = runtime_;

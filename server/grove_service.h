@@ -4,7 +4,8 @@
 // (predict outputs and explanations go to separate queues) and return; the batch executor finishes
 // the call. ExplainStream keeps at most kStreamWindow messages of one stream in flight and reads the
 // next message only when one is answered, so a fast writer is held back by flow control. Load and
-// unload run on the runtime's control thread.
+// unload run on the runtime's control thread. Every RPC is first admitted by access control
+// (server/auth.h).
 #pragma once
 
 #include <functional>
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/auth/authorizer.h"
 #include "grove/v1/grove.grpc.pb.h"
 #include "server/runtime.h"
 
@@ -30,9 +32,11 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
 
 class GroveService final : public grove::v1::Grove::CallbackService {
  public:
-  // `model_control`: LoadModel/UnloadModel allowed (FAILED_PRECONDITION otherwise).
-  GroveService(Runtime* runtime, bool model_control)
-      : runtime_(runtime), model_control_(model_control) {}
+  // `authorizer`: access control (server/auth.h), null when none is configured; not owned, must
+  // outlive the service. `model_control`: LoadModel/UnloadModel allowed (UNIMPLEMENTED naming
+  // --model_control otherwise; checked after access control, so they need role admin as well).
+  GroveService(Runtime* runtime, const auth::Authorizer* authorizer, bool model_control)
+      : runtime_(runtime), authorizer_(authorizer), model_control_(model_control) {}
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const grove::v1::PredictRequest* request,
@@ -57,6 +61,7 @@ class GroveService final : public grove::v1::Grove::CallbackService {
 
  private:
   Runtime* const runtime_;
+  const auth::Authorizer* const authorizer_;
   const bool model_control_;
 };
 

@@ -161,6 +161,7 @@ grpc::ServerUnaryReactor* KserveService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest* request,
     inference::ServerMetadataResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "ServerMetadata");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   response->set_name("grove");
   response->set_version(GROVE_VERSION);
   reactor->Reply(absl::OkStatus());
@@ -171,6 +172,7 @@ grpc::ServerUnaryReactor* KserveService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "ModelMetadata");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->name()));
   absl::StatusOr<int64_t> version = ParseKserveVersion(request->version());
   if (!version.ok()) {
@@ -192,6 +194,7 @@ grpc::ServerUnaryReactor* KserveService::ModelInfer(grpc::CallbackServerContext*
                                                     const inference::ModelInferRequest* request,
                                                     inference::ModelInferResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "ModelInfer");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model_name()));
   if (absl::Status s = StartInfer(runtime_, context, request, response, reactor); !s.ok()) {
     reactor->Reply(s);

@@ -4,6 +4,7 @@
 // native Predict/Explain and answers with raw_output_contents.
 #pragma once
 
+#include "core/auth/authorizer.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/runtime.h"
 
@@ -11,7 +12,11 @@ namespace grove::server {
 
 class KserveService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit KserveService(Runtime* runtime) : runtime_(runtime) {}
+  // `authorizer`: access control (server/auth.h), null when none is configured; not owned, must
+  // outlive the service. ServerLive, ServerReady and ModelReady stay open (they answer what
+  // grpc.health.v1.Health answers); the other RPCs need role infer.
+  KserveService(Runtime* runtime, const auth::Authorizer* authorizer)
+      : runtime_(runtime), authorizer_(authorizer) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -34,6 +39,7 @@ class KserveService final : public inference::GRPCInferenceService::CallbackServ
 
  private:
   Runtime* const runtime_;
+  const auth::Authorizer* const authorizer_;
 };
 
 }  // namespace grove::server

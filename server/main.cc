@@ -17,9 +17,11 @@
 #include "server/server.h"
 
 ABSL_FLAG(std::string, model_repository, "", "model repository directory (required)");
-ABSL_FLAG(std::string, grpc_address, "0.0.0.0", "gRPC listening address");
+ABSL_FLAG(std::string, grpc_address, "0.0.0.0",
+          "gRPC listening address (0.0.0.0: every interface, 127.0.0.1: this host only)");
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0: ephemeral)");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0", "metrics listening address");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
+          "metrics listening address (0.0.0.0: every interface)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus metrics port (0: ephemeral, -1: off)");
 ABSL_FLAG(std::string, port_file, "",
           "write {\"grpc_port\":N,\"metrics_port\":M} here once bound and loaded");
@@ -27,9 +29,20 @@ ABSL_FLAG(std::string, tls_cert_file, "", "PEM server certificate chain: serve T
 ABSL_FLAG(std::string, tls_key_file, "", "PEM server private key");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA bundle: mutual TLS (clients must present a certificate signed by it)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "bearer tokens, one `ROLE TOKEN` per line (ROLE infer or admin): every RPC but health "
+          "and reflection then needs the metadata `authorization: Bearer TOKEN`");
+ABSL_FLAG(std::string, tls_client_roles_file, "",
+          "with mutual TLS: client certificate common names, one `ROLE NAME` per line, that grant "
+          "ROLE (infer or admin) to callers presenting that certificate");
+ABSL_FLAG(int, auth_poll_seconds, 5,
+          "re-read --auth_token_file / --tls_client_roles_file when they change (0: never)");
 ABSL_FLAG(int64_t, max_message_bytes, 0, "gRPC message size limit (0: automatic)");
 ABSL_FLAG(int, repository_poll_seconds, 5, "repository re-scan interval (0: no file watching)");
-ABSL_FLAG(bool, model_control, true, "allow the LoadModel / UnloadModel RPCs");
+ABSL_FLAG(bool, model_control, false,
+          "allow the LoadModel / UnloadModel RPCs (off: they answer UNIMPLEMENTED). With "
+          "--auth_token_file or --tls_client_roles_file they need role admin, without them anyone "
+          "who reaches the gRPC port may use them");
 ABSL_FLAG(bool, strict_readiness, true, "server ready only when every model is ready");
 ABSL_FLAG(std::string, default_model_config, "",
           "JSON file with server-wide defaults of every model's config.json");
@@ -65,6 +78,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "serves tree-ensemble predictions and SHAP explanations over gRPC.\n"
       "  groved --model_repository=DIR [--grpc_port=8001] [--metrics_port=8002]\n"
+      "         [--auth_token_file=FILE] [--model_control]\n"
       "See docs/operations.md.");
   absl::ParseCommandLine(argc, argv);
 
@@ -109,6 +123,9 @@ int main(int argc, char** argv) {
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  o.tls_client_roles_file = absl::GetFlag(FLAGS_tls_client_roles_file);
+  o.auth_poll = absl::Seconds(absl::GetFlag(FLAGS_auth_poll_seconds));
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.repository_poll = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
   o.model_control = absl::GetFlag(FLAGS_model_control);
@@ -120,7 +137,7 @@ int main(int argc, char** argv) {
     return Fail("--metrics_port must be -1..65535");
   }
   if (o.shutdown_delay < absl::ZeroDuration() || o.shutdown_grace < absl::ZeroDuration() ||
-      o.repository_poll < absl::ZeroDuration()) {
+      o.repository_poll < absl::ZeroDuration() || o.auth_poll < absl::ZeroDuration()) {
     return Fail("durations must not be negative");
   }
 

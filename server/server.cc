@@ -59,6 +59,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
 
 }  // namespace
 
+const char* AccessControlName(const auth::Authorizer* a) {
+  if (a == nullptr) return "off";
+  if (a->tokens_enabled() && a->certificates_enabled()) return "tokens+certificates";
+  return a->tokens_enabled() ? "tokens" : "certificates";
+}
+
 int64_t AutoMessageBytes(const registry::ModelConfig& defaults) {
   const int64_t bytes = defaults.max_request_rows * 2048 * 4 + (int64_t{1} << 20);
   return std::clamp<int64_t>(bytes, int64_t{64} << 20, std::numeric_limits<int32_t>::max());
@@ -90,9 +96,11 @@ absl::Status GroveServer::StartImpl() {
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(o);
   if (!creds.ok()) return creds.status();
+  if (absl::Status s = StartAccessControl(); !s.ok()) return s;
 
-  grove_service_ = std::make_unique<GroveService>(runtime_.get(), o.model_control);
-  kserve_service_ = std::make_unique<KserveService>(runtime_.get());
+  grove_service_ =
+      std::make_unique<GroveService>(runtime_.get(), authorizer_.get(), o.model_control);
+  kserve_service_ = std::make_unique<KserveService>(runtime_.get(), authorizer_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -146,6 +154,8 @@ absl::Status GroveServer::StartImpl() {
                   << KV("tls", o.tls_cert_file.empty()
                                    ? "off"
                                    : (o.tls_client_ca_file.empty() ? "on" : "mutual"))
+                  << KV("auth", AccessControlName(authorizer_.get()))
+                  << KV("model_control", o.model_control ? "on" : "off")
                   << KV("max_message_bytes", o.max_message_bytes)
                   << KV("repository", o.runtime.model_repository);
 
@@ -168,6 +178,36 @@ absl::Status GroveServer::StartImpl() {
     loaded_ = true;
     load_status_ = status;
   });
+  return absl::OkStatus();
+}
+
+absl::Status GroveServer::StartAccessControl() {
+  const ServerOptions& o = options_;
+  if (!o.tls_client_roles_file.empty() && o.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_roles_file needs mutual TLS (--tls_client_ca_file, --tls_cert_file, "
+        "--tls_key_file)");
+  }
+  if (!o.auth_token_file.empty() || !o.tls_client_roles_file.empty()) {
+    absl::StatusOr<std::unique_ptr<auth::Authorizer>> a =
+        auth::Authorizer::Create({o.auth_token_file, o.tls_client_roles_file});
+    if (!a.ok()) return a.status();
+    authorizer_ = *std::move(a);
+    GROVE_LOG(INFO) << "access control on" << KV("tokens", authorizer_->num_tokens())
+                    << KV("certificate_names", authorizer_->num_certificate_names())
+                    << KV("poll_seconds", absl::ToDoubleSeconds(o.auth_poll));
+    if (o.auth_poll > absl::ZeroDuration()) authorizer_->StartWatching(o.auth_poll);
+  }
+  if (o.model_control && authorizer_ == nullptr) {
+    GROVE_LOG(WARNING) << "model control is on without access control: anyone who can reach the "
+                          "gRPC port can load and unload models (add --auth_token_file or "
+                          "--tls_client_roles_file so that only admins can)";
+  }
+  if (!o.auth_token_file.empty() && o.tls_cert_file.empty()) {
+    GROVE_LOG(WARNING) << "bearer tokens are sent in plaintext: serve TLS (--tls_cert_file, "
+                          "--tls_key_file) unless the network between clients and groved is "
+                          "trusted";
+  }
   return absl::OkStatus();
 }
 
@@ -212,6 +252,7 @@ void GroveServer::Shutdown() {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   }
   if (loader_.joinable()) loader_.join();
+  if (authorizer_ != nullptr) authorizer_->StopWatching();
   if (runtime_ != nullptr) runtime_->Shutdown();
   if (server_ != nullptr) server_->Wait();
   exposer_.reset();

@@ -1,7 +1,9 @@
 // GroveServer: groved assembled. Binds the gRPC port (grove.v1.Grove, inference.GRPCInferenceService,
 // grpc.health.v1.Health, server reflection; TLS / mutual TLS when configured) and the Prometheus
 // metrics port, loads the model repository in the background, watches it, and shuts down
-// gracefully. main.cc only turns flags into ServerOptions; tests start it in-process.
+// gracefully. Access control (bearer tokens, client-certificate roles) guards every RPC but health
+// and reflection (server/auth.h). main.cc only turns flags into ServerOptions; tests start it
+// in-process.
 //
 // Thread-safe.
 #pragma once
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/auth/authorizer.h"
 #include "server/metrics.h"
 #include "server/runtime.h"
 
@@ -42,9 +45,13 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  // Access control (docs/operations.md "Authentication"). Both empty: every RPC is open.
+  std::string auth_token_file;        // `ROLE TOKEN` lines: bearer tokens
+  std::string tls_client_roles_file;  // `ROLE NAME` lines: client certificate common names
+  absl::Duration auth_poll = absl::Seconds(5);  // re-read changed access files; 0: never
   int64_t max_message_bytes = 0;  // 0: automatic (AutoMessageBytes)
   absl::Duration repository_poll = absl::Seconds(5);  // 0: no file watching
-  bool model_control = true;
+  bool model_control = false;  // LoadModel / UnloadModel (with access control: role admin)
   bool strict_readiness = true;
   absl::Duration shutdown_delay = absl::ZeroDuration();
   absl::Duration shutdown_grace = absl::Seconds(30);
@@ -54,11 +61,15 @@ struct ServerOptions {
 // 64 MiB, at most 2 GiB - 1.
 int64_t AutoMessageBytes(const registry::ModelConfig& defaults);
 
+// "off", "tokens", "certificates" or "tokens+certificates" (the start-up log line).
+const char* AccessControlName(const auth::Authorizer* authorizer);
+
 class GroveServer {
  public:
   // Binds both ports and starts serving (not ready until the start-up load finished, which runs in
   // the background). Errors: the repository is not a directory, a port cannot be bound, TLS files
-  // unreadable.
+  // unreadable, an access-control file unreadable or malformed (the message names the line, never
+  // a token), --tls_client_roles_file without mutual TLS.
   static absl::StatusOr<std::unique_ptr<GroveServer>> Start(ServerOptions options);
   ~GroveServer();  // Shutdown()
   GroveServer(const GroveServer&) = delete;
@@ -80,11 +91,14 @@ class GroveServer {
  private:
   explicit GroveServer(ServerOptions options);
   absl::Status StartImpl();
+  // Creates the authorizer from the access-control options and warns about open model control.
+  absl::Status StartAccessControl();
   void WritePortFile();
 
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<auth::Authorizer> authorizer_;  // null: no access control; outlives the services
   std::unique_ptr<GroveService> grove_service_;
   std::unique_ptr<KserveService> kserve_service_;
   std::unique_ptr<grpc::Server> server_;

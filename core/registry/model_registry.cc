@@ -528,29 +528,9 @@ bool ModelRegistry::AllReady() const {
 }
 
 void ModelRegistry::StartWatching(absl::Duration interval) {
-  StopWatching();
-  {
-    absl::MutexLock lock(&watch_mu_);
-    watch_stop_ = false;
-  }
-  watcher_ = std::thread([this, interval] {
-    absl::MutexLock lock(&watch_mu_);
-    while (true) {
-      watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_), interval);
-      if (watch_stop_) return;
-      watch_mu_.Unlock();
-      Poll();
-      watch_mu_.Lock();
-    }
-  });
+  watcher_.Start(interval, [this] { Poll(); });
 }
 
-void ModelRegistry::StopWatching() {
-  {
-    absl::MutexLock lock(&watch_mu_);
-    watch_stop_ = true;
-  }
-  if (watcher_.joinable()) watcher_.join();
-}
+void ModelRegistry::StopWatching() { watcher_.Stop(); }
 
 }  // namespace grove::registry

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/common/periodic_thread.h"
 #include "core/explain/explain_engine.h"
 #include "core/model/forest.h"
 #include "core/predict/predict_engine.h"
@@ -202,9 +203,7 @@ class ModelRegistry {
   mutable absl::Mutex mu_;  // guards models_ (held briefly, never during a load)
   std::map<std::string, ModelEntry, std::less<>> models_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex watch_mu_;
-  bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
-  std::thread watcher_;
+  PeriodicThread watcher_;
 };
 
 }  // namespace grove::registry

@@ -56,6 +56,26 @@ TEST(CliArgs, RemoteOptions) {
   EXPECT_FALSE(ParseCliArgs({"inspect", "--server", "h:1", "--model", "m", "--timeout", "-1"}).ok());
 }
 
+TEST(CliArgs, Token) {
+  for (const char* command : {"predict", "explain", "inspect", "bench"}) {
+    std::vector<std::string> args = {command, "--server", "h:1", "--model", "m", "--token",
+                                     "abc-0123456789abcdef"};
+    if (std::string(command) != "inspect") args.insert(args.end(), {"--input", "x.csv"});
+    auto a = ParseCliArgs(args);
+    ASSERT_TRUE(a.ok()) << command << ": " << a.status();
+    EXPECT_EQ(a->token, "abc-0123456789abcdef");
+    EXPECT_THAT(HelpText(command), HasSubstr("--token TOKEN"));
+    EXPECT_THAT(HelpText(command), HasSubstr("GROVE_TOKEN"));
+  }
+  auto local = ParseCliArgs({"predict", "--model", "m", "--input", "x", "--token", "t"});
+  ASSERT_FALSE(local.ok());
+  EXPECT_THAT(local.status().message(), HasSubstr("--token needs --server"));
+  auto empty = ParseCliArgs({"predict", "--server", "h:1", "--model", "m", "--input", "x",
+                             "--token="});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(), HasSubstr("--token needs a value"));
+}
+
 TEST(CliArgs, HelpForms) {
   for (auto args : {std::vector<std::string>{}, {"--help"}, {"-h"}, {"help"}}) {
     auto a = ParseCliArgs(args);

@@ -749,7 +749,8 @@ class E2eOwnServerTest : public ::testing::Test {
 // (e) Reloads by RPC, by file replacement and by a new version while callers and `grove bench`
 // run: not one request fails and every answer is right.
 TEST_F(E2eOwnServerTest, ReloadUnderLoad) {
-  std::unique_ptr<GrovedProcess> server = StartServer({"--repository_poll_seconds=1"});
+  std::unique_ptr<GrovedProcess> server =
+      StartServer({"--repository_poll_seconds=1", "--model_control"});
   ASSERT_NE(server, nullptr);
   client::ClientOptions o;
   o.target = server->target();

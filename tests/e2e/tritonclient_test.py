@@ -4,7 +4,8 @@ ServerLive / ServerReady / ModelReady / ServerMetadata / ModelMetadata, and Mode
 (FP32 [rows, F]; raw and typed contents) asking for output__0 and treeshap_output. Answers are
 compared with the local `grove` CLI: output__0 is FIL's predict_proba layout ([rows, 2] = [1-p, p]
 for binary classifiers, class probabilities for softmax, otherwise the transformed prediction),
-treeshap_output is [rows, F+1] (one output) or [rows, K, F+1], bias last.
+treeshap_output is [rows, F+1] (one output) or [rows, K, F+1], bias last. Then a groved with
+--auth_token_file: calls need the token that tritonclient sends with headers=.
 """
 
 import os
@@ -25,6 +26,13 @@ def main():
         from tritonclient.utils import InferenceServerException
     except ImportError as e:
         h.skip(f"tritonclient[grpc] missing: {e}")
+
+    def status_of(call):
+        try:
+            call()
+        except InferenceServerException as e:
+            return e.status()
+        return "OK"
 
     f = h.Failures()
     repo = tempfile.mkdtemp(prefix="grove_repo_triton_")
@@ -113,13 +121,6 @@ def main():
         f.check(checked >= 5, f"only {checked} models checked")
 
         # Errors: unknown model, wrong shape, wrong datatype.
-        def status_of(call):
-            try:
-                call()
-            except InferenceServerException as e:
-                return e.status()
-            return "OK"
-
         name, d, meta, model = cases[0]
         X = np.array(h.read_csv(os.path.join(d, "X.csv")), dtype=np.float32)
         inp = grpcclient.InferInput("input__0", list(X.shape), "FP32")
@@ -163,6 +164,40 @@ def main():
         f.check(not unknown_ready, "unknown model reported ready")
         client.close()
         triton_channel.close()
+
+    # Access control (docs/operations.md "Authentication"): tritonclient sends the bearer token
+    # with headers=; readiness needs none.
+    token = "triton-e2e-infer-0123456789abcdef"
+    token_file = os.path.join(tempfile.mkdtemp(prefix="grove_tokens_"), "tokens")
+    with open(token_file, "w") as fh:
+        fh.write(f"# ROLE TOKEN\ninfer {token}\n")
+    with h.Groved(args.groved, repo, ["--strict_readiness=false", "--repository_poll_seconds=0",
+                                      f"--auth_token_file={token_file}"]) as server:
+        client = grpcclient.InferenceServerClient(url=server.target)
+        h.wait_ready(lambda: client.is_server_ready())
+        headers = {"authorization": f"Bearer {token}"}
+        ready = [c for c in cases if client.is_model_ready(c[0])]
+        if f.check(ready, "no model ready behind access control"):
+            name, d, meta, model = ready[0]
+            X = np.array(h.read_csv(os.path.join(d, "X.csv")), dtype=np.float32)
+            inp = grpcclient.InferInput("input__0", list(X.shape), "FP32")
+            inp.set_data_from_numpy(X)
+            st = status_of(lambda: client.infer(name, [inp]))
+            f.check("UNAUTHENTICATED" in str(st), f"infer without a token: {st}")
+            st = status_of(lambda: client.get_model_metadata(name))
+            f.check("UNAUTHENTICATED" in str(st), f"metadata without a token: {st}")
+            st = status_of(lambda: client.infer(name, [inp], headers={
+                "authorization": "Bearer wrong-token-0123456789abcdef"}))
+            f.check("UNAUTHENTICATED" in str(st), f"infer with a wrong token: {st}")
+            res = client.infer(name, [inp], headers=headers)
+            out0 = res.as_numpy("output__0")
+            f.check(out0 is not None and out0.shape[0] == X.shape[0],
+                    f"infer with the token: {None if out0 is None else out0.shape}")
+            f.check(client.get_model_metadata(name, headers=headers).name == name,
+                    "metadata with the token")
+        client.close()
+        log = server.log_text()
+        f.check(token not in log, "the token appears in groved's log")
     f.finish("e2e_tritonclient")
 
 

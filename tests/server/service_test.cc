@@ -126,6 +126,7 @@ class ServerTest : public ::testing::Test {
     o.metrics_address = "127.0.0.1";
     o.metrics_port = 0;
     o.repository_poll = absl::ZeroDuration();
+    o.model_control = true;  // LoadModel / UnloadModel tests (off by default)
     o.port_file = (*root_ / "ports.json").string();
     absl::StatusOr<std::unique_ptr<GroveServer>> s = GroveServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();

@@ -1,14 +1,18 @@
 // groved's TLS and mutual TLS: certificates are made with the openssl command at test time (the
 // test skips when it is missing); a client with a certificate signed by --tls_client_ca_file gets
-// in, a client without one does not.
+// in, a client without one does not; --tls_client_roles_file gives certificates roles by their
+// common name, and is re-read when it changes.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grove/v1/grove.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -55,12 +59,8 @@ bool Live(const std::string& target, const std::shared_ptr<grpc::ChannelCredenti
   return stub->ServerLive(&ctx, {}, &r).ok() && r.live();
 }
 
-TEST(Tls, MutualTlsNeedsAClientCertificate) {
-  if (!Sh("openssl version")) GTEST_SKIP() << "no openssl command";
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("grove_tls_", ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir / "repo");
-  ASSERT_TRUE(MakeCertificates(dir));
+// A server on loopback over dir/repo with the certificates of MakeCertificates, mutual TLS.
+ServerOptions MutualTlsOptions(const fs::path& dir) {
   ServerOptions o;
   o.runtime.model_repository = (dir / "repo").string();
   o.grpc_address = "127.0.0.1";
@@ -70,6 +70,16 @@ TEST(Tls, MutualTlsNeedsAClientCertificate) {
   o.tls_cert_file = (dir / "server.pem").string();
   o.tls_key_file = (dir / "server.key").string();
   o.tls_client_ca_file = (dir / "ca.pem").string();
+  return o;
+}
+
+TEST(Tls, MutualTlsNeedsAClientCertificate) {
+  if (!Sh("openssl version")) GTEST_SKIP() << "no openssl command";
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("grove_tls_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "repo");
+  ASSERT_TRUE(MakeCertificates(dir));
+  ServerOptions o = MutualTlsOptions(dir);
   absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = absl::StrCat("localhost:", (*server)->grpc_port());
@@ -97,6 +107,57 @@ TEST(Tls, MissingKeyIsAStartError) {
   o.tls_cert_file = "/nonexistent/cert.pem";
   absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Tls, ClientCertificateRolesByCommonName) {
+  if (!Sh("openssl version")) GTEST_SKIP() << "no openssl command";
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("grove_tls_roles_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "repo");
+  ASSERT_TRUE(MakeCertificates(dir));
+  std::ofstream(dir / "roles") << "# CN of the client certificate\ninfer grove-client\n";
+  ServerOptions o = MutualTlsOptions(dir);
+  o.tls_client_roles_file = (dir / "roles").string();
+  o.auth_poll = absl::Milliseconds(20);
+  o.model_control = true;
+  absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = Read(dir / "ca.pem");
+  ssl.pem_private_key = Read(dir / "client.key");
+  ssl.pem_cert_chain = Read(dir / "client.pem");
+  auto stub = grove::v1::Grove::NewStub(grpc::CreateChannel(
+      absl::StrCat("localhost:", (*server)->grpc_port()), grpc::SslCredentials(ssl)));
+  auto unload = [&stub] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grove::v1::UnloadModelRequest req;
+    req.set_model("absent");
+    grove::v1::UnloadModelResponse resp;
+    return stub->UnloadModel(&ctx, req, &resp);
+  };
+  {
+    grpc::ClientContext ctx;
+    grove::v1::ListModelsResponse resp;
+    grpc::Status s = stub->ListModels(&ctx, {}, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  grpc::Status denied = unload();
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED) << denied.error_message();
+  EXPECT_TRUE(absl::StrContains(denied.error_message(), "needs role admin"));
+
+  // Promote the certificate: the file is re-read once it changed and stayed unchanged for a poll.
+  std::ofstream(dir / "roles.tmp") << "admin grove-client\n";
+  fs::rename(dir / "roles.tmp", dir / "roles");
+  grpc::Status s = unload();
+  for (int i = 0; i < 500 && s.error_code() == grpc::StatusCode::PERMISSION_DENIED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the watcher's own thread
+    s = unload();
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();  // admitted
+
+  server->reset();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,231 @@
+// groved's access control through real gRPC calls (in-process servers on loopback): every RPC of
+// grove.v1.Grove and inference.GRPCInferenceService, found through the protobuf descriptors so that
+// a new RPC without a check fails here, answers UNAUTHENTICATED without a token, and the roles
+// decide what a valid token may do; health stays open; model control is off by default.
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "grove/v1/grove.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/server.h"
+
+namespace grove::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kInferToken[] = "infer-token-0123456789abcdef";
+constexpr char kAdminToken[] = "admin-token-0123456789abcdef";
+const std::string kDemo = std::string(GROVE_SOURCE_DIR) + "/examples/models/demo/1/model.json";
+
+// Calls `method` ("/pkg.Service/Method") with an empty request message and `token` (none when
+// empty).
+grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                       const std::string& token) {
+  grpc::GenericStub stub(channel);
+  grpc::Slice slice("", 0);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+std::vector<std::string> Methods(const std::string& service) {
+  const google::protobuf::ServiceDescriptor* d =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+  std::vector<std::string> out;
+  if (d == nullptr) return out;
+  for (int i = 0; i < d->method_count(); ++i) {
+    out.push_back(absl::StrCat("/", service, "/", d->method(i)->name()));
+  }
+  return out;
+}
+
+class AuthServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / absl::StrCat("grove_auth_server_test_", ::getpid());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "repo" / "demo" / "1");
+    fs::copy_file(kDemo, root_ / "repo" / "demo" / "1" / "model.json");
+    std::ofstream(root_ / "tokens") << "# test tokens\ninfer " << kInferToken << "\nadmin "
+                                    << kAdminToken << "\n";
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(root_);
+  }
+
+  ServerOptions Options() const {
+    ServerOptions o;
+    o.runtime.model_repository = (root_ / "repo").string();
+    o.runtime.compute_threads = 2;
+    o.grpc_address = "127.0.0.1";
+    o.grpc_port = 0;
+    o.metrics_port = -1;
+    o.repository_poll = absl::ZeroDuration();
+    o.auth_poll = absl::ZeroDuration();
+    return o;
+  }
+
+  void Start(ServerOptions o) {
+    absl::StatusOr<std::unique_ptr<GroveServer>> s = GroveServer::Start(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    ASSERT_TRUE(server_->WaitUntilLoaded().ok());
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  // Calls `rpc` of grove.v1.Grove with `request` and `token` (none when empty).
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (grove::v1::Grove::Stub::*rpc)(grpc::ClientContext*,
+                                                               const Request&, Response*),
+                    const Request& request, const std::string& token) {
+    auto stub = grove::v1::Grove::NewStub(channel_);
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    Response response;
+    return (stub.get()->*rpc)(&ctx, request, &response);
+  }
+
+  grpc::Status Unload(const std::string& token, const std::string& model = "demo") {
+    grove::v1::UnloadModelRequest req;
+    req.set_model(model);
+    return Call(&grove::v1::Grove::Stub::UnloadModel, req, token);
+  }
+
+  grpc::Status Load(const std::string& token) {
+    grove::v1::LoadModelRequest req;
+    req.set_model("demo");
+    return Call(&grove::v1::Grove::Stub::LoadModel, req, token);
+  }
+
+  grpc::Status Predict(const std::string& token) {
+    grove::v1::PredictRequest req;
+    req.set_model("demo");
+    req.mutable_rows()->set_rows(1);
+    req.mutable_rows()->set_cols(8);
+    for (int i = 0; i < 8; ++i) req.mutable_rows()->add_values(0.5f);
+    return Call(&grove::v1::Grove::Stub::Predict, req, token);
+  }
+
+  fs::path root_;
+  std::unique_ptr<GroveServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(AuthServerTest, EveryRpcButHealthNeedsTheRightRole) {
+  ServerOptions o = Options();
+  o.auth_token_file = (root_ / "tokens").string();
+  o.model_control = true;
+  Start(o);
+  const std::set<std::string> open = {"/inference.GRPCInferenceService/ServerLive",
+                                      "/inference.GRPCInferenceService/ServerReady",
+                                      "/inference.GRPCInferenceService/ModelReady"};
+  const std::set<std::string> admin = {"/grove.v1.Grove/LoadModel", "/grove.v1.Grove/UnloadModel"};
+  std::vector<std::string> methods = Methods("grove.v1.Grove");
+  const std::vector<std::string> kserve = Methods("inference.GRPCInferenceService");
+  ASSERT_GE(methods.size(), 7u);
+  ASSERT_GE(kserve.size(), 6u);
+  methods.insert(methods.end(), kserve.begin(), kserve.end());
+  for (const std::string& m : methods) {
+    const grpc::Status none = CallEmpty(channel_, m, "");
+    const grpc::Status wrong = CallEmpty(channel_, m, "wrong-token-0123456789abcdef");
+    const grpc::Status infer = CallEmpty(channel_, m, kInferToken);
+    if (open.count(m)) {
+      EXPECT_NE(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m;
+      EXPECT_NE(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m;
+      continue;
+    }
+    EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m << ": " << none.error_message();
+    EXPECT_TRUE(absl::StrContains(none.error_message(), "authorization: Bearer TOKEN"))
+        << m << ": " << none.error_message();
+    EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m;
+    EXPECT_FALSE(absl::StrContains(wrong.error_message(), "wrong-token")) << wrong.error_message();
+    if (admin.count(m)) {
+      EXPECT_EQ(infer.error_code(), grpc::StatusCode::PERMISSION_DENIED) << m;
+      EXPECT_TRUE(absl::StrContains(infer.error_message(), "needs role admin"))
+          << infer.error_message();
+    } else {
+      // Past access control: the empty request is answered by the handler itself.
+      EXPECT_NE(infer.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m;
+      EXPECT_NE(infer.error_code(), grpc::StatusCode::PERMISSION_DENIED) << m;
+    }
+    const grpc::Status as_admin = CallEmpty(channel_, m, kAdminToken);
+    EXPECT_NE(as_admin.error_code(), grpc::StatusCode::UNAUTHENTICATED) << m;
+    EXPECT_NE(as_admin.error_code(), grpc::StatusCode::PERMISSION_DENIED) << m;
+  }
+  // Health and reflection stay open.
+  EXPECT_TRUE(CallEmpty(channel_, "/grpc.health.v1.Health/Check", "").ok());
+  EXPECT_NE(CallEmpty(channel_, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                      "")
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  // What each role may do, with real requests.
+  EXPECT_EQ(Predict("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Predict(kInferToken).ok());
+  EXPECT_EQ(Unload(kInferToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // Access control comes before the request is looked at: no model names leak.
+  EXPECT_EQ(Unload("", "no-such-model").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Unload(kAdminToken).ok());
+  EXPECT_EQ(Predict(kInferToken).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(Load(kAdminToken).ok());
+  EXPECT_TRUE(Predict(kInferToken).ok());
+}
+
+TEST_F(AuthServerTest, ModelControlIsOffByDefault) {
+  Start(Options());
+  EXPECT_FALSE(server_->options().model_control);
+  EXPECT_TRUE(Predict("").ok());  // no access control configured: inference is open
+  for (const grpc::Status& s : {Unload(""), Load("")}) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "--model_control")) << s.error_message();
+  }
+  EXPECT_TRUE(Predict("").ok());
+}
+
+TEST_F(AuthServerTest, WithTokensModelControlStillNeedsTheFlag) {
+  ServerOptions o = Options();
+  o.auth_token_file = (root_ / "tokens").string();
+  Start(o);
+  EXPECT_EQ(Unload("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Unload(kInferToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Unload(kAdminToken).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(AuthServerTest, StartUpErrors) {
+  ServerOptions bad = Options();
+  std::ofstream(root_ / "bad") << "infer " << kInferToken << "\nadmin " << kAdminToken << " x\n";
+  bad.auth_token_file = (root_ / "bad").string();
+  absl::StatusOr<std::unique_ptr<GroveServer>> s = GroveServer::Start(bad);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "line 2")) << s.status();
+  EXPECT_FALSE(absl::StrContains(s.status().message(), kAdminToken)) << s.status();
+
+  ServerOptions roles = Options();
+  std::ofstream(root_ / "roles") << "admin ops\n";
+  roles.tls_client_roles_file = (root_ / "roles").string();  // without mutual TLS
+  s = GroveServer::Start(roles);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "--tls_client_ca_file")) << s.status();
+}
+
+}  // namespace
+}  // namespace grove::server
