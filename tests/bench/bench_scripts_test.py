@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The benchmark scripts docs/benchmarks.md names, run on the CPU:
+
+  * bench/common/make_production_models.py makes every production-shape model with its rows, and
+    Grove loads each one (`grove inspect`, when GROVE_CLI names the CLI) with the stated shape;
+  * bench/nvforest_compare.sh drives both benches per model and bench/common/compare_table.py turns
+    their outputs into the side-by-side table: checked with stand-ins for nvForest's bench and
+    grove_predict_bench that print known times, so every ratio in the table is known.
+
+Exit 77 (skipped) when xgboost or lightgbm is not installed.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHAPES = {  # name: (file, features, outputs)
+    "prod-wide256": ("prod-wide256.ubj", 256, 1),
+    "prod-wide1024": ("prod-wide1024.ubj", 1024, 1),
+    "prod-lgb5": ("prod-lgb5.txt", 100, 5),
+    "prod-class10": ("prod-class10.ubj", 64, 10),
+    "prod-lgb-binary": ("prod-lgb-binary.txt", 50, 1),
+}
+
+
+def check_models(tmp):
+    out = os.path.join(tmp, "models")
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench/common/make_production_models.py"), out,
+                    "--rows", "300"], check=True, cwd=ROOT)
+    cli = os.environ.get("GROVE_CLI", "")
+    for name, (file, features, outputs) in SHAPES.items():
+        model = os.path.join(out, file)
+        rows = os.path.join(out, name + ".csv")
+        assert os.path.getsize(model) > 0, model
+        first = open(rows).readline().strip().split(",")
+        assert len(first) == features, (name, len(first))
+        if cli:
+            r = subprocess.run([cli, "inspect", "--model", model], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            assert re.search(rf"^features\s+{features}$", r.stdout, re.M), (name, r.stdout[:400])
+            assert re.search(rf"^outputs\s+{outputs}$", r.stdout, re.M), (name, r.stdout[:400])
+    print(f"{len(SHAPES)} production-shape models made" + (" and loaded" if cli else ""))
+
+
+def check_compare(tmp):
+    nvf = os.path.join(tmp, "nvf")
+    os.makedirs(nvf)
+    # A site tarball holding an empty nvforest folder, and a bench printing known times.
+    os.makedirs(os.path.join(tmp, "site", "nvforest"))
+    subprocess.run(["tar", "-C", os.path.join(tmp, "site"), "-cJf",
+                    os.path.join(nvf, "nvforest-site.tar.xz"), "nvforest"], check=True)
+    with open(os.path.join(nvf, "nvforest_bench.py"), "w") as f:
+        f.write(textwrap.dedent("""\
+            import sys
+            name = sys.argv[3]
+            print("# stand-in")
+            print("| model | rows | layout | chunk | optimize s | engine ms | engine rows/s | e2e ms | e2e rows/s |")
+            print(f"| {name} | 100 | depth_first | 1 | 0.1 | 0.050 | 1 | 0.200 | 1 |")
+            print(f"| {name} | 1000000 | layered | 4 | 0.1 | 20.000 | 1 | 400.000 | 1 |")
+            """))
+    runner = os.path.join(tmp, "run")
+    with open(runner, "w") as f:
+        f.write(textwrap.dedent("""\
+            #!/usr/bin/env bash
+            # stand-in for a bundle's run: grove_predict_bench --mode compare output
+            [ "$1" = grove_predict_bench ] || exit 3
+            echo "x | tahoe | 100 | row_chunk | 0.0250 | 4.00 | 0.0200 | -1000.0000 | 0.00 | 0.1000"
+            echo "x | tahoe | 100 | auto(row_chunk/row_chunk) | 0.0250 | 4.00 | -1000.0000 | 0.1000 | 1.00 | -1000.0000"
+            echo "FLOOR x | 100 | selector 0.0250 ms | floor 0.0005 ms | 50.0x floor"
+            echo "x | tahoe | 1M | direct | 40.0000 | 1 | 1 | -1000.0000 | 0.00 | 1"
+            echo "x | tahoe | 1M | row_chunk | 10.0000 | 100 | 1 | -1000.0000 | 0.00 | 1"
+            echo "x | tahoe | 1M | auto(row_chunk/row_chunk) | 10.0000 | 100.00 | -1000.0000 | 100.0000 | 10.00 | -1000.0000"
+            echo "FLOOR x | 1M | selector 10.0000 ms | floor 2.0000 ms | 5.0x floor"
+            """))
+    os.chmod(runner, 0o755)
+    model = os.path.join(tmp, "m.ubj")
+    rows = os.path.join(tmp, "m.csv")
+    open(model, "w").close()
+    open(rows, "w").close()
+    out = os.path.join(tmp, "cmp")
+    r = subprocess.run(["bash", os.path.join(ROOT, "bench/nvforest_compare.sh"), runner, nvf, out,
+                        "100,1000000", f"{model}:{rows}"], capture_output=True, text=True, cwd=ROOT,
+                       env=dict(os.environ, TMPDIR=tmp))
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("| m |")]
+    assert len(lines) == 2, r.stdout
+    small = [c.strip() for c in lines[0].strip("|").split("|")]
+    large = [c.strip() for c in lines[1].strip("|").split("|")]
+    # nvForest 0.050 ms / Grove 0.025 ms; e2e 0.200 / 0.100; floor 0.0005 / 0.025 = 2%.
+    assert small[4] == "2.00x" and small[5] == "row_chunk" and small[6] == "2%", small
+    assert small[10] == "2.00x", small
+    # 20 / 10 ms engine, 400 / 100 e2e, floor 2 / 10 = 20%, best strategy row_chunk (10 ms).
+    assert large[4] == "2.00x" and large[6] == "20%" and large[7] == "row_chunk (10.000)", large
+    assert large[10] == "4.00x", large
+    assert os.path.exists(os.path.join(out, "table.md"))
+    print("nvforest_compare.sh and compare_table.py: table as expected")
+
+
+def main():
+    try:
+        import lightgbm  # noqa: F401
+        import xgboost  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: {e}")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        check_compare(tmp)
+        check_models(tmp)
+    print("1 passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
