@@ -30,6 +30,7 @@ namespace grove::server {
 
 class GroveService;
 class KserveService;
+class UnknownMethodService;
 
 // Every field documented in docs/operations.md (flag of the same name).
 struct ServerOptions {
@@ -57,8 +58,9 @@ int64_t AutoMessageBytes(const registry::ModelConfig& defaults);
 class GroveServer {
  public:
   // Binds both ports and starts serving (not ready until the start-up load finished, which runs in
-  // the background). Errors: the repository is not a directory, a port cannot be bound, TLS files
-  // unreadable.
+  // the background). The gRPC port is bound exclusively (no SO_REUSEPORT: a second server on a port
+  // in use fails instead of splitting the calls). Errors: the repository is not a directory, a port
+  // cannot be bound (UNAVAILABLE naming the address), TLS files unreadable.
   static absl::StatusOr<std::unique_ptr<GroveServer>> Start(ServerOptions options);
   ~GroveServer();  // Shutdown()
   GroveServer(const GroveServer&) = delete;
@@ -87,6 +89,7 @@ class GroveServer {
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<GroveService> grove_service_;
   std::unique_ptr<KserveService> kserve_service_;
+  std::unique_ptr<UnknownMethodService> unknown_method_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   // The exposer keeps only weak references to collectables, so the server owns them.
