@@ -589,6 +589,17 @@ TEST_F(ServerTest, HealthPerModel) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A server of a test's own on 127.0.0.1 (ephemeral gRPC port, no metrics, no file watching).
+ServerOptions LoopbackOptions(const fs::path& repository) {
+  ServerOptions o;
+  o.runtime.model_repository = repository.string();
+  o.grpc_address = "127.0.0.1";
+  o.grpc_port = 0;
+  o.metrics_port = -1;
+  o.repository_poll = absl::ZeroDuration();
+  return o;
+}
+
 // A separate server: shutdown while calls are queued computes and answers every one of them.
 TEST(ServerShutdown, DrainsInFlightCalls) {
   const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_shutdown_", ::getpid());
@@ -596,12 +607,7 @@ TEST(ServerShutdown, DrainsInFlightCalls) {
   Put(root, "demo", 1, kDemo);
   Write(root / "demo" / "config.json",
         R"({"batching": {"predict": {"max_delay_us": 60000000, "max_batch_rows": 100000}}})");
-  ServerOptions o;
-  o.runtime.model_repository = root.string();
-  o.grpc_address = "127.0.0.1";
-  o.grpc_port = 0;
-  o.metrics_port = -1;
-  o.repository_poll = absl::ZeroDuration();
+  ServerOptions o = LoopbackOptions(root);
   absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE((*server)->WaitUntilLoaded().ok());
@@ -767,12 +773,7 @@ TEST(ServerStart, PortInUseFailsNamingTheAddress) {
   const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_port_", ::getpid());
   fs::remove_all(root);
   Put(root, "demo", 1, kDemo);
-  ServerOptions o;
-  o.runtime.model_repository = root.string();
-  o.grpc_address = "127.0.0.1";
-  o.grpc_port = 0;
-  o.metrics_port = -1;
-  o.repository_poll = absl::ZeroDuration();
+  ServerOptions o = LoopbackOptions(root);
   absl::StatusOr<std::unique_ptr<GroveServer>> first = GroveServer::Start(o);
   ASSERT_TRUE(first.ok()) << first.status();
   o.grpc_port = (*first)->grpc_port();
@@ -780,7 +781,6 @@ TEST(ServerStart, PortInUseFailsNamingTheAddress) {
   EXPECT_FALSE(second.ok());
   EXPECT_THAT(std::string(second.status().message()),
               HasSubstr(absl::StrCat("127.0.0.1:", o.grpc_port)));
-  second = absl::UnknownError("");
   first->reset();
   fs::remove_all(root);
 }
