@@ -57,7 +57,7 @@ absl::StatusOr<ScopedFd> OpenRegularFile(const std::string& path, int64_t* size)
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, path, "cannot stat");
   if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(
+    return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a regular file (", FileKind(st.st_mode), "); refused"));
   }
   const int flags = ::fcntl(fd.get(), F_GETFL);

@@ -43,7 +43,7 @@ absl::Status ErrnoStatus(int error, const std::string& path, std::string_view wh
 // Opens `path` for reading when it is a regular file (symbolic links are followed). The open uses
 // O_NONBLOCK, so that a FIFO or a device cannot block it, and the type is checked with fstat on the
 // descriptor itself (no window between a check and the open); O_NONBLOCK is then cleared.
-// Anything but a regular file is FAILED_PRECONDITION "<path>: not a regular file (<kind>)".
+// Anything but a regular file is INVALID_ARGUMENT "<path>: not a regular file (<kind>); refused".
 // `*size` (optional) receives the file's size.
 absl::StatusOr<ScopedFd> OpenRegularFile(const std::string& path, int64_t* size = nullptr);
 

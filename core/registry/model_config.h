@@ -60,7 +60,7 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json, const ModelConfig& defaults,
                                              absl::string_view source);
 
-// Reads and parses a file (NOT_FOUND when it does not exist, FAILED_PRECONDITION when it is not a
+// Reads and parses a file (NOT_FOUND when it does not exist, INVALID_ARGUMENT when it is not a
 // regular file: a FIFO is refused without blocking; see core/io/file.h).
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
                                                 const ModelConfig& defaults);
