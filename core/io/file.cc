@@ -22,6 +22,12 @@ const char* FileKind(mode_t mode) {
   return "not a file";
 }
 
+absl::Status CheckRegular(const std::string& path, const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": not a regular file (", FileKind(st.st_mode), "); refused"));
+}
+
 }  // namespace
 
 ScopedFd& ScopedFd::operator=(ScopedFd&& other) noexcept {
@@ -52,14 +58,15 @@ absl::Status ErrnoStatus(int error, const std::string& path, std::string_view wh
 }
 
 absl::StatusOr<ScopedFd> OpenRegularFile(const std::string& path, int64_t* size) {
+  // stat first, so that a device or FIFO is never opened at all (opening some devices acts);
+  // then fstat of the descriptor, in case the path was replaced between the two.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, path, "cannot stat");
+  if (absl::Status s = CheckRegular(path, st); !s.ok()) return s;
   ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) return ErrnoStatus(errno, path, "cannot open");
-  struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, path, "cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file (", FileKind(st.st_mode), "); refused"));
-  }
+  if (absl::Status s = CheckRegular(path, st); !s.ok()) return s;
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
     return ErrnoStatus(errno, path, "cannot clear O_NONBLOCK");

@@ -40,9 +40,10 @@ class ScopedFd {
 // attempted and strerror.
 absl::Status ErrnoStatus(int error, const std::string& path, std::string_view what);
 
-// Opens `path` for reading when it is a regular file (symbolic links are followed). The open uses
-// O_NONBLOCK, so that a FIFO or a device cannot block it, and the type is checked with fstat on the
-// descriptor itself (no window between a check and the open); O_NONBLOCK is then cleared.
+// Opens `path` for reading when it is a regular file (symbolic links are followed). The type is
+// checked with stat before the open (a FIFO or device is never opened) and again with fstat on the
+// descriptor (the path may have been replaced in between); the open uses O_NONBLOCK, so that even
+// then it cannot block, and O_NONBLOCK is cleared afterwards.
 // Anything but a regular file is INVALID_ARGUMENT "<path>: not a regular file (<kind>); refused".
 // `*size` (optional) receives the file's size.
 absl::StatusOr<ScopedFd> OpenRegularFile(const std::string& path, int64_t* size = nullptr);
