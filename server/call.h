@@ -46,6 +46,11 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 
   // Records metrics and finishes the RPC. Exactly once.
   void Reply(const absl::Status& status);
+  // The client cancelled the call (or its deadline passed); any thread.
+  bool cancelled() const {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
 
   // Access control (server/auth.h), first thing in every handler: true when the call may go on;
   // otherwise the call is answered with the UNAUTHENTICATED / PERMISSION_DENIED status (the
@@ -63,7 +68,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   std::string model_label_;
   registry::Operation op_ = registry::Operation::kPredict;
   bool observe_latency_ = false;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::shared_ptr<CallState> call_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <utility>
 
@@ -74,11 +75,35 @@ absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int6
     return absl::InvalidArgumentError(absl::StrCat("rows have ", cols, " features; model '",
                                                    model.name, "' expects ", features));
   }
-  if (values != rows * cols) {
+  // rows is bounded by max_request_rows, which a config bounds, but a product must never wrap
+  // around (2^61 x 8 is 0 in int64): check it whatever the limit.
+  int64_t expected = 0;
+  if (__builtin_mul_overflow(rows, cols, &expected)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("matrix of ", rows, " x ", cols, " is too large (", rows, " x ", cols,
+                     " does not fit a 64-bit count)"));
+  }
+  if (values != expected) {
     return absl::InvalidArgumentError(absl::StrCat("matrix of ", rows, " x ", cols, " holds ",
-                                                   values, " values; expected ", rows * cols));
+                                                   values, " values; expected ", expected));
   }
   return absl::OkStatus();
+}
+
+int64_t SaturatingBytes(int64_t rows, int64_t width, int64_t bytes_per_value) {
+  int64_t values = 0, bytes = 0;
+  if (rows < 0 || width < 0 || bytes_per_value < 0 ||
+      __builtin_mul_overflow(rows, width, &values) ||
+      __builtin_mul_overflow(values, bytes_per_value, &bytes)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return bytes;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::numeric_limits<int64_t>::max();
+  return sum;
 }
 
 absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
@@ -167,7 +192,14 @@ absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableM
   return out;
 }
 
-absl::Status CheckExplainRows(const grove::v1::PredictRequest& request, int64_t rows) {
+absl::Status CheckExplainRows(const registry::ServableModel& model,
+                              const grove::v1::PredictRequest& request, int64_t rows) {
+  const int64_t max_rows = model.config->max_request_rows;
+  if (request.explain_rows_size() > max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "explain_rows asks for ", request.explain_rows_size(), " explained rows, above the limit of ",
+        max_rows, " rows per request (max_request_rows)"));
+  }
   for (int64_t r : request.explain_rows()) {
     if (r < 0 || r >= rows) {
       return absl::InvalidArgumentError(

@@ -35,8 +35,8 @@ const char* FormatLabel(ModelFormat format);
 absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline);
 
 // Row-count and shape checks shared by every API: at least one row, at most the model's
-// max_request_rows, exactly num_features columns, `values` == rows x cols. INVALID_ARGUMENT naming
-// the expected value or limit.
+// max_request_rows, exactly num_features columns, `values` == rows x cols (a product that does not
+// fit int64 is refused, never wrapped). INVALID_ARGUMENT naming the expected value or limit.
 absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
                         int64_t values);
 // CheckShape of a native Matrix, and the rows as a view into it; float64 rows (values_f64) are
@@ -59,8 +59,14 @@ int64_t InteractionValuesPerRow(const Forest& forest);
 // Native Predict outputs: the request's (deduplicated, in request order) or the model's defaults.
 absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
                                                        const grove::v1::PredictRequest& request);
-// explain_rows: each index in [0, rows).
-absl::Status CheckExplainRows(const grove::v1::PredictRequest& request, int64_t rows);
+// explain_rows: at most the model's max_request_rows entries, each index in [0, rows).
+absl::Status CheckExplainRows(const registry::ServableModel& model,
+                              const grove::v1::PredictRequest& request, int64_t rows);
+
+// rows x width x bytes_per_value, and a + b, saturating at INT64_MAX (so that a response-size check
+// refuses what would overflow instead of accepting a wrapped-around size).
+int64_t SaturatingBytes(int64_t rows, int64_t width, int64_t bytes_per_value);
+int64_t SaturatingAdd(int64_t a, int64_t b);
 
 // Sizes a Matrix to rows x cols (values zero-filled) and returns a view of its storage.
 MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols);

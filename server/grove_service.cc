@@ -26,6 +26,22 @@ absl::Status CheckDeadline(absl::Time deadline) {
   return absl::OkStatus();
 }
 
+// A model-control call waits for the control thread; one whose client gave up meanwhile (deadline
+// passed, or cancelled) is answered without being applied, so that a timed-out UnloadModel does
+// not take the model down later.
+absl::Status StillWanted(const UnaryCall& reactor, absl::Time deadline, const char* done) {
+  if (deadline <= absl::Now()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the call's deadline expired while it waited for the control thread; the model was not ",
+        done));
+  }
+  if (reactor.cancelled()) {
+    return absl::CancelledError(absl::StrCat(
+        "the call was cancelled while it waited for the control thread; the model was not ", done));
+  }
+  return absl::OkStatus();
+}
+
 std::unique_ptr<ComputeTask> MakeTask(const ServablePtr& model, Operation op, RowsView rows,
                                       MatrixView<float> out, int begin, int end,
                                       const std::shared_ptr<CallState>& call) {
@@ -66,7 +82,7 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
   if (!outputs.ok()) return outputs.status();
   if (request->explain()) {
     if (absl::Status s = CheckExplainAvailable(*model); !s.ok()) return s;
-    if (absl::Status s = CheckExplainRows(*request, rows->rows); !s.ok()) return s;
+    if (absl::Status s = CheckExplainRows(*model, *request, rows->rows); !s.ok()) return s;
   }
 
   // Sizes first, so that an oversize answer is refused before anything is allocated.
@@ -79,12 +95,12 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
     o.iteration_begin = request->iteration_begin();
     o.iteration_end = request->iteration_end();
     widths.push_back(PredictWidth(f, o));
-    bytes += n * widths.back() * 4;
+    bytes = SaturatingAdd(bytes, SaturatingBytes(n, widths.back(), 4));
   }
   const int64_t explain_width = ExplainWidth(f, false);
   const int64_t explained =
       !request->explain() ? 0 : (request->explain_rows_size() > 0 ? request->explain_rows_size() : n);
-  bytes += explained * (explain_width * 4 + 8);
+  bytes = SaturatingAdd(bytes, SaturatingBytes(explained, explain_width * 4 + 8, 1));
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
 
   response->set_model(model->name);
@@ -134,9 +150,11 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
 
 // ExplainStream: one reactor per stream. Messages are answered in order; at most kStreamWindow are
 // being computed or waiting to be written. The first failed message ends the stream with its status
-// (after the responses before it were written).
+// (after the responses before it were written). Messages arrive as bytes and are decoded here, so
+// that one that cannot be decoded fails like any other bad message instead of looking like the end
+// of the stream.
 class ExplainStreamReactor final
-    : public grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // `admitted`: the access-control decision; an error ends the stream before anything is read.
   ExplainStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context,
@@ -150,7 +168,7 @@ class ExplainStreamReactor final
       return;
     }
     reading_ = std::make_shared<Item>();
-    StartRead(&reading_->request);
+    StartRead(&reading_->wire_request);
   }
 
   void OnReadDone(bool ok) override {
@@ -163,12 +181,26 @@ class ExplainStreamReactor final
       } else {
         item = std::move(reading_);
         item->start = absl::Now();
+        item->index = ++messages_read_;
         items_.push_back(item);
         ++outstanding_;
       }
     }
     if (!ok) {
       Advance();
+      return;
+    }
+    const grpc::Status decoded = grpc::SerializationTraits<grove::v1::ExplainRequest>::Deserialize(
+        &item->wire_request, &item->request);
+    if (!decoded.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        read_done_ = true;  // nothing after a message that cannot be decoded is read
+      }
+      ItemDone(item, absl::InvalidArgumentError(absl::StrCat(
+                         "ExplainStream message ", item->index,
+                         " cannot be decoded as a grove.v1.ExplainRequest (malformed or truncated "
+                         "bytes); the stream ends here")));
       return;
     }
     if (model_label_.empty()) model_label_ = ModelLabel(runtime_, item->request.model());
@@ -218,6 +250,9 @@ class ExplainStreamReactor final
 
  private:
   struct Item {
+    grpc::ByteBuffer wire_request;
+    grpc::ByteBuffer wire_response;
+    int64_t index = 0;  // 1-based position in the stream
     grove::v1::ExplainRequest request;
     grove::v1::ExplainResponse response;
     std::shared_ptr<CallState> call;
@@ -260,9 +295,17 @@ class ExplainStreamReactor final
       if (!front.status.ok()) {
         if (status_.ok()) status_ = front.status;
       } else if (status_.ok()) {
-        writing_ = true;
-        StartWrite(&front.response);
-        return;
+        bool own_buffer = false;
+        const grpc::Status encoded = grpc::SerializationTraits<grove::v1::ExplainResponse>::Serialize(
+            front.response, &front.wire_response, &own_buffer);
+        if (encoded.ok()) {
+          writing_ = true;
+          StartWrite(&front.wire_response);
+          return;
+        }
+        status_ = absl::InternalError(absl::StrCat("cannot encode the answer to ExplainStream "
+                                                   "message ", front.index, ": ",
+                                                   encoded.error_message()));
       }
     }
     if (!status_.ok() && !writing_) {
@@ -276,7 +319,7 @@ class ExplainStreamReactor final
     if (status_.ok() && !read_done_ && reading_ == nullptr &&
         static_cast<int>(items_.size()) < kStreamWindow) {
       reading_ = std::make_shared<Item>();
-      StartRead(&reading_->request);
+      StartRead(&reading_->wire_request);
     }
     if (read_done_ && items_.empty() && !writing_) FinishLocked(status_);
   }
@@ -296,6 +339,7 @@ class ExplainStreamReactor final
   std::shared_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // items whose compute has not reported yet
+  int64_t messages_read_ ABSL_GUARDED_BY(mu_) = 0;
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -344,8 +388,11 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   const int64_t width = ExplainWidth(f, false);
   const bool omit = request.omit_values() && request.top_k() > 0;
   const int k = std::min(request.top_k(), F);
-  int64_t bytes = (omit ? 0 : n * width * 4) + n * K * k * 8;
-  if (request.interactions()) bytes += n * ExplainWidth(f, true) * 4;
+  int64_t bytes = SaturatingAdd(omit ? 0 : SaturatingBytes(n, width, 4),
+                                SaturatingBytes(n, int64_t{K} * k, 8));
+  if (request.interactions()) {
+    bytes = SaturatingAdd(bytes, SaturatingBytes(n, ExplainWidth(f, true), 4));
+  }
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
 
   response->set_model(model->name);
@@ -430,8 +477,8 @@ grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* con
   return reactor;
 }
 
-grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse>*
-GroveService::ExplainStream(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GroveService::ExplainStream(
+    grpc::CallbackServerContext* context) {
   return new ExplainStreamReactor(
       runtime_, context, Authorize(authorizer_, *context, auth::Role::kInfer, "ExplainStream"));
 }
@@ -484,7 +531,12 @@ grpc::ServerUnaryReactor* GroveService::LoadModel(grpc::CallbackServerContext* c
     return reactor;
   }
   Runtime* runtime = runtime_;
-  runtime_->RunControl([runtime, reactor, request, response] {
+  const absl::Time deadline = DeadlineFromChrono(context->deadline());
+  runtime_->RunControl([runtime, reactor, request, response, deadline] {
+    if (absl::Status s = StillWanted(*reactor, deadline, "loaded"); !s.ok()) {
+      reactor->Reply(s);
+      return;
+    }
     absl::Status s = runtime->registry().Load(request->model());
     absl::StatusOr<registry::ModelStatus> status =
         runtime->registry().GetStatus(request->model());
@@ -506,7 +558,12 @@ grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext*
     return reactor;
   }
   Runtime* runtime = runtime_;
-  runtime_->RunControl([runtime, reactor, request] {
+  const absl::Time deadline = DeadlineFromChrono(context->deadline());
+  runtime_->RunControl([runtime, reactor, request, deadline] {
+    if (absl::Status s = StillWanted(*reactor, deadline, "unloaded"); !s.ok()) {
+      reactor->Reply(s);
+      return;
+    }
     reactor->Reply(runtime->registry().Unload(request->model()));
   });
   return reactor;

@@ -19,6 +19,15 @@
 
 namespace grove::server {
 
+// grove.v1.Grove with ExplainStream on raw bytes: the service decodes each stream message itself,
+// so that one that cannot be decoded ends the stream with INVALID_ARGUMENT naming it (gRPC's typed
+// reader reports a decoding failure as a plain end of stream, and the stream would end OK).
+using GroveServiceBase = grove::v1::Grove::WithCallbackMethod_Predict<
+    grove::v1::Grove::WithCallbackMethod_Explain<grove::v1::Grove::WithRawCallbackMethod_ExplainStream<
+        grove::v1::Grove::WithCallbackMethod_ListModels<grove::v1::Grove::WithCallbackMethod_GetModelMetadata<
+            grove::v1::Grove::WithCallbackMethod_LoadModel<
+                grove::v1::Grove::WithCallbackMethod_UnloadModel<grove::v1::Grove::Service>>>>>>>;
+
 // Messages of one ExplainStream being computed or waiting to be written at once.
 inline constexpr int kStreamWindow = 4;
 
@@ -30,11 +39,13 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
                           std::function<void(absl::Status)> done,
                           std::shared_ptr<CallState>* call);
 
-class GroveService final : public grove::v1::Grove::CallbackService {
+class GroveService final : public GroveServiceBase {
  public:
   // `authorizer`: access control (server/auth.h), null when none is configured; not owned, must
   // outlive the service. `model_control`: LoadModel/UnloadModel allowed (UNIMPLEMENTED naming
-  // --model_control otherwise; checked after access control, so they need role admin as well).
+  // --model_control otherwise; checked after access control, so they need role admin as well). A
+  // LoadModel / UnloadModel whose deadline passed (or that was cancelled) while it waited for the
+  // control thread is answered DEADLINE_EXCEEDED (CANCELLED) and not applied.
   GroveService(Runtime* runtime, const auth::Authorizer* authorizer, bool model_control)
       : runtime_(runtime), authorizer_(authorizer), model_control_(model_control) {}
 
@@ -44,7 +55,7 @@ class GroveService final : public grove::v1::Grove::CallbackService {
   grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context,
                                     const grove::v1::ExplainRequest* request,
                                     grove::v1::ExplainResponse* response) override;
-  grpc::ServerBidiReactor<grove::v1::ExplainRequest, grove::v1::ExplainResponse>* ExplainStream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExplainStream(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const grove::v1::ListModelsRequest* request,

@@ -56,8 +56,8 @@ absl::Status StartInfer(Runtime* runtime, grpc::CallbackServerContext* context,
   const int64_t pred_width = f.PredictionWidth();
   const int64_t shap_width = ExplainWidth(f, false);
   int64_t bytes = 0;
-  if (state->outputs.prediction) bytes += n * std::max<int64_t>(2, pred_width) * 4;
-  if (state->outputs.shap) bytes += n * shap_width * 4;
+  if (state->outputs.prediction) bytes = SaturatingBytes(n, std::max<int64_t>(2, pred_width), 4);
+  if (state->outputs.shap) bytes = SaturatingAdd(bytes, SaturatingBytes(n, shap_width, 4));
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
 
   const Operation op = state->outputs.shap ? Operation::kExplain : Operation::kPredict;

@@ -18,6 +18,7 @@
 #include "prometheus/exposer.h"
 #include "server/grove_service.h"
 #include "server/kserve_service.h"
+#include "server/rpc_errors.h"
 
 namespace grove::server {
 namespace {
@@ -109,14 +110,24 @@ absl::Status GroveServer::StartImpl() {
                                                     : o.grpc_address,
       ":", o.grpc_port);
   builder.AddListeningPort(address, *creds, &grpc_port_);
+  // The port is ours alone: with SO_REUSEPORT (gRPC's default on Linux) a second groved on the
+  // same port would start and the kernel would split the calls between the two.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(grove_service_.get());
   builder.RegisterService(kserve_service_.get());
+  unknown_method_service_ = std::make_unique<UnknownMethodService>();
+  builder.RegisterCallbackGenericService(unknown_method_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeDecodeErrorInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
     server_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot bind the gRPC port ", address,
+        ": the address is in use (another groved?) or not available on this host"));
   }
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) {

@@ -33,6 +33,7 @@ namespace grove::server {
 
 class GroveService;
 class KserveService;
+class UnknownMethodService;
 
 // Every field documented in docs/operations.md (flag of the same name).
 struct ServerOptions {
@@ -67,9 +68,11 @@ const char* AccessControlName(const auth::Authorizer* authorizer);
 class GroveServer {
  public:
   // Binds both ports and starts serving (not ready until the start-up load finished, which runs in
-  // the background). Errors: the repository is not a directory, a port cannot be bound, TLS files
-  // unreadable, an access-control file unreadable or malformed (the message names the line, never
-  // a token), --tls_client_roles_file without mutual TLS.
+  // the background). The gRPC port is bound exclusively (no SO_REUSEPORT: a second server on a port
+  // in use fails instead of splitting the calls). Errors: the repository is not a directory, a port
+  // cannot be bound (UNAVAILABLE naming the address), TLS files unreadable, an access-control file
+  // unreadable or malformed (the message names the line, never a token), --tls_client_roles_file
+  // without mutual TLS.
   static absl::StatusOr<std::unique_ptr<GroveServer>> Start(ServerOptions options);
   ~GroveServer();  // Shutdown()
   GroveServer(const GroveServer&) = delete;
@@ -101,6 +104,7 @@ class GroveServer {
   std::unique_ptr<auth::Authorizer> authorizer_;  // null: no access control; outlives the services
   std::unique_ptr<GroveService> grove_service_;
   std::unique_ptr<KserveService> kserve_service_;
+  std::unique_ptr<UnknownMethodService> unknown_method_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   // The exposer keeps only weak references to collectables, so the server owns them.

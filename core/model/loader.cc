@@ -1,12 +1,9 @@
 // Model file dispatch: sniff the content, then fall back on the extension.
 #include "core/model/loader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/file.h"
 
 namespace grove {
 namespace {
@@ -67,20 +65,6 @@ Kind FromExtension(std::string_view source) {
   return Kind::kUnknown;
 }
 
-absl::Status ErrnoStatus(int error, const std::string& path, std::string_view what) {
-  const std::string message = absl::StrCat(path, ": ", Av(what), ": ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::Status(absl::ErrnoToStatusCode(error), message);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string source) {
@@ -99,23 +83,15 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
 }
 
 absl::StatusOr<ForestPtr> LoadModelFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, path, "cannot open");
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, path, "cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  int64_t file_size = 0;
+  absl::StatusOr<ScopedFd> fd = OpenRegularFile(path, &file_size);
+  if (!fd.ok()) return fd.status();
+  const size_t size = static_cast<size_t>(file_size);
   // new char[] leaves the buffer uninitialised: no zero-filling of a 250 MB model.
   std::unique_ptr<char[]> buffer(new char[size == 0 ? 1 : size]);
   size_t done = 0;
   while (done < size) {
-    const ssize_t got = ::read(fd, buffer.get() + done, size - done);
+    const ssize_t got = ::read(fd->get(), buffer.get() + done, size - done);
     if (got < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, path, "cannot read");

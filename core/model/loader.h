@@ -3,7 +3,8 @@
 // Every loader validates through BuildForest and never crashes or reads out of bounds on any input:
 // malformed input is INVALID_ARGUMENT naming the source (file), tree and node where known; a model
 // kind Grove does not serve (gblinear, ...) is UNIMPLEMENTED with a clear message; an unreadable file
-// is NOT_FOUND or PERMISSION_DENIED. Thread-safe (no shared state).
+// is NOT_FOUND or PERMISSION_DENIED, and anything but a regular file (a directory; a FIFO or a
+// device, never opened for a blocking read) INVALID_ARGUMENT. Thread-safe (no shared state).
 #pragma once
 
 #include <string>

@@ -1,12 +1,10 @@
 #include "core/registry/model_config.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/io/file.h"
 
 namespace grove::registry {
 namespace {
@@ -17,9 +15,15 @@ absl::Status Bad(absl::string_view source, absl::string_view field, absl::string
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", field, ": ", why));
 }
 
-absl::StatusOr<int64_t> PositiveInt(const json& v, absl::string_view source, absl::string_view field) {
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-    return Bad(source, field, "must be a positive integer");
+// An integer in [min, max]; anything else (a float, a string, a value that does not fit int64)
+// names the field and the bounds.
+absl::StatusOr<int64_t> BoundedInt(const json& v, absl::string_view source, absl::string_view field,
+                                   int64_t min, int64_t max) {
+  const bool fits = (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(max)) ||
+                    (v.is_number_integer() && !v.is_number_unsigned());
+  if (!fits || v.get<int64_t>() < min || v.get<int64_t>() > max) {
+    return Bad(source, field, absl::StrCat("must be an integer of at least ", min, " and at most ",
+                                           max, " (got ", v.dump(), ")"));
   }
   return v.get<int64_t>();
 }
@@ -30,13 +34,24 @@ absl::Status ParseBatching(const json& j, absl::string_view source, const std::s
   for (const auto& [key, value] : j.items()) {
     const std::string name = absl::StrCat(field, ".", key);
     if (key == "max_delay_us") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-        return Bad(source, name, "must be a non-negative integer");
-      }
-      out->max_delay = absl::Microseconds(value.get<int64_t>());
+      absl::StatusOr<int64_t> us = BoundedInt(value, source, name, 0, kMaxDelayMicros);
+      if (!us.ok()) return us.status();
+      out->max_delay = absl::Microseconds(*us);
       continue;
     }
-    absl::StatusOr<int64_t> n = PositiveInt(value, source, name);
+    int64_t max = 0;
+    if (key == "max_batch_rows") {
+      max = kMaxBatchRows;
+    } else if (key == "max_queue_rows") {
+      max = kMaxQueueRows;
+    } else if (key == "max_queue_requests") {
+      max = kMaxQueueRequests;
+    } else if (key == "max_concurrent_batches") {
+      max = kMaxConcurrentBatches;
+    } else {
+      return Bad(source, name, "unknown field");
+    }
+    absl::StatusOr<int64_t> n = BoundedInt(value, source, name, 1, max);
     if (!n.ok()) return n.status();
     if (key == "max_batch_rows") {
       out->max_batch_rows = *n;
@@ -44,10 +59,8 @@ absl::Status ParseBatching(const json& j, absl::string_view source, const std::s
       out->max_queue_rows = *n;
     } else if (key == "max_queue_requests") {
       out->max_queue_tasks = *n;
-    } else if (key == "max_concurrent_batches") {
-      out->max_concurrent_batches = static_cast<int>(*n);
     } else {
-      return Bad(source, name, "unknown field");
+      out->max_concurrent_batches = static_cast<int>(*n);
     }
   }
   return batching::ValidateBatcherOptions(*out);
@@ -80,7 +93,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
         c.version_policy = VersionPolicy::kSpecific;
         c.specific_versions.clear();
         for (const json& v : value) {
-          absl::StatusOr<int64_t> n = PositiveInt(v, source, "versions[]");
+          absl::StatusOr<int64_t> n = BoundedInt(v, source, "versions[]", 1, kMaxVersion);
           if (!n.ok()) return n.status();
           c.specific_versions.push_back(*n);
         }
@@ -115,11 +128,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
         }
       }
     } else if (key == "max_request_rows") {
-      absl::StatusOr<int64_t> n = PositiveInt(value, source, key);
+      absl::StatusOr<int64_t> n = BoundedInt(value, source, key, 1, kMaxRequestRows);
       if (!n.ok()) return n.status();
       c.max_request_rows = *n;
     } else if (key == "max_interaction_values_per_row") {
-      absl::StatusOr<int64_t> n = PositiveInt(value, source, key);
+      absl::StatusOr<int64_t> n = BoundedInt(value, source, key, 1, kMaxInteractionValuesPerRow);
       if (!n.ok()) return n.status();
       c.max_interaction_values_per_row = *n;
     } else if (key == "batching") {
@@ -146,11 +159,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
 
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
                                                 const ModelConfig& defaults) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseModelConfig(text.str(), defaults, path);
+  absl::StatusOr<std::string> text = ReadRegularFile(path);
+  if (!text.ok()) return text.status();
+  return ParseModelConfig(*text, defaults, path);
 }
 
 }  // namespace grove::registry

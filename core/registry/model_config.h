@@ -22,6 +22,18 @@ enum class Operation : int { kPredict = 0, kExplain = 1, kInteractions = 2 };
 inline constexpr int kNumOperations = 3;
 const char* OperationName(Operation op);  // "predict", "explain", "interactions"
 
+// Bounds of the numeric fields (inclusive; every lower bound is 1, max_delay_us's is 0). They keep
+// products of limits (rows x columns x bytes) far from int64 overflow and refuse values that would
+// make a model never answer (a delay of centuries) or never refuse (a queue of 2^62 requests).
+inline constexpr int64_t kMaxRequestRows = int64_t{1} << 30;
+inline constexpr int64_t kMaxInteractionValuesPerRow = int64_t{1} << 30;
+inline constexpr int64_t kMaxVersion = 999'999'999'999'999'999;  // 18 digits: a directory name
+inline constexpr int64_t kMaxBatchRows = int64_t{1} << 30;
+inline constexpr int64_t kMaxDelayMicros = 600'000'000;  // 10 minutes
+inline constexpr int64_t kMaxQueueRows = int64_t{1} << 40;
+inline constexpr int64_t kMaxQueueRequests = int64_t{1} << 20;
+inline constexpr int64_t kMaxConcurrentBatches = 1024;
+
 struct ModelConfig {
   VersionPolicy version_policy = VersionPolicy::kLatest;
   std::vector<int64_t> specific_versions;  // kSpecific
@@ -43,11 +55,13 @@ struct ModelConfig {
 };
 
 // Parses a config.json text over `defaults` (fields not given keep their default). Unknown fields,
-// wrong types and invalid values are INVALID_ARGUMENT naming `source` and the field.
+// wrong types and invalid values (numbers outside the bounds above included) are INVALID_ARGUMENT
+// naming `source`, the field and, for numbers, the bounds.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json, const ModelConfig& defaults,
                                              absl::string_view source);
 
-// Reads and parses a file (NOT_FOUND when it does not exist).
+// Reads and parses a file (NOT_FOUND when it does not exist, INVALID_ARGUMENT when it is not a
+// regular file: a FIFO is refused without blocking; see core/io/file.h).
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
                                                 const ModelConfig& defaults);
 

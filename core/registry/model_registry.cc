@@ -105,6 +105,34 @@ ModelRegistry::FileStamp ModelRegistry::Stat(const std::string& path) {
                    static_cast<int64_t>(st.st_size)};
 }
 
+absl::Status ModelRegistry::CheckInsideRepository(const std::string& path) const {
+  std::error_code ec;
+  const fs::path root = fs::canonical(options_.repository, ec);
+  if (ec) {
+    return absl::NotFoundError(absl::StrCat("model repository '", options_.repository,
+                                            "' cannot be resolved: ", ec.message()));
+  }
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot be resolved: ", ec.message()));
+  // Inside: the root is a prefix of the resolved path, component by component.
+  auto r = root.begin();
+  auto p = real.begin();
+  for (; r != root.end() && p != real.end() && *r == *p; ++r, ++p) {
+  }
+  if (r != root.end() || p == real.end()) {
+    return absl::PermissionDeniedError(absl::StrCat(path, " resolves to ", real.string(),
+                                                    ", outside the model repository ",
+                                                    root.string(), "; refused"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ModelRegistry::ReadConfig(const std::string& name) const {
+  const std::string path = (fs::path(options_.repository) / name / "config.json").string();
+  if (absl::Status inside = CheckInsideRepository(path); !inside.ok()) return inside;
+  return LoadModelConfigFile(path, options_.default_config);
+}
+
 std::vector<std::string> ModelRegistry::ScanModelNames() const {
   std::vector<std::string> names;
   std::error_code ec;
@@ -144,6 +172,9 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
     if (found.size() > 1) {
       v.error = absl::StrCat(it->path().string(), " holds several model files (",
                              absl::StrJoin(found, ", "), "); keep exactly one");
+      v.path.clear();
+    } else if (absl::Status inside = CheckInsideRepository(v.path); !inside.ok()) {
+      v.error = std::string(inside.message());
       v.path.clear();
     }
     out.versions.emplace(version, std::move(v));
@@ -238,6 +269,10 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   std::vector<int64_t> to_load;
   std::vector<int64_t> to_unload;
   std::set<int64_t> wanted;
+
+  // Whether config.json must be read. Only loading operations (serialised by load_mu_) change
+  // entries, so what is decided here still holds once the file has been read outside the lock.
+  bool read_config = false;
   {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = models_.try_emplace(name);
@@ -245,9 +280,11 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     changed = inserted;
     if (force) entry.explicitly_unloaded = false;
     if (entry.explicitly_unloaded) return;
-
-    // Configuration.
-    if (entry.config == nullptr || scanned.config_stamp != entry.config_stamp || force) {
+    const bool file_changed = scanned.config_stamp != entry.config_stamp;
+    // A config that failed and has not changed since is not read again (nor reported again).
+    const bool failed_unchanged =
+        entry.config == nullptr && !file_changed && !entry.config_error_key.empty();
+    if (force || file_changed || (entry.config == nullptr && !failed_unchanged)) {
       const bool stable = force || scanned.config_stamp == entry.config_seen_stamp;
       entry.config_seen_stamp = scanned.config_stamp;
       if (!stable) {
@@ -255,28 +292,41 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
         for (const auto& [v, sv] : scanned.versions) entry.versions[v].seen_stamp = sv.stamp;
         return;
       }
+      read_config = true;
+    }
+  }
+  // Reading and parsing happen outside the registry lock: Get, List and Status never wait on a file.
+  absl::StatusOr<ModelConfig> parsed = options_.default_config;
+  if (read_config && scanned.config_stamp.size >= 0) parsed = ReadConfig(name);
+
+  {
+    absl::MutexLock lock(&mu_);
+    ModelEntry& entry = models_[name];
+    if (read_config) {
       const bool had_config = entry.config != nullptr;
       const bool config_file_changed = scanned.config_stamp != entry.config_stamp;
       entry.config_stamp = scanned.config_stamp;
-      absl::StatusOr<ModelConfig> parsed =
-          scanned.config_stamp.size < 0
-              ? absl::StatusOr<ModelConfig>(options_.default_config)
-              : LoadModelConfigFile(
-                    (std::filesystem::path(options_.repository) / name / "config.json").string(),
-                    options_.default_config);
       if (!parsed.ok()) {
         entry.error = std::string(parsed.status().message());
         changed = true;
-        GROVE_LOG(WARNING) << "bad model config" << KV("model", name)
-                           << KV("error", parsed.status().message());
+        // Once per distinct (file version, error): a bad file is not reported at every poll.
+        const std::string key = absl::StrCat(scanned.config_stamp.mtime_ns, ":",
+                                             scanned.config_stamp.size, ":", entry.error);
+        if (key != entry.config_error_key) {
+          entry.config_error_key = key;
+          GROVE_LOG(WARNING) << "bad model config" << KV("model", name)
+                             << KV("error", parsed.status().message());
+        }
         if (!had_config) return;  // nothing can load without a valid config
       } else {
         entry.error.clear();
+        entry.config_error_key.clear();
         entry.config = std::make_shared<const ModelConfig>(std::move(*parsed));
         reload_all = had_config && config_file_changed;
         changed = true;
       }
     }
+    if (entry.config == nullptr) return;  // a bad config that has not changed
     config = entry.config;
 
     // Versions wanted by the policy.
@@ -450,6 +500,11 @@ void ModelRegistry::RemoveModel(const std::string& name) {
 }
 
 absl::StatusOr<ServablePtr> ModelRegistry::Get(absl::string_view name, int64_t version) const {
+  if (version < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "version ", version, " of model '", name,
+        "' is not valid: versions are positive (0 asks for the highest serving version)"));
+  }
   absl::ReaderMutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {

@@ -5,7 +5,10 @@
 // (ModelConfig). Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
-// half-written files are not loaded.
+// half-written files are not loaded. Only regular files are read (a FIFO named model.json is a
+// failed version, never a blocked loader), and only files that resolve inside the repository (a
+// version directory linked to a path outside it is refused). A bad config.json is logged once per
+// change of the file, not at every poll.
 //
 // Swaps are atomic: a reload builds the new ServableModel next to the old one and then replaces a
 // shared_ptr under the registry lock. Callers hold their own ServablePtr for as long as they use it,
@@ -13,7 +16,8 @@
 // or an unload. A failed reload keeps the previous copy serving.
 //
 // Thread-safe. Loading operations (LoadAll, Poll, Load, Unload) are serialised with each other and
-// block the calling thread for the duration of the load; Get, List and Status never wait for a load.
+// block the calling thread for the duration of the load; Get, List and Status never wait for a load
+// (files are read and parsed outside the registry lock; only the swap happens under it).
 #pragma once
 
 #include <cstdint>
@@ -132,8 +136,9 @@ class ModelRegistry {
   // an unknown model.
   absl::Status Unload(const std::string& name);
 
-  // The serving copy of `name` at `version` (0: highest serving version). NOT_FOUND for an unknown
-  // model or version, UNAVAILABLE when the model is known but has no serving version.
+  // The serving copy of `name` at `version` (0: highest serving version). INVALID_ARGUMENT for a
+  // negative version, NOT_FOUND for an unknown model or version, UNAVAILABLE when the model is known
+  // but has no serving version.
   absl::StatusOr<ServablePtr> Get(absl::string_view name, int64_t version = 0) const;
 
   std::vector<ModelStatus> List() const;
@@ -167,6 +172,7 @@ class ModelRegistry {
     std::map<int64_t, VersionSlot> versions;
     std::shared_ptr<const ModelConfig> config;
     std::string error;
+    std::string config_error_key;  // (stamp, error) of the last bad config logged; "" when good
     FileStamp config_stamp;       // of the config in use
     FileStamp config_seen_stamp;  // previous poll
     bool explicitly_unloaded = false;
@@ -185,6 +191,11 @@ class ModelRegistry {
   explicit ModelRegistry(RegistryOptions options);
 
   static FileStamp Stat(const std::string& path);
+  // OK when `path` resolves (symbolic links followed) inside the repository root; otherwise
+  // PERMISSION_DENIED naming both (or NOT_FOUND when it cannot be resolved).
+  absl::Status CheckInsideRepository(const std::string& path) const;
+  // Reads and parses <repository>/<name>/config.json (never under mu_).
+  absl::StatusOr<ModelConfig> ReadConfig(const std::string& name) const;
   std::vector<std::string> ScanModelNames() const;
   ScannedModel ScanModel(const std::string& name) const;
   // Brings one model in line with the repository. `force`: no stability wait, retry failures.

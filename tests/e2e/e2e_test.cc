@@ -974,5 +974,24 @@ TEST_F(E2eOwnServerTest, PredictWithExplainRows) {
   }
 }
 
+// A second groved on a port in use exits non-zero naming the address, instead of sharing the port
+// (SO_REUSEPORT) and splitting the calls with the first.
+TEST_F(E2eOwnServerTest, SecondServerOnAPortInUseExits) {
+  std::unique_ptr<GrovedProcess> first = StartServer({});
+  ASSERT_NE(first, nullptr);
+  const std::string port = absl::StrCat("--grpc_port=", first->grpc_port());
+  CommandResult second = RunCommand({GrovedBinary(), "--model_repository=" + repo_->path(),
+                                     "--grpc_address=127.0.0.1", port, "--metrics_port=-1"},
+                                    *scratch_, std::chrono::seconds(60));
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.exit_code, -1) << "the second groved kept running";
+  EXPECT_TRUE(absl::StrContains(second.err, absl::StrCat("127.0.0.1:", first->grpc_port())))
+      << second.err;
+  // The first one still answers.
+  client::ClientOptions o;
+  o.target = first->target();
+  EXPECT_TRUE((*GroveClient::Create(o))->WaitForReady(absl::Seconds(60)).ok());
+}
+
 }  // namespace
 }  // namespace grove::e2e

@@ -2,6 +2,7 @@
 #include "core/model/loader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -131,6 +132,12 @@ TEST(ModelLoader, FileErrors) {
             absl::StatusCode::kNotFound);
   absl::StatusOr<ForestPtr> dir = LoadModelFile(tmp.path());
   EXPECT_EQ(dir.status().code(), absl::StatusCode::kInvalidArgument) << dir.status();
+  // A FIFO without a writer: refused at once, not waited on.
+  const std::string fifo = tmp.path() + "/fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  absl::StatusOr<ForestPtr> pipe = LoadModelFile(fifo);
+  EXPECT_EQ(pipe.status().code(), absl::StatusCode::kInvalidArgument) << pipe.status();
+  EXPECT_NE(pipe.status().message().find("not a regular file"), std::string::npos);
   const std::string empty = tmp.Write("empty.json", "");
   EXPECT_EQ(LoadModelFile(empty).status().code(), absl::StatusCode::kInvalidArgument);
   const std::string tiny = tmp.Write("tiny.json", kTinyJson);

@@ -2,11 +2,17 @@
 // models and configs. Models come from the test corpus (tests/golden, /work/shared/testdata).
 #include "core/registry/model_registry.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -388,6 +394,163 @@ TEST(ModelConfigTest, ParsesAndRejects) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(r.status().message().find("cfg.json"), absl::string_view::npos);
   }
+}
+
+// Every numeric field has bounds: absurd values (a 2^62 row limit whose products overflow, a delay of
+// centuries that never lets a batch go) are refused naming the field and the bound.
+TEST(ModelConfigTest, RejectsOutOfBoundsNumbers) {
+  ModelConfig d;
+  for (const char* bad : {
+           R"({"max_request_rows": 4611686018427387904})",
+           R"({"max_request_rows": 18446744073709551615})",
+           R"({"max_interaction_values_per_row": 4611686018427387904})",
+           R"({"batching": {"predict": {"max_delay_us": 9000000000000000000}}})",
+           R"({"batching": {"predict": {"max_batch_rows": 4611686018427387904}}})",
+           R"({"batching": {"explain": {"max_queue_rows": 9223372036854775807}}})",
+           R"({"batching": {"explain": {"max_queue_requests": 4611686018427387904}}})",
+           R"({"batching": {"interactions": {"max_concurrent_batches": 4294967297}}})",
+           R"({"versions": [1000000000000000000000]})",
+       }) {
+    auto r = ParseModelConfig(bad, d, "cfg.json");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("at most"), absl::string_view::npos)
+        << bad << ": " << r.status();
+  }
+  // The largest accepted values are accepted.
+  auto top = ParseModelConfig(R"({"max_request_rows": 1073741824,
+      "batching": {"predict": {"max_delay_us": 600000000, "max_concurrent_batches": 1024}}})",
+                              d, "cfg.json");
+  ASSERT_TRUE(top.ok()) << top.status();
+  EXPECT_EQ(top->max_request_rows, int64_t{1} << 30);
+  EXPECT_EQ(top->Batching(Operation::kPredict).max_delay, absl::Seconds(600));
+}
+
+// Runs `fn` on a thread of its own and waits for it up to `limit`: a loader that blocks fails the
+// test instead of hanging it (`unblock` then releases it so that the thread can be joined).
+bool FinishesWithin(std::function<void()> fn, std::chrono::seconds limit,
+                    std::function<void()> unblock) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  std::thread t([&] {
+    fn();
+    done.set_value();
+  });
+  const bool in_time = finished.wait_for(limit) == std::future_status::ready;
+  // A blocked thread may block again on the next file: release until it is done.
+  while (finished.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) unblock();
+  t.join();
+  return in_time;
+}
+
+// Opens the FIFO for writing and closes it, so that a reader blocked in open() returns.
+void ReleaseFifo(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+  if (fd >= 0) ::close(fd);
+}
+
+// A FIFO named model.json (or config.json) is refused without being opened for a blocking read:
+// the load finishes, other models load, and Load / Unload / Poll stay responsive.
+TEST_F(RegistryTest, FifoModelAndConfigAreRefusedWithoutBlocking) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  fs::create_directories(fs::path(repo.path()) / "fifo" / "1");
+  const std::string model_fifo = (fs::path(repo.path()) / "fifo" / "1" / "model.json").string();
+  ASSERT_EQ(::mkfifo(model_fifo.c_str(), 0600), 0);
+  repo.Put("cfg", 1, xgb_);
+  const std::string config_fifo = (fs::path(repo.path()) / "cfg" / "config.json").string();
+  ASSERT_EQ(::mkfifo(config_fifo.c_str(), 0600), 0);
+  repo.Put("z", 1, lgb_);
+  auto reg = Make(repo);
+  auto unblock = [&] {
+    for (int i = 0; i < 4; ++i) {
+      ReleaseFifo(model_fifo);
+      ReleaseFifo(config_fifo);
+    }
+  };
+  absl::Status all;
+  ASSERT_TRUE(FinishesWithin([&] { all = reg->LoadAll(); }, std::chrono::seconds(20), unblock))
+      << "LoadAll blocked on a FIFO";
+  EXPECT_FALSE(all.ok());
+  EXPECT_TRUE(reg->Get("a").ok());
+  EXPECT_TRUE(reg->Get("z").ok());
+  auto fifo = reg->GetStatus("fifo");
+  ASSERT_TRUE(fifo.ok());
+  ASSERT_EQ(fifo->versions.size(), 1u);
+  EXPECT_NE(fifo->versions[0].error.find("not a regular file"), std::string::npos)
+      << fifo->versions[0].error;
+  auto cfg = reg->GetStatus("cfg");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_NE(cfg->error.find("not a regular file"), std::string::npos) << cfg->error;
+  ASSERT_TRUE(FinishesWithin(
+      [&] {
+        reg->Poll();
+        reg->Poll();
+        EXPECT_FALSE(reg->Load("fifo").ok());
+        EXPECT_TRUE(reg->Unload("a").ok());
+        EXPECT_TRUE(reg->Load("a").ok());
+      },
+      std::chrono::seconds(20), unblock))
+      << "Poll / Load / Unload blocked on a FIFO";
+}
+
+// A version directory that is a symbolic link to a model outside the repository is refused.
+TEST_F(RegistryTest, PathsResolvingOutsideTheRepositoryAreRefused) {
+  TempRepo repo;
+  TempRepo outside;
+  repo.Put("a", 1, xgb_);
+  outside.Put("elsewhere", 2, xgb2_);
+  fs::create_symlink(fs::path(outside.path()) / "elsewhere" / "2", fs::path(repo.path()) / "a" / "2");
+  // A link that stays inside the repository is fine.
+  repo.Put("b", 1, lgb_);
+  fs::create_directories(fs::path(repo.path()) / "c");
+  fs::create_directory_symlink(fs::path(repo.path()) / "b" / "1", fs::path(repo.path()) / "c" / "4");
+  auto reg = Make(repo);
+  EXPECT_FALSE(reg->LoadAll().ok());
+  EXPECT_EQ(reg->Get("a", 2).status().code(), absl::StatusCode::kUnavailable);
+  auto st = reg->GetStatus("a");
+  ASSERT_TRUE(st.ok());
+  std::string errors;
+  for (const VersionStatus& v : st->versions) errors += v.error;
+  EXPECT_NE(errors.find("outside the model repository"), std::string::npos) << errors;
+  auto c = reg->Get("c", 4);
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
+TEST_F(RegistryTest, NegativeVersionIsInvalid) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  auto r = reg->Get("a", -1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("-1"), absl::string_view::npos) << r.status();
+  EXPECT_TRUE(reg->Get("a", 0).ok());
+}
+
+int CountOf(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A bad config.json is reported once per distinct file content, not at every poll.
+TEST_F(RegistryTest, BadConfigIsLoggedOncePerChange) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Write("a/config.json", R"({"max_request_rows": 0})");
+  auto reg = Make(repo);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(reg->LoadAll().ok());
+  for (int i = 0; i < 5; ++i) reg->Poll();
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(CountOf(log, "bad model config"), 1) << log;
+  // Another mistake is a new error: logged once more.
+  repo.Write("a/config.json", R"({"max_request_rows": "many"})");
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 5; ++i) reg->Poll();
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(CountOf(log, "bad model config"), 1) << log;
+  EXPECT_NE(reg->GetStatus("a")->error.find("max_request_rows"), std::string::npos);
 }
 
 }  // namespace

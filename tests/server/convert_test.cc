@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,8 +100,8 @@ TEST(Convert, IterationRangeAndOutputs) {
   grove::v1::PredictRequest e;
   e.add_explain_rows(0);
   e.add_explain_rows(4);
-  EXPECT_TRUE(CheckExplainRows(e, 5).ok());
-  EXPECT_EQ(CheckExplainRows(e, 4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckExplainRows(*m, e, 5).ok());
+  EXPECT_EQ(CheckExplainRows(*m, e, 4).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Convert, TopKAndInteractionSums) {
@@ -236,6 +237,61 @@ TEST(Convert, Deadlines) {
   EXPECT_EQ(ParseKserveVersion("").value(), 0);
   EXPECT_EQ(ParseKserveVersion("12").value(), 12);
   EXPECT_EQ(ParseKserveVersion("x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseKserveVersion("-1").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// rows x cols must not overflow: with a huge row limit, [2^61, 8] with no data used to pass the
+// size check (2^61 x 8 wraps to 0) and crash the converter.
+TEST(Convert, ShapeProductsNeverOverflow) {
+  registry::ModelConfig config;
+  config.max_request_rows = std::numeric_limits<int64_t>::max();
+  auto m = Servable(Demo(), config);
+  const int64_t huge = int64_t{1} << 61;
+  absl::Status s = CheckShape(*m, huge, 8, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckShape(*m, std::numeric_limits<int64_t>::max(), 8, 8).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckShape(*m, int64_t{1} << 62, 8, 0).code(), absl::StatusCode::kInvalidArgument);
+
+  for (const char* type : {"FP64", "FP32"}) {
+    for (bool raw : {false, true}) {
+      inference::ModelInferRequest req;
+      auto* in = req.add_inputs();
+      in->set_name("input__0");
+      in->set_datatype(type);
+      in->add_shape(huge);
+      in->add_shape(8);
+      if (raw) req.add_raw_input_contents("");
+      absl::StatusOr<KserveInput> k = ParseKserveInput(*m, req);
+      EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << type << " " << raw;
+    }
+  }
+  grove::v1::Matrix matrix;
+  matrix.set_rows(huge);
+  matrix.set_cols(8);
+  std::vector<float> converted;
+  EXPECT_EQ(RowsFromMatrix(*m, matrix, &converted).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  matrix.add_values_f64(1.0);
+  EXPECT_EQ(RowsFromMatrix(*m, matrix, &converted).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// explain_rows may not ask for more SHAP rows than max_request_rows.
+TEST(Convert, ExplainRowsAreBoundedByTheRowLimit) {
+  registry::ModelConfig config;
+  config.max_request_rows = 10;
+  auto m = Servable(Demo(), config);
+  grove::v1::PredictRequest request;
+  for (int i = 0; i < 10; ++i) request.add_explain_rows(0);
+  EXPECT_TRUE(CheckExplainRows(*m, request, 1).ok());
+  request.add_explain_rows(0);
+  absl::Status s = CheckExplainRows(*m, request, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("max_request_rows"));
+  request.clear_explain_rows();
+  request.add_explain_rows(1);
+  EXPECT_EQ(CheckExplainRows(*m, request, 1).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

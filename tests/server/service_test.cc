@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/explain/explain.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
@@ -589,6 +590,17 @@ TEST_F(ServerTest, HealthPerModel) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A server of a test's own on 127.0.0.1 (ephemeral gRPC port, no metrics, no file watching).
+ServerOptions LoopbackOptions(const fs::path& repository) {
+  ServerOptions o;
+  o.runtime.model_repository = repository.string();
+  o.grpc_address = "127.0.0.1";
+  o.grpc_port = 0;
+  o.metrics_port = -1;
+  o.repository_poll = absl::ZeroDuration();
+  return o;
+}
+
 // A separate server: shutdown while calls are queued computes and answers every one of them.
 TEST(ServerShutdown, DrainsInFlightCalls) {
   const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_shutdown_", ::getpid());
@@ -596,12 +608,7 @@ TEST(ServerShutdown, DrainsInFlightCalls) {
   Put(root, "demo", 1, kDemo);
   Write(root / "demo" / "config.json",
         R"({"batching": {"predict": {"max_delay_us": 60000000, "max_batch_rows": 100000}}})");
-  ServerOptions o;
-  o.runtime.model_repository = root.string();
-  o.grpc_address = "127.0.0.1";
-  o.grpc_port = 0;
-  o.metrics_port = -1;
-  o.repository_poll = absl::ZeroDuration();
+  ServerOptions o = LoopbackOptions(root);
   absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE((*server)->WaitUntilLoaded().ok());
@@ -637,6 +644,145 @@ TEST(ServerShutdown, DrainsInFlightCalls) {
   grove::v1::PredictResponse r;
   EXPECT_EQ(stub->Predict(&after, req, &r).error_code(), grpc::StatusCode::UNAVAILABLE);
   server->reset();
+  fs::remove_all(root);
+}
+
+grpc::ByteBuffer Bytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// A protobuf that cannot be decoded: a length-delimited field 1 claiming 100 bytes, holding 2.
+const std::string kGarbage = std::string("\x0a\x64zz", 4);
+
+// Unary call of `method` with raw request bytes.
+grpc::Status RawUnary(grpc::Channel* channel, const std::string& method, const std::string& bytes) {
+  grpc::GenericStub stub(std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+  grpc::ByteBuffer request = Bytes(bytes), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+// [valid, garbage, valid]: one answer, then INVALID_ARGUMENT naming the bad message.
+TEST_F(ServerTest, MalformedStreamMessageEndsTheStream) {
+  grove::v1::ExplainRequest valid;
+  valid.set_model("demo");
+  SetRows(valid.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_->get(),
+          grpc::internal::RpcMethod("/grove.v1.Grove/ExplainStream",
+                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          &ctx));
+  EXPECT_TRUE(stream->Write(Bytes(valid.SerializeAsString())));
+  stream->Write(Bytes(kGarbage));
+  stream->Write(Bytes(valid.SerializeAsString()));
+  stream->WritesDone();
+  int answers = 0;
+  grpc::ByteBuffer response;
+  while (stream->Read(&response)) ++answers;
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("message 2"));
+  EXPECT_THAT(s.error_message(), HasSubstr("grove.v1.ExplainRequest"));
+}
+
+// Undecodable requests are INVALID_ARGUMENT and RPCs groved does not serve are UNIMPLEMENTED, each
+// with a message saying what.
+TEST_F(ServerTest, UndecodableRequestsAndUnknownMethodsSayWhat) {
+  for (const char* method : {"/grove.v1.Grove/Predict", "/grove.v1.Grove/Explain",
+                             "/inference.GRPCInferenceService/ModelInfer"}) {
+    grpc::Status s = RawUnary(channel_->get(), method, kGarbage);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_THAT(s.error_message(), HasSubstr(method));
+    EXPECT_THAT(s.error_message(), HasSubstr("cannot be decoded"));
+  }
+  for (const char* method : {"/inference.GRPCInferenceService/ModelConfig",
+                             "/inference.GRPCInferenceService/RepositoryIndex",
+                             "/grove.v1.Grove/Train"}) {
+    grpc::Status s = RawUnary(channel_->get(), method, "");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
+    EXPECT_THAT(s.error_message(), HasSubstr(method));
+  }
+  // A valid request still works.
+  grove::v1::PredictRequest ok;
+  ok.set_model("demo");
+  SetRows(ok.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  EXPECT_TRUE(RawUnary(channel_->get(), "/grove.v1.Grove/Predict", ok.SerializeAsString()).ok());
+}
+
+// A 1-row Predict may not ask for more SHAP rows than max_request_rows.
+TEST_F(ServerTest, ExplainRowsAreBoundedByMaxRequestRows) {
+  grove::v1::PredictRequest req;
+  req.set_model("demo");
+  SetRows(req.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  req.set_explain(true);
+  for (int i = 0; i < 65537; ++i) req.add_explain_rows(0);
+  grpc::ClientContext ctx;
+  grove::v1::PredictResponse resp;
+  grpc::Status s = Grove()->Predict(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("max_request_rows"));
+}
+
+TEST_F(ServerTest, NegativeVersionIsInvalidArgument) {
+  grove::v1::PredictRequest req;
+  req.set_model("demo");
+  req.set_version(-1);
+  SetRows(req.mutable_rows(), std::vector<float>(8, 0.5f), 8);
+  grpc::ClientContext ctx;
+  grove::v1::PredictResponse resp;
+  grpc::Status s = Grove()->Predict(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+}
+
+// An UnloadModel whose deadline passed while it waited for the control thread is answered
+// DEADLINE_EXCEEDED and never applied.
+TEST_F(ServerTest, ControlCallPastItsDeadlineIsNotApplied) {
+  absl::Notification busy, release, drained;
+  server_->runtime().RunControl([&] {
+    busy.Notify();
+    release.WaitForNotification();
+  });
+  busy.WaitForNotification();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  grove::v1::UnloadModelRequest req;
+  req.set_model("lgbz");
+  grove::v1::UnloadModelResponse resp;
+  EXPECT_EQ(Grove()->UnloadModel(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  release.Notify();
+  server_->runtime().RunControl([&] { drained.Notify(); });
+  drained.WaitForNotification();
+  EXPECT_TRUE(server_->runtime().registry().Get("lgbz").ok()) << "the late unload was applied";
+  if (!server_->runtime().registry().Get("lgbz").ok()) {
+    EXPECT_TRUE(server_->runtime().registry().Load("lgbz").ok());
+  }
+}
+
+// The gRPC port is bound exclusively: a second server on a port in use fails to start, naming the
+// address, instead of sharing the port (SO_REUSEPORT) and splitting the calls.
+TEST(ServerStart, PortInUseFailsNamingTheAddress) {
+  const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_port_", ::getpid());
+  fs::remove_all(root);
+  Put(root, "demo", 1, kDemo);
+  ServerOptions o = LoopbackOptions(root);
+  absl::StatusOr<std::unique_ptr<GroveServer>> first = GroveServer::Start(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  o.grpc_port = (*first)->grpc_port();
+  absl::StatusOr<std::unique_ptr<GroveServer>> second = GroveServer::Start(o);
+  EXPECT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr(absl::StrCat("127.0.0.1:", o.grpc_port)));
+  first->reset();
   fs::remove_all(root);
 }
 

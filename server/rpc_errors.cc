@@ -1,0 +1,77 @@
+#include "server/rpc_errors.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace grove::server {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+class DecodeErrorInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit DecodeErrorInterceptor(grpc::experimental::ServerRpcInfo* info)
+      : method_(info->method() != nullptr ? info->method() : "?"),
+        unary_(info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    // A unary request that failed to decode reaches the interceptors as a null message (a stream's
+    // end looks the same, hence unary calls only).
+    if (unary_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() == nullptr) {
+      undecodable_ = true;
+    }
+    if (undecodable_ &&
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      methods->ModifySendStatus(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat(method_, ": the request cannot be decoded as the method's protobuf "
+                                "message (malformed or truncated bytes); nothing was done")));
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string method_;
+  const bool unary_;
+  bool undecodable_ = false;
+};
+
+class DecodeErrorInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new DecodeErrorInterceptor(info);
+  }
+};
+
+class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit UnimplementedReactor(const std::string& method) {
+    Finish(grpc::Status(
+        grpc::StatusCode::UNIMPLEMENTED,
+        absl::StrCat(method.empty() ? std::string("(no method)") : method,
+                     " is not implemented by groved; it serves grove.v1.Grove (Predict, Explain, "
+                     "ExplainStream, ListModels, GetModelMetadata, LoadModel, UnloadModel), "
+                     "inference.GRPCInferenceService (ServerLive, ServerReady, ModelReady, "
+                     "ServerMetadata, ModelMetadata, ModelInfer), grpc.health.v1.Health and "
+                     "server reflection")));
+  }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+MakeDecodeErrorInterceptorFactory() {
+  return std::make_unique<DecodeErrorInterceptorFactory>();
+}
+
+grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  return new UnimplementedReactor(context->method());
+}
+
+}  // namespace grove::server

@@ -1,0 +1,29 @@
+// Answers gRPC itself would give without a message: a unary request whose bytes cannot be decoded
+// (gRPC answers UNIMPLEMENTED with an empty message) becomes INVALID_ARGUMENT naming the method, and
+// a method groved does not serve (a KServe RPC outside the Open Inference Protocol subset, a typo)
+// is UNIMPLEMENTED naming the method and what groved serves.
+//
+// Thread-safe: the factory and the service are stateless; one interceptor per call.
+#pragma once
+
+#include <memory>
+
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/support/server_interceptor.h"
+
+namespace grove::server {
+
+// Server interceptor factory (ServerBuilder::experimental().SetInterceptorCreators): for unary calls
+// whose request failed to decode, rewrites the status to INVALID_ARGUMENT "<method>: the request
+// cannot be decoded as its protobuf message ...".
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+MakeDecodeErrorInterceptorFactory();
+
+// Registered with ServerBuilder::RegisterCallbackGenericService: every method no service
+// registered is answered UNIMPLEMENTED "<method> is not implemented by groved; ...".
+class UnknownMethodService final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override;
+};
+
+}  // namespace grove::server

@@ -1,0 +1,58 @@
+// libFuzzer target for the grove.v1 request converter (server/convert.h): arbitrary bytes parsed as
+// a PredictRequest and as an ExplainRequest, then validated and converted as Predict / Explain do,
+// for several models and row limits. Every check answers OK or INVALID_ARGUMENT /
+// FAILED_PRECONDITION; whatever passes is a rows x cols view that can be read whole, and every
+// explain_rows index is a row of it. Never a crash, a sanitizer report or an unbounded allocation.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "server/convert.h"
+#include "tests/fuzz/request_fuzz_common.h"
+
+namespace {
+
+using grove::fuzz::CheckRequestStatus;
+
+void Predict(const grove::registry::ServableModel& model, const grove::v1::PredictRequest& req) {
+  std::vector<float> converted;
+  absl::StatusOr<grove::RowsView> rows = grove::server::RowsFromMatrix(model, req.rows(), &converted);
+  CheckRequestStatus(rows.status());
+  CheckRequestStatus(grove::server::CheckIterationRange(*model.forest, req.iteration_begin(),
+                                                        req.iteration_end()));
+  CheckRequestStatus(grove::server::ResolveOutputs(model, req).status());
+  if (!rows.ok()) return;
+  grove::fuzz::TouchRows(*rows, model.forest->num_features);
+  const absl::Status explain_rows = grove::server::CheckExplainRows(model, req, rows->rows);
+  CheckRequestStatus(explain_rows);
+  if (!explain_rows.ok()) return;
+  if (req.explain_rows_size() > model.config->max_request_rows) std::abort();
+  float sink = 0;
+  for (int64_t r : req.explain_rows()) sink += rows->Row(r)[rows->cols - 1];
+  if (sink == 12345.678f) std::abort();
+}
+
+void Explain(const grove::registry::ServableModel& model, const grove::v1::ExplainRequest& req) {
+  std::vector<float> converted;
+  absl::StatusOr<grove::RowsView> rows = grove::server::RowsFromMatrix(model, req.rows(), &converted);
+  CheckRequestStatus(rows.status());
+  if (rows.ok()) grove::fuzz::TouchRows(*rows, model.forest->num_features);
+  CheckRequestStatus(grove::server::CheckIterationRange(*model.forest, req.iteration_begin(),
+                                                        req.iteration_end()));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto& models = grove::fuzz::RequestModels();
+  grove::v1::PredictRequest predict;
+  if (predict.ParseFromArray(data, static_cast<int>(size))) {
+    for (const auto& m : models) Predict(*m, predict);
+  }
+  grove::v1::ExplainRequest explain;
+  if (explain.ParseFromArray(data, static_cast<int>(size))) {
+    for (const auto& m : models) Explain(*m, explain);
+  }
+  return 0;
+}

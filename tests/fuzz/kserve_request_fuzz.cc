@@ -1,0 +1,26 @@
+// libFuzzer target for the KServe v2 request converter (server/convert.h): arbitrary bytes parsed as
+// a ModelInferRequest, then version, input tensor and outputs converted as ModelInfer does, for
+// several models and row limits. Every step answers OK or INVALID_ARGUMENT; an input that passes is
+// a rows x cols view that can be read whole (raw or typed, FP32 or FP64). Never a crash, a sanitizer
+// report or an unbounded allocation.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+#include "server/convert.h"
+#include "tests/fuzz/request_fuzz_common.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  inference::ModelInferRequest req;
+  if (!req.ParseFromArray(data, static_cast<int>(size))) return 0;
+  absl::StatusOr<int64_t> version = grove::server::ParseKserveVersion(req.model_version());
+  grove::fuzz::CheckRequestStatus(version.status());
+  if (version.ok() && *version < 0) std::abort();
+  grove::fuzz::CheckRequestStatus(grove::server::ParseKserveOutputs(req).status());
+  for (const auto& m : grove::fuzz::RequestModels()) {
+    absl::StatusOr<grove::server::KserveInput> input = grove::server::ParseKserveInput(*m, req);
+    grove::fuzz::CheckRequestStatus(input.status());
+    if (input.ok()) grove::fuzz::TouchRows(input->rows, m->forest->num_features);
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Writes the seed requests of the request converter fuzz targets into tests/fuzz/seeds/.
+
+Valid and near-valid grove.v1 PredictRequest / ExplainRequest and KServe ModelInferRequest messages
+for the fuzz models (tests/fuzz/request_fuzz_common.h: 8 features for the demo model), so that
+libFuzzer starts from requests that reach the conversion code instead of having to discover the
+shape rules. Run from anywhere; needs grpcio-tools (scripts/install-deps.sh installs it).
+"""
+import pathlib
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "fuzz" / "seeds"
+
+
+def main():
+    with tempfile.TemporaryDirectory() as gen:
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
+                        f"--python_out={gen}", "grove/v1/grove.proto",
+                        "inference/grpc_service.proto"], check=True)
+        sys.path.insert(0, gen)
+        from grove.v1 import grove_pb2
+        from inference import grpc_service_pb2 as kserve
+
+        seeds = {}
+        p = grove_pb2.PredictRequest(model="m")
+        p.rows.rows, p.rows.cols = 2, 8
+        p.rows.values.extend([0.5 * i for i in range(16)])
+        seeds["grove_request/predict_f32"] = p
+        p = grove_pb2.PredictRequest(model="m", explain=True, explain_rows=[1, 0, 1],
+                                     outputs=[1, 2, 3], iteration_begin=0, iteration_end=2)
+        p.rows.rows, p.rows.cols = 2, 8
+        p.rows.values_f64.extend([0.25 * i - 1 for i in range(16)])
+        seeds["grove_request/predict_f64_explain_rows"] = p
+        e = grove_pb2.ExplainRequest(model="m", interactions=True, top_k=3, omit_values=True)
+        e.rows.rows, e.rows.cols = 1, 8
+        e.rows.values.extend([float("nan")] * 8)
+        seeds["grove_request/explain_nan"] = e
+
+        def infer(datatype, rows, cols, raw=None, typed=None):
+            r = kserve.ModelInferRequest(model_name="m", model_version="1")
+            t = r.inputs.add(name="input__0", datatype=datatype, shape=[rows, cols])
+            if raw is not None:
+                r.raw_input_contents.append(raw)
+            if typed is not None:
+                getattr(t.contents, "fp32_contents" if datatype == "FP32" else "fp64_contents").extend(typed)
+            r.outputs.add(name="output__0")
+            r.outputs.add(name="treeshap_output")
+            return r
+
+        seeds["kserve_request/fp32_raw"] = infer("FP32", 2, 8, raw=struct.pack("<16f", *range(16)))
+        seeds["kserve_request/fp32_typed"] = infer("FP32", 1, 8, typed=[0.5] * 8)
+        seeds["kserve_request/fp64_raw"] = infer("FP64", 1, 8, raw=struct.pack("<8d", *range(8)))
+        seeds["kserve_request/fp64_typed"] = infer("FP64", 2, 8, typed=[0.1 * i for i in range(16)])
+        seeds["kserve_request/fp64_huge_shape"] = infer("FP64", 2 ** 61, 16)
+
+        for name, message in seeds.items():
+            path = OUT / f"{name}.pb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(message.SerializeToString())
+            print(path.relative_to(ROOT))
+
+
+if __name__ == "__main__":
+    main()
