@@ -465,6 +465,8 @@ absl::Status TahoeBuilder::Run() {
   s.expected_visits_per_row = visits;
   s.mean_depth = visits / n;
   s.max_depth = max_depth;
+  out_.fixed_steps_ =
+      out_.fixed_walk_ && max_depth <= TahoeForest::kMaxFixedSteps ? std::max(1, max_depth) : 0;
   s.feature_bits = static_cast<int>(out_.feature_bits_);
   s.node_bytes = out_.node_bytes();
   const int64_t num_nodes = static_cast<int64_t>(out_.leaf_ids_.size());
@@ -524,6 +526,7 @@ TahoeForestView TahoeForest::HostView() const {
   v.num_features = forest_->num_features;
   v.num_outputs = forest_->num_outputs;
   v.feature_bits = feature_bits_;
+  v.fixed_steps = fixed_steps_;
   return v;
 }
 

@@ -125,6 +125,9 @@ struct TahoeForestView {
   int32_t num_features = 0;
   int32_t num_outputs = 1;
   uint32_t feature_bits = 1;           // TahoeNode8 only
+  // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
+  // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
+  int32_t fixed_steps = 0;
 };
 
 GROVE_HD float TahoeBitsToFloat(uint32_t bits) {
@@ -280,12 +283,21 @@ struct TahoeFixedStep {
   }
 };
 
+// `steps` > 0: exactly that many steps (at least the tree's depth: a shallower leaf steps to itself),
+// with no test between them; 0: until every lane is at a leaf, tested every kTahoeFixedUnroll steps.
 template <typename Row>
 GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
-                                 uint32_t feature_bits, TahoeNode8& leaf) {
+                                 uint32_t feature_bits, TahoeNode8& leaf, int steps = 0) {
   const TahoeFixedStep step(feature_bits);
   TahoeNode8 n = TahoeLoad(nodes + idx);
-  for (;;) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
+  for (int s = 0; s < steps; ++s) {
+    idx += step.Offset(n, row);
+    n = TahoeLoad(nodes + idx);
+  }
+  for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
@@ -310,11 +322,17 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 template <typename Row>
 GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row& row0,
                               const Row& row1, uint32_t feature_bits, TahoeNode8& leaf0,
-                              TahoeNode8& leaf1) {
+                              TahoeNode8& leaf1, int steps = 0) {
   const TahoeFixedStep step(feature_bits);
   uint32_t i0 = root, i1 = root;
   TahoeNode8 n0 = TahoeLoad(nodes + root), n1 = n0;
-  for (;;) {
+  for (int s = 0; s < steps; ++s) {
+    i0 += step.Offset(n0, row0);
+    i1 += step.Offset(n1, row1);
+    n0 = TahoeLoad(nodes + i0);
+    n1 = TahoeLoad(nodes + i1);
+  }
+  for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
@@ -421,7 +439,7 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
     uint32_t leaf;
     if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
       TahoeNode8 n;
-      leaf = TahoeWalkFixed(nodes, t.root - node_offset, row, f.feature_bits, n);
+      leaf = TahoeWalkFixed(nodes, t.root - node_offset, row, f.feature_bits, n, f.fixed_steps);
       d = TahoeDecode(n, f.feature_bits);
     } else if constexpr (kWalk != kTahoeWalkGeneric) {
       leaf = TahoeTraverseSimple(nodes, t.root - node_offset, row, f, d);
@@ -452,7 +470,7 @@ GROVE_HD void TahoeAccumulateFixed2(const TahoeForestView& f, const TahoeNode8* 
     const TahoeTree t = trees[order != nullptr ? order[i] : i];
     if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
     TahoeNode8 n0, n1;
-    TahoeWalkFixed2(nodes, t.root, row0, row1, f.feature_bits, n0, n1);
+    TahoeWalkFixed2(nodes, t.root, row0, row1, f.feature_bits, n0, n1, f.fixed_steps);
     sum0 += TahoeLeafScalar(f, TahoeDecode(n0, f.feature_bits), row0);
     sum1 += TahoeLeafScalar(f, TahoeDecode(n1, f.feature_bits), row1);
   }
@@ -548,6 +566,11 @@ class TahoeForest {
   // simple(), 8-byte nodes and no linear leaves: TahoeWalkFixed applies (leaves loop to themselves
   // through the padding feature num_features).
   bool fixed_walk() const { return fixed_walk_; }
+  // Steps of a fixed walk with no leaf tests: the deepest leaf's depth for shallow fixed-walk forests
+  // (up to kMaxFixedSteps, where testing every kTahoeFixedUnroll steps would take up to 3 extra
+  // steps per tree); 0 otherwise (deep trees, whose lanes mostly stop well above the deepest leaf).
+  static constexpr int kMaxFixedSteps = 12;
+  int fixed_steps() const { return fixed_steps_; }
   bool wide() const { return wide_; }
 
   // Host view (pointers into this object).
@@ -602,6 +625,7 @@ class TahoeForest {
   bool wide_ = false;
   bool simple_ = false;
   bool fixed_walk_ = false;
+  int fixed_steps_ = 0;
   uint32_t feature_bits_ = 1;
   std::vector<TahoeNode8> nodes8_;
   std::vector<TahoeNode16> nodes16_;
