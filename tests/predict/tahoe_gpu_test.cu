@@ -119,6 +119,7 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
       // The tree-per-lane kernel wherever it applies.
       o.lanes = variant == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
       o.row_chunk = variant == 1 ? 32 : 4 | kRowChunkPaired;
+      o.probe = false;  // every knob above is forced; variant 0 exercises the probes
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
     ASSERT_NE(e, nullptr);
