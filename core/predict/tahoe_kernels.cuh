@@ -239,6 +239,92 @@ __global__ void __launch_bounds__(kForestSmemThreads)
 //  * otherwise (vector leaves, or fewer groups than outputs; never kPair): K doubles of shared
 //    memory per thread, reduced like one output, output by output.
 // Leaf ids go straight out (never kPair).
+// Stages rows [0, nr) of `g_rows` (`stride` floats apart) into `s_rows`, TahoeRowChunkStride(nf)
+// floats a row, with 16-byte loads where alignment allows, and the NaN padding feature of `padded`
+// rows. The caller synchronizes.
+__device__ __forceinline__ void StageChunkRows(const float* g_rows, int64_t stride, int nr, int nf,
+                                               int padded, float* s_rows) {
+  const int S = TahoeRowChunkStride(nf);
+  if ((nf & 3) == 0 && (stride & 3) == 0 && (reinterpret_cast<uintptr_t>(g_rows) & 15) == 0) {
+    const int q = nf >> 2;
+    for (int i = threadIdx.x; i < nr * q; i += blockDim.x) {
+      const int rr = i / q, c = (i - rr * q) << 2;
+      const float4 v = __ldg(reinterpret_cast<const float4*>(g_rows + rr * stride + c));
+      float* d = s_rows + rr * S + c;
+      d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+    }
+  } else {
+    for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
+      const int rr = i / nf, c = i - rr * nf;
+      s_rows[rr * S + c] = __ldg(g_rows + rr * stride + c);
+    }
+  }
+  if (threadIdx.x < padded) s_rows[threadIdx.x * S + nf] = TahoeNan();
+}
+
+// One output: `sum[j]` of every thread (row t % C + j C) added over the tree groups. Lanes l and
+// l ^ o (o >= C) walk the same rows: after the butterfly, lane r < C holds its warp's sums for rows
+// r (+ C); then the warps' sums in warp order. Writes the finalized rows.
+template <int R>
+__device__ __forceinline__ void FinishOneOutput(const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
+                                                const double (&sum)[R], int log2_chunk, int64_t row0,
+                                                int nr, double* s_acc) {
+  const int C = 1 << log2_chunk, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    double v = sum[j];
+    for (int o = 16; o >= C; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane < C) s_acc[j * kRowChunkThreads + warp * 32 + lane] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < nr) {
+    const int j = threadIdx.x >> log2_chunk, rr = threadIdx.x & (C - 1);
+    double s = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += s_acc[j * kRowChunkThreads + w * 32 + rr];
+    TahoeFinalizeScalar(f.view, a.transform, a.kind == OutputKind::kPrediction, s,
+                        a.d_out + (row0 + threadIdx.x) * a.out_stride);
+  }
+}
+
+// Several outputs, class-aware assignment: per (row, output) the sums of that output's tree groups
+// (g = k, k + K, ...) in group order, into s_sums (K per row). The caller synchronizes.
+template <int R>
+__device__ __forceinline__ void SumClassedOutputs(const double (&sum)[R], int log2_chunk, int K,
+                                                  int nr, double* s_acc, double* s_sums) {
+#pragma unroll
+  for (int j = 0; j < R; ++j) s_acc[j * kRowChunkThreads + threadIdx.x] = sum[j];
+  __syncthreads();
+  const int C = 1 << log2_chunk, G = blockDim.x >> log2_chunk;
+  for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
+    const int rr = i / K, k = i - rr * K;
+    const double* p = s_acc + (rr >> log2_chunk) * kRowChunkThreads + (rr & (C - 1));
+    double s = 0;
+    for (int gg = k; gg < G; gg += K) s += p[gg << log2_chunk];
+    s_sums[i] = s;
+  }
+}
+
+// Several outputs without a class-aware assignment: each thread's K sums `m` (shared memory) added
+// over the lanes of its row by a butterfly, output by output, then over the warps in warp order,
+// into warp 0's slot of each (row, output) (which only the adding thread reads). The caller
+// synchronizes; the sums are then at s_acc[row * K + k].
+__device__ __forceinline__ void SumSharedOutputs(double* m, int log2_chunk, int K, int nr,
+                                                 double* s_acc) {
+  const int C = 1 << log2_chunk, lane = threadIdx.x & 31;
+  for (int k = 0; k < K; ++k) {
+    double v = m[k];
+    for (int o = 16; o >= C; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane < C) m[k] = v;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
+    const int rr = i / K, k = i - rr * K;
+    double s = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += s_acc[(w * 32 + rr) * K + k];
+    s_acc[rr * K + k] = s;
+  }
+}
+
 template <typename Node, bool kMulti, int kWalk, bool kPair>
 __global__ void __launch_bounds__(kRowChunkThreads)
     RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk) {
@@ -248,8 +334,7 @@ __global__ void __launch_bounds__(kRowChunkThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   const int C = 1 << log2_chunk;
   const int K = kMulti ? f.view.num_outputs : 1;
-  const int nf = f.view.num_features;
-  const int S = TahoeRowChunkStride(nf);
+  const int S = TahoeRowChunkStride(f.view.num_features);
   const int assignment = TahoeRowChunkAssignment(log2_chunk);
   const bool classed = kMulti && TahoeRowChunkClassed(f.class_mask, K, log2_chunk);
   double* s_acc = reinterpret_cast<double*>(smem);
@@ -257,22 +342,8 @@ __global__ void __launch_bounds__(kRowChunkThreads)
       smem + TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, log2_chunk, kPair));
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * R) << log2_chunk;
   const int nr = static_cast<int>(a.rows - row0 < R * C ? a.rows - row0 : R * C);
-  const float* g_rows = a.d_rows + row0 * a.row_stride;
-  if ((nf & 3) == 0 && (a.row_stride & 3) == 0 && (reinterpret_cast<uintptr_t>(g_rows) & 15) == 0) {
-    const int q = nf >> 2;  // 16-byte loads
-    for (int i = threadIdx.x; i < nr * q; i += blockDim.x) {
-      const int rr = i / q, c = (i - rr * q) << 2;
-      const float4 v = __ldg(reinterpret_cast<const float4*>(g_rows + rr * a.row_stride + c));
-      float* d = s_rows + rr * S + c;
-      d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
-    }
-  } else {
-    for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
-      const int rr = i / nf, c = i - rr * nf;
-      s_rows[rr * S + c] = __ldg(g_rows + rr * a.row_stride + c);
-    }
-  }
-  if (threadIdx.x < R * C) s_rows[threadIdx.x * S + nf] = TahoeNan();
+  StageChunkRows(a.d_rows + row0 * a.row_stride, a.row_stride, nr, f.view.num_features, R * C,
+                 s_rows);
   __syncthreads();
   const int r = threadIdx.x & (C - 1), g = threadIdx.x >> log2_chunk;
   const uint32_t* order = classed ? f.d_class_order + f.class_order_begin[assignment]
@@ -281,7 +352,7 @@ __global__ void __launch_bounds__(kRowChunkThreads)
                                     : f.d_assign_offsets + f.offsets_begin[assignment];
   const Node* nodes = static_cast<const Node*>(f.view.nodes);
   double sum[R] = {};
-  double* m = nullptr;
+  double* m = kMulti && !kPair && !classed ? s_acc + threadIdx.x * K : nullptr;
   if constexpr (kPair) {
     if (r < nr) {
       // A second row past the end walks the first one again; its sum is never read.
@@ -292,9 +363,8 @@ __global__ void __launch_bounds__(kRowChunkThreads)
   } else {
     const TahoePlainRow row{s_rows + r * S};
     float* out = a.d_out + (row0 + r) * a.out_stride;
-    m = kMulti && !classed ? s_acc + threadIdx.x * K : nullptr;
     if (r < nr) {
-      if (!kMulti || classed) {
+      if (m == nullptr) {
         sum[0] = WalkRow<false, kWalk>(f.view, nodes, 0, f.view.trees, order, offsets[g],
                                        offsets[g + 1], a, row, nullptr, out, false);
       } else {
@@ -306,60 +376,21 @@ __global__ void __launch_bounds__(kRowChunkThreads)
     }
     if (a.kind == OutputKind::kLeaf) return;  // uniform over the block
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const bool prediction = a.kind == OutputKind::kPrediction;
   if (!kMulti) {
-    // Lanes l and l ^ o (o >= C) walk the same rows: after the butterfly, lane r < C holds its
-    // warp's sums for rows r (+ C) (C == 32: every lane is its own row).
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      for (int o = 16; o >= C; o >>= 1) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], o);
-      if (lane < C) s_acc[j * kRowChunkThreads + warp * 32 + lane] = sum[j];
-    }
-    __syncthreads();
-    if (threadIdx.x < nr) {
-      const int j = threadIdx.x >> log2_chunk, rr = threadIdx.x & (C - 1);
-      double s = 0;
-      for (int w = 0; w < warps; ++w) s += s_acc[j * kRowChunkThreads + w * 32 + rr];
-      TahoeFinalizeScalar(f.view, a.transform, prediction, s,
-                          a.d_out + (row0 + threadIdx.x) * a.out_stride);
-    }
+    FinishOneOutput(f, a, sum, log2_chunk, row0, nr, s_acc);
     return;
   }
   double* s_sums = s_acc;  // the chunk's K sums per row, row-major
   if (classed) {
     s_sums = s_acc + R * kRowChunkThreads;
-#pragma unroll
-    for (int j = 0; j < R; ++j) s_acc[j * kRowChunkThreads + threadIdx.x] = sum[j];
-    __syncthreads();
-    const int G = blockDim.x >> log2_chunk;
-    for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
-      const int rr = i / K, k = i - rr * K;
-      const double* p = s_acc + (rr >> log2_chunk) * kRowChunkThreads + (rr & (C - 1));
-      double s = 0;
-      for (int gg = k; gg < G; gg += K) s += p[gg << log2_chunk];
-      s_sums[i] = s;
-    }
-  } else if constexpr (!kPair) {
-    for (int k = 0; k < K; ++k) {
-      double v = m[k];
-      for (int o = 16; o >= C; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane < C) m[k] = v;
-    }
-    __syncthreads();
-    // (row, output) pairs: the warps' sums in warp order, into warp 0's slot of the pair (which
-    // only this thread reads).
-    for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
-      const int rr = i / K, k = i - rr * K;
-      double s = 0;
-      for (int w = 0; w < warps; ++w) s += s_acc[(w * 32 + rr) * K + k];
-      s_acc[rr * K + k] = s;
-    }
+    SumClassedOutputs(sum, log2_chunk, K, nr, s_acc, s_sums);
+  } else if (m != nullptr) {
+    SumSharedOutputs(m, log2_chunk, K, nr, s_acc);
   }
   __syncthreads();
   if (threadIdx.x < nr) {
-    TahoeFinalizeRow(f.view, a.transform, prediction, s_sums + threadIdx.x * K,
-                     a.d_out + (row0 + threadIdx.x) * a.out_stride);
+    TahoeFinalizeRow(f.view, a.transform, a.kind == OutputKind::kPrediction,
+                     s_sums + threadIdx.x * K, a.d_out + (row0 + threadIdx.x) * a.out_stride);
   }
 }
 
