@@ -22,6 +22,7 @@
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
 #include "core/predict/tahoe_kernels.h"
+#include "core/predict/tahoe_lane.h"
 #include "core/predict/traverse.h"
 
 namespace grove {

@@ -1,4 +1,5 @@
 #include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe_lane.h"
 
 #include <algorithm>
 #include <array>

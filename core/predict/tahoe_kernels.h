@@ -33,6 +33,7 @@
 #include "core/predict/perf_model.h"
 #include "core/predict/predict.h"
 #include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe_lane.h"
 
 namespace grove {
 

@@ -13,6 +13,7 @@
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
 #include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe_lane.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/predict_reference.h"

@@ -1,0 +1,162 @@
+// Tahoe format, part 1: the packed nodes, tree records and the by-value forest view the GPU kernels
+// and the host evaluator read (tahoe_forest.h describes the format as a whole), with the per-node
+// decode and routing shared by every walk.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/common/hd.h"
+#include "core/model/decision.h"
+
+namespace grove {
+
+// Five flag bits of a packed node. kDefaultLeft and kMissingZero coincide with decision_bits so a
+// numeric node's flags go to NumericGoesLeft unchanged (bit 3, kHotRight, is ignored there).
+namespace tahoe_bits {
+inline constexpr uint32_t kLeaf = 1u << 0;
+inline constexpr uint32_t kDefaultLeft = 1u << 1;  // NaN direction (LightGBM NaN-as-zero resolved)
+inline constexpr uint32_t kCategorical = 1u << 2;  // split: value indexes TahoeForest::cat_splits
+inline constexpr uint32_t kHotRight = 1u << 3;     // split: the adjacent child is the right child
+inline constexpr uint32_t kMissingZero = 1u << 4;
+inline constexpr int kNumFlags = 5;
+// Leaves reuse the split-only bits.
+inline constexpr uint32_t kLeafTable = kCategorical;  // value indexes leaf_table (else: float bits)
+inline constexpr uint32_t kLeafLinear = kHotRight;    // value indexes linear_leaves
+static_assert(kDefaultLeft == decision_bits::kDefaultLeft);
+static_assert(kMissingZero == decision_bits::kMissingZero);
+}  // namespace tahoe_bits
+
+// 8-byte node: `word` = feature | flags << feature_bits | distant << (feature_bits + 5), where
+// feature_bits is the fewest bits that index features 0..num_features (TahoeForestView::
+// feature_bits): a leaf's feature is the padding feature num_features (see TahoeWalkFixed).
+struct alignas(8) TahoeNode8 {
+  uint32_t value;  // split: float threshold bits or cat_splits index; leaf: see tahoe_bits
+  uint32_t word;
+};
+static_assert(sizeof(TahoeNode8) == 8, "TahoeNode8 must stay 8 bytes");
+
+// 16-byte node for models whose trees or feature counts do not fit the packed word.
+struct alignas(16) TahoeNode16 {
+  uint32_t value;
+  uint32_t feature;
+  uint32_t flags;
+  uint32_t distant;  // offset from this node to its distant child (0 for a leaf)
+};
+static_assert(sizeof(TahoeNode16) == 16, "TahoeNode16 must stay 16 bytes");
+
+struct TahoeTree {
+  uint32_t root;       // index of the root in the node array
+  uint32_t orig;       // index of the tree in the model (leaf-output column)
+  int32_t group;       // output group of a scalar-leaf tree; -1 for vector leaves (num_outputs values)
+  int32_t iteration;   // boosting round
+};
+static_assert(sizeof(TahoeTree) == 16, "TahoeTree must stay 16 bytes");
+
+struct TahoeCatSplit {
+  uint32_t offset;     // first word in cat_bits
+  uint32_t num_words;
+  uint32_t flags;      // decision_bits for CategoricalGoesLeft
+  uint32_t pad = 0;
+};
+
+struct TahoeLinearLeaf {
+  double constant;
+  double plain;        // the leaf's plain value (used when a feature is NaN)
+  double weight;       // tree weight
+  uint32_t begin;      // terms in linear_features / linear_coeffs
+  uint32_t count;
+};
+
+// A decoded node.
+struct TahoeDecoded {
+  uint32_t value;
+  uint32_t feature;
+  uint32_t flags;
+  uint32_t distant;
+};
+
+// Raw pointers to a TahoeForest's arrays, host or device; passed by value into kernels.
+struct TahoeForestView {
+  const void* nodes = nullptr;  // TahoeNode8 or TahoeNode16 (node_bytes)
+  const TahoeTree* trees = nullptr;  // in the Tahoe order
+  const TahoeCatSplit* cat_splits = nullptr;
+  const uint32_t* cat_bits = nullptr;
+  const double* leaf_table = nullptr;
+  const TahoeLinearLeaf* linear_leaves = nullptr;
+  const int32_t* linear_features = nullptr;
+  const double* linear_coeffs = nullptr;
+  const int32_t* leaf_ids = nullptr;   // per node: the library's leaf id (-1 for splits)
+  const double* base_margin = nullptr; // num_outputs
+  int32_t num_trees = 0;
+  int32_t num_nodes = 0;
+  int32_t num_features = 0;
+  int32_t num_outputs = 1;
+  uint32_t feature_bits = 1;           // TahoeNode8 only
+  // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
+  // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
+  int32_t fixed_steps = 0;
+};
+
+GROVE_HD float TahoeBitsToFloat(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+// The value of the padding feature (TahoeWalkFixed, TahoeLaneLayout).
+GROVE_HD float TahoeNan() { return TahoeBitsToFloat(0x7fc00000u); }
+
+// One wide load per node (a plain struct copy may become two 32-bit loads). `Pair`: an 8-byte node
+// of two 32-bit words.
+template <typename Pair>
+GROVE_HD Pair TahoeLoadPair(const Pair* p) {
+  static_assert(sizeof(Pair) == 8 && alignof(Pair) == 8);
+#if defined(__CUDA_ARCH__)
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  return Pair{v.x, v.y};
+#else
+  return *p;
+#endif
+}
+GROVE_HD TahoeNode8 TahoeLoad(const TahoeNode8* p) { return TahoeLoadPair(p); }
+GROVE_HD TahoeNode16 TahoeLoad(const TahoeNode16* p) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  return TahoeNode16{v.x, v.y, v.z, v.w};
+#else
+  return *p;
+#endif
+}
+
+GROVE_HD TahoeDecoded TahoeDecode(const TahoeNode8& n, uint32_t feature_bits) {
+  TahoeDecoded d;
+  d.value = n.value;
+  d.feature = n.word & ((1u << feature_bits) - 1u);
+  d.flags = (n.word >> feature_bits) & ((1u << tahoe_bits::kNumFlags) - 1u);
+  d.distant = n.word >> (feature_bits + tahoe_bits::kNumFlags);
+  return d;
+}
+
+GROVE_HD TahoeDecoded TahoeDecode(const TahoeNode16& n, uint32_t /*feature_bits*/) {
+  return TahoeDecoded{n.value, n.feature, n.flags, n.distant};
+}
+
+// Does `row` go from split `d` to its adjacent child (node + 1)? Same rules as the CPU reference.
+GROVE_HD bool TahoeGoesAdjacent(const TahoeDecoded& d, const TahoeCatSplit* cat_splits,
+                                const uint32_t* cat_bits, float x) {
+  bool left;
+  if (d.flags & tahoe_bits::kCategorical) {
+    const TahoeCatSplit& c = cat_splits[d.value];
+    left = CategoricalGoesLeft(static_cast<uint16_t>(c.flags), cat_bits + c.offset, c.num_words, x);
+  } else {
+    left = NumericGoesLeft(static_cast<uint16_t>(d.flags), TahoeBitsToFloat(d.value), x);
+  }
+  return left != ((d.flags & tahoe_bits::kHotRight) != 0);
+}
+
+}  // namespace grove

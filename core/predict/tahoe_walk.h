@@ -1,0 +1,338 @@
+// Tahoe format, part 2: the per-row, per-tree logic written once as GROVE_HD code (the GPU kernels and
+// TahoePredictHost run the same functions): the walks of a tree (generic, simple, fixed), leaf values,
+// accumulation over trees and the finalisation of a row. The nodes are tahoe_node.h's.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/common/hd.h"
+#include "core/model/decision.h"
+#include "core/model/transform.h"
+#include "core/predict/tahoe_node.h"
+
+namespace grove {
+
+// Index (into `nodes`) of the leaf that `row` reaches from `idx`; the decoded leaf goes to `leaf`.
+// `row[f]` gives feature f.
+template <typename Node, typename Row>
+GROVE_HD uint32_t TahoeTraverse(const Node* nodes, uint32_t idx, const Row& row,
+                                const TahoeForestView& f, TahoeDecoded& leaf) {
+  for (;;) {
+    const TahoeDecoded d = TahoeDecode(TahoeLoad(nodes + idx), f.feature_bits);
+    if (d.flags & tahoe_bits::kLeaf) {
+      leaf = d;
+      return idx;
+    }
+    idx += TahoeGoesAdjacent(d, f.cat_splits, f.cat_bits, row[d.feature]) ? 1u : d.distant;
+  }
+}
+
+// The same walk for "simple" forests (TahoeForest::simple(): numeric splits only, no missing-zero
+// rule), which covers most XGBoost models: NaN takes the default direction, else x < threshold goes
+// left -- exactly NumericGoesLeft for such nodes -- with the decode masks hoisted out of the loop.
+// About half the instructions per node of TahoeTraverse.
+template <typename Node, typename Row>
+GROVE_HD uint32_t TahoeTraverseSimple(const Node* nodes, uint32_t idx, const Row& row,
+                                      const TahoeForestView& f, TahoeDecoded& leaf) {
+  for (;;) {
+    const TahoeDecoded d = TahoeDecode(TahoeLoad(nodes + idx), f.feature_bits);
+    if (d.flags & tahoe_bits::kLeaf) {
+      leaf = d;
+      return idx;
+    }
+    const float x = row[d.feature];
+    const bool left = IsNan(x) ? (d.flags & tahoe_bits::kDefaultLeft) != 0
+                               : x < TahoeBitsToFloat(d.value);
+    idx += left != ((d.flags & tahoe_bits::kHotRight) != 0) ? 1u : d.distant;
+  }
+}
+
+// TahoeNode8 specialisation: masks and shifts computed once per tree.
+template <typename Row>
+GROVE_HD uint32_t TahoeTraverseSimple(const TahoeNode8* nodes, uint32_t idx, const Row& row,
+                                      const TahoeForestView& f, TahoeDecoded& leaf) {
+  const uint32_t fb = f.feature_bits;
+  const uint32_t fmask = (1u << fb) - 1u;
+  const uint32_t leaf_bit = tahoe_bits::kLeaf << fb;
+  const uint32_t default_left_bit = tahoe_bits::kDefaultLeft << fb;
+  const uint32_t hot_right_bit = tahoe_bits::kHotRight << fb;
+  const uint32_t dshift = fb + tahoe_bits::kNumFlags;
+  for (;;) {
+    const TahoeNode8 n = TahoeLoad(nodes + idx);
+    if (n.word & leaf_bit) {
+      leaf = TahoeDecode(n, fb);
+      return idx;
+    }
+    const float x = row[n.word & fmask];
+    const bool left = IsNan(x) ? (n.word & default_left_bit) != 0 : x < TahoeBitsToFloat(n.value);
+    idx += left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+  }
+}
+
+// Walks of a tree, from the most general to the cheapest per node (TahoeAccumulateTrees' kWalk):
+//  * kGeneric: every split kind (TahoeTraverse);
+//  * kSimple: TahoeForest::simple() forests (TahoeTraverseSimple);
+//  * kFixed: TahoeForest::fixed_walk() forests with rows padded by a NaN column (TahoeWalkFixed).
+enum TahoeWalk : int { kTahoeWalkGeneric = 0, kTahoeWalkSimple = 1, kTahoeWalkFixed = 2 };
+
+// Steps TahoeWalkFixed takes between two tests of whether every lane has reached its leaf.
+inline constexpr int kTahoeFixedUnroll = 4;
+
+// Branch-free walk for TahoeForest::fixed_walk() forests. Every leaf names the padding feature
+// `num_features` (whose value is NaN in every row the caller passes) and has no flag that a split
+// reads, so at a leaf the comparison fails, NaN does not go left, and the walk adds the leaf's
+// distant offset, 0: leaves loop to themselves. The walk can therefore take kTahoeFixedUnroll steps
+// between leaf tests with no test or branch per node, and on the GPU one test serves the warp
+// (lanes loop until all of them are at a leaf; extra steps are no-ops). Routing is TahoeTraverseSimple's
+// (NaN takes the default direction, else x < threshold goes left). `row[num_features]` must be NaN.
+// Returns the leaf's index; its node goes to `leaf`.
+// The packed word's fields for a forest's feature_bits, computed once per tree; Step is one fixed
+// step (a leaf steps to itself).
+struct TahoeFixedStep {
+  uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
+  GROVE_HD explicit TahoeFixedStep(uint32_t feature_bits)
+      : fmask((1u << feature_bits) - 1u),
+        leaf_bit(tahoe_bits::kLeaf << feature_bits),
+        default_left_bit(tahoe_bits::kDefaultLeft << feature_bits),
+        hot_right_bit(tahoe_bits::kHotRight << feature_bits),
+        dshift(feature_bits + tahoe_bits::kNumFlags) {}
+  template <typename Row>
+  GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
+    const float x = row[n.word & fmask];
+    const bool left = x < TahoeBitsToFloat(n.value) || (IsNan(x) && (n.word & default_left_bit) != 0);
+    return left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+  }
+};
+
+// `steps` > 0: exactly that many steps (at least the tree's depth: a shallower leaf steps to itself),
+// with no test between them; 0: until every lane is at a leaf, tested every kTahoeFixedUnroll steps.
+template <typename Row>
+GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
+                                 uint32_t feature_bits, TahoeNode8& leaf, int steps = 0) {
+  const TahoeFixedStep step(feature_bits);
+  TahoeNode8 n = TahoeLoad(nodes + idx);
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
+  for (int s = 0; s < steps; ++s) {
+    idx += step.Offset(n, row);
+    n = TahoeLoad(nodes + idx);
+  }
+  for (; steps == 0;) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int s = 0; s < kTahoeFixedUnroll; ++s) {
+      idx += step.Offset(n, row);
+      n = TahoeLoad(nodes + idx);
+    }
+    const bool done = (n.word & step.leaf_bit) != 0;
+#if defined(__CUDA_ARCH__)
+    if (__all_sync(__activemask(), done)) break;
+#else
+    if (done) break;
+#endif
+  }
+  leaf = n;
+  return idx;
+}
+
+// TahoeWalkFixed for two rows through the same tree at once: two independent chains of node and
+// feature loads per thread, so a thread keeps twice the loads in flight (latency-bound walks of
+// wide or many-output forests run at full occupancy and still wait on L2). Same routing, same leaves.
+template <typename Row>
+GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row& row0,
+                              const Row& row1, uint32_t feature_bits, TahoeNode8& leaf0,
+                              TahoeNode8& leaf1, int steps = 0) {
+  const TahoeFixedStep step(feature_bits);
+  uint32_t i0 = root, i1 = root;
+  TahoeNode8 n0 = TahoeLoad(nodes + root), n1 = n0;
+  for (int s = 0; s < steps; ++s) {
+    i0 += step.Offset(n0, row0);
+    i1 += step.Offset(n1, row1);
+    n0 = TahoeLoad(nodes + i0);
+    n1 = TahoeLoad(nodes + i1);
+  }
+  for (; steps == 0;) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int s = 0; s < kTahoeFixedUnroll; ++s) {
+      i0 += step.Offset(n0, row0);
+      i1 += step.Offset(n1, row1);
+      n0 = TahoeLoad(nodes + i0);
+      n1 = TahoeLoad(nodes + i1);
+    }
+    const bool done = (n0.word & n1.word & step.leaf_bit) != 0;
+#if defined(__CUDA_ARCH__)
+    if (__all_sync(__activemask(), done)) break;
+#else
+    if (done) break;
+#endif
+  }
+  leaf0 = n0;
+  leaf1 = n1;
+}
+
+// A row accessor with the NaN padding feature TahoeWalkFixed needs (host evaluation).
+template <typename Row>
+struct TahoeNanPaddedRow {
+  Row row;
+  uint32_t num_features;
+  GROVE_HD float operator[](uint32_t feature) const {
+    return feature < num_features ? row[feature] : TahoeNan();
+  }
+};
+
+// Weighted value of a scalar leaf (CPU reference arithmetic: weight * value in double).
+template <typename Row>
+GROVE_HD double TahoeLeafScalar(const TahoeForestView& f, const TahoeDecoded& leaf,
+                                const Row& row) {
+  if (!(leaf.flags & tahoe_bits::kLeafTable)) return static_cast<double>(TahoeBitsToFloat(leaf.value));
+  if (leaf.flags & tahoe_bits::kLeafLinear) {
+    const TahoeLinearLeaf& l = f.linear_leaves[leaf.value];
+    double v = l.constant;
+    for (uint32_t i = l.begin; i < l.begin + l.count; ++i) {
+      const float x = row[f.linear_features[i]];
+      if (IsNan(x)) return l.weight * l.plain;
+      v += f.linear_coeffs[i] * static_cast<double>(x);
+    }
+    return l.weight * v;
+  }
+  return f.leaf_table[leaf.value];
+}
+
+// Per-call parameters of the per-row logic.
+struct TahoeRowParams {
+  int32_t it_begin = 0;
+  int32_t it_end = 0;
+  int32_t leaf_col_base = 0;  // leaf output: column = TahoeTree::orig - leaf_col_base
+};
+
+// One output: the margin sum stays in a register.
+struct TahoeScalarAcc {
+  double sum = 0;
+  GROVE_HD void Add(int32_t /*group*/, double v) { sum += v; }
+  GROVE_HD void AddVector(const double* /*v*/, int /*n*/) {}
+  GROVE_HD void Flush() {}
+};
+
+// Several outputs: a running sum for the current group, flushed into m[group] (num_outputs doubles
+// owned by the calling thread) when the group changes; trees are stored group by group so a thread
+// flushes about once per group.
+struct TahoeGroupAcc {
+  double* m;
+  int32_t cur = -1;
+  double sum = 0;
+  GROVE_HD explicit TahoeGroupAcc(double* margins) : m(margins) {}
+  GROVE_HD void Add(int32_t group, double v) {
+    if (group != cur) {
+      Flush();
+      cur = group;
+    }
+    sum += v;
+  }
+  GROVE_HD void AddVector(const double* v, int n) {
+    for (int k = 0; k < n; ++k) m[k] += v[k];
+  }
+  GROVE_HD void Flush() {
+    if (cur >= 0) m[cur] += sum;
+    cur = -1;
+    sum = 0;
+  }
+};
+
+// Walks trees order[i] (or i when order is null) for i in [begin, end) with stride `step`, for one
+// row. `nodes` holds the forest's nodes from node index `node_offset` on (a shared-memory part, or
+// the whole array with offset 0). Margins go to `acc`; with `leaf_out` the leaf ids go there
+// instead.
+// kWalk: a TahoeWalk the forest allows (kTahoeWalkFixed: TahoeNode8 nodes, `row` padded).
+template <int kWalk = kTahoeWalkGeneric, typename Node, typename Row, typename Acc>
+GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
+                                   uint32_t node_offset, const TahoeTree* trees,
+                                   const uint32_t* order, uint32_t begin, uint32_t end,
+                                   const TahoeRowParams& p, const Row& row, Acc& acc,
+                                   float* leaf_out) {
+  for (uint32_t i = begin; i < end; ++i) {
+    const TahoeTree t = trees[order != nullptr ? order[i] : i];
+    if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
+    TahoeDecoded d;
+    uint32_t leaf;
+    if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+      TahoeNode8 n;
+      leaf = TahoeWalkFixed(nodes, t.root - node_offset, row, f.feature_bits, n, f.fixed_steps);
+      d = TahoeDecode(n, f.feature_bits);
+    } else if constexpr (kWalk != kTahoeWalkGeneric) {
+      leaf = TahoeTraverseSimple(nodes, t.root - node_offset, row, f, d);
+    } else {
+      leaf = TahoeTraverse(nodes, t.root - node_offset, row, f, d);
+    }
+    if (leaf_out != nullptr) {
+      leaf_out[t.orig - p.leaf_col_base] = static_cast<float>(f.leaf_ids[leaf + node_offset]);
+      continue;
+    }
+    if (t.group >= 0) {
+      acc.Add(t.group, TahoeLeafScalar(f, d, row));
+    } else {
+      acc.AddVector(f.leaf_table + d.value, f.num_outputs);
+    }
+  }
+  acc.Flush();
+}
+
+// Margin sums of two rows over trees order[i] (or i) for i in [begin, end), every tree's leaf
+// scalar (no vector leaves), with TahoeWalkFixed2; the one-output sums of TahoeAccumulateTrees.
+template <typename Row>
+GROVE_HD void TahoeAccumulateFixed2(const TahoeForestView& f, const TahoeNode8* nodes,
+                                    const TahoeTree* trees, const uint32_t* order, uint32_t begin,
+                                    uint32_t end, const TahoeRowParams& p, const Row& row0,
+                                    const Row& row1, double& sum0, double& sum1) {
+  for (uint32_t i = begin; i < end; ++i) {
+    const TahoeTree t = trees[order != nullptr ? order[i] : i];
+    if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
+    TahoeNode8 n0, n1;
+    TahoeWalkFixed2(nodes, t.root, row0, row1, f.feature_bits, n0, n1, f.fixed_steps);
+    sum0 += TahoeLeafScalar(f, TahoeDecode(n0, f.feature_bits), row0);
+    sum1 += TahoeLeafScalar(f, TahoeDecode(n1, f.feature_bits), row1);
+  }
+}
+
+// Writes one row's output from its margin sum (base margin not included).
+GROVE_HD void TahoeFinalizeScalar(const TahoeForestView& f, const TransformParams& tp,
+                                  bool prediction, double sum, float* out_row) {
+  const double m = f.base_margin[0] + sum;
+  if (!prediction) {
+    out_row[0] = static_cast<float>(m);
+  } else if (tp.link == Link::kArgmax) {
+    out_row[0] = 0.0f;  // TransformRow's argmax of a single output
+  } else {
+    // TransformRow for one output (softmax needs two or more, which BuildForest enforces).
+    const double v = tp.average_divisor != 1.0 ? m / tp.average_divisor : m;
+    out_row[0] = static_cast<float>(TransformScalar(tp, v));
+  }
+}
+
+// `m`: num_outputs margin sums (base margin not included), overwritten with the margins.
+GROVE_HD void TahoeFinalizeRow(const TahoeForestView& f, const TransformParams& tp,
+                               bool prediction, double* m, float* out_row) {
+  for (int k = 0; k < f.num_outputs; ++k) m[k] += f.base_margin[k];
+  if (!prediction) {
+    for (int k = 0; k < f.num_outputs; ++k) out_row[k] = static_cast<float>(m[k]);
+  } else {
+    TransformRow(tp, m, out_row);
+  }
+}
+
+// Row accessors.
+struct TahoePlainRow {
+  const float* p;
+  GROVE_HD float operator[](uint32_t feature) const { return p[feature]; }
+};
+struct TahoeStridedRow {  // feature-major tile: feature f of this row at p[f * stride]
+  const float* p;
+  uint32_t stride;
+  GROVE_HD float operator[](uint32_t feature) const { return p[feature * stride]; }
+};
+
+}  // namespace grove
