@@ -132,7 +132,7 @@ double MeasureBandwidth() {
 }
 
 void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& forest,
-              const std::vector<float>& all_rows, double bandwidth) {
+              const std::vector<float>& all_rows, double bandwidth, ThreadPool* pool) {
   const int F = forest.num_features;
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -164,6 +164,7 @@ void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
   for (bool dbl : precisions) {
     TreeShapGpuOptions o;
     o.double_precision = dbl;
+    o.host_pool = pool;  // as ExplainEngine sets it
     absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(layout, o);
     if (!gpu.ok()) {
       std::printf("GPU unavailable: %s\n", std::string(gpu.status().message()).c_str());
@@ -226,6 +227,19 @@ void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
       Row(flags.name, kind, where, "h2d", n, h2d, absl::StrFormat("%.1f MB", n * F * 4e-6));
       Row(flags.name, kind, where, "d2h", n, d2h, absl::StrFormat("%.1f MB", n * width * 4e-6));
       Row(flags.name, kind, where, "e2e", n, e2e, "host rows in, host results out");
+      // The same with the host copies on the calling thread only (before the pool did them).
+      TreeShapGpuOptions one_thread = o;
+      one_thread.host_pool = nullptr;
+      absl::StatusOr<std::unique_ptr<TreeShapGpu>> g1 = TreeShapGpu::Create(layout, one_thread);
+      if (g1.ok()) {
+        const double t = TimeMedian(flags.reps, [&] {
+          ok = ok && (*g1)
+                         ->Explain(MakeRowsView(all_rows.data(), n, F), inter,
+                                   MakeMatrixView(out.data(), n, width), nullptr)
+                         .ok();
+        });
+        Row(flags.name, kind, where, "e2e-1thread", n, t, "host copies on the calling thread");
+      }
       cudaFree(d_rows);
       cudaFree(d_out);
       cudaFreeHost(h_rows);
@@ -342,17 +356,17 @@ int Main(int argc, char** argv) {
               flags.name.c_str(), f.trees.size(), f.num_features, f.num_outputs,
               1e3 * (Now() - layout_start), (*layout)->stats.Describe().c_str());
   std::printf("| model | values | where | what | rows | median | rows/s | note |\n");
+  ThreadPool pool(flags.threads);
 #if defined(GROVE_HAVE_CUDA)
   if (TreeShapGpuDeviceCount() > 0) {
     static double bandwidth = 0;
     if (bandwidth == 0) bandwidth = MeasureBandwidth();
     std::printf("device-to-device copy bandwidth: %.0f GB/s\n", bandwidth / 1e9);
-    BenchGpu(flags, *layout, f, rows, bandwidth);
+    BenchGpu(flags, *layout, f, rows, bandwidth, &pool);
   } else {
     std::printf("no GPU visible\n");
   }
 #endif
-  ThreadPool pool(flags.threads);
   BenchCpu(flags, *layout, f, rows, &pool);
   return 0;
 }

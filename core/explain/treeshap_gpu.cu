@@ -1,6 +1,8 @@
 // GPU TreeSHAP engine: device layouts, workspaces, streams and launches (see treeshap_gpu.h).
 #include "core/explain/treeshap_gpu.h"
 
+#include "core/common/host_copy.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -377,17 +379,27 @@ class TreeShapGpuImpl final : public TreeShapGpu {
         return st;
       }
     }
-    const double copy_start = Now();
     float* h_rows = static_cast<float*>(d.h_rows.ptr);
-    for (int64_t r = 0; r < n; ++r) {
-      std::memcpy(h_rows + r * F, rows.Row(begin + r), F * sizeof(float));
-    }
-    *copy_seconds += Now() - copy_start;
     float* h_out = static_cast<float*>(d.h_out.ptr);
+    ThreadPool* pool = options_.host_pool;
+    // Each chunk's rows are staged just before its copy, and the previous chunk's results are
+    // copied out while this one computes (its stream is the other one).
+    auto copy_out = [&](int64_t c, int prev_slot) -> absl::Status {
+      GROVE_CUDA_RETURN(cudaStreamSynchronize(d.streams[prev_slot]));
+      const double start = Now();
+      const int64_t m = std::min(chunk, n - c);
+      CopyRows(pool, out.Row(begin + c), out.stride, h_out + c * width, width, m, width);
+      *copy_seconds += Now() - start;
+      return absl::OkStatus();
+    };
     int slot = 0;
+    int64_t pending = -1;  // first row of the chunk whose results are not copied out yet
     for (int64_t c = 0; c < n; c += chunk, slot ^= 1) {
       const int64_t m = std::min(chunk, n - c);
       cudaStream_t s = d.streams[slot];
+      const double copy_start = Now();
+      CopyRows(pool, h_rows + c * F, F, rows.Row(begin + c), rows.stride, m, F);
+      *copy_seconds += Now() - copy_start;
       float* d_rows = static_cast<float*>(d.rows[slot].ptr);
       float* d_out = static_cast<float*>(d.out[slot].ptr);
       GROVE_CUDA_RETURN(cudaMemcpyAsync(d_rows, h_rows + c * F, m * F * sizeof(float),
@@ -399,14 +411,16 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       }
       GROVE_CUDA_RETURN(cudaMemcpyAsync(h_out + c * width, d_out, m * width * sizeof(float),
                                         cudaMemcpyDeviceToHost, s));
+      if (pending >= 0) {
+        if (absl::Status st = copy_out(pending, slot ^ 1); !st.ok()) return st;
+      }
+      pending = c;
+    }
+    if (pending >= 0) {
+      if (absl::Status st = copy_out(pending, slot ^ 1); !st.ok()) return st;
     }
     GROVE_CUDA_RETURN(cudaStreamSynchronize(d.streams[0]));
     GROVE_CUDA_RETURN(cudaStreamSynchronize(d.streams[1]));
-    const double out_start = Now();
-    for (int64_t r = 0; r < n; ++r) {
-      std::memcpy(out.Row(begin + r), h_out + r * width, width * sizeof(float));
-    }
-    *copy_seconds += Now() - out_start;
     return absl::OkStatus();
   }
 

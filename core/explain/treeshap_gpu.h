@@ -25,6 +25,8 @@
 
 namespace grove {
 
+class ThreadPool;
+
 struct TreeShapGpuOptions {
   // Path arithmetic (EXTEND / UNWOUNDSUM) in double; false: float32. Accumulation is always
   // 64-bit fixed point. Default chosen by measurement (docs/benchmarks.md, issue 3).
@@ -37,6 +39,9 @@ struct TreeShapGpuOptions {
   // false: every lane adds to global memory (ablation).
   bool shared_accumulation = true;
   int64_t max_chunk_bytes = int64_t{1} << 30;  // fixed-point accumulator bytes per chunk
+  // Copies between the caller's buffers and the pinned staging buffers run on this pool
+  // (core/common/host_copy.h); not owned, must outlive the engine. Null: the calling thread.
+  ThreadPool* host_pool = nullptr;
 };
 
 // What one host-to-host call spent (wall clock, seconds).

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/host_copy.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
 #include "core/predict/tahoe_kernels.h"
@@ -44,29 +45,6 @@ absl::Status CudaStatus(cudaError_t e, const char* what) {
 // names.
 StrategyId StrategyFromName(std::string_view name) {
   return StrategyId(std::clamp(StrategyIndex(name), 1, kNumStrategies - 1));
-}
-
-// Copies `rows` rows of `cols` floats between host buffers (pageable <-> pinned staging). One thread
-// copies at 5-10 GB/s, below the PCIe rate that wide rows and wide outputs could reach, so copies of
-// more than a few MiB are split over the pool in pieces of about 1 MiB.
-void CopyRows(ThreadPool* pool, float* dst, int64_t dst_stride, const float* src,
-              int64_t src_stride, int64_t rows, int64_t cols) {
-  const int64_t row_bytes = cols * 4;
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, row_bytes));
-  auto copy = [&](int64_t begin, int64_t end) {
-    if (dst_stride == cols && src_stride == cols) {
-      std::memcpy(dst + begin * cols, src + begin * cols, static_cast<size_t>((end - begin) * row_bytes));
-      return;
-    }
-    for (int64_t r = begin; r < end; ++r) {
-      std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(row_bytes));
-    }
-  };
-  if (pool == nullptr || rows * row_bytes < (int64_t{4} << 20)) {
-    copy(0, rows);
-  } else {
-    pool->ParallelFor(rows, grain, copy);
-  }
 }
 
 constexpr int kSlots = 2;
