@@ -753,12 +753,18 @@ TEST_F(ServerTest, ControlCallPastItsDeadlineIsNotApplied) {
   });
   busy.WaitForNotification();
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(200);
+  ctx.set_deadline(deadline);
   grove::v1::UnloadModelRequest req;
   req.set_model("lgbz");
   grove::v1::UnloadModelResponse resp;
   EXPECT_EQ(Grove()->UnloadModel(&ctx, req, &resp).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server's copy of the deadline is the client's plus the request's transit (gRPC sends the
+  // remaining time), so the client can give up a moment before the server's deadline passes. The
+  // control thread is released only once the server's deadline has surely passed too (gRPC
+  // deadlines run on the real clock).
+  std::this_thread::sleep_until(deadline + std::chrono::milliseconds(200));
   release.Notify();
   server_->runtime().RunControl([&] { drained.Notify(); });
   drained.WaitForNotification();
