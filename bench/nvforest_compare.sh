@@ -12,14 +12,15 @@
 set -uo pipefail
 RUN=$1 NVF=$2 OUT=$3 BATCHES=$4
 shift 4
-mkdir -p "$OUT" /tmp/nvf-site
-[ -d /tmp/nvf-site/nvforest ] || tar -C /tmp/nvf-site -xJf "$NVF/nvforest-site.tar.xz"
+SITE=${TMPDIR:-/tmp}/nvf-site
+mkdir -p "$OUT" "$SITE"
+[ -d "$SITE/nvforest" ] || tar -C "$SITE" -xJf "$NVF/nvforest-site.tar.xz"
 BUDGET=${GROVE_COMPARE_BUDGET:-0.2}
 for pair in "$@"; do
   model=${pair%%:*} rows=${pair#*:}
   name=$(basename "${model%.*}")
   echo "== $name"
-  PYTHONPATH=/tmp/nvf-site timeout 240 python3 "$NVF/nvforest_bench.py" "$model" "$rows" "$name" \
+  PYTHONPATH="$SITE" timeout 240 python3 "$NVF/nvforest_bench.py" "$model" "$rows" "$name" \
     --batches "$BATCHES" --budget "$BUDGET" >"$OUT/$name.nvf.txt" 2>"$OUT/$name.nvf.err" ||
     echo "nvforest failed on $name: $(tail -2 "$OUT/$name.nvf.err")"
   timeout 300 $RUN grove_predict_bench --model "$model" --rows "$rows" --name "$name" --mode compare \

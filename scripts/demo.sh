@@ -31,5 +31,5 @@ cat <<MSG
      $BIN/grove bench   --server localhost:$GRPC_PORT --model demo --input examples/rows.csv --concurrency 16
      curl -s localhost:$METRICS_PORT/metrics | grep ^grove_
 MSG
-exec "$BIN/groved" --model_repository=examples/models --grpc_port="$GRPC_PORT" \
-  --metrics_port="$METRICS_PORT"
+exec "$BIN/groved" --model_repository=examples/models --grpc_address=127.0.0.1 --grpc_port="$GRPC_PORT" \
+  --metrics_address=127.0.0.1 --metrics_port="$METRICS_PORT"

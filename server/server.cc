@@ -5,12 +5,12 @@
 #include <exception>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
+#include "core/io/file.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -23,12 +23,13 @@
 namespace grove::server {
 namespace {
 
+// PEM files: regular files only (a FIFO would block start-up), at most 1 MiB.
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, " '", path, "' cannot be read"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadRegularFile(path, int64_t{1} << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(what, ": ", text.status().message()));
+  }
+  return text;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(

@@ -3,14 +3,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
+#include "core/io/file.h"
 
 namespace grove::auth {
 namespace {
@@ -19,14 +18,17 @@ const char* Describe(RoleFileKind kind) {
   return kind == RoleFileKind::kTokens ? "token file" : "client roles file";
 }
 
+// Token and role files: a few lines each; 1 MiB bounds what a reload may read and parse.
+constexpr int64_t kMaxRoleFileBytes = int64_t{1} << 20;
+
+// Regular files only (a FIFO would block the reload thread), bounded.
 absl::StatusOr<std::string> ReadFile(const std::string& path, RoleFileKind kind) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(Describe(kind), " '", path, "' cannot be read"));
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxRoleFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(Describe(kind), ": ", text.status().message()));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 // The token of an `authorization` value "Bearer TOKEN" (scheme case-insensitive, RFC 7235), or ""

@@ -75,15 +75,24 @@ absl::StatusOr<ScopedFd> OpenRegularFile(const std::string& path, int64_t* size)
   return fd;
 }
 
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, int64_t max_bytes) {
   int64_t size = 0;
   absl::StatusOr<ScopedFd> fd = OpenRegularFile(path, &size);
   if (!fd.ok()) return fd.status();
+  auto too_large = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than the ", max_bytes,
+                                                   " bytes such a file may hold"));
+  };
+  if (size > max_bytes) return too_large();
   std::string text;
   text.resize(static_cast<size_t>(size));
   size_t done = 0;
   while (true) {
-    if (done == text.size()) text.resize(done + 4096);  // the file grew: read on to its end
+    if (done == text.size()) {  // the file grew (or is at its end): one byte past the limit tells
+      const int64_t room = max_bytes - static_cast<int64_t>(done);
+      if (room < 0) return too_large();
+      text.resize(done + static_cast<size_t>(room < 4096 ? room + 1 : 4096));
+    }
     const ssize_t got = ::read(fd->get(), text.data() + done, text.size() - done);
     if (got < 0) {
       if (errno == EINTR) continue;

@@ -5,6 +5,8 @@
 // Thread-safe (no shared state).
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -48,7 +50,9 @@ absl::Status ErrnoStatus(int error, const std::string& path, std::string_view wh
 // `*size` (optional) receives the file's size.
 absl::StatusOr<ScopedFd> OpenRegularFile(const std::string& path, int64_t* size = nullptr);
 
-// The whole content of a regular file (OpenRegularFile's rules).
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path);
+// The whole content of a regular file (OpenRegularFile's rules); INVALID_ARGUMENT naming the limit
+// when it holds more than `max_bytes`.
+absl::StatusOr<std::string> ReadRegularFile(
+    const std::string& path, int64_t max_bytes = std::numeric_limits<int64_t>::max());
 
 }  // namespace grove

@@ -176,16 +176,18 @@ double CopySeconds(const GpuHardwareParams& hw, const TahoeWorkload& w, double r
   return 2 * hw.copy_latency + in / hw.h2d_bw + out / hw.d2h_bw + (in + out) / hw.host_copy_bw;
 }
 
-void Finish(StrategyCost& c, double alpha, double lambda) {
-  c.kernel_seconds =
-      c.fixed_seconds + std::max(alpha * c.throughput_seconds, lambda * c.latency_seconds);
+// The kernel time from the terms, with the workload's probe corrections for strategy `id`.
+void Finish(StrategyCost& c, const TahoeWorkload& w, StrategyId id) {
+  const int i = static_cast<int>(id);
+  c.kernel_seconds = c.fixed_seconds + std::max(w.throughput_scale[i] * c.throughput_seconds,
+                                                w.latency_scale[i] * c.latency_seconds);
 }
 
 // Shared data with `groups` groups on `rows` rows of one GPU: equations (2) and (4).
 StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
                         int groups, double chunks) {
   StrategyCost c;
-  c.name = "shared_data";
+  c.name = StrategyName(StrategyId::kSharedData);
   c.groups = groups;
   const double V = w.visits_per_row, Ss = 4.0 * w.features, Sn = w.node_bytes;
   const double per_row = Ss / hw.smem_write_bw + V * 4.0 / hw.smem_read_bw +
@@ -196,7 +198,7 @@ StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, dou
   // A lane's chain: its share of the visits, each a node load then a shared-memory attribute load.
   c.latency_seconds = waves * (V / groups * (hw.gmem_latency + hw.smem_latency) + hw.gmem_latency);
   c.fixed_seconds = chunks * hw.launch_seconds;
-  Finish(c, w.throughput_scale[2], w.latency_scale[2]);
+  Finish(c, w, StrategyId::kSharedData);
   return c;
 }
 
@@ -255,7 +257,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
 
   {  // CPU reference path
     StrategyCost c;
-    c.name = "cpu";
+    c.name = StrategyName(StrategyId::kCpu);
     c.feasible = w.cpu_allowed && w.cpu_seconds_per_visit > 0;
     if (!c.feasible) c.why_not = "cpu path disabled or not calibrated";
     // ThreadPool::ParallelFor: N / grain chunks (at most 4 per thread), run inline when one.
@@ -265,20 +267,20 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
     const double used = std::min(std::max(1.0, w.cpu_parallelism), chunks);
     c.throughput_seconds = N * V * w.cpu_seconds_per_visit / used;
     c.fixed_seconds = chunks > 1 ? w.cpu_fixed_seconds : 1e-6;
-    c.kernel_seconds = c.fixed_seconds + w.throughput_scale[0] * c.throughput_seconds;
+    c.kernel_seconds = c.fixed_seconds + w.throughput_scale[static_cast<int>(StrategyId::kCpu)] * c.throughput_seconds;
     c.seconds = c.kernel_seconds;
     costs.push_back(c);
   }
   {  // Direct, equation (5)
     StrategyCost c;
-    c.name = "direct";
+    c.name = StrategyName(StrategyId::kDirect);
     c.feasible = true;
     const double per_row = V * Sn / (hw.gmem_coalesced_bw / 2) + V * Sa / hw.gmem_uncoalesced_bw;
     c.throughput_seconds = rows * per_row;
     const double waves = std::max(1.0, std::ceil(rows / Capacity(hw)));
     c.latency_seconds = waves * V * 2 * hw.gmem_latency;  // node load, then attribute load
     c.fixed_seconds = chunks * hw.launch_seconds;
-    Finish(c, w.throughput_scale[1], w.latency_scale[1]);
+    Finish(c, w, StrategyId::kDirect);
     c.copy_seconds = copy;
     c.seconds = total(c.kernel_seconds);
     costs.push_back(c);
@@ -286,7 +288,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   {  // Shared data, equations (2) and (4)
     StrategyCost c;
     if (w.max_shared_data_groups <= 0) {
-      c.name = "shared_data";
+      c.name = StrategyName(StrategyId::kSharedData);
       c.why_not = "rows do not fit shared memory";
     } else {
       c = SharedData(hw, w, rows, BestSharedDataGroups(hw, w), chunks);
@@ -299,7 +301,8 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   // Shared forest (6) and splitting shared forest (3), (7).
   for (int split = 0; split < 2; ++split) {
     StrategyCost c;
-    c.name = split ? "splitting_shared_forest" : "shared_forest";
+    const StrategyId id = split ? StrategyId::kSplittingSharedForest : StrategyId::kSharedForest;
+    c.name = StrategyName(id);
     const int parts = split ? std::max(1, w.num_parts) : 1;
     const double bytes = split ? w.part_smem_bytes : w.forest_smem_bytes;
     c.feasible = split ? (w.num_parts >= 1 && w.part_smem_bytes > 0) : w.shared_forest_fits;
@@ -335,7 +338,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
                          (hw.sm_count / hw.gmem_coalesced_bw + hw.sm_count / hw.smem_write_bw);
     const double launches = parts > 1 ? 2 : 1;
     c.fixed_seconds = chunks * (launches * hw.launch_seconds + stage);
-    Finish(c, w.throughput_scale[3 + split], w.latency_scale[3 + split]);
+    Finish(c, w, id);
     c.copy_seconds = copy;
     c.seconds = total(c.kernel_seconds);
     costs.push_back(c);
@@ -343,7 +346,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   {  // Row chunk: rows read once and staged, nodes from L1/L2 (the chunk's lanes share a tree's
      // nodes), a shuffle reduction over the tree groups of each row.
     StrategyCost c;
-    c.name = "row_chunk";
+    c.name = StrategyName(StrategyId::kRowChunk);
     c.feasible = w.max_row_chunk > 0;
     if (!c.feasible) {
       c.why_not = "one row does not fit shared memory";
@@ -355,7 +358,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
           rows >= 2.0 * C * 8 * std::max(1, hw.sm_count)) {
         c.groups |= kRowChunkPaired;
       }
-      const double G = 256.0 / C, Ss = 4.0 * w.features;
+      const double G = 256.0 / C, Ss = 4.0 * w.features;  // 256 threads per block
       const double per_row = Ss / hw.gmem_coalesced_bw + Ss / hw.smem_write_bw +
                              V * Sa / hw.smem_read_bw + V * Sn / (hw.gmem_coalesced_bw / 2);
       c.throughput_seconds = rows * per_row + hw.block_reduce_rate * rows * (G / 32 + 8) * w.outputs;
@@ -365,7 +368,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
       const double waves = std::max(1.0, std::ceil(std::ceil(rows / C) / (hw.sm_count * per_sm)));
       c.latency_seconds = waves * (V / G * (hw.gmem_latency + hw.smem_latency) + hw.gmem_latency);
       c.fixed_seconds = chunks * hw.launch_seconds;
-      Finish(c, w.throughput_scale[5], w.latency_scale[5]);
+      Finish(c, w, StrategyId::kRowChunk);
       c.copy_seconds = copy;
       c.seconds = total(c.kernel_seconds);
     }

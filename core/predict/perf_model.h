@@ -68,6 +68,25 @@ bool MeasureGpuHardware(int device, GpuHardwareParams* params, std::string* erro
 // measures and writes them there. Empty cache_dir: measures every time.
 absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_dir, int device);
 
+// The strategies, in the one fixed order every table of them uses (costs, probe corrections): cpu,
+// direct, shared_data, shared_forest, splitting_shared_forest, row_chunk. Every one but kCpu is a
+// kernel of tahoe_kernels.h.
+enum class StrategyId : int {
+  kCpu = 0,
+  kDirect = 1,
+  kSharedData = 2,
+  kSharedForest = 3,
+  kSplittingSharedForest = 4,
+  kRowChunk = 5,
+};
+inline constexpr int kNumStrategies = 6;
+// Added to row chunk's StrategyCost::groups (its rows per thread group) when each thread walks two
+// rows at once (tahoe_kernels.h).
+inline constexpr int kRowChunkPaired = 1 << 8;
+// Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
+const char* StrategyName(int index);
+inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast<int>(id)); }
+
 // What one batch asks of each strategy (from the model, the batch and the engine's layout).
 struct TahoeWorkload {
   int64_t rows = 0;               // the batch
@@ -107,28 +126,10 @@ struct TahoeWorkload {
   // Per-model corrections measured at engine load (TahoeEngine probes each strategy at a small and
   // a large batch): multipliers of the throughput and the latency terms, by strategy index
   // (StrategyIndex). 1 = the equations as calibrated.
-  double throughput_scale[6] = {1, 1, 1, 1, 1, 1};
-  double latency_scale[6] = {1, 1, 1, 1, 1, 1};
+  double throughput_scale[kNumStrategies] = {1, 1, 1, 1, 1, 1};
+  double latency_scale[kNumStrategies] = {1, 1, 1, 1, 1, 1};
 };
 
-// The strategies, in the one fixed order every table of them uses (costs, probe corrections,
-// metrics): cpu, direct, shared_data, shared_forest, splitting_shared_forest, row_chunk. Every one
-// but kCpu is a kernel of tahoe_kernels.h.
-enum class StrategyId : int {
-  kCpu = 0,
-  kDirect = 1,
-  kSharedData = 2,
-  kSharedForest = 3,
-  kSplittingSharedForest = 4,
-  kRowChunk = 5,
-};
-inline constexpr int kNumStrategies = 6;
-// Added to row chunk's StrategyCost::groups (its rows per thread group) when each thread walks two
-// rows at once (tahoe_kernels.h).
-inline constexpr int kRowChunkPaired = 1 << 8;
-// Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
-const char* StrategyName(int index);
-inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast<int>(id)); }
 // Index of a strategy name; -1 if unknown.
 int StrategyIndex(std::string_view name);
 // The rows per thread group row_chunk uses for a batch of `rows` on one GPU: the probed best chunk,
@@ -144,7 +145,8 @@ struct StrategyCost {
   double fixed_seconds = 0;      // launches and shared-memory staging
   double throughput_seconds = 0; // §6.1 equations (whole-GPU bandwidths), unscaled
   double latency_seconds = 0;    // one thread's dependent chain x waves, unscaled
-  int groups = 1;         // shared data thread groups; row chunk rows per block
+  int groups = 1;         // shared data: thread groups; row chunk: rows per thread group, plus
+                          // kRowChunkPaired for two rows per thread
   std::string why_not;    // when infeasible
 };
 

@@ -72,6 +72,8 @@ struct Gpu {
   Slot slots[kSlots];
   int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
   int forest_blocks_per_sm = 1, part_blocks_per_sm = 1;
+  int max_row_chunk = 0;             // TahoeMaxRowChunk at this device's shared memory
+  int64_t row_chunk_acc_bytes = 0;   // row chunk's shared memory besides its rows (one-row chunk)
   int64_t bytes = 0;
   mutable std::mutex mu;
 
@@ -353,6 +355,9 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   const bool multi = v.num_outputs > 1;
   const int64_t forest_smem = TahoeSharedBytes(df, StrategyId::kSharedForest, 1);
   const int64_t part_smem = TahoeSharedBytes(df, StrategyId::kSplittingSharedForest, 1);
+  g.max_row_chunk = TahoeMaxRowChunk(df, hw_.smem_per_block);
+  g.row_chunk_acc_bytes = TahoeSharedBytes(df, StrategyId::kRowChunk, 1) -
+                          4 * int64_t{TahoeRowChunkStride(v.num_features)};
   if (forest_smem <= hw_.smem_per_block) {
     g.forest_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, forest_smem, multi));
   }
@@ -477,10 +482,10 @@ absl::Status TahoeEngineImpl::Probe() {
   }
   // Row chunk: every chunk size that fits, at the large batch; the fastest becomes the chunk of large
   // batches (RowChunkFor shrinks it for small ones).
-  if (const int max_chunk = TahoeMaxRowChunk(g.df, hw_.smem_per_block); max_chunk > 0) {
+  if (g.max_row_chunk > 0) {
     double best_t = 1e30;
     std::string chunks;
-    for (int c = 1; c <= max_chunk; c *= 2) {
+    for (int c = 1; c <= g.max_row_chunk; c *= 2) {
       for (int paired = 0; paired < 2; ++paired) {
         const int code = c | (paired ? kRowChunkPaired : 0);
         if (paired && (!TahoeRowChunkPairable(g.df, OutputKind::kMargin, c) ||
@@ -608,11 +613,11 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   w.part_blocks_per_sm = g.part_blocks_per_sm;
   w.forest_threads = kForestSmemThreads;
   w.rows_staged = g.df.staged_row_bytes > 0;
-  w.max_row_chunk = TahoeMaxRowChunk(g.df, hw_.smem_per_block);
+  w.max_row_chunk = g.max_row_chunk;
   w.best_row_chunk = best_row_chunk_;
   w.row_chunk_paired = row_chunk_paired_;
   w.row_chunk_row_bytes = 4 * TahoeRowChunkStride(w.features);
-  w.row_chunk_acc_bytes = TahoeSharedBytes(g.df, StrategyId::kRowChunk, 1) - w.row_chunk_row_bytes;
+  w.row_chunk_acc_bytes = g.row_chunk_acc_bytes;
   TahoeCall call;
   call.kind = options.kind;
   call.width = w.out_width;
@@ -646,7 +651,7 @@ absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const Predict
   }
   if (c.ok() && c->strategy == StrategyName(StrategyId::kRowChunk) && options_.row_chunk > 0) {
     c->groups = std::min(options_.row_chunk & (kRowChunkPaired - 1),
-                         std::max(1, TahoeMaxRowChunk(gpus_[0]->df, hw_.smem_per_block))) |
+                         std::max(1, gpus_[0]->max_row_chunk)) |
                 (options_.row_chunk & kRowChunkPaired);
   }
   return c;

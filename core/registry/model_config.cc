@@ -159,7 +159,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
 
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
                                                 const ModelConfig& defaults) {
-  absl::StatusOr<std::string> text = ReadRegularFile(path);
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
   return ParseModelConfig(*text, defaults, path);
 }

@@ -28,6 +28,7 @@ const char* OperationName(Operation op);  // "predict", "explain", "interactions
 inline constexpr int64_t kMaxRequestRows = int64_t{1} << 30;
 inline constexpr int64_t kMaxInteractionValuesPerRow = int64_t{1} << 30;
 inline constexpr int64_t kMaxVersion = 999'999'999'999'999'999;  // 18 digits: a directory name
+inline constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;   // config.json: 1 MiB
 inline constexpr int64_t kMaxBatchRows = int64_t{1} << 30;
 inline constexpr int64_t kMaxDelayMicros = 600'000'000;  // 10 minutes
 inline constexpr int64_t kMaxQueueRows = int64_t{1} << 40;

@@ -32,6 +32,16 @@ class FileTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// A limit refuses a larger file and admits one of exactly that size.
+TEST_F(FileTest, ReadRespectsTheSizeLimit) {
+  std::ofstream(Path("ten")) << "0123456789";
+  EXPECT_EQ(*ReadRegularFile(Path("ten"), 10), "0123456789");
+  absl::StatusOr<std::string> r = ReadRegularFile(Path("ten"), 9);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("larger than the 9 bytes"), std::string::npos) << r.status();
+  EXPECT_EQ(*ReadRegularFile(Path("ten"), 100), "0123456789");
+}
+
 TEST_F(FileTest, ReadsRegularFilesAndLinksToThem) {
   std::ofstream(Path("a.json")) << "{\"x\": 1}";
   fs::create_symlink(Path("a.json"), Path("link.json"));

@@ -212,7 +212,11 @@ TEST(TahoeForestTest, FixedWalkReachesTheSameLeafAsTheGeneralWalk) {
       absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f, fo);
       ASSERT_TRUE(tf.ok()) << tf.status();
       ASSERT_TRUE((*tf)->fixed_walk());
+      const int depth = (*tf)->stats().max_depth;
+      EXPECT_EQ((*tf)->fixed_steps(),
+                depth <= TahoeForest::kMaxFixedSteps ? std::max(1, depth) : 0);
       const TahoeForestView v = (*tf)->HostView();
+      EXPECT_EQ(v.fixed_steps, (*tf)->fixed_steps());
       const TahoeNode8* nodes = (*tf)->nodes8().data();
       for (int64_t r = 0; r < 64; ++r) {
         const TahoePlainRow row{rows.data() + r * f->num_features};
@@ -220,10 +224,14 @@ TEST(TahoeForestTest, FixedWalkReachesTheSameLeafAsTheGeneralWalk) {
         for (const TahoeTree& t : (*tf)->trees()) {
           TahoeDecoded want, got;
           const uint32_t a = TahoeTraverse(nodes, t.root, row, v, want);
-          TahoeNode8 n;
+          TahoeNode8 n, m;
           const uint32_t b = TahoeWalkFixed(nodes, t.root, padded, v.feature_bits, n);
           got = TahoeDecode(n, v.feature_bits);
           ASSERT_EQ(a, b) << "seed " << seed << " row " << r << " tree " << t.orig;
+          // Exactly the forest's depth in steps (TahoeForest::fixed_steps) reaches the same leaf.
+          const int steps = std::max(1, (*tf)->stats().max_depth);
+          EXPECT_EQ(TahoeWalkFixed(nodes, t.root, padded, v.feature_bits, m, steps), a);
+          EXPECT_EQ(m.value, n.value);
           EXPECT_EQ(got.value, want.value);
           EXPECT_EQ(got.feature, static_cast<uint32_t>(f->num_features));  // padding feature
           EXPECT_EQ(got.distant, 0u);
