@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
+#include "core/io/file.h"
 
 namespace grove {
 namespace {
@@ -103,7 +104,12 @@ absl::StatusOr<GpuHardwareParams> GpuHardwareParams::Parse(std::string_view text
 }
 
 bool GpuHardwareParams::Valid() const {
-  if (sm_count <= 0 || max_threads_per_sm <= 0 || smem_per_block <= 0) return false;
+  // Bounds well above any GPU's, so that a damaged cache file cannot size a launch absurdly.
+  if (sm_count <= 0 || sm_count > 4096 || max_threads_per_sm <= 0 || max_threads_per_sm > 4096 ||
+      smem_per_block <= 0 || smem_per_block > (int64_t{16} << 20) || smem_per_sm < 0 ||
+      smem_per_sm > (int64_t{16} << 20)) {
+    return false;
+  }
   for (const Field& f : kDoubleFields) {
     const double v = this->*(f.d);
     if (!(v > 0) || !std::isfinite(v)) return false;
@@ -119,11 +125,10 @@ absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_di
   std::filesystem::path path;
   if (!cache_dir.empty()) {
     path = std::filesystem::path(cache_dir) / CacheFileName(name, driver);
-    std::ifstream in(path);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      absl::StatusOr<GpuHardwareParams> p = GpuHardwareParams::Parse(ss.str());
+    // A regular file of at most 64 KiB (a FIFO in the cache directory must not block engine load).
+    absl::StatusOr<std::string> text = ReadRegularFile(path.string(), int64_t{64} << 10);
+    if (text.ok()) {
+      absl::StatusOr<GpuHardwareParams> p = GpuHardwareParams::Parse(*text);
       if (p.ok() && p->device_name == name && p->driver == driver) {
         GROVE_LOG(INFO) << "tahoe calibration loaded" << KV("path", path.string());
         return p;

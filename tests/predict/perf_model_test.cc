@@ -75,6 +75,10 @@ TEST(PerfModelTest, SerializeParseRoundTrip) {
   EXPECT_FALSE(GpuHardwareParams::Parse("device_name=x\n").ok());  // incomplete
   // Unknown keys (a newer writer) are ignored.
   EXPECT_TRUE(GpuHardwareParams::Parse(p.Serialize() + "future_key=1\n").ok());
+  // A damaged cache cannot size launches absurdly.
+  EXPECT_FALSE(GpuHardwareParams::Parse(p.Serialize() + "smem_per_block=1000000000\n").ok());
+  EXPECT_FALSE(GpuHardwareParams::Parse(p.Serialize() + "sm_count=100000\n").ok());
+  EXPECT_FALSE(GpuHardwareParams::Parse(p.Serialize() + "gmem_latency=inf\n").ok());
 }
 
 TEST(PerfModelTest, EquationTermsAtLargeBatches) {
