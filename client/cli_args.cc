@@ -374,7 +374,7 @@ Options:
 
 Load generator for a running groved: sends Predict (or Explain) requests and reports throughput
 (requests/s, rows/s) and latency percentiles (p50, p90, p99, p99.9) of the successful calls, and
-the count of failed calls by status code. Closed loop (default): --concurrency callers, each
+the failed calls by status code with their latency (p50, p99, max). Closed loop (default): --concurrency callers, each
 sending its next request when the previous one is answered. Open loop (--rate R): R requests per
 second on a fixed schedule whatever the answers; latency counts from the scheduled send time.
 

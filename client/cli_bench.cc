@@ -43,21 +43,28 @@ struct Sample {
 
 // Samples of one thread (merged at the end).
 struct Recorder {
-  std::vector<double> latencies;  // successful measured requests
-  std::map<absl::StatusCode, int64_t> failures;
+  std::vector<double> latencies;                             // successful measured requests
+  std::map<absl::StatusCode, std::vector<double>> failures;  // latencies of failed ones by code
   int64_t ok = 0;
   void Add(double latency, absl::StatusCode code) {
     if (code == absl::StatusCode::kOk) {
       ++ok;
       latencies.push_back(latency);
     } else {
-      ++failures[code];
+      failures[code].push_back(latency);
     }
   }
   void Merge(Recorder&& other) {
     ok += other.ok;
     latencies.insert(latencies.end(), other.latencies.begin(), other.latencies.end());
-    for (auto& [code, n] : other.failures) failures[code] += n;
+    for (auto& [code, l] : other.failures) {
+      failures[code].insert(failures[code].end(), l.begin(), l.end());
+    }
+  }
+  int64_t Failed() const {
+    int64_t n = 0;
+    for (auto& [code, l] : failures) n += static_cast<int64_t>(l.size());
+    return n;
   }
 };
 
@@ -67,6 +74,28 @@ double Percentile(const std::vector<double>& sorted, double q) {
   const double rank = std::ceil(q * static_cast<double>(sorted.size()));
   const size_t i = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size())));
   return sorted[i - 1];
+}
+
+// `"CODE": count, ...` and `"CODE": {"p50": ms, "p99": ms, "max": ms}, ...` of the failed calls
+// (latencies sorted).
+std::string FailureCountsJson(const Recorder& r) {
+  std::string out = "{";
+  for (auto& [code, l] : r.failures) {
+    absl::StrAppend(&out, out.size() > 1 ? ", " : "", "\"", absl::StatusCodeToString(code),
+                    "\": ", l.size());
+  }
+  return out + "}";
+}
+
+std::string FailureLatencyJson(const Recorder& r) {
+  std::string out = "{";
+  for (auto& [code, l] : r.failures) {
+    absl::StrAppend(&out, out.size() > 1 ? ", " : "",
+                    absl::StrFormat("\"%s\": {\"p50\": %.6g, \"p99\": %.6g, \"max\": %.6g}",
+                                    absl::StatusCodeToString(code), Percentile(l, 0.5) * 1000,
+                                    Percentile(l, 0.99) * 1000, l.empty() ? 0.0 : l.back() * 1000));
+  }
+  return out + "}";
 }
 
 // The rows the requests are cut from: the input file, or seeded random rows.
@@ -178,6 +207,7 @@ class Bench {
     }
     for (std::thread& th : threads) th.join();
     actual_end_ = std::min(Clock::now(), measure_end_);
+    send_end_ = actual_end_;
     for (Recorder& r : recorders) total_.Merge(std::move(r));
   }
 
@@ -196,6 +226,7 @@ class Bench {
     start_ = Clock::now();
     measure_begin_ = start_ + Dur(args_.warmup_seconds);
     measure_end_ = measure_begin_ + Dur(args_.duration_seconds);
+    send_end_ = measure_begin_;
     const double period = 1.0 / args_.rate;
     int64_t measured = 0;
     for (int64_t k = 0;; ++k) {
@@ -228,6 +259,7 @@ class Bench {
         clients_[conn]->stub()->async()->Predict(&p->context, &predict_[i % predict_.size()],
                                                  &p->predict, done);
       }
+      if (measure) send_end_ = Clock::now();
     }
     actual_end_ = std::min(Clock::now(), measure_end_);
     std::unique_lock<std::mutex> lock(mu);
@@ -238,10 +270,15 @@ class Bench {
   int Report(const std::string& model_desc) {
     std::vector<double>& lat = total_.latencies;
     std::sort(lat.begin(), lat.end());
+    for (auto& [code, l] : total_.failures) std::sort(l.begin(), l.end());
     const double seconds =
         std::max(1e-9, std::chrono::duration<double>(actual_end_ - measure_begin_).count());
-    int64_t failed = 0;
-    for (auto& [code, n] : total_.failures) failed += n;
+    // Requests sent per second: over the measured window, or longer when an open-loop sender fell
+    // behind its schedule.
+    const double send_seconds =
+        std::max(seconds, std::chrono::duration<double>(send_end_ - measure_begin_).count());
+    const int64_t failed = total_.Failed();
+    const double offered = static_cast<double>(total_.ok + failed) / send_seconds;
     const double rps = static_cast<double>(total_.ok) / seconds;
     const double rows_ps = rps * static_cast<double>(args_.rows_per_request);
     double mean = 0;
@@ -252,25 +289,19 @@ class Bench {
         args_.bench_explain ? (args_.interactions ? "interactions" : "explain") : "predict";
     const bool open = args_.rate > 0;
     if (args_.json) {
-      std::string failures = "{";
-      bool first = true;
-      for (auto& [code, n] : total_.failures) {
-        absl::StrAppend(&failures, first ? "" : ", ", "\"", absl::StatusCodeToString(code),
-                        "\": ", n);
-        first = false;
-      }
-      failures += "}";
       std::printf(
           "{\"server\": \"%s\", \"model\": \"%s\", \"operation\": \"%s\", \"mode\": \"%s\", "
           "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
           "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
-          "\"failures\": %s, \"requests_per_second\": %.6g, \"rows_per_second\": %.6g, "
+          "\"failures\": %s, \"failure_latency_ms\": %s, \"offered_per_second\": %.6g, "
+          "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, "
           "\"latency_ms\": {\"p50\": %.6g, \"p90\": %.6g, \"p99\": %.6g, \"p999\": %.6g, "
           "\"max\": %.6g, \"mean\": %.6g}}\n",
           args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
           open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
           static_cast<int>(clients_.size()), seconds, static_cast<long long>(total_.ok),
-          static_cast<long long>(failed), failures.c_str(), rps, rows_ps, Percentile(lat, 0.5) * ms,
+          static_cast<long long>(failed), FailureCountsJson(total_).c_str(),
+          FailureLatencyJson(total_).c_str(), offered, rps, rows_ps, Percentile(lat, 0.5) * ms,
           Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms, Percentile(lat, 0.999) * ms,
           lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
     } else {
@@ -280,12 +311,10 @@ class Bench {
           open ? absl::StrFormat("open loop at %.6g requests/s", args_.rate).c_str()
                : absl::StrFormat("closed loop with %d caller(s)", args_.concurrency).c_str(),
           static_cast<long long>(args_.rows_per_request), static_cast<int>(clients_.size()));
-      std::printf("  requests    %lld ok, %lld failed in %.3f s\n",
-                  static_cast<long long>(total_.ok), static_cast<long long>(failed), seconds);
-      for (auto& [code, n] : total_.failures) {
-        std::printf("  failed      %lld %s\n", static_cast<long long>(n),
-                    absl::StatusCodeToString(code).c_str());
-      }
+      std::printf("  requests    %lld ok, %lld failed in %.3f s, %.1f sent/s\n",
+                  static_cast<long long>(total_.ok), static_cast<long long>(failed), seconds,
+                  offered);
+      PrintFailures();
       std::printf("  throughput  %.1f requests/s, %.1f rows/s\n", rps, rows_ps);
       std::printf("  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
                   Percentile(lat, 0.5) * ms, Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms,
@@ -298,6 +327,15 @@ class Bench {
  private:
   static Clock::duration Dur(double seconds) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  // One line per failure code: count and latency percentiles (latencies sorted).
+  void PrintFailures() const {
+    for (auto& [code, l] : total_.failures) {
+      std::printf("  failed      %lld %s, ms p50 %.3f  p99 %.3f  max %.3f\n",
+                  static_cast<long long>(l.size()), absl::StatusCodeToString(code).c_str(),
+                  Percentile(l, 0.5) * 1000, Percentile(l, 0.99) * 1000,
+                  l.empty() ? 0.0 : l.back() * 1000);
+    }
   }
   client::CallOptions Call() const {
     client::CallOptions call;
@@ -312,7 +350,7 @@ class Bench {
   std::vector<grove::v1::PredictRequest> predict_;
   std::vector<grove::v1::ExplainRequest> explain_;
   Recorder total_;
-  Clock::time_point start_, measure_begin_, measure_end_, actual_end_;
+  Clock::time_point start_, measure_begin_, measure_end_, actual_end_, send_end_;
 };
 
 int Fail(const absl::Status& status) {

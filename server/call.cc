@@ -36,9 +36,21 @@ void UnaryCall::set_call(std::shared_ptr<CallState> call) {
 }
 
 void UnaryCall::Reply(const absl::Status& status) {
-  const double seconds =
-      status.ok() && observe_latency_ ? absl::ToDoubleSeconds(absl::Now() - start_) : -1;
-  runtime_->metrics().RecordRequest(model_label_, method_, CodeName(status.code()), seconds, op_);
+  // An answer computed after the caller left reaches nobody: it counts as the caller's outcome,
+  // not as OK.
+  absl::StatusCode counted = status.code();
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) {
+      counted = absl::StatusCode::kCancelled;
+    } else if (call_ != nullptr && call_->deadline() <= absl::Now()) {
+      counted = absl::StatusCode::kDeadlineExceeded;
+    }
+  }
+  const double seconds = counted == absl::StatusCode::kOk && observe_latency_
+                             ? absl::ToDoubleSeconds(absl::Now() - start_)
+                             : -1;
+  runtime_->metrics().RecordRequest(model_label_, method_, CodeName(counted), seconds, op_);
   Finish(ToGrpcStatus(status));
 }
 

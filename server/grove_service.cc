@@ -102,6 +102,10 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
       !request->explain() ? 0 : (request->explain_rows_size() > 0 ? request->explain_rows_size() : n);
   bytes = SaturatingAdd(bytes, SaturatingBytes(explained, explain_width * 4 + 8, 1));
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+  const Operation op = request->explain() ? Operation::kExplain : Operation::kPredict;
+  absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
+      *model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, rows->cols, 4)));
+  if (!memory.ok()) return memory.status();
 
   response->set_model(model->name);
   response->set_version(model->version);
@@ -110,8 +114,9 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
   auto call = std::make_shared<CallState>(
       tasks_count, deadline,
       [reactor, gathered, converted](absl::Status status) { reactor->Reply(status); });
+  call->Hold(*std::move(memory));
   reactor->set_call(call);
-  reactor->set_operation(request->explain() ? Operation::kExplain : Operation::kPredict);
+  reactor->set_operation(op);
   ObserveRows(runtime, model->name, Operation::kPredict, n);
 
   std::vector<std::unique_ptr<ComputeTask>> tasks;
@@ -394,13 +399,16 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
     bytes = SaturatingAdd(bytes, SaturatingBytes(n, ExplainWidth(f, true), 4));
   }
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+  const Operation op = request.interactions() ? Operation::kInteractions : Operation::kExplain;
+  absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
+      *model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, rows->cols, 4)));
+  if (!memory.ok()) return memory.status();
 
   response->set_model(model->name);
   response->set_version(model->version);
   response->set_num_features(F);
   response->set_num_outputs(K);
   response->set_sequence(request.sequence());
-  const Operation op = request.interactions() ? Operation::kInteractions : Operation::kExplain;
   auto scratch = std::make_shared<std::vector<float>>();
   MatrixView<float> out;
   if (request.interactions()) {
@@ -436,6 +444,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
     done(std::move(status));
   };
   auto call = std::make_shared<CallState>(1, deadline, std::move(finish));
+  call->Hold(*std::move(memory));
   *call_out = call;
   runtime->metrics().Model(model->name)->op(op).request_rows->Observe(static_cast<double>(n));
   std::vector<std::unique_ptr<ComputeTask>> tasks;

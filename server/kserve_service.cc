@@ -61,6 +61,9 @@ absl::Status StartInfer(Runtime* runtime, grpc::CallbackServerContext* context,
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
 
   const Operation op = state->outputs.shap ? Operation::kExplain : Operation::kPredict;
+  absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
+      *state->model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, state->input.rows.cols, 4)));
+  if (!memory.ok()) return memory.status();
   reactor->set_operation(op);
   const int count = (state->outputs.prediction ? 1 : 0) + (state->outputs.shap ? 1 : 0);
   auto call = std::make_shared<CallState>(
@@ -87,6 +90,7 @@ absl::Status StartInfer(Runtime* runtime, grpc::CallbackServerContext* context,
         }
         reactor->Reply(status);
       });
+  call->Hold(*std::move(memory));
   reactor->set_call(call);
   std::vector<std::unique_ptr<ComputeTask>> tasks;
   auto metrics = runtime->metrics().Model(state->model->name);

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,15 +57,6 @@ class GpuMemoryCollectable final : public prometheus::Collectable {
 
 }  // namespace
 
-const char* DropReasonName(DropReason reason) {
-  switch (reason) {
-    case DropReason::kQueueFull: return "queue_full";
-    case DropReason::kDeadline: return "deadline_exceeded";
-    case DropReason::kCancelled: return "cancelled";
-    case DropReason::kShutdown: return "shutdown";
-  }
-  return "unknown";
-}
 
 const prometheus::Histogram::BucketBoundaries& Metrics::LatencyBuckets() {
   static const auto* b = new prometheus::Histogram::BucketBoundaries{
@@ -149,12 +141,24 @@ Metrics::Metrics()
                          .Register(*registry_)),
       dropped_tasks_(BuildCounter()
                          .Name("grove_dropped_tasks_total")
-                         .Help("Tasks answered without compute, by reason.")
+                         .Help("Tasks not delivered (refused, dropped or abandoned), by reason.")
                          .Register(*registry_)),
       dropped_rows_(BuildCounter()
                         .Name("grove_dropped_rows_total")
-                        .Help("Rows of tasks answered without compute, by reason.")
+                        .Help("Rows of tasks not delivered, by reason.")
                         .Register(*registry_)),
+      delivered_tasks_(BuildCounter()
+                           .Name("grove_delivered_tasks_total")
+                           .Help("Tasks whose results were handed back to a waiting caller.")
+                           .Register(*registry_)),
+      delivered_rows_(BuildCounter()
+                          .Name("grove_delivered_rows_total")
+                          .Help("Rows of delivered tasks.")
+                          .Register(*registry_)),
+      wasted_rows_(BuildCounter()
+                       .Name("grove_wasted_rows_total")
+                       .Help("Rows computed for callers that had gone (cancelled or expired).")
+                       .Register(*registry_)),
       model_ready_(BuildGauge()
                        .Name("grove_model_ready")
                        .Help("1 while the model version is loaded and serving.")
@@ -211,9 +215,12 @@ Metrics::ModelMetrics* Metrics::Model(const std::string& model) {
     m.queue_requests = &queue_requests_.Add(labels);
     m.queue_rows = &queue_rows_.Add(labels);
     m.inflight_rows = &inflight_rows_.Add(labels);
+    m.delivered_tasks = &delivered_tasks_.Add(labels);
+    m.delivered_rows = &delivered_rows_.Add(labels);
+    m.wasted_rows = &wasted_rows_.Add(labels);
     for (int r = 0; r < kNumDropReasons; ++r) {
       prometheus::Labels l = labels;
-      l["reason"] = DropReasonName(static_cast<DropReason>(r));
+      l["reason"] = serving::DropReasonName(static_cast<DropReason>(r));
       m.dropped_tasks[r] = &dropped_tasks_.Add(l);
       m.dropped_rows[r] = &dropped_rows_.Add(l);
     }
@@ -304,6 +311,65 @@ void Metrics::LoadFailed(const std::string& model) {
 }
 
 void Metrics::SetServerReady(bool ready) { server_ready_.Add({}).Set(ready ? 1 : 0); }
+
+namespace {
+
+class MetricsQueueObserver final : public serving::QueueObserver {
+ public:
+  MetricsQueueObserver(Metrics* metrics, Metrics::ModelMetrics* model, Operation op)
+      : metrics_(metrics), model_(model), op_(op), m_(model->op(op)) {}
+
+  void Admitted(int64_t rows) override { m_.inflight_rows->Increment(Rows(rows)); }
+  void Refused(DropReason reason, int64_t rows) override { Count(reason, rows); }
+  void Dropped(DropReason reason, int64_t rows, int64_t computed_rows) override {
+    Count(reason, rows);
+    m_.inflight_rows->Decrement(Rows(rows));
+    if (computed_rows > 0) m_.wasted_rows->Increment(Rows(computed_rows));
+  }
+  void Delivered(int64_t rows) override {
+    m_.delivered_tasks->Increment();
+    m_.delivered_rows->Increment(Rows(rows));
+    m_.inflight_rows->Decrement(Rows(rows));
+  }
+  void Failed(int64_t rows) override { m_.inflight_rows->Decrement(Rows(rows)); }
+  void BatchStarted(int64_t rows, int64_t tasks) override {
+    m_.batch_rows->Observe(Rows(rows));
+    m_.batch_tasks->Observe(static_cast<double>(tasks));
+  }
+  void QueueWait(absl::Duration wait) override {
+    m_.queue_wait->Observe(std::max(0.0, absl::ToDoubleSeconds(wait)));
+  }
+  void Computed(int64_t rows, double seconds, const RunInfo& info, bool ok) override {
+    m_.compute->Observe(seconds);
+    metrics_->CountBatch(model_->name, op_, info.device.empty() ? "cpu" : info.device,
+                         info.strategy.empty() ? "unknown" : info.strategy);
+    if (ok) m_.rows->Increment(Rows(rows));
+  }
+  void QueueDepth(int64_t tasks, int64_t rows) override {
+    m_.queue_requests->Set(static_cast<double>(tasks));
+    m_.queue_rows->Set(Rows(rows));
+  }
+
+ private:
+  static double Rows(int64_t rows) { return static_cast<double>(rows); }
+  void Count(DropReason reason, int64_t rows) {
+    const int r = static_cast<int>(reason);
+    m_.dropped_tasks[r]->Increment();
+    m_.dropped_rows[r]->Increment(Rows(rows));
+  }
+
+  Metrics* const metrics_;
+  Metrics::ModelMetrics* const model_;
+  const Operation op_;
+  Metrics::OpMetrics& m_;
+};
+
+}  // namespace
+
+std::unique_ptr<serving::QueueObserver> MetricsObserver::ForQueue(const std::string& model,
+                                                                  Operation op) {
+  return std::make_unique<MetricsQueueObserver>(metrics_, metrics_->Model(model), op);
+}
 
 std::shared_ptr<prometheus::Collectable> MakeGpuMemoryCollectable() {
   return std::make_shared<GpuMemoryCollectable>();

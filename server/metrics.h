@@ -15,6 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "core/registry/model_config.h"
 #include "core/registry/model_registry.h"
+#include "core/serving/observer.h"
+#include "core/serving/outcome.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -26,9 +28,8 @@ namespace grove::server {
 using registry::kNumOperations;
 using registry::Operation;
 
-enum class DropReason : int { kQueueFull = 0, kDeadline = 1, kCancelled = 2, kShutdown = 3 };
-inline constexpr int kNumDropReasons = 4;
-const char* DropReasonName(DropReason reason);
+using serving::DropReason;
+using serving::kNumDropReasons;
 
 // The `model` label of calls naming a model the server does not know.
 inline constexpr const char* kUnknownModelLabel = "_unknown";
@@ -45,6 +46,9 @@ class Metrics {
     prometheus::Gauge* queue_requests = nullptr;
     prometheus::Gauge* queue_rows = nullptr;
     prometheus::Gauge* inflight_rows = nullptr;
+    prometheus::Counter* delivered_tasks = nullptr;
+    prometheus::Counter* delivered_rows = nullptr;
+    prometheus::Counter* wasted_rows = nullptr;
     std::array<prometheus::Counter*, kNumDropReasons> dropped_tasks{};
     std::array<prometheus::Counter*, kNumDropReasons> dropped_rows{};
   };
@@ -103,6 +107,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& inflight_rows_;
   prometheus::Family<prometheus::Counter>& dropped_tasks_;
   prometheus::Family<prometheus::Counter>& dropped_rows_;
+  prometheus::Family<prometheus::Counter>& delivered_tasks_;
+  prometheus::Family<prometheus::Counter>& delivered_rows_;
+  prometheus::Family<prometheus::Counter>& wasted_rows_;
   prometheus::Family<prometheus::Gauge>& model_ready_;
   prometheus::Family<prometheus::Counter>& model_loads_;
   prometheus::Family<prometheus::Gauge>& model_load_duration_;
@@ -115,6 +122,17 @@ class Metrics {
   absl::flat_hash_map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);
   // grove_model_info series currently set, per (model, version), to zero them on unload.
   absl::flat_hash_map<std::string, prometheus::Gauge*> info_series_ ABSL_GUARDED_BY(mu_);
+};
+
+// The serving core's events as the series of one model and operation.
+class MetricsObserver final : public serving::ServingObserver {
+ public:
+  explicit MetricsObserver(Metrics* metrics) : metrics_(metrics) {}
+  std::unique_ptr<serving::QueueObserver> ForQueue(const std::string& model,
+                                                   registry::Operation op) override;
+
+ private:
+  Metrics* const metrics_;
 };
 
 // A prometheus Collectable for grove_gpu_memory_{used,total}_bytes, sampled at every scrape.

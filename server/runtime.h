@@ -1,7 +1,8 @@
-// Runtime: what groved's RPC handlers share. It owns the model registry, the batch executor, one
-// batching queue per (model, operation), the CPU thread pool and a control thread for blocking
-// model-control operations; it runs batches on the engines and records metrics. No gRPC here, so
-// that handlers stay thin adapters (convert, Submit, finish from the completion callback).
+// Runtime: what groved's RPC handlers share. It owns the model registry, the serving core
+// (core/serving: queues, admission, batches, chunks, drops), the CPU thread pool and a control
+// thread for blocking model-control operations, and wires the core's observer to the metrics. No
+// gRPC here, so that handlers stay thin adapters (convert, Submit, finish from the completion
+// callback).
 //
 // Thread-safe.
 #pragma once
@@ -20,67 +21,20 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/batching/batch_executor.h"
 #include "core/batching/clock.h"
 #include "core/common/rows.h"
 #include "core/common/thread_pool.h"
 #include "core/predict/predict.h"
 #include "core/registry/model_registry.h"
+#include "core/serving/compute_task.h"
+#include "core/serving/engine_runner.h"
+#include "core/serving/serving_core.h"
 #include "server/metrics.h"
 
 namespace grove::server {
 
-// State of one call (or one stream message) shared by its tasks. `done` runs exactly once, on the
-// thread that completes the last task (an executor thread, or the caller when scheduling fails),
-// with OK or the first error.
-class CallState {
- public:
-  CallState(int tasks, absl::Time deadline, absl::AnyInvocable<void(absl::Status) &&> done)
-      : deadline_(deadline), pending_(tasks), done_(std::move(done)) {}
-
-  void TaskDone(const absl::Status& status) {
-    if (!status.ok()) {
-      absl::MutexLock lock(&mu_);
-      if (status_.ok()) status_ = status;
-    }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      absl::Status final_status;
-      {
-        absl::MutexLock lock(&mu_);
-        final_status = status_;
-      }
-      std::move(done_)(std::move(final_status));
-    }
-  }
-  void Cancel() { cancelled_.store(true, std::memory_order_release); }
-  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
-  absl::Time deadline() const { return deadline_; }
-
- private:
-  const absl::Time deadline_;
-  std::atomic<bool> cancelled_{false};
-  std::atomic<int> pending_;
-  absl::Mutex mu_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  absl::AnyInvocable<void(absl::Status) &&> done_;
-};
-
-// One unit of compute: some rows of one call for one operation on one pinned model version.
-// `rows` and `out` point into memory the call keeps alive until its CallState is done.
-struct ComputeTask {
-  registry::ServablePtr model;
-  Operation op = Operation::kPredict;
-  OutputKind kind = OutputKind::kPrediction;  // kPredict
-  int iteration_begin = 0;
-  int iteration_end = 0;
-  RowsView rows;
-  MatrixView<float> out;  // rows.rows x width, stride == cols
-  std::shared_ptr<CallState> call;
-
-  int64_t size() const { return rows.rows; }
-  absl::Time deadline() const { return call->deadline(); }
-  bool cancelled() const { return call->cancelled(); }
-};
+using serving::CallState;
+using serving::ComputeTask;
 
 struct RuntimeOptions {
   std::string model_repository;
@@ -89,6 +43,10 @@ struct RuntimeOptions {
   std::string calibration_cache_dir;
   int compute_threads = 0;  // CPU engine pool; 0: hardware threads
   int batch_threads = 0;    // executor threads; 0: 2
+  absl::Duration max_queue_wait = absl::Seconds(10);    // see serving::ServingOptions
+  absl::Duration chunk_target = absl::Milliseconds(20);
+  int64_t memory_budget_bytes = int64_t{2} << 30;
+  ThreadPriority compute_priority = ThreadPriority::kNormal;  // engine pool and batch executor
   bool strict_readiness = true;
   const batching::Clock* clock = nullptr;  // null: the real clock
   int64_t max_message_bytes = 64 << 20;  // responses above this are refused before compute
@@ -107,10 +65,15 @@ class Runtime final : public registry::RegistryListener {
   Metrics& metrics() { return *metrics_; }
   const RuntimeOptions& options() const { return options_; }
 
-  // Queues `task` on its model's queue for its operation. Never waits. On error (queue full:
-  // RESOURCE_EXHAUSTED, shutting down: UNAVAILABLE) the task is dropped and the error returned; the
-  // caller answers its CallState.
+  // Queues `task` on its model's queue for its operation (serving::ServingCore::Submit). Never
+  // waits. On error (shed: RESOURCE_EXHAUSTED, shutting down: UNAVAILABLE) the task is dropped and
+  // the error returned; the caller answers its CallState.
   absl::Status Submit(std::unique_ptr<ComputeTask> task);
+  // Takes the bytes a request will hold from the server's memory budget (RESOURCE_EXHAUSTED when
+  // spent); the caller keeps the reservation with the call (CallState::Hold).
+  absl::StatusOr<serving::MemoryReservation> ReserveMemory(const registry::ServableModel& model,
+                                                           Operation op, int64_t rows,
+                                                           int64_t bytes);
 
   // Runs `fn` on the control thread (model loads and unloads, which block), so that RPC reactions
   // never wait for a load. After Shutdown() `fn` runs at once on the caller's thread.
@@ -148,7 +111,7 @@ class Runtime final : public registry::RegistryListener {
   absl::Status CheckResponseBytes(int64_t bytes, int64_t rows) const;
 
   // Queue statistics of (model, op), for tests; zeros when the queue does not exist.
-  batching::Batcher<ComputeTask>::Stats QueueStats(const std::string& model, Operation op);
+  serving::ServingCore::Stats QueueStats(const std::string& model, Operation op);
 
   // RegistryListener.
   void OnVersionReady(const registry::ServablePtr& model) override;
@@ -157,28 +120,19 @@ class Runtime final : public registry::RegistryListener {
   void OnModelChanged(const std::string& name) override;
 
  private:
-  using Queue = batching::BatchQueue<ComputeTask>;
-  struct ModelQueues {
-    Metrics::ModelMetrics* metrics = nullptr;
-    std::shared_ptr<Queue> queues[kNumOperations];
-  };
-
-  ModelQueues* QueuesFor(const std::string& model, const registry::ModelConfig& config);
-  void Process(Metrics::ModelMetrics* m, Operation op, batching::Batch<ComputeTask>&& batch);
-  void Drop(Metrics::ModelMetrics* m, Operation op, batching::Dropped<ComputeTask>&& dropped);
   void ControlLoop();
-  void UpdateQueueGauges(Metrics::OpMetrics& m, const Queue& queue);
   void UpdateModelHealth(const std::string& name);
 
   const RuntimeOptions options_;
   Metrics* const metrics_;
   const batching::Clock* const clock_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<batching::BatchExecutor> executor_;
+  MetricsObserver observer_;
+  serving::ServableEngineRunner engine_;
+  std::unique_ptr<serving::ServingCore> core_;
   std::unique_ptr<registry::ModelRegistry> registry_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<ModelQueues>> queues_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&, bool)> health_cb_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> ready_{false};
@@ -189,7 +143,6 @@ class Runtime final : public registry::RegistryListener {
   std::deque<absl::AnyInvocable<void() &&>> control_queue_ ABSL_GUARDED_BY(control_mu_);
   bool control_stop_ ABSL_GUARDED_BY(control_mu_) = false;
   std::atomic<bool> stopped_{false};
-  std::atomic<bool> draining_{false};
   std::thread control_thread_;
 };
 

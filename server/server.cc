@@ -13,6 +13,7 @@
 #include "core/io/file.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "prometheus/exposer.h"
@@ -92,6 +93,12 @@ absl::Status GroveServer::StartImpl() {
   o.runtime.max_message_bytes = o.max_message_bytes;
   o.runtime.strict_readiness = o.strict_readiness;
 
+  serving::ServingOptions serving_options;
+  serving_options.max_queue_wait = o.runtime.max_queue_wait;
+  serving_options.chunk_target = o.runtime.chunk_target;
+  serving_options.memory_budget_bytes = o.runtime.memory_budget_bytes;
+  if (absl::Status s = serving::ValidateServingOptions(serving_options); !s.ok()) return s;
+
   metrics_ = std::make_unique<Metrics>();
   runtime_ = std::make_unique<Runtime>(o.runtime, metrics_.get());
   if (absl::Status s = runtime_->Init(); !s.ok()) return s;
@@ -114,6 +121,10 @@ absl::Status GroveServer::StartImpl() {
   // The port is ours alone: with SO_REUSEPORT (gRPC's default on Linux) a second groved on the
   // same port would start and the kernel would split the calls between the two.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Calls in flight per connection are bounded, so that beyond the server's RPC capacity callers
+  // wait (and time out) on their side instead of piling up calls here that expire before their
+  // handler runs and still cost what a served call costs (congestion collapse of tiny calls).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
   builder.RegisterService(grove_service_.get());
   builder.RegisterService(kserve_service_.get());
   unknown_method_service_ = std::make_unique<UnknownMethodService>();
@@ -121,6 +132,11 @@ absl::Status GroveServer::StartImpl() {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeDecodeErrorInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  // gRPC's own buffers (messages read but not yet handled) get the same bound as admitted
+  // requests, so that a flood of calls is read more slowly instead of growing the process.
+  grpc::ResourceQuota quota("groved");
+  quota.Resize(static_cast<size_t>(o.runtime.memory_budget_bytes));
+  builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
   server_ = builder.BuildAndStart();

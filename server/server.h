@@ -51,6 +51,7 @@ struct ServerOptions {
   std::string tls_client_roles_file;  // `ROLE NAME` lines: client certificate common names
   absl::Duration auth_poll = absl::Seconds(5);  // re-read changed access files; 0: never
   int64_t max_message_bytes = 0;  // 0: automatic (AutoMessageBytes)
+  int max_concurrent_streams = 1024;  // calls in flight per client connection (1..1048576)
   absl::Duration repository_poll = absl::Seconds(5);  // 0: no file watching
   bool model_control = false;  // LoadModel / UnloadModel (with access control: role admin)
   bool strict_readiness = true;

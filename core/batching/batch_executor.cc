@@ -22,26 +22,56 @@ absl::Status ValidateBatcherOptions(const BatcherOptions& options) {
   return absl::OkStatus();
 }
 
-BatchExecutor::BatchExecutor(int num_threads, const Clock* clock) : clock_(clock) {
+void SourceRing::Add(std::shared_ptr<BatchSource> source) { sources_.push_back(std::move(source)); }
+
+void SourceRing::Remove(const BatchSource* source) {
+  sources_.erase(std::remove_if(sources_.begin(), sources_.end(),
+                                [&](const auto& s) { return s.get() == source; }),
+                 sources_.end());
+}
+
+absl::AnyInvocable<void() &&> SourceRing::Take(std::shared_ptr<BatchSource>* owner,
+                                               absl::Time* earliest) {
+  *earliest = absl::InfiniteFuture();
+  const size_t n = sources_.size();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t index = (next_ + i) % n;
+    absl::Time next = absl::InfiniteFuture();
+    absl::AnyInvocable<void() &&> work = sources_[index]->TakeWork(&next);
+    *earliest = std::min(*earliest, next);
+    if (work) {
+      *owner = sources_[index];
+      next_ = index + 1;
+      return work;
+    }
+  }
+  return nullptr;
+}
+
+BatchExecutor::BatchExecutor(int num_threads, const Clock* clock, ThreadPriority priority)
+    : clock_(clock) {
   num_threads = std::max(1, num_threads);
   threads_.reserve(num_threads);
-  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < num_threads; ++i) {
+    threads_.emplace_back([this, priority] {
+      SetCurrentThreadPriority(priority);
+      WorkerLoop();
+    });
+  }
 }
 
 BatchExecutor::~BatchExecutor() { Stop(); }
 
 void BatchExecutor::Add(std::shared_ptr<BatchSource> source) {
   absl::MutexLock lock(&mu_);
-  sources_.push_back(std::move(source));
+  sources_.Add(std::move(source));
   ++generation_;
   cv_.SignalAll();
 }
 
 void BatchExecutor::Remove(const BatchSource* source) {
   absl::MutexLock lock(&mu_);
-  sources_.erase(std::remove_if(sources_.begin(), sources_.end(),
-                                [&](const auto& s) { return s.get() == source; }),
-                 sources_.end());
+  sources_.Remove(source);
 }
 
 void BatchExecutor::Notify() {
@@ -59,28 +89,17 @@ void BatchExecutor::Stop() {
   }
   for (std::thread& t : threads_) t.join();
   absl::MutexLock lock(&mu_);
-  sources_.clear();
+  sources_.Clear();
 }
 
 void BatchExecutor::WorkerLoop() {
   absl::MutexLock lock(&mu_);
   while (!stop_) {
     const uint64_t generation = generation_;
-    absl::Time earliest = absl::InfiniteFuture();
-    absl::AnyInvocable<void() &&> work;
-    // Keep the sources alive while their work runs outside the lock.
+    absl::Time earliest;
+    // Keep the source alive while its work runs outside the lock.
     std::shared_ptr<BatchSource> owner;
-    const size_t n = sources_.size();
-    for (size_t i = 0; i < n && !work; ++i) {
-      const size_t index = (next_source_ + i) % n;
-      absl::Time next = absl::InfiniteFuture();
-      work = sources_[index]->TakeWork(&next);
-      earliest = std::min(earliest, next);
-      if (work) {
-        owner = sources_[index];
-        next_source_ = index + 1;
-      }
-    }
+    absl::AnyInvocable<void() &&> work = sources_.Take(&owner, &earliest);
     if (work) {
       // Another idle worker may find more.
       cv_.Signal();

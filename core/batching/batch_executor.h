@@ -1,6 +1,7 @@
-// BatchExecutor: a fixed set of threads that run the batches of many queues (one per model and
-// operation), and BatchQueue<Task>, a Batcher wired to an executor and to the functions that compute
-// a batch and answer dropped tasks.
+// Executor: what runs the batches of many queues (one per model and operation). BatchExecutor is a
+// fixed set of threads; ManualExecutor (manual_executor.h) runs work only when a test says so.
+// BatchQueue<Task> is a Batcher wired to an executor and to the functions that compute a batch and
+// answer dropped tasks.
 //
 // Workers poll every registered source round-robin; a source hands out work (a closure) or the time
 // at which it wants to be polled again. Because a batch is formed only when a worker is free and the
@@ -24,6 +25,7 @@
 #include "absl/time/time.h"
 #include "core/batching/batcher.h"
 #include "core/batching/clock.h"
+#include "core/common/thread_priority.h"
 
 namespace grove::batching {
 
@@ -36,22 +38,51 @@ class BatchSource {
   virtual absl::AnyInvocable<void() &&> TakeWork(absl::Time* next_poll) = 0;
 };
 
-class BatchExecutor {
+// The sources of an executor and a round-robin poll over them. Not thread-safe: the executor's
+// lock guards it.
+class SourceRing {
  public:
-  // `clock` is not owned and outlives the executor.
-  BatchExecutor(int num_threads, const Clock* clock);
-  ~BatchExecutor();  // Stop()
+  void Add(std::shared_ptr<BatchSource> source);
+  void Remove(const BatchSource* source);
+  void Clear() { sources_.clear(); }
+  // Asks the sources, starting after the last one that gave work, until one hands out work; that
+  // source is returned in *owner (keep it alive while the work runs). *earliest: the earliest next
+  // poll of the sources asked (InfiniteFuture when none asked for one).
+  absl::AnyInvocable<void() &&> Take(std::shared_ptr<BatchSource>* owner, absl::Time* earliest);
+
+ private:
+  std::vector<std::shared_ptr<BatchSource>> sources_;
+  size_t next_ = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void Add(std::shared_ptr<BatchSource> source) = 0;
+  // After Remove returns, the executor holds no reference to `source` for new work (work already
+  // handed out may still be running).
+  virtual void Remove(const BatchSource* source) = 0;
+  // Something changed (a task was queued, a batch finished): poll the sources again.
+  virtual void Notify() = 0;
+  // Finishes running work; no work runs afterwards. Sources' queued work is not run.
+  virtual void Stop() = 0;
+};
+
+class BatchExecutor final : public Executor {
+ public:
+  // `clock` is not owned and outlives the executor. Threads run at `priority`: batches compute on
+  // them.
+  BatchExecutor(int num_threads, const Clock* clock,
+                ThreadPriority priority = ThreadPriority::kNormal);
+  ~BatchExecutor() override;  // Stop()
   BatchExecutor(const BatchExecutor&) = delete;
   BatchExecutor& operator=(const BatchExecutor&) = delete;
 
-  void Add(std::shared_ptr<BatchSource> source);
-  // After Remove returns, the executor holds no reference to `source` for new work (work already
-  // handed out may still be running).
-  void Remove(const BatchSource* source);
-  // Something changed (a task was queued, a batch finished): workers poll again.
-  void Notify();
-  // Finishes running work, then joins the threads. Sources' queued work is not run.
-  void Stop();
+  void Add(std::shared_ptr<BatchSource> source) override;
+  void Remove(const BatchSource* source) override;
+  void Notify() override;
+  // Finishes running work, then joins the threads.
+  void Stop() override;
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
  private:
@@ -60,35 +91,43 @@ class BatchExecutor {
   const Clock* const clock_;
   absl::Mutex mu_;
   absl::CondVar cv_;
-  std::vector<std::shared_ptr<BatchSource>> sources_ ABSL_GUARDED_BY(mu_);
-  size_t next_source_ ABSL_GUARDED_BY(mu_) = 0;
+  SourceRing sources_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
-// A Batcher whose batches run on a BatchExecutor.
-//   process(Batch<Task>&&)  computes a batch and answers its tasks (on an executor thread);
+// A Batcher whose batches run on an Executor.
+//   process(Batch<Task>&&)  computes a batch and answers its tasks (on an executor thread); returns
+//                           the rows it already reported with batcher().Progress (0 if none);
 //   drop(Dropped<Task>&&)   answers a task dropped before compute (expired, cancelled, drained).
 // Create with std::make_shared and Add it to the executor; Remove it before destroying it.
 template <BatchTask Task>
 class BatchQueue final : public BatchSource {
  public:
-  using ProcessFn = absl::AnyInvocable<void(Batch<Task>&&)>;
+  using ProcessFn = absl::AnyInvocable<int64_t(Batch<Task>&&)>;
   using DropFn = absl::AnyInvocable<void(Dropped<Task>&&)>;
 
-  BatchQueue(const BatcherOptions& options, const Clock* clock, BatchExecutor* executor,
+  BatchQueue(const BatcherOptions& options, const Clock* clock, Executor* executor,
              ProcessFn process, DropFn drop)
       : batcher_(options, clock),
         executor_(executor),
         process_(std::move(process)),
         drop_(std::move(drop)) {}
 
-  // Batcher::Schedule, then wakes the executor.
-  absl::Status Schedule(std::unique_ptr<Task>& task) {
-    absl::Status status = batcher_.Schedule(task);
+  // Batcher::Schedule (tasks found expired or cancelled meanwhile are answered here), then wakes
+  // the executor.
+  absl::Status Schedule(std::unique_ptr<Task>& task,
+                        const typename Batcher<Task>::AdmitFn* admit = nullptr) {
+    std::vector<Dropped<Task>> dropped;
+    absl::Status status = batcher_.Schedule(task, &dropped, admit);
+    for (Dropped<Task>& d : dropped) drop_(std::move(d));
     if (status.ok()) executor_->Notify();
     return status;
+  }
+  // Answers expired and cancelled tasks now instead of at the next poll.
+  void Purge() {
+    for (Dropped<Task>& d : batcher_.Purge()) drop_(std::move(d));
   }
 
   absl::AnyInvocable<void() &&> TakeWork(absl::Time* next_poll) override {
@@ -99,8 +138,8 @@ class BatchQueue final : public BatchSource {
       for (Dropped<Task>& d : polled.dropped) drop_(std::move(d));
       if (!polled.batch.empty()) {
         const int64_t rows = polled.batch.rows;
-        process_(std::move(polled.batch));
-        batcher_.BatchDone(rows);
+        const int64_t reported = process_(std::move(polled.batch));
+        batcher_.BatchDone(rows - reported);
       }
       executor_->Notify();
     };
@@ -125,7 +164,7 @@ class BatchQueue final : public BatchSource {
 
  private:
   Batcher<Task> batcher_;
-  BatchExecutor* const executor_;
+  Executor* const executor_;
   ProcessFn process_;
   DropFn drop_;
 };

@@ -6,10 +6,11 @@
 // `absl::Time deadline() const` (expired tasks are dropped with DEADLINE_EXCEEDED before compute) and
 // `bool cancelled() const` (cancelled tasks are dropped with CANCELLED).
 //
-// The batcher is passive: Schedule() adds work and never waits (a full queue answers
-// RESOURCE_EXHAUSTED at once); Poll() is called by whoever executes batches (BatchExecutor, or a
-// test with a FakeClock) and hands out the next ready batch plus the tasks dropped since the last
-// poll. Time comes only from the injected Clock.
+// The batcher is passive: Schedule() adds work and never waits (a full queue, or an admission
+// check that refuses, answers RESOURCE_EXHAUSTED at once); Poll() is called by whoever executes
+// batches (BatchExecutor, ManualExecutor in tests) and hands out the next ready batch plus the tasks
+// dropped since the last poll; Purge() takes out expired and cancelled tasks at once. Time comes
+// only from the injected Clock.
 //
 // Batch rule, evaluated at Poll(now) over the FIFO queue, when fewer than max_concurrent_batches of
 // this batcher are computing:
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -94,8 +96,11 @@ class Batcher {
     int64_t queued_tasks = 0;
     int64_t queued_rows = 0;
     int inflight_batches = 0;
-    int64_t inflight_rows = 0;
+    int64_t inflight_rows = 0;  // rows of computing batches not yet reported by Progress
   };
+  // Decides, under the batcher's lock and from the work ahead of a task, whether to queue it: OK,
+  // or the error Schedule returns (RESOURCE_EXHAUSTED). Must be quick and must not call back.
+  using AdmitFn = absl::FunctionRef<absl::Status(const Stats& ahead, int64_t rows)>;
 
   // `clock` is not owned and outlives the batcher. `options` must be valid.
   Batcher(const BatcherOptions& options, const Clock* clock) : options_(options), clock_(clock) {}
@@ -105,12 +110,18 @@ class Batcher {
   // Queues `task`, taking it (task becomes null) on success. Never waits: RESOURCE_EXHAUSTED when
   // the queue bounds would be exceeded, UNAVAILABLE after Close(), INVALID_ARGUMENT for a task of
   // size <= 0; on error the caller keeps the task.
-  absl::Status Schedule(std::unique_ptr<Task>& task) {
+  // `admit` (optional) is asked after expired and cancelled tasks left the queue, so that they do
+  // not count as work ahead; those are returned in *dropped (may be null when the task type has no
+  // deadline and cannot be cancelled) for the caller to answer.
+  absl::Status Schedule(std::unique_ptr<Task>& task) { return Schedule(task, nullptr, nullptr); }
+  absl::Status Schedule(std::unique_ptr<Task>& task, std::vector<Dropped<Task>>* dropped,
+                        const AdmitFn* admit) {
     const int64_t rows = task->size();
     if (rows <= 0) return absl::InvalidArgumentError("a batch task must have at least one row");
     const absl::Time now = clock_->Now();
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::UnavailableError("the queue is closed (server shutting down)");
+    if (dropped != nullptr && now >= earliest_deadline_) PurgeLocked(now, dropped);
     if (static_cast<int64_t>(queue_.size()) + 1 > options_.max_queue_tasks) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "queue full: ", queue_.size(), " requests waiting (limit ", options_.max_queue_tasks,
@@ -121,9 +132,26 @@ class Batcher {
           absl::StrCat("queue full: ", queued_rows_, " rows waiting, request has ", rows,
                        " (limit ", options_.max_queue_rows, "); retry later"));
     }
+    if (admit != nullptr) {
+      absl::Status admitted = (*admit)(StatsLocked(), rows);
+      if (!admitted.ok()) return admitted;
+    }
+    if constexpr (TaskWithDeadline<Task>) {
+      earliest_deadline_ = std::min(earliest_deadline_, task->deadline());
+    }
     queue_.push_back(Entry{std::move(task), now, rows});
     queued_rows_ += rows;
     return absl::OkStatus();
+  }
+
+  // Takes every expired or cancelled task out of the queue now (a call was cancelled, or the
+  // caller wants stale work gone before judging the queue), for the caller to answer.
+  std::vector<Dropped<Task>> Purge() {
+    std::vector<Dropped<Task>> dropped;
+    const absl::Time now = clock_->Now();
+    absl::MutexLock lock(&mu_);
+    PurgeLocked(now, &dropped);
+    return dropped;
   }
 
   // Drops expired and cancelled tasks and hands out the next ready batch, if any (see the rule
@@ -132,17 +160,7 @@ class Batcher {
     const absl::Time now = clock_->Now();
     PollResult result;
     absl::MutexLock lock(&mu_);
-    // Drop what can no longer be answered usefully.
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      absl::Status drop = DropStatus(*it->task, now);
-      if (drop.ok()) {
-        ++it;
-        continue;
-      }
-      queued_rows_ -= it->rows;
-      result.dropped.push_back(Dropped<Task>{std::move(it->task), std::move(drop), it->enqueued});
-      it = queue_.erase(it);
-    }
+    PurgeLocked(now, &result.dropped);
     if (queue_.empty()) return result;
     if (inflight_batches_ >= options_.max_concurrent_batches) {
       // BatchDone makes the next batch possible; deadlines still need a look.
@@ -178,11 +196,18 @@ class Batcher {
     return result;
   }
 
-  // A batch handed out by Poll finished computing.
-  void BatchDone(int64_t rows) {
+  // `rows` of a computing batch were computed or abandoned (its chunked execution reports as it
+  // goes, so that the work ahead of new tasks shrinks).
+  void Progress(int64_t rows) {
+    absl::MutexLock lock(&mu_);
+    inflight_rows_ -= rows;
+  }
+  // A batch handed out by Poll finished computing; `remaining_rows` are its rows not reported by
+  // Progress (all of them when it never reported).
+  void BatchDone(int64_t remaining_rows) {
     absl::MutexLock lock(&mu_);
     --inflight_batches_;
-    inflight_rows_ -= rows;
+    inflight_rows_ -= remaining_rows;
   }
 
   // New limits apply to the next Schedule/Poll; queued tasks stay.
@@ -224,13 +249,13 @@ class Batcher {
     for (Entry& e : queue_) out.push_back(Dropped<Task>{std::move(e.task), status, e.enqueued});
     queue_.clear();
     queued_rows_ = 0;
+    earliest_deadline_ = absl::InfiniteFuture();
     return out;
   }
 
   Stats stats() const {
     absl::MutexLock lock(&mu_);
-    return Stats{static_cast<int64_t>(queue_.size()), queued_rows_, inflight_batches_,
-                 inflight_rows_};
+    return StatsLocked();
   }
 
  private:
@@ -240,16 +265,42 @@ class Batcher {
     int64_t rows;
   };
 
+  // The deadline first: gRPC also cancels a call whose deadline passed, and that is an expiry.
   static absl::Status DropStatus(const Task& task, absl::Time now) {
-    if constexpr (CancellableTask<Task>) {
-      if (task.cancelled()) return absl::CancelledError("the call was cancelled");
-    }
     if constexpr (TaskWithDeadline<Task>) {
       if (task.deadline() <= now) {
         return absl::DeadlineExceededError("deadline exceeded while queued");
       }
     }
+    if constexpr (CancellableTask<Task>) {
+      if (task.cancelled()) return absl::CancelledError("the call was cancelled");
+    }
     return absl::OkStatus();
+  }
+
+  Stats StatsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return Stats{static_cast<int64_t>(queue_.size()), queued_rows_, inflight_batches_,
+                 inflight_rows_};
+  }
+
+  // Moves expired and cancelled tasks to *dropped; recomputes the earliest deadline.
+  void PurgeLocked(absl::Time now, std::vector<Dropped<Task>>* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if constexpr (TaskWithDeadline<Task> || CancellableTask<Task>) {
+      absl::Time earliest = absl::InfiniteFuture();
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        absl::Status drop = DropStatus(*it->task, now);
+        if (drop.ok()) {
+          if constexpr (TaskWithDeadline<Task>) earliest = std::min(earliest, it->task->deadline());
+          ++it;
+          continue;
+        }
+        queued_rows_ -= it->rows;
+        dropped->push_back(Dropped<Task>{std::move(it->task), std::move(drop), it->enqueued});
+        it = queue_.erase(it);
+      }
+      earliest_deadline_ = earliest;
+    }
   }
 
   bool ReadyLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -257,12 +308,10 @@ class Batcher {
            now >= queue_.front().enqueued + options_.max_delay;
   }
 
+  // A lower bound of the queued tasks' deadlines (exact after a purge): an early wake-up only
+  // costs a poll.
   absl::Time EarliestDeadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::Time t = absl::InfiniteFuture();
-    if constexpr (TaskWithDeadline<Task>) {
-      for (const Entry& e : queue_) t = std::min(t, e.task->deadline());
-    }
-    return t;
+    return earliest_deadline_;
   }
 
   mutable absl::Mutex mu_;
@@ -274,6 +323,8 @@ class Batcher {
   int64_t inflight_rows_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool flush_ ABSL_GUARDED_BY(mu_) = false;
+  // No queued task expires before this (Schedule purges only once it passed).
+  absl::Time earliest_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace grove::batching

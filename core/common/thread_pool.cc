@@ -1,15 +1,22 @@
 #include "core/common/thread_pool.h"
 
+#include "core/common/thread_priority.h"
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
 
 namespace grove {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, ThreadPriority priority) {
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   workers_.reserve(num_threads);
-  for (int i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < num_threads; ++i) {
+    workers_.emplace_back([this, priority] {
+      SetCurrentThreadPriority(priority);
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

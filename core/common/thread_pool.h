@@ -12,12 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/common/thread_priority.h"
+
 namespace grove {
 
 class ThreadPool {
  public:
-  // num_threads <= 0: one per hardware thread.
-  explicit ThreadPool(int num_threads = 0);
+  // num_threads <= 0: one per hardware thread. Workers run at `priority`.
+  explicit ThreadPool(int num_threads = 0, ThreadPriority priority = ThreadPriority::kNormal);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -325,6 +325,79 @@ TEST(BatcherTest, ConcurrentScheduleAndPollLoseNothing) {
   EXPECT_EQ(seen.size(), size_t{kThreads * kPerThread});
 }
 
+TEST(BatcherTest, AdmitSeesTheWorkAheadAndCanRefuse) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Milliseconds(5)), &clock);
+  auto t1 = MakeTask(1, 30);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  int64_t seen_ahead = -1;
+  auto admit = [&](const Batcher<Task>::Stats& ahead, int64_t rows) {
+    seen_ahead = ahead.queued_rows + ahead.inflight_rows;
+    return rows > 10 ? absl::ResourceExhaustedError("too much") : absl::OkStatus();
+  };
+  const Batcher<Task>::AdmitFn admit_fn(admit);
+  std::vector<Dropped<Task>> dropped;
+  auto big = MakeTask(2, 11);
+  EXPECT_EQ(b.Schedule(big, &dropped, &admit_fn).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_NE(big, nullptr) << "a refused task stays with the caller";
+  EXPECT_EQ(seen_ahead, 30);
+  auto small = MakeTask(3, 10);
+  EXPECT_TRUE(b.Schedule(small, &dropped, &admit_fn).ok());
+  EXPECT_EQ(b.stats().queued_rows, 40);
+}
+
+TEST(BatcherTest, ExpiredTasksDoNotCountAsWorkAhead) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Milliseconds(5)), &clock);
+  auto t1 = MakeTask(1, 30);
+  t1->deadline_at = clock.Now() + absl::Milliseconds(1);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  clock.Advance(absl::Milliseconds(2));
+  int64_t seen_ahead = -1;
+  auto admit = [&](const Batcher<Task>::Stats& ahead, int64_t) {
+    seen_ahead = ahead.queued_rows;
+    return absl::OkStatus();
+  };
+  const Batcher<Task>::AdmitFn admit_fn(admit);
+  std::vector<Dropped<Task>> dropped;
+  auto t2 = MakeTask(2, 5);
+  ASSERT_TRUE(b.Schedule(t2, &dropped, &admit_fn).ok());
+  EXPECT_EQ(seen_ahead, 0);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(BatcherTest, PurgeTakesCancelledTasksOutAtOnce) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Hours(1)), &clock);
+  auto t1 = MakeTask(1, 3);
+  auto cancel = t1->cancel;
+  auto t2 = MakeTask(2, 4);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  ASSERT_TRUE(b.Schedule(t2).ok());
+  cancel->store(true);
+  std::vector<Dropped<Task>> dropped = b.Purge();
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].task->id, 1);
+  EXPECT_EQ(dropped[0].status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(b.stats().queued_rows, 4);
+}
+
+TEST(BatcherTest, ProgressShrinksInflightRows) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::ZeroDuration()), &clock);
+  auto t1 = MakeTask(1, 50);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  auto polled = b.Poll();
+  ASSERT_EQ(polled.batch.rows, 50);
+  EXPECT_EQ(b.stats().inflight_rows, 50);
+  b.Progress(20);
+  EXPECT_EQ(b.stats().inflight_rows, 30);
+  b.BatchDone(30);
+  EXPECT_EQ(b.stats().inflight_rows, 0);
+  EXPECT_EQ(b.stats().inflight_batches, 0);
+}
+
 // ---- BatchExecutor + BatchQueue (real threads; completion is awaited, nothing is timed) ----
 
 struct Work {
@@ -342,12 +415,13 @@ TEST(BatchExecutorTest, RunsEveryTaskOnceAcrossQueues) {
   for (int q = 0; q < 3; ++q) {
     auto queue = std::make_shared<BatchQueue<Work>>(
         Options(50, absl::Microseconds(200), 1 << 20, 1 << 20, 2), RealClock::Get(), &executor,
-        [&](Batch<Work>&& batch) {
+        [&](Batch<Work>&& batch) -> int64_t {
           int64_t m = max_batch.load();
           while (batch.tasks.size() > 1 && batch.rows > m &&
                  !max_batch.compare_exchange_weak(m, batch.rows)) {
           }
           for (auto& t : batch.tasks) t->answered->fetch_add(1);
+          return 0;
         },
         [](Dropped<Work>&&) { ADD_FAILURE() << "nothing should be dropped"; });
     executor.Add(queue);
@@ -380,7 +454,10 @@ TEST(BatchExecutorTest, DropAllAnswersQueuedWork) {
   std::atomic<int> dropped{0};
   auto queue = std::make_shared<BatchQueue<Work>>(
       Options(1000, absl::Hours(1)), RealClock::Get(), &executor,
-      [](Batch<Work>&&) { ADD_FAILURE() << "no batch expected"; },
+      [](Batch<Work>&&) -> int64_t {
+        ADD_FAILURE() << "no batch expected";
+        return 0;
+      },
       [&](Dropped<Work>&& d) {
         EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable);
         dropped.fetch_add(1);

@@ -633,6 +633,8 @@ TEST_F(E2eTest, BenchReportsJson) {
     EXPECT_TRUE(absl::StrContains(r.out, "\"requests_failed\": 0")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"p99\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"rows_per_second\": ")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "\"offered_per_second\": ")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "\"failure_latency_ms\": {}")) << r.out;
   }
   // Explain, text output.
   CommandResult r = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(), "--model",

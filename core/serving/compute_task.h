@@ -1,0 +1,36 @@
+// ComputeTask: one unit of compute, some rows of one call for one operation on one pinned model
+// version. `rows` and `out` point into memory the call keeps alive until its CallState is done.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "core/common/rows.h"
+#include "core/predict/predict.h"
+#include "core/registry/model_registry.h"
+#include "core/serving/call_state.h"
+
+namespace grove::serving {
+
+using registry::Operation;
+
+struct ComputeTask {
+  registry::ServablePtr model;
+  Operation op = Operation::kPredict;
+  OutputKind kind = OutputKind::kPrediction;  // kPredict
+  int iteration_begin = 0;
+  int iteration_end = 0;
+  RowsView rows;
+  MatrixView<float> out;  // rows.rows x width, stride == cols
+  std::shared_ptr<CallState> call;
+  // Set by admission: when, and how long it expected the task to take (zero: no estimate yet).
+  absl::Time admitted;
+  absl::Duration expected;
+
+  int64_t size() const { return rows.rows; }
+  absl::Time deadline() const { return call->deadline(); }
+  bool cancelled() const { return call->cancelled(); }
+};
+
+}  // namespace grove::serving

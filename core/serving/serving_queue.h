@@ -1,0 +1,85 @@
+// ServingQueue: one (model, operation) queue of the serving core (see serving_core.h for the
+// rules): admission by expected wait, chunked execution of batches, and drops. Internal to
+// core/serving.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/batching/batch_executor.h"
+#include "core/serving/compute_task.h"
+#include "core/serving/engine_runner.h"
+#include "core/serving/observer.h"
+#include "core/serving/service_rate.h"
+
+namespace grove::serving {
+
+struct ServingQueueOptions {
+  absl::Duration max_queue_wait;
+  absl::Duration chunk_target;
+};
+
+class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {
+ public:
+  // `clock`, `executor` and `engine` are not owned and outlive the queue.
+  ServingQueue(const batching::BatcherOptions& batching, const ServingQueueOptions& options,
+               const batching::Clock* clock, batching::Executor* executor, EngineRunner* engine,
+               std::unique_ptr<QueueObserver> observer);
+
+  // The batch source to add to the executor.
+  std::shared_ptr<batching::BatchSource> source() { return batch_queue_; }
+  absl::Status Submit(std::unique_ptr<ComputeTask> task);
+  QueueObserver& observer() { return *observer_; }
+  batching::Batcher<ComputeTask>& batcher() { return batch_queue_->batcher(); }
+  void Flush() { batch_queue_->Flush(); }
+  void Close() { batch_queue_->Close(); }
+  void DropAll(const absl::Status& status) { batch_queue_->DropAll(status); }
+
+ private:
+  // A task of a running batch and how many of its rows are computed.
+  struct Part {
+    ComputeTask* task;
+    int64_t done = 0;
+    bool open = true;
+  };
+  // Rows [begin, begin + rows) of one part, within one engine call.
+  struct Segment {
+    Part* part;
+    int64_t begin;
+    int64_t rows;
+  };
+
+  // OK, or RESOURCE_EXHAUSTED with *reason; *expected is the time to the task's answer.
+  absl::Status Admit(const batching::Batcher<ComputeTask>::Stats& ahead, int64_t rows,
+                     absl::Time deadline, absl::Time now, DropReason* reason,
+                     absl::Duration* expected) const;
+  // Feeds the rate's correction with how long `task` took (to `end`).
+  void LearnFrom(const ComputeTask& task, absl::Time end);
+  int64_t Process(batching::Batch<ComputeTask>&& batch);
+  void Drop(batching::Dropped<ComputeTask>&& dropped);
+  // Runs one group of tasks that share an engine call, chunk by chunk; returns the rows reported
+  // to the batcher.
+  int64_t RunGroup(std::vector<Part>& parts);
+  // Answers open parts whose callers are gone; returns their uncomputed rows.
+  int64_t LeaveAbandoned(std::vector<Part>& parts);
+  std::vector<Segment> NextChunk(std::vector<Part>& parts) const;
+  absl::Status RunChunk(const std::vector<Segment>& segments, int64_t rows, RunInfo* info);
+  void ReportDepth();
+
+  const ServingQueueOptions options_;
+  const batching::Clock* const clock_;
+  EngineRunner* const engine_;
+  const std::unique_ptr<QueueObserver> observer_;
+  ServiceRate rate_;
+  std::shared_ptr<batching::BatchQueue<ComputeTask>> batch_queue_;
+  // Gather/scatter buffers of the batch being run (one batch per thread at a time).
+  static thread_local std::vector<float> in_buffer_;
+  static thread_local std::vector<float> out_buffer_;
+};
+
+}  // namespace grove::serving
