@@ -54,6 +54,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--duration", {true, {C::kBench}}},
       {"--warmup", {true, {C::kBench}}},
       {"--requests", {true, {C::kBench}}},
+      {"--server-pid", {true, {C::kBench}}},
       {"--connections", {true, {C::kBench}}},
   };
   return *options;
@@ -243,13 +244,14 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       }
       out.bench_explain = value == "explain";
     } else if (name == "--rows-per-request" || name == "--concurrency" || name == "--requests" ||
-               name == "--connections") {
+               name == "--connections" || name == "--server-pid") {
       absl::StatusOr<int64_t> v = ParseInt(name, value, name == "--requests" ? 0 : 1);
       if (!v.ok()) return v.status();
       if (name == "--rows-per-request") out.rows_per_request = *v;
       if (name == "--concurrency") out.concurrency = static_cast<int>(*v);
       if (name == "--requests") out.max_requests = *v;
       if (name == "--connections") out.connections = static_cast<int>(*v);
+      if (name == "--server-pid") out.server_pid = *v;
     } else if (name == "--rate" || name == "--duration" || name == "--warmup") {
       absl::StatusOr<double> v = ParseSeconds(name, value, name != "--duration");
       if (!v.ok()) return v.status();
@@ -393,6 +395,8 @@ Options:
       --warmup SECONDS       unmeasured time before (default 1)
       --requests N           stop after N measured requests instead
       --timeout SECONDS      deadline of every request
+      --server-pid PID       a groved on this machine: report its CPU time over the measured
+                             time (total, cores busy, per request) from /proc/PID/stat
       --json                 one JSON object instead of text
       --tls, --tls-ca PEM, --tls-cert PEM, --tls-key PEM   TLS / mutual TLS
       --token TOKEN          bearer token (default: $GROVE_TOKEN)

@@ -11,11 +11,17 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -96,6 +102,42 @@ std::string FailureLatencyJson(const Recorder& r) {
                                     Percentile(l, 0.99) * 1000, l.empty() ? 0.0 : l.back() * 1000));
   }
   return out + "}";
+}
+
+// CPU time (user + system) of process `pid` so far, from /proc/PID/stat.
+absl::StatusOr<double> ProcessCpuSeconds(int64_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  std::ifstream in(path);
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start after its closing parenthesis;
+  // utime and stime are fields 14 and 15, the 12th and 13th after it.
+  const size_t close = stat.rfind(')');
+  if (stat.empty() || close == std::string::npos) {
+    return absl::NotFoundError(absl::StrCat("--server-pid: cannot read ", path,
+                                            " (is groved running on this machine?)"));
+  }
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The server's CPU time over the measured window (--server-pid).
+struct ServerCpu {
+  bool known = false;
+  double seconds = 0;       // CPU seconds
+  double wall_seconds = 0;  // of the window
+};
+
+// `{"seconds": s, "cores": c, "us_per_request": u}`, or null without --server-pid.
+std::string ServerCpuJson(const ServerCpu& cpu, int64_t requests) {
+  if (!cpu.known) return "null";
+  return absl::StrFormat("{\"seconds\": %.6g, \"cores\": %.6g, \"us_per_request\": %.6g}",
+                         cpu.seconds, cpu.seconds / std::max(1e-9, cpu.wall_seconds),
+                         1e6 * cpu.seconds / std::max<double>(1, static_cast<double>(requests)));
 }
 
 // The rows the requests are cut from: the input file, or seeded random rows.
@@ -267,7 +309,7 @@ class Bench {
     total_.Merge(std::move(recorder));
   }
 
-  int Report(const std::string& model_desc) {
+  int Report(const std::string& model_desc, const ServerCpu& cpu) {
     std::vector<double>& lat = total_.latencies;
     std::sort(lat.begin(), lat.end());
     for (auto& [code, l] : total_.failures) std::sort(l.begin(), l.end());
@@ -294,14 +336,15 @@ class Bench {
           "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
           "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
           "\"failures\": %s, \"failure_latency_ms\": %s, \"offered_per_second\": %.6g, "
-          "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, "
+          "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, \"server_cpu\": %s, "
           "\"latency_ms\": {\"p50\": %.6g, \"p90\": %.6g, \"p99\": %.6g, \"p999\": %.6g, "
           "\"max\": %.6g, \"mean\": %.6g}}\n",
           args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
           open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
           static_cast<int>(clients_.size()), seconds, static_cast<long long>(total_.ok),
           static_cast<long long>(failed), FailureCountsJson(total_).c_str(),
-          FailureLatencyJson(total_).c_str(), offered, rps, rows_ps, Percentile(lat, 0.5) * ms,
+          FailureLatencyJson(total_).c_str(), offered, rps, rows_ps,
+          ServerCpuJson(cpu, total_.ok + failed).c_str(), Percentile(lat, 0.5) * ms,
           Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms, Percentile(lat, 0.999) * ms,
           lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
     } else {
@@ -319,6 +362,11 @@ class Bench {
       std::printf("  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
                   Percentile(lat, 0.5) * ms, Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms,
                   Percentile(lat, 0.999) * ms, lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
+      if (cpu.known) {
+        std::printf("  server cpu  %.3f s, %.2f cores busy, %.1f us per request\n", cpu.seconds,
+                    cpu.seconds / std::max(1e-9, cpu.wall_seconds),
+                    1e6 * cpu.seconds / std::max<double>(1, static_cast<double>(total_.ok + failed)));
+      }
     }
     std::fflush(stdout);
     return failed == 0 && total_.ok > 0 ? 0 : 1;
@@ -381,12 +429,37 @@ int RunBench(const CliArgs& args) {
   }
   Bench bench(args, std::move(clients), *version, meta->num_features());
   if (absl::Status s = bench.Prepare(); !s.ok()) return Fail(s);
+  if (args.server_pid > 0) {
+    if (absl::StatusOr<double> cpu = ProcessCpuSeconds(args.server_pid); !cpu.ok()) {
+      return Fail(cpu.status());
+    }
+  }
+  // The server's CPU clock is read when the warm-up ends and when the run ends.
+  ServerCpu cpu;
+  double cpu_begin = 0;
+  std::chrono::steady_clock::time_point wall_begin;
+  std::thread sampler;
+  if (args.server_pid > 0) {
+    sampler = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(args.warmup_seconds));
+      wall_begin = std::chrono::steady_clock::now();
+      cpu_begin = ProcessCpuSeconds(args.server_pid).value_or(0);
+    });
+  }
   if (args.rate > 0) {
     bench.RunOpen();
   } else {
     bench.RunClosed();
   }
-  return bench.Report(absl::StrCat("model ", meta->name(), " version ", meta->version()));
+  if (sampler.joinable()) {
+    sampler.join();
+    absl::StatusOr<double> cpu_end = ProcessCpuSeconds(args.server_pid);
+    cpu.known = cpu_end.ok();
+    cpu.seconds = cpu_end.value_or(0) - cpu_begin;
+    cpu.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_begin).count();
+  }
+  return bench.Report(absl::StrCat("model ", meta->name(), " version ", meta->version()), cpu);
 }
 
 }  // namespace grove::cli

@@ -43,7 +43,7 @@ namespace grove::batching {
 
 struct BatcherOptions {
   int64_t max_batch_rows = 4096;                   // rows merged into one batch
-  absl::Duration max_delay = absl::Microseconds(500);  // longest wait of a batch's first task
+  absl::Duration max_delay = absl::ZeroDuration();  // longest wait of a batch's first task
   int64_t max_queue_rows = int64_t{1} << 20;       // bound on queued rows
   int64_t max_queue_tasks = 4096;                  // bound on queued tasks
   int max_concurrent_batches = 2;                  // batches of this queue computing at once

@@ -45,9 +45,11 @@ struct ModelConfig {
   int64_t max_request_rows = 65536;
   int64_t max_interaction_values_per_row = int64_t{1} << 20;
   batching::BatcherOptions batching[kNumOperations] = {
-      {4096, absl::Microseconds(500), int64_t{1} << 20, 4096, 2},
-      {1024, absl::Microseconds(1000), int64_t{1} << 18, 4096, 2},
-      {64, absl::Microseconds(1000), int64_t{1} << 14, 1024, 1},
+      // No delay: a task goes to the engine at once when a batch slot is free; tasks that arrive
+      // while max_concurrent_batches compute merge into the next batch. max_delay_us is opt-in.
+      {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 2},
+      {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
+      {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
   };
 
   const batching::BatcherOptions& Batching(Operation op) const {

@@ -325,6 +325,41 @@ TEST(BatcherTest, ConcurrentScheduleAndPollLoseNothing) {
   EXPECT_EQ(seen.size(), size_t{kThreads * kPerThread});
 }
 
+TEST(BatcherTest, DefaultGoesAtOnceWhenIdleAndMergesWhatArrivesMeanwhile) {
+  FakeClock clock;
+  BatcherOptions o;  // the defaults: no delay
+  o.max_concurrent_batches = 1;
+  Batcher<Task> b(o, &clock);
+  auto t1 = MakeTask(1, 1);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  auto first = b.Poll();  // the clock has not moved: a lone task does not wait for company
+  ASSERT_EQ(Ids(first.batch), std::vector<int>({1}));
+  for (int id : {2, 3, 4}) {
+    auto t = MakeTask(id, 1);
+    ASSERT_TRUE(b.Schedule(t).ok());
+  }
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(b.Poll().batch.empty()) << "the engine is busy: arrivals wait for the next batch";
+  b.BatchDone(first.batch.rows);
+  EXPECT_EQ(Ids(b.Poll().batch), std::vector<int>({2, 3, 4}));
+}
+
+TEST(BatcherTest, OptInDelayWaitsForCompanyEvenWhenIdle) {
+  FakeClock clock;
+  BatcherOptions o;
+  o.max_delay = absl::Microseconds(500);
+  Batcher<Task> b(o, &clock);
+  auto t1 = MakeTask(1, 1);
+  ASSERT_TRUE(b.Schedule(t1).ok());
+  auto polled = b.Poll();
+  EXPECT_TRUE(polled.batch.empty());
+  EXPECT_EQ(polled.next_poll, clock.Now() + absl::Microseconds(500));
+  auto t2 = MakeTask(2, 1);
+  ASSERT_TRUE(b.Schedule(t2).ok());
+  clock.Advance(absl::Microseconds(500));
+  EXPECT_EQ(Ids(b.Poll().batch), std::vector<int>({1, 2}));
+}
+
 TEST(BatcherTest, AdmitSeesTheWorkAheadAndCanRefuse) {
   FakeClock clock;
   Batcher<Task> b(Options(100, absl::Milliseconds(5)), &clock);

@@ -626,10 +626,14 @@ TEST_F(E2eTest, BenchReportsJson) {
                                     "1",
                                     "--warmup",
                                     "0.2",
+                                    "--server-pid",
+                                    std::to_string(server_->pid()),
                                     "--json"};
     cmd.insert(cmd.end(), mode.begin(), mode.end());
     CommandResult r = RunCommand(cmd, *scratch_);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "\"server_cpu\": {\"seconds\": ")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "\"us_per_request\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"requests_failed\": 0")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"p99\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"rows_per_second\": ")) << r.out;
@@ -642,6 +646,13 @@ TEST_F(E2eTest, BenchReportsJson) {
                                *scratch_);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "p99.9")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "server cpu")) << "only with --server-pid: " << r.out;
+  // A pid that is no process is refused before the run.
+  r = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(), "--model", c.name,
+                  "--requests", "1", "--server-pid", "999999999"},
+                 *scratch_);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "/proc/999999999/stat")) << r.err;
 }
 
 // --------------------------------------------------------------------------------------------
