@@ -1,6 +1,7 @@
 // groved: serves the models of a model repository over gRPC (native grove.v1 API, KServe v2 /
 // Triton FIL tensors, health, reflection) with Prometheus metrics. Flags are documented in
 // docs/operations.md; this file only turns them into ServerOptions and waits for SIGTERM/SIGINT.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -97,6 +98,12 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on, which records every lock in a global
   // graph: measured on 1-row Predict, 5-8% of groved's CPU (GraphCycles). Tests keep it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Request and response buffers of large calls (MBs) would otherwise be mmap'd and unmapped per
+  // call, and every call would fault in and zero its pages again: keep them on the heap for reuse.
+  // Measured on 65,536-row Predict calls: 1 ms less server CPU per call, 7% more throughput on the
+  // 2-core box (docs/benchmarks.md).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
   absl::SetProgramUsageMessage(
       "serves tree-ensemble predictions and SHAP explanations over gRPC.\n"
