@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -125,19 +126,30 @@ absl::StatusOr<double> ProcessCpuSeconds(int64_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// The server's CPU time over the measured window (--server-pid).
+// This process's CPU time so far (user + system, all threads).
+double OwnCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The server's (--server-pid) and the client's own CPU time over the measured window.
 struct ServerCpu {
   bool known = false;
-  double seconds = 0;       // CPU seconds
-  double wall_seconds = 0;  // of the window
+  double seconds = 0;         // server CPU seconds
+  double client_seconds = 0;  // this process's CPU seconds
+  double wall_seconds = 0;    // of the window
 };
 
 // `{"seconds": s, "cores": c, "us_per_request": u}`, or null without --server-pid.
 std::string ServerCpuJson(const ServerCpu& cpu, int64_t requests) {
   if (!cpu.known) return "null";
-  return absl::StrFormat("{\"seconds\": %.6g, \"cores\": %.6g, \"us_per_request\": %.6g}",
-                         cpu.seconds, cpu.seconds / std::max(1e-9, cpu.wall_seconds),
-                         1e6 * cpu.seconds / std::max<double>(1, static_cast<double>(requests)));
+  return absl::StrFormat(
+      "{\"seconds\": %.6g, \"cores\": %.6g, \"us_per_request\": %.6g, \"client_cores\": %.6g}",
+      cpu.seconds, cpu.seconds / std::max(1e-9, cpu.wall_seconds),
+      1e6 * cpu.seconds / std::max<double>(1, static_cast<double>(requests)),
+      cpu.client_seconds / std::max(1e-9, cpu.wall_seconds));
 }
 
 // The rows the requests are cut from: the input file, or seeded random rows.
@@ -363,9 +375,11 @@ class Bench {
                   Percentile(lat, 0.5) * ms, Percentile(lat, 0.9) * ms, Percentile(lat, 0.99) * ms,
                   Percentile(lat, 0.999) * ms, lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
       if (cpu.known) {
-        std::printf("  server cpu  %.3f s, %.2f cores busy, %.1f us per request\n", cpu.seconds,
-                    cpu.seconds / std::max(1e-9, cpu.wall_seconds),
-                    1e6 * cpu.seconds / std::max<double>(1, static_cast<double>(total_.ok + failed)));
+        std::printf(
+            "  server cpu  %.3f s, %.2f cores busy, %.1f us per request (this client: %.2f cores)\n",
+            cpu.seconds, cpu.seconds / std::max(1e-9, cpu.wall_seconds),
+            1e6 * cpu.seconds / std::max<double>(1, static_cast<double>(total_.ok + failed)),
+            cpu.client_seconds / std::max(1e-9, cpu.wall_seconds));
       }
     }
     std::fflush(stdout);
@@ -436,7 +450,7 @@ int RunBench(const CliArgs& args) {
   }
   // The server's CPU clock is read when the warm-up ends and when the run ends.
   ServerCpu cpu;
-  double cpu_begin = 0;
+  double cpu_begin = 0, client_begin = 0;
   std::chrono::steady_clock::time_point wall_begin;
   std::thread sampler;
   if (args.server_pid > 0) {
@@ -444,6 +458,7 @@ int RunBench(const CliArgs& args) {
       std::this_thread::sleep_for(std::chrono::duration<double>(args.warmup_seconds));
       wall_begin = std::chrono::steady_clock::now();
       cpu_begin = ProcessCpuSeconds(args.server_pid).value_or(0);
+      client_begin = OwnCpuSeconds();
     });
   }
   if (args.rate > 0) {
@@ -456,6 +471,7 @@ int RunBench(const CliArgs& args) {
     absl::StatusOr<double> cpu_end = ProcessCpuSeconds(args.server_pid);
     cpu.known = cpu_end.ok();
     cpu.seconds = cpu_end.value_or(0) - cpu_begin;
+    cpu.client_seconds = OwnCpuSeconds() - client_begin;
     cpu.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_begin).count();
   }
