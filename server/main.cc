@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -54,8 +56,8 @@ ABSL_FLAG(bool, strict_readiness, true, "server ready only when every model is r
 ABSL_FLAG(std::string, default_model_config, "",
           "JSON file with server-wide defaults of every model's config.json");
 ABSL_FLAG(bool, use_gpu, true, "let engines use visible GPUs (CUDA builds)");
-ABSL_FLAG(int, compute_threads, 0, "CPU engine threads (0: one per hardware thread)");
-ABSL_FLAG(int, batch_threads, 0, "threads executing batches (0: 2)");
+ABSL_FLAG(int, compute_threads, 0, "CPU engine threads, 0..4096 (0: one per hardware thread)");
+ABSL_FLAG(int, batch_threads, 0, "threads executing batches, 1..1024 (0: 2)");
 ABSL_FLAG(int64_t, max_queue_wait_ms, 10000,
           "refuse (RESOURCE_EXHAUSTED) a call when the work queued ahead of it would take longer "
           "than this at the engine's measured rate (1..3600000); calls whose deadline the queue "
@@ -143,23 +145,25 @@ int main(int argc, char** argv) {
   }
   o.runtime.use_gpu = absl::GetFlag(FLAGS_use_gpu);
   o.runtime.compute_threads = absl::GetFlag(FLAGS_compute_threads);
-  o.runtime.batch_threads = absl::GetFlag(FLAGS_batch_threads);
-  o.runtime.calibration_cache_dir = absl::GetFlag(FLAGS_calibration_cache_dir);
-  const int64_t wait_ms = absl::GetFlag(FLAGS_max_queue_wait_ms);
-  const int64_t chunk_ms = absl::GetFlag(FLAGS_compute_chunk_ms);
-  const int64_t memory_mb = absl::GetFlag(FLAGS_max_request_memory_mb);
-  if (wait_ms < 1 || wait_ms > 3'600'000) return Fail("--max_queue_wait_ms must be 1..3600000");
-  if (chunk_ms < 1 || chunk_ms > 10'000) return Fail("--compute_chunk_ms must be 1..10000");
-  if (memory_mb < 1 || memory_mb > (int64_t{1} << 30)) {
-    return Fail("--max_request_memory_mb must be 1..1073741824");
+  if (o.runtime.compute_threads < 0 || o.runtime.compute_threads > 4096) {
+    return Fail("--compute_threads must be 0..4096");
   }
-  o.runtime.max_queue_wait = absl::Milliseconds(wait_ms);
-  o.runtime.chunk_target = absl::Milliseconds(chunk_ms);
-  o.runtime.memory_budget_bytes = memory_mb << 20;
+  // Bounds of these are checked once, by serving::ValidateServingOptions when the server starts.
+  grove::serving::ServingOptions& serving = o.runtime.serving;
+  if (const int threads = absl::GetFlag(FLAGS_batch_threads); threads != 0) {
+    serving.batch_threads = threads;
+  }
+  o.runtime.calibration_cache_dir = absl::GetFlag(FLAGS_calibration_cache_dir);
+  serving.max_queue_wait = absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
+  serving.chunk_target = absl::Milliseconds(absl::GetFlag(FLAGS_compute_chunk_ms));
+  // Saturated before the shift: an absurd value fails validation instead of overflowing.
+  const int64_t memory_mb = absl::GetFlag(FLAGS_max_request_memory_mb);
+  serving.memory_budget_bytes =
+      memory_mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(memory_mb, 0) << 20;
   std::optional<grove::ThreadPriority> priority =
       grove::ParseThreadPriority(absl::GetFlag(FLAGS_compute_priority));
   if (!priority) return Fail("--compute_priority must be normal, low or idle");
-  o.runtime.compute_priority = *priority;
+  serving.compute_priority = *priority;
   o.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_address);

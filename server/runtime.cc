@@ -14,14 +14,10 @@ Runtime::Runtime(RuntimeOptions options, Metrics* metrics)
       clock_(options_.clock != nullptr ? options_.clock : batching::RealClock::Get()),
       observer_(metrics) {
   strict_readiness_ = options_.strict_readiness;
-  pool_ = std::make_unique<ThreadPool>(options_.compute_threads, options_.compute_priority);
-  serving::ServingOptions s;
+  pool_ = std::make_unique<ThreadPool>(options_.compute_threads,
+                                       options_.serving.compute_priority);
+  serving::ServingOptions s = options_.serving;
   s.clock = clock_;
-  s.batch_threads = options_.batch_threads > 0 ? options_.batch_threads : 2;
-  s.max_queue_wait = options_.max_queue_wait;
-  s.chunk_target = options_.chunk_target;
-  s.memory_budget_bytes = options_.memory_budget_bytes;
-  s.compute_priority = options_.compute_priority;
   core_ = std::make_unique<serving::ServingCore>(s, &engine_, &observer_);
   control_thread_ = std::thread([this] { ControlLoop(); });
 }

@@ -42,11 +42,9 @@ struct RuntimeOptions {
   bool use_gpu = true;
   std::string calibration_cache_dir;
   int compute_threads = 0;  // CPU engine pool; 0: hardware threads
-  int batch_threads = 0;    // executor threads; 0: 2
-  absl::Duration max_queue_wait = absl::Seconds(10);    // see serving::ServingOptions
-  absl::Duration chunk_target = absl::Milliseconds(20);
-  int64_t memory_budget_bytes = int64_t{2} << 30;
-  ThreadPriority compute_priority = ThreadPriority::kNormal;  // engine pool and batch executor
+  // Queues, admission, chunks, memory budget, batch threads and their priority (which the CPU
+  // engine pool shares); `serving.clock` is ignored (`clock` below serves both).
+  serving::ServingOptions serving;
   bool strict_readiness = true;
   const batching::Clock* clock = nullptr;  // null: the real clock
   int64_t max_message_bytes = 64 << 20;  // responses above this are refused before compute

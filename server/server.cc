@@ -93,11 +93,7 @@ absl::Status GroveServer::StartImpl() {
   o.runtime.max_message_bytes = o.max_message_bytes;
   o.runtime.strict_readiness = o.strict_readiness;
 
-  serving::ServingOptions serving_options;
-  serving_options.max_queue_wait = o.runtime.max_queue_wait;
-  serving_options.chunk_target = o.runtime.chunk_target;
-  serving_options.memory_budget_bytes = o.runtime.memory_budget_bytes;
-  if (absl::Status s = serving::ValidateServingOptions(serving_options); !s.ok()) return s;
+  if (absl::Status s = serving::ValidateServingOptions(o.runtime.serving); !s.ok()) return s;
 
   metrics_ = std::make_unique<Metrics>();
   runtime_ = std::make_unique<Runtime>(o.runtime, metrics_.get());
@@ -135,7 +131,7 @@ absl::Status GroveServer::StartImpl() {
   // gRPC's own buffers (messages read but not yet handled) get the same bound as admitted
   // requests, so that a flood of calls is read more slowly instead of growing the process.
   grpc::ResourceQuota quota("groved");
-  quota.Resize(static_cast<size_t>(o.runtime.memory_budget_bytes));
+  quota.Resize(static_cast<size_t>(o.runtime.serving.memory_budget_bytes));
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));

@@ -14,21 +14,24 @@ struct ServingCore::ModelQueues {
 
 absl::Status ValidateServingOptions(const ServingOptions& o) {
   if (o.max_queue_wait < absl::Milliseconds(1) || o.max_queue_wait > kMaxQueueWaitBound) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_queue_wait must be between 1 ms and 1 h, got ", absl::FormatDuration(o.max_queue_wait)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queue_wait (--max_queue_wait_ms) must be between 1 ms and 1 h, got ",
+                     absl::FormatDuration(o.max_queue_wait)));
   }
   if (o.chunk_target < absl::Milliseconds(1) || o.chunk_target > kMaxChunkTarget) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk_target must be between 1 ms and 10 s, got ", absl::FormatDuration(o.chunk_target)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_target (--compute_chunk_ms) must be between 1 ms and 10 s, got ",
+                     absl::FormatDuration(o.chunk_target)));
   }
   if (o.memory_budget_bytes < (int64_t{1} << 20) || o.memory_budget_bytes > kMaxMemoryBudgetBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the request memory budget must be between 1 MiB and 1 PiB, got ", o.memory_budget_bytes,
-        " bytes"));
+        "the request memory budget (--max_request_memory_mb) must be between 1 MiB and 1 PiB, got ",
+        o.memory_budget_bytes, " bytes"));
   }
   if (o.batch_threads < 1 || o.batch_threads > 1024) {
     return absl::InvalidArgumentError(
-        absl::StrCat("batch_threads must be between 1 and 1024, got ", o.batch_threads));
+        absl::StrCat("batch_threads (--batch_threads) must be between 1 and 1024, got ",
+                     o.batch_threads));
   }
   return absl::OkStatus();
 }
@@ -67,11 +70,9 @@ ServingCore::ModelQueues* ServingCore::QueuesFor(const std::string& model,
   return slot.get();
 }
 
+// After Close every queue is closed (and QueuesFor closes new ones), so the queue itself answers
+// UNAVAILABLE.
 absl::Status ServingCore::Submit(std::unique_ptr<ComputeTask> task) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return absl::UnavailableError("the server is shutting down");
-  }
   ModelQueues* q = QueuesFor(task->model->name, *task->model->config);
   return q->queues[static_cast<int>(task->op)]->Submit(std::move(task));
 }
