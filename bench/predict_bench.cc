@@ -341,8 +341,13 @@ int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<fl
     bool ok = false;
     const double t = Seconds(run, flags.budget, &ok);
     cudaProfilerStop();
+    std::string shape = info.strategy;
+    if (absl::StatusOr<StrategyChoice> plan = e.Plan(n, o, true, flags.strategy);
+        plan.ok() && plan->strategy == StrategyName(StrategyId::kRowChunk)) {
+      shape += " " + RowChunkShape::FromCode(plan->groups).Label();
+    }
     std::printf("%s | %s | %s | %.4f | %.2f\n", flags.name.c_str(), Batch(n).c_str(),
-                info.strategy.c_str(), t * 1e3, n / t / 1e6);
+                shape.c_str(), t * 1e3, n / t / 1e6);
   }
   return 0;
 }

@@ -213,13 +213,47 @@ const char* StrategyName(int index) {
   return index >= 0 && index < kNumStrategies ? kStrategies[index] : "?";
 }
 
-int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
+int RowChunkShape::Code() const {
+  int log2_threads = 0;
+  while ((kRowChunkMinThreads << log2_threads) < threads) ++log2_threads;
+  return chunk | (paired ? kRowChunkPaired : 0) | (log2_threads << kRowChunkThreadsShift);
+}
+
+RowChunkShape RowChunkShape::FromCode(int code) {
+  RowChunkShape s;
+  s.chunk = std::max(1, code & (kRowChunkPaired - 1));
+  s.paired = (code & kRowChunkPaired) != 0;
+  s.threads = std::min(kRowChunkMaxThreads,
+                       kRowChunkMinThreads << ((code >> kRowChunkThreadsShift) & 3));
+  return s;
+}
+
+std::string RowChunkShape::Label() const {
+  std::string s = std::to_string(chunk);
+  if (paired) s += "x2";
+  if (threads != kRowChunkMinThreads) s += "@" + std::to_string(threads);
+  return s;
+}
+
+int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows, int threads) {
   const int best = w.best_row_chunk > 0 ? w.best_row_chunk : std::min(8, w.max_row_chunk);
-  // Blocks of 256 threads: a batch should give every SM about four of them (1,024 threads).
-  const double fill = rows / (4.0 * std::max(1, hw.sm_count));
+  // A batch should give every SM about 1,024 threads: rows / chunk blocks of `threads`.
+  const double fill = rows * threads / (4.0 * kRowChunkMinThreads * std::max(1, hw.sm_count));
   int c = 1;
   while (c * 2 <= best && c * 2 <= fill) c *= 2;
-  return std::max(1, std::min(c, std::max(1, w.max_row_chunk)));
+  // The probed chunk fits its block; max_row_chunk is what fits without a probe.
+  return std::max(1, std::min(c, std::max({1, w.max_row_chunk, w.best_row_chunk})));
+}
+
+RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
+  RowChunkShape s;
+  s.threads = w.row_chunk_threads;
+  s.chunk = RowChunkFor(hw, w, rows, s.threads);
+  // A block's tree groups (threads / chunk) index the forest's assignments: at most kMaxGroups.
+  while (s.threads > kRowChunkMinThreads && s.threads / s.chunk > 256) s.threads /= 2;
+  s.paired = w.row_chunk_paired && s.chunk == w.best_row_chunk &&
+             rows >= 2.0 * s.chunk * 8 * std::max(1, hw.sm_count);
+  return s;
 }
 
 int StrategyIndex(std::string_view name) {
@@ -356,20 +390,17 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
     if (!c.feasible) {
       c.why_not = "one row does not fit shared memory";
     } else {
-      const int C = RowChunkFor(hw, w, rows);
-      c.groups = C;
-      // Two rows per thread where the batch still fills every SM at full occupancy.
-      if (w.row_chunk_paired && C == w.best_row_chunk &&
-          rows >= 2.0 * C * 8 * std::max(1, hw.sm_count)) {
-        c.groups |= kRowChunkPaired;
-      }
-      const double G = 256.0 / C, Ss = 4.0 * w.features;  // 256 threads per block
+      const RowChunkShape shape = RowChunkShapeFor(hw, w, rows);
+      const int C = shape.chunk, T = shape.threads;
+      c.groups = shape.Code();
+      const double G = static_cast<double>(T) / C, Ss = 4.0 * w.features;
       const double per_row = Ss / hw.gmem_coalesced_bw + Ss / hw.smem_write_bw +
                              V * Sa / hw.smem_read_bw + V * Sn / (hw.gmem_coalesced_bw / 2);
       c.throughput_seconds = rows * per_row + hw.block_reduce_rate * rows * (G / 32 + 8) * w.outputs;
-      const double smem = static_cast<double>(w.row_chunk_acc_bytes + C * w.row_chunk_row_bytes);
+      const double smem = static_cast<double>(w.row_chunk_acc_bytes * (T / kRowChunkMinThreads) +
+                                              C * w.row_chunk_row_bytes);
       const double per_sm = std::clamp(std::floor(hw.smem_per_sm / std::max(1.0, smem)), 1.0,
-                                       std::max(1.0, hw.max_threads_per_sm / 256.0));
+                                       std::max(1.0, hw.max_threads_per_sm / static_cast<double>(T)));
       const double waves = std::max(1.0, std::ceil(std::ceil(rows / C) / (hw.sm_count * per_sm)));
       c.latency_seconds = waves * (V / G * (hw.gmem_latency + hw.smem_latency) + hw.gmem_latency);
       c.fixed_seconds = chunks * hw.launch_seconds;

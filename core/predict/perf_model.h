@@ -80,9 +80,21 @@ enum class StrategyId : int {
   kRowChunk = 5,
 };
 inline constexpr int kNumStrategies = 6;
-// Added to row chunk's StrategyCost::groups (its rows per thread group) when each thread walks two
-// rows at once (tahoe_kernels.h).
-inline constexpr int kRowChunkPaired = 1 << 8;
+// Row chunk's StrategyCost::groups is a code: its rows per thread group (bits 0-10), plus
+// kRowChunkPaired when each thread walks two rows at once, and the block's threads (256 << bits
+// 12-13). RowChunkShape is the decoded form.
+inline constexpr int kRowChunkPaired = 1 << 11;
+inline constexpr int kRowChunkThreadsShift = 12;
+inline constexpr int kRowChunkMinThreads = 256;
+inline constexpr int kRowChunkMaxThreads = 1024;
+struct RowChunkShape {
+  int chunk = 1;        // rows per thread group (power of two, at most threads)
+  bool paired = false;  // two rows per thread (2 x chunk rows per block)
+  int threads = kRowChunkMinThreads;  // per block: 256, 512 or 1024
+  int Code() const;
+  static RowChunkShape FromCode(int code);
+  std::string Label() const;  // "16", "4x2", "128@1024": chunk, x2 paired, @threads
+};
 // Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
 const char* StrategyName(int index);
 inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast<int>(id)); }
@@ -107,10 +119,11 @@ struct TahoeWorkload {
   bool rows_staged = false;       // shared forest / splitting stage rows in shared memory
   // Row chunk: the largest chunk whose block fits shared memory (0: none), the chunk the load-time
   // probe found fastest on a large batch (0: not probed), and the block's shared memory as
-  // acc + chunk x row bytes (for the resident blocks per SM).
+  // acc x (threads / 256) + chunk x row bytes (for the resident blocks per SM; acc: 256 threads).
   int max_row_chunk = 0;
   int best_row_chunk = 0;
   bool row_chunk_paired = false;  // the probe found two rows per thread faster at best_row_chunk
+  int row_chunk_threads = kRowChunkMinThreads;  // ... and this many threads per block
   int64_t row_chunk_acc_bytes = 0;
   int64_t row_chunk_row_bytes = 0;
   int64_t chunk_rows = 1 << 18;   // rows per launch (workspace limit)
@@ -133,8 +146,13 @@ struct TahoeWorkload {
 // Index of a strategy name; -1 if unknown.
 int StrategyIndex(std::string_view name);
 // The rows per thread group row_chunk uses for a batch of `rows` on one GPU: the probed best chunk,
-// smaller when the batch would not give every SM a few blocks (without kRowChunkPaired).
-int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows);
+// smaller when the batch would not give every SM a few blocks of `threads` threads (the chunk only;
+// see RowChunkShapeFor).
+int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
+                int threads = kRowChunkMinThreads);
+// The whole shape for the batch: RowChunkFor's chunk with the probed threads; two rows per thread
+// only at the probed chunk and where the batch still fills every SM.
+RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows);
 
 struct StrategyCost {
   std::string name;       // StrategyName
@@ -145,8 +163,7 @@ struct StrategyCost {
   double fixed_seconds = 0;      // launches and shared-memory staging
   double throughput_seconds = 0; // §6.1 equations (whole-GPU bandwidths), unscaled
   double latency_seconds = 0;    // one thread's dependent chain x waves, unscaled
-  int groups = 1;         // shared data: thread groups; row chunk: rows per thread group, plus
-                          // kRowChunkPaired for two rows per thread
+  int groups = 1;         // shared data: thread groups; row chunk: RowChunkShape::Code()
   std::string why_not;    // when infeasible
 };
 

@@ -114,6 +114,13 @@ struct Gpu {
     lhs = *_r;                             \
   } while (0)
 
+// The root node of each tree of `order` (indices into tf.trees()).
+std::vector<uint32_t> RootsOf(const TahoeForest& tf, const std::vector<uint32_t>& order) {
+  std::vector<uint32_t> roots(order.size());
+  for (size_t i = 0; i < order.size(); ++i) roots[i] = tf.trees()[order[i]].root;
+  return roots;
+}
+
 // Rows that make the CPU walk representative paths: every feature takes a threshold of a split on
 // it, nudged either way.
 std::vector<float> CalibrationRows(const Forest& f, int rows) {
@@ -189,7 +196,13 @@ class TahoeEngineImpl final : public TahoeEngine {
   // Margins over every round: what the load-time probes run.
   TahoeCall ProbeCall() const;
   // Best of three timed runs (after a warm-up) of `s` over the first `rows` probe rows of slot 1.
-  absl::StatusOr<double> TimeProbe(Gpu& g, StrategyId s, int groups, int64_t rows) const;
+  // Best of `reps` - 1 timed runs after a warm-up.
+  absl::StatusOr<double> TimeProbe(Gpu& g, StrategyId s, int groups, int64_t rows,
+                                   int reps = 4) const;
+  absl::Status ProbeRowChunk(Gpu& g, int64_t large, std::string* report);
+  absl::Status ProbeChoices(Gpu& g, int64_t large, std::string* report);
+  // The probed winner for a batch of `rows` (ProbeChoices), or kCpu when none.
+  StrategyId ProbedChoice(double rows) const;
   void CalibrateCpu();
   absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
   TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
@@ -217,8 +230,16 @@ class TahoeEngineImpl final : public TahoeEngine {
   std::string lane_report_;
   double throughput_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
   double latency_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
-  int best_row_chunk_ = 0;  // row chunk the probe found fastest at its large batch (0: none)
-  bool row_chunk_paired_ = false;  // ... walking two rows per thread
+  // The row-chunk shape the probe found fastest at its large batch (chunk 0: not probed).
+  RowChunkShape best_row_chunk_{0};
+  // Batch sizes at which ProbeChoices times the selector's leading candidates, and the winner at
+  // each (kCpu: not probed). A batch up to twice the largest takes the winner of the nearest size
+  // on a log scale.
+  static constexpr int64_t kChoiceBatches[] = {128, 1024, 8192, 65536};
+  static constexpr int kNumChoiceBatches = 4;
+  int64_t choice_rows_[kNumChoiceBatches] = {};
+  StrategyId probed_choice_[kNumChoiceBatches] = {StrategyId::kCpu, StrategyId::kCpu,
+                                                  StrategyId::kCpu, StrategyId::kCpu};
   mutable std::atomic<int> last_choice_{-1};
 };
 
@@ -259,10 +280,10 @@ TahoeCall TahoeEngineImpl::ProbeCall() const {
 }
 
 absl::StatusOr<double> TahoeEngineImpl::TimeProbe(Gpu& g, StrategyId s, int groups,
-                                                  int64_t rows) const {
+                                                  int64_t rows, int reps) const {
   const TahoeCall call = ProbeCall();
   double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     absl::Status st = RunDevice(g, s, groups, call, g.slots[1].d_in, rows,
                                 forest_->num_features, g.slots[1].d_out, forest_->num_outputs);
@@ -308,6 +329,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   }
   TAHOE_ASSIGN(df.d_assign_order, g.Upload(order));
   TAHOE_ASSIGN(df.d_assign_offsets, g.Upload(offsets));
+  if (df.fixed) TAHOE_ASSIGN(df.d_assign_roots, g.Upload(RootsOf(tf, order)));
   order.clear();
   offsets.clear();
   const auto& classed = tf.class_assignments();
@@ -321,6 +343,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   }
   TAHOE_ASSIGN(df.d_class_order, g.Upload(order));
   TAHOE_ASSIGN(df.d_class_offsets, g.Upload(offsets));
+  if (df.fixed && df.class_mask != 0) TAHOE_ASSIGN(df.d_class_roots, g.Upload(RootsOf(tf, order)));
   const int64_t nb = tf.node_bytes();
   df.forest_smem_bytes = ((v.num_nodes * nb + 15) & ~int64_t{15}) + int64_t{v.num_trees} * 16;
   df.staged_row_bytes = TahoeStagedRowBytes(v.num_features);
@@ -444,6 +467,60 @@ void TahoeEngineImpl::CalibrateCpu() {
                                 1.0, static_cast<double>(threads));
 }
 
+// Row chunk: every valid shape that fits (chunk, threads per block, one or two rows per thread)
+// timed once on the large batch, then the four fastest again; the fastest there becomes the shape
+// of large batches (RowChunkShapeFor shrinks the chunk for small ones).
+absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* report) {
+  const TahoeCall call = ProbeCall();
+  TahoeLaunchArgs a = Args(g, StrategyId::kRowChunk, 1, call);
+  std::vector<std::pair<double, RowChunkShape>> timed;
+  for (int threads = kRowChunkMinThreads; threads <= kRowChunkMaxThreads; threads *= 2) {
+    for (int c = std::max(1, threads / 256); c <= threads; c *= 2) {
+      for (int paired = 0; paired < 2; ++paired) {
+        RowChunkShape shape;
+        shape.chunk = c;
+        shape.threads = threads;
+        shape.paired = paired != 0;
+        if (shape.paired && !TahoeRowChunkPairable(g.df, call.kind, c, threads)) continue;
+        a.groups = shape.Code();
+        const RowChunkShape valid = RowChunkLaunchShape(g.df, a);
+        if (valid.chunk != c || valid.threads != threads ||
+            TahoeSharedBytes(g.df, StrategyId::kRowChunk, shape.Code()) > hw_.smem_per_block) {
+          continue;  // not this shape, or does not fit
+        }
+        absl::StatusOr<double> t = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), large, 2);
+        if (!t.ok()) return t.status();
+        timed.emplace_back(*t, shape);
+      }
+    }
+  }
+  if (timed.empty()) return absl::OkStatus();
+  std::sort(timed.begin(), timed.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::string firsts;
+  for (const auto& [t, shape] : timed) {
+    absl::StrAppend(&firsts, firsts.empty() ? "" : " ", shape.Label(), ":",
+                    absl::StrFormat("%.1fus", t * 1e6));
+  }
+  double best_t = 1e30;
+  RowChunkShape best;
+  std::string finals;
+  for (size_t i = 0; i < std::min<size_t>(4, timed.size()); ++i) {
+    absl::StatusOr<double> t = TimeProbe(g, StrategyId::kRowChunk, timed[i].second.Code(), large);
+    if (!t.ok()) return t.status();
+    absl::StrAppend(&finals, finals.empty() ? "" : " ", timed[i].second.Label(), ":",
+                    absl::StrFormat("%.1fus", *t * 1e6));
+    if (*t < best_t) {
+      best_t = *t;
+      best = timed[i].second;
+    }
+  }
+  best_row_chunk_ = best;
+  absl::StrAppend(report, "row_chunk shapes at ", large, " rows: ", firsts, "; again: ", finals,
+                  " (best ", best.Label(), "); ");
+  return absl::OkStatus();
+}
+
 absl::Status TahoeEngineImpl::Probe() {
   Gpu& g = *gpus_[0];
   const int64_t F = forest_->num_features, K = forest_->num_outputs;
@@ -480,31 +557,9 @@ absl::Status TahoeEngineImpl::Probe() {
                                                    static_cast<long long>(large), *lanes * 1e6,
                                                    *rows * 1e6));
   }
-  // Row chunk: every chunk size that fits, at the large batch; the fastest becomes the chunk of large
-  // batches (RowChunkFor shrinks it for small ones).
   if (g.max_row_chunk > 0) {
-    double best_t = 1e30;
-    std::string chunks;
-    for (int c = 1; c <= g.max_row_chunk; c *= 2) {
-      for (int paired = 0; paired < 2; ++paired) {
-        const int code = c | (paired ? kRowChunkPaired : 0);
-        if (paired && (!TahoeRowChunkPairable(g.df, OutputKind::kMargin, c) ||
-                       TahoeSharedBytes(g.df, StrategyId::kRowChunk, code) > hw_.smem_per_block)) {
-          continue;
-        }
-        absl::StatusOr<double> t = TimeProbe(g, StrategyId::kRowChunk, code, large);
-        if (!t.ok()) return t.status();
-        absl::StrAppend(&chunks, chunks.empty() ? "" : " ", c, paired ? "x2" : "", ":",
-                        absl::StrFormat("%.1fus", *t * 1e6));
-        if (*t < best_t) {
-          best_t = *t;
-          best_row_chunk_ = c;
-          row_chunk_paired_ = paired != 0;
-        }
-      }
-    }
-    absl::StrAppend(&report, "row_chunk chunks at ", large, " rows: ", chunks, " (best ",
-                    best_row_chunk_, row_chunk_paired_ ? "x2" : "", "); ");
+    absl::Status st = ProbeRowChunk(g, large, &report);
+    if (!st.ok()) return st;
   }
   for (int i = 1; i < kNumStrategies; ++i) {
     const char* name = StrategyName(i);
@@ -539,9 +594,57 @@ absl::Status TahoeEngineImpl::Probe() {
                                     latency_scale_[i], static_cast<long long>(large),
                                     measured[1] * 1e6, throughput_scale_[i]));
   }
+  if (absl::Status st = ProbeChoices(g, large, &report); !st.ok()) return st;
   GROVE_LOG(INFO) << "tahoe probes" << KV("corrections", report);
   probe_report_ = report;
   return absl::OkStatus();
+}
+
+// The selector's model (corrected above) ranks strategies well apart but can miss between close
+// ones by 10-30%: at a few batch sizes, the candidates within 2x of its best are timed and the
+// fastest is kept for batches near that size (ProbedChoice).
+absl::Status TahoeEngineImpl::ProbeChoices(Gpu& g, int64_t large, std::string* report) {
+  PredictOptions o;
+  o.kind = OutputKind::kMargin;
+  absl::StrAppend(report, "choices:");
+  for (int b = 0; b < kNumChoiceBatches; ++b) {
+    const int64_t n = std::min(kChoiceBatches[b], large);
+    choice_rows_[b] = n;
+    const std::vector<StrategyCost> costs = EstimateStrategies(hw_, Workload(n, o, true));
+    double best_predicted = 1e30;
+    for (int i = 1; i < kNumStrategies; ++i) {
+      if (costs[i].feasible) best_predicted = std::min(best_predicted, costs[i].seconds);
+    }
+    double best_t = 1e30;
+    for (int i = 1; i < kNumStrategies; ++i) {
+      if (!costs[i].feasible || costs[i].seconds > 2 * best_predicted) continue;
+      absl::StatusOr<double> t = TimeProbe(g, static_cast<StrategyId>(i), costs[i].groups, n);
+      if (!t.ok()) return t.status();
+      absl::StrAppend(report, " ", n, " rows ", StrategyName(i), " ",
+                      absl::StrFormat("%.1fus", *t * 1e6));
+      if (*t < best_t) {
+        best_t = *t;
+        probed_choice_[b] = static_cast<StrategyId>(i);
+      }
+    }
+    absl::StrAppend(report, " (", StrategyName(probed_choice_[b]), ");");
+  }
+  return absl::OkStatus();
+}
+
+StrategyId TahoeEngineImpl::ProbedChoice(double rows) const {
+  // Far above the largest probed batch the model decides: its throughput terms were corrected at
+  // the large probe batch, and the ranking there differs from the one at 65,536 rows (measured:
+  // splitting 2x faster than shared data at 1M rows of cal_housing-med, slower at 65,536).
+  if (rows > 2.0 * choice_rows_[kNumChoiceBatches - 1]) return StrategyId::kCpu;
+  int best = -1;
+  double best_d = 1e30;
+  for (int b = 0; b < kNumChoiceBatches; ++b) {
+    if (choice_rows_[b] <= 0) continue;
+    const double d = std::abs(std::log2(std::max(1.0, rows)) - std::log2(choice_rows_[b]));
+    if (d < best_d) best_d = d, best = b;
+  }
+  return best >= 0 ? probed_choice_[best] : StrategyId::kCpu;
 }
 
 absl::Status TahoeEngineImpl::Init() {
@@ -614,8 +717,9 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   w.forest_threads = kForestSmemThreads;
   w.rows_staged = g.df.staged_row_bytes > 0;
   w.max_row_chunk = g.max_row_chunk;
-  w.best_row_chunk = best_row_chunk_;
-  w.row_chunk_paired = row_chunk_paired_;
+  w.best_row_chunk = best_row_chunk_.chunk;
+  w.row_chunk_paired = best_row_chunk_.paired;
+  w.row_chunk_threads = best_row_chunk_.threads;
   w.row_chunk_row_bytes = 4 * TahoeRowChunkStride(w.features);
   w.row_chunk_acc_bytes = g.row_chunk_acc_bytes;
   TahoeCall call;
@@ -643,16 +747,27 @@ absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const Predict
   if (rows_on_device && force == "cpu") {
     return absl::InvalidArgumentError("the cpu strategy takes host rows");
   }
-  absl::StatusOr<StrategyChoice> c =
-      ChooseStrategy(hw_, Workload(rows, options, rows_on_device), force);
+  const TahoeWorkload w = Workload(rows, options, rows_on_device);
+  absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, force);
+  // Where the probe timed the candidates near this batch size, its winner runs (unless the
+  // selector chose the CPU, or a strategy was forced).
+  const StrategyId probed =
+      ProbedChoice(static_cast<double>(rows) / std::max(1, w.num_gpus));
+  if (c.ok() && (force.empty() || force == "auto") && probed != StrategyId::kCpu &&
+      c->strategy != StrategyName(StrategyId::kCpu) && c->strategy != StrategyName(probed) &&
+      c->costs[static_cast<int>(probed)].feasible) {
+    const StrategyCost& p = c->costs[static_cast<int>(probed)];
+    c->reason = absl::StrCat("probe: ", p.name, " timed fastest near this batch; ", c->reason);
+    c->strategy = p.name;
+    c->groups = p.groups;
+    c->predicted_seconds = p.seconds;
+  }
   if (c.ok() && c->strategy == "shared_data" && options_.shared_data_groups > 0) {
     c->groups = std::min(options_.shared_data_groups,
                          std::max(1, TahoeMaxSharedDataGroups(gpus_[0]->df, hw_.smem_per_block)));
   }
   if (c.ok() && c->strategy == StrategyName(StrategyId::kRowChunk) && options_.row_chunk > 0) {
-    c->groups = std::min(options_.row_chunk & (kRowChunkPaired - 1),
-                         std::max(1, gpus_[0]->max_row_chunk)) |
-                (options_.row_chunk & kRowChunkPaired);
+    c->groups = options_.row_chunk;  // TahoeLaunch makes the shape valid
   }
   return c;
 }

@@ -41,8 +41,8 @@ struct TahoeEngineOptions {
   enum class Lanes { kOff, kAuto, kOn, kOnPaired };
   Lanes lanes = Lanes::kAuto;
   int shared_data_groups = 0;     // thread groups per shared-data block
-  int row_chunk = 0;              // rows per row-chunk thread group (power of two <= 32), plus
-                                  // kRowChunkPaired for two rows per thread where allowed
+  int row_chunk = 0;              // a RowChunkShape code (perf_model.h) for every row-chunk
+                                  // launch; pairs and queues only where allowed
   int64_t max_chunk_rows = 0;     // rows per launch / per staging slot
 };
 

@@ -32,6 +32,56 @@ int Log2(int groups) {
   return i;
 }
 
+// The row-chunk shape of `code` made valid for the forest (RowChunkLaunchShape), except that a pair
+// is kept whatever the output kind.
+RowChunkShape ValidRowChunkShape(const TahoeDeviceForest& f, int code) {
+  RowChunkShape s = RowChunkShape::FromCode(code);
+  s.chunk = 1 << Log2(std::clamp(s.chunk, 1, s.threads));
+  const bool classed = TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(s.threads),
+                                            Log2(s.chunk));
+  if (f.view.num_outputs > 1 && !classed) s.chunk = std::min(s.chunk, kMaxWarpRowChunk);
+  while (s.threads > kRowChunkMinThreads && s.threads / s.chunk > 256) s.threads /= 2;
+  s.paired = s.paired && s.threads == kRowChunkMinThreads && s.chunk <= kMaxWarpRowChunk;
+  return s;
+}
+
+// The RowChunkKernel instantiation for the shape: pairs (fixed-walk forests only; the caller
+// checked) in blocks of 256 threads, single rows in blocks of 256 or more (`big`).
+template <typename Node, bool kMulti, int kWalk>
+void LaunchRowChunk(bool paired, bool big, unsigned grid, int threads, size_t smem,
+                    cudaStream_t stream, const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
+                    int log2_chunk) {
+  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+    if (paired) {  // 256 threads (ValidRowChunkShape)
+      RowChunkKernel<Node, kMulti, kWalk, true, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+      return;
+    }
+  }
+  if (big) {
+    RowChunkKernel<Node, kMulti, kWalk, false, true><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+  } else {
+    RowChunkKernel<Node, kMulti, kWalk, false, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+  }
+}
+
+// Raises the dynamic shared-memory limit of the RowChunkKernel instantiations of a walk.
+template <typename Node, bool kMulti, int kWalk>
+cudaError_t ConfigureRowChunk(int max_smem) {
+  cudaError_t e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, false, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, false, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  }
+  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, true, false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    }
+  }
+  return e;
+}
+
 // kWalk: the cheapest TahoeWalk the forest allows; kernels that read unpadded rows (direct, and
 // shared forest / splitting without staged rows) use kTahoeWalkSimple instead of kTahoeWalkFixed.
 template <typename Node, bool kMulti, int kWalk>
@@ -58,21 +108,14 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
       break;
     }
     case StrategyId::kRowChunk: {
-      const int chunk = 1 << Log2(std::clamp(a.groups & (kRowChunkPaired - 1), 1, kMaxRowChunk));
-      const bool paired = (a.groups & kRowChunkPaired) != 0 && TahoeRowChunkPairable(f, a.kind, chunk);
-      const int log2_rows = Log2(chunk) + (paired ? 1 : 0);
+      const RowChunkShape shape = RowChunkLaunchShape(f, a);
+      const int log2_rows = Log2(shape.chunk) + (shape.paired ? 1 : 0);
       const unsigned grid = static_cast<unsigned>(((a.rows - 1) >> log2_rows) + 1);
-      const size_t smem =
-          static_cast<size_t>(TahoeSharedBytes(f, a.strategy, chunk | (paired ? kRowChunkPaired : 0)));
-      if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
-        if (paired) {
-          RowChunkKernel<Node, kMulti, kWalk, true>
-              <<<grid, kRowChunkThreads, smem, stream>>>(f, a, Log2(chunk));
-          break;
-        }
-      }
-      RowChunkKernel<Node, kMulti, kWalk, false>
-          <<<grid, kRowChunkThreads, smem, stream>>>(f, a, Log2(chunk));
+      const size_t smem = static_cast<size_t>(TahoeSharedBytes(f, a.strategy, shape.Code()));
+      const int log2_chunk = Log2(shape.chunk);
+      const bool big = shape.threads > kRowChunkMinThreads;
+      LaunchRowChunk<Node, kMulti, kWalk>(shape.paired, big, grid, shape.threads, smem, stream, f,
+                                          a, log2_chunk);
       break;
     }
     case StrategyId::kSharedForest:
@@ -126,14 +169,7 @@ cudaError_t ConfigureOne(int max_smem) {
   cudaError_t e = cudaFuncSetAttribute(SharedDataKernel<Node, kMulti, kWalk>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
   if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, false>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-  }
-  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
-    if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, true>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-    }
+    e = ConfigureRowChunk<Node, kMulti, kWalk>(max_smem);
   }
   if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(ForestSmemKernel<Node, kMulti, kWalk>,
@@ -173,9 +209,17 @@ int BlocksPerSm(int64_t smem_bytes) {
 
 }  // namespace
 
-bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk) {
-  return f.fixed && !f.wide && kind != OutputKind::kLeaf &&
-         (f.view.num_outputs == 1 || TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(chunk)));
+bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk, int threads) {
+  return f.fixed && !f.wide && kind != OutputKind::kLeaf && threads == kRowChunkMinThreads &&
+         chunk <= kMaxWarpRowChunk &&
+         (f.view.num_outputs == 1 ||
+          TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(threads), Log2(chunk)));
+}
+
+RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
+  RowChunkShape s = ValidRowChunkShape(f, a.groups);
+  s.paired = s.paired && TahoeRowChunkPairable(f, a.kind, s.chunk, s.threads);
+  return s;
 }
 
 bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
@@ -221,10 +265,10 @@ int64_t TahoeSharedBytes(const TahoeDeviceForest& f, StrategyId s, int groups) {
     case StrategyId::kSplittingSharedForest:
       return ((f.part_smem_bytes + 15) & ~int64_t{15}) + f.staged_row_bytes + 16;
     case StrategyId::kRowChunk: {
-      const int chunk = std::max(1, groups & (kRowChunkPaired - 1));
-      const bool paired = (groups & kRowChunkPaired) != 0;
-      const int64_t rows = int64_t{chunk} * (paired ? 2 : 1);
-      return TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, Log2(chunk), paired) +
+      const RowChunkShape shape = ValidRowChunkShape(f, groups);
+      const int64_t rows = int64_t{shape.chunk} * (shape.paired ? 2 : 1);
+      return TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, Log2(shape.threads),
+                                   Log2(shape.chunk), shape.paired) +
              ((rows * TahoeRowChunkStride(f.view.num_features) * 4 + 15) & ~int64_t{15});
     }
   }
@@ -232,7 +276,7 @@ int64_t TahoeSharedBytes(const TahoeDeviceForest& f, StrategyId s, int groups) {
 }
 
 int TahoeMaxRowChunk(const TahoeDeviceForest& f, int64_t max_smem) {
-  for (int c = kMaxRowChunk; c >= 1; c /= 2) {
+  for (int c = kRowChunkMinThreads; c >= 1; c /= 2) {
     if (TahoeSharedBytes(f, StrategyId::kRowChunk, c) <= max_smem) return c;
   }
   return 0;

@@ -224,27 +224,29 @@ __global__ void __launch_bounds__(kForestSmemThreads)
   }
 }
 
-// Row chunk (rows of any width, any number of outputs): a block of kRowChunkThreads threads takes
-// one chunk of C = 1 << log2_chunk rows (2C when kPair), staged row-major in shared memory
+// Row chunk (rows of any width, any number of outputs): a block of T = 256, 512 or 1024 threads
+// takes one chunk of C = 1 << log2_chunk rows (2C when kPair), staged row-major in shared memory
 // (TahoeRowChunkStride floats a row, the last one the NaN padding feature), so a block's shared
 // memory grows with C x F instead of 32 x F and wide rows leave room for several blocks per SM.
 // Thread t walks row t % C (and, kPair, row t % C + C through the same trees with TahoeWalkFixed2)
-// over the trees of group t / C of the 256 / C groups: small chunks spread one row over many tree
-// groups (latency), large ones let the lanes of a warp share a tree's nodes (throughput).
+// over the trees of group t / C of the T / C groups: small chunks spread one row over many tree
+// groups (latency); large ones let the lanes of a warp, and for C > 32 several warps, share a
+// tree's nodes in L1 (fewer node lines fetched from L2 per row).
 // Partial sums, added in a fixed order (deterministic):
-//  * one output: a register per thread and row, then a butterfly over the lanes of one row and a
-//    sum over the warps;
+//  * one output: a register per thread and row, then a butterfly over the lanes of one row (C < 32)
+//    and a sum over the warps (or, C >= 32, over the groups);
 //  * several outputs with a class-aware assignment (each group walks trees of one output): a
 //    register per thread and row, then per (row, output) a sum over that output's groups;
-//  * otherwise (vector leaves, or fewer groups than outputs; never kPair): K doubles of shared
-//    memory per thread, reduced like one output, output by output.
+//  * otherwise (vector leaves, or fewer groups than outputs; never kPair; C <= 32): K doubles of
+//    shared memory per thread, reduced like one output, output by output.
 // Leaf ids go straight out (never kPair).
 // Stages rows [0, nr) of `g_rows` (`stride` floats apart) into `s_rows`, TahoeRowChunkStride(nf)
 // floats a row, with 16-byte loads where alignment allows, and the NaN padding feature of `padded`
-// rows. The caller synchronizes.
-__device__ __forceinline__ void StageChunkRows(const float* g_rows, int64_t stride, int nr, int nf,
+// rows. Returns whether this thread staged a NaN. The caller synchronizes.
+__device__ __forceinline__ bool StageChunkRows(const float* g_rows, int64_t stride, int nr, int nf,
                                                int padded, float* s_rows) {
   const int S = TahoeRowChunkStride(nf);
+  bool nan = false;
   if ((nf & 3) == 0 && (stride & 3) == 0 && (reinterpret_cast<uintptr_t>(g_rows) & 15) == 0) {
     const int q = nf >> 2;
     for (int i = threadIdx.x; i < nr * q; i += blockDim.x) {
@@ -252,19 +254,24 @@ __device__ __forceinline__ void StageChunkRows(const float* g_rows, int64_t stri
       const float4 v = __ldg(reinterpret_cast<const float4*>(g_rows + rr * stride + c));
       float* d = s_rows + rr * S + c;
       d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+      nan |= IsNan(v.x) | IsNan(v.y) | IsNan(v.z) | IsNan(v.w);
     }
   } else {
     for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
       const int rr = i / nf, c = i - rr * nf;
-      s_rows[rr * S + c] = __ldg(g_rows + rr * stride + c);
+      const float x = __ldg(g_rows + rr * stride + c);
+      s_rows[rr * S + c] = x;
+      nan |= IsNan(x);
     }
   }
   if (threadIdx.x < padded) s_rows[threadIdx.x * S + nf] = TahoeNan();
+  return nan;
 }
 
-// One output: `sum[j]` of every thread (row t % C + j C) added over the tree groups. Lanes l and
-// l ^ o (o >= C) walk the same rows: after the butterfly, lane r < C holds its warp's sums for rows
-// r (+ C); then the warps' sums in warp order. Writes the finalized rows.
+// One output: `sum[j]` of every thread (row t % C + j C) added over the tree groups. C < 32: lanes
+// l and l ^ o (o >= C) walk the same rows; after the butterfly, lane r < C holds its warp's sums
+// for rows r (+ C); then the warps' sums in warp order. C >= 32: the groups' sums in group order.
+// Writes the finalized rows.
 template <int R>
 __device__ __forceinline__ void FinishOneOutput(const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
                                                 const double (&sum)[R], int log2_chunk, int64_t row0,
@@ -274,13 +281,16 @@ __device__ __forceinline__ void FinishOneOutput(const TahoeDeviceForest& f, cons
   for (int j = 0; j < R; ++j) {
     double v = sum[j];
     for (int o = 16; o >= C; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane < C) s_acc[j * kRowChunkThreads + warp * 32 + lane] = v;
+    if (lane < C) s_acc[j * blockDim.x + warp * 32 + lane] = v;
   }
   __syncthreads();
   if (threadIdx.x < nr) {
     const int j = threadIdx.x >> log2_chunk, rr = threadIdx.x & (C - 1);
+    const int stride = C > 32 ? C : 32;  // a warp's (C < 32) or a group's (C >= 32) sums
     double s = 0;
-    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += s_acc[j * kRowChunkThreads + w * 32 + rr];
+    for (int w = 0; w < static_cast<int>(blockDim.x) / stride; ++w) {
+      s += s_acc[j * blockDim.x + w * stride + rr];
+    }
     TahoeFinalizeScalar(f.view, a.transform, a.kind == OutputKind::kPrediction, s,
                         a.d_out + (row0 + threadIdx.x) * a.out_stride);
   }
@@ -292,12 +302,12 @@ template <int R>
 __device__ __forceinline__ void SumClassedOutputs(const double (&sum)[R], int log2_chunk, int K,
                                                   int nr, double* s_acc, double* s_sums) {
 #pragma unroll
-  for (int j = 0; j < R; ++j) s_acc[j * kRowChunkThreads + threadIdx.x] = sum[j];
+  for (int j = 0; j < R; ++j) s_acc[j * blockDim.x + threadIdx.x] = sum[j];
   __syncthreads();
   const int C = 1 << log2_chunk, G = blockDim.x >> log2_chunk;
   for (int i = threadIdx.x; i < nr * K; i += blockDim.x) {
     const int rr = i / K, k = i - rr * K;
-    const double* p = s_acc + (rr >> log2_chunk) * kRowChunkThreads + (rr & (C - 1));
+    const double* p = s_acc + (rr >> log2_chunk) * blockDim.x + (rr & (C - 1));
     double s = 0;
     for (int gg = k; gg < G; gg += K) s += p[gg << log2_chunk];
     s_sums[i] = s;
@@ -325,34 +335,87 @@ __device__ __forceinline__ void SumSharedOutputs(double* m, int log2_chunk, int 
   }
 }
 
-template <typename Node, bool kMulti, int kWalk, bool kPair>
-__global__ void __launch_bounds__(kRowChunkThreads)
+// Row chunk's reduction of the threads' sums (`sum`, or several outputs without a class-aware
+// assignment: `m`) and the finalized rows.
+template <bool kMulti, int R>
+__device__ __forceinline__ void FinishRowChunk(const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
+                                               const double (&sum)[R], int log2_chunk, int K,
+                                               int64_t row0, int nr, bool classed, double* s_acc,
+                                               double* m) {
+  if (!kMulti) {
+    FinishOneOutput(f, a, sum, log2_chunk, row0, nr, s_acc);
+    return;
+  }
+  double* s_sums = s_acc;  // the chunk's K sums per row, row-major
+  if (classed) {
+    s_sums = s_acc + R * blockDim.x;
+    SumClassedOutputs(sum, log2_chunk, K, nr, s_acc, s_sums);
+  } else if (m != nullptr) {
+    SumSharedOutputs(m, log2_chunk, K, nr, s_acc);
+  }
+  __syncthreads();
+  if (threadIdx.x < nr) {
+    TahoeFinalizeRow(f.view, a.transform, a.kind == OutputKind::kPrediction,
+                     s_sums + threadIdx.x * K, a.d_out + (row0 + threadIdx.x) * a.out_stride);
+  }
+}
+
+// kBig: blocks of more than 256 threads (a separate instantiation, so that 256-thread blocks keep
+// their own code). Registers are capped where ptxas chose them for 256-thread blocks before blocks
+// grew (32 for one row and one output: two 1,024-thread blocks per SM; 40 otherwise); left to
+// itself, ptxas spills the 1,024-thread multi-output walks at 32 or takes 64.
+template <typename Node, bool kMulti, int kWalk, bool kPair, bool kBig>
+__global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThreads)
+    __maxnreg__(kMulti || kPair ? 40 : 32)
     RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk) {
-  static_assert(!kPair || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>),
-                "pairs walk with TahoeWalkFixed2");
+  static_assert(!kPair || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> && !kBig),
+                "pairs walk with TahoeWalkFixed2 in blocks of 256");
   constexpr int R = kPair ? 2 : 1;  // rows per thread
   extern __shared__ __align__(16) unsigned char smem[];
   const int C = 1 << log2_chunk;
+  const int log2_threads = 31 - __clz(static_cast<int>(blockDim.x));
   const int K = kMulti ? f.view.num_outputs : 1;
   const int S = TahoeRowChunkStride(f.view.num_features);
-  const int assignment = TahoeRowChunkAssignment(log2_chunk);
-  const bool classed = kMulti && TahoeRowChunkClassed(f.class_mask, K, log2_chunk);
+  const int assignment = TahoeRowChunkAssignment(log2_threads, log2_chunk);
+  const bool classed = kMulti && TahoeRowChunkClassed(f.class_mask, K, log2_threads, log2_chunk);
   double* s_acc = reinterpret_cast<double*>(smem);
   float* s_rows = reinterpret_cast<float*>(
-      smem + TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, log2_chunk, kPair));
+      smem + TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, log2_threads, log2_chunk, kPair));
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * R) << log2_chunk;
   const int nr = static_cast<int>(a.rows - row0 < R * C ? a.rows - row0 : R * C);
-  StageChunkRows(a.d_rows + row0 * a.row_stride, a.row_stride, nr, f.view.num_features, R * C,
-                 s_rows);
-  __syncthreads();
+  // Rows without NaN (but the padding feature) take the walk without the NaN test.
+  const bool nan_free = !__syncthreads_or(StageChunkRows(a.d_rows + row0 * a.row_stride,
+                                                         a.row_stride, nr, f.view.num_features,
+                                                         R * C, s_rows));
   const int r = threadIdx.x & (C - 1), g = threadIdx.x >> log2_chunk;
-  const uint32_t* order = classed ? f.d_class_order + f.class_order_begin[assignment]
-                                  : f.d_assign_order + f.order_begin[assignment];
+  const uint32_t order_begin =
+      classed ? f.class_order_begin[assignment] : f.order_begin[assignment];
+  const uint32_t* order = (classed ? f.d_class_order : f.d_assign_order) + order_begin;
   const uint32_t* offsets = classed ? f.d_class_offsets + f.class_offsets_begin[assignment]
                                     : f.d_assign_offsets + f.offsets_begin[assignment];
   const Node* nodes = static_cast<const Node*>(f.view.nodes);
   double sum[R] = {};
   double* m = kMulti && !kPair && !classed ? s_acc + threadIdx.x * K : nullptr;
+  // Fixed walks of scalar sums over every round run from the roots (TahoeSumFixedRoots).
+  const bool all_rounds = a.row_params.it_begin <= 0 && a.row_params.it_end >= f.num_iterations;
+  const uint32_t* roots = (classed ? f.d_class_roots : f.d_assign_roots) + order_begin;
+  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+    if (all_rounds && m == nullptr && a.kind != OutputKind::kLeaf) {  // uniform over the block
+      if (r < nr) {
+        // A second row past the end walks the first one again; its sum is never read.
+        TahoePlainRow rows[R];
+        rows[0] = TahoePlainRow{s_rows + r * S};
+        if constexpr (kPair) rows[R - 1] = TahoePlainRow{s_rows + (r + C < nr ? r + C : r) * S};
+        if (nan_free) {
+          TahoeSumFixedRoots<true, R>(f.view, nodes, roots, offsets[g], offsets[g + 1], rows, sum);
+        } else {
+          TahoeSumFixedRoots<false, R>(f.view, nodes, roots, offsets[g], offsets[g + 1], rows, sum);
+        }
+      }
+      FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m);
+      return;
+    }
+  }
   if constexpr (kPair) {
     if (r < nr) {
       // A second row past the end walks the first one again; its sum is never read.
@@ -376,22 +439,7 @@ __global__ void __launch_bounds__(kRowChunkThreads)
     }
     if (a.kind == OutputKind::kLeaf) return;  // uniform over the block
   }
-  if (!kMulti) {
-    FinishOneOutput(f, a, sum, log2_chunk, row0, nr, s_acc);
-    return;
-  }
-  double* s_sums = s_acc;  // the chunk's K sums per row, row-major
-  if (classed) {
-    s_sums = s_acc + R * kRowChunkThreads;
-    SumClassedOutputs(sum, log2_chunk, K, nr, s_acc, s_sums);
-  } else if (m != nullptr) {
-    SumSharedOutputs(m, log2_chunk, K, nr, s_acc);
-  }
-  __syncthreads();
-  if (threadIdx.x < nr) {
-    TahoeFinalizeRow(f.view, a.transform, a.kind == OutputKind::kPrediction,
-                     s_sums + threadIdx.x * K, a.d_out + (row0 + threadIdx.x) * a.out_stride);
-  }
+  FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m);
 }
 
 // TahoeLaneWalk's reads on 32-bit shared-memory addresses (a generic pointer costs the walk an

@@ -44,34 +44,40 @@ inline constexpr int kSharedDataRows = 32;         // rows per shared-data block
 inline constexpr int kForestSmemThreads = 1024;    // threads per shared-forest block
 inline constexpr int kDirectThreads = 256;         // threads per direct block
 inline constexpr int kMaxAssignments = 9;          // groups 1, 2, 4, ..., 256
-inline constexpr int kRowChunkLog2Threads = 8;     // threads per row-chunk block: 256
-inline constexpr int kRowChunkThreads = 1 << kRowChunkLog2Threads;
-inline constexpr int kMaxRowChunk = 32;            // rows per row-chunk block: 1, 2, 4, ..., 32
-static_assert(kRowChunkLog2Threads < kMaxAssignments, "every row chunk needs its assignment");
+// Rows per row-chunk thread group: 1, 2, 4, ..., up to the block's threads; a group of more than
+// 32 rows spans several warps that walk the same trees. Two rows per thread and several outputs
+// without a class-aware assignment: at most kMaxWarpRowChunk.
+inline constexpr int kMaxRowChunk = kRowChunkMaxThreads;
+inline constexpr int kMaxWarpRowChunk = 32;
+static_assert(kRowChunkMaxThreads / kRowChunkMinThreads <= 4, "two bits of the code");
+static_assert(kRowChunkPaired > kMaxRowChunk, "the flags are above every chunk");
 
-// Row chunk's TahoeLaunchArgs::groups: the rows per thread group C (power of two <= kMaxRowChunk),
-// plus kRowChunkPaired (perf_model.h) when each thread walks two rows (C and C more;
-// TahoeRowChunkPairable).
-static_assert(kRowChunkPaired > kMaxRowChunk, "the flag is above every chunk");
+// Row chunk's TahoeLaunchArgs::groups: a RowChunkShape code (perf_model.h). Its tree groups
+// (threads / chunk) are assignment log2(threads / chunk) of the forest, so threads / chunk <= 256.
+// Two rows per thread where TahoeRowChunkPairable; a request that cannot is run with one.
 
 // Row-chunk shared memory: partial sums first (a double per thread and row for one output or a
 // class-aware assignment, plus the chunk's K sums per row for the latter; K doubles per thread for
 // several outputs without one), then the chunk's rows, each TahoeRowChunkStride floats (the
 // features, the NaN padding feature, odd so that rows at the same feature fall in different banks).
 GROVE_HD int TahoeRowChunkStride(int num_features) { return (num_features + 1) | 1; }
-GROVE_HD int TahoeRowChunkAssignment(int log2_chunk) { return kRowChunkLog2Threads - log2_chunk; }
-GROVE_HD bool TahoeRowChunkClassed(uint32_t class_mask, int num_outputs, int log2_chunk) {
-  return num_outputs > 1 && ((class_mask >> TahoeRowChunkAssignment(log2_chunk)) & 1u) != 0;
+GROVE_HD int TahoeRowChunkAssignment(int log2_threads, int log2_chunk) {
+  return log2_threads - log2_chunk;
 }
-GROVE_HD int64_t TahoeRowChunkAccBytes(uint32_t class_mask, int num_outputs, int log2_chunk,
-                                       bool paired) {
+GROVE_HD bool TahoeRowChunkClassed(uint32_t class_mask, int num_outputs, int log2_threads,
+                                   int log2_chunk) {
+  return num_outputs > 1 &&
+         ((class_mask >> TahoeRowChunkAssignment(log2_threads, log2_chunk)) & 1u) != 0;
+}
+GROVE_HD int64_t TahoeRowChunkAccBytes(uint32_t class_mask, int num_outputs, int log2_threads,
+                                       int log2_chunk, bool paired) {
   const int64_t rows_per_thread = paired ? 2 : 1;
-  if (num_outputs <= 1) return int64_t{kRowChunkThreads} * 8 * rows_per_thread;
-  if (TahoeRowChunkClassed(class_mask, num_outputs, log2_chunk)) {
-    return (int64_t{kRowChunkThreads} + (int64_t{1} << log2_chunk) * num_outputs) * 8 *
-           rows_per_thread;
+  const int64_t threads = int64_t{1} << log2_threads;
+  if (num_outputs <= 1) return threads * 8 * rows_per_thread;
+  if (TahoeRowChunkClassed(class_mask, num_outputs, log2_threads, log2_chunk)) {
+    return (threads + (int64_t{1} << log2_chunk) * num_outputs) * 8 * rows_per_thread;
   }
-  return int64_t{kRowChunkThreads} * num_outputs * 8;
+  return threads * num_outputs * 8;
 }
 
 // A TahoeForest resident on one device: the view's pointers are device pointers.
@@ -94,6 +100,11 @@ struct TahoeDeviceForest {
   uint32_t class_order_begin[kMaxAssignments] = {};
   uint32_t class_offsets_begin[kMaxAssignments] = {};
   uint32_t class_mask = 0;
+  // The root node of each tree of d_assign_order / d_class_order (same indexing): row chunk's
+  // fixed walks over every round read these instead of the tree records. Null without the fixed
+  // walk (or without class-aware assignments).
+  const uint32_t* d_assign_roots = nullptr;
+  const uint32_t* d_class_roots = nullptr;
   // Shared-memory parts for splitting shared forest (one part = the whole forest when it fits).
   const TahoePart* d_parts = nullptr;
   int num_parts = 0;
@@ -153,7 +164,7 @@ struct TahoeLaunchArgs {
   TahoeRowParams row_params;
   TransformParams transform;
   int groups = 1;        // shared data: thread groups per block (power of two, <= 32); row chunk:
-                         // rows per block (power of two, <= kMaxRowChunk)
+                         // a RowChunkShape code
   int sm_count = 1;      // shared forest / splitting: persistent grid of sm_count x blocks_per_sm
   int blocks_per_sm = 1;
   int items_per_part = 1;  // set by TahoeLaunch: row ranges per part (work items)
@@ -162,10 +173,14 @@ struct TahoeLaunchArgs {
 // Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).
 bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
-// Whether row chunk can walk two rows per thread for `a` with `chunk` rows per group: the fixed
-// walk, one output or a class-aware assignment at that chunk, margins or predictions (not leaf ids).
-// A paired request that cannot is run unpaired.
-bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk);
+// Whether row chunk can walk two rows per thread for `kind` with `chunk` rows per group and
+// `threads` per block: 256 threads, chunk <= kMaxWarpRowChunk, the fixed walk, one output or a
+// class-aware assignment at that shape, margins or predictions (not leaf ids).
+bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk, int threads);
+// The shape TahoeLaunch runs row chunk with for `a`: a.groups's shape made valid for the forest (a
+// power-of-two chunk up to the block's threads, kMaxWarpRowChunk for several outputs without a
+// class-aware assignment, at most 256 tree groups), paired only where allowed.
+RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
 // Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for
 // splitting shared forest; 0 for scalar rows on the other strategies).
@@ -173,13 +188,14 @@ int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, StrategyId s, OutputKi
                               int64_t rows);
 
 // Dynamic shared memory a launch needs (bytes); 0 for direct. `groups`: shared data's thread groups,
-// row chunk's rows per block.
+// row chunk's RowChunkShape code.
 int64_t TahoeSharedBytes(const TahoeDeviceForest& f, StrategyId s, int groups);
 
 // Largest `groups` (power of two <= 32) whose shared-data block fits `max_smem` bytes; 0 if none.
 int TahoeMaxSharedDataGroups(const TahoeDeviceForest& f, int64_t max_smem);
 
-// Largest row chunk (power of two <= kMaxRowChunk) whose block fits `max_smem` bytes; 0 if none.
+// Largest row chunk (power of two <= 256) whose block of 256 threads fits `max_smem` bytes; 0 if
+// none.
 int TahoeMaxRowChunk(const TahoeDeviceForest& f, int64_t max_smem);
 
 // Raises the kernels' dynamic shared-memory limits to `max_smem` on the current device (once per

@@ -97,17 +97,32 @@ struct TahoeFixedStep {
         default_left_bit(tahoe_bits::kDefaultLeft << feature_bits),
         hot_right_bit(tahoe_bits::kHotRight << feature_bits),
         dshift(feature_bits + tahoe_bits::kNumFlags) {}
-  template <typename Row>
+  // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
+  // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
+  // bitwise so that the step compiles without branches.
+  template <bool kNanFree = false, typename Row>
   GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
     const float x = row[n.word & fmask];
-    const bool left = x < TahoeBitsToFloat(n.value) || (IsNan(x) && (n.word & default_left_bit) != 0);
+    bool left = x < TahoeBitsToFloat(n.value);
+    if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
     return left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+  }
+  // One step from node n at idx. kSkipAtLeaf: a lane already at its leaf loads nothing. That pays
+  // in the vote walk of deep, uneven trees, where most lanes wait at their leaves for the warp's
+  // deepest walk and their loads would take the L1's time from the lanes still walking (13% on a
+  // 255-leaf LightGBM forest); in exact-step walks of shallow trees the test costs more (7%).
+  template <bool kNanFree = false, bool kSkipAtLeaf = false, typename Row>
+  GROVE_HD void Next(const TahoeNode8* nodes, const Row& row, uint32_t& idx, TahoeNode8& n) const {
+    if (kSkipAtLeaf && (n.word & leaf_bit) != 0) return;
+    idx += Offset<kNanFree>(n, row);
+    n = TahoeLoad(nodes + idx);
   }
 };
 
 // `steps` > 0: exactly that many steps (at least the tree's depth: a shallower leaf steps to itself),
 // with no test between them; 0: until every lane is at a leaf, tested every kTahoeFixedUnroll steps.
-template <typename Row>
+// kNanFree: TahoeFixedStep::Offset's.
+template <bool kNanFree = false, typename Row>
 GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
                                  uint32_t feature_bits, TahoeNode8& leaf, int steps = 0) {
   const TahoeFixedStep step(feature_bits);
@@ -115,18 +130,12 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4
 #endif
-  for (int s = 0; s < steps; ++s) {
-    idx += step.Offset(n, row);
-    n = TahoeLoad(nodes + idx);
-  }
+  for (int s = 0; s < steps; ++s) step.Next<kNanFree>(nodes, row, idx, n);
   for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int s = 0; s < kTahoeFixedUnroll; ++s) {
-      idx += step.Offset(n, row);
-      n = TahoeLoad(nodes + idx);
-    }
+    for (int s = 0; s < kTahoeFixedUnroll; ++s) step.Next<kNanFree, true>(nodes, row, idx, n);
     const bool done = (n.word & step.leaf_bit) != 0;
 #if defined(__CUDA_ARCH__)
     if (__all_sync(__activemask(), done)) break;
@@ -141,7 +150,7 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 // TahoeWalkFixed for two rows through the same tree at once: two independent chains of node and
 // feature loads per thread, so a thread keeps twice the loads in flight (latency-bound walks of
 // wide or many-output forests run at full occupancy and still wait on L2). Same routing, same leaves.
-template <typename Row>
+template <bool kNanFree = false, typename Row>
 GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row& row0,
                               const Row& row1, uint32_t feature_bits, TahoeNode8& leaf0,
                               TahoeNode8& leaf1, int steps = 0) {
@@ -149,20 +158,16 @@ GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row&
   uint32_t i0 = root, i1 = root;
   TahoeNode8 n0 = TahoeLoad(nodes + root), n1 = n0;
   for (int s = 0; s < steps; ++s) {
-    i0 += step.Offset(n0, row0);
-    i1 += step.Offset(n1, row1);
-    n0 = TahoeLoad(nodes + i0);
-    n1 = TahoeLoad(nodes + i1);
+    step.Next<kNanFree>(nodes, row0, i0, n0);
+    step.Next<kNanFree>(nodes, row1, i1, n1);
   }
   for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int s = 0; s < kTahoeFixedUnroll; ++s) {
-      i0 += step.Offset(n0, row0);
-      i1 += step.Offset(n1, row1);
-      n0 = TahoeLoad(nodes + i0);
-      n1 = TahoeLoad(nodes + i1);
+      step.Next<kNanFree, true>(nodes, row0, i0, n0);
+      step.Next<kNanFree, true>(nodes, row1, i1, n1);
     }
     const bool done = (n0.word & n1.word & step.leaf_bit) != 0;
 #if defined(__CUDA_ARCH__)
@@ -173,6 +178,45 @@ GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row&
   }
   leaf0 = n0;
   leaf1 = n1;
+}
+
+// Value of a leaf of a fixed-walk forest (inline float or leaf-table double; no linear leaves).
+GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& leaf) {
+  return ((leaf.word >> f.feature_bits) & tahoe_bits::kLeafTable) != 0
+             ? f.leaf_table[leaf.value]
+             : static_cast<double>(TahoeBitsToFloat(leaf.value));
+}
+
+// Margin sums of one row (kRows = 1) or two (kRows = 2, TahoeWalkFixed2) over the trees whose root
+// nodes are roots[begin, end), for fixed-walk forests with scalar leaves when the call takes every
+// round (no round test, no tree record: the hot loop of row chunk). Leaves are added in tree
+// order, as TahoeAccumulateTrees does, so the sums are bit-identical to it; a leaf's value is added
+// one tree later (a table leaf's load then waits behind the next walk, not in front of it:
+// -0.0 + ... and x + -0.0 leave every sum unchanged), and the next root is loaded during the walk.
+template <bool kNanFree, int kRows, typename Row>
+GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
+                                 const uint32_t* roots, uint32_t begin, uint32_t end,
+                                 const Row (&rows)[kRows], double (&sums)[kRows]) {
+  static_assert(kRows == 1 || kRows == 2);
+  double pending[kRows];
+  for (int j = 0; j < kRows; ++j) sums[j] = 0, pending[j] = -0.0;
+  uint32_t next = begin < end ? roots[begin] : 0;
+  for (uint32_t i = begin; i < end; ++i) {
+    const uint32_t root = next;
+    if (i + 1 < end) next = roots[i + 1];
+    TahoeNode8 leaf[kRows];
+    if constexpr (kRows == 1) {
+      TahoeWalkFixed<kNanFree>(nodes, root, rows[0], f.feature_bits, leaf[0], f.fixed_steps);
+    } else {
+      TahoeWalkFixed2<kNanFree>(nodes, root, rows[0], rows[1], f.feature_bits, leaf[0], leaf[1],
+                                f.fixed_steps);
+    }
+    for (int j = 0; j < kRows; ++j) {
+      sums[j] += pending[j];
+      pending[j] = TahoeFixedLeafValue(f, leaf[j]);
+    }
+  }
+  for (int j = 0; j < kRows; ++j) sums[j] += pending[j];
 }
 
 // A row accessor with the NaN padding feature TahoeWalkFixed needs (host evaluation).

@@ -265,6 +265,44 @@ TEST(PerfModelTest, RowChunkFollowsTheProbeAndFillsTheGpu) {
   EXPECT_EQ(StrategyIndex("nope"), -1);
 }
 
+// A row-chunk shape survives its code; bigger blocks let small batches take bigger chunks, and the
+// block shrinks where it would have more than 256 tree groups.
+TEST(PerfModelTest, RowChunkShapesRoundTripAndScaleWithTheBlock) {
+  for (int threads : {256, 512, 1024}) {
+    for (int chunk = 1; chunk <= threads; chunk *= 2) {
+      for (int paired = 0; paired < 2; ++paired) {
+        RowChunkShape s;
+        s.chunk = chunk;
+        s.threads = threads;
+        s.paired = paired != 0;
+        const RowChunkShape t = RowChunkShape::FromCode(s.Code());
+        EXPECT_EQ(t.chunk, chunk);
+        EXPECT_EQ(t.threads, threads);
+        EXPECT_EQ(t.paired, s.paired);
+      }
+    }
+  }
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(100);
+  w.max_row_chunk = 32;
+  w.best_row_chunk = 16;
+  w.row_chunk_acc_bytes = 2048;
+  w.row_chunk_row_bytes = 40;
+  EXPECT_EQ(RowChunkFor(hw, w, 1600), 4);
+  EXPECT_EQ(RowChunkFor(hw, w, 1600, 1024), 16);  // 1600 rows x 4 / (4 x 100 SMs)
+  w.row_chunk_threads = 1024;
+  w.best_row_chunk = 128;  // beyond max_row_chunk (256-thread blocks): the probe found it fits
+  const RowChunkShape big = RowChunkShapeFor(hw, w, 1e6);
+  EXPECT_EQ(big.chunk, 128);
+  EXPECT_EQ(big.threads, 1024);
+  EXPECT_FALSE(big.paired);
+  const RowChunkShape tiny = RowChunkShapeFor(hw, w, 100);
+  EXPECT_EQ(tiny.chunk, 1);
+  EXPECT_EQ(tiny.threads, 256);  // 256 tree groups at most
+  w.rows = 1000000;
+  EXPECT_EQ(Cost(EstimateStrategies(hw, w), "row_chunk").groups, big.Code());
+}
+
 TEST(PerfModelTest, NoGpuMeansUnavailable) {
 #if !defined(GROVE_HAVE_CUDA)
   EXPECT_TRUE(absl::IsUnavailable(LoadOrCalibrateGpu("", 0).status()));

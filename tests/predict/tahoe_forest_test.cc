@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -333,6 +335,77 @@ TEST(TahoeForestTest, TwoRowFixedWalkMatchesTheOneRowWalk) {
     EXPECT_EQ(sa, ea.sum) << "row " << r;
     EXPECT_EQ(sb, eb.sum) << "row " << r + 1;
   }
+}
+
+// Row chunk's walk from the roots adds the same leaves in the same order as TahoeAccumulateTrees:
+// bit-identical sums, for inline-float and leaf-table leaves, one and two rows, every thread group
+// of an assignment (including empty ones), deep trees, and rows with and without NaN (the NaN-free
+// step on rows without NaN).
+TEST(TahoeForestTest, WalkFromTheRootsMatchesTheTreeWalkBitForBit) {
+  int table_cases = 0, inline_cases = 0;
+  for (int variant = 0; variant < 4; ++variant) {
+    RandomForestOptions o;
+    o.num_trees = 40;
+    o.max_depth = variant < 2 ? 7 : 20;
+    o.leaf_probability = variant < 2 ? 0.2 : 0.35;
+    o.num_features = 12;
+    o.seed = 7 + variant;
+    auto f = std::make_shared<Forest>(*MakeRandomForest(o));
+    if (variant % 2 == 1) {  // inline float leaves
+      for (double& v : f->leaf_values) v = static_cast<float>(v);
+      for (Tree& t : f->trees) t.weight = 1;
+    }
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+    ASSERT_TRUE(tf.ok());
+    ASSERT_TRUE((*tf)->fixed_walk());
+    ((*tf)->stats().inline_leaves ? inline_cases : table_cases) += 1;
+    const TahoeForestView v = (*tf)->HostView();
+    const auto* nodes = static_cast<const TahoeNode8*>(v.nodes);
+    for (double missing : {0.0, 0.2}) {
+      const std::vector<float> rows = MakeRandomRows(*f, 30, 12 + variant, missing);
+      for (int groups : {1, 8, 64}) {
+        const TahoeAssignment& a = (*tf)->Assignment(groups);
+        std::vector<uint32_t> roots(a.order.size());
+        for (size_t i = 0; i < roots.size(); ++i) roots[i] = (*tf)->trees()[a.order[i]].root;
+        for (int r = 0; r + 1 < 30; r += 2) {
+          using Padded = TahoeNanPaddedRow<TahoePlainRow>;
+          const Padded two[2] = {Padded{TahoePlainRow{rows.data() + r * 12}, 12},
+                                 Padded{TahoePlainRow{rows.data() + (r + 1) * 12}, 12}};
+          for (int g = 0; g < groups; ++g) {
+            double expected[2];
+            for (int j = 0; j < 2; ++j) {
+              TahoeScalarAcc acc;
+              TahoeAccumulateTrees<kTahoeWalkFixed>(v, nodes, 0, v.trees, a.order.data(),
+                                                    a.offsets[g], a.offsets[g + 1],
+                                                    TahoeRowParams{0, 1 << 30, 0}, two[j], acc,
+                                                    static_cast<float*>(nullptr));
+              expected[j] = acc.sum;
+            }
+            double pair[2], one[1];
+            const Padded first[1] = {two[0]};
+            if (missing == 0) {
+              TahoeSumFixedRoots<true, 2>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
+                                          two, pair);
+              TahoeSumFixedRoots<true, 1>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
+                                          first, one);
+            } else {
+              TahoeSumFixedRoots<false, 2>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
+                                           two, pair);
+              TahoeSumFixedRoots<false, 1>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
+                                           first, one);
+            }
+            SCOPED_TRACE(::testing::Message() << "variant " << variant << " missing " << missing
+                                            << " groups " << groups << " group " << g << " row " << r);
+            EXPECT_EQ(std::memcmp(&one[0], &expected[0], 8), 0) << one[0] << " vs " << expected[0];
+            EXPECT_EQ(std::memcmp(&pair[0], &expected[0], 8), 0) << pair[0] << " vs " << expected[0];
+            EXPECT_EQ(std::memcmp(&pair[1], &expected[1], 8), 0) << pair[1] << " vs " << expected[1];
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(table_cases, 0);
+  EXPECT_GT(inline_cases, 0);
 }
 
 TEST(TahoeForestTest, TreeRearrangementBalancesThreadGroups) {

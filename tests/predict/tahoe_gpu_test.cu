@@ -103,13 +103,17 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-// Default engine, plus two with small splitting parts, few shared-data groups, small chunks and the
-// tree-per-lane splitting kernel forced on (several parts, several chunks, the global reduction),
-// in its single and its paired layout, and row chunks of 32 rows (a partial last chunk) and of 4
-// rows with two rows per thread.
+// Default engine, plus four with small splitting parts, few shared-data groups, small chunks and
+// the tree-per-lane splitting kernel forced on (several parts, several chunks, the global
+// reduction), in its single and its paired layout, and row chunks of 32 rows (a partial last chunk),
+// of 4 rows with two rows per thread, of 128 rows in blocks of 1,024 threads (groups of four warps,
+// several outputs limited to 32 rows without a class-aware assignment) and of 2 rows in blocks of
+// 512.
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
-  for (int variant = 0; variant < 3; ++variant) {
+  const int row_chunks[] = {0, 32, 4 | kRowChunkPaired,
+                            128 | (2 << kRowChunkThreadsShift), 2 | (1 << kRowChunkThreadsShift)};
+  for (int variant = 0; variant < 5; ++variant) {
     TahoeEngineOptions o;
     o.format = format;
     if (variant > 0) {
@@ -117,14 +121,15 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
       o.shared_data_groups = 4;
       o.max_chunk_rows = 100;
       // The tree-per-lane kernel wherever it applies.
-      o.lanes = variant == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
-      o.row_chunk = variant == 1 ? 32 : 4 | kRowChunkPaired;
+      o.lanes = variant % 2 == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
+      o.row_chunk = row_chunks[variant];
       o.probe = false;  // every knob above is forced; variant 0 exercises the probes
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
     ASSERT_NE(e, nullptr);
-    CheckEngine(*e, *f, rows,
-                what + (variant == 1 ? " (small parts/chunks)" : variant == 2 ? " (paired lanes)" : ""));
+    const char* labels[] = {"", " (small parts/chunks)", " (paired lanes)", " (128 rows, 1024 threads)",
+                            " (2 rows, 512 threads)"};
+    CheckEngine(*e, *f, rows, what + labels[variant]);
   }
 }
 
