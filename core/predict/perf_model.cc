@@ -216,13 +216,14 @@ const char* StrategyName(int index) {
 int RowChunkShape::Code() const {
   int log2_threads = 0;
   while ((kRowChunkMinThreads << log2_threads) < threads) ++log2_threads;
-  return chunk | (paired ? kRowChunkPaired : 0) | (log2_threads << kRowChunkThreadsShift);
+  const int log2_per_thread = per_thread >= 4 ? 2 : per_thread >= 2 ? 1 : 0;
+  return chunk | (log2_per_thread << 11) | (log2_threads << kRowChunkThreadsShift);
 }
 
 RowChunkShape RowChunkShape::FromCode(int code) {
   RowChunkShape s;
   s.chunk = std::max(1, code & (kRowChunkPaired - 1));
-  s.paired = (code & kRowChunkPaired) != 0;
+  s.per_thread = std::min(4, 1 << ((code >> 11) & 3));
   s.threads = std::min(kRowChunkMaxThreads,
                        kRowChunkMinThreads << ((code >> kRowChunkThreadsShift) & 3));
   return s;
@@ -230,7 +231,7 @@ RowChunkShape RowChunkShape::FromCode(int code) {
 
 std::string RowChunkShape::Label() const {
   std::string s = std::to_string(chunk);
-  if (paired) s += "x2";
+  if (per_thread > 1) s += "x" + std::to_string(per_thread);
   if (threads != kRowChunkMinThreads) s += "@" + std::to_string(threads);
   return s;
 }
@@ -251,8 +252,11 @@ RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload&
   s.chunk = RowChunkFor(hw, w, rows, s.threads);
   // A block's tree groups (threads / chunk) index the forest's assignments: at most kMaxGroups.
   while (s.threads > kRowChunkMinThreads && s.threads / s.chunk > 256) s.threads /= 2;
-  s.paired = w.row_chunk_paired && s.chunk == w.best_row_chunk &&
-             rows >= 2.0 * s.chunk * 8 * std::max(1, hw.sm_count);
+  const int k = w.row_chunk_per_thread;
+  s.per_thread = k > 1 && s.chunk == w.best_row_chunk &&
+                         rows >= k * s.chunk * 8.0 * std::max(1, hw.sm_count)
+                     ? k
+                     : 1;
   return s;
 }
 

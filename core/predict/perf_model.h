@@ -80,20 +80,21 @@ enum class StrategyId : int {
   kRowChunk = 5,
 };
 inline constexpr int kNumStrategies = 6;
-// Row chunk's StrategyCost::groups is a code: its rows per thread group (bits 0-10), plus
-// kRowChunkPaired when each thread walks two rows at once, and the block's threads (256 << bits
-// 12-13). RowChunkShape is the decoded form.
+// Row chunk's StrategyCost::groups is a code: its rows per thread group (bits 0-10), the rows each
+// thread walks at once (1 << bits 11-12: kRowChunkPaired for two, kRowChunkQuad for four), and the
+// block's threads (256 << bits 13-14). RowChunkShape is the decoded form.
 inline constexpr int kRowChunkPaired = 1 << 11;
-inline constexpr int kRowChunkThreadsShift = 12;
+inline constexpr int kRowChunkQuad = 2 << 11;
+inline constexpr int kRowChunkThreadsShift = 13;
 inline constexpr int kRowChunkMinThreads = 256;
 inline constexpr int kRowChunkMaxThreads = 1024;
 struct RowChunkShape {
   int chunk = 1;        // rows per thread group (power of two, at most threads)
-  bool paired = false;  // two rows per thread (2 x chunk rows per block)
+  int per_thread = 1;   // rows each thread walks at once: 1, 2 or 4 (per_thread x chunk a block)
   int threads = kRowChunkMinThreads;  // per block: 256, 512 or 1024
   int Code() const;
   static RowChunkShape FromCode(int code);
-  std::string Label() const;  // "16", "4x2", "128@1024": chunk, x2 paired, @threads
+  std::string Label() const;  // "16", "4x2", "128@1024": chunk, x rows per thread, @threads
 };
 // Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
 const char* StrategyName(int index);
@@ -122,7 +123,7 @@ struct TahoeWorkload {
   // acc x (threads / 256) + chunk x row bytes (for the resident blocks per SM; acc: 256 threads).
   int max_row_chunk = 0;
   int best_row_chunk = 0;
-  bool row_chunk_paired = false;  // the probe found two rows per thread faster at best_row_chunk
+  int row_chunk_per_thread = 1;   // the probe found this many rows per thread fastest
   int row_chunk_threads = kRowChunkMinThreads;  // ... and this many threads per block
   int64_t row_chunk_acc_bytes = 0;
   int64_t row_chunk_row_bytes = 0;
@@ -150,8 +151,8 @@ int StrategyIndex(std::string_view name);
 // see RowChunkShapeFor).
 int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
                 int threads = kRowChunkMinThreads);
-// The whole shape for the batch: RowChunkFor's chunk with the probed threads; two rows per thread
-// only at the probed chunk and where the batch still fills every SM.
+// The whole shape for the batch: RowChunkFor's chunk with the probed threads; several rows per
+// thread only at the probed chunk and where the batch still fills every SM.
 RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows);
 
 struct StrategyCost {

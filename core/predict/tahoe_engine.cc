@@ -230,6 +230,9 @@ class TahoeEngineImpl final : public TahoeEngine {
   std::string lane_report_;
   double throughput_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
   double latency_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
+  // Probe() rows and outputs on GPU 0 (TimeProbe), only while it runs.
+  const float* probe_in_ = nullptr;
+  float* probe_out_ = nullptr;
   // The row-chunk shape the probe found fastest at its large batch (chunk 0: not probed).
   RowChunkShape best_row_chunk_{0};
   // Batch sizes at which ProbeChoices times the selector's leading candidates, and the winner at
@@ -285,8 +288,8 @@ absl::StatusOr<double> TahoeEngineImpl::TimeProbe(Gpu& g, StrategyId s, int grou
   double best = 1e30;
   for (int rep = 0; rep < reps; ++rep) {
     const auto start = std::chrono::steady_clock::now();
-    absl::Status st = RunDevice(g, s, groups, call, g.slots[1].d_in, rows,
-                                forest_->num_features, g.slots[1].d_out, forest_->num_outputs);
+    absl::Status st = RunDevice(g, s, groups, call, probe_in_, rows, forest_->num_features,
+                                probe_out_, forest_->num_outputs);
     if (!st.ok()) return st;
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (rep > 0) best = std::min(best, t);
@@ -476,15 +479,15 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
   std::vector<std::pair<double, RowChunkShape>> timed;
   for (int threads = kRowChunkMinThreads; threads <= kRowChunkMaxThreads; threads *= 2) {
     for (int c = std::max(1, threads / 256); c <= threads; c *= 2) {
-      for (int paired = 0; paired < 2; ++paired) {
+      for (int per_thread = 1; per_thread <= 4; per_thread *= 2) {
         RowChunkShape shape;
         shape.chunk = c;
         shape.threads = threads;
-        shape.paired = paired != 0;
-        if (shape.paired && !TahoeRowChunkPairable(g.df, call.kind, c, threads)) continue;
+        shape.per_thread = per_thread;
+        if (per_thread > 1 && !TahoeRowChunkPairable(g.df, call.kind, c, threads)) continue;
         a.groups = shape.Code();
         const RowChunkShape valid = RowChunkLaunchShape(g.df, a);
-        if (valid.chunk != c || valid.threads != threads ||
+        if (valid.chunk != c || valid.threads != threads || valid.per_thread != per_thread ||
             TahoeSharedBytes(g.df, StrategyId::kRowChunk, shape.Code()) > hw_.smem_per_block) {
           continue;  // not this shape, or does not fit
         }
@@ -524,19 +527,41 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
 absl::Status TahoeEngineImpl::Probe() {
   Gpu& g = *gpus_[0];
   const int64_t F = forest_->num_features, K = forest_->num_outputs;
+  // The large probe batch: 262,144 rows or 256 MB of them, in buffers of their own (freed after
+  // the probes), so that wide rows are timed at a size where every shape runs many waves (a shape
+  // can rank first at 65,536 rows and run 2x slower at 1M: prod-wide256).
   const int64_t large = std::max<int64_t>(
-      1, std::min<int64_t>({int64_t{1} << 18, g.in_bytes / (4 * F), g.out_bytes / (4 * K)}));
+      1, std::min<int64_t>({int64_t{1} << 18, (int64_t{256} << 20) / (4 * F),
+                            (int64_t{256} << 20) / (4 * K)}));
   const int64_t small = std::min<int64_t>(256, large);
-  {
-    const std::vector<float> base = CalibrationRows(*forest_, 1024);
-    std::vector<float> x(static_cast<size_t>(large * F));
-    for (int64_t r = 0; r < large; ++r) {
-      std::copy_n(base.begin() + (r % 1024) * F, F, x.begin() + r * F);
+  TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+  struct Buffers {  // freed, and the engine's pointers to them cleared, however Probe returns
+    TahoeEngineImpl* engine;
+    float* in = nullptr;
+    float* out = nullptr;
+    ~Buffers() {
+      engine->probe_in_ = nullptr;
+      engine->probe_out_ = nullptr;
+      if (in != nullptr) cudaFree(in);
+      if (out != nullptr) cudaFree(out);
     }
-    TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
-    TAHOE_CUDA(cudaMemcpy(g.slots[1].d_in, x.data(), x.size() * 4, cudaMemcpyHostToDevice),
+  } buffers{this};
+  TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&buffers.in), large * F * 4), "cudaMalloc (probe)");
+  TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&buffers.out), large * K * 4), "cudaMalloc (probe)");
+  {
+    // 1,024 calibration rows, then doubled on the device up to `large`.
+    const int64_t base_rows = std::min<int64_t>(1024, large);
+    const std::vector<float> base = CalibrationRows(*forest_, static_cast<int>(base_rows));
+    TAHOE_CUDA(cudaMemcpy(buffers.in, base.data(), base_rows * F * 4, cudaMemcpyHostToDevice),
                "probe rows");
+    for (int64_t have = base_rows; have < large; have *= 2) {
+      const int64_t n = std::min(have, large - have);
+      TAHOE_CUDA(cudaMemcpy(buffers.in + have * F, buffers.in, n * F * 4, cudaMemcpyDeviceToDevice),
+                 "probe rows");
+    }
   }
+  probe_in_ = buffers.in;
+  probe_out_ = buffers.out;
   PredictOptions o;
   o.kind = OutputKind::kMargin;
   std::string report;
@@ -718,7 +743,7 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   w.rows_staged = g.df.staged_row_bytes > 0;
   w.max_row_chunk = g.max_row_chunk;
   w.best_row_chunk = best_row_chunk_.chunk;
-  w.row_chunk_paired = best_row_chunk_.paired;
+  w.row_chunk_per_thread = best_row_chunk_.per_thread;
   w.row_chunk_threads = best_row_chunk_.threads;
   w.row_chunk_row_bytes = 4 * TahoeRowChunkStride(w.features);
   w.row_chunk_acc_bytes = g.row_chunk_acc_bytes;

@@ -41,41 +41,51 @@ RowChunkShape ValidRowChunkShape(const TahoeDeviceForest& f, int code) {
                                             Log2(s.chunk));
   if (f.view.num_outputs > 1 && !classed) s.chunk = std::min(s.chunk, kMaxWarpRowChunk);
   while (s.threads > kRowChunkMinThreads && s.threads / s.chunk > 256) s.threads /= 2;
-  s.paired = s.paired && s.threads == kRowChunkMinThreads && s.chunk <= kMaxWarpRowChunk;
+  if (s.threads != kRowChunkMinThreads || s.chunk > kMaxWarpRowChunk) s.per_thread = 1;
   return s;
 }
 
-// The RowChunkKernel instantiation for the shape: pairs (fixed-walk forests only; the caller
-// checked) in blocks of 256 threads, single rows in blocks of 256 or more (`big`).
+// The RowChunkKernel instantiation for the shape: several rows per thread (fixed-walk forests
+// only; the caller checked) in blocks of 256 threads, single rows in blocks of 256 or more
+// (`big`).
 template <typename Node, bool kMulti, int kWalk>
-void LaunchRowChunk(bool paired, bool big, unsigned grid, int threads, size_t smem,
+void LaunchRowChunk(int per_thread, bool big, unsigned grid, int threads, size_t smem,
                     cudaStream_t stream, const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
                     int log2_chunk) {
   if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
-    if (paired) {  // 256 threads (ValidRowChunkShape)
-      RowChunkKernel<Node, kMulti, kWalk, true, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+    // Several rows per thread: 256 threads (ValidRowChunkShape).
+    if (per_thread == 2) {
+      RowChunkKernel<Node, kMulti, kWalk, 2, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+      return;
+    }
+    if (per_thread == 4) {
+      RowChunkKernel<Node, kMulti, kWalk, 4, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
       return;
     }
   }
   if (big) {
-    RowChunkKernel<Node, kMulti, kWalk, false, true><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+    RowChunkKernel<Node, kMulti, kWalk, 1, true><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
   } else {
-    RowChunkKernel<Node, kMulti, kWalk, false, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+    RowChunkKernel<Node, kMulti, kWalk, 1, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
   }
 }
 
 // Raises the dynamic shared-memory limit of the RowChunkKernel instantiations of a walk.
 template <typename Node, bool kMulti, int kWalk>
 cudaError_t ConfigureRowChunk(int max_smem) {
-  cudaError_t e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, false, false>,
+  cudaError_t e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, 1, false>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
   if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, false, true>,
+    e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, 1, true>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
   }
   if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
     if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, true, false>,
+      e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, 2, false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    }
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, 4, false>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
     }
   }
@@ -109,12 +119,12 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
     }
     case StrategyId::kRowChunk: {
       const RowChunkShape shape = RowChunkLaunchShape(f, a);
-      const int log2_rows = Log2(shape.chunk) + (shape.paired ? 1 : 0);
+      const int log2_rows = Log2(shape.chunk) + Log2(shape.per_thread);
       const unsigned grid = static_cast<unsigned>(((a.rows - 1) >> log2_rows) + 1);
       const size_t smem = static_cast<size_t>(TahoeSharedBytes(f, a.strategy, shape.Code()));
       const int log2_chunk = Log2(shape.chunk);
       const bool big = shape.threads > kRowChunkMinThreads;
-      LaunchRowChunk<Node, kMulti, kWalk>(shape.paired, big, grid, shape.threads, smem, stream, f,
+      LaunchRowChunk<Node, kMulti, kWalk>(shape.per_thread, big, grid, shape.threads, smem, stream, f,
                                           a, log2_chunk);
       break;
     }
@@ -218,7 +228,7 @@ bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chun
 
 RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
   RowChunkShape s = ValidRowChunkShape(f, a.groups);
-  s.paired = s.paired && TahoeRowChunkPairable(f, a.kind, s.chunk, s.threads);
+  if (!TahoeRowChunkPairable(f, a.kind, s.chunk, s.threads)) s.per_thread = 1;
   return s;
 }
 
@@ -266,9 +276,9 @@ int64_t TahoeSharedBytes(const TahoeDeviceForest& f, StrategyId s, int groups) {
       return ((f.part_smem_bytes + 15) & ~int64_t{15}) + f.staged_row_bytes + 16;
     case StrategyId::kRowChunk: {
       const RowChunkShape shape = ValidRowChunkShape(f, groups);
-      const int64_t rows = int64_t{shape.chunk} * (shape.paired ? 2 : 1);
+      const int64_t rows = int64_t{shape.chunk} * shape.per_thread;
       return TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, Log2(shape.threads),
-                                   Log2(shape.chunk), shape.paired) +
+                                   Log2(shape.chunk), shape.per_thread) +
              ((rows * TahoeRowChunkStride(f.view.num_features) * 4 + 15) & ~int64_t{15});
     }
   }

@@ -225,10 +225,10 @@ __global__ void __launch_bounds__(kForestSmemThreads)
 }
 
 // Row chunk (rows of any width, any number of outputs): a block of T = 256, 512 or 1024 threads
-// takes one chunk of C = 1 << log2_chunk rows (2C when kPair), staged row-major in shared memory
+// takes one chunk of C = 1 << log2_chunk rows (kR x C with kR rows per thread), staged row-major
 // (TahoeRowChunkStride floats a row, the last one the NaN padding feature), so a block's shared
 // memory grows with C x F instead of 32 x F and wide rows leave room for several blocks per SM.
-// Thread t walks row t % C (and, kPair, row t % C + C through the same trees with TahoeWalkFixed2)
+// Thread t walks row t % C (and, kR > 1, rows t % C + j C through the same trees, TahoeWalkFixedN)
 // over the trees of group t / C of the T / C groups: small chunks spread one row over many tree
 // groups (latency); large ones let the lanes of a warp, and for C > 32 several warps, share a
 // tree's nodes in L1 (fewer node lines fetched from L2 per row).
@@ -237,9 +237,9 @@ __global__ void __launch_bounds__(kForestSmemThreads)
 //    and a sum over the warps (or, C >= 32, over the groups);
 //  * several outputs with a class-aware assignment (each group walks trees of one output): a
 //    register per thread and row, then per (row, output) a sum over that output's groups;
-//  * otherwise (vector leaves, or fewer groups than outputs; never kPair; C <= 32): K doubles of
+//  * otherwise (vector leaves, or fewer groups than outputs; kR = 1; C <= 32): K doubles of
 //    shared memory per thread, reduced like one output, output by output.
-// Leaf ids go straight out (never kPair).
+// Leaf ids go straight out (kR = 1).
 // Stages rows [0, nr) of `g_rows` (`stride` floats apart) into `s_rows`, TahoeRowChunkStride(nf)
 // floats a row, with 16-byte loads where alignment allows, and the NaN padding feature of `padded`
 // rows. Returns whether this thread staged a NaN. The caller synchronizes.
@@ -266,6 +266,35 @@ __device__ __forceinline__ bool StageChunkRows(const float* g_rows, int64_t stri
   }
   if (threadIdx.x < padded) s_rows[threadIdx.x * S + nf] = TahoeNan();
   return nan;
+}
+
+// Stages rows [0, nr) of `g_rows` feature-major: feature c of row i at s_rows[c * rs + i], then the
+// NaN padding feature of rows [0, padded). A warp writes one feature of consecutive rows (distinct
+// banks); the global reads are strided, but staging is a small part of a chunk's work (every row
+// is walked through all trees). Returns whether this thread staged a NaN. The caller synchronizes.
+__device__ __forceinline__ bool StageChunkColumns(const float* g_rows, int64_t stride, int nr,
+                                                  int nf, int rs, int padded, float* s_rows) {
+  bool nan = false;
+  for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
+    const int c = i / nr, rr = i - c * nr;
+    const float x = __ldg(g_rows + rr * stride + c);
+    s_rows[c * rs + rr] = x;
+    nan |= IsNan(x);
+  }
+  for (int i = threadIdx.x; i < padded; i += blockDim.x) s_rows[nf * rs + i] = TahoeNan();
+  return nan;
+}
+
+// TahoeSumFixedRoots with or without the NaN test (nan_free: uniform over the block).
+template <int R, typename Row>
+__device__ __forceinline__ void SumFromRoots(const TahoeForestView& v, const TahoeNode8* nodes,
+                                             const uint32_t* roots, uint32_t begin, uint32_t end,
+                                             bool nan_free, const Row (&rows)[R], double (&sum)[R]) {
+  if (nan_free) {
+    TahoeSumFixedRoots<true, R>(v, nodes, roots, begin, end, rows, sum);
+  } else {
+    TahoeSumFixedRoots<false, R>(v, nodes, roots, begin, end, rows, sum);
+  }
 }
 
 // One output: `sum[j]` of every thread (row t % C + j C) added over the tree groups. C < 32: lanes
@@ -364,13 +393,14 @@ __device__ __forceinline__ void FinishRowChunk(const TahoeDeviceForest& f, const
 // their own code). Registers are capped where ptxas chose them for 256-thread blocks before blocks
 // grew (32 for one row and one output: two 1,024-thread blocks per SM; 40 otherwise); left to
 // itself, ptxas spills the 1,024-thread multi-output walks at 32 or takes 64.
-template <typename Node, bool kMulti, int kWalk, bool kPair, bool kBig>
+template <typename Node, bool kMulti, int kWalk, int kR, bool kBig>
 __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThreads)
-    __maxnreg__(kMulti || kPair ? 40 : 32)
+    __maxnreg__(kR == 4 ? 56 : kMulti || kR == 2 ? 40 : 32)
     RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk) {
-  static_assert(!kPair || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> && !kBig),
-                "pairs walk with TahoeWalkFixed2 in blocks of 256");
-  constexpr int R = kPair ? 2 : 1;  // rows per thread
+  static_assert(kR == 1 || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> && !kBig),
+                "several rows per thread walk with TahoeWalkFixedN in blocks of 256");
+  constexpr bool kPair = kR > 1;
+  constexpr int R = kR;  // rows per thread
   extern __shared__ __align__(16) unsigned char smem[];
   const int C = 1 << log2_chunk;
   const int log2_threads = 31 - __clz(static_cast<int>(blockDim.x));
@@ -380,14 +410,25 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
   const bool classed = kMulti && TahoeRowChunkClassed(f.class_mask, K, log2_threads, log2_chunk);
   double* s_acc = reinterpret_cast<double*>(smem);
   float* s_rows = reinterpret_cast<float*>(
-      smem + TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, log2_threads, log2_chunk, kPair));
+      smem + TahoeRowChunkAccBytes(f.class_mask, f.view.num_outputs, log2_threads, log2_chunk, R));
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * R) << log2_chunk;
   const int nr = static_cast<int>(a.rows - row0 < R * C ? a.rows - row0 : R * C);
-  // Rows without NaN (but the padding feature) take the walk without the NaN test.
-  const bool nan_free = !__syncthreads_or(StageChunkRows(a.d_rows + row0 * a.row_stride,
-                                                         a.row_stride, nr, f.view.num_features,
-                                                         R * C, s_rows));
   const int r = threadIdx.x & (C - 1), g = threadIdx.x >> log2_chunk;
+  double* m = kMulti && !kPair && !classed ? s_acc + threadIdx.x * K : nullptr;
+  // Fixed walks of scalar sums over every round run from the roots (TahoeSumFixedRoots).
+  const bool all_rounds = a.row_params.it_begin <= 0 && a.row_params.it_end >= f.num_iterations;
+  const bool from_roots = kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> &&
+                          all_rounds && m == nullptr && a.kind != OutputKind::kLeaf;
+  // Groups of 32 rows or more stage their rows feature-major (feature c of row i at
+  // s_rows[c * R C + i]): the lanes of a warp then walk rows r, r + 1, ... of one tree group and
+  // read their features from distinct banks whatever the features (row-major rows conflict ~2-way).
+  const bool feature_major = from_roots && C >= 32;
+  // Rows without NaN (but the padding feature) take the walk without the NaN test.
+  const bool nan_free = !__syncthreads_or(
+      feature_major ? StageChunkColumns(a.d_rows + row0 * a.row_stride, a.row_stride, nr,
+                                        f.view.num_features, R * C, R * C, s_rows)
+                    : StageChunkRows(a.d_rows + row0 * a.row_stride, a.row_stride, nr,
+                                     f.view.num_features, R * C, s_rows));
   const uint32_t order_begin =
       classed ? f.class_order_begin[assignment] : f.order_begin[assignment];
   const uint32_t* order = (classed ? f.d_class_order : f.d_assign_order) + order_begin;
@@ -395,22 +436,21 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
                                     : f.d_assign_offsets + f.offsets_begin[assignment];
   const Node* nodes = static_cast<const Node*>(f.view.nodes);
   double sum[R] = {};
-  double* m = kMulti && !kPair && !classed ? s_acc + threadIdx.x * K : nullptr;
-  // Fixed walks of scalar sums over every round run from the roots (TahoeSumFixedRoots).
-  const bool all_rounds = a.row_params.it_begin <= 0 && a.row_params.it_end >= f.num_iterations;
   const uint32_t* roots = (classed ? f.d_class_roots : f.d_assign_roots) + order_begin;
   if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
-    if (all_rounds && m == nullptr && a.kind != OutputKind::kLeaf) {  // uniform over the block
+    if (from_roots) {  // uniform over the block
       if (r < nr) {
-        // A second row past the end walks the first one again; its sum is never read.
-        TahoePlainRow rows[R];
-        rows[0] = TahoePlainRow{s_rows + r * S};
-        if constexpr (kPair) rows[R - 1] = TahoePlainRow{s_rows + (r + C < nr ? r + C : r) * S};
-        if (nan_free) {
-          TahoeSumFixedRoots<true, R>(f.view, nodes, roots, offsets[g], offsets[g + 1], rows, sum);
-        } else {
-          TahoeSumFixedRoots<false, R>(f.view, nodes, roots, offsets[g], offsets[g + 1], rows, sum);
+        // A row past the end walks the first one again; its sum is never read. Both layouts
+        // through one accessor (one copy of the walk: a second one spills).
+        const uint32_t feature_stride = feature_major ? R * C : 1;
+        const int row_stride = feature_major ? 1 : S;
+        TahoeStridedRow rows[R];
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+          rows[j] = TahoeStridedRow{s_rows + (r + j * C < nr ? r + j * C : r) * row_stride,
+                                    feature_stride};
         }
+        SumFromRoots(f.view, nodes, roots, offsets[g], offsets[g + 1], nan_free, rows, sum);
       }
       FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m);
       return;
@@ -418,10 +458,12 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
   }
   if constexpr (kPair) {
     if (r < nr) {
-      // A second row past the end walks the first one again; its sum is never read.
-      const TahoePlainRow row0{s_rows + r * S}, row1{s_rows + (r + C < nr ? r + C : r) * S};
-      TahoeAccumulateFixed2(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
-                            a.row_params, row0, row1, sum[0], sum[1]);
+      // A row past the end walks the first one again; its sum is never read.
+      TahoePlainRow rows[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) rows[j] = TahoePlainRow{s_rows + (r + j * C < nr ? r + j * C : r) * S};
+      TahoeAccumulateFixedN<R>(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
+                               a.row_params, rows, sum);
     }
   } else {
     const TahoePlainRow row{s_rows + r * S};

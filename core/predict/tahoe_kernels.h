@@ -54,7 +54,7 @@ static_assert(kRowChunkPaired > kMaxRowChunk, "the flags are above every chunk")
 
 // Row chunk's TahoeLaunchArgs::groups: a RowChunkShape code (perf_model.h). Its tree groups
 // (threads / chunk) are assignment log2(threads / chunk) of the forest, so threads / chunk <= 256.
-// Two rows per thread where TahoeRowChunkPairable; a request that cannot is run with one.
+// Several rows per thread where TahoeRowChunkPairable; a request that cannot is run with one.
 
 // Row-chunk shared memory: partial sums first (a double per thread and row for one output or a
 // class-aware assignment, plus the chunk's K sums per row for the latter; K doubles per thread for
@@ -70,8 +70,7 @@ GROVE_HD bool TahoeRowChunkClassed(uint32_t class_mask, int num_outputs, int log
          ((class_mask >> TahoeRowChunkAssignment(log2_threads, log2_chunk)) & 1u) != 0;
 }
 GROVE_HD int64_t TahoeRowChunkAccBytes(uint32_t class_mask, int num_outputs, int log2_threads,
-                                       int log2_chunk, bool paired) {
-  const int64_t rows_per_thread = paired ? 2 : 1;
+                                       int log2_chunk, int rows_per_thread) {
   const int64_t threads = int64_t{1} << log2_threads;
   if (num_outputs <= 1) return threads * 8 * rows_per_thread;
   if (TahoeRowChunkClassed(class_mask, num_outputs, log2_threads, log2_chunk)) {
@@ -173,13 +172,13 @@ struct TahoeLaunchArgs {
 // Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).
 bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
-// Whether row chunk can walk two rows per thread for `kind` with `chunk` rows per group and
+// Whether row chunk can walk two or four rows per thread for `kind` with `chunk` rows per group and
 // `threads` per block: 256 threads, chunk <= kMaxWarpRowChunk, the fixed walk, one output or a
 // class-aware assignment at that shape, margins or predictions (not leaf ids).
 bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk, int threads);
 // The shape TahoeLaunch runs row chunk with for `a`: a.groups's shape made valid for the forest (a
 // power-of-two chunk up to the block's threads, kMaxWarpRowChunk for several outputs without a
-// class-aware assignment, at most 256 tree groups), paired only where allowed.
+// class-aware assignment, at most 256 tree groups), several rows per thread only where allowed.
 RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
 // Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for

@@ -147,37 +147,42 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
   return idx;
 }
 
-// TahoeWalkFixed for two rows through the same tree at once: two independent chains of node and
-// feature loads per thread, so a thread keeps twice the loads in flight (latency-bound walks of
-// wide or many-output forests run at full occupancy and still wait on L2). Same routing, same leaves.
-template <bool kNanFree = false, typename Row>
-GROVE_HD void TahoeWalkFixed2(const TahoeNode8* nodes, uint32_t root, const Row& row0,
-                              const Row& row1, uint32_t feature_bits, TahoeNode8& leaf0,
-                              TahoeNode8& leaf1, int steps = 0) {
+// TahoeWalkFixed for kRows rows (2 or 4) through the same tree at once: independent chains of node
+// and feature loads per thread, so a thread keeps kRows loads in flight (latency-bound walks of wide,
+// deep or many-output forests run at full occupancy and still wait on L2). Same routing, same
+// leaves.
+template <bool kNanFree, int kRows, typename Row>
+GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row (&rows)[kRows],
+                              uint32_t feature_bits, TahoeNode8 (&leaves)[kRows], int steps = 0) {
   const TahoeFixedStep step(feature_bits);
-  uint32_t i0 = root, i1 = root;
-  TahoeNode8 n0 = TahoeLoad(nodes + root), n1 = n0;
+  uint32_t idx[kRows];
+  const TahoeNode8 top = TahoeLoad(nodes + root);
+  for (int j = 0; j < kRows; ++j) idx[j] = root, leaves[j] = top;
   for (int s = 0; s < steps; ++s) {
-    step.Next<kNanFree>(nodes, row0, i0, n0);
-    step.Next<kNanFree>(nodes, row1, i1, n1);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < kRows; ++j) step.Next<kNanFree>(nodes, rows[j], idx[j], leaves[j]);
   }
   for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int s = 0; s < kTahoeFixedUnroll; ++s) {
-      step.Next<kNanFree, true>(nodes, row0, i0, n0);
-      step.Next<kNanFree, true>(nodes, row1, i1, n1);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int j = 0; j < kRows; ++j) step.Next<kNanFree, true>(nodes, rows[j], idx[j], leaves[j]);
     }
-    const bool done = (n0.word & n1.word & step.leaf_bit) != 0;
+    uint32_t all = step.leaf_bit;
+    for (int j = 0; j < kRows; ++j) all &= leaves[j].word;
+    const bool done = all != 0;
 #if defined(__CUDA_ARCH__)
     if (__all_sync(__activemask(), done)) break;
 #else
     if (done) break;
 #endif
   }
-  leaf0 = n0;
-  leaf1 = n1;
 }
 
 // Value of a leaf of a fixed-walk forest (inline float or leaf-table double; no linear leaves).
@@ -187,7 +192,7 @@ GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& 
              : static_cast<double>(TahoeBitsToFloat(leaf.value));
 }
 
-// Margin sums of one row (kRows = 1) or two (kRows = 2, TahoeWalkFixed2) over the trees whose root
+// Margin sums of one row (kRows = 1) or several (kRows = 2 or 4, TahoeWalkFixedN) over the trees whose root
 // nodes are roots[begin, end), for fixed-walk forests with scalar leaves when the call takes every
 // round (no round test, no tree record: the hot loop of row chunk). Leaves are added in tree
 // order, as TahoeAccumulateTrees does, so the sums are bit-identical to it; a leaf's value is added
@@ -197,7 +202,7 @@ template <bool kNanFree, int kRows, typename Row>
 GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
                                  const uint32_t* roots, uint32_t begin, uint32_t end,
                                  const Row (&rows)[kRows], double (&sums)[kRows]) {
-  static_assert(kRows == 1 || kRows == 2);
+  static_assert(kRows == 1 || kRows == 2 || kRows == 4);
   double pending[kRows];
   for (int j = 0; j < kRows; ++j) sums[j] = 0, pending[j] = -0.0;
   uint32_t next = begin < end ? roots[begin] : 0;
@@ -208,8 +213,7 @@ GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nod
     if constexpr (kRows == 1) {
       TahoeWalkFixed<kNanFree>(nodes, root, rows[0], f.feature_bits, leaf[0], f.fixed_steps);
     } else {
-      TahoeWalkFixed2<kNanFree>(nodes, root, rows[0], rows[1], f.feature_bits, leaf[0], leaf[1],
-                                f.fixed_steps);
+      TahoeWalkFixedN<kNanFree, kRows>(nodes, root, rows, f.feature_bits, leaf, f.fixed_steps);
     }
     for (int j = 0; j < kRows; ++j) {
       sums[j] += pending[j];
@@ -325,20 +329,22 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
   acc.Flush();
 }
 
-// Margin sums of two rows over trees order[i] (or i) for i in [begin, end), every tree's leaf
-// scalar (no vector leaves), with TahoeWalkFixed2; the one-output sums of TahoeAccumulateTrees.
-template <typename Row>
-GROVE_HD void TahoeAccumulateFixed2(const TahoeForestView& f, const TahoeNode8* nodes,
+// Margin sums of kRows rows over trees order[i] (or i) for i in [begin, end) in the round range,
+// every tree's leaf scalar (no vector leaves), with TahoeWalkFixedN; the one-output sums of
+// TahoeAccumulateTrees (added to sums[]).
+template <int kRows, typename Row>
+GROVE_HD void TahoeAccumulateFixedN(const TahoeForestView& f, const TahoeNode8* nodes,
                                     const TahoeTree* trees, const uint32_t* order, uint32_t begin,
-                                    uint32_t end, const TahoeRowParams& p, const Row& row0,
-                                    const Row& row1, double& sum0, double& sum1) {
+                                    uint32_t end, const TahoeRowParams& p, const Row (&rows)[kRows],
+                                    double (&sums)[kRows]) {
   for (uint32_t i = begin; i < end; ++i) {
     const TahoeTree t = trees[order != nullptr ? order[i] : i];
     if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
-    TahoeNode8 n0, n1;
-    TahoeWalkFixed2(nodes, t.root, row0, row1, f.feature_bits, n0, n1, f.fixed_steps);
-    sum0 += TahoeLeafScalar(f, TahoeDecode(n0, f.feature_bits), row0);
-    sum1 += TahoeLeafScalar(f, TahoeDecode(n1, f.feature_bits), row1);
+    TahoeNode8 leaves[kRows];
+    TahoeWalkFixedN<false, kRows>(nodes, t.root, rows, f.feature_bits, leaves, f.fixed_steps);
+    for (int j = 0; j < kRows; ++j) {
+      sums[j] += TahoeLeafScalar(f, TahoeDecode(leaves[j], f.feature_bits), rows[j]);
+    }
   }
 }
 

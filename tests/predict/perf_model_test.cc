@@ -251,7 +251,7 @@ TEST(PerfModelTest, RowChunkFollowsTheProbeAndFillsTheGpu) {
   w.best_row_chunk = 0;  // not probed: at most 8
   EXPECT_EQ(RowChunkFor(hw, w, 1e6), 8);
   w.best_row_chunk = 16;
-  w.row_chunk_paired = true;
+  w.row_chunk_per_thread = 2;
   w.rows = 1000;
   const StrategyCost small = Cost(EstimateStrategies(hw, w), "row_chunk");
   EXPECT_TRUE(small.feasible);
@@ -270,15 +270,15 @@ TEST(PerfModelTest, RowChunkFollowsTheProbeAndFillsTheGpu) {
 TEST(PerfModelTest, RowChunkShapesRoundTripAndScaleWithTheBlock) {
   for (int threads : {256, 512, 1024}) {
     for (int chunk = 1; chunk <= threads; chunk *= 2) {
-      for (int paired = 0; paired < 2; ++paired) {
+      for (int per_thread = 1; per_thread <= 4; per_thread *= 2) {
         RowChunkShape s;
         s.chunk = chunk;
         s.threads = threads;
-        s.paired = paired != 0;
+        s.per_thread = per_thread;
         const RowChunkShape t = RowChunkShape::FromCode(s.Code());
         EXPECT_EQ(t.chunk, chunk);
         EXPECT_EQ(t.threads, threads);
-        EXPECT_EQ(t.paired, s.paired);
+        EXPECT_EQ(t.per_thread, per_thread);
       }
     }
   }
@@ -295,7 +295,7 @@ TEST(PerfModelTest, RowChunkShapesRoundTripAndScaleWithTheBlock) {
   const RowChunkShape big = RowChunkShapeFor(hw, w, 1e6);
   EXPECT_EQ(big.chunk, 128);
   EXPECT_EQ(big.threads, 1024);
-  EXPECT_FALSE(big.paired);
+  EXPECT_EQ(big.per_thread, 1);
   const RowChunkShape tiny = RowChunkShapeFor(hw, w, 100);
   EXPECT_EQ(tiny.chunk, 1);
   EXPECT_EQ(tiny.threads, 256);  // 256 tree groups at most

@@ -322,9 +322,11 @@ TEST(TahoeForestTest, TwoRowFixedWalkMatchesTheOneRowWalk) {
   for (int r = 0; r + 1 < 40; r += 2) {
     const TahoeNanPaddedRow<TahoePlainRow> a{TahoePlainRow{rows.data() + r * 12}, 12};
     const TahoeNanPaddedRow<TahoePlainRow> b{TahoePlainRow{rows.data() + (r + 1) * 12}, 12};
-    double sa = 0, sb = 0;
-    TahoeAccumulateFixed2(v, nodes, v.trees, nullptr, 0, v.num_trees, TahoeRowParams{0, 1 << 30, 0},
-                          a, b, sa, sb);
+    const TahoeNanPaddedRow<TahoePlainRow> both[2] = {a, b};
+    double sums[2] = {0, 0};
+    TahoeAccumulateFixedN<2>(v, nodes, v.trees, nullptr, 0, v.num_trees,
+                             TahoeRowParams{0, 1 << 30, 0}, both, sums);
+    const double sa = sums[0], sb = sums[1];
     TahoeScalarAcc ea, eb;
     TahoeAccumulateTrees<kTahoeWalkFixed>(v, nodes, 0, v.trees, nullptr, 0, v.num_trees,
                                           TahoeRowParams{0, 1 << 30, 0}, a, ea,
@@ -381,18 +383,27 @@ TEST(TahoeForestTest, WalkFromTheRootsMatchesTheTreeWalkBitForBit) {
                                                     static_cast<float*>(nullptr));
               expected[j] = acc.sum;
             }
-            double pair[2], one[1];
+            double pair[2], one[1], quad[4];
             const Padded first[1] = {two[0]};
+            const Padded four[4] = {two[0], two[1], two[1], two[0]};
             if (missing == 0) {
               TahoeSumFixedRoots<true, 2>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
                                           two, pair);
               TahoeSumFixedRoots<true, 1>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
                                           first, one);
+              TahoeSumFixedRoots<true, 4>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
+                                          four, quad);
             } else {
               TahoeSumFixedRoots<false, 2>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
                                            two, pair);
               TahoeSumFixedRoots<false, 1>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
                                            first, one);
+              TahoeSumFixedRoots<false, 4>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
+                                           four, quad);
+            }
+            for (int j = 0; j < 4; ++j) {
+              const double e = expected[j == 1 || j == 2 ? 1 : 0];
+              EXPECT_EQ(std::memcmp(&quad[j], &e, 8), 0) << "quad " << j << ": " << quad[j];
             }
             SCOPED_TRACE(::testing::Message() << "variant " << variant << " missing " << missing
                                             << " groups " << groups << " group " << g << " row " << r);
