@@ -61,7 +61,19 @@ struct Flags {
   // Splitting shared forest: tree per lane (TahoeEngineOptions::lanes) auto, 1 = on, 2 = on with the
   // paired layout, 0 = off.
   TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
+  // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
+  // probe's).
+  std::string row_chunk;
 };
+
+// A RowChunkShape label ("16", "4x2", "32@512") as its code.
+int ParseRowChunk(const std::string& label) {
+  RowChunkShape s;
+  s.chunk = std::atoi(label.c_str());
+  if (const size_t x = label.find('x'); x != std::string::npos) s.per_thread = std::atoi(label.c_str() + x + 1);
+  if (const size_t at = label.find('@'); at != std::string::npos) s.threads = std::atoi(label.c_str() + at + 1);
+  return s.Code();
+}
 
 double Seconds(const std::function<bool()>& fn, double budget, bool* ok) {
   using clock = std::chrono::steady_clock;
@@ -158,6 +170,7 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
   eo.engine.calibration_cache_dir = flags.cache;
   eo.format = format;
   eo.lanes = flags.lanes;
+  if (!flags.row_chunk.empty()) eo.row_chunk = ParseRowChunk(flags.row_chunk);
   absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
@@ -377,6 +390,8 @@ int Main(int argc, char** argv) {
                     : v == "1" ? TahoeEngineOptions::Lanes::kOn
                     : v == "2" ? TahoeEngineOptions::Lanes::kOnPaired
                                : TahoeEngineOptions::Lanes::kAuto;
+    } else if (a == "--row-chunk") {
+      flags.row_chunk = value();
     } else if (a == "--strategy") {
       flags.strategy = value();
     } else if (a == "--threads") {
@@ -395,7 +410,8 @@ int Main(int argc, char** argv) {
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
-                 "[--strategy s] [--batches 100,1000] [--budget s] [--cache dir] [--threads n] [--name label]\n");
+                 "[--strategy s] [--row-chunk 16|4x2|32@512] [--batches 100,1000] [--budget s] [--cache dir] "
+                 "[--threads n] [--name label]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

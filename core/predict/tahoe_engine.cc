@@ -506,16 +506,28 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
                     absl::StrFormat("%.1fus", t * 1e6));
   }
   double best_t = 1e30;
-  RowChunkShape best;
+  std::vector<std::pair<double, RowChunkShape>> finals_timed;
   std::string finals;
   for (size_t i = 0; i < std::min<size_t>(4, timed.size()); ++i) {
     absl::StatusOr<double> t = TimeProbe(g, StrategyId::kRowChunk, timed[i].second.Code(), large);
     if (!t.ok()) return t.status();
     absl::StrAppend(&finals, finals.empty() ? "" : " ", timed[i].second.Label(), ":",
                     absl::StrFormat("%.1fus", *t * 1e6));
-    if (*t < best_t) {
-      best_t = *t;
-      best = timed[i].second;
+    finals_timed.emplace_back(*t, timed[i].second);
+    best_t = std::min(best_t, *t);
+  }
+  // Within 3% of the fastest, the shape with the most threads per block: on real rows at 1M,
+  // 256-thread one-row shapes ran up to 2x slower per row than on the probe's rows at 262,144
+  // (prod-wide256: "16" 71M rows/s against 32@512's 147M; the probe had them 1% apart), while
+  // 512- and 1,024-thread shapes held their probed rate (docs/benchmarks.md).
+  RowChunkShape best;
+  double chosen_t = 1e30;
+  for (const auto& [t, shape] : finals_timed) {
+    if (t > 1.03 * best_t) continue;
+    if (chosen_t == 1e30 || shape.threads > best.threads ||
+        (shape.threads == best.threads && t < chosen_t)) {
+      best = shape;
+      chosen_t = t;
     }
   }
   best_row_chunk_ = best;
