@@ -30,9 +30,14 @@ UnaryCall::UnaryCall(Runtime* runtime, const char* method)
 }
 
 void UnaryCall::set_call(std::shared_ptr<CallState> call) {
-  absl::MutexLock lock(&mu_);
-  call_ = std::move(call);
-  if (cancelled_) call_->Cancel();
+  bool cancelled;
+  {
+    absl::MutexLock lock(&mu_);
+    call_ = call;
+    cancelled = cancelled_;
+  }
+  // Outside the lock: a cancelled task may be answered at once, on this thread.
+  if (cancelled) call->Cancel();
 }
 
 void UnaryCall::Reply(const absl::Status& status) {
@@ -63,9 +68,14 @@ bool UnaryCall::Admit(const auth::Authorizer* authorizer,
 }
 
 void UnaryCall::OnCancel() {
-  absl::MutexLock lock(&mu_);
-  cancelled_ = true;
-  if (call_ != nullptr) call_->Cancel();
+  std::shared_ptr<CallState> call;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    call = call_;
+  }
+  // Outside the lock: a cancelled task may be answered at once, on this thread (Reply).
+  if (call != nullptr) call->Cancel();
 }
 
 void UnaryCall::OnDone() {

@@ -217,9 +217,15 @@ class ExplainStreamReactor final
     if (!s.ok()) {
       ItemDone(item, s);
     } else {
-      absl::MutexLock lock(&mu_);
-      item->call = call;
-      if (cancelled_) call->Cancel();
+      bool cancelled;
+      {
+        absl::MutexLock lock(&mu_);
+        item->call = call;
+        cancelled = cancelled_;
+      }
+      // Outside the lock (as every Cancel here): a cancelled task may be answered at once, on this
+      // thread, and ItemDone takes mu_.
+      if (cancelled) call->Cancel();
     }
     Advance();
   }
@@ -235,11 +241,13 @@ class ExplainStreamReactor final
   }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    for (auto& item : items_) {
-      if (item->call != nullptr) item->call->Cancel();
+    std::vector<std::shared_ptr<CallState>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      calls = CallsLocked();
     }
+    for (auto& call : calls) call->Cancel();
   }
 
   void OnDone() override {
@@ -290,9 +298,27 @@ class ExplainStreamReactor final
     if (destroy) delete this;
   }
 
+  // The calls of the messages still held (to cancel them once mu_ is released).
+  std::vector<std::shared_ptr<CallState>> CallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::shared_ptr<CallState>> calls;
+    for (auto& item : items_) {
+      if (item->call != nullptr) calls.push_back(item->call);
+    }
+    return calls;
+  }
+
   // Decides and starts the next write / read / finish under the lock (gRPC never runs a reaction
-  // inline from StartWrite/StartRead/Finish), so decision and action are atomic.
+  // inline from StartWrite/StartRead/Finish), so decision and action are atomic. When the stream
+  // stops, the calls still computing are cancelled after the lock is released (a cancelled task
+  // may be answered at once, on this thread, and ItemDone takes mu_); nothing touches the reactor
+  // after that, since an answer may let it be deleted.
   void Advance() {
+    std::vector<std::shared_ptr<CallState>> cancel;
+    DecideNext(&cancel);
+    for (auto& call : cancel) call->Cancel();
+  }
+
+  void DecideNext(std::vector<std::shared_ptr<CallState>>* cancel) {
     absl::MutexLock lock(&mu_);
     if (finished_ || done_) return;
     if (!writing_ && !items_.empty() && items_.front()->done) {
@@ -315,9 +341,7 @@ class ExplainStreamReactor final
     }
     if (!status_.ok() && !writing_) {
       // Stop: cancel what is still computing and end the stream with the error.
-      for (auto& item : items_) {
-        if (item->call != nullptr) item->call->Cancel();
-      }
+      *cancel = CallsLocked();
       FinishLocked(status_);
       return;
     }
