@@ -37,6 +37,7 @@
 #include "core/explain/explain_paths_cpu.h"
 #include "core/explain/paths.h"
 #include "core/explain/treeshap_gpu.h"
+#include "core/gpu/device_set.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 
@@ -358,7 +359,7 @@ int Main(int argc, char** argv) {
   std::printf("| model | values | where | what | rows | median | rows/s | note |\n");
   ThreadPool pool(flags.threads);
 #if defined(GROVE_HAVE_CUDA)
-  if (TreeShapGpuDeviceCount() > 0) {
+  if (gpu::VisibleGpuCount() > 0) {
     static double bandwidth = 0;
     if (bandwidth == 0) bandwidth = MeasureBandwidth();
     std::printf("device-to-device copy bandwidth: %.0f GB/s\n", bandwidth / 1e9);

@@ -38,6 +38,7 @@
 #include "absl/strings/str_split.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
+#include "core/gpu/device_set.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
@@ -440,7 +441,7 @@ int Main(int argc, char** argv) {
   ThreadPool pool(flags.threads);
   if (flags.mode == "cpu") return CpuOnly(flags, f, base, base_rows, &pool);
 #if defined(GROVE_HAVE_CUDA)
-  if (TahoeVisibleGpus() == 0) {
+  if (gpu::VisibleGpuCount() == 0) {
     std::fprintf(stderr, "no GPU: CPU reference only\n");
     return CpuOnly(flags, f, base, base_rows, &pool);
   }

@@ -30,13 +30,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "core/common/thread_pool.h"
 #include "core/common/run_info.h"
+#include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
 #include "core/explain/quadrature.h"
 #include "core/explain/treeshap_gpu.h"
+#include "core/gpu/device_set.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 
@@ -439,7 +440,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
 #if defined(GROVE_HAVE_CUDA)
-  if (QuadratureGpuDeviceCount() == 0) {
+  if (gpu::VisibleGpuCount() == 0) {
     std::printf("no CUDA device\n");
     return 0;
   }

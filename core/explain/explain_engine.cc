@@ -17,6 +17,7 @@
 #include "core/explain/explain_paths_cpu.h"
 #include "core/explain/quadrature.h"
 #include "core/explain/treeshap_gpu.h"
+#include "core/gpu/device_set.h"
 
 namespace grove {
 namespace {
@@ -320,7 +321,7 @@ absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapCpuStrategy(const S
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const StrategyContext& c) {
-  if (c.layout == nullptr || !c.options.use_gpu || TreeShapGpuDeviceCount() == 0) {
+  if (c.layout == nullptr || !c.options.use_gpu || gpu::VisibleGpuCount() == 0) {
     return std::unique_ptr<ExplainStrategy>();
   }
   TreeShapGpuOptions gpu_options;

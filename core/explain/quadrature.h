@@ -325,9 +325,6 @@ class QuadratureGpuExplainer {
   std::unique_ptr<Buffers> buffers_;  // guarded by mu_
 };
 
-// Number of visible CUDA devices (0 without CUDA).
-int QuadratureGpuDeviceCount();
-
 // ---------------------------------------------------------------------------------------------
 // Strategies for the explanation engine's selector.
 

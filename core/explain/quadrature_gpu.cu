@@ -9,32 +9,17 @@
 #include "absl/strings/str_cat.h"
 #include "core/explain/quadrature.h"
 #include "core/explain/quadrature_gpu.cuh"
+#include "core/gpu/cuda_status.h"
+#include "core/gpu/device_buffer.h"
+#include "core/gpu/device_set.h"
 #include "core/predict/traverse.h"
 
 namespace grove {
 namespace {
 
-absl::Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("quadrature_gpu: ", what, ": ", cudaGetErrorString(e)));
-}
-
-#define GROVE_QCUDA(expr)                                                    \
-  do {                                                                      \
-    if (absl::Status _s = CudaStatus((expr), #expr); !_s.ok()) return _s;   \
-  } while (0)
+#define GROVE_QCUDA(expr) GROVE_CUDA_RETURN_IF_ERROR(expr, "quadrature_gpu: " #expr)
 
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-template <typename T>
-absl::Status UploadVector(const std::vector<T>& host, T** device, int64_t* bytes) {
-  *device = nullptr;
-  if (host.empty()) return absl::OkStatus();
-  GROVE_QCUDA(cudaMalloc(reinterpret_cast<void**>(device), host.size() * sizeof(T)));
-  GROVE_QCUDA(cudaMemcpy(*device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  *bytes += static_cast<int64_t>(host.size() * sizeof(T));
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -48,29 +33,26 @@ struct QuadratureGpuModel::Device {
   float* rule_nodes_f = nullptr;
   float* rule_weights_f = nullptr;
   int sm_count = 132;
-  ~Device() {
-    for (void* p : {static_cast<void*>(paths), static_cast<void*>(elements),
-                    static_cast<void*>(values), static_cast<void*>(category_bits),
-                    static_cast<void*>(rule_nodes), static_cast<void*>(rule_weights),
-                    static_cast<void*>(rule_nodes_f), static_cast<void*>(rule_weights_f)}) {
-      if (p != nullptr) cudaFree(p);
-    }
+  std::vector<gpu::DeviceBuffer> buffers;  // own the arrays above
+
+  // A device copy of `host` owned by `buffers` (null for an empty vector).
+  template <typename T>
+  absl::Status Upload(const std::vector<T>& host, T** device, int64_t* bytes) {
+    *device = nullptr;
+    if (host.empty()) return absl::OkStatus();
+    absl::StatusOr<gpu::DeviceBuffer> b = gpu::DeviceBuffer::Upload(host, "quadrature_gpu: model upload");
+    if (!b.ok()) return b.status();
+    *bytes += b->bytes();
+    *device = b->as<T>();
+    buffers.push_back(*std::move(b));
+    return absl::OkStatus();
   }
 };
-
-int QuadratureGpuDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
 
 absl::StatusOr<std::unique_ptr<QuadratureGpuModel>> QuadratureGpuModel::Upload(
     QuadratureModelPtr model, int device) {
   if (model == nullptr) return absl::InvalidArgumentError("quadrature_gpu: no model");
-  if (device >= QuadratureGpuDeviceCount()) {
+  if (device >= gpu::VisibleGpuCount()) {
     return absl::UnavailableError(absl::StrCat("quadrature_gpu: no CUDA device ", device));
   }
   if (model->max_unique > 32) {
@@ -85,19 +67,19 @@ absl::StatusOr<std::unique_ptr<QuadratureGpuModel>> QuadratureGpuModel::Upload(
   gpu->d_ = std::make_unique<Device>();
   Device& d = *gpu->d_;
   int64_t bytes = 0;
-  if (absl::Status s = UploadVector(model->paths, &d.paths, &bytes); !s.ok()) return s;
-  if (absl::Status s = UploadVector(model->elements, &d.elements, &bytes); !s.ok()) return s;
-  if (absl::Status s = UploadVector(model->layout->values, &d.values, &bytes); !s.ok()) return s;
-  if (absl::Status s = UploadVector(model->layout->category_bits, &d.category_bits, &bytes);
+  if (absl::Status s = d.Upload(model->paths, &d.paths, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->elements, &d.elements, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->layout->values, &d.values, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->layout->category_bits, &d.category_bits, &bytes);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = UploadVector(model->rule_nodes, &d.rule_nodes, &bytes); !s.ok()) return s;
-  if (absl::Status s = UploadVector(model->rule_weights, &d.rule_weights, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->rule_nodes, &d.rule_nodes, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->rule_weights, &d.rule_weights, &bytes); !s.ok()) return s;
   std::vector<float> nodes_f(model->rule_nodes.begin(), model->rule_nodes.end());
   std::vector<float> weights_f(model->rule_weights.begin(), model->rule_weights.end());
-  if (absl::Status s = UploadVector(nodes_f, &d.rule_nodes_f, &bytes); !s.ok()) return s;
-  if (absl::Status s = UploadVector(weights_f, &d.rule_weights_f, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(nodes_f, &d.rule_nodes_f, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(weights_f, &d.rule_weights_f, &bytes); !s.ok()) return s;
   GROVE_QCUDA(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, device));
   gpu->device_bytes_ = bytes;
   return gpu;

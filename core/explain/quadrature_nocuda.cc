@@ -35,6 +35,4 @@ absl::Status QuadratureGpuExplainer::Explain(RowsView, const ExplainOptions&,
   return absl::UnavailableError("quadrature_gpu: Grove was built without CUDA");
 }
 
-int QuadratureGpuDeviceCount() { return 0; }
-
 }  // namespace grove

@@ -17,6 +17,7 @@
 #include "core/common/thread_pool.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/quadrature.h"
+#include "core/gpu/device_set.h"
 
 namespace grove {
 namespace {
@@ -455,7 +456,7 @@ class MultiGpuQuadratureStrategy final : public ExplainStrategy {
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeQuadratureGpuExplainStrategy(
     const StrategyContext& context) {
-  const int count = QuadratureGpuDeviceCount();
+  const int count = gpu::VisibleGpuCount();
   if (context.layout == nullptr || !context.options.use_gpu || count == 0) {
     return std::unique_ptr<ExplainStrategy>();  // no GPU, or a model no engine explains
   }

@@ -18,6 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "core/explain/explain_paths_cpu.h"
 #include "core/explain/treeshap_gpu.cuh"
+#include "core/gpu/cuda_status.h"
+#include "core/gpu/device_set.h"
 
 namespace grove {
 namespace {
@@ -27,18 +29,7 @@ namespace tk = treeshap_kernels;
 constexpr int64_t kMaxSharedBytes = 32 * 1024;  // dynamic shared memory per block, at most
 constexpr int64_t kSharedMinBins = 256;  // fewer bins: global atomics are faster (measured)
 
-absl::Status CudaStatus(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("CUDA error in ", what, ": ", cudaGetErrorName(err), ": ",
-                                          cudaGetErrorString(err)));
-}
-
-#define GROVE_CUDA_RETURN(expr)                                    \
-  do {                                                             \
-    if (absl::Status _s = CudaStatus((expr), #expr); !_s.ok()) {   \
-      return _s;                                                   \
-    }                                                              \
-  } while (0)
+#define GROVE_CUDA_RETURN(expr) GROVE_CUDA_RETURN_IF_ERROR(expr, "treeshap_gpu: " #expr)
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -447,19 +438,10 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
 }  // namespace
 
-int TreeShapGpuDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear
-    return 0;
-  }
-  return n;
-}
-
 absl::StatusOr<std::unique_ptr<TreeShapGpu>> TreeShapGpu::Create(
     PathLayoutPtr layout, const TreeShapGpuOptions& options) {
   if (layout == nullptr) return absl::InvalidArgumentError("TreeShapGpu: no layout");
-  int n = TreeShapGpuDeviceCount();
+  int n = gpu::VisibleGpuCount();
   if (n == 0) return absl::UnavailableError("no GPU: no CUDA device is visible");
   if (options.max_devices > 0) n = std::min(n, options.max_devices);
   auto engine = std::make_unique<TreeShapGpuImpl>(std::move(layout), options);

@@ -1,7 +1,7 @@
 // GPU TreeSHAP engine: warp-per-bin kernels over a PathLayout (GPUTreeShap paper, Algorithms 2-3;
 // interactions by conditioning on path features, section 3.5). Plain C++: compiles with g++; the
 // kernels live in treeshap_gpu.cuh / treeshap_gpu.cu, and treeshap_gpu_nocuda.cc stands in without
-// CUDA (TreeShapGpuDeviceCount() == 0, Create fails with UNAVAILABLE).
+// CUDA (gpu::VisibleGpuCount() == 0, Create fails with UNAVAILABLE).
 //
 // Determinism: results are bitwise identical from run to run for the same input. Each lane's
 // contribution is rounded to 64-bit fixed point (scale per output from
@@ -50,9 +50,6 @@ struct GpuExplainTiming {
   double host_copy_seconds = 0;  // user buffers <-> pinned buffers
   double long_path_seconds = 0;  // CPU fallback for paths longer than kWarpLanes
 };
-
-// Number of usable CUDA devices; 0 without CUDA or without a device.
-int TreeShapGpuDeviceCount();
 
 class TreeShapGpu {
  public:

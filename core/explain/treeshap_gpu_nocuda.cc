@@ -4,8 +4,6 @@
 
 namespace grove {
 
-int TreeShapGpuDeviceCount() { return 0; }
-
 absl::StatusOr<std::unique_ptr<TreeShapGpu>> TreeShapGpu::Create(PathLayoutPtr,
                                                                   const TreeShapGpuOptions&) {
   return absl::UnavailableError("no GPU: Grove was built without CUDA");

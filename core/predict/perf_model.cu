@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu/device_set.h"
 #include "core/predict/perf_model.h"
 
 namespace grove {
@@ -159,11 +160,7 @@ struct Bench {
 }  // namespace
 
 bool GpuIdentity(int device, std::string* name, std::string* driver) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  if (device < 0 || device >= gpu::VisibleGpuCount()) return false;
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
   int version = 0;

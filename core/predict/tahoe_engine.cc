@@ -22,24 +22,15 @@
 #include "core/common/host_copy.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
+#include "core/gpu/cuda_status.h"
+#include "core/gpu/device_buffer.h"
+#include "core/gpu/device_set.h"
 #include "core/predict/tahoe_kernels.h"
 #include "core/predict/tahoe_lane.h"
 #include "core/predict/traverse.h"
 
 namespace grove {
 namespace {
-
-absl::Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  const std::string msg = absl::StrCat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
-  if (e == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(msg);
-  return absl::InternalError(msg);
-}
-
-#define TAHOE_CUDA(expr, what)                                       \
-  do {                                                               \
-    if (absl::Status _s = CudaStatus((expr), what); !_s.ok()) return _s; \
-  } while (0)
 
 // The GPU strategy of a name the selector returned; the callers have ruled out "cpu" and unknown
 // names.
@@ -68,7 +59,7 @@ struct Slot {
 struct Gpu {
   int device = 0;
   TahoeDeviceForest df;
-  std::vector<void*> allocations;
+  std::vector<gpu::DeviceBuffer> buffers;  // the resident format
   Slot slots[kSlots];
   int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
   int forest_blocks_per_sm = 1, part_blocks_per_sm = 1;
@@ -89,21 +80,15 @@ struct Gpu {
       if (s.done) cudaEventDestroy(s.done);
       if (s.stream) cudaStreamDestroy(s.stream);
     }
-    for (void* p : allocations) cudaFree(p);
   }
 
   template <typename T>
   absl::StatusOr<const T*> Upload(const std::vector<T>& v) {
-    void* p = nullptr;
-    const size_t bytes_needed = std::max<size_t>(16, v.size() * sizeof(T));
-    TAHOE_CUDA(cudaMalloc(&p, bytes_needed), "cudaMalloc (forest)");
-    allocations.push_back(p);
-    bytes += static_cast<int64_t>(bytes_needed);
-    if (!v.empty()) {
-      TAHOE_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice),
-                 "cudaMemcpy (forest)");
-    }
-    return static_cast<const T*>(p);
+    absl::StatusOr<gpu::DeviceBuffer> b = gpu::DeviceBuffer::Upload(v, "tahoe: forest upload");
+    if (!b.ok()) return b.status();
+    bytes += std::max<int64_t>(1, b->bytes());
+    buffers.push_back(*std::move(b));
+    return buffers.back().as<const T>();
   }
 };
 
@@ -299,7 +284,7 @@ absl::StatusOr<double> TahoeEngineImpl::TimeProbe(Gpu& g, StrategyId s, int grou
 
 absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   g.device = device;
-  TAHOE_CUDA(cudaSetDevice(device), "cudaSetDevice");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
   const TahoeForest& tf = *format_;
   TahoeForestView v = tf.HostView();
   if (tf.wide()) {
@@ -377,7 +362,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
     df.lane_column_bits = lanes_->column_bits;
     df.lane_paired = lanes_->paired;
   }
-  TAHOE_CUDA(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
+  GROVE_CUDA_RETURN_IF_ERROR(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
   const bool multi = v.num_outputs > 1;
   const int64_t forest_smem = TahoeSharedBytes(df, StrategyId::kSharedForest, 1);
   const int64_t part_smem = TahoeSharedBytes(df, StrategyId::kSplittingSharedForest, 1);
@@ -399,17 +384,17 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   g.ws_doubles = std::clamp<int64_t>(kDeviceChunkRows * K * std::max({1, df.num_parts, df.lane_num_parts}),
                                      int64_t{1} << 16, kMaxWsBytes / 8);
   for (Slot& s : g.slots) {
-    TAHOE_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    TAHOE_CUDA(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
-    TAHOE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s.h_in), g.in_bytes), "cudaMallocHost");
-    TAHOE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&s.h_out), g.out_bytes), "cudaMallocHost");
-    TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&s.d_in), g.in_bytes), "cudaMalloc (rows)");
-    TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&s.d_out), g.out_bytes), "cudaMalloc (out)");
-    TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&s.d_ws), g.ws_doubles * 8),
+    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&s.h_in), g.in_bytes), "cudaMallocHost");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&s.h_out), g.out_bytes), "cudaMallocHost");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_in), g.in_bytes), "cudaMalloc (rows)");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_out), g.out_bytes), "cudaMalloc (out)");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_ws), g.ws_doubles * 8),
                "cudaMalloc (workspace)");
     g.bytes += g.in_bytes + g.out_bytes + g.ws_doubles * 8;
   }
-  TAHOE_CUDA(cudaDeviceSynchronize(), "upload");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "upload");
   return absl::OkStatus();
 }
 
@@ -546,7 +531,7 @@ absl::Status TahoeEngineImpl::Probe() {
       1, std::min<int64_t>({int64_t{1} << 18, (int64_t{256} << 20) / (4 * F),
                             (int64_t{256} << 20) / (4 * K)}));
   const int64_t small = std::min<int64_t>(256, large);
-  TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
   struct Buffers {  // freed, and the engine's pointers to them cleared, however Probe returns
     TahoeEngineImpl* engine;
     float* in = nullptr;
@@ -558,17 +543,17 @@ absl::Status TahoeEngineImpl::Probe() {
       if (out != nullptr) cudaFree(out);
     }
   } buffers{this};
-  TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&buffers.in), large * F * 4), "cudaMalloc (probe)");
-  TAHOE_CUDA(cudaMalloc(reinterpret_cast<void**>(&buffers.out), large * K * 4), "cudaMalloc (probe)");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&buffers.in), large * F * 4), "cudaMalloc (probe)");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&buffers.out), large * K * 4), "cudaMalloc (probe)");
   {
     // 1,024 calibration rows, then doubled on the device up to `large`.
     const int64_t base_rows = std::min<int64_t>(1024, large);
     const std::vector<float> base = CalibrationRows(*forest_, static_cast<int>(base_rows));
-    TAHOE_CUDA(cudaMemcpy(buffers.in, base.data(), base_rows * F * 4, cudaMemcpyHostToDevice),
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(buffers.in, base.data(), base_rows * F * 4, cudaMemcpyHostToDevice),
                "probe rows");
     for (int64_t have = base_rows; have < large; have *= 2) {
       const int64_t n = std::min(have, large - have);
-      TAHOE_CUDA(cudaMemcpy(buffers.in + have * F, buffers.in, n * F * 4, cudaMemcpyDeviceToDevice),
+      GROVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(buffers.in + have * F, buffers.in, n * F * 4, cudaMemcpyDeviceToDevice),
                  "probe rows");
     }
   }
@@ -685,7 +670,7 @@ StrategyId TahoeEngineImpl::ProbedChoice(double rows) const {
 }
 
 absl::Status TahoeEngineImpl::Init() {
-  int count = TahoeVisibleGpus();
+  int count = gpu::VisibleGpuCount();
   if (count == 0) return absl::UnavailableError("no CUDA device visible");
   if (options_.max_gpus > 0) count = std::min(count, options_.max_gpus);
   absl::StatusOr<GpuHardwareParams> hw =
@@ -826,7 +811,7 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
                                         const float* d_rows, int64_t rows, int64_t row_stride,
                                         float* d_out, int64_t out_stride) const {
   std::lock_guard<std::mutex> lock(g.mu);
-  TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
   const int64_t chunk = ChunkRows(g, s, call, false);
   Slot& slot = g.slots[0];
   TahoeLaunchArgs a = Args(g, s, groups, call);
@@ -836,16 +821,16 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
     a.d_rows = d_rows + begin * row_stride;
     a.rows = std::min(chunk, rows - begin);
     a.d_out = d_out + begin * out_stride;
-    TAHOE_CUDA(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
+    GROVE_CUDA_RETURN_IF_ERROR(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
   }
-  TAHOE_CUDA(cudaStreamSynchronize(slot.stream), "tahoe kernels");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(slot.stream), "tahoe kernels");
   return absl::OkStatus();
 }
 
 absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                       RowsView rows, MatrixView<float> out) const {
   std::lock_guard<std::mutex> lock(g.mu);
-  TAHOE_CUDA(cudaSetDevice(g.device), "cudaSetDevice");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
   const int64_t chunk = ChunkRows(g, s, call, true);
   const int64_t F = rows.cols, W = call.width;
   TahoeLaunchArgs a = Args(g, s, groups, call);
@@ -859,7 +844,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
   auto drain = [&](int i) -> absl::Status {
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
-    TAHOE_CUDA(cudaEventSynchronize(g.slots[i].done), "tahoe chunk");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.slots[i].done), "tahoe chunk");
     CopyRows(pool_, out.Row(p.begin), out.stride, g.slots[i].h_out, W, p.count, W);
     p.active = false;
     return absl::OkStatus();
@@ -873,20 +858,20 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
     if (!status.ok()) break;
     const int64_t n = std::min(chunk, rows.rows - begin);
     CopyRows(pool_, slot.h_in, F, rows.Row(begin), rows.stride, n, F);
-    status = CudaStatus(cudaMemcpyAsync(slot.d_in, slot.h_in, n * F * 4, cudaMemcpyHostToDevice,
+    status = gpu::CudaStatus(cudaMemcpyAsync(slot.d_in, slot.h_in, n * F * 4, cudaMemcpyHostToDevice,
                                         slot.stream),
                         "copy rows to device");
     if (!status.ok()) break;
     a.d_rows = slot.d_in;
     a.rows = n;
     a.d_out = slot.d_out;
-    status = CudaStatus(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
+    status = gpu::CudaStatus(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
     if (!status.ok()) break;
-    status = CudaStatus(cudaMemcpyAsync(slot.h_out, slot.d_out, n * W * 4, cudaMemcpyDeviceToHost,
+    status = gpu::CudaStatus(cudaMemcpyAsync(slot.h_out, slot.d_out, n * W * 4, cudaMemcpyDeviceToHost,
                                         slot.stream),
                         "copy results to host");
     if (!status.ok()) break;
-    status = CudaStatus(cudaEventRecord(slot.done, slot.stream), "cudaEventRecord");
+    status = gpu::CudaStatus(cudaEventRecord(slot.done, slot.stream), "cudaEventRecord");
     pending[i] = Pending{begin, n, status.ok()};
   }
   for (int i = 0; i < kSlots; ++i) {
@@ -998,15 +983,6 @@ absl::Status TahoeEngineImpl::PredictDevice(int gpu, const float* d_rows, int64_
 
 }  // namespace
 
-int TahoeVisibleGpus() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 absl::StatusOr<std::unique_ptr<TahoeEngine>> TahoeEngine::Create(ForestPtr forest,
                                                                   const TahoeEngineOptions& options,
                                                                   ThreadPool* pool) {
@@ -1015,7 +991,7 @@ absl::StatusOr<std::unique_ptr<TahoeEngine>> TahoeEngine::Create(ForestPtr fores
   if (!s.empty() && s != "auto" && !IsKnownStrategy(s)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", s, "'"));
   }
-  if (TahoeVisibleGpus() == 0) return absl::UnavailableError("no CUDA device visible");
+  if (gpu::VisibleGpuCount() == 0) return absl::UnavailableError("no CUDA device visible");
   absl::StatusOr<TahoeForestPtr> format = TahoeForest::Build(forest, options.format);
   if (!format.ok()) return format.status();
   auto engine = std::make_unique<TahoeEngineImpl>(forest, *format, options, pool);

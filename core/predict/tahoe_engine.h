@@ -80,7 +80,4 @@ class TahoeEngine : public PredictEngine {
   virtual double cpu_seconds_per_visit() const = 0;
 };
 
-// Number of visible CUDA devices (0 without CUDA or without a device).
-int TahoeVisibleGpus();
-
 }  // namespace grove

@@ -5,8 +5,6 @@
 
 namespace grove {
 
-int TahoeVisibleGpus() { return 0; }
-
 absl::StatusOr<std::unique_ptr<TahoeEngine>> TahoeEngine::Create(ForestPtr forest,
                                                                   const TahoeEngineOptions& options,
                                                                   ThreadPool* pool) {

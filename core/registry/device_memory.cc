@@ -4,16 +4,14 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "core/gpu/device_set.h"
+
 namespace grove::registry {
 
 std::vector<DeviceMemory> QueryDeviceMemory() {
   std::vector<DeviceMemory> out;
 #if defined(GROVE_HAVE_CUDA)
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return out;
-  }
+  const int count = gpu::VisibleGpuCount();
   int current = 0;
   cudaGetDevice(&current);
   for (int d = 0; d < count; ++d) {

@@ -16,6 +16,7 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
 #include "core/explain/quadrature.h"
+#include "core/gpu/device_set.h"
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
@@ -562,7 +563,7 @@ TEST(QuadratureStrategyTest, CpuStrategyRunsAndEstimates) {
   const std::vector<float> ref = ReferenceExplanation(*f, x, false, nullptr, 0, 0, rows);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5) << i;
   // Without CUDA (or a device) the GPU strategy is unavailable, cleanly.
-  if (QuadratureGpuDeviceCount() == 0) {
+  if (gpu::VisibleGpuCount() == 0) {
     EXPECT_FALSE(MakeQuadratureGpuStrategy(model).ok());
   }
   const std::vector<float> calibration = QuadratureCalibrationRows(*f, 8, 1);
@@ -588,7 +589,7 @@ TEST(QuadratureEngineTest, RegisteredAndForcedThroughTheEngine) {
     ExplainEngineOptions eo;
     eo.strategy = name;
     absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(f, eo, &pool);
-    if (std::string(name) == "quadrature_gpu" && QuadratureGpuDeviceCount() == 0) {
+    if (std::string(name) == "quadrature_gpu" && gpu::VisibleGpuCount() == 0) {
       EXPECT_FALSE(engine.ok()) << "quadrature_gpu without a GPU must be refused";
       continue;
     }

@@ -16,6 +16,7 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
 #include "core/explain/quadrature.h"
+#include "core/gpu/device_set.h"
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
@@ -28,7 +29,7 @@ namespace {
 constexpr double kTolerance = 1e-5;
 
 #define SKIP_WITHOUT_GPU() \
-  if (QuadratureGpuDeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+  if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device"
 
 QuadratureModelPtr Build(ForestPtr f) {
   absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*f);
@@ -250,7 +251,7 @@ TEST(QuadratureGpuTest, EveryGpuAnswersExactlyAsOneGpu) {
   absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(f, eo, &pool);
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::printf("  %s (%d visible GPUs)\n", (*engine)->Describe().c_str(),
-              QuadratureGpuDeviceCount());
+              gpu::VisibleGpuCount());
   const int64_t rows = 5000;
   const std::vector<float> x = MakeRandomRows(*f, rows, 17);
   for (bool interactions : {false, true}) {

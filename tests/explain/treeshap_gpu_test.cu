@@ -17,6 +17,7 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
 #include "core/explain/treeshap_gpu.h"
+#include "core/gpu/device_set.h"
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
@@ -30,7 +31,7 @@ constexpr double kTolerance = 1e-5;  // x max(1, |margin|)
 
 #define SKIP_WITHOUT_GPU()                                                    \
   do {                                                                        \
-    if (TreeShapGpuDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible"; \
+    if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"; \
   } while (0)
 
 std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<float>& rows,

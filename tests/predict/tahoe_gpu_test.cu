@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu/device_set.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
@@ -38,7 +39,7 @@ std::vector<std::string> GpuStrategies() {
 }
 
 #define SKIP_WITHOUT_GPU() \
-  if (TahoeVisibleGpus() == 0) GTEST_SKIP() << "no CUDA device visible"
+  if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"
 
 std::string CacheDir() {
   const std::string d = (std::filesystem::temp_directory_path() / "grove-tahoe-test-cache").string();
