@@ -1,0 +1,174 @@
+// The Tahoe GPU engine's residency: the format and lane layout uploaded to every GPU, its streams
+// and staging slots (tahoe_engine_impl.h). Compiled only with CUDA.
+#if defined(GROVE_HAVE_CUDA)
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/common/log.h"
+#include "core/gpu/cuda_status.h"
+#include "core/predict/tahoe_engine_impl.h"
+
+namespace grove::tahoe_internal {
+
+#define TAHOE_ASSIGN(lhs, expr)            \
+  do {                                     \
+    auto _r = (expr);                      \
+    if (!_r.ok()) return _r.status();      \
+    lhs = *_r;                             \
+  } while (0)
+
+std::vector<uint32_t> RootsOf(const TahoeForest& tf, const std::vector<uint32_t>& order) {
+  std::vector<uint32_t> roots(order.size());
+  for (size_t i = 0; i < order.size(); ++i) roots[i] = tf.trees()[order[i]].root;
+  return roots;
+}
+
+void TahoeEngineImpl::BuildLanes() {
+  const TahoeForest& tf = *format_;
+  const int F = forest_->num_features;
+  if (options_.lanes == TahoeEngineOptions::Lanes::kOff || TahoeStagedRowBytes(F) == 0 ||
+      !TahoeLaneEligible(tf)) {
+    return;
+  }
+  absl::StatusOr<TahoeLaneLayout> lane = WithGrowingBudget(
+      hw_.smem_per_block - 64 - TahoeLaneRowBytes(2 * F + 1),
+      [&](int64_t b) {
+        return BuildTahoeLaneLayout(tf, b,
+                                    options_.lanes == TahoeEngineOptions::Lanes::kOnPaired
+                                        ? TahoeLaneMode::kPaired
+                                        : TahoeLaneMode::kAuto);
+      });
+  if (!lane.ok()) {
+    GROVE_LOG(WARNING) << "tahoe: no lane layout" << KV("why", lane.status().message());
+    lane_report_ = absl::StrCat("; no tree-per-lane walk (", lane.status().message(), ")");
+    return;
+  }
+  lane_report_ = absl::StrFormat("; splitting walks a tree per lane: %s layout, %d parts, %.1f%% padding slots",
+                                 lane->paired ? "paired" : "single",
+                                 static_cast<int>(lane->parts.size()), 100 * lane->padding);
+  lanes_ = std::make_unique<TahoeLaneLayout>(*std::move(lane));
+}
+
+absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
+  g.device = device;
+  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
+  const TahoeForest& tf = *format_;
+  TahoeForestView v = tf.HostView();
+  if (tf.wide()) {
+    TAHOE_ASSIGN(v.nodes, g.Upload(tf.nodes16()));
+  } else {
+    TAHOE_ASSIGN(v.nodes, g.Upload(tf.nodes8()));
+  }
+  TAHOE_ASSIGN(v.trees, g.Upload(tf.trees()));
+  TAHOE_ASSIGN(v.cat_splits, g.Upload(tf.cat_splits()));
+  TAHOE_ASSIGN(v.cat_bits, g.Upload(tf.cat_bits()));
+  TAHOE_ASSIGN(v.leaf_table, g.Upload(tf.leaf_table()));
+  TAHOE_ASSIGN(v.linear_leaves, g.Upload(tf.linear_leaves()));
+  TAHOE_ASSIGN(v.linear_features, g.Upload(tf.linear_features()));
+  TAHOE_ASSIGN(v.linear_coeffs, g.Upload(tf.linear_coeffs()));
+  TAHOE_ASSIGN(v.leaf_ids, g.Upload(tf.leaf_ids()));
+  TAHOE_ASSIGN(v.base_margin, g.Upload(tf.base_margin()));
+  TahoeDeviceForest& df = g.df;
+  df.view = v;
+  df.wide = tf.wide();
+  df.simple = tf.simple();
+  df.fixed = tf.fixed_walk();
+  std::vector<uint32_t> order, offsets;
+  const auto& assignments = tf.assignments();
+  df.num_assignments = std::min<int>(kMaxAssignments, static_cast<int>(assignments.size()));
+  for (int i = 0; i < df.num_assignments; ++i) {
+    df.order_begin[i] = static_cast<uint32_t>(order.size());
+    df.offsets_begin[i] = static_cast<uint32_t>(offsets.size());
+    order.insert(order.end(), assignments[i].order.begin(), assignments[i].order.end());
+    offsets.insert(offsets.end(), assignments[i].offsets.begin(), assignments[i].offsets.end());
+  }
+  TAHOE_ASSIGN(df.d_assign_order, g.Upload(order));
+  TAHOE_ASSIGN(df.d_assign_offsets, g.Upload(offsets));
+  if (df.fixed) TAHOE_ASSIGN(df.d_assign_roots, g.Upload(RootsOf(tf, order)));
+  order.clear();
+  offsets.clear();
+  const auto& classed = tf.class_assignments();
+  for (int i = 0; i < std::min<int>(kMaxAssignments, static_cast<int>(classed.size())); ++i) {
+    if (classed[i].offsets.empty()) continue;
+    df.class_mask |= 1u << i;
+    df.class_order_begin[i] = static_cast<uint32_t>(order.size());
+    df.class_offsets_begin[i] = static_cast<uint32_t>(offsets.size());
+    order.insert(order.end(), classed[i].order.begin(), classed[i].order.end());
+    offsets.insert(offsets.end(), classed[i].offsets.begin(), classed[i].offsets.end());
+  }
+  TAHOE_ASSIGN(df.d_class_order, g.Upload(order));
+  TAHOE_ASSIGN(df.d_class_offsets, g.Upload(offsets));
+  if (df.fixed && df.class_mask != 0) TAHOE_ASSIGN(df.d_class_roots, g.Upload(RootsOf(tf, order)));
+  const int64_t nb = tf.node_bytes();
+  df.forest_smem_bytes = ((v.num_nodes * nb + 15) & ~int64_t{15}) + int64_t{v.num_trees} * 16;
+  df.staged_row_bytes = TahoeStagedRowBytes(v.num_features);
+  // Parts: the budget leaves room for the staged rows and the 16-byte alignments.
+  absl::StatusOr<std::vector<TahoePart>> parts = WithGrowingBudget(
+      hw_.smem_per_block - 64 - df.staged_row_bytes,
+      [&](int64_t b) { return tf.SplitIntoParts(b); });
+  if (parts.ok()) {
+    TAHOE_ASSIGN(df.d_parts, g.Upload(*parts));
+    df.num_parts = static_cast<int>(parts->size());
+    for (const TahoePart& p : *parts) {
+      const int64_t b = (((p.node_end - p.node_begin) * nb + 15) & ~int64_t{15}) +
+                        int64_t{p.tree_end - p.tree_begin} * 16;
+      df.part_smem_bytes = std::max(df.part_smem_bytes, b);
+    }
+  } else {
+    GROVE_LOG(WARNING) << "tahoe: no splitting shared forest" << KV("why", parts.status().message());
+  }
+  parts_ = df.num_parts;
+  df.num_iterations = forest_->num_iterations;
+  if (lanes_ != nullptr) {
+    TAHOE_ASSIGN(df.d_lane_slots, g.Upload(lanes_->slots));
+    TAHOE_ASSIGN(df.d_lane_bundles, g.Upload(lanes_->bundles));
+    TAHOE_ASSIGN(df.d_lane_parts, g.Upload(lanes_->parts));
+    df.lane_num_parts = static_cast<int>(lanes_->parts.size());
+    df.lane_part_bytes = lanes_->part_bytes;
+    df.lane_columns = lanes_->columns;
+    df.lane_column_bits = lanes_->column_bits;
+    df.lane_paired = lanes_->paired;
+  }
+  GROVE_CUDA_RETURN_IF_ERROR(TahoeConfigureKernels(hw_.smem_per_block), "cudaFuncSetAttribute");
+  const bool multi = v.num_outputs > 1;
+  const int64_t forest_smem = TahoeSharedBytes(df, StrategyId::kSharedForest, 1);
+  const int64_t part_smem = TahoeSharedBytes(df, StrategyId::kSplittingSharedForest, 1);
+  g.max_row_chunk = TahoeMaxRowChunk(df, hw_.smem_per_block);
+  g.row_chunk_acc_bytes = TahoeSharedBytes(df, StrategyId::kRowChunk, 1) -
+                          4 * int64_t{TahoeRowChunkStride(v.num_features)};
+  if (forest_smem <= hw_.smem_per_block) {
+    g.forest_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, forest_smem, multi));
+  }
+  if (df.num_parts > 0) {
+    g.part_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, part_smem, multi));
+  }
+  // Staging slots.
+  const int64_t K = v.num_outputs;
+  const int64_t F = v.num_features;
+  const int64_t max_width = std::max<int64_t>({K, 1, forest_->PredictionWidth()});
+  g.in_bytes = std::clamp<int64_t>(kTargetChunkRows * F * 4, int64_t{1} << 20, kMaxInBytes);
+  g.out_bytes = std::clamp<int64_t>(kTargetChunkRows * max_width * 4, int64_t{1} << 20, kMaxOutBytes);
+  g.ws_doubles = std::clamp<int64_t>(kDeviceChunkRows * K * std::max({1, df.num_parts, df.lane_num_parts}),
+                                     int64_t{1} << 16, kMaxWsBytes / 8);
+  for (Slot& s : g.slots) {
+    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&s.h_in), g.in_bytes), "cudaMallocHost");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&s.h_out), g.out_bytes), "cudaMallocHost");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_in), g.in_bytes), "cudaMalloc (rows)");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_out), g.out_bytes), "cudaMalloc (out)");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_ws), g.ws_doubles * 8),
+               "cudaMalloc (workspace)");
+    g.bytes += g.in_bytes + g.out_bytes + g.ws_doubles * 8;
+  }
+  GROVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "upload");
+  return absl::OkStatus();
+}
+
+}  // namespace grove::tahoe_internal
+
+#endif  // GROVE_HAVE_CUDA

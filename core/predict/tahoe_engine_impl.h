@@ -1,0 +1,198 @@
+// Internal to the Tahoe GPU engine, split by job over three files: tahoe_engine.cc (selection and
+// the request path: plans, launches, host staging), tahoe_device.cc (residency: the format and
+// lane layout uploaded to every GPU, streams and staging slots), tahoe_probe.cc (calibration and
+// the load-time probes). CUDA builds only; nothing outside those files includes it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/thread_pool.h"
+#include "core/gpu/device_buffer.h"
+#include "core/predict/perf_model.h"
+#include "core/predict/tahoe_engine.h"
+#include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe_kernels.h"
+#include "core/predict/tahoe_lane.h"
+
+namespace grove::tahoe_internal {
+
+// The GPU strategy of a name the selector returned; the callers have ruled out "cpu" and unknown
+// names.
+StrategyId StrategyFromName(std::string_view name);
+
+constexpr int kSlots = 2;
+constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
+constexpr int64_t kDeviceChunkRows = 1 << 20;   // device path: rows per launch
+constexpr int64_t kMaxInBytes = int64_t{64} << 20;
+constexpr int64_t kMaxOutBytes = int64_t{64} << 20;
+constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
+
+struct Slot {
+  float* h_in = nullptr;   // pinned
+  float* h_out = nullptr;  // pinned
+  float* d_in = nullptr;
+  float* d_out = nullptr;
+  double* d_ws = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+};
+
+// One GPU: the resident format, streams, staging buffers.
+struct Gpu {
+  int device = 0;
+  TahoeDeviceForest df;
+  std::vector<gpu::DeviceBuffer> buffers;  // the resident format
+  Slot slots[kSlots];
+  int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
+  int forest_blocks_per_sm = 1, part_blocks_per_sm = 1;
+  int max_row_chunk = 0;             // TahoeMaxRowChunk at this device's shared memory
+  int64_t row_chunk_acc_bytes = 0;   // row chunk's shared memory besides its rows (one-row chunk)
+  int64_t bytes = 0;
+  mutable std::mutex mu;
+
+  ~Gpu() {
+    cudaSetDevice(device);
+    for (Slot& s : slots) {
+      if (s.stream) cudaStreamSynchronize(s.stream);
+      if (s.h_in) cudaFreeHost(s.h_in);
+      if (s.h_out) cudaFreeHost(s.h_out);
+      if (s.d_in) cudaFree(s.d_in);
+      if (s.d_out) cudaFree(s.d_out);
+      if (s.d_ws) cudaFree(s.d_ws);
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.stream) cudaStreamDestroy(s.stream);
+    }
+  }
+
+  template <typename T>
+  absl::StatusOr<const T*> Upload(const std::vector<T>& v) {
+    absl::StatusOr<gpu::DeviceBuffer> b = gpu::DeviceBuffer::Upload(v, "tahoe: forest upload");
+    if (!b.ok()) return b.status();
+    bytes += std::max<int64_t>(1, b->bytes());
+    buffers.push_back(*std::move(b));
+    return buffers.back().as<const T>();
+  }
+};
+
+// The root node of each tree of `order` (indices into tf.trees()).
+std::vector<uint32_t> RootsOf(const TahoeForest& tf, const std::vector<uint32_t>& order);
+
+// Rows that make the CPU walk representative paths: every feature takes a threshold of a split on
+// it, nudged either way.
+std::vector<float> CalibrationRows(const Forest& f, int rows);
+
+class TahoeEngineImpl final : public TahoeEngine {
+ public:
+  TahoeEngineImpl(ForestPtr forest, TahoeForestPtr format, const TahoeEngineOptions& options,
+                  ThreadPool* pool)
+      : forest_(std::move(forest)), format_(std::move(format)), options_(options), pool_(pool) {}
+
+  absl::Status Init();
+
+  absl::Status Predict(RowsView rows, const PredictOptions& options, MatrixView<float> out,
+                       RunInfo* info) const override {
+    return PredictHost(rows, options, out, options_.engine.strategy, info);
+  }
+  absl::Status PredictHost(RowsView rows, const PredictOptions& options, MatrixView<float> out,
+                           std::string_view strategy, RunInfo* info) const override;
+  absl::Status PredictDevice(int gpu, const float* d_rows, int64_t rows, int64_t row_stride,
+                             const PredictOptions& options, float* d_out, int64_t out_stride,
+                             std::string_view strategy, RunInfo* info) const override;
+  absl::StatusOr<StrategyChoice> Plan(int64_t rows, const PredictOptions& options,
+                                      bool rows_on_device, std::string_view force) const override;
+
+  std::string Describe() const override {
+    return absl::StrCat("tahoe gpu engine on ", gpus_.size(), " GPU(s) (", hw_.device_name, "); ",
+                        format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
+                        lane_report_,
+                        probe_report_.empty() ? "" : "; probes: ", probe_report_);
+  }
+  int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
+  const TahoeForest& format() const override { return *format_; }
+  const GpuHardwareParams& hardware() const override { return hw_; }
+  int num_gpus() const override { return static_cast<int>(gpus_.size()); }
+  int cuda_device(int gpu) const override { return gpus_[gpu]->device; }
+  double cpu_seconds_per_visit() const override { return cpu_seconds_per_visit_; }
+
+ private:
+  absl::Status InitGpu(int device, Gpu& g);
+  void BuildLanes();  // lanes_ (once, before InitGpu), when the options and the forest allow it
+  // `build(budget)` with the largest budget (or options_.max_part_bytes, a test knob, doubled
+  // until every piece fits).
+  template <typename Build>
+  auto WithGrowingBudget(int64_t max_budget, Build build) const {
+    int64_t b = options_.max_part_bytes > 0 ? std::min(max_budget, options_.max_part_bytes)
+                                            : max_budget;
+    auto r = build(b);
+    while (!r.ok() && b < max_budget) {
+      b = std::min(2 * b, max_budget);
+      r = build(b);
+    }
+    return r;
+  }
+  // Margins over every round: what the load-time probes run.
+  TahoeCall ProbeCall() const;
+  // Best of `reps` - 1 timed runs (after a warm-up) of `s` over the first `rows` probe rows.
+  absl::StatusOr<double> TimeProbe(Gpu& g, StrategyId s, int groups, int64_t rows,
+                                   int reps = 4) const;
+  absl::Status ProbeRowChunk(Gpu& g, int64_t large, std::string* report);
+  absl::Status ProbeChoices(Gpu& g, int64_t large, std::string* report);
+  // The probed winner for a batch of `rows` (ProbeChoices), or kCpu when none.
+  StrategyId ProbedChoice(double rows) const;
+  void CalibrateCpu();
+  absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
+  TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
+  int64_t ChunkRows(const Gpu& g, StrategyId s, const TahoeCall& call, bool host) const;
+  TahoeLaunchArgs Args(const Gpu& g, StrategyId s, int groups, const TahoeCall& call) const;
+  absl::Status RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call, RowsView rows,
+                       MatrixView<float> out) const;
+  absl::Status RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
+                         const float* d_rows, int64_t rows, int64_t row_stride, float* d_out,
+                         int64_t out_stride) const;
+  void LogChoice(const StrategyChoice& c, int64_t rows) const;
+
+  ForestPtr forest_;
+  TahoeForestPtr format_;
+  TahoeEngineOptions options_;
+  ThreadPool* pool_;
+  GpuHardwareParams hw_;
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+  int parts_ = 0;
+  double cpu_seconds_per_visit_ = 0;
+  double cpu_fixed_seconds_ = 1e-6;
+  double cpu_parallelism_ = 1;
+  std::string probe_report_;
+  std::unique_ptr<TahoeLaneLayout> lanes_;  // host copy, uploaded to every GPU; null: none
+  std::string lane_report_;
+  double throughput_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
+  double latency_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
+  // Probe() rows and outputs on GPU 0 (TimeProbe), only while it runs.
+  const float* probe_in_ = nullptr;
+  float* probe_out_ = nullptr;
+  // The row-chunk shape the probe found fastest at its large batch (chunk 0: not probed).
+  RowChunkShape best_row_chunk_{0};
+  // Batch sizes at which ProbeChoices times the selector's leading candidates, and the winner at
+  // each (kCpu: not probed). A batch up to twice the largest takes the winner of the nearest size
+  // on a log scale.
+  static constexpr int64_t kChoiceBatches[] = {128, 1024, 8192, 65536};
+  static constexpr int kNumChoiceBatches = 4;
+  int64_t choice_rows_[kNumChoiceBatches] = {};
+  StrategyId probed_choice_[kNumChoiceBatches] = {StrategyId::kCpu, StrategyId::kCpu,
+                                                  StrategyId::kCpu, StrategyId::kCpu};
+  mutable std::atomic<int> last_choice_{-1};
+};
+
+}  // namespace grove::tahoe_internal
