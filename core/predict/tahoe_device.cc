@@ -53,6 +53,30 @@ void TahoeEngineImpl::BuildLanes() {
   lanes_ = std::make_unique<TahoeLaneLayout>(*std::move(lane));
 }
 
+// Uploads assignments (up to kMaxAssignments, the non-empty ones) concatenated: assignment i's
+// order from order_begin[i], its offsets from offsets_begin[i], and with `d_roots` each ordered
+// tree's root node. Returns the mask of the assignments uploaded (bit i: assignment i).
+absl::StatusOr<uint32_t> UploadAssignments(Gpu& g, const TahoeForest& tf,
+                                           const std::vector<TahoeAssignment>& assignments,
+                                           uint32_t* order_begin, uint32_t* offsets_begin,
+                                           const uint32_t** d_order, const uint32_t** d_offsets,
+                                           const uint32_t** d_roots) {
+  std::vector<uint32_t> order, offsets;
+  uint32_t mask = 0;
+  for (int i = 0; i < std::min<int>(kMaxAssignments, static_cast<int>(assignments.size())); ++i) {
+    if (assignments[i].offsets.empty()) continue;
+    mask |= 1u << i;
+    order_begin[i] = static_cast<uint32_t>(order.size());
+    offsets_begin[i] = static_cast<uint32_t>(offsets.size());
+    order.insert(order.end(), assignments[i].order.begin(), assignments[i].order.end());
+    offsets.insert(offsets.end(), assignments[i].offsets.begin(), assignments[i].offsets.end());
+  }
+  TAHOE_ASSIGN(*d_order, g.Upload(order));
+  TAHOE_ASSIGN(*d_offsets, g.Upload(offsets));
+  if (d_roots != nullptr) TAHOE_ASSIGN(*d_roots, g.Upload(RootsOf(tf, order)));
+  return mask;
+}
+
 absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   g.device = device;
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
@@ -77,32 +101,18 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   df.wide = tf.wide();
   df.simple = tf.simple();
   df.fixed = tf.fixed_walk();
-  std::vector<uint32_t> order, offsets;
-  const auto& assignments = tf.assignments();
-  df.num_assignments = std::min<int>(kMaxAssignments, static_cast<int>(assignments.size()));
-  for (int i = 0; i < df.num_assignments; ++i) {
-    df.order_begin[i] = static_cast<uint32_t>(order.size());
-    df.offsets_begin[i] = static_cast<uint32_t>(offsets.size());
-    order.insert(order.end(), assignments[i].order.begin(), assignments[i].order.end());
-    offsets.insert(offsets.end(), assignments[i].offsets.begin(), assignments[i].offsets.end());
+  df.num_assignments = std::min<int>(kMaxAssignments, static_cast<int>(tf.assignments().size()));
+  uint32_t mask = 0;
+  TAHOE_ASSIGN(mask, UploadAssignments(g, tf, tf.assignments(), df.order_begin, df.offsets_begin,
+                                       &df.d_assign_order, &df.d_assign_offsets,
+                                       df.fixed ? &df.d_assign_roots : nullptr));
+  TAHOE_ASSIGN(df.class_mask,
+               UploadAssignments(g, tf, tf.class_assignments(), df.class_order_begin,
+                                 df.class_offsets_begin, &df.d_class_order, &df.d_class_offsets,
+                                 df.fixed ? &df.d_class_roots : nullptr));
+  if (mask != (1u << df.num_assignments) - 1) {
+    return absl::InternalError("tahoe: the forest lacks a thread-group assignment");
   }
-  TAHOE_ASSIGN(df.d_assign_order, g.Upload(order));
-  TAHOE_ASSIGN(df.d_assign_offsets, g.Upload(offsets));
-  if (df.fixed) TAHOE_ASSIGN(df.d_assign_roots, g.Upload(RootsOf(tf, order)));
-  order.clear();
-  offsets.clear();
-  const auto& classed = tf.class_assignments();
-  for (int i = 0; i < std::min<int>(kMaxAssignments, static_cast<int>(classed.size())); ++i) {
-    if (classed[i].offsets.empty()) continue;
-    df.class_mask |= 1u << i;
-    df.class_order_begin[i] = static_cast<uint32_t>(order.size());
-    df.class_offsets_begin[i] = static_cast<uint32_t>(offsets.size());
-    order.insert(order.end(), classed[i].order.begin(), classed[i].order.end());
-    offsets.insert(offsets.end(), classed[i].offsets.begin(), classed[i].offsets.end());
-  }
-  TAHOE_ASSIGN(df.d_class_order, g.Upload(order));
-  TAHOE_ASSIGN(df.d_class_offsets, g.Upload(offsets));
-  if (df.fixed && df.class_mask != 0) TAHOE_ASSIGN(df.d_class_roots, g.Upload(RootsOf(tf, order)));
   const int64_t nb = tf.node_bytes();
   df.forest_smem_bytes = ((v.num_nodes * nb + 15) & ~int64_t{15}) + int64_t{v.num_trees} * 16;
   df.staged_row_bytes = TahoeStagedRowBytes(v.num_features);
