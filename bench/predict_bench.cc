@@ -239,6 +239,10 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
               "BW gmem %.0f GB/s, smem(random) %.0f GB/s\n",
               bytes_row, visits, visits * st.node_bytes, hw.gmem_coalesced_bw / 1e9,
               hw.smem_read_bw / 1e9);
+  // The host path's floor (compare_table.py's link column): rows in at the pinned host-to-device
+  // rate, outputs out at the device-to-host rate, the two directions overlapping.
+  std::printf("LINK | in_bytes_per_row %.0f | out_bytes_per_row %.0f | h2d_GBps %.1f | d2h_GBps %.1f\n",
+              4.0 * F, 4.0 * W, hw.h2d_bw / 1e9, hw.d2h_bw / 1e9);
   std::printf("model | variant | batch | strategy | engine_ms | engine_Mrows_s | pred_engine_ms | "
               "e2e_ms | e2e_Mrows_s | pred_e2e_ms\n");
   Tally engine_tally, e2e_tally;

@@ -5,7 +5,7 @@
     Grove loads each one (`grove inspect`, when GROVE_CLI names the CLI) with the stated shape;
   * bench/nvforest_compare.sh drives both benches per model and bench/common/compare_table.py turns
     their outputs into the side-by-side table: checked with stand-ins for nvForest's bench and
-    grove_predict_bench that print known times, so every ratio in the table is known.
+    grove_predict_bench that print known times and link rates, so every ratio in the table is known.
 
 Exit 77 (skipped) when xgboost or lightgbm is not installed.
 """
@@ -67,6 +67,7 @@ def check_compare(tmp):
             #!/usr/bin/env bash
             # stand-in for a bundle's run: grove_predict_bench --mode compare output
             [ "$1" = grove_predict_bench ] || exit 3
+            echo "LINK | in_bytes_per_row 400 | out_bytes_per_row 4 | h2d_GBps 50.0 | d2h_GBps 50.0"
             echo "x | tahoe | 100 | row_chunk | 0.0250 | 4.00 | 0.0200 | -1000.0000 | 0.00 | 0.1000"
             echo "x | tahoe | 100 | auto(row_chunk/row_chunk) | 0.0250 | 4.00 | -1000.0000 | 0.1000 | 1.00 | -1000.0000"
             echo "FLOOR x | 100 | selector 0.0250 ms | floor 0.0005 ms | 50.0x floor"
@@ -95,6 +96,8 @@ def check_compare(tmp):
     # 20 / 10 ms engine, 400 / 100 e2e, floor 2 / 10 = 20%, best strategy row_chunk (10 ms).
     assert large[4] == "2.00x" and large[6] == "20%" and large[7] == "row_chunk (10.000)", large
     assert large[10] == "4.00x", large
+    # 1M rows x 404 B in 100 ms: 4.0 GB/s; the link floor, 400 MB in at 50 GB/s, is 8 ms: 8%.
+    assert large[11] == "4.0 (8%)", large
     assert os.path.exists(os.path.join(out, "table.md"))
     print("nvforest_compare.sh and compare_table.py: table as expected")
 
