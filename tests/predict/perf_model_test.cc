@@ -160,6 +160,27 @@ TEST(PerfModelTest, CopiesAndCpuDecideTinyHostBatches) {
 
 // The CPU path's cost follows ThreadPool::ParallelFor: one chunk runs inline (no pool overhead),
 // more chunks pay the measured wake-up and spread over min(chunks, measured parallelism) threads.
+// Host rows: the staging through pinned memory runs on the pool, overlapped with the transfers, so
+// a wide batch costs about its PCIe time; charged at one thread's memcpy rate in series, it made the
+// CPU look faster than the GPU on 1M wide rows of a small forest (measured: the GPU 3.5x faster).
+TEST(PerfModelTest, WideHostBatchesCostTheirTransfersWithParallelStaging) {
+  const GpuHardwareParams hw = FakeHw();
+  TahoeWorkload w = Medium(1000000);
+  w.features = 784;
+  w.out_width = 10;
+  w.visits_per_row = 400;
+  w.cpu_threads = 16;
+  w.cpu_parallelism = 12;
+  const std::vector<StrategyCost> costs = EstimateStrategies(hw, w);
+  const StrategyCost& gpu = Cost(costs, "direct");
+  // 3.14 GB in and 40 MB out at 20 GB/s: 159 ms; staging at 16 x 10 GB/s (20 ms) is hidden.
+  EXPECT_NEAR(gpu.copy_seconds, 2 * 10e-6 + (784.0 * 4 + 10 * 4) * 1e6 / 20e9, 1e-6);
+  // With a pool of one thread the staging (318 ms at 10 GB/s) is what the copies cost.
+  w.cpu_threads = 1;
+  const StrategyCost one = Cost(EstimateStrategies(hw, w), "direct");
+  EXPECT_NEAR(one.copy_seconds, 2 * 10e-6 + (784.0 * 4 + 10 * 4) * 1e6 / 10e9, 1e-6);
+}
+
 TEST(PerfModelTest, CpuCostFollowsThePoolsChunks) {
   const GpuHardwareParams hw = FakeHw();
   TahoeWorkload w = Medium(40);
