@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   // Engines log at INFO (GPU selection, calibration); a command-line tool shows warnings only.
   grove::SetMinLogSeverity(grove::LogSeverity::kWarning);
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {  // a command is required: the usage, as a usage error (scripts see the 2)
+    std::fputs(grove::cli::HelpText("").c_str(), stderr);
+    return 2;
+  }
   absl::StatusOr<grove::cli::CliArgs> parsed = grove::cli::ParseCliArgs(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "grove: error: %s\n", std::string(parsed.status().message()).c_str());

@@ -15,6 +15,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
@@ -107,6 +109,26 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
+  // Every flag is defined in this file. Abseil's --help lists only the flags of a file named after
+  // the program (it printed "No flags matched"), and its --version says only whether NDEBUG is set.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.normalize_filename = [](absl::string_view path) {  // not the build machine's path
+    const size_t at = path.rfind("server/");
+    return std::string(at == absl::string_view::npos ? path : path.substr(at));
+  };
+  usage.version_string = [] {
+#if defined(GROVE_HAVE_CUDA)
+    const char* cuda = "yes";
+#else
+    const char* cuda = "no";
+#endif
+    return absl::StrCat("groved ", GROVE_VERSION, " (CUDA engines: ", cuda, ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "serves tree-ensemble predictions and SHAP explanations over gRPC.\n"
       "  groved --model_repository=DIR [--grpc_port=8001] [--metrics_port=8002]\n"

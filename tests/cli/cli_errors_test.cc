@@ -49,9 +49,9 @@ TEST_F(CliTest, HelpAndVersion) {
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("Usage: grove COMMAND"));
   EXPECT_THAT(run.out, HasSubstr("predict"));
-  run = RunGrove({}, scratch_);
-  EXPECT_EQ(run.exit_code, 0);
-  EXPECT_THAT(run.out, HasSubstr("Usage: grove COMMAND"));
+  run = RunGrove({}, scratch_);  // no command: the usage on stderr, as a usage error
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("Usage: grove COMMAND"));
   run = RunGrove({"predict", "--help"}, scratch_);
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("--iteration-begin"));

@@ -235,5 +235,20 @@ TEST_F(AuthE2eTest, HelpTellsTheTruth) {
   EXPECT_TRUE(absl::StrContains(entry, "admin")) << entry;
 }
 
+// `groved --help` lists groved's own flags (not "No flags matched"), and `--version` names the
+// version and the build instead of Abseil's "Debug build" line.
+TEST_F(AuthE2eTest, HelpAndVersionNameGrovedsFlagsAndVersion) {
+  CommandResult help = RunCommand({GrovedBinary(), "--help"}, *scratch_);
+  const std::string text = help.out + help.err;
+  EXPECT_FALSE(absl::StrContains(text, "No flags matched")) << text;
+  for (const char* flag : {"--model_repository", "--grpc_port", "--max_queue_wait_ms"}) {
+    EXPECT_TRUE(absl::StrContains(text, flag)) << flag << "\n" << text;
+  }
+  CommandResult version = RunCommand({GrovedBinary(), "--version"}, *scratch_);
+  EXPECT_TRUE(absl::StartsWith(version.out, "groved 0.")) << version.out << version.err;
+  EXPECT_TRUE(absl::StrContains(version.out, "CUDA engines:")) << version.out;
+  EXPECT_FALSE(absl::StrContains(version.out + version.err, "NDEBUG")) << version.out;
+}
+
 }  // namespace
 }  // namespace grove::e2e
