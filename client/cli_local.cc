@@ -169,12 +169,12 @@ int RunInspect(const CliArgs& args) {
   if (!model.ok()) return Fail(model.status());
   const Forest& forest = *model->forest;
   std::vector<Stat> stats;
-  stats.push_back({"model", args.model, false});
+  stats.push_back({"model", args.model, StatKind::kText});
   struct stat st;
   if (::stat(args.model.c_str(), &st) == 0) {
-    stats.push_back({"file_bytes", absl::StrCat(static_cast<int64_t>(st.st_size)), true});
+    stats.push_back({"file_bytes", absl::StrCat(static_cast<int64_t>(st.st_size)), StatKind::kNumber});
   }
-  stats.push_back({"load_seconds", absl::StrFormat("%.6f", model->load_seconds), true});
+  stats.push_back({"load_seconds", absl::StrFormat("%.6f", model->load_seconds), StatKind::kNumber});
   for (Stat& s : ForestStats(forest)) stats.push_back(std::move(s));
 
   // The engines that would serve the model (GPU when built and visible).
@@ -185,9 +185,9 @@ int RunInspect(const CliArgs& args) {
   stats.push_back({"predict_engine",
                    predict.ok() ? (*predict)->Describe()
                                 : absl::StrCat("unavailable: ", predict.status().message()),
-                   false});
+                   StatKind::kText});
   if (absl::Status s = CheckExplainable(forest); !s.ok()) {
-    stats.push_back({"explain_engine", absl::StrCat("unavailable: ", s.message()), false});
+    stats.push_back({"explain_engine", absl::StrCat("unavailable: ", s.message()), StatKind::kText});
   } else {
     ExplainEngineOptions explain_options;
     explain_options.use_gpu = args.use_gpu;
@@ -195,9 +195,9 @@ int RunInspect(const CliArgs& args) {
     stats.push_back({"explain_engine",
                      explain.ok() ? (*explain)->Describe()
                                   : absl::StrCat("unavailable: ", explain.status().message()),
-                     false});
+                     StatKind::kText});
     if (explain.ok() && (*explain)->layout() != nullptr) {  // merged paths, bins (issue 3)
-      stats.push_back({"explain_paths", (*explain)->layout()->stats.Describe(), false});
+      stats.push_back({"explain_paths", (*explain)->layout()->stats.Describe(), StatKind::kText});
     }
   }
   const std::string text = RenderStats(stats, args.json);
@@ -329,9 +329,13 @@ absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeF
 
 std::vector<Stat> ForestStats(const Forest& forest) {
   std::vector<Stat> s;
-  auto text = [&](const char* key, std::string v) { s.push_back({key, std::move(v), false}); };
-  auto num = [&](const char* key, double v) { s.push_back({key, Num(v), true}); };
-  auto yes_no = [&](const char* key, bool v) { s.push_back({key, v ? "yes" : "no", false}); };
+  auto text = [&](const char* key, std::string v) {
+    s.push_back({key, std::move(v), StatKind::kText});
+  };
+  auto num = [&](const char* key, double v) { s.push_back({key, Num(v), StatKind::kNumber}); };
+  auto yes_no = [&](const char* key, bool v) {
+    s.push_back({key, v ? "yes" : "no", StatKind::kBool});
+  };
 
   text("format", ModelFormatName(forest.format));
   text("library_version", forest.library_version);
@@ -397,8 +401,11 @@ std::string RenderStats(const std::vector<Stat>& stats, bool json) {
   if (json) {
     out = "{";
     for (size_t i = 0; i < stats.size(); ++i) {
-      absl::StrAppend(&out, i ? ", " : "", JsonString(stats[i].key), ": ",
-                      stats[i].is_number ? stats[i].value : JsonString(stats[i].value));
+      const Stat& st = stats[i];
+      const std::string value = st.kind == StatKind::kNumber ? st.value
+                                : st.kind == StatKind::kBool ? (st.value == "yes" ? "true" : "false")
+                                                             : JsonString(st.value);
+      absl::StrAppend(&out, i ? ", " : "", JsonString(st.key), ": ", value);
     }
     return out + "}\n";
   }

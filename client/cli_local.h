@@ -61,12 +61,13 @@ using DoubleComputeFn =
 absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
                               StreamStats* stats);
 
-// Model statistics for `grove inspect`: (key, value) pairs in display order; numbers are
-// formatted as JSON numbers, everything else is a string.
+// Model statistics for `grove inspect`: (key, value) pairs in display order. In JSON, numbers are
+// JSON numbers, yes/no answers JSON booleans, everything else a string.
+enum class StatKind { kText, kNumber, kBool };
 struct Stat {
   std::string key;    // snake_case, used as the JSON key
-  std::string value;  // display text
-  bool is_number = false;
+  std::string value;  // display text ("yes" / "no" for kBool)
+  StatKind kind = StatKind::kText;
 };
 std::vector<Stat> ForestStats(const Forest& forest);
 // Renders stats as aligned "key  value" lines or as one JSON object.

@@ -327,11 +327,15 @@ int RunRemoteInspect(const CliArgs& args) {
   if (!model.ok()) return Fail(model.status());
   const grove::v1::ModelMetadata& m = model->meta;
   std::vector<Stat> s;
-  auto text = [&](const char* key, std::string v) { s.push_back({key, std::move(v), false}); };
-  auto num = [&](const char* key, double v) {
-    s.push_back({key, absl::StrFormat("%.9g", v), true});
+  auto text = [&](const char* key, std::string v) {
+    s.push_back({key, std::move(v), StatKind::kText});
   };
-  auto yes_no = [&](const char* key, bool v) { s.push_back({key, v ? "yes" : "no", false}); };
+  auto num = [&](const char* key, double v) {
+    s.push_back({key, absl::StrFormat("%.9g", v), StatKind::kNumber});
+  };
+  auto yes_no = [&](const char* key, bool v) {
+    s.push_back({key, v ? "yes" : "no", StatKind::kBool});
+  };
   text("server", args.server);
   text("model", m.name());
   num("version", static_cast<double>(m.version()));

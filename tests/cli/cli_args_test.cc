@@ -121,10 +121,16 @@ TEST(CliLocal, AutoChunkRowsIsBounded) {
   EXPECT_EQ(AutoChunkRows(1, int64_t{1} << 30), 1);
 }
 
+// Numbers as JSON numbers, yes/no answers as JSON booleans (text keeps "yes" / "no"), strings quoted.
 TEST(CliLocal, RenderStats) {
-  std::vector<Stat> stats = {{"trees", "10", true}, {"objective", "binary \"x\"", false}};
-  EXPECT_EQ(RenderStats(stats, true), "{\"trees\": 10, \"objective\": \"binary \\\"x\\\"\"}\n");
-  EXPECT_EQ(RenderStats(stats, false), "trees      10\nobjective  binary \"x\"\n");
+  std::vector<Stat> stats = {{"trees", "10", StatKind::kNumber},
+                             {"objective", "binary \"x\"", StatKind::kText},
+                             {"dart", "yes", StatKind::kBool},
+                             {"linear", "no", StatKind::kBool}};
+  EXPECT_EQ(RenderStats(stats, true),
+            "{\"trees\": 10, \"objective\": \"binary \\\"x\\\"\", \"dart\": true, \"linear\": false}\n");
+  EXPECT_EQ(RenderStats(stats, false),
+            "trees      10\nobjective  binary \"x\"\ndart       yes\nlinear     no\n");
 }
 
 }  // namespace

@@ -257,7 +257,8 @@ TEST_F(CliTest, InspectMatchesTheLibrarysModelStatistics) {
                 static_cast<int64_t>(std::filesystem::file_size(model)));
       EXPECT_GE(j["load_seconds"].get<double>(), 0.0);
       EXPECT_GT(j["memory_bytes"].get<int64_t>(), 0);
-      EXPECT_EQ(j["linear_leaves"].get<std::string>(), name == "lgb_linear_tree" ? "yes" : "no");
+      EXPECT_EQ(j["linear_leaves"].get<bool>(), name == "lgb_linear_tree");  // a JSON boolean
+      EXPECT_TRUE(j["categorical_splits"].is_boolean());
     }
     GroveRun text = RunGrove({"inspect", "--model", c.model_path}, scratch_);
     ASSERT_EQ(text.exit_code, 0) << Describe(text);

@@ -316,6 +316,7 @@ TEST_F(E2eTest, RemoteCliInspectAndErrors) {
       *scratch_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("\"features\": ", c.num_features))) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"explainable\": true")) << r.out;  // booleans, not "yes"
   CommandResult missing = Remote(c, {"predict"}, "no_such_model");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(missing.err, "NOT_FOUND")) << missing.err;
