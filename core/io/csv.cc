@@ -76,14 +76,15 @@ int64_t CountFields(const char* b, const char* e) {
   return n;
 }
 
-// Parses one line [b, e) (no '\n'). Returns false in *parsed for a blank line. `cols` is in-out.
+// Parses one line [b, e) (no '\n'). Returns false in *parsed for a blank line (but for one-column
+// rows, where a blank line is a row whose value is missing). `cols` is in-out.
 template <typename T>
 absl::Status ParseLine(const char* b, const char* e, std::string_view source, int64_t line,
                        int64_t* cols, std::vector<T>* out, bool* parsed) {
   if (e > b && e[-1] == '\r') --e;
   const char* q = b;
   while (q < e && IsBlank(*q)) ++q;
-  if (q == e) {
+  if (q == e && *cols != 1) {
     *parsed = false;
     return absl::OkStatus();
   }
@@ -126,18 +127,36 @@ absl::Status ParseLine(const char* b, const char* e, std::string_view source, in
   return absl::OkStatus();
 }
 
+// Blank lines before the first row and after the last are skipped; one between two rows is an
+// error, since skipping it would shift every later result row against the file's lines (a join by
+// position would pair the wrong rows). `blank` is the first blank line since the last row.
+absl::Status CheckBlankLine(bool parsed, bool seen_row, int64_t line, std::string_view source,
+                            int64_t* blank) {
+  if (!parsed) {
+    if (seen_row && *blank == 0) *blank = line;
+    return absl::OkStatus();
+  }
+  if (*blank == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      Sv(source), ":", *blank, ": blank line between rows (the next row is on line ", line,
+      "); every row needs its fields (a row whose values are all missing is a line of commas), "
+      "and skipping the line would shift every later result by one row"));
+}
+
 template <typename T>
 absl::Status ParseText(std::string_view text, std::string_view source, int64_t* cols,
                        std::vector<T>* values) {
   const char* p = text.data();
   const char* end = p + text.size();
-  int64_t line = 0;
+  int64_t line = 0, blank = 0;
   while (p < end) {
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
     const char* le = nl != nullptr ? nl : end;
     ++line;
     bool parsed;
+    const bool seen_row = !values->empty();
     absl::Status s = ParseLine(p, le, source, line, cols, values, &parsed);
+    if (s.ok()) s = CheckBlankLine(parsed, seen_row, line, source, &blank);
     if (!s.ok()) return s;
     p = nl != nullptr ? nl + 1 : end;
   }
@@ -293,7 +312,9 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
     }
     ++line_;
     bool parsed;
+    const bool seen_row = rows_read_ + rows > 0;
     absl::Status s = ParseLine(lb, le, path_, line_, &cols_, out, &parsed);
+    if (s.ok()) s = CheckBlankLine(parsed, seen_row, line_, path_, &blank_line_);
     if (!s.ok()) {
       failed_ = true;
       return s;

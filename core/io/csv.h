@@ -89,6 +89,7 @@ class CsvReader {
   int64_t consumed_ = 0;
   int64_t rows_read_ = 0;
   int64_t line_ = 0;  // lines consumed (1-based number of the last line parsed)
+  int64_t blank_line_ = 0;  // the first blank line after the last row (0: none since)
   bool eof_ = false;
   bool failed_ = false;
   std::vector<char> buf_;

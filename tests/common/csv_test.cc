@@ -59,12 +59,25 @@ TEST(CsvParse, NumbersMissingValuesAndLineEnds) {
   EXPECT_EQ(v[11], -std::numeric_limits<float>::infinity());
 }
 
-TEST(CsvParse, BlankLinesAreSkipped) {
+// Blank lines before the first row and after the last are skipped; one between rows is an error
+// naming its line (skipping it would shift every later result by one row); for one-column rows a
+// blank line is a row whose value is missing.
+TEST(CsvParse, BlankLinesOnlyBeforeAndAfterTheRows) {
   std::vector<double> v;
   int64_t cols = 0;
-  ASSERT_TRUE(ParseCsvDoubles("\n1,2\n\n  \r\n3,4\n\n", "t.csv", &cols, &v).ok());
+  ASSERT_TRUE(ParseCsvDoubles("\n  \r\n1,2\n3,4\n\n \n", "t.csv", &cols, &v).ok());
   EXPECT_EQ(cols, 2);
   EXPECT_EQ(v, (std::vector<double>{1, 2, 3, 4}));
+  v.clear();
+  cols = 0;
+  absl::Status s = ParseCsvDoubles("1,2\n\n  \r\n3,4\n", "t.csv", &cols, &v);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("t.csv:2: blank line between rows (the next row is on line 4)"));
+  v.clear();
+  cols = 1;
+  ASSERT_TRUE(ParseCsvDoubles("1\n\n3\n", "t.csv", &cols, &v).ok());
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_TRUE(std::isnan(v[1]));
 }
 
 // XGBoost receives float64 arrays and casts each value to float32; parsing the text straight to
@@ -194,10 +207,26 @@ TEST(CsvReader, LineLongerThanTheReadBuffer) {
 }
 
 TEST(CsvReader, ErrorLineNumbersCountBlankLines) {
-  const std::string path = WriteFile("bad.csv", "1,2\n\n3,4\n5,x\n");
+  const std::string path = WriteFile("bad.csv", "\n1,2\n3,4\n5,x\n");
   auto m = ReadCsvFloats(path);
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr(path + ":4: field 2 ('x') is not a number"));
+  std::filesystem::remove(path);
+}
+
+// The streaming reader keeps the rule across its chunks: a blank line between rows fails the read
+// even when the rows around it come in different ReadRows calls.
+TEST(CsvReader, BlankLineBetweenRowsFailsAcrossChunks) {
+  const std::string path = WriteFile("gap.csv", "1,2\n3,4\n\n5,6\n");
+  absl::StatusOr<std::unique_ptr<CsvReader>> r = CsvReader::Open(path, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<float> chunk;
+  absl::StatusOr<int64_t> first = (*r)->ReadRows(2, &chunk);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 2);
+  absl::StatusOr<int64_t> second = (*r)->ReadRows(2, &chunk);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr(path + ":3: blank line between rows"));
   std::filesystem::remove(path);
 }
 
