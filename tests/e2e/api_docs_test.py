@@ -1,7 +1,12 @@
-"""docs/api.md's Python example, run as a user would: the `sh` block (stub generation) and the
-`python` block of "Python with stubs generated from proto/", from a directory laid out like the
-repository root, against a groved serving examples/models (its address put where the example says
-localhost:8001). The example's predictions must equal the local `grove` CLI's.
+"""docs/api.md's examples, run as a user would, from a directory laid out like the repository root,
+against a groved serving examples/models (its address put where the examples say localhost:8001):
+
+  * "The `grove` CLI": the sh block; its pred.csv must be byte for byte the local CLI's, as the
+    text says;
+  * "Python with stubs generated from proto/": the sh block (stub generation), then the python
+    block; its predictions must equal the local CLI's;
+  * "KServe v2 / tritonclient": the python block; output__0's positive-class column must equal the
+    local CLI's predictions.
 """
 
 import os
@@ -13,15 +18,23 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import groved_harness as h  # noqa: E402
 
-SECTION = "## Python with stubs generated from `proto/`"
+STUBS = "## Python with stubs generated from `proto/`"
+CLI = "## The `grove` CLI"
+TRITON = "## KServe v2 / tritonclient"
 
 
-def blocks(text):
-    """The section's fenced blocks: {language: code}."""
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
+def blocks(text, title):
+    """The fenced blocks of the section whose heading starts with `title`: {language: code}."""
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
     section = text[start:end if end >= 0 else len(text)]
     return {m.group(1): m.group(2) for m in re.finditer(r"```(\w+)\n(.*?)```", section, re.S)}
+
+
+def run(failures, what, cmd, root, env=None):
+    r = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, env=env)
+    failures.check(r.returncode == 0, f"{what} failed:\n{r.stdout}{r.stderr}")
+    return r
 
 
 def main():
@@ -30,34 +43,49 @@ def main():
         import grpc  # noqa: F401
         import grpc_tools  # noqa: F401
         import numpy  # noqa: F401
+        import tritonclient.grpc  # noqa: F401
     except ImportError as e:
         h.skip(f"python packages missing: {e}")
-    doc = blocks(open(os.path.join(args.source_dir, "docs/api.md")).read())
+    text = open(os.path.join(args.source_dir, "docs/api.md")).read()
+    stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
     failures = h.Failures()
-    if not failures.check("sh" in doc and "python" in doc,
-                          f"api.md's section has no sh/python block: {doc}"):
-        return failures.finish("api_docs")
+    for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
+                           ("tritonclient", triton, ("python",))):
+        if not failures.check(all(l in b for l in langs), f"api.md's {name} section lacks {langs}"):
+            return failures.finish("api_docs")
+    rows = os.path.join(args.source_dir, "examples/rows.csv")
+    model_dir = os.path.join(args.source_dir, "examples/models/demo/1")
+    model_file = os.path.join(model_dir, sorted(os.listdir(model_dir))[0])
+    local = subprocess.run([args.grove, "predict", "--model", model_file, "--input", rows,
+                            "--no-progress"], capture_output=True, text=True, timeout=300)
+    want = h.read_csv(local.stdout, is_text=True)
     with tempfile.TemporaryDirectory() as root, h.Groved(
             args.groved, os.path.join(args.source_dir, "examples/models")) as server:
         for name in ("proto", "examples"):
             os.symlink(os.path.join(args.source_dir, name), os.path.join(root, name))
-        r = subprocess.run(["bash", "-e", "-c", doc["sh"]], cwd=root, capture_output=True, text=True,
-                           timeout=300)
-        if not failures.check(r.returncode == 0, f"the sh block failed:\n{r.stdout}{r.stderr}"):
-            return failures.finish("api_docs")
-        code = doc["python"].replace("localhost:8001", server.target) + (
-            "\nnp.savetxt('pred.csv', pred, fmt='%.9g', delimiter=',')\n")
-        r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                           timeout=300)
-        if not failures.check(r.returncode == 0, f"the python block failed:\n{r.stdout}{r.stderr}"):
-            return failures.finish("api_docs")
-        rows = os.path.join(args.source_dir, "examples/rows.csv")
-        model = os.path.join(args.source_dir, "examples/models/demo/1")
-        model_file = os.path.join(model, sorted(os.listdir(model))[0])
-        want = h.local_cli(args.grove, ["predict", "--kind", "prediction"], model_file, rows)
-        got = h.read_csv(os.path.join(root, "pred.csv"))
-        h.compare(failures, "api.md example predictions", got, want)
-        print(f"api.md example: {r.stdout.strip()}")
+        at = lambda code: code.replace("localhost:8001", server.target)  # noqa: E731
+        # The CLI: `grove` on PATH, as after installing it.
+        env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(args.grove)) + ":" +
+                   os.environ.get("PATH", ""))
+        run(failures, "the CLI sh block", ["bash", "-e", "-c", at(cli["sh"])], root, env)
+        pred = os.path.join(root, "pred.csv")
+        failures.check(os.path.exists(pred) and open(pred).read() == local.stdout,
+                       "the CLI example's pred.csv is not byte for byte the local CLI's")
+        # Python stubs.
+        run(failures, "the stubs sh block", ["bash", "-e", "-c", stubs["sh"]], root)
+        r = run(failures, "the stubs python block", [sys.executable, "-c", at(stubs["python"]) +
+                "\nnp.savetxt('stub_pred.csv', pred, fmt='%.9g', delimiter=',')\n"], root)
+        if r.returncode == 0:
+            h.compare(failures, "stub example predictions",
+                      h.read_csv(os.path.join(root, "stub_pred.csv")), want)
+        # tritonclient: FIL's predict_proba [1 - p, p] for this binary classifier.
+        r = run(failures, "the tritonclient python block", [sys.executable, "-c", at(
+                triton["python"]) + "\nnp.savetxt('proba.csv', proba[:, 1:], fmt='%.9g', delimiter=',')\n"],
+                root)
+        if r.returncode == 0:
+            h.compare(failures, "tritonclient example probabilities",
+                      h.read_csv(os.path.join(root, "proba.csv")), want)
+        print("api.md examples ran:", r.stdout.strip())
     return failures.finish("api_docs")
 
 
