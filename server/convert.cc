@@ -405,6 +405,14 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
     if (std::find(out.names.begin(), out.names.end(), o.name()) != out.names.end()) {
       return absl::InvalidArgumentError(absl::StrCat("output '", o.name(), "' requested twice"));
     }
+    // Triton's classification extension (tritonclient's class_count) would change the tensor into
+    // top-k "value:index" strings; answering the plain tensor instead would be silently wrong.
+    if (auto it = o.parameters().find("classification"); it != o.parameters().end()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "output '", o.name(), "' asks for Triton's classification extension (parameter "
+          "'classification' = ", it->second.int64_param(), ", tritonclient's class_count), which "
+          "groved does not implement; request the tensor and take its top classes instead"));
+    }
     if (o.name() == kOutputTensor) {
       out.prediction = true;
     } else if (o.name() == kShapTensor) {

@@ -180,6 +180,19 @@ TEST(Convert, KserveInputRawTypedAndErrors) {
   EXPECT_EQ(ParseKserveOutputs(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Triton's classification extension (class_count) is refused with a message saying so, not
+// ignored (the caller would read the plain tensor as top-k strings).
+TEST(Convert, KserveClassificationIsRefusedNotIgnored) {
+  inference::ModelInferRequest req;
+  auto* o = req.add_outputs();
+  o->set_name("output__0");
+  (*o->mutable_parameters())["classification"].set_int64_param(2);
+  absl::StatusOr<KserveOutputs> outs = ParseKserveOutputs(req);
+  EXPECT_EQ(outs.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(outs.status().message()), HasSubstr("class_count"));
+  EXPECT_THAT(std::string(outs.status().message()), HasSubstr("output__0"));
+}
+
 TEST(Convert, Float64RowsAreConvertedServerSide) {
   auto m = Servable(Demo());
   grove::v1::Matrix matrix;
