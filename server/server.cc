@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/io/file.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
@@ -107,6 +108,9 @@ absl::Status GroveServer::StartImpl() {
       std::make_unique<GroveService>(runtime_.get(), authorizer_.get(), o.model_control);
   kserve_service_ = std::make_unique<KserveService>(runtime_.get(), authorizer_.get());
   grpc::EnableDefaultHealthCheckService(true);
+  // Reflection describes services from the linked Protobuf descriptors; gRPC's health service has
+  // none of its own, so its messages are linked in (this reference keeps them from being dropped).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(

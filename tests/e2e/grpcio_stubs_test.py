@@ -33,15 +33,17 @@ syntax = "proto3";
 package grpc.reflection.v1alpha;
 message ServerReflectionRequest {
   string host = 1;
-  oneof message_request { string list_services = 7; }
+  oneof message_request { string file_containing_symbol = 4; string list_services = 7; }
 }
 message ServiceResponse { string name = 1; }
+message FileDescriptorResponse { repeated bytes file_descriptor_proto = 1; }
 message ListServiceResponse { repeated ServiceResponse service = 1; }
 message ErrorResponse { int32 error_code = 1; string error_message = 2; }
 message ServerReflectionResponse {
   string valid_host = 1;
   ServerReflectionRequest original_request = 2;
   oneof message_response {
+    FileDescriptorResponse file_descriptor_response = 4;
     ListServiceResponse list_services_response = 6;
     ErrorResponse error_response = 7;
   }
@@ -213,6 +215,15 @@ def main():
         names = [s.name for a in answers for s in a.list_services_response.service]
         f.check("grove.v1.Grove" in names and "inference.GRPCInferenceService" in names,
                 f"reflection lists {names}")
+        # The health service is described too (grpcurl resolves grpc.health.v1.Health/Check by it).
+        from google.protobuf import descriptor_pb2
+        answers = refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol="grpc.health.v1.Health")]), timeout=10)
+        files = [descriptor_pb2.FileDescriptorProto.FromString(b) for a in answers
+                 for b in a.file_descriptor_response.file_descriptor_proto]
+        services = [sv.name for fd in files if fd.package == "grpc.health.v1" for sv in fd.service]
+        f.check("Health" in services, f"reflection has no grpc.health.v1.Health descriptor: "
+                f"{[fd.name for fd in files]}")
         channel.close()
     f.finish("e2e_grpcio_stubs")
 
