@@ -149,15 +149,16 @@ absl::Status ParseText(std::string_view text, std::string_view source, int64_t* 
   const char* p = text.data();
   const char* end = p + text.size();
   int64_t line = 0, blank = 0;
+  bool seen_row = false;  // of this text (the caller's vector may hold rows already)
   while (p < end) {
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
     const char* le = nl != nullptr ? nl : end;
     ++line;
     bool parsed;
-    const bool seen_row = !values->empty();
     absl::Status s = ParseLine(p, le, source, line, cols, values, &parsed);
     if (s.ok()) s = CheckBlankLine(parsed, seen_row, line, source, &blank);
     if (!s.ok()) return s;
+    seen_row |= parsed;
     p = nl != nullptr ? nl + 1 : end;
   }
   return absl::OkStatus();

@@ -255,8 +255,7 @@ RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload&
   RowChunkShape s;
   s.threads = w.row_chunk_threads;
   s.chunk = RowChunkFor(hw, w, rows, s.threads);
-  // A block's tree groups (threads / chunk) index the forest's assignments: at most kMaxGroups.
-  while (s.threads > kRowChunkMinThreads && s.threads / s.chunk > 256) s.threads /= 2;
+  s.BoundGroups();
   const int k = w.row_chunk_per_thread;
   s.per_thread = k > 1 && s.chunk == w.best_row_chunk &&
                          rows >= k * s.chunk * 8.0 * std::max(1, hw.sm_count)

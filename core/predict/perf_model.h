@@ -94,6 +94,11 @@ struct RowChunkShape {
   int threads = kRowChunkMinThreads;  // per block: 256, 512 or 1024
   int Code() const;
   static RowChunkShape FromCode(int code);
+  // A block's tree groups (threads / chunk) index the forest's assignments, at most 256 of them:
+  // the block halved (down to 256 threads) until they fit.
+  void BoundGroups() {
+    while (threads > kRowChunkMinThreads && threads / chunk > 256) threads /= 2;
+  }
   std::string Label() const;  // "16", "4x2", "128@1024": chunk, x rows per thread, @threads
 };
 // Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.

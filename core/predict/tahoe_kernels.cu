@@ -40,7 +40,7 @@ RowChunkShape ValidRowChunkShape(const TahoeDeviceForest& f, int code) {
   const bool classed = TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(s.threads),
                                             Log2(s.chunk));
   if (f.view.num_outputs > 1 && !classed) s.chunk = std::min(s.chunk, kMaxWarpRowChunk);
-  while (s.threads > kRowChunkMinThreads && s.threads / s.chunk > 256) s.threads /= 2;
+  s.BoundGroups();
   if (s.threads != kRowChunkMinThreads || s.chunk > kMaxWarpRowChunk) s.per_thread = 1;
   return s;
 }

@@ -73,6 +73,11 @@ TEST(CsvParse, BlankLinesOnlyBeforeAndAfterTheRows) {
   absl::Status s = ParseCsvDoubles("1,2\n\n  \r\n3,4\n", "t.csv", &cols, &v);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("t.csv:2: blank line between rows (the next row is on line 4)"));
+  // Rows the caller's vector already holds are not rows of this text: its leading blank is fine.
+  v = {9, 9};
+  cols = 2;
+  ASSERT_TRUE(ParseCsvDoubles("\n5,6\n", "t.csv", &cols, &v).ok());
+  EXPECT_EQ(v, (std::vector<double>{9, 9, 5, 6}));
   v.clear();
   cols = 1;
   ASSERT_TRUE(ParseCsvDoubles("1\n\n3\n", "t.csv", &cols, &v).ok());

@@ -158,8 +158,6 @@ TEST(PerfModelTest, CopiesAndCpuDecideTinyHostBatches) {
   }
 }
 
-// The CPU path's cost follows ThreadPool::ParallelFor: one chunk runs inline (no pool overhead),
-// more chunks pay the measured wake-up and spread over min(chunks, measured parallelism) threads.
 // Host rows: the staging through pinned memory runs on the pool, overlapped with the transfers, so
 // a wide batch costs about its PCIe time; charged at one thread's memcpy rate in series, it made the
 // CPU look faster than the GPU on 1M wide rows of a small forest (measured: the GPU 3.5x faster).
@@ -181,6 +179,8 @@ TEST(PerfModelTest, WideHostBatchesCostTheirTransfersWithParallelStaging) {
   EXPECT_NEAR(one.copy_seconds, 2 * 10e-6 + (784.0 * 4 + 10 * 4) * 1e6 / 10e9, 1e-6);
 }
 
+// The CPU path's cost follows ThreadPool::ParallelFor: one chunk runs inline (no pool overhead),
+// more chunks pay the measured wake-up and spread over min(chunks, measured parallelism) threads.
 TEST(PerfModelTest, CpuCostFollowsThePoolsChunks) {
   const GpuHardwareParams hw = FakeHw();
   TahoeWorkload w = Medium(40);

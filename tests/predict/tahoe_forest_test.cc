@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -386,20 +387,20 @@ TEST(TahoeForestTest, WalkFromTheRootsMatchesTheTreeWalkBitForBit) {
             double pair[2], one[1], quad[4];
             const Padded first[1] = {two[0]};
             const Padded four[4] = {two[0], two[1], two[1], two[0]};
+            // The NaN-free step on rows without NaN, the full step otherwise.
+            auto sums = [&](auto nan_free) {
+              constexpr bool kNanFree = decltype(nan_free)::value;
+              TahoeSumFixedRoots<kNanFree, 2>(v, nodes, roots.data(), a.offsets[g],
+                                              a.offsets[g + 1], two, pair);
+              TahoeSumFixedRoots<kNanFree, 1>(v, nodes, roots.data(), a.offsets[g],
+                                              a.offsets[g + 1], first, one);
+              TahoeSumFixedRoots<kNanFree, 4>(v, nodes, roots.data(), a.offsets[g],
+                                              a.offsets[g + 1], four, quad);
+            };
             if (missing == 0) {
-              TahoeSumFixedRoots<true, 2>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
-                                          two, pair);
-              TahoeSumFixedRoots<true, 1>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
-                                          first, one);
-              TahoeSumFixedRoots<true, 4>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
-                                          four, quad);
+              sums(std::true_type{});
             } else {
-              TahoeSumFixedRoots<false, 2>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
-                                           two, pair);
-              TahoeSumFixedRoots<false, 1>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
-                                           first, one);
-              TahoeSumFixedRoots<false, 4>(v, nodes, roots.data(), a.offsets[g], a.offsets[g + 1],
-                                           four, quad);
+              sums(std::false_type{});
             }
             for (int j = 0; j < 4; ++j) {
               const double e = expected[j == 1 || j == 2 ? 1 : 0];
