@@ -63,7 +63,7 @@ struct Flags {
   // paired layout, 0 = off.
   TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
-  // probe's).
+  // probe's). Kernel mode takes a comma-separated list and times each shape.
   std::string row_chunk;
 };
 
@@ -172,6 +172,8 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
   eo.format = format;
   eo.lanes = flags.lanes;
   if (!flags.row_chunk.empty()) eo.row_chunk = ParseRowChunk(flags.row_chunk);
+  // A forced strategy and shape leave the load-time probes nothing to choose.
+  eo.probe = flags.row_chunk.empty() || flags.strategy != StrategyName(StrategyId::kRowChunk);
   absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
@@ -331,6 +333,14 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
 
 int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<float>& base,
                int64_t base_rows, ThreadPool* pool) {
+  if (flags.row_chunk.find(',') != std::string::npos) {  // a list of shapes: one engine each
+    for (absl::string_view label : absl::StrSplit(flags.row_chunk, ',')) {
+      Flags one = flags;
+      one.row_chunk = std::string(label);
+      if (const int rc = KernelOnly(one, forest, base, base_rows, pool); rc != 0) return rc;
+    }
+    return 0;
+  }
   const Forest& f = *forest;
   std::unique_ptr<TahoeEngine> engine = MakeEngine(flags, forest, pool);
   if (engine == nullptr) return 1;
@@ -415,7 +425,7 @@ int Main(int argc, char** argv) {
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
-                 "[--strategy s] [--row-chunk 16|4x2|32@512] [--batches 100,1000] [--budget s] [--cache dir] "
+                 "[--strategy s] [--row-chunk 16|4x2|32@512[,...]] [--batches 100,1000] [--budget s] [--cache dir] "
                  "[--threads n] [--name label]\n");
     return 2;
   }

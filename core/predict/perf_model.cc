@@ -251,7 +251,44 @@ int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows
   return std::max(1, std::min(c, std::max({1, w.max_row_chunk, w.best_row_chunk})));
 }
 
+double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
+  const double rows_per_block = static_cast<double>(t.shape.chunk) * t.shape.per_thread;
+  const double blocks = std::ceil(std::max(1.0, rows) / rows_per_block);
+  const double per_sm = std::ceil(blocks / std::max(1, sm_count));
+  constexpr int kLast = RowChunkTiming::kPoints - 1;
+  if (per_sm <= t.per_sm[0]) return t.seconds[0];
+  for (int i = 0; i < kLast; ++i) {
+    const double x0 = t.per_sm[i], x1 = t.per_sm[i + 1];
+    if (per_sm > x1 || x1 <= x0) continue;
+    return t.seconds[i] + (per_sm - x0) / (x1 - x0) * (t.seconds[i + 1] - t.seconds[i]);
+  }
+  return t.seconds[kLast] + (per_sm - t.per_sm[kLast]) * t.block_seconds;
+}
+
+const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                        double rows) {
+  if (w.row_chunk_timings == nullptr || w.num_row_chunk_timings <= 0) return nullptr;
+  const RowChunkTiming* pick = nullptr;
+  double best = std::numeric_limits<double>::infinity();
+  const bool large = rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows);
+  for (int i = 0; i < w.num_row_chunk_timings; ++i) {
+    const RowChunkTiming& t = w.row_chunk_timings[i];
+    if (large) {
+      // The probe's choice (it prefers more threads among near-equals, which held on real rows).
+      if (t.shape.chunk == w.best_row_chunk && t.shape.threads == w.row_chunk_threads &&
+          t.shape.per_thread == w.row_chunk_per_thread) {
+        return &t;
+      }
+      continue;
+    }
+    const double s = RowChunkWaveSeconds(t, hw.sm_count, rows);
+    if (s < best) best = s, pick = &t;
+  }
+  return pick;
+}
+
 RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
+  if (const RowChunkTiming* t = RowChunkTimingFor(hw, w, rows); t != nullptr) return t->shape;
   RowChunkShape s;
   s.threads = w.row_chunk_threads;
   s.chunk = RowChunkFor(hw, w, rows, s.threads);
@@ -398,7 +435,9 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
     if (!c.feasible) {
       c.why_not = "one row does not fit shared memory";
     } else {
-      const RowChunkShape shape = RowChunkShapeFor(hw, w, rows);
+      // Launches of at most chunk_rows rows (the last one shorter: counted as a full one).
+      const double launch_rows = std::min(rows, std::ceil(rows / chunks));
+      const RowChunkShape shape = RowChunkShapeFor(hw, w, launch_rows);
       const int C = shape.chunk, T = shape.threads;
       c.groups = shape.Code();
       const double G = static_cast<double>(T) / C, Ss = 4.0 * w.features;
@@ -413,6 +452,10 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
       c.latency_seconds = waves * (V / G * (hw.gmem_latency + hw.smem_latency) + hw.gmem_latency);
       c.fixed_seconds = chunks * hw.launch_seconds;
       Finish(c, w, StrategyId::kRowChunk);
+      if (const RowChunkTiming* t = RowChunkTimingFor(hw, w, launch_rows); t != nullptr) {
+        // Measured shapes: every launch of `launch_rows` rows as the probe timed it.
+        c.kernel_seconds = chunks * RowChunkWaveSeconds(*t, hw.sm_count, launch_rows);
+      }
       c.copy_seconds = copy;
       c.seconds = total(c.kernel_seconds);
     }

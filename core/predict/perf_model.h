@@ -105,6 +105,27 @@ struct RowChunkShape {
 const char* StrategyName(int index);
 inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast<int>(id)); }
 
+// A row-chunk shape as the load-time probe timed it. Batches between one block per SM and a few
+// waves of resident blocks run in steps: a shape that is fastest per row on a large batch can leave
+// most of its last wave empty on a mid-size one (measured at 10,000 rows: prod-class10's probed
+// shape 0.49 ms, 16 rows per block 0.37 ms), and blocks sharing an SM slow each other less than in
+// proportion (8 rows per block: 1 block per SM 0.10 ms, 3 blocks 0.15 ms). So each shape is timed at
+// a few counts of blocks per SM around its first two waves, and RowChunkWaveSeconds interpolates.
+struct RowChunkTiming {
+  static constexpr int kPoints = 5;
+  RowChunkShape shape;
+  int blocks_per_sm = 1;      // resident blocks of this shape per SM (occupancy)
+  // Blocks on the busiest SM (1, half a wave, a wave, a wave and one, two waves; ascending, clamped
+  // to the probe's large batch) and the measured launch time at each (synchronization included).
+  int per_sm[kPoints] = {};
+  double seconds[kPoints] = {};
+  double block_seconds = 0;   // beyond the last point: each further block per SM (the large batch's
+                              // rate)
+};
+// Predicted time of one launch of `rows` rows with the timed shape on `sm_count` SMs: the measured
+// points interpolated in blocks per SM (the busiest SM's count), extended at block_seconds.
+double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
+
 // What one batch asks of each strategy (from the model, the batch and the engine's layout).
 struct TahoeWorkload {
   int64_t rows = 0;               // the batch
@@ -130,6 +151,12 @@ struct TahoeWorkload {
   int best_row_chunk = 0;
   int row_chunk_per_thread = 1;   // the probe found this many rows per thread fastest
   int row_chunk_threads = kRowChunkMinThreads;  // ... and this many threads per block
+  // Every shape the probe timed (owned by the engine; null: not probed). Below half of
+  // row_chunk_large_rows (the probe's large batch) the shape with the least RowChunkWaveSeconds
+  // runs; at and above, the probe's choice.
+  const RowChunkTiming* row_chunk_timings = nullptr;
+  int num_row_chunk_timings = 0;
+  int64_t row_chunk_large_rows = 0;
   int64_t row_chunk_acc_bytes = 0;
   int64_t row_chunk_row_bytes = 0;
   int64_t chunk_rows = 1 << 18;   // rows per launch (workspace limit)
@@ -156,9 +183,14 @@ int StrategyIndex(std::string_view name);
 // see RowChunkShapeFor).
 int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
                 int threads = kRowChunkMinThreads);
-// The whole shape for the batch: RowChunkFor's chunk with the probed threads; several rows per
-// thread only at the probed chunk and where the batch still fills every SM.
+// The whole shape for a launch of `rows` rows: with timings, the probe's choice for large launches
+// and the timed shape with the least RowChunkWaveSeconds below them; without, RowChunkFor's chunk
+// with the probed threads, several rows per thread only at the probed chunk and where the batch
+// still fills every SM.
 RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows);
+// The timing of RowChunkShapeFor's shape (null without timings).
+const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                        double rows);
 
 struct StrategyCost {
   std::string name;       // StrategyName

@@ -108,6 +108,9 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   w.best_row_chunk = best_row_chunk_.chunk;
   w.row_chunk_per_thread = best_row_chunk_.per_thread;
   w.row_chunk_threads = best_row_chunk_.threads;
+  w.row_chunk_timings = row_chunk_timings_.empty() ? nullptr : row_chunk_timings_.data();
+  w.num_row_chunk_timings = static_cast<int>(row_chunk_timings_.size());
+  w.row_chunk_large_rows = row_chunk_large_rows_;
   w.row_chunk_row_bytes = 4 * TahoeRowChunkStride(w.features);
   w.row_chunk_acc_bytes = g.row_chunk_acc_bytes;
   TahoeCall call;

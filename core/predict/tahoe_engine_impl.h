@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -149,6 +150,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   absl::StatusOr<double> TimeProbe(Gpu& g, StrategyId s, int groups, int64_t rows,
                                    int reps = 4) const;
   absl::Status ProbeRowChunk(Gpu& g, int64_t large, std::string* report);
+  // Fills row_chunk_timings_ from the shapes ProbeRowChunk timed at `large` rows (seconds, shape).
+  absl::Status TimeRowChunkWaves(Gpu& g, int64_t large,
+                                 const std::vector<std::pair<double, RowChunkShape>>& timed,
+                                 std::string* report);
   absl::Status ProbeChoices(Gpu& g, int64_t large, std::string* report);
   // The probed winner for a batch of `rows` (ProbeChoices), or kCpu when none.
   StrategyId ProbedChoice(double rows) const;
@@ -184,14 +189,19 @@ class TahoeEngineImpl final : public TahoeEngine {
   float* probe_out_ = nullptr;
   // The row-chunk shape the probe found fastest at its large batch (chunk 0: not probed).
   RowChunkShape best_row_chunk_{0};
+  // Every row-chunk shape the probe timed, and its large batch (TahoeWorkload::row_chunk_timings).
+  // Written by Probe() before the engine serves; read-only after.
+  std::vector<RowChunkTiming> row_chunk_timings_;
+  int64_t row_chunk_large_rows_ = 0;
   // Batch sizes at which ProbeChoices times the selector's leading candidates, and the winner at
-  // each (kCpu: not probed). A batch up to twice the largest takes the winner of the nearest size
-  // on a log scale.
-  static constexpr int64_t kChoiceBatches[] = {128, 1024, 8192, 65536};
-  static constexpr int kNumChoiceBatches = 4;
+  // each (kCpu: not probed); the last is the large probe batch (0 here: Probe's `large`). A batch
+  // takes the winner of the nearest size on a log scale (above the largest, the largest's).
+  static constexpr int64_t kChoiceBatches[] = {128, 1024, 8192, 65536, 0};
+  static constexpr int kNumChoiceBatches = 5;
   int64_t choice_rows_[kNumChoiceBatches] = {};
   StrategyId probed_choice_[kNumChoiceBatches] = {StrategyId::kCpu, StrategyId::kCpu,
-                                                  StrategyId::kCpu, StrategyId::kCpu};
+                                                  StrategyId::kCpu, StrategyId::kCpu,
+                                                  StrategyId::kCpu};
   mutable std::atomic<int> last_choice_{-1};
 };
 

@@ -217,7 +217,50 @@ int BlocksPerSm(int64_t smem_bytes) {
   return n;
 }
 
+// Resident blocks per SM of the RowChunkKernel instantiation LaunchRowChunk runs for the shape.
+template <typename Node, bool kMulti, int kWalk>
+int RowChunkOccupancy(const RowChunkShape& shape, size_t smem) {
+  int n = 0;
+  cudaError_t e = cudaSuccess;
+  const bool big = shape.threads > kRowChunkMinThreads;
+  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+    if (shape.per_thread == 2) {
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, RowChunkKernel<Node, kMulti, kWalk, 2, false>, shape.threads, smem);
+    } else if (shape.per_thread == 4) {
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, RowChunkKernel<Node, kMulti, kWalk, 4, false>, shape.threads, smem);
+    }
+    if (shape.per_thread > 1) return e == cudaSuccess ? n : ((void)cudaGetLastError(), 0);
+  }
+  e = big ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &n, RowChunkKernel<Node, kMulti, kWalk, 1, true>, shape.threads, smem)
+          : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &n, RowChunkKernel<Node, kMulti, kWalk, 1, false>, shape.threads, smem);
+  return e == cudaSuccess ? n : ((void)cudaGetLastError(), 0);
+}
+
+template <typename Node, bool kMulti>
+int RowChunkOccupancyWalk(const TahoeDeviceForest& f, const RowChunkShape& shape, size_t smem) {
+  if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (f.fixed) return RowChunkOccupancy<Node, kMulti, kTahoeWalkFixed>(shape, smem);
+  }
+  return f.simple ? RowChunkOccupancy<Node, kMulti, kTahoeWalkSimple>(shape, smem)
+                  : RowChunkOccupancy<Node, kMulti, kTahoeWalkGeneric>(shape, smem);
+}
+
 }  // namespace
+
+int TahoeRowChunkBlocksPerSm(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
+  const RowChunkShape shape = RowChunkLaunchShape(f, a);
+  const size_t smem = static_cast<size_t>(TahoeSharedBytes(f, StrategyId::kRowChunk, shape.Code()));
+  if (f.wide) {
+    return Multi(f) ? RowChunkOccupancyWalk<TahoeNode16, true>(f, shape, smem)
+                    : RowChunkOccupancyWalk<TahoeNode16, false>(f, shape, smem);
+  }
+  return Multi(f) ? RowChunkOccupancyWalk<TahoeNode8, true>(f, shape, smem)
+                  : RowChunkOccupancyWalk<TahoeNode8, false>(f, shape, smem);
+}
 
 bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chunk, int threads) {
   return f.fixed && !f.wide && kind != OutputKind::kLeaf && threads == kRowChunkMinThreads &&

@@ -180,6 +180,9 @@ bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chun
 // power-of-two chunk up to the block's threads, kMaxWarpRowChunk for several outputs without a
 // class-aware assignment, at most 256 tree groups), several rows per thread only where allowed.
 RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
+// Resident blocks per SM of the kernel TahoeLaunch runs for row chunk's `a` (its shape, shared
+// memory and registers; the current device); 0 when the occupancy query fails.
+int TahoeRowChunkBlocksPerSm(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
 // Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for
 // splitting shared forest; 0 for scalar rows on the other strategies).

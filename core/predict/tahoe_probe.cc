@@ -189,6 +189,51 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
   best_row_chunk_ = best;
   absl::StrAppend(report, "row_chunk shapes at ", large, " rows: ", firsts, "; again: ", finals,
                   " (best ", best.Label(), "); ");
+  for (const auto& [t, shape] : finals_timed) {
+    for (auto& [first_t, first_shape] : timed) {
+      if (first_shape.Code() == shape.Code()) first_t = t;
+    }
+  }
+  return TimeRowChunkWaves(g, large, timed, report);
+}
+
+// For RowChunkWaveSeconds: each timed shape's resident blocks per SM and its times at a few counts
+// of blocks per SM (RowChunkTiming::per_sm).
+absl::Status TahoeEngineImpl::TimeRowChunkWaves(
+    Gpu& g, int64_t large, const std::vector<std::pair<double, RowChunkShape>>& timed,
+    std::string* report) {
+  TahoeLaunchArgs a = Args(g, StrategyId::kRowChunk, 1, ProbeCall());
+  const int64_t sms = std::max(1, hw_.sm_count);
+  std::vector<RowChunkTiming> timings;
+  absl::StrAppend(report, "row_chunk waves (blocks/SM: us at 1, half, 1, 1+1, 2 waves):");
+  for (const auto& [t_large, shape] : timed) {
+    a.groups = shape.Code();
+    RowChunkTiming t;
+    t.shape = shape;
+    t.blocks_per_sm = TahoeRowChunkBlocksPerSm(g.df, a);
+    if (t.blocks_per_sm <= 0) continue;
+    const int64_t rows_per_block = int64_t{shape.chunk} * shape.per_thread;
+    const int64_t b = t.blocks_per_sm;
+    const int64_t counts[RowChunkTiming::kPoints] = {1, (b + 1) / 2, b, b + 1, 2 * b};
+    absl::StrAppend(report, " ", shape.Label(), ":", b, ":");
+    for (int i = 0; i < RowChunkTiming::kPoints; ++i) {
+      const int64_t rows = std::min(large, counts[i] * sms * rows_per_block);
+      t.per_sm[i] = static_cast<int>(((rows + rows_per_block - 1) / rows_per_block + sms - 1) / sms);
+      if (i > 0 && t.per_sm[i] == t.per_sm[i - 1]) {
+        t.seconds[i] = t.seconds[i - 1];  // clamped to the large batch, or a one-block wave
+      } else {
+        absl::StatusOr<double> s = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), rows, 3);
+        if (!s.ok()) return s.status();
+        t.seconds[i] = *s;
+      }
+      absl::StrAppend(report, i > 0 ? "/" : "", absl::StrFormat("%.0f", t.seconds[i] * 1e6));
+    }
+    t.block_seconds = t_large * static_cast<double>(sms * rows_per_block) / static_cast<double>(large);
+    timings.push_back(t);
+  }
+  absl::StrAppend(report, "; ");
+  row_chunk_timings_ = std::move(timings);
+  row_chunk_large_rows_ = large;
   return absl::OkStatus();
 }
 
@@ -256,6 +301,8 @@ absl::Status TahoeEngineImpl::Probe() {
     if (!st.ok()) return st;
   }
   for (int i = 1; i < kNumStrategies; ++i) {
+    // Row chunk's times come from its timed shapes (RowChunkWaveSeconds), not corrected equations.
+    if (i == static_cast<int>(StrategyId::kRowChunk) && !row_chunk_timings_.empty()) continue;
     const char* name = StrategyName(i);
     double measured[2] = {0, 0};
     StrategyCost predicted[2];
@@ -302,7 +349,7 @@ absl::Status TahoeEngineImpl::ProbeChoices(Gpu& g, int64_t large, std::string* r
   o.kind = OutputKind::kMargin;
   absl::StrAppend(report, "choices:");
   for (int b = 0; b < kNumChoiceBatches; ++b) {
-    const int64_t n = std::min(kChoiceBatches[b], large);
+    const int64_t n = kChoiceBatches[b] > 0 ? std::min(kChoiceBatches[b], large) : large;
     choice_rows_[b] = n;
     const std::vector<StrategyCost> costs = EstimateStrategies(hw_, Workload(n, o, true));
     double best_predicted = 1e30;
@@ -327,10 +374,10 @@ absl::Status TahoeEngineImpl::ProbeChoices(Gpu& g, int64_t large, std::string* r
 }
 
 StrategyId TahoeEngineImpl::ProbedChoice(double rows) const {
-  // Far above the largest probed batch the model decides: its throughput terms were corrected at
-  // the large probe batch, and the ranking there differs from the one at 65,536 rows (measured:
-  // splitting 2x faster than shared data at 1M rows of cal_housing-med, slower at 65,536).
-  if (rows > 2.0 * choice_rows_[kNumChoiceBatches - 1]) return StrategyId::kCpu;
+  // Batches above the large probe batch take its winner (where the model's corrections come from
+  // too): the model alone missed 2.5x between shared forest and row chunk on 1M rows of
+  // fashion_mnist-small, and 65,536 rows is too small to stand for 1M (splitting 2x faster than
+  // shared data at 1M rows of cal_housing-med, slower at 65,536).
   int best = -1;
   double best_d = 1e30;
   for (int b = 0; b < kNumChoiceBatches; ++b) {

@@ -3,6 +3,7 @@
 // calibration cache format.
 #include "core/predict/perf_model.h"
 
+#include <array>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -322,6 +323,62 @@ TEST(PerfModelTest, RowChunkShapesRoundTripAndScaleWithTheBlock) {
   EXPECT_EQ(tiny.threads, 256);  // 256 tree groups at most
   w.rows = 1000000;
   EXPECT_EQ(Cost(EstimateStrategies(hw, w), "row_chunk").groups, big.Code());
+}
+
+// A timed row-chunk shape of `chunk` rows a group, two rows per thread (measured points in us).
+RowChunkTiming Timed(int chunk, int blocks_per_sm, std::array<int, 5> per_sm,
+                     std::array<double, 5> us, double block_us) {
+  RowChunkTiming t;
+  t.shape.chunk = chunk;
+  t.shape.per_thread = 2;
+  t.blocks_per_sm = blocks_per_sm;
+  for (int i = 0; i < RowChunkTiming::kPoints; ++i) {
+    t.per_sm[i] = per_sm[i];
+    t.seconds[i] = us[i] * 1e-6;
+  }
+  t.block_seconds = block_us * 1e-6;
+  return t;
+}
+
+// Timed row-chunk shapes: measured points in blocks per SM interpolated, hand-computed on 100 SMs;
+// below half the probe's large batch the least predicted shape runs (its time is the row-chunk
+// cost), at and above the probe's own choice.
+TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
+  // 64 rows a block, 2 blocks per SM (12,800 rows a wave); 16 rows a block, 8 blocks per SM.
+  const RowChunkTiming wide = Timed(32, 2, {1, 1, 2, 3, 4}, {60, 60, 100, 160, 200}, 45);
+  const RowChunkTiming narrow = Timed(8, 8, {1, 4, 8, 9, 16}, {50, 80, 120, 170, 240}, 12);
+  // 6,400 rows: one block on every SM; 12,801: a wave and one more block on the busiest SM.
+  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 6400), 60e-6, 1e-12);
+  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 12800), 100e-6, 1e-12);
+  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 12801), 160e-6, 1e-12);
+  // 128,000 rows: 20 blocks per SM, 16 past the last point.
+  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 128000), 200e-6 + 16 * 45e-6, 1e-12);
+  // 10,000 rows: 625 narrow blocks, 7 on the busiest SM: between 4 (80 us) and 8 (120 us).
+  EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 10000), 110e-6, 1e-12);
+  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 10000), 100e-6, 1e-12);  // 157 blocks: 2 on some SM
+
+  const GpuHardwareParams hw = FakeHw();  // 100 SMs
+  TahoeWorkload w = Medium(10000);
+  w.max_row_chunk = 32;
+  w.best_row_chunk = 32;
+  w.row_chunk_per_thread = 2;
+  w.row_chunk_acc_bytes = 2048;
+  w.row_chunk_row_bytes = 40;
+  const RowChunkTiming timings[] = {wide, narrow};
+  w.row_chunk_timings = timings;
+  w.num_row_chunk_timings = 2;
+  w.row_chunk_large_rows = 262144;
+  w.rows_on_device = true;
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).chunk, 32);  // 100 us against 110 us
+  // 6,500 rows: wide's 102 blocks put 2 on some SM (100 us); narrow's 407 put 5 (80 + 10 us).
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 6500).chunk, 8);
+  w.rows = 6500;
+  const StrategyCost c = Cost(EstimateStrategies(hw, w), "row_chunk");
+  EXPECT_EQ(c.groups, narrow.shape.Code());
+  EXPECT_NEAR(c.kernel_seconds, 90e-6, 1e-12);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 32);  // the probe's choice
+  w.best_row_chunk = 8;
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 8);
 }
 
 TEST(PerfModelTest, NoGpuMeansUnavailable) {
