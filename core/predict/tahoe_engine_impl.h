@@ -91,8 +91,7 @@ struct Gpu {
 // The root node of each tree of `order` (indices into tf.trees()).
 std::vector<uint32_t> RootsOf(const TahoeForest& tf, const std::vector<uint32_t>& order);
 
-// Rows that make the CPU walk representative paths: every feature takes a threshold of a split on
-// it, nudged either way.
+// The rows every calibration and probe times (TypicalRows: paths as the training rows took them).
 std::vector<float> CalibrationRows(const Forest& f, int rows);
 
 class TahoeEngineImpl final : public TahoeEngine {

@@ -18,30 +18,16 @@
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
 #include "core/gpu/cuda_status.h"
+#include "core/model/typical_rows.h"
 #include "core/predict/tahoe_engine_impl.h"
 #include "core/predict/traverse.h"
 
 namespace grove::tahoe_internal {
 
 std::vector<float> CalibrationRows(const Forest& f, int rows) {
-  std::vector<std::vector<float>> thresholds(f.num_features);
-  for (const Node& n : f.nodes) {
-    if (!n.is_leaf() && !n.is_categorical() && thresholds[n.feature].size() < 64) {
-      thresholds[n.feature].push_back(n.threshold);
-    }
-  }
-  std::vector<float> x(static_cast<size_t>(rows) * f.num_features, 0.0f);
-  uint64_t s = 0x2545F4914F6CDD1Dull;
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < f.num_features; ++c) {
-      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-      const auto& t = thresholds[c];
-      float v = t.empty() ? static_cast<float>(s % 7) : t[s % t.size()];
-      v += ((s >> 20) & 1) ? 1e-3f * (1 + std::abs(v)) : -1e-3f * (1 + std::abs(v));
-      x[static_cast<size_t>(r) * f.num_features + c] = v;
-    }
-  }
-  return x;
+  // Rows that walk the trees as the training rows did (deep leaf-wise trees included), so that the
+  // probes time what real batches cost.
+  return TypicalRows(f, rows, /*seed=*/1);
 }
 
 TahoeCall TahoeEngineImpl::ProbeCall() const {

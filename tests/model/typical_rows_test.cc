@@ -1,0 +1,95 @@
+// TypicalRows: rows follow the training covers, and the values agree with the walks that made them.
+#include "core/model/typical_rows.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/testing/naive_predict.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+using testing::HandForest;
+
+// A stump with 90 of 100 training rows on the left sends about 90% of typical rows left.
+TEST(TypicalRowsTest, SplitsFollowTheChildrensCovers) {
+  HandForest h(2);
+  h.AddTree({h.Split(1, 0.5f, 1, 2, 100), h.Leaf(1.0, 90), h.Leaf(2.0, 10)});
+  const ForestPtr f = h.Build();
+  const int rows = 4000;
+  const std::vector<float> x = TypicalRows(*f, rows, 7);
+  ASSERT_EQ(x.size(), static_cast<size_t>(rows) * 2);
+  int left = 0;
+  for (int r = 0; r < rows; ++r) {
+    left += x[r * 2 + 1] < 0.5f;
+    EXPECT_EQ(x[r * 2], 0.0f);  // no split on feature 0, no threshold: 0
+  }
+  EXPECT_NEAR(left / static_cast<double>(rows), 0.9, 0.03);
+}
+
+// The probability of reaching each node of tree 0: a split the interval [lo, hi) of its feature
+// leaves open divides by the children's covers, a decided one passes everything on.
+void ExpectedReach(const Forest& f, int32_t i, double p, std::vector<float> lo, std::vector<float> hi,
+                   std::vector<double>* reach) {
+  (*reach)[i] += p;
+  const Node& n = f.nodes[f.trees[0].node_begin + i];
+  if (n.is_leaf()) return;
+  const int c = n.feature;
+  if (hi[c] <= n.threshold) return ExpectedReach(f, n.left, p, lo, hi, reach);
+  if (lo[c] >= n.threshold) return ExpectedReach(f, n.right, p, lo, hi, reach);
+  const double cl = f.nodes[f.trees[0].node_begin + n.left].cover;
+  const double cr = f.nodes[f.trees[0].node_begin + n.right].cover;
+  const double pl = cl + cr > 0 ? cl / (cl + cr) : 1.0;
+  std::vector<float> left_hi = hi, right_lo = lo;
+  left_hi[c] = n.threshold;
+  right_lo[c] = n.threshold;
+  ExpectedReach(f, n.left, p * pl, lo, left_hi, reach);
+  ExpectedReach(f, n.right, p * (1 - pl), right_lo, hi, reach);
+}
+
+// On a deep random tree (features repeated along paths, so some branches cannot be reached from
+// the root's choices), every leaf is reached as often as the covers of the free splits above it
+// say: the values lie inside the intervals the walks chose.
+TEST(TypicalRowsTest, LeavesAreReachedAsTheCoversOfTheFreeSplitsSay) {
+  testing::RandomForestOptions o;
+  o.num_trees = 1;
+  o.max_depth = 7;
+  o.num_features = 3;
+  o.seed = 11;
+  const ForestPtr f = testing::MakeRandomForest(o);
+  const Tree& t = f->trees[0];
+  std::vector<double> reach(t.num_nodes, 0.0);
+  const float inf = std::numeric_limits<float>::infinity();
+  ExpectedReach(*f, 0, 1.0, std::vector<float>(3, -inf), std::vector<float>(3, inf), &reach);
+  const int rows = 20000;
+  const std::vector<float> x = TypicalRows(*f, rows, 3);
+  std::vector<int> hits(t.num_nodes, 0);
+  for (int r = 0; r < rows; ++r) ++hits[testing::NaiveLeafIndex(*f, 0, &x[r * 3])];
+  int leaves = 0;
+  for (uint32_t i = 0; i < t.num_nodes; ++i) {
+    if (!f->nodes[t.node_begin + i].is_leaf()) continue;
+    ++leaves;
+    EXPECT_NEAR(hits[i] / static_cast<double>(rows), reach[i], 0.015) << "leaf " << i;
+  }
+  EXPECT_GT(leaves, 10);
+}
+
+// Later trees see the values earlier walks fixed; the rows are a function of the seed.
+TEST(TypicalRowsTest, ManyTreesStayConsistentAndDeterministic) {
+  testing::RandomForestOptions o;
+  o.num_trees = 40;
+  o.max_depth = 8;
+  o.num_features = 5;
+  o.seed = 5;
+  const ForestPtr f = testing::MakeRandomForest(o);
+  const std::vector<float> a = TypicalRows(*f, 500, 9, 16);
+  EXPECT_EQ(a, TypicalRows(*f, 500, 9, 16));
+  EXPECT_NE(a, TypicalRows(*f, 500, 10, 16));
+  for (float v : a) EXPECT_TRUE(std::isfinite(v));
+}
+
+}  // namespace
+}  // namespace grove
