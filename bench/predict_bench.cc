@@ -184,7 +184,7 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
 
 double PredictedSeconds(const StrategyChoice& c, const std::string& name) {
   for (const StrategyCost& s : c.costs) {
-    if (s.name == name) return s.feasible ? s.seconds : -1;
+    if (s.name() == name) return s.feasible ? s.seconds : -1;
   }
   return -1;
 }
@@ -308,12 +308,12 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
         if (k == "auto") continue;
         if (best.empty() || v < m.at(best)) best = k;
       }
-      if (best.empty() || !m.count(plan->strategy)) return;
-      tally.Add(m.at(plan->strategy), m.at(best));
+      const std::string chose = StrategyName(plan->strategy);
+      if (best.empty() || !m.count(chose)) return;
+      tally.Add(m.at(chose), m.at(best));
       std::printf("CHOICE %s | %s | %s | chose %s (%.4f ms) | best %s (%.4f ms) | %.2fx\n",
-                  flags.name.c_str(), Batch(n).c_str(), what, plan->strategy.c_str(),
-                  m.at(plan->strategy) * 1e3, best.c_str(), m.at(best) * 1e3,
-                  m.at(plan->strategy) / m.at(best));
+                  flags.name.c_str(), Batch(n).c_str(), what, chose.c_str(), m.at(chose) * 1e3,
+                  best.c_str(), m.at(best) * 1e3, m.at(chose) / m.at(best));
     };
     judge(plan_dev, eng, engine_tally, "engine");
     if (e2e) judge(plan_host, end, e2e_tally, "e2e");
@@ -371,7 +371,7 @@ int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<fl
     cudaProfilerStop();
     std::string shape = info.strategy;
     if (absl::StatusOr<StrategyChoice> plan = e.Plan(n, o, true, flags.strategy);
-        plan.ok() && plan->strategy == StrategyName(StrategyId::kRowChunk)) {
+        plan.ok() && plan->strategy == StrategyId::kRowChunk) {
       shape += " " + RowChunkShape::FromCode(plan->groups).Label();
     }
     std::printf("%s | %s | %s | %.4f | %.2f\n", flags.name.c_str(), Batch(n).c_str(),

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
 #include "core/io/file.h"
@@ -161,11 +162,17 @@ absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_di
   return p;
 }
 
-bool IsKnownStrategy(std::string_view name) {
-  for (const char* s : kStrategies) {
-    if (name == s) return true;
+bool IsKnownStrategy(std::string_view name) { return StrategyIndex(name) >= 0; }
+
+absl::StatusOr<std::optional<StrategyId>> ParseStrategy(std::string_view name) {
+  if (name.empty() || name == "auto") return std::nullopt;
+  const int i = StrategyIndex(name);
+  if (i < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", std::string(name),
+                                                   "' (auto, ", absl::StrJoin(kStrategies, ", "),
+                                                   ")"));
   }
-  return false;
+  return static_cast<StrategyId>(i);
 }
 
 namespace {
@@ -197,7 +204,7 @@ void Finish(StrategyCost& c, const TahoeWorkload& w, StrategyId id) {
 StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
                         int groups, double chunks) {
   StrategyCost c;
-  c.name = StrategyName(StrategyId::kSharedData);
+  c.id = StrategyId::kSharedData;
   c.groups = groups;
   const double V = w.visits_per_row, Ss = 4.0 * w.features, Sn = w.node_bytes;
   const double per_row = Ss / hw.smem_write_bw + V * 4.0 / hw.smem_read_bw +
@@ -341,7 +348,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
 
   {  // CPU reference path
     StrategyCost c;
-    c.name = StrategyName(StrategyId::kCpu);
+    c.id = StrategyId::kCpu;
     c.feasible = w.cpu_allowed && w.cpu_seconds_per_visit > 0;
     if (!c.feasible) c.why_not = "cpu path disabled or not calibrated";
     // ThreadPool::ParallelFor: N / grain chunks (at most 4 per thread), run inline when one.
@@ -357,7 +364,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   }
   {  // Direct, equation (5)
     StrategyCost c;
-    c.name = StrategyName(StrategyId::kDirect);
+    c.id = StrategyId::kDirect;
     c.feasible = true;
     const double per_row = V * Sn / (hw.gmem_coalesced_bw / 2) + V * Sa / hw.gmem_uncoalesced_bw;
     c.throughput_seconds = rows * per_row;
@@ -372,7 +379,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   {  // Shared data, equations (2) and (4)
     StrategyCost c;
     if (w.max_shared_data_groups <= 0) {
-      c.name = StrategyName(StrategyId::kSharedData);
+      c.id = StrategyId::kSharedData;
       c.why_not = "rows do not fit shared memory";
     } else {
       c = SharedData(hw, w, rows, BestSharedDataGroups(hw, w), chunks);
@@ -386,7 +393,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   for (int split = 0; split < 2; ++split) {
     StrategyCost c;
     const StrategyId id = split ? StrategyId::kSplittingSharedForest : StrategyId::kSharedForest;
-    c.name = StrategyName(id);
+    c.id = id;
     const int parts = split ? std::max(1, w.num_parts) : 1;
     const double bytes = split ? w.part_smem_bytes : w.forest_smem_bytes;
     c.feasible = split ? (w.num_parts >= 1 && w.part_smem_bytes > 0) : w.shared_forest_fits;
@@ -430,7 +437,7 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
   {  // Row chunk: rows read once and staged, nodes from L1/L2 (the chunk's lanes share a tree's
      // nodes), a shuffle reduction over the tree groups of each row.
     StrategyCost c;
-    c.name = StrategyName(StrategyId::kRowChunk);
+    c.id = StrategyId::kRowChunk;
     c.feasible = w.max_row_chunk > 0;
     if (!c.feasible) {
       c.why_not = "one row does not fit shared memory";
@@ -465,11 +472,9 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
 }
 
 absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const TahoeWorkload& w,
-                                              std::string_view force_view) {
-  const std::string force(force_view);
-  if (!force.empty() && force != "auto" && !IsKnownStrategy(force)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", force, "'"));
-  }
+                                              std::string_view force_name) {
+  absl::StatusOr<std::optional<StrategyId>> force = ParseStrategy(force_name);
+  if (!force.ok()) return force.status();
   StrategyChoice choice;
   choice.costs = EstimateStrategies(hw, w);
   std::vector<const StrategyCost*> order;
@@ -482,17 +487,15 @@ absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const
   for (const StrategyCost* c : order) {
     if (!c->feasible) continue;
     if (!ranking.empty()) ranking += " < ";
-    absl::StrAppend(&ranking, c->name, " ", Us(c->seconds));
+    absl::StrAppend(&ranking, c->name(), " ", Us(c->seconds));
   }
-  const bool forced = !force.empty() && force != "auto";
+  const bool forced = force->has_value();
   const StrategyCost* pick = nullptr;
   if (forced) {
-    for (const StrategyCost& c : choice.costs) {
-      if (c.name == force) pick = &c;
-    }
+    pick = &choice.costs[static_cast<int>(**force)];
     if (!pick->feasible) {
       return absl::FailedPreconditionError(
-          absl::StrCat("strategy ", force, " cannot run this model: ", pick->why_not));
+          absl::StrCat("strategy ", pick->name(), " cannot run this model: ", pick->why_not));
     }
   } else {
     if (order.empty() || !order.front()->feasible) {
@@ -500,7 +503,7 @@ absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const
     }
     pick = order.front();
   }
-  choice.strategy = pick->name;
+  choice.strategy = pick->id;
   choice.groups = pick->groups;
   choice.predicted_seconds = pick->seconds;
   choice.reason = absl::StrCat(forced ? "override; predicted " : "selector: ", ranking);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -193,7 +194,8 @@ const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const Tahoe
                                         double rows);
 
 struct StrategyCost {
-  std::string name;       // StrategyName
+  StrategyId id = StrategyId::kCpu;
+  const char* name() const { return StrategyName(id); }
   bool feasible = false;
   double seconds = 0;     // predicted total (kernels + copies), or the CPU time
   double kernel_seconds = 0;     // fixed + max(throughput, latency), scaled
@@ -209,7 +211,7 @@ struct StrategyCost {
 std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const TahoeWorkload& w);
 
 struct StrategyChoice {
-  std::string strategy;
+  StrategyId strategy = StrategyId::kCpu;
   int groups = 1;
   double predicted_seconds = 0;
   std::string reason;  // "selector: shared_data 41us < direct 77us < ..."
@@ -227,5 +229,8 @@ int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w);
 
 // Strategy names accepted by PredictEngineOptions::strategy.
 bool IsKnownStrategy(std::string_view name);
+// A strategy option as given by a caller: "" or "auto" (the selector decides: nullopt), or a name
+// of the table; INVALID_ARGUMENT naming the known ones otherwise.
+absl::StatusOr<std::optional<StrategyId>> ParseStrategy(std::string_view name);
 
 }  // namespace grove

@@ -1,29 +1,33 @@
 #include "core/predict/predict_engine.h"
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/predict/perf_model.h"
+#include "core/predict/predict_strategy.h"
 #include "core/predict/tahoe_engine.h"
 
 namespace grove {
 namespace {
 
+// The engine without a GPU: the CPU strategy alone.
 class CpuPredictEngine final : public PredictEngine {
  public:
   CpuPredictEngine(ForestPtr forest, ThreadPool* pool, std::string reason)
-      : forest_(std::move(forest)), pool_(pool), reason_(std::move(reason)) {}
+      : cpu_(MakeCpuPredictStrategy(std::move(forest), pool)), reason_(std::move(reason)) {}
 
   absl::Status Predict(RowsView rows, const PredictOptions& options, MatrixView<float> out,
                        RunInfo* info) const override {
     const auto start = std::chrono::steady_clock::now();
-    absl::Status status = PredictCpu(*forest_, rows, options, out, pool_);
+    std::string device;
+    absl::Status status = cpu_->Run(rows, options, /*groups=*/1, out, &device);
     if (info != nullptr) {
-      info->device = "cpu";
-      info->strategy = "cpu";
+      info->device = device;
+      info->strategy = cpu_->name();
       info->reason = reason_;
       info->compute_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -34,8 +38,7 @@ class CpuPredictEngine final : public PredictEngine {
   int64_t DeviceBytes() const override { return 0; }
 
  private:
-  ForestPtr forest_;
-  ThreadPool* pool_;
+  std::unique_ptr<PredictStrategy> cpu_;
   std::string reason_;
 };
 
@@ -45,10 +48,9 @@ absl::StatusOr<std::unique_ptr<PredictEngine>> PredictEngine::Create(
     ForestPtr forest, const PredictEngineOptions& options, ThreadPool* pool) {
   if (forest == nullptr) return absl::InvalidArgumentError("PredictEngine: no model");
   const std::string& strategy = options.strategy;
-  if (!strategy.empty() && strategy != "auto" && !IsKnownStrategy(strategy)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", strategy, "'"));
-  }
-  if (strategy == "cpu") {
+  absl::StatusOr<std::optional<StrategyId>> forced = ParseStrategy(strategy);
+  if (!forced.ok()) return forced.status();
+  if (*forced == StrategyId::kCpu) {
     return std::unique_ptr<PredictEngine>(new CpuPredictEngine(std::move(forest), pool, "override"));
   }
   std::string why = "use_gpu off";
@@ -59,12 +61,12 @@ absl::StatusOr<std::unique_ptr<PredictEngine>> PredictEngine::Create(
     if (gpu.ok()) return std::unique_ptr<PredictEngine>(std::move(*gpu));
     why = std::string(gpu.status().message());
     // A forced GPU strategy must not silently run on the CPU.
-    if (!strategy.empty() && strategy != "auto") return gpu.status();
+    if (forced->has_value()) return gpu.status();
     if (!absl::IsUnavailable(gpu.status())) {
       GROVE_LOG(WARNING) << "GPU prediction engine unavailable; using the CPU"
                          << KV("error", gpu.status().ToString());
     }
-  } else if (!strategy.empty() && strategy != "auto") {
+  } else if (forced->has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("prediction strategy '", strategy, "' needs the GPU (use_gpu is off)"));
   }

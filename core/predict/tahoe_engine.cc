@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -31,9 +32,37 @@
 namespace grove {
 namespace tahoe_internal {
 
-StrategyId StrategyFromName(std::string_view name) {
-  return StrategyId(std::clamp(StrategyIndex(name), 1, kNumStrategies - 1));
+namespace {
+
+// One of Tahoe's GPU kernels as a PredictStrategy: the batch split across the engine's GPUs (few
+// rows: one), each part staged, computed and copied back through that GPU's slots (RunHost).
+class TahoeKernelStrategy final : public PredictStrategy {
+ public:
+  TahoeKernelStrategy(const TahoeEngineImpl& engine, StrategyId id) : engine_(engine), id_(id) {}
+  StrategyId id() const override { return id_; }
+  absl::Status Run(RowsView rows, const PredictOptions& options, int groups,
+                   MatrixView<float> out, std::string* device) const override {
+    return engine_.RunKernel(id_, groups, rows, options, out, device);
+  }
+
+ private:
+  const TahoeEngineImpl& engine_;
+  StrategyId id_;
+};
+
+std::unique_ptr<PredictStrategy> MakeCpu(const TahoeEngineImpl& engine, StrategyId) {
+  return MakeCpuPredictStrategy(engine.forest(), engine.pool());
 }
+std::unique_ptr<PredictStrategy> MakeKernel(const TahoeEngineImpl& engine, StrategyId id) {
+  return std::make_unique<TahoeKernelStrategy>(engine, id);
+}
+
+// The factory of each strategy, in StrategyId order.
+using StrategyFactory = std::unique_ptr<PredictStrategy> (*)(const TahoeEngineImpl&, StrategyId);
+constexpr StrategyFactory kStrategyFactories[kNumStrategies] = {
+    MakeCpu, MakeKernel, MakeKernel, MakeKernel, MakeKernel, MakeKernel};
+
+}  // namespace
 
 absl::Status TahoeEngineImpl::Init() {
   int count = gpu::VisibleGpuCount();
@@ -48,6 +77,9 @@ absl::Status TahoeEngineImpl::Init() {
     auto g = std::make_unique<Gpu>();
     if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;
     gpus_.push_back(std::move(g));
+  }
+  for (int i = 0; i < kNumStrategies; ++i) {
+    strategies_[i] = kStrategyFactories[i](*this, static_cast<StrategyId>(i));
   }
   CalibrateCpu();
   if (options_.probe) {
@@ -135,7 +167,9 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
 absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const PredictOptions& options,
                                                      bool rows_on_device,
                                                      std::string_view force) const {
-  if (rows_on_device && force == "cpu") {
+  absl::StatusOr<std::optional<StrategyId>> forced = ParseStrategy(force);
+  if (!forced.ok()) return forced.status();
+  if (rows_on_device && *forced == StrategyId::kCpu) {
     return absl::InvalidArgumentError("the cpu strategy takes host rows");
   }
   const TahoeWorkload w = Workload(rows, options, rows_on_device);
@@ -144,20 +178,20 @@ absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const Predict
   // selector chose the CPU, or a strategy was forced).
   const StrategyId probed =
       ProbedChoice(static_cast<double>(rows) / std::max(1, w.num_gpus));
-  if (c.ok() && (force.empty() || force == "auto") && probed != StrategyId::kCpu &&
-      c->strategy != StrategyName(StrategyId::kCpu) && c->strategy != StrategyName(probed) &&
+  if (c.ok() && !forced->has_value() && probed != StrategyId::kCpu &&
+      c->strategy != StrategyId::kCpu && c->strategy != probed &&
       c->costs[static_cast<int>(probed)].feasible) {
     const StrategyCost& p = c->costs[static_cast<int>(probed)];
-    c->reason = absl::StrCat("probe: ", p.name, " timed fastest near this batch; ", c->reason);
-    c->strategy = p.name;
+    c->reason = absl::StrCat("probe: ", p.name(), " timed fastest near this batch; ", c->reason);
+    c->strategy = p.id;
     c->groups = p.groups;
     c->predicted_seconds = p.seconds;
   }
-  if (c.ok() && c->strategy == "shared_data" && options_.shared_data_groups > 0) {
+  if (c.ok() && c->strategy == StrategyId::kSharedData && options_.shared_data_groups > 0) {
     c->groups = std::min(options_.shared_data_groups,
                          std::max(1, TahoeMaxSharedDataGroups(gpus_[0]->df, hw_.smem_per_block)));
   }
-  if (c.ok() && c->strategy == StrategyName(StrategyId::kRowChunk) && options_.row_chunk > 0) {
+  if (c.ok() && c->strategy == StrategyId::kRowChunk && options_.row_chunk > 0) {
     c->groups = options_.row_chunk;  // TahoeLaunch makes the shape valid
   }
   return c;
@@ -254,11 +288,11 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
 }
 
 void TahoeEngineImpl::LogChoice(const StrategyChoice& c, int64_t rows) const {
-  const int id = StrategyIndex(c.strategy);
-  GROVE_LOG(DEBUG) << "tahoe strategy" << KV("rows", rows) << KV("strategy", c.strategy)
+  const int id = static_cast<int>(c.strategy);
+  GROVE_LOG(DEBUG) << "tahoe strategy" << KV("rows", rows) << KV("strategy", StrategyName(id))
                    << KV("reason", c.reason);
   if (last_choice_.exchange(id) != id) {
-    GROVE_LOG(INFO) << "tahoe strategy changed" << KV("rows", rows) << KV("strategy", c.strategy)
+    GROVE_LOG(INFO) << "tahoe strategy changed" << KV("rows", rows) << KV("strategy", StrategyName(id))
                     << KV("groups", c.groups) << KV("reason", c.reason);
   }
 }
@@ -267,54 +301,51 @@ absl::Status TahoeEngineImpl::PredictHost(RowsView rows, const PredictOptions& o
                                           MatrixView<float> out, std::string_view strategy,
                                           RunInfo* info) const {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, rows, options, out);
-  if (!call.ok()) return call.status();
   absl::StatusOr<StrategyChoice> choice = Plan(rows.rows, options, false, strategy);
   if (!choice.ok()) return choice.status();
   LogChoice(*choice, rows.rows);
-  absl::Status status;
-  std::string device = "cpu";
-  if (choice->strategy == "cpu") {
-    status = PredictCpu(*forest_, rows, options, out, pool_);
-  } else if (rows.rows > 0) {
-    const StrategyId s = StrategyFromName(choice->strategy);
-    const int n = num_gpus();
-    // Few rows: one GPU (the others would only add latency).
-    const int used = static_cast<int>(std::clamp<int64_t>(rows.rows / 4096, 1, n));
-    device = "cuda:";
-    std::vector<absl::Status> results(used);
-    std::vector<std::thread> threads;
-    const int64_t per = (rows.rows + used - 1) / used;
-    for (int d = 0; d < used; ++d) {
-      absl::StrAppend(&device, d == 0 ? "" : "+", gpus_[d]->device);
-      const int64_t b = d * per, e = std::min(rows.rows, b + per);
-      if (b >= e) continue;
-      RowsView rv{rows.Row(b), e - b, rows.cols, rows.stride};
-      MatrixView<float> ov{out.Row(b), e - b, out.cols, out.stride};
-      auto run = [&, d, rv, ov] {
-        results[d] = RunHost(*gpus_[d], s, choice->groups, *call, rv, ov);
-      };
-      if (d + 1 == used) {
-        run();
-      } else {
-        threads.emplace_back(run);
-      }
-    }
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& r : results) {
-      if (!r.ok() && status.ok()) status = r;
-    }
-  } else {
-    device = absl::StrCat("cuda:", gpus_[0]->device);
-  }
+  const PredictStrategy& chosen = *strategies_[static_cast<int>(choice->strategy)];
+  std::string device;
+  const absl::Status status = chosen.Run(rows, options, choice->groups, out, &device);
   if (info != nullptr) {
     info->device = device;
-    info->strategy = choice->strategy;
+    info->strategy = chosen.name();
     info->reason = choice->reason;
     info->compute_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return status;
+}
+
+absl::Status TahoeEngineImpl::RunKernel(StrategyId s, int groups, RowsView rows,
+                                        const PredictOptions& options, MatrixView<float> out,
+                                        std::string* device) const {
+  absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, rows, options, out);
+  if (!call.ok()) return call.status();
+  // Few rows: one GPU (the others would only add latency).
+  const int used = static_cast<int>(std::clamp<int64_t>(rows.rows / 4096, 1, num_gpus()));
+  *device = "cuda:";
+  std::vector<absl::Status> results(used);
+  std::vector<std::thread> threads;
+  const int64_t per = (rows.rows + used - 1) / used;
+  for (int d = 0; d < used; ++d) {
+    absl::StrAppend(device, d == 0 ? "" : "+", gpus_[d]->device);
+    const int64_t b = d * per, e = std::min(rows.rows, b + per);
+    if (b >= e) continue;
+    RowsView rv{rows.Row(b), e - b, rows.cols, rows.stride};
+    MatrixView<float> ov{out.Row(b), e - b, out.cols, out.stride};
+    auto run = [&, d, rv, ov] { results[d] = RunHost(*gpus_[d], s, groups, *call, rv, ov); };
+    if (d + 1 == used) {
+      run();
+    } else {
+      threads.emplace_back(run);
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& r : results) {
+    if (!r.ok()) return r;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TahoeEngineImpl::PredictDevice(int gpu, const float* d_rows, int64_t rows,
@@ -338,11 +369,14 @@ absl::Status TahoeEngineImpl::PredictDevice(int gpu, const float* d_rows, int64_
   absl::StatusOr<StrategyChoice> choice = Plan(rows, options, true, strategy);
   if (!choice.ok()) return choice.status();
   LogChoice(*choice, rows);
-  absl::Status s = RunDevice(*gpus_[gpu], StrategyFromName(choice->strategy), choice->groups,
-                             *call, d_rows, rows, row_stride, d_out, out_stride);
+  if (choice->strategy == StrategyId::kCpu) {
+    return absl::InternalError("the selector chose the CPU for rows on the GPU");
+  }
+  absl::Status s = RunDevice(*gpus_[gpu], choice->strategy, choice->groups, *call, d_rows, rows,
+                             row_stride, d_out, out_stride);
   if (info != nullptr) {
     info->device = absl::StrCat("cuda:", gpus_[gpu]->device);
-    info->strategy = choice->strategy;
+    info->strategy = StrategyName(choice->strategy);
     info->reason = choice->reason;
     info->compute_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -358,10 +392,7 @@ absl::StatusOr<std::unique_ptr<TahoeEngine>> TahoeEngine::Create(ForestPtr fores
                                                                   const TahoeEngineOptions& options,
                                                                   ThreadPool* pool) {
   if (forest == nullptr) return absl::InvalidArgumentError("TahoeEngine: no model");
-  const std::string& s = options.engine.strategy;
-  if (!s.empty() && s != "auto" && !IsKnownStrategy(s)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", s, "'"));
-  }
+  if (absl::Status s = ParseStrategy(options.engine.strategy).status(); !s.ok()) return s;
   if (gpu::VisibleGpuCount() == 0) return absl::UnavailableError("no CUDA device visible");
   absl::StatusOr<TahoeForestPtr> format = TahoeForest::Build(forest, options.format);
   if (!format.ok()) return format.status();

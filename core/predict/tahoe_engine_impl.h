@@ -23,16 +23,13 @@
 #include "core/common/thread_pool.h"
 #include "core/gpu/device_buffer.h"
 #include "core/predict/perf_model.h"
+#include "core/predict/predict_strategy.h"
 #include "core/predict/tahoe_engine.h"
 #include "core/predict/tahoe_forest.h"
 #include "core/predict/tahoe_kernels.h"
 #include "core/predict/tahoe_lane.h"
 
 namespace grove::tahoe_internal {
-
-// The GPU strategy of a name the selector returned; the callers have ruled out "cpu" and unknown
-// names.
-StrategyId StrategyFromName(std::string_view name);
 
 constexpr int kSlots = 2;
 constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
@@ -127,6 +124,14 @@ class TahoeEngineImpl final : public TahoeEngine {
   int cuda_device(int gpu) const override { return gpus_[gpu]->device; }
   double cpu_seconds_per_visit() const override { return cpu_seconds_per_visit_; }
 
+  // For the strategy objects (kStrategyFactories).
+  const ForestPtr& forest() const { return forest_; }
+  ThreadPool* pool() const { return pool_; }
+  // GPU kernel `s` over host rows: split across the GPUs, staged through their slots. `device`
+  // gets "cuda:0", "cuda:0+1", ...
+  absl::Status RunKernel(StrategyId s, int groups, RowsView rows, const PredictOptions& options,
+                         MatrixView<float> out, std::string* device) const;
+
  private:
   absl::Status InitGpu(int device, Gpu& g);
   void BuildLanes();  // lanes_ (once, before InitGpu), when the options and the forest allow it
@@ -202,6 +207,8 @@ class TahoeEngineImpl final : public TahoeEngine {
                                                   StrategyId::kCpu, StrategyId::kCpu,
                                                   StrategyId::kCpu};
   mutable std::atomic<int> last_choice_{-1};
+  // One object per StrategyId (kStrategyFactories in tahoe_engine.cc), built by Init().
+  std::unique_ptr<PredictStrategy> strategies_[kNumStrategies];
 };
 
 }  // namespace grove::tahoe_internal

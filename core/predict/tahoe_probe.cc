@@ -303,7 +303,7 @@ absl::Status TahoeEngineImpl::Probe() {
         break;
       }
       predicted[k] = c->costs[i];
-      absl::StatusOr<double> best = TimeProbe(g, StrategyFromName(name), c->groups, n);
+      absl::StatusOr<double> best = TimeProbe(g, static_cast<StrategyId>(i), c->groups, n);
       if (!best.ok()) return best.status();
       measured[k] = *best;
     }

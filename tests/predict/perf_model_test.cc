@@ -59,7 +59,7 @@ TahoeWorkload Medium(int64_t rows) {
 
 const StrategyCost& Cost(const std::vector<StrategyCost>& costs, const std::string& name) {
   for (const StrategyCost& c : costs) {
-    if (c.name == name) return c;
+    if (c.name() == name) return c;
   }
   ADD_FAILURE() << "no " << name;
   return costs.front();
@@ -101,7 +101,7 @@ TEST(PerfModelTest, EquationTermsAtLargeBatches) {
   EXPECT_LT(Cost(c, "splitting_shared_forest").seconds, Cost(c, "direct").seconds);
   absl::StatusOr<StrategyChoice> choice = ChooseStrategy(hw, w);
   ASSERT_TRUE(choice.ok());
-  EXPECT_NE(choice->strategy, "cpu");
+  EXPECT_NE(choice->strategy, StrategyId::kCpu);
   EXPECT_NE(choice->reason.find("selector: "), std::string::npos);
 }
 
@@ -112,7 +112,7 @@ TEST(PerfModelTest, TimesGrowWithTheBatch) {
     const std::vector<StrategyCost> c = EstimateStrategies(hw, Medium(n));
     for (int i = 0; i < kNumStrategies; ++i) {
       if (!c[i].feasible) continue;
-      EXPECT_GE(c[i].seconds, last[i] * 0.999) << c[i].name << " at " << n;
+      EXPECT_GE(c[i].seconds, last[i] * 0.999) << c[i].name() << " at " << n;
       last[i] = c[i].seconds;
     }
   }
@@ -140,19 +140,19 @@ TEST(PerfModelTest, CopiesAndCpuDecideTinyHostBatches) {
   w.cpu_seconds_per_visit = 2e-9;
   absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw, w);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->strategy, "cpu") << c->reason;
+  EXPECT_EQ(c->strategy, StrategyId::kCpu) << c->reason;
   // Copies are part of every GPU strategy's time on the host path.
   for (const StrategyCost& s : c->costs) {
-    if (s.name != "cpu" && s.feasible) EXPECT_GT(s.copy_seconds, 2 * hw.copy_latency * 0.99);
+    if (s.id != StrategyId::kCpu && s.feasible) EXPECT_GT(s.copy_seconds, 2 * hw.copy_latency * 0.99);
   }
   // A large batch of a large model goes to the GPU.
   w = Medium(1000000);
   c = ChooseStrategy(hw, w);
   ASSERT_TRUE(c.ok());
-  EXPECT_NE(c->strategy, "cpu") << c->reason;
+  EXPECT_NE(c->strategy, StrategyId::kCpu) << c->reason;
   // Pipelined chunks: the host-path total is below copies + kernels.
   for (const StrategyCost& s : c->costs) {
-    if (s.name != "cpu" && s.feasible) {
+    if (s.id != StrategyId::kCpu && s.feasible) {
       EXPECT_LT(s.seconds, s.copy_seconds + s.kernel_seconds);
       EXPECT_GE(s.seconds, std::max(s.copy_seconds, s.kernel_seconds));
     }
@@ -213,7 +213,7 @@ TEST(PerfModelTest, SharedForestWinsWhenTheForestFits) {
   w.part_blocks_per_sm = 2;
   absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw, w);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->strategy, "shared_forest") << c->reason;
+  EXPECT_EQ(c->strategy, StrategyId::kSharedForest) << c->reason;
   // With one part, splitting adds nothing: it is never predicted faster than shared forest.
   EXPECT_GE(Cost(c->costs, "splitting_shared_forest").seconds,
             Cost(c->costs, "shared_forest").seconds);
@@ -234,7 +234,7 @@ TEST(PerfModelTest, OverridesAndErrors) {
   TahoeWorkload w = Medium(1000);
   absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw, w, "direct");
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->strategy, "direct");
+  EXPECT_EQ(c->strategy, StrategyId::kDirect);
   EXPECT_EQ(c->reason.rfind("override", 0), 0u) << c->reason;
   EXPECT_TRUE(ChooseStrategy(hw, w, "auto").ok());
   EXPECT_TRUE(absl::IsInvalidArgument(ChooseStrategy(hw, w, "fastest").status()));
@@ -245,6 +245,12 @@ TEST(PerfModelTest, OverridesAndErrors) {
   EXPECT_TRUE(absl::IsFailedPrecondition(ChooseStrategy(hw, w, "cpu").status()));
   EXPECT_TRUE(IsKnownStrategy("splitting_shared_forest"));
   EXPECT_FALSE(IsKnownStrategy("auto"));
+  EXPECT_FALSE(ParseStrategy("")->has_value());
+  EXPECT_FALSE(ParseStrategy("auto")->has_value());
+  EXPECT_EQ(ParseStrategy("row_chunk")->value(), StrategyId::kRowChunk);
+  const absl::Status bad = ParseStrategy("fastest").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_NE(bad.message().find("'fastest' (auto, cpu, direct,"), std::string::npos) << bad;
 }
 
 TEST(PerfModelTest, MultipleGpusSplitTheRows) {
