@@ -231,20 +231,10 @@ absl::Status QuadratureGpuModel::Explain(const float* d_rows, int64_t rows, int6
 
 struct QuadratureGpuExplainer::Buffers {
   cudaStream_t stream = nullptr;
-  float* d_rows = nullptr;
-  float* d_out = nullptr;
-  void* d_workspace = nullptr;
-  float* h_rows = nullptr;  // pinned
-  float* h_out = nullptr;   // pinned
-  int64_t rows_capacity = 0;   // d_rows / h_rows rows
-  int64_t out_capacity = 0;    // d_out / h_out floats
-  int64_t workspace_capacity = 0;
+  // Grown to the largest batch seen (the steady state allocates nothing).
+  gpu::DeviceBuffer d_rows, d_out, d_workspace;
+  gpu::PinnedBuffer h_rows, h_out;
   ~Buffers() {
-    if (d_rows) cudaFree(d_rows);
-    if (d_out) cudaFree(d_out);
-    if (d_workspace) cudaFree(d_workspace);
-    if (h_rows) cudaFreeHost(h_rows);
-    if (h_out) cudaFreeHost(h_out);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -301,42 +291,30 @@ absl::Status QuadratureGpuExplainer::Explain(RowsView rows, const ExplainOptions
                                       int64_t{1} << 20);
   batch = std::min(batch, rows.rows);
   const int64_t f = forest.num_features;
-  // Grow buffers (the steady state allocates nothing).
-  if (b.rows_capacity < batch) {
-    if (b.d_rows) cudaFree(b.d_rows), b.d_rows = nullptr;
-    if (b.h_rows) cudaFreeHost(b.h_rows), b.h_rows = nullptr;
-    b.rows_capacity = 0;
-    GROVE_QCUDA(cudaMalloc(&b.d_rows, std::max<int64_t>(1, batch * f) * 4));
-    GROVE_QCUDA(cudaMallocHost(&b.h_rows, std::max<int64_t>(1, batch * f) * 4));
-    b.rows_capacity = batch;
-  }
-  if (b.out_capacity < batch * width) {
-    if (b.d_out) cudaFree(b.d_out), b.d_out = nullptr;
-    if (b.h_out) cudaFreeHost(b.h_out), b.h_out = nullptr;
-    b.out_capacity = 0;
-    GROVE_QCUDA(cudaMalloc(&b.d_out, batch * width * 4));
-    GROVE_QCUDA(cudaMallocHost(&b.h_out, batch * width * 4));
-    b.out_capacity = batch * width;
-  }
   const int64_t ws_bytes = gpu_->WorkspaceBytes(batch, options.interactions);
-  if (b.workspace_capacity < ws_bytes) {
-    if (b.d_workspace) cudaFree(b.d_workspace), b.d_workspace = nullptr;
-    b.workspace_capacity = 0;
-    GROVE_QCUDA(cudaMalloc(&b.d_workspace, ws_bytes));
-    b.workspace_capacity = ws_bytes;
+  for (absl::Status st : {b.d_rows.Reserve(batch * f * 4, "quadrature_gpu: device rows"),
+                          b.h_rows.Reserve(batch * f * 4, "quadrature_gpu: pinned rows"),
+                          b.d_out.Reserve(batch * width * 4, "quadrature_gpu: device results"),
+                          b.h_out.Reserve(batch * width * 4, "quadrature_gpu: pinned results"),
+                          b.d_workspace.Reserve(ws_bytes, "quadrature_gpu: workspace")}) {
+    if (!st.ok()) return st;
   }
+  float* const d_rows = b.d_rows.as<float>();
+  float* const d_out = b.d_out.as<float>();
+  float* const h_rows = b.h_rows.as<float>();
+  float* const h_out = b.h_out.as<float>();
   for (int64_t r0 = 0; r0 < rows.rows; r0 += batch) {
     const int64_t n = std::min(batch, rows.rows - r0);
-    for (int64_t r = 0; r < n; ++r) std::memcpy(b.h_rows + r * f, rows.Row(r0 + r), f * 4);
-    GROVE_QCUDA(cudaMemcpyAsync(b.d_rows, b.h_rows, n * f * 4, cudaMemcpyHostToDevice, b.stream));
-    if (absl::Status s = gpu_->Explain(b.d_rows, n, f, options, precision_, b.d_out, width,
-                                       b.d_workspace, b.workspace_capacity, b.stream);
+    for (int64_t r = 0; r < n; ++r) std::memcpy(h_rows + r * f, rows.Row(r0 + r), f * 4);
+    GROVE_QCUDA(cudaMemcpyAsync(d_rows, h_rows, n * f * 4, cudaMemcpyHostToDevice, b.stream));
+    if (absl::Status s = gpu_->Explain(d_rows, n, f, options, precision_, d_out, width,
+                                       b.d_workspace.get(), b.d_workspace.bytes(), b.stream);
         !s.ok()) {
       return s;
     }
-    GROVE_QCUDA(cudaMemcpyAsync(b.h_out, b.d_out, n * width * 4, cudaMemcpyDeviceToHost, b.stream));
+    GROVE_QCUDA(cudaMemcpyAsync(h_out, d_out, n * width * 4, cudaMemcpyDeviceToHost, b.stream));
     GROVE_QCUDA(cudaStreamSynchronize(b.stream));
-    for (int64_t r = 0; r < n; ++r) std::memcpy(out.Row(r0 + r), b.h_out + r * width, width * 4);
+    for (int64_t r = 0; r < n; ++r) std::memcpy(out.Row(r0 + r), h_out + r * width, width * 4);
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 #include "core/explain/explain_paths_cpu.h"
 #include "core/explain/treeshap_gpu.cuh"
 #include "core/gpu/cuda_status.h"
+#include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
 
 namespace grove {
@@ -35,18 +36,6 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-template <typename T>
-absl::Status Upload(const std::vector<T>& host, T** d_ptr, int64_t* bytes) {
-  const size_t n = std::max<size_t>(host.size(), 1) * sizeof(T);
-  GROVE_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(d_ptr), n));
-  *bytes += static_cast<int64_t>(n);
-  if (!host.empty()) {
-    GROVE_CUDA_RETURN(cudaMemcpy(*d_ptr, host.data(), host.size() * sizeof(T),
-                                 cudaMemcpyHostToDevice));
-  }
-  return absl::OkStatus();
-}
-
 // Fixed-point scale per output: 2^e with |value| * scale < 2^61 for |value| <= bound * factor.
 std::vector<double> FixedScales(const PathLayout& layout, bool interactions) {
   std::vector<double> scale(layout.num_outputs);
@@ -59,78 +48,45 @@ std::vector<double> FixedScales(const PathLayout& layout, bool interactions) {
   return scale;
 }
 
-// A growable device or pinned buffer (grows only; reused across calls).
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  absl::Status Reserve(size_t want, int64_t* accounted) {
-    if (want <= bytes) return absl::OkStatus();
-    if (ptr != nullptr) {
-      GROVE_CUDA_RETURN(cudaFree(ptr));
-      *accounted -= static_cast<int64_t>(bytes);
-      ptr = nullptr;
-      bytes = 0;
-    }
-    GROVE_CUDA_RETURN(cudaMalloc(&ptr, want));
-    bytes = want;
-    *accounted += static_cast<int64_t>(want);
-    return absl::OkStatus();
-  }
-};
-
-struct PinnedBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  absl::Status Reserve(size_t want) {
-    if (want <= bytes) return absl::OkStatus();
-    if (ptr != nullptr) {
-      GROVE_CUDA_RETURN(cudaFreeHost(ptr));
-      ptr = nullptr;
-      bytes = 0;
-    }
-    GROVE_CUDA_RETURN(cudaMallocHost(&ptr, want));
-    bytes = want;
-    return absl::OkStatus();
-  }
-};
-
 // Everything one GPU holds for the model.
 struct DeviceState {
   int device = 0;
   std::mutex mu;
-  // Resident layout.
-  PathElement* d_elements = nullptr;
-  PathInfo* d_paths = nullptr;
-  uint32_t* d_bin_offsets = nullptr;
-  double* d_values = nullptr;
-  uint32_t* d_category_bits = nullptr;
-  double* d_scale[2] = {nullptr, nullptr};  // [interactions]
-  double* d_bias = nullptr;
+  // Resident layout (PathLayout's arrays, the fixed-point scales [interactions] and the biases).
+  gpu::DeviceBuffer elements, paths, bin_offsets, values, category_bits, scale[2], bias;
   int64_t layout_bytes = 0;
-  int64_t workspace_bytes = 0;
-  // Workspaces: two slots (one per stream).
+  // Workspaces: two slots (one per stream), grown to the largest request seen; guarded by mu.
   cudaStream_t streams[2] = {nullptr, nullptr};
-  DeviceBuffer rows[2], acc[2], out[2];
-  PinnedBuffer h_rows, h_out;
+  gpu::DeviceBuffer rows[2], acc[2], out[2];
+  gpu::PinnedBuffer h_rows, h_out;
 
-  ~DeviceState() {
+  // Grows `b` to `bytes`.
+  absl::Status Reserve(gpu::DeviceBuffer& b, int64_t bytes) {
+    return b.Reserve(bytes, "treeshap_gpu: workspace");
+  }
+  int64_t WorkspaceBytes() const {
+    int64_t total = 0;
+    for (int s = 0; s < 2; ++s) total += rows[s].bytes() + acc[s].bytes() + out[s].bytes();
+    return total;
+  }
+
+  ~DeviceState() {  // the buffers go after, with the members
     cudaSetDevice(device);
-    for (void* p : {static_cast<void*>(d_elements), static_cast<void*>(d_paths),
-                    static_cast<void*>(d_bin_offsets), static_cast<void*>(d_values),
-                    static_cast<void*>(d_category_bits), static_cast<void*>(d_scale[0]),
-                    static_cast<void*>(d_scale[1]), static_cast<void*>(d_bias)}) {
-      if (p != nullptr) cudaFree(p);
+    for (cudaStream_t st : streams) {
+      if (st) cudaStreamDestroy(st);
     }
-    for (int s = 0; s < 2; ++s) {
-      if (rows[s].ptr) cudaFree(rows[s].ptr);
-      if (acc[s].ptr) cudaFree(acc[s].ptr);
-      if (out[s].ptr) cudaFree(out[s].ptr);
-      if (streams[s]) cudaStreamDestroy(streams[s]);
-    }
-    if (h_rows.ptr) cudaFreeHost(h_rows.ptr);
-    if (h_out.ptr) cudaFreeHost(h_out.ptr);
   }
 };
+
+// `host` uploaded into `*b`, its bytes added to `*accounted`.
+template <typename T>
+absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t* accounted) {
+  absl::StatusOr<gpu::DeviceBuffer> u = gpu::DeviceBuffer::Upload(host, "treeshap_gpu: layout upload");
+  if (!u.ok()) return u.status();
+  *b = std::move(*u);
+  *accounted += b->bytes();
+  return absl::OkStatus();
+}
 
 class TreeShapGpuImpl final : public TreeShapGpu {
  public:
@@ -144,14 +100,16 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       state->device = d;
       GROVE_CUDA_RETURN(cudaSetDevice(d));
       int64_t& b = state->layout_bytes;
-      if (absl::Status s = Upload(l.elements, &state->d_elements, &b); !s.ok()) return s;
-      if (absl::Status s = Upload(l.paths, &state->d_paths, &b); !s.ok()) return s;
-      if (absl::Status s = Upload(l.bin_offsets, &state->d_bin_offsets, &b); !s.ok()) return s;
-      if (absl::Status s = Upload(l.values, &state->d_values, &b); !s.ok()) return s;
-      if (absl::Status s = Upload(l.category_bits, &state->d_category_bits, &b); !s.ok()) return s;
-      if (absl::Status s = Upload(FixedScales(l, false), &state->d_scale[0], &b); !s.ok()) return s;
-      if (absl::Status s = Upload(FixedScales(l, true), &state->d_scale[1], &b); !s.ok()) return s;
-      if (absl::Status s = Upload(l.bias, &state->d_bias, &b); !s.ok()) return s;
+      DeviceState& st = *state;
+      for (absl::Status s : {UploadTo(l.elements, &st.elements, &b), UploadTo(l.paths, &st.paths, &b),
+                             UploadTo(l.bin_offsets, &st.bin_offsets, &b),
+                             UploadTo(l.values, &st.values, &b),
+                             UploadTo(l.category_bits, &st.category_bits, &b),
+                             UploadTo(FixedScales(l, false), &st.scale[0], &b),
+                             UploadTo(FixedScales(l, true), &st.scale[1], &b),
+                             UploadTo(l.bias, &st.bias, &b)}) {
+        if (!s.ok()) return s;
+      }
       for (int s = 0; s < 2; ++s) {
         GROVE_CUDA_RETURN(cudaStreamCreateWithFlags(&state->streams[s], cudaStreamNonBlocking));
       }
@@ -166,7 +124,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     int64_t total = 0;
     for (const auto& d : devices_) {
       std::lock_guard<std::mutex> lock(d->mu);
-      total += d->layout_bytes + d->workspace_bytes;
+      total += d->layout_bytes + d->WorkspaceBytes();
     }
     return total;
   }
@@ -195,14 +153,12 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     const int64_t width = Width(interactions);
     const int64_t chunk = ChunkRows(interactions, num_rows);
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (absl::Status st = d.acc[0].Reserve(chunk * width * 8, &d.workspace_bytes); !st.ok()) {
-      return st;
-    }
+    if (absl::Status st = d.Reserve(d.acc[0], chunk * width * 8); !st.ok()) return st;
     for (int64_t begin = 0; begin < num_rows; begin += chunk) {
       const int64_t n = std::min(chunk, num_rows - begin);
       if (absl::Status st =
               Launch(d, d_rows + begin * layout_->num_features, n, interactions,
-                     static_cast<unsigned long long*>(d.acc[0].ptr), d_out + begin * width, s);
+                     d.acc[0].as<unsigned long long>(), d_out + begin * width, s);
           !st.ok()) {
         return st;
       }
@@ -283,12 +239,12 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     (void)cudaGetLastError();
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, n * width * 8, s));
     tk::KernelArgs a;
-    a.d_elements = d.d_elements;
-    a.d_paths = d.d_paths;
-    a.d_bin_offsets = d.d_bin_offsets;
-    a.d_values = d.d_values;
-    a.d_category_bits = d.d_category_bits;
-    a.d_scale = d.d_scale[interactions ? 1 : 0];
+    a.d_elements = d.elements.as<PathElement>();
+    a.d_paths = d.paths.as<PathInfo>();
+    a.d_bin_offsets = d.bin_offsets.as<uint32_t>();
+    a.d_values = d.values.as<double>();
+    a.d_category_bits = d.category_bits.as<uint32_t>();
+    a.d_scale = d.scale[interactions ? 1 : 0].as<double>();
     a.num_bins = layout_->num_bins();
     a.d_rows = d_rows;
     a.num_rows = n;
@@ -339,7 +295,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     tk::FinishKernel<<<std::max(blocks, 1), threads, 0, s>>>(
         d_acc, n, width, block, interactions ? layout_->num_features * f1 + layout_->num_features
                                              : layout_->num_features,
-        layout_->num_outputs, d.d_scale[interactions ? 1 : 0], d.d_bias, d_out);
+        layout_->num_outputs, d.scale[interactions ? 1 : 0].as<double>(), d.bias.as<double>(), d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }
@@ -355,23 +311,19 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     // At least two chunks when there is enough work, so that copies overlap compute.
     int64_t chunk = ChunkRows(interactions, n);
     if (chunk == n && n >= 4096) chunk = (n + 3) / 4;
-    if (absl::Status s = d.h_rows.Reserve(n * F * sizeof(float)); !s.ok()) return s;
-    if (absl::Status s = d.h_out.Reserve(n * width * sizeof(float)); !s.ok()) return s;
+    for (absl::Status st : {d.h_rows.Reserve(n * F * sizeof(float), "treeshap_gpu: pinned rows"),
+                            d.h_out.Reserve(n * width * sizeof(float), "treeshap_gpu: pinned results")}) {
+      if (!st.ok()) return st;
+    }
     for (int s = 0; s < 2; ++s) {
-      if (absl::Status st = d.rows[s].Reserve(chunk * F * sizeof(float) + 16, &d.workspace_bytes);
-          !st.ok()) {
-        return st;
-      }
-      if (absl::Status st = d.acc[s].Reserve(chunk * width * 8, &d.workspace_bytes); !st.ok()) {
-        return st;
-      }
-      if (absl::Status st = d.out[s].Reserve(chunk * width * sizeof(float), &d.workspace_bytes);
-          !st.ok()) {
-        return st;
+      for (absl::Status st : {d.Reserve(d.rows[s], chunk * F * sizeof(float) + 16),
+                              d.Reserve(d.acc[s], chunk * width * 8),
+                              d.Reserve(d.out[s], chunk * width * sizeof(float))}) {
+        if (!st.ok()) return st;
       }
     }
-    float* h_rows = static_cast<float*>(d.h_rows.ptr);
-    float* h_out = static_cast<float*>(d.h_out.ptr);
+    float* h_rows = d.h_rows.as<float>();
+    float* h_out = d.h_out.as<float>();
     ThreadPool* pool = options_.host_pool;
     // Each chunk's rows are staged just before its copy, and the previous chunk's results are
     // copied out while this one computes (its stream is the other one).
@@ -391,12 +343,12 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       const double copy_start = Now();
       CopyRows(pool, h_rows + c * F, F, rows.Row(begin + c), rows.stride, m, F);
       *copy_seconds += Now() - copy_start;
-      float* d_rows = static_cast<float*>(d.rows[slot].ptr);
-      float* d_out = static_cast<float*>(d.out[slot].ptr);
+      float* d_rows = d.rows[slot].as<float>();
+      float* d_out = d.out[slot].as<float>();
       GROVE_CUDA_RETURN(cudaMemcpyAsync(d_rows, h_rows + c * F, m * F * sizeof(float),
                                         cudaMemcpyHostToDevice, s));
-      if (absl::Status st = Launch(d, d_rows, m, interactions,
-                                   static_cast<unsigned long long*>(d.acc[slot].ptr), d_out, s);
+      if (absl::Status st =
+              Launch(d, d_rows, m, interactions, d.acc[slot].as<unsigned long long>(), d_out, s);
           !st.ok()) {
         return st;
       }

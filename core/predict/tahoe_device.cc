@@ -167,12 +167,13 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   for (Slot& s : g.slots) {
     GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&s.h_in), g.in_bytes), "cudaMallocHost");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&s.h_out), g.out_bytes), "cudaMallocHost");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_in), g.in_bytes), "cudaMalloc (rows)");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_out), g.out_bytes), "cudaMalloc (out)");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&s.d_ws), g.ws_doubles * 8),
-               "cudaMalloc (workspace)");
+    for (absl::Status st : {s.h_in.Reserve(g.in_bytes, "tahoe: pinned rows"),
+                            s.h_out.Reserve(g.out_bytes, "tahoe: pinned results"),
+                            s.d_in.Reserve(g.in_bytes, "tahoe: device rows"),
+                            s.d_out.Reserve(g.out_bytes, "tahoe: device results"),
+                            s.d_ws.Reserve(g.ws_doubles * 8, "tahoe: workspace")}) {
+      if (!st.ok()) return st;
+    }
     g.bytes += g.in_bytes + g.out_bytes + g.ws_doubles * 8;
   }
   GROVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "upload");

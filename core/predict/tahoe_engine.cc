@@ -224,7 +224,7 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
     a.d_rows = d_rows + begin * row_stride;
     a.rows = std::min(chunk, rows - begin);
     a.d_out = d_out + begin * out_stride;
-    GROVE_CUDA_RETURN_IF_ERROR(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
+    GROVE_CUDA_RETURN_IF_ERROR(TahoeLaunch(g.df, a, slot.workspace(), slot.stream), "tahoe kernel launch");
   }
   GROVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(slot.stream), "tahoe kernels");
   return absl::OkStatus();
@@ -248,7 +248,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.slots[i].done), "tahoe chunk");
-    CopyRows(pool_, out.Row(p.begin), out.stride, g.slots[i].h_out, W, p.count, W);
+    CopyRows(pool_, out.Row(p.begin), out.stride, g.slots[i].host_out(), W, p.count, W);
     p.active = false;
     return absl::OkStatus();
   };
@@ -260,17 +260,17 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
     status = drain(i);
     if (!status.ok()) break;
     const int64_t n = std::min(chunk, rows.rows - begin);
-    CopyRows(pool_, slot.h_in, F, rows.Row(begin), rows.stride, n, F);
-    status = gpu::CudaStatus(cudaMemcpyAsync(slot.d_in, slot.h_in, n * F * 4, cudaMemcpyHostToDevice,
+    CopyRows(pool_, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
+    status = gpu::CudaStatus(cudaMemcpyAsync(slot.device_in(), slot.host_in(), n * F * 4, cudaMemcpyHostToDevice,
                                         slot.stream),
                         "copy rows to device");
     if (!status.ok()) break;
-    a.d_rows = slot.d_in;
+    a.d_rows = slot.device_in();
     a.rows = n;
-    a.d_out = slot.d_out;
-    status = gpu::CudaStatus(TahoeLaunch(g.df, a, slot.d_ws, slot.stream), "tahoe kernel launch");
+    a.d_out = slot.device_out();
+    status = gpu::CudaStatus(TahoeLaunch(g.df, a, slot.workspace(), slot.stream), "tahoe kernel launch");
     if (!status.ok()) break;
-    status = gpu::CudaStatus(cudaMemcpyAsync(slot.h_out, slot.d_out, n * W * 4, cudaMemcpyDeviceToHost,
+    status = gpu::CudaStatus(cudaMemcpyAsync(slot.host_out(), slot.device_out(), n * W * 4, cudaMemcpyDeviceToHost,
                                         slot.stream),
                         "copy results to host");
     if (!status.ok()) break;

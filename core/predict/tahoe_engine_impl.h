@@ -38,14 +38,18 @@ constexpr int64_t kMaxInBytes = int64_t{64} << 20;
 constexpr int64_t kMaxOutBytes = int64_t{64} << 20;
 constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
 
+// One staging lane of a GPU: rows in and results out through pinned memory, a kernel workspace,
+// and the stream the three steps of a chunk run on.
 struct Slot {
-  float* h_in = nullptr;   // pinned
-  float* h_out = nullptr;  // pinned
-  float* d_in = nullptr;
-  float* d_out = nullptr;
-  double* d_ws = nullptr;
+  gpu::PinnedBuffer h_in, h_out;
+  gpu::DeviceBuffer d_in, d_out, d_ws;
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
+  float* host_in() const { return h_in.as<float>(); }
+  float* host_out() const { return h_out.as<float>(); }
+  float* device_in() const { return d_in.as<float>(); }
+  float* device_out() const { return d_out.as<float>(); }
+  double* workspace() const { return d_ws.as<double>(); }
 };
 
 // One GPU: the resident format, streams, staging buffers.
@@ -63,13 +67,8 @@ struct Gpu {
 
   ~Gpu() {
     cudaSetDevice(device);
-    for (Slot& s : slots) {
+    for (Slot& s : slots) {  // the buffers go after, with the members, once the streams are idle
       if (s.stream) cudaStreamSynchronize(s.stream);
-      if (s.h_in) cudaFreeHost(s.h_in);
-      if (s.h_out) cudaFreeHost(s.h_out);
-      if (s.d_in) cudaFree(s.d_in);
-      if (s.d_out) cudaFree(s.d_out);
-      if (s.d_ws) cudaFree(s.d_ws);
       if (s.done) cudaEventDestroy(s.done);
       if (s.stream) cudaStreamDestroy(s.stream);
     }

@@ -57,5 +57,31 @@ TEST(DeviceBufferTest, UploadsOwnsAndReportsExhaustion) {
   (void)cudaGetLastError();
 }
 
+// Reserve grows a workspace only when asked for more (the steady state allocates nothing); pinned
+// buffers are host memory the device can copy from.
+TEST(DeviceBufferTest, ReserveGrowsOnlyAndPinnedBuffersAreHostMemory) {
+  if (VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible";
+  DeviceBuffer d;
+  ASSERT_TRUE(d.Reserve(100, "test workspace").ok());
+  void* const first = d.get();
+  EXPECT_EQ(d.bytes(), 100);
+  ASSERT_TRUE(d.Reserve(50, "test workspace").ok());
+  EXPECT_EQ(d.get(), first);
+  EXPECT_EQ(d.bytes(), 100);
+  ASSERT_TRUE(d.Reserve(4096, "test workspace").ok());
+  EXPECT_EQ(d.bytes(), 4096);
+  const std::vector<int> host = {7, 8, 9};
+  absl::StatusOr<PinnedBuffer> h = PinnedBuffer::Upload(host, "test staging");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->as<int>()[2], 9);  // readable on the host directly
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, h->get()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  ASSERT_EQ(cudaMemcpy(d.get(), h->get(), h->bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<int> back(3);
+  ASSERT_EQ(cudaMemcpy(back.data(), d.get(), 12, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+}
+
 }  // namespace
 }  // namespace grove::gpu
