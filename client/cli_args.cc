@@ -56,6 +56,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--requests", {true, {C::kBench}}},
       {"--server-pid", {true, {C::kBench}}},
       {"--connections", {true, {C::kBench}}},
+      {"--repeated-values", {false, {C::kBench}}},
   };
   return *options;
 }
@@ -235,6 +236,8 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.token = value;
     } else if (name == "--tls") {
       out.tls = true;
+    } else if (name == "--repeated-values") {
+      out.repeated_values = true;
     } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
       if (value.empty()) return Usage(absl::StrCat(name, " needs a PEM file"));
       (name == "--tls-ca" ? out.tls_ca : name == "--tls-cert" ? out.tls_cert : out.tls_key) = value;
@@ -391,6 +394,8 @@ Options:
   -c, --concurrency N        closed loop with N concurrent callers (default 1)
       --rate R               open loop: R requests per second
       --connections N        gRPC connections shared by the callers (default 1)
+      --repeated-values      send rows as repeated Matrix.values (the older form; results come
+                             back the same way) instead of raw little-endian bytes (raw_f32)
       --duration SECONDS     measured time (default 10)
       --warmup SECONDS       unmeasured time before (default 1)
       --requests N           stop after N measured requests instead

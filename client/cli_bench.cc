@@ -198,7 +198,7 @@ class Bench {
         p.iteration_begin = args_.iteration_begin;
         p.iteration_end = args_.iteration_end;
         grove::v1::ExplainRequest req = client::MakeExplainRequest(p);
-        client::FillMatrix(buf.data(), rpr, cols_, req.mutable_rows());
+        FillRows(buf, rpr, req.mutable_rows());
         explain_.push_back(std::move(req));
       } else {
         grove::v1::PredictRequest req;
@@ -209,11 +209,23 @@ class Bench {
                                                           : grove::v1::OUTPUT_PREDICTION);
         req.set_iteration_begin(args_.iteration_begin);
         req.set_iteration_end(args_.iteration_end);
-        client::FillMatrix(buf.data(), rpr, cols_, req.mutable_rows());
+        FillRows(buf, rpr, req.mutable_rows());
         predict_.push_back(std::move(req));
       }
     }
     return absl::OkStatus();
+  }
+
+  // The rows of one request: raw_f32 (the client's form), or repeated values with
+  // --repeated-values (the older form, to compare the two).
+  void FillRows(const std::vector<float>& buf, int64_t rows, grove::v1::Matrix* out) const {
+    if (!args_.repeated_values) {
+      client::FillMatrix(buf.data(), rows, cols_, out);
+      return;
+    }
+    out->set_rows(rows);
+    out->set_cols(cols_);
+    out->mutable_values()->Assign(buf.begin(), buf.begin() + rows * cols_);
   }
 
   // One synchronous call of prepared request `i` on connection `conn`.
