@@ -63,6 +63,14 @@ TEST(CliArgs, RemoteOptions) {
   EXPECT_TRUE(a->repeated_values);
   EXPECT_FALSE(ParseCliArgs({"predict", "--server", "h:1", "--model", "m", "--input", "x",
                              "--repeated-values"}).ok());
+  // Several bench processes: 1..256.
+  EXPECT_EQ(a->processes, 1);
+  a = ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "4"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->processes, 4);
+  EXPECT_FALSE(ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "0"}).ok());
+  EXPECT_FALSE(
+      ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "257"}).ok());
 }
 
 TEST(CliArgs, Token) {

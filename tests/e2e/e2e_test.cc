@@ -649,7 +649,8 @@ TEST_F(E2eTest, BenchReportsJson) {
   // Raw rows (the default) and repeated values (--repeated-values, the older form) alike.
   for (const std::vector<std::string>& mode :
        {std::vector<std::string>{"--concurrency", "4"}, std::vector<std::string>{"--rate", "200"},
-        std::vector<std::string>{"--concurrency", "2", "--repeated-values"}}) {
+        std::vector<std::string>{"--concurrency", "2", "--repeated-values"},
+        std::vector<std::string>{"--concurrency", "2", "--processes", "3"}}) {
     std::vector<std::string> cmd = {GroveCliBinary(),
                                     "bench",
                                     "--server",
@@ -677,7 +678,26 @@ TEST_F(E2eTest, BenchReportsJson) {
     EXPECT_TRUE(absl::StrContains(r.out, "\"rows_per_second\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"offered_per_second\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"failure_latency_ms\": {}")) << r.out;
+    const bool processes = std::find(mode.begin(), mode.end(), "--processes") != mode.end();
+    EXPECT_TRUE(absl::StrContains(r.out, processes ? "\"processes\": 3" : "\"processes\": 1"))
+        << r.out;
   }
+  // --processes: every worker's calls are counted (3 workers x 20 requests each), and a worker
+  // that cannot reach the server fails the run naming why.
+  CommandResult multi = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(),
+                                    "--model", c.name, "--requests", "20", "--processes", "3",
+                                    "--json"},
+                                   *scratch_);
+  ASSERT_EQ(multi.exit_code, 0) << multi.out << multi.err;
+  EXPECT_TRUE(absl::StrContains(multi.out, "\"requests_ok\": 60,")) << multi.out;
+  CommandResult unreachable = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(),
+                                          "--model", "no_such_model", "--requests", "1",
+                                          "--processes", "2"},
+                                         *scratch_);
+  EXPECT_EQ(unreachable.exit_code, 1) << unreachable.out << unreachable.err;
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "no_such_model")) << unreachable.err;
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "a worker of --processes 2 failed"))
+      << unreachable.err;
   // Explain, text output.
   CommandResult r = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(), "--model",
                                 c.name, "--operation", "explain", "--requests", "50", "-c", "2"},
