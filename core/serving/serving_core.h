@@ -74,8 +74,9 @@ struct ServingOptions {
   // callers left, against the cost of more engine calls.
   absl::Duration chunk_target = absl::Milliseconds(20);
   // Expected engine time up to which a task that finds its queue empty and the engines idle is
-  // computed on the submitting thread (0 .. 10 ms; 0: never, every task goes to the executor).
-  absl::Duration inline_compute = absl::ZeroDuration();
+  // computed on the submitting thread (0 .. 10 ms; 0: never, every task goes to the executor;
+  // groved: --inline_compute_us).
+  absl::Duration inline_compute = absl::Microseconds(100);
   // Bytes admitted requests may hold together (1 MiB .. 1 PiB).
   int64_t memory_budget_bytes = int64_t{2} << 30;
 };
