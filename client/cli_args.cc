@@ -56,6 +56,8 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--requests", {true, {C::kBench}}},
       {"--server-pid", {true, {C::kBench}}},
       {"--connections", {true, {C::kBench}}},
+      {"--repeated-values", {false, {C::kBench}}},
+      {"--processes", {true, {C::kBench}}},
   };
   return *options;
 }
@@ -235,6 +237,8 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.token = value;
     } else if (name == "--tls") {
       out.tls = true;
+    } else if (name == "--repeated-values") {
+      out.repeated_values = true;
     } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
       if (value.empty()) return Usage(absl::StrCat(name, " needs a PEM file"));
       (name == "--tls-ca" ? out.tls_ca : name == "--tls-cert" ? out.tls_cert : out.tls_key) = value;
@@ -244,7 +248,7 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       }
       out.bench_explain = value == "explain";
     } else if (name == "--rows-per-request" || name == "--concurrency" || name == "--requests" ||
-               name == "--connections" || name == "--server-pid") {
+               name == "--connections" || name == "--server-pid" || name == "--processes") {
       absl::StatusOr<int64_t> v = ParseInt(name, value, name == "--requests" ? 0 : 1);
       if (!v.ok()) return v.status();
       if (name == "--rows-per-request") out.rows_per_request = *v;
@@ -252,6 +256,10 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       if (name == "--requests") out.max_requests = *v;
       if (name == "--connections") out.connections = static_cast<int>(*v);
       if (name == "--server-pid") out.server_pid = *v;
+      if (name == "--processes") {
+        if (*v > 256) return Usage("--processes: at most 256");
+        out.processes = static_cast<int>(*v);
+      }
     } else if (name == "--rate" || name == "--duration" || name == "--warmup") {
       absl::StatusOr<double> v = ParseSeconds(name, value, name != "--duration");
       if (!v.ok()) return v.status();
@@ -391,6 +399,12 @@ Options:
   -c, --concurrency N        closed loop with N concurrent callers (default 1)
       --rate R               open loop: R requests per second
       --connections N        gRPC connections shared by the callers (default 1)
+      --processes N          run N bench processes at once, each with --concurrency callers on
+                             --connections connections (and --rate in the open loop), started
+                             together; one report over all of them (default 1: one process's
+                             client threads can be the limit of a many-core server)
+      --repeated-values      send rows as repeated Matrix.values (the older form; results come
+                             back the same way) instead of raw little-endian bytes (raw_f32)
       --duration SECONDS     measured time (default 10)
       --warmup SECONDS       unmeasured time before (default 1)
       --requests N           stop after N measured requests instead

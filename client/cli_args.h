@@ -62,6 +62,8 @@ struct CliArgs {
   int64_t max_requests = 0;        // --requests N: stop after N measured requests (0: duration)
   int connections = 1;             // --connections N: gRPC channels the callers share
   int64_t server_pid = 0;          // --server-pid PID: a local groved whose CPU time to report
+  bool repeated_values = false;    // --repeated-values: rows as Matrix.values instead of raw_f32
+  int processes = 1;               // --processes N: bench processes, each with the options above
 };
 
 // Parses argv[1..argc). Errors are INVALID_ARGUMENT with a one-line message

@@ -9,13 +9,16 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -198,7 +201,7 @@ class Bench {
         p.iteration_begin = args_.iteration_begin;
         p.iteration_end = args_.iteration_end;
         grove::v1::ExplainRequest req = client::MakeExplainRequest(p);
-        client::FillMatrix(buf.data(), rpr, cols_, req.mutable_rows());
+        FillRows(buf, rpr, req.mutable_rows());
         explain_.push_back(std::move(req));
       } else {
         grove::v1::PredictRequest req;
@@ -209,11 +212,23 @@ class Bench {
                                                           : grove::v1::OUTPUT_PREDICTION);
         req.set_iteration_begin(args_.iteration_begin);
         req.set_iteration_end(args_.iteration_end);
-        client::FillMatrix(buf.data(), rpr, cols_, req.mutable_rows());
+        FillRows(buf, rpr, req.mutable_rows());
         predict_.push_back(std::move(req));
       }
     }
     return absl::OkStatus();
+  }
+
+  // The rows of one request: raw_f32 (the client's form), or repeated values with
+  // --repeated-values (the older form, to compare the two).
+  void FillRows(const std::vector<float>& buf, int64_t rows, grove::v1::Matrix* out) const {
+    if (!args_.repeated_values) {
+      client::FillMatrix(buf.data(), rows, cols_, out);
+      return;
+    }
+    out->set_rows(rows);
+    out->set_cols(cols_);
+    out->mutable_values()->Assign(buf.begin(), buf.begin() + rows * cols_);
   }
 
   // One synchronous call of prepared request `i` on connection `conn`.
@@ -321,16 +336,32 @@ class Bench {
     total_.Merge(std::move(recorder));
   }
 
+  // The measured window and the time the requests of it took to send (longer than the window
+  // when an open-loop sender fell behind its schedule).
+  double MeasuredSeconds() const {
+    return std::max(1e-9, std::chrono::duration<double>(actual_end_ - measure_begin_).count());
+  }
+  double SendSeconds() const {
+    return std::max(MeasuredSeconds(),
+                    std::chrono::duration<double>(send_end_ - measure_begin_).count());
+  }
+  Recorder& total() { return total_; }
+  // Reports `merged` (several processes' results) instead of this run's: the rates over the
+  // processes' longest windows.
+  void SetMerged(Recorder&& merged, double seconds, double send_seconds) {
+    total_ = std::move(merged);
+    merged_seconds_ = seconds;
+    merged_send_seconds_ = send_seconds;
+  }
+
   int Report(const std::string& model_desc, const ServerCpu& cpu) {
     std::vector<double>& lat = total_.latencies;
     std::sort(lat.begin(), lat.end());
     for (auto& [code, l] : total_.failures) std::sort(l.begin(), l.end());
-    const double seconds =
-        std::max(1e-9, std::chrono::duration<double>(actual_end_ - measure_begin_).count());
+    const double seconds = merged_seconds_ > 0 ? merged_seconds_ : MeasuredSeconds();
     // Requests sent per second: over the measured window, or longer when an open-loop sender fell
     // behind its schedule.
-    const double send_seconds =
-        std::max(seconds, std::chrono::duration<double>(send_end_ - measure_begin_).count());
+    const double send_seconds = merged_seconds_ > 0 ? merged_send_seconds_ : SendSeconds();
     const int64_t failed = total_.Failed();
     const double offered = static_cast<double>(total_.ok + failed) / send_seconds;
     const double rps = static_cast<double>(total_.ok) / seconds;
@@ -346,6 +377,7 @@ class Bench {
       std::printf(
           "{\"server\": \"%s\", \"model\": \"%s\", \"operation\": \"%s\", \"mode\": \"%s\", "
           "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
+          "\"processes\": %d, "
           "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
           "\"failures\": %s, \"failure_latency_ms\": %s, \"offered_per_second\": %.6g, "
           "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, \"server_cpu\": %s, "
@@ -353,7 +385,8 @@ class Bench {
           "\"max\": %.6g, \"mean\": %.6g}}\n",
           args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
           open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
-          static_cast<int>(clients_.size()), seconds, static_cast<long long>(total_.ok),
+          args_.connections, std::max(1, args_.processes), seconds,
+          static_cast<long long>(total_.ok),
           static_cast<long long>(failed), FailureCountsJson(total_).c_str(),
           FailureLatencyJson(total_).c_str(), offered, rps, rows_ps,
           ServerCpuJson(cpu, total_.ok + failed).c_str(), Percentile(lat, 0.5) * ms,
@@ -361,11 +394,14 @@ class Bench {
           lat.empty() ? 0.0 : lat.back() * ms, mean * ms);
     } else {
       std::printf(
-          "grove bench: %s on %s, %s, %s, %lld rows/request, %d connection(s)\n",
+          "grove bench: %s on %s, %s, %s, %lld rows/request, %d connection(s)%s\n",
           model_desc.c_str(), args_.server.c_str(), op,
           open ? absl::StrFormat("open loop at %.6g requests/s", args_.rate).c_str()
                : absl::StrFormat("closed loop with %d caller(s)", args_.concurrency).c_str(),
-          static_cast<long long>(args_.rows_per_request), static_cast<int>(clients_.size()));
+          static_cast<long long>(args_.rows_per_request), args_.connections,
+          args_.processes > 1
+              ? absl::StrFormat(" per process, %d processes", args_.processes).c_str()
+              : "");
       std::printf("  requests    %lld ok, %lld failed in %.3f s, %.1f sent/s\n",
                   static_cast<long long>(total_.ok), static_cast<long long>(failed), seconds,
                   offered);
@@ -413,6 +449,7 @@ class Bench {
   std::vector<grove::v1::ExplainRequest> explain_;
   Recorder total_;
   Clock::time_point start_, measure_begin_, measure_end_, actual_end_, send_end_;
+  double merged_seconds_ = 0, merged_send_seconds_ = 0;  // SetMerged
 };
 
 int Fail(const absl::Status& status) {
@@ -424,7 +461,109 @@ int Fail(const absl::Status& status) {
 
 }  // namespace
 
-int RunBench(const CliArgs& args) {
+namespace {
+
+// ---- Several processes (--processes N) ----
+//
+// One process's closed loop stops near what its gRPC client threads can drive, below what a
+// many-core server answers. With --processes N the bench forks N workers before any gRPC state
+// exists (gRPC must not be initialised across a fork); each connects and prepares its requests on
+// its own, reports ready, and all start together when the parent says go, so that their measured
+// windows and the parent's server-CPU window coincide. Each sends its results (counts and every
+// latency, so that the merged percentiles are exact) back through a pipe.
+
+// A worker's end of its two pipes: `to_parent` (ready byte, then results), `from_parent` (go).
+struct ParentLink {
+  int to_parent = -1;
+  int from_parent = -1;
+};
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// What a worker sends when its run ended.
+struct WorkerResult {
+  std::string model_desc;
+  Recorder recorder;
+  double seconds = 0, send_seconds = 0, client_cpu_seconds = 0;
+};
+
+template <typename T>
+void Put(std::string* out, const T& v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+void PutDoubles(std::string* out, const std::vector<double>& v) {
+  Put(out, static_cast<uint64_t>(v.size()));
+  out->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+}
+
+std::string EncodeResult(const WorkerResult& r) {
+  std::string out;
+  Put(&out, static_cast<uint64_t>(r.model_desc.size()));
+  out += r.model_desc;
+  Put(&out, r.seconds);
+  Put(&out, r.send_seconds);
+  Put(&out, r.client_cpu_seconds);
+  Put(&out, r.recorder.ok);
+  PutDoubles(&out, r.recorder.latencies);
+  Put(&out, static_cast<uint64_t>(r.recorder.failures.size()));
+  for (const auto& [code, l] : r.recorder.failures) {
+    Put(&out, static_cast<int32_t>(code));
+    PutDoubles(&out, l);
+  }
+  return out;
+}
+
+// Reads one EncodeResult message from `fd` (false when the worker died before sending it).
+bool ReadResult(int fd, WorkerResult* r) {
+  uint64_t n = 0;
+  auto doubles = [&](std::vector<double>* v) {
+    if (!ReadAll(fd, &n, sizeof n) || n > (uint64_t{1} << 34)) return false;
+    v->resize(n);
+    return ReadAll(fd, v->data(), n * sizeof(double));
+  };
+  if (!ReadAll(fd, &n, sizeof n) || n > 4096) return false;
+  r->model_desc.resize(n);
+  if (!ReadAll(fd, r->model_desc.data(), n) || !ReadAll(fd, &r->seconds, sizeof(double)) ||
+      !ReadAll(fd, &r->send_seconds, sizeof(double)) ||
+      !ReadAll(fd, &r->client_cpu_seconds, sizeof(double)) ||
+      !ReadAll(fd, &r->recorder.ok, sizeof(int64_t)) || !doubles(&r->recorder.latencies) ||
+      !ReadAll(fd, &n, sizeof n) || n > 64) {
+    return false;
+  }
+  for (uint64_t i = 0, codes = n; i < codes; ++i) {
+    int32_t code = 0;
+    if (!ReadAll(fd, &code, sizeof code)) return false;
+    if (!doubles(&r->recorder.failures[static_cast<absl::StatusCode>(code)])) return false;
+  }
+  return true;
+}
+
+// One bench process: connects, prepares, runs, and reports (or, as a worker of --processes, sends
+// its results to the parent).
+int RunOne(const CliArgs& args, const ParentLink* parent) {
   absl::StatusOr<int64_t> version = ParseModelVersion(args);
   if (!version.ok()) return Fail(version.status());
   std::vector<std::unique_ptr<client::GroveClient>> clients;
@@ -443,39 +582,159 @@ int RunBench(const CliArgs& args) {
   }
   Bench bench(args, std::move(clients), *version, meta->num_features());
   if (absl::Status s = bench.Prepare(); !s.ok()) return Fail(s);
-  if (args.server_pid > 0) {
+  const bool sample_server = args.server_pid > 0 && parent == nullptr;
+  if (sample_server) {
     if (absl::StatusOr<double> cpu = ProcessCpuSeconds(args.server_pid); !cpu.ok()) {
       return Fail(cpu.status());
     }
   }
-  // The server's CPU clock is read when the warm-up ends and when the run ends.
+  if (parent != nullptr) {
+    char go = 'R';
+    if (!WriteAll(parent->to_parent, &go, 1) || !ReadAll(parent->from_parent, &go, 1)) return 1;
+  }
+  // The server's CPU clock (and this process's) are read when the warm-up ends and when the run
+  // ends.
   ServerCpu cpu;
   double cpu_begin = 0, client_begin = 0;
   std::chrono::steady_clock::time_point wall_begin;
-  std::thread sampler;
-  if (args.server_pid > 0) {
-    sampler = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(args.warmup_seconds));
-      wall_begin = std::chrono::steady_clock::now();
-      cpu_begin = ProcessCpuSeconds(args.server_pid).value_or(0);
-      client_begin = OwnCpuSeconds();
-    });
-  }
+  std::thread sampler([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(args.warmup_seconds));
+    wall_begin = std::chrono::steady_clock::now();
+    if (sample_server) cpu_begin = ProcessCpuSeconds(args.server_pid).value_or(0);
+    client_begin = OwnCpuSeconds();
+  });
   if (args.rate > 0) {
     bench.RunOpen();
   } else {
     bench.RunClosed();
   }
-  if (sampler.joinable()) {
-    sampler.join();
+  sampler.join();
+  cpu.client_seconds = OwnCpuSeconds() - client_begin;
+  cpu.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_begin).count();
+  if (sample_server) {
     absl::StatusOr<double> cpu_end = ProcessCpuSeconds(args.server_pid);
     cpu.known = cpu_end.ok();
     cpu.seconds = cpu_end.value_or(0) - cpu_begin;
-    cpu.client_seconds = OwnCpuSeconds() - client_begin;
+  }
+  const std::string desc = absl::StrCat("model ", meta->name(), " version ", meta->version());
+  if (parent != nullptr) {
+    WorkerResult r{desc, std::move(bench.total()), bench.MeasuredSeconds(), bench.SendSeconds(),
+                   cpu.client_seconds};
+    const std::string bytes = EncodeResult(r);
+    return WriteAll(parent->to_parent, bytes.data(), bytes.size()) ? 0 : 1;
+  }
+  return bench.Report(desc, cpu);
+}
+
+// --processes N: forks the workers (before any gRPC state exists), starts them together, samples
+// the server's CPU over the common window, merges and reports.
+int RunProcesses(const CliArgs& args) {
+  if (args.server_pid > 0) {
+    if (absl::StatusOr<double> cpu = ProcessCpuSeconds(args.server_pid); !cpu.ok()) {
+      return Fail(cpu.status());
+    }
+  }
+  struct Worker {
+    pid_t pid = -1;
+    int results = -1;  // read end of the worker's to_parent pipe
+    int go = -1;       // write end of its from_parent pipe
+  };
+  std::vector<Worker> workers;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (int i = 0; i < args.processes; ++i) {
+    int up[2], down[2];
+    if (::pipe(up) != 0 || ::pipe(down) != 0) {
+      return Fail(absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno))));
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) return Fail(absl::InternalError(absl::StrCat("fork: ", std::strerror(errno))));
+    if (pid == 0) {
+      ::close(up[0]);
+      ::close(down[1]);
+      for (const Worker& w : workers) {  // the earlier workers' parent ends
+        ::close(w.results);
+        ::close(w.go);
+      }
+      const ParentLink link{up[1], down[0]};
+      std::fflush(stdout);
+      ::_exit(RunOne(args, &link));
+    }
+    ::close(up[1]);
+    ::close(down[0]);
+    workers.push_back(Worker{pid, up[0], down[1]});
+  }
+  // Everyone ready (a worker that failed to connect or prepare closes its pipe instead), then go.
+  bool all_ready = true;
+  for (const Worker& w : workers) {
+    char ready = 0;
+    all_ready = all_ready && ReadAll(w.results, &ready, 1) && ready == 'R';
+  }
+  for (const Worker& w : workers) {
+    if (all_ready) {
+      const char go = 'G';
+      WriteAll(w.go, &go, 1);
+    }
+    ::close(w.go);  // without go, a waiting worker reads the end of the pipe and exits
+  }
+  ServerCpu cpu;
+  double cpu_begin = 0;
+  std::chrono::steady_clock::time_point wall_begin;
+  if (all_ready) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(args.warmup_seconds));
+    wall_begin = std::chrono::steady_clock::now();
+    if (args.server_pid > 0) cpu_begin = ProcessCpuSeconds(args.server_pid).value_or(0);
+  }
+  Recorder merged;
+  std::string desc;
+  double seconds = 0, send_seconds = 0;
+  bool complete = all_ready;
+  for (const Worker& w : workers) {
+    WorkerResult r;
+    if (all_ready && ReadResult(w.results, &r)) {
+      desc = r.model_desc;
+      seconds = std::max(seconds, r.seconds);
+      send_seconds = std::max(send_seconds, r.send_seconds);
+      cpu.client_seconds += r.client_cpu_seconds;
+      merged.Merge(std::move(r.recorder));
+    } else {
+      complete = false;
+    }
+    ::close(w.results);
+  }
+  if (all_ready) {
     cpu.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_begin).count();
+    if (args.server_pid > 0) {
+      absl::StatusOr<double> cpu_end = ProcessCpuSeconds(args.server_pid);
+      cpu.known = cpu_end.ok();
+      cpu.seconds = cpu_end.value_or(0) - cpu_begin;
+    }
   }
-  return bench.Report(absl::StrCat("model ", meta->name(), " version ", meta->version()), cpu);
+  bool exits_ok = true;
+  for (const Worker& w : workers) {
+    int status = 0;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    exits_ok = exits_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (!complete || !exits_ok) {
+    // The failing worker said why on stderr.
+    return Fail(absl::UnavailableError(
+        absl::StrCat("grove bench: a worker of --processes ", args.processes,
+                     " failed before it sent its results (see its error above)")));
+  }
+  Bench bench(args, {}, 0, 1);
+  bench.SetMerged(std::move(merged), seconds, send_seconds);
+  return bench.Report(desc, cpu);
+}
+
+}  // namespace
+
+int RunBench(const CliArgs& args) {
+  if (args.processes > 1) return RunProcesses(args);
+  return RunOne(args, nullptr);
 }
 
 }  // namespace grove::cli

@@ -103,7 +103,7 @@ absl::Status CopyRows(const client::Matrix& m, int64_t expected_rows, MatrixView
   return absl::OkStatus();
 }
 
-// Rows of one chunk as the CSV's doubles. For LightGBM models they go out as Matrix.values_f64 and
+// Rows of one chunk as the CSV's doubles. For LightGBM models they go out as Matrix.raw_f64 and
 // the server converts them exactly as the local CLI does (core/model/double_rows.h: LightGBM
 // compares doubles with double thresholds); for XGBoost models a cast to float is that conversion,
 // and float32 rows go out (half the bytes).

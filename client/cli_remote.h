@@ -8,7 +8,7 @@
 // in chunks (the StreamRows loop of cli_local.h, with rows parsed as doubles), so memory stays
 // bounded whatever the input size; each chunk goes out as Predict requests (at most the model's
 // max_request_rows each) or, for explain, as messages of one ExplainStream call with a bounded
-// window. Rows go out as float64 (Matrix.values_f64) for LightGBM models, whose thresholds are
+// window. Rows go out as float64 (Matrix.raw_f64) for LightGBM models, whose thresholds are
 // doubles, and as float32 for XGBoost models, so that the server routes them as the local CLI.
 #pragma once
 

@@ -10,11 +10,16 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+
+#ifndef ABSL_IS_LITTLE_ENDIAN
+#error "grove.v1 raw tensors are little-endian: a big-endian host needs byte swaps in FillMatrix"
+#endif
 
 namespace grove::client {
 namespace {
@@ -56,31 +61,46 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
-  out->set_rows(num_rows);
-  out->set_cols(num_cols);
-  out->clear_values_f64();
-  const int64_t n = num_rows * num_cols;
-  auto* values = out->mutable_values();
-  values->Resize(static_cast<int>(n), 0.0f);
-  if (n > 0) std::memcpy(values->mutable_data(), rows, static_cast<size_t>(n) * sizeof(float));
-}
+namespace {
 
-void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+// Rows as Matrix.raw_f32 / raw_f64: the values' own bytes, which are the wire's little-endian form
+// on this (little-endian) host.
+template <typename T>
+void FillRaw(const T* rows, int64_t num_rows, int64_t num_cols, std::string* raw,
+             grove::v1::Matrix* out) {
   out->set_rows(num_rows);
   out->set_cols(num_cols);
   out->clear_values();
-  const int64_t n = num_rows * num_cols;
-  auto* values = out->mutable_values_f64();
-  values->Resize(static_cast<int>(n), 0.0);
-  if (n > 0) std::memcpy(values->mutable_data(), rows, static_cast<size_t>(n) * sizeof(double));
+  out->clear_values_f64();
+  const size_t bytes = static_cast<size_t>(num_rows * num_cols) * sizeof(T);
+  raw->assign(reinterpret_cast<const char*>(rows), bytes);
+}
+
+}  // namespace
+
+void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+  out->clear_raw_f64();
+  FillRaw(rows, num_rows, num_cols, out->mutable_raw_f32(), out);
+}
+
+void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+  out->clear_raw_f32();
+  FillRaw(rows, num_rows, num_cols, out->mutable_raw_f64(), out);
 }
 
 Matrix FromProto(const grove::v1::Matrix& m) {
   Matrix out;
   out.rows = m.rows();
   out.cols = m.cols();
-  out.values.assign(m.values().begin(), m.values().end());
+  if (const std::string& raw = m.raw_f32(); !raw.empty()) {
+    // A partial value leaves no values, so that CheckRows refuses the size.
+    if (raw.size() % sizeof(float) == 0) {
+      out.values.resize(raw.size() / sizeof(float));
+      std::memcpy(out.values.data(), raw.data(), raw.size());
+    }
+  } else {
+    out.values.assign(m.values().begin(), m.values().end());
+  }
   return out;
 }
 

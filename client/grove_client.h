@@ -1,8 +1,10 @@
 // Grove's C++ client library: calls a running `groved` over gRPC (native API grove.v1.Grove, see
 // proto/grove/v1/grove.proto and docs/api.md; readiness through inference.GRPCInferenceService).
 //
-// Rows go out as a dense row-major float32 matrix (NaN = missing); results come back as dense
-// row-major float32 matrices whose row r belongs to input row r. Every call takes an optional
+// Rows go out as a dense row-major float32 (or float64) matrix (NaN = missing) in the raw form
+// (Matrix.raw_f32 / raw_f64: little-endian bytes, no per-value encoding); results come back as
+// dense row-major float32 matrices whose row r belongs to input row r (raw_f32, which groved sends
+// for raw rows; the repeated `values` of older servers are read as well). Every call takes an optional
 // timeout (the gRPC deadline); server errors come back unchanged as absl::Status with the gRPC
 // code and message (NOT_FOUND, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED,
 // UNAVAILABLE, ...).
@@ -133,7 +135,7 @@ class GroveClient {
   absl::StatusOr<ExplainResult> Explain(const ExplainParams& params, const float* rows,
                                         int64_t num_rows, int64_t num_cols,
                                         const CallOptions& call = {});
-  // The same with float64 rows (sent as Matrix.values_f64: the server converts them to the float32
+  // The same with float64 rows (sent as Matrix.raw_f64: the server converts them to the float32
   // rows that route as the model's library routes the doubles -- LightGBM compares doubles).
   absl::StatusOr<PredictResult> Predict(const PredictParams& params, const double* rows,
                                         int64_t num_rows, int64_t num_cols,
@@ -152,7 +154,7 @@ class GroveClient {
   absl::Status ExplainStream(const ExplainParams& params, int64_t num_cols, const NextRowsFn& next,
                              const ExplainDoneFn& done, int window = 4,
                              const CallOptions& call = {});
-  // The same with float64 rows (Matrix.values_f64).
+  // The same with float64 rows (Matrix.raw_f64).
   using NextRowsF64Fn = std::function<bool(std::vector<double>* rows, int64_t* num_rows)>;
   absl::Status ExplainStream(const ExplainParams& params, int64_t num_cols,
                              const NextRowsF64Fn& next, const ExplainDoneFn& done, int window = 4,
@@ -205,7 +207,8 @@ class GroveClient {
   std::unique_ptr<inference::GRPCInferenceService::Stub> inference_;
 };
 
-// Helpers shared with the CLI and bench: build a native request / unpack a native response.
+// Helpers shared with the CLI and bench: build a native request (rows as raw_f32 / raw_f64) /
+// unpack a native response (raw_f32 or values).
 void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out);
 void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out);
 Matrix FromProto(const grove::v1::Matrix& m);

@@ -2,7 +2,9 @@
 // cancels its queued work when the client goes away, and the submission of a call's compute tasks.
 //
 // Handlers never block: they validate, convert, Submit tasks and return the reactor; the last task
-// to finish (on a batch executor thread) finishes the call.
+// to finish (on a batch executor thread) finishes the call. A short task that finds the engines
+// idle is computed inside Submit (serving_core.h, inline_compute), so the call may be finished on
+// the handler's own thread before the reactor is returned (gRPC allows Finish there).
 #pragma once
 
 #include <memory>

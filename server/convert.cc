@@ -1,18 +1,26 @@
 #include "server/convert.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <utility>
 
+#include "absl/base/config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/explain/explain.h"
 #include "core/model/double_rows.h"
 #include "core/predict/predict.h"
+
+// Raw tensors (grove.v1 raw_f32 / raw_f64, KServe raw contents) are little-endian on the wire and
+// read or written here by pointing at the bytes: a big-endian host would need a byte swap.
+#ifndef ABSL_IS_LITTLE_ENDIAN
+#error "raw tensors are little-endian on the wire: a big-endian host needs byte swaps here"
+#endif
 
 namespace grove::server {
 namespace {
@@ -106,13 +114,66 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return sum;
 }
 
+bool IsRawMatrix(const grove::v1::Matrix& matrix) {
+  return !matrix.raw_f32().empty() || !matrix.raw_f64().empty();
+}
+
+absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, int64_t rows,
+                                          int64_t cols, absl::string_view bytes,
+                                          bool float64, std::vector<float>* converted) {
+  const size_t width = float64 ? sizeof(double) : sizeof(float);
+  const char* field = float64 ? "raw_f64" : "raw_f32";
+  if (bytes.size() % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " holds ", bytes.size(),
+                                                   " bytes, not a whole number of ", width,
+                                                   "-byte values"));
+  }
+  const int64_t values = static_cast<int64_t>(bytes.size() / width);
+  if (absl::Status s = CheckShape(model, rows, cols, values); !s.ok()) {
+    if (rows <= 0 || cols != model.forest->num_features) return s;
+    // The shape itself is fine: say it in bytes, the unit the sender wrote.
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " holds ", bytes.size(), " bytes; a matrix of ", rows, " x ", cols, " needs ",
+        SaturatingBytes(rows, cols, static_cast<int64_t>(width)), " (", width,
+        " bytes per value)"));
+  }
+  const bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % width == 0;
+  if (!float64) {
+    if (aligned) return MakeRowsView(reinterpret_cast<const float*>(bytes.data()), rows, cols);
+    converted->resize(static_cast<size_t>(values));
+    std::memcpy(converted->data(), bytes.data(), bytes.size());
+    return MakeRowsView(converted->data(), rows, cols);
+  }
+  const double* doubles = reinterpret_cast<const double*>(bytes.data());
+  std::vector<double> copy;
+  if (!aligned) {
+    copy.resize(static_cast<size_t>(values));
+    std::memcpy(copy.data(), bytes.data(), bytes.size());
+    doubles = copy.data();
+  }
+  converted->resize(static_cast<size_t>(values));
+  DoubleRowConverter(*model.forest).ConvertRows(doubles, rows, converted->data());
+  return MakeRowsView(converted->data(), rows, cols);
+}
+
 absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
                                         const grove::v1::Matrix& matrix,
                                         std::vector<float>* converted) {
+  const int forms = (matrix.values_size() > 0) + (matrix.values_f64_size() > 0) +
+                    !matrix.raw_f32().empty() + !matrix.raw_f64().empty();
+  if (forms > 1) {
+    return absl::InvalidArgumentError(
+        "rows carry more than one of values, values_f64, raw_f32, raw_f64; send one");
+  }
+  if (!matrix.raw_f32().empty()) {
+    return RowsFromRawBytes(model, matrix.rows(), matrix.cols(), matrix.raw_f32(), false,
+                            converted);
+  }
+  if (!matrix.raw_f64().empty()) {
+    return RowsFromRawBytes(model, matrix.rows(), matrix.cols(), matrix.raw_f64(), true,
+                            converted);
+  }
   if (matrix.values_f64_size() > 0) {
-    if (matrix.values_size() > 0) {
-      return absl::InvalidArgumentError("rows carry both values and values_f64; send one");
-    }
     if (absl::Status s = CheckShape(model, matrix.rows(), matrix.cols(), matrix.values_f64_size());
         !s.ok()) {
       return s;
@@ -209,11 +270,22 @@ absl::Status CheckExplainRows(const registry::ServableModel& model,
   return absl::OkStatus();
 }
 
-MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols) {
+MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols, bool raw) {
   matrix->set_rows(rows);
   matrix->set_cols(cols);
-  matrix->mutable_values()->Resize(static_cast<int>(rows * cols), 0.0f);
-  return MakeMatrixView(matrix->mutable_values()->mutable_data(), rows, cols);
+  if (!raw) {
+    matrix->mutable_values()->Resize(static_cast<int>(rows * cols), 0.0f);
+    return MakeMatrixView(matrix->mutable_values()->mutable_data(), rows, cols);
+  }
+  std::string* bytes = matrix->mutable_raw_f32();
+  bytes->resize(static_cast<size_t>(rows * cols) * sizeof(float));
+  assert(reinterpret_cast<uintptr_t>(bytes->data()) % alignof(float) == 0);
+  return MakeMatrixView(reinterpret_cast<float*>(bytes->data()), rows, cols);
+}
+
+const float* MatrixData(const grove::v1::Matrix& matrix) {
+  if (!matrix.raw_f32().empty()) return reinterpret_cast<const float*>(matrix.raw_f32().data());
+  return matrix.values().data();
 }
 
 void InteractionRowSums(const float* interactions, int64_t rows, int num_outputs, int num_features,

@@ -39,11 +39,27 @@ absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline);
 // fit int64 is refused, never wrapped). INVALID_ARGUMENT naming the expected value or limit.
 absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
                         int64_t values);
-// CheckShape of a native Matrix, and the rows as a view into it; float64 rows (values_f64) are
-// converted into `*converted` (DoubleRowConverter) and the view points there.
+// CheckShape of a native Matrix, and the rows as a view into it. A Matrix carries exactly one of
+// values, values_f64, raw_f32, raw_f64 (INVALID_ARGUMENT naming them otherwise). float32 rows
+// (values, or raw_f32 at a float-aligned address) are read in place: the view points into the
+// message, which must outlive it; raw_f32 at an unaligned address is copied once into
+// `*converted`. float64 rows (values_f64, raw_f64) are converted into `*converted`
+// (DoubleRowConverter) and the view points there. Raw forms: RowsFromRawBytes.
 absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
                                         const grove::v1::Matrix& matrix,
                                         std::vector<float>* converted);
+
+// Raw rows of `rows` x `cols` little-endian float32 (float64 when `float64`) values in `bytes`:
+// the size checked (INVALID_ARGUMENT in bytes when the shape is right but the size is not, the
+// CheckShape message otherwise); float32 at a float-aligned address is a view of `bytes` (which
+// must outlive it), otherwise one memcpy into `*converted`; float64 is converted into
+// `*converted` (DoubleRowConverter).
+absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, int64_t rows,
+                                          int64_t cols, absl::string_view bytes, bool float64,
+                                          std::vector<float>* converted);
+
+// The rows came as raw bytes (raw_f32 or raw_f64): the results go back raw (see grove.proto).
+bool IsRawMatrix(const grove::v1::Matrix& matrix);
 
 // Boosting-round range [begin, end) (end 0: to the last round).
 absl::Status CheckIterationRange(const Forest& forest, int begin, int end);
@@ -68,8 +84,14 @@ absl::Status CheckExplainRows(const registry::ServableModel& model,
 int64_t SaturatingBytes(int64_t rows, int64_t width, int64_t bytes_per_value);
 int64_t SaturatingAdd(int64_t a, int64_t b);
 
-// Sizes a Matrix to rows x cols (values zero-filled) and returns a view of its storage.
-MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols);
+// Sizes a Matrix to rows x cols (zero-filled) and returns a view of its storage, into which the
+// engines write the results directly: `values` when !raw, the little-endian bytes of raw_f32 when
+// raw (the string's buffer is float-aligned: heap memory, or the small-string buffer inside the
+// 8-aligned string object; checked).
+MatrixView<float> ResizeMatrix(grove::v1::Matrix* matrix, int64_t rows, int64_t cols,
+                               bool raw = false);
+// The float32 results of a Matrix, raw_f32 or values (whichever ResizeMatrix filled).
+const float* MatrixData(const grove::v1::Matrix& matrix);
 
 // Row sums of interaction matrices: `interactions` is [rows, K*(F+1)*(F+1)], `values` receives
 // [rows, K*(F+1)].

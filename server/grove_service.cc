@@ -109,6 +109,7 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
 
   response->set_model(model->name);
   response->set_version(model->version);
+  const bool raw = IsRawMatrix(request->rows());  // results in the rows' form
   const int tasks_count = static_cast<int>(outputs->size()) + (request->explain() ? 1 : 0);
   auto gathered = std::make_shared<std::vector<float>>();
   auto call = std::make_shared<CallState>(
@@ -125,7 +126,7 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
                                 : (*outputs)[i] == OutputKind::kPrediction
                                     ? response->mutable_prediction()
                                     : response->mutable_leaf();
-    auto t = MakeTask(model, Operation::kPredict, *rows, ResizeMatrix(target, n, widths[i]),
+    auto t = MakeTask(model, Operation::kPredict, *rows, ResizeMatrix(target, n, widths[i], raw),
                       request->iteration_begin(), request->iteration_end(), call);
     t->kind = (*outputs)[i];
     tasks.push_back(std::move(t));
@@ -146,7 +147,8 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
     }
     ObserveRows(runtime, model->name, Operation::kExplain, explained);
     tasks.push_back(MakeTask(model, Operation::kExplain, explain_rows,
-                             ResizeMatrix(response->mutable_shap_values(), explained, explain_width),
+                             ResizeMatrix(response->mutable_shap_values(), explained,
+                                          explain_width, raw),
                              request->iteration_begin(), request->iteration_end(), call));
   }
   SubmitAll(runtime, std::move(tasks), call);
@@ -433,19 +435,20 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   response->set_num_features(F);
   response->set_num_outputs(K);
   response->set_sequence(request.sequence());
+  const bool raw = IsRawMatrix(request.rows());  // results in the rows' form
   auto scratch = std::make_shared<std::vector<float>>();
   MatrixView<float> out;
   if (request.interactions()) {
-    out = ResizeMatrix(response->mutable_interactions(), n, ExplainWidth(f, true));
+    out = ResizeMatrix(response->mutable_interactions(), n, ExplainWidth(f, true), raw);
   } else if (omit) {
     scratch->resize(static_cast<size_t>(n * width));
     out = MakeMatrixView(scratch->data(), n, width);
   } else {
-    out = ResizeMatrix(response->mutable_values(), n, width);
+    out = ResizeMatrix(response->mutable_values(), n, width, raw);
   }
   const bool interactions = request.interactions();
   const int top_k = request.top_k();
-  auto finish = [response, scratch, converted, n, F, K, width, omit, interactions, top_k,
+  auto finish = [response, scratch, converted, n, F, K, width, omit, interactions, top_k, raw,
                  done = std::move(done)](absl::Status status) {
     if (status.ok()) {
       const float* values;
@@ -455,12 +458,12 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
           scratch->resize(static_cast<size_t>(n * width));
           sums = scratch->data();
         } else {
-          sums = ResizeMatrix(response->mutable_values(), n, width).data;
+          sums = ResizeMatrix(response->mutable_values(), n, width, raw).data;
         }
-        InteractionRowSums(response->interactions().values().data(), n, K, F, sums);
+        InteractionRowSums(MatrixData(response->interactions()), n, K, F, sums);
         values = sums;
       } else {
-        values = omit ? scratch->data() : response->values().values().data();
+        values = omit ? scratch->data() : MatrixData(response->values());
       }
       for (int o = 0; o < K; ++o) response->add_bias(values[o * (F + 1) + F]);
       if (top_k > 0) TopK(values, n, K, F, top_k, response->mutable_top());

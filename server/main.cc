@@ -67,6 +67,10 @@ ABSL_FLAG(int64_t, max_queue_wait_ms, 10000,
 ABSL_FLAG(int64_t, compute_chunk_ms, 20,
           "engine time of one chunk of a running batch (1..10000): between chunks, rows of "
           "callers that left are not computed");
+ABSL_FLAG(int64_t, inline_compute_us, 100,
+          "a call that finds its queue empty and the engines idle is computed on the gRPC thread "
+          "that received it (no hand-off to a batch thread and back) when its expected engine time "
+          "is at most this many microseconds (0..10000; 0: every call goes to a batch thread)");
 ABSL_FLAG(int64_t, max_request_memory_mb, 2048,
           "memory that admitted requests may hold together, converted rows and results "
           "(1..1073741824 MiB); beyond it calls are refused with RESOURCE_EXHAUSTED");
@@ -178,6 +182,7 @@ int main(int argc, char** argv) {
   o.runtime.calibration_cache_dir = absl::GetFlag(FLAGS_calibration_cache_dir);
   serving.max_queue_wait = absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
   serving.chunk_target = absl::Milliseconds(absl::GetFlag(FLAGS_compute_chunk_ms));
+  serving.inline_compute = absl::Microseconds(absl::GetFlag(FLAGS_inline_compute_us));
   // Saturated before the shift: an absurd value fails validation instead of overflowing.
   const int64_t memory_mb = absl::GetFlag(FLAGS_max_request_memory_mb);
   serving.memory_budget_bytes =

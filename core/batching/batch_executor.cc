@@ -80,11 +80,20 @@ void BatchExecutor::Notify() {
   cv_.Signal();
 }
 
+bool BatchExecutor::TryBeginInline() {
+  if (stopped_.load(std::memory_order_acquire)) return false;
+  int idle = 0;
+  return busy_.compare_exchange_strong(idle, 1, std::memory_order_acq_rel);
+}
+
+void BatchExecutor::EndInline() { busy_.fetch_sub(1, std::memory_order_acq_rel); }
+
 void BatchExecutor::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (stop_) return;
     stop_ = true;
+    stopped_.store(true, std::memory_order_release);
     cv_.SignalAll();
   }
   for (std::thread& t : threads_) t.join();
@@ -101,11 +110,14 @@ void BatchExecutor::WorkerLoop() {
     std::shared_ptr<BatchSource> owner;
     absl::AnyInvocable<void() &&> work = sources_.Take(&owner, &earliest);
     if (work) {
-      // Another idle worker may find more.
-      cv_.Signal();
+      busy_.fetch_add(1, std::memory_order_acq_rel);
+      // Another idle worker may find more: wake one only when a source asked to be polled again
+      // now (more is ready); work that arrives later wakes one through Notify.
+      if (earliest <= clock_->Now()) cv_.Signal();
       mu_.Unlock();
       std::move(work)();
       owner.reset();
+      busy_.fetch_sub(1, std::memory_order_acq_rel);
       mu_.Lock();
       continue;
     }

@@ -12,6 +12,7 @@
 // injected clock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -64,6 +65,13 @@ class Executor {
   virtual void Remove(const BatchSource* source) = 0;
   // Something changed (a task was queued, a batch finished): poll the sources again.
   virtual void Notify() = 0;
+  // The caller's thread may compute one batch now instead of handing it to an executor thread:
+  // true when no batch is computing on the executor and no other caller holds this slot (the
+  // engines are idle, so the caller cannot wait behind another batch, e.g. for a GPU's staging
+  // lock). After true the caller computes and then calls EndInline. Never waits. An executor
+  // that runs work only on its own threads answers false.
+  virtual bool TryBeginInline() { return false; }
+  virtual void EndInline() {}
   // Finishes running work; no work runs afterwards. Sources' queued work is not run.
   virtual void Stop() = 0;
 };
@@ -81,6 +89,8 @@ class BatchExecutor final : public Executor {
   void Add(std::shared_ptr<BatchSource> source) override;
   void Remove(const BatchSource* source) override;
   void Notify() override;
+  bool TryBeginInline() override;
+  void EndInline() override;
   // Finishes running work, then joins the threads.
   void Stop() override;
   int num_threads() const { return static_cast<int>(threads_.size()); }
@@ -94,6 +104,10 @@ class BatchExecutor final : public Executor {
   SourceRing sources_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Batches computing: on the threads, plus one on a caller's thread (TryBeginInline). Atomic so
+  // that the inline check takes no lock that the workers hold while polling.
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stopped_{false};  // stop_, readable without the lock
   std::vector<std::thread> threads_;
 };
 
@@ -117,13 +131,29 @@ class BatchQueue final : public BatchSource {
 
   // Batcher::Schedule (tasks found expired or cancelled meanwhile are answered here), then wakes
   // the executor.
+  // `run_now` (optional): when the executor's engines are idle (Executor::TryBeginInline) and the
+  // batcher hands the task out at once (Batcher::Schedule's `run_now`), *run_now is that batch and
+  // the caller must pass it to RunNow on this thread; the executor is not woken. Otherwise the
+  // task is queued as without it.
   absl::Status Schedule(std::unique_ptr<Task>& task,
-                        const typename Batcher<Task>::AdmitFn* admit = nullptr) {
+                        const typename Batcher<Task>::AdmitFn* admit = nullptr,
+                        Batch<Task>* run_now = nullptr) {
     std::vector<Dropped<Task>> dropped;
-    absl::Status status = batcher_.Schedule(task, &dropped, admit);
+    const bool slot = run_now != nullptr && executor_->TryBeginInline();
+    absl::Status status = batcher_.Schedule(task, &dropped, admit, slot ? run_now : nullptr);
+    if (slot && run_now->empty()) executor_->EndInline();
     for (Dropped<Task>& d : dropped) drop_(std::move(d));
-    if (status.ok()) executor_->Notify();
+    if (status.ok() && (!slot || run_now->empty())) executor_->Notify();
     return status;
+  }
+  // Computes a batch Schedule handed out in `run_now`, on the calling thread, then releases the
+  // executor's slot; wakes the executor only when tasks queued meanwhile wait for it.
+  void RunNow(Batch<Task>&& batch) {
+    const int64_t rows = batch.rows;
+    const int64_t reported = process_(std::move(batch));
+    batcher_.BatchDone(rows - reported);
+    executor_->EndInline();
+    if (batcher_.stats().queued_tasks > 0) executor_->Notify();
   }
   // Answers expired and cancelled tasks now instead of at the next poll.
   void Purge() {
@@ -141,7 +171,9 @@ class BatchQueue final : public BatchSource {
         const int64_t reported = process_(std::move(polled.batch));
         batcher_.BatchDone(rows - reported);
       }
-      executor_->Notify();
+      // The finished batch freed a slot of this queue: another thread may now start a batch of
+      // its waiting tasks. Nothing waiting, nothing to wake (this thread polls again anyway).
+      if (batcher_.stats().queued_tasks > 0) executor_->Notify();
     };
   }
 

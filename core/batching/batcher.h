@@ -12,6 +12,10 @@
 // dropped since the last poll; Purge() takes out expired and cancelled tasks at once. Time comes
 // only from the injected Clock.
 //
+// A task that finds the queue empty and a batch slot free may also be handed back by Schedule to
+// run at once on the scheduling thread (see Schedule's `run_now`): no hand-off to an executor
+// thread for a call that finds the engine idle.
+//
 // Batch rule, evaluated at Poll(now) over the FIFO queue, when fewer than max_concurrent_batches of
 // this batcher are computing:
 //   * ready when the queued rows reach max_batch_rows, or the oldest task waited max_delay, or the
@@ -113,9 +117,15 @@ class Batcher {
   // `admit` (optional) is asked after expired and cancelled tasks left the queue, so that they do
   // not count as work ahead; those are returned in *dropped (may be null when the task type has no
   // deadline and cannot be cancelled) for the caller to answer.
+  // `run_now` (optional): when the task can start at once -- nothing is queued, fewer than
+  // max_concurrent_batches of this batcher are computing, and no batching delay is configured
+  // (a positive max_delay asks for company) -- it is admitted as above but not queued: it comes
+  // back in *run_now as a batch of its own, counted as computing like a batch Poll hands out
+  // (BatchDone must follow), for the caller to compute on its own thread. Otherwise *run_now
+  // stays empty and the task is queued.
   absl::Status Schedule(std::unique_ptr<Task>& task) { return Schedule(task, nullptr, nullptr); }
   absl::Status Schedule(std::unique_ptr<Task>& task, std::vector<Dropped<Task>>* dropped,
-                        const AdmitFn* admit) {
+                        const AdmitFn* admit, Batch<Task>* run_now = nullptr) {
     const int64_t rows = task->size();
     if (rows <= 0) return absl::InvalidArgumentError("a batch task must have at least one row");
     const absl::Time now = clock_->Now();
@@ -135,6 +145,17 @@ class Batcher {
     if (admit != nullptr) {
       absl::Status admitted = (*admit)(StatsLocked(), rows);
       if (!admitted.ok()) return admitted;
+    }
+    if (run_now != nullptr && queue_.empty() && !closed_ &&
+        inflight_batches_ < options_.max_concurrent_batches &&
+        options_.max_delay == absl::ZeroDuration()) {
+      run_now->formed = now;
+      run_now->rows = rows;
+      run_now->tasks.push_back(std::move(task));
+      run_now->enqueue_times.push_back(now);
+      ++inflight_batches_;
+      inflight_rows_ += rows;
+      return absl::OkStatus();
     }
     if constexpr (TaskWithDeadline<Task>) {
       earliest_deadline_ = std::min(earliest_deadline_, task->deadline());

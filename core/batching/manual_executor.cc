@@ -33,10 +33,31 @@ bool ManualExecutor::RunOne() {
       next_poll_ = earliest;
       return false;
     }
+    ++running_;
   }
   std::move(work)();
+  absl::MutexLock lock(&mu_);
+  --running_;
   return true;
 }
+
+bool ManualExecutor::TryBeginInline() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || !inline_allowed_ || running_ > 0 || inline_busy_) return false;
+  inline_busy_ = true;
+  return true;
+}
+
+void ManualExecutor::EndInline() {
+  absl::MutexLock lock(&mu_);
+  inline_busy_ = false;
+}
+
+void ManualExecutor::SetInlineAllowed(bool allowed) {
+  absl::MutexLock lock(&mu_);
+  inline_allowed_ = allowed;
+}
+
 
 int ManualExecutor::RunUntilIdle() {
   int runs = 0;

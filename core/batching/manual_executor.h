@@ -20,7 +20,13 @@ class ManualExecutor final : public Executor {
   void Add(std::shared_ptr<BatchSource> source) override;
   void Remove(const BatchSource* source) override;
   void Notify() override {}
+  // As BatchExecutor: the caller may compute now when no work is running (no RunOne is running
+  // work, no other caller holds the slot) and the test has not closed the slot (SetInlineAllowed).
+  bool TryBeginInline() override;
+  void EndInline() override;
   void Stop() override;
+  // Whether TryBeginInline may succeed (default true).
+  void SetInlineAllowed(bool allowed);
 
   // Polls the sources round-robin and runs the first work one hands out. False when none had any
   // (the clock may have to move: see next_poll()).
@@ -35,6 +41,9 @@ class ManualExecutor final : public Executor {
   SourceRing sources_ ABSL_GUARDED_BY(mu_);
   absl::Time next_poll_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // RunOne work in progress
+  bool inline_busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool inline_allowed_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace grove::batching

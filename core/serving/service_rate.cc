@@ -39,6 +39,12 @@ void ServiceRate::ObserveOutcome(absl::Duration expected, absl::Duration actual)
   correction_ = std::clamp(correction_ * (1 + step), kMinCorrection, kMaxCorrection);
 }
 
+absl::Duration ServiceRate::CallTime(int64_t rows) const {
+  absl::MutexLock lock(&mu_);
+  if (call_seconds_per_row_ < 0) return absl::InfiniteDuration();
+  return absl::Seconds(call_seconds_per_row_ * static_cast<double>(std::max<int64_t>(rows, 0)));
+}
+
 double ServiceRate::correction() const {
   absl::MutexLock lock(&mu_);
   return correction_;

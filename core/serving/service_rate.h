@@ -35,6 +35,9 @@ class ServiceRate {
   // took longer than its deadline allowed). Short expectations are ignored (noise).
   void ObserveOutcome(absl::Duration expected, absl::Duration actual);
   double correction() const;
+  // Time of one engine call of `rows` at the measured time per row (uncorrected: the engine
+  // alone); InfiniteDuration while unknown.
+  absl::Duration CallTime(int64_t rows) const;
   // Rows one engine call computes in `target` (at least 1; `fallback` while unknown).
   int64_t RowsFor(absl::Duration target, int64_t fallback) const;
 

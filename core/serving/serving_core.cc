@@ -23,6 +23,11 @@ absl::Status ValidateServingOptions(const ServingOptions& o) {
         absl::StrCat("chunk_target (--compute_chunk_ms) must be between 1 ms and 10 s, got ",
                      absl::FormatDuration(o.chunk_target)));
   }
+  if (o.inline_compute < absl::ZeroDuration() || o.inline_compute > kMaxInlineCompute) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inline_compute (--inline_compute_us) must be between 0 and 10 ms, got ",
+                     absl::FormatDuration(o.inline_compute)));
+  }
   if (o.memory_budget_bytes < (int64_t{1} << 20) || o.memory_budget_bytes > kMaxMemoryBudgetBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the request memory budget (--max_request_memory_mb) must be between 1 MiB and 1 PiB, got ",
@@ -57,7 +62,8 @@ ServingCore::ModelQueues* ServingCore::QueuesFor(const std::string& model,
   std::unique_ptr<ModelQueues>& slot = queues_[model];
   if (slot != nullptr) return slot.get();
   slot = std::make_unique<ModelQueues>();
-  const ServingQueueOptions queue_options{options_.max_queue_wait, options_.chunk_target};
+  const ServingQueueOptions queue_options{options_.max_queue_wait, options_.chunk_target,
+                                          options_.inline_compute};
   for (int i = 0; i < registry::kNumOperations; ++i) {
     const Operation op = static_cast<Operation>(i);
     auto queue = std::make_shared<ServingQueue>(config.Batching(op), queue_options, clock_,

@@ -14,6 +14,16 @@
 // Memory (Reserve): a server-wide budget for the bytes requests hold, taken by the adapter before
 // it converts a request.
 //
+// Running at once (`inline_compute`): a task that arrives while its queue is empty, no batching
+// delay is configured and the engines are idle (no batch computing on the executor) runs on the
+// submitting thread -- a gRPC callback thread in groved -- instead of being handed to an executor
+// thread and its answer handed back: two thread hand-offs fewer for a call that finds the engine
+// idle. Only a task whose expected engine time (its rows at the queue's measured time per row of
+// an engine call) is at most `inline_compute`, so that the submitting thread is held no longer
+// than a short CPU or GPU launch; before a queue's first batch the time is unknown and the task
+// is queued. Admission, deadlines, cancellation and the observer's events are the same as for a
+// queued task (a batch of one task with zero queue wait).
+//
 // Leaving early: a cancelled call's queued tasks leave their queues at once (CallState hooks), an
 // expired task leaves at the next Submit or poll of its queue. A running batch computes in chunks
 // of about `chunk_target` of engine time and, between chunks, answers the tasks whose callers are
@@ -51,6 +61,7 @@ class ServingQueue;
 // Bounds of the options (inclusive).
 inline constexpr absl::Duration kMaxQueueWaitBound = absl::Hours(1);
 inline constexpr absl::Duration kMaxChunkTarget = absl::Seconds(10);
+inline constexpr absl::Duration kMaxInlineCompute = absl::Milliseconds(10);
 inline constexpr int64_t kMaxMemoryBudgetBytes = int64_t{1} << 50;
 
 struct ServingOptions {
@@ -62,6 +73,10 @@ struct ServingOptions {
   // Engine time of one chunk of a running batch (1 ms .. 10 s): how late a batch notices that its
   // callers left, against the cost of more engine calls.
   absl::Duration chunk_target = absl::Milliseconds(20);
+  // Expected engine time up to which a task that finds its queue empty and the engines idle is
+  // computed on the submitting thread (0 .. 10 ms; 0: never, every task goes to the executor;
+  // groved: --inline_compute_us).
+  absl::Duration inline_compute = absl::Microseconds(100);
   // Bytes admitted requests may hold together (1 MiB .. 1 PiB).
   int64_t memory_budget_bytes = int64_t{2} << 30;
 };
@@ -82,9 +97,11 @@ class ServingCore {
   ServingCore(const ServingCore&) = delete;
   ServingCore& operator=(const ServingCore&) = delete;
 
-  // Queues `task` on its model's queue for its operation (admission above). On error the task is
-  // not queued and the caller answers its CallState: RESOURCE_EXHAUSTED (shed), UNAVAILABLE
-  // (shutting down), DEADLINE_EXCEEDED (the deadline already passed).
+  // Queues `task` on its model's queue for its operation (admission above), or computes it before
+  // returning when it may run at once (`inline_compute` above: its CallState may then be answered
+  // on this thread, inside Submit). On error the task is not queued and the caller answers its
+  // CallState: RESOURCE_EXHAUSTED (shed), UNAVAILABLE (shutting down), DEADLINE_EXCEEDED (the
+  // deadline already passed).
   absl::Status Submit(std::unique_ptr<ComputeTask> task);
 
   // Takes `bytes` from the memory budget for a request of `rows` rows to `model` (a refusal is

@@ -87,13 +87,23 @@ absl::Status ServingQueue::Submit(std::unique_ptr<ComputeTask> task) {
     return Admit(ahead, n, deadline, now, &reason, &task->expected);
   };
   const batching::Batcher<ComputeTask>::AdmitFn admit_fn(admit);
-  absl::Status status = batch_queue_->Schedule(task, &admit_fn);
+  // Short enough to compute on this thread if the engines turn out to be idle?
+  const bool may_run_now = options_.inline_compute > absl::ZeroDuration() &&
+                           rate_.CallTime(rows) <= options_.inline_compute;
+  batching::Batch<ComputeTask> run_now;
+  absl::Status status = batch_queue_->Schedule(task, &admit_fn, may_run_now ? &run_now : nullptr);
   if (!status.ok()) {
     if (status.code() == absl::StatusCode::kUnavailable) reason = DropReason::kShutdown;
     observer_->Refused(reason, rows);
     return status;
   }
   observer_->Admitted(rows);
+  if (!run_now.empty()) {
+    // Computed and answered here; a cancellation meanwhile is seen between chunks as for any
+    // running batch.
+    batch_queue_->RunNow(std::move(run_now));
+    return absl::OkStatus();
+  }
   ReportDepth();
   // A cancelled call's queued tasks leave at once (the hook runs now if it was cancelled already).
   call->OnCancel([weak = std::weak_ptr<ServingQueue>(shared_from_this())] {

@@ -22,6 +22,7 @@ namespace grove::serving {
 struct ServingQueueOptions {
   absl::Duration max_queue_wait;
   absl::Duration chunk_target;
+  absl::Duration inline_compute;  // ServingOptions::inline_compute
 };
 
 class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {

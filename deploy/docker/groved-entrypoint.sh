@@ -15,7 +15,7 @@ GROVED=${GROVED:-/usr/local/bin/groved}
 GROVE_ENV_FLAGS="model_repository grpc_address grpc_port metrics_address metrics_port port_file
 tls_cert_file tls_key_file tls_client_ca_file auth_token_file tls_client_roles_file auth_poll_seconds
 max_message_bytes max_concurrent_streams repository_poll_seconds model_control strict_readiness default_model_config use_gpu
-compute_threads batch_threads max_queue_wait_ms compute_chunk_ms max_request_memory_mb compute_priority
+compute_threads batch_threads max_queue_wait_ms compute_chunk_ms inline_compute_us max_request_memory_mb compute_priority
 calibration_cache_dir
 shutdown_delay_seconds shutdown_grace_seconds
 log_format log_level"

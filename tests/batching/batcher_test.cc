@@ -2,14 +2,17 @@
 #include "core/batching/batcher.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "core/batching/batch_executor.h"
 #include "core/batching/clock.h"
+#include "core/batching/manual_executor.h"
 #include "gtest/gtest.h"
 
 namespace grove::batching {
@@ -344,6 +347,78 @@ TEST(BatcherTest, DefaultGoesAtOnceWhenIdleAndMergesWhatArrivesMeanwhile) {
   EXPECT_EQ(Ids(b.Poll().batch), std::vector<int>({2, 3, 4}));
 }
 
+// Schedule's run_now: a task that finds the queue empty and a batch slot free comes back as a
+// batch of its own (counted as computing) instead of being queued; otherwise it is queued.
+TEST(BatcherTest, RunNowWhenTheQueueIsEmptyAndASlotIsFree) {
+  FakeClock clock;
+  BatcherOptions o;  // no delay
+  o.max_concurrent_batches = 2;
+  Batcher<Task> b(o, &clock);
+  Batch<Task> now1;
+  auto t1 = MakeTask(1, 3);
+  ASSERT_TRUE(b.Schedule(t1, nullptr, nullptr, &now1).ok());
+  EXPECT_EQ(t1, nullptr);
+  ASSERT_EQ(Ids(now1), std::vector<int>({1}));
+  EXPECT_EQ(now1.rows, 3);
+  EXPECT_EQ(now1.enqueue_times, std::vector<absl::Time>({clock.Now()}));
+  EXPECT_EQ(b.stats().inflight_batches, 1);
+  EXPECT_EQ(b.stats().inflight_rows, 3);
+  EXPECT_EQ(b.stats().queued_tasks, 0);
+
+  // A second slot is free: the next one runs at once too.
+  Batch<Task> now2;
+  auto t2 = MakeTask(2, 1);
+  ASSERT_TRUE(b.Schedule(t2, nullptr, nullptr, &now2).ok());
+  EXPECT_EQ(Ids(now2), std::vector<int>({2}));
+  // Both slots taken: queued, and Poll hands nothing out until a slot frees.
+  Batch<Task> now3;
+  auto t3 = MakeTask(3, 1);
+  ASSERT_TRUE(b.Schedule(t3, nullptr, nullptr, &now3).ok());
+  EXPECT_TRUE(now3.empty());
+  EXPECT_TRUE(b.Poll().batch.empty());
+  // Something is queued: a newcomer queues behind it even with a free slot (FIFO).
+  b.BatchDone(now1.rows);
+  Batch<Task> now4;
+  auto t4 = MakeTask(4, 1);
+  ASSERT_TRUE(b.Schedule(t4, nullptr, nullptr, &now4).ok());
+  EXPECT_TRUE(now4.empty());
+  EXPECT_EQ(Ids(b.Poll().batch), std::vector<int>({3, 4}));
+
+  // Admission applies as for a queued task: bounds and the admit function refuse, the caller
+  // keeps the task.
+  Batcher<Task> small(Options(10, absl::ZeroDuration(), /*queue_rows=*/2), &clock);
+  Batch<Task> refused;
+  auto big = MakeTask(5, 3);
+  EXPECT_EQ(small.Schedule(big, nullptr, nullptr, &refused).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big, nullptr);
+  EXPECT_TRUE(refused.empty());
+  auto no = [](const Batcher<Task>::Stats&, int64_t) {
+    return absl::ResourceExhaustedError("no");
+  };
+  const Batcher<Task>::AdmitFn admit(no);
+  auto t6 = MakeTask(6, 1);
+  EXPECT_EQ(small.Schedule(t6, nullptr, &admit, &refused).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(refused.empty());
+  // Closed: UNAVAILABLE, never run.
+  small.Close();
+  EXPECT_EQ(small.Schedule(t6, nullptr, nullptr, &refused).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(refused.empty());
+}
+
+// A configured delay asks for company: even an idle queue queues the task (no run_now).
+TEST(BatcherTest, RunNowNeverSkipsAnOptInDelay) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::Microseconds(500)), &clock);
+  Batch<Task> now;
+  auto t1 = MakeTask(1, 1);
+  ASSERT_TRUE(b.Schedule(t1, nullptr, nullptr, &now).ok());
+  EXPECT_TRUE(now.empty());
+  EXPECT_EQ(b.stats().queued_tasks, 1);
+}
+
 TEST(BatcherTest, OptInDelayWaitsForCompanyEvenWhenIdle) {
   FakeClock clock;
   BatcherOptions o;
@@ -482,6 +557,92 @@ TEST(BatchExecutorTest, RunsEveryTaskOnceAcrossQueues) {
     executor.Remove(q.get());
   }
   executor.Stop();
+}
+
+// BatchQueue with run_now on a ManualExecutor (the puppet): a task that finds the engines idle is
+// computed by RunNow on the scheduling thread without any executor run; one that arrives while a
+// batch runs on the executor (or while the slot is held) is queued for it, and is merged with
+// what else arrived.
+TEST(BatchQueueTest, RunsOnTheCallerWhenTheEnginesAreIdle) {
+  FakeClock clock;
+  ManualExecutor executor;
+  std::vector<std::vector<int>> batches;  // ids of each computed batch
+  std::shared_ptr<BatchQueue<Work>> queue;
+  std::function<void()> during_batch;
+  queue = std::make_shared<BatchQueue<Work>>(
+      Options(100, absl::ZeroDuration(), 1000, 100, 2), &clock, &executor,
+      [&](Batch<Work>&& batch) -> int64_t {
+        std::vector<int> ids;
+        for (auto& t : batch.tasks) ids.push_back(t->id);
+        batches.push_back(ids);
+        if (during_batch) std::exchange(during_batch, nullptr)();
+        return 0;
+      },
+      [](Dropped<Work>&&) { ADD_FAILURE() << "nothing should be dropped"; });
+  executor.Add(queue);
+
+  auto schedule = [&](int id) {
+    auto t = std::make_unique<Work>(Work{id, 1, nullptr});
+    Batch<Work> now;
+    EXPECT_TRUE(queue->Schedule(t, nullptr, &now).ok());
+    if (!now.empty()) queue->RunNow(std::move(now));
+  };
+  // Idle: computed at once, on this thread; the executor has nothing to run.
+  schedule(1);
+  EXPECT_EQ(batches, std::vector<std::vector<int>>({{1}}));
+  EXPECT_EQ(executor.RunUntilIdle(), 0);
+  EXPECT_TRUE(queue->batcher().Idle());
+
+  // While a batch computes on the executor, arrivals queue (the engines are busy) and merge into
+  // the executor's next batch.
+  auto queued = std::make_unique<Work>(Work{2, 1, nullptr});
+  ASSERT_TRUE(queue->Schedule(queued).ok());  // no run_now: queued for the executor
+  during_batch = [&] {
+    schedule(3);
+    schedule(4);
+  };
+  EXPECT_EQ(executor.RunUntilIdle(), 2);
+  EXPECT_EQ(batches, std::vector<std::vector<int>>({{1}, {2}, {3, 4}}));
+
+  // A slot the test holds closed (another caller computing): queued, run by the executor.
+  executor.SetInlineAllowed(false);
+  schedule(5);
+  EXPECT_EQ(batches.size(), 3u);
+  EXPECT_EQ(executor.RunUntilIdle(), 1);
+  EXPECT_EQ(batches.back(), std::vector<int>({5}));
+  executor.Remove(queue.get());
+}
+
+// BatchExecutor's slot: taken only while no batch computes on its threads, one caller at a time.
+TEST(BatchExecutorTest, InlineSlotOnlyWhenNothingComputes) {
+  BatchExecutor executor(1, RealClock::Get());
+  ASSERT_TRUE(executor.TryBeginInline());
+  EXPECT_FALSE(executor.TryBeginInline()) << "one caller at a time";
+  executor.EndInline();
+  absl::Notification started, release;
+  std::atomic<int> answered{0};
+  auto queue = std::make_shared<BatchQueue<Work>>(
+      Options(100, absl::ZeroDuration()), RealClock::Get(), &executor,
+      [&](Batch<Work>&& batch) -> int64_t {
+        started.Notify();
+        release.WaitForNotification();
+        answered.fetch_add(static_cast<int>(batch.tasks.size()));
+        return 0;
+      },
+      [](Dropped<Work>&&) {});
+  executor.Add(queue);
+  auto t = std::make_unique<Work>(Work{1, 1, nullptr});
+  ASSERT_TRUE(queue->Schedule(t).ok());
+  started.WaitForNotification();
+  EXPECT_FALSE(executor.TryBeginInline()) << "a batch computes on the executor";
+  release.Notify();
+  while (answered.load() < 1 || !queue->batcher().Idle()) std::this_thread::yield();
+  // The worker releases its count after the batch; the slot frees once it did.
+  while (!executor.TryBeginInline()) std::this_thread::yield();
+  executor.EndInline();
+  executor.Remove(queue.get());
+  executor.Stop();
+  EXPECT_FALSE(executor.TryBeginInline()) << "stopped: no compute on callers either";
 }
 
 TEST(BatchExecutorTest, DropAllAnswersQueuedWork) {

@@ -54,6 +54,23 @@ TEST(CliArgs, RemoteOptions) {
   EXPECT_DOUBLE_EQ(a->timeout_seconds, 2.5);
   EXPECT_FALSE(ParseCliArgs({"predict", "--model", "m", "--input", "x", "--timeout", "1"}).ok());
   EXPECT_FALSE(ParseCliArgs({"inspect", "--server", "h:1", "--model", "m", "--timeout", "-1"}).ok());
+  // Rows go raw unless a bench asks for the older repeated form.
+  a = ParseCliArgs({"bench", "--server", "h:1", "--model", "m"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->repeated_values);
+  a = ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--repeated-values"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->repeated_values);
+  EXPECT_FALSE(ParseCliArgs({"predict", "--server", "h:1", "--model", "m", "--input", "x",
+                             "--repeated-values"}).ok());
+  // Several bench processes: 1..256.
+  EXPECT_EQ(a->processes, 1);
+  a = ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "4"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->processes, 4);
+  EXPECT_FALSE(ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "0"}).ok());
+  EXPECT_FALSE(
+      ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "257"}).ok());
 }
 
 TEST(CliArgs, Token) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -388,6 +389,40 @@ TEST_F(E2eTest, ClientMatchesLocalCli) {
   }
 }
 
+// The client sends rows raw (raw_f32 / raw_f64: the wire's little-endian bytes), so groved answers
+// raw; it reads raw_f32 and the repeated values of older servers alike.
+TEST(ClientWire, RowsGoRawAndBothResultFormsAreRead) {
+  const float rows[4] = {1.5f, -2.0f, 0.25f, NAN};
+  grove::v1::Matrix m;
+  client::FillMatrix(rows, 2, 2, &m);
+  ASSERT_EQ(m.raw_f32().size(), 16u);
+  EXPECT_EQ(m.values_size(), 0);
+  EXPECT_EQ(std::memcmp(m.raw_f32().data(), rows, 16), 0);
+  const double doubles[2] = {0.1, 3.0};
+  client::FillMatrix(doubles, 1, 2, &m);
+  EXPECT_TRUE(m.raw_f32().empty());
+  ASSERT_EQ(m.raw_f64().size(), 16u);
+  EXPECT_EQ(std::memcmp(m.raw_f64().data(), doubles, 16), 0);
+
+  grove::v1::Matrix raw;
+  raw.set_rows(2);
+  raw.set_cols(2);
+  raw.set_raw_f32(std::string(reinterpret_cast<const char*>(rows), 16));
+  client::Matrix got = client::FromProto(raw);
+  ASSERT_EQ(got.values.size(), 4u);
+  EXPECT_EQ(got.At(1, 0), 0.25f);
+  grove::v1::Matrix repeated;
+  repeated.set_rows(1);
+  repeated.set_cols(2);
+  repeated.add_values(7.0f);
+  repeated.add_values(8.0f);
+  got = client::FromProto(repeated);
+  EXPECT_EQ(got.At(0, 1), 8.0f);
+  // A partial trailing value is not silently dropped: the size no longer matches rows x cols.
+  raw.mutable_raw_f32()->resize(15);
+  EXPECT_TRUE(client::FromProto(raw).values.empty());
+}
+
 // ExplainStream through the client: many messages, answers in order, same values.
 TEST_F(E2eTest, ClientExplainStream) {
   for (const ServedCase& c : *cases_) {
@@ -611,8 +646,11 @@ TEST_F(E2eTest, ConcurrentCallersMixedModels) {
 // `grove bench`: closed and open loop, JSON output, zero failures.
 TEST_F(E2eTest, BenchReportsJson) {
   const ServedCase& c = cases_->front();
-  for (const std::vector<std::string>& mode : {std::vector<std::string>{"--concurrency", "4"},
-                                               std::vector<std::string>{"--rate", "200"}}) {
+  // Raw rows (the default) and repeated values (--repeated-values, the older form) alike.
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"--concurrency", "4"}, std::vector<std::string>{"--rate", "200"},
+        std::vector<std::string>{"--concurrency", "2", "--repeated-values"},
+        std::vector<std::string>{"--concurrency", "2", "--processes", "3"}}) {
     std::vector<std::string> cmd = {GroveCliBinary(),
                                     "bench",
                                     "--server",
@@ -640,7 +678,26 @@ TEST_F(E2eTest, BenchReportsJson) {
     EXPECT_TRUE(absl::StrContains(r.out, "\"rows_per_second\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"offered_per_second\": ")) << r.out;
     EXPECT_TRUE(absl::StrContains(r.out, "\"failure_latency_ms\": {}")) << r.out;
+    const bool processes = std::find(mode.begin(), mode.end(), "--processes") != mode.end();
+    EXPECT_TRUE(absl::StrContains(r.out, processes ? "\"processes\": 3" : "\"processes\": 1"))
+        << r.out;
   }
+  // --processes: every worker's calls are counted (3 workers x 20 requests each), and a worker
+  // that cannot reach the server fails the run naming why.
+  CommandResult multi = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(),
+                                    "--model", c.name, "--requests", "20", "--processes", "3",
+                                    "--json"},
+                                   *scratch_);
+  ASSERT_EQ(multi.exit_code, 0) << multi.out << multi.err;
+  EXPECT_TRUE(absl::StrContains(multi.out, "\"requests_ok\": 60,")) << multi.out;
+  CommandResult unreachable = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(),
+                                          "--model", "no_such_model", "--requests", "1",
+                                          "--processes", "2"},
+                                         *scratch_);
+  EXPECT_EQ(unreachable.exit_code, 1) << unreachable.out << unreachable.err;
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "no_such_model")) << unreachable.err;
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "a worker of --processes 2 failed"))
+      << unreachable.err;
   // Explain, text output.
   CommandResult r = RunCommand({GroveCliBinary(), "bench", "--server", server_->target(), "--model",
                                 c.name, "--operation", "explain", "--requests", "50", "-c", "2"},
@@ -977,11 +1034,13 @@ TEST_F(E2eOwnServerTest, PredictWithExplainRows) {
   ASSERT_EQ(response.explained_rows_size(), 3);
   ASSERT_EQ(response.shap_values().rows(), 3);
   ASSERT_EQ(response.shap_values().cols(), shap.cols);
+  const client::Matrix got = client::FromProto(response.shap_values());  // raw, as the rows
+  ASSERT_EQ(static_cast<int64_t>(got.values.size()), 3 * shap.cols);
   for (int i = 0; i < 3; ++i) {
     const int64_t row = response.explained_rows(i);
     EXPECT_NE(std::find(which.begin(), which.end(), row), which.end());
     for (int64_t c = 0; c < shap.cols; ++c) {
-      EXPECT_TRUE(SameFloat(response.shap_values().values(static_cast<int>(i * shap.cols + c)),
+      EXPECT_TRUE(SameFloat(got.At(i, c),
                             shap.values[static_cast<size_t>(row * shap.cols + c)]))
           << "row " << row << " col " << c;
     }

@@ -2,7 +2,8 @@
 // a PredictRequest and as an ExplainRequest, then validated and converted as Predict / Explain do,
 // for several models and row limits. Every check answers OK or INVALID_ARGUMENT /
 // FAILED_PRECONDITION; whatever passes is a rows x cols view that can be read whole, and every
-// explain_rows index is a row of it. Never a crash, a sanitizer report or an unbounded allocation.
+// explain_rows index is a row of it; results come back in the rows' form (raw_f32 for raw_f32 /
+// raw_f64 rows). Never a crash, a sanitizer report or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +16,19 @@ namespace {
 
 using grove::fuzz::CheckRequestStatus;
 
+// Results go back in the rows' form: a raw request's results are raw_f32 bytes of rows x 2 floats
+// that MatrixData reads back, a repeated-field request's are `values`.
+void ResultsInRowsForm(const grove::v1::Matrix& rows_matrix, int64_t rows) {
+  const bool raw = grove::server::IsRawMatrix(rows_matrix);
+  grove::v1::Matrix result;
+  grove::MatrixView<float> out = grove::server::ResizeMatrix(&result, rows, 2, raw);
+  out.data[0] = 1.5f;
+  out.data[rows * 2 - 1] = 2.5f;
+  if (raw != !result.raw_f32().empty() || raw == (result.values_size() > 0)) std::abort();
+  const float* data = grove::server::MatrixData(result);
+  if (data[0] != 1.5f || data[rows * 2 - 1] != 2.5f) std::abort();
+}
+
 void Predict(const grove::registry::ServableModel& model, const grove::v1::PredictRequest& req) {
   std::vector<float> converted;
   absl::StatusOr<grove::RowsView> rows = grove::server::RowsFromMatrix(model, req.rows(), &converted);
@@ -24,6 +38,7 @@ void Predict(const grove::registry::ServableModel& model, const grove::v1::Predi
   CheckRequestStatus(grove::server::ResolveOutputs(model, req).status());
   if (!rows.ok()) return;
   grove::fuzz::TouchRows(*rows, model.forest->num_features);
+  ResultsInRowsForm(req.rows(), rows->rows);
   const absl::Status explain_rows = grove::server::CheckExplainRows(model, req, rows->rows);
   CheckRequestStatus(explain_rows);
   if (!explain_rows.ok()) return;

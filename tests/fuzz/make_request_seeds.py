@@ -39,6 +39,14 @@ def main():
         e.rows.rows, e.rows.cols = 1, 8
         e.rows.values.extend([float("nan")] * 8)
         seeds["grove_request/explain_nan"] = e
+        p = grove_pb2.PredictRequest(model="m", explain=True)
+        p.rows.rows, p.rows.cols = 2, 8
+        p.rows.raw_f32 = struct.pack("<16f", *[0.5 * i for i in range(16)])
+        seeds["grove_request/predict_raw_f32"] = p
+        e = grove_pb2.ExplainRequest(model="m", top_k=2)
+        e.rows.rows, e.rows.cols = 1, 8
+        e.rows.raw_f64 = struct.pack("<8d", *[0.25 * i - 1 for i in range(8)])
+        seeds["grove_request/explain_raw_f64"] = e
 
         def infer(datatype, rows, cols, raw=None, typed=None):
             r = kserve.ModelInferRequest(model_name="m", model_version="1")

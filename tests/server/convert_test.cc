@@ -220,6 +220,101 @@ TEST(Convert, Float64RowsAreConvertedServerSide) {
   EXPECT_EQ(k->rows.At(0, 7), 3.5f);
 }
 
+// Raw rows (Matrix.raw_f32 / raw_f64) are read in place or converted once; sizes are checked in
+// bytes, and a Matrix carries one form only.
+TEST(Convert, RawRowsAreReadInPlaceAndChecked) {
+  auto m = Servable(Demo());
+  std::vector<float> values(16);
+  for (int i = 0; i < 16; ++i) values[i] = 0.5f * i;
+  grove::v1::Matrix matrix;
+  matrix.set_rows(2);
+  matrix.set_cols(8);
+  matrix.set_raw_f32(std::string(reinterpret_cast<const char*>(values.data()), 64));
+  EXPECT_TRUE(IsRawMatrix(matrix));
+  std::vector<float> converted;
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*m, matrix, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  // The engine reads the request's own bytes: no copy.
+  EXPECT_EQ(static_cast<const void*>(rows->data),
+            static_cast<const void*>(matrix.raw_f32().data()));
+  EXPECT_TRUE(converted.empty());
+  EXPECT_EQ(rows->At(1, 7), 7.5f);
+
+  // Sizes in bytes: one value short, a partial value, a second form.
+  matrix.mutable_raw_f32()->resize(60);
+  absl::Status s = RowsFromMatrix(*m, matrix, &converted).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("raw_f32 holds 60 bytes; a matrix of 2 x 8 needs 64"));
+  matrix.mutable_raw_f32()->resize(62);
+  s = RowsFromMatrix(*m, matrix, &converted).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not a whole number of 4-byte values"));
+  matrix.mutable_raw_f32()->resize(64);
+  matrix.add_values(1.0f);
+  s = RowsFromMatrix(*m, matrix, &converted).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("more than one of values, values_f64, raw_f32"));
+  matrix.clear_values();
+  matrix.set_cols(4);  // a shape error names features, as for repeated values
+  s = RowsFromMatrix(*m, matrix, &converted).status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rows have 4 features; model 'm' expects 8"));
+
+  // Unaligned bytes (possible for a message parsed in place): copied once, same values.
+  std::string shifted = " " + std::string(reinterpret_cast<const char*>(values.data()), 64);
+  rows = RowsFromRawBytes(*m, 2, 8, absl::string_view(shifted).substr(1), false, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->data, converted.data());
+  EXPECT_EQ(rows->At(1, 7), 7.5f);
+
+  // float64 rows: converted as values_f64 is.
+  std::vector<double> doubles(8);
+  for (int i = 0; i < 8; ++i) doubles[i] = 0.1 * i;
+  grove::v1::Matrix f64;
+  f64.set_rows(1);
+  f64.set_cols(8);
+  f64.set_raw_f64(std::string(reinterpret_cast<const char*>(doubles.data()), 64));
+  EXPECT_TRUE(IsRawMatrix(f64));
+  rows = RowsFromMatrix(*m, f64, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->data, converted.data());
+  EXPECT_EQ(rows->At(0, 3), static_cast<float>(0.3));
+  f64.mutable_raw_f64()->resize(56);
+  s = RowsFromMatrix(*m, f64, &converted).status();
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("raw_f64 holds 56 bytes; a matrix of 1 x 8 needs 64 (8 bytes per value)"));
+  std::string shifted64 = " " + std::string(reinterpret_cast<const char*>(doubles.data()), 64);
+  rows = RowsFromRawBytes(*m, 1, 8, absl::string_view(shifted64).substr(1), true, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->At(0, 3), static_cast<float>(0.3));
+
+  grove::v1::Matrix repeated;
+  repeated.add_values(1.0f);
+  EXPECT_FALSE(IsRawMatrix(repeated));
+}
+
+// Results are written straight into the response: raw_f32 bytes for raw requests, values
+// otherwise; MatrixData reads either.
+TEST(Convert, ResultsInTheRowsForm) {
+  grove::v1::Matrix raw;
+  MatrixView<float> out = ResizeMatrix(&raw, 3, 2, /*raw=*/true);
+  EXPECT_EQ(raw.raw_f32().size(), 24u);
+  EXPECT_EQ(raw.values_size(), 0);
+  EXPECT_EQ(static_cast<void*>(out.data), static_cast<const void*>(raw.raw_f32().data()));
+  out.data[5] = 4.25f;
+  EXPECT_EQ(MatrixData(raw)[5], 4.25f);
+  float back;
+  std::memcpy(&back, raw.raw_f32().data() + 20, 4);
+  EXPECT_EQ(back, 4.25f);  // little-endian float32 at index 5
+
+  grove::v1::Matrix values;
+  out = ResizeMatrix(&values, 3, 2);
+  EXPECT_TRUE(values.raw_f32().empty());
+  out.data[5] = 1.5f;
+  EXPECT_EQ(values.values(5), 1.5f);
+  EXPECT_EQ(MatrixData(values)[5], 1.5f);
+}
+
 TEST(Convert, KserveShapesFollowFil) {
   auto binary = Servable(Demo());
   EXPECT_EQ(KservePredictionShape(*binary->forest, 5), (std::vector<int64_t>{5, 2}));

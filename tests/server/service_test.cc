@@ -212,6 +212,72 @@ TEST_F(ServerTest, Float64RowsMatchTheLibrary) {
   ExpectClose(resp.margin().values(), want->values, 1e-5);
 }
 
+std::vector<float> RawFloats(const grove::v1::Matrix& m) {
+  std::vector<float> out(m.raw_f32().size() / sizeof(float));
+  std::memcpy(out.data(), m.raw_f32().data(), out.size() * sizeof(float));
+  return out;
+}
+
+// Raw rows (raw_f32 / raw_f64) get raw results equal to what the repeated fields get; the old
+// form (repeated values, the tests above) keeps getting repeated results.
+TEST_F(ServerTest, RawTensorsMirrorTheRequestForm) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kMultiRows, &n, &cols);
+  rows.resize(std::min<int64_t>(n, 40) * cols);
+  n = static_cast<int64_t>(rows.size()) / cols;
+  grove::v1::PredictRequest req;
+  req.set_model("multi");
+  req.mutable_rows()->set_rows(n);
+  req.mutable_rows()->set_cols(cols);
+  req.mutable_rows()->set_raw_f32(
+      std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float)));
+  req.add_outputs(grove::v1::OUTPUT_MARGIN);
+  req.add_outputs(grove::v1::OUTPUT_LEAF);
+  req.set_explain(true);
+  req.add_explain_rows(3);
+  grpc::ClientContext ctx;
+  grove::v1::PredictResponse resp;
+  grpc::Status s = Grove()->Predict(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.margin().values_size(), 0);
+  EXPECT_EQ(resp.margin().rows(), n);
+  ExpectClose(RawFloats(resp.margin()), LocalPredict(kMulti, rows, cols, OutputKind::kMargin));
+  ExpectClose(RawFloats(resp.leaf()), LocalPredict(kMulti, rows, cols, OutputKind::kLeaf), 0);
+  std::vector<float> picked(rows.begin() + 3 * cols, rows.begin() + 4 * cols);
+  ExpectClose(RawFloats(resp.shap_values()), LocalExplain(kMulti, picked, cols, false), 1e-4);
+
+  // A wrong byte count is INVALID_ARGUMENT naming both sizes.
+  req.mutable_rows()->mutable_raw_f32()->resize(rows.size() * sizeof(float) - 4);
+  grpc::ClientContext bad_ctx;
+  s = Grove()->Predict(&bad_ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("needs ", rows.size() * 4)));
+
+  // Explain with interactions and top-k from raw float64 rows: raw values and interactions,
+  // repeated bias and top-k.
+  std::vector<float> demo = ReadRows(kDemoRows, &n, &cols);
+  std::vector<double> doubles(demo.begin(), demo.end());
+  grove::v1::ExplainRequest ereq;
+  ereq.set_model("demo");
+  ereq.mutable_rows()->set_rows(n);
+  ereq.mutable_rows()->set_cols(cols);
+  ereq.mutable_rows()->set_raw_f64(
+      std::string(reinterpret_cast<const char*>(doubles.data()), doubles.size() * sizeof(double)));
+  ereq.set_top_k(2);
+  ereq.set_interactions(true);
+  grpc::ClientContext ectx;
+  grove::v1::ExplainResponse eresp;
+  s = Grove()->Explain(&ectx, ereq, &eresp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::vector<float> shap = LocalExplain(kDemo, demo, cols, false);
+  EXPECT_EQ(eresp.values().values_size(), 0);
+  ExpectClose(RawFloats(eresp.values()), shap, 1e-4);
+  ExpectClose(RawFloats(eresp.interactions()), LocalExplain(kDemo, demo, cols, true), 1e-4);
+  ASSERT_EQ(eresp.bias_size(), 1);
+  EXPECT_NEAR(eresp.bias(0), shap[8], 1e-5);
+  EXPECT_EQ(eresp.top().features_size(), n * 2);
+}
+
 TEST_F(ServerTest, ExplainWithTopKBiasAndInteractions) {
   int64_t n, cols;
   std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);

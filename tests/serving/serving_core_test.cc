@@ -364,6 +364,83 @@ TEST_F(ServingCoreTest, ShutdownAnswersQueuedWorkAndRefusesNewWork) {
   EXPECT_EQ(Submit(NewCaller(1)).code(), absl::StatusCode::kUnavailable);
 }
 
+// inline_compute: a short task that finds its queue empty and the engines idle is computed inside
+// Submit, on the caller's thread (no executor run), with the same admission, observer events and
+// cancellation; anything else is queued for the executor.
+TEST_F(ServingCoreTest, ShortTaskOnAnIdleEngineRunsOnTheCaller) {
+  ServingOptions options;
+  options.inline_compute = absl::Milliseconds(5);
+  Start(options);
+  registry::ModelConfig config = *model_->config;
+  config.batching[0].max_delay = absl::ZeroDuration();  // the default: no waiting for company
+  auto model = std::make_shared<registry::ServableModel>(*model_);
+  model->config = std::make_shared<registry::ModelConfig>(config);
+  model_ = model;
+
+  // The engine's speed is unknown before the first batch: queued for the executor.
+  Caller* first = NewCaller(2);
+  ASSERT_TRUE(Submit(first).ok());
+  EXPECT_FALSE(first->answer.has_value());
+  EXPECT_EQ(executor_->RunUntilIdle(), 1);
+  ASSERT_TRUE(first->answer.has_value() && first->answer->ok());
+
+  // 1 ms per row now known: 3 rows (3 ms <= 5 ms) are computed inside Submit.
+  Caller* quick = NewCaller(3, absl::InfiniteDuration(), 7);
+  ASSERT_TRUE(Submit(quick).ok());
+  ASSERT_TRUE(quick->answer.has_value()) << "answered before Submit returned";
+  EXPECT_TRUE(quick->answer->ok());
+  ExpectDoubled(*quick);
+  EXPECT_EQ(engine_.calls(), std::vector<int64_t>({2, 3}));
+  EXPECT_EQ(executor_->RunUntilIdle(), 0) << "nothing was handed to the executor";
+  Counts counts = observer_.counts();
+  EXPECT_EQ(counts.admitted, 2);
+  EXPECT_EQ(counts.delivered, 2);
+  EXPECT_EQ(counts.batches, 2);
+
+  // 10 rows (10 ms expected) would hold the caller too long: queued.
+  Caller* slow = NewCaller(10);
+  ASSERT_TRUE(Submit(slow).ok());
+  EXPECT_FALSE(slow->answer.has_value());
+
+  // While that batch computes on the executor the engines are busy: a short task is queued too,
+  // and runs in the executor's next batch.
+  Caller* during = nullptr;
+  engine_.set_before_return([&](int call) {
+    if (call == 3) {
+      during = NewCaller(1);
+      ASSERT_TRUE(Submit(during).ok());
+      EXPECT_FALSE(during->answer.has_value()) << "the engines are busy";
+    }
+  });
+  EXPECT_EQ(executor_->RunUntilIdle(), 2);
+  ASSERT_NE(during, nullptr);
+  ASSERT_TRUE(slow->answer.has_value() && slow->answer->ok());
+  ASSERT_TRUE(during->answer.has_value() && during->answer->ok());
+  EXPECT_EQ(engine_.calls(), std::vector<int64_t>({2, 3, 10, 1}));
+
+  // A call cancelled before it is submitted is answered CANCELLED at once, without compute.
+  Caller* gone = NewCaller(1);
+  gone->call->Cancel();
+  ASSERT_TRUE(Submit(gone).ok());
+  ASSERT_TRUE(gone->answer.has_value());
+  EXPECT_EQ(gone->answer->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(engine_.calls().size(), 4u);
+  EXPECT_EQ(observer_.counts().dropped[DropReason::kCancelled], 1);
+}
+
+// A positive batching delay is a request to wait for company: never computed on the caller.
+TEST_F(ServingCoreTest, OptInDelayIsNeverSkippedByInlineCompute) {
+  ServingOptions options;
+  options.inline_compute = absl::Milliseconds(5);
+  Start(options);  // the fixture's model waits 1 ms for company
+  Warm();
+  Caller* c = NewCaller(1);
+  ASSERT_TRUE(Submit(c).ok());
+  EXPECT_FALSE(c->answer.has_value());
+  RunBatches();
+  ASSERT_TRUE(c->answer.has_value() && c->answer->ok());
+}
+
 TEST(ServingOptionsTest, BoundsAreChecked) {
   ServingOptions o;
   EXPECT_TRUE(ValidateServingOptions(o).ok());
@@ -372,6 +449,11 @@ TEST(ServingOptionsTest, BoundsAreChecked) {
   o = ServingOptions{};
   o.chunk_target = absl::ZeroDuration();
   EXPECT_EQ(ValidateServingOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o = ServingOptions{};
+  o.inline_compute = absl::Milliseconds(11);
+  EXPECT_EQ(ValidateServingOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o.inline_compute = absl::Milliseconds(10);
+  EXPECT_TRUE(ValidateServingOptions(o).ok());
   o = ServingOptions{};
   o.memory_budget_bytes = 1000;
   EXPECT_EQ(ValidateServingOptions(o).code(), absl::StatusCode::kInvalidArgument);
