@@ -258,18 +258,36 @@ int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows
   return std::max(1, std::min(c, std::max({1, w.max_row_chunk, w.best_row_chunk})));
 }
 
-double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
-  const double rows_per_block = static_cast<double>(t.shape.chunk) * t.shape.per_thread;
-  const double blocks = std::ceil(std::max(1.0, rows) / rows_per_block);
-  const double per_sm = std::ceil(blocks / std::max(1, sm_count));
-  constexpr int kLast = RowChunkTiming::kPoints - 1;
+namespace {
+
+// Up to one wave: the measured points (1, half a wave, a wave) interpolated in blocks per SM.
+double PartialWave(const RowChunkTiming& t, double per_sm) {
   if (per_sm <= t.per_sm[0]) return t.seconds[0];
-  for (int i = 0; i < kLast; ++i) {
+  for (int i = 0; i < 2; ++i) {
     const double x0 = t.per_sm[i], x1 = t.per_sm[i + 1];
     if (per_sm > x1 || x1 <= x0) continue;
     return t.seconds[i] + (per_sm - x0) / (x1 - x0) * (t.seconds[i + 1] - t.seconds[i]);
   }
-  return t.seconds[kLast] + (per_sm - t.per_sm[kLast]) * t.block_seconds;
+  return t.seconds[2];
+}
+
+}  // namespace
+
+double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
+  const double rows_per_block = static_cast<double>(t.shape.chunk) * t.shape.per_thread;
+  const double blocks = std::ceil(std::max(1.0, rows) / rows_per_block);
+  const double p = std::ceil(blocks / std::max(1, sm_count));
+  const double b = std::max(1, t.blocks_per_sm);
+  if (p <= std::min<double>(b, t.per_sm[2])) return PartialWave(t, p);
+  // A wave's time: from the two-wave point, or at the large batch's rate where it was clamped.
+  const double span = t.per_sm[3] - t.per_sm[2];
+  const double wave = span > 0 && t.per_sm[3] >= 2 * b
+                          ? (t.seconds[3] - t.seconds[2]) / span * b
+                          : t.block_seconds * b;
+  const double fixed = std::clamp(t.seconds[2] - wave, 0.0, t.seconds[0]);
+  const double full = std::floor(p / b);
+  const double rest = p - full * b;
+  return fixed + full * wave + (rest > 0 ? std::max(0.0, PartialWave(t, rest) - fixed) : 0.0);
 }
 
 const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,

@@ -110,21 +110,26 @@ inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast
 // waves of resident blocks run in steps: a shape that is fastest per row on a large batch can leave
 // most of its last wave empty on a mid-size one (measured at 10,000 rows: prod-class10's probed
 // shape 0.49 ms, 16 rows per block 0.37 ms), and blocks sharing an SM slow each other less than in
-// proportion (8 rows per block: 1 block per SM 0.10 ms, 3 blocks 0.15 ms). So each shape is timed at
-// a few counts of blocks per SM around its first two waves, and RowChunkWaveSeconds interpolates.
+// proportion (8 rows per block: 1 block per SM 0.10 ms, 3 blocks 0.15 ms). So each shape is timed
+// with 1, half a wave's and a wave's blocks on every SM, and with two waves; RowChunkWaveSeconds
+// composes a batch of whole waves and one partial wave from them.
 struct RowChunkTiming {
-  static constexpr int kPoints = 5;
+  static constexpr int kPoints = 4;
   RowChunkShape shape;
   int blocks_per_sm = 1;      // resident blocks of this shape per SM (occupancy)
-  // Blocks on the busiest SM (1, half a wave, a wave, a wave and one, two waves; ascending, clamped
-  // to the probe's large batch) and the measured launch time at each (synchronization included).
+  // Blocks on the busiest SM (1, half a wave, a wave, two waves; ascending, clamped to the probe's
+  // large batch) and the measured launch time at each (synchronization included).
   int per_sm[kPoints] = {};
   double seconds[kPoints] = {};
-  double block_seconds = 0;   // beyond the last point: each further block per SM (the large batch's
-                              // rate)
+  double block_seconds = 0;   // each further block per SM at the large batch's rate (used when the
+                              // two-wave point was clamped)
 };
-// Predicted time of one launch of `rows` rows with the timed shape on `sm_count` SMs: the measured
-// points interpolated in blocks per SM (the busiest SM's count), extended at block_seconds.
+// Predicted time of one launch of `rows` rows with the timed shape on `sm_count` SMs, from the
+// busiest SM's blocks p in waves of b = blocks_per_sm: up to one wave, the measured points
+// interpolated; beyond, a fixed part o, floor(p / b) waves of W (the two-wave point less the one-wave
+// point) and the partial wave of the remaining blocks as measured, less o. A block past a full wave
+// costs a whole wave's latency, not 1/b of one (prod-wide256, 1,024-thread blocks at 10,000 rows:
+// 0.112 ms measured, 0.090 ms when extended at the per-block rate).
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
 
 // What one batch asks of each strategy (from the model, the batch and the engine's layout).

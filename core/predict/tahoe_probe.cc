@@ -191,7 +191,7 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
   TahoeLaunchArgs a = Args(g, StrategyId::kRowChunk, 1, ProbeCall());
   const int64_t sms = std::max(1, hw_.sm_count);
   std::vector<RowChunkTiming> timings;
-  absl::StrAppend(report, "row_chunk waves (blocks/SM: us at 1, half, 1, 1+1, 2 waves):");
+  absl::StrAppend(report, "row_chunk waves (blocks/SM: us at 1, half, 1, 2 waves):");
   for (const auto& [t_large, shape] : timed) {
     a.groups = shape.Code();
     RowChunkTiming t;
@@ -200,7 +200,7 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
     if (t.blocks_per_sm <= 0) continue;
     const int64_t rows_per_block = int64_t{shape.chunk} * shape.per_thread;
     const int64_t b = t.blocks_per_sm;
-    const int64_t counts[RowChunkTiming::kPoints] = {1, (b + 1) / 2, b, b + 1, 2 * b};
+    const int64_t counts[RowChunkTiming::kPoints] = {1, (b + 1) / 2, b, 2 * b};
     absl::StrAppend(report, " ", shape.Label(), ":", b, ":");
     for (int i = 0; i < RowChunkTiming::kPoints; ++i) {
       const int64_t rows = std::min(large, counts[i] * sms * rows_per_block);

@@ -332,8 +332,8 @@ TEST(PerfModelTest, RowChunkShapesRoundTripAndScaleWithTheBlock) {
 }
 
 // A timed row-chunk shape of `chunk` rows a group, two rows per thread (measured points in us).
-RowChunkTiming Timed(int chunk, int blocks_per_sm, std::array<int, 5> per_sm,
-                     std::array<double, 5> us, double block_us) {
+RowChunkTiming Timed(int chunk, int blocks_per_sm, std::array<int, RowChunkTiming::kPoints> per_sm,
+                     std::array<double, RowChunkTiming::kPoints> us, double block_us) {
   RowChunkTiming t;
   t.shape.chunk = chunk;
   t.shape.per_thread = 2;
@@ -346,22 +346,30 @@ RowChunkTiming Timed(int chunk, int blocks_per_sm, std::array<int, 5> per_sm,
   return t;
 }
 
-// Timed row-chunk shapes: measured points in blocks per SM interpolated, hand-computed on 100 SMs;
-// below half the probe's large batch the least predicted shape runs (its time is the row-chunk
-// cost), at and above the probe's own choice.
+// Timed row-chunk shapes, hand-computed on 100 SMs: up to a wave the measured points interpolated,
+// beyond it whole waves plus the partial wave as measured; below half the probe's large batch the
+// least predicted shape runs (its time is the row-chunk cost), at and above the probe's own choice.
 TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   // 64 rows a block, 2 blocks per SM (12,800 rows a wave); 16 rows a block, 8 blocks per SM.
-  const RowChunkTiming wide = Timed(32, 2, {1, 1, 2, 3, 4}, {60, 60, 100, 160, 200}, 45);
-  const RowChunkTiming narrow = Timed(8, 8, {1, 4, 8, 9, 16}, {50, 80, 120, 170, 240}, 12);
-  // 6,400 rows: one block on every SM; 12,801: a wave and one more block on the busiest SM.
+  const RowChunkTiming wide = Timed(32, 2, {1, 1, 2, 4}, {60, 60, 100, 200}, 45);
+  RowChunkTiming narrow = Timed(8, 8, {1, 4, 8, 16}, {50, 80, 120, 240}, 12);
+  // 6,400 rows: one block on every SM; 12,801: a wave and one more block on the busiest SM, which
+  // costs a whole (one-block) wave.
   EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 6400), 60e-6, 1e-12);
   EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 12800), 100e-6, 1e-12);
   EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 12801), 160e-6, 1e-12);
-  // 128,000 rows: 20 blocks per SM, 16 past the last point.
-  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 128000), 200e-6 + 16 * 45e-6, 1e-12);
+  // 128,000 rows: 20 blocks per SM, ten waves of 100 us.
+  EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 128000), 1000e-6, 1e-12);
   // 10,000 rows: 625 narrow blocks, 7 on the busiest SM: between 4 (80 us) and 8 (120 us).
   EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 10000), 110e-6, 1e-12);
   EXPECT_NEAR(RowChunkWaveSeconds(wide, 100, 10000), 100e-6, 1e-12);  // 157 blocks: 2 on some SM
+  // 20,000 rows: 13 narrow blocks per SM, a wave (120 us) and 5 more (90 us).
+  EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 20000), 210e-6, 1e-12);
+  // A two-wave point clamped by the probe's batch: a wave at the large batch's rate (8 x 12 us),
+  // the rest of the one-wave point (24 us) fixed.
+  narrow.per_sm[3] = 12;
+  EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 20000), 24e-6 + 96e-6 + (90e-6 - 24e-6), 1e-12);
+  narrow.per_sm[3] = 16;
 
   const GpuHardwareParams hw = FakeHw();  // 100 SMs
   TahoeWorkload w = Medium(10000);
