@@ -121,13 +121,13 @@ struct RowChunkTiming {
   // large batch) and the measured launch time at each (synchronization included).
   int per_sm[kPoints] = {};
   double seconds[kPoints] = {};
-  double block_seconds = 0;   // each further block per SM at the large batch's rate (used when the
-                              // two-wave point was clamped)
+  double block_seconds = 0;   // a block per SM at the large batch's rate (a wave's lower bound)
 };
 // Predicted time of one launch of `rows` rows with the timed shape on `sm_count` SMs, from the
 // busiest SM's blocks p in waves of b = blocks_per_sm: up to one wave, the measured points
 // interpolated; beyond, a fixed part o, floor(p / b) waves of W (the two-wave point less the one-wave
-// point) and the partial wave of the remaining blocks as measured, less o. A block past a full wave
+// point, at least b x block_seconds) and the partial wave of the remaining blocks as measured, less
+// o. A block past a full wave
 // costs a whole wave's latency, not 1/b of one (prod-wide256, 1,024-thread blocks at 10,000 rows:
 // 0.112 ms measured, 0.090 ms when extended at the per-block rate).
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);

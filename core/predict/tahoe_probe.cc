@@ -208,7 +208,8 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
       if (i > 0 && t.per_sm[i] == t.per_sm[i - 1]) {
         t.seconds[i] = t.seconds[i - 1];  // clamped to the large batch, or a one-block wave
       } else {
-        absl::StatusOr<double> s = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), rows, 3);
+        // Best of 4: these launches take tens of microseconds, where one slow run decides.
+        absl::StatusOr<double> s = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), rows, 5);
         if (!s.ok()) return s.status();
         t.seconds[i] = *s;
       }

@@ -370,6 +370,11 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   narrow.per_sm[3] = 12;
   EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 20000), 24e-6 + 96e-6 + (90e-6 - 24e-6), 1e-12);
   narrow.per_sm[3] = 16;
+  // A two-wave point that came out short (125 us: 5 us for the second wave) is not believed below
+  // the large batch's rate either.
+  narrow.seconds[3] = 125e-6;
+  EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 20000), 24e-6 + 96e-6 + (90e-6 - 24e-6), 1e-12);
+  narrow.seconds[3] = 240e-6;
 
   const GpuHardwareParams hw = FakeHw();  // 100 SMs
   TahoeWorkload w = Medium(10000);
