@@ -3,7 +3,7 @@
 #   1. scripts/install-deps.sh (apt-get + pip)
 #   2. cpu preset: build, then all CTest tests (unit, corpus, CLI, server end-to-end, deploy, and the
 #      container image: label `image`, both Dockerfile variants built with podman and the CPU image
-#      run as the manifests run it, about 15-20 minutes alone); GPU tests are only built with CUDA
+#      run as the manifests run it, about 6 minutes alone); GPU tests are only built with CUDA
 #      and skip cleanly without a GPU.
 #   3. cuda preset when nvcc is installed: the CUDA code must compile; its GPU tests run when a GPU is
 #      visible and skip otherwise (GROVE_TEST_CUDA=0 turns this step off).
