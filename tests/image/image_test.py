@@ -411,6 +411,7 @@ def run_manifest_pod(f, steps, env, image, work, grove):
             print(sh(["podman", "logs", "--tail", "40", "grove-image-pod"], env, capture=True,
                      check=False).stdout)
         sh(["podman", "rm", "-f", "grove-image-pod"], env, capture=True, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_documented(f, steps, env, line, name, image, grove, predict_line):
