@@ -4,19 +4,26 @@
 #   docker build -t grove:cuda .                                  # CUDA 13 engines (sm_90, H100)
 #   docker build -t grove:cpu --build-arg GROVE_DEVICE=cpu .      # CPU only, for clusters without GPUs
 #   docker build -t grove:cuda-demo --build-context models=/path/to/repository .   # models baked in
+#   docker build -t grove:cuda --build-context cuda=/usr/local/cuda-13.0 .   # a CUDA toolkit of yours
 #
-# The build stage runs exactly the README's steps: scripts/install-deps.sh (Debian 12 packages) and
-# scripts/build.sh <preset> (the CMake preset `cuda` or `cpu`), on the same Debian 12 the project is
-# developed and tested on. NVIDIA publishes no Debian-based CUDA images, so the CUDA 13.0 toolkit
-# comes from NVIDIA's Debian 12 apt repository instead of an nvidia/cuda:*-devel base image. The
-# runtime stage is debian:bookworm-slim plus only the Debian packages owning the shared libraries
-# groved loads (deploy/docker/runtime-deps.sh: ldd + dpkg -S) and the CUDA runtime library copied
-# from the build stage; the GPU driver (libcuda.so.1) is mounted by the NVIDIA container toolkit.
-# tests/deploy checks that these steps and the entry point's flags match README, scripts/ and
-# `groved --helpfull`. There is no Docker engine on the development machines: this file is checked
-# by those tests, not built there (docs/deploy.md says what was and was not run).
+# The build stage runs README's steps: scripts/install-deps.sh (here --build-only: the Debian 12
+# packages that building needs, no test tools) and scripts/build.sh <preset> (the CMake preset `cuda`
+# or `cpu`), on the same Debian 12 the project is developed and tested on. NVIDIA publishes no
+# Debian-based CUDA images, so the CUDA 13.0 toolkit comes from NVIDIA's Debian 12 apt repository
+# instead of an nvidia/cuda:*-devel base image, or from a toolkit directory given as the `cuda` build
+# context (hosts that cannot reach NVIDIA's repository: CI builds it so). The runtime stage is
+# debian:bookworm-slim plus only the Debian packages owning the shared libraries groved loads
+# (deploy/docker/runtime-deps.sh: ldd + dpkg -S) and the CUDA runtime library copied from the build
+# stage; the GPU driver (libcuda.so.1) is mounted by the NVIDIA container toolkit.
+# Base images are build arguments (BUILD_IMAGE, RUNTIME_IMAGE): CI builds without a registry from a
+# Debian 12 base made with debootstrap (deploy/docker/make-base-image.sh). tests/image builds both
+# variants with podman and runs the CPU image as the manifests do; tests/deploy checks that these
+# steps and the entry point's flags match README, scripts/ and `groved --helpfull`.
 
 ARG DEBIAN_RELEASE=bookworm
+# Base images of the two stages (Debian 12 both: the build stage's libraries are the runtime's).
+ARG BUILD_IMAGE=debian:${DEBIAN_RELEASE}
+ARG RUNTIME_IMAGE=debian:${DEBIAN_RELEASE}-slim
 # cuda: build with the `cuda` preset (needs the CUDA toolkit, installed below); cpu: the `cpu` preset.
 ARG GROVE_DEVICE=cuda
 
@@ -25,24 +32,32 @@ ARG GROVE_DEVICE=cuda
 # repository directory (layout in docs/operations.md). Without it, mount a repository at /models.
 FROM scratch AS models
 
+# Optional CUDA 13 toolkit: empty unless `--build-context cuda=DIR` names a toolkit directory (one
+# with bin/nvcc, include/ and lib/ or lib64/, e.g. /usr/local/cuda-13.0); then NVIDIA's apt
+# repository is not used.
+FROM scratch AS cuda
+
 # ---------------------------------------------------------------------------------------------------
-FROM debian:${DEBIAN_RELEASE} AS build
+FROM ${BUILD_IMAGE} AS build
+ENV DEBIAN_FRONTEND=noninteractive
+SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+WORKDIR /src
+
+# README step 1: dependencies (cached as long as the script does not change; the same layer for both
+# variants, so the build arguments come after it).
+COPY scripts/install-deps.sh scripts/install-deps.sh
+RUN scripts/install-deps.sh --build-only && rm -rf /var/lib/apt/lists/*
+
 ARG GROVE_DEVICE
 # NVIDIA's Debian 12 CUDA repository and the toolkit version (the version the project builds with).
 ARG CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
 ARG CUDA_PACKAGE_VERSION=13-0
-# Parallel compile jobs (scripts/build.sh reads GROVE_JOBS; default: all cores).
-ARG GROVE_JOBS=
-ENV DEBIAN_FRONTEND=noninteractive GROVE_JOBS=${GROVE_JOBS}
-SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
-WORKDIR /src
-
-# README step 1: dependencies (cached as long as the script does not change).
-COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
-
-# CUDA 13 toolkit (compiler, runtime and CCCL headers) for the `cuda` preset.
-RUN if [ "$GROVE_DEVICE" = cuda ]; then \
+# CUDA 13 toolkit (compiler, runtime and CCCL headers) for the `cuda` preset, unless the `cuda` build
+# context gives one (used in place, through a bind mount, below).
+RUN --mount=type=bind,from=cuda,target=/opt/cuda-context \
+    if [ "$GROVE_DEVICE" = cuda ] && [ -x /opt/cuda-context/bin/nvcc ]; then \
+      echo "CUDA toolkit: the cuda build context ($(/opt/cuda-context/bin/nvcc --version | tail -n 2 | head -n 1))"; \
+    elif [ "$GROVE_DEVICE" = cuda ]; then \
       apt-get update -q && apt-get install -y -q --no-install-recommends curl ca-certificates && \
       curl -fsSL -o /tmp/cuda-keyring.deb "$CUDA_REPO/cuda-keyring_1.1-1_all.deb" && \
       dpkg -i /tmp/cuda-keyring.deb && rm /tmp/cuda-keyring.deb && \
@@ -53,14 +68,22 @@ RUN if [ "$GROVE_DEVICE" = cuda ]; then \
       echo "GROVE_DEVICE must be cuda or cpu, not '$GROVE_DEVICE'" >&2; exit 1; \
     fi
 
-# README step 2: configure and build with the preset, only the programs the image ships.
+# Parallel compile jobs (scripts/build.sh reads GROVE_JOBS; default: all cores).
+ARG GROVE_JOBS=
+ENV GROVE_JOBS=${GROVE_JOBS}
+# README step 2: configure and build with the preset, only the programs the image ships (without
+# their debug sections: the image carries no debugger).
 COPY . .
-RUN scripts/build.sh "$GROVE_DEVICE" groved grove_cli && \
+RUN --mount=type=bind,from=cuda,target=/opt/cuda-context \
+    if [ -x /opt/cuda-context/bin/nvcc ]; then ln -sfn /opt/cuda-context /usr/local/cuda; fi && \
+    scripts/build.sh "$GROVE_DEVICE" groved grove_cli && \
     deploy/docker/runtime-deps.sh /out "build/$GROVE_DEVICE/bin/groved" "build/$GROVE_DEVICE/bin/grove" && \
-    mkdir -p /out/bin && cp "build/$GROVE_DEVICE/bin/groved" "build/$GROVE_DEVICE/bin/grove" /out/bin/
+    mkdir -p /out/bin && \
+    strip --strip-debug -o /out/bin/groved "build/$GROVE_DEVICE/bin/groved" && \
+    strip --strip-debug -o /out/bin/grove "build/$GROVE_DEVICE/bin/grove"
 
 # ---------------------------------------------------------------------------------------------------
-FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+FROM ${RUNTIME_IMAGE} AS runtime
 ARG GROVE_DEVICE
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 
@@ -78,9 +101,11 @@ COPY deploy/docker/groved-entrypoint.sh /usr/local/bin/groved-entrypoint.sh
 RUN groupadd --gid 10001 grove && \
     useradd --uid 10001 --gid grove --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin grove && \
     mkdir -p /models /var/cache/grove && chown grove:grove /var/cache/grove
-# Baked model repository (empty unless --build-context models=DIR was given).
-RUN --mount=type=bind,from=models,target=/mnt/models \
-    cp -a /mnt/models/. /models/ && chown -R root:root /models && chmod -R a+rX /models
+# Baked model repository (empty unless --build-context models=DIR was given), owned by root and
+# readable by all. COPY, not a bind mount: podman/buildah's layer cache does not see the contents of
+# a mounted build context, and reused the model-less layer for a build with models.
+COPY --from=models --chown=0:0 . /models/
+RUN find /models \( -type d ! -perm -a+rx \) -o \( -type f ! -perm -a+r \) | xargs -r chmod a+rX
 
 ENV LD_LIBRARY_PATH=/opt/grove/lib \
     NVIDIA_VISIBLE_DEVICES=all \

@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
 # Installs every build, test and tool dependency of Grove on Debian 12 (run as root or with sudo).
 # Idempotent: re-running only checks that the packages are present.
+#   scripts/install-deps.sh               everything: build, tests, fuzzing, deploy and image tools
+#   scripts/install-deps.sh --build-only  only what `scripts/build.sh <preset>` needs to configure and
+#                                         build (the Dockerfile's build stage: no test tools, no pip)
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+BUILD_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --build-only) BUILD_ONLY=1 ;;
+  *) echo "usage: scripts/install-deps.sh [--build-only]" >&2; exit 2 ;;
+esac
 
+# Configuring a preset needs GoogleTest, Google Benchmark and Python 3 too (the test and bench targets).
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git ca-certificates curl
+  build-essential cmake ninja-build pkg-config ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libsimdjson-dev nlohmann-json3-dev zlib1g-dev libssl-dev libc-ares-dev libre2-dev
-  clang libclang-rt-14-dev
-  prometheus yamllint
-  python3 python3-pip python3-venv
+  python3
 )
+if [ "$BUILD_ONLY" = 0 ]; then
+  APT_PACKAGES+=(
+    git curl
+    clang libclang-rt-14-dev
+    prometheus yamllint
+    python3-pip python3-venv
+    # The container image test (tests/image): a Debian base from debootstrap, podman with runc.
+    debootstrap podman runc
+  )
+  # kubectl (for `kubectl kustomize`): Debian's kubernetes-client, unless another kubectl is there.
+  command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
-# kubectl (for `kubectl kustomize`): Debian's kubernetes-client, unless another kubectl is already there.
-command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
@@ -25,6 +43,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ "$BUILD_ONLY" = 1 ]; then
+  echo "install-deps: build dependencies present"
+  exit 0
 fi
 
 # Python tools used by the tests (golden corpus generation, grpcio stubs, tritonclient interop).

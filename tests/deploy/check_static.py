@@ -382,8 +382,16 @@ def check_dockerfile(f):
     deps = d.read(os.path.join(d.ROOT, "scripts", "install-deps.sh"))
     f.check("Debian 12" in deps, "install-deps.sh no longer targets Debian 12")
     f.check(re.search(r"^ARG DEBIAN_RELEASE=bookworm$", docker, re.M) is not None, "image is not Debian 12 (bookworm)")
-    f.check("FROM debian:${DEBIAN_RELEASE} AS build" in docker, "build stage is not Debian")
-    f.check("FROM debian:${DEBIAN_RELEASE}-slim AS runtime" in docker, "runtime stage is not debian-slim")
+    # Base images are build arguments (CI passes locally made ones); their defaults are Debian's.
+    f.check(re.search(r"^ARG BUILD_IMAGE=debian:\$\{DEBIAN_RELEASE\}$", docker, re.M) is not None,
+            "BUILD_IMAGE does not default to debian:${DEBIAN_RELEASE}")
+    f.check(re.search(r"^ARG RUNTIME_IMAGE=debian:\$\{DEBIAN_RELEASE\}-slim$", docker, re.M) is not None,
+            "RUNTIME_IMAGE does not default to debian:${DEBIAN_RELEASE}-slim")
+    f.check("FROM ${BUILD_IMAGE} AS build" in docker, "build stage is not FROM ${BUILD_IMAGE}")
+    f.check("FROM ${RUNTIME_IMAGE} AS runtime" in docker, "runtime stage is not FROM ${RUNTIME_IMAGE}")
+    # The build stage installs only what building needs, with the project's script.
+    f.check("scripts/install-deps.sh --build-only" in runs, "build stage does not run install-deps.sh --build-only")
+    f.check("--build-only" in deps, "install-deps.sh has no --build-only mode")
     # CUDA 13, the version the project's toolkit has.
     cuda = re.search(r"^ARG CUDA_PACKAGE_VERSION=(\d+)-(\d+)$", docker, re.M)
     f.check(cuda and cuda.group(1) == "13", "Dockerfile does not install CUDA 13")
