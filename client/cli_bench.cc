@@ -175,9 +175,11 @@ absl::StatusOr<std::vector<float>> BenchRows(const CliArgs& args, int64_t cols, 
 
 class Bench {
  public:
+  // `raw_rows`: the server reads raw tensors (ModelMetadata.raw_tensors).
   Bench(const CliArgs& args, std::vector<std::unique_ptr<client::GroveClient>> clients,
-        int64_t version, int64_t cols)
-      : args_(args), clients_(std::move(clients)), version_(version), cols_(cols) {}
+        int64_t version, int64_t cols, bool raw_rows)
+      : args_(args), clients_(std::move(clients)), version_(version), cols_(cols),
+        raw_rows_(raw_rows) {}
 
   absl::Status Prepare() {
     const int64_t rpr = args_.rows_per_request;
@@ -220,15 +222,9 @@ class Bench {
   }
 
   // The rows of one request: raw_f32 (the client's form), or repeated values with
-  // --repeated-values (the older form, to compare the two).
+  // --repeated-values (the older form, to compare the two) or for a server without raw tensors.
   void FillRows(const std::vector<float>& buf, int64_t rows, grove::v1::Matrix* out) const {
-    if (!args_.repeated_values) {
-      client::FillMatrix(buf.data(), rows, cols_, out);
-      return;
-    }
-    out->set_rows(rows);
-    out->set_cols(cols_);
-    out->mutable_values()->Assign(buf.begin(), buf.begin() + rows * cols_);
+    client::FillMatrix(buf.data(), rows, cols_, raw_rows_ && !args_.repeated_values, out);
   }
 
   // One synchronous call of prepared request `i` on connection `conn`.
@@ -445,6 +441,7 @@ class Bench {
   std::vector<std::unique_ptr<client::GroveClient>> clients_;
   const int64_t version_;
   const int64_t cols_;
+  const bool raw_rows_;
   std::vector<grove::v1::PredictRequest> predict_;
   std::vector<grove::v1::ExplainRequest> explain_;
   Recorder total_;
@@ -580,7 +577,7 @@ int RunOne(const CliArgs& args, const ParentLink* parent) {
   if (meta->num_features() <= 0) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(args.model, ": no features")));
   }
-  Bench bench(args, std::move(clients), *version, meta->num_features());
+  Bench bench(args, std::move(clients), *version, meta->num_features(), meta->raw_tensors());
   if (absl::Status s = bench.Prepare(); !s.ok()) return Fail(s);
   const bool sample_server = args.server_pid > 0 && parent == nullptr;
   if (sample_server) {
@@ -725,7 +722,7 @@ int RunProcesses(const CliArgs& args) {
         absl::StrCat("grove bench: a worker of --processes ", args.processes,
                      " failed before it sent its results (see its error above)")));
   }
-  Bench bench(args, {}, 0, 1);
+  Bench bench(args, {}, 0, 1, /*raw_rows=*/true);
   bench.SetMerged(std::move(merged), seconds, send_seconds);
   return bench.Report(desc, cpu);
 }

@@ -170,6 +170,7 @@ int RunRemotePredict(const CliArgs& args) {
   params.outputs = {ToClientOutput(args.kind)};
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
+  params.raw_rows = model->meta.raw_tensors();  // older groved: repeated values
 
   int64_t out_cols = 0;
   switch (args.kind) {
@@ -245,6 +246,7 @@ int RunRemoteExplain(const CliArgs& args) {
   params.interactions = args.interactions;
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
+  params.raw_rows = model->meta.raw_tensors();  // older groved: repeated values
   const int64_t per_message = RowsPerMessage(model->meta, in_cols, out_cols);
 
   StreamOptions stream;

@@ -76,16 +76,39 @@ void FillRaw(const T* rows, int64_t num_rows, int64_t num_cols, std::string* raw
   raw->assign(reinterpret_cast<const char*>(rows), bytes);
 }
 
-}  // namespace
-
-void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+// Rows as the repeated values / values_f64 (every groved reads them).
+template <typename T, typename Field>
+void FillValues(const T* rows, int64_t num_rows, int64_t num_cols, Field* values,
+                grove::v1::Matrix* out) {
+  out->set_rows(num_rows);
+  out->set_cols(num_cols);
+  out->clear_raw_f32();
   out->clear_raw_f64();
-  FillRaw(rows, num_rows, num_cols, out->mutable_raw_f32(), out);
+  out->clear_values();
+  out->clear_values_f64();
+  values->Assign(rows, rows + num_rows * num_cols);
 }
 
-void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out) {
+}  // namespace
+
+void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, bool raw,
+                grove::v1::Matrix* out) {
+  out->clear_raw_f64();
+  if (raw) {
+    FillRaw(rows, num_rows, num_cols, out->mutable_raw_f32(), out);
+    return;
+  }
+  FillValues(rows, num_rows, num_cols, out->mutable_values(), out);
+}
+
+void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, bool raw,
+                grove::v1::Matrix* out) {
   out->clear_raw_f32();
-  FillRaw(rows, num_rows, num_cols, out->mutable_raw_f64(), out);
+  if (raw) {
+    FillRaw(rows, num_rows, num_cols, out->mutable_raw_f64(), out);
+    return;
+  }
+  FillValues(rows, num_rows, num_cols, out->mutable_values_f64(), out);
 }
 
 Matrix FromProto(const grove::v1::Matrix& m) {
@@ -237,7 +260,7 @@ absl::StatusOr<PredictResult> GroveClient::PredictImpl(const PredictParams& para
   grove::v1::PredictRequest request;
   request.set_model(params.model);
   request.set_version(params.version);
-  FillMatrix(rows, num_rows, num_cols, request.mutable_rows());
+  FillMatrix(rows, num_rows, num_cols, params.raw_rows, request.mutable_rows());
   for (Output o : params.outputs) request.add_outputs(ToProto(o));
   request.set_iteration_begin(params.iteration_begin);
   request.set_iteration_end(params.iteration_end);
@@ -262,7 +285,7 @@ absl::StatusOr<ExplainResult> GroveClient::ExplainImpl(const ExplainParams& para
                                                        int64_t num_rows, int64_t num_cols,
                                                        const CallOptions& call) {
   grove::v1::ExplainRequest request = MakeExplainRequest(params);
-  FillMatrix(rows, num_rows, num_cols, request.mutable_rows());
+  FillMatrix(rows, num_rows, num_cols, params.raw_rows, request.mutable_rows());
   grove::v1::ExplainResponse response;
   grpc::ClientContext context;
   Prepare(&context, call);
@@ -320,7 +343,7 @@ absl::Status GroveClient::ExplainStreamImpl(
         continue;
       }
       request.set_sequence(sent);
-      FillMatrix(rows.data(), n, num_cols, request.mutable_rows());
+      FillMatrix(rows.data(), n, num_cols, params.raw_rows, request.mutable_rows());
       if (!stream->Write(request)) {
         write_failed = true;
         more = false;

@@ -77,6 +77,9 @@ struct PredictParams {
   std::vector<Output> outputs;  // empty: the model's default outputs (normally prediction)
   int32_t iteration_begin = 0;  // boosting rounds [begin, end); end 0 = to the last round
   int32_t iteration_end = 0;
+  // Rows as Matrix.raw_f32 / raw_f64 (a groved whose ModelMetadata.raw_tensors is set); false: the
+  // repeated values every groved reads (older servers drop the raw fields and see no rows).
+  bool raw_rows = true;
 };
 
 struct PredictResult {
@@ -94,6 +97,7 @@ struct ExplainParams {
   bool omit_values = false;   // with top_k: no full SHAP matrix
   int32_t iteration_begin = 0;
   int32_t iteration_end = 0;
+  bool raw_rows = true;       // as PredictParams::raw_rows
 };
 
 struct ExplainResult {
@@ -209,8 +213,11 @@ class GroveClient {
 
 // Helpers shared with the CLI and bench: build a native request (rows as raw_f32 / raw_f64) /
 // unpack a native response (raw_f32 or values).
-void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out);
-void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, grove::v1::Matrix* out);
+// `raw`: Matrix.raw_f32 / raw_f64; otherwise the repeated values / values_f64.
+void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, bool raw,
+                grove::v1::Matrix* out);
+void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, bool raw,
+                grove::v1::Matrix* out);
 Matrix FromProto(const grove::v1::Matrix& m);
 grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params);
 absl::StatusOr<ExplainResult> FromProto(grove::v1::ExplainResponse&& response, int64_t num_rows);

@@ -378,6 +378,7 @@ void FillModelMetadata(const registry::ServableModel& model, const registry::Mod
   out->set_max_request_rows(model.config->max_request_rows);
   out->set_max_interaction_values_per_row(model.config->max_interaction_values_per_row);
   out->set_interactions_allowed(model.explain != nullptr && CheckInteractionsAllowed(model).ok());
+  out->set_raw_tensors(true);
   for (OutputKind k : model.config->default_outputs) out->add_default_outputs(OutputToProto(k));
 }
 

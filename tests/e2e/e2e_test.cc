@@ -390,19 +390,29 @@ TEST_F(E2eTest, ClientMatchesLocalCli) {
 }
 
 // The client sends rows raw (raw_f32 / raw_f64: the wire's little-endian bytes), so groved answers
-// raw; it reads raw_f32 and the repeated values of older servers alike.
+// raw; it reads raw_f32 and the repeated values of older servers alike, and sends those servers
+// repeated values (ModelMetadata.raw_tensors unset).
 TEST(ClientWire, RowsGoRawAndBothResultFormsAreRead) {
   const float rows[4] = {1.5f, -2.0f, 0.25f, NAN};
   grove::v1::Matrix m;
-  client::FillMatrix(rows, 2, 2, &m);
+  client::FillMatrix(rows, 2, 2, /*raw=*/true, &m);
   ASSERT_EQ(m.raw_f32().size(), 16u);
   EXPECT_EQ(m.values_size(), 0);
   EXPECT_EQ(std::memcmp(m.raw_f32().data(), rows, 16), 0);
   const double doubles[2] = {0.1, 3.0};
-  client::FillMatrix(doubles, 1, 2, &m);
+  client::FillMatrix(doubles, 1, 2, /*raw=*/true, &m);
   EXPECT_TRUE(m.raw_f32().empty());
   ASSERT_EQ(m.raw_f64().size(), 16u);
   EXPECT_EQ(std::memcmp(m.raw_f64().data(), doubles, 16), 0);
+  client::FillMatrix(rows, 2, 2, /*raw=*/false, &m);
+  EXPECT_TRUE(m.raw_f32().empty() && m.raw_f64().empty());
+  ASSERT_EQ(m.values_size(), 4);
+  EXPECT_EQ(m.values(2), 0.25f);
+  EXPECT_TRUE(std::isnan(m.values(3)));
+  client::FillMatrix(doubles, 1, 2, /*raw=*/false, &m);
+  EXPECT_EQ(m.values_size(), 0);
+  ASSERT_EQ(m.values_f64_size(), 2);
+  EXPECT_EQ(m.values_f64(0), 0.1);
 
   grove::v1::Matrix raw;
   raw.set_rows(2);
@@ -1022,7 +1032,8 @@ TEST_F(E2eOwnServerTest, PredictWithExplainRows) {
   Parsed shap = ParseCsv(local.out);
   grove::v1::PredictRequest request;
   request.set_model("m");
-  client::FillMatrix(case_.X.data(), case_.rows, case_.num_features, request.mutable_rows());
+  client::FillMatrix(case_.X.data(), case_.rows, case_.num_features, /*raw=*/true,
+                     request.mutable_rows());
   request.set_explain(true);
   const std::vector<int64_t> which = {case_.rows - 1, 0, 3};
   for (int64_t r : which) request.add_explain_rows(r);

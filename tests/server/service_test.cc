@@ -622,6 +622,7 @@ TEST_F(ServerTest, UnloadThenLoad) {
   EXPECT_EQ(meta.num_features(), 8);
   EXPECT_EQ(meta.format(), "xgboost_json");
   EXPECT_TRUE(meta.explainable());
+  EXPECT_TRUE(meta.raw_tensors());  // clients send this server raw rows
 }
 
 // grpc.health.v1.Health/Check with hand-encoded messages (the health proto's C++ stubs are not
