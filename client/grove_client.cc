@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "absl/base/config.h"
@@ -63,52 +64,36 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 namespace {
 
-// Rows as Matrix.raw_f32 / raw_f64: the values' own bytes, which are the wire's little-endian form
-// on this (little-endian) host.
+// Rows as Matrix.raw_f32 / raw_f64 (the values' own bytes, which are the wire's little-endian form
+// on this little-endian host), or as the repeated values / values_f64 every groved reads.
 template <typename T>
-void FillRaw(const T* rows, int64_t num_rows, int64_t num_cols, std::string* raw,
-             grove::v1::Matrix* out) {
+void FillMatrixOf(const T* rows, int64_t num_rows, int64_t num_cols, bool raw,
+                  grove::v1::Matrix* out) {
+  constexpr bool kF64 = std::is_same_v<T, double>;
+  out->Clear();
   out->set_rows(num_rows);
   out->set_cols(num_cols);
-  out->clear_values();
-  out->clear_values_f64();
-  const size_t bytes = static_cast<size_t>(num_rows * num_cols) * sizeof(T);
-  raw->assign(reinterpret_cast<const char*>(rows), bytes);
-}
-
-// Rows as the repeated values / values_f64 (every groved reads them).
-template <typename T, typename Field>
-void FillValues(const T* rows, int64_t num_rows, int64_t num_cols, Field* values,
-                grove::v1::Matrix* out) {
-  out->set_rows(num_rows);
-  out->set_cols(num_cols);
-  out->clear_raw_f32();
-  out->clear_raw_f64();
-  out->clear_values();
-  out->clear_values_f64();
-  values->Assign(rows, rows + num_rows * num_cols);
+  const int64_t n = num_rows * num_cols;
+  if (raw) {
+    std::string* bytes = kF64 ? out->mutable_raw_f64() : out->mutable_raw_f32();
+    bytes->assign(reinterpret_cast<const char*>(rows), static_cast<size_t>(n) * sizeof(T));
+  } else if constexpr (kF64) {
+    out->mutable_values_f64()->Assign(rows, rows + n);
+  } else {
+    out->mutable_values()->Assign(rows, rows + n);
+  }
 }
 
 }  // namespace
 
 void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, bool raw,
                 grove::v1::Matrix* out) {
-  out->clear_raw_f64();
-  if (raw) {
-    FillRaw(rows, num_rows, num_cols, out->mutable_raw_f32(), out);
-    return;
-  }
-  FillValues(rows, num_rows, num_cols, out->mutable_values(), out);
+  FillMatrixOf(rows, num_rows, num_cols, raw, out);
 }
 
 void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, bool raw,
                 grove::v1::Matrix* out) {
-  out->clear_raw_f32();
-  if (raw) {
-    FillRaw(rows, num_rows, num_cols, out->mutable_raw_f64(), out);
-    return;
-  }
-  FillValues(rows, num_rows, num_cols, out->mutable_values_f64(), out);
+  FillMatrixOf(rows, num_rows, num_cols, raw, out);
 }
 
 Matrix FromProto(const grove::v1::Matrix& m) {

@@ -496,6 +496,11 @@ absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const
                                               std::string_view force_name) {
   absl::StatusOr<std::optional<StrategyId>> force = ParseStrategy(force_name);
   if (!force.ok()) return force.status();
+  return ChooseStrategy(hw, w, *force);
+}
+
+absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                              std::optional<StrategyId> force) {
   StrategyChoice choice;
   choice.costs = EstimateStrategies(hw, w);
   std::vector<const StrategyCost*> order;
@@ -510,10 +515,10 @@ absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const
     if (!ranking.empty()) ranking += " < ";
     absl::StrAppend(&ranking, c->name(), " ", Us(c->seconds));
   }
-  const bool forced = force->has_value();
+  const bool forced = force.has_value();
   const StrategyCost* pick = nullptr;
   if (forced) {
-    pick = &choice.costs[static_cast<int>(**force)];
+    pick = &choice.costs[static_cast<int>(*force)];
     if (!pick->feasible) {
       return absl::FailedPreconditionError(
           absl::StrCat("strategy ", pick->name(), " cannot run this model: ", pick->why_not));

@@ -228,6 +228,9 @@ struct StrategyChoice {
 // strategy cannot run this model.
 absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                               std::string_view force = "");
+// The same with the forced strategy already parsed (ParseStrategy; nullopt: none).
+absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                              std::optional<StrategyId> force);
 
 // Shared-data groups that minimise the predicted time for the batch (1 .. max_shared_data_groups).
 int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w);

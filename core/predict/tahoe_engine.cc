@@ -173,7 +173,7 @@ absl::StatusOr<StrategyChoice> TahoeEngineImpl::Plan(int64_t rows, const Predict
     return absl::InvalidArgumentError("the cpu strategy takes host rows");
   }
   const TahoeWorkload w = Workload(rows, options, rows_on_device);
-  absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, force);
+  absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, *forced);
   // Where the probe timed the candidates near this batch size, its winner runs (unless the
   // selector chose the CPU, or a strategy was forced).
   const StrategyId probed =

@@ -298,7 +298,7 @@ absl::Status TahoeEngineImpl::Probe() {
       const int64_t n = k == 0 ? small : large;
       TahoeWorkload w = Workload(n, o, true);
       for (int j = 0; j < kNumStrategies; ++j) w.throughput_scale[j] = w.latency_scale[j] = 1;
-      absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, name);
+      absl::StatusOr<StrategyChoice> c = ChooseStrategy(hw_, w, static_cast<StrategyId>(i));
       if (!c.ok()) {
         ok = false;
         break;

@@ -77,8 +77,9 @@ TEST(TypicalRowsTest, LeavesAreReachedAsTheCoversOfTheFreeSplitsSay) {
   EXPECT_GT(leaves, 10);
 }
 
-// Later trees see the values earlier walks fixed; the rows are a function of the seed.
-TEST(TypicalRowsTest, ManyTreesStayConsistentAndDeterministic) {
+// Many trees, each row walking 16 of them: the rows are a function of the seed and finite (the
+// values agreeing with the walks is what LeavesAreReachedAsTheCoversOfTheFreeSplitsSay checks).
+TEST(TypicalRowsTest, RowsAreAFunctionOfTheSeed) {
   testing::RandomForestOptions o;
   o.num_trees = 40;
   o.max_depth = 8;
