@@ -242,6 +242,7 @@ struct QuadratureGpuExplainer::Buffers {
 absl::StatusOr<std::unique_ptr<QuadratureGpuExplainer>> QuadratureGpuExplainer::Create(
     QuadratureModelPtr model, int device, QuadraturePrecision precision,
     int64_t workspace_budget_bytes) {
+  const gpu::ScopedCurrentDevice keep_device;  // the caller's device, as it was
   absl::StatusOr<std::unique_ptr<QuadratureGpuModel>> gpu =
       QuadratureGpuModel::Upload(std::move(model), device);
   if (!gpu.ok()) return gpu.status();
@@ -256,7 +257,10 @@ absl::StatusOr<std::unique_ptr<QuadratureGpuExplainer>> QuadratureGpuExplainer::
 }
 
 QuadratureGpuExplainer::~QuadratureGpuExplainer() {
+  const gpu::ScopedCurrentDevice keep_device;  // released on this GPU; the caller's device kept
   if (gpu_ != nullptr) cudaSetDevice(gpu_->device());
+  buffers_.reset();
+  gpu_.reset();
 }
 
 absl::Status QuadratureGpuExplainer::Explain(RowsView rows, const ExplainOptions& options,

@@ -1,12 +1,12 @@
 // Quadrature explanation strategies (CPU and GPU) with cost models calibrated at load.
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -394,7 +394,8 @@ class QuadratureExplainStrategy final : public ExplainStrategy {
 class MultiGpuQuadratureStrategy final : public ExplainStrategy {
  public:
   explicit MultiGpuQuadratureStrategy(std::vector<std::unique_ptr<QuadratureStrategy>> devices)
-      : devices_(std::move(devices)) {}
+      : devices_(std::move(devices)),
+        issuers_(std::make_unique<gpu::DeviceIssuers>(static_cast<int>(devices_.size()))) {}
   std::string name() const override { return "quadrature_gpu"; }
   std::string device() const override {
     std::string d = "cuda:";
@@ -421,11 +422,7 @@ class MultiGpuQuadratureStrategy final : public ExplainStrategy {
       MatrixView<float> o{out.Row(begin), n, out.cols, out.stride};
       status[d] = devices_[d]->Run(r, options, o, nullptr);
     };
-    std::vector<std::thread> threads;
-    threads.reserve(used - 1);
-    for (int d = 1; d < used; ++d) threads.emplace_back(run, d);
-    run(0);
-    for (std::thread& t : threads) t.join();
+    issuers_->RunOnEach(used, run);
     for (absl::Status& s : status) {
       if (!s.ok()) return s;
     }
@@ -452,6 +449,7 @@ class MultiGpuQuadratureStrategy final : public ExplainStrategy {
   }
 
   std::vector<std::unique_ptr<QuadratureStrategy>> devices_;
+  std::unique_ptr<gpu::DeviceIssuers> issuers_;  // device d's share on thread d (made once)
 };
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeQuadratureGpuExplainStrategy(

@@ -1,21 +1,20 @@
 // GPU TreeSHAP engine: device layouts, workspaces, streams and launches (see treeshap_gpu.h).
 #include "core/explain/treeshap_gpu.h"
 
-#include "core/common/host_copy.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/host_copy.h"
 #include "core/explain/explain_paths_cpu.h"
 #include "core/explain/treeshap_gpu.cuh"
 #include "core/gpu/cuda_status.h"
@@ -92,8 +91,13 @@ class TreeShapGpuImpl final : public TreeShapGpu {
  public:
   TreeShapGpuImpl(PathLayoutPtr layout, const TreeShapGpuOptions& options)
       : layout_(std::move(layout)), options_(options) {}
+  ~TreeShapGpuImpl() override {
+    const gpu::ScopedCurrentDevice keep_device;  // DeviceState's destructors switch devices
+    devices_.clear();
+  }
 
   absl::Status Init(int num_devices) {
+    const gpu::ScopedCurrentDevice keep_device;
     const PathLayout& l = *layout_;
     for (int d = 0; d < num_devices; ++d) {
       auto state = std::make_unique<DeviceState>();
@@ -115,6 +119,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       }
       devices_.push_back(std::move(state));
     }
+    issuers_ = std::make_unique<gpu::DeviceIssuers>(static_cast<int>(devices_.size()));
     return absl::OkStatus();
   }
 
@@ -187,13 +192,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
         status[i].Update(
             RunDevice(*devices_[i], rows, begin, end, interactions, out, &copy_seconds[i]));
       };
-      if (use == 1) {
-        run(0);
-      } else {
-        std::vector<std::thread> threads;
-        for (int i = 0; i < use; ++i) threads.emplace_back(run, i);
-        for (auto& t : threads) t.join();
-      }
+      issuers_->RunOnEach(use, run);
       for (int i = 0; i < use; ++i) {
         if (!status[i].ok()) return status[i];
         local.host_copy_seconds = std::max(local.host_copy_seconds, copy_seconds[i]);
@@ -386,6 +385,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   PathLayoutPtr layout_;
   TreeShapGpuOptions options_;
   std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::unique_ptr<gpu::DeviceIssuers> issuers_;  // device i's share on thread i (made at Init)
 };
 
 }  // namespace

@@ -16,6 +16,28 @@ namespace grove::gpu {
 // Does not clear CUDA's per-thread error state.
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 
+// Restores the calling thread's current CUDA device when it goes out of scope. An engine's load
+// visits every device; without this the caller's later allocations land on the last device it
+// visited (seen on two GPUs: the test's rows were allocated on GPU 1 and read by GPU 0's kernel, an
+// illegal address). Not thread-safe across threads (the current device is per thread).
+class ScopedCurrentDevice {
+ public:
+  ScopedCurrentDevice() {
+    if (cudaGetDevice(&device_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      device_ = -1;
+    }
+  }
+  ~ScopedCurrentDevice() {
+    if (device_ >= 0) (void)cudaSetDevice(device_);
+  }
+  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
+  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
+
+ private:
+  int device_ = -1;
+};
+
 }  // namespace grove::gpu
 
 // Returns the CudaStatus of `expr` from the enclosing function unless it is cudaSuccess.

@@ -1,5 +1,7 @@
 #include "core/gpu/device_set.h"
 
+#include <utility>
+
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -17,6 +19,62 @@ int VisibleGpuCount() {
 #else
   return 0;
 #endif
+}
+
+DeviceIssuers::DeviceIssuers(int devices) {
+  for (int i = 1; i < devices; ++i) {
+    issuers_.push_back(std::make_unique<Issuer>());
+    threads_.emplace_back(&DeviceIssuers::Loop, issuers_.back().get());
+  }
+}
+
+DeviceIssuers::~DeviceIssuers() {
+  for (auto& issuer : issuers_) {
+    {
+      std::lock_guard<std::mutex> lock(issuer->mu);
+      issuer->stop = true;
+    }
+    issuer->cv.notify_one();
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+void DeviceIssuers::Loop(Issuer* issuer) {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(issuer->mu);
+      issuer->cv.wait(lock, [&] { return issuer->stop || !issuer->queue.empty(); });
+      if (issuer->queue.empty()) return;  // stopping, nothing left
+      job = std::move(issuer->queue.front());
+      issuer->queue.pop_front();
+    }
+    job();
+  }
+}
+
+void DeviceIssuers::RunOnEach(int n, const std::function<void(int)>& fn) {
+  if (n <= 0) return;
+  if (n > devices()) n = devices();
+  // The caller's completion count; shares signal it, the caller waits on it.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  int pending = n - 1;
+  for (int i = 1; i < n; ++i) {
+    Issuer& issuer = *issuers_[i - 1];
+    {
+      std::lock_guard<std::mutex> lock(issuer.mu);
+      issuer.queue.push_back([&, i] {
+        fn(i);
+        std::lock_guard<std::mutex> done_lock(done_mu);
+        if (--pending == 0) done_cv.notify_one();
+      });
+    }
+    issuer.cv.notify_one();
+  }
+  fn(0);
+  std::unique_lock<std::mutex> lock(done_mu);
+  done_cv.wait(lock, [&] { return pending == 0; });
 }
 
 }  // namespace grove::gpu

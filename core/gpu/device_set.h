@@ -1,5 +1,14 @@
-// The GPUs this process may use, shared by every GPU engine. Compiles with or without CUDA.
+// The GPUs this process may use, shared by every GPU engine, and the threads that issue work to
+// them. Compiles with or without CUDA.
 #pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace grove::gpu {
 
@@ -7,5 +16,39 @@ namespace grove::gpu {
 // driver or device, or when the query fails (the failure is cleared from CUDA's per-thread error
 // state, so that it does not surface in an unrelated call). Thread-safe.
 int VisibleGpuCount();
+
+// Issuing threads for a batch split across an engine's devices: made once when the engine loads,
+// one per device after the first, so that a request creates no thread (a std::thread per device
+// and request cost each multi-GPU call its creation and join, about 20-50 us, and an unbounded
+// number of threads under load). Device i > 0's share always runs on thread i, so each thread keeps
+// its CUDA device current; device 0's share runs on the caller.
+// Thread-safe: concurrent RunOnEach calls queue their shares on each thread in call order.
+class DeviceIssuers {
+ public:
+  // `devices` >= 1: devices - 1 threads.
+  explicit DeviceIssuers(int devices);
+  ~DeviceIssuers();  // finishes queued shares, then joins
+  DeviceIssuers(const DeviceIssuers&) = delete;
+  DeviceIssuers& operator=(const DeviceIssuers&) = delete;
+
+  int devices() const { return static_cast<int>(threads_.size()) + 1; }
+
+  // Calls fn(i) for i in [0, n) (n <= devices()): fn(0) on the caller, fn(i) on thread i; returns
+  // when every call has returned. fn must not throw. Waits only on the calls it queued (no lock is
+  // held while waiting or while fn runs).
+  void RunOnEach(int n, const std::function<void(int)>& fn);
+
+ private:
+  struct Issuer {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> queue;
+    bool stop = false;
+  };
+  static void Loop(Issuer* issuer);
+
+  std::vector<std::unique_ptr<Issuer>> issuers_;  // issuers_[i - 1] serves device i
+  std::vector<std::thread> threads_;
+};
 
 }  // namespace grove::gpu

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -65,6 +64,7 @@ constexpr StrategyFactory kStrategyFactories[kNumStrategies] = {
 }  // namespace
 
 absl::Status TahoeEngineImpl::Init() {
+  const gpu::ScopedCurrentDevice keep_device;
   int count = gpu::VisibleGpuCount();
   if (count == 0) return absl::UnavailableError("no CUDA device visible");
   if (options_.max_gpus > 0) count = std::min(count, options_.max_gpus);
@@ -78,6 +78,7 @@ absl::Status TahoeEngineImpl::Init() {
     if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;
     gpus_.push_back(std::move(g));
   }
+  issuers_ = std::make_unique<gpu::DeviceIssuers>(count);
   for (int i = 0; i < kNumStrategies; ++i) {
     strategies_[i] = kStrategyFactories[i](*this, static_cast<StrategyId>(i));
   }
@@ -326,22 +327,15 @@ absl::Status TahoeEngineImpl::RunKernel(StrategyId s, int groups, RowsView rows,
   const int used = static_cast<int>(std::clamp<int64_t>(rows.rows / 4096, 1, num_gpus()));
   *device = "cuda:";
   std::vector<absl::Status> results(used);
-  std::vector<std::thread> threads;
   const int64_t per = (rows.rows + used - 1) / used;
-  for (int d = 0; d < used; ++d) {
-    absl::StrAppend(device, d == 0 ? "" : "+", gpus_[d]->device);
+  for (int d = 0; d < used; ++d) absl::StrAppend(device, d == 0 ? "" : "+", gpus_[d]->device);
+  issuers_->RunOnEach(used, [&](int d) {
     const int64_t b = d * per, e = std::min(rows.rows, b + per);
-    if (b >= e) continue;
+    if (b >= e) return;
     RowsView rv{rows.Row(b), e - b, rows.cols, rows.stride};
     MatrixView<float> ov{out.Row(b), e - b, out.cols, out.stride};
-    auto run = [&, d, rv, ov] { results[d] = RunHost(*gpus_[d], s, groups, *call, rv, ov); };
-    if (d + 1 == used) {
-      run();
-    } else {
-      threads.emplace_back(run);
-    }
-  }
-  for (std::thread& t : threads) t.join();
+    results[d] = RunHost(*gpus_[d], s, groups, *call, rv, ov);
+  });
   for (const absl::Status& r : results) {
     if (!r.ok()) return r;
   }

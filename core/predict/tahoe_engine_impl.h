@@ -21,7 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/thread_pool.h"
+#include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
+#include "core/gpu/device_set.h"
 #include "core/predict/perf_model.h"
 #include "core/predict/predict_strategy.h"
 #include "core/predict/tahoe_engine.h"
@@ -95,6 +97,12 @@ class TahoeEngineImpl final : public TahoeEngine {
   TahoeEngineImpl(ForestPtr forest, TahoeForestPtr format, const TahoeEngineOptions& options,
                   ThreadPool* pool)
       : forest_(std::move(forest)), format_(std::move(format)), options_(options), pool_(pool) {}
+  // Each GPU's resources are released on that GPU; the caller's current device stays as it was
+  // (seen on two GPUs: after an engine went away, the caller's next allocation landed on GPU 1).
+  ~TahoeEngineImpl() override {
+    const gpu::ScopedCurrentDevice keep_device;
+    gpus_.clear();
+  }
 
   absl::Status Init();
 
@@ -178,6 +186,7 @@ class TahoeEngineImpl final : public TahoeEngine {
   ThreadPool* pool_;
   GpuHardwareParams hw_;
   std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::unique_ptr<gpu::DeviceIssuers> issuers_;  // GPU d's share of a batch on thread d (RunKernel)
   int parts_ = 0;
   double cpu_seconds_per_visit_ = 0;
   double cpu_fixed_seconds_ = 1e-6;

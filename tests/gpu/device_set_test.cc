@@ -1,6 +1,13 @@
 // The device set every GPU engine shares: a count that is never negative, 0 without CUDA, and the
-// same when asked again.
+// same when asked again; issuing threads that run each device's share exactly once, device i > 0's
+// always on the same thread of its own, device 0's on the caller, under concurrent callers.
 #include "core/gpu/device_set.h"
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -14,6 +21,69 @@ TEST(DeviceSetTest, CountIsNeverNegativeAndZeroWithoutCuda) {
   EXPECT_EQ(n, 0);
 #endif
   EXPECT_EQ(VisibleGpuCount(), n);  // stable: asking again changes nothing
+}
+
+TEST(DeviceIssuersTest, EachShareRunsOnceOnItsOwnThread) {
+  DeviceIssuers issuers(4);
+  EXPECT_EQ(issuers.devices(), 4);
+  std::vector<std::thread::id> first(4);
+  for (int call = 0; call < 20; ++call) {
+    std::vector<std::thread::id> ran(4);
+    std::vector<int> count(4, 0);
+    issuers.RunOnEach(4, [&](int i) {
+      ran[i] = std::this_thread::get_id();
+      ++count[i];
+    });
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(count[i], 1) << "share " << i;
+    EXPECT_EQ(ran[0], std::this_thread::get_id());  // device 0 on the caller
+    if (call == 0) first = ran;
+    for (int i = 1; i < 4; ++i) {
+      EXPECT_EQ(ran[i], first[i]) << "device " << i << " moved to another thread";
+      EXPECT_NE(ran[i], std::this_thread::get_id());
+    }
+  }
+  EXPECT_EQ(std::set<std::thread::id>(first.begin(), first.end()).size(), 4u);
+}
+
+TEST(DeviceIssuersTest, FewerSharesThanDevicesAndOneDevice) {
+  DeviceIssuers issuers(3);
+  std::vector<int> count(3, 0);
+  issuers.RunOnEach(2, [&](int i) { ++count[i]; });
+  EXPECT_EQ(count, (std::vector<int>{1, 1, 0}));
+  issuers.RunOnEach(9, [&](int i) { ++count[i]; });  // at most devices()
+  EXPECT_EQ(count, (std::vector<int>{2, 2, 1}));
+  DeviceIssuers single(1);
+  EXPECT_EQ(single.devices(), 1);
+  std::thread::id ran;
+  single.RunOnEach(1, [&](int) { ran = std::this_thread::get_id(); });
+  EXPECT_EQ(ran, std::this_thread::get_id());
+  single.RunOnEach(0, [&](int) { ADD_FAILURE() << "no share to run"; });
+}
+
+TEST(DeviceIssuersTest, ConcurrentCallersEachGetTheirOwnShares) {
+  DeviceIssuers issuers(3);
+  std::atomic<int> total{0};
+  std::vector<std::thread> callers;
+  std::mutex mu;
+  int complete_calls = 0;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&] {
+      for (int k = 0; k < 200; ++k) {
+        int mine[3] = {0, 0, 0};
+        issuers.RunOnEach(3, [&](int i) {
+          ++mine[i];
+          total.fetch_add(1);
+        });
+        if (mine[0] == 1 && mine[1] == 1 && mine[2] == 1) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++complete_calls;
+        }
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(total.load(), 4 * 200 * 3);
+  EXPECT_EQ(complete_calls, 4 * 200);  // every call returned with all of its shares done
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/gpu/device_set.h"
@@ -150,6 +151,48 @@ TEST(TahoeGpuTest, CorpusMatchesTheCpuReference) {
     ++cases;
   }
   std::printf("%d corpus cases checked on the GPU\n", cases);
+}
+
+// A batch large enough to be split across every visible GPU (4,096 rows per GPU and more): each
+// GPU's share runs on its issuing thread (gpu::DeviceIssuers), the device list names them all, and
+// the answers are the reference's, from several callers at once.
+TEST(TahoeGpuTest, BatchesSplitAcrossGpusMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.seed = 77;
+  o.num_trees = 40;
+  o.max_depth = 7;
+  o.num_features = 20;
+  ForestPtr f = MakeRandomForest(o);
+  const int gpus = gpu::VisibleGpuCount();
+  const int64_t n = 4096 * gpus + 1000;
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 9, 0.1);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, TahoeEngineOptions{});
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->num_gpus(), gpus);
+  const PredictOptions margin = Kind(OutputKind::kMargin);
+  const std::vector<float> want = ReferencePrediction(*f, rows, margin);
+  std::vector<std::thread> callers;
+  std::vector<std::vector<float>> got(3, std::vector<float>(n, -777.0f));
+  std::vector<absl::Status> status(3);
+  std::vector<RunInfo> info(3);
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 5 && status[c].ok(); ++rep) {
+        status[c] = e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                                   MakeMatrixView(got[c].data(), n, 1), "row_chunk", &info[c]);
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  std::string devices = "cuda:0";
+  for (int d = 1; d < gpus; ++d) devices += "+" + std::to_string(d);
+  for (int c = 0; c < 3; ++c) {
+    ASSERT_TRUE(status[c].ok()) << status[c];
+    EXPECT_EQ(info[c].device, devices);
+    EXPECT_LE(MaxRelativeError(got[c], want), kTolerance);
+    EXPECT_EQ(got[c], got[0]);  // deterministic across callers
+  }
 }
 
 TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
