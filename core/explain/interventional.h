@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,13 +67,21 @@ GROVE_HD double InterventionalWeight(int a, int b) {
   return w;
 }
 
-// Validates a call before any work: an explainable model, a background of >= 1 row and `rows` of
-// forest.num_features columns, `out` of rows.rows x ExplainWidth(forest, false), a valid iteration
-// range, and an output space the link supports (kProbability*: not XGBoost multi:softmax, whose
-// output is a class index; kProbabilityLinearized: not softmax, whose per-output rescaling is not
-// additive). INVALID_ARGUMENT naming what is wrong.
-absl::Status CheckInterventionalCall(const Forest& forest, RowsView background, RowsView rows,
+// A background data set for `forest`: >= 1 row of forest.num_features columns, a well-formed
+// view (NaN = missing, as in rows). INVALID_ARGUMENT naming what is wrong.
+absl::Status CheckBackground(const Forest& forest, RowsView background);
+
+// Validates a call before any work: an explainable model, `rows` of forest.num_features columns,
+// `out` of rows.rows x ExplainWidth(forest, false), a valid iteration range, and an output space
+// the link supports (kProbability*: not XGBoost multi:softmax, whose output is a class index;
+// kProbabilityLinearized: not softmax, whose per-output rescaling is not additive).
+// INVALID_ARGUMENT naming what is wrong.
+absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out);
+
+// Stores one explained row: `phi` (num_outputs x f1 in double) with each output's bias column
+// set to bias[k], rounded to float into `out`. Shared by the CPU strategies.
+void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi, float* out);
 
 // CPU reference in double: for every (row, background row, tree) the recursion of Laberge &
 // Pequignot ("Understanding interventional TreeSHAP", 2022): walk the tree; where x and z go the

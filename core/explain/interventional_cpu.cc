@@ -36,17 +36,21 @@ absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name) {
       "unknown output space '", name, "': expected margin, probability or probability_linearized"));
 }
 
-absl::Status CheckInterventionalCall(const Forest& forest, RowsView background, RowsView rows,
-                                     const InterventionalOptions& options, MatrixView<float> out) {
-  if (absl::Status s = CheckExplainCall(forest, rows, /*interactions=*/false, out); !s.ok()) {
-    return s;
-  }
+absl::Status CheckBackground(const Forest& forest, RowsView background) {
   if (background.rows < 1 || background.cols != forest.num_features ||
       background.stride < background.cols || background.data == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the background data set is ", background.rows, " x ", background.cols,
         "; interventional SHAP needs at least one row of the model's ", forest.num_features,
         " features"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
+                                     const InterventionalOptions& options, MatrixView<float> out) {
+  if (absl::Status s = CheckExplainCall(forest, rows, /*interactions=*/false, out); !s.ok()) {
+    return s;
   }
   IterationRange range;
   if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
@@ -380,12 +384,18 @@ std::vector<double> BackgroundMean(const Forest& forest, const CallPlan& plan,
 
 }  // namespace
 
+void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi, float* out) {
+  for (size_t k = 0; k < bias.size(); ++k) {
+    phi[k * f1 + f1 - 1] = bias[k];
+    for (int64_t c = 0; c < f1; ++c) out[k * f1 + c] = static_cast<float>(phi[k * f1 + c]);
+  }
+}
+
 absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background, RowsView rows,
                                       const InterventionalOptions& options, MatrixView<float> out,
                                       ThreadPool* pool) {
-  if (absl::Status s = CheckInterventionalCall(forest, background, rows, options, out); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = CheckBackground(forest, background); !s.ok()) return s;
+  if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
   CallPlan plan;
@@ -417,11 +427,7 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
         }
         return;
       }
-      float* o = out.Row(r);
-      for (int i = 0; i < k; ++i) {
-        phi[i * f1 + f1 - 1] = bias[i];
-        for (int64_t c = 0; c < f1; ++c) o[i * f1 + c] = static_cast<float>(phi[i * f1 + c]);
-      }
+      StoreExplainedRow(bias, f1, phi.data(), out.Row(r));
     }
   };
   // Rows are independent and each is computed by one thread in a fixed order: deterministic.

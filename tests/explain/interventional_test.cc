@@ -11,10 +11,10 @@
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional.h"
-#include "core/model/loader.h"
 #include "core/model/transform.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/interventional_reference.h"
 #include "tests/testing/naive_predict.h"
 #include "tests/testing/random_forest.h"
 
@@ -333,25 +333,16 @@ TEST(InterventionalCpuTest, Refusals) {
 // Every corpus case of at most 10 features (categorical, dart, multi-output, LightGBM rules):
 // 3 rows against 8 background rows taken from X.csv, every output space the link allows.
 TEST(InterventionalCorpusTest, SmallCasesMatchBruteForce) {
-  const std::vector<std::string> dirs = testing::CorpusCaseDirs();
-  if (dirs.empty()) GTEST_SKIP() << "no corpus found (GROVE_SOURCE_DIR/../shared/testdata)";
+  if (testing::CorpusCaseDirs().empty()) GTEST_SKIP() << "no corpus found";
   ThreadPool pool(2);
   int checked = 0;
-  for (const std::string& dir : dirs) {
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    if (c->num_features > 10 || c->unsupported.count("contribs") || c->rows < 11) continue;
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    const int F = c->num_features;
-    const std::vector<float> all = testing::GroveRows(*c, **f);
-    const std::vector<float> rows(all.begin(), all.begin() + 3 * F);
-    const std::vector<float> bg(all.begin() + 3 * F, all.begin() + 11 * F);
+  for (const auto& k : testing::InterventionalCorpus(8, 3, /*max_features=*/10)) {
+    const int F = k.c.num_features;
     for (OutputSpace space : kSpaces) {
       InterventionalOptions o;
       o.output_space = space;
-      const std::string what = absl::StrCat(c->name, " ", OutputSpaceName(space));
-      absl::StatusOr<std::vector<float>> got = Explain(**f, rows, bg, o, &pool);
+      const std::string what = absl::StrCat(k.c.name, " ", OutputSpaceName(space));
+      absl::StatusOr<std::vector<float>> got = Explain(*k.forest, k.rows, k.background, o, &pool);
       if (!got.ok()) {  // only the refusals CheckInterventionalCall documents
         EXPECT_NE(space, OutputSpace::kMargin) << what << ": " << got.status();
         EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << what;
@@ -359,7 +350,8 @@ TEST(InterventionalCorpusTest, SmallCasesMatchBruteForce) {
       }
       std::vector<double> want;
       for (int r = 0; r < 3; ++r) {
-        const std::vector<double> one = BruteForce(**f, rows.data() + r * F, bg, space);
+        const std::vector<double> one =
+            BruteForce(*k.forest, k.rows.data() + r * F, k.background, space);
         want.insert(want.end(), one.begin(), one.end());
       }
       ExpectClose(*got, want, 1e-5, what);
