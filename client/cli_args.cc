@@ -30,6 +30,8 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--output", {true, {C::kPredict, C::kExplain}}},
       {"--kind", {true, {C::kPredict, C::kBench}}},
       {"--interactions", {false, {C::kExplain, C::kBench}}},
+      {"--background", {true, {C::kExplain}}},
+      {"--output-space", {true, {C::kExplain}}},
       {"--iteration-begin", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--iteration-end", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--threads", {true, {C::kPredict, C::kExplain}}},
@@ -208,6 +210,13 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       }
     } else if (name == "--interactions") {
       out.interactions = true;
+    } else if (name == "--background") {
+      if (value.empty()) return Usage("--background needs a CSV file");
+      out.background = value;
+    } else if (name == "--output-space") {
+      absl::StatusOr<OutputSpace> space = ParseOutputSpace(value);
+      if (!space.ok()) return Usage(absl::StrCat("--output-space: ", space.status().message()));
+      out.output_space = *space;
     } else if (name == "--iteration-begin" || name == "--iteration-end" ||
                name == "--threads" || name == "--chunk-rows") {
       absl::StatusOr<int64_t> v = ParseInt(name, value, name == "--chunk-rows" ? 1 : 0);
@@ -287,6 +296,15 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     return Usage("--tls, --tls-ca, --tls-cert and --tls-key need --server");
   }
   if (out.server.empty() && seen.count("--token")) return Usage("--token needs --server");
+  if (seen.count("--output-space") && !seen.count("--background")) {
+    return Usage("--output-space needs --background (interventional SHAP)");
+  }
+  if (seen.count("--background") && out.interactions) {
+    return Usage("--background explains SHAP values; interventional interactions are not served");
+  }
+  if (seen.count("--background") && !out.server.empty()) {
+    return Usage("--background reads a local file: groved does not take a background per request");
+  }
   if (seen.count("--tls-cert") != seen.count("--tls-key")) {
     return Usage("--tls-cert and --tls-key go together");
   }
@@ -345,6 +363,12 @@ Options:
   -i, --input FILE           input rows; - reads standard input
   -o, --output FILE          where to write the results (default -, standard output)
       --interactions         SHAP interaction values instead of SHAP values
+      --background FILE      interventional SHAP: expectations over these rows (CSV, as --input)
+                             instead of the training covers (shap's feature_perturbation=
+                             "interventional"); the bias is the mean output over them
+      --output-space SPACE   with --background: margin (default), probability (exact Shapley
+                             values of the link's output) or probability_linearized (shap's
+                             model_output="probability")
       --iteration-begin N    first boosting round used (default 0)
       --iteration-end N      one past the last boosting round used (default 0 = all)
   -t, --threads N            CPU threads (default 0 = one per core)

@@ -21,6 +21,7 @@
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
+#include "core/explain/interventional_engine.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
@@ -123,6 +124,41 @@ int RunPredict(const CliArgs& args) {
   return 0;
 }
 
+// Explains one chunk of rows: `info` gets what ran.
+using ExplainFn = std::function<absl::Status(RowsView, MatrixView<float>, RunInfo*)>;
+
+// `engine`->Explain with `options` and the command's iteration range.
+template <typename Engine, typename Options>
+ExplainFn BindExplain(std::shared_ptr<Engine> engine, Options options, const CliArgs& args) {
+  options.iteration_begin = args.iteration_begin;
+  options.iteration_end = args.iteration_end;
+  return [engine, options](RowsView rows, MatrixView<float> out, RunInfo* info) {
+    return engine->Explain(rows, options, out, info);
+  };
+}
+
+// With --background: the interventional engine over the background file's rows (doubles through
+// the converter, as the input rows). --strategy cpu means: no GPU.
+absl::Status MakeInterventional(const CliArgs& args, const LoadedModel& model, ThreadPool* pool,
+                                std::shared_ptr<InterventionalEngine>* engine) {
+  absl::StatusOr<CsvMatrix<double>> bg =
+      ReadCsvDoubles(args.background, model.forest->num_features);
+  if (!bg.ok()) return bg.status();
+  std::vector<float> rows(bg->values.size());
+  DoubleRowConverter(*model.forest).ConvertRows(bg->values.data(), bg->rows, rows.data());
+  InterventionalEngineOptions options;
+  options.use_gpu = args.use_gpu && args.strategy != "cpu";
+  if (args.strategy != "cpu") options.strategy = args.strategy;
+  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
+      model.forest, nullptr, MakeRowsView(rows.data(), bg->rows, bg->cols), options, pool);
+  if (!e.ok()) {
+    return absl::Status(e.status().code(),
+                        absl::StrCat(args.background, ": ", e.status().message()));
+  }
+  *engine = std::move(*e);
+  return absl::OkStatus();
+}
+
 int RunExplain(const CliArgs& args) {
   absl::StatusOr<LoadedModel> model = Load(args.model);
   if (!model.ok()) return Fail(model.status());
@@ -130,17 +166,32 @@ int RunExplain(const CliArgs& args) {
     return Fail(NameFile(s, args.model));
   }
   std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  ExplainEngineOptions engine_options;
-  engine_options.use_gpu = args.use_gpu;
-  engine_options.strategy = args.strategy;
-  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
-      ExplainEngine::Create(model->forest, engine_options, pool.get());
-  if (!engine.ok()) return Fail(NameFile(engine.status(), args.model));
+  ExplainFn explain;
+  std::string describe;
+  std::shared_ptr<ExplainEngine> engine;
+  std::shared_ptr<InterventionalEngine> interventional;
+  if (args.background.empty()) {
+    ExplainEngineOptions engine_options;
+    engine_options.use_gpu = args.use_gpu;
+    engine_options.strategy = args.strategy;
+    absl::StatusOr<std::unique_ptr<ExplainEngine>> e =
+        ExplainEngine::Create(model->forest, engine_options, pool.get());
+    if (!e.ok()) return Fail(NameFile(e.status(), args.model));
+    engine = std::move(*e);
+    ExplainOptions options;
+    options.interactions = args.interactions;
+    explain = BindExplain(engine, options, args);
+    describe = engine->Describe();
+  } else {
+    if (absl::Status s = MakeInterventional(args, *model, pool.get(), &interventional); !s.ok()) {
+      return Fail(s);
+    }
+    InterventionalOptions options;
+    options.output_space = args.output_space;
+    explain = BindExplain(interventional, options, args);
+    describe = interventional->Describe();
+  }
 
-  ExplainOptions options;
-  options.interactions = args.interactions;
-  options.iteration_begin = args.iteration_begin;
-  options.iteration_end = args.iteration_end;
   StreamOptions stream;
   stream.input = args.input;
   stream.output = args.output;
@@ -156,11 +207,11 @@ int RunExplain(const CliArgs& args) {
   absl::Status status = StreamRows(
       stream,
       [&](RowsView rows, MatrixView<float> out) {
-        return NameFile((*engine)->Explain(rows, options, out, &info), args.model);
+        return NameFile(explain(rows, out, &info), args.model);
       },
       &stats);
   if (!status.ok()) return Fail(status);
-  PrintVerbose(args, *model, (*engine)->Describe(), info, stats);
+  PrintVerbose(args, *model, describe, info, stats);
   return 0;
 }
 

@@ -50,10 +50,12 @@ if [ "$BUILD_ONLY" = 1 ]; then
   exit 0
 fi
 
-# Python tools used by the tests (golden corpus generation, grpcio stubs, tritonclient interop).
+# Python tools used by the tests (golden corpus generation, grpcio stubs, tritonclient interop, shap
+# as the interventional SHAP oracle: 0.51 is the version issue 16 checks against).
 PY=${PYTHON:-python3}
-PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools "tritonclient[grpc]")
-if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc" 2>/dev/null; then
+PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools "tritonclient[grpc]"
+  "shap>=0.51,<0.52")
+if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc, shap" 2>/dev/null; then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null \
     || $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"
 fi

@@ -178,6 +178,17 @@ void ExtractTree(const Forest& forest, int32_t t, std::vector<RawPath>* out,
 
 }  // namespace
 
+std::vector<double> FixedPointScales(const PathLayout& layout, bool interactions) {
+  std::vector<double> scale(layout.num_outputs);
+  const double factor = interactions ? 2.0 * (layout.max_length + 1) : 2.0;
+  for (int k = 0; k < layout.num_outputs; ++k) {
+    const double bound = std::max(layout.contribution_bound[k] * factor, 1e-30);
+    const int e = 61 - static_cast<int>(std::ceil(std::log2(bound)));
+    scale[k] = std::ldexp(1.0, std::clamp(e, -900, 900));
+  }
+  return scale;
+}
+
 const char* BinPackingName(BinPacking packing) {
   switch (packing) {
     case BinPacking::kBestFitDecreasing: return "bfd";

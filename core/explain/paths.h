@@ -182,6 +182,11 @@ struct PathLayout {
 
 using PathLayoutPtr = std::shared_ptr<const PathLayout>;
 
+// Fixed-point scale per output for the GPU engines' integer accumulators: 2^e with
+// |value| * scale < 2^61 for |value| <= contribution_bound * factor, where factor is 2 for SHAP
+// values and 2 * (max_length + 1) for interactions.
+std::vector<double> FixedPointScales(const PathLayout& layout, bool interactions);
+
 struct PathLayoutOptions {
   BinPacking packing = BinPacking::kBestFitDecreasing;
 };

@@ -35,18 +35,6 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Fixed-point scale per output: 2^e with |value| * scale < 2^61 for |value| <= bound * factor.
-std::vector<double> FixedScales(const PathLayout& layout, bool interactions) {
-  std::vector<double> scale(layout.num_outputs);
-  const double factor = interactions ? 2.0 * (layout.max_length + 1) : 2.0;
-  for (int k = 0; k < layout.num_outputs; ++k) {
-    const double bound = std::max(layout.contribution_bound[k] * factor, 1e-30);
-    const int e = 61 - static_cast<int>(std::ceil(std::log2(bound)));
-    scale[k] = std::ldexp(1.0, std::clamp(e, -900, 900));
-  }
-  return scale;
-}
-
 // Everything one GPU holds for the model.
 struct DeviceState {
   int device = 0;
@@ -109,8 +97,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
                              UploadTo(l.bin_offsets, &st.bin_offsets, &b),
                              UploadTo(l.values, &st.values, &b),
                              UploadTo(l.category_bits, &st.category_bits, &b),
-                             UploadTo(FixedScales(l, false), &st.scale[0], &b),
-                             UploadTo(FixedScales(l, true), &st.scale[1], &b),
+                             UploadTo(FixedPointScales(l, false), &st.scale[0], &b),
+                             UploadTo(FixedPointScales(l, true), &st.scale[1], &b),
                              UploadTo(l.bias, &st.bias, &b)}) {
         if (!s.ok()) return s;
       }

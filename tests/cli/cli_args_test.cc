@@ -108,6 +108,18 @@ TEST(CliArgs, HelpForms) {
   EXPECT_FALSE(ParseCliArgs({"help", "nonsense"}).ok());
 }
 
+TEST(CliArgs, InterventionalExplain) {
+  auto a = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv", "--background",
+                         "bg.csv", "--output-space", "probability_linearized"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->background, "bg.csv");
+  EXPECT_EQ(a->output_space, OutputSpace::kProbabilityLinearized);
+  auto d = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->background.empty());
+  EXPECT_EQ(d->output_space, OutputSpace::kMargin);
+}
+
 TEST(CliArgs, Errors) {
   struct {
     std::vector<std::string> args;
@@ -122,6 +134,14 @@ TEST(CliArgs, Errors) {
       {{"predict", "--model", "m", "--input", "x", "--json"}, "unknown option '--json'"},
       {{"predict", "--modle", "m"}, "unknown option '--modle'"},
       {{"version", "extra"}, "no arguments"},
+      {{"explain", "--model", "m", "--input", "x", "--output-space", "probability"},
+       "needs --background"},
+      {{"explain", "--model", "m", "--input", "x", "--background", "b", "--output-space", "odds"},
+       "unknown output space 'odds'"},
+      {{"explain", "--model", "m", "--input", "x", "--background", "b", "--interactions"},
+       "interactions are not served"},
+      {{"predict", "--model", "m", "--input", "x", "--background", "b"},
+       "unknown option '--background'"},
   };
   for (const auto& c : cases) {
     auto a = ParseCliArgs(c.args);

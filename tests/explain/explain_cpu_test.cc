@@ -41,18 +41,8 @@ std::vector<float> Margin(const Forest& f, const std::vector<float>& rows, int b
   return out;
 }
 
-// The depth-2 tree worked out by hand below:
-//
-//   node 0: x0 < 0.5, cover 10
-//     node 1: x1 < 0.5, cover 6       node 2: x1 < 0.5, cover 4
-//       leaf 3: 1 (cover 2)             leaf 5: 3 (cover 1)
-//       leaf 4: 2 (cover 4)             leaf 6: 5 (cover 3)
-ForestPtr Depth2Tree() {
-  HandForest h(2);
-  h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Split(1, 0.5f, 3, 4, 6), h.Split(1, 0.5f, 5, 6, 4),
-             h.Leaf(1.0, 2), h.Leaf(2.0, 4), h.Leaf(3.0, 1), h.Leaf(5.0, 3)});
-  return h.Build();
-}
+// The depth-2 tree worked out by hand below: MakeDepth2Tree (tests/testing/random_forest.h).
+ForestPtr Depth2Tree() { return MakeDepth2Tree(); }
 
 TEST(ExplainCpuTest, HandComputedDepth2Tree) {
   ForestPtr f = Depth2Tree();

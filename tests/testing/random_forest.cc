@@ -351,4 +351,11 @@ ForestPtr HandForest::Build() {
   return *std::move(built);
 }
 
+ForestPtr MakeDepth2Tree() {
+  HandForest h(2);
+  h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Split(1, 0.5f, 3, 4, 6), h.Split(1, 0.5f, 5, 6, 4),
+             h.Leaf(1.0, 2), h.Leaf(2.0, 4), h.Leaf(3.0, 1), h.Leaf(5.0, 3)});
+  return h.Build();
+}
+
 }  // namespace grove::testing

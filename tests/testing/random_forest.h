@@ -77,11 +77,19 @@ struct HandForest {
   grove::Forest forest;
 };
 
+// The depth-2 tree the hand-computed SHAP tests work out:
+//   node 0: x0 < 0.5, cover 10
+//     node 1: x1 < 0.5, cover 6       node 2: x1 < 0.5, cover 4
+//       leaf 3: 1 (cover 2)             leaf 5: 3 (cover 1)
+//       leaf 4: 2 (cover 4)             leaf 6: 5 (cover 3)
+grove::ForestPtr MakeDepth2Tree();
+
 }  // namespace grove::testing
 
 namespace grove {
 using testing::HandForest;
 // Also reachable unqualified from tests in namespace grove.
+using testing::MakeDepth2Tree;
 using testing::MakeRandomForest;
 using testing::MakeRandomRows;
 using testing::RandomForestOptions;

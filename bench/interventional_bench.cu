@@ -1,0 +1,259 @@
+// Interventional SHAP throughput on the GPU (issue 16): Grove's InterventionalGpu against
+// GPUTreeShap's interventional kernel, same model, rows and background, in one process.
+//
+//   grove_interventional_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
+//                              [--background-rows 100] [--reps 5]
+//
+// Rows: the CSV's rows (a trailing label column is dropped, as in explain_bench); the first
+// --shap-rows are explained, the next --background-rows are the background (the first ones when
+// the file is too short).
+// Grove: InterventionalGpu::ExplainOnDevice, rows on the device, results left there, workspace
+// preallocated; per-model preprocessing (path layout, background masks, upload) done once, before
+// timing, and reported separately.
+// GPUTreeShap (built only when CMake finds gpu_treeshap.h, GROVE_GPUTREESHAP_DIR): its paths from
+// the same forest, PreprocessPaths run once (cached), then per repetition the zeroing of its double
+// output and detail::ComputeShapInterventional -- the work GPUTreeShapInterventional does per call
+// minus its preprocessing. Numeric-split models with scalar leaves only (its split condition has no
+// categories). The two results are compared (max |difference| over feature columns).
+// Timing: one warm-up run, then the median of --reps runs, CUDA events.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "core/explain/explain.h"
+#include "core/explain/interventional_gpu.h"
+#include "core/explain/interventional_paths.h"
+#include "core/explain/paths.h"
+#include "core/io/csv.h"
+#include "core/model/loader.h"
+
+#if defined(GROVE_WITH_GPUTREESHAP)
+#include <thrust/device_vector.h>
+
+#include "gpu_treeshap.h"
+#endif
+
+namespace grove {
+namespace {
+
+struct Flags {
+  std::string model, rows, name;
+  int64_t shap_rows = 10000, background_rows = 100;
+  int reps = 5;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--model") {
+      f->model = v;
+    } else if (k == "--rows") {
+      f->rows = v;
+    } else if (k == "--name") {
+      f->name = v;
+    } else if (k == "--shap-rows" || k == "--background-rows" || k == "--reps") {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n < 1) return false;
+      if (k == "--reps") {
+        f->reps = static_cast<int>(n);
+      } else {
+        (k == "--shap-rows" ? f->shap_rows : f->background_rows) = n;
+      }
+    } else {
+      return false;
+    }
+  }
+  return !f->model.empty() && !f->rows.empty();
+}
+
+// Median seconds of `reps` runs of `fn` (after one warm-up), timed with CUDA events.
+double TimeDevice(int reps, const std::function<void()>& fn) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  fn();
+  cudaDeviceSynchronize();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(start);
+    fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    t.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+#if defined(GROVE_WITH_GPUTREESHAP)
+struct DenseDataset {
+  const float* data;
+  size_t rows, cols;
+  __host__ __device__ size_t NumRows() const { return rows; }
+  __host__ __device__ size_t NumCols() const { return cols; }
+  __device__ float GetElement(size_t r, size_t c) const { return data[r * cols + c]; }
+};
+
+using GtsElement = gpu_treeshap::PathElement<gpu_treeshap::XgboostSplitCondition>;
+
+// One GPUTreeShap path per leaf: the root (feature -1) and one element per split on the way.
+void AppendPaths(const Forest& f, int t, int32_t node, std::vector<GtsElement>* stack,
+                 std::vector<GtsElement>* out, size_t* path) {
+  const Node* nodes = f.TreeNodes(t);
+  const Node& n = nodes[node];
+  if (n.is_leaf()) {
+    const double v = f.trees[t].weight * f.leaf_values[n.payload];
+    out->emplace_back(*path, -1, f.trees[t].group, gpu_treeshap::XgboostSplitCondition(), 1.0,
+                      static_cast<float>(v));
+    for (GtsElement e : *stack) {
+      e.path_idx = *path;
+      e.v = static_cast<float>(v);
+      out->push_back(e);
+    }
+    ++*path;
+    return;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (bool left : {true, false}) {
+    const int32_t child = left ? n.left : n.right;
+    const double z = n.cover > 0 ? nodes[child].cover / n.cover : 0.0;
+    stack->emplace_back(0, n.feature, f.trees[t].group,
+                        gpu_treeshap::XgboostSplitCondition(left ? -inf : n.threshold,
+                                                            left ? n.threshold : inf,
+                                                            n.default_left() == left),
+                        z, 0.0f);
+    AppendPaths(f, t, child, stack, out, path);
+    stack->pop_back();
+  }
+}
+
+// Seconds per run of GPUTreeShap's interventional kernel (preprocessing cached); fills `phis`
+// (rows x groups x (F + 1)) with its result. Empty message when it ran.
+std::string TimeGpuTreeShap(const Forest& f, const float* d_rows, int64_t n, const float* d_bg,
+                            int64_t nb, int reps, double* seconds, std::vector<double>* phis) {
+  if (f.has_categorical || f.has_vector_leaves) return "categorical splits or vector leaves";
+  std::vector<GtsElement> host, stack;
+  size_t path = 0;
+  for (int t = 0; t < static_cast<int>(f.trees.size()); ++t) AppendPaths(f, t, 0, &stack, &host, &path);
+  thrust::device_vector<GtsElement> paths(host.begin(), host.end()), dedup;
+  thrust::device_vector<size_t> bins;
+  gpu_treeshap::detail::PreprocessPaths<thrust::device_allocator<int>,
+                                        gpu_treeshap::XgboostSplitCondition>(&paths, &dedup, &bins);
+  const size_t F = f.num_features;
+  thrust::device_vector<double> phi(n * f.num_outputs * (F + 1));
+  DenseDataset X{d_rows, static_cast<size_t>(n), F}, R{d_bg, static_cast<size_t>(nb), F};
+  *seconds = TimeDevice(reps, [&] {
+    cudaMemsetAsync(phi.data().get(), 0, phi.size() * sizeof(double));
+    gpu_treeshap::detail::ComputeShapInterventional(X, R, bins, dedup, f.num_outputs,
+                                                    phi.data().get());
+  });
+  phis->resize(phi.size());
+  thrust::copy(phi.begin(), phi.end(), phis->begin());
+  return "";
+}
+#endif
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) {
+    std::fprintf(stderr, "usage: grove_interventional_bench --model M --rows R.csv [--name L] "
+                         "[--shap-rows N] [--background-rows N] [--reps N]\n");
+    return 2;
+  }
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
+  if (!forest.ok()) {
+    std::fprintf(stderr, "%s\n", forest.status().ToString().c_str());
+    return 1;
+  }
+  const Forest& f = **forest;
+  const int F = f.num_features;
+  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
+  if (!csv.ok() || (csv->cols != F && csv->cols != F + 1)) {
+    std::fprintf(stderr, "rows: %s\n", csv.ok() ? "wrong column count" : csv.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<float> all;
+  for (int64_t r = 0; r < csv->rows; ++r) {
+    all.insert(all.end(), csv->values.begin() + r * csv->cols, csv->values.begin() + r * csv->cols + F);
+  }
+  const int64_t n = std::min(flags.shap_rows, csv->rows);
+  const int64_t nb = std::min(flags.background_rows, csv->rows);
+  const int64_t bg_begin = n + nb <= csv->rows ? n : 0;
+  const std::vector<float> bg(all.begin() + bg_begin * F, all.begin() + (bg_begin + nb) * F);
+
+  const auto prep_start = std::chrono::steady_clock::now();
+  absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(f);
+  absl::StatusOr<InterventionalLayoutPtr> il =
+      layout.ok() ? BuildInterventionalLayout(f, **layout, MakeRowsView(bg.data(), nb, F), nullptr)
+                  : absl::StatusOr<InterventionalLayoutPtr>(layout.status());
+  absl::StatusOr<std::unique_ptr<InterventionalGpu>> gpu =
+      il.ok() ? InterventionalGpu::Create(*forest, *layout, *il)
+              : absl::StatusOr<std::unique_ptr<InterventionalGpu>>(il.status());
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "%s\n", gpu.status().ToString().c_str());
+    return 1;
+  }
+  const double prep =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - prep_start).count();
+  const int64_t width = ExplainWidth(f, false);
+  float *d_rows = nullptr, *d_bg = nullptr, *d_out = nullptr;
+  void* d_ws = nullptr;
+  const int64_t ws = (*gpu)->WorkspaceBytes(n);
+  cudaMalloc(&d_rows, n * F * 4);
+  cudaMalloc(&d_bg, nb * F * 4);
+  cudaMalloc(&d_out, n * width * 4);
+  cudaMalloc(&d_ws, ws);
+  cudaMemcpy(d_rows, all.data(), n * F * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_bg, bg.data(), nb * F * 4, cudaMemcpyHostToDevice);
+  absl::Status status;
+  const double grove = TimeDevice(flags.reps, [&] {
+    status.Update((*gpu)->ExplainOnDevice(d_rows, n, {}, d_ws, ws, d_out, nullptr));
+  });
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  }
+  std::vector<float> out(n * width);
+  cudaMemcpy(out.data(), d_out, out.size() * 4, cudaMemcpyDeviceToHost);
+  std::printf("| model | rows | background | masks | preprocessing s | grove rows/s | "
+              "gputreeshap rows/s | speedup | max |diff| |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::string gts = "not built (GROVE_GPUTREESHAP_DIR)";
+  double gts_seconds = 0, diff = 0;
+#if defined(GROVE_WITH_GPUTREESHAP)
+  std::vector<double> phis;
+  gts = TimeGpuTreeShap(f, d_rows, n, d_bg, nb, flags.reps, &gts_seconds, &phis);
+  for (int64_t i = 0; gts.empty() && i < n * width; ++i) {
+    if (i % (F + 1) != F) diff = std::max(diff, std::abs(phis[i] - out[i]));
+  }
+#endif
+  std::printf("| %s | %lld | %lld | %zu | %.3f | %.4g | %s | %s | %s |\n",
+              flags.name.empty() ? flags.model.c_str() : flags.name.c_str(),
+              static_cast<long long>(n), static_cast<long long>(nb), (*il)->masks.size(), prep,
+              n / grove, gts.empty() ? std::to_string(n / gts_seconds).c_str() : gts.c_str(),
+              gts.empty() ? std::to_string(gts_seconds / grove).c_str() : "-",
+              gts.empty() ? std::to_string(diff).c_str() : "-");
+  cudaFree(d_rows);
+  cudaFree(d_bg);
+  cudaFree(d_out);
+  cudaFree(d_ws);
+  return 0;
+}
+
+}  // namespace
+}  // namespace grove
+
+int main(int argc, char** argv) { return grove::Main(argc, argv); }

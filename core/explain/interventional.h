@@ -1,0 +1,97 @@
+// Interventional SHAP values: the expectation over a background data set the caller chooses
+// (shap's TreeExplainer(model, data=background, feature_perturbation="interventional"),
+// GPUTreeShap's GPUTreeShapInterventional), instead of the training covers of path-dependent
+// TreeSHAP (explain.h).
+//
+// Definitions. For a row x, a background set B of N rows and a feature subset S, x_S z_S̄ is the
+// hybrid row taking S's values from x and the others from z. The value function of output k is
+//   v_k(S) = 1/N sum_{z in B} out_k(x_S z_S̄)
+// where out is the margin (OutputSpace::kMargin) or the link of the margin (kProbability). The SHAP
+// values are the Shapley values of v; the bias column is v_k({}) = mean over B of out_k(z), so that
+// every output block sums to out_k(x) (additivity). Layout as ExplainWidth(forest, false): per
+// output, F values then the bias (XGBoost pred_contribs order).
+//
+// kProbabilityLinearized is shap's model_output="probability" (shap/cext/tree_shap.h,
+// dense_independent): for each pair (x, z) the margin Shapley values are multiplied by
+// (g(f_k(x)) - g(f_k(z))) / (f_k(x) - f_k(z)) (1 when the margins are equal) and then averaged.
+// It is additive and linear in cost, but it is not the Shapley value of the probability game;
+// kProbability is (exact, exponential in the features where x and z differ, see below).
+//
+// Trees: the same routing as every engine (core/model/decision.h: numeric and categorical splits,
+// missing values), dart weights, vector leaves, iteration ranges. LightGBM average_output divides
+// the margin by the iterations used before the link, as PredictCpu does; the margin space is the
+// raw (summed) score, as LightGBM's pred_contrib.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/common/hd.h"
+#include "core/common/rows.h"
+#include "core/model/forest.h"
+
+namespace grove {
+
+class ThreadPool;
+
+enum class OutputSpace : uint8_t {
+  kMargin,                 // the raw score of every output
+  kProbability,            // the link of the margin (sigmoid, softmax, exp, ...), exact Shapley
+  kProbabilityLinearized,  // shap's model_output="probability" (per-pair rescaled margin values)
+};
+// "margin", "probability", "probability_linearized".
+const char* OutputSpaceName(OutputSpace space);
+// The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
+absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name);
+
+struct InterventionalOptions {
+  OutputSpace output_space = OutputSpace::kMargin;
+  int iteration_begin = 0;  // boosting rounds [begin, end); end <= 0 means to the last round
+  int iteration_end = 0;
+};
+
+// kProbability enumerates, per (row, background row) pair, every subset of the features on which
+// the trees send x and z different ways; pairs differing in more features than this are refused
+// (INVALID_ARGUMENT naming the pair), since 2^d hybrid margins are needed for them.
+inline constexpr int kMaxExactDifferingFeatures = 16;
+
+// Weight of a reachable leaf's value in the SHAP value of a feature the hybrid takes from x (the
+// leaf needs a >= 1 features from x and b from z): (a-1)! b! / (a+b)!. The weight of a feature
+// taken from z is -InterventionalWeight(b, a). Exact to rounding for any a, b (no factorials).
+GROVE_HD double InterventionalWeight(int a, int b) {
+  double w = 1.0 / a;
+  for (int i = 1; i <= b; ++i) w *= static_cast<double>(i) / (a + i);
+  return w;
+}
+
+// A background data set for `forest`: >= 1 row of forest.num_features columns, a well-formed
+// view (NaN = missing, as in rows). INVALID_ARGUMENT naming what is wrong.
+absl::Status CheckBackground(const Forest& forest, RowsView background);
+
+// Validates a call before any work: an explainable model, `rows` of forest.num_features columns,
+// `out` of rows.rows x ExplainWidth(forest, false), a valid iteration range, and an output space
+// the link supports (kProbability*: not XGBoost multi:softmax, whose output is a class index;
+// kProbabilityLinearized: not softmax, whose per-output rescaling is not additive).
+// INVALID_ARGUMENT naming what is wrong.
+absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
+                                     const InterventionalOptions& options, MatrixView<float> out);
+
+// Stores one explained row: `phi` (num_outputs x f1 in double) with each output's bias column
+// set to bias[k], rounded to float into `out`. Shared by the CPU strategies.
+void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi, float* out);
+
+// CPU reference in double: for every (row, background row, tree) the recursion of Laberge &
+// Pequignot ("Understanding interventional TreeSHAP", 2022): walk the tree; where x and z go the
+// same way follow it, where they part branch on whether the split's feature comes from x or z
+// (each feature keeps one side along a path); a reached leaf with a features from x and b from z
+// adds value * InterventionalWeight to each. Cost per (row, background row, tree): the nodes the
+// hybrids reach. Multi-threaded over rows on `pool` (null: the calling thread). Deterministic.
+// Thread-safe.
+absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background, RowsView rows,
+                                      const InterventionalOptions& options, MatrixView<float> out,
+                                      ThreadPool* pool);
+
+}  // namespace grove

@@ -1,0 +1,238 @@
+// InterventionalEngine: strategy table, factories and per-call choice (see interventional_engine.h).
+#include "core/explain/interventional_engine.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/common/log.h"
+#include "core/explain/explain.h"
+#include "core/explain/interventional_gpu.h"
+
+namespace grove {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+class ReferenceStrategy final : public InterventionalStrategy {
+ public:
+  explicit ReferenceStrategy(const InterventionalContext& c) : c_(c) {}
+  InterventionalStrategyId id() const override { return InterventionalStrategyId::kReference; }
+  bool Supports(const InterventionalOptions&) const override { return true; }
+  absl::Status Run(RowsView rows, const InterventionalOptions& options,
+                   MatrixView<float> out) const override {
+    const RowsView background =
+        MakeRowsView(c_.background->data(), c_.background_rows, c_.forest->num_features);
+    return ExplainInterventionalCpu(*c_.forest, background, rows, options, out, c_.pool);
+  }
+
+ private:
+  InterventionalContext c_;
+};
+
+class PathsCpuStrategy final : public InterventionalStrategy {
+ public:
+  explicit PathsCpuStrategy(const InterventionalContext& c) : c_(c) {}
+  InterventionalStrategyId id() const override { return InterventionalStrategyId::kPathsCpu; }
+  bool Supports(const InterventionalOptions& o) const override {
+    return o.output_space == OutputSpace::kMargin;
+  }
+  absl::Status Run(RowsView rows, const InterventionalOptions& options,
+                   MatrixView<float> out) const override {
+    return ExplainInterventionalPathsCpu(*c_.forest, *c_.layout, *c_.background_layout, rows,
+                                         options, out, c_.pool);
+  }
+
+ private:
+  InterventionalContext c_;
+};
+
+class GpuStrategy final : public InterventionalStrategy {
+ public:
+  explicit GpuStrategy(std::unique_ptr<InterventionalGpu> gpu) : gpu_(std::move(gpu)) {}
+  InterventionalStrategyId id() const override { return InterventionalStrategyId::kGpu; }
+  std::string device() const override { return gpu_->DeviceName(); }
+  bool Supports(const InterventionalOptions& o) const override {
+    return o.output_space == OutputSpace::kMargin;
+  }
+  absl::Status Run(RowsView rows, const InterventionalOptions& options,
+                   MatrixView<float> out) const override {
+    return gpu_->Explain(rows, options, out);
+  }
+  int64_t DeviceBytes() const override { return gpu_->DeviceBytes(); }
+
+ private:
+  std::unique_ptr<InterventionalGpu> gpu_;  // Explain serialises internally
+};
+
+using Factory = absl::StatusOr<std::unique_ptr<InterventionalStrategy>> (*)(
+    const InterventionalContext& c, const InterventionalEngineOptions& o);
+
+absl::StatusOr<std::unique_ptr<InterventionalStrategy>> MakeGpu(
+    const InterventionalContext& c, const InterventionalEngineOptions& o) {
+  if (!o.use_gpu || c.layout == nullptr || !c.layout->long_paths.empty()) {
+    return std::unique_ptr<InterventionalStrategy>();
+  }
+  absl::StatusOr<std::unique_ptr<InterventionalGpu>> gpu =
+      InterventionalGpu::Create(c.forest, c.layout, c.background_layout);
+  if (absl::IsUnavailable(gpu.status())) return std::unique_ptr<InterventionalStrategy>();
+  if (!gpu.ok()) return gpu.status();
+  return std::unique_ptr<InterventionalStrategy>(new GpuStrategy(std::move(*gpu)));
+}
+
+absl::StatusOr<std::unique_ptr<InterventionalStrategy>> MakePathsCpu(
+    const InterventionalContext& c, const InterventionalEngineOptions&) {
+  if (c.layout == nullptr || !c.layout->long_paths.empty()) {
+    return std::unique_ptr<InterventionalStrategy>();
+  }
+  return std::unique_ptr<InterventionalStrategy>(new PathsCpuStrategy(c));
+}
+
+absl::StatusOr<std::unique_ptr<InterventionalStrategy>> MakeReference(
+    const InterventionalContext& c, const InterventionalEngineOptions&) {
+  return std::unique_ptr<InterventionalStrategy>(new ReferenceStrategy(c));
+}
+
+// Indexed by InterventionalStrategyId; "auto" prefers them in this order.
+struct StrategyEntry {
+  const char* name;
+  Factory factory;
+};
+constexpr StrategyEntry kInterventionalFactories[kNumInterventionalStrategies] = {
+    {"gpu", &MakeGpu},
+    {"paths_cpu", &MakePathsCpu},
+    {"reference", &MakeReference},
+};
+
+}  // namespace
+
+const char* InterventionalStrategyName(InterventionalStrategyId id) {
+  return kInterventionalFactories[static_cast<int>(id)].name;
+}
+
+absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::string_view name) {
+  for (int i = 0; i < kNumInterventionalStrategies; ++i) {
+    if (name == kInterventionalFactories[i].name) return static_cast<InterventionalStrategyId>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "interventional strategy '", name, "' is not one of auto, gpu, paths_cpu, reference"));
+}
+
+absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Create(
+    ForestPtr forest, PathLayoutPtr layout, RowsView background,
+    const InterventionalEngineOptions& options, ThreadPool* pool) {
+  if (forest == nullptr) return absl::InvalidArgumentError("InterventionalEngine: no model");
+  if (absl::Status s = CheckBackground(*forest, background); !s.ok()) return s;
+  int forced = -1;
+  if (options.strategy != "auto") {
+    absl::StatusOr<InterventionalStrategyId> id = ParseInterventionalStrategy(options.strategy);
+    if (!id.ok()) return id.status();
+    forced = static_cast<int>(*id);
+  }
+  InterventionalContext c;
+  c.forest = forest;
+  c.pool = pool;
+  c.background_rows = background.rows;
+  auto rows = std::make_shared<std::vector<float>>();
+  rows->reserve(background.rows * background.cols);
+  for (int64_t r = 0; r < background.rows; ++r) {
+    rows->insert(rows->end(), background.Row(r), background.Row(r) + background.cols);
+  }
+  c.background = rows;
+  // Models no engine can explain (linear leaves) keep the reference, which reports why per call.
+  if (CheckExplainable(*forest).ok()) {
+    if (layout == nullptr) {
+      absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*forest);
+      if (!built.ok()) return built.status();
+      layout = *built;
+    }
+    absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
+        *forest, *layout, MakeRowsView(rows->data(), background.rows, background.cols), pool);
+    if (!il.ok()) return il.status();
+    c.layout = layout;
+    c.background_layout = *il;
+  }
+  std::vector<std::unique_ptr<InterventionalStrategy>> strategies;
+  for (int i = 0; i < kNumInterventionalStrategies; ++i) {
+    if (forced >= 0 && forced != i) continue;
+    absl::StatusOr<std::unique_ptr<InterventionalStrategy>> s =
+        kInterventionalFactories[i].factory(c, options);
+    if (!s.ok()) {
+      if (forced == i) return s.status();
+      GROVE_LOG(WARNING) << "interventional strategy " << kInterventionalFactories[i].name
+                         << " unavailable: " << s.status().ToString();
+      continue;
+    }
+    if (*s != nullptr) strategies.push_back(std::move(*s));
+  }
+  if (strategies.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "interventional strategy '", options.strategy, "' cannot serve this model"));
+  }
+  return std::unique_ptr<InterventionalEngine>(
+      new InterventionalEngine(std::move(c), std::move(strategies), forced >= 0));
+}
+
+InterventionalEngine::InterventionalEngine(
+    InterventionalContext context, std::vector<std::unique_ptr<InterventionalStrategy>> strategies,
+    bool forced)
+    : context_(std::move(context)), strategies_(std::move(strategies)), forced_(forced) {}
+
+absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOptions& options,
+                                           MatrixView<float> out, RunInfo* info) const {
+  const double start = Now();
+  if (absl::Status s = CheckInterventionalCall(*context_.forest, rows, options, out); !s.ok()) {
+    return s;
+  }
+  const InterventionalStrategy* chosen = nullptr;
+  for (const auto& s : strategies_) {
+    if (s->Supports(options)) {
+      chosen = s.get();
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "interventional strategy '", strategies_[0]->name(), "' does not explain output space ",
+        OutputSpaceName(options.output_space)));
+  }
+  absl::Status status = chosen->Run(rows, options, out);
+  if (info != nullptr) {
+    info->device = chosen->device();
+    info->strategy = absl::StrCat("interventional_", chosen->name());
+    info->reason = forced_ ? "" : "first strategy supporting the request";
+    info->compute_seconds = Now() - start;
+  }
+  return status;
+}
+
+int64_t InterventionalEngine::DeviceBytes() const {
+  int64_t total = 0;
+  for (const auto& s : strategies_) total += s->DeviceBytes();
+  return total;
+}
+
+std::vector<std::string> InterventionalEngine::StrategyNames() const {
+  std::vector<std::string> names;
+  for (const auto& s : strategies_) names.push_back(s->name());
+  return names;
+}
+
+std::string InterventionalEngine::Describe() const {
+  std::string masks = "no path layout";
+  if (context_.background_layout != nullptr) {
+    const InterventionalLayout& il = *context_.background_layout;
+    masks = absl::StrFormat("%d distinct path masks (%.2f MB, %.3f s)", il.masks.size(),
+                            il.HostBytes() / 1e6, il.build_seconds);
+  }
+  return absl::StrCat("interventional ", forced_ ? "forced" : "auto", " [",
+                      absl::StrJoin(StrategyNames(), ", "), "], ", context_.background_rows,
+                      " background rows, ", masks);
+}
+
+}  // namespace grove

@@ -1,0 +1,106 @@
+// InterventionalEngine: one model's interventional SHAP engine with its background data set, built
+// once at model load (or when the background changes) and shared by every request.
+//
+// ## Strategies (the seam)
+// A strategy is one way to explain a batch (interventional.h for the definitions):
+//   reference   ExplainInterventionalCpu: every output space, every model (the oracle);
+//   paths_cpu   ExplainInterventionalPathsCpu: the bitmask form over deduplicated background
+//               masks, margins of models without long paths;
+//   gpu         InterventionalGpu: the same form on the GPU.
+// InterventionalStrategyId is the one table of them (InterventionalStrategyName); each has a
+// factory in kInterventionalFactories (interventional_engine.cc), which returns nullptr when the
+// strategy cannot serve the model (no GPU, long paths). At Explain time a forced strategy runs or
+// answers FAILED_PRECONDITION; "auto" takes the first strategy in table order (gpu, paths_cpu,
+// reference) whose Supports(options) is true: the fast forms for margins, the reference for the
+// probability spaces.
+//
+// Preprocessing kept for the engine's life: the model's PathLayout and the background's
+// InterventionalLayout (per-path masks), uploaded once by the GPU strategy.
+// Thread-safe: Explain may be called concurrently; it blocks until `out` is filled.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/common/rows.h"
+#include "core/common/run_info.h"
+#include "core/explain/interventional.h"
+#include "core/explain/interventional_paths.h"
+#include "core/explain/paths.h"
+#include "core/model/forest.h"
+
+namespace grove {
+
+class ThreadPool;
+
+enum class InterventionalStrategyId : int { kGpu = 0, kPathsCpu = 1, kReference = 2 };
+inline constexpr int kNumInterventionalStrategies = 3;
+// "gpu", "paths_cpu", "reference".
+const char* InterventionalStrategyName(InterventionalStrategyId id);
+// A name above; INVALID_ARGUMENT naming the accepted ones otherwise.
+absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::string_view name);
+
+struct InterventionalEngineOptions {
+  bool use_gpu = true;
+  std::string strategy = "auto";  // "auto" or a strategy name
+};
+
+// What a factory gets. The background rows are the engine's own copy.
+struct InterventionalContext {
+  ForestPtr forest;
+  PathLayoutPtr layout;  // null when the model cannot be explained (linear leaves)
+  InterventionalLayoutPtr background_layout;  // null with layout
+  std::shared_ptr<const std::vector<float>> background;  // rows x num_features
+  int64_t background_rows = 0;
+  ThreadPool* pool = nullptr;
+};
+
+// One strategy for one model and background. Thread-safe once created.
+class InterventionalStrategy {
+ public:
+  virtual ~InterventionalStrategy() = default;
+  virtual InterventionalStrategyId id() const = 0;
+  const char* name() const { return InterventionalStrategyName(id()); }
+  virtual std::string device() const { return "cpu"; }
+  virtual bool Supports(const InterventionalOptions& options) const = 0;
+  // Host rows in, host results out (rows x ExplainWidth(forest, false)). Deterministic.
+  virtual absl::Status Run(RowsView rows, const InterventionalOptions& options,
+                           MatrixView<float> out) const = 0;
+  virtual int64_t DeviceBytes() const { return 0; }
+};
+
+class InterventionalEngine {
+ public:
+  // Copies and preprocesses `background` (CheckBackground) for `forest`. `layout` may be null
+  // (built here). INVALID_ARGUMENT for a bad background or an unknown strategy name;
+  // FAILED_PRECONDITION when a forced strategy cannot serve the model.
+  static absl::StatusOr<std::unique_ptr<InterventionalEngine>> Create(
+      ForestPtr forest, PathLayoutPtr layout, RowsView background,
+      const InterventionalEngineOptions& options, ThreadPool* pool);
+
+  // `out` is rows.rows x ExplainWidth(forest, false). CheckInterventionalCall's errors, or
+  // FAILED_PRECONDITION when the forced strategy does not support `options`.
+  absl::Status Explain(RowsView rows, const InterventionalOptions& options, MatrixView<float> out,
+                       RunInfo* info) const;
+
+  int64_t background_rows() const { return context_.background_rows; }
+  int64_t DeviceBytes() const;
+  // Strategies, background size and preprocessing, e.g. for `grove inspect` and logs.
+  std::string Describe() const;
+  std::vector<std::string> StrategyNames() const;
+
+ private:
+  InterventionalEngine(InterventionalContext context,
+                       std::vector<std::unique_ptr<InterventionalStrategy>> strategies,
+                       bool forced);
+
+  InterventionalContext context_;
+  std::vector<std::unique_ptr<InterventionalStrategy>> strategies_;  // table order
+  bool forced_ = false;
+};
+
+}  // namespace grove

@@ -1,0 +1,236 @@
+// GPU interventional SHAP engine: resident layouts, workspace and launches (see
+// interventional_gpu.h).
+#include "core/explain/interventional_gpu.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/explain/explain.h"
+#include "core/explain/interventional_gpu.cuh"
+#include "core/gpu/cuda_status.h"
+#include "core/gpu/device_buffer.h"
+#include "core/gpu/device_set.h"
+#include "core/predict/traverse.h"
+
+namespace grove {
+namespace {
+
+namespace ik = interventional_kernels;
+
+#define GROVE_CUDA_RETURN(expr) GROVE_CUDA_RETURN_IF_ERROR(expr, "interventional_gpu: " #expr)
+
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kMaxChunkRows = kMaxGridY * ik::kRowsPerWarp;
+
+// prefix[(i + 1) * K + k] = sum of the background means of output k over trees of rounds <= i.
+std::vector<double> IterationPrefix(const Forest& forest, const InterventionalLayout& il) {
+  const int k = forest.num_outputs;
+  std::vector<double> prefix((forest.num_iterations + 1) * k, 0.0);
+  for (size_t t = 0; t < forest.trees.size(); ++t) {
+    const int it = forest.trees[t].iteration;
+    for (int i = 0; i < k; ++i) prefix[(it + 1) * k + i] += il.tree_means[t * k + i];
+  }
+  for (int it = 1; it <= forest.num_iterations; ++it) {
+    for (int i = 0; i < k; ++i) prefix[it * k + i] += prefix[(it - 1) * k + i];
+  }
+  return prefix;
+}
+
+template <typename T>
+absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t* accounted) {
+  absl::StatusOr<gpu::DeviceBuffer> u =
+      gpu::DeviceBuffer::Upload(host, "interventional_gpu: layout upload");
+  if (!u.ok()) return u.status();
+  *b = std::move(*u);
+  *accounted += b->bytes();
+  return absl::OkStatus();
+}
+
+class InterventionalGpuImpl final : public InterventionalGpu {
+ public:
+  InterventionalGpuImpl(ForestPtr forest, PathLayoutPtr layout, InterventionalLayoutPtr il)
+      : forest_(std::move(forest)), layout_(std::move(layout)), il_(std::move(il)) {}
+
+  ~InterventionalGpuImpl() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    GROVE_CUDA_RETURN(cudaSetDevice(0));
+    const PathLayout& l = *layout_;
+    int64_t& b = resident_bytes_;
+    for (absl::Status s :
+         {UploadTo(l.elements, &elements_, &b), UploadTo(l.paths, &paths_, &b),
+          UploadTo(l.bin_offsets, &bin_offsets_, &b), UploadTo(l.values, &values_, &b),
+          UploadTo(l.category_bits, &category_bits_, &b), UploadTo(il_->mask_begin, &mask_begin_, &b),
+          UploadTo(il_->masks, &masks_, &b), UploadTo(il_->counts, &counts_, &b),
+          UploadTo(il_->weights, &weights_, &b), UploadTo(FixedPointScales(l, false), &scale_, &b),
+          UploadTo(forest_->base_margin, &base_margin_, &b),
+          UploadTo(IterationPrefix(*forest_, *il_), &iteration_prefix_, &b)}) {
+      if (!s.ok()) return s;
+    }
+    GROVE_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return absl::OkStatus();
+  }
+
+  int64_t WorkspaceBytes(int64_t num_rows) const override {
+    return std::max<int64_t>(num_rows, 1) * Width() * 8;
+  }
+
+  absl::Status ExplainOnDevice(const float* d_rows, int64_t num_rows,
+                               const InterventionalOptions& options, void* d_workspace,
+                               int64_t workspace_bytes, float* d_out,
+                               void* stream) const override {
+    IterationRange range;
+    if (absl::Status s = CheckOptions(options, &range); !s.ok()) return s;
+    if (workspace_bytes < WorkspaceBytes(num_rows) || (num_rows > 0 && d_workspace == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "interventional_gpu: the workspace holds ", workspace_bytes, " bytes; ", num_rows,
+          " rows need ", WorkspaceBytes(num_rows)));
+    }
+    if (num_rows == 0) return absl::OkStatus();
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    auto* d_acc = static_cast<unsigned long long*>(d_workspace);
+    GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * Width() * 8, s));
+    ik::KernelArgs a = Args(range);
+    a.d_acc = d_acc;
+    for (int64_t begin = 0; begin < num_rows; begin += kMaxChunkRows) {
+      a.num_rows = std::min(kMaxChunkRows, num_rows - begin);
+      a.d_rows = d_rows + begin * forest_->num_features;
+      a.d_acc = d_acc + begin * Width();
+      const dim3 grid(static_cast<unsigned>((a.num_bins + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock),
+                      static_cast<unsigned>((a.num_rows + ik::kRowsPerWarp - 1) / ik::kRowsPerWarp));
+      if (grid.x > 0) ik::InterventionalKernel<<<grid, ik::kBlockThreads, 0, s>>>(a);
+      GROVE_CUDA_RETURN(cudaGetLastError());
+    }
+    const int64_t n = num_rows * Width();
+    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+    ik::FinishKernel<<<blocks, 256, 0, s>>>(
+        d_acc, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
+        base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_out);
+    GROVE_CUDA_RETURN(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  absl::Status Explain(RowsView rows, const InterventionalOptions& options,
+                       MatrixView<float> out) override {
+    if (absl::Status s = CheckInterventionalCall(*forest_, rows, options, out); !s.ok()) return s;
+    if (rows.rows == 0) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    GROVE_CUDA_RETURN(cudaSetDevice(0));
+    const int64_t F = forest_->num_features;
+    const int64_t width = Width();
+    // Chunks bound the workspace at ~256 MB of accumulators.
+    const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 20) / (width * 8), 1, rows.rows);
+    for (absl::Status st :
+         {h_rows_.Reserve(chunk * F * 4, "interventional_gpu: pinned rows"),
+          h_out_.Reserve(chunk * width * 4, "interventional_gpu: pinned results"),
+          d_rows_.Reserve(chunk * F * 4, "interventional_gpu: rows"),
+          d_out_.Reserve(chunk * width * 4, "interventional_gpu: results"),
+          workspace_.Reserve(WorkspaceBytes(chunk), "interventional_gpu: workspace")}) {
+      if (!st.ok()) return st;
+    }
+    for (int64_t begin = 0; begin < rows.rows; begin += chunk) {
+      const int64_t n = std::min(chunk, rows.rows - begin);
+      for (int64_t r = 0; r < n; ++r) {
+        std::copy(rows.Row(begin + r), rows.Row(begin + r) + F, h_rows_.as<float>() + r * F);
+      }
+      GROVE_CUDA_RETURN(cudaMemcpyAsync(d_rows_.get(), h_rows_.get(), n * F * 4,
+                                        cudaMemcpyHostToDevice, stream_));
+      if (absl::Status st = ExplainOnDevice(d_rows_.as<float>(), n, options, workspace_.get(),
+                                            workspace_.bytes(), d_out_.as<float>(), stream_);
+          !st.ok()) {
+        return st;
+      }
+      GROVE_CUDA_RETURN(cudaMemcpyAsync(h_out_.get(), d_out_.get(), n * width * 4,
+                                        cudaMemcpyDeviceToHost, stream_));
+      GROVE_CUDA_RETURN(cudaStreamSynchronize(stream_));
+      for (int64_t r = 0; r < n; ++r) {
+        const float* src = h_out_.as<float>() + r * width;
+        std::copy(src, src + width, out.Row(begin + r));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t DeviceBytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resident_bytes_ + workspace_.bytes() + d_rows_.bytes() + d_out_.bytes();
+  }
+  std::string DeviceName() const override { return "cuda:0"; }
+  std::string Describe() const override {
+    return absl::StrFormat("interventional_gpu on cuda:0, %d background rows, %d masks, %.2f MB",
+                           il_->background_rows, il_->masks.size(), resident_bytes_ / 1e6);
+  }
+
+ private:
+  int64_t Width() const { return ExplainWidth(*forest_, false); }
+
+  absl::Status CheckOptions(const InterventionalOptions& options, IterationRange* range) const {
+    if (options.output_space != OutputSpace::kMargin) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "interventional_gpu explains margins only; output space ",
+          OutputSpaceName(options.output_space), " runs on the CPU"));
+    }
+    return ResolveIterationRange(*forest_, options.iteration_begin, options.iteration_end, range);
+  }
+
+  ik::KernelArgs Args(const IterationRange& range) const {
+    ik::KernelArgs a;
+    a.d_elements = elements_.as<PathElement>();
+    a.d_paths = paths_.as<PathInfo>();
+    a.d_bin_offsets = bin_offsets_.as<uint32_t>();
+    a.d_values = values_.as<double>();
+    a.d_category_bits = category_bits_.as<uint32_t>();
+    a.d_mask_begin = mask_begin_.as<uint32_t>();
+    a.d_masks = masks_.as<uint32_t>();
+    a.d_counts = counts_.as<uint32_t>();
+    a.d_weights = weights_.as<double>();
+    a.d_scale = scale_.as<double>();
+    a.inv_background = 1.0 / static_cast<double>(il_->background_rows);
+    a.num_bins = layout_->num_bins();
+    a.num_features = forest_->num_features;
+    a.iteration_begin = range.begin;
+    a.iteration_end = range.end;
+    a.acc_width = Width();
+    return a;
+  }
+
+  ForestPtr forest_;
+  PathLayoutPtr layout_;
+  InterventionalLayoutPtr il_;
+  gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, mask_begin_, masks_,
+      counts_, weights_, scale_, base_margin_, iteration_prefix_;
+  int64_t resident_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  mutable std::mutex mu_;  // guards the workspace and pinned buffers below
+  gpu::PinnedBuffer h_rows_, h_out_;
+  gpu::DeviceBuffer d_rows_, d_out_, workspace_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<InterventionalGpu>> InterventionalGpu::Create(
+    ForestPtr forest, PathLayoutPtr layout, InterventionalLayoutPtr il) {
+  if (forest == nullptr || layout == nullptr || il == nullptr) {
+    return absl::InvalidArgumentError("InterventionalGpu: no model, path layout or background");
+  }
+  if (!layout->long_paths.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "interventional_gpu: ", layout->long_paths.size(), " paths have more than ", kWarpLanes,
+        " distinct features; the CPU strategies explain this model"));
+  }
+  if (gpu::VisibleGpuCount() == 0) return absl::UnavailableError("no GPU: no CUDA device is visible");
+  auto engine = std::make_unique<InterventionalGpuImpl>(std::move(forest), std::move(layout),
+                                                        std::move(il));
+  if (absl::Status s = engine->Init(); !s.ok()) return s;
+  return std::unique_ptr<InterventionalGpu>(std::move(engine));
+}
+
+}  // namespace grove

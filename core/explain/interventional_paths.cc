@@ -1,0 +1,174 @@
+// Background preprocessing into per-path masks, and the CPU twin of the GPU kernel
+// (see interventional_paths.h).
+#include "core/explain/interventional_paths.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/model/forest.h"
+#include "core/predict/traverse.h"
+
+namespace grove {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<double> WeightTable() {
+  constexpr int kSide = kInterventionalWeightSide;
+  std::vector<double> w(kSide * kSide, 0.0);
+  for (int a = 1; a < kSide; ++a) {
+    for (int b = 0; b < kSide; ++b) w[a * kSide + b] = InterventionalWeight(a, b);
+  }
+  return w;
+}
+
+// Per binned path: the distinct masks of the background rows, ascending, with their counts.
+void GroupMasks(const PathLayout& layout, RowsView background, ThreadPool* pool,
+                std::vector<std::vector<std::pair<uint32_t, uint32_t>>>* groups) {
+  groups->assign(layout.paths.size(), {});
+  ParallelFor(pool, static_cast<int64_t>(layout.paths.size()), 64, [&](int64_t begin, int64_t end) {
+    std::vector<uint32_t> masks(background.rows);
+    for (int64_t p = begin; p < end; ++p) {
+      const PathInfo& info = layout.paths[p];
+      if (info.length > kWarpLanes) continue;
+      const PathElement* elements = layout.elements.data() + info.element_begin;
+      for (int64_t j = 0; j < background.rows; ++j) {
+        masks[j] = RowPathMask(elements, info.length, layout.category_bits.data(),
+                               background.Row(j));
+      }
+      std::sort(masks.begin(), masks.end());
+      auto& out = (*groups)[p];
+      for (uint32_t m : masks) {
+        if (out.empty() || out.back().first != m) out.emplace_back(m, 0);
+        ++out.back().second;
+      }
+    }
+  });
+}
+
+std::vector<double> TreeMeans(const Forest& forest, RowsView background) {
+  const int k = forest.num_outputs;
+  std::vector<double> means(forest.trees.size() * k, 0.0);
+  for (size_t t = 0; t < forest.trees.size(); ++t) {
+    const Tree& tree = forest.trees[t];
+    const Node* nodes = forest.TreeNodes(static_cast<int>(t));
+    const int first = tree.leaf_width == 1 ? tree.group : 0;
+    for (int64_t j = 0; j < background.rows; ++j) {
+      const Node& leaf = nodes[TraverseTree(nodes, forest.category_bits.data(), background.Row(j))];
+      for (int b = 0; b < tree.leaf_width; ++b) {
+        means[t * k + first + b] += tree.weight * forest.leaf_values[leaf.payload + b];
+      }
+    }
+  }
+  for (double& m : means) m /= background.rows;
+  return means;
+}
+
+// Adds one row's contributions of path `info` to phi (num_outputs x f1).
+void AddPath(const PathLayout& layout, const InterventionalLayout& il, uint32_t path,
+             const float* row, int64_t f1, double* phi) {
+  const PathInfo& info = layout.paths[path];
+  const PathElement* elements = layout.elements.data() + info.element_begin;
+  const uint32_t x = RowPathMask(elements, info.length, layout.category_bits.data(), row);
+  const uint32_t full = FullMask(info.length);
+  const double scale = 1.0 / il.background_rows;
+  for (int j = 1; j < info.length; ++j) {
+    double coefficient = 0;
+    for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
+      coefficient +=
+          il.counts[m] * MaskCoefficient(x, il.masks[m], full, 1u << j, il.weights.data());
+    }
+    if (coefficient == 0) continue;
+    for (int k = 0; k < info.width; ++k) {
+      phi[(info.group + k) * f1 + elements[j].feature] +=
+          scale * coefficient * layout.values[info.value_begin + k];
+    }
+  }
+}
+
+}  // namespace
+
+int64_t InterventionalLayout::HostBytes() const {
+  return static_cast<int64_t>((mask_begin.size() + masks.size() + counts.size()) * 4 +
+                              (tree_means.size() + weights.size()) * 8);
+}
+
+absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& forest,
+                                                                  const PathLayout& layout,
+                                                                  RowsView background,
+                                                                  ThreadPool* pool) {
+  if (absl::Status s = CheckBackground(forest, background); !s.ok()) return s;
+  const double start = Now();
+  auto il = std::make_shared<InterventionalLayout>();
+  il->background_rows = background.rows;
+  il->num_outputs = forest.num_outputs;
+  il->weights = WeightTable();
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> groups;
+  GroupMasks(layout, background, pool, &groups);
+  il->mask_begin.reserve(groups.size() + 1);
+  il->mask_begin.push_back(0);
+  for (const auto& g : groups) {
+    for (const auto& [mask, count] : g) {
+      il->masks.push_back(mask);
+      il->counts.push_back(count);
+    }
+    if (il->masks.size() > UINT32_MAX) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the background's path masks exceed 2^32 entries (", background.rows,
+          " rows over ", layout.paths.size(), " paths); use a smaller background"));
+    }
+    il->mask_begin.push_back(static_cast<uint32_t>(il->masks.size()));
+  }
+  il->tree_means = TreeMeans(forest, background);
+  il->build_seconds = Now() - start;
+  return InterventionalLayoutPtr(std::move(il));
+}
+
+std::vector<double> InterventionalBias(const Forest& forest, const InterventionalLayout& il,
+                                       int begin, int end) {
+  const int k = forest.num_outputs;
+  std::vector<double> bias(forest.base_margin.begin(), forest.base_margin.end());
+  for (size_t t = 0; t < forest.trees.size(); ++t) {
+    if (!forest.TreeInRange(static_cast<int>(t), begin, end)) continue;
+    for (int i = 0; i < k; ++i) bias[i] += il.tree_means[t * k + i];
+  }
+  return bias;
+}
+
+absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayout& layout,
+                                           const InterventionalLayout& il, RowsView rows,
+                                           const InterventionalOptions& options,
+                                           MatrixView<float> out, ThreadPool* pool) {
+  if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
+  if (options.output_space != OutputSpace::kMargin || !layout.long_paths.empty()) {
+    return absl::FailedPreconditionError(
+        "the path form of interventional SHAP explains margins of models whose paths have at "
+        "most 32 elements");
+  }
+  IterationRange range;
+  (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
+  std::vector<uint32_t> paths;
+  for (uint32_t p = 0; p < layout.paths.size(); ++p) {
+    const int it = layout.paths[p].iteration;
+    if (it >= range.begin && it < range.end) paths.push_back(p);
+  }
+  const std::vector<double> bias = InterventionalBias(forest, il, range.begin, range.end);
+  const int k = forest.num_outputs;
+  const int64_t f1 = forest.num_features + 1;
+  ParallelFor(pool, rows.rows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> phi(k * f1);
+    for (int64_t r = begin; r < end; ++r) {
+      std::fill(phi.begin(), phi.end(), 0.0);
+      for (uint32_t p : paths) AddPath(layout, il, p, rows.Row(r), f1, phi.data());
+      StoreExplainedRow(bias, f1, phi.data(), out.Row(r));
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace grove

@@ -1,0 +1,105 @@
+// InterventionalEngine: the strategy table, the per-call choice, forced strategies and errors.
+#include "core/explain/interventional_engine.h"
+
+#include <string>
+#include <vector>
+
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "gtest/gtest.h"
+#include "tests/testing/interventional_reference.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+std::unique_ptr<InterventionalEngine> MakeEngine(ForestPtr f, const std::vector<float>& bg,
+                                                 const std::string& strategy, ThreadPool* pool) {
+  InterventionalEngineOptions o;
+  o.strategy = strategy;
+  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
+      f, nullptr, MakeRowsView(bg.data(), bg.size() / f->num_features, f->num_features), o, pool);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+TEST(InterventionalEngineTest, StrategyNamesRoundTrip) {
+  for (int i = 0; i < kNumInterventionalStrategies; ++i) {
+    const auto id = static_cast<InterventionalStrategyId>(i);
+    EXPECT_EQ(*ParseInterventionalStrategy(InterventionalStrategyName(id)), id);
+  }
+  EXPECT_EQ(ParseInterventionalStrategy("treeshap_gpu").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InterventionalEngineTest, AutoPicksTheFastFormForMarginsAndTheReferenceOtherwise) {
+  RandomForestOptions ro;
+  ro.num_outputs = 2;
+  ro.seed = 3;
+  Forest copy = *MakeRandomForest(ro);
+  copy.objective.link = Link::kSoftmax;
+  ForestPtr f = *BuildForest(std::move(copy));
+  const std::vector<float> rows = MakeRandomRows(*f, 6, 1);
+  const std::vector<float> bg = MakeRandomRows(*f, 10, 2);
+  ThreadPool pool(2);
+  std::unique_ptr<InterventionalEngine> e = MakeEngine(f, bg, "auto", &pool);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->background_rows(), 10);
+  const int64_t width = ExplainWidth(*f, false);
+  for (OutputSpace space : {OutputSpace::kMargin, OutputSpace::kProbability}) {
+    InterventionalOptions o;
+    o.output_space = space;
+    std::vector<float> out(6 * width);
+    RunInfo info;
+    ASSERT_TRUE(e->Explain(MakeRowsView(rows.data(), 6, f->num_features), o,
+                           MakeMatrixView(out.data(), 6, width), &info)
+                    .ok());
+    if (space == OutputSpace::kProbability) {
+      EXPECT_EQ(info.strategy, "interventional_reference");
+    } else {
+      EXPECT_NE(info.strategy, "interventional_reference");
+    }
+    testing::ExpectNearReference(out, testing::InterventionalReference(*f, rows, bg, o), 1e-6,
+                                 OutputSpaceName(space));
+  }
+}
+
+TEST(InterventionalEngineTest, ForcedStrategiesAndErrors) {
+  ForestPtr f = MakeDepth2Tree();
+  const std::vector<float> bg = {1, 0};
+  ThreadPool pool(1);
+  std::unique_ptr<InterventionalEngine> paths = MakeEngine(f, bg, "paths_cpu", &pool);
+  ASSERT_NE(paths, nullptr);
+  EXPECT_EQ(paths->StrategyNames(), std::vector<std::string>{"paths_cpu"});
+  std::vector<float> rows = {0, 1}, out(3);
+  InterventionalOptions o;
+  RunInfo info;
+  ASSERT_TRUE(paths->Explain(MakeRowsView(rows.data(), 1, 2), o, MakeMatrixView(out.data(), 1, 3),
+                             &info)
+                  .ok());
+  EXPECT_EQ(out, (std::vector<float>{-2.5f, 1.5f, 3.0f}));
+  o.output_space = OutputSpace::kProbability;
+  EXPECT_EQ(paths->Explain(MakeRowsView(rows.data(), 1, 2), o, MakeMatrixView(out.data(), 1, 3),
+                           nullptr)
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Shapes are checked before any strategy runs.
+  EXPECT_EQ(paths->Explain(MakeRowsView(rows.data(), 1, 1), {}, MakeMatrixView(out.data(), 1, 3),
+                           nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  InterventionalEngineOptions bad;
+  bad.strategy = "fast";
+  EXPECT_EQ(InterventionalEngine::Create(f, nullptr, MakeRowsView(bg.data(), 1, 2), bad, &pool)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InterventionalEngine::Create(f, nullptr, MakeRowsView(bg.data(), 0, 2), {}, &pool)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace grove

@@ -1,0 +1,130 @@
+// The bitmask form of interventional SHAP (core/explain/interventional_paths.h) -- the GPU kernel's
+// arithmetic, run on the CPU -- against the CPU reference, and the background preprocessing.
+#include "core/explain/interventional_paths.h"
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "gtest/gtest.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/interventional_reference.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+using testing::ExpectNearReference;
+using testing::InterventionalReference;
+
+struct Layouts {
+  PathLayoutPtr layout;
+  InterventionalLayoutPtr il;
+};
+
+Layouts Build(const Forest& f, const std::vector<float>& bg, ThreadPool* pool) {
+  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
+  EXPECT_TRUE(l.ok()) << l.status();
+  absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
+      f, **l, MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features), pool);
+  EXPECT_TRUE(il.ok()) << il.status();
+  return {*l, *il};
+}
+
+std::vector<float> Paths(const Forest& f, const Layouts& l, const std::vector<float>& rows,
+                         const InterventionalOptions& o = {}) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = ExplainWidth(f, false);
+  std::vector<float> out(n * width);
+  absl::Status s = ExplainInterventionalPathsCpu(f, *l.layout, *l.il,
+                                                 MakeRowsView(rows.data(), n, f.num_features), o,
+                                                 MakeMatrixView(out.data(), n, width), nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+TEST(InterventionalPathsTest, WeightsAndMaskCoefficients) {
+  const std::vector<double> w = Build(*MakeDepth2Tree(), {0, 0}, nullptr).il->weights;
+  constexpr int kSide = kInterventionalWeightSide;
+  EXPECT_DOUBLE_EQ(w[1 * kSide + 0], 1.0);
+  EXPECT_DOUBLE_EQ(w[1 * kSide + 1], 0.5);
+  EXPECT_DOUBLE_EQ(w[2 * kSide + 1], 1.0 / 6);
+  EXPECT_DOUBLE_EQ(w[0 * kSide + 3], 0.0);
+  // Path root + 3 elements: x matches {root, 1, 2}, z matches {root, 2, 3}: S_x = {1}, S_z = {3}.
+  const uint32_t full = FullMask(4), x = 0b0111, z = 0b1101;
+  EXPECT_DOUBLE_EQ(MaskCoefficient(x, z, full, 1u << 1, w.data()), 0.5);
+  EXPECT_DOUBLE_EQ(MaskCoefficient(x, z, full, 1u << 3, w.data()), -0.5);
+  EXPECT_DOUBLE_EQ(MaskCoefficient(x, z, full, 1u << 2, w.data()), 0.0);  // both: free
+  EXPECT_DOUBLE_EQ(MaskCoefficient(0b0011, 0b0101, full, 1u << 1, w.data()), 0.0);  // unreachable
+  EXPECT_EQ(FullMask(32), 0xffffffffu);
+}
+
+TEST(InterventionalPathsTest, BackgroundMasksAreGroupedWithCounts) {
+  ForestPtr f = MakeDepth2Tree();
+  // Rows (0,0), (0,0), (1,1), (0,1): the path to leaf 3 (x0 < 0.5, x1 < 0.5) sees masks
+  // 0b111 twice, 0b001 once and 0b011 once.
+  const Layouts l = Build(*f, {0, 0, 0, 0, 1, 1, 0, 1}, nullptr);
+  ASSERT_EQ(l.il->mask_begin.size(), l.layout->paths.size() + 1);
+  for (size_t p = 0; p < l.layout->paths.size(); ++p) {
+    uint32_t total = 0;
+    for (uint32_t m = l.il->mask_begin[p]; m < l.il->mask_begin[p + 1]; ++m) {
+      total += l.il->counts[m];
+      if (m > l.il->mask_begin[p]) EXPECT_LT(l.il->masks[m - 1], l.il->masks[m]);
+      EXPECT_TRUE(l.il->masks[m] & 1u) << "the root element matches every row";
+    }
+    EXPECT_EQ(total, 4u) << "path " << p;
+  }
+  EXPECT_EQ(l.il->background_rows, 4);
+  // Tree means: leaves 1, 1, 5, 2.
+  EXPECT_DOUBLE_EQ(l.il->tree_means[0], 9.0 / 4);
+}
+
+TEST(InterventionalPathsTest, RandomForestsMatchTheReference) {
+  ThreadPool pool(2);
+  for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
+    ForestPtr f = MakeRandomForest(o);
+    const std::vector<float> rows = MakeRandomRows(*f, 12, o.seed + 10);
+    const std::vector<float> bg = MakeRandomRows(*f, 40, o.seed + 20);
+    const Layouts l = Build(*f, bg, &pool);
+    for (int begin : {0, 1}) {
+      InterventionalOptions io;
+      io.iteration_begin = begin;
+      io.iteration_end = begin == 0 ? 0 : 3;
+      ExpectNearReference(Paths(*f, l, rows, io), InterventionalReference(*f, rows, bg, io), 1e-6,
+                          absl::StrCat("seed ", o.seed, " begin ", begin));
+    }
+  }
+}
+
+TEST(InterventionalPathsTest, CorpusMatchesTheReference) {
+  if (testing::CorpusCaseDirs().empty()) GTEST_SKIP() << "no corpus found";
+  ThreadPool pool(2);
+  for (const auto& k : testing::InterventionalCorpus(25, 5)) {
+    const Layouts l = Build(*k.forest, k.background, &pool);
+    if (!l.layout->long_paths.empty()) continue;
+    ExpectNearReference(Paths(*k.forest, l, k.rows),
+                        InterventionalReference(*k.forest, k.rows, k.background), 1e-6, k.c.name);
+  }
+}
+
+TEST(InterventionalPathsTest, RefusesWhatTheKernelDoesNot) {
+  ForestPtr f = MakeDepth2Tree();
+  const Layouts l = Build(*f, {0, 0}, nullptr);
+  std::vector<float> rows = {0, 1}, out(3);
+  InterventionalOptions o;
+  o.output_space = OutputSpace::kProbability;
+  EXPECT_EQ(ExplainInterventionalPathsCpu(*f, *l.layout, *l.il, MakeRowsView(rows.data(), 1, 2), o,
+                                          MakeMatrixView(out.data(), 1, 3), nullptr)
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(BuildInterventionalLayout(*f, *l.layout, MakeRowsView(rows.data(), 0, 2), nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace grove

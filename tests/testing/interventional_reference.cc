@@ -1,0 +1,89 @@
+#include "tests/testing/interventional_reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/explain/explain.h"
+#include "core/model/loader.h"
+#include "gtest/gtest.h"
+
+namespace grove::testing {
+
+std::vector<RandomForestOptions> InterventionalForestOptions() {
+  std::vector<RandomForestOptions> all;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 8 + static_cast<int>(seed);
+    o.max_depth = 4 + static_cast<int>(seed % 5);
+    o.num_features = 6 + static_cast<int>(seed % 4) * 5;
+    o.categorical_fraction = seed % 2 ? 0.3 : 0.0;
+    o.lightgbm_rules = seed % 3 == 0;
+    o.num_outputs = seed % 4 == 1 ? 3 : 1;
+    o.vector_leaves = seed == 6;
+    if (o.vector_leaves) o.num_outputs = 2;
+    all.push_back(o);
+  }
+  RandomForestOptions deep;  // paths of up to 31 distinct features: the widest a warp takes
+  deep.seed = 77;
+  deep.num_trees = 4;
+  deep.max_depth = 31;
+  deep.num_features = 64;
+  deep.leaf_probability = 0.45;  // a forced deep path, bushy elsewhere only a little
+  all.push_back(deep);
+  return all;
+}
+
+std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_rows,
+                                                           int64_t explained_rows,
+                                                           int max_features) {
+  std::vector<InterventionalCorpusCase> cases;
+  for (const std::string& dir : CorpusCaseDirs()) {
+    absl::StatusOr<CorpusCase> c = LoadCorpusCase(dir);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok() || c->unsupported.count("contribs") ||
+        c->rows < background_rows + explained_rows ||
+        (max_features > 0 && c->num_features > max_features)) {
+      continue;
+    }
+    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
+    EXPECT_TRUE(f.ok()) << f.status();
+    if (!f.ok()) continue;
+    const std::vector<float> all = GroveRows(*c, **f);
+    const auto split = all.begin() + background_rows * c->num_features;
+    InterventionalCorpusCase k{std::move(*c), *f, std::vector<float>(all.begin(), split), {}};
+    k.rows.assign(split, split + explained_rows * k.c.num_features);
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+std::vector<float> InterventionalReference(const Forest& forest, const std::vector<float>& rows,
+                                           const std::vector<float>& background,
+                                           const InterventionalOptions& options) {
+  const int F = forest.num_features;
+  const int64_t n = static_cast<int64_t>(rows.size()) / F;
+  const int64_t width = ExplainWidth(forest, false);
+  std::vector<float> out(n * width);
+  absl::Status s = ExplainInterventionalCpu(
+      forest, MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F),
+      MakeRowsView(rows.data(), n, F), options, MakeMatrixView(out.data(), n, width), nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  if (!s.ok()) out.clear();
+  return out;
+}
+
+void ExpectNearReference(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                         const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < want.size() && failures < 10; ++i) {
+    const double w = want[i];
+    if (!(std::abs(got[i] - w) <= tol * std::max(1.0, std::abs(w)))) {
+      ADD_FAILURE() << what << ": entry " << i << " got " << got[i] << " want " << w;
+      ++failures;
+    }
+  }
+}
+
+}  // namespace grove::testing

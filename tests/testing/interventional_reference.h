@@ -1,0 +1,48 @@
+// Shared pieces of the interventional SHAP tests (CPU paths strategy, engine, GPU kernel): the
+// seeded forests they all run, the CPU reference as the oracle, and the comparison.
+//
+// Thread-safe (pure functions).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/explain/interventional.h"
+#include "tests/testing/corpus.h"
+#include "core/model/forest.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove::testing {
+
+// Seeded forests covering numeric and categorical splits, LightGBM rules (missing types, NaN as
+// zero, truncated categories), repeated features on a path, multi-output scalar trees, vector
+// leaves, dart-like tree weights and deep trees (paths of up to 31 distinct features).
+std::vector<RandomForestOptions> InterventionalForestOptions();
+
+// A corpus case split for interventional tests: the model, `background` = the first rows of X.csv
+// and `rows` = the next ones (GroveRows: doubles routed as the library routes them).
+struct InterventionalCorpusCase {
+  CorpusCase c;
+  ForestPtr forest;
+  std::vector<float> background;
+  std::vector<float> rows;
+};
+
+// Every corpus case that can be explained (no linear leaves), has background_rows + explained_rows
+// rows and, when max_features > 0, at most that many features. Load errors fail the test.
+std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_rows,
+                                                           int64_t explained_rows,
+                                                           int max_features = 0);
+
+// ExplainInterventionalCpu of `rows` against `background` (both row-major, forest.num_features
+// columns); the test fails (and the result is empty) when it does not succeed.
+std::vector<float> InterventionalReference(const Forest& forest, const std::vector<float>& rows,
+                                           const std::vector<float>& background,
+                                           const InterventionalOptions& options = {});
+
+// Expects |got - want| <= tol * max(1, |want|) entry by entry (and equal sizes); `what` names the
+// case in failures.
+void ExpectNearReference(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                         const std::string& what);
+
+}  // namespace grove::testing
