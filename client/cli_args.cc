@@ -211,7 +211,7 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     } else if (name == "--interactions") {
       out.interactions = true;
     } else if (name == "--background") {
-      if (value.empty()) return Usage("--background needs a CSV file");
+      if (value.empty()) return Usage("--background needs a CSV or .npy file");
       out.background = value;
     } else if (name == "--output-space") {
       absl::StatusOr<OutputSpace> space = ParseOutputSpace(value);
@@ -363,8 +363,8 @@ Options:
   -i, --input FILE           input rows; - reads standard input
   -o, --output FILE          where to write the results (default -, standard output)
       --interactions         SHAP interaction values instead of SHAP values
-      --background FILE      interventional SHAP: expectations over these rows (CSV, as --input)
-                             instead of the training covers (shap's feature_perturbation=
+      --background FILE      interventional SHAP: expectations over these rows (CSV as --input,
+                             or .npy; 1 to 10,000 rows) instead of the training covers (shap's feature_perturbation=
                              "interventional"); the bias is the mean output over them
       --output-space SPACE   with --background: margin (default), probability (exact Shapley
                              values of the link's output) or probability_linearized (shap's

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "client/progress.h"
 #include "core/common/thread_pool.h"
+#include "core/explain/background.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/interventional_engine.h"
@@ -137,20 +138,17 @@ ExplainFn BindExplain(std::shared_ptr<Engine> engine, Options options, const Cli
   };
 }
 
-// With --background: the interventional engine over the background file's rows (doubles through
-// the converter, as the input rows). --strategy cpu means: no GPU.
+// With --background: the interventional engine over the background file (CSV or .npy, read as
+// groved reads a model's background). --strategy cpu means: no GPU.
 absl::Status MakeInterventional(const CliArgs& args, const LoadedModel& model, ThreadPool* pool,
                                 std::shared_ptr<InterventionalEngine>* engine) {
-  absl::StatusOr<CsvMatrix<double>> bg =
-      ReadCsvDoubles(args.background, model.forest->num_features);
+  absl::StatusOr<Background> bg = LoadBackgroundFile(*model.forest, args.background);
   if (!bg.ok()) return bg.status();
-  std::vector<float> rows(bg->values.size());
-  DoubleRowConverter(*model.forest).ConvertRows(bg->values.data(), bg->rows, rows.data());
   InterventionalEngineOptions options;
   options.use_gpu = args.use_gpu && args.strategy != "cpu";
   if (args.strategy != "cpu") options.strategy = args.strategy;
-  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
-      model.forest, nullptr, MakeRowsView(rows.data(), bg->rows, bg->cols), options, pool);
+  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e =
+      InterventionalEngine::Create(model.forest, nullptr, bg->view(), options, pool);
   if (!e.ok()) {
     return absl::Status(e.status().code(),
                         absl::StrCat(args.background, ": ", e.status().message()));

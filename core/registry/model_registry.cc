@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kModelFiles[] = {"model.json", "model.ubj", "model.txt"};
+constexpr const char* kBackgroundFiles[] = {"background.csv", "background.npy"};
 
 bool ValidModelName(const std::string& name) {
   if (name.empty() || name[0] == '.' || name.size() > 200) return false;
@@ -49,8 +50,8 @@ const char* VersionStateName(VersionState state) {
 
 EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOptions explain,
                                    ThreadPool* pool) {
-  return [predict, explain, pool](const ForestPtr& forest,
-                                  const ModelConfig& config) -> absl::StatusOr<EngineSet> {
+  return [predict, explain, pool](const ForestPtr& forest, const ModelConfig& config,
+                                  const Background* background) -> absl::StatusOr<EngineSet> {
     PredictEngineOptions p = predict;
     ExplainEngineOptions e = explain;
     if (config.device == "cpu") {
@@ -78,6 +79,17 @@ EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOp
         set.explain_status = ee.status();
       }
     }
+    if (background == nullptr) return set;
+    if (set.explain == nullptr) {
+      set.interventional_status = set.explain_status;
+      return set;
+    }
+    InterventionalEngineOptions i;
+    i.use_gpu = e.use_gpu;
+    absl::StatusOr<std::unique_ptr<InterventionalEngine>> ie = InterventionalEngine::Create(
+        forest, set.explain->layout(), background->view(), i, pool);
+    if (!ie.ok()) return ie.status();
+    set.interventional = std::move(*ie);
     return set;
   };
 }
@@ -147,10 +159,43 @@ std::vector<std::string> ModelRegistry::ScanModelNames() const {
   return names;
 }
 
+ModelRegistry::ScannedBackground ModelRegistry::ScanBackground(const std::string& name) const {
+  ScannedBackground out;
+  const fs::path dir = fs::path(options_.repository) / name;
+  std::vector<std::string> found;
+  for (size_t i = 0; i < out.stamps.size(); ++i) {
+    const std::string path = (dir / kBackgroundFiles[i]).string();
+    out.stamps[i] = Stat(path);
+    if (out.stamps[i].size < 0) continue;
+    found.push_back(kBackgroundFiles[i]);
+    out.path = path;
+  }
+  if (found.size() > 1) {
+    out.error = absl::StrCat(dir.string(), " holds ", absl::StrJoin(found, " and "),
+                             "; keep one background file");
+  } else if (!out.path.empty()) {
+    if (absl::Status inside = CheckInsideRepository(out.path); !inside.ok()) {
+      out.error = std::string(inside.message());
+    }
+  }
+  if (!out.error.empty()) out.path.clear();
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const Background>> ModelRegistry::LoadBackground(
+    const Forest& forest, const ScannedBackground& scanned) {
+  if (!scanned.error.empty()) return absl::InvalidArgumentError(scanned.error);
+  if (scanned.path.empty()) return nullptr;
+  absl::StatusOr<Background> loaded = LoadBackgroundFile(forest, scanned.path);
+  if (!loaded.ok()) return loaded.status();
+  return std::make_shared<const Background>(std::move(*loaded));
+}
+
 ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) const {
   ScannedModel out;
   const fs::path dir = fs::path(options_.repository) / name;
   out.config_stamp = Stat((dir / "config.json").string());
+  out.background = ScanBackground(name);
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
@@ -328,6 +373,9 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     }
     if (entry.config == nullptr) return;  // a bad config that has not changed
     config = entry.config;
+    // A background file being written waits, like a model file, for a stable stamp.
+    const bool background_stable = force || scanned.background.stamps == entry.background_seen;
+    entry.background_seen = scanned.background.stamps;
 
     // Versions wanted by the policy.
     if (!scanned.versions.empty()) {
@@ -354,14 +402,16 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     for (int64_t v : wanted) {
       const ScannedVersion& sv = scanned.versions.at(v);
       VersionSlot& slot = entry.versions[v];
-      const bool stable = force || sv.stamp == slot.seen_stamp;
+      const bool stable = force || (sv.stamp == slot.seen_stamp && background_stable);
       slot.seen_stamp = sv.stamp;
-      const bool needed = force || reload_all || sv.stamp != slot.loaded_stamp;
+      const bool needed = force || reload_all || sv.stamp != slot.loaded_stamp ||
+                          scanned.background.stamps != slot.loaded_background;
       if (!needed || !stable) continue;
       if (!sv.error.empty()) {
         slot.state = VersionState::kFailed;
         slot.error = sv.error;
         slot.loaded_stamp = sv.stamp;
+        slot.loaded_background = scanned.background.stamps;
         changed = true;
         continue;
       }
@@ -376,7 +426,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   }
   for (int64_t v : to_load) {
     ScannedVersion sv = scanned.versions.at(v);
-    LoadVersion(name, v, sv, config);
+    LoadVersion(name, v, sv, scanned.background, config);
     changed = true;
   }
   // Versions no longer wanted give way only once every wanted version serves (a new version that
@@ -407,6 +457,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
 
 void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                                 const ScannedVersion& scanned,
+                                const ScannedBackground& background,
                                 std::shared_ptr<const ModelConfig> config) {
   {
     absl::MutexLock lock(&mu_);
@@ -416,8 +467,10 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<ForestPtr> forest = LoadModelFile(scanned.path);
+  absl::StatusOr<std::shared_ptr<const Background>> bg =
+      forest.ok() ? LoadBackground(**forest, background) : forest.status();
   absl::StatusOr<EngineSet> engines =
-      forest.ok() ? options_.engine_factory(*forest, *config) : forest.status();
+      bg.ok() ? options_.engine_factory(*forest, *config, bg->get()) : bg.status();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!engines.ok()) {
     {
@@ -426,6 +479,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
       slot.state = VersionState::kFailed;
       slot.error = std::string(engines.status().message());
       slot.loaded_stamp = scanned.stamp;
+      slot.loaded_background = background.stamps;
     }
     GROVE_LOG(WARNING) << "model load failed" << KV("model", name) << KV("version", version)
                        << KV("path", scanned.path) << KV("error", engines.status().message());
@@ -440,6 +494,18 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   servable->predict = std::move(engines->predict);
   servable->explain = std::move(engines->explain);
   servable->explain_status = engines->explain_status;
+  servable->interventional = std::move(engines->interventional);
+  servable->interventional_status = engines->interventional_status;
+  if (*bg != nullptr) {
+    servable->background_path = (*bg)->path;
+    servable->background_rows = (*bg)->rows;
+  } else {
+    servable->interventional_status = absl::FailedPreconditionError(absl::StrCat(
+        "model '", name, "' has no background data set for interventional SHAP: add ",
+        (fs::path(options_.repository) / name / kBackgroundFiles[0]).string(), " (or ",
+        kBackgroundFiles[1], ": 1 to ", kMaxBackgroundRows, " rows of its ",
+        servable->forest->num_features, " features) beside its version directories"));
+  }
   servable->config = std::move(config);
   servable->load_seconds = seconds;
   servable->loaded_at = absl::Now();
@@ -453,6 +519,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
     slot.state = VersionState::kReady;
     slot.error.clear();
     slot.loaded_stamp = scanned.stamp;
+    slot.loaded_background = background.stamps;
     slot.load_seconds = seconds;
     slot.loaded_at = published->loaded_at;
   }
@@ -460,6 +527,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                   << KV("version", version) << KV("seconds", seconds)
                   << KV("trees", published->forest->trees.size())
                   << KV("features", published->forest->num_features)
+                  << KV("background_rows", published->background_rows)
                   << KV("predict_engine", published->predict->Describe());
   if (options_.listener) options_.listener->OnVersionReady(published);
   // `previous` is released here; requests still holding it finish on it.

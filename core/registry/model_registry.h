@@ -2,7 +2,10 @@
 // factory) and free of gRPC.
 //
 // Layout: <repository>/<name>/<version>/model.{json,ubj,txt}, optional <repository>/<name>/config.json
-// (ModelConfig). Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
+// (ModelConfig) and optional <repository>/<name>/background.csv or background.npy: the background
+// data set of interventional SHAP (core/explain/background.h), loaded and checked with every version
+// (a bad one fails the load, naming the file) and preprocessed into the version's
+// InterventionalEngine; a change of it reloads every version, as a change of config.json does. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
 // half-written files are not loaded. Only regular files are read (a FIFO named model.json is a
@@ -20,6 +23,7 @@
 // (files are read and parsed outside the registry lock; only the swap happens under it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -35,7 +39,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/periodic_thread.h"
+#include "core/explain/background.h"
 #include "core/explain/explain_engine.h"
+#include "core/explain/interventional_engine.h"
 #include "core/model/forest.h"
 #include "core/predict/predict_engine.h"
 #include "core/registry/model_config.h"
@@ -55,6 +61,12 @@ struct ServableModel {
   std::shared_ptr<const PredictEngine> predict;
   std::shared_ptr<const ExplainEngine> explain;  // null when !explain_status.ok()
   absl::Status explain_status;                   // why explanations are not available
+  // Interventional SHAP over the model's background; null when it has none or cannot be explained,
+  // and then interventional_status says why (FAILED_PRECONDITION naming the file to add).
+  std::shared_ptr<const InterventionalEngine> interventional;
+  absl::Status interventional_status;
+  std::string background_path;  // "" without a background
+  int64_t background_rows = 0;
   std::shared_ptr<const ModelConfig> config;
   double load_seconds = 0;
   absl::Time loaded_at;
@@ -87,12 +99,16 @@ struct EngineSet {
   std::shared_ptr<const PredictEngine> predict;
   std::shared_ptr<const ExplainEngine> explain;
   absl::Status explain_status;  // not OK: explanations unavailable (model still serves predictions)
+  std::shared_ptr<const InterventionalEngine> interventional;  // with a background
+  absl::Status interventional_status;  // not OK with a background: why it cannot be used
 };
-using EngineFactory =
-    std::function<absl::StatusOr<EngineSet>(const ForestPtr& forest, const ModelConfig& config)>;
+// `background` is null when the model has none.
+using EngineFactory = std::function<absl::StatusOr<EngineSet>(
+    const ForestPtr& forest, const ModelConfig& config, const Background* background)>;
 
-// PredictEngine::Create / ExplainEngine::Create with `config`'s device and strategies applied over
-// the base options. `pool` (not owned) runs the CPU paths and outlives every engine.
+// PredictEngine::Create / ExplainEngine::Create (and InterventionalEngine::Create over the
+// background, sharing the explain engine's path layout) with `config`'s device and strategies
+// applied over the base options. `pool` (not owned) runs the CPU paths and outlives every engine.
 EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOptions explain,
                                    ThreadPool* pool);
 
@@ -158,6 +174,8 @@ class ModelRegistry {
     int64_t size = -1;  // -1: absent
     bool operator==(const FileStamp&) const = default;
   };
+  // Of background.csv and background.npy, in that order.
+  using BackgroundStamps = std::array<FileStamp, 2>;
   struct VersionSlot {
     ServablePtr servable;
     VersionState state = VersionState::kUnloaded;
@@ -165,6 +183,7 @@ class ModelRegistry {
     std::string path;
     FileStamp loaded_stamp;  // stamp of the file last loaded (or failed)
     FileStamp seen_stamp;    // stamp seen at the previous poll (stability check)
+    BackgroundStamps loaded_background;  // the model's background files at that load
     double load_seconds = 0;
     absl::Time loaded_at = absl::InfinitePast();
   };
@@ -175,6 +194,7 @@ class ModelRegistry {
     std::string config_error_key;  // (stamp, error) of the last bad config logged; "" when good
     FileStamp config_stamp;       // of the config in use
     FileStamp config_seen_stamp;  // previous poll
+    BackgroundStamps background_seen;  // previous poll
     bool explicitly_unloaded = false;
   };
   // What the repository holds for one model directory.
@@ -183,9 +203,15 @@ class ModelRegistry {
     std::string error;
     FileStamp stamp;
   };
+  struct ScannedBackground {
+    std::string path;   // "" when none (or an error)
+    std::string error;  // several files, or one resolving outside the repository
+    BackgroundStamps stamps;
+  };
   struct ScannedModel {
     std::map<int64_t, ScannedVersion> versions;
     FileStamp config_stamp;
+    ScannedBackground background;
   };
 
   explicit ModelRegistry(RegistryOptions options);
@@ -198,10 +224,14 @@ class ModelRegistry {
   absl::StatusOr<ModelConfig> ReadConfig(const std::string& name) const;
   std::vector<std::string> ScanModelNames() const;
   ScannedModel ScanModel(const std::string& name) const;
+  ScannedBackground ScanBackground(const std::string& name) const;
+  // The background of a version being loaded: null when the model has none.
+  static absl::StatusOr<std::shared_ptr<const Background>> LoadBackground(
+      const Forest& forest, const ScannedBackground& scanned);
   // Brings one model in line with the repository. `force`: no stability wait, retry failures.
   void SyncModel(const std::string& name, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void LoadVersion(const std::string& name, int64_t version, const ScannedVersion& scanned,
-                   std::shared_ptr<const ModelConfig> config)
+                   const ScannedBackground& background, std::shared_ptr<const ModelConfig> config)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void UnloadVersion(const std::string& name, int64_t version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
 #include "core/registry/model_config.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
 
@@ -324,13 +325,97 @@ TEST_F(RegistryTest, EngineFactoryFailureFailsTheLoad) {
   repo.Put("a", 1, xgb_);
   RegistryOptions o;
   o.repository = repo.path();
-  o.engine_factory = [](const ForestPtr&, const ModelConfig&) -> absl::StatusOr<EngineSet> {
+  o.engine_factory = [](const ForestPtr&, const ModelConfig&,
+                        const Background*) -> absl::StatusOr<EngineSet> {
     return absl::ResourceExhaustedError("no GPU memory");
   };
   auto reg = *ModelRegistry::Create(o);
   EXPECT_FALSE(reg->LoadAll().ok());
   auto st = reg->GetStatus("a");
   EXPECT_EQ(st->versions[0].error, "no GPU memory");
+}
+
+// `rows` CSV rows of `features` values (row r: r, r + 0.5, ..., missing in the last column).
+std::string BackgroundCsv(int rows, int features) {
+  std::string text;
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < features; ++c) {
+      absl::StrAppend(&text, c ? "," : "", c + 1 == features ? "" : absl::StrCat(r + 0.5 * c));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+TEST_F(RegistryTest, BackgroundLoadsWithTheModelAndReloadsWhenItChanges) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ServablePtr none = *reg->Get("a");
+  EXPECT_EQ(none->interventional, nullptr);
+  EXPECT_EQ(none->interventional_status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none->interventional_status.message(),
+              ::testing::HasSubstr(absl::StrCat("add ", repo.path(), "/a/background.csv (or "
+                                                "background.npy: 1 to 10000 rows")));
+  const int features = none->forest->num_features;
+
+  repo.Write("a/background.csv", BackgroundCsv(4, features));
+  reg->Poll();  // first sighting: not yet stable
+  EXPECT_EQ(*reg->Get("a"), none);
+  reg->Poll();
+  ServablePtr with = *reg->Get("a");
+  ASSERT_NE(with->interventional, nullptr);
+  EXPECT_TRUE(with->interventional_status.ok());
+  EXPECT_EQ(with->background_rows, 4);
+  EXPECT_EQ(with->interventional->background_rows(), 4);
+  EXPECT_EQ(with->background_path, repo.path() + "/a/background.csv");
+  EXPECT_THAT(with->interventional->Describe(),
+              ::testing::HasSubstr("4 background rows, "));
+
+  repo.Write("a/background.csv", BackgroundCsv(7, features));
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->background_rows, 7);
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->background_rows, 7);  // unchanged: not reloaded again
+
+  repo.Remove("a/background.csv");
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->interventional, nullptr);
+  EXPECT_EQ((*reg->Get("a"))->background_rows, 0);
+}
+
+TEST_F(RegistryTest, BadBackgroundFailsTheLoadNamingTheFile) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Write("a/background.csv", "1,2\n");
+  auto reg = Make(repo);
+  EXPECT_FALSE(reg->LoadAll().ok());
+  absl::StatusOr<ModelStatus> st = reg->GetStatus("a");
+  ASSERT_TRUE(st.ok());
+  EXPECT_THAT(st->versions[0].error,
+              ::testing::HasSubstr(repo.path() + "/a/background.csv:1: expected"));
+
+  // Removed: loads at the next stable poll. A second background file is ambiguous: the reload
+  // fails and the previous copy keeps serving.
+  repo.Remove("a/background.csv");
+  reg->Poll();
+  reg->Poll();
+  ASSERT_TRUE(reg->Get("a").ok());
+  const int features = (*reg->Get("a"))->forest->num_features;
+  repo.Write("a/background.csv", BackgroundCsv(2, features));
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->background_rows, 2);
+  repo.Write("a/background.npy", "x");
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->background_rows, 2);
+  st = reg->GetStatus("a");
+  EXPECT_THAT(st->versions[0].error,
+              ::testing::HasSubstr("holds background.csv and background.npy; keep one"));
 }
 
 // Readers never see a failure while a writer reloads the same model over and over.
