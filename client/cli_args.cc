@@ -31,6 +31,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--kind", {true, {C::kPredict, C::kBench}}},
       {"--interactions", {false, {C::kExplain, C::kBench}}},
       {"--background", {true, {C::kExplain}}},
+      {"--method", {true, {C::kExplain}}},
       {"--output-space", {true, {C::kExplain}}},
       {"--iteration-begin", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--iteration-end", {true, {C::kPredict, C::kExplain, C::kBench}}},
@@ -112,6 +113,33 @@ absl::StatusOr<int64_t> ParseInt(const std::string& option, const std::string& v
     return Usage(absl::StrCat(option, ": ", v, " is too large"));
   }
   return v;
+}
+
+// --background (local) and --method interventional (remote: the model's background on the
+// server) select interventional SHAP; --output-space needs it.
+absl::Status CheckExplainMethod(const std::set<std::string>& seen, CliArgs* out) {
+  const bool interventional = out->method == ExplainMethod::kInterventional;
+  if (seen.count("--background")) {
+    if (!out->server.empty()) {
+      return Usage("--background reads a local file: with --server, --method interventional "
+                   "explains over the background the server keeps with the model");
+    }
+    if (seen.count("--method") && !interventional) {
+      return Usage("--background is interventional SHAP: --method path_dependent takes none");
+    }
+    out->method = ExplainMethod::kInterventional;
+  } else if (interventional && out->server.empty()) {
+    return Usage("--method interventional needs --background FILE (or --server HOST:PORT: the "
+                 "model's background on the server)");
+  }
+  if (seen.count("--output-space") && out->method != ExplainMethod::kInterventional) {
+    return Usage("--output-space needs --background FILE or --method interventional");
+  }
+  if (out->method == ExplainMethod::kInterventional && out->interactions) {
+    return Usage("interventional SHAP explains SHAP values; interventional interactions are not "
+                 "served");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -213,6 +241,10 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     } else if (name == "--background") {
       if (value.empty()) return Usage("--background needs a CSV or .npy file");
       out.background = value;
+    } else if (name == "--method") {
+      absl::StatusOr<ExplainMethod> method = ParseExplainMethod(value);
+      if (!method.ok()) return Usage(absl::StrCat("--method: ", method.status().message()));
+      out.method = *method;
     } else if (name == "--output-space") {
       absl::StatusOr<OutputSpace> space = ParseOutputSpace(value);
       if (!space.ok()) return Usage(absl::StrCat("--output-space: ", space.status().message()));
@@ -296,15 +328,7 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     return Usage("--tls, --tls-ca, --tls-cert and --tls-key need --server");
   }
   if (out.server.empty() && seen.count("--token")) return Usage("--token needs --server");
-  if (seen.count("--output-space") && !seen.count("--background")) {
-    return Usage("--output-space needs --background (interventional SHAP)");
-  }
-  if (seen.count("--background") && out.interactions) {
-    return Usage("--background explains SHAP values; interventional interactions are not served");
-  }
-  if (seen.count("--background") && !out.server.empty()) {
-    return Usage("--background reads a local file: groved does not take a background per request");
-  }
+  if (absl::Status s = CheckExplainMethod(seen, &out); !s.ok()) return s;
   if (seen.count("--tls-cert") != seen.count("--tls-key")) {
     return Usage("--tls-cert and --tls-key go together");
   }
@@ -366,7 +390,9 @@ Options:
       --background FILE      interventional SHAP: expectations over these rows (CSV as --input,
                              or .npy; 1 to 10,000 rows) instead of the training covers (shap's feature_perturbation=
                              "interventional"); the bias is the mean output over them
-      --output-space SPACE   with --background: margin (default), probability (exact Shapley
+      --method METHOD        path_dependent (default: the training covers) or interventional
+                             (with --server: over the background groved keeps with the model)
+      --output-space SPACE   interventional: margin (default), probability (exact Shapley
                              values of the link's output) or probability_linearized (shap's
                              model_output="probability")
       --iteration-begin N    first boosting round used (default 0)

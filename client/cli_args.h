@@ -4,7 +4,8 @@
 //   grove predict --model PATH --input X.csv [--output FILE|-] [--kind margin|prediction|leaf]
 //                 [--iteration-begin N] [--iteration-end N] [--threads N] ...
 //   grove explain --model PATH --input X.csv [--output FILE|-] [--interactions]
-//                 [--background FILE [--output-space margin|probability|probability_linearized]] ...
+//                 [--background FILE | --method path_dependent|interventional]
+//                 [--output-space margin|probability|probability_linearized] ...
 //   grove inspect --model PATH [--json]
 //   grove bench --server HOST:PORT --model NAME [--operation predict|explain] [--concurrency N |
 //               --rate R] [--rows-per-request N] [--duration S] [--json] ...
@@ -35,7 +36,9 @@ struct CliArgs {
   OutputKind kind = OutputKind::kPrediction;  // --kind (predict)
   bool interactions = false;   // --interactions (explain)
   std::string background;      // --background FILE (explain): interventional SHAP against it
-  OutputSpace output_space = OutputSpace::kMargin;  // --output-space (explain, with --background)
+  // --method (explain); --background implies kInterventional.
+  ExplainMethod method = ExplainMethod::kPathDependent;
+  OutputSpace output_space = OutputSpace::kMargin;  // --output-space (explain, interventional)
   int iteration_begin = 0;     // --iteration-begin
   int iteration_end = 0;       // --iteration-end (0 = to the last round)
   int threads = 0;             // --threads: CPU threads, 0 = one per core

@@ -228,6 +228,15 @@ int RunRemotePredict(const CliArgs& args) {
   return 0;
 }
 
+grove::v1::OutputSpace OutputSpaceToProto(OutputSpace space) {
+  switch (space) {
+    case OutputSpace::kMargin: return grove::v1::OUTPUT_SPACE_MARGIN;
+    case OutputSpace::kProbability: return grove::v1::OUTPUT_SPACE_PROBABILITY;
+    case OutputSpace::kProbabilityLinearized: return grove::v1::OUTPUT_SPACE_PROBABILITY_LINEARIZED;
+  }
+  return grove::v1::OUTPUT_SPACE_MARGIN;
+}
+
 int RunRemoteExplain(const CliArgs& args) {
   absl::StatusOr<RemoteModel> model = Open(args);
   if (!model.ok()) return Fail(model.status());
@@ -244,6 +253,10 @@ int RunRemoteExplain(const CliArgs& args) {
   params.model = args.model;
   params.version = model->version;
   params.interactions = args.interactions;
+  params.method = args.method == ExplainMethod::kInterventional
+                      ? grove::v1::EXPLAIN_METHOD_INTERVENTIONAL
+                      : grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT;
+  params.output_space = OutputSpaceToProto(args.output_space);
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
   params.raw_rows = model->meta.raw_tensors();  // older groved: repeated values
@@ -373,6 +386,7 @@ int RunRemoteInspect(const CliArgs& args) {
   num("max_request_rows", static_cast<double>(m.max_request_rows()));
   num("max_interaction_values_per_row", static_cast<double>(m.max_interaction_values_per_row()));
   yes_no("interactions_allowed", m.interactions_allowed());
+  num("background_rows", static_cast<double>(m.background_rows()));
   text("default_outputs", JoinOutputs(m));
   num("feature_names", m.feature_names_size());
   const std::string out = RenderStats(s, args.json);

@@ -121,6 +121,8 @@ grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params) {
   request.set_omit_values(params.omit_values);
   request.set_iteration_begin(params.iteration_begin);
   request.set_iteration_end(params.iteration_end);
+  request.set_method(params.method);
+  request.set_output_space(params.output_space);
   return request;
 }
 

@@ -98,6 +98,10 @@ struct ExplainParams {
   int32_t iteration_begin = 0;
   int32_t iteration_end = 0;
   bool raw_rows = true;       // as PredictParams::raw_rows
+  // Path-dependent (default) or interventional SHAP over the model's background on the server,
+  // and (interventional) the output space explained.
+  grove::v1::ExplainMethod method = grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT;
+  grove::v1::OutputSpace output_space = grove::v1::OUTPUT_SPACE_MARGIN;
 };
 
 struct ExplainResult {

@@ -48,6 +48,26 @@ bool BinaryProbabilities(const Forest& forest) {
   return forest.num_outputs == 1 && forest.objective.link == Link::kSigmoid;
 }
 
+// The request parameter `name` parsed by `parse` into `*out`; absent: `*out` unchanged.
+// INVALID_ARGUMENT naming the parameter when it is not a string or does not parse.
+template <typename T>
+absl::Status StringParameter(const inference::ModelInferRequest& request, const char* name,
+                             absl::StatusOr<T> (*parse)(absl::string_view), T* out) {
+  auto it = request.parameters().find(name);
+  if (it == request.parameters().end()) return absl::OkStatus();
+  if (it->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request parameter '", name, "' must be a string"));
+  }
+  absl::StatusOr<T> parsed = parse(it->second.string_param());
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request parameter '", name, "': ", parsed.status().message()));
+  }
+  *out = *parsed;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* FormatLabel(ModelFormat format) {
@@ -230,6 +250,63 @@ absl::Status CheckInteractionsAllowed(const registry::ServableModel& model) {
       " (max_interaction_values_per_row)"));
 }
 
+absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request) {
+  ExplainChoice c;
+  switch (request.method()) {
+    case grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT: break;
+    case grove::v1::EXPLAIN_METHOD_INTERVENTIONAL:
+      c.method = ExplainMethod::kInterventional;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown ExplainRequest.method ", request.method(),
+                       ": EXPLAIN_METHOD_PATH_DEPENDENT or EXPLAIN_METHOD_INTERVENTIONAL"));
+  }
+  switch (request.output_space()) {
+    case grove::v1::OUTPUT_SPACE_MARGIN: break;
+    case grove::v1::OUTPUT_SPACE_PROBABILITY:
+      c.output_space = OutputSpace::kProbability;
+      break;
+    case grove::v1::OUTPUT_SPACE_PROBABILITY_LINEARIZED:
+      c.output_space = OutputSpace::kProbabilityLinearized;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown ExplainRequest.output_space ", request.output_space(),
+          ": OUTPUT_SPACE_MARGIN, OUTPUT_SPACE_PROBABILITY or OUTPUT_SPACE_PROBABILITY_LINEARIZED"));
+  }
+  return c;
+}
+
+absl::Status CheckExplainChoice(const registry::ServableModel& model, const ExplainChoice& choice,
+                                bool interactions) {
+  if (choice.method == ExplainMethod::kPathDependent) {
+    if (choice.output_space != OutputSpace::kMargin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output space ", OutputSpaceName(choice.output_space),
+          " needs the interventional method: path-dependent SHAP explains the margin"));
+    }
+    return CheckExplainAvailable(model);
+  }
+  if (interactions) {
+    return absl::InvalidArgumentError(
+        "interaction values are path-dependent only: leave interactions false with the "
+        "interventional method");
+  }
+  if (model.interventional == nullptr) {
+    return model.interventional_status.ok()
+               ? absl::FailedPreconditionError(absl::StrCat(
+                     "model '", model.name, "' has no interventional explanation engine"))
+               : model.interventional_status;
+  }
+  return CheckOutputSpace(*model.forest, choice.output_space);
+}
+
+registry::Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
+  if (choice.method == ExplainMethod::kInterventional) return registry::Operation::kInterventional;
+  return interactions ? registry::Operation::kInteractions : registry::Operation::kExplain;
+}
+
 absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
                                                        const grove::v1::PredictRequest& request) {
   std::vector<OutputKind> out;
@@ -379,6 +456,7 @@ void FillModelMetadata(const registry::ServableModel& model, const registry::Mod
   out->set_max_interaction_values_per_row(model.config->max_interaction_values_per_row);
   out->set_interactions_allowed(model.explain != nullptr && CheckInteractionsAllowed(model).ok());
   out->set_raw_tensors(true);
+  out->set_background_rows(model.background_rows);
   for (OutputKind k : model.config->default_outputs) out->add_default_outputs(OutputToProto(k));
 }
 
@@ -502,6 +580,20 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
     out.prediction = true;
   }
   return out;
+}
+
+absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInferRequest& request) {
+  ExplainChoice c;
+  if (absl::Status s = StringParameter(request, "method", &ParseExplainMethod, &c.method);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          StringParameter(request, "output_space", &ParseOutputSpace, &c.output_space);
+      !s.ok()) {
+    return s;
+  }
+  return c;
 }
 
 std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows) {

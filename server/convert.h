@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/common/rows.h"
+#include "core/explain/interventional.h"
 #include "core/model/forest.h"
 #include "core/registry/model_registry.h"
 #include "grove/v1/grove.pb.h"
@@ -72,6 +73,23 @@ absl::Status CheckInteractionsAllowed(const registry::ServableModel& model);
 // num_outputs * (F + 1)^2.
 int64_t InteractionValuesPerRow(const Forest& forest);
 
+// The explanation a request asks for (grove.v1 ExplainRequest.method / output_space, KServe
+// request parameters "method" / "output_space").
+struct ExplainChoice {
+  ExplainMethod method = ExplainMethod::kPathDependent;
+  OutputSpace output_space = OutputSpace::kMargin;
+};
+// INVALID_ARGUMENT for enum values this server does not know.
+absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request);
+// The model can give it: path-dependent SHAP (CheckExplainAvailable) explains the margin;
+// interventional SHAP needs the model's background engine (else its interventional_status,
+// FAILED_PRECONDITION naming the file to add), an output space the link supports
+// (CheckOutputSpace) and no interactions. INVALID_ARGUMENT naming the field otherwise.
+absl::Status CheckExplainChoice(const registry::ServableModel& model, const ExplainChoice& choice,
+                                bool interactions);
+// The queue that computes it.
+registry::Operation ExplainOperation(const ExplainChoice& choice, bool interactions);
+
 // Native Predict outputs: the request's (deduplicated, in request order) or the model's defaults.
 absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
                                                        const grove::v1::PredictRequest& request);
@@ -127,6 +145,11 @@ struct KserveOutputs {
   bool shap = false;
 };
 absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequest& request);
+
+// treeshap_output's method and space: request parameters "method" ("path_dependent",
+// "interventional") and "output_space" ("margin", "probability", "probability_linearized"),
+// strings; absent ones keep the defaults. INVALID_ARGUMENT naming the parameter otherwise.
+absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInferRequest& request);
 
 // output__0: [rows, 2] = [1-p, p] for single-output sigmoid models (FIL predict_proba), otherwise
 // [rows, prediction_width].

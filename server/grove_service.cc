@@ -56,6 +56,12 @@ std::unique_ptr<ComputeTask> MakeTask(const ServablePtr& model, Operation op, Ro
   return t;
 }
 
+// The queue (and metrics label) of an explanation request; an invalid method counts as explain.
+Operation RequestOperation(const grove::v1::ExplainRequest& request) {
+  absl::StatusOr<ExplainChoice> choice = ExplainChoiceFromRequest(request);
+  return ExplainOperation(choice.ok() ? *choice : ExplainChoice{}, request.interactions());
+}
+
 void ObserveRows(Runtime* runtime, const std::string& model, Operation op, int64_t rows) {
   runtime->metrics().Model(model)->op(op).request_rows->Observe(static_cast<double>(rows));
 }
@@ -285,7 +291,7 @@ class ExplainStreamReactor final
         if (item->status.ok()) {
           runtime_->metrics().RecordRequestLatency(
               model_label_, "ExplainStream", absl::ToDoubleSeconds(absl::Now() - item->start),
-              item->request.interactions() ? Operation::kInteractions : Operation::kExplain);
+              RequestOperation(item->request));
         }
       }
     }
@@ -405,7 +411,11 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckExplainAvailable(*model); !s.ok()) return s;
+  absl::StatusOr<ExplainChoice> choice = ExplainChoiceFromRequest(request);
+  if (!choice.ok()) return choice.status();
+  if (absl::Status s = CheckExplainChoice(*model, *choice, request.interactions()); !s.ok()) {
+    return s;
+  }
   if (request.interactions()) {
     if (absl::Status s = CheckInteractionsAllowed(*model); !s.ok()) return s;
   }
@@ -425,7 +435,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
     bytes = SaturatingAdd(bytes, SaturatingBytes(n, ExplainWidth(f, true), 4));
   }
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
-  const Operation op = request.interactions() ? Operation::kInteractions : Operation::kExplain;
+  const Operation op = ExplainOperation(*choice, request.interactions());
   absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
       *model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, rows->cols, 4)));
   if (!memory.ok()) return memory.status();
@@ -477,6 +487,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   std::vector<std::unique_ptr<ComputeTask>> tasks;
   tasks.push_back(MakeTask(model, op, *rows, out, request.iteration_begin(),
                            request.iteration_end(), call));
+  tasks.back()->output_space = choice->output_space;
   SubmitAll(runtime, std::move(tasks), call);
   return absl::OkStatus();
 }
@@ -499,8 +510,7 @@ grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* con
   auto* reactor = new UnaryCall(runtime_, "Explain");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
-  reactor->set_operation(request->interactions() ? Operation::kInteractions
-                                                 : Operation::kExplain);
+  reactor->set_operation(RequestOperation(*request));
   std::shared_ptr<CallState> call;
   absl::Status s = StartExplain(
       runtime_, *request, response, DeadlineFromChrono(context->deadline()),

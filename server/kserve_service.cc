@@ -25,6 +25,7 @@ struct InferState {
   ServablePtr model;
   KserveInput input;
   KserveOutputs outputs;
+  ExplainChoice explain;
   std::vector<float> prediction;
   std::vector<float> shap;
 };
@@ -50,7 +51,12 @@ absl::Status StartInfer(Runtime* runtime, grpc::CallbackServerContext* context,
   if (!outputs.ok()) return outputs.status();
   state->outputs = *std::move(outputs);
   if (state->outputs.shap) {
-    if (absl::Status s = CheckExplainAvailable(*state->model); !s.ok()) return s;
+    absl::StatusOr<ExplainChoice> explain = ExplainChoiceFromKserve(*request);
+    if (!explain.ok()) return explain.status();
+    state->explain = *explain;
+    if (absl::Status s = CheckExplainChoice(*state->model, state->explain, false); !s.ok()) {
+      return s;
+    }
   }
   const int64_t n = state->input.rows.rows;
   const int64_t pred_width = f.PredictionWidth();
@@ -60,7 +66,8 @@ absl::Status StartInfer(Runtime* runtime, grpc::CallbackServerContext* context,
   if (state->outputs.shap) bytes = SaturatingAdd(bytes, SaturatingBytes(n, shap_width, 4));
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
 
-  const Operation op = state->outputs.shap ? Operation::kExplain : Operation::kPredict;
+  const Operation explain_op = ExplainOperation(state->explain, false);
+  const Operation op = state->outputs.shap ? explain_op : Operation::kPredict;
   absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
       *state->model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, state->input.rows.cols, 4)));
   if (!memory.ok()) return memory.status();
@@ -110,11 +117,12 @@ absl::Status StartInfer(Runtime* runtime, grpc::CallbackServerContext* context,
     state->shap.resize(static_cast<size_t>(n * shap_width));
     auto t = std::make_unique<ComputeTask>();
     t->model = state->model;
-    t->op = Operation::kExplain;
+    t->op = explain_op;
+    t->output_space = state->explain.output_space;
     t->rows = state->input.rows;
     t->out = MakeMatrixView(state->shap.data(), n, shap_width);
     t->call = call;
-    metrics->op(Operation::kExplain).request_rows->Observe(static_cast<double>(n));
+    metrics->op(explain_op).request_rows->Observe(static_cast<double>(n));
     tasks.push_back(std::move(t));
   }
   SubmitAll(runtime, std::move(tasks), call);

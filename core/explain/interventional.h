@@ -47,6 +47,14 @@ const char* OutputSpaceName(OutputSpace space);
 // The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
 absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name);
 
+// How SHAP expectations are taken: over the training covers stored in the trees (path-dependent
+// TreeSHAP, explain.h) or over a background data set (interventional, this file).
+enum class ExplainMethod : uint8_t { kPathDependent, kInterventional };
+// "path_dependent", "interventional".
+const char* ExplainMethodName(ExplainMethod method);
+// The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
+absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
+
 struct InterventionalOptions {
   OutputSpace output_space = OutputSpace::kMargin;
   int iteration_begin = 0;  // boosting rounds [begin, end); end <= 0 means to the last round
@@ -72,12 +80,15 @@ GROVE_HD double InterventionalWeight(int a, int b) {
 absl::Status CheckBackground(const Forest& forest, RowsView background);
 
 // Validates a call before any work: an explainable model, `rows` of forest.num_features columns,
-// `out` of rows.rows x ExplainWidth(forest, false), a valid iteration range, and an output space
-// the link supports (kProbability*: not XGBoost multi:softmax, whose output is a class index;
-// kProbabilityLinearized: not softmax, whose per-output rescaling is not additive).
-// INVALID_ARGUMENT naming what is wrong.
+// `out` of rows.rows x ExplainWidth(forest, false), a valid iteration range, and
+// CheckOutputSpace. INVALID_ARGUMENT naming what is wrong.
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out);
+
+// An output space the model's link supports (kProbability*: not XGBoost multi:softmax, whose
+// output is a class index; kProbabilityLinearized: not softmax, whose per-output rescaling is not
+// additive). INVALID_ARGUMENT naming why otherwise.
+absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
 
 // Stores one explained row: `phi` (num_outputs x f1 in double) with each output's bias column
 // set to bias[k], rounded to float into `out`. Shared by the CPU strategies.

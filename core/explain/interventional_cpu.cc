@@ -36,6 +36,18 @@ absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name) {
       "unknown output space '", name, "': expected margin, probability or probability_linearized"));
 }
 
+const char* ExplainMethodName(ExplainMethod method) {
+  return method == ExplainMethod::kInterventional ? "interventional" : "path_dependent";
+}
+
+absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name) {
+  for (ExplainMethod m : {ExplainMethod::kPathDependent, ExplainMethod::kInterventional}) {
+    if (name == ExplainMethodName(m)) return m;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown explanation method '", name, "': expected path_dependent or interventional"));
+}
+
 absl::Status CheckBackground(const Forest& forest, RowsView background) {
   if (background.rows < 1 || background.cols != forest.num_features ||
       background.stride < background.cols || background.data == nullptr) {
@@ -58,14 +70,18 @@ absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
       !s.ok()) {
     return s;
   }
+  return CheckOutputSpace(forest, options.output_space);
+}
+
+absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space) {
   const Link link = forest.objective.link;
-  if (options.output_space != OutputSpace::kMargin && link == Link::kArgmax) {
+  if (space != OutputSpace::kMargin && link == Link::kArgmax) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "output space ", OutputSpaceName(options.output_space), ": objective '",
+        "output space ", OutputSpaceName(space), ": objective '",
         forest.objective.name, "' predicts a class index, which has no probability to explain; "
         "explain the margin (or train multi:softprob)"));
   }
-  if (options.output_space == OutputSpace::kProbabilityLinearized && link == Link::kSoftmax) {
+  if (space == OutputSpace::kProbabilityLinearized && link == Link::kSoftmax) {
     return absl::InvalidArgumentError(
         "output space probability_linearized rescales each output by its own margin change, "
         "which does not add up under softmax (an output's probability moves with the other "

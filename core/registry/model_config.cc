@@ -73,6 +73,7 @@ const char* OperationName(Operation op) {
     case Operation::kPredict: return "predict";
     case Operation::kExplain: return "explain";
     case Operation::kInteractions: return "interactions";
+    case Operation::kInterventional: return "interventional";
   }
   return "unknown";
 }
@@ -144,7 +145,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
         }
         if (index < 0) {
           return Bad(source, absl::StrCat("batching.", op),
-                     "unknown operation (predict, explain, interactions)");
+                     "unknown operation (predict, explain, interactions, interventional)");
         }
         absl::Status s = ParseBatching(limits, source, absl::StrCat("batching.", op),
                                        &c.batching[index]);

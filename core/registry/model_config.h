@@ -17,10 +17,12 @@ namespace grove::registry {
 
 enum class VersionPolicy { kLatest, kAll, kSpecific };
 
-// The three units of compute, each with its own queue per model.
-enum class Operation : int { kPredict = 0, kExplain = 1, kInteractions = 2 };
-inline constexpr int kNumOperations = 3;
-const char* OperationName(Operation op);  // "predict", "explain", "interactions"
+// The units of compute, each with its own queue per model (and so its own measured rate:
+// interventional SHAP costs about background rows times what path-dependent SHAP does per row).
+enum class Operation : int { kPredict = 0, kExplain = 1, kInteractions = 2, kInterventional = 3 };
+inline constexpr int kNumOperations = 4;
+// "predict", "explain", "interactions", "interventional"
+const char* OperationName(Operation op);
 
 // Bounds of the numeric fields (inclusive; every lower bound is 1, max_delay_us's is 0). They keep
 // products of limits (rows x columns x bytes) far from int64 overflow and refuse values that would
@@ -50,6 +52,7 @@ struct ModelConfig {
       {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 2},
       {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
       {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
+      {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
   };
 
   const batching::BatcherOptions& Batching(Operation op) const {

@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "core/common/rows.h"
+#include "core/explain/interventional.h"
 #include "core/predict/predict.h"
 #include "core/registry/model_registry.h"
 #include "core/serving/call_state.h"
@@ -19,6 +20,7 @@ struct ComputeTask {
   registry::ServablePtr model;
   Operation op = Operation::kPredict;
   OutputKind kind = OutputKind::kPrediction;  // kPredict
+  OutputSpace output_space = OutputSpace::kMargin;  // kInterventional
   int iteration_begin = 0;
   int iteration_end = 0;
   RowsView rows;

@@ -137,11 +137,12 @@ int64_t ServingQueue::Process(batching::Batch<ComputeTask>&& batch) {
   for (const absl::Time& t : batch.enqueue_times) observer_->QueueWait(start - t);
   ReportDepth();
 
-  // Tasks that can share one engine call: same model copy, output kind and iteration range.
+  // Tasks that can share one engine call: same model copy, output kind (space) and iteration
+  // range.
   std::vector<std::unique_ptr<ComputeTask>>& tasks = batch.tasks;
   auto key = [](const ComputeTask& t) {
-    return std::make_tuple(t.model.get(), static_cast<int>(t.kind), t.iteration_begin,
-                           t.iteration_end);
+    return std::make_tuple(t.model.get(), static_cast<int>(t.kind),
+                           static_cast<int>(t.output_space), t.iteration_begin, t.iteration_end);
   };
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const auto& a, const auto& b) { return key(*a) < key(*b); });

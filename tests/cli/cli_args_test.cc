@@ -114,10 +114,18 @@ TEST(CliArgs, InterventionalExplain) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->background, "bg.csv");
   EXPECT_EQ(a->output_space, OutputSpace::kProbabilityLinearized);
+  EXPECT_EQ(a->method, ExplainMethod::kInterventional);  // implied by --background
   auto d = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv"});
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->background.empty());
+  EXPECT_EQ(d->method, ExplainMethod::kPathDependent);
   EXPECT_EQ(d->output_space, OutputSpace::kMargin);
+  // Remote: the server's background.
+  auto r = ParseCliArgs({"explain", "--server", "h:1", "--model", "m", "--input", "x.csv",
+                         "--method", "interventional", "--output-space", "probability"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->method, ExplainMethod::kInterventional);
+  EXPECT_EQ(r->output_space, OutputSpace::kProbability);
 }
 
 TEST(CliArgs, Errors) {
@@ -135,7 +143,19 @@ TEST(CliArgs, Errors) {
       {{"predict", "--modle", "m"}, "unknown option '--modle'"},
       {{"version", "extra"}, "no arguments"},
       {{"explain", "--model", "m", "--input", "x", "--output-space", "probability"},
-       "needs --background"},
+       "--output-space needs --background FILE or --method interventional"},
+      {{"explain", "--model", "m", "--input", "x", "--method", "interventional"},
+       "--method interventional needs --background FILE (or --server"},
+      {{"explain", "--model", "m", "--input", "x", "--method", "exact"},
+       "unknown explanation method 'exact'"},
+      {{"explain", "--model", "m", "--input", "x", "--background", "b", "--method",
+        "path_dependent"},
+       "--method path_dependent takes none"},
+      {{"explain", "--server", "h:1", "--model", "m", "--input", "x", "--background", "b"},
+       "with --server, --method interventional"},
+      {{"explain", "--server", "h:1", "--model", "m", "--input", "x", "--method",
+        "path_dependent", "--output-space", "probability"},
+       "--output-space needs"},
       {{"explain", "--model", "m", "--input", "x", "--background", "b", "--output-space", "odds"},
        "unknown output space 'odds'"},
       {{"explain", "--model", "m", "--input", "x", "--background", "b", "--interactions"},

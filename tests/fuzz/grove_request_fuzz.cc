@@ -55,6 +55,12 @@ void Explain(const grove::registry::ServableModel& model, const grove::v1::Expla
   if (rows.ok()) grove::fuzz::TouchRows(*rows, model.forest->num_features);
   CheckRequestStatus(grove::server::CheckIterationRange(*model.forest, req.iteration_begin(),
                                                         req.iteration_end()));
+  absl::StatusOr<grove::server::ExplainChoice> choice =
+      grove::server::ExplainChoiceFromRequest(req);
+  CheckRequestStatus(choice.status());
+  if (choice.ok()) {
+    CheckRequestStatus(grove::server::CheckExplainChoice(model, *choice, req.interactions()));
+  }
 }
 
 }  // namespace

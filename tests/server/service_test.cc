@@ -16,7 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "core/explain/background.h"
 #include "core/explain/explain.h"
+#include "core/explain/interventional.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
@@ -115,6 +117,8 @@ class ServerTest : public ::testing::Test {
     Write(*root_ / "multi" / "config.json", R"({"max_interaction_values_per_row": 40})");
     Put(*root_, "lgbz", 1, kLgb);
     Put(*root_, "tiny", 1, kDemo);
+    Put(*root_, "demo_bg", 1, kDemo);
+    fs::copy_file(kDemoRows, *root_ / "demo_bg" / "background.csv");
     // One request at a time, and a batch waits 60 s for company: a second request is refused
     // and the first one is dropped at its deadline.
     Write(*root_ / "tiny" / "config.json",
@@ -309,6 +313,135 @@ TEST_F(ServerTest, ExplainWithTopKBiasAndInteractions) {
   EXPECT_EQ(resp2.values().values_size(), 0);
   EXPECT_EQ(resp2.top().features_size(), n * 3);
   EXPECT_EQ(resp2.top().features(0), resp.top().features(0));
+}
+
+// Interventional SHAP of `rows` over examples/rows.csv as background, by the CPU reference.
+std::vector<float> LocalInterventional(const std::vector<float>& rows, int64_t cols,
+                                       OutputSpace space) {
+  ForestPtr f = *LoadModelFile(kDemo);
+  absl::StatusOr<Background> bg = LoadBackgroundFile(*f, kDemoRows);
+  EXPECT_TRUE(bg.ok()) << bg.status();
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  const int64_t w = ExplainWidth(*f, false);
+  std::vector<float> out(n * w);
+  InterventionalOptions o;
+  o.output_space = space;
+  EXPECT_TRUE(ExplainInterventionalCpu(*f, bg->view(), MakeRowsView(rows.data(), n, cols), o,
+                                       MakeMatrixView(out.data(), n, w), nullptr)
+                  .ok());
+  return out;
+}
+
+// A KServe request for treeshap_output of `rows` (typed FP32 contents).
+inference::ModelInferRequest ShapRequest(const std::string& model, const std::vector<float>& rows,
+                                         int64_t n, int64_t cols) {
+  inference::ModelInferRequest req;
+  req.set_model_name(model);
+  auto* in = req.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(n);
+  in->add_shape(cols);
+  for (float x : rows) in->mutable_contents()->add_fp32_contents(x);
+  req.add_outputs()->set_name("treeshap_output");
+  return req;
+}
+
+TEST_F(ServerTest, InterventionalOverTheModelsBackground) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  auto stub = Grove();
+  {
+    grpc::ClientContext ctx;
+    grove::v1::GetModelMetadataRequest q;
+    q.set_model("demo_bg");
+    grove::v1::ModelMetadata m;
+    ASSERT_TRUE(stub->GetModelMetadata(&ctx, q, &m).ok());
+    EXPECT_EQ(m.background_rows(), n);
+  }
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.set_method(grove::v1::EXPLAIN_METHOD_INTERVENTIONAL);
+  for (auto [space, proto] : {std::pair{OutputSpace::kMargin, grove::v1::OUTPUT_SPACE_MARGIN},
+                              std::pair{OutputSpace::kProbability,
+                                        grove::v1::OUTPUT_SPACE_PROBABILITY}}) {
+    req.set_output_space(proto);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = stub->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    const std::vector<float> want = LocalInterventional(rows, cols, space);
+    ExpectClose(resp.values().values(), want, 1e-5);
+    ASSERT_EQ(resp.bias_size(), 1);
+    EXPECT_EQ(resp.bias(0), resp.values().values(cols));
+    // The bias is the mean output over the background, which here is the rows themselves.
+    const std::vector<float> p = LocalPredict(
+        kDemo, rows, cols, space == OutputSpace::kMargin ? OutputKind::kMargin
+                                                         : OutputKind::kPrediction);
+    double mean = 0;
+    for (float v : p) mean += v / n;
+    EXPECT_NEAR(resp.bias(0), mean, 1e-5 * std::max(1.0, std::fabs(mean)));
+  }
+  // KServe: the same through request parameters.
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, n, cols);
+  (*kreq.mutable_parameters())["method"].set_string_param("interventional");
+  (*kreq.mutable_parameters())["output_space"].set_string_param("probability");
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  ASSERT_TRUE(ks.ok()) << ks.error_message();
+  std::vector<float> kshap(n * (cols + 1));
+  ASSERT_EQ(kresp.raw_output_contents(0).size(), kshap.size() * 4);
+  std::memcpy(kshap.data(), kresp.raw_output_contents(0).data(), kshap.size() * 4);
+  ExpectClose(kshap, LocalInterventional(rows, cols, OutputSpace::kProbability), 1e-5);
+}
+
+TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  auto explain = [&](const std::string& model, grove::v1::ExplainMethod method,
+                     grove::v1::OutputSpace space, bool interactions) {
+    grove::v1::ExplainRequest req;
+    req.set_model(model);
+    SetRows(req.mutable_rows(), rows, cols);
+    req.set_method(method);
+    req.set_output_space(space);
+    req.set_interactions(interactions);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    return Grove()->Explain(&ctx, req, &resp);
+  };
+  grpc::Status s = explain("demo", grove::v1::EXPLAIN_METHOD_INTERVENTIONAL,
+                           grove::v1::OUTPUT_SPACE_MARGIN, false);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("has no background data set"));
+  EXPECT_THAT(s.error_message(), HasSubstr((*root_ / "demo" / "background.csv").string()));
+  s = explain("demo_bg", grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT,
+              grove::v1::OUTPUT_SPACE_PROBABILITY, false);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("path-dependent SHAP explains the margin"));
+  s = explain("demo_bg", grove::v1::EXPLAIN_METHOD_INTERVENTIONAL,
+              grove::v1::OUTPUT_SPACE_MARGIN, true);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("interaction values are path-dependent only"));
+  s = explain("demo_bg", static_cast<grove::v1::ExplainMethod>(7),
+              grove::v1::OUTPUT_SPACE_MARGIN, false);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("unknown ExplainRequest.method 7"));
+
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, n, cols);
+  (*kreq.mutable_parameters())["method"].set_int64_param(1);
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ks.error_message(), HasSubstr("request parameter 'method' must be a string"));
+  (*kreq.mutable_parameters())["method"].set_string_param("shapley");
+  grpc::ClientContext kctx2;
+  ks = Kserve()->ModelInfer(&kctx2, kreq, &kresp);
+  EXPECT_THAT(ks.error_message(),
+              HasSubstr("request parameter 'method': unknown explanation method 'shapley'"));
 }
 
 TEST_F(ServerTest, ErrorsMapToStatusCodes) {
