@@ -2,8 +2,10 @@
 """Builds the bundled demo model of README's main command.
 
 Writes examples/models/demo/1/model.json (a small XGBoost binary classifier: 8 numeric features,
-40 trees of depth 4, trained on a seeded synthetic data set made with numpy) and examples/rows.csv
-(16 input rows in grove's CSV format: no header, %.9g, `nan` for missing values).
+40 trees of depth 4, trained on a seeded synthetic data set made with numpy), its background data
+set examples/models/demo/background.csv (the first 100 training rows: what interventional SHAP
+takes expectations over) and examples/rows.csv (16 input rows in grove's CSV format: no header,
+%.9g, `nan` for missing values).
 
     python3 scripts/make_demo_model.py          # from the repository root
 
@@ -39,11 +41,16 @@ def main():
     out_dir = os.path.join(ROOT, "examples", "models", "demo", "1")
     os.makedirs(out_dir, exist_ok=True)
     booster.save_model(os.path.join(out_dir, "model.json"))
+    write_csv(os.path.join(ROOT, "examples", "models", "demo", "background.csv"), x[:100])
     rows, _ = synthetic(rng, 16)
-    with open(os.path.join(ROOT, "examples", "rows.csv"), "w") as f:
+    write_csv(os.path.join(ROOT, "examples", "rows.csv"), rows)
+    print("wrote", out_dir, "its background.csv and examples/rows.csv")
+
+
+def write_csv(path, rows):
+    with open(path, "w") as f:
         for row in rows:
             f.write(",".join("nan" if np.isnan(v) else "%.9g" % v for v in row) + "\n")
-    print("wrote", out_dir, "and examples/rows.csv")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ against a groved serving examples/models (its address put where the examples say
   * "Python with stubs generated from proto/": the sh block (stub generation), then the python
     block; its predictions must equal the local CLI's;
   * "KServe v2 / tritonclient": the python block; output__0's positive-class column must equal the
-    local CLI's predictions.
+    local CLI's predictions;
+  * "Path-dependent or interventional SHAP": the sh block; the served and the local interventional
+    probability-space values must be byte for byte the same, and each row must sum to the row's
+    predicted probability.
 """
 
 import os
@@ -21,6 +24,7 @@ import groved_harness as h  # noqa: E402
 STUBS = "## Python with stubs generated from `proto/`"
 CLI = "## The `grove` CLI"
 TRITON = "## KServe v2 / tritonclient"
+INTERVENTIONAL = "## Path-dependent or interventional SHAP"
 
 
 def blocks(text, title):
@@ -37,6 +41,18 @@ def run(failures, what, cmd, root, env=None):
     return r
 
 
+def check_interventional(failures, code, root, env, probabilities):
+    """Runs the interventional sh block: served == local, rows sum to the predictions."""
+    r = run(failures, "the interventional sh block", ["bash", "-e", "-c", code], root, env)
+    if r.returncode != 0:
+        return
+    local = open(os.path.join(root, "local.csv")).read()
+    served = open(os.path.join(root, "served.csv")).read()
+    failures.check(local == served, "interventional: served.csv is not byte for byte local.csv")
+    sums = [[sum(row)] for row in h.read_csv(os.path.join(root, "served.csv"))]
+    h.compare(failures, "interventional row sums vs predictions", sums, probabilities, exact=False)
+
+
 def main():
     args = h.parse_args()
     try:
@@ -48,9 +64,11 @@ def main():
         h.skip(f"python packages missing: {e}")
     text = open(os.path.join(args.source_dir, "docs/api.md")).read()
     stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
+    interventional = blocks(text, INTERVENTIONAL)
     failures = h.Failures()
     for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
-                           ("tritonclient", triton, ("python",))):
+                           ("tritonclient", triton, ("python",)),
+                           ("interventional", interventional, ("sh",))):
         if not failures.check(all(l in b for l in langs), f"api.md's {name} section lacks {langs}"):
             return failures.finish("api_docs")
     rows = os.path.join(args.source_dir, "examples/rows.csv")
@@ -71,6 +89,7 @@ def main():
         pred = os.path.join(root, "pred.csv")
         failures.check(os.path.exists(pred) and open(pred).read() == local.stdout,
                        "the CLI example's pred.csv is not byte for byte the local CLI's")
+        check_interventional(failures, at(interventional["sh"]), root, env, want)
         # Python stubs.
         run(failures, "the stubs sh block", ["bash", "-e", "-c", stubs["sh"]], root)
         r = run(failures, "the stubs python block", [sys.executable, "-c", at(stubs["python"]) +
