@@ -135,9 +135,10 @@ absl::Status CheckExplainMethod(const std::set<std::string>& seen, CliArgs* out)
   if (seen.count("--output-space") && out->method != ExplainMethod::kInterventional) {
     return Usage("--output-space needs --background FILE or --method interventional");
   }
-  if (out->method == ExplainMethod::kInterventional && out->interactions) {
-    return Usage("interventional SHAP explains SHAP values; interventional interactions are not "
-                 "served");
+  if (out->method == ExplainMethod::kInterventional && out->interactions &&
+      !out->server.empty()) {
+    return Usage("groved serves interventional SHAP values, not interaction values: explain "
+                 "interactions locally with --background FILE");
   }
   return absl::OkStatus();
 }
@@ -386,7 +387,8 @@ Options:
   -m, --model PATH           XGBoost model (.json, .ubj) or LightGBM model (.txt)
   -i, --input FILE           input rows; - reads standard input
   -o, --output FILE          where to write the results (default -, standard output)
-      --interactions         SHAP interaction values instead of SHAP values
+      --interactions         SHAP interaction values instead of SHAP values (with
+                             --background: interventional, the Shapley interaction index)
       --background FILE      interventional SHAP: expectations over these rows (CSV as --input,
                              or .npy; 1 to 10,000 rows) instead of the training covers (shap's feature_perturbation=
                              "interventional"); the bias is the mean output over them

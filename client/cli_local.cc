@@ -186,6 +186,7 @@ int RunExplain(const CliArgs& args) {
     }
     InterventionalOptions options;
     options.output_space = args.output_space;
+    options.interactions = args.interactions;
     explain = BindExplain(interventional, options, args);
     describe = interventional->Describe();
   }

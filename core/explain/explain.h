@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/common/rows.h"
@@ -20,6 +21,13 @@ struct ExplainOptions {
 // Columns per row: num_outputs * (F + 1) for SHAP values, num_outputs * (F + 1)^2 for interactions,
 // laid out exactly like XGBoost's pred_contribs / pred_interactions (bias last).
 int64_t ExplainWidth(const Forest& forest, bool interactions);
+
+// Rounds one row's double accumulators to float into `out` (shared by the CPU explainers): the
+// SHAP values `phi` (num_outputs x f1) with each output's bias column set to bias[k]; or, with
+// `interactions` (num_outputs x f1 x f1, off-diagonal entries filled), the interaction matrices
+// completed: M[i][i] = phi_i - sum_{j != i} M[i][j], M[F][F] = bias[k]. Modifies the buffers.
+void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi,
+                       double* interactions, float* out);
 
 // Refuses what no engine can explain (LightGBM linear trees: FAILED_PRECONDITION, as LightGBM does).
 absl::Status CheckExplainable(const Forest& forest);

@@ -285,6 +285,25 @@ class TreeShapRecursion {
 
 }  // namespace
 
+void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi,
+                       double* interactions, float* out) {
+  for (size_t k = 0; k < bias.size(); ++k) {
+    if (interactions == nullptr) {
+      phi[k * f1 + f1 - 1] = bias[k];
+      for (int64_t c = 0; c < f1; ++c) out[k * f1 + c] = static_cast<float>(phi[k * f1 + c]);
+      continue;
+    }
+    double* m = interactions + k * f1 * f1;
+    for (int64_t i = 0; i + 1 < f1; ++i) {
+      double off_diagonal = 0;
+      for (int64_t j = 0; j + 1 < f1; ++j) off_diagonal += j == i ? 0.0 : m[i * f1 + j];
+      m[i * f1 + i] = phi[k * f1 + i] - off_diagonal;
+    }
+    m[f1 * f1 - 1] = bias[k];
+    for (int64_t c = 0; c < f1 * f1; ++c) out[k * f1 * f1 + c] = static_cast<float>(m[c]);
+  }
+}
+
 absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const ExplainOptions& options,
                                  MatrixView<float> out, ThreadPool* pool) {
   if (absl::Status s = CheckExplainCall(forest, rows, options.interactions, out); !s.ok()) {
@@ -336,24 +355,7 @@ absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const Expl
           shap.Run(m_row, f1 * f1, -0.5 * weight, -1, slot);
         }
       }
-      float* o = out.Row(r);
-      if (!interactions) {
-        for (int k = 0; k < num_outputs; ++k) {
-          phi[k * f1 + num_features] = bias[k];
-          for (int64_t c = 0; c < f1; ++c) o[k * f1 + c] = static_cast<float>(phi[k * f1 + c]);
-        }
-        continue;
-      }
-      for (int k = 0; k < num_outputs; ++k) {
-        double* mk = m.data() + k * f1 * f1;
-        for (int i = 0; i < num_features; ++i) {
-          double off_diagonal = 0;
-          for (int j = 0; j < num_features; ++j) off_diagonal += j == i ? 0.0 : mk[i * f1 + j];
-          mk[i * f1 + i] = phi[k * f1 + i] - off_diagonal;
-        }
-        mk[num_features * f1 + num_features] = bias[k];
-        for (int64_t c = 0; c < f1 * f1; ++c) o[k * f1 * f1 + c] = static_cast<float>(mk[c]);
-      }
+      StoreExplainedRow(bias, f1, phi.data(), interactions ? m.data() : nullptr, out.Row(r));
     }
   };
   // Rows are independent and each is computed by one thread in a fixed order: deterministic.

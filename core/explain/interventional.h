@@ -57,6 +57,13 @@ absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
 
 struct InterventionalOptions {
   OutputSpace output_space = OutputSpace::kMargin;
+  // Shapley interaction values instead of SHAP values (CPU reference only), laid out as
+  // ExplainWidth(forest, true) (XGBoost pred_interactions): per output M[i][j] (i != j) is half
+  // the Shapley interaction index of the value function below (M[i][j] + M[j][i] is the index),
+  // M[i][i] = phi_i - sum_{j != i} M[i][j], M[F][F] = the bias, M[i][F] = M[F][i] = 0; so rows
+  // of M sum to the SHAP values and each block to the output. Every output space (linearized:
+  // each pair's margin interactions times its factor).
+  bool interactions = false;
   int iteration_begin = 0;  // boosting rounds [begin, end); end <= 0 means to the last round
   int iteration_end = 0;
 };
@@ -80,7 +87,7 @@ GROVE_HD double InterventionalWeight(int a, int b) {
 absl::Status CheckBackground(const Forest& forest, RowsView background);
 
 // Validates a call before any work: an explainable model, `rows` of forest.num_features columns,
-// `out` of rows.rows x ExplainWidth(forest, false), a valid iteration range, and
+// `out` of rows.rows x ExplainWidth(forest, options.interactions), a valid iteration range, and
 // CheckOutputSpace. INVALID_ARGUMENT naming what is wrong.
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out);
@@ -90,9 +97,6 @@ absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
 // additive). INVALID_ARGUMENT naming why otherwise.
 absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
 
-// Stores one explained row: `phi` (num_outputs x f1 in double) with each output's bias column
-// set to bias[k], rounded to float into `out`. Shared by the CPU strategies.
-void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi, float* out);
 
 // CPU reference in double: for every (row, background row, tree) the recursion of Laberge &
 // Pequignot ("Understanding interventional TreeSHAP", 2022): walk the tree; where x and z go the

@@ -61,7 +61,7 @@ absl::Status CheckBackground(const Forest& forest, RowsView background) {
 
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out) {
-  if (absl::Status s = CheckExplainCall(forest, rows, /*interactions=*/false, out); !s.ok()) {
+  if (absl::Status s = CheckExplainCall(forest, rows, options.interactions, out); !s.ok()) {
     return s;
   }
   IterationRange range;
@@ -169,13 +169,15 @@ void AddMargin(const Forest& forest, const CallPlan& plan, const float* row, dou
   }
 }
 
-// Visitor: scale * the pair's margin Shapley values added to phi (num_outputs x f1).
+// Visitor: scale * the pair's margin Shapley values added to phi (num_outputs x f1) and, when
+// `inter` is set, their Shapley interaction values to inter (num_outputs x f1 x f1, off-diagonal).
 struct MarginVisitor {
   const Forest& forest;
   int32_t tree = 0;
   double scale = 1.0;
   double* phi = nullptr;
   int64_t f1 = 0;
+  double* inter = nullptr;
 
   void Leaf(const Node& leaf, const PairWalker& w) const {
     if (w.features().empty()) return;  // x and z reach it alike: no feature gets a share
@@ -189,6 +191,29 @@ struct MarginVisitor {
       const double v = scale * t.weight * forest.leaf_values[leaf.payload + k];
       double* out = phi + (first + k) * f1;
       for (int32_t f : w.features()) out[f] += v * (w.FromX(f) ? wx : wz);
+      if (inter != nullptr) AddPairs(w, v, inter + (first + k) * f1 * f1);
+    }
+  }
+
+  // The leaf's game is v * [S holds the a features from x and none of the b from z]. Its
+  // interaction index (half of Grabisch's, split between M[i][j] and M[j][i] as in
+  // pred_interactions) is nonzero at one coalition only: v (a-2)! b! / (2 (a+b-1)!) for two
+  // x-features, v a! (b-2)! / (2 (a+b-1)!) for two z-features, -v (a-1)! (b-1)! / (2 (a+b-1)!)
+  // for one of each; in weights, W(a-1, b) / 2, W(b-1, a) / 2, -W(a, b-1) / 2.
+  void AddPairs(const PairWalker& w, double v, double* m) const {
+    const int a = w.num_from_x();
+    const int b = w.num_from_z();
+    const double both_x = a > 1 ? v * InterventionalWeight(a - 1, b) / 2 : 0.0;
+    const double both_z = b > 1 ? v * InterventionalWeight(b - 1, a) / 2 : 0.0;
+    const double mixed = a > 0 && b > 0 ? -v * InterventionalWeight(a, b - 1) / 2 : 0.0;
+    const std::vector<int32_t>& fs = w.features();
+    for (size_t p = 0; p < fs.size(); ++p) {
+      for (size_t q = p + 1; q < fs.size(); ++q) {
+        const bool xp = w.FromX(fs[p]), xq = w.FromX(fs[q]);
+        const double c = xp && xq ? both_x : (!xp && !xq ? both_z : mixed);
+        m[fs[p] * f1 + fs[q]] += c;
+        m[fs[q] * f1 + fs[p]] += c;
+      }
     }
   }
 };
@@ -242,9 +267,11 @@ class RowExplainer {
         slot_of_(forest.num_features, -1) {}
 
   // Feature columns of one row's output (num_outputs x f1, bias columns left at 0), averaged over
-  // the background.
-  absl::Status Explain(int64_t row_index, const float* x, double* phi) {
+  // the background, and with `inter` (num_outputs x f1 x f1) the off-diagonal interaction values.
+  absl::Status Explain(int64_t row_index, const float* x, double* phi, double* inter) {
     std::fill(phi, phi + k_ * f1_, 0.0);
+    inter_ = inter;
+    if (inter_ != nullptr) std::fill(inter_, inter_ + k_ * f1_ * f1_, 0.0);
     const double scale = 1.0 / background_.rows;
     std::vector<double> x_margin(k_, 0.0);
     if (space_ == OutputSpace::kProbabilityLinearized) AddMargin(forest_, plan_, x, x_margin.data());
@@ -252,14 +279,14 @@ class RowExplainer {
       const float* z = background_.Row(j);
       switch (space_) {
         case OutputSpace::kMargin:
-          AddPairMargin(x, z, scale, phi);
+          AddPairMargin(x, z, scale, phi, inter_);
           break;
         case OutputSpace::kProbabilityLinearized:
           AddPairLinearized(x, z, x_margin.data(), background_margins_.data() + j * k_, scale, phi);
           break;
         case OutputSpace::kProbability:
           if (linear_link_) {  // the link is m / divisor: the margin values, scaled
-            AddPairMargin(x, z, scale / plan_.transform.average_divisor, phi);
+            AddPairMargin(x, z, scale / plan_.transform.average_divisor, phi, inter_);
             break;
           }
           if (absl::Status s = AddPairExact(x, z, scale, phi); !s.ok()) {
@@ -273,8 +300,8 @@ class RowExplainer {
   }
 
  private:
-  void AddPairMargin(const float* x, const float* z, double scale, double* phi) {
-    MarginVisitor visitor{forest_, 0, scale, phi, f1_};
+  void AddPairMargin(const float* x, const float* z, double scale, double* phi, double* inter) {
+    MarginVisitor visitor{forest_, 0, scale, phi, f1_, inter};
     for (int32_t t : plan_.trees) {
       visitor.tree = t;
       walker_.Walk(t, x, z, visitor);
@@ -285,7 +312,8 @@ class RowExplainer {
   void AddPairLinearized(const float* x, const float* z, const double* mx, const double* mz,
                          double scale, double* phi) {
     pair_.assign(k_ * f1_, 0.0);
-    AddPairMargin(x, z, 1.0, pair_.data());
+    pair_inter_.assign(inter_ != nullptr ? k_ * f1_ * f1_ : 0, 0.0);
+    AddPairMargin(x, z, 1.0, pair_.data(), inter_ != nullptr ? pair_inter_.data() : nullptr);
     const double divisor = plan_.transform.average_divisor;
     for (int k = 0; k < k_; ++k) {
       double factor = 1.0;
@@ -295,6 +323,11 @@ class RowExplainer {
                  (mx[k] - mz[k]);
       }
       for (int64_t c = 0; c < f1_; ++c) phi[k * f1_ + c] += scale * factor * pair_[k * f1_ + c];
+      if (inter_ == nullptr) continue;
+      const int64_t block = f1_ * f1_;
+      for (int64_t c = 0; c < block; ++c) {
+        inter_[k * block + c] += scale * factor * pair_inter_[k * block + c];
+      }
     }
   }
 
@@ -318,6 +351,7 @@ class RowExplainer {
     }
     HybridOutputs(d);
     AddShapley(d, scale, phi);
+    if (inter_ != nullptr) AddInteractions(d, scale);
     return absl::OkStatus();
   }
 
@@ -363,6 +397,30 @@ class RowExplainer {
     }
   }
 
+  // Shapley interaction values of the pair's 2^d hybrid outputs: for slots i < j,
+  // sum over S without them of W(d-1-|S|, |S|) / 2 (S ∪ {i,j} - S ∪ {i} - S ∪ {j} + S).
+  void AddInteractions(int d, double scale) {
+    const uint32_t subsets = 1u << d;
+    for (int i = 0; i < d; ++i) {
+      for (int j = i + 1; j < d; ++j) {
+        const uint32_t bi = 1u << i, bj = 1u << j;
+        const int64_t fi = slot_features_[i], fj = slot_features_[j];
+        for (uint32_t s = 0; s < subsets; ++s) {
+          if (s & (bi | bj)) continue;
+          const int size = __builtin_popcount(s);
+          const double w = scale * InterventionalWeight(d - 1 - size, size) / 2;
+          for (int k = 0; k < k_; ++k) {
+            const double delta = outputs_[(s | bi | bj) * k_ + k] - outputs_[(s | bi) * k_ + k] -
+                                 outputs_[(s | bj) * k_ + k] + outputs_[s * k_ + k];
+            double* m = inter_ + k * f1_ * f1_;
+            m[fi * f1_ + fj] += w * delta;
+            m[fj * f1_ + fi] += w * delta;
+          }
+        }
+      }
+    }
+  }
+
   const Forest& forest_;
   const CallPlan& plan_;
   RowsView background_;
@@ -373,6 +431,8 @@ class RowExplainer {
   bool linear_link_;
   PairWalker walker_;
   std::vector<double> pair_;
+  std::vector<double> pair_inter_;
+  double* inter_ = nullptr;  // the current row's interaction values, or null
   std::vector<int32_t> slot_of_;
   std::vector<int32_t> slot_features_;
   std::vector<LeafTerm> terms_;
@@ -399,13 +459,6 @@ std::vector<double> BackgroundMean(const Forest& forest, const CallPlan& plan,
 }
 
 }  // namespace
-
-void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi, float* out) {
-  for (size_t k = 0; k < bias.size(); ++k) {
-    phi[k * f1 + f1 - 1] = bias[k];
-    for (int64_t c = 0; c < f1; ++c) out[k * f1 + c] = static_cast<float>(phi[k * f1 + c]);
-  }
-}
 
 absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background, RowsView rows,
                                       const InterventionalOptions& options, MatrixView<float> out,
@@ -434,8 +487,10 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
   auto work = [&](int64_t begin, int64_t end) {
     RowExplainer explainer(forest, plan, background, background_margins, options.output_space);
     std::vector<double> phi(k * f1);
+    std::vector<double> inter(options.interactions ? k * f1 * f1 : 0);
+    double* inter_out = options.interactions ? inter.data() : nullptr;
     for (int64_t r = begin; r < end; ++r) {
-      if (absl::Status s = explainer.Explain(r, rows.Row(r), phi.data()); !s.ok()) {
+      if (absl::Status s = explainer.Explain(r, rows.Row(r), phi.data(), inter_out); !s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (r < failed_row) {
           failed_row = r;
@@ -443,7 +498,7 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
         }
         return;
       }
-      StoreExplainedRow(bias, f1, phi.data(), out.Row(r));
+      StoreExplainedRow(bias, f1, phi.data(), inter_out, out.Row(r));
     }
   };
   // Rows are independent and each is computed by one thread in a fixed order: deterministic.

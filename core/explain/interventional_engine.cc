@@ -19,6 +19,11 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// What the bitmask form (paths_cpu, gpu) computes: margin SHAP values.
+bool FastFormServes(const InterventionalOptions& o) {
+  return o.output_space == OutputSpace::kMargin && !o.interactions;
+}
+
 class ReferenceStrategy final : public InterventionalStrategy {
  public:
   explicit ReferenceStrategy(const InterventionalContext& c) : c_(c) {}
@@ -39,9 +44,7 @@ class PathsCpuStrategy final : public InterventionalStrategy {
  public:
   explicit PathsCpuStrategy(const InterventionalContext& c) : c_(c) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kPathsCpu; }
-  bool Supports(const InterventionalOptions& o) const override {
-    return o.output_space == OutputSpace::kMargin;
-  }
+  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
     return ExplainInterventionalPathsCpu(*c_.forest, *c_.layout, *c_.background_layout, rows,
@@ -57,9 +60,7 @@ class GpuStrategy final : public InterventionalStrategy {
   explicit GpuStrategy(std::unique_ptr<InterventionalGpu> gpu) : gpu_(std::move(gpu)) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kGpu; }
   std::string device() const override { return gpu_->DeviceName(); }
-  bool Supports(const InterventionalOptions& o) const override {
-    return o.output_space == OutputSpace::kMargin;
-  }
+  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
     return gpu_->Explain(rows, options, out);
@@ -198,8 +199,9 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
   }
   if (chosen == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "interventional strategy '", strategies_[0]->name(), "' does not explain output space ",
-        OutputSpaceName(options.output_space)));
+        "interventional strategy '", strategies_[0]->name(), "' does not explain ",
+        options.interactions ? "interaction values" : "output space ",
+        options.interactions ? "" : OutputSpaceName(options.output_space)));
   }
   absl::Status status = chosen->Run(rows, options, out);
   if (info != nullptr) {

@@ -178,6 +178,10 @@ class InterventionalGpuImpl final : public InterventionalGpu {
           "interventional_gpu explains margins only; output space ",
           OutputSpaceName(options.output_space), " runs on the CPU"));
     }
+    if (options.interactions) {
+      return absl::FailedPreconditionError(
+          "interventional_gpu explains SHAP values; interaction values run on the CPU");
+    }
     return ResolveIterationRange(*forest_, options.iteration_begin, options.iteration_end, range);
   }
 

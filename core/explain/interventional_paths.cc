@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
 #include "core/model/forest.h"
 #include "core/predict/traverse.h"
 
@@ -145,10 +146,11 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
                                            const InterventionalOptions& options,
                                            MatrixView<float> out, ThreadPool* pool) {
   if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
-  if (options.output_space != OutputSpace::kMargin || !layout.long_paths.empty()) {
+  if (options.output_space != OutputSpace::kMargin || options.interactions ||
+      !layout.long_paths.empty()) {
     return absl::FailedPreconditionError(
-        "the path form of interventional SHAP explains margins of models whose paths have at "
-        "most 32 elements");
+        "the path form of interventional SHAP explains margins (not interactions) of models "
+        "whose paths have at most 32 elements");
   }
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
@@ -165,7 +167,7 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
     for (int64_t r = begin; r < end; ++r) {
       std::fill(phi.begin(), phi.end(), 0.0);
       for (uint32_t p : paths) AddPath(layout, il, p, rows.Row(r), f1, phi.data());
-      StoreExplainedRow(bias, f1, phi.data(), out.Row(r));
+      StoreExplainedRow(bias, f1, phi.data(), nullptr, out.Row(r));
     }
   });
   return absl::OkStatus();

@@ -115,6 +115,9 @@ TEST(CliArgs, InterventionalExplain) {
   EXPECT_EQ(a->background, "bg.csv");
   EXPECT_EQ(a->output_space, OutputSpace::kProbabilityLinearized);
   EXPECT_EQ(a->method, ExplainMethod::kInterventional);  // implied by --background
+  EXPECT_TRUE(ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv", "--background",
+                            "bg.csv", "--interactions"})
+                  .ok());
   auto d = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv"});
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->background.empty());
@@ -158,8 +161,9 @@ TEST(CliArgs, Errors) {
        "--output-space needs"},
       {{"explain", "--model", "m", "--input", "x", "--background", "b", "--output-space", "odds"},
        "unknown output space 'odds'"},
-      {{"explain", "--model", "m", "--input", "x", "--background", "b", "--interactions"},
-       "interactions are not served"},
+      {{"explain", "--server", "h:1", "--model", "m", "--input", "x", "--method",
+        "interventional", "--interactions"},
+       "explain interactions locally with --background FILE"},
       {{"predict", "--model", "m", "--input", "x", "--background", "b"},
        "unknown option '--background'"},
   };

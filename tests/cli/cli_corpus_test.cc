@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -189,6 +190,39 @@ TEST_P(CliCorpusTest, ExplainInteractions) {
       MaxMarginRelError(absl::Span<const double>(sums), row_sums, *case_.margin, K);
   EXPECT_LE(e.max_error, kTolerance) << "interaction row sums vs the library's SHAP values: "
                                      << e.ToString();
+}
+
+// Interventional interaction values (`--background FILE --interactions`, the first 10 rows of
+// X.csv as background): rows of each matrix sum to `--background` SHAP values of the same rows.
+TEST_P(CliCorpusTest, ExplainInterventionalInteractions) {
+  if (case_.unsupported.count("contribs")) {
+    ExpectRefused({"--background", X(), "--interactions"}, "contribs");
+    return;
+  }
+  const int64_t F1 = case_.num_features + 1;
+  const int K = case_.num_outputs;
+  if (K * F1 * F1 > 20000) GTEST_SKIP() << "interaction matrices too large for a quick test";
+  const std::string background = scratch_.File("background.csv");
+  std::filesystem::copy_file(HeadOfX(10), background);
+  const int64_t rows = std::min<int64_t>(case_.rows, 6);
+  const std::string input = HeadOfX(rows);
+  auto values = Run({"explain", "--model", case_.model_path, "--background", background}, input);
+  ASSERT_TRUE(values.ok()) << values.status();
+  auto got = Run({"explain", "--model", case_.model_path, "--background", background,
+                  "--interactions"}, input);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->cols, K * F1 * F1);
+  std::vector<double> sums(rows * K * F1);
+  for (int64_t block = 0; block < rows * K; ++block) {
+    for (int64_t i = 0; i < F1; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < F1; ++j) s += got->values[(block * F1 + i) * F1 + j];
+      sums[block * F1 + i] = s;
+    }
+  }
+  RefMatrix want{values->values, rows, K * F1};
+  ErrorReport e = MaxMarginRelError(absl::Span<const double>(sums), want, *case_.margin, K);
+  EXPECT_LE(e.max_error, kTolerance) << e.ToString();
 }
 
 // Self-contained (no shared corpus needed): LightGBM compares the float64 of a CSV field with its

@@ -83,6 +83,24 @@ TEST(InterventionalEngineTest, ForcedStrategiesAndErrors) {
                            nullptr)
                 .code(),
             absl::StatusCode::kFailedPrecondition);
+  // Interaction values: the reference only.
+  o = {};
+  o.interactions = true;
+  std::vector<float> matrix(9);
+  absl::Status refused = paths->Explain(MakeRowsView(rows.data(), 1, 2), o,
+                                        MakeMatrixView(matrix.data(), 1, 9), nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("does not explain interaction values"), std::string::npos);
+  std::unique_ptr<InterventionalEngine> any = MakeEngine(f, bg, "auto", &pool);
+  ASSERT_NE(any, nullptr);
+  ASSERT_TRUE(any->Explain(MakeRowsView(rows.data(), 1, 2), o,
+                           MakeMatrixView(matrix.data(), 1, 9), &info)
+                  .ok());
+  EXPECT_EQ(info.strategy, "interventional_reference");
+  // Rows of the matrix sum to the SHAP values above; the bias sits at [F][F].
+  EXPECT_FLOAT_EQ(matrix[0] + matrix[1] + matrix[2], -2.5f);
+  EXPECT_FLOAT_EQ(matrix[3] + matrix[4] + matrix[5], 1.5f);
+  EXPECT_FLOAT_EQ(matrix[8], 3.0f);
   // Shapes are checked before any strategy runs.
   EXPECT_EQ(paths->Explain(MakeRowsView(rows.data(), 1, 1), {}, MakeMatrixView(out.data(), 1, 3),
                            nullptr)

@@ -30,13 +30,51 @@ absl::StatusOr<std::vector<float>> Explain(const Forest& f, const std::vector<fl
                                            const InterventionalOptions& o = {},
                                            ThreadPool* pool = nullptr) {
   const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = ExplainWidth(f, false);
+  const int64_t width = ExplainWidth(f, o.interactions);
   std::vector<float> out(n * width, kNan);
   absl::Status s = ExplainInterventionalCpu(
       f, MakeRowsView(background.data(), background.size() / f.num_features, f.num_features),
       MakeRowsView(rows.data(), n, f.num_features), o, MakeMatrixView(out.data(), n, width), pool);
   if (!s.ok()) return s;
   return out;
+}
+
+// Margins (K per subset) and values (the margins, or through the link) of every hybrid of x and
+// z, subset s taking the features of its bits from x.
+void HybridValues(const Forest& f, const float* x, const float* z, OutputSpace space,
+                  const TransformParams& p, int begin, int end, std::vector<double>* margin,
+                  std::vector<double>* value) {
+  const int F = f.num_features;
+  const int K = f.num_outputs;
+  const uint32_t subsets = 1u << F;
+  margin->assign(subsets * K, 0.0);
+  value->assign(subsets * K, 0.0);
+  std::vector<float> hybrid(F);
+  for (uint32_t s = 0; s < subsets; ++s) {
+    for (int i = 0; i < F; ++i) hybrid[i] = (s >> i) & 1 ? x[i] : z[i];
+    double* m = margin->data() + s * K;
+    testing::NaiveMargins(f, hybrid.data(), m, begin, end);
+    if (space == OutputSpace::kProbability) {
+      TransformRow(p, m, value->data() + s * K);
+    } else {
+      std::copy(m, m + K, value->data() + s * K);
+    }
+  }
+}
+
+// shap's linearized factor for output k of a pair (1 in the other spaces).
+double PairFactor(const std::vector<double>& margin, OutputSpace space, const TransformParams& p,
+                  uint32_t all, int K, int k) {
+  const double mx = margin[all * K + k], mz = margin[k];
+  if (space != OutputSpace::kProbabilityLinearized || mx == mz) return 1.0;
+  return (TransformScalar(p, mx / p.average_divisor) -
+          TransformScalar(p, mz / p.average_divisor)) / (mx - mz);
+}
+
+std::vector<double> Factorials(int n) {
+  std::vector<double> fact(n + 1, 1.0);
+  for (int i = 1; i <= n; ++i) fact[i] = fact[i - 1] * i;
+  return fact;
 }
 
 // v(S) for every S, by brute force: hybrids, naive margins, the link. Then the Shapley formula
@@ -47,31 +85,15 @@ std::vector<double> BruteForce(const Forest& f, const float* x, const std::vecto
   const int K = f.num_outputs;
   const int64_t n = static_cast<int64_t>(bg.size()) / F;
   const uint32_t subsets = 1u << F;
-  std::vector<double> fact(F + 1, 1.0);
-  for (int i = 1; i <= F; ++i) fact[i] = fact[i - 1] * i;
+  const std::vector<double> fact = Factorials(F);
   const int iterations = (end <= 0 ? f.num_iterations : end) - begin;
   const TransformParams p = MakeTransformParams(f, iterations);
   std::vector<double> phi(K * (F + 1), 0.0);
-  std::vector<double> margin(subsets * K), value(subsets * K);
-  std::vector<float> hybrid(F);
+  std::vector<double> margin, value;
   for (int64_t j = 0; j < n; ++j) {
-    const float* z = bg.data() + j * F;
-    for (uint32_t s = 0; s < subsets; ++s) {
-      for (int i = 0; i < F; ++i) hybrid[i] = (s >> i) & 1 ? x[i] : z[i];
-      testing::NaiveMargins(f, hybrid.data(), &margin[s * K], begin, end);
-      if (space == OutputSpace::kProbability) {
-        TransformRow(p, &margin[s * K], &value[s * K]);
-      } else {
-        std::copy(&margin[s * K], &margin[s * K] + K, &value[s * K]);
-      }
-    }
+    HybridValues(f, x, bg.data() + j * F, space, p, begin, end, &margin, &value);
     for (int k = 0; k < K; ++k) {
-      double factor = 1.0;
-      const double mx = margin[(subsets - 1) * K + k], mz = margin[k];
-      if (space == OutputSpace::kProbabilityLinearized && mx != mz) {
-        factor = (TransformScalar(p, mx / p.average_divisor) -
-                  TransformScalar(p, mz / p.average_divisor)) / (mx - mz);
-      }
+      const double factor = PairFactor(margin, space, p, subsets - 1, K, k);
       for (int i = 0; i < F; ++i) {
         for (uint32_t s = 0; s < subsets; ++s) {
           if ((s >> i) & 1) continue;
@@ -83,7 +105,7 @@ std::vector<double> BruteForce(const Forest& f, const float* x, const std::vecto
       }
       double out_z[64];
       if (space == OutputSpace::kMargin) {
-        out_z[k] = mz;
+        out_z[k] = margin[k];
       } else {
         TransformRow(p, &margin[0], out_z);
       }
@@ -91,6 +113,53 @@ std::vector<double> BruteForce(const Forest& f, const float* x, const std::vecto
     }
   }
   return phi;
+}
+
+// Interaction matrices (K x (F+1)^2) by brute force: half the Shapley interaction index of v off
+// the diagonal (sum over S without i, j of |S|! (F-|S|-2)! / (2 (F-1)!) times the second
+// difference), then the diagonal and the bias from BruteForce's SHAP values.
+std::vector<double> BruteForceInteractions(const Forest& f, const float* x,
+                                           const std::vector<float>& bg, OutputSpace space) {
+  const int F = f.num_features;
+  const int K = f.num_outputs;
+  const int64_t f1 = F + 1;
+  const int64_t n = static_cast<int64_t>(bg.size()) / F;
+  const uint32_t subsets = 1u << F;
+  const std::vector<double> fact = Factorials(F);
+  const TransformParams p = MakeTransformParams(f, f.num_iterations);
+  std::vector<double> m(K * f1 * f1, 0.0);
+  std::vector<double> margin, value;
+  for (int64_t z = 0; z < n; ++z) {
+    HybridValues(f, x, bg.data() + z * F, space, p, 0, 0, &margin, &value);
+    for (int k = 0; k < K; ++k) {
+      const double factor = PairFactor(margin, space, p, subsets - 1, K, k);
+      auto v = [&](uint32_t s) { return value[s * K + k]; };
+      for (int i = 0; i < F; ++i) {
+        for (int j = 0; j < F; ++j) {
+          if (i == j) continue;
+          const uint32_t bi = 1u << i, bj = 1u << j;
+          for (uint32_t s = 0; s < subsets; ++s) {
+            if (s & (bi | bj)) continue;
+            const int size = __builtin_popcount(s);
+            const double w = fact[size] * fact[F - size - 2] / (2 * fact[F - 1]);
+            m[k * f1 * f1 + i * f1 + j] +=
+                factor * w * (v(s | bi | bj) - v(s | bi) - v(s | bj) + v(s)) / n;
+          }
+        }
+      }
+    }
+  }
+  const std::vector<double> phi = BruteForce(f, x, bg, space);
+  for (int k = 0; k < K; ++k) {
+    double* mk = m.data() + k * f1 * f1;
+    for (int i = 0; i < F; ++i) {
+      double off = 0;
+      for (int j = 0; j < F; ++j) off += j == i ? 0.0 : mk[i * f1 + j];
+      mk[i * f1 + i] = phi[k * f1 + i] - off;
+    }
+    mk[F * f1 + F] = phi[k * f1 + F];
+  }
+  return m;
 }
 
 void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol,
@@ -282,6 +351,70 @@ TEST(InterventionalCpuTest, AdditiveAndDeterministicOnDeepForests) {
       double sum = 0;
       for (int64_t c = 0; c < f1; ++c) sum += (*a)[(r * 2 + k) * f1 + c];
       EXPECT_NEAR(sum, margin[k], 1e-5 * std::max(1.0, std::abs(margin[k]))) << r << " " << k;
+    }
+  }
+}
+
+TEST(InterventionalCpuTest, InteractionsOfTwoStumpsByHand) {
+  // f = 2 [x0 > 0.5] [x1 > 0.5] + [x0 > 0.5] over x = (1, 1), z = (0, 0): the interaction of x0
+  // and x1 is 2 (each half is 1), phi0 = 2/2 + 1 = 2, phi1 = 1, so M = [[1, 1], [1, 0]].
+  HandForest h(2);
+  h.AddTree({h.Split(0, 0.5f, 1, 2, 3), h.Leaf(0.0, 1), h.Split(1, 0.5f, 3, 4, 2), h.Leaf(0.0, 1),
+             h.Leaf(2.0, 1)});
+  h.AddTree({h.Split(0, 0.5f, 1, 2, 2), h.Leaf(0.0, 1), h.Leaf(1.0, 1)});
+  ForestPtr f = h.Build();
+  InterventionalOptions o;
+  o.interactions = true;
+  absl::StatusOr<std::vector<float>> got = Explain(*f, {1, 1}, {0, 0}, o);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(*got, {1, 1, 0, 1, 0, 0, 0, 0, 0}, 1e-7, "margin");
+  // Under the sigmoid the exact values are those of the game on s(0), s(1), s(0), s(3).
+  h.forest.objective.link = Link::kSigmoid;
+  f = h.Build();
+  o.output_space = OutputSpace::kProbability;
+  got = Explain(*f, {1, 1}, {0, 0}, o);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const auto sig = [](double m) { return 1.0 / (1.0 + std::exp(-m)); };
+  const double half = (sig(3) - sig(1) - sig(0) + sig(0)) / 2;
+  const double phi0 = ((sig(1) - sig(0)) + (sig(3) - sig(0))) / 2;
+  const double phi1 = ((sig(0) - sig(0)) + (sig(3) - sig(1))) / 2;
+  ExpectClose(*got, {phi0 - half, half, 0, half, phi1 - half, 0, 0, 0, sig(0)}, 1e-7,
+              "probability");
+}
+
+TEST(InterventionalCpuTest, InteractionsMatchBruteForceInEverySpace) {
+  ThreadPool pool(2);
+  for (const RandomCase& c : RandomCases()) {
+    ForestPtr f = WithLink(MakeRandomForest(c.options), c.link);
+    const int F = f->num_features;
+    const std::vector<float> rows = MakeRandomRows(*f, 3, c.options.seed + 300);
+    const std::vector<float> bg = MakeRandomRows(*f, 4, c.options.seed + 400);
+    for (OutputSpace space : kSpaces) {
+      if (space == OutputSpace::kProbabilityLinearized && c.link == Link::kSoftmax) continue;
+      const std::string what = absl::StrCat("seed ", c.options.seed, " ", OutputSpaceName(space));
+      InterventionalOptions o;
+      o.output_space = space;
+      o.interactions = true;
+      absl::StatusOr<std::vector<float>> got = Explain(*f, rows, bg, o, &pool);
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+      std::vector<double> want;
+      for (int r = 0; r < 3; ++r) {
+        const std::vector<double> one = BruteForceInteractions(*f, rows.data() + r * F, bg, space);
+        want.insert(want.end(), one.begin(), one.end());
+      }
+      ExpectClose(*got, want, 1e-5, what);
+      // Rows of each matrix sum to the SHAP values.
+      o.interactions = false;
+      absl::StatusOr<std::vector<float>> values = Explain(*f, rows, bg, o, &pool);
+      ASSERT_TRUE(values.ok()) << values.status();
+      const int64_t f1 = F + 1;
+      for (size_t block = 0; block < values->size() / f1; ++block) {
+        for (int64_t i = 0; i < f1; ++i) {
+          double sum = 0;
+          for (int64_t j = 0; j < f1; ++j) sum += (*got)[block * f1 * f1 + i * f1 + j];
+          EXPECT_NEAR(sum, (*values)[block * f1 + i], 1e-5) << what;
+        }
+      }
     }
   }
 }
