@@ -15,6 +15,7 @@
 #include "core/explain/explain.h"
 #include "core/model/double_rows.h"
 #include "core/predict/predict.h"
+#include "nlohmann/json.hpp"
 
 // Raw tensors (grove.v1 raw_f32 / raw_f64, KServe raw contents) are little-endian on the wire and
 // read or written here by pointing at the bytes: a big-endian host would need a byte swap.
@@ -547,6 +548,15 @@ void FillKserveModelMetadata(const registry::ServableModel& model,
   in->set_datatype("FP32");
   in->add_shape(-1);
   in->add_shape(f.num_features);
+  // JSON arrays in string parameters: KServe parameters are scalars, and names may hold commas.
+  if (!f.feature_names.empty()) {
+    (*in->mutable_parameters())["feature_names"].set_string_param(
+        nlohmann::json(f.feature_names).dump());
+  }
+  if (!f.feature_types.empty()) {
+    (*in->mutable_parameters())["feature_types"].set_string_param(
+        nlohmann::json(f.feature_types).dump());
+  }
   auto* o0 = out->add_outputs();
   o0->set_name(kOutputTensor);
   o0->set_datatype("FP32");

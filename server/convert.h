@@ -139,6 +139,8 @@ void EncodeKservePrediction(const Forest& forest, const float* prediction, int64
                             std::string* raw);
 void EncodeFloats(const float* values, int64_t count, std::string* raw);
 
+// input__0 carries the parameters feature_names / feature_types (JSON arrays) when the model
+// stores them.
 void FillKserveModelMetadata(const registry::ServableModel& model,
                              const registry::ModelStatus& status,
                              inference::ModelMetadataResponse* out);

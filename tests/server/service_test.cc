@@ -389,6 +389,8 @@ TEST_F(ServerTest, KserveSpeaksTritonFil) {
     ASSERT_TRUE(stub->ModelMetadata(&ctx, q, &r).ok());
     EXPECT_EQ(r.inputs(0).name(), "input__0");
     EXPECT_EQ(r.inputs(0).shape(1), 8);
+    EXPECT_EQ(r.inputs(0).parameters().at("feature_names").string_param(),
+              R"(["f0","f1","f2","f3","f4","f5","f6","f7"])");
     EXPECT_EQ(r.outputs(0).name(), "output__0");
   }
   int64_t n, cols;
