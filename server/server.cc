@@ -161,6 +161,16 @@ absl::Status GroveServer::StartImpl() {
     runtime_->SetHealthCallback(set);
   }
 
+  if (o.http.port >= 0) {
+    o.http.tls_cert_file = o.tls_cert_file;
+    o.http.tls_key_file = o.tls_key_file;
+    o.http.tls_client_ca_file = o.tls_client_ca_file;
+    o.http.max_body_bytes = o.max_message_bytes;
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        HttpServer::Start(o.http, runtime_.get(), authorizer_.get());
+    if (!http.ok()) return http.status();
+    http_ = *std::move(http);
+  }
   if (o.metrics_port >= 0) {
     const std::string maddress = absl::StrCat(o.metrics_address, ":", o.metrics_port);
     try {
@@ -176,6 +186,9 @@ absl::Status GroveServer::StartImpl() {
     metrics_port_ = ports.empty() ? o.metrics_port : ports.front();
   }
   GROVE_LOG(INFO) << "groved listening" << KV("grpc", absl::StrCat(o.grpc_address, ":", grpc_port_))
+                  << KV("http", http_ != nullptr
+                                    ? absl::StrCat(o.http.address, ":", http_->port())
+                                    : std::string("off"))
                   << KV("metrics", metrics_port_ >= 0
                                        ? absl::StrCat(o.metrics_address, ":", metrics_port_)
                                        : std::string("off"))
@@ -244,7 +257,8 @@ void GroveServer::WritePortFile() {
   const std::string tmp = absl::StrCat(options_.port_file, ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "{\"grpc_port\":" << grpc_port_ << ",\"metrics_port\":" << metrics_port_ << "}\n";
+    out << "{\"grpc_port\":" << grpc_port_ << ",\"metrics_port\":" << metrics_port_
+        << ",\"http_port\":" << http_port() << "}\n";
     if (!out) {
       GROVE_LOG(ERROR) << "cannot write the port file" << KV("path", tmp);
       return;
@@ -279,6 +293,8 @@ void GroveServer::Shutdown() {
     runtime_->Drain();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   }
+  // REST workers answer what they hold (the runtime still computes), then stop.
+  if (http_ != nullptr) http_->Stop();
   if (loader_.joinable()) loader_.join();
   if (authorizer_ != nullptr) authorizer_->StopWatching();
   if (runtime_ != nullptr) runtime_->Shutdown();

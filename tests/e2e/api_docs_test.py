@@ -6,7 +6,9 @@ against a groved serving examples/models (its address put where the examples say
   * "Python with stubs generated from proto/": the sh block (stub generation), then the python
     block; its predictions must equal the local CLI's;
   * "KServe v2 / tritonclient": the python block; output__0's positive-class column must equal the
-    local CLI's predictions.
+    local CLI's predictions;
+  * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
+    (tritonclient.http), whose positive-class column must equal the local CLI's predictions.
 """
 
 import os
@@ -21,6 +23,7 @@ import groved_harness as h  # noqa: E402
 STUBS = "## Python with stubs generated from `proto/`"
 CLI = "## The `grove` CLI"
 TRITON = "## KServe v2 / tritonclient"
+REST = "## KServe v2 REST"
 
 
 def blocks(text, title):
@@ -44,13 +47,16 @@ def main():
         import grpc_tools  # noqa: F401
         import numpy  # noqa: F401
         import tritonclient.grpc  # noqa: F401
+        import tritonclient.http  # noqa: F401
     except ImportError as e:
         h.skip(f"python packages missing: {e}")
     text = open(os.path.join(args.source_dir, "docs/api.md")).read()
     stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
+    rest = blocks(text, REST)
     failures = h.Failures()
     for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
-                           ("tritonclient", triton, ("python",))):
+                           ("tritonclient", triton, ("python",)),
+                           ("REST", rest, ("sh", "python"))):
         if not failures.check(all(l in b for l in langs), f"api.md's {name} section lacks {langs}"):
             return failures.finish("api_docs")
     rows = os.path.join(args.source_dir, "examples/rows.csv")
@@ -86,6 +92,15 @@ def main():
             h.compare(failures, "tritonclient example probabilities",
                       h.read_csv(os.path.join(root, "proba.csv")), want)
         print("api.md examples ran:", r.stdout.strip())
+        # REST: curl, then tritonclient.http, at the REST port.
+        at_http = lambda code: code.replace("localhost:8000", f"127.0.0.1:{server.http_port}")  # noqa: E731
+        run(failures, "the REST sh block", ["bash", "-e", "-c", at_http(rest["sh"])], root)
+        r = run(failures, "the REST python block", [sys.executable, "-c", at_http(
+                rest["python"]) + "\nnp.savetxt('rest.csv', proba[:, 1:], fmt='%.9g', delimiter=',')\n"],
+                root)
+        if r.returncode == 0:
+            h.compare(failures, "tritonclient.http example probabilities",
+                      h.read_csv(os.path.join(root, "rest.csv")), want)
     return failures.finish("api_docs")
 
 

@@ -78,6 +78,7 @@ class AuthServerTest : public ::testing::Test {
     o.grpc_address = "127.0.0.1";
     o.grpc_port = 0;
     o.metrics_port = -1;
+    o.http.port = -1;
     o.repository_poll = absl::ZeroDuration();
     o.auth_poll = absl::ZeroDuration();
     return o;

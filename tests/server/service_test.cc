@@ -126,6 +126,8 @@ class ServerTest : public ::testing::Test {
     o.grpc_port = 0;
     o.metrics_address = "127.0.0.1";
     o.metrics_port = 0;
+    o.http.address = "127.0.0.1";
+    o.http.port = 0;
     o.repository_poll = absl::ZeroDuration();
     o.model_control = true;  // LoadModel / UnloadModel tests (off by default)
     o.port_file = (*root_ / "ports.json").string();
@@ -159,6 +161,8 @@ TEST_F(ServerTest, PortFileAndReadiness) {
   EXPECT_THAT(text, HasSubstr(absl::StrCat("\"grpc_port\":", server_->grpc_port())));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("\"metrics_port\":", server_->metrics_port())));
   EXPECT_GT(server_->metrics_port(), 0);
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("\"http_port\":", server_->http_port())));
+  EXPECT_GT(server_->http_port(), 0);
   EXPECT_TRUE(server_->runtime().ServerReady());
 }
 
@@ -666,6 +670,7 @@ ServerOptions LoopbackOptions(const fs::path& repository) {
   o.grpc_address = "127.0.0.1";
   o.grpc_port = 0;
   o.metrics_port = -1;
+  o.http.port = -1;
   o.repository_poll = absl::ZeroDuration();
   return o;
 }
