@@ -8,7 +8,9 @@ against a groved serving examples/models (its address put where the examples say
   * "KServe v2 / tritonclient": the python block; output__0's positive-class column must equal the
     local CLI's predictions;
   * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
-    (tritonclient.http), whose positive-class column must equal the local CLI's predictions.
+    (tritonclient.http), whose positive-class column must equal the local CLI's predictions;
+  * docs/performance.md's "Measure it yourself" commands (but the groved line, which the harness
+    stands for), with 1-second durations: each must succeed.
 """
 
 import os
@@ -32,6 +34,26 @@ def blocks(text, title):
     end = text.find("\n## ", start + len(title))
     section = text[start:end if end >= 0 else len(text)]
     return {m.group(1): m.group(2) for m in re.finditer(r"```(\w+)\n(.*?)```", section, re.S)}
+
+
+def indented_commands(text, title):
+    """The commands of the indented block under heading `title` (continuations joined, comments
+    dropped)."""
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
+    lines = [l[4:] for l in text[start:end if end >= 0 else len(text)].splitlines()
+             if l.startswith("    ")]
+    commands, current = [], ""
+    for line in lines:
+        if line.lstrip().startswith("#"):
+            continue
+        current += line.strip()
+        if current.endswith("\\"):
+            current = current[:-1]
+        else:
+            commands.append(current)
+            current = ""
+    return commands
 
 
 def run(failures, what, cmd, root, env=None):
@@ -101,6 +123,17 @@ def main():
         if r.returncode == 0:
             h.compare(failures, "tritonclient.http example probabilities",
                       h.read_csv(os.path.join(root, "rest.csv")), want)
+        # performance.md's commands, against this groved, built programs where they say build/cpu.
+        perf = open(os.path.join(args.source_dir, "docs/performance.md")).read()
+        commands = indented_commands(perf, "## Measure it yourself")
+        failures.check(len(commands) == 4 and "groved" in commands[0],
+                       f"performance.md's commands changed: {commands}")
+        bin_dir = os.path.dirname(os.path.abspath(args.grove))
+        for c in commands[1:]:
+            c = (c.replace("build/cpu/bin/", bin_dir + "/").replace("--duration 10", "--duration 1")
+                 .replace("localhost:8001", server.target)
+                 .replace("127.0.0.1:8000", f"127.0.0.1:{server.http_port}"))
+            run(failures, f"performance.md: {c}", ["bash", "-e", "-c", c], args.source_dir)
     return failures.finish("api_docs")
 
 
