@@ -24,6 +24,7 @@ struct InferState {
   ServablePtr model;
   KserveInput input;
   KserveOutputs outputs;
+  PredictionLayout layout;  // of output__0
   std::vector<float> prediction;
   std::vector<float> shap;
 };
@@ -41,8 +42,16 @@ void FillInferResponse(const InferState& state, const inference::ModelInferReque
     out->set_datatype("FP32");
     std::string* raw = response->add_raw_output_contents();
     if (name == kOutputTensor) {
-      for (int64_t d : KservePredictionShape(f, n)) out->add_shape(d);
-      EncodeKservePrediction(f, state.prediction.data(), n, raw);
+      EncodeKservePrediction(f, state.layout, state.prediction.data(), n, raw);
+      out->add_shape(n);
+      out->add_shape(state.layout.width);
+      if (state.outputs.class_count > 0) {  // Triton's classification extension
+        const std::string values = std::move(*raw);
+        EncodeKserveClasses(reinterpret_cast<const float*>(values.data()), n, state.layout.width,
+                            state.outputs.class_count, raw);
+        out->set_datatype("BYTES");
+        out->set_shape(1, std::min(state.outputs.class_count, state.layout.width));
+      }
     } else {
       for (int64_t d : KserveShapShape(f, n)) out->add_shape(d);
       EncodeFloats(state.shap.data(), static_cast<int64_t>(state.shap.size()), raw);
@@ -116,6 +125,9 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   absl::StatusOr<KserveOutputs> outputs = ParseKserveOutputs(request);
   if (!outputs.ok()) return outputs.status();
   state->outputs = *std::move(outputs);
+  absl::StatusOr<PredictionLayout> layout = ResolvePredictionLayout(f, state->outputs);
+  if (!layout.ok()) return layout.status();
+  state->layout = *layout;
   if (state->outputs.shap) {
     if (absl::Status s = CheckExplainAvailable(*state->model); !s.ok()) return s;
   }
@@ -124,6 +136,10 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   const int64_t shap_width = ExplainWidth(f, false);
   int64_t bytes = 0;
   if (state->outputs.prediction) bytes = SaturatingBytes(n, std::max<int64_t>(2, pred_width), 4);
+  if (state->outputs.class_count > 0) {  // "value:index" strings: at most 64 bytes each ("%f")
+    bytes = SaturatingAdd(
+        bytes, SaturatingBytes(n, std::min(state->outputs.class_count, state->layout.width), 64));
+  }
   if (state->outputs.shap) bytes = SaturatingAdd(bytes, SaturatingBytes(n, shap_width, 4));
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
 

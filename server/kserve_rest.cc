@@ -347,6 +347,19 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
       continue;
     }
     json += ",\"data\":[";
+    if (out.datatype() == "BYTES") {  // 4-byte little-endian lengths, each followed by its bytes
+      for (size_t at = 0; at + sizeof(uint32_t) <= raw.size();) {
+        uint32_t length;
+        std::memcpy(&length, raw.data() + at, sizeof(length));
+        at += sizeof(length);
+        if (json.back() != '[') json.push_back(',');
+        json += nlohmann::json(raw.substr(at, length))
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        at += length;
+      }
+      json += "]}";
+      continue;
+    }
     const size_t n = raw.size() / sizeof(float);
     for (size_t k = 0; k < n; ++k) {
       float v;

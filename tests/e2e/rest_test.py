@@ -119,6 +119,26 @@ def main():
         f.check(checked >= 5, f"only {checked} models checked")
         print(f"{checked} models: REST equals gRPC")
 
+        # The classification extension and FIL's output options answer the same over both.
+        X = np.array(h.read_csv(os.path.join(args.source_dir, "examples/rows.csv")), np.float32)
+        gi = grpcclient.InferInput("input__0", list(X.shape), "FP32")
+        gi.set_data_from_numpy(X)
+        g_top = grpc.infer("demo", [gi], outputs=[
+            grpcclient.InferRequestedOutput("output__0", class_count=2)]).as_numpy("output__0")
+        g_cls = grpc.infer("demo", [gi], parameters={"predict_proba": False, "threshold": "0.3"})
+        for binary in (True, False):
+            ri = httpclient.InferInput("input__0", list(X.shape), "FP32")
+            ri.set_data_from_numpy(X, binary_data=True)
+            top = rest.infer("demo", [ri], outputs=[httpclient.InferRequestedOutput(
+                "output__0", class_count=2, binary_data=binary)]).as_numpy("output__0")
+            f.check(top.shape == g_top.shape and
+                    [v.decode() if isinstance(v, bytes) else v for v in top.ravel()] ==
+                    [v.decode() for v in g_top.ravel()],
+                    f"class_count binary={binary}: REST {top.ravel()[:4]} gRPC {g_top.ravel()[:4]}")
+        cls = rest.infer("demo", [ri], parameters={"predict_proba": False, "threshold": 0.3})
+        f.check(cls.as_numpy("output__0").tobytes() == g_cls.as_numpy("output__0").tobytes(),
+                "FIL class output with threshold 0.3: REST differs from gRPC")
+
         # Errors, through tritonclient.http and plain HTTP.
         code, message = status_of(lambda: rest.infer("no_such_model", [demo_row()]))
         f.check(code == "404" and "not found" in message, f"unknown model: {code} {message}")
