@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -177,15 +178,85 @@ Request ModelRequest(const RestRoute& route) {
   return request;
 }
 
+// Repository load / unload: runs on the control thread; the worker waits for it (no lock held).
+absl::Status Control(Runtime* runtime, const HttpOptions& options, const httplib::Request& http,
+                     const RestRoute& route) {
+  inference::RepositoryIndexRequest unused;
+  inference::RepositoryModelLoadRequest request;
+  if (absl::Status s = ParseRestRepositoryRequest(http.body, route.op, &unused, &request);
+      !s.ok()) {
+    return s;
+  }
+  const ModelControl op =
+      route.op == RestOp::kRepositoryModelLoad ? ModelControl::kLoad : ModelControl::kUnload;
+  if (std::string refused = RefusedRepositoryArgument("", request.parameters(), op);
+      !refused.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        route.method, " with ", refused, " is not supported: groved loads models from the files "
+        "of its one repository (no config or files in the request)"));
+  }
+  absl::Notification finished;
+  absl::Status result;
+  StartModelControl(runtime, options.model_control, op, route.model, absl::InfiniteFuture(),
+                    [] { return false; },
+                    [&](absl::Status s) {
+                      result = std::move(s);
+                      finished.Notify();
+                    });
+  finished.WaitForNotification();
+  return result;
+}
+
+// The model's configuration, statistics, or the repository index, as JSON into `out`.
+absl::Status Describe(Runtime* runtime, const httplib::Request& http, const RestRoute& route,
+                      httplib::Response& out) {
+  absl::Status status;
+  std::string body;
+  if (route.op == RestOp::kModelConfig) {
+    inference::ModelConfigResponse response;
+    status = KserveModelConfig(runtime, ModelRequest<inference::ModelConfigRequest>(route),
+                               &response);
+    body = RestModelConfig(response.config());
+  } else if (route.op == RestOp::kModelStatistics) {
+    inference::ModelStatisticsResponse response;
+    status = KserveModelStatistics(
+        runtime, ModelRequest<inference::ModelStatisticsRequest>(route), &response);
+    body = RestModelStatistics(response);
+  } else {
+    inference::RepositoryIndexRequest request;
+    inference::RepositoryModelLoadRequest unused;
+    status = ParseRestRepositoryRequest(http.body, route.op, &request, &unused);
+    inference::RepositoryIndexResponse response;
+    if (status.ok()) status = KserveRepositoryIndex(runtime, request, &response);
+    body = RestRepositoryIndex(response);
+  }
+  if (status.ok()) out.set_content(std::move(body), "application/json");
+  return status;
+}
+
+// The role a route needs: none for health and readiness (as on gRPC), admin for model control,
+// infer for the rest.
+std::optional<auth::Role> RequiredRole(RestOp op) {
+  switch (op) {
+    case RestOp::kServerLive:
+    case RestOp::kServerReady:
+    case RestOp::kModelReady:
+      return std::nullopt;
+    case RestOp::kRepositoryModelLoad:
+    case RestOp::kRepositoryModelUnload:
+      return auth::Role::kAdmin;
+    default:
+      return auth::Role::kInfer;
+  }
+}
+
 // Serves `route` into `out` (errors included); the status to record.
 absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
-                   const httplib::Request& http, const RestRoute& route, httplib::Response& out,
-                   CallRecord* record) {
-  // Health and readiness stay open, as on gRPC; everything else needs role infer.
-  const bool open = route.op == RestOp::kServerLive || route.op == RestOp::kServerReady ||
-                    route.op == RestOp::kModelReady;
+                   const HttpOptions& options, const httplib::Request& http,
+                   const RestRoute& route, httplib::Response& out, CallRecord* record) {
+  const std::optional<auth::Role> role = RequiredRole(route.op);
   absl::Status status =
-      open ? absl::OkStatus() : Authorize(authorizer, http, auth::Role::kInfer, route.method);
+      role ? Authorize(authorizer, http, *role, route.method) : absl::OkStatus();
   if (status.ok()) {
     switch (route.op) {
       case RestOp::kServerLive:
@@ -218,6 +289,16 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
       case RestOp::kModelInfer:
         status = Infer(runtime, http, route, out, record);
         if (status.ok()) return status;
+        break;
+      case RestOp::kModelConfig:
+      case RestOp::kModelStatistics:
+      case RestOp::kRepositoryIndex:
+        status = Describe(runtime, http, route, out);
+        if (status.ok()) return status;
+        break;
+      case RestOp::kRepositoryModelLoad:
+      case RestOp::kRepositoryModelUnload:
+        status = Control(runtime, options, http, route);
         break;
     }
   }
@@ -311,6 +392,17 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   auto handler = [self](const httplib::Request& req, httplib::Response& res) {
     self->Handle(req, res);
   };
+  // A POST without Content-Length or chunked encoding has no body (tritonclient.http's repository
+  // and load calls send one so); cpp-httplib would answer 400 because it cannot tell where a body
+  // ends, so such a request is served before it tries to read one.
+  http.set_pre_routing_handler([self](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "POST" || req.has_header("Content-Length") ||
+        req.has_header("Transfer-Encoding")) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    self->Handle(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   for (auto method : {&httplib::Server::Get, &httplib::Server::Post, &httplib::Server::Put,
                       &httplib::Server::Delete, &httplib::Server::Patch}) {
     (http.*method)(".*", handler);
@@ -347,7 +439,8 @@ void HttpServer::Handle(const httplib::Request& request, httplib::Response& resp
   record.method = route->method;
   if (!route->model.empty()) record.model_label = ModelLabel(runtime_, route->model);
   runtime_->metrics().InflightRequests(record.method, 1);
-  const absl::Status status = Serve(runtime_, authorizer_, request, *route, response, &record);
+  const absl::Status status =
+      Serve(runtime_, authorizer_, options_, request, *route, response, &record);
   RecordFinishedCall(runtime_, record.model_label, record.method, status.code(), record.start,
                      record.observe_latency, record.op);
   runtime_->metrics().InflightRequests(record.method, -1);

@@ -51,6 +51,7 @@ struct HttpOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  bool model_control = false;  // repository load / unload (--model_control; role admin)
 };
 
 // Bounds of the options: INVALID_ARGUMENT naming the flag otherwise.

@@ -20,9 +20,7 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 using simdjson::dom::object;
 
-absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("infer request: ", what));
-}
+absl::Status Invalid(absl::string_view what) { return absl::InvalidArgumentError(what); }
 
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -224,6 +222,9 @@ absl::StatusOr<RestRoute> ParseRestRoute(absl::string_view method, absl::string_
   };
   if (!parts.empty() && parts[0] == "v2") {
     if (parts.size() == 1) return want("GET", RestOp::kServerMetadata, "ServerMetadata");
+    if (parts.size() == 3 && parts[1] == "models" && parts[2] == "stats") {
+      return want("GET", RestOp::kModelStatistics, "ModelStatistics");  // every model
+    }
     if (parts.size() == 3 && parts[1] == "health" && parts[2] == "live") {
       return want("GET", RestOp::kServerLive, "ServerLive");
     }
@@ -244,16 +245,35 @@ absl::StatusOr<RestRoute> ParseRestRoute(absl::string_view method, absl::string_
       if (parts.size() == next + 1 && parts[next] == "infer") {
         return want("POST", RestOp::kModelInfer, "ModelInfer");
       }
+      if (parts.size() == next + 1 && parts[next] == "config") {
+        return want("GET", RestOp::kModelConfig, "ModelConfig");
+      }
+      if (parts.size() == next + 1 && parts[next] == "stats") {
+        return want("GET", RestOp::kModelStatistics, "ModelStatistics");
+      }
+    }
+    if (parts.size() == 3 && parts[1] == "repository" && parts[2] == "index") {
+      return want("POST", RestOp::kRepositoryIndex, "RepositoryIndex");
+    }
+    if (parts.size() == 5 && parts[1] == "repository" && parts[2] == "models" &&
+        (parts[4] == "load" || parts[4] == "unload")) {
+      r.model = std::string(parts[3]);
+      return parts[4] == "load" ? want("POST", RestOp::kRepositoryModelLoad, "RepositoryModelLoad")
+                                : want("POST", RestOp::kRepositoryModelUnload,
+                                       "RepositoryModelUnload");
     }
   }
   return absl::NotFoundError(absl::StrCat(
       method, " ", path, " is not a route groved serves; it serves KServe v2 REST: GET /v2, "
-      "/v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/V][/ready], POST "
-      "/v2/models/NAME[/versions/V]/infer"));
+      "/v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/V][/ready|/config|/stats], "
+      "/v2/models/stats; POST /v2/models/NAME[/versions/V]/infer, /v2/repository/index, "
+      "/v2/repository/models/NAME/load|unload"));
 }
 
-absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length,
-                                   inference::ModelInferRequest* request) {
+namespace {
+
+absl::Status ParseInferBody(absl::string_view body, int64_t header_length,
+                            inference::ModelInferRequest* request) {
   if (header_length > static_cast<int64_t>(body.size())) {
     return Invalid(absl::StrCat(kInferHeaderLength, " is ", header_length, " but the body has ",
                                 body.size(), " bytes"));
@@ -319,6 +339,15 @@ absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length,
+                                   inference::ModelInferRequest* request) {
+  absl::Status s = ParseInferBody(body, header_length, request);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat("infer request: ", s.message()));
+}
+
 std::string RestInferResponse(const inference::ModelInferRequest& request,
                               const inference::ModelInferResponse& response,
                               int64_t* header_length) {
@@ -372,6 +401,99 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
   json += "]}";
   *header_length = binary.empty() ? -1 : static_cast<int64_t>(json.size());
   return json + binary;
+}
+
+absl::Status ParseRestRepositoryRequest(absl::string_view body, RestOp op,
+                                        inference::RepositoryIndexRequest* index,
+                                        inference::RepositoryModelLoadRequest* control) {
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) return absl::OkStatus();
+  simdjson::dom::parser parser;
+  element root;
+  if (auto error = parser.parse(body.data(), body.size()).get(root); error) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "repository request: the body is not valid JSON (", simdjson::error_message(error), ")"));
+  }
+  object o;
+  if (root.get_object().get(o) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("repository request: the body is not an object");
+  }
+  const bool is_index = op == RestOp::kRepositoryIndex;
+  absl::Status keys = is_index ? CheckKeys(o, {"ready"}, "the repository index request")
+                               : CheckKeys(o, {"parameters"}, "the load/unload request");
+  if (!keys.ok()) return keys;
+  element e;
+  if (is_index && o["ready"].get(e) == simdjson::SUCCESS) {
+    bool ready;
+    if (e.get(ready) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("repository request: ready is not a bool");
+    }
+    index->set_ready(ready);
+  }
+  if (!is_index && o["parameters"].get(e) == simdjson::SUCCESS) {
+    google::protobuf::Map<std::string, inference::InferParameter> params;
+    if (absl::Status s = ParseParameters(e, "the load/unload request", &params); !s.ok()) return s;
+    for (const auto& [key, p] : params) {
+      inference::ModelRepositoryParameter& q = (*control->mutable_parameters())[key];
+      switch (p.parameter_choice_case()) {
+        case inference::InferParameter::kBoolParam: q.set_bool_param(p.bool_param()); break;
+        case inference::InferParameter::kInt64Param: q.set_int64_param(p.int64_param()); break;
+        default: q.set_string_param(p.string_param()); break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string RestModelConfig(const inference::ModelConfig& config) {
+  auto tensors = [](const auto& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : list) {
+      out.push_back({{"name", t.name()},
+                     {"data_type", inference::DataType_Name(t.data_type())},
+                     {"dims", std::vector<int64_t>(t.dims().begin(), t.dims().end())}});
+    }
+    return out;
+  };
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [k, v] : config.parameters()) params[k] = {{"string_value", v.string_value()}};
+  return nlohmann::json({{"name", config.name()},
+                         {"platform", config.platform()},
+                         {"backend", config.backend()},
+                         {"max_batch_size", config.max_batch_size()},
+                         {"input", tensors(config.input())},
+                         {"output", tensors(config.output())},
+                         {"parameters", params}})
+      .dump();
+}
+
+std::string RestModelStatistics(const inference::ModelStatisticsResponse& response) {
+  auto duration = [](const inference::StatisticDuration& d) {
+    return nlohmann::json({{"count", d.count()}, {"ns", d.ns()}});
+  };
+  nlohmann::json stats = nlohmann::json::array();
+  for (const inference::ModelStatistics& m : response.model_stats()) {
+    const inference::InferStatistics& s = m.inference_stats();
+    stats.push_back({{"name", m.name()},
+                     {"version", m.version()},
+                     {"last_inference", m.last_inference()},
+                     {"inference_count", m.inference_count()},
+                     {"execution_count", m.execution_count()},
+                     {"inference_stats", {{"success", duration(s.success())},
+                                          {"fail", duration(s.fail())},
+                                          {"queue", duration(s.queue())},
+                                          {"compute_infer", duration(s.compute_infer())}}}});
+  }
+  return nlohmann::json({{"model_stats", stats}}).dump();
+}
+
+std::string RestRepositoryIndex(const inference::RepositoryIndexResponse& response) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : response.models()) {
+    nlohmann::json j = {{"name", m.name()}, {"version", m.version()}, {"state", m.state()}};
+    if (!m.reason().empty()) j["reason"] = m.reason();
+    out.push_back(j);
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string RestServerMetadata(const inference::ServerMetadataResponse& response) {

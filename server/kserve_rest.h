@@ -38,6 +38,11 @@ enum class RestOp {
   kModelMetadata,   // GET  /v2/models/NAME[/versions/V]
   kModelReady,      // GET  /v2/models/NAME[/versions/V]/ready
   kModelInfer,      // POST /v2/models/NAME[/versions/V]/infer
+  kModelConfig,     // GET  /v2/models/NAME[/versions/V]/config
+  kModelStatistics,       // GET  /v2/models[/NAME[/versions/V]]/stats
+  kRepositoryIndex,       // POST /v2/repository/index
+  kRepositoryModelLoad,   // POST /v2/repository/models/NAME/load
+  kRepositoryModelUnload, // POST /v2/repository/models/NAME/unload
 };
 
 struct RestRoute {
@@ -63,7 +68,16 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
                               const inference::ModelInferResponse& response,
                               int64_t* header_length);
 
+// The body of a repository request: {"ready": bool} for the index, {"parameters": {...}} for load
+// and unload (an empty body is an empty object). INVALID_ARGUMENT naming the field otherwise.
+absl::Status ParseRestRepositoryRequest(absl::string_view body, RestOp op,
+                                        inference::RepositoryIndexRequest* index,
+                                        inference::RepositoryModelLoadRequest* control);
+
 std::string RestServerMetadata(const inference::ServerMetadataResponse& response);
+std::string RestModelConfig(const inference::ModelConfig& config);
+std::string RestModelStatistics(const inference::ModelStatisticsResponse& response);
+std::string RestRepositoryIndex(const inference::RepositoryIndexResponse& response);
 std::string RestModelMetadata(const inference::ModelMetadataResponse& response);
 // {"error": message}.
 std::string RestError(absl::string_view message);

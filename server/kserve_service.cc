@@ -1,7 +1,9 @@
 #include "server/kserve_service.h"
 
 #include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "server/call.h"
 #include "server/convert.h"
 #include "server/kserve_ops.h"
@@ -69,6 +71,74 @@ grpc::ServerUnaryReactor* KserveService::ModelInfer(grpc::CallbackServerContext*
       },
       [reactor](absl::Status status) { reactor->Reply(status); });
   if (!s.ok()) reactor->Reply(s);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KserveService::ModelConfig(grpc::CallbackServerContext* context,
+                                                     const inference::ModelConfigRequest* request,
+                                                     inference::ModelConfigResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "ModelConfig");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
+  reactor->set_model_label(ModelLabel(runtime_, request->name()));
+  reactor->Reply(KserveModelConfig(runtime_, *request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KserveService::ModelStatistics(
+    grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
+    inference::ModelStatisticsResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "ModelStatistics");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
+  if (!request->name().empty()) reactor->set_model_label(ModelLabel(runtime_, request->name()));
+  reactor->Reply(KserveModelStatistics(runtime_, *request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KserveService::RepositoryIndex(
+    grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest* request,
+    inference::RepositoryIndexResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "RepositoryIndex");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
+  reactor->Reply(KserveRepositoryIndex(runtime_, *request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KserveService::RepositoryModelLoad(
+    grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
+    inference::RepositoryModelLoadResponse* response) {
+  return Control(context, "RepositoryModelLoad", ModelControl::kLoad, request->model_name(),
+                 RefusedRepositoryArgument(request->repository_name(), request->parameters(),
+                                           ModelControl::kLoad));
+}
+
+grpc::ServerUnaryReactor* KserveService::RepositoryModelUnload(
+    grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
+    inference::RepositoryModelUnloadResponse* response) {
+  return Control(context, "RepositoryModelUnload", ModelControl::kUnload, request->model_name(),
+                 RefusedRepositoryArgument(request->repository_name(), request->parameters(),
+                                           ModelControl::kUnload));
+}
+
+grpc::ServerUnaryReactor* KserveService::Control(grpc::CallbackServerContext* context,
+                                                 const char* method, ModelControl op,
+                                                 const std::string& model,
+                                                 const std::string& refused) {
+  auto* reactor = new UnaryCall(runtime_, method);
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
+  reactor->set_model_label(ModelLabel(runtime_, model));
+  if (!refused.empty()) {
+    reactor->Reply(absl::UnimplementedError(absl::StrCat(
+        method, " with ", refused, " is not supported: groved loads models from the files of "
+        "its one repository (no config or files in the request)")));
+    return reactor;
+  }
+  Runtime* runtime = runtime_;
+  StartModelControl(runtime_, model_control_, op, model, DeadlineFromChrono(context->deadline()),
+                    [reactor] { return reactor->cancelled(); },
+                    [runtime, reactor, model](absl::Status s) {
+                      reactor->set_model_label(ModelLabel(runtime, model));
+                      reactor->Reply(s);
+                    });
   return reactor;
 }
 

@@ -106,7 +106,8 @@ absl::Status GroveServer::StartImpl() {
 
   grove_service_ =
       std::make_unique<GroveService>(runtime_.get(), authorizer_.get(), o.model_control);
-  kserve_service_ = std::make_unique<KserveService>(runtime_.get(), authorizer_.get());
+  kserve_service_ =
+      std::make_unique<KserveService>(runtime_.get(), authorizer_.get(), o.model_control);
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection describes services from the linked Protobuf descriptors; gRPC's health service has
   // none of its own, so its messages are linked in (this reference keeps them from being dropped).
@@ -166,6 +167,7 @@ absl::Status GroveServer::StartImpl() {
     o.http.tls_key_file = o.tls_key_file;
     o.http.tls_client_ca_file = o.tls_client_ca_file;
     o.http.max_body_bytes = o.max_message_bytes;
+    o.http.model_control = o.model_control;
     absl::StatusOr<std::unique_ptr<HttpServer>> http =
         HttpServer::Start(o.http, runtime_.get(), authorizer_.get());
     if (!http.ok()) return http.status();

@@ -2,7 +2,8 @@
 // an infer request body, with the first input byte choosing an Inference-Header-Content-Length
 // (absent, or a position in the body), then converted as ModelInfer does for several models; the
 // answers it would send are encoded too. Every step answers OK or INVALID_ARGUMENT; what parses
-// converts into a rows x cols view that can be read whole. Routes are parsed from the same bytes.
+// converts into a rows x cols view that can be read whole. Routes and repository request bodies
+// are parsed from the same bytes.
 // Never a crash, a sanitizer report or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!route.ok() && route.status().code() != absl::StatusCode::kNotFound) {
     grove::fuzz::CheckRequestStatus(route.status());
   }
+  // The same bytes as a repository request body (index, or load / unload parameters).
+  inference::RepositoryIndexRequest index;
+  inference::RepositoryModelLoadRequest control;
+  const grove::server::RestOp op = data[0] % 2 ? grove::server::RestOp::kRepositoryIndex
+                                               : grove::server::RestOp::kRepositoryModelLoad;
+  grove::fuzz::CheckRequestStatus(
+      grove::server::ParseRestRepositoryRequest(body, op, &index, &control));
   inference::ModelInferRequest req;
   absl::Status parsed = grove::server::ParseRestInferRequest(body, header_length, &req);
   grove::fuzz::CheckRequestStatus(parsed);

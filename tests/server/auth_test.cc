@@ -139,7 +139,9 @@ TEST_F(AuthServerTest, EveryRpcButHealthNeedsTheRightRole) {
   const std::set<std::string> open = {"/inference.GRPCInferenceService/ServerLive",
                                       "/inference.GRPCInferenceService/ServerReady",
                                       "/inference.GRPCInferenceService/ModelReady"};
-  const std::set<std::string> admin = {"/grove.v1.Grove/LoadModel", "/grove.v1.Grove/UnloadModel"};
+  const std::set<std::string> admin = {"/grove.v1.Grove/LoadModel", "/grove.v1.Grove/UnloadModel",
+                                       "/inference.GRPCInferenceService/RepositoryModelLoad",
+                                       "/inference.GRPCInferenceService/RepositoryModelUnload"};
   std::vector<std::string> methods = Methods("grove.v1.Grove");
   const std::vector<std::string> kserve = Methods("inference.GRPCInferenceService");
   ASSERT_GE(methods.size(), 7u);

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/http_server.h"
+#include "server/kserve_ops.h"
 
 namespace grove::server {
 namespace {
@@ -34,6 +35,17 @@ TEST(KserveRestRoute, RoutesAndRefusals) {
   EXPECT_EQ(ParseRestRoute("GET", "/v2")->op, RestOp::kServerMetadata);
   EXPECT_EQ(ParseRestRoute("GET", "/v2/health/live")->op, RestOp::kServerLive);
   EXPECT_EQ(ParseRestRoute("GET", "/v2/health/ready")->op, RestOp::kServerReady);
+  EXPECT_EQ(ParseRestRoute("GET", "/v2/models/fraud/versions/2/config")->op, RestOp::kModelConfig);
+  absl::StatusOr<RestRoute> stats = ParseRestRoute("GET", "/v2/models/stats");
+  EXPECT_EQ(stats->op, RestOp::kModelStatistics);
+  EXPECT_EQ(stats->model, "");
+  EXPECT_EQ(ParseRestRoute("GET", "/v2/models/fraud/stats")->model, "fraud");
+  EXPECT_EQ(ParseRestRoute("POST", "/v2/repository/index")->op, RestOp::kRepositoryIndex);
+  absl::StatusOr<RestRoute> unload = ParseRestRoute("POST", "/v2/repository/models/fraud/unload");
+  EXPECT_EQ(unload->op, RestOp::kRepositoryModelUnload);
+  EXPECT_EQ(unload->model, "fraud");
+  EXPECT_EQ(ParseRestRoute("POST", "/v2/repository/models/fraud/load")->op,
+            RestOp::kRepositoryModelLoad);
   absl::StatusOr<RestRoute> wrong = ParseRestRoute("GET", "/v2/models/fraud/infer");
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong.status().message(), HasSubstr("takes POST, not GET"));
@@ -118,6 +130,35 @@ TEST(KserveRestRequest, StrictJsonRulesNameTheProblem) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr(c.message));
   }
+}
+
+TEST(KserveRestRepository, BodiesAreStrictAndOptional) {
+  inference::RepositoryIndexRequest index;
+  inference::RepositoryModelLoadRequest control;
+  EXPECT_TRUE(ParseRestRepositoryRequest("", RestOp::kRepositoryIndex, &index, &control).ok());
+  ASSERT_TRUE(
+      ParseRestRepositoryRequest(R"({"ready":true})", RestOp::kRepositoryIndex, &index, &control)
+          .ok());
+  EXPECT_TRUE(index.ready());
+  ASSERT_TRUE(ParseRestRepositoryRequest(R"({"parameters":{"unload_dependents":false}})",
+                                         RestOp::kRepositoryModelUnload, &index, &control)
+                  .ok());
+  EXPECT_FALSE(control.parameters().at("unload_dependents").bool_param());
+  EXPECT_EQ(RefusedRepositoryArgument("", control.parameters(), ModelControl::kUnload), "");
+  EXPECT_EQ(RefusedRepositoryArgument("", control.parameters(), ModelControl::kLoad),
+            "parameter 'unload_dependents'");
+  EXPECT_EQ(RefusedRepositoryArgument("other", {}, ModelControl::kLoad), "repository 'other'");
+  EXPECT_THAT(ParseRestRepositoryRequest(R"({"ready":1})", RestOp::kRepositoryIndex, &index,
+                                         &control)
+                  .message(),
+              HasSubstr("ready is not a bool"));
+  EXPECT_THAT(ParseRestRepositoryRequest(R"({"parameters":{}})", RestOp::kRepositoryIndex, &index,
+                                         &control)
+                  .message(),
+              HasSubstr("unknown field 'parameters'"));
+  EXPECT_THAT(
+      ParseRestRepositoryRequest("{", RestOp::kRepositoryModelLoad, &index, &control).message(),
+      HasSubstr("not valid JSON"));
 }
 
 TEST(KserveRestResponse, JsonValuesReadBackBitForBitAndBinaryFollowsTheJson) {

@@ -778,12 +778,13 @@ TEST_F(ServerTest, UndecodableRequestsAndUnknownMethodsSayWhat) {
     EXPECT_THAT(s.error_message(), HasSubstr(method));
     EXPECT_THAT(s.error_message(), HasSubstr("cannot be decoded"));
   }
-  for (const char* method : {"/inference.GRPCInferenceService/ModelConfig",
-                             "/inference.GRPCInferenceService/RepositoryIndex",
+  for (const char* method : {"/inference.GRPCInferenceService/SystemSharedMemoryStatus",
+                             "/inference.GRPCInferenceService/TraceSetting",
                              "/grove.v1.Grove/Train"}) {
     grpc::Status s = RawUnary(channel_->get(), method, "");
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
     EXPECT_THAT(s.error_message(), HasSubstr(method));
+    EXPECT_THAT(s.error_message(), HasSubstr("not Triton's shared memory, tracing"));
   }
   // A valid request still works.
   grove::v1::PredictRequest ok;
