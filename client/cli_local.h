@@ -95,6 +95,8 @@ void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOp
 // JSON numbers, yes/no answers JSON booleans, everything else a string.
 enum class StatKind { kText, kNumber, kBool, kList };
 struct Stat {
+  Stat(std::string k, std::string v, StatKind kd, std::vector<std::string> l = {})
+      : key(std::move(k)), value(std::move(v)), kind(kd), list(std::move(l)) {}
   std::string key;    // snake_case, used as the JSON key
   std::string value;  // display text ("yes" / "no" for kBool; unused for kList)
   StatKind kind = StatKind::kText;
