@@ -9,6 +9,8 @@ against a groved serving examples/models (its address put where the examples say
     local CLI's predictions;
   * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
     (tritonclient.http), whose positive-class column must equal the local CLI's predictions;
+  * docs/triton-migration.md's example: the python block, over gRPC and REST (its own asserts
+    compare the class output with the probabilities);
   * docs/performance.md's "Measure it yourself" commands (but the groved line, which the harness
     stands for), with 1-second durations: each must succeed.
 """
@@ -123,6 +125,13 @@ def main():
         if r.returncode == 0:
             h.compare(failures, "tritonclient.http example probabilities",
                       h.read_csv(os.path.join(root, "rest.csv")), want)
+        # triton-migration.md's example, at both ports.
+        migration = blocks(open(os.path.join(args.source_dir, "docs/triton-migration.md")).read(),
+                           "## Example")
+        if failures.check("python" in migration, "triton-migration.md's example lacks python"):
+            r = run(failures, "the triton-migration python block",
+                    [sys.executable, "-c", at_http(at(migration["python"]))], root)
+            failures.check("65536" in r.stdout, f"triton-migration example printed {r.stdout!r}")
         # performance.md's commands, against this groved, built programs where they say build/cpu.
         perf = open(os.path.join(args.source_dir, "docs/performance.md")).read()
         commands = indented_commands(perf, "## Measure it yourself")
