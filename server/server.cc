@@ -20,6 +20,7 @@
 #include "prometheus/exposer.h"
 #include "server/grove_service.h"
 #include "server/kserve_service.h"
+#include "server/reflection_v1.h"
 #include "server/rpc_errors.h"
 
 namespace grove::server {
@@ -128,6 +129,11 @@ absl::Status GroveServer::StartImpl() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
   builder.RegisterService(grove_service_.get());
   builder.RegisterService(kserve_service_.get());
+  // Reflection v1 beside gRPC's v1alpha (clients ask for either), describing the same services.
+  reflection_v1_service_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      "grove.v1.Grove", "inference.GRPCInferenceService", "grpc.health.v1.Health",
+      "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"});
+  builder.RegisterService(reflection_v1_service_.get());
   unknown_method_service_ = std::make_unique<UnknownMethodService>();
   builder.RegisterCallbackGenericService(unknown_method_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;

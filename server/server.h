@@ -1,5 +1,5 @@
 // GroveServer: groved assembled. Binds the gRPC port (grove.v1.Grove, inference.GRPCInferenceService,
-// grpc.health.v1.Health, server reflection; TLS / mutual TLS when configured), the KServe v2 REST
+// grpc.health.v1.Health, server reflection v1alpha and v1; TLS / mutual TLS when configured), the KServe v2 REST
 // port (the same TLS and access control) and the Prometheus metrics port, loads the model repository in the background, watches it, and shuts down
 // gracefully. Access control (bearer tokens, client-certificate roles) guards every RPC but health
 // and reflection (server/auth.h). main.cc only turns flags into ServerOptions; tests start it
@@ -34,6 +34,7 @@ namespace grove::server {
 
 class GroveService;
 class KserveService;
+class ReflectionV1Service;
 class UnknownMethodService;
 
 // Every field documented in docs/operations.md (flag of the same name).
@@ -110,6 +111,7 @@ class GroveServer {
   std::unique_ptr<auth::Authorizer> authorizer_;  // null: no access control; outlives the services
   std::unique_ptr<GroveService> grove_service_;
   std::unique_ptr<KserveService> kserve_service_;
+  std::unique_ptr<ReflectionV1Service> reflection_v1_service_;
   std::unique_ptr<UnknownMethodService> unknown_method_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpServer> http_;
