@@ -164,7 +164,7 @@ void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
   };
   for (bool dbl : precisions) {
     TreeShapGpuOptions o;
-    o.double_precision = dbl;
+    o.precision = dbl ? TreeShapPrecision::kDouble : TreeShapPrecision::kFloat;
     o.host_pool = pool;  // as ExplainEngine sets it
     absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(layout, o);
     if (!gpu.ok()) {

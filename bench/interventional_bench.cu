@@ -29,86 +29,26 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional_gpu.h"
 #include "core/explain/interventional_paths.h"
 #include "core/explain/paths.h"
-#include "core/io/csv.h"
 #include "core/model/loader.h"
+
+#include "bench/common/cuda_bench.cuh"
+#include "bench/common/flags.h"
+#include "bench/common/rows.h"
 
 #if defined(GROVE_WITH_GPUTREESHAP)
 #include <thrust/device_vector.h>
-
-#include "gpu_treeshap.h"
 #endif
 
 namespace grove {
 namespace {
 
-struct Flags {
-  std::string model, rows, name;
-  int64_t shap_rows = 10000, background_rows = 100;
-  int reps = 5;
-};
-
-bool ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model") {
-      f->model = v;
-    } else if (k == "--rows") {
-      f->rows = v;
-    } else if (k == "--name") {
-      f->name = v;
-    } else if (k == "--shap-rows" || k == "--background-rows" || k == "--reps") {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(v, &n) || n < 1) return false;
-      if (k == "--reps") {
-        f->reps = static_cast<int>(n);
-      } else {
-        (k == "--shap-rows" ? f->shap_rows : f->background_rows) = n;
-      }
-    } else {
-      return false;
-    }
-  }
-  return !f->model.empty() && !f->rows.empty();
-}
-
-// Median seconds of `reps` runs of `fn` (after one warm-up), timed with CUDA events.
-double TimeDevice(int reps, const std::function<void()>& fn) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  fn();
-  cudaDeviceSynchronize();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(start);
-    fn();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    t.push_back(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 #if defined(GROVE_WITH_GPUTREESHAP)
-struct DenseDataset {
-  const float* data;
-  size_t rows, cols;
-  __host__ __device__ size_t NumRows() const { return rows; }
-  __host__ __device__ size_t NumCols() const { return cols; }
-  __device__ float GetElement(size_t r, size_t c) const { return data[r * cols + c]; }
-};
-
-using GtsElement = gpu_treeshap::PathElement<gpu_treeshap::XgboostSplitCondition>;
+using bench::DenseDataset;
+using bench::GtsElement;
 
 // One GPUTreeShap path per leaf: the root (feature -1) and one element per split on the way.
 void AppendPaths(const Forest& f, int t, int32_t node, std::vector<GtsElement>* stack,
@@ -156,7 +96,7 @@ std::string TimeGpuTreeShap(const Forest& f, const float* d_rows, int64_t n, con
   const size_t F = f.num_features;
   thrust::device_vector<double> phi(n * f.num_outputs * (F + 1));
   DenseDataset X{d_rows, static_cast<size_t>(n), F}, R{d_bg, static_cast<size_t>(nb), F};
-  *seconds = TimeDevice(reps, [&] {
+  *seconds = bench::TimeDevice(reps, [&] {
     cudaMemsetAsync(phi.data().get(), 0, phi.size() * sizeof(double));
     gpu_treeshap::detail::ComputeShapInterventional(X, R, bins, dedup, f.num_outputs,
                                                     phi.data().get());
@@ -168,8 +108,9 @@ std::string TimeGpuTreeShap(const Forest& f, const float* d_rows, int64_t n, con
 #endif
 
 int Main(int argc, char** argv) {
-  Flags flags;
-  if (!ParseFlags(argc, argv, &flags)) {
+  bench::ModelRowsFlags flags;
+  flags.counts = {{"--shap-rows", 10000}, {"--background-rows", 100}, {"--reps", 5}};
+  if (!bench::ParseModelRowsFlags(argc, argv, &flags)) {
     std::fprintf(stderr, "usage: grove_interventional_bench --model M --rows R.csv [--name L] "
                          "[--shap-rows N] [--background-rows N] [--reps N]\n");
     return 2;
@@ -181,18 +122,17 @@ int Main(int argc, char** argv) {
   }
   const Forest& f = **forest;
   const int F = f.num_features;
-  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
-  if (!csv.ok() || (csv->cols != F && csv->cols != F + 1)) {
-    std::fprintf(stderr, "rows: %s\n", csv.ok() ? "wrong column count" : csv.status().ToString().c_str());
+  absl::StatusOr<std::vector<float>> rows = bench::ReadFeatureRows(flags.rows, F);
+  if (!rows.ok()) {
+    std::fprintf(stderr, "rows: %s\n", rows.status().ToString().c_str());
     return 1;
   }
-  std::vector<float> all;
-  for (int64_t r = 0; r < csv->rows; ++r) {
-    all.insert(all.end(), csv->values.begin() + r * csv->cols, csv->values.begin() + r * csv->cols + F);
-  }
-  const int64_t n = std::min(flags.shap_rows, csv->rows);
-  const int64_t nb = std::min(flags.background_rows, csv->rows);
-  const int64_t bg_begin = n + nb <= csv->rows ? n : 0;
+  const std::vector<float>& all = *rows;
+  const int64_t available = static_cast<int64_t>(all.size()) / F;
+  const int64_t n = std::min(flags.count("--shap-rows"), available);
+  const int64_t nb = std::min(flags.count("--background-rows"), available);
+  const int reps = static_cast<int>(flags.count("--reps"));
+  const int64_t bg_begin = n + nb <= available ? n : 0;
   const std::vector<float> bg(all.begin() + bg_begin * F, all.begin() + (bg_begin + nb) * F);
 
   const auto prep_start = std::chrono::steady_clock::now();
@@ -220,7 +160,7 @@ int Main(int argc, char** argv) {
   cudaMemcpy(d_rows, all.data(), n * F * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(d_bg, bg.data(), nb * F * 4, cudaMemcpyHostToDevice);
   absl::Status status;
-  const double grove = TimeDevice(flags.reps, [&] {
+  const double grove = bench::TimeDevice(reps, [&] {
     status.Update((*gpu)->ExplainOnDevice(d_rows, n, {}, d_ws, ws, d_out, nullptr));
   });
   if (!status.ok()) {
@@ -235,13 +175,13 @@ int Main(int argc, char** argv) {
   double gts_seconds = 0, diff = 0;
 #if defined(GROVE_WITH_GPUTREESHAP)
   std::vector<double> phis;
-  gts = TimeGpuTreeShap(f, d_rows, n, d_bg, nb, flags.reps, &gts_seconds, &phis);
+  gts = TimeGpuTreeShap(f, d_rows, n, d_bg, nb, reps, &gts_seconds, &phis);
   for (int64_t i = 0; gts.empty() && i < n * width; ++i) {
     if (i % (F + 1) != F) diff = std::max(diff, std::abs(phis[i] - out[i]));
   }
 #endif
   std::printf("| %s | %lld | %lld | %zu | %.3f | %.4g | %s | %s | %s |\n",
-              flags.name.empty() ? flags.model.c_str() : flags.name.c_str(),
+              flags.label().c_str(),
               static_cast<long long>(n), static_cast<long long>(nb), (*il)->masks.size(), prep,
               n / grove, gts.empty() ? std::to_string(n / gts_seconds).c_str() : gts.c_str(),
               gts.empty() ? std::to_string(gts_seconds / grove).c_str() : "-",

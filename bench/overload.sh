@@ -111,7 +111,7 @@ EOF
 
 # groved on ephemeral loopback ports, written to a port file once bound and loaded.
 # shellcheck disable=SC2086
-"$GROVED" --model_repository="$REPO" --grpc_address=127.0.0.1 --grpc_port=0 \
+"$GROVED" --model_repository="$REPO" --grpc_address=127.0.0.1 --grpc_port=0 --http_port=-1 \
   --metrics_address=127.0.0.1 --metrics_port=0 --port_file="$TMP/ports.json" \
   --repository_poll_seconds=0 $GROVED_FLAGS >"$OUT_DIR/groved.log" 2>&1 &
 GROVED_PID=$!

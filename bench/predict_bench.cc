@@ -67,15 +67,6 @@ struct Flags {
   std::string row_chunk;
 };
 
-// A RowChunkShape label ("16", "4x2", "32@512") as its code.
-int ParseRowChunk(const std::string& label) {
-  RowChunkShape s;
-  s.chunk = std::atoi(label.c_str());
-  if (const size_t x = label.find('x'); x != std::string::npos) s.per_thread = std::atoi(label.c_str() + x + 1);
-  if (const size_t at = label.find('@'); at != std::string::npos) s.threads = std::atoi(label.c_str() + at + 1);
-  return s.Code();
-}
-
 double Seconds(const std::function<bool()>& fn, double budget, bool* ok) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
@@ -171,7 +162,7 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
   eo.engine.calibration_cache_dir = flags.cache;
   eo.format = format;
   eo.lanes = flags.lanes;
-  if (!flags.row_chunk.empty()) eo.row_chunk = ParseRowChunk(flags.row_chunk);
+  if (!flags.row_chunk.empty()) eo.row_chunk = RowChunkShape::FromLabel(flags.row_chunk).Code();
   // A forced strategy and shape leave the load-time probes nothing to choose.
   eo.probe = flags.row_chunk.empty() || flags.strategy != StrategyName(StrategyId::kRowChunk);
   absl::StatusOr<std::unique_ptr<TahoeEngine>> engine = TahoeEngine::Create(forest, eo, pool);
@@ -425,7 +416,7 @@ int Main(int argc, char** argv) {
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
-                 "[--strategy s] [--row-chunk 16|4x2|32@512[,...]] [--batches 100,1000] [--budget s] [--cache dir] "
+                 "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--cache dir] "
                  "[--threads n] [--name label]\n");
     return 2;
   }

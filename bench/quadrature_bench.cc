@@ -257,11 +257,12 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
       std::printf("  quadrature_gpu(auto): %s\n", std::string(strategy.status().message()).c_str());
     }
   }
-  // Warp-level TreeShap (issue 3), double path arithmetic (its default).
+  // Warp-level TreeShap (issues 3, 17), double path arithmetic.
   {
     Result r;
     r.strategy = "treeshap_gpu(double)";
     TreeShapGpuOptions o;
+    o.precision = TreeShapPrecision::kDouble;
     o.max_devices = 1;
     t0 = Now();
     absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(*layout, o);

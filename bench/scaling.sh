@@ -58,7 +58,7 @@ for g in $COUNTS; do
   cp "$MODEL" "$repo/$NAME/1/model.${MODEL##*.}"
   cp "$OUT/config.json" "$repo/$NAME/config.json"
   # Not through run(): $! must be groved itself (the bundle runner execs it), not a subshell.
-  ${RUN:+"$RUN"} groved --model_repository="$repo" --grpc_port=0 --metrics_port=-1 \
+  ${RUN:+"$RUN"} groved --model_repository="$repo" --grpc_port=0 --metrics_port=-1 --http_port=-1 \
       --port_file="$repo/ports.json" --repository_poll_seconds=0 \
       --calibration_cache_dir="$OUT/calibration" --log_level=warning &
   pid=$!

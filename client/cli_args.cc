@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #ifndef GROVE_VERSION
 #define GROVE_VERSION "0.0.0"
@@ -42,6 +43,9 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--no-progress", {false, {C::kPredict, C::kExplain}}},
       {"--verbose", {false, {C::kPredict, C::kExplain, C::kInspect}}},
       {"--json", {false, {C::kInspect, C::kBench}}},
+      {"--header", {false, {C::kPredict, C::kExplain}}},
+      {"--keep", {true, {C::kPredict, C::kExplain}}},
+      {"--output-header", {false, {C::kPredict, C::kExplain}}},
       {"--server", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
       {"--model-version", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
       {"--timeout", {true, {C::kPredict, C::kExplain, C::kInspect, C::kBench}}},
@@ -269,6 +273,15 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.verbose = true;
     } else if (name == "--json") {
       out.json = true;
+    } else if (name == "--header") {
+      out.header = true;
+    } else if (name == "--output-header") {
+      out.output_header = true;
+    } else if (name == "--keep") {
+      for (absl::string_view col : absl::StrSplit(value, ',')) {
+        if (col.empty()) return Usage(absl::StrCat("--keep: '", value, "' has an empty column name"));
+        out.keep.emplace_back(col);
+      }
     } else if (name == "--server") {
       if (value.empty()) return Usage("--server needs HOST:PORT");
       out.server = value;
@@ -339,6 +352,9 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
   if (out.server.empty() && (seen.count("--model-version") || seen.count("--timeout"))) {
     return Usage("--model-version and --timeout need --server");
   }
+  if (seen.count("--keep") && !out.header) {
+    return Usage("--keep needs --header (columns are named by the input's header line)");
+  }
   if (out.iteration_end > 0 && out.iteration_end <= out.iteration_begin) {
     return Usage(absl::StrCat("--iteration-end (", out.iteration_end,
                               ") must be greater than --iteration-begin (", out.iteration_begin,
@@ -351,8 +367,8 @@ std::string HelpText(const std::string& topic) {
   if (topic == "predict") {
     return R"(Usage: grove predict --model PATH --input X.csv [options]
 
-Predicts every row of X.csv (comma separated, no header, one row per line; empty or nan = missing)
-and writes one CSV line per row, numbers as %.9g.
+Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; no header
+unless --header) and writes one CSV line per row, numbers as %.9g.
 
 Options:
   -m, --model PATH           XGBoost model (.json, .ubj) or LightGBM model (.txt)
@@ -366,6 +382,12 @@ Options:
       --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
       --no-gpu               never use a GPU
       --no-progress          no progress bar (one is shown on a terminal for long inputs)
+      --header               the input's first line names its columns: they are matched to the
+                             model's feature names (any order; other columns are dropped) and
+                             the output gets a header line too
+      --keep COL[,COL...]    with --header: pass these input columns through to the output,
+                             first on each line (e.g. an id or a label)
+      --output-header        a header line on the output (prediction / margin / leaf columns)
   -v, --verbose              print the engine, device and timings on standard error
       --server HOST:PORT     ask a running groved instead (--model is then a model name)
       --model-version N      remote: model version (default: the highest ready one)
@@ -404,6 +426,12 @@ Options:
       --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
       --no-gpu               never use a GPU
       --no-progress          no progress bar
+      --header               the input's first line names its columns: they are matched to the
+                             model's feature names (any order; other columns are dropped) and
+                             the output gets a header line: feature names then bias, prefixed
+                             outK. per output when there are several; A*B for interactions
+      --keep COL[,COL...]    with --header: pass these input columns through to the output
+      --output-header        a header line on the output, without an input header
   -v, --verbose              print the engine, device and timings on standard error
       --server HOST:PORT     ask a running groved instead (--model is then a model name)
       --model-version N      remote: model version (default: the highest ready one)

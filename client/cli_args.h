@@ -48,6 +48,10 @@ struct CliArgs {
   bool progress = true;        // --no-progress clears it (a bar is shown only on a terminal)
   bool verbose = false;        // --verbose: engine, device and timings on stderr
   bool json = false;           // --json (inspect)
+  bool header = false;         // --header: the input's first line names its columns (and the
+                               // output gets a header line)
+  std::vector<std::string> keep;  // --keep COL[,COL...]: header columns passed through to the output
+  bool output_header = false;  // --output-header: a header line on the output only
 
   std::string server;          // --server HOST:PORT: remote mode
   std::string model_version;   // --model-version (remote)

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/progress.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/background.h"
@@ -110,6 +111,13 @@ int RunPredict(const CliArgs& args) {
   stream.chunk_rows = args.chunk_rows;
   stream.progress = args.progress;
   stream.label = "predict";
+  ResultColumns columns;
+  columns.feature_names =
+      FeatureNamesOrDefault(model->forest->feature_names, model->forest->num_features);
+  columns.num_outputs = model->forest->num_outputs;
+  columns.kind = args.kind;
+  columns.width = stream.out_cols;
+  ApplyColumnArgs(args, columns, &stream);
   const DoubleRowConverter converter(*model->forest);
   stream.converter = &converter;
   RunInfo info;
@@ -199,6 +207,13 @@ int RunExplain(const CliArgs& args) {
   stream.chunk_rows = args.chunk_rows;
   stream.progress = args.progress;
   stream.label = args.interactions ? "interactions" : "explain";
+  ResultColumns columns;
+  columns.feature_names =
+      FeatureNamesOrDefault(model->forest->feature_names, model->forest->num_features);
+  columns.num_outputs = model->forest->num_outputs;
+  columns.explain = true;
+  columns.interactions = args.interactions;
+  ApplyColumnArgs(args, columns, &stream);
   const DoubleRowConverter converter(*model->forest);
   stream.converter = &converter;
   RunInfo info;
@@ -289,10 +304,24 @@ namespace {
 // The read-compute-write loop of StreamRows and StreamDoubleRows: the next chunk is parsed (by
 // `read`, into one of two buffers) while the current one is computed.
 template <typename T>
+using ReadFn = std::function<absl::StatusOr<int64_t>(CsvReader*, int64_t chunk, int slot,
+                                                     std::vector<T>*, std::vector<std::string>*)>;
+
+// --header: reads the input's header and lays its columns out for the model's features.
+absl::Status ApplyHeader(const StreamOptions& options, CsvReader* reader) {
+  if (!options.header) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::string>> header = reader->ReadHeader();
+  if (!header.ok()) return header.status();
+  absl::StatusOr<CsvLayout> layout =
+      MatchCsvHeader(*std::move(header), options.feature_names, options.keep, reader->path());
+  if (!layout.ok()) return layout.status();
+  reader->SetLayout(*std::move(layout));
+  return absl::OkStatus();
+}
+
+template <typename T>
 absl::Status StreamLoop(
-    const StreamOptions& options,
-    const std::function<absl::StatusOr<int64_t>(CsvReader*, int64_t chunk, int slot,
-                                                std::vector<T>*)>& read,
+    const StreamOptions& options, const ReadFn<T>& read,
     const std::function<absl::Status(const T* rows, int64_t n, MatrixView<float> out)>& compute,
     StreamStats* stats) {
   const auto start = Clock::now();
@@ -307,10 +336,20 @@ absl::Status StreamLoop(
   ProgressBar progress(options.progress, options.label);
 
   auto run = [&]() -> absl::Status {
-    std::vector<T> buffers[2];
-    std::vector<float> out;
     CsvReader* r = reader->get();
-    auto read_slot = [&read, r, chunk, &buffers](int slot) { return read(r, chunk, slot, &buffers[slot]); };
+    if (absl::Status s = ApplyHeader(options, r); !s.ok()) return s;
+    const bool keeping = !options.keep.empty();
+    if (!options.output_header.empty()) {
+      std::vector<std::string> names = options.keep;
+      names.insert(names.end(), options.output_header.begin(), options.output_header.end());
+      if (absl::Status s = (*writer)->WriteHeader(names); !s.ok()) return s;
+    }
+    std::vector<T> buffers[2];
+    std::vector<std::string> kept[2];
+    std::vector<float> out;
+    auto read_slot = [&read, r, chunk, &buffers, &kept, keeping](int slot) {
+      return read(r, chunk, slot, &buffers[slot], keeping ? &kept[slot] : nullptr);
+    };
     int cur = 0;
     std::future<absl::StatusOr<int64_t>> next = std::async(std::launch::async, read_slot, cur);
     while (true) {
@@ -326,7 +365,8 @@ absl::Status StreamLoop(
                                MakeMatrixView(out.data(), *n, options.out_cols));
       stats->compute_seconds += Seconds(t);
       if (!s.ok()) return s;  // `next` finishes in its destructor
-      s = (*writer)->WriteRows(MakeMatrixView<const float>(out.data(), *n, options.out_cols));
+      const auto result = MakeMatrixView<const float>(out.data(), *n, options.out_cols);
+      s = keeping ? (*writer)->WriteRows(result, kept[cur]) : (*writer)->WriteRows(result);
       if (!s.ok()) return s;
       stats->rows += *n;
       ++stats->chunks;
@@ -354,10 +394,10 @@ absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
   std::vector<double> doubles[2];  // per slot: the converter's input
   return StreamLoop<float>(
       options,
-      [converter, in_cols, &doubles](CsvReader* r, int64_t chunk, int slot,
-                                     std::vector<float>* b) -> absl::StatusOr<int64_t> {
-        if (converter == nullptr) return r->ReadRows(chunk, b);
-        absl::StatusOr<int64_t> n = r->ReadRows(chunk, &doubles[slot]);
+      [converter, in_cols, &doubles](CsvReader* r, int64_t chunk, int slot, std::vector<float>* b,
+                                     std::vector<std::string>* kept) -> absl::StatusOr<int64_t> {
+        if (converter == nullptr) return r->ReadRows(chunk, b, kept);
+        absl::StatusOr<int64_t> n = r->ReadRows(chunk, &doubles[slot], kept);
         if (!n.ok()) return n;
         b->resize(static_cast<size_t>(*n * in_cols));
         converter->ConvertRows(doubles[slot].data(), *n, b->data());
@@ -373,8 +413,55 @@ absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeF
                               StreamStats* stats) {
   return StreamLoop<double>(
       options,
-      [](CsvReader* r, int64_t chunk, int, std::vector<double>* b) { return r->ReadRows(chunk, b); },
+      [](CsvReader* r, int64_t chunk, int, std::vector<double>* b,
+         std::vector<std::string>* kept) { return r->ReadRows(chunk, b, kept); },
       compute, stats);
+}
+
+std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
+                                               int64_t num_features) {
+  if (static_cast<int64_t>(names.size()) == num_features) return names;
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < num_features; ++i) out.push_back(absl::StrCat("f", i));
+  return out;
+}
+
+std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
+  std::vector<std::string> names;
+  if (!c.explain) {
+    const char* base = c.kind == OutputKind::kMargin ? "margin"
+                       : c.kind == OutputKind::kLeaf ? "leaf"
+                                                     : "prediction";
+    if (c.width == 1 && c.kind != OutputKind::kLeaf) return {base};
+    for (int64_t j = 0; j < c.width; ++j) names.push_back(absl::StrCat(base, "_", j));
+    return names;
+  }
+  std::vector<std::string> block = c.feature_names;
+  block.push_back("bias");
+  for (int k = 0; k < c.num_outputs; ++k) {
+    const std::string prefix = c.num_outputs > 1 ? absl::StrCat("out", k, ".") : "";
+    for (const std::string& a : block) {
+      if (!c.interactions) {
+        names.push_back(prefix + a);
+        continue;
+      }
+      for (const std::string& b : block) names.push_back(absl::StrCat(prefix, a, "*", b));
+    }
+  }
+  return names;
+}
+
+void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream) {
+  stream->header = args.header;
+  stream->keep = args.keep;
+  stream->feature_names = columns.feature_names;
+  if (args.header || args.output_header) stream->output_header = ResultColumnNames(columns);
+}
+
+void AppendFeatureStats(const std::vector<std::string>& names,
+                        const std::vector<std::string>& types, std::vector<Stat>* stats) {
+  stats->push_back({"feature_names", "", StatKind::kList, names});
+  stats->push_back({"feature_types", "", StatKind::kList, types});
 }
 
 std::vector<Stat> ForestStats(const Forest& forest) {
@@ -442,7 +529,7 @@ std::vector<Stat> ForestStats(const Forest& forest) {
   yes_no("linear_leaves", forest.has_linear_leaves);
   yes_no("vector_leaves", forest.has_vector_leaves);
   num("weighted_trees", static_cast<double>(weighted_trees));
-  num("feature_names", static_cast<double>(forest.feature_names.size()));
+  AppendFeatureStats(forest.feature_names, forest.feature_types, &s);
   return s;
 }
 
@@ -452,9 +539,16 @@ std::string RenderStats(const std::vector<Stat>& stats, bool json) {
     out = "{";
     for (size_t i = 0; i < stats.size(); ++i) {
       const Stat& st = stats[i];
-      const std::string value = st.kind == StatKind::kNumber ? st.value
-                                : st.kind == StatKind::kBool ? (st.value == "yes" ? "true" : "false")
-                                                             : JsonString(st.value);
+      std::string value = st.kind == StatKind::kNumber ? st.value
+                          : st.kind == StatKind::kBool ? (st.value == "yes" ? "true" : "false")
+                                                       : JsonString(st.value);
+      if (st.kind == StatKind::kList) {
+        value = "[";
+        for (size_t j = 0; j < st.list.size(); ++j) {
+          absl::StrAppend(&value, j ? ", " : "", JsonString(st.list[j]));
+        }
+        value += "]";
+      }
       absl::StrAppend(&out, i ? ", " : "", JsonString(st.key), ": ", value);
     }
     return out + "}\n";
@@ -464,7 +558,10 @@ std::string RenderStats(const std::vector<Stat>& stats, bool json) {
   for (const Stat& s : stats) {
     std::string key = s.key;
     std::replace(key.begin(), key.end(), '_', ' ');
-    absl::StrAppend(&out, key, std::string(width + 2 - key.size(), ' '), s.value, "\n");
+    const std::string value = s.kind == StatKind::kList
+                                  ? (s.list.empty() ? "(none)" : absl::StrJoin(s.list, ", "))
+                                  : s.value;
+    absl::StrAppend(&out, key, std::string(width + 2 - key.size(), ' '), value, "\n");
   }
   return out;
 }

@@ -40,6 +40,14 @@ struct StreamOptions {
   // LightGBM model routes them as LightGBM routes the doubles (core/model/double_rows.h); otherwise
   // they are cast to float (what XGBoost does).
   const DoubleRowConverter* converter = nullptr;
+  // --header: the input's first line names its columns; they are matched to `feature_names` by
+  // name (MatchCsvHeader, core/io/csv.h) and the columns named in `keep` are passed through, as
+  // text, at the front of each output line.
+  bool header = false;
+  std::vector<std::string> feature_names;  // in_cols names (FeatureNamesOrDefault)
+  std::vector<std::string> keep;
+  // Non-empty: the output's first line, after the kept columns' names (ResultColumnNames).
+  std::vector<std::string> output_header;
 };
 
 struct StreamStats {
@@ -61,14 +69,42 @@ using DoubleComputeFn =
 absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
                               StreamStats* stats);
 
+// The model's feature names, or XGBoost's defaults f0, f1, ... when the model stores none.
+std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
+                                               int64_t num_features);
+
+// What the columns of a result are (the output header of --header / --output-header).
+struct ResultColumns {
+  std::vector<std::string> feature_names;  // FeatureNamesOrDefault
+  int num_outputs = 1;                     // margins per row (K)
+  bool explain = false;                    // SHAP values; otherwise predictions
+  bool interactions = false;               // explain: SHAP interaction values
+  OutputKind kind = OutputKind::kPrediction;  // predict
+  int64_t width = 0;                       // predict: values per row
+};
+// Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
+// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
+// `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
+// last); with K > 1 outputs every name is prefixed `outK.`.
+std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
+
+// Sets the header options of `stream` from --header, --keep and --output-header.
+void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream);
+
 // Model statistics for `grove inspect`: (key, value) pairs in display order. In JSON, numbers are
 // JSON numbers, yes/no answers JSON booleans, everything else a string.
-enum class StatKind { kText, kNumber, kBool };
+enum class StatKind { kText, kNumber, kBool, kList };
 struct Stat {
+  Stat(std::string k, std::string v, StatKind kd, std::vector<std::string> l = {})
+      : key(std::move(k)), value(std::move(v)), kind(kd), list(std::move(l)) {}
   std::string key;    // snake_case, used as the JSON key
-  std::string value;  // display text ("yes" / "no" for kBool)
+  std::string value;  // display text ("yes" / "no" for kBool; unused for kList)
   StatKind kind = StatKind::kText;
+  std::vector<std::string> list;  // kList: a JSON array of strings, ", "-joined as text
 };
+// The feature_names and feature_types lists (empty lists when the model stores none).
+void AppendFeatureStats(const std::vector<std::string>& names,
+                        const std::vector<std::string>& types, std::vector<Stat>* stats);
 std::vector<Stat> ForestStats(const Forest& forest);
 // Renders stats as aligned "key  value" lines or as one JSON object.
 std::string RenderStats(const std::vector<Stat>& stats, bool json);

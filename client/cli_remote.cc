@@ -160,6 +160,21 @@ const client::Matrix& Pick(const client::PredictResult& r, OutputKind kind) {
   return r.prediction;
 }
 
+// The columns of a result of `meta`'s model (the output header; --header's feature names).
+ResultColumns Columns(const grove::v1::ModelMetadata& meta, bool explain, const CliArgs& args,
+                      int64_t width) {
+  ResultColumns c;
+  c.feature_names = FeatureNamesOrDefault(
+      std::vector<std::string>(meta.feature_names().begin(), meta.feature_names().end()),
+      meta.num_features());
+  c.num_outputs = meta.num_outputs();
+  c.explain = explain;
+  c.interactions = args.interactions;
+  c.kind = args.kind;
+  c.width = width;
+  return c;
+}
+
 int RunRemotePredict(const CliArgs& args) {
   absl::StatusOr<RemoteModel> model = Open(args);
   if (!model.ok()) return Fail(model.status());
@@ -201,6 +216,7 @@ int RunRemotePredict(const CliArgs& args) {
   stream.chunk_rows = args.chunk_rows;
   stream.progress = args.progress;
   stream.label = "predict";
+  ApplyColumnArgs(args, Columns(model->meta, false, args, out_cols), &stream);
   StreamStats stats;
   int64_t requests = 0;
   const bool doubles = SendDoubles(model->meta);
@@ -270,6 +286,7 @@ int RunRemoteExplain(const CliArgs& args) {
   stream.chunk_rows = args.chunk_rows;
   stream.progress = args.progress;
   stream.label = args.interactions ? "interactions" : "explain";
+  ApplyColumnArgs(args, Columns(model->meta, true, args, out_cols), &stream);
   StreamStats stats;
   int64_t requests = 0;
   const bool doubles = SendDoubles(model->meta);
@@ -388,7 +405,8 @@ int RunRemoteInspect(const CliArgs& args) {
   yes_no("interactions_allowed", m.interactions_allowed());
   num("background_rows", static_cast<double>(m.background_rows()));
   text("default_outputs", JoinOutputs(m));
-  num("feature_names", m.feature_names_size());
+  AppendFeatureStats({m.feature_names().begin(), m.feature_names().end()},
+                     {m.feature_types().begin(), m.feature_types().end()}, &s);
   const std::string out = RenderStats(s, args.json);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;

@@ -18,7 +18,7 @@ esac
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libabsl-dev prometheus-cpp-dev libcpp-httplib-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libsimdjson-dev nlohmann-json3-dev zlib1g-dev libssl-dev libc-ares-dev libre2-dev
   python3
 )
@@ -53,9 +53,10 @@ fi
 # Python tools used by the tests (golden corpus generation, grpcio stubs, tritonclient interop, shap
 # as the interventional SHAP oracle: 0.51 is the version issue 16 checks against).
 PY=${PYTHON:-python3}
-PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools "tritonclient[grpc]"
+PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools "tritonclient[grpc,http]"
   "shap>=0.51,<0.52")
-if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc, shap" 2>/dev/null; then
+if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc, tritonclient.http, shap" \
+    2>/dev/null; then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null \
     || $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"
 fi

@@ -8,8 +8,8 @@
 //   open   grpc.health.v1.Health, server reflection, KServe ServerLive / ServerReady / ModelReady
 //          (the same facts the health service answers)
 //   infer  Predict, Explain, ExplainStream, ListModels, GetModelMetadata, KServe ServerMetadata,
-//          ModelMetadata, ModelInfer
-//   admin  LoadModel, UnloadModel
+//          ModelMetadata, ModelInfer, ModelConfig, ModelStatistics, RepositoryIndex
+//   admin  LoadModel, UnloadModel, KServe RepositoryModelLoad, RepositoryModelUnload
 #pragma once
 
 #include "absl/status/status.h"

@@ -24,6 +24,15 @@ void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks
   call->Cancel();
 }
 
+void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
+                        absl::StatusCode code, absl::Time start, bool observe_latency,
+                        registry::Operation op) {
+  const double seconds = code == absl::StatusCode::kOk && observe_latency
+                             ? absl::ToDoubleSeconds(absl::Now() - start)
+                             : -1;
+  runtime->metrics().RecordRequest(model_label, method, CodeName(code), seconds, op);
+}
+
 UnaryCall::UnaryCall(Runtime* runtime, const char* method)
     : runtime_(runtime), method_(method), start_(absl::Now()) {
   runtime_->metrics().InflightRequests(method_, 1);
@@ -52,10 +61,7 @@ void UnaryCall::Reply(const absl::Status& status) {
       counted = absl::StatusCode::kDeadlineExceeded;
     }
   }
-  const double seconds = counted == absl::StatusCode::kOk && observe_latency_
-                             ? absl::ToDoubleSeconds(absl::Now() - start_)
-                             : -1;
-  runtime_->metrics().RecordRequest(model_label_, method_, CodeName(counted), seconds, op_);
+  RecordFinishedCall(runtime_, model_label_, method_, counted, start_, observe_latency_, op_);
   Finish(ToGrpcStatus(status));
 }
 

@@ -33,6 +33,13 @@ std::string ModelLabel(Runtime* runtime, const std::string& name);
 void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks,
                const std::shared_ptr<CallState>& call);
 
+// Records a finished call of any transport: grove_requests_total by `code` (OK counted as
+// CANCELLED / DEADLINE_EXCEEDED by the caller when nobody received it), and for a successful
+// compute call (`observe_latency`) its latency since `start` under `op`.
+void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
+                        absl::StatusCode code, absl::Time start, bool observe_latency,
+                        registry::Operation op);
+
 class UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(Runtime* runtime, const char* method);

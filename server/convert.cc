@@ -11,10 +11,12 @@
 #include "absl/base/config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/explain/explain.h"
 #include "core/model/double_rows.h"
 #include "core/predict/predict.h"
+#include "nlohmann/json.hpp"
 
 // Raw tensors (grove.v1 raw_f32 / raw_f64, KServe raw contents) are little-endian on the wire and
 // read or written here by pointing at the bytes: a big-endian host would need a byte swap.
@@ -556,13 +558,19 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
     if (std::find(out.names.begin(), out.names.end(), o.name()) != out.names.end()) {
       return absl::InvalidArgumentError(absl::StrCat("output '", o.name(), "' requested twice"));
     }
-    // Triton's classification extension (tritonclient's class_count) would change the tensor into
-    // top-k "value:index" strings; answering the plain tensor instead would be silently wrong.
     if (auto it = o.parameters().find("classification"); it != o.parameters().end()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "output '", o.name(), "' asks for Triton's classification extension (parameter "
-          "'classification' = ", it->second.int64_param(), ", tritonclient's class_count), which "
-          "groved does not implement; request the tensor and take its top classes instead"));
+      const inference::InferParameter& p = it->second;
+      if (o.name() != kOutputTensor) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Triton's classification extension (class_count) applies to '", kOutputTensor,
+            "', not to '", o.name(), "'"));
+      }
+      if (p.parameter_choice_case() != inference::InferParameter::kInt64Param ||
+          p.int64_param() < 1) {
+        return absl::InvalidArgumentError(
+            "output parameter 'classification' (class_count) must be an integer >= 1");
+      }
+      out.class_count = p.int64_param();
     }
     if (o.name() == kOutputTensor) {
       out.prediction = true;
@@ -578,6 +586,32 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
   if (out.names.empty()) {
     out.names.push_back(kOutputTensor);
     out.prediction = true;
+  }
+  for (const auto& [key, p] : request.parameters()) {
+    using P = inference::InferParameter;
+    if (key == "predict_proba" || key == "output_class") {
+      if (p.parameter_choice_case() != P::kBoolParam) {
+        return absl::InvalidArgumentError(absl::StrCat("request parameter '", key,
+                                                       "' must be a bool"));
+      }
+      (key == "predict_proba" ? out.predict_proba : out.output_class) = p.bool_param();
+    } else if (key == "threshold") {
+      if (p.parameter_choice_case() == P::kDoubleParam) {
+        out.threshold = p.double_param();
+      } else if (p.parameter_choice_case() == P::kInt64Param) {
+        out.threshold = static_cast<double>(p.int64_param());
+      } else if (double v; p.parameter_choice_case() == P::kStringParam &&
+                           absl::SimpleAtod(p.string_param(), &v)) {
+        out.threshold = v;  // tritonclient.grpc sends no double parameters: "0.3" is accepted
+      } else {
+        return absl::InvalidArgumentError(
+            "request parameter 'threshold' must be a number (or a string holding one)");
+      }
+      if (!(*out.threshold >= 0 && *out.threshold <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("request parameter 'threshold' ", *out.threshold, " is outside [0, 1]"));
+      }
+    }
   }
   return out;
 }
@@ -596,9 +630,48 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInfe
   return c;
 }
 
+absl::StatusOr<PredictionLayout> ResolvePredictionLayout(const Forest& forest,
+                                                         const KserveOutputs& outputs) {
+  using Form = PredictionLayout::Form;
+  const bool binary = BinaryProbabilities(forest);
+  const bool softmax = forest.objective.link == Link::kSoftmax;
+  const bool argmax = forest.objective.link == Link::kArgmax;
+  PredictionLayout layout;
+  layout.width = forest.PredictionWidth();
+  layout.form = binary ? Form::kProbabilities : Form::kPrediction;
+  auto refuse = [&](absl::string_view option, absl::string_view needs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request parameter ", option, " needs ", needs, "; this model's link is ",
+        LinkName(forest.objective.link), " with ", forest.num_outputs, " output(s)"));
+  };
+  if (outputs.predict_proba.value_or(false)) {
+    if (!binary && !softmax) return refuse("predict_proba", "a binary logistic or softmax model");
+    layout.form = Form::kProbabilities;
+  } else if (outputs.predict_proba.has_value() || outputs.output_class.has_value()) {
+    // FIL: without predict_proba, output_class (default true) gives the class, false the value.
+    if (outputs.output_class.value_or(true)) {
+      if (!binary && !softmax && !argmax) {
+        return refuse("output_class", "a classifier (binary logistic, softmax or multi:softmax)");
+      }
+      layout.form = Form::kClass;
+    } else {
+      layout.form = Form::kPrediction;
+    }
+  }
+  if (outputs.threshold.has_value()) {
+    if (layout.form != Form::kClass || !binary) {
+      return refuse("threshold", "the class output (output_class, predict_proba false) of a "
+                                 "binary classifier");
+    }
+    layout.threshold = static_cast<float>(*outputs.threshold);
+  }
+  if (layout.form == Form::kClass) layout.width = 1;
+  if (layout.form == Form::kProbabilities) layout.width = binary ? 2 : forest.num_outputs;
+  return layout;
+}
+
 std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows) {
-  if (BinaryProbabilities(forest)) return {rows, 2};
-  return {rows, forest.PredictionWidth()};
+  return {rows, ResolvePredictionLayout(forest, KserveOutputs())->width};
 }
 
 std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows) {
@@ -611,18 +684,55 @@ void EncodeFloats(const float* values, int64_t count, std::string* raw) {
   if (count > 0) std::memcpy(raw->data(), values, raw->size());
 }
 
-void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,
-                            std::string* raw) {
-  if (!BinaryProbabilities(forest)) {
-    EncodeFloats(prediction, rows * forest.PredictionWidth(), raw);
+void EncodeKservePrediction(const Forest& forest, const PredictionLayout& layout,
+                            const float* prediction, int64_t rows, std::string* raw) {
+  const int64_t width = forest.PredictionWidth();
+  const bool binary = BinaryProbabilities(forest);
+  if (layout.form == PredictionLayout::Form::kPrediction ||
+      (layout.form == PredictionLayout::Form::kProbabilities && !binary) ||
+      forest.objective.link == Link::kArgmax) {
+    EncodeFloats(prediction, rows * width, raw);  // already the values, or the class index
     return;
   }
-  std::vector<float> pairs(static_cast<size_t>(rows) * 2);
+  std::vector<float> out(static_cast<size_t>(rows * layout.width));
   for (int64_t r = 0; r < rows; ++r) {
-    pairs[2 * r] = 1.0f - prediction[r];
-    pairs[2 * r + 1] = prediction[r];
+    const float* p = prediction + r * width;
+    if (layout.form == PredictionLayout::Form::kProbabilities) {  // binary: [1-p, p]
+      out[2 * r] = 1.0f - p[0];
+      out[2 * r + 1] = p[0];
+    } else if (binary) {
+      out[r] = p[0] > layout.threshold ? 1.0f : 0.0f;
+    } else {
+      out[r] = static_cast<float>(std::max_element(p, p + width) - p);  // first of equal maxima
+    }
   }
-  EncodeFloats(pairs.data(), rows * 2, raw);
+  EncodeFloats(out.data(), static_cast<int64_t>(out.size()), raw);
+}
+
+void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,
+                            std::string* raw) {
+  EncodeKservePrediction(forest, *ResolvePredictionLayout(forest, KserveOutputs()), prediction,
+                         rows, raw);
+}
+
+void EncodeKserveClasses(const float* values, int64_t rows, int64_t width, int64_t k,
+                         std::string* raw) {
+  k = std::min(k, width);
+  raw->clear();
+  std::vector<int64_t> order(static_cast<size_t>(width));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* v = values + r * width;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [v](int64_t a, int64_t b) {
+      return v[a] != v[b] ? v[a] > v[b] : a < b;
+    });
+    for (int64_t i = 0; i < k; ++i) {
+      const std::string element = absl::StrFormat("%f:%d", v[order[i]], order[i]);
+      const uint32_t length = static_cast<uint32_t>(element.size());
+      raw->append(reinterpret_cast<const char*>(&length), sizeof(length));
+      raw->append(element);
+    }
+  }
 }
 
 void FillKserveModelMetadata(const registry::ServableModel& model,
@@ -639,6 +749,15 @@ void FillKserveModelMetadata(const registry::ServableModel& model,
   in->set_datatype("FP32");
   in->add_shape(-1);
   in->add_shape(f.num_features);
+  // JSON arrays in string parameters: KServe parameters are scalars, and names may hold commas.
+  if (!f.feature_names.empty()) {
+    (*in->mutable_parameters())["feature_names"].set_string_param(
+        nlohmann::json(f.feature_names).dump());
+  }
+  if (!f.feature_types.empty()) {
+    (*in->mutable_parameters())["feature_types"].set_string_param(
+        nlohmann::json(f.feature_types).dump());
+  }
   auto* o0 = out->add_outputs();
   o0->set_name(kOutputTensor);
   o0->set_datatype("FP32");

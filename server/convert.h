@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,11 +140,22 @@ struct KserveInput {
 absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
                                              const inference::ModelInferRequest& request);
 
+// What a ModelInfer asks of its outputs. FIL's output options are request parameters (bool
+// `predict_proba`, bool `output_class`, number `threshold`, also as a string since
+// tritonclient.grpc sends no doubles; absent: groved's default layout), and
+// Triton's classification extension is the output parameter `classification` (tritonclient's
+// class_count) on output__0.
 struct KserveOutputs {
   std::vector<std::string> names;  // in request order; output__0 when none asked
   bool prediction = false;
   bool shap = false;
+  std::optional<bool> predict_proba;
+  std::optional<bool> output_class;
+  std::optional<double> threshold;
+  int64_t class_count = 0;  // > 0: output__0 as the top classes, "value:index" strings (BYTES)
 };
+// INVALID_ARGUMENT naming the output or parameter for a duplicate or unknown output, a parameter
+// of the wrong type, a class_count below 1 or on treeshap_output.
 absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequest& request);
 
 // treeshap_output's method and space: request parameters "method" ("path_dependent",
@@ -151,17 +163,45 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
 // strings; absent ones keep the defaults. INVALID_ARGUMENT naming the parameter otherwise.
 absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInferRequest& request);
 
-// output__0: [rows, 2] = [1-p, p] for single-output sigmoid models (FIL predict_proba), otherwise
-// [rows, prediction_width].
+// output__0's layout for one model and request.
+struct PredictionLayout {
+  enum class Form {
+    kProbabilities,  // [1-p, p] for binary classifiers, class probabilities for softmax
+    kClass,          // the class index, [rows, 1] (binary: p > threshold)
+    kPrediction,     // the transformed prediction, [rows, prediction_width]
+  };
+  Form form = Form::kPrediction;
+  float threshold = 0.5f;
+  int64_t width = 1;  // values per row
+};
+// Default (no FIL option): probabilities for single-output sigmoid models (FIL predict_proba),
+// the transformed prediction otherwise. predict_proba needs a binary (sigmoid) or softmax model,
+// output_class a classifier (also multi:softmax's class index), threshold a binary class output:
+// INVALID_ARGUMENT naming the option and the model's link otherwise.
+absl::StatusOr<PredictionLayout> ResolvePredictionLayout(const Forest& forest,
+                                                         const KserveOutputs& outputs);
+
+// output__0 in the default layout: [rows, 2] = [1-p, p] for single-output sigmoid models (FIL
+// predict_proba), otherwise [rows, prediction_width].
 std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows);
 // treeshap_output: [rows, F+1] (K = 1) or [rows, K, F+1].
 std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows);
-// Writes output__0's little-endian float32 bytes from transformed predictions
-// [rows, prediction_width].
+// Writes output__0's little-endian float32 bytes, [rows, layout.width], from transformed
+// predictions [rows, prediction_width].
+void EncodeKservePrediction(const Forest& forest, const PredictionLayout& layout,
+                            const float* prediction, int64_t rows, std::string* raw);
+// The default layout's bytes.
 void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,
                             std::string* raw);
+// Triton's classification extension: the `k` largest of each row of `values` [rows, width] (k
+// capped at width; ties: lower index first) as BYTES elements "value:index" (value as "%f"), each
+// a 4-byte little-endian length then the characters, [rows, min(k, width)].
+void EncodeKserveClasses(const float* values, int64_t rows, int64_t width, int64_t k,
+                         std::string* raw);
 void EncodeFloats(const float* values, int64_t count, std::string* raw);
 
+// input__0 carries the parameters feature_names / feature_types (JSON arrays) when the model
+// stores them.
 void FillKserveModelMetadata(const registry::ServableModel& model,
                              const registry::ModelStatus& status,
                              inference::ModelMetadataResponse* out);

@@ -12,6 +12,7 @@
 #include "server/auth.h"
 #include "server/call.h"
 #include "server/convert.h"
+#include "server/kserve_ops.h"
 
 namespace grove::server {
 namespace {
@@ -22,22 +23,6 @@ using registry::ServablePtr;
 absl::Status CheckDeadline(absl::Time deadline) {
   if (deadline <= absl::Now()) {
     return absl::DeadlineExceededError("the call's deadline expired before it was queued");
-  }
-  return absl::OkStatus();
-}
-
-// A model-control call waits for the control thread; one whose client gave up meanwhile (deadline
-// passed, or cancelled) is answered without being applied, so that a timed-out UnloadModel does
-// not take the model down later.
-absl::Status StillWanted(const UnaryCall& reactor, absl::Time deadline, const char* done) {
-  if (deadline <= absl::Now()) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "the call's deadline expired while it waited for the control thread; the model was not ",
-        done));
-  }
-  if (reactor.cancelled()) {
-    return absl::CancelledError(absl::StrCat(
-        "the call was cancelled while it waited for the control thread; the model was not ", done));
   }
   return absl::OkStatus();
 }
@@ -385,14 +370,6 @@ class ExplainStreamReactor final
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-// LoadModel / UnloadModel on a server started without --model_control: UNIMPLEMENTED, which gRPC
-// defines as "not supported or not enabled in this service".
-absl::Status ModelControlOff(absl::string_view method) {
-  return absl::UnimplementedError(absl::StrCat(
-      method, " is disabled on this server: model control is off unless groved runs with "
-              "--model_control (with access control, callers with role admin only)"));
-}
-
 }  // namespace
 
 absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
@@ -572,24 +549,17 @@ grpc::ServerUnaryReactor* GroveService::LoadModel(grpc::CallbackServerContext* c
   auto* reactor = new UnaryCall(runtime_, "LoadModel");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
-  if (!model_control_) {
-    reactor->Reply(ModelControlOff("LoadModel"));
-    return reactor;
-  }
   Runtime* runtime = runtime_;
-  const absl::Time deadline = DeadlineFromChrono(context->deadline());
-  runtime_->RunControl([runtime, reactor, request, response, deadline] {
-    if (absl::Status s = StillWanted(*reactor, deadline, "loaded"); !s.ok()) {
-      reactor->Reply(s);
-      return;
-    }
-    absl::Status s = runtime->registry().Load(request->model());
-    absl::StatusOr<registry::ModelStatus> status =
-        runtime->registry().GetStatus(request->model());
-    if (status.ok()) FillModelStatus(*status, response->mutable_status());
-    reactor->set_model_label(ModelLabel(runtime, request->model()));
-    reactor->Reply(s);
-  });
+  StartModelControl(
+      runtime_, model_control_, ModelControl::kLoad, request->model(),
+      DeadlineFromChrono(context->deadline()), [reactor] { return reactor->cancelled(); },
+      [runtime, reactor, request, response](absl::Status s) {
+        absl::StatusOr<registry::ModelStatus> status =
+            runtime->registry().GetStatus(request->model());
+        if (status.ok()) FillModelStatus(*status, response->mutable_status());
+        reactor->set_model_label(ModelLabel(runtime, request->model()));
+        reactor->Reply(s);
+      });
   return reactor;
 }
 
@@ -599,19 +569,10 @@ grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext*
   auto* reactor = new UnaryCall(runtime_, "UnloadModel");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
-  if (!model_control_) {
-    reactor->Reply(ModelControlOff("UnloadModel"));
-    return reactor;
-  }
-  Runtime* runtime = runtime_;
-  const absl::Time deadline = DeadlineFromChrono(context->deadline());
-  runtime_->RunControl([runtime, reactor, request, deadline] {
-    if (absl::Status s = StillWanted(*reactor, deadline, "unloaded"); !s.ok()) {
-      reactor->Reply(s);
-      return;
-    }
-    reactor->Reply(runtime->registry().Unload(request->model()));
-  });
+  StartModelControl(runtime_, model_control_, ModelControl::kUnload, request->model(),
+                    DeadlineFromChrono(context->deadline()),
+                    [reactor] { return reactor->cancelled(); },
+                    [reactor](absl::Status s) { reactor->Reply(s); });
   return reactor;
 }
 

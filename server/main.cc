@@ -1,5 +1,5 @@
 // groved: serves the models of a model repository over gRPC (native grove.v1 API, KServe v2 /
-// Triton FIL tensors, health, reflection) with Prometheus metrics. Flags are documented in
+// Triton FIL tensors, health, reflection) and KServe v2 REST, with Prometheus metrics. Flags are documented in
 // docs/operations.md; this file only turns them into ServerOptions and waits for SIGTERM/SIGINT.
 #include <malloc.h>
 #include <pthread.h>
@@ -31,8 +31,21 @@ ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0: ephemeral)");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
           "metrics listening address (0.0.0.0: every interface)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus metrics port (0: ephemeral, -1: off)");
+ABSL_FLAG(std::string, http_address, "0.0.0.0",
+          "KServe v2 REST listening address (0.0.0.0: every interface)");
+ABSL_FLAG(int, http_port, 8000,
+          "KServe v2 REST port, Triton's HTTP API (0: ephemeral, -1: off); TLS and access control "
+          "as on the gRPC port");
+ABSL_FLAG(int, http_threads, 64,
+          "REST connections served at once, 1..1024 (each keeps a worker thread while open; more "
+          "wait to be accepted)");
+ABSL_FLAG(int, http_timeout_seconds, 60,
+          "REST: reading or writing one request may take this long, 1..3600");
+ABSL_FLAG(int, http_keep_alive_seconds, 60,
+          "REST: an idle kept-alive connection is closed after this long, 1..3600");
 ABSL_FLAG(std::string, port_file, "",
-          "write {\"grpc_port\":N,\"metrics_port\":M} here once bound and loaded");
+          "write {\"grpc_port\":N,\"metrics_port\":M,\"http_port\":H} here once bound and "
+          "loaded");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM server certificate chain: serve TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM server private key");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
@@ -134,8 +147,8 @@ int main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "serves tree-ensemble predictions and SHAP explanations over gRPC.\n"
-      "  groved --model_repository=DIR [--grpc_port=8001] [--metrics_port=8002]\n"
+      "serves tree-ensemble predictions and SHAP explanations over gRPC and KServe v2 REST.\n"
+      "  groved --model_repository=DIR [--grpc_port=8001] [--http_port=8000] [--metrics_port=8002]\n"
       "         [--auth_token_file=FILE] [--model_control]\n"
       "See docs/operations.md.");
   absl::ParseCommandLine(argc, argv);
@@ -196,6 +209,11 @@ int main(int argc, char** argv) {
   o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.http.address = absl::GetFlag(FLAGS_http_address);
+  o.http.port = absl::GetFlag(FLAGS_http_port);
+  o.http.threads = absl::GetFlag(FLAGS_http_threads);
+  o.http.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_timeout_seconds));
+  o.http.keep_alive_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_keep_alive_seconds));
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -216,6 +234,7 @@ int main(int argc, char** argv) {
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     return Fail("--metrics_port must be -1..65535");
   }
+  if (o.http.port < -1 || o.http.port > 65535) return Fail("--http_port must be -1..65535");
   if (o.shutdown_delay < absl::ZeroDuration() || o.shutdown_grace < absl::ZeroDuration() ||
       o.repository_poll < absl::ZeroDuration() || o.auth_poll < absl::ZeroDuration()) {
     return Fail("durations must not be negative");

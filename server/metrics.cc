@@ -248,6 +248,58 @@ void Metrics::RecordRequestLatency(const std::string& model, absl::string_view m
       .Observe(seconds);
 }
 
+namespace {
+
+// Every series of `family` whose `model` label is `model`.
+template <typename Family, typename Fn>
+void ForModel(const Family& family, const std::string& model, Fn fn) {
+  for (const prometheus::MetricFamily& f : family.Collect()) {
+    for (const prometheus::ClientMetric& m : f.metric) {
+      std::string method;
+      bool mine = false;
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == "model") mine = l.value == model;
+        if (l.name == "method") method = l.value;
+      }
+      if (mine) fn(m, method);
+    }
+  }
+}
+
+bool ComputeMethod(const std::string& method) {
+  return method == "Predict" || method == "Explain" || method == "ExplainStream" ||
+         method == "ModelInfer";
+}
+
+}  // namespace
+
+Metrics::ModelTotals Metrics::Totals(const std::string& model) const {
+  ModelTotals t;
+  ForModel(requests_, model, [&](const prometheus::ClientMetric& m, const std::string& method) {
+    if (!ComputeMethod(method)) return;
+    bool ok = false;
+    for (const auto& l : m.label) ok |= l.name == "code" && l.value == "OK";
+    (ok ? t.success : t.fail) += static_cast<uint64_t>(m.counter.value);
+  });
+  ForModel(request_duration_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
+    t.success_seconds += m.histogram.sample_sum;
+  });
+  ForModel(queue_wait_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
+    t.queued += m.histogram.sample_count;
+    t.queue_seconds += m.histogram.sample_sum;
+  });
+  ForModel(compute_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
+    t.compute_seconds += m.histogram.sample_sum;
+  });
+  ForModel(batches_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
+    t.batches += static_cast<uint64_t>(m.counter.value);
+  });
+  ForModel(delivered_rows_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
+    t.rows += static_cast<uint64_t>(m.counter.value);
+  });
+  return t;
+}
+
 void Metrics::InflightRequests(absl::string_view method, double delta) {
   inflight_requests_.Add({{"method", std::string(method)}}).Increment(delta);
 }

@@ -83,6 +83,21 @@ class Metrics {
   void LoadFailed(const std::string& model);
   void SetServerReady(bool ready);
 
+  // A model's totals across its series (KServe ModelStatistics): compute calls (Predict, Explain,
+  // ExplainStream, ModelInfer) by outcome, the successful ones' latency, tasks' queue wait, batches'
+  // compute time, rows delivered. Reads the series; creates none.
+  struct ModelTotals {
+    uint64_t success = 0;
+    uint64_t fail = 0;
+    double success_seconds = 0;
+    uint64_t queued = 0;
+    double queue_seconds = 0;
+    uint64_t batches = 0;
+    double compute_seconds = 0;
+    uint64_t rows = 0;
+  };
+  ModelTotals Totals(const std::string& model) const;
+
   static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
   static const prometheus::Histogram::BucketBoundaries& RowBuckets();
 

@@ -56,7 +56,9 @@ class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
                      " is not implemented by groved; it serves grove.v1.Grove (Predict, Explain, "
                      "ExplainStream, ListModels, GetModelMetadata, LoadModel, UnloadModel), "
                      "inference.GRPCInferenceService (ServerLive, ServerReady, ModelReady, "
-                     "ServerMetadata, ModelMetadata, ModelInfer), grpc.health.v1.Health and "
+                     "ServerMetadata, ModelMetadata, ModelInfer, ModelConfig, ModelStatistics, "
+                     "RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload; not Triton's "
+                     "shared memory, tracing, logging or streaming RPCs), grpc.health.v1.Health and "
                      "server reflection")));
   }
   void OnDone() override { delete this; }

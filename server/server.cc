@@ -20,6 +20,7 @@
 #include "prometheus/exposer.h"
 #include "server/grove_service.h"
 #include "server/kserve_service.h"
+#include "server/reflection_v1.h"
 #include "server/rpc_errors.h"
 
 namespace grove::server {
@@ -106,7 +107,8 @@ absl::Status GroveServer::StartImpl() {
 
   grove_service_ =
       std::make_unique<GroveService>(runtime_.get(), authorizer_.get(), o.model_control);
-  kserve_service_ = std::make_unique<KserveService>(runtime_.get(), authorizer_.get());
+  kserve_service_ =
+      std::make_unique<KserveService>(runtime_.get(), authorizer_.get(), o.model_control);
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection describes services from the linked Protobuf descriptors; gRPC's health service has
   // none of its own, so its messages are linked in (this reference keeps them from being dropped).
@@ -127,6 +129,11 @@ absl::Status GroveServer::StartImpl() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
   builder.RegisterService(grove_service_.get());
   builder.RegisterService(kserve_service_.get());
+  // Reflection v1 beside gRPC's v1alpha (clients ask for either), describing the same services.
+  reflection_v1_service_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      "grove.v1.Grove", "inference.GRPCInferenceService", "grpc.health.v1.Health",
+      "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"});
+  builder.RegisterService(reflection_v1_service_.get());
   unknown_method_service_ = std::make_unique<UnknownMethodService>();
   builder.RegisterCallbackGenericService(unknown_method_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -161,6 +168,17 @@ absl::Status GroveServer::StartImpl() {
     runtime_->SetHealthCallback(set);
   }
 
+  if (o.http.port >= 0) {
+    o.http.tls_cert_file = o.tls_cert_file;
+    o.http.tls_key_file = o.tls_key_file;
+    o.http.tls_client_ca_file = o.tls_client_ca_file;
+    o.http.max_body_bytes = o.max_message_bytes;
+    o.http.model_control = o.model_control;
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        HttpServer::Start(o.http, runtime_.get(), authorizer_.get());
+    if (!http.ok()) return http.status();
+    http_ = *std::move(http);
+  }
   if (o.metrics_port >= 0) {
     const std::string maddress = absl::StrCat(o.metrics_address, ":", o.metrics_port);
     try {
@@ -176,6 +194,9 @@ absl::Status GroveServer::StartImpl() {
     metrics_port_ = ports.empty() ? o.metrics_port : ports.front();
   }
   GROVE_LOG(INFO) << "groved listening" << KV("grpc", absl::StrCat(o.grpc_address, ":", grpc_port_))
+                  << KV("http", http_ != nullptr
+                                    ? absl::StrCat(o.http.address, ":", http_->port())
+                                    : std::string("off"))
                   << KV("metrics", metrics_port_ >= 0
                                        ? absl::StrCat(o.metrics_address, ":", metrics_port_)
                                        : std::string("off"))
@@ -244,7 +265,8 @@ void GroveServer::WritePortFile() {
   const std::string tmp = absl::StrCat(options_.port_file, ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "{\"grpc_port\":" << grpc_port_ << ",\"metrics_port\":" << metrics_port_ << "}\n";
+    out << "{\"grpc_port\":" << grpc_port_ << ",\"metrics_port\":" << metrics_port_
+        << ",\"http_port\":" << http_port() << "}\n";
     if (!out) {
       GROVE_LOG(ERROR) << "cannot write the port file" << KV("path", tmp);
       return;
@@ -279,6 +301,8 @@ void GroveServer::Shutdown() {
     runtime_->Drain();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   }
+  // REST workers answer what they hold (the runtime still computes), then stop.
+  if (http_ != nullptr) http_->Stop();
   if (loader_.joinable()) loader_.join();
   if (authorizer_ != nullptr) authorizer_->StopWatching();
   if (runtime_ != nullptr) runtime_->Shutdown();

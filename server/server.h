@@ -1,6 +1,6 @@
 // GroveServer: groved assembled. Binds the gRPC port (grove.v1.Grove, inference.GRPCInferenceService,
-// grpc.health.v1.Health, server reflection; TLS / mutual TLS when configured) and the Prometheus
-// metrics port, loads the model repository in the background, watches it, and shuts down
+// grpc.health.v1.Health, server reflection v1alpha and v1; TLS / mutual TLS when configured), the KServe v2 REST
+// port (the same TLS and access control) and the Prometheus metrics port, loads the model repository in the background, watches it, and shuts down
 // gracefully. Access control (bearer tokens, client-certificate roles) guards every RPC but health
 // and reflection (server/auth.h). main.cc only turns flags into ServerOptions; tests start it
 // in-process.
@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/runtime.h"
 
@@ -33,6 +34,7 @@ namespace grove::server {
 
 class GroveService;
 class KserveService;
+class ReflectionV1Service;
 class UnknownMethodService;
 
 // Every field documented in docs/operations.md (flag of the same name).
@@ -42,7 +44,10 @@ struct ServerOptions {
   int grpc_port = 8001;  // 0: ephemeral
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0: ephemeral, -1: off
-  std::string port_file;    // {"grpc_port":N,"metrics_port":M} once bound and loaded
+  std::string port_file;    // {"grpc_port":N,"metrics_port":M,"http_port":H} once bound and loaded
+  // KServe v2 REST (server/http_server.h): http.port 0 ephemeral, -1 off. Its TLS files and body
+  // limit are the gRPC port's (tls_*, max_message_bytes), filled in at Start.
+  HttpOptions http;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
@@ -81,6 +86,7 @@ class GroveServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }  // -1 when off
+  int http_port() const { return http_ != nullptr ? http_->port() : -1; }
   Runtime& runtime() { return *runtime_; }
   Metrics& metrics() { return *metrics_; }
   const ServerOptions& options() const { return options_; }
@@ -105,8 +111,10 @@ class GroveServer {
   std::unique_ptr<auth::Authorizer> authorizer_;  // null: no access control; outlives the services
   std::unique_ptr<GroveService> grove_service_;
   std::unique_ptr<KserveService> kserve_service_;
+  std::unique_ptr<ReflectionV1Service> reflection_v1_service_;
   std::unique_ptr<UnknownMethodService> unknown_method_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   // The exposer keeps only weak references to collectables, so the server owns them.
   std::shared_ptr<prometheus::Collectable> gpu_memory_collectable_;

@@ -326,7 +326,7 @@ absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const S
   }
   TreeShapGpuOptions gpu_options;
   gpu_options.host_pool = c.pool;
-  gpu_options.double_precision = c.options.gpu_double_precision;
+  gpu_options.precision = c.options.gpu_precision;
   absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(c.layout, gpu_options);
   if (!gpu.ok()) return gpu.status();
   return std::unique_ptr<ExplainStrategy>(new TreeShapGpuStrategy(c, std::move(*gpu)));

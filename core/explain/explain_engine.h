@@ -30,6 +30,7 @@
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
+#include "core/explain/treeshap_arith.h"
 #include "core/model/forest.h"
 
 namespace grove {
@@ -42,7 +43,7 @@ struct ExplainEngineOptions {
   // "cpu_reference"), "treeshap_cpu", "treeshap_gpu", or any registered one.
   std::string strategy = "auto";
   BinPacking packing = BinPacking::kBestFitDecreasing;
-  bool gpu_double_precision = true;  // TreeShapGpuOptions::double_precision
+  TreeShapPrecision gpu_precision = TreeShapPrecision::kAuto;  // TreeShapGpuOptions::precision
   bool measure_costs = true;         // time each strategy at creation (false: static estimates)
 };
 

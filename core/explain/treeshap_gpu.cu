@@ -41,6 +41,7 @@ struct DeviceState {
   std::mutex mu;
   // Resident layout (PathLayout's arrays, the fixed-point scales [interactions] and the biases).
   gpu::DeviceBuffer elements, paths, bin_offsets, values, category_bits, scale[2], bias;
+  gpu::DeviceBuffer weights_float, weights_double;  // Shapley-weight tables (treeshap_arith.h)
   int64_t layout_bytes = 0;
   // Workspaces: two slots (one per stream), grown to the largest request seen; guarded by mu.
   cudaStream_t streams[2] = {nullptr, nullptr};
@@ -78,7 +79,10 @@ absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t*
 class TreeShapGpuImpl final : public TreeShapGpu {
  public:
   TreeShapGpuImpl(PathLayoutPtr layout, const TreeShapGpuOptions& options)
-      : layout_(std::move(layout)), options_(options) {}
+      : layout_(std::move(layout)),
+        options_(options),
+        precision_(treeshap_arith::ChoosePrecision(*layout_, options.precision,
+                                                   options.float_bound_limit)) {}
   ~TreeShapGpuImpl() override {
     const gpu::ScopedCurrentDevice keep_device;  // DeviceState's destructors switch devices
     devices_.clear();
@@ -87,6 +91,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   absl::Status Init(int num_devices) {
     const gpu::ScopedCurrentDevice keep_device;
     const PathLayout& l = *layout_;
+    const std::vector<double> weights = treeshap_arith::ShapleyWeightTable();
+    const std::vector<float> weights_float(weights.begin(), weights.end());
     for (int d = 0; d < num_devices; ++d) {
       auto state = std::make_unique<DeviceState>();
       state->device = d;
@@ -99,7 +105,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
                              UploadTo(l.category_bits, &st.category_bits, &b),
                              UploadTo(FixedPointScales(l, false), &st.scale[0], &b),
                              UploadTo(FixedPointScales(l, true), &st.scale[1], &b),
-                             UploadTo(l.bias, &st.bias, &b)}) {
+                             UploadTo(l.bias, &st.bias, &b),
+                             UploadTo(weights_float, &st.weights_float, &b),
+                             UploadTo(weights, &st.weights_double, &b)}) {
         if (!s.ok()) return s;
       }
       for (int s = 0; s < 2; ++s) {
@@ -112,6 +120,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   }
 
   int num_devices() const override { return static_cast<int>(devices_.size()); }
+  bool UsesFloat(bool interactions) const override {
+    return precision_.use_float[interactions ? 1 : 0];
+  }
 
   int64_t DeviceBytes() const override {
     int64_t total = 0;
@@ -129,8 +140,11 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   }
 
   std::string Describe() const override {
-    return absl::StrFormat("treeshap_gpu(%s) on %s, %d bins, layout %.2f MB per GPU",
-                           options_.double_precision ? "double" : "float", DeviceName(),
+    return absl::StrFormat("treeshap_gpu(shap %s, interactions %s, float bound %.2g / %.2g) on %s, "
+                           "%d bins, layout %.2f MB per GPU",
+                           UsesFloat(false) ? "float" : "double",
+                           UsesFloat(true) ? "float" : "double", precision_.bound[0],
+                           precision_.bound[1], DeviceName(),
                            layout_->num_bins(),
                            devices_.empty() ? 0.0 : devices_[0]->layout_bytes / 1e6);
   }
@@ -261,17 +275,19 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       const dim3 grid(static_cast<unsigned>((bin_groups + bpw - 1) / bpw),
                       static_cast<unsigned>(blocks_y));
       const size_t smem = a.use_shared ? static_cast<size_t>(shared_bytes) : 0;
+      const bool use_float = UsesFloat(interactions);
+      a.d_weights = use_float ? d.weights_float.get() : d.weights_double.get();
       if (interactions) {
-        if (options_.double_precision) {
-          tk::InteractionsKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
-        } else {
+        if (use_float) {
           tk::InteractionsKernel<float><<<grid, tk::kBlockThreads, smem, s>>>(a);
+        } else {
+          tk::InteractionsKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
         }
       } else {
-        if (options_.double_precision) {
-          tk::ShapKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
-        } else {
+        if (use_float) {
           tk::ShapKernel<float><<<grid, tk::kBlockThreads, smem, s>>>(a);
+        } else {
+          tk::ShapKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
         }
       }
       GROVE_CUDA_RETURN(cudaGetLastError());
@@ -372,6 +388,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
   PathLayoutPtr layout_;
   TreeShapGpuOptions options_;
+  treeshap_arith::PrecisionChoice precision_;  // fixed at construction
   std::vector<std::unique_ptr<DeviceState>> devices_;
   std::unique_ptr<gpu::DeviceIssuers> issuers_;  // device i's share on thread i (made at Init)
 };

@@ -1,14 +1,14 @@
 // Warp-level TreeSHAP kernels (included only from treeshap_gpu.cu).
 //
 // One warp explains one bin (kWarpLanes path elements of whole paths, one element per lane) for
-// rows_per_warp rows. A path occupies the lanes [seg, seg + len) of its bin; lane seg holds the
-// root element. Per row each lane computes its one fraction o, then
-//   EXTEND: the subset weights pw[0..len) of the path, pw[k] in lane seg + k, one element at a
-//           time: element u is broadcast from its lane, each lane updates its weight from its own
-//           and its left neighbour's (shuffles);
-//   UNWOUNDSUM: every lane walks the path's weights from the top (shuffles) with its own (z, o);
-//   phi = unwound sum * (o - z) * leaf value, added in 64-bit fixed point (integer atomics:
-//   deterministic).
+// rows_per_warp rows, kRowsInFlight rows at a time (their shuffles interleave, hiding latency).
+// A path occupies the lanes [seg, seg + len) of its bin; lane seg holds the root element. The path
+// arithmetic is treeshap_arith.h's (w basis): per row one ballot gives every lane the one
+// fractions o of its path's elements; EXTEND leaves the coefficient W_k of
+// prod_u (z_u + o_u t) in lane seg + k (one shuffle and one FMA per element); every lane then
+// UNWINDs its own element by composite synthetic division, fetching the W_k it needs by
+// shuffle, and phi = unwound sum * (o - z) * leaf value is added in 64-bit fixed point (integer
+// atomics: deterministic).
 // Interactions condition on each path element c in turn: the path without c is EXTENDed and
 // UNWOUND, contributions scaled by (o_c - z_c) / 2 go to M[c][j], their negation to M[c][c];
 // the unconditioned phi_i goes to M[i][i].
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "core/explain/paths.h"
+#include "core/explain/treeshap_arith.h"
 
 namespace grove {
 namespace treeshap_kernels {
@@ -27,6 +28,7 @@ inline constexpr int kWarpsPerBlock = 4;
 inline constexpr int kBlockThreads = kWarpsPerBlock * 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
 inline constexpr int kNoSkip = 1 << 20;
+inline constexpr int kRowsInFlight = 2;  // rows whose EXTEND / UNWIND steps interleave
 
 struct KernelArgs {
   const PathElement* d_elements = nullptr;
@@ -35,6 +37,7 @@ struct KernelArgs {
   const double* d_values = nullptr;
   const uint32_t* d_category_bits = nullptr;
   const double* d_scale = nullptr;  // per output: fixed-point scale
+  const void* d_weights = nullptr;  // Shapley-weight table in the kernel's T (treeshap_arith.h)
   int64_t num_bins = 0;
   const float* d_rows = nullptr;
   int64_t num_rows = 0;
@@ -46,62 +49,9 @@ struct KernelArgs {
   bool use_shared = false;  // accumulate the block's rows in shared memory, then flush
 };
 
-// Lane of reduced-path element k when element `skip` is left out.
-__device__ __forceinline__ int Phys(int k, int skip) { return k < skip ? k : k + 1; }
-
-// Subset weight of this lane's element after EXTENDing the path's elements in order (element
-// `skip` left out; kNoSkip: none). rl: this lane's index in the (reduced) path, ln: its length,
-// in_path: the lane takes part.
+// Per-lane state loaded once per bin: the element, its path, and the path arithmetic's constants
+// (z and 1/z in T; zr[u] = z of the path's element u, for u < max_len, in registers).
 template <typename T>
-__device__ __forceinline__ T ExtendWarp(T z, T o, int seg, int rl, int ln, bool in_path,
-                                        int max_len, int skip) {
-  T pw = (in_path && rl == 0) ? T(1) : T(0);
-  const int left_src = seg + Phys(rl > 0 ? rl - 1 : 0, skip);
-  for (int u = 1; u < max_len; ++u) {
-    const int src = seg + Phys(u < ln ? u : (ln > 0 ? ln - 1 : 0), skip);
-    const T zu = __shfl_sync(kFullMask, z, src);
-    const T ou = __shfl_sync(kFullMask, o, src);
-    const T left = __shfl_sync(kFullMask, pw, left_src);
-    if (in_path && u < ln && rl <= u) {
-      const T inv = T(1) / T(u + 1);
-      T next = zu * pw * T(u - rl) * inv;
-      if (rl > 0) next += ou * left * T(rl) * inv;
-      pw = next;
-    }
-  }
-  return pw;
-}
-
-// sum(UNWIND(path, this lane's element).w), same conventions as ExtendWarp.
-template <typename T>
-__device__ __forceinline__ T UnwoundSumWarp(T pw, T z, T o, int seg, int ln, int max_len,
-                                            int skip) {
-  const int d = ln > 0 ? ln - 1 : 0;
-  T next = __shfl_sync(kFullMask, pw, seg + Phys(d, skip));
-  T total = T(0);
-  for (int i = max_len - 2; i >= 0; --i) {
-    const T pw_i = __shfl_sync(kFullMask, pw, seg + Phys(i < d ? i : d, skip));
-    if (i <= d - 1) {
-      if (o != T(0)) {
-        const T tmp = next * T(d + 1) / T(i + 1);
-        total += tmp;
-        next = pw_i - tmp * z * T(d - i) / T(d + 1);
-      } else {
-        total += pw_i / z * T(d + 1) / T(d - i);
-      }
-    }
-  }
-  return total;
-}
-
-// Is any element of this lane's path dead (z == 0 and o == 0: every subset weight vanishes)?
-__device__ __forceinline__ bool PathDead(int seg, int len, bool dead_here) {
-  const unsigned dead = __ballot_sync(kFullMask, dead_here);
-  const unsigned seg_mask = len >= 32 ? kFullMask : (((1u << len) - 1u) << seg);
-  return (dead & seg_mask) != 0;
-}
-
-// Per-lane state loaded once per bin.
 struct LaneState {
   PathElement e;
   int seg = 0, rel = 0, len = 1;
@@ -111,9 +61,12 @@ struct LaneState {
   bool active = false;
   int max_len = 1;
   int max_width = 0;  // over the warp
+  T z = T(1), inv_z = T(1);
+  T zr[kWarpLanes];
 };
 
-__device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, LaneState* s) {
+template <typename T>
+__device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, LaneState<T>* s) {
   const int lane = threadIdx.x % 32;
   const uint32_t begin = a.d_bin_offsets[bin];
   const uint32_t end = a.d_bin_offsets[bin + 1];
@@ -143,10 +96,93 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, LaneS
   int mw = s->width;
   for (int off = 16; off > 0; off /= 2) mw = max(mw, __shfl_xor_sync(kFullMask, mw, off));
   s->max_width = mw;
+  s->z = static_cast<T>(s->e.zero_fraction);
+  s->inv_z = treeshap_arith::InverseZero(s->z);  // hoisted: once per bin, not per row
+#pragma unroll
+  for (int u = 1; u < kWarpLanes; ++u) {
+    if (u >= s->max_len) break;  // warp-uniform
+    s->zr[u] = __shfl_sync(kFullMask, s->z, s->seg + min(u, s->len - 1));
+  }
+}
+
+// The block's copy of the Shapley-weight table (kWeightEntries entries of T).
+template <typename T>
+__device__ __forceinline__ const T* LoadWeights(const KernelArgs& a, T* shared_weights) {
+  const T* w = static_cast<const T*>(a.d_weights);
+  for (int i = threadIdx.x; i < treeshap_arith::kWeightEntries; i += blockDim.x) {
+    shared_weights[i] = w[i];
+  }
+  __syncthreads();
+  return shared_weights;
+}
+
+// One row in flight: its one-fraction bits (bit u: element u of this lane's path), this lane's
+// own o, and whether the row exists.
+struct RowBits {
+  unsigned o_bits = 0;
+  bool own = true;
+  bool live = false;
+};
+
+// Row `row` (live when < row_end) for this lane.
+template <typename T>
+__device__ __forceinline__ RowBits LoadRow(const KernelArgs& a, const LaneState<T>& s,
+                                           int64_t row, int64_t row_end) {
+  RowBits b;
+  b.live = row < row_end;
+  const bool is_element = s.active && s.rel > 0;
+  const float x = (is_element && b.live) ? a.d_rows[row * a.num_features + s.e.feature] : 0.0f;
+  b.own = !is_element || PathElementMatches(s.e, a.d_category_bits, x);
+  b.o_bits = __ballot_sync(kFullMask, b.own) >> s.seg;
+  return b;
+}
+
+// EXTEND of this lane's path (element `skip` left out; kNoSkip: none) for the rows in flight;
+// w[q] ends as coefficient W_rel of row q.
+template <typename T>
+__device__ __forceinline__ void ExtendRows(const LaneState<T>& s, const RowBits (&rows)[kRowsInFlight],
+                                           int skip, T (&w)[kRowsInFlight]) {
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) w[q] = s.rel == 0 ? T(1) : T(0);
+#pragma unroll
+  for (int u = 1; u < kWarpLanes; ++u) {
+    if (u >= s.max_len) break;  // warp-uniform
+    const bool valid = u < s.len && u != skip;
+#pragma unroll
+    for (int q = 0; q < kRowsInFlight; ++q) {
+      const T up = __shfl_up_sync(kFullMask, w[q], 1);
+      const T left = s.rel == 0 ? T(0) : up;
+      const T next = treeshap_arith::ExtendStep(w[q], left, s.zr[u], ((rows[q].o_bits >> u) & 1u) != 0);
+      w[q] = valid ? next : w[q];
+    }
+  }
+}
+
+// UNWIND of this lane's element for the rows in flight: total[q] is its unwound sum in row q
+// (0 where take[q] is false). `degree`: non-root elements of the (reduced) path.
+template <typename T>
+__device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits (&rows)[kRowsInFlight],
+                                           const T (&w)[kRowsInFlight], int degree,
+                                           const bool (&take)[kRowsInFlight], const T* weights,
+                                           T (&total)[kRowsInFlight]) {
+  treeshap_arith::Unwinder<T> un[kRowsInFlight];
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) {
+    un[q].Begin(take[q] ? degree : 0, s.z, s.inv_z, rows[q].own);
+  }
+  for (int t = 0; t < s.max_len; ++t) {  // a lane needs degree + 1 <= max_len steps
+#pragma unroll
+    for (int q = 0; q < kRowsInFlight; ++q) {
+      un[q].Step(__shfl_sync(kFullMask, w[q], s.seg + un[q].Source()), weights);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) total[q] = un[q].Total();
 }
 
 // Value w of the lane's path times its output's scale.
-__device__ __forceinline__ double ValueScale(const KernelArgs& a, const LaneState& s, int w) {
+template <typename T>
+__device__ __forceinline__ double ValueScale(const KernelArgs& a, const LaneState<T>& s, int w) {
   return w == 0 ? s.value_scale0
                 : a.d_values[s.value_begin + w] * a.d_scale[s.group + w];
 }
@@ -194,110 +230,149 @@ __device__ __forceinline__ long long SegmentSum(long long v, int rel, int len) {
   return v;
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
-  extern __shared__ unsigned long long shared_acc[];
+// Zeroes the shared accumulator when used; the block's first row and accumulator view.
+struct BlockRows {
+  int64_t row_begin, row_end, shared_n;
+  Acc acc;
+};
+
+__device__ __forceinline__ BlockRows BeginBlock(const KernelArgs& a, unsigned long long* shared_acc) {
+  BlockRows b;
+  b.row_begin = static_cast<int64_t>(blockIdx.y) * a.rows_per_warp;
+  b.row_end = min(b.row_begin + a.rows_per_warp, a.num_rows);
+  b.acc = Acc{a.use_shared ? shared_acc : nullptr, a.d_acc + b.row_begin * a.acc_width, a.acc_width};
+  b.shared_n = a.use_shared ? (b.row_end - b.row_begin) * a.acc_width : 0;
+  if (a.use_shared) ZeroShared(shared_acc, b.shared_n);
+  return b;
+}
+
+// phi of this lane's element for the rows in flight, added at column `col(k)` of output k.
+template <typename T, typename Col>
+__device__ __forceinline__ void EmitPhi(const KernelArgs& a, const LaneState<T>& s, const BlockRows& b,
+                                        int64_t r0, const RowBits (&rows)[kRowsInFlight],
+                                        const bool (&take)[kRowsInFlight],
+                                        const T (&total)[kRowsInFlight], Col col) {
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) {
+    if (!take[q]) continue;
+    const double c = static_cast<double>(total[q]) * ((rows[q].own ? 1.0 : 0.0) - s.e.zero_fraction);
+    for (int w = 0; w < s.width; ++w) {
+      b.acc.Add(r0 + q - b.row_begin, col(s.group + w), Fixed(c * ValueScale(a, s, w)));
+    }
+  }
+}
+
+// The block's bins (bins_per_warp per warp) and rows, kRowsInFlight rows at a time: per step,
+// `emit(s, r0, rows, take, total)` gets every lane's unconditioned unwound sums (take[q]: the lane
+// holds a non-root element and row r0 + q exists).
+template <typename T, typename Emit>
+__device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b, const T* weights,
+                                         Emit emit) {
   const int warp = threadIdx.x / 32;
-  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * a.rows_per_warp;
-  const int64_t row_end = min(row_begin + a.rows_per_warp, a.num_rows);
-  const int64_t f1 = a.num_features + 1;
-  const Acc acc{a.use_shared ? shared_acc : nullptr, a.d_acc + row_begin * a.acc_width,
-                a.acc_width};
-  const int64_t shared_n = a.use_shared ? (row_end - row_begin) * a.acc_width : 0;
-  if (a.use_shared) ZeroShared(shared_acc, shared_n);
   const int64_t first_bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock * a.bins_per_warp;
   for (int j = 0; j < a.bins_per_warp; ++j) {
     const int64_t bin = first_bin + j * kWarpsPerBlock + warp;
     if (bin >= a.num_bins) break;  // warp-uniform
-    LaneState s;
+    LaneState<T> s;
     LoadLane(a, bin, &s);
-    const T z = static_cast<T>(s.e.zero_fraction);
     const bool is_element = s.active && s.rel > 0;
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      const float x = is_element ? a.d_rows[r * a.num_features + s.e.feature] : 0.0f;
-      const bool match = !is_element || PathElementMatches(s.e, a.d_category_bits, x);
-      const T o = match ? T(1) : T(0);
-      const bool dead = PathDead(s.seg, s.len, is_element && z == T(0) && !match);
-      const T pw = ExtendWarp<T>(z, o, s.seg, s.rel, s.len, s.active, s.max_len, kNoSkip);
-      const T total = UnwoundSumWarp<T>(pw, z, o, s.seg, s.len, s.max_len, kNoSkip);
-      if (is_element && !dead) {
-        const double c = static_cast<double>(total * (o - z));
-        for (int w = 0; w < s.width; ++w) {
-          acc.Add(r - row_begin, (s.group + w) * f1 + s.e.feature, Fixed(c * ValueScale(a, s, w)));
-        }
+    for (int64_t r0 = b.row_begin; r0 < b.row_end; r0 += kRowsInFlight) {
+      RowBits rows[kRowsInFlight];
+      bool take[kRowsInFlight];
+#pragma unroll
+      for (int q = 0; q < kRowsInFlight; ++q) {
+        rows[q] = LoadRow(a, s, r0 + q, b.row_end);
+        take[q] = is_element && rows[q].live;
       }
+      T w[kRowsInFlight], total[kRowsInFlight];
+      ExtendRows(s, rows, kNoSkip, w);
+      UnwindRows(s, rows, w, s.len - 1, take, weights, total);
+      emit(s, r0, rows, take, total);
     }
   }
-  if (a.use_shared) FlushShared(shared_acc, shared_n, acc.global);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
+  extern __shared__ unsigned long long shared_acc[];
+  __shared__ T shared_weights[treeshap_arith::kWeightEntries];
+  const T* weights = LoadWeights<T>(a, shared_weights);
+  const BlockRows b = BeginBlock(a, shared_acc);
+  const int64_t f1 = a.num_features + 1;
+  RunBlock<T>(a, b, weights,
+              [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
+                  const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
+                const int64_t feature = s.e.feature;
+                EmitPhi(a, s, b, r0, rows, take, total,
+                        [&](int64_t k) { return k * f1 + feature; });
+              });
+  if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);
+}
+
+// Interactions of the rows in flight conditioned on element `cond` of each path: M[c][j] for the
+// path's other elements j, and -sum_j M[c][j] on M[c][c] (added by the root lane).
+template <typename T>
+__device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState<T>& s,
+                                            const BlockRows& b, int64_t r0,
+                                            const RowBits (&rows)[kRowsInFlight], int cond,
+                                            const T* weights) {
+  const int64_t f1 = a.num_features + 1;
+  const int64_t block = f1 * f1;
+  const bool has_cond = cond < s.len;
+  const int src = s.seg + (has_cond ? cond : 0);
+  const double zc = __shfl_sync(kFullMask, s.e.zero_fraction, src);
+  const int fc = __shfl_sync(kFullMask, s.e.feature, src);
+  double scale[kRowsInFlight];
+  bool take[kRowsInFlight];
+  bool any = false;
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) {
+    const double oc = ((rows[q].o_bits >> cond) & 1u) ? 1.0 : 0.0;
+    scale[q] = 0.5 * (oc - zc);
+    const bool work = has_cond && rows[q].live && scale[q] != 0.0;
+    any = any || work;
+    take[q] = work && s.active && s.rel > 0 && s.rel != cond;
+  }
+  if (!__any_sync(kFullMask, any)) return;
+  T w[kRowsInFlight], total[kRowsInFlight];
+  ExtendRows(s, rows, has_cond ? cond : kNoSkip, w);
+  UnwindRows(s, rows, w, has_cond ? s.len - 2 : s.len - 1, take, weights, total);
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) {
+    const double t = take[q] ? static_cast<double>(total[q]) *
+                                   ((rows[q].own ? 1.0 : 0.0) - s.e.zero_fraction) * scale[q]
+                             : 0.0;
+    const int64_t rr = r0 + q - b.row_begin;
+    for (int v = 0; v < s.max_width; ++v) {  // warp-uniform loop (segment sums shuffle)
+      const long long fixed = (take[q] && v < s.width) ? Fixed(t * ValueScale(a, s, v)) : 0;
+      const int64_t row_base = static_cast<int64_t>(s.group + v) * block + static_cast<int64_t>(fc) * f1;
+      if (fixed != 0) b.acc.Add(rr, row_base + s.e.feature, fixed);
+      const long long sum = SegmentSum(fixed, s.rel, s.len);
+      if (s.active && s.rel == 0 && v < s.width && has_cond) b.acc.Add(rr, row_base + fc, -sum);
+    }
+  }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a) {
   extern __shared__ unsigned long long shared_acc[];
-  const int warp = threadIdx.x / 32;
-  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * a.rows_per_warp;
-  const int64_t row_end = min(row_begin + a.rows_per_warp, a.num_rows);
+  __shared__ T shared_weights[treeshap_arith::kWeightEntries];
+  const T* weights = LoadWeights<T>(a, shared_weights);
+  const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_features + 1;
   const int64_t block = f1 * f1;
-  const Acc acc{a.use_shared ? shared_acc : nullptr, a.d_acc + row_begin * a.acc_width,
-                a.acc_width};
-  const int64_t shared_n = a.use_shared ? (row_end - row_begin) * a.acc_width : 0;
-  if (a.use_shared) ZeroShared(shared_acc, shared_n);
-  const int64_t first_bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock * a.bins_per_warp;
-  for (int j = 0; j < a.bins_per_warp; ++j) {
-    const int64_t bin = first_bin + j * kWarpsPerBlock + warp;
-    if (bin >= a.num_bins) break;  // warp-uniform
-    LaneState s;
-    LoadLane(a, bin, &s);
-    const T z = static_cast<T>(s.e.zero_fraction);
-    const bool is_element = s.active && s.rel > 0;
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      const int64_t rr = r - row_begin;
-      const float x = is_element ? a.d_rows[r * a.num_features + s.e.feature] : 0.0f;
-      const bool match = !is_element || PathElementMatches(s.e, a.d_category_bits, x);
-      const T o = match ? T(1) : T(0);
-      const bool dead = PathDead(s.seg, s.len, is_element && z == T(0) && !match);
-      // phi_i on the diagonal.
-      {
-        const T pw = ExtendWarp<T>(z, o, s.seg, s.rel, s.len, s.active, s.max_len, kNoSkip);
-        const T total = UnwoundSumWarp<T>(pw, z, o, s.seg, s.len, s.max_len, kNoSkip);
-        if (is_element && !dead) {
-          const double c = static_cast<double>(total * (o - z));
-          for (int w = 0; w < s.width; ++w) {
-            acc.Add(rr, (s.group + w) * block + s.e.feature * f1 + s.e.feature,
-                    Fixed(c * ValueScale(a, s, w)));
-          }
-        }
-      }
-      for (int cond = 1; cond < s.max_len; ++cond) {
-        const bool has_cond = cond < s.len;
-        const int src = s.seg + (has_cond ? cond : 0);
-        const T zc = __shfl_sync(kFullMask, z, src);
-        const T oc = __shfl_sync(kFullMask, o, src);
-        const int fc = __shfl_sync(kFullMask, s.e.feature, src);
-        const T scale = T(0.5) * (oc - zc);
-        const bool work = has_cond && !dead && scale != T(0);
-        if (!__any_sync(kFullMask, work)) continue;
-        const int skip = has_cond ? cond : kNoSkip;
-        const int rl = s.rel < skip ? s.rel : s.rel - 1;
-        const int ln = has_cond ? s.len - 1 : s.len;
-        const bool in_path = s.active && s.rel != skip;
-        const T pw = ExtendWarp<T>(z, o, s.seg, rl, ln, in_path, s.max_len, skip);
-        const T total = UnwoundSumWarp<T>(pw, z, o, s.seg, ln, s.max_len, skip);
-        const bool emit = work && is_element && s.rel != cond;
-        const double t = emit ? static_cast<double>(total * (o - z) * scale) : 0.0;
-        for (int w = 0; w < s.max_width; ++w) {  // warp-uniform loop (segment sums shuffle)
-          const long long fixed = (emit && w < s.width) ? Fixed(t * ValueScale(a, s, w)) : 0;
-          const int64_t row_base = static_cast<int64_t>(s.group + w) * block + static_cast<int64_t>(fc) * f1;
-          if (fixed != 0) acc.Add(rr, row_base + s.e.feature, fixed);
-          // M[c][c] -= sum over the path's lanes, added once by the root lane.
-          const long long sum = SegmentSum(fixed, s.rel, s.len);
-          if (s.active && s.rel == 0 && w < s.width && has_cond) acc.Add(rr, row_base + fc, -sum);
-        }
-      }
-    }
-  }
-  if (a.use_shared) FlushShared(shared_acc, shared_n, acc.global);
+  RunBlock<T>(a, b, weights,
+              [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
+                  const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
+                // phi_i on the diagonal, then the conditioned values.
+                const int64_t diag = s.e.feature * f1 + s.e.feature;
+                EmitPhi(a, s, b, r0, rows, take, total,
+                        [&](int64_t k) { return k * block + diag; });
+                for (int cond = 1; cond < s.max_len; ++cond) {
+                  ConditionOn(a, s, b, r0, rows, cond, weights);
+                }
+              });
+  if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);
 }
 
 // out[r][c] = acc[r][c] / scale[k] (+ bias[k] on the bias entry), as float.

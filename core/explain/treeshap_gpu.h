@@ -3,6 +3,11 @@
 // kernels live in treeshap_gpu.cuh / treeshap_gpu.cu, and treeshap_gpu_nocuda.cc stands in without
 // CUDA (gpu::VisibleGpuCount() == 0, Create fails with UNAVAILABLE).
 //
+// Path arithmetic (core/explain/treeshap_arith.h): division-free EXTEND and composite-deflation
+// UNWIND in float or double, chosen at Create per kind of request (SHAP values, interactions):
+// with TreeShapPrecision::kAuto, float only where treeshap_arith::TreeShapFloatErrorBounds proves
+// it within TreeShapGpuOptions::float_bound_limit of the exact values, double elsewhere.
+//
 // Determinism: results are bitwise identical from run to run for the same input. Each lane's
 // contribution is rounded to 64-bit fixed point (scale per output from
 // PathLayout::contribution_bound, resolution ~1e-18 of the bound) and accumulated with integer
@@ -22,15 +27,19 @@
 #include "absl/status/statusor.h"
 #include "core/common/rows.h"
 #include "core/explain/paths.h"
+#include "core/explain/treeshap_arith.h"
 
 namespace grove {
 
 class ThreadPool;
 
 struct TreeShapGpuOptions {
-  // Path arithmetic (EXTEND / UNWOUNDSUM) in double; false: float32. Accumulation is always
-  // 64-bit fixed point. Default chosen by measurement (docs/benchmarks.md, issue 3).
-  bool double_precision = true;
+  // Path arithmetic (EXTEND / UNWIND) precision; accumulation is always 64-bit fixed point.
+  TreeShapPrecision precision = TreeShapPrecision::kAuto;
+  // kAuto keeps float for a kind of request when the float error bound of every output is at most
+  // this: half the corpus tolerance 1e-5 x max(1, |margin|) (whose scale is >= 1), a 2x margin
+  // for the bound's second-order terms.
+  double float_bound_limit = 5e-6;
   int max_devices = 0;          // 0: every visible GPU
   int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic
   int bins_per_warp = 0;        // bins a warp explains per launch; 0: automatic
@@ -72,9 +81,13 @@ class TreeShapGpu {
   virtual absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
                                        bool interactions, float* d_out, void* stream) = 0;
 
+  // Path arithmetic of each kind of request, fixed at Create: true = float.
+  virtual bool UsesFloat(bool interactions) const = 0;
+
   virtual int num_devices() const = 0;
   virtual int64_t DeviceBytes() const = 0;  // resident layout bytes + workspaces, all GPUs
-  virtual std::string Describe() const = 0;  // e.g. "treeshap_gpu(double) on cuda:0, 1.2 MB"
+  // e.g. "treeshap_gpu(shap float, interactions double, float bound 2.1e-06 / 8.4e-06) on cuda:0, ..."
+  virtual std::string Describe() const = 0;
   virtual std::string DeviceName() const = 0;  // "cuda:0" or "cuda:0+1+..."
 };
 

@@ -15,6 +15,8 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace grove {
@@ -127,6 +129,70 @@ absl::Status ParseLine(const char* b, const char* e, std::string_view source, in
   return absl::OkStatus();
 }
 
+// Splits [b, e) at commas into `fields` (pairs of begin and end).
+void SplitFields(const char* b, const char* e,
+                 std::vector<std::pair<const char*, const char*>>* fields) {
+  fields->clear();
+  const char* p = b;
+  while (true) {
+    const char* comma = static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
+    fields->emplace_back(p, comma != nullptr ? comma : e);
+    if (comma == nullptr) return;
+    p = comma + 1;
+  }
+}
+
+std::string_view Trimmed(const char* b, const char* e) {
+  while (b < e && IsBlank(*b)) ++b;
+  while (e > b && IsBlank(e[-1])) --e;
+  return std::string_view(b, static_cast<size_t>(e - b));
+}
+
+// ParseLine for a line laid out by a header: values go where layout.target says, kept fields are
+// appended to `kept` as one ','-joined string.
+template <typename T>
+absl::Status ParseMappedLine(const char* b, const char* e, std::string_view source, int64_t line,
+                             const CsvLayout& layout, std::vector<T>* out,
+                             std::vector<std::string>* kept, bool* parsed) {
+  if (e > b && e[-1] == '\r') --e;
+  const int64_t expected = static_cast<int64_t>(layout.header.size());
+  if (Trimmed(b, e).empty() && expected != 1) {
+    *parsed = false;
+    return absl::OkStatus();
+  }
+  *parsed = true;
+  thread_local std::vector<std::pair<const char*, const char*>> fields;
+  SplitFields(b, e, &fields);
+  if (static_cast<int64_t>(fields.size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": expected ", expected,
+                                                   " fields (the header's), found ",
+                                                   fields.size()));
+  }
+  const size_t base = out->size();
+  out->resize(base + static_cast<size_t>(layout.row_cols));
+  for (int64_t i = 0; i < expected; ++i) {
+    const int64_t t = layout.target[static_cast<size_t>(i)];
+    if (t < 0) continue;
+    double v;
+    if (!ParseField(fields[i].first, fields[i].second, &v)) {
+      out->resize(base);
+      return absl::InvalidArgumentError(absl::StrCat(
+          Sv(source), ":", line, ": field ", i + 1, " (column '", layout.header[i], "': '",
+          Excerpt(fields[i].first, fields[i].second), "') is not a number"));
+    }
+    (*out)[base + static_cast<size_t>(t)] = static_cast<T>(v);
+  }
+  if (kept != nullptr && !layout.keep.empty()) {
+    std::string joined;
+    for (size_t k = 0; k < layout.keep.size(); ++k) {
+      const auto& f = fields[static_cast<size_t>(layout.keep[k])];
+      absl::StrAppend(&joined, k ? "," : "", Sv(Trimmed(f.first, f.second)));
+    }
+    kept->push_back(std::move(joined));
+  }
+  return absl::OkStatus();
+}
+
 // Blank lines before the first row and after the last are skipped; one between two rows is an
 // error, since skipping it would shift every later result row against the file's lines (a join by
 // position would pair the wrong rows). `blank` is the first blank line since the last row.
@@ -200,6 +266,76 @@ absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& 
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseCsvHeader(std::string_view text,
+                                                        std::string_view source, int64_t line) {
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (e > b && e[-1] == '\r') --e;
+  std::vector<std::pair<const char*, const char*>> fields;
+  SplitFields(b, e, &fields);
+  std::vector<std::string> names;
+  absl::flat_hash_set<std::string_view> seen;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::string_view name = Trimmed(fields[i].first, fields[i].second);
+    const std::string where = absl::StrCat(Sv(source), ":", line, ": header column ", i + 1);
+    if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " has no name"));
+    if (name.find('"') != std::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " ('", Sv(name), "') is quoted; grove reads plain names only (no quoting)"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " ('", Sv(name), "') names a column already named before it"));
+    }
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+absl::StatusOr<CsvLayout> MatchCsvHeader(std::vector<std::string> header,
+                                         const std::vector<std::string>& value_names,
+                                         const std::vector<std::string>& keep,
+                                         std::string_view source) {
+  absl::flat_hash_map<std::string_view, int64_t> position;
+  for (size_t i = 0; i < header.size(); ++i) position.emplace(header[i], static_cast<int64_t>(i));
+  CsvLayout layout;
+  layout.target.assign(header.size(), -1);
+  layout.row_cols = static_cast<int64_t>(value_names.size());
+  std::vector<std::string_view> missing;
+  for (size_t v = 0; v < value_names.size(); ++v) {
+    auto it = position.find(value_names[v]);
+    if (it == position.end()) {
+      missing.push_back(value_names[v]);
+    } else {
+      layout.target[static_cast<size_t>(it->second)] = static_cast<int64_t>(v);
+    }
+  }
+  if (!missing.empty()) {
+    constexpr size_t kShown = 5;
+    std::string list;
+    for (size_t i = 0; i < std::min(kShown, missing.size()); ++i) {
+      absl::StrAppend(&list, i ? ", " : "", "'", Sv(missing[i]), "'");
+    }
+    if (missing.size() > kShown) absl::StrAppend(&list, " and ", missing.size() - kShown, " more");
+    return absl::InvalidArgumentError(absl::StrCat(
+        Sv(source), ": the header lacks ", missing.size(), " of the model's ", value_names.size(),
+        " features: ", list, " (columns are matched by name, in any order)"));
+  }
+  for (const std::string& k : keep) {
+    auto it = position.find(k);
+    if (it == position.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Sv(source), ": --keep column '", k, "' is not in the header"));
+    }
+    if (std::find(layout.keep.begin(), layout.keep.end(), it->second) != layout.keep.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--keep column '", k, "' given twice"));
+    }
+    layout.keep.push_back(it->second);
+  }
+  layout.header = std::move(header);
+  return layout;
+}
 
 absl::Status ParseCsvFloats(std::string_view text, std::string_view source, int64_t* cols,
                             std::vector<float>* values) {
@@ -282,9 +418,28 @@ absl::StatusOr<bool> CsvReader::Fill() {
   }
 }
 
+absl::StatusOr<bool> CsvReader::NextLine(const char** b, const char** e, size_t* used) {
+  while (true) {
+    const char* base = buf_.data();
+    const char* nl = static_cast<const char*>(std::memchr(base + begin_, '\n', end_ - begin_));
+    if (nl == nullptr && !eof_) {
+      absl::StatusOr<bool> more = Fill();
+      if (!more.ok()) return more.status();
+      continue;
+    }
+    if (nl == nullptr && begin_ == end_) return false;
+    *b = base + begin_;
+    *e = nl != nullptr ? nl : base + end_;
+    *used = static_cast<size_t>(*e - *b) + (nl != nullptr ? 1 : 0);
+    return true;
+  }
+}
+
 template <typename T>
-absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>* out) {
+absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>* out,
+                                                std::vector<std::string>* kept) {
   out->clear();
+  if (kept != nullptr) kept->clear();
   if (failed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": reader failed"));
   if (cols_ > 0 && max_rows > 0) {
     // Reserve for the chunk, at most 4M values up front (the vector grows past that if needed).
@@ -293,34 +448,26 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
   }
   int64_t rows = 0;
   while (rows < max_rows) {
-    const char* base = buf_.data();
-    const char* nl = static_cast<const char*>(std::memchr(base + begin_, '\n', end_ - begin_));
-    const char* lb = base + begin_;
+    const char* lb;
     const char* le;
-    if (nl == nullptr) {
-      if (!eof_) {
-        absl::StatusOr<bool> more = Fill();
-        if (!more.ok()) {
-          failed_ = true;
-          return more.status();
-        }
-        continue;
-      }
-      if (begin_ == end_) break;
-      le = base + end_;
-    } else {
-      le = nl;
+    size_t used;
+    absl::StatusOr<bool> more = NextLine(&lb, &le, &used);
+    if (!more.ok()) {
+      failed_ = true;
+      return more.status();
     }
+    if (!*more) break;
     ++line_;
     bool parsed;
     const bool seen_row = rows_read_ + rows > 0;
-    absl::Status s = ParseLine(lb, le, path_, line_, &cols_, out, &parsed);
+    absl::Status s = has_layout_
+                         ? ParseMappedLine(lb, le, path_, line_, layout_, out, kept, &parsed)
+                         : ParseLine(lb, le, path_, line_, &cols_, out, &parsed);
     if (s.ok()) s = CheckBlankLine(parsed, seen_row, line_, path_, &blank_line_);
     if (!s.ok()) {
       failed_ = true;
       return s;
     }
-    const size_t used = static_cast<size_t>(le - lb) + (nl != nullptr ? 1 : 0);
     begin_ += used;
     consumed_ += static_cast<int64_t>(used);
     if (parsed) ++rows;
@@ -330,11 +477,50 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
 }
 
 absl::StatusOr<int64_t> CsvReader::ReadRows(int64_t max_rows, std::vector<float>* out) {
-  return ReadRowsImpl(max_rows, out);
+  return ReadRowsImpl(max_rows, out, nullptr);
 }
 
 absl::StatusOr<int64_t> CsvReader::ReadRows(int64_t max_rows, std::vector<double>* out) {
-  return ReadRowsImpl(max_rows, out);
+  return ReadRowsImpl(max_rows, out, nullptr);
+}
+
+absl::StatusOr<int64_t> CsvReader::ReadRows(int64_t max_rows, std::vector<float>* out,
+                                            std::vector<std::string>* kept) {
+  return ReadRowsImpl(max_rows, out, kept);
+}
+
+absl::StatusOr<int64_t> CsvReader::ReadRows(int64_t max_rows, std::vector<double>* out,
+                                            std::vector<std::string>* kept) {
+  return ReadRowsImpl(max_rows, out, kept);
+}
+
+absl::StatusOr<std::vector<std::string>> CsvReader::ReadHeader() {
+  if (rows_read_ > 0 || has_layout_) {
+    return absl::FailedPreconditionError(absl::StrCat(path_, ": the header is the first line"));
+  }
+  while (true) {
+    const char* lb;
+    const char* le;
+    size_t used;
+    absl::StatusOr<bool> more = NextLine(&lb, &le, &used);
+    if (!more.ok()) return more.status();
+    if (!*more) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": empty input; --header expects a first line naming the columns"));
+    }
+    ++line_;
+    const std::string_view text(lb, static_cast<size_t>(le - lb));
+    begin_ += used;
+    consumed_ += static_cast<int64_t>(used);
+    if (Trimmed(lb, le > lb && le[-1] == '\r' ? le - 1 : le).empty()) continue;
+    return ParseCsvHeader(text, path_, line_);
+  }
+}
+
+void CsvReader::SetLayout(CsvLayout layout) {
+  layout_ = std::move(layout);
+  has_layout_ = true;
+  cols_ = layout_.row_cols;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -372,17 +558,22 @@ absl::Status CsvWriter::Flush() {
 }
 
 template <typename T>
-absl::Status CsvWriter::WriteRowsImpl(MatrixView<const T> rows) {
+absl::Status CsvWriter::WriteRowsImpl(MatrixView<const T> rows,
+                                      const std::vector<std::string>* lead) {
   if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer closed"));
   char scratch[40];
   for (int64_t r = 0; r < rows.rows; ++r) {
     const T* row = rows.Row(r);
+    if (lead != nullptr) {
+      buf_.append((*lead)[static_cast<size_t>(r)]);
+      buf_.push_back(rows.cols > 0 ? ',' : '\n');
+    }
     for (int64_t c = 0; c < rows.cols; ++c) {
       char* e = FormatCsvNumber(static_cast<double>(row[c]), scratch);
       *e++ = c + 1 < rows.cols ? ',' : '\n';
       buf_.append(scratch, static_cast<size_t>(e - scratch));
     }
-    if (rows.cols == 0) buf_.push_back('\n');
+    if (rows.cols == 0 && lead == nullptr) buf_.push_back('\n');
     if (buf_.size() >= kWriteFlushBytes) {
       absl::Status s = Flush();
       if (!s.ok()) return s;
@@ -391,8 +582,40 @@ absl::Status CsvWriter::WriteRowsImpl(MatrixView<const T> rows) {
   return absl::OkStatus();
 }
 
-absl::Status CsvWriter::WriteRows(MatrixView<const float> rows) { return WriteRowsImpl(rows); }
-absl::Status CsvWriter::WriteRows(MatrixView<const double> rows) { return WriteRowsImpl(rows); }
+absl::Status CsvWriter::WriteRows(MatrixView<const float> rows) {
+  return WriteRowsImpl(rows, nullptr);
+}
+absl::Status CsvWriter::WriteRows(MatrixView<const double> rows) {
+  return WriteRowsImpl(rows, nullptr);
+}
+absl::Status CsvWriter::WriteRows(MatrixView<const float> rows,
+                                  const std::vector<std::string>& lead) {
+  if (static_cast<int64_t>(lead.size()) != rows.rows) {
+    return absl::InternalError(absl::StrCat(path_, ": ", lead.size(), " leading fields for ",
+                                            rows.rows, " rows"));
+  }
+  return WriteRowsImpl(rows, &lead);
+}
+
+absl::Status CsvWriter::WriteHeader(const std::vector<std::string>& names) {
+  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer closed"));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) buf_.push_back(',');
+    const std::string& n = names[i];
+    if (n.find_first_of(",\"\r\n") == std::string::npos) {
+      buf_.append(n);
+      continue;
+    }
+    buf_.push_back('"');
+    for (char c : n) {
+      if (c == '"') buf_.push_back('"');
+      buf_.push_back(c);
+    }
+    buf_.push_back('"');
+  }
+  buf_.push_back('\n');
+  return absl::OkStatus();
+}
 
 absl::Status CsvWriter::Close() {
   if (closed_) return absl::OkStatus();

@@ -5,7 +5,10 @@
 // std::from_chars and then cast to float -- exactly what XGBoost does with the float64 arrays it is
 // given -- so a value written with 9 significant digits round-trips bit for bit. Spaces and tabs
 // around a field, a leading '+', `inf`/`infinity`, CRLF line ends and a missing final newline are
-// tolerated. Lines that are empty (or only whitespace) are skipped. Every error is INVALID_ARGUMENT
+// tolerated. Blank lines (empty or only whitespace) are skipped before the first row and after the
+// last; one between rows is an error naming it. A header line (grove --header) is read only when
+// asked for (CsvReader::ReadHeader) and matched to the model's feature names by MatchCsvHeader:
+// columns by name in any order, other columns dropped or kept as text. Every error is INVALID_ARGUMENT
 // (or NOT_FOUND / PERMISSION_DENIED for a file that cannot be opened) with a message that names the
 // file and the 1-based line: `X.csv:12: expected 8 fields, found 7`.
 //
@@ -36,6 +39,30 @@ struct CsvMatrix {
   int64_t cols = 0;
 };
 
+// Where the fields of a line with a header go (MatchCsvHeader): field i becomes value target[i] of
+// the row (-1: not a value, never parsed), and the fields in `keep` are passed through as text.
+struct CsvLayout {
+  std::vector<std::string> header;  // the header's names, in file order
+  std::vector<int64_t> target;      // per field of a line
+  std::vector<int64_t> keep;        // field indices kept as text, in the caller's order
+  int64_t row_cols = 0;             // values per row
+};
+
+// Splits a header line into its names (spaces around each trimmed, CR dropped). INVALID_ARGUMENT
+// naming `source` and `line` for an empty name, a quoted name (quoting is not supported) or a
+// name given twice.
+absl::StatusOr<std::vector<std::string>> ParseCsvHeader(std::string_view text,
+                                                        std::string_view source, int64_t line);
+
+// Matches `header` to `value_names` (e.g. a model's features): each value name must be in the
+// header, in any order; `keep` names header columns passed through as text (a kept column may also
+// be a value); every other column is dropped. INVALID_ARGUMENT naming `source`, the missing
+// features (the first few) or the unknown kept column.
+absl::StatusOr<CsvLayout> MatchCsvHeader(std::vector<std::string> header,
+                                         const std::vector<std::string>& value_names,
+                                         const std::vector<std::string>& keep,
+                                         std::string_view source);
+
 // Reads a whole file. `expected_cols` > 0 makes every row check against it; otherwise the first row
 // sets the column count. "-" reads standard input.
 absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols = 0);
@@ -64,6 +91,18 @@ class CsvReader {
   // the input. After an error the reader is unusable.
   absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out);
   absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<double>* out);
+  // The same with a layout that keeps columns: `kept` (cleared first) receives one string per row,
+  // the kept fields as written (trimmed) joined by ','.
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out,
+                                   std::vector<std::string>* kept);
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<double>* out,
+                                   std::vector<std::string>* kept);
+
+  // Reads the first non-blank line as a header (ParseCsvHeader), before any row. Its line counts in
+  // later error messages.
+  absl::StatusOr<std::vector<std::string>> ReadHeader();
+  // From now on each line has layout.header.size() fields and a row layout.row_cols values.
+  void SetLayout(CsvLayout layout);
 
   // Columns per row: expected_cols, or learned from the first row (0 before it is read).
   int64_t cols() const { return cols_; }
@@ -77,7 +116,10 @@ class CsvReader {
  private:
   CsvReader(std::string path, int fd, bool owns_fd, int64_t expected_cols, int64_t total_bytes);
   template <typename T>
-  absl::StatusOr<int64_t> ReadRowsImpl(int64_t max_rows, std::vector<T>* out);
+  absl::StatusOr<int64_t> ReadRowsImpl(int64_t max_rows, std::vector<T>* out,
+                                       std::vector<std::string>* kept);
+  // The next line [*b, *e) ('\n' excluded) and its length with the '\n'; false at the end.
+  absl::StatusOr<bool> NextLine(const char** b, const char** e, size_t* used);
   // Reads more input into buf_; false at the end of the input.
   absl::StatusOr<bool> Fill();
 
@@ -90,6 +132,8 @@ class CsvReader {
   int64_t rows_read_ = 0;
   int64_t line_ = 0;  // lines consumed (1-based number of the last line parsed)
   int64_t blank_line_ = 0;  // the first blank line after the last row (0: none since)
+  bool has_layout_ = false;
+  CsvLayout layout_;
   bool eof_ = false;
   bool failed_ = false;
   std::vector<char> buf_;
@@ -110,13 +154,17 @@ class CsvWriter {
 
   absl::Status WriteRows(MatrixView<const float> rows);
   absl::Status WriteRows(MatrixView<const double> rows);
+  // Rows preceded by text fields: lead[r] (already ',' joined) then ',' then row r's values.
+  absl::Status WriteRows(MatrixView<const float> rows, const std::vector<std::string>& lead);
+  // One line of names, each quoted as RFC 4180 says when it holds ',', '"' or a line break.
+  absl::Status WriteHeader(const std::vector<std::string>& names);
   // Flushes and closes (standard output is flushed, not closed).
   absl::Status Close();
 
  private:
   CsvWriter(std::string path, int fd, bool owns_fd);
   template <typename T>
-  absl::Status WriteRowsImpl(MatrixView<const T> rows);
+  absl::Status WriteRowsImpl(MatrixView<const T> rows, const std::vector<std::string>* lead);
   absl::Status Flush();
 
   std::string path_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -229,7 +230,10 @@ int RowChunkShape::Code() const {
   int log2_threads = 0;
   while ((kRowChunkMinThreads << log2_threads) < threads) ++log2_threads;
   const int log2_per_thread = per_thread >= 4 ? 2 : per_thread >= 2 ? 1 : 0;
-  return chunk | (log2_per_thread << 11) | (log2_threads << kRowChunkThreadsShift);
+  int log2_parts = 0;
+  while ((1 << log2_parts) < parts && (1 << log2_parts) < kRowChunkMaxParts) ++log2_parts;
+  return chunk | (log2_per_thread << 11) | (log2_threads << kRowChunkThreadsShift) |
+         (log2_parts << kRowChunkPartsShift);
 }
 
 RowChunkShape RowChunkShape::FromCode(int code) {
@@ -238,6 +242,16 @@ RowChunkShape RowChunkShape::FromCode(int code) {
   s.per_thread = std::min(4, 1 << ((code >> 11) & 3));
   s.threads = std::min(kRowChunkMaxThreads,
                        kRowChunkMinThreads << ((code >> kRowChunkThreadsShift) & 3));
+  s.parts = 1 << ((code >> kRowChunkPartsShift) & 3);
+  return s;
+}
+
+RowChunkShape RowChunkShape::FromLabel(const std::string& label) {
+  RowChunkShape s;
+  s.chunk = std::max(1, std::atoi(label.c_str()));
+  if (const size_t x = label.find('x'); x != std::string::npos) s.per_thread = std::atoi(label.c_str() + x + 1);
+  if (const size_t at = label.find('@'); at != std::string::npos) s.threads = std::atoi(label.c_str() + at + 1);
+  if (const size_t p = label.find('/'); p != std::string::npos) s.parts = std::atoi(label.c_str() + p + 1);
   return s;
 }
 
@@ -245,6 +259,7 @@ std::string RowChunkShape::Label() const {
   std::string s = std::to_string(chunk);
   if (per_thread > 1) s += "x" + std::to_string(per_thread);
   if (threads != kRowChunkMinThreads) s += "@" + std::to_string(threads);
+  if (parts > 1) s += "/" + std::to_string(parts);
   return s;
 }
 
@@ -275,7 +290,7 @@ double PartialWave(const RowChunkTiming& t, double per_sm) {
 
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
   const double rows_per_block = static_cast<double>(t.shape.chunk) * t.shape.per_thread;
-  const double blocks = std::ceil(std::max(1.0, rows) / rows_per_block);
+  const double blocks = std::ceil(std::max(1.0, rows) / rows_per_block) * std::max(1, t.shape.parts);
   const double p = std::ceil(blocks / std::max(1, sm_count));
   const double b = std::max(1, t.blocks_per_sm);
   if (p <= std::min<double>(b, t.per_sm[2])) return PartialWave(t, p);
@@ -304,7 +319,7 @@ const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const Tahoe
     if (large) {
       // The probe's choice (it prefers more threads among near-equals, which held on real rows).
       if (t.shape.chunk == w.best_row_chunk && t.shape.threads == w.row_chunk_threads &&
-          t.shape.per_thread == w.row_chunk_per_thread) {
+          t.shape.per_thread == w.row_chunk_per_thread && t.shape.parts == 1) {
         return &t;
       }
       continue;

@@ -82,17 +82,25 @@ enum class StrategyId : int {
 };
 inline constexpr int kNumStrategies = 6;
 // Row chunk's StrategyCost::groups is a code: its rows per thread group (bits 0-10), the rows each
-// thread walks at once (1 << bits 11-12: kRowChunkPaired for two, kRowChunkQuad for four), and the
-// block's threads (256 << bits 13-14). RowChunkShape is the decoded form.
+// thread walks at once (1 << bits 11-12: kRowChunkPaired for two, kRowChunkQuad for four), the
+// block's threads (256 << bits 13-14) and the tree parts (1 << bits 15-16). RowChunkShape is the
+// decoded form.
 inline constexpr int kRowChunkPaired = 1 << 11;
 inline constexpr int kRowChunkQuad = 2 << 11;
 inline constexpr int kRowChunkThreadsShift = 13;
+inline constexpr int kRowChunkPartsShift = 15;
+inline constexpr int kRowChunkMaxParts = 8;
 inline constexpr int kRowChunkMinThreads = 256;
 inline constexpr int kRowChunkMaxThreads = 1024;
 struct RowChunkShape {
   int chunk = 1;        // rows per thread group (power of two, at most threads)
   int per_thread = 1;   // rows each thread walks at once: 1, 2 or 4 (per_thread x chunk a block)
   int threads = kRowChunkMinThreads;  // per block: 256, 512 or 1024
+  // Tree parts: 1, 2, 4 or 8 blocks share a chunk's rows, each walking 1/parts of every thread
+  // group's trees, and a reduction adds their sums. More and shorter blocks for mid-size batches,
+  // where a shape's last wave of whole-forest blocks leaves SMs idle (the rows each block shares a
+  // tree's nodes among stay the same, unlike a smaller chunk).
+  int parts = 1;
   int Code() const;
   static RowChunkShape FromCode(int code);
   // A block's tree groups (threads / chunk) index the forest's assignments, at most 256 of them:
@@ -100,7 +108,9 @@ struct RowChunkShape {
   void BoundGroups() {
     while (threads > kRowChunkMinThreads && threads / chunk > 256) threads /= 2;
   }
-  std::string Label() const;  // "16", "4x2", "128@1024": chunk, x rows per thread, @threads
+  // "16", "4x2", "128@1024", "16@1024/4": chunk, x rows per thread, @threads, /tree parts.
+  std::string Label() const;
+  static RowChunkShape FromLabel(const std::string& label);  // Label's inverse (no checks)
 };
 // Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
 const char* StrategyName(int index);

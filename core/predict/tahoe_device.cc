@@ -162,7 +162,10 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   const int64_t max_width = std::max<int64_t>({K, 1, forest_->PredictionWidth()});
   g.in_bytes = std::clamp<int64_t>(kTargetChunkRows * F * 4, int64_t{1} << 20, kMaxInBytes);
   g.out_bytes = std::clamp<int64_t>(kTargetChunkRows * max_width * 4, int64_t{1} << 20, kMaxOutBytes);
-  g.ws_doubles = std::clamp<int64_t>(kDeviceChunkRows * K * std::max({1, df.num_parts, df.lane_num_parts}),
+  // Row chunk's tree parts run only below the probe's large batch (RowChunkShapeFor), so their
+  // workspace is sized for kRowChunkWsRows rows (ChunkRows splits larger launches).
+  g.ws_doubles = std::clamp<int64_t>(std::max(kDeviceChunkRows * K * std::max({1, df.num_parts, df.lane_num_parts}),
+                                              kRowChunkWsRows * K * kRowChunkMaxParts),
                                      int64_t{1} << 16, kMaxWsBytes / 8);
   for (Slot& s : g.slots) {
     GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");

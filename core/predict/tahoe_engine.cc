@@ -95,11 +95,12 @@ absl::Status TahoeEngineImpl::Init() {
   return absl::OkStatus();
 }
 
-int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, StrategyId s, const TahoeCall& call,
+int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                    bool host) const {
   int64_t chunk = host ? kTargetChunkRows : kDeviceChunkRows;
   if (options_.max_chunk_rows > 0) chunk = std::min(chunk, options_.max_chunk_rows);
-  const int64_t ws_per_row = TahoeWorkspaceDoubles(g.df, s, call.kind, 1);
+  const int parts = s == StrategyId::kRowChunk ? RowChunkShape::FromCode(groups).parts : 1;
+  const int64_t ws_per_row = TahoeWorkspaceDoubles(g.df, s, call.kind, 1, parts);
   if (ws_per_row > 0) chunk = std::min(chunk, g.ws_doubles / ws_per_row);
   if (host) {
     chunk = std::min(chunk, g.in_bytes / (4 * std::max<int64_t>(1, g.df.view.num_features)));
@@ -149,7 +150,7 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   TahoeCall call;
   call.kind = options.kind;
   call.width = w.out_width;
-  w.chunk_rows = ChunkRows(g, StrategyId::kSplittingSharedForest, call, !on_device);
+  w.chunk_rows = ChunkRows(g, StrategyId::kSplittingSharedForest, 1, call, !on_device);
   w.rows_on_device = on_device;
   w.num_gpus = on_device ? 1 : num_gpus();
   w.cpu_allowed = !on_device;
@@ -216,7 +217,7 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
                                         float* d_out, int64_t out_stride) const {
   std::lock_guard<std::mutex> lock(g.mu);
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
-  const int64_t chunk = ChunkRows(g, s, call, false);
+  const int64_t chunk = ChunkRows(g, s, groups, call, false);
   Slot& slot = g.slots[0];
   TahoeLaunchArgs a = Args(g, s, groups, call);
   a.row_stride = row_stride;
@@ -235,7 +236,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
                                       RowsView rows, MatrixView<float> out) const {
   std::lock_guard<std::mutex> lock(g.mu);
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
-  const int64_t chunk = ChunkRows(g, s, call, true);
+  const int64_t chunk = ChunkRows(g, s, groups, call, true);
   const int64_t F = rows.cols, W = call.width;
   TahoeLaunchArgs a = Args(g, s, groups, call);
   a.row_stride = F;

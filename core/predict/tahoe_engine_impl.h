@@ -36,6 +36,7 @@ namespace grove::tahoe_internal {
 constexpr int kSlots = 2;
 constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
 constexpr int64_t kDeviceChunkRows = 1 << 20;   // device path: rows per launch
+constexpr int64_t kRowChunkWsRows = 1 << 18;     // rows per launch of row chunk with tree parts
 constexpr int64_t kMaxInBytes = int64_t{64} << 20;
 constexpr int64_t kMaxOutBytes = int64_t{64} << 20;
 constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
@@ -171,7 +172,8 @@ class TahoeEngineImpl final : public TahoeEngine {
   void CalibrateCpu();
   absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
   TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
-  int64_t ChunkRows(const Gpu& g, StrategyId s, const TahoeCall& call, bool host) const;
+  // Rows per launch of `s` (`groups`: row chunk's shape code, for its tree parts' workspace).
+  int64_t ChunkRows(const Gpu& g, StrategyId s, int groups, const TahoeCall& call, bool host) const;
   TahoeLaunchArgs Args(const Gpu& g, StrategyId s, int groups, const TahoeCall& call) const;
   absl::Status RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call, RowsView rows,
                        MatrixView<float> out) const;

@@ -49,24 +49,24 @@ RowChunkShape ValidRowChunkShape(const TahoeDeviceForest& f, int code) {
 // only; the caller checked) in blocks of 256 threads, single rows in blocks of 256 or more
 // (`big`).
 template <typename Node, bool kMulti, int kWalk>
-void LaunchRowChunk(int per_thread, bool big, unsigned grid, int threads, size_t smem,
+void LaunchRowChunk(int per_thread, bool big, dim3 grid, int threads, size_t smem,
                     cudaStream_t stream, const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
-                    int log2_chunk) {
+                    int log2_chunk, double* d_ws) {
   if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
     // Several rows per thread: 256 threads (ValidRowChunkShape).
     if (per_thread == 2) {
-      RowChunkKernel<Node, kMulti, kWalk, 2, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+      RowChunkKernel<Node, kMulti, kWalk, 2, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk, d_ws);
       return;
     }
     if (per_thread == 4) {
-      RowChunkKernel<Node, kMulti, kWalk, 4, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+      RowChunkKernel<Node, kMulti, kWalk, 4, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk, d_ws);
       return;
     }
   }
   if (big) {
-    RowChunkKernel<Node, kMulti, kWalk, 1, true><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+    RowChunkKernel<Node, kMulti, kWalk, 1, true><<<grid, threads, smem, stream>>>(f, a, log2_chunk, d_ws);
   } else {
-    RowChunkKernel<Node, kMulti, kWalk, 1, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk);
+    RowChunkKernel<Node, kMulti, kWalk, 1, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk, d_ws);
   }
 }
 
@@ -120,12 +120,18 @@ cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, do
     case StrategyId::kRowChunk: {
       const RowChunkShape shape = RowChunkLaunchShape(f, a);
       const int log2_rows = Log2(shape.chunk) + Log2(shape.per_thread);
-      const unsigned grid = static_cast<unsigned>(((a.rows - 1) >> log2_rows) + 1);
+      const dim3 grid(static_cast<unsigned>(((a.rows - 1) >> log2_rows) + 1),
+                      static_cast<unsigned>(shape.parts));
       const size_t smem = static_cast<size_t>(TahoeSharedBytes(f, a.strategy, shape.Code()));
       const int log2_chunk = Log2(shape.chunk);
       const bool big = shape.threads > kRowChunkMinThreads;
       LaunchRowChunk<Node, kMulti, kWalk>(shape.per_thread, big, grid, shape.threads, smem, stream, f,
-                                          a, log2_chunk);
+                                          a, log2_chunk, d_ws);
+      if (shape.parts > 1) {  // the parts' sums, added in part order, finalized
+        if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+        const unsigned rgrid = static_cast<unsigned>((a.rows + 255) / 256);
+        ReduceKernel<kMulti><<<rgrid, 256, 0, stream>>>(f, a, d_ws, shape.parts);
+      }
       break;
     }
     case StrategyId::kSharedForest:
@@ -269,9 +275,18 @@ bool TahoeRowChunkPairable(const TahoeDeviceForest& f, OutputKind kind, int chun
           TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(threads), Log2(chunk)));
 }
 
+bool TahoeRowChunkSplittable(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, int chunk,
+                             int threads) {
+  return f.fixed && !f.wide && a.kind != OutputKind::kLeaf && a.row_params.it_begin <= 0 &&
+         a.row_params.it_end >= f.num_iterations &&
+         (f.view.num_outputs == 1 ||
+          TahoeRowChunkClassed(f.class_mask, f.view.num_outputs, Log2(threads), Log2(chunk)));
+}
+
 RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
   RowChunkShape s = ValidRowChunkShape(f, a.groups);
   if (!TahoeRowChunkPairable(f, a.kind, s.chunk, s.threads)) s.per_thread = 1;
+  if (!TahoeRowChunkSplittable(f, a, s.chunk, s.threads)) s.parts = 1;
   return s;
 }
 
@@ -282,7 +297,7 @@ bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a) {
 }
 
 int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, StrategyId s, OutputKind kind,
-                              int64_t rows) {
+                              int64_t rows, int row_chunk_parts) {
   if (kind == OutputKind::kLeaf) return 0;
   const int64_t k = f.view.num_outputs;
   const bool multi = k > 1;
@@ -293,8 +308,9 @@ int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, StrategyId s, OutputKi
     case StrategyId::kSharedForest:
       return multi ? rows * k : 0;
     case StrategyId::kSharedData:
-    case StrategyId::kRowChunk:
       return 0;
+    case StrategyId::kRowChunk:
+      return row_chunk_parts > 1 ? row_chunk_parts * rows * k : 0;
     case StrategyId::kSplittingSharedForest: {
       const int parts = std::max({1, f.num_parts, f.lane_num_parts});
       return (parts > 1 || multi) ? parts * rows * k : 0;

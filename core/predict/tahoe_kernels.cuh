@@ -301,10 +301,11 @@ __device__ __forceinline__ void SumFromRoots(const TahoeForestView& v, const Tah
 // l and l ^ o (o >= C) walk the same rows; after the butterfly, lane r < C holds its warp's sums
 // for rows r (+ C); then the warps' sums in warp order. C >= 32: the groups' sums in group order.
 // Writes the finalized rows.
+// d_part (tree parts): the row sums go to d_part[row] for ReduceKernel instead of the output.
 template <int R>
 __device__ __forceinline__ void FinishOneOutput(const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
                                                 const double (&sum)[R], int log2_chunk, int64_t row0,
-                                                int nr, double* s_acc) {
+                                                int nr, double* s_acc, double* d_part) {
   const int C = 1 << log2_chunk, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
@@ -320,8 +321,12 @@ __device__ __forceinline__ void FinishOneOutput(const TahoeDeviceForest& f, cons
     for (int w = 0; w < static_cast<int>(blockDim.x) / stride; ++w) {
       s += s_acc[j * blockDim.x + w * stride + rr];
     }
-    TahoeFinalizeScalar(f.view, a.transform, a.kind == OutputKind::kPrediction, s,
-                        a.d_out + (row0 + threadIdx.x) * a.out_stride);
+    if (d_part != nullptr) {
+      d_part[row0 + threadIdx.x] = s;
+    } else {
+      TahoeFinalizeScalar(f.view, a.transform, a.kind == OutputKind::kPrediction, s,
+                          a.d_out + (row0 + threadIdx.x) * a.out_stride);
+    }
   }
 }
 
@@ -365,14 +370,15 @@ __device__ __forceinline__ void SumSharedOutputs(double* m, int log2_chunk, int 
 }
 
 // Row chunk's reduction of the threads' sums (`sum`, or several outputs without a class-aware
-// assignment: `m`) and the finalized rows.
+// assignment: `m`) and the finalized rows, or with d_part (tree parts) the rows' K sums at
+// d_part[row * K + k] for ReduceKernel.
 template <bool kMulti, int R>
 __device__ __forceinline__ void FinishRowChunk(const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
                                                const double (&sum)[R], int log2_chunk, int K,
                                                int64_t row0, int nr, bool classed, double* s_acc,
-                                               double* m) {
+                                               double* m, double* d_part = nullptr) {
   if (!kMulti) {
-    FinishOneOutput(f, a, sum, log2_chunk, row0, nr, s_acc);
+    FinishOneOutput(f, a, sum, log2_chunk, row0, nr, s_acc, d_part);
     return;
   }
   double* s_sums = s_acc;  // the chunk's K sums per row, row-major
@@ -383,7 +389,9 @@ __device__ __forceinline__ void FinishRowChunk(const TahoeDeviceForest& f, const
     SumSharedOutputs(m, log2_chunk, K, nr, s_acc);
   }
   __syncthreads();
-  if (threadIdx.x < nr) {
+  if (threadIdx.x < nr && d_part != nullptr) {
+    for (int k = 0; k < K; ++k) d_part[(row0 + threadIdx.x) * K + k] = s_sums[threadIdx.x * K + k];
+  } else if (threadIdx.x < nr) {
     TahoeFinalizeRow(f.view, a.transform, a.kind == OutputKind::kPrediction,
                      s_sums + threadIdx.x * K, a.d_out + (row0 + threadIdx.x) * a.out_stride);
   }
@@ -396,7 +404,7 @@ __device__ __forceinline__ void FinishRowChunk(const TahoeDeviceForest& f, const
 template <typename Node, bool kMulti, int kWalk, int kR, bool kBig>
 __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThreads)
     __maxnreg__(kR == 4 ? 56 : kMulti || kR == 2 ? 40 : 32)
-    RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk) {
+    RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk, double* d_ws) {
   static_assert(kR == 1 || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> && !kBig),
                 "several rows per thread walk with TahoeWalkFixedN in blocks of 256");
   constexpr bool kPair = kR > 1;
@@ -450,9 +458,14 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
           rows[j] = TahoeStridedRow{s_rows + (r + j * C < nr ? r + j * C : r) * row_stride,
                                     feature_stride};
         }
-        SumFromRoots(f.view, nodes, roots, offsets[g], offsets[g + 1], nan_free, rows, sum);
+        // Tree parts (gridDim.y > 1, RowChunkLaunchShape): this block walks part blockIdx.y of
+        // the group's trees, in tree order.
+        const uint32_t b = offsets[g], n = offsets[g + 1] - b, parts = gridDim.y;
+        SumFromRoots(f.view, nodes, roots, b + n * blockIdx.y / parts,
+                     b + n * (blockIdx.y + 1) / parts, nan_free, rows, sum);
       }
-      FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m);
+      double* d_part = gridDim.y > 1 ? d_ws + static_cast<int64_t>(blockIdx.y) * a.rows * K : nullptr;
+      FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m, d_part);
       return;
     }
   }

@@ -172,6 +172,11 @@ struct TahoeLaunchArgs {
 // Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).
 bool TahoeUsesLanes(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
+// Whether row chunk can split the trees of `a` into parts (RowChunkShape::parts): the walks run
+// from the roots (fixed walk, every round, margins or predictions, one output or a class-aware
+// assignment at this shape).
+bool TahoeRowChunkSplittable(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, int chunk,
+                             int threads);
 // Whether row chunk can walk two or four rows per thread for `kind` with `chunk` rows per group and
 // `threads` per block: 256 threads, chunk <= kMaxWarpRowChunk, the fixed walk, one output or a
 // class-aware assignment at that shape, margins or predictions (not leaf ids).
@@ -185,9 +190,10 @@ RowChunkShape RowChunkLaunchShape(const TahoeDeviceForest& f, const TahoeLaunchA
 int TahoeRowChunkBlocksPerSm(const TahoeDeviceForest& f, const TahoeLaunchArgs& a);
 
 // Workspace doubles a launch needs (rows x outputs for multi-output rows, parts x rows x outputs for
-// splitting shared forest; 0 for scalar rows on the other strategies).
+// splitting shared forest and for row chunk with `row_chunk_parts` tree parts; 0 for scalar rows on
+// the other strategies).
 int64_t TahoeWorkspaceDoubles(const TahoeDeviceForest& f, StrategyId s, OutputKind kind,
-                              int64_t rows);
+                              int64_t rows, int row_chunk_parts = 1);
 
 // Dynamic shared memory a launch needs (bytes); 0 for direct. `groups`: shared data's thread groups,
 // row chunk's RowChunkShape code.

@@ -190,9 +190,21 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
     std::string* report) {
   TahoeLaunchArgs a = Args(g, StrategyId::kRowChunk, 1, ProbeCall());
   const int64_t sms = std::max(1, hw_.sm_count);
+  // The shapes to time in waves: every shape timed at the large batch and, for the fastest few,
+  // the same shape with its trees in 2, 4 and 8 parts (more, shorter blocks for mid-size batches).
+  constexpr size_t kSplitShapes = 6;
+  std::vector<std::pair<double, RowChunkShape>> shapes = timed;
+  for (size_t i = 0; i < std::min(kSplitShapes, timed.size()); ++i) {
+    if (!TahoeRowChunkSplittable(g.df, a, timed[i].second.chunk, timed[i].second.threads)) continue;
+    for (int parts = 2; parts <= kRowChunkMaxParts; parts *= 2) {
+      RowChunkShape split = timed[i].second;
+      split.parts = parts;
+      shapes.emplace_back(timed[i].first, split);
+    }
+  }
   std::vector<RowChunkTiming> timings;
   absl::StrAppend(report, "row_chunk waves (blocks/SM: us at 1, half, 1, 2 waves):");
-  for (const auto& [t_large, shape] : timed) {
+  for (const auto& [t_large, shape] : shapes) {
     a.groups = shape.Code();
     RowChunkTiming t;
     t.shape = shape;
@@ -203,8 +215,11 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
     const int64_t counts[RowChunkTiming::kPoints] = {1, (b + 1) / 2, b, 2 * b};
     absl::StrAppend(report, " ", shape.Label(), ":", b, ":");
     for (int i = 0; i < RowChunkTiming::kPoints; ++i) {
-      const int64_t rows = std::min(large, counts[i] * sms * rows_per_block);
-      t.per_sm[i] = static_cast<int>(((rows + rows_per_block - 1) / rows_per_block + sms - 1) / sms);
+      // Blocks per SM: the rows' blocks times the parts.
+      const int64_t row_blocks = std::max<int64_t>(1, counts[i] * sms / shape.parts);
+      const int64_t rows = std::min(large, row_blocks * rows_per_block);
+      t.per_sm[i] = static_cast<int>(
+          (((rows + rows_per_block - 1) / rows_per_block) * shape.parts + sms - 1) / sms);
       if (i > 0 && t.per_sm[i] == t.per_sm[i - 1]) {
         t.seconds[i] = t.seconds[i - 1];  // clamped to the large batch, or a one-block wave
       } else {
@@ -215,7 +230,9 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
       }
       absl::StrAppend(report, i > 0 ? "/" : "", absl::StrFormat("%.0f", t.seconds[i] * 1e6));
     }
-    t.block_seconds = t_large * static_cast<double>(sms * rows_per_block) / static_cast<double>(large);
+    // A block at the large batch's rate (a part block does 1/parts of a whole block's work).
+    t.block_seconds = t_large * static_cast<double>(sms * rows_per_block) /
+                      (static_cast<double>(large) * shape.parts);
     timings.push_back(t);
   }
   absl::StrAppend(report, "; ");

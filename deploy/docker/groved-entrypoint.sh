@@ -12,7 +12,8 @@ set -eu
 GROVED=${GROVED:-/usr/local/bin/groved}
 
 # The flags of docs/operations.md, in its order. tests/deploy checks each against `groved --helpfull`.
-GROVE_ENV_FLAGS="model_repository grpc_address grpc_port metrics_address metrics_port port_file
+GROVE_ENV_FLAGS="model_repository grpc_address grpc_port http_address http_port http_threads
+http_timeout_seconds http_keep_alive_seconds metrics_address metrics_port port_file
 tls_cert_file tls_key_file tls_client_ca_file auth_token_file tls_client_roles_file auth_poll_seconds
 max_message_bytes max_concurrent_streams repository_poll_seconds model_control strict_readiness default_model_config use_gpu
 compute_threads batch_threads max_queue_wait_ms compute_chunk_ms inline_compute_us max_request_memory_mb compute_priority

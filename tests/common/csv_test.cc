@@ -309,5 +309,58 @@ TEST(CsvWrite, UnwritablePathNamesIt) {
   EXPECT_THAT(w.status().message(), HasSubstr("/nonexistent/dir/out.csv"));
 }
 
+
+TEST(CsvHeader, MatchesByNameKeepsAndDrops) {
+  absl::StatusOr<std::vector<std::string>> header =
+      ParseCsvHeader(" id ,b,label,a\r", "h.csv", 1);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(*header, (std::vector<std::string>{"id", "b", "label", "a"}));
+  absl::StatusOr<CsvLayout> layout = MatchCsvHeader(*header, {"a", "b"}, {"label", "id"}, "h.csv");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->target, (std::vector<int64_t>{-1, 1, -1, 0}));
+  EXPECT_EQ(layout->keep, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(layout->row_cols, 2);
+
+  const std::string path = WriteFile("header.csv", "id,b,label,a\n\nx7, 2 ,yes,1\nx8,,no,nan\n");
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, 2);
+  ASSERT_TRUE(reader.ok());
+  absl::StatusOr<std::vector<std::string>> names = (*reader)->ReadHeader();
+  ASSERT_TRUE(names.ok()) << names.status();
+  (*reader)->SetLayout(*MatchCsvHeader(*names, {"a", "b"}, {"label", "id"}, path));
+  std::vector<double> values;
+  std::vector<std::string> kept;
+  absl::StatusOr<int64_t> n = (*reader)->ReadRows(10, &values, &kept);
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_EQ(*n, 2);
+  EXPECT_EQ(values[0], 1.0);
+  EXPECT_EQ(values[1], 2.0);
+  EXPECT_TRUE(std::isnan(values[2]));
+  EXPECT_TRUE(std::isnan(values[3]));
+  EXPECT_EQ(kept, (std::vector<std::string>{"yes,x7", "no,x8"}));
+}
+
+TEST(CsvHeader, ErrorsNameTheProblem) {
+  EXPECT_THAT(ParseCsvHeader("a,,b", "h.csv", 3).status().message(),
+              HasSubstr("h.csv:3: header column 2 has no name"));
+  EXPECT_THAT(ParseCsvHeader("a,\"b\"", "h.csv", 1).status().message(), HasSubstr("quoted"));
+  EXPECT_THAT(ParseCsvHeader("a,b,a", "h.csv", 1).status().message(), HasSubstr("already named"));
+  EXPECT_THAT(MatchCsvHeader({"a"}, {"a", "b", "c"}, {}, "h.csv").status().message(),
+              HasSubstr("lacks 2 of the model's 3 features: 'b', 'c'"));
+  EXPECT_THAT(MatchCsvHeader({"a"}, {"a"}, {"z"}, "h.csv").status().message(),
+              HasSubstr("--keep column 'z' is not in the header"));
+}
+
+TEST(CsvWrite, HeaderQuotesWhatNeedsQuotingAndLeadFieldsComeFirst) {
+  const std::string path = TempPath("header_out.csv");
+  absl::StatusOr<std::unique_ptr<CsvWriter>> w = CsvWriter::Open(path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->WriteHeader({"id", "a,b", "say \"hi\"", "bias"}).ok());
+  const float rows[] = {1.5f, 2.0f};
+  ASSERT_TRUE(
+      (*w)->WriteRows(MakeMatrixView<const float>(rows, 2, 1), {"x7", "x8"}).ok());
+  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_EQ(ReadFile(path), "id,\"a,b\",\"say \"\"hi\"\"\",bias\nx7,1.5\nx8,2\n");
+}
+
 }  // namespace
 }  // namespace grove

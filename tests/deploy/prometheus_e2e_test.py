@@ -443,7 +443,7 @@ def main():
         models = d.make_model_repository(os.path.join(work, "models"))
         srv = d.Groved([args.groved, f"--model_repository={os.path.join(work, 'models')}", "--grpc_port=0",
                         "--metrics_port=0", "--grpc_address=127.0.0.1", "--metrics_address=127.0.0.1",
-                        f"--port_file={os.path.join(work, 'ports.json')}", "--compute_threads=2"],
+                        "--http_port=0", "--http_address=127.0.0.1", f"--port_file={os.path.join(work, 'ports.json')}", "--compute_threads=2"],
                        log_path=os.path.join(work, "groved.log"))
         srv.port_file = os.path.join(work, "ports.json")
         ports = srv.wait_ports(120)

@@ -10,6 +10,12 @@ against a groved serving examples/models (its address put where the examples say
   * "Path-dependent or interventional SHAP": the sh block; the served and the local interventional
     probability-space values must be byte for byte the same, and each row must sum to the row's
     predicted probability.
+  * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
+    (tritonclient.http), whose positive-class column must equal the local CLI's predictions;
+  * docs/triton-migration.md's example: the python block, over gRPC and REST (its own asserts
+    compare the class output with the probabilities);
+  * docs/performance.md's "Measure it yourself" commands (but the groved line, which the harness
+    stands for), with 1-second durations: each must succeed.
 """
 
 import os
@@ -25,6 +31,7 @@ STUBS = "## Python with stubs generated from `proto/`"
 CLI = "## The `grove` CLI"
 TRITON = "## KServe v2 / tritonclient"
 INTERVENTIONAL = "## Path-dependent or interventional SHAP"
+REST = "## KServe v2 REST"
 
 
 def blocks(text, title):
@@ -33,6 +40,26 @@ def blocks(text, title):
     end = text.find("\n## ", start + len(title))
     section = text[start:end if end >= 0 else len(text)]
     return {m.group(1): m.group(2) for m in re.finditer(r"```(\w+)\n(.*?)```", section, re.S)}
+
+
+def indented_commands(text, title):
+    """The commands of the indented block under heading `title` (continuations joined, comments
+    dropped)."""
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
+    lines = [l[4:] for l in text[start:end if end >= 0 else len(text)].splitlines()
+             if l.startswith("    ")]
+    commands, current = [], ""
+    for line in lines:
+        if line.lstrip().startswith("#"):
+            continue
+        current += line.strip()
+        if current.endswith("\\"):
+            current = current[:-1]
+        else:
+            commands.append(current)
+            current = ""
+    return commands
 
 
 def run(failures, what, cmd, root, env=None):
@@ -60,15 +87,18 @@ def main():
         import grpc_tools  # noqa: F401
         import numpy  # noqa: F401
         import tritonclient.grpc  # noqa: F401
+        import tritonclient.http  # noqa: F401
     except ImportError as e:
         h.skip(f"python packages missing: {e}")
     text = open(os.path.join(args.source_dir, "docs/api.md")).read()
     stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
     interventional = blocks(text, INTERVENTIONAL)
+    rest = blocks(text, REST)
     failures = h.Failures()
     for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
                            ("tritonclient", triton, ("python",)),
-                           ("interventional", interventional, ("sh",))):
+                           ("interventional", interventional, ("sh",)),
+                           ("REST", rest, ("sh", "python"))):
         if not failures.check(all(l in b for l in langs), f"api.md's {name} section lacks {langs}"):
             return failures.finish("api_docs")
     rows = os.path.join(args.source_dir, "examples/rows.csv")
@@ -105,6 +135,33 @@ def main():
             h.compare(failures, "tritonclient example probabilities",
                       h.read_csv(os.path.join(root, "proba.csv")), want)
         print("api.md examples ran:", r.stdout.strip())
+        # REST: curl, then tritonclient.http, at the REST port.
+        at_http = lambda code: code.replace("localhost:8000", f"127.0.0.1:{server.http_port}")  # noqa: E731
+        run(failures, "the REST sh block", ["bash", "-e", "-c", at_http(rest["sh"])], root)
+        r = run(failures, "the REST python block", [sys.executable, "-c", at_http(
+                rest["python"]) + "\nnp.savetxt('rest.csv', proba[:, 1:], fmt='%.9g', delimiter=',')\n"],
+                root)
+        if r.returncode == 0:
+            h.compare(failures, "tritonclient.http example probabilities",
+                      h.read_csv(os.path.join(root, "rest.csv")), want)
+        # triton-migration.md's example, at both ports.
+        migration = blocks(open(os.path.join(args.source_dir, "docs/triton-migration.md")).read(),
+                           "## Example")
+        if failures.check("python" in migration, "triton-migration.md's example lacks python"):
+            r = run(failures, "the triton-migration python block",
+                    [sys.executable, "-c", at_http(at(migration["python"]))], root)
+            failures.check("65536" in r.stdout, f"triton-migration example printed {r.stdout!r}")
+        # performance.md's commands, against this groved, built programs where they say build/cpu.
+        perf = open(os.path.join(args.source_dir, "docs/performance.md")).read()
+        commands = indented_commands(perf, "## Measure it yourself")
+        failures.check(len(commands) == 4 and "groved" in commands[0],
+                       f"performance.md's commands changed: {commands}")
+        bin_dir = os.path.dirname(os.path.abspath(args.grove))
+        for c in commands[1:]:
+            c = (c.replace("build/cpu/bin/", bin_dir + "/").replace("--duration 10", "--duration 1")
+                 .replace("localhost:8001", server.target)
+                 .replace("127.0.0.1:8000", f"127.0.0.1:{server.http_port}"))
+            run(failures, f"performance.md: {c}", ["bash", "-e", "-c", c], args.source_dir)
     return failures.finish("api_docs")
 
 

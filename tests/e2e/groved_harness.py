@@ -140,7 +140,8 @@ class Groved:
         self.log_path = os.path.join(self.dir, "groved.log")
         self.log = open(self.log_path, "w")
         cmd = [groved, f"--model_repository={repo}", "--grpc_address=127.0.0.1", "--grpc_port=0",
-               "--metrics_address=127.0.0.1", "--metrics_port=0", f"--port_file={port_file}"]
+               "--metrics_address=127.0.0.1", "--metrics_port=0", "--http_address=127.0.0.1",
+               "--http_port=0", f"--port_file={port_file}"]
         cmd += list(flags)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
@@ -150,6 +151,7 @@ class Groved:
                 ports = json.load(open(port_file))
                 self.grpc_port = int(ports["grpc_port"])
                 self.metrics_port = int(ports["metrics_port"])
+                self.http_port = int(ports["http_port"])
                 break
             except (OSError, ValueError, KeyError):
                 pass

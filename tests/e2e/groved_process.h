@@ -185,6 +185,8 @@ class GrovedProcess {
                                      "--grpc_port=0",
                                      "--metrics_address=127.0.0.1",
                                      "--metrics_port=0",
+                                     "--http_address=127.0.0.1",
+                                     "--http_port=0",
                                      "--port_file=" + port_file};
     args.insert(args.end(), options.flags.begin(), options.flags.end());
     p->pid_ = Spawn(args, p->dir_->File("groved.out"), p->log_path_);

@@ -77,7 +77,8 @@ def main():
     # Top-level module names: a "grpc/..." path would clash with the grpc package.
     os.makedirs(extra, exist_ok=True)
     for rel, text in (("e2e_health.proto", HEALTH_PROTO),
-                      ("e2e_reflection.proto", REFLECTION_PROTO)):
+                      ("e2e_reflection.proto", REFLECTION_PROTO),
+                      ("e2e_reflection_v1.proto", REFLECTION_PROTO.replace("v1alpha", "v1"))):
         with open(os.path.join(extra, rel), "w") as out:
             out.write(text)
         rc = protoc.main(["grpc_tools.protoc", f"-I{extra}", f"--python_out={gen}",
@@ -209,21 +210,34 @@ def main():
         f.check(next(watch).status == health_pb2.HealthCheckResponse.SERVING,
                 "health Watch '' not SERVING")
         watch.cancel()
-        refl = reflection_pb2_grpc.ServerReflectionStub(channel)
-        answers = refl.ServerReflectionInfo(iter([
-            reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
-        names = [s.name for a in answers for s in a.list_services_response.service]
-        f.check("grove.v1.Grove" in names and "inference.GRPCInferenceService" in names,
-                f"reflection lists {names}")
-        # The health service is described too (grpcurl resolves grpc.health.v1.Health/Check by it).
+        # Reflection in both versions (v1alpha from gRPC, v1 from groved), with every service's
+        # descriptors: health too (grpcurl resolves grpc.health.v1.Health/Check by it).
+        import e2e_reflection_v1_pb2 as reflection_v1_pb2  # noqa: E402
+        import e2e_reflection_v1_pb2_grpc as reflection_v1_pb2_grpc  # noqa: E402
         from google.protobuf import descriptor_pb2
-        answers = refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(
-            file_containing_symbol="grpc.health.v1.Health")]), timeout=10)
-        files = [descriptor_pb2.FileDescriptorProto.FromString(b) for a in answers
-                 for b in a.file_descriptor_response.file_descriptor_proto]
-        services = [sv.name for fd in files if fd.package == "grpc.health.v1" for sv in fd.service]
-        f.check("Health" in services, f"reflection has no grpc.health.v1.Health descriptor: "
-                f"{[fd.name for fd in files]}")
+        for version, pb2, pb2_grpc in (("v1alpha", reflection_pb2, reflection_pb2_grpc),
+                                       ("v1", reflection_v1_pb2, reflection_v1_pb2_grpc)):
+            refl = pb2_grpc.ServerReflectionStub(channel)
+            answers = refl.ServerReflectionInfo(iter([
+                pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+            names = [s.name for a in answers for s in a.list_services_response.service]
+            f.check("grove.v1.Grove" in names and "inference.GRPCInferenceService" in names,
+                    f"reflection {version} lists {names}")
+            for symbol, package, service in (("grpc.health.v1.Health", "grpc.health.v1", "Health"),
+                                             ("grove.v1.Grove", "grove.v1", "Grove"),
+                                             ("inference.GRPCInferenceService", "inference",
+                                              "GRPCInferenceService")):
+                answers = refl.ServerReflectionInfo(iter([pb2.ServerReflectionRequest(
+                    file_containing_symbol=symbol)]), timeout=10)
+                files = [descriptor_pb2.FileDescriptorProto.FromString(b) for a in answers
+                         for b in a.file_descriptor_response.file_descriptor_proto]
+                services = [sv.name for fd in files if fd.package == package for sv in fd.service]
+                f.check(service in services, f"reflection {version} has no {symbol} descriptor: "
+                        f"{[fd.name for fd in files]}")
+            answers = list(refl.ServerReflectionInfo(iter([pb2.ServerReflectionRequest(
+                file_containing_symbol="no.such.Symbol")]), timeout=10))
+            f.check(answers and answers[0].error_response.error_code == 5,
+                    f"reflection {version}: an unknown symbol is not NOT_FOUND")
         channel.close()
     f.finish("e2e_grpcio_stubs")
 

@@ -1,7 +1,9 @@
 """(c) groved through tritonclient[grpc], unchanged, as a Triton + FIL client would call it.
 
 ServerLive / ServerReady / ModelReady / ServerMetadata / ModelMetadata, and ModelInfer with input__0
-(FP32 [rows, F]; raw and typed contents) asking for output__0 and treeshap_output. Answers are
+(FP32 [rows, F]; raw and typed contents) asking for output__0 and treeshap_output, Triton's
+classification extension (class_count) and FIL's output options (predict_proba, output_class,
+threshold) as request parameters. Answers are
 compared with the local `grove` CLI: output__0 is FIL's predict_proba layout ([rows, 2] = [1-p, p]
 for binary classifiers, class probabilities for softmax, otherwise the transformed prediction),
 treeshap_output is [rows, F+1] (one output) or [rows, K, F+1], bias last. Then a groved with
@@ -157,16 +159,34 @@ def main():
                 out0 = out0[:, 1:]
             if out0.shape == pred.shape:
                 h.compare(f, f"{name} FP64 output__0", out0.tolist(), pred.tolist())
-        # Triton's classification extension (class_count) is refused, not answered as if absent.
-        name0, d0, _, _ = cases[0]
-        x0 = np.array([[float(v) for v in line.split(",")]
-                       for line in open(os.path.join(d0, "X.csv")).read().splitlines()
-                       if line.strip()], dtype=np.float32)
-        inp5 = grpcclient.InferInput("input__0", list(x0.shape), "FP32")
-        inp5.set_data_from_numpy(x0)
-        code = status_of(lambda: client.infer(
-            name0, [inp5], outputs=[grpcclient.InferRequestedOutput("output__0", class_count=2)]))
-        f.check("UNIMPLEMENTED" in str(code), f"class_count answered {code}, not UNIMPLEMENTED")
+        # Triton's classification extension (class_count): the top classes of output__0 as
+        # "value:index" strings, and FIL's output options as request parameters.
+        for name0, d0, _, _ in cases:
+            if not client.is_model_ready(name0):
+                continue
+            x0 = np.array(h.read_csv(h.float_csv(os.path.join(d0, "X.csv"), xdir)), dtype=np.float32)
+            inp5 = grpcclient.InferInput("input__0", list(x0.shape), "FP32")
+            inp5.set_data_from_numpy(x0)
+            plain = client.infer(name0, [inp5]).as_numpy("output__0")
+            top = client.infer(name0, [inp5], outputs=[
+                grpcclient.InferRequestedOutput("output__0", class_count=2)]).as_numpy("output__0")
+            k = min(2, plain.shape[1])
+            f.check(top.shape == (x0.shape[0], k), f"{name0} class_count shape {top.shape}")
+            for r in range(x0.shape[0]):
+                value, index = top[r][0].decode().split(":")
+                best = int(np.argmax(plain[r]))
+                f.check(int(index) == best and abs(float(value) - plain[r][best]) < 1e-6,
+                        f"{name0} row {r}: top class {top[r][0]} vs output__0 {plain[r]}")
+            if plain.shape[1] == 2:  # a binary classifier: FIL's class output with a threshold
+                # tritonclient.grpc sends no float parameters: the threshold goes as a string.
+                cls = client.infer(name0, [inp5], parameters={"predict_proba": False,
+                                                              "threshold": "0.3"})
+                got = cls.as_numpy("output__0")
+                f.check(got.shape == (x0.shape[0], 1) and
+                        (got[:, 0] == (plain[:, 1] > np.float32(0.3))).all(),
+                        f"{name0} output_class with threshold 0.3: {got.ravel()[:5]}")
+                code = status_of(lambda: client.infer(name0, [inp5], parameters={"threshold": "2"}))
+                f.check("INVALID_ARGUMENT" in str(code), f"threshold 2: {code}")
         try:
             unknown_ready = client.is_model_ready("no_such_model")
         except InferenceServerException:

@@ -1,7 +1,10 @@
 // GPU TreeSHAP (core/explain/treeshap_gpu.h) against the CPU reference on every corpus case and on
-// seeded random forests, in float and double path arithmetic; run-to-run bitwise identity (also
-// across chunkings), multi-output, long-path fallback, the device-level entry, and the engine's
-// choice. Label gpu: every test skips cleanly when no CUDA device is visible.
+// seeded random forests, in float and double path arithmetic (both within the corpus tolerance);
+// the kernels' float results bit-identical to the CPU emulation of their arithmetic (the one the
+// error bound is proved and tested on, tests/explain/treeshap_arith_test.cc); the load-time
+// float/double choice; run-to-run bitwise identity (also across chunkings), multi-output, long-path
+// fallback, the device-level entry, and the engine's choice. Label gpu: every test skips cleanly
+// when no CUDA device is visible.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
+#include "core/explain/treeshap_arith.h"
 #include "core/explain/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
 #include "core/model/loader.h"
@@ -51,7 +55,7 @@ std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
   absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
   EXPECT_TRUE(l.ok()) << l.status();
   TreeShapGpuOptions o;
-  o.double_precision = double_precision;
+  o.precision = double_precision ? TreeShapPrecision::kDouble : TreeShapPrecision::kFloat;
   o.max_chunk_bytes = max_chunk_bytes;
   o.rows_per_warp = rows_per_warp;
   o.shared_accumulation = shared;
@@ -87,10 +91,8 @@ TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
       const double ei = MaxMarginError(Gpu(*gpu, **f, irows, true), iref, ni, (*f)->num_outputs);
       worst[dbl][0] = std::max(worst[dbl][0], e);
       worst[dbl][1] = std::max(worst[dbl][1], ei);
-      if (dbl) {
-        EXPECT_LE(e, kTolerance) << "double shap";
-        EXPECT_LE(ei, kTolerance) << "double interactions";
-      }
+      EXPECT_LE(e, kTolerance) << (dbl ? "double" : "float") << " shap";
+      EXPECT_LE(ei, kTolerance) << (dbl ? "double" : "float") << " interactions";
       line += absl::StrCat(dbl ? "  double" : "  float", ": shap ", e, " inter ", ei);
     }
     std::printf("%s\n", line.c_str());
@@ -142,10 +144,8 @@ TEST_P(TreeShapGpuRandomTest, MatchesTheReference) {
     const double ei = MaxMarginError(ia, iref, c.interaction_rows, f->num_outputs);
     std::printf("depth %d trees %d %s: shap %.3g inter %.3g\n", c.depth, c.trees,
                 dbl ? "double" : "float", e, ei);
-    if (dbl) {
-      EXPECT_LE(e, kTolerance);
-      EXPECT_LE(ei, kTolerance);
-    }
+    EXPECT_LE(e, kTolerance);
+    EXPECT_LE(ei, kTolerance);
     // Run to run: bitwise identical, also with another chunking and rows per warp.
     const std::vector<float> b = Gpu(*gpu, *f, rows, false);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
@@ -176,8 +176,106 @@ INSTANTIATE_TEST_SUITE_P(
         RandomCase{12, 20, 2, false, 0.3, true, 40, 0.3, 200, 10, 7},
         RandomCase{16, 10, 1, false, 0.2, false, 50, 0.4, 200, 5, 8},
         RandomCase{20, 5, 1, false, 0.2, true, 60, 0.45, 100, 5, 9},
+        // Deep forests: paths of 16-31 elements, many per bin.
+        RandomCase{24, 40, 1, false, 0.1, false, 80, 0.3, 200, 4, 11},
+        RandomCase{30, 20, 2, false, 0.0, true, 120, 0.1, 100, 3, 12},
         // Long paths (> 31 features on one path): CPU fallback added to the GPU result.
         RandomCase{45, 2, 1, false, 0.0, false, 200, 0.6, 50, 3, 10}));
+
+// What the kernels must produce, computed on the CPU: each lane's unwound sum by
+// treeshap_arith::EmulatePath in T, its contribution rounded to fixed point exactly as the kernel
+// does, the integer sums converted as FinishKernel converts them. SHAP values, binned paths only.
+template <typename T>
+std::vector<float> EmulatedGpuShap(const PathLayout& l, const std::vector<float>& rows) {
+  const std::vector<double> wd = treeshap_arith::ShapleyWeightTable();
+  const std::vector<T> weights(wd.begin(), wd.end());
+  const std::vector<double> scale = FixedPointScales(l, false);
+  const int64_t f1 = l.num_features + 1;
+  const int64_t n = static_cast<int64_t>(rows.size()) / l.num_features;
+  std::vector<float> out(n * l.num_outputs * f1);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = rows.data() + r * l.num_features;
+    std::vector<long long> acc(l.num_outputs * f1, 0);
+    treeshap_arith::EmulateRowContributions(
+        l, row, weights.data(), [&](const PathInfo& p, int feature, double c) {
+          for (int w = 0; w < p.width; ++w) {
+            const double vs = l.values[p.value_begin + w] * scale[p.group + w];
+            acc[(p.group + w) * f1 + feature] += std::llrint(c * vs);
+          }
+        });
+    for (int k = 0; k < l.num_outputs; ++k) {
+      for (int64_t c = 0; c < f1; ++c) {
+        double v = static_cast<double>(acc[k * f1 + c]) / scale[k];
+        if (c == l.num_features) v += l.bias[k];
+        out[(r * l.num_outputs + k) * f1 + c] = static_cast<float>(v);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(TreeShapGpuTest, KernelsComputeExactlyTheEmulatedArithmetic) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.num_trees = 40;
+  o.max_depth = 14;
+  o.num_outputs = 2;
+  o.num_features = 30;
+  o.categorical_fraction = 0.2;
+  o.extreme_cover_probability = 0.05;
+  o.seed = 31;
+  ForestPtr f = MakeRandomForest(o);
+  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_TRUE((*l)->long_paths.empty());
+  const std::vector<float> rows = MakeRandomRows(*f, 300, 32);
+  for (bool dbl : {false, true}) {
+    std::unique_ptr<TreeShapGpu> gpu = MakeGpu(*f, dbl);
+    ASSERT_NE(gpu, nullptr);
+    const std::vector<float> got = Gpu(*gpu, *f, rows, false);
+    const std::vector<float> want =
+        dbl ? EmulatedGpuShap<double>(**l, rows) : EmulatedGpuShap<float>(**l, rows);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+        << (dbl ? "double" : "float");
+  }
+}
+
+TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
+  SKIP_WITHOUT_GPU();
+  testing::HandForest h(2);
+  h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Leaf(0.01, 6), h.Leaf(-0.02, 4)});
+  h.AddTree({h.Split(1, 0.25f, 1, 2, 10), h.Leaf(0.03, 3), h.Leaf(0.01, 7)});
+  ForestPtr small = h.Build();
+  RandomForestOptions o;
+  o.max_depth = 16;
+  o.num_trees = 200;
+  o.num_features = 30;
+  o.seed = 5;
+  ForestPtr deep = MakeRandomForest(o);
+  ThreadPool pool(0);
+  for (const ForestPtr& f : {small, deep}) {
+    absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
+    ASSERT_TRUE(l.ok()) << l.status();
+    TreeShapGpuOptions options;  // kAuto
+    absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(*l, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const treeshap_arith::PrecisionChoice want = treeshap_arith::ChoosePrecision(
+        **l, TreeShapPrecision::kAuto, options.float_bound_limit);
+    for (bool inter : {false, true}) {
+      EXPECT_EQ((*gpu)->UsesFloat(inter), want.use_float[inter ? 1 : 0]) << (*gpu)->Describe();
+    }
+    std::printf("%s\n", (*gpu)->Describe().c_str());
+    const std::vector<float> rows = MakeRandomRows(*f, 200, 6);
+    const std::vector<float> ref = ReferenceExplanation(*f, rows, false, &pool);
+    EXPECT_LE(MaxMarginError(Gpu(**gpu, *f, rows, false), ref, 200, f->num_outputs), kTolerance);
+  }
+  // The small model is provably safe in float, the deep one is not.
+  absl::StatusOr<PathLayoutPtr> ls = BuildPathLayout(*small);
+  absl::StatusOr<PathLayoutPtr> ld = BuildPathLayout(*deep);
+  EXPECT_TRUE(treeshap_arith::ChoosePrecision(**ls, TreeShapPrecision::kAuto, 5e-6).use_float[0]);
+  EXPECT_FALSE(treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kAuto, 5e-6).use_float[0]);
+}
 
 TEST(TreeShapGpuTest, DeviceEntryMatchesHostEntry) {
   SKIP_WITHOUT_GPU();

@@ -1,7 +1,9 @@
 // libFuzzer target for the CSV reader (core/io/csv.h): any bytes must parse into rows x cols values
 // or fail with INVALID_ARGUMENT naming the source; the streaming CsvReader (fed the same bytes through
 // a memory file, a few rows at a time) must agree value for value with the in-memory parser whenever
-// both succeed. Never a crash or a sanitizer report.
+// both succeed. The same bytes are also read as a header line plus rows (grove --header): the
+// header's first two names are the values, its last is kept, and every row has one kept string and
+// two values, or the read fails with INVALID_ARGUMENT. Never a crash or a sanitizer report.
 //
 // Seed corpus: X.csv files of tests/golden and examples/rows.csv (tests/fuzz/CMakeLists.txt).
 #include <sys/mman.h>
@@ -29,6 +31,35 @@ void CheckParsed(const absl::Status& s, int64_t cols, size_t values) {
     return;
   }
   if (s.code() != absl::StatusCode::kInvalidArgument) std::abort();
+}
+
+// Reads the memory file `path` as a header plus rows (CsvReader::ReadHeader / SetLayout).
+void CheckHeaderPath(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<grove::CsvReader>> reader = grove::CsvReader::Open(path);
+  if (!reader.ok()) std::abort();
+  absl::StatusOr<std::vector<std::string>> header = (*reader)->ReadHeader();
+  if (!header.ok()) {
+    if (header.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
+    return;
+  }
+  if (header->size() < 2) return;
+  absl::StatusOr<grove::CsvLayout> layout =
+      grove::MatchCsvHeader(*header, {(*header)[1], (*header)[0]}, {header->back()}, path);
+  if (!layout.ok()) std::abort();  // every name is in the header
+  (*reader)->SetLayout(*std::move(layout));
+  std::vector<double> values;
+  std::vector<std::string> kept;
+  while (true) {
+    absl::StatusOr<int64_t> n = (*reader)->ReadRows(2, &values, &kept);
+    if (!n.ok()) {
+      if (n.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
+      return;
+    }
+    if (*n == 0) return;
+    if (values.size() != static_cast<size_t>(*n) * 2 || kept.size() != static_cast<size_t>(*n)) {
+      std::abort();
+    }
+  }
 }
 
 }  // namespace
@@ -66,6 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (static_cast<int64_t>(chunk.size()) != *n * (*reader)->cols()) std::abort();
     streamed.insert(streamed.end(), chunk.begin(), chunk.end());
   }
+  CheckHeaderPath(path);
   ::close(fd);
   if (f.ok() && stream_ok) {
     if (streamed.size() != floats.size()) std::abort();

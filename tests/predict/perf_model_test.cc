@@ -299,14 +299,19 @@ TEST(PerfModelTest, RowChunkShapesRoundTripAndScaleWithTheBlock) {
   for (int threads : {256, 512, 1024}) {
     for (int chunk = 1; chunk <= threads; chunk *= 2) {
       for (int per_thread = 1; per_thread <= 4; per_thread *= 2) {
-        RowChunkShape s;
-        s.chunk = chunk;
-        s.threads = threads;
-        s.per_thread = per_thread;
-        const RowChunkShape t = RowChunkShape::FromCode(s.Code());
-        EXPECT_EQ(t.chunk, chunk);
-        EXPECT_EQ(t.threads, threads);
-        EXPECT_EQ(t.per_thread, per_thread);
+        for (int parts = 1; parts <= kRowChunkMaxParts; parts *= 2) {
+          RowChunkShape s;
+          s.chunk = chunk;
+          s.threads = threads;
+          s.per_thread = per_thread;
+          s.parts = parts;
+          const RowChunkShape t = RowChunkShape::FromCode(s.Code());
+          EXPECT_EQ(t.chunk, chunk);
+          EXPECT_EQ(t.threads, threads);
+          EXPECT_EQ(t.per_thread, per_thread);
+          EXPECT_EQ(t.parts, parts);
+          EXPECT_EQ(RowChunkShape::FromLabel(s.Label()).Code(), s.Code()) << s.Label();
+        }
       }
     }
   }
@@ -375,6 +380,16 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   narrow.seconds[3] = 125e-6;
   EXPECT_NEAR(RowChunkWaveSeconds(narrow, 100, 20000), 24e-6 + 96e-6 + (90e-6 - 24e-6), 1e-12);
   narrow.seconds[3] = 240e-6;
+
+  // Tree parts multiply the blocks: wide in 4 parts is 4 x 157 blocks at 10,000 rows, 7 on the
+  // busiest SM (its timed points are in blocks per SM, like any shape's).
+  RowChunkTiming quarters = wide;
+  quarters.shape.parts = 4;
+  quarters.blocks_per_sm = 8;
+  quarters.per_sm[1] = 4, quarters.per_sm[2] = 8, quarters.per_sm[3] = 16;
+  quarters.seconds[1] = 20e-6, quarters.seconds[2] = 30e-6, quarters.seconds[3] = 60e-6;
+  EXPECT_NEAR(RowChunkWaveSeconds(quarters, 100, 10000), 20e-6 + 3.0 / 4 * 10e-6, 1e-12);
+  EXPECT_EQ(quarters.shape.Label(), "32x2/4");
 
   const GpuHardwareParams hw = FakeHw();  // 100 SMs
   TahoeWorkload w = Medium(10000);

@@ -110,13 +110,15 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
 // reduction), in its single and its paired layout, and row chunks of 32 rows (a partial last chunk),
 // of 4 rows with two rows per thread, of 128 rows in blocks of 1,024 threads (groups of four warps,
 // several outputs limited to 32 rows without a class-aware assignment), of 2 rows in blocks of 512
-// and of 8 rows with four rows per thread.
+// and of 8 rows with four rows per thread, and with the trees in parts (2 parts of 32-row chunks, 8
+// parts of 8 rows with four rows per thread; where the walks cannot split, the same shapes whole).
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
   const int row_chunks[] = {0, 32, 4 | kRowChunkPaired,
                             128 | (2 << kRowChunkThreadsShift), 2 | (1 << kRowChunkThreadsShift),
-                            8 | kRowChunkQuad};
-  for (int variant = 0; variant < 6; ++variant) {
+                            8 | kRowChunkQuad, 32 | (1 << kRowChunkPartsShift),
+                            8 | kRowChunkQuad | (3 << kRowChunkPartsShift)};
+  for (int variant = 0; variant < 8; ++variant) {
     TahoeEngineOptions o;
     o.format = format;
     if (variant > 0) {
@@ -131,7 +133,8 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
     ASSERT_NE(e, nullptr);
     const char* labels[] = {"", " (small parts/chunks)", " (paired lanes)", " (128 rows, 1024 threads)",
-                            " (2 rows, 512 threads)", " (four rows per thread)"};
+                            " (2 rows, 512 threads)", " (four rows per thread)", " (2 tree parts)",
+                            " (8 tree parts, four rows per thread)"};
     CheckEngine(*e, *f, rows, what + labels[variant]);
   }
 }

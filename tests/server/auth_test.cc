@@ -78,6 +78,7 @@ class AuthServerTest : public ::testing::Test {
     o.grpc_address = "127.0.0.1";
     o.grpc_port = 0;
     o.metrics_port = -1;
+    o.http.port = -1;
     o.repository_poll = absl::ZeroDuration();
     o.auth_poll = absl::ZeroDuration();
     return o;
@@ -138,7 +139,9 @@ TEST_F(AuthServerTest, EveryRpcButHealthNeedsTheRightRole) {
   const std::set<std::string> open = {"/inference.GRPCInferenceService/ServerLive",
                                       "/inference.GRPCInferenceService/ServerReady",
                                       "/inference.GRPCInferenceService/ModelReady"};
-  const std::set<std::string> admin = {"/grove.v1.Grove/LoadModel", "/grove.v1.Grove/UnloadModel"};
+  const std::set<std::string> admin = {"/grove.v1.Grove/LoadModel", "/grove.v1.Grove/UnloadModel",
+                                       "/inference.GRPCInferenceService/RepositoryModelLoad",
+                                       "/inference.GRPCInferenceService/RepositoryModelUnload"};
   std::vector<std::string> methods = Methods("grove.v1.Grove");
   const std::vector<std::string> kserve = Methods("inference.GRPCInferenceService");
   ASSERT_GE(methods.size(), 7u);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -180,17 +181,82 @@ TEST(Convert, KserveInputRawTypedAndErrors) {
   EXPECT_EQ(ParseKserveOutputs(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Triton's classification extension (class_count) is refused with a message saying so, not
-// ignored (the caller would read the plain tensor as top-k strings).
-TEST(Convert, KserveClassificationIsRefusedNotIgnored) {
+// Triton's classification extension (class_count) on output__0: top classes as "value:index".
+TEST(Convert, KserveClassificationIsTopClassesAsStrings) {
   inference::ModelInferRequest req;
   auto* o = req.add_outputs();
   o->set_name("output__0");
   (*o->mutable_parameters())["classification"].set_int64_param(2);
   absl::StatusOr<KserveOutputs> outs = ParseKserveOutputs(req);
-  EXPECT_EQ(outs.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(outs.status().message()), HasSubstr("class_count"));
-  EXPECT_THAT(std::string(outs.status().message()), HasSubstr("output__0"));
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  EXPECT_EQ(outs->class_count, 2);
+  const float values[6] = {0.2f, 0.5f, 0.3f, 0.4f, 0.4f, 0.2f};
+  std::string raw;
+  EncodeKserveClasses(values, 2, 3, 2, &raw);
+  std::vector<std::string> got;
+  for (size_t at = 0; at < raw.size();) {
+    uint32_t n;
+    std::memcpy(&n, raw.data() + at, 4);
+    got.push_back(raw.substr(at + 4, n));
+    at += 4 + n;
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"0.500000:1", "0.300000:2", "0.400000:0",
+                                           "0.400000:1"}));  // ties: lower index first
+  (*o->mutable_parameters())["classification"].set_int64_param(0);
+  EXPECT_THAT(std::string(ParseKserveOutputs(req).status().message()), HasSubstr(">= 1"));
+  o->set_name("treeshap_output");
+  (*o->mutable_parameters())["classification"].set_int64_param(1);
+  EXPECT_THAT(std::string(ParseKserveOutputs(req).status().message()),
+              HasSubstr("applies to 'output__0'"));
+}
+
+// FIL's output options as request parameters: predict_proba, output_class, threshold.
+TEST(Convert, FilOutputOptions) {
+  auto binary = Servable(Demo());
+  const Forest& f = *binary->forest;
+  auto layout = [&](std::optional<bool> proba, std::optional<bool> cls,
+                    std::optional<double> threshold) {
+    KserveOutputs o;
+    o.predict_proba = proba;
+    o.output_class = cls;
+    o.threshold = threshold;
+    return ResolvePredictionLayout(f, o);
+  };
+  using Form = PredictionLayout::Form;
+  EXPECT_EQ(layout({}, {}, {})->form, Form::kProbabilities);
+  EXPECT_EQ(layout(true, {}, {})->width, 2);
+  absl::StatusOr<PredictionLayout> cls = layout(false, {}, 0.7);
+  ASSERT_TRUE(cls.ok()) << cls.status();
+  EXPECT_EQ(cls->form, Form::kClass);
+  EXPECT_EQ(cls->width, 1);
+  const float p[3] = {0.69f, 0.71f, 0.2f};
+  std::string raw;
+  EncodeKservePrediction(f, *cls, p, 3, &raw);
+  float got[3];
+  std::memcpy(got, raw.data(), sizeof(got));
+  EXPECT_EQ(got[0], 0.0f);
+  EXPECT_EQ(got[1], 1.0f);
+  EXPECT_EQ(got[2], 0.0f);
+  absl::StatusOr<PredictionLayout> value = layout(false, false, {});
+  ASSERT_TRUE(value.ok());
+  EncodeKservePrediction(f, *value, p, 3, &raw);
+  ASSERT_EQ(raw.size(), 12u);
+  std::memcpy(got, raw.data(), sizeof(got));
+  EXPECT_EQ(got[1], 0.71f);
+  EXPECT_THAT(std::string(layout(true, {}, 0.3).status().message()), HasSubstr("threshold"));
+
+  auto multi = Servable(Multiclass());
+  KserveOutputs o;
+  o.predict_proba = false;
+  absl::StatusOr<PredictionLayout> argmax = ResolvePredictionLayout(*multi->forest, o);
+  ASSERT_TRUE(argmax.ok()) << argmax.status();
+  EXPECT_EQ(argmax->width, 1);
+
+  inference::ModelInferRequest req;
+  (*req.mutable_parameters())["threshold"].set_string_param("high");
+  EXPECT_THAT(std::string(ParseKserveOutputs(req).status().message()), HasSubstr("a number"));
+  (*req.mutable_parameters())["threshold"].set_double_param(2);
+  EXPECT_THAT(std::string(ParseKserveOutputs(req).status().message()), HasSubstr("[0, 1]"));
 }
 
 TEST(Convert, Float64RowsAreConvertedServerSide) {

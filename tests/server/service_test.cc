@@ -130,6 +130,8 @@ class ServerTest : public ::testing::Test {
     o.grpc_port = 0;
     o.metrics_address = "127.0.0.1";
     o.metrics_port = 0;
+    o.http.address = "127.0.0.1";
+    o.http.port = 0;
     o.repository_poll = absl::ZeroDuration();
     o.model_control = true;  // LoadModel / UnloadModel tests (off by default)
     o.port_file = (*root_ / "ports.json").string();
@@ -163,6 +165,8 @@ TEST_F(ServerTest, PortFileAndReadiness) {
   EXPECT_THAT(text, HasSubstr(absl::StrCat("\"grpc_port\":", server_->grpc_port())));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("\"metrics_port\":", server_->metrics_port())));
   EXPECT_GT(server_->metrics_port(), 0);
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("\"http_port\":", server_->http_port())));
+  EXPECT_GT(server_->http_port(), 0);
   EXPECT_TRUE(server_->runtime().ServerReady());
 }
 
@@ -522,6 +526,8 @@ TEST_F(ServerTest, KserveSpeaksTritonFil) {
     ASSERT_TRUE(stub->ModelMetadata(&ctx, q, &r).ok());
     EXPECT_EQ(r.inputs(0).name(), "input__0");
     EXPECT_EQ(r.inputs(0).shape(1), 8);
+    EXPECT_EQ(r.inputs(0).parameters().at("feature_names").string_param(),
+              R"(["f0","f1","f2","f3","f4","f5","f6","f7"])");
     EXPECT_EQ(r.outputs(0).name(), "output__0");
   }
   int64_t n, cols;
@@ -797,6 +803,7 @@ ServerOptions LoopbackOptions(const fs::path& repository) {
   o.grpc_address = "127.0.0.1";
   o.grpc_port = 0;
   o.metrics_port = -1;
+  o.http.port = -1;
   o.repository_poll = absl::ZeroDuration();
   return o;
 }
@@ -904,12 +911,13 @@ TEST_F(ServerTest, UndecodableRequestsAndUnknownMethodsSayWhat) {
     EXPECT_THAT(s.error_message(), HasSubstr(method));
     EXPECT_THAT(s.error_message(), HasSubstr("cannot be decoded"));
   }
-  for (const char* method : {"/inference.GRPCInferenceService/ModelConfig",
-                             "/inference.GRPCInferenceService/RepositoryIndex",
+  for (const char* method : {"/inference.GRPCInferenceService/SystemSharedMemoryStatus",
+                             "/inference.GRPCInferenceService/TraceSetting",
                              "/grove.v1.Grove/Train"}) {
     grpc::Status s = RawUnary(channel_->get(), method, "");
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
     EXPECT_THAT(s.error_message(), HasSubstr(method));
+    EXPECT_THAT(s.error_message(), HasSubstr("not Triton's shared memory, tracing"));
   }
   // A valid request still works.
   grove::v1::PredictRequest ok;

@@ -66,6 +66,7 @@ ServerOptions MutualTlsOptions(const fs::path& dir) {
   o.grpc_address = "127.0.0.1";
   o.grpc_port = 0;
   o.metrics_port = -1;
+  o.http.port = -1;
   o.repository_poll = absl::ZeroDuration();
   o.tls_cert_file = (dir / "server.pem").string();
   o.tls_key_file = (dir / "server.key").string();
@@ -104,6 +105,7 @@ TEST(Tls, MissingKeyIsAStartError) {
   o.runtime.model_repository = fs::temp_directory_path().string();
   o.grpc_port = 0;
   o.metrics_port = -1;
+  o.http.port = -1;
   o.tls_cert_file = "/nonexistent/cert.pem";
   absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
@@ -156,6 +158,42 @@ TEST(Tls, ClientCertificateRolesByCommonName) {
   }
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();  // admitted
 
+  server->reset();
+  fs::remove_all(dir);
+}
+
+
+// curl's HTTP status for `args` (0 when the connection or the TLS handshake failed).
+int CurlStatus(const fs::path& dir, const std::string& args) {
+  const fs::path out = dir / "curl_status";
+  std::system(absl::StrCat("curl -s -o /dev/null -w '%{http_code}' ", args, " > ", out.string(),
+                           " 2>/dev/null")
+                  .c_str());
+  const std::string text = Read(out);
+  return text.empty() ? 0 : std::atoi(text.c_str());
+}
+
+TEST(Tls, RestPortServesMutualTlsWithCertificateRoles) {
+  if (!Sh("openssl version") || !Sh("curl --version")) GTEST_SKIP() << "no openssl or curl";
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("grove_tls_rest_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "repo");
+  ASSERT_TRUE(MakeCertificates(dir));
+  std::ofstream(dir / "roles") << "infer grove-client\n";
+  ServerOptions o = MutualTlsOptions(dir);
+  o.tls_client_roles_file = (dir / "roles").string();
+  o.http.address = "127.0.0.1";
+  o.http.port = 0;
+  absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitUntilLoaded().ok());
+  const std::string url = absl::StrCat("https://localhost:", (*server)->http_port(), "/v2");
+  const std::string ca = absl::StrCat("--cacert ", (dir / "ca.pem").string());
+  const std::string cert = absl::StrCat(" --cert ", (dir / "client.pem").string(), " --key ",
+                                        (dir / "client.key").string());
+  EXPECT_EQ(CurlStatus(dir, ca + cert + " " + url), 200);  // role infer from the certificate
+  EXPECT_EQ(CurlStatus(dir, ca + " " + url), 0);           // no client certificate: no handshake
+  EXPECT_EQ(CurlStatus(dir, absl::StrCat("http://localhost:", (*server)->http_port(), "/v2")), 0);
   server->reset();
   fs::remove_all(dir);
 }

@@ -1,0 +1,26 @@
+#include "bench/common/rows.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/io/csv.h"
+
+namespace grove::bench {
+
+absl::StatusOr<std::vector<float>> ReadFeatureRows(const std::string& path, int num_features) {
+  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(path);
+  if (!csv.ok()) return csv.status();
+  if (csv->cols != num_features && csv->cols != num_features + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": rows have ", csv->cols,
+                                                   " columns; the model has ", num_features,
+                                                   " features (a trailing label may add one)"));
+  }
+  std::vector<float> rows;
+  rows.reserve(csv->rows * num_features);
+  for (int64_t r = 0; r < csv->rows; ++r) {
+    const float* begin = csv->values.data() + r * csv->cols;
+    rows.insert(rows.end(), begin, begin + num_features);
+  }
+  return rows;
+}
+
+}  // namespace grove::bench

@@ -1,0 +1,217 @@
+// Per-lane path arithmetic of the warp-level TreeSHAP kernels (treeshap_gpu.cuh), written once as
+// GROVE_HD code so that the CPU can run exactly the GPU's float or double operations (tests of the
+// error bound, the precision choice at load). Plain data and free functions; thread-safe.
+//
+// ## The algorithm in the "w basis" (division-free EXTEND, stable UNWIND)
+// For a path whose non-root elements j = 1..n have zero fraction z_j and one fraction o_j in {0,1},
+// let W(t) = prod_j (z_j + o_j t) = sum_k W_k t^k. GPUTreeShap's subset weights are
+// pw_k = W_k k! (n-k)! / (n+1)!; keeping W_k instead makes EXTEND one fused multiply-add per
+// element and lane, W_k <- z_u W_k + o_u W_{k-1}, with no division (every term is >= 0: no
+// cancellation, relative error <= gamma_2n including the rounding of z to T).
+// UNWIND of element i divides W by (z_i + o_i t): R = W / (z_i + o_i t), and the lane's unwound sum
+// is total_i = sum_{k<n} r_k k! (n-1-k)! / n!  (the Shapley weights, a table built at load).
+//  * o_i = 0: r_k = W_k / z_i (1/z_i hoisted: one multiplication, no cancellation).
+//  * o_i = 1: synthetic division. Top-down (r_{k-1} = W_k - z_i r_k) is stable for the indices
+//    above the mode of a_k = r_k z_i^k and bottom-up (r_k = (W_k - r_{k-1}) / z_i) below it, so
+//    each lane runs top-down while a_k does not decrease (r_k >= z_i r_{k+1}, checked on the value
+//    just computed), then bottom-up for the indices left ("composite deflation"). The a_k are
+//    log-concave (R has real non-positive roots), so every r_k is computed with condition number
+//    kappa_k = 1 + 2 sum_{j beyond k} a_j / a_k <= 2n - 1.
+// A lane needs n + 1 steps at most (n values, plus the one rejected at the switch); each step
+// fetches one W coefficient from another lane.
+//
+// ## Floor (operations per path element per row; n = path's non-root elements)
+// EXTEND: n steps x (1 shuffle of W, 1 FMA, 1 select); UNWIND: <= n + 1 steps x (1 shuffle of W,
+// 1 load of the Shapley weight, 2 FMA, 1 multiply, compare and selects). That is 2n shuffles and
+// ~4n floating-point operations per element and row for SHAP values (GPUTreeShap: 4n shuffles --
+// its z/o broadcast is a 64-bit shuffle -- and 2 approximate divisions per UNWIND step), and
+// (n - 1) times that again for interactions (one EXTEND + UNWIND per conditioning element). The o_u
+// of EXTEND come from one ballot per row and the z_u from registers loaded once per bin.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/common/hd.h"
+#include "core/explain/paths.h"
+
+namespace grove {
+
+enum class TreeShapPrecision : uint8_t {
+  kAuto,    // float where the load-time error bound allows it, per kind of request
+  kFloat,   // float always (not checked: benchmarks and ablations)
+  kDouble,  // double always
+};
+const char* TreeShapPrecisionName(TreeShapPrecision precision);  // "auto", "float", "double"
+
+namespace treeshap_arith {
+
+// Shapley-weight table: entry WeightIndex(n, k) = k! (n-1-k)! / n! for 1 <= n <= kWarpLanes - 1,
+// 0 <= k < n. Stride kWarpLanes + 1 so that lanes of one path (same n, different k) read different
+// shared-memory banks.
+inline constexpr int kWeightStride = kWarpLanes + 1;
+inline constexpr int kWeightEntries = kWarpLanes * kWeightStride;
+GROVE_HD int WeightIndex(int n, int k) { return n * kWeightStride + k; }
+
+// The table in double (built on the host; the float table rounds it).
+std::vector<double> ShapleyWeightTable();
+
+// ## Error bound of float path arithmetic (chooses float or double at load)
+// With u = 2^-24 and a path of n non-root elements, every lane's float unwound sum is within
+// FloatUnwoundSumBound(n) x (its exact value) of the exact value, for every row:
+//   W_k: n roundings of z to float and n FMA roundings of non-negative terms: gamma_2n;
+//   r_k: kappa_k <= 2n - 1 times (gamma_2n + the 2n + 2 roundings of the deflation, z and 1/z);
+//   sum of n non-negative weighted terms, table rounded: gamma_(n+1).
+// Second-order terms (products of two u) are covered by the 1% slack. The bound assumes no
+// underflow: it holds for paths whose MinZeroProduct is at least kFloatMinZeroProduct (every
+// non-zero W_k, r_k is at least that product, every weighted term at least 2e-10 times it, so
+// all stay normal floats).
+double FloatUnwoundSumBound(int n);
+inline constexpr double kFloatMinZeroProduct = 1e-27;
+// prod over the path's elements with z > 0 of min(1, z) (z[0..len), the root's z = 1 included).
+double MinZeroProduct(const double* z, int len);
+
+// Per output k, a bound on |float - double path arithmetic| of any SHAP value (shap) and any
+// interaction value (interactions), in the output's units. Per tree the contributions of its
+// leaves to one feature add up to at most 2 max|leaf value| x Z (Z = largest product over a path of
+// max(1, z), which is 1 for consistent covers), so the bound is the sum over trees of
+// FloatUnwoundSumBound(longest path) x 2 max|leaf value| x Z; interactions add up to max_length
+// conditioned contributions per entry (the diagonal), hence the factor. Infinite where float could
+// overflow (Z > 1e30) or underflow (a path's MinZeroProduct below kFloatMinZeroProduct). Long paths
+// (CPU fallback, double) are left out.
+struct FloatErrorBounds {
+  std::vector<double> shap;
+  std::vector<double> interactions;
+};
+FloatErrorBounds TreeShapFloatErrorBounds(const PathLayout& layout);
+
+// The path arithmetic of each kind of request: use_float[0] for SHAP values, [1] for interactions.
+// kAuto: float when the largest bound over outputs is <= limit.
+struct PrecisionChoice {
+  bool use_float[2] = {false, false};
+  double bound[2] = {0, 0};  // largest float error bound over outputs
+};
+PrecisionChoice ChoosePrecision(const PathLayout& layout, TreeShapPrecision precision,
+                                double limit);
+
+template <typename T>
+GROVE_HD T Fma(T a, T b, T c) {
+  return fma(a, b, c);  // float overload on the device; std::fma(float...) on the host
+}
+
+// One EXTEND step for the lane holding coefficient w (its left neighbour holds `left`).
+template <typename T>
+GROVE_HD T ExtendStep(T w, T left, T z, bool o) {
+  return Fma(z, w, o ? left : T(0));
+}
+
+// 1/z hoisted out of the row loop (0 for z == 0: such a lane is either dead -- o = 0, every W is 0
+// -- or unwinds top-down only, where 1/z is never used).
+template <typename T>
+GROVE_HD T InverseZero(T z) {
+  return z > T(0) ? T(1) / z : T(0);
+}
+
+// UNWIND state of one lane: feed it W[Source()] until Done(); Total() is the unwound sum.
+template <typename T>
+struct Unwinder {
+  T z = 0, inv_z = 0, r = 0, total = 0;
+  int n = 0;      // degree of W (non-root elements of the path, the lane's own included)
+  int idx = 0;    // W coefficient to fetch next
+  int stop = 0;   // bottom-up: last r index to compute
+  bool top = false, done = true;
+  bool carry = false;  // bottom-up subtracts the previous r (o = 1 lanes only)
+
+  GROVE_HD void Begin(int degree, T zero, T inverse_zero, bool one) {
+    z = zero;
+    inv_z = inverse_zero;
+    n = degree;
+    r = T(0);
+    total = T(0);
+    top = one;  // o = 0 lanes never subtract: "bottom-up" without the carry
+    idx = one ? degree : 0;
+    stop = degree - 1;
+    done = degree < 1;
+    carry = false;
+  }
+  GROVE_HD int Source() const { return idx; }
+  GROVE_HD bool Done() const { return done; }
+  GROVE_HD T Total() const { return total; }
+
+  // One step with w = W[Source()]; `weights` is the Shapley-weight table (WeightIndex).
+  GROVE_HD void Step(T w, const T* weights) {
+    if (done) return;
+    if (top) {
+      const T next = Fma(-z, r, w);  // r_{idx-1}
+      if (idx == n || next >= z * r) {
+        total = Fma(weights[WeightIndex(n, idx - 1)], next, total);
+        r = next;
+        done = --idx == 0;
+        return;
+      }
+      // a_{idx-1} < a_idx: past the mode; r_0 .. r_{idx-1} bottom-up.
+      top = false;
+      stop = idx - 1;
+      idx = 0;
+      r = T(0);
+      carry = true;
+      return;
+    }
+    const T next = (carry ? w - r : w) * inv_z;
+    total = Fma(weights[WeightIndex(n, idx)], next, total);
+    r = next;
+    done = idx++ == stop;
+  }
+};
+
+// z[0..len) and o[0..len) of `path` for `row` (element 0: the root, z = o = 1).
+void PathFractions(const PathLayout& layout, const PathInfo& path, const float* row, double* z,
+                   bool* o);
+
+// The warp's arithmetic for one path, run sequentially on the CPU (bit-identical to the kernel for
+// the same T): z[0..len), o[0..len) with element 0 the root; element `skip` (> 0) left out, or
+// none (skip <= 0). totals[i] = unwound sum of element i (0 for the root and the skipped element).
+template <typename T>
+void EmulatePath(const double* z, const bool* o, int len, int skip, const T* weights, T* totals) {
+  T w[kWarpLanes + 1] = {T(1)};
+  int n = 0;  // degree so far
+  for (int u = 1; u < len; ++u) {
+    if (u == skip) continue;
+    ++n;
+    for (int k = n; k >= 1; --k) w[k] = ExtendStep(w[k], w[k - 1], static_cast<T>(z[u]), o[u]);
+    w[0] = ExtendStep(w[0], T(0), static_cast<T>(z[u]), o[u]);
+  }
+  totals[0] = T(0);
+  for (int i = 1; i < len; ++i) {
+    totals[i] = T(0);
+    if (i == skip) continue;
+    const T zi = static_cast<T>(z[i]);
+    Unwinder<T> un;
+    un.Begin(n, zi, InverseZero(zi), o[i]);
+    while (!un.Done()) un.Step(w[un.Source()], weights);
+    totals[i] = un.Total();
+  }
+}
+
+// For one row, every binned path of `layout` and each of its non-root elements:
+// add(path, feature, c) with c = the element's unwound sum in T (EmulatePath) x (o - z), in double
+// -- what the SHAP kernel multiplies by the leaf values (tests, error studies).
+template <typename T, typename Add>
+void EmulateRowContributions(const PathLayout& layout, const float* row, const T* weights, Add add) {
+  double z[kWarpLanes];
+  bool o[kWarpLanes];
+  T totals[kWarpLanes];
+  for (const PathInfo& p : layout.paths) {
+    if (p.bin == UINT32_MAX) continue;
+    PathFractions(layout, p, row, z, o);
+    EmulatePath<T>(z, o, p.length, 0, weights, totals);
+    for (int i = 1; i < p.length; ++i) {
+      add(p, layout.elements[p.element_begin + i].feature,
+          static_cast<double>(totals[i]) * ((o[i] ? 1.0 : 0.0) - z[i]));
+    }
+  }
+}
+
+}  // namespace treeshap_arith
+}  // namespace grove

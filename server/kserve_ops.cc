@@ -1,0 +1,336 @@
+#include "server/kserve_ops.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/explain/explain.h"
+#include "core/predict/predict.h"
+#include "server/call.h"
+#include "server/convert.h"
+#include "nlohmann/json.hpp"
+
+#ifndef GROVE_VERSION
+#define GROVE_VERSION "0.1.0"
+#endif
+
+namespace grove::server {
+namespace {
+
+using registry::Operation;
+using registry::ServablePtr;
+
+struct InferState {
+  ServablePtr model;
+  KserveInput input;
+  KserveOutputs outputs;
+  ExplainChoice explain;    // treeshap_output's method and output space
+  PredictionLayout layout;  // of output__0
+  std::vector<float> prediction;
+  std::vector<float> shap;
+};
+
+void FillInferResponse(const InferState& state, const inference::ModelInferRequest& request,
+                       inference::ModelInferResponse* response) {
+  const Forest& f = *state.model->forest;
+  const int64_t n = state.input.rows.rows;
+  response->set_model_name(state.model->name);
+  response->set_model_version(std::to_string(state.model->version));
+  response->set_id(request.id());
+  for (const std::string& name : state.outputs.names) {
+    auto* out = response->add_outputs();
+    out->set_name(name);
+    out->set_datatype("FP32");
+    std::string* raw = response->add_raw_output_contents();
+    if (name == kOutputTensor) {
+      EncodeKservePrediction(f, state.layout, state.prediction.data(), n, raw);
+      out->add_shape(n);
+      out->add_shape(state.layout.width);
+      if (state.outputs.class_count > 0) {  // Triton's classification extension
+        const std::string values = std::move(*raw);
+        EncodeKserveClasses(reinterpret_cast<const float*>(values.data()), n, state.layout.width,
+                            state.outputs.class_count, raw);
+        out->set_datatype("BYTES");
+        out->set_shape(1, std::min(state.outputs.class_count, state.layout.width));
+      }
+    } else {
+      for (int64_t d : KserveShapShape(f, n)) out->add_shape(d);
+      EncodeFloats(state.shap.data(), static_cast<int64_t>(state.shap.size()), raw);
+    }
+  }
+}
+
+// One task of the call: `op` of every input row into `out` (n x width floats, sized here).
+std::unique_ptr<ComputeTask> MakeTask(Runtime* runtime, const std::shared_ptr<InferState>& state,
+                                      Operation op, int64_t width, std::vector<float>* out,
+                                      const std::shared_ptr<CallState>& call) {
+  const int64_t n = state->input.rows.rows;
+  out->resize(static_cast<size_t>(n * width));
+  auto t = std::make_unique<ComputeTask>();
+  t->model = state->model;
+  t->op = op;
+  if (op == Operation::kPredict) t->kind = OutputKind::kPrediction;
+  if (op != Operation::kPredict) t->output_space = state->explain.output_space;
+  t->rows = state->input.rows;
+  t->out = MakeMatrixView(out->data(), n, width);
+  t->call = call;
+  runtime->metrics().Model(state->model->name)->op(op).request_rows->Observe(static_cast<double>(n));
+  return t;
+}
+
+inference::ModelInput* AddInput(inference::ModelConfig* c, const char* name,
+                                inference::DataType type, std::vector<int64_t> dims) {
+  inference::ModelInput* in = c->add_input();
+  in->set_name(name);
+  in->set_data_type(type);
+  for (int64_t d : dims) in->add_dims(d);
+  return in;
+}
+
+void AddOutput(inference::ModelConfig* c, const char* name, std::vector<int64_t> shape) {
+  inference::ModelOutput* out = c->add_output();
+  out->set_name(name);
+  out->set_data_type(inference::TYPE_FP32);
+  for (size_t i = 1; i < shape.size(); ++i) out->add_dims(shape[i]);  // without the batch
+}
+
+const char* IndexState(const registry::VersionStatus& v) {
+  if (v.serving) return "READY";
+  return v.state == registry::VersionState::kLoading ? "LOADING" : "UNAVAILABLE";
+}
+
+void FillStatistics(const std::string& name, int64_t version, const Metrics::ModelTotals& t,
+                    inference::ModelStatistics* out) {
+  auto ns = [](double seconds) { return static_cast<uint64_t>(seconds * 1e9); };
+  out->set_name(name);
+  out->set_version(std::to_string(version));
+  out->set_inference_count(t.rows);
+  out->set_execution_count(t.batches);
+  inference::InferStatistics* s = out->mutable_inference_stats();
+  s->mutable_success()->set_count(t.success);
+  s->mutable_success()->set_ns(ns(t.success_seconds));
+  s->mutable_fail()->set_count(t.fail);
+  s->mutable_queue()->set_count(t.queued);
+  s->mutable_queue()->set_ns(ns(t.queue_seconds));
+  s->mutable_compute_infer()->set_count(t.batches);
+  s->mutable_compute_infer()->set_ns(ns(t.compute_seconds));
+}
+
+}  // namespace
+
+absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigRequest& request,
+                               inference::ModelConfigResponse* response) {
+  absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
+  if (!version.ok()) return version.status();
+  absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+  if (!model.ok()) return model.status();
+  const Forest& f = *(*model)->forest;
+  inference::ModelConfig* c = response->mutable_config();
+  c->set_name((*model)->name);
+  c->set_platform("grove");
+  c->set_backend("grove");
+  c->set_max_batch_size(static_cast<int32_t>(
+      std::min<int64_t>((*model)->config->max_request_rows, std::numeric_limits<int32_t>::max())));
+  AddInput(c, kInputTensor, inference::TYPE_FP32, {f.num_features});
+  AddOutput(c, kOutputTensor, KservePredictionShape(f, 1));
+  if ((*model)->explain != nullptr) AddOutput(c, kShapTensor, KserveShapShape(f, 1));
+  auto param = [c](const char* key, std::string value) {
+    (*c->mutable_parameters())[key].set_string_value(std::move(value));
+  };
+  param("format", FormatLabel(f.format));
+  param("objective", f.objective.name);
+  param("link", LinkName(f.objective.link));
+  param("num_features", std::to_string(f.num_features));
+  param("num_outputs", std::to_string(f.num_outputs));
+  param("num_trees", std::to_string(f.trees.size()));
+  param("version", std::to_string((*model)->version));
+  if (!f.feature_names.empty()) param("feature_names", nlohmann::json(f.feature_names).dump());
+  return absl::OkStatus();
+}
+
+absl::Status KserveModelStatistics(Runtime* runtime,
+                                   const inference::ModelStatisticsRequest& request,
+                                   inference::ModelStatisticsResponse* response) {
+  std::vector<ServablePtr> models;
+  if (request.name().empty()) {
+    for (const registry::ModelStatus& m : runtime->registry().List()) {
+      if (absl::StatusOr<ServablePtr> s = runtime->registry().Get(m.name, 0); s.ok()) {
+        models.push_back(*std::move(s));
+      }
+    }
+  } else {
+    absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
+    if (!version.ok()) return version.status();
+    absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+    if (!model.ok()) return model.status();
+    models.push_back(*std::move(model));
+  }
+  for (const ServablePtr& m : models) {
+    FillStatistics(m->name, m->version, runtime->metrics().Totals(m->name),
+                   response->add_model_stats());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KserveRepositoryIndex(Runtime* runtime, const inference::RepositoryIndexRequest& request,
+                                   inference::RepositoryIndexResponse* response) {
+  if (!request.repository_name().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "repository '", request.repository_name(), "': groved serves one repository, named \"\""));
+  }
+  for (const registry::ModelStatus& m : runtime->registry().List()) {
+    for (const registry::VersionStatus& v : m.versions) {
+      if (request.ready() && !v.serving) continue;
+      auto* index = response->add_models();
+      index->set_name(m.name);
+      index->set_version(std::to_string(v.version));
+      index->set_state(IndexState(v));
+      if (!v.serving) index->set_reason(!v.error.empty() ? v.error : m.error);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string RefusedRepositoryArgument(
+    const std::string& repository,
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& parameters,
+    ModelControl op) {
+  if (!repository.empty()) return absl::StrCat("repository '", repository, "'");
+  for (const auto& [key, value] : parameters) {
+    if (op == ModelControl::kUnload && key == "unload_dependents") continue;
+    return absl::StrCat("parameter '", key, "'");
+  }
+  return "";
+}
+
+void StartModelControl(Runtime* runtime, bool model_control, ModelControl op, std::string model,
+                       absl::Time deadline, std::function<bool()> cancelled,
+                       std::function<void(absl::Status)> done) {
+  const char* what = op == ModelControl::kLoad ? "loaded" : "unloaded";
+  if (!model_control) {
+    done(absl::UnimplementedError(absl::StrCat(
+        "model control is off on this server, so the model cannot be ", what,
+        " by a call: groved loads and unloads models from its repository unless it runs with "
+        "--model_control (with access control, callers with role admin only)")));
+    return;
+  }
+  runtime->RunControl([runtime, op, model = std::move(model), deadline, what,
+                       cancelled = std::move(cancelled), done = std::move(done)] {
+    // A call whose client gave up while it waited is not applied: a timed-out unload must not
+    // take the model down later.
+    if (deadline <= absl::Now()) {
+      done(absl::DeadlineExceededError(absl::StrCat(
+          "the call's deadline expired while it waited for the control thread; the model was not ",
+          what)));
+      return;
+    }
+    if (cancelled()) {
+      done(absl::CancelledError(absl::StrCat(
+          "the call was cancelled while it waited for the control thread; the model was not ",
+          what)));
+      return;
+    }
+    done(op == ModelControl::kLoad ? runtime->registry().Load(model)
+                                   : runtime->registry().Unload(model));
+  });
+}
+
+void KserveServerMetadata(inference::ServerMetadataResponse* response) {
+  response->set_name("grove");
+  response->set_version(GROVE_VERSION);
+}
+
+absl::Status KserveModelReady(Runtime* runtime, const inference::ModelReadyRequest& request,
+                              inference::ModelReadyResponse* response) {
+  absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
+  if (!version.ok()) return version.status();
+  absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+  if (absl::IsNotFound(model.status())) return model.status();
+  response->set_ready(model.ok() && !runtime->shutting_down());
+  return absl::OkStatus();
+}
+
+absl::Status KserveModelMetadata(Runtime* runtime, const inference::ModelMetadataRequest& request,
+                                 inference::ModelMetadataResponse* response) {
+  absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
+  if (!version.ok()) return version.status();
+  absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<registry::ModelStatus> status = runtime->registry().GetStatus(request.name());
+  if (!status.ok()) return status.status();
+  FillKserveModelMetadata(**model, *status, response);
+  return absl::OkStatus();
+}
+
+absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
+                              inference::ModelInferResponse* response, absl::Time deadline,
+                              const InferStarted& started,
+                              std::function<void(absl::Status)> done) {
+  if (deadline <= absl::Now()) {
+    return absl::DeadlineExceededError("the call's deadline expired before it was queued");
+  }
+  absl::StatusOr<int64_t> version = ParseKserveVersion(request.model_version());
+  if (!version.ok()) return version.status();
+  absl::StatusOr<ServablePtr> got = runtime->registry().Get(request.model_name(), *version);
+  if (!got.ok()) return got.status();
+  auto state = std::make_shared<InferState>();
+  state->model = *std::move(got);
+  const Forest& f = *state->model->forest;
+  absl::StatusOr<KserveInput> input = ParseKserveInput(*state->model, request);
+  if (!input.ok()) return input.status();
+  state->input = *std::move(input);
+  absl::StatusOr<KserveOutputs> outputs = ParseKserveOutputs(request);
+  if (!outputs.ok()) return outputs.status();
+  state->outputs = *std::move(outputs);
+  absl::StatusOr<PredictionLayout> layout = ResolvePredictionLayout(f, state->outputs);
+  if (!layout.ok()) return layout.status();
+  state->layout = *layout;
+  if (state->outputs.shap) {
+    absl::StatusOr<ExplainChoice> explain = ExplainChoiceFromKserve(request);
+    if (!explain.ok()) return explain.status();
+    state->explain = *explain;
+    if (absl::Status s = CheckExplainChoice(*state->model, state->explain, false); !s.ok()) {
+      return s;
+    }
+  }
+  const int64_t n = state->input.rows.rows;
+  const int64_t pred_width = f.PredictionWidth();
+  const int64_t shap_width = ExplainWidth(f, false);
+  int64_t bytes = 0;
+  if (state->outputs.prediction) bytes = SaturatingBytes(n, std::max<int64_t>(2, pred_width), 4);
+  if (state->outputs.class_count > 0) {  // "value:index" strings: at most 64 bytes each ("%f")
+    bytes = SaturatingAdd(
+        bytes, SaturatingBytes(n, std::min(state->outputs.class_count, state->layout.width), 64));
+  }
+  if (state->outputs.shap) bytes = SaturatingAdd(bytes, SaturatingBytes(n, shap_width, 4));
+  if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+
+  const Operation explain_op = ExplainOperation(state->explain, false);
+  const Operation op = state->outputs.shap ? explain_op : Operation::kPredict;
+  absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
+      *state->model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, state->input.rows.cols, 4)));
+  if (!memory.ok()) return memory.status();
+  const int count = (state->outputs.prediction ? 1 : 0) + (state->outputs.shap ? 1 : 0);
+  auto call = std::make_shared<CallState>(
+      count, deadline, [state, &request, response, done = std::move(done)](absl::Status status) {
+        if (status.ok()) FillInferResponse(*state, request, response);
+        done(status);
+      });
+  call->Hold(*std::move(memory));
+  started(call, op);
+  std::vector<std::unique_ptr<ComputeTask>> tasks;
+  if (state->outputs.prediction) {
+    tasks.push_back(
+        MakeTask(runtime, state, Operation::kPredict, pred_width, &state->prediction, call));
+  }
+  if (state->outputs.shap) {
+    tasks.push_back(MakeTask(runtime, state, explain_op, shap_width, &state->shap, call));
+  }
+  SubmitAll(runtime, std::move(tasks), call);
+  return absl::OkStatus();
+}
+
+}  // namespace grove::server

@@ -1,0 +1,79 @@
+// The Open Inference Protocol's operations, independent of the transport: gRPC
+// (server/kserve_service.cc) and HTTP/REST (server/http_server.cc) both convert their request into
+// the protocol's messages (proto/inference/grpc_service.proto), call these, and convert the
+// response back, so that both answer the same requests with the same results, bit for bit.
+//
+// Thread-safe (state lives in the Runtime).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/registry/model_registry.h"
+#include "inference/grpc_service.pb.h"
+#include "server/runtime.h"
+
+namespace grove::server {
+
+// Server metadata: name "grove", the version, the extensions groved serves.
+void KserveServerMetadata(inference::ServerMetadataResponse* response);
+
+// Whether the model (version) serves: NOT_FOUND for an unknown model; ready false while it loads,
+// after a failed load or during shutdown.
+absl::Status KserveModelReady(Runtime* runtime, const inference::ModelReadyRequest& request,
+                              inference::ModelReadyResponse* response);
+
+absl::Status KserveModelMetadata(Runtime* runtime, const inference::ModelMetadataRequest& request,
+                                 inference::ModelMetadataResponse* response);
+
+// A configuration synthesised from the model: platform and backend "grove", max_batch_size = the
+// model's max_request_rows, input__0 / output__0 / treeshap_output with their types and dims, and
+// parameters describing the model (format, objective, link, features, outputs, feature names).
+absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigRequest& request,
+                               inference::ModelConfigResponse* response);
+
+// Per model ("" name: every model with a serving version) from the metrics (Metrics::Totals),
+// reported under the serving version. NOT_FOUND for an unknown or unloaded model.
+absl::Status KserveModelStatistics(Runtime* runtime,
+                                   const inference::ModelStatisticsRequest& request,
+                                   inference::ModelStatisticsResponse* response);
+
+// Every version of every model: READY (serving), LOADING, or UNAVAILABLE with the reason; with
+// request.ready only the serving ones. INVALID_ARGUMENT for a repository name other than "".
+absl::Status KserveRepositoryIndex(Runtime* runtime, const inference::RepositoryIndexRequest& request,
+                                   inference::RepositoryIndexResponse* response);
+
+// Model control shared by grove.v1 LoadModel / UnloadModel and KServe RepositoryModelLoad /
+// Unload: UNIMPLEMENTED naming --model_control when it is off; otherwise runs the (blocking) load
+// or unload on the runtime's control thread and calls `done` there. A call whose deadline passed,
+// or for which `cancelled` answers true, while it waited is answered without being applied.
+enum class ModelControl { kLoad, kUnload };
+
+// What groved cannot honour in a repository load / unload: a repository name other than "", or a
+// parameter other than unload's `unload_dependents` (tritonclient always sends it; groved has no
+// ensembles, so there are no dependents): "parameter 'config'" etc.; "" when all is supported.
+std::string RefusedRepositoryArgument(
+    const std::string& repository,
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& parameters,
+    ModelControl op);
+void StartModelControl(Runtime* runtime, bool model_control, ModelControl op, std::string model,
+                       absl::Time deadline, std::function<bool()> cancelled,
+                       std::function<void(absl::Status)> done);
+
+// What a transport learns when an inference has been queued, before any of its work can finish:
+// the compute state (to cancel it when the client goes away) and the operation (for metrics).
+using InferStarted =
+    std::function<void(const std::shared_ptr<CallState>& call, registry::Operation op)>;
+
+// Validates `request`, reserves memory and queues its work, answering into `response`. On OK,
+// `started` has run and `done` runs exactly once (on an executor thread, or on this thread before
+// the return when the work ran inline) once `response` is complete or failed; on error neither
+// runs. `request` and `response` must stay alive until `done` ran.
+absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
+                              inference::ModelInferResponse* response, absl::Time deadline,
+                              const InferStarted& started, std::function<void(absl::Status)> done);
+
+}  // namespace grove::server
