@@ -40,4 +40,16 @@ absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interact
   return absl::OkStatus();
 }
 
+absl::StatusOr<IterationRange> CheckExplainCall(const Forest& forest, RowsView rows,
+                                                bool interactions, int iteration_begin,
+                                                int iteration_end, MatrixView<float> out) {
+  if (absl::Status s = CheckExplainCall(forest, rows, interactions, out); !s.ok()) return s;
+  IterationRange range;
+  if (absl::Status s = ResolveIterationRange(forest, iteration_begin, iteration_end, &range);
+      !s.ok()) {
+    return s;
+  }
+  return range;
+}
+
 }  // namespace grove

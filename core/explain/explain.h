@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/common/rows.h"
 #include "core/model/forest.h"
+#include "core/predict/traverse.h"
 
 namespace grove {
 
@@ -37,6 +39,11 @@ absl::Status CheckExplainable(const Forest& forest);
 // well-formed views. INVALID_ARGUMENT naming what is wrong.
 absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interactions,
                               MatrixView<float> out);
+// The same, then the call's rounds [iteration_begin, iteration_end) resolved (0, 0: every round;
+// INVALID_ARGUMENT outside the model's rounds): the one check every CPU explainer starts with.
+absl::StatusOr<IterationRange> CheckExplainCall(const Forest& forest, RowsView rows,
+                                                bool interactions, int iteration_begin,
+                                                int iteration_end, MatrixView<float> out);
 
 // CPU reference: the recursive TreeSHAP of the GPUTreeShap paper's Algorithm 1 in double precision
 // (interactions by conditioning on each feature present/absent), multi-threaded over rows on `pool`.

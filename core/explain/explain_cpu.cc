@@ -306,15 +306,9 @@ void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi,
 
 absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const ExplainOptions& options,
                                  MatrixView<float> out, ThreadPool* pool) {
-  if (absl::Status s = CheckExplainCall(forest, rows, options.interactions, out); !s.ok()) {
-    return s;
-  }
-  IterationRange range;
-  if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
-                                             options.iteration_end, &range);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<IterationRange> range = CheckExplainCall(
+      forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
+  if (!range.ok()) return range.status();
   const bool interactions = options.interactions;
   if (rows.rows == 0) return absl::OkStatus();
 
@@ -325,7 +319,7 @@ absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const Expl
   std::vector<double> bias(forest.base_margin.begin(), forest.base_margin.end());
   int max_depth = 0;
   for (int32_t t = 0; t < static_cast<int32_t>(forest.trees.size()); ++t) {
-    if (!forest.TreeInRange(t, range.begin, range.end)) continue;
+    if (!forest.TreeInRange(t, range->begin, range->end)) continue;
     infos.push_back(MakeTreeInfo(forest, t, interactions));
     const TreeInfo& info = infos.back();
     for (size_t b = 0; b < info.expected.size(); ++b) {

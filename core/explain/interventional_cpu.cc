@@ -61,15 +61,9 @@ absl::Status CheckBackground(const Forest& forest, RowsView background) {
 
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out) {
-  if (absl::Status s = CheckExplainCall(forest, rows, options.interactions, out); !s.ok()) {
-    return s;
-  }
-  IterationRange range;
-  if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
-                                             options.iteration_end, &range);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<IterationRange> range = CheckExplainCall(
+      forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
+  if (!range.ok()) return range.status();
   return CheckOutputSpace(forest, options.output_space);
 }
 

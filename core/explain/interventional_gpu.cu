@@ -44,12 +44,7 @@ std::vector<double> IterationPrefix(const Forest& forest, const InterventionalLa
 
 template <typename T>
 absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t* accounted) {
-  absl::StatusOr<gpu::DeviceBuffer> u =
-      gpu::DeviceBuffer::Upload(host, "interventional_gpu: layout upload");
-  if (!u.ok()) return u.status();
-  *b = std::move(*u);
-  *accounted += b->bytes();
-  return absl::OkStatus();
+  return gpu::UploadCounted(host, "interventional_gpu: layout upload", b, accounted);
 }
 
 class InterventionalGpuImpl final : public InterventionalGpu {

@@ -218,15 +218,9 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool) {
   const Forest& forest = *model.forest;
-  if (absl::Status s = CheckExplainCall(forest, rows, options.interactions, out); !s.ok()) {
-    return s;
-  }
-  IterationRange range;
-  if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
-                                             options.iteration_end, &range);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<IterationRange> range = CheckExplainCall(
+      forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
+  if (!range.ok()) return range.status();
   const bool interactions = options.interactions;
   const int64_t width = ExplainWidth(forest, interactions);
   if (rows.rows == 0) return absl::OkStatus();
@@ -234,7 +228,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   const int num_features = model.num_features;
   const int num_outputs = model.num_outputs;
   const int64_t f1 = num_features + 1;
-  const std::vector<double> bias = model.Bias(range.begin, range.end);
+  const std::vector<double> bias = model.Bias(range->begin, range->end);
   const PathLayout& layout = *model.layout;
   const uint32_t* category_bits = layout.category_bits.data();
 
@@ -246,7 +240,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       const float* row = rows.Row(r);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (const QuadraturePath& path : model.paths) {
-        if (path.iteration < range.begin || path.iteration >= range.end) continue;
+        if (path.iteration < range->begin || path.iteration >= range->end) continue;
         const int n = path.n;
         const int len = path.capacity > 0 ? path.capacity : n;
         const PathElement* e = model.elements.data() + path.element_begin;

@@ -69,11 +69,7 @@ struct DeviceState {
 // `host` uploaded into `*b`, its bytes added to `*accounted`.
 template <typename T>
 absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t* accounted) {
-  absl::StatusOr<gpu::DeviceBuffer> u = gpu::DeviceBuffer::Upload(host, "treeshap_gpu: layout upload");
-  if (!u.ok()) return u.status();
-  *b = std::move(*u);
-  *accounted += b->bytes();
-  return absl::OkStatus();
+  return gpu::UploadCounted(host, "treeshap_gpu: layout upload", b, accounted);
 }
 
 class TreeShapGpuImpl final : public TreeShapGpu {

@@ -100,6 +100,18 @@ class Buffer {
 };
 
 using DeviceBuffer = Buffer<internal::DeviceMemory>;
+
+// `host` uploaded into `*b` (replacing what it held), its bytes added to `*accounted`: how the GPU
+// engines fill their resident layouts and count their device memory.
+template <typename T>
+absl::Status UploadCounted(const std::vector<T>& host, absl::string_view what, DeviceBuffer* b,
+                           int64_t* accounted) {
+  absl::StatusOr<DeviceBuffer> u = DeviceBuffer::Upload(host, what);
+  if (!u.ok()) return u.status();
+  *b = std::move(*u);
+  *accounted += b->bytes();
+  return absl::OkStatus();
+}
 using PinnedBuffer = Buffer<internal::PinnedMemory>;
 
 }  // namespace grove::gpu
