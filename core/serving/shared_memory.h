@@ -1,0 +1,171 @@
+// SharedMemoryRegistry: the system shared memory regions clients on the same host registered
+// (Triton's system shared memory extension; grove.v1 RegisterSharedMemory), so that requests name
+// their rows and results by (region, offset, byte size) instead of carrying them.
+//
+// A region is a byte range [offset, offset + byte_size) of a POSIX shared memory object (key
+// "/name", shm_open), mapped read-write into this process when it is registered. Requests resolve
+// a range of a region with Get(): the span they get holds the mapping (shared_ptr), so a region
+// unregistered while requests use it stays mapped until the last of them releases its span; the
+// name is free again at once (a new registration under it maps the object anew).
+//
+// Bounds (SharedMemoryOptions): bytes of one region, bytes mapped together and regions mapped
+// together, counted until the mapping is released (an unregistered region still held by requests
+// counts). Keys are checked before shm_open (one optional leading '/', then 1 to 255 printable
+// ASCII characters without '/', not "." or ".."); every range a request names is checked against
+// its region with overflow-safe arithmetic.
+//
+// The object's owner must not shrink it while it is registered: the pages past the new end are
+// gone and a read of them kills the process with SIGBUS (POSIX shared memory cannot be sealed
+// against ftruncate). Get() re-reads the object's size, so a shrunk object is refused before it is
+// read, but a shrink during a computation cannot be caught; this is why registering is a control
+// operation (server: role admin, off unless enabled).
+//
+// Thread-safe: every method may be called concurrently. Register and Unregister may block for as
+// long as the pin / unpin hooks take (server: run them on the control thread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace grove::serving {
+
+struct SharedMemoryOptions {
+  // Largest byte_size of one region (default 4 GiB).
+  int64_t max_region_bytes = int64_t{4} << 30;
+  // Bytes of every region mapped at once (default 16 GiB), unregistered ones still in use included.
+  int64_t max_total_bytes = int64_t{16} << 30;
+  // Regions mapped at once (each keeps a file descriptor open; default 256).
+  int max_regions = 256;
+  // Called once per registration, after the region is mapped and before requests can use it, with
+  // the address and length of the mapping (page-aligned; it covers the region); a non-OK status
+  // fails the registration with that status. A GPU engine pins the pages here
+  // (cudaHostRegister) so that its copies of rows and results run at full DMA speed. Null: none.
+  std::function<absl::Status(void* address, size_t bytes)> pin;
+  // Called with the same arguments when the mapping is released (after the last request using the
+  // region finished), on the thread that releases it; must not fail. Null: none.
+  std::function<void(void* address, size_t bytes)> unpin;
+};
+
+// Bounds of the options: INVALID_ARGUMENT naming the bound otherwise.
+absl::Status ValidateSharedMemoryOptions(const SharedMemoryOptions& options);
+
+// The key rule above: INVALID_ARGUMENT saying what is wrong with `key`.
+absl::Status CheckSharedMemoryKey(absl::string_view key);
+// Region names: 1 to 256 bytes, no control characters. INVALID_ARGUMENT otherwise.
+absl::Status CheckSharedMemoryRegionName(absl::string_view name);
+
+// What a registration says about itself (status RPCs).
+struct SharedMemoryRegionInfo {
+  std::string name;
+  std::string key;
+  uint64_t offset = 0;     // of the region in the object
+  uint64_t byte_size = 0;  // of the region
+};
+
+// One registered region's mapping. Immutable; unmapped (and unpinned) when the last reference
+// goes.
+class SharedMemoryRegion;
+
+// A checked range of a region, and the reference that keeps it mapped. Default: empty (no region).
+struct SharedMemorySpan {
+  std::shared_ptr<const SharedMemoryRegion> region;
+  char* data = nullptr;    // the range's first byte in this process
+  uint64_t offset = 0;     // of the range in the region
+  uint64_t byte_size = 0;  // of the range
+
+  explicit operator bool() const { return region != nullptr; }
+  // Whether this range and `other` share a byte of the same shared memory object (they may come
+  // from two registrations of one object).
+  bool Overlaps(const SharedMemorySpan& other) const;
+};
+
+class SharedMemoryRegistry {
+ public:
+  // `options` must pass ValidateSharedMemoryOptions (checked by the caller).
+  explicit SharedMemoryRegistry(SharedMemoryOptions options);
+  // Unregisters everything; mappings still held by spans are released with them (the accounting
+  // they need is shared with them, so spans may outlive the registry).
+  ~SharedMemoryRegistry();
+  SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
+  SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
+
+  // Maps bytes [offset, offset + byte_size) of the object `key` and registers them as `name`.
+  // Errors: ALREADY_EXISTS for a name in use; INVALID_ARGUMENT for a bad name or key, byte_size 0,
+  // a range past the object's end (naming both sizes) or an object that is not a regular shared
+  // memory object; NOT_FOUND when no object has that key; PERMISSION_DENIED when this process may
+  // not open it read-write; RESOURCE_EXHAUSTED when a bound would be passed (naming it); the pin
+  // hook's status.
+  absl::Status Register(const std::string& name, const std::string& key, uint64_t offset,
+                        uint64_t byte_size);
+  // Removes `name` ("" = every region); its mapping stays while spans hold it. An unknown name is
+  // not an error (Triton's behaviour: unregistering is idempotent). Returns the names removed.
+  std::vector<std::string> Unregister(const std::string& name);
+  // Every region ("" name, sorted by name) or the one named; NOT_FOUND for an unknown name.
+  absl::StatusOr<std::vector<SharedMemoryRegionInfo>> Status(const std::string& name) const;
+
+  // Bytes [offset, offset + byte_size) of region `name`, for a request: NOT_FOUND when the region
+  // is not registered; INVALID_ARGUMENT when the range is empty or not inside the region (naming
+  // `what`, e.g. "input 'input__0'", the range and the region's size), or when the object was
+  // shrunk below the registration since (re-register it). Never blocks on other registrations.
+  absl::StatusOr<SharedMemorySpan> Get(absl::string_view name, uint64_t offset, uint64_t byte_size,
+                                       absl::string_view what) const;
+
+  // Mapped now (registered, or unregistered and still held).
+  int64_t mapped_bytes() const;
+  int mapped_regions() const;
+  const SharedMemoryOptions& options() const { return options_; }
+
+  // Shared with the mappings, which give their bytes back when released.
+  struct Accounting;
+
+ private:
+  const SharedMemoryOptions options_;
+  const std::shared_ptr<Accounting> accounting_;
+  // Held by Register from the name check to the insertion (registrations are serialised), never
+  // by Get.
+  absl::Mutex control_mu_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+class SharedMemoryRegion {
+ public:
+  ~SharedMemoryRegion();  // unpin, munmap, close; gives the bytes back to the accounting
+  SharedMemoryRegion(const SharedMemoryRegion&) = delete;
+  SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
+
+  const SharedMemoryRegionInfo& info() const { return info_; }
+  char* data() const { return data_; }  // the region's first byte (object offset info().offset)
+
+ private:
+  friend class SharedMemoryRegistry;
+  friend struct SharedMemorySpan;
+  SharedMemoryRegion(SharedMemoryRegionInfo info, std::shared_ptr<SharedMemoryRegistry::Accounting>
+                                                      accounting);
+
+  SharedMemoryRegionInfo info_;
+  std::shared_ptr<SharedMemoryRegistry::Accounting> accounting_;
+  int fd_ = -1;
+  dev_t device_ = 0;  // identity of the object, for overlap checks
+  ino_t inode_ = 0;
+  void* mapping_ = nullptr;  // page-aligned start of the mapping
+  size_t mapping_bytes_ = 0;
+  char* data_ = nullptr;
+  bool pinned_ = false;
+  bool counted_ = false;  // its bytes are in the accounting
+};
+
+}  // namespace grove::serving
