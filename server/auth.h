@@ -7,9 +7,13 @@
 // Roles of the RPCs (docs/operations.md "Authentication"):
 //   open   grpc.health.v1.Health, server reflection, KServe ServerLive / ServerReady / ModelReady
 //          (the same facts the health service answers)
-//   infer  Predict, Explain, ExplainStream, ListModels, GetModelMetadata, KServe ServerMetadata,
-//          ModelMetadata, ModelInfer, ModelConfig, ModelStatistics, RepositoryIndex
-//   admin  LoadModel, UnloadModel, KServe RepositoryModelLoad, RepositoryModelUnload
+//   infer  Predict, Explain, ExplainStream, ListModels, GetModelMetadata, GetSharedMemoryStatus,
+//          KServe ServerMetadata, ModelMetadata, ModelInfer, ModelConfig, ModelStatistics,
+//          RepositoryIndex, SystemSharedMemoryStatus (and the CUDA shared memory RPCs, which
+//          answer UNIMPLEMENTED)
+//   admin  the control RPCs: LoadModel, UnloadModel, RegisterSharedMemory,
+//          UnregisterSharedMemory, KServe RepositoryModelLoad, RepositoryModelUnload,
+//          SystemSharedMemoryRegister, SystemSharedMemoryUnregister
 #pragma once
 
 #include "absl/status/status.h"

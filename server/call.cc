@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/auth.h"
+#include "server/convert.h"
 
 namespace grove::server {
 
@@ -31,6 +32,20 @@ void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const 
                              ? absl::ToDoubleSeconds(absl::Now() - start)
                              : -1;
   runtime->metrics().RecordRequest(model_label, method, CodeName(code), seconds, op);
+}
+
+void ReplySharedMemoryControl(Runtime* runtime, UnaryCall* reactor,
+                              const grpc::CallbackServerContext& context,
+                              SharedMemoryControl request,
+                              std::function<void(std::vector<std::string>)> unregistered) {
+  StartSharedMemoryControl(
+      runtime, std::move(request), DeadlineFromChrono(context.deadline()),
+      [reactor] { return reactor->cancelled(); },
+      [reactor, unregistered = std::move(unregistered)](absl::Status s,
+                                                        std::vector<std::string> removed) {
+        if (unregistered) unregistered(std::move(removed));
+        reactor->Reply(s);
+      });
 }
 
 UnaryCall::UnaryCall(Runtime* runtime, const char* method)

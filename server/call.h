@@ -7,6 +7,7 @@
 // the handler's own thread before the reactor is returned (gRPC allows Finish there).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
 #include "grpcpp/grpcpp.h"
+#include "server/kserve_ops.h"
 #include "server/runtime.h"
 #include "server/status.h"
 
@@ -39,6 +41,17 @@ void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks
 void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
                         absl::StatusCode code, absl::Time start, bool observe_latency,
                         registry::Operation op);
+
+class UnaryCall;
+
+// Runs a shared memory registration or unregistration for `reactor` (StartSharedMemoryControl:
+// on the control thread, not applied when the call's deadline passed or it was cancelled while it
+// waited) and replies with its status; `unregistered` (may be null) first receives the names
+// removed. The caller has admitted the call.
+void ReplySharedMemoryControl(
+    Runtime* runtime, UnaryCall* reactor, const grpc::CallbackServerContext& context,
+    SharedMemoryControl request,
+    std::function<void(std::vector<std::string>)> unregistered = nullptr);
 
 class UnaryCall final : public grpc::ServerUnaryReactor {
  public:

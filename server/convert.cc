@@ -137,14 +137,16 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
 }
 
 bool IsRawMatrix(const grove::v1::Matrix& matrix) {
-  return !matrix.raw_f32().empty() || !matrix.raw_f64().empty();
+  return !matrix.raw_f32().empty() || !matrix.raw_f64().empty() ||
+         matrix.has_shared_memory_f32() || matrix.has_shared_memory_f64();
 }
 
 absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, int64_t rows,
                                           int64_t cols, absl::string_view bytes,
-                                          bool float64, std::vector<float>* converted) {
+                                          bool float64, std::vector<float>* converted,
+                                          absl::string_view field) {
   const size_t width = float64 ? sizeof(double) : sizeof(float);
-  const char* field = float64 ? "raw_f64" : "raw_f32";
+  if (field.empty()) field = float64 ? "raw_f64" : "raw_f32";
   if (bytes.size() % width != 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, " holds ", bytes.size(),
                                                    " bytes, not a whole number of ", width,
@@ -180,12 +182,31 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, 
 
 absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
                                         const grove::v1::Matrix& matrix,
-                                        std::vector<float>* converted) {
+                                        std::vector<float>* converted,
+                                        const serving::SharedMemoryRegistry* shared_memory,
+                                        serving::SharedMemorySpan* span) {
   const int forms = (matrix.values_size() > 0) + (matrix.values_f64_size() > 0) +
-                    !matrix.raw_f32().empty() + !matrix.raw_f64().empty();
+                    !matrix.raw_f32().empty() + !matrix.raw_f64().empty() +
+                    matrix.has_shared_memory_f32() + matrix.has_shared_memory_f64();
   if (forms > 1) {
     return absl::InvalidArgumentError(
-        "rows carry more than one of values, values_f64, raw_f32, raw_f64; send one");
+        "rows carry more than one of values, values_f64, raw_f32, raw_f64, shared_memory_f32, "
+        "shared_memory_f64; send one");
+  }
+  if (matrix.has_shared_memory_f32() || matrix.has_shared_memory_f64()) {
+    const bool float64 = matrix.has_shared_memory_f64();
+    const char* field = float64 ? "rows.shared_memory_f64" : "rows.shared_memory_f32";
+    if (shared_memory == nullptr || span == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": this call does not read rows from shared memory"));
+    }
+    absl::StatusOr<serving::SharedMemorySpan> got = ResolveSharedMemory(
+        *shared_memory, float64 ? matrix.shared_memory_f64() : matrix.shared_memory_f32(), field);
+    if (!got.ok()) return got.status();
+    *span = *std::move(got);
+    return RowsFromRawBytes(model, matrix.rows(), matrix.cols(),
+                            absl::string_view(span->data, static_cast<size_t>(span->byte_size)),
+                            float64, converted, field);
   }
   if (!matrix.raw_f32().empty()) {
     return RowsFromRawBytes(model, matrix.rows(), matrix.cols(), matrix.raw_f32(), false,
@@ -210,6 +231,77 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
     return s;
   }
   return MakeRowsView(matrix.values().data(), matrix.rows(), matrix.cols());
+}
+
+absl::StatusOr<serving::SharedMemorySpan> ResolveSharedMemory(
+    const serving::SharedMemoryRegistry& shared_memory, const grove::v1::SharedMemoryRange& range,
+    absl::string_view what) {
+  return shared_memory.Get(range.region(), range.offset(), range.byte_size(), what);
+}
+
+absl::StatusOr<SharedMemoryResults> SharedMemoryResults::Create(
+    const grove::v1::SharedMemoryRange& range, serving::SharedMemorySpan span,
+    const std::vector<ResultShape>& shapes, const serving::SharedMemorySpan& rows) {
+  SharedMemoryResults out;
+  uint64_t end = 0;
+  bool overflow = false;
+  for (const ResultShape& shape : shapes) {
+    const int64_t bytes = SaturatingBytes(shape.rows, shape.cols, sizeof(float));
+    const uint64_t start = (end + kResultAlignment - 1) / kResultAlignment * kResultAlignment;
+    overflow |= bytes == std::numeric_limits<int64_t>::max() || start < end ||
+                __builtin_add_overflow(start, static_cast<uint64_t>(bytes), &end);
+    out.offsets_.push_back(start);
+  }
+  if (overflow || end > span.byte_size) {
+    std::string sizes;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      absl::StrAppend(&sizes, i ? ", " : "", shapes[i].rows, " x ", shapes[i].cols);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_shared_memory holds ", span.byte_size, " bytes; the results (float32 ", sizes,
+        ", each at a multiple of ", kResultAlignment, " bytes) need ",
+        overflow ? std::string("more than 2^64") : absl::StrCat(end)));
+  }
+  if (rows && span.Overlaps(rows)) {
+    return absl::InvalidArgumentError(
+        "output_shared_memory shares bytes with the rows' shared memory range: the results would "
+        "overwrite rows while they are read; use separate ranges");
+  }
+  out.region_ = range.region();
+  out.range_offset_ = range.offset();
+  out.shapes_ = shapes;
+  if (reinterpret_cast<uintptr_t>(span.data) % alignof(float) != 0) {
+    out.scratch_.resize(static_cast<size_t>(end / sizeof(float)) + 1);
+  }
+  out.span_ = std::move(span);
+  return out;
+}
+
+MatrixView<float> SharedMemoryResults::View(size_t i) {
+  float* data = scratch_.empty()
+                    ? reinterpret_cast<float*>(span_.data + offsets_[i])
+                    : scratch_.data() + offsets_[i] / sizeof(float);
+  return MakeMatrixView(data, shapes_[i].rows, shapes_[i].cols);
+}
+
+void SharedMemoryResults::Describe(size_t i, grove::v1::Matrix* matrix) const {
+  matrix->Clear();
+  matrix->set_rows(shapes_[i].rows);
+  matrix->set_cols(shapes_[i].cols);
+  grove::v1::SharedMemoryRange* where = matrix->mutable_shared_memory_f32();
+  where->set_region(region_);
+  where->set_offset(range_offset_ + offsets_[i]);
+  where->set_byte_size(static_cast<uint64_t>(shapes_[i].rows * shapes_[i].cols) * sizeof(float));
+}
+
+void SharedMemoryResults::Flush() {
+  if (scratch_.empty()) return;
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(shapes_[i].rows * shapes_[i].cols) * sizeof(float);
+    if (bytes > 0) {
+      std::memcpy(span_.data + offsets_[i], scratch_.data() + offsets_[i] / sizeof(float), bytes);
+    }
+  }
 }
 
 absl::Status CheckIterationRange(const Forest& forest, int begin, int end) {
@@ -472,8 +564,57 @@ absl::StatusOr<int64_t> ParseKserveVersion(absl::string_view version) {
   return v;
 }
 
+absl::StatusOr<std::optional<SharedMemoryRef>> KserveSharedMemoryRef(
+    const google::protobuf::Map<std::string, inference::InferParameter>& parameters,
+    absl::string_view tensor) {
+  using P = inference::InferParameter;
+  // A non-negative integer parameter (int64, or uint64 as REST's large numbers parse).
+  auto integer = [&](const char* key, uint64_t* out) -> absl::Status {
+    const P& p = parameters.at(key);
+    if (p.parameter_choice_case() == P::kInt64Param && p.int64_param() >= 0) {
+      *out = static_cast<uint64_t>(p.int64_param());
+    } else if (p.parameter_choice_case() == P::kUint64Param) {
+      *out = p.uint64_param();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor, "': parameter '", key,
+                                                     "' must be an integer >= 0"));
+    }
+    return absl::OkStatus();
+  };
+  const bool region = parameters.contains("shared_memory_region");
+  const bool offset = parameters.contains("shared_memory_offset");
+  const bool size = parameters.contains("shared_memory_byte_size");
+  if (!region) {
+    if (offset || size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", tensor, "': parameter '",
+          offset ? "shared_memory_offset" : "shared_memory_byte_size",
+          "' needs 'shared_memory_region' (the shared memory region it is a range of)"));
+    }
+    return std::nullopt;
+  }
+  const P& name = parameters.at("shared_memory_region");
+  if (name.parameter_choice_case() != P::kStringParam) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", tensor, "': parameter 'shared_memory_region' must be a string"));
+  }
+  if (!size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", tensor, "': parameter 'shared_memory_byte_size' is required with "
+        "'shared_memory_region'"));
+  }
+  SharedMemoryRef ref;
+  ref.region = name.string_param();
+  if (absl::Status s = integer("shared_memory_byte_size", &ref.byte_size); !s.ok()) return s;
+  if (offset) {
+    if (absl::Status s = integer("shared_memory_offset", &ref.offset); !s.ok()) return s;
+  }
+  return ref;
+}
+
 absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
-                                             const inference::ModelInferRequest& request) {
+                                             const inference::ModelInferRequest& request,
+                                             const serving::SharedMemoryRegistry* shared_memory) {
   if (request.inputs_size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("expected exactly one input tensor '",
                                                    kInputTensor, "', got ",
@@ -496,6 +637,34 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& mode
   }
   const int64_t rows = in.shape(0);
   const int64_t cols = in.shape(1);
+  absl::StatusOr<std::optional<SharedMemoryRef>> shm = KserveSharedMemoryRef(in.parameters(),
+                                                                              kInputTensor);
+  if (!shm.ok()) return shm.status();
+  if (shm->has_value()) {
+    if (in.has_contents() || request.raw_input_contents_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", kInputTensor, "' is in shared memory and also carries ",
+          in.has_contents() ? "contents" : "raw_input_contents", "; send one form"));
+    }
+    const std::string what = absl::StrCat("input '", kInputTensor, "'");
+    if (shared_memory == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": this call does not read tensors from shared memory"));
+    }
+    const SharedMemoryRef& ref = **shm;
+    KserveInput out;
+    absl::StatusOr<serving::SharedMemorySpan> span =
+        shared_memory->Get(ref.region, ref.offset, ref.byte_size, what);
+    if (!span.ok()) return span.status();
+    out.span = *std::move(span);
+    absl::StatusOr<RowsView> view = RowsFromRawBytes(
+        model, rows, cols,
+        absl::string_view(out.span.data, static_cast<size_t>(out.span.byte_size)), fp64,
+        &out.owned, absl::StrCat(what, " shared_memory_byte_size"));
+    if (!view.ok()) return view.status();
+    out.rows = *view;
+    return out;
+  }
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && in.has_contents()) {
     return absl::InvalidArgumentError(
@@ -572,10 +741,28 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
       }
       out.class_count = p.int64_param();
     }
+    absl::StatusOr<std::optional<SharedMemoryRef>> shm =
+        KserveSharedMemoryRef(o.parameters(), o.name());
+    if (!shm.ok()) return shm.status();
+    if (shm->has_value()) {
+      if (o.parameters().contains("classification")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output '", o.name(), "' sets both 'shared_memory_region' and 'classification'"));
+      }
+      if (auto b = o.parameters().find("binary_data");
+          b != o.parameters().end() &&
+          b->second.parameter_choice_case() == inference::InferParameter::kBoolParam &&
+          b->second.bool_param()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output '", o.name(), "' sets both 'shared_memory_region' and 'binary_data'"));
+      }
+    }
     if (o.name() == kOutputTensor) {
       out.prediction = true;
+      out.prediction_shared_memory = *std::move(shm);
     } else if (o.name() == kShapTensor) {
       out.shap = true;
+      out.shap_shared_memory = *std::move(shm);
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown output tensor '", o.name(),
                                                      "'; outputs are '", kOutputTensor, "', '",
@@ -684,29 +871,40 @@ void EncodeFloats(const float* values, int64_t count, std::string* raw) {
   if (count > 0) std::memcpy(raw->data(), values, raw->size());
 }
 
-void EncodeKservePrediction(const Forest& forest, const PredictionLayout& layout,
-                            const float* prediction, int64_t rows, std::string* raw) {
+bool KservePredictionIsEngineOutput(const Forest& forest, const PredictionLayout& layout) {
+  return layout.form == PredictionLayout::Form::kPrediction ||
+         (layout.form == PredictionLayout::Form::kProbabilities && !BinaryProbabilities(forest)) ||
+         forest.objective.link == Link::kArgmax;  // already the values, or the class index
+}
+
+void WriteKservePrediction(const Forest& forest, const PredictionLayout& layout,
+                           const float* prediction, int64_t rows, char* out) {
   const int64_t width = forest.PredictionWidth();
-  const bool binary = BinaryProbabilities(forest);
-  if (layout.form == PredictionLayout::Form::kPrediction ||
-      (layout.form == PredictionLayout::Form::kProbabilities && !binary) ||
-      forest.objective.link == Link::kArgmax) {
-    EncodeFloats(prediction, rows * width, raw);  // already the values, or the class index
+  if (KservePredictionIsEngineOutput(forest, layout)) {
+    if (rows * width > 0) {
+      std::memcpy(out, prediction, static_cast<size_t>(rows * width) * sizeof(float));
+    }
     return;
   }
-  std::vector<float> out(static_cast<size_t>(rows * layout.width));
+  const bool binary = BinaryProbabilities(forest);
+  auto put = [out](int64_t i, float v) { std::memcpy(out + i * sizeof(float), &v, sizeof(v)); };
   for (int64_t r = 0; r < rows; ++r) {
     const float* p = prediction + r * width;
     if (layout.form == PredictionLayout::Form::kProbabilities) {  // binary: [1-p, p]
-      out[2 * r] = 1.0f - p[0];
-      out[2 * r + 1] = p[0];
+      put(2 * r, 1.0f - p[0]);
+      put(2 * r + 1, p[0]);
     } else if (binary) {
-      out[r] = p[0] > layout.threshold ? 1.0f : 0.0f;
+      put(r, p[0] > layout.threshold ? 1.0f : 0.0f);
     } else {
-      out[r] = static_cast<float>(std::max_element(p, p + width) - p);  // first of equal maxima
+      put(r, static_cast<float>(std::max_element(p, p + width) - p));  // first of equal maxima
     }
   }
-  EncodeFloats(out.data(), static_cast<int64_t>(out.size()), raw);
+}
+
+void EncodeKservePrediction(const Forest& forest, const PredictionLayout& layout,
+                            const float* prediction, int64_t rows, std::string* raw) {
+  raw->resize(static_cast<size_t>(rows * layout.width) * sizeof(float));
+  if (!raw->empty()) WriteKservePrediction(forest, layout, prediction, rows, raw->data());
 }
 
 void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,

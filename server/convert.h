@@ -19,6 +19,7 @@
 #include "core/explain/interventional.h"
 #include "core/model/forest.h"
 #include "core/registry/model_registry.h"
+#include "core/serving/shared_memory.h"
 #include "grove/v1/grove.pb.h"
 #include "inference/grpc_service.pb.h"
 
@@ -42,25 +43,80 @@ absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline);
 absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
                         int64_t values);
 // CheckShape of a native Matrix, and the rows as a view into it. A Matrix carries exactly one of
-// values, values_f64, raw_f32, raw_f64 (INVALID_ARGUMENT naming them otherwise). float32 rows
-// (values, or raw_f32 at a float-aligned address) are read in place: the view points into the
-// message, which must outlive it; raw_f32 at an unaligned address is copied once into
-// `*converted`. float64 rows (values_f64, raw_f64) are converted into `*converted`
-// (DoubleRowConverter) and the view points there. Raw forms: RowsFromRawBytes.
-absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
-                                        const grove::v1::Matrix& matrix,
-                                        std::vector<float>* converted);
+// values, values_f64, raw_f32, raw_f64, shared_memory_f32, shared_memory_f64 (INVALID_ARGUMENT
+// naming them otherwise). float32 rows (values, or raw_f32 at a float-aligned address) are read in
+// place: the view points into the message, which must outlive it; raw_f32 at an unaligned address
+// is copied once into `*converted`. float64 rows (values_f64, raw_f64) are converted into
+// `*converted` (DoubleRowConverter) and the view points there. Raw forms: RowsFromRawBytes. The
+// shared memory forms are resolved in `shared_memory` (null: refused as INVALID_ARGUMENT) into
+// `*span` (which keeps the region mapped: hold it as long as the view) and then read as the raw
+// forms are, the view pointing into the region for aligned float32 rows; NOT_FOUND for a region
+// that is not registered.
+absl::StatusOr<RowsView> RowsFromMatrix(
+    const registry::ServableModel& model, const grove::v1::Matrix& matrix,
+    std::vector<float>* converted,
+    const serving::SharedMemoryRegistry* shared_memory = nullptr,
+    serving::SharedMemorySpan* span = nullptr);
 
 // Raw rows of `rows` x `cols` little-endian float32 (float64 when `float64`) values in `bytes`:
-// the size checked (INVALID_ARGUMENT in bytes when the shape is right but the size is not, the
-// CheckShape message otherwise); float32 at a float-aligned address is a view of `bytes` (which
-// must outlive it), otherwise one memcpy into `*converted`; float64 is converted into
-// `*converted` (DoubleRowConverter).
+// the size checked (INVALID_ARGUMENT naming `field` in bytes when the shape is right but the size
+// is not, the CheckShape message otherwise); float32 at a float-aligned address is a view of
+// `bytes` (which must outlive it), otherwise one memcpy into `*converted`; float64 is converted
+// into `*converted` (DoubleRowConverter).
 absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, int64_t rows,
                                           int64_t cols, absl::string_view bytes, bool float64,
-                                          std::vector<float>* converted);
+                                          std::vector<float>* converted,
+                                          absl::string_view field = "");
 
-// The rows came as raw bytes (raw_f32 or raw_f64): the results go back raw (see grove.proto).
+// The bytes of a grove.v1 SharedMemoryRange (registry.Get, `what` naming the field in messages).
+absl::StatusOr<serving::SharedMemorySpan> ResolveSharedMemory(
+    const serving::SharedMemoryRegistry& shared_memory, const grove::v1::SharedMemoryRange& range,
+    absl::string_view what);
+
+// Shape of one float32 result matrix.
+struct ResultShape {
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Results of a grove.v1 request written into its output_shared_memory range instead of the
+// response. Result i (in the order given) starts at the next multiple of kResultAlignment bytes
+// of the range after result i-1. The engines write into the region directly when the range is
+// float-aligned in memory; otherwise into a scratch buffer that Flush copies into the region.
+// Holds the span (the region stays mapped while this lives). Not thread-safe; move-only.
+class SharedMemoryResults {
+ public:
+  static constexpr uint64_t kResultAlignment = 64;
+
+  // INVALID_ARGUMENT when the range cannot hold every result (naming the bytes needed and those of
+  // the range) or when it shares bytes with `rows` (the request's rows, when they come from shared
+  // memory: results would overwrite rows being read).
+  static absl::StatusOr<SharedMemoryResults> Create(const grove::v1::SharedMemoryRange& range,
+                                                    serving::SharedMemorySpan span,
+                                                    const std::vector<ResultShape>& shapes,
+                                                    const serving::SharedMemorySpan& rows);
+  // Where result i is computed (stride == cols).
+  MatrixView<float> View(size_t i);
+  // Sets `matrix` to say where result i was written: rows, cols and shared_memory_f32 (region,
+  // offset in the region, byte size); no values.
+  void Describe(size_t i, grove::v1::Matrix* matrix) const;
+  // Copies results computed into scratch into the region (nothing when they were written there).
+  void Flush();
+  // Bytes held in scratch (0 when the engines write the region directly).
+  int64_t scratch_bytes() const { return static_cast<int64_t>(scratch_.size() * sizeof(float)); }
+
+ private:
+  SharedMemoryResults() = default;
+  std::string region_;
+  uint64_t range_offset_ = 0;
+  serving::SharedMemorySpan span_;
+  std::vector<ResultShape> shapes_;
+  std::vector<uint64_t> offsets_;  // from the range's start
+  std::vector<float> scratch_;     // all results, at offsets_ / 4, when the range is unaligned
+};
+
+// The rows came as raw bytes (raw_f32 or raw_f64, or in shared memory): the results go back raw
+// (see grove.proto).
 bool IsRawMatrix(const grove::v1::Matrix& matrix);
 
 // Boosting-round range [begin, end) (end 0: to the last round).
@@ -131,14 +187,34 @@ void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus
 // Parses a KServe model_version ("" = 0 = highest ready).
 absl::StatusOr<int64_t> ParseKserveVersion(absl::string_view version);
 
+// A range of a shared memory region as a request names it, before it is resolved in the registry.
+struct SharedMemoryRef {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+// The shared memory parameters of a KServe tensor (Triton's system shared memory extension):
+// nullopt when it has none. `shared_memory_region` (string) names the region,
+// `shared_memory_byte_size` (integer >= 0) is required with it and `shared_memory_offset`
+// (integer >= 0) is optional (default 0); INVALID_ARGUMENT naming `tensor` and the parameter for a
+// wrong type, a negative value, or an offset or byte size without a region.
+absl::StatusOr<std::optional<SharedMemoryRef>> KserveSharedMemoryRef(
+    const google::protobuf::Map<std::string, inference::InferParameter>& parameters,
+    absl::string_view tensor);
+
 struct KserveInput {
   RowsView rows;
   std::vector<float> owned;  // when the contents had to be copied (typed or unaligned raw)
+  serving::SharedMemorySpan span;  // when the rows come from shared memory (keeps it mapped)
 };
-// The input__0 tensor: shape [rows, F], raw (raw_input_contents) or typed contents; FP32 (Triton
-// FIL), or FP64 converted like Matrix.values_f64. Other datatypes are INVALID_ARGUMENT.
-absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
-                                             const inference::ModelInferRequest& request);
+// The input__0 tensor: shape [rows, F], raw (raw_input_contents), typed contents or a shared
+// memory range (its parameters; resolved in `shared_memory`, null: refused as INVALID_ARGUMENT;
+// shared_memory_byte_size must be exactly the tensor's bytes and the request must carry no contents
+// for it); FP32 (Triton FIL), or FP64 converted like Matrix.values_f64. Other datatypes are
+// INVALID_ARGUMENT; NOT_FOUND for a region that is not registered.
+absl::StatusOr<KserveInput> ParseKserveInput(
+    const registry::ServableModel& model, const inference::ModelInferRequest& request,
+    const serving::SharedMemoryRegistry* shared_memory = nullptr);
 
 // What a ModelInfer asks of its outputs. FIL's output options are request parameters (bool
 // `predict_proba`, bool `output_class`, number `threshold`, also as a string since
@@ -153,9 +229,14 @@ struct KserveOutputs {
   std::optional<bool> output_class;
   std::optional<double> threshold;
   int64_t class_count = 0;  // > 0: output__0 as the top classes, "value:index" strings (BYTES)
+  // Outputs to write into shared memory (their shared_memory_* parameters) instead of
+  // raw_output_contents.
+  std::optional<SharedMemoryRef> prediction_shared_memory;
+  std::optional<SharedMemoryRef> shap_shared_memory;
 };
 // INVALID_ARGUMENT naming the output or parameter for a duplicate or unknown output, a parameter
-// of the wrong type, a class_count below 1 or on treeshap_output.
+// of the wrong type, a class_count below 1 or on treeshap_output, shared memory parameters that
+// KserveSharedMemoryRef refuses, or shared memory with classification or REST's binary_data.
 absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequest& request);
 
 // treeshap_output's method and space: request parameters "method" ("path_dependent",
@@ -190,6 +271,12 @@ std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows);
 // predictions [rows, prediction_width].
 void EncodeKservePrediction(const Forest& forest, const PredictionLayout& layout,
                             const float* prediction, int64_t rows, std::string* raw);
+// The same bytes written at `out` (rows x layout.width x 4 bytes; any alignment).
+void WriteKservePrediction(const Forest& forest, const PredictionLayout& layout,
+                           const float* prediction, int64_t rows, char* out);
+// output__0's values are the transformed predictions themselves (same width, no conversion), so
+// that an engine may compute them straight into their destination.
+bool KservePredictionIsEngineOutput(const Forest& forest, const PredictionLayout& layout);
 // The default layout's bytes.
 void EncodeKservePrediction(const Forest& forest, const float* prediction, int64_t rows,
                             std::string* raw);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,34 @@ void ObserveRows(Runtime* runtime, const std::string& model, Operation op, int64
   runtime->metrics().Model(model)->op(op).request_rows->Observe(static_cast<double>(rows));
 }
 
+// What a call keeps until it is answered besides its request and response: rows converted or
+// copied, the shared memory its rows are read from and its results written to (held mapped).
+struct CallBuffers {
+  std::vector<float> converted;
+  serving::SharedMemorySpan rows;
+  std::vector<float> gathered;  // Predict's explain_rows
+  std::vector<float> scratch;   // Explain's values when omitted or summed from interactions
+  std::optional<SharedMemoryResults> results;  // output_shared_memory
+};
+
+// Resolves a request's output_shared_memory range for results of `shapes`.
+absl::StatusOr<SharedMemoryResults> OutputResults(Runtime* runtime,
+                                                  const grove::v1::SharedMemoryRange& range,
+                                                  const std::vector<ResultShape>& shapes,
+                                                  const serving::SharedMemorySpan& rows) {
+  absl::StatusOr<serving::SharedMemorySpan> span =
+      ResolveSharedMemory(runtime->shared_memory(), range, "output_shared_memory");
+  if (!span.ok()) return span.status();
+  return SharedMemoryResults::Create(range, *std::move(span), shapes, rows);
+}
+
+// Bytes the server holds for a call's rows: none when the engines read them in place from shared
+// memory.
+int64_t HeldRowBytes(const CallBuffers& buffers, const RowsView& rows) {
+  if (buffers.rows && buffers.converted.empty()) return 0;
+  return SaturatingBytes(rows.rows, rows.cols, 4);
+}
+
 // Everything Predict does before its tasks are queued. On OK the call finishes from `call`.
 absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context,
                           const grove::v1::PredictRequest* request,
@@ -61,8 +90,9 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
   if (!got.ok()) return got.status();
   const ServablePtr model = *std::move(got);
   const Forest& f = *model->forest;
-  auto converted = std::make_shared<std::vector<float>>();
-  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request->rows(), converted.get());
+  auto buffers = std::make_shared<CallBuffers>();
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request->rows(), &buffers->converted,
+                                                 &runtime->shared_memory(), &buffers->rows);
   if (!rows.ok()) return rows.status();
   if (absl::Status s =
           CheckIterationRange(f, request->iteration_begin(), request->iteration_end());
@@ -91,21 +121,47 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
   const int64_t explain_width = ExplainWidth(f, false);
   const int64_t explained =
       !request->explain() ? 0 : (request->explain_rows_size() > 0 ? request->explain_rows_size() : n);
-  bytes = SaturatingAdd(bytes, SaturatingBytes(explained, explain_width * 4 + 8, 1));
-  if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+  // Results into shared memory: margin, prediction, leaf, shap_values, those computed.
+  std::vector<size_t> place(outputs->size());
+  size_t shap_place = 0;
+  if (request->has_output_shared_memory()) {
+    std::vector<ResultShape> shapes;
+    for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
+      for (size_t i = 0; i < outputs->size(); ++i) {
+        if ((*outputs)[i] != kind) continue;
+        place[i] = shapes.size();
+        shapes.push_back({n, widths[i]});
+      }
+    }
+    shap_place = shapes.size();
+    if (request->explain()) shapes.push_back({explained, explain_width});
+    absl::StatusOr<SharedMemoryResults> results =
+        OutputResults(runtime, request->output_shared_memory(), shapes, buffers->rows);
+    if (!results.ok()) return results.status();
+    buffers->results = *std::move(results);
+  }
+  // The response carries the results (unless they go to shared memory) and explained_rows; the
+  // server holds the same, plus the scratch of unaligned shared memory results and the rows.
+  bytes = SaturatingAdd(bytes, SaturatingBytes(explained, explain_width, 4));
+  const int64_t response_bytes =
+      SaturatingAdd(buffers->results ? 0 : bytes, SaturatingBytes(explained, 8, 1));
+  if (absl::Status s = runtime->CheckResponseBytes(response_bytes, n); !s.ok()) return s;
+  const int64_t held = SaturatingAdd(
+      response_bytes, buffers->results ? buffers->results->scratch_bytes() : 0);
   const Operation op = request->explain() ? Operation::kExplain : Operation::kPredict;
   absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
-      *model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, rows->cols, 4)));
+      *model, op, n, SaturatingAdd(held, HeldRowBytes(*buffers, *rows)));
   if (!memory.ok()) return memory.status();
 
   response->set_model(model->name);
   response->set_version(model->version);
   const bool raw = IsRawMatrix(request->rows());  // results in the rows' form
   const int tasks_count = static_cast<int>(outputs->size()) + (request->explain() ? 1 : 0);
-  auto gathered = std::make_shared<std::vector<float>>();
   auto call = std::make_shared<CallState>(
-      tasks_count, deadline,
-      [reactor, gathered, converted](absl::Status status) { reactor->Reply(status); });
+      tasks_count, deadline, [reactor, buffers](absl::Status status) {
+        if (status.ok() && buffers->results) buffers->results->Flush();
+        reactor->Reply(status);
+      });
   call->Hold(*std::move(memory));
   reactor->set_call(call);
   reactor->set_operation(op);
@@ -117,8 +173,15 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
                                 : (*outputs)[i] == OutputKind::kPrediction
                                     ? response->mutable_prediction()
                                     : response->mutable_leaf();
-    auto t = MakeTask(model, Operation::kPredict, *rows, ResizeMatrix(target, n, widths[i], raw),
-                      request->iteration_begin(), request->iteration_end(), call);
+    MatrixView<float> out;
+    if (buffers->results) {
+      out = buffers->results->View(place[i]);
+      buffers->results->Describe(place[i], target);
+    } else {
+      out = ResizeMatrix(target, n, widths[i], raw);
+    }
+    auto t = MakeTask(model, Operation::kPredict, *rows, out, request->iteration_begin(),
+                      request->iteration_end(), call);
     t->kind = (*outputs)[i];
     tasks.push_back(std::move(t));
   }
@@ -126,20 +189,26 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
     RowsView explain_rows = *rows;
     if (request->explain_rows_size() > 0) {
       const int64_t cols = rows->cols;
-      gathered->resize(static_cast<size_t>(explained * cols));
+      std::vector<float>& gathered = buffers->gathered;
+      gathered.resize(static_cast<size_t>(explained * cols));
       for (int64_t i = 0; i < explained; ++i) {
-        std::memcpy(gathered->data() + i * cols, rows->Row(request->explain_rows(i)),
+        std::memcpy(gathered.data() + i * cols, rows->Row(request->explain_rows(i)),
                     sizeof(float) * cols);
         response->add_explained_rows(request->explain_rows(i));
       }
-      explain_rows = MakeRowsView(gathered->data(), explained, cols);
+      explain_rows = MakeRowsView(gathered.data(), explained, cols);
     } else {
       for (int64_t i = 0; i < n; ++i) response->add_explained_rows(i);
     }
     ObserveRows(runtime, model->name, Operation::kExplain, explained);
-    tasks.push_back(MakeTask(model, Operation::kExplain, explain_rows,
-                             ResizeMatrix(response->mutable_shap_values(), explained,
-                                          explain_width, raw),
+    MatrixView<float> out;
+    if (buffers->results) {
+      out = buffers->results->View(shap_place);
+      buffers->results->Describe(shap_place, response->mutable_shap_values());
+    } else {
+      out = ResizeMatrix(response->mutable_shap_values(), explained, explain_width, raw);
+    }
+    tasks.push_back(MakeTask(model, Operation::kExplain, explain_rows, out,
                              request->iteration_begin(), request->iteration_end(), call));
   }
   SubmitAll(runtime, std::move(tasks), call);
@@ -381,8 +450,9 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   if (!got.ok()) return got.status();
   const ServablePtr model = *std::move(got);
   const Forest& f = *model->forest;
-  auto converted = std::make_shared<std::vector<float>>();
-  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request.rows(), converted.get());
+  auto buffers = std::make_shared<CallBuffers>();
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request.rows(), &buffers->converted,
+                                                 &runtime->shared_memory(), &buffers->rows);
   if (!rows.ok()) return rows.status();
   if (absl::Status s = CheckIterationRange(f, request.iteration_begin(), request.iteration_end());
       !s.ok()) {
@@ -406,15 +476,32 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   const int64_t width = ExplainWidth(f, false);
   const bool omit = request.omit_values() && request.top_k() > 0;
   const int k = std::min(request.top_k(), F);
-  int64_t bytes = SaturatingAdd(omit ? 0 : SaturatingBytes(n, width, 4),
-                                SaturatingBytes(n, int64_t{K} * k, 8));
-  if (request.interactions()) {
-    bytes = SaturatingAdd(bytes, SaturatingBytes(n, ExplainWidth(f, true), 4));
+  const bool interactions = request.interactions();
+  const int64_t interactions_width = interactions ? ExplainWidth(f, true) : 0;
+  // Results into shared memory: values (unless omitted), then interactions.
+  if (request.has_output_shared_memory()) {
+    std::vector<ResultShape> shapes;
+    if (!omit) shapes.push_back({n, width});
+    if (interactions) shapes.push_back({n, interactions_width});
+    absl::StatusOr<SharedMemoryResults> results =
+        OutputResults(runtime, request.output_shared_memory(), shapes, buffers->rows);
+    if (!results.ok()) return results.status();
+    buffers->results = *std::move(results);
   }
-  if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
-  const Operation op = ExplainOperation(*choice, request.interactions());
+  const SharedMemoryResults* results = buffers->results ? &*buffers->results : nullptr;
+  // The response carries the results (unless they go to shared memory), the top-k and the bias;
+  // the server holds the same, plus scratch and the rows.
+  const int64_t values_bytes = SaturatingBytes(n, width, 4);
+  const int64_t result_bytes = SaturatingAdd(omit ? 0 : values_bytes,
+                                       SaturatingBytes(n, interactions_width, 4));
+  const int64_t response_bytes =
+      SaturatingAdd(results != nullptr ? 0 : result_bytes, SaturatingBytes(n, int64_t{K} * k, 8));
+  if (absl::Status s = runtime->CheckResponseBytes(response_bytes, n); !s.ok()) return s;
+  int64_t held = SaturatingAdd(response_bytes, results != nullptr ? results->scratch_bytes() : 0);
+  if (omit) held = SaturatingAdd(held, values_bytes);
+  const Operation op = ExplainOperation(*choice, interactions);
   absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
-      *model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, rows->cols, 4)));
+      *model, op, n, SaturatingAdd(held, HeldRowBytes(*buffers, *rows)));
   if (!memory.ok()) return memory.status();
 
   response->set_model(model->name);
@@ -423,37 +510,43 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   response->set_num_outputs(K);
   response->set_sequence(request.sequence());
   const bool raw = IsRawMatrix(request.rows());  // results in the rows' form
-  auto scratch = std::make_shared<std::vector<float>>();
+  // The engine computes the interactions, or the values; the values of interactions are their
+  // row sums, computed when the call is answered.
   MatrixView<float> out;
-  if (request.interactions()) {
-    out = ResizeMatrix(response->mutable_interactions(), n, ExplainWidth(f, true), raw);
-  } else if (omit) {
-    scratch->resize(static_cast<size_t>(n * width));
-    out = MakeMatrixView(scratch->data(), n, width);
-  } else {
+  if (buffers->results) {
+    if (!omit) buffers->results->Describe(0, response->mutable_values());
+    if (interactions) buffers->results->Describe(omit ? 0 : 1, response->mutable_interactions());
+    if (interactions || !omit) out = buffers->results->View(interactions && !omit ? 1 : 0);
+  } else if (interactions) {
+    out = ResizeMatrix(response->mutable_interactions(), n, interactions_width, raw);
+  }
+  if (omit && !interactions) {
+    buffers->scratch.resize(static_cast<size_t>(n * width));
+    out = MakeMatrixView(buffers->scratch.data(), n, width);
+  } else if (!interactions && !buffers->results) {
     out = ResizeMatrix(response->mutable_values(), n, width, raw);
   }
-  const bool interactions = request.interactions();
   const int top_k = request.top_k();
-  auto finish = [response, scratch, converted, n, F, K, width, omit, interactions, top_k, raw,
+  auto finish = [response, buffers, out, n, F, K, width, omit, interactions, top_k, raw,
                  done = std::move(done)](absl::Status status) {
     if (status.ok()) {
-      const float* values;
+      const float* values = out.data;
       if (interactions) {
         float* sums;
         if (omit) {
-          scratch->resize(static_cast<size_t>(n * width));
-          sums = scratch->data();
+          buffers->scratch.resize(static_cast<size_t>(n * width));
+          sums = buffers->scratch.data();
+        } else if (buffers->results) {
+          sums = buffers->results->View(0).data;
         } else {
           sums = ResizeMatrix(response->mutable_values(), n, width, raw).data;
         }
-        InteractionRowSums(MatrixData(response->interactions()), n, K, F, sums);
+        InteractionRowSums(out.data, n, K, F, sums);
         values = sums;
-      } else {
-        values = omit ? scratch->data() : MatrixData(response->values());
       }
       for (int o = 0; o < K; ++o) response->add_bias(values[o * (F + 1) + F]);
       if (top_k > 0) TopK(values, n, K, F, top_k, response->mutable_top());
+      if (buffers->results) buffers->results->Flush();
     }
     done(std::move(status));
   };
@@ -529,6 +622,7 @@ grpc::ServerUnaryReactor* GroveService::GetModelMetadata(
       runtime_->registry().Get(request->model(), request->version());
   if (model.ok() && status.ok()) {
     FillModelMetadata(**model, *status, response);
+    response->set_shared_memory(runtime_->shared_memory_enabled());
     reactor->Reply(absl::OkStatus());
   } else if (status.ok() && absl::IsUnavailable(model.status())) {
     // Known but not serving: name and version states only.
@@ -573,6 +667,52 @@ grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext*
                     DeadlineFromChrono(context->deadline()),
                     [reactor] { return reactor->cancelled(); },
                     [reactor](absl::Status s) { reactor->Reply(s); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::RegisterSharedMemory(
+    grpc::CallbackServerContext* context, const grove::v1::RegisterSharedMemoryRequest* request,
+    grove::v1::RegisterSharedMemoryResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "RegisterSharedMemory");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
+  ReplySharedMemoryControl(runtime_, reactor, *context,
+                           SharedMemoryControl::Register(request->name(), request->key(),
+                                                         request->offset(), request->byte_size()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::UnregisterSharedMemory(
+    grpc::CallbackServerContext* context, const grove::v1::UnregisterSharedMemoryRequest* request,
+    grove::v1::UnregisterSharedMemoryResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "UnregisterSharedMemory");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
+  ReplySharedMemoryControl(runtime_, reactor, *context,
+                           SharedMemoryControl::Unregister(request->name()),
+                           [response](std::vector<std::string> removed) {
+                             for (std::string& name : removed) {
+                               response->add_unregistered(std::move(name));
+                             }
+                           });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GroveService::GetSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const grove::v1::SharedMemoryStatusRequest* request,
+    grove::v1::SharedMemoryStatusResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "GetSharedMemoryStatus");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
+  absl::StatusOr<std::vector<serving::SharedMemoryRegionInfo>> regions =
+      runtime_->shared_memory().Status(request->name());
+  if (regions.ok()) {
+    for (const serving::SharedMemoryRegionInfo& r : *regions) {
+      grove::v1::SharedMemoryRegion* out = response->add_regions();
+      out->set_name(r.name);
+      out->set_key(r.key);
+      out->set_offset(r.offset);
+      out->set_byte_size(r.byte_size);
+    }
+  }
+  reactor->Reply(regions.status());
   return reactor;
 }
 

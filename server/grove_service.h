@@ -4,8 +4,8 @@
 // (predict outputs and explanations go to separate queues) and return; the batch executor finishes
 // the call. ExplainStream keeps at most kStreamWindow messages of one stream in flight and reads the
 // next message only when one is answered, so a fast writer is held back by flow control. Load and
-// unload run on the runtime's control thread. Every RPC is first admitted by access control
-// (server/auth.h).
+// unload, and shared memory registration, run on the runtime's control thread. Every RPC is first
+// admitted by access control (server/auth.h).
 #pragma once
 
 #include <functional>
@@ -26,7 +26,11 @@ using GroveServiceBase = grove::v1::Grove::WithCallbackMethod_Predict<
     grove::v1::Grove::WithCallbackMethod_Explain<grove::v1::Grove::WithRawCallbackMethod_ExplainStream<
         grove::v1::Grove::WithCallbackMethod_ListModels<grove::v1::Grove::WithCallbackMethod_GetModelMetadata<
             grove::v1::Grove::WithCallbackMethod_LoadModel<
-                grove::v1::Grove::WithCallbackMethod_UnloadModel<grove::v1::Grove::Service>>>>>>>;
+                grove::v1::Grove::WithCallbackMethod_UnloadModel<
+                    grove::v1::Grove::WithCallbackMethod_RegisterSharedMemory<
+                        grove::v1::Grove::WithCallbackMethod_UnregisterSharedMemory<
+                            grove::v1::Grove::WithCallbackMethod_GetSharedMemoryStatus<
+                                grove::v1::Grove::Service>>>>>>>>>>;
 
 // Messages of one ExplainStream being computed or waiting to be written at once.
 inline constexpr int kStreamWindow = 4;
@@ -69,6 +73,18 @@ class GroveService final : public GroveServiceBase {
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
                                         const grove::v1::UnloadModelRequest* request,
                                         grove::v1::UnloadModelResponse* response) override;
+  // Shared memory: register / unregister need the runtime's shared memory on (--shared_memory;
+  // UNIMPLEMENTED otherwise) and role admin, and run on the control thread; status needs role
+  // infer.
+  grpc::ServerUnaryReactor* RegisterSharedMemory(
+      grpc::CallbackServerContext* context, const grove::v1::RegisterSharedMemoryRequest* request,
+      grove::v1::RegisterSharedMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(
+      grpc::CallbackServerContext* context, const grove::v1::UnregisterSharedMemoryRequest* request,
+      grove::v1::UnregisterSharedMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* GetSharedMemoryStatus(
+      grpc::CallbackServerContext* context, const grove::v1::SharedMemoryStatusRequest* request,
+      grove::v1::SharedMemoryStatusResponse* response) override;
 
  private:
   Runtime* const runtime_;

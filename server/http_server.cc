@@ -207,6 +207,28 @@ absl::Status Control(Runtime* runtime, const HttpOptions& options, const httplib
   return result;
 }
 
+// Shared memory register / unregister: runs on the control thread; the worker waits for it (no
+// lock held).
+absl::Status SharedMemory(Runtime* runtime, const httplib::Request& http, const RestRoute& route) {
+  SharedMemoryControl control = SharedMemoryControl::Unregister(route.region);
+  if (route.op == RestOp::kSystemSharedMemoryRegister) {
+    inference::SystemSharedMemoryRegisterRequest request;
+    if (absl::Status s = ParseRestSharedMemoryRegister(http.body, &request); !s.ok()) return s;
+    control = SharedMemoryControl::Register(route.region, request.key(), request.offset(),
+                                            request.byte_size());
+  }
+  absl::Notification finished;
+  absl::Status result;
+  StartSharedMemoryControl(runtime, std::move(control), absl::InfiniteFuture(),
+                           [] { return false; },
+                           [&](absl::Status s, std::vector<std::string>) {
+                             result = std::move(s);
+                             finished.Notify();
+                           });
+  finished.WaitForNotification();
+  return result;
+}
+
 // The model's configuration, statistics, or the repository index, as JSON into `out`.
 absl::Status Describe(Runtime* runtime, const httplib::Request& http, const RestRoute& route,
                       httplib::Response& out) {
@@ -244,6 +266,8 @@ std::optional<auth::Role> RequiredRole(RestOp op) {
       return std::nullopt;
     case RestOp::kRepositoryModelLoad:
     case RestOp::kRepositoryModelUnload:
+    case RestOp::kSystemSharedMemoryRegister:
+    case RestOp::kSystemSharedMemoryUnregister:
       return auth::Role::kAdmin;
     default:
       return auth::Role::kInfer;
@@ -275,7 +299,7 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
       }
       case RestOp::kServerMetadata: {
         inference::ServerMetadataResponse response;
-        KserveServerMetadata(&response);
+        KserveServerMetadata(runtime->shared_memory_enabled(), &response);
         out.set_content(RestServerMetadata(response), "application/json");
         break;
       }
@@ -299,6 +323,23 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
       case RestOp::kRepositoryModelLoad:
       case RestOp::kRepositoryModelUnload:
         status = Control(runtime, options, http, route);
+        break;
+      case RestOp::kSystemSharedMemoryStatus: {
+        inference::SystemSharedMemoryStatusRequest request;
+        request.set_name(route.region);
+        inference::SystemSharedMemoryStatusResponse response;
+        status = KserveSystemSharedMemoryStatus(runtime, request, &response);
+        if (status.ok()) {
+          out.set_content(RestSystemSharedMemoryStatus(response), "application/json");
+        }
+        break;
+      }
+      case RestOp::kSystemSharedMemoryRegister:
+      case RestOp::kSystemSharedMemoryUnregister:
+        status = SharedMemory(runtime, http, route);
+        break;
+      case RestOp::kCudaSharedMemory:
+        status = CudaSharedMemoryUnimplemented(route.method);
         break;
     }
   }

@@ -1,6 +1,7 @@
 #include "server/kserve_ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -23,6 +24,14 @@ namespace {
 using registry::Operation;
 using registry::ServablePtr;
 
+// An output written into shared memory: its range, and whether the engine computes straight into
+// it (the values need no conversion and the range is float-aligned) or into the state's vector,
+// converted into the range when the call is answered.
+struct SharedOutput {
+  serving::SharedMemorySpan span;
+  bool direct = false;
+};
+
 struct InferState {
   ServablePtr model;
   KserveInput input;
@@ -31,7 +40,40 @@ struct InferState {
   PredictionLayout layout;  // of output__0
   std::vector<float> prediction;
   std::vector<float> shap;
+  SharedOutput prediction_shm;  // span empty: output__0 goes in the response
+  SharedOutput shap_shm;
 };
+
+bool FloatAligned(const char* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0; }
+
+// Resolves an output's shared memory range: at least `bytes` bytes, sharing none with the rows'
+// range or with `other` (the other output's). The engine writes it directly when `direct_layout`.
+absl::StatusOr<SharedOutput> ResolveOutput(Runtime* runtime, const std::string& name,
+                                           const SharedMemoryRef& ref, int64_t bytes,
+                                           bool direct_layout,
+                                           const serving::SharedMemorySpan& rows,
+                                           const serving::SharedMemorySpan& other) {
+  const std::string what = absl::StrCat("output '", name, "'");
+  absl::StatusOr<serving::SharedMemorySpan> span =
+      runtime->shared_memory().Get(ref.region, ref.offset, ref.byte_size, what);
+  if (!span.ok()) return span.status();
+  if (span->byte_size < static_cast<uint64_t>(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": shared_memory_byte_size ", span->byte_size, " is smaller than the ", bytes,
+        " bytes of the output"));
+  }
+  if (span->Overlaps(rows) || span->Overlaps(other)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": its shared memory range shares bytes with the ",
+        span->Overlaps(rows) ? "input's" : "other output's",
+        " range; each tensor needs bytes of its own"));
+  }
+  span->byte_size = static_cast<uint64_t>(bytes);  // the bytes written
+  SharedOutput out;
+  out.direct = direct_layout && FloatAligned(span->data);
+  out.span = *std::move(span);
+  return out;
+}
 
 void FillInferResponse(const InferState& state, const inference::ModelInferRequest& request,
                        inference::ModelInferResponse* response) {
@@ -44,8 +86,16 @@ void FillInferResponse(const InferState& state, const inference::ModelInferReque
     auto* out = response->add_outputs();
     out->set_name(name);
     out->set_datatype("FP32");
+    // One entry per output, empty for an output in shared memory (as Triton answers).
     std::string* raw = response->add_raw_output_contents();
-    if (name == kOutputTensor) {
+    if (name == kOutputTensor && state.prediction_shm.span) {
+      if (!state.prediction_shm.direct) {
+        WriteKservePrediction(f, state.layout, state.prediction.data(), n,
+                              state.prediction_shm.span.data);
+      }
+      out->add_shape(n);
+      out->add_shape(state.layout.width);
+    } else if (name == kOutputTensor) {
       EncodeKservePrediction(f, state.layout, state.prediction.data(), n, raw);
       out->add_shape(n);
       out->add_shape(state.layout.width);
@@ -58,24 +108,35 @@ void FillInferResponse(const InferState& state, const inference::ModelInferReque
       }
     } else {
       for (int64_t d : KserveShapShape(f, n)) out->add_shape(d);
-      EncodeFloats(state.shap.data(), static_cast<int64_t>(state.shap.size()), raw);
+      if (!state.shap_shm.span) {
+        EncodeFloats(state.shap.data(), static_cast<int64_t>(state.shap.size()), raw);
+      } else if (!state.shap_shm.direct) {
+        std::memcpy(state.shap_shm.span.data, state.shap.data(),
+                    state.shap.size() * sizeof(float));
+      }
     }
   }
 }
 
-// One task of the call: `op` of every input row into `out` (n x width floats, sized here).
+// One task of the call: `op` of every input row into the output's shared memory range when the
+// engine may write it directly, otherwise into `out` (n x width floats, sized here).
 std::unique_ptr<ComputeTask> MakeTask(Runtime* runtime, const std::shared_ptr<InferState>& state,
                                       Operation op, int64_t width, std::vector<float>* out,
+                                      const SharedOutput& shm,
                                       const std::shared_ptr<CallState>& call) {
   const int64_t n = state->input.rows.rows;
-  out->resize(static_cast<size_t>(n * width));
   auto t = std::make_unique<ComputeTask>();
   t->model = state->model;
   t->op = op;
   if (op == Operation::kPredict) t->kind = OutputKind::kPrediction;
   if (op != Operation::kPredict) t->output_space = state->explain.output_space;
   t->rows = state->input.rows;
-  t->out = MakeMatrixView(out->data(), n, width);
+  if (shm.direct) {
+    t->out = MakeMatrixView(reinterpret_cast<float*>(shm.span.data), n, width);
+  } else {
+    out->resize(static_cast<size_t>(n * width));
+    t->out = MakeMatrixView(out->data(), n, width);
+  }
   t->call = call;
   runtime->metrics().Model(state->model->name)->op(op).request_rows->Observe(static_cast<double>(n));
   return t;
@@ -206,6 +267,33 @@ std::string RefusedRepositoryArgument(
   return "";
 }
 
+namespace {
+
+// Runs `apply` on the runtime's control thread and answers `done` there with its status. A call
+// whose client gave up while it waited is not applied (a timed-out unload must not take the model
+// down later): `not_applied` completes the message ("the model was not loaded").
+void RunControlCall(Runtime* runtime, absl::Time deadline, std::function<bool()> cancelled,
+                    std::string not_applied, absl::AnyInvocable<absl::Status() &&> apply,
+                    std::function<void(absl::Status)> done) {
+  runtime->RunControl([deadline, cancelled = std::move(cancelled),
+                       not_applied = std::move(not_applied), apply = std::move(apply),
+                       done = std::move(done)]() mutable {
+    if (deadline <= absl::Now()) {
+      done(absl::DeadlineExceededError(absl::StrCat(
+          "the call's deadline expired while it waited for the control thread; ", not_applied)));
+      return;
+    }
+    if (cancelled()) {
+      done(absl::CancelledError(absl::StrCat(
+          "the call was cancelled while it waited for the control thread; ", not_applied)));
+      return;
+    }
+    done(std::move(apply)());
+  });
+}
+
+}  // namespace
+
 void StartModelControl(Runtime* runtime, bool model_control, ModelControl op, std::string model,
                        absl::Time deadline, std::function<bool()> cancelled,
                        std::function<void(absl::Status)> done) {
@@ -217,30 +305,76 @@ void StartModelControl(Runtime* runtime, bool model_control, ModelControl op, st
         "--model_control (with access control, callers with role admin only)")));
     return;
   }
-  runtime->RunControl([runtime, op, model = std::move(model), deadline, what,
-                       cancelled = std::move(cancelled), done = std::move(done)] {
-    // A call whose client gave up while it waited is not applied: a timed-out unload must not
-    // take the model down later.
-    if (deadline <= absl::Now()) {
-      done(absl::DeadlineExceededError(absl::StrCat(
-          "the call's deadline expired while it waited for the control thread; the model was not ",
-          what)));
-      return;
-    }
-    if (cancelled()) {
-      done(absl::CancelledError(absl::StrCat(
-          "the call was cancelled while it waited for the control thread; the model was not ",
-          what)));
-      return;
-    }
-    done(op == ModelControl::kLoad ? runtime->registry().Load(model)
-                                   : runtime->registry().Unload(model));
-  });
+  RunControlCall(runtime, deadline, std::move(cancelled), absl::StrCat("the model was not ", what),
+                 [runtime, op, model = std::move(model)] {
+                   return op == ModelControl::kLoad ? runtime->registry().Load(model)
+                                                    : runtime->registry().Unload(model);
+                 },
+                 std::move(done));
 }
 
-void KserveServerMetadata(inference::ServerMetadataResponse* response) {
+void StartSharedMemoryControl(
+    Runtime* runtime, SharedMemoryControl request, absl::Time deadline,
+    std::function<bool()> cancelled,
+    std::function<void(absl::Status, std::vector<std::string> unregistered)> done) {
+  const bool registering = request.op == SharedMemoryControl::Op::kRegister;
+  if (!runtime->shared_memory_enabled()) {
+    done(absl::UnimplementedError(absl::StrCat(
+             "system shared memory is off on this server, so regions cannot be ",
+             registering ? "registered" : "unregistered",
+             ": groved maps clients' shared memory only when it runs with --shared_memory (with "
+             "access control, callers with role admin only)")),
+         {});
+    return;
+  }
+  auto removed = std::make_shared<std::vector<std::string>>();
+  RunControlCall(
+      runtime, deadline, std::move(cancelled),
+      registering ? absl::StrCat("region '", request.name, "' was not registered")
+                  : std::string("nothing was unregistered"),
+      [runtime, request = std::move(request), removed] {
+        if (request.op == SharedMemoryControl::Op::kRegister) {
+          return runtime->shared_memory().Register(request.name, request.key, request.offset,
+                                                   request.byte_size);
+        }
+        *removed = runtime->shared_memory().Unregister(request.name);
+        return absl::OkStatus();
+      },
+      [removed, done = std::move(done)](absl::Status s) { done(std::move(s), *removed); });
+}
+
+absl::Status KserveSystemSharedMemoryStatus(
+    Runtime* runtime, const inference::SystemSharedMemoryStatusRequest& request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  absl::StatusOr<std::vector<serving::SharedMemoryRegionInfo>> regions =
+      runtime->shared_memory().Status(request.name());
+  if (!regions.ok()) return regions.status();
+  for (const serving::SharedMemoryRegionInfo& r : *regions) {
+    auto& out = (*response->mutable_regions())[r.name];
+    out.set_name(r.name);
+    out.set_key(r.key);
+    out.set_offset(r.offset);
+    out.set_byte_size(r.byte_size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaSharedMemoryUnimplemented(absl::string_view method) {
+  return absl::UnimplementedError(absl::StrCat(
+      method, ": CUDA shared memory is not supported by groved; it maps system shared memory "
+      "only (SystemSharedMemoryRegister, with groved --shared_memory): put the tensors in a POSIX "
+      "shared memory object instead of a CUDA IPC handle"));
+}
+
+void KserveServerMetadata(bool shared_memory, inference::ServerMetadataResponse* response) {
   response->set_name("grove");
   response->set_version(GROVE_VERSION);
+  for (const char* e : {"classification", "model_repository", "model_repository(unload_dependents)",
+                        "model_configuration", "binary_tensor_data", "parameters",
+                        "statistics"}) {
+    response->add_extensions(e);
+  }
+  if (shared_memory) response->add_extensions("system_shared_memory");
 }
 
 absl::Status KserveModelReady(Runtime* runtime, const inference::ModelReadyRequest& request,
@@ -279,7 +413,8 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   auto state = std::make_shared<InferState>();
   state->model = *std::move(got);
   const Forest& f = *state->model->forest;
-  absl::StatusOr<KserveInput> input = ParseKserveInput(*state->model, request);
+  absl::StatusOr<KserveInput> input =
+      ParseKserveInput(*state->model, request, &runtime->shared_memory());
   if (!input.ok()) return input.status();
   state->input = *std::move(input);
   absl::StatusOr<KserveOutputs> outputs = ParseKserveOutputs(request);
@@ -299,19 +434,51 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   const int64_t n = state->input.rows.rows;
   const int64_t pred_width = f.PredictionWidth();
   const int64_t shap_width = ExplainWidth(f, false);
-  int64_t bytes = 0;
-  if (state->outputs.prediction) bytes = SaturatingBytes(n, std::max<int64_t>(2, pred_width), 4);
-  if (state->outputs.class_count > 0) {  // "value:index" strings: at most 64 bytes each ("%f")
-    bytes = SaturatingAdd(
-        bytes, SaturatingBytes(n, std::min(state->outputs.class_count, state->layout.width), 64));
+  // Outputs in shared memory: checked and resolved before anything is queued.
+  if (const auto& ref = state->outputs.prediction_shared_memory; ref.has_value()) {
+    absl::StatusOr<SharedOutput> out = ResolveOutput(
+        runtime, kOutputTensor, *ref, SaturatingBytes(n, state->layout.width, 4),
+        KservePredictionIsEngineOutput(f, state->layout), state->input.span, {});
+    if (!out.ok()) return out.status();
+    state->prediction_shm = *std::move(out);
   }
-  if (state->outputs.shap) bytes = SaturatingAdd(bytes, SaturatingBytes(n, shap_width, 4));
+  if (const auto& ref = state->outputs.shap_shared_memory; ref.has_value()) {
+    absl::StatusOr<SharedOutput> out =
+        ResolveOutput(runtime, kShapTensor, *ref, SaturatingBytes(n, shap_width, 4), true,
+                      state->input.span, state->prediction_shm.span);
+    if (!out.ok()) return out.status();
+    state->shap_shm = *std::move(out);
+  }
+  // Bytes of the response, and of what the server holds while computing (rows converted or
+  // carried in the request, results not written straight into shared memory).
+  int64_t bytes = 0, held = 0;
+  if (state->outputs.prediction && !state->prediction_shm.span) {
+    bytes = SaturatingBytes(n, std::max<int64_t>(2, pred_width), 4);
+  }
+  if (state->outputs.prediction && !state->prediction_shm.direct) {
+    held = SaturatingBytes(n, std::max<int64_t>(2, pred_width), 4);
+  }
+  if (state->outputs.class_count > 0) {  // "value:index" strings: at most 64 bytes each ("%f")
+    const int64_t classes =
+        SaturatingBytes(n, std::min(state->outputs.class_count, state->layout.width), 64);
+    bytes = SaturatingAdd(bytes, classes);
+    held = SaturatingAdd(held, classes);
+  }
+  if (state->outputs.shap && !state->shap_shm.span) {
+    bytes = SaturatingAdd(bytes, SaturatingBytes(n, shap_width, 4));
+  }
+  if (state->outputs.shap && !state->shap_shm.direct) {
+    held = SaturatingAdd(held, SaturatingBytes(n, shap_width, 4));
+  }
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
+  if (!state->input.span || !state->input.owned.empty()) {
+    held = SaturatingAdd(held, SaturatingBytes(n, state->input.rows.cols, 4));
+  }
 
   const Operation explain_op = ExplainOperation(state->explain, false);
   const Operation op = state->outputs.shap ? explain_op : Operation::kPredict;
-  absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
-      *state->model, op, n, SaturatingAdd(bytes, SaturatingBytes(n, state->input.rows.cols, 4)));
+  absl::StatusOr<serving::MemoryReservation> memory =
+      runtime->ReserveMemory(*state->model, op, n, held);
   if (!memory.ok()) return memory.status();
   const int count = (state->outputs.prediction ? 1 : 0) + (state->outputs.shap ? 1 : 0);
   auto call = std::make_shared<CallState>(
@@ -323,11 +490,12 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   started(call, op);
   std::vector<std::unique_ptr<ComputeTask>> tasks;
   if (state->outputs.prediction) {
-    tasks.push_back(
-        MakeTask(runtime, state, Operation::kPredict, pred_width, &state->prediction, call));
+    tasks.push_back(MakeTask(runtime, state, Operation::kPredict, pred_width, &state->prediction,
+                             state->prediction_shm, call));
   }
   if (state->outputs.shap) {
-    tasks.push_back(MakeTask(runtime, state, explain_op, shap_width, &state->shap, call));
+    tasks.push_back(
+        MakeTask(runtime, state, explain_op, shap_width, &state->shap, state->shap_shm, call));
   }
   SubmitAll(runtime, std::move(tasks), call);
   return absl::OkStatus();

@@ -9,8 +9,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/registry/model_registry.h"
 #include "inference/grpc_service.pb.h"
@@ -18,8 +21,9 @@
 
 namespace grove::server {
 
-// Server metadata: name "grove", the version, the extensions groved serves.
-void KserveServerMetadata(inference::ServerMetadataResponse* response);
+// Server metadata: name "grove", the version, the extensions groved serves (Triton's names;
+// system_shared_memory when `shared_memory` is on).
+void KserveServerMetadata(bool shared_memory, inference::ServerMetadataResponse* response);
 
 // Whether the model (version) serves: NOT_FOUND for an unknown model; ready false while it loads,
 // after a failed load or during shutdown.
@@ -62,6 +66,41 @@ std::string RefusedRepositoryArgument(
 void StartModelControl(Runtime* runtime, bool model_control, ModelControl op, std::string model,
                        absl::Time deadline, std::function<bool()> cancelled,
                        std::function<void(absl::Status)> done);
+
+// Shared memory control shared by grove.v1 RegisterSharedMemory / UnregisterSharedMemory and
+// KServe SystemSharedMemoryRegister / Unregister (gRPC and REST): UNIMPLEMENTED naming
+// --shared_memory when the runtime's shared memory is off; otherwise runs on the runtime's control
+// thread (a pin hook may take a while) and calls `done` there, with the registry's status and, for
+// an unregistration, the names removed. Deadline and cancellation as StartModelControl: a call that
+// waited past them is answered without being applied.
+struct SharedMemoryControl {
+  enum class Op { kRegister, kUnregister };
+  static SharedMemoryControl Register(std::string name, std::string key, uint64_t offset,
+                                      uint64_t byte_size) {
+    return {Op::kRegister, std::move(name), std::move(key), offset, byte_size};
+  }
+  static SharedMemoryControl Unregister(std::string name) {
+    return {Op::kUnregister, std::move(name), "", 0, 0};
+  }
+  Op op = Op::kRegister;
+  std::string name;  // kUnregister: "" = every region
+  std::string key;   // kRegister only
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+void StartSharedMemoryControl(
+    Runtime* runtime, SharedMemoryControl request, absl::Time deadline,
+    std::function<bool()> cancelled,
+    std::function<void(absl::Status, std::vector<std::string> unregistered)> done);
+
+// Triton's SystemSharedMemoryStatus from the registry: every region ("" name) or the one named
+// (NOT_FOUND naming it otherwise).
+absl::Status KserveSystemSharedMemoryStatus(Runtime* runtime,
+                                            const inference::SystemSharedMemoryStatusRequest& request,
+                                            inference::SystemSharedMemoryStatusResponse* response);
+// What the CUDA shared memory RPCs answer: UNIMPLEMENTED saying that groved maps system shared
+// memory only and naming `method`.
+absl::Status CudaSharedMemoryUnimplemented(absl::string_view method);
 
 // What a transport learns when an inference has been queued, before any of its work can finish:
 // the compute state (to cancel it when the client goes away) and the operation (for metrics).

@@ -1,5 +1,6 @@
 #include "server/kserve_rest.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -146,9 +147,11 @@ absl::Status ParseInput(element e, int index,
   }
   element data;
   const bool has_data = o["data"].get(data) == simdjson::SUCCESS;
-  if (has_data == (*binary_size >= 0)) {
-    return Invalid(absl::StrCat(where, has_data ? " has both data and binary_data_size"
-                                                : " has neither data nor binary_data_size"));
+  const bool shared = in->parameters().contains("shared_memory_region");
+  if (has_data + (*binary_size >= 0) + shared != 1) {
+    return Invalid(absl::StrCat(
+        where, " has ", has_data + (*binary_size >= 0) + shared == 0 ? "none" : "more than one",
+        " of data, binary_data_size and shared_memory_region; it needs exactly one"));
   }
   if (!has_data) return absl::OkStatus();
   // Only the float types are read (groved's input is FP32 or FP64); another type is refused by the
@@ -262,12 +265,35 @@ absl::StatusOr<RestRoute> ParseRestRoute(absl::string_view method, absl::string_
                                 : want("POST", RestOp::kRepositoryModelUnload,
                                        "RepositoryModelUnload");
     }
+    // Shared memory: /v2/{system,cuda}sharedmemory[/region/NAME]/ACTION.
+    if ((parts.size() == 3 || (parts.size() == 5 && parts[2] == "region")) &&
+        (parts[1] == "systemsharedmemory" || parts[1] == "cudasharedmemory")) {
+      const absl::string_view action = parts.back();
+      if (parts.size() == 5) r.region = std::string(parts[3]);
+      const bool system = parts[1] == "systemsharedmemory";
+      if (action == "status") {
+        return system ? want("GET", RestOp::kSystemSharedMemoryStatus, "SystemSharedMemoryStatus")
+                      : want("GET", RestOp::kCudaSharedMemory, "CudaSharedMemoryStatus");
+      }
+      if (action == "register" && parts.size() == 5) {
+        return system ? want("POST", RestOp::kSystemSharedMemoryRegister,
+                             "SystemSharedMemoryRegister")
+                      : want("POST", RestOp::kCudaSharedMemory, "CudaSharedMemoryRegister");
+      }
+      if (action == "unregister") {
+        return system ? want("POST", RestOp::kSystemSharedMemoryUnregister,
+                             "SystemSharedMemoryUnregister")
+                      : want("POST", RestOp::kCudaSharedMemory, "CudaSharedMemoryUnregister");
+      }
+    }
   }
   return absl::NotFoundError(absl::StrCat(
       method, " ", path, " is not a route groved serves; it serves KServe v2 REST: GET /v2, "
       "/v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/V][/ready|/config|/stats], "
-      "/v2/models/stats; POST /v2/models/NAME[/versions/V]/infer, /v2/repository/index, "
-      "/v2/repository/models/NAME/load|unload"));
+      "/v2/models/stats, /v2/systemsharedmemory[/region/NAME]/status; POST "
+      "/v2/models/NAME[/versions/V]/infer, /v2/repository/index, "
+      "/v2/repository/models/NAME/load|unload, /v2/systemsharedmemory/region/NAME/register, "
+      "/v2/systemsharedmemory[/region/NAME]/unregister"));
 }
 
 namespace {
@@ -364,12 +390,20 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
     for (const auto& asked : request.outputs()) {
       if (asked.name() == out.name()) as_binary = BoolParam(asked.parameters(), "binary_data", as_binary);
     }
+    bool shared = false;  // in shared memory: no data here
+    for (const auto& asked : request.outputs()) {
+      if (asked.name() == out.name()) shared = asked.parameters().contains("shared_memory_region");
+    }
     const std::string& raw = response.raw_output_contents(i);
     json += i ? ",{" : "{";
     json += "\"name\":" + nlohmann::json(out.name()).dump();
     json += ",\"datatype\":" + nlohmann::json(out.datatype()).dump();
     json += ",\"shape\":" + nlohmann::json(std::vector<int64_t>(out.shape().begin(),
                                                                   out.shape().end())).dump();
+    if (shared) {
+      json += "}";
+      continue;
+    }
     if (as_binary) {
       absl::StrAppend(&json, ",\"parameters\":{\"binary_data_size\":", raw.size(), "}}");
       binary += raw;
@@ -442,6 +476,63 @@ absl::Status ParseRestRepositoryRequest(absl::string_view body, RestOp op,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ParseRestSharedMemoryRegister(absl::string_view body,
+                                           inference::SystemSharedMemoryRegisterRequest* request) {
+  auto invalid = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("shared memory register request: ", what));
+  };
+  simdjson::dom::parser parser;
+  element root;
+  if (auto error = parser.parse(body.data(), body.size()).get(root); error) {
+    return invalid(absl::StrCat("the body is not valid JSON (", simdjson::error_message(error), ")"));
+  }
+  object o;
+  if (root.get_object().get(o) != simdjson::SUCCESS) return invalid("the body is not an object");
+  if (absl::Status s = CheckKeys(o, {"key", "offset", "byte_size"}, "the request"); !s.ok()) {
+    return invalid(s.message());
+  }
+  std::string_view key;
+  if (o["key"].get(key) != simdjson::SUCCESS) return invalid("key: a string is needed");
+  request->set_key(std::string(key));
+  element e;
+  for (const char* field : {"offset", "byte_size"}) {
+    if (o[field].get(e) != simdjson::SUCCESS) {
+      if (std::string_view(field) == "offset") continue;  // optional, 0
+      return invalid("byte_size: a non-negative integer is needed");
+    }
+    uint64_t v = 0;
+    if (e.type() == element_type::INT64 && int64_t(e) >= 0) {
+      v = static_cast<uint64_t>(int64_t(e));
+    } else if (e.type() == element_type::UINT64) {
+      v = uint64_t(e);
+    } else {
+      return invalid(absl::StrCat(field, " is not a non-negative integer"));
+    }
+    if (std::string_view(field) == "offset") {
+      request->set_offset(v);
+    } else {
+      request->set_byte_size(v);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string RestSystemSharedMemoryStatus(
+    const inference::SystemSharedMemoryStatusResponse& response) {
+  std::vector<const inference::SystemSharedMemoryStatusResponse::RegionStatus*> regions;
+  for (const auto& [name, r] : response.regions()) regions.push_back(&r);
+  std::sort(regions.begin(), regions.end(),
+            [](const auto* a, const auto* b) { return a->name() < b->name(); });
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto* r : regions) {
+    out.push_back({{"name", r->name()},
+                   {"key", r->key()},
+                   {"offset", r->offset()},
+                   {"byte_size", r->byte_size()}});
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string RestModelConfig(const inference::ModelConfig& config) {

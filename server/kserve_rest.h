@@ -43,12 +43,17 @@ enum class RestOp {
   kRepositoryIndex,       // POST /v2/repository/index
   kRepositoryModelLoad,   // POST /v2/repository/models/NAME/load
   kRepositoryModelUnload, // POST /v2/repository/models/NAME/unload
+  kSystemSharedMemoryStatus,      // GET  /v2/systemsharedmemory[/region/NAME]/status
+  kSystemSharedMemoryRegister,    // POST /v2/systemsharedmemory/region/NAME/register
+  kSystemSharedMemoryUnregister,  // POST /v2/systemsharedmemory[/region/NAME]/unregister
+  kCudaSharedMemory,  // /v2/cudasharedmemory[/region/NAME]/status|register|unregister: 501
 };
 
 struct RestRoute {
   RestOp op = RestOp::kServerLive;
   std::string model;    // URL-decoded by the HTTP server
   std::string version;  // "" = the highest ready version
+  std::string region;   // shared memory routes: "" = every region (status, unregister)
   const char* method = "";  // the gRPC method's name (metrics, access control messages)
 };
 
@@ -58,12 +63,15 @@ absl::StatusOr<RestRoute> ParseRestRoute(absl::string_view method, absl::string_
 
 // Parses an infer request body into `request` (model name and version are the route's).
 // `header_length` is Inference-Header-Content-Length, -1 when absent (the whole body is JSON).
-// INVALID_ARGUMENT naming the field and the rule for anything else.
+// An input carries `data`, `binary_data_size` or the shared memory parameters
+// (shared_memory_region ...), exactly one. INVALID_ARGUMENT naming the field and the rule for
+// anything else.
 absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length,
                                    inference::ModelInferRequest* request);
 
 // The response to `request` as a body: JSON, then the binary outputs; *header_length is the JSON
-// part's length when some output is binary, -1 otherwise.
+// part's length when some output is binary, -1 otherwise. An output the request put in shared
+// memory has neither data nor binary data (its values are in the region).
 std::string RestInferResponse(const inference::ModelInferRequest& request,
                               const inference::ModelInferResponse& response,
                               int64_t* header_length);
@@ -73,6 +81,15 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
 absl::Status ParseRestRepositoryRequest(absl::string_view body, RestOp op,
                                         inference::RepositoryIndexRequest* index,
                                         inference::RepositoryModelLoadRequest* control);
+
+// The body of a system shared memory registration: {"key": string, "offset": integer (optional),
+// "byte_size": integer} (Triton's); the region's name is the route's. INVALID_ARGUMENT naming the
+// field otherwise.
+absl::Status ParseRestSharedMemoryRegister(absl::string_view body,
+                                           inference::SystemSharedMemoryRegisterRequest* request);
+// [{"name", "key", "offset", "byte_size"}, ...] sorted by name (Triton's status body).
+std::string RestSystemSharedMemoryStatus(
+    const inference::SystemSharedMemoryStatusResponse& response);
 
 std::string RestServerMetadata(const inference::ServerMetadataResponse& response);
 std::string RestModelConfig(const inference::ModelConfig& config);

@@ -2,6 +2,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/call.h"
@@ -42,7 +44,7 @@ grpc::ServerUnaryReactor* KserveService::ServerMetadata(
     inference::ServerMetadataResponse* response) {
   auto* reactor = new UnaryCall(runtime_, "ServerMetadata");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
-  KserveServerMetadata(response);
+  KserveServerMetadata(runtime_->shared_memory_enabled(), response);
   reactor->Reply(absl::OkStatus());
   return reactor;
 }
@@ -117,6 +119,68 @@ grpc::ServerUnaryReactor* KserveService::RepositoryModelUnload(
   return Control(context, "RepositoryModelUnload", ModelControl::kUnload, request->model_name(),
                  RefusedRepositoryArgument(request->repository_name(), request->parameters(),
                                            ModelControl::kUnload));
+}
+
+grpc::ServerUnaryReactor* KserveService::SystemSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  auto* reactor = new UnaryCall(runtime_, "SystemSharedMemoryStatus");
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
+  reactor->Reply(KserveSystemSharedMemoryStatus(runtime_, *request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KserveService::SystemSharedMemoryRegister(
+    grpc::CallbackServerContext* context,
+    const inference::SystemSharedMemoryRegisterRequest* request,
+    inference::SystemSharedMemoryRegisterResponse* response) {
+  return SharedMemory(context, "SystemSharedMemoryRegister",
+                      SharedMemoryControl::Register(request->name(), request->key(),
+                                                    request->offset(), request->byte_size()));
+}
+
+grpc::ServerUnaryReactor* KserveService::SystemSharedMemoryUnregister(
+    grpc::CallbackServerContext* context,
+    const inference::SystemSharedMemoryUnregisterRequest* request,
+    inference::SystemSharedMemoryUnregisterResponse* response) {
+  return SharedMemory(context, "SystemSharedMemoryUnregister",
+                      SharedMemoryControl::Unregister(request->name()));
+}
+
+grpc::ServerUnaryReactor* KserveService::SharedMemory(grpc::CallbackServerContext* context,
+                                                      const char* method,
+                                                      SharedMemoryControl request) {
+  auto* reactor = new UnaryCall(runtime_, method);
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
+  ReplySharedMemoryControl(runtime_, reactor, *context, std::move(request));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KserveService::CudaSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const inference::CudaSharedMemoryStatusRequest* request,
+    inference::CudaSharedMemoryStatusResponse* response) {
+  return CudaSharedMemory(context, "CudaSharedMemoryStatus");
+}
+
+grpc::ServerUnaryReactor* KserveService::CudaSharedMemoryRegister(
+    grpc::CallbackServerContext* context, const inference::CudaSharedMemoryRegisterRequest* request,
+    inference::CudaSharedMemoryRegisterResponse* response) {
+  return CudaSharedMemory(context, "CudaSharedMemoryRegister");
+}
+
+grpc::ServerUnaryReactor* KserveService::CudaSharedMemoryUnregister(
+    grpc::CallbackServerContext* context,
+    const inference::CudaSharedMemoryUnregisterRequest* request,
+    inference::CudaSharedMemoryUnregisterResponse* response) {
+  return CudaSharedMemory(context, "CudaSharedMemoryUnregister");
+}
+
+grpc::ServerUnaryReactor* KserveService::CudaSharedMemory(grpc::CallbackServerContext* context,
+                                                          const char* method) {
+  auto* reactor = new UnaryCall(runtime_, method);
+  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
+  reactor->Reply(CudaSharedMemoryUnimplemented(method));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* KserveService::Control(grpc::CallbackServerContext* context,

@@ -18,6 +18,9 @@ class KserveService final : public inference::GRPCInferenceService::CallbackServ
   // grpc.health.v1.Health answers); the other RPCs need role infer.
   // RepositoryIndex, ModelConfig and ModelStatistics need role infer; RepositoryModelLoad /
   // Unload need `model_control` (--model_control) and role admin, as grove.v1 LoadModel.
+  // SystemSharedMemoryRegister / Unregister need the runtime's shared memory on (--shared_memory)
+  // and role admin; SystemSharedMemoryStatus role infer; the CUDA shared memory RPCs answer
+  // UNIMPLEMENTED (after the role infer check).
   KserveService(Runtime* runtime, const auth::Authorizer* authorizer, bool model_control)
       : runtime_(runtime), authorizer_(authorizer), model_control_(model_control) {}
 
@@ -54,6 +57,29 @@ class KserveService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* RepositoryModelUnload(
       grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
       inference::RepositoryModelUnloadResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(
+      grpc::CallbackServerContext* context, const inference::CudaSharedMemoryStatusRequest* request,
+      inference::CudaSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(
+      grpc::CallbackServerContext* context,
+      const inference::CudaSharedMemoryRegisterRequest* request,
+      inference::CudaSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
+      grpc::CallbackServerContext* context,
+      const inference::CudaSharedMemoryUnregisterRequest* request,
+      inference::CudaSharedMemoryUnregisterResponse* response) override;
 
  private:
   // Model control of a Repository RPC; `refused` (RefusedRepositoryArgument) non-empty answers
@@ -61,6 +87,11 @@ class KserveService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* Control(grpc::CallbackServerContext* context, const char* method,
                                     ModelControl op, const std::string& model,
                                     const std::string& refused);
+  // Register / unregister over the control thread.
+  grpc::ServerUnaryReactor* SharedMemory(grpc::CallbackServerContext* context, const char* method,
+                                         SharedMemoryControl request);
+  grpc::ServerUnaryReactor* CudaSharedMemory(grpc::CallbackServerContext* context,
+                                             const char* method);
 
   Runtime* const runtime_;
   const auth::Authorizer* const authorizer_;

@@ -67,6 +67,18 @@ ABSL_FLAG(bool, model_control, false,
           "allow the LoadModel / UnloadModel RPCs (off: they answer UNIMPLEMENTED). With "
           "--auth_token_file or --tls_client_roles_file they need role admin, without them anyone "
           "who reaches the gRPC port may use them");
+ABSL_FLAG(bool, shared_memory, false,
+          "let clients on this host register POSIX shared memory regions (Triton's system shared "
+          "memory extension, grove.v1 RegisterSharedMemory) that requests read rows from and write "
+          "results into (off: registering answers UNIMPLEMENTED). With --auth_token_file or "
+          "--tls_client_roles_file registering needs role admin");
+ABSL_FLAG(int64_t, shared_memory_max_region_mb, 4096,
+          "largest shared memory region a client may register, MiB (1..2^26)");
+ABSL_FLAG(int64_t, shared_memory_max_total_mb, 16384,
+          "shared memory mapped at once over every region, MiB (at least the largest region, at "
+          "most 2^28); regions unregistered while requests use them count until those finish");
+ABSL_FLAG(int, shared_memory_max_regions, 256,
+          "shared memory regions mapped at once, 1..65536 (each holds a file descriptor)");
 ABSL_FLAG(bool, strict_readiness, true, "server ready only when every model is ready");
 ABSL_FLAG(std::string, default_model_config, "",
           "JSON file with server-wide defaults of every model's config.json");
@@ -149,7 +161,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "serves tree-ensemble predictions and SHAP explanations over gRPC and KServe v2 REST.\n"
       "  groved --model_repository=DIR [--grpc_port=8001] [--http_port=8000] [--metrics_port=8002]\n"
-      "         [--auth_token_file=FILE] [--model_control]\n"
+      "         [--auth_token_file=FILE] [--model_control] [--shared_memory]\n"
       "See docs/operations.md.");
   absl::ParseCommandLine(argc, argv);
 
@@ -227,6 +239,15 @@ int main(int argc, char** argv) {
   }
   o.repository_poll = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
   o.model_control = absl::GetFlag(FLAGS_model_control);
+  // Bounds of these are checked once, by serving::ValidateSharedMemoryOptions when the server
+  // starts; the MiB values are saturated before the shift so that an absurd one fails there.
+  auto mib = [](int64_t mb) {
+    return mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(mb, 0) << 20;
+  };
+  o.runtime.shared_memory_enabled = absl::GetFlag(FLAGS_shared_memory);
+  o.runtime.shared_memory.max_region_bytes = mib(absl::GetFlag(FLAGS_shared_memory_max_region_mb));
+  o.runtime.shared_memory.max_total_bytes = mib(absl::GetFlag(FLAGS_shared_memory_max_total_mb));
+  o.runtime.shared_memory.max_regions = absl::GetFlag(FLAGS_shared_memory_max_regions);
   o.strict_readiness = absl::GetFlag(FLAGS_strict_readiness);
   o.shutdown_delay = absl::Seconds(absl::GetFlag(FLAGS_shutdown_delay_seconds));
   o.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));

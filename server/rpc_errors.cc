@@ -54,12 +54,14 @@ class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
         grpc::StatusCode::UNIMPLEMENTED,
         absl::StrCat(method.empty() ? std::string("(no method)") : method,
                      " is not implemented by groved; it serves grove.v1.Grove (Predict, Explain, "
-                     "ExplainStream, ListModels, GetModelMetadata, LoadModel, UnloadModel), "
+                     "ExplainStream, ListModels, GetModelMetadata, LoadModel, UnloadModel, "
+                     "RegisterSharedMemory, UnregisterSharedMemory, GetSharedMemoryStatus), "
                      "inference.GRPCInferenceService (ServerLive, ServerReady, ModelReady, "
                      "ServerMetadata, ModelMetadata, ModelInfer, ModelConfig, ModelStatistics, "
-                     "RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload; not Triton's "
-                     "shared memory, tracing, logging or streaming RPCs), grpc.health.v1.Health and "
-                     "server reflection")));
+                     "RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload, "
+                     "SystemSharedMemoryStatus, SystemSharedMemoryRegister, "
+                     "SystemSharedMemoryUnregister; not Triton's tracing, logging or streaming "
+                     "RPCs), grpc.health.v1.Health and server reflection")));
   }
   void OnDone() override { delete this; }
 };

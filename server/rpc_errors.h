@@ -1,6 +1,6 @@
 // Answers gRPC itself would give without a message: a unary request whose bytes cannot be decoded
 // (gRPC answers UNIMPLEMENTED with an empty message) becomes INVALID_ARGUMENT naming the method, and
-// a method groved does not serve (a KServe RPC outside the Open Inference Protocol subset, a typo)
+// a method groved does not serve (a Triton RPC outside the subset groved serves, a typo)
 // is UNIMPLEMENTED naming the method and what groved serves.
 //
 // Thread-safe: the factory and the service are stateless; one interceptor per call.

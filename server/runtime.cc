@@ -29,6 +29,10 @@ Runtime::~Runtime() {
 }
 
 absl::Status Runtime::Init() {
+  if (absl::Status s = serving::ValidateSharedMemoryOptions(options_.shared_memory); !s.ok()) {
+    return s;
+  }
+  shared_memory_ = std::make_unique<serving::SharedMemoryRegistry>(options_.shared_memory);
   PredictEngineOptions p;
   p.use_gpu = options_.use_gpu;
   p.calibration_cache_dir = options_.calibration_cache_dir;

@@ -29,6 +29,7 @@
 #include "core/serving/compute_task.h"
 #include "core/serving/engine_runner.h"
 #include "core/serving/serving_core.h"
+#include "core/serving/shared_memory.h"
 #include "server/metrics.h"
 
 namespace grove::server {
@@ -48,6 +49,11 @@ struct RuntimeOptions {
   bool strict_readiness = true;
   const batching::Clock* clock = nullptr;  // null: the real clock
   int64_t max_message_bytes = 64 << 20;  // responses above this are refused before compute
+  // System shared memory (--shared_memory): clients may register regions. Off: the registry stays
+  // empty, registration is refused and requests naming a region find none. The bounds and hooks
+  // apply either way (checked by Init).
+  bool shared_memory_enabled = false;
+  serving::SharedMemoryOptions shared_memory;
 };
 
 class Runtime final : public registry::RegistryListener {
@@ -57,9 +63,12 @@ class Runtime final : public registry::RegistryListener {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Creates the registry (does not load).
+  // Creates the registry (does not load). INVALID_ARGUMENT for shared memory bounds out of range.
   absl::Status Init();
   registry::ModelRegistry& registry() { return *registry_; }
+  // Registered shared memory regions (empty unless shared_memory_enabled).
+  serving::SharedMemoryRegistry& shared_memory() { return *shared_memory_; }
+  bool shared_memory_enabled() const { return options_.shared_memory_enabled; }
   Metrics& metrics() { return *metrics_; }
   const RuntimeOptions& options() const { return options_; }
 
@@ -129,6 +138,7 @@ class Runtime final : public registry::RegistryListener {
   serving::ServableEngineRunner engine_;
   std::unique_ptr<serving::ServingCore> core_;
   std::unique_ptr<registry::ModelRegistry> registry_;
+  std::unique_ptr<serving::SharedMemoryRegistry> shared_memory_;
 
   absl::Mutex mu_;
   std::function<void(const std::string&, bool)> health_cb_ ABSL_GUARDED_BY(mu_);

@@ -205,6 +205,7 @@ absl::Status GroveServer::StartImpl() {
                                    : (o.tls_client_ca_file.empty() ? "on" : "mutual"))
                   << KV("auth", AccessControlName(authorizer_.get()))
                   << KV("model_control", o.model_control ? "on" : "off")
+                  << KV("shared_memory", o.runtime.shared_memory_enabled ? "on" : "off")
                   << KV("max_message_bytes", o.max_message_bytes)
                   << KV("repository", o.runtime.model_repository);
 
@@ -251,6 +252,13 @@ absl::Status GroveServer::StartAccessControl() {
     GROVE_LOG(WARNING) << "model control is on without access control: anyone who can reach the "
                           "gRPC port can load and unload models (add --auth_token_file or "
                           "--tls_client_roles_file so that only admins can)";
+  }
+  if (o.runtime.shared_memory_enabled && authorizer_ == nullptr) {
+    GROVE_LOG(WARNING) << "shared memory is on without access control: anyone who can reach the "
+                          "gRPC or REST port can make groved map, read and write any POSIX shared "
+                          "memory object its user may open (add --auth_token_file or "
+                          "--tls_client_roles_file so that only admins can register regions, or "
+                          "bind the ports to 127.0.0.1)";
   }
   if (!o.auth_token_file.empty() && o.tls_cert_file.empty()) {
     GROVE_LOG(WARNING) << "bearer tokens are sent in plaintext: serve TLS (--tls_cert_file, "

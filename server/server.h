@@ -101,7 +101,8 @@ class GroveServer {
  private:
   explicit GroveServer(ServerOptions options);
   absl::Status StartImpl();
-  // Creates the authorizer from the access-control options and warns about open model control.
+  // Creates the authorizer from the access-control options and warns about open model control
+  // and open shared memory registration.
   absl::Status StartAccessControl();
   void WritePortFile();
 

@@ -139,9 +139,15 @@ TEST_F(AuthServerTest, EveryRpcButHealthNeedsTheRightRole) {
   const std::set<std::string> open = {"/inference.GRPCInferenceService/ServerLive",
                                       "/inference.GRPCInferenceService/ServerReady",
                                       "/inference.GRPCInferenceService/ModelReady"};
-  const std::set<std::string> admin = {"/grove.v1.Grove/LoadModel", "/grove.v1.Grove/UnloadModel",
-                                       "/inference.GRPCInferenceService/RepositoryModelLoad",
-                                       "/inference.GRPCInferenceService/RepositoryModelUnload"};
+  const std::set<std::string> admin = {
+      "/grove.v1.Grove/LoadModel",
+      "/grove.v1.Grove/UnloadModel",
+      "/grove.v1.Grove/RegisterSharedMemory",
+      "/grove.v1.Grove/UnregisterSharedMemory",
+      "/inference.GRPCInferenceService/RepositoryModelLoad",
+      "/inference.GRPCInferenceService/RepositoryModelUnload",
+      "/inference.GRPCInferenceService/SystemSharedMemoryRegister",
+      "/inference.GRPCInferenceService/SystemSharedMemoryUnregister"};
   std::vector<std::string> methods = Methods("grove.v1.Grove");
   const std::vector<std::string> kserve = Methods("inference.GRPCInferenceService");
   ASSERT_GE(methods.size(), 7u);
@@ -211,6 +217,44 @@ TEST_F(AuthServerTest, WithTokensModelControlStillNeedsTheFlag) {
   EXPECT_EQ(Unload("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Unload(kInferToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Unload(kAdminToken).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Shared memory registration is a control operation: off unless --shared_memory (UNIMPLEMENTED
+// naming the flag, as model control), and with access control it needs role admin.
+TEST_F(AuthServerTest, SharedMemoryRegistrationIsOffByDefaultAndNeedsAdmin) {
+  auto register_region = [&](const std::string& token) {
+    grove::v1::RegisterSharedMemoryRequest req;
+    req.set_name("r");
+    req.set_key("/grove-auth-test-no-such-object");
+    req.set_byte_size(64);
+    return Call(&grove::v1::Grove::Stub::RegisterSharedMemory, req, token);
+  };
+  auto unregister_all = [&](const std::string& token) {
+    return Call(&grove::v1::Grove::Stub::UnregisterSharedMemory,
+                grove::v1::UnregisterSharedMemoryRequest(), token);
+  };
+  {
+    Start(Options());
+    EXPECT_FALSE(server_->options().runtime.shared_memory_enabled);
+    for (const grpc::Status& s : {register_region(""), unregister_all("")}) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+      EXPECT_TRUE(absl::StrContains(s.error_message(), "--shared_memory")) << s.error_message();
+    }
+    server_.reset();
+  }
+  ServerOptions o = Options();
+  o.auth_token_file = (root_ / "tokens").string();
+  o.runtime.shared_memory_enabled = true;
+  Start(o);
+  EXPECT_EQ(register_region("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(register_region(kInferToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(unregister_all(kInferToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // Past access control: the object does not exist.
+  EXPECT_EQ(register_region(kAdminToken).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(unregister_all(kAdminToken).ok());
+  EXPECT_TRUE(Call(&grove::v1::Grove::Stub::GetSharedMemoryStatus,
+                   grove::v1::SharedMemoryStatusRequest(), kInferToken)
+                  .ok());
 }
 
 TEST_F(AuthServerTest, StartUpErrors) {

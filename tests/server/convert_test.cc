@@ -470,3 +470,155 @@ TEST(Convert, ExplainRowsAreBoundedByTheRowLimit) {
 
 }  // namespace
 }  // namespace grove::server
+
+namespace grove::server {
+namespace {
+
+// Triton's shared memory tensor parameters: a string region with an integer byte size, an optional
+// integer offset, neither without the region, no negative values.
+TEST(ConvertSharedMemory, KserveParameters) {
+  google::protobuf::Map<std::string, inference::InferParameter> p;
+  absl::StatusOr<std::optional<SharedMemoryRef>> none = KserveSharedMemoryRef(p, "input__0");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  p["shared_memory_byte_size"].set_int64_param(64);
+  EXPECT_THAT(std::string(KserveSharedMemoryRef(p, "input__0").status().message()),
+              HasSubstr("'shared_memory_byte_size' needs 'shared_memory_region'"));
+  p["shared_memory_region"].set_string_param("r");
+  absl::StatusOr<std::optional<SharedMemoryRef>> ref = KserveSharedMemoryRef(p, "input__0");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ((*ref)->region, "r");
+  EXPECT_EQ((*ref)->offset, 0u);
+  EXPECT_EQ((*ref)->byte_size, 64u);
+  p["shared_memory_offset"].set_uint64_param(128);  // REST's large numbers arrive as uint64
+  EXPECT_EQ((*KserveSharedMemoryRef(p, "x"))->offset, 128u);
+  inference::InferParameter negative, text, real, number;
+  negative.set_int64_param(-1);
+  text.set_string_param("1");
+  real.set_double_param(8);
+  number.set_int64_param(1);
+  for (auto [key, bad] : std::vector<std::pair<std::string, inference::InferParameter>>{
+           {"shared_memory_offset", negative},
+           {"shared_memory_offset", text},
+           {"shared_memory_byte_size", real},
+           {"shared_memory_region", number}}) {
+    auto q = p;
+    q[key] = bad;
+    const absl::Status s = KserveSharedMemoryRef(q, "output__0").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("tensor 'output__0': parameter '" + key));
+  }
+  p.erase("shared_memory_byte_size");
+  EXPECT_THAT(std::string(KserveSharedMemoryRef(p, "x").status().message()),
+              HasSubstr("'shared_memory_byte_size' is required"));
+}
+
+// Without a registry (a converter that reads no shared memory), the shared memory forms are
+// refused, not dereferenced.
+TEST(ConvertSharedMemory, RefusedWithoutARegistry) {
+  auto m = Servable(Demo());
+  grove::v1::Matrix matrix;
+  matrix.set_rows(1);
+  matrix.set_cols(8);
+  matrix.mutable_shared_memory_f32()->set_region("r");
+  matrix.mutable_shared_memory_f32()->set_byte_size(32);
+  EXPECT_TRUE(IsRawMatrix(matrix));  // results come back raw
+  std::vector<float> converted;
+  EXPECT_EQ(RowsFromMatrix(*m, matrix, &converted).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  inference::ModelInferRequest req;
+  auto* in = req.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(8);
+  (*in->mutable_parameters())["shared_memory_region"].set_string_param("r");
+  (*in->mutable_parameters())["shared_memory_byte_size"].set_int64_param(32);
+  EXPECT_THAT(std::string(ParseKserveInput(*m, req).status().message()),
+              HasSubstr("does not read tensors from shared memory"));
+}
+
+// Results packed at multiples of 64 bytes of the output range, checked against its size (with
+// overflow), described by region offsets; an unaligned range goes through scratch.
+TEST(ConvertSharedMemory, ResultsPlacement) {
+  std::vector<float> memory(1024 + 1);  // plays the mapped region
+  serving::SharedMemorySpan span;
+  span.data = reinterpret_cast<char*>(memory.data());
+  span.byte_size = 4000;
+  grove::v1::SharedMemoryRange range;
+  range.set_region("out");
+  range.set_offset(100);
+  range.set_byte_size(4000);
+  absl::StatusOr<SharedMemoryResults> r =
+      SharedMemoryResults::Create(range, span, {{3, 5}, {2, 1}, {10, 10}}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scratch_bytes(), 0);
+  EXPECT_EQ(r->View(0).data, memory.data());
+  EXPECT_EQ(r->View(1).data, memory.data() + 64 / 4);   // 60 bytes, then the next 64
+  EXPECT_EQ(r->View(2).data, memory.data() + 128 / 4);  // 8 bytes at 64
+  grove::v1::Matrix m;
+  m.add_values(1);
+  r->Describe(2, &m);
+  EXPECT_EQ(m.values_size(), 0);
+  EXPECT_EQ(m.rows(), 10);
+  EXPECT_EQ(m.cols(), 10);
+  EXPECT_EQ(m.shared_memory_f32().region(), "out");
+  EXPECT_EQ(m.shared_memory_f32().offset(), 228u);
+  EXPECT_EQ(m.shared_memory_f32().byte_size(), 400u);
+
+  const absl::Status small = SharedMemoryResults::Create(range, span, {{10, 101}}, {}).status();
+  EXPECT_EQ(small.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(small.message()), HasSubstr("holds 4000 bytes"));
+  EXPECT_THAT(std::string(small.message()), HasSubstr("need 4040"));  // 10 x 101 x 4
+  EXPECT_TRUE(SharedMemoryResults::Create(range, span, {{10, 100}}, {}).ok());
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(std::string(SharedMemoryResults::Create(range, span, {{huge, huge}}, {})
+                              .status()
+                              .message()),
+              HasSubstr("more than 2^64"));
+
+  // Unaligned: computed into scratch, copied by Flush.
+  span.data = reinterpret_cast<char*>(memory.data()) + 1;
+  absl::StatusOr<SharedMemoryResults> u =
+      SharedMemoryResults::Create(range, span, {{1, 2}, {1, 1}}, {});
+  ASSERT_TRUE(u.ok());
+  EXPECT_GT(u->scratch_bytes(), 0);
+  u->View(0).At(0, 1) = 2.5f;
+  u->View(1).At(0, 0) = -1.0f;
+  u->Flush();
+  float a, b;
+  std::memcpy(&a, span.data + 4, 4);
+  std::memcpy(&b, span.data + 64, 4);
+  EXPECT_EQ(a, 2.5f);
+  EXPECT_EQ(b, -1.0f);
+}
+
+// output__0 written at any address equals its encoded bytes, whatever the layout.
+TEST(ConvertSharedMemory, WriteKservePredictionMatchesTheEncoding) {
+  for (const std::string& path : {Demo(), Multiclass()}) {
+    auto m = Servable(path);
+    const Forest& f = *m->forest;
+    const int64_t rows = 3;
+    std::vector<float> prediction(rows * f.PredictionWidth());
+    for (size_t i = 0; i < prediction.size(); ++i) prediction[i] = 0.1f * static_cast<float>(i);
+    for (int form = 0; form < 3; ++form) {
+      KserveOutputs asked;
+      if (form == 1) asked.predict_proba = true;
+      if (form == 2) asked.output_class = false;
+      absl::StatusOr<PredictionLayout> layout = ResolvePredictionLayout(f, asked);
+      ASSERT_TRUE(layout.ok());
+      std::string encoded;
+      EncodeKservePrediction(f, *layout, prediction.data(), rows, &encoded);
+      std::string written(encoded.size() + 1, '\0');
+      WriteKservePrediction(f, *layout, prediction.data(), rows, written.data() + 1);
+      EXPECT_EQ(written.substr(1), encoded) << path << " form " << form;
+      EXPECT_EQ(KservePredictionIsEngineOutput(f, *layout),
+                encoded.size() == prediction.size() * sizeof(float) &&
+                    std::memcmp(encoded.data(), prediction.data(), encoded.size()) == 0)
+          << path << " form " << form;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace grove::server

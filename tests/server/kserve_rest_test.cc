@@ -115,10 +115,13 @@ TEST(KserveRestRequest, StrictJsonRulesNameTheProblem) {
       {R"({"inputs":[{"name":"input__0","shape":[1,1],"datatype":"FP32","data":["1"]}]})",
        "not a number or null"},
       {R"({"inputs":[{"name":"input__0","shape":[1,1],"datatype":"FP32"}]})",
-       "neither data nor binary_data_size"},
+       "has none of data, binary_data_size and shared_memory_region"},
       {R"({"inputs":[{"name":"input__0","shape":[1,1],"datatype":"FP32","data":[1],
           "parameters":{"binary_data_size":4}}]})",
-       "both data and binary_data_size"},
+       "has more than one of data, binary_data_size and shared_memory_region"},
+      {R"({"inputs":[{"name":"input__0","shape":[1,1],"datatype":"FP32","data":[1],
+          "parameters":{"shared_memory_region":"r","shared_memory_byte_size":4}}]})",
+       "has more than one of data, binary_data_size and shared_memory_region"},
       {"{\"inputs\":[" + in + "],\"parameters\":{\"a\":[1]}}", "not a bool, number or string"},
       {"{\"inputs\":[" + in + "],\"outputs\":[{\"name\":1}]}", "outputs[0].name"},
       {"{}", "inputs: an array is needed"},
@@ -231,4 +234,88 @@ TEST(HttpOptions, BoundsNameTheFlag) {
 }
 
 }  // namespace
+// Triton's shared memory routes and bodies.
+TEST(KserveRestSharedMemory, RoutesBodiesAndAnswers) {
+  struct Want {
+    const char* method;
+    const char* path;
+    RestOp op;
+    const char* region;
+  };
+  for (const Want& w : std::vector<Want>{
+           {"GET", "/v2/systemsharedmemory/status", RestOp::kSystemSharedMemoryStatus, ""},
+           {"GET", "/v2/systemsharedmemory/region/in/status", RestOp::kSystemSharedMemoryStatus,
+            "in"},
+           {"POST", "/v2/systemsharedmemory/region/in/register",
+            RestOp::kSystemSharedMemoryRegister, "in"},
+           {"POST", "/v2/systemsharedmemory/unregister", RestOp::kSystemSharedMemoryUnregister,
+            ""},
+           {"POST", "/v2/systemsharedmemory/region/in/unregister",
+            RestOp::kSystemSharedMemoryUnregister, "in"},
+           {"GET", "/v2/cudasharedmemory/status", RestOp::kCudaSharedMemory, ""},
+           {"POST", "/v2/cudasharedmemory/region/g/register", RestOp::kCudaSharedMemory, "g"}}) {
+    absl::StatusOr<RestRoute> r = ParseRestRoute(w.method, w.path);
+    ASSERT_TRUE(r.ok()) << w.path << ": " << r.status();
+    EXPECT_EQ(r->op, w.op) << w.path;
+    EXPECT_EQ(r->region, w.region) << w.path;
+  }
+  EXPECT_EQ(ParseRestRoute("POST", "/v2/systemsharedmemory/status").status().code(),
+            absl::StatusCode::kInvalidArgument);  // status takes GET
+  EXPECT_EQ(ParseRestRoute("POST", "/v2/systemsharedmemory/register").status().code(),
+            absl::StatusCode::kNotFound);  // a registration names its region
+
+  inference::SystemSharedMemoryRegisterRequest reg;
+  ASSERT_TRUE(
+      ParseRestSharedMemoryRegister(R"({"key":"/k","offset":8,"byte_size":64})", &reg).ok());
+  EXPECT_EQ(reg.key(), "/k");
+  EXPECT_EQ(reg.offset(), 8u);
+  EXPECT_EQ(reg.byte_size(), 64u);
+  reg.Clear();
+  ASSERT_TRUE(ParseRestSharedMemoryRegister(R"({"key":"/k","byte_size":1})", &reg).ok());
+  EXPECT_EQ(reg.offset(), 0u);
+  for (const char* bad : {R"({"key":"/k"})", R"({"byte_size":4})", R"({"key":1,"byte_size":4})",
+                          R"({"key":"/k","byte_size":-1})", R"({"key":"/k","byte_size":4,"x":1})",
+                          R"({"key":"/k","byte_size":4.5})", "[]", "{"}) {
+    const absl::Status s = ParseRestSharedMemoryRegister(bad, &reg);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("shared memory register request")) << bad;
+  }
+
+  inference::SystemSharedMemoryStatusResponse status;
+  for (const char* name : {"b", "a"}) {
+    auto& r = (*status.mutable_regions())[name];
+    r.set_name(name);
+    r.set_key(std::string("/") + name);
+    r.set_byte_size(16);
+  }
+  EXPECT_EQ(RestSystemSharedMemoryStatus(status),
+            R"([{"byte_size":16,"key":"/a","name":"a","offset":0},)"
+            R"({"byte_size":16,"key":"/b","name":"b","offset":0}])");
+
+  // An output in shared memory has no data in the answer, and no binary part.
+  inference::ModelInferRequest req;
+  auto* o = req.add_outputs();
+  o->set_name("output__0");
+  (*o->mutable_parameters())["shared_memory_region"].set_string_param("r");
+  (*o->mutable_parameters())["shared_memory_byte_size"].set_int64_param(8);
+  req.add_outputs()->set_name("treeshap_output");
+  inference::ModelInferResponse resp;
+  resp.set_model_name("m");
+  for (const char* name : {"output__0", "treeshap_output"}) {
+    auto* out = resp.add_outputs();
+    out->set_name(name);
+    out->set_datatype("FP32");
+    out->add_shape(1);
+    out->add_shape(2);
+  }
+  resp.add_raw_output_contents("");
+  const float values[2] = {0.25f, 0.75f};
+  resp.add_raw_output_contents(std::string(reinterpret_cast<const char*>(values), 8));
+  int64_t header = 0;
+  const std::string body = RestInferResponse(req, resp, &header);
+  EXPECT_EQ(header, -1);
+  EXPECT_THAT(body, HasSubstr(R"({"name":"output__0","datatype":"FP32","shape":[1,2]})"));
+  EXPECT_THAT(body, HasSubstr(R"("data":[0.25,0.75])"));
+}
+
 }  // namespace grove::server

@@ -30,6 +30,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "server/server.h"
+#include "tests/server/server_testing.h"
 
 namespace grove::server {
 namespace {
@@ -123,24 +124,13 @@ class ServerTest : public ::testing::Test {
     // and the first one is dropped at its deadline.
     Write(*root_ / "tiny" / "config.json",
           R"({"batching": {"predict": {"max_delay_us": 60000000, "max_queue_requests": 1}}})");
-    ServerOptions o;
-    o.runtime.model_repository = root_->string();
-    o.runtime.compute_threads = 2;
-    o.grpc_address = "127.0.0.1";
-    o.grpc_port = 0;
-    o.metrics_address = "127.0.0.1";
-    o.metrics_port = 0;
-    o.http.address = "127.0.0.1";
-    o.http.port = 0;
-    o.repository_poll = absl::ZeroDuration();
+    ServerOptions o = LoopbackServerOptions(root_->string());
     o.model_control = true;  // LoadModel / UnloadModel tests (off by default)
     o.port_file = (*root_ / "ports.json").string();
-    absl::StatusOr<std::unique_ptr<GroveServer>> s = GroveServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-    ASSERT_TRUE(server_->WaitUntilLoaded().ok());
-    channel_ = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", server_->grpc_port()), grpc::InsecureChannelCredentials()));
+    LoopbackServer s = StartLoopbackServer(o);
+    ASSERT_NE(s.server, nullptr);
+    server_ = s.server.release();
+    channel_ = new std::shared_ptr<grpc::Channel>(s.channel);
   }
   static void TearDownTestSuite() {
     delete channel_;
@@ -341,11 +331,7 @@ inference::ModelInferRequest ShapRequest(const std::string& model, const std::ve
                                          int64_t n, int64_t cols) {
   inference::ModelInferRequest req;
   req.set_model_name(model);
-  auto* in = req.add_inputs();
-  in->set_name("input__0");
-  in->set_datatype("FP32");
-  in->add_shape(n);
-  in->add_shape(cols);
+  auto* in = AddInput0(&req, n, cols);
   for (float x : rows) in->mutable_contents()->add_fp32_contents(x);
   req.add_outputs()->set_name("treeshap_output");
   return req;
@@ -911,13 +897,13 @@ TEST_F(ServerTest, UndecodableRequestsAndUnknownMethodsSayWhat) {
     EXPECT_THAT(s.error_message(), HasSubstr(method));
     EXPECT_THAT(s.error_message(), HasSubstr("cannot be decoded"));
   }
-  for (const char* method : {"/inference.GRPCInferenceService/SystemSharedMemoryStatus",
+  for (const char* method : {"/inference.GRPCInferenceService/LogSettings",
                              "/inference.GRPCInferenceService/TraceSetting",
                              "/grove.v1.Grove/Train"}) {
     grpc::Status s = RawUnary(channel_->get(), method, "");
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
     EXPECT_THAT(s.error_message(), HasSubstr(method));
-    EXPECT_THAT(s.error_message(), HasSubstr("not Triton's shared memory, tracing"));
+    EXPECT_THAT(s.error_message(), HasSubstr("not Triton's tracing, logging"));
   }
   // A valid request still works.
   grove::v1::PredictRequest ok;
