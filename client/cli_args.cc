@@ -65,6 +65,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--connections", {true, {C::kBench}}},
       {"--repeated-values", {false, {C::kBench}}},
       {"--processes", {true, {C::kBench}}},
+      {"--shared-memory", {false, {C::kPredict, C::kBench}}},
   };
   return *options;
 }
@@ -294,6 +295,8 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.tls = true;
     } else if (name == "--repeated-values") {
       out.repeated_values = true;
+    } else if (name == "--shared-memory") {
+      out.shared_memory = true;
     } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
       if (value.empty()) return Usage(absl::StrCat(name, " needs a PEM file"));
       (name == "--tls-ca" ? out.tls_ca : name == "--tls-cert" ? out.tls_cert : out.tls_key) = value;
@@ -342,6 +345,19 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     return Usage("--tls, --tls-ca, --tls-cert and --tls-key need --server");
   }
   if (out.server.empty() && seen.count("--token")) return Usage("--token needs --server");
+  if (out.shared_memory) {
+    if (out.server.empty()) {
+      return Usage("--shared-memory needs --server (a groved on this host, with --shared_memory)");
+    }
+    if (out.rate > 0) {
+      return Usage("--shared-memory is for the closed loop (--concurrency): each caller has one "
+                   "region and one request in flight, which an open loop (--rate) cannot keep");
+    }
+    if (out.repeated_values) {
+      return Usage("--shared-memory and --repeated-values exclude each other (rows go through "
+                   "shared memory, not the messages)");
+    }
+  }
   if (absl::Status s = CheckExplainMethod(seen, &out); !s.ok()) return s;
   if (seen.count("--tls-cert") != seen.count("--tls-key")) {
     return Usage("--tls-cert and --tls-key go together");
@@ -395,6 +411,9 @@ Options:
       --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
       --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
       --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
+      --shared-memory        remote, groved on this host with --shared_memory: pass rows and
+                             results through a POSIX shared memory object registered for the
+                             run (role admin with access control) instead of the messages
 )";
   }
   if (topic == "explain") {
@@ -485,6 +504,11 @@ Options:
                              client threads can be the limit of a many-core server)
       --repeated-values      send rows as repeated Matrix.values (the older form; results come
                              back the same way) instead of raw little-endian bytes (raw_f32)
+      --shared-memory        closed loop, groved on this host with --shared_memory: each caller
+                             writes its rows once into a POSIX shared memory object of its own,
+                             registers it (role admin with access control) and sends requests
+                             that name it; results are written there too (unregistered and
+                             unlinked at the end)
       --duration SECONDS     measured time (default 10)
       --warmup SECONDS       unmeasured time before (default 1)
       --requests N           stop after N measured requests instead

@@ -8,7 +8,7 @@
 //                 [--output-space margin|probability|probability_linearized] ...
 //   grove inspect --model PATH [--json]
 //   grove bench --server HOST:PORT --model NAME [--operation predict|explain] [--concurrency N |
-//               --rate R] [--rows-per-request N] [--duration S] [--json] ...
+//               --rate R] [--rows-per-request N] [--duration S] [--shared-memory] [--json] ...
 //   grove version | grove --help | grove help COMMAND | grove COMMAND --help
 //
 // `--server HOST:PORT` switches predict/explain/inspect to remote mode (client/cli_remote.h), where
@@ -75,6 +75,9 @@ struct CliArgs {
   int64_t server_pid = 0;          // --server-pid PID: a local groved whose CPU time to report
   bool repeated_values = false;    // --repeated-values: rows as Matrix.values instead of raw_f32
   int processes = 1;               // --processes N: bench processes, each with the options above
+  // --shared-memory (bench; predict with --server): rows and results through POSIX shared memory
+  // registered with the server (groved --shared_memory on the same host) instead of the messages.
+  bool shared_memory = false;
 };
 
 // Parses argv[1..argc). Errors are INVALID_ARGUMENT with a one-line message

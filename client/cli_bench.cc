@@ -180,6 +180,7 @@ class Bench {
         int64_t version, int64_t cols, bool raw_rows)
       : args_(args), clients_(std::move(clients)), version_(version), cols_(cols),
         raw_rows_(raw_rows) {}
+  ~Bench() { ReleaseSharedMemory(); }
 
   absl::Status Prepare() {
     const int64_t rpr = args_.rows_per_request;
@@ -221,23 +222,99 @@ class Bench {
     return absl::OkStatus();
   }
 
+  // --shared-memory: each closed-loop caller t gets a shared memory object of its own holding the
+  // rows of prepared request t (written once) and room for the results, registers it, and sends
+  // one request naming both ranges for the whole run.
+  absl::Status PrepareSharedMemory(const grove::v1::ModelMetadata& meta) {
+    auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+    const int64_t rpr = args_.rows_per_request;
+    const int64_t rows_bytes = rpr * cols_ * static_cast<int64_t>(sizeof(float));
+    // Results: the predict output, or SHAP values (and interactions), each at a multiple of 64.
+    const int64_t k = meta.num_outputs(), f1 = meta.num_features() + 1;
+    int64_t out_bytes = 0;
+    if (args_.bench_explain) {
+      out_bytes = align(rpr * k * f1 * 4) + (args_.interactions ? align(rpr * k * f1 * f1 * 4) : 0);
+    } else {
+      const int64_t width = args_.kind == OutputKind::kMargin ? k
+                            : args_.kind == OutputKind::kLeaf ? meta.num_trees()
+                                                              : meta.prediction_width();
+      out_bytes = align(rpr * width * 4);
+    }
+    const std::string prefix = absl::StrCat("grove-bench-", getpid(), "-");
+    for (int t = 0; t < args_.concurrency; ++t) {
+      const std::string name = absl::StrCat(prefix, t);
+      absl::StatusOr<std::unique_ptr<client::SharedMemoryBuffer>> buffer =
+          client::SharedMemoryBuffer::Create("/" + name, align(rows_bytes) + out_bytes);
+      if (!buffer.ok()) return buffer.status();
+      shm_buffers_.push_back(*std::move(buffer));
+      client::SharedMemoryBuffer& b = *shm_buffers_.back();
+      const int i = t % kPreparedRequests;
+      const grove::v1::Matrix& inline_rows =
+          args_.bench_explain ? explain_[i].rows() : predict_[i].rows();
+      const std::vector<float> rows = client::FromProto(inline_rows).values;
+      std::memcpy(b.data(), rows.data(), static_cast<size_t>(rows_bytes));
+      client::GroveClient& c = *clients_[t % static_cast<int>(clients_.size())];
+      if (absl::Status s = c.RegisterSharedMemory(name, b.key(), 0,
+                                                  static_cast<uint64_t>(b.size()), Call());
+          !s.ok()) {
+        return s;
+      }
+      shm_regions_.push_back(name);
+      client::SharedMemoryRows shm_rows{name, 0, rpr, cols_, false};
+      grove::v1::SharedMemoryRange out;
+      out.set_region(name);
+      out.set_offset(static_cast<uint64_t>(align(rows_bytes)));
+      out.set_byte_size(static_cast<uint64_t>(out_bytes));
+      if (args_.bench_explain) {
+        grove::v1::ExplainRequest req = explain_[i];
+        client::FillMatrix(shm_rows, req.mutable_rows());
+        *req.mutable_output_shared_memory() = out;
+        shm_explain_.push_back(std::move(req));
+      } else {
+        grove::v1::PredictRequest req = predict_[i];
+        client::FillMatrix(shm_rows, req.mutable_rows());
+        *req.mutable_output_shared_memory() = out;
+        shm_predict_.push_back(std::move(req));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Unregisters the callers' regions (the objects are unlinked when their buffers go).
+  void ReleaseSharedMemory() {
+    for (size_t t = 0; t < shm_regions_.size(); ++t) {
+      client::GroveClient& c = *clients_[t % clients_.size()];
+      absl::StatusOr<std::vector<std::string>> r = c.UnregisterSharedMemory(shm_regions_[t], Call());
+      if (!r.ok()) {
+        std::fprintf(stderr, "grove: warning: cannot unregister shared memory region '%s': %s\n",
+                     shm_regions_[t].c_str(), std::string(r.status().message()).c_str());
+      }
+    }
+    shm_regions_.clear();
+    shm_buffers_.clear();
+  }
+
   // The rows of one request: raw_f32 (the client's form), or repeated values with
   // --repeated-values (the older form, to compare the two) or for a server without raw tensors.
   void FillRows(const std::vector<float>& buf, int64_t rows, grove::v1::Matrix* out) const {
     client::FillMatrix(buf.data(), rows, cols_, raw_rows_ && !args_.repeated_values, out);
   }
 
-  // One synchronous call of prepared request `i` on connection `conn`.
-  absl::StatusCode CallSync(int i, int conn) {
+  // One synchronous call of prepared request `i` (with --shared-memory: caller `caller`'s request)
+  // on connection `conn`.
+  absl::StatusCode CallSync(int i, int conn, int caller) {
     grpc::ClientContext context;
     clients_[conn]->Prepare(&context, Call());
     grpc::Status s;
+    const bool shm = args_.shared_memory;
     if (args_.bench_explain) {
       grove::v1::ExplainResponse response;
-      s = clients_[conn]->stub()->Explain(&context, explain_[i % explain_.size()], &response);
+      s = clients_[conn]->stub()->Explain(
+          &context, shm ? shm_explain_[caller] : explain_[i % explain_.size()], &response);
     } else {
       grove::v1::PredictResponse response;
-      s = clients_[conn]->stub()->Predict(&context, predict_[i % predict_.size()], &response);
+      s = clients_[conn]->stub()->Predict(
+          &context, shm ? shm_predict_[caller] : predict_[i % predict_.size()], &response);
     }
     return static_cast<absl::StatusCode>(s.error_code());
   }
@@ -262,7 +339,7 @@ class Bench {
             stop = true;
             break;
           }
-          const absl::StatusCode code = CallSync(i, t % static_cast<int>(clients_.size()));
+          const absl::StatusCode code = CallSync(i, t % static_cast<int>(clients_.size()), t);
           i += n;
           if (measure) {
             recorders[t].Add(std::chrono::duration<double>(Clock::now() - begin).count(), code);
@@ -373,7 +450,7 @@ class Bench {
       std::printf(
           "{\"server\": \"%s\", \"model\": \"%s\", \"operation\": \"%s\", \"mode\": \"%s\", "
           "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
-          "\"processes\": %d, "
+          "\"processes\": %d, \"shared_memory\": %s, "
           "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
           "\"failures\": %s, \"failure_latency_ms\": %s, \"offered_per_second\": %.6g, "
           "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, \"server_cpu\": %s, "
@@ -381,7 +458,8 @@ class Bench {
           "\"max\": %.6g, \"mean\": %.6g}}\n",
           args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
           open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
-          args_.connections, std::max(1, args_.processes), seconds,
+          args_.connections, std::max(1, args_.processes),
+          args_.shared_memory ? "true" : "false", seconds,
           static_cast<long long>(total_.ok),
           static_cast<long long>(failed), FailureCountsJson(total_).c_str(),
           FailureLatencyJson(total_).c_str(), offered, rps, rows_ps,
@@ -444,6 +522,11 @@ class Bench {
   const bool raw_rows_;
   std::vector<grove::v1::PredictRequest> predict_;
   std::vector<grove::v1::ExplainRequest> explain_;
+  // --shared-memory: per caller, its object, its registered region and its request.
+  std::vector<std::unique_ptr<client::SharedMemoryBuffer>> shm_buffers_;
+  std::vector<std::string> shm_regions_;
+  std::vector<grove::v1::PredictRequest> shm_predict_;
+  std::vector<grove::v1::ExplainRequest> shm_explain_;
   Recorder total_;
   Clock::time_point start_, measure_begin_, measure_end_, actual_end_, send_end_;
   double merged_seconds_ = 0, merged_send_seconds_ = 0;  // SetMerged
@@ -579,6 +662,17 @@ int RunOne(const CliArgs& args, const ParentLink* parent) {
   }
   Bench bench(args, std::move(clients), *version, meta->num_features(), meta->raw_tensors());
   if (absl::Status s = bench.Prepare(); !s.ok()) return Fail(s);
+  if (args.shared_memory) {
+    if (!meta->shared_memory()) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "--shared-memory: the server at ", args.server, " does not register shared memory "
+          "(start groved with --shared_memory, on this host)")));
+    }
+    if (absl::Status s = bench.PrepareSharedMemory(*meta); !s.ok()) {
+      bench.ReleaseSharedMemory();
+      return Fail(DescribeRemoteError(s, args));
+    }
+  }
   const bool sample_server = args.server_pid > 0 && parent == nullptr;
   if (sample_server) {
     if (absl::StatusOr<double> cpu = ProcessCpuSeconds(args.server_pid); !cpu.ok()) {
@@ -614,7 +708,10 @@ int RunOne(const CliArgs& args, const ParentLink* parent) {
     cpu.known = cpu_end.ok();
     cpu.seconds = cpu_end.value_or(0) - cpu_begin;
   }
-  const std::string desc = absl::StrCat("model ", meta->name(), " version ", meta->version());
+  bench.ReleaseSharedMemory();
+  const std::string desc = absl::StrCat("model ", meta->name(), " version ", meta->version(),
+                                        args.shared_memory ? ", rows and results in shared memory"
+                                                           : "");
   if (parent != nullptr) {
     WorkerResult r{desc, std::move(bench.total()), bench.MeasuredSeconds(), bench.SendSeconds(),
                    cpu.client_seconds};

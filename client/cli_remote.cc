@@ -1,5 +1,7 @@
 #include "client/cli_remote.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -175,6 +177,56 @@ ResultColumns Columns(const grove::v1::ModelMetadata& meta, bool explain, const 
   return c;
 }
 
+// --shared-memory: one POSIX shared memory object of this process, registered with the server
+// for the run: rows go in at offset 0, results come back after them. Unregistered and unlinked at
+// the end.
+class SharedRegion {
+ public:
+  static absl::StatusOr<std::unique_ptr<SharedRegion>> Create(client::GroveClient* client,
+                                                              int64_t rows_bytes,
+                                                              int64_t results_bytes,
+                                                              const client::CallOptions& call) {
+    const std::string name = absl::StrCat("grove-predict-", getpid());
+    const int64_t results_at = (rows_bytes + 63) / 64 * 64;
+    absl::StatusOr<std::unique_ptr<client::SharedMemoryBuffer>> buffer =
+        client::SharedMemoryBuffer::Create("/" + name, results_at + results_bytes);
+    if (!buffer.ok()) return buffer.status();
+    if (absl::Status s = client->RegisterSharedMemory(name, (*buffer)->key(), 0,
+                                                      static_cast<uint64_t>((*buffer)->size()),
+                                                      call);
+        !s.ok()) {
+      return s;
+    }
+    return std::unique_ptr<SharedRegion>(
+        new SharedRegion(client, name, *std::move(buffer), results_at, call));
+  }
+  ~SharedRegion() { (void)client_->UnregisterSharedMemory(name_, call_); }
+
+  const std::string& name() const { return name_; }
+  char* rows() const { return buffer_->data(); }
+  // The results' range (after the rows) and its bytes here.
+  grove::v1::SharedMemoryRange results() const {
+    grove::v1::SharedMemoryRange r;
+    r.set_region(name_);
+    r.set_offset(static_cast<uint64_t>(results_at_));
+    r.set_byte_size(static_cast<uint64_t>(buffer_->size() - results_at_));
+    return r;
+  }
+  const char* results_data() const { return buffer_->data() + results_at_; }
+
+ private:
+  SharedRegion(client::GroveClient* client, std::string name,
+               std::unique_ptr<client::SharedMemoryBuffer> buffer, int64_t results_at,
+               client::CallOptions call)
+      : client_(client), name_(std::move(name)), buffer_(std::move(buffer)),
+        results_at_(results_at), call_(call) {}
+  client::GroveClient* client_;
+  std::string name_;
+  std::unique_ptr<client::SharedMemoryBuffer> buffer_;
+  int64_t results_at_;
+  client::CallOptions call_;
+};
+
 int RunRemotePredict(const CliArgs& args) {
   absl::StatusOr<RemoteModel> model = Open(args);
   if (!model.ok()) return Fail(model.status());
@@ -220,15 +272,43 @@ int RunRemotePredict(const CliArgs& args) {
   StreamStats stats;
   int64_t requests = 0;
   const bool doubles = SendDoubles(model->meta);
+  std::unique_ptr<SharedRegion> shm;
+  if (args.shared_memory) {
+    if (!model->meta.shared_memory()) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "--shared-memory: the server at ", args.server, " does not register shared memory "
+          "(start groved with --shared_memory, on this host)")));
+    }
+    absl::StatusOr<std::unique_ptr<SharedRegion>> created = SharedRegion::Create(
+        model->client.get(), per_request * in_cols * (doubles ? 8 : 4),
+        per_request * out_cols * 4, Call(args));
+    if (!created.ok()) return Fail(DescribeRemoteError(created.status(), args));
+    shm = *std::move(created);
+  }
+  // One request of `n` rows from row `r0` of `rows`, inline or through shared memory.
+  auto predict = [&](const DoubleRows& rows, int64_t r0,
+                     int64_t n) -> absl::StatusOr<client::PredictResult> {
+    if (shm == nullptr) {
+      return doubles ? model->client->Predict(params, rows.Row(r0), n, in_cols, Call(args))
+                     : model->client->Predict(params, rows.Floats(r0, n).data(), n, in_cols,
+                                              Call(args));
+    }
+    if (doubles) {
+      std::memcpy(shm->rows(), rows.Row(r0), static_cast<size_t>(n * in_cols) * sizeof(double));
+    } else {
+      const std::vector<float> floats = rows.Floats(r0, n);
+      std::memcpy(shm->rows(), floats.data(), floats.size() * sizeof(float));
+    }
+    return model->client->PredictSharedMemory(
+        params, client::SharedMemoryRows{shm->name(), 0, n, in_cols, doubles}, shm->results(),
+        shm->results_data(), Call(args));
+  };
   absl::Status status = RemoteStreamRows(
       stream,
       [&](const DoubleRows& rows, MatrixView<float> out) -> absl::Status {
         for (int64_t r0 = 0; r0 < rows.rows; r0 += per_request) {
           const int64_t n = std::min(per_request, rows.rows - r0);
-          absl::StatusOr<client::PredictResult> r =
-              doubles ? model->client->Predict(params, rows.Row(r0), n, in_cols, Call(args))
-                      : model->client->Predict(params, rows.Floats(r0, n).data(), n, in_cols,
-                                               Call(args));
+          absl::StatusOr<client::PredictResult> r = predict(rows, r0, n);
           ++requests;
           if (!r.ok()) return DescribeRemoteError(r.status(), args);
           if (absl::Status s = CopyRows(Pick(*r, args.kind), n, out, r0, OutputKindName(args.kind));

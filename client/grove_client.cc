@@ -1,6 +1,12 @@
 #include "client/grove_client.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -8,6 +14,7 @@
 #include <iterator>
 #include <limits>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -94,6 +101,80 @@ void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, bool raw,
 void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, bool raw,
                 grove::v1::Matrix* out) {
   FillMatrixOf(rows, num_rows, num_cols, raw, out);
+}
+
+void FillMatrix(const SharedMemoryRows& rows, grove::v1::Matrix* out) {
+  out->Clear();
+  out->set_rows(rows.num_rows);
+  out->set_cols(rows.num_cols);
+  grove::v1::SharedMemoryRange* range =
+      rows.float64 ? out->mutable_shared_memory_f64() : out->mutable_shared_memory_f32();
+  range->set_region(rows.region);
+  range->set_offset(rows.offset);
+  range->set_byte_size(static_cast<uint64_t>(rows.num_rows * rows.num_cols) *
+                       (rows.float64 ? sizeof(double) : sizeof(float)));
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemoryBuffer>> SharedMemoryBuffer::Create(
+    const std::string& key, int64_t bytes, int mode) {
+  if (bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared memory object '", key, "': size ", bytes, " is not positive"));
+  }
+  const int fd = shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, static_cast<mode_t>(mode));
+  if (fd < 0) {
+    const int e = errno;
+    return absl::Status(e == EEXIST ? absl::StatusCode::kAlreadyExists
+                                    : absl::StatusCode::kUnavailable,
+                        absl::StrCat("cannot create shared memory object '", key,
+                                     "': ", std::strerror(e)));
+  }
+  void* data = MAP_FAILED;
+  int e = 0;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+    data = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (data == MAP_FAILED) e = errno;
+  close(fd);  // the mapping keeps the object
+  if (data == MAP_FAILED) {
+    shm_unlink(key.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat("cannot size or map shared memory object '",
+                                                     key, "' of ", bytes, " bytes: ",
+                                                     std::strerror(e)));
+  }
+  return std::unique_ptr<SharedMemoryBuffer>(
+      new SharedMemoryBuffer(key, static_cast<char*>(data), bytes));
+}
+
+SharedMemoryBuffer::~SharedMemoryBuffer() {
+  munmap(data_, static_cast<size_t>(size_));
+  shm_unlink(key_.c_str());
+}
+
+absl::StatusOr<Matrix> ReadSharedResult(const grove::v1::Matrix& m,
+                                        const grove::v1::SharedMemoryRange& output,
+                                        const char* output_data) {
+  if (!m.has_shared_memory_f32()) return FromProto(m);
+  const grove::v1::SharedMemoryRange& at = m.shared_memory_f32();
+  const uint64_t values = static_cast<uint64_t>(std::max<int64_t>(0, m.rows())) *
+                          static_cast<uint64_t>(std::max<int64_t>(0, m.cols()));
+  if (at.region() != output.region() || at.offset() < output.offset() ||
+      at.byte_size() != values * sizeof(float) || at.byte_size() > output.byte_size() ||
+      at.offset() - output.offset() > output.byte_size() - at.byte_size() || m.rows() < 0 ||
+      m.cols() < 0) {
+    return absl::InternalError(absl::StrCat(
+        "the server placed a ", m.rows(), "x", m.cols(), " result at bytes ", at.offset(), " + ",
+        at.byte_size(), " of region '", at.region(), "', outside the output range ",
+        output.offset(), " + ", output.byte_size(), " of region '", output.region(), "'"));
+  }
+  Matrix out;
+  out.rows = m.rows();
+  out.cols = m.cols();
+  out.values.resize(static_cast<size_t>(values));
+  if (values > 0) {
+    std::memcpy(out.values.data(), output_data + (at.offset() - output.offset()), at.byte_size());
+  }
+  return out;
 }
 
 Matrix FromProto(const grove::v1::Matrix& m) {
@@ -240,31 +321,54 @@ absl::Status GroveClient::ExplainStream(const ExplainParams& params, int64_t num
   return ExplainStreamImpl<double>(params, num_cols, next, done, window, call);
 }
 
+namespace {
+
+// A PredictRequest of `params` without rows.
+grove::v1::PredictRequest MakePredictRequest(const PredictParams& params) {
+  grove::v1::PredictRequest request;
+  request.set_model(params.model);
+  request.set_version(params.version);
+  for (Output o : params.outputs) request.add_outputs(ToProto(o));
+  request.set_iteration_begin(params.iteration_begin);
+  request.set_iteration_end(params.iteration_end);
+  return request;
+}
+
+// The results of a Predict of `num_rows` rows, each matrix read by `read` (inline or from shared
+// memory) and checked to have a row per input row.
+absl::StatusOr<PredictResult> FromProto(
+    const grove::v1::PredictResponse& response, int64_t num_rows,
+    const std::function<absl::StatusOr<Matrix>(const grove::v1::Matrix&)>& read) {
+  PredictResult r;
+  r.version = response.version();
+  for (auto [from, to, what] :
+       {std::make_tuple(&response.margin(), &r.margin, "margin"),
+        std::make_tuple(&response.prediction(), &r.prediction, "prediction"),
+        std::make_tuple(&response.leaf(), &r.leaf, "leaf")}) {
+    absl::StatusOr<Matrix> m = read(*from);
+    if (!m.ok()) return m.status();
+    *to = *std::move(m);
+    if (absl::Status s = CheckRows(*to, num_rows, what); !s.ok()) return s;
+  }
+  return r;
+}
+
+}  // namespace
+
 template <typename T>
 absl::StatusOr<PredictResult> GroveClient::PredictImpl(const PredictParams& params, const T* rows,
                                                        int64_t num_rows, int64_t num_cols,
                                                        const CallOptions& call) {
-  grove::v1::PredictRequest request;
-  request.set_model(params.model);
-  request.set_version(params.version);
+  grove::v1::PredictRequest request = MakePredictRequest(params);
   FillMatrix(rows, num_rows, num_cols, params.raw_rows, request.mutable_rows());
-  for (Output o : params.outputs) request.add_outputs(ToProto(o));
-  request.set_iteration_begin(params.iteration_begin);
-  request.set_iteration_end(params.iteration_end);
   grove::v1::PredictResponse response;
   grpc::ClientContext context;
   Prepare(&context, call);
   grpc::Status status = grove_->Predict(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  PredictResult r;
-  r.version = response.version();
-  r.margin = FromProto(response.margin());
-  r.prediction = FromProto(response.prediction());
-  r.leaf = FromProto(response.leaf());
-  if (absl::Status s = CheckRows(r.margin, num_rows, "margin"); !s.ok()) return s;
-  if (absl::Status s = CheckRows(r.prediction, num_rows, "prediction"); !s.ok()) return s;
-  if (absl::Status s = CheckRows(r.leaf, num_rows, "leaf"); !s.ok()) return s;
-  return r;
+  return FromProto(response, num_rows, [](const grove::v1::Matrix& m) -> absl::StatusOr<Matrix> {
+    return FromProto(m);
+  });
 }
 
 template <typename T>
@@ -360,6 +464,61 @@ absl::Status GroveClient::ExplainStreamImpl(
                                             " answers", write_failed ? " (write failed)" : ""));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<PredictResult> GroveClient::PredictSharedMemory(
+    const PredictParams& params, const SharedMemoryRows& rows,
+    const grove::v1::SharedMemoryRange& output, const char* output_data, const CallOptions& call) {
+  grove::v1::PredictRequest request = MakePredictRequest(params);
+  FillMatrix(rows, request.mutable_rows());
+  *request.mutable_output_shared_memory() = output;
+  grove::v1::PredictResponse response;
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grpc::Status status = grove_->Predict(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return FromProto(response, rows.num_rows, [&](const grove::v1::Matrix& m) {
+    return ReadSharedResult(m, output, output_data);
+  });
+}
+
+absl::Status GroveClient::RegisterSharedMemory(const std::string& name, const std::string& key,
+                                               uint64_t offset, uint64_t byte_size,
+                                               const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::RegisterSharedMemoryRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  request.set_offset(offset);
+  request.set_byte_size(byte_size);
+  grove::v1::RegisterSharedMemoryResponse response;
+  return FromGrpcStatus(grove_->RegisterSharedMemory(&context, request, &response));
+}
+
+absl::StatusOr<std::vector<std::string>> GroveClient::UnregisterSharedMemory(
+    const std::string& name, const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::UnregisterSharedMemoryRequest request;
+  request.set_name(name);
+  grove::v1::UnregisterSharedMemoryResponse response;
+  grpc::Status status = grove_->UnregisterSharedMemory(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::vector<std::string>(response.unregistered().begin(), response.unregistered().end());
+}
+
+absl::StatusOr<std::vector<grove::v1::SharedMemoryRegion>> GroveClient::SharedMemoryStatus(
+    const std::string& name, const CallOptions& call) {
+  grpc::ClientContext context;
+  Prepare(&context, call);
+  grove::v1::SharedMemoryStatusRequest request;
+  request.set_name(name);
+  grove::v1::SharedMemoryStatusResponse response;
+  grpc::Status status = grove_->GetSharedMemoryStatus(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::vector<grove::v1::SharedMemoryRegion>(response.regions().begin(),
+                                                    response.regions().end());
 }
 
 absl::StatusOr<std::vector<ModelInfo>> GroveClient::ListModels(const CallOptions& call) {

@@ -13,6 +13,9 @@
 //   grove::client::PredictParams p{.model = "fraud"};
 //   absl::StatusOr<grove::client::PredictResult> r = (*client)->Predict(p, rows, n, features);
 //
+// Clients on groved's host may pass rows and results through POSIX shared memory instead
+// (SharedMemoryBuffer, RegisterSharedMemory, PredictSharedMemory; docs/api.md "Shared memory").
+//
 // Thread-safe: one GroveClient may be shared by any number of threads (it holds one channel;
 // create several clients for several connections).
 #pragma once
@@ -119,6 +122,55 @@ struct ExplainResult {
   std::vector<float> top_values;
 };
 
+// Rows a caller wrote into a registered shared memory region (GroveClient::RegisterSharedMemory):
+// num_rows x num_cols little-endian float32 (float64 with `float64`) values, row-major, starting
+// at byte `offset` of the region.
+struct SharedMemoryRows {
+  std::string region;
+  uint64_t offset = 0;
+  int64_t num_rows = 0;
+  int64_t num_cols = 0;
+  bool float64 = false;
+};
+
+// A POSIX shared memory object created by this process (shm_open with O_CREAT | O_EXCL), mapped
+// read-write: where a client on groved's host puts rows for the server to read and where the
+// server writes results (register it with GroveClient::RegisterSharedMemory). Unmapped and
+// unlinked (shm_unlink) when destroyed; unregister it from the server first. Not thread-safe
+// (its bytes are the caller's to share).
+class SharedMemoryBuffer {
+ public:
+  // `key`: "/name" (see grove.proto RegisterSharedMemoryRequest.key); `bytes` > 0; `mode`: the
+  // object's permissions (groved's user must be able to read and write it: the default suits a
+  // groved running as the same user). ALREADY_EXISTS when the key is taken; errno's meaning
+  // otherwise.
+  static absl::StatusOr<std::unique_ptr<SharedMemoryBuffer>> Create(const std::string& key,
+                                                                    int64_t bytes,
+                                                                    int mode = 0600);
+  ~SharedMemoryBuffer();
+  SharedMemoryBuffer(const SharedMemoryBuffer&) = delete;
+  SharedMemoryBuffer& operator=(const SharedMemoryBuffer&) = delete;
+
+  const std::string& key() const { return key_; }
+  char* data() const { return data_; }  // page-aligned
+  int64_t size() const { return size_; }
+
+ private:
+  SharedMemoryBuffer(std::string key, char* data, int64_t size)
+      : key_(std::move(key)), data_(data), size_(size) {}
+  std::string key_;
+  char* data_;
+  int64_t size_;
+};
+
+// The float32 result a response Matrix says was written into shared memory (its
+// shared_memory_f32), copied out of `output_data`: this process's mapping of the first byte of
+// `output` (the request's output_shared_memory). A Matrix without shared_memory_f32 is read as
+// FromProto reads it. INTERNAL when it names another region or bytes outside `output`.
+absl::StatusOr<Matrix> ReadSharedResult(const grove::v1::Matrix& m,
+                                        const grove::v1::SharedMemoryRange& output,
+                                        const char* output_data);
+
 // Summary of one model, from ListModels.
 struct ModelInfo {
   std::string name;
@@ -177,6 +229,28 @@ class GroveClient {
   absl::StatusOr<ModelInfo> LoadModel(const std::string& model, const CallOptions& call = {});
   absl::Status UnloadModel(const std::string& model, const CallOptions& call = {});
 
+  // Predictions for rows already in shared memory, the results written by the server into
+  // `output` (a range of a registered region that shares no byte with the rows) and copied out of
+  // `output_data` (this process's mapping of the range's first byte) into the result. Needs a
+  // groved on this host with --shared_memory (ModelMetadata.shared_memory).
+  absl::StatusOr<PredictResult> PredictSharedMemory(const PredictParams& params,
+                                                    const SharedMemoryRows& rows,
+                                                    const grove::v1::SharedMemoryRange& output,
+                                                    const char* output_data,
+                                                    const CallOptions& call = {});
+
+  // System shared memory (groved --shared_memory; register and unregister need an admin token
+  // with access control): register bytes [offset, offset + byte_size) of object `key` as `name`;
+  // unregister `name` ("" = every region), returning the names removed; the registered regions
+  // ("" = all).
+  absl::Status RegisterSharedMemory(const std::string& name, const std::string& key,
+                                    uint64_t offset, uint64_t byte_size,
+                                    const CallOptions& call = {});
+  absl::StatusOr<std::vector<std::string>> UnregisterSharedMemory(const std::string& name,
+                                                                  const CallOptions& call = {});
+  absl::StatusOr<std::vector<grove::v1::SharedMemoryRegion>> SharedMemoryStatus(
+      const std::string& name = "", const CallOptions& call = {});
+
   // KServe v2 readiness (inference.GRPCInferenceService).
   absl::StatusOr<bool> ServerLive(const CallOptions& call = {});
   absl::StatusOr<bool> ServerReady(const CallOptions& call = {});
@@ -222,6 +296,8 @@ void FillMatrix(const float* rows, int64_t num_rows, int64_t num_cols, bool raw,
                 grove::v1::Matrix* out);
 void FillMatrix(const double* rows, int64_t num_rows, int64_t num_cols, bool raw,
                 grove::v1::Matrix* out);
+// A Matrix naming rows in shared memory (shared_memory_f32 / _f64).
+void FillMatrix(const SharedMemoryRows& rows, grove::v1::Matrix* out);
 Matrix FromProto(const grove::v1::Matrix& m);
 grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params);
 absl::StatusOr<ExplainResult> FromProto(grove::v1::ExplainResponse&& response, int64_t num_rows);
