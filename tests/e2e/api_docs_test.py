@@ -12,6 +12,8 @@ against a groved serving examples/models (its address put where the examples say
     predicted probability.
   * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
     (tritonclient.http), whose positive-class column must equal the local CLI's predictions;
+  * "Shared memory": the python block (tritonclient's shared memory calls, against a groved with
+    --shared_memory), whose positive-class column must equal the local CLI's predictions;
   * docs/triton-migration.md's example: the python block, over gRPC and REST (its own asserts
     compare the class output with the probabilities);
   * docs/performance.md's "Measure it yourself" commands (but the groved line, which the harness
@@ -32,6 +34,7 @@ CLI = "## The `grove` CLI"
 TRITON = "## KServe v2 / tritonclient"
 INTERVENTIONAL = "## Path-dependent or interventional SHAP"
 REST = "## KServe v2 REST"
+SHARED_MEMORY = "## Shared memory"
 
 
 def blocks(text, title):
@@ -94,11 +97,13 @@ def main():
     stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
     interventional = blocks(text, INTERVENTIONAL)
     rest = blocks(text, REST)
+    shared = blocks(text, SHARED_MEMORY)
     failures = h.Failures()
     for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
                            ("tritonclient", triton, ("python",)),
                            ("interventional", interventional, ("sh",)),
-                           ("REST", rest, ("sh", "python"))):
+                           ("REST", rest, ("sh", "python")),
+                           ("shared memory", shared, ("python",))):
         if not failures.check(all(l in b for l in langs), f"api.md's {name} section lacks {langs}"):
             return failures.finish("api_docs")
     rows = os.path.join(args.source_dir, "examples/rows.csv")
@@ -108,7 +113,8 @@ def main():
                             "--no-progress"], capture_output=True, text=True, timeout=300)
     want = h.read_csv(local.stdout, is_text=True)
     with tempfile.TemporaryDirectory() as root, h.Groved(
-            args.groved, os.path.join(args.source_dir, "examples/models")) as server:
+            args.groved, os.path.join(args.source_dir, "examples/models"),
+            ["--shared_memory"]) as server:
         for name in ("proto", "examples"):
             os.symlink(os.path.join(args.source_dir, name), os.path.join(root, name))
         at = lambda code: code.replace("localhost:8001", server.target)  # noqa: E731
@@ -144,6 +150,14 @@ def main():
         if r.returncode == 0:
             h.compare(failures, "tritonclient.http example probabilities",
                       h.read_csv(os.path.join(root, "rest.csv")), want)
+        # Shared memory: tritonclient's helpers (with the pkg_resources stand-in where setuptools
+        # no longer has it).
+        r = run(failures, "the shared memory python block", [sys.executable, "-c",
+                h.PKG_RESOURCES_SHIM + at(shared["python"]) +
+                "\nnp.savetxt('shm.csv', proba[:, 1:], fmt='%.9g', delimiter=',')\n"], root)
+        if r.returncode == 0:
+            h.compare(failures, "shared memory example probabilities",
+                      h.read_csv(os.path.join(root, "shm.csv")), want)
         # triton-migration.md's example, at both ports.
         migration = blocks(open(os.path.join(args.source_dir, "docs/triton-migration.md")).read(),
                            "## Example")

@@ -220,6 +220,39 @@ def compare(failures, what, got_rows, want_rows, exact=True):
     return True
 
 
+def triton_status(call):
+    """The status tritonclient reports for `call()` ("StatusCode.NOT_FOUND" over gRPC, "404" over
+    HTTP), or "OK"."""
+    from tritonclient.utils import InferenceServerException
+    try:
+        call()
+    except InferenceServerException as e:
+        return e.status()
+    return "OK"
+
+
+PKG_RESOURCES_SHIM = """
+import importlib.util, os, sys, types
+try:
+    import pkg_resources  # noqa: F401
+except ImportError:
+    _shim = types.ModuleType("pkg_resources")
+    _shim.resource_filename = lambda package, name: os.path.join(
+        os.path.dirname(importlib.util.find_spec(package).origin), name)
+    sys.modules["pkg_resources"] = _shim
+"""
+
+
+def triton_shared_memory():
+    """tritonclient.utils.shared_memory, as Triton's examples import it. tritonclient releases
+    that import pkg_resources only to locate their libcshm.so fail where setuptools is 81 or
+    later (it no longer ships pkg_resources): PKG_RESOURCES_SHIM provides the one function they
+    call when it is missing (prepend it to example code run in a fresh interpreter)."""
+    exec(PKG_RESOURCES_SHIM, {})
+    import tritonclient.utils.shared_memory as shm
+    return shm
+
+
 def wait_ready(check, timeout=120):
     end = time.time() + timeout
     last = None

@@ -29,12 +29,7 @@ def main():
     except ImportError as e:
         h.skip(f"tritonclient[grpc] missing: {e}")
 
-    def status_of(call):
-        try:
-            call()
-        except InferenceServerException as e:
-            return e.status()
-        return "OK"
+    status_of = h.triton_status
 
     f = h.Failures()
     repo = tempfile.mkdtemp(prefix="grove_repo_triton_")
