@@ -1,9 +1,11 @@
 // libFuzzer target for the KServe v2 request converter (server/convert.h): arbitrary bytes parsed as
 // a ModelInferRequest, then version, input tensor, outputs and the explanation's request
 // parameters (method, output_space) converted and checked as ModelInfer does, for
-// several models and row limits. Every step answers OK or INVALID_ARGUMENT; an input that passes is
-// a rows x cols view that can be read whole (raw or typed, FP32 or FP64). Never a crash, a sanitizer
-// report or an unbounded allocation.
+// several models and row limits, with a registered shared memory region that tensors may name
+// (Triton's shared_memory_* parameters). Every step answers OK or INVALID_ARGUMENT (NOT_FOUND for
+// an unknown region); an input that passes is a rows x cols view that can be read whole (raw,
+// typed or in shared memory, FP32 or FP64), an output range one inside its region. Never a crash, a
+// sanitizer report or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,14 +19,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<int64_t> version = grove::server::ParseKserveVersion(req.model_version());
   grove::fuzz::CheckRequestStatus(version.status());
   if (version.ok() && *version < 0) std::abort();
-  grove::fuzz::CheckRequestStatus(grove::server::ParseKserveOutputs(req).status());
+  absl::StatusOr<grove::server::KserveOutputs> outputs = grove::server::ParseKserveOutputs(req);
+  grove::fuzz::CheckRequestStatus(outputs.status());
+  // Output ranges in shared memory resolve to bytes inside their region.
+  if (outputs.ok()) {
+    for (const auto& ref : {outputs->prediction_shared_memory, outputs->shap_shared_memory}) {
+      if (!ref.has_value()) continue;
+      absl::StatusOr<grove::serving::SharedMemorySpan> span =
+          grove::fuzz::RequestSharedMemory().Get(ref->region, ref->offset, ref->byte_size, "out");
+      grove::fuzz::CheckRequestStatus(span.status());
+      if (span.ok()) grove::fuzz::TouchSpan(*span);
+    }
+  }
   absl::StatusOr<grove::server::ExplainChoice> choice = grove::server::ExplainChoiceFromKserve(req);
   grove::fuzz::CheckRequestStatus(choice.status());
   for (const auto& m : grove::fuzz::RequestModels()) {
     if (choice.ok()) {
       grove::fuzz::CheckRequestStatus(grove::server::CheckExplainChoice(*m, *choice, false));
     }
-    absl::StatusOr<grove::server::KserveInput> input = grove::server::ParseKserveInput(*m, req);
+    absl::StatusOr<grove::server::KserveInput> input =
+        grove::server::ParseKserveInput(*m, req, &grove::fuzz::RequestSharedMemory());
     grove::fuzz::CheckRequestStatus(input.status());
     if (input.ok()) grove::fuzz::TouchRows(input->rows, m->forest->num_features);
   }

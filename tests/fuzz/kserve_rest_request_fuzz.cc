@@ -3,7 +3,8 @@
 // (absent, or a position in the body), then converted as ModelInfer does for several models; the
 // answers it would send are encoded too. Every step answers OK or INVALID_ARGUMENT; what parses
 // converts into a rows x cols view that can be read whole. Routes and repository request bodies
-// are parsed from the same bytes.
+// and shared memory registration bodies are parsed from the same bytes; inputs may name the
+// registered shared memory region of request_fuzz_common.h.
 // Never a crash, a sanitizer report or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
@@ -30,13 +31,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                : grove::server::RestOp::kRepositoryModelLoad;
   grove::fuzz::CheckRequestStatus(
       grove::server::ParseRestRepositoryRequest(body, op, &index, &control));
+  // The same bytes as a shared memory registration body.
+  inference::SystemSharedMemoryRegisterRequest reg;
+  grove::fuzz::CheckRequestStatus(grove::server::ParseRestSharedMemoryRegister(body, &reg));
   inference::ModelInferRequest req;
   absl::Status parsed = grove::server::ParseRestInferRequest(body, header_length, &req);
   grove::fuzz::CheckRequestStatus(parsed);
   if (!parsed.ok()) return 0;
   grove::fuzz::CheckRequestStatus(grove::server::ParseKserveOutputs(req).status());
   for (const auto& m : grove::fuzz::RequestModels()) {
-    absl::StatusOr<grove::server::KserveInput> input = grove::server::ParseKserveInput(*m, req);
+    absl::StatusOr<grove::server::KserveInput> input =
+        grove::server::ParseKserveInput(*m, req, &grove::fuzz::RequestSharedMemory());
     grove::fuzz::CheckRequestStatus(input.status());
     if (input.ok()) grove::fuzz::TouchRows(input->rows, m->forest->num_features);
   }

@@ -48,6 +48,25 @@ def main():
         e.rows.raw_f64 = struct.pack("<8d", *[0.25 * i - 1 for i in range(8)])
         seeds["grove_request/explain_raw_f64"] = e
 
+        # Shared memory (the fuzz targets register regions "fuzz" and "odd" of 64 KiB).
+        p = grove_pb2.PredictRequest(model="m", explain=True, outputs=[1, 2])
+        p.rows.rows, p.rows.cols = 2, 8
+        p.rows.shared_memory_f32.region = "fuzz"
+        p.rows.shared_memory_f32.byte_size = 64
+        p.output_shared_memory.region = "fuzz"
+        p.output_shared_memory.offset = 4096
+        p.output_shared_memory.byte_size = 8192
+        seeds["grove_request/predict_shared_memory"] = p
+        e = grove_pb2.ExplainRequest(model="m", interactions=True)
+        e.rows.rows, e.rows.cols = 1, 8
+        e.rows.shared_memory_f64.region = "odd"
+        e.rows.shared_memory_f64.offset = 1
+        e.rows.shared_memory_f64.byte_size = 64
+        e.output_shared_memory.region = "odd"
+        e.output_shared_memory.offset = 65
+        e.output_shared_memory.byte_size = 1024
+        seeds["grove_request/explain_shared_memory_f64"] = e
+
         def infer(datatype, rows, cols, raw=None, typed=None):
             r = kserve.ModelInferRequest(model_name="m", model_version="1")
             t = r.inputs.add(name="input__0", datatype=datatype, shape=[rows, cols])
@@ -64,6 +83,13 @@ def main():
         seeds["kserve_request/fp64_raw"] = infer("FP64", 1, 8, raw=struct.pack("<8d", *range(8)))
         seeds["kserve_request/fp64_typed"] = infer("FP64", 2, 8, typed=[0.1 * i for i in range(16)])
         seeds["kserve_request/fp64_huge_shape"] = infer("FP64", 2 ** 61, 16)
+        r = infer("FP32", 2, 8)
+        for tensor, offset, size in ((r.inputs[0], 0, 64), (r.outputs[0], 4096, 16),
+                                     (r.outputs[1], 8192, 72)):
+            tensor.parameters["shared_memory_region"].string_param = "fuzz"
+            tensor.parameters["shared_memory_offset"].int64_param = offset
+            tensor.parameters["shared_memory_byte_size"].int64_param = size
+        seeds["kserve_request/fp32_shared_memory"] = r
 
         for name, message in seeds.items():
             path = OUT / f"{name}.pb"

@@ -4,6 +4,10 @@
 // products near the bounds are exercised.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -15,6 +19,7 @@
 #include "core/model/loader.h"
 #include "core/registry/model_config.h"
 #include "core/registry/model_registry.h"
+#include "core/serving/shared_memory.h"
 
 namespace grove::fuzz {
 
@@ -46,13 +51,40 @@ inline const std::vector<registry::ServablePtr>& RequestModels() {
   return *models;
 }
 
-// Aborts unless `s` is OK or one of the codes a request check may answer.
+// Shared memory the fuzzed requests may name: a 64 KiB object registered whole as region "fuzz"
+// and from its byte 3 as region "odd" (unaligned rows and results). The object is unlinked at once
+// (the mappings keep it), so runs leave nothing in /dev/shm.
+inline const serving::SharedMemoryRegistry& RequestSharedMemory() {
+  static const serving::SharedMemoryRegistry* registry = [] {
+    auto* r = new serving::SharedMemoryRegistry(serving::SharedMemoryOptions());
+    const std::string key = "/grove-fuzz-" + std::to_string(getpid());
+    const int fd = shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 65536) != 0) std::abort();
+    close(fd);
+    if (!r->Register("fuzz", key, 0, 65536).ok() || !r->Register("odd", key, 3, 65533).ok()) {
+      std::abort();
+    }
+    shm_unlink(key.c_str());
+    return r;
+  }();
+  return *registry;
+}
+
+// Aborts unless `s` is OK or one of the codes a request check may answer (NOT_FOUND: a shared
+// memory region that is not registered).
 inline void CheckRequestStatus(const absl::Status& s) {
   if (s.ok() || s.code() == absl::StatusCode::kInvalidArgument ||
-      s.code() == absl::StatusCode::kFailedPrecondition) {
+      s.code() == absl::StatusCode::kFailedPrecondition ||
+      s.code() == absl::StatusCode::kNotFound) {
     return;
   }
   std::abort();
+}
+
+// Reads and writes every byte of `span` (a range the registry promised is inside its region).
+inline void TouchSpan(const serving::SharedMemorySpan& span) {
+  volatile char* p = span.data;
+  for (uint64_t i = 0; i < span.byte_size; ++i) p[i] = p[i];
 }
 
 // Reads every value of `rows` (a view the converter promised is rows x cols): an out-of-bounds
