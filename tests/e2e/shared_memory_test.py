@@ -129,6 +129,10 @@ def main():
                     f"{status_of(lambda: client.get_cuda_shared_memory_status())}")
 
         # The C++ client through the CLI: the same bytes as the inline remote call.
+        def cli_objects():
+            return set(glob.glob("/dev/shm/grove-bench-*") + glob.glob("/dev/shm/grove-predict-*"))
+
+        objects_before = cli_objects()  # other runs on this host may have theirs
         x_path = os.path.join(src, "examples", "rows.csv")
         base = [args.grove, "predict", "--server", server.target, "--model", "demo", "--input",
                 x_path, "--no-progress"]
@@ -150,8 +154,8 @@ def main():
                     f"bench report {report}")
         f.check(len(grpc_client.get_system_shared_memory_status().regions) == 0,
                 "the CLI left regions registered")
-        f.check(not glob.glob("/dev/shm/grove-bench-*") and not glob.glob("/dev/shm/grove-predict-*"),
-                "the CLI left shared memory objects in /dev/shm")
+        f.check(not cli_objects() - objects_before,
+                f"the CLI left shared memory objects: {sorted(cli_objects() - objects_before)}")
 
     # Access control: registering is a control operation (role admin).
     tokens = os.path.join(repo, "..", f"grove_shm_tokens_{tag}")
