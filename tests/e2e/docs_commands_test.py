@@ -1,6 +1,10 @@
 """The commands README.md and docs/ show outside api.md's examples (which e2e_api_docs runs), run as
 written against the built programs and a real groved (CTest e2e_docs_commands):
 
+  * README.md's scripts/demo.sh (when the groved under test is build/cpu's, which the script
+    builds: its install and build steps are then checks that find nothing to do), on free ports
+    (GROVE_GRPC_PORT, GROVE_HTTP_PORT, GROVE_METRICS_PORT), then every command it prints for
+    "another terminal" (the bench 1 second long), then Ctrl-C: exit 0;
   * README.md "Using it": every line, each optional [...] part left out and then given in each of
     its forms; the file names it uses as placeholders (model.json, rows.csv, bg.csv) are the demo
     model, its rows and its background; the groved line is the harness's groved on examples/models
@@ -22,9 +26,13 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import groved_harness as h  # noqa: E402
@@ -98,6 +106,64 @@ def run(f, what, command, cwd, env=None, expect_ok=True):
     return r
 
 
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_demo(f, src, groved):
+    """scripts/demo.sh on free ports, the commands it prints, Ctrl-C."""
+    if os.path.realpath(groved) != os.path.realpath(os.path.join(src, "build", "cpu", "bin", "groved")):
+        print(f"note: scripts/demo.sh not run: it builds build/cpu, and the groved under test is {groved}")
+        return
+    env = dict(os.environ, GROVE_GRPC_PORT=str(free_port()), GROVE_HTTP_PORT=str(free_port()),
+               GROVE_METRICS_PORT=str(free_port()))
+    proc = subprocess.Popen(["scripts/demo.sh"], cwd=src, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        # The commands it prints once groved is about to start (the build may take a while).
+        deadline = time.monotonic() + 900
+        while not any(line.strip().startswith("curl") and "/metrics" in line for line in lines):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                f.check(False, "scripts/demo.sh printed no commands:\n" + "".join(lines[-40:]))
+                return
+            time.sleep(0.2)
+        start = next(i for i, line in enumerate(lines) if "In another terminal:" in line)
+        commands = [line.strip() for line in lines[start + 1:] if line.startswith("     ")]
+        commands = commands[:next(i for i, c in enumerate(commands) if c.startswith("curl") and "/metrics" in c) + 1]
+        f.check(len(commands) == 5, f"scripts/demo.sh printed {commands}")
+        grpc_port = int(env["GROVE_GRPC_PORT"])
+        deadline = time.monotonic() + 120
+        while h_health(grpc_port) != "SERVING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for c in commands:
+            c += " --duration 1" if " bench " in c else ""
+            r = run(f, "scripts/demo.sh's command", c, src)
+            if "ready" in c:
+                f.check(r.stdout.strip() == "200", f"`{c}` printed {r.stdout!r}")
+        print(f"scripts/demo.sh served its {len(commands)} commands")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        reader.join(5)
+        f.check(rc == 0, f"scripts/demo.sh exited {rc} on Ctrl-C:\n" + "".join(lines[-20:]))
+
+
+def h_health(port):
+    """grpc.health.v1 Check of "" through deploy_lib (no generated code), or an error name."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
+    import deploy_lib  # noqa: PLC0415
+    return deploy_lib.health_check(f"127.0.0.1:{port}", "", timeout=2)
+
+
 def main():
     args = h.parse_args()
     args.grove, args.groved = os.path.abspath(args.grove), os.path.abspath(args.groved)
@@ -105,6 +171,7 @@ def main():
     bin_dir = os.path.dirname(os.path.abspath(args.grove))
     f = h.Failures()
     demo = os.path.join(src, "examples", "models", "demo")
+    run_demo(f, src, args.groved)
     work = tempfile.mkdtemp(prefix="grove_docs_commands_")
     try:
         # A directory laid out like the repository root: examples/, and the placeholders' files.
