@@ -51,11 +51,12 @@ if [ "$BUILD_ONLY" = 1 ]; then
 fi
 
 # Python tools used by the tests (golden corpus generation, grpcio stubs, tritonclient interop, shap
-# as the interventional SHAP oracle: 0.51 is the version issue 16 checks against).
+# as the interventional SHAP oracle: 0.51 is the version issue 16 checks against; scikit-learn for
+# the Triton FIL backend's client examples, tests/e2e/fil_examples_test.py).
 PY=${PYTHON:-python3}
 PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools "tritonclient[grpc,http]"
-  "shap>=0.51,<0.52")
-if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc, tritonclient.http, shap" \
+  "shap>=0.51,<0.52" scikit-learn)
+if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc, tritonclient.http, shap, sklearn" \
     2>/dev/null; then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null \
     || $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"
