@@ -1,6 +1,6 @@
 """`pip install .` from this checkout into a fresh virtual environment (system site packages for
 the build tools and numpy, no network: --no-build-isolation), then `import groveml` there explains
-the demo model with `grove explain`'s numbers bit for bit. The extension is compiled by
+the demo model with `grove explain`'s numbers bit for bit, and its client's stubs import. The extension is compiled by
 scikit-build-core from this repository's CMake build (in $GROVEML_PIP_BUILD_DIR, kept between runs
 of one build tree)."""
 
@@ -35,6 +35,7 @@ def test_pip_install_then_explain(cli, tmp_path):
         assert groveml.__file__.startswith({str(venv)!r}), groveml.__file__
         x = np.loadtxt({rows!r}, delimiter=",")
         np.save({str(out)!r}, groveml.Model({model!r}).explain(x))
+        groveml.Client("127.0.0.1:1").close()  # the installed grove.v1 stubs import
     """)
     r = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env,
                        cwd=str(tmp_path), timeout=300)
