@@ -2,7 +2,8 @@
 
 Rows travel in the raw form (Matrix.raw_f32 for float32 input, raw_f64 for the rest, converted by
 the server as `grove` converts doubles), and results come back as raw_f32, so that a call costs
-one copy each way. Columns of a DataFrame / Arrow table are matched to the feature names in the
+one copy each way. An explanation larger than one request streams its requests over one
+ExplainStream call. Columns of a DataFrame / Arrow table are matched to the feature names in the
 model's metadata, and results take the same shapes and formats as groveml.Model's.
 """
 
@@ -170,14 +171,28 @@ class Client:
         values, inter, top_features, top_values, bias = [], [], [], [], None
         n = rows.values.shape[0]
         step = self._chunk(meta, width)
-        for start in range(0, n, step):
-            request = self._pb.ExplainRequest(
-                model=model, version=version, rows=self._matrix(rows.values[start:start + step]),
-                interactions=bool(interactions), top_k=int(top_k or 0),
-                omit_values=bool(top_k) and not interactions, iteration_begin=begin,
-                iteration_end=end, method=METHODS.index(method),
-                output_space=_SPACES[output_space])
-            response = self._call(self._stub.Explain, request)
+
+        def requests():
+            for sequence, start in enumerate(range(0, n, step)):
+                yield self._pb.ExplainRequest(
+                    model=model, version=version,
+                    rows=self._matrix(rows.values[start:start + step]),
+                    interactions=bool(interactions), top_k=int(top_k or 0),
+                    omit_values=bool(top_k) and not interactions, iteration_begin=begin,
+                    iteration_end=end, method=METHODS.index(method),
+                    output_space=_SPACES[output_space], sequence=sequence)
+
+        if n <= step:
+            responses = [self._call(self._stub.Explain, request) for request in requests()]
+        else:
+            # Several requests: one ExplainStream, so that the server computes one message while
+            # the next travels; its flow control (at most 4 messages in flight) bounds the memory
+            # of both sides, and the generator builds each request only when gRPC asks for it.
+            responses = self._call(self._stub.ExplainStream, requests())
+        for sequence, response in enumerate(responses):
+            if response.sequence != sequence:
+                raise RuntimeError(f"ExplainStream answered message {response.sequence} in place "
+                                   f"of {sequence}")
             bias = np.asarray(response.bias, dtype=np.float32)
             if interactions:
                 inter.append(_from_matrix(response.interactions))

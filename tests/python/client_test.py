@@ -107,12 +107,18 @@ def test_errors(server, models):
     anonymous.close()
 
 
-def test_chunked_requests(server, models):
+def test_chunked_requests_stream(server, models):
     _, client = server
     path, x = models["xgb_binary"]
     big = np.tile(x, (20, 1))
     small_messages = groveml.Client(client.target, token="groveml-test-token-0123",
                                     max_message_bytes=1 << 16)
     assert small_messages._chunk(small_messages.metadata("xgb_binary"), 7) < len(big)
-    assert_bitwise(small_messages.explain("xgb_binary", big), groveml.Model(path).explain(big))
+    model = groveml.Model(path)
+    assert_bitwise(small_messages.explain("xgb_binary", big), model.explain(big))  # ExplainStream
+    got, want = small_messages.explain("xgb_binary", big, top_k=2), model.explain(big, top_k=2)
+    assert (got.features == want.features).all()
+    assert_bitwise(got.values, want.values)
+    assert_bitwise(small_messages.explain("xgb_binary", big[:300], interactions=True),
+                   model.explain(big[:300], interactions=True))
     small_messages.close()
