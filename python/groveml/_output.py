@@ -2,7 +2,8 @@
 
 Every result starts as the flat float32 matrix `grove` writes (rows x width, XGBoost's
 pred_contribs / pred_interactions order, bias last). numpy results take XGBoost's shapes; a
-DataFrame has the columns `grove --output-header` names and the input's index.
+DataFrame or an Arrow table has the columns `grove --output-header` names (a DataFrame keeps the
+input's index).
 """
 
 from dataclasses import dataclass
@@ -12,7 +13,8 @@ import numpy as np
 
 from . import _core
 
-FORMATS = ("auto", "numpy", "pandas", "shap")
+FORMATS = ("auto", "numpy", "pandas", "arrow", "shap")
+PREDICT_FORMATS = ("auto", "numpy", "pandas", "arrow")
 
 
 def check_choice(what: str, value, allowed):
@@ -31,8 +33,10 @@ def check_top_k(top_k):
 
 
 def resolved_format(output_format: str, source: str) -> str:
+    """"auto": results in the input's kind (a DataFrame for a DataFrame, an Arrow table for Arrow
+    input), numpy otherwise."""
     if output_format == "auto":
-        return "pandas" if source == "pandas" else "numpy"
+        return {"pandas": "pandas", "arrow": "arrow"}.get(source, "numpy")
     return output_format
 
 
@@ -46,6 +50,11 @@ class TopFeatures:
     values: np.ndarray  # float32 SHAP values
     names: np.ndarray  # feature names (object)
     bias: np.ndarray  # (outputs,) float32: the bias column of each output
+
+    def to_arrow(self):
+        """A pyarrow Table with to_frame's columns."""
+        import pyarrow as pa
+        return pa.Table.from_pandas(self.to_frame(), preserve_index=False)
 
     def to_frame(self, index=None):
         """A DataFrame with columns top1, top1_value, top2, ... (prefixed outK. per output)."""
@@ -90,14 +99,34 @@ def interaction_row_sums(interactions: np.ndarray, num_outputs: int, num_feature
     return np.cumsum(m, axis=-1)[..., -1].astype(np.float32).reshape(-1, num_outputs * f1)
 
 
+def arrow_columns(out: np.ndarray):
+    """The columns of a result matrix as Arrow arrays (one copy, column-major)."""
+    import pyarrow as pa
+    return [pa.array(c) for c in np.ascontiguousarray(out.T)]
+
+
+def top_result(top: TopFeatures, fmt: str, index):
+    if fmt == "pandas":
+        return top.to_frame(index)
+    return top.to_arrow() if fmt == "arrow" else top
+
+
+def _named(out, names, fmt, index):
+    """A result matrix as a DataFrame (with the input's index) or an Arrow table."""
+    if fmt == "arrow":
+        import pyarrow as pa
+        return pa.table(arrow_columns(out), names=names)
+    import pandas as pd
+    return pd.DataFrame(out, columns=names, index=index)
+
+
 def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outputs: int, index):
     if kind == "leaf":
         out = out.astype(np.int32)  # leaf ids, exact below 2^24
-    if fmt == "pandas":
-        import pandas as pd
+    if fmt in ("pandas", "arrow"):
         names = _core.result_column_names(list(feature_names), num_outputs, False, False, kind,
                                           out.shape[1])
-        return pd.DataFrame(out, columns=names, index=index)
+        return _named(out, names, fmt, index)
     if fmt == "shap":
         raise ValueError("output_format='shap' is for explain(); predict returns numpy or pandas")
     if out.shape[1] == 1 and kind != "leaf":
@@ -109,11 +138,10 @@ def explain_result(out: np.ndarray, interactions: bool, fmt: str, feature_names,
                    num_outputs: int, index, data: Optional[np.ndarray]) -> Any:
     f1 = len(feature_names) + 1
     k = num_outputs
-    if fmt == "pandas":
-        import pandas as pd
+    if fmt in ("pandas", "arrow"):
         names = _core.result_column_names(list(feature_names), k, True, interactions, "prediction",
                                           out.shape[1])
-        return pd.DataFrame(out, columns=names, index=index)
+        return _named(out, names, fmt, index)
     if fmt == "shap":
         return _explanation(out, interactions, feature_names, k, data)
     shape = (f1, f1) if interactions else (f1,)

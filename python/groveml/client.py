@@ -126,7 +126,7 @@ class Client:
     def predict(self, model: str, X, kind: str = "prediction", version: int = 0,
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto"):
         """As groveml.Model.predict, computed by the server's model `model`."""
-        _output.check_format(output_format, ("auto", "numpy", "pandas"))
+        _output.check_format(output_format, _output.PREDICT_FORMATS)
         _output.check_choice("kind", kind, KINDS)
         rows = self._rows(model, version, X)
         meta = self.metadata(model, version)
@@ -216,7 +216,7 @@ class Client:
             top = _output.TopFeatures(features, top_v, top_names,
                                       bias if bias is not None else np.zeros(meta.num_outputs,
                                                                              np.float32))
-            return top.to_frame(rows.index) if fmt == "pandas" else top
+            return _output.top_result(top, fmt, rows.index)
         parts = inter if interactions else values
         out = np.concatenate(parts) if parts else np.empty((0, width), np.float32)
         return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows.index,

@@ -84,9 +84,9 @@ class Model:
 
         kind: "prediction" (transformed: probabilities, ...), "margin" or "leaf" (leaf ids).
         Returns (rows,) for one column, (rows, columns) otherwise (leaf ids as int32), or a
-        DataFrame (columns as `grove --output-header` names them) for DataFrame input or
-        output_format="pandas"."""
-        _output.check_format(output_format, ("auto", "numpy", "pandas"))
+        DataFrame / Arrow table (columns as `grove --output-header` names them) for DataFrame /
+        Arrow input or output_format="pandas" / "arrow"."""
+        _output.check_format(output_format, _output.PREDICT_FORMATS)
         rows = self.rows(X)
         out = self.predict_matrix(rows, kind, iteration_range, progress)
         return _output.predict_result(out, kind, _output.resolved_format(output_format, rows.source),
@@ -110,13 +110,13 @@ class Model:
         """SHAP values of the rows of X (numpy, pandas, pyarrow).
 
         interactions: SHAP interaction values instead. top_k: only the k features with the
-        largest |SHAP value| per row (a TopFeatures, or a DataFrame for DataFrame input).
+        largest |SHAP value| per row (a TopFeatures, or a DataFrame / Arrow table).
         method: "path_dependent" (the trees' covers; default) or "interventional" (over
         `background`, or the Model's; a background alone implies it), output_space: "margin",
         "probability" or "probability_linearized" (interventional only).
         Returns XGBoost's shapes ((rows, F+1), (rows, outputs, F+1), interactions (rows, F+1, F+1)
-        ...; bias last), a DataFrame (DataFrame input or output_format="pandas"), or a
-        shap.Explanation (output_format="shap")."""
+        ...; bias last), a DataFrame / Arrow table (DataFrame / Arrow input, or output_format=
+        "pandas" / "arrow"), or a shap.Explanation (output_format="shap")."""
         _output.check_format(output_format)
         _output.check_top_k(top_k)
         rows = self.rows(X)
@@ -127,7 +127,7 @@ class Model:
             values = (_output.interaction_row_sums(out, self.num_outputs, self.num_features)
                       if interactions else out)
             top = _output.top_k(values, self.num_outputs, self.feature_names, top_k)
-            return top.to_frame(rows.index) if fmt == "pandas" else top
+            return _output.top_result(top, fmt, rows.index)
         return _output.explain_result(out, interactions, fmt, self.feature_names, self.num_outputs,
                                       rows.index, rows.values if fmt == "shap" else None)
 

@@ -51,14 +51,14 @@ def _map(df, spec, prefix):
 
     def run(batches):
         import pyarrow as pa
+        from ._output import arrow_columns
         _use_task_gpu()
         m = _workers.worker_model(spec)
         for batch in batches:
             for start in range(0, batch.num_rows, spec.batch_rows):
                 part = batch.slice(start, spec.batch_rows)
                 out = _workers.compute(spec, m, part)
-                columns = np.ascontiguousarray(out.T.astype(np.int32) if leaf else out.T)
-                arrays = list(part.columns) + [pa.array(c) for c in columns]
+                arrays = list(part.columns) + arrow_columns(out.astype(np.int32) if leaf else out)
                 yield pa.RecordBatch.from_arrays(arrays, names=list(part.schema.names) + names)
 
     return df.mapInArrow(run, schema)

@@ -76,7 +76,11 @@ def test_pandas_and_arrow(server, models):
     assert list(got.columns) == model.feature_names + ["bias"] and (got.index == df.index).all()
     assert_bitwise(got.to_numpy(), model.explain(x))
     table = pa.Table.from_pandas(reordered, preserve_index=False)
-    assert_bitwise(client.predict("lgb_reg", table), model.predict(x))
+    got = client.predict("lgb_reg", table)  # Arrow in, Arrow out
+    assert got.schema.names == ["prediction"]
+    assert_bitwise(got.column(0).to_numpy(), model.predict(x))
+    got = client.explain("lgb_reg", table, output_format="arrow")
+    assert_bitwise(np.column_stack([c.to_numpy() for c in got.columns]), model.explain(x))
     frame = client.explain("lgb_reg", df, top_k=2)
     assert list(frame.columns) == ["top1", "top1_value", "top2", "top2_value"]
 

@@ -190,12 +190,18 @@ def test_arrow_nulls_and_dictionaries(models, categorical_frames, tmp_path):
     table = pa.table(dict(reversed(list(columns.items()))) | {"note": pa.array(["a"] * len(x))})
     assert table.column("age").null_count > 0
     want = model.explain(x)
-    assert_bitwise(model.explain(table), want)
-    assert_bitwise(model.explain(table.to_batches()[0]), want)
+    got = model.explain(table)  # Arrow in, Arrow out
+    assert isinstance(got, pa.Table) and got.schema.names == model.feature_names + ["bias"]
+    assert_bitwise(np.column_stack([c.to_numpy() for c in got.columns]), want)
+    assert_bitwise(model.explain(table.to_batches()[0], output_format="numpy"), want)
+    assert model.predict(table).schema.names == ["prediction"]
+    top = model.explain(table, top_k=2)
+    assert top.schema.names == ["top1", "top1_value", "top2", "top2_value"]
     ints = pa.table({n: pa.array([None] + list(range(len(x) - 1)), pa.int32())
                      for n in model.feature_names})
     expect = np.array([np.nan] + list(range(len(x) - 1)), dtype=np.float64)
-    assert_bitwise(model.predict(ints), model.predict(np.repeat(expect[:, None], 6, axis=1)))
+    assert_bitwise(model.predict(ints, output_format="numpy"),
+                   model.predict(np.repeat(expect[:, None], 6, axis=1)))
     # A dictionary column is a categorical.
     xgb = need("xgboost")
     df, y = categorical_frames
@@ -205,7 +211,8 @@ def test_arrow_nulls_and_dictionaries(models, categorical_frames, tmp_path):
     cat_model = groveml.Model(str(tmp_path / "cat.json"))
     arrow = pa.Table.from_pandas(df.head(20), preserve_index=False)
     assert pa.types.is_dictionary(arrow.schema.field("color").type)
-    assert_bitwise(cat_model.explain(arrow), cat_model.explain(df.head(20), output_format="numpy"))
+    assert_bitwise(cat_model.explain(arrow, output_format="numpy"),
+                   cat_model.explain(df.head(20), output_format="numpy"))
 
 
 def test_bad_input_is_a_clear_error(models):
