@@ -2,6 +2,8 @@
 kept for every later batch and task of that process (Spark reuses its Python workers; Dask keeps its
 worker processes), so a job loads each model once per worker instead of once per batch."""
 
+import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -31,13 +33,27 @@ class Spec:
     background: Optional[object] = field(default=None, compare=False, hash=False)
 
 
+def model_file(path: str) -> str:
+    """`path`, or, when no such file is here and Spark is running, the file of that name shipped
+    with SparkContext.addFile (SparkFiles.get), so that executors without shared storage find the
+    model the driver sent them."""
+    if os.path.exists(path) or "pyspark" not in sys.modules:
+        return path
+    try:
+        from pyspark import SparkFiles
+        shipped = SparkFiles.get(os.path.basename(path))
+    except Exception:  # noqa: BLE001 (no SparkContext or SparkFiles root here: keep the path)
+        return path
+    return shipped if os.path.exists(shipped) else path
+
+
 def worker_model(spec: Spec) -> Model:
     global loads
     key = (spec.model_path, spec.device, spec.threads, spec.strategy)
     with _lock:
         model = _models.get(key)
         if model is None:
-            model = Model(spec.model_path, device=spec.device, threads=spec.threads,
+            model = Model(model_file(spec.model_path), device=spec.device, threads=spec.threads,
                           strategy=spec.strategy)
             _models[key] = model
             loads += 1

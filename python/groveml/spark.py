@@ -21,10 +21,11 @@ def explain_spark(df, model_path: str, interactions: bool = False, method: Optio
     """df with SHAP columns appended: `prefix` + the names `grove explain --output-header` gives
     (feature names then `bias`; outK_ per output for several outputs, A*B for interactions), float.
 
-    model_path: a model file every executor can read (shared storage, or SparkFiles.get(name)
-    after spark.sparkContext.addFile). Other arguments as groveml.Model.explain; threads: engine
-    threads per Python worker (Spark runs one worker per task slot). device="auto" uses the
-    executor's GPU when it has one (a GPU resource assigned to the task is made the visible one)."""
+    model_path: a model file every executor can read, or the name of one shipped with
+    spark.sparkContext.addFile(path) (found with SparkFiles.get where no such file is). Other
+    arguments as groveml.Model.explain; threads: engine threads per Python worker (Spark runs one
+    worker per task slot). device="auto" uses the executor's GPU when it has one (a GPU resource
+    assigned to the task is made the visible one)."""
     return _map(df, _workers.explain_spec(model_path, interactions, method, background,
                                           output_space, iteration_range, batch_rows, device,
                                           threads, strategy), prefix)

@@ -70,3 +70,17 @@ def test_predict_and_interventional_spark(spark, models):
         groveml.explain_spark(sdf.drop("income"), path)
     with pytest.raises(ValueError, match="already has the result columns"):
         groveml.explain_spark(sdf.withColumnRenamed("id", "shap_bias"), path)
+
+
+def test_model_shipped_with_add_file(spark, models, tmp_path):
+    pd = need("pandas")
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    shipped = tmp_path / "groveml_shipped_model.txt"
+    shipped.write_bytes(open(path, "rb").read())
+    spark.sparkContext.addFile(str(shipped))
+    assert not os.path.exists(shipped.name)  # only SparkFiles has it under this name
+    sdf = spark.createDataFrame(frame(pd, model, x))
+    out = groveml.explain_spark(sdf, shipped.name).toPandas().sort_values("id")
+    names = [n for n in out.columns if n.startswith("shap_")]
+    assert_bitwise(out[names].to_numpy(np.float32), model.explain(x))
