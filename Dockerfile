@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1.6
-# Container image of groved, Grove's gRPC prediction/SHAP server. See docs/deploy.md.
+# Container image of groved, Grove's gRPC and REST prediction/SHAP server. See docs/deploy.md.
 #
 #   docker build -t grove:cuda .                                  # CUDA 13 engines (sm_90, H100)
 #   docker build -t grove:cpu --build-arg GROVE_DEVICE=cpu .      # CPU only, for clusters without GPUs
@@ -111,20 +111,22 @@ ENV LD_LIBRARY_PATH=/opt/grove/lib \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     GROVE_MODEL_REPOSITORY=/models \
+    GROVE_HTTP_PORT=8000 \
     GROVE_GRPC_PORT=8001 \
     GROVE_METRICS_PORT=8002 \
     GROVE_CALIBRATION_CACHE_DIR=/var/cache/grove \
     GROVE_LOG_FORMAT=json
 
 LABEL org.opencontainers.image.title="groved" \
-      org.opencontainers.image.description="Grove: tree-ensemble prediction and SHAP over gRPC" \
+      org.opencontainers.image.description="Grove: tree-ensemble prediction and SHAP over gRPC and REST" \
       org.opencontainers.image.source="https://example.invalid/grove" \
       grove.device="${GROVE_DEVICE}"
 
 USER 10001:10001
-# 8001: gRPC (grove.v1.Grove, inference.GRPCInferenceService, grpc.health.v1.Health, reflection);
-# health is served on the gRPC port. 8002: Prometheus metrics (HTTP GET /metrics).
-EXPOSE 8001 8002
+# Triton's ports. 8000: KServe v2 REST (tritonclient.http, curl; /v2/health/ready). 8001: gRPC
+# (grove.v1.Grove, inference.GRPCInferenceService, grpc.health.v1.Health, reflection); the probes
+# use gRPC health on it. 8002: Prometheus metrics (HTTP GET /metrics).
+EXPOSE 8000 8001 8002
 # Flags come from GROVE_* variables (deploy/docker/groved-entrypoint.sh); arguments are appended.
 # groved is PID 1 (exec) and drains on SIGTERM itself (docs/operations.md, Shutdown).
 ENTRYPOINT ["/usr/local/bin/groved-entrypoint.sh"]

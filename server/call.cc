@@ -27,11 +27,14 @@ void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks
 
 void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
                         absl::StatusCode code, absl::Time start, bool observe_latency,
-                        registry::Operation op) {
-  const double seconds = code == absl::StatusCode::kOk && observe_latency
-                             ? absl::ToDoubleSeconds(absl::Now() - start)
-                             : -1;
-  runtime->metrics().RecordRequest(model_label, method, CodeName(code), seconds, op);
+                        registry::Operation op, const ResolvedCall& resolved) {
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const bool ok = code == absl::StatusCode::kOk;
+  runtime->metrics().RecordRequest(model_label, method, CodeName(code),
+                                   ok && observe_latency ? elapsed : -1, op);
+  if (resolved.version > 0) {
+    runtime->metrics().RecordInference(model_label, resolved.version, ok, elapsed, resolved.rows);
+  }
 }
 
 void ReplySharedMemoryControl(Runtime* runtime, UnaryCall* reactor,
@@ -76,7 +79,8 @@ void UnaryCall::Reply(const absl::Status& status) {
       counted = absl::StatusCode::kDeadlineExceeded;
     }
   }
-  RecordFinishedCall(runtime_, model_label_, method_, counted, start_, observe_latency_, op_);
+  RecordFinishedCall(runtime_, model_label_, method_, counted, start_, observe_latency_, op_,
+                     resolved_);
   Finish(ToGrpcStatus(status));
 }
 

@@ -35,12 +35,22 @@ std::string ModelLabel(Runtime* runtime, const std::string& name);
 void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks,
                const std::shared_ptr<CallState>& call);
 
+// What an inference call (Predict, Explain, an ExplainStream message, ModelInfer) resolved, for
+// the per-version statistics (Metrics::RecordInference): the model version that answers it and
+// its rows. Version 0: no version was resolved (an unknown model or version, or not an inference
+// call), and nothing is counted. Written by the handler before it queues any work.
+struct ResolvedCall {
+  int64_t version = 0;
+  int64_t rows = 0;
+};
+
 // Records a finished call of any transport: grove_requests_total by `code` (OK counted as
-// CANCELLED / DEADLINE_EXCEEDED by the caller when nobody received it), and for a successful
-// compute call (`observe_latency`) its latency since `start` under `op`.
+// CANCELLED / DEADLINE_EXCEEDED by the caller when nobody received it), for a successful
+// compute call (`observe_latency`) its latency since `start` under `op`, and for an inference
+// call that resolved a version its outcome and latency under that version.
 void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
                         absl::StatusCode code, absl::Time start, bool observe_latency,
-                        registry::Operation op);
+                        registry::Operation op, const ResolvedCall& resolved = {});
 
 class UnaryCall;
 
@@ -65,6 +75,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   }
   // The call's compute state, cancelled when the client cancels. Set before returning the reactor.
   void set_call(std::shared_ptr<CallState> call);
+  // Filled by the handler before it queues work; read by Reply (the queue orders the two).
+  ResolvedCall* resolved() { return &resolved_; }
 
   // Records metrics and finishes the RPC. Exactly once.
   void Reply(const absl::Status& status);
@@ -90,6 +102,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   std::string model_label_;
   registry::Operation op_ = registry::Operation::kPredict;
   bool observe_latency_ = false;
+  ResolvedCall resolved_;
   mutable absl::Mutex mu_;
   std::shared_ptr<CallState> call_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -89,11 +89,13 @@ absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context
   absl::StatusOr<ServablePtr> got = runtime->registry().Get(request->model(), request->version());
   if (!got.ok()) return got.status();
   const ServablePtr model = *std::move(got);
+  reactor->resolved()->version = model->version;
   const Forest& f = *model->forest;
   auto buffers = std::make_shared<CallBuffers>();
   absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request->rows(), &buffers->converted,
                                                  &runtime->shared_memory(), &buffers->rows);
   if (!rows.ok()) return rows.status();
+  reactor->resolved()->rows = rows->rows;
   if (absl::Status s =
           CheckIterationRange(f, request->iteration_begin(), request->iteration_end());
       !s.ok()) {
@@ -275,7 +277,8 @@ class ExplainStreamReactor final
     std::weak_ptr<Item> weak = item;
     absl::Status s = StartExplain(
         runtime_, item->request, &item->response, DeadlineFromChrono(context_->deadline()),
-        [this, weak](absl::Status status) { ItemDone(weak.lock(), std::move(status)); }, &call);
+        [this, weak](absl::Status status) { ItemDone(weak.lock(), std::move(status)); }, &call,
+        &item->resolved);
     if (!s.ok()) {
       ItemDone(item, s);
     } else {
@@ -332,6 +335,7 @@ class ExplainStreamReactor final
     grove::v1::ExplainResponse response;
     std::shared_ptr<CallState> call;
     absl::Time start;
+    ResolvedCall resolved;
     bool done = false;
     absl::Status status;
   };
@@ -342,10 +346,15 @@ class ExplainStreamReactor final
       if (item != nullptr) {
         item->done = true;
         item->status = std::move(status);
+        const double seconds = absl::ToDoubleSeconds(absl::Now() - item->start);
         if (item->status.ok()) {
-          runtime_->metrics().RecordRequestLatency(
-              model_label_, "ExplainStream", absl::ToDoubleSeconds(absl::Now() - item->start),
-              RequestOperation(item->request));
+          runtime_->metrics().RecordRequestLatency(model_label_, "ExplainStream", seconds,
+                                                   RequestOperation(item->request));
+        }
+        // Each message is an inference of its own in the per-version statistics.
+        if (item->resolved.version > 0) {
+          runtime_->metrics().RecordInference(item->request.model(), item->resolved.version,
+                                              item->status.ok(), seconds, item->resolved.rows);
         }
       }
     }
@@ -444,16 +453,18 @@ class ExplainStreamReactor final
 absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
                           grove::v1::ExplainResponse* response, absl::Time deadline,
                           std::function<void(absl::Status)> done,
-                          std::shared_ptr<CallState>* call_out) {
+                          std::shared_ptr<CallState>* call_out, ResolvedCall* resolved) {
   if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
   absl::StatusOr<ServablePtr> got = runtime->registry().Get(request.model(), request.version());
   if (!got.ok()) return got.status();
   const ServablePtr model = *std::move(got);
+  resolved->version = model->version;
   const Forest& f = *model->forest;
   auto buffers = std::make_shared<CallBuffers>();
   absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request.rows(), &buffers->converted,
                                                  &runtime->shared_memory(), &buffers->rows);
   if (!rows.ok()) return rows.status();
+  resolved->rows = rows->rows;
   if (absl::Status s = CheckIterationRange(f, request.iteration_begin(), request.iteration_end());
       !s.ok()) {
     return s;
@@ -584,7 +595,7 @@ grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* con
   std::shared_ptr<CallState> call;
   absl::Status s = StartExplain(
       runtime_, *request, response, DeadlineFromChrono(context->deadline()),
-      [reactor](absl::Status status) { reactor->Reply(status); }, &call);
+      [reactor](absl::Status status) { reactor->Reply(status); }, &call, reactor->resolved());
   if (!s.ok()) {
     reactor->Reply(s);
   } else {

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
 #include "grove/v1/grove.grpc.pb.h"
+#include "server/call.h"
 #include "server/runtime.h"
 
 namespace grove::server {
@@ -38,10 +39,12 @@ inline constexpr int kStreamWindow = 4;
 // Starts one explanation into `response`. On OK, `done` runs exactly once (on an executor thread)
 // when `response` is complete or failed, and *call is the compute state (for cancellation); on
 // error `done` is not called. `request` and `response` must stay alive until `done` ran.
+// *resolved gets the model version and rows as soon as they are known (before any work is
+// queued), also when the call then fails.
 absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
                           grove::v1::ExplainResponse* response, absl::Time deadline,
                           std::function<void(absl::Status)> done,
-                          std::shared_ptr<CallState>* call);
+                          std::shared_ptr<CallState>* call, ResolvedCall* resolved);
 
 class GroveService final : public GroveServiceBase {
  public:

@@ -131,6 +131,7 @@ struct CallRecord {
   absl::Time start = absl::Now();
   bool observe_latency = false;
   registry::Operation op = registry::Operation::kPredict;
+  ResolvedCall resolved;
 };
 
 // Answers an inference: parse, queue, wait for the result (no lock held), reply.
@@ -156,7 +157,8 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
       [&](absl::Status status) {
         result = std::move(status);
         finished.Notify();
-      });
+      },
+      &record->resolved);
   if (!started.ok()) return started;
   finished.WaitForNotification();
   if (!result.ok()) return result;
@@ -483,7 +485,7 @@ void HttpServer::Handle(const httplib::Request& request, httplib::Response& resp
   const absl::Status status =
       Serve(runtime_, authorizer_, options_, request, *route, response, &record);
   RecordFinishedCall(runtime_, record.model_label, record.method, status.code(), record.start,
-                     record.observe_latency, record.op);
+                     record.observe_latency, record.op, record.resolved);
   runtime_->metrics().InflightRequests(record.method, -1);
 }
 

@@ -163,20 +163,22 @@ const char* IndexState(const registry::VersionStatus& v) {
   return v.state == registry::VersionState::kLoading ? "LOADING" : "UNAVAILABLE";
 }
 
-void FillStatistics(const std::string& name, int64_t version, const Metrics::ModelTotals& t,
-                    inference::ModelStatistics* out) {
-  auto ns = [](double seconds) { return static_cast<uint64_t>(seconds * 1e9); };
+void FillStatistics(const std::string& name, int64_t version,
+                    const Metrics::VersionStatistics& t, inference::ModelStatistics* out) {
+  auto ns = [](double seconds) { return static_cast<uint64_t>(std::max(0.0, seconds) * 1e9); };
   out->set_name(name);
   out->set_version(std::to_string(version));
-  out->set_inference_count(t.rows);
-  out->set_execution_count(t.batches);
+  out->set_last_inference(static_cast<uint64_t>(t.last_inference_ms));
+  out->set_inference_count(t.inferences);
+  out->set_execution_count(t.executions);
   inference::InferStatistics* s = out->mutable_inference_stats();
   s->mutable_success()->set_count(t.success);
   s->mutable_success()->set_ns(ns(t.success_seconds));
   s->mutable_fail()->set_count(t.fail);
+  s->mutable_fail()->set_ns(ns(t.fail_seconds));
   s->mutable_queue()->set_count(t.queued);
   s->mutable_queue()->set_ns(ns(t.queue_seconds));
-  s->mutable_compute_infer()->set_count(t.batches);
+  s->mutable_compute_infer()->set_count(t.executions);
   s->mutable_compute_infer()->set_ns(ns(t.compute_seconds));
 }
 
@@ -215,22 +217,32 @@ absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigReq
 absl::Status KserveModelStatistics(Runtime* runtime,
                                    const inference::ModelStatisticsRequest& request,
                                    inference::ModelStatisticsResponse* response) {
-  std::vector<ServablePtr> models;
-  if (request.name().empty()) {
-    for (const registry::ModelStatus& m : runtime->registry().List()) {
-      if (absl::StatusOr<ServablePtr> s = runtime->registry().Get(m.name, 0); s.ok()) {
-        models.push_back(*std::move(s));
-      }
+  // (model, version) pairs to report, as Triton picks them: the named version, else every serving
+  // version of the named model, else every serving version of every model.
+  std::vector<std::pair<std::string, int64_t>> versions;
+  auto serving_versions = [&versions](const registry::ModelStatus& m) {
+    for (const registry::VersionStatus& v : m.versions) {
+      if (v.serving) versions.emplace_back(m.name, v.version);
     }
+  };
+  if (request.name().empty()) {
+    for (const registry::ModelStatus& m : runtime->registry().List()) serving_versions(m);
   } else {
     absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
     if (!version.ok()) return version.status();
+    // The lookup ModelReady and ModelInfer make: the same errors for an unknown model or version.
     absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
     if (!model.ok()) return model.status();
-    models.push_back(*std::move(model));
+    absl::StatusOr<registry::ModelStatus> status = runtime->registry().GetStatus(request.name());
+    if (*version > 0 || !status.ok()) {
+      versions.emplace_back((*model)->name, (*model)->version);
+    } else {
+      serving_versions(*status);
+    }
   }
-  for (const ServablePtr& m : models) {
-    FillStatistics(m->name, m->version, runtime->metrics().Totals(m->name),
+  std::sort(versions.begin(), versions.end());
+  for (const auto& [name, version] : versions) {
+    FillStatistics(name, version, runtime->metrics().Statistics(name, version),
                    response->add_model_stats());
   }
   return absl::OkStatus();
@@ -402,7 +414,7 @@ absl::Status KserveModelMetadata(Runtime* runtime, const inference::ModelMetadat
 absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
                               inference::ModelInferResponse* response, absl::Time deadline,
                               const InferStarted& started,
-                              std::function<void(absl::Status)> done) {
+                              std::function<void(absl::Status)> done, ResolvedCall* resolved) {
   if (deadline <= absl::Now()) {
     return absl::DeadlineExceededError("the call's deadline expired before it was queued");
   }
@@ -412,11 +424,13 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   if (!got.ok()) return got.status();
   auto state = std::make_shared<InferState>();
   state->model = *std::move(got);
+  resolved->version = state->model->version;
   const Forest& f = *state->model->forest;
   absl::StatusOr<KserveInput> input =
       ParseKserveInput(*state->model, request, &runtime->shared_memory());
   if (!input.ok()) return input.status();
   state->input = *std::move(input);
+  resolved->rows = state->input.rows.rows;
   absl::StatusOr<KserveOutputs> outputs = ParseKserveOutputs(request);
   if (!outputs.ok()) return outputs.status();
   state->outputs = *std::move(outputs);

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "core/registry/model_registry.h"
 #include "inference/grpc_service.pb.h"
+#include "server/call.h"
 #include "server/runtime.h"
 
 namespace grove::server {
@@ -39,8 +40,10 @@ absl::Status KserveModelMetadata(Runtime* runtime, const inference::ModelMetadat
 absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigRequest& request,
                                inference::ModelConfigResponse* response);
 
-// Per model ("" name: every model with a serving version) from the metrics (Metrics::Totals),
-// reported under the serving version. NOT_FOUND for an unknown or unloaded model.
+// Per model version, as Triton answers (Metrics::Statistics): the named version; without a
+// version every serving version of the model; without a name every serving version of every
+// model. NOT_FOUND / UNAVAILABLE as ModelReady's lookup for an unknown model or version, or a
+// model with no serving version.
 absl::Status KserveModelStatistics(Runtime* runtime,
                                    const inference::ModelStatisticsRequest& request,
                                    inference::ModelStatisticsResponse* response);
@@ -110,9 +113,12 @@ using InferStarted =
 // Validates `request`, reserves memory and queues its work, answering into `response`. On OK,
 // `started` has run and `done` runs exactly once (on an executor thread, or on this thread before
 // the return when the work ran inline) once `response` is complete or failed; on error neither
-// runs. `request` and `response` must stay alive until `done` ran.
+// runs. `request` and `response` must stay alive until `done` ran. *resolved gets the model
+// version and rows as soon as they are known (before any work is queued), also when the call
+// then fails.
 absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
                               inference::ModelInferResponse* response, absl::Time deadline,
-                              const InferStarted& started, std::function<void(absl::Status)> done);
+                              const InferStarted& started, std::function<void(absl::Status)> done,
+                              ResolvedCall* resolved);
 
 }  // namespace grove::server

@@ -71,7 +71,7 @@ grpc::ServerUnaryReactor* KserveService::ModelInfer(grpc::CallbackServerContext*
         reactor->set_operation(op);
         reactor->set_call(call);
       },
-      [reactor](absl::Status status) { reactor->Reply(status); });
+      [reactor](absl::Status status) { reactor->Reply(status); }, reactor->resolved());
   if (!s.ok()) reactor->Reply(s);
   return reactor;
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -84,7 +85,7 @@ ABSL_FLAG(std::string, default_model_config, "",
           "JSON file with server-wide defaults of every model's config.json");
 ABSL_FLAG(bool, use_gpu, true, "let engines use visible GPUs (CUDA builds)");
 ABSL_FLAG(int, compute_threads, 0, "CPU engine threads, 0..4096 (0: one per hardware thread)");
-ABSL_FLAG(int, batch_threads, 0, "threads executing batches, 1..1024 (0: 2)");
+ABSL_FLAG(int, batch_threads, 0, "threads executing batches, 1..1024 (0: half the host's cores, 2 to 8)");
 ABSL_FLAG(int64_t, max_queue_wait_ms, 10000,
           "refuse (RESOURCE_EXHAUSTED) a call when the work queued ahead of it would take longer "
           "than this at the engine's measured rate (1..3600000); calls whose deadline the queue "
@@ -201,9 +202,11 @@ int main(int argc, char** argv) {
   }
   // Bounds of these are checked once, by serving::ValidateServingOptions when the server starts.
   grove::serving::ServingOptions& serving = o.runtime.serving;
-  if (const int threads = absl::GetFlag(FLAGS_batch_threads); threads != 0) {
-    serving.batch_threads = threads;
-  }
+  const int threads = absl::GetFlag(FLAGS_batch_threads);
+  serving.batch_threads =
+      threads != 0 ? threads
+                   : grove::serving::DefaultBatchThreads(
+                         static_cast<int>(std::thread::hardware_concurrency()));
   o.runtime.calibration_cache_dir = absl::GetFlag(FLAGS_calibration_cache_dir);
   serving.max_queue_wait = absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
   serving.chunk_target = absl::Milliseconds(absl::GetFlag(FLAGS_compute_chunk_ms));

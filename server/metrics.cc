@@ -248,56 +248,42 @@ void Metrics::RecordRequestLatency(const std::string& model, absl::string_view m
       .Observe(seconds);
 }
 
-namespace {
-
-// Every series of `family` whose `model` label is `model`.
-template <typename Family, typename Fn>
-void ForModel(const Family& family, const std::string& model, Fn fn) {
-  for (const prometheus::MetricFamily& f : family.Collect()) {
-    for (const prometheus::ClientMetric& m : f.metric) {
-      std::string method;
-      bool mine = false;
-      for (const prometheus::ClientMetric::Label& l : m.label) {
-        if (l.name == "model") mine = l.value == model;
-        if (l.name == "method") method = l.value;
-      }
-      if (mine) fn(m, method);
-    }
+void Metrics::RecordInference(const std::string& model, int64_t version, bool ok, double seconds,
+                              int64_t rows) {
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  absl::MutexLock lock(&statistics_mu_);
+  VersionStatistics& s = statistics_[{model, version}];
+  if (ok) {
+    ++s.success;
+    s.success_seconds += seconds;
+    s.inferences += static_cast<uint64_t>(std::max<int64_t>(rows, 0));
+  } else {
+    ++s.fail;
+    s.fail_seconds += seconds;
   }
+  s.last_inference_ms = std::max(s.last_inference_ms, now_ms);
 }
 
-bool ComputeMethod(const std::string& method) {
-  return method == "Predict" || method == "Explain" || method == "ExplainStream" ||
-         method == "ModelInfer";
+void Metrics::RecordQueueWait(const std::string& model, int64_t version, double seconds) {
+  absl::MutexLock lock(&statistics_mu_);
+  VersionStatistics& s = statistics_[{model, version}];
+  ++s.queued;
+  s.queue_seconds += seconds;
 }
 
-}  // namespace
+void Metrics::RecordExecution(const std::string& model, int64_t version, double seconds,
+                              bool ok) {
+  if (!ok) return;  // Triton counts successful executions only
+  absl::MutexLock lock(&statistics_mu_);
+  VersionStatistics& s = statistics_[{model, version}];
+  ++s.executions;
+  s.compute_seconds += seconds;
+}
 
-Metrics::ModelTotals Metrics::Totals(const std::string& model) const {
-  ModelTotals t;
-  ForModel(requests_, model, [&](const prometheus::ClientMetric& m, const std::string& method) {
-    if (!ComputeMethod(method)) return;
-    bool ok = false;
-    for (const auto& l : m.label) ok |= l.name == "code" && l.value == "OK";
-    (ok ? t.success : t.fail) += static_cast<uint64_t>(m.counter.value);
-  });
-  ForModel(request_duration_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
-    t.success_seconds += m.histogram.sample_sum;
-  });
-  ForModel(queue_wait_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
-    t.queued += m.histogram.sample_count;
-    t.queue_seconds += m.histogram.sample_sum;
-  });
-  ForModel(compute_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
-    t.compute_seconds += m.histogram.sample_sum;
-  });
-  ForModel(batches_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
-    t.batches += static_cast<uint64_t>(m.counter.value);
-  });
-  ForModel(delivered_rows_, model, [&](const prometheus::ClientMetric& m, const std::string&) {
-    t.rows += static_cast<uint64_t>(m.counter.value);
-  });
-  return t;
+Metrics::VersionStatistics Metrics::Statistics(const std::string& model, int64_t version) const {
+  absl::MutexLock lock(&statistics_mu_);
+  auto it = statistics_.find(std::make_pair(model, version));
+  return it != statistics_.end() ? it->second : VersionStatistics{};
 }
 
 void Metrics::InflightRequests(absl::string_view method, double delta) {
@@ -388,11 +374,15 @@ class MetricsQueueObserver final : public serving::QueueObserver {
     m_.batch_rows->Observe(Rows(rows));
     m_.batch_tasks->Observe(static_cast<double>(tasks));
   }
-  void QueueWait(absl::Duration wait) override {
-    m_.queue_wait->Observe(std::max(0.0, absl::ToDoubleSeconds(wait)));
+  void QueueWait(int64_t version, absl::Duration wait) override {
+    const double seconds = std::max(0.0, absl::ToDoubleSeconds(wait));
+    m_.queue_wait->Observe(seconds);
+    metrics_->RecordQueueWait(model_->name, version, seconds);
   }
-  void Computed(int64_t rows, double seconds, const RunInfo& info, bool ok) override {
+  void Computed(int64_t version, int64_t rows, double seconds, const RunInfo& info,
+                bool ok) override {
     m_.compute->Observe(seconds);
+    metrics_->RecordExecution(model_->name, version, seconds, ok);
     metrics_->CountBatch(model_->name, op_, info.device.empty() ? "cpu" : info.device,
                          info.strategy.empty() ? "unknown" : info.strategy);
     if (ok) m_.rows->Increment(Rows(rows));

@@ -8,6 +8,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -83,20 +84,32 @@ class Metrics {
   void LoadFailed(const std::string& model);
   void SetServerReady(bool ready);
 
-  // A model's totals across its series (KServe ModelStatistics): compute calls (Predict, Explain,
-  // ExplainStream, ModelInfer) by outcome, the successful ones' latency, tasks' queue wait, batches'
-  // compute time, rows delivered. Reads the series; creates none.
-  struct ModelTotals {
+  // Triton's ModelStatistics, per model version (the Prometheus series carry no version label, and
+  // a model's versions share its queues and series): inference calls (Predict, Explain, each
+  // ExplainStream message, ModelInfer over gRPC or REST) that resolved the version, by outcome,
+  // with their latency in the server and, for successful ones, their rows; each of its tasks'
+  // queue wait; each of its engine calls' time. Counted since the process started, across reloads
+  // of the version.
+  struct VersionStatistics {
     uint64_t success = 0;
-    uint64_t fail = 0;
     double success_seconds = 0;
-    uint64_t queued = 0;
+    uint64_t fail = 0;
+    double fail_seconds = 0;
+    uint64_t inferences = 0;  // rows of successful calls
+    uint64_t queued = 0;      // tasks that waited in a queue
     double queue_seconds = 0;
-    uint64_t batches = 0;
+    uint64_t executions = 0;  // engine calls (chunks of batches) that succeeded
     double compute_seconds = 0;
-    uint64_t rows = 0;
+    int64_t last_inference_ms = 0;  // Unix time when the last call finished; 0: none yet
   };
-  ModelTotals Totals(const std::string& model) const;
+  // A finished inference call of `version` of `model` (its latency; its rows when `ok`).
+  void RecordInference(const std::string& model, int64_t version, bool ok, double seconds,
+                       int64_t rows);
+  // The serving core's events (MetricsObserver): one task's queue wait, one engine call.
+  void RecordQueueWait(const std::string& model, int64_t version, double seconds);
+  void RecordExecution(const std::string& model, int64_t version, double seconds, bool ok);
+  // Zeros for a version that has seen nothing.
+  VersionStatistics Statistics(const std::string& model, int64_t version) const;
 
   static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
   static const prometheus::Histogram::BucketBoundaries& RowBuckets();
@@ -137,6 +150,11 @@ class Metrics {
   absl::flat_hash_map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);
   // grove_model_info series currently set, per (model, version), to zero them on unload.
   absl::flat_hash_map<std::string, prometheus::Gauge*> info_series_ ABSL_GUARDED_BY(mu_);
+
+  // Its own lock: taken on every call, task and engine call, never with mu_.
+  mutable absl::Mutex statistics_mu_;
+  absl::flat_hash_map<std::pair<std::string, int64_t>, VersionStatistics> statistics_
+      ABSL_GUARDED_BY(statistics_mu_);
 };
 
 // The serving core's events as the series of one model and operation.

@@ -50,7 +50,8 @@ struct KernelArgs {
 };
 
 // Per-lane state loaded once per bin: the element, its path, and the path arithmetic's constants
-// (z and 1/z in T; zr[u] = z of the path's element u, for u < max_len, in registers).
+// (z and 1/z in T; z_of[l] = z of the element in lane l of the warp, in shared memory: in
+// registers, 32 of them per lane, they cost occupancy).
 template <typename T>
 struct LaneState {
   PathElement e;
@@ -62,11 +63,13 @@ struct LaneState {
   int max_len = 1;
   int max_width = 0;  // over the warp
   T z = T(1), inv_z = T(1);
-  T zr[kWarpLanes];
+  T* z_of = nullptr;  // this warp's kWarpLanes entries of shared memory
+  // z of element u of this lane's path (u < len).
+  __device__ __forceinline__ T PathZ(int u) const { return z_of[seg + min(u, len - 1)]; }
 };
 
 template <typename T>
-__device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, LaneState<T>* s) {
+__device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_of, LaneState<T>* s) {
   const int lane = threadIdx.x % 32;
   const uint32_t begin = a.d_bin_offsets[bin];
   const uint32_t end = a.d_bin_offsets[bin + 1];
@@ -98,11 +101,10 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, LaneS
   s->max_width = mw;
   s->z = static_cast<T>(s->e.zero_fraction);
   s->inv_z = treeshap_arith::InverseZero(s->z);  // hoisted: once per bin, not per row
-#pragma unroll
-  for (int u = 1; u < kWarpLanes; ++u) {
-    if (u >= s->max_len) break;  // warp-uniform
-    s->zr[u] = __shfl_sync(kFullMask, s->z, s->seg + min(u, s->len - 1));
-  }
+  __syncwarp();  // the previous bin's reads of z_of are done
+  z_of[lane] = s->z;
+  s->z_of = z_of;
+  __syncwarp();
 }
 
 // The block's copy of the Shapley-weight table (kWeightEntries entries of T).
@@ -148,11 +150,12 @@ __device__ __forceinline__ void ExtendRows(const LaneState<T>& s, const RowBits 
   for (int u = 1; u < kWarpLanes; ++u) {
     if (u >= s.max_len) break;  // warp-uniform
     const bool valid = u < s.len && u != skip;
+    const T zu = s.PathZ(u);
 #pragma unroll
     for (int q = 0; q < kRowsInFlight; ++q) {
       const T up = __shfl_up_sync(kFullMask, w[q], 1);
       const T left = s.rel == 0 ? T(0) : up;
-      const T next = treeshap_arith::ExtendStep(w[q], left, s.zr[u], ((rows[q].o_bits >> u) & 1u) != 0);
+      const T next = treeshap_arith::ExtendStep(w[q], left, zu, ((rows[q].o_bits >> u) & 1u) != 0);
       w[q] = valid ? next : w[q];
     }
   }
@@ -267,14 +270,14 @@ __device__ __forceinline__ void EmitPhi(const KernelArgs& a, const LaneState<T>&
 // holds a non-root element and row r0 + q exists).
 template <typename T, typename Emit>
 __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b, const T* weights,
-                                         Emit emit) {
+                                         T* shared_z, Emit emit) {
   const int warp = threadIdx.x / 32;
   const int64_t first_bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock * a.bins_per_warp;
   for (int j = 0; j < a.bins_per_warp; ++j) {
     const int64_t bin = first_bin + j * kWarpsPerBlock + warp;
     if (bin >= a.num_bins) break;  // warp-uniform
     LaneState<T> s;
-    LoadLane(a, bin, &s);
+    LoadLane(a, bin, shared_z + warp * kWarpLanes, &s);
     const bool is_element = s.active && s.rel > 0;
     for (int64_t r0 = b.row_begin; r0 < b.row_end; r0 += kRowsInFlight) {
       RowBits rows[kRowsInFlight];
@@ -299,7 +302,8 @@ __global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
   const T* weights = LoadWeights<T>(a, shared_weights);
   const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_features + 1;
-  RunBlock<T>(a, b, weights,
+  __shared__ T shared_z[kBlockThreads];
+  RunBlock<T>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 const int64_t feature = s.e.feature;
@@ -361,7 +365,8 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_features + 1;
   const int64_t block = f1 * f1;
-  RunBlock<T>(a, b, weights,
+  __shared__ T shared_z[kBlockThreads];
+  RunBlock<T>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 // phi_i on the diagonal, then the conditioned values.

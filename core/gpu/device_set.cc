@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -18,6 +20,48 @@ int VisibleGpuCount() {
   return n;
 #else
   return 0;
+#endif
+}
+
+absl::Status PinHostRange(void* data, size_t bytes) {
+#if defined(GROVE_HAVE_CUDA)
+  if (VisibleGpuCount() == 0) {
+    return absl::FailedPreconditionError("cannot page-lock host memory for DMA: no GPU is visible");
+  }
+  const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return absl::InternalError(absl::StrCat("cudaHostRegister of ", bytes,
+                                            " bytes failed: ", cudaGetErrorString(e)));
+  }
+  return absl::OkStatus();
+#else
+  (void)data;
+  (void)bytes;
+  return absl::FailedPreconditionError(
+      "cannot page-lock host memory for DMA: this build has no CUDA");
+#endif
+}
+
+void UnpinHostRange(void* data) {
+#if defined(GROVE_HAVE_CUDA)
+  if (cudaHostUnregister(data) != cudaSuccess) (void)cudaGetLastError();
+#else
+  (void)data;
+#endif
+}
+
+bool IsPinnedHost(const void* p) {
+#if defined(GROVE_HAVE_CUDA)
+  cudaPointerAttributes a{};
+  if (p == nullptr || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+#else
+  (void)p;
+  return false;
 #endif
 }
 

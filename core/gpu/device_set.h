@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -10,12 +11,26 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace grove::gpu {
 
 // CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies); 0 without CUDA, without a
 // driver or device, or when the query fails (the failure is cleared from CUDA's per-thread error
 // state, so that it does not surface in an unrelated call). Thread-safe.
 int VisibleGpuCount();
+
+// Page-locks [data, data + bytes) for direct DMA by every GPU (cudaHostRegister, portable), so
+// that engines copy rows from it and results into it without their staging copies (IsPinnedHost):
+// for long-lived buffers that requests point into, such as a registered shared-memory region.
+// Costs about a millisecond per 100 MB, once. The range must stay mapped until UnpinHostRange.
+// FAILED_PRECONDITION without CUDA or a visible GPU; the driver's error otherwise. Thread-safe.
+absl::Status PinHostRange(void* data, size_t bytes);
+// Undoes PinHostRange(data, ...); a range that was not pinned is left alone.
+void UnpinHostRange(void* data);
+// True when `p` lies in page-locked host memory known to CUDA (cudaHostAlloc or PinHostRange);
+// false without CUDA. About a microsecond. Thread-safe.
+bool IsPinnedHost(const void* p);
 
 // Issuing threads for a batch split across an engine's devices: made once when the engine loads,
 // one per device after the first, so that a request creates no thread (a std::thread per device

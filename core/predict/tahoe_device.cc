@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -156,31 +158,82 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   if (df.num_parts > 0) {
     g.part_blocks_per_sm = std::max(1, TahoeForestBlocksPerSm(df, part_smem, multi));
   }
-  // Staging slots.
+  // Staging lanes: the first for the largest chunks and the device path, the others smaller.
   const int64_t K = v.num_outputs;
   const int64_t F = v.num_features;
   const int64_t max_width = std::max<int64_t>({K, 1, forest_->PredictionWidth()});
-  g.in_bytes = std::clamp<int64_t>(kTargetChunkRows * F * 4, int64_t{1} << 20, kMaxInBytes);
-  g.out_bytes = std::clamp<int64_t>(kTargetChunkRows * max_width * 4, int64_t{1} << 20, kMaxOutBytes);
   // Row chunk's tree parts run only below the probe's large batch (RowChunkShapeFor), so their
   // workspace is sized for kRowChunkWsRows rows (ChunkRows splits larger launches).
-  g.ws_doubles = std::clamp<int64_t>(std::max(kDeviceChunkRows * K * std::max({1, df.num_parts, df.lane_num_parts}),
-                                              kRowChunkWsRows * K * kRowChunkMaxParts),
-                                     int64_t{1} << 16, kMaxWsBytes / 8);
-  for (Slot& s : g.slots) {
-    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
-    for (absl::Status st : {s.h_in.Reserve(g.in_bytes, "tahoe: pinned rows"),
-                            s.h_out.Reserve(g.out_bytes, "tahoe: pinned results"),
-                            s.d_in.Reserve(g.in_bytes, "tahoe: device rows"),
-                            s.d_out.Reserve(g.out_bytes, "tahoe: device results"),
-                            s.d_ws.Reserve(g.ws_doubles * 8, "tahoe: workspace")}) {
-      if (!st.ok()) return st;
-    }
-    g.bytes += g.in_bytes + g.out_bytes + g.ws_doubles * 8;
+  const int64_t ws_parts = std::max({1, df.num_parts, df.lane_num_parts});
+  const int num_lanes = options_.staging_lanes > 0 ? options_.staging_lanes : kDefaultStagingLanes;
+  for (int i = 0; i < num_lanes; ++i) {
+    const bool first = i == 0;
+    const int64_t rows = first ? kTargetChunkRows : kExtraLaneChunkRows;
+    const int64_t ws_rows = first ? kDeviceChunkRows : kExtraLaneChunkRows;
+    auto lane = std::make_unique<StagingLane>();
+    absl::Status st = InitLane(
+        g, *lane, std::clamp<int64_t>(rows * F * 4, int64_t{1} << 20, first ? kMaxInBytes : kMaxExtraInBytes),
+        std::clamp<int64_t>(rows * max_width * 4, int64_t{1} << 20, kMaxOutBytes),
+        std::clamp<int64_t>(std::max(ws_rows * K * ws_parts, std::min(ws_rows, kRowChunkWsRows) * K * kRowChunkMaxParts),
+                            int64_t{1} << 16, kMaxWsBytes / 8));
+    g.lanes.push_back(std::move(lane));  // kept even when incomplete: ~Gpu releases its streams
+    if (!st.ok()) return st;
   }
+  g.lane_busy.assign(g.lanes.size(), 0);
   GROVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "upload");
   return absl::OkStatus();
+}
+
+absl::Status TahoeEngineImpl::InitLane(Gpu& g, StagingLane& lane, int64_t in_bytes,
+                                       int64_t out_bytes, int64_t ws_doubles) const {
+  lane.in_bytes = in_bytes;
+  lane.out_bytes = out_bytes;
+  lane.ws_doubles = ws_doubles;
+  for (Slot& s : lane.slots) {
+    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    for (absl::Status st : {s.h_in.Reserve(in_bytes, "tahoe: pinned rows"),
+                            s.h_out.Reserve(out_bytes, "tahoe: pinned results"),
+                            s.d_in.Reserve(in_bytes, "tahoe: device rows"),
+                            s.d_out.Reserve(out_bytes, "tahoe: device results"),
+                            s.d_ws.Reserve(ws_doubles * 8, "tahoe: workspace")}) {
+      if (!st.ok()) return st;
+    }
+    g.bytes += in_bytes + out_bytes + ws_doubles * 8;
+  }
+  return absl::OkStatus();
+}
+
+StagingLane& Gpu::AcquireLane(int64_t rows, bool first_only) {
+  std::unique_lock<std::mutex> lock(lane_mu);
+  const int n = static_cast<int>(lanes.size());
+  // The order lanes are tried in: a large batch (or the device path) lane 0 first, whose slots
+  // take it in fewer chunks; a small one the small lanes first, leaving lane 0 for large ones.
+  std::vector<int> order;
+  if (first_only || rows > kExtraLaneChunkRows) order.push_back(0);
+  if (!first_only) {
+    for (int i = n - 1; i >= 1; --i) order.push_back(i);
+    if (order.front() != 0) order.push_back(0);
+  }
+  for (;;) {
+    for (int i : order) {
+      if (!lane_busy[i]) {
+        lane_busy[i] = 1;
+        return *lanes[i];
+      }
+    }
+    lane_freed.wait(lock);
+  }
+}
+
+void Gpu::ReleaseLane(const StagingLane& lane) {
+  {
+    std::lock_guard<std::mutex> lock(lane_mu);
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      if (lanes[i].get() == &lane) lane_busy[i] = 0;
+    }
+  }
+  lane_freed.notify_all();
 }
 
 }  // namespace grove::tahoe_internal

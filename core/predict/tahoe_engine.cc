@@ -65,6 +65,10 @@ constexpr StrategyFactory kStrategyFactories[kNumStrategies] = {
 
 absl::Status TahoeEngineImpl::Init() {
   const gpu::ScopedCurrentDevice keep_device;
+  if (options_.staging_lanes < 0 || options_.staging_lanes > kMaxStagingLanes) {
+    return absl::InvalidArgumentError(absl::StrCat("tahoe: staging_lanes ", options_.staging_lanes,
+                                                   " is outside 0..", kMaxStagingLanes));
+  }
   int count = gpu::VisibleGpuCount();
   if (count == 0) return absl::UnavailableError("no CUDA device visible");
   if (options_.max_gpus > 0) count = std::min(count, options_.max_gpus);
@@ -95,16 +99,16 @@ absl::Status TahoeEngineImpl::Init() {
   return absl::OkStatus();
 }
 
-int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, StrategyId s, int groups, const TahoeCall& call,
-                                   bool host) const {
+int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, const StagingLane& lane, StrategyId s, int groups,
+                                   const TahoeCall& call, bool host) const {
   int64_t chunk = host ? kTargetChunkRows : kDeviceChunkRows;
   if (options_.max_chunk_rows > 0) chunk = std::min(chunk, options_.max_chunk_rows);
   const int parts = s == StrategyId::kRowChunk ? RowChunkShape::FromCode(groups).parts : 1;
   const int64_t ws_per_row = TahoeWorkspaceDoubles(g.df, s, call.kind, 1, parts);
-  if (ws_per_row > 0) chunk = std::min(chunk, g.ws_doubles / ws_per_row);
+  if (ws_per_row > 0) chunk = std::min(chunk, lane.ws_doubles / ws_per_row);
   if (host) {
-    chunk = std::min(chunk, g.in_bytes / (4 * std::max<int64_t>(1, g.df.view.num_features)));
-    chunk = std::min(chunk, g.out_bytes / (4 * std::max<int64_t>(1, call.width)));
+    chunk = std::min(chunk, lane.in_bytes / (4 * std::max<int64_t>(1, g.df.view.num_features)));
+    chunk = std::min(chunk, lane.out_bytes / (4 * std::max<int64_t>(1, call.width)));
   }
   return std::max<int64_t>(1, chunk);
 }
@@ -150,7 +154,7 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   TahoeCall call;
   call.kind = options.kind;
   call.width = w.out_width;
-  w.chunk_rows = ChunkRows(g, StrategyId::kSplittingSharedForest, 1, call, !on_device);
+  w.chunk_rows = ChunkRows(g, *g.lanes[0], StrategyId::kSplittingSharedForest, 1, call, !on_device);
   w.rows_on_device = on_device;
   w.num_gpus = on_device ? 1 : num_gpus();
   w.cpu_allowed = !on_device;
@@ -215,10 +219,11 @@ TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, StrategyId s, int groups,
 absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                         const float* d_rows, int64_t rows, int64_t row_stride,
                                         float* d_out, int64_t out_stride) const {
-  std::lock_guard<std::mutex> lock(g.mu);
+  const LaneLease lease(g, rows, /*first_only=*/true);
+  StagingLane& lane = lease.lane();
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
-  const int64_t chunk = ChunkRows(g, s, groups, call, false);
-  Slot& slot = g.slots[0];
+  const int64_t chunk = ChunkRows(g, lane, s, groups, call, false);
+  Slot& slot = lane.slots[0];
   TahoeLaunchArgs a = Args(g, s, groups, call);
   a.row_stride = row_stride;
   a.out_stride = out_stride;
@@ -234,23 +239,35 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
 
 absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                       RowsView rows, MatrixView<float> out) const {
-  std::lock_guard<std::mutex> lock(g.mu);
+  const LaneLease lease(g, rows.rows, /*first_only=*/false);
+  return RunHostOnLane(g, lease.lane(), s, groups, call, rows, out);
+}
+
+absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyId s, int groups,
+                                            const TahoeCall& call, RowsView rows,
+                                            MatrixView<float> out) const {
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
-  const int64_t chunk = ChunkRows(g, s, groups, call, true);
+  const int64_t chunk = ChunkRows(g, lane, s, groups, call, true);
   const int64_t F = rows.cols, W = call.width;
   TahoeLaunchArgs a = Args(g, s, groups, call);
   a.row_stride = F;
   a.out_stride = W;
+  // Rows or results in page-locked memory (a pinned shared-memory region, say) go to and from
+  // the device by DMA directly, skipping the slot's staging copy.
+  const bool direct_in = gpu::IsPinnedHost(rows.data);
+  const bool direct_out = gpu::IsPinnedHost(out.data);
   struct Pending {
     int64_t begin = 0, count = 0;
     bool active = false;
   } pending[kSlots];
-  // Copies a finished chunk's outputs from its pinned slot to the caller's matrix.
+  // Waits for a chunk and copies its outputs from its pinned slot to the caller's matrix.
   auto drain = [&](int i) -> absl::Status {
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
-    GROVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.slots[i].done), "tahoe chunk");
-    CopyRows(pool_, out.Row(p.begin), out.stride, g.slots[i].host_out(), W, p.count, W);
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(lane.slots[i].done), "tahoe chunk");
+    if (!direct_out) {
+      CopyRows(pool_, out.Row(p.begin), out.stride, lane.slots[i].host_out(), W, p.count, W);
+    }
     p.active = false;
     return absl::OkStatus();
   };
@@ -258,23 +275,32 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
   int c = 0;
   for (int64_t begin = 0; begin < rows.rows && status.ok(); begin += chunk, ++c) {
     const int i = c % kSlots;
-    Slot& slot = g.slots[i];
+    Slot& slot = lane.slots[i];
     status = drain(i);
     if (!status.ok()) break;
     const int64_t n = std::min(chunk, rows.rows - begin);
-    CopyRows(pool_, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
-    status = gpu::CudaStatus(cudaMemcpyAsync(slot.device_in(), slot.host_in(), n * F * 4, cudaMemcpyHostToDevice,
-                                        slot.stream),
-                        "copy rows to device");
+    if (direct_in) {
+      status = gpu::CudaStatus(cudaMemcpy2DAsync(slot.device_in(), F * 4, rows.Row(begin), rows.stride * 4,
+                                                 F * 4, n, cudaMemcpyHostToDevice, slot.stream),
+                               "copy rows to device");
+    } else {
+      CopyRows(pool_, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
+      status = gpu::CudaStatus(cudaMemcpyAsync(slot.device_in(), slot.host_in(), n * F * 4,
+                                               cudaMemcpyHostToDevice, slot.stream),
+                               "copy rows to device");
+    }
     if (!status.ok()) break;
     a.d_rows = slot.device_in();
     a.rows = n;
     a.d_out = slot.device_out();
     status = gpu::CudaStatus(TahoeLaunch(g.df, a, slot.workspace(), slot.stream), "tahoe kernel launch");
     if (!status.ok()) break;
-    status = gpu::CudaStatus(cudaMemcpyAsync(slot.host_out(), slot.device_out(), n * W * 4, cudaMemcpyDeviceToHost,
-                                        slot.stream),
-                        "copy results to host");
+    status = gpu::CudaStatus(
+        direct_out ? cudaMemcpy2DAsync(out.Row(begin), out.stride * 4, slot.device_out(), W * 4, W * 4, n,
+                                       cudaMemcpyDeviceToHost, slot.stream)
+                   : cudaMemcpyAsync(slot.host_out(), slot.device_out(), n * W * 4,
+                                     cudaMemcpyDeviceToHost, slot.stream),
+        "copy results to host");
     if (!status.ok()) break;
     status = gpu::CudaStatus(cudaEventRecord(slot.done, slot.stream), "cudaEventRecord");
     pending[i] = Pending{begin, n, status.ok()};
@@ -283,7 +309,7 @@ absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const Ta
     if (status.ok()) {
       status = drain(i);
     } else {
-      cudaStreamSynchronize(g.slots[i].stream);  // leave the slot idle before reporting
+      cudaStreamSynchronize(lane.slots[i].stream);  // leave the slot idle before reporting
     }
   }
   return status;

@@ -44,6 +44,10 @@ struct TahoeEngineOptions {
   int row_chunk = 0;              // a RowChunkShape code (perf_model.h) for every row-chunk
                                   // launch; pairs and queues only where allowed
   int64_t max_chunk_rows = 0;     // rows per launch / per staging slot
+  // Staging lanes per GPU (1..16; 0: 4): batches of host rows that stage, compute and copy back at
+  // once on one GPU (concurrent requests of a server). Each lane holds two pinned slots of rows
+  // and results (the first for 256K rows, the others for 64K) and their device buffers.
+  int staging_lanes = 0;
 };
 
 class TahoeEngine : public PredictEngine {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,13 @@ constexpr int64_t kRowChunkWsRows = 1 << 18;     // rows per launch of row chunk
 constexpr int64_t kMaxInBytes = int64_t{64} << 20;
 constexpr int64_t kMaxOutBytes = int64_t{64} << 20;
 constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
+// Staging lanes after the first are sized for this many rows (in bytes at most kMaxExtraInBytes):
+// they exist so that several mid-size batches stage at once (a server's concurrent requests), not
+// for throughput on huge batches, which the first lane's larger slots serve.
+constexpr int64_t kExtraLaneChunkRows = 1 << 16;
+constexpr int64_t kMaxExtraInBytes = int64_t{16} << 20;
+constexpr int kDefaultStagingLanes = 4;
+constexpr int kMaxStagingLanes = 16;
 
 // One staging lane of a GPU: rows in and results out through pinned memory, a kernel workspace,
 // and the stream the three steps of a chunk run on.
@@ -55,27 +63,47 @@ struct Slot {
   double* workspace() const { return d_ws.as<double>(); }
 };
 
-// One GPU: the resident format, streams, staging buffers.
+// kSlots slots that one batch at a time cycles through (double buffering: a chunk's copies and
+// kernel overlap the next chunk's staging), with their sizes. Batches on different lanes of a GPU
+// run concurrently (their host-side copies on their own threads, their GPU work on their own
+// streams), so the host copies of concurrent requests do not queue behind each other.
+struct StagingLane {
+  Slot slots[kSlots];
+  int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
+};
+
+// One GPU: the resident format, streams, staging lanes.
 struct Gpu {
   int device = 0;
   TahoeDeviceForest df;
   std::vector<gpu::DeviceBuffer> buffers;  // the resident format
-  Slot slots[kSlots];
-  int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
+  // lanes[0] is sized for the largest chunks (and the device path's workspace); the others for
+  // kExtraLaneChunkRows. lane_busy and lane_freed are guarded by lane_mu.
+  std::vector<std::unique_ptr<StagingLane>> lanes;
+  std::vector<char> lane_busy;
+  std::mutex lane_mu;
+  std::condition_variable lane_freed;
   int forest_blocks_per_sm = 1, part_blocks_per_sm = 1;
   int max_row_chunk = 0;             // TahoeMaxRowChunk at this device's shared memory
   int64_t row_chunk_acc_bytes = 0;   // row chunk's shared memory besides its rows (one-row chunk)
   int64_t bytes = 0;
-  mutable std::mutex mu;
 
   ~Gpu() {
     cudaSetDevice(device);
-    for (Slot& s : slots) {  // the buffers go after, with the members, once the streams are idle
-      if (s.stream) cudaStreamSynchronize(s.stream);
-      if (s.done) cudaEventDestroy(s.done);
-      if (s.stream) cudaStreamDestroy(s.stream);
+    for (std::unique_ptr<StagingLane>& lane : lanes) {
+      for (Slot& s : lane->slots) {  // the buffers go after, with the members, once streams idle
+        if (s.stream) cudaStreamSynchronize(s.stream);
+        if (s.done) cudaEventDestroy(s.done);
+        if (s.stream) cudaStreamDestroy(s.stream);
+      }
     }
   }
+
+  // A free lane for a batch of `rows` (blocks until one is free; the lock is released while
+  // waiting). `first_only`: lane 0 (the device path needs its workspace). Otherwise lane 0 is
+  // preferred when the batch is larger than the other lanes' slots.
+  StagingLane& AcquireLane(int64_t rows, bool first_only);
+  void ReleaseLane(const StagingLane& lane);
 
   template <typename T>
   absl::StatusOr<const T*> Upload(const std::vector<T>& v) {
@@ -85,6 +113,20 @@ struct Gpu {
     buffers.push_back(*std::move(b));
     return buffers.back().as<const T>();
   }
+};
+
+// A lane of `g` held for one batch (Gpu::AcquireLane), given back when it goes.
+class LaneLease {
+ public:
+  LaneLease(Gpu& g, int64_t rows, bool first_only) : g_(g), lane_(g.AcquireLane(rows, first_only)) {}
+  ~LaneLease() { g_.ReleaseLane(lane_); }
+  LaneLease(const LaneLease&) = delete;
+  LaneLease& operator=(const LaneLease&) = delete;
+  StagingLane& lane() const { return lane_; }
+
+ private:
+  Gpu& g_;
+  StagingLane& lane_;
 };
 
 // The root node of each tree of `order` (indices into tf.trees()).
@@ -173,10 +215,16 @@ class TahoeEngineImpl final : public TahoeEngine {
   absl::Status Probe();  // per-model corrections of the performance model (see perf_model.h)
   TahoeWorkload Workload(int64_t rows, const PredictOptions& options, bool on_device) const;
   // Rows per launch of `s` (`groups`: row chunk's shape code, for its tree parts' workspace).
-  int64_t ChunkRows(const Gpu& g, StrategyId s, int groups, const TahoeCall& call, bool host) const;
+  int64_t ChunkRows(const Gpu& g, const StagingLane& lane, StrategyId s, int groups,
+                    const TahoeCall& call, bool host) const;
   TahoeLaunchArgs Args(const Gpu& g, StrategyId s, int groups, const TahoeCall& call) const;
   absl::Status RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call, RowsView rows,
                        MatrixView<float> out) const;
+  absl::Status RunHostOnLane(Gpu& g, StagingLane& lane, StrategyId s, int groups,
+                             const TahoeCall& call, RowsView rows, MatrixView<float> out) const;
+  // Creates a lane's streams and buffers on the current device.
+  absl::Status InitLane(Gpu& g, StagingLane& lane, int64_t in_bytes, int64_t out_bytes,
+                        int64_t ws_doubles) const;
   absl::Status RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                          const float* d_rows, int64_t rows, int64_t row_stride, float* d_out,
                          int64_t out_stride) const;

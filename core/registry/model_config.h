@@ -49,7 +49,8 @@ struct ModelConfig {
   batching::BatcherOptions batching[kNumOperations] = {
       // No delay: a task goes to the engine at once when a batch slot is free; tasks that arrive
       // while max_concurrent_batches compute merge into the next batch. max_delay_us is opt-in.
-      {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 2},
+      // Predict: four at once, as many as a GPU has staging lanes (their host copies overlap).
+      {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 4},
       {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
       {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
       {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},

@@ -29,11 +29,13 @@ class QueueObserver {
   virtual void Dropped(DropReason reason, int64_t rows, int64_t computed_rows) {}
   virtual void Delivered(int64_t rows) {}
   virtual void Failed(int64_t rows) {}
-  // A batch starts: its rows, tasks, and one queue wait per task.
+  // A batch starts: its rows, tasks, and one queue wait per task, with the version of the task's
+  // pinned model (a model's versions share its queues; Triton's statistics are per version).
   virtual void BatchStarted(int64_t rows, int64_t tasks) {}
-  virtual void QueueWait(absl::Duration wait) {}
-  // One engine call (a chunk of a batch) finished.
-  virtual void Computed(int64_t rows, double seconds, const RunInfo& info, bool ok) {}
+  virtual void QueueWait(int64_t version, absl::Duration wait) {}
+  // One engine call (a chunk of a batch, all of one model version) finished.
+  virtual void Computed(int64_t version, int64_t rows, double seconds, const RunInfo& info,
+                        bool ok) {}
   virtual void QueueDepth(int64_t queued_tasks, int64_t queued_rows) {}
 };
 

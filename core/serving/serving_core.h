@@ -36,6 +36,7 @@
 // Thread-safe: Submit, Reserve, Configure from any thread; batches run on the executor's threads.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -63,6 +64,13 @@ inline constexpr absl::Duration kMaxQueueWaitBound = absl::Hours(1);
 inline constexpr absl::Duration kMaxChunkTarget = absl::Seconds(10);
 inline constexpr absl::Duration kMaxInlineCompute = absl::Milliseconds(10);
 inline constexpr int64_t kMaxMemoryBudgetBytes = int64_t{1} << 50;
+
+// Batch threads for a host with `hardware_threads` (groved's --batch_threads=0): half of them, 2
+// to 8, so that a GPU's staging lanes (four concurrent predict batches) and the other queues'
+// batches can run at once on a large host without crowding a small one.
+inline int DefaultBatchThreads(int hardware_threads) {
+  return std::clamp(hardware_threads / 2, 2, 8);
+}
 
 struct ServingOptions {
   const batching::Clock* clock = nullptr;  // null: the real clock

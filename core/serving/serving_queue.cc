@@ -134,7 +134,9 @@ void ServingQueue::Drop(batching::Dropped<ComputeTask>&& dropped) {
 int64_t ServingQueue::Process(batching::Batch<ComputeTask>&& batch) {
   const absl::Time start = clock_->Now();
   observer_->BatchStarted(batch.rows, static_cast<int64_t>(batch.tasks.size()));
-  for (const absl::Time& t : batch.enqueue_times) observer_->QueueWait(start - t);
+  for (size_t i = 0; i < batch.tasks.size(); ++i) {
+    observer_->QueueWait(batch.tasks[i]->model->version, start - batch.enqueue_times[i]);
+  }
   ReportDepth();
 
   // Tasks that can share one engine call: same model copy, output kind (space) and iteration
@@ -244,7 +246,8 @@ int64_t ServingQueue::RunGroup(std::vector<Part>& parts) {
     rate_.Observe(rows, elapsed, std::max(1, batcher.stats().inflight_batches));
     const double seconds =
         info.compute_seconds > 0 ? info.compute_seconds : absl::ToDoubleSeconds(elapsed);
-    observer_->Computed(rows, seconds, info, status.ok());
+    observer_->Computed(segments.front().part->task->model->version, rows, seconds, info,
+                        status.ok());
     report(rows);
     for (const Segment& s : segments) s.part->done += s.rows;
     if (!status.ok()) {

@@ -21,7 +21,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploy_lib as d  # noqa: E402
 
-GRPC_PORT, METRICS_PORT = 8001, 8002
+# Triton's ports, which groved defaults to: REST, gRPC, Prometheus.
+HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -99,8 +100,10 @@ def check_overlay(f, overlay, objs, table):
         return
     env = d.container_env(c)
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-    f.check(ports == {"grpc": GRPC_PORT, "metrics": METRICS_PORT},
-            f"{ctx}: container ports {ports}, expected grpc {GRPC_PORT} and metrics {METRICS_PORT}")
+    f.check(ports == {"http": HTTP_PORT, "grpc": GRPC_PORT, "metrics": METRICS_PORT},
+            f"{ctx}: container ports {ports}, expected http {HTTP_PORT}, grpc {GRPC_PORT} and metrics "
+            f"{METRICS_PORT}")
+    f.check(env.get("GROVE_HTTP_PORT") == str(ports.get("http")), f"{ctx}: GROVE_HTTP_PORT != http containerPort")
     f.check(env.get("GROVE_GRPC_PORT") == str(ports.get("grpc")), f"{ctx}: GROVE_GRPC_PORT != grpc containerPort")
     f.check(env.get("GROVE_METRICS_PORT") == str(ports.get("metrics")),
             f"{ctx}: GROVE_METRICS_PORT != metrics containerPort")
@@ -154,10 +157,13 @@ def check_overlay(f, overlay, objs, table):
     f.check(pod.get("securityContext", {}).get("runAsNonRoot") is True, f"{ctx}: pod must run as non-root")
     f.check(c.get("securityContext", {}).get("readOnlyRootFilesystem") is True, f"{ctx}: root FS not read-only")
 
-    # Services: named ports that point at the container's named ports.
+    # Services: named ports that point at the container's named ports; both serve REST and gRPC.
     services = [o for o in objs if o["kind"] == "Service"]
     f.check(len(services) >= 1, f"{ctx}: no Service")
     for s in services:
+        names = {p.get("targetPort") for p in s["spec"]["ports"]}
+        f.check({"http", "grpc"} <= names, f"{ctx}: Service {s['metadata']['name']} serves {sorted(names)}, "
+                                           "not both http (REST) and grpc")
         f.check(all(s["spec"]["selector"].get(k) == v for k, v in s["spec"]["selector"].items()
                     if True) and all(pod_labels.get(k) == v for k, v in s["spec"]["selector"].items()),
                 f"{ctx}: Service {s['metadata']['name']} does not select the pods")
@@ -418,7 +424,8 @@ def check_dockerfile(f):
     # Runtime: non-root, ports, entry point, env defaults = entry point table = docs.
     f.check(re.search(r"^USER 10001", docker, re.M) is not None, "runtime stage must run as uid 10001")
     expose = re.search(r"^EXPOSE (.*)$", docker, re.M)
-    f.check(expose and expose.group(1).split() == [str(GRPC_PORT), str(METRICS_PORT)], "EXPOSE must be 8001 8002")
+    f.check(expose and expose.group(1).split() == [str(HTTP_PORT), str(GRPC_PORT), str(METRICS_PORT)],
+            "EXPOSE must be 8000 8001 8002")
     f.check('ENTRYPOINT ["/usr/local/bin/groved-entrypoint.sh"]' in docker, "ENTRYPOINT is not the entry point script")
     table = d.entrypoint_table()
     doc_flags = d.documented_flags()
@@ -430,11 +437,12 @@ def check_dockerfile(f):
     env_block = " ".join(line for line in runtime if line.startswith("ENV "))
     for var, value in re.findall(r"(GROVE_[A-Z_]+)=(\S+)", env_block):
         f.check(var in table, f"Dockerfile sets {var}, which the entry point ignores")
-    f.check(f"GROVE_GRPC_PORT={GRPC_PORT}" in env_block and f"GROVE_METRICS_PORT={METRICS_PORT}" in env_block,
-            "Dockerfile ENV ports differ from EXPOSE")
+    f.check(f"GROVE_HTTP_PORT={HTTP_PORT}" in env_block and f"GROVE_GRPC_PORT={GRPC_PORT}" in env_block
+            and f"GROVE_METRICS_PORT={METRICS_PORT}" in env_block, "Dockerfile ENV ports differ from EXPOSE")
     f.check("GROVE_MODEL_REPOSITORY=/models" in env_block, "Dockerfile GROVE_MODEL_REPOSITORY is not /models")
     ops = d.read(os.path.join(d.ROOT, "docs", "operations.md"))
-    f.check(f"--grpc_port=8001" in ops and "--metrics_port=8002" in ops, "docs/operations.md ports changed")
+    f.check("--grpc_port=8001" in ops and "--metrics_port=8002" in ops and "| 8000 |" in ops,
+            "docs/operations.md ports changed")
     ignore = d.read(os.path.join(d.ROOT, ".dockerignore"))
     for path in ("build/", ".git", ".device/"):
         f.check(path in ignore, f".dockerignore does not exclude {path}")

@@ -307,6 +307,44 @@ def http_get(url, timeout=5):
         return r.status, r.read().decode("utf-8", "replace")
 
 
+def http_call(url, body=None, timeout=5):
+    """(status, text) of a GET, or of a POST of `body` (an object, sent as JSON); HTTP error
+    statuses (503 while draining, ...) are answers, not exceptions; (None, reason) when nothing
+    answered."""
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as e:
+        return None, str(e)
+
+
+def check_rest(f, ctx, http_port, models):
+    """The KServe v2 REST port as a client meets it: live and ready, every model ready, and a JSON
+    inference of one all-missing row per model (its output__0 has one row)."""
+    base = f"http://127.0.0.1:{http_port}"
+    for path in ("/v2/health/live", "/v2/health/ready"):
+        code, text = http_call(base + path)
+        f.check(code == 200, f"{ctx}: REST GET {path} answered {code} {text[:200]}")
+    for model, features in models.items():
+        code, text = http_call(f"{base}/v2/models/{model}/ready")
+        f.check(code == 200, f"{ctx}: REST model {model} ready answered {code} {text[:200]}")
+        body = {"inputs": [{"name": "input__0", "shape": [1, features], "datatype": "FP32",
+                            "data": [None] * features}]}
+        code, text = http_call(f"{base}/v2/models/{model}/infer", body)
+        try:
+            outputs = json.loads(text).get("outputs", []) if code == 200 else []
+        except ValueError:
+            outputs = []
+        f.check(code == 200 and [o["name"] for o in outputs] == ["output__0"] and outputs[0]["shape"][0] == 1,
+                f"{ctx}: REST infer of model {model} answered {code} {text[:300]}")
+
+
 def make_model_repository(root):
     """A small model repository built from the golden corpus: regression (XGBoost JSON),
     multiclass (XGBoost UBJSON) and binary (LightGBM text). Returns {model: num_features}."""

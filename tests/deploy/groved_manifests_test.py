@@ -8,12 +8,14 @@ model repository replaced by a small one from tests/golden, limits.cpu resolved)
   * every flag the entry point can pass exists in `groved --helpfull`, with the documented port
     defaults, which are the manifests' container ports;
   * the container ports answer (the manifests' ports themselves when they are free on this machine,
-    else ephemeral ones): gRPC, and HTTP GET /metrics as the PodMonitor scrapes it;
+    else ephemeral ones): gRPC, KServe v2 REST (health, every model's readiness, a JSON inference
+    per model) and HTTP GET /metrics as the PodMonitor scrapes it;
   * the startup, readiness and liveness probes' grpc.health.v1 Check (service and port as in the
     manifest) answer SERVING once loading finished, and every model's `model/<name>` too;
   * the logs are JSON lines (GROVE_LOG_FORMAT=json);
   * on SIGTERM (what the kubelet sends after preStop) health turns NOT_SERVING at once while the port
-    still answers, and groved exits 0 well within terminationGracePeriodSeconds - preStop.
+    still answers (REST: /v2/health/ready answers 503), and groved exits 0 well within
+    terminationGracePeriodSeconds - preStop.
 """
 import argparse
 import json
@@ -26,6 +28,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploy_lib as d  # noqa: E402
+
+
+def ephemeral(env):
+    """Every port of the pod on an ephemeral one (this machine already uses one of the manifests')."""
+    for var in ("GROVE_HTTP_PORT", "GROVE_GRPC_PORT", "GROVE_METRICS_PORT"):
+        env[var] = "0"
 
 
 def run_overlay(f, groved, overlay, flags):
@@ -43,6 +51,8 @@ def run_overlay(f, groved, overlay, flags):
             f"{ctx}: groved's --grpc_port default {flags.get('grpc_port')} != containerPort {ports['grpc']}")
     f.check(flags.get("metrics_port") == str(ports["metrics"]),
             f"{ctx}: groved's --metrics_port default {flags.get('metrics_port')} != containerPort {ports['metrics']}")
+    f.check(flags.get("http_port") == str(ports.get("http")),
+            f"{ctx}: groved's --http_port default {flags.get('http_port')} != containerPort {ports.get('http')}")
 
     tmp = tempfile.mkdtemp(prefix=f"grove-deploy-{overlay}-")
     try:
@@ -70,17 +80,15 @@ def run_overlay(f, groved, overlay, flags):
             env["GROVE_CALIBRATION_CACHE_DIR"] = os.path.join(tmp, "cache")
             os.makedirs(env["GROVE_CALIBRATION_CACHE_DIR"])
         env["GROVE_PORT_FILE"] = os.path.join(tmp, "ports.json")
-        # The manifests do not expose REST; an ephemeral port keeps this test off port 8000.
-        env["GROVE_HTTP_PORT"] = "0"
         for var in env:
             if var.startswith("GROVE_"):
                 flag = table.get(var, "")[2:]
                 f.check(flag in flags, f"{ctx}: {var} passes --{flag}, which `groved --helpfull` does not list")
 
-        own_ports = d.port_free(ports["grpc"]) and d.port_free(ports["metrics"])
+        own_ports = all(d.port_free(p) for p in ports.values())
         if not own_ports:
-            print(f"note: ports {ports['grpc']}/{ports['metrics']} are busy on this machine; using ephemeral ones")
-            env["GROVE_GRPC_PORT"], env["GROVE_METRICS_PORT"] = "0", "0"
+            print(f"note: ports {sorted(ports.values())} are not all free on this machine; using ephemeral ones")
+            ephemeral(env)
         srv = d.Groved(["sh", d.ENTRYPOINT], env=env, log_path=os.path.join(tmp, "groved.log"))
         srv.port_file = env["GROVE_PORT_FILE"]
         try:
@@ -93,18 +101,19 @@ def run_overlay(f, groved, overlay, flags):
                 print(srv.tail())
                 print("note: groved could not bind the manifests' ports; retrying with ephemeral ones")
                 srv.close()
-                env["GROVE_GRPC_PORT"], env["GROVE_METRICS_PORT"] = "0", "0"
+                ephemeral(env)
                 own_ports = False
                 srv = d.Groved(["sh", d.ENTRYPOINT], env=env, log_path=os.path.join(tmp, "groved.log"))
                 srv.port_file = env["GROVE_PORT_FILE"]
                 bound = srv.wait_ports(timeout=120)
             if own_ports:
-                f.check(bound.get("grpc_port") == ports["grpc"] and bound.get("metrics_port") == ports["metrics"],
+                f.check(bound.get("grpc_port") == ports["grpc"] and bound.get("metrics_port") == ports["metrics"]
+                        and bound.get("http_port") == ports["http"],
                         f"{ctx}: groved bound {bound}, the manifest says {ports}")
             grpc_addr = f"127.0.0.1:{bound['grpc_port']}"
             check_serving(f, ctx, c, grpc_addr, bound, models)
             check_logs(f, ctx, srv)
-            check_drain(f, ctx, srv, pod, c, env_spec, grpc_addr)
+            check_drain(f, ctx, srv, pod, c, env_spec, grpc_addr, bound["http_port"])
         finally:
             if f.errors:
                 print(srv.tail())
@@ -128,6 +137,7 @@ def check_serving(f, ctx, c, grpc_addr, bound, models):
     for model in models:
         f.check(f'model="{model}"' in text, f"{ctx}: /metrics has no series of model {model}")
     f.check("grove_server_ready 1" in text, f"{ctx}: grove_server_ready is not 1 once SERVING")
+    d.check_rest(f, ctx, bound["http_port"], models)
 
 
 def check_logs(f, ctx, srv):
@@ -145,7 +155,7 @@ def check_logs(f, ctx, srv):
                                f"JSON objects with msg/level, e.g. {bad[:2]}")
 
 
-def check_drain(f, ctx, srv, pod, c, env_spec, grpc_addr):
+def check_drain(f, ctx, srv, pod, c, env_spec, grpc_addr, http_port):
     delay = int(env_spec.get("GROVE_SHUTDOWN_DELAY_SECONDS") or 0)
     grace = int(env_spec.get("GROVE_SHUTDOWN_GRACE_SECONDS") or 30)
     pre = c["lifecycle"]["preStop"]
@@ -158,6 +168,9 @@ def check_drain(f, ctx, srv, pod, c, env_spec, grpc_addr):
         f.check(status == "NOT_SERVING",
                 f"{ctx}: during the shutdown delay health answered {status}, expected NOT_SERVING")
         f.check(time.monotonic() - start < delay, f"{ctx}: NOT_SERVING came after the shutdown delay")
+        code, text = d.http_call(f"http://127.0.0.1:{http_port}/v2/health/ready")
+        f.check(code == 503, f"{ctx}: during the shutdown delay REST /v2/health/ready answered {code} {text[:200]}, "
+                             "expected 503")
     try:
         rc = srv.proc.wait(budget)
     except Exception:  # noqa: BLE001

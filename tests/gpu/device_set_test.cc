@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -84,6 +85,24 @@ TEST(DeviceIssuersTest, ConcurrentCallersEachGetTheirOwnShares) {
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total.load(), 4 * 200 * 3);
   EXPECT_EQ(complete_calls, 4 * 200);  // every call returned with all of its shares done
+}
+
+// Page-locking needs a GPU: without one (or without CUDA) it is refused with a reason, and no
+// pointer counts as pinned; with one, a pinned range is recognised inside and released.
+TEST(PinHostRangeTest, PinsWithAGpuAndSaysWhyNotWithout) {
+  std::vector<float> v(1 << 16, 1.0f);
+  EXPECT_FALSE(IsPinnedHost(nullptr));
+  EXPECT_FALSE(IsPinnedHost(v.data()));
+  const absl::Status s = PinHostRange(v.data(), v.size() * sizeof(float));
+  if (VisibleGpuCount() == 0) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("page-lock"), std::string::npos) << s;
+    return;
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(IsPinnedHost(v.data() + 1000));
+  UnpinHostRange(v.data());
+  EXPECT_FALSE(IsPinnedHost(v.data()));
 }
 
 }  // namespace

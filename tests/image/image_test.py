@@ -17,12 +17,14 @@ says, running that section's commands as written:
      filesystem with only the calibration-cache emptyDir writable (a tmpfs), all capabilities
      dropped, no privilege escalation; the manifests' container ports published on ephemeral host
      ports. Checked: the time from `podman run` to SERVING, the three probes' grpc.health.v1 Check,
-     every model's health, a Predict and an Explain through tritonclient (equal to the local CLI),
+     every model's health, a Predict and an Explain through tritonclient over gRPC and over REST
+     (equal to the local CLI), the REST port's health, model readiness and JSON inference,
      /metrics, JSON logs, uid 10001 as PID 1's user, the root filesystem not writable, and the
      SIGTERM drain: NOT_SERVING during the shutdown delay, exit code 0 within
      terminationGracePeriodSeconds - preStop;
   5. the demo image (model baked in, no volume) run with docs/deploy.md's `podman run` command, called
-     with docs' `grove predict --server` command (equal to the local CLI), drained with SIGTERM;
+     with docs' `grove predict --server` command (equal to the local CLI) and on its REST port,
+     drained with SIGTERM;
   6. the GPU image started on this machine (no GPU: its engines fall back to the CPU) on the mounted
      demo repository: it starts, serves and predicts as the CPU image does.
 Podman's storage is the test's own (in the build tree: CONTAINERS_STORAGE_CONF), removed when the
@@ -181,7 +183,7 @@ def check_image(f, steps, image, env, device):
     f.check(user.split(":")[0] == "10001", f"{image}: image user is {user!r}, not 10001")
     f.check(info["Config"].get("Entrypoint") == ["/usr/local/bin/groved-entrypoint.sh"],
             f"{image}: entry point {info['Config'].get('Entrypoint')}")
-    f.check(set(info["Config"].get("ExposedPorts", {})) >= {"8001/tcp", "8002/tcp"},
+    f.check(set(info["Config"].get("ExposedPorts", {})) >= {"8000/tcp", "8001/tcp", "8002/tcp"},
             f"{image}: exposes {info['Config'].get('ExposedPorts')}")
     if device == "cpu":
         f.check(size < CPU_LIMIT_MB * 1e6, f"{image}: {size / 1e6:.1f} MB, over {CPU_LIMIT_MB} MB")
@@ -270,21 +272,23 @@ def drain(f, what, name, env, grpc_port, delay, budget):
     return took
 
 
-def check_triton(f, what, addr, model, rows_path, grove, model_file):
-    """A Predict (output__0) and an Explain (treeshap_output) through tritonclient, against the
-    local CLI on the same rows."""
+def check_triton(f, what, addr, model, rows_path, grove, model_file, module="grpc"):
+    """A Predict (output__0) and an Explain (treeshap_output) through tritonclient (its gRPC or its
+    HTTP client, `module`), against the local CLI on the same rows."""
+    import importlib  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
-    import tritonclient.grpc as grpcclient  # noqa: PLC0415
+    client_module = importlib.import_module(f"tritonclient.{module}")
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
     import groved_harness as h  # noqa: PLC0415
+    what = f"{what} ({module})"
     X = np.array(h.read_csv(rows_path), dtype=np.float32)
-    client = grpcclient.InferenceServerClient(url=addr)
+    client = client_module.InferenceServerClient(url=addr)
     try:
         f.check(client.is_server_ready() and client.is_model_ready(model), f"{what}: {model} not ready")
-        inp = grpcclient.InferInput("input__0", list(X.shape), "FP32")
+        inp = client_module.InferInput("input__0", list(X.shape), "FP32")
         inp.set_data_from_numpy(X)
-        res = client.infer(model, [inp], outputs=[grpcclient.InferRequestedOutput("output__0"),
-                                                  grpcclient.InferRequestedOutput("treeshap_output")])
+        res = client.infer(model, [inp], outputs=[client_module.InferRequestedOutput("output__0"),
+                                                  client_module.InferRequestedOutput("treeshap_output")])
     finally:
         client.close()
     pred = np.array(h.local_cli(grove, ["predict"], model_file, rows_path), dtype=np.float32)
@@ -327,7 +331,8 @@ def run_manifest_pod(f, steps, env, image, work, grove):
     args = ["podman", "run", "-d", "--name", "grove-image-pod", "--read-only", "--read-only-tmpfs=false",
             "--cap-drop=ALL", "--security-opt=no-new-privileges",
             "--user", f"{psec['runAsUser']}:{psec['runAsGroup']}",
-            "-p", f"127.0.0.1::{ports['grpc']}", "-p", f"127.0.0.1::{ports['metrics']}"]
+            "-p", f"127.0.0.1::{ports['http']}", "-p", f"127.0.0.1::{ports['grpc']}",
+            "-p", f"127.0.0.1::{ports['metrics']}"]
     models = {}
     for path, m in mounts.items():
         vol = volumes[m["name"]]
@@ -361,6 +366,7 @@ def run_manifest_pod(f, steps, env, image, work, grove):
     start = time.monotonic()
     sh(args, env, capture=True)
     try:
+        hport = published("grove-image-pod", env, ports["http"])
         gport = published("grove-image-pod", env, ports["grpc"])
         mport = published("grove-image-pod", env, ports["metrics"])
         took = steps.run(f"{image}: podman run to SERVING (3 models)",
@@ -379,6 +385,9 @@ def run_manifest_pod(f, steps, env, image, work, grove):
         golden = os.path.join(ROOT, "tests", "golden", "lgb_binary_nan")
         check_triton(f, what, addr, "binary", os.path.join(golden, "X.csv"), grove,
                      os.path.join(golden, "model.txt"))
+        check_triton(f, what, f"127.0.0.1:{hport}", "binary", os.path.join(golden, "X.csv"), grove,
+                     os.path.join(golden, "model.txt"), module="http")
+        d.check_rest(f, what, hport, models)
         code, text = d.http_get(f"http://127.0.0.1:{mport}/metrics")
         f.check(code == 200 and "grove_build_info" in text and "grove_server_ready 1" in text,
                 f"{what}: /metrics answered {code} without grove_build_info / grove_server_ready 1")
@@ -417,11 +426,14 @@ def run_manifest_pod(f, steps, env, image, work, grove):
 def run_documented(f, steps, env, line, name, image, grove, predict_line):
     """docs' `podman run` of an image, on ephemeral host ports, then docs' `grove predict --server`."""
     what = f"{image} ({name})"
-    line = line.replace("-p 8001:8001", "-p 127.0.0.1::8001").replace("-p 8002:8002", "-p 127.0.0.1::8002")
-    f.check("127.0.0.1::8001" in line and "127.0.0.1::8002" in line, f"docs' run command publishes no ports: {line}")
+    for port in (8000, 8001, 8002):
+        line = line.replace(f"-p {port}:{port}", f"-p 127.0.0.1::{port}")
+    f.check(all(f"127.0.0.1::{p}" in line for p in (8000, 8001, 8002)),
+            f"docs' run command does not publish ports 8000, 8001 and 8002: {line}")
     start = time.monotonic()
     sh(line, env, capture=True)
     try:
+        hport = published(name, env, 8000)
         gport = published(name, env, 8001)
         mport = published(name, env, 8002)
         took = steps.run(f"{image}: podman run to SERVING (demo model)",
@@ -437,6 +449,9 @@ def run_documented(f, steps, env, line, name, image, grove, predict_line):
                 f"{what}: docs' grove predict --server answered {got.stdout[:300]!r}, local {want.stdout[:300]!r}")
         code, text = d.http_get(f"http://127.0.0.1:{mport}/metrics")
         f.check(code == 200 and 'model="demo"' in text, f"{what}: /metrics {code} without the demo model")
+        with open(os.path.join(ROOT, "examples", "models", "demo", "1", "model.json"), encoding="utf-8") as m:
+            features = int(json.load(m)["learner"]["learner_model_param"]["num_feature"])
+        d.check_rest(f, what, hport, {"demo": features})
         took = steps.run(f"{image}: SIGTERM drain", lambda: drain(f, what, name, env, gport, 0, 45))
     finally:
         if f.errors:
@@ -459,6 +474,7 @@ def main():
         f.check(False, "the image test runs as root (debootstrap, rootful podman), as CI does")
     try:
         import tritonclient.grpc  # noqa: F401, PLC0415
+        import tritonclient.http  # noqa: F401, PLC0415
         import grpc  # noqa: F401, PLC0415
     except ImportError as e:
         f.check(False, f"python packages missing ({e}): scripts/install-deps.sh installs them")

@@ -198,6 +198,69 @@ TEST(TahoeGpuTest, BatchesSplitAcrossGpusMatchTheCpuReference) {
   }
 }
 
+// Eight callers at once on a GPU's staging lanes (batches above and below the small lanes' slots,
+// two lanes forced so that callers wait for one), and rows and results in page-locked memory
+// (copied by DMA without staging; results into a strided matrix): every answer equals the
+// one-caller, pageable answer bit for bit.
+TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.seed = 91;
+  o.num_trees = 30;
+  o.max_depth = 6;
+  o.num_features = 12;
+  o.num_outputs = 3;
+  ForestPtr f = MakeRandomForest(o);
+  const int64_t n = 70000;  // above the small lanes' 65,536-row slots
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 5, 0.1);
+  TahoeEngineOptions eo;
+  eo.staging_lanes = 2;
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
+  ASSERT_NE(e, nullptr);
+  const PredictOptions margin = Kind(OutputKind::kMargin);
+  const int64_t K = f->num_outputs;
+  std::vector<float> want(n * K);
+  ASSERT_TRUE(e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                             MakeMatrixView(want.data(), n, K), "row_chunk", nullptr).ok());
+  EXPECT_LE(MaxRelativeError(want, ReferencePrediction(*f, rows, margin)), kTolerance);
+  const int64_t sizes[] = {n, 1, 100, 5000, n, 3, 65536, 777};
+  std::vector<std::vector<float>> got(8);
+  std::vector<absl::Status> status(8);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 8; ++c) {
+    got[c].assign(sizes[c] * K, -777.0f);
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 4 && status[c].ok(); ++rep) {
+        status[c] = e->PredictHost(MakeRowsView(rows.data(), sizes[c], f->num_features), margin,
+                                   MakeMatrixView(got[c].data(), sizes[c], K), "row_chunk", nullptr);
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int c = 0; c < 8; ++c) {
+    ASSERT_TRUE(status[c].ok()) << status[c];
+    EXPECT_TRUE(std::equal(got[c].begin(), got[c].end(), want.begin())) << "caller " << c;
+  }
+  // Pinned rows, pinned strided results.
+  std::vector<float> pinned_rows = rows;
+  const int64_t stride = K + 2;
+  std::vector<float> pinned_out(n * stride, -777.0f);
+  ASSERT_TRUE(gpu::PinHostRange(pinned_rows.data(), pinned_rows.size() * 4).ok());
+  ASSERT_TRUE(gpu::PinHostRange(pinned_out.data(), pinned_out.size() * 4).ok());
+  EXPECT_TRUE(gpu::IsPinnedHost(pinned_rows.data() + 5));
+  EXPECT_FALSE(gpu::IsPinnedHost(rows.data()));
+  const absl::Status st = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
+                                         MatrixView<float>{pinned_out.data(), n, K, stride},
+                                         "row_chunk", nullptr);
+  gpu::UnpinHostRange(pinned_rows.data());
+  gpu::UnpinHostRange(pinned_out.data());
+  ASSERT_TRUE(st.ok()) << st;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t k = 0; k < K; ++k) ASSERT_EQ(pinned_out[r * stride + k], want[r * K + k]) << r;
+    ASSERT_EQ(pinned_out[r * stride + K], -777.0f) << "wrote past the row's outputs";
+  }
+}
+
 TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
   SKIP_WITHOUT_GPU();
   for (int shape = 0; shape < 8; ++shape) {

@@ -840,6 +840,135 @@ TEST(ServerShutdown, DrainsInFlightCalls) {
   fs::remove_all(root);
 }
 
+// Triton's ModelStatistics are per model version. Versions 1 and 2 of one model share its queues
+// (and here its batches: a batch waits 100 ms for company), yet each reports only its own calls,
+// rows, queue waits and engine calls; a call that fails after resolving its version counts as
+// that version's failure, one naming an unknown version nowhere.
+TEST(ServerStatistics, CountsPerModelVersion) {
+  const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_stats_", ::getpid());
+  fs::remove_all(root);
+  Put(root, "two", 1, kDemo);
+  Put(root, "two", 2, kDemo);
+  Write(root / "two" / "config.json",
+        R"({"versions": "all", "batching": {"predict": {"max_delay_us": 100000}}})");
+  Put(root, "other", 1, kDemo);
+  absl::StatusOr<std::unique_ptr<GroveServer>> server = GroveServer::Start(LoopbackOptions(root));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitUntilLoaded().ok());
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto kserve = inference::GRPCInferenceService::NewStub(channel);
+  auto grove = grove::v1::Grove::NewStub(channel);
+
+  int64_t n, cols;
+  const std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  inference::ModelInferRequest infer;
+  infer.set_model_name("two");
+  infer.set_model_version("1");
+  auto* in = infer.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(n);
+  in->add_shape(cols);
+  infer.add_raw_input_contents(
+      std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float)));
+  grove::v1::PredictRequest predict;
+  predict.set_model("two");
+  predict.set_version(2);
+  SetRows(predict.mutable_rows(), std::vector<float>(rows.begin(), rows.begin() + cols), cols);
+
+  // At once: three inferences of version 1 (n rows each), two predictions of version 2 (1 row).
+  std::vector<std::thread> callers;
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 3; ++i) {
+    callers.emplace_back([&] {
+      grpc::ClientContext ctx;
+      inference::ModelInferResponse r;
+      if (!kserve->ModelInfer(&ctx, infer, &r).ok()) ++failed;
+    });
+  }
+  for (int i = 0; i < 2; ++i) {
+    callers.emplace_back([&] {
+      grpc::ClientContext ctx;
+      grove::v1::PredictResponse r;
+      if (!grove->Predict(&ctx, predict, &r).ok()) ++failed;
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  ASSERT_EQ(failed.load(), 0);
+  {
+    inference::ModelInferRequest bad = infer;  // fails after resolving version 1
+    bad.mutable_inputs(0)->set_datatype("INT32");
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse r;
+    EXPECT_EQ(kserve->ModelInfer(&ctx, bad, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    bad = infer;  // no such version: nobody's failure
+    bad.set_model_version("3");
+    grpc::ClientContext ctx2;
+    EXPECT_FALSE(kserve->ModelInfer(&ctx2, bad, &r).ok());
+  }
+
+  auto stats = [&](const std::string& name, const std::string& version, grpc::Status* status) {
+    inference::ModelStatisticsRequest q;
+    q.set_name(name);
+    q.set_version(version);
+    inference::ModelStatisticsResponse r;
+    grpc::ClientContext ctx;
+    *status = kserve->ModelStatistics(&ctx, q, &r);
+    return r;
+  };
+  grpc::Status status;
+  const inference::ModelStatisticsResponse both = stats("two", "", &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(both.model_stats_size(), 2);  // every serving version, in order
+  const inference::ModelStatistics& v1 = both.model_stats(0);
+  const inference::ModelStatistics& v2 = both.model_stats(1);
+  EXPECT_EQ(v1.name(), "two");
+  EXPECT_EQ(v1.version(), "1");
+  EXPECT_EQ(v2.version(), "2");
+  EXPECT_EQ(v1.inference_stats().success().count(), 3u);
+  EXPECT_EQ(v1.inference_stats().fail().count(), 1u);
+  EXPECT_GT(v1.inference_stats().fail().ns(), 0u);
+  EXPECT_EQ(v1.inference_count(), static_cast<uint64_t>(3 * n));
+  EXPECT_EQ(v1.inference_stats().queue().count(), 3u);  // one task per inference (output__0)
+  EXPECT_EQ(v2.inference_stats().success().count(), 2u);
+  EXPECT_EQ(v2.inference_stats().fail().count(), 0u);
+  EXPECT_EQ(v2.inference_count(), 2u);
+  EXPECT_EQ(v2.inference_stats().queue().count(), 2u);
+  const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  for (const inference::ModelStatistics* v : {&v1, &v2}) {
+    const uint64_t calls = v->inference_stats().success().count();
+    EXPECT_GE(v->execution_count(), 1u) << v->version();
+    EXPECT_LE(v->execution_count(), calls) << v->version();
+    EXPECT_EQ(v->inference_stats().compute_infer().count(), v->execution_count());
+    EXPECT_GT(v->inference_stats().compute_infer().ns(), 0u) << v->version();
+    EXPECT_GT(v->inference_stats().success().ns(), 0u) << v->version();
+    EXPECT_GT(v->inference_stats().queue().ns(), 0u) << v->version();  // waited for company
+    EXPECT_GT(v->last_inference(), now_ms - 60000) << v->version();
+    EXPECT_LE(v->last_inference(), now_ms) << v->version();
+  }
+
+  const inference::ModelStatisticsResponse one = stats("two", "2", &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(one.model_stats_size(), 1);
+  EXPECT_EQ(one.model_stats(0).SerializeAsString(), v2.SerializeAsString());
+
+  const inference::ModelStatisticsResponse every = stats("", "", &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<std::string> listed;
+  for (const auto& m : every.model_stats()) listed.push_back(m.name() + "/" + m.version());
+  EXPECT_THAT(listed, ::testing::ElementsAre("other/1", "two/1", "two/2"));
+  EXPECT_EQ(every.model_stats(0).inference_stats().success().count(), 0u);
+  EXPECT_EQ(every.model_stats(0).last_inference(), 0u);
+
+  stats("two", "3", &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  stats("absent", "", &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  server->reset();
+  fs::remove_all(root);
+}
+
 grpc::ByteBuffer Bytes(const std::string& bytes) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);

@@ -1,0 +1,86 @@
+"""The category values a model was trained with, read from its file, so that a pandas categorical
+column is given to the engines as the codes the model's trees test (XGBoost and LightGBM recode a
+DataFrame's categories the same way before predicting).
+
+ * XGBoost JSON (3.1 and later): learner.gradient_booster[.gbtree].model.cats.enc, per feature
+   either strings (UTF-8 bytes in `values`, cut at `offsets`) or numbers (`values`).
+ * LightGBM text: the closing `pandas_categorical:` line (one list per categorical column, in
+   column order) with the `[categorical_feature: ...]` parameter naming those columns.
+
+Other files (XGBoost UBJSON, models trained without a DataFrame) give no categories: a categorical
+column then gives its own category codes, as older XGBoost versions took them.
+"""
+
+import json
+import os
+from typing import Dict, List, Sequence
+
+
+def read_categories(path: str, fmt: str, feature_names: Sequence[str],
+                    feature_types: Sequence[str]) -> Dict[str, list]:
+    """{feature name: categories in code order} for the model file at `path` (`fmt` as
+    Model.format names it: xgboost-json, xgboost-ubjson, lightgbm-text)."""
+    if fmt == "xgboost-json":
+        if "c" not in feature_types:
+            return {}  # a model without categorical features: no need to parse the file here
+        with open(path, "rb") as f:
+            return xgboost_categories(json.load(f), feature_names)
+    if fmt == "lightgbm-text":
+        return lightgbm_categories(_tail(path), feature_names)
+    return {}
+
+
+def categories_from_bytes(data: bytes, fmt: str, feature_names, feature_types) -> Dict[str, list]:
+    if fmt == "xgboost-json":
+        return xgboost_categories(json.loads(data), feature_names) if "c" in feature_types else {}
+    if fmt == "lightgbm-text":
+        return lightgbm_categories(data[-(1 << 20):].decode("utf-8", "replace"), feature_names)
+    return {}
+
+
+def xgboost_categories(doc, feature_names) -> Dict[str, list]:
+    try:
+        booster = doc["learner"]["gradient_booster"]
+        model = booster["gbtree"]["model"] if "gbtree" in booster else booster["model"]
+        enc = model["cats"]["enc"]
+    except (KeyError, TypeError):
+        return {}
+    out = {}
+    for name, e in zip(feature_names, enc):
+        values = e.get("values") or []
+        offsets = e.get("offsets")
+        if not values:
+            continue
+        if offsets:
+            raw = bytes(v & 0xFF for v in values)
+            out[name] = [raw[offsets[i]:offsets[i + 1]].decode("utf-8", "replace")
+                         for i in range(len(offsets) - 1)]
+        else:
+            out[name] = list(values)
+    return out
+
+
+def _tail(path: str, size: int = 1 << 20) -> str:
+    """The end of a LightGBM model file, where pandas_categorical is written."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - size))
+        return f.read().decode("utf-8", "replace")
+
+
+def lightgbm_categories(tail: str, feature_names) -> Dict[str, list]:
+    lists = None
+    columns: List[int] = []
+    for line in tail.splitlines():
+        if line.startswith("pandas_categorical:"):
+            value = line[len("pandas_categorical:"):].strip()
+            lists = json.loads(value) if value and value != "null" else None
+        elif line.startswith("[categorical_feature:"):
+            text = line[len("[categorical_feature:"):].rstrip("]").strip()
+            try:
+                columns = [int(c) for c in text.split(",") if c.strip()]
+            except ValueError:
+                columns = []  # named columns: the mapping below cannot be told, so none is made
+    if not lists or len(lists) != len(columns):
+        return {}
+    return {feature_names[c]: list(v) for c, v in zip(columns, lists) if 0 <= c < len(feature_names)}

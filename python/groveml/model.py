@@ -1,0 +1,239 @@
+"""groveml.Model: a model file explained and predicted inside this Python process."""
+
+import hashlib
+import os
+import sys
+import threading
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _categories, _core, _input, _output
+
+METHODS = ("path_dependent", "interventional")
+OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
+KINDS = ("prediction", "margin", "leaf")
+
+
+class Model:
+    """A tree ensemble (XGBoost JSON / UBJSON, LightGBM text) loaded into Grove's engines.
+
+    Model(path, device="auto", threads=0, strategy="auto", background=None)
+
+    device: "auto" runs on a GPU when this build has the CUDA engines and one is visible, "cpu"
+    never does, "cuda" requires one. threads: CPU threads (0 = one per core). strategy: the
+    engines' strategy ("auto", "cpu", or a name, as `grove --strategy`). background: a default
+    background data set (array, DataFrame, Arrow table, or a CSV / .npy file) for
+    method="interventional".
+
+    Every call gives the numbers `grove predict` / `grove explain` give for the same rows, bit for
+    bit; the engines run without the GIL, so threads may call one Model concurrently.
+    """
+
+    def __init__(self, path, device: str = "auto", threads: int = 0, strategy: str = "auto",
+                 background=None, _engine=None, _categories_map=None):
+        if _engine is None:
+            path = os.fspath(path)
+            _engine = _core.Engine.load(path, device, int(threads), strategy)
+        self._engine = _engine
+        self.path = path
+        self.device = device
+        self.feature_names = list(_engine.feature_names)
+        self.feature_types = list(_engine.feature_types)
+        self.num_features = _engine.num_features
+        self.num_outputs = _engine.num_outputs
+        self.num_trees = _engine.num_trees
+        self.num_iterations = _engine.num_iterations
+        self.format = _engine.format
+        self.objective = _engine.objective
+        self.link = _engine.link
+        if _categories_map is None:
+            _categories_map = _categories.read_categories(path, self.format, self.feature_names,
+                                                          self.feature_types)
+        self.categories = _categories_map
+        self._background = background
+        self._interventional = None  # (key, _core.Interventional): the last background's engine
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, device: str = "auto", threads: int = 0,
+                   strategy: str = "auto", background=None, source: str = "<bytes>"):
+        """A model from the bytes of a model file (e.g. shipped to Spark executors)."""
+        engine = _core.Engine.from_bytes(bytes(data), source, device, int(threads), strategy)
+        cats = _categories.categories_from_bytes(bytes(data), engine.format,
+                                                 list(engine.feature_names),
+                                                 list(engine.feature_types))
+        return cls(source, device, threads, strategy, background, _engine=engine,
+                   _categories_map=cats)
+
+    def __repr__(self):
+        return (f"groveml.Model({self.path!r}, {self.format}, {self.num_features} features, "
+                f"{self.num_outputs} outputs, {self.num_trees} trees)")
+
+    def describe(self) -> dict:
+        """The model's statistics (as `grove inspect`) and the engines that serve it."""
+        out = dict(self._engine.stats())
+        out.update(dict(self._engine.describe()))
+        return out
+
+    # ---- prediction -----------------------------------------------------------------------------
+
+    def predict(self, X, kind: str = "prediction", iteration_range: Tuple[int, int] = (0, 0),
+                output_format: str = "auto", progress: bool = False):
+        """Predictions of the rows of X (numpy, pandas, pyarrow).
+
+        kind: "prediction" (transformed: probabilities, ...), "margin" or "leaf" (leaf ids).
+        Returns (rows,) for one column, (rows, columns) otherwise (leaf ids as int32), or a
+        DataFrame / Arrow table (columns as `grove --output-header` names them) for DataFrame /
+        Arrow input or output_format="pandas" / "arrow"."""
+        _output.check_format(output_format, _output.PREDICT_FORMATS)
+        rows = self.rows(X)
+        out = self.predict_matrix(rows, kind, iteration_range, progress)
+        return _output.predict_result(out, kind, _output.resolved_format(output_format, rows.source),
+                                      self.feature_names, self.num_outputs, rows.index)
+
+    def predict_matrix(self, rows: "_input.Rows", kind: str = "prediction",
+                       iteration_range: Tuple[int, int] = (0, 0), progress: bool = False):
+        """The flat float32 result matrix `grove predict` writes, for prepared rows."""
+        _output.check_choice("kind", kind, KINDS)
+        begin, end = _range(iteration_range)
+        width = self._engine.predict_width(kind, begin, end)
+        return self._run(rows.values, width, "predict", progress,
+                         lambda x, out: self._engine.predict(x, out, kind, begin, end))
+
+    # ---- explanation ----------------------------------------------------------------------------
+
+    def explain(self, X, interactions: bool = False, top_k: Optional[int] = None,
+                method: Optional[str] = None, background=None, output_space: str = "margin",
+                iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
+                progress: bool = False):
+        """SHAP values of the rows of X (numpy, pandas, pyarrow).
+
+        interactions: SHAP interaction values instead. top_k: only the k features with the
+        largest |SHAP value| per row (a TopFeatures, or a DataFrame / Arrow table).
+        method: "path_dependent" (the trees' covers; default) or "interventional" (over
+        `background`, or the Model's; a background alone implies it), output_space: "margin",
+        "probability" or "probability_linearized" (interventional only).
+        Returns XGBoost's shapes ((rows, F+1), (rows, outputs, F+1), interactions (rows, F+1, F+1)
+        ...; bias last), a DataFrame / Arrow table (DataFrame / Arrow input, or output_format=
+        "pandas" / "arrow"), or a shap.Explanation (output_format="shap")."""
+        _output.check_format(output_format)
+        _output.check_top_k(top_k)
+        rows = self.rows(X)
+        out = self.explain_matrix(rows, interactions, method, background, output_space,
+                                  iteration_range, progress)
+        fmt = _output.resolved_format(output_format, rows.source)
+        if top_k is not None:
+            values = (_output.interaction_row_sums(out, self.num_outputs, self.num_features)
+                      if interactions else out)
+            top = _output.top_k(values, self.num_outputs, self.feature_names, top_k)
+            return _output.top_result(top, fmt, rows.index)
+        return _output.explain_result(out, interactions, fmt, self.feature_names, self.num_outputs,
+                                      rows.index, rows.values if fmt == "shap" else None)
+
+    def explain_matrix(self, rows: "_input.Rows", interactions: bool = False,
+                       method: Optional[str] = None, background=None,
+                       output_space: str = "margin", iteration_range: Tuple[int, int] = (0, 0),
+                       progress: bool = False):
+        """The flat float32 result matrix `grove explain` writes, for prepared rows."""
+        begin, end = _range(iteration_range)
+        interactions = bool(interactions)
+        if background is None:
+            background = self._background
+        if method is None:
+            method = "interventional" if background is not None else "path_dependent"
+        _output.check_choice("method", method, METHODS)
+        _output.check_choice("output_space", output_space, OUTPUT_SPACES)
+        width = self._engine.explain_width(interactions)
+        label = "interactions" if interactions else "explain"
+        if method == "path_dependent":
+            if output_space != "margin":
+                raise ValueError(f"output_space={output_space!r} needs method='interventional' "
+                                 "(path-dependent SHAP explains the margin)")
+            return self._run(rows.values, width, label, progress,
+                             lambda x, out: self._engine.explain(x, out, interactions, begin, end))
+        if background is None:
+            raise ValueError("method='interventional' needs a background data set (background=, "
+                             "or Model(..., background=))")
+        engine = self.interventional_engine(background)
+        return self._run(rows.values, width, label, progress,
+                         lambda x, out: engine.explain(x, out, output_space, interactions, begin,
+                                                       end))
+
+    def interventional_engine(self, background):
+        """The interventional engine over `background` (a file path, or rows as X takes them);
+        the last one is kept, since preprocessing a background costs more than a small call."""
+        if isinstance(background, (str, os.PathLike)):
+            path = os.fspath(background)
+            key = ("file", path, os.stat(path).st_mtime_ns)
+            values = None
+        else:
+            values = np.ascontiguousarray(self.rows(background, "background").values,
+                                          dtype=np.float64)
+            key = ("rows", values.shape, hashlib.sha256(values.tobytes()).hexdigest())
+        with self._lock:
+            if self._interventional is not None and self._interventional[0] == key:
+                return self._interventional[1]
+        if values is None:
+            engine = _core.Interventional.from_file(self._engine, path)
+        else:
+            engine = _core.Interventional.from_rows(self._engine, values)
+        with self._lock:
+            self._interventional = (key, engine)
+        return engine
+
+    # ---- shared -------------------------------------------------------------------------------
+
+    def rows(self, X, what: str = "X") -> "_input.Rows":
+        """X as the engines take it (see groveml._input): raises ValueError / TypeError naming
+        a missing column, a wrong shape or an unusable type (of `what`)."""
+        return _input.prepare(X, self.feature_names, self.feature_types, self.categories, what)
+
+    def chunk_rows(self, width: int) -> int:
+        return _core.chunk_rows(self.num_features, width)
+
+    def _run(self, values, width, label, progress, call):
+        """Calls the engine on the CLI's chunks of rows (AutoChunkRows: the same batches, so the
+        same strategy choices), each writing its slice of one result matrix."""
+        n = values.shape[0]
+        out = np.empty((n, width), dtype=np.float32)
+        step = self.chunk_rows(width)
+        bar = _Progress(label, n) if progress else None
+        for begin in range(0, n, step):
+            call(values[begin:begin + step], out[begin:begin + step])
+            if bar is not None:
+                bar.update(min(n, begin + step))
+        if bar is not None:
+            bar.close()
+        return out
+
+
+def _range(iteration_range: Sequence[int]):
+    begin, end = iteration_range
+    return int(begin), int(end)
+
+
+class _Progress:
+    """A progress bar over rows: tqdm's when installed, else a line on stderr."""
+
+    def __init__(self, label, total):
+        self.done = 0
+        try:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, desc=label, unit="rows")
+        except ImportError:
+            self.bar = None
+            self.label, self.total = label, total
+
+    def update(self, done):
+        if self.bar is not None:
+            self.bar.update(done - self.done)
+        else:
+            sys.stderr.write(f"\r{self.label}: {done}/{self.total} rows")
+        self.done = done
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            sys.stderr.write("\n")

@@ -1,0 +1,128 @@
+"""groveml.Client against a groved started here (loopback, ephemeral ports): the same numbers as
+groveml.Model in-process (and so as the CLI) for numpy float64 / float32, pandas and Arrow rows,
+predictions, interactions, top-k and interventional SHAP over the model's background; feature-name
+checks against the model's metadata; tokens; server errors as grpc errors."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from conftest import assert_bitwise, need, need_binary, write_csv
+
+import groveml
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    need("grpc")
+    import groved_harness as h
+    groved = need_binary("GROVED")
+    repo = tmp_path_factory.mktemp("repo")
+    for name in ("xgb_binary", "xgb_multi", "lgb_reg"):
+        path, x = models[name]
+        h.install_model(str(repo), name, 1, path)
+    write_csv(repo / "xgb_binary" / "background.csv", models["xgb_binary"][1][:40])
+    tokens = repo.parent / "tokens"
+    tokens.write_text("infer groveml-test-token-0123\n")
+    with h.Groved(groved, str(repo), flags=[f"--auth_token_file={tokens}"]) as g:
+        client = groveml.Client(g.target, token="groveml-test-token-0123", timeout=60)
+        h.wait_ready(lambda: dict(client.list_models()).get("lgb_reg") is True)
+        yield g, client
+        client.close()
+
+
+@pytest.mark.parametrize("name", ["xgb_binary", "xgb_multi", "lgb_reg"])
+def test_same_as_in_process(server, models, name):
+    _, client = server
+    path, x = models[name]
+    model = groveml.Model(path)
+    assert client.feature_names(name) == model.feature_names
+    assert_bitwise(client.explain(name, x), model.explain(x), f"{name} explain f64")
+    x32 = x.astype(np.float32)
+    assert_bitwise(client.explain(name, x32), model.explain(x32), f"{name} explain f32")
+    for kind in ("prediction", "margin", "leaf"):
+        assert_bitwise(np.asarray(client.predict(name, x, kind=kind), np.float32),
+                       np.asarray(model.predict(x, kind=kind), np.float32), f"{name} {kind}")
+    assert_bitwise(client.explain(name, x[:20], interactions=True),
+                   model.explain(x[:20], interactions=True), f"{name} interactions")
+    got, want = client.explain(name, x, top_k=3), model.explain(x, top_k=3)
+    assert (got.features == want.features).all()
+    assert_bitwise(got.values, want.values)
+    assert_bitwise(got.bias, want.bias)
+    remote = client.model(name)
+    assert_bitwise(remote.explain(x[:7]), model.explain(x[:7]))
+
+
+def test_interventional_over_the_servers_background(server, models):
+    _, client = server
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path, background=x[:40])
+    for space in ("margin", "probability"):
+        assert_bitwise(client.explain("xgb_binary", x[:50], method="interventional",
+                                      output_space=space),
+                       model.explain(x[:50], output_space=space), space)
+
+
+def test_pandas_and_arrow(server, models):
+    pd = need("pandas")
+    pa = need("pyarrow")
+    _, client = server
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    df = pd.DataFrame(x, columns=model.feature_names, index=np.arange(len(x)) + 100)
+    reordered = df[model.feature_names[::-1]].assign(label=0)
+    got = client.explain("lgb_reg", reordered)
+    assert list(got.columns) == model.feature_names + ["bias"] and (got.index == df.index).all()
+    assert_bitwise(got.to_numpy(), model.explain(x))
+    table = pa.Table.from_pandas(reordered, preserve_index=False)
+    got = client.predict("lgb_reg", table)  # Arrow in, Arrow out
+    assert got.schema.names == ["prediction"]
+    assert_bitwise(got.column(0).to_numpy(), model.predict(x))
+    got = client.explain("lgb_reg", table, output_format="arrow")
+    assert_bitwise(np.column_stack([c.to_numpy() for c in got.columns]), model.explain(x))
+    frame = client.explain("lgb_reg", df, top_k=2)
+    assert list(frame.columns) == ["top1", "top1_value", "top2", "top2_value"]
+
+
+def test_errors(server, models):
+    grpc = need("grpc")
+    pd = need("pandas")
+    g, client = server
+    _, x = models["xgb_binary"]
+    df = pd.DataFrame(x, columns=groveml.Model(models["xgb_binary"][0]).feature_names)
+    with pytest.raises(ValueError, match=r"lacks the model's features \['rate'\]"):
+        client.explain("xgb_binary", df.drop(columns=["rate"]))
+    with pytest.raises(ValueError, match="X has 5 columns"):
+        client.predict("xgb_binary", x[:, :5])
+    with pytest.raises(grpc.RpcError) as e:
+        client.explain("no_such_model", x)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as e:
+        client.explain("lgb_reg", x, method="interventional")
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "background" in e.value.details()
+    with pytest.raises(ValueError, match="background="):
+        client.explain("xgb_binary", x, background=x[:3])
+    anonymous = groveml.Client(g.target, token="")
+    with pytest.raises(grpc.RpcError) as e:
+        anonymous.list_models()
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    anonymous.close()
+
+
+def test_chunked_requests_stream(server, models):
+    _, client = server
+    path, x = models["xgb_binary"]
+    big = np.tile(x, (20, 1))
+    small_messages = groveml.Client(client.target, token="groveml-test-token-0123",
+                                    max_message_bytes=1 << 16)
+    assert small_messages._chunk(small_messages.metadata("xgb_binary"), 7) < len(big)
+    model = groveml.Model(path)
+    assert_bitwise(small_messages.explain("xgb_binary", big), model.explain(big))  # ExplainStream
+    got, want = small_messages.explain("xgb_binary", big, top_k=2), model.explain(big, top_k=2)
+    assert (got.features == want.features).all()
+    assert_bitwise(got.values, want.values)
+    assert_bitwise(small_messages.explain("xgb_binary", big[:300], interactions=True),
+                   model.explain(big[:300], interactions=True))
+    small_messages.close()

@@ -1,0 +1,346 @@
+"""groveml.Model: the same numbers as the `grove` CLI bit for bit (golden corpus and models trained
+here, float64 and float32 rows, predict / explain / interactions / interventional), pandas and Arrow
+inputs, categoricals, bad input, shap.Explanation and its plots, top-k, the GIL."""
+
+import glob
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from conftest import SOURCE_DIR, assert_bitwise, need, run_cli, write_csv
+
+import groveml
+
+
+def read_csv(path):
+    rows = []
+    for line in open(path):
+        if line.strip():
+            rows.append([float("nan") if v.strip() in ("", "nan") else float(v)
+                         for v in line.split(",")])
+    return np.array(rows, dtype=np.float64)
+
+
+def golden_cases():
+    out = []
+    for d in sorted(glob.glob(os.path.join(SOURCE_DIR, "tests", "golden", "*"))):
+        for name in ("model.json", "model.txt"):
+            if os.path.isfile(os.path.join(d, name)) and os.path.isfile(os.path.join(d, "X.csv")):
+                out.append((os.path.basename(d), os.path.join(d, name), os.path.join(d, "X.csv")))
+    return out
+
+
+@pytest.mark.parametrize("case,model_path,x_path", golden_cases(), ids=lambda v: str(v)[-30:])
+def test_golden_corpus_matches_cli(cli, case, model_path, x_path):
+    model = groveml.Model(model_path)
+    x = read_csv(x_path)
+    for kind in ("prediction", "margin", "leaf"):
+        want = run_cli(cli, ["predict", "--kind", kind], model_path, x_path)
+        got = model.predict(x, kind=kind)
+        assert_bitwise(np.asarray(got, np.float32).reshape(want.shape), want, f"{case} {kind}")
+    if not model.describe()["explain_engine"].startswith("unavailable"):
+        want = run_cli(cli, ["explain"], model_path, x_path)
+        assert_bitwise(model.explain(x).reshape(want.shape), want, f"{case} explain")
+    else:
+        with pytest.raises(RuntimeError, match="linear"):
+            model.explain(x)
+
+
+@pytest.mark.parametrize("name", ["xgb_binary", "xgb_multi", "lgb_reg"])
+def test_trained_models_match_cli(cli, models, tmp_path, name):
+    path, x = models[name]
+    model = groveml.Model(path)
+    x_path = write_csv(tmp_path / "x.csv", x)
+    want = run_cli(cli, ["explain"], path, x_path)
+    got = model.explain(x)
+    assert got.shape == ((len(x), model.num_features + 1) if model.num_outputs == 1 else
+                         (len(x), model.num_outputs, model.num_features + 1))
+    assert_bitwise(got.reshape(want.shape), want, f"{name} explain")
+    want = run_cli(cli, ["explain", "--interactions"], path, x_path)
+    got = model.explain(x[:40], interactions=True)
+    assert_bitwise(got.reshape(40, -1), want[:40], f"{name} interactions")
+    want = run_cli(cli, ["predict", "--kind", "margin", "--iteration-begin", "1",
+                         "--iteration-end", "3"], path, x_path)
+    got = model.predict(x, kind="margin", iteration_range=(1, 3))
+    assert_bitwise(np.asarray(got).reshape(want.shape), want, f"{name} margin range")
+    # float32 rows: the CLI on the same float values
+    x32 = x.astype(np.float32)
+    want = run_cli(cli, ["explain"], path, write_csv(tmp_path / "x32.csv", x32))
+    assert_bitwise(model.explain(x32).reshape(want.shape), want, f"{name} explain float32")
+
+
+def test_float32_is_not_copied(models):
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    assert np.shares_memory(model.rows(x32).values, x32)
+    assert model.rows(x).values.dtype == np.float64  # float64 goes to the converter, as the CLI's
+    assert model.rows(np.nan_to_num(x).astype(np.int64)).values.dtype == np.float64
+
+
+def test_interventional_matches_cli(cli, models, tmp_path):
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    bg = x[:50]
+    bg_path = write_csv(tmp_path / "bg.csv", bg)
+    x_path = write_csv(tmp_path / "x.csv", x[:60])
+    for space in ("margin", "probability", "probability_linearized"):
+        want = run_cli(cli, ["explain", "--background", bg_path, "--output-space", space],
+                       path, x_path)
+        got_file = model.explain(x[:60], background=bg_path, output_space=space)
+        got_rows = model.explain(x[:60], method="interventional", background=bg,
+                                 output_space=space)
+        assert_bitwise(got_file, want, f"interventional {space} (file)")
+        assert_bitwise(got_rows, want, f"interventional {space} (rows)")
+    with_default = groveml.Model(path, background=bg)
+    assert_bitwise(with_default.explain(x[:60]), model.explain(x[:60], background=bg))
+    assert_bitwise(with_default.explain(x[:60], method="path_dependent"), model.explain(x[:60]))
+
+
+def test_pandas_columns_by_name(models):
+    pd = need("pandas")
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    df = pd.DataFrame(x, columns=model.feature_names, index=np.arange(len(x)) * 10)
+    shuffled = df[list(reversed(model.feature_names))].assign(label=1.0, id="x")
+    want = model.explain(x)
+    got = model.explain(shuffled)
+    assert isinstance(got, pd.DataFrame)
+    assert list(got.columns) == model.feature_names + ["bias"]
+    assert (got.index == df.index).all()
+    assert_bitwise(got.to_numpy(), want)
+    assert_bitwise(model.explain(shuffled, output_format="numpy"), want)
+    pred = model.predict(shuffled)
+    assert list(pred.columns) == ["prediction"]
+    assert_bitwise(pred.to_numpy()[:, 0], model.predict(x))
+    # float32 columns stay float32; nullable columns with NA are missing values
+    assert model.rows(df.astype(np.float32)).values.dtype == np.float32
+    nullable = df.astype("Float64")
+    nullable.iloc[0, 0] = pd.NA
+    expect = x.copy()
+    expect[0, 0] = np.nan
+    assert_bitwise(model.explain(nullable, output_format="numpy"), model.explain(expect))
+
+
+def test_pandas_multioutput_and_interaction_names(models):
+    pd = need("pandas")
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path)
+    df = pd.DataFrame(x, columns=model.feature_names)
+    got = model.explain(df)
+    assert got.columns[0] == "out0.f0" and got.columns[-1] == "out2.bias"
+    inter = model.explain(df.head(3), interactions=True)
+    assert inter.shape == (3, 3 * 7 * 7) and inter.columns[1] == "out0.f0*f1"
+
+
+def test_categoricals_xgboost(categorical_frames, tmp_path):
+    xgb = need("xgboost")
+    pd = need("pandas")
+    df, y = categorical_frames
+    reg = xgb.XGBRegressor(n_estimators=8, max_depth=4, enable_categorical=True,
+                           tree_method="hist", max_cat_to_onehot=1, n_jobs=1)
+    reg.fit(df, y)
+    path = str(tmp_path / "cat.json")
+    reg.save_model(path)
+    model = groveml.Model(path)
+    assert model.categories["color"] == list(df["color"].cat.categories)
+    # The categories in another order and a missing one: recoded to the model's codes, as
+    # XGBoost recodes them.
+    test = df.head(50).copy()
+    test["color"] = test["color"].cat.reorder_categories(["teal", "red", "blue", "green"])
+    test.loc[test.index[:3], "color"] = np.nan
+    want = reg.get_booster().predict(xgb.DMatrix(test, enable_categorical=True),
+                                     pred_contribs=True)
+    got = model.explain(test[list(reversed(test.columns))], output_format="numpy")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # Strings for a categorical feature map through the model's categories too.
+    as_text = test.assign(color=test["color"].astype(object))
+    assert_bitwise(model.explain(as_text, output_format="numpy"), got)
+    codes = model.rows(test).values[:, 1]
+    assert np.isnan(codes[:3]).all()
+    assert (codes[3:] == df["color"].cat.categories.get_indexer(test["color"][3:])).all()
+
+
+def test_categoricals_lightgbm(categorical_frames, tmp_path):
+    lgb = need("lightgbm")
+    df, y = categorical_frames
+    booster = lgb.train({"objective": "regression", "num_leaves": 8, "verbose": -1,
+                         "num_threads": 1, "min_data_in_leaf": 5, "cat_smooth": 1,
+                         "min_data_per_group": 5}, lgb.Dataset(df, label=y), num_boost_round=10)
+    path = str(tmp_path / "cat.txt")
+    booster.save_model(path)
+    model = groveml.Model(path)
+    assert model.categories == {"color": list(df["color"].cat.categories),
+                                "size": list(df["size"].cat.categories)}
+    test = df.head(60).copy()
+    test["size"] = test["size"].cat.reorder_categories([7, 5, 3])
+    want = booster.predict(test, pred_contrib=True)
+    got = model.explain(test, output_format="numpy")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_arrow_nulls_and_dictionaries(models, categorical_frames, tmp_path):
+    pa = need("pyarrow")
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    columns = {n: pa.array([None if np.isnan(v) else float(v) for v in x[:, j]], pa.float64())
+               for j, n in enumerate(model.feature_names)}
+    table = pa.table(dict(reversed(list(columns.items()))) | {"note": pa.array(["a"] * len(x))})
+    assert table.column("age").null_count > 0
+    want = model.explain(x)
+    got = model.explain(table)  # Arrow in, Arrow out
+    assert isinstance(got, pa.Table) and got.schema.names == model.feature_names + ["bias"]
+    assert_bitwise(np.column_stack([c.to_numpy() for c in got.columns]), want)
+    assert_bitwise(model.explain(table.to_batches()[0], output_format="numpy"), want)
+    assert model.predict(table).schema.names == ["prediction"]
+    top = model.explain(table, top_k=2)
+    assert top.schema.names == ["top1", "top1_value", "top2", "top2_value"]
+    ints = pa.table({n: pa.array([None] + list(range(len(x) - 1)), pa.int32())
+                     for n in model.feature_names})
+    expect = np.array([np.nan] + list(range(len(x) - 1)), dtype=np.float64)
+    assert_bitwise(model.predict(ints, output_format="numpy"),
+                   model.predict(np.repeat(expect[:, None], 6, axis=1)))
+    # A dictionary column is a categorical.
+    xgb = need("xgboost")
+    df, y = categorical_frames
+    reg = xgb.XGBRegressor(n_estimators=4, enable_categorical=True, tree_method="hist", n_jobs=1)
+    reg.fit(df, y)
+    reg.save_model(str(tmp_path / "cat.json"))
+    cat_model = groveml.Model(str(tmp_path / "cat.json"))
+    arrow = pa.Table.from_pandas(df.head(20), preserve_index=False)
+    assert pa.types.is_dictionary(arrow.schema.field("color").type)
+    assert_bitwise(cat_model.explain(arrow, output_format="numpy"),
+                   cat_model.explain(df.head(20), output_format="numpy"))
+
+
+def test_bad_input_is_a_clear_error(models):
+    pd = need("pandas")
+    pa = need("pyarrow")
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    df = pd.DataFrame(x, columns=model.feature_names)
+    with pytest.raises(ValueError, match=r"lacks the model's features \['debt'\].*'dept'"):
+        model.explain(df.rename(columns={"debt": "dept"}))
+    with pytest.raises(TypeError, match="column 'income' has dtype (object|str)"):
+        model.explain(df.assign(income="high"))
+    with pytest.raises(ValueError, match="more than once"):
+        model.explain(pd.concat([df, df[["age"]]], axis=1))
+    with pytest.raises(ValueError, match="X has 5 columns, the model has 6 features"):
+        model.explain(x[:, :5])
+    with pytest.raises(ValueError, match="2-D"):
+        model.explain(x[0])
+    with pytest.raises(TypeError, match="dtype"):
+        model.explain(np.array([["a"] * 6]))
+    with pytest.raises(TypeError, match="Arrow type string"):
+        model.explain(pa.table({n: pa.array(["1"]) for n in model.feature_names}))
+    with pytest.raises(ValueError, match="kind must be"):
+        model.predict(x, kind="proba")
+    with pytest.raises(ValueError, match="needs a background"):
+        model.explain(x, method="interventional")
+    with pytest.raises(ValueError, match="needs method='interventional'"):
+        model.explain(x, output_space="probability")
+    with pytest.raises(ValueError, match="iteration"):
+        model.explain(x, iteration_range=(5, 500))
+    with pytest.raises(ValueError, match="background has 3 columns"):
+        model.explain(x, background=x[:, :3].copy())
+    with pytest.raises(FileNotFoundError):
+        groveml.Model(os.path.join(os.path.dirname(path), "no_such_model.json"))
+    with pytest.raises(ValueError, match="device must be"):
+        groveml.Model(path, device="tpu")
+
+
+def test_cuda_device_refused_without_gpu(models):
+    path, _ = models["xgb_binary"]
+    if groveml.has_cuda and groveml.visible_gpus() > 0:
+        assert groveml.Model(path, device="cuda").describe()["predict_engine"] != "cpu"
+        return
+    with pytest.raises(RuntimeError, match="device='cuda'"):
+        groveml.Model(path, device="cuda")
+
+
+def test_shap_explanation_and_plots(models, tmp_path):
+    shap = need("shap")
+    matplotlib = need("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    ex = model.explain(x, output_format="shap")
+    assert isinstance(ex, shap.Explanation)
+    assert ex.values.shape == (len(x), 6) and ex.base_values.shape == (len(x),)
+    assert ex.feature_names == model.feature_names
+    margins = model.predict(x, kind="margin")
+    np.testing.assert_allclose(ex.values.sum(axis=1) + ex.base_values, margins, rtol=1e-5,
+                               atol=1e-5)
+    for name, plot in (("waterfall", lambda: shap.plots.waterfall(ex[0], show=False)),
+                       ("beeswarm", lambda: shap.plots.beeswarm(ex, show=False)),
+                       ("scatter", lambda: shap.plots.scatter(ex[:, "income"], show=False))):
+        plt.figure()
+        plot()
+        png = tmp_path / f"{name}.png"
+        plt.savefig(png)
+        plt.close("all")
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    multi = groveml.Model(models["xgb_multi"][0]).explain(x[:5], output_format="shap")
+    assert multi.values.shape == (5, 6, 3) and multi.base_values.shape == (5, 3)
+
+
+def test_top_k(models):
+    pd = need("pandas")
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path)
+    values = model.explain(x)
+    top = model.explain(x, top_k=2)
+    assert top.features.shape == (len(x), 3, 2)
+    phi = values[:, :, :-1]
+    order = np.argsort(-np.abs(phi), axis=-1, kind="stable")[:, :, :2]
+    assert (top.features == order).all()
+    assert_bitwise(top.values, np.take_along_axis(phi, order, axis=-1))
+    assert top.names[0, 0, 0] == model.feature_names[order[0, 0, 0]]
+    frame = model.explain(pd.DataFrame(x, columns=model.feature_names), top_k=1)
+    assert list(frame.columns) == ["out0.top1", "out0.top1_value", "out1.top1", "out1.top1_value",
+                                   "out2.top1", "out2.top1_value"]
+    inter_top = model.explain(x[:10], interactions=True, top_k=2)
+    assert (inter_top.features == top.features[:10]).all()
+
+
+def test_concurrent_calls_release_the_gil(models):
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path, threads=1)
+    big = np.tile(x, (200, 1))
+    want = model.explain(big[:1000])
+    start = time.perf_counter()
+    model.explain(big)
+    duration = time.perf_counter() - start
+    reps = max(1, int(np.ceil(0.5 / max(duration, 1e-3))))
+    results = []
+
+    def work():
+        for _ in range(reps):
+            results.append(model.explain(big)[:1000])
+
+    thread = threading.Thread(target=work)
+    ticks = 0
+    thread.start()
+    while thread.is_alive():
+        ticks += 1  # runs only while the engines do not hold the GIL
+        time.sleep(0.002)
+    thread.join()
+    assert ticks >= 20, f"the main thread ran {ticks} times in {reps * duration:.2f} s"
+    for r in results:
+        assert_bitwise(r, want)
+
+
+def test_progress_and_describe(models, capsys):
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    model.explain(x, progress=True)
+    assert "explain" in capsys.readouterr().err
+    info = model.describe()
+    assert info["format"] == "lightgbm-text" and info["features"] == "6"
+    assert "predict_engine" in info and "explain_engine" in info
+    with open(path, "rb") as f:
+        same = groveml.Model.from_bytes(f.read())
+    assert_bitwise(same.explain(x), model.explain(x))

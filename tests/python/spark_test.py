@@ -1,0 +1,86 @@
+"""groveml.explain_spark / predict_spark on a local Spark (local[2], small Arrow batches so that
+every partition streams several): the SHAP and prediction columns equal groveml.Model's in-process
+results bit for bit, whatever the column order, with id columns passed through."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from conftest import assert_bitwise, need
+
+import groveml
+
+
+@pytest.fixture(scope="module")
+def spark():
+    need("pyspark")
+    need("pyarrow")
+    if not any(os.access(os.path.join(p, "java"), os.X_OK)
+               for p in os.environ.get("PATH", "").split(os.pathsep)) and not os.environ.get(
+                   "JAVA_HOME"):
+        need("java_runtime_for_spark")  # skips (or fails under CI): Spark needs a JVM
+    from pyspark.sql import SparkSession
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master("local[2]").appName("groveml-test")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+def frame(pd, model, x):
+    df = pd.DataFrame(x, columns=model.feature_names)[model.feature_names[::-1]]
+    df.insert(0, "id", np.arange(len(x)))
+    return df
+
+
+@pytest.mark.parametrize("name", ["xgb_binary", "lgb_reg", "xgb_multi"])
+def test_explain_spark_matches_in_process(spark, models, name):
+    pd = need("pandas")
+    path, x = models[name]
+    model = groveml.Model(path)
+    sdf = spark.createDataFrame(frame(pd, model, x)).repartition(3)
+    out = groveml.explain_spark(sdf, path, batch_rows=50).toPandas().sort_values("id")
+    names = [n for n in out.columns if n.startswith("shap_")]
+    assert len(names) == model.num_outputs * (model.num_features + 1)
+    assert (out["id"].to_numpy() == np.arange(len(x))).all()
+    want = model.explain(x).reshape(len(x), -1)
+    assert_bitwise(out[names].to_numpy(np.float32), want, f"{name} spark")
+    assert_bitwise(out[model.feature_names].to_numpy(), x, "passed through")
+
+
+def test_predict_and_interventional_spark(spark, models):
+    pd = need("pandas")
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    sdf = spark.createDataFrame(frame(pd, model, x))
+    out = groveml.predict_spark(sdf, path, kind="margin").toPandas().sort_values("id")
+    assert_bitwise(out["margin"].to_numpy(np.float32), model.predict(x, kind="margin"))
+    bg = x[:30]
+    out = groveml.explain_spark(sdf, path, background=bg, output_space="probability",
+                                prefix="iv_").toPandas().sort_values("id")
+    names = [n for n in out.columns if n.startswith("iv_")]
+    want = model.explain(x, background=bg, output_space="probability")
+    assert_bitwise(out[names].to_numpy(np.float32), want)
+    with pytest.raises(ValueError, match="lacks the model's features"):
+        groveml.explain_spark(sdf.drop("income"), path)
+    with pytest.raises(ValueError, match="already has the result columns"):
+        groveml.explain_spark(sdf.withColumnRenamed("id", "shap_bias"), path)
+
+
+def test_model_shipped_with_add_file(spark, models, tmp_path):
+    pd = need("pandas")
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    shipped = tmp_path / "groveml_shipped_model.txt"
+    shipped.write_bytes(open(path, "rb").read())
+    spark.sparkContext.addFile(str(shipped))
+    assert not os.path.exists(shipped.name)  # only SparkFiles has it under this name
+    sdf = spark.createDataFrame(frame(pd, model, x))
+    out = groveml.explain_spark(sdf, shipped.name).toPandas().sort_values("id")
+    names = [n for n in out.columns if n.startswith("shap_")]
+    assert_bitwise(out[names].to_numpy(np.float32), model.explain(x))
