@@ -4,6 +4,7 @@
 
 #include "server/auth.h"
 #include "server/convert.h"
+#include "server/kserve_ops.h"
 
 namespace grove::server {
 

@@ -19,7 +19,6 @@
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
 #include "grpcpp/grpcpp.h"
-#include "server/kserve_ops.h"
 #include "server/runtime.h"
 #include "server/status.h"
 
@@ -53,6 +52,7 @@ void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const 
                         registry::Operation op, const ResolvedCall& resolved = {});
 
 class UnaryCall;
+struct SharedMemoryControl;  // server/kserve_ops.h (which includes this header)
 
 // Runs a shared memory registration or unregistration for `reactor` (StartSharedMemoryControl:
 // on the control thread, not applied when the call's deadline passed or it was cancelled while it
