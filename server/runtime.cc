@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
+#include "core/gpu/device_set.h"
 
 namespace grove::server {
 
@@ -32,7 +33,21 @@ absl::Status Runtime::Init() {
   if (absl::Status s = serving::ValidateSharedMemoryOptions(options_.shared_memory); !s.ok()) {
     return s;
   }
-  shared_memory_ = std::make_unique<serving::SharedMemoryRegistry>(options_.shared_memory);
+  serving::SharedMemoryOptions shm = options_.shared_memory;
+  if (options_.use_gpu && shm.pin == nullptr && gpu::VisibleGpuCount() > 0) {
+    // Regions are page-locked at registration so the GPU engines read rows from them and write
+    // results into them by DMA, without their staging copies. A region that cannot be locked
+    // (the host's locked-memory limit, say) is still served, through the staging copies.
+    shm.pin = [](void* address, size_t bytes) {
+      if (absl::Status s = gpu::PinHostRange(address, bytes); !s.ok()) {
+        GROVE_LOG(WARNING) << "shared memory region not page-locked; the GPU copies it through "
+                              "staging" << KV("bytes", bytes) << KV("why", s.message());
+      }
+      return absl::OkStatus();
+    };
+    shm.unpin = [](void* address, size_t) { gpu::UnpinHostRange(address); };
+  }
+  shared_memory_ = std::make_unique<serving::SharedMemoryRegistry>(shm);
   PredictEngineOptions p;
   p.use_gpu = options_.use_gpu;
   p.calibration_cache_dir = options_.calibration_cache_dir;

@@ -319,8 +319,11 @@ void TahoeEngineImpl::LogChoice(const StrategyChoice& c, int64_t rows) const {
   const int id = static_cast<int>(c.strategy);
   GROVE_LOG(DEBUG) << "tahoe strategy" << KV("rows", rows) << KV("strategy", StrategyName(id))
                    << KV("reason", c.reason);
-  if (last_choice_.exchange(id) != id) {
-    GROVE_LOG(INFO) << "tahoe strategy changed" << KV("rows", rows) << KV("strategy", StrategyName(id))
+  // Once per strategy and engine: batches of mixed sizes switch strategies from call to call (a
+  // line per switch flooded the log at tens of thousands of calls per second).
+  const uint32_t bit = 1u << id;
+  if ((logged_choices_.fetch_or(bit) & bit) == 0) {
+    GROVE_LOG(INFO) << "tahoe strategy first used" << KV("rows", rows) << KV("strategy", StrategyName(id))
                     << KV("groups", c.groups) << KV("reason", c.reason);
   }
 }

@@ -264,7 +264,7 @@ class TahoeEngineImpl final : public TahoeEngine {
   StrategyId probed_choice_[kNumChoiceBatches] = {StrategyId::kCpu, StrategyId::kCpu,
                                                   StrategyId::kCpu, StrategyId::kCpu,
                                                   StrategyId::kCpu};
-  mutable std::atomic<int> last_choice_{-1};
+  mutable std::atomic<uint32_t> logged_choices_{0};  // bit i: strategy i's first use was logged
   // One object per StrategyId (kStrategyFactories in tahoe_engine.cc), built by Init().
   std::unique_ptr<PredictStrategy> strategies_[kNumStrategies];
 };
