@@ -98,7 +98,9 @@ def variants(command):
 def run(f, what, command, cwd, env=None, expect_ok=True):
     r = subprocess.run(["bash", "-e", "-c", command], cwd=cwd, capture_output=True, text=True,
                        timeout=300, env=env)
-    if expect_ok:
+    if expect_ok is None:  # the caller judges the exit code
+        pass
+    elif expect_ok:
         f.check(r.returncode == 0, f"{what}: `{command}` failed ({r.returncode}):\n{r.stdout[-2000:]}"
                                    f"{r.stderr[-2000:]}")
     else:
@@ -220,11 +222,20 @@ def main():
             for c in bench:
                 c = at(c, server).replace("--duration 30", "--duration 1")
                 c += "" if "--duration" in c else " --duration 1"
-                r = run(f, "api.md grove bench", c, work, env)
-                if "--json" in c and r.returncode == 0:
-                    report = json.loads(r.stdout)
-                    f.check(report.get("requests_ok", 0) > 0 and report.get("mode") == "open",
-                            f"api.md open-loop bench report: {r.stdout[:500]}")
+                if "--rate" not in c:
+                    run(f, "api.md grove bench", c, work, env)
+                    continue
+                # The open loop offers a fixed rate: where the host cannot keep up (2 cores shared
+                # with other tests) groved sheds the excess, and bench then exits 1 as documented.
+                # Shed calls are the only failures allowed; the report must still be complete.
+                r = run(f, "api.md grove bench", c, work, env, expect_ok=None)
+                f.check(r.returncode in (0, 1), f"api.md open-loop bench exited {r.returncode}: {r.stderr[-1000:]}")
+                report = json.loads(r.stdout) if r.returncode in (0, 1) else {}
+                shed = {"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"}
+                f.check(report.get("requests_ok", 0) > 0 and report.get("mode") == "open" and
+                        set(report.get("failures", {})) <= shed and
+                        (r.returncode == 0) == (report.get("requests_failed", 0) == 0),
+                        f"api.md open-loop bench report: {r.stdout[:800]}")
         print(f"README's {len(served)} served commands and api.md's {len(bench)} bench lines ran")
 
         # operations.md: bearer tokens as shown.
