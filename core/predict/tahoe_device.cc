@@ -208,15 +208,12 @@ StagingLane& Gpu::AcquireLane(int64_t rows, bool first_only) {
   std::unique_lock<std::mutex> lock(lane_mu);
   const int n = static_cast<int>(lanes.size());
   // The order lanes are tried in: a large batch (or the device path) lane 0 first, whose slots
-  // take it in fewer chunks; a small one the small lanes first, leaving lane 0 for large ones.
-  std::vector<int> order;
-  if (first_only || rows > kExtraLaneChunkRows) order.push_back(0);
-  if (!first_only) {
-    for (int i = n - 1; i >= 1; --i) order.push_back(i);
-    if (order.front() != 0) order.push_back(0);
-  }
+  // take it in fewer chunks; a small one the small lanes first (n-1 down to 1), then lane 0.
+  const bool large = first_only || rows > kExtraLaneChunkRows;
+  const int tries = first_only ? 1 : n;
   for (;;) {
-    for (int i : order) {
+    for (int t = 0; t < tries; ++t) {
+      const int i = large ? (t == 0 ? 0 : n - t) : (t == n - 1 ? 0 : n - 1 - t);
       if (!lane_busy[i]) {
         lane_busy[i] = 1;
         return *lanes[i];

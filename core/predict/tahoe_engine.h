@@ -2,16 +2,17 @@
 //
 // At Create, per model: the adaptive forest format is built once on the host (tahoe_forest.h) and
 // uploaded to every visible GPU, where it stays resident with its shared-memory parts; each GPU gets
-// two streams, two pinned host staging slots and two device slots (rows, outputs, reduction
-// workspace), allocated once. The hardware parameters are loaded from the calibration cache or
+// staging lanes (TahoeEngineOptions::staging_lanes), each two streams with two pinned host slots
+// and two device slots (rows, outputs, reduction workspace), allocated once. The hardware parameters are loaded from the calibration cache or
 // measured (perf_model.h), and the CPU reference path is timed on this model.
 //
 // Per call, the performance model predicts the time of the CPU path and of each GPU strategy
 // (including the host<->device copies) and runs the fastest, unless a strategy is forced. Rows are
 // split evenly across the GPUs; on each, the batch runs in chunks that alternate between the two
 // slots, so staging and copies of one chunk overlap the kernels of the other. No allocation in the
-// request path; every CUDA error becomes an absl::Status. Thread-safe: concurrent calls serialise
-// per GPU. Results are deterministic for a given strategy and device count.
+// request path; rows or results already in page-locked memory go by DMA without staging. Every
+// CUDA error becomes an absl::Status. Thread-safe: concurrent calls run on a GPU's free lanes
+// (waiting for one when all are busy). Results are deterministic for a given strategy and device count.
 #pragma once
 
 #include <memory>
