@@ -3,6 +3,7 @@
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
+//                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
 // features, is dropped; at most the first 10,000 rows) repeated to each batch size.
@@ -62,6 +63,8 @@ struct Flags {
   // Splitting shared forest: tree per lane (TahoeEngineOptions::lanes) auto, 1 = on, 2 = on with the
   // paired layout, 0 = off.
   TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
+  // Row chunk's level layout (TahoeEngineOptions::level_walk): auto, 1 = on, 0 = off.
+  TahoeEngineOptions::LevelWalk level_walk = TahoeEngineOptions::LevelWalk::kAuto;
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
   // probe's). Kernel mode takes a comma-separated list and times each shape.
   std::string row_chunk;
@@ -162,6 +165,7 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
   eo.engine.calibration_cache_dir = flags.cache;
   eo.format = format;
   eo.lanes = flags.lanes;
+  eo.level_walk = flags.level_walk;
   if (!flags.row_chunk.empty()) eo.row_chunk = RowChunkShape::FromLabel(flags.row_chunk).Code();
   // A forced strategy and shape leave the load-time probes nothing to choose.
   eo.probe = flags.row_chunk.empty() || flags.strategy != StrategyName(StrategyId::kRowChunk);
@@ -396,6 +400,11 @@ int Main(int argc, char** argv) {
                     : v == "1" ? TahoeEngineOptions::Lanes::kOn
                     : v == "2" ? TahoeEngineOptions::Lanes::kOnPaired
                                : TahoeEngineOptions::Lanes::kAuto;
+    } else if (a == "--level-walk") {
+      const std::string v = value();
+      flags.level_walk = v == "0"   ? TahoeEngineOptions::LevelWalk::kOff
+                         : v == "1" ? TahoeEngineOptions::LevelWalk::kOn
+                                    : TahoeEngineOptions::LevelWalk::kAuto;
     } else if (a == "--row-chunk") {
       flags.row_chunk = value();
     } else if (a == "--strategy") {
@@ -417,7 +426,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--cache dir] "
-                 "[--threads n] [--name label]\n");
+                 "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

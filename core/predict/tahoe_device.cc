@@ -55,14 +55,36 @@ void TahoeEngineImpl::BuildLanes() {
   lanes_ = std::make_unique<TahoeLaneLayout>(*std::move(lane));
 }
 
+void TahoeEngineImpl::BuildLevel() {
+  const TahoeForest& tf = *format_;
+  if (options_.level_walk == TahoeEngineOptions::LevelWalk::kOff || !tf.fixed_walk()) return;
+  absl::StatusOr<TahoeLevelLayout> level =
+      BuildTahoeLevelLayout(tf, static_cast<uint32_t>(tf.nodes8().size()));
+  if (!level.ok()) {
+    GROVE_LOG(WARNING) << "tahoe: no level layout" << KV("why", level.status().message());
+    return;
+  }
+  level_ = std::make_unique<TahoeLevelLayout>(*std::move(level));
+  level_walk_ = true;  // Probe() may turn it off (kAuto)
+}
+
+// The level layout's root of each tree of `order` (indices into tf.trees()).
+std::vector<uint32_t> LevelRootsOf(const TahoeLevelLayout& level,
+                                   const std::vector<uint32_t>& order) {
+  std::vector<uint32_t> roots(order.size());
+  for (size_t i = 0; i < order.size(); ++i) roots[i] = level.roots[order[i]];
+  return roots;
+}
+
 // Uploads assignments (up to kMaxAssignments, the non-empty ones) concatenated: assignment i's
 // order from order_begin[i], its offsets from offsets_begin[i], and with `d_roots` each ordered
-// tree's root node. Returns the mask of the assignments uploaded (bit i: assignment i).
+// tree's root node (with `level` too, its root in the level layout at `d_level_roots`). Returns the mask of the assignments uploaded (bit i: assignment i).
 absl::StatusOr<uint32_t> UploadAssignments(Gpu& g, const TahoeForest& tf,
                                            const std::vector<TahoeAssignment>& assignments,
                                            uint32_t* order_begin, uint32_t* offsets_begin,
                                            const uint32_t** d_order, const uint32_t** d_offsets,
-                                           const uint32_t** d_roots) {
+                                           const uint32_t** d_roots, const TahoeLevelLayout* level,
+                                           const uint32_t** d_level_roots) {
   std::vector<uint32_t> order, offsets;
   uint32_t mask = 0;
   for (int i = 0; i < std::min<int>(kMaxAssignments, static_cast<int>(assignments.size())); ++i) {
@@ -76,6 +98,9 @@ absl::StatusOr<uint32_t> UploadAssignments(Gpu& g, const TahoeForest& tf,
   TAHOE_ASSIGN(*d_order, g.Upload(order));
   TAHOE_ASSIGN(*d_offsets, g.Upload(offsets));
   if (d_roots != nullptr) TAHOE_ASSIGN(*d_roots, g.Upload(RootsOf(tf, order)));
+  if (d_roots != nullptr && level != nullptr) {
+    TAHOE_ASSIGN(*d_level_roots, g.Upload(LevelRootsOf(*level, order)));
+  }
   return mask;
 }
 
@@ -86,6 +111,10 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   TahoeForestView v = tf.HostView();
   if (tf.wide()) {
     TAHOE_ASSIGN(v.nodes, g.Upload(tf.nodes16()));
+  } else if (level_ != nullptr) {  // the level layout after the depth-first nodes
+    std::vector<TahoeNode8> nodes = tf.nodes8();
+    nodes.insert(nodes.end(), level_->nodes.begin(), level_->nodes.end());
+    TAHOE_ASSIGN(v.nodes, g.Upload(nodes));
   } else {
     TAHOE_ASSIGN(v.nodes, g.Upload(tf.nodes8()));
   }
@@ -107,11 +136,13 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   uint32_t mask = 0;
   TAHOE_ASSIGN(mask, UploadAssignments(g, tf, tf.assignments(), df.order_begin, df.offsets_begin,
                                        &df.d_assign_order, &df.d_assign_offsets,
-                                       df.fixed ? &df.d_assign_roots : nullptr));
+                                       df.fixed ? &df.d_assign_roots : nullptr, level_.get(),
+                                       &df.d_assign_level_roots));
   TAHOE_ASSIGN(df.class_mask,
                UploadAssignments(g, tf, tf.class_assignments(), df.class_order_begin,
                                  df.class_offsets_begin, &df.d_class_order, &df.d_class_offsets,
-                                 df.fixed ? &df.d_class_roots : nullptr));
+                                 df.fixed ? &df.d_class_roots : nullptr, level_.get(),
+                                 &df.d_class_level_roots));
   if (mask != (1u << df.num_assignments) - 1) {
     return absl::InternalError("tahoe: the forest lacks a thread-group assignment");
   }

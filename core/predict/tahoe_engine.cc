@@ -77,6 +77,7 @@ absl::Status TahoeEngineImpl::Init() {
   if (!hw.ok()) return hw.status();
   hw_ = *hw;
   BuildLanes();
+  BuildLevel();
   for (int d = 0; d < count; ++d) {
     auto g = std::make_unique<Gpu>();
     if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;
@@ -213,6 +214,7 @@ TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, StrategyId s, int groups,
   a.groups = std::max(1, groups);
   a.sm_count = hw_.sm_count;
   a.blocks_per_sm = s == StrategyId::kSharedForest ? g.forest_blocks_per_sm : g.part_blocks_per_sm;
+  a.level_walk = level_walk_;
   return a;
 }
 

@@ -41,6 +41,12 @@ struct TahoeEngineOptions {
   // tree fits a column (tests); kOff never (ablation).
   enum class Lanes { kOff, kAuto, kOn, kOnPaired };
   Lanes lanes = Lanes::kAuto;
+  // Row chunk's walks from the roots may read a breadth-first copy of the nodes (tahoe_level.h),
+  // where fixed-walk forests allow it: kAuto keeps it when the load-time probe finds row chunk's
+  // best shape at least as fast on it (with `probe` off it is kept); kOn always; kOff never (no
+  // copy uploaded).
+  enum class LevelWalk { kOff, kAuto, kOn };
+  LevelWalk level_walk = LevelWalk::kAuto;
   int shared_data_groups = 0;     // thread groups per shared-data block
   int row_chunk = 0;              // a RowChunkShape code (perf_model.h) for every row-chunk
                                   // launch; pairs and queues only where allowed

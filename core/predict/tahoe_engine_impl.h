@@ -31,6 +31,7 @@
 #include "core/predict/tahoe_forest.h"
 #include "core/predict/tahoe_kernels.h"
 #include "core/predict/tahoe_lane.h"
+#include "core/predict/tahoe_level.h"
 
 namespace grove::tahoe_internal {
 
@@ -165,6 +166,7 @@ class TahoeEngineImpl final : public TahoeEngine {
     return absl::StrCat("tahoe gpu engine on ", gpus_.size(), " GPU(s) (", hw_.device_name, "); ",
                         format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
                         lane_report_,
+                        level_walk_ ? "; row chunk walks the level layout" : "",
                         probe_report_.empty() ? "" : "; probes: ", probe_report_);
   }
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
@@ -185,6 +187,7 @@ class TahoeEngineImpl final : public TahoeEngine {
  private:
   absl::Status InitGpu(int device, Gpu& g);
   void BuildLanes();  // lanes_ (once, before InitGpu), when the options and the forest allow it
+  void BuildLevel();  // level_ (once, before InitGpu), when the options and the forest allow it
   // `build(budget)` with the largest budget (or options_.max_part_bytes, a test knob, doubled
   // until every piece fits).
   template <typename Build>
@@ -244,6 +247,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   std::string probe_report_;
   std::unique_ptr<TahoeLaneLayout> lanes_;  // host copy, uploaded to every GPU; null: none
   std::string lane_report_;
+  // The level layout (host copy, uploaded after the depth-first nodes to every GPU; null: none),
+  // and whether row chunk walks it (Args). Written by Init()/Probe() before the engine serves.
+  std::unique_ptr<TahoeLevelLayout> level_;
+  bool level_walk_ = false;
   double throughput_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
   double latency_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
   // Probe() rows and outputs on GPU 0 (TimeProbe), only while it runs.

@@ -25,7 +25,8 @@
 // per-row logic shared by the GPU kernels and the host evaluator (TahoePredictHost).
 //
 // The format is split by concept: tahoe_node.h (nodes, view, decode), tahoe_walk.h (the GROVE_HD walks),
-// this file (options, the TahoeForest builder and host evaluation), tahoe_lane.h (the lane layout).
+// this file (options, the TahoeForest builder and host evaluation), tahoe_lane.h (the lane layout),
+// tahoe_level.h (the breadth-first copy row chunk walks).
 #pragma once
 
 #include <cstdint>

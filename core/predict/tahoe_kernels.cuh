@@ -285,12 +285,20 @@ __device__ __forceinline__ bool StageChunkColumns(const float* g_rows, int64_t s
   return nan;
 }
 
-// TahoeSumFixedRoots with or without the NaN test (nan_free: uniform over the block).
+// TahoeSumFixedRoots with or without the NaN test, over the depth-first or the level layout
+// (nan_free, level: uniform over the block).
 template <int R, typename Row>
 __device__ __forceinline__ void SumFromRoots(const TahoeForestView& v, const TahoeNode8* nodes,
                                              const uint32_t* roots, uint32_t begin, uint32_t end,
-                                             bool nan_free, const Row (&rows)[R], double (&sum)[R]) {
-  if (nan_free) {
+                                             bool nan_free, bool level, const Row (&rows)[R],
+                                             double (&sum)[R]) {
+  if (level) {
+    if (nan_free) {
+      TahoeSumFixedRoots<true, R, true>(v, nodes, roots, begin, end, rows, sum);
+    } else {
+      TahoeSumFixedRoots<false, R, true>(v, nodes, roots, begin, end, rows, sum);
+    }
+  } else if (nan_free) {
     TahoeSumFixedRoots<true, R>(v, nodes, roots, begin, end, rows, sum);
   } else {
     TahoeSumFixedRoots<false, R>(v, nodes, roots, begin, end, rows, sum);
@@ -403,7 +411,7 @@ __device__ __forceinline__ void FinishRowChunk(const TahoeDeviceForest& f, const
 // itself, ptxas spills the 1,024-thread multi-output walks at 32 or takes 64.
 template <typename Node, bool kMulti, int kWalk, int kR, bool kBig>
 __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThreads)
-    __maxnreg__(kR == 4 ? 56 : kMulti || kR == 2 ? 40 : 32)
+    __maxnreg__(kR == 4 ? 64 : kMulti || kR == 2 ? 40 : 32)
     RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk, double* d_ws) {
   static_assert(kR == 1 || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> && !kBig),
                 "several rows per thread walk with TahoeWalkFixedN in blocks of 256");
@@ -444,7 +452,10 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
                                     : f.d_assign_offsets + f.offsets_begin[assignment];
   const Node* nodes = static_cast<const Node*>(f.view.nodes);
   double sum[R] = {};
-  const uint32_t* roots = (classed ? f.d_class_roots : f.d_assign_roots) + order_begin;
+  const uint32_t* level_roots = classed ? f.d_class_level_roots : f.d_assign_level_roots;
+  const bool level = a.level_walk && level_roots != nullptr;
+  const uint32_t* roots =
+      (level ? level_roots : classed ? f.d_class_roots : f.d_assign_roots) + order_begin;
   if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
     if (from_roots) {  // uniform over the block
       if (r < nr) {
@@ -452,17 +463,17 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
         // through one accessor (one copy of the walk: a second one spills).
         const uint32_t feature_stride = feature_major ? R * C : 1;
         const int row_stride = feature_major ? 1 : S;
-        TahoeStridedRow rows[R];
+        TahoeByteStridedRow rows[R];
 #pragma unroll
         for (int j = 0; j < R; ++j) {
-          rows[j] = TahoeStridedRow{s_rows + (r + j * C < nr ? r + j * C : r) * row_stride,
-                                    feature_stride};
+          rows[j] = TahoeByteStridedRow{s_rows + (r + j * C < nr ? r + j * C : r) * row_stride,
+                                        feature_stride * 4};
         }
         // Tree parts (gridDim.y > 1, RowChunkLaunchShape): this block walks part blockIdx.y of
         // the group's trees, in tree order.
         const uint32_t b = offsets[g], n = offsets[g + 1] - b, parts = gridDim.y;
         SumFromRoots(f.view, nodes, roots, b + n * blockIdx.y / parts,
-                     b + n * (blockIdx.y + 1) / parts, nan_free, rows, sum);
+                     b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum);
       }
       double* d_part = gridDim.y > 1 ? d_ws + static_cast<int64_t>(blockIdx.y) * a.rows * K : nullptr;
       FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m, d_part);

@@ -104,6 +104,11 @@ struct TahoeDeviceForest {
   // walk (or without class-aware assignments).
   const uint32_t* d_assign_roots = nullptr;
   const uint32_t* d_class_roots = nullptr;
+  // The same roots in the level layout (tahoe_level.h), whose nodes follow the depth-first ones in
+  // view.nodes (past view.num_nodes); null when the engine did not upload it. Row chunk walks them
+  // when TahoeLaunchArgs::level_walk.
+  const uint32_t* d_assign_level_roots = nullptr;
+  const uint32_t* d_class_level_roots = nullptr;
   // Shared-memory parts for splitting shared forest (one part = the whole forest when it fits).
   const TahoePart* d_parts = nullptr;
   int num_parts = 0;
@@ -167,6 +172,9 @@ struct TahoeLaunchArgs {
   int sm_count = 1;      // shared forest / splitting: persistent grid of sm_count x blocks_per_sm
   int blocks_per_sm = 1;
   int items_per_part = 1;  // set by TahoeLaunch: row ranges per part (work items)
+  // Row chunk: walks from the roots take the level layout when the forest has it (TahoeDeviceForest
+  // ::d_assign_level_roots); same leaves, bit-identical sums.
+  bool level_walk = false;
 };
 
 // Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).

@@ -175,6 +175,20 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
   best_row_chunk_ = best;
   absl::StrAppend(report, "row_chunk shapes at ", large, " rows: ", firsts, "; again: ", finals,
                   " (best ", best.Label(), "); ");
+  if (level_walk_ && options_.level_walk == TahoeEngineOptions::LevelWalk::kAuto) {
+    // The best shape on the depth-first nodes: the level layout stays unless that is faster by
+    // more than the timings' noise (then every shape is timed again without it).
+    level_walk_ = false;
+    absl::StatusOr<double> dfs = TimeProbe(g, StrategyId::kRowChunk, best.Code(), large);
+    level_walk_ = true;
+    if (!dfs.ok()) return dfs.status();
+    absl::StrAppend(report, absl::StrFormat("level layout %.1fus, depth-first %.1fus; ",
+                                            chosen_t * 1e6, *dfs * 1e6));
+    if (*dfs < 0.97 * chosen_t) {
+      level_walk_ = false;
+      return ProbeRowChunk(g, large, report);
+    }
+  }
   for (const auto& [t, shape] : finals_timed) {
     for (auto& [first_t, first_shape] : timed) {
       if (first_shape.Code() == shape.Code()) first_t = t;

@@ -100,19 +100,54 @@ struct TahoeFixedStep {
   // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
   // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
   // bitwise so that the step compiles without branches.
-  template <bool kNanFree = false, typename Row>
+  // kLevel: the node is in the level layout (tahoe_level.h): its children are a pair at
+  // distant (right) and distant + 1 (left), and a leaf (distant 0, NaN never left) stays put.
+  template <bool kNanFree = false, bool kLevel = false, typename Row>
   GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
     const float x = row[n.word & fmask];
     bool left = x < TahoeBitsToFloat(n.value);
     if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
+    if constexpr (kLevel) return (n.word >> dshift) + static_cast<uint32_t>(left);
     return left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+  }
+  // The level layout's step, Offset<kNanFree, true> added to idx. On the GPU the comparison goes
+  // straight into an integer (-1 or 0) that one three-way add takes (set.lt instead of a predicate
+  // and a select: the step is issue-bound on deep forests).
+  template <bool kNanFree, typename Row>
+  GROVE_HD uint32_t LevelChild(const TahoeNode8& n, const Row& row, uint32_t idx) const {
+    const float x = row[n.word & fmask];
+#if defined(__CUDA_ARCH__)
+    const float t = __uint_as_float(n.value);
+    uint32_t r;  // 0xffffffff: goes left
+    if constexpr (kNanFree) {
+      asm("set.lt.u32.f32 %0, %1, %2;" : "=r"(r) : "f"(x), "f"(t));
+    } else {
+      asm("{\n\t.reg .pred q, p;\n\t"
+          "setp.ne.u32 q, %3, 0;\n\t"
+          "setp.nan.and.f32 p, %1, %1, q;\n\t"
+          "set.lt.or.u32.f32 %0, %1, %2, p;\n\t}"
+          : "=r"(r)
+          : "f"(x), "f"(t), "r"(n.word & default_left_bit));
+    }
+    return idx + (n.word >> dshift) - r;
+#else
+    return idx + Offset<kNanFree, true>(n, row);
+#endif
   }
   // One step from node n at idx. kSkipAtLeaf: a lane already at its leaf loads nothing. That pays
   // in the vote walk of deep, uneven trees, where most lanes wait at their leaves for the warp's
   // deepest walk and their loads would take the L1's time from the lanes still walking (13% on a
   // 255-leaf LightGBM forest); in exact-step walks of shallow trees the test costs more (7%).
-  template <bool kNanFree = false, bool kSkipAtLeaf = false, typename Row>
+  template <bool kNanFree = false, bool kSkipAtLeaf = false, bool kLevel = false, typename Row>
   GROVE_HD void Next(const TahoeNode8* nodes, const Row& row, uint32_t& idx, TahoeNode8& n) const {
+    if constexpr (kLevel) {
+      // Only the load is skipped at a leaf (the step itself leaves idx there): a predicated load
+      // instead of a predicated step, whose predicate copies cost more than the step.
+      const bool at_leaf = kSkipAtLeaf && (n.word & leaf_bit) != 0;
+      idx = LevelChild<kNanFree>(n, row, idx);
+      if (!at_leaf) n = TahoeLoad(nodes + idx);
+      return;
+    }
     if (kSkipAtLeaf && (n.word & leaf_bit) != 0) return;
     idx += Offset<kNanFree>(n, row);
     n = TahoeLoad(nodes + idx);
@@ -121,8 +156,8 @@ struct TahoeFixedStep {
 
 // `steps` > 0: exactly that many steps (at least the tree's depth: a shallower leaf steps to itself),
 // with no test between them; 0: until every lane is at a leaf, tested every kTahoeFixedUnroll steps.
-// kNanFree: TahoeFixedStep::Offset's.
-template <bool kNanFree = false, typename Row>
+// kNanFree, kLevel: TahoeFixedStep::Offset's.
+template <bool kNanFree = false, bool kLevel = false, typename Row>
 GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
                                  uint32_t feature_bits, TahoeNode8& leaf, int steps = 0) {
   const TahoeFixedStep step(feature_bits);
@@ -130,12 +165,12 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4
 #endif
-  for (int s = 0; s < steps; ++s) step.Next<kNanFree>(nodes, row, idx, n);
+  for (int s = 0; s < steps; ++s) step.Next<kNanFree, false, kLevel>(nodes, row, idx, n);
   for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int s = 0; s < kTahoeFixedUnroll; ++s) step.Next<kNanFree, true>(nodes, row, idx, n);
+    for (int s = 0; s < kTahoeFixedUnroll; ++s) step.Next<kNanFree, true, kLevel>(nodes, row, idx, n);
     const bool done = (n.word & step.leaf_bit) != 0;
 #if defined(__CUDA_ARCH__)
     if (__all_sync(__activemask(), done)) break;
@@ -151,7 +186,7 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 // and feature loads per thread, so a thread keeps kRows loads in flight (latency-bound walks of wide,
 // deep or many-output forests run at full occupancy and still wait on L2). Same routing, same
 // leaves.
-template <bool kNanFree, int kRows, typename Row>
+template <bool kNanFree, int kRows, bool kLevel = false, typename Row>
 GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row (&rows)[kRows],
                               uint32_t feature_bits, TahoeNode8 (&leaves)[kRows], int steps = 0) {
   const TahoeFixedStep step(feature_bits);
@@ -162,18 +197,24 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int j = 0; j < kRows; ++j) step.Next<kNanFree>(nodes, rows[j], idx[j], leaves[j]);
+    for (int j = 0; j < kRows; ++j) step.Next<kNanFree, false, kLevel>(nodes, rows[j], idx[j], leaves[j]);
   }
-  for (; steps == 0;) {
+  // One step of every row; written out kTahoeFixedUnroll times below (nvcc left a counted loop
+  // of `#pragma unroll`, four instructions of overhead per step of the level walk).
+  const auto step_all = [&]() {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int s = 0; s < kTahoeFixedUnroll; ++s) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-      for (int j = 0; j < kRows; ++j) step.Next<kNanFree, true>(nodes, rows[j], idx[j], leaves[j]);
+    for (int j = 0; j < kRows; ++j) {
+      step.template Next<kNanFree, true, kLevel>(nodes, rows[j], idx[j], leaves[j]);
     }
+  };
+  static_assert(kTahoeFixedUnroll == 4, "the vote walk below takes four steps between votes");
+  for (; steps == 0;) {
+    step_all();
+    step_all();
+    step_all();
+    step_all();
     uint32_t all = step.leaf_bit;
     for (int j = 0; j < kRows; ++j) all &= leaves[j].word;
     const bool done = all != 0;
@@ -198,7 +239,8 @@ GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& 
 // order, as TahoeAccumulateTrees does, so the sums are bit-identical to it; a leaf's value is added
 // one tree later (a table leaf's load then waits behind the next walk, not in front of it:
 // -0.0 + ... and x + -0.0 leave every sum unchanged), and the next root is loaded during the walk.
-template <bool kNanFree, int kRows, typename Row>
+// kLevel: `roots` index nodes of the level layout (tahoe_level.h).
+template <bool kNanFree, int kRows, bool kLevel = false, typename Row>
 GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
                                  const uint32_t* roots, uint32_t begin, uint32_t end,
                                  const Row (&rows)[kRows], double (&sums)[kRows]) {
@@ -211,9 +253,10 @@ GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nod
     if (i + 1 < end) next = roots[i + 1];
     TahoeNode8 leaf[kRows];
     if constexpr (kRows == 1) {
-      TahoeWalkFixed<kNanFree>(nodes, root, rows[0], f.feature_bits, leaf[0], f.fixed_steps);
+      TahoeWalkFixed<kNanFree, kLevel>(nodes, root, rows[0], f.feature_bits, leaf[0], f.fixed_steps);
     } else {
-      TahoeWalkFixedN<kNanFree, kRows>(nodes, root, rows, f.feature_bits, leaf, f.fixed_steps);
+      TahoeWalkFixedN<kNanFree, kRows, kLevel>(nodes, root, rows, f.feature_bits, leaf,
+                                               f.fixed_steps);
     }
     for (int j = 0; j < kRows; ++j) {
       sums[j] += pending[j];
@@ -383,6 +426,16 @@ struct TahoeStridedRow {  // feature-major tile: feature f of this row at p[f * 
   const float* p;
   uint32_t stride;
   GROVE_HD float operator[](uint32_t feature) const { return p[feature * stride]; }
+};
+// The same with the stride in bytes: one multiply-add per feature address (a float stride costs
+// the walk a second one, the scaling by 4, on its hot path).
+struct TahoeByteStridedRow {
+  const float* p;
+  uint32_t stride_bytes;
+  GROVE_HD float operator[](uint32_t feature) const {
+    return *reinterpret_cast<const float*>(reinterpret_cast<const char*>(p) +
+                                           feature * stride_bytes);
+  }
 };
 
 }  // namespace grove

@@ -105,13 +105,14 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-// Default engine, plus four with small splitting parts, few shared-data groups, small chunks and
+// Default engine, plus seven with small splitting parts, few shared-data groups, small chunks and
 // the tree-per-lane splitting kernel forced on (several parts, several chunks, the global
 // reduction), in its single and its paired layout, and row chunks of 32 rows (a partial last chunk),
 // of 4 rows with two rows per thread, of 128 rows in blocks of 1,024 threads (groups of four warps,
 // several outputs limited to 32 rows without a class-aware assignment), of 2 rows in blocks of 512
 // and of 8 rows with four rows per thread, and with the trees in parts (2 parts of 32-row chunks, 8
-// parts of 8 rows with four rows per thread; where the walks cannot split, the same shapes whole).
+// parts of 8 rows with four rows per thread; where the walks cannot split, the same shapes whole);
+// the forced variants alternate row chunk's level layout (tahoe_level.h) on and off.
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
   const int row_chunks[] = {0, 32, 4 | kRowChunkPaired,
@@ -128,6 +129,9 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
       // The tree-per-lane kernel wherever it applies.
       o.lanes = variant % 2 == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
       o.row_chunk = row_chunks[variant];
+      // Row chunk's walks from the roots on the level layout and on the depth-first nodes.
+      o.level_walk = variant % 2 == 1 ? TahoeEngineOptions::LevelWalk::kOn
+                                      : TahoeEngineOptions::LevelWalk::kOff;
       o.probe = false;  // every knob above is forced; variant 0 exercises the probes
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
