@@ -78,6 +78,10 @@ enum TahoeWalk : int { kTahoeWalkGeneric = 0, kTahoeWalkSimple = 1, kTahoeWalkFi
 
 // Steps TahoeWalkFixed takes between two tests of whether every lane has reached its leaf.
 inline constexpr int kTahoeFixedUnroll = 4;
+// The level walk's steps between votes: its step is cheaper, so a vote costs relatively more, but
+// the steps a warp takes past its deepest lane's leaf (up to kTahoeFixedUnroll - 1 per tree, every
+// lane issuing) cost more than the extra votes on deep leaf-wise trees.
+inline constexpr int kTahoeLevelUnroll = 2;
 
 // Branch-free walk for TahoeForest::fixed_walk() forests. Every leaf names the padding feature
 // `num_features` (whose value is NaN in every row the caller passes) and has no flag that a split
@@ -170,7 +174,9 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int s = 0; s < kTahoeFixedUnroll; ++s) step.Next<kNanFree, true, kLevel>(nodes, row, idx, n);
+    for (int s = 0; s < (kLevel ? kTahoeLevelUnroll : kTahoeFixedUnroll); ++s) {
+      step.Next<kNanFree, true, kLevel>(nodes, row, idx, n);
+    }
     const bool done = (n.word & step.leaf_bit) != 0;
 #if defined(__CUDA_ARCH__)
     if (__all_sync(__activemask(), done)) break;
@@ -213,8 +219,10 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
   for (; steps == 0;) {
     step_all();
     step_all();
-    step_all();
-    step_all();
+    if constexpr (!kLevel) {  // the level walk votes every two steps (see kTahoeLevelUnroll)
+      step_all();
+      step_all();
+    }
     uint32_t all = step.leaf_bit;
     for (int j = 0; j < kRows; ++j) all &= leaves[j].word;
     const bool done = all != 0;
