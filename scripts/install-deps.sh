@@ -24,7 +24,7 @@ APT_PACKAGES=(
 )
 if [ "$BUILD_ONLY" = 0 ]; then
   APT_PACKAGES+=(
-    git curl
+    git curl openssl
     clang libclang-rt-14-dev
     prometheus yamllint
     python3-pip python3-venv
