@@ -24,7 +24,7 @@ APT_PACKAGES=(
 )
 if [ "$BUILD_ONLY" = 0 ]; then
   APT_PACKAGES+=(
-    git curl
+    git curl openssl
     clang libclang-rt-14-dev
     prometheus yamllint
     python3-pip python3-venv
@@ -52,16 +52,17 @@ if [ "$BUILD_ONLY" = 1 ]; then
   exit 0
 fi
 
-# Python tools used by the tests (golden corpus generation, grpcio stubs, tritonclient interop, shap
+# Python tools used by the tests (golden corpus generation, grpcio stubs, grpcio-reflection for
+# api.md's reflection example (grpcurl is not packaged in Debian 12), tritonclient interop, shap
 # as the interventional SHAP oracle: 0.51 is the version issue 16 checks against; scikit-learn for
 # the Triton FIL backend's client examples, tests/e2e/fil_examples_test.py), and what the Python
 # package groveml builds with (scikit-build-core, nanobind) and is tested with (pyarrow, pyspark,
 # dask, matplotlib for shap's plots, pytest).
 PY=${PYTHON:-python3}
-PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools "tritonclient[grpc,http]"
+PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools grpcio-reflection "tritonclient[grpc,http]"
   "shap>=0.51,<0.52" scikit-learn scikit-build-core nanobind pyarrow pyspark "dask[distributed]"
   matplotlib pytest)
-if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, tritonclient.grpc, tritonclient.http, shap, sklearn
+if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, grpc_reflection, tritonclient.grpc, tritonclient.http, shap, sklearn
 import scikit_build_core, nanobind, pyarrow, pyspark, dask.dataframe, distributed, matplotlib, pytest" \
     2>/dev/null; then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null \

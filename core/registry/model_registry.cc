@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,7 +21,36 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kModelFiles[] = {"model.json", "model.ubj", "model.txt"};
+// The model file names of a version directory: Grove's own, and the Triton FIL backend's default
+// names of the formats Grove reads (FIL's LightGBM name is model.txt too), so that a FIL model
+// repository loads unchanged. The content decides the format (LoadModelFile sniffs it).
+constexpr const char* kModelFiles[] = {"model.json", "model.ubj", "model.txt", "xgboost.json",
+                                       "xgboost.ubj"};
+constexpr const char* kModelFileNames =
+    "model.json or xgboost.json (XGBoost JSON), model.ubj or xgboost.ubj (XGBoost UBJSON), "
+    "model.txt (LightGBM text)";
+
+// Why a version directory's file is a model Grove cannot read (the FIL backend's other formats, and
+// the pickles it cannot read either), or "" for any other file.
+std::string UnreadableModelFile(const std::string& file) {
+  if (file == "xgboost.model") {
+    return "XGBoost's legacy binary format, which Grove does not read: save the model as JSON or "
+           "UBJSON with XGBoost (xgboost.Booster(model_file=\"xgboost.model\").save_model("
+           "\"xgboost.json\")) and remove this file";
+  }
+  if (file == "checkpoint.tl") {
+    return "a Treelite checkpoint, which Grove does not read: serve the XGBoost or LightGBM model "
+           "it was made from, as xgboost.json, xgboost.ubj or model.txt";
+  }
+  for (const char* suffix : {".pkl", ".pickle", ".joblib"}) {
+    if (absl::EndsWith(file, suffix)) {
+      return "a Python pickle (scikit-learn, cuML, ...), which Grove does not read: Grove serves "
+             "XGBoost and LightGBM models saved by their libraries (model.json, model.ubj, "
+             "model.txt)";
+    }
+  }
+  return "";
+}
 constexpr const char* kBackgroundFiles[] = {"background.csv", "background.npy"};
 
 bool ValidModelName(const std::string& name) {
@@ -213,7 +243,18 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
         v.stamp = stamp;
       }
     }
-    if (found.empty()) continue;  // not (yet) a version
+    if (found.empty()) {
+      // A model in a format Grove cannot read fails the version, naming the file and why.
+      for (fs::directory_iterator f(it->path(), ec2), end2; !ec2 && f != end2; f.increment(ec2)) {
+        const std::string why = UnreadableModelFile(f->path().filename().string());
+        if (why.empty()) continue;
+        v.error = absl::StrCat(f->path().string(), " is ", why);
+        v.stamp = Stat(f->path().string());
+        break;
+      }
+      if (!v.error.empty()) out.versions.emplace(version, std::move(v));
+      continue;  // otherwise not (yet) a version
+    }
     if (found.size() > 1) {
       v.error = absl::StrCat(it->path().string(), " holds several model files (",
                              absl::StrJoin(found, ", "), "); keep exactly one");
@@ -394,7 +435,9 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
       }
     }
     if (wanted.empty() && entry.error.empty()) {
-      entry.error = "no version directory holds a model file (wanted by the version policy)";
+      entry.error = absl::StrCat(
+          "no version directory holds a model file (wanted by the version policy): ",
+          kModelFileNames);
       changed = true;
     } else if (!wanted.empty() && entry.error.rfind("no version directory", 0) == 0) {
       entry.error.clear();

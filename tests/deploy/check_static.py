@@ -3,7 +3,8 @@
 
   check_static.py manifests   kubectl kustomize renders both overlays (and the baked-models
                               component); yamllint passes on deploy/ and on the rendered output;
-                              ports, probes, drain timing, selectors and GPU settings are consistent
+                              ports, probes (and docs/operations.md's probe example), drain timing,
+                              selectors, GPU settings and docs/deploy.md's scrape job are consistent
   check_static.py rules       promtool check rules, promtool test rules, PrometheusRule in sync
   check_static.py dashboard   grove.json in sync with its generator, importable structure, and every
                               metric/label it (and the rules and adapter) queries is documented
@@ -85,6 +86,14 @@ def check_manifests(f):
                         f"{os.path.relpath(path, d.ROOT)}: resource {r} is not a file (v2.0.3 needs `bases:` for directories)")
 
 
+def doc_yaml(doc, heading):
+    """The first ```yaml block of docs/<doc>'s section `heading`, parsed; None when there is none."""
+    text = d.read(os.path.join(d.ROOT, "docs", doc))
+    start = text.index(heading)
+    m = re.search(r"```yaml\n(.*?)```", text[start:text.find("\n## ", start + 1)], re.S)
+    return d.yaml_load_all(m.group(1))[0] if m else None
+
+
 def check_overlay(f, overlay, objs, table):
     ctx = f"overlay {overlay}"
     dep = d.find(objs, "Deployment")
@@ -118,6 +127,33 @@ def check_overlay(f, overlay, objs, table):
         if not f.check(probe and "grpc" in probe, f"{ctx}: {kind} must be a native gRPC probe"):
             continue
         f.check(probe["grpc"]["port"] == ports.get("grpc"), f"{ctx}: {kind} port is not the grpc port")
+    # docs/deploy.md's scrape job for Kubernetes without the operator (Debian's promtool has no
+    # Kubernetes discovery to check it with): job grove, and its keep rules keep this pod's metrics port.
+    jobs = doc_yaml("deploy.md", "## 4. Prometheus") or []
+    f.check(len(jobs) == 1 and jobs[0].get("job_name") == "grove", f"deploy.md's scrape job: {jobs}")
+    meta = {"__meta_kubernetes_pod_container_port_name": "metrics"}
+    meta.update({"__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k): v
+                 for k, v in pod_labels.items()})
+    for rule in (jobs[0].get("relabel_configs", []) if jobs else []):
+        if rule.get("action") == "keep":
+            value = ";".join(meta.get(label, "") for label in rule["source_labels"])
+            f.check(re.fullmatch(rule["regex"], value) is not None,
+                    f"{ctx}: deploy.md's scrape job drops this pod ({rule['source_labels']} = {value!r})")
+        else:
+            f.check(rule.get("target_label") in ("namespace", "pod"), f"deploy.md's relabel rule {rule}")
+    f.check("metrics" in ports, f"{ctx}: no container port named metrics")
+
+    # docs/operations.md's probe example ("Health and readiness") is what the manifests use.
+    documented = doc_yaml("operations.md", "## Health and readiness") or {}
+    f.check(set(documented) == {"livenessProbe", "readinessProbe"},
+            f"operations.md's probe example: {documented}")
+    for kind, want in documented.items():
+        probe = c.get(kind, {})
+        got = {"port": probe.get("grpc", {}).get("port"), "service": probe.get("grpc", {}).get("service", ""),
+               "periodSeconds": probe.get("periodSeconds", 10)}
+        doc = {"port": want.get("grpc", {}).get("port"), "service": want.get("grpc", {}).get("service", ""),
+               "periodSeconds": want.get("periodSeconds", 10)}
+        f.check(got == doc, f"{ctx}: {kind} {got}, operations.md's example {doc}")
     startup = c.get("startupProbe", {})
     budget = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
     f.check(budget >= 300, f"{ctx}: startup probe allows only {budget}s for model loading (want >= 300)")

@@ -17,9 +17,19 @@ against a groved serving examples/models (its address put where the examples say
   * docs/triton-migration.md's example: the python block, over gRPC and REST (its own asserts
     compare the class output with the probabilities);
   * docs/performance.md's "Measure it yourself" commands (but the groved line, which the harness
-    stands for), with 1-second durations: each must succeed.
+    stands for), with 1-second durations: each must succeed;
+  * "C++": the cpp block, compiled as written by the build (api_md_cpp_example, generated from this
+    file by api_md_cpp_example.py) and run against groved: its prediction and margin must be byte
+    for byte the local CLI's for the example's row, its SHAP values the local `grove explain`'s and
+    its top 3 features those of the largest |SHAP|;
+  * "Reflection": the python block (grpcio-reflection, no generated code): every service listed,
+    its Predict byte for byte the local CLI's, ListModels naming demo ready, health SERVING.
+    grpcurl is not packaged in Debian 12 and is named in prose only: no line of a code block in
+    README.md or docs/ may be a grpcurl command, since no test could run it.
 """
 
+import glob
+import json
 import os
 import re
 import subprocess
@@ -35,6 +45,12 @@ TRITON = "## KServe v2 / tritonclient"
 INTERVENTIONAL = "## Path-dependent or interventional SHAP"
 REST = "## KServe v2 REST"
 SHARED_MEMORY = "## Shared memory"
+CPP = "## C++: `client/grove_client.h`"
+REFLECTION = "## Reflection"
+# The row of the C++ and reflection examples (NaN: missing).
+EXAMPLE_ROW = "0.5,nan,2,0,0,0,0,0\n"
+SERVICES = {"grove.v1.Grove", "inference.GRPCInferenceService", "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}
 
 
 def blocks(text, title):
@@ -83,8 +99,79 @@ def check_interventional(failures, code, root, env, probabilities):
     h.compare(failures, "interventional row sums vs predictions", sums, probabilities, exact=False)
 
 
+def check_cpp(failures, program, target, local):
+    """Runs the C++ example's program; compares with the local CLI's answers for EXAMPLE_ROW."""
+    if not failures.check(bool(program) and os.access(program, os.X_OK),
+                          f"the C++ example program {program!r} is not built (api_md_cpp_example)"):
+        return
+    r = subprocess.run([program, target], capture_output=True, text=True, timeout=120)
+    if not failures.check(r.returncode == 0, f"the C++ example failed:\n{r.stdout}{r.stderr}"):
+        return
+    got = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines() if line.strip()}
+    failures.check(got.get("prediction") == [local["prediction"]],
+                   f"C++ example prediction {got.get('prediction')} != local {local['prediction']}")
+    failures.check(got.get("margin") == [local["margin"]],
+                   f"C++ example margin {got.get('margin')} != local {local['margin']}")
+    failures.check(got.get("shap") == local["shap"],
+                   f"C++ example SHAP values {got.get('shap')} != local {local['shap']}")
+    contributions = [abs(float(v)) for v in local["shap"][:-1]]
+    top = sorted(range(len(contributions)), key=lambda i: -contributions[i])[:3]
+    failures.check(got.get("top") == [str(i) for i in top],
+                   f"C++ example top features {got.get('top')} != {top}")
+    print("api.md's C++ example:", r.stdout.strip().replace("\n", "; "))
+
+
+def check_reflection(failures, code, root, local):
+    """Runs the reflection python block; checks what it found and called."""
+    r = run(failures, "the reflection python block", [sys.executable, "-c", code + """
+import json
+with open("reflection.json", "w") as out:
+    json.dump({"services": services, "predicted": json.loads(predicted),
+               "models": json.loads(models), "health": json.loads(health)}, out)
+"""], root)
+    if r.returncode != 0:
+        return
+    got = json.load(open(os.path.join(root, "reflection.json")))
+    failures.check(SERVICES <= set(got["services"]), f"reflection listed {got['services']}")
+    values = got["predicted"].get("prediction", {}).get("values", [])
+    # protobuf's JSON mapping writes a float by its shortest float32 text: compared as float32.
+    failures.check([h.f32(v) for v in values] == [h.f32(float(local["prediction"]))],
+                   f"reflection Predict answered {got['predicted']}, local {local['prediction']}")
+    failures.check(any(m.get("name") == "demo" and m.get("ready") for m in got["models"].get("models", [])),
+                   f"reflection ListModels answered {got['models']}")
+    failures.check(got["health"] == {"status": "SERVING"}, f"reflection health answered {got['health']}")
+
+
+def no_grpcurl_commands(failures, source_dir):
+    """No line of a code block (fenced, or indented 4 spaces) in README.md or docs/ runs grpcurl."""
+    for path in [os.path.join(source_dir, "README.md")] + sorted(glob.glob(os.path.join(source_dir, "docs", "*.md"))):
+        fenced = False
+        for number, line in enumerate(open(path).read().splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+                continue
+            if (fenced or line.startswith("    ")) and re.match(r"\s*(\$\s*)?grpcurl\b", line):
+                failures.check(False, f"{os.path.relpath(path, source_dir)}:{number}: a grpcurl command "
+                                      "(no test can run grpcurl: it is not packaged in Debian 12)")
+
+
+def local_answers(grove, model_file, root):
+    """The local CLI's prediction, margin and SHAP values (%.9g text) for EXAMPLE_ROW."""
+    row = os.path.join(root, "example_row.csv")
+    with open(row, "w") as out:
+        out.write(EXAMPLE_ROW)
+    answer = {}
+    for key, command in (("prediction", ["predict"]), ("margin", ["predict", "--kind", "margin"]),
+                         ("shap", ["explain"])):
+        r = subprocess.run([grove] + command + ["--model", model_file, "--input", row, "--no-progress"],
+                           capture_output=True, text=True, timeout=300, check=True)
+        values = r.stdout.strip().split(",")
+        answer[key] = values if key == "shap" else values[0]
+    return answer
+
+
 def main():
-    args = h.parse_args()
+    args = h.parse_args(["--cpp-example"])
     try:
         import grpc  # noqa: F401
         import grpc_tools  # noqa: F401
@@ -98,12 +185,15 @@ def main():
     interventional = blocks(text, INTERVENTIONAL)
     rest = blocks(text, REST)
     shared = blocks(text, SHARED_MEMORY)
+    cpp, reflection = blocks(text, CPP), blocks(text, REFLECTION)
     failures = h.Failures()
+    no_grpcurl_commands(failures, args.source_dir)
     for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
                            ("tritonclient", triton, ("python",)),
                            ("interventional", interventional, ("sh",)),
                            ("REST", rest, ("sh", "python")),
-                           ("shared memory", shared, ("python",))):
+                           ("shared memory", shared, ("python",)), ("C++", cpp, ("cpp",)),
+                           ("reflection", reflection, ("python",))):
         if not failures.check(all(l in b for l in langs), f"api.md's {name} section lacks {langs}"):
             return failures.finish("api_docs")
     rows = os.path.join(args.source_dir, "examples/rows.csv")
@@ -141,6 +231,10 @@ def main():
             h.compare(failures, "tritonclient example probabilities",
                       h.read_csv(os.path.join(root, "proba.csv")), want)
         print("api.md examples ran:", r.stdout.strip())
+        # C++ (the program the build made from the cpp block) and reflection, for EXAMPLE_ROW.
+        example = local_answers(args.grove, model_file, root)
+        check_cpp(failures, args.cpp_example, server.target, example)
+        check_reflection(failures, at(reflection["python"]), root, example)
         # REST: curl, then tritonclient.http, at the REST port.
         at_http = lambda code: code.replace("localhost:8000", f"127.0.0.1:{server.http_port}")  # noqa: E731
         run(failures, "the REST sh block", ["bash", "-e", "-c", at_http(rest["sh"])], root)

@@ -15,9 +15,11 @@ written against the built programs and a real groved (CTest e2e_docs_commands):
     the open loop's --json report must show answered requests;
   * docs/operations.md: the first groved line (the harness stands for it); "Bearer tokens": the
     token file as shown, groved started with the flags of its groved line, both client lines with
-    the infer token (and a call without a token refused); "config.json": the example file, as a
+    the infer token (and a call without a token refused); "Client certificate roles": the roles file
+    and groved line as shown, with certificates made by openssl, the infer name's certificate served
+    (the local CLI's bytes) and an unlisted name's refused; "config.json": the example file, as a
     model's config.json and as --default_model_config, loads and serves.
-Commands that need what CI does not have (a Kubernetes cluster, Docker, helm, a GPU, grpcurl) are
+Commands that need what CI does not have (a Kubernetes cluster, Docker, helm, a GPU) are
 not here; docs/deploy.md says what was and was not run.
 """
 
@@ -159,6 +161,64 @@ def run_demo(f, src, groved):
         f.check(rc == 0, f"scripts/demo.sh exited {rc} on Ctrl-C:\n" + "".join(lines[-20:]))
 
 
+def client_certificate_roles(f, groved, src, ops, work, env, local_predict):
+    """operations.md "Client certificate roles": its roles file and groved line as shown (the files
+    made with openssl: a CA, the server's certificate, a client certificate per name), then a
+    predict with the infer name's certificate (the local CLI's bytes) and one with a certificate of
+    a name the file does not list (refused)."""
+    openssl = shutil.which("openssl")
+    if not f.check(openssl is not None, "openssl is not installed (Debian package openssl)"):
+        return
+    block = indented_blocks(section(ops, "### Client certificate roles"))[0]
+    roles = [c for c in block if c.split()[0] in ("infer", "admin")]
+    groved_line = [" ".join(c.split()) for c in block if c.startswith("groved ")]
+    f.check(groved_line == ["groved --model_repository=/models --tls_cert_file=server.pem "
+                            "--tls_key_file=server.key --tls_client_ca_file=clients-ca.pem "
+                            "--tls_client_roles_file=/etc/grove/client-roles"],
+            f"operations.md's client certificate groved line changed: {groved_line}")
+    names = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in roles}
+    if not f.check(set(names) == {"infer", "admin"}, f"operations.md's client-roles lines: {roles}"):
+        return
+    pki = os.path.join(work, "pki")
+    os.makedirs(pki)
+
+    def ssl(*a):
+        r = subprocess.run([openssl] + list(a), cwd=pki, capture_output=True, text=True, timeout=120)
+        f.check(r.returncode == 0, f"openssl {' '.join(a[:2])}: {r.stderr[-500:]}")
+
+    with open(os.path.join(pki, "server.ext"), "w") as out:
+        out.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    with open(os.path.join(pki, "client.ext"), "w") as out:
+        out.write("extendedKeyUsage=clientAuth\n")
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "clients-ca.pem",
+        "-days", "2", "-subj", "/CN=grove-docs-ca")
+    for who, cn, ext in (("server", "localhost", "server.ext"), ("infer", names["infer"], "client.ext"),
+                         ("stranger", "not listed", "client.ext")):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out", f"{who}.csr",
+            "-subj", f"/CN={cn}")
+        ssl("x509", "-req", "-in", f"{who}.csr", "-CA", "clients-ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{who}.pem", "-days", "2", "-extfile", ext)
+    roles_file = os.path.join(work, "client-roles")
+    with open(roles_file, "w") as out:
+        out.write("\n".join(roles) + "\n")
+    flags = [a.replace("/etc/grove/client-roles", roles_file)
+             .replace("=server", "=" + os.path.join(pki, "server"))
+             .replace("=clients-ca.pem", "=" + os.path.join(pki, "clients-ca.pem"))
+             for a in groved_line[0].split()[2:]]
+    with h.Groved(groved, os.path.join(src, "examples", "models"), flags) as server:
+        def predict(who):
+            return run(f, f"a call with the {who} certificate",
+                       f"grove predict --server {server.target} --model demo --input rows.csv "
+                       f"--tls-ca {pki}/clients-ca.pem --tls-cert {pki}/{who}.pem --tls-key {pki}/{who}.key",
+                       work, env, expect_ok=who != "stranger")
+        r = predict("infer")
+        f.check(r.stdout == local_predict, "operations.md's client certificate roles: the infer "
+                                           "certificate's prediction differs from the local CLI")
+        r = predict("stranger")
+        f.check("PERMISSION_DENIED" in r.stderr, f"a certificate of an unlisted name: {r.stderr[-500:]}")
+    print(f"operations.md: client certificate roles as shown (infer = {names['infer']!r})")
+
+
 def h_health(port):
     """grpc.health.v1 Check of "" through deploy_lib (no generated code), or an error name."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
@@ -265,6 +325,8 @@ def main():
                 f.check(r.stdout == local_predict, f"`{c}` answered differently from the local CLI")
             no_token = at(clients[0], server).replace(' --token "$TOKEN"', "")
             run(f, "a call without a token", no_token, work, token_env, expect_ok=False)
+
+        client_certificate_roles(f, args.groved, src, ops, work, env, local_predict)
 
         # operations.md: the config.json example, per model and as the server-wide default.
         example = re.search(r"```json\n(.*?)```", section(ops, "### config.json"), re.S).group(1)

@@ -21,9 +21,9 @@ The calls are the notebooks' calls with the notebooks' parameters (re-typed here
 differs, and why:
   * addresses: groved's ephemeral ports in place of localhost:8001 (the notebooks' gRPC client);
     the fraud notebook's inference also runs through tritonclient.http on groved's REST port;
-  * the server side, as docs/triton-migration.md says: no docker, no config.pbtxt; the version
-    directories hold model.ubj / model.json (FIL's xgboost.ubj / xgboost.json), and the notebooks'
-    max_batch_size goes to config.json's max_request_rows;
+  * the server side, as docs/triton-migration.md says: no docker; the repository is laid out as
+    the notebooks lay it out for FIL (xgboost.ubj / xgboost.json and a config.pbtxt, which groved
+    does not read), and the notebooks' max_batch_size also goes to config.json's max_request_rows;
   * the data: the fraud notebook's Kaggle data set cannot be fetched here, so a synthetic table of
     the same kind (numeric columns and string categoricals) is used; the FAQ's own synthetic
     make_classification data is used as written; the ranking model is trained here (the FAQ
@@ -54,12 +54,54 @@ import groved_harness as h  # noqa: E402
 RANDOM_SEED = 0
 
 
-def serialize(repo, model, name, filename, max_batch_size):
-    """The notebooks' serialize_model, for groved's repository: <name>/1/<model file>, and the
-    config.pbtxt's max_batch_size as config.json's max_request_rows."""
+FIL_CONFIG = """backend: "fil"
+max_batch_size: {max_batch_size}
+input [
+  {{
+    name: "input__0"
+    data_type: TYPE_FP32
+    dims: [ {features} ]
+  }}
+]
+output [
+  {{
+    name: "output__0"
+    data_type: TYPE_FP32
+    dims: [ {classes} ]
+  }}
+]
+instance_group [{{ kind: KIND_AUTO }}]
+parameters [
+  {{
+    key: "model_type"
+    value: {{ string_value: "{model_type}" }}
+  }},
+  {{
+    key: "output_class"
+    value: {{ string_value: "{output_class}" }}
+  }},
+  {{
+    key: "predict_proba"
+    value: {{ string_value: "{output_class}" }}
+  }}
+]
+
+dynamic_batching {{}}
+"""
+
+
+def serialize(repo, model, name, filename, max_batch_size, classes=2):
+    """The notebooks' serialize_model and generate_config: <name>/1/<FIL's file name> and FIL's
+    config.pbtxt, as a Triton FIL repository holds them (groved reads the model file as it is and
+    not config.pbtxt); the config.pbtxt's max_batch_size also as config.json's max_request_rows."""
     version_dir = os.path.join(repo, name, "1")
     os.makedirs(version_dir, exist_ok=True)
     model.save_model(os.path.join(version_dir, filename))
+    model_type = {"xgboost.json": "xgboost_json", "xgboost.ubj": "xgboost_ubj"}[filename]
+    with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+        f.write(FIL_CONFIG.format(max_batch_size=int(max_batch_size), features=model.n_features_in_,
+                                  classes=classes, model_type=model_type,
+                                  output_class="true" if classes > 1 else "false"))
     with open(os.path.join(repo, name, "config.json"), "w") as f:
         json.dump({"max_request_rows": int(max_batch_size)}, f)
 
@@ -114,7 +156,7 @@ def fraud_notebook(f, np, pd, xgb, grpcclient, httpclient, utils, server, repo_r
               "large_model": large_model, "large_model-cpu": large_model}
     repo = repo_ready()
     for name, model in models.items():
-        serialize(repo, model, name, "model.ubj", max_batch_size)  # FIL: xgboost.ubj
+        serialize(repo, model, name, "xgboost.ubj", max_batch_size)
 
     with server(repo) as srv:
         for module, port in ((grpcclient, srv.grpc_port), (httpclient, srv.http_port)):
@@ -180,7 +222,7 @@ def faq_notebook(f, np, pd, xgb, grpcclient, utils, server, repo_ready):
     max_batch_size = MAX_MEMORY_BYTES // ((NUM_FEATURES + NUM_CLASSES) * 4)
     MODEL_NAME = "example_model"
     repo = repo_ready()
-    serialize(repo, model, MODEL_NAME, "model.json", max_batch_size)  # FIL: xgboost.json
+    serialize(repo, model, MODEL_NAME, "xgboost.json", max_batch_size)
 
     # Example 13's learning-to-rank model (the FAQ brings its own): a regression model to FIL.
     rng = np.random.default_rng(RANDOM_SEED)
@@ -189,7 +231,7 @@ def faq_notebook(f, np, pd, xgb, grpcclient, utils, server, repo_ready):
     yr = (Xr[:, 0] * 3 + Xr[:, 1] > 1.5).astype(int) + (Xr[:, 2] > 0.7)
     ranker = xgb.XGBRanker(objective="rank:pairwise", tree_method="hist", n_estimators=40,
                            max_depth=4).fit(Xr, yr, qid=np.repeat(np.arange(60), 10))
-    serialize(repo, ranker, "ranking_model", "model.json", max_batch_size)
+    serialize(repo, ranker, "ranking_model", "xgboost.json", max_batch_size, classes=1)
 
     with server(repo) as srv:
         HOST, PORT, TIMEOUT = "127.0.0.1", srv.grpc_port, 60

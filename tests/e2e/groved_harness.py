@@ -36,11 +36,14 @@ def skip(why):
     sys.exit(SKIP)
 
 
-def parse_args():
+def parse_args(extra=()):
+    """--groved, --grove, --source-dir, and the script's own `extra` options (each default "")."""
     p = argparse.ArgumentParser()
     p.add_argument("--groved", default="")
     p.add_argument("--grove", required=True)
     p.add_argument("--source-dir", required=True)
+    for flag in extra:
+        p.add_argument(flag, default="")
     a = p.parse_args()
     a.groved = os.environ.get("GROVED_BINARY") or a.groved
     if not a.groved or not os.access(a.groved, os.X_OK):

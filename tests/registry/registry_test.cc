@@ -60,6 +60,14 @@ class TempRepo {
     fs::copy_file(from, to, fs::copy_options::overwrite_existing);
     Touch(to, bump);
   }
+  // Copies `from` to <name>/<version>/<file>.
+  void PutAs(const std::string& name, int version, const std::string& from,
+             const std::string& file) {
+    fs::path dir = root_ / name / std::to_string(version);
+    fs::create_directories(dir);
+    fs::copy_file(from, dir / file, fs::copy_options::overwrite_existing);
+    Touch(dir / file, std::chrono::seconds(0));
+  }
   void Write(const std::string& rel, const std::string& text,
              std::chrono::seconds bump = std::chrono::seconds(0)) {
     fs::path p = root_ / rel;
@@ -206,6 +214,75 @@ TEST_F(RegistryTest, BadModelFailsAloneWithItsError) {
   EXPECT_NE(two->versions[0].error.find("several model files"), std::string::npos);
   EXPECT_FALSE(reg->AllReady());
   EXPECT_GE(listener_.failed.load(), 1);
+}
+
+// A Triton FIL backend repository: its default file names of the formats Grove reads load as they
+// are (config.pbtxt beside them is not read); its other formats fail their version with an error
+// naming the file and what to do.
+TEST_F(RegistryTest, TritonFilRepositoryLoadsUnchanged) {
+  const std::string ubj = FindCaseWith("model.ubj");
+  TempRepo repo;
+  const std::string pbtxt = R"(backend: "fil"
+max_batch_size: 32768
+parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
+)";
+  repo.PutAs("fil_json", 1, xgb_, "xgboost.json");
+  repo.Write("fil_json/config.pbtxt", pbtxt);
+  repo.PutAs("fil_lightgbm", 1, lgb_, "model.txt");
+  repo.Write("fil_lightgbm/config.pbtxt", pbtxt);
+  if (!ubj.empty()) repo.PutAs("fil_ubj", 1, ubj, "xgboost.ubj");
+  repo.PutAs("with_checkpoint", 1, xgb_, "xgboost.json");  // a readable file wins
+  repo.Write("with_checkpoint/1/checkpoint.tl", "TREELITE");
+  repo.Write("legacy/1/xgboost.model", std::string("\0\0\0?binf", 10));
+  repo.Write("treelite/1/checkpoint.tl", "TREELITE");
+  repo.Write("sklearn/1/model.pkl", "\x80\x04pickle");
+  repo.PutAs("both", 1, xgb_, "model.json");
+  repo.PutAs("both", 1, xgb2_, "xgboost.json");
+  repo.Write("empty/1/notes.txt", "not a model");
+  auto reg = Make(repo);
+  EXPECT_FALSE(reg->LoadAll().ok());
+
+  for (const char* name : {"fil_json", "fil_lightgbm", "with_checkpoint"}) {
+    auto m = reg->Get(name);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    PredictOnce(*m);
+  }
+  EXPECT_EQ((*reg->Get("fil_json"))->forest->format, ModelFormat::kXgboostJson);
+  EXPECT_EQ((*reg->Get("fil_lightgbm"))->forest->format, ModelFormat::kLightgbmText);
+  if (!ubj.empty()) {
+    auto m = reg->Get("fil_ubj");
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ((*m)->forest->format, ModelFormat::kXgboostUbjson);
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"legacy", "xgboost.model is XGBoost's legacy binary format"},
+      {"treelite", "checkpoint.tl is a Treelite checkpoint"},
+      {"sklearn", "model.pkl is a Python pickle"}};
+  for (const auto& [name, why] : refused) {
+    EXPECT_EQ(reg->Get(name).status().code(), absl::StatusCode::kUnavailable) << name;
+    auto st = reg->GetStatus(name);
+    ASSERT_TRUE(st.ok()) << name;
+    ASSERT_EQ(st->versions.size(), 1u) << name;
+    EXPECT_EQ(st->versions[0].state, VersionState::kFailed) << name;
+    EXPECT_THAT(st->versions[0].error, ::testing::HasSubstr(why));
+    EXPECT_THAT(st->versions[0].error, ::testing::HasSubstr(repo.path()));
+  }
+  auto both = reg->GetStatus("both");
+  ASSERT_TRUE(both.ok());
+  ASSERT_EQ(both->versions.size(), 1u);
+  EXPECT_THAT(both->versions[0].error,
+              ::testing::HasSubstr("several model files (model.json, xgboost.json)"));
+  auto empty = reg->GetStatus("empty");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->versions.empty());
+  EXPECT_THAT(empty->error, ::testing::HasSubstr("xgboost.json"));
+
+  // Replacing the unreadable file with a readable one loads the version at the next poll.
+  repo.Remove("treelite/1/checkpoint.tl");
+  repo.PutAs("treelite", 1, xgb_, "xgboost.json");
+  reg->Poll();  // the new file is seen
+  reg->Poll();  // and stable
+  EXPECT_TRUE(reg->Get("treelite").ok()) << reg->Get("treelite").status();
 }
 
 TEST_F(RegistryTest, BadConfigNamesTheField) {
