@@ -61,6 +61,39 @@ using StrategyFactory = std::unique_ptr<PredictStrategy> (*)(const TahoeEngineIm
 constexpr StrategyFactory kStrategyFactories[kNumStrategies] = {
     MakeCpu, MakeKernel, MakeKernel, MakeKernel, MakeKernel, MakeKernel};
 
+// Stages rows [begin, begin + n) of `rows` into the slot's pinned buffer and sends them to the
+// device on the slot's stream. With `piece_pool`, each piece goes to the device as soon as its
+// worker has staged it, so the DMA of the first pieces overlaps the staging of the rest (staging
+// 10 MB and then sending it cost prod-wide256's 10,000-row batches both in full); otherwise the
+// rows are staged (on `pool`) and sent in one transfer. Every transfer is enqueued before this
+// returns, so the caller's kernel follows them on the stream.
+absl::Status StageAndSend(ThreadPool* piece_pool, ThreadPool* pool, int device, Slot& slot,
+                          RowsView rows, int64_t begin, int64_t n) {
+  const int64_t F = rows.cols, row_bytes = std::max<int64_t>(1, F * 4);
+  if (piece_pool == nullptr || n * row_bytes < kPipelinedStagingBytes) {
+    CopyRows(pool, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
+    return gpu::CudaStatus(cudaMemcpyAsync(slot.device_in(), slot.host_in(), n * row_bytes,
+                                           cudaMemcpyHostToDevice, slot.stream),
+                           "copy rows to device");
+  }
+  std::atomic<int> error{cudaSuccess};
+  // At most kStagingPieces pieces: a DMA per megabyte ran 1M-row batches of 4 KB rows 30% slower
+  // end to end (workers contending for the stream, short transfers).
+  const int64_t piece_bytes = std::max(kStagingPieceBytes, n * row_bytes / kStagingPieces);
+  const int64_t grain = std::max<int64_t>(1, piece_bytes / row_bytes);
+  piece_pool->ParallelFor(n, grain, [&](int64_t b, int64_t e) {
+    float* staged = slot.host_in() + b * F;
+    CopyRows(nullptr, staged, F, rows.Row(begin + b), rows.stride, e - b, F);
+    cudaError_t c = cudaSetDevice(device);  // a worker's current device is its own
+    if (c == cudaSuccess) {
+      c = cudaMemcpyAsync(slot.device_in() + b * F, staged, (e - b) * row_bytes,
+                          cudaMemcpyHostToDevice, slot.stream);
+    }
+    if (c != cudaSuccess) error.store(c);
+  });
+  return gpu::CudaStatus(static_cast<cudaError_t>(error.load()), "copy rows to device");
+}
+
 }  // namespace
 
 absl::Status TahoeEngineImpl::Init() {
@@ -286,10 +319,10 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
                                                  F * 4, n, cudaMemcpyHostToDevice, slot.stream),
                                "copy rows to device");
     } else {
-      CopyRows(pool_, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
-      status = gpu::CudaStatus(cudaMemcpyAsync(slot.device_in(), slot.host_in(), n * F * 4,
-                                               cudaMemcpyHostToDevice, slot.stream),
-                               "copy rows to device");
+      // Batches of several chunks overlap one chunk's staging with the previous one's transfer
+      // already (two slots); piece by piece they ran 15-30% slower at 1M rows.
+      status = StageAndSend(rows.rows <= chunk ? pool_ : nullptr, pool_, g.device, slot, rows,
+                            begin, n);
     }
     if (!status.ok()) break;
     a.d_rows = slot.device_in();

@@ -39,6 +39,12 @@ constexpr int kSlots = 2;
 constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
 constexpr int64_t kDeviceChunkRows = 1 << 20;   // device path: rows per launch
 constexpr int64_t kRowChunkWsRows = 1 << 18;     // rows per launch of row chunk with tree parts
+// Host rows staged on the pool from kPipelinedStagingBytes on, each piece (at least
+// kStagingPieceBytes, at most kStagingPieces of them) sent to the device as soon as it is staged
+// (StageAndSend, tahoe_engine.cc).
+constexpr int64_t kPipelinedStagingBytes = int64_t{2} << 20;
+constexpr int64_t kStagingPieceBytes = int64_t{1} << 20;
+constexpr int64_t kStagingPieces = 8;
 constexpr int64_t kMaxInBytes = int64_t{64} << 20;
 constexpr int64_t kMaxOutBytes = int64_t{64} << 20;
 constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
