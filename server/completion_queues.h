@@ -25,6 +25,10 @@
 //      passed, which cancels the call's queued work as the callback API's OnCancel does). The call
 //      object is deleted on the queue's thread once both have come back.
 //
+// A call that waits inside gRPC for a free queue thread when the server shuts down has reached no
+// handler: gRPC cancels it, as any call that arrives once shutdown began (the calls that reached
+// their handler are answered; docs/operations.md "Shutdown").
+//
 // Lifecycle (GroveServer): construct (adds the queues to the builder) and AddMethod before
 // grpc::ServerBuilder::BuildAndStart; Start after it; Shutdown after grpc::Server::Shutdown
 // returned and every call was answered (Runtime::Shutdown), which shuts the queues down, drains
