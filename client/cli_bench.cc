@@ -1,9 +1,12 @@
 // `grove bench`: a load generator for groved (see HelpText("bench") in cli_args.cc).
 //
-// Closed loop: `concurrency` threads, each sending its next request when the previous one is
-// answered (blocking stubs). Open loop: one scheduler thread starts request k at start + k / rate
-// with the asynchronous callback API whatever the answers, and the latency of a request counts from
-// its scheduled time (so a slow server is not hidden by a slowed-down sender). Requests are built
+// Closed loop: `concurrency` callers, each sending its next request when the previous one is
+// answered. The callers are spread over min(concurrency, hardware threads) threads; each thread
+// drives its callers' calls through a completion queue of its own (asynchronous stubs), so that
+// the load generator is not limited by one thread per caller (a blocking call costs a completion
+// queue and thread wake-ups of its own). Open loop: one scheduler thread starts request k at
+// start + k / rate with the asynchronous callback API whatever the answers, and the latency of a
+// request counts from its scheduled time (so a slow server is not hidden by a slowed-down sender). Requests are built
 // once, before the run, from the input rows (cycled) or from seeded random rows. Only requests that
 // start after the warm-up and before the end of the measured window are counted.
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -37,6 +41,8 @@
 #include "client/cli_remote.h"
 #include "core/io/csv.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/support/async_unary_call.h"
 
 namespace grove::cli {
 namespace {
@@ -300,54 +306,58 @@ class Bench {
     client::FillMatrix(buf.data(), rows, cols_, raw_rows_ && !args_.repeated_values, out);
   }
 
-  // One synchronous call of prepared request `i` (with --shared-memory: caller `caller`'s request)
-  // on connection `conn`.
-  absl::StatusCode CallSync(int i, int conn, int caller) {
-    grpc::ClientContext context;
-    clients_[conn]->Prepare(&context, Call());
-    grpc::Status s;
-    const bool shm = args_.shared_memory;
-    if (args_.bench_explain) {
-      grove::v1::ExplainResponse response;
-      s = clients_[conn]->stub()->Explain(
-          &context, shm ? shm_explain_[caller] : explain_[i % explain_.size()], &response);
-    } else {
-      grove::v1::PredictResponse response;
-      s = clients_[conn]->stub()->Predict(
-          &context, shm ? shm_predict_[caller] : predict_[i % predict_.size()], &response);
-    }
-    return static_cast<absl::StatusCode>(s.error_code());
-  }
-
+  // Closed loop (see the top of this file). Caller c sends prepared requests c, c + n, c + 2n, ...
+  // (with --shared-memory: its own request) on connection c % connections.
   void RunClosed() {
     const int n = args_.concurrency;
+    const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, n);
     std::vector<Recorder> recorders(static_cast<size_t>(n));
     std::atomic<int64_t> measured{0};
     std::atomic<bool> stop{false};
     start_ = Clock::now();
     measure_begin_ = start_ + Dur(args_.warmup_seconds);
     measure_end_ = measure_begin_ + Dur(args_.duration_seconds);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n; ++t) {
-      threads.emplace_back([&, t] {
-        int i = t;
-        while (!stop.load(std::memory_order_relaxed)) {
-          const auto begin = Clock::now();
-          if (begin >= measure_end_) break;
-          const bool measure = begin >= measure_begin_;
-          if (measure && args_.max_requests > 0 && measured.fetch_add(1) >= args_.max_requests) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        grpc::CompletionQueue cq;
+        std::vector<std::unique_ptr<Caller>> callers;
+        for (int c = t; c < n; c += threads) {
+          callers.push_back(std::make_unique<Caller>());
+          callers.back()->index = c;
+          callers.back()->next = c;
+        }
+        // Starts caller `c`'s next call; false when the caller is done (the run ended).
+        auto start = [&](Caller& c) {
+          if (stop.load(std::memory_order_relaxed)) return false;
+          c.begin = Clock::now();
+          if (c.begin >= measure_end_) return false;
+          c.measure = c.begin >= measure_begin_;
+          if (c.measure && args_.max_requests > 0 && measured.fetch_add(1) >= args_.max_requests) {
             stop = true;
-            break;
+            return false;
           }
-          const absl::StatusCode code = CallSync(i, t % static_cast<int>(clients_.size()), t);
-          i += n;
-          if (measure) {
-            recorders[t].Add(std::chrono::duration<double>(Clock::now() - begin).count(), code);
+          StartCall(c, n, &cq);
+          return true;
+        };
+        int active = 0;
+        for (auto& c : callers) active += start(*c) ? 1 : 0;
+        void* tag = nullptr;
+        bool ok = false;
+        while (active > 0 && cq.Next(&tag, &ok)) {
+          Caller& c = *static_cast<Caller*>(tag);
+          if (c.measure) {
+            recorders[c.index].Add(std::chrono::duration<double>(Clock::now() - c.begin).count(),
+                                   static_cast<absl::StatusCode>(c.status.error_code()));
           }
+          if (!start(c)) --active;
+        }
+        cq.Shutdown();
+        while (cq.Next(&tag, &ok)) {
         }
       });
     }
-    for (std::thread& th : threads) th.join();
+    for (std::thread& th : pool) th.join();
     actual_end_ = std::min(Clock::now(), measure_end_);
     send_end_ = actual_end_;
     for (Recorder& r : recorders) total_.Merge(std::move(r));
@@ -497,6 +507,45 @@ class Bench {
   }
 
  private:
+  // One closed-loop caller: its call in flight (the completion queue's tag is the caller).
+  struct Caller {
+    int index = 0;    // 0..concurrency-1
+    int64_t next = 0;  // prepared request of its next call
+    Clock::time_point begin;
+    bool measure = false;
+    std::optional<grpc::ClientContext> context;  // declared before the readers: destroyed after
+    grpc::Status status;
+    grove::v1::PredictResponse predict;
+    grove::v1::ExplainResponse explain;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<grove::v1::PredictResponse>> predict_call;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<grove::v1::ExplainResponse>> explain_call;
+  };
+
+  // Starts `c`'s next call on `cq` (`n` callers).
+  void StartCall(Caller& c, int n, grpc::CompletionQueue* cq) {
+    const int conn = c.index % static_cast<int>(clients_.size());
+    const int64_t i = c.next;
+    c.next += n;
+    // The readers live in their call's memory, which goes with the context: readers first.
+    c.predict_call.reset();
+    c.explain_call.reset();
+    c.context.emplace();
+    clients_[conn]->Prepare(&*c.context, Call());
+    const bool shm = args_.shared_memory;
+    grove::v1::Grove::Stub* stub = clients_[conn]->stub();
+    if (args_.bench_explain) {
+      const grove::v1::ExplainRequest& req =
+          shm ? shm_explain_[c.index] : explain_[i % explain_.size()];
+      c.explain_call = stub->AsyncExplain(&*c.context, req, cq);
+      c.explain_call->Finish(&c.explain, &c.status, &c);
+    } else {
+      const grove::v1::PredictRequest& req =
+          shm ? shm_predict_[c.index] : predict_[i % predict_.size()];
+      c.predict_call = stub->AsyncPredict(&*c.context, req, cq);
+      c.predict_call->Finish(&c.predict, &c.status, &c);
+    }
+  }
+
   static Clock::duration Dur(double seconds) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }

@@ -20,6 +20,7 @@
 
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -243,6 +244,10 @@ absl::StatusOr<std::unique_ptr<GroveClient>> GroveClient::Create(const ClientOpt
       std::clamp<int64_t>(options.max_message_bytes, 4 << 20, std::numeric_limits<int>::max()));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
+  // A connection of this client's own: gRPC's default (a process-wide pool of subchannels) gives
+  // every channel to the same target with the same arguments one shared TCP connection, so that N
+  // clients (grove bench --connections N) would still be one connection read by one server thread.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   const bool tls = options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
                    !options.tls_key_file.empty();

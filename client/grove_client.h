@@ -16,8 +16,9 @@
 // Clients on groved's host may pass rows and results through POSIX shared memory instead
 // (SharedMemoryBuffer, RegisterSharedMemory, PredictSharedMemory; docs/api.md "Shared memory").
 //
-// Thread-safe: one GroveClient may be shared by any number of threads (it holds one channel;
-// create several clients for several connections).
+// Thread-safe: one GroveClient may be shared by any number of threads (it holds one channel and
+// one connection of its own, never shared with other clients; create several clients for several
+// connections).
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 namespace grove::server {
 
 absl::Status Authorize(const auth::Authorizer* authorizer,
-                       const grpc::CallbackServerContext& context, auth::Role required,
+                       const grpc::ServerContextBase& context, auth::Role required,
                        absl::string_view method) {
   if (authorizer == nullptr) return absl::OkStatus();
   auth::CallerCredentials caller;

@@ -26,7 +26,7 @@ namespace grove::server {
 // OK when `authorizer` is null (no access control configured) or the call holds `required`;
 // otherwise UNAUTHENTICATED or PERMISSION_DENIED naming `method`. Never blocks; thread-safe.
 absl::Status Authorize(const auth::Authorizer* authorizer,
-                       const grpc::CallbackServerContext& context, auth::Role required,
+                       const grpc::ServerContextBase& context, auth::Role required,
                        absl::string_view method);
 
 }  // namespace grove::server

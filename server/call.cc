@@ -39,7 +39,7 @@ void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const 
 }
 
 void ReplySharedMemoryControl(Runtime* runtime, UnaryCall* reactor,
-                              const grpc::CallbackServerContext& context,
+                              const grpc::ServerContextBase& context,
                               SharedMemoryControl request,
                               std::function<void(std::vector<std::string>)> unregistered) {
   StartSharedMemoryControl(
@@ -56,6 +56,8 @@ UnaryCall::UnaryCall(Runtime* runtime, const char* method)
     : runtime_(runtime), method_(method), start_(absl::Now()) {
   runtime_->metrics().InflightRequests(method_, 1);
 }
+
+UnaryCall::~UnaryCall() { runtime_->metrics().InflightRequests(method_, -1); }
 
 void UnaryCall::set_call(std::shared_ptr<CallState> call) {
   bool cancelled;
@@ -82,18 +84,18 @@ void UnaryCall::Reply(const absl::Status& status) {
   }
   RecordFinishedCall(runtime_, model_label_, method_, counted, start_, observe_latency_, op_,
                      resolved_);
-  Finish(ToGrpcStatus(status));
+  Send(ToGrpcStatus(status));
 }
 
-bool UnaryCall::Admit(const auth::Authorizer* authorizer,
-                      const grpc::CallbackServerContext& context, auth::Role required) {
+bool UnaryCall::Admit(const auth::Authorizer* authorizer, const grpc::ServerContextBase& context,
+                      auth::Role required) {
   absl::Status s = Authorize(authorizer, context, required, method_);
   if (s.ok()) return true;
   Reply(s);
   return false;
 }
 
-void UnaryCall::OnCancel() {
+void UnaryCall::Cancelled() {
   std::shared_ptr<CallState> call;
   {
     absl::MutexLock lock(&mu_);
@@ -102,11 +104,6 @@ void UnaryCall::OnCancel() {
   }
   // Outside the lock: a cancelled task may be answered at once, on this thread (Reply).
   if (call != nullptr) call->Cancel();
-}
-
-void UnaryCall::OnDone() {
-  runtime_->metrics().InflightRequests(method_, -1);
-  delete this;
 }
 
 }  // namespace grove::server

@@ -1,10 +1,16 @@
-// What every RPC handler of groved shares: a unary reactor that records the call's metrics and
-// cancels its queued work when the client goes away, and the submission of a call's compute tasks.
+// What every RPC handler of groved shares: a unary call (UnaryCall) that records the call's metrics
+// and cancels its queued work when the client goes away, and the submission of a call's compute
+// tasks.
 //
-// Handlers never block: they validate, convert, Submit tasks and return the reactor; the last task
-// to finish (on a batch executor thread) finishes the call. A short task that finds the engines
-// idle is computed inside Submit (serving_core.h, inline_compute), so the call may be finished on
-// the handler's own thread before the reactor is returned (gRPC allows Finish there).
+// A unary call reaches its handler on one of two transports, with the same handler code: gRPC's
+// callback API (CallbackUnaryCall, a ServerUnaryReactor: every RPC but the hot ones) or groved's
+// completion queues (server/completion_queues.h: Predict, Explain, ModelInfer). Handlers see only
+// UnaryCall and grpc::ServerContextBase.
+//
+// Handlers never block: they validate, convert, Submit tasks and return; the last task to finish
+// (on a batch executor thread) finishes the call. A short task that finds the engines idle is
+// computed inside Submit (serving_core.h, inline_compute), so the call may be finished on the
+// handler's own thread before the handler returns (both transports allow that).
 #pragma once
 
 #include <functional>
@@ -59,13 +65,21 @@ struct SharedMemoryControl;  // server/kserve_ops.h (which includes this header)
 // waited) and replies with its status; `unregistered` (may be null) first receives the names
 // removed. The caller has admitted the call.
 void ReplySharedMemoryControl(
-    Runtime* runtime, UnaryCall* reactor, const grpc::CallbackServerContext& context,
+    Runtime* runtime, UnaryCall* reactor, const grpc::ServerContextBase& context,
     SharedMemoryControl request,
     std::function<void(std::vector<std::string>)> unregistered = nullptr);
 
-class UnaryCall final : public grpc::ServerUnaryReactor {
+// One unary call as its handler sees it, whatever the transport. Created when the request has been
+// received (the call counts as in flight until it is destroyed), answered exactly once by Reply.
+//
+// Thread-safe: Reply, cancelled and Cancelled may run on any thread; the setters are for the
+// handler, before it queues work.
+class UnaryCall {
  public:
   UnaryCall(Runtime* runtime, const char* method);
+  virtual ~UnaryCall();
+  UnaryCall(const UnaryCall&) = delete;
+  UnaryCall& operator=(const UnaryCall&) = delete;
 
   void set_model_label(std::string label) { model_label_ = std::move(label); }
   // Observed in grove_request_duration_seconds on success (compute calls only).
@@ -73,12 +87,13 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
     op_ = op;
     observe_latency_ = true;
   }
-  // The call's compute state, cancelled when the client cancels. Set before returning the reactor.
+  // The call's compute state, cancelled when the client cancels. Set before the handler returns.
   void set_call(std::shared_ptr<CallState> call);
   // Filled by the handler before it queues work; read by Reply (the queue orders the two).
   ResolvedCall* resolved() { return &resolved_; }
 
-  // Records metrics and finishes the RPC. Exactly once.
+  // Records metrics and answers the RPC (Send). Exactly once; the call may be destroyed as soon as
+  // it returns (by the transport, on another thread), so nothing may touch it afterwards.
   void Reply(const absl::Status& status);
   // The client cancelled the call (or its deadline passed); any thread.
   bool cancelled() const {
@@ -88,12 +103,17 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 
   // Access control (server/auth.h), first thing in every handler: true when the call may go on;
   // otherwise the call is answered with the UNAUTHENTICATED / PERMISSION_DENIED status (the
-  // handler must then only return the reactor).
-  bool Admit(const auth::Authorizer* authorizer, const grpc::CallbackServerContext& context,
+  // handler must then only return).
+  bool Admit(const auth::Authorizer* authorizer, const grpc::ServerContextBase& context,
              auth::Role required);
 
-  void OnCancel() override;
-  void OnDone() override;
+ protected:
+  // The transport's answer: `status`, and on OK the response the handler filled. Called once, by
+  // Reply, as its last step.
+  virtual void Send(const grpc::Status& status) = 0;
+  // The transport learnt that the client cancelled the call or its deadline passed (any time,
+  // also after Reply): queued work of the call is dropped and an OK answer counts as CANCELLED.
+  void Cancelled();
 
  private:
   Runtime* const runtime_;
@@ -106,6 +126,19 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   mutable absl::Mutex mu_;
   std::shared_ptr<CallState> call_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// A unary call on gRPC's callback API: the handler creates it with `new` and returns it to gRPC;
+// it deletes itself when gRPC is done with it (OnDone).
+class CallbackUnaryCall final : public grpc::ServerUnaryReactor, public UnaryCall {
+ public:
+  CallbackUnaryCall(Runtime* runtime, const char* method) : UnaryCall(runtime, method) {}
+
+  void OnCancel() override { Cancelled(); }
+  void OnDone() override { delete this; }
+
+ private:
+  void Send(const grpc::Status& status) override { Finish(status); }
 };
 
 }  // namespace grove::server

@@ -81,10 +81,10 @@ int64_t HeldRowBytes(const CallBuffers& buffers, const RowsView& rows) {
 }
 
 // Everything Predict does before its tasks are queued. On OK the call finishes from `call`.
-absl::Status StartPredict(Runtime* runtime, grpc::CallbackServerContext* context,
+absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& context,
                           const grove::v1::PredictRequest* request,
                           grove::v1::PredictResponse* response, UnaryCall* reactor) {
-  const absl::Time deadline = DeadlineFromChrono(context->deadline());
+  const absl::Time deadline = DeadlineFromChrono(context.deadline());
   if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
   absl::StatusOr<ServablePtr> got = runtime->registry().Get(request->model(), request->version());
   if (!got.ok()) return got.status();
@@ -573,35 +573,31 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* GroveService::Predict(grpc::CallbackServerContext* context,
-                                                const grove::v1::PredictRequest* request,
-                                                grove::v1::PredictResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "Predict");
-  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
-  reactor->set_model_label(ModelLabel(runtime_, request->model()));
-  if (absl::Status s = StartPredict(runtime_, context, request, response, reactor); !s.ok()) {
-    reactor->Reply(s);
+void GroveService::HandlePredict(const grpc::ServerContextBase& context,
+                                 const grove::v1::PredictRequest& request,
+                                 grove::v1::PredictResponse* response, UnaryCall* call) {
+  if (!call->Admit(authorizer_, context, auth::Role::kInfer)) return;
+  call->set_model_label(ModelLabel(runtime_, request.model()));
+  if (absl::Status s = StartPredict(runtime_, context, &request, response, call); !s.ok()) {
+    call->Reply(s);
   }
-  return reactor;
 }
 
-grpc::ServerUnaryReactor* GroveService::Explain(grpc::CallbackServerContext* context,
-                                                const grove::v1::ExplainRequest* request,
-                                                grove::v1::ExplainResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "Explain");
-  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
-  reactor->set_model_label(ModelLabel(runtime_, request->model()));
-  reactor->set_operation(RequestOperation(*request));
-  std::shared_ptr<CallState> call;
+void GroveService::HandleExplain(const grpc::ServerContextBase& context,
+                                 const grove::v1::ExplainRequest& request,
+                                 grove::v1::ExplainResponse* response, UnaryCall* call) {
+  if (!call->Admit(authorizer_, context, auth::Role::kInfer)) return;
+  call->set_model_label(ModelLabel(runtime_, request.model()));
+  call->set_operation(RequestOperation(request));
+  std::shared_ptr<CallState> state;
   absl::Status s = StartExplain(
-      runtime_, *request, response, DeadlineFromChrono(context->deadline()),
-      [reactor](absl::Status status) { reactor->Reply(status); }, &call, reactor->resolved());
+      runtime_, request, response, DeadlineFromChrono(context.deadline()),
+      [call](absl::Status status) { call->Reply(status); }, &state, call->resolved());
   if (!s.ok()) {
-    reactor->Reply(s);
+    call->Reply(s);
   } else {
-    reactor->set_call(std::move(call));
+    call->set_call(std::move(state));
   }
-  return reactor;
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GroveService::ExplainStream(
@@ -613,7 +609,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GroveService::Expla
 grpc::ServerUnaryReactor* GroveService::ListModels(grpc::CallbackServerContext* context,
                                                    const grove::v1::ListModelsRequest* request,
                                                    grove::v1::ListModelsResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ListModels");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ListModels");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   for (const registry::ModelStatus& s : runtime_->registry().List()) {
     FillModelStatus(s, response->add_models());
@@ -625,7 +621,7 @@ grpc::ServerUnaryReactor* GroveService::ListModels(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* GroveService::GetModelMetadata(
     grpc::CallbackServerContext* context, const grove::v1::GetModelMetadataRequest* request,
     grove::v1::ModelMetadata* response) {
-  auto* reactor = new UnaryCall(runtime_, "GetModelMetadata");
+  auto* reactor = new CallbackUnaryCall(runtime_, "GetModelMetadata");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   absl::StatusOr<registry::ModelStatus> status = runtime_->registry().GetStatus(request->model());
@@ -651,7 +647,7 @@ grpc::ServerUnaryReactor* GroveService::GetModelMetadata(
 grpc::ServerUnaryReactor* GroveService::LoadModel(grpc::CallbackServerContext* context,
                                                   const grove::v1::LoadModelRequest* request,
                                                   grove::v1::LoadModelResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "LoadModel");
+  auto* reactor = new CallbackUnaryCall(runtime_, "LoadModel");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   Runtime* runtime = runtime_;
@@ -671,7 +667,7 @@ grpc::ServerUnaryReactor* GroveService::LoadModel(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext* context,
                                                     const grove::v1::UnloadModelRequest* request,
                                                     grove::v1::UnloadModelResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "UnloadModel");
+  auto* reactor = new CallbackUnaryCall(runtime_, "UnloadModel");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   StartModelControl(runtime_, model_control_, ModelControl::kUnload, request->model(),
@@ -684,7 +680,7 @@ grpc::ServerUnaryReactor* GroveService::UnloadModel(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* GroveService::RegisterSharedMemory(
     grpc::CallbackServerContext* context, const grove::v1::RegisterSharedMemoryRequest* request,
     grove::v1::RegisterSharedMemoryResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "RegisterSharedMemory");
+  auto* reactor = new CallbackUnaryCall(runtime_, "RegisterSharedMemory");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   ReplySharedMemoryControl(runtime_, reactor, *context,
                            SharedMemoryControl::Register(request->name(), request->key(),
@@ -695,7 +691,7 @@ grpc::ServerUnaryReactor* GroveService::RegisterSharedMemory(
 grpc::ServerUnaryReactor* GroveService::UnregisterSharedMemory(
     grpc::CallbackServerContext* context, const grove::v1::UnregisterSharedMemoryRequest* request,
     grove::v1::UnregisterSharedMemoryResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "UnregisterSharedMemory");
+  auto* reactor = new CallbackUnaryCall(runtime_, "UnregisterSharedMemory");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   ReplySharedMemoryControl(runtime_, reactor, *context,
                            SharedMemoryControl::Unregister(request->name()),
@@ -710,7 +706,7 @@ grpc::ServerUnaryReactor* GroveService::UnregisterSharedMemory(
 grpc::ServerUnaryReactor* GroveService::GetSharedMemoryStatus(
     grpc::CallbackServerContext* context, const grove::v1::SharedMemoryStatusRequest* request,
     grove::v1::SharedMemoryStatusResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "GetSharedMemoryStatus");
+  auto* reactor = new CallbackUnaryCall(runtime_, "GetSharedMemoryStatus");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   absl::StatusOr<std::vector<serving::SharedMemoryRegionInfo>> regions =
       runtime_->shared_memory().Status(request->name());

@@ -1,4 +1,6 @@
-// grove.v1.Grove, Grove's native API (proto/grove/v1/grove.proto), on the gRPC callback API.
+// grove.v1.Grove, Grove's native API (proto/grove/v1/grove.proto). Predict and Explain, the hot
+// unary RPCs, are served on groved's completion queues (server/completion_queues.h calls
+// HandlePredict / HandleExplain); every other RPC on the gRPC callback API.
 //
 // Predict and Explain validate the request, pin the model version, queue one task per operation
 // (predict outputs and explanations go to separate queues) and return; the batch executor finishes
@@ -20,11 +22,15 @@
 
 namespace grove::server {
 
-// grove.v1.Grove with ExplainStream on raw bytes: the service decodes each stream message itself,
-// so that one that cannot be decoded ends the stream with INVALID_ARGUMENT naming it (gRPC's typed
-// reader reports a decoding failure as a plain end of stream, and the stream would end OK).
-using GroveServiceBase = grove::v1::Grove::WithCallbackMethod_Predict<
-    grove::v1::Grove::WithCallbackMethod_Explain<grove::v1::Grove::WithRawCallbackMethod_ExplainStream<
+// grove.v1.Grove with Predict and Explain as raw asynchronous methods (requested on completion
+// queues, bytes decoded by groved: gRPC's typed asynchronous methods answer a request that cannot
+// be decoded with INTERNAL "Unable to parse request", out of reach of the interceptor that names
+// the method, server/rpc_errors.h) and ExplainStream on raw bytes: the service decodes each stream
+// message itself, so that one that cannot be decoded ends the stream with INVALID_ARGUMENT naming
+// it (gRPC's typed reader reports a decoding failure as a plain end of stream, and the stream
+// would end OK).
+using GroveServiceBase = grove::v1::Grove::WithRawMethod_Predict<
+    grove::v1::Grove::WithRawMethod_Explain<grove::v1::Grove::WithRawCallbackMethod_ExplainStream<
         grove::v1::Grove::WithCallbackMethod_ListModels<grove::v1::Grove::WithCallbackMethod_GetModelMetadata<
             grove::v1::Grove::WithCallbackMethod_LoadModel<
                 grove::v1::Grove::WithCallbackMethod_UnloadModel<
@@ -56,12 +62,16 @@ class GroveService final : public GroveServiceBase {
   GroveService(Runtime* runtime, const auth::Authorizer* authorizer, bool model_control)
       : runtime_(runtime), authorizer_(authorizer), model_control_(model_control) {}
 
-  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
-                                    const grove::v1::PredictRequest* request,
-                                    grove::v1::PredictResponse* response) override;
-  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context,
-                                    const grove::v1::ExplainRequest* request,
-                                    grove::v1::ExplainResponse* response) override;
+  // Predict and Explain on any transport: `call` was created for the request (method label
+  // "Predict" / "Explain") and is answered exactly once, on this thread or later on the thread that
+  // completes its work. `request` and `response` must stay alive until the call was answered (and
+  // `response` until it was sent). Never blocks (a short idle call is computed inline).
+  void HandlePredict(const grpc::ServerContextBase& context,
+                     const grove::v1::PredictRequest& request,
+                     grove::v1::PredictResponse* response, UnaryCall* call);
+  void HandleExplain(const grpc::ServerContextBase& context,
+                     const grove::v1::ExplainRequest& request,
+                     grove::v1::ExplainResponse* response, UnaryCall* call);
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExplainStream(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,

@@ -15,7 +15,7 @@ namespace grove::server {
 grpc::ServerUnaryReactor* KserveService::ServerLive(grpc::CallbackServerContext* context,
                                                     const inference::ServerLiveRequest* request,
                                                     inference::ServerLiveResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ServerLive");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ServerLive");
   response->set_live(true);
   reactor->Reply(absl::OkStatus());
   return reactor;
@@ -24,7 +24,7 @@ grpc::ServerUnaryReactor* KserveService::ServerLive(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KserveService::ServerReady(grpc::CallbackServerContext* context,
                                                      const inference::ServerReadyRequest* request,
                                                      inference::ServerReadyResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ServerReady");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ServerReady");
   response->set_ready(runtime_->ServerReady());
   reactor->Reply(absl::OkStatus());
   return reactor;
@@ -33,7 +33,7 @@ grpc::ServerUnaryReactor* KserveService::ServerReady(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KserveService::ModelReady(grpc::CallbackServerContext* context,
                                                     const inference::ModelReadyRequest* request,
                                                     inference::ModelReadyResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ModelReady");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ModelReady");
   reactor->set_model_label(ModelLabel(runtime_, request->name()));
   reactor->Reply(KserveModelReady(runtime_, *request, response));
   return reactor;
@@ -42,7 +42,7 @@ grpc::ServerUnaryReactor* KserveService::ModelReady(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KserveService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest* request,
     inference::ServerMetadataResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ServerMetadata");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ServerMetadata");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   KserveServerMetadata(runtime_->shared_memory_enabled(), response);
   reactor->Reply(absl::OkStatus());
@@ -52,34 +52,32 @@ grpc::ServerUnaryReactor* KserveService::ServerMetadata(
 grpc::ServerUnaryReactor* KserveService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ModelMetadata");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ModelMetadata");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->name()));
   reactor->Reply(KserveModelMetadata(runtime_, *request, response));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* KserveService::ModelInfer(grpc::CallbackServerContext* context,
-                                                    const inference::ModelInferRequest* request,
-                                                    inference::ModelInferResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ModelInfer");
-  if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
-  reactor->set_model_label(ModelLabel(runtime_, request->model_name()));
+void KserveService::HandleModelInfer(const grpc::ServerContextBase& context,
+                                     const inference::ModelInferRequest& request,
+                                     inference::ModelInferResponse* response, UnaryCall* call) {
+  if (!call->Admit(authorizer_, context, auth::Role::kInfer)) return;
+  call->set_model_label(ModelLabel(runtime_, request.model_name()));
   absl::Status s = StartKserveInfer(
-      runtime_, *request, response, DeadlineFromChrono(context->deadline()),
-      [reactor](const std::shared_ptr<CallState>& call, registry::Operation op) {
-        reactor->set_operation(op);
-        reactor->set_call(call);
+      runtime_, request, response, DeadlineFromChrono(context.deadline()),
+      [call](const std::shared_ptr<CallState>& state, registry::Operation op) {
+        call->set_operation(op);
+        call->set_call(state);
       },
-      [reactor](absl::Status status) { reactor->Reply(status); }, reactor->resolved());
-  if (!s.ok()) reactor->Reply(s);
-  return reactor;
+      [call](absl::Status status) { call->Reply(status); }, call->resolved());
+  if (!s.ok()) call->Reply(s);
 }
 
 grpc::ServerUnaryReactor* KserveService::ModelConfig(grpc::CallbackServerContext* context,
                                                      const inference::ModelConfigRequest* request,
                                                      inference::ModelConfigResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ModelConfig");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ModelConfig");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->name()));
   reactor->Reply(KserveModelConfig(runtime_, *request, response));
@@ -89,7 +87,7 @@ grpc::ServerUnaryReactor* KserveService::ModelConfig(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KserveService::ModelStatistics(
     grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "ModelStatistics");
+  auto* reactor = new CallbackUnaryCall(runtime_, "ModelStatistics");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   if (!request->name().empty()) reactor->set_model_label(ModelLabel(runtime_, request->name()));
   reactor->Reply(KserveModelStatistics(runtime_, *request, response));
@@ -99,7 +97,7 @@ grpc::ServerUnaryReactor* KserveService::ModelStatistics(
 grpc::ServerUnaryReactor* KserveService::RepositoryIndex(
     grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "RepositoryIndex");
+  auto* reactor = new CallbackUnaryCall(runtime_, "RepositoryIndex");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->Reply(KserveRepositoryIndex(runtime_, *request, response));
   return reactor;
@@ -124,7 +122,7 @@ grpc::ServerUnaryReactor* KserveService::RepositoryModelUnload(
 grpc::ServerUnaryReactor* KserveService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse* response) {
-  auto* reactor = new UnaryCall(runtime_, "SystemSharedMemoryStatus");
+  auto* reactor = new CallbackUnaryCall(runtime_, "SystemSharedMemoryStatus");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->Reply(KserveSystemSharedMemoryStatus(runtime_, *request, response));
   return reactor;
@@ -150,7 +148,7 @@ grpc::ServerUnaryReactor* KserveService::SystemSharedMemoryUnregister(
 grpc::ServerUnaryReactor* KserveService::SharedMemory(grpc::CallbackServerContext* context,
                                                       const char* method,
                                                       SharedMemoryControl request) {
-  auto* reactor = new UnaryCall(runtime_, method);
+  auto* reactor = new CallbackUnaryCall(runtime_, method);
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   ReplySharedMemoryControl(runtime_, reactor, *context, std::move(request));
   return reactor;
@@ -177,7 +175,7 @@ grpc::ServerUnaryReactor* KserveService::CudaSharedMemoryUnregister(
 
 grpc::ServerUnaryReactor* KserveService::CudaSharedMemory(grpc::CallbackServerContext* context,
                                                           const char* method) {
-  auto* reactor = new UnaryCall(runtime_, method);
+  auto* reactor = new CallbackUnaryCall(runtime_, method);
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->Reply(CudaSharedMemoryUnimplemented(method));
   return reactor;
@@ -187,7 +185,7 @@ grpc::ServerUnaryReactor* KserveService::Control(grpc::CallbackServerContext* co
                                                  const char* method, ModelControl op,
                                                  const std::string& model,
                                                  const std::string& refused) {
-  auto* reactor = new UnaryCall(runtime_, method);
+  auto* reactor = new CallbackUnaryCall(runtime_, method);
   if (!reactor->Admit(authorizer_, *context, auth::Role::kAdmin)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, model));
   if (!refused.empty()) {

@@ -1,17 +1,41 @@
 // inference.GRPCInferenceService: the Open Inference Protocol (KServe v2) as Triton speaks it, with
 // the tensor names of Triton's FIL backend (see proto/inference/grpc_service.proto), so that
 // tritonclient and KServe clients call groved unchanged. ModelInfer queues its work exactly like the
-// native Predict/Explain and answers with raw_output_contents.
+// native Predict/Explain and answers with raw_output_contents; like them it is served on groved's
+// completion queues (server/completion_queues.h calls HandleModelInfer), every other RPC on the
+// gRPC callback API.
 #pragma once
 
 #include "core/auth/authorizer.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/call.h"
 #include "server/kserve_ops.h"
 #include "server/runtime.h"
 
 namespace grove::server {
 
-class KserveService final : public inference::GRPCInferenceService::CallbackService {
+// inference.GRPCInferenceService with ModelInfer as a raw asynchronous method (requested on
+// completion queues, bytes decoded by groved; see GroveServiceBase in server/grove_service.h for
+// why raw) and every other method on the callback API.
+namespace kserve_methods {
+using S = inference::GRPCInferenceService;
+using KserveServiceBase = S::WithCallbackMethod_ServerLive<S::WithCallbackMethod_ServerReady<
+    S::WithCallbackMethod_ModelReady<S::WithCallbackMethod_ServerMetadata<
+        S::WithCallbackMethod_ModelMetadata<S::WithRawMethod_ModelInfer<
+            S::WithCallbackMethod_ModelConfig<S::WithCallbackMethod_ModelStatistics<
+                S::WithCallbackMethod_RepositoryIndex<S::WithCallbackMethod_RepositoryModelLoad<
+                    S::WithCallbackMethod_RepositoryModelUnload<
+                        S::WithCallbackMethod_SystemSharedMemoryStatus<
+                            S::WithCallbackMethod_SystemSharedMemoryRegister<
+                                S::WithCallbackMethod_SystemSharedMemoryUnregister<
+                                    S::WithCallbackMethod_CudaSharedMemoryStatus<
+                                        S::WithCallbackMethod_CudaSharedMemoryRegister<
+                                            S::WithCallbackMethod_CudaSharedMemoryUnregister<
+                                                S::Service>>>>>>>>>>>>>>>>>;
+}  // namespace kserve_methods
+using kserve_methods::KserveServiceBase;
+
+class KserveService final : public KserveServiceBase {
  public:
   // `authorizer`: access control (server/auth.h), null when none is configured; not owned, must
   // outlive the service. ServerLive, ServerReady and ModelReady stay open (they answer what
@@ -39,9 +63,13 @@ class KserveService final : public inference::GRPCInferenceService::CallbackServ
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override;
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
+  // ModelInfer on any transport: `call` was created for the request (method label "ModelInfer")
+  // and is answered exactly once, on this thread or later on the thread that completes its work.
+  // `request` and `response` must stay alive until the call was answered (and `response` until it
+  // was sent). Never blocks (a short idle call is computed inline).
+  void HandleModelInfer(const grpc::ServerContextBase& context,
+                        const inference::ModelInferRequest& request,
+                        inference::ModelInferResponse* response, UnaryCall* call);
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) override;

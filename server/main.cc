@@ -63,6 +63,11 @@ ABSL_FLAG(int64_t, max_message_bytes, 0, "gRPC message size limit (0: automatic)
 ABSL_FLAG(int, max_concurrent_streams, 1024,
           "calls in flight per client connection (1..1048576); beyond it a client's further calls "
           "wait on the client's side (HTTP/2 flow control) instead of piling up in the server");
+ABSL_FLAG(int, grpc_threads, 0,
+          "threads that receive, admit and answer Predict, Explain and ModelInfer, each draining a "
+          "gRPC completion queue of its own; a short call that finds the engines idle is computed "
+          "on the thread that received it. 1..64 (0: one per hardware thread of the host, at most "
+          "64); the other RPCs run on gRPC's callback threads");
 ABSL_FLAG(int, repository_poll_seconds, 5, "repository re-scan interval (0: no file watching)");
 ABSL_FLAG(bool, model_control, false,
           "allow the LoadModel / UnloadModel RPCs (off: they answer UNIMPLEMENTED). With "
@@ -240,6 +245,8 @@ int main(int argc, char** argv) {
   if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > (1 << 20)) {
     return Fail("--max_concurrent_streams must be 1..1048576");
   }
+  // Bounds checked when the server starts (0..64).
+  o.grpc_threads = absl::GetFlag(FLAGS_grpc_threads);
   o.repository_poll = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
   o.model_control = absl::GetFlag(FLAGS_model_control);
   // Bounds of these are checked once, by serving::ValidateSharedMemoryOptions when the server

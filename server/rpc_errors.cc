@@ -24,10 +24,7 @@ class DecodeErrorInterceptor final : public grpc::experimental::Interceptor {
     }
     if (undecodable_ &&
         methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
-      methods->ModifySendStatus(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat(method_, ": the request cannot be decoded as the method's protobuf "
-                                "message (malformed or truncated bytes); nothing was done")));
+      methods->ModifySendStatus(UndecodableRequestStatus(method_));
     }
     methods->Proceed();
   }
@@ -67,6 +64,13 @@ class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
 };
 
 }  // namespace
+
+grpc::Status UndecodableRequestStatus(absl::string_view method) {
+  return grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      absl::StrCat(method, ": the request cannot be decoded as the method's protobuf message "
+                           "(malformed or truncated bytes); nothing was done"));
+}
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 MakeDecodeErrorInterceptorFactory() {

@@ -8,14 +8,21 @@
 
 #include <memory>
 
+#include "absl/strings/string_view.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "grpcpp/support/status.h"
 
 namespace grove::server {
 
+// INVALID_ARGUMENT "<method>: the request cannot be decoded as the method's protobuf message ...":
+// the answer to a unary request whose bytes cannot be decoded. `method` is the full path
+// ("/grove.v1.Grove/Predict").
+grpc::Status UndecodableRequestStatus(absl::string_view method);
+
 // Server interceptor factory (ServerBuilder::experimental().SetInterceptorCreators): for unary calls
-// whose request failed to decode, rewrites the status to INVALID_ARGUMENT "<method>: the request
-// cannot be decoded as its protobuf message ...".
+// whose request failed to decode, rewrites the status to UndecodableRequestStatus. (Methods served
+// raw on the completion queues decode their requests themselves and answer the same.)
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 MakeDecodeErrorInterceptorFactory();
 

@@ -18,6 +18,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "prometheus/exposer.h"
+#include "server/completion_queues.h"
 #include "server/grove_service.h"
 #include "server/kserve_service.h"
 #include "server/reflection_v1.h"
@@ -96,6 +97,11 @@ absl::Status GroveServer::StartImpl() {
   o.runtime.strict_readiness = o.strict_readiness;
 
   if (absl::Status s = serving::ValidateServingOptions(o.runtime.serving); !s.ok()) return s;
+  if (o.grpc_threads < 0 || o.grpc_threads > kMaxGrpcThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc_threads must be 0..", kMaxGrpcThreads, " (0: one per hardware thread; got ",
+        o.grpc_threads, ")"));
+  }
 
   metrics_ = std::make_unique<Metrics>();
   runtime_ = std::make_unique<Runtime>(o.runtime, metrics_.get());
@@ -129,6 +135,16 @@ absl::Status GroveServer::StartImpl() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
   builder.RegisterService(grove_service_.get());
   builder.RegisterService(kserve_service_.get());
+  // The hot unary RPCs on completion queues of their own (the services request them raw).
+  completion_queues_ = std::make_unique<CompletionQueues>(
+      &builder, ResolveGrpcThreads(o.grpc_threads), runtime_.get());
+  completion_queues_->AddServiceMethod("Predict", "/grove.v1.Grove/Predict", grove_service_.get(),
+                                       &GroveService::RequestPredict, &GroveService::HandlePredict);
+  completion_queues_->AddServiceMethod("Explain", "/grove.v1.Grove/Explain", grove_service_.get(),
+                                       &GroveService::RequestExplain, &GroveService::HandleExplain);
+  completion_queues_->AddServiceMethod(
+      "ModelInfer", "/inference.GRPCInferenceService/ModelInfer", kserve_service_.get(),
+      &KserveService::RequestModelInfer, &KserveService::HandleModelInfer);
   // Reflection v1 beside gRPC's v1alpha (clients ask for either), describing the same services.
   reflection_v1_service_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
       "grove.v1.Grove", "inference.GRPCInferenceService", "grpc.health.v1.Health",
@@ -153,6 +169,7 @@ absl::Status GroveServer::StartImpl() {
         "cannot bind the gRPC port ", address,
         ": the address is in use (another groved?) or not available on this host"));
   }
+  completion_queues_->Start();
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) {
     auto set = [health](const std::string& name, bool serving) {
@@ -207,6 +224,7 @@ absl::Status GroveServer::StartImpl() {
                   << KV("model_control", o.model_control ? "on" : "off")
                   << KV("shared_memory", o.runtime.shared_memory_enabled ? "on" : "off")
                   << KV("max_message_bytes", o.max_message_bytes)
+                  << KV("grpc_threads", completion_queues_->threads())
                   << KV("repository", o.runtime.model_repository);
 
   loader_ = std::thread([this] {
@@ -315,6 +333,8 @@ void GroveServer::Shutdown() {
   if (authorizer_ != nullptr) authorizer_->StopWatching();
   if (runtime_ != nullptr) runtime_->Shutdown();
   if (server_ != nullptr) server_->Wait();
+  // Every call was answered (the runtime stopped) and the server is down: the queues drain.
+  if (completion_queues_ != nullptr) completion_queues_->Shutdown();
   exposer_.reset();
   GROVE_LOG(INFO) << "shutdown: done";
 }

@@ -32,6 +32,7 @@ class Exposer;
 
 namespace grove::server {
 
+class CompletionQueues;
 class GroveService;
 class KserveService;
 class ReflectionV1Service;
@@ -57,6 +58,9 @@ struct ServerOptions {
   absl::Duration auth_poll = absl::Seconds(5);  // re-read changed access files; 0: never
   int64_t max_message_bytes = 0;  // 0: automatic (AutoMessageBytes)
   int max_concurrent_streams = 1024;  // calls in flight per client connection (1..1048576)
+  // Threads (each draining a completion queue of its own) that receive and answer Predict, Explain
+  // and ModelInfer (server/completion_queues.h); 0: one per hardware thread; at most 64.
+  int grpc_threads = 0;
   absl::Duration repository_poll = absl::Seconds(5);  // 0: no file watching
   bool model_control = false;  // LoadModel / UnloadModel (with access control: role admin)
   bool strict_readiness = true;
@@ -114,6 +118,8 @@ class GroveServer {
   std::unique_ptr<KserveService> kserve_service_;
   std::unique_ptr<ReflectionV1Service> reflection_v1_service_;
   std::unique_ptr<UnknownMethodService> unknown_method_service_;
+  // Declared before server_: gRPC's completion queues must outlive the server.
+  std::unique_ptr<CompletionQueues> completion_queues_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/grove_client.h"
 #include "core/explain/explain.h"
@@ -431,6 +432,46 @@ TEST(ClientWire, RowsGoRawAndBothResultFormsAreRead) {
   // A partial trailing value is not silently dropped: the size no longer matches rows x cols.
   raw.mutable_raw_f32()->resize(15);
   EXPECT_TRUE(client::FromProto(raw).values.empty());
+}
+
+// This process's ESTABLISHED TCP connections to port `port` (its sockets in /proc/self/fd matched
+// with /proc/net/tcp and tcp6 by inode).
+int ConnectionsTo(int port) {
+  std::set<std::string> inodes;
+  for (const fs::directory_entry& fd : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(fd.path(), ec).string();
+    if (!ec && absl::StartsWith(target, "socket:[")) {
+      inodes.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  const std::string remote = absl::StrFormat(":%04X", port);
+  int n = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream lines(ReadWholeFile(table));
+    std::string line;
+    std::getline(lines, line);  // header
+    while (std::getline(lines, line)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (f.size() > 9 && absl::EndsWith(f[2], remote) && f[3] == "01" && inodes.count(f[9])) ++n;
+    }
+  }
+  return n;
+}
+
+// Each GroveClient is a connection of its own (gRPC would otherwise share one connection between
+// channels of the same target and arguments, and `grove bench --connections N` would be one).
+TEST_F(E2eTest, EveryClientHasAConnectionOfItsOwn) {
+  const int before = ConnectionsTo(server_->grpc_port());
+  std::vector<std::unique_ptr<GroveClient>> clients;
+  for (int i = 0; i < 3; ++i) {
+    client::ClientOptions options;
+    options.target = server_->target();
+    clients.push_back(*GroveClient::Create(options));
+    ASSERT_TRUE(clients.back()->WaitForReady(absl::Seconds(30)).ok());
+  }
+  EXPECT_EQ(ConnectionsTo(server_->grpc_port()), before + 3);
 }
 
 // ExplainStream through the client: many messages, answers in order, same values.

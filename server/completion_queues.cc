@@ -1,0 +1,84 @@
+#include "server/completion_queues.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace grove::server {
+
+int ResolveGrpcThreads(int requested) {
+  if (requested > 0) return std::min(requested, kMaxGrpcThreads);
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxGrpcThreads);
+}
+
+CompletionQueues::CompletionQueues(grpc::ServerBuilder* builder, int threads, Runtime* runtime)
+    : runtime_(runtime) {
+  threads = std::clamp(threads, 1, kMaxGrpcThreads);
+  for (int i = 0; i < threads; ++i) {
+    auto queue = std::make_unique<Queue>();
+    queue->cq = builder->AddCompletionQueue();
+    queues_.push_back(std::move(queue));
+  }
+}
+
+CompletionQueues::~CompletionQueues() { Shutdown(); }
+
+void CompletionQueues::Method::Post(Queue* queue) {
+  Slot* slot = NewSlot(queue);
+  {
+    absl::MutexLock lock(&queue->mu);
+    if (!queue->shut_down) {
+      slot->RequestCall();
+      return;
+    }
+  }
+  delete slot;
+}
+
+void CompletionQueues::Start() {
+  if (started_ || shut_down_) return;
+  started_ = true;
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    Queue* queue = queues_[i].get();
+    for (const std::unique_ptr<Method>& method : methods_) method->Post(queue);
+    queue->thread = std::thread([queue, i] {
+      // "grove-cq-N" in top, perf and /proc (15 characters at most).
+      pthread_setname_np(pthread_self(), absl::StrCat("grove-cq-", i).c_str());
+      Drain(queue);
+    });
+  }
+}
+
+void CompletionQueues::Drain(Queue* queue) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue->cq->Next(&tag, &ok)) {
+    auto* t = static_cast<Slot::Tag*>(tag);
+    t->slot->Proceed(t->event, ok);
+  }
+}
+
+void CompletionQueues::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (const std::unique_ptr<Queue>& queue : queues_) {
+    {
+      absl::MutexLock lock(&queue->mu);
+      queue->shut_down = true;
+    }
+    // No slot is posted any more: the queue may shut down (outside the lock: nothing waits here).
+    queue->cq->Shutdown();
+  }
+  for (const std::unique_ptr<Queue>& queue : queues_) {
+    if (queue->thread.joinable()) {
+      queue->thread.join();
+    } else {
+      Drain(queue.get());  // never started: empty, returns at once
+    }
+  }
+}
+
+}  // namespace grove::server
