@@ -84,3 +84,31 @@ def test_model_shipped_with_add_file(spark, models, tmp_path):
     out = groveml.explain_spark(sdf, shipped.name).toPandas().sort_values("id")
     names = [n for n in out.columns if n.startswith("shap_")]
     assert_bitwise(out[names].to_numpy(np.float32), model.explain(x))
+
+
+def test_each_python_worker_loads_a_model_once(spark, models):
+    """A job of many partitions and many Arrow batches loads the model once per Python worker
+    (Spark reuses its workers), not once per batch or per partition: after two jobs over 8
+    partitions, every worker process reports one load of this model."""
+    pd = need("pandas")
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    sdf = spark.createDataFrame(frame(pd, model, x)).repartition(8).cache()
+    for _ in range(2):
+        out = groveml.explain_spark(sdf, path, batch_rows=16).toPandas()
+        assert len(out) == len(x)
+
+    def report(batches):
+        import groveml._workers as w
+        for _ in batches:
+            pass
+        keys = [k for k in w._models if k[0] == path]
+        yield pd.DataFrame({"pid": [os.getpid()], "models": [len(keys)], "loads": [w.loads]})
+
+    seen = sdf.mapInPandas(report, "pid long, models long, loads long").toPandas()
+    workers = seen.groupby("pid").max()
+    assert (workers["models"] <= 1).all(), seen
+    # The other tests of this module may have loaded other models in the same workers; this model
+    # is at most one of them, and a worker that ran this module's jobs loaded it once.
+    assert (workers["loads"] <= 1 + 4).all(), seen
+    assert workers["models"].sum() >= 1, seen
