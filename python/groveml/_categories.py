@@ -2,18 +2,23 @@
 column is given to the engines as the codes the model's trees test (XGBoost and LightGBM recode a
 DataFrame's categories the same way before predicting).
 
- * XGBoost JSON (3.1 and later): learner.gradient_booster[.gbtree].model.cats.enc, per feature
-   either strings (UTF-8 bytes in `values`, cut at `offsets`) or numbers (`values`).
+ * XGBoost JSON and UBJSON (3.1 and later): learner.gradient_booster[.gbtree].model.cats.enc, per
+   feature either strings (UTF-8 bytes in `values`, cut at `offsets`) or numbers (`values`); UBJSON
+   through _ubjson.py.
  * LightGBM text: the closing `pandas_categorical:` line (one list per categorical column, in
    column order) with the `[categorical_feature: ...]` parameter naming those columns.
 
-Other files (XGBoost UBJSON, models trained without a DataFrame) give no categories: a categorical
-column then gives its own category codes, as older XGBoost versions took them.
+Other files (models trained without a DataFrame, older XGBoost versions) give no categories: a
+categorical column then gives its own category codes, as older XGBoost versions took them.
 """
 
 import json
 import os
 from typing import Dict, List, Sequence
+
+import numpy as np
+
+from . import _ubjson
 
 
 def read_categories(path: str, fmt: str, feature_names: Sequence[str],
@@ -25,6 +30,11 @@ def read_categories(path: str, fmt: str, feature_names: Sequence[str],
             return {}  # a model without categorical features: no need to parse the file here
         with open(path, "rb") as f:
             return xgboost_categories(json.load(f), feature_names)
+    if fmt == "xgboost-ubjson":
+        if "c" not in feature_types:
+            return {}
+        with open(path, "rb") as f:
+            return xgboost_categories(_ubjson.loads(f.read()), feature_names)
     if fmt == "lightgbm-text":
         return lightgbm_categories(_tail(path), feature_names)
     return {}
@@ -33,6 +43,10 @@ def read_categories(path: str, fmt: str, feature_names: Sequence[str],
 def categories_from_bytes(data: bytes, fmt: str, feature_names, feature_types) -> Dict[str, list]:
     if fmt == "xgboost-json":
         return xgboost_categories(json.loads(data), feature_names) if "c" in feature_types else {}
+    if fmt == "xgboost-ubjson":
+        if "c" not in feature_types:
+            return {}
+        return xgboost_categories(_ubjson.loads(data), feature_names)
     if fmt == "lightgbm-text":
         return lightgbm_categories(data[-(1 << 20):].decode("utf-8", "replace"), feature_names)
     return {}
@@ -46,17 +60,23 @@ def xgboost_categories(doc, feature_names) -> Dict[str, list]:
     except (KeyError, TypeError):
         return {}
     out = {}
+    if not isinstance(enc, list):
+        return {}
     for name, e in zip(feature_names, enc):
-        values = e.get("values") or []
-        offsets = e.get("offsets")
+        if not isinstance(e, dict):
+            continue
+        # Lists from JSON, numpy arrays from UBJSON's typed arrays.
+        values = [int(v) if isinstance(v, (int, np.integer)) else float(v)
+                  for v in (e.get("values") if e.get("values") is not None else [])]
+        offsets = [int(v) for v in (e.get("offsets") if e.get("offsets") is not None else [])]
         if not values:
             continue
         if offsets:
-            raw = bytes(v & 0xFF for v in values)
+            raw = bytes(int(v) & 0xFF for v in values)
             out[name] = [raw[offsets[i]:offsets[i + 1]].decode("utf-8", "replace")
                          for i in range(len(offsets) - 1)]
         else:
-            out[name] = list(values)
+            out[name] = values
     return out
 
 
