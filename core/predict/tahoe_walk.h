@@ -203,10 +203,13 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int j = 0; j < kRows; ++j) step.Next<kNanFree, false, kLevel>(nodes, rows[j], idx[j], leaves[j]);
+    for (int j = 0; j < kRows; ++j) {
+      step.Next<kNanFree, false, kLevel>(nodes, rows[j], idx[j], leaves[j]);
+    }
   }
-  // One step of every row; written out kTahoeFixedUnroll times below (nvcc left a counted loop
-  // of `#pragma unroll`, four instructions of overhead per step of the level walk).
+  // One step of every row, written out between votes (kTahoeFixedUnroll times; kTahoeLevelUnroll
+  // for the level walk): nvcc left a counted loop of `#pragma unroll`, four instructions of
+  // overhead per step of the level walk.
   const auto step_all = [&]() {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
@@ -215,7 +218,8 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
       step.template Next<kNanFree, true, kLevel>(nodes, rows[j], idx[j], leaves[j]);
     }
   };
-  static_assert(kTahoeFixedUnroll == 4, "the vote walk below takes four steps between votes");
+  static_assert(kTahoeFixedUnroll == 4 && kTahoeLevelUnroll == 2,
+                "the vote walk below takes four steps (two in the level layout) between votes");
   for (; steps == 0;) {
     step_all();
     step_all();
