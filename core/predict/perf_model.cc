@@ -311,12 +311,8 @@ double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
 const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                         double rows) {
   if (w.row_chunk_timings == nullptr || w.num_row_chunk_timings <= 0) return nullptr;
-  // The fastest shape with whole trees and the fastest with tree parts; parts are taken only when
-  // predicted kPartsMargin faster: they add a reduction kernel and their timings come from typical
-  // rows (prod-wide1024 at 10K: a predicted tie ran 0.131 ms in two parts, 0.106 ms whole).
-  constexpr double kPartsMargin = 0.97;
-  const RowChunkTiming* pick[2] = {nullptr, nullptr};  // whole, parts
-  double best[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  const RowChunkTiming* pick = nullptr;
+  double best = std::numeric_limits<double>::infinity();
   const bool large = rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows);
   for (int i = 0; i < w.num_row_chunk_timings; ++i) {
     const RowChunkTiming& t = w.row_chunk_timings[i];
@@ -329,11 +325,9 @@ const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const Tahoe
       continue;
     }
     const double s = RowChunkWaveSeconds(t, hw.sm_count, rows);
-    const int k = t.shape.parts > 1 ? 1 : 0;
-    if (s < best[k]) best[k] = s, pick[k] = &t;
+    if (s < best) best = s, pick = &t;
   }
-  if (pick[1] != nullptr && (pick[0] == nullptr || best[1] < kPartsMargin * best[0])) return pick[1];
-  return pick[0];
+  return pick;
 }
 
 RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {

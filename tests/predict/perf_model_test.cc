@@ -413,18 +413,6 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 32);  // the probe's choice
   w.best_row_chunk = 8;
   EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 8);
-
-  // Tree parts only when predicted at least 3% faster than the best shape with whole trees.
-  const RowChunkTiming with_parts[] = {wide, quarters};
-  w.row_chunk_timings = with_parts;
-  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).parts, 4);  // 27.5 us against 100 us
-  RowChunkTiming close = quarters;
-  for (double& s : close.seconds) s *= 99e-6 / 27.5e-6;  // 99 us against 100 us
-  EXPECT_NEAR(RowChunkWaveSeconds(close, 100, 10000), 99e-6, 1e-12);
-  const RowChunkTiming near_tie[] = {wide, close};
-  w.row_chunk_timings = near_tie;
-  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).parts, 1);
-  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).chunk, 32);
 }
 
 TEST(PerfModelTest, NoGpuMeansUnavailable) {
