@@ -78,7 +78,8 @@ std::vector<uint32_t> LevelRootsOf(const TahoeLevelLayout& level,
 
 // Uploads assignments (up to kMaxAssignments, the non-empty ones) concatenated: assignment i's
 // order from order_begin[i], its offsets from offsets_begin[i], and with `d_roots` each ordered
-// tree's root node (with `level` too, its root in the level layout at `d_level_roots`). Returns the mask of the assignments uploaded (bit i: assignment i).
+// tree's root node (with `level` too, its root in the level layout at `d_level_roots`). Returns
+// the mask of the assignments uploaded (bit i: assignment i).
 absl::StatusOr<uint32_t> UploadAssignments(Gpu& g, const TahoeForest& tf,
                                            const std::vector<TahoeAssignment>& assignments,
                                            uint32_t* order_begin, uint32_t* offsets_begin,
