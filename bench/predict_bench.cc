@@ -1,7 +1,7 @@
 // Prediction throughput, latency, selector study and format ablation for one model.
 //
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
-//                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1]
+//                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
 //
@@ -22,8 +22,9 @@
 //   timed runs bracketed by cudaProfilerStart/Stop so that `ncu --profile-from-start off` profiles
 //   only them (not the engine's load-time probes).
 //
-// Timing: each configuration runs once to warm up, then repeatedly until `budget` seconds or 15
-// runs; the median is reported. Output: one table row per configuration, `|` separated.
+// Timing: each configuration runs once to warm up (and, when that run is short, up to `--warmup`
+// runs in all: the engine's shape trials decide on a batch size's first 8 runs, shape_trials.h),
+// then repeatedly until `budget` seconds or 15 runs; the median is reported. Output: one table row per configuration, `|` separated.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,6 +71,8 @@ struct Flags {
   std::string row_chunk;
 };
 
+int g_warmup = 9;  // --warmup
+
 double Seconds(const std::function<bool()>& fn, double budget, bool* ok) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
@@ -77,6 +80,12 @@ double Seconds(const std::function<bool()>& fn, double budget, bool* ok) {
   const double first = std::chrono::duration<double>(clock::now() - t0).count();
   if (!*ok) return 0;
   if (first > budget) return first;  // slow configurations: the warm-up run is the measurement
+  for (int i = 1; i < g_warmup && first * i < budget; ++i) {
+    if (!fn()) {
+      *ok = false;
+      return 0;
+    }
+  }
   std::vector<double> t;
   double total = 0;
   while (t.size() < 15 && (total < budget || t.size() < 3)) {
@@ -293,6 +302,7 @@ int Study(const Flags& flags, const ForestPtr& forest, const std::vector<float>&
       std::printf("%s | %s | %s | %s | %.4f | %.2f | %.4f | %.4f | %.2f | %.4f\n", flags.name.c_str(),
                   tag, Batch(n).c_str(), label.c_str(), te * 1e3, te > 0 ? n / te / 1e6 : 0,
                   pe * 1e3, th * 1e3, th > 0 ? n / th / 1e6 : 0, ph * 1e3);
+      if (s == "auto" && te > 0) std::printf("# auto at %s: %s\n", Batch(n).c_str(), info_dev.reason.c_str());
     }
     // Selector vs measured best.
     auto judge = [&](const absl::StatusOr<StrategyChoice>& plan, const std::map<std::string, double>& m,
@@ -394,6 +404,8 @@ int Main(int argc, char** argv) {
       flags.name = value();
     } else if (a == "--budget") {
       flags.budget = std::atof(value().c_str());
+    } else if (a == "--warmup") {
+      g_warmup = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--lanes") {
       const std::string v = value();
       flags.lanes = v == "0"   ? TahoeEngineOptions::Lanes::kOff
@@ -425,7 +437,7 @@ int Main(int argc, char** argv) {
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
-                 "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--cache dir] "
+                 "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto]\n");
     return 2;
   }

@@ -330,6 +330,22 @@ const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const Tahoe
   return pick;
 }
 
+const RowChunkTiming* RowChunkRunnerUp(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                       double rows) {
+  const RowChunkTiming* best = RowChunkTimingFor(hw, w, rows);
+  if (best == nullptr || rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows)) return nullptr;
+  const double best_s = RowChunkWaveSeconds(*best, hw.sm_count, rows);
+  const RowChunkTiming* second = nullptr;
+  double second_s = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < w.num_row_chunk_timings; ++i) {
+    const RowChunkTiming& t = w.row_chunk_timings[i];
+    if (&t == best || t.shape.Code() == best->shape.Code()) continue;
+    const double s = RowChunkWaveSeconds(t, hw.sm_count, rows);
+    if (s < second_s) second_s = s, second = &t;
+  }
+  return second != nullptr && second_s <= (1 + kShapeTrialMargin) * best_s ? second : nullptr;
+}
+
 RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
   if (const RowChunkTiming* t = RowChunkTimingFor(hw, w, rows); t != nullptr) return t->shape;
   RowChunkShape s;
@@ -498,6 +514,9 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
       if (const RowChunkTiming* t = RowChunkTimingFor(hw, w, launch_rows); t != nullptr) {
         // Measured shapes: every launch of `launch_rows` rows as the probe timed it.
         c.kernel_seconds = chunks * RowChunkWaveSeconds(*t, hw.sm_count, launch_rows);
+        if (const RowChunkTiming* r = RowChunkRunnerUp(hw, w, launch_rows); r != nullptr) {
+          c.runner_up_groups = r->shape.Code();
+        }
       }
       c.copy_seconds = copy;
       c.seconds = total(c.kernel_seconds);

@@ -207,6 +207,12 @@ RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload&
 // The timing of RowChunkShapeFor's shape (null without timings).
 const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                         double rows);
+// Below the large batch, the timed shape with the second least RowChunkWaveSeconds when it is
+// predicted within kShapeTrialMargin of RowChunkTimingFor's pick (null otherwise): the two the
+// engine times on real batches (shape_trials.h).
+inline constexpr double kShapeTrialMargin = 0.10;
+const RowChunkTiming* RowChunkRunnerUp(const GpuHardwareParams& hw, const TahoeWorkload& w,
+                                       double rows);
 
 struct StrategyCost {
   StrategyId id = StrategyId::kCpu;
@@ -219,6 +225,7 @@ struct StrategyCost {
   double throughput_seconds = 0; // §6.1 equations (whole-GPU bandwidths), unscaled
   double latency_seconds = 0;    // one thread's dependent chain x waves, unscaled
   int groups = 1;         // shared data: thread groups; row chunk: RowChunkShape::Code()
+  int runner_up_groups = 0;  // row chunk: RowChunkRunnerUp's shape code (0: none)
   std::string why_not;    // when infeasible
 };
 

@@ -224,6 +224,9 @@ absl::Status TahoeEngineImpl::InitLane(Gpu& g, StagingLane& lane, int64_t in_byt
   for (Slot& s : lane.slots) {
     GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    // Kernel timing of shape trials (ShapeTrials): around a chunk's launches only while timed.
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s.kernel_start), "cudaEventCreate");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s.kernel_end), "cudaEventCreate");
     for (absl::Status st : {s.h_in.Reserve(in_bytes, "tahoe: pinned rows"),
                             s.h_out.Reserve(out_bytes, "tahoe: pinned results"),
                             s.d_in.Reserve(in_bytes, "tahoe: device rows"),

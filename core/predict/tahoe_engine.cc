@@ -253,7 +253,8 @@ TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, StrategyId s, int groups,
 
 absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                                         const float* d_rows, int64_t rows, int64_t row_stride,
-                                        float* d_out, int64_t out_stride) const {
+                                        float* d_out, int64_t out_stride,
+                                        double* kernel_seconds) const {
   const LaneLease lease(g, rows, /*first_only=*/true);
   StagingLane& lane = lease.lane();
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
@@ -262,25 +263,38 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
   TahoeLaunchArgs a = Args(g, s, groups, call);
   a.row_stride = row_stride;
   a.out_stride = out_stride;
+  if (kernel_seconds != nullptr) {
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.kernel_start, slot.stream), "cudaEventRecord");
+  }
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     a.d_rows = d_rows + begin * row_stride;
     a.rows = std::min(chunk, rows - begin);
     a.d_out = d_out + begin * out_stride;
     GROVE_CUDA_RETURN_IF_ERROR(TahoeLaunch(g.df, a, slot.workspace(), slot.stream), "tahoe kernel launch");
   }
+  if (kernel_seconds != nullptr) {
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.kernel_end, slot.stream), "cudaEventRecord");
+  }
   GROVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(slot.stream), "tahoe kernels");
+  if (kernel_seconds != nullptr) {
+    float ms = 0;
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, slot.kernel_start, slot.kernel_end),
+                               "cudaEventElapsedTime");
+    *kernel_seconds = ms * 1e-3;
+  }
   return absl::OkStatus();
 }
 
 absl::Status TahoeEngineImpl::RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
-                                      RowsView rows, MatrixView<float> out) const {
+                                      RowsView rows, MatrixView<float> out,
+                                      double* kernel_seconds) const {
   const LaneLease lease(g, rows.rows, /*first_only=*/false);
-  return RunHostOnLane(g, lease.lane(), s, groups, call, rows, out);
+  return RunHostOnLane(g, lease.lane(), s, groups, call, rows, out, kernel_seconds);
 }
 
 absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyId s, int groups,
                                             const TahoeCall& call, RowsView rows,
-                                            MatrixView<float> out) const {
+                                            MatrixView<float> out, double* kernel_seconds) const {
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
   const int64_t chunk = ChunkRows(g, lane, s, groups, call, true);
   const int64_t F = rows.cols, W = call.width;
@@ -291,6 +305,7 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   // the device by DMA directly, skipping the slot's staging copy.
   const bool direct_in = gpu::IsPinnedHost(rows.data);
   const bool direct_out = gpu::IsPinnedHost(out.data);
+  if (kernel_seconds != nullptr) *kernel_seconds = 0;
   struct Pending {
     int64_t begin = 0, count = 0;
     bool active = false;
@@ -300,6 +315,13 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(lane.slots[i].done), "tahoe chunk");
+    if (kernel_seconds != nullptr) {
+      float ms = 0;
+      GROVE_CUDA_RETURN_IF_ERROR(
+          cudaEventElapsedTime(&ms, lane.slots[i].kernel_start, lane.slots[i].kernel_end),
+          "cudaEventElapsedTime");
+      *kernel_seconds += ms * 1e-3;
+    }
     if (!direct_out) {
       CopyRows(pool_, out.Row(p.begin), out.stride, lane.slots[i].host_out(), W, p.count, W);
     }
@@ -328,7 +350,14 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
     a.d_rows = slot.device_in();
     a.rows = n;
     a.d_out = slot.device_out();
+    if (kernel_seconds != nullptr) {
+      status = gpu::CudaStatus(cudaEventRecord(slot.kernel_start, slot.stream), "cudaEventRecord");
+      if (!status.ok()) break;
+    }
     status = gpu::CudaStatus(TahoeLaunch(g.df, a, slot.workspace(), slot.stream), "tahoe kernel launch");
+    if (status.ok() && kernel_seconds != nullptr) {
+      status = gpu::CudaStatus(cudaEventRecord(slot.kernel_end, slot.stream), "cudaEventRecord");
+    }
     if (!status.ok()) break;
     status = gpu::CudaStatus(
         direct_out ? cudaMemcpy2DAsync(out.Row(begin), out.stride * 4, slot.device_out(), W * 4, W * 4, n,
@@ -350,16 +379,68 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   return status;
 }
 
-void TahoeEngineImpl::LogChoice(const StrategyChoice& c, int64_t rows) const {
-  const int id = static_cast<int>(c.strategy);
+void TahoeEngineImpl::LogChoice(const Decision& d, int groups, int64_t rows) const {
+  const int id = static_cast<int>(d.strategy);
   GROVE_LOG(DEBUG) << "tahoe strategy" << KV("rows", rows) << KV("strategy", StrategyName(id))
-                   << KV("reason", c.reason);
+                   << KV("groups", groups) << KV("reason", d.reason);
   // Once per strategy and engine: batches of mixed sizes switch strategies from call to call (a
   // line per switch flooded the log at tens of thousands of calls per second).
   const uint32_t bit = 1u << id;
   if ((logged_choices_.fetch_or(bit) & bit) == 0) {
     GROVE_LOG(INFO) << "tahoe strategy first used" << KV("rows", rows) << KV("strategy", StrategyName(id))
-                    << KV("groups", c.groups) << KV("reason", c.reason);
+                    << KV("groups", groups) << KV("reason", d.reason);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const TahoeEngineImpl::Decision>> TahoeEngineImpl::Decide(
+    int64_t rows, const PredictOptions& options, bool on_device, std::string_view force) const {
+  absl::StatusOr<std::optional<StrategyId>> forced = ParseStrategy(force);
+  if (!forced.ok()) return forced.status();
+  const DecisionKey key{rows, static_cast<int>(options.kind), options.iteration_begin,
+                        options.iteration_end, on_device,
+                        forced->has_value() ? static_cast<int>(**forced) : -1};
+  {
+    absl::MutexLock lock(&decisions_mu_);
+    if (auto it = decisions_.find(key); it != decisions_.end()) return it->second;
+  }
+  absl::StatusOr<StrategyChoice> c = Plan(rows, options, on_device, force);
+  if (!c.ok()) return c.status();
+  auto d = std::make_shared<Decision>();
+  d->strategy = c->strategy;
+  d->groups = c->groups;
+  d->reason = std::move(c->reason);
+  const StrategyCost& rc = c->costs[static_cast<int>(StrategyId::kRowChunk)];
+  if (options_.shape_trials && !forced->has_value() && options_.row_chunk == 0 &&
+      c->strategy == StrategyId::kRowChunk && rc.groups == c->groups) {
+    d->runner_up_groups = rc.runner_up_groups;
+  }
+  absl::MutexLock lock(&decisions_mu_);
+  if (decisions_.size() >= kMaxDecisions) decisions_.clear();
+  return decisions_.emplace(key, std::move(d)).first->second;
+}
+
+TahoeEngineImpl::TrialRun TahoeEngineImpl::ApplyShapeTrial(const Decision& d, int64_t rows,
+                                                            int* groups) const {
+  TrialRun t;
+  *groups = d.groups;
+  if (d.runner_up_groups == 0) return t;
+  t.best = d.groups;
+  t.second = d.runner_up_groups;
+  *groups = shape_trials_.Pick(rows, t.best, t.second, &t.timed);
+  return t;
+}
+
+std::string TahoeEngineImpl::RunReason(const Decision& d, const TrialRun& t, int groups) {
+  if (t.best == 0) return d.reason;
+  return absl::StrCat(d.reason, "; shape trial ", RowChunkShape::FromCode(t.best).Label(), " vs ",
+                      RowChunkShape::FromCode(t.second).Label(), t.timed ? ": timing " : ": ",
+                      RowChunkShape::FromCode(groups).Label());
+}
+
+void TahoeEngineImpl::RecordShapeTrial(const TrialRun& t, int64_t rows, int groups,
+                                       double kernel_seconds) const {
+  if (t.timed && kernel_seconds > 0) {
+    shape_trials_.Record(rows, t.best, t.second, groups, kernel_seconds);
   }
 }
 
@@ -367,16 +448,25 @@ absl::Status TahoeEngineImpl::PredictHost(RowsView rows, const PredictOptions& o
                                           MatrixView<float> out, std::string_view strategy,
                                           RunInfo* info) const {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<StrategyChoice> choice = Plan(rows.rows, options, false, strategy);
-  if (!choice.ok()) return choice.status();
-  LogChoice(*choice, rows.rows);
-  const PredictStrategy& chosen = *strategies_[static_cast<int>(choice->strategy)];
+  absl::StatusOr<std::shared_ptr<const Decision>> d = Decide(rows.rows, options, false, strategy);
+  if (!d.ok()) return d.status();
+  int groups = 1;
+  const TrialRun trial = ApplyShapeTrial(**d, rows.rows, &groups);
+  LogChoice(**d, groups, rows.rows);
+  const PredictStrategy& chosen = *strategies_[static_cast<int>((*d)->strategy)];
   std::string device;
-  const absl::Status status = chosen.Run(rows, options, choice->groups, out, &device);
+  absl::Status status;
+  if (trial.timed) {  // the row chunk strategy's run, timed
+    double kernel_seconds = 0;
+    status = RunKernel(StrategyId::kRowChunk, groups, rows, options, out, &device, &kernel_seconds);
+    if (status.ok()) RecordShapeTrial(trial, rows.rows, groups, kernel_seconds);
+  } else {
+    status = chosen.Run(rows, options, groups, out, &device);
+  }
   if (info != nullptr) {
     info->device = device;
     info->strategy = chosen.name();
-    info->reason = choice->reason;
+    info->reason = RunReason(**d, trial, groups);
     info->compute_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
@@ -385,13 +475,14 @@ absl::Status TahoeEngineImpl::PredictHost(RowsView rows, const PredictOptions& o
 
 absl::Status TahoeEngineImpl::RunKernel(StrategyId s, int groups, RowsView rows,
                                         const PredictOptions& options, MatrixView<float> out,
-                                        std::string* device) const {
+                                        std::string* device, double* kernel_seconds) const {
   absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, rows, options, out);
   if (!call.ok()) return call.status();
   // Few rows: one GPU (the others would only add latency).
   const int used = static_cast<int>(std::clamp<int64_t>(rows.rows / 4096, 1, num_gpus()));
   *device = "cuda:";
   std::vector<absl::Status> results(used);
+  std::vector<double> seconds(used, 0.0);
   const int64_t per = (rows.rows + used - 1) / used;
   for (int d = 0; d < used; ++d) absl::StrAppend(device, d == 0 ? "" : "+", gpus_[d]->device);
   issuers_->RunOnEach(used, [&](int d) {
@@ -399,11 +490,13 @@ absl::Status TahoeEngineImpl::RunKernel(StrategyId s, int groups, RowsView rows,
     if (b >= e) return;
     RowsView rv{rows.Row(b), e - b, rows.cols, rows.stride};
     MatrixView<float> ov{out.Row(b), e - b, out.cols, out.stride};
-    results[d] = RunHost(*gpus_[d], s, groups, *call, rv, ov);
+    results[d] = RunHost(*gpus_[d], s, groups, *call, rv, ov,
+                         kernel_seconds != nullptr ? &seconds[d] : nullptr);
   });
   for (const absl::Status& r : results) {
     if (!r.ok()) return r;
   }
+  if (kernel_seconds != nullptr) *kernel_seconds = *std::max_element(seconds.begin(), seconds.end());
   return absl::OkStatus();
 }
 
@@ -413,30 +506,27 @@ absl::Status TahoeEngineImpl::PredictDevice(int gpu, const float* d_rows, int64_
                                             std::string_view strategy, RunInfo* info) const {
   if (gpu < 0 || gpu >= num_gpus()) return absl::InvalidArgumentError("no such GPU");
   const auto start = std::chrono::steady_clock::now();
-  const Forest& f = *forest_;
-  // Shape checks as TahoePrepareCall, without touching device memory.
-  if (row_stride < f.num_features) return absl::InvalidArgumentError("row stride < features");
-  const int64_t width = PredictWidth(f, options);
-  if (out_stride < width) return absl::InvalidArgumentError("output stride < width");
-  std::vector<float> dummy_row(f.num_features), dummy_out(width);
-  RowsView probe{dummy_row.data(), rows, f.num_features, 0};
-  MatrixView<float> probe_out{dummy_out.data(), rows, width, 0};
-  probe.stride = f.num_features;
-  probe_out.stride = width;
-  absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, probe, options, probe_out);
+  // Shape checks only: TahoePrepareCall reads no row or output.
+  const RowsView in{d_rows, rows, forest_->num_features, row_stride};
+  const MatrixView<float> out{d_out, rows, PredictWidth(*forest_, options), out_stride};
+  absl::StatusOr<TahoeCall> call = TahoePrepareCall(*format_, in, options, out);
   if (!call.ok()) return call.status();
-  absl::StatusOr<StrategyChoice> choice = Plan(rows, options, true, strategy);
-  if (!choice.ok()) return choice.status();
-  LogChoice(*choice, rows);
-  if (choice->strategy == StrategyId::kCpu) {
+  absl::StatusOr<std::shared_ptr<const Decision>> d = Decide(rows, options, true, strategy);
+  if (!d.ok()) return d.status();
+  int groups = 1;
+  const TrialRun trial = ApplyShapeTrial(**d, rows, &groups);
+  LogChoice(**d, groups, rows);
+  if ((*d)->strategy == StrategyId::kCpu) {
     return absl::InternalError("the selector chose the CPU for rows on the GPU");
   }
-  absl::Status s = RunDevice(*gpus_[gpu], choice->strategy, choice->groups, *call, d_rows, rows,
-                             row_stride, d_out, out_stride);
+  double kernel_seconds = 0;
+  absl::Status s = RunDevice(*gpus_[gpu], (*d)->strategy, groups, *call, d_rows, rows, row_stride,
+                             d_out, out_stride, trial.timed ? &kernel_seconds : nullptr);
+  if (s.ok()) RecordShapeTrial(trial, rows, groups, kernel_seconds);
   if (info != nullptr) {
     info->device = absl::StrCat("cuda:", gpus_[gpu]->device);
-    info->strategy = StrategyName(choice->strategy);
-    info->reason = choice->reason;
+    info->strategy = StrategyName((*d)->strategy);
+    info->reason = RunReason(**d, trial, groups);
     info->compute_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

@@ -12,7 +12,8 @@
 // slots, so staging and copies of one chunk overlap the kernels of the other. No allocation in the
 // request path; rows or results already in page-locked memory go by DMA without staging. Every
 // CUDA error becomes an absl::Status. Thread-safe: concurrent calls run on a GPU's free lanes
-// (waiting for one when all are busy). Results are deterministic for a given strategy and device count.
+// (waiting for one when all are busy). Results are deterministic for a given strategy, row-chunk
+// shape and device count (shape trials: TahoeEngineOptions::shape_trials).
 #pragma once
 
 #include <memory>
@@ -50,6 +51,10 @@ struct TahoeEngineOptions {
   int shared_data_groups = 0;     // thread groups per shared-data block
   int row_chunk = 0;              // a RowChunkShape code (perf_model.h) for every row-chunk
                                   // launch; pairs and queues only where allowed
+  // Where row chunk's two best shapes for a batch size are predicted within kShapeTrialMargin,
+  // the first batches of that size alternate between them and the faster on those rows stays
+  // (shape_trials.h: results may differ in the last bit until it has decided). Off: the model's.
+  bool shape_trials = true;
   int64_t max_chunk_rows = 0;     // rows per launch / per staging slot
   // Staging lanes per GPU (1..16; 0: 4): batches of host rows that stage, compute and copy back at
   // once on one GPU (concurrent requests of a server). Each lane holds two pinned slots of rows

@@ -14,19 +14,24 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/thread_pool.h"
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
 #include "core/predict/perf_model.h"
 #include "core/predict/predict_strategy.h"
+#include "core/predict/shape_trials.h"
 #include "core/predict/tahoe_engine.h"
 #include "core/predict/tahoe_forest.h"
 #include "core/predict/tahoe_kernels.h"
@@ -63,6 +68,7 @@ struct Slot {
   gpu::DeviceBuffer d_in, d_out, d_ws;
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
+  cudaEvent_t kernel_start = nullptr, kernel_end = nullptr;  // timing events (shape trials)
   float* host_in() const { return h_in.as<float>(); }
   float* host_out() const { return h_out.as<float>(); }
   float* device_in() const { return d_in.as<float>(); }
@@ -101,6 +107,8 @@ struct Gpu {
       for (Slot& s : lane->slots) {  // the buffers go after, with the members, once streams idle
         if (s.stream) cudaStreamSynchronize(s.stream);
         if (s.done) cudaEventDestroy(s.done);
+        if (s.kernel_start) cudaEventDestroy(s.kernel_start);
+        if (s.kernel_end) cudaEventDestroy(s.kernel_end);
         if (s.stream) cudaStreamDestroy(s.stream);
       }
     }
@@ -173,7 +181,8 @@ class TahoeEngineImpl final : public TahoeEngine {
                         format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
                         lane_report_,
                         level_walk_ ? "; row chunk walks the level layout" : "",
-                        probe_report_.empty() ? "" : "; probes: ", probe_report_);
+                        probe_report_.empty() ? "" : "; probes: ", probe_report_,
+                        ShapeTrialReport());
   }
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
   const TahoeForest& format() const override { return *format_; }
@@ -187,8 +196,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   ThreadPool* pool() const { return pool_; }
   // GPU kernel `s` over host rows: split across the GPUs, staged through their slots. `device`
   // gets "cuda:0", "cuda:0+1", ...
+  // `kernel_seconds` (may be null): the kernels' time on the slowest GPU (shape trials).
   absl::Status RunKernel(StrategyId s, int groups, RowsView rows, const PredictOptions& options,
-                         MatrixView<float> out, std::string* device) const;
+                         MatrixView<float> out, std::string* device,
+                         double* kernel_seconds = nullptr) const;
 
  private:
   absl::Status InitGpu(int device, Gpu& g);
@@ -227,17 +238,47 @@ class TahoeEngineImpl final : public TahoeEngine {
   int64_t ChunkRows(const Gpu& g, const StagingLane& lane, StrategyId s, int groups,
                     const TahoeCall& call, bool host) const;
   TahoeLaunchArgs Args(const Gpu& g, StrategyId s, int groups, const TahoeCall& call) const;
+  // `kernel_seconds` (may be null): the chunks' kernel time, from events around their launches.
   absl::Status RunHost(Gpu& g, StrategyId s, int groups, const TahoeCall& call, RowsView rows,
-                       MatrixView<float> out) const;
+                       MatrixView<float> out, double* kernel_seconds) const;
   absl::Status RunHostOnLane(Gpu& g, StagingLane& lane, StrategyId s, int groups,
-                             const TahoeCall& call, RowsView rows, MatrixView<float> out) const;
+                             const TahoeCall& call, RowsView rows, MatrixView<float> out,
+                             double* kernel_seconds) const;
   // Creates a lane's streams and buffers on the current device.
   absl::Status InitLane(Gpu& g, StagingLane& lane, int64_t in_bytes, int64_t out_bytes,
                         int64_t ws_doubles) const;
   absl::Status RunDevice(Gpu& g, StrategyId s, int groups, const TahoeCall& call,
                          const float* d_rows, int64_t rows, int64_t row_stride, float* d_out,
-                         int64_t out_stride) const;
-  void LogChoice(const StrategyChoice& c, int64_t rows) const;
+                         int64_t out_stride, double* kernel_seconds = nullptr) const;
+  // What the request path needs of Plan's choice, cached per batch shape: Plan estimates every
+  // strategy and formats a reason, microseconds that were a fifth of a 10,000-row batch of the
+  // paper's small models. `runner_up_groups`: row chunk's near-equal second shape for shape
+  // trials (0: none, or trials off, or a strategy or shape forced).
+  struct Decision {
+    StrategyId strategy = StrategyId::kCpu;
+    int groups = 1;
+    int runner_up_groups = 0;
+    std::string reason;
+  };
+  absl::StatusOr<std::shared_ptr<const Decision>> Decide(int64_t rows, const PredictOptions& options,
+                                                         bool on_device,
+                                                         std::string_view force) const;
+  // A batch's run of row chunk between two near-equal shapes (ShapeTrials): the trial's shape in
+  // *groups, and whether the run is to be timed and recorded.
+  struct TrialRun {
+    int best = 0, second = 0;
+    bool timed = false;
+  };
+  TrialRun ApplyShapeTrial(const Decision& d, int64_t rows, int* groups) const;
+  // RunInfo::reason of a run: the decision's, and the shape trial's part in it.
+  static std::string RunReason(const Decision& d, const TrialRun& t, int groups);
+  std::string ShapeTrialReport() const {
+    const std::string t =
+        shape_trials_.Describe([](int code) { return RowChunkShape::FromCode(code).Label(); });
+    return t.empty() ? t : absl::StrCat("; shape trials: ", t);
+  }
+  void RecordShapeTrial(const TrialRun& t, int64_t rows, int groups, double kernel_seconds) const;
+  void LogChoice(const Decision& d, int groups, int64_t rows) const;
 
   ForestPtr forest_;
   TahoeForestPtr format_;
@@ -277,6 +318,14 @@ class TahoeEngineImpl final : public TahoeEngine {
   StrategyId probed_choice_[kNumChoiceBatches] = {StrategyId::kCpu, StrategyId::kCpu,
                                                   StrategyId::kCpu, StrategyId::kCpu,
                                                   StrategyId::kCpu};
+  mutable ShapeTrials shape_trials_;
+  // Decide's cache: (rows, kind, iteration range, rows on device, forced strategy or -1); cleared
+  // when it reaches kMaxDecisions (servers see a bounded set of batch sizes).
+  using DecisionKey = std::tuple<int64_t, int, int, int, bool, int>;
+  static constexpr size_t kMaxDecisions = 4096;
+  mutable absl::Mutex decisions_mu_;
+  mutable absl::flat_hash_map<DecisionKey, std::shared_ptr<const Decision>> decisions_
+      ABSL_GUARDED_BY(decisions_mu_);
   mutable std::atomic<uint32_t> logged_choices_{0};  // bit i: strategy i's first use was logged
   // One object per StrategyId (kStrategyFactories in tahoe_engine.cc), built by Init().
   std::unique_ptr<PredictStrategy> strategies_[kNumStrategies];

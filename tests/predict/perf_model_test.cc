@@ -404,12 +404,21 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   w.row_chunk_large_rows = 262144;
   w.rows_on_device = true;
   EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).chunk, 32);  // 100 us against 110 us
+  // Within kShapeTrialMargin the engine times both on real batches (shape_trials.h): narrow's
+  // 110 us is 10% behind; at 6,500 rows wide's 100 us is 11% behind narrow's 90 us; never at or
+  // above half the large batch, where the probe's own choice runs.
+  ASSERT_NE(RowChunkRunnerUp(hw, w, 10000), nullptr);
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 10000)->shape.Code(), narrow.shape.Code());
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 6500), nullptr);
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 200000), nullptr);
+  EXPECT_EQ(Cost(EstimateStrategies(hw, w), "row_chunk").runner_up_groups, narrow.shape.Code());
   // 6,500 rows: wide's 102 blocks put 2 on some SM (100 us); narrow's 407 put 5 (80 + 10 us).
   EXPECT_EQ(RowChunkShapeFor(hw, w, 6500).chunk, 8);
   w.rows = 6500;
   const StrategyCost c = Cost(EstimateStrategies(hw, w), "row_chunk");
   EXPECT_EQ(c.groups, narrow.shape.Code());
   EXPECT_NEAR(c.kernel_seconds, 90e-6, 1e-12);
+  EXPECT_EQ(c.runner_up_groups, 0);
   EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 32);  // the probe's choice
   w.best_row_chunk = 8;
   EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 8);

@@ -22,6 +22,7 @@
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
+#include "core/predict/shape_trials.h"
 #include "core/predict/tahoe_engine.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
@@ -122,6 +123,7 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
   for (int variant = 0; variant < 8; ++variant) {
     TahoeEngineOptions o;
     o.format = format;
+    o.shape_trials = false;  // the host and device paths compared bit for bit (trials: below)
     if (variant > 0) {
       o.max_part_bytes = 3000;
       o.shared_data_groups = 4;
@@ -295,7 +297,9 @@ TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
   o.max_depth = 8;
   o.num_features = 20;
   ForestPtr f = MakeRandomForest(o);
-  std::unique_ptr<TahoeEngine> e = MakeEngine(f, {});
+  TahoeEngineOptions eo;
+  eo.shape_trials = false;  // run to run identity from the first batch (see the next test)
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
   ASSERT_NE(e, nullptr);
   for (int64_t n : {1, 100, 5000}) {
     const std::vector<float> rows = MakeRandomRows(*f, n, 3, 0.1);
@@ -331,6 +335,49 @@ TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
   EXPECT_EQ(info.strategy, "direct");
   EXPECT_EQ(info.device.rfind("cuda:", 0), 0u);
   EXPECT_LE(MaxRelativeError(out, ReferencePrediction(*f, rows, Kind(OutputKind::kMargin))), kTolerance);
+}
+
+// Shape trials (shape_trials.h): while the first batches of a size alternate between row chunk's
+// two near-equal shapes every result matches the reference; once decided, one shape runs and the
+// results are identical run to run.
+TEST(TahoeGpuTest, ShapeTrialsMatchTheReferenceAndSettle) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.num_trees = 300;
+  o.max_depth = 8;
+  o.num_features = 64;
+  ForestPtr f = MakeRandomForest(o);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, {});
+  ASSERT_NE(e, nullptr);
+  const PredictOptions opt = Kind(OutputKind::kMargin);
+  int trials = 0;
+  for (int64_t n : {2000, 6000, 20000}) {
+    const std::vector<float> rows = MakeRandomRows(*f, n, 7, 0.1);
+    const std::vector<float> want = ReferencePrediction(*f, rows, opt);
+    absl::StatusOr<StrategyChoice> plan = e->Plan(n, opt, false, "");
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const bool trial = plan->strategy == StrategyId::kRowChunk &&
+                       plan->costs[static_cast<int>(StrategyId::kRowChunk)].runner_up_groups != 0;
+    trials += trial;
+    std::vector<std::vector<float>> runs;
+    for (int run = 0; run < 2 * ShapeTrials::kDefaultRuns + 2; ++run) {
+      std::vector<float> out(n);
+      RunInfo info;
+      ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
+                             MakeMatrixView(out.data(), n, 1), &info)
+                      .ok());
+      EXPECT_LE(MaxRelativeError(out, want), kTolerance) << n << " rows, run " << run;
+      if (trial && run < 2) {
+        EXPECT_NE(info.reason.find("shape trial"), std::string::npos) << info.reason;
+      }
+      runs.push_back(std::move(out));
+    }
+    EXPECT_EQ(runs[runs.size() - 1], runs[runs.size() - 2]) << n << " rows";
+    std::printf("%lld rows: trial %d; %s\n", static_cast<long long>(n), trial ? 1 : 0,
+                plan->reason.c_str());
+  }
+  if (trials > 0) EXPECT_NE(e->Describe().find("shape trials: "), std::string::npos);
+  std::printf("%s\n", e->Describe().c_str());
 }
 
 TEST(TahoeGpuTest, CalibrationIsCachedAndSane) {
