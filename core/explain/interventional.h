@@ -23,6 +23,7 @@
 // raw (summed) score, as LightGBM's pred_contrib.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "core/common/hd.h"
 #include "core/common/rows.h"
 #include "core/model/forest.h"
+#include "core/model/transform.h"
 
 namespace grove {
 
@@ -82,6 +84,19 @@ GROVE_HD double InterventionalWeight(int a, int b) {
   return w;
 }
 
+// shap's factor of the linearized output space for one pair and output: (g(m_x) - g(m_z)) /
+// (m_x - m_z) with g the link of p (margins divided by p.average_divisor first), and 1 where the
+// margins tie (shap's rule). A tie is within 1e-12 relative: the GPU sums margins in fixed point and
+// the CPU in double, which may differ in the last bits, and the factor of two margins a few bits
+// apart is (almost) all rounding in either.
+GROVE_HD double LinearizedFactor(const TransformParams& p, double mx, double mz) {
+  const double d = mx - mz;
+  const double size = fmax(1.0, fmax(fabs(mx), fabs(mz)));
+  if (fabs(d) <= 1e-12 * size) return 1.0;
+  return (TransformScalar(p, mx / p.average_divisor) - TransformScalar(p, mz / p.average_divisor)) /
+         d;
+}
+
 // A background data set for `forest`: >= 1 row of forest.num_features columns, a well-formed
 // view (NaN = missing, as in rows). INVALID_ARGUMENT naming what is wrong.
 absl::Status CheckBackground(const Forest& forest, RowsView background);
@@ -97,6 +112,11 @@ absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
 // additive). INVALID_ARGUMENT naming why otherwise.
 absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
 
+
+// Adds to margin[0..num_outputs) the base margin and the weighted leaf values `row` reaches in
+// `trees`, in that order, in double (the margins of the reference and of the linearized space).
+void AddInterventionalMargin(const Forest& forest, const std::vector<int32_t>& trees,
+                             const float* row, double* margin);
 
 // CPU reference in double: for every (row, background row, tree) the recursion of Laberge &
 // Pequignot ("Understanding interventional TreeSHAP", 2022): walk the tree; where x and z go the

@@ -151,16 +151,7 @@ struct CallPlan {
 
 // Adds the margin of `row` over the plan's trees (base margin included) to `margin[k]`.
 void AddMargin(const Forest& forest, const CallPlan& plan, const float* row, double* margin) {
-  for (int k = 0; k < forest.num_outputs; ++k) margin[k] += forest.base_margin[k];
-  for (int32_t t : plan.trees) {
-    const Tree& tree = forest.trees[t];
-    const Node* nodes = forest.TreeNodes(t);
-    const Node& leaf = nodes[TraverseTree(nodes, forest.category_bits.data(), row)];
-    const int first = tree.leaf_width == 1 ? tree.group : 0;
-    for (int k = 0; k < tree.leaf_width; ++k) {
-      margin[first + k] += tree.weight * forest.leaf_values[leaf.payload + k];
-    }
-  }
+  AddInterventionalMargin(forest, plan.trees, row, margin);
 }
 
 // Visitor: scale * the pair's margin Shapley values added to phi (num_outputs x f1) and, when
@@ -302,20 +293,14 @@ class RowExplainer {
     }
   }
 
-  // shap's rule: the pair's margin values times (g(m_x) - g(m_z)) / (m_x - m_z), or 1 when equal.
+  // shap's rule: the pair's margin values times LinearizedFactor.
   void AddPairLinearized(const float* x, const float* z, const double* mx, const double* mz,
                          double scale, double* phi) {
     pair_.assign(k_ * f1_, 0.0);
     pair_inter_.assign(inter_ != nullptr ? k_ * f1_ * f1_ : 0, 0.0);
     AddPairMargin(x, z, 1.0, pair_.data(), inter_ != nullptr ? pair_inter_.data() : nullptr);
-    const double divisor = plan_.transform.average_divisor;
     for (int k = 0; k < k_; ++k) {
-      double factor = 1.0;
-      if (mx[k] != mz[k]) {
-        factor = (TransformScalar(plan_.transform, mx[k] / divisor) -
-                  TransformScalar(plan_.transform, mz[k] / divisor)) /
-                 (mx[k] - mz[k]);
-      }
+      const double factor = LinearizedFactor(plan_.transform, mx[k], mz[k]);
       for (int64_t c = 0; c < f1_; ++c) phi[k * f1_ + c] += scale * factor * pair_[k * f1_ + c];
       if (inter_ == nullptr) continue;
       const int64_t block = f1_ * f1_;
@@ -453,6 +438,20 @@ std::vector<double> BackgroundMean(const Forest& forest, const CallPlan& plan,
 }
 
 }  // namespace
+
+void AddInterventionalMargin(const Forest& forest, const std::vector<int32_t>& trees,
+                             const float* row, double* margin) {
+  for (int k = 0; k < forest.num_outputs; ++k) margin[k] += forest.base_margin[k];
+  for (int32_t t : trees) {
+    const Tree& tree = forest.trees[t];
+    const Node* nodes = forest.TreeNodes(t);
+    const Node& leaf = nodes[TraverseTree(nodes, forest.category_bits.data(), row)];
+    const int first = tree.leaf_width == 1 ? tree.group : 0;
+    for (int k = 0; k < tree.leaf_width; ++k) {
+      margin[first + k] += tree.weight * forest.leaf_values[leaf.payload + k];
+    }
+  }
+}
 
 absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background, RowsView rows,
                                       const InterventionalOptions& options, MatrixView<float> out,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/base/call_once.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,9 +20,39 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// What the bitmask form (paths_cpu, gpu) computes: margin SHAP values.
+// What the bitmask form (paths_cpu, gpu) computes: SHAP values of the margin and of the
+// linearized probability.
 bool FastFormServes(const InterventionalOptions& o) {
-  return o.output_space == OutputSpace::kMargin && !o.interactions;
+  return (o.output_space == OutputSpace::kMargin ||
+          o.output_space == OutputSpace::kProbabilityLinearized) &&
+         !o.interactions;
+}
+
+}  // namespace
+
+class LazyLinearizedLayout {
+ public:
+  absl::StatusOr<LinearizedLayoutPtr> Get(const InterventionalContext& c) {
+    absl::call_once(once_, [&] {
+      result_ = BuildLinearizedLayout(
+          *c.layout, *c.background_layout,
+          MakeRowsView(c.background->data(), c.background_rows, c.forest->num_features), c.pool);
+    });
+    return result_;
+  }
+
+ private:
+  absl::once_flag once_;
+  absl::StatusOr<LinearizedLayoutPtr> result_;
+};
+
+namespace {
+
+// The linearized layout for a request in that space (null otherwise).
+absl::StatusOr<LinearizedLayoutPtr> LinearizedFor(const InterventionalContext& c,
+                                                  const InterventionalOptions& o) {
+  if (o.output_space != OutputSpace::kProbabilityLinearized) return LinearizedLayoutPtr();
+  return c.linearized->Get(c);
 }
 
 class ReferenceStrategy final : public InterventionalStrategy {
@@ -47,8 +78,10 @@ class PathsCpuStrategy final : public InterventionalStrategy {
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
+    absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
+    if (!ll.ok()) return ll.status();
     return ExplainInterventionalPathsCpu(*c_.forest, *c_.layout, *c_.background_layout, rows,
-                                         options, out, c_.pool);
+                                         options, out, c_.pool, ll->get());
   }
 
  private:
@@ -57,17 +90,24 @@ class PathsCpuStrategy final : public InterventionalStrategy {
 
 class GpuStrategy final : public InterventionalStrategy {
  public:
-  explicit GpuStrategy(std::unique_ptr<InterventionalGpu> gpu) : gpu_(std::move(gpu)) {}
+  GpuStrategy(const InterventionalContext& c, std::unique_ptr<InterventionalGpu> gpu)
+      : c_(c), gpu_(std::move(gpu)) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kGpu; }
   std::string device() const override { return gpu_->DeviceName(); }
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
+    if (options.output_space == OutputSpace::kProbabilityLinearized && !gpu_->linearized_enabled()) {
+      absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
+      if (!ll.ok()) return ll.status();
+      if (absl::Status s = gpu_->EnableLinearized(*ll); !s.ok()) return s;
+    }
     return gpu_->Explain(rows, options, out);
   }
   int64_t DeviceBytes() const override { return gpu_->DeviceBytes(); }
 
  private:
+  InterventionalContext c_;
   std::unique_ptr<InterventionalGpu> gpu_;  // Explain serialises internally
 };
 
@@ -83,7 +123,7 @@ absl::StatusOr<std::unique_ptr<InterventionalStrategy>> MakeGpu(
       InterventionalGpu::Create(c.forest, c.layout, c.background_layout);
   if (absl::IsUnavailable(gpu.status())) return std::unique_ptr<InterventionalStrategy>();
   if (!gpu.ok()) return gpu.status();
-  return std::unique_ptr<InterventionalStrategy>(new GpuStrategy(std::move(*gpu)));
+  return std::unique_ptr<InterventionalStrategy>(new GpuStrategy(c, std::move(*gpu)));
 }
 
 absl::StatusOr<std::unique_ptr<InterventionalStrategy>> MakePathsCpu(
@@ -157,6 +197,7 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
     if (!il.ok()) return il.status();
     c.layout = layout;
     c.background_layout = *il;
+    c.linearized = std::make_shared<LazyLinearizedLayout>();
   }
   std::vector<std::unique_ptr<InterventionalStrategy>> strategies;
   for (int i = 0; i < kNumInterventionalStrategies; ++i) {

@@ -5,14 +5,16 @@
 // A strategy is one way to explain a batch (interventional.h for the definitions):
 //   reference   ExplainInterventionalCpu: every output space, every model (the oracle);
 //   paths_cpu   ExplainInterventionalPathsCpu: the bitmask form over deduplicated background
-//               masks, margins of models without long paths;
+//               masks, margins and probability_linearized of models without long paths;
 //   gpu         InterventionalGpu: the same form on the GPU.
 // InterventionalStrategyId is the one table of them (InterventionalStrategyName); each has a
 // factory in kInterventionalFactories (interventional_engine.cc), which returns nullptr when the
 // strategy cannot serve the model (no GPU, long paths). At Explain time a forced strategy runs or
 // answers FAILED_PRECONDITION; "auto" takes the first strategy in table order (gpu, paths_cpu,
-// reference) whose Supports(options) is true: the fast forms for margins, the reference for the
-// probability spaces.
+// reference) whose Supports(options) is true: the fast forms for margins and
+// probability_linearized, the reference for the exact probability space and interactions. (The
+// GPU first: a request pays a launch and copies there, tens of microseconds, while one row on the
+// CPU form walks every path's masks: about a millisecond for the paper's medium models.)
 //
 // Preprocessing kept for the engine's life: the model's PathLayout and the background's
 // InterventionalLayout (per-path masks), uploaded once by the GPU strategy.
@@ -49,6 +51,11 @@ struct InterventionalEngineOptions {
   std::string strategy = "auto";  // "auto" or a strategy name
 };
 
+// The linearized output space's LinearizedLayout of one engine, built on the first request that
+// needs it (paths x background rows x 2 bytes; most servers never ask) and shared by its
+// strategies. Thread-safe.
+class LazyLinearizedLayout;
+
 // What a factory gets. The background rows are the engine's own copy.
 struct InterventionalContext {
   ForestPtr forest;
@@ -57,6 +64,7 @@ struct InterventionalContext {
   std::shared_ptr<const std::vector<float>> background;  // rows x num_features
   int64_t background_rows = 0;
   ThreadPool* pool = nullptr;
+  std::shared_ptr<LazyLinearizedLayout> linearized;  // with layout
 };
 
 // One strategy for one model and background. Thread-safe once created.

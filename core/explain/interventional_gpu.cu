@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -74,9 +75,33 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     return absl::OkStatus();
   }
 
-  int64_t WorkspaceBytes(int64_t num_rows) const override {
-    return std::max<int64_t>(num_rows, 1) * Width() * 8;
+  int64_t WorkspaceBytes(int64_t num_rows, OutputSpace space) const override {
+    const int64_t rows = std::max<int64_t>(num_rows, 1);
+    int64_t bytes = rows * Width() * 8;
+    if (space == OutputSpace::kProbabilityLinearized) bytes += LinearizedBytes(rows);
+    return bytes;
   }
+
+  absl::Status EnableLinearized(LinearizedLayoutPtr ll) override {
+    std::lock_guard<std::mutex> lock(linearized_mu_);
+    if (linearized_ != nullptr) return absl::OkStatus();
+    if (ll == nullptr || ll->background_rows != il_->background_rows ||
+        ll->mask_rows.size() != layout_->paths.size() * static_cast<size_t>(ll->background_rows)) {
+      return absl::InvalidArgumentError(
+          "interventional_gpu: the linearized layout is not of this model and background");
+    }
+    GROVE_CUDA_RETURN(cudaSetDevice(0));
+    int64_t bytes = 0;
+    for (absl::Status s : {UploadTo(ll->mask_rows, &mask_rows_, &bytes),
+                           UploadTo(ll->background, &background_, &bytes)}) {
+      if (!s.ok()) return s;
+    }
+    linearized_bytes_.store(bytes);
+    linearized_ = std::move(ll);
+    linearized_ready_.store(true);
+    return absl::OkStatus();
+  }
+  bool linearized_enabled() const override { return linearized_ready_.load(); }
 
   absl::Status ExplainOnDevice(const float* d_rows, int64_t num_rows,
                                const InterventionalOptions& options, void* d_workspace,
@@ -84,31 +109,47 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                void* stream) const override {
     IterationRange range;
     if (absl::Status s = CheckOptions(options, &range); !s.ok()) return s;
-    if (workspace_bytes < WorkspaceBytes(num_rows) || (num_rows > 0 && d_workspace == nullptr)) {
+    const OutputSpace space = options.output_space;
+    if (workspace_bytes < WorkspaceBytes(num_rows, space) ||
+        (num_rows > 0 && d_workspace == nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "interventional_gpu: the workspace holds ", workspace_bytes, " bytes; ", num_rows,
-          " rows need ", WorkspaceBytes(num_rows)));
+          " rows need ", WorkspaceBytes(num_rows, space)));
     }
     if (num_rows == 0) return absl::OkStatus();
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     auto* d_acc = static_cast<unsigned long long*>(d_workspace);
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * Width() * 8, s));
     ik::KernelArgs a = Args(range);
-    a.d_acc = d_acc;
+    ik::LinearizedArgs la;
+    const double* d_bias = nullptr;
+    if (space == OutputSpace::kProbabilityLinearized) {
+      auto* d_extra = reinterpret_cast<char*>(d_acc + num_rows * Width());
+      if (absl::Status st = PrepareLinearized(a, range, d_rows, num_rows, d_extra, s, &la, &d_bias);
+          !st.ok()) {
+        return st;
+      }
+    }
     for (int64_t begin = 0; begin < num_rows; begin += kMaxChunkRows) {
       a.num_rows = std::min(kMaxChunkRows, num_rows - begin);
       a.d_rows = d_rows + begin * forest_->num_features;
       a.d_acc = d_acc + begin * Width();
-      const dim3 grid(static_cast<unsigned>((a.num_bins + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock),
-                      static_cast<unsigned>((a.num_rows + ik::kRowsPerWarp - 1) / ik::kRowsPerWarp));
-      if (grid.x > 0) ik::InterventionalKernel<<<grid, ik::kBlockThreads, 0, s>>>(a);
+      const dim3 grid = Grid(a.num_rows);
+      if (grid.x == 0) continue;
+      if (space == OutputSpace::kProbabilityLinearized) {
+        ik::LinearizedArgs chunk = la;
+        chunk.d_rho = la.d_rho + begin * forest_->num_outputs * la.n;
+        ik::LinearizedKernel<<<grid, ik::kBlockThreads, 0, s>>>(a, chunk);
+      } else {
+        ik::InterventionalKernel<<<grid, ik::kBlockThreads, 0, s>>>(a);
+      }
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
     const int64_t n = num_rows * Width();
-    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-    ik::FinishKernel<<<blocks, 256, 0, s>>>(
+    ik::FinishKernel<<<Blocks(n), 256, 0, s>>>(
         d_acc, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
-        base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_out);
+        base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_bias,
+        d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }
@@ -122,13 +163,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     const int64_t F = forest_->num_features;
     const int64_t width = Width();
     // Chunks bound the workspace at ~256 MB of accumulators.
-    const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 20) / (width * 8), 1, rows.rows);
+    const int64_t per_row = WorkspaceBytes(2, options.output_space) - WorkspaceBytes(1, options.output_space);
+    const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 20) / per_row, 1, rows.rows);
     for (absl::Status st :
          {h_rows_.Reserve(chunk * F * 4, "interventional_gpu: pinned rows"),
           h_out_.Reserve(chunk * width * 4, "interventional_gpu: pinned results"),
           d_rows_.Reserve(chunk * F * 4, "interventional_gpu: rows"),
           d_out_.Reserve(chunk * width * 4, "interventional_gpu: results"),
-          workspace_.Reserve(WorkspaceBytes(chunk), "interventional_gpu: workspace")}) {
+          workspace_.Reserve(WorkspaceBytes(chunk, options.output_space),
+                             "interventional_gpu: workspace")}) {
       if (!st.ok()) return st;
     }
     for (int64_t begin = 0; begin < rows.rows; begin += chunk) {
@@ -156,7 +199,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
 
   int64_t DeviceBytes() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return resident_bytes_ + workspace_.bytes() + d_rows_.bytes() + d_out_.bytes();
+    return resident_bytes_ + linearized_bytes_.load() + workspace_.bytes() + d_rows_.bytes() +
+           d_out_.bytes();
   }
   std::string DeviceName() const override { return "cuda:0"; }
   std::string Describe() const override {
@@ -168,9 +212,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   int64_t Width() const { return ExplainWidth(*forest_, false); }
 
   absl::Status CheckOptions(const InterventionalOptions& options, IterationRange* range) const {
-    if (options.output_space != OutputSpace::kMargin) {
+    if (options.output_space == OutputSpace::kProbabilityLinearized) {
+      if (!linearized_enabled()) {
+        return absl::FailedPreconditionError(
+            "interventional_gpu: probability_linearized needs EnableLinearized first");
+      }
+      if (absl::Status s = CheckOutputSpace(*forest_, options.output_space); !s.ok()) return s;
+    } else if (options.output_space != OutputSpace::kMargin) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "interventional_gpu explains margins only; output space ",
+          "interventional_gpu explains margins and probability_linearized; output space ",
           OutputSpaceName(options.output_space), " runs on the CPU"));
     }
     if (options.interactions) {
@@ -201,9 +251,72 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     return a;
   }
 
+  static dim3 Grid(int64_t rows_in_chunk, int64_t num_bins) {
+    return dim3(static_cast<unsigned>((num_bins + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock),
+                static_cast<unsigned>((rows_in_chunk + ik::kRowsPerWarp - 1) / ik::kRowsPerWarp));
+  }
+  dim3 Grid(int64_t rows_in_chunk) const { return Grid(rows_in_chunk, layout_->num_bins()); }
+  static int Blocks(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 4096)); }
+
+  // Linearized workspace after the accumulators: margin accumulators and margins of the rows and
+  // the background, each pair's factor, the bias.
+  int64_t LinearizedBytes(int64_t rows) const {
+    const int64_t k = forest_->num_outputs, n = il_->background_rows;
+    return (rows + n) * k * 16 + rows * k * n * 8 + k * 8;
+  }
+
+  // Margins of the rows and of the background by paths, each pair's factor and the bias, into
+  // `d_extra` (LinearizedBytes); fills `la` and `d_bias`. Enqueued on `s`.
+  absl::Status PrepareLinearized(ik::KernelArgs a, const IterationRange& range, const float* d_rows,
+                                 int64_t num_rows, char* d_extra, cudaStream_t s,
+                                 ik::LinearizedArgs* la, const double** d_bias) const {
+    const int k = forest_->num_outputs;
+    const int64_t n = il_->background_rows;
+    auto* d_margin_acc = reinterpret_cast<unsigned long long*>(d_extra);
+    auto* d_margins = reinterpret_cast<double*>(d_margin_acc + (num_rows + n) * k);
+    double* d_rho = d_margins + (num_rows + n) * k;
+    double* bias = d_rho + num_rows * k * n;
+    GROVE_CUDA_RETURN(cudaMemsetAsync(d_margin_acc, 0, (num_rows + n) * k * 8, s));
+    // Rows, then the background rows after them.
+    const float* sources[2] = {d_rows, background_.as<float>()};
+    const int64_t counts[2] = {num_rows, n};
+    int64_t offset = 0;
+    for (int i = 0; i < 2; ++i) {
+      for (int64_t begin = 0; begin < counts[i]; begin += kMaxChunkRows) {
+        a.num_rows = std::min(kMaxChunkRows, counts[i] - begin);
+        a.d_rows = sources[i] + begin * forest_->num_features;
+        const dim3 grid = Grid(a.num_rows);
+        if (grid.x == 0) continue;
+        ik::MarginKernel<<<grid, ik::kBlockThreads, 0, s>>>(a, d_margin_acc + (offset + begin) * k, k);
+        GROVE_CUDA_RETURN(cudaGetLastError());
+      }
+      offset += counts[i];
+    }
+    const int64_t margins = (num_rows + n) * k;
+    ik::MarginsFromFixed<<<Blocks(margins), 256, 0, s>>>(d_margin_acc, margins, k,
+                                                          scale_.as<double>(),
+                                                          base_margin_.as<double>(), d_margins);
+    const TransformParams tp = MakeTransformParams(*forest_, range.size());
+    const double* d_background_margins = d_margins + num_rows * k;
+    ik::RhoKernel<<<Blocks(num_rows * k * n), 256, 0, s>>>(tp, d_margins, num_rows,
+                                                          d_background_margins, n, k, d_rho);
+    ik::LinkMeanKernel<<<(k + 31) / 32, 32, 0, s>>>(tp, d_background_margins, n, k, bias);
+    GROVE_CUDA_RETURN(cudaGetLastError());
+    la->d_mask_rows = mask_rows_.as<uint16_t>();
+    la->n = n;
+    la->d_rho = d_rho;
+    *d_bias = bias;
+    return absl::OkStatus();
+  }
+
   ForestPtr forest_;
   PathLayoutPtr layout_;
   InterventionalLayoutPtr il_;
+  std::mutex linearized_mu_;  // EnableLinearized
+  std::atomic<bool> linearized_ready_{false};
+  std::atomic<int64_t> linearized_bytes_{0};
+  LinearizedLayoutPtr linearized_;
+  gpu::DeviceBuffer mask_rows_, background_;
   gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, mask_begin_, masks_,
       counts_, weights_, scale_, base_margin_, iteration_prefix_;
   int64_t resident_bytes_ = 0;

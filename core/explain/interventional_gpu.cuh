@@ -6,6 +6,7 @@
 
 #include "core/explain/interventional_paths.h"
 #include "core/explain/paths.h"
+#include "core/model/transform.h"
 
 namespace grove {
 namespace interventional_kernels {
@@ -40,71 +41,221 @@ struct KernelArgs {
   int64_t acc_width = 0;
 };
 
-// Grid: x = bins / kWarpsPerBlock (rounded up), y = rows / kRowsPerWarp (rounded up).
-__global__ void __launch_bounds__(kBlockThreads) InterventionalKernel(KernelArgs a) {
-  __shared__ double weights[kWeightEntries];
-  for (int i = threadIdx.x; i < kWeightEntries; i += blockDim.x) weights[i] = a.d_weights[i];
-  __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (bin >= a.num_bins) return;  // warp-uniform
-  const uint32_t index = a.d_bin_offsets[bin] + lane;
-  const bool active = index < a.d_bin_offsets[bin + 1];
+// The linearized output space's per-call arrays (workspace; see InterventionalGpu).
+struct LinearizedArgs {
+  const uint16_t* d_mask_rows = nullptr;  // LinearizedLayout::mask_rows
+  int64_t n = 0;                          // background rows
+  const double* d_rho = nullptr;          // rows x outputs x n: each pair's LinearizedFactor
+};
+
+// One lane's path element (a warp explains one bin: a path element per lane, as TreeShapGpu).
+struct Lane {
   PathElement e;
   PathInfo info;
-  int rel = 0;
-  if (active) {
-    e = a.d_elements[index];
-    info = a.d_paths[e.path];
-    rel = static_cast<int>(index - info.element_begin);
+  int rel = 0;               // the element's index in its path (0: the root)
+  bool active = false;       // the lane holds an element
+  bool in_range = false;     // its tree is in the call's iteration range
+  uint32_t full = 0;         // its path's full mask
+  __device__ bool is_element() const { return active && rel > 0 && in_range; }
+};
+
+__device__ inline Lane LoadLane(const KernelArgs& a, int64_t bin, int lane) {
+  Lane l;
+  const uint32_t index = a.d_bin_offsets[bin] + lane;
+  l.active = index < a.d_bin_offsets[bin + 1];
+  if (l.active) {
+    l.e = a.d_elements[index];
+    l.info = a.d_paths[l.e.path];
+    l.rel = static_cast<int>(index - l.info.element_begin);
+    l.in_range = l.info.iteration >= a.iteration_begin && l.info.iteration < a.iteration_end;
+    l.full = FullMask(l.info.length);
   }
-  const bool is_element = active && rel > 0 && info.iteration >= a.iteration_begin &&
-                          info.iteration < a.iteration_end;
-  const uint32_t full = active ? FullMask(info.length) : 0u;
-  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
-  uint32_t x[kRowsPerWarp];
-  double acc[kRowsPerWarp];
+  return l;
+}
+
+// The X mask of each of the warp's rows over the lane's path (one ballot per row; rows past the
+// end match every element).
+__device__ inline void RowMasks(const KernelArgs& a, const Lane& l, int64_t row_begin,
+                                uint32_t (&x)[kRowsPerWarp]) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t row = row_begin + r;
     bool match = true;  // the root, idle lanes and rows past the end
-    if (is_element && row < a.num_rows) {
-      match = PathElementMatches(e, a.d_category_bits, a.d_rows[row * a.num_features + e.feature]);
+    if (l.is_element() && row < a.num_rows) {
+      match = PathElementMatches(l.e, a.d_category_bits, a.d_rows[row * a.num_features + l.e.feature]);
     }
     const uint32_t ballot = __ballot_sync(kAllLanes, match);
-    x[r] = (ballot >> (lane - rel)) & full;  // the path's lanes start at lane - rel
-    acc[r] = 0.0;
+    x[r] = (ballot >> (lane - l.rel)) & l.full;  // the path's lanes start at lane - rel
   }
-  if (!is_element) return;
-  const uint32_t bit = 1u << rel;
-  const uint32_t mask_end = a.d_mask_begin[e.path + 1];
-  for (uint32_t m = a.d_mask_begin[e.path]; m < mask_end; ++m) {
-    const uint32_t z = a.d_masks[m];
-    const double count = static_cast<double>(a.d_counts[m]);
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += count * MaskCoefficient(x[r], z, full, bit, weights);
-  }
+}
+
+__device__ inline void LoadWeights(const KernelArgs& a, double* weights) {
+  for (int i = threadIdx.x; i < kWeightEntries; i += blockDim.x) weights[i] = a.d_weights[i];
+  __syncthreads();
+}
+
+// acc[r] (a row's coefficient of the lane's element, times 1 / background rows) as a fixed-point
+// value of output `group` added to the row's accumulator.
+__device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_begin,
+                                const double (&acc)[kRowsPerWarp], int k) {
   const int64_t f1 = a.num_features + 1;
+  const int group = l.info.group + k;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t row = row_begin + r;
     if (row >= a.num_rows || acc[r] == 0.0) continue;
-    unsigned long long* out = a.d_acc + row * a.acc_width + e.feature;
-    for (int k = 0; k < info.width; ++k) {
-      const int group = info.group + k;
-      const double v = acc[r] * a.inv_background * a.d_values[info.value_begin + k];
-      const long long fixed = __double2ll_rn(v * a.d_scale[group]);
-      if (fixed != 0) atomicAdd(out + group * f1, static_cast<unsigned long long>(fixed));
+    const double v = acc[r] * a.inv_background * a.d_values[l.info.value_begin + k];
+    const long long fixed = __double2ll_rn(v * a.d_scale[group]);
+    if (fixed != 0) {
+      atomicAdd(a.d_acc + row * a.acc_width + group * f1 + l.e.feature,
+                static_cast<unsigned long long>(fixed));
     }
   }
 }
 
+// Grid: x = bins / kWarpsPerBlock (rounded up), y = rows / kRowsPerWarp (rounded up).
+__global__ void __launch_bounds__(kBlockThreads) InterventionalKernel(KernelArgs a) {
+  __shared__ double weights[kWeightEntries];
+  LoadWeights(a, weights);
+  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (bin >= a.num_bins) return;  // warp-uniform
+  const Lane l = LoadLane(a, bin, threadIdx.x & 31);
+  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
+  uint32_t x[kRowsPerWarp];
+  RowMasks(a, l, row_begin, x);
+  if (!l.is_element()) return;
+  const uint32_t bit = 1u << l.rel;
+  double acc[kRowsPerWarp] = {};
+  const uint32_t mask_end = a.d_mask_begin[l.e.path + 1];
+  for (uint32_t m = a.d_mask_begin[l.e.path]; m < mask_end; ++m) {
+    const uint32_t z = a.d_masks[m];
+    const double count = static_cast<double>(a.d_counts[m]);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += count * MaskCoefficient(x[r], z, l.full, bit, weights);
+  }
+  for (int k = 0; k < l.info.width; ++k) AddFixed(a, l, row_begin, acc, k);
+}
+
+// Linearized output space: as InterventionalKernel, each mask's background rows weighted by their
+// pair's factor (l.d_rho) instead of counted, per output of the path.
+__global__ void __launch_bounds__(kBlockThreads) LinearizedKernel(KernelArgs a, LinearizedArgs la) {
+  __shared__ double weights[kWeightEntries];
+  LoadWeights(a, weights);
+  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (bin >= a.num_bins) return;  // warp-uniform
+  const Lane l = LoadLane(a, bin, threadIdx.x & 31);
+  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
+  uint32_t x[kRowsPerWarp];
+  RowMasks(a, l, row_begin, x);
+  if (!l.is_element()) return;
+  const uint32_t bit = 1u << l.rel;
+  const int num_outputs = static_cast<int>(a.acc_width / (a.num_features + 1));
+  const uint16_t* path_rows = la.d_mask_rows + static_cast<int64_t>(l.e.path) * la.n;
+  const uint32_t mask_begin = a.d_mask_begin[l.e.path], mask_end = a.d_mask_begin[l.e.path + 1];
+  for (int k = 0; k < l.info.width; ++k) {
+    const double* rho = la.d_rho + (row_begin * num_outputs + l.info.group + k) * la.n;
+    const int64_t row_stride = num_outputs * la.n;
+    double acc[kRowsPerWarp] = {};
+    const uint16_t* rows_of_mask = path_rows;
+    for (uint32_t m = mask_begin; m < mask_end; ++m) {
+      const uint32_t z = a.d_masks[m];
+      const uint32_t count = a.d_counts[m];
+      double c[kRowsPerWarp];
+      bool any = false;
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        c[r] = row_begin + r < a.num_rows ? MaskCoefficient(x[r], z, l.full, bit, weights) : 0.0;
+        any |= c[r] != 0.0;
+      }
+      if (any) {
+        double w[kRowsPerWarp] = {};
+        for (uint32_t i = 0; i < count; ++i) {
+          const int j = rows_of_mask[i];
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) {
+            if (c[r] != 0.0) w[r] += rho[r * row_stride + j];
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += c[r] * w[r];
+      }
+      rows_of_mask += count;
+    }
+    AddFixed(a, l, row_begin, acc, k);
+  }
+}
+
+// Margins by paths: the root lane of each path in range adds its leaf values (fixed point, per
+// output scale) to d_margin_acc[row * outputs + group + k] of the rows that reach the leaf.
+__global__ void __launch_bounds__(kBlockThreads) MarginKernel(KernelArgs a,
+                                                              unsigned long long* d_margin_acc,
+                                                              int num_outputs) {
+  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (bin >= a.num_bins) return;  // warp-uniform
+  const Lane l = LoadLane(a, bin, threadIdx.x & 31);
+  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
+  uint32_t x[kRowsPerWarp];
+  RowMasks(a, l, row_begin, x);
+  if (!l.active || l.rel != 0 || !l.in_range) return;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = row_begin + r;
+    if (row >= a.num_rows || x[r] != l.full) continue;
+    for (int k = 0; k < l.info.width; ++k) {
+      const int group = l.info.group + k;
+      const long long fixed = __double2ll_rn(a.d_values[l.info.value_begin + k] * a.d_scale[group]);
+      atomicAdd(d_margin_acc + row * num_outputs + group, static_cast<unsigned long long>(fixed));
+    }
+  }
+}
+
+// d_margins[i] = base_margin[k] + d_margin_acc[i] / scale[k] (i over rows x outputs).
+__global__ void MarginsFromFixed(const unsigned long long* d_margin_acc, int64_t n, int num_outputs,
+                                 const double* d_scale, const double* d_base_margin,
+                                 double* d_margins) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(i % num_outputs);
+    d_margins[i] = d_base_margin[k] +
+                   static_cast<double>(static_cast<long long>(d_margin_acc[i])) / d_scale[k];
+  }
+}
+
+// d_rho[(r * outputs + k) * n + j] = LinearizedFactor(row r's margin k, background row j's).
+__global__ void RhoKernel(TransformParams tp, const double* d_row_margins, int64_t rows,
+                          const double* d_background_margins, int64_t n, int num_outputs,
+                          double* d_rho) {
+  const int64_t total = rows * num_outputs * n;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = i % n;
+    const int64_t rk = i / n;  // r * outputs + k
+    const int k = static_cast<int>(rk % num_outputs);
+    d_rho[i] = LinearizedFactor(tp, d_row_margins[rk], d_background_margins[j * num_outputs + k]);
+  }
+}
+
+// d_bias[k] = mean over the background of the link of its margin k (one thread per output, the
+// rows in order: deterministic).
+__global__ void LinkMeanKernel(TransformParams tp, const double* d_background_margins, int64_t n,
+                               int num_outputs, double* d_bias) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= num_outputs) return;
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    s += TransformScalar(tp, d_background_margins[j * num_outputs + k] / tp.average_divisor);
+  }
+  d_bias[k] = s / static_cast<double>(n);
+}
+
 // out[r][c] = acc[r][c] / scale[k] as float; the bias column (c = F of each output block) gets
-// base_margin[k] + prefix[end][k] - prefix[begin][k] (the trees of the iteration range).
+// d_bias[k] when given, else base_margin[k] + prefix[end][k] - prefix[begin][k] (the trees of the
+// iteration range).
 __global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, int num_outputs,
                              int num_features, const double* d_scale, const double* d_base_margin,
                              const double* d_iteration_prefix, int iteration_begin,
-                             int iteration_end, float* d_out) {
+                             int iteration_end, const double* d_bias, float* d_out) {
   const int64_t f1 = num_features + 1;
   const int64_t width = num_outputs * f1;
   const int64_t n = num_rows * width;
@@ -114,8 +265,9 @@ __global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, 
     const int k = static_cast<int>(c / f1);
     double v = static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
     if (c % f1 == num_features) {
-      v = d_base_margin[k] + d_iteration_prefix[iteration_end * num_outputs + k] -
-          d_iteration_prefix[iteration_begin * num_outputs + k];
+      v = d_bias != nullptr ? d_bias[k]
+                            : d_base_margin[k] + d_iteration_prefix[iteration_end * num_outputs + k] -
+                                  d_iteration_prefix[iteration_begin * num_outputs + k];
     }
     d_out[i] = static_cast<float>(v);
   }

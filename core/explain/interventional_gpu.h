@@ -13,8 +13,15 @@
 // output) with an integer atomic. Integer addition commutes exactly, so results are bitwise
 // identical from run to run (deterministic); the conversion to float adds the bias in double.
 //
-// Scope: OutputSpace::kMargin, models whose paths have at most kWarpLanes elements (Create refuses
-// others with FAILED_PRECONDITION; the CPU strategies serve them); any iteration range.
+// Linearized output space (EnableLinearized): the margins of the rows and of the background by
+// paths (fixed point, as the SHAP values), each pair's LinearizedFactor in the workspace, and a
+// kernel that weights each mask's background rows by their factors instead of counting them (cost
+// per (row, path element, mask) grows with the mask's rows); the bias is the mean link of the
+// background's margins. Deterministic as the margin space.
+//
+// Scope: OutputSpace::kMargin and kProbabilityLinearized, models whose paths have at most
+// kWarpLanes elements (Create refuses others with FAILED_PRECONDITION; the CPU strategies serve
+// them); any iteration range.
 // Thread-safety: Explain may be called concurrently (serialised on the engine's workspace);
 // ExplainOnDevice is reentrant (the caller owns the workspace and the stream).
 #pragma once
@@ -41,8 +48,17 @@ class InterventionalGpu {
                                                                     InterventionalLayoutPtr il);
   virtual ~InterventionalGpu() = default;
 
-  // Device bytes of the workspace ExplainOnDevice needs for `num_rows` rows.
-  virtual int64_t WorkspaceBytes(int64_t num_rows) const = 0;
+  // Device bytes of the workspace ExplainOnDevice needs for `num_rows` rows in `space`.
+  virtual int64_t WorkspaceBytes(int64_t num_rows, OutputSpace space) const = 0;
+  int64_t WorkspaceBytes(int64_t num_rows) const {
+    return WorkspaceBytes(num_rows, OutputSpace::kMargin);
+  }
+
+  // The linearized output space (OutputSpace::kProbabilityLinearized) needs `ll` (built from this
+  // engine's layouts and background) on the device: the first call uploads it, later ones return
+  // at once. Until then ExplainOnDevice refuses that space (FAILED_PRECONDITION). Thread-safe.
+  virtual absl::Status EnableLinearized(LinearizedLayoutPtr ll) = 0;
+  virtual bool linearized_enabled() const = 0;
 
   // Device-level entry: d_rows (num_rows x num_features, dense) and d_out (num_rows x
   // ExplainWidth(forest, false), dense) on this engine's GPU; d_workspace holds at least

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -92,7 +93,85 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, uint32_t 
   }
 }
 
+// Linearized: adds one row's contributions of path `info` to phi, each background row of a mask
+// weighted by its pair's factor (rho[k * N + j], output k, background row j) instead of counted.
+void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
+                       const LinearizedLayout& ll, uint32_t path, const float* row,
+                       const double* rho, int64_t f1, double* phi) {
+  const PathInfo& info = layout.paths[path];
+  const PathElement* elements = layout.elements.data() + info.element_begin;
+  const uint32_t x = RowPathMask(elements, info.length, layout.category_bits.data(), row);
+  const uint32_t full = FullMask(info.length);
+  const int64_t n = ll.background_rows;
+  const uint16_t* path_rows = ll.mask_rows.data() + static_cast<int64_t>(path) * n;
+  for (int k = 0; k < info.width; ++k) {
+    const double* rho_k = rho + (info.group + k) * n;
+    for (int j = 1; j < info.length; ++j) {
+      double coefficient = 0;
+      const uint16_t* rows_of_mask = path_rows;
+      for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
+        const double c = MaskCoefficient(x, il.masks[m], full, 1u << j, il.weights.data());
+        if (c != 0) {
+          double weight = 0;
+          for (uint32_t i = 0; i < il.counts[m]; ++i) weight += rho_k[rows_of_mask[i]];
+          coefficient += weight * c;
+        }
+        rows_of_mask += il.counts[m];
+      }
+      phi[(info.group + k) * f1 + elements[j].feature] +=
+          coefficient / n * layout.values[info.value_begin + k];
+    }
+  }
+}
+
+// Margins of the background rows over `trees` (rows x outputs), as the reference computes them.
+std::vector<double> BackgroundMargins(const Forest& forest, const std::vector<int32_t>& trees,
+                                      const LinearizedLayout& ll) {
+  const int k = forest.num_outputs;
+  std::vector<double> m(ll.background_rows * k, 0.0);
+  for (int64_t j = 0; j < ll.background_rows; ++j) {
+    AddInterventionalMargin(forest, trees, ll.background.data() + j * forest.num_features,
+                            m.data() + j * k);
+  }
+  return m;
+}
+
 }  // namespace
+
+absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layout,
+                                                          const InterventionalLayout& il,
+                                                          RowsView background, ThreadPool* pool) {
+  const int64_t n = background.rows;
+  if (n != il.background_rows || n > 65535 || background.cols <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "linearized layout: ", n, " background rows (the layout has ", il.background_rows,
+        "; at most 65,535)"));
+  }
+  auto ll = std::make_shared<LinearizedLayout>();
+  ll->background_rows = n;
+  ll->background.resize(n * background.cols);
+  for (int64_t j = 0; j < n; ++j) {
+    std::copy(background.Row(j), background.Row(j) + background.cols,
+              ll->background.data() + j * background.cols);
+  }
+  ll->mask_rows.resize(layout.paths.size() * n);
+  ParallelFor(pool, static_cast<int64_t>(layout.paths.size()), 64, [&](int64_t begin, int64_t end) {
+    std::vector<std::pair<uint32_t, uint16_t>> keyed(n);
+    for (int64_t p = begin; p < end; ++p) {
+      const PathInfo& info = layout.paths[p];
+      if (info.length > kWarpLanes) continue;
+      const PathElement* elements = layout.elements.data() + info.element_begin;
+      for (int64_t j = 0; j < n; ++j) {
+        keyed[j] = {RowPathMask(elements, info.length, layout.category_bits.data(),
+                                background.Row(j)),
+                    static_cast<uint16_t>(j)};
+      }
+      std::sort(keyed.begin(), keyed.end());  // by mask as the layout's, then by row
+      for (int64_t j = 0; j < n; ++j) ll->mask_rows[p * n + j] = keyed[j].second;
+    }
+  });
+  return LinearizedLayoutPtr(std::move(ll));
+}
 
 int64_t InterventionalLayout::HostBytes() const {
   return static_cast<int64_t>((mask_begin.size() + masks.size() + counts.size()) * 4 +
@@ -144,13 +223,16 @@ std::vector<double> InterventionalBias(const Forest& forest, const Interventiona
 absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayout& layout,
                                            const InterventionalLayout& il, RowsView rows,
                                            const InterventionalOptions& options,
-                                           MatrixView<float> out, ThreadPool* pool) {
+                                           MatrixView<float> out, ThreadPool* pool,
+                                           const LinearizedLayout* linearized) {
   if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
-  if (options.output_space != OutputSpace::kMargin || options.interactions ||
-      !layout.long_paths.empty()) {
+  const bool lin = options.output_space == OutputSpace::kProbabilityLinearized;
+  if ((options.output_space != OutputSpace::kMargin && !(lin && linearized != nullptr)) ||
+      options.interactions || !layout.long_paths.empty()) {
     return absl::FailedPreconditionError(
-        "the path form of interventional SHAP explains margins (not interactions) of models "
-        "whose paths have at most 32 elements");
+        "the path form of interventional SHAP explains margins (and, with its linearized "
+        "layout, probability_linearized), not interactions, of models whose paths have at most "
+        "32 elements");
   }
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
@@ -159,14 +241,46 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
     const int it = layout.paths[p].iteration;
     if (it >= range.begin && it < range.end) paths.push_back(p);
   }
-  const std::vector<double> bias = InterventionalBias(forest, il, range.begin, range.end);
+  std::vector<int32_t> trees;
+  for (int32_t t = 0; t < static_cast<int32_t>(forest.trees.size()); ++t) {
+    if (forest.TreeInRange(t, range.begin, range.end)) trees.push_back(t);
+  }
   const int k = forest.num_outputs;
   const int64_t f1 = forest.num_features + 1;
+  const TransformParams transform = MakeTransformParams(forest, range.size());
+  std::vector<double> bias = InterventionalBias(forest, il, range.begin, range.end);
+  std::vector<double> background_margins;
+  if (lin) {  // the bias is the mean of the background's transformed margins
+    background_margins = BackgroundMargins(forest, trees, *linearized);
+    std::fill(bias.begin(), bias.end(), 0.0);
+    for (int64_t j = 0; j < linearized->background_rows; ++j) {
+      for (int i = 0; i < k; ++i) {
+        bias[i] += TransformScalar(transform, background_margins[j * k + i] /
+                                                  transform.average_divisor);
+      }
+    }
+    for (double& b : bias) b /= static_cast<double>(linearized->background_rows);
+  }
   ParallelFor(pool, rows.rows, 1, [&](int64_t begin, int64_t end) {
-    std::vector<double> phi(k * f1);
+    std::vector<double> phi(k * f1), margin(k), rho;
     for (int64_t r = begin; r < end; ++r) {
       std::fill(phi.begin(), phi.end(), 0.0);
-      for (uint32_t p : paths) AddPath(layout, il, p, rows.Row(r), f1, phi.data());
+      if (!lin) {
+        for (uint32_t p : paths) AddPath(layout, il, p, rows.Row(r), f1, phi.data());
+      } else {
+        const int64_t n = linearized->background_rows;
+        std::fill(margin.begin(), margin.end(), 0.0);
+        AddInterventionalMargin(forest, trees, rows.Row(r), margin.data());
+        rho.resize(k * n);
+        for (int i = 0; i < k; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            rho[i * n + j] = LinearizedFactor(transform, margin[i], background_margins[j * k + i]);
+          }
+        }
+        for (uint32_t p : paths) {
+          AddPathLinearized(layout, il, *linearized, p, rows.Row(r), rho.data(), f1, phi.data());
+        }
+      }
       StoreExplainedRow(bias, f1, phi.data(), nullptr, out.Row(r));
     }
   });

@@ -115,16 +115,37 @@ absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& 
                                                                   RowsView background,
                                                                   ThreadPool* pool);
 
+// What OutputSpace::kProbabilityLinearized needs besides InterventionalLayout: its factor depends
+// on each pair's two margins, so a mask's background rows cannot be merged into a count; the rows
+// of each mask are kept instead. Path p's rows, ordered by mask (InterventionalLayout order), are
+// mask_rows[p * background_rows ...]: mask m's are the next counts[m] after p's earlier masks'.
+// Built on first use (paths x background rows x 2 bytes). Immutable once built.
+struct LinearizedLayout {
+  int64_t background_rows = 0;
+  std::vector<uint16_t> mask_rows;
+  std::vector<float> background;  // the background rows (their margins are computed per call)
+  int64_t HostBytes() const { return static_cast<int64_t>(mask_rows.size() * 2 + background.size() * 4); }
+};
+using LinearizedLayoutPtr = std::shared_ptr<const LinearizedLayout>;
+
+// Background rows at most 65,535 (row indices are 16-bit); INVALID_ARGUMENT otherwise.
+absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layout,
+                                                          const InterventionalLayout& il,
+                                                          RowsView background, ThreadPool* pool);
+
 // Bias per output for the trees of iteration range [begin, end) (resolved: end > begin).
 std::vector<double> InterventionalBias(const Forest& forest, const InterventionalLayout& il,
                                        int begin, int end);
 
-// CPU twin of the GPU kernel: margin SHAP values of `rows` from the two layouts, in double,
-// multi-threaded over rows. Only OutputSpace::kMargin and models without long paths
-// (FAILED_PRECONDITION otherwise); other checks as ExplainInterventionalCpu. Deterministic.
+// CPU twin of the GPU kernel: SHAP values of `rows` from the layouts, in double, multi-threaded
+// over rows. OutputSpace::kMargin, and kProbabilityLinearized with `linearized` (each mask's rows
+// weighted by their pair's LinearizedFactor instead of counted); models without long paths, no
+// interactions (FAILED_PRECONDITION otherwise); other checks as ExplainInterventionalCpu.
+// Deterministic.
 absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayout& layout,
                                            const InterventionalLayout& il, RowsView rows,
                                            const InterventionalOptions& options,
-                                           MatrixView<float> out, ThreadPool* pool);
+                                           MatrixView<float> out, ThreadPool* pool,
+                                           const LinearizedLayout* linearized = nullptr);
 
 }  // namespace grove

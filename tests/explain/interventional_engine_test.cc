@@ -46,7 +46,7 @@ TEST(InterventionalEngineTest, AutoPicksTheFastFormForMarginsAndTheReferenceOthe
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->background_rows(), 10);
   const int64_t width = ExplainWidth(*f, false);
-  for (OutputSpace space : {OutputSpace::kMargin, OutputSpace::kProbability}) {
+  for (OutputSpace space : {OutputSpace::kMargin, OutputSpace::kProbability}) {  // softmax
     InterventionalOptions o;
     o.output_space = space;
     std::vector<float> out(6 * width);
@@ -61,6 +61,34 @@ TEST(InterventionalEngineTest, AutoPicksTheFastFormForMarginsAndTheReferenceOthe
     }
     testing::ExpectNearReference(out, testing::InterventionalReference(*f, rows, bg, o), 1e-6,
                                  OutputSpaceName(space));
+  }
+}
+
+// probability_linearized: the fast form too (its layout built on the first such request), on a
+// sigmoid model.
+TEST(InterventionalEngineTest, AutoPicksTheFastFormForLinearizedProbabilities) {
+  RandomForestOptions ro;
+  ro.seed = 5;
+  Forest copy = *MakeRandomForest(ro);
+  copy.objective.link = Link::kSigmoid;
+  ForestPtr f = *BuildForest(std::move(copy));
+  const std::vector<float> rows = MakeRandomRows(*f, 6, 1);
+  const std::vector<float> bg = MakeRandomRows(*f, 10, 2);
+  ThreadPool pool(2);
+  std::unique_ptr<InterventionalEngine> e = MakeEngine(f, bg, "auto", &pool);
+  ASSERT_NE(e, nullptr);
+  const int64_t width = ExplainWidth(*f, false);
+  InterventionalOptions o;
+  o.output_space = OutputSpace::kProbabilityLinearized;
+  for (int call = 0; call < 2; ++call) {
+    std::vector<float> out(6 * width);
+    RunInfo info;
+    ASSERT_TRUE(e->Explain(MakeRowsView(rows.data(), 6, f->num_features), o,
+                           MakeMatrixView(out.data(), 6, width), &info)
+                    .ok());
+    EXPECT_NE(info.strategy, "interventional_reference");
+    testing::ExpectNearReference(out, testing::InterventionalReference(*f, rows, bg, o), 1e-6,
+                                 "linearized");
   }
 }
 

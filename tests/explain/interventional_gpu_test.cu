@@ -86,6 +86,76 @@ TEST(InterventionalGpuTest, CorpusMatchesTheReference) {
   }
 }
 
+// A copy of `f` with the given link (the random forests' margins are identity).
+ForestPtr WithLink(const Forest& f, Link link) {
+  Forest copy = f;
+  copy.objective.link = link;
+  return *BuildForest(std::move(copy));
+}
+
+void EnableLinearized(InterventionalGpu& gpu, const Forest& f, const std::vector<float>& bg) {
+  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
+  ASSERT_TRUE(l.ok());
+  const RowsView bv = MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features);
+  absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(f, **l, bv, nullptr);
+  ASSERT_TRUE(il.ok());
+  absl::StatusOr<LinearizedLayoutPtr> ll = BuildLinearizedLayout(**l, **il, bv, nullptr);
+  ASSERT_TRUE(ll.ok()) << ll.status();
+  ASSERT_TRUE(gpu.EnableLinearized(*ll).ok());
+  EXPECT_TRUE(gpu.linearized_enabled());
+}
+
+// shap's model_output="probability" (probability_linearized) on the GPU: random forests with a
+// sigmoid and an exp link (multi-output: each output its own), iteration ranges, and every
+// corpus case whose link allows it.
+TEST(InterventionalGpuTest, LinearizedMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  InterventionalOptions io;
+  io.output_space = OutputSpace::kProbabilityLinearized;
+  for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
+    for (Link link : {Link::kSigmoid, Link::kExp}) {
+      ForestPtr f = WithLink(*MakeRandomForest(o), link);
+      const std::vector<float> rows = MakeRandomRows(*f, 37, o.seed + 10);
+      const std::vector<float> bg = MakeRandomRows(*f, 100, o.seed + 20);
+      std::unique_ptr<InterventionalGpu> gpu = MakeGpu(f, bg);
+      ASSERT_NE(gpu, nullptr);
+      EXPECT_FALSE(gpu->linearized_enabled());
+      std::vector<float> out(37 * ExplainWidth(*f, false));
+      EXPECT_EQ(gpu->Explain(MakeRowsView(rows.data(), 37, f->num_features), io,
+                             MakeMatrixView(out.data(), 37, ExplainWidth(*f, false)))
+                    .code(),
+                absl::StatusCode::kFailedPrecondition);
+      EnableLinearized(*gpu, *f, bg);
+      for (int begin : {0, 1}) {
+        io.iteration_begin = begin;
+        io.iteration_end = begin == 0 ? 0 : 3;
+        const std::vector<float> got = Gpu(*gpu, *f, rows, io);
+        ExpectNearReference(got, InterventionalReference(*f, rows, bg, io), kTolerance,
+                            absl::StrCat("seed ", o.seed, " link ", static_cast<int>(link),
+                                         " begin ", begin));
+        EXPECT_EQ(Gpu(*gpu, *f, rows, io), got) << "run to run";
+      }
+    }
+  }
+  if (testing::CorpusCaseDirs().empty()) return;
+  io = {};
+  io.output_space = OutputSpace::kProbabilityLinearized;
+  int cases = 0;
+  for (const auto& k : testing::InterventionalCorpus(100, 20)) {
+    absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*k.forest);
+    ASSERT_TRUE(l.ok());
+    if (!(*l)->long_paths.empty() || !CheckOutputSpace(*k.forest, io.output_space).ok()) continue;
+    std::unique_ptr<InterventionalGpu> gpu = MakeGpu(k.forest, k.background);
+    ASSERT_NE(gpu, nullptr) << k.c.name;
+    EnableLinearized(*gpu, *k.forest, k.background);
+    ExpectNearReference(Gpu(*gpu, *k.forest, k.rows, io),
+                        InterventionalReference(*k.forest, k.rows, k.background, io), kTolerance,
+                        k.c.name);
+    ++cases;
+  }
+  EXPECT_GT(cases, 5);
+}
+
 TEST(InterventionalGpuTest, RunToRunBitwiseIdentical) {
   SKIP_WITHOUT_GPU();
   RandomForestOptions o;
@@ -155,6 +225,27 @@ TEST(InterventionalGpuTest, EngineRunsMarginsOnTheGpu) {
   EXPECT_EQ(info.strategy, "interventional_gpu");
   EXPECT_EQ(info.device, "cuda:0");
   ExpectNearReference(out, InterventionalReference(*f, rows, bg), kTolerance, "engine");
+}
+
+TEST(InterventionalGpuTest, EngineRunsLinearizedProbabilitiesOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  ForestPtr f = WithLink(*MakeRandomForest({}), Link::kSigmoid);
+  const std::vector<float> rows = MakeRandomRows(*f, 20, 5);
+  const std::vector<float> bg = MakeRandomRows(*f, 30, 6);
+  ThreadPool pool(2);
+  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
+      f, nullptr, MakeRowsView(bg.data(), 30, f->num_features), {}, &pool);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const int64_t width = ExplainWidth(*f, false);
+  InterventionalOptions o;
+  o.output_space = OutputSpace::kProbabilityLinearized;
+  std::vector<float> out(20 * width);
+  RunInfo info;
+  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 20, f->num_features), o,
+                            MakeMatrixView(out.data(), 20, width), &info)
+                  .ok());
+  EXPECT_EQ(info.strategy, "interventional_gpu");
+  ExpectNearReference(out, InterventionalReference(*f, rows, bg, o), kTolerance, "engine");
 }
 
 }  // namespace

@@ -35,13 +35,15 @@ Layouts Build(const Forest& f, const std::vector<float>& bg, ThreadPool* pool) {
 }
 
 std::vector<float> Paths(const Forest& f, const Layouts& l, const std::vector<float>& rows,
-                         const InterventionalOptions& o = {}) {
+                         const InterventionalOptions& o = {},
+                         const LinearizedLayout* linearized = nullptr) {
   const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
   const int64_t width = ExplainWidth(f, false);
   std::vector<float> out(n * width);
   absl::Status s = ExplainInterventionalPathsCpu(f, *l.layout, *l.il,
                                                  MakeRowsView(rows.data(), n, f.num_features), o,
-                                                 MakeMatrixView(out.data(), n, width), nullptr);
+                                                 MakeMatrixView(out.data(), n, width), nullptr,
+                                                 linearized);
   EXPECT_TRUE(s.ok()) << s;
   return out;
 }
@@ -110,6 +112,83 @@ TEST(InterventionalPathsTest, CorpusMatchesTheReference) {
   }
 }
 
+LinearizedLayoutPtr BuildLinearized(const Forest& f, const Layouts& l, const std::vector<float>& bg) {
+  absl::StatusOr<LinearizedLayoutPtr> ll = BuildLinearizedLayout(
+      *l.layout, *l.il, MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features),
+      nullptr);
+  EXPECT_TRUE(ll.ok()) << ll.status();
+  return ll.ok() ? *ll : nullptr;
+}
+
+// A copy of `f` with the given link (the random forests' margins are identity).
+ForestPtr WithLink(const Forest& f, Link link) {
+  Forest copy = f;
+  copy.objective.link = link;
+  return *BuildForest(std::move(copy));
+}
+
+TEST(InterventionalPathsTest, LinearizedLayoutKeepsEachMasksRows) {
+  ForestPtr f = MakeDepth2Tree();
+  // As above: the path to leaf 3 sees 0b001 (row 2), 0b011 (row 3), 0b111 (rows 0 and 1).
+  const std::vector<float> bg = {0, 0, 0, 0, 1, 1, 0, 1};
+  const Layouts l = Build(*f, bg, nullptr);
+  const LinearizedLayoutPtr ll = BuildLinearized(*f, l, bg);
+  ASSERT_NE(ll, nullptr);
+  ASSERT_EQ(ll->mask_rows.size(), l.layout->paths.size() * 4);
+  for (size_t p = 0; p < l.layout->paths.size(); ++p) {
+    const PathInfo& info = l.layout->paths[p];
+    const uint16_t* rows = ll->mask_rows.data() + p * 4;
+    for (uint32_t m = l.il->mask_begin[p]; m < l.il->mask_begin[p + 1]; ++m) {
+      for (uint32_t i = 0; i < l.il->counts[m]; ++i, ++rows) {
+        EXPECT_EQ(RowPathMask(l.layout->elements.data() + info.element_begin, info.length,
+                              l.layout->category_bits.data(), bg.data() + 2 * *rows),
+                  l.il->masks[m])
+            << "path " << p << " mask " << m;
+      }
+    }
+  }
+  EXPECT_EQ(ll->background, bg);
+}
+
+TEST(InterventionalPathsTest, LinearizedMatchesTheReference) {
+  ThreadPool pool(2);
+  InterventionalOptions io;
+  io.output_space = OutputSpace::kProbabilityLinearized;
+  for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
+    for (Link link : {Link::kSigmoid, Link::kExp}) {
+      ForestPtr f = WithLink(*MakeRandomForest(o), link);
+      const std::vector<float> rows = MakeRandomRows(*f, 8, o.seed + 10);
+      const std::vector<float> bg = MakeRandomRows(*f, 30, o.seed + 20);
+      const Layouts l = Build(*f, bg, &pool);
+      const LinearizedLayoutPtr ll = BuildLinearized(*f, l, bg);
+      for (int begin : {0, 1}) {
+        io.iteration_begin = begin;
+        io.iteration_end = begin == 0 ? 0 : 3;
+        ExpectNearReference(Paths(*f, l, rows, io, ll.get()),
+                            InterventionalReference(*f, rows, bg, io), 1e-6,
+                            absl::StrCat("seed ", o.seed, " link ", static_cast<int>(link),
+                                         " begin ", begin));
+      }
+    }
+  }
+  if (testing::CorpusCaseDirs().empty()) return;
+  io = {};
+  io.output_space = OutputSpace::kProbabilityLinearized;
+  int cases = 0;
+  for (const auto& k : testing::InterventionalCorpus(25, 5)) {
+    const Layouts l = Build(*k.forest, k.background, &pool);
+    if (!l.layout->long_paths.empty() || !CheckOutputSpace(*k.forest, io.output_space).ok()) {
+      continue;
+    }
+    const LinearizedLayoutPtr ll = BuildLinearized(*k.forest, l, k.background);
+    ExpectNearReference(Paths(*k.forest, l, k.rows, io, ll.get()),
+                        InterventionalReference(*k.forest, k.rows, k.background, io), 1e-6,
+                        k.c.name);
+    ++cases;
+  }
+  EXPECT_GT(cases, 5);
+}
+
 TEST(InterventionalPathsTest, RefusesWhatTheKernelDoesNot) {
   ForestPtr f = MakeDepth2Tree();
   const Layouts l = Build(*f, {0, 0}, nullptr);
@@ -120,6 +199,17 @@ TEST(InterventionalPathsTest, RefusesWhatTheKernelDoesNot) {
                                           MakeMatrixView(out.data(), 1, 3), nullptr)
                 .code(),
             absl::StatusCode::kFailedPrecondition);
+  // Linearized without its layout.
+  o.output_space = OutputSpace::kProbabilityLinearized;
+  EXPECT_EQ(ExplainInterventionalPathsCpu(*f, *l.layout, *l.il, MakeRowsView(rows.data(), 1, 2), o,
+                                          MakeMatrixView(out.data(), 1, 3), nullptr)
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A linearized layout of another background.
+  EXPECT_EQ(BuildLinearizedLayout(*l.layout, *l.il, MakeRowsView(rows.data(), 2, 1), nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BuildInterventionalLayout(*f, *l.layout, MakeRowsView(rows.data(), 0, 2), nullptr)
                 .status()
                 .code(),
