@@ -112,9 +112,10 @@ void RunGpuTreeShap(const PathLayout& l, const float* d_rows, const int64_t (&n)
 
 // Grove's engine in one precision for both kinds.
 void RunGrove(const PathLayoutPtr& layout, TreeShapPrecision precision, const float* d_rows,
-              const int64_t (&n)[2], int reps, Side (&side)[2]) {
+              const int64_t (&n)[2], int reps, int rows_per_warp, Side (&side)[2]) {
   TreeShapGpuOptions o;
   o.precision = precision;
+  o.rows_per_warp = rows_per_warp;
   o.max_devices = 1;
   absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(layout, o);
   for (int kind = 0; kind < 2; ++kind) {
@@ -158,10 +159,12 @@ double MaxDiff(const std::vector<double>& a, const std::vector<double>& b, int64
 
 int Main(int argc, char** argv) {
   bench::ModelRowsFlags flags;
-  flags.counts = {{"--shap-rows", 10000}, {"--interaction-rows", 200}, {"--reps", 5}};
+  // --rows-per-warp: TreeShapGpuOptions::rows_per_warp (0: the engine's choice).
+  flags.counts = {{"--shap-rows", 10000}, {"--interaction-rows", 200}, {"--reps", 5},
+                  {"--rows-per-warp", 0}};
   if (!bench::ParseModelRowsFlags(argc, argv, &flags)) {
     std::fprintf(stderr, "usage: grove_treeshap_bench --model M --rows R.csv [--name L] "
-                         "[--shap-rows N] [--interaction-rows N] [--reps N]\n");
+                         "[--shap-rows N] [--interaction-rows N] [--reps N] [--rows-per-warp N]\n");
     return 2;
   }
   absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
@@ -185,7 +188,10 @@ int Main(int argc, char** argv) {
   Side sides[4][2];  // grove float, grove double, grove auto, gputreeshap
   const TreeShapPrecision precisions[3] = {TreeShapPrecision::kFloat, TreeShapPrecision::kDouble,
                                            TreeShapPrecision::kAuto};
-  for (int i = 0; i < 3; ++i) RunGrove(*layout, precisions[i], d_rows, n, reps, sides[i]);
+  const int rows_per_warp = static_cast<int>(flags.count("--rows-per-warp"));
+  for (int i = 0; i < 3; ++i) {
+    RunGrove(*layout, precisions[i], d_rows, n, reps, rows_per_warp, sides[i]);
+  }
   sides[3][0].label = sides[3][1].label = "gputreeshap";
   sides[3][0].note = sides[3][1].note = "not built (GROVE_GPUTREESHAP_DIR)";
 #if defined(GROVE_WITH_GPUTREESHAP)

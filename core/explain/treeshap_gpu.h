@@ -41,7 +41,8 @@ struct TreeShapGpuOptions {
   // for the bound's second-order terms.
   double float_bound_limit = 5e-6;
   int max_devices = 0;          // 0: every visible GPU
-  int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic
+  int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic (SHAP 8;
+                                // interactions up to 128 while the grid keeps 1,024 blocks)
   int bins_per_warp = 0;        // bins a warp explains per launch; 0: automatic
   // Allow accumulating a block's rows in shared memory and flushing once per block (used for SHAP
   // values of models with >= 256 bins whose block rows fit in 32 KB, where it measured faster);
