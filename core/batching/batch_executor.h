@@ -130,7 +130,10 @@ class BatchQueue final : public BatchSource {
         drop_(std::move(drop)) {}
 
   // Batcher::Schedule (tasks found expired or cancelled meanwhile are answered here), then wakes
-  // the executor.
+  // the executor when a poll may now find work sooner (Batcher::Schedule's `poll_sooner`): not
+  // when this queue's batch slots are all computing, since the thread finishing one of them polls
+  // again (and wakes another when more is ready), so that idle threads are not woken only to find
+  // nothing.
   // `run_now` (optional): when the executor's engines are idle (Executor::TryBeginInline) and the
   // batcher hands the task out at once (Batcher::Schedule's `run_now`), *run_now is that batch and
   // the caller must pass it to RunNow on this thread; the executor is not woken. Otherwise the
@@ -140,10 +143,12 @@ class BatchQueue final : public BatchSource {
                         Batch<Task>* run_now = nullptr) {
     std::vector<Dropped<Task>> dropped;
     const bool slot = run_now != nullptr && executor_->TryBeginInline();
-    absl::Status status = batcher_.Schedule(task, &dropped, admit, slot ? run_now : nullptr);
+    bool poll_sooner = false;
+    absl::Status status =
+        batcher_.Schedule(task, &dropped, admit, slot ? run_now : nullptr, &poll_sooner);
     if (slot && run_now->empty()) executor_->EndInline();
     for (Dropped<Task>& d : dropped) drop_(std::move(d));
-    if (status.ok() && (!slot || run_now->empty())) executor_->Notify();
+    if (poll_sooner) executor_->Notify();
     return status;
   }
   // Computes a batch Schedule handed out in `run_now`, on the calling thread, then releases the
