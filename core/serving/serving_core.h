@@ -30,6 +30,11 @@
 // gone (cancelled, deadline passed) without computing the rest of their rows; a batch stops when
 // none of its callers waits any more.
 //
+// Answers: a task is answered (its CallState's TaskDone, which may encode and send the response)
+// on the thread that computed it: at once when more engine work of its batch follows, and after
+// the batch has released its slot for the tasks its last engine call finished, so that answering
+// does not hold back the queue's next batch.
+//
 // Determinism: results do not depend on batching or chunking (engines compute rows
 // independently).
 //
