@@ -9,7 +9,7 @@
 namespace grove::server {
 
 std::string ModelLabel(Runtime* runtime, const std::string& name) {
-  return runtime->registry().GetStatus(name).ok() ? name : std::string(kUnknownModelLabel);
+  return runtime->registry().Contains(name) ? name : std::string(kUnknownModelLabel);
 }
 
 void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks,
@@ -31,8 +31,8 @@ void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const 
                         registry::Operation op, const ResolvedCall& resolved) {
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   const bool ok = code == absl::StatusCode::kOk;
-  runtime->metrics().RecordRequest(model_label, method, CodeName(code),
-                                   ok && observe_latency ? elapsed : -1, op);
+  runtime->metrics().RecordRequest(model_label, method, code, ok && observe_latency ? elapsed : -1,
+                                   op);
   if (resolved.version > 0) {
     runtime->metrics().RecordInference(model_label, resolved.version, ok, elapsed, resolved.rows);
   }
@@ -53,11 +53,14 @@ void ReplySharedMemoryControl(Runtime* runtime, UnaryCall* reactor,
 }
 
 UnaryCall::UnaryCall(Runtime* runtime, const char* method)
-    : runtime_(runtime), method_(method), start_(absl::Now()) {
-  runtime_->metrics().InflightRequests(method_, 1);
+    : runtime_(runtime),
+      method_(method),
+      start_(absl::Now()),
+      inflight_(runtime->metrics().InflightGauge(method)) {
+  inflight_->Increment();
 }
 
-UnaryCall::~UnaryCall() { runtime_->metrics().InflightRequests(method_, -1); }
+UnaryCall::~UnaryCall() { inflight_->Decrement(); }
 
 void UnaryCall::set_call(std::shared_ptr<CallState> call) {
   bool cancelled;

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
 #include "grpcpp/grpcpp.h"
+#include "prometheus/gauge.h"
 #include "server/runtime.h"
 #include "server/status.h"
 
@@ -119,6 +120,7 @@ class UnaryCall {
   Runtime* const runtime_;
   const char* const method_;
   const absl::Time start_;
+  prometheus::Gauge* const inflight_;  // grove_inflight_requests of method_
   std::string model_label_;
   registry::Operation op_ = registry::Operation::kPredict;
   bool observe_latency_ = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -36,6 +37,12 @@ void CompletionQueues::Method::Post(Queue* queue) {
     }
   }
   delete slot;
+}
+
+std::vector<std::string> CompletionQueues::method_paths() const {
+  std::vector<std::string> paths;
+  for (const std::unique_ptr<Method>& method : methods_) paths.emplace_back(method->path());
+  return paths;
 }
 
 void CompletionQueues::Start() {

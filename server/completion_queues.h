@@ -124,6 +124,8 @@ class CompletionQueues {
   void Shutdown();
 
   int threads() const { return static_cast<int>(queues_.size()); }
+  // The full paths of the methods added ("/grove.v1.Grove/Predict", ...).
+  std::vector<std::string> method_paths() const;
 
  private:
   struct Queue {
@@ -156,6 +158,7 @@ class CompletionQueues {
     virtual ~Method() = default;
     // Posts a new slot of this method on `queue` (none once the queue is shut down).
     void Post(Queue* queue);
+    const char* path() const { return path_; }
 
    protected:
     // A new slot of this method on `queue`, not yet posted.

@@ -427,7 +427,7 @@ class ExplainStreamReactor final
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
-    runtime_->metrics().RecordRequest(model_label_, "ExplainStream", CodeName(status.code()), -1,
+    runtime_->metrics().RecordRequest(model_label_, "ExplainStream", status.code(), -1,
                                       Operation::kExplain);
     Finish(ToGrpcStatus(status));
   }

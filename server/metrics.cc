@@ -9,6 +9,7 @@
 #include "core/registry/device_memory.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "server/status.h"
 
 #ifndef GROVE_VERSION
 #define GROVE_VERSION "0.1.0"
@@ -196,108 +197,184 @@ Metrics::Metrics()
   server_ready_.Add({}).Set(0);
 }
 
-Metrics::ModelMetrics* Metrics::Model(const std::string& model) {
-  absl::MutexLock lock(&mu_);
-  auto& slot = models_[model];
-  if (slot != nullptr) return slot.get();
-  slot = std::make_unique<ModelMetrics>();
-  slot->name = model;
-  for (int i = 0; i < kNumOperations; ++i) {
-    const prometheus::Labels labels{{"model", model},
-                                    {"operation", OperationName(static_cast<Operation>(i))}};
-    OpMetrics& m = slot->ops[i];
-    m.queue_wait = &queue_wait_.Add(labels, LatencyBuckets());
-    m.compute = &compute_.Add(labels, LatencyBuckets());
-    m.batch_rows = &batch_rows_.Add(labels, RowBuckets());
-    m.batch_tasks = &batch_tasks_.Add(labels, TaskBuckets());
-    m.request_rows = &request_rows_.Add(labels, RowBuckets());
-    m.rows = &rows_.Add(labels);
-    m.queue_requests = &queue_requests_.Add(labels);
-    m.queue_rows = &queue_rows_.Add(labels);
-    m.inflight_rows = &inflight_rows_.Add(labels);
-    m.delivered_tasks = &delivered_tasks_.Add(labels);
-    m.delivered_rows = &delivered_rows_.Add(labels);
-    m.wasted_rows = &wasted_rows_.Add(labels);
-    for (int r = 0; r < kNumDropReasons; ++r) {
-      prometheus::Labels l = labels;
-      l["reason"] = serving::DropReasonName(static_cast<DropReason>(r));
-      m.dropped_tasks[r] = &dropped_tasks_.Add(l);
-      m.dropped_rows[r] = &dropped_rows_.Add(l);
+Metrics::ModelMetrics* Metrics::Model(absl::string_view model) {
+  return models_.FindOrCreate(model, [&] {
+    auto m = std::make_unique<ModelMetrics>();
+    m->name = std::string(model);
+    for (int i = 0; i < kNumOperations; ++i) {
+      const prometheus::Labels labels{{"model", m->name},
+                                      {"operation", OperationName(static_cast<Operation>(i))}};
+      OpMetrics& o = m->ops[i];
+      o.queue_wait = &queue_wait_.Add(labels, LatencyBuckets());
+      o.compute = &compute_.Add(labels, LatencyBuckets());
+      o.batch_rows = &batch_rows_.Add(labels, RowBuckets());
+      o.batch_tasks = &batch_tasks_.Add(labels, TaskBuckets());
+      o.request_rows = &request_rows_.Add(labels, RowBuckets());
+      o.rows = &rows_.Add(labels);
+      o.queue_requests = &queue_requests_.Add(labels);
+      o.queue_rows = &queue_rows_.Add(labels);
+      o.inflight_rows = &inflight_rows_.Add(labels);
+      o.delivered_tasks = &delivered_tasks_.Add(labels);
+      o.delivered_rows = &delivered_rows_.Add(labels);
+      o.wasted_rows = &wasted_rows_.Add(labels);
+      for (int r = 0; r < kNumDropReasons; ++r) {
+        prometheus::Labels l = labels;
+        l["reason"] = serving::DropReasonName(static_cast<DropReason>(r));
+        o.dropped_tasks[r] = &dropped_tasks_.Add(l);
+        o.dropped_rows[r] = &dropped_rows_.Add(l);
+      }
     }
+    return m;
+  });
+}
+
+Metrics::LabelSeries* Metrics::Label(absl::string_view model) {
+  return labels_.FindOrCreate(model, [] { return std::make_unique<LabelSeries>(); });
+}
+
+Metrics::CallSeries* Metrics::Calls(absl::string_view model, absl::string_view method) {
+  return Label(model)->methods.FindOrCreate(method, [] { return std::make_unique<CallSeries>(); });
+}
+
+// A series missing from the cache is created through its family (which returns the existing one
+// when two threads race to create it), then cached; later calls only load the pointer.
+prometheus::Histogram& Metrics::Duration(CallSeries* calls, absl::string_view model,
+                                         absl::string_view method, Operation op) {
+  std::atomic<prometheus::Histogram*>& slot = calls->duration[static_cast<int>(op)];
+  prometheus::Histogram* h = slot.load(std::memory_order_acquire);
+  if (h == nullptr) {
+    h = &request_duration_.Add({{"model", std::string(model)},
+                                {"method", std::string(method)},
+                                {"operation", OperationName(op)}},
+                               LatencyBuckets());
+    slot.store(h, std::memory_order_release);
   }
-  return slot.get();
+  return *h;
 }
 
-void Metrics::RecordRequest(const std::string& model, absl::string_view method,
-                            absl::string_view code, double seconds, Operation op) {
-  requests_.Add({{"model", model}, {"method", std::string(method)}, {"code", std::string(code)}})
-      .Increment();
-  if (seconds >= 0) {
-    request_duration_
-        .Add({{"model", model}, {"method", std::string(method)}, {"operation", OperationName(op)}},
-             LatencyBuckets())
-        .Observe(seconds);
-  }
-}
-
-void Metrics::RecordRequestLatency(const std::string& model, absl::string_view method,
-                                   double seconds, Operation op) {
-  request_duration_
-      .Add({{"model", model}, {"method", std::string(method)}, {"operation", OperationName(op)}},
-           LatencyBuckets())
-      .Observe(seconds);
-}
-
-void Metrics::RecordInference(const std::string& model, int64_t version, bool ok, double seconds,
-                              int64_t rows) {
-  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
-  absl::MutexLock lock(&statistics_mu_);
-  VersionStatistics& s = statistics_[{model, version}];
-  if (ok) {
-    ++s.success;
-    s.success_seconds += seconds;
-    s.inferences += static_cast<uint64_t>(std::max<int64_t>(rows, 0));
+void Metrics::RecordRequest(absl::string_view model, absl::string_view method,
+                            absl::StatusCode code, double seconds, Operation op) {
+  CallSeries* calls = Calls(model, method);
+  const int index = static_cast<int>(code);
+  prometheus::Counter* counter = nullptr;
+  if (index >= 0 && index < kNumCodes) {
+    std::atomic<prometheus::Counter*>& slot = calls->requests[index];
+    counter = slot.load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      counter = &requests_.Add({{"model", std::string(model)},
+                                {"method", std::string(method)},
+                                {"code", CodeName(code)}});
+      slot.store(counter, std::memory_order_release);
+    }
   } else {
-    ++s.fail;
-    s.fail_seconds += seconds;
+    counter = &requests_.Add(
+        {{"model", std::string(model)}, {"method", std::string(method)}, {"code", CodeName(code)}});
   }
-  s.last_inference_ms = std::max(s.last_inference_ms, now_ms);
+  counter->Increment();
+  if (seconds >= 0) Duration(calls, model, method, op).Observe(seconds);
 }
 
-void Metrics::RecordQueueWait(const std::string& model, int64_t version, double seconds) {
-  absl::MutexLock lock(&statistics_mu_);
-  VersionStatistics& s = statistics_[{model, version}];
-  ++s.queued;
-  s.queue_seconds += seconds;
+void Metrics::RecordRequestLatency(absl::string_view model, absl::string_view method,
+                                   double seconds, Operation op) {
+  Duration(Calls(model, method), model, method, op).Observe(seconds);
 }
 
-void Metrics::RecordExecution(const std::string& model, int64_t version, double seconds,
+prometheus::Gauge* Metrics::InflightGauge(absl::string_view method) {
+  return *inflight_.FindOrCreate(method, [&] {
+    return std::make_unique<prometheus::Gauge*>(
+        &inflight_requests_.Add({{"method", std::string(method)}}));
+  });
+}
+
+namespace {
+
+// atomic<double>::fetch_add, relaxed: each counter is read on its own.
+void AddSeconds(std::atomic<double>& sum, double seconds) {
+  sum.fetch_add(seconds, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void Metrics::VersionCounters::Inference(bool ok, double seconds, int64_t rows, int64_t now_ms) {
+  if (ok) {
+    success_.fetch_add(1, std::memory_order_relaxed);
+    AddSeconds(success_seconds_, seconds);
+    inferences_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(rows, 0)),
+                          std::memory_order_relaxed);
+  } else {
+    fail_.fetch_add(1, std::memory_order_relaxed);
+    AddSeconds(fail_seconds_, seconds);
+  }
+  int64_t last = last_inference_ms_.load(std::memory_order_relaxed);
+  while (last < now_ms &&
+         !last_inference_ms_.compare_exchange_weak(last, now_ms, std::memory_order_relaxed)) {
+  }
+}
+
+void Metrics::VersionCounters::QueueWait(double seconds) {
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  AddSeconds(queue_seconds_, seconds);
+}
+
+void Metrics::VersionCounters::Execution(double seconds) {
+  executions_.fetch_add(1, std::memory_order_relaxed);
+  AddSeconds(compute_seconds_, seconds);
+}
+
+Metrics::VersionStatistics Metrics::VersionCounters::Read() const {
+  VersionStatistics s;
+  s.success = success_.load(std::memory_order_relaxed);
+  s.success_seconds = success_seconds_.load(std::memory_order_relaxed);
+  s.fail = fail_.load(std::memory_order_relaxed);
+  s.fail_seconds = fail_seconds_.load(std::memory_order_relaxed);
+  s.inferences = inferences_.load(std::memory_order_relaxed);
+  s.queued = queued_.load(std::memory_order_relaxed);
+  s.queue_seconds = queue_seconds_.load(std::memory_order_relaxed);
+  s.executions = executions_.load(std::memory_order_relaxed);
+  s.compute_seconds = compute_seconds_.load(std::memory_order_relaxed);
+  s.last_inference_ms = last_inference_ms_.load(std::memory_order_relaxed);
+  return s;
+}
+
+Metrics::VersionCounters* Metrics::Counters(absl::string_view model, int64_t version) {
+  return Label(model)->versions.FindOrCreate(
+      version, [] { return std::make_unique<VersionCounters>(); });
+}
+
+void Metrics::RecordInference(absl::string_view model, int64_t version, bool ok, double seconds,
+                              int64_t rows) {
+  Counters(model, version)->Inference(ok, seconds, rows, absl::ToUnixMillis(absl::Now()));
+}
+
+void Metrics::RecordQueueWait(absl::string_view model, int64_t version, double seconds) {
+  Counters(model, version)->QueueWait(seconds);
+}
+
+void Metrics::RecordExecution(absl::string_view model, int64_t version, double seconds,
                               bool ok) {
   if (!ok) return;  // Triton counts successful executions only
-  absl::MutexLock lock(&statistics_mu_);
-  VersionStatistics& s = statistics_[{model, version}];
-  ++s.executions;
-  s.compute_seconds += seconds;
+  Counters(model, version)->Execution(seconds);
 }
 
 Metrics::VersionStatistics Metrics::Statistics(const std::string& model, int64_t version) const {
-  absl::MutexLock lock(&statistics_mu_);
-  auto it = statistics_.find(std::make_pair(model, version));
-  return it != statistics_.end() ? it->second : VersionStatistics{};
+  LabelSeries* label = labels_.Find(model);
+  VersionCounters* counters = label != nullptr ? label->versions.Find(version) : nullptr;
+  return counters != nullptr ? counters->Read() : VersionStatistics{};
 }
 
-void Metrics::InflightRequests(absl::string_view method, double delta) {
-  inflight_requests_.Add({{"method", std::string(method)}}).Increment(delta);
-}
-
-void Metrics::CountBatch(const std::string& model, Operation op, const std::string& device,
-                         const std::string& strategy) {
-  batches_
-      .Add({{"model", model},
-            {"operation", OperationName(op)},
-            {"device", device},
-            {"strategy", strategy}})
-      .Increment();
+void Metrics::CountBatch(ModelMetrics* model, Operation op, absl::string_view device,
+                         absl::string_view strategy) {
+  OpMetrics& m = model->op(op);
+  auto* by_strategy = m.batches.FindOrCreate(device, [] {
+    return std::make_unique<SnapshotMap<std::string, prometheus::Counter*>>();
+  });
+  prometheus::Counter* counter = *by_strategy->FindOrCreate(strategy, [&] {
+    return std::make_unique<prometheus::Counter*>(&batches_.Add({{"model", model->name},
+                                                                 {"operation", OperationName(op)},
+                                                                 {"device", std::string(device)},
+                                                                 {"strategy", std::string(strategy)}}));
+  });
+  counter->Increment();
 }
 
 prometheus::Gauge& Metrics::VersionGauge(prometheus::Family<prometheus::Gauge>& family,
@@ -383,8 +460,9 @@ class MetricsQueueObserver final : public serving::QueueObserver {
                 bool ok) override {
     m_.compute->Observe(seconds);
     metrics_->RecordExecution(model_->name, version, seconds, ok);
-    metrics_->CountBatch(model_->name, op_, info.device.empty() ? "cpu" : info.device,
-                         info.strategy.empty() ? "unknown" : info.strategy);
+    metrics_->CountBatch(model_, op_,
+                         info.device.empty() ? absl::string_view("cpu") : info.device,
+                         info.strategy.empty() ? absl::string_view("unknown") : info.strategy);
     if (ok) m_.rows->Increment(Rows(rows));
   }
   void QueueDepth(int64_t tasks, int64_t rows) override {

@@ -1,19 +1,23 @@
 // Prometheus metrics of groved, exactly as documented in docs/metrics.md.
 //
-// Handles for a model's series are created on first use and cached for the life of the process, so
-// the request path costs atomic increments plus, for series with per-call labels (status code,
-// device, strategy), one lookup in prometheus-cpp's family map. Thread-safe.
+// Handles for every series are created on first use and cached for the life of the process, in
+// maps searched without a lock (SnapshotMap), so that the request path costs a few hash lookups and
+// atomic increments: no mutex and no prometheus-cpp family lookup (whose label maps are built,
+// hashed and searched under the family's mutex) once a series exists. Thread-safe.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "core/common/snapshot_map.h"
 #include "core/registry/model_config.h"
 #include "core/registry/model_registry.h"
 #include "core/serving/observer.h"
@@ -52,6 +56,8 @@ class Metrics {
     prometheus::Counter* wasted_rows = nullptr;
     std::array<prometheus::Counter*, kNumDropReasons> dropped_tasks{};
     std::array<prometheus::Counter*, kNumDropReasons> dropped_rows{};
+    // grove_batches_total by device, then strategy (CountBatch).
+    SnapshotMap<std::string, SnapshotMap<std::string, prometheus::Counter*>> batches;
   };
   struct ModelMetrics {
     std::string name;
@@ -66,17 +72,22 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
   // The cached handles of `model` (created on first use; never freed).
-  ModelMetrics* Model(const std::string& model);
+  ModelMetrics* Model(absl::string_view model);
+  // grove_batches_total of one engine call of `model`'s `op` queue on `device` with `strategy`.
+  void CountBatch(ModelMetrics* model, Operation op, absl::string_view device,
+                  absl::string_view strategy);
 
   // A finished RPC. `seconds` < 0: not observed in the latency histogram.
-  void RecordRequest(const std::string& model, absl::string_view method, absl::string_view code,
+  void RecordRequest(absl::string_view model, absl::string_view method, absl::StatusCode code,
                      double seconds, Operation op);
   // grove_request_duration_seconds only (one message of a stream).
-  void RecordRequestLatency(const std::string& model, absl::string_view method, double seconds,
+  void RecordRequestLatency(absl::string_view model, absl::string_view method, double seconds,
                             Operation op);
-  void InflightRequests(absl::string_view method, double delta);
-  void CountBatch(const std::string& model, Operation op, const std::string& device,
-                  const std::string& strategy);
+  // grove_inflight_requests of `method` (cached: a call keeps it from start to end).
+  prometheus::Gauge* InflightGauge(absl::string_view method);
+  void InflightRequests(absl::string_view method, double delta) {
+    InflightGauge(method)->Increment(delta);
+  }
 
   // Model state (from the registry listener).
   void VersionReady(const registry::ServableModel& model);
@@ -102,12 +113,35 @@ class Metrics {
     double compute_seconds = 0;
     int64_t last_inference_ms = 0;  // Unix time when the last call finished; 0: none yet
   };
+  // The statistics of one version, each field counted atomically without a lock: read during
+  // traffic, the fields may be a few events apart (a call's count before its seconds).
+  class VersionCounters {
+   public:
+    void Inference(bool ok, double seconds, int64_t rows, int64_t now_ms);
+    void QueueWait(double seconds);
+    void Execution(double seconds);
+    VersionStatistics Read() const;
+
+   private:
+    std::atomic<uint64_t> success_{0};
+    std::atomic<double> success_seconds_{0};
+    std::atomic<uint64_t> fail_{0};
+    std::atomic<double> fail_seconds_{0};
+    std::atomic<uint64_t> inferences_{0};
+    std::atomic<uint64_t> queued_{0};
+    std::atomic<double> queue_seconds_{0};
+    std::atomic<uint64_t> executions_{0};
+    std::atomic<double> compute_seconds_{0};
+    std::atomic<int64_t> last_inference_ms_{0};
+  };
+  // The counters of `version` of `model` (created on first use; never freed).
+  VersionCounters* Counters(absl::string_view model, int64_t version);
   // A finished inference call of `version` of `model` (its latency; its rows when `ok`).
-  void RecordInference(const std::string& model, int64_t version, bool ok, double seconds,
+  void RecordInference(absl::string_view model, int64_t version, bool ok, double seconds,
                        int64_t rows);
   // The serving core's events (MetricsObserver): one task's queue wait, one engine call.
-  void RecordQueueWait(const std::string& model, int64_t version, double seconds);
-  void RecordExecution(const std::string& model, int64_t version, double seconds, bool ok);
+  void RecordQueueWait(absl::string_view model, int64_t version, double seconds);
+  void RecordExecution(absl::string_view model, int64_t version, double seconds, bool ok);
   // Zeros for a version that has seen nothing.
   VersionStatistics Statistics(const std::string& model, int64_t version) const;
 
@@ -115,6 +149,25 @@ class Metrics {
   static const prometheus::Histogram::BucketBoundaries& RowBuckets();
 
  private:
+  static constexpr int kNumCodes = 17;  // absl::StatusCode kOk .. kUnauthenticated
+  // The series of calls of one method under one model label (`model`, `method`), by status code
+  // and operation, each created when first needed.
+  struct CallSeries {
+    std::array<std::atomic<prometheus::Counter*>, kNumCodes> requests{};
+    std::array<std::atomic<prometheus::Histogram*>, kNumOperations> duration{};
+  };
+  // What is kept per value of the `model` label (calls naming an unknown model included, so this
+  // is not ModelMetrics, whose queue series exist only for models).
+  struct LabelSeries {
+    SnapshotMap<std::string, CallSeries> methods;
+    SnapshotMap<int64_t, VersionCounters> versions;
+  };
+
+  LabelSeries* Label(absl::string_view model);
+  CallSeries* Calls(absl::string_view model, absl::string_view method);
+  prometheus::Histogram& Duration(CallSeries* calls, absl::string_view model,
+                                  absl::string_view method, Operation op);
+
   prometheus::Gauge& VersionGauge(prometheus::Family<prometheus::Gauge>& family,
                                   const std::string& model, int64_t version,
                                   const prometheus::Labels& extra = {});
@@ -146,15 +199,13 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& server_ready_;
   prometheus::Family<prometheus::Gauge>& build_info_;
 
+  SnapshotMap<std::string, ModelMetrics> models_;
+  SnapshotMap<std::string, LabelSeries> labels_;
+  SnapshotMap<std::string, prometheus::Gauge*> inflight_;  // by method
+
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);
   // grove_model_info series currently set, per (model, version), to zero them on unload.
   absl::flat_hash_map<std::string, prometheus::Gauge*> info_series_ ABSL_GUARDED_BY(mu_);
-
-  // Its own lock: taken on every call, task and engine call, never with mu_.
-  mutable absl::Mutex statistics_mu_;
-  absl::flat_hash_map<std::pair<std::string, int64_t>, VersionStatistics> statistics_
-      ABSL_GUARDED_BY(statistics_mu_);
 };
 
 // The serving core's events as the series of one model and operation.

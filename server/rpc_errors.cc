@@ -1,6 +1,9 @@
 #include "server/rpc_errors.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -38,10 +41,21 @@ class DecodeErrorInterceptor final : public grpc::experimental::Interceptor {
 class DecodeErrorInterceptorFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
+  explicit DecodeErrorInterceptorFactory(std::vector<std::string> raw_methods)
+      : raw_methods_(std::move(raw_methods)) {}
+
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
+    if (info->method() != nullptr &&
+        std::find(raw_methods_.begin(), raw_methods_.end(), info->method()) !=
+            raw_methods_.end()) {
+      return nullptr;  // gRPC allows it: no interceptor for this call
+    }
     return new DecodeErrorInterceptor(info);
   }
+
+ private:
+  const std::vector<std::string> raw_methods_;
 };
 
 class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
@@ -73,8 +87,8 @@ grpc::Status UndecodableRequestStatus(absl::string_view method) {
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-MakeDecodeErrorInterceptorFactory() {
-  return std::make_unique<DecodeErrorInterceptorFactory>();
+MakeDecodeErrorInterceptorFactory(std::vector<std::string> raw_methods) {
+  return std::make_unique<DecodeErrorInterceptorFactory>(std::move(raw_methods));
 }
 
 grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(

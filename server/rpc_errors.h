@@ -7,6 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -21,10 +23,12 @@ namespace grove::server {
 grpc::Status UndecodableRequestStatus(absl::string_view method);
 
 // Server interceptor factory (ServerBuilder::experimental().SetInterceptorCreators): for unary calls
-// whose request failed to decode, rewrites the status to UndecodableRequestStatus. (Methods served
-// raw on the completion queues decode their requests themselves and answer the same.)
+// whose request failed to decode, rewrites the status to UndecodableRequestStatus. Calls of
+// `raw_methods` (full paths: the methods served raw on the completion queues, which decode their
+// requests themselves and answer the same) get no interceptor, so that gRPC runs none of its
+// interception hooks on each of their operations.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-MakeDecodeErrorInterceptorFactory();
+MakeDecodeErrorInterceptorFactory(std::vector<std::string> raw_methods = {});
 
 // Registered with ServerBuilder::RegisterCallbackGenericService: every method no service
 // registered is answered UNIMPLEMENTED "<method> is not implemented by groved; ...".

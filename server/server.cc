@@ -153,7 +153,7 @@ absl::Status GroveServer::StartImpl() {
   unknown_method_service_ = std::make_unique<UnknownMethodService>();
   builder.RegisterCallbackGenericService(unknown_method_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(MakeDecodeErrorInterceptorFactory());
+  interceptors.push_back(MakeDecodeErrorInterceptorFactory(completion_queues_->method_paths()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // gRPC's own buffers (messages read but not yet handled) get the same bound as admitted
   // requests, so that a flood of calls is read more slowly instead of growing the process.

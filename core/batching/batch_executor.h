@@ -111,15 +111,27 @@ class BatchExecutor final : public Executor {
   std::vector<std::thread> threads_;
 };
 
+// What computing a batch returns: the rows it already reported with Batcher::Progress (0 if none),
+// and optionally what is left to do once the batch's slot is free (`then`, e.g. answering its
+// callers): run on the same thread after BatchDone, so that the next batch of the queue can start
+// meanwhile.
+struct Processed {
+  Processed(int64_t rows = 0) : reported_rows(rows) {}  // NOLINT: a plain row count converts
+  Processed(int64_t rows, absl::AnyInvocable<void() &&> after)
+      : reported_rows(rows), then(std::move(after)) {}
+  int64_t reported_rows;
+  absl::AnyInvocable<void() &&> then;
+};
+
 // A Batcher whose batches run on an Executor.
-//   process(Batch<Task>&&)  computes a batch and answers its tasks (on an executor thread); returns
-//                           the rows it already reported with batcher().Progress (0 if none);
+//   process(Batch<Task>&&)  computes a batch and answers its tasks, now or in the returned
+//                           Processed::then (on an executor thread, or the caller's for RunNow);
 //   drop(Dropped<Task>&&)   answers a task dropped before compute (expired, cancelled, drained).
 // Create with std::make_shared and Add it to the executor; Remove it before destroying it.
 template <BatchTask Task>
 class BatchQueue final : public BatchSource {
  public:
-  using ProcessFn = absl::AnyInvocable<int64_t(Batch<Task>&&)>;
+  using ProcessFn = absl::AnyInvocable<Processed(Batch<Task>&&)>;
   using DropFn = absl::AnyInvocable<void(Dropped<Task>&&)>;
 
   BatchQueue(const BatcherOptions& options, const Clock* clock, Executor* executor,
@@ -130,7 +142,10 @@ class BatchQueue final : public BatchSource {
         drop_(std::move(drop)) {}
 
   // Batcher::Schedule (tasks found expired or cancelled meanwhile are answered here), then wakes
-  // the executor.
+  // the executor when a poll may now find work sooner (Batcher::Schedule's `poll_sooner`): not
+  // when this queue's batch slots are all computing, since the thread finishing one of them polls
+  // again (and wakes another when more is ready), so that idle threads are not woken only to find
+  // nothing.
   // `run_now` (optional): when the executor's engines are idle (Executor::TryBeginInline) and the
   // batcher hands the task out at once (Batcher::Schedule's `run_now`), *run_now is that batch and
   // the caller must pass it to RunNow on this thread; the executor is not woken. Otherwise the
@@ -140,20 +155,24 @@ class BatchQueue final : public BatchSource {
                         Batch<Task>* run_now = nullptr) {
     std::vector<Dropped<Task>> dropped;
     const bool slot = run_now != nullptr && executor_->TryBeginInline();
-    absl::Status status = batcher_.Schedule(task, &dropped, admit, slot ? run_now : nullptr);
+    bool poll_sooner = false;
+    absl::Status status =
+        batcher_.Schedule(task, &dropped, admit, slot ? run_now : nullptr, &poll_sooner);
     if (slot && run_now->empty()) executor_->EndInline();
     for (Dropped<Task>& d : dropped) drop_(std::move(d));
-    if (status.ok() && (!slot || run_now->empty())) executor_->Notify();
+    if (poll_sooner) executor_->Notify();
     return status;
   }
   // Computes a batch Schedule handed out in `run_now`, on the calling thread, then releases the
-  // executor's slot; wakes the executor only when tasks queued meanwhile wait for it.
+  // executor's slot; wakes the executor only when tasks queued meanwhile wait for it; then runs
+  // what the batch left for after (Processed::then).
   void RunNow(Batch<Task>&& batch) {
     const int64_t rows = batch.rows;
-    const int64_t reported = process_(std::move(batch));
-    batcher_.BatchDone(rows - reported);
+    Processed processed = process_(std::move(batch));
+    batcher_.BatchDone(rows - processed.reported_rows);
     executor_->EndInline();
     if (batcher_.stats().queued_tasks > 0) executor_->Notify();
+    if (processed.then) std::move(processed.then)();
   }
   // Answers expired and cancelled tasks now instead of at the next poll.
   void Purge() {
@@ -166,14 +185,17 @@ class BatchQueue final : public BatchSource {
     if (polled.batch.empty() && polled.dropped.empty()) return nullptr;
     return [this, polled = std::move(polled)]() mutable {
       for (Dropped<Task>& d : polled.dropped) drop_(std::move(d));
+      Processed processed;
       if (!polled.batch.empty()) {
         const int64_t rows = polled.batch.rows;
-        const int64_t reported = process_(std::move(polled.batch));
-        batcher_.BatchDone(rows - reported);
+        processed = process_(std::move(polled.batch));
+        batcher_.BatchDone(rows - processed.reported_rows);
       }
       // The finished batch freed a slot of this queue: another thread may now start a batch of
-      // its waiting tasks. Nothing waiting, nothing to wake (this thread polls again anyway).
+      // its waiting tasks (while this one runs what the batch left for after). Nothing waiting,
+      // nothing to wake (this thread polls again anyway).
       if (batcher_.stats().queued_tasks > 0) executor_->Notify();
+      if (processed.then) std::move(processed.then)();
     };
   }
 

@@ -123,9 +123,17 @@ class Batcher {
   // back in *run_now as a batch of its own, counted as computing like a batch Poll hands out
   // (BatchDone must follow), for the caller to compute on its own thread. Otherwise *run_now
   // stays empty and the task is queued.
+  // `poll_sooner` (optional) is set to whether the queued task may have made the batcher's next
+  // Poll hand out work or want an earlier poll than before: true when fewer than
+  // max_concurrent_batches are computing, or when its deadline is the queue's earliest; false
+  // when the batches computing hold every slot and the task's deadline is no earlier than one
+  // already queued -- the next BatchDone is the first moment a poll can find something new, so an
+  // executor that polls after each batch need not be woken (false also when not queued).
   absl::Status Schedule(std::unique_ptr<Task>& task) { return Schedule(task, nullptr, nullptr); }
   absl::Status Schedule(std::unique_ptr<Task>& task, std::vector<Dropped<Task>>* dropped,
-                        const AdmitFn* admit, Batch<Task>* run_now = nullptr) {
+                        const AdmitFn* admit, Batch<Task>* run_now = nullptr,
+                        bool* poll_sooner = nullptr) {
+    if (poll_sooner != nullptr) *poll_sooner = false;
     const int64_t rows = task->size();
     if (rows <= 0) return absl::InvalidArgumentError("a batch task must have at least one row");
     const absl::Time now = clock_->Now();
@@ -157,9 +165,12 @@ class Batcher {
       inflight_rows_ += rows;
       return absl::OkStatus();
     }
+    bool sooner = inflight_batches_ < options_.max_concurrent_batches;
     if constexpr (TaskWithDeadline<Task>) {
+      sooner = sooner || task->deadline() < earliest_deadline_;
       earliest_deadline_ = std::min(earliest_deadline_, task->deadline());
     }
+    if (poll_sooner != nullptr) *poll_sooner = sooner;
     queue_.push_back(Entry{std::move(task), now, rows});
     queued_rows_ += rows;
     return absl::OkStatus();

@@ -682,6 +682,11 @@ absl::StatusOr<ModelStatus> ModelRegistry::GetStatus(absl::string_view name) con
   return StatusLocked(it->first, it->second);
 }
 
+bool ModelRegistry::Contains(absl::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return models_.contains(name);
+}
+
 bool ModelRegistry::AllReady() const {
   absl::ReaderMutexLock lock(&mu_);
   for (const auto& [name, entry] : models_) {

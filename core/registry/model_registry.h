@@ -159,6 +159,9 @@ class ModelRegistry {
 
   std::vector<ModelStatus> List() const;
   absl::StatusOr<ModelStatus> GetStatus(absl::string_view name) const;
+  // Whether `name` is known (GetStatus would be OK), without building its status: asked on every
+  // call to label its metrics.
+  bool Contains(absl::string_view name) const;
   // Every known model has a serving version (and the repository has at least... zero is fine).
   bool AllReady() const;
 

@@ -13,9 +13,13 @@
 // admitted tasks finish within the time admission promised them. Work the rate does not see
 // (other queues on the same cores, RPC handling, batching delays) shows up this way.
 //
-// Thread-safe.
+// Thread-safe. Readers (asked on every Submit) take no lock: each figure is an atomic; the writers
+// (once per engine call or finished task) serialise on a mutex so that no update is lost. A reader
+// may combine a figure from before an update with one from after it, which moves an estimate by
+// one step of its average.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -47,10 +51,10 @@ class ServiceRate {
   static constexpr double kQuantile = 0.9;
   static constexpr absl::Duration kMinExpected = absl::Milliseconds(10);
   static constexpr double kMinCorrection = 0.5, kMaxCorrection = 8;
-  mutable absl::Mutex mu_;
-  double call_seconds_per_row_ ABSL_GUARDED_BY(mu_) = -1;
-  double queue_seconds_per_row_ ABSL_GUARDED_BY(mu_) = -1;
-  double correction_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Mutex mu_;  // serialises the writers
+  std::atomic<double> call_seconds_per_row_{-1};
+  std::atomic<double> queue_seconds_per_row_{-1};
+  std::atomic<double> correction_{1};
 };
 
 }  // namespace grove::serving

@@ -58,22 +58,24 @@ ServingCore::~ServingCore() { Shutdown(); }
 
 ServingCore::ModelQueues* ServingCore::QueuesFor(const std::string& model,
                                                  const registry::ModelConfig& config) {
+  if (ModelQueues* found = queues_.Find(model)) return found;
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<ModelQueues>& slot = queues_[model];
-  if (slot != nullptr) return slot.get();
-  slot = std::make_unique<ModelQueues>();
-  const ServingQueueOptions queue_options{options_.max_queue_wait, options_.chunk_target,
-                                          options_.inline_compute};
-  for (int i = 0; i < registry::kNumOperations; ++i) {
-    const Operation op = static_cast<Operation>(i);
-    auto queue = std::make_shared<ServingQueue>(config.Batching(op), queue_options, clock_,
-                                                executor_, engine_, observer_->ForQueue(model, op));
-    if (draining_) queue->Flush();
-    if (closed_) queue->Close();
-    executor_->Add(queue->source());
-    slot->queues[i] = std::move(queue);
-  }
-  return slot.get();
+  return queues_.FindOrCreate(model, [&] {
+    auto created = std::make_unique<ModelQueues>();
+    const ServingQueueOptions queue_options{options_.max_queue_wait, options_.chunk_target,
+                                            options_.inline_compute};
+    for (int i = 0; i < registry::kNumOperations; ++i) {
+      const Operation op = static_cast<Operation>(i);
+      auto queue = std::make_shared<ServingQueue>(config.Batching(op), queue_options, clock_,
+                                                  executor_, engine_,
+                                                  observer_->ForQueue(model, op));
+      if (draining_) queue->Flush();
+      if (closed_) queue->Close();
+      executor_->Add(queue->source());
+      created->queues[i] = std::move(queue);
+    }
+    return created;
+  });
 }
 
 // After Close every queue is closed (and QueuesFor closes new ones), so the queue itself answers
@@ -101,20 +103,22 @@ void ServingCore::Configure(const std::string& model, const registry::ModelConfi
   }
 }
 
+// Under mu_, so that a model's queues created meanwhile (under mu_ too) are either seen here or see
+// the flag.
 void ServingCore::Drain() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
-  for (auto& [name, q] : queues_) {
-    for (auto& queue : q->queues) queue->Flush();
-  }
+  queues_.ForEach([](const std::string&, ModelQueues& q) {
+    for (auto& queue : q.queues) queue->Flush();
+  });
 }
 
 void ServingCore::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  for (auto& [name, q] : queues_) {
-    for (auto& queue : q->queues) queue->Close();
-  }
+  queues_.ForEach([](const std::string&, ModelQueues& q) {
+    for (auto& queue : q.queues) queue->Close();
+  });
 }
 
 void ServingCore::Shutdown() {
@@ -124,9 +128,9 @@ void ServingCore::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
-    for (auto& [name, q] : queues_) {
-      for (auto& queue : q->queues) queues.push_back(queue);
-    }
+    queues_.ForEach([&](const std::string&, ModelQueues& q) {
+      for (auto& queue : q.queues) queues.push_back(queue);
+    });
   }
   // Closed queues hand out their work without waiting for the delay; let all of it run.
   while (owned_executor_ != nullptr) {
@@ -140,10 +144,9 @@ void ServingCore::Shutdown() {
 }
 
 ServingCore::Stats ServingCore::QueueStats(const std::string& model, Operation op) {
-  absl::MutexLock lock(&mu_);
-  auto it = queues_.find(model);
-  if (it == queues_.end()) return {};
-  return it->second->queues[static_cast<int>(op)]->batcher().stats();
+  ModelQueues* q = queues_.Find(model);
+  if (q == nullptr) return {};
+  return q->queues[static_cast<int>(op)]->batcher().stats();
 }
 
 }  // namespace grove::serving

@@ -30,6 +30,11 @@
 // gone (cancelled, deadline passed) without computing the rest of their rows; a batch stops when
 // none of its callers waits any more.
 //
+// Answers: a task is answered (its CallState's TaskDone, which may encode and send the response)
+// on the thread that computed it: at once when more engine work of its batch follows, and after
+// the batch has released its slot for the tasks its last engine call finished, so that answering
+// does not hold back the queue's next batch.
+//
 // Determinism: results do not depend on batching or chunking (engines compute rows
 // independently).
 //
@@ -49,6 +54,7 @@
 #include "core/batching/batch_executor.h"
 #include "core/batching/batcher.h"
 #include "core/batching/clock.h"
+#include "core/common/snapshot_map.h"
 #include "core/common/thread_priority.h"
 #include "core/serving/compute_task.h"
 #include "core/serving/engine_runner.h"
@@ -146,8 +152,10 @@ class ServingCore {
   batching::Executor* const executor_;
   MemoryBudget memory_;
 
+  // A model's queues, found without a lock by every Submit; created (under mu_, so that a new
+  // model's queues see draining_ and closed_) when first needed, never removed.
+  SnapshotMap<std::string, ModelQueues> queues_;
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<ModelQueues>> queues_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

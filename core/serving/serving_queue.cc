@@ -131,7 +131,7 @@ void ServingQueue::Drop(batching::Dropped<ComputeTask>&& dropped) {
   dropped.task->call->TaskDone(dropped.status);
 }
 
-int64_t ServingQueue::Process(batching::Batch<ComputeTask>&& batch) {
+batching::Processed ServingQueue::Process(batching::Batch<ComputeTask>&& batch) {
   const absl::Time start = clock_->Now();
   observer_->BatchStarted(batch.rows, static_cast<int64_t>(batch.tasks.size()));
   for (size_t i = 0; i < batch.tasks.size(); ++i) {
@@ -149,19 +149,28 @@ int64_t ServingQueue::Process(batching::Batch<ComputeTask>&& batch) {
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const auto& a, const auto& b) { return key(*a) < key(*b); });
   int64_t reported = 0;
+  std::vector<Answer> answers;
+  answers.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size();) {
     std::vector<Part> parts;
     size_t j = i;
     for (; j < tasks.size() && key(*tasks[j]) == key(*tasks[i]); ++j) {
       parts.push_back(Part{tasks[j].get()});
     }
-    reported += RunGroup(parts);
+    reported += RunGroup(parts, &answers);
     i = j;
   }
-  return reported;
+  if (answers.empty()) return batching::Processed(reported);
+  return batching::Processed(reported,
+                             [answers = std::move(answers)]() mutable { Deliver(&answers); });
 }
 
-int64_t ServingQueue::LeaveAbandoned(std::vector<Part>& parts) {
+void ServingQueue::Deliver(std::vector<Answer>* answers) {
+  for (Answer& a : *answers) a.call->TaskDone(a.status);
+  answers->clear();
+}
+
+int64_t ServingQueue::LeaveAbandoned(std::vector<Part>& parts, std::vector<Answer>* answers) {
   const absl::Time now = clock_->Now();
   int64_t left = 0;
   for (Part& p : parts) {
@@ -173,7 +182,7 @@ int64_t ServingQueue::LeaveAbandoned(std::vector<Part>& parts) {
     observer_->Dropped(reason, p.task->rows.rows, p.done);
     p.open = false;
     left += remaining;
-    p.task->call->TaskDone(status);
+    answers->push_back(Answer{p.task->call, std::move(status)});
   }
   return left;
 }
@@ -225,7 +234,7 @@ absl::Status ServingQueue::RunChunk(const std::vector<Segment>& segments, int64_
   return absl::OkStatus();
 }
 
-int64_t ServingQueue::RunGroup(std::vector<Part>& parts) {
+int64_t ServingQueue::RunGroup(std::vector<Part>& parts, std::vector<Answer>* answers) {
   batching::Batcher<ComputeTask>& batcher = batch_queue_->batcher();
   int64_t reported = 0;
   auto report = [&](int64_t rows) {
@@ -234,11 +243,13 @@ int64_t ServingQueue::RunGroup(std::vector<Part>& parts) {
     reported += rows;
   };
   while (true) {
-    report(LeaveAbandoned(parts));
+    report(LeaveAbandoned(parts, answers));
     const std::vector<Segment> segments = NextChunk(parts);
     if (segments.empty()) break;
     int64_t rows = 0;
     for (const Segment& s : segments) rows += s.rows;
+    // More engine work follows: the parts finished so far are answered now, not after it.
+    Deliver(answers);
     RunInfo info;
     const absl::Time t0 = clock_->Now();
     const absl::Status status = RunChunk(segments, rows, &info);
@@ -266,7 +277,7 @@ int64_t ServingQueue::RunGroup(std::vector<Part>& parts) {
       } else {
         observer_->Failed(p.task->rows.rows);
       }
-      p.task->call->TaskDone(status);
+      answers->push_back(Answer{p.task->call, status});
     }
   }
   return reported;

@@ -54,6 +54,11 @@ class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {
     int64_t begin;
     int64_t rows;
   };
+  // A part's answer, given once the batch's slot is free (Process).
+  struct Answer {
+    std::shared_ptr<CallState> call;
+    absl::Status status;
+  };
 
   // OK, or RESOURCE_EXHAUSTED with *reason; *expected is the time to the task's answer.
   absl::Status Admit(const batching::Batcher<ComputeTask>::Stats& ahead, int64_t rows,
@@ -61,13 +66,20 @@ class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {
                      absl::Duration* expected) const;
   // Feeds the rate's correction with how long `task` took (to `end`).
   void LearnFrom(const ComputeTask& task, absl::Time end);
-  int64_t Process(batching::Batch<ComputeTask>&& batch);
+  // Computes a batch. Parts finished before more engine work are answered at once; those finished
+  // by the last engine call are answered in the returned Processed::then, after the batch's slot
+  // was released, so that answering them (encoding and sending each response, on this thread)
+  // does not hold the queue's next batch back.
+  batching::Processed Process(batching::Batch<ComputeTask>&& batch);
   void Drop(batching::Dropped<ComputeTask>&& dropped);
-  // Runs one group of tasks that share an engine call, chunk by chunk; returns the rows reported
-  // to the batcher.
-  int64_t RunGroup(std::vector<Part>& parts);
-  // Answers open parts whose callers are gone; returns their uncomputed rows.
-  int64_t LeaveAbandoned(std::vector<Part>& parts);
+  // Runs one group of tasks that share an engine call, chunk by chunk, adding the finished parts'
+  // answers to *answers; returns the rows reported to the batcher.
+  int64_t RunGroup(std::vector<Part>& parts, std::vector<Answer>* answers);
+  // Closes open parts whose callers are gone (their answers to *answers); returns their
+  // uncomputed rows.
+  int64_t LeaveAbandoned(std::vector<Part>& parts, std::vector<Answer>* answers);
+  // Gives the answers (CallState::TaskDone) and empties *answers.
+  static void Deliver(std::vector<Answer>* answers);
   std::vector<Segment> NextChunk(std::vector<Part>& parts) const;
   absl::Status RunChunk(const std::vector<Segment>& segments, int64_t rows, RunInfo* info);
   void ReportDepth();

@@ -227,6 +227,46 @@ TEST(BatcherTest, ConcurrentBatchLimitAccumulatesWork) {
   EXPECT_EQ(Ids(r.batch), (std::vector<int>{2, 3, 4}));  // merged while the engine was busy
 }
 
+// Schedule says when a queued task may let a poll find something sooner: a free batch slot, or a
+// deadline earlier than every queued one; with every slot computing and no earlier deadline,
+// nothing changes before the next BatchDone.
+TEST(BatcherTest, PollSoonerOnlyWhenASlotIsFreeOrADeadlineIsEarlier) {
+  FakeClock clock;
+  Batcher<Task> b(Options(100, absl::ZeroDuration(), 1000, 100, /*concurrent=*/1), &clock);
+  bool sooner = false;
+  auto t1 = MakeTask(1, 1);
+  ASSERT_TRUE(b.Schedule(t1, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_TRUE(sooner);  // the slot is free
+  ASSERT_EQ(Ids(b.Poll().batch), (std::vector<int>{1}));
+
+  auto t2 = MakeTask(2, 1);
+  t2->deadline_at = clock.Now() + absl::Seconds(10);
+  ASSERT_TRUE(b.Schedule(t2, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_TRUE(sooner);  // the queue's first deadline
+  auto t3 = MakeTask(3, 1);
+  t3->deadline_at = clock.Now() + absl::Seconds(20);
+  ASSERT_TRUE(b.Schedule(t3, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_FALSE(sooner);  // later than t2's, and the only slot computes
+  auto t4 = MakeTask(4, 1);  // no deadline
+  ASSERT_TRUE(b.Schedule(t4, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_FALSE(sooner);
+  auto t5 = MakeTask(5, 1);
+  t5->deadline_at = clock.Now() + absl::Seconds(5);
+  ASSERT_TRUE(b.Schedule(t5, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_TRUE(sooner);  // earlier than every queued one
+  EXPECT_EQ(b.Poll().next_poll, clock.Now() + absl::Seconds(5));
+
+  b.BatchDone(1);
+  auto t6 = MakeTask(6, 1);
+  ASSERT_TRUE(b.Schedule(t6, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_TRUE(sooner);  // the slot is free again
+  // Refused: not queued, nothing to poll for.
+  Batcher<Task> small(Options(10, absl::ZeroDuration(), /*queue_rows=*/2), &clock);
+  auto big = MakeTask(7, 3);
+  EXPECT_FALSE(small.Schedule(big, nullptr, nullptr, nullptr, &sooner).ok());
+  EXPECT_FALSE(sooner);
+}
+
 TEST(BatcherTest, CloseRefusesNewWorkAndFlushesWithoutDelay) {
   FakeClock clock;
   Batcher<Task> b(Options(100, absl::Hours(1)), &clock);

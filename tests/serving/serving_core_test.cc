@@ -325,6 +325,44 @@ TEST_F(ServingCoreTest, ChunksAcrossCallersKeepEveryRowInPlace) {
   EXPECT_GT(engine_.calls().size(), 3u);
 }
 
+// A part finished before more engine work is answered at once; the parts finished by a batch's last
+// engine call are answered once the batch has released its slot (the queue's next batch may start
+// while this thread answers).
+TEST_F(ServingCoreTest, AnswersEarlyFinishersAtOnceAndTheLastAfterTheSlotIsFree) {
+  Warm();
+  const size_t warm_calls = engine_.calls().size();
+  engine_.set_per_row(absl::Milliseconds(3));  // chunks shrink to about 7 rows
+  struct Seen {
+    size_t engine_calls = 0;
+    int inflight_batches = -1;
+  };
+  Seen first_seen, last_seen;
+  Caller* first = NewCaller(3, absl::InfiniteDuration(), 10);
+  Caller* last = NewCaller(30, absl::InfiniteDuration(), 20);
+  auto watch = [&](Caller* c, Seen* seen) {
+    c->call = std::make_shared<CallState>(1, absl::InfiniteFuture(), [this, c, seen](absl::Status s) {
+      seen->engine_calls = engine_.calls().size();
+      seen->inflight_batches = core_->QueueStats("m", Operation::kPredict).inflight_batches;
+      c->answer = std::move(s);
+    });
+  };
+  watch(first, &first_seen);
+  watch(last, &last_seen);
+  ASSERT_TRUE(Submit(first).ok());
+  ASSERT_TRUE(Submit(last).ok());
+  RunBatches();
+  for (Caller* c : {first, last}) {
+    ASSERT_TRUE(c->answer.has_value() && c->answer->ok());
+    ExpectDoubled(*c);
+  }
+  const size_t calls = engine_.calls().size() - warm_calls;
+  ASSERT_GE(calls, 2u);
+  EXPECT_EQ(first_seen.engine_calls, warm_calls + 1);  // before the second chunk
+  EXPECT_EQ(first_seen.inflight_batches, 1);
+  EXPECT_EQ(last_seen.engine_calls, warm_calls + calls);
+  EXPECT_EQ(last_seen.inflight_batches, 0);
+}
+
 TEST_F(ServingCoreTest, EngineErrorAnswersEveryTaskOfTheBatch) {
   engine_.set_fail(absl::InternalError("boom"));
   Caller* a = NewCaller(2);
