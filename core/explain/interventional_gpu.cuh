@@ -95,6 +95,23 @@ __device__ inline void LoadWeights(const KernelArgs& a, double* weights) {
   __syncthreads();
 }
 
+// A warp's bin (one path element per lane) and its block's rows with their X masks.
+struct WarpRows {
+  Lane l;
+  int64_t row_begin = 0;
+  uint32_t x[kRowsPerWarp];
+};
+
+// Fills `w` for this warp; false when the warp has no bin (the grid's last block). Warp-uniform.
+__device__ inline bool BeginWarp(const KernelArgs& a, WarpRows* w) {
+  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (bin >= a.num_bins) return false;
+  w->l = LoadLane(a, bin, threadIdx.x & 31);
+  w->row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
+  RowMasks(a, w->l, w->row_begin, w->x);
+  return true;
+}
+
 // acc[r] (a row's coefficient of the lane's element, times 1 / background rows) as a fixed-point
 // value of output `group` added to the row's accumulator.
 __device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_begin,
@@ -118,13 +135,11 @@ __device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_
 __global__ void __launch_bounds__(kBlockThreads) InterventionalKernel(KernelArgs a) {
   __shared__ double weights[kWeightEntries];
   LoadWeights(a, weights);
-  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (bin >= a.num_bins) return;  // warp-uniform
-  const Lane l = LoadLane(a, bin, threadIdx.x & 31);
-  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
-  uint32_t x[kRowsPerWarp];
-  RowMasks(a, l, row_begin, x);
-  if (!l.is_element()) return;
+  WarpRows w;
+  if (!BeginWarp(a, &w) || !w.l.is_element()) return;
+  const Lane& l = w.l;
+  const int64_t row_begin = w.row_begin;
+  const uint32_t(&x)[kRowsPerWarp] = w.x;
   const uint32_t bit = 1u << l.rel;
   double acc[kRowsPerWarp] = {};
   const uint32_t mask_end = a.d_mask_begin[l.e.path + 1];
@@ -142,13 +157,11 @@ __global__ void __launch_bounds__(kBlockThreads) InterventionalKernel(KernelArgs
 __global__ void __launch_bounds__(kBlockThreads) LinearizedKernel(KernelArgs a, LinearizedArgs la) {
   __shared__ double weights[kWeightEntries];
   LoadWeights(a, weights);
-  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (bin >= a.num_bins) return;  // warp-uniform
-  const Lane l = LoadLane(a, bin, threadIdx.x & 31);
-  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
-  uint32_t x[kRowsPerWarp];
-  RowMasks(a, l, row_begin, x);
-  if (!l.is_element()) return;
+  WarpRows w;
+  if (!BeginWarp(a, &w) || !w.l.is_element()) return;
+  const Lane& l = w.l;
+  const int64_t row_begin = w.row_begin;
+  const uint32_t(&x)[kRowsPerWarp] = w.x;
   const uint32_t bit = 1u << l.rel;
   const int num_outputs = static_cast<int>(a.acc_width / (a.num_features + 1));
   const uint16_t* path_rows = la.d_mask_rows + static_cast<int64_t>(l.e.path) * la.n;
@@ -191,13 +204,11 @@ __global__ void __launch_bounds__(kBlockThreads) LinearizedKernel(KernelArgs a, 
 __global__ void __launch_bounds__(kBlockThreads) MarginKernel(KernelArgs a,
                                                               unsigned long long* d_margin_acc,
                                                               int num_outputs) {
-  const int64_t bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (bin >= a.num_bins) return;  // warp-uniform
-  const Lane l = LoadLane(a, bin, threadIdx.x & 31);
-  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * kRowsPerWarp;
-  uint32_t x[kRowsPerWarp];
-  RowMasks(a, l, row_begin, x);
-  if (!l.active || l.rel != 0 || !l.in_range) return;
+  WarpRows w;
+  if (!BeginWarp(a, &w) || !w.l.active || w.l.rel != 0 || !w.l.in_range) return;
+  const Lane& l = w.l;
+  const int64_t row_begin = w.row_begin;
+  const uint32_t(&x)[kRowsPerWarp] = w.x;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t row = row_begin + r;
