@@ -48,6 +48,18 @@ class LazyLinearizedLayout {
 
 namespace {
 
+// The fast forms serve probability_linearized while its layout (paths x background rows x 2
+// bytes) stays under this; beyond, the reference does (a large model with a 10,000-row background
+// would need gigabytes).
+constexpr int64_t kMaxLinearizedLayoutBytes = int64_t{1} << 30;
+
+bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
+  if (!FastFormServes(o)) return false;
+  return o.output_space != OutputSpace::kProbabilityLinearized ||
+         static_cast<int64_t>(c.layout->paths.size()) * c.background_rows * 2 <=
+             kMaxLinearizedLayoutBytes;
+}
+
 // The linearized layout for a request in that space (null otherwise).
 absl::StatusOr<LinearizedLayoutPtr> LinearizedFor(const InterventionalContext& c,
                                                   const InterventionalOptions& o) {
@@ -75,7 +87,7 @@ class PathsCpuStrategy final : public InterventionalStrategy {
  public:
   explicit PathsCpuStrategy(const InterventionalContext& c) : c_(c) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kPathsCpu; }
-  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(o); }
+  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
     absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
@@ -94,7 +106,7 @@ class GpuStrategy final : public InterventionalStrategy {
       : c_(c), gpu_(std::move(gpu)) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kGpu; }
   std::string device() const override { return gpu_->DeviceName(); }
-  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(o); }
+  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
     if (options.output_space == OutputSpace::kProbabilityLinearized && !gpu_->linearized_enabled()) {
