@@ -48,16 +48,11 @@ class LazyLinearizedLayout {
 
 namespace {
 
-// The fast forms serve probability_linearized while its layout (paths x background rows x 2
-// bytes) stays under this; beyond, the reference does (a large model with a 10,000-row background
-// would need gigabytes).
-constexpr int64_t kMaxLinearizedLayoutBytes = int64_t{1} << 30;
-
 bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
   if (!FastFormServes(o)) return false;
   return o.output_space != OutputSpace::kProbabilityLinearized ||
          static_cast<int64_t>(c.layout->paths.size()) * c.background_rows * 2 <=
-             kMaxLinearizedLayoutBytes;
+             c.max_linearized_layout_bytes;
 }
 
 // The linearized layout for a request in that space (null otherwise).
@@ -191,6 +186,7 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
   c.forest = forest;
   c.pool = pool;
   c.background_rows = background.rows;
+  c.max_linearized_layout_bytes = options.max_linearized_layout_bytes;
   auto rows = std::make_shared<std::vector<float>>();
   rows->reserve(background.rows * background.cols);
   for (int64_t r = 0; r < background.rows; ++r) {

@@ -49,6 +49,10 @@ absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::strin
 struct InterventionalEngineOptions {
   bool use_gpu = true;
   std::string strategy = "auto";  // "auto" or a strategy name
+  // The fast forms serve probability_linearized while its layout (paths x background rows x 2
+  // bytes) stays within this; beyond, the reference does (a large model with a 10,000-row
+  // background would need gigabytes).
+  int64_t max_linearized_layout_bytes = int64_t{1} << 30;
 };
 
 // The linearized output space's LinearizedLayout of one engine, built on the first request that
@@ -65,6 +69,7 @@ struct InterventionalContext {
   int64_t background_rows = 0;
   ThreadPool* pool = nullptr;
   std::shared_ptr<LazyLinearizedLayout> linearized;  // with layout
+  int64_t max_linearized_layout_bytes = 0;            // InterventionalEngineOptions'
 };
 
 // One strategy for one model and background. Thread-safe once created.

@@ -92,6 +92,39 @@ TEST(InterventionalEngineTest, AutoPicksTheFastFormForLinearizedProbabilities) {
   }
 }
 
+// A linearized layout over the engine's bound: the reference serves the space, the same values.
+TEST(InterventionalEngineTest, LinearizedOverItsLayoutBoundRunsOnTheReference) {
+  RandomForestOptions ro;
+  ro.seed = 6;
+  Forest copy = *MakeRandomForest(ro);
+  copy.objective.link = Link::kSigmoid;
+  ForestPtr f = *BuildForest(std::move(copy));
+  const std::vector<float> rows = MakeRandomRows(*f, 4, 1);
+  const std::vector<float> bg = MakeRandomRows(*f, 10, 2);
+  ThreadPool pool(2);
+  InterventionalEngineOptions eo;
+  eo.max_linearized_layout_bytes = 16;  // fewer than one path's 10 rows x 2 bytes
+  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
+      f, nullptr, MakeRowsView(bg.data(), 10, f->num_features), eo, &pool);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const int64_t width = ExplainWidth(*f, false);
+  InterventionalOptions o;
+  o.output_space = OutputSpace::kProbabilityLinearized;
+  std::vector<float> out(4 * width);
+  RunInfo info;
+  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 4, f->num_features), o,
+                            MakeMatrixView(out.data(), 4, width), &info)
+                  .ok());
+  EXPECT_EQ(info.strategy, "interventional_reference");
+  testing::ExpectNearReference(out, testing::InterventionalReference(*f, rows, bg, o), 1e-6,
+                               "linearized on the reference");
+  o.output_space = OutputSpace::kMargin;  // margins keep the fast form
+  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 4, f->num_features), o,
+                            MakeMatrixView(out.data(), 4, width), &info)
+                  .ok());
+  EXPECT_NE(info.strategy, "interventional_reference");
+}
+
 TEST(InterventionalEngineTest, ForcedStrategiesAndErrors) {
   ForestPtr f = MakeDepth2Tree();
   const std::vector<float> bg = {1, 0};
