@@ -24,11 +24,24 @@ namespace fs = std::filesystem;
 // The model file names of a version directory: Grove's own, and the Triton FIL backend's default
 // names of the formats Grove reads (FIL's LightGBM name is model.txt too), so that a FIL model
 // repository loads unchanged. The content decides the format (LoadModelFile sniffs it).
-constexpr const char* kModelFiles[] = {"model.json", "model.ubj", "model.txt", "xgboost.json",
-                                       "xgboost.ubj"};
-constexpr const char* kModelFileNames =
-    "model.json or xgboost.json (XGBoost JSON), model.ubj or xgboost.ubj (XGBoost UBJSON), "
-    "model.txt (LightGBM text)";
+struct ModelFile {
+  const char* name;
+  const char* format;  // for messages
+};
+constexpr ModelFile kModelFiles[] = {{"model.json", "XGBoost JSON"},
+                                     {"model.ubj", "XGBoost UBJSON"},
+                                     {"model.txt", "LightGBM text"},
+                                     {"xgboost.json", "XGBoost JSON"},
+                                     {"xgboost.ubj", "XGBoost UBJSON"}};
+
+// "model.json (XGBoost JSON), model.ubj (XGBoost UBJSON), ...": what a version directory may hold.
+std::string ModelFileNames() {
+  std::string names;
+  for (const ModelFile& f : kModelFiles) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", f.name, " (", f.format, ")");
+  }
+  return names;
+}
 
 // Why a version directory's file is a model Grove cannot read (the FIL backend's other formats, and
 // the pickles it cannot read either), or "" for any other file.
@@ -234,11 +247,11 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
     if (!ParseVersion(it->path().filename().string(), &version)) continue;
     ScannedVersion v;
     std::vector<std::string> found;
-    for (const char* file : kModelFiles) {
-      const std::string path = (it->path() / file).string();
+    for (const ModelFile& file : kModelFiles) {
+      const std::string path = (it->path() / file.name).string();
       FileStamp stamp = Stat(path);
       if (stamp.size >= 0) {
-        found.push_back(file);
+        found.push_back(file.name);
         v.path = path;
         v.stamp = stamp;
       }
@@ -437,7 +450,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     if (wanted.empty() && entry.error.empty()) {
       entry.error = absl::StrCat(
           "no version directory holds a model file (wanted by the version policy): ",
-          kModelFileNames);
+          ModelFileNames());
       changed = true;
     } else if (!wanted.empty() && entry.error.rfind("no version directory", 0) == 0) {
       entry.error.clear();
