@@ -14,13 +14,35 @@ namespace grove {
 namespace {
 
 std::unique_ptr<InterventionalEngine> MakeEngine(ForestPtr f, const std::vector<float>& bg,
-                                                 const std::string& strategy, ThreadPool* pool) {
-  InterventionalEngineOptions o;
-  o.strategy = strategy;
+                                                 const InterventionalEngineOptions& o,
+                                                 ThreadPool* pool) {
   absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
       f, nullptr, MakeRowsView(bg.data(), bg.size() / f->num_features, f->num_features), o, pool);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
+}
+
+std::unique_ptr<InterventionalEngine> MakeEngine(ForestPtr f, const std::vector<float>& bg,
+                                                 const std::string& strategy, ThreadPool* pool) {
+  InterventionalEngineOptions o;
+  o.strategy = strategy;
+  return MakeEngine(std::move(f), bg, o, pool);
+}
+
+// Explains `rows` in space `o`, expects the reference's values and returns the run's info.
+RunInfo ExplainLikeTheReference(const InterventionalEngine& e, const Forest& f,
+                                const std::vector<float>& rows, const std::vector<float>& bg,
+                                const InterventionalOptions& o) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = ExplainWidth(f, false);
+  std::vector<float> out(n * width);
+  RunInfo info;
+  const absl::Status s = e.Explain(MakeRowsView(rows.data(), n, f.num_features), o,
+                                   MakeMatrixView(out.data(), n, width), &info);
+  EXPECT_TRUE(s.ok()) << s;
+  testing::ExpectNearReference(out, testing::InterventionalReference(f, rows, bg, o), 1e-6,
+                               OutputSpaceName(o.output_space));
+  return info;
 }
 
 TEST(InterventionalEngineTest, StrategyNamesRoundTrip) {
@@ -69,26 +91,16 @@ TEST(InterventionalEngineTest, AutoPicksTheFastFormForMarginsAndTheReferenceOthe
 TEST(InterventionalEngineTest, AutoPicksTheFastFormForLinearizedProbabilities) {
   RandomForestOptions ro;
   ro.seed = 5;
-  Forest copy = *MakeRandomForest(ro);
-  copy.objective.link = Link::kSigmoid;
-  ForestPtr f = *BuildForest(std::move(copy));
+  ForestPtr f = testing::WithLink(*MakeRandomForest(ro), Link::kSigmoid);
   const std::vector<float> rows = MakeRandomRows(*f, 6, 1);
   const std::vector<float> bg = MakeRandomRows(*f, 10, 2);
   ThreadPool pool(2);
   std::unique_ptr<InterventionalEngine> e = MakeEngine(f, bg, "auto", &pool);
   ASSERT_NE(e, nullptr);
-  const int64_t width = ExplainWidth(*f, false);
   InterventionalOptions o;
   o.output_space = OutputSpace::kProbabilityLinearized;
   for (int call = 0; call < 2; ++call) {
-    std::vector<float> out(6 * width);
-    RunInfo info;
-    ASSERT_TRUE(e->Explain(MakeRowsView(rows.data(), 6, f->num_features), o,
-                           MakeMatrixView(out.data(), 6, width), &info)
-                    .ok());
-    EXPECT_NE(info.strategy, "interventional_reference");
-    testing::ExpectNearReference(out, testing::InterventionalReference(*f, rows, bg, o), 1e-6,
-                                 "linearized");
+    EXPECT_NE(ExplainLikeTheReference(*e, *f, rows, bg, o).strategy, "interventional_reference");
   }
 }
 
@@ -96,33 +108,19 @@ TEST(InterventionalEngineTest, AutoPicksTheFastFormForLinearizedProbabilities) {
 TEST(InterventionalEngineTest, LinearizedOverItsLayoutBoundRunsOnTheReference) {
   RandomForestOptions ro;
   ro.seed = 6;
-  Forest copy = *MakeRandomForest(ro);
-  copy.objective.link = Link::kSigmoid;
-  ForestPtr f = *BuildForest(std::move(copy));
+  ForestPtr f = testing::WithLink(*MakeRandomForest(ro), Link::kSigmoid);
   const std::vector<float> rows = MakeRandomRows(*f, 4, 1);
   const std::vector<float> bg = MakeRandomRows(*f, 10, 2);
   ThreadPool pool(2);
   InterventionalEngineOptions eo;
   eo.max_linearized_layout_bytes = 16;  // fewer than one path's 10 rows x 2 bytes
-  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
-      f, nullptr, MakeRowsView(bg.data(), 10, f->num_features), eo, &pool);
-  ASSERT_TRUE(e.ok()) << e.status();
-  const int64_t width = ExplainWidth(*f, false);
+  std::unique_ptr<InterventionalEngine> e = MakeEngine(f, bg, eo, &pool);
+  ASSERT_NE(e, nullptr);
   InterventionalOptions o;
   o.output_space = OutputSpace::kProbabilityLinearized;
-  std::vector<float> out(4 * width);
-  RunInfo info;
-  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 4, f->num_features), o,
-                            MakeMatrixView(out.data(), 4, width), &info)
-                  .ok());
-  EXPECT_EQ(info.strategy, "interventional_reference");
-  testing::ExpectNearReference(out, testing::InterventionalReference(*f, rows, bg, o), 1e-6,
-                               "linearized on the reference");
+  EXPECT_EQ(ExplainLikeTheReference(*e, *f, rows, bg, o).strategy, "interventional_reference");
   o.output_space = OutputSpace::kMargin;  // margins keep the fast form
-  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 4, f->num_features), o,
-                            MakeMatrixView(out.data(), 4, width), &info)
-                  .ok());
-  EXPECT_NE(info.strategy, "interventional_reference");
+  EXPECT_NE(ExplainLikeTheReference(*e, *f, rows, bg, o).strategy, "interventional_reference");
 }
 
 TEST(InterventionalEngineTest, ForcedStrategiesAndErrors) {

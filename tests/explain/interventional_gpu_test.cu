@@ -23,6 +23,7 @@ namespace {
 
 using testing::ExpectNearReference;
 using testing::InterventionalReference;
+using testing::WithLink;
 
 constexpr double kTolerance = 1e-5;  // x max(1, |value|)
 
@@ -84,13 +85,6 @@ TEST(InterventionalGpuTest, CorpusMatchesTheReference) {
                         InterventionalReference(*k.forest, k.rows, k.background), kTolerance,
                         k.c.name);
   }
-}
-
-// A copy of `f` with the given link (the random forests' margins are identity).
-ForestPtr WithLink(const Forest& f, Link link) {
-  Forest copy = f;
-  copy.objective.link = link;
-  return *BuildForest(std::move(copy));
 }
 
 void EnableLinearized(InterventionalGpu& gpu, const Forest& f, const std::vector<float>& bg) {

@@ -19,6 +19,7 @@ namespace {
 
 using testing::ExpectNearReference;
 using testing::InterventionalReference;
+using testing::WithLink;
 
 struct Layouts {
   PathLayoutPtr layout;
@@ -118,13 +119,6 @@ LinearizedLayoutPtr BuildLinearized(const Forest& f, const Layouts& l, const std
       nullptr);
   EXPECT_TRUE(ll.ok()) << ll.status();
   return ll.ok() ? *ll : nullptr;
-}
-
-// A copy of `f` with the given link (the random forests' margins are identity).
-ForestPtr WithLink(const Forest& f, Link link) {
-  Forest copy = f;
-  copy.objective.link = link;
-  return *BuildForest(std::move(copy));
 }
 
 TEST(InterventionalPathsTest, LinearizedLayoutKeepsEachMasksRows) {

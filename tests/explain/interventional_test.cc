@@ -270,13 +270,7 @@ std::vector<RandomCase> RandomCases() {
   return cases;
 }
 
-ForestPtr WithLink(ForestPtr forest, Link link) {
-  Forest copy = *forest;
-  copy.objective.link = link;
-  absl::StatusOr<ForestPtr> built = BuildForest(std::move(copy));
-  EXPECT_TRUE(built.ok()) << built.status();
-  return *built;
-}
+ForestPtr WithLink(const ForestPtr& forest, Link link) { return testing::WithLink(*forest, link); }
 
 TEST(InterventionalCpuTest, RandomForestsMatchBruteForce) {
   ThreadPool pool(2);

@@ -208,6 +208,17 @@ grove::ForestPtr MakeRandomForest(const RandomForestOptions& o) {
   return *std::move(built);
 }
 
+grove::ForestPtr WithLink(const grove::Forest& forest, grove::Link link) {
+  grove::Forest copy = forest;
+  copy.objective.link = link;
+  absl::StatusOr<grove::ForestPtr> built = grove::BuildForest(std::move(copy));
+  if (!built.ok()) {
+    std::fprintf(stderr, "WithLink: %s\n", std::string(built.status().message()).c_str());
+    std::abort();
+  }
+  return *std::move(built);
+}
+
 std::vector<float> MakeRandomRows(const grove::Forest& forest, int64_t num_rows, uint64_t seed,
                                   double nan_fraction) {
   Rng rng(seed ^ 0xA5A5A5A5DEADBEEFull);

@@ -41,6 +41,10 @@ struct RandomForestOptions {
 //  * random base margins, tree weights != 1 on about a third of the trees, identity link.
 grove::ForestPtr MakeRandomForest(const RandomForestOptions& options);
 
+// A copy of `forest` with another link (the random forests' is identity), e.g. a sigmoid for the
+// probability output spaces.
+grove::ForestPtr WithLink(const grove::Forest& forest, grove::Link link);
+
 // Row-major num_rows x forest.num_features rows for `forest` (any forest, also a loaded one): many
 // values exactly equal to a threshold the forest uses for that feature (and the next float below
 // it), negatives, zeros and +-1e-36 (LightGBM missing type Zero), NaNs with probability nan_fraction;
