@@ -176,6 +176,10 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
     const InterventionalEngineOptions& options, ThreadPool* pool) {
   if (forest == nullptr) return absl::InvalidArgumentError("InterventionalEngine: no model");
   if (absl::Status s = CheckBackground(*forest, background); !s.ok()) return s;
+  if (options.max_linearized_layout_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_linearized_layout_bytes ",
+                                                   options.max_linearized_layout_bytes, " < 0"));
+  }
   int forced = -1;
   if (options.strategy != "auto") {
     absl::StatusOr<InterventionalStrategyId> id = ParseInterventionalStrategy(options.strategy);

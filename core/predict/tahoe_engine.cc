@@ -506,6 +506,14 @@ absl::Status TahoeEngineImpl::PredictDevice(int gpu, const float* d_rows, int64_
                                             std::string_view strategy, RunInfo* info) const {
   if (gpu < 0 || gpu >= num_gpus()) return absl::InvalidArgumentError("no such GPU");
   const auto start = std::chrono::steady_clock::now();
+  if (row_stride < forest_->num_features) {
+    return absl::InvalidArgumentError(absl::StrCat("row stride ", row_stride, " < the model's ",
+                                                   forest_->num_features, " features"));
+  }
+  if (out_stride < PredictWidth(*forest_, options)) {
+    return absl::InvalidArgumentError(absl::StrCat("output stride ", out_stride, " < the width ",
+                                                   PredictWidth(*forest_, options)));
+  }
   // Shape checks only: TahoePrepareCall reads no row or output.
   const RowsView in{d_rows, rows, forest_->num_features, row_stride};
   const MatrixView<float> out{d_out, rows, PredictWidth(*forest_, options), out_stride};
