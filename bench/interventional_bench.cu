@@ -15,6 +15,8 @@
 // output and detail::ComputeShapInterventional -- the work GPUTreeShapInterventional does per call
 // minus its preprocessing. Numeric-split models with scalar leaves only (its split condition has no
 // categories). The two results are compared (max |difference| over feature columns).
+// Then, where the model's link has them, the probability spaces (probability_linearized and the
+// exact probability; GPUTreeShap has neither), same rows, one "# model space: rows/s" line each.
 // Timing: one warm-up run, then the median of --reps runs, CUDA events.
 #include <cuda_runtime.h>
 
@@ -186,27 +188,30 @@ int Main(int argc, char** argv) {
               n / grove, gts.empty() ? std::to_string(n / gts_seconds).c_str() : gts.c_str(),
               gts.empty() ? std::to_string(gts_seconds / grove).c_str() : "-",
               gts.empty() ? std::to_string(diff).c_str() : "-");
-  // shap's model_output="probability" on the GPU (probability_linearized), where the link allows.
-  InterventionalOptions lin;
-  lin.output_space = OutputSpace::kProbabilityLinearized;
-  if (CheckOutputSpace(f, lin.output_space).ok()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<LinearizedLayoutPtr> ll =
-        BuildLinearizedLayout(**layout, **il, MakeRowsView(bg.data(), nb, F), nullptr);
-    if (ll.ok()) status.Update((*gpu)->EnableLinearized(*ll));
-    const double layout_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const int64_t lin_ws = (*gpu)->WorkspaceBytes(n, lin.output_space);
-    void* d_lin_ws = nullptr;
-    if (ll.ok() && status.ok() && cudaMalloc(&d_lin_ws, lin_ws) == cudaSuccess) {
+  // The probability spaces where the link allows: shap's model_output="probability"
+  // (probability_linearized) and the exact one; both need the linearized layout.
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<LinearizedLayoutPtr> ll =
+      BuildLinearizedLayout(**layout, **il, MakeRowsView(bg.data(), nb, F), nullptr);
+  if (ll.ok()) status.Update((*gpu)->EnableLinearized(*ll));
+  const double layout_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (OutputSpace space : {OutputSpace::kProbabilityLinearized, OutputSpace::kProbability}) {
+    InterventionalOptions o;
+    o.output_space = space;
+    if (!CheckOutputSpace(f, space).ok() || f.objective.link == Link::kIdentity) continue;
+    const int64_t space_ws = (*gpu)->WorkspaceBytes(n, space);
+    void* d_space_ws = nullptr;
+    if (ll.ok() && status.ok() && cudaMalloc(&d_space_ws, space_ws) == cudaSuccess) {
+      absl::Status run;
       const double t = bench::TimeDevice(reps, [&] {
-        status.Update((*gpu)->ExplainOnDevice(d_rows, n, lin, d_lin_ws, lin_ws, d_out, nullptr));
+        run.Update((*gpu)->ExplainOnDevice(d_rows, n, o, d_space_ws, space_ws, d_out, nullptr));
       });
-      std::printf("# %s probability_linearized: %.4g rows/s (%.3f ms), layout %.3f s, %s\n",
-                  flags.label().c_str(), n / t, t * 1e3, layout_s,
-                  status.ok() ? "ok" : status.ToString().c_str());
-      cudaFree(d_lin_ws);
+      std::printf("# %s %s: %.4g rows/s (%.3f ms), layout %.3f s, workspace %.1f MB, %s\n",
+                  flags.label().c_str(), OutputSpaceName(space), n / t, t * 1e3, layout_s,
+                  space_ws / 1e6, run.ok() ? "ok" : run.ToString().c_str());
+      cudaFree(d_space_ws);
     } else {
-      std::printf("# %s probability_linearized: %s\n", flags.label().c_str(),
+      std::printf("# %s %s: %s\n", flags.label().c_str(), OutputSpaceName(space),
                   ll.ok() ? status.ToString().c_str() : ll.status().ToString().c_str());
     }
   }

@@ -75,6 +75,10 @@ struct InterventionalOptions {
 // (INVALID_ARGUMENT naming the pair), since 2^d hybrid margins are needed for them.
 inline constexpr int kMaxExactDifferingFeatures = 16;
 
+// The refusal of a pair over that limit (every strategy's words): INVALID_ARGUMENT naming the row,
+// the background row and d.
+absl::Status ExactPairTooWideError(int64_t row, int64_t background_row, int d);
+
 // Weight of a reachable leaf's value in the SHAP value of a feature the hybrid takes from x (the
 // leaf needs a >= 1 features from x and b from z): (a-1)! b! / (a+b)!. The weight of a feature
 // taken from z is -InterventionalWeight(b, a). Exact to rounding for any a, b (no factorials).

@@ -84,6 +84,14 @@ absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space) {
   return absl::OkStatus();
 }
 
+absl::Status ExactPairTooWideError(int64_t row, int64_t background_row, int d) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "row ", row, ", background row ", background_row, ": the exact probability space needs all 2^",
+      d, " hybrids of the pair (the trees send them different ways on ", d, " features; at most ",
+      kMaxExactDifferingFeatures, " are enumerated); explain the margin or use "
+      "probability_linearized"));
+}
+
 namespace {
 
 enum class Side : uint8_t { kNone, kX, kZ };
@@ -274,10 +282,7 @@ class RowExplainer {
             AddPairMargin(x, z, scale / plan_.transform.average_divisor, phi, inter_);
             break;
           }
-          if (absl::Status s = AddPairExact(x, z, scale, phi); !s.ok()) {
-            return absl::InvalidArgumentError(absl::StrCat("row ", row_index, ", background row ",
-                                                           j, ": ", s.message()));
-          }
+          if (absl::Status s = AddPairExact(row_index, j, x, z, scale, phi); !s.ok()) return s;
           break;
       }
     }
@@ -312,7 +317,8 @@ class RowExplainer {
 
   // Exact Shapley values of S -> g(f(x_S z_S̄)) over the d features where the pair's hybrids
   // part: the 2^d hybrid margins from the reached leaves, then the Shapley sums.
-  absl::Status AddPairExact(const float* x, const float* z, double scale, double* phi) {
+  absl::Status AddPairExact(int64_t row_index, int64_t j, const float* x, const float* z,
+                            double scale, double* phi) {
     terms_.clear();
     slot_features_.clear();
     TermVisitor visitor{&slot_of_, &slot_features_, &terms_, 0};
@@ -322,12 +328,7 @@ class RowExplainer {
     }
     for (int32_t f : slot_features_) slot_of_[f] = -1;
     const int d = static_cast<int>(slot_features_.size());
-    if (d > kMaxExactDifferingFeatures) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the exact probability space needs all 2^", d, " hybrids of the pair (the trees send "
-          "them different ways on ", d, " features; at most ", kMaxExactDifferingFeatures,
-          " are enumerated); explain the margin or use probability_linearized"));
-    }
+    if (d > kMaxExactDifferingFeatures) return ExactPairTooWideError(row_index, j, d);
     HybridOutputs(d);
     AddShapley(d, scale, phi);
     if (inter_ != nullptr) AddInteractions(d, scale);

@@ -20,12 +20,12 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// What the bitmask form (paths_cpu, gpu) computes: SHAP values of the margin and of the
-// linearized probability.
-bool FastFormServes(const InterventionalOptions& o) {
-  return (o.output_space == OutputSpace::kMargin ||
-          o.output_space == OutputSpace::kProbabilityLinearized) &&
-         !o.interactions;
+// What the bitmask form (paths_cpu, gpu) computes: SHAP values of every output space.
+bool FastFormServes(const InterventionalOptions& o) { return !o.interactions; }
+
+// The probability spaces need the LinearizedLayout (each mask's background rows).
+bool NeedsLinearized(const InterventionalOptions& o) {
+  return o.output_space != OutputSpace::kMargin;
 }
 
 }  // namespace
@@ -50,15 +50,14 @@ namespace {
 
 bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
   if (!FastFormServes(o)) return false;
-  return o.output_space != OutputSpace::kProbabilityLinearized ||
-         static_cast<int64_t>(c.layout->paths.size()) * c.background_rows * 2 <=
-             c.max_linearized_layout_bytes;
+  return !NeedsLinearized(o) || static_cast<int64_t>(c.layout->paths.size()) * c.background_rows *
+                                      2 <= c.max_linearized_layout_bytes;
 }
 
 // The linearized layout for a request in that space (null otherwise).
 absl::StatusOr<LinearizedLayoutPtr> LinearizedFor(const InterventionalContext& c,
                                                   const InterventionalOptions& o) {
-  if (o.output_space != OutputSpace::kProbabilityLinearized) return LinearizedLayoutPtr();
+  if (!NeedsLinearized(o)) return LinearizedLayoutPtr();
   return c.linearized->Get(c);
 }
 
@@ -104,7 +103,7 @@ class GpuStrategy final : public InterventionalStrategy {
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
-    if (options.output_space == OutputSpace::kProbabilityLinearized && !gpu_->linearized_enabled()) {
+    if (NeedsLinearized(options) && !gpu_->linearized_enabled()) {
       absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
       if (!ll.ok()) return ll.status();
       if (absl::Status s = gpu_->EnableLinearized(*ll); !s.ok()) return s;

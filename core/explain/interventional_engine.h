@@ -3,16 +3,17 @@
 //
 // ## Strategies (the seam)
 // A strategy is one way to explain a batch (interventional.h for the definitions):
-//   reference   ExplainInterventionalCpu: every output space, every model (the oracle);
+//   reference   ExplainInterventionalCpu: every output space, interactions, every model (the
+//               oracle);
 //   paths_cpu   ExplainInterventionalPathsCpu: the bitmask form over deduplicated background
-//               masks, margins and probability_linearized of models without long paths;
+//               masks, SHAP values of every output space, models without long paths;
 //   gpu         InterventionalGpu: the same form on the GPU.
 // InterventionalStrategyId is the one table of them (InterventionalStrategyName); each has a
 // factory in kInterventionalFactories (interventional_engine.cc), which returns nullptr when the
 // strategy cannot serve the model (no GPU, long paths). At Explain time a forced strategy runs or
 // answers FAILED_PRECONDITION; "auto" takes the first strategy in table order (gpu, paths_cpu,
-// reference) whose Supports(options) is true: the fast forms for margins and
-// probability_linearized, the reference for the exact probability space and interactions. (The
+// reference) whose Supports(options) is true: the fast forms for SHAP values, the reference for
+// interaction values. (The
 // GPU first: a request pays a launch and copies there, tens of microseconds, while one row on the
 // CPU form walks every path's masks: about a millisecond for the paper's medium models.)
 //
@@ -49,13 +50,13 @@ absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::strin
 struct InterventionalEngineOptions {
   bool use_gpu = true;
   std::string strategy = "auto";  // "auto" or a strategy name
-  // The fast forms serve probability_linearized while its layout (paths x background rows x 2
-  // bytes) stays within this; beyond, the reference does (a large model with a 10,000-row
-  // background would need gigabytes).
+  // The fast forms serve the probability spaces while their layout (LinearizedLayout: paths x
+  // background rows x 2 bytes) stays within this; beyond, the reference does (a large model with
+  // a 10,000-row background would need gigabytes).
   int64_t max_linearized_layout_bytes = int64_t{1} << 30;
 };
 
-// The linearized output space's LinearizedLayout of one engine, built on the first request that
+// The probability spaces' LinearizedLayout of one engine, built on the first request that
 // needs it (paths x background rows x 2 bytes; most servers never ask) and shared by its
 // strategies. Thread-safe.
 class LazyLinearizedLayout;

@@ -79,6 +79,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     const int64_t rows = std::max<int64_t>(num_rows, 1);
     int64_t bytes = rows * Width() * 8;
     if (space == OutputSpace::kProbabilityLinearized) bytes += LinearizedBytes(rows);
+    if (Exact(space)) bytes += ExactLayoutFor(rows).bytes;
     return bytes;
   }
 
@@ -107,6 +108,13 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                const InterventionalOptions& options, void* d_workspace,
                                int64_t workspace_bytes, float* d_out,
                                void* stream) const override {
+    return ExplainRows(d_rows, num_rows, 0, options, d_workspace, workspace_bytes, d_out, stream);
+  }
+
+  // ExplainOnDevice of rows numbered from `first_row` (in a refused pair's message).
+  absl::Status ExplainRows(const float* d_rows, int64_t num_rows, int64_t first_row,
+                           const InterventionalOptions& options, void* d_workspace,
+                           int64_t workspace_bytes, float* d_out, void* stream) const {
     IterationRange range;
     if (absl::Status s = CheckOptions(options, &range); !s.ok()) return s;
     const OutputSpace space = options.output_space;
@@ -120,6 +128,10 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     auto* d_acc = static_cast<unsigned long long*>(d_workspace);
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * Width() * 8, s));
+    if (Exact(space)) {
+      return ExplainExact(range, d_rows, num_rows, first_row, reinterpret_cast<char*>(d_workspace),
+                          d_out, s);
+    }
     ik::KernelArgs a = Args(range);
     ik::LinearizedArgs la;
     const double* d_bias = nullptr;
@@ -146,10 +158,14 @@ class InterventionalGpuImpl final : public InterventionalGpu {
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
     const int64_t n = num_rows * Width();
+    // The identity link's probability space: the margin space over the average divisor.
+    const double divisor = space == OutputSpace::kProbability
+                               ? MakeTransformParams(*forest_, range.size()).average_divisor
+                               : 1.0;
     ik::FinishKernel<<<Blocks(n), 256, 0, s>>>(
-        d_acc, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
+        d_acc, nullptr, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
         base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_bias,
-        d_out);
+        divisor, d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }
@@ -181,8 +197,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
       }
       GROVE_CUDA_RETURN(cudaMemcpyAsync(d_rows_.get(), h_rows_.get(), n * F * 4,
                                         cudaMemcpyHostToDevice, stream_));
-      if (absl::Status st = ExplainOnDevice(d_rows_.as<float>(), n, options, workspace_.get(),
-                                            workspace_.bytes(), d_out_.as<float>(), stream_);
+      if (absl::Status st = ExplainRows(d_rows_.as<float>(), n, begin, options, workspace_.get(),
+                                        workspace_.bytes(), d_out_.as<float>(), stream_);
           !st.ok()) {
         return st;
       }
@@ -211,17 +227,132 @@ class InterventionalGpuImpl final : public InterventionalGpu {
  private:
   int64_t Width() const { return ExplainWidth(*forest_, false); }
 
+  // The exact probability space's own kernels (an identity link's is the margin space's).
+  bool Exact(OutputSpace space) const {
+    return space == OutputSpace::kProbability && forest_->objective.link != Link::kIdentity;
+  }
+
+  // The exact space's workspace after the accumulators (each part 256-byte aligned): background
+  // masks (n x paths), the background's linked margins and their mean, the refusal word, and
+  // `warps` teams' ExactScratch arrays. Warps: one per row up to kExactWarps, fewer when their
+  // scratch would pass kExactScratchBytes.
+  struct ExactWorkspace {
+    int64_t warps = 0;
+    ExactScratchSizes sizes{};
+    int64_t z_masks = 0, linked = 0, bias = 0, refused = 0, x_masks = 0, slot_of = 0,
+            slot_feature = 0, partial = 0, table = 0;  // byte offsets
+    int64_t bytes = 0;
+  };
+  static constexpr int64_t kExactWarps = 2048;
+  static constexpr int64_t kExactScratchBytes = int64_t{512} << 20;
+
+  ExactWorkspace ExactLayoutFor(int64_t rows) const {
+    ExactWorkspace w;
+    const int64_t paths = static_cast<int64_t>(layout_->paths.size());
+    const int k = forest_->num_outputs;
+    w.sizes = ExactScratchSizesFor(paths, forest_->num_features, k, 32);
+    const ExactScratchSizes& z = w.sizes;
+    const int64_t per_warp = (z.x_masks + z.slot_of + z.slot_feature) * 4 + (z.partial + z.table) * 8;
+    w.warps = std::clamp<int64_t>(std::min(rows, kExactWarps), 1,
+                                  std::max<int64_t>(1, kExactScratchBytes / per_warp));
+    int64_t at = 0;
+    auto take = [&](int64_t bytes) {
+      const int64_t offset = at;
+      at += (bytes + 255) / 256 * 256;
+      return offset;
+    };
+    const int64_t n = il_->background_rows;
+    w.z_masks = take(n * paths * 4);
+    w.linked = take(n * k * 8);
+    w.bias = take(k * 8);
+    w.refused = take(8);
+    w.x_masks = take(w.warps * z.x_masks * 4);
+    w.slot_of = take(w.warps * z.slot_of * 4);
+    w.slot_feature = take(w.warps * z.slot_feature * 4);
+    w.partial = take(w.warps * z.partial * 8);
+    w.table = take(w.warps * z.table * 8);
+    w.bytes = at + 256;  // the accumulators' end may leave the first part unaligned
+    return w;
+  }
+
+  ExactArgs DeviceExactArgs(const IterationRange& range) const {
+    ExactArgs a = ExactCallArgs(*forest_, static_cast<int64_t>(layout_->paths.size()), range.begin,
+                                range.end);
+    a.elements = elements_.as<PathElement>();
+    a.paths = paths_.as<PathInfo>();
+    a.values = values_.as<double>();
+    a.category_bits = category_bits_.as<uint32_t>();
+    a.base_margin = base_margin_.as<double>();
+    a.weights = weights_.as<double>();
+    return a;
+  }
+
+  // The exact space: background masks and bias, one warp per row, the results; then waits for
+  // `s` to read whether a pair was refused (ExactPairTooWideError, rows numbered from first_row).
+  absl::Status ExplainExact(const IterationRange& range, const float* d_rows, int64_t num_rows,
+                            int64_t first_row, char* d_workspace, float* d_out,
+                            cudaStream_t s) const {
+    const ExactWorkspace w = ExactLayoutFor(num_rows);
+    const int64_t width = Width();
+    auto* d_phi = reinterpret_cast<double*>(d_workspace);  // zeroed by the caller
+    char* base = d_workspace + num_rows * width * 8;
+    base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;
+    const ExactArgs a = DeviceExactArgs(range);
+    const int64_t n = il_->background_rows;
+    const int k = forest_->num_outputs;
+    auto* d_z = reinterpret_cast<uint32_t*>(base + w.z_masks);
+    auto* d_linked = reinterpret_cast<double*>(base + w.linked);
+    auto* d_bias = reinterpret_cast<double*>(base + w.bias);
+    auto* d_refused = reinterpret_cast<unsigned long long*>(base + w.refused);
+    ik::ExactKernelArgs ka;
+    ka.d_rows = d_rows;
+    ka.num_rows = num_rows;
+    ka.d_z_masks = d_z;
+    ka.n = n;
+    ka.d_x_masks = reinterpret_cast<uint32_t*>(base + w.x_masks);
+    ka.d_slot_of = reinterpret_cast<int32_t*>(base + w.slot_of);
+    ka.d_slot_feature = reinterpret_cast<int32_t*>(base + w.slot_feature);
+    ka.d_partial = reinterpret_cast<double*>(base + w.partial);
+    ka.d_table = reinterpret_cast<double*>(base + w.table);
+    ka.sizes = w.sizes;
+    ka.num_warps = w.warps;
+    ka.d_phi = d_phi;
+    ka.acc_width = width;
+    ka.d_refused = d_refused;
+    GROVE_CUDA_RETURN(cudaMemsetAsync(d_refused, 0xff, 8, s));
+    GROVE_CUDA_RETURN(cudaMemsetAsync(ka.d_slot_of, 0xff, w.warps * w.sizes.slot_of * 4, s));
+    GROVE_CUDA_RETURN(cudaMemsetAsync(
+        ka.d_partial, 0, (w.table - w.partial) + w.warps * w.sizes.table * 8, s));
+    const int64_t paths = a.num_paths;
+    ik::ScatterMasksKernel<<<Blocks(paths), 256, 0, s>>>(paths, n, mask_begin_.as<uint32_t>(),
+                                                          masks_.as<uint32_t>(),
+                                                          counts_.as<uint32_t>(),
+                                                          mask_rows_.as<uint16_t>(), d_z);
+    ik::ExactBackgroundKernel<<<Blocks(n), 256, 0, s>>>(a, d_z, n, d_linked);
+    ik::ColumnMeanKernel<<<(k + 31) / 32, 32, 0, s>>>(d_linked, n, k, d_bias);
+    const int64_t blocks = (w.warps + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock;
+    ik::ExactKernel<<<static_cast<unsigned>(blocks), ik::kBlockThreads, 0, s>>>(a, ka);
+    ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(
+        nullptr, d_phi, num_rows, k, forest_->num_features, nullptr, nullptr, nullptr, 0, 0, d_bias,
+        1.0, d_out);
+    GROVE_CUDA_RETURN(cudaGetLastError());
+    unsigned long long refused = 0;
+    GROVE_CUDA_RETURN(cudaMemcpyAsync(&refused, d_refused, 8, cudaMemcpyDeviceToHost, s));
+    GROVE_CUDA_RETURN(cudaStreamSynchronize(s));
+    if (refused == ~0ull) return absl::OkStatus();
+    const int64_t pair = static_cast<int64_t>(refused >> 16);
+    return ExactPairTooWideError(first_row + pair / n, pair % n, static_cast<int>(refused & 0xffff));
+  }
+
   absl::Status CheckOptions(const InterventionalOptions& options, IterationRange* range) const {
-    if (options.output_space == OutputSpace::kProbabilityLinearized) {
-      if (!linearized_enabled()) {
-        return absl::FailedPreconditionError(
-            "interventional_gpu: probability_linearized needs EnableLinearized first");
+    const OutputSpace space = options.output_space;
+    if (space != OutputSpace::kMargin) {
+      if (absl::Status s = CheckOutputSpace(*forest_, space); !s.ok()) return s;
+      if ((space == OutputSpace::kProbabilityLinearized || Exact(space)) && !linearized_enabled()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "interventional_gpu: output space ", OutputSpaceName(space),
+            " needs EnableLinearized first"));
       }
-      if (absl::Status s = CheckOutputSpace(*forest_, options.output_space); !s.ok()) return s;
-    } else if (options.output_space != OutputSpace::kMargin) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "interventional_gpu explains margins and probability_linearized; output space ",
-          OutputSpaceName(options.output_space), " runs on the CPU"));
     }
     if (options.interactions) {
       return absl::FailedPreconditionError(

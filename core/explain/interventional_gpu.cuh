@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/explain/interventional_exact.h"
 #include "core/explain/interventional_paths.h"
 #include "core/explain/paths.h"
 #include "core/model/transform.h"
@@ -260,13 +261,128 @@ __global__ void LinkMeanKernel(TransformParams tp, const double* d_background_ma
   d_bias[k] = s / static_cast<double>(n);
 }
 
-// out[r][c] = acc[r][c] / scale[k] as float; the bias column (c = F of each output block) gets
-// d_bias[k] when given, else base_margin[k] + prefix[end][k] - prefix[begin][k] (the trees of the
-// iteration range).
-__global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, int num_outputs,
-                             int num_features, const double* d_scale, const double* d_base_margin,
+// The 32 lanes of a warp as one team of interventional_exact.h.
+struct WarpTeam {
+  GROVE_HD int rank() const {
+#if defined(__CUDA_ARCH__)
+    return threadIdx.x & 31;
+#else
+    return 0;
+#endif
+  }
+  GROVE_HD int size() const { return 32; }
+  GROVE_HD void Sync() const {
+#if defined(__CUDA_ARCH__)
+    __syncwarp();
+#endif
+  }
+  GROVE_HD uint32_t Ballot(bool b) const {
+#if defined(__CUDA_ARCH__)
+    return __ballot_sync(kAllLanes, b);
+#else
+    return b ? 1u : 0u;
+#endif
+  }
+  GROVE_HD uint32_t Broadcast(uint32_t v, int src) const {
+#if defined(__CUDA_ARCH__)
+    return __shfl_sync(kAllLanes, v, src);
+#else
+    return v;
+#endif
+  }
+  // A fixed tree to lane 0, then lane 0's sum to every lane: the same bits on all of them.
+  GROVE_HD double Sum(double v) const {
+#if defined(__CUDA_ARCH__)
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(kAllLanes, v, offset);
+    return __shfl_sync(kAllLanes, v, 0);
+#else
+    return v;
+#endif
+  }
+};
+
+// Exact probability space (interventional_exact.h): the per-call arrays.
+struct ExactKernelArgs {
+  const float* d_rows = nullptr;
+  int64_t num_rows = 0;
+  const uint32_t* d_z_masks = nullptr;  // background rows x paths
+  int64_t n = 0;                        // background rows
+  // Per warp w: its ExactScratch arrays start at w * the ExactScratchSizes entry of each.
+  uint32_t* d_x_masks = nullptr;
+  int32_t* d_slot_of = nullptr;  // all -1 before the launch
+  int32_t* d_slot_feature = nullptr;
+  double* d_partial = nullptr;  // all 0 before the launch
+  double* d_table = nullptr;    // all 0 before the launch
+  ExactScratchSizes sizes{};
+  int64_t num_warps = 0;                     // warps with scratch (the grid may hold more)
+  double* d_phi = nullptr;                   // num_rows x acc_width, all 0 before the launch
+  int64_t acc_width = 0;
+  unsigned long long* d_refused = nullptr;   // ULLONG_MAX before; min of (pair << 16 | min(d, 65535))
+};
+
+// z_masks of every path (one thread per path).
+__global__ void ScatterMasksKernel(int64_t num_paths, int64_t n, const uint32_t* d_mask_begin,
+                                   const uint32_t* d_masks, const uint32_t* d_counts,
+                                   const uint16_t* d_mask_rows, uint32_t* d_z_masks) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < num_paths;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    ScatterPathMasks(p, num_paths, n, d_mask_begin, d_masks, d_counts, d_mask_rows, d_z_masks);
+  }
+}
+
+// d_linked[j * K ...] = the link of background row j's margin (one thread per row).
+__global__ void ExactBackgroundKernel(ExactArgs a, const uint32_t* d_z_masks, int64_t n,
+                                      double* d_linked) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double* m = d_linked + j * a.num_outputs;
+    ExactMarginFromMasks(a, d_z_masks + j * a.num_paths, m);
+    TransformRow(a.transform, m, m);
+  }
+}
+
+// d_mean[k] = mean over the n rows of d_values[j * K + k], rows in order (one thread per output).
+__global__ void ColumnMeanKernel(const double* d_values, int64_t n, int num_outputs,
+                                 double* d_mean) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= num_outputs) return;
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) s += d_values[j * num_outputs + k];
+  d_mean[k] = s / static_cast<double>(n);
+}
+
+// One warp per row (grid-stride over rows): ExplainExactRow into d_phi; a refused pair is
+// recorded in d_refused and ends its row.
+__global__ void __launch_bounds__(kBlockThreads) ExactKernel(ExactArgs a, ExactKernelArgs k) {
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = k.num_warps;
+  if (warp >= warps) return;
+  const WarpTeam team;
+  const ExactScratchSizes& z = k.sizes;
+  const ExactScratch s{k.d_x_masks + warp * z.x_masks, k.d_slot_of + warp * z.slot_of,
+                       k.d_slot_feature + warp * z.slot_feature, k.d_partial + warp * z.partial,
+                       k.d_table + warp * z.table};
+  for (int64_t row = warp; row < k.num_rows; row += warps) {
+    int d = 0;
+    const int64_t j = ExplainExactRow(team, a, s, k.d_rows + row * a.num_features, k.d_z_masks,
+                                      k.n, k.d_phi + row * k.acc_width, &d);
+    if (j >= 0 && team.rank() == 0) {
+      const unsigned long long pair = static_cast<unsigned long long>(row * k.n + j);
+      atomicMin(k.d_refused, (pair << 16) | static_cast<unsigned long long>(d < 65535 ? d : 65535));
+    }
+  }
+}
+
+// out[r][c] = acc[r][c] / scale[k] / divisor as float (d_phi[r][c] when given: the exact space's
+// double accumulators); the bias column (c = F of each output block) gets d_bias[k] when given,
+// else (base_margin[k] + prefix[end][k] - prefix[begin][k]) / divisor (the trees of the iteration
+// range). `divisor`: 1, or the average divisor of an identity link's probability space.
+__global__ void FinishKernel(const unsigned long long* d_acc, const double* d_phi,
+                             int64_t num_rows, int num_outputs, int num_features,
+                             const double* d_scale, const double* d_base_margin,
                              const double* d_iteration_prefix, int iteration_begin,
-                             int iteration_end, const double* d_bias, float* d_out) {
+                             int iteration_end, const double* d_bias, double divisor,
+                             float* d_out) {
   const int64_t f1 = num_features + 1;
   const int64_t width = num_outputs * f1;
   const int64_t n = num_rows * width;
@@ -274,12 +390,14 @@ __global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, 
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i % width;
     const int k = static_cast<int>(c / f1);
-    double v = static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
+    double v = d_phi != nullptr ? d_phi[i]
+                                : static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
     if (c % f1 == num_features) {
       v = d_bias != nullptr ? d_bias[k]
                             : d_base_margin[k] + d_iteration_prefix[iteration_end * num_outputs + k] -
                                   d_iteration_prefix[iteration_begin * num_outputs + k];
     }
+    if (divisor != 1.0) v /= divisor;
     d_out[i] = static_cast<float>(v);
   }
 }

@@ -19,9 +19,15 @@
 // per (row, path element, mask) grows with the mask's rows); the bias is the mean link of the
 // background's margins. Deterministic as the margin space.
 //
-// Scope: OutputSpace::kMargin and kProbabilityLinearized, models whose paths have at most
-// kWarpLanes elements (Create refuses others with FAILED_PRECONDITION; the CPU strategies serve
-// them); any iteration range.
+// Exact probability space (kProbability, EnableLinearized first): one warp per row runs
+// interventional_exact.h's pair algorithm against every background row in turn (its paths' masks,
+// the Möbius table of the pair's 2^d hybrids and the Shapley sums in a per-warp scratch of the
+// workspace; d <= kMaxExactDifferingFeatures); the bias is the mean link of the background's
+// margins. Deterministic; an identity link's is the margin space over the average divisor.
+//
+// Scope: every output space's SHAP values, models whose paths have at most kWarpLanes elements
+// (Create refuses others with FAILED_PRECONDITION; the CPU strategies serve them); any iteration
+// range. Interaction values run on the CPU reference.
 // Thread-safety: Explain may be called concurrently (serialised on the engine's workspace);
 // ExplainOnDevice is reentrant (the caller owns the workspace and the stream).
 #pragma once
@@ -54,17 +60,20 @@ class InterventionalGpu {
     return WorkspaceBytes(num_rows, OutputSpace::kMargin);
   }
 
-  // The linearized output space (OutputSpace::kProbabilityLinearized) needs `ll` (built from this
-  // engine's layouts and background) on the device: the first call uploads it, later ones return
-  // at once. Until then ExplainOnDevice refuses that space (FAILED_PRECONDITION). Thread-safe.
+  // The probability spaces (kProbabilityLinearized; kProbability unless the link is the identity)
+  // need `ll` (built from this engine's layouts and background) on the device: the first call
+  // uploads it, later ones return at once. Until then ExplainOnDevice refuses those spaces
+  // (FAILED_PRECONDITION). Thread-safe.
   virtual absl::Status EnableLinearized(LinearizedLayoutPtr ll) = 0;
   virtual bool linearized_enabled() const = 0;
 
   // Device-level entry: d_rows (num_rows x num_features, dense) and d_out (num_rows x
   // ExplainWidth(forest, false), dense) on this engine's GPU; d_workspace holds at least
-  // WorkspaceBytes(num_rows) bytes. Enqueued on `stream` (a cudaStream_t of that GPU); returns
-  // once enqueued, without synchronising. Checks options (INVALID_ARGUMENT / FAILED_PRECONDITION)
-  // before enqueuing anything. Deterministic.
+  // WorkspaceBytes(num_rows, space) bytes. Enqueued on `stream` (a cudaStream_t of that GPU);
+  // returns once enqueued, without synchronising -- except the exact probability space, which
+  // waits for `stream` to learn whether a pair was over the limit (ExactPairTooWideError; `d_out`
+  // is then incomplete). Checks options (INVALID_ARGUMENT / FAILED_PRECONDITION) before enqueuing
+  // anything. Deterministic.
   virtual absl::Status ExplainOnDevice(const float* d_rows, int64_t num_rows,
                                        const InterventionalOptions& options, void* d_workspace,
                                        int64_t workspace_bytes, float* d_out,

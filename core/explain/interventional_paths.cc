@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
+#include "core/explain/interventional_exact.h"
 #include "core/model/forest.h"
 #include "core/predict/traverse.h"
 
@@ -136,6 +138,83 @@ std::vector<double> BackgroundMargins(const Forest& forest, const std::vector<in
   return m;
 }
 
+// The exact space's per-call arguments, host pointers.
+ExactArgs HostExactArgs(const Forest& forest, const PathLayout& layout,
+                        const InterventionalLayout& il, const IterationRange& range) {
+  ExactArgs a = ExactCallArgs(forest, static_cast<int64_t>(layout.paths.size()), range.begin,
+                              range.end);
+  a.elements = layout.elements.data();
+  a.paths = layout.paths.data();
+  a.values = layout.values.data();
+  a.category_bits = layout.category_bits.data();
+  a.base_margin = forest.base_margin.data();
+  a.weights = il.weights.data();
+  return a;
+}
+
+// Every background row's mask per path (row-major), from the layouts.
+std::vector<uint32_t> BackgroundRowMasks(const InterventionalLayout& il,
+                                         const LinearizedLayout& ll, int64_t num_paths) {
+  std::vector<uint32_t> z(ll.background_rows * num_paths, 0);
+  for (int64_t p = 0; p < num_paths; ++p) {
+    ScatterPathMasks(p, num_paths, ll.background_rows, il.mask_begin.data(), il.masks.data(),
+                     il.counts.data(), ll.mask_rows.data(), z.data());
+  }
+  return z;
+}
+
+// Bias of the exact space: the mean over the background of the link of its margin (as the GPU's
+// kernels: margins by paths, rows in order).
+std::vector<double> ExactBias(const ExactArgs& a, const std::vector<uint32_t>& z, int64_t n) {
+  std::vector<double> bias(a.num_outputs, 0.0), m(a.num_outputs);
+  for (int64_t j = 0; j < n; ++j) {
+    ExactMarginFromMasks(a, z.data() + j * a.num_paths, m.data());
+    TransformRow(a.transform, m.data(), m.data());
+    for (int k = 0; k < a.num_outputs; ++k) bias[k] += m[k];
+  }
+  for (double& b : bias) b /= static_cast<double>(n);
+  return bias;
+}
+
+// OutputSpace::kProbability with a non-identity link: ExplainExactRow per row, one thread each.
+absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
+                             const InterventionalLayout& il, const LinearizedLayout& ll,
+                             const IterationRange& range, RowsView rows, MatrixView<float> out,
+                             ThreadPool* pool) {
+  const ExactArgs a = HostExactArgs(forest, layout, il, range);
+  const std::vector<uint32_t> z = BackgroundRowMasks(il, ll, a.num_paths);
+  const int64_t n = ll.background_rows;
+  const std::vector<double> bias = ExactBias(a, z, n);
+  const int64_t f1 = forest.num_features + 1;
+  const ExactScratchSizes sizes = ExactScratchSizesFor(a.num_paths, a.num_features, a.num_outputs, 1);
+  std::mutex mu;
+  int64_t failed_row = rows.rows;  // the first failing row wins, as in the reference
+  absl::Status failure;
+  ParallelFor(pool, rows.rows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<uint32_t> x_masks(sizes.x_masks);
+    std::vector<int32_t> slot_of(sizes.slot_of, -1), slot_feature(sizes.slot_feature);
+    std::vector<double> partial(sizes.partial, 0.0), table(sizes.table, 0.0);
+    const ExactScratch s{x_masks.data(), slot_of.data(), slot_feature.data(), partial.data(),
+                         table.data()};
+    std::vector<double> phi(a.num_outputs * f1);
+    for (int64_t r = begin; r < end; ++r) {
+      std::fill(phi.begin(), phi.end(), 0.0);
+      int d = 0;
+      const int64_t j = ExplainExactRow(SerialTeam(), a, s, rows.Row(r), z.data(), n, phi.data(), &d);
+      if (j >= 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (r < failed_row) {
+          failed_row = r;
+          failure = ExactPairTooWideError(r, j, d);
+        }
+        return;
+      }
+      StoreExplainedRow(bias, f1, phi.data(), nullptr, out.Row(r));
+    }
+  });
+  return failure;
+}
+
 }  // namespace
 
 absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layout,
@@ -226,16 +305,27 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
                                            MatrixView<float> out, ThreadPool* pool,
                                            const LinearizedLayout* linearized) {
   if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
-  const bool lin = options.output_space == OutputSpace::kProbabilityLinearized;
-  if ((options.output_space != OutputSpace::kMargin && !(lin && linearized != nullptr)) ||
-      options.interactions || !layout.long_paths.empty()) {
+  const OutputSpace space = options.output_space;
+  const bool lin = space == OutputSpace::kProbabilityLinearized;
+  // The exact space of an identity link is the margin's values over the average divisor.
+  const bool identity = forest.objective.link == Link::kIdentity;
+  const bool exact = space == OutputSpace::kProbability && !identity;
+  if (((lin || exact) && linearized == nullptr) || options.interactions ||
+      !layout.long_paths.empty()) {
     return absl::FailedPreconditionError(
         "the path form of interventional SHAP explains margins (and, with its linearized "
-        "layout, probability_linearized), not interactions, of models whose paths have at most "
+        "layout, both probability spaces), not interactions, of models whose paths have at most "
         "32 elements");
   }
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
+  if (exact) {
+    return ExplainExactCpu(forest, layout, il, *linearized, range, rows, out, pool);
+  }
+  // kProbability with an identity link: the margin values and bias, divided by this.
+  const double divisor = space == OutputSpace::kProbability
+                             ? MakeTransformParams(forest, range.size()).average_divisor
+                             : 1.0;
   std::vector<uint32_t> paths;
   for (uint32_t p = 0; p < layout.paths.size(); ++p) {
     const int it = layout.paths[p].iteration;
@@ -261,12 +351,18 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
     }
     for (double& b : bias) b /= static_cast<double>(linearized->background_rows);
   }
+  if (divisor != 1.0) {
+    for (double& b : bias) b /= divisor;
+  }
   ParallelFor(pool, rows.rows, 1, [&](int64_t begin, int64_t end) {
     std::vector<double> phi(k * f1), margin(k), rho;
     for (int64_t r = begin; r < end; ++r) {
       std::fill(phi.begin(), phi.end(), 0.0);
       if (!lin) {
         for (uint32_t p : paths) AddPath(layout, il, p, rows.Row(r), f1, phi.data());
+        if (divisor != 1.0) {
+          for (double& v : phi) v /= divisor;
+        }
       } else {
         const int64_t n = linearized->background_rows;
         std::fill(margin.begin(), margin.end(), 0.0);

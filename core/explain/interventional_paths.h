@@ -115,9 +115,9 @@ absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& 
                                                                   RowsView background,
                                                                   ThreadPool* pool);
 
-// What OutputSpace::kProbabilityLinearized needs besides InterventionalLayout: its factor depends
-// on each pair's two margins, so a mask's background rows cannot be merged into a count; the rows
-// of each mask are kept instead. Path p's rows, ordered by mask (InterventionalLayout order), are
+// What the probability spaces need besides InterventionalLayout: kProbabilityLinearized's factor
+// depends on each pair's two margins, so a mask's background rows cannot be merged into a count,
+// and kProbability needs every background row's own masks; the rows of each mask are kept. Path p's rows, ordered by mask (InterventionalLayout order), are
 // mask_rows[p * background_rows ...]: mask m's are the next counts[m] after p's earlier masks'.
 // Built on first use (paths x background rows x 2 bytes). Immutable once built.
 struct LinearizedLayout {
@@ -138,10 +138,12 @@ std::vector<double> InterventionalBias(const Forest& forest, const Interventiona
                                        int begin, int end);
 
 // CPU twin of the GPU kernel: SHAP values of `rows` from the layouts, in double, multi-threaded
-// over rows. OutputSpace::kMargin, and kProbabilityLinearized with `linearized` (each mask's rows
-// weighted by their pair's LinearizedFactor instead of counted); models without long paths, no
-// interactions (FAILED_PRECONDITION otherwise); other checks as ExplainInterventionalCpu.
-// Deterministic.
+// over rows. OutputSpace::kMargin; kProbabilityLinearized with `linearized` (each mask's rows
+// weighted by their pair's LinearizedFactor instead of counted); kProbability with `linearized`
+// (its rows per mask give every background row's masks: interventional_exact.h; an identity link
+// needs none: the margin's values over the average divisor). Models without long paths, no
+// interactions (FAILED_PRECONDITION otherwise); other checks as ExplainInterventionalCpu, and the
+// exact space's pairs as the reference's (ExactPairTooWideError). Deterministic.
 absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayout& layout,
                                            const InterventionalLayout& il, RowsView rows,
                                            const InterventionalOptions& options,

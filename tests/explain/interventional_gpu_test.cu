@@ -1,7 +1,7 @@
 // GPU interventional SHAP (core/explain/interventional_gpu.h) against the CPU reference on seeded
-// random forests and every corpus case, iteration ranges, run-to-run bitwise identity, the
-// device-level entry with a caller-owned workspace, and refusals. Label gpu: every test skips
-// cleanly when no CUDA device is visible.
+// random forests and every corpus case, in every output space, iteration ranges, run-to-run
+// bitwise identity, the device-level entry with a caller-owned workspace, and refusals. Label gpu:
+// every test skips cleanly when no CUDA device is visible.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -99,18 +99,38 @@ void EnableLinearized(InterventionalGpu& gpu, const Forest& f, const std::vector
   EXPECT_TRUE(gpu.linearized_enabled());
 }
 
-// shap's model_output="probability" (probability_linearized) on the GPU: random forests with a
-// sigmoid and an exp link (multi-output: each output its own), iteration ranges, and every
-// corpus case whose link allows it.
-TEST(InterventionalGpuTest, LinearizedMatchesTheReference) {
-  SKIP_WITHOUT_GPU();
+// The GPU in `io`'s space against the reference: the same values (and the same values on a second
+// run, bit for bit), or the same refusal. Returns whether values were compared.
+bool ExpectGpuLikeTheReference(InterventionalGpu& gpu, const Forest& f,
+                               const std::vector<float>& rows, const std::vector<float>& bg,
+                               const InterventionalOptions& io, const std::string& what) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = ExplainWidth(f, false);
+  std::vector<float> got(n * width), again(n * width);
+  const RowsView rv = MakeRowsView(rows.data(), n, f.num_features);
+  const absl::Status s = gpu.Explain(rv, io, MakeMatrixView(got.data(), n, width));
+  if (!testing::ExpectLikeTheReference(s.ok() ? absl::StatusOr<std::vector<float>>(got) : s, f,
+                                       rows, bg, io, kTolerance, what)) {
+    return false;
+  }
+  EXPECT_TRUE(gpu.Explain(rv, io, MakeMatrixView(again.data(), n, width)).ok());
+  EXPECT_EQ(again, got) << what << ": run to run";
+  return true;
+}
+
+// A probability space on the GPU against the reference: seeded forests with every link the space
+// allows (testing::ProbabilityLinks; refused before EnableLinearized), two iteration ranges, then
+// every corpus case whose link allows it; each compared twice (run-to-run identity). Pairs over
+// the exact space's limit are refused as the reference refuses them.
+void ExpectSpaceLikeTheReference(OutputSpace space, int64_t background_rows) {
   InterventionalOptions io;
-  io.output_space = OutputSpace::kProbabilityLinearized;
+  io.output_space = space;
+  int compared = 0;
   for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
-    for (Link link : {Link::kSigmoid, Link::kExp}) {
+    for (Link link : testing::ProbabilityLinks(o, space)) {
       ForestPtr f = WithLink(*MakeRandomForest(o), link);
-      const std::vector<float> rows = MakeRandomRows(*f, 37, o.seed + 10);
-      const std::vector<float> bg = MakeRandomRows(*f, 100, o.seed + 20);
+      const std::vector<float> rows = MakeRandomRows(*f, 37, o.seed + 10);  // not a multiple of 8
+      const std::vector<float> bg = MakeRandomRows(*f, background_rows, o.seed + 20);
       std::unique_ptr<InterventionalGpu> gpu = MakeGpu(f, bg);
       ASSERT_NE(gpu, nullptr);
       EXPECT_FALSE(gpu->linearized_enabled());
@@ -123,31 +143,78 @@ TEST(InterventionalGpuTest, LinearizedMatchesTheReference) {
       for (int begin : {0, 1}) {
         io.iteration_begin = begin;
         io.iteration_end = begin == 0 ? 0 : 3;
-        const std::vector<float> got = Gpu(*gpu, *f, rows, io);
-        ExpectNearReference(got, InterventionalReference(*f, rows, bg, io), kTolerance,
-                            absl::StrCat("seed ", o.seed, " link ", static_cast<int>(link),
-                                         " begin ", begin));
-        EXPECT_EQ(Gpu(*gpu, *f, rows, io), got) << "run to run";
+        compared += ExpectGpuLikeTheReference(
+            *gpu, *f, rows, bg, io,
+            absl::StrCat("seed ", o.seed, " link ", static_cast<int>(link), " begin ", begin));
       }
     }
   }
+  EXPECT_GT(compared, 12);
   if (testing::CorpusCaseDirs().empty()) return;
   io = {};
-  io.output_space = OutputSpace::kProbabilityLinearized;
-  int cases = 0;
+  io.output_space = space;
+  compared = 0;
   for (const auto& k : testing::InterventionalCorpus(100, 20)) {
     absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*k.forest);
     ASSERT_TRUE(l.ok());
-    if (!(*l)->long_paths.empty() || !CheckOutputSpace(*k.forest, io.output_space).ok()) continue;
+    if (!(*l)->long_paths.empty() || !CheckOutputSpace(*k.forest, space).ok()) continue;
     std::unique_ptr<InterventionalGpu> gpu = MakeGpu(k.forest, k.background);
     ASSERT_NE(gpu, nullptr) << k.c.name;
     EnableLinearized(*gpu, *k.forest, k.background);
-    ExpectNearReference(Gpu(*gpu, *k.forest, k.rows, io),
-                        InterventionalReference(*k.forest, k.rows, k.background, io), kTolerance,
-                        k.c.name);
-    ++cases;
+    compared += ExpectGpuLikeTheReference(*gpu, *k.forest, k.rows, k.background, io, k.c.name);
   }
-  EXPECT_GT(cases, 5);
+  EXPECT_GT(compared, 5);
+}
+
+// shap's model_output="probability" (probability_linearized).
+TEST(InterventionalGpuTest, LinearizedMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  ExpectSpaceLikeTheReference(OutputSpace::kProbabilityLinearized, 100);
+}
+
+// The exact probability space (interventional_exact.h, a warp per row).
+TEST(InterventionalGpuTest, ExactMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  ExpectSpaceLikeTheReference(OutputSpace::kProbability, 20);
+}
+
+// A pair over kMaxExactDifferingFeatures: refused with the reference's words, the row numbered in
+// the whole call; the identity link's probability space needs no linearized layout.
+TEST(InterventionalGpuTest, ExactRefusalsAndTheIdentityLink) {
+  SKIP_WITHOUT_GPU();
+  const int F = kMaxExactDifferingFeatures + 1;
+  HandForest h(F);
+  h.forest.objective.link = Link::kSigmoid;
+  for (int i = 0; i < F; ++i) h.AddTree({h.Split(i, 0.5f, 1, 2, 2), h.Leaf(0.0, 1), h.Leaf(1.0, 1)});
+  ForestPtr wide = h.Build();
+  const std::vector<float> ones(F, 1.0f), zeros(F, 0.0f);
+  std::vector<float> rows;
+  for (int r = 0; r < 40; ++r) rows.insert(rows.end(), ones.begin(), ones.end());
+  std::vector<float> bg = ones;
+  bg.insert(bg.end(), ones.begin(), ones.end());
+  bg[F + 3] = 0.0f;
+  std::unique_ptr<InterventionalGpu> gpu = MakeGpu(wide, bg);
+  ASSERT_NE(gpu, nullptr);
+  EnableLinearized(*gpu, *wide, bg);
+  InterventionalOptions io;
+  io.output_space = OutputSpace::kProbability;
+  EXPECT_TRUE(ExpectGpuLikeTheReference(*gpu, *wide, rows, bg, io, "close pairs"));
+  std::copy(zeros.begin(), zeros.end(), rows.begin() + 33 * F);  // row 33 differs everywhere
+  std::copy(zeros.begin(), zeros.end(), rows.begin() + 35 * F);
+  EXPECT_FALSE(ExpectGpuLikeTheReference(*gpu, *wide, rows, bg, io, "row 33"));
+  std::vector<float> out(40 * (F + 1));
+  const absl::Status s = gpu->Explain(MakeRowsView(rows.data(), 40, F), io,
+                                      MakeMatrixView(out.data(), 40, F + 1));
+  EXPECT_NE(s.message().find("row 33, background row 0"), std::string::npos) << s;
+
+  RandomForestOptions ro;
+  ro.seed = 9;
+  ForestPtr f = MakeRandomForest(ro);  // identity link
+  const std::vector<float> r = MakeRandomRows(*f, 25, 1), b = MakeRandomRows(*f, 30, 2);
+  std::unique_ptr<InterventionalGpu> plain = MakeGpu(f, b);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_TRUE(ExpectGpuLikeTheReference(*plain, *f, r, b, io, "identity link"));
+  EXPECT_FALSE(plain->linearized_enabled());
 }
 
 TEST(InterventionalGpuTest, RunToRunBitwiseIdentical) {
@@ -187,7 +254,7 @@ TEST(InterventionalGpuTest, DeviceEntryWithCallerWorkspace) {
   EXPECT_EQ(gpu->ExplainOnDevice(d_rows, 50, {}, d_ws, ws - 1, d_out, stream).code(),
             absl::StatusCode::kInvalidArgument);
   InterventionalOptions prob;
-  prob.output_space = OutputSpace::kProbability;
+  prob.output_space = OutputSpace::kProbabilityLinearized;  // before EnableLinearized
   EXPECT_EQ(gpu->ExplainOnDevice(d_rows, 50, prob, d_ws, ws, d_out, stream).code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(gpu->ExplainOnDevice(d_rows, 50, {}, d_ws, ws, d_out, stream).ok());
@@ -201,29 +268,8 @@ TEST(InterventionalGpuTest, DeviceEntryWithCallerWorkspace) {
   cudaFree(d_ws);
 }
 
-TEST(InterventionalGpuTest, EngineRunsMarginsOnTheGpu) {
-  SKIP_WITHOUT_GPU();
-  ForestPtr f = MakeRandomForest({});
-  const std::vector<float> rows = MakeRandomRows(*f, 20, 5);
-  const std::vector<float> bg = MakeRandomRows(*f, 30, 6);
-  ThreadPool pool(2);
-  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
-      f, nullptr, MakeRowsView(bg.data(), 30, f->num_features), {}, &pool);
-  ASSERT_TRUE(e.ok()) << e.status();
-  const int64_t width = ExplainWidth(*f, false);
-  std::vector<float> out(20 * width);
-  RunInfo info;
-  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 20, f->num_features), {},
-                            MakeMatrixView(out.data(), 20, width), &info)
-                  .ok());
-  EXPECT_EQ(info.strategy, "interventional_gpu");
-  EXPECT_EQ(info.device, "cuda:0");
-  ExpectNearReference(out, InterventionalReference(*f, rows, bg), kTolerance, "engine");
-}
-
-TEST(InterventionalGpuTest, EngineRunsLinearizedProbabilitiesOnTheGpu) {
-  SKIP_WITHOUT_GPU();
-  ForestPtr f = WithLink(*MakeRandomForest({}), Link::kSigmoid);
+// The engine's "auto" runs `space` on the GPU, with the reference's values.
+void ExpectTheEngineOnTheGpu(ForestPtr f, OutputSpace space) {
   const std::vector<float> rows = MakeRandomRows(*f, 20, 5);
   const std::vector<float> bg = MakeRandomRows(*f, 30, 6);
   ThreadPool pool(2);
@@ -232,14 +278,27 @@ TEST(InterventionalGpuTest, EngineRunsLinearizedProbabilitiesOnTheGpu) {
   ASSERT_TRUE(e.ok()) << e.status();
   const int64_t width = ExplainWidth(*f, false);
   InterventionalOptions o;
-  o.output_space = OutputSpace::kProbabilityLinearized;
+  o.output_space = space;
   std::vector<float> out(20 * width);
   RunInfo info;
   ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 20, f->num_features), o,
                             MakeMatrixView(out.data(), 20, width), &info)
                   .ok());
-  EXPECT_EQ(info.strategy, "interventional_gpu");
-  ExpectNearReference(out, InterventionalReference(*f, rows, bg, o), kTolerance, "engine");
+  EXPECT_EQ(info.strategy, "interventional_gpu") << OutputSpaceName(space);
+  EXPECT_EQ(info.device, "cuda:0");
+  ExpectNearReference(out, InterventionalReference(*f, rows, bg, o), kTolerance,
+                      OutputSpaceName(space));
+}
+
+TEST(InterventionalGpuTest, EngineRunsEveryOutputSpaceOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  ExpectTheEngineOnTheGpu(MakeRandomForest({}), OutputSpace::kMargin);
+  ExpectTheEngineOnTheGpu(WithLink(*MakeRandomForest({}), Link::kSigmoid),
+                          OutputSpace::kProbabilityLinearized);
+  RandomForestOptions three;
+  three.num_outputs = 3;
+  ExpectTheEngineOnTheGpu(WithLink(*MakeRandomForest(three), Link::kSoftmax),
+                          OutputSpace::kProbability);
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ TEST(InterventionalPathsTest, LinearizedMatchesTheReference) {
   InterventionalOptions io;
   io.output_space = OutputSpace::kProbabilityLinearized;
   for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
-    for (Link link : {Link::kSigmoid, Link::kExp}) {
+    for (Link link : testing::ProbabilityLinks(o, io.output_space)) {
       ForestPtr f = WithLink(*MakeRandomForest(o), link);
       const std::vector<float> rows = MakeRandomRows(*f, 8, o.seed + 10);
       const std::vector<float> bg = MakeRandomRows(*f, 30, o.seed + 20);
@@ -183,12 +183,98 @@ TEST(InterventionalPathsTest, LinearizedMatchesTheReference) {
   EXPECT_GT(cases, 5);
 }
 
+// Runs the path form and the reference in `o`'s space; expects the same values, or the same
+// refusal (a pair over kMaxExactDifferingFeatures). Returns whether values were compared.
+bool ExpectExactLikeTheReference(const Forest& f, const std::vector<float>& rows,
+                                 const std::vector<float>& bg, const InterventionalOptions& o,
+                                 ThreadPool* pool, const std::string& what) {
+  const Layouts l = Build(f, bg, pool);
+  const LinearizedLayoutPtr ll = BuildLinearized(f, l, bg);
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = ExplainWidth(f, false);
+  std::vector<float> got(n * width);
+  const absl::Status s = ExplainInterventionalPathsCpu(
+      f, *l.layout, *l.il, MakeRowsView(rows.data(), n, f.num_features), o,
+      MakeMatrixView(got.data(), n, width), pool, ll.get());
+  return testing::ExpectLikeTheReference(s.ok() ? absl::StatusOr<std::vector<float>>(got) : s, f,
+                                         rows, bg, o, 1e-6, what);
+}
+
+// The exact probability space (interventional_exact.h) against the reference: sigmoid and exp on
+// single-output forests, softmax on multi-output ones, iteration ranges.
+TEST(InterventionalPathsTest, ExactMatchesTheReference) {
+  ThreadPool pool(2);
+  InterventionalOptions io;
+  io.output_space = OutputSpace::kProbability;
+  int compared = 0;
+  for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
+    for (Link link : testing::ProbabilityLinks(o, io.output_space)) {
+      ForestPtr f = WithLink(*MakeRandomForest(o), link);
+      const std::vector<float> rows = MakeRandomRows(*f, 6, o.seed + 10);
+      const std::vector<float> bg = MakeRandomRows(*f, 20, o.seed + 20);
+      for (int begin : {0, 1}) {
+        io.iteration_begin = begin;
+        io.iteration_end = begin == 0 ? 0 : 3;
+        compared += ExpectExactLikeTheReference(
+            *f, rows, bg, io, &pool,
+            absl::StrCat("seed ", o.seed, " link ", static_cast<int>(link), " begin ", begin));
+      }
+    }
+  }
+  EXPECT_GT(compared, 12);
+}
+
+// Every corpus case whose link has a probability (categorical, dart, multi-class, LightGBM rules),
+// 5 rows against 25 background rows; cases with a pair over the limit are refused alike.
+TEST(InterventionalPathsTest, ExactCorpusMatchesTheReference) {
+  if (testing::CorpusCaseDirs().empty()) GTEST_SKIP() << "no corpus found";
+  ThreadPool pool(2);
+  InterventionalOptions io;
+  io.output_space = OutputSpace::kProbability;
+  int compared = 0;
+  for (const auto& k : testing::InterventionalCorpus(25, 5)) {
+    if (!CheckOutputSpace(*k.forest, io.output_space).ok()) continue;
+    absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*k.forest);
+    if (!layout.ok() || !(*layout)->long_paths.empty()) continue;
+    compared += ExpectExactLikeTheReference(*k.forest, k.rows, k.background, io, &pool, k.c.name);
+  }
+  EXPECT_GT(compared, 5);
+}
+
+// A pair over the limit is refused with the reference's words; equal rows are not.
+TEST(InterventionalPathsTest, ExactRefusesPairsOverTheLimitAsTheReference) {
+  const int F = kMaxExactDifferingFeatures + 1;
+  HandForest h(F);
+  h.forest.objective.link = Link::kSigmoid;
+  for (int i = 0; i < F; ++i) h.AddTree({h.Split(i, 0.5f, 1, 2, 2), h.Leaf(0.0, 1), h.Leaf(1.0, 1)});
+  ForestPtr wide = h.Build();
+  InterventionalOptions io;
+  io.output_space = OutputSpace::kProbability;
+  const std::vector<float> ones(F, 1.0f), zeros(F, 0.0f);
+  std::vector<float> rows = ones;
+  rows.insert(rows.end(), ones.begin(), ones.end());
+  std::vector<float> bg = ones;
+  EXPECT_TRUE(ExpectExactLikeTheReference(*wide, rows, bg, io, nullptr, "equal rows"));
+  rows.insert(rows.end(), zeros.begin(), zeros.end());  // row 2 differs from background row 1
+  bg.insert(bg.end(), ones.begin(), ones.end());
+  bg[F + 3] = 0.0f;
+  EXPECT_FALSE(ExpectExactLikeTheReference(*wide, rows, bg, io, nullptr, "row 2"));
+  const Layouts l = Build(*wide, bg, nullptr);
+  const LinearizedLayoutPtr ll = BuildLinearized(*wide, l, bg);
+  std::vector<float> out(3 * (F + 1));
+  const absl::Status s = ExplainInterventionalPathsCpu(
+      *wide, *l.layout, *l.il, MakeRowsView(rows.data(), 3, F), io,
+      MakeMatrixView(out.data(), 3, F + 1), nullptr, ll.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("row 2, background row 0"), std::string::npos) << s;
+}
+
 TEST(InterventionalPathsTest, RefusesWhatTheKernelDoesNot) {
-  ForestPtr f = MakeDepth2Tree();
+  ForestPtr f = WithLink(*MakeDepth2Tree(), Link::kSigmoid);
   const Layouts l = Build(*f, {0, 0}, nullptr);
   std::vector<float> rows = {0, 1}, out(3);
   InterventionalOptions o;
-  o.output_space = OutputSpace::kProbability;
+  o.output_space = OutputSpace::kProbability;  // without its layout
   EXPECT_EQ(ExplainInterventionalPathsCpu(*f, *l.layout, *l.il, MakeRowsView(rows.data(), 1, 2), o,
                                           MakeMatrixView(out.data(), 1, 3), nullptr)
                 .code(),

@@ -34,6 +34,11 @@ std::vector<RandomForestOptions> InterventionalForestOptions() {
   return all;
 }
 
+std::vector<Link> ProbabilityLinks(const RandomForestOptions& options, OutputSpace space) {
+  if (space == OutputSpace::kProbability && options.num_outputs > 1) return {Link::kSoftmax};
+  return {Link::kSigmoid, Link::kExp};
+}
+
 std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_rows,
                                                            int64_t explained_rows,
                                                            int max_features) {
@@ -58,9 +63,9 @@ std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_ro
   return cases;
 }
 
-std::vector<float> InterventionalReference(const Forest& forest, const std::vector<float>& rows,
-                                           const std::vector<float>& background,
-                                           const InterventionalOptions& options) {
+absl::StatusOr<std::vector<float>> InterventionalReferenceOrStatus(
+    const Forest& forest, const std::vector<float>& rows, const std::vector<float>& background,
+    const InterventionalOptions& options) {
   const int F = forest.num_features;
   const int64_t n = static_cast<int64_t>(rows.size()) / F;
   const int64_t width = ExplainWidth(forest, false);
@@ -68,9 +73,29 @@ std::vector<float> InterventionalReference(const Forest& forest, const std::vect
   absl::Status s = ExplainInterventionalCpu(
       forest, MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F),
       MakeRowsView(rows.data(), n, F), options, MakeMatrixView(out.data(), n, width), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  if (!s.ok()) out.clear();
+  if (!s.ok()) return s;
   return out;
+}
+
+std::vector<float> InterventionalReference(const Forest& forest, const std::vector<float>& rows,
+                                           const std::vector<float>& background,
+                                           const InterventionalOptions& options) {
+  absl::StatusOr<std::vector<float>> out =
+      InterventionalReferenceOrStatus(forest, rows, background, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : std::vector<float>();
+}
+
+bool ExpectLikeTheReference(const absl::StatusOr<std::vector<float>>& got, const Forest& forest,
+                            const std::vector<float>& rows, const std::vector<float>& background,
+                            const InterventionalOptions& options, double tol,
+                            const std::string& what) {
+  const absl::StatusOr<std::vector<float>> want =
+      InterventionalReferenceOrStatus(forest, rows, background, options);
+  EXPECT_EQ(got.status(), want.status()) << what;
+  if (!got.ok() || !want.ok()) return false;
+  ExpectNearReference(*got, *want, tol, what);
+  return true;
 }
 
 void ExpectNearReference(const std::vector<float>& got, const std::vector<float>& want, double tol,

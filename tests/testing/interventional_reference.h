@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/explain/interventional.h"
 #include "tests/testing/corpus.h"
 #include "core/model/forest.h"
@@ -18,6 +19,10 @@ namespace grove::testing {
 // zero, truncated categories), repeated features on a path, multi-output scalar trees, vector
 // leaves, dart-like tree weights and deep trees (paths of up to 31 distinct features).
 std::vector<RandomForestOptions> InterventionalForestOptions();
+
+// The links a seeded forest is explained with in a probability space: sigmoid and exp (each
+// output its own), and for the exact space softmax instead on multi-output forests.
+std::vector<Link> ProbabilityLinks(const RandomForestOptions& options, OutputSpace space);
 
 // A corpus case split for interventional tests: the model, `background` = the first rows of X.csv
 // and `rows` = the next ones (GroveRows: doubles routed as the library routes them).
@@ -35,10 +40,22 @@ std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_ro
                                                            int max_features = 0);
 
 // ExplainInterventionalCpu of `rows` against `background` (both row-major, forest.num_features
-// columns); the test fails (and the result is empty) when it does not succeed.
+// columns), or its error.
+absl::StatusOr<std::vector<float>> InterventionalReferenceOrStatus(
+    const Forest& forest, const std::vector<float>& rows, const std::vector<float>& background,
+    const InterventionalOptions& options = {});
+
+// The same; the test fails (and the result is empty) when it does not succeed.
 std::vector<float> InterventionalReference(const Forest& forest, const std::vector<float>& rows,
                                            const std::vector<float>& background,
                                            const InterventionalOptions& options = {});
+
+// Another engine's result `got` against the reference's: the same error, or values within `tol`
+// (ExpectNearReference). Returns whether values were compared.
+bool ExpectLikeTheReference(const absl::StatusOr<std::vector<float>>& got, const Forest& forest,
+                            const std::vector<float>& rows, const std::vector<float>& background,
+                            const InterventionalOptions& options, double tol,
+                            const std::string& what);
 
 // Expects |got - want| <= tol * max(1, |want|) entry by entry (and equal sizes); `what` names the
 // case in failures.
