@@ -9,7 +9,8 @@
 // first); the first --shap-rows for SHAP values, the first --interaction-rows for interactions.
 // Grove: TreeShapGpu::ExplainOnDevice (engine level: layout resident, rows on the device, results
 // left there as float: zeroing the fixed-point accumulator, the kernel, the conversion), once per
-// path precision: float, double, and auto (the load-time choice from the error bound, shown).
+// path arithmetic: float and double with the composite UNWIND, float and double top-down, and auto
+// (the load-time choice from the error bounds, shown in the note column).
 // GPUTreeShap (built only when CMake finds gpu_treeshap.h, GROVE_GPUTREESHAP_DIR): Grove's binned
 // paths converted element by element (numeric intervals and the NaN direction; models with
 // LightGBM zero-as-missing or categorical elements, or vector leaves, cannot be expressed), its
@@ -126,7 +127,8 @@ void RunGrove(const PathLayoutPtr& layout, TreeShapPrecision precision, const fl
       continue;
     }
     const bool inter = kind == 1;
-    s.note = (*gpu)->UsesFloat(inter) ? "float" : "double";
+    s.note = absl::StrCat((*gpu)->UsesFloat(inter) ? "float" : "double",
+                          (*gpu)->UsesTopDown(inter) ? " top-down" : "");
     const int64_t f1 = layout->num_features + 1;
     const int64_t width = layout->num_outputs * (inter ? f1 * f1 : f1);
     float* d_out = nullptr;
@@ -185,24 +187,29 @@ int Main(int argc, char** argv) {
   float* d_rows = nullptr;
   cudaMalloc(&d_rows, std::max(n[0], n[1]) * F * sizeof(float));
   cudaMemcpy(d_rows, rows->data(), std::max(n[0], n[1]) * F * sizeof(float), cudaMemcpyHostToDevice);
-  Side sides[4][2];  // grove float, grove double, grove auto, gputreeshap
-  const TreeShapPrecision precisions[3] = {TreeShapPrecision::kFloat, TreeShapPrecision::kDouble,
-                                           TreeShapPrecision::kAuto};
+  // Grove in each arithmetic (composite float and double, top-down float and double, the load-time
+  // choice), then GPUTreeShap.
+  constexpr int kGrove = 5;
+  Side sides[kGrove + 1][2];
+  const TreeShapPrecision precisions[kGrove] = {
+      TreeShapPrecision::kFloat, TreeShapPrecision::kDouble, TreeShapPrecision::kFloatTopDown,
+      TreeShapPrecision::kDoubleTopDown, TreeShapPrecision::kAuto};
   const int rows_per_warp = static_cast<int>(flags.count("--rows-per-warp"));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kGrove; ++i) {
     RunGrove(*layout, precisions[i], d_rows, n, reps, rows_per_warp, sides[i]);
   }
-  sides[3][0].label = sides[3][1].label = "gputreeshap";
-  sides[3][0].note = sides[3][1].note = "not built (GROVE_GPUTREESHAP_DIR)";
+  Side (&gts_side)[2] = sides[kGrove];
+  gts_side[0].label = gts_side[1].label = "gputreeshap";
+  gts_side[0].note = gts_side[1].note = "not built (GROVE_GPUTREESHAP_DIR)";
 #if defined(GROVE_WITH_GPUTREESHAP)
-  RunGpuTreeShap(**layout, d_rows, n, reps, sides[3]);
+  RunGpuTreeShap(**layout, d_rows, n, reps, gts_side);
 #endif
   cudaFree(d_rows);
   const char* name = flags.label().c_str();
   std::printf("| model | kind | rows | side | rows/s | / gputreeshap | max |diff| vs gputreeshap | "
               "note |\n|---|---|---|---|---|---|---|---|\n");
   for (int kind = 0; kind < 2; ++kind) {
-    const Side& gts = sides[3][kind];
+    const Side& gts = gts_side[kind];
     for (const auto& side : sides) {
       const Side& s = side[kind];
       const bool ran = s.seconds > 0;

@@ -12,6 +12,8 @@ const char* TreeShapPrecisionName(TreeShapPrecision precision) {
     case TreeShapPrecision::kAuto: return "auto";
     case TreeShapPrecision::kFloat: return "float";
     case TreeShapPrecision::kDouble: return "double";
+    case TreeShapPrecision::kFloatTopDown: return "float_top_down";
+    case TreeShapPrecision::kDoubleTopDown: return "double_top_down";
   }
   return "?";
 }
@@ -38,6 +40,21 @@ double FloatUnwoundSumBound(int n) {
   const double deflate = 2.0 * n + 2;   // deflation roundings, z and 1/z
   const double sum = n + 1.0;           // weighted sum, table rounding
   return 1.01 * u * (kappa * (extend + deflate) + sum);
+}
+
+double TopDownUnwoundSumBound(int n, double u) {
+  const int m = std::max(n, 1);
+  double worst = 1;  // M(n): largest sum_{k <= j} C(n-1, j) / C(n-1, k)
+  for (int j = 0; j < m; ++j) {
+    double sum = 0, ratio = 1;  // ratio = C(m-1, j) / C(m-1, k), k from j down to 0
+    for (int k = j; k >= 0; --k) {
+      sum += ratio;
+      if (k > 0) ratio *= static_cast<double>(m - k) / k;  // C(m-1,k) / C(m-1,k-1)
+    }
+    worst = std::max(worst, sum);
+  }
+  const double extend = 2.0 * m * u;  // gamma_2n to first order
+  return 1.01 * (2 * (u + extend) * worst + (m + 2.0) * u);
 }
 
 void PathFractions(const PathLayout& layout, const PathInfo& path, const float* row, double* z,
@@ -86,7 +103,14 @@ void AddPath(const PathLayout& l, const PathInfo& p, TreeExtent* t) {
 
 }  // namespace
 
-FloatErrorBounds TreeShapFloatErrorBounds(const PathLayout& layout) {
+namespace {
+
+// Per output, sum over trees of per_lane(the tree's longest path) x 2 max|leaf| x Z (interactions:
+// times max_length), infinite for a tree whose paths could underflow (MinZeroProduct below
+// `min_product`) or overflow, or -- `z_at_most_one` -- have an element with z > 1.
+template <typename PerLane>
+FloatErrorBounds ModelBounds(const PathLayout& layout, PerLane per_lane, double min_product,
+                             bool z_at_most_one) {
   FloatErrorBounds b;
   b.shap.assign(layout.num_outputs, 0.0);
   std::vector<TreeExtent> trees(layout.num_trees);
@@ -95,9 +119,10 @@ FloatErrorBounds TreeShapFloatErrorBounds(const PathLayout& layout) {
     if (p.bin != UINT32_MAX) AddPath(layout, p, &trees[p.tree]);
   }
   for (const TreeExtent& t : trees) {
-    const bool unsafe = t.z_growth > 1e30 || t.min_product < kFloatMinZeroProduct;
+    const bool unsafe = t.z_growth > 1e30 || t.min_product < min_product ||
+                        (z_at_most_one && t.z_growth > 1.0);
     const double per_value = unsafe ? std::numeric_limits<double>::infinity()
-                                    : FloatUnwoundSumBound(t.degree) * 2 * t.z_growth;
+                                    : per_lane(t.degree) * 2 * t.z_growth;
     for (int k = 0; k < layout.num_outputs; ++k) {
       if (t.max_value[k] > 0) b.shap[k] += per_value * t.max_value[k];
     }
@@ -107,15 +132,48 @@ FloatErrorBounds TreeShapFloatErrorBounds(const PathLayout& layout) {
   return b;
 }
 
+double Largest(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+}
+
+}  // namespace
+
+FloatErrorBounds TreeShapFloatErrorBounds(const PathLayout& layout) {
+  return ModelBounds(layout, FloatUnwoundSumBound, kFloatMinZeroProduct, false);
+}
+
+FloatErrorBounds TreeShapTopDownErrorBounds(const PathLayout& layout, bool in_float) {
+  const double u = std::ldexp(1.0, in_float ? -24 : -53);
+  return ModelBounds(layout, [u](int n) { return TopDownUnwoundSumBound(n, u); },
+                     in_float ? kFloatMinZeroProduct : kDoubleMinZeroProduct, true);
+}
+
 PrecisionChoice ChoosePrecision(const PathLayout& layout, TreeShapPrecision precision,
                                 double limit) {
   PrecisionChoice c;
-  const FloatErrorBounds b = TreeShapFloatErrorBounds(layout);
+  const FloatErrorBounds composite = TreeShapFloatErrorBounds(layout);
+  const FloatErrorBounds top_float = TreeShapTopDownErrorBounds(layout, true);
+  const FloatErrorBounds top_double = TreeShapTopDownErrorBounds(layout, false);
   for (int kind = 0; kind < 2; ++kind) {
-    const std::vector<double>& v = kind == 0 ? b.shap : b.interactions;
-    c.bound[kind] = v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
-    c.use_float[kind] = precision == TreeShapPrecision::kFloat ||
-                        (precision == TreeShapPrecision::kAuto && c.bound[kind] <= limit);
+    auto pick = [kind](const FloatErrorBounds& b) { return Largest(kind == 0 ? b.shap : b.interactions); };
+    c.bound[kind] = pick(composite);
+    c.top_down_bound[kind][0] = pick(top_float);
+    c.top_down_bound[kind][1] = pick(top_double);
+    if (precision != TreeShapPrecision::kAuto) {
+      c.use_float[kind] = precision == TreeShapPrecision::kFloat ||
+                          precision == TreeShapPrecision::kFloatTopDown;
+      c.top_down[kind] = precision == TreeShapPrecision::kFloatTopDown ||
+                         precision == TreeShapPrecision::kDoubleTopDown;
+    } else {
+      // The cheapest arithmetic whose bound is within the limit.
+      if (c.top_down_bound[kind][0] <= limit) {
+        c.use_float[kind] = c.top_down[kind] = true;
+      } else if (c.bound[kind] <= limit) {
+        c.use_float[kind] = true;
+      } else {
+        c.top_down[kind] = c.top_down_bound[kind][1] <= limit;
+      }
+    }
   }
   return c;
 }

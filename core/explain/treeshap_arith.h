@@ -39,11 +39,14 @@
 namespace grove {
 
 enum class TreeShapPrecision : uint8_t {
-  kAuto,    // float where the load-time error bound allows it, per kind of request
-  kFloat,   // float always (not checked: benchmarks and ablations)
-  kDouble,  // double always
+  kAuto,           // the cheapest arithmetic the load-time error bounds allow, per kind of request
+  kFloat,          // float, composite UNWIND, always (not checked: benchmarks and ablations)
+  kDouble,         // double, composite UNWIND, always (safe for every model)
+  kFloatTopDown,   // float, top-down UNWIND, always (not checked: benchmarks and tests)
+  kDoubleTopDown,  // double, top-down UNWIND, always (not checked: benchmarks and tests)
 };
-const char* TreeShapPrecisionName(TreeShapPrecision precision);  // "auto", "float", "double"
+// "auto", "float", "double", "float_top_down", "double_top_down".
+const char* TreeShapPrecisionName(TreeShapPrecision precision);
 
 namespace treeshap_arith {
 
@@ -69,6 +72,8 @@ std::vector<double> ShapleyWeightTable();
 // all stay normal floats).
 double FloatUnwoundSumBound(int n);
 inline constexpr double kFloatMinZeroProduct = 1e-27;
+// The same for double arithmetic (TopDownUnwoundSumBound in double).
+inline constexpr double kDoubleMinZeroProduct = 1e-250;
 // prod over the path's elements with z > 0 of min(1, z) (z[0..len), the root's z = 1 included).
 double MinZeroProduct(const double* z, int len);
 
@@ -86,11 +91,19 @@ struct FloatErrorBounds {
 };
 FloatErrorBounds TreeShapFloatErrorBounds(const PathLayout& layout);
 
-// The path arithmetic of each kind of request: use_float[0] for SHAP values, [1] for interactions.
-// kAuto: float when the largest bound over outputs is <= limit.
+// The same bounds for TopDownUnwinder's arithmetic in float or double (per lane:
+// TopDownUnwoundSumBound; infinite for trees with an element whose z > 1).
+FloatErrorBounds TreeShapTopDownErrorBounds(const PathLayout& layout, bool in_float);
+
+// The path arithmetic of each kind of request ([0] SHAP values, [1] interactions): float or double,
+// UNWIND top-down (TopDownUnwinder) or composite (Unwinder). kAuto takes the cheapest whose bound
+// over outputs is <= limit: float top-down, float composite, double top-down, double composite
+// (always safe). The other values force what they name.
 struct PrecisionChoice {
   bool use_float[2] = {false, false};
-  double bound[2] = {0, 0};  // largest float error bound over outputs
+  bool top_down[2] = {false, false};
+  double bound[2] = {0, 0};                    // largest float composite error bound over outputs
+  double top_down_bound[2][2] = {{0, 0}, {0, 0}};  // [kind][0: float, 1: double]
 };
 PrecisionChoice ChoosePrecision(const PathLayout& layout, TreeShapPrecision precision,
                                 double limit);
@@ -165,14 +178,58 @@ struct Unwinder {
   }
 };
 
+// UNWIND by plain top-down deflation (o = 1: r_{k-1} = W_k - z r_k, from r_{n-1} = W_n) or scaling
+// (o = 0: r_k = W_k / z), as GPUTreeShap does: every step is the same straight-line operations on
+// every lane (no direction switch, no divergence), fetching W[n - 1 - s + o] at step s and adding
+// the weight of r_{n-1-s}. Same interface as Unwinder. Stable enough only where
+// TopDownUnwoundSumBound says so: past the mode of a_k = r_k z^k each step can lose what the
+// composite deflation keeps.
+template <typename T>
+struct TopDownUnwinder {
+  T z = 0, inv_z = 0, r = 0, total = 0;
+  int n = 0;  // degree of W
+  int s = 0;  // steps taken
+  bool one = false;
+
+  GROVE_HD void Begin(int degree, T zero, T inverse_zero, bool o) {
+    z = zero;
+    inv_z = inverse_zero;
+    n = degree;
+    s = 0;
+    one = o;
+    r = T(0);
+    total = T(0);
+  }
+  GROVE_HD int Source() const { return n - 1 - s + (one ? 1 : 0); }
+  GROVE_HD bool Done() const { return s >= n; }
+  GROVE_HD T Total() const { return total; }
+  GROVE_HD void Step(T w, const T* weights) {
+    if (s >= n) return;
+    const T next = one ? Fma(-z, r, w) : w * inv_z;
+    total = Fma(weights[WeightIndex(n, n - 1 - s)], next, total);
+    r = next;
+    ++s;
+  }
+};
+
+// Relative error bound of TopDownUnwinder's unwound sum in a type of unit roundoff u, for a path of
+// n non-root elements whose zero fractions are all <= 1 (else there is none). With FMA each r_k
+// is rounded once; its error, carried down by z <= 1, is at most 2 (u + gamma_2n) sum_{j >= k} r_j
+// (gamma_2n: EXTEND's W_k), so the weighted sum's error is at most 2 (u + gamma_2n) M(n) times the
+// sum, M(n) = max_j sum_{k <= j} C(n-1, j) / C(n-1, k) (the Shapley weights are 1 / (n C(n-1, k))),
+// plus gamma_(n+1) for the sum itself and u for the weight table. M grows like 2^(n-1) / sqrt(n):
+// fine in double for the paths of most models, hopeless in float beyond a few elements.
+double TopDownUnwoundSumBound(int n, double u);
+
 // z[0..len) and o[0..len) of `path` for `row` (element 0: the root, z = o = 1).
 void PathFractions(const PathLayout& layout, const PathInfo& path, const float* row, double* z,
                    bool* o);
 
 // The warp's arithmetic for one path, run sequentially on the CPU (bit-identical to the kernel for
-// the same T): z[0..len), o[0..len) with element 0 the root; element `skip` (> 0) left out, or
-// none (skip <= 0). totals[i] = unwound sum of element i (0 for the root and the skipped element).
-template <typename T>
+// the same T and Unwind): z[0..len), o[0..len) with element 0 the root; element `skip` (> 0) left
+// out, or none (skip <= 0). totals[i] = unwound sum of element i (0 for the root and the skipped
+// element).
+template <typename T, typename Unwind = Unwinder<T>>
 void EmulatePath(const double* z, const bool* o, int len, int skip, const T* weights, T* totals) {
   T w[kWarpLanes + 1] = {T(1)};
   int n = 0;  // degree so far
@@ -187,7 +244,7 @@ void EmulatePath(const double* z, const bool* o, int len, int skip, const T* wei
     totals[i] = T(0);
     if (i == skip) continue;
     const T zi = static_cast<T>(z[i]);
-    Unwinder<T> un;
+    Unwind un;
     un.Begin(n, zi, InverseZero(zi), o[i]);
     while (!un.Done()) un.Step(w[un.Source()], weights);
     totals[i] = un.Total();
@@ -197,7 +254,7 @@ void EmulatePath(const double* z, const bool* o, int len, int skip, const T* wei
 // For one row, every binned path of `layout` and each of its non-root elements:
 // add(path, feature, c) with c = the element's unwound sum in T (EmulatePath) x (o - z), in double
 // -- what the SHAP kernel multiplies by the leaf values (tests, error studies).
-template <typename T, typename Add>
+template <typename T, typename Unwind = Unwinder<T>, typename Add>
 void EmulateRowContributions(const PathLayout& layout, const float* row, const T* weights, Add add) {
   double z[kWarpLanes];
   bool o[kWarpLanes];
@@ -205,7 +262,7 @@ void EmulateRowContributions(const PathLayout& layout, const float* row, const T
   for (const PathInfo& p : layout.paths) {
     if (p.bin == UINT32_MAX) continue;
     PathFractions(layout, p, row, z, o);
-    EmulatePath<T>(z, o, p.length, 0, weights, totals);
+    EmulatePath<T, Unwind>(z, o, p.length, 0, weights, totals);
     for (int i = 1; i < p.length; ++i) {
       add(p, layout.elements[p.element_begin + i].feature,
           static_cast<double>(totals[i]) * ((o[i] ? 1.0 : 0.0) - z[i]));

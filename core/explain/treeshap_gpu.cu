@@ -73,6 +73,31 @@ absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t*
   return gpu::UploadCounted(host, "treeshap_gpu: layout upload", b, accounted);
 }
 
+template <typename T, typename U>
+void LaunchKernel(bool interactions, dim3 grid, size_t smem, cudaStream_t s,
+                  const tk::KernelArgs& a) {
+  if (interactions) {
+    tk::InteractionsKernel<T, U><<<grid, tk::kBlockThreads, smem, s>>>(a);
+  } else {
+    tk::ShapKernel<T, U><<<grid, tk::kBlockThreads, smem, s>>>(a);
+  }
+}
+
+// The kernel of the request's arithmetic (PrecisionChoice).
+void LaunchForArithmetic(bool interactions, bool use_float, bool top_down, dim3 grid, size_t smem,
+                         cudaStream_t s, const tk::KernelArgs& a) {
+  namespace ta = treeshap_arith;
+  if (use_float && top_down) {
+    LaunchKernel<float, ta::TopDownUnwinder<float>>(interactions, grid, smem, s, a);
+  } else if (use_float) {
+    LaunchKernel<float, ta::Unwinder<float>>(interactions, grid, smem, s, a);
+  } else if (top_down) {
+    LaunchKernel<double, ta::TopDownUnwinder<double>>(interactions, grid, smem, s, a);
+  } else {
+    LaunchKernel<double, ta::Unwinder<double>>(interactions, grid, smem, s, a);
+  }
+}
+
 class TreeShapGpuImpl final : public TreeShapGpu {
  public:
   TreeShapGpuImpl(PathLayoutPtr layout, const TreeShapGpuOptions& options)
@@ -120,6 +145,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   bool UsesFloat(bool interactions) const override {
     return precision_.use_float[interactions ? 1 : 0];
   }
+  bool UsesTopDown(bool interactions) const override {
+    return precision_.top_down[interactions ? 1 : 0];
+  }
 
   int64_t DeviceBytes() const override {
     int64_t total = 0;
@@ -137,11 +165,15 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   }
 
   std::string Describe() const override {
-    return absl::StrFormat("treeshap_gpu(shap %s, interactions %s, float bound %.2g / %.2g) on %s, "
-                           "%d bins, layout %.2f MB per GPU",
-                           UsesFloat(false) ? "float" : "double",
-                           UsesFloat(true) ? "float" : "double", precision_.bound[0],
-                           precision_.bound[1], DeviceName(),
+    auto form = [this](bool inter) {
+      return absl::StrCat(UsesFloat(inter) ? "float" : "double",
+                          UsesTopDown(inter) ? " top-down" : "");
+    };
+    return absl::StrFormat("treeshap_gpu(shap %s, interactions %s, float bound %.2g / %.2g, "
+                           "double top-down bound %.2g / %.2g) on %s, %d bins, layout %.2f MB per GPU",
+                           form(false), form(true), precision_.bound[0], precision_.bound[1],
+                           precision_.top_down_bound[0][1], precision_.top_down_bound[1][1],
+                           DeviceName(),
                            layout_->num_bins(),
                            devices_.empty() ? 0.0 : devices_[0]->layout_bytes / 1e6);
   }
@@ -284,19 +316,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       const size_t smem = a.use_shared ? static_cast<size_t>(shared_bytes) : 0;
       const bool use_float = UsesFloat(interactions);
       a.d_weights = use_float ? d.weights_float.get() : d.weights_double.get();
-      if (interactions) {
-        if (use_float) {
-          tk::InteractionsKernel<float><<<grid, tk::kBlockThreads, smem, s>>>(a);
-        } else {
-          tk::InteractionsKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
-        }
-      } else {
-        if (use_float) {
-          tk::ShapKernel<float><<<grid, tk::kBlockThreads, smem, s>>>(a);
-        } else {
-          tk::ShapKernel<double><<<grid, tk::kBlockThreads, smem, s>>>(a);
-        }
-      }
+      LaunchForArithmetic(interactions, use_float, UsesTopDown(interactions), grid, smem, s, a);
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
     const int64_t total = n * width;

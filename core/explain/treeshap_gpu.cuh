@@ -8,7 +8,8 @@
 // prod_u (z_u + o_u t) in lane seg + k (one shuffle and one FMA per element); every lane then
 // UNWINDs its own element by composite synthetic division, fetching the W_k it needs by
 // shuffle, and phi = unwound sum * (o - z) * leaf value is added in 64-bit fixed point (integer
-// atomics: deterministic).
+// atomics: deterministic). U is the UNWIND (treeshap_arith::Unwinder, composite, or
+// TopDownUnwinder, straight-line where its error bound allows).
 // Interactions condition on each path element c in turn: the path without c is EXTENDed and
 // UNWOUND, contributions scaled by (o_c - z_c) / 2 go to M[c][j], their negation to M[c][c];
 // the unconditioned phi_i goes to M[i][i].
@@ -163,12 +164,12 @@ __device__ __forceinline__ void ExtendRows(const LaneState<T>& s, const RowBits 
 
 // UNWIND of this lane's element for the rows in flight: total[q] is its unwound sum in row q
 // (0 where take[q] is false). `degree`: non-root elements of the (reduced) path.
-template <typename T>
+template <typename T, typename U>
 __device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits (&rows)[kRowsInFlight],
                                            const T (&w)[kRowsInFlight], int degree,
                                            const bool (&take)[kRowsInFlight], const T* weights,
                                            T (&total)[kRowsInFlight]) {
-  treeshap_arith::Unwinder<T> un[kRowsInFlight];
+  U un[kRowsInFlight];
 #pragma unroll
   for (int q = 0; q < kRowsInFlight; ++q) {
     un[q].Begin(take[q] ? degree : 0, s.z, s.inv_z, rows[q].own);
@@ -268,7 +269,7 @@ __device__ __forceinline__ void EmitPhi(const KernelArgs& a, const LaneState<T>&
 // The block's bins (bins_per_warp per warp) and rows, kRowsInFlight rows at a time: per step,
 // `emit(s, r0, rows, take, total)` gets every lane's unconditioned unwound sums (take[q]: the lane
 // holds a non-root element and row r0 + q exists).
-template <typename T, typename Emit>
+template <typename T, typename U, typename Emit>
 __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b, const T* weights,
                                          T* shared_z, Emit emit) {
   const int warp = threadIdx.x / 32;
@@ -289,13 +290,13 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
       }
       T w[kRowsInFlight], total[kRowsInFlight];
       ExtendRows(s, rows, kNoSkip, w);
-      UnwindRows(s, rows, w, s.len - 1, take, weights, total);
+      UnwindRows<T, U>(s, rows, w, s.len - 1, take, weights, total);
       emit(s, r0, rows, take, total);
     }
   }
 }
 
-template <typename T>
+template <typename T, typename U>
 __global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
   extern __shared__ unsigned long long shared_acc[];
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
@@ -303,7 +304,7 @@ __global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
   const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_features + 1;
   __shared__ T shared_z[kBlockThreads];
-  RunBlock<T>(a, b, weights, shared_z,
+  RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 const int64_t feature = s.e.feature;
@@ -315,7 +316,7 @@ __global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
 
 // Interactions of the rows in flight conditioned on element `cond` of each path: M[c][j] for the
 // path's other elements j, and -sum_j M[c][j] on M[c][c] (added by the root lane).
-template <typename T>
+template <typename T, typename U>
 __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState<T>& s,
                                             const BlockRows& b, int64_t r0,
                                             const RowBits (&rows)[kRowsInFlight], int cond,
@@ -340,7 +341,7 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
   if (!__any_sync(kFullMask, any)) return;
   T w[kRowsInFlight], total[kRowsInFlight];
   ExtendRows(s, rows, has_cond ? cond : kNoSkip, w);
-  UnwindRows(s, rows, w, has_cond ? s.len - 2 : s.len - 1, take, weights, total);
+  UnwindRows<T, U>(s, rows, w, has_cond ? s.len - 2 : s.len - 1, take, weights, total);
 #pragma unroll
   for (int q = 0; q < kRowsInFlight; ++q) {
     const double t = take[q] ? static_cast<double>(total[q]) *
@@ -357,7 +358,7 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
   }
 }
 
-template <typename T>
+template <typename T, typename U>
 __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a) {
   extern __shared__ unsigned long long shared_acc[];
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
@@ -366,7 +367,7 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   const int64_t f1 = a.num_features + 1;
   const int64_t block = f1 * f1;
   __shared__ T shared_z[kBlockThreads];
-  RunBlock<T>(a, b, weights, shared_z,
+  RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 // phi_i on the diagonal, then the conditioned values.
@@ -374,7 +375,7 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * block + diag; });
                 for (int cond = 1; cond < s.max_len; ++cond) {
-                  ConditionOn(a, s, b, r0, rows, cond, weights);
+                  ConditionOn<T, U>(a, s, b, r0, rows, cond, weights);
                 }
               });
   if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);

@@ -3,10 +3,12 @@
 // kernels live in treeshap_gpu.cuh / treeshap_gpu.cu, and treeshap_gpu_nocuda.cc stands in without
 // CUDA (gpu::VisibleGpuCount() == 0, Create fails with UNAVAILABLE).
 //
-// Path arithmetic (core/explain/treeshap_arith.h): division-free EXTEND and composite-deflation
-// UNWIND in float or double, chosen at Create per kind of request (SHAP values, interactions):
-// with TreeShapPrecision::kAuto, float only where treeshap_arith::TreeShapFloatErrorBounds proves
-// it within TreeShapGpuOptions::float_bound_limit of the exact values, double elsewhere.
+// Path arithmetic (core/explain/treeshap_arith.h): division-free EXTEND, and UNWIND by composite
+// deflation (stable always) or plain top-down (straight-line, cheaper), in float or double, chosen
+// at Create per kind of request (SHAP values, interactions): with TreeShapPrecision::kAuto, the
+// cheapest of float top-down, float composite and double top-down whose error bound
+// (treeshap_arith::ChoosePrecision) is within TreeShapGpuOptions::float_bound_limit of the exact
+// values, double composite elsewhere.
 //
 // Determinism: results are bitwise identical from run to run for the same input. Each lane's
 // contribution is rounded to 64-bit fixed point (scale per output from
@@ -82,8 +84,9 @@ class TreeShapGpu {
   virtual absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
                                        bool interactions, float* d_out, void* stream) = 0;
 
-  // Path arithmetic of each kind of request, fixed at Create: true = float.
+  // Path arithmetic of each kind of request, fixed at Create: true = float; true = top-down UNWIND.
   virtual bool UsesFloat(bool interactions) const = 0;
+  virtual bool UsesTopDown(bool interactions) const = 0;
 
   virtual int num_devices() const = 0;
   virtual int64_t DeviceBytes() const = 0;  // resident layout bytes + workspaces, all GPUs

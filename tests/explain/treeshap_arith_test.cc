@@ -1,7 +1,7 @@
 // The warp TreeSHAP path arithmetic (core/explain/treeshap_arith.h), run on the CPU exactly as the
 // kernels run it: double against a brute-force Shapley sum, float against double within the
-// per-path error bound, the model-level bound against the float error of whole forests, and the
-// float/double choice it drives.
+// per-path error bound (composite and top-down UNWIND), the model-level bounds against the float
+// error of whole forests, and the choice of arithmetic they drive.
 #include "core/explain/treeshap_arith.h"
 
 #include <array>
@@ -137,8 +137,58 @@ TEST(TreeShapArithTest, FloatStaysWithinThePerPathBound) {
   std::printf("largest float error / bound: %.3g\n", worst_ratio);
 }
 
+// The top-down UNWIND (TopDownUnwinder, as GPUTreeShap unwinds) within TopDownUnwoundSumBound on
+// the same adversarial paths: in float against the composite double (the bound's derivation is
+// the same for any unit roundoff, and float makes its errors visible), and in double.
+TEST(TreeShapArithTest, TopDownStaysWithinItsBound) {
+  using treeshap_arith::TopDownUnwinder;
+  std::mt19937_64 rng(29);
+  const std::vector<double> wd = treeshap_arith::ShapleyWeightTable();
+  const std::vector<float> wf = FloatWeights();
+  std::vector<double> z;
+  std::vector<bool> o;
+  double worst_ratio = 0;
+  const double uf = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -53);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int n = 1 + trial % (kWarpLanes - 1);
+    RandomPath(rng, n, trial % 5, &z, &o);
+    const int skip = (trial % 4 == 0 && n > 1) ? 1 + trial % n : 0;
+    if (treeshap_arith::MinZeroProduct(z.data(), n + 1) < treeshap_arith::kFloatMinZeroProduct) {
+      continue;
+    }
+    const std::array<bool, kWarpLanes + 1> oo = Bools(o);
+    std::vector<double> d(n + 1), td(n + 1);
+    std::vector<float> tf(n + 1);
+    EmulatePath<double>(z.data(), oo.data(), n + 1, skip, wd.data(), d.data());
+    EmulatePath<double, TopDownUnwinder<double>>(z.data(), oo.data(), n + 1, skip, wd.data(),
+                                                 td.data());
+    EmulatePath<float, TopDownUnwinder<float>>(z.data(), oo.data(), n + 1, skip, wf.data(),
+                                               tf.data());
+    const int degree = skip > 0 ? n - 1 : n;
+    const double bound_f = treeshap_arith::TopDownUnwoundSumBound(degree, uf);
+    // The composite double reference carries its own (tiny) error: its bound in double units.
+    const double reference = treeshap_arith::FloatUnwoundSumBound(degree) * ud / uf;
+    const double bound_d = treeshap_arith::TopDownUnwoundSumBound(degree, ud) + reference;
+    for (int i = 1; i <= n; ++i) {
+      if (i == skip) continue;
+      const double err_f = std::fabs(static_cast<double>(tf[i]) - d[i]);
+      ASSERT_LE(err_f, (bound_f + reference) * d[i] + 1e-300)
+          << "float, trial " << trial << " n " << n << " i " << i << " style " << trial % 5;
+      ASSERT_LE(std::fabs(td[i] - d[i]), bound_d * d[i] + 1e-300)
+          << "double, trial " << trial << " n " << n << " i " << i << " style " << trial % 5;
+      if (d[i] > 0) worst_ratio = std::max(worst_ratio, err_f / (bound_f * d[i]));
+    }
+  }
+  std::printf("largest top-down float error / bound: %.3g\n", worst_ratio);
+  // The bound grows like 2^n / sqrt(n): small paths only in float, most paths in double.
+  EXPECT_LT(treeshap_arith::TopDownUnwoundSumBound(4, uf), 1e-4);
+  EXPECT_LT(treeshap_arith::TopDownUnwoundSumBound(20, ud), 1e-8);
+  EXPECT_GT(treeshap_arith::TopDownUnwoundSumBound(20, uf), 0.1);
+}
+
 // Float SHAP values of a whole forest (the kernels' arithmetic, contributions summed in double)
 // minus double ones, largest over rows, features and outputs, against the model bound.
+template <typename Unwind = treeshap_arith::Unwinder<float>>
 double ForestFloatError(const PathLayout& l, const std::vector<float>& rows) {
   const std::vector<double> wd = treeshap_arith::ShapleyWeightTable();
   const std::vector<float> wf = FloatWeights();
@@ -154,7 +204,7 @@ double ForestFloatError(const PathLayout& l, const std::vector<float>& rows) {
         }
       };
     };
-    treeshap_arith::EmulateRowContributions(l, row, wf.data(), add(1.0));
+    treeshap_arith::EmulateRowContributions<float, Unwind>(l, row, wf.data(), add(1.0));
     treeshap_arith::EmulateRowContributions(l, row, wd.data(), add(-1.0));
     for (double v : diff) worst = std::max(worst, std::fabs(v));
   }
@@ -174,10 +224,15 @@ TEST(TreeShapArithTest, ModelBoundCoversTheFloatErrorOfWholeForests) {
     absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
     ASSERT_TRUE(l.ok()) << l.status();
     const treeshap_arith::FloatErrorBounds b = treeshap_arith::TreeShapFloatErrorBounds(**l);
-    const double err = ForestFloatError(**l, testing::MakeRandomRows(*f, 40, depth));
+    const std::vector<float> rows = testing::MakeRandomRows(*f, 40, depth);
+    const double err = ForestFloatError(**l, rows);
     std::printf("depth %d: float error %.3g, bound %.3g\n", depth, err, b.shap[0]);
     EXPECT_LE(err, b.shap[0]);
     EXPECT_GE(b.interactions[0], b.shap[0]);
+    const treeshap_arith::FloatErrorBounds td = treeshap_arith::TreeShapTopDownErrorBounds(**l, true);
+    const double err_td = ForestFloatError<treeshap_arith::TopDownUnwinder<float>>(**l, rows);
+    std::printf("depth %d: float top-down error %.3g, bound %.3g\n", depth, err_td, td.shap[0]);
+    EXPECT_LE(err_td, td.shap[0]);
   }
 }
 
@@ -200,6 +255,20 @@ TEST(TreeShapArithTest, SelectorPicksDoubleWhereTheBoundSaysFloatIsNotSafe) {
       treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kAuto, limit);
   EXPECT_TRUE(cs.use_float[0] && cs.use_float[1]) << cs.bound[0] << " " << cs.bound[1];
   EXPECT_FALSE(cd.use_float[0] || cd.use_float[1]) << cd.bound[0] << " " << cd.bound[1];
+  // A one-split tree is safe in float even top-down; the deep forest in double top-down.
+  EXPECT_TRUE(cs.top_down[0] && cs.top_down[1]) << cs.top_down_bound[0][0];
+  EXPECT_TRUE(cd.top_down[0]) << cd.top_down_bound[0][1];
+  EXPECT_LE(cd.top_down_bound[0][1], limit);
+  EXPECT_GT(cd.top_down_bound[0][0], limit);
+  // An element with z > 1 (inconsistent covers) rules top-down out: its errors would grow.
+  testing::HandForest bad(2);
+  bad.AddTree({bad.Split(0, 0.5f, 1, 2, 10), bad.Leaf(0.01, 16), bad.Leaf(-0.02, 4)});
+  absl::StatusOr<PathLayoutPtr> lb = BuildPathLayout(*bad.Build());
+  ASSERT_TRUE(lb.ok());
+  const treeshap_arith::PrecisionChoice cb =
+      treeshap_arith::ChoosePrecision(**lb, TreeShapPrecision::kAuto, limit);
+  EXPECT_FALSE(cb.top_down[0]);
+  EXPECT_TRUE(std::isinf(cb.top_down_bound[0][1]));
   // The choice follows the bound exactly, per kind.
   const double mid = 0.5 * (cs.bound[0] + cs.bound[1]);
   const treeshap_arith::PrecisionChoice split =
@@ -209,6 +278,11 @@ TEST(TreeShapArithTest, SelectorPicksDoubleWhereTheBoundSaysFloatIsNotSafe) {
   // Forced precisions ignore the bound.
   EXPECT_TRUE(treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kFloat, limit).use_float[1]);
   EXPECT_FALSE(treeshap_arith::ChoosePrecision(**ls, TreeShapPrecision::kDouble, limit).use_float[0]);
+  EXPECT_FALSE(treeshap_arith::ChoosePrecision(**ls, TreeShapPrecision::kDouble, limit).top_down[0]);
+  const treeshap_arith::PrecisionChoice forced =
+      treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kFloatTopDown, limit);
+  EXPECT_TRUE(forced.use_float[1] && forced.top_down[1]);
+  EXPECT_STREQ(TreeShapPrecisionName(TreeShapPrecision::kDoubleTopDown), "double_top_down");
 }
 
 }  // namespace

@@ -49,13 +49,13 @@ std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<floa
   return out;
 }
 
-std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
+std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, TreeShapPrecision precision,
                                      int64_t max_chunk_bytes = int64_t{1} << 30,
                                      int rows_per_warp = 0, bool shared = true) {
   absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
   EXPECT_TRUE(l.ok()) << l.status();
   TreeShapGpuOptions o;
-  o.precision = double_precision ? TreeShapPrecision::kDouble : TreeShapPrecision::kFloat;
+  o.precision = precision;
   o.max_chunk_bytes = max_chunk_bytes;
   o.rows_per_warp = rows_per_warp;
   o.shared_accumulation = shared;
@@ -64,12 +64,19 @@ std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
   return g.ok() ? std::move(*g) : nullptr;
 }
 
+std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
+                                     int64_t max_chunk_bytes = int64_t{1} << 30,
+                                     int rows_per_warp = 0, bool shared = true) {
+  return MakeGpu(f, double_precision ? TreeShapPrecision::kDouble : TreeShapPrecision::kFloat,
+                 max_chunk_bytes, rows_per_warp, shared);
+}
+
 TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
   SKIP_WITHOUT_GPU();
   const std::vector<std::string> dirs = testing::CorpusCaseDirs();
   if (dirs.empty()) GTEST_SKIP() << "no corpus found";
   ThreadPool pool(0);
-  double worst[2][2] = {{0, 0}, {0, 0}};  // [double][interactions]
+  double worst[3][2] = {};  // [float, double, double top-down][interactions]
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
     absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
@@ -84,22 +91,25 @@ TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
     const std::vector<float> ref = ReferenceExplanation(**f, rows, false, &pool);
     const std::vector<float> iref = ReferenceExplanation(**f, irows, true, &pool);
     std::string line = c->name;
-    for (bool dbl : {true, false}) {
-      std::unique_ptr<TreeShapGpu> gpu = MakeGpu(**f, dbl);
+    const TreeShapPrecision forms[3] = {TreeShapPrecision::kFloat, TreeShapPrecision::kDouble,
+                                        TreeShapPrecision::kDoubleTopDown};
+    for (int i = 0; i < 3; ++i) {
+      std::unique_ptr<TreeShapGpu> gpu = MakeGpu(**f, forms[i]);
       ASSERT_NE(gpu, nullptr);
       const double e = MaxMarginError(Gpu(*gpu, **f, rows, false), ref, n, (*f)->num_outputs);
       const double ei = MaxMarginError(Gpu(*gpu, **f, irows, true), iref, ni, (*f)->num_outputs);
-      worst[dbl][0] = std::max(worst[dbl][0], e);
-      worst[dbl][1] = std::max(worst[dbl][1], ei);
-      EXPECT_LE(e, kTolerance) << (dbl ? "double" : "float") << " shap";
-      EXPECT_LE(ei, kTolerance) << (dbl ? "double" : "float") << " interactions";
-      line += absl::StrCat(dbl ? "  double" : "  float", ": shap ", e, " inter ", ei);
+      worst[i][0] = std::max(worst[i][0], e);
+      worst[i][1] = std::max(worst[i][1], ei);
+      const char* name = TreeShapPrecisionName(forms[i]);
+      EXPECT_LE(e, kTolerance) << name << " shap";
+      EXPECT_LE(ei, kTolerance) << name << " interactions";
+      line += absl::StrCat("  ", name, ": shap ", e, " inter ", ei);
     }
     std::printf("%s\n", line.c_str());
   }
   std::printf("CORPUS WORST err/max(1,|margin|): double shap %.3g inter %.3g | float shap %.3g inter "
-              "%.3g\n",
-              worst[1][0], worst[1][1], worst[0][0], worst[0][1]);
+              "%.3g | double top-down shap %.3g inter %.3g\n",
+              worst[1][0], worst[1][1], worst[0][0], worst[0][1], worst[2][0], worst[2][1]);
 }
 
 struct RandomCase {
@@ -187,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(
 // What the kernels must produce, computed on the CPU: each lane's unwound sum by
 // treeshap_arith::EmulatePath in T, its contribution rounded to fixed point exactly as the kernel
 // does, the integer sums converted as FinishKernel converts them. SHAP values, binned paths only.
-template <typename T>
+template <typename T, typename Unwind = treeshap_arith::Unwinder<T>>
 std::vector<float> EmulatedGpuShap(const PathLayout& l, const std::vector<float>& rows) {
   const std::vector<double> wd = treeshap_arith::ShapleyWeightTable();
   const std::vector<T> weights(wd.begin(), wd.end());
@@ -198,7 +208,7 @@ std::vector<float> EmulatedGpuShap(const PathLayout& l, const std::vector<float>
   for (int64_t r = 0; r < n; ++r) {
     const float* row = rows.data() + r * l.num_features;
     std::vector<long long> acc(l.num_outputs * f1, 0);
-    treeshap_arith::EmulateRowContributions(
+    treeshap_arith::EmulateRowContributions<T, Unwind>(
         l, row, weights.data(), [&](const PathInfo& p, int feature, double c) {
           for (int w = 0; w < p.width; ++w) {
             const double vs = l.values[p.value_begin + w] * scale[p.group + w];
@@ -231,15 +241,24 @@ TEST(TreeShapGpuTest, KernelsComputeExactlyTheEmulatedArithmetic) {
   ASSERT_TRUE(l.ok()) << l.status();
   ASSERT_TRUE((*l)->long_paths.empty());
   const std::vector<float> rows = MakeRandomRows(*f, 300, 32);
-  for (bool dbl : {false, true}) {
-    std::unique_ptr<TreeShapGpu> gpu = MakeGpu(*f, dbl);
+  using treeshap_arith::TopDownUnwinder;
+  for (TreeShapPrecision p : {TreeShapPrecision::kFloat, TreeShapPrecision::kDouble,
+                              TreeShapPrecision::kFloatTopDown, TreeShapPrecision::kDoubleTopDown}) {
+    std::unique_ptr<TreeShapGpu> gpu = MakeGpu(*f, p);
     ASSERT_NE(gpu, nullptr);
     const std::vector<float> got = Gpu(*gpu, *f, rows, false);
-    const std::vector<float> want =
-        dbl ? EmulatedGpuShap<double>(**l, rows) : EmulatedGpuShap<float>(**l, rows);
+    std::vector<float> want;
+    switch (p) {
+      case TreeShapPrecision::kFloat: want = EmulatedGpuShap<float>(**l, rows); break;
+      case TreeShapPrecision::kDouble: want = EmulatedGpuShap<double>(**l, rows); break;
+      case TreeShapPrecision::kFloatTopDown:
+        want = EmulatedGpuShap<float, TopDownUnwinder<float>>(**l, rows);
+        break;
+      default: want = EmulatedGpuShap<double, TopDownUnwinder<double>>(**l, rows); break;
+    }
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-        << (dbl ? "double" : "float");
+        << TreeShapPrecisionName(p);
   }
 }
 
@@ -266,6 +285,7 @@ TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
         **l, TreeShapPrecision::kAuto, options.float_bound_limit);
     for (bool inter : {false, true}) {
       EXPECT_EQ((*gpu)->UsesFloat(inter), want.use_float[inter ? 1 : 0]) << (*gpu)->Describe();
+      EXPECT_EQ((*gpu)->UsesTopDown(inter), want.top_down[inter ? 1 : 0]) << (*gpu)->Describe();
     }
     std::printf("%s\n", (*gpu)->Describe().c_str());
     const std::vector<float> rows = MakeRandomRows(*f, 200, 6);
