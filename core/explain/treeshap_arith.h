@@ -129,6 +129,8 @@ GROVE_HD T InverseZero(T z) {
 // UNWIND state of one lane: feed it W[Source()] until Done(); Total() is the unwound sum.
 template <typename T>
 struct Unwinder {
+  // Steps beyond the degree a lane may need (the value rejected at the direction switch).
+  static constexpr int kExtraSteps = 1;
   T z = 0, inv_z = 0, r = 0, total = 0;
   int n = 0;      // degree of W (non-root elements of the path, the lane's own included)
   int idx = 0;    // W coefficient to fetch next
@@ -186,6 +188,7 @@ struct Unwinder {
 // composite deflation keeps.
 template <typename T>
 struct TopDownUnwinder {
+  static constexpr int kExtraSteps = 0;  // exactly the degree's steps
   T z = 0, inv_z = 0, r = 0, total = 0;
   int n = 0;  // degree of W
   int s = 0;  // steps taken

@@ -43,6 +43,7 @@ struct DeviceState {
   // Resident layout (PathLayout's arrays, the fixed-point scales [interactions] and the biases).
   gpu::DeviceBuffer elements, paths, bin_offsets, values, category_bits, scale[2], bias;
   gpu::DeviceBuffer weights_float, weights_double;  // Shapley-weight tables (treeshap_arith.h)
+  gpu::DeviceBuffer inter_cols, inter_slot;  // compact interactions (CompactInteractionColumns)
   int64_t layout_bytes = 0;
   // Workspaces: two slots (one per stream), grown to the largest request seen; guarded by mu.
   cudaStream_t streams[2] = {nullptr, nullptr};
@@ -71,6 +72,36 @@ struct DeviceState {
 template <typename T>
 absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t* accounted) {
   return gpu::UploadCounted(host, "treeshap_gpu: layout upload", b, accounted);
+}
+
+// The interaction entries (output column of a row) that some binned path can touch -- every
+// ordered pair of its features, the diagonal included, for each output it carries -- and every
+// output's bias entry, ascending; empty when that is more than a quarter of the row's
+// K (F+1)^2 entries or the row is small (a dense accumulator is then as cheap).
+std::vector<int64_t> CompactInteractionColumns(const PathLayout& l) {
+  const int64_t f1 = l.num_features + 1;
+  const int64_t block = f1 * f1;
+  const int64_t width = l.num_outputs * block;
+  if (width < 4096 || width > (int64_t{1} << 31)) return {};
+  std::vector<bool> touched(width, false);
+  std::vector<int32_t> features;
+  for (const PathInfo& p : l.paths) {
+    if (p.bin == UINT32_MAX) continue;  // long paths: added on the CPU
+    features.clear();
+    for (int j = 1; j < p.length; ++j) features.push_back(l.elements[p.element_begin + j].feature);
+    for (int k = p.group; k < p.group + p.width; ++k) {
+      for (int32_t a : features) {
+        for (int32_t b : features) touched[k * block + a * f1 + b] = true;
+      }
+    }
+  }
+  for (int k = 0; k < l.num_outputs; ++k) touched[k * block + l.num_features * f1 + l.num_features] = true;
+  std::vector<int64_t> cols;
+  for (int64_t c = 0; c < width; ++c) {
+    if (touched[c]) cols.push_back(c);
+  }
+  if (static_cast<int64_t>(cols.size()) * 4 > width) return {};
+  return cols;
 }
 
 template <typename T, typename U>
@@ -104,7 +135,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       : layout_(std::move(layout)),
         options_(options),
         precision_(treeshap_arith::ChoosePrecision(*layout_, options.precision,
-                                                   options.float_bound_limit)) {}
+                                                   options.float_bound_limit)),
+        inter_cols_(options.compact_interactions ? CompactInteractionColumns(*layout_)
+                                                 : std::vector<int64_t>()) {}
   ~TreeShapGpuImpl() override {
     const gpu::ScopedCurrentDevice keep_device;  // DeviceState's destructors switch devices
     devices_.clear();
@@ -131,6 +164,13 @@ class TreeShapGpuImpl final : public TreeShapGpu {
                              UploadTo(weights_float, &st.weights_float, &b),
                              UploadTo(weights, &st.weights_double, &b)}) {
         if (!s.ok()) return s;
+      }
+      if (!inter_cols_.empty()) {
+        std::vector<int32_t> slot(Width(true), -1);
+        for (size_t c = 0; c < inter_cols_.size(); ++c) slot[inter_cols_[c]] = static_cast<int32_t>(c);
+        for (absl::Status s : {UploadTo(inter_cols_, &st.inter_cols, &b), UploadTo(slot, &st.inter_slot, &b)}) {
+          if (!s.ok()) return s;
+        }
       }
       for (int s = 0; s < 2; ++s) {
         GROVE_CUDA_RETURN(cudaStreamCreateWithFlags(&state->streams[s], cudaStreamNonBlocking));
@@ -169,12 +209,16 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       return absl::StrCat(UsesFloat(inter) ? "float" : "double",
                           UsesTopDown(inter) ? " top-down" : "");
     };
+    const std::string compact =
+        Compact(true) ? absl::StrFormat(", interactions compact: %d of %d entries",
+                                        inter_cols_.size(), Width(true))
+                      : "";
     return absl::StrFormat("treeshap_gpu(shap %s, interactions %s, float bound %.2g / %.2g, "
-                           "double top-down bound %.2g / %.2g) on %s, %d bins, layout %.2f MB per GPU",
+                           "double top-down bound %.2g / %.2g%s) on %s, %d bins, layout %.2f MB "
+                           "per GPU",
                            form(false), form(true), precision_.bound[0], precision_.bound[1],
                            precision_.top_down_bound[0][1], precision_.top_down_bound[1][1],
-                           DeviceName(),
-                           layout_->num_bins(),
+                           compact, DeviceName(), layout_->num_bins(),
                            devices_.empty() ? 0.0 : devices_[0]->layout_bytes / 1e6);
   }
 
@@ -189,7 +233,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     const int64_t width = Width(interactions);
     const int64_t chunk = ChunkRows(interactions, num_rows);
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (absl::Status st = d.Reserve(d.acc[0], chunk * width * 8); !st.ok()) return st;
+    if (absl::Status st = d.Reserve(d.acc[0], chunk * AccWidth(interactions) * 8); !st.ok()) {
+      return st;
+    }
     for (int64_t begin = 0; begin < num_rows; begin += chunk) {
       const int64_t n = std::min(chunk, num_rows - begin);
       if (absl::Status st =
@@ -245,8 +291,16 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     return layout_->num_outputs * (interactions ? f1 * f1 : f1);
   }
 
+  // Accumulator columns per row: the output's, or the compact interaction entries.
+  bool Compact(bool interactions) const { return interactions && !inter_cols_.empty(); }
+  int64_t AccWidth(bool interactions) const {
+    return Compact(interactions) ? static_cast<int64_t>(inter_cols_.size()) : Width(interactions);
+  }
+
+  // Rows per chunk: its accumulator (8 bytes per column) and its float results within
+  // max_chunk_bytes.
   int64_t ChunkRows(bool interactions, int64_t rows) const {
-    const int64_t per_row = Width(interactions) * 8;
+    const int64_t per_row = std::max(AccWidth(interactions) * 8, Width(interactions) * 4);
     const int64_t cap = std::max<int64_t>(1, options_.max_chunk_bytes / per_row);
     return std::max<int64_t>(1, std::min(rows, cap));
   }
@@ -274,10 +328,11 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     const int64_t f1 = layout_->num_features + 1;
     const int64_t block = interactions ? f1 * f1 : f1;
     const int64_t width = Width(interactions);
+    const int64_t acc_width = AccWidth(interactions);
     // Launch errors are read with cudaGetLastError below; drop a stale one left on this thread
     // by other code, so that it is not reported as ours.
     (void)cudaGetLastError();
-    GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, n * width * 8, s));
+    GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, n * acc_width * 8, s));
     tk::KernelArgs a;
     a.d_elements = d.elements.as<PathElement>();
     a.d_paths = d.paths.as<PathInfo>();
@@ -291,7 +346,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     a.num_features = layout_->num_features;
     a.rows_per_warp = RowsPerWarp(n, interactions);
     a.d_acc = d_acc;
-    a.acc_width = width;
+    a.acc_width = acc_width;
+    a.d_slot = Compact(interactions) ? d.inter_slot.as<int32_t>() : nullptr;
     if (a.num_bins > 0) {
       // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic
       // per entry per block instead of one per lane and row. Measured on the H100
@@ -319,13 +375,24 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       LaunchForArithmetic(interactions, use_float, UsesTopDown(interactions), grid, smem, s, a);
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
-    const int64_t total = n * width;
+    const int64_t total = n * acc_width;
     const int threads = 256;
-    const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65536));
-    tk::FinishKernel<<<std::max(blocks, 1), threads, 0, s>>>(
-        d_acc, n, width, block, interactions ? layout_->num_features * f1 + layout_->num_features
-                                             : layout_->num_features,
-        layout_->num_outputs, d.scale[interactions ? 1 : 0].as<double>(), d.bias.as<double>(), d_out);
+    const int blocks = std::max(
+        1, static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65536)));
+    const int64_t bias_col =
+        interactions ? layout_->num_features * f1 + layout_->num_features : layout_->num_features;
+    const double* d_scale = d.scale[interactions ? 1 : 0].as<double>();
+    if (Compact(interactions)) {  // untouched entries are zero
+      GROVE_CUDA_RETURN(cudaMemsetAsync(d_out, 0, n * width * sizeof(float), s));
+      tk::ScatterFinishKernel<<<blocks, threads, 0, s>>>(d_acc, n, acc_width,
+                                                         d.inter_cols.as<int64_t>(), width, block,
+                                                         bias_col, d_scale, d.bias.as<double>(),
+                                                         d_out);
+    } else {
+      tk::FinishKernel<<<blocks, threads, 0, s>>>(d_acc, n, width, block, bias_col,
+                                                  layout_->num_outputs, d_scale,
+                                                  d.bias.as<double>(), d_out);
+    }
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }
@@ -347,7 +414,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     }
     for (int s = 0; s < 2; ++s) {
       for (absl::Status st : {d.Reserve(d.rows[s], chunk * F * sizeof(float) + 16),
-                              d.Reserve(d.acc[s], chunk * width * 8),
+                              d.Reserve(d.acc[s], chunk * AccWidth(interactions) * 8),
                               d.Reserve(d.out[s], chunk * width * sizeof(float))}) {
         if (!st.ok()) return st;
       }
@@ -416,6 +483,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   PathLayoutPtr layout_;
   TreeShapGpuOptions options_;
   treeshap_arith::PrecisionChoice precision_;  // fixed at construction
+  std::vector<int64_t> inter_cols_;  // CompactInteractionColumns; empty: dense interactions
   std::vector<std::unique_ptr<DeviceState>> devices_;
   std::unique_ptr<gpu::DeviceIssuers> issuers_;  // device i's share on thread i (made at Init)
 };

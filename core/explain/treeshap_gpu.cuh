@@ -46,6 +46,9 @@ struct KernelArgs {
   int rows_per_warp = 1;
   unsigned long long* d_acc = nullptr;  // num_rows x acc_width, fixed point
   int64_t acc_width = 0;
+  // Compact interactions: the accumulator column of each output column (-1: no path touches it);
+  // null: acc_width is the output's width and columns are their own.
+  const int32_t* d_slot = nullptr;
   int bins_per_warp = 1;    // bins each warp explains (consecutive blocks of kWarpsPerBlock bins)
   bool use_shared = false;  // accumulate the block's rows in shared memory, then flush
 };
@@ -174,7 +177,8 @@ __device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits 
   for (int q = 0; q < kRowsInFlight; ++q) {
     un[q].Begin(take[q] ? degree : 0, s.z, s.inv_z, rows[q].own);
   }
-  for (int t = 0; t < s.max_len; ++t) {  // a lane needs degree + 1 <= max_len steps
+  // A lane needs degree + kExtraSteps <= max_len - 1 + kExtraSteps steps.
+  for (int t = 0; t < s.max_len - 1 + U::kExtraSteps; ++t) {
 #pragma unroll
     for (int q = 0; q < kRowsInFlight; ++q) {
       un[q].Step(__shfl_sync(kFullMask, w[q], s.seg + un[q].Source()), weights);
@@ -197,8 +201,10 @@ struct Acc {
   unsigned long long* shared;  // nullptr: global
   unsigned long long* global;  // row 0 of the block
   int64_t width;
+  const int32_t* slot;  // output column -> accumulator column, or null (KernelArgs::d_slot)
   __device__ __forceinline__ void Add(int64_t r, int64_t col, long long v) const {
     if (v == 0) return;
+    if (slot != nullptr) col = slot[col];
     if (shared != nullptr) {
       atomicAdd(shared + r * width + col, static_cast<unsigned long long>(v));
     } else {
@@ -244,7 +250,8 @@ __device__ __forceinline__ BlockRows BeginBlock(const KernelArgs& a, unsigned lo
   BlockRows b;
   b.row_begin = static_cast<int64_t>(blockIdx.y) * a.rows_per_warp;
   b.row_end = min(b.row_begin + a.rows_per_warp, a.num_rows);
-  b.acc = Acc{a.use_shared ? shared_acc : nullptr, a.d_acc + b.row_begin * a.acc_width, a.acc_width};
+  b.acc = Acc{a.use_shared ? shared_acc : nullptr, a.d_acc + b.row_begin * a.acc_width, a.acc_width,
+              a.d_slot};
   b.shared_n = a.use_shared ? (b.row_end - b.row_begin) * a.acc_width : 0;
   if (a.use_shared) ZeroShared(shared_acc, b.shared_n);
   return b;
@@ -393,6 +400,24 @@ __global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, 
     double v = static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
     if (c % block == bias_col) v += d_bias[k];
     d_out[i] = static_cast<float>(v);
+  }
+}
+
+// Compact accumulators to a zeroed output: out[r][cols[c]] = acc[r][c] / scale[k] (+ bias[k] on
+// the bias entry), as float; `cols` holds every output column a path can touch and the biases.
+__global__ void ScatterFinishKernel(const unsigned long long* d_acc, int64_t num_rows,
+                                    int64_t acc_width, const int64_t* d_cols, int64_t width,
+                                    int64_t block, int64_t bias_col, const double* d_scale,
+                                    const double* d_bias, float* d_out) {
+  const int64_t n = num_rows * acc_width;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / acc_width;
+    const int64_t col = d_cols[i % acc_width];
+    const int k = static_cast<int>(col / block);
+    double v = static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
+    if (col % block == bias_col) v += d_bias[k];
+    d_out[r * width + col] = static_cast<float>(v);
   }
 }
 

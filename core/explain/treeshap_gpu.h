@@ -51,6 +51,11 @@ struct TreeShapGpuOptions {
   // false: every lane adds to global memory (ablation).
   bool shared_accumulation = true;
   int64_t max_chunk_bytes = int64_t{1} << 30;  // fixed-point accumulator bytes per chunk
+  // Interaction values of wide models accumulate only the entries some path can touch (pairs of
+  // features sharing a path, per output; CompactInteractionColumns) instead of all K (F+1)^2 per
+  // row, when those are at most a quarter of them: the dense 8-byte accumulator of fashion_mnist's
+  // 10 x 785^2 entries per row is 50 MB to zero and read back. false: always dense (ablation).
+  bool compact_interactions = true;
   // Copies between the caller's buffers and the pinned staging buffers run on this pool
   // (core/common/host_copy.h); not owned, must outlive the engine. Null: the calling thread.
   ThreadPool* host_pool = nullptr;

@@ -51,11 +51,13 @@ std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<floa
 
 std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, TreeShapPrecision precision,
                                      int64_t max_chunk_bytes = int64_t{1} << 30,
-                                     int rows_per_warp = 0, bool shared = true) {
+                                     int rows_per_warp = 0, bool shared = true,
+                                     bool compact = true) {
   absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
   EXPECT_TRUE(l.ok()) << l.status();
   TreeShapGpuOptions o;
   o.precision = precision;
+  o.compact_interactions = compact;
   o.max_chunk_bytes = max_chunk_bytes;
   o.rows_per_warp = rows_per_warp;
   o.shared_accumulation = shared;
@@ -66,9 +68,10 @@ std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, TreeShapPrecision precisio
 
 std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
                                      int64_t max_chunk_bytes = int64_t{1} << 30,
-                                     int rows_per_warp = 0, bool shared = true) {
+                                     int rows_per_warp = 0, bool shared = true,
+                                     bool compact = true) {
   return MakeGpu(f, double_precision ? TreeShapPrecision::kDouble : TreeShapPrecision::kFloat,
-                 max_chunk_bytes, rows_per_warp, shared);
+                 max_chunk_bytes, rows_per_warp, shared, compact);
 }
 
 TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
@@ -170,6 +173,48 @@ TEST_P(TreeShapGpuRandomTest, MatchesTheReference) {
     EXPECT_EQ(0, std::memcmp(a.data(), g1.data(), a.size() * sizeof(float)));
     const std::vector<float> g2 = Gpu(*global, *f, irows, true);
     EXPECT_EQ(0, std::memcmp(ia.data(), g2.data(), ia.size() * sizeof(float)));
+    // Dense interaction accumulators however wide the model: the same bits.
+    std::unique_ptr<TreeShapGpu> dense = MakeGpu(*f, dbl, int64_t{1} << 30, 0, true, false);
+    const std::vector<float> d2 = Gpu(*dense, *f, irows, true);
+    EXPECT_EQ(0, std::memcmp(ia.data(), d2.data(), ia.size() * sizeof(float)));
+  }
+}
+
+// A wide model whose paths touch few of its K (F+1)^2 interaction entries accumulates only those
+// (TreeShapGpuOptions::compact_interactions): the reference's values, and the dense accumulators'
+// bits, in every arithmetic; SHAP values unaffected.
+TEST(TreeShapGpuTest, WideModelsAccumulateOnlyTheInteractionsPathsTouch) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.num_features = 300;
+  o.max_depth = 4;
+  o.num_trees = 30;
+  o.num_outputs = 2;
+  o.categorical_fraction = 0.2;
+  o.seed = 41;
+  ForestPtr f = MakeRandomForest(o);
+  ThreadPool pool(0);
+  const std::vector<float> rows = MakeRandomRows(*f, 24, 42, 0.15);
+  const std::vector<float> ref = ReferenceExplanation(*f, rows, true, &pool);
+  for (TreeShapPrecision p : {TreeShapPrecision::kAuto, TreeShapPrecision::kDouble,
+                              TreeShapPrecision::kFloatTopDown}) {
+    std::unique_ptr<TreeShapGpu> compact = MakeGpu(*f, p);
+    std::unique_ptr<TreeShapGpu> dense = MakeGpu(*f, p, int64_t{1} << 30, 0, true, false);
+    ASSERT_NE(compact, nullptr);
+    ASSERT_NE(dense, nullptr);
+    EXPECT_NE(compact->Describe().find("interactions compact"), std::string::npos)
+        << compact->Describe();
+    EXPECT_EQ(dense->Describe().find("interactions compact"), std::string::npos);
+    const std::vector<float> a = Gpu(*compact, *f, rows, true);
+    const std::vector<float> b = Gpu(*dense, *f, rows, true);
+    EXPECT_LE(MaxMarginError(a, ref, 24, f->num_outputs), kTolerance) << TreeShapPrecisionName(p);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << TreeShapPrecisionName(p);
+    // Another chunking (several chunks of the compact accumulator).
+    std::unique_ptr<TreeShapGpu> chunked = MakeGpu(*f, p, /*max_chunk_bytes=*/1 << 20);
+    const std::vector<float> c = Gpu(*chunked, *f, rows, true);
+    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)))
+        << TreeShapPrecisionName(p);
   }
 }
 
