@@ -131,6 +131,7 @@ template <typename T>
 struct Unwinder {
   // Steps beyond the degree a lane may need (the value rejected at the direction switch).
   static constexpr int kExtraSteps = 1;
+  static constexpr bool kStraightLine = false;  // per-lane state machine (GPU: UnwindRowsComposite)
   T z = 0, inv_z = 0, r = 0, total = 0;
   int n = 0;      // degree of W (non-root elements of the path, the lane's own included)
   int idx = 0;    // W coefficient to fetch next
@@ -189,6 +190,7 @@ struct Unwinder {
 template <typename T>
 struct TopDownUnwinder {
   static constexpr int kExtraSteps = 0;  // exactly the degree's steps
+  static constexpr bool kStraightLine = true;  // the same steps on every lane (UnwindRowsTopDown)
   T z = 0, inv_z = 0, r = 0, total = 0;
   int n = 0;  // degree of W
   int s = 0;  // steps taken

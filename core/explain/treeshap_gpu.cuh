@@ -6,10 +6,14 @@
 // arithmetic is treeshap_arith.h's (w basis): per row one ballot gives every lane the one
 // fractions o of its path's elements; EXTEND leaves the coefficient W_k of
 // prod_u (z_u + o_u t) in lane seg + k (one shuffle and one FMA per element); every lane then
-// UNWINDs its own element by composite synthetic division, fetching the W_k it needs by
-// shuffle, and phi = unwound sum * (o - z) * leaf value is added in 64-bit fixed point (integer
-// atomics: deterministic). U is the UNWIND (treeshap_arith::Unwinder, composite, or
-// TopDownUnwinder, straight-line where its error bound allows).
+// UNWINDs its own element, fetching the W_k it needs by shuffle, and phi = unwound sum * (o - z) *
+// leaf value is added in 64-bit fixed point (integer atomics: deterministic). U is the UNWIND:
+// treeshap_arith::Unwinder (composite synthetic division, a per-lane state machine) or
+// TopDownUnwinder (where its error bound allows), which runs straight-line: per row and step one
+// shuffle, one multiply and two FMAs, the Shapley weight loaded once per step for all rows in
+// flight (UnwindRowsTopDown). Per-row selects are folded into per-row constants computed once,
+// so the steps are the same instructions on every lane (ncu: 8.9 G instructions for adult-med's
+// 10,000 rows in double, GPUTreeShap's float kernel 11.5 G; docs/benchmarks.md).
 // Interactions condition on each path element c in turn: the path without c is EXTENDed and
 // UNWOUND, contributions scaled by (o_c - z_c) / 2 go to M[c][j], their negation to M[c][c];
 // the unconditioned phi_i goes to M[i][i].
@@ -65,11 +69,10 @@ struct LaneState {
   double value_scale0 = 0;  // first value x its output's fixed-point scale
   bool active = false;
   int max_len = 1;
+  int min_len = 1;    // over the warp's active lanes (kWarpLanes when none is active)
   int max_width = 0;  // over the warp
   T z = T(1), inv_z = T(1);
   T* z_of = nullptr;  // this warp's kWarpLanes entries of shared memory
-  // z of element u of this lane's path (u < len).
-  __device__ __forceinline__ T PathZ(int u) const { return z_of[seg + min(u, len - 1)]; }
 };
 
 template <typename T>
@@ -100,6 +103,9 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_
   int m = s->len;
   for (int off = 16; off > 0; off /= 2) m = max(m, __shfl_xor_sync(kFullMask, m, off));
   s->max_len = m;
+  int n = s->active ? s->len : kWarpLanes;
+  for (int off = 16; off > 0; off /= 2) n = min(n, __shfl_xor_sync(kFullMask, n, off));
+  s->min_len = n;
   int mw = s->width;
   for (int off = 16; off > 0; off /= 2) mw = max(mw, __shfl_xor_sync(kFullMask, mw, off));
   s->max_width = mw;
@@ -143,35 +149,49 @@ __device__ __forceinline__ RowBits LoadRow(const KernelArgs& a, const LaneState<
   return b;
 }
 
+// Bits u of this lane's path that EXTEND multiplies in: elements [1, len) without `skip`.
+template <typename T>
+__device__ __forceinline__ unsigned ExtendBits(const LaneState<T>& s, int skip) {
+  const unsigned in_path = (s.len >= 32 ? ~0u : (1u << s.len) - 1u) & ~1u;
+  return skip < 32 ? in_path & ~(1u << skip) : in_path;
+}
+
 // EXTEND of this lane's path (element `skip` left out; kNoSkip: none) for the rows in flight;
-// w[q] ends as coefficient W_rel of row q.
+// w[q] ends as coefficient W_rel of row q. Straight-line on every lane: an element outside the
+// path (or the skipped one) is multiplied in as z = 1, o = 0, i.e. fma(1, w, 0) = w exactly, so
+// the result is bit-identical to treeshap_arith::EmulatePath without a per-row select of w.
 template <typename T>
 __device__ __forceinline__ void ExtendRows(const LaneState<T>& s, const RowBits (&rows)[kRowsInFlight],
                                            int skip, T (&w)[kRowsInFlight]) {
+  const unsigned valid = ExtendBits(s, skip);
+  const T* path_z = s.z_of + s.seg;  // z_of is padded: path_z[u] exists for every u < kWarpLanes
+  unsigned shift[kRowsInFlight];  // bit u: W_k <- z_u W_k + W_{k-1} (o_u = 1, not the root lane)
 #pragma unroll
-  for (int q = 0; q < kRowsInFlight; ++q) w[q] = s.rel == 0 ? T(1) : T(0);
+  for (int q = 0; q < kRowsInFlight; ++q) {
+    w[q] = s.rel == 0 ? T(1) : T(0);
+    shift[q] = s.rel == 0 ? 0u : rows[q].o_bits & valid;
+  }
 #pragma unroll
   for (int u = 1; u < kWarpLanes; ++u) {
     if (u >= s.max_len) break;  // warp-uniform
-    const bool valid = u < s.len && u != skip;
-    const T zu = s.PathZ(u);
+    const T zu = ((valid >> u) & 1u) != 0 ? path_z[u] : T(1);
 #pragma unroll
     for (int q = 0; q < kRowsInFlight; ++q) {
       const T up = __shfl_up_sync(kFullMask, w[q], 1);
-      const T left = s.rel == 0 ? T(0) : up;
-      const T next = treeshap_arith::ExtendStep(w[q], left, zu, ((rows[q].o_bits >> u) & 1u) != 0);
-      w[q] = valid ? next : w[q];
+      w[q] = treeshap_arith::Fma(zu, w[q], ((shift[q] >> u) & 1u) != 0 ? up : T(0));
     }
   }
 }
 
-// UNWIND of this lane's element for the rows in flight: total[q] is its unwound sum in row q
-// (0 where take[q] is false). `degree`: non-root elements of the (reduced) path.
+// UNWIND of this lane's element for the rows in flight by the composite Unwinder: total[q] is its
+// unwound sum in row q (0 where take[q] is false). `degree`: non-root elements of the (reduced)
+// path.
 template <typename T, typename U>
-__device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits (&rows)[kRowsInFlight],
-                                           const T (&w)[kRowsInFlight], int degree,
-                                           const bool (&take)[kRowsInFlight], const T* weights,
-                                           T (&total)[kRowsInFlight]) {
+__device__ __forceinline__ void UnwindRowsComposite(const LaneState<T>& s,
+                                                    const RowBits (&rows)[kRowsInFlight],
+                                                    const T (&w)[kRowsInFlight], int degree,
+                                                    const bool (&take)[kRowsInFlight],
+                                                    const T* weights, T (&total)[kRowsInFlight]) {
   U un[kRowsInFlight];
 #pragma unroll
   for (int q = 0; q < kRowsInFlight; ++q) {
@@ -186,6 +206,69 @@ __device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits 
   }
 #pragma unroll
   for (int q = 0; q < kRowsInFlight; ++q) total[q] = un[q].Total();
+}
+
+// The same by TopDownUnwinder's arithmetic, straight-line: every lane runs the warp's longest
+// degree of steps; step t fetches W[degree - 1 - t + o] and, while t < degree, adds
+// weight(degree, degree - 1 - t) x r_(degree-1-t). next = fma(a, r, W x b) with (a, b) = (-z, 1)
+// for o = 1 and (0, 1/z) for o = 0 is TopDownUnwinder's fma(-z, r, W) or W x (1/z) exactly (W x 1
+// and 0 x r are exact for finite r, which every model given top-down by `auto` keeps: z <= 1 and
+// 1/z bounded), so the result is bit-identical to it without a per-row select. The
+// weight is loaded once per step for all rows in flight; the first `sure` steps, where every
+// lane whose result is used is live, need no check. total[q] is meaningful only where take[q].
+template <typename T>
+__device__ __forceinline__ void UnwindRowsTopDown(const LaneState<T>& s,
+                                                  const RowBits (&rows)[kRowsInFlight],
+                                                  const T (&w)[kRowsInFlight], int degree, int sure,
+                                                  const T* weights, T (&total)[kRowsInFlight]) {
+  T r[kRowsInFlight], a[kRowsInFlight], b[kRowsInFlight];
+  int src[kRowsInFlight];
+#pragma unroll
+  for (int q = 0; q < kRowsInFlight; ++q) {
+    r[q] = T(0);
+    total[q] = T(0);
+    a[q] = rows[q].own ? -s.z : T(0);
+    b[q] = rows[q].own ? T(1) : s.inv_z;
+    src[q] = s.seg + degree - 1 + (rows[q].own ? 1 : 0);
+  }
+  // Walks down row `degree` of the table from k = degree - 1; past k = 0 it reads the row
+  // before (never used: not live). Lanes of degree < 1 are never used: the longest row keeps
+  // their pointer inside the table.
+  const int row = degree >= 1 ? degree : kWarpLanes - 1;
+  const T* weight = weights + treeshap_arith::WeightIndex(row, row - 1);
+  const int steps = s.max_len - 1;
+  int t = 0;
+  for (; t < sure; ++t, --weight) {  // warp-uniform
+#pragma unroll
+    for (int q = 0; q < kRowsInFlight; ++q) {
+      const T v = __shfl_sync(kFullMask, w[q], src[q] - t);
+      r[q] = treeshap_arith::Fma(a[q], r[q], v * b[q]);
+      total[q] = treeshap_arith::Fma(*weight, r[q], total[q]);
+    }
+  }
+  for (; t < steps; ++t, --weight) {  // warp-uniform
+    const bool live = t < degree;
+#pragma unroll
+    for (int q = 0; q < kRowsInFlight; ++q) {
+      const T v = __shfl_sync(kFullMask, w[q], src[q] - t);
+      r[q] = treeshap_arith::Fma(a[q], r[q], v * b[q]);
+      const T next = treeshap_arith::Fma(live ? *weight : T(0), r[q], total[q]);
+      total[q] = live ? next : total[q];
+    }
+  }
+}
+
+// `sure`: steps every lane whose result is used is live for (at most its degree).
+template <typename T, typename U>
+__device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits (&rows)[kRowsInFlight],
+                                           const T (&w)[kRowsInFlight], int degree, int sure,
+                                           const bool (&take)[kRowsInFlight], const T* weights,
+                                           T (&total)[kRowsInFlight]) {
+  if constexpr (U::kStraightLine) {
+    UnwindRowsTopDown(s, rows, w, degree, sure, weights, total);
+  } else {
+    UnwindRowsComposite<T, U>(s, rows, w, degree, take, weights, total);
+  }
 }
 
 // Value w of the lane's path times its output's scale.
@@ -297,7 +380,7 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
       }
       T w[kRowsInFlight], total[kRowsInFlight];
       ExtendRows(s, rows, kNoSkip, w);
-      UnwindRows<T, U>(s, rows, w, s.len - 1, take, weights, total);
+      UnwindRows<T, U>(s, rows, w, s.len - 1, s.min_len - 1, take, weights, total);
       emit(s, r0, rows, take, total);
     }
   }
@@ -310,7 +393,7 @@ __global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
   const T* weights = LoadWeights<T>(a, shared_weights);
   const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_features + 1;
-  __shared__ T shared_z[kBlockThreads];
+  __shared__ T shared_z[kBlockThreads + kWarpLanes];  // padded: see ExtendRows
   RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
@@ -348,7 +431,9 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
   if (!__any_sync(kFullMask, any)) return;
   T w[kRowsInFlight], total[kRowsInFlight];
   ExtendRows(s, rows, has_cond ? cond : kNoSkip, w);
-  UnwindRows<T, U>(s, rows, w, has_cond ? s.len - 2 : s.len - 1, take, weights, total);
+  // Lanes used are those of paths with cond < len: degree len - 2 >= min_len - 2.
+  UnwindRows<T, U>(s, rows, w, has_cond ? s.len - 2 : s.len - 1, max(s.min_len - 2, 0), take,
+                   weights, total);
 #pragma unroll
   for (int q = 0; q < kRowsInFlight; ++q) {
     const double t = take[q] ? static_cast<double>(total[q]) *
@@ -373,7 +458,7 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_features + 1;
   const int64_t block = f1 * f1;
-  __shared__ T shared_z[kBlockThreads];
+  __shared__ T shared_z[kBlockThreads + kWarpLanes];  // padded: see ExtendRows
   RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
