@@ -386,8 +386,11 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
   }
 }
 
+// The straight-line (top-down) kernel runs at 8 blocks per SM (64 registers, 36 bytes spilled):
+// measured 2-5% faster than at 72 registers and 43% occupancy (docs/benchmarks.md, issue 17).
+// The composite one keeps the compiler's choice (0: no hint; 68 registers, no spills).
 template <typename T, typename U>
-__global__ void __launch_bounds__(kBlockThreads) ShapKernel(KernelArgs a) {
+__global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapKernel(KernelArgs a) {
   extern __shared__ unsigned long long shared_acc[];
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
   const T* weights = LoadWeights<T>(a, shared_weights);
