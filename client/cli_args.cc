@@ -65,6 +65,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--connections", {true, {C::kBench}}},
       {"--repeated-values", {false, {C::kBench}}},
       {"--processes", {true, {C::kBench}}},
+      {"--client-threads", {true, {C::kBench}}},
       {"--shared-memory", {false, {C::kPredict, C::kBench}}},
   };
   return *options;
@@ -306,7 +307,8 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       }
       out.bench_explain = value == "explain";
     } else if (name == "--rows-per-request" || name == "--concurrency" || name == "--requests" ||
-               name == "--connections" || name == "--server-pid" || name == "--processes") {
+               name == "--connections" || name == "--server-pid" || name == "--processes" ||
+               name == "--client-threads") {
       absl::StatusOr<int64_t> v = ParseInt(name, value, name == "--requests" ? 0 : 1);
       if (!v.ok()) return v.status();
       if (name == "--rows-per-request") out.rows_per_request = *v;
@@ -317,6 +319,10 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       if (name == "--processes") {
         if (*v > 256) return Usage("--processes: at most 256");
         out.processes = static_cast<int>(*v);
+      }
+      if (name == "--client-threads") {
+        if (*v > 1024) return Usage("--client-threads: at most 1024");
+        out.client_threads = static_cast<int>(*v);
       }
     } else if (name == "--rate" || name == "--duration" || name == "--warmup") {
       absl::StatusOr<double> v = ParseSeconds(name, value, name != "--duration");
@@ -502,6 +508,9 @@ Options:
                              --connections connections (and --rate in the open loop), started
                              together; one report over all of them (default 1: one process's
                              client threads can be the limit of a many-core server)
+      --client-threads N     closed loop: threads (each with a completion queue) driving the
+                             callers of one process (default: a quarter of the hardware threads,
+                             at least 2, at most --concurrency)
       --repeated-values      send rows as repeated Matrix.values (the older form; results come
                              back the same way) instead of raw little-endian bytes (raw_f32)
       --shared-memory        closed loop, groved on this host with --shared_memory: each caller

@@ -75,6 +75,7 @@ struct CliArgs {
   int64_t server_pid = 0;          // --server-pid PID: a local groved whose CPU time to report
   bool repeated_values = false;    // --repeated-values: rows as Matrix.values instead of raw_f32
   int processes = 1;               // --processes N: bench processes, each with the options above
+  int client_threads = 0;          // --client-threads N: closed-loop threads per process (0: auto)
   // --shared-memory (bench; predict with --server): rows and results through POSIX shared memory
   // registered with the server (groved --shared_memory on the same host) instead of the messages.
   bool shared_memory = false;

@@ -48,12 +48,15 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   grain = std::max<int64_t>(1, grain);
   // A few chunks per thread balance uneven rows without much queueing overhead.
   const int64_t max_chunks = static_cast<int64_t>(num_threads() + 1) * 4;
-  const int64_t chunks = std::clamp<int64_t>(n / grain, 1, max_chunks);
-  if (chunks == 1) {
+  const int64_t wanted = std::clamp<int64_t>(n / grain, 1, max_chunks);
+  if (wanted == 1) {
     fn(0, n);
     return;
   }
-  const int64_t chunk = (n + chunks - 1) / chunks;
+  const int64_t chunk = (n + wanted - 1) / wanted;
+  // Rounding the size up can leave fewer chunks than wanted (64 items in 12 chunks of 6 is 11):
+  // no chunk may start at or past n.
+  const int64_t chunks = (n + chunk - 1) / chunk;
   // Chunks are claimed from a shared counter by helpers and by the caller, so the caller
   // never blocks on workers busy with another caller's work.
   struct State {
@@ -80,7 +83,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     std::lock_guard<std::mutex> lock(mu_);
     for (int64_t i = 0; i < helpers; ++i) queue_.emplace_back(run);
   }
-  cv_.notify_all();
+  // One worker per queued helper: notify_all would wake every idle worker for a few chunks.
+  for (int64_t i = 0; i < helpers; ++i) cv_.notify_one();
   run();
   std::unique_lock<std::mutex> lock(state->mu);
   state->cv.wait(lock, [&] { return state->done.load() == chunks; });

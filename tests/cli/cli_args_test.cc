@@ -69,6 +69,16 @@ TEST(CliArgs, RemoteOptions) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->processes, 4);
   EXPECT_FALSE(ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "0"}).ok());
+  // Closed-loop client threads: 0 (default) is a quarter of the hardware threads; 1..1024 given.
+  EXPECT_EQ(a->client_threads, 0);
+  a = ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--client-threads", "4"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->client_threads, 4);
+  EXPECT_FALSE(
+      ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--client-threads", "0"}).ok());
+  EXPECT_FALSE(
+      ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--client-threads", "1025"}).ok());
+  EXPECT_FALSE(ParseCliArgs({"predict", "--model", "m", "--client-threads", "4"}).ok());
   EXPECT_FALSE(
       ParseCliArgs({"bench", "--server", "h:1", "--model", "m", "--processes", "257"}).ok());
 }
