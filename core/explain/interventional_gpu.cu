@@ -233,13 +233,13 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   }
 
   // The exact space's workspace after the accumulators (each part 256-byte aligned): background
-  // masks (n x paths), the background's linked margins and their mean, the refusal word, and
+  // masks (n x paths), the bias (ExactBiasFor's, copied in), the refusal word, and
   // `warps` teams' ExactScratch arrays. Warps: one per row up to kExactWarps, fewer when their
   // scratch would pass kExactScratchBytes.
   struct ExactWorkspace {
     int64_t warps = 0;
     ExactScratchSizes sizes{};
-    int64_t z_masks = 0, linked = 0, bias = 0, refused = 0, x_masks = 0, slot_of = 0,
+    int64_t z_masks = 0, bias = 0, refused = 0, x_masks = 0, slot_of = 0,
             slot_feature = 0, partial = 0, table = 0;  // byte offsets
     int64_t bytes = 0;
   };
@@ -263,7 +263,6 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     };
     const int64_t n = il_->background_rows;
     w.z_masks = take(n * paths * 4);
-    w.linked = take(n * k * 8);
     w.bias = take(k * 8);
     w.refused = take(8);
     w.x_masks = take(w.warps * z.x_masks * 4);
@@ -301,7 +300,6 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     const int64_t n = il_->background_rows;
     const int k = forest_->num_outputs;
     auto* d_z = reinterpret_cast<uint32_t*>(base + w.z_masks);
-    auto* d_linked = reinterpret_cast<double*>(base + w.linked);
     auto* d_bias = reinterpret_cast<double*>(base + w.bias);
     auto* d_refused = reinterpret_cast<unsigned long long*>(base + w.refused);
     ik::ExactKernelArgs ka;
@@ -328,8 +326,12 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                                           masks_.as<uint32_t>(),
                                                           counts_.as<uint32_t>(),
                                                           mask_rows_.as<uint16_t>(), d_z);
-    ik::ExactBackgroundKernel<<<Blocks(n), 256, 0, s>>>(a, d_z, n, d_linked);
-    ik::ColumnMeanKernel<<<(k + 31) / 32, 32, 0, s>>>(d_linked, n, k, d_bias);
+    // The bias is background rows x paths of serial path walks: computed once per iteration
+    // range on the host and kept with the linearized layout (ExactBiasFor), not per call.
+    const std::shared_ptr<const std::vector<double>> bias =
+        ExactBiasFor(*forest_, *layout_, *il_, *linearized_, range.begin, range.end);
+    GROVE_CUDA_RETURN(
+        cudaMemcpyAsync(d_bias, bias->data(), k * sizeof(double), cudaMemcpyHostToDevice, s));
     const int64_t blocks = (w.warps + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock;
     ik::ExactKernel<<<static_cast<unsigned>(blocks), ik::kBlockThreads, 0, s>>>(a, ka);
     ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(

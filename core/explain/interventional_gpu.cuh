@@ -330,27 +330,6 @@ __global__ void ScatterMasksKernel(int64_t num_paths, int64_t n, const uint32_t*
   }
 }
 
-// d_linked[j * K ...] = the link of background row j's margin (one thread per row).
-__global__ void ExactBackgroundKernel(ExactArgs a, const uint32_t* d_z_masks, int64_t n,
-                                      double* d_linked) {
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double* m = d_linked + j * a.num_outputs;
-    ExactMarginFromMasks(a, d_z_masks + j * a.num_paths, m);
-    TransformRow(a.transform, m, m);
-  }
-}
-
-// d_mean[k] = mean over the n rows of d_values[j * K + k], rows in order (one thread per output).
-__global__ void ColumnMeanKernel(const double* d_values, int64_t n, int num_outputs,
-                                 double* d_mean) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= num_outputs) return;
-  double s = 0;
-  for (int64_t j = 0; j < n; ++j) s += d_values[j * num_outputs + k];
-  d_mean[k] = s / static_cast<double>(n);
-}
-
 // One warp per row (grid-stride over rows): ExplainExactRow into d_phi; a refused pair is
 // recorded in d_refused and ends its row.
 __global__ void __launch_bounds__(kBlockThreads) ExactKernel(ExactArgs a, ExactKernelArgs k) {

@@ -184,7 +184,9 @@ absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
   const ExactArgs a = HostExactArgs(forest, layout, il, range);
   const std::vector<uint32_t> z = BackgroundRowMasks(il, ll, a.num_paths);
   const int64_t n = ll.background_rows;
-  const std::vector<double> bias = ExactBias(a, z, n);
+  const std::shared_ptr<const std::vector<double>> cached =
+      ExactBiasFor(forest, layout, il, ll, range.begin, range.end);
+  const std::vector<double>& bias = *cached;
   const int64_t f1 = forest.num_features + 1;
   const ExactScratchSizes sizes = ExactScratchSizesFor(a.num_paths, a.num_features, a.num_outputs, 1);
   std::mutex mu;
@@ -216,6 +218,30 @@ absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
 }
 
 }  // namespace
+
+std::shared_ptr<const std::vector<double>> ExactBiasFor(const Forest& forest,
+                                                       const PathLayout& layout,
+                                                       const InterventionalLayout& il,
+                                                       const LinearizedLayout& ll, int begin,
+                                                       int end) {
+  LinearizedLayout::ExactBiasMemo& memo = *ll.exact_bias;
+  const std::pair<int, int> key{begin, end};
+  {
+    absl::MutexLock lock(&memo.mu);
+    for (const auto& [k, bias] : memo.entries) {
+      if (k == key) return bias;
+    }
+  }
+  const ExactArgs a = HostExactArgs(forest, layout, il, IterationRange{begin, end});
+  auto bias = std::make_shared<const std::vector<double>>(
+      ExactBias(a, BackgroundRowMasks(il, ll, a.num_paths), ll.background_rows));
+  absl::MutexLock lock(&memo.mu);
+  for (const auto& [k, kept] : memo.entries) {
+    if (k == key) return kept;  // another call computed it meanwhile
+  }
+  if (memo.entries.size() < kExactBiasRanges) memo.entries.emplace_back(key, bias);
+  return bias;
+}
 
 absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layout,
                                                           const InterventionalLayout& il,

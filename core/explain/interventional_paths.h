@@ -29,7 +29,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/hd.h"
 #include "core/common/rows.h"
 #include "core/explain/interventional.h"
@@ -119,14 +121,36 @@ absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& 
 // depends on each pair's two margins, so a mask's background rows cannot be merged into a count,
 // and kProbability needs every background row's own masks; the rows of each mask are kept. Path p's rows, ordered by mask (InterventionalLayout order), are
 // mask_rows[p * background_rows ...]: mask m's are the next counts[m] after p's earlier masks'.
-// Built on first use (paths x background rows x 2 bytes). Immutable once built.
+// Built on first use (paths x background rows x 2 bytes). Immutable once built, but for the memo
+// of the exact space's bias (ExactBiasFor), which is thread-safe.
 struct LinearizedLayout {
   int64_t background_rows = 0;
   std::vector<uint16_t> mask_rows;
   std::vector<float> background;  // the background rows (their margins are computed per call)
   int64_t HostBytes() const { return static_cast<int64_t>(mask_rows.size() * 2 + background.size() * 4); }
+
+  // ExactBiasFor's results per iteration range [begin, end) (at most kExactBiasRanges ranges).
+  struct ExactBiasMemo {
+    absl::Mutex mu;
+    std::vector<std::pair<std::pair<int, int>, std::shared_ptr<const std::vector<double>>>>
+        entries ABSL_GUARDED_BY(mu);
+  };
+  std::unique_ptr<ExactBiasMemo> exact_bias = std::make_unique<ExactBiasMemo>();
 };
 using LinearizedLayoutPtr = std::shared_ptr<const LinearizedLayout>;
+
+// The bias of the exact probability space for iteration range [begin, end) -- the mean over the
+// background of the link of its margin -- kept with `ll` once computed (for the first
+// kExactBiasRanges ranges asked; others are computed per call). It costs background rows x paths
+// path walks, which a call would otherwise pay in full however few rows it explains. `ll` must be
+// the linearized layout of `forest`, `layout` and `il`. Thread-safe; the computation runs outside
+// the memo's lock (two first calls may both compute; the values are the same).
+inline constexpr int kExactBiasRanges = 8;
+std::shared_ptr<const std::vector<double>> ExactBiasFor(const Forest& forest,
+                                                       const PathLayout& layout,
+                                                       const InterventionalLayout& il,
+                                                       const LinearizedLayout& ll, int begin,
+                                                       int end);
 
 // Background rows at most 65,535 (row indices are 16-bit); INVALID_ARGUMENT otherwise.
 absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layout,

@@ -4,6 +4,7 @@
 
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -222,6 +223,53 @@ TEST(InterventionalPathsTest, ExactMatchesTheReference) {
     }
   }
   EXPECT_GT(compared, 12);
+}
+
+// The exact space's bias is computed once per iteration range and kept with the linearized layout
+// (the first kExactBiasRanges ranges); a range past those is computed per call, to equal values.
+TEST(InterventionalPathsTest, ExactBiasIsKeptPerRangeWithTheLinearizedLayout) {
+  ThreadPool pool(2);
+  RandomForestOptions o = testing::InterventionalForestOptions().front();
+  o.num_trees = 6;  // single output: 6 rounds, 21 ranges
+  o.num_outputs = 1;
+  o.vector_leaves = false;
+  ForestPtr f = WithLink(*MakeRandomForest(o), Link::kSigmoid);
+  const std::vector<float> bg = MakeRandomRows(*f, 20, o.seed + 20);
+  const Layouts l = Build(*f, bg, &pool);
+  const LinearizedLayoutPtr ll = BuildLinearized(*f, l, bg);
+  const int rounds = f->num_iterations;
+  ASSERT_GE(rounds, 3);
+  auto bias = [&](int begin, int end) {
+    return ExactBiasFor(*f, *l.layout, *l.il, *ll, begin, end);
+  };
+  const auto full = bias(0, rounds);
+  EXPECT_EQ(bias(0, rounds).get(), full.get()) << "the full range is computed again";
+  EXPECT_EQ(full->size(), static_cast<size_t>(f->num_outputs));
+  const auto part = bias(1, 3);
+  EXPECT_NE(*part, *full) << "two ranges, one bias";
+  EXPECT_EQ(bias(1, 3).get(), part.get());
+  // Fill the memo, then one range more: not kept, but the same values each time.
+  std::vector<std::pair<int, int>> ranges;
+  for (int b = 0; b < rounds && ranges.size() < kExactBiasRanges + 1; ++b) {
+    for (int e = b + 1; e <= rounds && ranges.size() < kExactBiasRanges + 1; ++e) {
+      ranges.emplace_back(b, e);
+    }
+  }
+  ASSERT_EQ(ranges.size(), kExactBiasRanges + 1u) << "the forest has too few rounds";
+  for (const auto& [b, e] : ranges) bias(b, e);
+  const auto& [b, e] = ranges.back();
+  const auto once = bias(b, e), again = bias(b, e);
+  EXPECT_NE(once.get(), again.get()) << "a range past the memo's bound was kept";
+  EXPECT_EQ(*once, *again);
+  // Concurrent first calls agree.
+  const LinearizedLayoutPtr fresh = BuildLinearized(*f, l, bg);
+  std::vector<std::shared_ptr<const std::vector<double>>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { got[t] = ExactBiasFor(*f, *l.layout, *l.il, *fresh, 0, rounds); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& g : got) EXPECT_EQ(*g, *full);
 }
 
 // Every corpus case whose link has a probability (categorical, dart, multi-class, LightGBM rules),
