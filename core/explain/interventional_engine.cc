@@ -1,6 +1,7 @@
 // InterventionalEngine: strategy table, factories and per-call choice (see interventional_engine.h).
 #include "core/explain/interventional_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/common/log.h"
+#include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional_gpu.h"
 
@@ -236,6 +238,10 @@ InterventionalEngine::InterventionalEngine(
     bool forced)
     : context_(std::move(context)), strategies_(std::move(strategies)), forced_(forced) {}
 
+bool PrefersCpuForExact(int64_t rows, int threads) {
+  return rows < kExactCpuRowsPerThread * std::max(1, threads);
+}
+
 absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOptions& options,
                                            MatrixView<float> out, RunInfo* info) const {
   const double start = Now();
@@ -243,10 +249,24 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
     return s;
   }
   const InterventionalStrategy* chosen = nullptr;
+  const char* reason = "first strategy supporting the request";
   for (const auto& s : strategies_) {
     if (s->Supports(options)) {
       chosen = s.get();
       break;
+    }
+  }
+  // The exact space in small calls: the CPU path form answers sooner (see PrefersCpuForExact).
+  const bool exact = options.output_space == OutputSpace::kProbability &&
+                     context_.forest->objective.link != Link::kIdentity;
+  if (!forced_ && exact && chosen != nullptr && chosen->id() == InterventionalStrategyId::kGpu &&
+      PrefersCpuForExact(rows.rows, context_.pool != nullptr ? context_.pool->num_threads() : 1)) {
+    for (const auto& s : strategies_) {
+      if (s->id() == InterventionalStrategyId::kPathsCpu && s->Supports(options)) {
+        chosen = s.get();
+        reason = "exact probability space, few rows per CPU thread";
+        break;
+      }
     }
   }
   if (chosen == nullptr) {
@@ -259,7 +279,7 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
   if (info != nullptr) {
     info->device = chosen->device();
     info->strategy = absl::StrCat("interventional_", chosen->name());
-    info->reason = forced_ ? "" : "first strategy supporting the request";
+    info->reason = forced_ ? "" : reason;
     info->compute_seconds = Now() - start;
   }
   return status;

@@ -15,7 +15,9 @@
 // reference) whose Supports(options) is true: the fast forms for SHAP values, the reference for
 // interaction values. (The
 // GPU first: a request pays a launch and copies there, tens of microseconds, while one row on the
-// CPU form walks every path's masks: about a millisecond for the paper's medium models.)
+// CPU form walks every path's masks: about a millisecond for the paper's medium models.) One
+// exception (PrefersCpuForExact): the exact probability space with few rows per call goes to the
+// CPU path form, since the GPU gives each row one warp that walks the background rows in turn.
 //
 // Preprocessing kept for the engine's life: the model's PathLayout and the background's
 // InterventionalLayout (per-path masks), uploaded once by the GPU strategy.
@@ -46,6 +48,15 @@ inline constexpr int kNumInterventionalStrategies = 3;
 const char* InterventionalStrategyName(InterventionalStrategyId id);
 // A name above; INVALID_ARGUMENT naming the accepted ones otherwise.
 absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::string_view name);
+
+// Whether "auto" sends a call of `rows` rows in the exact probability space to the CPU path form
+// (run over `threads` threads) rather than the GPU: below kExactCpuRowsPerThread rows per thread.
+// Measured on the H100 host (16 threads, adult-med, 100 background rows; benchmarks.md): per
+// call the GPU took 87 / 122 / 139 / 159 / 187 ms at 1 / 16 / 64 / 256 / 1,024 rows and the CPU
+// path form 10 / 19 / 46 / 171 / 627 ms -- both costs scale with the work per (row, background
+// row) pair, so the crossover is a rows count per CPU thread.
+inline constexpr int64_t kExactCpuRowsPerThread = 16;
+bool PrefersCpuForExact(int64_t rows, int threads);
 
 struct InterventionalEngineOptions {
   bool use_gpu = true;

@@ -268,9 +268,10 @@ TEST(InterventionalGpuTest, DeviceEntryWithCallerWorkspace) {
   cudaFree(d_ws);
 }
 
-// The engine's "auto" runs `space` on the GPU, with the reference's values.
-void ExpectTheEngineOnTheGpu(ForestPtr f, OutputSpace space) {
-  const std::vector<float> rows = MakeRandomRows(*f, 20, 5);
+// The engine's "auto" runs `space` on `strategy` for a call of `n` rows (2 CPU threads), with the
+// reference's values.
+void ExpectTheEngineRuns(ForestPtr f, OutputSpace space, int64_t n, const std::string& strategy) {
+  const std::vector<float> rows = MakeRandomRows(*f, n, 5);
   const std::vector<float> bg = MakeRandomRows(*f, 30, 6);
   ThreadPool pool(2);
   absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
@@ -279,26 +280,32 @@ void ExpectTheEngineOnTheGpu(ForestPtr f, OutputSpace space) {
   const int64_t width = ExplainWidth(*f, false);
   InterventionalOptions o;
   o.output_space = space;
-  std::vector<float> out(20 * width);
+  std::vector<float> out(n * width);
   RunInfo info;
-  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), 20, f->num_features), o,
-                            MakeMatrixView(out.data(), 20, width), &info)
+  ASSERT_TRUE((*e)->Explain(MakeRowsView(rows.data(), n, f->num_features), o,
+                            MakeMatrixView(out.data(), n, width), &info)
                   .ok());
-  EXPECT_EQ(info.strategy, "interventional_gpu") << OutputSpaceName(space);
-  EXPECT_EQ(info.device, "cuda:0");
+  EXPECT_EQ(info.strategy, strategy) << OutputSpaceName(space) << ", " << n << " rows";
+  EXPECT_EQ(info.device, strategy == "interventional_gpu" ? "cuda:0" : "cpu");
   ExpectNearReference(out, InterventionalReference(*f, rows, bg, o), kTolerance,
                       OutputSpaceName(space));
 }
 
 TEST(InterventionalGpuTest, EngineRunsEveryOutputSpaceOnTheGpu) {
   SKIP_WITHOUT_GPU();
-  ExpectTheEngineOnTheGpu(MakeRandomForest({}), OutputSpace::kMargin);
-  ExpectTheEngineOnTheGpu(WithLink(*MakeRandomForest({}), Link::kSigmoid),
-                          OutputSpace::kProbabilityLinearized);
+  ExpectTheEngineRuns(MakeRandomForest({}), OutputSpace::kMargin, 20, "interventional_gpu");
+  ExpectTheEngineRuns(WithLink(*MakeRandomForest({}), Link::kSigmoid),
+                      OutputSpace::kProbabilityLinearized, 20, "interventional_gpu");
+  // The exact space on the GPU from kExactCpuRowsPerThread rows per CPU thread (2 threads here),
+  // on the CPU path form below.
   RandomForestOptions three;
   three.num_outputs = 3;
-  ExpectTheEngineOnTheGpu(WithLink(*MakeRandomForest(three), Link::kSoftmax),
-                          OutputSpace::kProbability);
+  ASSERT_FALSE(PrefersCpuForExact(2 * kExactCpuRowsPerThread, 2));
+  ASSERT_TRUE(PrefersCpuForExact(2 * kExactCpuRowsPerThread - 1, 2));
+  ExpectTheEngineRuns(WithLink(*MakeRandomForest(three), Link::kSoftmax),
+                      OutputSpace::kProbability, 2 * kExactCpuRowsPerThread, "interventional_gpu");
+  ExpectTheEngineRuns(WithLink(*MakeRandomForest(three), Link::kSoftmax),
+                      OutputSpace::kProbability, 4, "interventional_paths_cpu");
 }
 
 }  // namespace
