@@ -116,6 +116,11 @@ absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
 // additive). INVALID_ARGUMENT naming why otherwise.
 absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
 
+// Whether `space` is the exact probability space proper for this model: kProbability with a
+// link other than the identity (an identity link's probability is the margin over the average
+// divisor, which the margin's forms compute).
+bool IsExactSpace(const Forest& forest, OutputSpace space);
+
 
 // Adds to margin[0..num_outputs) the base margin and the weighted leaf values `row` reaches in
 // `trees`, in that order, in double (the margins of the reference and of the linearized space).

@@ -67,6 +67,10 @@ absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
   return CheckOutputSpace(forest, options.output_space);
 }
 
+bool IsExactSpace(const Forest& forest, OutputSpace space) {
+  return space == OutputSpace::kProbability && forest.objective.link != Link::kIdentity;
+}
+
 absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space) {
   const Link link = forest.objective.link;
   if (space != OutputSpace::kMargin && link == Link::kArgmax) {

@@ -257,9 +257,7 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
     }
   }
   // The exact space in small calls: the CPU path form answers sooner (see PrefersCpuForExact).
-  const bool exact = options.output_space == OutputSpace::kProbability &&
-                     context_.forest->objective.link != Link::kIdentity;
-  if (!forced_ && exact && chosen != nullptr && chosen->id() == InterventionalStrategyId::kGpu &&
+  if (!forced_ && IsExactSpace(*context_.forest, options.output_space) && chosen != nullptr && chosen->id() == InterventionalStrategyId::kGpu &&
       PrefersCpuForExact(rows.rows, context_.pool != nullptr ? context_.pool->num_threads() : 1)) {
     for (const auto& s : strategies_) {
       if (s->id() == InterventionalStrategyId::kPathsCpu && s->Supports(options)) {

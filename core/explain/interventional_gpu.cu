@@ -174,6 +174,14 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                        MatrixView<float> out) override {
     if (absl::Status s = CheckInterventionalCall(*forest_, rows, options, out); !s.ok()) return s;
     if (rows.rows == 0) return absl::OkStatus();
+    // The exact space's bias is host work on the first call of a range (ExactBiasFor keeps it):
+    // done before taking the engine's lock, which other callers would otherwise wait on.
+    if (Exact(options.output_space) && linearized_enabled()) {
+      IterationRange range;
+      if (CheckOptions(options, &range).ok()) {
+        (void)ExactBiasFor(*forest_, *layout_, *il_, *linearized_, range.begin, range.end);
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     GROVE_CUDA_RETURN(cudaSetDevice(0));
     const int64_t F = forest_->num_features;
@@ -228,9 +236,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   int64_t Width() const { return ExplainWidth(*forest_, false); }
 
   // The exact probability space's own kernels (an identity link's is the margin space's).
-  bool Exact(OutputSpace space) const {
-    return space == OutputSpace::kProbability && forest_->objective.link != Link::kIdentity;
-  }
+  bool Exact(OutputSpace space) const { return IsExactSpace(*forest_, space); }
 
   // The exact space's workspace after the accumulators (each part 256-byte aligned): background
   // masks (n x paths), the bias (ExactBiasFor's, copied in), the refusal word, and

@@ -334,8 +334,7 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
   const OutputSpace space = options.output_space;
   const bool lin = space == OutputSpace::kProbabilityLinearized;
   // The exact space of an identity link is the margin's values over the average divisor.
-  const bool identity = forest.objective.link == Link::kIdentity;
-  const bool exact = space == OutputSpace::kProbability && !identity;
+  const bool exact = IsExactSpace(forest, space);
   if (((lin || exact) && linearized == nullptr) || options.interactions ||
       !layout.long_paths.empty()) {
     return absl::FailedPreconditionError(

@@ -189,7 +189,6 @@ struct Unwinder {
 // composite deflation keeps.
 template <typename T>
 struct TopDownUnwinder {
-  static constexpr int kExtraSteps = 0;  // exactly the degree's steps
   static constexpr bool kStraightLine = true;  // the same steps on every lane (UnwindRowsTopDown)
   T z = 0, inv_z = 0, r = 0, total = 0;
   int n = 0;  // degree of W

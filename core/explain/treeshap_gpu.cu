@@ -384,15 +384,10 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     const double* d_scale = d.scale[interactions ? 1 : 0].as<double>();
     if (Compact(interactions)) {  // untouched entries are zero
       GROVE_CUDA_RETURN(cudaMemsetAsync(d_out, 0, n * width * sizeof(float), s));
-      tk::ScatterFinishKernel<<<blocks, threads, 0, s>>>(d_acc, n, acc_width,
-                                                         d.inter_cols.as<int64_t>(), width, block,
-                                                         bias_col, d_scale, d.bias.as<double>(),
-                                                         d_out);
-    } else {
-      tk::FinishKernel<<<blocks, threads, 0, s>>>(d_acc, n, width, block, bias_col,
-                                                  layout_->num_outputs, d_scale,
-                                                  d.bias.as<double>(), d_out);
     }
+    tk::FinishKernel<<<blocks, threads, 0, s>>>(
+        d_acc, n, acc_width, Compact(interactions) ? d.inter_cols.as<int64_t>() : nullptr, width,
+        block, bias_col, d_scale, d.bias.as<double>(), d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }

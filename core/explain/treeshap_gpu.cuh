@@ -252,8 +252,8 @@ __device__ __forceinline__ void UnwindRowsTopDown(const LaneState<T>& s,
     for (int q = 0; q < kRowsInFlight; ++q) {
       const T v = __shfl_sync(kFullMask, w[q], src[q] - t);
       r[q] = treeshap_arith::Fma(a[q], r[q], v * b[q]);
-      const T next = treeshap_arith::Fma(live ? *weight : T(0), r[q], total[q]);
-      total[q] = live ? next : total[q];
+      const T next = treeshap_arith::Fma(*weight, r[q], total[q]);
+      total[q] = live ? next : total[q];  // a dead lane's r may be anything, even NaN
     }
   }
 }
@@ -476,32 +476,18 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);
 }
 
-// out[r][c] = acc[r][c] / scale[k] (+ bias[k] on the bias entry), as float.
-__global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, int64_t width,
-                             int64_t block, int64_t bias_col, int num_outputs,
+// out[r][col] = acc[r][c] / scale[k] (+ bias[k] on the bias entry), as float, k the output of
+// col; col = cols[c] for compact accumulators (acc_width of them per row: every column a path can
+// touch, and the biases; the caller zeroes the others), col = c when cols is null (acc_width is
+// then the output's width).
+__global__ void FinishKernel(const unsigned long long* d_acc, int64_t num_rows, int64_t acc_width,
+                             const int64_t* d_cols, int64_t width, int64_t block, int64_t bias_col,
                              const double* d_scale, const double* d_bias, float* d_out) {
-  const int64_t n = num_rows * width;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % width;
-    const int k = static_cast<int>(c / block);
-    double v = static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
-    if (c % block == bias_col) v += d_bias[k];
-    d_out[i] = static_cast<float>(v);
-  }
-}
-
-// Compact accumulators to a zeroed output: out[r][cols[c]] = acc[r][c] / scale[k] (+ bias[k] on
-// the bias entry), as float; `cols` holds every output column a path can touch and the biases.
-__global__ void ScatterFinishKernel(const unsigned long long* d_acc, int64_t num_rows,
-                                    int64_t acc_width, const int64_t* d_cols, int64_t width,
-                                    int64_t block, int64_t bias_col, const double* d_scale,
-                                    const double* d_bias, float* d_out) {
   const int64_t n = num_rows * acc_width;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / acc_width;
-    const int64_t col = d_cols[i % acc_width];
+    const int64_t col = d_cols != nullptr ? d_cols[i % acc_width] : i % acc_width;
     const int k = static_cast<int>(col / block);
     double v = static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
     if (col % block == bias_col) v += d_bias[k];
