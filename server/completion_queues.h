@@ -11,7 +11,11 @@
 //
 // How a call flows, on the thread of the queue it was given to:
 //   1. received: its bytes are decoded (INVALID_ARGUMENT naming the method when they cannot be:
-//      server/rpc_errors.h, as the callback API's interceptor answers), a UnaryCall is created
+//      server/rpc_errors.h, as the callback API's interceptor answers) -- for a method added with a
+//      rows field, a large Matrix.raw_f32 payload is copied from the received slices into a host
+//      buffer of the runtime's pool (server/wire_rows.h; in parallel over the compute pool) and
+//      handed to the handler as UnaryCall::received_raw_f32, unless the pool is at its bound --
+//      a UnaryCall is created
 //      (server/call.h: in-flight metrics, cancellation) and the method's handler runs: the same
 //      handler the callback API would run (GroveService::HandlePredict, ...). It answers at once
 //      (an error, or a short call computed inline, without leaving this thread) or queues work,
@@ -52,9 +56,12 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/async_unary_call.h"
+#include "core/common/host_copy.h"
+#include "core/serving/host_buffers.h"
 #include "server/call.h"
 #include "server/rpc_errors.h"
 #include "server/runtime.h"
+#include "server/wire_rows.h"
 
 namespace grove::server {
 
@@ -88,11 +95,13 @@ class CompletionQueues {
 
   // Serves a method on every queue (before Start). `label`: its name in metrics ("Predict");
   // `path`: its full name ("/grove.v1.Grove/Predict"); both must outlive this object.
+  // `rows_field` > 0: the number of the request's grove.v1.Matrix field whose large raw_f32 is
+  // received outside the message (see the top of this file); 0: requests are parsed whole.
   template <typename Request, typename Response>
   void AddMethod(const char* label, const char* path, RequestFn request,
-                 HandleFn<Request, Response> handle) {
+                 HandleFn<Request, Response> handle, int rows_field = 0) {
     methods_.push_back(std::make_unique<TypedMethod<Request, Response>>(
-        runtime_, label, path, std::move(request), std::move(handle)));
+        runtime_, label, path, std::move(request), std::move(handle), rows_field));
   }
 
   // AddMethod for `service`'s method X: `request` its generated WithRawMethod_X::RequestX (asked
@@ -105,7 +114,8 @@ class CompletionQueues {
                             grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*)>
                             request,
                         void (Service::*handle)(const grpc::ServerContextBase&, const Request&,
-                                                Response*, UnaryCall*)) {
+                                                Response*, UnaryCall*),
+                        int rows_field = 0) {
     AddMethod<Request, Response>(
         label, path,
         [service, request](grpc::ServerContext* context, grpc::ByteBuffer* bytes,
@@ -114,7 +124,8 @@ class CompletionQueues {
         },
         [service, handle](const grpc::ServerContextBase& context, const Request& req,
                           Response* response,
-                          UnaryCall* call) { (service->*handle)(context, req, response, call); });
+                          UnaryCall* call) { (service->*handle)(context, req, response, call); },
+        rows_field);
   }
 
   // Posts a slot of every method on every queue and starts the threads (after BuildAndStart).
@@ -189,8 +200,10 @@ template <typename Request, typename Response>
 class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
  public:
   TypedMethod(Runtime* runtime, const char* label, const char* path, RequestFn request,
-              HandleFn<Request, Response> handle)
-      : Method(runtime, label, path, std::move(request)), handle_(std::move(handle)) {}
+              HandleFn<Request, Response> handle, int rows_field)
+      : Method(runtime, label, path, std::move(request)),
+        handle_(std::move(handle)),
+        rows_field_(rows_field) {}
 
  private:
   class CallSlot;
@@ -266,22 +279,70 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
 
    private:
     void Handle() {
-      const grpc::Status decoded =
-          grpc::SerializationTraits<Request>::Deserialize(&wire_request_, &request_);
+      const grpc::Status decoded = Decode();
       if (!decoded.ok()) {
         // As the callback API answers (its interceptor): no handler ran, nothing is counted.
         responder_.FinishWithError(UndecodableRequestStatus(method_->path_), &finished_tag_);
         return;
       }
       call_.emplace(method_->runtime_, method_->label_, this);
+      if (received_) {
+        call_->set_received_raw_f32(absl::string_view(received_.data(), received_bytes_));
+      }
       if (cancelled_early_) call_->Cancelled();
       method_->handle_(context_, request_, &response_, &*call_);
+    }
+
+    // Parses the request; with the method's rows field, a large raw_f32 payload goes from the
+    // received slices into received_ instead of into the message.
+    grpc::Status Decode() {
+      if (method_->rows_field_ > 0 && wire_request_.Length() >= kMinSplitPayloadBytes) {
+        std::vector<grpc::Slice> slices;
+        if (wire_request_.Dump(&slices).ok()) {
+          std::vector<WirePiece> pieces;
+          pieces.reserve(slices.size());
+          for (const grpc::Slice& slice : slices) {
+            pieces.push_back(WirePiece{reinterpret_cast<const char*>(slice.begin()), slice.size()});
+          }
+          std::optional<RawRowsSplit> split = SplitRawRows(pieces, method_->rows_field_);
+          if (split.has_value()) {
+            received_ = method_->runtime_->host_buffers().Acquire(
+                static_cast<int64_t>(split->payload_bytes));
+          }
+          if (received_) {  // otherwise the pool is at its bound: parsed whole as before
+            if (!request_.ParseFromString(split->rest)) {  // exactly when the whole would fail
+              received_.Release();
+              return grpc::Status(grpc::StatusCode::INTERNAL, "undecodable request");
+            }
+            ReceiveRows(*split);
+            wire_request_.Clear();
+            return grpc::Status::OK;
+          }
+        }
+      }
+      return grpc::SerializationTraits<Request>::Deserialize(&wire_request_, &request_);
+    }
+
+    // Copies the payload from the received slices into received_ (acquired by the caller).
+    void ReceiveRows(const RawRowsSplit& split) {
+      Runtime* runtime = method_->runtime_;
+      received_bytes_ = split.payload_bytes;
+      std::vector<CopyPiece> copies;
+      copies.reserve(split.payload.size());
+      char* dst = received_.data();
+      for (const WirePiece& piece : split.payload) {
+        copies.push_back(CopyPiece{dst, piece.data, piece.size});
+        dst += piece.size;
+      }
+      CopyPieces(runtime->pool(), copies);
     }
 
     TypedMethod* const method_;
     Queue* const queue_;
     grpc::ServerContext context_;
     grpc::ByteBuffer wire_request_;
+    serving::HostBufferPool::Buffer received_;  // the rows' raw_f32 when received apart
+    size_t received_bytes_ = 0;
     Responder responder_{&context_};
     Request request_;
     Response response_;
@@ -298,6 +359,7 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
   Slot* NewSlot(Queue* queue) override { return new CallSlot(this, queue); }
 
   const HandleFn<Request, Response> handle_;
+  const int rows_field_;
 };
 
 }  // namespace grove::server

@@ -136,8 +136,8 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return sum;
 }
 
-bool IsRawMatrix(const grove::v1::Matrix& matrix) {
-  return !matrix.raw_f32().empty() || !matrix.raw_f64().empty() ||
+bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw_f32) {
+  return !received_raw_f32.empty() || !matrix.raw_f32().empty() || !matrix.raw_f64().empty() ||
          matrix.has_shared_memory_f32() || matrix.has_shared_memory_f64();
 }
 
@@ -184,9 +184,12 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
                                         const grove::v1::Matrix& matrix,
                                         std::vector<float>* converted,
                                         const serving::SharedMemoryRegistry* shared_memory,
-                                        serving::SharedMemorySpan* span) {
+                                        serving::SharedMemorySpan* span,
+                                        absl::string_view received_raw_f32) {
+  const absl::string_view raw_f32 =
+      received_raw_f32.empty() ? absl::string_view(matrix.raw_f32()) : received_raw_f32;
   const int forms = (matrix.values_size() > 0) + (matrix.values_f64_size() > 0) +
-                    !matrix.raw_f32().empty() + !matrix.raw_f64().empty() +
+                    !raw_f32.empty() + !matrix.raw_f64().empty() +
                     matrix.has_shared_memory_f32() + matrix.has_shared_memory_f64();
   if (forms > 1) {
     return absl::InvalidArgumentError(
@@ -208,9 +211,8 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
                             absl::string_view(span->data, static_cast<size_t>(span->byte_size)),
                             float64, converted, field);
   }
-  if (!matrix.raw_f32().empty()) {
-    return RowsFromRawBytes(model, matrix.rows(), matrix.cols(), matrix.raw_f32(), false,
-                            converted);
+  if (!raw_f32.empty()) {
+    return RowsFromRawBytes(model, matrix.rows(), matrix.cols(), raw_f32, false, converted);
   }
   if (!matrix.raw_f64().empty()) {
     return RowsFromRawBytes(model, matrix.rows(), matrix.cols(), matrix.raw_f64(), true,

@@ -51,12 +51,13 @@ absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int6
 // shared memory forms are resolved in `shared_memory` (null: refused as INVALID_ARGUMENT) into
 // `*span` (which keeps the region mapped: hold it as long as the view) and then read as the raw
 // forms are, the view pointing into the region for aligned float32 rows; NOT_FOUND for a region
-// that is not registered.
+// that is not registered. `received_raw_f32` (non-empty): the Matrix's raw_f32 as the transport
+// received it apart from the message (server/wire_rows.h), read in place of matrix.raw_f32().
 absl::StatusOr<RowsView> RowsFromMatrix(
     const registry::ServableModel& model, const grove::v1::Matrix& matrix,
     std::vector<float>* converted,
     const serving::SharedMemoryRegistry* shared_memory = nullptr,
-    serving::SharedMemorySpan* span = nullptr);
+    serving::SharedMemorySpan* span = nullptr, absl::string_view received_raw_f32 = {});
 
 // Raw rows of `rows` x `cols` little-endian float32 (float64 when `float64`) values in `bytes`:
 // the size checked (INVALID_ARGUMENT naming `field` in bytes when the shape is right but the size
@@ -116,8 +117,8 @@ class SharedMemoryResults {
 };
 
 // The rows came as raw bytes (raw_f32 or raw_f64, or in shared memory): the results go back raw
-// (see grove.proto).
-bool IsRawMatrix(const grove::v1::Matrix& matrix);
+// (see grove.proto). `received_raw_f32` as for RowsFromMatrix.
+bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw_f32 = {});
 
 // Boosting-round range [begin, end) (end 0: to the last round).
 absl::Status CheckIterationRange(const Forest& forest, int begin, int end);

@@ -105,6 +105,10 @@ ABSL_FLAG(int64_t, inline_compute_us, 100,
 ABSL_FLAG(int64_t, max_request_memory_mb, 2048,
           "memory that admitted requests may hold together, converted rows and results "
           "(1..1073741824 MiB); beyond it calls are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, host_buffer_mb, 256,
+          "buffers kept for large requests' rows and for batches merged from several requests, "
+          "page-locked when a GPU is used so that rows reach it without a staging copy "
+          "(0..1048576 MiB; 0: none kept)");
 ABSL_FLAG(std::string, compute_priority, "normal",
           "scheduling priority of the threads that compute batches: normal, low (nice 19) or idle "
           "(SCHED_IDLE). low and idle let RPC threads (admission, refusals) run ahead of compute "
@@ -220,6 +224,11 @@ int main(int argc, char** argv) {
   const int64_t memory_mb = absl::GetFlag(FLAGS_max_request_memory_mb);
   serving.memory_budget_bytes =
       memory_mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(memory_mb, 0) << 20;
+  const int64_t host_buffer_mb = absl::GetFlag(FLAGS_host_buffer_mb);
+  if (host_buffer_mb < 0 || host_buffer_mb > (int64_t{1} << 20)) {
+    return Fail("--host_buffer_mb must be 0..1048576");
+  }
+  o.runtime.host_buffer_bytes = host_buffer_mb << 20;
   std::optional<grove::ThreadPriority> priority =
       grove::ParseThreadPriority(absl::GetFlag(FLAGS_compute_priority));
   if (!priority) return Fail("--compute_priority must be normal, low or idle");

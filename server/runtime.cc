@@ -17,8 +17,14 @@ Runtime::Runtime(RuntimeOptions options, Metrics* metrics)
   strict_readiness_ = options_.strict_readiness;
   pool_ = std::make_unique<ThreadPool>(options_.compute_threads,
                                        options_.serving.compute_priority);
+  serving::HostBufferOptions buffers;
+  buffers.max_bytes = options_.host_buffer_bytes;
+  buffers.page_locked = options_.use_gpu && gpu::VisibleGpuCount() > 0;
+  host_buffers_ = std::make_unique<serving::HostBufferPool>(buffers);
   serving::ServingOptions s = options_.serving;
   s.clock = clock_;
+  s.host_buffers = host_buffers_.get();
+  s.copy_pool = pool_.get();
   core_ = std::make_unique<serving::ServingCore>(s, &engine_, &observer_);
   control_thread_ = std::thread([this] { ControlLoop(); });
 }
@@ -31,6 +37,11 @@ Runtime::~Runtime() {
 
 absl::Status Runtime::Init() {
   if (absl::Status s = serving::ValidateSharedMemoryOptions(options_.shared_memory); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = serving::ValidateHostBufferOptions(
+          serving::HostBufferOptions{.max_bytes = options_.host_buffer_bytes});
+      !s.ok()) {
     return s;
   }
   serving::SharedMemoryOptions shm = options_.shared_memory;

@@ -54,6 +54,9 @@ struct RuntimeOptions {
   // apply either way (checked by Init).
   bool shared_memory_enabled = false;
   serving::SharedMemoryOptions shared_memory;
+  // Reusable buffers, page-locked when a GPU is used, for large requests' rows as they are
+  // received and for merged batches (serving::HostBufferPool; --host_buffer_mb).
+  int64_t host_buffer_bytes = int64_t{256} << 20;
 };
 
 class Runtime final : public registry::RegistryListener {
@@ -63,13 +66,18 @@ class Runtime final : public registry::RegistryListener {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Creates the registry (does not load). INVALID_ARGUMENT for shared memory bounds out of range.
+  // Creates the registry (does not load). INVALID_ARGUMENT for shared memory or host buffer
+  // bounds out of range.
   absl::Status Init();
   registry::ModelRegistry& registry() { return *registry_; }
   // Registered shared memory regions (empty unless shared_memory_enabled).
   serving::SharedMemoryRegistry& shared_memory() { return *shared_memory_; }
   bool shared_memory_enabled() const { return options_.shared_memory_enabled; }
   Metrics& metrics() { return *metrics_; }
+  // Where large requests' rows are received (server/wire_rows.h) and batches gather rows.
+  serving::HostBufferPool& host_buffers() { return *host_buffers_; }
+  // The compute pool: CPU engines, and large copies on the request path.
+  ThreadPool* pool() { return pool_.get(); }
   const RuntimeOptions& options() const { return options_; }
 
   // Queues `task` on its model's queue for its operation (serving::ServingCore::Submit). Never
@@ -134,6 +142,7 @@ class Runtime final : public registry::RegistryListener {
   Metrics* const metrics_;
   const batching::Clock* const clock_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<serving::HostBufferPool> host_buffers_;  // outlives core_ (its batches' buffers)
   MetricsObserver observer_;
   serving::ServableEngineRunner engine_;
   std::unique_ptr<serving::ServingCore> core_;

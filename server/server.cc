@@ -139,9 +139,11 @@ absl::Status GroveServer::StartImpl() {
   completion_queues_ = std::make_unique<CompletionQueues>(
       &builder, ResolveGrpcThreads(o.grpc_threads), runtime_.get());
   completion_queues_->AddServiceMethod("Predict", "/grove.v1.Grove/Predict", grove_service_.get(),
-                                       &GroveService::RequestPredict, &GroveService::HandlePredict);
+                                       &GroveService::RequestPredict, &GroveService::HandlePredict,
+                                       /*rows_field=*/3);  // PredictRequest.rows
   completion_queues_->AddServiceMethod("Explain", "/grove.v1.Grove/Explain", grove_service_.get(),
-                                       &GroveService::RequestExplain, &GroveService::HandleExplain);
+                                       &GroveService::RequestExplain, &GroveService::HandleExplain,
+                                       /*rows_field=*/3);  // ExplainRequest.rows
   completion_queues_->AddServiceMethod(
       "ModelInfer", "/inference.GRPCInferenceService/ModelInfer", kserve_service_.get(),
       &KserveService::RequestModelInfer, &KserveService::HandleModelInfer);

@@ -4,7 +4,10 @@
 // copies are split over a thread pool.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "absl/types/span.h"
 
 namespace grove {
 
@@ -16,5 +19,17 @@ class ThreadPool;
 // Thread-safe for disjoint destinations.
 void CopyRows(ThreadPool* pool, float* dst, int64_t dst_stride, const float* src,
               int64_t src_stride, int64_t rows, int64_t cols);
+
+// One contiguous piece of a gather or scatter: `bytes` from `src` to `dst`.
+struct CopyPiece {
+  char* dst;
+  const char* src;
+  size_t bytes;
+};
+
+// Copies every piece (destinations disjoint). From 1 MiB in all, the bytes are split into spans of
+// about 256 KiB across piece boundaries and copied on `pool` (the call blocks until all are done;
+// the caller copies too); below that, or with a null pool, on the calling thread. Thread-safe.
+void CopyPieces(ThreadPool* pool, absl::Span<const CopyPiece> pieces);
 
 }  // namespace grove

@@ -51,6 +51,34 @@ void UnpinHostRange(void* data) {
 #endif
 }
 
+absl::StatusOr<void*> AllocatePinnedHost(size_t bytes) {
+#if defined(GROVE_HAVE_CUDA)
+  if (VisibleGpuCount() == 0) {
+    return absl::FailedPreconditionError("cannot allocate page-locked host memory: no GPU is visible");
+  }
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes > 0 ? bytes : 1, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes,
+                                                     " bytes failed: ", cudaGetErrorString(e)));
+  }
+  return p;
+#else
+  (void)bytes;
+  return absl::FailedPreconditionError(
+      "cannot allocate page-locked host memory: this build has no CUDA");
+#endif
+}
+
+void FreePinnedHost(void* p) {
+#if defined(GROVE_HAVE_CUDA)
+  if (p != nullptr && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
+#else
+  (void)p;
+#endif
+}
+
 bool IsPinnedHost(const void* p) {
 #if defined(GROVE_HAVE_CUDA)
   cudaPointerAttributes a{};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace grove::gpu {
 
@@ -28,6 +29,13 @@ int VisibleGpuCount();
 absl::Status PinHostRange(void* data, size_t bytes);
 // Undoes PinHostRange(data, ...); a range that was not pinned is left alone.
 void UnpinHostRange(void* data);
+// `bytes` (> 0) of page-locked host memory usable by DMA from every GPU (cudaHostAlloc, portable),
+// for buffers kept and reused (about a millisecond per 10 MB to allocate); free with
+// FreePinnedHost. FAILED_PRECONDITION without CUDA or a visible GPU, RESOURCE_EXHAUSTED when the
+// driver refuses (the host's locked-memory limit). Thread-safe.
+absl::StatusOr<void*> AllocatePinnedHost(size_t bytes);
+// Frees what AllocatePinnedHost returned (null: nothing).
+void FreePinnedHost(void* p);
 // True when `p` lies in page-locked host memory known to CUDA (cudaHostAlloc or PinHostRange);
 // false without CUDA. About a microsecond. Thread-safe.
 bool IsPinnedHost(const void* p);

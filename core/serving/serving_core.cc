@@ -63,7 +63,8 @@ ServingCore::ModelQueues* ServingCore::QueuesFor(const std::string& model,
   return queues_.FindOrCreate(model, [&] {
     auto created = std::make_unique<ModelQueues>();
     const ServingQueueOptions queue_options{options_.max_queue_wait, options_.chunk_target,
-                                            options_.inline_compute};
+                                            options_.inline_compute, options_.host_buffers,
+                                            options_.copy_pool};
     for (int i = 0; i < registry::kNumOperations; ++i) {
       const Operation op = static_cast<Operation>(i);
       auto queue = std::make_shared<ServingQueue>(config.Batching(op), queue_options, clock_,

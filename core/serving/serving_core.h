@@ -58,8 +58,13 @@
 #include "core/common/thread_priority.h"
 #include "core/serving/compute_task.h"
 #include "core/serving/engine_runner.h"
+#include "core/serving/host_buffers.h"
 #include "core/serving/memory_budget.h"
 #include "core/serving/observer.h"
+
+namespace grove {
+class ThreadPool;
+}  // namespace grove
 
 namespace grove::serving {
 
@@ -93,6 +98,13 @@ struct ServingOptions {
   absl::Duration inline_compute = absl::Microseconds(100);
   // Bytes admitted requests may hold together (1 MiB .. 1 PiB).
   int64_t memory_budget_bytes = int64_t{2} << 30;
+  // Where a batch of several requests gathers their rows and its results before they are
+  // scattered back (page-locked buffers let the GPU engines skip their staging copies); null:
+  // buffers of each batch thread's own. Not owned; outlives the core.
+  HostBufferPool* host_buffers = nullptr;
+  // Threads that share those gathers and scatters when large (null: the batch thread alone). Not
+  // owned; outlives the core.
+  ThreadPool* copy_pool = nullptr;
 };
 
 // INVALID_ARGUMENT naming the option and its bounds.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/host_copy.h"
 #include "core/common/log.h"
 
 namespace grove::serving {
@@ -33,6 +34,22 @@ RowsView SubRows(RowsView rows, int64_t begin, int64_t n) {
 
 MatrixView<float> SubOut(MatrixView<float> out, int64_t begin, int64_t n) {
   return MatrixView<float>{out.Row(begin), n, out.cols, out.stride};
+}
+
+// Appends the pieces that copy `rows` rows of `cols` floats from `src` (rows `src_stride` floats
+// apart) to `dst` (`dst_stride` apart): one piece when both are dense, one per row otherwise.
+void AddRowPieces(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                  int64_t rows, int64_t cols, std::vector<CopyPiece>* pieces) {
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(cols);
+  if (dst_stride == cols && src_stride == cols) {
+    pieces->push_back(CopyPiece{reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(src),
+                                row_bytes * static_cast<size_t>(rows)});
+    return;
+  }
+  for (int64_t k = 0; k < rows; ++k) {
+    pieces->push_back(CopyPiece{reinterpret_cast<char*>(dst + k * dst_stride),
+                                reinterpret_cast<const char*>(src + k * src_stride), row_bytes});
+  }
 }
 
 }  // namespace
@@ -210,27 +227,47 @@ absl::Status ServingQueue::RunChunk(const std::vector<Segment>& segments, int64_
     return engine_->Run(first, SubRows(first.rows, s.begin, s.rows),
                         SubOut(first.out, s.begin, s.rows), info);
   }
+  // Several requests in one engine call: their rows gathered into one matrix and the results
+  // scattered back. With a host buffer pool both matrices are page-locked (with a GPU), so the
+  // gather replaces the engine's staging copy instead of adding to it, and the copies are shared
+  // by the copy pool.
   const int64_t cols = first.rows.cols;
   const int64_t width = first.out.cols;
-  in_buffer_.resize(static_cast<size_t>(rows * cols));
-  out_buffer_.resize(static_cast<size_t>(rows * width));
+  HostBufferPool::Buffer in_kept, out_kept;
+  float* in_data = nullptr;
+  float* out_data = nullptr;
+  if (options_.host_buffers != nullptr) {
+    in_kept = options_.host_buffers->Acquire(rows * cols * 4);
+    out_kept = options_.host_buffers->Acquire(rows * width * 4);
+  }
+  if (in_kept && out_kept) {
+    in_data = in_kept.floats();
+    out_data = out_kept.floats();
+  } else {  // no pool, or it is at its bound
+    in_buffer_.resize(static_cast<size_t>(rows * cols));
+    out_buffer_.resize(static_cast<size_t>(rows * width));
+    in_data = in_buffer_.data();
+    out_data = out_buffer_.data();
+  }
+  std::vector<CopyPiece> pieces;
   int64_t r = 0;
   for (const Segment& s : segments) {
     const RowsView in = s.part->task->rows;
-    for (int64_t k = 0; k < s.rows; ++k, ++r) {
-      std::memcpy(in_buffer_.data() + r * cols, in.Row(s.begin + k), sizeof(float) * cols);
-    }
+    AddRowPieces(in_data + r * cols, cols, in.Row(s.begin), in.stride, s.rows, cols, &pieces);
+    r += s.rows;
   }
-  absl::Status status = engine_->Run(first, MakeRowsView(in_buffer_.data(), rows, cols),
-                                     MakeMatrixView(out_buffer_.data(), rows, width), info);
+  CopyPieces(options_.copy_pool, pieces);
+  absl::Status status = engine_->Run(first, MakeRowsView(in_data, rows, cols),
+                                     MakeMatrixView(out_data, rows, width), info);
   if (!status.ok()) return status;
+  pieces.clear();
   r = 0;
   for (const Segment& s : segments) {
     const MatrixView<float> out = s.part->task->out;
-    for (int64_t k = 0; k < s.rows; ++k, ++r) {
-      std::memcpy(out.Row(s.begin + k), out_buffer_.data() + r * width, sizeof(float) * width);
-    }
+    AddRowPieces(out.Row(s.begin), out.stride, out_data + r * width, width, s.rows, width, &pieces);
+    r += s.rows;
   }
+  CopyPieces(options_.copy_pool, pieces);
   return absl::OkStatus();
 }
 

@@ -14,8 +14,13 @@
 #include "core/batching/batch_executor.h"
 #include "core/serving/compute_task.h"
 #include "core/serving/engine_runner.h"
+#include "core/serving/host_buffers.h"
 #include "core/serving/observer.h"
 #include "core/serving/service_rate.h"
+
+namespace grove {
+class ThreadPool;
+}  // namespace grove
 
 namespace grove::serving {
 
@@ -23,6 +28,8 @@ struct ServingQueueOptions {
   absl::Duration max_queue_wait;
   absl::Duration chunk_target;
   absl::Duration inline_compute;  // ServingOptions::inline_compute
+  HostBufferPool* host_buffers = nullptr;  // ServingOptions::host_buffers
+  ThreadPool* copy_pool = nullptr;         // ServingOptions::copy_pool
 };
 
 class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {
@@ -90,7 +97,8 @@ class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {
   const std::unique_ptr<QueueObserver> observer_;
   ServiceRate rate_;
   std::shared_ptr<batching::BatchQueue<ComputeTask>> batch_queue_;
-  // Gather/scatter buffers of the batch being run (one batch per thread at a time).
+  // Gather/scatter buffers of the batch being run when there is no host buffer pool (one batch
+  // per thread at a time).
   static thread_local std::vector<float> in_buffer_;
   static thread_local std::vector<float> out_buffer_;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "core/serving/host_buffers.h"
 
 namespace grove::gpu {
 namespace {
@@ -103,6 +104,27 @@ TEST(PinHostRangeTest, PinsWithAGpuAndSaysWhyNotWithout) {
   EXPECT_TRUE(IsPinnedHost(v.data() + 1000));
   UnpinHostRange(v.data());
   EXPECT_FALSE(IsPinnedHost(v.data()));
+}
+
+// Page-locked allocations likewise: refused with a reason without a GPU; with one, recognised as
+// pinned, and a page-locked host buffer pool hands out such memory (what lets the GPU engines skip
+// their staging copies for rows received into it).
+TEST(AllocatePinnedHostTest, AllocatesWithAGpuAndSaysWhyNotWithout) {
+  absl::StatusOr<void*> p = AllocatePinnedHost(1 << 20);
+  serving::HostBufferPool pool(serving::HostBufferOptions{.max_bytes = 8 << 20, .page_locked = true});
+  serving::HostBufferPool::Buffer b = pool.Acquire(300 << 10);
+  if (VisibleGpuCount() == 0) {
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(p.status().message().find("page-locked"), std::string::npos) << p.status();
+    EXPECT_FALSE(b);
+    return;
+  }
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(IsPinnedHost(static_cast<char*>(*p) + 1000));
+  FreePinnedHost(*p);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(pool.page_locked());
+  EXPECT_TRUE(IsPinnedHost(b.data() + 1000));
 }
 
 }  // namespace

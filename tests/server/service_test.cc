@@ -30,6 +30,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "server/server.h"
+#include "server/wire_rows.h"
 #include "tests/server/server_testing.h"
 
 namespace grove::server {
@@ -274,6 +275,77 @@ TEST_F(ServerTest, RawTensorsMirrorTheRequestForm) {
   ASSERT_EQ(eresp.bias_size(), 1);
   EXPECT_NEAR(eresp.bias(0), shap[8], 1e-5);
   EXPECT_EQ(eresp.top().features_size(), n * 2);
+}
+
+// Rows of at least 256 KiB in raw_f32 are received apart from the message (server/wire_rows.h)
+// into a kept host buffer: the answers equal those of the same rows as repeated values, and the
+// rows' checks (byte count, one form only) say the same words.
+TEST_F(ServerTest, LargeRawRowsAreReceivedApartWithTheSameAnswers) {
+  int64_t n, cols;
+  const std::vector<float> base = ReadRows(kDemoRows, &n, &cols);
+  std::vector<float> rows;
+  for (int64_t r = 0; rows.size() < static_cast<size_t>(10000 * cols); ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      rows.push_back(base[(r % n) * cols + c] * (1.0f + 0.001f * static_cast<float>(r % 97)));
+    }
+  }
+  const int64_t big = static_cast<int64_t>(rows.size()) / cols;
+  const std::string raw(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float));
+  ASSERT_GE(raw.size(), kMinSplitPayloadBytes);
+
+  grove::v1::PredictRequest req;
+  req.set_model("demo");
+  req.mutable_rows()->set_rows(big);
+  req.mutable_rows()->set_cols(cols);
+  req.mutable_rows()->set_raw_f32(raw);
+  req.add_outputs(grove::v1::OUTPUT_MARGIN);
+  req.set_explain(true);
+  req.add_explain_rows(9999);
+  grpc::ClientContext ctx;
+  grove::v1::PredictResponse resp;
+  grpc::Status s = Grove()->Predict(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GE(server_->runtime().host_buffers().kept_bytes(), int64_t{512} << 10);
+  grove::v1::PredictRequest values_req = req;
+  values_req.mutable_rows()->clear_raw_f32();
+  SetRows(values_req.mutable_rows(), rows, cols);
+  grpc::ClientContext vctx;
+  grove::v1::PredictResponse vresp;
+  s = Grove()->Predict(&vctx, values_req, &vresp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(RawFloats(resp.margin()), std::vector<float>(vresp.margin().values().begin(),
+                                                         vresp.margin().values().end()));
+  EXPECT_EQ(RawFloats(resp.shap_values()),
+            std::vector<float>(vresp.shap_values().values().begin(),
+                               vresp.shap_values().values().end()));
+  EXPECT_EQ(resp.explained_rows(0), 9999);
+
+  grove::v1::ExplainRequest ereq;
+  ereq.set_model("demo");
+  *ereq.mutable_rows() = req.rows();
+  ereq.set_top_k(1);
+  grpc::ClientContext ectx;
+  grove::v1::ExplainResponse eresp;
+  s = Grove()->Explain(&ectx, ereq, &eresp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::vector<float> values = RawFloats(eresp.values());
+  ASSERT_EQ(values.size(), static_cast<size_t>(big * (cols + 1)));
+  EXPECT_EQ(std::vector<float>(values.end() - (cols + 1), values.end()), RawFloats(resp.shap_values()));
+  EXPECT_EQ(eresp.top().features_size(), big);
+
+  // One value short: INVALID_ARGUMENT in bytes, as for rows in the message.
+  req.mutable_rows()->mutable_raw_f32()->resize(raw.size() - 4);
+  grpc::ClientContext bad_ctx;
+  s = Grove()->Predict(&bad_ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("holds ", raw.size() - 4, " bytes")));
+  // Raw rows and values at once: refused, naming the forms.
+  req.mutable_rows()->set_raw_f32(raw);
+  req.mutable_rows()->add_values(1.0f);
+  grpc::ClientContext two_ctx;
+  s = Grove()->Predict(&two_ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("more than one of values"));
 }
 
 TEST_F(ServerTest, ExplainWithTopKBiasAndInteractions) {

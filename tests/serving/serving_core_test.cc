@@ -11,6 +11,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "core/batching/manual_executor.h"
+#include "core/common/thread_pool.h"
+#include "core/serving/host_buffers.h"
 #include "gtest/gtest.h"
 
 namespace grove::serving {
@@ -170,6 +172,9 @@ class ServingCoreTest : public ::testing::Test {
   FakeClock clock_;
   FakeEngine engine_{&clock_};
   CountingObserver observer_;
+  // For cores given a host buffer pool and a copy pool (they outlive the core).
+  HostBufferPool buffers_{HostBufferOptions{.max_bytes = 64 << 20, .page_locked = false}};
+  ThreadPool copy_pool_{3};
   std::unique_ptr<ManualExecutor> executor_;
   std::unique_ptr<ServingCore> core_;
   registry::ServablePtr model_;
@@ -309,6 +314,36 @@ TEST_F(ServingCoreTest, RunningBatchStopsAtTheDeadlineAndServesTheOthers) {
   int64_t computed = 0;
   for (int64_t rows : engine_.calls()) computed += rows;
   EXPECT_LT(computed, 120) << "the expired caller's remaining rows were computed";
+}
+
+// With a host buffer pool, a batch of several callers gathers their rows into the pool's memory
+// (page-locked with a GPU, so that the GPU engines skip their staging copies) and scatters the
+// results from it, over the copy pool when large; every row and result lands in place, and the
+// next batch reuses the kept buffers.
+TEST_F(ServingCoreTest, MergedBatchesGatherIntoKeptBuffersOverTheCopyPool) {
+  ServingOptions o;
+  o.host_buffers = &buffers_;
+  o.copy_pool = &copy_pool_;
+  Start(o, /*max_batch_rows=*/1 << 20);  // rate unknown: one chunk of up to 2^20 rows
+  engine_.set_per_row(absl::Nanoseconds(10));
+  for (int round = 0; round < 2; ++round) {
+    Caller* a = NewCaller(300000, absl::InfiniteDuration(), 0.5f);
+    Caller* b = NewCaller(200001, absl::InfiniteDuration(), 7);
+    Caller* c = NewCaller(5, absl::InfiniteDuration(), 9);
+    for (Caller* x : {a, b, c}) {
+      const absl::Status s = Submit(x);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    RunBatches();
+    ASSERT_EQ(engine_.calls().size(), static_cast<size_t>(round + 1));
+    EXPECT_EQ(engine_.calls().back(), 500006);
+    for (Caller* x : {a, b, c}) {
+      ASSERT_TRUE(x->answer.has_value() && x->answer->ok());
+      ExpectDoubled(*x);
+    }
+    // Rows and results of 500,006 one-float rows: two 2 MiB buffers, kept once.
+    EXPECT_EQ(buffers_.kept_bytes(), 4 << 20) << "round " << round;
+  }
 }
 
 TEST_F(ServingCoreTest, ChunksAcrossCallersKeepEveryRowInPlace) {

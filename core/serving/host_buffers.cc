@@ -1,0 +1,136 @@
+#include "core/serving/host_buffers.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/gpu/device_set.h"
+
+namespace grove::serving {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+char* AllocatePlain(int64_t bytes) {
+  const size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+  return static_cast<char*>(std::aligned_alloc(kAlignment, rounded));
+}
+
+}  // namespace
+
+absl::Status ValidateHostBufferOptions(const HostBufferOptions& options) {
+  if (options.max_bytes < 0 || options.max_bytes > kMaxHostBufferBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kept host buffers (--host_buffer_mb) must be 0 to ", kMaxHostBufferBytes >> 20,
+        " MiB; got ", options.max_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+HostBufferPool::Buffer& HostBufferPool::Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    pool_ = std::exchange(other.pool_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+    size_class_ = std::exchange(other.size_class_, -1);
+  }
+  return *this;
+}
+
+void HostBufferPool::Buffer::Release() {
+  if (data_ == nullptr) return;
+  pool_->Return(this);
+  pool_ = nullptr;
+  data_ = nullptr;
+  capacity_ = 0;
+  size_class_ = -1;
+}
+
+HostBufferPool::HostBufferPool(const HostBufferOptions& options) : options_(options) {}
+
+HostBufferPool::~HostBufferPool() {
+  absl::MutexLock lock(&mu_);
+  for (std::vector<char*>& list : free_) {
+    for (char* data : list) Free(data);
+    list.clear();
+  }
+}
+
+bool HostBufferPool::page_locked() const {
+  absl::MutexLock lock(&mu_);
+  return options_.page_locked && !lock_failed_;
+}
+
+int64_t HostBufferPool::kept_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return kept_bytes_;
+}
+
+HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
+  Buffer b;
+  if (bytes <= 0) bytes = 1;
+  int size_class = 0;
+  while (size_class < kClasses && (int64_t{1} << (kMinClassLog2 + size_class)) < bytes) {
+    ++size_class;
+  }
+  if (size_class == kClasses) return b;
+  const int64_t class_bytes = int64_t{1} << (kMinClassLog2 + size_class);
+  bool allocate = false;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<char*>& list = free_[size_class];
+    if (!list.empty()) {
+      b.data_ = list.back();
+      list.pop_back();
+    } else if (!lock_failed_ && kept_bytes_ <= options_.max_bytes - class_bytes) {
+      kept_bytes_ += class_bytes;  // reserved now, allocated below outside the lock
+      allocate = true;
+    }
+  }
+  if (allocate) {
+    b.data_ = Allocate(class_bytes);
+    if (b.data_ == nullptr) {
+      absl::MutexLock lock(&mu_);
+      kept_bytes_ -= class_bytes;
+    }
+  }
+  if (b.data_ != nullptr) {
+    b.pool_ = this;
+    b.capacity_ = class_bytes;
+    b.size_class_ = size_class;
+  }
+  return b;
+}
+
+char* HostBufferPool::Allocate(int64_t bytes) {
+  if (!options_.page_locked) return AllocatePlain(bytes);
+  absl::StatusOr<void*> p = gpu::AllocatePinnedHost(static_cast<size_t>(bytes));
+  if (p.ok()) return static_cast<char*>(*p);
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    first = !std::exchange(lock_failed_, true);
+  }
+  if (first) {
+    GROVE_LOG(WARNING) << "page-locked request buffers unavailable; large requests go through the "
+                          "GPU engines' staging copies" << KV("why", p.status().message());
+  }
+  return nullptr;
+}
+
+void HostBufferPool::Free(char* data) const {
+  if (options_.page_locked) {
+    gpu::FreePinnedHost(data);
+  } else {
+    std::free(data);
+  }
+}
+
+void HostBufferPool::Return(Buffer* buffer) {
+  absl::MutexLock lock(&mu_);
+  free_[buffer->size_class_].push_back(buffer->data_);
+}
+
+}  // namespace grove::serving

@@ -1,0 +1,54 @@
+// libFuzzer target for the wire scanner of large requests (server/wire_rows.h): arbitrary bytes,
+// cut into pieces of a size taken from the first byte (as gRPC's slices cut a message), split as
+// a PredictRequest and as an ExplainRequest. Whatever is split must be split exactly: parsing the
+// rest fails exactly when parsing the whole bytes fails, and otherwise, with raw_f32 set to the
+// payload, equals the whole parse. Never a crash or a sanitizer report.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "google/protobuf/stubs/logging.h"
+#include "grove/v1/grove.pb.h"
+#include "server/wire_rows.h"
+
+namespace {
+
+template <typename Message>
+void CheckExact(const std::string& bytes, const std::vector<grove::server::WirePiece>& pieces) {
+  std::optional<grove::server::RawRowsSplit> split =
+      grove::server::SplitRawRows(pieces, 3, /*min_payload=*/1);
+  if (!split.has_value()) return;
+  std::string payload;
+  for (const grove::server::WirePiece& p : split->payload) payload.append(p.data, p.size);
+  if (payload.size() != split->payload_bytes || payload.empty()) std::abort();
+  Message whole, parts;
+  const bool whole_ok = whole.ParseFromString(bytes);
+  if (whole_ok != parts.ParseFromString(split->rest)) std::abort();
+  if (!whole_ok) return;
+  if (!parts.rows().raw_f32().empty()) std::abort();
+  parts.mutable_rows()->set_raw_f32(payload);
+  // As bytes: field by field, a NaN value would differ from itself.
+  if (whole.SerializeAsString() != parts.SerializeAsString()) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in strings is logged per parse
+    return true;
+  }();
+  (void)quiet;
+  if (size == 0) return 0;
+  const size_t piece = 1 + data[0];
+  const std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+  std::vector<grove::server::WirePiece> pieces;
+  for (size_t at = 0; at < bytes.size(); at += piece) {
+    pieces.push_back(grove::server::WirePiece{bytes.data() + at, std::min(piece, bytes.size() - at)});
+  }
+  CheckExact<grove::v1::PredictRequest>(bytes, pieces);
+  CheckExact<grove::v1::ExplainRequest>(bytes, pieces);
+  return 0;
+}

@@ -1,0 +1,105 @@
+#include "core/serving/host_buffers.h"
+
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "core/gpu/device_set.h"
+
+namespace grove::serving {
+namespace {
+
+TEST(HostBufferPool, KeepsAndReusesBuffersBySizeClass) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 8 << 20, .page_locked = false});
+  char* first = nullptr;
+  {
+    HostBufferPool::Buffer b = pool.Acquire(100 << 10);  // class 128 KiB
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b.capacity(), 128 << 10);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+    std::memset(b.data(), 1, 100 << 10);
+    first = b.data();
+  }
+  EXPECT_EQ(pool.kept_bytes(), 128 << 10);
+  HostBufferPool::Buffer again = pool.Acquire(128 << 10);  // same class: the same memory
+  EXPECT_EQ(again.data(), first);
+  HostBufferPool::Buffer other = pool.Acquire(1);  // smallest class, a new buffer
+  EXPECT_EQ(other.capacity(), 64 << 10);
+  EXPECT_NE(other.data(), first);
+  EXPECT_EQ(pool.kept_bytes(), (128 << 10) + (64 << 10));
+  again.Release();
+  EXPECT_FALSE(again);
+  EXPECT_EQ(pool.Acquire(120 << 10).data(), first);
+}
+
+TEST(HostBufferPool, PastItsBoundGivesNothingUntilABufferIsFree) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
+  HostBufferPool::Buffer a = pool.Acquire(1 << 20);
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(pool.Acquire(1 << 20));  // the bound is reached: the caller keeps its own memory
+  EXPECT_FALSE(pool.Acquire(1));        // also for a class it holds none of
+  EXPECT_FALSE(pool.Acquire(int64_t{1} << 41));  // past the largest class
+  a.Release();
+  EXPECT_TRUE(pool.Acquire(1 << 20));
+  EXPECT_EQ(pool.kept_bytes(), 1 << 20);
+
+  HostBufferPool none(HostBufferOptions{.max_bytes = 0, .page_locked = false});
+  EXPECT_FALSE(none.Acquire(1000));
+  EXPECT_EQ(none.kept_bytes(), 0);
+}
+
+TEST(HostBufferPool, MovedBuffersReturnOnce) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
+  HostBufferPool::Buffer a = pool.Acquire(1000);
+  char* p = a.data();
+  HostBufferPool::Buffer b = std::move(a);
+  EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+  EXPECT_EQ(b.data(), p);
+  b = pool.Acquire(1000);  // the old one returns, a new one is taken
+  EXPECT_NE(b.data(), p);
+  EXPECT_EQ(pool.Acquire(1000).data(), p);
+}
+
+TEST(HostBufferPool, ConcurrentCallersNeverShareABuffer) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 4 << 20, .page_locked = false});
+  std::vector<std::thread> threads;
+  std::atomic<int> clashes{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        HostBufferPool::Buffer b = pool.Acquire(1 + (i * 7919 + t) % (300 << 10));
+        if (!b) continue;  // four callers may hold more than the bound at once
+        const char mark = static_cast<char>(t + 1);
+        b.data()[0] = mark;
+        b.data()[b.capacity() - 1] = mark;
+        std::this_thread::yield();
+        if (b.data()[0] != mark || b.data()[b.capacity() - 1] != mark) ++clashes;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(clashes.load(), 0);
+  EXPECT_LE(pool.kept_bytes(), 4 << 20);
+}
+
+// Page-locking needs a GPU: without one the pool says so once and gives nothing (callers keep to
+// their own memory); with one (tests/gpu/device_set_test.cc) its buffers are page-locked.
+TEST(HostBufferPool, PageLockingWithoutAGpuGivesNothing) {
+  if (gpu::VisibleGpuCount() > 0) GTEST_SKIP() << "a GPU is visible (tests/gpu covers it)";
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 8 << 20, .page_locked = true});
+  EXPECT_FALSE(pool.Acquire(1000));
+  EXPECT_FALSE(pool.page_locked());
+  EXPECT_EQ(pool.kept_bytes(), 0);
+}
+
+TEST(HostBufferPool, OptionsHaveBounds) {
+  EXPECT_TRUE(ValidateHostBufferOptions({}).ok());
+  EXPECT_FALSE(ValidateHostBufferOptions(HostBufferOptions{.max_bytes = -1}).ok());
+  EXPECT_FALSE(
+      ValidateHostBufferOptions(HostBufferOptions{.max_bytes = kMaxHostBufferBytes + 1}).ok());
+}
+
+}  // namespace
+}  // namespace grove::serving
