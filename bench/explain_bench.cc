@@ -32,6 +32,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_paths_cpu.h"
@@ -375,4 +376,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) { return grove::Main(argc, argv); }
+int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
+  return grove::Main(argc, argv);
+}

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/mutex_mode.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional_gpu.h"
 #include "core/explain/interventional_paths.h"
@@ -225,4 +226,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) { return grove::Main(argc, argv); }
+int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
+  return grove::Main(argc, argv);
+}

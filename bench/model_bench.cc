@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/io/csv.h"
@@ -294,4 +295,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) { return grove::Main(argc, argv); }
+int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
+  return grove::Main(argc, argv);
+}

@@ -30,6 +30,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "core/common/mutex_mode.h"
 #include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
@@ -455,4 +456,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) { return grove::Main(argc, argv); }
+int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
+  return grove::Main(argc, argv);
+}

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
@@ -161,4 +162,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) { return grove::Main(argc, argv); }
+int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
+  return grove::Main(argc, argv);
+}

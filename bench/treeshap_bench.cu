@@ -34,6 +34,7 @@
 #include "bench/common/cuda_bench.cuh"
 #include "bench/common/flags.h"
 #include "bench/common/rows.h"
+#include "core/common/mutex_mode.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
 #include "core/explain/treeshap_gpu.h"
@@ -230,4 +231,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) { return grove::Main(argc, argv); }
+int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
+  return grove::Main(argc, argv);
+}

@@ -7,11 +7,13 @@
 #include "client/cli_args.h"
 #include "client/cli_local.h"
 #include "core/common/log.h"
+#include "core/common/mutex_mode.h"
 #ifdef GROVE_CLI_REMOTE
 #include "client/cli_remote.h"
 #endif
 
 int main(int argc, char** argv) {
+  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
   using grove::cli::Command;
   // Engines log at INFO (GPU selection, calibration); a command-line tool shows warnings only.
   grove::SetMinLogSeverity(grove::LogSeverity::kWarning);

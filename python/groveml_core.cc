@@ -33,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli_local.h"
 #include "core/common/log.h"
+#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/background.h"
 #include "core/explain/explain.h"
@@ -391,6 +392,7 @@ std::vector<std::string> ResultNames(const std::vector<std::string>& feature_nam
 
 NB_MODULE(_core, m) {
   m.doc() = "Grove's engines in-process (use groveml.Model)";
+  DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
   // As the `grove` CLI: the engines' warnings and errors on stderr, not their load-time notes.
   SetMinLogSeverity(LogSeverity::kWarning);
 #ifdef GROVE_HAVE_CUDA

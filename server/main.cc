@@ -19,8 +19,8 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
+#include "core/common/mutex_mode.h"
 #include "core/common/thread_priority.h"
 #include "core/registry/model_config.h"
 #include "server/server.h"
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   // Debian's Abseil is built with Mutex deadlock detection on, which records every lock in a global
   // graph: measured on 1-row Predict, 5-8% of groved's CPU (GraphCycles). Tests keep it on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  grove::DisableMutexDeadlockDetection();
   // Request and response buffers of large calls (MBs) would otherwise be mmap'd and unmapped per
   // call, and every call would fault in and zero its pages again: keep them on the heap for reuse.
   // Measured on 65,536-row Predict calls: 1 ms less server CPU per call, 7% more throughput on the
