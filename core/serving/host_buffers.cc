@@ -78,17 +78,30 @@ HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
   if (size_class == kClasses) return b;
   const int64_t class_bytes = int64_t{1} << (kMinClassLog2 + size_class);
   bool allocate = false;
+  std::vector<char*> evicted;
   {
     absl::MutexLock lock(&mu_);
     std::vector<char*>& list = free_[size_class];
     if (!list.empty()) {
       b.data_ = list.back();
       list.pop_back();
-    } else if (!lock_failed_ && kept_bytes_ <= options_.max_bytes - class_bytes) {
-      kept_bytes_ += class_bytes;  // reserved now, allocated below outside the lock
-      allocate = true;
+    } else if (!lock_failed_ && class_bytes <= options_.max_bytes) {
+      // At the bound, free buffers of other sizes make room (a workload whose request sizes
+      // changed would otherwise keep the old sizes forever), the largest first.
+      for (int c = kClasses - 1; c >= 0 && kept_bytes_ > options_.max_bytes - class_bytes; --c) {
+        while (!free_[c].empty() && kept_bytes_ > options_.max_bytes - class_bytes) {
+          evicted.push_back(free_[c].back());
+          free_[c].pop_back();
+          kept_bytes_ -= int64_t{1} << (kMinClassLog2 + c);
+        }
+      }
+      if (kept_bytes_ <= options_.max_bytes - class_bytes) {
+        kept_bytes_ += class_bytes;  // reserved now, allocated below outside the lock
+        allocate = true;
+      }
     }
   }
+  for (char* data : evicted) Free(data);
   if (allocate) {
     b.data_ = Allocate(class_bytes);
     if (b.data_ == nullptr) {

@@ -8,8 +8,10 @@
 // Page-locking costs about a millisecond per 10 MB (cudaHostAlloc), so buffers are kept: a buffer
 // is one of a few size classes (powers of two from 64 KiB); Acquire takes a free buffer of the
 // smallest class that fits, or allocates a new one (outside the lock) while the pool holds less
-// than its bound. Past the bound it gives nothing and the caller keeps to its own memory (the
-// path it had without a pool). Acquire never waits for another caller's buffer.
+// than its bound, first freeing free buffers of other classes when that makes room (so a change
+// in request sizes is followed; freeing page-locked memory may wait for the GPU, once per such
+// change). When the buffers in use fill the bound it gives nothing and the caller keeps to its
+// own memory (the path it had without a pool). Acquire never waits for another caller's buffer.
 //
 // Ownership: a Buffer returns its memory to the pool when destroyed; the pool must outlive its
 // buffers. Thread-safe: Acquire and Buffer destruction from any thread.
@@ -72,9 +74,9 @@ class HostBufferPool {
   HostBufferPool(const HostBufferPool&) = delete;
   HostBufferPool& operator=(const HostBufferPool&) = delete;
 
-  // A kept buffer of at least `bytes` (> 0) bytes, or an empty Buffer when the pool is at its
-  // bound (or page-locking failed) and has no free one of that size class. Never waits on other
-  // callers; a new buffer is allocated outside the pool's lock.
+  // A kept buffer of at least `bytes` (> 0) bytes, or an empty Buffer when buffers in use leave no
+  // room under the bound (or page-locking failed) and none of that size class is free. Never
+  // waits on other callers; buffers are allocated and freed outside the pool's lock.
   Buffer Acquire(int64_t bytes);
 
   // Whether new kept buffers are page-locked (false once page-locking failed).

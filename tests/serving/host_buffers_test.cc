@@ -50,6 +50,23 @@ TEST(HostBufferPool, PastItsBoundGivesNothingUntilABufferIsFree) {
   EXPECT_EQ(none.kept_bytes(), 0);
 }
 
+// Request sizes change: free buffers of the old size make room for the new one.
+TEST(HostBufferPool, FreeBuffersOfOtherSizesMakeRoom) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
+  {
+    HostBufferPool::Buffer big = pool.Acquire(1 << 20);
+    ASSERT_TRUE(big);
+  }
+  EXPECT_EQ(pool.kept_bytes(), 1 << 20);
+  HostBufferPool::Buffer small = pool.Acquire(100 << 10);  // the free 1 MiB one goes
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small.capacity(), 128 << 10);
+  EXPECT_EQ(pool.kept_bytes(), 128 << 10);
+  HostBufferPool::Buffer more = pool.Acquire(512 << 10);  // room left under the bound
+  EXPECT_TRUE(more);
+  EXPECT_FALSE(pool.Acquire(512 << 10));  // in use: nothing to free
+}
+
 TEST(HostBufferPool, MovedBuffersReturnOnce) {
   HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
   HostBufferPool::Buffer a = pool.Acquire(1000);
