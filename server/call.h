@@ -93,12 +93,13 @@ class UnaryCall {
   void set_call(std::shared_ptr<CallState> call);
   // Filled by the handler before it queues work; read by Reply (the queue orders the two).
   ResolvedCall* resolved() { return &resolved_; }
-  // The request rows' Matrix.raw_f32 when the transport received it apart from the message
-  // (server/wire_rows.h: the message's own raw_f32 is then empty); empty otherwise. Handlers read
-  // the rows from here (RowsFromMatrix). The bytes stay valid until the call is answered.
-  absl::string_view received_raw_f32() const { return received_raw_f32_; }
+  // The request's raw rows (grove.v1 Matrix.raw_f32, KServe's one raw_input_contents) when the
+  // transport received them apart from the message (server/wire_rows.h: the message's own field is
+  // then empty); empty otherwise. Handlers read the rows from here (RowsFromMatrix,
+  // ParseKserveInput). The bytes stay valid until the call is answered.
+  absl::string_view received_raw_rows() const { return received_raw_rows_; }
   // For the transport, before the handler runs.
-  void set_received_raw_f32(absl::string_view bytes) { received_raw_f32_ = bytes; }
+  void set_received_raw_rows(absl::string_view bytes) { received_raw_rows_ = bytes; }
 
   // Records metrics and answers the RPC (Send). Exactly once; the call may be destroyed as soon as
   // it returns (by the transport, on another thread), so nothing may touch it afterwards.
@@ -132,7 +133,7 @@ class UnaryCall {
   registry::Operation op_ = registry::Operation::kPredict;
   bool observe_latency_ = false;
   ResolvedCall resolved_;
-  absl::string_view received_raw_f32_;
+  absl::string_view received_raw_rows_;
   mutable absl::Mutex mu_;
   std::shared_ptr<CallState> call_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,9 +12,9 @@
 // How a call flows, on the thread of the queue it was given to:
 //   1. received: its bytes are decoded (INVALID_ARGUMENT naming the method when they cannot be:
 //      server/rpc_errors.h, as the callback API's interceptor answers) -- for a method added with a
-//      rows field, a large Matrix.raw_f32 payload is copied from the received slices into a host
+//      raw rows field, a large payload of raw rows is copied from the received slices into a host
 //      buffer of the runtime's pool (server/wire_rows.h; in parallel over the compute pool) and
-//      handed to the handler as UnaryCall::received_raw_f32, unless the pool is at its bound --
+//      handed to the handler as UnaryCall::received_raw_rows, unless the pool is at its bound --
 //      a UnaryCall is created
 //      (server/call.h: in-flight metrics, cancellation) and the method's handler runs: the same
 //      handler the callback API would run (GroveService::HandlePredict, ...). It answers at once
@@ -95,13 +95,13 @@ class CompletionQueues {
 
   // Serves a method on every queue (before Start). `label`: its name in metrics ("Predict");
   // `path`: its full name ("/grove.v1.Grove/Predict"); both must outlive this object.
-  // `rows_field` > 0: the number of the request's grove.v1.Matrix field whose large raw_f32 is
-  // received outside the message (see the top of this file); 0: requests are parsed whole.
+  // `raw_rows`: where the request keeps raw rows that are received outside the message when
+  // large (see the top of this file); field 0: requests are parsed whole.
   template <typename Request, typename Response>
   void AddMethod(const char* label, const char* path, RequestFn request,
-                 HandleFn<Request, Response> handle, int rows_field = 0) {
+                 HandleFn<Request, Response> handle, RawRowsField raw_rows = {}) {
     methods_.push_back(std::make_unique<TypedMethod<Request, Response>>(
-        runtime_, label, path, std::move(request), std::move(handle), rows_field));
+        runtime_, label, path, std::move(request), std::move(handle), raw_rows));
   }
 
   // AddMethod for `service`'s method X: `request` its generated WithRawMethod_X::RequestX (asked
@@ -115,7 +115,7 @@ class CompletionQueues {
                             request,
                         void (Service::*handle)(const grpc::ServerContextBase&, const Request&,
                                                 Response*, UnaryCall*),
-                        int rows_field = 0) {
+                        RawRowsField raw_rows = {}) {
     AddMethod<Request, Response>(
         label, path,
         [service, request](grpc::ServerContext* context, grpc::ByteBuffer* bytes,
@@ -125,7 +125,7 @@ class CompletionQueues {
         [service, handle](const grpc::ServerContextBase& context, const Request& req,
                           Response* response,
                           UnaryCall* call) { (service->*handle)(context, req, response, call); },
-        rows_field);
+        raw_rows);
   }
 
   // Posts a slot of every method on every queue and starts the threads (after BuildAndStart).
@@ -200,10 +200,10 @@ template <typename Request, typename Response>
 class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
  public:
   TypedMethod(Runtime* runtime, const char* label, const char* path, RequestFn request,
-              HandleFn<Request, Response> handle, int rows_field)
+              HandleFn<Request, Response> handle, RawRowsField raw_rows)
       : Method(runtime, label, path, std::move(request)),
         handle_(std::move(handle)),
-        rows_field_(rows_field) {}
+        raw_rows_(raw_rows) {}
 
  private:
   class CallSlot;
@@ -287,16 +287,16 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
       }
       call_.emplace(method_->runtime_, method_->label_, this);
       if (received_) {
-        call_->set_received_raw_f32(absl::string_view(received_.data(), received_bytes_));
+        call_->set_received_raw_rows(absl::string_view(received_.data(), received_bytes_));
       }
       if (cancelled_early_) call_->Cancelled();
       method_->handle_(context_, request_, &response_, &*call_);
     }
 
-    // Parses the request; with the method's rows field, a large raw_f32 payload goes from the
+    // Parses the request; with the method's raw rows field, a large payload goes from the
     // received slices into received_ instead of into the message.
     grpc::Status Decode() {
-      if (method_->rows_field_ > 0 && wire_request_.Length() >= kMinSplitPayloadBytes) {
+      if (method_->raw_rows_.field > 0 && wire_request_.Length() >= kMinSplitPayloadBytes) {
         std::vector<grpc::Slice> slices;
         if (wire_request_.Dump(&slices).ok()) {
           std::vector<WirePiece> pieces;
@@ -304,7 +304,7 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
           for (const grpc::Slice& slice : slices) {
             pieces.push_back(WirePiece{reinterpret_cast<const char*>(slice.begin()), slice.size()});
           }
-          std::optional<RawRowsSplit> split = SplitRawRows(pieces, method_->rows_field_);
+          std::optional<RawRowsSplit> split = SplitRawRows(pieces, method_->raw_rows_);
           if (split.has_value()) {
             received_ = method_->runtime_->host_buffers().Acquire(
                 static_cast<int64_t>(split->payload_bytes));
@@ -341,7 +341,7 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
     Queue* const queue_;
     grpc::ServerContext context_;
     grpc::ByteBuffer wire_request_;
-    serving::HostBufferPool::Buffer received_;  // the rows' raw_f32 when received apart
+    serving::HostBufferPool::Buffer received_;  // the raw rows when received apart
     size_t received_bytes_ = 0;
     Responder responder_{&context_};
     Request request_;
@@ -359,7 +359,7 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
   Slot* NewSlot(Queue* queue) override { return new CallSlot(this, queue); }
 
   const HandleFn<Request, Response> handle_;
-  const int rows_field_;
+  const RawRowsField raw_rows_;
 };
 
 }  // namespace grove::server

@@ -136,8 +136,8 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return sum;
 }
 
-bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw_f32) {
-  return !received_raw_f32.empty() || !matrix.raw_f32().empty() || !matrix.raw_f64().empty() ||
+bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw_rows) {
+  return !received_raw_rows.empty() || !matrix.raw_f32().empty() || !matrix.raw_f64().empty() ||
          matrix.has_shared_memory_f32() || matrix.has_shared_memory_f64();
 }
 
@@ -185,9 +185,9 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
                                         std::vector<float>* converted,
                                         const serving::SharedMemoryRegistry* shared_memory,
                                         serving::SharedMemorySpan* span,
-                                        absl::string_view received_raw_f32) {
+                                        absl::string_view received_raw_rows) {
   const absl::string_view raw_f32 =
-      received_raw_f32.empty() ? absl::string_view(matrix.raw_f32()) : received_raw_f32;
+      received_raw_rows.empty() ? absl::string_view(matrix.raw_f32()) : received_raw_rows;
   const int forms = (matrix.values_size() > 0) + (matrix.values_f64_size() > 0) +
                     !raw_f32.empty() + !matrix.raw_f64().empty() +
                     matrix.has_shared_memory_f32() + matrix.has_shared_memory_f64();
@@ -616,7 +616,12 @@ absl::StatusOr<std::optional<SharedMemoryRef>> KserveSharedMemoryRef(
 
 absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
                                              const inference::ModelInferRequest& request,
-                                             const serving::SharedMemoryRegistry* shared_memory) {
+                                             const serving::SharedMemoryRegistry* shared_memory,
+                                             absl::string_view received_raw) {
+  // Raw contents received apart from the message count as its one raw_input_contents entry.
+  const int raw_entries = request.raw_input_contents_size() + (received_raw.empty() ? 0 : 1);
+  absl::string_view raw_bytes = received_raw;
+  if (raw_bytes.empty() && raw_entries > 0) raw_bytes = request.raw_input_contents(0);
   if (request.inputs_size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("expected exactly one input tensor '",
                                                    kInputTensor, "', got ",
@@ -643,7 +648,7 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& mode
                                                                               kInputTensor);
   if (!shm.ok()) return shm.status();
   if (shm->has_value()) {
-    if (in.has_contents() || request.raw_input_contents_size() > 0) {
+    if (in.has_contents() || raw_entries > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", kInputTensor, "' is in shared memory and also carries ",
           in.has_contents() ? "contents" : "raw_input_contents", "; send one form"));
@@ -667,21 +672,20 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& mode
     out.rows = *view;
     return out;
   }
-  const bool raw = request.raw_input_contents_size() > 0;
+  const bool raw = raw_entries > 0;
   if (raw && in.has_contents()) {
     return absl::InvalidArgumentError(
         "input contents given both as raw_input_contents and as typed contents");
   }
-  if (raw && request.raw_input_contents_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents has ",
-                                                   request.raw_input_contents_size(),
-                                                   " entries; expected 1"));
+  if (raw && raw_entries != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw_input_contents has ", raw_entries, " entries; expected 1"));
   }
   KserveInput out;
   if (fp64) {
     std::vector<double> doubles;
     if (raw) {
-      const std::string& bytes = request.raw_input_contents(0);
+      const absl::string_view bytes = raw_bytes;
       if (bytes.size() % sizeof(double) != 0) {
         return absl::InvalidArgumentError(absl::StrCat("raw input of ", bytes.size(),
                                                        " bytes is not a whole number of FP64"));
@@ -701,7 +705,7 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& mode
     return out;
   }
   if (raw) {
-    const std::string& bytes = request.raw_input_contents(0);
+    const absl::string_view bytes = raw_bytes;
     if (bytes.size() % sizeof(float) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("raw input of ", bytes.size(),
                                                      " bytes is not a whole number of FP32"));

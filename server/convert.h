@@ -51,13 +51,13 @@ absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int6
 // shared memory forms are resolved in `shared_memory` (null: refused as INVALID_ARGUMENT) into
 // `*span` (which keeps the region mapped: hold it as long as the view) and then read as the raw
 // forms are, the view pointing into the region for aligned float32 rows; NOT_FOUND for a region
-// that is not registered. `received_raw_f32` (non-empty): the Matrix's raw_f32 as the transport
+// that is not registered. `received_raw_rows` (non-empty): the Matrix's raw_f32 as the transport
 // received it apart from the message (server/wire_rows.h), read in place of matrix.raw_f32().
 absl::StatusOr<RowsView> RowsFromMatrix(
     const registry::ServableModel& model, const grove::v1::Matrix& matrix,
     std::vector<float>* converted,
     const serving::SharedMemoryRegistry* shared_memory = nullptr,
-    serving::SharedMemorySpan* span = nullptr, absl::string_view received_raw_f32 = {});
+    serving::SharedMemorySpan* span = nullptr, absl::string_view received_raw_rows = {});
 
 // Raw rows of `rows` x `cols` little-endian float32 (float64 when `float64`) values in `bytes`:
 // the size checked (INVALID_ARGUMENT naming `field` in bytes when the shape is right but the size
@@ -117,8 +117,8 @@ class SharedMemoryResults {
 };
 
 // The rows came as raw bytes (raw_f32 or raw_f64, or in shared memory): the results go back raw
-// (see grove.proto). `received_raw_f32` as for RowsFromMatrix.
-bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw_f32 = {});
+// (see grove.proto). `received_raw_rows` as for RowsFromMatrix.
+bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw_rows = {});
 
 // Boosting-round range [begin, end) (end 0: to the last round).
 absl::Status CheckIterationRange(const Forest& forest, int begin, int end);
@@ -212,10 +212,13 @@ struct KserveInput {
 // memory range (its parameters; resolved in `shared_memory`, null: refused as INVALID_ARGUMENT;
 // shared_memory_byte_size must be exactly the tensor's bytes and the request must carry no contents
 // for it); FP32 (Triton FIL), or FP64 converted like Matrix.values_f64. Other datatypes are
-// INVALID_ARGUMENT; NOT_FOUND for a region that is not registered.
+// INVALID_ARGUMENT; NOT_FOUND for a region that is not registered. `received_raw` (non-empty): the
+// request's one raw_input_contents entry as the transport received it apart from the message
+// (server/wire_rows.h).
 absl::StatusOr<KserveInput> ParseKserveInput(
     const registry::ServableModel& model, const inference::ModelInferRequest& request,
-    const serving::SharedMemoryRegistry* shared_memory = nullptr);
+    const serving::SharedMemoryRegistry* shared_memory = nullptr,
+    absl::string_view received_raw = {});
 
 // What a ModelInfer asks of its outputs. FIL's output options are request parameters (bool
 // `predict_proba`, bool `output_class`, number `threshold`, also as a string since

@@ -94,7 +94,7 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
   auto buffers = std::make_shared<CallBuffers>();
   absl::StatusOr<RowsView> rows =
       RowsFromMatrix(*model, request->rows(), &buffers->converted, &runtime->shared_memory(),
-                     &buffers->rows, reactor->received_raw_f32());
+                     &buffers->rows, reactor->received_raw_rows());
   if (!rows.ok()) return rows.status();
   reactor->resolved()->rows = rows->rows;
   if (absl::Status s =
@@ -158,7 +158,7 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
 
   response->set_model(model->name);
   response->set_version(model->version);
-  const bool raw = IsRawMatrix(request->rows(), reactor->received_raw_f32());  // rows' form
+  const bool raw = IsRawMatrix(request->rows(), reactor->received_raw_rows());  // rows' form
   const int tasks_count = static_cast<int>(outputs->size()) + (request->explain() ? 1 : 0);
   auto call = std::make_shared<CallState>(
       tasks_count, deadline, [reactor, buffers](absl::Status status) {
@@ -455,7 +455,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
                           grove::v1::ExplainResponse* response, absl::Time deadline,
                           std::function<void(absl::Status)> done,
                           std::shared_ptr<CallState>* call_out, ResolvedCall* resolved,
-                          absl::string_view received_raw_f32) {
+                          absl::string_view received_raw_rows) {
   if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
   absl::StatusOr<ServablePtr> got = runtime->registry().Get(request.model(), request.version());
   if (!got.ok()) return got.status();
@@ -465,7 +465,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   auto buffers = std::make_shared<CallBuffers>();
   absl::StatusOr<RowsView> rows =
       RowsFromMatrix(*model, request.rows(), &buffers->converted, &runtime->shared_memory(),
-                     &buffers->rows, received_raw_f32);
+                     &buffers->rows, received_raw_rows);
   if (!rows.ok()) return rows.status();
   resolved->rows = rows->rows;
   if (absl::Status s = CheckIterationRange(f, request.iteration_begin(), request.iteration_end());
@@ -523,7 +523,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   response->set_num_features(F);
   response->set_num_outputs(K);
   response->set_sequence(request.sequence());
-  const bool raw = IsRawMatrix(request.rows(), received_raw_f32);  // results in the rows' form
+  const bool raw = IsRawMatrix(request.rows(), received_raw_rows);  // results in the rows' form
   // The engine computes the interactions, or the values; the values of interactions are their
   // row sums, computed when the call is answered.
   MatrixView<float> out;
@@ -596,7 +596,7 @@ void GroveService::HandleExplain(const grpc::ServerContextBase& context,
   absl::Status s = StartExplain(
       runtime_, request, response, DeadlineFromChrono(context.deadline()),
       [call](absl::Status status) { call->Reply(status); }, &state, call->resolved(),
-      call->received_raw_f32());
+      call->received_raw_rows());
   if (!s.ok()) {
     call->Reply(s);
   } else {

@@ -46,13 +46,13 @@ inline constexpr int kStreamWindow = 4;
 // when `response` is complete or failed, and *call is the compute state (for cancellation); on
 // error `done` is not called. `request` and `response` must stay alive until `done` ran.
 // *resolved gets the model version and rows as soon as they are known (before any work is
-// queued), also when the call then fails. `received_raw_f32`: the rows' raw_f32 when the
-// transport received it apart from the message (UnaryCall::received_raw_f32), alive as `request`.
+// queued), also when the call then fails. `received_raw_rows`: the rows' raw_f32 when the
+// transport received it apart from the message (UnaryCall::received_raw_rows), alive as `request`.
 absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
                           grove::v1::ExplainResponse* response, absl::Time deadline,
                           std::function<void(absl::Status)> done,
                           std::shared_ptr<CallState>* call, ResolvedCall* resolved,
-                          absl::string_view received_raw_f32 = {});
+                          absl::string_view received_raw_rows = {});
 
 class GroveService final : public GroveServiceBase {
  public:

@@ -414,7 +414,8 @@ absl::Status KserveModelMetadata(Runtime* runtime, const inference::ModelMetadat
 absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
                               inference::ModelInferResponse* response, absl::Time deadline,
                               const InferStarted& started,
-                              std::function<void(absl::Status)> done, ResolvedCall* resolved) {
+                              std::function<void(absl::Status)> done, ResolvedCall* resolved,
+                              absl::string_view received_raw) {
   if (deadline <= absl::Now()) {
     return absl::DeadlineExceededError("the call's deadline expired before it was queued");
   }
@@ -427,7 +428,7 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   resolved->version = state->model->version;
   const Forest& f = *state->model->forest;
   absl::StatusOr<KserveInput> input =
-      ParseKserveInput(*state->model, request, &runtime->shared_memory());
+      ParseKserveInput(*state->model, request, &runtime->shared_memory(), received_raw);
   if (!input.ok()) return input.status();
   state->input = *std::move(input);
   resolved->rows = state->input.rows.rows;

@@ -115,10 +115,11 @@ using InferStarted =
 // the return when the work ran inline) once `response` is complete or failed; on error neither
 // runs. `request` and `response` must stay alive until `done` ran. *resolved gets the model
 // version and rows as soon as they are known (before any work is queued), also when the call
-// then fails.
+// then fails. `received_raw`: the raw input contents when the transport received them apart from
+// the message (UnaryCall::received_raw_rows), alive as `request`.
 absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
                               inference::ModelInferResponse* response, absl::Time deadline,
                               const InferStarted& started, std::function<void(absl::Status)> done,
-                              ResolvedCall* resolved);
+                              ResolvedCall* resolved, absl::string_view received_raw = {});
 
 }  // namespace grove::server

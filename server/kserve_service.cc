@@ -70,7 +70,8 @@ void KserveService::HandleModelInfer(const grpc::ServerContextBase& context,
         call->set_operation(op);
         call->set_call(state);
       },
-      [call](absl::Status status) { call->Reply(status); }, call->resolved());
+      [call](absl::Status status) { call->Reply(status); }, call->resolved(),
+      call->received_raw_rows());
   if (!s.ok()) call->Reply(s);
 }
 

@@ -140,13 +140,13 @@ absl::Status GroveServer::StartImpl() {
       &builder, ResolveGrpcThreads(o.grpc_threads), runtime_.get());
   completion_queues_->AddServiceMethod("Predict", "/grove.v1.Grove/Predict", grove_service_.get(),
                                        &GroveService::RequestPredict, &GroveService::HandlePredict,
-                                       /*rows_field=*/3);  // PredictRequest.rows
+                                       kGroveRawRows);
   completion_queues_->AddServiceMethod("Explain", "/grove.v1.Grove/Explain", grove_service_.get(),
                                        &GroveService::RequestExplain, &GroveService::HandleExplain,
-                                       /*rows_field=*/3);  // ExplainRequest.rows
+                                       kGroveRawRows);
   completion_queues_->AddServiceMethod(
       "ModelInfer", "/inference.GRPCInferenceService/ModelInfer", kserve_service_.get(),
-      &KserveService::RequestModelInfer, &KserveService::HandleModelInfer);
+      &KserveService::RequestModelInfer, &KserveService::HandleModelInfer, kKserveRawRows);
   // Reflection v1 beside gRPC's v1alpha (clients ask for either), describing the same services.
   reflection_v1_service_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
       "grove.v1.Grove", "inference.GRPCInferenceService", "grpc.health.v1.Health",

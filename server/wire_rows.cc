@@ -6,7 +6,6 @@
 namespace grove::server {
 namespace {
 
-constexpr int kRawF32Field = 5;  // grove.v1.Matrix.raw_f32
 constexpr int kLengthDelimited = 2;
 
 // Reads the concatenation of the pieces by absolute offset.
@@ -153,34 +152,43 @@ void AppendVarint(uint64_t v, std::string* out) {
 
 }  // namespace
 
-std::optional<RawRowsSplit> SplitRawRows(absl::Span<const WirePiece> pieces, int rows_field,
+std::optional<RawRowsSplit> SplitRawRows(absl::Span<const WirePiece> pieces, RawRowsField where,
                                          size_t min_payload) {
-  if (rows_field <= 0) return std::nullopt;
+  if (where.field <= 0 || where.inner < 0) return std::nullopt;
   const WireReader r(pieces);
-  Field matrix, raw;
+  Field outer, raw;
   bool found = false;
-  if (!OnlyField(r, 0, r.total(), static_cast<uint32_t>(rows_field), &matrix, &found) || !found) {
+  if (!OnlyField(r, 0, r.total(), static_cast<uint32_t>(where.field), &outer, &found) || !found) {
     return std::nullopt;
   }
-  if (!OnlyField(r, matrix.begin, matrix.end, kRawF32Field, &raw, &found) || !found) {
+  if (where.inner == 0) {
+    raw = outer;
+  } else if (!OnlyField(r, outer.begin, outer.end, static_cast<uint32_t>(where.inner), &raw,
+                        &found) ||
+             !found) {
     return std::nullopt;
   }
   const size_t payload = raw.end - raw.begin;
   if (payload < min_payload || payload == 0) return std::nullopt;
 
   RawRowsSplit split;
-  const size_t kept = (matrix.end - matrix.begin) - (raw.end - raw.tag_begin);
   split.rest.reserve(r.total() - payload);
-  r.Append(0, matrix.tag_begin, &split.rest);
-  // The Matrix's tag as it came, then its new length.
-  size_t tag_end = matrix.tag_begin;
-  uint64_t tag = 0;
-  r.Varint(&tag_end, matrix.begin, 5, &tag);
-  r.Append(matrix.tag_begin, tag_end, &split.rest);
-  AppendVarint(kept, &split.rest);
-  r.Append(matrix.begin, raw.tag_begin, &split.rest);
-  r.Append(raw.end, matrix.end, &split.rest);
-  r.Append(matrix.end, r.total(), &split.rest);
+  if (where.inner == 0) {
+    r.Append(0, raw.tag_begin, &split.rest);
+    r.Append(raw.end, r.total(), &split.rest);
+  } else {
+    const size_t kept = (outer.end - outer.begin) - (raw.end - raw.tag_begin);
+    r.Append(0, outer.tag_begin, &split.rest);
+    // The enclosing field's tag as it came, then its new length.
+    size_t tag_end = outer.tag_begin;
+    uint64_t tag = 0;
+    r.Varint(&tag_end, outer.begin, 5, &tag);
+    r.Append(outer.tag_begin, tag_end, &split.rest);
+    AppendVarint(kept, &split.rest);
+    r.Append(outer.begin, raw.tag_begin, &split.rest);
+    r.Append(raw.end, outer.end, &split.rest);
+    r.Append(outer.end, r.total(), &split.rest);
+  }
   r.Pieces(raw.begin, raw.end, &split.payload);
   split.payload_bytes = payload;
   return split;

@@ -1,6 +1,6 @@
 // libFuzzer target for the wire scanner of large requests (server/wire_rows.h): arbitrary bytes,
 // cut into pieces of a size taken from the first byte (as gRPC's slices cut a message), split as
-// a PredictRequest and as an ExplainRequest. Whatever is split must be split exactly: parsing the
+// a PredictRequest, an ExplainRequest and a KServe ModelInferRequest. Whatever is split must be split exactly: parsing the
 // rest fails exactly when parsing the whole bytes fails, and otherwise, with raw_f32 set to the
 // payload, equals the whole parse. Never a crash or a sanitizer report.
 #include <cstddef>
@@ -10,15 +10,46 @@
 #include <vector>
 
 #include "google/protobuf/stubs/logging.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grove/v1/grove.pb.h"
+#include "inference/grpc_service.pb.h"
 #include "server/wire_rows.h"
 
 namespace {
 
+// The message's bytes with map entries in key order (plain serialization orders a map's entries
+// by its hash table, so two equal messages could differ).
+std::string Canonical(const google::protobuf::Message& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+// Sets the payload field of a parsed rest: grove.v1's Matrix.raw_f32, KServe's raw_input_contents.
+void SetPayload(grove::v1::PredictRequest* m, const std::string& p) {
+  m->mutable_rows()->set_raw_f32(p);
+}
+void SetPayload(grove::v1::ExplainRequest* m, const std::string& p) {
+  m->mutable_rows()->set_raw_f32(p);
+}
+void SetPayload(inference::ModelInferRequest* m, const std::string& p) {
+  m->add_raw_input_contents(p);
+}
+bool PayloadEmpty(const grove::v1::PredictRequest& m) { return m.rows().raw_f32().empty(); }
+bool PayloadEmpty(const grove::v1::ExplainRequest& m) { return m.rows().raw_f32().empty(); }
+bool PayloadEmpty(const inference::ModelInferRequest& m) { return m.raw_input_contents_size() == 0; }
+
 template <typename Message>
-void CheckExact(const std::string& bytes, const std::vector<grove::server::WirePiece>& pieces) {
+void CheckExact(const std::string& bytes, const std::vector<grove::server::WirePiece>& pieces,
+                grove::server::RawRowsField where) {
   std::optional<grove::server::RawRowsSplit> split =
-      grove::server::SplitRawRows(pieces, 3, /*min_payload=*/1);
+      grove::server::SplitRawRows(pieces, where, /*min_payload=*/1);
   if (!split.has_value()) return;
   std::string payload;
   for (const grove::server::WirePiece& p : split->payload) payload.append(p.data, p.size);
@@ -27,10 +58,10 @@ void CheckExact(const std::string& bytes, const std::vector<grove::server::WireP
   const bool whole_ok = whole.ParseFromString(bytes);
   if (whole_ok != parts.ParseFromString(split->rest)) std::abort();
   if (!whole_ok) return;
-  if (!parts.rows().raw_f32().empty()) std::abort();
-  parts.mutable_rows()->set_raw_f32(payload);
+  if (!PayloadEmpty(parts)) std::abort();
+  SetPayload(&parts, payload);
   // As bytes: field by field, a NaN value would differ from itself.
-  if (whole.SerializeAsString() != parts.SerializeAsString()) std::abort();
+  if (Canonical(whole) != Canonical(parts)) std::abort();
 }
 
 }  // namespace
@@ -48,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t at = 0; at < bytes.size(); at += piece) {
     pieces.push_back(grove::server::WirePiece{bytes.data() + at, std::min(piece, bytes.size() - at)});
   }
-  CheckExact<grove::v1::PredictRequest>(bytes, pieces);
-  CheckExact<grove::v1::ExplainRequest>(bytes, pieces);
+  CheckExact<grove::v1::PredictRequest>(bytes, pieces, grove::server::kGroveRawRows);
+  CheckExact<grove::v1::ExplainRequest>(bytes, pieces, grove::server::kGroveRawRows);
+  CheckExact<inference::ModelInferRequest>(bytes, pieces, grove::server::kKserveRawRows);
   return 0;
 }

@@ -277,9 +277,9 @@ TEST_F(ServerTest, RawTensorsMirrorTheRequestForm) {
   EXPECT_EQ(eresp.top().features_size(), n * 2);
 }
 
-// Rows of at least 256 KiB in raw_f32 are received apart from the message (server/wire_rows.h)
-// into a kept host buffer: the answers equal those of the same rows as repeated values, and the
-// rows' checks (byte count, one form only) say the same words.
+// Rows of at least 256 KiB in raw_f32 (and KServe raw_input_contents) are received apart from the
+// message (server/wire_rows.h) into a kept host buffer: the answers equal those of the same rows as
+// repeated values, and the rows' checks (byte count, one form only) say the same words.
 TEST_F(ServerTest, LargeRawRowsAreReceivedApartWithTheSameAnswers) {
   int64_t n, cols;
   const std::vector<float> base = ReadRows(kDemoRows, &n, &cols);
@@ -346,6 +346,35 @@ TEST_F(ServerTest, LargeRawRowsAreReceivedApartWithTheSameAnswers) {
   s = Grove()->Predict(&two_ctx, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("more than one of values"));
+
+  // KServe's ModelInfer: its one raw_input_contents entry is received apart too, with the answers
+  // of typed contents; typed and raw at once is refused as before.
+  inference::ModelInferRequest kreq;
+  kreq.set_model_name("demo");
+  auto* in = kreq.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(big);
+  in->add_shape(cols);
+  kreq.add_raw_input_contents(raw);
+  kreq.add_outputs()->set_name("output__0");
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  s = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  inference::ModelInferRequest typed = kreq;
+  typed.clear_raw_input_contents();
+  for (float x : rows) typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(x);
+  grpc::ClientContext tctx;
+  inference::ModelInferResponse tresp;
+  ASSERT_TRUE(Kserve()->ModelInfer(&tctx, typed, &tresp).ok());
+  ASSERT_EQ(kresp.raw_output_contents_size(), 1);
+  EXPECT_EQ(kresp.raw_output_contents(0), tresp.raw_output_contents(0));
+  typed.add_raw_input_contents(raw);
+  grpc::ClientContext both_ctx;
+  s = Kserve()->ModelInfer(&both_ctx, typed, &tresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("both as raw_input_contents and as typed contents"));
 }
 
 TEST_F(ServerTest, ExplainWithTopKBiasAndInteractions) {

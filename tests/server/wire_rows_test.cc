@@ -7,10 +7,26 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grove/v1/grove.pb.h"
+#include "inference/grpc_service.pb.h"
 
 namespace grove::server {
 namespace {
+
+// The message's bytes with map entries in key order (plain serialization orders a map's entries
+// by its hash table, so two equal messages could differ).
+std::string Canonical(const google::protobuf::Message& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
 
 // `bytes` cut into pieces of `size` bytes (the last shorter), as gRPC's slices hold a message.
 std::vector<WirePiece> Cut(const std::string& bytes, size_t size) {
@@ -57,14 +73,14 @@ void ExpectExact(const std::string& bytes, const RawRowsSplit& split) {
   EXPECT_EQ(Payload(split).size(), split.payload_bytes);
   parts.mutable_rows()->set_raw_f32(Payload(split));
   // As bytes: field by field, a NaN value would differ from itself.
-  EXPECT_EQ(whole.SerializeAsString(), parts.SerializeAsString());
+  EXPECT_EQ(Canonical(whole), Canonical(parts));
 }
 
 TEST(SplitRawRows, FindsThePayloadWhereverTheSlicesCutIt) {
   const grove::v1::PredictRequest req = BigRequest(300 << 10);
   const std::string bytes = req.SerializeAsString();
   for (size_t size : {size_t{1}, size_t{7}, size_t{4096}, size_t{16384}, bytes.size()}) {
-    std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, size), 3);
+    std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, size), kGroveRawRows);
     ASSERT_TRUE(split.has_value()) << size;
     EXPECT_EQ(split->payload_bytes, req.rows().raw_f32().size());
     EXPECT_EQ(Payload(*split), req.rows().raw_f32());
@@ -77,7 +93,7 @@ TEST(SplitRawRows, FindsThePayloadWhereverTheSlicesCutIt) {
     pieces.push_back(WirePiece{p.data, 0});
     pieces.push_back(p);
   }
-  std::optional<RawRowsSplit> split = SplitRawRows(pieces, 3);
+  std::optional<RawRowsSplit> split = SplitRawRows(pieces, kGroveRawRows);
   ASSERT_TRUE(split.has_value());
   EXPECT_EQ(Payload(*split), req.rows().raw_f32());
 }
@@ -92,18 +108,18 @@ TEST(SplitRawRows, ExplainRequestsAndFieldsAfterTheRows) {
   req.set_sequence(99);
   req.set_method(grove::v1::EXPLAIN_METHOD_INTERVENTIONAL);
   const std::string bytes = req.SerializeAsString();
-  std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, 16384), 3);
+  std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, 16384), kGroveRawRows);
   ASSERT_TRUE(split.has_value());
   ExpectExact<grove::v1::ExplainRequest>(bytes, *split);
 }
 
 TEST(SplitRawRows, LeavesEveryOtherFormWhole) {
   const std::string big(kMinSplitPayloadBytes, 'r');
-  auto split_of = [](const std::string& bytes) { return SplitRawRows(Cut(bytes, 4096), 3); };
+  auto split_of = [](const std::string& bytes) { return SplitRawRows(Cut(bytes, 4096), kGroveRawRows); };
 
   grove::v1::PredictRequest small = BigRequest(1024);
   EXPECT_FALSE(split_of(small.SerializeAsString()).has_value());  // below the threshold
-  EXPECT_TRUE(SplitRawRows(Cut(small.SerializeAsString(), 100), 3, 1).has_value());
+  EXPECT_TRUE(SplitRawRows(Cut(small.SerializeAsString(), 100), kGroveRawRows, 1).has_value());
 
   grove::v1::PredictRequest values;
   values.set_model("m");
@@ -144,7 +160,7 @@ TEST(SplitRawRows, LeavesEveryOtherFormWhole) {
   // A group, or the rows field as a varint: left whole.
   EXPECT_FALSE(split_of(std::string("\x1b", 1) + bytes).has_value());  // field 3, start group
   EXPECT_FALSE(split_of(std::string("\x18\x01", 2) + bytes).has_value());  // field 3 as varint
-  EXPECT_FALSE(SplitRawRows(Cut(bytes, 4096), 0).has_value());
+  EXPECT_FALSE(SplitRawRows(Cut(bytes, 4096), RawRowsField{}).has_value());
 }
 
 // Random damage to valid requests: whatever is split is split exactly (the fuzzer,
@@ -166,7 +182,7 @@ TEST(SplitRawRows, DamagedRequestsAreSplitExactlyOrNotAtAll) {
       }
       if (bytes.empty()) bytes = base;
     }
-    std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, 1 + rng() % 600), 3, 1);
+    std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, 1 + rng() % 600), kGroveRawRows, 1);
     if (!split.has_value()) continue;
     ++splits;
     ExpectExact<grove::v1::PredictRequest>(bytes, *split);
@@ -185,10 +201,61 @@ TEST(SplitRawRows, FuzzRegressions) {
   const std::string input("\xff\x0a\x01\x6d\x08\x02\x1a\x56\x10\x08\x2a\x40\x00\x00\x00\x00\x00\xc0\xff\xff\x01\x0a\x01\x6d\x1a\x46\xf8\x30\xfc\x30\x30\x30\x38\x38\x38\x20\x20\x20\x20\x20\x20\x35\x08\x2a\x40\x00\x00\x00\x00\x00\x00\x00\x3f\x00\x00\x80\x3f\x00\x00\xc0\x3f\x00\x00\x00\x40\x00\x00\x20\x40\x00\x00\x00\x00\x08\x46\x3a\x1a\x10\x1a\x46\x08\x3a\x10\x08\x2a\x40\x00\x00\xff\xff\x00\x00\x40\x00\x40\x00", 96);
   const std::string bytes = input.substr(1);
   std::vector<WirePiece> pieces = Cut(bytes, 1 + static_cast<uint8_t>(input[0]));
-  std::optional<RawRowsSplit> split = SplitRawRows(pieces, 3, 1);
+  std::optional<RawRowsSplit> split = SplitRawRows(pieces, kGroveRawRows, 1);
   if (!split.has_value()) return;
   ExpectExact<grove::v1::PredictRequest>(bytes, *split);
   ExpectExact<grove::v1::ExplainRequest>(bytes, *split);
+}
+
+// KServe: the one raw_input_contents entry, a top-level repeated bytes field, is split exactly;
+// two entries (or none) are left whole.
+TEST(SplitRawRows, KserveRawInputContents) {
+  inference::ModelInferRequest req;
+  req.set_model_name("adult");
+  req.set_id("call-7");
+  auto* in = req.add_inputs();
+  in->set_name("input__0");
+  in->set_datatype("FP32");
+  in->add_shape(5000);
+  in->add_shape(14);
+  req.add_outputs()->set_name("output__0");
+  req.add_raw_input_contents(std::string(5000 * 14 * 4, 'k'));
+  (*req.mutable_parameters())["threshold"].set_double_param(0.25);
+  const std::string bytes = req.SerializeAsString();
+  for (size_t size : {size_t{3}, size_t{16384}, bytes.size()}) {
+    std::optional<RawRowsSplit> split = SplitRawRows(Cut(bytes, size), kKserveRawRows);
+    ASSERT_TRUE(split.has_value()) << size;
+    EXPECT_EQ(Payload(*split), req.raw_input_contents(0));
+    inference::ModelInferRequest whole, parts;
+    ASSERT_TRUE(whole.ParseFromString(bytes));
+    ASSERT_TRUE(parts.ParseFromString(split->rest));
+    EXPECT_EQ(parts.raw_input_contents_size(), 0);
+    parts.add_raw_input_contents(Payload(*split));
+    EXPECT_EQ(Canonical(whole), Canonical(parts));
+  }
+  inference::ModelInferRequest two = req;
+  two.add_raw_input_contents("abcd");
+  EXPECT_FALSE(SplitRawRows(Cut(two.SerializeAsString(), 4096), kKserveRawRows).has_value());
+  inference::ModelInferRequest none = req;
+  none.clear_raw_input_contents();
+  EXPECT_FALSE(SplitRawRows(Cut(none.SerializeAsString(), 4096), kKserveRawRows).has_value());
+  // A grove request is not a KServe one: its field 7 is explain (varint), left whole.
+  EXPECT_FALSE(SplitRawRows(Cut(BigRequest(300 << 10).SerializeAsString(), 4096), kKserveRawRows)
+                   .has_value());
+}
+
+// Found by tests/fuzz/wire_rows_fuzz.cc: a KServe request with two parameters map entries (plain
+// serialization orders a map by its hash table; compared in key order).
+TEST(SplitRawRows, FuzzRegressionKserveMap) {
+  const std::string input("\x0f\x0a\x01\x6d\x12\x01\x31\x22\x14\x0a\x08\x69\x70\x75\x6e\x74\x5f\x42\x30\x30\x30\x30\x30\x30\x30\x30\x3a\x30\x30\x1a\x02\x01\x31\x6d\x12\x01\x31\x22\xa2\x00\x00\xc0\x00\x68\x3a\x40\x00\x00\x00\x00\x41\x00\x00\x00\x00\x41\x20\x41\x00\x40\x41\x00\x40\x14\x0a\x08\x69\x70\x75\x6e\x74\x5f\x42\x30\x30\x30\x30\x30\x30\x30\x30\x3a\x30\x30\x32\x02\x01\x31\x22\x14\x0a\x08\x69\x70\x75\x6e\x74\x5f\x40\x30\x12\x84\x46\x50\x36\x2a\xb0\x30\x30\x30\x30\x30\x30\x30\x30\x30\x30\x31\x1a\x02\x02\x01", 122);
+  const std::string bytes = input.substr(1);
+  std::optional<RawRowsSplit> split =
+      SplitRawRows(Cut(bytes, 1 + static_cast<uint8_t>(input[0])), kKserveRawRows, 1);
+  ASSERT_TRUE(split.has_value());
+  inference::ModelInferRequest whole, parts;
+  ASSERT_EQ(whole.ParseFromString(bytes), parts.ParseFromString(split->rest));
+  parts.add_raw_input_contents(Payload(*split));
+  EXPECT_EQ(Canonical(whole), Canonical(parts));
 }
 
 }  // namespace
