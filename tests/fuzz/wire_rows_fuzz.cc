@@ -10,26 +10,12 @@
 #include <vector>
 
 #include "google/protobuf/stubs/logging.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grove/v1/grove.pb.h"
 #include "inference/grpc_service.pb.h"
 #include "server/wire_rows.h"
+#include "tests/testing/canonical_proto.h"
 
 namespace {
-
-// The message's bytes with map entries in key order (plain serialization orders a map's entries
-// by its hash table, so two equal messages could differ).
-std::string Canonical(const google::protobuf::Message& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }
-  return out;
-}
 
 // Sets the payload field of a parsed rest: grove.v1's Matrix.raw_f32, KServe's raw_input_contents.
 void SetPayload(grove::v1::PredictRequest* m, const std::string& p) {
@@ -61,7 +47,7 @@ void CheckExact(const std::string& bytes, const std::vector<grove::server::WireP
   if (!PayloadEmpty(parts)) std::abort();
   SetPayload(&parts, payload);
   // As bytes: field by field, a NaN value would differ from itself.
-  if (Canonical(whole) != Canonical(parts)) std::abort();
+  if (grove::testing::CanonicalBytes(whole) != grove::testing::CanonicalBytes(parts)) std::abort();
 }
 
 }  // namespace

@@ -7,26 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grove/v1/grove.pb.h"
 #include "inference/grpc_service.pb.h"
+#include "tests/testing/canonical_proto.h"
 
 namespace grove::server {
 namespace {
-
-// The message's bytes with map entries in key order (plain serialization orders a map's entries
-// by its hash table, so two equal messages could differ).
-std::string Canonical(const google::protobuf::Message& m) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }
-  return out;
-}
 
 // `bytes` cut into pieces of `size` bytes (the last shorter), as gRPC's slices hold a message.
 std::vector<WirePiece> Cut(const std::string& bytes, size_t size) {
@@ -73,7 +59,7 @@ void ExpectExact(const std::string& bytes, const RawRowsSplit& split) {
   EXPECT_EQ(Payload(split).size(), split.payload_bytes);
   parts.mutable_rows()->set_raw_f32(Payload(split));
   // As bytes: field by field, a NaN value would differ from itself.
-  EXPECT_EQ(Canonical(whole), Canonical(parts));
+  EXPECT_EQ(grove::testing::CanonicalBytes(whole), grove::testing::CanonicalBytes(parts));
 }
 
 TEST(SplitRawRows, FindsThePayloadWhereverTheSlicesCutIt) {
@@ -231,7 +217,7 @@ TEST(SplitRawRows, KserveRawInputContents) {
     ASSERT_TRUE(parts.ParseFromString(split->rest));
     EXPECT_EQ(parts.raw_input_contents_size(), 0);
     parts.add_raw_input_contents(Payload(*split));
-    EXPECT_EQ(Canonical(whole), Canonical(parts));
+    EXPECT_EQ(grove::testing::CanonicalBytes(whole), grove::testing::CanonicalBytes(parts));
   }
   inference::ModelInferRequest two = req;
   two.add_raw_input_contents("abcd");
@@ -255,7 +241,7 @@ TEST(SplitRawRows, FuzzRegressionKserveMap) {
   inference::ModelInferRequest whole, parts;
   ASSERT_EQ(whole.ParseFromString(bytes), parts.ParseFromString(split->rest));
   parts.add_raw_input_contents(Payload(*split));
-  EXPECT_EQ(Canonical(whole), Canonical(parts));
+  EXPECT_EQ(grove::testing::CanonicalBytes(whole), grove::testing::CanonicalBytes(parts));
 }
 
 }  // namespace
