@@ -7,12 +7,41 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/host_copy.h"
 
 namespace grove::server {
 
 int ResolveGrpcThreads(int requested) {
   if (requested > 0) return std::min(requested, kMaxGrpcThreads);
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxGrpcThreads);
+}
+
+std::optional<ReceivedApart> ReceiveRawRowsApart(const grpc::ByteBuffer& request,
+                                                 RawRowsField where, Runtime* runtime) {
+  if (request.Length() < kMinSplitPayloadBytes) return std::nullopt;
+  std::vector<grpc::Slice> slices;  // references to the received bytes, not copies
+  if (!request.Dump(&slices).ok()) return std::nullopt;
+  std::vector<WirePiece> pieces;
+  pieces.reserve(slices.size());
+  for (const grpc::Slice& slice : slices) {
+    pieces.push_back(WirePiece{reinterpret_cast<const char*>(slice.begin()), slice.size()});
+  }
+  std::optional<RawRowsSplit> split = SplitRawRows(pieces, where);
+  if (!split.has_value()) return std::nullopt;
+  ReceivedApart out;
+  out.rows = runtime->host_buffers().Acquire(static_cast<int64_t>(split->payload_bytes));
+  if (!out.rows) return std::nullopt;  // the pool is at its bound
+  out.bytes = split->payload_bytes;
+  std::vector<CopyPiece> copies;
+  copies.reserve(split->payload.size());
+  char* dst = out.rows.data();
+  for (const WirePiece& piece : split->payload) {
+    copies.push_back(CopyPiece{dst, piece.data, piece.size});
+    dst += piece.size;
+  }
+  CopyPieces(runtime->pool(), copies);
+  out.rest = std::move(split->rest);
+  return out;
 }
 
 CompletionQueues::CompletionQueues(grpc::ServerBuilder* builder, int threads, Runtime* runtime)

@@ -56,7 +56,6 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/async_unary_call.h"
-#include "core/common/host_copy.h"
 #include "core/serving/host_buffers.h"
 #include "server/call.h"
 #include "server/rpc_errors.h"
@@ -70,6 +69,18 @@ inline constexpr int kMaxGrpcThreads = 64;
 
 // Threads for `requested` (0: the host's hardware threads), within 1..kMaxGrpcThreads.
 int ResolveGrpcThreads(int requested);
+
+// A request's raw rows received apart from its message (server/wire_rows.h).
+struct ReceivedApart {
+  std::string rest;                      // the request's other bytes, to parse as the message
+  serving::HostBufferPool::Buffer rows;  // the raw rows, copied out of the received slices
+  size_t bytes = 0;
+};
+// For a request of at least kMinSplitPayloadBytes whose raw rows at `where` split exactly and find
+// a buffer in `runtime`'s host buffer pool: the rows copied there (over its compute pool) and the
+// rest; nullopt otherwise (the request is then parsed whole). `request` is left as it was.
+std::optional<ReceivedApart> ReceiveRawRowsApart(const grpc::ByteBuffer& request,
+                                                 RawRowsField where, Runtime* runtime);
 
 class CompletionQueues {
  public:
@@ -296,45 +307,21 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
     // Parses the request; with the method's raw rows field, a large payload goes from the
     // received slices into received_ instead of into the message.
     grpc::Status Decode() {
-      if (method_->raw_rows_.field > 0 && wire_request_.Length() >= kMinSplitPayloadBytes) {
-        std::vector<grpc::Slice> slices;
-        if (wire_request_.Dump(&slices).ok()) {
-          std::vector<WirePiece> pieces;
-          pieces.reserve(slices.size());
-          for (const grpc::Slice& slice : slices) {
-            pieces.push_back(WirePiece{reinterpret_cast<const char*>(slice.begin()), slice.size()});
+      if (method_->raw_rows_.field > 0) {
+        std::optional<ReceivedApart> apart =
+            ReceiveRawRowsApart(wire_request_, method_->raw_rows_, method_->runtime_);
+        if (apart.has_value()) {
+          // Parsing the rest fails exactly when parsing the whole would (server/wire_rows.h).
+          if (!request_.ParseFromString(apart->rest)) {
+            return grpc::Status(grpc::StatusCode::INTERNAL, "undecodable request");
           }
-          std::optional<RawRowsSplit> split = SplitRawRows(pieces, method_->raw_rows_);
-          if (split.has_value()) {
-            received_ = method_->runtime_->host_buffers().Acquire(
-                static_cast<int64_t>(split->payload_bytes));
-          }
-          if (received_) {  // otherwise the pool is at its bound: parsed whole as before
-            if (!request_.ParseFromString(split->rest)) {  // exactly when the whole would fail
-              received_.Release();
-              return grpc::Status(grpc::StatusCode::INTERNAL, "undecodable request");
-            }
-            ReceiveRows(*split);
-            wire_request_.Clear();
-            return grpc::Status::OK;
-          }
+          received_ = std::move(apart->rows);
+          received_bytes_ = apart->bytes;
+          wire_request_.Clear();
+          return grpc::Status::OK;
         }
       }
       return grpc::SerializationTraits<Request>::Deserialize(&wire_request_, &request_);
-    }
-
-    // Copies the payload from the received slices into received_ (acquired by the caller).
-    void ReceiveRows(const RawRowsSplit& split) {
-      Runtime* runtime = method_->runtime_;
-      received_bytes_ = split.payload_bytes;
-      std::vector<CopyPiece> copies;
-      copies.reserve(split.payload.size());
-      char* dst = received_.data();
-      for (const WirePiece& piece : split.payload) {
-        copies.push_back(CopyPiece{dst, piece.data, piece.size});
-        dst += piece.size;
-      }
-      CopyPieces(runtime->pool(), copies);
     }
 
     TypedMethod* const method_;

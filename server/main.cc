@@ -224,11 +224,11 @@ int main(int argc, char** argv) {
   const int64_t memory_mb = absl::GetFlag(FLAGS_max_request_memory_mb);
   serving.memory_budget_bytes =
       memory_mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(memory_mb, 0) << 20;
+  // Saturated as above; serving::ValidateHostBufferOptions checks the bounds when the server starts.
   const int64_t host_buffer_mb = absl::GetFlag(FLAGS_host_buffer_mb);
-  if (host_buffer_mb < 0 || host_buffer_mb > (int64_t{1} << 20)) {
-    return Fail("--host_buffer_mb must be 0..1048576");
-  }
-  o.runtime.host_buffer_bytes = host_buffer_mb << 20;
+  o.runtime.host_buffer_bytes = host_buffer_mb < 0                  ? -1
+                                 : host_buffer_mb > (int64_t{1} << 40) ? INT64_MAX
+                                                                       : host_buffer_mb << 20;
   std::optional<grove::ThreadPriority> priority =
       grove::ParseThreadPriority(absl::GetFlag(FLAGS_compute_priority));
   if (!priority) return Fail("--compute_priority must be normal, low or idle");

@@ -257,8 +257,10 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
     }
   }
   // The exact space in small calls: the CPU path form answers sooner (see PrefersCpuForExact).
-  if (!forced_ && IsExactSpace(*context_.forest, options.output_space) && chosen != nullptr && chosen->id() == InterventionalStrategyId::kGpu &&
-      PrefersCpuForExact(rows.rows, context_.pool != nullptr ? context_.pool->num_threads() : 1)) {
+  const int threads = context_.pool != nullptr ? context_.pool->num_threads() : 1;
+  if (!forced_ && chosen != nullptr && chosen->id() == InterventionalStrategyId::kGpu &&
+      IsExactSpace(*context_.forest, options.output_space) &&
+      PrefersCpuForExact(rows.rows, threads)) {
     for (const auto& s : strategies_) {
       if (s->id() == InterventionalStrategyId::kPathsCpu && s->Supports(options)) {
         chosen = s.get();

@@ -108,13 +108,17 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                const InterventionalOptions& options, void* d_workspace,
                                int64_t workspace_bytes, float* d_out,
                                void* stream) const override {
-    return ExplainRows(d_rows, num_rows, 0, options, d_workspace, workspace_bytes, d_out, stream);
+    return ExplainRows(d_rows, num_rows, 0, options, d_workspace, workspace_bytes, d_out, stream,
+                       nullptr);
   }
 
   // ExplainOnDevice of rows numbered from `first_row` (in a refused pair's message).
+  // `exact_bias`: the exact space's bias for the options' range when the caller has it (null:
+  // ExactBiasFor here).
   absl::Status ExplainRows(const float* d_rows, int64_t num_rows, int64_t first_row,
                            const InterventionalOptions& options, void* d_workspace,
-                           int64_t workspace_bytes, float* d_out, void* stream) const {
+                           int64_t workspace_bytes, float* d_out, void* stream,
+                           const std::vector<double>* exact_bias) const {
     IterationRange range;
     if (absl::Status s = CheckOptions(options, &range); !s.ok()) return s;
     const OutputSpace space = options.output_space;
@@ -130,7 +134,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * Width() * 8, s));
     if (Exact(space)) {
       return ExplainExact(range, d_rows, num_rows, first_row, reinterpret_cast<char*>(d_workspace),
-                          d_out, s);
+                          d_out, s, exact_bias);
     }
     ik::KernelArgs a = Args(range);
     ik::LinearizedArgs la;
@@ -175,11 +179,12 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     if (absl::Status s = CheckInterventionalCall(*forest_, rows, options, out); !s.ok()) return s;
     if (rows.rows == 0) return absl::OkStatus();
     // The exact space's bias is host work on the first call of a range (ExactBiasFor keeps it):
-    // done before taking the engine's lock, which other callers would otherwise wait on.
+    // done once, before taking the engine's lock, which other callers would otherwise wait on.
+    std::shared_ptr<const std::vector<double>> exact_bias;
     if (Exact(options.output_space) && linearized_enabled()) {
       IterationRange range;
       if (CheckOptions(options, &range).ok()) {
-        (void)ExactBiasFor(*forest_, *layout_, *il_, *linearized_, range.begin, range.end);
+        exact_bias = ExactBiasFor(*forest_, *layout_, *il_, *linearized_, range.begin, range.end);
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -206,7 +211,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
       GROVE_CUDA_RETURN(cudaMemcpyAsync(d_rows_.get(), h_rows_.get(), n * F * 4,
                                         cudaMemcpyHostToDevice, stream_));
       if (absl::Status st = ExplainRows(d_rows_.as<float>(), n, begin, options, workspace_.get(),
-                                        workspace_.bytes(), d_out_.as<float>(), stream_);
+                                        workspace_.bytes(), d_out_.as<float>(), stream_,
+                                        exact_bias.get());
           !st.ok()) {
         return st;
       }
@@ -295,8 +301,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   // The exact space: background masks and bias, one warp per row, the results; then waits for
   // `s` to read whether a pair was refused (ExactPairTooWideError, rows numbered from first_row).
   absl::Status ExplainExact(const IterationRange& range, const float* d_rows, int64_t num_rows,
-                            int64_t first_row, char* d_workspace, float* d_out,
-                            cudaStream_t s) const {
+                            int64_t first_row, char* d_workspace, float* d_out, cudaStream_t s,
+                            const std::vector<double>* known_bias) const {
     const ExactWorkspace w = ExactLayoutFor(num_rows);
     const int64_t width = Width();
     auto* d_phi = reinterpret_cast<double*>(d_workspace);  // zeroed by the caller
@@ -333,11 +339,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                                           counts_.as<uint32_t>(),
                                                           mask_rows_.as<uint16_t>(), d_z);
     // The bias is background rows x paths of serial path walks: computed once per iteration
-    // range on the host and kept with the linearized layout (ExactBiasFor), not per call.
-    const std::shared_ptr<const std::vector<double>> bias =
-        ExactBiasFor(*forest_, *layout_, *il_, *linearized_, range.begin, range.end);
-    GROVE_CUDA_RETURN(
-        cudaMemcpyAsync(d_bias, bias->data(), k * sizeof(double), cudaMemcpyHostToDevice, s));
+    // range on the host and kept with the linearized layout (ExactBiasFor), not per call. (A
+    // pageable source: the copy has left it when cudaMemcpyAsync returns.)
+    std::shared_ptr<const std::vector<double>> found;
+    if (known_bias == nullptr) {
+      found = ExactBiasFor(*forest_, *layout_, *il_, *linearized_, range.begin, range.end);
+      known_bias = found.get();
+    }
+    GROVE_CUDA_RETURN(cudaMemcpyAsync(d_bias, known_bias->data(), k * sizeof(double),
+                                      cudaMemcpyHostToDevice, s));
     const int64_t blocks = (w.warps + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock;
     ik::ExactKernel<<<static_cast<unsigned>(blocks), ik::kBlockThreads, 0, s>>>(a, ka);
     ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(

@@ -153,6 +153,21 @@ TEST(GrpcThreads, OutOfBoundsRefusesToStart) {
   fs::remove_all(root);
 }
 
+// The host buffer pool's bound (--host_buffer_mb) is checked when the server starts.
+TEST(HostBuffers, OutOfBoundsRefusesToStart) {
+  const fs::path root = fs::temp_directory_path() / absl::StrCat("grove_hb_bounds_", ::getpid());
+  fs::create_directories(root);
+  for (int64_t bytes : {int64_t{-1} << 20, serving::kMaxHostBufferBytes + (int64_t{1} << 20)}) {
+    ServerOptions o = LoopbackServerOptions(root.string());
+    o.runtime.host_buffer_bytes = bytes;
+    absl::StatusOr<std::unique_ptr<GroveServer>> s = GroveServer::Start(o);
+    ASSERT_FALSE(s.ok()) << bytes;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr("--host_buffer_mb"));
+  }
+  fs::remove_all(root);
+}
+
 // Every hot method answers many concurrent callers from the queue threads, which exist while the
 // server runs (one per --grpc_threads) and are joined at shutdown.
 TEST(CompletionQueues, ServeEveryHotMethodAndStopWithTheServer) {
