@@ -820,13 +820,21 @@ class E2eOwnServerTest : public ::testing::Test {
     std::vector<std::thread> threads;
     // With `stop_when_not_ready`, a caller checks ServerReady every call and stops sending once
     // the server reports not ready (what a load balancer does on NOT_SERVING).
+    // Returns once every caller's connection is up: a first connection attempt that fails (the
+    // sandbox's connect() has returned ENOENT on loopback TCP, once in a CI run) is retried
+    // through gRPC's reconnect before the load starts, instead of failing that caller's calls
+    // fast until its backoff ends.
     void Start(const std::string& target, int callers, const testing::CorpusCase& c,
                const Parsed& want, std::atomic<bool>* not_ready) {
+      std::atomic<int> connected{0};
       for (int t = 0; t < callers; ++t) {
-        threads.emplace_back([this, target, t, &c, &want, not_ready] {
+        threads.emplace_back([this, target, t, &c, &want, not_ready, &connected] {
           client::ClientOptions o;
           o.target = target;
           std::unique_ptr<GroveClient> cl = *GroveClient::Create(o);
+          const absl::Status up = cl->WaitForReady(absl::Seconds(30));
+          EXPECT_TRUE(up.ok()) << up;
+          ++connected;
           client::PredictParams p;
           p.model = "m";
           std::mt19937 rng(t);
@@ -857,6 +865,9 @@ class E2eOwnServerTest : public ::testing::Test {
             }
           }
         });
+      }
+      while (connected.load() < callers) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
     void Join() {
