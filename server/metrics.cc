@@ -56,6 +56,50 @@ class GpuMemoryCollectable final : public prometheus::Collectable {
   }
 };
 
+class HostBufferCollectable final : public prometheus::Collectable {
+ public:
+  explicit HostBufferCollectable(const serving::HostBufferPool* pool) : pool_(pool) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const serving::HostBufferPool::Stats s = pool_->stats();
+    prometheus::MetricFamily bytes{
+        "grove_host_buffer_bytes",
+        "Kept host buffers for large requests' rows and merged batches (--host_buffer_mb): all "
+        "kept (state=kept) and held by calls now (state=in_use).",
+        prometheus::MetricType::Gauge,
+        {}};
+    for (const auto& [state, value] : {std::pair<const char*, int64_t>{"kept", s.kept_bytes},
+                                       {"in_use", s.in_use_bytes}}) {
+      prometheus::ClientMetric m;
+      m.label.push_back({"state", state});
+      m.gauge.value = static_cast<double>(value);
+      bytes.metric.push_back(m);
+    }
+    prometheus::MetricFamily misses{
+        "grove_host_buffer_misses_total",
+        "Times the host buffer pool had nothing to give (buffers in use filled --host_buffer_mb, "
+        "or page-locking failed): that request or batch took the slower path through its own "
+        "memory.",
+        prometheus::MetricType::Counter,
+        {}};
+    prometheus::ClientMetric m;
+    m.counter.value = static_cast<double>(s.misses);
+    misses.metric.push_back(m);
+    prometheus::MetricFamily locked{
+        "grove_host_buffer_page_locked",
+        "1 when new kept host buffers are page-locked for direct GPU copies, 0 without a GPU or "
+        "once page-locking failed (the host's locked-memory limit; groved logs why).",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::ClientMetric l;
+    l.gauge.value = s.page_locked ? 1 : 0;
+    locked.metric.push_back(l);
+    return {bytes, misses, locked};
+  }
+
+ private:
+  const serving::HostBufferPool* const pool_;
+};
+
 }  // namespace
 
 
@@ -493,6 +537,11 @@ std::unique_ptr<serving::QueueObserver> MetricsObserver::ForQueue(const std::str
 
 std::shared_ptr<prometheus::Collectable> MakeGpuMemoryCollectable() {
   return std::make_shared<GpuMemoryCollectable>();
+}
+
+std::shared_ptr<prometheus::Collectable> MakeHostBufferCollectable(
+    const serving::HostBufferPool* pool) {
+  return std::make_shared<HostBufferCollectable>(pool);
 }
 
 }  // namespace grove::server

@@ -20,6 +20,7 @@
 #include "core/common/snapshot_map.h"
 #include "core/registry/model_config.h"
 #include "core/registry/model_registry.h"
+#include "core/serving/host_buffers.h"
 #include "core/serving/observer.h"
 #include "core/serving/outcome.h"
 #include "prometheus/counter.h"
@@ -221,5 +222,11 @@ class MetricsObserver final : public serving::ServingObserver {
 
 // A prometheus Collectable for grove_gpu_memory_{used,total}_bytes, sampled at every scrape.
 std::shared_ptr<prometheus::Collectable> MakeGpuMemoryCollectable();
+
+// A prometheus Collectable for grove_host_buffer_* (the host buffer pool's kept and in-use bytes,
+// its misses and whether it page-locks), read at every scrape. `pool` is not owned and must outlive
+// every scrape (the server stops its exposer before its runtime).
+std::shared_ptr<prometheus::Collectable> MakeHostBufferCollectable(
+    const serving::HostBufferPool* pool);
 
 }  // namespace grove::server

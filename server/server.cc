@@ -209,6 +209,8 @@ absl::Status GroveServer::StartImpl() {
     exposer_->RegisterCollectable(metrics_->registry());
     gpu_memory_collectable_ = MakeGpuMemoryCollectable();
     exposer_->RegisterCollectable(gpu_memory_collectable_);
+    host_buffer_collectable_ = MakeHostBufferCollectable(&runtime_->host_buffers());
+    exposer_->RegisterCollectable(host_buffer_collectable_);
     const std::vector<int> ports = exposer_->GetListeningPorts();
     metrics_port_ = ports.empty() ? o.metrics_port : ports.front();
   }

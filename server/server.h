@@ -125,6 +125,7 @@ class GroveServer {
   std::unique_ptr<prometheus::Exposer> exposer_;
   // The exposer keeps only weak references to collectables, so the server owns them.
   std::shared_ptr<prometheus::Collectable> gpu_memory_collectable_;
+  std::shared_ptr<prometheus::Collectable> host_buffer_collectable_;  // reads runtime_'s pool
   int grpc_port_ = 0;
   int metrics_port_ = -1;
   std::thread loader_;

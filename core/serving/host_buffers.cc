@@ -68,6 +68,16 @@ int64_t HostBufferPool::kept_bytes() const {
   return kept_bytes_;
 }
 
+HostBufferPool::Stats HostBufferPool::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.kept_bytes = kept_bytes_;
+  s.in_use_bytes = in_use_bytes_;
+  s.misses = misses_;
+  s.page_locked = options_.page_locked && !lock_failed_;
+  return s;
+}
+
 HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
   Buffer b;
   if (bytes <= 0) bytes = 1;
@@ -75,7 +85,11 @@ HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
   while (size_class < kClasses && (int64_t{1} << (kMinClassLog2 + size_class)) < bytes) {
     ++size_class;
   }
-  if (size_class == kClasses) return b;
+  if (size_class == kClasses) {
+    absl::MutexLock lock(&mu_);
+    ++misses_;
+    return b;
+  }
   const int64_t class_bytes = int64_t{1} << (kMinClassLog2 + size_class);
   bool allocate = false;
   std::vector<char*> evicted;
@@ -85,10 +99,18 @@ HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
     if (!list.empty()) {
       b.data_ = list.back();
       list.pop_back();
+      in_use_bytes_ += class_bytes;
     } else if (!lock_failed_ && class_bytes <= options_.max_bytes) {
       // At the bound, free buffers of other sizes make room (a workload whose request sizes
-      // changed would otherwise keep the old sizes forever), the largest first.
-      for (int c = kClasses - 1; c >= 0 && kept_bytes_ > options_.max_bytes - class_bytes; --c) {
+      // changed would otherwise keep the old sizes forever), the largest first -- only when they
+      // can: freeing them while buffers in use leave no room anyway would only churn.
+      int64_t free_bytes = 0;
+      for (int c = 0; c < kClasses; ++c) {
+        free_bytes += static_cast<int64_t>(free_[c].size()) << (kMinClassLog2 + c);
+      }
+      const bool room = kept_bytes_ - free_bytes <= options_.max_bytes - class_bytes;
+      for (int c = kClasses - 1; room && c >= 0 && kept_bytes_ > options_.max_bytes - class_bytes;
+           --c) {
         while (!free_[c].empty() && kept_bytes_ > options_.max_bytes - class_bytes) {
           evicted.push_back(free_[c].back());
           free_[c].pop_back();
@@ -96,10 +118,13 @@ HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
         }
       }
       if (kept_bytes_ <= options_.max_bytes - class_bytes) {
-        kept_bytes_ += class_bytes;  // reserved now, allocated below outside the lock
+        // Reserved (and counted in use) now, allocated below outside the lock.
+        kept_bytes_ += class_bytes;
+        in_use_bytes_ += class_bytes;
         allocate = true;
       }
     }
+    if (b.data_ == nullptr && !allocate) ++misses_;
   }
   for (char* data : evicted) Free(data);
   if (allocate) {
@@ -107,6 +132,8 @@ HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
     if (b.data_ == nullptr) {
       absl::MutexLock lock(&mu_);
       kept_bytes_ -= class_bytes;
+      in_use_bytes_ -= class_bytes;
+      ++misses_;
     }
   }
   if (b.data_ != nullptr) {
@@ -144,6 +171,7 @@ void HostBufferPool::Free(char* data) const {
 void HostBufferPool::Return(Buffer* buffer) {
   absl::MutexLock lock(&mu_);
   free_[buffer->size_class_].push_back(buffer->data_);
+  in_use_bytes_ -= buffer->capacity_;
 }
 
 }  // namespace grove::serving

@@ -84,6 +84,15 @@ class HostBufferPool {
   // Bytes of kept buffers, free or in use.
   int64_t kept_bytes() const;
 
+  // What the pool holds, for metrics (one consistent reading).
+  struct Stats {
+    int64_t kept_bytes = 0;    // kept buffers, free or in use (at their class size)
+    int64_t in_use_bytes = 0;  // kept buffers held by callers now
+    int64_t misses = 0;        // Acquire calls that gave nothing (the caller used its own memory)
+    bool page_locked = false;  // as page_locked()
+  };
+  Stats stats() const;
+
  private:
   static constexpr int kMinClassLog2 = 16;  // 64 KiB
   static constexpr int kClasses = 25;       // up to 2^40 bytes
@@ -96,6 +105,8 @@ class HostBufferPool {
   mutable absl::Mutex mu_;
   std::vector<char*> free_[kClasses] ABSL_GUARDED_BY(mu_);
   int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
   bool lock_failed_ ABSL_GUARDED_BY(mu_) = false;  // page-locking failed: keep nothing new
 };
 

@@ -228,6 +228,16 @@ def panels():
                         [target(f'sum by (instance, model) (grove_model_bytes{{{SEL}, device="gpu"}})',
                                 "{{instance}} {{model}}")], unit="bytes", stack=True, w=12,
                         description="Engine layouts resident on GPUs (grove_model_bytes{device=\"gpu\"})."))
+    p.append(timeseries("Host buffer pool (--host_buffer_mb)",
+                        [target(f"sum by (instance, state) (grove_host_buffer_bytes{{{SRV}}})",
+                                "{{state}} {{instance}}")], unit="bytes", w=12,
+                        description="Kept buffers for large requests' rows and merged batches, and those "
+                                    "in use now; page-locked when grove_host_buffer_page_locked is 1."))
+    p.append(timeseries("Host buffer misses / s",
+                        [target(f"sum by (instance) (rate(grove_host_buffer_misses_total{{{SRV}}}[{RATE}]))",
+                                "{{instance}}")], w=12,
+                        description="Requests or batches the pool had no buffer for (the slower path). "
+                                    "Steady misses with kept bytes at the bound: raise --host_buffer_mb."))
 
     p.append(L.row("Fleet (recording rules of deploy/prometheus/grove-rules.yaml)"))
     p.append(timeseries("Fleet throughput (rows / s)",

@@ -21,6 +21,24 @@ std::string Exposition(const Metrics& metrics) {
   return text.Serialize(metrics.registry()->Collect());
 }
 
+// The host buffer pool's series, read from the pool at every scrape, named as docs/metrics.md says.
+TEST(MetricsTest, HostBufferSeriesReadThePool) {
+  serving::HostBufferPool pool(
+      serving::HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
+  std::shared_ptr<prometheus::Collectable> c = MakeHostBufferCollectable(&pool);
+  prometheus::TextSerializer text;
+  serving::HostBufferPool::Buffer held = pool.Acquire(200 << 10);  // class 256 KiB
+  { serving::HostBufferPool::Buffer done = pool.Acquire(100 << 10); }  // 128 KiB, back
+  EXPECT_FALSE(pool.Acquire(1 << 20));  // no room: a miss
+  const std::string out = text.Serialize(c->Collect());
+  EXPECT_THAT(out, HasSubstr("# TYPE grove_host_buffer_bytes gauge"));
+  EXPECT_THAT(out, HasSubstr("grove_host_buffer_bytes{state=\"kept\"} 393216"));
+  EXPECT_THAT(out, HasSubstr("grove_host_buffer_bytes{state=\"in_use\"} 262144"));
+  EXPECT_THAT(out, HasSubstr("# TYPE grove_host_buffer_misses_total counter"));
+  EXPECT_THAT(out, HasSubstr("grove_host_buffer_misses_total 1"));
+  EXPECT_THAT(out, HasSubstr("grove_host_buffer_page_locked 0"));
+}
+
 TEST(MetricsTest, RequestSeriesByCodeMethodAndOperation) {
   Metrics metrics;
   metrics.RecordRequest("m", "Predict", absl::StatusCode::kOk, 0.002, Operation::kPredict);

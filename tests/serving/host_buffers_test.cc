@@ -50,6 +50,38 @@ TEST(HostBufferPool, PastItsBoundGivesNothingUntilABufferIsFree) {
   EXPECT_EQ(none.kept_bytes(), 0);
 }
 
+// What metrics report: kept and in-use bytes at class size, misses for every empty Acquire.
+TEST(HostBufferPool, StatsCountKeptInUseAndMisses) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
+  EXPECT_EQ(pool.stats().kept_bytes, 0);
+  EXPECT_FALSE(pool.stats().page_locked);
+  HostBufferPool::Buffer a = pool.Acquire(300 << 10);  // class 512 KiB, new
+  HostBufferPool::Buffer b = pool.Acquire(200 << 10);  // class 256 KiB, new
+  HostBufferPool::Stats s = pool.stats();
+  EXPECT_EQ(s.kept_bytes, 768 << 10);
+  EXPECT_EQ(s.in_use_bytes, 768 << 10);
+  EXPECT_EQ(s.misses, 0);
+  EXPECT_FALSE(pool.Acquire(512 << 10));         // no room: a miss
+  EXPECT_FALSE(pool.Acquire(int64_t{1} << 41));  // past the largest class: a miss
+  a.Release();
+  s = pool.stats();
+  EXPECT_EQ(s.kept_bytes, 768 << 10);
+  EXPECT_EQ(s.in_use_bytes, 256 << 10);
+  EXPECT_EQ(s.misses, 2);
+  HostBufferPool::Buffer c = pool.Acquire(400 << 10);  // the free 512 KiB one again
+  EXPECT_EQ(pool.stats().in_use_bytes, 768 << 10);
+  c.Release();
+  b.Release();
+  s = pool.stats();
+  EXPECT_EQ(s.in_use_bytes, 0);
+  EXPECT_EQ(s.kept_bytes, 768 << 10);
+  EXPECT_EQ(s.misses, 2);
+
+  HostBufferPool none(HostBufferOptions{.max_bytes = 0, .page_locked = false});
+  EXPECT_FALSE(none.Acquire(1000));
+  EXPECT_EQ(none.stats().misses, 1);
+}
+
 // Request sizes change: free buffers of the old size make room for the new one.
 TEST(HostBufferPool, FreeBuffersOfOtherSizesMakeRoom) {
   HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
@@ -65,6 +97,21 @@ TEST(HostBufferPool, FreeBuffersOfOtherSizesMakeRoom) {
   HostBufferPool::Buffer more = pool.Acquire(512 << 10);  // room left under the bound
   EXPECT_TRUE(more);
   EXPECT_FALSE(pool.Acquire(512 << 10));  // in use: nothing to free
+}
+
+// Free buffers are not freed for a request they cannot make room for (buffers in use hold the
+// rest of the bound): they stay for the next request of their size.
+TEST(HostBufferPool, FreeBuffersStayWhenTheyCannotMakeRoom) {
+  HostBufferPool pool(HostBufferOptions{.max_bytes = 1 << 20, .page_locked = false});
+  HostBufferPool::Buffer held = pool.Acquire(512 << 10);
+  char* small = nullptr;
+  {
+    HostBufferPool::Buffer b = pool.Acquire(100 << 10);  // 128 KiB, then free
+    small = b.data();
+  }
+  EXPECT_FALSE(pool.Acquire(1 << 20));  // 512 KiB in use: 1 MiB cannot fit whatever is freed
+  EXPECT_EQ(pool.kept_bytes(), (512 << 10) + (128 << 10));
+  EXPECT_EQ(pool.Acquire(128 << 10).data(), small);
 }
 
 TEST(HostBufferPool, MovedBuffersReturnOnce) {
@@ -99,6 +146,7 @@ TEST(HostBufferPool, ConcurrentCallersNeverShareABuffer) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(clashes.load(), 0);
   EXPECT_LE(pool.kept_bytes(), 4 << 20);
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);  // every buffer came back, counted once
 }
 
 // Page-locking needs a GPU: without one the pool says so once and gives nothing (callers keep to
@@ -109,6 +157,8 @@ TEST(HostBufferPool, PageLockingWithoutAGpuGivesNothing) {
   EXPECT_FALSE(pool.Acquire(1000));
   EXPECT_FALSE(pool.page_locked());
   EXPECT_EQ(pool.kept_bytes(), 0);
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);
+  EXPECT_EQ(pool.stats().misses, 1);
 }
 
 TEST(HostBufferPool, OptionsHaveBounds) {
