@@ -527,6 +527,9 @@ Options:
       --json                 one JSON object instead of text
       --tls, --tls-ca PEM, --tls-cert PEM, --tls-key PEM   TLS / mutual TLS
       --token TOKEN          bearer token (default: $GROVE_TOKEN)
+
+gRPC polls this client's sockets with its `poll` poller on hosts of 8 or more hardware threads
+and with `epoll1` below (measured faster there), unless GRPC_POLL_STRATEGY names one.
 )";
   }
   if (topic == "version") return "Usage: grove version\n\nPrints the version and build options.\n";

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <condition_variable>
@@ -53,6 +54,19 @@
 
 namespace grove::cli {
 namespace {
+
+// The gRPC poller this process runs with (RunBench chose it: ChooseBenchPollStrategy), as JSON
+// string content (gRPC accepts a comma-separated list of names).
+std::string Poller() {
+  const char* p = std::getenv("GRPC_POLL_STRATEGY");
+  std::string out;
+  for (const char* c = p != nullptr ? p : ""; *c != '\0'; ++c) {
+    if (std::isalnum(static_cast<unsigned char>(*c)) || *c == ',' || *c == '_' || *c == '-') {
+      out.push_back(*c);
+    }
+  }
+  return out;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -511,7 +525,7 @@ class Bench {
       std::printf(
           "{\"server\": \"%s\", \"model\": \"%s\", \"operation\": \"%s\", \"mode\": \"%s\", "
           "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
-          "\"processes\": %d, \"shared_memory\": %s, "
+          "\"processes\": %d, \"shared_memory\": %s, \"grpc_poller\": \"%s\", "
           "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
           "\"failures\": %s, \"failure_latency_ms\": %s, \"offered_per_second\": %.6g, "
           "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, \"server_cpu\": %s, "
@@ -520,7 +534,7 @@ class Bench {
           args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
           open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
           args_.connections, std::max(1, args_.processes),
-          args_.shared_memory ? "true" : "false", seconds,
+          args_.shared_memory ? "true" : "false", Poller().c_str(), seconds,
           static_cast<long long>(total_.ok),
           static_cast<long long>(failed), FailureCountsJson(total_).c_str(),
           FailureLatencyJson(total_).c_str(), offered, rps, rows_ps,
@@ -940,7 +954,18 @@ int RunProcesses(const CliArgs& args) {
 
 }  // namespace
 
+std::string ChooseBenchPollStrategy(unsigned hardware_threads) {
+  if (const char* set = std::getenv("GRPC_POLL_STRATEGY"); set != nullptr && *set != '\0') {
+    return set;
+  }
+  const char* chosen = hardware_threads >= kBenchPollMinThreads ? "poll" : "epoll1";
+  setenv("GRPC_POLL_STRATEGY", chosen, /*overwrite=*/1);
+  return chosen;
+}
+
 int RunBench(const CliArgs& args) {
+  // Before any channel (and before --processes forks its workers, which inherit it).
+  ChooseBenchPollStrategy(std::thread::hardware_concurrency());
   if (args.processes > 1) return RunProcesses(args);
   return RunOne(args, nullptr);
 }

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client/cli_remote.h"
 #include "client/grove_client.h"
 #include "core/explain/explain.h"
 #include "core/model/loader.h"
@@ -738,6 +739,21 @@ TEST_F(E2eTest, BenchReportsJson) {
     const bool processes = std::find(mode.begin(), mode.end(), "--processes") != mode.end();
     EXPECT_TRUE(absl::StrContains(r.out, processes ? "\"processes\": 3" : "\"processes\": 1"))
         << r.out;
+    // The poller chosen for this host (client/cli_remote.h).
+    const bool many = std::thread::hardware_concurrency() >= cli::kBenchPollMinThreads;
+    EXPECT_TRUE(absl::StrContains(
+        r.out, many ? "\"grpc_poller\": \"poll\"" : "\"grpc_poller\": \"epoll1\""))
+        << r.out;
+  }
+  // The poller the environment names is kept (and reported), whichever the host would choose.
+  for (const char* poller : {"poll", "epoll1"}) {
+    CommandResult named = RunCommand(
+        {"/usr/bin/env", absl::StrCat("GRPC_POLL_STRATEGY=", poller), GroveCliBinary(), "bench",
+         "--server", server_->target(), "--model", c.name, "--requests", "20", "--json"},
+        *scratch_);
+    ASSERT_EQ(named.exit_code, 0) << named.out << named.err;
+    EXPECT_TRUE(absl::StrContains(named.out, absl::StrCat("\"grpc_poller\": \"", poller, "\"")))
+        << named.out;
   }
   // --processes: every worker's calls are counted (3 workers x 20 requests each), and a worker
   // that cannot reach the server fails the run naming why.
