@@ -61,7 +61,13 @@ class AuthE2eTest : public ::testing::Test {
     o.target = server.target();
     o.token = token;
     o.default_timeout = absl::Seconds(60);
-    return *GroveClient::Create(o);
+    std::unique_ptr<GroveClient> c = *GroveClient::Create(o);
+    // Connected before the test's first call (readiness needs no token): a first connection
+    // attempt that fails (the sandbox's connect() has returned ENOENT on loopback TCP) is retried
+    // here instead of failing that call UNAVAILABLE.
+    const absl::Status up = c->WaitForReady(absl::Seconds(60));
+    EXPECT_TRUE(up.ok()) << up;
+    return c;
   }
 
   static absl::Status Predict(GroveClient& c) {
