@@ -29,6 +29,27 @@ namespace {
 // most of a cache miss each, few enough that the lanes stay in registers.
 constexpr size_t kWalkLanes = 8;
 
+// The leaves `row` reaches in trees tree_ids[0, lanes) (lanes <= kWalkLanes), walked in lockstep
+// one level per round, so that their node loads -- a dependent chain within each tree -- overlap.
+inline void WalkLockstep(const ForestView& view, const int32_t* tree_ids, int lanes,
+                         const float* row, const Node** leaves) {
+  int32_t at[kWalkLanes];
+  for (int j = 0; j < lanes; ++j) {
+    leaves[j] = view.TreeNodes(tree_ids[j]);
+    at[j] = 0;
+  }
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int j = 0; j < lanes; ++j) {
+      const Node& n = leaves[j][at[j]];
+      if (IsLeafNode(n)) continue;
+      at[j] = NextNode(n, view.category_bits, row);
+      moved = true;
+    }
+  }
+  for (int j = 0; j < lanes; ++j) leaves[j] += at[j];
+}
+
 int64_t TreesInRange(const Forest& forest, int begin, int end) {
   int64_t n = 0;
   for (int t = 0; t < static_cast<int>(forest.trees.size()); ++t) n += forest.TreeInRange(t, begin, end);
@@ -82,53 +103,33 @@ absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOption
 
   auto work = [&](int64_t begin, int64_t end) {
     std::vector<double> margin(num_outputs);
+    const Node* leaves[kWalkLanes];
     for (int64_t r = begin; r < end; ++r) {
       const float* row = rows.Row(r);
       float* o = out.Row(r);
-      if (kind == OutputKind::kLeaf) {
-        for (size_t i = 0; i < trees.size(); ++i) {
-          const Node* nodes = view.TreeNodes(trees[i]);
-          o[i] = static_cast<float>(nodes[TraverseTree(nodes, view.category_bits, row)].leaf_id);
-        }
-        continue;
-      }
       for (int k = 0; k < num_outputs; ++k) margin[k] = forest.base_margin[k];
-      // kWalkLanes trees walked in lockstep, one level per round, so that their node loads (each
-      // a dependent chain within its tree) overlap; leaves are then added in tree order, so the
-      // sum is the same, bit for bit, as walking the trees one after another.
-      const int32_t* tree_ids = trees.data();
       for (size_t t0 = 0; t0 < trees.size(); t0 += kWalkLanes) {
-        const int lanes = static_cast<int>(std::min<size_t>(kWalkLanes, trees.size() - t0));
-        const Node* nodes[kWalkLanes];
-        int32_t at[kWalkLanes];
+        const int lanes = static_cast<int>(std::min(kWalkLanes, trees.size() - t0));
+        WalkLockstep(view, trees.data() + t0, lanes, row, leaves);
+        // Leaves in tree order: the same sum, bit for bit, as walking the trees one by one.
         for (int j = 0; j < lanes; ++j) {
-          nodes[j] = view.TreeNodes(tree_ids[t0 + j]);
-          at[j] = 0;
-        }
-        for (bool moved = true; moved;) {
-          moved = false;
-          for (int j = 0; j < lanes; ++j) {
-            const Node& n = nodes[j][at[j]];
-            if (IsLeafNode(n)) continue;
-            at[j] = NextNode(n, view.category_bits, row);
-            moved = true;
+          if (kind == OutputKind::kLeaf) {
+            o[t0 + j] = static_cast<float>(leaves[j]->leaf_id);
+            continue;
           }
-        }
-        for (int j = 0; j < lanes; ++j) {
-          const Tree& tree = view.trees[tree_ids[t0 + j]];
-          const Node& leaf = nodes[j][at[j]];
+          const Tree& tree = view.trees[trees[t0 + j]];
           if (tree.leaf_width == 1) {
-            margin[tree.group] += tree.weight * LeafValue(view, leaf, 0, row);
+            margin[tree.group] += tree.weight * LeafValue(view, *leaves[j], 0, row);
           } else {
             for (int k = 0; k < tree.leaf_width; ++k) {
-              margin[k] += tree.weight * LeafValue(view, leaf, k, row);
+              margin[k] += tree.weight * LeafValue(view, *leaves[j], k, row);
             }
           }
         }
       }
       if (kind == OutputKind::kMargin) {
         for (int k = 0; k < num_outputs; ++k) o[k] = static_cast<float>(margin[k]);
-      } else {
+      } else if (kind == OutputKind::kPrediction) {
         TransformRow(transform, margin.data(), o);
       }
     }
