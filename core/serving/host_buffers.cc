@@ -58,16 +58,6 @@ HostBufferPool::~HostBufferPool() {
   }
 }
 
-bool HostBufferPool::page_locked() const {
-  absl::MutexLock lock(&mu_);
-  return options_.page_locked && !lock_failed_;
-}
-
-int64_t HostBufferPool::kept_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return kept_bytes_;
-}
-
 HostBufferPool::Stats HostBufferPool::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s;

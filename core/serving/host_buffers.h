@@ -79,17 +79,12 @@ class HostBufferPool {
   // waits on other callers; buffers are allocated and freed outside the pool's lock.
   Buffer Acquire(int64_t bytes);
 
-  // Whether new kept buffers are page-locked (false once page-locking failed).
-  bool page_locked() const;
-  // Bytes of kept buffers, free or in use.
-  int64_t kept_bytes() const;
-
-  // What the pool holds, for metrics (one consistent reading).
+  // What the pool holds (one consistent reading; metrics read it at every scrape).
   struct Stats {
     int64_t kept_bytes = 0;    // kept buffers, free or in use (at their class size)
     int64_t in_use_bytes = 0;  // kept buffers held by callers now
     int64_t misses = 0;        // Acquire calls that gave nothing (the caller used its own memory)
-    bool page_locked = false;  // as page_locked()
+    bool page_locked = false;  // new kept buffers are page-locked (false once page-locking failed)
   };
   Stats stats() const;
 

@@ -13,6 +13,7 @@ namespace grove::serving {
 
 thread_local std::vector<float> ServingQueue::in_buffer_;
 thread_local std::vector<float> ServingQueue::out_buffer_;
+thread_local std::vector<CopyPiece> ServingQueue::pieces_;
 
 namespace {
 
@@ -228,15 +229,16 @@ absl::Status ServingQueue::RunChunk(const std::vector<Segment>& segments, int64_
                         SubOut(first.out, s.begin, s.rows), info);
   }
   // Several requests in one engine call: their rows gathered into one matrix and the results
-  // scattered back. With a host buffer pool both matrices are page-locked (with a GPU), so the
-  // gather replaces the engine's staging copy instead of adding to it, and the copies are shared
-  // by the copy pool.
+  // scattered back. For batches of at least kMinPooledBatchBytes of rows, with a host buffer pool,
+  // both matrices are its buffers, page-locked with a GPU, so the gather replaces the engine's
+  // staging copy instead of adding to it, and the copies are shared by the copy pool; smaller
+  // batches (merged single rows, say) keep this thread's buffers and take no pool lock.
   const int64_t cols = first.rows.cols;
   const int64_t width = first.out.cols;
   HostBufferPool::Buffer in_kept, out_kept;
   float* in_data = nullptr;
   float* out_data = nullptr;
-  if (options_.host_buffers != nullptr) {
+  if (options_.host_buffers != nullptr && rows * cols * 4 >= kMinPooledBatchBytes) {
     in_kept = options_.host_buffers->Acquire(rows * cols * 4);
     out_kept = options_.host_buffers->Acquire(rows * width * 4);
   }
@@ -249,7 +251,8 @@ absl::Status ServingQueue::RunChunk(const std::vector<Segment>& segments, int64_
     in_data = in_buffer_.data();
     out_data = out_buffer_.data();
   }
-  std::vector<CopyPiece> pieces;
+  std::vector<CopyPiece>& pieces = pieces_;
+  pieces.clear();
   int64_t r = 0;
   for (const Segment& s : segments) {
     const RowsView in = s.part->task->rows;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/batching/batch_executor.h"
+#include "core/common/host_copy.h"
 #include "core/serving/compute_task.h"
 #include "core/serving/engine_runner.h"
 #include "core/serving/host_buffers.h"
@@ -23,6 +24,10 @@ class ThreadPool;
 }  // namespace grove
 
 namespace grove::serving {
+
+// A merged batch gathers its rows into host buffer pool buffers from this many bytes of rows (the
+// pool's smallest size class); below, into the batch thread's own buffers.
+inline constexpr int64_t kMinPooledBatchBytes = int64_t{64} << 10;
 
 struct ServingQueueOptions {
   absl::Duration max_queue_wait;
@@ -97,10 +102,11 @@ class ServingQueue final : public std::enable_shared_from_this<ServingQueue> {
   const std::unique_ptr<QueueObserver> observer_;
   ServiceRate rate_;
   std::shared_ptr<batching::BatchQueue<ComputeTask>> batch_queue_;
-  // Gather/scatter buffers of the batch being run when there is no host buffer pool (one batch
-  // per thread at a time).
+  // Gather/scatter buffers of the batch being run when it does not use the host buffer pool, and
+  // its copy list (one batch per thread at a time).
   static thread_local std::vector<float> in_buffer_;
   static thread_local std::vector<float> out_buffer_;
+  static thread_local std::vector<CopyPiece> pieces_;
 };
 
 }  // namespace grove::serving

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <latch>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -842,7 +843,7 @@ class E2eOwnServerTest : public ::testing::Test {
     // fast until its backoff ends.
     void Start(const std::string& target, int callers, const testing::CorpusCase& c,
                const Parsed& want, std::atomic<bool>* not_ready) {
-      std::atomic<int> connected{0};
+      std::latch connected(callers);
       for (int t = 0; t < callers; ++t) {
         threads.emplace_back([this, target, t, &c, &want, not_ready, &connected] {
           client::ClientOptions o;
@@ -850,7 +851,7 @@ class E2eOwnServerTest : public ::testing::Test {
           std::unique_ptr<GroveClient> cl = *GroveClient::Create(o);
           const absl::Status up = cl->WaitForReady(absl::Seconds(30));
           EXPECT_TRUE(up.ok()) << up;
-          ++connected;
+          connected.count_down();
           client::PredictParams p;
           p.model = "m";
           std::mt19937 rng(t);
@@ -882,9 +883,7 @@ class E2eOwnServerTest : public ::testing::Test {
           }
         });
       }
-      while (connected.load() < callers) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+      connected.wait();
     }
     void Join() {
       stop = true;

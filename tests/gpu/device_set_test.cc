@@ -123,7 +123,7 @@ TEST(AllocatePinnedHostTest, AllocatesWithAGpuAndSaysWhyNotWithout) {
   EXPECT_TRUE(IsPinnedHost(static_cast<char*>(*p) + 1000));
   FreePinnedHost(*p);
   ASSERT_TRUE(b);
-  EXPECT_TRUE(pool.page_locked());
+  EXPECT_TRUE(pool.stats().page_locked);
   EXPECT_TRUE(IsPinnedHost(b.data() + 1000));
 }
 

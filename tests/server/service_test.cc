@@ -305,7 +305,7 @@ TEST_F(ServerTest, LargeRawRowsAreReceivedApartWithTheSameAnswers) {
   grove::v1::PredictResponse resp;
   grpc::Status s = Grove()->Predict(&ctx, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_GE(server_->runtime().host_buffers().kept_bytes(), int64_t{512} << 10);
+  EXPECT_GE(server_->runtime().host_buffers().stats().kept_bytes, int64_t{512} << 10);
   grove::v1::PredictRequest values_req = req;
   values_req.mutable_rows()->clear_raw_f32();
   SetRows(values_req.mutable_rows(), rows, cols);

@@ -22,13 +22,13 @@ TEST(HostBufferPool, KeepsAndReusesBuffersBySizeClass) {
     std::memset(b.data(), 1, 100 << 10);
     first = b.data();
   }
-  EXPECT_EQ(pool.kept_bytes(), 128 << 10);
+  EXPECT_EQ(pool.stats().kept_bytes, 128 << 10);
   HostBufferPool::Buffer again = pool.Acquire(128 << 10);  // same class: the same memory
   EXPECT_EQ(again.data(), first);
   HostBufferPool::Buffer other = pool.Acquire(1);  // smallest class, a new buffer
   EXPECT_EQ(other.capacity(), 64 << 10);
   EXPECT_NE(other.data(), first);
-  EXPECT_EQ(pool.kept_bytes(), (128 << 10) + (64 << 10));
+  EXPECT_EQ(pool.stats().kept_bytes, (128 << 10) + (64 << 10));
   again.Release();
   EXPECT_FALSE(again);
   EXPECT_EQ(pool.Acquire(120 << 10).data(), first);
@@ -43,11 +43,11 @@ TEST(HostBufferPool, PastItsBoundGivesNothingUntilABufferIsFree) {
   EXPECT_FALSE(pool.Acquire(int64_t{1} << 41));  // past the largest class
   a.Release();
   EXPECT_TRUE(pool.Acquire(1 << 20));
-  EXPECT_EQ(pool.kept_bytes(), 1 << 20);
+  EXPECT_EQ(pool.stats().kept_bytes, 1 << 20);
 
   HostBufferPool none(HostBufferOptions{.max_bytes = 0, .page_locked = false});
   EXPECT_FALSE(none.Acquire(1000));
-  EXPECT_EQ(none.kept_bytes(), 0);
+  EXPECT_EQ(none.stats().kept_bytes, 0);
 }
 
 // What metrics report: kept and in-use bytes at class size, misses for every empty Acquire.
@@ -89,11 +89,11 @@ TEST(HostBufferPool, FreeBuffersOfOtherSizesMakeRoom) {
     HostBufferPool::Buffer big = pool.Acquire(1 << 20);
     ASSERT_TRUE(big);
   }
-  EXPECT_EQ(pool.kept_bytes(), 1 << 20);
+  EXPECT_EQ(pool.stats().kept_bytes, 1 << 20);
   HostBufferPool::Buffer small = pool.Acquire(100 << 10);  // the free 1 MiB one goes
   ASSERT_TRUE(small);
   EXPECT_EQ(small.capacity(), 128 << 10);
-  EXPECT_EQ(pool.kept_bytes(), 128 << 10);
+  EXPECT_EQ(pool.stats().kept_bytes, 128 << 10);
   HostBufferPool::Buffer more = pool.Acquire(512 << 10);  // room left under the bound
   EXPECT_TRUE(more);
   EXPECT_FALSE(pool.Acquire(512 << 10));  // in use: nothing to free
@@ -110,7 +110,7 @@ TEST(HostBufferPool, FreeBuffersStayWhenTheyCannotMakeRoom) {
     small = b.data();
   }
   EXPECT_FALSE(pool.Acquire(1 << 20));  // 512 KiB in use: 1 MiB cannot fit whatever is freed
-  EXPECT_EQ(pool.kept_bytes(), (512 << 10) + (128 << 10));
+  EXPECT_EQ(pool.stats().kept_bytes, (512 << 10) + (128 << 10));
   EXPECT_EQ(pool.Acquire(128 << 10).data(), small);
 }
 
@@ -145,7 +145,7 @@ TEST(HostBufferPool, ConcurrentCallersNeverShareABuffer) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(clashes.load(), 0);
-  EXPECT_LE(pool.kept_bytes(), 4 << 20);
+  EXPECT_LE(pool.stats().kept_bytes, 4 << 20);
   EXPECT_EQ(pool.stats().in_use_bytes, 0);  // every buffer came back, counted once
 }
 
@@ -155,8 +155,8 @@ TEST(HostBufferPool, PageLockingWithoutAGpuGivesNothing) {
   if (gpu::VisibleGpuCount() > 0) GTEST_SKIP() << "a GPU is visible (tests/gpu covers it)";
   HostBufferPool pool(HostBufferOptions{.max_bytes = 8 << 20, .page_locked = true});
   EXPECT_FALSE(pool.Acquire(1000));
-  EXPECT_FALSE(pool.page_locked());
-  EXPECT_EQ(pool.kept_bytes(), 0);
+  EXPECT_FALSE(pool.stats().page_locked);
+  EXPECT_EQ(pool.stats().kept_bytes, 0);
   EXPECT_EQ(pool.stats().in_use_bytes, 0);
   EXPECT_EQ(pool.stats().misses, 1);
 }

@@ -342,8 +342,43 @@ TEST_F(ServingCoreTest, MergedBatchesGatherIntoKeptBuffersOverTheCopyPool) {
       ExpectDoubled(*x);
     }
     // Rows and results of 500,006 one-float rows: two 2 MiB buffers, kept once.
-    EXPECT_EQ(buffers_.kept_bytes(), 4 << 20) << "round " << round;
+    EXPECT_EQ(buffers_.stats().kept_bytes, 4 << 20) << "round " << round;
   }
+}
+
+// Small merged batches (single rows from several callers, say) gather into the batch thread's own
+// buffers: they never ask the pool (here one that keeps nothing, where every request is a miss).
+TEST_F(ServingCoreTest, SmallMergedBatchesDoNotAskTheHostBufferPool) {
+  HostBufferPool none(HostBufferOptions{.max_bytes = 0, .page_locked = false});
+  ServingOptions o;
+  o.host_buffers = &none;
+  o.copy_pool = &copy_pool_;
+  Start(o, /*max_batch_rows=*/1 << 20);
+  engine_.set_per_row(absl::Nanoseconds(10));
+  std::vector<Caller*> callers;
+  for (int i = 0; i < 4; ++i) callers.push_back(NewCaller(1 + i, absl::InfiniteDuration(), 3 * i));
+  for (Caller* c : callers) ASSERT_TRUE(Submit(c).ok());
+  RunBatches();
+  ASSERT_EQ(engine_.calls().size(), 1u);
+  EXPECT_EQ(engine_.calls().back(), 10);
+  for (Caller* c : callers) {
+    ASSERT_TRUE(c->answer.has_value() && c->answer->ok());
+    ExpectDoubled(*c);
+  }
+  EXPECT_EQ(none.stats().misses, 0);
+  // A large one does ask (and, with nothing kept, takes the batch thread's buffers too).
+  Caller* big = NewCaller(40000, absl::InfiniteDuration(), 1);
+  Caller* other = NewCaller(3, absl::InfiniteDuration(), 2);
+  for (Caller* c : {big, other}) {
+    const absl::Status s = Submit(c);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  RunBatches();
+  for (Caller* c : {big, other}) {
+    ASSERT_TRUE(c->answer.has_value() && c->answer->ok());
+    ExpectDoubled(*c);
+  }
+  EXPECT_GT(none.stats().misses, 0);
 }
 
 TEST_F(ServingCoreTest, ChunksAcrossCallersKeepEveryRowInPlace) {
