@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "core/common/log.h"
 #include "core/gpu/cuda_status.h"
+#include "core/gpu/event_wait.h"
 #include "core/predict/tahoe_engine_impl.h"
 
 namespace grove::tahoe_internal {
@@ -223,7 +224,8 @@ absl::Status TahoeEngineImpl::InitLane(Gpu& g, StagingLane& lane, int64_t in_byt
   lane.ws_doubles = ws_doubles;
   for (Slot& s : lane.slots) {
     GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    // Waited on by WaitForEvent: a large chunk's wait sleeps instead of spinning a core.
+    if (absl::Status st = gpu::CreateWaitEvent(&s.done, "tahoe: cudaEventCreate"); !st.ok()) return st;
     // Kernel timing of shape trials (ShapeTrials): around a chunk's launches only while timed.
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s.kernel_start), "cudaEventCreate");
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s.kernel_end), "cudaEventCreate");

@@ -24,6 +24,7 @@
 #include "core/common/thread_pool.h"
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_set.h"
+#include "core/gpu/event_wait.h"
 #include "core/predict/tahoe_engine_impl.h"
 #include "core/predict/tahoe_kernels.h"
 #include "core/predict/traverse.h"
@@ -275,7 +276,8 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
   if (kernel_seconds != nullptr) {
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.kernel_end, slot.stream), "cudaEventRecord");
   }
-  GROVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(slot.stream), "tahoe kernels");
+  GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.done, slot.stream), "cudaEventRecord");
+  if (absl::Status st = gpu::WaitForEvent(slot.done, "tahoe kernels"); !st.ok()) return st;
   if (kernel_seconds != nullptr) {
     float ms = 0;
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, slot.kernel_start, slot.kernel_end),
@@ -314,7 +316,7 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   auto drain = [&](int i) -> absl::Status {
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
-    GROVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(lane.slots[i].done), "tahoe chunk");
+    if (absl::Status st = gpu::WaitForEvent(lane.slots[i].done, "tahoe chunk"); !st.ok()) return st;
     if (kernel_seconds != nullptr) {
       float ms = 0;
       GROVE_CUDA_RETURN_IF_ERROR(
