@@ -9,12 +9,11 @@
 namespace grove::gpu {
 namespace {
 
-// Sleeps on the GPU for about `ns` nanoseconds, then sets *flag (host-mapped memory, so the host
-// sees it without a copy that would itself synchronise).
-__global__ void SleepThenSet(volatile int* flag, long long ns) {
+// Sleeps on the GPU for `cycles` SM clock cycles (at 1-2 GHz, cycles / 2 nanoseconds or more), then
+// sets *flag (host-mapped memory, so the host sees it without a copy that would itself synchronise).
+__global__ void SleepThenSet(volatile int* flag, long long cycles) {
   const long long start = clock64();
-  // clock64 counts SM cycles; 1 GHz or more, so this sleeps at least `ns`.
-  while (clock64() - start < ns) __nanosleep(1000);
+  while (clock64() - start < cycles) __nanosleep(1000);
   __threadfence_system();
   *flag = 1;
 }
@@ -33,10 +32,10 @@ class EventWaitTest : public ::testing::Test {
     if (event_ != nullptr) cudaEventDestroy(event_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
-  // Launches work of about `ns` and records the event after it.
-  void Launch(long long ns) {
+  // Launches work of `cycles` SM cycles and records the event after it.
+  void Launch(long long cycles) {
     *flag_ = 0;
-    SleepThenSet<<<1, 1, 0, stream_>>>(d_flag_, ns);
+    SleepThenSet<<<1, 1, 0, stream_>>>(d_flag_, cycles);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaEventRecord(event_, stream_), cudaSuccess);
   }
@@ -49,14 +48,14 @@ class EventWaitTest : public ::testing::Test {
 };
 
 TEST_F(EventWaitTest, LongWorkIsWaitedForAfterTheThreadSleeps) {
-  Launch(50'000'000);  // 50 ms or more: far beyond the spin
+  Launch(50'000'000);  // 25 ms or more: far beyond the spin
   ASSERT_TRUE(WaitForEvent(event_, "long work").ok());
   EXPECT_TRUE(Done());
   EXPECT_EQ(cudaEventQuery(event_), cudaSuccess);
 }
 
 TEST_F(EventWaitTest, WithoutASpinTheWaitStillWaits) {
-  Launch(20'000'000);
+  Launch(20'000'000);  // 10 ms or more
   ASSERT_TRUE(WaitForEvent(event_, "no spin", absl::ZeroDuration()).ok());
   EXPECT_TRUE(Done());
 }
