@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <condition_variable>
@@ -55,17 +54,11 @@
 namespace grove::cli {
 namespace {
 
-// The gRPC poller this process runs with (RunBench chose it: ChooseBenchPollStrategy), as JSON
-// string content (gRPC accepts a comma-separated list of names).
-std::string Poller() {
+// The gRPC poller this process runs with (RunBench chose it: ChooseBenchPollStrategy), as a JSON
+// string (gRPC accepts a comma-separated list of names).
+std::string PollerJson() {
   const char* p = std::getenv("GRPC_POLL_STRATEGY");
-  std::string out;
-  for (const char* c = p != nullptr ? p : ""; *c != '\0'; ++c) {
-    if (std::isalnum(static_cast<unsigned char>(*c)) || *c == ',' || *c == '_' || *c == '-') {
-      out.push_back(*c);
-    }
-  }
-  return out;
+  return JsonString(p != nullptr ? p : "");
 }
 
 using Clock = std::chrono::steady_clock;
@@ -523,18 +516,19 @@ class Bench {
     const bool open = args_.rate > 0;
     if (args_.json) {
       std::printf(
-          "{\"server\": \"%s\", \"model\": \"%s\", \"operation\": \"%s\", \"mode\": \"%s\", "
+          "{\"server\": %s, \"model\": %s, \"operation\": \"%s\", \"mode\": \"%s\", "
           "\"concurrency\": %d, \"rate\": %.9g, \"rows_per_request\": %lld, \"connections\": %d, "
-          "\"processes\": %d, \"shared_memory\": %s, \"grpc_poller\": \"%s\", "
+          "\"processes\": %d, \"shared_memory\": %s, \"grpc_poller\": %s, "
           "\"duration_seconds\": %.6f, \"requests_ok\": %lld, \"requests_failed\": %lld, "
           "\"failures\": %s, \"failure_latency_ms\": %s, \"offered_per_second\": %.6g, "
           "\"requests_per_second\": %.6g, \"rows_per_second\": %.6g, \"server_cpu\": %s, "
           "\"latency_ms\": {\"p50\": %.6g, \"p90\": %.6g, \"p99\": %.6g, \"p999\": %.6g, "
           "\"max\": %.6g, \"mean\": %.6g}}\n",
-          args_.server.c_str(), args_.model.c_str(), op, open ? "open" : "closed",
+          JsonString(args_.server).c_str(), JsonString(args_.model).c_str(), op,
+          open ? "open" : "closed",
           open ? 0 : args_.concurrency, args_.rate, static_cast<long long>(args_.rows_per_request),
           args_.connections, std::max(1, args_.processes),
-          args_.shared_memory ? "true" : "false", Poller().c_str(), seconds,
+          args_.shared_memory ? "true" : "false", PollerJson().c_str(), seconds,
           static_cast<long long>(total_.ok),
           static_cast<long long>(failed), FailureCountsJson(total_).c_str(),
           FailureLatencyJson(total_).c_str(), offered, rps, rows_ps,

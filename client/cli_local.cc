@@ -270,6 +270,10 @@ int RunInspect(const CliArgs& args) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
+std::string Num(double v) { return absl::StrFormat("%.9g", v); }
+
+}  // namespace
+
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -288,10 +292,6 @@ std::string JsonString(const std::string& s) {
   }
   return out + "\"";
 }
-
-std::string Num(double v) { return absl::StrFormat("%.9g", v); }
-
-}  // namespace
 
 int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols) {
   constexpr int64_t kValuesPerBuffer = int64_t{1} << 23;

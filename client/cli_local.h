@@ -108,5 +108,7 @@ void AppendFeatureStats(const std::vector<std::string>& names,
 std::vector<Stat> ForestStats(const Forest& forest);
 // Renders stats as aligned "key  value" lines or as one JSON object.
 std::string RenderStats(const std::vector<Stat>& stats, bool json);
+// `s` as a JSON string literal, quotes included (quotes, backslashes and control bytes escaped).
+std::string JsonString(const std::string& s);
 
 }  // namespace grove::cli

@@ -94,11 +94,7 @@ HostBufferPool::Buffer HostBufferPool::Acquire(int64_t bytes) {
       // At the bound, free buffers of other sizes make room (a workload whose request sizes
       // changed would otherwise keep the old sizes forever), the largest first -- only when they
       // can: freeing them while buffers in use leave no room anyway would only churn.
-      int64_t free_bytes = 0;
-      for (int c = 0; c < kClasses; ++c) {
-        free_bytes += static_cast<int64_t>(free_[c].size()) << (kMinClassLog2 + c);
-      }
-      const bool room = kept_bytes_ - free_bytes <= options_.max_bytes - class_bytes;
+      const bool room = in_use_bytes_ <= options_.max_bytes - class_bytes;
       for (int c = kClasses - 1; room && c >= 0 && kept_bytes_ > options_.max_bytes - class_bytes;
            --c) {
         while (!free_[c].empty() && kept_bytes_ > options_.max_bytes - class_bytes) {

@@ -100,7 +100,7 @@ class HostBufferPool {
   mutable absl::Mutex mu_;
   std::vector<char*> free_[kClasses] ABSL_GUARDED_BY(mu_);
   int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // kept_bytes_ less the free lists' bytes
   int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
   bool lock_failed_ ABSL_GUARDED_BY(mu_) = false;  // page-locking failed: keep nothing new
 };
