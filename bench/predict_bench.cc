@@ -3,6 +3,7 @@
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
+//                       [--block-rows N]
 //                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
@@ -17,7 +18,7 @@
 //   format's node rearrangement and tree rearrangement each turned off.
 // compare: study with end-to-end times for the selector only (the nvForest comparison,
 //   bench/nvforest_compare.sh).
-// cpu: the CPU reference only (what runs without CUDA).
+// cpu: the CPU engine (what runs without CUDA and for small batches) and the CPU reference.
 // kernel: engine level only, strategy --strategy (default: the selector's) at each batch size, the
 //   timed runs bracketed by cudaProfilerStart/Stop so that `ncu --profile-from-start off` profiles
 //   only them (not the engine's load-time probes).
@@ -44,6 +45,7 @@
 #include "core/gpu/device_set.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
+#include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/predict.h"
 #include "core/predict/tahoe_engine.h"
 #include "core/predict/tahoe_forest.h"
@@ -65,6 +67,7 @@ struct Flags {
   // Splitting shared forest: tree per lane (TahoeEngineOptions::lanes) auto, 1 = on, 2 = on with the
   // paired layout, 0 = off.
   TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
+  int block_rows = 0;  // cpu mode: the CPU engine's rows per block (0: its default)
   // Row chunk's level layout (TahoeEngineOptions::level_walk): auto, 1 = on, 0 = off.
   TahoeEngineOptions::LevelWalk level_walk = TahoeEngineOptions::LevelWalk::kAuto;
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
@@ -121,26 +124,57 @@ std::vector<float> RepeatRows(const std::vector<float>& base, int64_t base_rows,
 int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base, int64_t base_rows,
             ThreadPool* pool) {
   PredictOptions o;
-  if (absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(std::make_shared<Forest>(f)); tf.ok()) {
-    std::printf("# %s %s\n", flags.name.c_str(), (*tf)->Describe().c_str());
+  const ForestPtr shared = std::make_shared<Forest>(f);
+  cpu::CpuForestOptions co;
+  co.block_rows = flags.block_rows;
+  absl::StatusOr<cpu::CpuForestPtr> layout = cpu::CpuForest::Build(shared, co);
+  if (!layout.ok()) {
+    std::fprintf(stderr, "CPU engine: %s\n", layout.status().ToString().c_str());
+    return 1;
   }
+  std::printf("# %s cpu engine layout %.1f MB, %d rows per block, %d threads\n",
+              flags.name.c_str(), (*layout)->MemoryBytes() / 1e6, (*layout)->block_rows(),
+              pool->num_threads());
   std::printf("model | batch | strategy | e2e_ms | e2e_Mrows_s\n");
   for (int64_t n : flags.batches) {
-    if (n > 100000) continue;  // the CPU reference is far too slow beyond
     const std::vector<float> x = RepeatRows(base, base_rows, f.num_features, n);
     const int64_t w = PredictWidth(f, o);
     std::vector<float> out(n * w);
-    bool ok = false;
-    const double t = Seconds(
-        [&] {
-          return PredictCpu(f, MakeRowsView(x.data(), n, f.num_features), o,
-                            MakeMatrixView(out.data(), n, w), pool)
-              .ok();
-        },
-        flags.budget, &ok);
-    std::printf("%s | %s | cpu | %.4f | %.3f\n", flags.name.c_str(), Batch(n).c_str(), t * 1e3,
-                n / t / 1e6);
+    const RowsView rows = MakeRowsView(x.data(), n, f.num_features);
+    const MatrixView<float> results = MakeMatrixView(out.data(), n, w);
+    // cpu: the engine every CPU path runs; cpu_reference: the exactness oracle (slow beyond 100K).
+    const std::pair<const char*, std::function<bool()>> runs[] = {
+        {"cpu", [&] { return cpu::Predict(**layout, rows, o, results, pool).ok(); }},
+        {"cpu_reference", [&] { return PredictCpu(f, rows, o, results, pool).ok(); }}};
+    for (const auto& [name, run] : runs) {
+      if (std::string(name) == "cpu_reference" && n > 100000) continue;
+      bool ok = false;
+      const double t = Seconds(run, flags.budget, &ok);
+      std::printf("%s | %s | %s | %.4f | %.3f\n", flags.name.c_str(), Batch(n).c_str(), name,
+                  t * 1e3, n / t / 1e6);
+    }
   }
+  // One row at a time on this thread (cpu::PredictRow, what an embedding caller runs): latency
+  // percentiles over 100,000 calls cycling through the rows, after 10,000 unmeasured ones.
+  constexpr int kCalls = 100000;
+  std::vector<double> us(kCalls);
+  std::vector<float> out(PredictWidth(f, o));
+  int64_t r = 0;
+  for (int i = -10000; i < kCalls; ++i) {
+    const float* row = base.data() + (r++ % base_rows) * f.num_features;
+    const auto t0 = std::chrono::steady_clock::now();
+    const absl::Status s = cpu::PredictRow(**layout, row, o, out.data());
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) {
+      std::fprintf(stderr, "PredictRow: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    if (i >= 0) us[i] = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("model | single_row | p50_us | p99_us | p999_us | max_us\n");
+  std::printf("%s | PredictRow | %.2f | %.2f | %.2f | %.2f\n", flags.name.c_str(), us[kCalls / 2],
+              us[kCalls * 99 / 100], us[kCalls * 999 / 1000], us.back());
   return 0;
 }
 
@@ -405,6 +439,8 @@ int Main(int argc, char** argv) {
       flags.name = value();
     } else if (a == "--budget") {
       flags.budget = std::atof(value().c_str());
+    } else if (a == "--block-rows") {
+      flags.block_rows = std::atoi(value().c_str());
     } else if (a == "--warmup") {
       g_warmup = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--lanes") {
@@ -439,7 +475,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
-                 "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto]\n");
+                 "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
+                 "[--block-rows n]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

@@ -54,6 +54,8 @@ namespace {
 template <typename T>
 using InRows = nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using OutRows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using InRow = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using OutRow = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 // Raises the status as a Python exception (the GIL must be held).
 void ThrowIfError(const absl::Status& status) {
@@ -181,6 +183,26 @@ class Engine {
     options.iteration_begin = begin;
     options.iteration_end = end;
     return PredictWidth(*forest_, options);
+  }
+
+  // One float32 row on the calling thread (PredictEngine::PredictRow), the GIL held: a row takes
+  // microseconds, about what releasing and re-taking the GIL costs.
+  void PredictRow(const InRow& row, OutRow out, const std::string& kind, int begin, int end) {
+    PredictOptions options;
+    options.kind = ValueOrThrow(ParseKind(kind));
+    options.iteration_begin = begin;
+    options.iteration_end = end;
+    if (row.shape(0) != static_cast<size_t>(forest_->num_features)) {
+      ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
+          "the row has ", row.shape(0), " values; the model has ", forest_->num_features,
+          " features")));
+    }
+    const int64_t width = PredictWidth(*forest_, options);
+    if (out.shape(0) != static_cast<size_t>(width)) {
+      ThrowIfError(absl::InvalidArgumentError(
+          absl::StrCat("out has ", out.shape(0), " entries; the result has ", width)));
+    }
+    ThrowIfError(predict_->PredictRow(row.data(), options, out.data()));
   }
 
   template <typename T>
@@ -447,6 +469,9 @@ NB_MODULE(_core, m) {
           "explain_width",
           [](const Engine& e, bool interactions) { return ExplainWidth(e.forest(), interactions); },
           nb::arg("interactions"))
+      .def("predict_row", &Engine::PredictRow, nb::arg("row").noconvert(),
+           nb::arg("out").noconvert(), nb::arg("kind"), nb::arg("iteration_begin"),
+           nb::arg("iteration_end"))
       .def("predict", &Engine::Predict<float>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("kind"), nb::arg("iteration_begin"),
            nb::arg("iteration_end"))

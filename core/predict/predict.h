@@ -28,6 +28,12 @@ struct PredictOptions {
 // Columns per row of the output of `options` for `forest`.
 int64_t PredictWidth(const Forest& forest, const PredictOptions& options);
 
+// Checks a call's shapes (rows.cols == num_features, out rows.rows x PredictWidth) and resolves its
+// iteration range; INVALID_ARGUMENT saying which. Every CPU engine's first step.
+struct IterationRange;
+absl::Status CheckPredictCall(const Forest& forest, RowsView rows, const PredictOptions& options,
+                              MatrixView<float> out, IterationRange* range);
+
 // CPU reference predictor: accumulates in double, multi-threaded over rows on `pool` (nullptr: the
 // calling thread only). `out` must be rows.rows x PredictWidth(). Deterministic. Thread-safe.
 absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOptions& options,

@@ -68,8 +68,8 @@ int64_t PredictWidth(const Forest& forest, const PredictOptions& options) {
   return 0;
 }
 
-absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOptions& options,
-                        MatrixView<float> out, ThreadPool* pool) {
+absl::Status CheckPredictCall(const Forest& forest, RowsView rows, const PredictOptions& options,
+                              MatrixView<float> out, IterationRange* range) {
   if (rows.cols != forest.num_features) {
     return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols, " columns; the model has ",
                                                    forest.num_features, " features"));
@@ -77,9 +77,8 @@ absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOption
   if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
     return absl::InvalidArgumentError("malformed rows view");
   }
-  IterationRange range;
   if (absl::Status s = ResolveIterationRange(forest, options.iteration_begin,
-                                             options.iteration_end, &range);
+                                             options.iteration_end, range);
       !s.ok()) {
     return s;
   }
@@ -90,6 +89,13 @@ absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOption
         absl::StrCat("output is ", out.rows, " x ", out.cols, "; expected ", rows.rows, " x ", width,
                      " for ", OutputKindName(options.kind)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status PredictCpu(const Forest& forest, RowsView rows, const PredictOptions& options,
+                        MatrixView<float> out, ThreadPool* pool) {
+  IterationRange range;
+  if (absl::Status s = CheckPredictCall(forest, rows, options, out, &range); !s.ok()) return s;
   if (rows.rows == 0) return absl::OkStatus();
 
   std::vector<int32_t> trees;

@@ -34,11 +34,15 @@ class CpuPredictEngine final : public PredictEngine {
     }
     return status;
   }
+  absl::Status PredictRow(const float* row, const PredictOptions& options,
+                          float* out) const override {
+    return cpu_->RunRow(row, options, out);
+  }
   std::string Describe() const override { return "cpu"; }
   int64_t DeviceBytes() const override { return 0; }
 
  private:
-  std::unique_ptr<PredictStrategy> cpu_;
+  std::unique_ptr<CpuPredictStrategy> cpu_;
   std::string reason_;
 };
 

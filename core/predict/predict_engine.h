@@ -34,6 +34,11 @@ class PredictEngine {
   // Host rows in, host results out. `out` is rows.rows x PredictWidth(forest, options).
   virtual absl::Status Predict(RowsView rows, const PredictOptions& options, MatrixView<float> out,
                                RunInfo* info) const = 0;
+  // One row (forest.num_features values) to `out` (PredictWidth values) by the CPU strategy on
+  // the calling thread, whatever devices the engine has: for callers that answer a row at a time
+  // (no pool hop, no device round trip, no allocation for models of up to 64 outputs).
+  virtual absl::Status PredictRow(const float* row, const PredictOptions& options,
+                                  float* out) const = 0;
   // Bytes of derived layouts resident on each device ("cpu" excluded).
   virtual std::string Describe() const = 0;
   virtual int64_t DeviceBytes() const = 0;

@@ -2,27 +2,32 @@
 
 #include <utility>
 
+#include "core/predict/cpu/cpu_infer.h"
+
 namespace grove {
-namespace {
 
-class CpuPredictStrategy final : public PredictStrategy {
- public:
-  CpuPredictStrategy(ForestPtr forest, ThreadPool* pool) : forest_(std::move(forest)), pool_(pool) {}
-  StrategyId id() const override { return StrategyId::kCpu; }
-  absl::Status Run(RowsView rows, const PredictOptions& options, int /*groups*/,
-                   MatrixView<float> out, std::string* device) const override {
-    *device = "cpu";
-    return PredictCpu(*forest_, rows, options, out, pool_);
-  }
+CpuPredictStrategy::CpuPredictStrategy(ForestPtr forest, ThreadPool* pool)
+    : forest_(std::move(forest)), pool_(pool) {
+  absl::StatusOr<cpu::CpuForestPtr> layout = cpu::CpuForest::Build(forest_);
+  if (layout.ok()) layout_ = *std::move(layout);
+}
 
- private:
-  ForestPtr forest_;
-  ThreadPool* pool_;
-};
+absl::Status CpuPredictStrategy::Run(RowsView rows, const PredictOptions& options, int /*groups*/,
+                                     MatrixView<float> out, std::string* device) const {
+  *device = "cpu";
+  if (layout_ == nullptr) return PredictCpu(*forest_, rows, options, out, pool_);
+  return cpu::Predict(*layout_, rows, options, out, pool_);
+}
 
-}  // namespace
+absl::Status CpuPredictStrategy::RunRow(const float* row, const PredictOptions& options,
+                                        float* out) const {
+  if (layout_ != nullptr) return cpu::PredictRow(*layout_, row, options, out);
+  const int64_t width = PredictWidth(*forest_, options);
+  return PredictCpu(*forest_, MakeRowsView(row, 1, forest_->num_features), options,
+                    MakeMatrixView(out, 1, width), nullptr);
+}
 
-std::unique_ptr<PredictStrategy> MakeCpuPredictStrategy(ForestPtr forest, ThreadPool* pool) {
+std::unique_ptr<CpuPredictStrategy> MakeCpuPredictStrategy(ForestPtr forest, ThreadPool* pool) {
   return std::make_unique<CpuPredictStrategy>(std::move(forest), pool);
 }
 

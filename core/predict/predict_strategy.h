@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "core/common/rows.h"
 #include "core/model/forest.h"
+#include "core/predict/cpu/cpu_forest.h"
 #include "core/predict/perf_model.h"
 #include "core/predict/predict.h"
 
@@ -32,7 +33,25 @@ class PredictStrategy {
                            MatrixView<float> out, std::string* device) const = 0;
 };
 
-// The CPU reference (PredictCpu) on `pool` (not owned, may be null: the calling thread).
-std::unique_ptr<PredictStrategy> MakeCpuPredictStrategy(ForestPtr forest, ThreadPool* pool);
+// The CPU engine (core/predict/cpu/, exact against the reference PredictCpu) on `pool` (not
+// owned, may be null: the calling thread). Builds the engine's layout of the forest once; a forest
+// the layout cannot index (over 2^31 nodes) runs the reference walk.
+class CpuPredictStrategy final : public PredictStrategy {
+ public:
+  CpuPredictStrategy(ForestPtr forest, ThreadPool* pool);
+  StrategyId id() const override { return StrategyId::kCpu; }
+  absl::Status Run(RowsView rows, const PredictOptions& options, int groups,
+                   MatrixView<float> out, std::string* device) const override;
+  // One row of forest.num_features values on the calling thread, PredictWidth values to `out`:
+  // no pool hop, and no allocation for models of up to 64 outputs (cpu::PredictRow).
+  absl::Status RunRow(const float* row, const PredictOptions& options, float* out) const;
+
+ private:
+  ForestPtr forest_;
+  cpu::CpuForestPtr layout_;  // null: the reference walk
+  ThreadPool* pool_;
+};
+
+std::unique_ptr<CpuPredictStrategy> MakeCpuPredictStrategy(ForestPtr forest, ThreadPool* pool);
 
 }  // namespace grove

@@ -25,6 +25,7 @@
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_set.h"
 #include "core/gpu/event_wait.h"
+#include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/tahoe_engine_impl.h"
 #include "core/predict/tahoe_kernels.h"
 #include "core/predict/traverse.h"
@@ -201,7 +202,7 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   }
   w.cpu_threads = pool_ != nullptr ? std::max(1, pool_->num_threads()) : 1;
   w.cpu_parallelism = cpu_parallelism_;
-  w.cpu_grain = PredictCpuGrain(*forest_);
+  w.cpu_grain = cpu::kPredictGrain;
   return w;
 }
 

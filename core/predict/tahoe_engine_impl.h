@@ -185,6 +185,12 @@ class TahoeEngineImpl final : public TahoeEngine {
                         ShapeTrialReport());
   }
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
+  absl::Status PredictRow(const float* row, const PredictOptions& options,
+                          float* out) const override {
+    // Slot kCpu always holds the CPU strategy (kStrategyFactories in tahoe_engine.cc).
+    return static_cast<const CpuPredictStrategy&>(*strategies_[static_cast<int>(StrategyId::kCpu)])
+        .RunRow(row, options, out);
+  }
   const TahoeForest& format() const override { return *format_; }
   const GpuHardwareParams& hardware() const override { return hw_; }
   int num_gpus() const override { return static_cast<int>(gpus_.size()); }

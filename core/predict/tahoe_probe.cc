@@ -19,6 +19,7 @@
 #include "core/common/log.h"
 #include "core/gpu/cuda_status.h"
 #include "core/model/typical_rows.h"
+#include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/tahoe_engine_impl.h"
 #include "core/predict/traverse.h"
 
@@ -63,11 +64,15 @@ void TahoeEngineImpl::CalibrateCpu() {
   std::vector<float> out(static_cast<size_t>(rows) * forest_->num_outputs);
   const RowsView view = MakeRowsView(x.data(), rows, forest_->num_features);
   const MatrixView<float> ov = MakeMatrixView(out.data(), rows, forest_->num_outputs);
+  // The CPU strategy the selector will run, timed on one thread, then on the pool.
+  const std::unique_ptr<PredictStrategy> one_thread = MakeCpuPredictStrategy(forest_, nullptr);
+  const PredictStrategy& pooled = *strategies_[static_cast<int>(StrategyId::kCpu)];
+  std::string device;
   double best = 1e30;
   const auto begin = std::chrono::steady_clock::now();
   for (int rep = 0; rep < 20; ++rep) {
     const auto start = std::chrono::steady_clock::now();
-    if (!PredictCpu(*forest_, view, o, ov, nullptr).ok()) return;
+    if (!one_thread->Run(view, o, 1, ov, &device).ok()) return;
     const auto end = std::chrono::steady_clock::now();
     best = std::min(best, std::chrono::duration<double>(end - start).count());
     if (std::chrono::duration<double>(end - begin).count() > 0.05) break;
@@ -77,12 +82,13 @@ void TahoeEngineImpl::CalibrateCpu() {
   if (pool_ == nullptr) return;
   // Per-call overhead of the pool: two chunks (the fewest it hands out) after the workers have gone
   // idle, as a sporadic small request finds them; the median of 7, less the longer chunk's walk.
-  const int64_t grain = PredictCpuGrain(*forest_);
+  const int64_t grain = cpu::kPredictGrain;
   auto timed = [&](const std::vector<float>& rows_in, int64_t n) {
     std::vector<float> res(static_cast<size_t>(n) * forest_->num_outputs);
     const auto start = std::chrono::steady_clock::now();
-    const absl::Status st = PredictCpu(*forest_, MakeRowsView(rows_in.data(), n, forest_->num_features),
-                                       o, MakeMatrixView(res.data(), n, forest_->num_outputs), pool_);
+    const absl::Status st =
+        pooled.Run(MakeRowsView(rows_in.data(), n, forest_->num_features), o, 1,
+                   MakeMatrixView(res.data(), n, forest_->num_outputs), &device);
     return st.ok() ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
                    : -1.0;
   };

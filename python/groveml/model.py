@@ -101,6 +101,24 @@ class Model:
         return self._run(rows.values, width, "predict", progress,
                          lambda x, out: self._engine.predict(x, out, kind, begin, end))
 
+    def predict_row(self, row, kind: str = "prediction", iteration_range: Tuple[int, int] = (0, 0),
+                    out=None):
+        """One row, for callers that answer a row at a time (microseconds, no thread hop).
+
+        row: a 1-D float32 C-contiguous numpy array of num_features values (NaN missing), used
+        without a copy; other inputs are converted (which costs a copy). out: an optional 1-D
+        float32 array of the result's width, filled in place (no allocation per call).
+        Returns out (or a new array). Categorical columns must already hold the model's category
+        codes: use predict() for frames."""
+        if not (isinstance(row, np.ndarray) and row.dtype == np.float32 and row.ndim == 1
+                and row.flags.c_contiguous):
+            row = np.ascontiguousarray(row, dtype=np.float32).reshape(-1)
+        begin, end = iteration_range
+        if out is None:
+            out = np.empty(self._engine.predict_width(kind, int(begin), int(end)), np.float32)
+        self._engine.predict_row(row, out, kind, int(begin), int(end))
+        return out
+
     # ---- explanation ----------------------------------------------------------------------------
 
     def explain(self, X, interactions: bool = False, top_k: Optional[int] = None,

@@ -67,5 +67,27 @@ TEST(PredictStrategyTest, EnginesParseTheStrategyOnce) {
   EXPECT_TRUE(absl::IsInvalidArgument(PredictEngine::Create(f, o, &pool).status()));
 }
 
+TEST(PredictStrategyTest, EnginesAnswerOneRowOnTheCallingThread) {
+  const ForestPtr f = Forest3();
+  ThreadPool pool(2);
+  PredictEngineOptions o;
+  o.use_gpu = false;
+  absl::StatusOr<std::unique_ptr<PredictEngine>> e = PredictEngine::Create(f, o, &pool);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const int64_t n = 20;
+  const std::vector<float> x = testing::MakeRandomRows(*f, n, 8);
+  for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
+    const PredictOptions p = Kind(kind, 1, 3);
+    const int64_t width = PredictWidth(*f, p);
+    std::vector<float> out(n * width);
+    for (int64_t r = 0; r < n; ++r) {
+      ASSERT_TRUE((*e)->PredictRow(x.data() + r * f->num_features, p, out.data() + r * width).ok());
+    }
+    EXPECT_EQ(out, testing::ReferencePrediction(*f, x, p)) << OutputKindName(kind);
+  }
+  std::vector<float> out(3);
+  EXPECT_TRUE(absl::IsInvalidArgument((*e)->PredictRow(x.data(), Kind(OutputKind::kMargin, 4, 2), out.data())));
+}
+
 }  // namespace
 }  // namespace grove

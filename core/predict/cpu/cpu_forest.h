@@ -1,0 +1,85 @@
+// CpuForest: a Forest's inference-only layout for the CPU prediction engine, built once at load.
+//
+// What it holds and why:
+//  * CpuNode (cpu_node.h): split feature, threshold and child in 16 bytes, children adjacent,
+//    breadth-first, so the top levels of a tree share a few cache lines and a walk is branch-free;
+//  * per node, the leaf's value already multiplied by its tree's weight (double, the product the
+//    reference forms per row) and the index of the Forest node it came from (leaf ids, vector and
+//    linear leaves, and the general decision read the Forest itself);
+//  * per tree: where its nodes start, its depth, output group and whether it needs the general
+//    decision or the Forest's leaf values.
+// Ownership: holds a ForestPtr (the Forest stays alive as long as this). Immutable after Build;
+// thread-safe to share.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/forest.h"
+#include "core/predict/cpu/cpu_node.h"
+
+namespace grove::cpu {
+
+struct CpuTree {
+  uint32_t node_begin = 0;  // first node in CpuForest::nodes()
+  int32_t depth = 0;        // levels a walk needs to reach every leaf
+  int32_t group = 0;        // output of a scalar-leaf tree
+  bool general = false;     // some split needs the general decision (kCpuGeneral)
+  bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
+};
+
+struct CpuForestOptions {
+  // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: DefaultBlockRows.
+  int block_rows = 0;
+};
+
+// Rows per block for rows of `num_features` values: as many as keep a block's values within half
+// of a 48 KiB L1 data cache (the walk gathers from them at random), from 16 to 64.
+int DefaultBlockRows(int num_features);
+
+class CpuForest {
+ public:
+  // The layout of `forest` (validated by BuildForest). RESOURCE_EXHAUSTED when the forest has more
+  // than 2^31 nodes; INVALID_ARGUMENT for block_rows outside [0, 64].
+  static absl::StatusOr<std::shared_ptr<const CpuForest>> Build(ForestPtr forest,
+                                                                const CpuForestOptions& options = {});
+
+  const Forest& forest() const { return *forest_; }
+  const ForestPtr& forest_ptr() const { return forest_; }
+  const CpuNode* nodes() const { return nodes_.data(); }
+  const CpuTree* trees() const { return trees_.data(); }
+  int32_t num_trees() const { return static_cast<int32_t>(trees_.size()); }
+  // Tree weight x leaf value of a scalar tree's leaf at CpuForest node `i` (absolute index).
+  double leaf_value(int64_t i) const { return leaf_values_[i]; }
+  // Absolute index in Forest::nodes of CpuForest node `i`.
+  int32_t forest_node(int64_t i) const { return forest_nodes_[i]; }
+  // True when tree t's iteration is never below tree t - 1's, so that a range of boosting rounds
+  // is a contiguous run of trees (TreeSpan).
+  bool iterations_sorted() const { return iterations_sorted_; }
+  // 0, 1, ..., num_trees() - 1: a tree list for TreeSpan's runs.
+  const int32_t* tree_ids() const { return tree_ids_.data(); }
+  // Trees [first, last) of a contiguous range of rounds [begin, end) when iterations_sorted().
+  void TreeSpan(int begin, int end, int32_t* first, int32_t* last) const;
+  int64_t MemoryBytes() const;
+  // Rows per block of a batch (CpuForestOptions::block_rows, resolved).
+  int block_rows() const { return block_rows_; }
+
+ private:
+  explicit CpuForest(ForestPtr forest) : forest_(std::move(forest)) {}
+
+  ForestPtr forest_;
+  std::vector<CpuNode> nodes_;
+  std::vector<CpuTree> trees_;
+  std::vector<double> leaf_values_;    // per node (0 for splits and non-scalar leaves)
+  std::vector<int32_t> forest_nodes_;  // per node
+  std::vector<int32_t> iterations_;    // per tree
+  std::vector<int32_t> tree_ids_;      // 0 .. num_trees - 1
+  bool iterations_sorted_ = true;
+  int block_rows_ = 64;
+};
+
+using CpuForestPtr = std::shared_ptr<const CpuForest>;
+
+}  // namespace grove::cpu

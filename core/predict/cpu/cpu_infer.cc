@@ -1,0 +1,194 @@
+#include "core/predict/cpu/cpu_infer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/common/thread_pool.h"
+#include "core/model/transform.h"
+#include "core/predict/cpu/cpu_walk.h"
+#include "core/predict/traverse.h"
+
+namespace grove::cpu {
+namespace {
+
+// What every block of one call shares.
+struct Call {
+  const CpuForest* cf = nullptr;
+  ForestView view;
+  const int32_t* tree_ids = nullptr;  // the trees in range, in model order
+  int32_t num_trees = 0;
+  OutputKind kind = OutputKind::kMargin;
+  TransformParams transform;
+  int num_outputs = 1;
+};
+
+// The trees in range: a run of the forest's own list when rounds are in order (no allocation),
+// else `storage`.
+void ResolveTrees(const CpuForest& cf, const IterationRange& range, std::vector<int32_t>* storage,
+                  Call* call) {
+  if (cf.iterations_sorted()) {
+    int32_t first = 0, last = 0;
+    cf.TreeSpan(range.begin, range.end, &first, &last);
+    call->tree_ids = cf.tree_ids() + first;
+    call->num_trees = last - first;
+    return;
+  }
+  const Forest& f = cf.forest();
+  for (int t = 0; t < cf.num_trees(); ++t) {
+    if (f.TreeInRange(t, range.begin, range.end)) storage->push_back(t);
+  }
+  call->tree_ids = storage->data();
+  call->num_trees = static_cast<int32_t>(storage->size());
+}
+
+absl::Status PrepareCall(const CpuForest& cf, RowsView rows, const PredictOptions& options,
+                         MatrixView<float> out, std::vector<int32_t>* storage, Call* call) {
+  const Forest& f = cf.forest();
+  IterationRange range;
+  if (absl::Status s = CheckPredictCall(f, rows, options, out, &range); !s.ok()) return s;
+  call->cf = &cf;
+  call->view = MakeForestView(f);
+  ResolveTrees(cf, range, storage, call);
+  call->kind = options.kind;
+  call->transform = MakeTransformParams(f, range.size());
+  call->num_outputs = f.num_outputs;
+  return absl::OkStatus();
+}
+
+bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols) {
+  int nan = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* p = block + r * stride;
+    for (int64_t c = 0; c < cols; ++c) nan |= p[c] != p[c];
+  }
+  return nan != 0;
+}
+
+void Walk(const CpuForest& cf, const int32_t* ids, int num_trees, const float* block,
+          int64_t stride, int rows, bool nan, int32_t* idx) {
+  bool general = false;
+  for (int j = 0; j < num_trees; ++j) general |= cf.trees()[ids[j]].general;
+  if (general) {
+    if (nan) {
+      WalkGroup<true, true>(cf, ids, num_trees, block, stride, rows, idx);
+    } else {
+      WalkGroup<false, true>(cf, ids, num_trees, block, stride, rows, idx);
+    }
+  } else if (nan) {
+    WalkGroup<true, false>(cf, ids, num_trees, block, stride, rows, idx);
+  } else {
+    WalkGroup<false, false>(cf, ids, num_trees, block, stride, rows, idx);
+  }
+}
+
+// Vector and linear leaves: the reference's LeafValue on the Forest's node.
+void AddLeafValues(const Call& c, int32_t tree_id, int64_t cpu_node, const float* row,
+                   double* margin) {
+  const Forest& f = c.cf->forest();
+  const Tree& tree = f.trees[tree_id];
+  const Node& leaf = f.nodes[c.cf->forest_node(cpu_node)];
+  if (tree.leaf_width == 1) {
+    margin[tree.group] += tree.weight * LeafValue(c.view, leaf, 0, row);
+    return;
+  }
+  for (int k = 0; k < tree.leaf_width; ++k) {
+    margin[k] += tree.weight * LeafValue(c.view, leaf, k, row);
+  }
+}
+
+// Rows [row0, row0 + rows) of `in` (rows <= kMaxBlockRows) into `out`; `margins` holds
+// rows x num_outputs doubles.
+void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<float> out,
+              double* margins) {
+  const CpuForest& cf = *c.cf;
+  const Forest& f = cf.forest();
+  const CpuTree* trees = cf.trees();
+  const float* block = in.Row(row0);
+  const bool nan = BlockHasNan(block, in.stride, rows, in.cols);
+  const int group = GroupTrees(rows);
+  const int k_out = c.num_outputs;
+  int32_t idx[kMaxLanes];
+  if (c.kind != OutputKind::kLeaf) {
+    for (int r = 0; r < rows; ++r) {
+      for (int k = 0; k < k_out; ++k) margins[r * k_out + k] = f.base_margin[k];
+    }
+  }
+  for (int32_t t0 = 0; t0 < c.num_trees; t0 += group) {
+    const int nt = std::min<int32_t>(group, c.num_trees - t0);
+    const int32_t* ids = c.tree_ids + t0;
+    Walk(cf, ids, nt, block, in.stride, rows, nan, idx);
+    if (c.kind == OutputKind::kLeaf) {
+      for (int r = 0; r < rows; ++r) {
+        float* o = out.Row(row0 + r);
+        for (int j = 0; j < nt; ++j) {
+          const int64_t leaf = trees[ids[j]].node_begin + idx[j * rows + r];
+          o[t0 + j] = static_cast<float>(f.nodes[cf.forest_node(leaf)].leaf_id);
+        }
+      }
+      continue;
+    }
+    // Per row, trees in model order: the reference's sum, bit for bit.
+    for (int r = 0; r < rows; ++r) {
+      double* m = margins + r * k_out;
+      for (int j = 0; j < nt; ++j) {
+        const CpuTree& tree = trees[ids[j]];
+        const int64_t leaf = tree.node_begin + idx[j * rows + r];
+        if (tree.scalar) {
+          m[tree.group] += cf.leaf_value(leaf);
+        } else {
+          AddLeafValues(c, ids[j], leaf, in.Row(row0 + r), m);
+        }
+      }
+    }
+  }
+  if (c.kind == OutputKind::kLeaf) return;
+  for (int r = 0; r < rows; ++r) {
+    const double* m = margins + r * k_out;
+    float* o = out.Row(row0 + r);
+    if (c.kind == OutputKind::kMargin) {
+      for (int k = 0; k < k_out; ++k) o[k] = static_cast<float>(m[k]);
+    } else {
+      TransformRow(c.transform, m, o);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOptions& options,
+                     MatrixView<float> out, ThreadPool* pool) {
+  std::vector<int32_t> storage;
+  Call c;
+  if (absl::Status s = PrepareCall(forest, rows, options, out, &storage, &c); !s.ok()) return s;
+  if (rows.rows == 0) return absl::OkStatus();
+  const int block_rows = forest.block_rows();
+  ParallelFor(pool, rows.rows, kPredictGrain, [&](int64_t begin, int64_t end) {
+    std::vector<double> margins(static_cast<size_t>(block_rows) * c.num_outputs);
+    for (int64_t r = begin; r < end; r += block_rows) {
+      const int n = static_cast<int>(std::min<int64_t>(block_rows, end - r));
+      RunBlock(c, rows, r, n, out, margins.data());
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status PredictRow(const CpuForest& forest, const float* row, const PredictOptions& options,
+                        float* out) {
+  const Forest& f = forest.forest();
+  const RowsView in{row, 1, f.num_features, f.num_features};
+  const int64_t width = PredictWidth(f, options);
+  const MatrixView<float> o{out, 1, width, width};
+  std::vector<int32_t> storage;
+  Call c;
+  if (absl::Status s = PrepareCall(forest, in, options, o, &storage, &c); !s.ok()) return s;
+  if (c.num_outputs <= kRowStackOutputs) {
+    double margins[kRowStackOutputs];
+    RunBlock(c, in, 0, 1, o, margins);
+  } else {
+    std::vector<double> margins(c.num_outputs);
+    RunBlock(c, in, 0, 1, o, margins.data());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace grove::cpu

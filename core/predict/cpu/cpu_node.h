@@ -1,0 +1,44 @@
+// The CPU prediction engine's node: a split in 16 bytes (a quarter of a cache line; the Forest's
+// Node is 40), with the decision branch-free for the splits most models are made of.
+//
+// Layout contract (built by CpuForest::Build, read by cpu_walk.h):
+//  * a tree's nodes are in breadth-first order and the two children of a split are adjacent: the
+//    left child at `left`, the right one at `left + 1` (indices relative to the tree's first node);
+//  * a leaf routes every row to itself: its threshold is NaN (`x < NaN` is false for every x, so
+//    the row "goes right"), its `left` is its own index - 1 and its NaN bit is clear. A walk can
+//    therefore run a fixed number of levels without asking whether it has reached a leaf;
+//  * `kCpuNanLeft` holds where a missing value goes, resolved at load: the default direction, or
+//    for LightGBM's missing type None (NaN compared as 0) the side 0.0f takes;
+//  * `kCpuGeneral` marks splits the fast decision cannot take (categorical, LightGBM missing type
+//    Zero): they are decided by GoesLeft (core/model/decision.h) on the Forest's own node, so both
+//    engines share one statement of every library's rule.
+#pragma once
+
+#include <cstdint>
+
+namespace grove::cpu {
+
+inline constexpr uint32_t kCpuNanLeft = 1u << 0;  // a missing value takes the left child
+inline constexpr uint32_t kCpuGeneral = 1u << 1;  // decide with GoesLeft on the Forest node
+inline constexpr uint32_t kCpuLeaf = 1u << 2;     // a leaf (routes to itself)
+
+struct CpuNode {
+  float threshold = 0;  // x < threshold goes left; NaN for a leaf
+  int32_t feature = 0;  // split feature; 0 for a leaf (read, never decisive)
+  int32_t left = 0;     // left child; the right child is left + 1; a leaf's own index - 1
+  uint32_t bits = 0;    // kCpuNanLeft | kCpuGeneral | kCpuLeaf
+};
+static_assert(sizeof(CpuNode) == 16, "CpuNode must stay a quarter of a cache line");
+
+// The child offset (0 left, 1 right) for a row whose value is `x`, when no value of the block is
+// missing: one compare.
+inline int32_t GoRightNoNan(const CpuNode& n, float x) { return !(x < n.threshold); }
+
+// The same with missing values: NaN compares false, so the NaN bit alone decides for it.
+inline int32_t GoRight(const CpuNode& n, float x) {
+  const bool nan = x != x;
+  const bool left = (x < n.threshold) | (nan & static_cast<bool>(n.bits & kCpuNanLeft));
+  return !left;
+}
+
+}  // namespace grove::cpu

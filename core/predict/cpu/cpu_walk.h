@@ -1,0 +1,80 @@
+// The CPU engine's walk: a block of rows through a group of trees, one level at a time.
+//
+// Every (tree, row) pair is a lane; a round moves every lane one level down. Lanes are
+// independent, so the processor overlaps their node and feature loads (a single row's walk is a
+// chain of dependent loads: the reason the reference walk is slow); leaves route to themselves
+// (cpu_node.h), so a round needs no test for a finished lane and has no data-dependent branch on
+// the fast decision. A group runs as many rounds as its deepest tree; trees deeper than
+// kCheckDepth stop early once every lane is at a leaf (leaf-wise LightGBM trees are deep on a few
+// paths only).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/model/decision.h"
+#include "core/predict/cpu/cpu_forest.h"
+
+namespace grove::cpu {
+
+// Lanes of one walk: enough independent loads in flight to cover a cache miss, few enough that
+// the lane indices stay in L1.
+inline constexpr int kMaxLanes = 64;
+inline constexpr int kMaxBlockRows = 64;
+inline constexpr int kMaxGroupTrees = 32;
+inline constexpr int kCheckDepth = 12;
+
+// Trees walked together for a block of `rows` rows: all the lanes for small blocks.
+inline int GroupTrees(int rows) {
+  return std::min(kMaxGroupTrees, std::max(1, kMaxLanes / std::max(1, rows)));
+}
+
+// Walks rows [0, num_rows) of `block` (row r at block + r * stride) through the trees
+// tree_ids[0, num_trees) (num_trees * num_rows <= kMaxLanes). On return idx[j * num_rows + r] is
+// the leaf (relative to tree tree_ids[j]'s first node) that row r reaches. kNan: some value of the
+// block may be missing. kGeneral: some split of the group needs the general decision.
+template <bool kNan, bool kGeneral>
+inline void WalkGroup(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
+                      const float* block, int64_t stride, int num_rows, int32_t* idx) {
+  const CpuNode* all = cf.nodes();
+  const CpuTree* trees = cf.trees();
+  int depth = 0;
+  for (int j = 0; j < num_trees; ++j) depth = std::max(depth, trees[tree_ids[j]].depth);
+  const int lanes = num_trees * num_rows;
+  for (int l = 0; l < lanes; ++l) idx[l] = 0;
+  for (int d = 0; d < depth; ++d) {
+    for (int j = 0; j < num_trees; ++j) {
+      const uint32_t begin = trees[tree_ids[j]].node_begin;
+      const CpuNode* nodes = all + begin;
+      int32_t* at = idx + j * num_rows;
+      for (int r = 0; r < num_rows; ++r) {
+        const CpuNode& n = nodes[at[r]];
+        const float x = block[r * stride + n.feature];
+        int32_t right;
+        if constexpr (kGeneral) {
+          if (n.bits & kCpuGeneral) {
+            const Node& o = cf.forest().nodes[cf.forest_node(begin + at[r])];
+            right = !GoesLeft(o.flags, o.threshold, o.payload, o.aux,
+                              cf.forest().category_bits.data(), x);
+          } else {
+            right = kNan ? GoRight(n, x) : GoRightNoNan(n, x);
+          }
+        } else {
+          right = kNan ? GoRight(n, x) : GoRightNoNan(n, x);
+        }
+        at[r] = n.left + right;
+      }
+    }
+    if (depth > kCheckDepth && (d & 3) == 3) {
+      bool done = true;
+      for (int j = 0; j < num_trees && done; ++j) {
+        const CpuNode* nodes = all + trees[tree_ids[j]].node_begin;
+        const int32_t* at = idx + j * num_rows;
+        for (int r = 0; r < num_rows; ++r) done &= (nodes[at[r]].bits & kCpuLeaf) != 0;
+      }
+      if (done) break;
+    }
+  }
+}
+
+}  // namespace grove::cpu

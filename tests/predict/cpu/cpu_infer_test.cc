@@ -1,0 +1,209 @@
+// The CPU engine (core/predict/cpu/) against the CPU reference (PredictCpu): the same leaves and
+// the same sums, bit for bit, for every output kind, on seeded forests of every rule set (NaNs,
+// categorical splits, LightGBM missing types, vector leaves, tree weights, deep unbalanced trees),
+// every block shape (1 row to several blocks, strided rows), iteration ranges, trees out of round
+// order, and the library corpus; PredictRow likewise.
+#include "core/predict/cpu/cpu_infer.h"
+
+#include <string>
+#include <vector>
+
+#include "core/common/thread_pool.h"
+#include "core/model/loader.h"
+#include "gtest/gtest.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/predict_reference.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove::cpu {
+namespace {
+
+std::vector<float> Engine(const CpuForest& cf, const std::vector<float>& rows,
+                          const PredictOptions& o, ThreadPool* pool) {
+  const Forest& f = cf.forest();
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = PredictWidth(f, o);
+  std::vector<float> out(n * width, -12345.0f);
+  const absl::Status s =
+      Predict(cf, MakeRowsView(rows.data(), n, f.num_features), o, MakeMatrixView(out.data(), n, width), pool);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+std::vector<float> EngineRows(const CpuForest& cf, const std::vector<float>& rows,
+                              const PredictOptions& o) {
+  const Forest& f = cf.forest();
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = PredictWidth(f, o);
+  std::vector<float> out(n * width, -12345.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    const absl::Status s = PredictRow(cf, rows.data() + r * f.num_features, o, out.data() + r * width);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return out;
+}
+
+// Bitwise equality, NaN equal to NaN (a float compare would call two NaNs different).
+void ExpectSame(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != got[i] && want[i] != want[i]) continue;
+    ASSERT_EQ(got[i], want[i]) << what << " entry " << i;
+  }
+}
+
+void CheckForest(const ForestPtr& f, const std::string& name) {
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f);
+  ASSERT_TRUE(cf.ok()) << cf.status();
+  ThreadPool pool(2);
+  for (int64_t n : {1, 3, 63, 64, 65, 200, 1000}) {
+    for (double nan : {0.0, 0.1}) {
+      const std::vector<float> x = MakeRandomRows(*f, n, 17 + n, nan);
+      for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
+        std::vector<PredictOptions> options = {Kind(kind)};
+        if (f->num_iterations > 2) {
+          options.push_back(Kind(kind, 1, f->num_iterations - 1));
+          options.push_back(Kind(kind, 0, 1));
+        }
+        for (const PredictOptions& o : options) {
+          const std::string what = name + " rows=" + std::to_string(n) + " nan=" +
+                                   std::to_string(nan) + " kind=" + OutputKindName(kind) +
+                                   " range=[" + std::to_string(o.iteration_begin) + "," +
+                                   std::to_string(o.iteration_end) + ")";
+          const std::vector<float> want = ReferencePrediction(*f, x, o);
+          ExpectSame(Engine(**cf, x, o, &pool), want, what + " pool");
+          ExpectSame(Engine(**cf, x, o, nullptr), want, what + " inline");
+          if (n <= 65) ExpectSame(EngineRows(**cf, x, o), want, what + " rows");
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
+  struct Case {
+    const char* name;
+    RandomForestOptions o;
+  };
+  std::vector<Case> cases;
+  for (uint64_t seed : {1, 2, 3}) {
+    RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 40;
+    cases.push_back({"numeric", o});
+    o.categorical_fraction = 0.4;
+    cases.push_back({"categorical", o});
+    o.lightgbm_rules = true;
+    cases.push_back({"lightgbm", o});
+    o.categorical_fraction = 0.0;
+    cases.push_back({"lightgbm-numeric", o});
+    RandomForestOptions m;
+    m.seed = seed;
+    m.num_trees = 30;
+    m.num_outputs = 3;
+    cases.push_back({"multiclass", m});
+    m.vector_leaves = true;
+    m.num_trees = 10;
+    cases.push_back({"vector-leaves", m});
+    RandomForestOptions deep;
+    deep.seed = seed;
+    deep.num_trees = 12;
+    deep.max_depth = 24;  // past kCheckDepth: the early stop
+    deep.leaf_probability = 0.3;
+    deep.lightgbm_rules = seed == 2;
+    cases.push_back({"deep", deep});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    CheckForest(MakeRandomForest(c.o), std::string(c.name) + "/" + std::to_string(c.o.seed));
+  }
+}
+
+TEST(CpuInferTest, LinksGiveTheReferencePrediction) {
+  RandomForestOptions o;
+  o.num_trees = 20;
+  o.num_outputs = 4;
+  o.seed = 9;
+  const ForestPtr f = MakeRandomForest(o);
+  for (Link link : {Link::kSigmoid, Link::kSoftmax, Link::kExp, Link::kArgmax}) {
+    CheckForest(testing::WithLink(*f, link), LinkName(link));
+  }
+}
+
+TEST(CpuInferTest, TreesOutOfRoundOrder) {
+  HandForest h(2);
+  // Round 1's tree first, then round 0's: a range must still pick trees by round.
+  h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Leaf(1.0, 6), h.Leaf(2.0, 4)}, 0, 1.0, 1, 1);
+  h.AddTree({h.Split(1, 0.5f, 1, 2, 10), h.Leaf(10.0, 6), h.Leaf(20.0, 4)}, 0, 0.5, 1, 0);
+  h.AddTree({h.Leaf(100.0, 10)}, 0, 1.0, 1, 2);
+  const ForestPtr f = h.Build();
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f);
+  ASSERT_TRUE(cf.ok());
+  EXPECT_FALSE((*cf)->iterations_sorted());
+  CheckForest(f, "unsorted");
+}
+
+TEST(CpuInferTest, StridedRowsAndErrors) {
+  RandomForestOptions o;
+  o.num_trees = 15;
+  o.seed = 4;
+  const ForestPtr f = MakeRandomForest(o);
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f);
+  ASSERT_TRUE(cf.ok());
+  const int64_t n = 130, cols = f->num_features, stride = cols + 3;
+  const std::vector<float> dense = MakeRandomRows(*f, n, 5);
+  std::vector<float> strided(n * stride, 7.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy(dense.begin() + r * cols, dense.begin() + (r + 1) * cols, strided.begin() + r * stride);
+  }
+  const PredictOptions p = Kind(OutputKind::kMargin);
+  std::vector<float> out(n);
+  ThreadPool pool(2);
+  ASSERT_TRUE(Predict(**cf, RowsView{strided.data(), n, cols, stride}, p, MakeMatrixView(out.data(), n, 1),
+                      &pool)
+                  .ok());
+  ExpectSame(out, ReferencePrediction(*f, dense, p), "strided");
+
+  // The reference's errors, word for word.
+  std::vector<float> ref_out(n);
+  for (const auto& [rows, view] :
+       {std::pair{RowsView{dense.data(), n, cols - 1, cols - 1}, MakeMatrixView(out.data(), n, 1)},
+        std::pair{MakeRowsView(dense.data(), n, cols), MakeMatrixView(out.data(), n - 1, 1)}}) {
+    const absl::Status got = Predict(**cf, rows, p, view, &pool);
+    const absl::Status want = PredictCpu(*f, rows, p, view, &pool);
+    EXPECT_TRUE(absl::IsInvalidArgument(got)) << got;
+    EXPECT_EQ(got, want);
+  }
+  const absl::Status range = Predict(**cf, MakeRowsView(dense.data(), n, cols), Kind(OutputKind::kMargin, 5, 3),
+                                     MakeMatrixView(out.data(), n, 1), &pool);
+  EXPECT_TRUE(absl::IsInvalidArgument(range)) << range;
+  EXPECT_TRUE(PredictRow(**cf, dense.data(), Kind(OutputKind::kMargin, 5, 3), out.data()).code() ==
+              absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CpuInferTest, EveryCorpusModelMatchesTheReference) {
+  const std::vector<std::string> dirs = testing::CorpusCaseDirs();
+  if (dirs.empty()) GTEST_SKIP() << "no corpus found (GROVE_SOURCE_DIR/../shared/testdata)";
+  ThreadPool pool(2);
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (const std::string& path : c->model_paths) {
+      SCOPED_TRACE(path);
+      absl::StatusOr<ForestPtr> f = LoadModelFile(path);
+      ASSERT_TRUE(f.ok()) << f.status();
+      absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(*f);
+      ASSERT_TRUE(cf.ok()) << cf.status();
+      const std::vector<float> x = testing::GroveRows(*c, **f);
+      for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
+        const PredictOptions o = Kind(kind);
+        const std::vector<float> want = ReferencePrediction(**f, x, o);
+        ExpectSame(Engine(**cf, x, o, &pool), want, path + " " + OutputKindName(kind));
+        ExpectSame(EngineRows(**cf, x, o), want, path + " rows " + OutputKindName(kind));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace grove::cpu
