@@ -460,7 +460,11 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
       VersionSlot& slot = entry.versions[v];
       const bool stable = force || (sv.stamp == slot.seen_stamp && background_stable);
       slot.seen_stamp = sv.stamp;
-      const bool needed = force || reload_all || sv.stamp != slot.loaded_stamp ||
+      // A wanted version without a copy (never loaded, or unloaded while another version was
+      // wanted) is loaded whatever its stamps: they record the last load attempt, not what serves.
+      // A version that failed and stayed wanted is retried only once its files change.
+      const bool needed = force || reload_all || slot.state == VersionState::kUnloaded ||
+                          sv.stamp != slot.loaded_stamp ||
                           scanned.background.stamps != slot.loaded_background;
       if (!needed || !stable) continue;
       if (!sv.error.empty()) {
@@ -473,9 +477,14 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
       }
       to_load.push_back(v);
     }
-    for (const auto& [v, slot] : entry.versions) {
-      if (!wanted.count(v) && (slot.servable != nullptr || slot.state != VersionState::kUnloaded ||
-                               !scanned.versions.count(v))) {
+    for (auto& [v, slot] : entry.versions) {
+      if (wanted.count(v)) continue;
+      const auto sv = scanned.versions.find(v);
+      // The files of a version not wanted are followed too, so that once wanted again (the newer
+      // version deleted) it loads at that poll unless its file changed since the poll before.
+      if (sv != scanned.versions.end()) slot.seen_stamp = sv->second.stamp;
+      if (slot.servable != nullptr || slot.state != VersionState::kUnloaded ||
+          sv == scanned.versions.end()) {
         to_unload.push_back(v);
       }
     }

@@ -8,10 +8,13 @@
 // InterventionalEngine; a change of it reloads every version, as a change of config.json does. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
-// half-written files are not loaded. Only regular files are read (a FIFO named model.json is a
-// failed version, never a blocked loader), and only files that resolve inside the repository (a
-// version directory linked to a path outside it is refused). A bad config.json is logged once per
-// change of the file, not at every poll.
+// half-written files are not loaded. A version the policy stops wanting is unloaded once the
+// versions it wants serve, and is loaded again as soon as it is wanted again: deleting the newest
+// version under the latest policy brings the previous one back at the next poll (at the one after
+// when the previous version's file changed in between). Only regular files are read (a FIFO named
+// model.json is a failed version, never a blocked loader), and only files that resolve inside the
+// repository (a version directory linked to a path outside it is refused). A bad config.json is
+// logged once per change of the file, not at every poll.
 //
 // Swaps are atomic: a reload builds the new ServableModel next to the old one and then replaces a
 // shared_ptr under the registry lock. Callers hold their own ServablePtr for as long as they use it,

@@ -13,11 +13,17 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
+#include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/common/thread_pool.h"
+#include "core/model/loader.h"
 #include "core/registry/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -103,11 +109,13 @@ class RegistryTest : public ::testing::Test {
     lgb_ = FindCaseWith("model.txt");
     if (xgb_.empty() || xgb2_.empty() || lgb_.empty()) GTEST_SKIP() << "no corpus models";
   }
-  std::unique_ptr<ModelRegistry> Make(const TempRepo& repo, ModelConfig defaults = {}) {
+  // `factory`: DefaultEngineFactory's when null.
+  std::unique_ptr<ModelRegistry> Make(const TempRepo& repo, ModelConfig defaults = {},
+                                      EngineFactory factory = nullptr) {
     RegistryOptions o;
     o.repository = repo.path();
     o.default_config = defaults;
-    o.engine_factory = DefaultEngineFactory({}, {}, &pool_);
+    o.engine_factory = factory ? std::move(factory) : DefaultEngineFactory({}, {}, &pool_);
     o.listener = &listener_;
     auto r = ModelRegistry::Create(o);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -362,6 +370,21 @@ TEST_F(RegistryTest, NewVersionsAndRemovedModelsFollowTheRepository) {
   reg->Poll();
   EXPECT_EQ(reg->Get("c").status().code(), absl::StatusCode::kNotFound);
   EXPECT_GE(listener_.unloaded.load(), 2);
+
+  // Deleting the newest version brings back the version it replaced at the next poll: the model
+  // never stops serving, and the version is loaded once, not at every poll.
+  repo.Remove("a/2");
+  reg->Poll();
+  absl::StatusOr<ServablePtr> back = reg->Get("a");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->version, 1);
+  PredictOnce(*back);
+  absl::StatusOr<ModelStatus> st = reg->GetStatus("a");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->versions.size(), 1u);
+  EXPECT_EQ(st->versions[0].state, VersionState::kReady);
+  reg->Poll();
+  EXPECT_EQ(*reg->Get("a"), *back);
 }
 
 TEST_F(RegistryTest, ConfigChangeReloads) {
@@ -395,6 +418,229 @@ TEST_F(RegistryTest, UnloadStaysUnloadedUntilLoad) {
   EXPECT_TRUE(reg->Get("a").ok());
   EXPECT_EQ(reg->Load("nope").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(reg->Load("../etc").code(), absl::StatusCode::kNotFound);
+}
+
+// A version that failed is tried again once when it is wanted again (the newer version deleted),
+// then not again until its file changes.
+TEST_F(RegistryTest, AFailedVersionWantedAgainIsRetriedOnce) {
+  TempRepo repo;
+  repo.Write("a/1/model.json", "{ not a model");
+  auto reg = Make(repo);
+  EXPECT_FALSE(reg->LoadAll().ok());
+  repo.Put("a", 2, xgb_);
+  reg->Poll();
+  reg->Poll();
+  ASSERT_EQ((*reg->Get("a"))->version, 2);
+  const int failed = listener_.failed.load();
+  repo.Remove("a/2");
+  reg->Poll();
+  EXPECT_EQ(listener_.failed.load(), failed + 1);
+  absl::StatusOr<ServablePtr> none = reg->Get("a");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(none.status().message(), ::testing::HasSubstr("model.json"));
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ(listener_.failed.load(), failed + 1);
+  repo.Put("a", 1, xgb_);  // fixed
+  reg->Poll();
+  reg->Poll();
+  absl::StatusOr<ServablePtr> fixed = reg->Get("a");
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ((*fixed)->version, 1);
+}
+
+// Prediction engines only: which versions serve is all that the tests below look at, and the
+// explain engines' set-up would be most of their time.
+EngineFactory PredictOnlyFactory(ThreadPool* pool) {
+  return [pool](const ForestPtr& forest, const ModelConfig&,
+                const Background*) -> absl::StatusOr<EngineSet> {
+    absl::StatusOr<std::unique_ptr<PredictEngine>> predict =
+        PredictEngine::Create(forest, {}, pool);
+    if (!predict.ok()) return predict.status();
+    EngineSet set;
+    set.predict = std::move(*predict);
+    set.explain_status = absl::UnimplementedError("this test builds no explain engine");
+    return set;
+  };
+}
+
+// What a version policy wants of the versions present.
+struct PolicyCase {
+  const char* name;
+  const char* config;  // config.json
+  std::function<std::set<int>(const std::set<int>&)> wanted;
+};
+
+std::vector<PolicyCase> PolicyCases() {
+  return {
+      {"latest", R"({"versions": "latest"})",
+       [](const std::set<int>& present) {
+         return present.empty() ? std::set<int>{} : std::set<int>{*present.rbegin()};
+       }},
+      {"all", R"({"versions": "all"})", [](const std::set<int>& present) { return present; }},
+      {"specific [1, 2]", R"({"versions": [1, 2]})",
+       [](const std::set<int>& present) {
+         std::set<int> out;
+         for (int v : present) {
+           if (v <= 2) out.insert(v);
+         }
+         return out;
+       }},
+  };
+}
+
+enum class Change { kAdd, kDelete, kReplace };
+struct VersionChange {
+  Change change;
+  int version;
+};
+
+std::string Describe(const std::vector<VersionChange>& changes) {
+  std::string out;
+  for (const VersionChange& c : changes) {
+    const char* what = c.change == Change::kAdd      ? "add "
+                       : c.change == Change::kDelete ? "delete "
+                                                     : "replace ";
+    absl::StrAppend(&out, out.empty() ? "" : ", ", what, c.version);
+  }
+  return out;
+}
+
+// Every sequence of `steps` changes of versions 1..`versions` starting from `present`: a version
+// present may be deleted or replaced, an absent one added.
+void ChangeOrders(std::set<int> present, int versions, int steps,
+                  std::vector<VersionChange>* prefix,
+                  std::vector<std::vector<VersionChange>>* out) {
+  if (steps == 0) {
+    out->push_back(*prefix);
+    return;
+  }
+  for (int v = 1; v <= versions; ++v) {
+    std::vector<Change> changes = {Change::kAdd};
+    if (present.count(v)) changes = {Change::kDelete, Change::kReplace};
+    for (Change c : changes) {
+      std::set<int> next = present;
+      if (c == Change::kAdd) next.insert(v);
+      if (c == Change::kDelete) next.erase(v);
+      prefix->push_back({c, v});
+      ChangeOrders(next, versions, steps - 1, prefix, out);
+      prefix->pop_back();
+    }
+  }
+}
+
+// What tells the two model files of these tests apart.
+using Fingerprint = std::pair<int, size_t>;  // features, trees
+Fingerprint PrintOf(const Forest& forest) { return {forest.num_features, forest.trees.size()}; }
+
+// "" when model "m" serves exactly the versions `want`, each from the file `content` names (an
+// index into `prints`) and Get without a version gives the highest; else what differs.
+std::string ServingMismatch(const ModelRegistry& reg, const std::set<int>& want,
+                            const std::map<int, int>& content,
+                            const std::vector<Fingerprint>& prints) {
+  std::set<int> serving;
+  if (absl::StatusOr<ModelStatus> st = reg.GetStatus("m"); st.ok()) {
+    for (const VersionStatus& v : st->versions) {
+      if (v.serving) serving.insert(static_cast<int>(v.version));
+    }
+  }
+  if (serving != want) {
+    return absl::StrCat("serving versions [", absl::StrJoin(serving, ", "), "], wanted [",
+                        absl::StrJoin(want, ", "), "]");
+  }
+  for (int v : want) {
+    absl::StatusOr<ServablePtr> m = reg.Get("m", v);
+    if (!m.ok()) return absl::StrCat("version ", v, ": ", m.status().ToString());
+    if (PrintOf(*(*m)->forest) != prints[content.at(v)]) {
+      return absl::StrCat("version ", v, " serves a copy of its previous file");
+    }
+  }
+  absl::StatusOr<ServablePtr> latest = reg.Get("m");
+  if (want.empty() != !latest.ok()) {
+    return absl::StrCat("Get without a version: ", latest.status().ToString());
+  }
+  if (latest.ok() && (*latest)->version != *want.rbegin()) {
+    return absl::StrCat("Get without a version gives version ", (*latest)->version);
+  }
+  return "";
+}
+
+std::map<int, ServablePtr> ServingCopies(const ModelRegistry& reg) {
+  std::map<int, ServablePtr> out;
+  for (int v = 1; v <= 3; ++v) {
+    if (absl::StatusOr<ServablePtr> m = reg.Get("m", v); m.ok()) out[v] = *m;
+  }
+  return out;
+}
+
+// Every order of three adds, deletes and replaces of versions 1 to 3 (version 1 present at the
+// start), under each version policy: two polls after each change, the model serves exactly the
+// versions the policy wants of those present, from their current files, and a version whose file
+// did not change keeps its copy. The same orders made faster than the polls see a file settle
+// (one poll between changes) end in the same state two polls after the last.
+TEST_F(RegistryTest, EveryAddDeleteReplaceOrderServesWhatThePolicyWants) {
+  const std::vector<std::string> files = {xgb_, xgb2_};
+  std::vector<Fingerprint> prints;
+  for (const std::string& file : files) {
+    absl::StatusOr<ForestPtr> forest = LoadModelFile(file);
+    ASSERT_TRUE(forest.ok()) << forest.status();
+    prints.push_back(PrintOf(**forest));
+  }
+  if (prints[0] == prints[1]) GTEST_SKIP() << "the two corpus models cannot be told apart";
+  std::vector<std::vector<VersionChange>> orders;
+  std::vector<VersionChange> prefix;
+  ChangeOrders({1}, /*versions=*/3, /*steps=*/3, &prefix, &orders);
+  for (const PolicyCase& policy : PolicyCases()) {
+    for (const std::vector<VersionChange>& order : orders) {
+      for (const bool settle : {true, false}) {
+        const std::string scenario = absl::StrCat("policy ", policy.name, ": ", Describe(order),
+                                                  settle ? "" : " (one poll between changes)");
+        TempRepo repo;
+        repo.Write("m/config.json", policy.config);
+        std::map<int, int> content = {{1, 0}};  // version -> index into files
+        repo.Put("m", 1, files[0]);
+        auto reg = Make(repo, {}, PredictOnlyFactory(&pool_));
+        ASSERT_TRUE(reg->LoadAll().ok()) << scenario;
+        std::map<int, ServablePtr> before = ServingCopies(*reg);
+        std::string mismatch;
+        for (size_t i = 0; i < order.size() && mismatch.empty(); ++i) {
+          const VersionChange& c = order[i];
+          if (c.change == Change::kDelete) {
+            repo.Remove(absl::StrCat("m/", c.version));
+            content.erase(c.version);
+          } else {
+            const int file =
+                c.change == Change::kAdd ? (c.version + 1) % 2 : 1 - content.at(c.version);
+            repo.Put("m", c.version, files[file]);
+            content[c.version] = file;
+          }
+          reg->Poll();
+          if (!settle) continue;
+          reg->Poll();
+          std::set<int> present;
+          for (const auto& [v, file] : content) present.insert(v);
+          const std::set<int> want = policy.wanted(present);
+          mismatch = ServingMismatch(*reg, want, content, prints);
+          std::map<int, ServablePtr> now = ServingCopies(*reg);
+          for (const auto& [v, copy] : now) {
+            if (mismatch.empty() && v != c.version && before.count(v) && before[v] != copy) {
+              mismatch = absl::StrCat("version ", v, " was reloaded though its file is the same");
+            }
+          }
+          before = std::move(now);
+          if (!mismatch.empty()) mismatch = absl::StrCat("after ", Describe({c}), ": ", mismatch);
+        }
+        if (!settle) {
+          reg->Poll();
+          reg->Poll();
+          std::set<int> present;
+          for (const auto& [v, file] : content) present.insert(v);
+          mismatch = ServingMismatch(*reg, policy.wanted(present), content, prints);
+        }
+        EXPECT_EQ(mismatch, "") << scenario;
+      }
+    }
+  }
 }
 
 TEST_F(RegistryTest, EngineFactoryFailureFailsTheLoad) {
