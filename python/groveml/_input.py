@@ -5,7 +5,9 @@ as it is (no copy when already C-contiguous); every other numeric input becomes 
 extension converts to float rows as `grove` converts the doubles it parses from CSV
 (core/model/double_rows.h: LightGBM compares doubles). Columns of a DataFrame or an Arrow table are
 matched to the model's feature names by name (any order; other columns are ignored, as
-`grove --header` drops them); a categorical column is turned into the model's category codes.
+`grove --header` drops them); a categorical column is turned into the model's category codes, and
+refused where the model's categories are not known (categories=None): its own codes would name
+other categories whenever it holds a subset of the model's, or another order.
 """
 
 from dataclasses import dataclass
@@ -46,10 +48,12 @@ def _module(name):
 
 
 def prepare(x, feature_names: Sequence[str], feature_types: Sequence[str],
-            categories: Dict[str, list], what: str = "X") -> Rows:
+            categories: Optional[Dict[str, list]], what: str = "X") -> Rows:
     """Rows of `x` (numpy array, pandas DataFrame, pyarrow Table or RecordBatch) for a model with
-    these features. Raises ValueError (shapes, missing columns) or TypeError (column types) naming
-    what is wrong, and `what` the input is ("X", "background")."""
+    these features. `categories`: {feature: the model's categories in code order} (empty: the model
+    stores none), or None where they are not known, and categorical columns are then refused.
+    Raises ValueError (shapes, missing columns) or TypeError (column types) naming what is wrong,
+    and `what` the input is ("X", "background")."""
     if _is_pandas(x):
         return Rows(_frame_values(x, feature_names, feature_types, categories, what), x.index,
                     "pandas")
@@ -103,14 +107,24 @@ def _short(names, most=12):
     return "[" + text + (f", ... ({len(names)} in all)" if len(names) > most else "") + "]"
 
 
-def _category_codes(values, name: str, feature_type: Optional[str], known: Optional[list]):
+def _category_codes(values, name: str, feature_type: Optional[str],
+                    categories: Optional[Dict[str, list]]):
     """Category codes (float64, NaN = missing or unknown) of a pandas Categorical / object Series:
     the position of each value in the model's categories when the model stores them (as XGBoost
-    and LightGBM recode a DataFrame), else the column's own category codes."""
+    and LightGBM recode a DataFrame), else the column's own category codes. TypeError when the
+    model's categories are not known (`categories` None)."""
     import pandas as pd
     if feature_type not in (None, "", "c"):
         raise TypeError(f"column {name!r} is categorical but the model's feature {name!r} has type "
                         f"{feature_type!r}; give its numeric values")
+    if categories is None:
+        raise TypeError(
+            f"column {name!r} is categorical, and the categories the model was trained with are "
+            "not known here, so its values cannot be turned into the model's codes (the column's "
+            "own codes name other categories when it holds a subset of them, or another order): "
+            "pass categories={feature: categories in the model's order} (groveml.Model(path)"
+            ".categories gives them), or give the model's category codes as numbers")
+    known = categories.get(name)
     if known is not None:
         codes = pd.Categorical(values, categories=known).codes
     elif isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
@@ -137,12 +151,12 @@ def _frame_values(df, feature_names, feature_types, categories, what) -> np.ndar
     for j, (name, s) in enumerate(zip(feature_names, series)):
         dtype = s.dtype
         if isinstance(dtype, pd.CategoricalDtype):
-            out[:, j] = _category_codes(s, name, types[j], categories.get(name))
+            out[:, j] = _category_codes(s, name, types[j], categories)
         elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
             out[:, j] = s.to_numpy(dtype=out.dtype, na_value=np.nan)
-        elif types[j] == "c" and name in categories and (
+        elif types[j] == "c" and (categories is None or name in categories) and (
                 pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)):
-            out[:, j] = _category_codes(s, name, types[j], categories[name])
+            out[:, j] = _category_codes(s, name, types[j], categories)
         else:
             raise TypeError(f"column {name!r} has dtype {dtype}; groveml takes numeric, boolean or "
                             "categorical columns (NaN / NA = missing)")
@@ -163,11 +177,12 @@ def _arrow_values(table, feature_names, feature_types, categories, what) -> np.n
     for j, (name, a) in enumerate(zip(feature_names, arrays)):
         t = a.type
         if pa.types.is_dictionary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-            if pa.types.is_dictionary(t) or (types[j] == "c" and name in categories):
+            if pa.types.is_dictionary(t) or (types[j] == "c" and (categories is None
+                                                                   or name in categories)):
                 series = a.to_pandas()
                 if pa.types.is_dictionary(t) and not hasattr(series, "cat"):
                     series = series.astype("category")
-                out[:, j] = _category_codes(series, name, types[j], categories.get(name))
+                out[:, j] = _category_codes(series, name, types[j], categories)
                 continue
             raise TypeError(f"column {name!r} has Arrow type {t}; groveml takes numeric, boolean or "
                             "dictionary (categorical) columns (null = missing)")

@@ -5,10 +5,16 @@ the server as `grove` converts doubles), and results come back as raw_f32, so th
 one copy each way. An explanation larger than one request streams its requests over one
 ExplainStream call. Columns of a DataFrame / Arrow table are matched to the feature names in the
 model's metadata, and results take the same shapes and formats as groveml.Model's.
+
+Categorical columns (pandas category, Arrow dictionary, strings for a categorical feature) are
+recoded by the model's categories as groveml.Model recodes them. The server's metadata does not list
+a model's categories, so they are given with categories= ({feature: categories in the model's
+order}, as groveml.Model(path).categories holds them); without them such a column is refused: its
+own codes would name other categories whenever it holds a subset of the model's, or another order.
 """
 
 import os
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -89,9 +95,11 @@ class Client:
             self._metadata[key] = self._call(self._stub.GetModelMetadata, request)
         return self._metadata[key]
 
-    def model(self, name: str, version: int = 0) -> "RemoteModel":
-        """The served model `name` with groveml.Model's predict / explain."""
-        return RemoteModel(self, name, version)
+    def model(self, name: str, version: int = 0,
+              categories: Optional[Dict[str, list]] = None) -> "RemoteModel":
+        """The served model `name` with groveml.Model's predict / explain (`categories` as
+        predict's, for every call)."""
+        return RemoteModel(self, name, version, categories)
 
     def feature_names(self, model: str, version: int = 0):
         meta = self.metadata(model, version)
@@ -99,11 +107,20 @@ class Client:
             return list(meta.feature_names)
         return [f"f{i}" for i in range(meta.num_features)]  # XGBoost's defaults, as `grove`
 
-    def _rows(self, model, version, X):
+    def _rows(self, model, version, X, categories):
         meta = self.metadata(model, version)
-        types = list(meta.feature_types)
-        # The server has no category names: categorical columns give their own codes.
-        return _input.prepare(X, self.feature_names(model, version), types, {})
+        names = self.feature_names(model, version)
+        if categories is not None:
+            if not isinstance(categories, dict):
+                raise TypeError("categories must be a dict {feature name: categories in the "
+                                f"model's order}} (got {type(categories).__name__})")
+            features = set(names)
+            unknown = sorted(str(c) for c in categories if c not in features)
+            if unknown:
+                raise ValueError(f"categories= names {unknown}, which are not features of model "
+                                 f"{model!r} (its features: {names})")
+        # None: the model's categories are not known, and categorical columns are refused.
+        return _input.prepare(X, names, list(meta.feature_types), categories)
 
     def _chunk(self, meta, width):
         """Rows per request: the server's limit, and about 1/4 of the message limit per result."""
@@ -124,11 +141,15 @@ class Client:
     # ---- prediction -----------------------------------------------------------------------------
 
     def predict(self, model: str, X, kind: str = "prediction", version: int = 0,
-                iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto"):
-        """As groveml.Model.predict, computed by the server's model `model`."""
+                iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
+                categories: Optional[Dict[str, list]] = None):
+        """As groveml.Model.predict, computed by the server's model `model`. categories: the
+        model's categories ({feature: categories in code order}, groveml.Model.categories), which
+        categorical columns of X need (they are refused without them); a feature it does not name
+        takes a column's own codes, as Model does for a model that stores no categories."""
         _output.check_format(output_format, _output.PREDICT_FORMATS)
         _output.check_choice("kind", kind, KINDS)
-        rows = self._rows(model, version, X)
+        rows = self._rows(model, version, X, categories)
         meta = self.metadata(model, version)
         begin, end = (int(v) for v in iteration_range)
         parts = []
@@ -151,9 +172,10 @@ class Client:
     def explain(self, model: str, X, interactions: bool = False, top_k: Optional[int] = None,
                 method: str = "path_dependent", output_space: str = "margin", version: int = 0,
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
-                background=None):
+                background=None, categories: Optional[Dict[str, list]] = None):
         """As groveml.Model.explain, computed by the server's model `model`. Interventional SHAP
-        uses the model's background on the server (background.csv / .npy in the repository)."""
+        uses the model's background on the server (background.csv / .npy in the repository).
+        categories: as predict's."""
         _output.check_format(output_format)
         if background is not None:
             raise ValueError("the server explains over the model's own background (background.csv"
@@ -162,7 +184,7 @@ class Client:
         _output.check_choice("method", method, METHODS)
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
         _output.check_top_k(top_k)
-        rows = self._rows(model, version, X)
+        rows = self._rows(model, version, X, categories)
         meta = self.metadata(model, version)
         names = self.feature_names(model, version)
         f1 = meta.num_features + 1
@@ -235,10 +257,12 @@ def _from_matrix(m) -> np.ndarray:
 class RemoteModel:
     """A served model with groveml.Model's methods (Client.model(name))."""
 
-    def __init__(self, client: Client, name: str, version: int = 0):
+    def __init__(self, client: Client, name: str, version: int = 0,
+                 categories: Optional[Dict[str, list]] = None):
         self.client = client
         self.name = name
         self.version = version
+        self.categories = categories
         meta = client.metadata(name, version)
         self.feature_names = client.feature_names(name, version)
         self.feature_types = list(meta.feature_types)
@@ -246,7 +270,9 @@ class RemoteModel:
         self.num_outputs = meta.num_outputs
 
     def predict(self, X, **kwargs):
+        kwargs.setdefault("categories", self.categories)
         return self.client.predict(self.name, X, version=self.version, **kwargs)
 
     def explain(self, X, **kwargs):
+        kwargs.setdefault("categories", self.categories)
         return self.client.explain(self.name, X, version=self.version, **kwargs)

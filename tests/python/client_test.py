@@ -1,7 +1,8 @@
 """groveml.Client against a groved started here (loopback, ephemeral ports): the same numbers as
 groveml.Model in-process (and so as the CLI) for numpy float64 / float32, pandas and Arrow rows,
 predictions, interactions, top-k and interventional SHAP over the model's background; feature-name
-checks against the model's metadata; tokens; server errors as grpc errors."""
+checks against the model's metadata; categorical columns recoded by the model's categories, or
+refused without them; tokens; server errors as grpc errors."""
 
 import os
 import shutil
@@ -14,13 +15,34 @@ import groveml
 
 
 @pytest.fixture(scope="module")
-def server(models, tmp_path_factory):
+def categorical_models(categorical_frames, tmp_path_factory):
+    """{name: path} of an XGBoost and a LightGBM model trained on a DataFrame with categorical
+    columns (both store their categories)."""
+    xgb = need("xgboost")
+    lgb = need("lightgbm")
+    df, y = categorical_frames
+    d = tmp_path_factory.mktemp("categorical")
+    reg = xgb.XGBRegressor(n_estimators=8, max_depth=4, enable_categorical=True,
+                           tree_method="hist", max_cat_to_onehot=1, n_jobs=1)
+    reg.fit(df, y)
+    reg.save_model(str(d / "xgb_cat.json"))
+    booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1,
+                         "num_threads": 1, "min_data_in_leaf": 5, "min_data_per_group": 5,
+                         "cat_smooth": 1}, lgb.Dataset(df, label=y), num_boost_round=10)
+    booster.save_model(str(d / "lgb_cat.txt"))
+    return {"xgb_cat": str(d / "xgb_cat.json"), "lgb_cat": str(d / "lgb_cat.txt")}
+
+
+@pytest.fixture(scope="module")
+def server(models, categorical_models, tmp_path_factory):
     need("grpc")
     import groved_harness as h
     groved = need_binary("GROVED")
     repo = tmp_path_factory.mktemp("repo")
     for name in ("xgb_binary", "xgb_multi", "lgb_reg"):
         path, x = models[name]
+        h.install_model(str(repo), name, 1, path)
+    for name, path in categorical_models.items():
         h.install_model(str(repo), name, 1, path)
     write_csv(repo / "xgb_binary" / "background.csv", models["xgb_binary"][1][:40])
     tokens = repo.parent / "tokens"
@@ -109,6 +131,48 @@ def test_errors(server, models):
         anonymous.list_models()
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     anonymous.close()
+
+
+@pytest.mark.parametrize("name", ["xgb_cat", "lgb_cat"])
+def test_categorical_columns_are_recoded_by_the_models_categories(server, categorical_models,
+                                                                  categorical_frames, name):
+    """A frame holding a subset of the model's categories, in another order: its own category codes
+    name other categories, so without the model's categories the client refuses it; with them it
+    gives Model's numbers."""
+    pd = need("pandas")
+    pa = need("pyarrow")
+    _, client = server
+    model = groveml.Model(categorical_models[name])
+    assert "color" in model.categories  # the model stores its categories
+    df, _ = categorical_frames
+    test = df[df["color"].isin(["green", "teal"])].head(40).copy()
+    test["color"] = pd.Categorical(test["color"].astype(str), categories=["green", "teal"])
+    test["size"] = pd.Categorical(test["size"].astype(int), categories=[7, 5, 3])
+    want = model.predict(test, output_format="numpy")
+    own_codes = model.rows(test).values.copy()
+    own_codes[:, model.feature_names.index("color")] = test["color"].cat.codes
+    assert (model.predict(own_codes) != want).any()  # the column's own codes answer wrongly
+
+    refused = [test, pa.Table.from_pandas(test, preserve_index=False)]
+    if model.feature_types:  # strings for a typed categorical feature (XGBoost; LightGBM has none)
+        refused.append(test.assign(color=test["color"].astype(object)))
+    for rows in refused:
+        with pytest.raises(TypeError, match=r"column 'color' is categorical.*categories="):
+            client.predict(name, rows)
+        with pytest.raises(TypeError, match=r"column 'color' is categorical.*categories="):
+            client.explain(name, rows)
+
+    cats = model.categories
+    assert_bitwise(client.predict(name, test, categories=cats, output_format="numpy"), want)
+    assert_bitwise(client.explain(name, test, categories=cats, output_format="numpy"),
+                   model.explain(test, output_format="numpy"))
+    table = pa.Table.from_pandas(test, preserve_index=False)
+    assert_bitwise(client.predict(name, table, categories=cats, output_format="numpy"), want)
+    assert_bitwise(client.model(name, categories=cats).predict(test, output_format="numpy"), want)
+    # The model's codes as numbers need no categories.
+    assert_bitwise(client.predict(name, model.rows(test).values), want)
+    with pytest.raises(ValueError, match=r"categories= names \['colour'\]"):
+        client.predict(name, test, categories={"colour": ["teal"]})
 
 
 def test_chunked_requests_stream(server, models):
