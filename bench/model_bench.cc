@@ -2,7 +2,7 @@
 //
 //   grove_model_bench --model M.{json,ubj,txt} [--rows R.csv] [--threads N] [--load-repeats 3]
 //                     [--budget 2] [--predict-rows 10000] [--explain-rows 1000]
-//                     [--interaction-rows 50] [--skip-interactions]
+//                     [--interaction-rows 50] [--skip-interactions] [--explain-strategy auto]
 //
 // Load: LoadModelFile (read + parse + validate) `load-repeats` times; min and median are reported,
 //   with the file size and the model's shape. The first load also pays the page cache.
@@ -10,10 +10,13 @@
 //   features, is dropped), read as doubles through DoubleRowConverter as `grove` does; without
 //   --rows, synthetic rows: for each feature, values drawn from the model's own split thresholds
 //   (so that rows spread over the trees' leaves) and their neighbours, 5% missing.
-// Throughput: each engine call (PredictCpu margins; ExplainCpuReference SHAP values; interaction
-//   values) is repeated on the same rows until `budget` seconds have passed (at least once), and
-//   rows/s is rows per call / median seconds per call. Threads: the CPU engines' pool size
-//   (default: one per core).
+// Throughput: each engine call (PredictCpu margins; SHAP values and interaction values by the CPU
+//   explanation engine, as `grove explain --no-gpu` runs it: ExplainEngine without GPUs, strategy
+//   --explain-strategy, default "auto" = the cheapest CPU strategy by the costs it measured at
+//   creation; "reference" times ExplainCpuReference) is repeated on the same rows until `budget`
+//   seconds have passed (at least once), and rows/s is rows per call / median seconds per call.
+//   The strategy that ran is printed. Threads: as `grove --threads N` (N - 1 pool threads plus
+//   the calling thread; default: one per core).
 // Output: a `|` table, one line per measurement.
 #include <algorithm>
 #include <chrono>
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <sys/stat.h>
@@ -29,9 +33,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
+#include "core/explain/explain_engine.h"
 #include "core/io/csv.h"
 #include "core/model/double_rows.h"
 #include "core/model/loader.h"
@@ -51,13 +57,15 @@ struct Flags {
   int64_t explain_rows = 1000;
   int64_t interaction_rows = 50;
   bool skip_interactions = false;
+  std::string explain_strategy = "auto";
 };
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "grove_model_bench: %s\nusage: grove_model_bench --model PATH [--rows CSV] "
                "[--threads N] [--load-repeats N] [--budget SECONDS] [--predict-rows N] "
-               "[--explain-rows N] [--interaction-rows N] [--skip-interactions]\n",
+               "[--explain-rows N] [--interaction-rows N] [--skip-interactions] "
+               "[--explain-strategy NAME]\n",
                why);
   std::exit(2);
 }
@@ -93,6 +101,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.interaction_rows = integer();
     } else if (a == "--skip-interactions") {
       f.skip_interactions = true;
+    } else if (a == "--explain-strategy") {
+      f.explain_strategy = value();
     } else {
       Usage(("unknown flag " + a).c_str());
     }
@@ -236,7 +246,10 @@ int Main(int argc, char** argv) {
     rows = SyntheticRows(f, std::min<int64_t>(base_rows, 10000));
   }
   const int64_t cols = f.num_features;
-  ThreadPool pool(threads);
+  // As the CLI (client/cli_local.cc MakePool): the calling thread works too.
+  std::unique_ptr<ThreadPool> pool_owner =
+      threads > 1 ? std::make_unique<ThreadPool>(threads - 1) : nullptr;
+  ThreadPool* pool = pool_owner.get();
 
   auto report = [&](const char* what, int64_t n, const std::vector<double>& times) {
     const double med = Median(times);
@@ -255,7 +268,7 @@ int Main(int argc, char** argv) {
     auto times = Repeat(
         [&] {
           status = PredictCpu(f, MakeRowsView(in.data(), n, cols), o,
-                              MakeMatrixView(out.data(), n, PredictWidth(f, o)), &pool);
+                              MakeMatrixView(out.data(), n, PredictWidth(f, o)), pool);
         },
         flags.budget);
     if (!status.ok()) {
@@ -268,6 +281,19 @@ int Main(int argc, char** argv) {
     std::printf("cpu explain | refused: %s\n", std::string(CheckExplainable(f).message()).c_str());
     return 0;
   }
+  ExplainEngineOptions engine_options;
+  engine_options.use_gpu = false;
+  engine_options.strategy = flags.explain_strategy;
+  const auto engine_start = Clock::now();
+  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
+      ExplainEngine::Create(forest, engine_options, pool);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "grove_model_bench: explain engine: %s\n",
+                 std::string(engine.status().message()).c_str());
+    return 1;
+  }
+  std::printf("explain engine | created in %.3f s | %s\n", Since(engine_start),
+              (*engine)->Describe().c_str());
   for (bool interactions : {false, true}) {
     const int64_t n = interactions ? flags.interaction_rows : flags.explain_rows;
     if (n <= 0 || (interactions && flags.skip_interactions)) continue;
@@ -277,17 +303,20 @@ int Main(int argc, char** argv) {
     ExplainOptions o;
     o.interactions = interactions;
     absl::Status status;
+    RunInfo info;
     auto times = Repeat(
         [&] {
-          status = ExplainCpuReference(f, MakeRowsView(in.data(), n, cols), o,
-                                       MakeMatrixView(out.data(), n, width), &pool);
+          status = (*engine)->Explain(MakeRowsView(in.data(), n, cols), o,
+                                      MakeMatrixView(out.data(), n, width), &info);
         },
         flags.budget);
     if (!status.ok()) {
       std::fprintf(stderr, "grove_model_bench: explain: %s\n", std::string(status.message()).c_str());
       return 1;
     }
-    report(interactions ? "cpu explain (interactions)" : "cpu explain (shap)", n, times);
+    const std::string what = absl::StrCat("cpu explain (", interactions ? "interactions" : "shap",
+                                          ", ", info.strategy, ")");
+    report(what.c_str(), n, times);
   }
   return 0;
 }

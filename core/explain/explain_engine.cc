@@ -58,7 +58,8 @@ double MeasurePerRow(int num_features, Fn run) {
 class CpuStrategyBase : public ExplainStrategy {
  public:
   explicit CpuStrategyBase(const StrategyContext& c) : context_(c) {
-    threads_ = c.pool != nullptr ? std::max(1, c.pool->num_threads()) : 1;
+    // The calling thread runs chunks too (ThreadPool::ParallelFor): pool threads + 1.
+    threads_ = c.pool != nullptr ? c.pool->num_threads() + 1 : 1;
     interaction_factor_ = c.layout != nullptr ? 1.0 + MeanPathLength(*c.layout) : 8.0;
   }
   std::string device() const override { return "cpu"; }

@@ -44,6 +44,7 @@ struct CUstream_st;  // cudaStream_t without including CUDA headers
 namespace grove {
 
 class ThreadPool;
+struct QuadratureTreeProgram;  // core/explain/quadrature_tree.h
 
 // ---------------------------------------------------------------------------------------------
 // Gauss-Legendre rules on [0, 1].
@@ -229,6 +230,10 @@ struct QuadratureModel {
   double contribution_bound = 0;
   double fixed_point_scale = 1;
   double build_seconds = 0;
+  // The CPU's SHAP values of scalar-leaf trees: the same rules applied by one recursion per tree
+  // (core/explain/quadrature_tree.h); paths of the trees it does not serve run per path. Null:
+  // every path runs per path.
+  std::shared_ptr<const QuadratureTreeProgram> tree_program;
 
   // Bias per output for boosting rounds [begin, end): base_margin + sum of tree expectations, as
   // the CPU reference computes it.
@@ -245,7 +250,9 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
 
 // ---------------------------------------------------------------------------------------------
 // CPU strategy. Multi-threaded over rows on `pool` (may be nullptr); double arithmetic;
-// deterministic (each row is summed by one thread in path order). `out` is
+// deterministic: each row is summed by one thread in a fixed order (SHAP values: the tree
+// program's trees, then the remaining paths; interactions: paths in model order), whatever the
+// other rows of the batch and the number of threads. `out` is
 // rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/quadrature.h"
+#include "core/explain/quadrature_tree.h"
 #include "core/predict/traverse.h"
 
 namespace grove {
@@ -76,11 +78,16 @@ std::string QuadratureModel::Describe() const {
                     b.capacity == 0 ? std::string("long") : absl::StrCat("<=", b.capacity), ":",
                     b.end - b.begin, "(Q<=", b.max_q, ")");
   }
+  const std::string trees_text =
+      tree_program == nullptr
+          ? std::string("none")
+          : absl::StrFormat("%d trees, %d edges, %.1f MB", tree_program->trees.size(),
+                            tree_program->edges.size(), tree_program->Bytes() / 1e6);
   return absl::StrFormat(
       "quadrature paths=%d elements=%d max_unique=%d max_points=%d buckets=[%s] "
-      "fixed_point=2^%d build=%.3fs",
+      "fixed_point=2^%d tree_program=%s build=%.3fs",
       paths.size(), elements.size(), max_unique, max_q, buckets_text,
-      static_cast<int>(std::lround(std::log2(fixed_point_scale))), build_seconds);
+      static_cast<int>(std::lround(std::log2(fixed_point_scale))), trees_text, build_seconds);
 }
 
 absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout) {
@@ -176,6 +183,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
   // scale = 2^e with bound * scale <= 2^61: sums of up to 4 such bounds still fit in int64.
   const int e = bound > 0 ? static_cast<int>(std::floor(61.0 - std::log2(bound))) : 61;
   model->fixed_point_scale = std::ldexp(1.0, std::clamp(e, -1000, 1000));
+  model->tree_program = BuildQuadratureTreeProgram(*forest);
   model->build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return QuadratureModelPtr(std::move(model));
@@ -212,6 +220,19 @@ void RunInteractions(const double* z, const double* d, const int32_t* feature, i
   QuadraturePathInteractions<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
 }
 
+// Calls fn(std::integral_constant<int, N>) with the compile-time length N of a path's register
+// bucket (0: run-time length).
+template <typename Fn>
+void WithCapacity(int capacity, Fn&& fn) {
+  switch (capacity) {
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    case 16: fn(std::integral_constant<int, 16>{}); break;
+    case 32: fn(std::integral_constant<int, 32>{}); break;
+    default: fn(std::integral_constant<int, 0>{}); break;
+  }
+}
+
 }  // namespace
 
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
@@ -232,74 +253,90 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   const PathLayout& layout = *model.layout;
   const uint32_t* category_bits = layout.category_bits.data();
 
+  // SHAP values of the trees the tree program serves come from it; every other path runs per path.
+  const QuadratureTreeProgram* program = interactions ? nullptr : model.tree_program.get();
+  std::vector<uint32_t> path_ids;
+  path_ids.reserve(model.paths.size());
+  for (uint32_t p = 0; p < model.paths.size(); ++p) {
+    const QuadraturePath& path = model.paths[p];
+    if (path.iteration < range->begin || path.iteration >= range->end) continue;
+    if (program != nullptr && program->served[path.tree]) continue;
+    path_ids.push_back(p);
+  }
+  const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program) : 1;
+
   auto work = [&](int64_t begin, int64_t end) {
     PathScratch scratch;
     scratch.Reserve(model.max_unique);
-    std::vector<double> acc(static_cast<size_t>(width));
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = rows.Row(r);
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (const QuadraturePath& path : model.paths) {
-        if (path.iteration < range->begin || path.iteration >= range->end) continue;
-        const int n = path.n;
-        const int len = path.capacity > 0 ? path.capacity : n;
-        const PathElement* e = model.elements.data() + path.element_begin;
-        for (int i = 0; i < len; ++i) {
-          if (i < n) {
-            const double o = PathElementMatches(e[i], category_bits, row[e[i].feature]) ? 1.0 : 0.0;
-            scratch.z[i] = e[i].zero_fraction;
-            scratch.d[i] = o - e[i].zero_fraction;
-            scratch.feature[i] = e[i].feature;
+    QuadratureTreeScratch tree_scratch;
+    std::vector<double> acc_rows(static_cast<size_t>(std::min(chunk, end - begin) * width));
+    for (int64_t first = begin; first < end; first += chunk) {
+      const int64_t count = std::min(chunk, end - first);
+      std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
+      if (program != nullptr) {
+        AddQuadratureTreeShap(*program, forest.category_bits.data(),
+                              RowsView{rows.Row(first), count, rows.cols, rows.stride},
+                              range->begin, range->end, &tree_scratch, acc_rows.data());
+      }
+      for (int64_t r = first; r < first + count; ++r) {
+        const float* row = rows.Row(r);
+        double* acc = acc_rows.data() + (r - first) * width;
+        for (uint32_t id : path_ids) {
+          const QuadraturePath& path = model.paths[id];
+          const int n = path.n;
+          const int len = path.capacity > 0 ? path.capacity : n;
+          const PathElement* e = model.elements.data() + path.element_begin;
+          for (int i = 0; i < len; ++i) {
+            if (i < n) {
+              const double o =
+                  PathElementMatches(e[i], category_bits, row[e[i].feature]) ? 1.0 : 0.0;
+              scratch.z[i] = e[i].zero_fraction;
+              scratch.d[i] = o - e[i].zero_fraction;
+              scratch.feature[i] = e[i].feature;
+            } else {
+              scratch.z[i] = 1.0;
+              scratch.d[i] = 0.0;
+              scratch.feature[i] = 0;
+            }
+          }
+          const double* t = model.rule_nodes.data() + path.rule_begin;
+          const double* w = model.rule_weights.data() + path.rule_begin;
+          const double* values = layout.values.data() + path.value_begin;
+          const int64_t block_size = interactions ? f1 * f1 : f1;
+          double* block = acc + static_cast<int64_t>(path.group) * block_size;
+          auto shap_sink = [&](int k, int32_t fi, double value) {
+            block[k * block_size + fi] += value;
+          };
+          auto inter_sink = [&](int k, int32_t fi, int32_t fj, double value) {
+            block[k * block_size + fi * f1 + fj] += value;
+          };
+          const double* z = scratch.z.data();
+          const double* d = scratch.d.data();
+          const int32_t* f = scratch.feature.data();
+          double* wk = scratch.work.data();
+          WithCapacity(path.capacity, [&](auto capacity) {
+            constexpr int N = decltype(capacity)::value;
+            if (interactions) {
+              RunInteractions<N>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink);
+            } else {
+              RunShap<N>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink);
+            }
+          });
+        }
+        float* o = out.Row(r);
+        for (int k = 0; k < num_outputs; ++k) {
+          if (interactions) {
+            acc[k * f1 * f1 + num_features * f1 + num_features] = bias[k];
           } else {
-            scratch.z[i] = 1.0;
-            scratch.d[i] = 0.0;
-            scratch.feature[i] = 0;
+            acc[k * f1 + num_features] = bias[k];
           }
         }
-        const double* t = model.rule_nodes.data() + path.rule_begin;
-        const double* w = model.rule_weights.data() + path.rule_begin;
-        const double* values = layout.values.data() + path.value_begin;
-        double* block = acc.data() + static_cast<int64_t>(path.group) * (interactions ? f1 * f1 : f1);
-        const int64_t block_size = interactions ? f1 * f1 : f1;
-        auto shap_sink = [&](int k, int32_t fi, double value) { block[k * block_size + fi] += value; };
-        auto inter_sink = [&](int k, int32_t fi, int32_t fj, double value) {
-          block[k * block_size + fi * f1 + fj] += value;
-        };
-        const double* z = scratch.z.data();
-        const double* d = scratch.d.data();
-        const int32_t* f = scratch.feature.data();
-        double* wk = scratch.work.data();
-        if (interactions) {
-          switch (path.capacity) {
-            case 4: RunInteractions<4>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
-            case 8: RunInteractions<8>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
-            case 16: RunInteractions<16>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
-            case 32: RunInteractions<32>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
-            default: RunInteractions<0>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink); break;
-          }
-        } else {
-          switch (path.capacity) {
-            case 4: RunShap<4>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
-            case 8: RunShap<8>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
-            case 16: RunShap<16>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
-            case 32: RunShap<32>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
-            default: RunShap<0>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink); break;
-          }
-        }
+        for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
       }
-      float* o = out.Row(r);
-      for (int k = 0; k < num_outputs; ++k) {
-        if (interactions) {
-          acc[k * f1 * f1 + num_features * f1 + num_features] = bias[k];
-        } else {
-          acc[k * f1 + num_features] = bias[k];
-        }
-      }
-      for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
     }
   };
   // Rows are independent; each is summed by one thread in path order: deterministic.
-  ParallelFor(pool, rows.rows, interactions ? 1 : 4, work);
+  ParallelFor(pool, rows.rows, interactions ? 1 : 16, work);
   return absl::OkStatus();
 }
 

@@ -68,14 +68,17 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
 
   void Calibrate(bool measure) {
     const WorkCounts work = CountWork(*model_);
-    const int threads = pool_ != nullptr ? std::max(1, pool_->num_threads()) : 1;
+    // The calling thread runs chunks too (ThreadPool::ParallelFor): pool threads + 1.
+    const int threads = pool_ != nullptr ? pool_->num_threads() + 1 : 1;
     threads_ = threads;
     const Forest& forest = *model_->forest;
     const int64_t shap_width = ExplainWidth(forest, false);
     const int64_t inter_width = ExplainWidth(forest, true);
-    // Static guesses: ~1 ns per work unit, ~1.5 ns per output entry (zero a double accumulator,
-    // convert, store a float), per core.
-    double unit = 1e-9;
+    // Static guesses, per core: ~1 ns per work unit of the per-path kernels (interactions), an
+    // eighth of that for SHAP values (the tree kernel shares prefixes and runs rows in SIMD
+    // lanes), ~1.5 ns per output entry (zero a double accumulator, convert, store a float).
+    double shap_row = 1.25e-10 * work.shap;
+    double inter_row = 1e-9 * work.interactions;
     double out_unit = 1.5e-9;
     if (measure) {
       // Output cost: the per-row accumulator and output traffic of the widest kind (capped).
@@ -88,20 +91,28 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       });
       out_unit = std::max(1e-11, seconds / w);
     }
-    if (measure && work.shap > 0) {
-      // One row at a time on this thread gives the per-core cost; keep the sample short.
-      const int64_t rows = std::clamp<int64_t>(static_cast<int64_t>(2e6 / work.shap), 1, 64);
+    // Rows on this thread give the per-core cost. SHAP values and interactions run different
+    // kernels, so each is timed: SHAP values on at least two full blocks of the tree kernel's SIMD
+    // lanes (fewer rows would time idle lanes), interactions on one row.
+    auto per_row = [&](bool interactions, int64_t rows, int repeats) {
+      const int64_t width = interactions ? inter_width : shap_width;
       std::vector<float> x = QuadratureCalibrationRows(forest, rows, 7);
-      std::vector<float> out(rows * shap_width);
+      std::vector<float> out(rows * width);
       ExplainOptions options;
-      const double seconds = TimeBest(2, [&] {
+      options.interactions = interactions;
+      const double seconds = TimeBest(repeats, [&] {
         (void)ExplainQuadratureCpu(*model_, MakeRowsView(x.data(), rows, model_->num_features),
-                                   options, MakeMatrixView(out.data(), rows, shap_width), nullptr);
+                                   options, MakeMatrixView(out.data(), rows, width), nullptr);
       });
-      unit = std::max(0.0, seconds / rows - out_unit * shap_width) / work.shap;
+      return std::max(0.0, seconds / rows - out_unit * width);
+    };
+    if (measure && work.shap > 0) {
+      shap_row = per_row(false, std::clamp<int64_t>(static_cast<int64_t>(2e6 / work.shap), 16, 64),
+                         2);
+      inter_row = per_row(true, 1, 1);
     }
-    shap_ = {20e-6, unit * work.shap};
-    inter_ = {20e-6, unit * work.interactions};
+    shap_ = {20e-6, shap_row};
+    inter_ = {20e-6, inter_row};
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
   }

@@ -1,7 +1,8 @@
 // Quadrature SHAP (core/explain/quadrature.h): Gauss-Legendre rules, the per-path arithmetic against
 // brute-force Shapley weights, the CPU strategy against the double CPU reference on the corpus and
-// on seeded random forests up to depth 30 with extreme covers, and a fixed 8-point rule (emulated)
-// failing where Grove's per-path rule is exact.
+// on seeded random forests up to depth 30 with extreme covers, the CPU tree program against the
+// per-path kernel (zero covers, batch independence), and a fixed 8-point rule (emulated) failing
+// where Grove's per-path rule is exact.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +17,9 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
 #include "core/explain/quadrature.h"
+#include "core/explain/quadrature_tree.h"
 #include "core/gpu/device_set.h"
+#include "core/model/forest.h"
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
@@ -218,6 +221,7 @@ QuadratureModelPtr WithFixedRule(const QuadratureModel& model, int points) {
     p.q = static_cast<uint16_t>(points);
     p.rule_begin = offset;
   }
+  fixed->tree_program = nullptr;  // its rules are per tree: the emulation runs every path alone
   return fixed;
 }
 
@@ -370,6 +374,59 @@ TEST(QuadratureCpuTest, IterationRangesAndDeterminism) {
   EXPECT_FALSE(ExplainQuadratureCpu(*model, MakeRowsView(x.data(), 1, f->num_features), bad,
                                     MakeMatrixView(out.data(), 1, 10), nullptr)
                    .ok());
+}
+
+// The tree program (SHAP values by one recursion per tree) against the per-path kernel, which
+// applies the same rules path by path, on forests with repeated features, categorical and
+// LightGBM rules, extreme skew and zero covers (children and parents: fractions of 0). Both are
+// double-precision rearrangements of one sum, so they agree far inside the spec; each row's
+// values are the same bits whether it is explained alone or inside a block of rows.
+TEST(QuadratureTreeProgramTest, MatchesThePerPathKernelWithZeroCovers) {
+  ThreadPool pool(2);
+  for (uint64_t seed : {11, 12, 13}) {
+    SCOPED_TRACE(seed);
+    RandomForestOptions options;
+    options.max_depth = 9;
+    options.num_trees = 12;
+    options.num_features = 6;
+    options.num_outputs = 2;
+    options.categorical_fraction = 0.2;
+    options.extreme_cover_probability = 0.2;
+    options.lightgbm_rules = seed == 13;
+    options.seed = seed;
+    Forest copy = *MakeRandomForest(options);
+    uint64_t state = seed;
+    for (Node& node : copy.nodes) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      if ((state >> 60) == 0) node.cover = 0;  // 1 node in 16
+    }
+    absl::StatusOr<ForestPtr> f = BuildForest(std::move(copy));
+    ASSERT_TRUE(f.ok()) << f.status();
+    QuadratureModelPtr model = Build(*f);
+    ASSERT_NE(model, nullptr);
+    ASSERT_NE(model->tree_program, nullptr);
+    ASSERT_FALSE(model->tree_program->trees.empty());
+    auto per_path = std::make_shared<QuadratureModel>(*model);
+    per_path->tree_program = nullptr;
+    const int64_t rows = 37;  // not a multiple of the kernel's blocks
+    const std::vector<float> x = MakeRandomRows(**f, rows, seed + 100, 0.1);
+    const std::vector<float> got = Quadrature(*model, x, rows, false, &pool);
+    const std::vector<float> path = Quadrature(*per_path, x, rows, false, &pool);
+    const std::vector<float> ref = ReferenceExplanation(**f, x, false, &pool, 0, 0, rows);
+    const std::vector<double> margins = Margins(**f, ref, rows);
+    const Compared vs_path = Compare(**f, got, path, margins, rows, false);
+    EXPECT_LE(vs_path.max_error, 1e-7) << "tree program vs per path " << vs_path.ToString();
+    const Compared vs_ref = Compare(**f, got, ref, margins, rows, false);
+    EXPECT_LE(vs_ref.max_error, kTolerance) << "tree program vs reference " << vs_ref.ToString();
+    const int64_t width = ExplainWidth(**f, false);
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> one(x.begin() + r * (*f)->num_features,
+                                   x.begin() + (r + 1) * (*f)->num_features);
+      const std::vector<float> alone = Quadrature(*model, one, 1, false, nullptr);
+      ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + r * width, width * sizeof(float)))
+          << "row " << r << " alone differs from the same row in a block";
+    }
+  }
 }
 
 // One caterpillar tree of `depth` distinct features: at every level one child is a leaf and the

@@ -1,0 +1,373 @@
+// Quadrature SHAP values by one recursion per tree: program building and the CPU kernel.
+// See core/explain/quadrature_tree.h for the contract and docs/quadrature.md for the derivation.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/explain/quadrature.h"
+#include "core/explain/quadrature_tree.h"
+#include "core/model/decision.h"
+
+// The kernel is compiled for AVX-512 and AVX2 + FMA besides the baseline, picked at run time
+// (GCC function multi-versioning): its lane loops vectorize across rows.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define GROVE_KERNEL_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GROVE_KERNEL_CLONES
+#endif
+#if defined(__GNUC__)
+// Lane vectors are only passed between always-inlined functions of this file: no ABI crosses.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define GROVE_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define GROVE_ALWAYS_INLINE inline
+#endif
+
+namespace grove {
+namespace {
+
+// Rows explained side by side, one SIMD lane each: 8 doubles are one AVX-512 register, two AVX2
+// ones, four SSE2 ones (the compiler splits the vector type as the target needs).
+constexpr int kLanes = 8;
+using Lanes = double __attribute__((vector_size(kLanes * sizeof(double))));
+using FloatLanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+static_assert(sizeof(Lanes) == kLanes * sizeof(double), "one double per lane");
+// Blocks of kLanes rows that run through one tree before the next tree: the tree's program
+// stays in L1 / L2 across them.
+constexpr int kBlocksPerChunk = 8;
+
+inline double Fraction(double child_cover, double node_cover) {
+  return node_cover > 0 ? child_cover / node_cover : 0.0;
+}
+
+GROVE_ALWAYS_INLINE Lanes Splat(double x) { return Lanes{} + x; }
+
+// Per-thread stack of the recursion for one block: per depth d (0 = root) and node t_k, the
+// top-down product A, the edge's ratio R, w_k T A and the bottom-up sum B; per depth the row's O
+// (1 at the root: "no split on the feature yet") and the edge's output column.
+struct Stack {
+  Lanes* a;
+  Lanes* r;
+  Lanes* ta;
+  Lanes* b;
+  Lanes* o;
+  int32_t* column;
+};
+
+// The decision of every split of `tree` for the block's rows: 1.0 (left) or 0.0 per lane.
+GROVE_ALWAYS_INLINE void Decide(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
+                                const FloatLanes* columns, const uint32_t* category_bits,
+                                Lanes* decisions) {
+  const Lanes one = Splat(1.0), zero = Splat(0.0);
+  for (uint32_t s = tree.split_begin; s < tree.split_end; ++s) {
+    const QuadratureTreeSplit& split = p.splits[s];
+    const FloatLanes xf = columns[split.feature];
+    Lanes& out = decisions[s - tree.split_begin];
+    if (split.simple) {
+      // float x < float threshold exactly when their (exact) double conversions compare so.
+      const Lanes x = __builtin_convertvector(xf, Lanes);
+      const Lanes nan_side = (split.flags & decision_bits::kDefaultLeft) ? one : zero;
+      out = x < static_cast<double>(split.threshold) ? one : (x != x ? nan_side : zero);
+    } else {
+      for (int l = 0; l < kLanes; ++l) {
+        out[l] = GoesLeft(split.flags, split.threshold, split.payload, split.aux, category_bits,
+                          xf[l])
+                     ? 1.0
+                     : 0.0;
+      }
+    }
+  }
+}
+
+// Closes the internal node at depth `d`: its edge's contribution sum_k w_k T A B goes to its
+// column, and R B to its parent's B.
+template <int Q>
+GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, Lanes* acc, int64_t acc_stride) {
+  const int qs = Q > 0 ? Q : q;
+  Lanes sum = Splat(0.0);
+  const int64_t at = static_cast<int64_t>(d) * qs;
+  for (int k = 0; k < qs; ++k) {
+    const Lanes b = s.b[at + k];
+    sum += s.ta[at + k] * b;
+    s.b[at - qs + k] += s.r[at + k] * b;
+  }
+  acc[s.column[d] * acc_stride] += sum;
+}
+
+// One tree for one block of kLanes rows (`columns`: one FloatLanes per feature); contributions
+// are added to acc[column * acc_stride]. Q > 0: compile-time point count; 0: tree.q at run time.
+// Selections between the precomputed constants are by the row's O in {0, 1}: exact.
+template <int Q>
+GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
+                                  const FloatLanes* columns, const uint32_t* category_bits,
+                                  Lanes* decisions, const Stack& s, Lanes* acc,
+                                  int64_t acc_stride) {
+  const int q = Q > 0 ? Q : tree.q;
+  const int64_t stride = 1 + 4 * static_cast<int64_t>(q);
+  Decide(p, tree, columns, category_bits, decisions);
+  const Lanes one = Splat(1.0), zero = Splat(0.0);
+  s.o[0] = one;
+  for (int k = 0; k < q; ++k) s.a[k] = one;
+  const double* constants = p.constants.data() + tree.constant_begin;
+  for (uint32_t i = tree.edge_begin; i < tree.edge_end; ++i) {
+    const QuadratureTreeEdge& e = p.edges[i];
+    const double* c = constants + (i - tree.edge_begin) * stride;
+    const double* r11 = c + 1;
+    const double* r10 = c + 1 + q;
+    const double* t11 = c + 1 + 2 * q;
+    const double* t10 = c + 1 + 3 * q;
+    const Lanes r00 = Splat(c[0]);
+    const int d = e.depth;
+    const Lanes dec = decisions[e.split];
+    // The row's O for this feature before and after the edge, in {0, 1}.
+    const Lanes o_before = s.o[e.prev_depth];
+    const Lanes o_after = o_before * (e.left ? dec : one - dec);
+    const Lanes* a_parent = s.a + static_cast<int64_t>(d - 1) * q;
+    Lanes* b_parent = s.b + static_cast<int64_t>(d - 1) * q;
+    if (e.leaf) {
+      const double v = e.value;
+      Lanes sum = zero;
+      for (int k = 0; k < q; ++k) {
+        const Lanes ratio = o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
+        const Lanes t = o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
+        sum += t * (a_parent[k] * ratio);
+        b_parent[k] += v * ratio;
+      }
+      acc[e.column * acc_stride] += v * sum;
+      for (int closed = 0; closed < e.pops; ++closed) {
+        Close<Q>(d - 1 - closed, q, s, acc, acc_stride);
+      }
+      continue;
+    }
+    const int64_t at = static_cast<int64_t>(d) * q;
+    for (int k = 0; k < q; ++k) {
+      const Lanes ratio = o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
+      const Lanes t = o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
+      const Lanes a = a_parent[k] * ratio;
+      s.a[at + k] = a;
+      s.r[at + k] = ratio;
+      s.ta[at + k] = t * a;
+      s.b[at + k] = zero;
+    }
+    s.o[d] = o_after;
+    s.column[d] = e.column;
+  }
+}
+
+// Dispatch on the tree's point count: depth-8 trees need at most 4 points, depth-16 at most 8.
+GROVE_KERNEL_CLONES
+void RunTree(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
+             const FloatLanes* columns, const uint32_t* category_bits, Lanes* decisions,
+             const Stack& s, Lanes* acc, int64_t acc_stride) {
+  switch (tree.q) {
+    case 1: RunTreeQ<1>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 2: RunTreeQ<2>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 3: RunTreeQ<3>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 4: RunTreeQ<4>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 5: RunTreeQ<5>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 6: RunTreeQ<6>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 7: RunTreeQ<7>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 8: RunTreeQ<8>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    default: RunTreeQ<0>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+  }
+}
+
+}  // namespace
+
+int64_t QuadratureTreeProgram::Bytes() const {
+  return static_cast<int64_t>(trees.size() * sizeof(QuadratureTreeInfo) +
+                              edges.size() * sizeof(QuadratureTreeEdge) +
+                              splits.size() * sizeof(QuadratureTreeSplit) +
+                              constants.size() * sizeof(double) + served.size());
+}
+
+QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
+  auto program = std::make_shared<QuadratureTreeProgram>();
+  program->num_features = forest.num_features;
+  program->num_outputs = forest.num_outputs;
+  program->served.assign(forest.trees.size(), 0);
+  std::map<int, GaussLegendreRule> rules;
+  const int64_t f1 = forest.num_features + 1;
+  // Per node of the current tree: parent, depth, merged zero fraction of the edge into it, unique
+  // features from the root, and the depth of the previous edge on the same feature.
+  std::vector<int32_t> parent, order;
+  std::vector<int> depth, unique, prev_depth, prev_node;
+  std::vector<double> merged;
+  std::vector<int32_t> stack;
+  for (int t = 0; t < static_cast<int>(forest.trees.size()); ++t) {
+    const Tree& tree = forest.trees[t];
+    const Node* nodes = forest.TreeNodes(t);
+    if (tree.leaf_width != 1 || nodes[0].is_leaf()) continue;
+    const int n = static_cast<int>(tree.num_nodes);
+    parent.assign(n, -1);
+    depth.assign(n, 0);
+    unique.assign(n, 0);
+    prev_depth.assign(n, 0);
+    prev_node.assign(n, -1);
+    merged.assign(n, 1.0);
+    order.clear();
+    // Preorder, left child first.
+    stack.assign(1, 0);
+    while (!stack.empty()) {
+      const int32_t i = stack.back();
+      stack.pop_back();
+      order.push_back(i);
+      const Node& node = nodes[i];
+      if (node.is_leaf()) continue;
+      for (int32_t child : {node.right, node.left}) {
+        parent[child] = i;
+        depth[child] = depth[i] + 1;
+        stack.push_back(child);
+      }
+    }
+    QuadratureTreeInfo info;
+    info.tree = t;
+    info.iteration = tree.iteration;
+    info.edge_begin = static_cast<uint32_t>(program->edges.size());
+    info.split_begin = static_cast<uint32_t>(program->splits.size());
+    std::vector<int32_t> split_slot(n, -1);
+    int max_unique = 0;
+    for (int32_t i : order) {
+      const Node& node = nodes[i];
+      if (!node.is_leaf()) {
+        split_slot[i] = static_cast<int32_t>(program->splits.size()) - info.split_begin;
+        QuadratureTreeSplit split;
+        split.feature = node.feature;
+        split.threshold = node.threshold;
+        split.payload = node.payload;
+        split.aux = node.aux;
+        split.flags = node.flags;
+        split.simple = !(node.flags & (decision_bits::kCategorical | decision_bits::kMissingZero |
+                                       decision_bits::kNanAsZero));
+        program->splits.push_back(split);
+      }
+      if (i == 0) continue;
+      const int32_t p = parent[i];
+      const int32_t feature = nodes[p].feature;
+      // The nearest ancestor edge on the same feature: an edge (x -> y) above p with x on it.
+      int32_t y = p;
+      while (y != 0 && nodes[parent[y]].feature != feature) y = parent[y];
+      const bool first = y == 0;
+      const double fraction = Fraction(node.cover, nodes[p].cover);
+      merged[i] = (first ? 1.0 : merged[y]) * fraction;
+      prev_depth[i] = first ? 0 : depth[y];
+      prev_node[i] = first ? -1 : y;
+      unique[i] = unique[p] + (first ? 1 : 0);
+      if (node.is_leaf()) max_unique = std::max(max_unique, unique[i]);
+    }
+    info.q = QuadraturePoints(max_unique);
+    info.constant_begin = program->constants.size();
+    auto rule_it = rules.find(info.q);
+    if (rule_it == rules.end()) rule_it = rules.emplace(info.q, GaussLegendre01(info.q)).first;
+    const GaussLegendreRule& rule = rule_it->second;
+    const int q = info.q;
+    for (size_t pos = 1; pos < order.size(); ++pos) {
+      const int32_t i = order[pos];
+      const Node& node = nodes[i];
+      const int32_t p = parent[i];
+      QuadratureTreeEdge e;
+      e.column = static_cast<int32_t>(tree.group * f1 + nodes[p].feature);
+      e.split = static_cast<uint32_t>(split_slot[p]);
+      e.depth = static_cast<uint16_t>(depth[i]);
+      e.prev_depth = static_cast<uint16_t>(prev_depth[i]);
+      e.left = nodes[p].left == i ? 1 : 0;
+      e.leaf = node.is_leaf() ? 1 : 0;
+      if (e.leaf) {
+        e.value = tree.weight * forest.leaf_values[node.payload];
+        const int next_depth = pos + 1 < order.size() ? depth[order[pos + 1]] : 1;
+        e.pops = static_cast<uint16_t>(depth[i] - next_depth);
+      }
+      info.depth = std::max(info.depth, depth[i]);
+      program->edges.push_back(e);
+      // G1 = Z (1 - t) + t and D1 = (1 - Z) / G1 for O = 1; G0 = Z (1 - t) and D0 = -1 / (1 - t)
+      // for O = 0 (for every Z: when Z = 0 the edge's factor is 0 and so is every product that
+      // D0 multiplies). Before the first split on a feature, G = 1 and D = 0 (Z = 1, O = 1).
+      const double z = merged[i];
+      const double z_before = prev_node[i] < 0 ? 1.0 : merged[prev_node[i]];
+      const size_t base = program->constants.size();
+      program->constants.resize(base + 1 + 4 * q);
+      double* c = program->constants.data() + base;
+      c[0] = Fraction(node.cover, nodes[p].cover);
+      for (int k = 0; k < q; ++k) {
+        const double tk = rule.nodes[k], wk = rule.weights[k];
+        const double g1 = z * (1.0 - tk) + tk;
+        const double g0 = z * (1.0 - tk);
+        const double g1_before = prev_node[i] < 0 ? 1.0 : z_before * (1.0 - tk) + tk;
+        const double d1 = (1.0 - z) / g1;
+        const double d0 = -1.0 / (1.0 - tk);
+        const double d1_before = prev_node[i] < 0 ? 0.0 : (1.0 - z_before) / g1_before;
+        c[1 + k] = g1 / g1_before;
+        c[1 + q + k] = g0 / g1_before;
+        c[1 + 2 * q + k] = wk * (d1 - d1_before);
+        c[1 + 3 * q + k] = wk * (d0 - d1_before);
+      }
+    }
+    info.edge_end = static_cast<uint32_t>(program->edges.size());
+    info.split_end = static_cast<uint32_t>(program->splits.size());
+    program->max_depth = std::max(program->max_depth, info.depth);
+    program->max_q = std::max(program->max_q, q);
+    program->max_splits =
+        std::max(program->max_splits, static_cast<int>(info.split_end - info.split_begin));
+    program->trees.push_back(info);
+    program->served[t] = 1;
+  }
+  return program;
+}
+
+int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program) {
+  return kLanes * kBlocksPerChunk;
+}
+
+void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* category_bits,
+                           RowsView rows, int iteration_begin, int iteration_end,
+                           QuadratureTreeScratch* scratch, double* acc) {
+  const int64_t n = rows.rows;
+  if (n <= 0 || p.trees.empty()) return;
+  const int64_t features = std::max(p.num_features, 1);
+  const int64_t width = static_cast<int64_t>(p.num_outputs) * (p.num_features + 1);
+  const int64_t blocks = (n + kLanes - 1) / kLanes;
+  // The scratch vectors hold doubles and floats; the kernel reads them as aligned lane vectors.
+  auto lanes = [](std::vector<double>* v, int64_t count) {
+    v->resize(static_cast<size_t>((count + 1) * kLanes));
+    const uintptr_t at = reinterpret_cast<uintptr_t>(v->data());
+    return reinterpret_cast<Lanes*>((at + sizeof(Lanes) - 1) / sizeof(Lanes) * sizeof(Lanes));
+  };
+  // Rows as [block][feature] lanes; lanes past the last row repeat it (their results are dropped).
+  scratch->columns.resize(static_cast<size_t>((blocks * features + 1) * kLanes));
+  FloatLanes* columns = reinterpret_cast<FloatLanes*>(
+      (reinterpret_cast<uintptr_t>(scratch->columns.data()) + sizeof(FloatLanes) - 1) /
+      sizeof(FloatLanes) * sizeof(FloatLanes));
+  for (int64_t b = 0; b < blocks; ++b) {
+    FloatLanes* block = columns + b * features;
+    for (int l = 0; l < kLanes; ++l) {
+      const float* x = rows.Row(std::min(b * kLanes + l, n - 1));
+      for (int64_t f = 0; f < p.num_features; ++f) block[f][l] = x[f];
+    }
+  }
+  // Accumulators as [column][block] lanes.
+  Lanes* acc_t = lanes(&scratch->accumulators, width * blocks);
+  std::fill(acc_t, acc_t + width * blocks, Splat(0.0));
+  const int64_t depths = p.max_depth + 1;
+  const int64_t slab = depths * std::max(p.max_q, 1);
+  Lanes* base = lanes(&scratch->stack, 4 * slab + depths);
+  scratch->edge_columns.resize(static_cast<size_t>(depths));
+  const Stack s{base, base + slab, base + 2 * slab, base + 3 * slab, base + 4 * slab,
+                scratch->edge_columns.data()};
+  Lanes* decisions = lanes(&scratch->decisions, std::max(p.max_splits, 1));
+  for (const QuadratureTreeInfo& tree : p.trees) {
+    if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
+    for (int64_t b = 0; b < blocks; ++b) {
+      RunTree(p, tree, columns + b * features, category_bits, decisions, s, acc_t + b, blocks);
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    double* out = acc + r * width;
+    const int64_t b = r / kLanes;
+    const int l = static_cast<int>(r % kLanes);
+    for (int64_t c = 0; c < width; ++c) out[c] += acc_t[c * blocks + b][l];
+  }
+}
+
+}  // namespace grove
