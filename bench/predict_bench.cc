@@ -3,7 +3,7 @@
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
-//                       [--block-rows N]
+//                       [--block-rows N] [--walk auto|scalar|simd]
 //                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
@@ -68,6 +68,7 @@ struct Flags {
   // paired layout, 0 = off.
   TahoeEngineOptions::Lanes lanes = TahoeEngineOptions::Lanes::kAuto;
   int block_rows = 0;  // cpu mode: the CPU engine's rows per block (0: its default)
+  cpu::CpuForestOptions::Walk walk = cpu::CpuForestOptions::Walk::kAuto;  // cpu mode
   // Row chunk's level layout (TahoeEngineOptions::level_walk): auto, 1 = on, 0 = off.
   TahoeEngineOptions::LevelWalk level_walk = TahoeEngineOptions::LevelWalk::kAuto;
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
@@ -127,14 +128,15 @@ int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base,
   const ForestPtr shared = std::make_shared<Forest>(f);
   cpu::CpuForestOptions co;
   co.block_rows = flags.block_rows;
+  co.walk = flags.walk;
   absl::StatusOr<cpu::CpuForestPtr> layout = cpu::CpuForest::Build(shared, co);
   if (!layout.ok()) {
     std::fprintf(stderr, "CPU engine: %s\n", layout.status().ToString().c_str());
     return 1;
   }
-  std::printf("# %s cpu engine layout %.1f MB, %d rows per block, %d threads\n",
+  std::printf("# %s cpu engine layout %.1f MB, %d rows per block, %s walk, %d threads\n",
               flags.name.c_str(), (*layout)->MemoryBytes() / 1e6, (*layout)->block_rows(),
-              pool->num_threads());
+              (*layout)->simd_walk() ? "avx512" : "scalar", pool->num_threads());
   std::printf("model | batch | strategy | e2e_ms | e2e_Mrows_s\n");
   for (int64_t n : flags.batches) {
     const std::vector<float> x = RepeatRows(base, base_rows, f.num_features, n);
@@ -441,6 +443,11 @@ int Main(int argc, char** argv) {
       flags.budget = std::atof(value().c_str());
     } else if (a == "--block-rows") {
       flags.block_rows = std::atoi(value().c_str());
+    } else if (a == "--walk") {
+      const std::string v = value();
+      flags.walk = v == "scalar" ? cpu::CpuForestOptions::Walk::kScalar
+                   : v == "simd" ? cpu::CpuForestOptions::Walk::kSimd
+                                 : cpu::CpuForestOptions::Walk::kAuto;
     } else if (a == "--warmup") {
       g_warmup = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--lanes") {
@@ -476,7 +483,7 @@ int Main(int argc, char** argv) {
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
-                 "[--block-rows n]\n");
+                 "[--block-rows n] [--walk auto|scalar|simd]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

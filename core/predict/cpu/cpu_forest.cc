@@ -1,12 +1,16 @@
 #include "core/predict/cpu/cpu_forest.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/model/typical_rows.h"
+#include "core/predict/cpu/cpu_infer.h"
+#include "core/predict/cpu/cpu_walk_simd.h"
 
 namespace grove::cpu {
 namespace {
@@ -21,7 +25,49 @@ bool NeedsGeneralDecision(const Node& n) {
   return (n.flags & (kNodeCategorical | kNodeMissingZero)) != 0;
 }
 
+// Seconds per call of the faster of a few single-threaded runs over `rows`, stopping after
+// about 30 ms.
+double TimeWalk(const CpuForest& cf, const std::vector<float>& rows, int64_t n) {
+  const Forest& f = cf.forest();
+  PredictOptions o;
+  o.kind = OutputKind::kMargin;
+  std::vector<float> out(n * f.num_outputs);
+  double best = 1e30;
+  const auto begin = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!Predict(cf, MakeRowsView(rows.data(), n, f.num_features), o,
+                 MakeMatrixView(out.data(), n, f.num_outputs), nullptr)
+             .ok()) {
+      return 1e30;
+    }
+    const auto end = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double>(end - start).count());
+    if (std::chrono::duration<double>(end - begin).count() > 0.03) break;
+  }
+  return best;
+}
+
+// Times both walks of `cf` on typical rows (a warm-up run each first) and says whether the
+// AVX-512 one is faster; leaves cf->simd_walk_ as it found it.
+bool SimdFasterOn(CpuForest* cf, bool* simd) {
+  const Forest& f = cf->forest();
+  const int64_t n = 2 * cf->block_rows();
+  const std::vector<float> rows = TypicalRows(f, n, /*seed=*/7, /*max_trees_per_row=*/64);
+  const bool saved = *simd;
+  double t[2];
+  for (int s = 0; s < 2; ++s) {
+    *simd = s == 1;
+    TimeWalk(*cf, rows, n);
+    t[s] = TimeWalk(*cf, rows, n);
+  }
+  *simd = saved;
+  return t[1] < t[0];
+}
+
 }  // namespace
+
+bool CpuForest::SimdIsFaster(CpuForest* cf) { return SimdFasterOn(cf, &cf->simd_walk_); }
 
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
@@ -36,6 +82,13 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
         absl::StrCat("block_rows must be in [0, 64] (0: the default); got ", options.block_rows));
   }
   const Forest& f = *forest;
+  for (const Tree& tree : f.trees) {
+    // Byte offsets within a tree are 32-bit.
+    if (tree.num_nodes >= (uint32_t{1} << 27)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the CPU engine takes trees of fewer than 2^27 nodes; a tree has ", tree.num_nodes));
+    }
+  }
   if (f.nodes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the CPU engine indexes nodes with 32 bits; the model has ", f.nodes.size()));
@@ -82,7 +135,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       if (node.is_leaf()) {
         dst.threshold = std::numeric_limits<float>::quiet_NaN();
         dst.feature = 0;
-        dst.left = p - 1;
+        dst.left = (p - 1) * static_cast<int32_t>(sizeof(CpuNode));
         dst.bits = kCpuLeaf;
         if (node.aux != 0) ct.scalar = false;  // a linear leaf: computed from the row
         if (ct.scalar) out->leaf_values_[abs] = tree.weight * f.leaf_values[node.payload];
@@ -90,9 +143,9 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       }
       dst.threshold = node.threshold;
       dst.feature = node.feature;
-      dst.left = position[node.left];
+      dst.left = position[node.left] * static_cast<int32_t>(sizeof(CpuNode));
       // Children are pushed together, so the right one follows the left one.
-      if (position[node.right] != dst.left + 1) {
+      if (position[node.right] != position[node.left] + 1) {
         return absl::InternalError(absl::StrCat("CpuForest: tree ", t, " node ", src_index,
                                                 ": children not adjacent after reordering"));
       }
@@ -105,6 +158,14 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     }
     out->iterations_[t] = tree.iteration;
     if (t > 0 && tree.iteration < out->iterations_[t - 1]) out->iterations_sorted_ = false;
+  }
+  const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
+  switch (options.walk) {
+    case CpuForestOptions::Walk::kScalar: break;
+    case CpuForestOptions::Walk::kSimd: out->simd_walk_ = simd_possible; break;
+    case CpuForestOptions::Walk::kAuto:
+      if (simd_possible) out->simd_walk_ = SimdIsFaster(out.get());
+      break;
   }
   return std::shared_ptr<const CpuForest>(std::move(out));
 }

@@ -33,6 +33,11 @@ struct CpuTree {
 struct CpuForestOptions {
   // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: DefaultBlockRows.
   int block_rows = 0;
+  // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
+  // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
+  // rows, timed at Build (tens of milliseconds for large models).
+  enum class Walk { kAuto, kScalar, kSimd };
+  Walk walk = Walk::kAuto;
 };
 
 // Rows per block for rows of `num_features` values: as many as keep a block's values within half
@@ -42,7 +47,8 @@ int DefaultBlockRows(int num_features);
 class CpuForest {
  public:
   // The layout of `forest` (validated by BuildForest). RESOURCE_EXHAUSTED when the forest has more
-  // than 2^31 nodes; INVALID_ARGUMENT for block_rows outside [0, 64].
+  // than 2^31 nodes; INVALID_ARGUMENT for block_rows outside [0, 64]. The AVX-512 walk needs
+  // fewer than 2^30 nodes (larger forests walk scalar).
   static absl::StatusOr<std::shared_ptr<const CpuForest>> Build(ForestPtr forest,
                                                                 const CpuForestOptions& options = {});
 
@@ -65,9 +71,13 @@ class CpuForest {
   int64_t MemoryBytes() const;
   // Rows per block of a batch (CpuForestOptions::block_rows, resolved).
   int block_rows() const { return block_rows_; }
+  // Whether groups without general splits take the AVX-512 walk (CpuForestOptions::walk,
+  // resolved).
+  bool simd_walk() const { return simd_walk_; }
 
  private:
   explicit CpuForest(ForestPtr forest) : forest_(std::move(forest)) {}
+  static bool SimdIsFaster(CpuForest* cf);
 
   ForestPtr forest_;
   std::vector<CpuNode> nodes_;
@@ -78,6 +88,7 @@ class CpuForest {
   std::vector<int32_t> tree_ids_;      // 0 .. num_trees - 1
   bool iterations_sorted_ = true;
   int block_rows_ = 64;
+  bool simd_walk_ = false;
 };
 
 using CpuForestPtr = std::shared_ptr<const CpuForest>;

@@ -6,6 +6,7 @@
 #include "core/common/thread_pool.h"
 #include "core/model/transform.h"
 #include "core/predict/cpu/cpu_walk.h"
+#include "core/predict/cpu/cpu_walk_simd.h"
 #include "core/predict/traverse.h"
 
 namespace grove::cpu {
@@ -68,7 +69,10 @@ void Walk(const CpuForest& cf, const int32_t* ids, int num_trees, const float* b
           int64_t stride, int rows, bool nan, int32_t* idx) {
   bool general = false;
   for (int j = 0; j < num_trees; ++j) general |= cf.trees()[ids[j]].general;
-  if (general) {
+  // The vector walk's row offsets are 32-bit.
+  if (!general && cf.simd_walk() && stride * rows < (int64_t{1} << 31)) {
+    WalkGroupSimd(cf, ids, num_trees, block, stride, rows, nan, idx);
+  } else if (general) {
     if (nan) {
       WalkGroup<true, true>(cf, ids, num_trees, block, stride, rows, idx);
     } else {

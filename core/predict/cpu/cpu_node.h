@@ -3,9 +3,10 @@
 //
 // Layout contract (built by CpuForest::Build, read by cpu_walk.h):
 //  * a tree's nodes are in breadth-first order and the two children of a split are adjacent: the
-//    left child at `left`, the right one at `left + 1` (indices relative to the tree's first node);
+//    left child at byte offset `left` from the tree's first node, the right one 16 bytes further
+//    (byte offsets, so that a step of the walk is an add, not a scaled index);
 //  * a leaf routes every row to itself: its threshold is NaN (`x < NaN` is false for every x, so
-//    the row "goes right"), its `left` is its own index - 1 and its NaN bit is clear. A walk can
+//    the row "goes right"), its `left` is its own offset - 16 and its NaN bit is clear. A walk can
 //    therefore run a fixed number of levels without asking whether it has reached a leaf;
 //  * `kCpuNanLeft` holds where a missing value goes, resolved at load: the default direction, or
 //    for LightGBM's missing type None (NaN compared as 0) the side 0.0f takes;
@@ -25,12 +26,13 @@ inline constexpr uint32_t kCpuLeaf = 1u << 2;     // a leaf (routes to itself)
 struct CpuNode {
   float threshold = 0;  // x < threshold goes left; NaN for a leaf
   int32_t feature = 0;  // split feature; 0 for a leaf (read, never decisive)
-  int32_t left = 0;     // left child; the right child is left + 1; a leaf's own index - 1
+  int32_t left = 0;     // left child's byte offset in the tree; the right child's is left + 16
   uint32_t bits = 0;    // kCpuNanLeft | kCpuGeneral | kCpuLeaf
 };
 static_assert(sizeof(CpuNode) == 16, "CpuNode must stay a quarter of a cache line");
+inline constexpr int kCpuNodeShift = 4;  // log2(sizeof(CpuNode))
 
-// The child offset (0 left, 1 right) for a row whose value is `x`, when no value of the block is
+// The child (0 left, 1 right) for a row whose value is `x`, when no value of the block is
 // missing: one compare.
 inline int32_t GoRightNoNan(const CpuNode& n, float x) { return !(x < n.threshold); }
 

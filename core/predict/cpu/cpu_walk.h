@@ -41,19 +41,21 @@ inline void WalkGroup(const CpuForest& cf, const int32_t* tree_ids, int num_tree
   int depth = 0;
   for (int j = 0; j < num_trees; ++j) depth = std::max(depth, trees[tree_ids[j]].depth);
   const int lanes = num_trees * num_rows;
+  // Byte offsets from each tree's first node while walking; node indices on return.
   for (int l = 0; l < lanes; ++l) idx[l] = 0;
   for (int d = 0; d < depth; ++d) {
     for (int j = 0; j < num_trees; ++j) {
       const uint32_t begin = trees[tree_ids[j]].node_begin;
-      const CpuNode* nodes = all + begin;
+      const char* nodes = reinterpret_cast<const char*>(all + begin);
       int32_t* at = idx + j * num_rows;
-      for (int r = 0; r < num_rows; ++r) {
-        const CpuNode& n = nodes[at[r]];
-        const float x = block[r * stride + n.feature];
+      const float* row = block;
+      for (int r = 0; r < num_rows; ++r, row += stride) {
+        const CpuNode& n = *reinterpret_cast<const CpuNode*>(nodes + at[r]);
+        const float x = row[n.feature];
         int32_t right;
         if constexpr (kGeneral) {
           if (n.bits & kCpuGeneral) {
-            const Node& o = cf.forest().nodes[cf.forest_node(begin + at[r])];
+            const Node& o = cf.forest().nodes[cf.forest_node(begin + (at[r] >> kCpuNodeShift))];
             right = !GoesLeft(o.flags, o.threshold, o.payload, o.aux,
                               cf.forest().category_bits.data(), x);
           } else {
@@ -62,19 +64,22 @@ inline void WalkGroup(const CpuForest& cf, const int32_t* tree_ids, int num_tree
         } else {
           right = kNan ? GoRight(n, x) : GoRightNoNan(n, x);
         }
-        at[r] = n.left + right;
+        at[r] = n.left + (right << kCpuNodeShift);
       }
     }
     if (depth > kCheckDepth && (d & 3) == 3) {
       bool done = true;
       for (int j = 0; j < num_trees && done; ++j) {
-        const CpuNode* nodes = all + trees[tree_ids[j]].node_begin;
+        const char* nodes = reinterpret_cast<const char*>(all + trees[tree_ids[j]].node_begin);
         const int32_t* at = idx + j * num_rows;
-        for (int r = 0; r < num_rows; ++r) done &= (nodes[at[r]].bits & kCpuLeaf) != 0;
+        for (int r = 0; r < num_rows; ++r) {
+          done &= (reinterpret_cast<const CpuNode*>(nodes + at[r])->bits & kCpuLeaf) != 0;
+        }
       }
       if (done) break;
     }
   }
+  for (int l = 0; l < lanes; ++l) idx[l] >>= kCpuNodeShift;
 }
 
 }  // namespace grove::cpu

@@ -5,6 +5,8 @@
 // order, and the library corpus; PredictRow likewise.
 #include "core/predict/cpu/cpu_infer.h"
 
+#include "core/predict/cpu/cpu_walk_simd.h"
+
 #include <string>
 #include <vector>
 
@@ -52,9 +54,7 @@ void ExpectSame(const std::vector<float>& got, const std::vector<float>& want, c
   }
 }
 
-void CheckForest(const ForestPtr& f, const std::string& name) {
-  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f);
-  ASSERT_TRUE(cf.ok()) << cf.status();
+void CheckLayout(const CpuForestPtr& cf, const ForestPtr& f, const std::string& name) {
   ThreadPool pool(2);
   for (int64_t n : {1, 3, 63, 64, 65, 200, 1000}) {
     for (double nan : {0.0, 0.1}) {
@@ -71,14 +71,39 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
                                    " range=[" + std::to_string(o.iteration_begin) + "," +
                                    std::to_string(o.iteration_end) + ")";
           const std::vector<float> want = ReferencePrediction(*f, x, o);
-          ExpectSame(Engine(**cf, x, o, &pool), want, what + " pool");
-          ExpectSame(Engine(**cf, x, o, nullptr), want, what + " inline");
-          if (n <= 65) ExpectSame(EngineRows(**cf, x, o), want, what + " rows");
+          ExpectSame(Engine(*cf, x, o, &pool), want, what + " pool");
+          ExpectSame(Engine(*cf, x, o, nullptr), want, what + " inline");
+          if (n <= 65) ExpectSame(EngineRows(*cf, x, o), want, what + " rows");
         }
       }
     }
   }
 }
+
+// Both walks (the AVX-512 one where the processor has it) and a small block size.
+std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
+  std::vector<std::pair<std::string, CpuForestOptions>> out;
+  CpuForestOptions o;
+  o.walk = CpuForestOptions::Walk::kScalar;
+  out.emplace_back("scalar", o);
+  if (HaveSimdWalk()) {
+    o.walk = CpuForestOptions::Walk::kSimd;
+    out.emplace_back("simd", o);
+    o.block_rows = 7;
+    out.emplace_back("simd-7", o);
+  }
+  return out;
+}
+
+void CheckForest(const ForestPtr& f, const std::string& name) {
+  for (const auto& [layout, options] : Layouts()) {
+    absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
+    ASSERT_TRUE(cf.ok()) << cf.status();
+    EXPECT_EQ((*cf)->simd_walk(), options.walk == CpuForestOptions::Walk::kSimd);
+    CheckLayout(*cf, f, name + " " + layout);
+  }
+}
+
 
 TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
   struct Case {
@@ -192,14 +217,17 @@ TEST(CpuInferTest, EveryCorpusModelMatchesTheReference) {
       SCOPED_TRACE(path);
       absl::StatusOr<ForestPtr> f = LoadModelFile(path);
       ASSERT_TRUE(f.ok()) << f.status();
-      absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(*f);
-      ASSERT_TRUE(cf.ok()) << cf.status();
       const std::vector<float> x = testing::GroveRows(*c, **f);
-      for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
-        const PredictOptions o = Kind(kind);
-        const std::vector<float> want = ReferencePrediction(**f, x, o);
-        ExpectSame(Engine(**cf, x, o, &pool), want, path + " " + OutputKindName(kind));
-        ExpectSame(EngineRows(**cf, x, o), want, path + " rows " + OutputKindName(kind));
+      for (const auto& [layout, options] : Layouts()) {
+        absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(*f, options);
+        ASSERT_TRUE(cf.ok()) << cf.status();
+        for (OutputKind kind : {OutputKind::kMargin, OutputKind::kPrediction, OutputKind::kLeaf}) {
+          const PredictOptions o = Kind(kind);
+          const std::vector<float> want = ReferencePrediction(**f, x, o);
+          const std::string what = path + " " + layout + " " + OutputKindName(kind);
+          ExpectSame(Engine(**cf, x, o, &pool), want, what);
+          ExpectSame(EngineRows(**cf, x, o), want, what + " rows");
+        }
       }
     }
   }

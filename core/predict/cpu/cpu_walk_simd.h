@@ -1,0 +1,22 @@
+// The CPU engine's walk with AVX-512 gathers: sixteen lanes of WalkGroup (cpu_walk.h) per vector,
+// for groups without general splits. The same decisions, so the same leaves; chosen per model at
+// load where it measures faster (CpuForest), since gathers are fast on some processors and slow on
+// others.
+#pragma once
+
+#include <cstdint>
+
+#include "core/predict/cpu/cpu_forest.h"
+
+namespace grove::cpu {
+
+// Whether this processor runs WalkGroupSimd (AVX-512F).
+bool HaveSimdWalk();
+
+// WalkGroup<kNan, false> with AVX-512: the same contract (lanes = num_trees * num_rows <=
+// kMaxLanes, idx[j * num_rows + r]); only for groups whose trees have no general split, and only
+// where HaveSimdWalk().
+void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, const float* block,
+                   int64_t stride, int num_rows, bool nan, int32_t* idx);
+
+}  // namespace grove::cpu
