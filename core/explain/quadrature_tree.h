@@ -71,7 +71,8 @@ struct QuadratureTreeProgram {
   std::vector<QuadratureTreeSplit> splits;
   // Per edge, 1 + 4 q doubles: r (the split's cover fraction: the ratio when O was 0 before the
   // edge), then per node t_k the ratio with O 1 -> 1 and 1 -> 0, then w_k T with O 1 -> 1 and
-  // 1 -> 0 (T is 0 when O was 0 before the edge).
+  // 1 -> 0 (T is 0 when O was 0 before the edge). Leaf edges hold v r, v R and v w_k T R (v: the
+  // leaf value), so that a leaf costs one multiply-add and one add per node t_k.
   std::vector<double> constants;
   std::vector<uint8_t> served;  // [forest tree]: 1 when the tree is in `trees`
   int num_features = 0;
