@@ -49,7 +49,7 @@ def parse_grove_shap(path):
     res = {}
     for line in read(path):
         f = fields(line)
-        m = re.fullmatch(r"cpu explain \((shap|interactions)\)", f[0])
+        m = re.fullmatch(r"cpu explain \((shap|interactions)(?:, [a-z_]+)?\)", f[0])
         if m and len(f) == 6:
             res[(m.group(1), int(f[2].split()[0]))] = float(f[5].split()[0])
     return res, "", {}

@@ -12,6 +12,8 @@ header, missing values written `nan`) for:
   prod-lgb5         LightGBM 5-class, 100 features, num_leaves 127, 300 rounds (1500 trees)
   prod-class10      XGBoost 10-class, 64 features, depth 10, 200 rounds (2000 trees)
   prod-lgb-binary   LightGBM binary, 50 features, num_leaves 255, 1000 rounds
+  prod-lgb-cat      LightGBM binary, 60 features of which 12 categorical (8 to 64 categories),
+                    num_leaves 127, 400 rounds
 
 The target mixes many features (sums of pairwise products and thresholds over a random subset), so
 the trees grow to their full depth / leaf count instead of stopping early on a simple signal. Seeded:
@@ -22,13 +24,15 @@ import os
 
 import numpy as np
 
-# name: (library, features, rounds, depth or num_leaves, classes, missing fraction)
+# name: (library, features, rounds, depth or num_leaves, classes, missing fraction[, categorical
+# features: the first ones, integer codes with an effect of their own per category])
 SPECS = {
     "prod-wide256": ("xgboost", 256, 600, 8, 2, 0.02),
     "prod-wide1024": ("xgboost", 1024, 1000, 6, 0, 0.20),
     "prod-lgb5": ("lightgbm", 100, 300, 127, 5, 0.05),
     "prod-class10": ("xgboost", 64, 200, 10, 10, 0.02),
     "prod-lgb-binary": ("lightgbm", 50, 1000, 255, 2, 0.05),
+    "prod-lgb-cat": ("lightgbm", 60, 400, 127, 2, 0.05, 12),
 }
 
 
@@ -54,11 +58,29 @@ def make_target(x, classes, rng):
     return y
 
 
+def add_categories(rng, x, cats):
+    """Turns the first `cats` columns into category codes (missing values kept) and returns the
+    target's part from them: an effect per category."""
+    effect = np.zeros(len(x))
+    for j in range(cats):
+        k = int(rng.integers(8, 65))
+        missing = np.isnan(x[:, j])
+        codes = rng.integers(0, k, size=len(x))
+        effect += rng.normal(size=k)[codes] * np.where(missing, 0.0, 1.0)
+        x[:, j] = np.where(missing, np.nan, codes).astype(np.float32)
+    return effect
+
+
 def train(name, spec, rows, out):
-    lib, features, rounds, size, classes, missing = spec
+    lib, features, rounds, size, classes, missing = spec[:6]
+    cats = spec[6] if len(spec) > 6 else 0
     rng = np.random.default_rng(sum(map(ord, name)))  # stable across runs, unlike hash()
     x = make_rows(rng, rows, features, missing)
-    y = make_target(x, classes, rng)
+    effect = add_categories(rng, x, cats)
+    y = make_target(x[:, cats:], 0, rng) + effect
+    if classes:
+        edges = np.quantile(y, np.linspace(0, 1, classes + 1)[1:-1])
+        y = np.digitize(y, edges)
     if lib == "xgboost":
         import xgboost as xgb
 
@@ -83,7 +105,8 @@ def train(name, spec, rows, out):
             params.update(objective="multiclass", num_class=classes)
         else:
             params.update(objective="binary")
-        booster = lgb.train(params, lgb.Dataset(x, label=y), rounds)
+        data = lgb.Dataset(x, label=y, categorical_feature=list(range(cats)) or "auto")
+        booster = lgb.train(params, data, rounds)
         path = os.path.join(out, name + ".txt")
         booster.save_model(path)
     np.savetxt(os.path.join(out, name + ".csv"), x[:2000], fmt="%.9g", delimiter=",")

@@ -80,6 +80,25 @@ def test_float32_is_not_copied(models):
     assert model.rows(np.nan_to_num(x).astype(np.int64)).values.dtype == np.float64
 
 
+@pytest.mark.parametrize("name", ["xgb_binary", "xgb_multi"])
+def test_predict_row_matches_predict(models, name):
+    path, x = models[name]
+    model = groveml.Model(path, device="cpu")
+    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    for kind in ("prediction", "margin", "leaf"):
+        want = model.predict_matrix(model.rows(x32), kind)
+        out = np.empty(want.shape[1], np.float32)
+        for r in range(len(x32)):
+            assert model.predict_row(x32[r], kind, out=out) is out
+            assert_bitwise(out, want[r], f"{name} {kind} row {r}")
+        # Another dtype is converted; the result is the same.
+        assert_bitwise(model.predict_row(x[0].tolist(), kind), want[0], f"{name} {kind} list")
+    with pytest.raises(ValueError, match="features"):
+        model.predict_row(x32[0, :-1])
+    with pytest.raises(ValueError, match="out has"):
+        model.predict_row(x32[0], out=np.empty(7, np.float32))
+
+
 def test_interventional_matches_cli(cli, models, tmp_path):
     path, x = models["xgb_binary"]
     model = groveml.Model(path)
