@@ -41,7 +41,8 @@ struct CpuForestOptions {
 };
 
 // Rows per block for rows of `num_features` values: as many as keep a block's values within half
-// of a 48 KiB L1 data cache (the walk gathers from them at random), from 16 to 64.
+// of a 48 KiB L1 data cache (the walk gathers from them at random), a multiple of 16 from 16 to
+// 64.
 int DefaultBlockRows(int num_features);
 
 class CpuForest {
@@ -59,6 +60,7 @@ class CpuForest {
   int32_t num_trees() const { return static_cast<int32_t>(trees_.size()); }
   // Tree weight x leaf value of a scalar tree's leaf at CpuForest node `i` (absolute index).
   double leaf_value(int64_t i) const { return leaf_values_[i]; }
+  const double* leaf_values() const { return leaf_values_.data(); }
   // Absolute index in Forest::nodes of CpuForest node `i`.
   int32_t forest_node(int64_t i) const { return forest_nodes_[i]; }
   // True when tree t's iteration is never below tree t - 1's, so that a range of boosting rounds

@@ -85,23 +85,33 @@ void Walk(const CpuForest& cf, const int32_t* ids, int num_trees, const float* b
   }
 }
 
-// Vector and linear leaves: the reference's LeafValue on the Forest's node.
+// Vector and linear leaves: the reference's LeafValue on the Forest's node. margin[k * stride] is
+// the row's output k.
 void AddLeafValues(const Call& c, int32_t tree_id, int64_t cpu_node, const float* row,
-                   double* margin) {
+                   double* margin, int stride) {
   const Forest& f = c.cf->forest();
   const Tree& tree = f.trees[tree_id];
   const Node& leaf = f.nodes[c.cf->forest_node(cpu_node)];
   if (tree.leaf_width == 1) {
-    margin[tree.group] += tree.weight * LeafValue(c.view, leaf, 0, row);
+    margin[tree.group * stride] += tree.weight * LeafValue(c.view, leaf, 0, row);
     return;
   }
   for (int k = 0; k < tree.leaf_width; ++k) {
-    margin[k] += tree.weight * LeafValue(c.view, leaf, k, row);
+    margin[k * stride] += tree.weight * LeafValue(c.view, leaf, k, row);
   }
 }
 
-// Rows [row0, row0 + rows) of `in` (rows <= kMaxBlockRows) into `out`; `margins` holds
-// rows x num_outputs doubles.
+// The trees from t0 on that the fused vector walk takes (scalar leaves, no general split).
+int32_t FusedRun(const Call& c, int32_t t0) {
+  const CpuTree* trees = c.cf->trees();
+  int32_t t1 = t0;
+  while (t1 < c.num_trees && trees[c.tree_ids[t1]].scalar && !trees[c.tree_ids[t1]].general) ++t1;
+  return t1;
+}
+
+// Rows [row0, row0 + rows) of `in` (rows <= kMaxBlockRows) into `out`. `margins` holds
+// (rows + 1) x num_outputs doubles: output k of row r at k * rows + r (a column per output, so
+// that the vector walk adds a tree's leaves for sixteen rows at once), then one row's scratch.
 void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<float> out,
               double* margins) {
   const CpuForest& cf = *c.cf;
@@ -111,13 +121,20 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   const bool nan = BlockHasNan(block, in.stride, rows, in.cols);
   const int group = GroupTrees(rows);
   const int k_out = c.num_outputs;
+  const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % 16 == 0 &&
+                     in.stride * rows < (int64_t{1} << 31);
   int32_t idx[kMaxLanes];
   if (c.kind != OutputKind::kLeaf) {
-    for (int r = 0; r < rows; ++r) {
-      for (int k = 0; k < k_out; ++k) margins[r * k_out + k] = f.base_margin[k];
-    }
+    for (int k = 0; k < k_out; ++k) std::fill_n(margins + k * rows, rows, f.base_margin[k]);
   }
-  for (int32_t t0 = 0; t0 < c.num_trees; t0 += group) {
+  for (int32_t t0 = 0; t0 < c.num_trees;) {
+    if (fused) {
+      if (const int32_t t1 = FusedRun(c, t0); t1 > t0) {
+        WalkAndAddSimd(cf, c.tree_ids + t0, t1 - t0, block, in.stride, rows, nan, margins);
+        t0 = t1;
+        continue;
+      }
+    }
     const int nt = std::min<int32_t>(group, c.num_trees - t0);
     const int32_t* ids = c.tree_ids + t0;
     Walk(cf, ids, nt, block, in.stride, rows, nan, idx);
@@ -129,25 +146,32 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
           o[t0 + j] = static_cast<float>(f.nodes[cf.forest_node(leaf)].leaf_id);
         }
       }
+      t0 += nt;
       continue;
     }
     // Per row, trees in model order: the reference's sum, bit for bit.
     for (int r = 0; r < rows; ++r) {
-      double* m = margins + r * k_out;
+      double* m = margins + r;
       for (int j = 0; j < nt; ++j) {
         const CpuTree& tree = trees[ids[j]];
         const int64_t leaf = tree.node_begin + idx[j * rows + r];
         if (tree.scalar) {
-          m[tree.group] += cf.leaf_value(leaf);
+          m[tree.group * rows] += cf.leaf_value(leaf);
         } else {
-          AddLeafValues(c, ids[j], leaf, in.Row(row0 + r), m);
+          AddLeafValues(c, ids[j], leaf, in.Row(row0 + r), m, rows);
         }
       }
     }
+    t0 += nt;
   }
   if (c.kind == OutputKind::kLeaf) return;
+  double* scratch = margins + static_cast<int64_t>(rows) * k_out;
   for (int r = 0; r < rows; ++r) {
-    const double* m = margins + r * k_out;
+    const double* m = margins + r;
+    if (rows > 1) {
+      for (int k = 0; k < k_out; ++k) scratch[k] = margins[k * rows + r];
+      m = scratch;
+    }
     float* o = out.Row(row0 + r);
     if (c.kind == OutputKind::kMargin) {
       for (int k = 0; k < k_out; ++k) o[k] = static_cast<float>(m[k]);
@@ -167,7 +191,7 @@ absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOption
   if (rows.rows == 0) return absl::OkStatus();
   const int block_rows = forest.block_rows();
   ParallelFor(pool, rows.rows, kPredictGrain, [&](int64_t begin, int64_t end) {
-    std::vector<double> margins(static_cast<size_t>(block_rows) * c.num_outputs);
+    std::vector<double> margins(static_cast<size_t>(block_rows + 1) * c.num_outputs);
     for (int64_t r = begin; r < end; r += block_rows) {
       const int n = static_cast<int>(std::min<int64_t>(block_rows, end - r));
       RunBlock(c, rows, r, n, out, margins.data());
@@ -186,10 +210,10 @@ absl::Status PredictRow(const CpuForest& forest, const float* row, const Predict
   Call c;
   if (absl::Status s = PrepareCall(forest, in, options, o, &storage, &c); !s.ok()) return s;
   if (c.num_outputs <= kRowStackOutputs) {
-    double margins[kRowStackOutputs];
+    double margins[2 * kRowStackOutputs];
     RunBlock(c, in, 0, 1, o, margins);
   } else {
-    std::vector<double> margins(c.num_outputs);
+    std::vector<double> margins(2 * c.num_outputs);
     RunBlock(c, in, 0, 1, o, margins.data());
   }
   return absl::OkStatus();

@@ -12,56 +12,115 @@ namespace {
 constexpr int kWidth = 16;
 constexpr int kMaxVectors = kMaxLanes / kWidth;
 
-// Only intrinsics inside: an inline function of another header compiled here with AVX-512 could
-// be the copy the linker keeps for the whole program.
+// Only intrinsics inside these functions: an inline function of another header compiled here
+// with AVX-512 could be the copy the linker keeps for the whole program.
+
+// The node fields the walk gathers, addressed in 8-byte units from the first node (a node is two
+// units), so up to 2^30 nodes.
+struct Fields {
+  const int* feature;
+  const float* threshold;
+  const int* left;
+  const int* bits;
+};
+
+Fields FieldsOf(const CpuNode* all) {
+  return {reinterpret_cast<const int*>(&all->feature), &all->threshold,
+          reinterpret_cast<const int*>(&all->left), reinterpret_cast<const int*>(&all->bits)};
+}
+
+// One level for sixteen lanes: `base` the lanes' trees' first nodes (8-byte units), `row` their
+// rows' offsets in the block (floats), `at` their byte offsets in their trees (CpuNode::left).
+__attribute__((target("avx512f"))) inline __m512i Step512(const Fields& n, __m512i base,
+                                                          __m512i row, __m512i at,
+                                                          const float* block, bool nan) {
+  const __m512i unit = _mm512_add_epi32(base, _mm512_srli_epi32(at, 3));
+  const __m512i f = _mm512_i32gather_epi32(unit, n.feature, 8);
+  const __m512 t = _mm512_i32gather_ps(unit, n.threshold, 8);
+  const __m512i l = _mm512_i32gather_epi32(unit, n.left, 8);
+  const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row, f), block, 4);
+  __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
+  if (nan) {
+    const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    if (missing) {
+      const __m512i b =
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), missing, unit, n.bits, 8);
+      go_left |= _mm512_mask_test_epi32_mask(missing, b,
+                                             _mm512_set1_epi32(static_cast<int>(kCpuNanLeft)));
+    }
+  }
+  return _mm512_mask_mov_epi32(
+      _mm512_add_epi32(l, _mm512_set1_epi32(static_cast<int>(sizeof(CpuNode)))), go_left, l);
+}
+
+// Whether every lane of at[0, vectors) is at a leaf.
+__attribute__((target("avx512f"))) inline bool AllLeaves512(const Fields& n, const __m512i* base,
+                                                            const __m512i* at, int vectors) {
+  for (int v = 0; v < vectors; ++v) {
+    const __m512i unit = _mm512_add_epi32(base[v], _mm512_srli_epi32(at[v], 3));
+    const __m512i b = _mm512_i32gather_epi32(unit, n.bits, 8);
+    if (_mm512_test_epi32_mask(b, _mm512_set1_epi32(static_cast<int>(kCpuLeaf))) != 0xFFFF) {
+      return false;
+    }
+  }
+  return true;
+}
+
 __attribute__((target("avx512f"))) void Walk512(const CpuNode* all, const int32_t* lane_node,
                                                 const int32_t* lane_row, int vectors, int depth,
                                                 bool check_leaves, const float* block, bool nan,
                                                 int32_t* at_out) {
-  // Gather indices count 8-byte units from the first node (a node is two): up to 2^30 nodes.
-  const int* feature = reinterpret_cast<const int*>(&all->feature);
-  const float* threshold = &all->threshold;
-  const int* left = reinterpret_cast<const int*>(&all->left);
-  const int* bits = reinterpret_cast<const int*>(&all->bits);
-  const __m512i step = _mm512_set1_epi32(static_cast<int>(sizeof(CpuNode)));
-  const __m512i nan_left = _mm512_set1_epi32(static_cast<int>(kCpuNanLeft));
-  const __m512i leaf = _mm512_set1_epi32(static_cast<int>(kCpuLeaf));
+  const Fields n = FieldsOf(all);
   __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
   for (int v = 0; v < vectors; ++v) {
     base[v] = _mm512_loadu_si512(lane_node + v * kWidth);
     row[v] = _mm512_loadu_si512(lane_row + v * kWidth);
     at[v] = _mm512_setzero_si512();
   }
-  // base: the tree's first node in 8-byte units; at: byte offsets in the tree (CpuNode::left).
   for (int d = 0; d < depth; ++d) {
-    for (int v = 0; v < vectors; ++v) {
-      const __m512i unit = _mm512_add_epi32(base[v], _mm512_srli_epi32(at[v], 3));
-      const __m512i f = _mm512_i32gather_epi32(unit, feature, 8);
-      const __m512 t = _mm512_i32gather_ps(unit, threshold, 8);
-      const __m512i l = _mm512_i32gather_epi32(unit, left, 8);
-      const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row[v], f), block, 4);
-      __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
-      if (nan) {
-        const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-        if (missing) {
-          const __m512i b = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), missing, unit, bits, 8);
-          go_left |= _mm512_mask_test_epi32_mask(missing, b, nan_left);
-        }
-      }
-      at[v] = _mm512_mask_mov_epi32(_mm512_add_epi32(l, step), go_left, l);
-    }
-    if (check_leaves && (d & 3) == 3) {
-      bool done = true;
-      for (int v = 0; v < vectors && done; ++v) {
-        const __m512i unit = _mm512_add_epi32(base[v], _mm512_srli_epi32(at[v], 3));
-        const __m512i b = _mm512_i32gather_epi32(unit, bits, 8);
-        done = _mm512_test_epi32_mask(b, leaf) == 0xFFFF;
-      }
-      if (done) break;
-    }
+    for (int v = 0; v < vectors; ++v) at[v] = Step512(n, base[v], row[v], at[v], block, nan);
+    if (check_leaves && (d & 3) == 3 && AllLeaves512(n, base, at, vectors)) break;
   }
   for (int v = 0; v < vectors; ++v) {
     _mm512_storeu_si512(at_out + v * kWidth, _mm512_srli_epi32(at[v], 4));
+  }
+}
+
+// WalkAndAddSimd's loop: rows in vectors of sixteen, one tree at a time.
+__attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const CpuTree* trees,
+                                                   const int32_t* tree_ids, int num_trees,
+                                                   const double* leaf_values, const float* block,
+                                                   int32_t stride, int rows, bool nan,
+                                                   double* margins) {
+  const Fields n = FieldsOf(all);
+  const int vectors = rows / kWidth;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  __m512i row[kMaxVectors], at[kMaxVectors];
+  for (int v = 0; v < vectors; ++v) {
+    row[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
+                                _mm512_set1_epi32(stride));
+  }
+  for (int i = 0; i < num_trees; ++i) {
+    const CpuTree& tree = trees[tree_ids[i]];
+    const __m512i first = _mm512_set1_epi32(static_cast<int>(tree.node_begin));
+    const __m512i base = _mm512_add_epi32(first, first);
+    const __m512i bases[kMaxVectors] = {base, base, base, base};
+    for (int v = 0; v < vectors; ++v) at[v] = _mm512_setzero_si512();
+    const bool check_leaves = tree.depth > kCheckDepth;
+    for (int d = 0; d < tree.depth; ++d) {
+      for (int v = 0; v < vectors; ++v) at[v] = Step512(n, base, row[v], at[v], block, nan);
+      if (check_leaves && (d & 3) == 3 && AllLeaves512(n, bases, at, vectors)) break;
+    }
+    // Each row's leaf value (tree weight included) added to its output's column, in tree order.
+    double* acc = margins + static_cast<int64_t>(tree.group) * rows;
+    for (int v = 0; v < vectors; ++v) {
+      const __m512i node = _mm512_add_epi32(first, _mm512_srli_epi32(at[v], 4));
+      const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(node), leaf_values, 8);
+      const __m512d hi = _mm512_i32gather_pd(_mm512_extracti64x4_epi64(node, 1), leaf_values, 8);
+      double* a = acc + v * kWidth;
+      _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), lo));
+      _mm512_storeu_pd(a + 8, _mm512_add_pd(_mm512_loadu_pd(a + 8), hi));
+    }
   }
 }
 
@@ -94,6 +153,12 @@ void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, 
   }
   Walk512(cf.nodes(), lane_node, lane_row, vectors, depth, depth > kCheckDepth, block, nan, at);
   std::copy(at, at + lanes, idx);
+}
+
+void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
+                    const float* block, int64_t stride, int num_rows, bool nan, double* margins) {
+  WalkAdd512(cf.nodes(), cf.trees(), tree_ids, num_trees, cf.leaf_values(), block,
+             static_cast<int32_t>(stride), num_rows, nan, margins);
 }
 
 }  // namespace grove::cpu

@@ -19,4 +19,11 @@ bool HaveSimdWalk();
 void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, const float* block,
                    int64_t stride, int num_rows, bool nan, int32_t* idx);
 
+// The whole of a run of trees for a block with AVX-512: rows walked sixteen to a vector, one tree
+// at a time, each row's leaf value added to margins[group * num_rows + r] in tree order (the
+// reference's sum). Trees with scalar leaves and no general split only; num_rows a multiple of
+// 16 (at most kMaxBlockRows) with num_rows * stride < 2^31; only where HaveSimdWalk().
+void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
+                    const float* block, int64_t stride, int num_rows, bool nan, double* margins);
+
 }  // namespace grove::cpu

@@ -80,7 +80,8 @@ void CheckLayout(const CpuForestPtr& cf, const ForestPtr& f, const std::string& 
   }
 }
 
-// Both walks (the AVX-512 one where the processor has it) and a small block size.
+// Both walks (the AVX-512 one where the processor has it) and block sizes with and without whole
+// vectors of rows.
 std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
   std::vector<std::pair<std::string, CpuForestOptions>> out;
   CpuForestOptions o;
@@ -89,7 +90,9 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
   if (HaveSimdWalk()) {
     o.walk = CpuForestOptions::Walk::kSimd;
     out.emplace_back("simd", o);
-    o.block_rows = 7;
+    o.block_rows = 16;  // every block through the fused walk where its trees allow
+    out.emplace_back("simd-16", o);
+    o.block_rows = 7;  // no block through it
     out.emplace_back("simd-7", o);
   }
   return out;
