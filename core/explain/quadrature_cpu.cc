@@ -253,8 +253,11 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   const PathLayout& layout = *model.layout;
   const uint32_t* category_bits = layout.category_bits.data();
 
-  // SHAP values of the trees the tree program serves come from it; every other path runs per path.
-  const QuadratureTreeProgram* program = interactions ? nullptr : model.tree_program.get();
+  // The trees the tree program serves are explained by it; every other path runs per path.
+  const QuadratureTreeProgram* program = model.tree_program.get();
+  if (program != nullptr && interactions && !QuadratureTreeServesInteractions(*program)) {
+    program = nullptr;
+  }
   std::vector<uint32_t> path_ids;
   path_ids.reserve(model.paths.size());
   for (uint32_t p = 0; p < model.paths.size(); ++p) {
@@ -263,7 +266,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     if (program != nullptr && program->served[path.tree]) continue;
     path_ids.push_back(p);
   }
-  const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program) : 1;
+  const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
 
   auto work = [&](int64_t begin, int64_t end) {
     PathScratch scratch;
@@ -274,9 +277,10 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       const int64_t count = std::min(chunk, end - first);
       std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
       if (program != nullptr) {
-        AddQuadratureTreeShap(*program, forest.category_bits.data(),
-                              RowsView{rows.Row(first), count, rows.cols, rows.stride},
-                              range->begin, range->end, &tree_scratch, acc_rows.data());
+        const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
+        (interactions ? AddQuadratureTreeInteractions : AddQuadratureTreeShap)(
+            *program, forest.category_bits.data(), chunk_rows, range->begin, range->end,
+            &tree_scratch, acc_rows.data());
       }
       for (int64_t r = first; r < first + count; ++r) {
         const float* row = rows.Row(r);
@@ -336,7 +340,8 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     }
   };
   // Rows are independent; each is summed by one thread in path order: deterministic.
-  ParallelFor(pool, rows.rows, interactions ? 1 : 16, work);
+  // Grains of whole SIMD blocks where the tree program runs; per-path interactions: single rows.
+  ParallelFor(pool, rows.rows, program != nullptr ? (interactions ? 8 : 16) : 1, work);
   return absl::OkStatus();
 }
 

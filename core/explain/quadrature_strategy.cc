@@ -17,6 +17,7 @@
 #include "core/common/thread_pool.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/quadrature.h"
+#include "core/explain/quadrature_tree.h"
 #include "core/gpu/device_set.h"
 
 namespace grove {
@@ -91,9 +92,10 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       });
       out_unit = std::max(1e-11, seconds / w);
     }
-    // Rows on this thread give the per-core cost. SHAP values and interactions run different
-    // kernels, so each is timed: SHAP values on at least two full blocks of the tree kernel's SIMD
-    // lanes (fewer rows would time idle lanes), interactions on one row.
+    // Rows on this thread give the per-core cost, each kind timed on its own: SHAP values on at
+    // least two full blocks of the tree kernel's SIMD lanes (fewer rows would time idle lanes),
+    // interactions on one block where the tree kernel takes them, else on one row (the per-path
+    // kernel: up to ~0.1 s a row for wide multi-class models).
     auto per_row = [&](bool interactions, int64_t rows, int repeats) {
       const int64_t width = interactions ? inter_width : shap_width;
       std::vector<float> x = QuadratureCalibrationRows(forest, rows, 7);
@@ -109,7 +111,9 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     if (measure && work.shap > 0) {
       shap_row = per_row(false, std::clamp<int64_t>(static_cast<int64_t>(2e6 / work.shap), 16, 64),
                          2);
-      inter_row = per_row(true, 1, 1);
+      const bool tree_interactions = model_->tree_program != nullptr &&
+                                     QuadratureTreeServesInteractions(*model_->tree_program);
+      inter_row = per_row(true, tree_interactions ? 8 : 1, 1);
     }
     shap_ = {20e-6, shap_row};
     inter_ = {20e-6, inter_row};

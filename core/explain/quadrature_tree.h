@@ -34,6 +34,7 @@ namespace grove {
 // One edge (a non-root node) of a served tree, in the tree's preorder.
 struct QuadratureTreeEdge {
   int32_t column = 0;      // output column of the parent's split: group * (F + 1) + feature
+  int32_t feature = 0;     // the parent's split feature
   uint32_t split = 0;      // the parent's index among the tree's splits (decision slot)
   uint16_t depth = 0;      // edges from the root to this node, >= 1
   uint16_t prev_depth = 0; // depth of the nearest ancestor edge on the same feature; 0: none
@@ -53,9 +54,24 @@ struct QuadratureTreeSplit {
   uint8_t simple = 0;  // numeric, NaN takes the default side, no zero zone: x < threshold
 };
 
+// Interactions: one edge of a conditioned pass, with the internal nodes whose subtrees end with
+// it (a leaf) in that pass's preorder.
+struct QuadratureTreeStep {
+  uint32_t edge = 0;  // index in QuadratureTreeProgram::edges
+  uint16_t pops = 0;
+};
+
+// Interactions: a feature a tree splits on, and the edges of the paths through such a split
+// (the edges of its conditioned passes; every other path cancels between present and absent).
+struct QuadratureTreeCondition {
+  int32_t feature = 0;
+  uint32_t step_begin = 0, step_end = 0;  // in QuadratureTreeProgram::steps
+};
+
 struct QuadratureTreeInfo {
   uint32_t edge_begin = 0, edge_end = 0;    // in QuadratureTreeProgram::edges
   uint32_t split_begin = 0, split_end = 0;  // in QuadratureTreeProgram::splits
+  uint32_t condition_begin = 0, condition_end = 0;  // in QuadratureTreeProgram::conditions
   uint64_t constant_begin = 0;              // in QuadratureTreeProgram::constants
   int q = 1;          // Gauss-Legendre points: QuadraturePoints(longest path, unique features)
   int depth = 0;      // deepest edge
@@ -74,6 +90,8 @@ struct QuadratureTreeProgram {
   // 1 -> 0 (T is 0 when O was 0 before the edge). Leaf edges hold v r, v R and v w_k T R (v: the
   // leaf value), so that a leaf costs one multiply-add and one add per node t_k.
   std::vector<double> constants;
+  std::vector<QuadratureTreeCondition> conditions;  // per tree, ascending feature
+  std::vector<QuadratureTreeStep> steps;
   std::vector<uint8_t> served;  // [forest tree]: 1 when the tree is in `trees`
   int num_features = 0;
   int num_outputs = 1;
@@ -92,13 +110,18 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest);
 
 // Per-thread buffers of AddQuadratureTreeShap, grown on demand and reused across calls.
 struct QuadratureTreeScratch {
-  std::vector<double> stack, decisions, accumulators;
+  std::vector<double> stack, decisions, accumulators, interaction_accumulators;
   std::vector<int32_t> edge_columns;
   std::vector<float> columns;
 };
 
-// Rows handled per call of AddQuadratureTreeShap (at most; any smaller count works).
-int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program);
+// Rows handled per call of AddQuadratureTreeShap / AddQuadratureTreeInteractions (at most; any
+// smaller count works).
+int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program, bool interactions);
+
+// Whether AddQuadratureTreeInteractions takes the program's model: its per-row accumulators,
+// num_outputs * (F + 1)^2 doubles per SIMD lane, must stay within a few tens of MB.
+bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program);
 
 // Adds the SHAP values of the served trees whose boosting round is in [iteration_begin,
 // iteration_end) for the rows of `rows` (at most QuadratureTreeChunkRows rows) to `acc`, row-major
@@ -109,5 +132,15 @@ int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program);
 void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t* category_bits,
                            RowsView rows, int iteration_begin, int iteration_end,
                            QuadratureTreeScratch* scratch, double* acc);
+
+// The same for SHAP interaction values (requires QuadratureTreeServesInteractions): `acc` is
+// rows.rows x num_outputs * (F + 1)^2, row-major (bias entries untouched). Per tree and feature i
+// it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two passes of the
+// recursion with i's factors fixed to O and to Z, and M[i][i] += phi_i - sum_{j != i} M[i][j] of
+// the tree: the reference's definition, tree by tree (it is linear in the trees).
+void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
+                                   const uint32_t* category_bits, RowsView rows,
+                                   int iteration_begin, int iteration_end,
+                                   QuadratureTreeScratch* scratch, double* acc);
 
 }  // namespace grove

@@ -83,10 +83,11 @@ GROVE_ALWAYS_INLINE void Decide(const QuadratureTreeProgram& p, const Quadrature
   }
 }
 
-// Closes the internal node at depth `d`: its edge's contribution sum_k w_k T A B goes to its
-// column, and R B to its parent's B.
-template <int Q>
-GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, Lanes* acc, int64_t acc_stride) {
+// Closes the internal node at depth `d`: its edge's contribution sum_k w_k T A B (times `scale`)
+// goes to its column, and R B to its parent's B.
+template <int Q, bool kCondition>
+GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, double scale, Lanes* acc,
+                               int64_t acc_stride) {
   const int qs = Q > 0 ? Q : q;
   Lanes sum = Splat(0.0);
   const int64_t at = static_cast<int64_t>(d) * qs;
@@ -95,26 +96,34 @@ GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, Lanes* acc, int64_t
     sum += s.ta[at + k] * b;
     s.b[at - qs + k] += s.r[at + k] * b;
   }
-  acc[s.column[d] * acc_stride] += sum;
+  acc[s.column[d] * acc_stride] += kCondition ? scale * sum : sum;
 }
 
-// One tree for one block of kLanes rows (`columns`: one FloatLanes per feature); contributions
-// are added to acc[column * acc_stride]. Q > 0: compile-time point count; 0: tree.q at run time.
-// Selections between the precomputed constants are by the row's O in {0, 1}: exact.
-template <int Q>
-GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
-                                  const FloatLanes* columns, const uint32_t* category_bits,
-                                  Lanes* decisions, const Stack& s, Lanes* acc,
-                                  int64_t acc_stride) {
+// One pass of the recursion over `tree` for one block of kLanes rows, given the block's
+// decisions. kCondition false: SHAP values, every edge in preorder, contributions to
+// acc[edge column * acc_stride]. kCondition true: the tree with feature `condition` no longer a
+// player but fixed present (its factors are O) or absent (its factors are Z), over `steps` only
+// (the edges of paths through a split on `condition`: the others cancel between the two passes);
+// contributions times `scale` to the interaction column [condition][feature] of the edge's output
+// block. Q > 0: compile-time point count; 0: tree.q at run time. Selections between the
+// precomputed constants are by the row's O in {0, 1}: exact.
+template <int Q, bool kCondition>
+GROVE_ALWAYS_INLINE void Pass(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
+                              const Lanes* decisions, const Stack& s,
+                              const QuadratureTreeStep* steps, uint32_t num_steps, int condition,
+                              bool present, double scale, Lanes* acc, int64_t acc_stride,
+                              int64_t f1) {
   const int q = Q > 0 ? Q : tree.q;
   const int64_t stride = 1 + 4 * static_cast<int64_t>(q);
-  Decide(p, tree, columns, category_bits, decisions);
   const Lanes one = Splat(1.0), zero = Splat(0.0);
   s.o[0] = one;
   for (int k = 0; k < q; ++k) s.a[k] = one;
   const double* constants = p.constants.data() + tree.constant_begin;
-  for (uint32_t i = tree.edge_begin; i < tree.edge_end; ++i) {
+  const uint32_t count = kCondition ? num_steps : tree.edge_end - tree.edge_begin;
+  for (uint32_t n = 0; n < count; ++n) {
+    const uint32_t i = kCondition ? steps[n].edge : tree.edge_begin + n;
     const QuadratureTreeEdge& e = p.edges[i];
+    const int pops = kCondition ? steps[n].pops : e.pops;
     const double* c = constants + (i - tree.edge_begin) * stride;
     const double* r11 = c + 1;
     const double* r10 = c + 1 + q;
@@ -128,35 +137,80 @@ GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const Quadratu
     const Lanes o_after = o_before * (e.left ? dec : one - dec);
     const Lanes* a_parent = s.a + static_cast<int64_t>(d - 1) * q;
     Lanes* b_parent = s.b + static_cast<int64_t>(d - 1) * q;
+    const int64_t column =
+        kCondition ? (e.column - e.feature) * f1 + condition * f1 + e.feature : e.column;
+    // The conditioned feature's edges: ratio O^m / O^(m-1) = O after the edge (when O was 0
+    // before, every product below is 0 already) or Z^m / Z^(m-1) = r; no contribution.
+    const bool fixed = kCondition && e.feature == condition;
     if (e.leaf) {
-      // Leaf constants carry the value: v R and v w_k T R (B of a leaf is v).
-      Lanes sum = zero;
-      for (int k = 0; k < q; ++k) {
-        const Lanes v_ratio =
-            o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
-        const Lanes v_t_ratio =
-            o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
-        sum += a_parent[k] * v_t_ratio;
-        b_parent[k] += v_ratio;
+      if (fixed) {
+        // Leaf constants carry the value: r00 is v r.
+        const Lanes v_ratio = present ? e.value * o_after : r00;
+        for (int k = 0; k < q; ++k) b_parent[k] += v_ratio;
+      } else {
+        // Leaf constants carry the value: v R and v w_k T R (B of a leaf is v).
+        Lanes sum = zero;
+        for (int k = 0; k < q; ++k) {
+          const Lanes v_ratio =
+              o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
+          const Lanes v_t_ratio =
+              o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
+          sum += a_parent[k] * v_t_ratio;
+          b_parent[k] += v_ratio;
+        }
+        acc[column * acc_stride] += kCondition ? scale * sum : sum;
       }
-      acc[e.column * acc_stride] += sum;
-      for (int closed = 0; closed < e.pops; ++closed) {
-        Close<Q>(d - 1 - closed, q, s, acc, acc_stride);
+      for (int closed = 0; closed < pops; ++closed) {
+        Close<Q, kCondition>(d - 1 - closed, q, s, scale, acc, acc_stride);
       }
       continue;
     }
     const int64_t at = static_cast<int64_t>(d) * q;
-    for (int k = 0; k < q; ++k) {
-      const Lanes ratio = o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
-      const Lanes t = o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
-      const Lanes a = a_parent[k] * ratio;
-      s.a[at + k] = a;
-      s.r[at + k] = ratio;
-      s.ta[at + k] = t * a;
-      s.b[at + k] = zero;
+    if (fixed) {
+      const Lanes ratio = present ? o_after : r00;
+      for (int k = 0; k < q; ++k) {
+        s.a[at + k] = a_parent[k] * ratio;
+        s.r[at + k] = ratio;
+        s.ta[at + k] = zero;
+        s.b[at + k] = zero;
+      }
+    } else {
+      for (int k = 0; k < q; ++k) {
+        const Lanes ratio =
+            o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
+        const Lanes t = o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
+        const Lanes a = a_parent[k] * ratio;
+        s.a[at + k] = a;
+        s.r[at + k] = ratio;
+        s.ta[at + k] = t * a;
+        s.b[at + k] = zero;
+      }
     }
     s.o[d] = o_after;
-    s.column[d] = e.column;
+    s.column[d] = static_cast<int32_t>(column);
+  }
+}
+
+// One tree for one block: SHAP values into shap (acc_stride apart per column); with
+// `interactions`, also, per feature the tree splits on, half the difference of the conditioned
+// passes (present minus absent) into interactions.
+template <int Q>
+GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
+                                  const FloatLanes* columns, const uint32_t* category_bits,
+                                  Lanes* decisions, const Stack& s, Lanes* shap,
+                                  Lanes* interactions, int64_t acc_stride) {
+  Decide(p, tree, columns, category_bits, decisions);
+  const int64_t f1 = p.num_features + 1;
+  Pass<Q, false>(p, tree, decisions, s, nullptr, 0, 0, false, 1.0, shap, acc_stride, f1);
+  if (interactions == nullptr) return;
+  for (uint32_t c = tree.condition_begin; c < tree.condition_end; ++c) {
+    const QuadratureTreeCondition& condition = p.conditions[c];
+    const QuadratureTreeStep* steps = p.steps.data() + condition.step_begin;
+    const uint32_t n = condition.step_end - condition.step_begin;
+    Pass<Q, true>(p, tree, decisions, s, steps, n, condition.feature, true, 0.5, interactions,
+                  acc_stride, f1);
+    Pass<Q, true>(p, tree, decisions, s, steps, n, condition.feature, false, -0.5, interactions,
+                  acc_stride, f1);
   }
 }
 
@@ -164,18 +218,21 @@ GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const Quadratu
 GROVE_KERNEL_CLONES
 void RunTree(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
              const FloatLanes* columns, const uint32_t* category_bits, Lanes* decisions,
-             const Stack& s, Lanes* acc, int64_t acc_stride) {
+             const Stack& s, Lanes* shap, Lanes* interactions, int64_t acc_stride) {
+#define GROVE_RUN_TREE(Q) \
+  RunTreeQ<Q>(p, tree, columns, category_bits, decisions, s, shap, interactions, acc_stride)
   switch (tree.q) {
-    case 1: RunTreeQ<1>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 2: RunTreeQ<2>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 3: RunTreeQ<3>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 4: RunTreeQ<4>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 5: RunTreeQ<5>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 6: RunTreeQ<6>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 7: RunTreeQ<7>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    case 8: RunTreeQ<8>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
-    default: RunTreeQ<0>(p, tree, columns, category_bits, decisions, s, acc, acc_stride); break;
+    case 1: GROVE_RUN_TREE(1); break;
+    case 2: GROVE_RUN_TREE(2); break;
+    case 3: GROVE_RUN_TREE(3); break;
+    case 4: GROVE_RUN_TREE(4); break;
+    case 5: GROVE_RUN_TREE(5); break;
+    case 6: GROVE_RUN_TREE(6); break;
+    case 7: GROVE_RUN_TREE(7); break;
+    case 8: GROVE_RUN_TREE(8); break;
+    default: GROVE_RUN_TREE(0); break;
   }
+#undef GROVE_RUN_TREE
 }
 
 }  // namespace
@@ -184,7 +241,9 @@ int64_t QuadratureTreeProgram::Bytes() const {
   return static_cast<int64_t>(trees.size() * sizeof(QuadratureTreeInfo) +
                               edges.size() * sizeof(QuadratureTreeEdge) +
                               splits.size() * sizeof(QuadratureTreeSplit) +
-                              constants.size() * sizeof(double) + served.size());
+                              constants.size() * sizeof(double) +
+                              conditions.size() * sizeof(QuadratureTreeCondition) +
+                              steps.size() * sizeof(QuadratureTreeStep) + served.size());
 }
 
 QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
@@ -273,6 +332,7 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
       const int32_t p = parent[i];
       QuadratureTreeEdge e;
       e.column = static_cast<int32_t>(tree.group * f1 + nodes[p].feature);
+      e.feature = nodes[p].feature;
       e.split = static_cast<uint32_t>(split_slot[p]);
       e.depth = static_cast<uint16_t>(depth[i]);
       e.prev_depth = static_cast<uint16_t>(prev_depth[i]);
@@ -313,6 +373,48 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
       }
     }
     info.edge_end = static_cast<uint32_t>(program->edges.size());
+    // Interactions: per feature the tree splits on, the edges of the paths through such a split
+    // (a split on it above the edge's child, or in the child's subtree), in preorder.
+    std::vector<int32_t> features;
+    for (int32_t i : order) {
+      if (!nodes[i].is_leaf()) features.push_back(nodes[i].feature);
+    }
+    std::sort(features.begin(), features.end());
+    features.erase(std::unique(features.begin(), features.end()), features.end());
+    info.condition_begin = static_cast<uint32_t>(program->conditions.size());
+    std::vector<uint8_t> above(n), below(n);
+    std::vector<size_t> kept;
+    for (int32_t feature : features) {
+      for (size_t pos = order.size(); pos-- > 0;) {
+        const int32_t i = order[pos];
+        const Node& node = nodes[i];
+        below[i] = !node.is_leaf() &&
+                   (node.feature == feature || below[node.left] || below[node.right]);
+      }
+      kept.clear();
+      for (size_t pos = 1; pos < order.size(); ++pos) {
+        const int32_t i = order[pos];
+        const int32_t p = parent[i];
+        above[i] = (p != 0 && above[p]) || nodes[p].feature == feature;
+        if (above[i] || below[i]) kept.push_back(pos);
+      }
+      QuadratureTreeCondition condition;
+      condition.feature = feature;
+      condition.step_begin = static_cast<uint32_t>(program->steps.size());
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const int32_t i = order[kept[k]];
+        QuadratureTreeStep step;
+        step.edge = info.edge_begin + static_cast<uint32_t>(kept[k] - 1);
+        if (nodes[i].is_leaf()) {
+          const int next_depth = k + 1 < kept.size() ? depth[order[kept[k + 1]]] : 1;
+          step.pops = static_cast<uint16_t>(depth[i] - next_depth);
+        }
+        program->steps.push_back(step);
+      }
+      condition.step_end = static_cast<uint32_t>(program->steps.size());
+      program->conditions.push_back(condition);
+    }
+    info.condition_end = static_cast<uint32_t>(program->conditions.size());
     info.split_end = static_cast<uint32_t>(program->splits.size());
     program->max_depth = std::max(program->max_depth, info.depth);
     program->max_q = std::max(program->max_q, q);
@@ -324,24 +426,32 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
   return program;
 }
 
-int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program) {
-  return kLanes * kBlocksPerChunk;
+namespace {
+
+// Bytes of accumulators a thread may hold for one chunk (one block at least).
+constexpr int64_t kAccumulatorBudget = int64_t{16} << 20;
+
+int64_t Width(const QuadratureTreeProgram& p, bool interactions) {
+  const int64_t f1 = p.num_features + 1;
+  return static_cast<int64_t>(p.num_outputs) * (interactions ? f1 * f1 : f1);
 }
 
-void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* category_bits,
-                           RowsView rows, int iteration_begin, int iteration_end,
-                           QuadratureTreeScratch* scratch, double* acc) {
+// Aligned lane vectors over a scratch vector of doubles (grown as needed).
+Lanes* LanesOf(std::vector<double>* v, int64_t count) {
+  v->resize(static_cast<size_t>((count + 1) * kLanes));
+  const uintptr_t at = reinterpret_cast<uintptr_t>(v->data());
+  return reinterpret_cast<Lanes*>((at + sizeof(Lanes) - 1) / sizeof(Lanes) * sizeof(Lanes));
+}
+
+void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
+              int iteration_begin, int iteration_end, bool interactions,
+              QuadratureTreeScratch* scratch, double* acc) {
   const int64_t n = rows.rows;
   if (n <= 0 || p.trees.empty()) return;
   const int64_t features = std::max(p.num_features, 1);
-  const int64_t width = static_cast<int64_t>(p.num_outputs) * (p.num_features + 1);
+  const int64_t f1 = p.num_features + 1;
+  const int64_t shap_width = Width(p, false);
   const int64_t blocks = (n + kLanes - 1) / kLanes;
-  // The scratch vectors hold doubles and floats; the kernel reads them as aligned lane vectors.
-  auto lanes = [](std::vector<double>* v, int64_t count) {
-    v->resize(static_cast<size_t>((count + 1) * kLanes));
-    const uintptr_t at = reinterpret_cast<uintptr_t>(v->data());
-    return reinterpret_cast<Lanes*>((at + sizeof(Lanes) - 1) / sizeof(Lanes) * sizeof(Lanes));
-  };
   // Rows as [block][feature] lanes; lanes past the last row repeat it (their results are dropped).
   scratch->columns.resize(static_cast<size_t>((blocks * features + 1) * kLanes));
   FloatLanes* columns = reinterpret_cast<FloatLanes*>(
@@ -355,27 +465,75 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* categ
     }
   }
   // Accumulators as [column][block] lanes.
-  Lanes* acc_t = lanes(&scratch->accumulators, width * blocks);
-  std::fill(acc_t, acc_t + width * blocks, Splat(0.0));
+  Lanes* shap = LanesOf(&scratch->accumulators, shap_width * blocks);
+  std::fill(shap, shap + shap_width * blocks, Splat(0.0));
+  const int64_t inter_width = interactions ? Width(p, true) : 0;
+  Lanes* inter = nullptr;
+  if (interactions) {
+    inter = LanesOf(&scratch->interaction_accumulators, inter_width * blocks);
+    std::fill(inter, inter + inter_width * blocks, Splat(0.0));
+  }
   const int64_t depths = p.max_depth + 1;
   const int64_t slab = depths * std::max(p.max_q, 1);
-  Lanes* base = lanes(&scratch->stack, 4 * slab + depths);
+  Lanes* base = LanesOf(&scratch->stack, 4 * slab + depths);
   scratch->edge_columns.resize(static_cast<size_t>(depths));
   const Stack s{base, base + slab, base + 2 * slab, base + 3 * slab, base + 4 * slab,
                 scratch->edge_columns.data()};
-  Lanes* decisions = lanes(&scratch->decisions, std::max(p.max_splits, 1));
+  Lanes* decisions = LanesOf(&scratch->decisions, std::max(p.max_splits, 1));
   for (const QuadratureTreeInfo& tree : p.trees) {
     if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
     for (int64_t b = 0; b < blocks; ++b) {
-      RunTree(p, tree, columns + b * features, category_bits, decisions, s, acc_t + b, blocks);
+      RunTree(p, tree, columns + b * features, category_bits, decisions, s, shap + b,
+              interactions ? inter + b : nullptr, blocks);
     }
   }
   for (int64_t r = 0; r < n; ++r) {
-    double* out = acc + r * width;
     const int64_t b = r / kLanes;
     const int l = static_cast<int>(r % kLanes);
-    for (int64_t c = 0; c < width; ++c) out[c] += acc_t[c * blocks + b][l];
+    if (!interactions) {
+      double* out = acc + r * shap_width;
+      for (int64_t c = 0; c < shap_width; ++c) out[c] += shap[c * blocks + b][l];
+      continue;
+    }
+    double* out = acc + r * inter_width;
+    for (int k = 0; k < p.num_outputs; ++k) {
+      const int64_t block = k * f1 * f1;
+      for (int64_t i = 0; i < p.num_features; ++i) {
+        double off_diagonal = 0;
+        for (int64_t j = 0; j < f1; ++j) {
+          if (j == i) continue;
+          const double m = inter[(block + i * f1 + j) * blocks + b][l];
+          off_diagonal += m;
+          out[block + i * f1 + j] += m;
+        }
+        out[block + i * f1 + i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
+      }
+    }
   }
+}
+
+}  // namespace
+
+int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program, bool interactions) {
+  const int64_t block_bytes =
+      (Width(program, false) + (interactions ? Width(program, true) : 0)) * sizeof(Lanes);
+  return kLanes * std::clamp<int64_t>(kAccumulatorBudget / block_bytes, 1, kBlocksPerChunk);
+}
+
+bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {
+  return Width(program, true) * static_cast<int64_t>(sizeof(Lanes)) <= 4 * kAccumulatorBudget;
+}
+
+void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* category_bits,
+                           RowsView rows, int iteration_begin, int iteration_end,
+                           QuadratureTreeScratch* scratch, double* acc) {
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, false, scratch, acc);
+}
+
+void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_t* category_bits,
+                                   RowsView rows, int iteration_begin, int iteration_end,
+                                   QuadratureTreeScratch* scratch, double* acc) {
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, true, scratch, acc);
 }
 
 }  // namespace grove

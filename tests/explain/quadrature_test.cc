@@ -376,8 +376,8 @@ TEST(QuadratureCpuTest, IterationRangesAndDeterminism) {
                    .ok());
 }
 
-// The tree program (SHAP values by one recursion per tree) against the per-path kernel, which
-// applies the same rules path by path, on forests with repeated features, categorical and
+// The tree program (SHAP values and interactions by recursions per tree) against the per-path
+// kernels, which apply the same rules path by path, on forests with repeated features, categorical and
 // LightGBM rules, extreme skew and zero covers (children and parents: fractions of 0). Both are
 // double-precision rearrangements of one sum, so they agree far inside the spec; each row's
 // values are the same bits whether it is explained alone or inside a block of rows.
@@ -418,13 +418,25 @@ TEST(QuadratureTreeProgramTest, MatchesThePerPathKernelWithZeroCovers) {
     EXPECT_LE(vs_path.max_error, 1e-7) << "tree program vs per path " << vs_path.ToString();
     const Compared vs_ref = Compare(**f, got, ref, margins, rows, false);
     EXPECT_LE(vs_ref.max_error, kTolerance) << "tree program vs reference " << vs_ref.ToString();
-    const int64_t width = ExplainWidth(**f, false);
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::vector<float> one(x.begin() + r * (*f)->num_features,
-                                   x.begin() + (r + 1) * (*f)->num_features);
-      const std::vector<float> alone = Quadrature(*model, one, 1, false, nullptr);
-      ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + r * width, width * sizeof(float)))
-          << "row " << r << " alone differs from the same row in a block";
+    // Interactions: the tree program's conditioned passes against the per-path kernel.
+    const int64_t ni = 13;
+    const std::vector<float> igot = Quadrature(*model, x, ni, true, &pool);
+    const std::vector<float> ipath = Quadrature(*per_path, x, ni, true, &pool);
+    const std::vector<float> iref = ReferenceExplanation(**f, x, true, &pool, 0, 0, ni);
+    const Compared ivs_path = Compare(**f, igot, ipath, margins, ni, true);
+    EXPECT_LE(ivs_path.max_error, 1e-7) << "interactions vs per path " << ivs_path.ToString();
+    const Compared ivs_ref = Compare(**f, igot, iref, margins, ni, true);
+    EXPECT_LE(ivs_ref.max_error, kTolerance) << "interactions vs reference " << ivs_ref.ToString();
+    for (bool interactions : {false, true}) {
+      const int64_t width = ExplainWidth(**f, interactions);
+      const std::vector<float>& batch = interactions ? igot : got;
+      for (int64_t r = 0; r < (interactions ? ni : rows); ++r) {
+        const std::vector<float> one(x.begin() + r * (*f)->num_features,
+                                     x.begin() + (r + 1) * (*f)->num_features);
+        const std::vector<float> alone = Quadrature(*model, one, 1, interactions, nullptr);
+        ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + r * width, width * sizeof(float)))
+            << "row " << r << " alone differs from the same row in a block";
+      }
     }
   }
 }
