@@ -399,7 +399,8 @@ Options:
   -k, --kind KIND            margin | prediction (default) | leaf
       --iteration-begin N    first boosting round used (default 0)
       --iteration-end N      one past the last boosting round used (default 0 = all)
-  -t, --threads N            CPU threads (default 0 = one per core)
+  -t, --threads N            CPU threads, for the model and for parsing the input
+                             (default 0 = one per core)
       --chunk-rows N         rows per engine call (default: automatic)
       --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
       --no-gpu               never use a GPU
@@ -446,7 +447,8 @@ Options:
                              model_output="probability")
       --iteration-begin N    first boosting round used (default 0)
       --iteration-end N      one past the last boosting round used (default 0 = all)
-  -t, --threads N            CPU threads (default 0 = one per core)
+  -t, --threads N            CPU threads, for the model and for parsing the input
+                             (default 0 = one per core)
       --chunk-rows N         rows per engine call (default: automatic)
       --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
       --no-gpu               never use a GPU

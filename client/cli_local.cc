@@ -109,6 +109,7 @@ int RunPredict(const CliArgs& args) {
   stream.in_cols = model->forest->num_features;
   stream.out_cols = PredictWidth(*model->forest, options);
   stream.chunk_rows = args.chunk_rows;
+  stream.read_threads = args.threads;
   stream.progress = args.progress;
   stream.label = "predict";
   ResultColumns columns;
@@ -205,6 +206,7 @@ int RunExplain(const CliArgs& args) {
   stream.in_cols = model->forest->num_features;
   stream.out_cols = ExplainWidth(*model->forest, args.interactions);
   stream.chunk_rows = args.chunk_rows;
+  stream.read_threads = args.threads;
   stream.progress = args.progress;
   stream.label = args.interactions ? "interactions" : "explain";
   ResultColumns columns;
@@ -326,8 +328,8 @@ absl::Status StreamLoop(
     StreamStats* stats) {
   const auto start = Clock::now();
   *stats = StreamStats();
-  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(options.input,
-                                                                      options.in_cols);
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader =
+      CsvReader::Open(options.input, options.in_cols, options.read_threads);
   if (!reader.ok()) return reader.status();
   absl::StatusOr<std::unique_ptr<CsvWriter>> writer = CsvWriter::Open(options.output);
   if (!writer.ok()) return writer.status();

@@ -34,6 +34,7 @@ struct StreamOptions {
   int64_t in_cols = 0;   // values per input row (the model's features)
   int64_t out_cols = 0;  // values per result row
   int64_t chunk_rows = 0;  // 0 = AutoChunkRows
+  int read_threads = 1;    // threads parsing the input (CsvReader::Open; <= 0: one per core)
   bool progress = true;    // progress bar on a terminal
   std::string label;       // progress bar label ("predict", "explain")
   // When set, fields are parsed as doubles and turned into float rows by the converter, so that a

@@ -266,6 +266,7 @@ int RunRemotePredict(const CliArgs& args) {
   stream.in_cols = in_cols;
   stream.out_cols = out_cols;
   stream.chunk_rows = args.chunk_rows;
+  stream.read_threads = args.threads;
   stream.progress = args.progress;
   stream.label = "predict";
   ApplyColumnArgs(args, Columns(model->meta, false, args, out_cols), &stream);
@@ -364,6 +365,7 @@ int RunRemoteExplain(const CliArgs& args) {
   stream.in_cols = in_cols;
   stream.out_cols = out_cols;
   stream.chunk_rows = args.chunk_rows;
+  stream.read_threads = args.threads;
   stream.progress = args.progress;
   stream.label = args.interactions ? "interactions" : "explain";
   ApplyColumnArgs(args, Columns(model->meta, true, args, out_cols), &stream);

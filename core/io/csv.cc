@@ -5,24 +5,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/io/decimal.h"
 
 namespace grove {
 namespace {
 
 constexpr size_t kInitialReadBuffer = size_t{1} << 20;
+// With several threads, each takes about this much of a block of rows: enough that handing it out
+// costs little against parsing it.
+constexpr size_t kReadBufferPerThread = size_t{4} << 20;
+// The least text per run of lines handed to one thread.
+constexpr size_t kMinBytesPerTask = size_t{64} << 10;
 constexpr size_t kWriteFlushBytes = size_t{1} << 20;
 
 // Debian's Abseil has its own string_view type; StrCat takes only that one.
@@ -37,6 +51,24 @@ absl::Status OpenError(const std::string& path, int err, std::string_view what) 
 
 inline bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
+// Bit i set when p[i] is ','; 64 bytes must be readable at p.
+inline uint64_t CommaMask64(const char* p) {
+#if defined(__SSE2__)
+  const __m128i comma = _mm_set1_epi8(',');
+  uint64_t mask = 0;
+  for (int i = 0; i < 4; ++i) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+    const uint32_t bits = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, comma)));
+    mask |= static_cast<uint64_t>(bits) << (16 * i);
+  }
+  return mask;
+#else
+  uint64_t mask = 0;
+  for (int i = 0; i < 64; ++i) mask |= static_cast<uint64_t>(p[i] == ',') << i;
+  return mask;
+#endif
+}
+
 // Parses one field [b, e) as a double. Empty / nan = NaN. False when it is not a number.
 inline bool ParseField(const char* b, const char* e, double* value) {
   while (b < e && IsBlank(*b)) ++b;
@@ -45,6 +77,7 @@ inline bool ParseField(const char* b, const char* e, double* value) {
     *value = std::numeric_limits<double>::quiet_NaN();
     return true;
   }
+  if (ParseShortDecimal(b, e, value) == e) return true;
   if (*b == '+') {
     ++b;
     if (b == e || *b == '-' || *b == '+') return false;
@@ -64,12 +97,51 @@ inline bool ParseField(const char* b, const char* e, double* value) {
   return true;
 }
 
-std::string Excerpt(const char* b, const char* e) {
-  while (b < e && IsBlank(*b)) ++b;
-  while (e > b && IsBlank(e[-1])) --e;
-  constexpr ptrdiff_t kMax = 40;
-  if (e - b > kMax) return absl::StrCat(absl::string_view(b, kMax), "...");
-  return std::string(b, e);
+// ParseField for the field [b, e) of a line that ends at `line_end`. A field that is one short
+// decimal -- the common case -- is parsed with the line's bytes after it readable, so that its
+// digits are read eight at a time whatever its length.
+inline bool ParseLineField(const char* b, const char* e, const char* line_end, double* value) {
+  if (ParseShortDecimal(b, line_end, value) == e) return true;
+  return ParseField(b, e, value);
+}
+
+// std::popcount without a library call where the target lacks the instruction (x86-64's
+// baseline does).
+inline int PopCount(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555;
+  x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F;
+  return static_cast<int>((x * 0x0101010101010101) >> 56);
+}
+
+// The positions of the commas in [b, e), in order, in (*commas)[0, count); returns the count.
+// `commas` only grows. The commas are found 64 bytes at a time and their positions written
+// without a branch per comma, so that no branch depends on where the fields end.
+size_t FindCommas(const char* b, const char* e, std::vector<const char*>* commas) {
+  constexpr ptrdiff_t kBlock = 64;
+  constexpr int kUnrolled = 8;  // positions written per block before counting
+  const size_t needed = static_cast<size_t>(e - b) + kUnrolled;
+  if (commas->size() < needed) commas->resize(needed);
+  const char** out = commas->data();
+  size_t n = 0;
+  const char* p = b;
+  for (; e - p >= kBlock; p += kBlock) {
+    uint64_t mask = CommaMask64(p);
+    const int count = PopCount(mask);
+    for (int i = 0; i < kUnrolled; ++i) {  // past `count` these are overwritten or ignored
+      out[n + static_cast<size_t>(i)] = p + std::countr_zero(mask);
+      mask &= mask - 1;
+    }
+    for (int i = kUnrolled; i < count; ++i) {
+      out[n + static_cast<size_t>(i)] = p + std::countr_zero(mask);
+      mask &= mask - 1;
+    }
+    n += static_cast<size_t>(count);
+  }
+  for (; p < e; ++p) {
+    if (*p == ',') out[n++] = p;
+  }
+  return n;
 }
 
 int64_t CountFields(const char* b, const char* e) {
@@ -78,54 +150,79 @@ int64_t CountFields(const char* b, const char* e) {
   return n;
 }
 
-// Parses one line [b, e) (no '\n'). Returns false in *parsed for a blank line (but for one-column
-// rows, where a blank line is a row whose value is missing). `cols` is in-out.
-template <typename T>
-absl::Status ParseLine(const char* b, const char* e, std::string_view source, int64_t line,
-                       int64_t* cols, std::vector<T>* out, bool* parsed) {
+std::string Excerpt(const char* b, const char* e) {
+  while (b < e && IsBlank(*b)) ++b;
+  while (e > b && IsBlank(e[-1])) --e;
+  constexpr ptrdiff_t kMax = 40;
+  if (e - b > kMax) return absl::StrCat(absl::string_view(b, kMax), "...");
+  return std::string(b, e);
+}
+
+// Whether [b, e) (no '\n') is a blank line: empty or only blanks, before an optional CR.
+inline bool IsBlankLine(const char* b, const char* e) {
   if (e > b && e[-1] == '\r') --e;
-  const char* q = b;
-  while (q < e && IsBlank(*q)) ++q;
-  if (q == e && *cols != 1) {
-    *parsed = false;
-    return absl::OkStatus();
-  }
-  *parsed = true;
-  const size_t base = out->size();
-  const int64_t expected = *cols;
-  if (expected > 0) out->resize(base + static_cast<size_t>(expected));
+  while (b < e && IsBlank(*b)) ++b;
+  return b == e;
+}
+
+// Parses the `expected` fields of the row on line [b, e) (no '\n', no final CR) into row[0,
+// expected). Fields are checked in order, so that the first bad one is named even on a line with
+// too many or too few fields.
+template <typename T>
+absl::Status ParseFields(const char* b, const char* e, std::string_view source, int64_t line,
+                         int64_t expected, T* row) {
+  // The commas are found a window at a time, then the fields that end in it are parsed.
+  constexpr ptrdiff_t kWindow = 4096;
+  thread_local std::vector<const char*> commas;
   int64_t field = 0;
-  const char* p = b;
-  while (true) {
-    const char* comma = static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
-    const char* fe = comma != nullptr ? comma : e;
-    if (expected > 0 && field >= expected) {
-      out->resize(base);
-      return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": expected ", expected,
-                                                     " fields, found ", CountFields(b, e)));
+  const char* p = b;  // the current field's start
+  for (const char* w = b;; w += kWindow) {
+    const bool last = e - w <= kWindow;
+    const size_t n = FindCommas(w, last ? e : w + kWindow, &commas);
+    for (size_t c = 0; c <= n; ++c) {
+      if (c == n && !last) break;  // the field goes on in the next window
+      const char* fe = c < n ? commas[c] : e;
+      if (field >= expected) {
+        return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": expected ",
+                                                       expected, " fields, found ",
+                                                       CountFields(b, e)));
+      }
+      double v;
+      if (!ParseLineField(p, fe, e, &v)) {
+        return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": field ",
+                                                       field + 1, " ('", Excerpt(p, fe),
+                                                       "') is not a number"));
+      }
+      row[field++] = static_cast<T>(v);
+      p = fe + 1;
     }
-    double v;
-    if (!ParseField(p, fe, &v)) {
-      out->resize(base);
-      return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": field ", field + 1,
-                                                     " ('", Excerpt(p, fe),
-                                                     "') is not a number"));
-    }
-    if (expected > 0) {
-      (*out)[base + static_cast<size_t>(field)] = static_cast<T>(v);
-    } else {
-      out->push_back(static_cast<T>(v));
-    }
-    ++field;
-    if (comma == nullptr) break;
-    p = comma + 1;
+    if (last) break;
   }
-  if (expected > 0 && field != expected) {
-    out->resize(base);
+  if (field != expected) {
     return absl::InvalidArgumentError(
         absl::StrCat(Sv(source), ":", line, ": expected ", expected, " fields, found ", field));
   }
-  if (expected <= 0) *cols = field;
+  return absl::OkStatus();
+}
+
+// Parses one line [b, e) (no '\n'). Returns false in *parsed for a blank line (but for one-column
+// rows, where a blank line is a row whose value is missing). `cols` is in-out: <= 0, the line's
+// field count becomes it.
+template <typename T>
+absl::Status ParseLine(const char* b, const char* e, std::string_view source, int64_t line,
+                       int64_t* cols, std::vector<T>* out, bool* parsed) {
+  *parsed = *cols == 1 || !IsBlankLine(b, e);
+  if (!*parsed) return absl::OkStatus();
+  if (e > b && e[-1] == '\r') --e;
+  const int64_t n = *cols > 0 ? *cols : CountFields(b, e);
+  const size_t base = out->size();
+  out->resize(base + static_cast<size_t>(n));
+  absl::Status s = ParseFields(b, e, source, line, n, out->data() + base);
+  if (!s.ok()) {
+    out->resize(base);
+    return s;
+  }
+  *cols = n;
   return absl::OkStatus();
 }
 
@@ -148,19 +245,12 @@ std::string_view Trimmed(const char* b, const char* e) {
   return std::string_view(b, static_cast<size_t>(e - b));
 }
 
-// ParseLine for a line laid out by a header: values go where layout.target says, kept fields are
-// appended to `kept` as one ','-joined string.
+// ParseFields for a line laid out by a header: values go to row[layout.target[i]], and the kept
+// fields, ','-joined, to *kept unless it is null.
 template <typename T>
-absl::Status ParseMappedLine(const char* b, const char* e, std::string_view source, int64_t line,
-                             const CsvLayout& layout, std::vector<T>* out,
-                             std::vector<std::string>* kept, bool* parsed) {
-  if (e > b && e[-1] == '\r') --e;
+absl::Status ParseMappedFields(const char* b, const char* e, std::string_view source,
+                               int64_t line, const CsvLayout& layout, T* row, std::string* kept) {
   const int64_t expected = static_cast<int64_t>(layout.header.size());
-  if (Trimmed(b, e).empty() && expected != 1) {
-    *parsed = false;
-    return absl::OkStatus();
-  }
-  *parsed = true;
   thread_local std::vector<std::pair<const char*, const char*>> fields;
   SplitFields(b, e, &fields);
   if (static_cast<int64_t>(fields.size()) != expected) {
@@ -168,28 +258,47 @@ absl::Status ParseMappedLine(const char* b, const char* e, std::string_view sour
                                                    " fields (the header's), found ",
                                                    fields.size()));
   }
-  const size_t base = out->size();
-  out->resize(base + static_cast<size_t>(layout.row_cols));
   for (int64_t i = 0; i < expected; ++i) {
     const int64_t t = layout.target[static_cast<size_t>(i)];
     if (t < 0) continue;
     double v;
-    if (!ParseField(fields[i].first, fields[i].second, &v)) {
-      out->resize(base);
+    if (!ParseLineField(fields[i].first, fields[i].second, e, &v)) {
       return absl::InvalidArgumentError(absl::StrCat(
           Sv(source), ":", line, ": field ", i + 1, " (column '", layout.header[i], "': '",
           Excerpt(fields[i].first, fields[i].second), "') is not a number"));
     }
-    (*out)[base + static_cast<size_t>(t)] = static_cast<T>(v);
+    row[t] = static_cast<T>(v);
   }
-  if (kept != nullptr && !layout.keep.empty()) {
-    std::string joined;
+  if (kept != nullptr) {
+    kept->clear();
     for (size_t k = 0; k < layout.keep.size(); ++k) {
       const auto& f = fields[static_cast<size_t>(layout.keep[k])];
-      absl::StrAppend(&joined, k ? "," : "", Sv(Trimmed(f.first, f.second)));
+      absl::StrAppend(kept, k ? "," : "", Sv(Trimmed(f.first, f.second)));
     }
-    kept->push_back(std::move(joined));
   }
+  return absl::OkStatus();
+}
+
+// ParseLine for a line laid out by a header (ParseMappedFields); the kept string is appended to
+// `kept` when it is not null and the layout keeps columns.
+template <typename T>
+absl::Status ParseMappedLine(const char* b, const char* e, std::string_view source, int64_t line,
+                             const CsvLayout& layout, std::vector<T>* out,
+                             std::vector<std::string>* kept, bool* parsed) {
+  *parsed = layout.header.size() == 1 || !IsBlankLine(b, e);
+  if (!*parsed) return absl::OkStatus();
+  if (e > b && e[-1] == '\r') --e;
+  const size_t base = out->size();
+  out->resize(base + static_cast<size_t>(layout.row_cols));
+  const bool keeping = kept != nullptr && !layout.keep.empty();
+  std::string joined;
+  absl::Status s = ParseMappedFields(b, e, source, line, layout, out->data() + base,
+                                     keeping ? &joined : nullptr);
+  if (!s.ok()) {
+    out->resize(base);
+    return s;
+  }
+  if (keeping) kept->push_back(std::move(joined));
   return absl::OkStatus();
 }
 
@@ -231,8 +340,9 @@ absl::Status ParseText(std::string_view text, std::string_view source, int64_t* 
 }
 
 template <typename T>
-absl::StatusOr<CsvMatrix<T>> ReadWhole(const std::string& path, int64_t expected_cols) {
-  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, expected_cols);
+absl::StatusOr<CsvMatrix<T>> ReadWhole(const std::string& path, int64_t expected_cols,
+                                       int threads) {
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, expected_cols, threads);
   if (!reader.ok()) return reader.status();
   CsvMatrix<T> m;
   std::vector<T> chunk;
@@ -347,33 +457,38 @@ absl::Status ParseCsvDoubles(std::string_view text, std::string_view source, int
   return ParseText(text, source, cols, values);
 }
 
-absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols) {
-  return ReadWhole<float>(path, expected_cols);
+absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols,
+                                               int threads) {
+  return ReadWhole<float>(path, expected_cols, threads);
 }
 
-absl::StatusOr<CsvMatrix<double>> ReadCsvDoubles(const std::string& path,
-                                                 int64_t expected_cols) {
-  return ReadWhole<double>(path, expected_cols);
+absl::StatusOr<CsvMatrix<double>> ReadCsvDoubles(const std::string& path, int64_t expected_cols,
+                                                 int threads) {
+  return ReadWhole<double>(path, expected_cols, threads);
 }
 
 // ---------------------------------------------------------------------------------------------
 // CsvReader
 
 CsvReader::CsvReader(std::string path, int fd, bool owns_fd, int64_t expected_cols,
-                     int64_t total_bytes)
+                     int64_t total_bytes, int threads)
     : path_(std::move(path)),
       fd_(fd),
       owns_fd_(owns_fd),
       cols_(expected_cols > 0 ? expected_cols : 0),
       total_bytes_(total_bytes),
-      buf_(kInitialReadBuffer) {}
+      buf_(threads > 1 ? kReadBufferPerThread * static_cast<size_t>(threads)
+                       : kInitialReadBuffer) {
+  if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads - 1);
+}
 
 CsvReader::~CsvReader() {
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
 }
 
 absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
-                                                           int64_t expected_cols) {
+                                                           int64_t expected_cols, int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int fd = 0;
   bool owns = false;
   if (path != "-") {
@@ -391,17 +506,18 @@ absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& pa
     if (S_ISREG(st.st_mode)) total = static_cast<int64_t>(st.st_size);
   }
   return std::unique_ptr<CsvReader>(
-      new CsvReader(path == "-" ? std::string("<stdin>") : path, fd, owns, expected_cols, total));
+      new CsvReader(path == "-" ? std::string("<stdin>") : path, fd, owns, expected_cols, total,
+                    threads));
 }
 
-absl::StatusOr<bool> CsvReader::Fill() {
-  if (eof_) return false;
-  if (begin_ > 0) {
-    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
-  }
-  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);  // a line longer than the buffer
+void CsvReader::Compact() {
+  if (begin_ == 0) return;
+  std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+}
+
+absl::StatusOr<bool> CsvReader::ReadSome() {
   while (true) {
     const ssize_t n = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
     if (n < 0) {
@@ -416,6 +532,23 @@ absl::StatusOr<bool> CsvReader::Fill() {
     end_ += static_cast<size_t>(n);
     return true;
   }
+}
+
+absl::StatusOr<bool> CsvReader::Fill() {
+  if (eof_) return false;
+  Compact();
+  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);  // a line longer than the buffer
+  return ReadSome();
+}
+
+absl::Status CsvReader::Refill() {
+  Compact();
+  while (!eof_ && end_ < buf_.size()) {
+    absl::StatusOr<bool> more = ReadSome();
+    if (!more.ok()) return more.status();
+    if (total_bytes_ < 0) break;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> CsvReader::NextLine(const char** b, const char** e, size_t* used) {
@@ -448,6 +581,17 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
   }
   int64_t rows = 0;
   while (rows < max_rows) {
+    // Runs of rows go to ReadBlock; a blank line, the first row (which may set the column count)
+    // and a line longer than the buffer take the path below, one line at a time.
+    if (cols_ > 0 && blank_line_ == 0) {
+      absl::StatusOr<int64_t> n = ReadBlock(max_rows - rows, out, kept);
+      if (!n.ok()) {
+        failed_ = true;
+        return n.status();
+      }
+      rows += *n;
+      if (*n > 0) continue;
+    }
     const char* lb;
     const char* le;
     size_t used;
@@ -473,6 +617,76 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
     if (parsed) ++rows;
   }
   rows_read_ += rows;
+  return rows;
+}
+
+template <typename T>
+absl::StatusOr<int64_t> CsvReader::ReadBlock(int64_t max_rows, std::vector<T>* out,
+                                             std::vector<std::string>* kept) {
+  if (!eof_ && end_ - begin_ < buf_.size() / 2) {
+    if (absl::Status s = Refill(); !s.ok()) return s;
+  }
+  // The lines of the block: each complete (or the last of the input) and a row.
+  const int64_t line_fields =
+      has_layout_ ? static_cast<int64_t>(layout_.header.size()) : cols_;
+  const char* const start = buf_.data() + begin_;
+  const char* const end = buf_.data() + end_;
+  line_ends_.clear();
+  const char* p = start;
+  while (static_cast<int64_t>(line_ends_.size()) < max_rows && p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr && !eof_) break;
+    const char* le = nl != nullptr ? nl : end;
+    if (line_fields != 1 && IsBlankLine(p, le)) break;
+    line_ends_.push_back(le);
+    p = nl != nullptr ? nl + 1 : end;
+  }
+  const int64_t rows = static_cast<int64_t>(line_ends_.size());
+  if (rows == 0) return 0;
+
+  const size_t base = out->size();
+  out->resize(base + static_cast<size_t>(rows * cols_));
+  T* const values = out->data() + base;
+  std::string* joined = nullptr;
+  if (has_layout_ && kept != nullptr && !layout_.keep.empty()) {
+    kept->resize(kept->size() + static_cast<size_t>(rows));
+    joined = kept->data() + (kept->size() - static_cast<size_t>(rows));
+  }
+  // Each task stops at its first bad line; the first of those is the one a single thread meets.
+  std::mutex mu;
+  int64_t first_bad = rows;
+  absl::Status error;
+  auto parse = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const char* b = i == 0 ? start : line_ends_[static_cast<size_t>(i - 1)] + 1;
+      const char* e = line_ends_[static_cast<size_t>(i)];
+      if (e > b && e[-1] == '\r') --e;
+      const int64_t line = line_ + 1 + i;
+      T* row = values + i * cols_;
+      absl::Status s =
+          has_layout_
+              ? ParseMappedFields(b, e, path_, line, layout_, row,
+                                  joined != nullptr ? joined + i : nullptr)
+              : ParseFields(b, e, path_, line, cols_, row);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (i < first_bad) {
+          first_bad = i;
+          error = std::move(s);
+        }
+        return;
+      }
+    }
+  };
+  const size_t used = static_cast<size_t>(p - start);
+  // Runs of lines of at least kMinBytesPerTask (by the block's mean line length).
+  const int64_t grain = std::max<int64_t>(
+      1, static_cast<int64_t>(kMinBytesPerTask * static_cast<size_t>(rows) / used));
+  ParallelFor(pool_.get(), rows, grain, parse);
+  if (!error.ok()) return error;
+  begin_ += used;
+  consumed_ += static_cast<int64_t>(used);
+  line_ += rows;
   return rows;
 }
 

@@ -3,7 +3,8 @@
 // Input format: one row per line, comma separated, no header. A field that is empty, or reads `nan`
 // in any case (`NaN`, `-nan`), is a missing value (NaN). Numbers are parsed as double with
 // std::from_chars and then cast to float -- exactly what XGBoost does with the float64 arrays it is
-// given -- so a value written with 9 significant digits round-trips bit for bit. Spaces and tabs
+// given -- so a value written with 9 significant digits round-trips bit for bit. (Short decimals
+// take an exact fast path, core/io/decimal.h, that gives std::from_chars's bits.) Spaces and tabs
 // around a field, a leading '+', `inf`/`infinity`, CRLF line ends and a missing final newline are
 // tolerated. Blank lines (empty or only whitespace) are skipped before the first row and after the
 // last; one between rows is an error naming it. A header line (grove --header) is read only when
@@ -30,6 +31,8 @@
 #include "core/common/rows.h"
 
 namespace grove {
+
+class ThreadPool;
 
 // A dense row-major matrix read from a CSV file.
 template <typename T>
@@ -64,10 +67,11 @@ absl::StatusOr<CsvLayout> MatchCsvHeader(std::vector<std::string> header,
                                          std::string_view source);
 
 // Reads a whole file. `expected_cols` > 0 makes every row check against it; otherwise the first row
-// sets the column count. "-" reads standard input.
-absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols = 0);
+// sets the column count. "-" reads standard input. `threads` as for CsvReader::Open.
+absl::StatusOr<CsvMatrix<float>> ReadCsvFloats(const std::string& path, int64_t expected_cols = 0,
+                                               int threads = 1);
 absl::StatusOr<CsvMatrix<double>> ReadCsvDoubles(const std::string& path,
-                                                 int64_t expected_cols = 0);
+                                                 int64_t expected_cols = 0, int threads = 1);
 
 // Parses CSV text held in memory; `source` names it in errors. Appends to `values`; `cols` is in-out
 // (<= 0: set from the first row).
@@ -78,11 +82,18 @@ absl::Status ParseCsvDoubles(std::string_view text, std::string_view source, int
 
 // Streaming reader for inputs that do not fit in memory: reads the file in blocks and hands out
 // rows in chunks of the caller's size.
+//
+// Once the column count is known (expected_cols, a layout, or the first row), each block of rows
+// is parsed by `threads` threads, the caller's and threads - 1 of the reader's own, each taking
+// runs of whole lines; the rows, their order and every error (the one of the first bad line, as
+// one thread would report it) are the same for any thread count.
 class CsvReader {
  public:
-  // `path` "-" is standard input. `expected_cols` > 0 fixes the column count.
+  // `path` "-" is standard input. `expected_cols` > 0 fixes the column count. `threads` >= 1
+  // parse (<= 0: one per hardware thread).
   static absl::StatusOr<std::unique_ptr<CsvReader>> Open(const std::string& path,
-                                                         int64_t expected_cols = 0);
+                                                         int64_t expected_cols = 0,
+                                                         int threads = 1);
   ~CsvReader();
   CsvReader(const CsvReader&) = delete;
   CsvReader& operator=(const CsvReader&) = delete;
@@ -114,14 +125,28 @@ class CsvReader {
   const std::string& path() const { return path_; }
 
  private:
-  CsvReader(std::string path, int fd, bool owns_fd, int64_t expected_cols, int64_t total_bytes);
+  CsvReader(std::string path, int fd, bool owns_fd, int64_t expected_cols, int64_t total_bytes,
+            int threads);
   template <typename T>
   absl::StatusOr<int64_t> ReadRowsImpl(int64_t max_rows, std::vector<T>* out,
                                        std::vector<std::string>* kept);
+  // Parses the run of rows at the start of the buffer (at most `max_rows`, up to the first blank
+  // line or incomplete line) on the reader's threads and appends them; returns how many (0: the
+  // next line needs ReadRowsImpl's line-by-line path).
+  template <typename T>
+  absl::StatusOr<int64_t> ReadBlock(int64_t max_rows, std::vector<T>* out,
+                                    std::vector<std::string>* kept);
   // The next line [*b, *e) ('\n' excluded) and its length with the '\n'; false at the end.
   absl::StatusOr<bool> NextLine(const char** b, const char** e, size_t* used);
-  // Reads more input into buf_; false at the end of the input.
+  // Reads more input into buf_ (growing it when a line fills it); false at the end of the input.
   absl::StatusOr<bool> Fill();
+  // Reads into the rest of buf_: until it is full for a regular file, once for a pipe (which could
+  // block for input that no caller asked for yet).
+  absl::Status Refill();
+  // Moves the unparsed data to the front of buf_.
+  void Compact();
+  // One read() into buf_ after end_; false at the end of the input.
+  absl::StatusOr<bool> ReadSome();
 
   std::string path_;
   int fd_;
@@ -139,6 +164,8 @@ class CsvReader {
   std::vector<char> buf_;
   size_t begin_ = 0;  // unparsed data is buf_[begin_, end_)
   size_t end_ = 0;
+  std::unique_ptr<ThreadPool> pool_;    // threads - 1 workers; null for one thread
+  std::vector<const char*> line_ends_;  // ReadBlock's lines
 };
 
 // Writes `%.9g` of `value` (NaN as "nan") at `out` and returns the end; `out` needs 32 bytes.

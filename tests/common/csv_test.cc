@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -232,6 +235,211 @@ TEST(CsvReader, BlankLineBetweenRowsFailsAcrossChunks) {
   absl::StatusOr<int64_t> second = (*r)->ReadRows(2, &chunk);
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(second.status().message(), HasSubstr(path + ":3: blank line between rows"));
+  std::filesystem::remove(path);
+}
+
+// Every field reads as std::from_chars reads it, whether or not the fast path for short decimals
+// takes it: random values in many formats, with the blanks, signs and missing values the format
+// allows around them.
+TEST(CsvParse, FieldsMatchFromCharsBitForBit) {
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  std::uniform_int_distribution<int> pick(0, 99);
+  const char* formats[] = {"%.9g", "%.17g", "%.3g", "%.12e", "%.6f", "%.25g"};
+  const int cols = 13;
+  std::string text;
+  std::vector<double> want;
+  char buf[512];
+  for (int r = 0; r < 3000; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      if (c > 0) text += ',';
+      const int roll = pick(rng);
+      if (roll < 3) {
+        text += roll == 0 ? "" : roll == 1 ? "nan" : " NaN ";
+        want.push_back(std::numeric_limits<double>::quiet_NaN());
+        continue;
+      }
+      double v = unit(rng) * std::pow(10.0, exponent(rng));
+      if (roll < 10) {
+        const uint64_t b = rng();
+        std::memcpy(&v, &b, 8);
+        if (!std::isfinite(v)) v = 0.5;
+      }
+      std::snprintf(buf, sizeof(buf), formats[roll % 6], v);
+      std::string field = buf;
+      double parsed;
+      const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), parsed);
+      ASSERT_EQ(ptr, field.data() + field.size()) << field;
+      // Out of range (a value that rounds past the largest double, or to zero) reads as strtod.
+      want.push_back(ec == std::errc() ? parsed : std::strtod(field.c_str(), nullptr));
+      if (roll < 15 && field[0] != '-') field = "+" + field;
+      if (roll >= 95) field = " \t" + field + "\t ";
+      text += field;
+    }
+    text += r % 5 == 0 ? "\r\n" : "\n";
+  }
+  std::vector<double> got;
+  int64_t got_cols = 0;
+  ASSERT_TRUE(ParseCsvDoubles(text, "t.csv", &got_cols, &got).ok());
+  EXPECT_EQ(got_cols, cols);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], 8), 0) << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
+// Values no fast path takes still read as before: subnormals, overflow to +-inf, long mantissas.
+TEST(CsvParse, LongSubnormalAndOverflowingValues) {
+  std::vector<double> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvDoubles("4.9406564584124654e-324,1e-400,-1e400,12345678901234567890123,-0,"
+                              ".5,5.,-.5,1e22,1e23,9007199254740993",
+                              "t.csv", &cols, &v)
+                  .ok());
+  ASSERT_EQ(cols, 11);
+  EXPECT_EQ(v[0], 4.9406564584124654e-324);
+  EXPECT_EQ(v[1], 0.0);
+  EXPECT_EQ(v[2], -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(v[3], 12345678901234567890123.0);
+  EXPECT_TRUE(std::signbit(v[4]));
+  EXPECT_EQ(v[5], 0.5);
+  EXPECT_EQ(v[6], 5.0);
+  EXPECT_EQ(v[7], -0.5);
+  EXPECT_EQ(v[8], 1e22);
+  EXPECT_EQ(v[9], 1e23);
+  EXPECT_EQ(v[10], 9007199254740992.0);  // the nearest double (ties to even)
+  for (const char* bad : {"1e", "1e+", "5..", "-", ".", "1-", "inf5", "2e,1"}) {
+    v.clear();
+    cols = 0;
+    absl::Status s = ParseCsvDoubles(std::string("3,") + bad, "t.csv", &cols, &v);
+    EXPECT_THAT(s.message(), HasSubstr("t.csv:1: field 2")) << bad;
+  }
+}
+
+// A file of `rows` rows of 9 columns written like grove's own output; line `bad_line` (1-based,
+// 0: none) replaced by `bad`.
+std::string ManyRows(int rows, int bad_line = 0, const std::string& bad = "") {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal;
+  std::string text;
+  char buf[40];
+  for (int r = 1; r <= rows; ++r) {
+    if (r == bad_line) {
+      text += bad + "\n";
+      continue;
+    }
+    for (int c = 0; c < 9; ++c) {
+      const float x = (r + c) % 17 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                         : normal(rng) * static_cast<float>(c * c + 1);
+      char* e = FormatCsvNumber(x, buf);
+      text.append(buf, e);
+      text += c < 8 ? "," : (r % 3 ? "\n" : "\r\n");
+    }
+  }
+  return text;
+}
+
+// Reads `path` with `threads` threads in chunks of `chunk` rows: a hash of every value's bits, the
+// rows and the bytes read, or the error.
+std::string ReadAll(const std::string& path, int threads, int64_t chunk) {
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, 9, threads);
+  if (!reader.ok()) return reader.status().ToString();
+  std::vector<double> values;
+  uint64_t hash = 14695981039346656037u;
+  while (true) {
+    absl::StatusOr<int64_t> n = (*reader)->ReadRows(chunk, &values);
+    if (!n.ok()) return n.status().ToString();
+    if (*n == 0) break;
+    EXPECT_EQ(values.size(), static_cast<size_t>(*n * (*reader)->cols()));
+    for (double v : values) {
+      uint64_t bits;
+      std::memcpy(&bits, &v, 8);
+      hash = (hash ^ bits) * 1099511628211u;
+    }
+  }
+  return absl::StrCat("hash ", hash, " rows ", (*reader)->rows_read(), " bytes ",
+                      (*reader)->bytes_consumed());
+}
+
+// Several threads parse runs of lines of each block; the rows, and the error when there is one,
+// are exactly one thread's.
+TEST(CsvReader, ThreadsReadTheSameRowsAndTheSameFirstError) {
+  const int rows = 60000;  // ~4 MB: several blocks, and many runs per block
+  struct Variant {
+    int bad_line;
+    std::string bad;
+    std::string error;  // expected in the message; empty: reads
+  };
+  const std::vector<Variant> variants = {
+      {0, "", ""},
+      {35001, "1,2,3,4,5,6,7,8,x", ":35001: field 9 ('x') is not a number"},
+      {49999, "1,2,3", ":49999: expected 9 fields, found 3"},
+      {25000, "1,2,3,4,5,6,7,8,9,10", ":25000: expected 9 fields, found 10"},
+      {30000, " ", ":30000: blank line between rows (the next row is on line 30001)"},
+      {rows, "", ""},  // a blank last line is skipped
+  };
+  for (const Variant& v : variants) {
+    const std::string text = ManyRows(rows, v.bad_line, v.bad);
+    const std::string path = WriteFile("threads.csv", text);
+    const std::string one = ReadAll(path, 1, 5000);
+    if (v.error.empty()) {
+      EXPECT_THAT(one, HasSubstr(" rows " + std::to_string(v.bad_line == rows ? rows - 1 : rows)));
+      EXPECT_THAT(one, HasSubstr(" bytes " + std::to_string(text.size())));
+    } else {
+      EXPECT_THAT(one, HasSubstr(path + v.error));
+    }
+    for (int threads : {2, 3, 8}) {
+      for (int64_t chunk : {int64_t{1} << 20, int64_t{7777}}) {
+        EXPECT_EQ(ReadAll(path, threads, chunk), one)
+            << v.bad_line << " threads " << threads << " chunk " << chunk;
+      }
+    }
+    std::filesystem::remove(path);
+  }
+  // Two bad lines far apart, in different runs: the first is named.
+  std::string text = ManyRows(rows, 50000, "1,2,3,4,5,6,7,8,bad2");
+  text.replace(text.find('\n', text.size() / 10) + 1, 0, "1,2,3,4,5,6,7,bad1,9\n");
+  const std::string path = WriteFile("two_errors.csv", text);
+  for (int threads : {1, 2, 8}) {
+    const std::string got = ReadAll(path, threads, 1 << 20);
+    EXPECT_THAT(got, HasSubstr("('bad1') is not a number")) << threads;
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(CsvReader, ThreadsWithAHeaderKeepTheKeptColumnsInOrder) {
+  std::string text = "id,a,b\n";
+  for (int r = 0; r < 50000; ++r) {
+    text += "x" + std::to_string(r) + "," + std::to_string(r) + ".5," + std::to_string(-r) + "\n";
+  }
+  const std::string path = WriteFile("threads_header.csv", text);
+  for (int threads : {1, 4}) {
+    absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, 2, threads);
+    ASSERT_TRUE(reader.ok());
+    absl::StatusOr<std::vector<std::string>> names = (*reader)->ReadHeader();
+    ASSERT_TRUE(names.ok()) << names.status();
+    (*reader)->SetLayout(*MatchCsvHeader(*names, {"b", "a"}, {"id"}, path));
+    std::vector<float> values;
+    std::vector<std::string> kept;
+    int64_t seen = 0;
+    while (true) {
+      absl::StatusOr<int64_t> n = (*reader)->ReadRows(3000, &values, &kept);
+      ASSERT_TRUE(n.ok()) << n.status();
+      if (*n == 0) break;
+      ASSERT_EQ(kept.size(), static_cast<size_t>(*n));
+      for (int64_t i = 0; i < *n; ++i, ++seen) {
+        ASSERT_EQ(kept[i], "x" + std::to_string(seen));
+        ASSERT_EQ(values[2 * i], static_cast<float>(-seen));
+        ASSERT_EQ(values[2 * i + 1], static_cast<float>(seen + 0.5));
+      }
+    }
+    EXPECT_EQ(seen, 50000);
+  }
   std::filesystem::remove(path);
 }
 
