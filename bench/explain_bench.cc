@@ -13,8 +13,11 @@
 //           cached): the whole device computation (zeroing, TreeSHAP kernel, conversion);
 //   h2d / d2h: the copies of those rows and results alone, from / to pinned memory;
 //   e2e: TreeShapGpu::Explain, host rows in, host results out (pageable user buffers).
-// CPU: ExplainPathsCpu (the same path algorithm in double) and ExplainCpuReference on as many rows
-// as fit in --cpu-budget seconds (estimated from one row), all threads.
+// CPU: ExplainPathsCpu (the same path algorithm in double), ExplainCpuReference and the CPU
+// explanation engine (cpu-engine: ExplainEngine without GPUs, strategy "cpu", what
+// `grove explain --no-gpu` runs; the strategy it picked is in the note) on as many rows as fit in
+// --cpu-budget seconds (estimated from one row; the engine from 16, since its quadrature kernel
+// runs rows in blocks of 8), all threads.
 // Floor: per row, the path arithmetic (about 10 L^2 flops per path of L elements for SHAP values,
 // 10 L^3 for interactions) at the FP64 / FP32 rate, and the bytes every row must move (row in,
 // results out in float32) at the measured device-to-device copy bandwidth; the larger is the floor.
@@ -33,8 +36,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "core/common/mutex_mode.h"
+#include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
+#include "core/explain/explain_engine.h"
 #include "core/explain/explain_paths_cpu.h"
 #include "core/explain/paths.h"
 #include "core/explain/treeshap_gpu.h"
@@ -254,11 +259,20 @@ void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
 }
 #endif
 
-void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& forest,
+void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const ForestPtr& forest_ptr,
               const std::vector<float>& all_rows, ThreadPool* pool) {
+  const Forest& forest = *forest_ptr;
   const int F = forest.num_features;
   const int threads = pool->num_threads();
-  double shap_one[2] = {0, 0};
+  double shap_one[3] = {0, 0, 0};
+  ExplainEngineOptions engine_options;
+  engine_options.use_gpu = false;
+  engine_options.strategy = "cpu";
+  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
+      ExplainEngine::Create(forest_ptr, engine_options, pool);
+  if (!engine.ok()) {
+    std::printf("CPU engine failed: %s\n", std::string(engine.status().message()).c_str());
+  }
   const double mean_len =
       layout->paths.empty() ? 1.0 : static_cast<double>(layout->elements.size()) / layout->paths.size();
   for (bool inter : {false, true}) {
@@ -268,16 +282,19 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
     const char* kind = inter ? "interactions" : "shap";
     ExplainOptions o;
     o.interactions = inter;
-    for (int which = 0; which < 2; ++which) {
-      const char* where = which == 0 ? "cpu-paths" : "cpu-reference";
+    for (int which = 0; which < 3; ++which) {
+      if (which == 2 && !engine.ok()) continue;
+      const char* where = which == 0 ? "cpu-paths" : which == 1 ? "cpu-reference" : "cpu-engine";
+      RunInfo info;
+      // The engine runs on its own pool (`pool`) whatever `p` says.
       auto run = [&](int64_t n, ThreadPool* p) {
         std::vector<float> out(n * width);
         const double start = Now();
-        absl::Status s =
-            which == 0 ? ExplainPathsCpu(*layout, MakeRowsView(all_rows.data(), n, F), o,
-                                         MakeMatrixView(out.data(), n, width), p)
-                       : ExplainCpuReference(forest, MakeRowsView(all_rows.data(), n, F), o,
-                                             MakeMatrixView(out.data(), n, width), p);
+        const RowsView rows = MakeRowsView(all_rows.data(), n, F);
+        const MatrixView<float> results = MakeMatrixView(out.data(), n, width);
+        absl::Status s = which == 0   ? ExplainPathsCpu(*layout, rows, o, results, p)
+                         : which == 1 ? ExplainCpuReference(forest, rows, o, results, p)
+                                      : (*engine)->Explain(rows, o, results, &info);
         if (!s.ok()) std::printf("CPU explain failed: %s\n", std::string(s.message()).c_str());
         return Now() - start;
       };
@@ -287,7 +304,8 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
             absl::StrFormat("estimated %.3g s per row on 1 thread", shap_one[which] * mean_len));
         continue;
       }
-      const double one = run(1, nullptr);
+      const int64_t probe = which == 2 ? std::min<int64_t>(16, limit) : 1;
+      const double one = run(probe, nullptr) / probe;
       if (!inter) shap_one[which] = one;
       int64_t n = static_cast<int64_t>(flags.cpu_budget / std::max(one, 1e-9) * threads);
       n = std::clamp<int64_t>(n, 1, limit);
@@ -296,7 +314,9 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
         continue;
       }
       const double t = run(n, pool);
-      Row(flags.name, kind, where, "e2e", n, t, absl::StrFormat("%d threads", threads));
+      Row(flags.name, kind, where, "e2e", n, t,
+          which == 2 ? absl::StrFormat("%d pool threads + caller, %s", threads, info.strategy)
+                     : absl::StrFormat("%d threads", threads));
     }
   }
 }
@@ -369,7 +389,7 @@ int Main(int argc, char** argv) {
     std::printf("no GPU visible\n");
   }
 #endif
-  BenchCpu(flags, *layout, f, rows, &pool);
+  BenchCpu(flags, *layout, *forest, rows, &pool);
   return 0;
 }
 

@@ -341,7 +341,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   };
   // Rows are independent; each is summed by one thread in path order: deterministic.
   // Grains of whole SIMD blocks where the tree program runs; per-path interactions: single rows.
-  ParallelFor(pool, rows.rows, program != nullptr ? (interactions ? 8 : 16) : 1, work);
+  ParallelFor(pool, rows.rows, program != nullptr ? kQuadratureTreeLanes : 1, work);
   return absl::OkStatus();
 }
 

@@ -113,10 +113,12 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
                          2);
       const bool tree_interactions = model_->tree_program != nullptr &&
                                      QuadratureTreeServesInteractions(*model_->tree_program);
-      inter_row = per_row(true, tree_interactions ? 8 : 1, 1);
+      inter_row = per_row(true, tree_interactions ? kQuadratureTreeLanes : 1, 1);
     }
     shap_ = {20e-6, shap_row};
     inter_ = {20e-6, inter_row};
+    shap_in_blocks_ = model_->tree_program != nullptr;
+    inter_in_blocks_ = shap_in_blocks_ && QuadratureTreeServesInteractions(*model_->tree_program);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
   }
@@ -125,7 +127,11 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   bool Supports(const ExplainOptions&) const override { return true; }
   double EstimateSeconds(int64_t rows, const ExplainOptions& options) const override {
     const StrategyCost& c = options.interactions ? inter_ : shap_;
-    const int64_t rounds = (rows + threads_ - 1) / threads_;  // rows run in parallel
+    int64_t rounds = (rows + threads_ - 1) / threads_;  // rows run in parallel
+    if (options.interactions ? inter_in_blocks_ : shap_in_blocks_) {
+      // The tree kernel's blocks: a thread pays for whole blocks of SIMD lanes.
+      rounds = (rounds + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes * kQuadratureTreeLanes;
+    }
     // Output traffic scales with memory bandwidth, which a few cores saturate.
     const double memory = (options.interactions ? inter_memory_ : shap_memory_) * rows /
                           std::min(threads_, 4);
@@ -156,6 +162,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   ThreadPool* pool_;
   int threads_ = 1;
   StrategyCost shap_, inter_;  // compute part (per row and core)
+  bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };
 

@@ -31,6 +31,10 @@
 
 namespace grove {
 
+// Rows the kernel explains side by side, one per SIMD lane: a call's rows run in blocks of this
+// many (the last block padded), so cost is per started block.
+inline constexpr int kQuadratureTreeLanes = 8;
+
 // One edge (a non-root node) of a served tree, in the tree's preorder.
 struct QuadratureTreeEdge {
   int32_t column = 0;      // output column of the parent's split: group * (F + 1) + feature

@@ -30,7 +30,7 @@ namespace {
 
 // Rows explained side by side, one SIMD lane each: 8 doubles are one AVX-512 register, two AVX2
 // ones, four SSE2 ones (the compiler splits the vector type as the target needs).
-constexpr int kLanes = 8;
+constexpr int kLanes = kQuadratureTreeLanes;
 using Lanes = double __attribute__((vector_size(kLanes * sizeof(double))));
 using FloatLanes = float __attribute__((vector_size(kLanes * sizeof(float))));
 static_assert(sizeof(Lanes) == kLanes * sizeof(double), "one double per lane");
