@@ -86,40 +86,59 @@ __attribute__((target("avx512f"))) void Walk512(const CpuNode* all, const int32_
   }
 }
 
-// WalkAndAddSimd's loop: rows in vectors of sixteen, one tree at a time.
+// WalkAndAddSimd's loop: rows in vectors of sixteen; trees walked a few at a time so that four
+// vectors are always in flight (a level's gathers depend on the last level's: one vector alone
+// would wait on them), then each tree's leaf values added in tree order.
 __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const CpuTree* trees,
                                                    const int32_t* tree_ids, int num_trees,
                                                    const double* leaf_values, const float* block,
                                                    int32_t stride, int rows, bool nan,
                                                    double* margins) {
   const Fields n = FieldsOf(all);
-  const int vectors = rows / kWidth;
+  const int row_vectors = rows / kWidth;
+  const int per_group = kMaxVectors / row_vectors;  // trees walked together
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  __m512i row[kMaxVectors], at[kMaxVectors];
-  for (int v = 0; v < vectors; ++v) {
-    row[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
-                                _mm512_set1_epi32(stride));
+  __m512i row_of[kMaxVectors];
+  for (int v = 0; v < row_vectors; ++v) {
+    row_of[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
+                                   _mm512_set1_epi32(stride));
   }
-  for (int i = 0; i < num_trees; ++i) {
-    const CpuTree& tree = trees[tree_ids[i]];
-    const __m512i first = _mm512_set1_epi32(static_cast<int>(tree.node_begin));
-    const __m512i base = _mm512_add_epi32(first, first);
-    const __m512i bases[kMaxVectors] = {base, base, base, base};
-    for (int v = 0; v < vectors; ++v) at[v] = _mm512_setzero_si512();
-    const bool check_leaves = tree.depth > kCheckDepth;
-    for (int d = 0; d < tree.depth; ++d) {
-      for (int v = 0; v < vectors; ++v) at[v] = Step512(n, base, row[v], at[v], block, nan);
-      if (check_leaves && (d & 3) == 3 && AllLeaves512(n, bases, at, vectors)) break;
+  // Vector u walks tree u / row_vectors of the group over row vector u % row_vectors.
+  __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
+  for (int t0 = 0; t0 < num_trees; t0 += per_group) {
+    const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
+    const int vectors = group * row_vectors;
+    int depth = 0;
+    for (int g = 0; g < group; ++g) {
+      const CpuTree& tree = trees[tree_ids[t0 + g]];
+      depth = tree.depth > depth ? tree.depth : depth;
+      const __m512i first = _mm512_set1_epi32(static_cast<int>(tree.node_begin));
+      for (int v = 0; v < row_vectors; ++v) {
+        base[g * row_vectors + v] = _mm512_add_epi32(first, first);
+        row[g * row_vectors + v] = row_of[v];
+        at[g * row_vectors + v] = _mm512_setzero_si512();
+      }
+    }
+    const bool check_leaves = depth > kCheckDepth;
+    for (int d = 0; d < depth; ++d) {
+      for (int u = 0; u < vectors; ++u) at[u] = Step512(n, base[u], row[u], at[u], block, nan);
+      if (check_leaves && (d & 3) == 3 && AllLeaves512(n, base, at, vectors)) break;
     }
     // Each row's leaf value (tree weight included) added to its output's column, in tree order.
-    double* acc = margins + static_cast<int64_t>(tree.group) * rows;
-    for (int v = 0; v < vectors; ++v) {
-      const __m512i node = _mm512_add_epi32(first, _mm512_srli_epi32(at[v], 4));
-      const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(node), leaf_values, 8);
-      const __m512d hi = _mm512_i32gather_pd(_mm512_extracti64x4_epi64(node, 1), leaf_values, 8);
-      double* a = acc + v * kWidth;
-      _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), lo));
-      _mm512_storeu_pd(a + 8, _mm512_add_pd(_mm512_loadu_pd(a + 8), hi));
+    for (int g = 0; g < group; ++g) {
+      const CpuTree& tree = trees[tree_ids[t0 + g]];
+      const __m512i first = _mm512_set1_epi32(static_cast<int>(tree.node_begin));
+      double* acc = margins + static_cast<int64_t>(tree.group) * rows;
+      for (int v = 0; v < row_vectors; ++v) {
+        const __m512i node =
+            _mm512_add_epi32(first, _mm512_srli_epi32(at[g * row_vectors + v], 4));
+        const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(node), leaf_values, 8);
+        const __m512d hi =
+            _mm512_i32gather_pd(_mm512_extracti64x4_epi64(node, 1), leaf_values, 8);
+        double* a = acc + v * kWidth;
+        _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), lo));
+        _mm512_storeu_pd(a + 8, _mm512_add_pd(_mm512_loadu_pd(a + 8), hi));
+      }
     }
   }
 }

@@ -90,8 +90,10 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
   if (HaveSimdWalk()) {
     o.walk = CpuForestOptions::Walk::kSimd;
     out.emplace_back("simd", o);
-    o.block_rows = 16;  // every block through the fused walk where its trees allow
+    o.block_rows = 16;  // every block through the fused walk where its trees allow, 4 trees at once
     out.emplace_back("simd-16", o);
+    o.block_rows = 32;  // 2 trees at once
+    out.emplace_back("simd-32", o);
     o.block_rows = 7;  // no block through it
     out.emplace_back("simd-7", o);
   }
