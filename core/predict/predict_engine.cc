@@ -38,7 +38,7 @@ class CpuPredictEngine final : public PredictEngine {
                           float* out) const override {
     return cpu_->RunRow(row, options, out);
   }
-  std::string Describe() const override { return "cpu"; }
+  std::string Describe() const override { return cpu_->Describe(); }
   int64_t DeviceBytes() const override { return 0; }
 
  private:

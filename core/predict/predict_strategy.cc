@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/common/log.h"
 #include "core/predict/cpu/cpu_infer.h"
 
 namespace grove {
@@ -9,7 +10,16 @@ namespace grove {
 CpuPredictStrategy::CpuPredictStrategy(ForestPtr forest, ThreadPool* pool)
     : forest_(std::move(forest)), pool_(pool) {
   absl::StatusOr<cpu::CpuForestPtr> layout = cpu::CpuForest::Build(forest_);
-  if (layout.ok()) layout_ = *std::move(layout);
+  if (layout.ok()) {
+    layout_ = *std::move(layout);
+  } else {
+    GROVE_LOG(WARNING) << "CPU prediction engine unavailable; using the reference walk"
+                       << KV("error", layout.status().ToString());
+  }
+}
+
+std::string CpuPredictStrategy::Describe() const {
+  return layout_ != nullptr ? layout_->Describe() : "cpu (reference walk)";
 }
 
 absl::Status CpuPredictStrategy::Run(RowsView rows, const PredictOptions& options, int /*groups*/,

@@ -45,6 +45,8 @@ class CpuPredictStrategy final : public PredictStrategy {
   // One row of forest.num_features values on the calling thread, PredictWidth values to `out`:
   // no pool hop, and no allocation for models of up to 64 outputs (cpu::PredictRow).
   absl::Status RunRow(const float* row, const PredictOptions& options, float* out) const;
+  // The layout's description (cpu::CpuForest::Describe), or "cpu (reference walk)".
+  std::string Describe() const;
 
  private:
   ForestPtr forest_;

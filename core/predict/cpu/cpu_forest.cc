@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/model/typical_rows.h"
 #include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
@@ -176,6 +177,11 @@ void CpuForest::TreeSpan(int begin, int end, int32_t* first, int32_t* last) cons
                                 iterations_.begin());
   *last = static_cast<int32_t>(std::lower_bound(iterations_.begin(), iterations_.end(), end) -
                                iterations_.begin());
+}
+
+std::string CpuForest::Describe() const {
+  return absl::StrFormat("cpu (%s walk, %d rows per block, %.1f MB)",
+                         simd_walk_ ? "avx512" : "scalar", block_rows_, MemoryBytes() / 1e6);
 }
 
 int64_t CpuForest::MemoryBytes() const {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -71,6 +72,8 @@ class CpuForest {
   // Trees [first, last) of a contiguous range of rounds [begin, end) when iterations_sorted().
   void TreeSpan(int begin, int end, int32_t* first, int32_t* last) const;
   int64_t MemoryBytes() const;
+  // "cpu (avx512 walk, 64 rows per block, 0.7 MB)": what the engine runs, for logs and metadata.
+  std::string Describe() const;
   // Rows per block of a batch (CpuForestOptions::block_rows, resolved).
   int block_rows() const { return block_rows_; }
   // Whether groups without general splits take the AVX-512 walk (CpuForestOptions::walk,
