@@ -38,6 +38,16 @@ static_assert(sizeof(Lanes) == kLanes * sizeof(double), "one double per lane");
 // stays in L1 / L2 across them.
 constexpr int kBlocksPerChunk = 8;
 
+// Bytes of accumulators a thread may hold for one chunk (one block at least).
+constexpr int64_t kAccumulatorBudget = int64_t{16} << 20;
+
+// Interactions run by the tree kernel when a block's accumulators, num_outputs * (F + 1)^2
+// doubles per lane, stay within a few budgets.
+bool InteractionsFit(int64_t num_features, int64_t num_outputs) {
+  const int64_t f1 = num_features + 1;
+  return num_outputs * f1 * f1 * static_cast<int64_t>(sizeof(Lanes)) <= 4 * kAccumulatorBudget;
+}
+
 inline double Fraction(double child_cover, double node_cover) {
   return node_cover > 0 ? child_cover / node_cover : 0.0;
 }
@@ -253,6 +263,7 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
   program->served.assign(forest.trees.size(), 0);
   std::map<int, GaussLegendreRule> rules;
   const int64_t f1 = forest.num_features + 1;
+  const bool interactions = InteractionsFit(forest.num_features, forest.num_outputs);
   // Per node of the current tree: parent, depth, merged zero fraction of the edge into it, unique
   // features from the root, and the depth of the previous edge on the same feature.
   std::vector<int32_t> parent, order;
@@ -374,10 +385,11 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
     }
     info.edge_end = static_cast<uint32_t>(program->edges.size());
     // Interactions: per feature the tree splits on, the edges of the paths through such a split
-    // (a split on it above the edge's child, or in the child's subtree), in preorder.
+    // (a split on it above the edge's child, or in the child's subtree), in preorder. None where
+    // the per-path kernel takes the interactions.
     std::vector<int32_t> features;
     for (int32_t i : order) {
-      if (!nodes[i].is_leaf()) features.push_back(nodes[i].feature);
+      if (interactions && !nodes[i].is_leaf()) features.push_back(nodes[i].feature);
     }
     std::sort(features.begin(), features.end());
     features.erase(std::unique(features.begin(), features.end()), features.end());
@@ -428,8 +440,6 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
 
 namespace {
 
-// Bytes of accumulators a thread may hold for one chunk (one block at least).
-constexpr int64_t kAccumulatorBudget = int64_t{16} << 20;
 
 int64_t Width(const QuadratureTreeProgram& p, bool interactions) {
   const int64_t f1 = p.num_features + 1;
@@ -521,7 +531,7 @@ int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program, bool inter
 }
 
 bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {
-  return Width(program, true) * static_cast<int64_t>(sizeof(Lanes)) <= 4 * kAccumulatorBudget;
+  return InteractionsFit(program.num_features, program.num_outputs);
 }
 
 void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* category_bits,
