@@ -139,8 +139,8 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t*
 
 // The same for SHAP interaction values (requires QuadratureTreeServesInteractions): `acc` is
 // rows.rows x num_outputs * (F + 1)^2, row-major (bias entries untouched). Per tree and feature i
-// it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two passes of the
-// recursion with i's factors fixed to O and to Z, and M[i][i] += phi_i - sum_{j != i} M[i][j] of
+// it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two recursions
+// (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i - sum_{j != i} M[i][j] of
 // the tree: the reference's definition, tree by tree (it is linear in the trees).
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
                                    const uint32_t* category_bits, RowsView rows,

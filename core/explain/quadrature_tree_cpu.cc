@@ -93,11 +93,10 @@ GROVE_ALWAYS_INLINE void Decide(const QuadratureTreeProgram& p, const Quadrature
   }
 }
 
-// Closes the internal node at depth `d`: its edge's contribution sum_k w_k T A B (times `scale`)
-// goes to its column, and R B to its parent's B.
-template <int Q, bool kCondition>
-GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, double scale, Lanes* acc,
-                               int64_t acc_stride) {
+// Closes the internal node at depth `d`: its edge's contribution sum_k w_k T A B goes to its
+// column, and R B to its parent's B.
+template <int Q>
+GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, Lanes* acc, int64_t acc_stride) {
   const int qs = Q > 0 ? Q : q;
   Lanes sum = Splat(0.0);
   const int64_t at = static_cast<int64_t>(d) * qs;
@@ -106,98 +105,170 @@ GROVE_ALWAYS_INLINE void Close(int d, int q, const Stack& s, double scale, Lanes
     sum += s.ta[at + k] * b;
     s.b[at - qs + k] += s.r[at + k] * b;
   }
-  acc[s.column[d] * acc_stride] += kCondition ? scale * sum : sum;
+  acc[s.column[d] * acc_stride] += sum;
 }
 
-// One pass of the recursion over `tree` for one block of kLanes rows, given the block's
-// decisions. kCondition false: SHAP values, every edge in preorder, contributions to
-// acc[edge column * acc_stride]. kCondition true: the tree with feature `condition` no longer a
-// player but fixed present (its factors are O) or absent (its factors are Z), over `steps` only
-// (the edges of paths through a split on `condition`: the others cancel between the two passes);
-// contributions times `scale` to the interaction column [condition][feature] of the edge's output
-// block. Q > 0: compile-time point count; 0: tree.q at run time. Selections between the
-// precomputed constants are by the row's O in {0, 1}: exact.
-template <int Q, bool kCondition>
+// The selections of an edge for the block's rows: by the row's O before and after the edge (in
+// {0, 1}), the edge's ratio and w_k T (leaves: v R and v w_k T R) for node t_k. Exact.
+struct EdgeCase {
+  Lanes o_before, o_after, r00;
+  const double* c;  // the edge's constants
+  int q;
+  GROVE_ALWAYS_INLINE Lanes Ratio(int k) const {
+    return o_after != 0 ? Splat(c[1 + k]) : (o_before != 0 ? Splat(c[1 + q + k]) : r00);
+  }
+  GROVE_ALWAYS_INLINE Lanes T(int k) const {
+    return o_after != 0 ? Splat(c[1 + 2 * q + k])
+                        : (o_before != 0 ? Splat(c[1 + 3 * q + k]) : Splat(0.0));
+  }
+};
+
+// The row's case at edge `e` (O before from the stack, the edge's decision).
+GROVE_ALWAYS_INLINE EdgeCase CaseOf(const QuadratureTreeEdge& e, const double* c, int q,
+                                   const Lanes* o, const Lanes* decisions) {
+  const Lanes dec = decisions[e.split];
+  const Lanes o_before = o[e.prev_depth];
+  const Lanes o_after = o_before * (e.left ? dec : Splat(1.0) - dec);
+  return EdgeCase{o_before, o_after, Splat(c[0]), c, q};
+}
+
+// SHAP values: the recursion over `tree` for one block of kLanes rows, given the block's
+// decisions, every edge in preorder; contributions to acc[edge column * acc_stride]. Q > 0:
+// compile-time point count; 0: tree.q at run time.
+template <int Q>
 GROVE_ALWAYS_INLINE void Pass(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
-                              const Lanes* decisions, const Stack& s,
-                              const QuadratureTreeStep* steps, uint32_t num_steps, int condition,
-                              bool present, double scale, Lanes* acc, int64_t acc_stride,
-                              int64_t f1) {
+                              const Lanes* decisions, const Stack& s, Lanes* acc,
+                              int64_t acc_stride) {
   const int q = Q > 0 ? Q : tree.q;
   const int64_t stride = 1 + 4 * static_cast<int64_t>(q);
   const Lanes one = Splat(1.0), zero = Splat(0.0);
   s.o[0] = one;
   for (int k = 0; k < q; ++k) s.a[k] = one;
   const double* constants = p.constants.data() + tree.constant_begin;
-  const uint32_t count = kCondition ? num_steps : tree.edge_end - tree.edge_begin;
-  for (uint32_t n = 0; n < count; ++n) {
-    const uint32_t i = kCondition ? steps[n].edge : tree.edge_begin + n;
+  for (uint32_t i = tree.edge_begin; i < tree.edge_end; ++i) {
     const QuadratureTreeEdge& e = p.edges[i];
-    const int pops = kCondition ? steps[n].pops : e.pops;
-    const double* c = constants + (i - tree.edge_begin) * stride;
-    const double* r11 = c + 1;
-    const double* r10 = c + 1 + q;
-    const double* t11 = c + 1 + 2 * q;
-    const double* t10 = c + 1 + 3 * q;
-    const Lanes r00 = Splat(c[0]);
+    const EdgeCase x = CaseOf(e, constants + (i - tree.edge_begin) * stride, q, s.o, decisions);
     const int d = e.depth;
-    const Lanes dec = decisions[e.split];
-    // The row's O for this feature before and after the edge, in {0, 1}.
-    const Lanes o_before = s.o[e.prev_depth];
-    const Lanes o_after = o_before * (e.left ? dec : one - dec);
     const Lanes* a_parent = s.a + static_cast<int64_t>(d - 1) * q;
     Lanes* b_parent = s.b + static_cast<int64_t>(d - 1) * q;
-    const int64_t column =
-        kCondition ? (e.column - e.feature) * f1 + condition * f1 + e.feature : e.column;
-    // The conditioned feature's edges: ratio O^m / O^(m-1) = O after the edge (when O was 0
-    // before, every product below is 0 already) or Z^m / Z^(m-1) = r; no contribution.
-    const bool fixed = kCondition && e.feature == condition;
     if (e.leaf) {
-      if (fixed) {
-        // Leaf constants carry the value: r00 is v r.
-        const Lanes v_ratio = present ? e.value * o_after : r00;
-        for (int k = 0; k < q; ++k) b_parent[k] += v_ratio;
-      } else {
-        // Leaf constants carry the value: v R and v w_k T R (B of a leaf is v).
-        Lanes sum = zero;
-        for (int k = 0; k < q; ++k) {
-          const Lanes v_ratio =
-              o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
-          const Lanes v_t_ratio =
-              o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
-          sum += a_parent[k] * v_t_ratio;
-          b_parent[k] += v_ratio;
-        }
-        acc[column * acc_stride] += kCondition ? scale * sum : sum;
+      Lanes sum = zero;
+      for (int k = 0; k < q; ++k) {
+        sum += a_parent[k] * x.T(k);
+        b_parent[k] += x.Ratio(k);
       }
-      for (int closed = 0; closed < pops; ++closed) {
-        Close<Q, kCondition>(d - 1 - closed, q, s, scale, acc, acc_stride);
+      acc[e.column * acc_stride] += sum;
+      for (int closed = 0; closed < e.pops; ++closed) {
+        Close<Q>(d - 1 - closed, q, s, acc, acc_stride);
       }
       continue;
     }
     const int64_t at = static_cast<int64_t>(d) * q;
-    if (fixed) {
-      const Lanes ratio = present ? o_after : r00;
-      for (int k = 0; k < q; ++k) {
-        s.a[at + k] = a_parent[k] * ratio;
-        s.r[at + k] = ratio;
-        s.ta[at + k] = zero;
-        s.b[at + k] = zero;
-      }
-    } else {
-      for (int k = 0; k < q; ++k) {
-        const Lanes ratio =
-            o_after != 0 ? Splat(r11[k]) : (o_before != 0 ? Splat(r10[k]) : r00);
-        const Lanes t = o_after != 0 ? Splat(t11[k]) : (o_before != 0 ? Splat(t10[k]) : zero);
-        const Lanes a = a_parent[k] * ratio;
-        s.a[at + k] = a;
-        s.r[at + k] = ratio;
-        s.ta[at + k] = t * a;
-        s.b[at + k] = zero;
-      }
+    for (int k = 0; k < q; ++k) {
+      const Lanes ratio = x.Ratio(k);
+      const Lanes a = a_parent[k] * ratio;
+      s.a[at + k] = a;
+      s.r[at + k] = ratio;
+      s.ta[at + k] = x.T(k) * a;
+      s.b[at + k] = zero;
     }
-    s.o[d] = o_after;
-    s.column[d] = static_cast<int32_t>(column);
+    s.o[d] = x.o_after;
+    s.column[d] = e.column;
+  }
+}
+
+// Interactions: the stack of the two conditioned recursions run side by side, present (the
+// conditioned feature's factors are O) and absent (they are Z); the row's O is shared.
+struct PairStack {
+  Stack present, absent;
+};
+
+// Closes the internal node at depth `d` of both recursions: half the difference of their
+// contributions goes to the node's column; each R B to its parent's B.
+template <int Q>
+GROVE_ALWAYS_INLINE void ClosePair(int d, int q, const PairStack& s, Lanes* acc,
+                                   int64_t acc_stride) {
+  const int qs = Q > 0 ? Q : q;
+  Lanes sum = Splat(0.0);
+  const int64_t at = static_cast<int64_t>(d) * qs;
+  for (int k = 0; k < qs; ++k) {
+    const Lanes bp = s.present.b[at + k], ba = s.absent.b[at + k];
+    sum += s.present.ta[at + k] * bp - s.absent.ta[at + k] * ba;
+    s.present.b[at - qs + k] += s.present.r[at + k] * bp;
+    s.absent.b[at - qs + k] += s.absent.r[at + k] * ba;
+  }
+  acc[s.present.column[d] * acc_stride] += 0.5 * sum;
+}
+
+// Interactions for the feature `condition`: the tree with it no longer a player but fixed
+// present and fixed absent, over `steps` only (the edges of paths through a split on it: the
+// others cancel between the two), half the difference of the contributions to the interaction
+// column [condition][feature] of the edge's output block. On the conditioned feature's edges the
+// ratio is O^m / O^(m-1) = O after the edge (when O was 0 before, every product below is 0
+// already) present, Z^m / Z^(m-1) = r absent, and there is no contribution.
+template <int Q>
+GROVE_ALWAYS_INLINE void ConditionedPass(const QuadratureTreeProgram& p,
+                                         const QuadratureTreeInfo& tree, const Lanes* decisions,
+                                         const PairStack& s, const QuadratureTreeStep* steps,
+                                         uint32_t num_steps, int condition, Lanes* acc,
+                                         int64_t acc_stride, int64_t f1) {
+  const int q = Q > 0 ? Q : tree.q;
+  const int64_t stride = 1 + 4 * static_cast<int64_t>(q);
+  const Lanes one = Splat(1.0), zero = Splat(0.0);
+  const Stack& sp = s.present;
+  const Stack& sa = s.absent;
+  sp.o[0] = one;
+  for (int k = 0; k < q; ++k) sp.a[k] = sa.a[k] = one;
+  const double* constants = p.constants.data() + tree.constant_begin;
+  for (uint32_t n = 0; n < num_steps; ++n) {
+    const QuadratureTreeEdge& e = p.edges[steps[n].edge];
+    const EdgeCase x =
+        CaseOf(e, constants + (steps[n].edge - tree.edge_begin) * stride, q, sp.o, decisions);
+    const int d = e.depth;
+    const int64_t up = static_cast<int64_t>(d - 1) * q;
+    const int64_t column = (e.column - e.feature) * f1 + condition * f1 + e.feature;
+    const bool fixed = e.feature == condition;
+    if (e.leaf) {
+      if (fixed) {
+        // Leaf constants carry the value: r00 is v r.
+        const Lanes v_present = e.value * x.o_after;
+        for (int k = 0; k < q; ++k) {
+          sp.b[up + k] += v_present;
+          sa.b[up + k] += x.r00;
+        }
+      } else {
+        Lanes sum = zero;
+        for (int k = 0; k < q; ++k) {
+          sum += (sp.a[up + k] - sa.a[up + k]) * x.T(k);
+          const Lanes v_ratio = x.Ratio(k);
+          sp.b[up + k] += v_ratio;
+          sa.b[up + k] += v_ratio;
+        }
+        acc[column * acc_stride] += 0.5 * sum;
+      }
+      for (int closed = 0; closed < steps[n].pops; ++closed) {
+        ClosePair<Q>(d - 1 - closed, q, s, acc, acc_stride);
+      }
+      continue;
+    }
+    const int64_t at = static_cast<int64_t>(d) * q;
+    for (int k = 0; k < q; ++k) {
+      const Lanes ratio_present = fixed ? x.o_after : x.Ratio(k);
+      const Lanes ratio_absent = fixed ? x.r00 : ratio_present;
+      const Lanes t = fixed ? zero : x.T(k);
+      const Lanes a_present = sp.a[up + k] * ratio_present;
+      const Lanes a_absent = sa.a[up + k] * ratio_absent;
+      sp.a[at + k] = a_present;
+      sa.a[at + k] = a_absent;
+      sp.r[at + k] = ratio_present;
+      sa.r[at + k] = ratio_absent;
+      sp.ta[at + k] = t * a_present;
+      sa.ta[at + k] = t * a_absent;
+      sp.b[at + k] = zero;
+      sa.b[at + k] = zero;
+    }
+    sp.o[d] = x.o_after;
+    sp.column[d] = static_cast<int32_t>(column);
   }
 }
 
@@ -207,20 +278,17 @@ GROVE_ALWAYS_INLINE void Pass(const QuadratureTreeProgram& p, const QuadratureTr
 template <int Q>
 GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
                                   const FloatLanes* columns, const uint32_t* category_bits,
-                                  Lanes* decisions, const Stack& s, Lanes* shap,
+                                  Lanes* decisions, const PairStack& s, Lanes* shap,
                                   Lanes* interactions, int64_t acc_stride) {
   Decide(p, tree, columns, category_bits, decisions);
-  const int64_t f1 = p.num_features + 1;
-  Pass<Q, false>(p, tree, decisions, s, nullptr, 0, 0, false, 1.0, shap, acc_stride, f1);
+  Pass<Q>(p, tree, decisions, s.present, shap, acc_stride);
   if (interactions == nullptr) return;
+  const int64_t f1 = p.num_features + 1;
   for (uint32_t c = tree.condition_begin; c < tree.condition_end; ++c) {
     const QuadratureTreeCondition& condition = p.conditions[c];
-    const QuadratureTreeStep* steps = p.steps.data() + condition.step_begin;
-    const uint32_t n = condition.step_end - condition.step_begin;
-    Pass<Q, true>(p, tree, decisions, s, steps, n, condition.feature, true, 0.5, interactions,
-                  acc_stride, f1);
-    Pass<Q, true>(p, tree, decisions, s, steps, n, condition.feature, false, -0.5, interactions,
-                  acc_stride, f1);
+    ConditionedPass<Q>(p, tree, decisions, s, p.steps.data() + condition.step_begin,
+                       condition.step_end - condition.step_begin, condition.feature,
+                       interactions, acc_stride, f1);
   }
 }
 
@@ -228,7 +296,7 @@ GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const Quadratu
 GROVE_KERNEL_CLONES
 void RunTree(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
              const FloatLanes* columns, const uint32_t* category_bits, Lanes* decisions,
-             const Stack& s, Lanes* shap, Lanes* interactions, int64_t acc_stride) {
+             const PairStack& s, Lanes* shap, Lanes* interactions, int64_t acc_stride) {
 #define GROVE_RUN_TREE(Q) \
   RunTreeQ<Q>(p, tree, columns, category_bits, decisions, s, shap, interactions, acc_stride)
   switch (tree.q) {
@@ -485,10 +553,13 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
   }
   const int64_t depths = p.max_depth + 1;
   const int64_t slab = depths * std::max(p.max_q, 1);
-  Lanes* base = LanesOf(&scratch->stack, 4 * slab + depths);
+  Lanes* base = LanesOf(&scratch->stack, 8 * slab + depths);
   scratch->edge_columns.resize(static_cast<size_t>(depths));
-  const Stack s{base, base + slab, base + 2 * slab, base + 3 * slab, base + 4 * slab,
-                scratch->edge_columns.data()};
+  Lanes* o = base + 8 * slab;
+  int32_t* edge_columns = scratch->edge_columns.data();
+  const PairStack s{{base, base + slab, base + 2 * slab, base + 3 * slab, o, edge_columns},
+                    {base + 4 * slab, base + 5 * slab, base + 6 * slab, base + 7 * slab, o,
+                     edge_columns}};
   Lanes* decisions = LanesOf(&scratch->decisions, std::max(p.max_splits, 1));
   for (const QuadratureTreeInfo& tree : p.trees) {
     if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
