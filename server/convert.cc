@@ -154,7 +154,12 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, 
   }
   const int64_t values = static_cast<int64_t>(bytes.size() / width);
   if (absl::Status s = CheckShape(model, rows, cols, values); !s.ok()) {
-    if (rows <= 0 || cols != model.forest->num_features) return s;
+    // A bad shape (no rows, more than max_request_rows, the wrong feature count) is said as
+    // CheckShape says it; only a byte count that does not fit a good shape is said in bytes.
+    if (rows <= 0 || rows > model.config->max_request_rows ||
+        cols != model.forest->num_features) {
+      return s;
+    }
     // The shape itself is fine: say it in bytes, the unit the sender wrote.
     return absl::InvalidArgumentError(absl::StrCat(
         field, " holds ", bytes.size(), " bytes; a matrix of ", rows, " x ", cols, " needs ",

@@ -65,6 +65,24 @@ TEST(Convert, ShapeChecksNameTheLimit) {
   EXPECT_EQ(CheckShape(*m, 2, 8, 15).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Raw rows of the right size but above max_request_rows are refused for the row count, naming the
+// limit and the rows asked for (their byte count is right: a message in bytes would not say why).
+TEST(Convert, RawRowsAboveTheRowLimitNameTheLimit) {
+  registry::ModelConfig config;
+  config.max_request_rows = 2;
+  auto m = Servable(Demo(), config);
+  std::vector<float> values(3 * 8, 0.5f);
+  const std::string bytes(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  std::vector<float> converted;
+  for (bool float64 : {false, true}) {
+    const std::string raw = float64 ? bytes + bytes : bytes;
+    absl::Status s = RowsFromRawBytes(*m, 3, 8, raw, float64, &converted).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("request has 3 rows, above the limit of 2"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("max_request_rows"));
+  }
+}
+
 TEST(Convert, InteractionsLimit) {
   registry::ModelConfig config;
   config.max_interaction_values_per_row = 80;  // demo: 1 x 9 x 9 = 81
