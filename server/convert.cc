@@ -563,8 +563,13 @@ void FillModelMetadata(const registry::ServableModel& model, const registry::Mod
 
 absl::StatusOr<int64_t> ParseKserveVersion(absl::string_view version) {
   if (version.empty()) return 0;
+  // Only the canonical decimal, as version directories are named: SimpleAtoi alone also takes
+  // blanks around the number, a sign and leading zeros, other spellings of one version.
+  const bool canonical =
+      std::all_of(version.begin(), version.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+      (version.size() == 1 || version[0] != '0');
   int64_t v = 0;
-  if (!absl::SimpleAtoi(version, &v) || v < 0) {
+  if (!canonical || !absl::SimpleAtoi(version, &v) || v < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("model_version '", version, "' is not a version number"));
   }

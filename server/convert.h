@@ -185,7 +185,8 @@ void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus
 
 // ---- KServe v2 / Triton FIL -------------------------------------------------------------------
 
-// Parses a KServe model_version ("" = 0 = highest ready).
+// Parses a KServe model_version ("" = 0 = highest ready): a canonical decimal, without blanks, sign
+// or leading zeros; anything else is INVALID_ARGUMENT.
 absl::StatusOr<int64_t> ParseKserveVersion(absl::string_view version);
 
 // A range of a shared memory region as a request names it, before it is resolved in the registry.

@@ -432,6 +432,20 @@ TEST(Convert, Deadlines) {
   EXPECT_EQ(ParseKserveVersion("-1").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A KServe model version is a canonical decimal: what a model's version directory is named. Signs,
+// blanks and leading zeros are refused rather than read as another spelling of a version.
+TEST(Convert, KserveVersionsAreCanonicalDecimals) {
+  EXPECT_EQ(ParseKserveVersion("1").value(), 1);
+  EXPECT_EQ(ParseKserveVersion("10").value(), 10);
+  EXPECT_EQ(ParseKserveVersion("0").value(), 0);
+  for (const char* bad : {" 1", "1 ", "+1", "01", "00", "1\n", "\t1", "0x1", "1e2", "1.0",
+                          "99999999999999999999"}) {
+    absl::StatusOr<int64_t> v = ParseKserveVersion(bad);
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
+    EXPECT_THAT(std::string(v.status().message()), HasSubstr("not a version number")) << bad;
+  }
+}
+
 // rows x cols must not overflow: with a huge row limit, [2^61, 8] with no data used to pass the
 // size check (2^61 x 8 wraps to 0) and crash the converter.
 TEST(Convert, ShapeProductsNeverOverflow) {
