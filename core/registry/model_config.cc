@@ -1,5 +1,10 @@
 #include "core/registry/model_config.h"
 
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
@@ -80,8 +85,37 @@ const char* OperationName(Operation op) {
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const ModelConfig& defaults,
                                              absl::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // nlohmann keeps the last of two equal keys, other readers the first: a key given twice in one
+  // object is refused, naming it by its path ("batching.predict.max_batch_rows"), so that the value
+  // an operator reads is the one served.
+  struct OpenObject {
+    std::string path;  // "" for the top level, else "a.b."
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<OpenObject> open;
+  std::string duplicate;
+  const json::parser_callback_t check_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open.push_back(OpenObject{
+          open.empty() ? "" : absl::StrCat(open.back().path, open.back().last_key, "."), {}, ""});
+    } else if (event == json::parse_event_t::object_end && !open.empty()) {
+      open.pop_back();
+    } else if (event == json::parse_event_t::key && !open.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (!open.back().keys.insert(key).second && duplicate.empty()) {
+        duplicate = absl::StrCat(open.back().path, key);
+      }
+      open.back().last_key = std::move(key);
+    }
+    return true;
+  };
+  json j = json::parse(text.begin(), text.end(), check_keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": '", duplicate, "' is given more than once; give each key once"));
+  }
   if (!j.is_object()) return Bad(source, "config", "must be a JSON object");
   ModelConfig c = defaults;
   for (const auto& [key, value] : j.items()) {

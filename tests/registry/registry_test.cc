@@ -804,6 +804,32 @@ TEST(ModelConfigTest, ParsesAndRejects) {
   }
 }
 
+// A key given twice in one object is refused naming it (JSON parsers differ on which copy wins, so
+// an operator could read one value while groved served the other), at any depth.
+TEST(ModelConfigTest, RejectsDuplicateKeys) {
+  ModelConfig d;
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"max_request_rows": 10, "max_request_rows": 20})", "'max_request_rows'"},
+      {R"({"device": "cpu", "versions": "all", "device": "gpu"})", "'device'"},
+      {R"({"batching": {"predict": {"max_batch_rows": 4, "max_batch_rows": 8}}})",
+       "'batching.predict.max_batch_rows'"},
+      {R"({"batching": {"predict": {}, "predict": {}}})", "'batching.predict'"},
+  };
+  for (const auto& [text, key] : cases) {
+    auto r = ParseModelConfig(text, d, "cfg.json");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("cfg.json")) << text;
+    EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr(key)) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("more than once"))
+        << r.status();
+  }
+  // The same key in different objects is fine.
+  auto ok = ParseModelConfig(
+      R"({"batching": {"predict": {"max_batch_rows": 4}, "explain": {"max_batch_rows": 4}}})", d,
+      "cfg.json");
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
 // Every numeric field has bounds: absurd values (a 2^62 row limit whose products overflow, a delay of
 // centuries that never lets a batch go) are refused naming the field and the bound.
 TEST(ModelConfigTest, RejectsOutOfBoundsNumbers) {
