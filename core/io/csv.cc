@@ -38,6 +38,9 @@ constexpr size_t kReadBufferPerThread = size_t{4} << 20;
 // The least text per run of lines handed to one thread.
 constexpr size_t kMinBytesPerTask = size_t{64} << 10;
 constexpr size_t kWriteFlushBytes = size_t{1} << 20;
+// The UTF-8 byte order mark that Excel, PowerShell and other Windows tools write first: skipped at
+// the start of an input (anywhere else it is text, not a number).
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
 // Debian's Abseil has its own string_view type; StrCat takes only that one.
 inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -321,6 +324,7 @@ absl::Status CheckBlankLine(bool parsed, bool seen_row, int64_t line, std::strin
 template <typename T>
 absl::Status ParseText(std::string_view text, std::string_view source, int64_t* cols,
                        std::vector<T>* values) {
+  if (text.substr(0, kUtf8Bom.size()) == kUtf8Bom) text.remove_prefix(kUtf8Bom.size());
   const char* p = text.data();
   const char* end = p + text.size();
   int64_t line = 0, blank = 0;
@@ -510,6 +514,21 @@ absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& pa
                     threads));
 }
 
+absl::Status CsvReader::SkipByteOrderMark() {
+  if (bom_checked_) return absl::OkStatus();
+  while (end_ - begin_ < kUtf8Bom.size() && !eof_) {
+    absl::StatusOr<bool> more = Fill();
+    if (!more.ok()) return more.status();
+  }
+  bom_checked_ = true;
+  if (std::string_view(buf_.data() + begin_, std::min(end_ - begin_, kUtf8Bom.size())) ==
+      kUtf8Bom) {
+    begin_ += kUtf8Bom.size();
+    consumed_ += static_cast<int64_t>(kUtf8Bom.size());
+  }
+  return absl::OkStatus();
+}
+
 void CsvReader::Compact() {
   if (begin_ == 0) return;
   std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
@@ -574,6 +593,10 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
   out->clear();
   if (kept != nullptr) kept->clear();
   if (failed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": reader failed"));
+  if (absl::Status s = SkipByteOrderMark(); !s.ok()) {
+    failed_ = true;
+    return s;
+  }
   if (cols_ > 0 && max_rows > 0) {
     // Reserve for the chunk, at most 4M values up front (the vector grows past that if needed).
     const int64_t cap = std::max<int64_t>(1, (int64_t{1} << 22) / cols_);
@@ -712,6 +735,7 @@ absl::StatusOr<std::vector<std::string>> CsvReader::ReadHeader() {
   if (rows_read_ > 0 || has_layout_) {
     return absl::FailedPreconditionError(absl::StrCat(path_, ": the header is the first line"));
   }
+  if (absl::Status s = SkipByteOrderMark(); !s.ok()) return s;
   while (true) {
     const char* lb;
     const char* le;

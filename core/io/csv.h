@@ -5,9 +5,10 @@
 // std::from_chars and then cast to float -- exactly what XGBoost does with the float64 arrays it is
 // given -- so a value written with 9 significant digits round-trips bit for bit. (Short decimals
 // take an exact fast path, core/io/decimal.h, that gives std::from_chars's bits.) Spaces and tabs
-// around a field, a leading '+', `inf`/`infinity`, CRLF line ends and a missing final newline are
-// tolerated. Blank lines (empty or only whitespace) are skipped before the first row and after the
-// last; one between rows is an error naming it. A header line (grove --header) is read only when
+// around a field, a leading '+', `inf`/`infinity`, CRLF line ends, a missing final newline and a
+// UTF-8 byte order mark at the start of the input are tolerated. Blank lines (empty or only
+// whitespace) are skipped before the first row and after the last; one between rows is an error
+// naming it. A header line (grove --header) is read only when
 // asked for (CsvReader::ReadHeader) and matched to the model's feature names by MatchCsvHeader:
 // columns by name in any order, other columns dropped or kept as text. Every error is INVALID_ARGUMENT
 // (or NOT_FOUND / PERMISSION_DENIED for a file that cannot be opened) with a message that names the
@@ -143,6 +144,8 @@ class CsvReader {
   // Reads into the rest of buf_: until it is full for a regular file, once for a pipe (which could
   // block for input that no caller asked for yet).
   absl::Status Refill();
+  // Steps over a UTF-8 byte order mark at the start of the input (once, before the first line).
+  absl::Status SkipByteOrderMark();
   // Moves the unparsed data to the front of buf_.
   void Compact();
   // One read() into buf_ after end_; false at the end of the input.
@@ -161,6 +164,7 @@ class CsvReader {
   CsvLayout layout_;
   bool eof_ = false;
   bool failed_ = false;
+  bool bom_checked_ = false;
   std::vector<char> buf_;
   size_t begin_ = 0;  // unparsed data is buf_[begin_, end_)
   size_t end_ = 0;

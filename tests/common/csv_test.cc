@@ -547,6 +547,40 @@ TEST(CsvHeader, MatchesByNameKeepsAndDrops) {
   EXPECT_EQ(kept, (std::vector<std::string>{"yes,x7", "no,x8"}));
 }
 
+// A UTF-8 byte order mark (what Excel and PowerShell write first) is skipped at the start of the
+// input, with or without a header; anywhere else it is not a number, as before.
+TEST(CsvReader, LeadingUtf8ByteOrderMarkIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string rows_path = WriteFile("bom_rows.csv", bom + "1,2\n3,4\n");
+  absl::StatusOr<CsvMatrix<float>> m = ReadCsvFloats(rows_path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->rows, 2);
+  EXPECT_EQ(m->cols, 2);
+  EXPECT_EQ(m->values, (std::vector<float>{1, 2, 3, 4}));
+  m = ReadCsvFloats(rows_path, 2, 2);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->values, (std::vector<float>{1, 2, 3, 4}));
+
+  const std::string header_path = WriteFile("bom_header.csv", bom + "b,a\n1,2\n");
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(header_path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<std::vector<std::string>> names = (*reader)->ReadHeader();
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"b", "a"}));
+  EXPECT_EQ((*reader)->bytes_consumed(), 7);
+
+  std::vector<double> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvDoubles(bom + "5,6\n", "t.csv", &cols, &v).ok());
+  EXPECT_EQ(v, (std::vector<double>{5, 6}));
+
+  v.clear();
+  cols = 0;
+  absl::Status mid = ParseCsvDoubles("5,6\n" + bom + "7,8\n", "t.csv", &cols, &v);
+  EXPECT_EQ(mid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mid.message(), HasSubstr("t.csv:2"));
+}
+
 TEST(CsvHeader, ErrorsNameTheProblem) {
   EXPECT_THAT(ParseCsvHeader("a,,b", "h.csv", 3).status().message(),
               HasSubstr("h.csv:3: header column 2 has no name"));
