@@ -188,6 +188,12 @@ absl::StatusOr<ModelConfig> ModelRegistry::ReadConfig(const std::string& name) c
   return LoadModelConfigFile(path, options_.default_config);
 }
 
+void ModelRegistry::WarnSkippedDirectory(const std::string& dir, absl::string_view why) const {
+  if (!skipped_directories_.insert(dir).second) return;
+  GROVE_LOG(WARNING) << "directory in the model repository skipped" << KV("directory", dir)
+                     << KV("why", why);
+}
+
 std::vector<std::string> ModelRegistry::ScanModelNames() const {
   std::vector<std::string> names;
   std::error_code ec;
@@ -196,7 +202,13 @@ std::vector<std::string> ModelRegistry::ScanModelNames() const {
     std::error_code ec2;
     if (!it->is_directory(ec2)) continue;
     std::string name = it->path().filename().string();
-    if (ValidModelName(name)) names.push_back(std::move(name));
+    if (ValidModelName(name)) {
+      names.push_back(std::move(name));
+    } else if (name[0] != '.' && name != "lost+found") {
+      WarnSkippedDirectory(name,
+                           "not a model name (1 to 200 letters, digits, '_', '-' and '.', not "
+                           "starting with '.')");
+    }
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -244,7 +256,14 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
     std::error_code ec2;
     if (!it->is_directory(ec2)) continue;
     int64_t version = 0;
-    if (!ParseVersion(it->path().filename().string(), &version)) continue;
+    const std::string dir_name = it->path().filename().string();
+    if (!ParseVersion(dir_name, &version)) {
+      if (dir_name[0] != '.') {
+        WarnSkippedDirectory(absl::StrCat(name, "/", dir_name),
+                             "not a version (a positive integer of at most 18 digits)");
+      }
+      continue;
+    }
     ScannedVersion v;
     std::vector<std::string> found;
     for (const ModelFile& file : kModelFiles) {

@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <thread>
@@ -228,8 +229,15 @@ class ModelRegistry {
   absl::Status CheckInsideRepository(const std::string& path) const;
   // Reads and parses <repository>/<name>/config.json (never under mu_).
   absl::StatusOr<ModelConfig> ReadConfig(const std::string& name) const;
-  std::vector<std::string> ScanModelNames() const;
-  ScannedModel ScanModel(const std::string& name) const;
+  // The model directories of the repository. Directories that cannot be a model (a name outside
+  // ValidModelName), and in ScanModel those that cannot be a version, are skipped with a warning
+  // naming them, once per directory; names starting with '.' (the operator's or Kubernetes' own,
+  // such as ..data) and lost+found are skipped quietly.
+  std::vector<std::string> ScanModelNames() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  ScannedModel ScanModel(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  // Logs that `dir` (relative to the repository) is skipped and `why`, the first time only.
+  void WarnSkippedDirectory(const std::string& dir, absl::string_view why) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   ScannedBackground ScanBackground(const std::string& name) const;
   // The background of a version being loaded: null when the model has none.
   static absl::StatusOr<std::shared_ptr<const Background>> LoadBackground(
@@ -249,6 +257,8 @@ class ModelRegistry {
   absl::Mutex load_mu_;    // serialises loading operations
   mutable absl::Mutex mu_;  // guards models_ (held briefly, never during a load)
   std::map<std::string, ModelEntry, std::less<>> models_ ABSL_GUARDED_BY(mu_);
+  // Directories WarnSkippedDirectory has logged (scanning is otherwise read-only).
+  mutable std::set<std::string> skipped_directories_ ABSL_GUARDED_BY(load_mu_);
 
   PeriodicThread watcher_;
 };

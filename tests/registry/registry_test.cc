@@ -987,5 +987,26 @@ TEST_F(RegistryTest, BadConfigIsLoggedOncePerChange) {
   EXPECT_NE(reg->GetStatus("a")->error.find("max_request_rows"), std::string::npos);
 }
 
+// Directories that cannot be a model (a name with a space, a leading dot) or a version (not a
+// positive number) are not served; each is logged once, naming it, so that a typo does
+// not look like a model that never appeared.
+TEST_F(RegistryTest, OddlyNamedDirectoriesAreLoggedOnce) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Put("my model", 1, xgb_);
+  repo.Write("a/v2/model.json", "{}");
+  repo.Write(".hidden/1/model.json", "{}");
+  auto reg = Make(repo);
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(reg->LoadAll().ok());
+  for (int i = 0; i < 3; ++i) reg->Poll();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(CountOf(log, "my model"), 1) << log;
+  EXPECT_EQ(CountOf(log, "a/v2"), 1) << log;
+  EXPECT_EQ(CountOf(log, "hidden"), 0) << "hidden directories are the operator's own: " << log;
+  EXPECT_TRUE(reg->Get("a", 1).ok());
+  EXPECT_FALSE(reg->Contains("my model"));
+}
+
 }  // namespace
 }  // namespace grove::registry
