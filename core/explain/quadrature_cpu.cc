@@ -339,9 +339,12 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       }
     }
   };
-  // Rows are independent; each is summed by one thread in path order: deterministic.
-  // Grains of whole SIMD blocks where the tree program runs; per-path interactions: single rows.
-  ParallelFor(pool, rows.rows, program != nullptr ? kQuadratureTreeLanes : 1, work);
+  // Rows are independent; each is summed by one thread in a fixed order: deterministic. Where the
+  // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
+  const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
+  ParallelFor(pool, (rows.rows + unit - 1) / unit, 1, [&](int64_t first, int64_t last) {
+    work(first * unit, std::min(rows.rows, last * unit));
+  });
   return absl::OkStatus();
 }
 
