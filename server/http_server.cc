@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -122,6 +125,77 @@ absl::StatusOr<int64_t> HeaderLength(const httplib::Request& request) {
         absl::StrCat(kInferHeaderLength, ": '", h, "' is not a non-negative integer"));
   }
   return v;
+}
+
+// A body at most this much above the limit is still read (and dropped) before its 413, so that a
+// client that sends its whole body before reading the answer (urllib, most simple clients) reads
+// the 413 instead of a reset connection; a body announced larger than that is refused at once.
+constexpr int64_t kDrainedExcessBytes = int64_t{4} << 20;
+
+// A request whose body cannot be delimited safely, and the status it is answered with.
+struct FramingError {
+  int status;
+  std::string message;
+};
+
+// A body is delimited by one Content-Length of plain digits, or by Transfer-Encoding: chunked
+// alone. Two lengths, a length beside chunked, or a coding groved does not decode are refused,
+// never resolved one way: a proxy in front that resolved them another way would take the rest of
+// the body for a request of its own (request smuggling, RFC 9112 section 6.3). A length more than
+// kDrainedExcessBytes above `max_body_bytes` is refused from the headers, before any of the body
+// is read (one less is read, dropped and answered 413 by cpp-httplib).
+std::optional<FramingError> CheckFraming(const httplib::Request& request, int64_t max_body_bytes) {
+  const size_t lengths = request.get_header_value_count("Content-Length");
+  const size_t codings = request.get_header_value_count("Transfer-Encoding");
+  if (lengths > 1) {
+    return FramingError{400, absl::StrCat("the request has ", lengths,
+                                          " Content-Length headers; send one")};
+  }
+  if (lengths == 1 && codings > 0) {
+    return FramingError{400,
+                        "the request has both Content-Length and Transfer-Encoding; send one"};
+  }
+  if (codings > 0) {
+    const std::string coding = request.get_header_value("Transfer-Encoding");
+    if (codings > 1 || !absl::EqualsIgnoreCase(coding, "chunked")) {
+      return FramingError{501, absl::StrCat("Transfer-Encoding '", coding,
+                                            "' is not supported; send the body chunked "
+                                            "(Transfer-Encoding: chunked) or with Content-Length")};
+    }
+    return std::nullopt;
+  }
+  if (lengths == 0) return std::nullopt;
+  const std::string text = request.get_header_value("Content-Length");
+  int64_t length = 0;
+  const bool digits = !text.empty() && text.size() <= 18 &&
+                      std::all_of(text.begin(), text.end(), absl::ascii_isdigit);
+  if (!digits || !absl::SimpleAtoi(text, &length)) {
+    return FramingError{400, absl::StrCat("Content-Length '", text,
+                                          "' is not a byte count (digits only)")};
+  }
+  if (length > max_body_bytes && length - max_body_bytes > kDrainedExcessBytes) {
+    return FramingError{413, absl::StrCat("the request body of ", length,
+                                          " bytes is larger than the limit of ", max_body_bytes,
+                                          " bytes (--max_message_bytes)")};
+  }
+  return std::nullopt;
+}
+
+// Answers `error` and closes the connection after the answer. The body the request announced is
+// not read, so nothing after the headers on this connection can be told apart from it. cpp-httplib
+// closes a connection whose response body could not be written whole: the provider writes the whole
+// body and then reports failure.
+void RefuseAndClose(const FramingError& error, httplib::Response& response) {
+  response.status = error.status;
+  response.set_header("Connection", "close");
+  std::string body = RestError(error.message);
+  const size_t size = body.size();
+  response.set_content_provider(
+      size, "application/json",
+      [body = std::move(body)](size_t offset, size_t length, httplib::DataSink& sink) {
+        sink.write(body.data() + offset, length);
+        return false;
+      });
 }
 
 // What one REST call records (the counterpart of UnaryCall for gRPC).
@@ -423,7 +497,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   });
   const int64_t limit = options.max_body_bytes;
   http.set_error_handler([limit](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler's own answer
+    if (!res.body.empty() || res.has_header("Content-Type")) return;  // a handler's own answer
     std::string message = absl::StrCat("HTTP status ", res.status);
     if (res.status == 413) {
       message = absl::StrCat("the request body is larger than the limit of ", limit,
@@ -438,7 +512,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   // A POST without Content-Length or chunked encoding has no body (tritonclient.http's repository
   // and load calls send one so); cpp-httplib would answer 400 because it cannot tell where a body
   // ends, so such a request is served before it tries to read one.
-  http.set_pre_routing_handler([self](const httplib::Request& req, httplib::Response& res) {
+  // Before that, the framing is checked (CheckFraming): the pre-routing handler runs once the
+  // headers are read and before any of the body is.
+  http.set_pre_routing_handler([self, limit](const httplib::Request& req, httplib::Response& res) {
+    if (std::optional<FramingError> error = CheckFraming(req, limit)) {
+      RefuseAndClose(*error, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.method != "POST" || req.has_header("Content-Length") ||
         req.has_header("Transfer-Encoding")) {
       return httplib::Server::HandlerResponse::Unhandled;
