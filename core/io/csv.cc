@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
+#include "core/common/utf8.h"
 #include "core/io/decimal.h"
 
 namespace grove {
@@ -402,7 +403,9 @@ absl::StatusOr<std::vector<std::string>> ParseCsvHeader(std::string_view text,
       return absl::InvalidArgumentError(
           absl::StrCat(where, " ('", Sv(name), "') names a column already named before it"));
     }
-    names.emplace_back(name);
+    // Named as a model's feature names are (BuildForest), so that a Latin-1 header matches the
+    // Latin-1 names of a model written by the same tool.
+    names.push_back(EscapeInvalidUtf8(name));
   }
   return names;
 }

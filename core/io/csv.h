@@ -52,7 +52,8 @@ struct CsvLayout {
   int64_t row_cols = 0;             // values per row
 };
 
-// Splits a header line into its names (spaces around each trimmed, CR dropped). INVALID_ARGUMENT
+// Splits a header line into its names (spaces around each trimmed, CR dropped, bytes that are not
+// UTF-8 escaped as in a model's feature names: core/common/utf8.h). INVALID_ARGUMENT
 // naming `source` and `line` for an empty name, a quoted name (quoting is not supported) or a
 // name given twice.
 absl::StatusOr<std::vector<std::string>> ParseCsvHeader(std::string_view text,

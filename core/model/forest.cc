@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/utf8.h"
 #include "core/model/decision.h"
 
 namespace grove {
@@ -223,6 +224,10 @@ absl::StatusOr<ForestPtr> BuildForest(Forest f) {
   for (const Node& node : f.nodes) {
     if (!node.is_leaf() && node.is_categorical()) f.has_categorical = true;
   }
+  for (std::string& name : f.feature_names) name = EscapeInvalidUtf8(name);
+  for (std::string& type : f.feature_types) type = EscapeInvalidUtf8(type);
+  f.objective.name = EscapeInvalidUtf8(f.objective.name);
+  f.library_version = EscapeInvalidUtf8(f.library_version);
   return ForestPtr(std::make_shared<const Forest>(std::move(f)));
 }
 

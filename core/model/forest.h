@@ -165,7 +165,9 @@ using ForestPtr = std::shared_ptr<const Forest>;
 // sharing), depth <= kMaxTreeDepth, features in [0, num_features), thresholds not NaN, leaf values,
 // covers and weights finite, covers >= 0, category bitsets and leaf payloads in range, groups in
 // [0, num_outputs), base_margin of size num_outputs, double thresholds sorted, distinct, not NaN,
-// with num_features + 1 non-decreasing offsets (or both empty).
+// with num_features + 1 non-decreasing offsets (or both empty). Feature names and types, the
+// objective name and the library version are made valid UTF-8: a byte outside a valid sequence
+// becomes the text \xHH (so every interface shows the same names).
 absl::StatusOr<ForestPtr> BuildForest(Forest forest);
 
 }  // namespace grove

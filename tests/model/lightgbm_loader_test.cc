@@ -524,6 +524,19 @@ TEST(LightgbmLoader, StumpLayoutAndCovers) {
   EXPECT_EQ(f->base_margin, std::vector<double>{0.0});
 }
 
+// Names are UTF-8 wherever they are shown (protobuf strings, JSON): a byte that is not part of valid
+// UTF-8 (a Latin-1 'é' written by a Latin-1 tool) is written as the text \xHH, so that every
+// interface shows the same distinct names; valid UTF-8 is kept as written.
+TEST(LightgbmLoader, NamesThatAreNotUtf8AreEscaped) {
+  std::string text = Model(Header(3), {Stump(1, "0.5", 10)});
+  const std::string from = "feature_names=f0 f1 f2";
+  text.replace(text.find(from), from.size(), "feature_names=caf\xE9 na\xC3\xAFve x\xC3");
+  ForestPtr f = MustLoad(text);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->feature_names,
+            (std::vector<std::string>{"caf\\xE9", "na\xC3\xAFve", "x\\xC3"}));
+}
+
 TEST(LightgbmLoader, MissingTypeNoneComparesNanAsZero) {
   // decision_type 0 (missing None, default right) and 2 (missing None, default left bit set):
   // NaN is 0.0 and compared; the default bit plays no part.

@@ -246,5 +246,32 @@ TEST_F(HttpServerTest, OversizedContentLengthIsRefusedBeforeTheBody) {
   EXPECT_THAT(eager.received, HasSubstr("--max_message_bytes"));
 }
 
+// A feature name with a byte that is not UTF-8 is shown escaped by every metadata call, over gRPC
+// (Grove and KServe) and REST, instead of failing them.
+TEST_F(HttpServerTest, NamesThatAreNotUtf8AreShownEscapedEverywhere) {
+  const grove::v1::ModelMetadata md = Metadata("latin1");
+  ASSERT_GT(md.feature_names_size(), 0);
+  EXPECT_EQ(md.feature_names(0), "caf\\xE9");
+  auto kserve = inference::GRPCInferenceService::NewStub(*channel_);
+  grpc::ClientContext metadata_ctx, config_ctx;
+  inference::ModelMetadataRequest metadata_req;
+  inference::ModelConfigRequest config_req;
+  metadata_req.set_name("latin1");
+  config_req.set_name("latin1");
+  inference::ModelMetadataResponse metadata;
+  inference::ModelConfigResponse config;
+  const grpc::Status m = kserve->ModelMetadata(&metadata_ctx, metadata_req, &metadata);
+  EXPECT_TRUE(m.ok()) << m.error_message();
+  const grpc::Status c = kserve->ModelConfig(&config_ctx, config_req, &config);
+  ASSERT_TRUE(c.ok()) << c.error_message();
+  EXPECT_THAT(config.config().parameters().at("feature_names").string_value(),
+              HasSubstr("caf\\\\xE9"));  // JSON escapes the backslash
+  for (const char* path : {"/v2/models/latin1", "/v2/models/latin1/config"}) {
+    const Exchange e = Send(HttpPort(), absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: x\r\n"
+                                                     "Connection: close\r\n\r\n"));
+    EXPECT_THAT(e.received, StartsWith("HTTP/1.1 200")) << path << ": " << e.received;
+  }
+}
+
 }  // namespace
 }  // namespace grove::server
