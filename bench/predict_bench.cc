@@ -3,7 +3,7 @@
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
-//                       [--block-rows N] [--walk auto|scalar|simd]
+//                       [--block-rows N] [--walk auto|scalar|simd|dense]
 //                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
@@ -134,9 +134,8 @@ int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base,
     std::fprintf(stderr, "CPU engine: %s\n", layout.status().ToString().c_str());
     return 1;
   }
-  std::printf("# %s cpu engine layout %.1f MB, %d rows per block, %s walk, %d threads\n",
-              flags.name.c_str(), (*layout)->MemoryBytes() / 1e6, (*layout)->block_rows(),
-              (*layout)->simd_walk() ? "avx512" : "scalar", pool->num_threads());
+  std::printf("# %s %s, %d threads\n", flags.name.c_str(), (*layout)->Describe().c_str(),
+              pool->num_threads());
   std::printf("model | batch | strategy | e2e_ms | e2e_Mrows_s\n");
   for (int64_t n : flags.batches) {
     const std::vector<float> x = RepeatRows(base, base_rows, f.num_features, n);
@@ -445,9 +444,10 @@ int Main(int argc, char** argv) {
       flags.block_rows = std::atoi(value().c_str());
     } else if (a == "--walk") {
       const std::string v = value();
-      flags.walk = v == "scalar" ? cpu::CpuForestOptions::Walk::kScalar
-                   : v == "simd" ? cpu::CpuForestOptions::Walk::kSimd
-                                 : cpu::CpuForestOptions::Walk::kAuto;
+      flags.walk = v == "scalar"  ? cpu::CpuForestOptions::Walk::kScalar
+                   : v == "simd"  ? cpu::CpuForestOptions::Walk::kSimd
+                   : v == "dense" ? cpu::CpuForestOptions::Walk::kDense
+                                  : cpu::CpuForestOptions::Walk::kAuto;
     } else if (a == "--warmup") {
       g_warmup = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--lanes") {
@@ -483,7 +483,7 @@ int Main(int argc, char** argv) {
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
-                 "[--block-rows n] [--walk auto|scalar|simd]\n");
+                 "[--block-rows n] [--walk auto|scalar|simd|dense]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

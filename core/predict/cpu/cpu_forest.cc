@@ -49,26 +49,80 @@ double TimeWalk(const CpuForest& cf, const std::vector<float>& rows, int64_t n) 
   return best;
 }
 
-// Times both walks of `cf` on typical rows (a warm-up run each first) and says whether the
-// AVX-512 one is faster; leaves cf->simd_walk_ as it found it.
-bool SimdFasterOn(CpuForest* cf, bool* simd) {
+}  // namespace
+
+CpuForestOptions::Walk CpuForest::FastestWalk(
+    CpuForest* cf, const std::vector<CpuForestOptions::Walk>& candidates) {
   const Forest& f = cf->forest();
   const int64_t n = 2 * cf->block_rows();
   const std::vector<float> rows = TypicalRows(f, n, /*seed=*/7, /*max_trees_per_row=*/64);
-  const bool saved = *simd;
-  double t[2];
-  for (int s = 0; s < 2; ++s) {
-    *simd = s == 1;
-    TimeWalk(*cf, rows, n);
-    t[s] = TimeWalk(*cf, rows, n);
+  CpuForestOptions::Walk best = candidates.front();
+  double best_seconds = 1e30;
+  for (CpuForestOptions::Walk walk : candidates) {
+    cf->walk_ = walk;
+    TimeWalk(*cf, rows, n);  // warm-up
+    const double t = TimeWalk(*cf, rows, n);
+    if (t < best_seconds) {
+      best_seconds = t;
+      best = walk;
+    }
   }
-  *simd = saved;
-  return t[1] < t[0];
+  return best;
 }
 
-}  // namespace
-
-bool CpuForest::SimdIsFaster(CpuForest* cf) { return SimdFasterOn(cf, &cf->simd_walk_); }
+void CpuForest::BuildDense() {
+  int depth = 0;
+  int64_t trees = 0;
+  for (const CpuTree& t : trees_) {
+    if (t.scalar && !t.general && t.depth >= 1 && t.depth <= kDenseMaxDepth) {
+      depth = std::max(depth, t.depth);
+      ++trees;
+    }
+  }
+  // At most 64 MB of padded layout: beyond, the plain walk stays.
+  if (trees == 0 || trees * (int64_t{16} << depth) > (int64_t{64} << 20)) return;
+  dense_depth_ = depth;
+  const int64_t inner = (int64_t{1} << depth) - 1;
+  const int64_t leaves = int64_t{1} << depth;
+  dense_nodes_.assign(trees * inner, DenseNode{});
+  dense_values_.assign(trees * leaves, 0.0);
+  int32_t block = 0;
+  struct Item {
+    int32_t node;  // CpuForest node, relative to the tree
+    int64_t position;
+    int level;
+  };
+  std::vector<Item> stack;
+  for (CpuTree& t : trees_) {
+    if (!(t.scalar && !t.general && t.depth >= 1 && t.depth <= kDenseMaxDepth)) continue;
+    t.dense = block;
+    DenseNode* nodes = dense_nodes_.data() + block * inner;
+    double* values = dense_values_.data() + block * leaves;
+    const CpuNode* src = nodes_.data() + t.node_begin;
+    stack.assign(1, Item{0, 0, 0});
+    while (!stack.empty()) {
+      const Item it = stack.back();
+      stack.pop_back();
+      const CpuNode& n = src[it.node];
+      if (it.level == depth) {  // a leaf: the last level holds every leaf's value
+        values[it.position - inner] = leaf_values_[t.node_begin + it.node];
+        continue;
+      }
+      const bool leaf = (n.bits & kCpuLeaf) != 0;
+      if (!leaf) {
+        nodes[it.position].threshold = n.threshold;
+        nodes[it.position].feature =
+            n.feature | ((n.bits & kCpuNanLeft) ? static_cast<int32_t>(0x80000000u) : 0);
+      }
+      // A leaf above the last level: both sides lead to its value (the node routes anywhere).
+      const int32_t left = leaf ? it.node : n.left / static_cast<int32_t>(sizeof(CpuNode));
+      const int32_t right = leaf ? it.node : left + 1;
+      stack.push_back(Item{left, 2 * it.position + 1, it.level + 1});
+      stack.push_back(Item{right, 2 * it.position + 2, it.level + 1});
+    }
+    ++block;
+  }
+}
 
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
@@ -161,13 +215,31 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     out->iterations_[t] = tree.iteration;
     if (t > 0 && tree.iteration < out->iterations_[t - 1]) out->iterations_sorted_ = false;
   }
+  using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
+  if (simd_possible && (options.walk == Walk::kDense || options.walk == Walk::kAuto)) {
+    out->BuildDense();
+  }
+  const bool dense_possible = simd_possible && out->dense_depth_ > 0;
   switch (options.walk) {
-    case CpuForestOptions::Walk::kScalar: break;
-    case CpuForestOptions::Walk::kSimd: out->simd_walk_ = simd_possible; break;
-    case CpuForestOptions::Walk::kAuto:
-      if (simd_possible) out->simd_walk_ = SimdIsFaster(out.get());
+    case Walk::kScalar: break;
+    case Walk::kSimd: out->walk_ = simd_possible ? Walk::kSimd : Walk::kScalar; break;
+    case Walk::kDense:
+      out->walk_ = dense_possible ? Walk::kDense : simd_possible ? Walk::kSimd : Walk::kScalar;
       break;
+    case Walk::kAuto:
+      if (dense_possible) {
+        out->walk_ = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd, Walk::kDense});
+      } else if (simd_possible) {
+        out->walk_ = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd});
+      }
+      break;
+  }
+  if (out->walk_ != Walk::kDense) {  // not used: not kept
+    out->dense_depth_ = 0;
+    std::vector<DenseNode>().swap(out->dense_nodes_);
+    std::vector<double>().swap(out->dense_values_);
+    for (CpuTree& t : out->trees_) t.dense = -1;
   }
   return std::shared_ptr<const CpuForest>(std::move(out));
 }
@@ -180,8 +252,11 @@ void CpuForest::TreeSpan(int begin, int end, int32_t* first, int32_t* last) cons
 }
 
 std::string CpuForest::Describe() const {
-  return absl::StrFormat("cpu (%s walk, %d rows per block, %.1f MB)",
-                         simd_walk_ ? "avx512" : "scalar", block_rows_, MemoryBytes() / 1e6);
+  const char* walk = walk_ == CpuForestOptions::Walk::kDense  ? "avx512 complete-tree"
+                     : walk_ == CpuForestOptions::Walk::kSimd ? "avx512"
+                                                              : "scalar";
+  return absl::StrFormat("cpu (%s walk, %d rows per block, %.1f MB)", walk, block_rows_,
+                         MemoryBytes() / 1e6);
 }
 
 int64_t CpuForest::MemoryBytes() const {
@@ -189,7 +264,9 @@ int64_t CpuForest::MemoryBytes() const {
                               leaf_values_.size() * sizeof(double) +
                               forest_nodes_.size() * sizeof(int32_t) +
                               trees_.size() * sizeof(CpuTree) + iterations_.size() * sizeof(int32_t) +
-                              tree_ids_.size() * sizeof(int32_t));
+                              tree_ids_.size() * sizeof(int32_t) +
+                              dense_nodes_.size() * sizeof(DenseNode) +
+                              dense_values_.size() * sizeof(double));
 }
 
 }  // namespace grove::cpu

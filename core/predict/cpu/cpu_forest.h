@@ -29,7 +29,19 @@ struct CpuTree {
   int32_t group = 0;        // output of a scalar-leaf tree
   bool general = false;     // some split needs the general decision (kCpuGeneral)
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
+  int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
 };
+
+// A node of the complete layout of a tree's top levels: position p's children are 2p + 1 and
+// 2p + 2, so a walk computes the child instead of loading it. Built for trees of scalar leaves, no
+// general split and depth <= kDenseMaxDepth: each tree padded to the model's dense_depth() levels;
+// a leaf above the last level routes anywhere (every position below it holds its value).
+struct DenseNode {
+  float threshold = 0;
+  int32_t feature = 0;  // bit 31: a missing value goes left (CpuNode's kCpuNanLeft)
+};
+static_assert(sizeof(DenseNode) == 8, "DenseNode is two gather lanes' worth");
+inline constexpr int kDenseMaxDepth = 10;
 
 struct CpuForestOptions {
   // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: DefaultBlockRows.
@@ -37,7 +49,8 @@ struct CpuForestOptions {
   // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
   // rows, timed at Build (tens of milliseconds for large models).
-  enum class Walk { kAuto, kScalar, kSimd };
+  // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode).
+  enum class Walk { kAuto, kScalar, kSimd, kDense };
   Walk walk = Walk::kAuto;
 };
 
@@ -77,12 +90,21 @@ class CpuForest {
   // Rows per block of a batch (CpuForestOptions::block_rows, resolved).
   int block_rows() const { return block_rows_; }
   // Whether groups without general splits take the AVX-512 walk (CpuForestOptions::walk,
-  // resolved).
-  bool simd_walk() const { return simd_walk_; }
+  // resolved), and the fused walk the complete layout where a tree has one.
+  bool simd_walk() const { return walk_ != CpuForestOptions::Walk::kScalar; }
+  bool dense_walk() const { return walk_ == CpuForestOptions::Walk::kDense; }
+  // The complete layout: levels of every dense tree, its nodes ((2^depth - 1) per tree block) and
+  // leaf values (2^depth per block, tree weight included).
+  int dense_depth() const { return dense_depth_; }
+  const DenseNode* dense_nodes() const { return dense_nodes_.data(); }
+  const double* dense_values() const { return dense_values_.data(); }
 
  private:
   explicit CpuForest(ForestPtr forest) : forest_(std::move(forest)) {}
-  static bool SimdIsFaster(CpuForest* cf);
+  // The walk of `candidates` that runs `cf` fastest on typical rows.
+  static CpuForestOptions::Walk FastestWalk(CpuForest* cf,
+                                            const std::vector<CpuForestOptions::Walk>& candidates);
+  void BuildDense();
 
   ForestPtr forest_;
   std::vector<CpuNode> nodes_;
@@ -93,7 +115,10 @@ class CpuForest {
   std::vector<int32_t> tree_ids_;      // 0 .. num_trees - 1
   bool iterations_sorted_ = true;
   int block_rows_ = 64;
-  bool simd_walk_ = false;
+  CpuForestOptions::Walk walk_ = CpuForestOptions::Walk::kScalar;
+  int dense_depth_ = 0;
+  std::vector<DenseNode> dense_nodes_;
+  std::vector<double> dense_values_;
 };
 
 using CpuForestPtr = std::shared_ptr<const CpuForest>;

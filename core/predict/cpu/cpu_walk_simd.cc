@@ -143,6 +143,75 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
   }
 }
 
+// WalkAndAddSimd over the complete layout (DenseNode): a level is two gathers of the node and
+// one of the row's value, the child computed as 2p + 1 + right; every tree runs `depth` levels
+// and ends on its leaf's position in the last level.
+__attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
+                                                        const int32_t* tree_ids, int num_trees,
+                                                        const DenseNode* dense, int depth,
+                                                        const double* values, const float* block,
+                                                        int32_t stride, int rows, bool nan,
+                                                        double* margins) {
+  const int row_vectors = rows / kWidth;
+  const int per_group = kMaxVectors / row_vectors;
+  const int inner = (1 << depth) - 1;
+  const float* threshold = &dense->threshold;
+  const int* feature = reinterpret_cast<const int*>(&dense->feature);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i two = _mm512_set1_epi32(2);
+  const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
+  __m512i row_of[kMaxVectors];
+  for (int v = 0; v < row_vectors; ++v) {
+    row_of[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
+                                   _mm512_set1_epi32(stride));
+  }
+  __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
+  for (int t0 = 0; t0 < num_trees; t0 += per_group) {
+    const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
+    const int vectors = group * row_vectors;
+    for (int g = 0; g < group; ++g) {
+      const __m512i first = _mm512_set1_epi32(trees[tree_ids[t0 + g]].dense * inner);
+      for (int v = 0; v < row_vectors; ++v) {
+        base[g * row_vectors + v] = first;
+        row[g * row_vectors + v] = row_of[v];
+        at[g * row_vectors + v] = _mm512_setzero_si512();
+      }
+    }
+    for (int d = 0; d < depth; ++d) {
+      for (int u = 0; u < vectors; ++u) {
+        const __m512i node = _mm512_add_epi32(base[u], at[u]);
+        const __m512 t = _mm512_i32gather_ps(node, threshold, 8);
+        const __m512i fn = _mm512_i32gather_epi32(node, feature, 8);
+        const __m512i f = _mm512_and_si512(fn, index_bits);
+        const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row[u], f), block, 4);
+        __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
+        if (nan) {
+          const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+          // Bit 31 set: a missing value goes left.
+          go_left |= _mm512_mask_cmplt_epi32_mask(missing, fn, _mm512_setzero_si512());
+        }
+        // 2p + 1 + right = 2p + 2 - left.
+        const __m512i next = _mm512_add_epi32(_mm512_add_epi32(at[u], at[u]), two);
+        at[u] = _mm512_mask_sub_epi32(next, go_left, next, one);
+      }
+    }
+    for (int g = 0; g < group; ++g) {
+      const CpuTree& tree = trees[tree_ids[t0 + g]];
+      const __m512i first = _mm512_set1_epi32(tree.dense * (inner + 1) - inner);
+      double* acc = margins + static_cast<int64_t>(tree.group) * rows;
+      for (int v = 0; v < row_vectors; ++v) {
+        const __m512i leaf = _mm512_add_epi32(first, at[g * row_vectors + v]);
+        const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(leaf), values, 8);
+        const __m512d hi = _mm512_i32gather_pd(_mm512_extracti64x4_epi64(leaf, 1), values, 8);
+        double* a = acc + v * kWidth;
+        _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), lo));
+        _mm512_storeu_pd(a + 8, _mm512_add_pd(_mm512_loadu_pd(a + 8), hi));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool HaveSimdWalk() { return __builtin_cpu_supports("avx512f"); }
@@ -176,8 +245,22 @@ void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, 
 
 void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                     const float* block, int64_t stride, int num_rows, bool nan, double* margins) {
-  WalkAdd512(cf.nodes(), cf.trees(), tree_ids, num_trees, cf.leaf_values(), block,
-             static_cast<int32_t>(stride), num_rows, nan, margins);
+  // Runs of trees with a complete layout take the dense walk; the others the node walk.
+  const CpuTree* trees = cf.trees();
+  for (int t0 = 0; t0 < num_trees;) {
+    const bool dense = trees[tree_ids[t0]].dense >= 0;
+    int t1 = t0 + 1;
+    while (t1 < num_trees && (trees[tree_ids[t1]].dense >= 0) == dense) ++t1;
+    if (dense) {
+      WalkAddDense512(trees, tree_ids + t0, t1 - t0, cf.dense_nodes(), cf.dense_depth(),
+                      cf.dense_values(), block, static_cast<int32_t>(stride), num_rows, nan,
+                      margins);
+    } else {
+      WalkAdd512(cf.nodes(), trees, tree_ids + t0, t1 - t0, cf.leaf_values(), block,
+                 static_cast<int32_t>(stride), num_rows, nan, margins);
+    }
+    t0 = t1;
+  }
 }
 
 }  // namespace grove::cpu

@@ -88,14 +88,19 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
   o.walk = CpuForestOptions::Walk::kScalar;
   out.emplace_back("scalar", o);
   if (HaveSimdWalk()) {
-    o.walk = CpuForestOptions::Walk::kSimd;
-    out.emplace_back("simd", o);
-    o.block_rows = 16;  // every block through the fused walk where its trees allow, 4 trees at once
-    out.emplace_back("simd-16", o);
-    o.block_rows = 32;  // 2 trees at once
-    out.emplace_back("simd-32", o);
-    o.block_rows = 7;  // no block through it
-    out.emplace_back("simd-7", o);
+    for (CpuForestOptions::Walk walk :
+         {CpuForestOptions::Walk::kSimd, CpuForestOptions::Walk::kDense}) {
+      const std::string name = walk == CpuForestOptions::Walk::kSimd ? "simd" : "dense";
+      o.walk = walk;
+      o.block_rows = 0;
+      out.emplace_back(name, o);
+      o.block_rows = 16;  // every block through the fused walk where its trees allow, 4 trees at once
+      out.emplace_back(name + "-16", o);
+      o.block_rows = 32;  // 2 trees at once
+      out.emplace_back(name + "-32", o);
+      o.block_rows = 7;  // no block through it
+      out.emplace_back(name + "-7", o);
+    }
   }
   return out;
 }
@@ -104,7 +109,14 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
   for (const auto& [layout, options] : Layouts()) {
     absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
     ASSERT_TRUE(cf.ok()) << cf.status();
-    EXPECT_EQ((*cf)->simd_walk(), options.walk == CpuForestOptions::Walk::kSimd);
+    EXPECT_EQ((*cf)->simd_walk(), options.walk != CpuForestOptions::Walk::kScalar);
+    // The complete layout where some tree fits it (depth <= kDenseMaxDepth, no general split).
+    bool fits = false;
+    for (int t = 0; t < (*cf)->num_trees(); ++t) {
+      const CpuTree& tree = (*cf)->trees()[t];
+      fits |= tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
+    }
+    EXPECT_EQ((*cf)->dense_walk(), options.walk == CpuForestOptions::Walk::kDense && fits) << name;
     CheckLayout(*cf, f, name + " " + layout);
   }
 }
