@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "core/common/log.h"
 #include "core/explain/explain.h"
 #include "core/model/loader.h"
@@ -71,6 +72,21 @@ bool ValidModelName(const std::string& name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   });
+}
+
+// `text` with the repository root taken off every path in it. What the registry stores is shown to
+// callers (statuses, errors of calls to a model that is not ready), who need a file's place in the
+// repository ("fraud/1/model.json"), not where the server keeps it. Both spellings of the root are
+// taken off: as configured and resolved (symbolic links followed, as CheckInsideRepository does).
+std::string RepositoryRelative(const std::string& repository, absl::string_view text) {
+  std::vector<std::pair<std::string, std::string>> roots;
+  const std::string given = (fs::path(repository) / "").string();
+  std::error_code ec;
+  const std::string resolved = (fs::canonical(repository, ec) / "").string();
+  // A root of "/" would take every '/' off: nothing to hide there that a path does not show.
+  if (given.size() > 1) roots.emplace_back(given, "");
+  if (!ec && resolved.size() > 1 && resolved != given) roots.emplace_back(resolved, "");
+  return absl::StrReplaceAll(text, roots);
 }
 
 bool ParseVersion(const std::string& s, int64_t* version) {
@@ -175,9 +191,9 @@ absl::Status ModelRegistry::CheckInsideRepository(const std::string& path) const
   for (; r != root.end() && p != real.end() && *r == *p; ++r, ++p) {
   }
   if (r != root.end() || p == real.end()) {
-    return absl::PermissionDeniedError(absl::StrCat(path, " resolves to ", real.string(),
-                                                    ", outside the model repository ",
-                                                    root.string(), "; refused"));
+    // Where it leads is left out: the message is shown to callers (RepositoryRelative).
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " resolves to a path outside the model repository; refused"));
   }
   return absl::OkStatus();
 }
@@ -233,7 +249,10 @@ ModelRegistry::ScannedBackground ModelRegistry::ScanBackground(const std::string
       out.error = std::string(inside.message());
     }
   }
-  if (!out.error.empty()) out.path.clear();
+  if (!out.error.empty()) {
+    out.error = RepositoryRelative(options_.repository, out.error);
+    out.path.clear();
+  }
   return out;
 }
 
@@ -284,7 +303,10 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
         v.stamp = Stat(f->path().string());
         break;
       }
-      if (!v.error.empty()) out.versions.emplace(version, std::move(v));
+      if (!v.error.empty()) {
+        v.error = RepositoryRelative(options_.repository, v.error);
+        out.versions.emplace(version, std::move(v));
+      }
       continue;  // otherwise not (yet) a version
     }
     if (found.size() > 1) {
@@ -295,6 +317,7 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
       v.error = std::string(inside.message());
       v.path.clear();
     }
+    v.error = RepositoryRelative(options_.repository, v.error);
     out.versions.emplace(version, std::move(v));
   }
   return out;
@@ -425,7 +448,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
       const bool config_file_changed = scanned.config_stamp != entry.config_stamp;
       entry.config_stamp = scanned.config_stamp;
       if (!parsed.ok()) {
-        entry.error = std::string(parsed.status().message());
+        entry.error = RepositoryRelative(options_.repository, parsed.status().message());
         changed = true;
         // Once per distinct (file version, error): a bad file is not reported at every poll.
         const std::string key = absl::StrCat(scanned.config_stamp.mtime_ns, ":",
@@ -543,11 +566,12 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                                 const ScannedVersion& scanned,
                                 const ScannedBackground& background,
                                 std::shared_ptr<const ModelConfig> config) {
+  std::string shown_path = RepositoryRelative(options_.repository, scanned.path);
   {
     absl::MutexLock lock(&mu_);
     VersionSlot& slot = models_[name].versions[version];
     slot.state = VersionState::kLoading;
-    slot.path = scanned.path;
+    slot.path = std::move(shown_path);
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<ForestPtr> forest = LoadModelFile(scanned.path);
@@ -561,7 +585,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
       absl::MutexLock lock(&mu_);
       VersionSlot& slot = models_[name].versions[version];
       slot.state = VersionState::kFailed;
-      slot.error = std::string(engines.status().message());
+      slot.error = RepositoryRelative(options_.repository, engines.status().message());
       slot.loaded_stamp = scanned.stamp;
       slot.loaded_background = background.stamps;
     }
@@ -586,7 +610,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   } else {
     servable->interventional_status = absl::FailedPreconditionError(absl::StrCat(
         "model '", name, "' has no background data set for interventional SHAP: add ",
-        (fs::path(options_.repository) / name / kBackgroundFiles[0]).string(), " (or ",
+        (fs::path(name) / kBackgroundFiles[0]).string(), " (or ",
         kBackgroundFiles[1], ": 1 to ", kMaxBackgroundRows, " rows of its ",
         servable->forest->num_features, " features) beside its version directories"));
   }

@@ -14,7 +14,9 @@
 // when the previous version's file changed in between). Only regular files are read (a FIFO named
 // model.json is a failed version, never a blocked loader), and only files that resolve inside the
 // repository (a version directory linked to a path outside it is refused). A bad config.json is
-// logged once per change of the file, not at every poll.
+// logged once per change of the file, not at every poll. Errors and paths that the registry
+// reports (ModelStatus, Get's errors, interventional_status) name files relative to the repository
+// ("fraud/1/model.json"), never the server's own paths; the log names them in full.
 //
 // Swaps are atomic: a reload builds the new ServableModel next to the old one and then replaces a
 // shared_ptr under the registry lock. Callers hold their own ServablePtr for as long as they use it,
@@ -86,7 +88,7 @@ struct VersionStatus {
   std::string error;  // last load error (a FAILED version may still serve an older copy)
   bool serving = false;
   double load_seconds = 0;
-  std::string path;
+  std::string path;  // model file, relative to the repository (what callers may be shown)
   absl::Time loaded_at = absl::InfinitePast();
 };
 
@@ -187,7 +189,7 @@ class ModelRegistry {
     ServablePtr servable;
     VersionState state = VersionState::kUnloaded;
     std::string error;
-    std::string path;
+    std::string path;  // relative to the repository
     FileStamp loaded_stamp;  // stamp of the file last loaded (or failed)
     FileStamp seen_stamp;    // stamp seen at the previous poll (stability check)
     BackgroundStamps loaded_background;  // the model's background files at that load

@@ -273,5 +273,40 @@ TEST_F(HttpServerTest, NamesThatAreNotUtf8AreShownEscapedEverywhere) {
   }
 }
 
+// Callers are told where a model's files are within the repository, never the server's paths:
+// in statuses and metadata, and in the errors of calls to a model that is not ready.
+TEST_F(HttpServerTest, CallersSeePathsRelativeToTheRepository) {
+  const std::string root = root_->string();
+  const grove::v1::ModelMetadata md = Metadata("demo");
+  ASSERT_EQ(md.versions_size(), 1);
+  EXPECT_EQ(md.versions(0).path(), "demo/1/model.json");
+  {
+    grpc::ClientContext ctx;
+    grove::v1::ListModelsResponse list;
+    ASSERT_TRUE(grove::v1::Grove::NewStub(*channel_)
+                    ->ListModels(&ctx, grove::v1::ListModelsRequest(), &list)
+                    .ok());
+    EXPECT_THAT(list.DebugString(), Not(HasSubstr(root)));
+  }
+  auto kserve = inference::GRPCInferenceService::NewStub(*channel_);
+  {
+    grpc::ClientContext ctx;
+    inference::ModelInferRequest req;
+    req.set_model_name("bad");
+    AddInput0(&req, 1, 8)->mutable_contents()->mutable_fp32_contents()->Resize(8, 0.0f);
+    inference::ModelInferResponse resp;
+    const grpc::Status s = kserve->ModelInfer(&ctx, req, &resp);
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.error_message(), HasSubstr("bad/config.json"));
+    EXPECT_THAT(s.error_message(), Not(HasSubstr(root)));
+  }
+  const std::string body = InferBody();
+  const Exchange e = Send(
+      HttpPort(), absl::StrCat("POST /v2/models/bad/infer HTTP/1.1\r\nHost: x\r\nContent-Length: ",
+                               body.size(), "\r\nConnection: close\r\n\r\n", body));
+  EXPECT_THAT(e.received, HasSubstr("bad/config.json")) << e.received;
+  EXPECT_THAT(e.received, Not(HasSubstr(root)));
+}
+
 }  // namespace
 }  // namespace grove::server

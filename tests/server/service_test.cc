@@ -507,7 +507,7 @@ TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {
                            grove::v1::OUTPUT_SPACE_MARGIN, false);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("has no background data set"));
-  EXPECT_THAT(s.error_message(), HasSubstr((*root_ / "demo" / "background.csv").string()));
+  EXPECT_THAT(s.error_message(), HasSubstr("add demo/background.csv"));
   s = explain("demo_bg", grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT,
               grove::v1::OUTPUT_SPACE_PROBABILITY, false);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
