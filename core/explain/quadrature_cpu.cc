@@ -268,7 +268,8 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   }
   const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
 
-  auto work = [&](int64_t begin, int64_t end) {
+  // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
+  auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
     PathScratch scratch;
     scratch.Reserve(model.max_unique);
     QuadratureTreeScratch tree_scratch;
@@ -278,9 +279,14 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
       if (program != nullptr) {
         const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
-        (interactions ? AddQuadratureTreeInteractions : AddQuadratureTreeShap)(
-            *program, forest.category_bits.data(), chunk_rows, range->begin, range->end,
-            &tree_scratch, acc_rows.data());
+        if (interactions) {
+          AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
+                                        range->begin, range->end, row_begin, row_end,
+                                        &tree_scratch, acc_rows.data());
+        } else {
+          AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
+                                range->end, &tree_scratch, acc_rows.data());
+        }
       }
       for (int64_t r = first; r < first + count; ++r) {
         const float* row = rows.Row(r);
@@ -335,15 +341,39 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
             acc[k * f1 + num_features] = bias[k];
           }
         }
-        for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
+        if (!interactions) {
+          for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
+          continue;
+        }
+        for (int k = 0; k < num_outputs; ++k) {
+          for (int64_t c = k * f1 * f1 + row_begin * f1; c < k * f1 * f1 + row_end * f1; ++c) {
+            o[c] = static_cast<float>(acc[c]);
+          }
+        }
       }
     }
   };
   // Rows are independent; each is summed by one thread in a fixed order: deterministic. Where the
   // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
   const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
-  ParallelFor(pool, (rows.rows + unit - 1) / unit, 1, [&](int64_t first, int64_t last) {
-    work(first * unit, std::min(rows.rows, last * unit));
+  const int64_t units = (rows.rows + unit - 1) / unit;
+  // Interactions of fewer blocks than threads: each block's matrix rows are split between
+  // threads too (each matrix row is computed whole by one thread, the same bits either way).
+  const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  int64_t splits = 1;
+  if (interactions && program != nullptr && path_ids.empty() && units < 2 * threads) {
+    splits = std::min<int64_t>(f1, (2 * threads + units - 1) / units);
+  }
+  ParallelFor(pool, units * splits, 1, [&](int64_t first, int64_t last) {
+    if (splits == 1) {
+      work(first * unit, std::min(rows.rows, last * unit), 0, static_cast<int>(f1));
+      return;
+    }
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t u = task / splits, part = task % splits;
+      work(u * unit, std::min(rows.rows, (u + 1) * unit), static_cast<int>(part * f1 / splits),
+           static_cast<int>((part + 1) * f1 / splits));
+    }
   });
   return absl::OkStatus();
 }

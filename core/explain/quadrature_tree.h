@@ -141,10 +141,13 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t*
 // rows.rows x num_outputs * (F + 1)^2, row-major (bias entries untouched). Per tree and feature i
 // it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two recursions
 // (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i - sum_{j != i} M[i][j] of
-// the tree: the reference's definition, tree by tree (it is linear in the trees).
+// the tree: the reference's definition, tree by tree (it is linear in the trees). Only the
+// matrix rows i in [row_begin, row_end) of each output block are added (the others are left
+// alone): each is computed whole by its own passes, so callers may split a batch's rows of the
+// matrix between threads, and M[i][j] is the same bits whatever the split.
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
                                    const uint32_t* category_bits, RowsView rows,
-                                   int iteration_begin, int iteration_end,
-                                   QuadratureTreeScratch* scratch, double* acc);
+                                   int iteration_begin, int iteration_end, int row_begin,
+                                   int row_end, QuadratureTreeScratch* scratch, double* acc);
 
 }  // namespace grove

@@ -279,13 +279,15 @@ template <int Q>
 GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
                                   const FloatLanes* columns, const uint32_t* category_bits,
                                   Lanes* decisions, const PairStack& s, Lanes* shap,
-                                  Lanes* interactions, int64_t acc_stride) {
+                                  Lanes* interactions, int64_t acc_stride, int feature_begin,
+                                  int feature_end) {
   Decide(p, tree, columns, category_bits, decisions);
   Pass<Q>(p, tree, decisions, s.present, shap, acc_stride);
   if (interactions == nullptr) return;
   const int64_t f1 = p.num_features + 1;
   for (uint32_t c = tree.condition_begin; c < tree.condition_end; ++c) {
     const QuadratureTreeCondition& condition = p.conditions[c];
+    if (condition.feature < feature_begin || condition.feature >= feature_end) continue;
     ConditionedPass<Q>(p, tree, decisions, s, p.steps.data() + condition.step_begin,
                        condition.step_end - condition.step_begin, condition.feature,
                        interactions, acc_stride, f1);
@@ -296,9 +298,11 @@ GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const Quadratu
 GROVE_KERNEL_CLONES
 void RunTree(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
              const FloatLanes* columns, const uint32_t* category_bits, Lanes* decisions,
-             const PairStack& s, Lanes* shap, Lanes* interactions, int64_t acc_stride) {
-#define GROVE_RUN_TREE(Q) \
-  RunTreeQ<Q>(p, tree, columns, category_bits, decisions, s, shap, interactions, acc_stride)
+             const PairStack& s, Lanes* shap, Lanes* interactions, int64_t acc_stride,
+             int feature_begin, int feature_end) {
+#define GROVE_RUN_TREE(Q)                                                                     \
+  RunTreeQ<Q>(p, tree, columns, category_bits, decisions, s, shap, interactions, acc_stride, \
+              feature_begin, feature_end)
   switch (tree.q) {
     case 1: GROVE_RUN_TREE(1); break;
     case 2: GROVE_RUN_TREE(2); break;
@@ -522,8 +526,8 @@ Lanes* LanesOf(std::vector<double>* v, int64_t count) {
 }
 
 void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
-              int iteration_begin, int iteration_end, bool interactions,
-              QuadratureTreeScratch* scratch, double* acc) {
+              int iteration_begin, int iteration_end, bool interactions, int row_begin,
+              int row_end, QuadratureTreeScratch* scratch, double* acc) {
   const int64_t n = rows.rows;
   if (n <= 0 || p.trees.empty()) return;
   const int64_t features = std::max(p.num_features, 1);
@@ -565,7 +569,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
     if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
     for (int64_t b = 0; b < blocks; ++b) {
       RunTree(p, tree, columns + b * features, category_bits, decisions, s, shap + b,
-              interactions ? inter + b : nullptr, blocks);
+              interactions ? inter + b : nullptr, blocks, row_begin, row_end);
     }
   }
   for (int64_t r = 0; r < n; ++r) {
@@ -579,7 +583,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
     double* out = acc + r * inter_width;
     for (int k = 0; k < p.num_outputs; ++k) {
       const int64_t block = k * f1 * f1;
-      for (int64_t i = 0; i < p.num_features; ++i) {
+      for (int64_t i = row_begin; i < std::min<int64_t>(row_end, p.num_features); ++i) {
         double off_diagonal = 0;
         for (int64_t j = 0; j < f1; ++j) {
           if (j == i) continue;
@@ -608,13 +612,15 @@ bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {
 void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* category_bits,
                            RowsView rows, int iteration_begin, int iteration_end,
                            QuadratureTreeScratch* scratch, double* acc) {
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, false, scratch, acc);
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, false, 0, 0, scratch, acc);
 }
 
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_t* category_bits,
                                    RowsView rows, int iteration_begin, int iteration_end,
-                                   QuadratureTreeScratch* scratch, double* acc) {
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, true, scratch, acc);
+                                   int row_begin, int row_end, QuadratureTreeScratch* scratch,
+                                   double* acc) {
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, true, row_begin, row_end,
+           scratch, acc);
 }
 
 }  // namespace grove
