@@ -139,14 +139,22 @@ struct FramingError {
 };
 
 // A body is delimited by one Content-Length of plain digits, or by Transfer-Encoding: chunked
-// alone. Two lengths, a length beside chunked, or a coding groved does not decode are refused,
+// alone, and only a POST, PUT, PATCH or DELETE has one (cpp-httplib reads no other's body, which
+// would then be read as the next request). Two lengths, a length beside chunked, a coding groved
+// does not decode, or a body on another method are refused,
 // never resolved one way: a proxy in front that resolved them another way would take the rest of
 // the body for a request of its own (request smuggling, RFC 9112 section 6.3). A length more than
 // kDrainedExcessBytes above `max_body_bytes` is refused from the headers, before any of the body
-// is read (one less is read, dropped and answered 413 by cpp-httplib).
+// is read (a body less far above it is read, dropped and answered 413 by cpp-httplib).
 std::optional<FramingError> CheckFraming(const httplib::Request& request, int64_t max_body_bytes) {
   const size_t lengths = request.get_header_value_count("Content-Length");
   const size_t codings = request.get_header_value_count("Transfer-Encoding");
+  const std::string& method = request.method;
+  if ((codings > 0 || (lengths > 0 && request.get_header_value("Content-Length") != "0")) &&
+      method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
+    return FramingError{400, absl::StrCat("a ", method, " request carries no body; send it "
+                                          "without Content-Length and Transfer-Encoding")};
+  }
   if (lengths > 1) {
     return FramingError{400, absl::StrCat("the request has ", lengths,
                                           " Content-Length headers; send one")};
@@ -184,8 +192,12 @@ std::optional<FramingError> CheckFraming(const httplib::Request& request, int64_
 // Answers `error` and closes the connection after the answer. The body the request announced is
 // not read, so nothing after the headers on this connection can be told apart from it. cpp-httplib
 // closes a connection whose response body could not be written whole: the provider writes the whole
-// body and then reports failure.
-void RefuseAndClose(const FramingError& error, httplib::Response& response) {
+// body and then reports failure. An answer to HEAD has no body, so a refused HEAD request is
+// answered as a GET would be: with the body, then the connection closed.
+void RefuseAndClose(const FramingError& error, const httplib::Request& request,
+                    httplib::Response& response) {
+  // cpp-httplib's request is its own (non-const) object, passed to handlers by const reference.
+  if (request.method == "HEAD") const_cast<httplib::Request&>(request).method = "GET";
   response.status = error.status;
   response.set_header("Connection", "close");
   std::string body = RestError(error.message);
@@ -516,7 +528,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   // headers are read and before any of the body is.
   http.set_pre_routing_handler([self, limit](const httplib::Request& req, httplib::Response& res) {
     if (std::optional<FramingError> error = CheckFraming(req, limit)) {
-      RefuseAndClose(*error, res);
+      RefuseAndClose(*error, req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.method != "POST" || req.has_header("Content-Length") ||

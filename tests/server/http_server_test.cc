@@ -33,7 +33,8 @@ using ::testing::Not;
 using ::testing::StartsWith;
 
 const std::string kDemo = std::string(GROVE_SOURCE_DIR) + "/examples/models/demo/1/model.json";
-const std::string kLgb = std::string(GROVE_SOURCE_DIR) + "/tests/golden/lgb_zero_as_missing/model.txt";
+const std::string kLgb =
+    std::string(GROVE_SOURCE_DIR) + "/tests/golden/lgb_zero_as_missing/model.txt";
 constexpr int64_t kBodyLimit = 1 << 20;
 
 std::string ReadText(const std::string& path) {
@@ -214,6 +215,16 @@ TEST_F(HttpServerTest, AmbiguousFramingIsRefusedAndClosesTheConnection) {
        "400", "is not a byte count"},
       {"a length with text", InferHead("Content-Length: 10abc\r\n") + body, "400",
        "is not a byte count"},
+      // cpp-httplib reads no body for GET or HEAD: one announced would be read as a request.
+      {"a GET with a body",
+       absl::StrCat("GET /v2/models/demo HTTP/1.1\r\nHost: x\r\nContent-Length: ",
+                    hidden.size(), "\r\n\r\n", hidden),
+       "400", "GET request carries no body"},
+      {"a HEAD with a body",
+       absl::StrCat("HEAD /v2/models/demo HTTP/1.1\r\nHost: x\r\n",
+                    "Transfer-Encoding: chunked\r\n\r\n", absl::Hex(hidden.size()), "\r\n",
+                    hidden, "\r\n0\r\n\r\n", hidden),
+       "400", "HEAD request carries no body"},
   };
   for (const Case& c : cases) {
     const Exchange e = Send(HttpPort(), c.request);
