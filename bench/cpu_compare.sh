@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU prediction and SHAP against the libraries (issue 35, "honest anchors"): for every model,
+# CPU prediction and SHAP against the libraries: for every model,
 # Grove's CPU benches, XGBoost's CPU build, nvForest's CPU path, LightGBM (LightGBM models) and
 # oneDAL (daal4py) on the same rows, the same sizes and the same thread count, each system in a
 # process of its own and a timeout; then the side-by-side tables

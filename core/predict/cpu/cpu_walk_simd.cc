@@ -86,6 +86,25 @@ __attribute__((target("avx512f"))) void Walk512(const CpuNode* all, const int32_
   }
 }
 
+// Row r's offset in the block (r * stride) for the rows of each of `row_vectors` vectors.
+__attribute__((target("avx512f"))) inline void RowOffsets512(int32_t stride, int row_vectors,
+                                                             __m512i* row_of) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (int v = 0; v < row_vectors; ++v) {
+    row_of[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
+                                   _mm512_set1_epi32(stride));
+  }
+}
+
+// acc[0, 16) += values[index[lane]]: sixteen rows' leaf values added to their margins.
+__attribute__((target("avx512f"))) inline void AddLeaves512(const double* values, __m512i index,
+                                                            double* acc) {
+  const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(index), values, 8);
+  const __m512d hi = _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), values, 8);
+  _mm512_storeu_pd(acc, _mm512_add_pd(_mm512_loadu_pd(acc), lo));
+  _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
+}
+
 // WalkAndAddSimd's loop: rows in vectors of sixteen; trees walked a few at a time so that four
 // vectors are always in flight (a level's gathers depend on the last level's: one vector alone
 // would wait on them), then each tree's leaf values added in tree order.
@@ -97,12 +116,8 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
   const Fields n = FieldsOf(all);
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;  // trees walked together
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   __m512i row_of[kMaxVectors];
-  for (int v = 0; v < row_vectors; ++v) {
-    row_of[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
-                                   _mm512_set1_epi32(stride));
-  }
+  RowOffsets512(stride, row_vectors, row_of);
   // Vector u walks tree u / row_vectors of the group over row vector u % row_vectors.
   __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
@@ -132,12 +147,7 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
       for (int v = 0; v < row_vectors; ++v) {
         const __m512i node =
             _mm512_add_epi32(first, _mm512_srli_epi32(at[g * row_vectors + v], 4));
-        const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(node), leaf_values, 8);
-        const __m512d hi =
-            _mm512_i32gather_pd(_mm512_extracti64x4_epi64(node, 1), leaf_values, 8);
-        double* a = acc + v * kWidth;
-        _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), lo));
-        _mm512_storeu_pd(a + 8, _mm512_add_pd(_mm512_loadu_pd(a + 8), hi));
+        AddLeaves512(leaf_values, node, acc + v * kWidth);
       }
     }
   }
@@ -157,15 +167,11 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
   const int inner = (1 << depth) - 1;
   const float* threshold = &dense->threshold;
   const int* feature = reinterpret_cast<const int*>(&dense->feature);
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i two = _mm512_set1_epi32(2);
   const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
   __m512i row_of[kMaxVectors];
-  for (int v = 0; v < row_vectors; ++v) {
-    row_of[v] = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(v * kWidth)),
-                                   _mm512_set1_epi32(stride));
-  }
+  RowOffsets512(stride, row_vectors, row_of);
   __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
     const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
@@ -202,11 +208,7 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
       double* acc = margins + static_cast<int64_t>(tree.group) * rows;
       for (int v = 0; v < row_vectors; ++v) {
         const __m512i leaf = _mm512_add_epi32(first, at[g * row_vectors + v]);
-        const __m512d lo = _mm512_i32gather_pd(_mm512_castsi512_si256(leaf), values, 8);
-        const __m512d hi = _mm512_i32gather_pd(_mm512_extracti64x4_epi64(leaf, 1), values, 8);
-        double* a = acc + v * kWidth;
-        _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), lo));
-        _mm512_storeu_pd(a + 8, _mm512_add_pd(_mm512_loadu_pd(a + 8), hi));
+        AddLeaves512(values, leaf, acc + v * kWidth);
       }
     }
   }
