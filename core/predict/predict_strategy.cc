@@ -29,6 +29,12 @@ absl::Status CpuPredictStrategy::Run(RowsView rows, const PredictOptions& option
   return cpu::Predict(*layout_, rows, options, out, pool_);
 }
 
+absl::Status CpuPredictStrategy::RunOnCallingThread(RowsView rows, const PredictOptions& options,
+                                                    MatrixView<float> out) const {
+  if (layout_ == nullptr) return PredictCpu(*forest_, rows, options, out, nullptr);
+  return cpu::Predict(*layout_, rows, options, out, nullptr);
+}
+
 absl::Status CpuPredictStrategy::RunRow(const float* row, const PredictOptions& options,
                                         float* out) const {
   if (layout_ != nullptr) return cpu::PredictRow(*layout_, row, options, out);

@@ -45,6 +45,9 @@ class CpuPredictStrategy final : public PredictStrategy {
   // One row of forest.num_features values on the calling thread, PredictWidth values to `out`:
   // no pool hop, and no allocation for models of up to 64 outputs (cpu::PredictRow).
   absl::Status RunRow(const float* row, const PredictOptions& options, float* out) const;
+  // Run on the calling thread alone, whatever the pool (the selector's per-thread cost).
+  absl::Status RunOnCallingThread(RowsView rows, const PredictOptions& options,
+                                  MatrixView<float> out) const;
   // The layout's description (cpu::CpuForest::Describe), or "cpu (reference walk)".
   std::string Describe() const;
 

@@ -187,9 +187,12 @@ class TahoeEngineImpl final : public TahoeEngine {
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
   absl::Status PredictRow(const float* row, const PredictOptions& options,
                           float* out) const override {
-    // Slot kCpu always holds the CPU strategy (kStrategyFactories in tahoe_engine.cc).
-    return static_cast<const CpuPredictStrategy&>(*strategies_[static_cast<int>(StrategyId::kCpu)])
-        .RunRow(row, options, out);
+    return cpu_strategy().RunRow(row, options, out);
+  }
+  // Slot kCpu always holds the CPU strategy (kStrategyFactories in tahoe_engine.cc).
+  const CpuPredictStrategy& cpu_strategy() const {
+    return static_cast<const CpuPredictStrategy&>(
+        *strategies_[static_cast<int>(StrategyId::kCpu)]);
   }
   const TahoeForest& format() const override { return *format_; }
   const GpuHardwareParams& hardware() const override { return hw_; }

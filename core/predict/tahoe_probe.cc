@@ -65,14 +65,13 @@ void TahoeEngineImpl::CalibrateCpu() {
   const RowsView view = MakeRowsView(x.data(), rows, forest_->num_features);
   const MatrixView<float> ov = MakeMatrixView(out.data(), rows, forest_->num_outputs);
   // The CPU strategy the selector will run, timed on one thread, then on the pool.
-  const std::unique_ptr<PredictStrategy> one_thread = MakeCpuPredictStrategy(forest_, nullptr);
-  const PredictStrategy& pooled = *strategies_[static_cast<int>(StrategyId::kCpu)];
+  const CpuPredictStrategy& cpu = cpu_strategy();
   std::string device;
   double best = 1e30;
   const auto begin = std::chrono::steady_clock::now();
   for (int rep = 0; rep < 20; ++rep) {
     const auto start = std::chrono::steady_clock::now();
-    if (!one_thread->Run(view, o, 1, ov, &device).ok()) return;
+    if (!cpu.RunOnCallingThread(view, o, ov).ok()) return;
     const auto end = std::chrono::steady_clock::now();
     best = std::min(best, std::chrono::duration<double>(end - start).count());
     if (std::chrono::duration<double>(end - begin).count() > 0.05) break;
@@ -87,8 +86,8 @@ void TahoeEngineImpl::CalibrateCpu() {
     std::vector<float> res(static_cast<size_t>(n) * forest_->num_outputs);
     const auto start = std::chrono::steady_clock::now();
     const absl::Status st =
-        pooled.Run(MakeRowsView(rows_in.data(), n, forest_->num_features), o, 1,
-                   MakeMatrixView(res.data(), n, forest_->num_outputs), &device);
+        cpu.Run(MakeRowsView(rows_in.data(), n, forest_->num_features), o, 1,
+                MakeMatrixView(res.data(), n, forest_->num_outputs), &device);
     return st.ok() ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
                    : -1.0;
   };

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/model/typical_rows.h"
 #include "core/predict/cpu/cpu_infer.h"
+#include "core/predict/cpu/cpu_walk.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
 
 namespace grove::cpu {
@@ -127,15 +128,15 @@ void CpuForest::BuildDense() {
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
   // Whole vectors of sixteen rows for the AVX-512 walk.
-  return static_cast<int>(std::clamp<int64_t>(fit / 16 * 16, 16, 64));
+  return static_cast<int>(std::clamp<int64_t>(fit / 16 * 16, 16, kMaxBlockRows));
 }
 
 absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr forest,
                                                                   const CpuForestOptions& options) {
   if (forest == nullptr) return absl::InvalidArgumentError("CpuForest::Build: no forest");
-  if (options.block_rows < 0 || options.block_rows > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("block_rows must be in [0, 64] (0: the default); got ", options.block_rows));
+  if (options.block_rows < 0 || options.block_rows > kMaxBlockRows) {
+    return absl::InvalidArgumentError(absl::StrCat("block_rows must be in [0, ", kMaxBlockRows,
+                                                   "] (0: the default); got ", options.block_rows));
   }
   const Forest& f = *forest;
   for (const Tree& tree : f.trees) {

@@ -68,7 +68,6 @@ class CpuForest {
                                                                 const CpuForestOptions& options = {});
 
   const Forest& forest() const { return *forest_; }
-  const ForestPtr& forest_ptr() const { return forest_; }
   const CpuNode* nodes() const { return nodes_.data(); }
   const CpuTree* trees() const { return trees_.data(); }
   int32_t num_trees() const { return static_cast<int32_t>(trees_.size()); }
