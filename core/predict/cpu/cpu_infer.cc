@@ -191,7 +191,10 @@ absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOption
   if (rows.rows == 0) return absl::OkStatus();
   const int block_rows = forest.block_rows();
   ParallelFor(pool, rows.rows, kPredictGrain, [&](int64_t begin, int64_t end) {
-    std::vector<double> margins(static_cast<size_t>(block_rows + 1) * c.num_outputs);
+    // Each thread's block margins, kept between calls: a call allocates nothing once a thread has
+    // served the model's shape (a few KB per thread).
+    thread_local std::vector<double> margins;
+    margins.resize(std::max(margins.size(), static_cast<size_t>(block_rows + 1) * c.num_outputs));
     for (int64_t r = begin; r < end; r += block_rows) {
       const int n = static_cast<int>(std::min<int64_t>(block_rows, end - r));
       RunBlock(c, rows, r, n, out, margins.data());

@@ -24,7 +24,9 @@ inline constexpr int kRowStackOutputs = 64;
 
 // `rows` through the engine on `pool` (nullptr: the calling thread), `out` rows.rows x
 // PredictWidth(forest, options). Blocks of rows are split between threads; each row is computed by
-// one thread in a fixed order: deterministic. Same errors as PredictCpu.
+// one thread in a fixed order: deterministic. Same errors as PredictCpu. Each thread keeps its
+// block workspace between calls (thread_local, growing to the largest model it has served), so a
+// call allocates nothing after a thread's first.
 absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOptions& options,
                      MatrixView<float> out, ThreadPool* pool);
 
