@@ -20,14 +20,10 @@
 #include "absl/strings/str_join.h"
 #include "client/progress.h"
 #include "core/common/thread_pool.h"
-#include "core/explain/background.h"
-#include "core/explain/explain.h"
-#include "core/explain/explain_engine.h"
-#include "core/explain/interventional_engine.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
-#include "core/predict/predict.h"
-#include "core/predict/predict_engine.h"
+#include "core/servable/background.h"
+#include "core/servable/servable.h"
 
 namespace grove::cli {
 namespace {
@@ -88,147 +84,109 @@ void PrintVerbose(const CliArgs& args, const LoadedModel& model, const std::stri
                stats.total_seconds > 0 ? stats.rows / stats.total_seconds : 0.0);
 }
 
-int RunPredict(const CliArgs& args) {
-  absl::StatusOr<LoadedModel> model = Load(args.model);
-  if (!model.ok()) return Fail(model.status());
-  std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  PredictEngineOptions engine_options;
-  engine_options.use_gpu = args.use_gpu;
-  engine_options.strategy = args.strategy;
-  absl::StatusOr<std::unique_ptr<PredictEngine>> engine =
-      PredictEngine::Create(model->forest, engine_options, pool.get());
-  if (!engine.ok()) return Fail(NameFile(engine.status(), args.model));
+// The servable of --model with the command's engine options: engines built on first use, so a
+// prediction builds no explanation layout; --strategy forces the strategy of the command's engine
+// family ("cpu": that family's CPU strategies).
+absl::StatusOr<ServablePtr> Build(const CliArgs& args, const LoadedModel& model, ThreadPool* pool,
+                                  std::shared_ptr<const Background> background) {
+  EngineOptions options;
+  options.device = args.use_gpu ? Device::kAuto : Device::kCpu;
+  options.build = EngineBuild::kOnFirstUse;
+  if (args.command == Command::kPredict) {
+    options.predict_strategy = args.strategy;
+  } else if (background != nullptr) {
+    options.interventional_strategy = args.strategy;
+  } else if (args.command == Command::kExplain) {
+    options.explain_strategy = args.strategy;
+  }
+  absl::StatusOr<ServablePtr> servable =
+      BuildServable(model.forest, std::move(background), options, pool);
+  if (!servable.ok()) return NameFile(servable.status(), args.model);
+  return servable;
+}
 
-  PredictOptions options;
-  options.kind = args.kind;
-  options.iteration_begin = args.iteration_begin;
-  options.iteration_end = args.iteration_end;
+// Streams --input through `op` of `servable` to --output.
+int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& servable,
+                 Operation op, const RunParams& params, ResultColumns columns) {
   StreamOptions stream;
   stream.input = args.input;
   stream.output = args.output;
-  stream.in_cols = model->forest->num_features;
-  stream.out_cols = PredictWidth(*model->forest, options);
+  stream.in_cols = model.forest->num_features;
+  stream.out_cols = servable.Width(op, params);
   stream.chunk_rows = args.chunk_rows;
   stream.read_threads = args.threads;
   stream.progress = args.progress;
-  stream.label = "predict";
-  ResultColumns columns;
+  stream.label = OperationName(op);
   columns.feature_names =
-      FeatureNamesOrDefault(model->forest->feature_names, model->forest->num_features);
-  columns.num_outputs = model->forest->num_outputs;
-  columns.kind = args.kind;
+      FeatureNamesOrDefault(model.forest->feature_names, model.forest->num_features);
+  columns.num_outputs = model.forest->num_outputs;
   columns.width = stream.out_cols;
   ApplyColumnArgs(args, columns, &stream);
-  const DoubleRowConverter converter(*model->forest);
+  const DoubleRowConverter converter(*model.forest);
   stream.converter = &converter;
   RunInfo info;
   StreamStats stats;
   absl::Status status = StreamRows(
       stream,
       [&](RowsView rows, MatrixView<float> out) {
-        return NameFile((*engine)->Predict(rows, options, out, &info), args.model);
+        return NameFile(servable.Run(op, params, rows, out, &info), args.model);
       },
       &stats);
   if (!status.ok()) return Fail(status);
-  PrintVerbose(args, *model, (*engine)->Describe(), info, stats);
+  PrintVerbose(args, model, servable.Describe(op), info, stats);
   return 0;
 }
 
-// Explains one chunk of rows: `info` gets what ran.
-using ExplainFn = std::function<absl::Status(RowsView, MatrixView<float>, RunInfo*)>;
-
-// `engine`->Explain with `options` and the command's iteration range.
-template <typename Engine, typename Options>
-ExplainFn BindExplain(std::shared_ptr<Engine> engine, Options options, const CliArgs& args) {
-  options.iteration_begin = args.iteration_begin;
-  options.iteration_end = args.iteration_end;
-  return [engine, options](RowsView rows, MatrixView<float> out, RunInfo* info) {
-    return engine->Explain(rows, options, out, info);
-  };
-}
-
-// With --background: the interventional engine over the background file (CSV or .npy, read as
-// groved reads a model's background). --strategy cpu means: no GPU.
-absl::Status MakeInterventional(const CliArgs& args, const LoadedModel& model, ThreadPool* pool,
-                                std::shared_ptr<InterventionalEngine>* engine) {
-  absl::StatusOr<Background> bg = LoadBackgroundFile(*model.forest, args.background);
-  if (!bg.ok()) return bg.status();
-  InterventionalEngineOptions options;
-  options.use_gpu = args.use_gpu && args.strategy != "cpu";
-  if (args.strategy != "cpu") options.strategy = args.strategy;
-  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e =
-      InterventionalEngine::Create(model.forest, nullptr, bg->view(), options, pool);
-  if (!e.ok()) {
-    return absl::Status(e.status().code(),
-                        absl::StrCat(args.background, ": ", e.status().message()));
+int RunPredict(const CliArgs& args) {
+  absl::StatusOr<LoadedModel> model = Load(args.model);
+  if (!model.ok()) return Fail(model.status());
+  std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
+  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get(), nullptr);
+  if (!servable.ok()) return Fail(servable.status());
+  if (absl::Status s = (*servable)->Available(Operation::kPredict); !s.ok()) {
+    return Fail(NameFile(s, args.model));
   }
-  *engine = std::move(*e);
-  return absl::OkStatus();
+  RunParams params;
+  params.kind = args.kind;
+  params.iteration_begin = args.iteration_begin;
+  params.iteration_end = args.iteration_end;
+  ResultColumns columns;
+  columns.kind = args.kind;
+  return RunOperation(args, *model, **servable, Operation::kPredict, params, columns);
 }
 
 int RunExplain(const CliArgs& args) {
   absl::StatusOr<LoadedModel> model = Load(args.model);
   if (!model.ok()) return Fail(model.status());
-  if (absl::Status s = CheckExplainable(*model->forest); !s.ok()) {
-    return Fail(NameFile(s, args.model));
-  }
   std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  ExplainFn explain;
-  std::string describe;
-  std::shared_ptr<ExplainEngine> engine;
-  std::shared_ptr<InterventionalEngine> interventional;
-  if (args.background.empty()) {
-    ExplainEngineOptions engine_options;
-    engine_options.use_gpu = args.use_gpu;
-    engine_options.strategy = args.strategy;
-    absl::StatusOr<std::unique_ptr<ExplainEngine>> e =
-        ExplainEngine::Create(model->forest, engine_options, pool.get());
-    if (!e.ok()) return Fail(NameFile(e.status(), args.model));
-    engine = std::move(*e);
-    ExplainOptions options;
-    options.interactions = args.interactions;
-    explain = BindExplain(engine, options, args);
-    describe = engine->Describe();
-  } else {
-    if (absl::Status s = MakeInterventional(args, *model, pool.get(), &interventional); !s.ok()) {
-      return Fail(s);
-    }
-    InterventionalOptions options;
-    options.output_space = args.output_space;
-    options.interactions = args.interactions;
-    explain = BindExplain(interventional, options, args);
-    describe = interventional->Describe();
+  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get(), nullptr);
+  if (!servable.ok()) return Fail(servable.status());
+  if (absl::Status s = (*servable)->Explainable(); !s.ok()) return Fail(NameFile(s, args.model));
+  std::shared_ptr<const Background> background;
+  if (!args.background.empty()) {
+    // --background: read as groved reads a model's background.
+    absl::StatusOr<Background> bg = LoadBackgroundFile(*model->forest, args.background);
+    if (!bg.ok()) return Fail(bg.status());
+    background = std::make_shared<const Background>(*std::move(bg));
+    servable = Build(args, *model, pool.get(), background);
+    if (!servable.ok()) return Fail(servable.status());
   }
-
-  StreamOptions stream;
-  stream.input = args.input;
-  stream.output = args.output;
-  stream.in_cols = model->forest->num_features;
-  stream.out_cols = ExplainWidth(*model->forest, args.interactions);
-  stream.chunk_rows = args.chunk_rows;
-  stream.read_threads = args.threads;
-  stream.progress = args.progress;
-  stream.label = args.interactions ? "interactions" : "explain";
+  const Operation op = background != nullptr
+                           ? (args.interactions ? Operation::kInterventionalInteractions
+                                                : Operation::kInterventional)
+                           : (args.interactions ? Operation::kInteractions : Operation::kExplain);
+  if (absl::Status s = (*servable)->Available(op); !s.ok()) {
+    // Errors of the background name its file; the others the model's.
+    return Fail(background != nullptr ? s : NameFile(s, args.model));
+  }
+  RunParams params;
+  params.output_space = args.output_space;
+  params.iteration_begin = args.iteration_begin;
+  params.iteration_end = args.iteration_end;
   ResultColumns columns;
-  columns.feature_names =
-      FeatureNamesOrDefault(model->forest->feature_names, model->forest->num_features);
-  columns.num_outputs = model->forest->num_outputs;
   columns.explain = true;
   columns.interactions = args.interactions;
-  ApplyColumnArgs(args, columns, &stream);
-  const DoubleRowConverter converter(*model->forest);
-  stream.converter = &converter;
-  RunInfo info;
-  StreamStats stats;
-  absl::Status status = StreamRows(
-      stream,
-      [&](RowsView rows, MatrixView<float> out) {
-        return NameFile(explain(rows, out, &info), args.model);
-      },
-      &stats);
-  if (!status.ok()) return Fail(status);
-  PrintVerbose(args, *model, describe, info, stats);
-  return 0;
+  return RunOperation(args, *model, **servable, op, params, columns);
 }
 
 int RunInspect(const CliArgs& args) {
@@ -246,26 +204,13 @@ int RunInspect(const CliArgs& args) {
 
   // The engines that would serve the model (GPU when built and visible).
   std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  PredictEngineOptions predict_options;
-  predict_options.use_gpu = args.use_gpu;
-  auto predict = PredictEngine::Create(model->forest, predict_options, pool.get());
-  stats.push_back({"predict_engine",
-                   predict.ok() ? (*predict)->Describe()
-                                : absl::StrCat("unavailable: ", predict.status().message()),
-                   StatKind::kText});
-  if (absl::Status s = CheckExplainable(forest); !s.ok()) {
-    stats.push_back({"explain_engine", absl::StrCat("unavailable: ", s.message()), StatKind::kText});
-  } else {
-    ExplainEngineOptions explain_options;
-    explain_options.use_gpu = args.use_gpu;
-    auto explain = ExplainEngine::Create(model->forest, explain_options, pool.get());
-    stats.push_back({"explain_engine",
-                     explain.ok() ? (*explain)->Describe()
-                                  : absl::StrCat("unavailable: ", explain.status().message()),
-                     StatKind::kText});
-    if (explain.ok() && (*explain)->layout() != nullptr) {  // merged paths, bins (issue 3)
-      stats.push_back({"explain_paths", (*explain)->layout()->stats.Describe(), StatKind::kText});
-    }
+  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get(), nullptr);
+  if (!servable.ok()) return Fail(servable.status());
+  stats.push_back({"predict_engine", (*servable)->Describe(Operation::kPredict), StatKind::kText});
+  stats.push_back({"explain_engine", (*servable)->Describe(Operation::kExplain), StatKind::kText});
+  if (const std::string paths = (*servable)->PathLayoutStats(); !paths.empty() &&
+      (*servable)->Available(Operation::kExplain).ok()) {
+    stats.push_back({"explain_paths", paths, StatKind::kText});
   }
   const std::string text = RenderStats(stats, args.json);
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -293,12 +238,6 @@ std::string JsonString(const std::string& s) {
     }
   }
   return out + "\"";
-}
-
-int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols) {
-  constexpr int64_t kValuesPerBuffer = int64_t{1} << 23;
-  const int64_t widest = std::max<int64_t>({1, in_cols, out_cols});
-  return std::clamp<int64_t>(kValuesPerBuffer / widest, 1, int64_t{1} << 18);
 }
 
 namespace {
@@ -420,119 +359,11 @@ absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeF
       compute, stats);
 }
 
-std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
-                                               int64_t num_features) {
-  if (static_cast<int64_t>(names.size()) == num_features) return names;
-  std::vector<std::string> out;
-  for (int64_t i = 0; i < num_features; ++i) out.push_back(absl::StrCat("f", i));
-  return out;
-}
-
-std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
-  std::vector<std::string> names;
-  if (!c.explain) {
-    const char* base = c.kind == OutputKind::kMargin ? "margin"
-                       : c.kind == OutputKind::kLeaf ? "leaf"
-                                                     : "prediction";
-    if (c.width == 1 && c.kind != OutputKind::kLeaf) return {base};
-    for (int64_t j = 0; j < c.width; ++j) names.push_back(absl::StrCat(base, "_", j));
-    return names;
-  }
-  std::vector<std::string> block = c.feature_names;
-  block.push_back("bias");
-  for (int k = 0; k < c.num_outputs; ++k) {
-    const std::string prefix = c.num_outputs > 1 ? absl::StrCat("out", k, ".") : "";
-    for (const std::string& a : block) {
-      if (!c.interactions) {
-        names.push_back(prefix + a);
-        continue;
-      }
-      for (const std::string& b : block) names.push_back(absl::StrCat(prefix, a, "*", b));
-    }
-  }
-  return names;
-}
-
 void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream) {
   stream->header = args.header;
   stream->keep = args.keep;
   stream->feature_names = columns.feature_names;
   if (args.header || args.output_header) stream->output_header = ResultColumnNames(columns);
-}
-
-void AppendFeatureStats(const std::vector<std::string>& names,
-                        const std::vector<std::string>& types, std::vector<Stat>* stats) {
-  stats->push_back({"feature_names", "", StatKind::kList, names});
-  stats->push_back({"feature_types", "", StatKind::kList, types});
-}
-
-std::vector<Stat> ForestStats(const Forest& forest) {
-  std::vector<Stat> s;
-  auto text = [&](const char* key, std::string v) {
-    s.push_back({key, std::move(v), StatKind::kText});
-  };
-  auto num = [&](const char* key, double v) { s.push_back({key, Num(v), StatKind::kNumber}); };
-  auto yes_no = [&](const char* key, bool v) {
-    s.push_back({key, v ? "yes" : "no", StatKind::kBool});
-  };
-
-  text("format", ModelFormatName(forest.format));
-  text("library_version", forest.library_version);
-  num("memory_bytes", static_cast<double>(forest.MemoryBytes()));
-  num("features", forest.num_features);
-  num("outputs", forest.num_outputs);
-  num("iterations", forest.num_iterations);
-  num("trees", static_cast<double>(forest.trees.size()));
-  num("nodes", static_cast<double>(forest.nodes.size()));
-  num("leaves", static_cast<double>(forest.num_leaves));
-  num("max_depth", forest.max_depth);
-
-  // Mean leaf depth and mean tree depth: how far a row travels, the cost driver of every engine.
-  double leaf_depth_sum = 0;
-  double tree_depth_sum = 0;
-  int64_t leaves = 0;
-  int64_t weighted_trees = 0;
-  std::vector<std::pair<int32_t, int32_t>> stack;
-  for (size_t t = 0; t < forest.trees.size(); ++t) {
-    const Tree& tree = forest.trees[t];
-    tree_depth_sum += tree.depth;
-    weighted_trees += tree.weight != 1.0;
-    const Node* nodes = forest.TreeNodes(static_cast<int>(t));
-    if (tree.num_nodes == 0) continue;
-    stack.assign(1, {0, 0});
-    while (!stack.empty()) {
-      auto [n, d] = stack.back();
-      stack.pop_back();
-      if (n < 0 || static_cast<uint32_t>(n) >= tree.num_nodes) continue;
-      if (nodes[n].is_leaf()) {
-        leaf_depth_sum += d;
-        ++leaves;
-      } else {
-        stack.push_back({nodes[n].left, d + 1});
-        stack.push_back({nodes[n].right, d + 1});
-      }
-    }
-  }
-  num("mean_tree_depth", forest.trees.empty() ? 0.0 : tree_depth_sum / forest.trees.size());
-  num("mean_leaf_depth", leaves == 0 ? 0.0 : leaf_depth_sum / leaves);
-
-  text("objective", forest.objective.name);
-  text("link", LinkName(forest.objective.link));
-  if (forest.objective.link == Link::kSigmoid && forest.objective.sigmoid_alpha != 1.0) {
-    num("sigmoid_alpha", forest.objective.sigmoid_alpha);
-  }
-  yes_no("average_output", forest.objective.average_output);
-  std::string base;
-  for (size_t k = 0; k < forest.base_margin.size(); ++k) {
-    absl::StrAppend(&base, k ? "," : "", Num(forest.base_margin[k]));
-  }
-  text("base_margin", base);
-  yes_no("categorical_splits", forest.has_categorical);
-  yes_no("linear_leaves", forest.has_linear_leaves);
-  yes_no("vector_leaves", forest.has_vector_leaves);
-  num("weighted_trees", static_cast<double>(weighted_trees));
-  AppendFeatureStats(forest.feature_names, forest.feature_types, &s);
-  return s;
 }
 
 std::string RenderStats(const std::vector<Stat>& stats, bool json) {

@@ -16,6 +16,8 @@
 #include "core/common/rows.h"
 #include "core/model/double_rows.h"
 #include "core/model/forest.h"
+#include "core/model/forest_stats.h"
+#include "core/servable/result_columns.h"
 
 namespace grove::cli {
 
@@ -23,10 +25,6 @@ namespace grove::cli {
 // ("grove: error: X.csv:3: expected 8 fields, found 7") on stderr. Returns the process exit code:
 // 0 success, 1 failure.
 int RunLocal(const CliArgs& args);
-
-// Rows per engine call for rows of `in_cols` values and results of `out_cols` values: about 8M
-// values per buffer, between 1 and 262144 rows.
-int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols);
 
 struct StreamOptions {
   std::string input;   // CSV path, "-" = standard input
@@ -70,43 +68,9 @@ using DoubleComputeFn =
 absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
                               StreamStats* stats);
 
-// The model's feature names, or XGBoost's defaults f0, f1, ... when the model stores none.
-std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
-                                               int64_t num_features);
-
-// What the columns of a result are (the output header of --header / --output-header).
-struct ResultColumns {
-  std::vector<std::string> feature_names;  // FeatureNamesOrDefault
-  int num_outputs = 1;                     // margins per row (K)
-  bool explain = false;                    // SHAP values; otherwise predictions
-  bool interactions = false;               // explain: SHAP interaction values
-  OutputKind kind = OutputKind::kPrediction;  // predict
-  int64_t width = 0;                       // predict: values per row
-};
-// Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
-// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
-// `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
-// last); with K > 1 outputs every name is prefixed `outK.`.
-std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
-
 // Sets the header options of `stream` from --header, --keep and --output-header.
 void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream);
 
-// Model statistics for `grove inspect`: (key, value) pairs in display order. In JSON, numbers are
-// JSON numbers, yes/no answers JSON booleans, everything else a string.
-enum class StatKind { kText, kNumber, kBool, kList };
-struct Stat {
-  Stat(std::string k, std::string v, StatKind kd, std::vector<std::string> l = {})
-      : key(std::move(k)), value(std::move(v)), kind(kd), list(std::move(l)) {}
-  std::string key;    // snake_case, used as the JSON key
-  std::string value;  // display text ("yes" / "no" for kBool; unused for kList)
-  StatKind kind = StatKind::kText;
-  std::vector<std::string> list;  // kList: a JSON array of strings, ", "-joined as text
-};
-// The feature_names and feature_types lists (empty lists when the model stores none).
-void AppendFeatureStats(const std::vector<std::string>& names,
-                        const std::vector<std::string>& types, std::vector<Stat>* stats);
-std::vector<Stat> ForestStats(const Forest& forest);
 // Renders stats as aligned "key  value" lines or as one JSON object.
 std::string RenderStats(const std::vector<Stat>& stats, bool json);
 // `s` as a JSON string literal, quotes included (quotes, backslashes and control bytes escaped).

@@ -1,9 +1,8 @@
 // groveml._core: Grove's engines inside a Python process (nanobind).
 //
 // The module does what `grove predict` / `grove explain` do on each chunk of rows
-// (client/cli_local.cc): the same loader, the same engines (PredictEngine, ExplainEngine,
-// InterventionalEngine) with the same options, float64 rows turned into float rows by the same
-// DoubleRowConverter, so that a row gives the CLI's numbers bit for bit. The Python side
+// (client/cli_local.cc): the same loader, the same Servable (core/servable/servable.h) with the
+// same options, float64 rows turned into float rows by the same DoubleRowConverter, so that a row gives the CLI's numbers bit for bit. The Python side
 // (groveml/model.py) splits the input into the CLI's chunks (chunk_rows = AutoChunkRows) and hands
 // each chunk and its slice of the result here; every call releases the GIL while the engines run.
 //
@@ -31,20 +30,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/cli_local.h"
 #include "core/common/log.h"
 #include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
-#include "core/explain/background.h"
-#include "core/explain/explain.h"
-#include "core/explain/explain_engine.h"
-#include "core/explain/interventional.h"
-#include "core/explain/interventional_engine.h"
 #include "core/gpu/device_set.h"
 #include "core/model/double_rows.h"
+#include "core/model/forest_stats.h"
 #include "core/model/loader.h"
-#include "core/predict/predict.h"
-#include "core/predict/predict_engine.h"
+#include "core/servable/background.h"
+#include "core/servable/result_columns.h"
+#include "core/servable/servable.h"
 
 namespace nb = nanobind;
 
@@ -98,9 +93,9 @@ std::unique_ptr<ThreadPool> MakePool(int threads) {
 // "auto": the GPU engines when built and a GPU is visible (the CLI's default); "cpu": none (the
 // CLI's --no-gpu); "cuda": the GPU engines, refused when there are none, so that a job meant for
 // a GPU does not run on the CPU unnoticed.
-absl::StatusOr<bool> UseGpu(const std::string& device) {
-  if (device == "auto") return true;
-  if (device == "cpu") return false;
+absl::StatusOr<Device> ParseDeviceArg(const std::string& device) {
+  if (device == "auto") return Device::kAuto;
+  if (device == "cpu") return Device::kCpu;
   if (device != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("device must be 'auto', 'cpu' or 'cuda' (got '", device, "')"));
@@ -112,14 +107,13 @@ absl::StatusOr<bool> UseGpu(const std::string& device) {
   if (gpu::VisibleGpuCount() == 0) {
     return absl::FailedPreconditionError("device='cuda': no GPU is visible to this process");
   }
-  return true;
+  return Device::kGpu;
 #endif
 }
 
 absl::StatusOr<OutputKind> ParseKind(const std::string& kind) {
-  if (kind == "prediction") return OutputKind::kPrediction;
-  if (kind == "margin") return OutputKind::kMargin;
-  if (kind == "leaf") return OutputKind::kLeaf;
+  absl::StatusOr<OutputKind> k = ParseOutputKind(kind);
+  if (k.ok()) return k;
   return absl::InvalidArgumentError(
       absl::StrCat("kind must be 'prediction', 'margin' or 'leaf' (got '", kind, "')"));
 }
@@ -134,18 +128,31 @@ absl::Status CheckOut(int64_t rows, int64_t width, const OutRows& out) {
   return absl::OkStatus();
 }
 
-// A model's engines. Thread-safe: the engines are, and the explain engine is made once under a
-// mutex on the first explanation (a predict-only job does not build the path layout).
+RunParams Params(const std::string& kind, int begin, int end) {
+  RunParams p;
+  p.kind = ValueOrThrow(ParseKind(kind));
+  p.iteration_begin = begin;
+  p.iteration_end = end;
+  return p;
+}
+
+// A model's Servable, its engines built on first use (a predict-only job does not build the
+// path layout of explanations), as `grove` builds them: the strategy applies to every engine
+// family. Thread-safe: the Servable is.
 class Engine {
  public:
-  Engine(ForestPtr forest, const std::string& device, int threads, std::string strategy)
-      : forest_(std::move(forest)), converter_(*forest_), strategy_(std::move(strategy)) {
-    use_gpu_ = ValueOrThrow(UseGpu(device));
+  Engine(ForestPtr forest, const std::string& device, int threads, const std::string& strategy)
+      : converter_(*forest) {
     pool_ = MakePool(threads);
-    PredictEngineOptions options;
-    options.use_gpu = use_gpu_;
-    options.strategy = strategy_;
-    predict_ = ValueOrThrow(PredictEngine::Create(forest_, options, pool_.get()));
+    EngineOptions options;
+    options.device = ValueOrThrow(ParseDeviceArg(device));
+    options.build = EngineBuild::kOnFirstUse;
+    options.predict_strategy = strategy;
+    options.explain_strategy = strategy;
+    options.interventional_strategy = strategy;
+    servable_ = ValueOrThrow(BuildServable(std::move(forest), nullptr, options, pool_.get()));
+    // The prediction engine now, so that a bad model or strategy fails the load, as before.
+    ThrowIfError(servable_->Available(Operation::kPredict));
   }
 
   static std::unique_ptr<Engine> Load(const std::string& path, const std::string& device,
@@ -170,77 +177,58 @@ class Engine {
     return std::make_unique<Engine>(ValueOrThrow(std::move(forest)), device, threads, strategy);
   }
 
-  const Forest& forest() const { return *forest_; }
-  const ForestPtr& forest_ptr() const { return forest_; }
+  const Forest& forest() const { return servable_->forest(); }
+  const Servable& servable() const { return *servable_; }
   const DoubleRowConverter& converter() const { return converter_; }
-  ThreadPool* pool() const { return pool_.get(); }
-  bool use_gpu() const { return use_gpu_; }
-  const std::string& strategy() const { return strategy_; }
 
   int64_t PredictWidthOf(const std::string& kind, int begin, int end) const {
-    PredictOptions options;
-    options.kind = ValueOrThrow(ParseKind(kind));
-    options.iteration_begin = begin;
-    options.iteration_end = end;
-    return PredictWidth(*forest_, options);
+    return servable_->Width(Operation::kPredict, Params(kind, begin, end));
   }
 
-  // One float32 row on the calling thread (PredictEngine::PredictRow), the GIL held: a row takes
+  // One float32 row on the calling thread (Servable::PredictRow), the GIL held: a row takes
   // microseconds, about what releasing and re-taking the GIL costs.
   void PredictRow(const InRow& row, OutRow out, const std::string& kind, int begin, int end) {
-    PredictOptions options;
-    options.kind = ValueOrThrow(ParseKind(kind));
-    options.iteration_begin = begin;
-    options.iteration_end = end;
-    if (row.shape(0) != static_cast<size_t>(forest_->num_features)) {
+    const RunParams params = Params(kind, begin, end);
+    if (row.shape(0) != static_cast<size_t>(forest().num_features)) {
       ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
-          "the row has ", row.shape(0), " values; the model has ", forest_->num_features,
+          "the row has ", row.shape(0), " values; the model has ", forest().num_features,
           " features")));
     }
-    const int64_t width = PredictWidth(*forest_, options);
+    const int64_t width = servable_->Width(Operation::kPredict, params);
     if (out.shape(0) != static_cast<size_t>(width)) {
       ThrowIfError(absl::InvalidArgumentError(
           absl::StrCat("out has ", out.shape(0), " entries; the result has ", width)));
     }
-    ThrowIfError(predict_->PredictRow(row.data(), options, out.data()));
+    ThrowIfError(servable_->PredictRow(row.data(), params, out.data()));
   }
 
   template <typename T>
   void Predict(const InRows<T>& rows, OutRows out, const std::string& kind, int begin, int end) {
-    PredictOptions options;
-    options.kind = ValueOrThrow(ParseKind(kind));
-    options.iteration_begin = begin;
-    options.iteration_end = end;
-    ThrowIfError(CheckOut(rows.shape(0), PredictWidth(*forest_, options), out));
+    Run(*servable_, Operation::kPredict, Params(kind, begin, end), rows, out);
+  }
+
+  template <typename T>
+  void Explain(const InRows<T>& rows, OutRows out, bool interactions, int begin, int end) {
+    RunParams params;
+    params.iteration_begin = begin;
+    params.iteration_end = end;
+    Run(*servable_, interactions ? Operation::kInteractions : Operation::kExplain, params, rows,
+        out);
+  }
+
+  // `op` of `servable` (this model's, or one with a background) over `rows` into `out`, the GIL
+  // released while it runs.
+  template <typename T>
+  void Run(const Servable& servable, Operation op, const RunParams& params, const InRows<T>& rows,
+           OutRows out) const {
+    ThrowIfError(CheckOut(rows.shape(0), servable.Width(op, params), out));
     absl::Status status;
     {
       nb::gil_scoped_release release;
       status = WithFloatRows(rows, [&](RowsView view) {
         RunInfo info;
-        return predict_->Predict(view, options, OutView(out), &info);
+        return servable.Run(op, params, view, OutView(out), &info);
       });
-    }
-    ThrowIfError(status);
-  }
-
-  template <typename T>
-  void Explain(const InRows<T>& rows, OutRows out, bool interactions, int begin, int end) {
-    ExplainOptions options;
-    options.interactions = interactions;
-    options.iteration_begin = begin;
-    options.iteration_end = end;
-    ThrowIfError(CheckOut(rows.shape(0), ExplainWidth(*forest_, interactions), out));
-    absl::Status status;
-    {
-      nb::gil_scoped_release release;
-      absl::StatusOr<ExplainEngine*> engine = ExplainEngineOnce();
-      status = engine.ok()
-                   ? WithFloatRows(rows,
-                                   [&](RowsView view) {
-                                     RunInfo info;
-                                     return (*engine)->Explain(view, options, OutView(out), &info);
-                                   })
-                   : engine.status();
     }
     ThrowIfError(status);
   }
@@ -248,15 +236,13 @@ class Engine {
   // What runs where, as `grove explain --verbose` and `grove inspect` name it.
   std::vector<std::pair<std::string, std::string>> Describe() {
     std::vector<std::pair<std::string, std::string>> out;
-    out.emplace_back("predict_engine", predict_->Describe());
-    absl::StatusOr<ExplainEngine*> engine;
+    out.emplace_back("predict_engine", servable_->Describe(Operation::kPredict));
+    std::string explain;
     {
       nb::gil_scoped_release release;
-      engine = ExplainEngineOnce();
+      explain = servable_->Describe(Operation::kExplain);
     }
-    out.emplace_back("explain_engine",
-                     engine.ok() ? (*engine)->Describe()
-                                 : absl::StrCat("unavailable: ", engine.status().message()));
+    out.emplace_back("explain_engine", std::move(explain));
     return out;
   }
 
@@ -266,9 +252,9 @@ class Engine {
   absl::Status WithFloatRows(const InRows<T>& rows, const Fn& fn) const {
     const int64_t n = rows.shape(0);
     const int64_t cols = rows.shape(1);
-    if (cols != forest_->num_features) {
+    if (cols != forest().num_features) {
       return absl::InvalidArgumentError(absl::StrCat("rows have ", cols, " columns, the model has ",
-                                                     forest_->num_features, " features"));
+                                                     forest().num_features, " features"));
     }
     if constexpr (std::is_same_v<T, float>) {
       return fn(MakeRowsView(rows.data(), n, cols));
@@ -285,66 +271,33 @@ class Engine {
   }
 
  private:
-  // The CLI builds the explain engine with the same options (RunExplain).
-  absl::StatusOr<ExplainEngine*> ExplainEngineOnce() {
-    std::lock_guard<std::mutex> lock(explain_mu_);
-    if (explain_ == nullptr && explain_status_.ok()) {
-      explain_status_ = CheckExplainable(*forest_);
-      if (explain_status_.ok()) {
-        ExplainEngineOptions options;
-        options.use_gpu = use_gpu_;
-        options.strategy = strategy_;
-        absl::StatusOr<std::unique_ptr<ExplainEngine>> e =
-            ExplainEngine::Create(forest_, options, pool_.get());
-        if (e.ok()) {
-          explain_ = *std::move(e);
-        } else {
-          explain_status_ = e.status();
-        }
-      }
-    }
-    if (!explain_status_.ok()) return explain_status_;
-    return explain_.get();
-  }
-
-  ForestPtr forest_;
   DoubleRowConverter converter_;
-  std::string strategy_;
-  bool use_gpu_ = true;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<PredictEngine> predict_;
-  std::mutex explain_mu_;
-  std::unique_ptr<ExplainEngine> explain_;
-  absl::Status explain_status_;
+  std::unique_ptr<ThreadPool> pool_;  // before servable_: the servable's engines use it
+  ServablePtr servable_;
 };
 
-// Interventional SHAP over one background data set: the CLI's --background engine
-// (MakeInterventional in client/cli_local.cc), from a background file or from float64 rows
-// converted as that file's values are. The Python object of `engine` is kept alive as long as this
-// one (keep_alive below).
+// Interventional SHAP over one background data set: the model's Servable with that background
+// (the CLI's --background), from a background file or from float64 rows converted as that file's
+// values are. The Python object of `engine` is kept alive as long as this one (keep_alive below).
 class Interventional {
  public:
-  Interventional(Engine* engine, const Background& background)
-      : engine_(engine), rows_(background.rows) {
-    InterventionalEngineOptions options;
-    options.use_gpu = engine_->use_gpu() && engine_->strategy() != "cpu";
-    if (engine_->strategy() != "cpu") options.strategy = engine_->strategy();
-    absl::StatusOr<std::unique_ptr<InterventionalEngine>> e;
+  Interventional(Engine* engine, Background background) : engine_(engine) {
+    absl::StatusOr<ServablePtr> s;
     {
       nb::gil_scoped_release release;
-      e = InterventionalEngine::Create(engine_->forest_ptr(), nullptr, background.view(), options,
-                                       engine_->pool());
+      s = engine_->servable().WithBackground(
+          std::make_shared<const Background>(std::move(background)));
+      if (s.ok()) {
+        // Preprocess the background now, as the load of a background always did.
+        if (absl::Status a = (*s)->Available(Operation::kInterventional); !a.ok()) s = a;
+      }
     }
-    if (!e.ok() && !background.path.empty()) {
-      e = absl::Status(e.status().code(),
-                       absl::StrCat(background.path, ": ", e.status().message()));
-    }
-    engine_impl_ = ValueOrThrow(std::move(e));
+    servable_ = ValueOrThrow(std::move(s));
   }
 
   static std::unique_ptr<Interventional> FromFile(Engine* engine, const std::string& path) {
     Background background = ValueOrThrow(LoadBackgroundFile(engine->forest(), path));
-    return std::make_unique<Interventional>(engine, background);
+    return std::make_unique<Interventional>(engine, std::move(background));
   }
 
   // `values`: rows x features doubles, bounded like a background file's rows.
@@ -365,49 +318,41 @@ class Interventional {
     background.cols = forest.num_features;
     background.values.resize(static_cast<size_t>(rows * background.cols));
     engine->converter().ConvertRows(values.data(), rows, background.values.data());
-    return std::make_unique<Interventional>(engine, background);
+    return std::make_unique<Interventional>(engine, std::move(background));
   }
 
   template <typename T>
   void Explain(const InRows<T>& rows, OutRows out, const std::string& output_space,
                bool interactions, int begin, int end) {
-    InterventionalOptions options;
-    options.output_space = ValueOrThrow(ParseOutputSpace(output_space));
-    options.interactions = interactions;
-    options.iteration_begin = begin;
-    options.iteration_end = end;
-    ThrowIfError(CheckOut(rows.shape(0), ExplainWidth(engine_->forest(), interactions), out));
-    absl::Status status;
-    {
-      nb::gil_scoped_release release;
-      status = engine_->WithFloatRows(rows, [&](RowsView view) {
-        RunInfo info;
-        return engine_impl_->Explain(view, options, Engine::OutView(out), &info);
-      });
-    }
-    ThrowIfError(status);
+    RunParams params;
+    params.output_space = ValueOrThrow(ParseOutputSpace(output_space));
+    params.iteration_begin = begin;
+    params.iteration_end = end;
+    engine_->Run(*servable_,
+                 interactions ? Operation::kInterventionalInteractions
+                              : Operation::kInterventional,
+                 params, rows, out);
   }
 
-  int64_t rows() const { return rows_; }
-  std::string Describe() const { return engine_impl_->Describe(); }
+  int64_t rows() const { return servable_->background_rows(); }
+  std::string Describe() const { return servable_->Describe(Operation::kInterventional); }
 
  private:
   Engine* engine_;
-  int64_t rows_ = 0;
-  std::unique_ptr<InterventionalEngine> engine_impl_;
+  ServablePtr servable_;
 };
 
 std::vector<std::string> ResultNames(const std::vector<std::string>& feature_names, int num_outputs,
                                      bool explain, bool interactions, const std::string& kind,
                                      int64_t width) {
-  cli::ResultColumns columns;
+  ResultColumns columns;
   columns.feature_names = feature_names;
   columns.num_outputs = num_outputs;
   columns.explain = explain;
   columns.interactions = interactions;
   columns.kind = ValueOrThrow(ParseKind(kind));
   columns.width = width;
-  return cli::ResultColumnNames(columns);
+  return ResultColumnNames(columns);
 }
 
 }  // namespace
@@ -423,7 +368,7 @@ NB_MODULE(_core, m) {
   m.attr("has_cuda") = false;
 #endif
   m.def("visible_gpus", [] { return gpu::VisibleGpuCount(); });
-  m.def("chunk_rows", &cli::AutoChunkRows, nb::arg("in_cols"), nb::arg("out_cols"),
+  m.def("chunk_rows", &AutoChunkRows, nb::arg("in_cols"), nb::arg("out_cols"),
         "Rows per engine call of `grove` for rows of in_cols values and results of out_cols.");
   m.def("result_column_names", &ResultNames, nb::arg("feature_names"), nb::arg("num_outputs"),
         nb::arg("explain"), nb::arg("interactions"), nb::arg("kind"), nb::arg("width"),
@@ -442,8 +387,8 @@ NB_MODULE(_core, m) {
       .def_prop_ro("prediction_width", [](const Engine& e) { return e.forest().PredictionWidth(); })
       .def_prop_ro("feature_names",
                    [](const Engine& e) {
-                     return cli::FeatureNamesOrDefault(e.forest().feature_names,
-                                                       e.forest().num_features);
+                     return FeatureNamesOrDefault(e.forest().feature_names,
+                                                  e.forest().num_features);
                    })
       .def_prop_ro("stored_feature_names", [](const Engine& e) { return e.forest().feature_names; })
       .def_prop_ro("feature_types", [](const Engine& e) { return e.forest().feature_types; })
@@ -452,13 +397,14 @@ NB_MODULE(_core, m) {
       .def_prop_ro("objective", [](const Engine& e) { return e.forest().objective.name; })
       .def_prop_ro("link",
                    [](const Engine& e) { return std::string(LinkName(e.forest().objective.link)); })
-      .def_prop_ro("explainable", [](const Engine& e) { return CheckExplainable(e.forest()).ok(); })
+      .def_prop_ro("explainable",
+                   [](const Engine& e) { return e.servable().Explainable().ok(); })
       .def("stats",
            [](const Engine& e) {
              std::vector<std::pair<std::string, std::string>> out;
-             for (const cli::Stat& s : cli::ForestStats(e.forest())) {
-               out.emplace_back(
-                   s.key, s.kind == cli::StatKind::kList ? absl::StrJoin(s.list, ",") : s.value);
+             for (const Stat& s : ForestStats(e.forest())) {
+               out.emplace_back(s.key,
+                                s.kind == StatKind::kList ? absl::StrJoin(s.list, ",") : s.value);
              }
              return out;
            })
@@ -467,7 +413,10 @@ NB_MODULE(_core, m) {
            nb::arg("iteration_end"))
       .def(
           "explain_width",
-          [](const Engine& e, bool interactions) { return ExplainWidth(e.forest(), interactions); },
+          [](const Engine& e, bool interactions) {
+            return e.servable().Width(
+                interactions ? Operation::kInteractions : Operation::kExplain, RunParams());
+          },
           nb::arg("interactions"))
       .def("predict_row", &Engine::PredictRow, nb::arg("row").noconvert(),
            nb::arg("out").noconvert(), nb::arg("kind"), nb::arg("iteration_begin"),

@@ -28,7 +28,7 @@ void SubmitAll(Runtime* runtime, std::vector<std::unique_ptr<ComputeTask>> tasks
 
 void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
                         absl::StatusCode code, absl::Time start, bool observe_latency,
-                        registry::Operation op, const ResolvedCall& resolved) {
+                        Operation op, const ResolvedCall& resolved) {
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   const bool ok = code == absl::StatusCode::kOk;
   runtime->metrics().RecordRequest(model_label, method, code, ok && observe_latency ? elapsed : -1,

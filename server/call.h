@@ -57,7 +57,7 @@ struct ResolvedCall {
 // call that resolved a version its outcome and latency under that version.
 void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const char* method,
                         absl::StatusCode code, absl::Time start, bool observe_latency,
-                        registry::Operation op, const ResolvedCall& resolved = {});
+                        Operation op, const ResolvedCall& resolved = {});
 
 class UnaryCall;
 struct SharedMemoryControl;  // server/kserve_ops.h (which includes this header)
@@ -85,7 +85,7 @@ class UnaryCall {
 
   void set_model_label(std::string label) { model_label_ = std::move(label); }
   // Observed in grove_request_duration_seconds on success (compute calls only).
-  void set_operation(registry::Operation op) {
+  void set_operation(Operation op) {
     op_ = op;
     observe_latency_ = true;
   }
@@ -130,7 +130,7 @@ class UnaryCall {
   const absl::Time start_;
   prometheus::Gauge* const inflight_;  // grove_inflight_requests of method_
   std::string model_label_;
-  registry::Operation op_ = registry::Operation::kPredict;
+  Operation op_ = Operation::kPredict;
   bool observe_latency_ = false;
   ResolvedCall resolved_;
   absl::string_view received_raw_rows_;

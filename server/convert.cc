@@ -88,9 +88,9 @@ absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline) {
   return absl::FromChrono(deadline);
 }
 
-absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
+absl::Status CheckShape(const registry::ModelVersion& model, int64_t rows, int64_t cols,
                         int64_t values) {
-  const int64_t features = model.forest->num_features;
+  const int64_t features = model.forest().num_features;
   const int64_t max_rows = model.config->max_request_rows;
   if (rows <= 0) {
     return absl::InvalidArgumentError(
@@ -141,7 +141,7 @@ bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw
          matrix.has_shared_memory_f32() || matrix.has_shared_memory_f64();
 }
 
-absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, int64_t rows,
+absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ModelVersion& model, int64_t rows,
                                           int64_t cols, absl::string_view bytes,
                                           bool float64, std::vector<float>* converted,
                                           absl::string_view field) {
@@ -157,7 +157,7 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, 
     // A bad shape (no rows, more than max_request_rows, the wrong feature count) is said as
     // CheckShape says it; only a byte count that does not fit a good shape is said in bytes.
     if (rows <= 0 || rows > model.config->max_request_rows ||
-        cols != model.forest->num_features) {
+        cols != model.forest().num_features) {
       return s;
     }
     // The shape itself is fine: say it in bytes, the unit the sender wrote.
@@ -181,11 +181,11 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, 
     doubles = copy.data();
   }
   converted->resize(static_cast<size_t>(values));
-  DoubleRowConverter(*model.forest).ConvertRows(doubles, rows, converted->data());
+  DoubleRowConverter(model.forest()).ConvertRows(doubles, rows, converted->data());
   return MakeRowsView(converted->data(), rows, cols);
 }
 
-absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
+absl::StatusOr<RowsView> RowsFromMatrix(const registry::ModelVersion& model,
                                         const grove::v1::Matrix& matrix,
                                         std::vector<float>* converted,
                                         const serving::SharedMemoryRegistry* shared_memory,
@@ -229,7 +229,7 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ServableModel& model,
       return s;
     }
     converted->resize(static_cast<size_t>(matrix.values_f64_size()));
-    DoubleRowConverter(*model.forest)
+    DoubleRowConverter(model.forest())
         .ConvertRows(matrix.values_f64().data(), matrix.rows(), converted->data());
     return MakeRowsView(converted->data(), matrix.rows(), matrix.cols());
   }
@@ -329,11 +329,11 @@ absl::Status CheckIterationRange(const Forest& forest, int begin, int end) {
   return absl::OkStatus();
 }
 
-absl::Status CheckExplainAvailable(const registry::ServableModel& model) {
-  if (model.explain != nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "model '", model.name, "' cannot be explained: ",
-      model.explain_status.ok() ? "no explanation engine" : model.explain_status.message()));
+absl::Status CheckExplainAvailable(const registry::ModelVersion& model) {
+  absl::Status s = model.servable->Available(Operation::kExplain);
+  if (s.ok()) return s;
+  return absl::FailedPreconditionError(
+      absl::StrCat("model '", model.name, "' cannot be explained: ", s.message()));
 }
 
 int64_t InteractionValuesPerRow(const Forest& forest) {
@@ -341,8 +341,8 @@ int64_t InteractionValuesPerRow(const Forest& forest) {
   return forest.num_outputs * f1 * f1;
 }
 
-absl::Status CheckInteractionsAllowed(const registry::ServableModel& model) {
-  const int64_t per_row = InteractionValuesPerRow(*model.forest);
+absl::Status CheckInteractionsAllowed(const registry::ModelVersion& model) {
+  const int64_t per_row = InteractionValuesPerRow(model.forest());
   const int64_t limit = model.config->max_interaction_values_per_row;
   if (per_row <= limit) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -379,7 +379,7 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainR
   return c;
 }
 
-absl::Status CheckExplainChoice(const registry::ServableModel& model, const ExplainChoice& choice,
+absl::Status CheckExplainChoice(const registry::ModelVersion& model, const ExplainChoice& choice,
                                 bool interactions) {
   if (choice.method == ExplainMethod::kPathDependent) {
     if (choice.output_space != OutputSpace::kMargin) {
@@ -389,26 +389,20 @@ absl::Status CheckExplainChoice(const registry::ServableModel& model, const Expl
     }
     return CheckExplainAvailable(model);
   }
-  if (interactions) {
-    return absl::InvalidArgumentError(
-        "interaction values are path-dependent only: leave interactions false with the "
-        "interventional method");
+  if (absl::Status s = model.servable->Available(ExplainOperation(choice, interactions)); !s.ok()) {
+    return s;
   }
-  if (model.interventional == nullptr) {
-    return model.interventional_status.ok()
-               ? absl::FailedPreconditionError(absl::StrCat(
-                     "model '", model.name, "' has no interventional explanation engine"))
-               : model.interventional_status;
-  }
-  return CheckOutputSpace(*model.forest, choice.output_space);
+  return CheckOutputSpace(model.forest(), choice.output_space);
 }
 
-registry::Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
-  if (choice.method == ExplainMethod::kInterventional) return registry::Operation::kInterventional;
-  return interactions ? registry::Operation::kInteractions : registry::Operation::kExplain;
+Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
+  if (choice.method == ExplainMethod::kInterventional) {
+    return interactions ? Operation::kInterventionalInteractions : Operation::kInterventional;
+  }
+  return interactions ? Operation::kInteractions : Operation::kExplain;
 }
 
-absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
+absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ModelVersion& model,
                                                        const grove::v1::PredictRequest& request) {
   std::vector<OutputKind> out;
   auto add = [&](OutputKind k) {
@@ -431,7 +425,7 @@ absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableM
   return out;
 }
 
-absl::Status CheckExplainRows(const registry::ServableModel& model,
+absl::Status CheckExplainRows(const registry::ModelVersion& model,
                               const grove::v1::PredictRequest& request, int64_t rows) {
   const int64_t max_rows = model.config->max_request_rows;
   if (request.explain_rows_size() > max_rows) {
@@ -524,9 +518,9 @@ void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus
   }
 }
 
-void FillModelMetadata(const registry::ServableModel& model, const registry::ModelStatus& status,
+void FillModelMetadata(const registry::ModelVersion& model, const registry::ModelStatus& status,
                        grove::v1::ModelMetadata* out) {
-  const Forest& f = *model.forest;
+  const Forest& f = model.forest();
   out->set_name(model.name);
   out->set_version(model.version);
   grove::v1::ModelStatus tmp;
@@ -546,18 +540,17 @@ void FillModelMetadata(const registry::ServableModel& model, const registry::Mod
   out->set_max_depth(f.max_depth);
   out->set_has_categorical(f.has_categorical);
   out->set_has_linear_leaves(f.has_linear_leaves);
-  out->set_explainable(model.explain != nullptr);
-  if (model.explain == nullptr) {
-    out->set_explain_error(model.explain_status.ok() ? "no explanation engine"
-                                                     : std::string(model.explain_status.message()));
-  }
-  out->set_predict_engine(model.predict->Describe());
-  out->set_explain_engine(model.explain != nullptr ? model.explain->Describe() : "");
+  const Servable& servable = *model.servable;
+  const absl::Status explainable = servable.Available(Operation::kExplain);
+  out->set_explainable(explainable.ok());
+  if (!explainable.ok()) out->set_explain_error(std::string(explainable.message()));
+  out->set_predict_engine(servable.Describe(Operation::kPredict));
+  out->set_explain_engine(explainable.ok() ? servable.Describe(Operation::kExplain) : "");
   out->set_max_request_rows(model.config->max_request_rows);
   out->set_max_interaction_values_per_row(model.config->max_interaction_values_per_row);
-  out->set_interactions_allowed(model.explain != nullptr && CheckInteractionsAllowed(model).ok());
+  out->set_interactions_allowed(explainable.ok() && CheckInteractionsAllowed(model).ok());
   out->set_raw_tensors(true);
-  out->set_background_rows(model.background_rows);
+  out->set_background_rows(servable.background_rows());
   for (OutputKind k : model.config->default_outputs) out->add_default_outputs(OutputToProto(k));
 }
 
@@ -624,7 +617,7 @@ absl::StatusOr<std::optional<SharedMemoryRef>> KserveSharedMemoryRef(
   return ref;
 }
 
-absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& model,
+absl::StatusOr<KserveInput> ParseKserveInput(const registry::ModelVersion& model,
                                              const inference::ModelInferRequest& request,
                                              const serving::SharedMemoryRegistry* shared_memory,
                                              absl::string_view received_raw) {
@@ -650,7 +643,7 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& mode
   if (in.shape_size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input '", kInputTensor, "' has ", in.shape_size(), " dimensions; expected [rows, ",
-        model.forest->num_features, "]"));
+        model.forest().num_features, "]"));
   }
   const int64_t rows = in.shape(0);
   const int64_t cols = in.shape(1);
@@ -710,7 +703,7 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ServableModel& mode
       return s;
     }
     out.owned.resize(doubles.size());
-    DoubleRowConverter(*model.forest).ConvertRows(doubles.data(), rows, out.owned.data());
+    DoubleRowConverter(model.forest()).ConvertRows(doubles.data(), rows, out.owned.data());
     out.rows = MakeRowsView(out.owned.data(), rows, cols);
     return out;
   }
@@ -949,10 +942,10 @@ void EncodeKserveClasses(const float* values, int64_t rows, int64_t width, int64
   }
 }
 
-void FillKserveModelMetadata(const registry::ServableModel& model,
+void FillKserveModelMetadata(const registry::ModelVersion& model,
                              const registry::ModelStatus& status,
                              inference::ModelMetadataResponse* out) {
-  const Forest& f = *model.forest;
+  const Forest& f = model.forest();
   out->set_name(model.name);
   for (const registry::VersionStatus& v : status.versions) {
     if (v.serving) out->add_versions(std::to_string(v.version));
@@ -976,7 +969,7 @@ void FillKserveModelMetadata(const registry::ServableModel& model,
   o0->set_name(kOutputTensor);
   o0->set_datatype("FP32");
   for (int64_t d : KservePredictionShape(f, -1)) o0->add_shape(d);
-  if (model.explain != nullptr) {
+  if (model.servable->Available(Operation::kExplain).ok()) {
     auto* shap = out->add_outputs();
     shap->set_name(kShapTensor);
     shap->set_datatype("FP32");

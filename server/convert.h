@@ -40,7 +40,7 @@ absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline);
 // Row-count and shape checks shared by every API: at least one row, at most the model's
 // max_request_rows, exactly num_features columns, `values` == rows x cols (a product that does not
 // fit int64 is refused, never wrapped). INVALID_ARGUMENT naming the expected value or limit.
-absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int64_t cols,
+absl::Status CheckShape(const registry::ModelVersion& model, int64_t rows, int64_t cols,
                         int64_t values);
 // CheckShape of a native Matrix, and the rows as a view into it. A Matrix carries exactly one of
 // values, values_f64, raw_f32, raw_f64, shared_memory_f32, shared_memory_f64 (INVALID_ARGUMENT
@@ -54,7 +54,7 @@ absl::Status CheckShape(const registry::ServableModel& model, int64_t rows, int6
 // that is not registered. `received_raw_rows` (non-empty): the Matrix's raw_f32 as the transport
 // received it apart from the message (server/wire_rows.h), read in place of matrix.raw_f32().
 absl::StatusOr<RowsView> RowsFromMatrix(
-    const registry::ServableModel& model, const grove::v1::Matrix& matrix,
+    const registry::ModelVersion& model, const grove::v1::Matrix& matrix,
     std::vector<float>* converted,
     const serving::SharedMemoryRegistry* shared_memory = nullptr,
     serving::SharedMemorySpan* span = nullptr, absl::string_view received_raw_rows = {});
@@ -64,7 +64,7 @@ absl::StatusOr<RowsView> RowsFromMatrix(
 // is not, the CheckShape message otherwise); float32 at a float-aligned address is a view of
 // `bytes` (which must outlive it), otherwise one memcpy into `*converted`; float64 is converted
 // into `*converted` (DoubleRowConverter).
-absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ServableModel& model, int64_t rows,
+absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ModelVersion& model, int64_t rows,
                                           int64_t cols, absl::string_view bytes, bool float64,
                                           std::vector<float>* converted,
                                           absl::string_view field = "");
@@ -124,10 +124,10 @@ bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw
 absl::Status CheckIterationRange(const Forest& forest, int begin, int end);
 
 // The model can explain (FAILED_PRECONDITION with the reason otherwise).
-absl::Status CheckExplainAvailable(const registry::ServableModel& model);
+absl::Status CheckExplainAvailable(const registry::ModelVersion& model);
 // Interaction values fit the model's max_interaction_values_per_row (INVALID_ARGUMENT naming the
 // limit otherwise).
-absl::Status CheckInteractionsAllowed(const registry::ServableModel& model);
+absl::Status CheckInteractionsAllowed(const registry::ModelVersion& model);
 // num_outputs * (F + 1)^2.
 int64_t InteractionValuesPerRow(const Forest& forest);
 
@@ -143,16 +143,16 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainR
 // interventional SHAP needs the model's background engine (else its interventional_status,
 // FAILED_PRECONDITION naming the file to add), an output space the link supports
 // (CheckOutputSpace) and no interactions. INVALID_ARGUMENT naming the field otherwise.
-absl::Status CheckExplainChoice(const registry::ServableModel& model, const ExplainChoice& choice,
+absl::Status CheckExplainChoice(const registry::ModelVersion& model, const ExplainChoice& choice,
                                 bool interactions);
 // The queue that computes it.
-registry::Operation ExplainOperation(const ExplainChoice& choice, bool interactions);
+Operation ExplainOperation(const ExplainChoice& choice, bool interactions);
 
 // Native Predict outputs: the request's (deduplicated, in request order) or the model's defaults.
-absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ServableModel& model,
+absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ModelVersion& model,
                                                        const grove::v1::PredictRequest& request);
 // explain_rows: at most the model's max_request_rows entries, each index in [0, rows).
-absl::Status CheckExplainRows(const registry::ServableModel& model,
+absl::Status CheckExplainRows(const registry::ModelVersion& model,
                               const grove::v1::PredictRequest& request, int64_t rows);
 
 // rows x width x bytes_per_value, and a + b, saturating at INT64_MAX (so that a response-size check
@@ -179,7 +179,7 @@ void TopK(const float* values, int64_t rows, int num_outputs, int num_features, 
           grove::v1::TopFeatures* out);
 
 // Native metadata of a serving version, plus the versions' states.
-void FillModelMetadata(const registry::ServableModel& model, const registry::ModelStatus& status,
+void FillModelMetadata(const registry::ModelVersion& model, const registry::ModelStatus& status,
                        grove::v1::ModelMetadata* out);
 void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus* out);
 
@@ -217,7 +217,7 @@ struct KserveInput {
 // request's one raw_input_contents entry as the transport received it apart from the message
 // (server/wire_rows.h).
 absl::StatusOr<KserveInput> ParseKserveInput(
-    const registry::ServableModel& model, const inference::ModelInferRequest& request,
+    const registry::ModelVersion& model, const inference::ModelInferRequest& request,
     const serving::SharedMemoryRegistry* shared_memory = nullptr,
     absl::string_view received_raw = {});
 
@@ -294,7 +294,7 @@ void EncodeFloats(const float* values, int64_t count, std::string* raw);
 
 // input__0 carries the parameters feature_names / feature_types (JSON arrays) when the model
 // stores them.
-void FillKserveModelMetadata(const registry::ServableModel& model,
+void FillKserveModelMetadata(const registry::ModelVersion& model,
                              const registry::ModelStatus& status,
                              inference::ModelMetadataResponse* out);
 

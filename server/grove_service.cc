@@ -18,8 +18,7 @@
 namespace grove::server {
 namespace {
 
-using registry::Operation;
-using registry::ServablePtr;
+using registry::ModelVersionPtr;
 
 absl::Status CheckDeadline(absl::Time deadline) {
   if (deadline <= absl::Now()) {
@@ -28,7 +27,7 @@ absl::Status CheckDeadline(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<ComputeTask> MakeTask(const ServablePtr& model, Operation op, RowsView rows,
+std::unique_ptr<ComputeTask> MakeTask(const ModelVersionPtr& model, Operation op, RowsView rows,
                                       MatrixView<float> out, int begin, int end,
                                       const std::shared_ptr<CallState>& call) {
   auto t = std::make_unique<ComputeTask>();
@@ -36,8 +35,8 @@ std::unique_ptr<ComputeTask> MakeTask(const ServablePtr& model, Operation op, Ro
   t->op = op;
   t->rows = rows;
   t->out = out;
-  t->iteration_begin = begin;
-  t->iteration_end = end;
+  t->params.iteration_begin = begin;
+  t->params.iteration_end = end;
   t->call = call;
   return t;
 }
@@ -86,11 +85,11 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
                           grove::v1::PredictResponse* response, UnaryCall* reactor) {
   const absl::Time deadline = DeadlineFromChrono(context.deadline());
   if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
-  absl::StatusOr<ServablePtr> got = runtime->registry().Get(request->model(), request->version());
+  absl::StatusOr<ModelVersionPtr> got = runtime->registry().Get(request->model(), request->version());
   if (!got.ok()) return got.status();
-  const ServablePtr model = *std::move(got);
+  const ModelVersionPtr model = *std::move(got);
   reactor->resolved()->version = model->version;
-  const Forest& f = *model->forest;
+  const Forest& f = model->forest();
   auto buffers = std::make_shared<CallBuffers>();
   absl::StatusOr<RowsView> rows =
       RowsFromMatrix(*model, request->rows(), &buffers->converted, &runtime->shared_memory(),
@@ -185,7 +184,7 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
     }
     auto t = MakeTask(model, Operation::kPredict, *rows, out, request->iteration_begin(),
                       request->iteration_end(), call);
-    t->kind = (*outputs)[i];
+    t->params.kind = (*outputs)[i];
     tasks.push_back(std::move(t));
   }
   if (request->explain()) {
@@ -457,11 +456,11 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
                           std::shared_ptr<CallState>* call_out, ResolvedCall* resolved,
                           absl::string_view received_raw_rows) {
   if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
-  absl::StatusOr<ServablePtr> got = runtime->registry().Get(request.model(), request.version());
+  absl::StatusOr<ModelVersionPtr> got = runtime->registry().Get(request.model(), request.version());
   if (!got.ok()) return got.status();
-  const ServablePtr model = *std::move(got);
+  const ModelVersionPtr model = *std::move(got);
   resolved->version = model->version;
-  const Forest& f = *model->forest;
+  const Forest& f = model->forest();
   auto buffers = std::make_shared<CallBuffers>();
   absl::StatusOr<RowsView> rows =
       RowsFromMatrix(*model, request.rows(), &buffers->converted, &runtime->shared_memory(),
@@ -571,7 +570,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   std::vector<std::unique_ptr<ComputeTask>> tasks;
   tasks.push_back(MakeTask(model, op, *rows, out, request.iteration_begin(),
                            request.iteration_end(), call));
-  tasks.back()->output_space = choice->output_space;
+  tasks.back()->params.output_space = choice->output_space;
   SubmitAll(runtime, std::move(tasks), call);
   return absl::OkStatus();
 }
@@ -629,7 +628,7 @@ grpc::ServerUnaryReactor* GroveService::GetModelMetadata(
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   reactor->set_model_label(ModelLabel(runtime_, request->model()));
   absl::StatusOr<registry::ModelStatus> status = runtime_->registry().GetStatus(request->model());
-  absl::StatusOr<ServablePtr> model =
+  absl::StatusOr<ModelVersionPtr> model =
       runtime_->registry().Get(request->model(), request->version());
   if (model.ok() && status.ok()) {
     FillModelMetadata(**model, *status, response);

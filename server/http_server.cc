@@ -216,7 +216,7 @@ struct CallRecord {
   std::string model_label;
   absl::Time start = absl::Now();
   bool observe_latency = false;
-  registry::Operation op = registry::Operation::kPredict;
+  Operation op = Operation::kPredict;
   ResolvedCall resolved;
 };
 
@@ -236,7 +236,7 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
   absl::Status result;
   absl::Status started = StartKserveInfer(
       runtime, request, &response, absl::InfiniteFuture(),
-      [record](const std::shared_ptr<CallState>&, registry::Operation op) {
+      [record](const std::shared_ptr<CallState>&, Operation op) {
         record->op = op;
         record->observe_latency = true;
       },

@@ -21,8 +21,7 @@
 namespace grove::server {
 namespace {
 
-using registry::Operation;
-using registry::ServablePtr;
+using registry::ModelVersionPtr;
 
 // An output written into shared memory: its range, and whether the engine computes straight into
 // it (the values need no conversion and the range is float-aligned) or into the state's vector,
@@ -33,7 +32,7 @@ struct SharedOutput {
 };
 
 struct InferState {
-  ServablePtr model;
+  ModelVersionPtr model;
   KserveInput input;
   KserveOutputs outputs;
   ExplainChoice explain;    // treeshap_output's method and output space
@@ -77,7 +76,7 @@ absl::StatusOr<SharedOutput> ResolveOutput(Runtime* runtime, const std::string& 
 
 void FillInferResponse(const InferState& state, const inference::ModelInferRequest& request,
                        inference::ModelInferResponse* response) {
-  const Forest& f = *state.model->forest;
+  const Forest& f = state.model->forest();
   const int64_t n = state.input.rows.rows;
   response->set_model_name(state.model->name);
   response->set_model_version(std::to_string(state.model->version));
@@ -128,8 +127,8 @@ std::unique_ptr<ComputeTask> MakeTask(Runtime* runtime, const std::shared_ptr<In
   auto t = std::make_unique<ComputeTask>();
   t->model = state->model;
   t->op = op;
-  if (op == Operation::kPredict) t->kind = OutputKind::kPrediction;
-  if (op != Operation::kPredict) t->output_space = state->explain.output_space;
+  if (op == Operation::kPredict) t->params.kind = OutputKind::kPrediction;
+  if (op != Operation::kPredict) t->params.output_space = state->explain.output_space;
   t->rows = state->input.rows;
   if (shm.direct) {
     t->out = MakeMatrixView(reinterpret_cast<float*>(shm.span.data), n, width);
@@ -188,9 +187,9 @@ absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigReq
                                inference::ModelConfigResponse* response) {
   absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
   if (!version.ok()) return version.status();
-  absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+  absl::StatusOr<ModelVersionPtr> model = runtime->registry().Get(request.name(), *version);
   if (!model.ok()) return model.status();
-  const Forest& f = *(*model)->forest;
+  const Forest& f = (*model)->forest();
   inference::ModelConfig* c = response->mutable_config();
   c->set_name((*model)->name);
   c->set_platform("grove");
@@ -199,7 +198,9 @@ absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigReq
       std::min<int64_t>((*model)->config->max_request_rows, std::numeric_limits<int32_t>::max())));
   AddInput(c, kInputTensor, inference::TYPE_FP32, {f.num_features});
   AddOutput(c, kOutputTensor, KservePredictionShape(f, 1));
-  if ((*model)->explain != nullptr) AddOutput(c, kShapTensor, KserveShapShape(f, 1));
+  if ((*model)->servable->Available(Operation::kExplain).ok()) {
+    AddOutput(c, kShapTensor, KserveShapShape(f, 1));
+  }
   auto param = [c](const char* key, std::string value) {
     (*c->mutable_parameters())[key].set_string_value(std::move(value));
   };
@@ -231,7 +232,7 @@ absl::Status KserveModelStatistics(Runtime* runtime,
     absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
     if (!version.ok()) return version.status();
     // The lookup ModelReady and ModelInfer make: the same errors for an unknown model or version.
-    absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+    absl::StatusOr<ModelVersionPtr> model = runtime->registry().Get(request.name(), *version);
     if (!model.ok()) return model.status();
     absl::StatusOr<registry::ModelStatus> status = runtime->registry().GetStatus(request.name());
     if (*version > 0 || !status.ok()) {
@@ -393,7 +394,7 @@ absl::Status KserveModelReady(Runtime* runtime, const inference::ModelReadyReque
                               inference::ModelReadyResponse* response) {
   absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
   if (!version.ok()) return version.status();
-  absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+  absl::StatusOr<ModelVersionPtr> model = runtime->registry().Get(request.name(), *version);
   if (absl::IsNotFound(model.status())) return model.status();
   response->set_ready(model.ok() && !runtime->shutting_down());
   return absl::OkStatus();
@@ -403,7 +404,7 @@ absl::Status KserveModelMetadata(Runtime* runtime, const inference::ModelMetadat
                                  inference::ModelMetadataResponse* response) {
   absl::StatusOr<int64_t> version = ParseKserveVersion(request.version());
   if (!version.ok()) return version.status();
-  absl::StatusOr<ServablePtr> model = runtime->registry().Get(request.name(), *version);
+  absl::StatusOr<ModelVersionPtr> model = runtime->registry().Get(request.name(), *version);
   if (!model.ok()) return model.status();
   absl::StatusOr<registry::ModelStatus> status = runtime->registry().GetStatus(request.name());
   if (!status.ok()) return status.status();
@@ -421,12 +422,12 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   }
   absl::StatusOr<int64_t> version = ParseKserveVersion(request.model_version());
   if (!version.ok()) return version.status();
-  absl::StatusOr<ServablePtr> got = runtime->registry().Get(request.model_name(), *version);
+  absl::StatusOr<ModelVersionPtr> got = runtime->registry().Get(request.model_name(), *version);
   if (!got.ok()) return got.status();
   auto state = std::make_shared<InferState>();
   state->model = *std::move(got);
   resolved->version = state->model->version;
-  const Forest& f = *state->model->forest;
+  const Forest& f = state->model->forest();
   absl::StatusOr<KserveInput> input =
       ParseKserveInput(*state->model, request, &runtime->shared_memory(), received_raw);
   if (!input.ok()) return input.status();

@@ -108,7 +108,7 @@ absl::Status CudaSharedMemoryUnimplemented(absl::string_view method);
 // What a transport learns when an inference has been queued, before any of its work can finish:
 // the compute state (to cancel it when the client goes away) and the operation (for metrics).
 using InferStarted =
-    std::function<void(const std::shared_ptr<CallState>& call, registry::Operation op)>;
+    std::function<void(const std::shared_ptr<CallState>& call, Operation op)>;
 
 // Validates `request`, reserves memory and queues its work, answering into `response`. On OK,
 // `started` has run and `done` runs exactly once (on an executor thread, or on this thread before

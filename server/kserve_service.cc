@@ -66,7 +66,7 @@ void KserveService::HandleModelInfer(const grpc::ServerContextBase& context,
   call->set_model_label(ModelLabel(runtime_, request.model_name()));
   absl::Status s = StartKserveInfer(
       runtime_, request, response, DeadlineFromChrono(context.deadline()),
-      [call](const std::shared_ptr<CallState>& state, registry::Operation op) {
+      [call](const std::shared_ptr<CallState>& state, Operation op) {
         call->set_operation(op);
         call->set_call(state);
       },

@@ -429,23 +429,24 @@ prometheus::Gauge& Metrics::VersionGauge(prometheus::Family<prometheus::Gauge>& 
   return family.Add(labels);
 }
 
-void Metrics::VersionReady(const registry::ServableModel& m) {
+void Metrics::VersionReady(const registry::ModelVersion& m) {
   Model(m.name);  // the request series exist from the first load
   VersionGauge(model_ready_, m.name, m.version).Set(1);
   VersionGauge(model_load_duration_, m.name, m.version).Set(m.load_seconds);
   VersionGauge(model_bytes_, m.name, m.version, {{"device", "host"}})
-      .Set(static_cast<double>(m.forest->MemoryBytes()));
-  const int64_t gpu_bytes =
-      m.predict->DeviceBytes() + (m.explain != nullptr ? m.explain->DeviceBytes() : 0);
+      .Set(static_cast<double>(m.forest().MemoryBytes()));
+  const int64_t gpu_bytes = m.servable->DeviceBytes();
   VersionGauge(model_bytes_, m.name, m.version, {{"device", "gpu"}})
       .Set(static_cast<double>(gpu_bytes));
   model_loads_.Add({{"model", m.name}, {"result", "success"}}).Increment();
   prometheus::Gauge& info = VersionGauge(
       model_info_, m.name, m.version,
-      {{"format", FormatLabel(m.forest->format)},
-       {"objective", m.forest->objective.name},
-       {"predict_engine", m.predict->Describe()},
-       {"explain_engine", m.explain != nullptr ? m.explain->Describe() : "none"}});
+      {{"format", FormatLabel(m.forest().format)},
+       {"objective", m.forest().objective.name},
+       {"predict_engine", m.servable->Describe(Operation::kPredict)},
+       {"explain_engine", m.servable->Available(Operation::kExplain).ok()
+                              ? m.servable->Describe(Operation::kExplain)
+                              : "none"}});
   info.Set(1);
   absl::MutexLock lock(&mu_);
   prometheus::Gauge*& current = info_series_[absl::StrCat(m.name, "\n", m.version)];

@@ -31,8 +31,7 @@
 
 namespace grove::server {
 
-using registry::kNumOperations;
-using registry::Operation;
+
 
 using serving::DropReason;
 using serving::kNumDropReasons;
@@ -91,7 +90,7 @@ class Metrics {
   }
 
   // Model state (from the registry listener).
-  void VersionReady(const registry::ServableModel& model);
+  void VersionReady(const registry::ModelVersion& model);
   void VersionUnloaded(const std::string& model, int64_t version);
   void LoadFailed(const std::string& model);
   void SetServerReady(bool ready);
@@ -214,7 +213,7 @@ class MetricsObserver final : public serving::ServingObserver {
  public:
   explicit MetricsObserver(Metrics* metrics) : metrics_(metrics) {}
   std::unique_ptr<serving::QueueObserver> ForQueue(const std::string& model,
-                                                   registry::Operation op) override;
+                                                   Operation op) override;
 
  private:
   Metrics* const metrics_;

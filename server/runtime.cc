@@ -59,15 +59,12 @@ absl::Status Runtime::Init() {
     shm.unpin = [](void* address, size_t) { gpu::UnpinHostRange(address); };
   }
   shared_memory_ = std::make_unique<serving::SharedMemoryRegistry>(shm);
-  PredictEngineOptions p;
-  p.use_gpu = options_.use_gpu;
-  p.calibration_cache_dir = options_.calibration_cache_dir;
-  ExplainEngineOptions e;
-  e.use_gpu = options_.use_gpu;
   registry::RegistryOptions r;
   r.repository = options_.model_repository;
   r.default_config = options_.default_config;
-  r.engine_factory = registry::DefaultEngineFactory(p, e, pool_.get());
+  r.engine_options.device = options_.use_gpu ? Device::kAuto : Device::kCpu;
+  r.engine_options.calibration_cache_dir = options_.calibration_cache_dir;
+  r.servable_factory = registry::DefaultServableFactory(pool_.get());
   r.listener = this;
   absl::StatusOr<std::unique_ptr<registry::ModelRegistry>> created =
       registry::ModelRegistry::Create(std::move(r));
@@ -82,7 +79,7 @@ absl::Status Runtime::Submit(std::unique_ptr<ComputeTask> task) {
 }
 
 absl::StatusOr<serving::MemoryReservation> Runtime::ReserveMemory(
-    const registry::ServableModel& model, Operation op, int64_t rows, int64_t bytes) {
+    const registry::ModelVersion& model, Operation op, int64_t rows, int64_t bytes) {
   return core_->Reserve(model, op, rows, bytes);
 }
 
@@ -200,7 +197,7 @@ serving::ServingCore::Stats Runtime::QueueStats(const std::string& model, Operat
   return core_->QueueStats(model, op);
 }
 
-void Runtime::OnVersionReady(const registry::ServablePtr& model) {
+void Runtime::OnVersionReady(const registry::ModelVersionPtr& model) {
   metrics_->VersionReady(*model);
   core_->Configure(model->name, *model->config);
 }

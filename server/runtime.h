@@ -24,7 +24,6 @@
 #include "core/batching/clock.h"
 #include "core/common/rows.h"
 #include "core/common/thread_pool.h"
-#include "core/predict/predict.h"
 #include "core/registry/model_registry.h"
 #include "core/serving/compute_task.h"
 #include "core/serving/engine_runner.h"
@@ -86,7 +85,7 @@ class Runtime final : public registry::RegistryListener {
   absl::Status Submit(std::unique_ptr<ComputeTask> task);
   // Takes the bytes a request will hold from the server's memory budget (RESOURCE_EXHAUSTED when
   // spent); the caller keeps the reservation with the call (CallState::Hold).
-  absl::StatusOr<serving::MemoryReservation> ReserveMemory(const registry::ServableModel& model,
+  absl::StatusOr<serving::MemoryReservation> ReserveMemory(const registry::ModelVersion& model,
                                                            Operation op, int64_t rows,
                                                            int64_t bytes);
 
@@ -129,7 +128,7 @@ class Runtime final : public registry::RegistryListener {
   serving::ServingCore::Stats QueueStats(const std::string& model, Operation op);
 
   // RegistryListener.
-  void OnVersionReady(const registry::ServablePtr& model) override;
+  void OnVersionReady(const registry::ModelVersionPtr& model) override;
   void OnVersionUnloaded(const std::string& name, int64_t version) override;
   void OnLoadFailed(const std::string& name, int64_t version, const absl::Status& error) override;
   void OnModelChanged(const std::string& name) override;

@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "core/common/rows.h"
 #include "core/model/forest.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 

@@ -30,7 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 namespace {

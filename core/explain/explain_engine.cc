@@ -333,30 +333,38 @@ absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const S
   return std::unique_ptr<ExplainStrategy>(new TreeShapGpuStrategy(c, std::move(*gpu)));
 }
 
+absl::Status CheckExplainStrategyName(absl::string_view name) {
+  if (name == "auto" || name == "cpu" || name == "cpu_reference") return absl::OkStatus();
+  std::string names = "auto, cpu";
+  for (const StrategyEntry& e : kStrategyFactories) {
+    if (name == e.name) return absl::OkStatus();
+    absl::StrAppend(&names, ", ", e.name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("explanation strategy '", name, "' is not available (", names, ")"));
+}
+
 absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
-    ForestPtr forest, const ExplainEngineOptions& options, ThreadPool* pool) {
+    ForestPtr forest, const ExplainEngineOptions& options, ThreadPool* pool, PathLayoutPtr layout) {
   if (forest == nullptr) return absl::InvalidArgumentError("ExplainEngine: no model");
+  if (absl::Status s = CheckExplainStrategyName(options.strategy); !s.ok()) return s;
   std::string forced = options.strategy;
   if (forced == "auto") forced.clear();
   if (forced == "cpu_reference") forced = "reference";
-  bool known = forced.empty() || forced == "cpu";
-  for (const StrategyEntry& e : kStrategyFactories) known = known || forced == e.name;
-  if (!known) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("explanation strategy '", options.strategy, "' is not available"));
-  }
   StrategyContext context;
   context.forest = forest;
   context.pool = pool;
   context.options = options;
   // Models no engine can explain (linear leaves) still get an engine: every call then reports
   // CheckExplainable's error, as the reference does.
-  if (CheckExplainable(*forest).ok()) {
+  if (layout != nullptr) {
+    context.layout = std::move(layout);
+  } else if (CheckExplainable(*forest).ok()) {
     PathLayoutOptions layout_options;
     layout_options.packing = options.packing;
-    absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*forest, layout_options);
-    if (!layout.ok()) return layout.status();
-    context.layout = *layout;
+    absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*forest, layout_options);
+    if (!built.ok()) return built.status();
+    context.layout = *built;
   }
   std::vector<std::unique_ptr<ExplainStrategy>> strategies;
   for (const StrategyEntry& e : kStrategyFactories) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
@@ -82,12 +83,19 @@ absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const Str
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapCpuStrategy(const StrategyContext& c);
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const StrategyContext& c);
 
+// OK when `name` is an explanation strategy option: "auto", "cpu", "cpu_reference" or a strategy
+// of the table; INVALID_ARGUMENT naming the accepted ones otherwise.
+absl::Status CheckExplainStrategyName(absl::string_view name);
+
 class ExplainEngine {
  public:
   virtual ~ExplainEngine() = default;
+  // `layout`: the model's merged path layout when the caller has built it (shared with an
+  // InterventionalEngine); null: built here with options.packing.
   static absl::StatusOr<std::unique_ptr<ExplainEngine>> Create(ForestPtr forest,
                                                                 const ExplainEngineOptions& options,
-                                                                ThreadPool* pool);
+                                                                ThreadPool* pool,
+                                                                PathLayoutPtr layout = nullptr);
   // Host rows in, host results out. `out` is rows.rows x ExplainWidth(forest, interactions).
   virtual absl::Status Explain(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                                RunInfo* info) const = 0;

@@ -33,29 +33,12 @@
 #include "core/common/hd.h"
 #include "core/common/rows.h"
 #include "core/model/forest.h"
+#include "core/model/outputs.h"
 #include "core/model/transform.h"
 
 namespace grove {
 
 class ThreadPool;
-
-enum class OutputSpace : uint8_t {
-  kMargin,                 // the raw score of every output
-  kProbability,            // the link of the margin (sigmoid, softmax, exp, ...), exact Shapley
-  kProbabilityLinearized,  // shap's model_output="probability" (per-pair rescaled margin values)
-};
-// "margin", "probability", "probability_linearized".
-const char* OutputSpaceName(OutputSpace space);
-// The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
-absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name);
-
-// How SHAP expectations are taken: over the training covers stored in the trees (path-dependent
-// TreeSHAP, explain.h) or over a background data set (interventional, this file).
-enum class ExplainMethod : uint8_t { kPathDependent, kInterventional };
-// "path_dependent", "interventional".
-const char* ExplainMethodName(ExplainMethod method);
-// The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
-absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
 
 struct InterventionalOptions {
   OutputSpace output_space = OutputSpace::kMargin;

@@ -11,42 +11,9 @@
 #include "core/explain/explain.h"
 #include "core/explain/interventional.h"
 #include "core/model/transform.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
-
-const char* OutputSpaceName(OutputSpace space) {
-  switch (space) {
-    case OutputSpace::kMargin:
-      return "margin";
-    case OutputSpace::kProbability:
-      return "probability";
-    case OutputSpace::kProbabilityLinearized:
-      return "probability_linearized";
-  }
-  return "unknown";
-}
-
-absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name) {
-  for (OutputSpace s : {OutputSpace::kMargin, OutputSpace::kProbability,
-                        OutputSpace::kProbabilityLinearized}) {
-    if (name == OutputSpaceName(s)) return s;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown output space '", name, "': expected margin, probability or probability_linearized"));
-}
-
-const char* ExplainMethodName(ExplainMethod method) {
-  return method == ExplainMethod::kInterventional ? "interventional" : "path_dependent";
-}
-
-absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name) {
-  for (ExplainMethod m : {ExplainMethod::kPathDependent, ExplainMethod::kInterventional}) {
-    if (name == ExplainMethodName(m)) return m;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown explanation method '", name, "': expected path_dependent or interventional"));
-}
 
 absl::Status CheckBackground(const Forest& forest, RowsView background) {
   if (background.rows < 1 || background.cols != forest.num_features ||

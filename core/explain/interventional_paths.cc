@@ -13,7 +13,7 @@
 #include "core/explain/explain.h"
 #include "core/explain/interventional_exact.h"
 #include "core/model/forest.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 namespace {

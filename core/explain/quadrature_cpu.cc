@@ -13,7 +13,7 @@
 #include "core/common/thread_pool.h"
 #include "core/explain/quadrature.h"
 #include "core/explain/quadrature_tree.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 

@@ -12,7 +12,7 @@
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 namespace {

@@ -6,17 +6,11 @@
 #include "absl/status/status.h"
 #include "core/common/rows.h"
 #include "core/model/forest.h"
+#include "core/model/outputs.h"
 
 namespace grove {
 
 class ThreadPool;
-
-enum class OutputKind : uint8_t {
-  kMargin,      // raw score per output (base margin included)
-  kPrediction,  // transformed: probabilities, exp(margin), class index for multi:softmax, ...
-  kLeaf,        // the library's leaf id reached in each tree in range (XGBoost node id, LightGBM leaf)
-};
-const char* OutputKindName(OutputKind kind);
 
 struct PredictOptions {
   OutputKind kind = OutputKind::kPrediction;

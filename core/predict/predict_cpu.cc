@@ -10,18 +10,9 @@
 #include "core/common/thread_pool.h"
 #include "core/model/transform.h"
 #include "core/predict/predict.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
-
-const char* OutputKindName(OutputKind kind) {
-  switch (kind) {
-    case OutputKind::kMargin: return "margin";
-    case OutputKind::kPrediction: return "prediction";
-    case OutputKind::kLeaf: return "leaf";
-  }
-  return "unknown";
-}
 
 namespace {
 

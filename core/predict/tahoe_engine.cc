@@ -28,7 +28,7 @@
 #include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/tahoe_engine_impl.h"
 #include "core/predict/tahoe_kernels.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 namespace tahoe_internal {

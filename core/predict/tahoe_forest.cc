@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 namespace {

@@ -21,7 +21,7 @@
 #include "core/model/typical_rows.h"
 #include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/tahoe_engine_impl.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove::tahoe_internal {
 

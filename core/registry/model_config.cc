@@ -73,16 +73,6 @@ absl::Status ParseBatching(const json& j, absl::string_view source, const std::s
 
 }  // namespace
 
-const char* OperationName(Operation op) {
-  switch (op) {
-    case Operation::kPredict: return "predict";
-    case Operation::kExplain: return "explain";
-    case Operation::kInteractions: return "interactions";
-    case Operation::kInterventional: return "interventional";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const ModelConfig& defaults,
                                              absl::string_view source) {
   // nlohmann keeps the last of two equal keys, other readers the first: a key given twice in one
@@ -136,10 +126,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
         return Bad(source, key, "must be \"latest\", \"all\" or a non-empty list of versions");
       }
     } else if (key == "device") {
-      if (!value.is_string() || (value != "auto" && value != "cpu" && value != "gpu")) {
-        return Bad(source, key, "must be \"auto\", \"cpu\" or \"gpu\"");
-      }
-      c.device = value.get<std::string>();
+      absl::StatusOr<Device> device =
+          value.is_string() ? ParseDevice(value.get<std::string>()) : absl::InvalidArgumentError("");
+      if (!device.ok()) return Bad(source, key, "must be \"auto\", \"cpu\" or \"gpu\"");
+      c.device = *device;
     } else if (key == "predict_strategy" || key == "explain_strategy") {
       if (!value.is_string() || value.get<std::string>().empty()) {
         return Bad(source, key, "must be a strategy name");

@@ -11,18 +11,13 @@
 
 #include "absl/status/statusor.h"
 #include "core/batching/batcher.h"
-#include "core/predict/predict.h"
+#include "core/model/outputs.h"
+#include "core/servable/engine_options.h"
+#include "core/servable/operation.h"
 
 namespace grove::registry {
 
 enum class VersionPolicy { kLatest, kAll, kSpecific };
-
-// The units of compute, each with its own queue per model (and so its own measured rate:
-// interventional SHAP costs about background rows times what path-dependent SHAP does per row).
-enum class Operation : int { kPredict = 0, kExplain = 1, kInteractions = 2, kInterventional = 3 };
-inline constexpr int kNumOperations = 4;
-// "predict", "explain", "interactions", "interventional"
-const char* OperationName(Operation op);
 
 // Bounds of the numeric fields (inclusive; every lower bound is 1, max_delay_us's is 0). They keep
 // products of limits (rows x columns x bytes) far from int64 overflow and refuse values that would
@@ -40,7 +35,9 @@ inline constexpr int64_t kMaxConcurrentBatches = 1024;
 struct ModelConfig {
   VersionPolicy version_policy = VersionPolicy::kLatest;
   std::vector<int64_t> specific_versions;  // kSpecific
-  std::string device = "auto";             // "auto", "cpu", "gpu"
+  Device device = Device::kAuto;
+  // Forced strategies by name, checked against the engines' tables when a version is built
+  // (EngineOptions).
   std::string predict_strategy = "auto";
   std::string explain_strategy = "auto";
   std::vector<OutputKind> default_outputs = {OutputKind::kPrediction};
@@ -54,6 +51,7 @@ struct ModelConfig {
       {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
       {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
       {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
+      {16, absl::ZeroDuration(), int64_t{1} << 12, 1024, 1},
   };
 
   const batching::BatcherOptions& Batching(Operation op) const {

@@ -14,7 +14,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "core/common/log.h"
-#include "core/explain/explain.h"
 #include "core/model/loader.h"
 
 namespace grove::registry {
@@ -107,55 +106,16 @@ const char* VersionStateName(VersionState state) {
   return "UNKNOWN";
 }
 
-EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOptions explain,
-                                   ThreadPool* pool) {
-  return [predict, explain, pool](const ForestPtr& forest, const ModelConfig& config,
-                                  const Background* background) -> absl::StatusOr<EngineSet> {
-    PredictEngineOptions p = predict;
-    ExplainEngineOptions e = explain;
-    if (config.device == "cpu") {
-      p.use_gpu = false;
-      e.use_gpu = false;
-    }
-#if !defined(GROVE_HAVE_CUDA)
-    if (config.device == "gpu") {
-      return absl::FailedPreconditionError(
-          "config.json asks for device \"gpu\" but this build has no CUDA engines");
-    }
-#endif
-    p.strategy = config.predict_strategy;
-    e.strategy = config.explain_strategy;
-    absl::StatusOr<std::unique_ptr<PredictEngine>> pe = PredictEngine::Create(forest, p, pool);
-    if (!pe.ok()) return pe.status();
-    EngineSet set;
-    set.predict = std::move(*pe);
-    set.explain_status = CheckExplainable(*forest);
-    if (set.explain_status.ok()) {
-      absl::StatusOr<std::unique_ptr<ExplainEngine>> ee = ExplainEngine::Create(forest, e, pool);
-      if (ee.ok()) {
-        set.explain = std::move(*ee);
-      } else {
-        set.explain_status = ee.status();
-      }
-    }
-    if (background == nullptr) return set;
-    if (set.explain == nullptr) {
-      set.interventional_status = set.explain_status;
-      return set;
-    }
-    InterventionalEngineOptions i;
-    i.use_gpu = e.use_gpu;
-    absl::StatusOr<std::unique_ptr<InterventionalEngine>> ie = InterventionalEngine::Create(
-        forest, set.explain->layout(), background->view(), i, pool);
-    if (!ie.ok()) return ie.status();
-    set.interventional = std::move(*ie);
-    return set;
+ServableFactory DefaultServableFactory(ThreadPool* pool) {
+  return [pool](const ForestPtr& forest, std::shared_ptr<const Background> background,
+                const EngineOptions& options) {
+    return BuildServable(forest, std::move(background), options, pool);
   };
 }
 
 absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(RegistryOptions options) {
-  if (!options.engine_factory) {
-    return absl::InvalidArgumentError("ModelRegistry needs an engine factory");
+  if (!options.servable_factory) {
+    return absl::InvalidArgumentError("ModelRegistry needs a servable factory");
   }
   std::error_code ec;
   if (!fs::is_directory(options.repository, ec)) {
@@ -577,48 +537,48 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   absl::StatusOr<ForestPtr> forest = LoadModelFile(scanned.path);
   absl::StatusOr<std::shared_ptr<const Background>> bg =
       forest.ok() ? LoadBackground(**forest, background) : forest.status();
-  absl::StatusOr<EngineSet> engines =
-      bg.ok() ? options_.engine_factory(*forest, *config, bg->get()) : bg.status();
+  absl::StatusOr<ServablePtr> built = absl::UnknownError("not built");
+  if (!bg.ok()) {
+    built = bg.status();
+  } else {
+    EngineOptions engine_options = options_.engine_options;
+    engine_options.build = EngineBuild::kAtLoad;
+    // A server without GPUs (--no-gpu) runs every model on the CPU whatever its config says.
+    if (engine_options.device != Device::kCpu) engine_options.device = config->device;
+    engine_options.predict_strategy = config->predict_strategy;
+    engine_options.explain_strategy = config->explain_strategy;
+    engine_options.no_background_message = absl::StrCat(
+        "model '", name, "' has no background data set for interventional SHAP: add ",
+        (fs::path(name) / kBackgroundFiles[0]).string(), " (or ", kBackgroundFiles[1], ": 1 to ",
+        kMaxBackgroundRows, " rows of its ", (*forest)->num_features,
+        " features) beside its version directories");
+    built = options_.servable_factory(*forest, *bg, engine_options);
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (!engines.ok()) {
+  if (!built.ok()) {
     {
       absl::MutexLock lock(&mu_);
       VersionSlot& slot = models_[name].versions[version];
       slot.state = VersionState::kFailed;
-      slot.error = RepositoryRelative(options_.repository, engines.status().message());
+      slot.error = RepositoryRelative(options_.repository, built.status().message());
       slot.loaded_stamp = scanned.stamp;
       slot.loaded_background = background.stamps;
     }
     GROVE_LOG(WARNING) << "model load failed" << KV("model", name) << KV("version", version)
-                       << KV("path", scanned.path) << KV("error", engines.status().message());
-    if (options_.listener) options_.listener->OnLoadFailed(name, version, engines.status());
+                       << KV("path", scanned.path) << KV("error", built.status().message());
+    if (options_.listener) options_.listener->OnLoadFailed(name, version, built.status());
     return;
   }
-  auto servable = std::make_shared<ServableModel>();
+  auto servable = std::make_shared<ModelVersion>();
   servable->name = name;
   servable->version = version;
   servable->path = scanned.path;
-  servable->forest = std::move(*forest);
-  servable->predict = std::move(engines->predict);
-  servable->explain = std::move(engines->explain);
-  servable->explain_status = engines->explain_status;
-  servable->interventional = std::move(engines->interventional);
-  servable->interventional_status = engines->interventional_status;
-  if (*bg != nullptr) {
-    servable->background_path = (*bg)->path;
-    servable->background_rows = (*bg)->rows;
-  } else {
-    servable->interventional_status = absl::FailedPreconditionError(absl::StrCat(
-        "model '", name, "' has no background data set for interventional SHAP: add ",
-        (fs::path(name) / kBackgroundFiles[0]).string(), " (or ",
-        kBackgroundFiles[1], ": 1 to ", kMaxBackgroundRows, " rows of its ",
-        servable->forest->num_features, " features) beside its version directories"));
-  }
+  servable->servable = *std::move(built);
   servable->config = std::move(config);
   servable->load_seconds = seconds;
   servable->loaded_at = absl::Now();
-  ServablePtr published = servable;
-  ServablePtr previous;
+  ModelVersionPtr published = servable;
+  ModelVersionPtr previous;
   {
     absl::MutexLock lock(&mu_);
     VersionSlot& slot = models_[name].versions[version];
@@ -633,16 +593,16 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   }
   GROVE_LOG(INFO) << (previous ? "model reloaded" : "model loaded") << KV("model", name)
                   << KV("version", version) << KV("seconds", seconds)
-                  << KV("trees", published->forest->trees.size())
-                  << KV("features", published->forest->num_features)
-                  << KV("background_rows", published->background_rows)
-                  << KV("predict_engine", published->predict->Describe());
+                  << KV("trees", published->forest().trees.size())
+                  << KV("features", published->forest().num_features)
+                  << KV("background_rows", published->servable->background_rows())
+                  << KV("predict_engine", published->servable->Describe(Operation::kPredict));
   if (options_.listener) options_.listener->OnVersionReady(published);
   // `previous` is released here; requests still holding it finish on it.
 }
 
 void ModelRegistry::UnloadVersion(const std::string& name, int64_t version) {
-  ServablePtr previous;
+  ModelVersionPtr previous;
   {
     absl::MutexLock lock(&mu_);
     auto it = models_.find(name);
@@ -675,7 +635,7 @@ void ModelRegistry::RemoveModel(const std::string& name) {
   if (options_.listener) options_.listener->OnModelChanged(name);
 }
 
-absl::StatusOr<ServablePtr> ModelRegistry::Get(absl::string_view name, int64_t version) const {
+absl::StatusOr<ModelVersionPtr> ModelRegistry::Get(absl::string_view name, int64_t version) const {
   if (version < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "version ", version, " of model '", name,

@@ -1,11 +1,10 @@
-// ModelRegistry: the model repository of groved. Engine-agnostic (engines are built by an injected
-// factory) and free of gRPC.
+// ModelRegistry: the model repository of groved. Engine-agnostic (each version's Servable is built
+// by an injected factory) and free of gRPC.
 //
 // Layout: <repository>/<name>/<version>/model.{json,ubj,txt}, optional <repository>/<name>/config.json
 // (ModelConfig) and optional <repository>/<name>/background.csv or background.npy: the background
-// data set of interventional SHAP (core/explain/background.h), loaded and checked with every version
-// (a bad one fails the load, naming the file) and preprocessed into the version's
-// InterventionalEngine; a change of it reloads every version, as a change of config.json does. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
+// data set of interventional SHAP (core/servable/background.h), loaded and checked with every version
+// (a bad one fails the load, naming the file) and given to the version's Servable; a change of it reloads every version, as a change of config.json does. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
 // half-written files are not loaded. A version the policy stops wanting is unloaded once the
@@ -18,8 +17,8 @@
 // reports (ModelStatus, Get's errors, interventional_status) name files relative to the repository
 // ("fraud/1/model.json"), never the server's own paths; the log names them in full.
 //
-// Swaps are atomic: a reload builds the new ServableModel next to the old one and then replaces a
-// shared_ptr under the registry lock. Callers hold their own ServablePtr for as long as they use it,
+// Swaps are atomic: a reload builds the new ModelVersion next to the old one and then replaces a
+// shared_ptr under the registry lock. Callers hold their own ModelVersionPtr for as long as they use it,
 // so requests in flight finish on the version they started with and never fail because of a reload
 // or an unload. A failed reload keeps the previous copy serving.
 //
@@ -35,22 +34,21 @@
 #include <memory>
 #include <set>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/periodic_thread.h"
-#include "core/explain/background.h"
-#include "core/explain/explain_engine.h"
-#include "core/explain/interventional_engine.h"
 #include "core/model/forest.h"
-#include "core/predict/predict_engine.h"
 #include "core/registry/model_config.h"
+#include "core/servable/background.h"
+#include "core/servable/engine_options.h"
+#include "core/servable/servable.h"
 
 namespace grove {
 class ThreadPool;
@@ -59,25 +57,18 @@ class ThreadPool;
 namespace grove::registry {
 
 // One loaded model version. Immutable once published.
-struct ServableModel {
+struct ModelVersion {
   std::string name;
   int64_t version = 0;
   std::string path;  // model file
-  ForestPtr forest;
-  std::shared_ptr<const PredictEngine> predict;
-  std::shared_ptr<const ExplainEngine> explain;  // null when !explain_status.ok()
-  absl::Status explain_status;                   // why explanations are not available
-  // Interventional SHAP over the model's background; null when it has none or cannot be explained,
-  // and then interventional_status says why (FAILED_PRECONDITION naming the file to add).
-  std::shared_ptr<const InterventionalEngine> interventional;
-  absl::Status interventional_status;
-  std::string background_path;  // "" without a background
-  int64_t background_rows = 0;
+  ServablePtr servable;  // the model and its engines
   std::shared_ptr<const ModelConfig> config;
   double load_seconds = 0;
   absl::Time loaded_at;
+
+  const Forest& forest() const { return servable->forest(); }
 };
-using ServablePtr = std::shared_ptr<const ServableModel>;
+using ModelVersionPtr = std::shared_ptr<const ModelVersion>;
 
 enum class VersionState { kLoading, kReady, kFailed, kUnloaded };
 const char* VersionStateName(VersionState state);
@@ -100,23 +91,16 @@ struct ModelStatus {
   std::shared_ptr<const ModelConfig> config;
 };
 
-// The engines of one version.
-struct EngineSet {
-  std::shared_ptr<const PredictEngine> predict;
-  std::shared_ptr<const ExplainEngine> explain;
-  absl::Status explain_status;  // not OK: explanations unavailable (model still serves predictions)
-  std::shared_ptr<const InterventionalEngine> interventional;  // with a background
-  absl::Status interventional_status;  // not OK with a background: why it cannot be used
-};
-// `background` is null when the model has none.
-using EngineFactory = std::function<absl::StatusOr<EngineSet>(
-    const ForestPtr& forest, const ModelConfig& config, const Background* background)>;
+// Builds the Servable of one version: `background` is null when the model has none; `options`
+// are the factory's base options with the model's config applied (device, strategies, and what to
+// tell callers when the model has no background).
+using ServableFactory = std::function<absl::StatusOr<ServablePtr>(
+    const ForestPtr& forest, std::shared_ptr<const Background> background,
+    const EngineOptions& options)>;
 
-// PredictEngine::Create / ExplainEngine::Create (and InterventionalEngine::Create over the
-// background, sharing the explain engine's path layout) with `config`'s device and strategies
-// applied over the base options. `pool` (not owned) runs the CPU paths and outlives every engine.
-EngineFactory DefaultEngineFactory(PredictEngineOptions predict, ExplainEngineOptions explain,
-                                   ThreadPool* pool);
+// BuildServable with every engine built at load. `pool` (not owned) runs the CPU paths and
+// outlives every servable.
+ServableFactory DefaultServableFactory(ThreadPool* pool);
 
 // Notifications of state changes, called from the loading thread outside the registry lock (but
 // serialised with other loading operations). Implementations must not call Load/Unload/Poll.
@@ -124,7 +108,7 @@ class RegistryListener {
  public:
   virtual ~RegistryListener() = default;
   // A version was loaded or reloaded (`model` replaced the previous copy, if any).
-  virtual void OnVersionReady(const ServablePtr& model) {}
+  virtual void OnVersionReady(const ModelVersionPtr& model) {}
   virtual void OnVersionUnloaded(const std::string& name, int64_t version) {}
   virtual void OnLoadFailed(const std::string& name, int64_t version, const absl::Status& error) {}
   // Any change of the model's state or config (after the callbacks above).
@@ -134,7 +118,10 @@ class RegistryListener {
 struct RegistryOptions {
   std::string repository;
   ModelConfig default_config;
-  EngineFactory engine_factory;        // required
+  // The engines' base options (device, calibration cache); each model's config.json overrides the
+  // device and strategies, and engines are always built at load.
+  EngineOptions engine_options;
+  ServableFactory servable_factory;      // required
   RegistryListener* listener = nullptr;  // not owned, may be null
 };
 
@@ -161,7 +148,7 @@ class ModelRegistry {
   // The serving copy of `name` at `version` (0: highest serving version). INVALID_ARGUMENT for a
   // negative version, NOT_FOUND for an unknown model or version, UNAVAILABLE when the model is known
   // but has no serving version.
-  absl::StatusOr<ServablePtr> Get(absl::string_view name, int64_t version = 0) const;
+  absl::StatusOr<ModelVersionPtr> Get(absl::string_view name, int64_t version = 0) const;
 
   std::vector<ModelStatus> List() const;
   absl::StatusOr<ModelStatus> GetStatus(absl::string_view name) const;
@@ -186,7 +173,7 @@ class ModelRegistry {
   // Of background.csv and background.npy, in that order.
   using BackgroundStamps = std::array<FileStamp, 2>;
   struct VersionSlot {
-    ServablePtr servable;
+    ModelVersionPtr servable;
     VersionState state = VersionState::kUnloaded;
     std::string error;
     std::string path;  // relative to the repository

@@ -7,22 +7,17 @@
 
 #include "absl/time/time.h"
 #include "core/common/rows.h"
-#include "core/explain/interventional.h"
-#include "core/predict/predict.h"
 #include "core/registry/model_registry.h"
+#include "core/servable/operation.h"
+#include "core/servable/run_params.h"
 #include "core/serving/call_state.h"
 
 namespace grove::serving {
 
-using registry::Operation;
-
 struct ComputeTask {
-  registry::ServablePtr model;
+  registry::ModelVersionPtr model;
   Operation op = Operation::kPredict;
-  OutputKind kind = OutputKind::kPrediction;  // kPredict
-  OutputSpace output_space = OutputSpace::kMargin;  // kInterventional
-  int iteration_begin = 0;
-  int iteration_end = 0;
+  RunParams params;
   RowsView rows;
   MatrixView<float> out;  // rows.rows x width, stride == cols
   std::shared_ptr<CallState> call;

@@ -20,7 +20,7 @@ class EngineRunner {
                            RunInfo* info) = 0;
 };
 
-// Runs the predict or explain engine of the task's model.
+// Runs the task's operation on its model version's Servable.
 class ServableEngineRunner final : public EngineRunner {
  public:
   absl::Status Run(const ComputeTask& task, RowsView rows, MatrixView<float> out,

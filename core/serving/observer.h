@@ -44,13 +44,13 @@ class ServingObserver {
   virtual ~ServingObserver() = default;
   // Called once per (model, operation), the first time the core needs its queue.
   virtual std::unique_ptr<QueueObserver> ForQueue(const std::string& model,
-                                                  registry::Operation op) = 0;
+                                                  Operation op) = 0;
 };
 
 // Ignores everything.
 class NullServingObserver final : public ServingObserver {
  public:
-  std::unique_ptr<QueueObserver> ForQueue(const std::string&, registry::Operation) override {
+  std::unique_ptr<QueueObserver> ForQueue(const std::string&, Operation) override {
     return std::make_unique<QueueObserver>();
   }
 };

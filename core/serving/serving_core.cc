@@ -9,7 +9,7 @@
 namespace grove::serving {
 
 struct ServingCore::ModelQueues {
-  std::shared_ptr<ServingQueue> queues[registry::kNumOperations];
+  std::shared_ptr<ServingQueue> queues[kNumOperations];
 };
 
 absl::Status ValidateServingOptions(const ServingOptions& o) {
@@ -65,7 +65,7 @@ ServingCore::ModelQueues* ServingCore::QueuesFor(const std::string& model,
     const ServingQueueOptions queue_options{options_.max_queue_wait, options_.chunk_target,
                                             options_.inline_compute, options_.host_buffers,
                                             options_.copy_pool};
-    for (int i = 0; i < registry::kNumOperations; ++i) {
+    for (int i = 0; i < kNumOperations; ++i) {
       const Operation op = static_cast<Operation>(i);
       auto queue = std::make_shared<ServingQueue>(config.Batching(op), queue_options, clock_,
                                                   executor_, engine_,
@@ -86,7 +86,7 @@ absl::Status ServingCore::Submit(std::unique_ptr<ComputeTask> task) {
   return q->queues[static_cast<int>(task->op)]->Submit(std::move(task));
 }
 
-absl::StatusOr<MemoryReservation> ServingCore::Reserve(const registry::ServableModel& model,
+absl::StatusOr<MemoryReservation> ServingCore::Reserve(const registry::ModelVersion& model,
                                                        Operation op, int64_t rows,
                                                        int64_t bytes) {
   absl::StatusOr<MemoryReservation> r = memory_.Reserve(bytes);
@@ -99,7 +99,7 @@ absl::StatusOr<MemoryReservation> ServingCore::Reserve(const registry::ServableM
 
 void ServingCore::Configure(const std::string& model, const registry::ModelConfig& config) {
   ModelQueues* q = QueuesFor(model, config);
-  for (int i = 0; i < registry::kNumOperations; ++i) {
+  for (int i = 0; i < kNumOperations; ++i) {
     q->queues[i]->batcher().SetOptions(config.Batching(static_cast<Operation>(i)));
   }
 }

@@ -132,7 +132,7 @@ class ServingCore {
 
   // Takes `bytes` from the memory budget for a request of `rows` rows to `model` (a refusal is
   // reported as shed work of that operation).
-  absl::StatusOr<MemoryReservation> Reserve(const registry::ServableModel& model, Operation op,
+  absl::StatusOr<MemoryReservation> Reserve(const registry::ModelVersion& model, Operation op,
                                             int64_t rows, int64_t bytes);
 
   // New batching limits of `model` (its queues are created when missing).

@@ -161,8 +161,9 @@ batching::Processed ServingQueue::Process(batching::Batch<ComputeTask>&& batch) 
   // range.
   std::vector<std::unique_ptr<ComputeTask>>& tasks = batch.tasks;
   auto key = [](const ComputeTask& t) {
-    return std::make_tuple(t.model.get(), static_cast<int>(t.kind),
-                           static_cast<int>(t.output_space), t.iteration_begin, t.iteration_end);
+    return std::make_tuple(t.model.get(), static_cast<int>(t.params.kind),
+                           static_cast<int>(t.params.output_space), t.params.iteration_begin,
+                           t.params.iteration_end);
   };
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const auto& a, const auto& b) { return key(*a) < key(*b); });
@@ -303,7 +304,7 @@ int64_t ServingQueue::RunGroup(std::vector<Part>& parts, std::vector<Answer>* an
     for (const Segment& s : segments) s.part->done += s.rows;
     if (!status.ok()) {
       GROVE_LOG(WARNING) << "engine call failed" << KV("model", parts.front().task->model->name)
-                         << KV("operation", registry::OperationName(parts.front().task->op))
+                         << KV("operation", OperationName(parts.front().task->op))
                          << KV("rows", rows) << KV("error", status.message());
     }
     for (Part& p : parts) {

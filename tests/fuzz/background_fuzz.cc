@@ -1,4 +1,4 @@
-// libFuzzer target for background files (core/explain/background.h) and the .npy parser under them
+// libFuzzer target for background files (core/servable/background.h) and the .npy parser under them
 // (core/io/npy.h): any bytes, read as a .npy array and as a background in both formats, must parse
 // into what the bounds allow (1 to kMaxBackgroundRows rows of exactly the model's width, no
 // infinities, the shape's product of values) or fail with INVALID_ARGUMENT. Never a crash, a
@@ -12,7 +12,7 @@
 #include <cstdlib>
 
 #include "absl/strings/string_view.h"
-#include "core/explain/background.h"
+#include "core/servable/background.h"
 #include "core/io/npy.h"
 
 namespace {

@@ -58,21 +58,21 @@ void SharedResults(const grove::v1::SharedMemoryRange& range,
   results->Flush();
 }
 
-void Predict(const grove::registry::ServableModel& model, const grove::v1::PredictRequest& req) {
+void Predict(const grove::registry::ModelVersion& model, const grove::v1::PredictRequest& req) {
   std::vector<float> converted;
   grove::serving::SharedMemorySpan span;
   absl::StatusOr<grove::RowsView> rows = grove::server::RowsFromMatrix(
       model, req.rows(), &converted, &grove::fuzz::RequestSharedMemory(), &span);
   CheckRequestStatus(rows.status());
-  CheckRequestStatus(grove::server::CheckIterationRange(*model.forest, req.iteration_begin(),
+  CheckRequestStatus(grove::server::CheckIterationRange(model.forest(), req.iteration_begin(),
                                                         req.iteration_end()));
   CheckRequestStatus(grove::server::ResolveOutputs(model, req).status());
   if (!rows.ok()) return;
-  grove::fuzz::TouchRows(*rows, model.forest->num_features);
+  grove::fuzz::TouchRows(*rows, model.forest().num_features);
   ResultsInRowsForm(req.rows(), rows->rows);
   if (req.has_output_shared_memory() && rows->rows <= 4096) {
     SharedResults(req.output_shared_memory(),
-                  {{rows->rows, model.forest->num_outputs}, {rows->rows, 1}}, span);
+                  {{rows->rows, model.forest().num_outputs}, {rows->rows, 1}}, span);
   }
   const absl::Status explain_rows = grove::server::CheckExplainRows(model, req, rows->rows);
   CheckRequestStatus(explain_rows);
@@ -83,18 +83,18 @@ void Predict(const grove::registry::ServableModel& model, const grove::v1::Predi
   if (sink == 12345.678f) std::abort();
 }
 
-void Explain(const grove::registry::ServableModel& model, const grove::v1::ExplainRequest& req) {
+void Explain(const grove::registry::ModelVersion& model, const grove::v1::ExplainRequest& req) {
   std::vector<float> converted;
   grove::serving::SharedMemorySpan span;
   absl::StatusOr<grove::RowsView> rows = grove::server::RowsFromMatrix(
       model, req.rows(), &converted, &grove::fuzz::RequestSharedMemory(), &span);
   CheckRequestStatus(rows.status());
-  if (rows.ok()) grove::fuzz::TouchRows(*rows, model.forest->num_features);
+  if (rows.ok()) grove::fuzz::TouchRows(*rows, model.forest().num_features);
   if (rows.ok() && req.has_output_shared_memory() && rows->rows <= 4096) {
     SharedResults(req.output_shared_memory(),
-                  {{rows->rows, grove::ExplainWidth(*model.forest, false)}}, span);
+                  {{rows->rows, grove::ExplainWidth(model.forest(), false)}}, span);
   }
-  CheckRequestStatus(grove::server::CheckIterationRange(*model.forest, req.iteration_begin(),
+  CheckRequestStatus(grove::server::CheckIterationRange(model.forest(), req.iteration_begin(),
                                                         req.iteration_end()));
   absl::StatusOr<grove::server::ExplainChoice> choice =
       grove::server::ExplainChoiceFromRequest(req);

@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<grove::server::KserveInput> input =
         grove::server::ParseKserveInput(*m, req, &grove::fuzz::RequestSharedMemory());
     grove::fuzz::CheckRequestStatus(input.status());
-    if (input.ok()) grove::fuzz::TouchRows(input->rows, m->forest->num_features);
+    if (input.ok()) grove::fuzz::TouchRows(input->rows, m->forest().num_features);
   }
   // The request's outputs encoded as a response (JSON or binary as the request asks).
   inference::ModelInferResponse resp;

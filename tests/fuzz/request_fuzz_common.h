@@ -23,12 +23,12 @@
 
 namespace grove::fuzz {
 
-inline const std::vector<registry::ServablePtr>& RequestModels() {
-  static const std::vector<registry::ServablePtr>* models = [] {
+inline const std::vector<registry::ModelVersionPtr>& RequestModels() {
+  static const std::vector<registry::ModelVersionPtr>* models = [] {
     // Invalid UTF-8 in string fields is a parse failure the fuzzer meets all the time; Protobuf's
     // log line for each would drown the run.
     google::protobuf::SetLogHandler(nullptr);
-    auto* out = new std::vector<registry::ServablePtr>();
+    auto* out = new std::vector<registry::ModelVersionPtr>();
     const std::string root = GROVE_SOURCE_DIR;
     for (const char* file : {"/examples/models/demo/1/model.json",
                              "/tests/golden/xgb_multiclass3/model.json",
@@ -36,10 +36,13 @@ inline const std::vector<registry::ServablePtr>& RequestModels() {
       absl::StatusOr<ForestPtr> forest = LoadModelFile(root + file);
       if (!forest.ok()) std::abort();  // the fuzzer needs its models
       for (int64_t max_rows : {int64_t{65536}, registry::kMaxRequestRows}) {
-        auto m = std::make_shared<registry::ServableModel>();
+        auto m = std::make_shared<registry::ModelVersion>();
         m->name = "fuzz";
         m->version = 1;
-        m->forest = *forest;
+        EngineOptions options;
+        options.device = Device::kCpu;
+        options.build = EngineBuild::kOnFirstUse;
+        m->servable = *BuildServable(*forest, nullptr, options, nullptr);
         registry::ModelConfig config;
         config.max_request_rows = max_rows;
         m->config = std::make_shared<const registry::ModelConfig>(config);

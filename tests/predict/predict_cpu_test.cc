@@ -7,7 +7,7 @@
 #include "core/common/thread_pool.h"
 #include "core/model/transform.h"
 #include "core/predict/predict.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 #include "gtest/gtest.h"
 #include "tests/testing/predict_reference.h"
 #include "tests/testing/random_forest.h"

@@ -95,7 +95,7 @@ class TempRepo {
 
 class CountingListener : public RegistryListener {
  public:
-  void OnVersionReady(const ServablePtr&) override { ready++; }
+  void OnVersionReady(const ModelVersionPtr&) override { ready++; }
   void OnVersionUnloaded(const std::string&, int64_t) override { unloaded++; }
   void OnLoadFailed(const std::string&, int64_t, const absl::Status&) override { failed++; }
   std::atomic<int> ready{0}, unloaded{0}, failed{0};
@@ -109,28 +109,28 @@ class RegistryTest : public ::testing::Test {
     lgb_ = FindCaseWith("model.txt");
     if (xgb_.empty() || xgb2_.empty() || lgb_.empty()) GTEST_SKIP() << "no corpus models";
   }
-  // `factory`: DefaultEngineFactory's when null.
+  // `factory`: DefaultServableFactory's when null.
   std::unique_ptr<ModelRegistry> Make(const TempRepo& repo, ModelConfig defaults = {},
-                                      EngineFactory factory = nullptr) {
+                                      ServableFactory factory = nullptr) {
     RegistryOptions o;
     o.repository = repo.path();
     o.default_config = defaults;
-    o.engine_factory = factory ? std::move(factory) : DefaultEngineFactory({}, {}, &pool_);
+    o.servable_factory = factory ? std::move(factory) : DefaultServableFactory(&pool_);
     o.listener = &listener_;
     auto r = ModelRegistry::Create(o);
     EXPECT_TRUE(r.ok()) << r.status();
     return std::move(*r);
   }
   // Predicts one NaN row with `m` (checks the servable is usable).
-  static void PredictOnce(const ServablePtr& m) {
-    std::vector<float> row(m->forest->num_features, NAN);
-    PredictOptions opts;
-    std::vector<float> out(PredictWidth(*m->forest, opts));
+  static void PredictOnce(const ModelVersionPtr& m) {
+    std::vector<float> row(m->forest().num_features, NAN);
+    RunParams params;
+    std::vector<float> out(m->servable->Width(Operation::kPredict, params));
     RunInfo info;
-    ASSERT_TRUE(m->predict
-                    ->Predict(MakeRowsView(row.data(), 1, m->forest->num_features), opts,
-                              MakeMatrixView(out.data(), 1, static_cast<int64_t>(out.size())),
-                              &info)
+    ASSERT_TRUE(m->servable
+                    ->Run(Operation::kPredict, params,
+                          MakeRowsView(row.data(), 1, m->forest().num_features),
+                          MakeMatrixView(out.data(), 1, static_cast<int64_t>(out.size())), &info)
                     .ok());
   }
 
@@ -142,9 +142,9 @@ class RegistryTest : public ::testing::Test {
 TEST_F(RegistryTest, CreateNeedsADirectory) {
   RegistryOptions o;
   o.repository = "/nonexistent/grove";
-  o.engine_factory = DefaultEngineFactory({}, {}, nullptr);
+  o.servable_factory = DefaultServableFactory(nullptr);
   EXPECT_EQ(ModelRegistry::Create(o).status().code(), absl::StatusCode::kNotFound);
-  o.engine_factory = nullptr;
+  o.servable_factory = nullptr;
   EXPECT_EQ(ModelRegistry::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -164,7 +164,7 @@ TEST_F(RegistryTest, LoadAllServesLatestVersionByDefault) {
   EXPECT_EQ(reg->Get("a", 1).status().code(), absl::StatusCode::kNotFound);
   auto b = reg->Get("b", 7);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ((*b)->forest->format, ModelFormat::kLightgbmText);
+  EXPECT_EQ((*b)->forest().format, ModelFormat::kLightgbmText);
   EXPECT_EQ(reg->Get("zzz").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(reg->Get("b", 8).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(reg->AllReady());
@@ -255,12 +255,12 @@ parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
     ASSERT_TRUE(m.ok()) << name << ": " << m.status();
     PredictOnce(*m);
   }
-  EXPECT_EQ((*reg->Get("fil_json"))->forest->format, ModelFormat::kXgboostJson);
-  EXPECT_EQ((*reg->Get("fil_lightgbm"))->forest->format, ModelFormat::kLightgbmText);
+  EXPECT_EQ((*reg->Get("fil_json"))->forest().format, ModelFormat::kXgboostJson);
+  EXPECT_EQ((*reg->Get("fil_lightgbm"))->forest().format, ModelFormat::kLightgbmText);
   if (!ubj.empty()) {
     auto m = reg->Get("fil_ubj");
     ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_EQ((*m)->forest->format, ModelFormat::kXgboostUbjson);
+    EXPECT_EQ((*m)->forest().format, ModelFormat::kXgboostUbjson);
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"legacy", "xgboost.model is XGBoost's legacy binary format"},
@@ -310,7 +310,7 @@ TEST_F(RegistryTest, ReloadOnChangeWaitsForAStableFileAndSwapsAtomically) {
   repo.Put("a", 1, xgb_);
   auto reg = Make(repo);
   ASSERT_TRUE(reg->LoadAll().ok());
-  ServablePtr old = *reg->Get("a");
+  ModelVersionPtr old = *reg->Get("a");
   reg->Poll();
   EXPECT_EQ(*reg->Get("a"), old);  // nothing changed
   // Replace the file with another model.
@@ -319,7 +319,7 @@ TEST_F(RegistryTest, ReloadOnChangeWaitsForAStableFileAndSwapsAtomically) {
   reg->Poll();  // first sighting: not yet stable
   EXPECT_EQ(*reg->Get("a"), old);
   reg->Poll();  // stable: reloaded
-  ServablePtr now = *reg->Get("a");
+  ModelVersionPtr now = *reg->Get("a");
   EXPECT_NE(now, old);
   EXPECT_EQ(now->version, 1);
   // The old copy stays fully usable by whoever still holds it.
@@ -333,7 +333,7 @@ TEST_F(RegistryTest, FailedReloadKeepsThePreviousCopyServing) {
   repo.Put("a", 1, xgb_);
   auto reg = Make(repo);
   ASSERT_TRUE(reg->LoadAll().ok());
-  ServablePtr old = *reg->Get("a");
+  ModelVersionPtr old = *reg->Get("a");
   repo.Write("a/1/model.json", "{\"truncated\": ");
   reg->Poll();
   reg->Poll();
@@ -375,7 +375,7 @@ TEST_F(RegistryTest, NewVersionsAndRemovedModelsFollowTheRepository) {
   // never stops serving, and the version is loaded once, not at every poll.
   repo.Remove("a/2");
   reg->Poll();
-  absl::StatusOr<ServablePtr> back = reg->Get("a");
+  absl::StatusOr<ModelVersionPtr> back = reg->Get("a");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ((*back)->version, 1);
   PredictOnce(*back);
@@ -392,11 +392,11 @@ TEST_F(RegistryTest, ConfigChangeReloads) {
   repo.Put("a", 1, xgb_);
   auto reg = Make(repo);
   ASSERT_TRUE(reg->LoadAll().ok());
-  ServablePtr old = *reg->Get("a");
+  ModelVersionPtr old = *reg->Get("a");
   repo.Write("a/config.json", R"({"max_request_rows": 5})");
   reg->Poll();
   reg->Poll();
-  ServablePtr now = *reg->Get("a");
+  ModelVersionPtr now = *reg->Get("a");
   EXPECT_NE(now, old);
   EXPECT_EQ(now->config->max_request_rows, 5);
 }
@@ -406,7 +406,7 @@ TEST_F(RegistryTest, UnloadStaysUnloadedUntilLoad) {
   repo.Put("a", 1, xgb_);
   auto reg = Make(repo);
   ASSERT_TRUE(reg->LoadAll().ok());
-  ServablePtr held = *reg->Get("a");
+  ModelVersionPtr held = *reg->Get("a");
   ASSERT_TRUE(reg->Unload("a").ok());
   EXPECT_EQ(reg->Get("a").status().code(), absl::StatusCode::kUnavailable);
   PredictOnce(held);  // in-flight users are unaffected
@@ -435,7 +435,7 @@ TEST_F(RegistryTest, AFailedVersionWantedAgainIsRetriedOnce) {
   repo.Remove("a/2");
   reg->Poll();
   EXPECT_EQ(listener_.failed.load(), failed + 1);
-  absl::StatusOr<ServablePtr> none = reg->Get("a");
+  absl::StatusOr<ModelVersionPtr> none = reg->Get("a");
   EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(none.status().message(), ::testing::HasSubstr("model.json"));
   reg->Poll();
@@ -444,23 +444,21 @@ TEST_F(RegistryTest, AFailedVersionWantedAgainIsRetriedOnce) {
   repo.Put("a", 1, xgb_);  // fixed
   reg->Poll();
   reg->Poll();
-  absl::StatusOr<ServablePtr> fixed = reg->Get("a");
+  absl::StatusOr<ModelVersionPtr> fixed = reg->Get("a");
   ASSERT_TRUE(fixed.ok()) << fixed.status();
   EXPECT_EQ((*fixed)->version, 1);
 }
 
 // Prediction engines only: which versions serve is all that the tests below look at, and the
 // explain engines' set-up would be most of their time.
-EngineFactory PredictOnlyFactory(ThreadPool* pool) {
-  return [pool](const ForestPtr& forest, const ModelConfig&,
-                const Background*) -> absl::StatusOr<EngineSet> {
-    absl::StatusOr<std::unique_ptr<PredictEngine>> predict =
-        PredictEngine::Create(forest, {}, pool);
-    if (!predict.ok()) return predict.status();
-    EngineSet set;
-    set.predict = std::move(*predict);
-    set.explain_status = absl::UnimplementedError("this test builds no explain engine");
-    return set;
+ServableFactory PredictOnlyFactory(ThreadPool* pool) {
+  return [pool](const ForestPtr& forest, std::shared_ptr<const Background> background,
+                EngineOptions options) -> absl::StatusOr<ServablePtr> {
+    options.build = EngineBuild::kOnFirstUse;
+    absl::StatusOr<ServablePtr> servable = BuildServable(forest, background, options, pool);
+    if (!servable.ok()) return servable.status();
+    if (absl::Status s = (*servable)->Available(Operation::kPredict); !s.ok()) return s;
+    return servable;
   };
 }
 
@@ -549,13 +547,13 @@ std::string ServingMismatch(const ModelRegistry& reg, const std::set<int>& want,
                         absl::StrJoin(want, ", "), "]");
   }
   for (int v : want) {
-    absl::StatusOr<ServablePtr> m = reg.Get("m", v);
+    absl::StatusOr<ModelVersionPtr> m = reg.Get("m", v);
     if (!m.ok()) return absl::StrCat("version ", v, ": ", m.status().ToString());
-    if (PrintOf(*(*m)->forest) != prints[content.at(v)]) {
+    if (PrintOf((*m)->forest()) != prints[content.at(v)]) {
       return absl::StrCat("version ", v, " serves a copy of its previous file");
     }
   }
-  absl::StatusOr<ServablePtr> latest = reg.Get("m");
+  absl::StatusOr<ModelVersionPtr> latest = reg.Get("m");
   if (want.empty() != !latest.ok()) {
     return absl::StrCat("Get without a version: ", latest.status().ToString());
   }
@@ -565,10 +563,10 @@ std::string ServingMismatch(const ModelRegistry& reg, const std::set<int>& want,
   return "";
 }
 
-std::map<int, ServablePtr> ServingCopies(const ModelRegistry& reg) {
-  std::map<int, ServablePtr> out;
+std::map<int, ModelVersionPtr> ServingCopies(const ModelRegistry& reg) {
+  std::map<int, ModelVersionPtr> out;
   for (int v = 1; v <= 3; ++v) {
-    if (absl::StatusOr<ServablePtr> m = reg.Get("m", v); m.ok()) out[v] = *m;
+    if (absl::StatusOr<ModelVersionPtr> m = reg.Get("m", v); m.ok()) out[v] = *m;
   }
   return out;
 }
@@ -601,7 +599,7 @@ TEST_F(RegistryTest, EveryAddDeleteReplaceOrderServesWhatThePolicyWants) {
         repo.Put("m", 1, files[0]);
         auto reg = Make(repo, {}, PredictOnlyFactory(&pool_));
         ASSERT_TRUE(reg->LoadAll().ok()) << scenario;
-        std::map<int, ServablePtr> before = ServingCopies(*reg);
+        std::map<int, ModelVersionPtr> before = ServingCopies(*reg);
         std::string mismatch;
         for (size_t i = 0; i < order.size() && mismatch.empty(); ++i) {
           const VersionChange& c = order[i];
@@ -621,7 +619,7 @@ TEST_F(RegistryTest, EveryAddDeleteReplaceOrderServesWhatThePolicyWants) {
           for (const auto& [v, file] : content) present.insert(v);
           const std::set<int> want = policy.wanted(present);
           mismatch = ServingMismatch(*reg, want, content, prints);
-          std::map<int, ServablePtr> now = ServingCopies(*reg);
+          std::map<int, ModelVersionPtr> now = ServingCopies(*reg);
           for (const auto& [v, copy] : now) {
             if (mismatch.empty() && v != c.version && before.count(v) && before[v] != copy) {
               mismatch = absl::StrCat("version ", v, " was reloaded though its file is the same");
@@ -648,8 +646,8 @@ TEST_F(RegistryTest, EngineFactoryFailureFailsTheLoad) {
   repo.Put("a", 1, xgb_);
   RegistryOptions o;
   o.repository = repo.path();
-  o.engine_factory = [](const ForestPtr&, const ModelConfig&,
-                        const Background*) -> absl::StatusOr<EngineSet> {
+  o.servable_factory = [](const ForestPtr&, std::shared_ptr<const Background>,
+                          const EngineOptions&) -> absl::StatusOr<ServablePtr> {
     return absl::ResourceExhaustedError("no GPU memory");
   };
   auto reg = *ModelRegistry::Create(o);
@@ -675,38 +673,36 @@ TEST_F(RegistryTest, BackgroundLoadsWithTheModelAndReloadsWhenItChanges) {
   repo.Put("a", 1, xgb_);
   auto reg = Make(repo);
   ASSERT_TRUE(reg->LoadAll().ok());
-  ServablePtr none = *reg->Get("a");
-  EXPECT_EQ(none->interventional, nullptr);
-  EXPECT_EQ(none->interventional_status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(none->interventional_status.message(),
+  ModelVersionPtr none = *reg->Get("a");
+  const absl::Status no_background = none->servable->Available(Operation::kInterventional);
+  EXPECT_EQ(no_background.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_background.message(),
               ::testing::HasSubstr("add a/background.csv (or background.npy: 1 to 10000 rows"));
-  const int features = none->forest->num_features;
+  const int features = none->forest().num_features;
 
   repo.Write("a/background.csv", BackgroundCsv(4, features));
   reg->Poll();  // first sighting: not yet stable
   EXPECT_EQ(*reg->Get("a"), none);
   reg->Poll();
-  ServablePtr with = *reg->Get("a");
-  ASSERT_NE(with->interventional, nullptr);
-  EXPECT_TRUE(with->interventional_status.ok());
-  EXPECT_EQ(with->background_rows, 4);
-  EXPECT_EQ(with->interventional->background_rows(), 4);
-  EXPECT_EQ(with->background_path, repo.path() + "/a/background.csv");
-  EXPECT_THAT(with->interventional->Describe(),
+  ModelVersionPtr with = *reg->Get("a");
+  EXPECT_TRUE(with->servable->Available(Operation::kInterventional).ok());
+  EXPECT_EQ(with->servable->background_rows(), 4);
+  EXPECT_EQ(with->servable->background_path(), repo.path() + "/a/background.csv");
+  EXPECT_THAT(with->servable->Describe(Operation::kInterventional),
               ::testing::HasSubstr("4 background rows, "));
 
   repo.Write("a/background.csv", BackgroundCsv(7, features));
   reg->Poll();
   reg->Poll();
-  EXPECT_EQ((*reg->Get("a"))->background_rows, 7);
+  EXPECT_EQ((*reg->Get("a"))->servable->background_rows(), 7);
   reg->Poll();
-  EXPECT_EQ((*reg->Get("a"))->background_rows, 7);  // unchanged: not reloaded again
+  EXPECT_EQ((*reg->Get("a"))->servable->background_rows(), 7);  // unchanged: not reloaded again
 
   repo.Remove("a/background.csv");
   reg->Poll();
   reg->Poll();
-  EXPECT_EQ((*reg->Get("a"))->interventional, nullptr);
-  EXPECT_EQ((*reg->Get("a"))->background_rows, 0);
+  EXPECT_FALSE((*reg->Get("a"))->servable->Available(Operation::kInterventional).ok());
+  EXPECT_EQ((*reg->Get("a"))->servable->background_rows(), 0);
 }
 
 TEST_F(RegistryTest, BadBackgroundFailsTheLoadNamingTheFile) {
@@ -726,15 +722,15 @@ TEST_F(RegistryTest, BadBackgroundFailsTheLoadNamingTheFile) {
   reg->Poll();
   reg->Poll();
   ASSERT_TRUE(reg->Get("a").ok());
-  const int features = (*reg->Get("a"))->forest->num_features;
+  const int features = (*reg->Get("a"))->forest().num_features;
   repo.Write("a/background.csv", BackgroundCsv(2, features));
   reg->Poll();
   reg->Poll();
-  EXPECT_EQ((*reg->Get("a"))->background_rows, 2);
+  EXPECT_EQ((*reg->Get("a"))->servable->background_rows(), 2);
   repo.Write("a/background.npy", "x");
   reg->Poll();
   reg->Poll();
-  EXPECT_EQ((*reg->Get("a"))->background_rows, 2);
+  EXPECT_EQ((*reg->Get("a"))->servable->background_rows(), 2);
   st = reg->GetStatus("a");
   EXPECT_THAT(st->versions[0].error,
               ::testing::HasSubstr("holds background.csv and background.npy; keep one"));
@@ -790,7 +786,7 @@ TEST(ModelConfigTest, ParsesAndRejects) {
       "batching": {"explain": {"max_queue_requests": 7, "max_concurrent_batches": 3}}})", d, "x");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->version_policy, VersionPolicy::kAll);
-  EXPECT_EQ(c->device, "cpu");
+  EXPECT_EQ(c->device, Device::kCpu);
   EXPECT_EQ(c->Batching(Operation::kExplain).max_queue_tasks, 7);
   EXPECT_EQ(c->Batching(Operation::kExplain).max_concurrent_batches, 3);
   for (const char* bad : {R"({"nope": 1})", R"({"device": "tpu"})", R"({"versions": []})",
@@ -1032,7 +1028,7 @@ TEST_F(RegistryTest, ReportedPathsAreRelativeToTheRepository) {
   }
   auto a = reg->Get("a");
   ASSERT_TRUE(a.ok()) << a.status();
-  absl::StrAppend(&shown, (*a)->interventional_status.message(), "\n");
+  absl::StrAppend(&shown, (*a)->servable->Available(Operation::kInterventional).message(), "\n");
   EXPECT_EQ(shown.find(repo.path()), std::string::npos) << shown;
   EXPECT_EQ(shown.find(outside.path()), std::string::npos) << shown;
   EXPECT_EQ(shown.find(fs::canonical(repo.path()).string()), std::string::npos) << shown;

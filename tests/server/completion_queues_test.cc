@@ -84,7 +84,7 @@ class QueueServer {
   std::unique_ptr<inference::GRPCInferenceService::Stub> Kserve() {
     return inference::GRPCInferenceService::NewStub(channel_);
   }
-  int64_t Queued(const std::string& model, registry::Operation op) {
+  int64_t Queued(const std::string& model, Operation op) {
     return server_->runtime().QueueStats(model, op).queued_tasks;
   }
   std::string Metrics() {
@@ -225,17 +225,17 @@ TEST(CompletionQueues, CancellationReachesQueuedWork) {
   kserve->async()->ModelInfer(&infer_ctx, &infer, &infer_resp,
                               [&](grpc::Status st) { infer_done.set_value(std::move(st)); });
   // Both wait in the queue (a batch would wait 60 s for company).
-  while (s.Queued("slow", registry::Operation::kPredict) < 2) std::this_thread::yield();
+  while (s.Queued("slow", Operation::kPredict) < 2) std::this_thread::yield();
   predict_ctx.TryCancel();
   infer_ctx.TryCancel();
   EXPECT_EQ(predict_done.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(infer_done.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (s.Queued("slow", registry::Operation::kPredict) > 0 &&
+  while (s.Queued("slow", Operation::kPredict) > 0 &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(s.Queued("slow", registry::Operation::kPredict), 0);
+  EXPECT_EQ(s.Queued("slow", Operation::kPredict), 0);
   for (const char* method : {"Predict", "ModelInfer"}) {
     EXPECT_TRUE(s.AwaitMetric(absl::StrCat("grove_requests_total{code=\"CANCELLED\",method=\"",
                                            method, "\",model=\"slow\"} 1")))
@@ -258,11 +258,11 @@ TEST(CompletionQueues, DeadlineReachesQueuedWork) {
   EXPECT_EQ(grove->Explain(&ctx, ExplainRequest("slow"), &resp).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (s.Queued("slow", registry::Operation::kExplain) > 0 &&
+  while (s.Queued("slow", Operation::kExplain) > 0 &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(s.Queued("slow", registry::Operation::kExplain), 0);
+  EXPECT_EQ(s.Queued("slow", Operation::kExplain), 0);
   EXPECT_TRUE(s.AwaitMetric("grove_inflight_requests{method=\"Explain\"} 0"));
 }
 
@@ -292,8 +292,8 @@ TEST(CompletionQueues, ShutdownAnswersQueuedCallsThenDrains) {
         &ctx[2 * kEach + i], &infer, &infer_resp[i],
         [&, i](grpc::Status st) { done[2 * kEach + i].set_value(std::move(st)); });
   }
-  while (s.Queued("slow", registry::Operation::kPredict) < 2 * kEach ||
-         s.Queued("slow", registry::Operation::kExplain) < kEach) {
+  while (s.Queued("slow", Operation::kPredict) < 2 * kEach ||
+         s.Queued("slow", Operation::kExplain) < kEach) {
     std::this_thread::yield();
   }
   s.Shutdown();

@@ -20,13 +20,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-registry::ServablePtr Servable(const std::string& path, registry::ModelConfig config = {}) {
+registry::ModelVersionPtr Servable(const std::string& path, registry::ModelConfig config = {}) {
   absl::StatusOr<ForestPtr> forest = LoadModelFile(path);
   EXPECT_TRUE(forest.ok()) << forest.status();
-  auto s = std::make_shared<registry::ServableModel>();
+  auto s = std::make_shared<registry::ModelVersion>();
   s->name = "m";
   s->version = 3;
-  s->forest = *forest;
+  EngineOptions options;
+  options.device = Device::kCpu;
+  options.build = EngineBuild::kOnFirstUse;
+  s->servable = *BuildServable(*forest, nullptr, options, nullptr);
   s->config = std::make_shared<const registry::ModelConfig>(config);
   return s;
 }
@@ -92,16 +95,21 @@ TEST(Convert, InteractionsLimit) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("limit of 80"));
   config.max_interaction_values_per_row = 81;
   EXPECT_TRUE(CheckInteractionsAllowed(*Servable(Demo(), config)).ok());
-  EXPECT_EQ(CheckExplainAvailable(*m).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(CheckExplainAvailable(*m).ok());
+  // Linear leaves: the model predicts but cannot be explained, and the error says so.
+  auto linear = Servable(std::string(GROVE_SOURCE_DIR) + "/tests/golden/lgb_linear_tree/model.txt");
+  const absl::Status unavailable = CheckExplainAvailable(*linear);
+  EXPECT_EQ(unavailable.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(unavailable.message()), HasSubstr("model 'm' cannot be explained: "));
 }
 
 TEST(Convert, IterationRangeAndOutputs) {
   auto m = Servable(Demo());
-  EXPECT_TRUE(CheckIterationRange(*m->forest, 0, 0).ok());
-  EXPECT_TRUE(CheckIterationRange(*m->forest, 3, 10).ok());
-  EXPECT_FALSE(CheckIterationRange(*m->forest, -1, 0).ok());
-  EXPECT_FALSE(CheckIterationRange(*m->forest, 5, 5).ok());
-  EXPECT_FALSE(CheckIterationRange(*m->forest, 40, 0).ok());
+  EXPECT_TRUE(CheckIterationRange(m->forest(), 0, 0).ok());
+  EXPECT_TRUE(CheckIterationRange(m->forest(), 3, 10).ok());
+  EXPECT_FALSE(CheckIterationRange(m->forest(), -1, 0).ok());
+  EXPECT_FALSE(CheckIterationRange(m->forest(), 5, 5).ok());
+  EXPECT_FALSE(CheckIterationRange(m->forest(), 40, 0).ok());
 
   grove::v1::PredictRequest req;
   absl::StatusOr<std::vector<OutputKind>> d = ResolveOutputs(*m, req);
@@ -231,7 +239,7 @@ TEST(Convert, KserveClassificationIsTopClassesAsStrings) {
 // FIL's output options as request parameters: predict_proba, output_class, threshold.
 TEST(Convert, FilOutputOptions) {
   auto binary = Servable(Demo());
-  const Forest& f = *binary->forest;
+  const Forest& f = binary->forest();
   auto layout = [&](std::optional<bool> proba, std::optional<bool> cls,
                     std::optional<double> threshold) {
     KserveOutputs o;
@@ -266,7 +274,7 @@ TEST(Convert, FilOutputOptions) {
   auto multi = Servable(Multiclass());
   KserveOutputs o;
   o.predict_proba = false;
-  absl::StatusOr<PredictionLayout> argmax = ResolvePredictionLayout(*multi->forest, o);
+  absl::StatusOr<PredictionLayout> argmax = ResolvePredictionLayout(multi->forest(), o);
   ASSERT_TRUE(argmax.ok()) << argmax.status();
   EXPECT_EQ(argmax->width, 1);
 
@@ -401,11 +409,11 @@ TEST(Convert, ResultsInTheRowsForm) {
 
 TEST(Convert, KserveShapesFollowFil) {
   auto binary = Servable(Demo());
-  EXPECT_EQ(KservePredictionShape(*binary->forest, 5), (std::vector<int64_t>{5, 2}));
-  EXPECT_EQ(KserveShapShape(*binary->forest, 5), (std::vector<int64_t>{5, 9}));
+  EXPECT_EQ(KservePredictionShape(binary->forest(), 5), (std::vector<int64_t>{5, 2}));
+  EXPECT_EQ(KserveShapShape(binary->forest(), 5), (std::vector<int64_t>{5, 9}));
   const float p[2] = {0.25f, 0.75f};
   std::string raw;
-  EncodeKservePrediction(*binary->forest, p, 2, &raw);
+  EncodeKservePrediction(binary->forest(), p, 2, &raw);
   ASSERT_EQ(raw.size(), 16u);
   float got[4];
   std::memcpy(got, raw.data(), 16);
@@ -414,10 +422,10 @@ TEST(Convert, KserveShapesFollowFil) {
   EXPECT_FLOAT_EQ(got[3], 0.75f);
 
   auto multi = Servable(Multiclass());
-  const int k = multi->forest->num_outputs;
-  const int f = multi->forest->num_features;
-  EXPECT_EQ(KservePredictionShape(*multi->forest, 4), (std::vector<int64_t>{4, k}));
-  EXPECT_EQ(KserveShapShape(*multi->forest, 4), (std::vector<int64_t>{4, k, f + 1}));
+  const int k = multi->forest().num_outputs;
+  const int f = multi->forest().num_features;
+  EXPECT_EQ(KservePredictionShape(multi->forest(), 4), (std::vector<int64_t>{4, k}));
+  EXPECT_EQ(KserveShapShape(multi->forest(), 4), (std::vector<int64_t>{4, k, f + 1}));
 }
 
 TEST(Convert, Deadlines) {
@@ -629,7 +637,7 @@ TEST(ConvertSharedMemory, ResultsPlacement) {
 TEST(ConvertSharedMemory, WriteKservePredictionMatchesTheEncoding) {
   for (const std::string& path : {Demo(), Multiclass()}) {
     auto m = Servable(path);
-    const Forest& f = *m->forest;
+    const Forest& f = m->forest();
     const int64_t rows = 3;
     std::vector<float> prediction(rows * f.PredictionWidth());
     for (size_t i = 0; i < prediction.size(); ++i) prediction[i] = 0.1f * static_cast<float>(i);

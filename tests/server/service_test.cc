@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "core/explain/background.h"
+#include "core/servable/background.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional.h"
 #include "core/io/csv.h"
@@ -512,10 +512,10 @@ TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {
               grove::v1::OUTPUT_SPACE_PROBABILITY, false);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("path-dependent SHAP explains the margin"));
-  s = explain("demo_bg", grove::v1::EXPLAIN_METHOD_INTERVENTIONAL,
-              grove::v1::OUTPUT_SPACE_MARGIN, true);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("interaction values are path-dependent only"));
+  s = explain("demo", grove::v1::EXPLAIN_METHOD_INTERVENTIONAL, grove::v1::OUTPUT_SPACE_MARGIN,
+              true);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("has no background data set"));
   s = explain("demo_bg", static_cast<grove::v1::ExplainMethod>(7),
               grove::v1::OUTPUT_SPACE_MARGIN, false);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -763,7 +763,7 @@ TEST_F(ServerTest, FullQueueIsResourceExhaustedAndExpiredWorkIsDropped) {
   stub->async()->Predict(&first_ctx, &req, &first_resp,
                          [&](grpc::Status s) { first.set_value(std::move(s)); });
   // Wait (without sleeping a fixed time) until the first request sits in the queue.
-  while (server_->runtime().QueueStats("tiny", registry::Operation::kPredict).queued_tasks == 0) {
+  while (server_->runtime().QueueStats("tiny", Operation::kPredict).queued_tasks == 0) {
     std::this_thread::yield();
   }
   grpc::ClientContext second_ctx;
@@ -922,7 +922,7 @@ TEST(ServerShutdown, DrainsInFlightCalls) {
   }
   // Every call sits in the queue (a batch would wait 60 s for more rows): shutdown must still
   // compute and answer all of them (a closed queue no longer waits).
-  while ((*server)->runtime().QueueStats("demo", registry::Operation::kPredict).queued_tasks <
+  while ((*server)->runtime().QueueStats("demo", Operation::kPredict).queued_tasks <
          kCalls) {
     std::this_thread::yield();
   }

@@ -563,7 +563,7 @@ TEST_F(SharedMemoryServiceTest, UnregisterWhileARequestUsesTheRegion) {
   std::promise<grpc::Status> done;
   auto stub = Grove();
   stub->async()->Predict(&ctx, &req, &resp, [&](grpc::Status s) { done.set_value(s); });
-  while (server_->runtime().QueueStats("held", registry::Operation::kPredict).queued_tasks == 0) {
+  while (server_->runtime().QueueStats("held", Operation::kPredict).queued_tasks == 0) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   grove::v1::UnregisterSharedMemoryRequest unreg;

@@ -20,7 +20,6 @@ namespace {
 
 using batching::FakeClock;
 using batching::ManualExecutor;
-using registry::Operation;
 
 // Doubles the first column of every row; each call advances the clock by `per_row` x rows.
 class FakeEngine final : public EngineRunner {
@@ -118,7 +117,7 @@ class ServingCoreTest : public ::testing::Test {
     config.batching[0].max_batch_rows = max_batch_rows;
     config.batching[0].max_delay = absl::Milliseconds(1);
     config.batching[0].max_concurrent_batches = 1;
-    auto model = std::make_shared<registry::ServableModel>();
+    auto model = std::make_shared<registry::ModelVersion>();
     model->name = "m";
     model->config = std::make_shared<registry::ModelConfig>(config);
     model_ = model;
@@ -177,7 +176,7 @@ class ServingCoreTest : public ::testing::Test {
   ThreadPool copy_pool_{3};
   std::unique_ptr<ManualExecutor> executor_;
   std::unique_ptr<ServingCore> core_;
-  registry::ServablePtr model_;
+  registry::ModelVersionPtr model_;
   std::vector<std::unique_ptr<Caller>> callers_;
 };
 
@@ -481,7 +480,7 @@ TEST_F(ServingCoreTest, ShortTaskOnAnIdleEngineRunsOnTheCaller) {
   Start(options);
   registry::ModelConfig config = *model_->config;
   config.batching[0].max_delay = absl::ZeroDuration();  // the default: no waiting for company
-  auto model = std::make_shared<registry::ServableModel>(*model_);
+  auto model = std::make_shared<registry::ModelVersion>(*model_);
   model->config = std::make_shared<registry::ModelConfig>(config);
   model_ = model;
 

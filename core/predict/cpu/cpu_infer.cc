@@ -7,7 +7,7 @@
 #include "core/model/transform.h"
 #include "core/predict/cpu/cpu_walk.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
-#include "core/predict/traverse.h"
+#include "core/model/traverse.h"
 
 namespace grove::cpu {
 namespace {

@@ -1,5 +1,5 @@
-// Background files (core/explain/background.h): CSV and .npy, the bounds and their messages.
-#include "core/explain/background.h"
+// Background files (core/servable/background.h): CSV and .npy, the bounds and their messages.
+#include "core/servable/background.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "core/explain/background.h"
+#include "core/servable/background.h"
 
 #include <cmath>
 #include <cstdint>

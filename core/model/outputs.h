@@ -1,0 +1,39 @@
+// What a call asks a model for, shared by the engines and every layer above them: the kind of
+// prediction, the space SHAP values are taken in, and how expectations are taken. Names are the
+// ones the protocols, the CLI and groveml use; each parser answers INVALID_ARGUMENT naming the
+// accepted names.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace grove {
+
+enum class OutputKind : uint8_t {
+  kMargin,      // raw score per output (base margin included)
+  kPrediction,  // transformed: probabilities, exp(margin), class index for multi:softmax, ...
+  kLeaf,        // the library's leaf id reached in each tree in range (XGBoost node id, LightGBM leaf)
+};
+// "margin", "prediction", "leaf".
+const char* OutputKindName(OutputKind kind);
+absl::StatusOr<OutputKind> ParseOutputKind(absl::string_view name);
+
+enum class OutputSpace : uint8_t {
+  kMargin,                 // the raw score of every output
+  kProbability,            // the link of the margin (sigmoid, softmax, exp, ...), exact Shapley
+  kProbabilityLinearized,  // shap's model_output="probability" (per-pair rescaled margin values)
+};
+// "margin", "probability", "probability_linearized".
+const char* OutputSpaceName(OutputSpace space);
+absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name);
+
+// How SHAP expectations are taken: over the training covers stored in the trees (path-dependent
+// TreeSHAP) or over a background data set (interventional).
+enum class ExplainMethod : uint8_t { kPathDependent, kInterventional };
+// "path_dependent", "interventional".
+const char* ExplainMethodName(ExplainMethod method);
+absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
+
+}  // namespace grove

@@ -1,0 +1,24 @@
+// Operation: what a call asks of a model's Servable. Each operation has its own queue and measured
+// rate per model in the serving core (interventional SHAP costs about background rows times what
+// path-dependent SHAP does per row), its own batching options in config.json and its own metrics.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace grove {
+
+enum class Operation : int {
+  kPredict = 0,         // predictions (OutputKind)
+  kExplain = 1,         // path-dependent SHAP values
+  kInteractions = 2,    // path-dependent SHAP interaction values
+  kInterventional = 3,  // interventional SHAP values over the background (OutputSpace)
+  kInterventionalInteractions = 4,  // interventional Shapley interaction values (OutputSpace)
+};
+inline constexpr int kNumOperations = 5;
+// "predict", "explain", "interactions", "interventional", "interventional_interactions".
+const char* OperationName(Operation op);
+// The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
+absl::StatusOr<Operation> ParseOperation(absl::string_view name);
+
+}  // namespace grove

@@ -1,0 +1,48 @@
+#include "core/servable/result_columns.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace grove {
+
+int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols) {
+  constexpr int64_t kValuesPerBuffer = int64_t{1} << 23;
+  const int64_t widest = std::max<int64_t>({1, in_cols, out_cols});
+  return std::clamp<int64_t>(kValuesPerBuffer / widest, 1, int64_t{1} << 18);
+}
+
+std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
+                                               int64_t num_features) {
+  if (static_cast<int64_t>(names.size()) == num_features) return names;
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < num_features; ++i) out.push_back(absl::StrCat("f", i));
+  return out;
+}
+
+std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
+  std::vector<std::string> names;
+  if (!c.explain) {
+    const char* base = c.kind == OutputKind::kMargin ? "margin"
+                       : c.kind == OutputKind::kLeaf ? "leaf"
+                                                     : "prediction";
+    if (c.width == 1 && c.kind != OutputKind::kLeaf) return {base};
+    for (int64_t j = 0; j < c.width; ++j) names.push_back(absl::StrCat(base, "_", j));
+    return names;
+  }
+  std::vector<std::string> block = c.feature_names;
+  block.push_back("bias");
+  for (int k = 0; k < c.num_outputs; ++k) {
+    const std::string prefix = c.num_outputs > 1 ? absl::StrCat("out", k, ".") : "";
+    for (const std::string& a : block) {
+      if (!c.interactions) {
+        names.push_back(prefix + a);
+        continue;
+      }
+      for (const std::string& b : block) names.push_back(absl::StrCat(prefix, a, "*", b));
+    }
+  }
+  return names;
+}
+
+}  // namespace grove

@@ -1,0 +1,37 @@
+// What the columns of a result are and how many rows an engine call takes: the names `grove
+// --output-header`, groved's metadata and groveml give a result's columns, and the chunk size the
+// CLI and groveml stream rows in.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model/outputs.h"
+
+namespace grove {
+
+// Rows per engine call for rows of `in_cols` values and results of `out_cols` values: about 8M
+// values per buffer, between 1 and 262144 rows.
+int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols);
+
+// The model's feature names, or XGBoost's defaults f0, f1, ... when the model stores none.
+std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
+                                               int64_t num_features);
+
+// What the columns of a result are (the output header of --header / --output-header).
+struct ResultColumns {
+  std::vector<std::string> feature_names;  // FeatureNamesOrDefault
+  int num_outputs = 1;                     // margins per row (K)
+  bool explain = false;                    // SHAP values; otherwise predictions
+  bool interactions = false;               // explain: SHAP interaction values
+  OutputKind kind = OutputKind::kPrediction;  // predict
+  int64_t width = 0;                       // predict: values per row
+};
+// Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
+// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
+// `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
+// last); with K > 1 outputs every name is prefixed `outK.`.
+std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
+
+}  // namespace grove
