@@ -349,11 +349,11 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     a.acc_width = acc_width;
     a.d_slot = Compact(interactions) ? d.inter_slot.as<int32_t>() : nullptr;
     if (a.num_bins > 0) {
-      // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic
-      // per entry per block instead of one per lane and row. Measured on the H100
-      // (docs/benchmarks.md, issue 3): 1.3-1.9x faster for SHAP values of models with thousands
-      // of bins; slower for models of a few bins (zeroing and flushing dominate) and never faster
-      // for interactions. Both ways give bitwise identical results (integer sums).
+      // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic per
+      // entry per block instead of one per lane and row. Measured on the H100
+      // (docs/benchmarks/archive.md, 2026-11-22): 1.3-1.9x faster for SHAP values of models with
+      // thousands of bins; slower for models of a few bins (zeroing and flushing dominate) and
+      // never faster for interactions. Both ways give bitwise identical results (integer sums).
       const int64_t shared_bytes = static_cast<int64_t>(a.rows_per_warp) * width * 8;
       a.use_shared = options_.shared_accumulation && !interactions &&
                      a.num_bins >= kSharedMinBins && shared_bytes <= kMaxSharedBytes;
