@@ -263,7 +263,7 @@ int RunInspect(const CliArgs& args) {
                      explain.ok() ? (*explain)->Describe()
                                   : absl::StrCat("unavailable: ", explain.status().message()),
                      StatKind::kText});
-    if (explain.ok() && (*explain)->layout() != nullptr) {  // merged paths, bins (issue 3)
+    if (explain.ok() && (*explain)->layout() != nullptr) {  // path strategies: merged paths, bins
       stats.push_back({"explain_paths", (*explain)->layout()->stats.Describe(), StatKind::kText});
     }
   }
