@@ -307,8 +307,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
   // SHAP values: 8 (the block's rows accumulate in shared memory). Interactions: up to 128, as
   // long as the grid keeps kMinInteractionBlocks blocks: each bin's lane state then serves more
-  // rows (H100, 200 rows: cal_housing-med 0.95x -> 1.95x GPUTreeShap, adult-med 1.27x -> 1.49x at
-  // 128; 512 fell back to 1.14x on adult-med, too few blocks).
+  // rows (on the H100, 128 rows per warp ran the medium models' interactions 1.2-2x faster than 8;
+  // 512 left too few blocks and was slower than 128).
   int RowsPerWarp(int64_t rows, bool interactions) const {
     int r = options_.rows_per_warp;
     if (r <= 0 && !interactions) r = 8;
