@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """groveml in-process SHAP on a GPU (device="cuda") against XGBoost's GPU SHAP (Booster with
 device=cuda, pred_contribs=True), same rows (the dataset's first 10,000 rows, features only, float32,
-repeated to --rows), same model file, same process (issue 21). XGBoost is timed on a DMatrix built
+repeated to --rows), same model file, same process. XGBoost is timed on a DMatrix built
 beforehand (its best case) and with the DMatrix built from the host rows inside the timed region;
 groveml always takes host rows (numpy) and returns numpy. Best of three runs after a warm-up; the
 largest difference from XGBoost's values, relative to max(1, |margin|), is printed per model. One

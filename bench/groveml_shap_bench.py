@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SHAP rows/s of groveml against XGBoost's own SHAP, on the same rows and cores (issue 21):
+"""SHAP rows/s of groveml against XGBoost's own SHAP, on the same rows and cores:
 
   inprocess  groveml.Model(threads=T).explain(X)   vs  Booster.predict(DMatrix, pred_contribs=True)
                                                        (nthread=T; the DMatrix built untimed)

@@ -1,4 +1,4 @@
-// Interventional SHAP throughput on the GPU (issue 16): Grove's InterventionalGpu against
+// Interventional SHAP throughput on the GPU: Grove's InterventionalGpu against
 // GPUTreeShap's interventional kernel, same model, rows and background, in one process.
 //
 //   grove_interventional_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prediction against nvForest (issue 20): for every model, nvForest's bench (the anchor, optimize()d
+# Prediction against nvForest: for every model, nvForest's bench (the anchor, optimize()d
 # per batch) and grove_predict_bench --mode compare on the same rows and batch sizes, in one run on
 # one GPU; then the side-by-side table (bench/common/compare_table.py).
 #

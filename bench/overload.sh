@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overload test of groved (issue 14): for each operation, the closed-loop capacity (grove bench
+# Overload test of groved: for each operation, the closed-loop capacity (grove bench
 # --concurrency), then open loop at 2x and 4x that rate with a 0.5 s deadline. Reports goodput,
 # p99 of the OK calls, RESOURCE_EXHAUSTED (shed) count and p99 latency, DEADLINE_EXCEEDED count and
 # groved's RSS as one markdown table ($OUT_DIR/overload.md, raw JSON next to it).

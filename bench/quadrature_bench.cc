@@ -1,5 +1,5 @@
 // Quadrature SHAP vs warp-level TreeShap on the GPU, and the explanation strategy selector, for one
-// model (issue 7).
+// model.
 //
 //   grove_quadrature_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
 //                          [--interaction-rows 200] [--reps 5] [--engine]
@@ -258,7 +258,7 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
       std::printf("  quadrature_gpu(auto): %s\n", std::string(strategy.status().message()).c_str());
     }
   }
-  // Warp-level TreeShap (issues 3, 17), double path arithmetic.
+  // Warp-level TreeShap (treeshap_gpu), double path arithmetic.
   {
     Result r;
     r.strategy = "treeshap_gpu(double)";

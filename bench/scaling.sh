@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling run (issue 8): SHAP and predict rows/s of cal_housing-med on 1, 2, 4, 8 GPUs, engine level
+# Scaling run: SHAP and predict rows/s of cal_housing-med on 1, 2, 4, 8 GPUs, engine level
 # (grove_scaling_bench) and end to end through groved (grove bench), and a check that every GPU
 # count gives bit-identical answers (the engine bench prints a hash of its output).
 #

@@ -1,4 +1,4 @@
-// Engine-level scaling benchmark (issue 8): SHAP and predict rows/s on every visible GPU.
+// Engine-level scaling benchmark: SHAP and predict rows/s on every visible GPU.
 //
 //   grove_scaling_bench --model M --rows R.csv [--explain-rows 1000000] [--predict-rows 1000000]
 //                       [--explain-strategy treeshap_gpu] [--predict-strategy auto] [--reps 3]

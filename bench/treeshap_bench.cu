@@ -1,4 +1,4 @@
-// Warp-level TreeSHAP throughput on the GPU (issue 17): Grove's treeshap_gpu against GPUTreeShap's
+// Warp-level TreeSHAP throughput on the GPU: Grove's treeshap_gpu against GPUTreeShap's
 // path-dependent kernels on the same paths (Grove's own extraction) and the same rows, in one
 // process.
 //

@@ -29,7 +29,7 @@ int RunBench(const CliArgs& args);
 // The gRPC poller `grove bench` runs with: GRPC_POLL_STRATEGY when the environment sets it, else
 // "poll" on a host of at least kBenchPollMinThreads hardware threads and "epoll1" (gRPC 1.51's
 // default) below, which RunBench puts in the environment before gRPC starts. Measured
-// (docs/benchmarks.md, "Serving at engine speed", ninth part): with groved on the same host, poll
+// (docs/benchmarks/serving.md, "The load generator's poller"): with groved on the same host, poll
 // gave 5-12% more single-row requests/s on 16 threads (an H100 host) and epoll1 4-9% more on 2;
 // 8 is between the two, not measured. Call before any gRPC object exists.
 inline constexpr unsigned kBenchPollMinThreads = 8;

@@ -54,7 +54,7 @@ fi
 
 # Python tools used by the tests (golden corpus generation, grpcio stubs, grpcio-reflection for
 # api.md's reflection example (grpcurl is not packaged in Debian 12), tritonclient interop, shap
-# as the interventional SHAP oracle: 0.51 is the version issue 16 checks against; scikit-learn for
+# as the interventional SHAP oracle: the tests compare against 0.51; scikit-learn for
 # the Triton FIL backend's client examples, tests/e2e/fil_examples_test.py), and what the Python
 # package groveml builds with (scikit-build-core, nanobind) and is tested with (pyarrow, pyspark,
 # dask, matplotlib for shap's plots, pytest).

@@ -17,7 +17,7 @@
 // writes the answer, so `threads` bounds the connections served at once; at most as many more wait
 // accepted in the queue, and beyond that the accept loop waits (the kernel's listen queue holds
 // the rest). At the request rates a 2-core server reaches, the pool is not the limit
-// (docs/benchmarks.md, REST load test).
+// (docs/benchmarks/serving.md, REST).
 //
 // Thread-safe.
 #pragma once

@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   // Request and response buffers of large calls (MBs) would otherwise be mmap'd and unmapped per
   // call, and every call would fault in and zero its pages again: keep them on the heap for reuse.
   // Measured on 65,536-row Predict calls: 1 ms less server CPU per call, 7% more throughput on the
-  // 2-core box (docs/benchmarks.md).
+  // 2-core box (docs/benchmarks/archive.md, 2026-11-25 15:23 UTC).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Makes the production-shape forests of the nvForest comparison (docs/benchmarks.md, "Prediction
-against nvForest"): wide rows, missing values, many classes, deep leaf-wise LightGBM trees.
+"""Makes the production-shape forests of the nvForest comparison (docs/benchmarks/prediction-gpu.md,
+"Prediction against nvForest"): wide rows, missing values, many classes, deep leaf-wise LightGBM
+trees.
 
   python3 bench/common/make_production_models.py OUT_DIR [--rows N] [--only NAME,...]
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Makes the synthetic XGBoost forests of the selector study (docs/benchmarks.md, "Selector study").
+"""Makes the synthetic XGBoost forests of the selector study (docs/benchmarks/archive.md,
+"Selector study").
 
   python3 bench/common/make_synthetic_models.py OUT_DIR
 

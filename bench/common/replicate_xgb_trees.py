@@ -8,8 +8,8 @@
       writes OUT_PREFIX.txt: the LightGBM text model IN with its trees repeated N times (renumbered;
       the optional tree_sizes line dropped).
 
-Used for the 3-million-leaf load figures in docs/benchmarks.md (adult-large x 7 = 3,145,079 leaves)
-while cal_housing-large is not shipped in /work/shared/bench-models.
+Used for the 3-million-leaf load figures in docs/benchmarks/model-load.md (adult-large x 7 =
+3,145,079 leaves) while cal_housing-large is not shipped in /work/shared/bench-models.
 """
 import json
 import re

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns `grove_predict_bench --mode study` outputs into the selector-study tables of
-docs/benchmarks.md.
+docs/benchmarks/archive.md ("Selector study").
 
   python3 bench/common/study_table.py STUDY.txt...
 

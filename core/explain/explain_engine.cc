@@ -226,9 +226,9 @@ struct StrategyEntry {
 };
 constexpr StrategyEntry kStrategyFactories[] = {
     {"treeshap_gpu", &MakeTreeShapGpuStrategy},
-    {"quadrature_gpu", &MakeQuadratureGpuExplainStrategy},  // issue 7
+    {"quadrature_gpu", &MakeQuadratureGpuExplainStrategy},
     {"treeshap_cpu", &MakeTreeShapCpuStrategy},
-    {"quadrature_cpu", &MakeQuadratureCpuExplainStrategy},  // issue 7
+    {"quadrature_cpu", &MakeQuadratureCpuExplainStrategy},
     {"reference", &MakeReferenceStrategy},
 };
 

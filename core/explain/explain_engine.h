@@ -10,7 +10,7 @@
 // by a factory `ExplainStrategyFactory` from the model's StrategyContext at engine creation. The
 // factories live in one table in explain_engine.cc (kStrategyFactories); adding a strategy is one
 // line there (plus its files), e.g.
-//   {"quadrature", &MakeQuadratureStrategy},
+//   {"quadrature_gpu", &MakeQuadratureGpuExplainStrategy},
 // A factory returns nullptr (or an error, logged and skipped) when the strategy cannot serve the
 // model at all (no GPU, unsupported model). At Explain time:
 //  * ExplainEngineOptions::strategy names a strategy: only that one runs (FAILED_PRECONDITION when

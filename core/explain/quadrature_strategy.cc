@@ -175,7 +175,7 @@ class QuadratureGpuStrategy final : public QuadratureStrategy {
   absl::Status Calibrate(bool measure) {
     const QuadratureModel& model = explainer_->gpu_model().model();
     const WorkCounts work = CountWork(model);
-    // Static guess (H100-like): 3 us fixed, 0.02 ns per work unit.
+    // Static guess (H100-like): 30 us fixed, 0.02 ns per work unit.
     shap_ = {30e-6, 2e-11 * work.shap};
     inter_ = {30e-6, 2e-11 * work.interactions};
     if (!measure) return absl::OkStatus();

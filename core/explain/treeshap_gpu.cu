@@ -307,8 +307,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
   // SHAP values: 8 (the block's rows accumulate in shared memory). Interactions: up to 128, as
   // long as the grid keeps kMinInteractionBlocks blocks: each bin's lane state then serves more
-  // rows (H100, 200 rows: cal_housing-med 0.95x -> 1.95x GPUTreeShap, adult-med 1.27x -> 1.49x at
-  // 128; 512 fell back to 1.14x on adult-med, too few blocks).
+  // rows (on the H100, 128 rows per warp ran the medium models' interactions 1.2-2x faster than 8;
+  // 512 left too few blocks and was slower than 128).
   int RowsPerWarp(int64_t rows, bool interactions) const {
     int r = options_.rows_per_warp;
     if (r <= 0 && !interactions) r = 8;
@@ -349,11 +349,11 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     a.acc_width = acc_width;
     a.d_slot = Compact(interactions) ? d.inter_slot.as<int32_t>() : nullptr;
     if (a.num_bins > 0) {
-      // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic
-      // per entry per block instead of one per lane and row. Measured on the H100
-      // (docs/benchmarks.md, issue 3): 1.3-1.9x faster for SHAP values of models with thousands
-      // of bins; slower for models of a few bins (zeroing and flushing dominate) and never faster
-      // for interactions. Both ways give bitwise identical results (integer sums).
+      // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic per
+      // entry per block instead of one per lane and row. Measured on the H100
+      // (docs/benchmarks/archive.md, 2026-11-22): 1.3-1.9x faster for SHAP values of models with
+      // thousands of bins; slower for models of a few bins (zeroing and flushing dominate) and
+      // never faster for interactions. Both ways give bitwise identical results (integer sums).
       const int64_t shared_bytes = static_cast<int64_t>(a.rows_per_warp) * width * 8;
       a.use_shared = options_.shared_accumulation && !interactions &&
                      a.num_bins >= kSharedMinBins && shared_bytes <= kMaxSharedBytes;

@@ -13,7 +13,7 @@
 // shuffle, one multiply and two FMAs, the Shapley weight loaded once per step for all rows in
 // flight (UnwindRowsTopDown). Per-row selects are folded into per-row constants computed once,
 // so the steps are the same instructions on every lane (ncu: 8.9 G instructions for adult-med's
-// 10,000 rows in double, GPUTreeShap's float kernel 11.5 G; docs/benchmarks.md).
+// 10,000 rows in double, GPUTreeShap's float kernel 11.5 G; docs/benchmarks/shap-gpu.md).
 // Interactions condition on each path element c in turn: the path without c is EXTENDed and
 // UNWOUND, contributions scaled by (o_c - z_c) / 2 go to M[c][j], their negation to M[c][c];
 // the unconditioned phi_i goes to M[i][i].
@@ -387,7 +387,7 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
 }
 
 // The straight-line (top-down) kernel runs at 8 blocks per SM (64 registers, 36 bytes spilled):
-// measured 2-5% faster than at 72 registers and 43% occupancy (docs/benchmarks.md, issue 17).
+// measured 2-5% faster than at 72 registers and 43% occupancy (docs/benchmarks/shap-gpu.md).
 // The composite one keeps the compiler's choice (0: no hint; 68 registers, no spills).
 template <typename T, typename U>
 __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapKernel(KernelArgs a) {

@@ -6,8 +6,8 @@
 // the H100 host) spun for all of it, on the cores gRPC's transport needs when groved and its
 // clients share a host. Sleeping at once cut groved's CPU per such call by 10-20% but added 50-140
 // us to a 256-row call's median (the wake-up, in a KVM guest); polling first keeps small and
-// mid-size calls as fast as spinning and most of the saving for large ones (docs/benchmarks.md,
-// "Tenth part").
+// mid-size calls as fast as spinning and most of the saving for large ones
+// (docs/benchmarks/serving.md, "The GPU engine's wait").
 #pragma once
 
 #include <cuda_runtime_api.h>

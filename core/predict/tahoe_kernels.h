@@ -1,6 +1,7 @@
-// GPU entry points of the four Tahoe inference strategies (Xie et al., EuroSys'21, §5.1). Compiles
-// with g++ (only the CUDA runtime API header is needed); the kernels live in tahoe_kernels.cuh and
-// are launched from tahoe_kernels.cu. Included only from CUDA-enabled translation units.
+// GPU entry points of the five GPU inference strategies: the four of Tahoe (Xie et al., EuroSys'21,
+// §5.1) and row chunk. Compiles with g++ (only the CUDA runtime API header is needed); the kernels
+// live in tahoe_kernels.cuh and are launched from tahoe_kernels.cu. Included only from
+// CUDA-enabled translation units.
 //
 // Strategies (all walk the adaptive format of tahoe_forest.h with the GROVE_HD per-row logic):
 //  * direct: one thread per row walks every tree; nodes and rows read from global memory; no shared
@@ -12,7 +13,12 @@
 //    once and then walks rows from global memory in a grid-stride loop; no reduction;
 //  * splitting shared forest: the forest is cut into parts that fit shared memory; block (x, p)
 //    holds part p and writes per-row partial sums to a workspace, which a second kernel adds in part
-//    order (the global reduction) and finalizes.
+//    order (the global reduction) and finalizes. Scalar forests with inline leaves may run it on
+//    the lane layout instead (tahoe_lane.h: one tree per half-warp lane; TahoeUsesLanes);
+//  * row chunk: a block of 256, 512 or 1024 threads stages a chunk of rows in shared memory and
+//    splits the trees over its thread groups (RowChunkShape, perf_model.h); the groups' sums are
+//    reduced in a fixed order in the block, or, with tree parts, written to the workspace and added
+//    in part order by a second kernel.
 // Every output kind (margin, transformed prediction, leaf ids), every output group and iteration
 // ranges are supported by every strategy.
 //

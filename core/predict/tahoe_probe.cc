@@ -166,7 +166,7 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
   // Within 3% of the fastest, the shape with the most threads per block: on real rows at 1M,
   // 256-thread one-row shapes ran up to 2x slower per row than on the probe's rows at 262,144
   // (prod-wide256: "16" 71M rows/s against 32@512's 147M; the probe had them 1% apart), while
-  // 512- and 1,024-thread shapes held their probed rate (docs/benchmarks.md).
+  // 512- and 1,024-thread shapes held their probed rate (docs/benchmarks/archive.md, 2026-11-25).
   RowChunkShape best;
   double chosen_t = 1e30;
   for (const auto& [t, shape] : finals_timed) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The benchmark scripts docs/benchmarks.md names, run on the CPU:
+"""The benchmark scripts docs/benchmarks/*.md name, run on the CPU:
 
   * bench/common/make_production_models.py makes every production-shape model with its rows, and
     Grove loads each one (`grove inspect`, when GROVE_CLI names the CLI) with the stated shape;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""bench/overload.sh (docs/benchmarks.md, "Overload") run for real on a small model: groved starts,
-the closed loop measures a capacity, one open loop at 2x runs with a deadline, and the table, the
-bench reports and the metrics scrapes are written. Short runs: the machinery is checked, not the
-figures (those need a quiet machine, see docs/benchmarks.md)."""
+"""bench/overload.sh (docs/benchmarks/serving.md, "Overload") run for real on a small model:
+groved starts, the closed loop measures a capacity, one open loop at 2x runs with a deadline, and
+the table, the bench reports and the metrics scrapes are written. Short runs: the machinery is
+checked, not the figures (those need a quiet machine, see docs/benchmarks/serving.md)."""
 import json
 import os
 import subprocess

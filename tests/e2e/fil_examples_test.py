@@ -1,7 +1,7 @@
 """The Triton FIL backend's own client examples, run against groved (CTest e2e_fil_examples).
 
-Issue 18 asks that docs/triton-migration.md be tested by running the FIL backend's client examples
-from its public repository, adapted only in addresses. They are the two notebooks of
+docs/triton-migration.md is tested by running the FIL backend's client examples from its public
+repository, adapted only in addresses. They are the two notebooks of
 https://github.com/triton-inference-server/fil_backend at commit
 d71f8ef1648027c6e0514d45f1969751684528b5 (2026-06-12; its qa/ tests drive Triton through the
 rapids_triton client and its config.pbtxt, not through tritonclient):

@@ -1,4 +1,4 @@
-"""Interventional SHAP served by groved (issue 16) against the local `grove` CLI, bit for bit.
+"""Interventional SHAP served by groved against the local `grove` CLI, bit for bit.
 
 Every corpus case gets a background beside its version directory (rows 40..64 of its X.csv;
 background.csv for half of the cases, background.npy -- numpy.save of the same doubles -- for the

@@ -24,7 +24,7 @@
 namespace grove {
 namespace {
 
-constexpr double kTolerance = 1e-5;  // x max(1, |margin|), the accuracy bound
+constexpr double kTolerance = 1e-5;  // x max(1, |margin|), the accuracy bound
 
 std::vector<float> RunPaths(const PathLayout& l, const std::vector<float>& rows, bool interactions,
                             ThreadPool* pool, int begin = 0, int end = 0) {

@@ -454,8 +454,8 @@ TEST(Convert, KserveVersionsAreCanonicalDecimals) {
   }
 }
 
-// rows x cols must not overflow: with a huge row limit, [2^61, 8] with no data used to pass the
-// size check (2^61 x 8 wraps to 0) and crash the converter.
+// rows x cols must not overflow: with a huge row limit, [2^61, 8] with no data is refused by the
+// size check (2^61 x 8 would wrap to 0 and reach the converter).
 TEST(Convert, ShapeProductsNeverOverflow) {
   registry::ModelConfig config;
   config.max_request_rows = std::numeric_limits<int64_t>::max();

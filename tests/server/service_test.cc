@@ -217,8 +217,8 @@ std::vector<float> RawFloats(const grove::v1::Matrix& m) {
   return out;
 }
 
-// Raw rows (raw_f32 / raw_f64) get raw results equal to what the repeated fields get; the old
-// form (repeated values, the tests above) keeps getting repeated results.
+// Raw rows (raw_f32 / raw_f64) get raw results equal to what the repeated fields get; the
+// repeated form (the tests above) gets repeated results.
 TEST_F(ServerTest, RawTensorsMirrorTheRequestForm) {
   int64_t n, cols;
   std::vector<float> rows = ReadRows(kMultiRows, &n, &cols);

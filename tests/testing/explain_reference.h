@@ -25,7 +25,7 @@ std::vector<float> ReferenceExplanation(const Forest& forest, const std::vector<
                                         int iteration_begin = 0, int iteration_end = 0,
                                         int64_t num_rows = -1);
 
-// The accuracy measure: max over entries of |got - want| / max(1, |margin|), the margin
+// The accuracy measure: max over entries of |got - want| / max(1, |margin|), the margin
 // being the sum of `want`'s block of that row and output (SHAP values: the row's margin;
 // interactions: the interaction matrix's total). Non-finite `got` entries count as infinite; a
 // size mismatch is infinite.
