@@ -19,8 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/explain/interventional.h"
-#include "core/predict/predict.h"
+#include "core/model/outputs.h"
 
 namespace grove::cli {
 

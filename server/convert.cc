@@ -13,9 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/explain/explain.h"
 #include "core/model/double_rows.h"
-#include "core/predict/predict.h"
 #include "nlohmann/json.hpp"
 
 // Raw tensors (grove.v1 raw_f32 / raw_f64, KServe raw contents) are little-endian on the wire and

@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/common/rows.h"
-#include "core/explain/interventional.h"
+#include "core/model/outputs.h"
 #include "core/model/forest.h"
 #include "core/registry/model_registry.h"
 #include "core/serving/shared_memory.h"

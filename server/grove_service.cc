@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/explain/explain.h"
-#include "core/predict/predict.h"
 #include "server/auth.h"
 #include "server/call.h"
 #include "server/convert.h"
@@ -113,14 +111,14 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
   int64_t bytes = 0;
   std::vector<int64_t> widths;
   for (OutputKind k : *outputs) {
-    PredictOptions o;
-    o.kind = k;
-    o.iteration_begin = request->iteration_begin();
-    o.iteration_end = request->iteration_end();
-    widths.push_back(PredictWidth(f, o));
+    RunParams params;
+    params.kind = k;
+    params.iteration_begin = request->iteration_begin();
+    params.iteration_end = request->iteration_end();
+    widths.push_back(model->servable->Width(Operation::kPredict, params));
     bytes = SaturatingAdd(bytes, SaturatingBytes(n, widths.back(), 4));
   }
-  const int64_t explain_width = ExplainWidth(f, false);
+  const int64_t explain_width = model->servable->Width(Operation::kExplain, RunParams());
   const int64_t explained =
       !request->explain() ? 0 : (request->explain_rows_size() > 0 ? request->explain_rows_size() : n);
   // Results into shared memory: margin, prediction, leaf, shap_values, those computed.
@@ -486,11 +484,12 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   const int64_t n = rows->rows;
   const int F = f.num_features;
   const int K = f.num_outputs;
-  const int64_t width = ExplainWidth(f, false);
+  const int64_t width = model->servable->Width(Operation::kExplain, RunParams());
   const bool omit = request.omit_values() && request.top_k() > 0;
   const int k = std::min(request.top_k(), F);
   const bool interactions = request.interactions();
-  const int64_t interactions_width = interactions ? ExplainWidth(f, true) : 0;
+  const int64_t interactions_width =
+      interactions ? model->servable->Width(Operation::kInteractions, RunParams()) : 0;
   // Results into shared memory: values (unless omitted), then interactions.
   if (request.has_output_shared_memory()) {
     std::vector<ResultShape> shapes;

@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/explain/explain.h"
-#include "core/predict/predict.h"
 #include "server/call.h"
 #include "server/convert.h"
 #include "nlohmann/json.hpp"
@@ -449,7 +447,7 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   }
   const int64_t n = state->input.rows.rows;
   const int64_t pred_width = f.PredictionWidth();
-  const int64_t shap_width = ExplainWidth(f, false);
+  const int64_t shap_width = state->model->servable->Width(Operation::kExplain, RunParams());
   // Outputs in shared memory: checked and resolved before anything is queued.
   if (const auto& ref = state->outputs.prediction_shared_memory; ref.has_value()) {
     absl::StatusOr<SharedOutput> out = ResolveOutput(

@@ -94,10 +94,6 @@ absl::Status CheckBackground(const Forest& forest, RowsView background);
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out);
 
-// An output space the model's link supports (kProbability*: not XGBoost multi:softmax, whose
-// output is a class index; kProbabilityLinearized: not softmax, whose per-output rescaling is not
-// additive). INVALID_ARGUMENT naming why otherwise.
-absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
 
 // Whether `space` is the exact probability space proper for this model: kProbability with a
 // link other than the identity (an identity link's probability is the margin over the average

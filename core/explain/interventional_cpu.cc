@@ -38,23 +38,6 @@ bool IsExactSpace(const Forest& forest, OutputSpace space) {
   return space == OutputSpace::kProbability && forest.objective.link != Link::kIdentity;
 }
 
-absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space) {
-  const Link link = forest.objective.link;
-  if (space != OutputSpace::kMargin && link == Link::kArgmax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "output space ", OutputSpaceName(space), ": objective '",
-        forest.objective.name, "' predicts a class index, which has no probability to explain; "
-        "explain the margin (or train multi:softprob)"));
-  }
-  if (space == OutputSpace::kProbabilityLinearized && link == Link::kSoftmax) {
-    return absl::InvalidArgumentError(
-        "output space probability_linearized rescales each output by its own margin change, "
-        "which does not add up under softmax (an output's probability moves with the other "
-        "margins); use the exact output space 'probability'");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ExactPairTooWideError(int64_t row, int64_t background_row, int d) {
   return absl::InvalidArgumentError(absl::StrCat(
       "row ", row, ", background row ", background_row, ": the exact probability space needs all 2^",

@@ -40,6 +40,23 @@ absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name) {
       "unknown output space '", name, "': expected margin, probability or probability_linearized"));
 }
 
+absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space) {
+  const Link link = forest.objective.link;
+  if (space != OutputSpace::kMargin && link == Link::kArgmax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output space ", OutputSpaceName(space), ": objective '",
+        forest.objective.name, "' predicts a class index, which has no probability to explain; "
+        "explain the margin (or train multi:softprob)"));
+  }
+  if (space == OutputSpace::kProbabilityLinearized && link == Link::kSoftmax) {
+    return absl::InvalidArgumentError(
+        "output space probability_linearized rescales each output by its own margin change, "
+        "which does not add up under softmax (an output's probability moves with the other "
+        "margins); use the exact output space 'probability'");
+  }
+  return absl::OkStatus();
+}
+
 const char* ExplainMethodName(ExplainMethod method) {
   return method == ExplainMethod::kInterventional ? "interventional" : "path_dependent";
 }

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/model/forest.h"
 
 namespace grove {
 
@@ -28,6 +30,10 @@ enum class OutputSpace : uint8_t {
 // "margin", "probability", "probability_linearized".
 const char* OutputSpaceName(OutputSpace space);
 absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name);
+// An output space the model's link supports (kProbability*: not XGBoost multi:softmax, whose
+// output is a class index; kProbabilityLinearized: not softmax, whose per-output rescaling is not
+// additive). INVALID_ARGUMENT naming why otherwise.
+absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
 
 // How SHAP expectations are taken: over the training covers stored in the trees (path-dependent
 // TreeSHAP) or over a background data set (interventional).

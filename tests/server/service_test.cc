@@ -412,15 +412,16 @@ TEST_F(ServerTest, ExplainWithTopKBiasAndInteractions) {
 
 // Interventional SHAP of `rows` over examples/rows.csv as background, by the CPU reference.
 std::vector<float> LocalInterventional(const std::vector<float>& rows, int64_t cols,
-                                       OutputSpace space) {
+                                       OutputSpace space, bool interactions = false) {
   ForestPtr f = *LoadModelFile(kDemo);
   absl::StatusOr<Background> bg = LoadBackgroundFile(*f, kDemoRows);
   EXPECT_TRUE(bg.ok()) << bg.status();
   const int64_t n = static_cast<int64_t>(rows.size()) / cols;
-  const int64_t w = ExplainWidth(*f, false);
+  const int64_t w = ExplainWidth(*f, interactions);
   std::vector<float> out(n * w);
   InterventionalOptions o;
   o.output_space = space;
+  o.interactions = interactions;
   EXPECT_TRUE(ExplainInterventionalCpu(*f, bg->view(), MakeRowsView(rows.data(), n, cols), o,
                                        MakeMatrixView(out.data(), n, w), nullptr)
                   .ok());
@@ -486,6 +487,30 @@ TEST_F(ServerTest, InterventionalOverTheModelsBackground) {
   ASSERT_EQ(kresp.raw_output_contents(0).size(), kshap.size() * 4);
   std::memcpy(kshap.data(), kresp.raw_output_contents(0).data(), kshap.size() * 4);
   ExpectClose(kshap, LocalInterventional(rows, cols, OutputSpace::kProbability), 1e-5);
+}
+
+TEST_F(ServerTest, InterventionalInteractionValuesOverTheModelsBackground) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  n = std::min<int64_t>(n, 8);
+  rows.resize(n * cols);
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.set_method(grove::v1::EXPLAIN_METHOD_INTERVENTIONAL);
+  req.set_interactions(true);
+  for (auto [space, proto] : {std::pair{OutputSpace::kMargin, grove::v1::OUTPUT_SPACE_MARGIN},
+                              std::pair{OutputSpace::kProbability,
+                                        grove::v1::OUTPUT_SPACE_PROBABILITY}}) {
+    req.set_output_space(proto);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ExpectClose(resp.interactions().values(), LocalInterventional(rows, cols, space, true), 1e-5);
+    // The values are the interactions' row sums: the interventional SHAP values.
+    ExpectClose(resp.values().values(), LocalInterventional(rows, cols, space), 1e-4);
+  }
 }
 
 TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Checks the include layering of the code base (docs/engineering.md, "Layers").
+
+Every folder below may include only the folders its rule lists (itself always). A violation is
+printed as "path:line: <folder> may not include <target>" and the exit status is 1. Tests, benches
+and fuzzers may include anything; they are not checked.
+
+Usage: scripts/check_layers.py [repository root]
+"""
+import os
+import re
+import sys
+
+# folder -> the folders it may include (besides itself).
+RULES = {
+    "core/common": set(),
+    "core/gpu": {"core/common"},
+    "core/io": {"core/common"},
+    "core/model": {"core/common", "core/io"},
+    "core/predict": {"core/common", "core/gpu", "core/io", "core/model"},
+    "core/explain": {"core/common", "core/gpu", "core/io", "core/model"},
+    "core/servable": {"core/common", "core/gpu", "core/io", "core/model", "core/predict",
+                      "core/explain"},
+    "core/auth": {"core/common", "core/io"},
+    "core/batching": {"core/common"},
+    "core/registry": {"core/common", "core/gpu", "core/io", "core/model", "core/batching",
+                      "core/servable"},
+    "core/serving": {"core/common", "core/gpu", "core/io", "core/model", "core/batching",
+                     "core/servable", "core/registry"},
+    "server": {"core/common", "core/gpu", "core/io", "core/model", "core/auth", "core/batching",
+               "core/servable", "core/registry", "core/serving"},
+    "client": {"core/common", "core/gpu", "core/io", "core/model", "core/servable"},
+    "python": {"core/common", "core/gpu", "core/io", "core/model", "core/servable"},
+}
+# What an include names: the first two components under core/, else the top folder.
+PROJECT_TOPS = {"core", "server", "client", "python", "tests", "bench"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCES = (".h", ".cc", ".cu", ".cuh")
+
+
+def folder_of(path):
+    parts = path.split("/")
+    if parts[0] == "core" and len(parts) > 2:
+        return "core/" + parts[1]
+    return parts[0]
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))
+    problems = []
+    checked = 0
+    for folder in RULES:
+        base = os.path.join(root, folder)
+        for dirpath, _, files in os.walk(base):
+            for name in sorted(files):
+                if not name.endswith(SOURCES):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                own = folder_of(rel)
+                if own != folder:
+                    continue  # a nested folder with a rule of its own (none today)
+                checked += 1
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for line_no, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m or m.group(1).split("/")[0] not in PROJECT_TOPS:
+                            continue
+                        target = folder_of(m.group(1))
+                        if target != folder and target not in RULES[folder]:
+                            problems.append(f"{rel}:{line_no}: {folder} may not include {target} "
+                                            f"({m.group(1)})")
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check_layers: {len(problems)} include(s) break the layering "
+              "(docs/engineering.md, Layers)", file=sys.stderr)
+        return 1
+    print(f"check_layers: {checked} files follow the layering")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

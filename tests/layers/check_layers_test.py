@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""scripts/check_layers.py passes on the repository and fails on each rule broken on purpose."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT, ROOT = sys.argv[1], sys.argv[2]
+
+
+def run(root):
+    return subprocess.run([sys.executable, SCRIPT, root], capture_output=True, text=True)
+
+
+class CheckLayersTest(unittest.TestCase):
+    def test_repository_follows_the_layers(self):
+        r = run(ROOT)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_each_broken_rule_is_named(self):
+        # (file, include) pairs that break the rules of docs/engineering.md.
+        cases = [
+            ("core/registry/r.h", "core/explain/paths.h"),
+            ("core/serving/s.cc", "core/predict/predict.h"),
+            ("python/m.cc", "client/cli_local.h"),
+            ("core/explain/e.cc", "core/predict/predict.h"),
+            ("server/x.cc", "core/explain/explain_engine.h"),
+            ("core/model/m.h", "core/servable/servable.h"),
+        ]
+        for path, include in cases:
+            with self.subTest(path=path, include=include), tempfile.TemporaryDirectory() as d:
+                os.makedirs(os.path.join(d, os.path.dirname(path)))
+                with open(os.path.join(d, path), "w") as f:
+                    f.write('#include <vector>\n#include "absl/status/status.h"\n')
+                    f.write(f'#include "{include}"\n')
+                r = run(d)
+                self.assertEqual(r.returncode, 1, r.stdout)
+                self.assertIn(f"{path}:3: ", r.stdout)
+                self.assertIn(include, r.stdout)
+
+    def test_allowed_includes_pass(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "core/registry"))
+            with open(os.path.join(d, "core/registry/r.h"), "w") as f:
+                f.write('#include "core/servable/servable.h"\n#include "core/registry/x.h"\n')
+            self.assertEqual(run(d).returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]])

@@ -1,0 +1,264 @@
+// The Servable: every operation of every model shape answers what the engines' references do,
+// whichever way its engines are built (at load or on first use, CPU or GPU), and its errors say
+// what is missing.
+#include "core/servable/servable.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "core/explain/interventional.h"
+#include "core/model/loader.h"
+#include "core/predict/predict.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Golden(const std::string& name) {
+  return absl::StrCat(GROVE_SOURCE_DIR, "/tests/golden/", name);
+}
+
+ForestPtr LoadGolden(const std::string& file) {
+  absl::StatusOr<ForestPtr> f = LoadModelFile(Golden(file));
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? *f : nullptr;
+}
+
+std::shared_ptr<const Background> BackgroundOf(const Forest& forest, int64_t rows) {
+  auto bg = std::make_shared<Background>();
+  bg->rows = rows;
+  bg->cols = forest.num_features;
+  bg->values = testing::MakeRandomRows(forest, rows, /*seed=*/11);
+  return bg;
+}
+
+EngineOptions Options(EngineBuild build, Device device = Device::kAuto) {
+  EngineOptions o;
+  o.build = build;
+  o.device = device;
+  return o;
+}
+
+// What the CPU references give for `op` over `rows` (the oracle of every operation).
+std::vector<float> Reference(const Forest& forest, const Background* bg, Operation op,
+                             const RunParams& p, const std::vector<float>& rows, int64_t width) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / forest.num_features;
+  std::vector<float> out(n * width);
+  const RowsView view = MakeRowsView(rows.data(), n, forest.num_features);
+  const MatrixView<float> m = MakeMatrixView(out.data(), n, width);
+  absl::Status s;
+  switch (op) {
+    case Operation::kPredict: {
+      PredictOptions o;
+      o.kind = p.kind;
+      o.iteration_begin = p.iteration_begin;
+      o.iteration_end = p.iteration_end;
+      s = PredictCpu(forest, view, o, m, nullptr);
+      break;
+    }
+    case Operation::kExplain:
+    case Operation::kInteractions: {
+      ExplainOptions o;
+      o.interactions = op == Operation::kInteractions;
+      o.iteration_begin = p.iteration_begin;
+      o.iteration_end = p.iteration_end;
+      s = ExplainCpuReference(forest, view, o, m, nullptr);
+      break;
+    }
+    case Operation::kInterventional:
+    case Operation::kInterventionalInteractions: {
+      InterventionalOptions o;
+      o.output_space = p.output_space;
+      o.interactions = op == Operation::kInterventionalInteractions;
+      o.iteration_begin = p.iteration_begin;
+      o.iteration_end = p.iteration_end;
+      s = ExplainInterventionalCpu(forest, bg->view(), view, o, m, nullptr);
+      break;
+    }
+  }
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = 1e-4 * std::max(1.0, std::fabs(double{want[i]}));
+    ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
+  }
+}
+
+// Every operation of every model, both build modes: the conformance table of the Servable.
+TEST(ServableTest, EveryOperationAnswersWhatTheReferenceDoes) {
+  ThreadPool pool(2);
+  const std::vector<std::string> models = {"xgb_regression/model.json",
+                                           "xgb_multiclass3/model.json",
+                                           "lgb_zero_as_missing/model.txt",
+                                           "xgb_categorical/model.json"};
+  for (const std::string& file : models) {
+    ForestPtr forest = LoadGolden(file);
+    ASSERT_NE(forest, nullptr);
+    std::shared_ptr<const Background> bg = BackgroundOf(*forest, 5);
+    const std::vector<float> rows = testing::MakeRandomRows(*forest, 7, /*seed=*/3);
+    for (EngineBuild build : {EngineBuild::kAtLoad, EngineBuild::kOnFirstUse}) {
+      absl::StatusOr<ServablePtr> servable = BuildServable(forest, bg, Options(build), &pool);
+      ASSERT_TRUE(servable.ok()) << file << ": " << servable.status();
+      EXPECT_EQ((*servable)->background_rows(), 5);
+      for (int i = 0; i < kNumOperations; ++i) {
+        const Operation op = static_cast<Operation>(i);
+        RunParams p;
+        if (op == Operation::kPredict) p.kind = OutputKind::kMargin;
+        const int64_t width = (*servable)->Width(op, p);
+        const std::string what = absl::StrCat(file, " ", OperationName(op), " build ",
+                                              static_cast<int>(build));
+        ASSERT_TRUE((*servable)->Available(op).ok()) << what << ": " << (*servable)->Available(op);
+        std::vector<float> out(7 * width);
+        RunInfo info;
+        ASSERT_TRUE((*servable)
+                        ->Run(op, p, MakeRowsView(rows.data(), 7, forest->num_features),
+                              MakeMatrixView(out.data(), 7, width), &info)
+                        .ok())
+            << what;
+        EXPECT_FALSE(info.device.empty()) << what;
+        ExpectClose(out, Reference(*forest, bg.get(), op, p, rows, width), what);
+        EXPECT_THAT((*servable)->Describe(op), ::testing::Not(HasSubstr("unavailable"))) << what;
+      }
+    }
+  }
+}
+
+TEST(ServableTest, PredictRowEqualsABatchOfOne) {
+  ForestPtr forest = LoadGolden("xgb_multiclass3/model.json");
+  ASSERT_NE(forest, nullptr);
+  absl::StatusOr<ServablePtr> s =
+      BuildServable(forest, nullptr, Options(EngineBuild::kOnFirstUse), nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::vector<float> rows = testing::MakeRandomRows(*forest, 4, /*seed=*/5);
+  RunParams p;
+  const int64_t w = (*s)->Width(Operation::kPredict, p);
+  for (int64_t r = 0; r < 4; ++r) {
+    std::vector<float> one(w), batch(w);
+    const float* row = rows.data() + r * forest->num_features;
+    ASSERT_TRUE((*s)->PredictRow(row, p, one.data()).ok());
+    ASSERT_TRUE((*s)
+                    ->Run(Operation::kPredict, p, MakeRowsView(row, 1, forest->num_features),
+                          MakeMatrixView(batch.data(), 1, w), nullptr)
+                    .ok());
+    EXPECT_EQ(one, batch);
+  }
+}
+
+TEST(ServableTest, UnknownStrategiesAndDevicesFailTheBuild) {
+  ForestPtr forest = LoadGolden("xgb_regression/model.json");
+  ASSERT_NE(forest, nullptr);
+  for (EngineBuild build : {EngineBuild::kAtLoad, EngineBuild::kOnFirstUse}) {
+    EngineOptions o = Options(build);
+    o.predict_strategy = "warp_drive";
+    absl::StatusOr<ServablePtr> s = BuildServable(forest, nullptr, o, nullptr);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr("warp_drive"));
+    o = Options(build);
+    o.explain_strategy = "magic";
+    s = BuildServable(forest, nullptr, o, nullptr);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr("explanation strategy 'magic'"));
+    o = Options(build);
+    o.interventional_strategy = "psychic";
+    s = BuildServable(forest, nullptr, o, nullptr);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr("psychic"));
+  }
+#if !defined(GROVE_HAVE_CUDA)
+  absl::StatusOr<ServablePtr> gpu =
+      BuildServable(forest, nullptr, Options(EngineBuild::kAtLoad, Device::kGpu), nullptr);
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(gpu.status().message(), HasSubstr("no CUDA engines"));
+#endif
+}
+
+TEST(ServableTest, WhatIsMissingIsSaidPerOperation) {
+  // Linear leaves: predictions serve, explanations of every kind say why they cannot.
+  ForestPtr linear = LoadGolden("lgb_linear_tree/model.txt");
+  ASSERT_NE(linear, nullptr);
+  absl::StatusOr<ServablePtr> s = BuildServable(linear, BackgroundOf(*linear, 3),
+                                                Options(EngineBuild::kAtLoad), nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*s)->Available(Operation::kPredict).ok());
+  EXPECT_EQ((*s)->Explainable().code(), absl::StatusCode::kFailedPrecondition);
+  for (Operation op : {Operation::kExplain, Operation::kInteractions, Operation::kInterventional,
+                       Operation::kInterventionalInteractions}) {
+    EXPECT_EQ((*s)->Available(op).code(), absl::StatusCode::kFailedPrecondition)
+        << OperationName(op);
+    EXPECT_THAT((*s)->Describe(op), HasSubstr("unavailable: ")) << OperationName(op);
+  }
+  // No background: the interventional operations say so, in the caller's words when given.
+  ForestPtr forest = LoadGolden("xgb_regression/model.json");
+  EngineOptions o = Options(EngineBuild::kOnFirstUse);
+  o.no_background_message = "add m/background.csv";
+  s = BuildServable(forest, nullptr, o, nullptr);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->Available(Operation::kInterventional).message(), "add m/background.csv");
+  EXPECT_TRUE((*s)->Available(Operation::kExplain).ok());
+}
+
+TEST(ServableTest, WithBackgroundSharesTheEnginesAndChecksTheRows) {
+  ForestPtr forest = LoadGolden("xgb_regression/model.json");
+  absl::StatusOr<ServablePtr> s =
+      BuildServable(forest, nullptr, Options(EngineBuild::kAtLoad), nullptr);
+  ASSERT_TRUE(s.ok());
+  const std::string predict = (*s)->Describe(Operation::kPredict);
+  absl::StatusOr<ServablePtr> with = (*s)->WithBackground(BackgroundOf(*forest, 4));
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ((*with)->background_rows(), 4);
+  EXPECT_TRUE((*with)->Available(Operation::kInterventional).ok());
+  EXPECT_EQ((*with)->Describe(Operation::kPredict), predict);
+  EXPECT_EQ((*s)->background_rows(), 0);  // the original keeps none
+  // A background of another width names its file.
+  auto bad = std::make_shared<Background>();
+  bad->path = "bg.csv";
+  bad->rows = 1;
+  bad->cols = forest->num_features + 1;
+  bad->values.assign(bad->cols, 0.f);
+  absl::StatusOr<ServablePtr> refused = (*s)->WithBackground(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("bg.csv: "));
+}
+
+// Engines built on first use are built once, whichever threads ask first.
+TEST(ServableTest, FirstUseFromManyThreadsBuildsOnceAndAnswersAlike) {
+  ForestPtr forest = LoadGolden("xgb_multiclass3/model.json");
+  absl::StatusOr<ServablePtr> s =
+      BuildServable(forest, BackgroundOf(*forest, 3), Options(EngineBuild::kOnFirstUse), nullptr);
+  ASSERT_TRUE(s.ok());
+  const std::vector<float> rows = testing::MakeRandomRows(*forest, 3, /*seed=*/9);
+  constexpr int kThreads = 8;
+  std::vector<std::vector<float>> outs(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const Operation op = t % 2 ? Operation::kExplain : Operation::kInterventional;
+      const int64_t w = (*s)->Width(op, RunParams());
+      outs[t].resize(3 * w);
+      EXPECT_TRUE((*s)
+                      ->Run(op, RunParams(), MakeRowsView(rows.data(), 3, forest->num_features),
+                            MakeMatrixView(outs[t].data(), 3, w), nullptr)
+                      .ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 2; t < kThreads; ++t) EXPECT_EQ(outs[t], outs[t % 2]) << t;
+}
+
+}  // namespace
+}  // namespace grove
