@@ -14,11 +14,11 @@ case "${1:-}" in
   *) echo "usage: scripts/install-deps.sh [--build-only]" >&2; exit 2 ;;
 esac
 
-# Configuring a preset needs GoogleTest, Google Benchmark and Python 3 too (the test and bench targets).
+# Configuring a preset needs GoogleTest and Python 3 too (the test targets).
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libcpp-httplib-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libabsl-dev prometheus-cpp-dev libcpp-httplib-dev libgtest-dev libgmock-dev googletest
   libsimdjson-dev nlohmann-json3-dev zlib1g-dev libssl-dev libc-ares-dev libre2-dev
   python3
 )

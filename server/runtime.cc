@@ -14,7 +14,6 @@ Runtime::Runtime(RuntimeOptions options, Metrics* metrics)
       metrics_(metrics),
       clock_(options_.clock != nullptr ? options_.clock : batching::RealClock::Get()),
       observer_(metrics) {
-  strict_readiness_ = options_.strict_readiness;
   pool_ = std::make_unique<ThreadPool>(options_.compute_threads,
                                        options_.serving.compute_priority);
   serving::HostBufferOptions buffers;
@@ -124,7 +123,7 @@ void Runtime::BeginShutdown() {
 
 bool Runtime::ServerReady() const {
   if (!ready_.load() || shutting_down_.load()) return false;
-  if (strict_readiness_.load() && registry_ != nullptr && !registry_->AllReady()) return false;
+  if (options_.strict_readiness && registry_ != nullptr && !registry_->AllReady()) return false;
   return true;
 }
 

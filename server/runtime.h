@@ -100,7 +100,6 @@ class Runtime final : public registry::RegistryListener {
   // Health reports NOT_SERVING everywhere from now on (first phase of a graceful shutdown); work is
   // still accepted.
   void BeginShutdown();
-  void set_strict_readiness(bool strict) { strict_readiness_ = strict; }
   // Server readiness now: ready(), not shutting down and, with strict readiness, every model ready.
   bool ServerReady() const;
   // Model `name` has a serving version and the server is not shutting down.
@@ -153,7 +152,6 @@ class Runtime final : public registry::RegistryListener {
 
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> strict_readiness_{true};
 
   absl::Mutex control_mu_;
   std::deque<absl::AnyInvocable<void() &&>> control_queue_ ABSL_GUARDED_BY(control_mu_);
