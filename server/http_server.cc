@@ -1,26 +1,38 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "core/common/log.h"
 #include "core/io/file.h"
 #include "httplib.h"
+#include "openssl/err.h"
 #include "openssl/ssl.h"
 #include "openssl/x509.h"
 #include "server/call.h"
@@ -30,24 +42,205 @@
 namespace grove::server {
 namespace {
 
+// When a connection waits for a worker, a connection that has sent nothing of a request, or only
+// part of its head, for this long may be closed for it (a kept-alive one that finished its last
+// request may be closed at once): long enough that a client whose request is on its way is not
+// cut, short enough that slow clients cannot keep new ones out.
+constexpr absl::Duration kEvictableAfter = absl::Seconds(1);
+// How often waiting connections look for one to close when none could be closed yet.
+constexpr absl::Duration kEvictionInterval = absl::Milliseconds(100);
+// After an answer that closes a connection whose request was not read whole, the rest is read
+// and dropped for at most this long and this many bytes, so that a client still sending reads
+// the answer instead of a reset connection.
+constexpr absl::Duration kLingerTime = absl::Seconds(2);
+constexpr int64_t kLingerBytes = int64_t{4} << 20;
+// The kernel's queue of connections not yet accepted (cpp-httplib's own is 5).
+constexpr int kListenBacklog = 1024;
+
+}  // namespace
+
+enum class Phase { kIdle, kHead, kBusy };
+
+// One accepted connection, owned by the worker serving it (on its stack); the table points to it
+// while it is open.
+struct Connection {
+  explicit Connection(int fd) : fd(fd) {}
+  const int fd;
+  // Guarded by the table's mutex.
+  Phase phase = Phase::kIdle;
+  absl::Time since = absl::Now();    // when it entered `phase`
+  bool served = false;               // it answered a request (an idle one is kept alive)
+  bool closing = false;              // evicted or cut: its socket is shut down
+  std::shared_ptr<serving::CallState> call;  // the inference it waits for
+};
+
+// The open connections, what each is doing, and the server's stop state. Thread-safe.
+class ConnectionTable {
+ public:
+  // False when the server is stopping (the connection is closed unserved).
+  bool Add(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    c->since = absl::Now();
+    live_.insert(c);
+    return true;
+  }
+  void Remove(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    live_.erase(c);
+  }
+  // The connection waits for its next request. False: close it instead (stopping, evicted, or
+  // kept alive while an accepted connection waits for a worker).
+  bool EnterIdle(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (c->closing || stopping_ || (c->served && waiting_.load() > 0)) return false;
+    c->phase = Phase::kIdle;
+    c->since = absl::Now();
+    return true;
+  }
+  // Its next request began (a first byte arrived). False when it was closed meanwhile.
+  bool EnterHead(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (c->closing) return false;
+    c->phase = Phase::kHead;
+    c->since = absl::Now();
+    return true;
+  }
+  // Its request head arrived: it is being served until its answer is written.
+  void EnterBusy(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    c->phase = Phase::kBusy;
+    c->since = absl::Now();
+    c->served = true;
+  }
+  // Closes one connection for a connection waiting for a worker: the kept-alive idle one idle
+  // longest, or else the one idle or in its request head for longest, kEvictableAfter or more.
+  // False when none may be closed.
+  bool EvictOne() {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    Connection* best = nullptr;
+    auto better = [&](Connection* c) {
+      if (c->closing || c->phase == Phase::kBusy) return false;
+      const bool kept = c->phase == Phase::kIdle && c->served;
+      if (!kept && now - c->since < kEvictableAfter) return false;
+      if (best == nullptr) return true;
+      const bool best_kept = best->phase == Phase::kIdle && best->served;
+      if (kept != best_kept) return kept;
+      return c->since < best->since;
+    };
+    for (Connection* c : live_) {
+      if (better(c)) best = c;
+    }
+    if (best == nullptr) return false;
+    CloseLocked(best);
+    return true;
+  }
+  // The inference `c` now waits for (null: none). Cancelled at once after CutAll.
+  void SetCall(Connection* c, std::shared_ptr<serving::CallState> call) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cut_ || call == nullptr) {
+        c->call = std::move(call);
+        return;
+      }
+    }
+    call->Cancel();
+  }
+  // No connection is added from now on; idle ones are closed, the others close after their
+  // answer (EnterIdle refuses).
+  void BeginStop() {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (Connection* c : live_) {
+      if (c->phase == Phase::kIdle) CloseLocked(c);
+    }
+  }
+  // Shuts down every open connection and cancels the calls they wait for.
+  void CutAll() {
+    std::vector<std::shared_ptr<serving::CallState>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      cut_ = true;
+      for (Connection* c : live_) {
+        CloseLocked(c);
+        if (c->call != nullptr) calls.push_back(std::move(c->call));
+      }
+    }
+    for (auto& call : calls) call->Cancel();  // outside the lock: hooks take queue locks
+  }
+  bool stopping() {
+    absl::MutexLock lock(&mu_);
+    return stopping_;
+  }
+  int size() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(live_.size());
+  }
+  // Accepted connections that no free worker will take (set by the task queue).
+  void set_waiting(int n) { waiting_.store(n); }
+
+ private:
+  void CloseLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (c->closing) return;
+    c->closing = true;
+    // Wakes the worker's poll; the worker closes the descriptor (after Remove, so never here
+    // after it was closed).
+    ::shutdown(c->fd, SHUT_RDWR);
+  }
+
+  absl::Mutex mu_;
+  absl::flat_hash_set<Connection*> live_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int> waiting_{0};
+};
+
+namespace {
+
 // The connection tasks: `threads` workers and at most as many tasks waiting; a further connection
 // waits in the accept loop (enqueue blocks without holding the lock), so the kernel's listen queue
-// holds the rest instead of an unbounded list here.
-class BoundedTaskQueue final : public httplib::TaskQueue {
+// holds the rest instead of an unbounded list here. A task that would wait closes a connection
+// that is idle or slow for it (ConnectionTable::EvictOne), when it arrives and then every
+// kEvictionInterval until a worker takes it.
+class ConnectionQueue final : public httplib::TaskQueue {
  public:
-  explicit BoundedTaskQueue(int threads) : limit_(static_cast<size_t>(threads)) {
+  ConnectionQueue(int threads, ConnectionTable* table)
+      : workers_limit_(static_cast<size_t>(threads)), table_(table) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
   }
-  ~BoundedTaskQueue() override { shutdown(); }
+  ~ConnectionQueue() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](BoundedTaskQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-          return q->stop_ || q->tasks_.size() < q->limit_;
-        },
-        this));
-    if (!stop_) tasks_.push_back(std::move(fn));
+    while (!stop_ && tasks_.size() >= workers_limit_) {
+      table_->EvictOne();
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](ConnectionQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+                                 return q->stop_ || q->tasks_.size() < q->workers_limit_;
+                               },
+                               this),
+                           kEvictionInterval);
+    }
+    if (stop_) {
+      mu_.Unlock();
+      fn();  // closes the connection at once: the table is stopping
+      mu_.Lock();
+      return;
+    }
+    tasks_.push_back(std::move(fn));
+    if (UpdateStarved() > 0) table_->EvictOne();
+  }
+
+  // The accept loop calls this when no connection arrived for an idle interval.
+  void on_idle() override {
+    bool waiting;
+    {
+      absl::MutexLock lock(&mu_);
+      waiting = busy_ + tasks_.size() > workers_limit_;
+    }
+    if (waiting) table_->EvictOne();
   }
 
   void shutdown() override {
@@ -67,23 +260,435 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](BoundedTaskQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            +[](ConnectionQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
               return q->stop_ || !q->tasks_.empty();
             },
             this));
         if (tasks_.empty()) return;  // stopping, and every accepted connection was served
         fn = std::move(tasks_.front());
         tasks_.pop_front();
+        ++busy_;
       }
       fn();
+      absl::MutexLock lock(&mu_);
+      --busy_;
+      UpdateStarved();
     }
   }
 
-  const size_t limit_;
+  // Tells the table how many accepted connections no free worker will take; returns it.
+  size_t UpdateStarved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t starved =
+        busy_ + tasks_.size() > workers_limit_ ? busy_ + tasks_.size() - workers_limit_ : 0;
+    table_->set_waiting(static_cast<int>(starved));
+    return starved;
+  }
+
+  const size_t workers_limit_;
+  ConnectionTable* const table_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  size_t busy_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
+};
+
+const char* Reason(int status) {
+  switch (status) {
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    default: return "Bad Request";
+  }
+}
+
+std::string Address(const sockaddr_storage& addr, int* port) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+    *port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+    *port = ntohs(a->sin6_port);
+  }
+  return text;
+}
+
+// One connection's bytes for cpp-httplib to parse: the socket (non-blocking) read and written
+// here, with or without TLS, under the bounds of HttpServer (the head scanner, the request and
+// response deadlines, body admission). A bound passed is answered here, with the connection
+// closed after it; cpp-httplib then sees a failed read and its own answer is dropped.
+// Used by its worker thread only, but for SetCall's table.
+class ConnectionStream final : public httplib::Stream {
+ public:
+  ConnectionStream(const HttpOptions& options, Runtime* runtime, ConnectionTable* table,
+                   Connection* conn)
+      : options_(options), runtime_(runtime), table_(table), conn_(conn),
+        scanner_(options.head) {}
+  ~ConnectionStream() override {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+
+  // TLS: the handshake, within the request timeout. False: close the connection.
+  bool Handshake(SSL_CTX* ctx) {
+    ssl_ = SSL_new(ctx);
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, conn_->fd) != 1) return false;
+    SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    const absl::Time deadline = absl::Now() + options_.request_timeout;
+    while (true) {
+      const int r = SSL_accept(ssl_);
+      if (r == 1) return true;
+      if (!WaitFor(SSL_get_error(ssl_, r), deadline)) return false;
+    }
+  }
+  SSL* ssl() const { return ssl_; }
+
+  // Waits up to the keep-alive timeout for the next request's first byte. False: close the
+  // connection (timed out, closed by the client or by the table).
+  bool NextRequest() {
+    scanner_.Reset();
+    head_done_ = false;
+    admitted_ = false;
+    body_limit_ = -1;
+    json_bytes_ = 0;
+    limit_flag_ = "";
+    body_bytes_ = 0;
+    reserved_ = 0;
+    reservations_.clear();
+    write_deadline_ = absl::InfiniteFuture();
+    if (!table_->EnterIdle(conn_)) return false;
+    if (begin_ == end_ && (ssl_ == nullptr || SSL_pending(ssl_) == 0)) {
+      if (!Poll(POLLIN, absl::Now() + options_.keep_alive_timeout)) return false;
+    }
+    if (!table_->EnterHead(conn_)) return false;
+    read_deadline_ = absl::Now() + options_.request_timeout;
+    return true;
+  }
+
+  // The request's body is admitted before it is read: `announced` bytes (0: chunked, counted as
+  // they arrive), at most `limit` (-1: what Content-Length announced), held against the memory
+  // budget until the
+  // request is answered. Its first `json_bytes` bytes are JSON, each costing kJsonBodyCost.
+  // `limit_flag` names the limit in the 413 answer. RESOURCE_EXHAUSTED when the budget is spent.
+  absl::Status AdmitBody(int64_t announced, int64_t limit, int64_t json_bytes,
+                         const char* limit_flag) {
+    admitted_ = true;
+    body_limit_ = limit;
+    json_bytes_ = json_bytes;
+    limit_flag_ = limit_flag;
+    return announced > 0 ? Reserve(announced) : absl::OkStatus();
+  }
+
+  void SetCall(std::shared_ptr<serving::CallState> call) { table_->SetCall(conn_, std::move(call)); }
+  // The connection closes after this answer (its request was not read whole).
+  void CloseAfterAnswer() { close_ = true; }
+  bool close_after_answer() const { return close_; }
+  bool refused() const { return refused_; }
+
+  // Closes the connection: TLS close_notify, the end of our side, the client's unread bytes
+  // dropped (kLingerTime, kLingerBytes) when its request was not read whole, then close.
+  void Close(bool clean) {
+    if (ssl_ != nullptr && clean && !refused_) SSL_shutdown(ssl_);
+    if (close_ && !table_->stopping()) {
+      ::shutdown(conn_->fd, SHUT_WR);
+      const absl::Time deadline = absl::Now() + kLingerTime;
+      char scratch[16384];
+      int64_t dropped = 0;
+      while (dropped < kLingerBytes && Poll(POLLIN, deadline)) {
+        const ssize_t n = ::recv(conn_->fd, scratch, sizeof(scratch), 0);
+        if (n > 0) {
+          dropped += n;
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          break;
+        }
+      }
+    }
+  }
+
+  bool is_readable() const override { return !refused_; }
+  bool is_writable() const override { return !refused_; }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (refused_) return -1;
+    if (begin_ == end_) {
+      const ssize_t got = Fill();
+      if (got <= 0) return got;
+    }
+    size_t n = std::min(size, end_ - begin_);
+    if (!head_done_) {
+      for (size_t i = 0; i < n; ++i) {
+        const HeadScanner::State s = scanner_.Feed(buffer_[begin_ + i]);
+        if (s == HeadScanner::State::kRefused) {
+          Refuse(scanner_.status(), scanner_.message());
+          return -1;
+        }
+        if (s == HeadScanner::State::kDone) {
+          n = i + 1;
+          head_done_ = true;
+          table_->EnterBusy(conn_);
+          break;
+        }
+      }
+    } else {
+      body_bytes_ += static_cast<int64_t>(n);
+      if (body_limit_ >= 0 && body_bytes_ > body_limit_) {
+        Refuse(413, absl::StrCat("the request body is larger than the limit of ", body_limit_,
+                                 " bytes (", limit_flag_, ")"));
+        return -1;
+      }
+      if (admitted_ && body_bytes_ > reserved_) {
+        // Grown by doubling (from 64 KiB), so that a chunked body takes few reservations.
+        const int64_t want = std::max({body_bytes_, 2 * reserved_, int64_t{64} << 10});
+        if (absl::Status s = Reserve(want); !s.ok()) {
+          Refuse(429, s.message());
+          return -1;
+        }
+      }
+    }
+    std::memcpy(ptr, buffer_.data() + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (refused_) return -1;
+    if (write_deadline_ == absl::InfiniteFuture()) {
+      write_deadline_ = absl::Now() + options_.request_timeout;
+    }
+    return RawWrite(ptr, size, write_deadline_);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getpeername(conn_->fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      ip = Address(addr, &port);
+    }
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getsockname(conn_->fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      ip = Address(addr, &port);
+    }
+  }
+  socket_t socket() const override { return conn_->fd; }
+
+ private:
+  // What the first `bytes` bytes of the body cost the memory budget.
+  int64_t Cost(int64_t bytes) const {
+    const int64_t json = std::min(bytes, json_bytes_);
+    if (json > INT64_MAX / (2 * kJsonBodyCost)) return INT64_MAX / 2;
+    return json * kJsonBodyCost + (bytes - json);
+  }
+
+  // Extends the body's reservation to its first `bytes` bytes.
+  absl::Status Reserve(int64_t bytes) {
+    absl::StatusOr<serving::MemoryReservation> r =
+        runtime_->ReserveReceivedBytes(Cost(bytes) - Cost(reserved_));
+    if (!r.ok()) return r.status();
+    reservations_.push_back(*std::move(r));
+    reserved_ = bytes;
+    return absl::OkStatus();
+  }
+
+  // Reads what the socket holds into the buffer, waiting until the request's deadline.
+  ssize_t Fill() {
+    begin_ = end_ = 0;
+    while (true) {
+      ssize_t n;
+      int ssl_error = SSL_ERROR_NONE;
+      if (ssl_ != nullptr) {
+        ERR_clear_error();
+        n = SSL_read(ssl_, buffer_.data(), static_cast<int>(buffer_.size()));
+        if (n <= 0) {
+          ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
+          if (ssl_error == SSL_ERROR_ZERO_RETURN) return 0;
+          if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
+        }
+      } else {
+        n = ::recv(conn_->fd, buffer_.data(), buffer_.size(), 0);
+        if (n == 0) return 0;
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+          ssl_error = SSL_ERROR_WANT_READ;
+        }
+      }
+      if (n > 0) {
+        end_ = static_cast<size_t>(n);
+        return n;
+      }
+      if (!WaitFor(ssl_error, read_deadline_)) {
+        if (absl::Now() >= read_deadline_) {
+          Refuse(408, absl::StrCat("the request did not arrive within ",
+                                   absl::ToInt64Seconds(options_.request_timeout),
+                                   " s (--http_timeout_seconds)"));
+        }
+        return -1;
+      }
+    }
+  }
+
+  ssize_t RawWrite(const char* ptr, size_t size, absl::Time deadline) {
+    while (true) {
+      ssize_t n;
+      int ssl_error = SSL_ERROR_WANT_WRITE;
+      if (ssl_ != nullptr) {
+        ERR_clear_error();
+        n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        if (n > 0) return n;
+        ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
+        if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
+      } else {
+        n = ::send(conn_->fd, ptr, size, MSG_NOSIGNAL);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      }
+      if (!WaitFor(ssl_error, deadline)) return -1;
+    }
+  }
+
+  // Waits for what `ssl_error` (SSL_ERROR_WANT_READ / WANT_WRITE) asks for until `deadline`.
+  bool WaitFor(int ssl_error, absl::Time deadline) {
+    if (ssl_error == SSL_ERROR_WANT_READ) return Poll(POLLIN, deadline);
+    if (ssl_error == SSL_ERROR_WANT_WRITE) return Poll(POLLOUT, deadline);
+    return false;
+  }
+
+  // True when the socket is ready for `events` (or closed) before `deadline`.
+  bool Poll(short events, absl::Time deadline) {
+    while (true) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      pollfd p{conn_->fd, events, 0};
+      const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, INT32_MAX);
+      const int r = ::poll(&p, 1, static_cast<int>(ms));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+    }
+  }
+
+  // Answers `status` with `message` at once and makes the connection close after it; reads and
+  // writes fail from now on.
+  void Refuse(int status, absl::string_view message) {
+    if (refused_) return;
+    refused_ = true;
+    close_ = true;
+    const std::string body = RestError(message);
+    const std::string answer =
+        absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
+                     "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+                     "\r\nConnection: close\r\n\r\n", body);
+    const absl::Time deadline = absl::Now() + kLingerTime;
+    for (size_t done = 0; done < answer.size();) {
+      const ssize_t n = RawWrite(answer.data() + done, answer.size() - done, deadline);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+  }
+
+  const HttpOptions& options_;
+  Runtime* const runtime_;
+  ConnectionTable* const table_;
+  Connection* const conn_;
+  SSL* ssl_ = nullptr;
+  std::array<char, 16384> buffer_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  HeadScanner scanner_;
+  bool head_done_ = false;
+  bool refused_ = false;
+  bool close_ = false;
+  absl::Time read_deadline_ = absl::InfiniteFuture();
+  absl::Time write_deadline_ = absl::InfiniteFuture();
+  // The body is held against the memory budget (not one that cpp-httplib reads only to drop it).
+  bool admitted_ = false;
+  int64_t body_limit_ = -1;  // -1: cpp-httplib reads what Content-Length announced
+  int64_t json_bytes_ = 0;   // the body's first bytes that are JSON
+  const char* limit_flag_ = "";
+  int64_t body_bytes_ = 0;
+  int64_t reserved_ = 0;  // body bytes the reservations cover
+  std::vector<serving::MemoryReservation> reservations_;
+};
+
+// The stream of the connection this thread serves (cpp-httplib calls the handlers on it).
+thread_local ConnectionStream* current_stream = nullptr;
+
+using ProcessRequest =
+    std::function<bool(httplib::Stream&, bool close_connection, bool& connection_closed, SSL*)>;
+
+// A connection's life: (TLS handshake), then requests until it is closed by either side, kept
+// alive idle too long, closed for a waiting connection, or the server stops.
+void ServeConnection(const HttpOptions& options, Runtime* runtime, ConnectionTable* table,
+                     int fd, SSL_CTX* tls, const ProcessRequest& process) {
+  Connection conn(fd);
+  if (!table->Add(&conn)) {
+    ::close(fd);
+    return;
+  }
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  bool clean = true;
+  {
+    ConnectionStream stream(options, runtime, table, &conn);
+    bool open = true;
+    if (tls != nullptr) {
+      table->EnterHead(&conn);
+      open = stream.Handshake(tls);
+      clean = open;
+    }
+    current_stream = &stream;
+    // cpp-httplib's keep-alive bound, kept: a busy connection's worker goes to a waiting one now
+    // and then.
+    constexpr int kMaxRequests = 1000;
+    for (int served = 0; open && served < kMaxRequests; ++served) {
+      if (!stream.NextRequest()) break;
+      bool closed = false;
+      const bool last = served + 1 == kMaxRequests || table->stopping();
+      clean = process(stream, last, closed, stream.ssl());
+      open = clean && !closed && !last && !stream.close_after_answer();
+    }
+    current_stream = nullptr;
+    stream.Close(clean);
+  }
+  table->Remove(&conn);
+  ::close(fd);
+}
+
+// Serves each connection through ServeConnection instead of cpp-httplib's own loop (Base:
+// httplib::Server or httplib::SSLServer, whose TLS context it uses).
+template <typename Base>
+class GuardedServer final : public Base {
+ public:
+  template <typename... Args>
+  GuardedServer(const HttpOptions* options, Runtime* runtime, ConnectionTable* table,
+                Args&&... args)
+      : Base(std::forward<Args>(args)...), options_(options), runtime_(runtime), table_(table) {}
+
+  // cpp-httplib listens with a backlog of 5: a burst of clients would be refused by the kernel.
+  void RaiseBacklog() { ::listen(this->svr_sock_, kListenBacklog); }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    SSL_CTX* tls = nullptr;
+    if constexpr (std::is_same_v<Base, httplib::SSLServer>) tls = this->ssl_context();
+    ServeConnection(*options_, runtime_, table_, sock, tls,
+                    [this](httplib::Stream& stream, bool close_connection, bool& closed, SSL* ssl) {
+                      return this->process_request(stream, close_connection, closed,
+                                                   [ssl](httplib::Request& req) { req.ssl = ssl; });
+                    });
+    return true;
+  }
+
+  const HttpOptions* const options_;
+  Runtime* const runtime_;
+  ConnectionTable* const table_;
 };
 
 // The common name of the verified client certificate ("" when none).
@@ -198,6 +803,7 @@ void RefuseAndClose(const FramingError& error, const httplib::Request& request,
                     httplib::Response& response) {
   // cpp-httplib's request is its own (non-const) object, passed to handlers by const reference.
   if (request.method == "HEAD") const_cast<httplib::Request&>(request).method = "GET";
+  if (current_stream != nullptr) current_stream->CloseAfterAnswer();
   response.status = error.status;
   response.set_header("Connection", "close");
   std::string body = RestError(error.message);
@@ -236,9 +842,11 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
   absl::Status result;
   absl::Status started = StartKserveInfer(
       runtime, request, &response, absl::InfiniteFuture(),
-      [record](const std::shared_ptr<CallState>&, registry::Operation op) {
+      [record](const std::shared_ptr<CallState>& call, registry::Operation op) {
         record->op = op;
         record->observe_latency = true;
+        // Cancelled when the server cuts the connection at its shutdown deadline.
+        if (current_stream != nullptr) current_stream->SetCall(call);
       },
       [&](absl::Status status) {
         result = std::move(status);
@@ -247,6 +855,7 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
       &record->resolved);
   if (!started.ok()) return started;
   finished.WaitForNotification();
+  if (current_stream != nullptr) current_stream->SetCall(nullptr);
   if (!result.ok()) return result;
   int64_t json_length = -1;
   std::string body = RestInferResponse(request, response, &json_length);
@@ -435,6 +1044,60 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
   return status;
 }
 
+// What is checked of a request whose body follows, from its head, before any of the body is
+// read: the route, the credentials, the content coding, the body limits, and the body's admission
+// to the memory budget. The answer when it is refused (the connection then closes: its body is
+// not read).
+std::optional<FramingError> AdmitBody(const HttpOptions& options,
+                                      const auth::Authorizer* authorizer,
+                                      const httplib::Request& req, int64_t length, bool chunked) {
+  absl::StatusOr<RestRoute> route = ParseRestRoute(req.method, req.path);
+  if (!route.ok()) {
+    return FramingError{HttpStatus(route.status().code()), std::string(route.status().message())};
+  }
+  if (std::optional<auth::Role> role = RequiredRole(route->op)) {
+    if (absl::Status s = Authorize(authorizer, req, *role, route->method); !s.ok()) {
+      return FramingError{HttpStatus(s.code()), std::string(s.message())};
+    }
+  }
+  // cpp-httplib would inflate a compressed body without a bound on what it grows to.
+  if (req.has_header("Content-Encoding") &&
+      !absl::EqualsIgnoreCase(req.get_header_value("Content-Encoding"), "identity")) {
+    return FramingError{415, absl::StrCat("Content-Encoding '",
+                                          req.get_header_value("Content-Encoding"),
+                                          "' is not supported; send the body uncompressed")};
+  }
+  // A body with binary tensors starts with a JSON part of the length its header names; one
+  // without is JSON whole. (A header that is not a byte count is answered 400 once read.)
+  const int64_t json_limit = std::min(options.max_json_body_bytes, options.max_body_bytes);
+  int64_t json_bytes = INT64_MAX;
+  if (req.has_header(kInferHeaderLength)) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(req.get_header_value(kInferHeaderLength), &v) && v >= 0) json_bytes = v;
+  }
+  const bool binary = json_bytes != INT64_MAX;
+  if (binary ? json_bytes > json_limit : (!chunked && length > json_limit)) {
+    const bool json_flag = options.max_json_body_bytes <= options.max_body_bytes;
+    return FramingError{
+        413, absl::StrCat("the JSON ", binary ? "part of the request body" : "request body",
+                          " is larger than the limit of ", json_limit, " bytes for JSON (",
+                          json_flag ? "--http_max_json_body_mb" : "--max_message_bytes",
+                          "); send tensors as binary data (Inference-Header-Content-Length) or "
+                          "fewer rows per request")};
+  }
+  if (current_stream == nullptr) return std::nullopt;
+  const int64_t limit = binary ? options.max_body_bytes : json_limit;
+  // A length above the limit is read and dropped by cpp-httplib before its 413 (CheckFraming):
+  // nothing of it is kept or admitted.
+  if (!chunked && length > limit) return std::nullopt;
+  const bool json_flag = !binary && options.max_json_body_bytes <= options.max_body_bytes;
+  const absl::Status admitted =
+      current_stream->AdmitBody(chunked ? 0 : length, chunked ? limit : -1, json_bytes,
+                                json_flag ? "--http_max_json_body_mb" : "--max_message_bytes");
+  if (!admitted.ok()) return FramingError{429, std::string(admitted.message())};
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::Status ValidateHttpOptions(const HttpOptions& o) {
@@ -453,6 +1116,13 @@ absl::Status ValidateHttpOptions(const HttpOptions& o) {
   }
   if (o.max_body_bytes < 1) {
     return absl::InvalidArgumentError("the REST body limit (--max_message_bytes) is not positive");
+  }
+  if (o.max_json_body_bytes < 1) {
+    return absl::InvalidArgumentError("--http_max_json_body_mb is not positive");
+  }
+  if (o.head.max_line_bytes < 64 || o.head.max_fields < 1 ||
+      o.head.max_head_bytes < o.head.max_line_bytes) {
+    return absl::InvalidArgumentError("the REST request head limits are out of range");
   }
   return absl::OkStatus();
 }
@@ -474,12 +1144,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
     if (!text.ok()) return text.status();
   }
   std::unique_ptr<HttpServer> server(new HttpServer(options, runtime, authorizer));
+  server->table_ = std::make_unique<ConnectionTable>();
+  ConnectionTable* table = server->table_.get();
   if (!options.tls_cert_file.empty()) {
-    server->server_ = std::make_unique<httplib::SSLServer>(
-        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
+    server->server_ = std::make_unique<GuardedServer<httplib::SSLServer>>(
+        &server->options_, runtime, table, options.tls_cert_file.c_str(),
+        options.tls_key_file.c_str(),
         options.tls_client_ca_file.empty() ? nullptr : options.tls_client_ca_file.c_str());
   } else {
-    server->server_ = std::make_unique<httplib::Server>();
+    server->server_ = std::make_unique<GuardedServer<httplib::Server>>(&server->options_,
+                                                                       runtime, table);
   }
   httplib::Server& http = *server->server_;
   if (!http.is_valid()) {
@@ -488,16 +1162,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
                      options.tls_key_file, " or client CA do not make a valid TLS context"));
   }
   const int threads = options.threads;
-  http.new_task_queue = [threads] { return new BoundedTaskQueue(threads); };
+  http.new_task_queue = [threads, table] { return new ConnectionQueue(threads, table); };
   http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
-  const auto timeout = absl::ToChronoSeconds(options.request_timeout);
-  http.set_read_timeout(timeout);
-  http.set_write_timeout(timeout);
+  // Timeouts and keep-alive are ConnectionStream's and ServeConnection's; these two only set what
+  // the Keep-Alive answer header tells clients.
   http.set_keep_alive_timeout(absl::ToInt64Seconds(options.keep_alive_timeout));
-  // cpp-httplib closes a connection after 5 requests by default: every client would reconnect
-  // constantly (and overflow its listen queue of 5). 1000 keeps connections alive while still
-  // handing a busy connection's worker to a waiting one now and then.
   http.set_keep_alive_max_count(1000);
+  // The accept loop wakes this often when no connection arrives, so that a connection waiting for
+  // a worker can have an idle or slow one closed for it (ConnectionQueue::on_idle).
+  http.set_idle_interval(absl::ToChronoMicroseconds(kEvictionInterval));
   // SO_REUSEADDR only: without SO_REUSEPORT (cpp-httplib's default sets it) a second groved on the
   // port fails to start instead of sharing its requests. TCP_NODELAY (inherited by accepted
   // sockets): a response goes out in two writes, header and body, and with Nagle's algorithm the
@@ -521,22 +1194,32 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   auto handler = [self](const httplib::Request& req, httplib::Response& res) {
     self->Handle(req, res);
   };
-  // A POST without Content-Length or chunked encoding has no body (tritonclient.http's repository
-  // and load calls send one so); cpp-httplib would answer 400 because it cannot tell where a body
-  // ends, so such a request is served before it tries to read one.
-  // Before that, the framing is checked (CheckFraming): the pre-routing handler runs once the
-  // headers are read and before any of the body is.
-  http.set_pre_routing_handler([self, limit](const httplib::Request& req, httplib::Response& res) {
-    if (std::optional<FramingError> error = CheckFraming(req, limit)) {
+  // The pre-routing handler runs once the head is read and before any of the body is. The framing
+  // is checked first (CheckFraming). A request without Content-Length or chunked encoding has no
+  // body (tritonclient.http's repository and load calls are such POSTs): it is served here, since
+  // cpp-httplib would answer 400 for a POST or read a PUT's or DELETE's body until the connection
+  // closes. One with a body is admitted (AdmitBody) before cpp-httplib reads the body.
+  const HttpOptions* opts = &server->options_;
+  http.set_pre_routing_handler([self, opts, authorizer](const httplib::Request& req,
+                                                        httplib::Response& res) {
+    if (std::optional<FramingError> error = CheckFraming(req, opts->max_body_bytes)) {
       RefuseAndClose(*error, req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.method != "POST" || req.has_header("Content-Length") ||
-        req.has_header("Transfer-Encoding")) {
-      return httplib::Server::HandlerResponse::Unhandled;
+    const bool chunked = req.has_header("Transfer-Encoding");
+    int64_t length = 0;
+    if (req.has_header("Content-Length")) {
+      (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &length);  // CheckFraming
     }
-    self->Handle(req, res);
-    return httplib::Server::HandlerResponse::Handled;
+    if (!chunked && length == 0) {
+      self->Handle(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (std::optional<FramingError> error = AdmitBody(*opts, authorizer, req, length, chunked)) {
+      RefuseAndClose(*error, req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   for (auto method : {&httplib::Server::Get, &httplib::Server::Post, &httplib::Server::Put,
                       &httplib::Server::Delete, &httplib::Server::Patch}) {
@@ -551,18 +1234,44 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
         ": the address is in use (another groved?) or not available on this host"));
   }
   if (options.port != 0) server->port_ = options.port;
-  server->listener_ = std::thread([self] { self->server_->listen_after_bind(); });
+  if (options.tls_cert_file.empty()) {
+    static_cast<GuardedServer<httplib::Server>&>(http).RaiseBacklog();
+  } else {
+    static_cast<GuardedServer<httplib::SSLServer>&>(http).RaiseBacklog();
+  }
+  server->listener_done_ = std::make_shared<absl::Notification>();
+  server->listener_ = std::thread([self, done = server->listener_done_] {
+    self->server_->listen_after_bind();
+    done->Notify();
+  });
   return server;
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
-void HttpServer::Stop() {
-  if (server_ == nullptr) return;
+void HttpServer::BeginStop() {
+  if (server_ == nullptr || table_->stopping()) return;
+  table_->BeginStop();
+  // stop() does nothing before the accept loop runs: wait for it (or for its end).
+  while (!server_->is_running() && !listener_done_->HasBeenNotified()) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   server_->stop();
+}
+
+void HttpServer::Stop(absl::Time deadline) {
+  if (server_ == nullptr) return;
+  BeginStop();
+  if (!listener_done_->WaitForNotificationWithDeadline(deadline)) {
+    GROVE_LOG(WARNING) << "shutdown: cutting REST connections still open at the grace deadline"
+                       << KV("connections", table_->size());
+    table_->CutAll();
+  }
   if (listener_.joinable()) listener_.join();
   server_.reset();
 }
+
+int HttpServer::open_connections() const { return table_ != nullptr ? table_->size() : 0; }
 
 void HttpServer::Handle(const httplib::Request& request, httplib::Response& response) {
   absl::StatusOr<RestRoute> route = ParseRestRoute(request.method, request.path);
