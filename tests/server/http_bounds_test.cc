@@ -1,7 +1,7 @@
 // The bounds of groved's REST port against clients that send too much, too slowly or nothing at
 // all, from raw sockets: request heads bounded as they arrive, credentials and the memory budget
-// checked before a body is read, one deadline per request, and a bounded number of connections that
-// idle and slow ones make way in.
+// checked before a body is read, one deadline per request, a bounded number of connections that
+// idle and slow ones make way in, and a shutdown that no client holds up past its grace period.
 // Each server here has its own small limits; waits are bounded by timeouts well above what the
 // server should take.
 #include <arpa/inet.h>
@@ -375,6 +375,33 @@ TEST_F(HttpBoundsTest, IdleAndSlowConnectionsMakeWayForNewOnes) {
   fresh.Send(Get("/v2/health/live"));
   EXPECT_THAT(fresh.ReadAnswer(absl::Seconds(20)), StartsWith("HTTP/1.1 200"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // a slow one may be closed after 1 s
+}
+
+// Shutdown closes idle kept-alive connections at once, answers what is in flight and cuts what
+// is left at the grace deadline: no client holds it up.
+TEST_F(HttpBoundsTest, ShutdownEndsWithinTheGracePeriodWhateverClientsDo) {
+  Start([](ServerOptions& o) { o.shutdown_grace = absl::Seconds(2); });
+  RawClient idle(port());
+  idle.Send(Get("/v2/health/live"));
+  EXPECT_THAT(idle.ReadAnswer(), StartsWith("HTTP/1.1 200"));
+  RawClient slow(port());
+  slow.Send("GET /v2/health/live HTTP/1.1\r\nX-Slow: ");
+  RawClient silent(port());
+  absl::SleepFor(absl::Milliseconds(100));  // the three are accepted
+
+  const absl::Time start = absl::Now();
+  absl::Notification done;
+  std::thread stopper([&] {
+    server().Shutdown();
+    done.Notify();
+  });
+  EXPECT_TRUE(idle.ClosedWithin(absl::Seconds(1)));
+  EXPECT_TRUE(silent.ClosedWithin(absl::Seconds(1)));
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  const absl::Duration took = absl::Now() - start;
+  stopper.join();
+  EXPECT_TRUE(slow.ClosedWithin(absl::Seconds(1)));
+  EXPECT_LT(took, absl::Seconds(2) + absl::Seconds(1)) << took;
 }
 
 }  // namespace
