@@ -36,6 +36,7 @@
 #include "openssl/ssl.h"
 #include "openssl/x509.h"
 #include "server/call.h"
+#include "server/http_stream.h"
 #include "server/kserve_ops.h"
 #include "server/kserve_rest.h"
 
@@ -293,17 +294,6 @@ class ConnectionQueue final : public httplib::TaskQueue {
   std::vector<std::thread> workers_;
 };
 
-const char* Reason(int status) {
-  switch (status) {
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Bad Request";
-  }
-}
-
 std::string Address(const sockaddr_storage& addr, int* port) {
   char text[INET6_ADDRSTRLEN] = "";
   if (addr.ss_family == AF_INET) {
@@ -318,17 +308,19 @@ std::string Address(const sockaddr_storage& addr, int* port) {
   return text;
 }
 
-// One connection's bytes for cpp-httplib to parse: the socket (non-blocking) read and written
-// here, with or without TLS, under the bounds of HttpServer (the head scanner, the request and
-// response deadlines, body admission). A bound passed is answered here, with the connection
-// closed after it; cpp-httplib then sees a failed read and its own answer is dropped.
+// One connection's socket (non-blocking), read and written here with or without TLS, for
+// cpp-httplib to parse under groved's bounds (BoundedRequestStream), with the request and response
+// deadlines and the memory budget of HttpServer.
 // Used by its worker thread only, but for SetCall's table.
-class ConnectionStream final : public httplib::Stream {
+class ConnectionStream final : public BoundedRequestStream {
  public:
   ConnectionStream(const HttpOptions& options, Runtime* runtime, ConnectionTable* table,
                    Connection* conn)
-      : options_(options), runtime_(runtime), table_(table), conn_(conn),
-        scanner_(options.head) {}
+      : BoundedRequestStream(options.head),
+        options_(options),
+        runtime_(runtime),
+        table_(table),
+        conn_(conn) {}
   ~ConnectionStream() override {
     if (ssl_ != nullptr) SSL_free(ssl_);
   }
@@ -350,18 +342,11 @@ class ConnectionStream final : public httplib::Stream {
   // Waits up to the keep-alive timeout for the next request's first byte. False: close the
   // connection (timed out, closed by the client or by the table).
   bool NextRequest() {
-    scanner_.Reset();
-    head_done_ = false;
-    admitted_ = false;
-    body_limit_ = -1;
-    json_bytes_ = 0;
-    limit_flag_ = "";
-    body_bytes_ = 0;
-    reserved_ = 0;
+    BeginRequest();
     reservations_.clear();
     write_deadline_ = absl::InfiniteFuture();
     if (!table_->EnterIdle(conn_)) return false;
-    if (begin_ == end_ && (ssl_ == nullptr || SSL_pending(ssl_) == 0)) {
+    if (!buffered() && (ssl_ == nullptr || SSL_pending(ssl_) == 0)) {
       if (!Poll(POLLIN, absl::Now() + options_.keep_alive_timeout)) return false;
     }
     if (!table_->EnterHead(conn_)) return false;
@@ -369,31 +354,13 @@ class ConnectionStream final : public httplib::Stream {
     return true;
   }
 
-  // The request's body is admitted before it is read: `announced` bytes (0: chunked, counted as
-  // they arrive), at most `limit` (-1: what Content-Length announced), held against the memory
-  // budget until the
-  // request is answered. Its first `json_bytes` bytes are JSON, each costing kJsonBodyCost.
-  // `limit_flag` names the limit in the 413 answer. RESOURCE_EXHAUSTED when the budget is spent.
-  absl::Status AdmitBody(int64_t announced, int64_t limit, int64_t json_bytes,
-                         const char* limit_flag) {
-    admitted_ = true;
-    body_limit_ = limit;
-    json_bytes_ = json_bytes;
-    limit_flag_ = limit_flag;
-    return announced > 0 ? Reserve(announced) : absl::OkStatus();
-  }
-
   void SetCall(std::shared_ptr<serving::CallState> call) { table_->SetCall(conn_, std::move(call)); }
-  // The connection closes after this answer (its request was not read whole).
-  void CloseAfterAnswer() { close_ = true; }
-  bool close_after_answer() const { return close_; }
-  bool refused() const { return refused_; }
 
   // Closes the connection: TLS close_notify, the end of our side, the client's unread bytes
   // dropped (kLingerTime, kLingerBytes) when its request was not read whole, then close.
   void Close(bool clean) {
-    if (ssl_ != nullptr && clean && !refused_) SSL_shutdown(ssl_);
-    if (close_ && !table_->stopping()) {
+    if (ssl_ != nullptr && clean && !refused()) SSL_shutdown(ssl_);
+    if (close_after_answer() && !table_->stopping()) {
       ::shutdown(conn_->fd, SHUT_WR);
       const absl::Time deadline = absl::Now() + kLingerTime;
       char scratch[16384];
@@ -407,59 +374,6 @@ class ConnectionStream final : public httplib::Stream {
         }
       }
     }
-  }
-
-  bool is_readable() const override { return !refused_; }
-  bool is_writable() const override { return !refused_; }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (refused_) return -1;
-    if (begin_ == end_) {
-      const ssize_t got = Fill();
-      if (got <= 0) return got;
-    }
-    size_t n = std::min(size, end_ - begin_);
-    if (!head_done_) {
-      for (size_t i = 0; i < n; ++i) {
-        const HeadScanner::State s = scanner_.Feed(buffer_[begin_ + i]);
-        if (s == HeadScanner::State::kRefused) {
-          Refuse(scanner_.status(), scanner_.message());
-          return -1;
-        }
-        if (s == HeadScanner::State::kDone) {
-          n = i + 1;
-          head_done_ = true;
-          table_->EnterBusy(conn_);
-          break;
-        }
-      }
-    } else {
-      body_bytes_ += static_cast<int64_t>(n);
-      if (body_limit_ >= 0 && body_bytes_ > body_limit_) {
-        Refuse(413, absl::StrCat("the request body is larger than the limit of ", body_limit_,
-                                 " bytes (", limit_flag_, ")"));
-        return -1;
-      }
-      if (admitted_ && body_bytes_ > reserved_) {
-        // Grown by doubling (from 64 KiB), so that a chunked body takes few reservations.
-        const int64_t want = std::max({body_bytes_, 2 * reserved_, int64_t{64} << 10});
-        if (absl::Status s = Reserve(want); !s.ok()) {
-          Refuse(429, s.message());
-          return -1;
-        }
-      }
-    }
-    std::memcpy(ptr, buffer_.data() + begin_, n);
-    begin_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    if (refused_) return -1;
-    if (write_deadline_ == absl::InfiniteFuture()) {
-      write_deadline_ = absl::Now() + options_.request_timeout;
-    }
-    return RawWrite(ptr, size, write_deadline_);
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -479,49 +393,32 @@ class ConnectionStream final : public httplib::Stream {
   socket_t socket() const override { return conn_->fd; }
 
  private:
-  // What the first `bytes` bytes of the body cost the memory budget.
-  int64_t Cost(int64_t bytes) const {
-    const int64_t json = std::min(bytes, json_bytes_);
-    if (json > INT64_MAX / (2 * kJsonBodyCost)) return INT64_MAX / 2;
-    return json * kJsonBodyCost + (bytes - json);
-  }
+  void OnHeadDone() override { table_->EnterBusy(conn_); }
 
-  // Extends the body's reservation to its first `bytes` bytes.
-  absl::Status Reserve(int64_t bytes) {
-    absl::StatusOr<serving::MemoryReservation> r =
-        runtime_->ReserveReceivedBytes(Cost(bytes) - Cost(reserved_));
+  absl::Status Admit(int64_t cost) override {
+    absl::StatusOr<serving::MemoryReservation> r = runtime_->ReserveReceivedBytes(cost);
     if (!r.ok()) return r.status();
     reservations_.push_back(*std::move(r));
-    reserved_ = bytes;
     return absl::OkStatus();
   }
 
-  // Reads what the socket holds into the buffer, waiting until the request's deadline.
-  ssize_t Fill() {
-    begin_ = end_ = 0;
+  // Reads what the socket holds, waiting until the request's deadline (408 after it).
+  ssize_t Receive(char* buffer, size_t size) override {
     while (true) {
       ssize_t n;
-      int ssl_error = SSL_ERROR_NONE;
+      int ssl_error = SSL_ERROR_WANT_READ;
       if (ssl_ != nullptr) {
         ERR_clear_error();
-        n = SSL_read(ssl_, buffer_.data(), static_cast<int>(buffer_.size()));
-        if (n <= 0) {
-          ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
-          if (ssl_error == SSL_ERROR_ZERO_RETURN) return 0;
-          if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
-        }
+        n = SSL_read(ssl_, buffer, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        if (n > 0) return n;
+        ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
+        if (ssl_error == SSL_ERROR_ZERO_RETURN) return 0;
+        if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
       } else {
-        n = ::recv(conn_->fd, buffer_.data(), buffer_.size(), 0);
-        if (n == 0) return 0;
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-          ssl_error = SSL_ERROR_WANT_READ;
-        }
-      }
-      if (n > 0) {
-        end_ = static_cast<size_t>(n);
-        return n;
+        n = ::recv(conn_->fd, buffer, size, 0);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
       }
       if (!WaitFor(ssl_error, read_deadline_)) {
         if (absl::Now() >= read_deadline_) {
@@ -534,23 +431,28 @@ class ConnectionStream final : public httplib::Stream {
     }
   }
 
-  ssize_t RawWrite(const char* ptr, size_t size, absl::Time deadline) {
+  // Writes within the answer's deadline (set at its first write), or kLingerTime for an answer
+  // to a request refused while it was read.
+  ssize_t Send(const char* data, size_t size) override {
+    if (write_deadline_ == absl::InfiniteFuture()) {
+      write_deadline_ = absl::Now() + (refused() ? kLingerTime : options_.request_timeout);
+    }
     while (true) {
       ssize_t n;
       int ssl_error = SSL_ERROR_WANT_WRITE;
       if (ssl_ != nullptr) {
         ERR_clear_error();
-        n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        n = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
         if (n > 0) return n;
         ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
         if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
       } else {
-        n = ::send(conn_->fd, ptr, size, MSG_NOSIGNAL);
+        n = ::send(conn_->fd, data, size, MSG_NOSIGNAL);
         if (n >= 0) return n;
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
       }
-      if (!WaitFor(ssl_error, deadline)) return -1;
+      if (!WaitFor(ssl_error, write_deadline_)) return -1;
     }
   }
 
@@ -574,47 +476,14 @@ class ConnectionStream final : public httplib::Stream {
     }
   }
 
-  // Answers `status` with `message` at once and makes the connection close after it; reads and
-  // writes fail from now on.
-  void Refuse(int status, absl::string_view message) {
-    if (refused_) return;
-    refused_ = true;
-    close_ = true;
-    const std::string body = RestError(message);
-    const std::string answer =
-        absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
-                     "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-                     "\r\nConnection: close\r\n\r\n", body);
-    const absl::Time deadline = absl::Now() + kLingerTime;
-    for (size_t done = 0; done < answer.size();) {
-      const ssize_t n = RawWrite(answer.data() + done, answer.size() - done, deadline);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-  }
-
   const HttpOptions& options_;
   Runtime* const runtime_;
   ConnectionTable* const table_;
   Connection* const conn_;
   SSL* ssl_ = nullptr;
-  std::array<char, 16384> buffer_;
-  size_t begin_ = 0;
-  size_t end_ = 0;
-  HeadScanner scanner_;
-  bool head_done_ = false;
-  bool refused_ = false;
-  bool close_ = false;
   absl::Time read_deadline_ = absl::InfiniteFuture();
   absl::Time write_deadline_ = absl::InfiniteFuture();
-  // The body is held against the memory budget (not one that cpp-httplib reads only to drop it).
-  bool admitted_ = false;
-  int64_t body_limit_ = -1;  // -1: cpp-httplib reads what Content-Length announced
-  int64_t json_bytes_ = 0;   // the body's first bytes that are JSON
-  const char* limit_flag_ = "";
-  int64_t body_bytes_ = 0;
-  int64_t reserved_ = 0;  // body bytes the reservations cover
-  std::vector<serving::MemoryReservation> reservations_;
+  std::vector<serving::MemoryReservation> reservations_;  // the body's admission
 };
 
 // The stream of the connection this thread serves (cpp-httplib calls the handlers on it).
@@ -730,68 +599,6 @@ absl::StatusOr<int64_t> HeaderLength(const httplib::Request& request) {
         absl::StrCat(kInferHeaderLength, ": '", h, "' is not a non-negative integer"));
   }
   return v;
-}
-
-// A body at most this much above the limit is still read (and dropped) before its 413, so that a
-// client that sends its whole body before reading the answer (urllib, most simple clients) reads
-// the 413 instead of a reset connection; a body announced larger than that is refused at once.
-constexpr int64_t kDrainedExcessBytes = int64_t{4} << 20;
-
-// A request whose body cannot be delimited safely, and the status it is answered with.
-struct FramingError {
-  int status;
-  std::string message;
-};
-
-// A body is delimited by one Content-Length of plain digits, or by Transfer-Encoding: chunked
-// alone, and only a POST, PUT, PATCH or DELETE has one (cpp-httplib reads no other's body, which
-// would then be read as the next request). Two lengths, a length beside chunked, a coding groved
-// does not decode, or a body on another method are refused,
-// never resolved one way: a proxy in front that resolved them another way would take the rest of
-// the body for a request of its own (request smuggling, RFC 9112 section 6.3). A length more than
-// kDrainedExcessBytes above `max_body_bytes` is refused from the headers, before any of the body
-// is read (a body less far above it is read, dropped and answered 413 by cpp-httplib).
-std::optional<FramingError> CheckFraming(const httplib::Request& request, int64_t max_body_bytes) {
-  const size_t lengths = request.get_header_value_count("Content-Length");
-  const size_t codings = request.get_header_value_count("Transfer-Encoding");
-  const std::string& method = request.method;
-  if ((codings > 0 || (lengths > 0 && request.get_header_value("Content-Length") != "0")) &&
-      method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
-    return FramingError{400, absl::StrCat("a ", method, " request carries no body; send it "
-                                          "without Content-Length and Transfer-Encoding")};
-  }
-  if (lengths > 1) {
-    return FramingError{400, absl::StrCat("the request has ", lengths,
-                                          " Content-Length headers; send one")};
-  }
-  if (lengths == 1 && codings > 0) {
-    return FramingError{400,
-                        "the request has both Content-Length and Transfer-Encoding; send one"};
-  }
-  if (codings > 0) {
-    const std::string coding = request.get_header_value("Transfer-Encoding");
-    if (codings > 1 || !absl::EqualsIgnoreCase(coding, "chunked")) {
-      return FramingError{501, absl::StrCat("Transfer-Encoding '", coding,
-                                            "' is not supported; send the body chunked "
-                                            "(Transfer-Encoding: chunked) or with Content-Length")};
-    }
-    return std::nullopt;
-  }
-  if (lengths == 0) return std::nullopt;
-  const std::string text = request.get_header_value("Content-Length");
-  int64_t length = 0;
-  const bool digits = !text.empty() && text.size() <= 18 &&
-                      std::all_of(text.begin(), text.end(), absl::ascii_isdigit);
-  if (!digits || !absl::SimpleAtoi(text, &length)) {
-    return FramingError{400, absl::StrCat("Content-Length '", text,
-                                          "' is not a byte count (digits only)")};
-  }
-  if (length > max_body_bytes && length - max_body_bytes > kDrainedExcessBytes) {
-    return FramingError{413, absl::StrCat("the request body of ", length,
-                                          " bytes is larger than the limit of ", max_body_bytes,
-                                          " bytes (--max_message_bytes)")};
-  }
-  return std::nullopt;
 }
 
 // Answers `error` and closes the connection after the answer. The body the request announced is
@@ -1045,9 +852,8 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
 }
 
 // What is checked of a request whose body follows, from its head, before any of the body is
-// read: the route, the credentials, the content coding, the body limits, and the body's admission
-// to the memory budget. The answer when it is refused (the connection then closes: its body is
-// not read).
+// read: the route and the credentials, then AdmitBodyFromHead. The answer when it is refused (the
+// connection then closes: its body is not read).
 std::optional<FramingError> AdmitBody(const HttpOptions& options,
                                       const auth::Authorizer* authorizer,
                                       const httplib::Request& req, int64_t length, bool chunked) {
@@ -1060,42 +866,11 @@ std::optional<FramingError> AdmitBody(const HttpOptions& options,
       return FramingError{HttpStatus(s.code()), std::string(s.message())};
     }
   }
-  // cpp-httplib would inflate a compressed body without a bound on what it grows to.
-  if (req.has_header("Content-Encoding") &&
-      !absl::EqualsIgnoreCase(req.get_header_value("Content-Encoding"), "identity")) {
-    return FramingError{415, absl::StrCat("Content-Encoding '",
-                                          req.get_header_value("Content-Encoding"),
-                                          "' is not supported; send the body uncompressed")};
-  }
-  // A body with binary tensors starts with a JSON part of the length its header names; one
-  // without is JSON whole. (A header that is not a byte count is answered 400 once read.)
-  const int64_t json_limit = std::min(options.max_json_body_bytes, options.max_body_bytes);
-  int64_t json_bytes = INT64_MAX;
-  if (req.has_header(kInferHeaderLength)) {
-    int64_t v = 0;
-    if (absl::SimpleAtoi(req.get_header_value(kInferHeaderLength), &v) && v >= 0) json_bytes = v;
-  }
-  const bool binary = json_bytes != INT64_MAX;
-  if (binary ? json_bytes > json_limit : (!chunked && length > json_limit)) {
-    const bool json_flag = options.max_json_body_bytes <= options.max_body_bytes;
-    return FramingError{
-        413, absl::StrCat("the JSON ", binary ? "part of the request body" : "request body",
-                          " is larger than the limit of ", json_limit, " bytes for JSON (",
-                          json_flag ? "--http_max_json_body_mb" : "--max_message_bytes",
-                          "); send tensors as binary data (Inference-Header-Content-Length) or "
-                          "fewer rows per request")};
-  }
   if (current_stream == nullptr) return std::nullopt;
-  const int64_t limit = binary ? options.max_body_bytes : json_limit;
-  // A length above the limit is read and dropped by cpp-httplib before its 413 (CheckFraming):
-  // nothing of it is kept or admitted.
-  if (!chunked && length > limit) return std::nullopt;
-  const bool json_flag = !binary && options.max_json_body_bytes <= options.max_body_bytes;
-  const absl::Status admitted =
-      current_stream->AdmitBody(chunked ? 0 : length, chunked ? limit : -1, json_bytes,
-                                json_flag ? "--http_max_json_body_mb" : "--max_message_bytes");
-  if (!admitted.ok()) return FramingError{429, std::string(admitted.message())};
-  return std::nullopt;
+  return AdmitBodyFromHead(req, length, chunked,
+                           {.max_body_bytes = options.max_body_bytes,
+                            .max_json_body_bytes = options.max_json_body_bytes},
+                           current_stream);
 }
 
 }  // namespace

@@ -63,11 +63,6 @@ namespace grove::server {
 
 class ConnectionTable;
 
-// What a JSON body is admitted at against the request memory budget, per byte: the peak of
-// receiving, parsing, converting and answering it, measured at 7x its size with 9-digit numbers
-// and at 22x with 1-digit ones ("0,0,..."), the densest JSON numbers can be.
-inline constexpr int64_t kJsonBodyCost = 24;
-
 struct HttpOptions {
   std::string address = "0.0.0.0";
   int port = 8000;    // 0: ephemeral
@@ -75,7 +70,7 @@ struct HttpOptions {
   int64_t max_body_bytes = 64 << 20;  // larger request bodies are refused (413)
   // A JSON body (one without binary tensors) costs the parser many times its size before the model
   // and shape are checked: it has a limit of its own (at most max_body_bytes), and is admitted
-  // against the memory budget at kJsonBodyCost times its size.
+  // against the memory budget at kJsonBodyCost (server/http_stream.h) times its size.
   int64_t max_json_body_bytes = 16 << 20;
   HeadLimits head;  // the request line and header fields
   // Receiving one request, from its first byte to its last; and writing one response.
