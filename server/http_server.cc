@@ -354,11 +354,14 @@ class ConnectionStream final : public BoundedRequestStream {
     return true;
   }
 
-  void SetCall(std::shared_ptr<serving::CallState> call) { table_->SetCall(conn_, std::move(call)); }
+  void SetCall(std::shared_ptr<serving::CallState> call) {
+    table_->SetCall(conn_, std::move(call));
+  }
 
   // Closes the connection: TLS close_notify, the end of our side, the client's unread bytes
   // dropped (kLingerTime, kLingerBytes) when its request was not read whole, then close.
   void Close(bool clean) {
+    reservations_.clear();  // nothing of the request is held while its connection lingers
     if (ssl_ != nullptr && clean && !refused()) SSL_shutdown(ssl_);
     if (close_after_answer() && !table_->stopping()) {
       ::shutdown(conn_->fd, SHUT_WR);
