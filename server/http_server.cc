@@ -55,6 +55,9 @@ constexpr absl::Duration kEvictionInterval = absl::Milliseconds(100);
 // the answer instead of a reset connection.
 constexpr absl::Duration kLingerTime = absl::Seconds(2);
 constexpr int64_t kLingerBytes = int64_t{4} << 20;
+// At the grace deadline, workers whose calls were cancelled have this long to answer them (503)
+// before their connections are shut down too.
+constexpr absl::Duration kCancelledAnswerTime = absl::Milliseconds(250);
 // The kernel's queue of connections not yet accepted (cpp-httplib's own is 5).
 constexpr int kListenBacklog = 1024;
 
@@ -157,6 +160,24 @@ class ConnectionTable {
       if (c->phase == Phase::kIdle) CloseLocked(c);
     }
   }
+  // At the grace deadline: cancels the calls that open connections wait for, so that their
+  // workers answer them (503) and close, and shuts down every other open connection.
+  void CancelCalls() {
+    std::vector<std::shared_ptr<serving::CallState>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      cut_ = true;
+      for (Connection* c : live_) {
+        if (c->call != nullptr) {
+          calls.push_back(std::move(c->call));
+        } else {
+          CloseLocked(c);
+        }
+      }
+    }
+    for (auto& call : calls) call->Cancel();  // outside the lock: hooks take queue locks
+  }
   // Shuts down every open connection and cancels the calls they wait for.
   void CutAll() {
     std::vector<std::shared_ptr<serving::CallState>> calls;
@@ -174,6 +195,11 @@ class ConnectionTable {
   bool stopping() {
     absl::MutexLock lock(&mu_);
     return stopping_;
+  }
+  // The grace deadline passed (CancelCalls or CutAll).
+  bool cut() {
+    absl::MutexLock lock(&mu_);
+    return cut_;
   }
   int size() {
     absl::MutexLock lock(&mu_);
@@ -357,6 +383,8 @@ class ConnectionStream final : public BoundedRequestStream {
   void SetCall(std::shared_ptr<serving::CallState> call) {
     table_->SetCall(conn_, std::move(call));
   }
+  bool stopping() const { return table_->stopping(); }
+  bool cut() const { return table_->cut(); }
 
   // Closes the connection: TLS close_notify, the end of our side, the client's unread bytes
   // dropped (kLingerTime, kLingerBytes) when its request was not read whole, then close.
@@ -665,7 +693,14 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
       &record->resolved);
   if (!started.ok()) return started;
   finished.WaitForNotification();
-  if (current_stream != nullptr) current_stream->SetCall(nullptr);
+  if (current_stream != nullptr) {
+    current_stream->SetCall(nullptr);
+    if (!result.ok() && current_stream->cut()) {
+      return absl::UnavailableError(
+          "the server is shutting down: the call was cancelled at the end of its grace period "
+          "(--shutdown_grace_seconds)");
+    }
+  }
   if (!result.ok()) return result;
   int64_t json_length = -1;
   std::string body = RestInferResponse(request, response, &json_length);
@@ -1041,9 +1076,11 @@ void HttpServer::Stop(absl::Time deadline) {
   if (server_ == nullptr) return;
   BeginStop();
   if (!listener_done_->WaitForNotificationWithDeadline(deadline)) {
-    GROVE_LOG(WARNING) << "shutdown: cutting REST connections still open at the grace deadline"
+    GROVE_LOG(WARNING) << "shutdown: cancelling REST calls and closing the connections still open "
+                          "at the grace deadline"
                        << KV("connections", table_->size());
-    table_->CutAll();
+    table_->CancelCalls();
+    if (!listener_done_->WaitForNotificationWithTimeout(kCancelledAnswerTime)) table_->CutAll();
   }
   if (listener_.joinable()) listener_.join();
   server_.reset();
@@ -1052,6 +1089,10 @@ void HttpServer::Stop(absl::Time deadline) {
 int HttpServer::open_connections() const { return table_ != nullptr ? table_->size() : 0; }
 
 void HttpServer::Handle(const httplib::Request& request, httplib::Response& response) {
+  // The connection closes after this answer (ServeConnection): say so.
+  if (current_stream != nullptr && current_stream->stopping()) {
+    response.set_header("Connection", "close");
+  }
   absl::StatusOr<RestRoute> route = ParseRestRoute(request.method, request.path);
   if (!route.ok()) {
     SetStatus(response, route.status());

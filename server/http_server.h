@@ -32,7 +32,8 @@
 //     been idle or sending its request head for a second or more (slow clients cannot hold every
 //     worker); at most `threads` more wait accepted, and beyond that the kernel's listen queue;
 //   * on shutdown stops accepting, closes idle connections, closes each other one after its
-//     answer, and at the grace deadline cuts those left and cancels their calls.
+//     answer, and at the grace deadline cancels the calls left (answered 503) and closes every
+//     connection.
 // A worker reads a request, waits for the call's result (the batcher computes it; the worker holds
 // no lock) and writes the answer. At the request rates a 2-core server reaches, the pool is not the
 // limit (docs/benchmarks.md, REST load test); an event-driven library would not hold a thread per
@@ -102,8 +103,9 @@ class HttpServer {
   // The first phase of Stop, which returns at once: stops accepting, closes idle connections and
   // makes every other connection close after its answer. Idempotent.
   void BeginStop();
-  // BeginStop, then waits until `deadline` for the requests being served; at the deadline cuts
-  // the connections left (their calls are cancelled) and joins the workers. Idempotent.
+  // BeginStop, then waits until `deadline` for the requests being served; at the deadline
+  // cancels the calls left (their clients are answered 503), shuts down the connections left
+  // shortly after, and joins the workers. Idempotent.
   void Stop(absl::Time deadline = absl::InfiniteFuture());
   // Connections open now (served or waiting for their next request), for tests.
   int open_connections() const;
