@@ -102,6 +102,16 @@ class ConnectionTable {
     c->since = absl::Now();
     return true;
   }
+  // It drops what its client still sends before it closes: no longer than a connection waits for
+  // its worker (false: close at once), and it is the first to close for one.
+  bool EnterLinger(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (c->closing || stopping_ || waiting_.load() > 0) return false;
+    c->phase = Phase::kIdle;
+    c->served = true;
+    c->since = absl::Now();
+    return true;
+  }
   // Its next request began (a first byte arrived). False when it was closed meanwhile.
   bool EnterHead(Connection* c) {
     absl::MutexLock lock(&mu_);
@@ -391,7 +401,7 @@ class ConnectionStream final : public BoundedRequestStream {
   void Close(bool clean) {
     reservations_.clear();  // nothing of the request is held while its connection lingers
     if (ssl_ != nullptr && clean && !refused()) SSL_shutdown(ssl_);
-    if (close_after_answer() && !table_->stopping()) {
+    if (close_after_answer() && table_->EnterLinger(conn_)) {
       ::shutdown(conn_->fd, SHUT_WR);
       const absl::Time deadline = absl::Now() + kLingerTime;
       char scratch[16384];
@@ -1086,7 +1096,6 @@ void HttpServer::Stop(absl::Time deadline) {
   server_.reset();
 }
 
-int HttpServer::open_connections() const { return table_ != nullptr ? table_->size() : 0; }
 
 void HttpServer::Handle(const httplib::Request& request, httplib::Response& response) {
   // The connection closes after this answer (ServeConnection): say so.

@@ -380,6 +380,23 @@ TEST_F(HttpBoundsTest, IdleAndSlowConnectionsMakeWayForNewOnes) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // a slow one may be closed after 1 s
 }
 
+// A refused client that keeps sending holds its worker only while no other connection needs it:
+// the server drops what it sends (so that it reads its answer) until a new client arrives.
+TEST_F(HttpBoundsTest, ARefusedClientStillSendingMakesWayForNewOnes) {
+  Start([](ServerOptions& o) { o.http.threads = 1; });
+  RawClient refused(port());
+  refused.SendInBackground("GET /v2/health/live HTTP/1.1\r\nX-Long: " + std::string(1 << 20, 'a'),
+                           absl::ZeroDuration());
+  EXPECT_THAT(refused.ReadAnswer(), StartsWith("HTTP/1.1 431"));
+  RawClient fresh(port());
+  const absl::Time start = absl::Now();
+  fresh.Send(Get("/v2/health/live"));
+  EXPECT_THAT(fresh.ReadAnswer(), StartsWith("HTTP/1.1 200"));
+  // At once: not after the refused connection lingered (2 s) or counted as slow (1 s).
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_TRUE(refused.ClosedWithin(absl::Seconds(1)));
+}
+
 // Shutdown closes idle kept-alive connections at once, answers what is in flight and cuts what
 // is left at the grace deadline: no client holds it up.
 TEST_F(HttpBoundsTest, ShutdownEndsWithinTheGracePeriodWhateverClientsDo) {
