@@ -107,8 +107,6 @@ class HttpServer {
   // cancels the calls left (their clients are answered 503), shuts down the connections left
   // shortly after, and joins the workers. Idempotent.
   void Stop(absl::Time deadline = absl::InfiniteFuture());
-  // Connections open now (served or waiting for their next request), for tests.
-  int open_connections() const;
 
  private:
   HttpServer(const HttpOptions& options, Runtime* runtime, const auth::Authorizer* authorizer);

@@ -127,7 +127,8 @@ ABSL_FLAG(int, shutdown_delay_seconds, 0,
           "after SIGTERM, report NOT_SERVING and keep serving this long");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "then stop accepting (gRPC and REST; idle REST connections are closed) and wait this "
-          "long for in-flight calls; calls and REST connections left then are cancelled and cut");
+          "long for in-flight calls; calls left then are cancelled (a REST one is answered 503) "
+          "and the connections closed");
 ABSL_FLAG(std::string, log_format, "text", "text or json");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning, error");
 
