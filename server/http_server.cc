@@ -51,10 +51,10 @@ constexpr absl::Duration kEvictableAfter = absl::Seconds(1);
 // How often waiting connections look for one to close when none could be closed yet.
 constexpr absl::Duration kEvictionInterval = absl::Milliseconds(100);
 // After an answer that closes a connection whose request was not read whole, the rest is read
-// and dropped for at most this long and this many bytes, so that a client still sending reads
+// and dropped for at most this long, and at most the largest body a request may have and a head
+// (nothing of it is kept), so that a client that sends its whole request before it reads reads
 // the answer instead of a reset connection.
 constexpr absl::Duration kLingerTime = absl::Seconds(2);
-constexpr int64_t kLingerBytes = int64_t{4} << 20;
 // At the grace deadline, workers whose calls were cancelled have this long to answer them (503)
 // before their connections are shut down too.
 constexpr absl::Duration kCancelledAnswerTime = absl::Milliseconds(250);
@@ -397,7 +397,7 @@ class ConnectionStream final : public BoundedRequestStream {
   bool cut() const { return table_->cut(); }
 
   // Closes the connection: TLS close_notify, the end of our side, the client's unread bytes
-  // dropped (kLingerTime, kLingerBytes) when its request was not read whole, then close.
+  // dropped (kLingerTime) when its request was not read whole, then close.
   void Close(bool clean) {
     reservations_.clear();  // nothing of the request is held while its connection lingers
     if (ssl_ != nullptr && clean && !refused()) SSL_shutdown(ssl_);
@@ -405,8 +405,9 @@ class ConnectionStream final : public BoundedRequestStream {
       ::shutdown(conn_->fd, SHUT_WR);
       const absl::Time deadline = absl::Now() + kLingerTime;
       char scratch[16384];
+      const int64_t most = options_.max_body_bytes + options_.head.max_head_bytes;
       int64_t dropped = 0;
-      while (dropped < kLingerBytes && Poll(POLLIN, deadline)) {
+      while (dropped < most && Poll(POLLIN, deadline)) {
         const ssize_t n = ::recv(conn_->fd, scratch, sizeof(scratch), 0);
         if (n > 0) {
           dropped += n;

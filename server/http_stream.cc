@@ -201,8 +201,8 @@ void BoundedRequestStream::Refuse(int status, absl::string_view message) {
 
 int64_t BoundedRequestStream::Cost(int64_t bytes) const {
   const int64_t json = std::min(bytes, json_bytes_);
-  if (json > INT64_MAX / (2 * kJsonBodyCost)) return INT64_MAX / 2;
-  return json * kJsonBodyCost + (bytes - json);
+  if (bytes > INT64_MAX / (2 * kJsonBodyCost)) return INT64_MAX / 2;
+  return json * kJsonBodyCost + (bytes - json) * kBinaryBodyCost;
 }
 
 absl::Status BoundedRequestStream::Reserve(int64_t bytes) {

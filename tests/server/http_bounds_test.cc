@@ -287,6 +287,17 @@ TEST_F(HttpBoundsTest, BodiesAreAdmittedAgainstTheMemoryBudgetBeforeTheyAreRead)
   EXPECT_THAT(refused, StartsWith("HTTP/1.1 429"));
   EXPECT_THAT(refused, HasSubstr("--max_request_memory_mb"));
   {
+    // A client that sends its whole request before it reads still reads its answer: the body it
+    // sends after the refusal is dropped, not cut off with a reset connection.
+    RawClient c(port());
+    const std::string raw(32 << 20, '\0');
+    const bool sent = c.Send(InferHead(absl::StrCat("Inference-Header-Content-Length: 100",
+                                                    "\r\nContent-Length: ", raw.size(), "\r\n")) +
+                             raw);
+    EXPECT_TRUE(sent);
+    EXPECT_THAT(c.ReadAnswer(), StartsWith("HTTP/1.1 429"));
+  }
+  {
     // Above the JSON limit: 413 from the head, for a JSON body and a binary body's JSON part.
     RawClient c(port());
     c.Send(InferHead(absl::StrCat("Content-Length: ", (1 << 20) + 1, "\r\n")));
