@@ -48,8 +48,11 @@ namespace {
 // request may be closed at once): long enough that a client whose request is on its way is not
 // cut, short enough that slow clients cannot keep new ones out.
 constexpr absl::Duration kEvictableAfter = absl::Seconds(1);
-// How often waiting connections look for one to close when none could be closed yet.
+// How often connections waiting for a worker look for one to close when none could be closed yet.
 constexpr absl::Duration kEvictionInterval = absl::Milliseconds(100);
+// How long connections wait for a worker before one is closed for them: longer than a worker takes
+// to finish a connection that was closed (a client reconnecting), far shorter than a client waits.
+constexpr absl::Duration kStarvedFor = absl::Milliseconds(50);
 // After an answer that closes a connection whose request was not read whole, the rest is read
 // and dropped for at most this long, and at most the largest body a request may have and a head
 // (nothing of it is kept), so that a client that sends its whole request before it reads reads
@@ -68,11 +71,14 @@ enum class Phase { kIdle, kHead, kBusy };
 // One accepted connection, owned by the worker serving it (on its stack); the table points to it
 // while it is open.
 struct Connection {
-  explicit Connection(int fd) : fd(fd) {}
+  Connection(int fd, absl::Time accepted) : fd(fd), accepted(accepted), since(accepted) {}
   const int fd;
+  const absl::Time accepted;
   // Guarded by the table's mutex.
   Phase phase = Phase::kIdle;
-  absl::Time since = absl::Now();    // when it entered `phase`
+  // When it entered `phase`; for its first request, when it was accepted (the time it waited for
+  // a worker counts: a slow client does not start afresh there).
+  absl::Time since;
   bool served = false;               // it answered a request (an idle one is kept alive)
   bool closing = false;              // evicted or cut: its socket is shut down
   std::shared_ptr<serving::CallState> call;  // the inference it waits for
@@ -85,7 +91,6 @@ class ConnectionTable {
   bool Add(Connection* c) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return false;
-    c->since = absl::Now();
     live_.insert(c);
     return true;
   }
@@ -99,7 +104,7 @@ class ConnectionTable {
     absl::MutexLock lock(&mu_);
     if (c->closing || stopping_ || (c->served && waiting_.load() > 0)) return false;
     c->phase = Phase::kIdle;
-    c->since = absl::Now();
+    c->since = c->served ? absl::Now() : c->accepted;
     return true;
   }
   // It drops what its client still sends before it closes: no longer than a connection waits for
@@ -117,7 +122,7 @@ class ConnectionTable {
     absl::MutexLock lock(&mu_);
     if (c->closing) return false;
     c->phase = Phase::kHead;
-    c->since = absl::Now();
+    c->since = c->served ? absl::Now() : c->accepted;
     return true;
   }
   // Its request head arrived: it is being served until its answer is written.
@@ -236,11 +241,17 @@ class ConnectionTable {
 
 namespace {
 
+// When the connection the worker thread is about to serve was accepted (set by ConnectionQueue).
+thread_local absl::Time accepted_at;
+
 // The connection tasks: `threads` workers and at most as many tasks waiting; a further connection
 // waits in the accept loop (enqueue blocks without holding the lock), so the kernel's listen queue
-// holds the rest instead of an unbounded list here. A task that would wait closes a connection
-// that is idle or slow for it (ConnectionTable::EvictOne), when it arrives and then every
-// kEvictionInterval until a worker takes it.
+// holds the rest instead of an unbounded list here. When accepted connections have waited for a
+// worker for kStarvedFor, one connection that is idle or slow is closed for each
+// (ConnectionTable::EvictOne), at the next connection accepted or at the latest kEvictionInterval
+// later, and again every kEvictionInterval while they wait. A wait shorter than kStarvedFor closes
+// nothing: a client reconnecting while its previous connection's worker finishes does not cost
+// another client its kept-alive connection.
 class ConnectionQueue final : public httplib::TaskQueue {
  public:
   ConnectionQueue(int threads, ConnectionTable* table)
@@ -252,7 +263,7 @@ class ConnectionQueue final : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     absl::MutexLock lock(&mu_);
     while (!stop_ && tasks_.size() >= workers_limit_) {
-      table_->EvictOne();
+      EvictForStarved();
       mu_.AwaitWithTimeout(absl::Condition(
                                +[](ConnectionQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
                                  return q->stop_ || q->tasks_.size() < q->workers_limit_;
@@ -266,18 +277,18 @@ class ConnectionQueue final : public httplib::TaskQueue {
       mu_.Lock();
       return;
     }
-    tasks_.push_back(std::move(fn));
-    if (UpdateStarved() > 0) table_->EvictOne();
+    tasks_.push_back([fn = std::move(fn), at = absl::Now()] {
+      accepted_at = at;
+      fn();
+    });
+    UpdateStarved();
+    EvictForStarved();
   }
 
   // The accept loop calls this when no connection arrived for an idle interval.
   void on_idle() override {
-    bool waiting;
-    {
-      absl::MutexLock lock(&mu_);
-      waiting = busy_ + tasks_.size() > workers_limit_;
-    }
-    if (waiting) table_->EvictOne();
+    absl::MutexLock lock(&mu_);
+    EvictForStarved();
   }
 
   void shutdown() override {
@@ -313,12 +324,30 @@ class ConnectionQueue final : public httplib::TaskQueue {
     }
   }
 
-  // Tells the table how many accepted connections no free worker will take; returns it.
-  size_t UpdateStarved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const size_t starved =
-        busy_ + tasks_.size() > workers_limit_ ? busy_ + tasks_.size() - workers_limit_ : 0;
+  // Accepted connections that no free worker will take.
+  size_t Starved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return busy_ + tasks_.size() > workers_limit_ ? busy_ + tasks_.size() - workers_limit_ : 0;
+  }
+
+  // Notes when connections started to wait for a worker; the table learns of waiting ones only
+  // once they waited kStarvedFor (EvictForStarved), and at once that none wait.
+  void UpdateStarved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (Starved() == 0) {
+      starved_since_ = absl::InfiniteFuture();
+      table_->set_waiting(0);
+    } else if (starved_since_ == absl::InfiniteFuture()) {
+      starved_since_ = absl::Now();
+    }
+  }
+
+  // When connections have waited kStarvedFor: tells the table (kept-alive connections then close
+  // instead of waiting idle) and closes one idle or slow connection for each.
+  void EvictForStarved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t starved = Starved();
+    if (starved == 0 || absl::Now() - starved_since_ < kStarvedFor) return;
     table_->set_waiting(static_cast<int>(starved));
-    return starved;
+    for (size_t n = starved; n > 0 && table_->EvictOne(); --n) {
+    }
   }
 
   const size_t workers_limit_;
@@ -327,6 +356,7 @@ class ConnectionQueue final : public httplib::TaskQueue {
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   size_t busy_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time starved_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::vector<std::thread> workers_;
 };
 
@@ -538,7 +568,7 @@ using ProcessRequest =
 // alive idle too long, closed for a waiting connection, or the server stops.
 void ServeConnection(const HttpOptions& options, Runtime* runtime, ConnectionTable* table,
                      int fd, SSL_CTX* tls, const ProcessRequest& process) {
-  Connection conn(fd);
+  Connection conn(fd, accepted_at);
   if (!table->Add(&conn)) {
     ::close(fd);
     return;
