@@ -27,10 +27,11 @@
 //   * checks the route and the credentials from the headers, and admits the body against the
 //     request memory budget (413 above the limits, 429 when the budget is spent), before reading
 //     any of the body; a chunked body is admitted as it arrives;
-//   * serves at most `threads` connections, each with a worker thread: when a connection is
-//     waiting for a worker, an idle kept-alive connection is closed for it, or else one that has
-//     been idle or sending its request head for a second or more (slow clients cannot hold every
-//     worker); at most `threads` more wait accepted, and beyond that the kernel's listen queue;
+//   * serves at most `threads` connections, each with a worker thread: when a connection has
+//     waited 50 ms for a worker, an idle kept-alive connection is closed for it, or else one that
+//     has been idle or sending its request head for a second or more (slow clients cannot hold
+//     every worker); at most `threads` more wait accepted, and beyond that the kernel's listen
+//     queue;
 //   * on shutdown stops accepting, closes idle connections, closes each other one after its
 //     answer, and at the grace deadline cancels the calls left (answered 503) and closes every
 //     connection.

@@ -39,8 +39,8 @@ ABSL_FLAG(int, http_port, 8000,
           "as on the gRPC port");
 ABSL_FLAG(int, http_threads, 64,
           "REST connections open at once, 1..1024, each with a worker thread. A connection that "
-          "finds every worker taken has an idle kept-alive connection closed for it, or else one "
-          "that has been idle or sending its request head for 1 s or more; up to as many more "
+          "has waited 50 ms for a worker has an idle kept-alive connection closed for it, or else "
+          "one that has been idle or sending its request head for 1 s or more; up to as many more "
           "wait to be accepted");
 ABSL_FLAG(int, http_timeout_seconds, 60,
           "REST: a request must arrive whole (head and body) within this long of its first byte, "
