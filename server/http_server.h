@@ -37,8 +37,10 @@
 //     connection.
 // A worker reads a request, waits for the call's result (the batcher computes it; the worker holds
 // no lock) and writes the answer. At the request rates a 2-core server reaches, the pool is not the
-// limit (docs/benchmarks.md, REST load test); an event-driven library would not hold a thread per
-// connection, but none packaged in Debian 12 serves TLS through OpenSSL 3 with less code than this.
+// limit (docs/benchmarks.md, REST load test). An event-driven server (Boost.Beast, the one in
+// Debian 12 with OpenSSL) would hold no thread per connection; with the bounds above a connection
+// holds one only while it is being served or nobody waits for it, which is what the pool needs, so
+// the port keeps cpp-httplib's parser rather than a rewrite.
 //
 // Thread-safe.
 #pragma once
