@@ -1104,7 +1104,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::BeginStop() {
-  if (server_ == nullptr || table_->stopping()) return;
+  // No accept loop when Start failed before it began.
+  if (server_ == nullptr || listener_done_ == nullptr || table_->stopping()) return;
   table_->BeginStop();
   // stop() does nothing before the accept loop runs: wait for it (or for its end).
   while (!server_->is_running() && !listener_done_->HasBeenNotified()) {
@@ -1115,6 +1116,10 @@ void HttpServer::BeginStop() {
 
 void HttpServer::Stop(absl::Time deadline) {
   if (server_ == nullptr) return;
+  if (listener_done_ == nullptr) {  // Start failed before the accept loop began
+    server_.reset();
+    return;
+  }
   BeginStop();
   if (!listener_done_->WaitForNotificationWithDeadline(deadline)) {
     GROVE_LOG(WARNING) << "shutdown: cancelling REST calls and closing the connections still open "

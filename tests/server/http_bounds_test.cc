@@ -408,6 +408,18 @@ TEST_F(HttpBoundsTest, ARefusedClientStillSendingMakesWayForNewOnes) {
   EXPECT_TRUE(refused.ClosedWithin(absl::Seconds(1)));
 }
 
+// A REST port in use is a start error naming it (the half-started REST server is taken down
+// cleanly).
+TEST_F(HttpBoundsTest, ARestPortInUseFailsToStart) {
+  Start();
+  ServerOptions o = LoopbackServerOptions((*root_ / "models").string());
+  o.http.port = port();
+  absl::StatusOr<std::unique_ptr<GroveServer>> second = GroveServer::Start(std::move(o));
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr(absl::StrCat("cannot bind the REST port 127.0.0.1:", port())));
+}
+
 // Shutdown closes idle kept-alive connections at once, answers what is in flight and cuts what
 // is left at the grace deadline: no client holds it up.
 TEST_F(HttpBoundsTest, ShutdownEndsWithinTheGracePeriodWhateverClientsDo) {
