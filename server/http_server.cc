@@ -930,6 +930,16 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
   return status;
 }
 
+// The body length a request's head announces once CheckFraming passed it: -1 chunked, 0 none.
+int64_t AnnouncedLength(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) return -1;
+  int64_t length = 0;
+  if (req.has_header("Content-Length")) {
+    (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &length);
+  }
+  return length;
+}
+
 // What is checked of a request whose body follows, from its head, before any of the body is
 // read: the route and the credentials, then AdmitBodyFromHead. The answer when it is refused (the
 // connection then closes: its body is not read).
@@ -1054,26 +1064,36 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   // cpp-httplib would answer 400 for a POST or read a PUT's or DELETE's body until the connection
   // closes. One with a body is admitted (AdmitBody) before cpp-httplib reads the body.
   const HttpOptions* opts = &server->options_;
-  http.set_pre_routing_handler([self, opts, authorizer](const httplib::Request& req,
-                                                        httplib::Response& res) {
-    if (std::optional<FramingError> error = CheckFraming(req, opts->max_body_bytes)) {
+  // The refusal of a request that announces a body, from its head; nothing when its body may be
+  // read.
+  auto admit = [opts, authorizer](const httplib::Request& req) -> std::optional<FramingError> {
+    if (std::optional<FramingError> error = CheckFraming(req, opts->max_body_bytes)) return error;
+    const int64_t length = AnnouncedLength(req);
+    if (length == 0) return std::nullopt;
+    return AdmitBody(*opts, authorizer, req, length, length < 0);
+  };
+  http.set_pre_routing_handler([self, admit](const httplib::Request& req,
+                                             httplib::Response& res) {
+    if (std::optional<FramingError> error = admit(req)) {
       RefuseAndClose(*error, req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    const bool chunked = req.has_header("Transfer-Encoding");
-    int64_t length = 0;
-    if (req.has_header("Content-Length")) {
-      (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &length);  // CheckFraming
-    }
-    if (!chunked && length == 0) {
+    if (AnnouncedLength(req) == 0) {
       self->Handle(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (std::optional<FramingError> error = AdmitBody(*opts, authorizer, req, length, chunked)) {
-      RefuseAndClose(*error, req, res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // A client that asks before it sends its body (Expect: 100-continue; curl does for bodies above
+  // 1 MiB) is refused before it sends any of it, by the same checks (the pre-routing handler then
+  // finds them passed: its admission is not taken twice).
+  http.set_expect_100_continue_handler([admit](const httplib::Request& req,
+                                               httplib::Response& res) {
+    if (std::optional<FramingError> error = admit(req)) {
+      RefuseAndClose(*error, req, res);
+      return error->status;
+    }
+    return 100;
   });
   for (auto method : {&httplib::Server::Get, &httplib::Server::Post, &httplib::Server::Put,
                       &httplib::Server::Delete, &httplib::Server::Patch}) {

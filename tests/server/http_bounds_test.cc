@@ -258,6 +258,18 @@ TEST_F(HttpBoundsTest, CredentialsAreCheckedBeforeTheBodyIsRead) {
                                  body.size(), "\r\n")) +
           body);
   EXPECT_THAT(ok.ReadAnswer(), StartsWith("HTTP/1.1 200"));
+  // A client that asks before sending its body (Expect: 100-continue) is refused instead of
+  // invited to send it; with credentials it is invited and served.
+  RawClient asks(port());
+  asks.Send(InferHead("Expect: 100-continue\r\nContent-Length: 8000000\r\n"));
+  EXPECT_THAT(asks.ReadAnswer(), StartsWith("HTTP/1.1 401"));
+  RawClient invited(port());
+  invited.Send(InferHead(absl::StrCat("Authorization: Bearer ", kToken,
+                                      "\r\nExpect: 100-continue\r\nContent-Length: ",
+                                      body.size(), "\r\n")));
+  EXPECT_THAT(invited.ReadAnswer(), StartsWith("HTTP/1.1 100"));
+  invited.Send(body);
+  EXPECT_THAT(invited.ReadAnswer(), StartsWith("HTTP/1.1 200"));
 }
 
 // A body is admitted against --max_request_memory_mb before it is read (Content-Length) or as it
