@@ -1,53 +1,294 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "core/common/log.h"
 #include "core/io/file.h"
 #include "httplib.h"
+#include "openssl/err.h"
 #include "openssl/ssl.h"
 #include "openssl/x509.h"
 #include "server/call.h"
+#include "server/http_stream.h"
 #include "server/kserve_ops.h"
 #include "server/kserve_rest.h"
 
 namespace grove::server {
 namespace {
 
+// When a connection waits for a worker, a connection that has sent nothing of a request, or only
+// part of its head, for this long may be closed for it (a kept-alive one that finished its last
+// request may be closed at once): long enough that a client whose request is on its way is not
+// cut, short enough that slow clients cannot keep new ones out.
+constexpr absl::Duration kEvictableAfter = absl::Seconds(1);
+// How often connections waiting for a worker look for one to close when none could be closed yet.
+constexpr absl::Duration kEvictionInterval = absl::Milliseconds(100);
+// How long connections wait for a worker before one is closed for them: longer than a worker takes
+// to finish a connection that was closed (a client reconnecting), far shorter than a client waits.
+constexpr absl::Duration kStarvedFor = absl::Milliseconds(50);
+// After an answer that closes a connection whose request was not read whole, the rest is read
+// and dropped for at most this long, and at most the largest body a request may have and a head
+// (nothing of it is kept), so that a client that sends its whole request before it reads reads
+// the answer instead of a reset connection.
+constexpr absl::Duration kLingerTime = absl::Seconds(2);
+// At the grace deadline, workers whose calls were cancelled have this long to answer them (503)
+// before their connections are shut down too.
+constexpr absl::Duration kCancelledAnswerTime = absl::Milliseconds(250);
+// The kernel's queue of connections not yet accepted (cpp-httplib's own is 5).
+constexpr int kListenBacklog = 1024;
+
+}  // namespace
+
+enum class Phase { kIdle, kHead, kBusy };
+
+// One accepted connection, owned by the worker serving it (on its stack); the table points to it
+// while it is open.
+struct Connection {
+  Connection(int fd, absl::Time accepted) : fd(fd), accepted(accepted), since(accepted) {}
+  const int fd;
+  const absl::Time accepted;
+  // Guarded by the table's mutex.
+  Phase phase = Phase::kIdle;
+  // When it entered `phase`; for its first request, when it was accepted (the time it waited for
+  // a worker counts: a slow client does not start afresh there).
+  absl::Time since;
+  bool served = false;               // it answered a request (an idle one is kept alive)
+  bool closing = false;              // evicted or cut: its socket is shut down
+  std::shared_ptr<serving::CallState> call;  // the inference it waits for
+};
+
+// The open connections, what each is doing, and the server's stop state. Thread-safe.
+class ConnectionTable {
+ public:
+  // False when the server is stopping (the connection is closed unserved).
+  bool Add(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    live_.insert(c);
+    return true;
+  }
+  void Remove(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    live_.erase(c);
+  }
+  // The connection waits for its next request. False: close it instead (stopping, evicted, or
+  // kept alive while an accepted connection waits for a worker).
+  bool EnterIdle(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (c->closing || stopping_ || (c->served && waiting_.load() > 0)) return false;
+    c->phase = Phase::kIdle;
+    c->since = c->served ? absl::Now() : c->accepted;
+    return true;
+  }
+  // It drops what its client still sends before it closes: no longer than a connection waits for
+  // its worker (false: close at once), and it is the first to close for one.
+  bool EnterLinger(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (c->closing || stopping_ || waiting_.load() > 0) return false;
+    c->phase = Phase::kIdle;
+    c->served = true;
+    c->since = absl::Now();
+    return true;
+  }
+  // Its next request began (a first byte arrived). False when it was closed meanwhile.
+  bool EnterHead(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    if (c->closing) return false;
+    c->phase = Phase::kHead;
+    c->since = c->served ? absl::Now() : c->accepted;
+    return true;
+  }
+  // Its request head arrived: it is being served until its answer is written.
+  void EnterBusy(Connection* c) {
+    absl::MutexLock lock(&mu_);
+    c->phase = Phase::kBusy;
+    c->since = absl::Now();
+    c->served = true;
+  }
+  // Closes one connection for a connection waiting for a worker: the kept-alive idle one idle
+  // longest, or else the one idle or in its request head for longest, kEvictableAfter or more.
+  // False when none may be closed.
+  bool EvictOne() {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    Connection* best = nullptr;
+    auto better = [&](Connection* c) {
+      if (c->closing || c->phase == Phase::kBusy) return false;
+      const bool kept = c->phase == Phase::kIdle && c->served;
+      if (!kept && now - c->since < kEvictableAfter) return false;
+      if (best == nullptr) return true;
+      const bool best_kept = best->phase == Phase::kIdle && best->served;
+      if (kept != best_kept) return kept;
+      return c->since < best->since;
+    };
+    for (Connection* c : live_) {
+      if (better(c)) best = c;
+    }
+    if (best == nullptr) return false;
+    CloseLocked(best);
+    return true;
+  }
+  // The inference `c` now waits for (null: none). Cancelled at once after CutAll.
+  void SetCall(Connection* c, std::shared_ptr<serving::CallState> call) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cut_ || call == nullptr) {
+        c->call = std::move(call);
+        return;
+      }
+    }
+    call->Cancel();
+  }
+  // No connection is added from now on; idle ones are closed, the others close after their
+  // answer (EnterIdle refuses).
+  void BeginStop() {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (Connection* c : live_) {
+      if (c->phase == Phase::kIdle) CloseLocked(c);
+    }
+  }
+  // At the grace deadline: cancels the calls that open connections wait for, so that their
+  // workers answer them (503) and close, and shuts down every other open connection.
+  void CancelCalls() {
+    std::vector<std::shared_ptr<serving::CallState>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      cut_ = true;
+      for (Connection* c : live_) {
+        if (c->call != nullptr) {
+          calls.push_back(std::move(c->call));
+        } else {
+          CloseLocked(c);
+        }
+      }
+    }
+    for (auto& call : calls) call->Cancel();  // outside the lock: hooks take queue locks
+  }
+  // Shuts down every open connection and cancels the calls they wait for.
+  void CutAll() {
+    std::vector<std::shared_ptr<serving::CallState>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      cut_ = true;
+      for (Connection* c : live_) {
+        CloseLocked(c);
+        if (c->call != nullptr) calls.push_back(std::move(c->call));
+      }
+    }
+    for (auto& call : calls) call->Cancel();  // outside the lock: hooks take queue locks
+  }
+  bool stopping() {
+    absl::MutexLock lock(&mu_);
+    return stopping_;
+  }
+  // The grace deadline passed (CancelCalls or CutAll).
+  bool cut() {
+    absl::MutexLock lock(&mu_);
+    return cut_;
+  }
+  int size() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(live_.size());
+  }
+  // Accepted connections that no free worker will take (set by the task queue).
+  void set_waiting(int n) { waiting_.store(n); }
+
+ private:
+  void CloseLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (c->closing) return;
+    c->closing = true;
+    // Wakes the worker's poll; the worker closes the descriptor (after Remove, so never here
+    // after it was closed).
+    ::shutdown(c->fd, SHUT_RDWR);
+  }
+
+  absl::Mutex mu_;
+  absl::flat_hash_set<Connection*> live_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int> waiting_{0};
+};
+
+namespace {
+
+// When the connection the worker thread is about to serve was accepted (set by ConnectionQueue).
+thread_local absl::Time accepted_at;
+
 // The connection tasks: `threads` workers and at most as many tasks waiting; a further connection
 // waits in the accept loop (enqueue blocks without holding the lock), so the kernel's listen queue
-// holds the rest instead of an unbounded list here.
-class BoundedTaskQueue final : public httplib::TaskQueue {
+// holds the rest instead of an unbounded list here. When accepted connections have waited for a
+// worker for kStarvedFor, one connection that is idle or slow is closed for each
+// (ConnectionTable::EvictOne), at the next connection accepted or at the latest kEvictionInterval
+// later, and again every kEvictionInterval while they wait. A wait shorter than kStarvedFor closes
+// nothing: a client reconnecting while its previous connection's worker finishes does not cost
+// another client its kept-alive connection.
+class ConnectionQueue final : public httplib::TaskQueue {
  public:
-  explicit BoundedTaskQueue(int threads) : limit_(static_cast<size_t>(threads)) {
+  ConnectionQueue(int threads, ConnectionTable* table)
+      : workers_limit_(static_cast<size_t>(threads)), table_(table) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
   }
-  ~BoundedTaskQueue() override { shutdown(); }
+  ~ConnectionQueue() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](BoundedTaskQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-          return q->stop_ || q->tasks_.size() < q->limit_;
-        },
-        this));
-    if (!stop_) tasks_.push_back(std::move(fn));
+    while (!stop_ && tasks_.size() >= workers_limit_) {
+      EvictForStarved();
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](ConnectionQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+                                 return q->stop_ || q->tasks_.size() < q->workers_limit_;
+                               },
+                               this),
+                           kEvictionInterval);
+    }
+    if (stop_) {
+      mu_.Unlock();
+      fn();  // closes the connection at once: the table is stopping
+      mu_.Lock();
+      return;
+    }
+    tasks_.push_back([fn = std::move(fn), at = absl::Now()] {
+      accepted_at = at;
+      fn();
+    });
+    UpdateStarved();
+    EvictForStarved();
+  }
+
+  // The accept loop calls this when no connection arrived for an idle interval.
+  void on_idle() override {
+    absl::MutexLock lock(&mu_);
+    EvictForStarved();
   }
 
   void shutdown() override {
@@ -67,23 +308,328 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](BoundedTaskQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            +[](ConnectionQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
               return q->stop_ || !q->tasks_.empty();
             },
             this));
         if (tasks_.empty()) return;  // stopping, and every accepted connection was served
         fn = std::move(tasks_.front());
         tasks_.pop_front();
+        ++busy_;
       }
       fn();
+      absl::MutexLock lock(&mu_);
+      --busy_;
+      UpdateStarved();
     }
   }
 
-  const size_t limit_;
+  // Accepted connections that no free worker will take.
+  size_t Starved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return busy_ + tasks_.size() > workers_limit_ ? busy_ + tasks_.size() - workers_limit_ : 0;
+  }
+
+  // Notes when connections started to wait for a worker; the table learns of waiting ones only
+  // once they waited kStarvedFor (EvictForStarved), and at once that none wait.
+  void UpdateStarved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (Starved() == 0) {
+      starved_since_ = absl::InfiniteFuture();
+      table_->set_waiting(0);
+    } else if (starved_since_ == absl::InfiniteFuture()) {
+      starved_since_ = absl::Now();
+    }
+  }
+
+  // When connections have waited kStarvedFor: tells the table (kept-alive connections then close
+  // instead of waiting idle) and closes one idle or slow connection for each.
+  void EvictForStarved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t starved = Starved();
+    if (starved == 0 || absl::Now() - starved_since_ < kStarvedFor) return;
+    table_->set_waiting(static_cast<int>(starved));
+    for (size_t n = starved; n > 0 && table_->EvictOne(); --n) {
+    }
+  }
+
+  const size_t workers_limit_;
+  ConnectionTable* const table_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  size_t busy_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time starved_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::vector<std::thread> workers_;
+};
+
+std::string Address(const sockaddr_storage& addr, int* port) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+    *port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+    *port = ntohs(a->sin6_port);
+  }
+  return text;
+}
+
+// One connection's socket (non-blocking), read and written here with or without TLS, for
+// cpp-httplib to parse under groved's bounds (BoundedRequestStream), with the request and response
+// deadlines and the memory budget of HttpServer.
+// Used by its worker thread only, but for SetCall's table.
+class ConnectionStream final : public BoundedRequestStream {
+ public:
+  ConnectionStream(const HttpOptions& options, Runtime* runtime, ConnectionTable* table,
+                   Connection* conn)
+      : BoundedRequestStream(options.head),
+        options_(options),
+        runtime_(runtime),
+        table_(table),
+        conn_(conn) {}
+  ~ConnectionStream() override {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+
+  // TLS: the handshake, within the request timeout. False: close the connection.
+  bool Handshake(SSL_CTX* ctx) {
+    ssl_ = SSL_new(ctx);
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, conn_->fd) != 1) return false;
+    SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    const absl::Time deadline = absl::Now() + options_.request_timeout;
+    while (true) {
+      const int r = SSL_accept(ssl_);
+      if (r == 1) return true;
+      if (!WaitFor(SSL_get_error(ssl_, r), deadline)) return false;
+    }
+  }
+  SSL* ssl() const { return ssl_; }
+
+  // Waits up to the keep-alive timeout for the next request's first byte. False: close the
+  // connection (timed out, closed by the client or by the table).
+  bool NextRequest() {
+    BeginRequest();
+    reservations_.clear();
+    write_deadline_ = absl::InfiniteFuture();
+    if (!table_->EnterIdle(conn_)) return false;
+    if (!buffered() && (ssl_ == nullptr || SSL_pending(ssl_) == 0)) {
+      if (!Poll(POLLIN, absl::Now() + options_.keep_alive_timeout)) return false;
+    }
+    if (!table_->EnterHead(conn_)) return false;
+    read_deadline_ = absl::Now() + options_.request_timeout;
+    return true;
+  }
+
+  void SetCall(std::shared_ptr<serving::CallState> call) {
+    table_->SetCall(conn_, std::move(call));
+  }
+  bool stopping() const { return table_->stopping(); }
+  bool cut() const { return table_->cut(); }
+
+  // Closes the connection: TLS close_notify, the end of our side, the client's unread bytes
+  // dropped (kLingerTime) when its request was not read whole, then close.
+  void Close(bool clean) {
+    reservations_.clear();  // nothing of the request is held while its connection lingers
+    if (ssl_ != nullptr && clean && !refused()) SSL_shutdown(ssl_);
+    if (close_after_answer() && table_->EnterLinger(conn_)) {
+      ::shutdown(conn_->fd, SHUT_WR);
+      const absl::Time deadline = absl::Now() + kLingerTime;
+      char scratch[16384];
+      const int64_t most = options_.max_body_bytes + options_.head.max_head_bytes;
+      int64_t dropped = 0;
+      while (dropped < most && Poll(POLLIN, deadline)) {
+        const ssize_t n = ::recv(conn_->fd, scratch, sizeof(scratch), 0);
+        if (n > 0) {
+          dropped += n;
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          break;
+        }
+      }
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getpeername(conn_->fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      ip = Address(addr, &port);
+    }
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getsockname(conn_->fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      ip = Address(addr, &port);
+    }
+  }
+  socket_t socket() const override { return conn_->fd; }
+
+ private:
+  void OnHeadDone() override { table_->EnterBusy(conn_); }
+
+  absl::Status Admit(int64_t cost) override {
+    absl::StatusOr<serving::MemoryReservation> r = runtime_->ReserveReceivedBytes(cost);
+    if (!r.ok()) return r.status();
+    reservations_.push_back(*std::move(r));
+    return absl::OkStatus();
+  }
+
+  // Reads what the socket holds, waiting until the request's deadline (408 after it).
+  ssize_t Receive(char* buffer, size_t size) override {
+    while (true) {
+      ssize_t n;
+      int ssl_error = SSL_ERROR_WANT_READ;
+      if (ssl_ != nullptr) {
+        ERR_clear_error();
+        n = SSL_read(ssl_, buffer, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        if (n > 0) return n;
+        ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
+        if (ssl_error == SSL_ERROR_ZERO_RETURN) return 0;
+        if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
+      } else {
+        n = ::recv(conn_->fd, buffer, size, 0);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      }
+      if (!WaitFor(ssl_error, read_deadline_)) {
+        if (absl::Now() >= read_deadline_) {
+          Refuse(408, absl::StrCat("the request did not arrive within ",
+                                   absl::ToInt64Seconds(options_.request_timeout),
+                                   " s (--http_timeout_seconds)"));
+        }
+        return -1;
+      }
+    }
+  }
+
+  // Writes within the answer's deadline (set at its first write), or kLingerTime for an answer
+  // to a request refused while it was read.
+  ssize_t Send(const char* data, size_t size) override {
+    if (write_deadline_ == absl::InfiniteFuture()) {
+      write_deadline_ = absl::Now() + (refused() ? kLingerTime : options_.request_timeout);
+    }
+    while (true) {
+      ssize_t n;
+      int ssl_error = SSL_ERROR_WANT_WRITE;
+      if (ssl_ != nullptr) {
+        ERR_clear_error();
+        n = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+        if (n > 0) return n;
+        ssl_error = SSL_get_error(ssl_, static_cast<int>(n));
+        if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return -1;
+      } else {
+        n = ::send(conn_->fd, data, size, MSG_NOSIGNAL);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      }
+      if (!WaitFor(ssl_error, write_deadline_)) return -1;
+    }
+  }
+
+  // Waits for what `ssl_error` (SSL_ERROR_WANT_READ / WANT_WRITE) asks for until `deadline`.
+  bool WaitFor(int ssl_error, absl::Time deadline) {
+    if (ssl_error == SSL_ERROR_WANT_READ) return Poll(POLLIN, deadline);
+    if (ssl_error == SSL_ERROR_WANT_WRITE) return Poll(POLLOUT, deadline);
+    return false;
+  }
+
+  // True when the socket is ready for `events` (or closed) before `deadline`.
+  bool Poll(short events, absl::Time deadline) {
+    while (true) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      pollfd p{conn_->fd, events, 0};
+      const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, INT32_MAX);
+      const int r = ::poll(&p, 1, static_cast<int>(ms));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+    }
+  }
+
+  const HttpOptions& options_;
+  Runtime* const runtime_;
+  ConnectionTable* const table_;
+  Connection* const conn_;
+  SSL* ssl_ = nullptr;
+  absl::Time read_deadline_ = absl::InfiniteFuture();
+  absl::Time write_deadline_ = absl::InfiniteFuture();
+  std::vector<serving::MemoryReservation> reservations_;  // the body's admission
+};
+
+// The stream of the connection this thread serves (cpp-httplib calls the handlers on it).
+thread_local ConnectionStream* current_stream = nullptr;
+
+using ProcessRequest =
+    std::function<bool(httplib::Stream&, bool close_connection, bool& connection_closed, SSL*)>;
+
+// A connection's life: (TLS handshake), then requests until it is closed by either side, kept
+// alive idle too long, closed for a waiting connection, or the server stops.
+void ServeConnection(const HttpOptions& options, Runtime* runtime, ConnectionTable* table,
+                     int fd, SSL_CTX* tls, const ProcessRequest& process) {
+  Connection conn(fd, accepted_at);
+  if (!table->Add(&conn)) {
+    ::close(fd);
+    return;
+  }
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  bool clean = true;
+  {
+    ConnectionStream stream(options, runtime, table, &conn);
+    bool open = true;
+    if (tls != nullptr) {
+      table->EnterHead(&conn);
+      open = stream.Handshake(tls);
+      clean = open;
+    }
+    current_stream = &stream;
+    // cpp-httplib's keep-alive bound, kept: a busy connection's worker goes to a waiting one now
+    // and then.
+    constexpr int kMaxRequests = 1000;
+    for (int served = 0; open && served < kMaxRequests; ++served) {
+      if (!stream.NextRequest()) break;
+      bool closed = false;
+      const bool last = served + 1 == kMaxRequests || table->stopping();
+      clean = process(stream, last, closed, stream.ssl());
+      open = clean && !closed && !last && !stream.close_after_answer();
+    }
+    current_stream = nullptr;
+    stream.Close(clean);
+  }
+  table->Remove(&conn);
+  ::close(fd);
+}
+
+// Serves each connection through ServeConnection instead of cpp-httplib's own loop (Base:
+// httplib::Server or httplib::SSLServer, whose TLS context it uses).
+template <typename Base>
+class GuardedServer final : public Base {
+ public:
+  template <typename... Args>
+  GuardedServer(const HttpOptions* options, Runtime* runtime, ConnectionTable* table,
+                Args&&... args)
+      : Base(std::forward<Args>(args)...), options_(options), runtime_(runtime), table_(table) {}
+
+  // cpp-httplib listens with a backlog of 5: a burst of clients would be refused by the kernel.
+  void RaiseBacklog() { ::listen(this->svr_sock_, kListenBacklog); }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    SSL_CTX* tls = nullptr;
+    if constexpr (std::is_same_v<Base, httplib::SSLServer>) tls = this->ssl_context();
+    ServeConnection(*options_, runtime_, table_, sock, tls,
+                    [this](httplib::Stream& stream, bool close_connection, bool& closed, SSL* ssl) {
+                      return this->process_request(stream, close_connection, closed,
+                                                   [ssl](httplib::Request& req) { req.ssl = ssl; });
+                    });
+    return true;
+  }
+
+  const HttpOptions* const options_;
+  Runtime* const runtime_;
+  ConnectionTable* const table_;
 };
 
 // The common name of the verified client certificate ("" when none).
@@ -127,68 +673,6 @@ absl::StatusOr<int64_t> HeaderLength(const httplib::Request& request) {
   return v;
 }
 
-// A body at most this much above the limit is still read (and dropped) before its 413, so that a
-// client that sends its whole body before reading the answer (urllib, most simple clients) reads
-// the 413 instead of a reset connection; a body announced larger than that is refused at once.
-constexpr int64_t kDrainedExcessBytes = int64_t{4} << 20;
-
-// A request whose body cannot be delimited safely, and the status it is answered with.
-struct FramingError {
-  int status;
-  std::string message;
-};
-
-// A body is delimited by one Content-Length of plain digits, or by Transfer-Encoding: chunked
-// alone, and only a POST, PUT, PATCH or DELETE has one (cpp-httplib reads no other's body, which
-// would then be read as the next request). Two lengths, a length beside chunked, a coding groved
-// does not decode, or a body on another method are refused,
-// never resolved one way: a proxy in front that resolved them another way would take the rest of
-// the body for a request of its own (request smuggling, RFC 9112 section 6.3). A length more than
-// kDrainedExcessBytes above `max_body_bytes` is refused from the headers, before any of the body
-// is read (a body less far above it is read, dropped and answered 413 by cpp-httplib).
-std::optional<FramingError> CheckFraming(const httplib::Request& request, int64_t max_body_bytes) {
-  const size_t lengths = request.get_header_value_count("Content-Length");
-  const size_t codings = request.get_header_value_count("Transfer-Encoding");
-  const std::string& method = request.method;
-  if ((codings > 0 || (lengths > 0 && request.get_header_value("Content-Length") != "0")) &&
-      method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
-    return FramingError{400, absl::StrCat("a ", method, " request carries no body; send it "
-                                          "without Content-Length and Transfer-Encoding")};
-  }
-  if (lengths > 1) {
-    return FramingError{400, absl::StrCat("the request has ", lengths,
-                                          " Content-Length headers; send one")};
-  }
-  if (lengths == 1 && codings > 0) {
-    return FramingError{400,
-                        "the request has both Content-Length and Transfer-Encoding; send one"};
-  }
-  if (codings > 0) {
-    const std::string coding = request.get_header_value("Transfer-Encoding");
-    if (codings > 1 || !absl::EqualsIgnoreCase(coding, "chunked")) {
-      return FramingError{501, absl::StrCat("Transfer-Encoding '", coding,
-                                            "' is not supported; send the body chunked "
-                                            "(Transfer-Encoding: chunked) or with Content-Length")};
-    }
-    return std::nullopt;
-  }
-  if (lengths == 0) return std::nullopt;
-  const std::string text = request.get_header_value("Content-Length");
-  int64_t length = 0;
-  const bool digits = !text.empty() && text.size() <= 18 &&
-                      std::all_of(text.begin(), text.end(), absl::ascii_isdigit);
-  if (!digits || !absl::SimpleAtoi(text, &length)) {
-    return FramingError{400, absl::StrCat("Content-Length '", text,
-                                          "' is not a byte count (digits only)")};
-  }
-  if (length > max_body_bytes && length - max_body_bytes > kDrainedExcessBytes) {
-    return FramingError{413, absl::StrCat("the request body of ", length,
-                                          " bytes is larger than the limit of ", max_body_bytes,
-                                          " bytes (--max_message_bytes)")};
-  }
-  return std::nullopt;
-}
-
 // Answers `error` and closes the connection after the answer. The body the request announced is
 // not read, so nothing after the headers on this connection can be told apart from it. cpp-httplib
 // closes a connection whose response body could not be written whole: the provider writes the whole
@@ -198,6 +682,7 @@ void RefuseAndClose(const FramingError& error, const httplib::Request& request,
                     httplib::Response& response) {
   // cpp-httplib's request is its own (non-const) object, passed to handlers by const reference.
   if (request.method == "HEAD") const_cast<httplib::Request&>(request).method = "GET";
+  if (current_stream != nullptr) current_stream->CloseAfterAnswer();
   response.status = error.status;
   response.set_header("Connection", "close");
   std::string body = RestError(error.message);
@@ -236,9 +721,11 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
   absl::Status result;
   absl::Status started = StartKserveInfer(
       runtime, request, &response, absl::InfiniteFuture(),
-      [record](const std::shared_ptr<CallState>&, Operation op) {
+      [record](const std::shared_ptr<CallState>& call, Operation op) {
         record->op = op;
         record->observe_latency = true;
+        // Cancelled when the server cuts the connection at its shutdown deadline.
+        if (current_stream != nullptr) current_stream->SetCall(call);
       },
       [&](absl::Status status) {
         result = std::move(status);
@@ -247,6 +734,14 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
       &record->resolved);
   if (!started.ok()) return started;
   finished.WaitForNotification();
+  if (current_stream != nullptr) {
+    current_stream->SetCall(nullptr);
+    if (!result.ok() && current_stream->cut()) {
+      return absl::UnavailableError(
+          "the server is shutting down: the call was cancelled at the end of its grace period "
+          "(--shutdown_grace_seconds)");
+    }
+  }
   if (!result.ok()) return result;
   int64_t json_length = -1;
   std::string body = RestInferResponse(request, response, &json_length);
@@ -435,6 +930,38 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
   return status;
 }
 
+// The body length a request's head announces once CheckFraming passed it: -1 chunked, 0 none.
+int64_t AnnouncedLength(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) return -1;
+  int64_t length = 0;
+  if (req.has_header("Content-Length")) {
+    (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &length);
+  }
+  return length;
+}
+
+// What is checked of a request whose body follows, from its head, before any of the body is
+// read: the route and the credentials, then AdmitBodyFromHead. The answer when it is refused (the
+// connection then closes: its body is not read).
+std::optional<FramingError> AdmitBody(const HttpOptions& options,
+                                      const auth::Authorizer* authorizer,
+                                      const httplib::Request& req, int64_t length, bool chunked) {
+  absl::StatusOr<RestRoute> route = ParseRestRoute(req.method, req.path);
+  if (!route.ok()) {
+    return FramingError{HttpStatus(route.status().code()), std::string(route.status().message())};
+  }
+  if (std::optional<auth::Role> role = RequiredRole(route->op)) {
+    if (absl::Status s = Authorize(authorizer, req, *role, route->method); !s.ok()) {
+      return FramingError{HttpStatus(s.code()), std::string(s.message())};
+    }
+  }
+  if (current_stream == nullptr) return std::nullopt;
+  return AdmitBodyFromHead(req, length, chunked,
+                           {.max_body_bytes = options.max_body_bytes,
+                            .max_json_body_bytes = options.max_json_body_bytes},
+                           current_stream);
+}
+
 }  // namespace
 
 absl::Status ValidateHttpOptions(const HttpOptions& o) {
@@ -453,6 +980,13 @@ absl::Status ValidateHttpOptions(const HttpOptions& o) {
   }
   if (o.max_body_bytes < 1) {
     return absl::InvalidArgumentError("the REST body limit (--max_message_bytes) is not positive");
+  }
+  if (o.max_json_body_bytes < 1) {
+    return absl::InvalidArgumentError("--http_max_json_body_mb is not positive");
+  }
+  if (o.head.max_line_bytes < 64 || o.head.max_fields < 1 ||
+      o.head.max_head_bytes < o.head.max_line_bytes) {
+    return absl::InvalidArgumentError("the REST request head limits are out of range");
   }
   return absl::OkStatus();
 }
@@ -474,12 +1008,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
     if (!text.ok()) return text.status();
   }
   std::unique_ptr<HttpServer> server(new HttpServer(options, runtime, authorizer));
+  server->table_ = std::make_unique<ConnectionTable>();
+  ConnectionTable* table = server->table_.get();
   if (!options.tls_cert_file.empty()) {
-    server->server_ = std::make_unique<httplib::SSLServer>(
-        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
+    server->server_ = std::make_unique<GuardedServer<httplib::SSLServer>>(
+        &server->options_, runtime, table, options.tls_cert_file.c_str(),
+        options.tls_key_file.c_str(),
         options.tls_client_ca_file.empty() ? nullptr : options.tls_client_ca_file.c_str());
   } else {
-    server->server_ = std::make_unique<httplib::Server>();
+    server->server_ = std::make_unique<GuardedServer<httplib::Server>>(&server->options_,
+                                                                       runtime, table);
   }
   httplib::Server& http = *server->server_;
   if (!http.is_valid()) {
@@ -488,16 +1026,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
                      options.tls_key_file, " or client CA do not make a valid TLS context"));
   }
   const int threads = options.threads;
-  http.new_task_queue = [threads] { return new BoundedTaskQueue(threads); };
+  http.new_task_queue = [threads, table] { return new ConnectionQueue(threads, table); };
   http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
-  const auto timeout = absl::ToChronoSeconds(options.request_timeout);
-  http.set_read_timeout(timeout);
-  http.set_write_timeout(timeout);
+  // Timeouts and keep-alive are ConnectionStream's and ServeConnection's; these two only set what
+  // the Keep-Alive answer header tells clients.
   http.set_keep_alive_timeout(absl::ToInt64Seconds(options.keep_alive_timeout));
-  // cpp-httplib closes a connection after 5 requests by default: every client would reconnect
-  // constantly (and overflow its listen queue of 5). 1000 keeps connections alive while still
-  // handing a busy connection's worker to a waiting one now and then.
   http.set_keep_alive_max_count(1000);
+  // The accept loop wakes this often when no connection arrives, so that a connection waiting for
+  // a worker can have an idle or slow one closed for it (ConnectionQueue::on_idle).
+  http.set_idle_interval(absl::ToChronoMicroseconds(kEvictionInterval));
   // SO_REUSEADDR only: without SO_REUSEPORT (cpp-httplib's default sets it) a second groved on the
   // port fails to start instead of sharing its requests. TCP_NODELAY (inherited by accepted
   // sockets): a response goes out in two writes, header and body, and with Nagle's algorithm the
@@ -521,22 +1058,42 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   auto handler = [self](const httplib::Request& req, httplib::Response& res) {
     self->Handle(req, res);
   };
-  // A POST without Content-Length or chunked encoding has no body (tritonclient.http's repository
-  // and load calls send one so); cpp-httplib would answer 400 because it cannot tell where a body
-  // ends, so such a request is served before it tries to read one.
-  // Before that, the framing is checked (CheckFraming): the pre-routing handler runs once the
-  // headers are read and before any of the body is.
-  http.set_pre_routing_handler([self, limit](const httplib::Request& req, httplib::Response& res) {
-    if (std::optional<FramingError> error = CheckFraming(req, limit)) {
+  // The pre-routing handler runs once the head is read and before any of the body is. The framing
+  // is checked first (CheckFraming). A request without Content-Length or chunked encoding has no
+  // body (tritonclient.http's repository and load calls are such POSTs): it is served here, since
+  // cpp-httplib would answer 400 for a POST or read a PUT's or DELETE's body until the connection
+  // closes. One with a body is admitted (AdmitBody) before cpp-httplib reads the body.
+  const HttpOptions* opts = &server->options_;
+  // The refusal of a request that announces a body, from its head; nothing when its body may be
+  // read.
+  auto admit = [opts, authorizer](const httplib::Request& req) -> std::optional<FramingError> {
+    if (std::optional<FramingError> error = CheckFraming(req, opts->max_body_bytes)) return error;
+    const int64_t length = AnnouncedLength(req);
+    if (length == 0) return std::nullopt;
+    return AdmitBody(*opts, authorizer, req, length, length < 0);
+  };
+  http.set_pre_routing_handler([self, admit](const httplib::Request& req,
+                                             httplib::Response& res) {
+    if (std::optional<FramingError> error = admit(req)) {
       RefuseAndClose(*error, req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.method != "POST" || req.has_header("Content-Length") ||
-        req.has_header("Transfer-Encoding")) {
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (AnnouncedLength(req) == 0) {
+      self->Handle(req, res);
+      return httplib::Server::HandlerResponse::Handled;
     }
-    self->Handle(req, res);
-    return httplib::Server::HandlerResponse::Handled;
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // A client that asks before it sends its body (Expect: 100-continue; curl does for bodies above
+  // 1 MiB) is refused before it sends any of it, by the same checks (the pre-routing handler then
+  // finds them passed: its admission is not taken twice).
+  http.set_expect_100_continue_handler([admit](const httplib::Request& req,
+                                               httplib::Response& res) {
+    if (std::optional<FramingError> error = admit(req)) {
+      RefuseAndClose(*error, req, res);
+      return error->status;
+    }
+    return 100;
   });
   for (auto method : {&httplib::Server::Get, &httplib::Server::Post, &httplib::Server::Put,
                       &httplib::Server::Delete, &httplib::Server::Patch}) {
@@ -551,20 +1108,56 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
         ": the address is in use (another groved?) or not available on this host"));
   }
   if (options.port != 0) server->port_ = options.port;
-  server->listener_ = std::thread([self] { self->server_->listen_after_bind(); });
+  if (options.tls_cert_file.empty()) {
+    static_cast<GuardedServer<httplib::Server>&>(http).RaiseBacklog();
+  } else {
+    static_cast<GuardedServer<httplib::SSLServer>&>(http).RaiseBacklog();
+  }
+  server->listener_done_ = std::make_shared<absl::Notification>();
+  server->listener_ = std::thread([self, done = server->listener_done_] {
+    self->server_->listen_after_bind();
+    done->Notify();
+  });
   return server;
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
-void HttpServer::Stop() {
-  if (server_ == nullptr) return;
+void HttpServer::BeginStop() {
+  // No accept loop when Start failed before it began.
+  if (server_ == nullptr || listener_done_ == nullptr || table_->stopping()) return;
+  table_->BeginStop();
+  // stop() does nothing before the accept loop runs: wait for it (or for its end).
+  while (!server_->is_running() && !listener_done_->HasBeenNotified()) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   server_->stop();
+}
+
+void HttpServer::Stop(absl::Time deadline) {
+  if (server_ == nullptr) return;
+  if (listener_done_ == nullptr) {  // Start failed before the accept loop began
+    server_.reset();
+    return;
+  }
+  BeginStop();
+  if (!listener_done_->WaitForNotificationWithDeadline(deadline)) {
+    GROVE_LOG(WARNING) << "shutdown: cancelling REST calls and closing the connections still open "
+                          "at the grace deadline"
+                       << KV("connections", table_->size());
+    table_->CancelCalls();
+    if (!listener_done_->WaitForNotificationWithTimeout(kCancelledAnswerTime)) table_->CutAll();
+  }
   if (listener_.joinable()) listener_.join();
   server_.reset();
 }
 
+
 void HttpServer::Handle(const httplib::Request& request, httplib::Response& response) {
+  // The connection closes after this answer (ServeConnection): say so.
+  if (current_stream != nullptr && current_stream->stopping()) {
+    response.set_header("Connection", "close");
+  }
   absl::StatusOr<RestRoute> route = ParseRestRoute(request.method, request.path);
   if (!route.ok()) {
     SetStatus(response, route.status());

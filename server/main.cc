@@ -38,12 +38,21 @@ ABSL_FLAG(int, http_port, 8000,
           "KServe v2 REST port, Triton's HTTP API (0: ephemeral, -1: off); TLS and access control "
           "as on the gRPC port");
 ABSL_FLAG(int, http_threads, 64,
-          "REST connections served at once, 1..1024 (each keeps a worker thread while open; more "
-          "wait to be accepted)");
+          "REST connections open at once, 1..1024, each with a worker thread. A connection that "
+          "has waited 50 ms for a worker has an idle kept-alive connection closed for it, or else "
+          "one that has been idle or sending its request head for 1 s or more; up to as many more "
+          "wait to be accepted");
 ABSL_FLAG(int, http_timeout_seconds, 60,
-          "REST: reading or writing one request may take this long, 1..3600");
+          "REST: a request must arrive whole (head and body) within this long of its first byte, "
+          "else it is answered 408 and its connection closed; writing an answer has as long. "
+          "1..3600");
 ABSL_FLAG(int, http_keep_alive_seconds, 60,
           "REST: an idle kept-alive connection is closed after this long, 1..3600");
+ABSL_FLAG(int64_t, http_max_json_body_mb, 16,
+          "REST: largest JSON request body, or JSON part of a body with binary tensors, MiB "
+          "(1..2048; larger ones are answered 413; --max_message_bytes bounds every body). A JSON "
+          "body is admitted against --max_request_memory_mb at 24 bytes per byte, what parsing "
+          "and answering it costs at most");
 ABSL_FLAG(std::string, port_file, "",
           "write {\"grpc_port\":N,\"metrics_port\":M,\"http_port\":H} here once bound and "
           "loaded");
@@ -117,7 +126,9 @@ ABSL_FLAG(std::string, calibration_cache_dir, "", "where GPU engines cache their
 ABSL_FLAG(int, shutdown_delay_seconds, 0,
           "after SIGTERM, report NOT_SERVING and keep serving this long");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
-          "then stop accepting and wait this long for in-flight calls");
+          "then stop accepting (gRPC and REST; idle REST connections are closed) and wait this "
+          "long for in-flight calls; calls left then are cancelled (a REST one is answered 503) "
+          "and the connections closed");
 ABSL_FLAG(std::string, log_format, "text", "text or json");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning, error");
 
@@ -243,6 +254,9 @@ int main(int argc, char** argv) {
   o.http.threads = absl::GetFlag(FLAGS_http_threads);
   o.http.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_timeout_seconds));
   o.http.keep_alive_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_keep_alive_seconds));
+  const int64_t json_mb = absl::GetFlag(FLAGS_http_max_json_body_mb);
+  if (json_mb < 1 || json_mb > 2048) return Fail("--http_max_json_body_mb must be 1..2048");
+  o.http.max_json_body_bytes = json_mb << 20;
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);

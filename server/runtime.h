@@ -89,6 +89,12 @@ class Runtime final : public registry::RegistryListener {
                                                            Operation op, int64_t rows,
                                                            int64_t bytes);
 
+  // Takes the bytes of a request body being received, before its model is known, from the same
+  // budget (RESOURCE_EXHAUSTED when spent).
+  absl::StatusOr<serving::MemoryReservation> ReserveReceivedBytes(int64_t bytes) {
+    return core_->ReserveUnattributed(bytes);
+  }
+
   // Runs `fn` on the control thread (model loads and unloads, which block), so that RPC reactions
   // never wait for a load. After Shutdown() `fn` runs at once on the caller's thread.
   void RunControl(absl::AnyInvocable<void() &&> fn);

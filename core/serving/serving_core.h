@@ -135,6 +135,12 @@ class ServingCore {
   absl::StatusOr<MemoryReservation> Reserve(const registry::ModelVersion& model, Operation op,
                                             int64_t rows, int64_t bytes);
 
+  // Takes `bytes` from the memory budget for what a request holds before its model is known (a
+  // request body as it is received); a refusal is reported by the caller.
+  absl::StatusOr<MemoryReservation> ReserveUnattributed(int64_t bytes) {
+    return memory_.Reserve(bytes);
+  }
+
   // New batching limits of `model` (its queues are created when missing).
   void Configure(const std::string& model, const registry::ModelConfig& config);
 

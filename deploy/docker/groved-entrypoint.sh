@@ -13,7 +13,7 @@ GROVED=${GROVED:-/usr/local/bin/groved}
 
 # The flags of docs/operations.md, in its order. tests/deploy checks each against `groved --helpfull`.
 GROVE_ENV_FLAGS="model_repository grpc_address grpc_port http_address http_port http_threads
-http_timeout_seconds http_keep_alive_seconds metrics_address metrics_port port_file
+http_timeout_seconds http_keep_alive_seconds http_max_json_body_mb metrics_address metrics_port port_file
 tls_cert_file tls_key_file tls_client_ca_file auth_token_file tls_client_roles_file auth_poll_seconds
 max_message_bytes max_concurrent_streams grpc_threads repository_poll_seconds model_control shared_memory
 shared_memory_max_region_mb shared_memory_max_total_mb shared_memory_max_regions strict_readiness
