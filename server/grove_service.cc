@@ -67,6 +67,7 @@ absl::StatusOr<SharedMemoryResults> OutputResults(Runtime* runtime,
   absl::StatusOr<serving::SharedMemorySpan> span =
       ResolveSharedMemory(runtime->shared_memory(), range, "output_shared_memory");
   if (!span.ok()) return span.status();
+  if (absl::Status s = span->Back("output_shared_memory"); !s.ok()) return s;
   return SharedMemoryResults::Create(range, *std::move(span), shapes, rows);
 }
 

@@ -66,6 +66,7 @@ absl::StatusOr<SharedOutput> ResolveOutput(Runtime* runtime, const std::string& 
         " range; each tensor needs bytes of its own"));
   }
   span->byte_size = static_cast<uint64_t>(bytes);  // the bytes written
+  if (absl::Status s = span->Back(what); !s.ok()) return s;
   SharedOutput out;
   out.direct = direct_layout && FloatAligned(span->data);
   out.span = *std::move(span);

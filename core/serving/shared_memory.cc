@@ -330,6 +330,22 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Get(absl::string_view nam
   return span;
 }
 
+absl::Status SharedMemorySpan::Back(absl::string_view what) const {
+  if (region == nullptr || byte_size == 0) return absl::OkStatus();
+  const SharedMemoryRegionInfo& info = region->info();
+  const int err = posix_fallocate(region->fd_, static_cast<off_t>(info.offset + offset),
+                                  static_cast<off_t>(byte_size));
+  if (err == 0) return absl::OkStatus();
+  const std::string where = absl::StrCat(what, ": bytes ", offset, " + ", byte_size,
+                                         " of shared memory object '", info.key, "'");
+  if (err == ENOSPC) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        where, " have no memory behind them and there is no room for it (/dev/shm is full); "
+        "write the range once before registering it, or enlarge /dev/shm"));
+  }
+  return absl::InternalError(absl::StrCat(where, ": cannot be backed: ", std::strerror(err)));
+}
+
 int64_t SharedMemoryRegistry::mapped_bytes() const {
   absl::MutexLock lock(&accounting_->mu);
   return accounting_->bytes;

@@ -89,6 +89,13 @@ struct SharedMemorySpan {
   // Whether this range and `other` share a byte of the same shared memory object (they may come
   // from two registrations of one object).
   bool Overlaps(const SharedMemorySpan& other) const;
+  // Makes sure every byte of the range has memory behind it before results are written there
+  // (posix_fallocate on the object): a sparse range on a full /dev/shm (Docker's default is 64
+  // MiB) would otherwise kill the server with SIGBUS on the first write. RESOURCE_EXHAUSTED
+  // naming `what`, the object and the bytes when there is no room. Ranges already backed cost one
+  // system call. A region shrunk by its owner after this check still faults: owners must not
+  // shrink a registered region.
+  absl::Status Back(absl::string_view what) const;
 };
 
 class SharedMemoryRegistry {

@@ -3,6 +3,11 @@
 // mapped while a span (a request) holds it, whatever is unregistered or registered meanwhile.
 #include "core/serving/shared_memory.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -176,6 +181,35 @@ TEST(SharedMemoryRegistryTest, AShrunkObjectIsRefusedBeforeItIsRead) {
   const absl::Status s = registry.Get("r", 0, 16, "rows").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("was shrunk"));
+}
+
+// Allocated bytes of the object `key` (st_blocks: 512-byte units).
+int64_t AllocatedBytes(const std::string& key) {
+  const int fd = shm_open(key.c_str(), O_RDONLY, 0);
+  EXPECT_GE(fd, 0);
+  struct stat st {};
+  EXPECT_EQ(fstat(fd, &st), 0);
+  close(fd);
+  return static_cast<int64_t>(st.st_blocks) * 512;
+}
+
+// A sparse output range gets its memory before results are written there (no SIGBUS later on a
+// full /dev/shm); the rest of the object stays sparse.
+TEST(SharedMemoryRegistryTest, BackAllocatesASparseOutputRange) {
+  grove::testing::SharedMemoryObject object(1 << 20);  // never written: sparse
+  const int64_t before = AllocatedBytes(object.key());
+  SharedMemoryRegistry registry{SharedMemoryOptions()};
+  ASSERT_TRUE(registry.Register("out", object.key(), 65536, 131072).ok());
+  absl::StatusOr<SharedMemorySpan> span = registry.Get("out", 4096, 65536, "output 'x'");
+  ASSERT_TRUE(span.ok()) << span.status();
+  ASSERT_TRUE(span->Back("output 'x'").ok());
+  const int64_t after = AllocatedBytes(object.key());
+  EXPECT_GE(after - before, 65536);
+  EXPECT_LT(after, 1 << 20);
+  ASSERT_TRUE(span->Back("output 'x'").ok());  // already backed: nothing more
+  EXPECT_EQ(AllocatedBytes(object.key()), after);
+  span->data[0] = 1;  // writable
+  span->data[65535] = 2;
 }
 
 TEST(SharedMemoryRegistryTest, UnregisterIsIdempotentAndEmptyNameMeansAll) {
