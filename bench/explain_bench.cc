@@ -35,6 +35,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/stats.h"
 #include "core/common/mutex_mode.h"
 #include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
@@ -66,10 +67,7 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::Median;
 
 double TimeMedian(int reps, const std::function<void()>& fn) {
   fn();  // warm-up
