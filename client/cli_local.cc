@@ -86,21 +86,19 @@ void PrintVerbose(const CliArgs& args, const LoadedModel& model, const std::stri
 
 // The servable of --model with the command's engine options: engines built on first use, so a
 // prediction builds no explanation layout; --strategy forces the strategy of the command's engine
-// family ("cpu": that family's CPU strategies).
-absl::StatusOr<ServablePtr> Build(const CliArgs& args, const LoadedModel& model, ThreadPool* pool,
-                                  std::shared_ptr<const Background> background) {
+// family (interventional with --background; "cpu": that family's CPU strategies).
+absl::StatusOr<ServablePtr> Build(const CliArgs& args, const LoadedModel& model, ThreadPool* pool) {
   EngineOptions options;
   options.device = args.use_gpu ? Device::kAuto : Device::kCpu;
   options.build = EngineBuild::kOnFirstUse;
   if (args.command == Command::kPredict) {
     options.predict_strategy = args.strategy;
-  } else if (background != nullptr) {
+  } else if (args.command == Command::kExplain && !args.background.empty()) {
     options.interventional_strategy = args.strategy;
   } else if (args.command == Command::kExplain) {
     options.explain_strategy = args.strategy;
   }
-  absl::StatusOr<ServablePtr> servable =
-      BuildServable(model.forest, std::move(background), options, pool);
+  absl::StatusOr<ServablePtr> servable = BuildServable(model.forest, nullptr, options, pool);
   if (!servable.ok()) return NameFile(servable.status(), args.model);
   return servable;
 }
@@ -141,7 +139,7 @@ int RunPredict(const CliArgs& args) {
   absl::StatusOr<LoadedModel> model = Load(args.model);
   if (!model.ok()) return Fail(model.status());
   std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get(), nullptr);
+  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get());
   if (!servable.ok()) return Fail(servable.status());
   if (absl::Status s = (*servable)->Available(Operation::kPredict); !s.ok()) {
     return Fail(NameFile(s, args.model));
@@ -159,7 +157,7 @@ int RunExplain(const CliArgs& args) {
   absl::StatusOr<LoadedModel> model = Load(args.model);
   if (!model.ok()) return Fail(model.status());
   std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get(), nullptr);
+  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get());
   if (!servable.ok()) return Fail(servable.status());
   if (absl::Status s = (*servable)->Explainable(); !s.ok()) return Fail(NameFile(s, args.model));
   std::shared_ptr<const Background> background;
@@ -168,7 +166,7 @@ int RunExplain(const CliArgs& args) {
     absl::StatusOr<Background> bg = LoadBackgroundFile(*model->forest, args.background);
     if (!bg.ok()) return Fail(bg.status());
     background = std::make_shared<const Background>(*std::move(bg));
-    servable = Build(args, *model, pool.get(), background);
+    servable = (*servable)->WithBackground(background);
     if (!servable.ok()) return Fail(servable.status());
   }
   const Operation op = background != nullptr
@@ -204,7 +202,7 @@ int RunInspect(const CliArgs& args) {
 
   // The engines that would serve the model (GPU when built and visible).
   std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
-  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get(), nullptr);
+  absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get());
   if (!servable.ok()) return Fail(servable.status());
   stats.push_back({"predict_engine", (*servable)->Describe(Operation::kPredict), StatKind::kText});
   stats.push_back({"explain_engine", (*servable)->Describe(Operation::kExplain), StatKind::kText});

@@ -1,5 +1,6 @@
 #include "core/servable/servable.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/base/call_once.h"
@@ -22,22 +23,25 @@ struct Once {
   absl::once_flag once;
   std::shared_ptr<const T> value;
   absl::Status status;
+  // `value` once it is built: what Peek reads while another thread may still be building it.
+  std::atomic<const T*> built{nullptr};
 
   template <typename Build>
   absl::StatusOr<const T*> Get(const Build& build) {
     absl::call_once(once, [&] {
-      absl::StatusOr<std::shared_ptr<const T>> built = build();
-      if (built.ok()) {
-        value = *std::move(built);
+      absl::StatusOr<std::shared_ptr<const T>> made = build();
+      if (made.ok()) {
+        value = *std::move(made);
+        built.store(value.get(), std::memory_order_release);
       } else {
-        status = built.status();
+        status = made.status();
       }
     });
     if (!status.ok()) return status;
     return value.get();
   }
-  // The value when built, without building it.
-  const T* Peek() const { return value.get(); }
+  // The value when built, null before (never builds it).
+  const T* Peek() const { return built.load(std::memory_order_acquire); }
 };
 
 // The family's "cpu" option means: no GPU, the selector among the CPU strategies.

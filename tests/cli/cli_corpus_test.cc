@@ -223,6 +223,25 @@ TEST_P(CliCorpusTest, ExplainInterventionalInteractions) {
   RefMatrix want{values->values, rows, K * F1};
   ErrorReport e = MaxMarginRelError(absl::Span<const double>(sums), want, *case_.margin, K);
   EXPECT_LE(e.max_error, kTolerance) << e.ToString();
+  // --strategy with --background names an interventional strategy; each gives the same values.
+  for (const char* strategy : {"paths_cpu", "reference", "cpu"}) {
+    auto forced = Run({"explain", "--model", case_.model_path, "--background", background,
+                       "--strategy", strategy}, input);
+    if (!forced.ok() && std::string(strategy) == "paths_cpu") {
+      // The bitmask form refuses models with paths longer than its masks, and says so.
+      EXPECT_THAT(std::string(forced.status().message()), HasSubstr("cannot serve this model"));
+      continue;
+    }
+    ASSERT_TRUE(forced.ok()) << strategy << ": " << forced.status();
+    ErrorReport f = MaxMarginRelError(absl::Span<const double>(forced->values), want,
+                                      *case_.margin, K);
+    EXPECT_LE(f.max_error, kTolerance) << strategy << ": " << f.ToString();
+  }
+  auto wrong = Run({"explain", "--model", case_.model_path, "--background", background,
+                    "--strategy", "treeshap_cpu"}, input);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()),
+              ::testing::HasSubstr("interventional strategy 'treeshap_cpu'"));
 }
 
 // Self-contained (no shared corpus needed): LightGBM compares the float64 of a CSV field with its
