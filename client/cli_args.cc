@@ -234,15 +234,11 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     } else if (name == "--output") {
       out.output = value;
     } else if (name == "--kind") {
-      if (value == "margin") {
-        out.kind = OutputKind::kMargin;
-      } else if (value == "prediction" || value == "pred") {
-        out.kind = OutputKind::kPrediction;
-      } else if (value == "leaf") {
-        out.kind = OutputKind::kLeaf;
-      } else {
+      absl::StatusOr<OutputKind> kind = ParseOutputKind(value == "pred" ? "prediction" : value);
+      if (!kind.ok()) {
         return Usage(absl::StrCat("--kind: '", value, "' is not one of margin, prediction, leaf"));
       }
+      out.kind = *kind;
     } else if (name == "--interactions") {
       out.interactions = true;
     } else if (name == "--background") {

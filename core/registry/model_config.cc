@@ -142,15 +142,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
       }
       c.default_outputs.clear();
       for (const json& v : value) {
-        if (v == "margin") {
-          c.default_outputs.push_back(OutputKind::kMargin);
-        } else if (v == "prediction") {
-          c.default_outputs.push_back(OutputKind::kPrediction);
-        } else if (v == "leaf") {
-          c.default_outputs.push_back(OutputKind::kLeaf);
-        } else {
+        absl::StatusOr<OutputKind> kind =
+            v.is_string() ? ParseOutputKind(v.get<std::string>()) : absl::InvalidArgumentError("");
+        if (!kind.ok()) {
           return Bad(source, key, "entries must be \"margin\", \"prediction\" or \"leaf\"");
         }
+        c.default_outputs.push_back(*kind);
       }
     } else if (key == "max_request_rows") {
       absl::StatusOr<int64_t> n = BoundedInt(value, source, key, 1, kMaxRequestRows);

@@ -522,6 +522,21 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   if (changed && options_.listener) options_.listener->OnModelChanged(name);
 }
 
+EngineOptions ModelRegistry::EngineOptionsFor(const std::string& name, const ModelConfig& config,
+                                              int64_t num_features) const {
+  EngineOptions o = options_.engine_options;
+  o.build = EngineBuild::kAtLoad;
+  // A server without GPUs (--no-gpu) runs every model on the CPU whatever its config says.
+  if (o.device != Device::kCpu) o.device = config.device;
+  o.predict_strategy = config.predict_strategy;
+  o.explain_strategy = config.explain_strategy;
+  o.no_background_message = absl::StrCat(
+      "model '", name, "' has no background data set for interventional SHAP: add ",
+      (fs::path(name) / kBackgroundFiles[0]).string(), " (or ", kBackgroundFiles[1], ": 1 to ",
+      kMaxBackgroundRows, " rows of its ", num_features, " features) beside its version directories");
+  return o;
+}
+
 void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                                 const ScannedVersion& scanned,
                                 const ScannedBackground& background,
@@ -537,23 +552,10 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   absl::StatusOr<ForestPtr> forest = LoadModelFile(scanned.path);
   absl::StatusOr<std::shared_ptr<const Background>> bg =
       forest.ok() ? LoadBackground(**forest, background) : forest.status();
-  absl::StatusOr<ServablePtr> built = absl::UnknownError("not built");
-  if (!bg.ok()) {
-    built = bg.status();
-  } else {
-    EngineOptions engine_options = options_.engine_options;
-    engine_options.build = EngineBuild::kAtLoad;
-    // A server without GPUs (--no-gpu) runs every model on the CPU whatever its config says.
-    if (engine_options.device != Device::kCpu) engine_options.device = config->device;
-    engine_options.predict_strategy = config->predict_strategy;
-    engine_options.explain_strategy = config->explain_strategy;
-    engine_options.no_background_message = absl::StrCat(
-        "model '", name, "' has no background data set for interventional SHAP: add ",
-        (fs::path(name) / kBackgroundFiles[0]).string(), " (or ", kBackgroundFiles[1], ": 1 to ",
-        kMaxBackgroundRows, " rows of its ", (*forest)->num_features,
-        " features) beside its version directories");
-    built = options_.servable_factory(*forest, *bg, engine_options);
-  }
+  absl::StatusOr<ServablePtr> built =
+      bg.ok() ? options_.servable_factory(*forest, *bg,
+                                          EngineOptionsFor(name, *config, (*forest)->num_features))
+              : absl::StatusOr<ServablePtr>(bg.status());
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!built.ok()) {
     {

@@ -233,6 +233,10 @@ class ModelRegistry {
       const Forest& forest, const ScannedBackground& scanned);
   // Brings one model in line with the repository. `force`: no stability wait, retry failures.
   void SyncModel(const std::string& name, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  // The engine options of a version of `name`: the base options with `config` applied, built at
+  // load, and the hint naming the background file to add.
+  EngineOptions EngineOptionsFor(const std::string& name, const ModelConfig& config,
+                                 int64_t num_features) const;
   void LoadVersion(const std::string& name, int64_t version, const ScannedVersion& scanned,
                    const ScannedBackground& background, std::shared_ptr<const ModelConfig> config)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
