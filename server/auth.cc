@@ -10,7 +10,8 @@ namespace grove::server {
 
 absl::Status Authorize(const auth::Authorizer* authorizer,
                        const grpc::ServerContextBase& context, auth::Role required,
-                       absl::string_view method) {
+                       absl::string_view method, std::string* principal) {
+  if (principal != nullptr) principal->clear();
   if (authorizer == nullptr) return absl::OkStatus();
   auth::CallerCredentials caller;
   auto range = context.client_metadata().equal_range("authorization");
@@ -26,7 +27,9 @@ absl::Status Authorize(const auth::Authorizer* authorizer,
     }
   }
   caller.certificate_name = name;
-  return authorizer->Check(caller, required, method);
+  absl::Status s = authorizer->Check(caller, required, method);
+  if (s.ok() && principal != nullptr) *principal = auth::CallerPrincipal(caller);
+  return s;
 }
 
 }  // namespace grove::server

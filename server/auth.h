@@ -16,6 +16,8 @@
 //          SystemSharedMemoryRegister, SystemSharedMemoryUnregister
 #pragma once
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/auth/authorizer.h"
@@ -24,9 +26,11 @@
 namespace grove::server {
 
 // OK when `authorizer` is null (no access control configured) or the call holds `required`;
-// otherwise UNAUTHENTICATED or PERMISSION_DENIED naming `method`. Never blocks; thread-safe.
+// otherwise UNAUTHENTICATED or PERMISSION_DENIED naming `method`. When admitted and `principal` is
+// not null, it receives the caller's auth::CallerPrincipal ("" without access control). Never
+// blocks; thread-safe.
 absl::Status Authorize(const auth::Authorizer* authorizer,
                        const grpc::ServerContextBase& context, auth::Role required,
-                       absl::string_view method);
+                       absl::string_view method, std::string* principal = nullptr);
 
 }  // namespace grove::server

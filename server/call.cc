@@ -42,6 +42,7 @@ void ReplySharedMemoryControl(Runtime* runtime, UnaryCall* reactor,
                               const grpc::ServerContextBase& context,
                               SharedMemoryControl request,
                               std::function<void(std::vector<std::string>)> unregistered) {
+  request.owner = reactor->principal();
   StartSharedMemoryControl(
       runtime, std::move(request), DeadlineFromChrono(context.deadline()),
       [reactor] { return reactor->cancelled(); },
@@ -92,7 +93,7 @@ void UnaryCall::Reply(const absl::Status& status) {
 
 bool UnaryCall::Admit(const auth::Authorizer* authorizer, const grpc::ServerContextBase& context,
                       auth::Role required) {
-  absl::Status s = Authorize(authorizer, context, required, method_);
+  absl::Status s = Authorize(authorizer, context, required, method_, &principal_);
   if (s.ok()) return true;
   Reply(s);
   return false;

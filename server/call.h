@@ -93,6 +93,8 @@ class UnaryCall {
   void set_call(std::shared_ptr<CallState> call);
   // Filled by the handler before it queues work; read by Reply (the queue orders the two).
   ResolvedCall* resolved() { return &resolved_; }
+  // Who the call is (auth::CallerPrincipal), set by Admit: what it may reach of shared memory.
+  const std::string& principal() const { return principal_; }
   // The request's raw rows (grove.v1 Matrix.raw_f32, KServe's one raw_input_contents) when the
   // transport received them apart from the message (server/wire_rows.h: the message's own field is
   // then empty); empty otherwise. Handlers read the rows from here (RowsFromMatrix,
@@ -135,6 +137,7 @@ class UnaryCall {
   ResolvedCall resolved_;
   absl::string_view received_raw_rows_;
   mutable absl::Mutex mu_;
+  std::string principal_;  // written by Admit, before the handler reads it
   std::shared_ptr<CallState> call_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };

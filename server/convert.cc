@@ -186,7 +186,7 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ModelVersion& model, i
 absl::StatusOr<RowsView> RowsFromMatrix(const registry::ModelVersion& model,
                                         const grove::v1::Matrix& matrix,
                                         std::vector<float>* converted,
-                                        const serving::SharedMemoryRegistry* shared_memory,
+                                        const serving::SharedMemoryAccess* shared_memory,
                                         serving::SharedMemorySpan* span,
                                         absl::string_view received_raw_rows) {
   const absl::string_view raw_f32 =
@@ -239,7 +239,7 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ModelVersion& model,
 }
 
 absl::StatusOr<serving::SharedMemorySpan> ResolveSharedMemory(
-    const serving::SharedMemoryRegistry& shared_memory, const grove::v1::SharedMemoryRange& range,
+    const serving::SharedMemoryAccess& shared_memory, const grove::v1::SharedMemoryRange& range,
     absl::string_view what) {
   return shared_memory.Get(range.region(), range.offset(), range.byte_size(), what);
 }
@@ -617,7 +617,7 @@ absl::StatusOr<std::optional<SharedMemoryRef>> KserveSharedMemoryRef(
 
 absl::StatusOr<KserveInput> ParseKserveInput(const registry::ModelVersion& model,
                                              const inference::ModelInferRequest& request,
-                                             const serving::SharedMemoryRegistry* shared_memory,
+                                             const serving::SharedMemoryAccess* shared_memory,
                                              absl::string_view received_raw) {
   // Raw contents received apart from the message count as its one raw_input_contents entry.
   const int raw_entries = request.raw_input_contents_size() + (received_raw.empty() ? 0 : 1);

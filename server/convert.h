@@ -56,7 +56,7 @@ absl::Status CheckShape(const registry::ModelVersion& model, int64_t rows, int64
 absl::StatusOr<RowsView> RowsFromMatrix(
     const registry::ModelVersion& model, const grove::v1::Matrix& matrix,
     std::vector<float>* converted,
-    const serving::SharedMemoryRegistry* shared_memory = nullptr,
+    const serving::SharedMemoryAccess* shared_memory = nullptr,
     serving::SharedMemorySpan* span = nullptr, absl::string_view received_raw_rows = {});
 
 // Raw rows of `rows` x `cols` little-endian float32 (float64 when `float64`) values in `bytes`:
@@ -71,7 +71,7 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ModelVersion& model, i
 
 // The bytes of a grove.v1 SharedMemoryRange (registry.Get, `what` naming the field in messages).
 absl::StatusOr<serving::SharedMemorySpan> ResolveSharedMemory(
-    const serving::SharedMemoryRegistry& shared_memory, const grove::v1::SharedMemoryRange& range,
+    const serving::SharedMemoryAccess& shared_memory, const grove::v1::SharedMemoryRange& range,
     absl::string_view what);
 
 // Shape of one float32 result matrix.
@@ -103,6 +103,8 @@ class SharedMemoryResults {
   void Describe(size_t i, grove::v1::Matrix* matrix) const;
   // Copies results computed into scratch into the region (nothing when they were written there).
   void Flush();
+  // OK unless the range lost pages while results were written (SharedMemorySpan::CheckIntact).
+  absl::Status CheckIntact() const { return span_.CheckIntact("output_shared_memory"); }
   // Bytes held in scratch (0 when the engines write the region directly).
   int64_t scratch_bytes() const { return static_cast<int64_t>(scratch_.size() * sizeof(float)); }
 
@@ -218,7 +220,7 @@ struct KserveInput {
 // (server/wire_rows.h).
 absl::StatusOr<KserveInput> ParseKserveInput(
     const registry::ModelVersion& model, const inference::ModelInferRequest& request,
-    const serving::SharedMemoryRegistry* shared_memory = nullptr,
+    const serving::SharedMemoryAccess* shared_memory = nullptr,
     absl::string_view received_raw = {});
 
 // What a ModelInfer asks of its outputs. FIL's output options are request parameters (bool

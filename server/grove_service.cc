@@ -57,15 +57,23 @@ struct CallBuffers {
   std::vector<float> gathered;  // Predict's explain_rows
   std::vector<float> scratch;   // Explain's values when omitted or summed from interactions
   std::optional<SharedMemoryResults> results;  // output_shared_memory
+
+  // Results flushed into shared memory (if any), then OK unless a shared memory range the call
+  // read or wrote lost pages under it (its owner shrank the object): such results are not valid.
+  absl::Status Finish() {
+    if (results) results->Flush();
+    if (absl::Status s = rows.CheckIntact("rows"); !s.ok()) return s;
+    return results ? results->CheckIntact() : absl::OkStatus();
+  }
 };
 
 // Resolves a request's output_shared_memory range for results of `shapes`.
-absl::StatusOr<SharedMemoryResults> OutputResults(Runtime* runtime,
+absl::StatusOr<SharedMemoryResults> OutputResults(const serving::SharedMemoryAccess& shared_memory,
                                                   const grove::v1::SharedMemoryRange& range,
                                                   const std::vector<ResultShape>& shapes,
                                                   const serving::SharedMemorySpan& rows) {
   absl::StatusOr<serving::SharedMemorySpan> span =
-      ResolveSharedMemory(runtime->shared_memory(), range, "output_shared_memory");
+      ResolveSharedMemory(shared_memory, range, "output_shared_memory");
   if (!span.ok()) return span.status();
   if (absl::Status s = span->Back("output_shared_memory"); !s.ok()) return s;
   return SharedMemoryResults::Create(range, *std::move(span), shapes, rows);
@@ -90,9 +98,10 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
   reactor->resolved()->version = model->version;
   const Forest& f = model->forest();
   auto buffers = std::make_shared<CallBuffers>();
+  const serving::SharedMemoryAccess shared_memory(&runtime->shared_memory(), reactor->principal());
   absl::StatusOr<RowsView> rows =
-      RowsFromMatrix(*model, request->rows(), &buffers->converted, &runtime->shared_memory(),
-                     &buffers->rows, reactor->received_raw_rows());
+      RowsFromMatrix(*model, request->rows(), &buffers->converted, &shared_memory, &buffers->rows,
+                     reactor->received_raw_rows());
   if (!rows.ok()) return rows.status();
   reactor->resolved()->rows = rows->rows;
   if (absl::Status s =
@@ -137,7 +146,7 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
     shap_place = shapes.size();
     if (request->explain()) shapes.push_back({explained, explain_width});
     absl::StatusOr<SharedMemoryResults> results =
-        OutputResults(runtime, request->output_shared_memory(), shapes, buffers->rows);
+        OutputResults(shared_memory, request->output_shared_memory(), shapes, buffers->rows);
     if (!results.ok()) return results.status();
     buffers->results = *std::move(results);
   }
@@ -160,7 +169,7 @@ absl::Status StartPredict(Runtime* runtime, const grpc::ServerContextBase& conte
   const int tasks_count = static_cast<int>(outputs->size()) + (request->explain() ? 1 : 0);
   auto call = std::make_shared<CallState>(
       tasks_count, deadline, [reactor, buffers](absl::Status status) {
-        if (status.ok() && buffers->results) buffers->results->Flush();
+        if (status.ok()) status = buffers->Finish();
         reactor->Reply(status);
       });
   call->Hold(*std::move(memory));
@@ -225,9 +234,10 @@ class ExplainStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // `admitted`: the access-control decision; an error ends the stream before anything is read.
+  // `principal`: the caller (auth::CallerPrincipal), whose shared memory regions it may use.
   ExplainStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context,
-                       const absl::Status& admitted)
-      : runtime_(runtime), context_(context) {
+                       const absl::Status& admitted, std::string principal)
+      : runtime_(runtime), context_(context), principal_(std::move(principal)) {
     runtime_->metrics().InflightRequests("ExplainStream", 1);
     absl::MutexLock lock(&mu_);
     if (!admitted.ok()) {
@@ -277,7 +287,7 @@ class ExplainStreamReactor final
     absl::Status s = StartExplain(
         runtime_, item->request, &item->response, DeadlineFromChrono(context_->deadline()),
         [this, weak](absl::Status status) { ItemDone(weak.lock(), std::move(status)); }, &call,
-        &item->resolved);
+        &item->resolved, {}, principal_);
     if (!s.ok()) {
       ItemDone(item, s);
     } else {
@@ -433,6 +443,7 @@ class ExplainStreamReactor final
 
   Runtime* const runtime_;
   grpc::CallbackServerContext* const context_;
+  const std::string principal_;
   std::string model_label_;  // set by the first message (reads are serialised)
   absl::Mutex mu_;
   std::shared_ptr<Item> reading_ ABSL_GUARDED_BY(mu_);
@@ -453,7 +464,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
                           grove::v1::ExplainResponse* response, absl::Time deadline,
                           std::function<void(absl::Status)> done,
                           std::shared_ptr<CallState>* call_out, ResolvedCall* resolved,
-                          absl::string_view received_raw_rows) {
+                          absl::string_view received_raw_rows, const std::string& principal) {
   if (absl::Status s = CheckDeadline(deadline); !s.ok()) return s;
   absl::StatusOr<ModelVersionPtr> got = runtime->registry().Get(request.model(), request.version());
   if (!got.ok()) return got.status();
@@ -461,9 +472,9 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   resolved->version = model->version;
   const Forest& f = model->forest();
   auto buffers = std::make_shared<CallBuffers>();
-  absl::StatusOr<RowsView> rows =
-      RowsFromMatrix(*model, request.rows(), &buffers->converted, &runtime->shared_memory(),
-                     &buffers->rows, received_raw_rows);
+  const serving::SharedMemoryAccess shared_memory(&runtime->shared_memory(), principal);
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*model, request.rows(), &buffers->converted,
+                                                 &shared_memory, &buffers->rows, received_raw_rows);
   if (!rows.ok()) return rows.status();
   resolved->rows = rows->rows;
   if (absl::Status s = CheckIterationRange(f, request.iteration_begin(), request.iteration_end());
@@ -497,7 +508,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
     if (!omit) shapes.push_back({n, width});
     if (interactions) shapes.push_back({n, interactions_width});
     absl::StatusOr<SharedMemoryResults> results =
-        OutputResults(runtime, request.output_shared_memory(), shapes, buffers->rows);
+        OutputResults(shared_memory, request.output_shared_memory(), shapes, buffers->rows);
     if (!results.ok()) return results.status();
     buffers->results = *std::move(results);
   }
@@ -559,7 +570,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
       }
       for (int o = 0; o < K; ++o) response->add_bias(values[o * (F + 1) + F]);
       if (top_k > 0) TopK(values, n, K, F, top_k, response->mutable_top());
-      if (buffers->results) buffers->results->Flush();
+      status = buffers->Finish();
     }
     done(std::move(status));
   };
@@ -595,7 +606,7 @@ void GroveService::HandleExplain(const grpc::ServerContextBase& context,
   absl::Status s = StartExplain(
       runtime_, request, response, DeadlineFromChrono(context.deadline()),
       [call](absl::Status status) { call->Reply(status); }, &state, call->resolved(),
-      call->received_raw_rows());
+      call->received_raw_rows(), call->principal());
   if (!s.ok()) {
     call->Reply(s);
   } else {
@@ -605,8 +616,10 @@ void GroveService::HandleExplain(const grpc::ServerContextBase& context,
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GroveService::ExplainStream(
     grpc::CallbackServerContext* context) {
-  return new ExplainStreamReactor(
-      runtime_, context, Authorize(authorizer_, *context, auth::Role::kInfer, "ExplainStream"));
+  std::string principal;
+  absl::Status admitted =
+      Authorize(authorizer_, *context, auth::Role::kInfer, "ExplainStream", &principal);
+  return new ExplainStreamReactor(runtime_, context, admitted, std::move(principal));
 }
 
 grpc::ServerUnaryReactor* GroveService::ListModels(grpc::CallbackServerContext* context,
@@ -712,7 +725,7 @@ grpc::ServerUnaryReactor* GroveService::GetSharedMemoryStatus(
   auto* reactor = new CallbackUnaryCall(runtime_, "GetSharedMemoryStatus");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
   absl::StatusOr<std::vector<serving::SharedMemoryRegionInfo>> regions =
-      runtime_->shared_memory().Status(request->name());
+      runtime_->shared_memory().Status(request->name(), reactor->principal());
   if (regions.ok()) {
     for (const serving::SharedMemoryRegionInfo& r : *regions) {
       grove::v1::SharedMemoryRegion* out = response->add_regions();

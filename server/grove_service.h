@@ -48,11 +48,12 @@ inline constexpr int kStreamWindow = 4;
 // *resolved gets the model version and rows as soon as they are known (before any work is
 // queued), also when the call then fails. `received_raw_rows`: the rows' raw_f32 when the
 // transport received it apart from the message (UnaryCall::received_raw_rows), alive as `request`.
+// `principal`: the caller (UnaryCall::principal), whose shared memory regions the request may use.
 absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& request,
                           grove::v1::ExplainResponse* response, absl::Time deadline,
                           std::function<void(absl::Status)> done,
                           std::shared_ptr<CallState>* call, ResolvedCall* resolved,
-                          absl::string_view received_raw_rows = {});
+                          absl::string_view received_raw_rows, const std::string& principal);
 
 class GroveService final : public GroveServiceBase {
  public:

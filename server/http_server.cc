@@ -643,8 +643,12 @@ std::string CertificateName(const httplib::Request& request) {
   return n > 0 ? std::string(cn, static_cast<size_t>(n)) : "";
 }
 
+// OK when `authorizer` is null or the request holds `required` (UNAUTHENTICATED or
+// PERMISSION_DENIED naming `method` otherwise); when admitted, `principal` (may be null) receives
+// the caller's auth::CallerPrincipal.
 absl::Status Authorize(const auth::Authorizer* authorizer, const httplib::Request& request,
-                       auth::Role required, const char* method) {
+                       auth::Role required, const char* method, std::string* principal = nullptr) {
+  if (principal != nullptr) principal->clear();
   if (authorizer == nullptr) return absl::OkStatus();
   auth::CallerCredentials caller;
   const size_t count = request.get_header_value_count("Authorization");
@@ -653,7 +657,9 @@ absl::Status Authorize(const auth::Authorizer* authorizer, const httplib::Reques
   for (const std::string& v : values) caller.authorization.emplace_back(v);
   const std::string name = authorizer->certificates_enabled() ? CertificateName(request) : "";
   caller.certificate_name = name;
-  return authorizer->Check(caller, required, method);
+  absl::Status s = authorizer->Check(caller, required, method);
+  if (s.ok() && principal != nullptr) *principal = auth::CallerPrincipal(caller);
+  return s;
 }
 
 void SetStatus(httplib::Response& response, const absl::Status& status) {
@@ -707,7 +713,7 @@ struct CallRecord {
 
 // Answers an inference: parse, queue, wait for the result (no lock held), reply.
 absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRoute& route,
-                   httplib::Response& out, CallRecord* record) {
+                   const std::string& principal, httplib::Response& out, CallRecord* record) {
   inference::ModelInferRequest request;
   request.set_model_name(route.model);
   request.set_model_version(route.version);
@@ -731,7 +737,7 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
         result = std::move(status);
         finished.Notify();
       },
-      &record->resolved);
+      &record->resolved, {}, principal);
   if (!started.ok()) return started;
   finished.WaitForNotification();
   if (current_stream != nullptr) {
@@ -792,7 +798,8 @@ absl::Status Control(Runtime* runtime, const HttpOptions& options, const httplib
 
 // Shared memory register / unregister: runs on the control thread; the worker waits for it (no
 // lock held).
-absl::Status SharedMemory(Runtime* runtime, const httplib::Request& http, const RestRoute& route) {
+absl::Status SharedMemory(Runtime* runtime, const httplib::Request& http, const RestRoute& route,
+                          const std::string& principal) {
   SharedMemoryControl control = SharedMemoryControl::Unregister(route.region);
   if (route.op == RestOp::kSystemSharedMemoryRegister) {
     inference::SystemSharedMemoryRegisterRequest request;
@@ -800,6 +807,7 @@ absl::Status SharedMemory(Runtime* runtime, const httplib::Request& http, const 
     control = SharedMemoryControl::Register(route.region, request.key(), request.offset(),
                                             request.byte_size());
   }
+  control.owner = principal;
   absl::Notification finished;
   absl::Status result;
   StartSharedMemoryControl(runtime, std::move(control), absl::InfiniteFuture(),
@@ -862,8 +870,9 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
                    const HttpOptions& options, const httplib::Request& http,
                    const RestRoute& route, httplib::Response& out, CallRecord* record) {
   const std::optional<auth::Role> role = RequiredRole(route.op);
+  std::string principal;  // the caller, owner of the shared memory regions it registers
   absl::Status status =
-      role ? Authorize(authorizer, http, *role, route.method) : absl::OkStatus();
+      role ? Authorize(authorizer, http, *role, route.method, &principal) : absl::OkStatus();
   if (status.ok()) {
     switch (route.op) {
       case RestOp::kServerLive:
@@ -894,7 +903,7 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
         break;
       }
       case RestOp::kModelInfer:
-        status = Infer(runtime, http, route, out, record);
+        status = Infer(runtime, http, route, principal, out, record);
         if (status.ok()) return status;
         break;
       case RestOp::kModelConfig:
@@ -911,7 +920,7 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
         inference::SystemSharedMemoryStatusRequest request;
         request.set_name(route.region);
         inference::SystemSharedMemoryStatusResponse response;
-        status = KserveSystemSharedMemoryStatus(runtime, request, &response);
+        status = KserveSystemSharedMemoryStatus(runtime, request, principal, &response);
         if (status.ok()) {
           out.set_content(RestSystemSharedMemoryStatus(response), "application/json");
         }
@@ -919,7 +928,7 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
       }
       case RestOp::kSystemSharedMemoryRegister:
       case RestOp::kSystemSharedMemoryUnregister:
-        status = SharedMemory(runtime, http, route);
+        status = SharedMemory(runtime, http, route, principal);
         break;
       case RestOp::kCudaSharedMemory:
         status = CudaSharedMemoryUnimplemented(route.method);

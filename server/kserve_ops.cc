@@ -45,14 +45,15 @@ bool FloatAligned(const char* p) { return reinterpret_cast<uintptr_t>(p) % align
 
 // Resolves an output's shared memory range: at least `bytes` bytes, sharing none with the rows'
 // range or with `other` (the other output's). The engine writes it directly when `direct_layout`.
-absl::StatusOr<SharedOutput> ResolveOutput(Runtime* runtime, const std::string& name,
+absl::StatusOr<SharedOutput> ResolveOutput(const serving::SharedMemoryAccess& shared_memory,
+                                           const std::string& name,
                                            const SharedMemoryRef& ref, int64_t bytes,
                                            bool direct_layout,
                                            const serving::SharedMemorySpan& rows,
                                            const serving::SharedMemorySpan& other) {
   const std::string what = absl::StrCat("output '", name, "'");
   absl::StatusOr<serving::SharedMemorySpan> span =
-      runtime->shared_memory().Get(ref.region, ref.offset, ref.byte_size, what);
+      shared_memory.Get(ref.region, ref.offset, ref.byte_size, what);
   if (!span.ok()) return span.status();
   if (span->byte_size < static_cast<uint64_t>(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -114,6 +115,18 @@ void FillInferResponse(const InferState& state, const inference::ModelInferReque
       }
     }
   }
+}
+
+// OK unless a shared memory range the call read its rows from or wrote its results to lost pages
+// while the call ran (its owner shrank the object): then the answer is not valid.
+absl::Status CheckSharedMemoryIntact(const InferState& state) {
+  if (absl::Status s = state.input.span.CheckIntact("input"); !s.ok()) return s;
+  if (absl::Status s = state.prediction_shm.span.CheckIntact(absl::StrCat("output '",
+                                                                          kOutputTensor, "'"));
+      !s.ok()) {
+    return s;
+  }
+  return state.shap_shm.span.CheckIntact(absl::StrCat("output '", kShapTensor, "'"));
 }
 
 // One task of the call: `op` of every input row into the output's shared memory range when the
@@ -347,9 +360,9 @@ void StartSharedMemoryControl(
       [runtime, request = std::move(request), removed] {
         if (request.op == SharedMemoryControl::Op::kRegister) {
           return runtime->shared_memory().Register(request.name, request.key, request.offset,
-                                                   request.byte_size);
+                                                   request.byte_size, request.owner);
         }
-        *removed = runtime->shared_memory().Unregister(request.name);
+        *removed = runtime->shared_memory().Unregister(request.name, request.owner);
         return absl::OkStatus();
       },
       [removed, done = std::move(done)](absl::Status s) { done(std::move(s), *removed); });
@@ -357,9 +370,9 @@ void StartSharedMemoryControl(
 
 absl::Status KserveSystemSharedMemoryStatus(
     Runtime* runtime, const inference::SystemSharedMemoryStatusRequest& request,
-    inference::SystemSharedMemoryStatusResponse* response) {
+    const std::string& owner, inference::SystemSharedMemoryStatusResponse* response) {
   absl::StatusOr<std::vector<serving::SharedMemoryRegionInfo>> regions =
-      runtime->shared_memory().Status(request.name());
+      runtime->shared_memory().Status(request.name(), owner);
   if (!regions.ok()) return regions.status();
   for (const serving::SharedMemoryRegionInfo& r : *regions) {
     auto& out = (*response->mutable_regions())[r.name];
@@ -415,7 +428,7 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
                               inference::ModelInferResponse* response, absl::Time deadline,
                               const InferStarted& started,
                               std::function<void(absl::Status)> done, ResolvedCall* resolved,
-                              absl::string_view received_raw) {
+                              absl::string_view received_raw, const std::string& principal) {
   if (deadline <= absl::Now()) {
     return absl::DeadlineExceededError("the call's deadline expired before it was queued");
   }
@@ -427,8 +440,9 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   state->model = *std::move(got);
   resolved->version = state->model->version;
   const Forest& f = state->model->forest();
+  const serving::SharedMemoryAccess shared_memory(&runtime->shared_memory(), principal);
   absl::StatusOr<KserveInput> input =
-      ParseKserveInput(*state->model, request, &runtime->shared_memory(), received_raw);
+      ParseKserveInput(*state->model, request, &shared_memory, received_raw);
   if (!input.ok()) return input.status();
   state->input = *std::move(input);
   resolved->rows = state->input.rows.rows;
@@ -452,14 +466,14 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   // Outputs in shared memory: checked and resolved before anything is queued.
   if (const auto& ref = state->outputs.prediction_shared_memory; ref.has_value()) {
     absl::StatusOr<SharedOutput> out = ResolveOutput(
-        runtime, kOutputTensor, *ref, SaturatingBytes(n, state->layout.width, 4),
+        shared_memory, kOutputTensor, *ref, SaturatingBytes(n, state->layout.width, 4),
         KservePredictionIsEngineOutput(f, state->layout), state->input.span, {});
     if (!out.ok()) return out.status();
     state->prediction_shm = *std::move(out);
   }
   if (const auto& ref = state->outputs.shap_shared_memory; ref.has_value()) {
     absl::StatusOr<SharedOutput> out =
-        ResolveOutput(runtime, kShapTensor, *ref, SaturatingBytes(n, shap_width, 4), true,
+        ResolveOutput(shared_memory, kShapTensor, *ref, SaturatingBytes(n, shap_width, 4), true,
                       state->input.span, state->prediction_shm.span);
     if (!out.ok()) return out.status();
     state->shap_shm = *std::move(out);
@@ -498,7 +512,10 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   const int count = (state->outputs.prediction ? 1 : 0) + (state->outputs.shap ? 1 : 0);
   auto call = std::make_shared<CallState>(
       count, deadline, [state, &request, response, done = std::move(done)](absl::Status status) {
-        if (status.ok()) FillInferResponse(*state, request, response);
+        if (status.ok()) {
+          FillInferResponse(*state, request, response);
+          status = CheckSharedMemoryIntact(*state);
+        }
         done(status);
       });
   call->Hold(*std::move(memory));

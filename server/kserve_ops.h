@@ -80,14 +80,15 @@ struct SharedMemoryControl {
   enum class Op { kRegister, kUnregister };
   static SharedMemoryControl Register(std::string name, std::string key, uint64_t offset,
                                       uint64_t byte_size) {
-    return {Op::kRegister, std::move(name), std::move(key), offset, byte_size};
+    return {Op::kRegister, std::move(name), std::move(key), "", offset, byte_size};
   }
   static SharedMemoryControl Unregister(std::string name) {
-    return {Op::kUnregister, std::move(name), "", 0, 0};
+    return {Op::kUnregister, std::move(name), "", "", 0, 0};
   }
   Op op = Op::kRegister;
-  std::string name;  // kUnregister: "" = every region
-  std::string key;   // kRegister only
+  std::string name;  // kUnregister: "" = every region of `owner`
+  std::string key;    // kRegister only
+  std::string owner;  // the caller (auth::CallerPrincipal): it owns what it registers
   uint64_t offset = 0;
   uint64_t byte_size = 0;
 };
@@ -96,10 +97,11 @@ void StartSharedMemoryControl(
     std::function<bool()> cancelled,
     std::function<void(absl::Status, std::vector<std::string> unregistered)> done);
 
-// Triton's SystemSharedMemoryStatus from the registry: every region ("" name) or the one named
-// (NOT_FOUND naming it otherwise).
+// Triton's SystemSharedMemoryStatus from the registry: every region of `owner` ("" name) or the
+// one named (NOT_FOUND naming it otherwise).
 absl::Status KserveSystemSharedMemoryStatus(Runtime* runtime,
                                             const inference::SystemSharedMemoryStatusRequest& request,
+                                            const std::string& owner,
                                             inference::SystemSharedMemoryStatusResponse* response);
 // What the CUDA shared memory RPCs answer: UNIMPLEMENTED saying that groved maps system shared
 // memory only and naming `method`.
@@ -116,10 +118,12 @@ using InferStarted =
 // runs. `request` and `response` must stay alive until `done` ran. *resolved gets the model
 // version and rows as soon as they are known (before any work is queued), also when the call
 // then fails. `received_raw`: the raw input contents when the transport received them apart from
-// the message (UnaryCall::received_raw_rows), alive as `request`.
+// the message (UnaryCall::received_raw_rows), alive as `request`. `principal`: the caller
+// (auth::CallerPrincipal), whose shared memory regions the request may name.
 absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferRequest& request,
                               inference::ModelInferResponse* response, absl::Time deadline,
                               const InferStarted& started, std::function<void(absl::Status)> done,
-                              ResolvedCall* resolved, absl::string_view received_raw = {});
+                              ResolvedCall* resolved, absl::string_view received_raw,
+                              const std::string& principal);
 
 }  // namespace grove::server

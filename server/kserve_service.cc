@@ -71,7 +71,7 @@ void KserveService::HandleModelInfer(const grpc::ServerContextBase& context,
         call->set_call(state);
       },
       [call](absl::Status status) { call->Reply(status); }, call->resolved(),
-      call->received_raw_rows());
+      call->received_raw_rows(), call->principal());
   if (!s.ok()) call->Reply(s);
 }
 
@@ -125,7 +125,8 @@ grpc::ServerUnaryReactor* KserveService::SystemSharedMemoryStatus(
     inference::SystemSharedMemoryStatusResponse* response) {
   auto* reactor = new CallbackUnaryCall(runtime_, "SystemSharedMemoryStatus");
   if (!reactor->Admit(authorizer_, *context, auth::Role::kInfer)) return reactor;
-  reactor->Reply(KserveSystemSharedMemoryStatus(runtime_, *request, response));
+  reactor->Reply(
+      KserveSystemSharedMemoryStatus(runtime_, *request, reactor->principal(), response));
   return reactor;
 }
 

@@ -95,6 +95,15 @@ absl::Status Authorizer::Load(const WatchedFile& file) {
   return absl::OkStatus();
 }
 
+std::string CallerPrincipal(const CallerCredentials& caller) {
+  if (!caller.authorization.empty()) {
+    const absl::string_view token = BearerToken(caller.authorization.front());
+    if (!token.empty()) return absl::StrCat("token:", token);
+  }
+  if (!caller.certificate_name.empty()) return absl::StrCat("cert:", caller.certificate_name);
+  return "";
+}
+
 absl::StatusOr<Role> Authorizer::RoleOf(const CallerCredentials& caller) const {
   std::shared_ptr<const TokenTable> tokens;
   std::shared_ptr<const NameTable> names;

@@ -47,6 +47,12 @@ struct CallerCredentials {
   absl::string_view certificate_name;
 };
 
+// Who `caller` is, for what a caller owns on the server (its shared memory registrations): the
+// bearer token it presented ("token:" + the token: never logged nor returned), else its verified
+// certificate's common name ("cert:" + the name), else "" (no credentials: every such caller is the
+// same owner). Meaningful only once Check admitted the call.
+std::string CallerPrincipal(const CallerCredentials& caller);
+
 class Authorizer {
  public:
   // Reads both files (at least one must be given). Errors: no file given, a file unreadable

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/serving/mapping_guard.h"
 
 namespace grove::serving {
 
@@ -132,7 +133,10 @@ SharedMemoryRegion::SharedMemoryRegion(SharedMemoryRegionInfo info,
                                        std::shared_ptr<SharedMemoryRegistry::Accounting> accounting)
     : info_(std::move(info)), accounting_(std::move(accounting)) {}
 
+bool SharedMemoryRegion::faulted() const { return MappingGuard::Faulted(guard_slot_); }
+
 SharedMemoryRegion::~SharedMemoryRegion() {
+  MappingGuard::Remove(guard_slot_);  // before munmap: the address range may be reused after it
   if (pinned_ && accounting_->options.unpin) accounting_->options.unpin(mapping_, mapping_bytes_);
   if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
   if (fd_ >= 0) close(fd_);
@@ -146,10 +150,17 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryOptions options)
     : options_(options), accounting_(std::make_shared<Accounting>(std::move(options))) {}
 
-SharedMemoryRegistry::~SharedMemoryRegistry() { Unregister(""); }
+SharedMemoryRegistry::~SharedMemoryRegistry() {
+  absl::flat_hash_map<std::string, std::shared_ptr<const SharedMemoryRegion>> released;
+  {
+    absl::MutexLock lock(&mu_);
+    released.swap(regions_);
+  }
+}
 
 absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::string& key,
-                                            uint64_t offset, uint64_t byte_size) {
+                                            uint64_t offset, uint64_t byte_size,
+                                            absl::string_view owner) {
   if (absl::Status s = CheckSharedMemoryRegionName(name); !s.ok()) return s;
   if (absl::Status s = CheckSharedMemoryKey(key); !s.ok()) return s;
   if (byte_size == 0) {
@@ -175,6 +186,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
   std::shared_ptr<SharedMemoryRegion> region(
       new SharedMemoryRegion(SharedMemoryRegionInfo{name, key, offset, byte_size}, accounting_));
+  region->owner_ = std::string(owner);
   {
     absl::MutexLock lock(&accounting_->mu);
     if (accounting_->regions >= options_.max_regions) {
@@ -237,6 +249,12 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
   region->mapping_ = mapping;
   region->data_ = static_cast<char*>(mapping) + lead;
+  region->guard_slot_ = MappingGuard::Add(region->mapping_, region->mapping_bytes_);
+  if (region->guard_slot_ < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot register shared memory region '", name, "': ", MappingGuard::kCapacity,
+        " mappings are guarded in this process, the most there can be"));
+  }
   if (options_.pin) {
     if (absl::Status s = options_.pin(region->mapping_, region->mapping_bytes_); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("cannot pin shared memory region '", name,
@@ -249,18 +267,24 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   return absl::OkStatus();
 }
 
-std::vector<std::string> SharedMemoryRegistry::Unregister(const std::string& name) {
+std::vector<std::string> SharedMemoryRegistry::Unregister(const std::string& name,
+                                                         absl::string_view owner) {
   std::vector<std::shared_ptr<const SharedMemoryRegion>> released;
   std::vector<std::string> names;
   {
     absl::MutexLock lock(&mu_);
     if (name.empty()) {
-      for (auto& [n, r] : regions_) {
-        names.push_back(n);
-        released.push_back(std::move(r));
+      for (auto it = regions_.begin(); it != regions_.end();) {
+        if (it->second->owner_ == owner) {
+          names.push_back(it->first);
+          released.push_back(std::move(it->second));
+          regions_.erase(it++);
+        } else {
+          ++it;
+        }
       }
-      regions_.clear();
-    } else if (auto it = regions_.find(name); it != regions_.end()) {
+    } else if (auto it = regions_.find(name);
+               it != regions_.end() && it->second->owner_ == owner) {
       names.push_back(name);
       released.push_back(std::move(it->second));
       regions_.erase(it);
@@ -273,19 +297,21 @@ std::vector<std::string> SharedMemoryRegistry::Unregister(const std::string& nam
 }
 
 absl::StatusOr<std::vector<SharedMemoryRegionInfo>> SharedMemoryRegistry::Status(
-    const std::string& name) const {
+    const std::string& name, absl::string_view owner) const {
   std::vector<SharedMemoryRegionInfo> out;
   absl::MutexLock lock(&mu_);
   if (!name.empty()) {
     auto it = regions_.find(name);
-    if (it == regions_.end()) {
+    if (it == regions_.end() || it->second->owner_ != owner) {
       return absl::NotFoundError(
           absl::StrCat("shared memory region '", name, "' is not registered"));
     }
     out.push_back(it->second->info());
     return out;
   }
-  for (const auto& [n, r] : regions_) out.push_back(r->info());
+  for (const auto& [n, r] : regions_) {
+    if (r->owner_ == owner) out.push_back(r->info());
+  }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
@@ -293,12 +319,13 @@ absl::StatusOr<std::vector<SharedMemoryRegionInfo>> SharedMemoryRegistry::Status
 
 absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Get(absl::string_view name,
                                                            uint64_t offset, uint64_t byte_size,
-                                                           absl::string_view what) const {
+                                                           absl::string_view what,
+                                                           absl::string_view owner) const {
   std::shared_ptr<const SharedMemoryRegion> region;
   {
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(name);
-    if (it != regions_.end()) region = it->second;
+    if (it != regions_.end() && it->second->owner_ == owner) region = it->second;
   }
   if (region == nullptr) {
     return absl::NotFoundError(absl::StrCat(what, ": shared memory region '", name,
@@ -313,6 +340,12 @@ absl::StatusOr<SharedMemorySpan> SharedMemoryRegistry::Get(absl::string_view nam
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": bytes ", offset, " + ", byte_size, " run past the end of shared memory region '",
         name, "', which holds ", info.byte_size, " bytes"));
+  }
+  if (region->faulted()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": shared memory object '", info.key, "' of region '", name,
+        "' lost pages under an earlier request (it was shrunk while in use); unregister the "
+        "region and register it again"));
   }
   struct stat st;
   if (fstat(region->fd_, &st) != 0 || st.st_size < 0 ||
@@ -344,6 +377,16 @@ absl::Status SharedMemorySpan::Back(absl::string_view what) const {
         "write the range once before registering it, or enlarge /dev/shm"));
   }
   return absl::InternalError(absl::StrCat(where, ": cannot be backed: ", std::strerror(err)));
+}
+
+absl::Status SharedMemorySpan::CheckIntact(absl::string_view what) const {
+  if (region == nullptr || !region->faulted()) return absl::OkStatus();
+  const SharedMemoryRegionInfo& info = region->info();
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, ": shared memory object '", info.key, "' of region '", info.name,
+      "' lost pages while this request used it (its owner shrank it, or /dev/shm had no room "
+      "for a page): the rows read from it or the results written to it are not valid; the "
+      "region is refused until it is registered again"));
 }
 
 int64_t SharedMemoryRegistry::mapped_bytes() const {

@@ -14,11 +14,18 @@
 // ASCII characters without '/', not "." or ".."); every range a request names is checked against
 // its region with overflow-safe arithmetic.
 //
-// The object's owner must not shrink it while it is registered: the pages past the new end are
-// gone and a read of them kills the process with SIGBUS (POSIX shared memory cannot be sealed
-// against ftruncate). Get() re-reads the object's size, so a shrunk object is refused before it is
-// read, but a shrink during a computation cannot be caught; this is why registering is a control
-// operation (server: role admin, off unless enabled).
+// Owners: a registration belongs to the caller that made it (`owner`: the server passes the
+// credential the call presented, "" without access control). Get, Status and Unregister see only
+// the regions of the owner they are given, so one client can neither read nor overwrite another's
+// rows and results, nor learn its regions' names and keys. Without access control every caller is
+// the same owner "".
+//
+// The object's owner should not shrink it while it is registered: the pages past the new end are
+// gone. Get() re-reads the object's size, so a shrunk object is refused before it is read; a
+// shrink during a computation is absorbed by MappingGuard (core/serving/mapping_guard.h): the
+// server does not die, the region reads as zeros from the lost page on, and the request that used
+// it is refused (SharedMemorySpan::CheckIntact), as is every later request naming the region until
+// it is registered again.
 //
 // Thread-safe: every method may be called concurrently. Register and Unregister may block for as
 // long as the pin / unpin hooks take (server: run them on the control thread).
@@ -30,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -93,9 +101,13 @@ struct SharedMemorySpan {
   // (posix_fallocate on the object): a sparse range on a full /dev/shm (Docker's default is 64
   // MiB) would otherwise kill the server with SIGBUS on the first write. RESOURCE_EXHAUSTED
   // naming `what`, the object and the bytes when there is no room. Ranges already backed cost one
-  // system call. A region shrunk by its owner after this check still faults: owners must not
-  // shrink a registered region.
+  // system call.
   absl::Status Back(absl::string_view what) const;
+  // OK unless the region lost pages under a request since it was registered (its object was
+  // shrunk, or a page could not be allocated): then FAILED_PRECONDITION naming `what` and the
+  // region. Ask it after the computation that used the range and before answering: rows read
+  // from it or results written to it are not valid.
+  absl::Status CheckIntact(absl::string_view what) const;
 };
 
 class SharedMemoryRegistry {
@@ -108,26 +120,31 @@ class SharedMemoryRegistry {
   SharedMemoryRegistry(const SharedMemoryRegistry&) = delete;
   SharedMemoryRegistry& operator=(const SharedMemoryRegistry&) = delete;
 
-  // Maps bytes [offset, offset + byte_size) of the object `key` and registers them as `name`.
+  // Maps bytes [offset, offset + byte_size) of the object `key` and registers them as `name`,
+  // owned by `owner`.
   // Errors: ALREADY_EXISTS for a name in use; INVALID_ARGUMENT for a bad name or key, byte_size 0,
   // a range past the object's end (naming both sizes) or an object that is not a regular shared
   // memory object; NOT_FOUND when no object has that key; PERMISSION_DENIED when this process may
   // not open it read-write; RESOURCE_EXHAUSTED when a bound would be passed (naming it); the pin
-  // hook's status.
+  // hook's status. Names are one namespace across owners (ALREADY_EXISTS names no owner).
   absl::Status Register(const std::string& name, const std::string& key, uint64_t offset,
-                        uint64_t byte_size);
-  // Removes `name` ("" = every region); its mapping stays while spans hold it. An unknown name is
-  // not an error (Triton's behaviour: unregistering is idempotent). Returns the names removed.
-  std::vector<std::string> Unregister(const std::string& name);
-  // Every region ("" name, sorted by name) or the one named; NOT_FOUND for an unknown name.
-  absl::StatusOr<std::vector<SharedMemoryRegionInfo>> Status(const std::string& name) const;
+                        uint64_t byte_size, absl::string_view owner);
+  // Removes `owner`'s region `name` ("" = every region of `owner`); its mapping stays while spans
+  // hold it. An unknown name, or another owner's, is not an error (Triton's behaviour:
+  // unregistering is idempotent). Returns the names removed.
+  std::vector<std::string> Unregister(const std::string& name, absl::string_view owner);
+  // Every region of `owner` ("" name, sorted by name) or the one named; NOT_FOUND for a name
+  // `owner` has not registered.
+  absl::StatusOr<std::vector<SharedMemoryRegionInfo>> Status(const std::string& name,
+                                                             absl::string_view owner) const;
 
   // Bytes [offset, offset + byte_size) of region `name`, for a request: NOT_FOUND when the region
   // is not registered; INVALID_ARGUMENT when the range is empty or not inside the region (naming
   // `what`, e.g. "input 'input__0'", the range and the region's size), or when the object was
-  // shrunk below the registration since (re-register it). Never blocks on other registrations.
+  // shrunk below the registration since; FAILED_PRECONDITION when the region lost pages under an
+  // earlier request (re-register it in either case). Never blocks on other registrations.
   absl::StatusOr<SharedMemorySpan> Get(absl::string_view name, uint64_t offset, uint64_t byte_size,
-                                       absl::string_view what) const;
+                                       absl::string_view what, absl::string_view owner) const;
 
   // Mapped now (registered, or unregistered and still held).
   int64_t mapped_bytes() const;
@@ -148,6 +165,25 @@ class SharedMemoryRegistry {
       ABSL_GUARDED_BY(mu_);
 };
 
+// The regions one caller may use: a registry and the caller's owner key. What request parsers
+// take, so that every range they resolve is checked against the caller. Does not own the
+// registry, which must outlive it. Thread-compatible (its methods are the registry's).
+class SharedMemoryAccess {
+ public:
+  SharedMemoryAccess(const SharedMemoryRegistry* registry, std::string owner)
+      : registry_(registry), owner_(std::move(owner)) {}
+  // The registry's Get for this owner.
+  absl::StatusOr<SharedMemorySpan> Get(absl::string_view name, uint64_t offset,
+                                       uint64_t byte_size, absl::string_view what) const {
+    return registry_->Get(name, offset, byte_size, what, owner_);
+  }
+  const std::string& owner() const { return owner_; }
+
+ private:
+  const SharedMemoryRegistry* registry_;
+  std::string owner_;
+};
+
 class SharedMemoryRegion {
  public:
   ~SharedMemoryRegion();  // unpin, munmap, close; gives the bytes back to the accounting
@@ -156,6 +192,8 @@ class SharedMemoryRegion {
 
   const SharedMemoryRegionInfo& info() const { return info_; }
   char* data() const { return data_; }  // the region's first byte (object offset info().offset)
+  // Whether the mapping lost pages under an access since it was made (MappingGuard).
+  bool faulted() const;
 
  private:
   friend class SharedMemoryRegistry;
@@ -164,6 +202,8 @@ class SharedMemoryRegion {
                                                       accounting);
 
   SharedMemoryRegionInfo info_;
+  std::string owner_;
+  int guard_slot_ = -1;  // MappingGuard's, while mapped
   std::shared_ptr<SharedMemoryRegistry::Accounting> accounting_;
   int fd_ = -1;
   dev_t device_ = 0;  // identity of the object, for overlap checks

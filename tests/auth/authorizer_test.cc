@@ -159,6 +159,20 @@ TEST_F(AuthorizerTest, TokensAndCertificatesTogether) {
             absl::StatusCode::kUnauthenticated);  // tokens on: the missing token is the problem
 }
 
+// The owner of what a caller registers: its token when it sent one (whatever its certificate),
+// else its certificate's name, else nobody in particular; a token and a name never coincide.
+TEST_F(AuthorizerTest, CallerPrincipalIsTokenThenCertificateThenNone) {
+  CallerCredentials both = Bearer(kInfer);
+  both.certificate_name = "ops";
+  EXPECT_EQ(CallerPrincipal(both), absl::StrCat("token:", kInfer));
+  CallerCredentials name;
+  name.certificate_name = kInfer;
+  EXPECT_EQ(CallerPrincipal(name), absl::StrCat("cert:", kInfer));
+  EXPECT_NE(CallerPrincipal(name), CallerPrincipal(Bearer(kInfer)));
+  EXPECT_EQ(CallerPrincipal(CallerCredentials()), "");
+  EXPECT_NE(CallerPrincipal(Bearer(kInfer)), CallerPrincipal(Bearer(absl::StrCat(kInfer, "x"))));
+}
+
 TEST_F(AuthorizerTest, PollReloadsStableChangesAndKeepsGrantsOnBadFiles) {
   const std::string path = Write("tokens", absl::StrCat("admin ", kAdmin, "\n"));
   absl::StatusOr<std::unique_ptr<Authorizer>> a = Authorizer::Create({path, ""});

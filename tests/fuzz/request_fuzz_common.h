@@ -56,21 +56,23 @@ inline const std::vector<registry::ModelVersionPtr>& RequestModels() {
 
 // Shared memory the fuzzed requests may name: a 64 KiB object registered whole as region "fuzz"
 // and from its byte 3 as region "odd" (unaligned rows and results). The object is unlinked at once
-// (the mappings keep it), so runs leave nothing in /dev/shm.
-inline const serving::SharedMemoryRegistry& RequestSharedMemory() {
-  static const serving::SharedMemoryRegistry* registry = [] {
+// (the mappings keep it), so runs leave nothing in /dev/shm. Both belong to the owner "" (a server
+// without access control), which is what the access returned uses.
+inline const serving::SharedMemoryAccess& RequestSharedMemory() {
+  static const serving::SharedMemoryAccess* access = [] {
     auto* r = new serving::SharedMemoryRegistry(serving::SharedMemoryOptions());
     const std::string key = "/grove-fuzz-" + std::to_string(getpid());
     const int fd = shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, 65536) != 0) std::abort();
     close(fd);
-    if (!r->Register("fuzz", key, 0, 65536).ok() || !r->Register("odd", key, 3, 65533).ok()) {
+    if (!r->Register("fuzz", key, 0, 65536, "").ok() ||
+        !r->Register("odd", key, 3, 65533, "").ok()) {
       std::abort();
     }
     shm_unlink(key.c_str());
-    return r;
+    return new serving::SharedMemoryAccess(r, "");
   }();
-  return *registry;
+  return *access;
 }
 
 // Aborts unless `s` is OK or one of the codes a request check may answer (NOT_FOUND: a shared

@@ -2,6 +2,7 @@
 // grove.v1.Grove and inference.GRPCInferenceService, found through the protobuf descriptors so that
 // a new RPC without a check fails here, answers UNAUTHENTICATED without a token, and the roles
 // decide what a valid token may do; health stays open; model control is off by default.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -18,7 +19,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
 #include "server/server.h"
+#include "tests/testing/shared_memory_object.h"
 
 namespace grove::server {
 namespace {
@@ -255,6 +259,98 @@ TEST_F(AuthServerTest, SharedMemoryRegistrationIsOffByDefaultAndNeedsAdmin) {
   EXPECT_TRUE(Call(&grove::v1::Grove::Stub::GetSharedMemoryStatus,
                    grove::v1::SharedMemoryStatusRequest(), kInferToken)
                   .ok());
+}
+
+// A region belongs to the credential that registered it: another caller, even an admin, can neither
+// read rows from it nor write results into it (gRPC or REST), nor see it in a status, nor
+// unregister it. The owner keeps using it throughout.
+TEST_F(AuthServerTest, SharedMemoryRegionsBelongToTheCallerThatRegisteredThem) {
+  constexpr char kOtherAdmin[] = "other-admin-token-0123456789abcdef";
+  std::ofstream(root_ / "tokens") << "infer " << kInferToken << "\nadmin " << kAdminToken
+                                  << "\nadmin " << kOtherAdmin << "\n";
+  ServerOptions o = Options();
+  o.auth_token_file = (root_ / "tokens").string();
+  o.runtime.shared_memory_enabled = true;
+  o.http.port = 0;
+  Start(o);
+  testing::SharedMemoryObject object(1 << 16);
+  const std::vector<float> row(8, 0.5f);
+  std::memcpy(object.data(), row.data(), row.size() * sizeof(float));
+  grove::v1::RegisterSharedMemoryRequest reg;
+  reg.set_name("mine");
+  reg.set_key(object.key());
+  reg.set_byte_size(object.size());
+  ASSERT_TRUE(Call(&grove::v1::Grove::Stub::RegisterSharedMemory, reg, kAdminToken).ok());
+
+  auto predict = [&](const std::string& token) {
+    grove::v1::PredictRequest req;
+    req.set_model("demo");
+    req.mutable_rows()->set_rows(1);
+    req.mutable_rows()->set_cols(8);
+    auto* rows = req.mutable_rows()->mutable_shared_memory_f32();
+    rows->set_region("mine");
+    rows->set_byte_size(8 * sizeof(float));
+    return Call(&grove::v1::Grove::Stub::Predict, req, token);
+  };
+  auto listed = [&](const std::string& token) {
+    auto stub = grove::v1::Grove::NewStub(channel_);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    grove::v1::SharedMemoryStatusResponse response;
+    EXPECT_TRUE(stub->GetSharedMemoryStatus(&ctx, grove::v1::SharedMemoryStatusRequest(),
+                                            &response)
+                    .ok());
+    return response.regions_size();
+  };
+  EXPECT_TRUE(predict(kAdminToken).ok());
+  for (const char* other : {kOtherAdmin, kInferToken}) {
+    const grpc::Status s = predict(other);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << other << ": " << s.error_message();
+    EXPECT_EQ(listed(other), 0) << other;
+  }
+  EXPECT_EQ(listed(kAdminToken), 1);
+  // KServe: the named status of another's region is NOT_FOUND, as for one that does not exist.
+  {
+    auto kserve = inference::GRPCInferenceService::NewStub(channel_);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kOtherAdmin);
+    inference::SystemSharedMemoryStatusRequest req;
+    req.set_name("mine");
+    inference::SystemSharedMemoryStatusResponse response;
+    EXPECT_EQ(kserve->SystemSharedMemoryStatus(&ctx, req, &response).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  // REST: another caller's infer naming the region is 404 and its status list is empty.
+  httplib::Client http("127.0.0.1", server_->http_port());
+  const httplib::Headers other_auth = {{"Authorization", std::string("Bearer ") + kOtherAdmin}};
+  const nlohmann::json infer = {
+      {"inputs",
+       {{{"name", "input__0"},
+         {"shape", {1, 8}},
+         {"datatype", "FP32"},
+         {"parameters",
+          {{"shared_memory_region", "mine"}, {"shared_memory_byte_size", 32}}}}}}};
+  auto r = http.Post("/v2/models/demo/infer", other_auth, infer.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  r = http.Get("/v2/systemsharedmemory/status", other_auth);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(nlohmann::json::parse(r->body).size(), 0u) << r->body;
+  r = http.Post("/v2/systemsharedmemory/unregister", other_auth, "", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  // Unregistering everything, or the region by name, as another caller removes nothing.
+  grove::v1::UnregisterSharedMemoryRequest by_name;
+  by_name.set_name("mine");
+  EXPECT_TRUE(Call(&grove::v1::Grove::Stub::UnregisterSharedMemory, by_name, kOtherAdmin).ok());
+  EXPECT_TRUE(Call(&grove::v1::Grove::Stub::UnregisterSharedMemory,
+                   grove::v1::UnregisterSharedMemoryRequest(), kOtherAdmin)
+                  .ok());
+  EXPECT_TRUE(predict(kAdminToken).ok());
+  EXPECT_EQ(listed(kAdminToken), 1);
+  EXPECT_TRUE(Call(&grove::v1::Grove::Stub::UnregisterSharedMemory, by_name, kAdminToken).ok());
+  EXPECT_EQ(listed(kAdminToken), 0);
 }
 
 TEST_F(AuthServerTest, StartUpErrors) {

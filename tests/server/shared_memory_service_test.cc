@@ -134,7 +134,7 @@ class SharedMemoryServiceTest : public ::testing::Test {
     fs::remove_all(*root_);
     delete root_;
   }
-  void TearDown() override { server_->runtime().shared_memory().Unregister(""); }
+  void TearDown() override { server_->runtime().shared_memory().Unregister("", ""); }
 
   std::unique_ptr<grove::v1::Grove::Stub> Grove() {
     return grove::v1::Grove::NewStub(loopback_->channel);
@@ -447,7 +447,7 @@ TEST_F(SharedMemoryServiceTest, KserveRegistrationRpcs) {
   ASSERT_TRUE(call(&inference::GRPCInferenceService::Stub::SystemSharedMemoryUnregister,
                    inference::SystemSharedMemoryUnregisterRequest(), &unreg_resp)
                   .ok());
-  EXPECT_TRUE(server_->runtime().shared_memory().Status("").value().empty());
+  EXPECT_TRUE(server_->runtime().shared_memory().Status("", "").value().empty());
 
   inference::CudaSharedMemoryRegisterResponse cuda_resp;
   const grpc::Status cuda =
@@ -538,7 +538,7 @@ TEST_F(SharedMemoryServiceTest, KserveInferIsBitIdenticalToRawContents) {
     bad = req;
     bad.add_raw_input_contents(Bytes(rows));
     refused(bad, "is in shared memory and also carries raw_input_contents");
-    server_->runtime().shared_memory().Unregister("ki");
+    server_->runtime().shared_memory().Unregister("ki", "");
   }
 }
 
@@ -571,7 +571,7 @@ TEST_F(SharedMemoryServiceTest, UnregisterWhileARequestUsesTheRegion) {
   grove::v1::UnregisterSharedMemoryResponse removed;
   ASSERT_TRUE(Call(&grove::v1::Grove::Stub::UnregisterSharedMemory, unreg, &removed).ok());
   EXPECT_THAT(removed.unregistered(), ElementsAre("inflight"));
-  EXPECT_TRUE(registry.Status("").value().empty());
+  EXPECT_TRUE(registry.Status("", "").value().empty());
   EXPECT_EQ(registry.mapped_regions(), 1);  // held by the queued request
   // The name is free at once; the queued request keeps its own mapping.
   SharedMemoryObject other(4096);
@@ -592,6 +592,90 @@ TEST_F(SharedMemoryServiceTest, UnregisterWhileARequestUsesTheRegion) {
   }
   EXPECT_EQ(registry.mapped_regions(), 1);
   EXPECT_EQ(registry.mapped_bytes(), 4096);
+}
+
+// An object shrunk by its owner while requests that read and write it wait in their queue: those
+// requests fail with FAILED_PRECONDITION (grove.v1 and KServe), the server lives on and answers
+// the next request, and the region is refused until it is registered again.
+TEST_F(SharedMemoryServiceTest, AnObjectShrunkUnderQueuedRequestsFailsThemNotTheServer) {
+  int64_t n, cols;
+  std::vector<float> rows = Floats(kDemoRows, &n, &cols);
+  ASSERT_EQ(n, 16);  // with 16 more rows they fill a batch of the "held" model
+  SharedMemoryObject object(1 << 16);
+  std::memcpy(object.data(), rows.data(), rows.size() * sizeof(float));
+  std::memcpy(object.data() + 32768, rows.data(), rows.size() * sizeof(float));
+  Register("shrinks", object);
+  const int64_t row_bytes = static_cast<int64_t>(rows.size() * sizeof(float));
+
+  const grove::v1::PredictRequest predict =
+      Shared(Inline<grove::v1::PredictRequest>("held", rows, n, cols),
+             Range("shrinks", 0, row_bytes), Range("shrinks", 4096, 4096));
+  grpc::ClientContext predict_ctx;
+  predict_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  grove::v1::PredictResponse predict_resp;
+  std::promise<grpc::Status> predicted;
+  auto stub = Grove();
+  stub->async()->Predict(&predict_ctx, &predict, &predict_resp,
+                         [&](grpc::Status s) { predicted.set_value(s); });
+  while (server_->runtime().QueueStats("held", Operation::kPredict).queued_tasks == 0) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  // A KServe request of 8 of the rows, from the object's second half, waits with it.
+  const std::vector<float> half(rows.begin(), rows.begin() + 8 * cols);
+  inference::ModelInferRequest infer = InlineInfer("held", half, 8, cols);
+  infer.clear_raw_input_contents();
+  SetShm(infer.mutable_inputs(0)->mutable_parameters(), "shrinks", 32768, row_bytes / 2);
+  infer.add_outputs()->set_name("output__0");
+  SetShm(infer.mutable_outputs(0)->mutable_parameters(), "shrinks", 49152, 4096);
+  grpc::ClientContext infer_ctx;
+  infer_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  inference::ModelInferResponse infer_resp;
+  std::promise<grpc::Status> inferred;
+  auto kserve = Kserve();
+  kserve->async()->ModelInfer(&infer_ctx, &infer, &infer_resp,
+                              [&](grpc::Status s) { inferred.set_value(s); });
+  while (server_->runtime().QueueStats("held", Operation::kPredict).queued_tasks < 2) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  object.Truncate(0);  // the owner shrinks the object under both queued requests
+
+  // A request resolved after the shrink is refused before anything is read.
+  inference::ModelInferResponse refused;
+  const grpc::Status early = Infer(infer, &refused);
+  EXPECT_EQ(early.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << early.error_message();
+  EXPECT_THAT(early.error_message(), HasSubstr("was shrunk"));
+
+  // 8 inline rows fill the batch: they are answered; those on the shrunk object fail.
+  grove::v1::PredictResponse inline_resp;
+  ASSERT_TRUE(Call(&grove::v1::Grove::Stub::Predict,
+                   Inline<grove::v1::PredictRequest>("held", half, 8, cols), &inline_resp)
+                  .ok());
+  const grpc::Status k = inferred.get_future().get();
+  EXPECT_EQ(k.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << k.error_message();
+  EXPECT_THAT(k.error_message(), HasSubstr("lost pages"));
+  const grpc::Status s = predicted.get_future().get();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("lost pages"));
+  EXPECT_THAT(s.error_message(), HasSubstr("'shrinks'"));
+
+  // The region stays refused, grown back or not, until it is registered again.
+  object.Truncate(1 << 16);
+  grove::v1::PredictResponse again;
+  const grpc::Status refused_again = Call(
+      &grove::v1::Grove::Stub::Predict,
+      Shared(Inline<grove::v1::PredictRequest>("demo", rows, n, cols), Range("shrinks", 0, row_bytes)),
+      &again);
+  EXPECT_EQ(refused_again.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << refused_again.error_message();
+  server_->runtime().shared_memory().Unregister("shrinks", "");
+  std::memcpy(object.data(), rows.data(), rows.size() * sizeof(float));
+  Register("shrinks", object);
+  grove::v1::PredictResponse fresh;
+  ASSERT_TRUE(Call(&grove::v1::Grove::Stub::Predict,
+                   Shared(Inline<grove::v1::PredictRequest>("demo", rows, n, cols),
+                          Range("shrinks", 0, row_bytes)),
+                   &fresh)
+                  .ok());
 }
 
 // The same over REST (Triton's routes and bodies): register, status, infer from and into shared
@@ -657,7 +741,7 @@ TEST_F(SharedMemoryServiceTest, RestRoutes) {
   r = http.Post("/v2/systemsharedmemory/region/rest/unregister", "", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
-  EXPECT_TRUE(server_->runtime().shared_memory().Status("").value().empty());
+  EXPECT_TRUE(server_->runtime().shared_memory().Status("", "").value().empty());
   r = http.Get("/v2/cudasharedmemory/status");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 501);

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -80,8 +82,8 @@ TEST(SharedMemoryRegistryTest, RegisterMapsTheRangeAtAnyOffset) {
   ShmObject object(3 * 4096);
   SharedMemoryRegistry registry{SharedMemoryOptions()};
   // An offset that is not page-aligned: the mapping starts at its page, the region at the byte.
-  ASSERT_TRUE(registry.Register("r", object.key(), 5000, 3000).ok());
-  absl::StatusOr<SharedMemorySpan> span = registry.Get("r", 10, 100, "rows");
+  ASSERT_TRUE(registry.Register("r", object.key(), 5000, 3000, "").ok());
+  absl::StatusOr<SharedMemorySpan> span = registry.Get("r", 10, 100, "rows", "");
   ASSERT_TRUE(span.ok()) << span.status();
   EXPECT_EQ(span->offset, 10u);
   EXPECT_EQ(span->byte_size, 100u);
@@ -94,14 +96,14 @@ TEST(SharedMemoryRegistryTest, RegisterMapsTheRangeAtAnyOffset) {
   EXPECT_EQ(registry.mapped_bytes(), 3000);
   EXPECT_EQ(registry.mapped_regions(), 1);
 
-  absl::StatusOr<std::vector<SharedMemoryRegionInfo>> status = registry.Status("");
+  absl::StatusOr<std::vector<SharedMemoryRegionInfo>> status = registry.Status("", "");
   ASSERT_TRUE(status.ok());
   ASSERT_EQ(status->size(), 1u);
   EXPECT_EQ((*status)[0].name, "r");
   EXPECT_EQ((*status)[0].key, object.key());
   EXPECT_EQ((*status)[0].offset, 5000u);
   EXPECT_EQ((*status)[0].byte_size, 3000u);
-  EXPECT_EQ(registry.Status("other").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Status("other", "").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(SharedMemoryRegistryTest, RegisterErrors) {
@@ -110,7 +112,7 @@ TEST(SharedMemoryRegistryTest, RegisterErrors) {
   options.max_region_bytes = 8192;
   SharedMemoryRegistry registry(options);
   auto code = [&](const std::string& name, const std::string& key, uint64_t offset,
-                  uint64_t bytes) { return registry.Register(name, key, offset, bytes).code(); };
+                  uint64_t bytes) { return registry.Register(name, key, offset, bytes, "").code(); };
   EXPECT_EQ(code("a", "/grove-no-such-object-ever", 0, 16), absl::StatusCode::kNotFound);
   EXPECT_EQ(code("a", "/x/y", 0, 16), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code("", object.key(), 0, 16), absl::StatusCode::kInvalidArgument);
@@ -121,13 +123,13 @@ TEST(SharedMemoryRegistryTest, RegisterErrors) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code("a", object.key(), std::numeric_limits<uint64_t>::max() - 8, 16),
             absl::StatusCode::kInvalidArgument);
-  const absl::Status past = registry.Register("a", object.key(), 8000, 200);
+  const absl::Status past = registry.Register("a", object.key(), 8000, 200, "");
   EXPECT_THAT(past.message(), HasSubstr("holds 8192 bytes"));
   EXPECT_EQ(registry.mapped_bytes(), 0);  // failed registrations give their bytes back
   EXPECT_EQ(registry.mapped_regions(), 0);
-  ASSERT_TRUE(registry.Register("a", object.key(), 0, 8192).ok());
+  ASSERT_TRUE(registry.Register("a", object.key(), 0, 8192, "").ok());
   EXPECT_EQ(code("a", object.key(), 0, 16), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(registry.Status("").value(), ::testing::SizeIs(1));
+  EXPECT_THAT(registry.Status("", "").value(), ::testing::SizeIs(1));
 }
 
 TEST(SharedMemoryRegistryTest, BoundsOnTotalBytesAndRegions) {
@@ -137,26 +139,26 @@ TEST(SharedMemoryRegistryTest, BoundsOnTotalBytesAndRegions) {
   options.max_total_bytes = 6000;
   options.max_regions = 3;
   SharedMemoryRegistry registry(options);
-  ASSERT_TRUE(registry.Register("a", object.key(), 0, 4096).ok());
-  const absl::Status total = registry.Register("b", object.key(), 0, 2000);
+  ASSERT_TRUE(registry.Register("a", object.key(), 0, 4096, "").ok());
+  const absl::Status total = registry.Register("b", object.key(), 0, 2000, "");
   EXPECT_EQ(total.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(total.message(), HasSubstr("6000"));
-  ASSERT_TRUE(registry.Register("b", object.key(), 0, 1000).ok());
-  ASSERT_TRUE(registry.Register("c", object.key(), 0, 100).ok());
-  const absl::Status regions = registry.Register("d", object.key(), 0, 1);
+  ASSERT_TRUE(registry.Register("b", object.key(), 0, 1000, "").ok());
+  ASSERT_TRUE(registry.Register("c", object.key(), 0, 100, "").ok());
+  const absl::Status regions = registry.Register("d", object.key(), 0, 1, "");
   EXPECT_EQ(regions.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(regions.message(), HasSubstr("3 regions"));
-  EXPECT_THAT(registry.Unregister("b"), ElementsAre("b"));
-  EXPECT_TRUE(registry.Register("d", object.key(), 0, 1).ok());
+  EXPECT_THAT(registry.Unregister("b", ""), ElementsAre("b"));
+  EXPECT_TRUE(registry.Register("d", object.key(), 0, 1, "").ok());
 }
 
 TEST(SharedMemoryRegistryTest, GetChecksEveryRange) {
   ShmObject object(4096);
   SharedMemoryRegistry registry{SharedMemoryOptions()};
-  ASSERT_TRUE(registry.Register("r", object.key(), 96, 1000).ok());
-  EXPECT_TRUE(registry.Get("r", 0, 1000, "rows").ok());
-  EXPECT_TRUE(registry.Get("r", 999, 1, "rows").ok());
-  const absl::Status unknown = registry.Get("s", 0, 4, "input 'input__0'").status();
+  ASSERT_TRUE(registry.Register("r", object.key(), 96, 1000, "").ok());
+  EXPECT_TRUE(registry.Get("r", 0, 1000, "rows", "").ok());
+  EXPECT_TRUE(registry.Get("r", 999, 1, "rows", "").ok());
+  const absl::Status unknown = registry.Get("s", 0, 4, "input 'input__0'", "").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(unknown.message(), HasSubstr("input 'input__0'"));
   EXPECT_THAT(unknown.message(), HasSubstr("'s' is not registered"));
@@ -164,21 +166,21 @@ TEST(SharedMemoryRegistryTest, GetChecksEveryRange) {
   for (const auto& [offset, bytes] : std::vector<std::pair<uint64_t, uint64_t>>{
            {0, 0}, {0, 1001}, {1, 1000}, {1000, 1}, {max, 1}, {max - 10, 20}, {10, max},
            {max, max}}) {
-    const absl::Status s = registry.Get("r", offset, bytes, "rows").status();
+    const absl::Status s = registry.Get("r", offset, bytes, "rows", "").status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << offset << " + " << bytes;
     EXPECT_THAT(s.message(), HasSubstr("rows")) << offset << " + " << bytes;
   }
-  EXPECT_THAT(registry.Get("r", 900, 200, "rows").status().message(),
+  EXPECT_THAT(registry.Get("r", 900, 200, "rows", "").status().message(),
               HasSubstr("run past the end of shared memory region 'r', which holds 1000 bytes"));
 }
 
 TEST(SharedMemoryRegistryTest, AShrunkObjectIsRefusedBeforeItIsRead) {
   ShmObject object(8192);
   SharedMemoryRegistry registry{SharedMemoryOptions()};
-  ASSERT_TRUE(registry.Register("r", object.key(), 4096, 4096).ok());
-  ASSERT_TRUE(registry.Get("r", 0, 16, "rows").ok());
+  ASSERT_TRUE(registry.Register("r", object.key(), 4096, 4096, "").ok());
+  ASSERT_TRUE(registry.Get("r", 0, 16, "rows", "").ok());
   object.Truncate(6000);
-  const absl::Status s = registry.Get("r", 0, 16, "rows").status();
+  const absl::Status s = registry.Get("r", 0, 16, "rows", "").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("was shrunk"));
 }
@@ -199,8 +201,8 @@ TEST(SharedMemoryRegistryTest, BackAllocatesASparseOutputRange) {
   grove::testing::SharedMemoryObject object(1 << 20);  // never written: sparse
   const int64_t before = AllocatedBytes(object.key());
   SharedMemoryRegistry registry{SharedMemoryOptions()};
-  ASSERT_TRUE(registry.Register("out", object.key(), 65536, 131072).ok());
-  absl::StatusOr<SharedMemorySpan> span = registry.Get("out", 4096, 65536, "output 'x'");
+  ASSERT_TRUE(registry.Register("out", object.key(), 65536, 131072, "").ok());
+  absl::StatusOr<SharedMemorySpan> span = registry.Get("out", 4096, 65536, "output 'x'", "");
   ASSERT_TRUE(span.ok()) << span.status();
   ASSERT_TRUE(span->Back("output 'x'").ok());
   const int64_t after = AllocatedBytes(object.key());
@@ -215,13 +217,13 @@ TEST(SharedMemoryRegistryTest, BackAllocatesASparseOutputRange) {
 TEST(SharedMemoryRegistryTest, UnregisterIsIdempotentAndEmptyNameMeansAll) {
   ShmObject object(4096);
   SharedMemoryRegistry registry{SharedMemoryOptions()};
-  EXPECT_TRUE(registry.Unregister("never").empty());
-  ASSERT_TRUE(registry.Register("b", object.key(), 0, 10).ok());
-  ASSERT_TRUE(registry.Register("a", object.key(), 0, 10).ok());
-  EXPECT_THAT(registry.Unregister(""), ElementsAre("a", "b"));
-  EXPECT_TRUE(registry.Status("").value().empty());
+  EXPECT_TRUE(registry.Unregister("never", "").empty());
+  ASSERT_TRUE(registry.Register("b", object.key(), 0, 10, "").ok());
+  ASSERT_TRUE(registry.Register("a", object.key(), 0, 10, "").ok());
+  EXPECT_THAT(registry.Unregister("", ""), ElementsAre("a", "b"));
+  EXPECT_TRUE(registry.Status("", "").value().empty());
   EXPECT_EQ(registry.mapped_regions(), 0);
-  EXPECT_EQ(registry.Get("a", 0, 1, "rows").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Get("a", 0, 1, "rows", "").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(SharedMemoryRegistryTest, ASpanKeepsItsRegionMappedAfterUnregister) {
@@ -235,21 +237,21 @@ TEST(SharedMemoryRegistryTest, ASpanKeepsItsRegionMappedAfterUnregister) {
   };
   options.unpin = [&](void* address, size_t bytes) { unpinned.emplace_back(address, bytes); };
   SharedMemoryRegistry registry(options);
-  ASSERT_TRUE(registry.Register("r", first.key(), 100, 1000).ok());
+  ASSERT_TRUE(registry.Register("r", first.key(), 100, 1000, "").ok());
   ASSERT_EQ(pinned.size(), 1u);
   EXPECT_EQ(pinned[0].second, 1100u);  // from the page start: the region starts 100 bytes in
-  absl::StatusOr<SharedMemorySpan> held = registry.Get("r", 0, 1000, "rows");
+  absl::StatusOr<SharedMemorySpan> held = registry.Get("r", 0, 1000, "rows", "");
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(held->data, static_cast<char*>(pinned[0].first) + 100);
 
   // A request in flight holds `held`; the region is unregistered and its name reused meanwhile.
-  EXPECT_THAT(registry.Unregister("r"), ElementsAre("r"));
+  EXPECT_THAT(registry.Unregister("r", ""), ElementsAre("r"));
   EXPECT_TRUE(unpinned.empty());
   EXPECT_EQ(registry.mapped_bytes(), 1000);  // still mapped: it still counts
-  ASSERT_TRUE(registry.Register("r", second.key(), 0, 500).ok());
+  ASSERT_TRUE(registry.Register("r", second.key(), 0, 500, "").ok());
   EXPECT_EQ(registry.mapped_bytes(), 1500);
   EXPECT_EQ(registry.mapped_regions(), 2);
-  absl::StatusOr<SharedMemorySpan> fresh = registry.Get("r", 0, 1, "rows");
+  absl::StatusOr<SharedMemorySpan> fresh = registry.Get("r", 0, 1, "rows", "");
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ(fresh->data[0], 7);
 
@@ -271,14 +273,14 @@ TEST(SharedMemoryRegistryTest, ASpanKeepsItsRegionMappedAfterUnregister) {
 TEST(SharedMemoryRegistryTest, RequestsOnOtherThreadsWhileRegionsComeAndGo) {
   ShmObject object(1 << 16);
   SharedMemoryRegistry registry{SharedMemoryOptions()};
-  ASSERT_TRUE(registry.Register("r", object.key(), 0, 1 << 16).ok());
+  ASSERT_TRUE(registry.Register("r", object.key(), 0, 1 << 16, "").ok());
   std::atomic<bool> stop{false};
   std::atomic<int64_t> reads{0};
   std::vector<std::thread> requests;
   for (int t = 0; t < 2; ++t) {
     requests.emplace_back([&] {
       while (!stop.load()) {
-        absl::StatusOr<SharedMemorySpan> s = registry.Get("r", 4096, 4096, "rows");
+        absl::StatusOr<SharedMemorySpan> s = registry.Get("r", 4096, 4096, "rows", "");
         if (!s.ok()) {
           ASSERT_EQ(s.status().code(), absl::StatusCode::kNotFound);
           continue;
@@ -292,8 +294,8 @@ TEST(SharedMemoryRegistryTest, RequestsOnOtherThreadsWhileRegionsComeAndGo) {
   }
   // At least 200 swaps, and on until the requests read 200 times (bounded for a stuck thread).
   for (int i = 0; (i < 200 || reads.load() < 200) && i < 10000000; ++i) {
-    registry.Unregister("r");
-    ASSERT_TRUE(registry.Register("r", object.key(), 0, 1 << 16).ok());
+    registry.Unregister("r", "");
+    ASSERT_TRUE(registry.Register("r", object.key(), 0, 1 << 16, "").ok());
   }
   stop = true;
   for (std::thread& t : requests) t.join();
@@ -308,22 +310,22 @@ TEST(SharedMemoryRegistryTest, AFailedPinRegistersNothing) {
   options.pin = [](void*, size_t) { return absl::ResourceExhaustedError("no pinnable memory"); };
   options.unpin = [&](void*, size_t) { ++unpins; };
   SharedMemoryRegistry registry(options);
-  const absl::Status s = registry.Register("r", object.key(), 0, 4096);
+  const absl::Status s = registry.Register("r", object.key(), 0, 4096, "");
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("no pinnable memory"));
   EXPECT_EQ(unpins, 0);
   EXPECT_EQ(registry.mapped_regions(), 0);
-  EXPECT_EQ(registry.Get("r", 0, 1, "rows").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Get("r", 0, 1, "rows", "").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(SharedMemoryRegistryTest, OverlapsComparesObjectBytes) {
   ShmObject a(8192), b(8192);
   SharedMemoryRegistry registry{SharedMemoryOptions()};
-  ASSERT_TRUE(registry.Register("a1", a.key(), 0, 4096).ok());
-  ASSERT_TRUE(registry.Register("a2", a.key(), 4000, 4192).ok());  // object bytes 4000..8191
-  ASSERT_TRUE(registry.Register("b", b.key(), 0, 8192).ok());
+  ASSERT_TRUE(registry.Register("a1", a.key(), 0, 4096, "").ok());
+  ASSERT_TRUE(registry.Register("a2", a.key(), 4000, 4192, "").ok());  // object bytes 4000..8191
+  ASSERT_TRUE(registry.Register("b", b.key(), 0, 8192, "").ok());
   auto span = [&](const char* name, uint64_t offset, uint64_t bytes) {
-    return registry.Get(name, offset, bytes, "test").value();
+    return registry.Get(name, offset, bytes, "test", "").value();
   };
   EXPECT_TRUE(span("a1", 0, 100).Overlaps(span("a1", 99, 10)));
   EXPECT_FALSE(span("a1", 0, 100).Overlaps(span("a1", 100, 10)));
@@ -331,6 +333,85 @@ TEST(SharedMemoryRegistryTest, OverlapsComparesObjectBytes) {
   EXPECT_FALSE(span("a1", 3990, 10).Overlaps(span("a2", 0, 1)));    // 3990..3999 vs 4000
   EXPECT_FALSE(span("a1", 0, 4096).Overlaps(span("b", 0, 8192)));   // another object
   EXPECT_FALSE(span("a1", 0, 1).Overlaps(SharedMemorySpan()));
+}
+
+// A region that loses pages while a request reads or writes it (its owner shrank the object) does
+// not kill the process: the lost bytes read as zeros, writes land in private pages, the request
+// learns that its range is not intact, and the region is refused until registered again. Without
+// the guard the reads below raise SIGBUS.
+TEST(SharedMemoryRegistryTest, ARegionShrunkDuringARequestFailsTheRequestNotTheProcess) {
+  ShmObject object(4 * 4096);
+  std::memset(object.data(), 7, 4 * 4096);
+  SharedMemoryRegistry registry{SharedMemoryOptions()};
+  ASSERT_TRUE(registry.Register("r", object.key(), 0, 4 * 4096, "").ok());
+  absl::StatusOr<SharedMemorySpan> span = registry.Get("r", 0, 4 * 4096, "rows", "");
+  ASSERT_TRUE(span.ok()) << span.status();
+  EXPECT_TRUE(span->CheckIntact("rows").ok());
+  object.Truncate(4096);  // the owner shrinks it under the request
+  volatile const char* bytes = span->data;
+  EXPECT_EQ(bytes[0], 7);          // the page that is still there
+  EXPECT_EQ(bytes[2 * 4096], 0);   // a lost page: zero instead of SIGBUS
+  EXPECT_EQ(bytes[4 * 4096 - 1], 0);
+  span->data[3 * 4096] = 1;        // a write into a lost page is absorbed as well
+  const absl::Status intact = span->CheckIntact("input 'input__0'");
+  EXPECT_EQ(intact.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(intact.message(), HasSubstr("input 'input__0'"));
+  EXPECT_THAT(intact.message(), HasSubstr("lost pages"));
+  object.Truncate(4 * 4096);  // even grown back, the region stays refused
+  const absl::Status again = registry.Get("r", 0, 16, "rows", "").status();
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.message(), HasSubstr("register it again"));
+  EXPECT_THAT(registry.Unregister("r", ""), ElementsAre("r"));
+  ASSERT_TRUE(registry.Register("r", object.key(), 0, 4 * 4096, "").ok());
+  absl::StatusOr<SharedMemorySpan> fresh = registry.Get("r", 0, 4 * 4096, "rows", "");
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE(fresh->CheckIntact("rows").ok());
+}
+
+// The guard absorbs faults inside registered regions only: any other SIGBUS still ends the process
+// as it would without it.
+TEST(SharedMemoryRegistryDeathTest, ASigbusOutsideEveryRegionStillKills) {
+  ShmObject registered(4096);
+  SharedMemoryRegistry registry{SharedMemoryOptions()};
+  ASSERT_TRUE(registry.Register("r", registered.key(), 0, 4096, "").ok());  // guard installed
+  EXPECT_EXIT(
+      {
+        ShmObject other(2 * 4096);
+        const int fd = shm_open(other.key().c_str(), O_RDWR, 0);
+        void* p = mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        other.Truncate(0);
+        volatile char* c = static_cast<char*>(p);
+        c[4096] = 1;
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
+}
+
+// Regions belong to the owner that registered them: another owner's Get, Status and Unregister
+// see none of them (NOT_FOUND, as for a name nobody registered); names are one namespace.
+TEST(SharedMemoryRegistryTest, RegionsBelongToTheirOwner) {
+  ShmObject object(8192);
+  SharedMemoryRegistry registry{SharedMemoryOptions()};
+  ASSERT_TRUE(registry.Register("a", object.key(), 0, 4096, "token:alice").ok());
+  ASSERT_TRUE(registry.Register("b", object.key(), 4096, 4096, "cert:bob").ok());
+  EXPECT_EQ(registry.Register("a", object.key(), 0, 16, "cert:bob").code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(registry.Get("a", 0, 16, "rows", "token:alice").ok());
+  for (absl::string_view stranger : {"cert:bob", "", "token:alic"}) {
+    const absl::Status s = registry.Get("a", 0, 16, "rows", stranger).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << stranger;
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("alice")));
+    EXPECT_EQ(registry.Status("a", stranger).status().code(), absl::StatusCode::kNotFound);
+  }
+  ASSERT_TRUE(registry.Status("", "cert:bob").ok());
+  ASSERT_THAT(registry.Status("", "cert:bob").value(), ::testing::SizeIs(1));
+  EXPECT_EQ(registry.Status("", "cert:bob").value()[0].name, "b");
+  EXPECT_TRUE(registry.Status("", "").value().empty());
+  EXPECT_TRUE(registry.Unregister("a", "cert:bob").empty());
+  EXPECT_THAT(registry.Unregister("", "cert:bob"), ElementsAre("b"));
+  EXPECT_TRUE(registry.Get("a", 0, 16, "rows", "token:alice").ok());
+  EXPECT_THAT(registry.Unregister("", "token:alice"), ElementsAre("a"));
+  EXPECT_EQ(registry.mapped_regions(), 0);
 }
 
 }  // namespace
