@@ -36,6 +36,7 @@
 #include "openssl/ssl.h"
 #include "openssl/x509.h"
 #include "server/call.h"
+#include "server/convert.h"
 #include "server/http_stream.h"
 #include "server/kserve_ops.h"
 #include "server/kserve_rest.h"
@@ -374,6 +375,24 @@ std::string Address(const sockaddr_storage& addr, int* port) {
   return text;
 }
 
+// A request answered before it reached a handler (a head or body bound, its framing, its
+// credentials or its body's admission, checked from the head; an unknown route), counted in
+// grove_requests_total: under its route's method and model when `request` (may be null: the head
+// was not read whole) names one, else under method "REST".
+void RecordRefused(Runtime* runtime, const httplib::Request* request, int status) {
+  std::string model;
+  const char* method = "REST";
+  if (request != nullptr) {
+    absl::StatusOr<RestRoute> route = ParseRestRoute(request->method, request->path);
+    if (route.ok()) {
+      method = route->method;
+      if (!route->model.empty()) model = ModelLabel(runtime, route->model);
+    }
+  }
+  runtime->metrics().RecordRequest(model, method, CodeOfHttpStatus(status), -1,
+                                   Operation::kPredict);
+}
+
 // One connection's socket (non-blocking), read and written here with or without TLS, for
 // cpp-httplib to parse under groved's bounds (BoundedRequestStream), with the request and response
 // deadlines and the memory budget of HttpServer.
@@ -466,6 +485,7 @@ class ConnectionStream final : public BoundedRequestStream {
 
  private:
   void OnHeadDone() override { table_->EnterBusy(conn_); }
+  void OnRefused(int status) override { RecordRefused(runtime_, nullptr, status); }
 
   absl::Status Admit(int64_t cost) override {
     absl::StatusOr<serving::MemoryReservation> r = runtime_->ReserveReceivedBytes(cost);
@@ -719,7 +739,16 @@ absl::Status Infer(Runtime* runtime, const httplib::Request& http, const RestRou
   request.set_model_version(route.version);
   absl::StatusOr<int64_t> header_length = HeaderLength(http);
   if (!header_length.ok()) return header_length.status();
-  if (absl::Status s = ParseRestInferRequest(http.body, *header_length, &request); !s.ok()) {
+  // The model first: a body for a model that is not there is not parsed, and the numbers its
+  // JSON may hold are bounded by what one request to the model may carry.
+  absl::StatusOr<int64_t> version = ParseKserveVersion(route.version);
+  if (!version.ok()) return version.status();
+  auto model = runtime->registry().Get(route.model, *version);
+  if (!model.ok()) return model.status();
+  const int64_t max_values =
+      SaturatingBytes((*model)->config->max_request_rows, (*model)->forest().num_features, 1);
+  if (absl::Status s = ParseRestInferRequest(http.body, *header_length, max_values, &request);
+      !s.ok()) {
     return s;
   }
   inference::ModelInferResponse response;
@@ -1084,6 +1113,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   http.set_pre_routing_handler([self, admit](const httplib::Request& req,
                                              httplib::Response& res) {
     if (std::optional<FramingError> error = admit(req)) {
+      RecordRefused(self->runtime_, &req, error->status);
       RefuseAndClose(*error, req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -1096,9 +1126,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   // A client that asks before it sends its body (Expect: 100-continue; curl does for bodies above
   // 1 MiB) is refused before it sends any of it, by the same checks (the pre-routing handler then
   // finds them passed: its admission is not taken twice).
-  http.set_expect_100_continue_handler([admit](const httplib::Request& req,
-                                               httplib::Response& res) {
+  http.set_expect_100_continue_handler([self, admit](const httplib::Request& req,
+                                                     httplib::Response& res) {
     if (std::optional<FramingError> error = admit(req)) {
+      RecordRefused(self->runtime_, &req, error->status);
       RefuseAndClose(*error, req, res);
       return error->status;
     }
@@ -1170,6 +1201,7 @@ void HttpServer::Handle(const httplib::Request& request, httplib::Response& resp
   absl::StatusOr<RestRoute> route = ParseRestRoute(request.method, request.path);
   if (!route.ok()) {
     SetStatus(response, route.status());
+    RecordRefused(runtime_, nullptr, response.status);
     return;
   }
   CallRecord record;

@@ -187,6 +187,7 @@ void BoundedRequestStream::Refuse(int status, absl::string_view message) {
   if (refused_) return;
   refused_ = true;
   close_ = true;
+  OnRefused(status);
   const std::string body = ErrorBody(message);
   const std::string answer =
       absl::StrCat("HTTP/1.1 ", status, " ", ReasonPhrase(status),

@@ -121,6 +121,8 @@ class BoundedRequestStream : public httplib::Stream {
   virtual absl::Status Admit(int64_t cost) = 0;
   // The request's head has been handed over whole.
   virtual void OnHeadDone() {}
+  // A bound was passed and answered with `status` (Refuse), once per request.
+  virtual void OnRefused(int status) {}
 
   // Answers `status` with `message` (JSON) at once and marks the connection to close after it;
   // reads and writes fail from now on.

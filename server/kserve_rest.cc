@@ -79,14 +79,16 @@ absl::StatusOr<int64_t> NonNegativeInt(element e, absl::string_view where) {
 }
 
 // Appends the numbers of `e` (a number, null = missing, or arrays of them nested to any depth the
-// parser allows) in row-major order.
+// parser allows) in row-major order; INVALID_ARGUMENT (`too_many`) before `out` would hold more
+// than `limit` numbers.
 template <typename T>
-absl::Status AppendData(element e, absl::string_view where,
-                        google::protobuf::RepeatedField<T>* out) {
+absl::Status AppendData(element e, absl::string_view where, int64_t limit,
+                        const std::string& too_many, google::protobuf::RepeatedField<T>* out) {
+  if (e.type() != element_type::ARRAY && out->size() >= limit) return Invalid(too_many);
   switch (e.type()) {
     case element_type::ARRAY:
       for (element x : e.get_array()) {
-        if (absl::Status s = AppendData(x, where, out); !s.ok()) return s;
+        if (absl::Status s = AppendData(x, where, limit, too_many, out); !s.ok()) return s;
       }
       return absl::OkStatus();
     case element_type::DOUBLE: out->Add(static_cast<T>(double(e))); return absl::OkStatus();
@@ -100,10 +102,12 @@ absl::Status AppendData(element e, absl::string_view where,
   }
 }
 
-// One input tensor; its binary size (-1: its data is in the JSON) in *binary_size.
+// One input tensor; its binary size (-1: its data is in the JSON) in *binary_size. Its JSON data
+// may hold at most `*values_left` numbers (and no more than its shape declares); what it holds is
+// taken off.
 absl::Status ParseInput(element e, int index,
                         inference::ModelInferRequest::InferInputTensor* in,
-                        int64_t* binary_size) {
+                        int64_t* binary_size, int64_t* values_left) {
   const std::string where = absl::StrCat("inputs[", index, "]");
   object o;
   if (e.get_object().get(o) != simdjson::SUCCESS) return Invalid(where + " is not an object");
@@ -156,8 +160,25 @@ absl::Status ParseInput(element e, int index,
   if (!has_data) return absl::OkStatus();
   // Only the float types are read (groved's input is FP32 or FP64); another type is refused by the
   // input check with the datatype in its message.
-  if (datatype == "FP32") return AppendData(data, where, in->mutable_contents()->mutable_fp32_contents());
-  if (datatype == "FP64") return AppendData(data, where, in->mutable_contents()->mutable_fp64_contents());
+  int64_t declared = 1;  // the shape's product, saturated at the bound
+  for (int64_t d : in->shape()) {
+    declared = d != 0 && declared > *values_left / d ? *values_left + 1 : declared * d;
+  }
+  const int64_t limit = std::min(declared, *values_left);
+  const std::string too_many =
+      declared <= *values_left
+          ? absl::StrCat(where, ".data holds more than the ", declared,
+                         " values its shape declares")
+          : absl::StrCat(where, ".data: the request holds more than the ", *values_left,
+                         " more values this model takes in a request (max_request_rows x "
+                         "features)");
+  auto append = [&](auto* out) -> absl::Status {
+    if (absl::Status s = AppendData(data, where, limit, too_many, out); !s.ok()) return s;
+    *values_left -= out->size();
+    return absl::OkStatus();
+  };
+  if (datatype == "FP32") return append(in->mutable_contents()->mutable_fp32_contents());
+  if (datatype == "FP64") return append(in->mutable_contents()->mutable_fp64_contents());
   return absl::OkStatus();
 }
 
@@ -298,7 +319,7 @@ absl::StatusOr<RestRoute> ParseRestRoute(absl::string_view method, absl::string_
 
 namespace {
 
-absl::Status ParseInferBody(absl::string_view body, int64_t header_length,
+absl::Status ParseInferBody(absl::string_view body, int64_t header_length, int64_t max_values,
                             inference::ModelInferRequest* request) {
   if (header_length > static_cast<int64_t>(body.size())) {
     return Invalid(absl::StrCat(kInferHeaderLength, " is ", header_length, " but the body has ",
@@ -333,9 +354,12 @@ absl::Status ParseInferBody(absl::string_view body, int64_t header_length,
   if (o["inputs"].get(inputs) != simdjson::SUCCESS) return Invalid("inputs: an array is needed");
   int i = 0;
   bool any_binary = false, any_json = false;
+  int64_t values_left = std::clamp<int64_t>(max_values, 0, int64_t{1} << 62);
   for (element in : inputs) {
     int64_t size = -1;
-    if (absl::Status s = ParseInput(in, i, request->add_inputs(), &size); !s.ok()) return s;
+    if (absl::Status s = ParseInput(in, i, request->add_inputs(), &size, &values_left); !s.ok()) {
+      return s;
+    }
     if (size >= 0) {
       if (static_cast<int64_t>(binary.size()) < size) {
         return Invalid(absl::StrCat("inputs[", i, "] has binary_data_size ", size, " but ",
@@ -368,8 +392,8 @@ absl::Status ParseInferBody(absl::string_view body, int64_t header_length,
 }  // namespace
 
 absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length,
-                                   inference::ModelInferRequest* request) {
-  absl::Status s = ParseInferBody(body, header_length, request);
+                                   int64_t max_values, inference::ModelInferRequest* request) {
+  absl::Status s = ParseInferBody(body, header_length, max_values, request);
   if (s.ok()) return s;
   return absl::InvalidArgumentError(absl::StrCat("infer request: ", s.message()));
 }
@@ -630,6 +654,30 @@ int HttpStatus(absl::StatusCode code) {
     case absl::StatusCode::kUnavailable: return 503;
     case absl::StatusCode::kDeadlineExceeded: return 504;
     default: return 500;
+  }
+}
+
+absl::StatusCode CodeOfHttpStatus(int status) {
+  switch (status) {
+    case 200: return absl::StatusCode::kOk;
+    case 400:
+    case 411:
+    case 413:
+    case 414:
+    case 415:
+    case 431: return absl::StatusCode::kInvalidArgument;
+    case 401: return absl::StatusCode::kUnauthenticated;
+    case 403: return absl::StatusCode::kPermissionDenied;
+    case 404: return absl::StatusCode::kNotFound;
+    case 408:
+    case 504: return absl::StatusCode::kDeadlineExceeded;
+    case 409: return absl::StatusCode::kAborted;
+    case 429: return absl::StatusCode::kResourceExhausted;
+    case 499: return absl::StatusCode::kCancelled;
+    case 501: return absl::StatusCode::kUnimplemented;
+    case 503: return absl::StatusCode::kUnavailable;
+    case 500: return absl::StatusCode::kInternal;
+    default: return absl::StatusCode::kUnknown;
   }
 }
 

@@ -66,8 +66,13 @@ absl::StatusOr<RestRoute> ParseRestRoute(absl::string_view method, absl::string_
 // An input carries `data`, `binary_data_size` or the shared memory parameters
 // (shared_memory_region ...), exactly one. INVALID_ARGUMENT naming the field and the rule for
 // anything else.
+//
+// Numbers in JSON `data` are counted as they are converted: an input's data may hold no more than
+// its shape declares, and all inputs together no more than `max_values` (the server passes the
+// model's max_request_rows x features), so a body of many numbers is refused (INVALID_ARGUMENT
+// naming the input and the bound) before it is stored.
 absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length,
-                                   inference::ModelInferRequest* request);
+                                   int64_t max_values, inference::ModelInferRequest* request);
 
 // The response to `request` as a body: JSON, then the binary outputs; *header_length is the JSON
 // part's length when some output is binary, -1 otherwise. An output the request put in shared
@@ -102,5 +107,10 @@ std::string RestError(absl::string_view message);
 // HTTP status of a canonical code (400 for the argument and precondition errors, 401, 403, 404,
 // 429 for RESOURCE_EXHAUSTED, 501, 503, 504, 500).
 int HttpStatus(absl::StatusCode code);
+// The canonical code counted for an HTTP status groved answers before a request reaches a handler
+// (head bounds, framing, credentials, body admission, an unknown route): 400, 411, 413, 414, 415
+// and 431 INVALID_ARGUMENT; 408 DEADLINE_EXCEEDED; 429 RESOURCE_EXHAUSTED; otherwise the code
+// HttpStatus maps to it (UNKNOWN for none).
+absl::StatusCode CodeOfHttpStatus(int status);
 
 }  // namespace grove::server

@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inference::SystemSharedMemoryRegisterRequest reg;
   grove::fuzz::CheckRequestStatus(grove::server::ParseRestSharedMemoryRegister(body, &reg));
   inference::ModelInferRequest req;
-  absl::Status parsed = grove::server::ParseRestInferRequest(body, header_length, &req);
+  absl::Status parsed = grove::server::ParseRestInferRequest(body, header_length, 1 << 20, &req);
   grove::fuzz::CheckRequestStatus(parsed);
   if (!parsed.ok()) return 0;
   grove::fuzz::CheckRequestStatus(grove::server::ParseKserveOutputs(req).status());

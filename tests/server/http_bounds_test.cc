@@ -26,6 +26,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
 #include "server/server.h"
 #include "tests/server/server_testing.h"
 
@@ -188,6 +190,22 @@ class HttpBoundsTest : public ::testing::Test {
   }
   int port() const { return loopback_.server->http_port(); }
   GroveServer& server() { return *loopback_.server; }
+  // The value of the grove_requests_total series with these labels (0 when it has none yet).
+  double Requests(const std::string& model, const std::string& method, const std::string& code) {
+    for (const prometheus::MetricFamily& family : server().metrics().registry()->Collect()) {
+      if (family.name != "grove_requests_total") continue;
+      for (const prometheus::ClientMetric& m : family.metric) {
+        int matched = 0;
+        for (const prometheus::ClientMetric::Label& l : m.label) {
+          matched += (l.name == "model" && l.value == model) ||
+                     (l.name == "method" && l.value == method) ||
+                     (l.name == "code" && l.value == code);
+        }
+        if (matched == 3) return m.counter.value;
+      }
+    }
+    return 0;
+  }
 
   static inline fs::path* root_ = nullptr;
   LoopbackServer loopback_;
@@ -209,6 +227,8 @@ TEST_F(HttpBoundsTest, HeadLinesAreRefusedAtTheLimitNotBufferedWhole) {
   long_line.SendInBackground(
       absl::StrCat("GET /v2/health/live?", std::string(10000, 'q'), " HTTP/1.1\r\n\r\n"));
   EXPECT_THAT(long_line.ReadAnswer(), StartsWith("HTTP/1.1 414"));
+  // Refused before any handler: counted, under "REST" (the route was never read).
+  EXPECT_EQ(Requests("", "REST", "INVALID_ARGUMENT"), 2);
 }
 
 TEST_F(HttpBoundsTest, HeaderFieldCountAndHeadSizeAreBounded) {
@@ -252,6 +272,8 @@ TEST_F(HttpBoundsTest, CredentialsAreCheckedBeforeTheBodyIsRead) {
     EXPECT_THAT(answer, StartsWith("HTTP/1.1 401")) << auth;
     EXPECT_TRUE(c.ClosedWithin(absl::Seconds(10)));
   }
+  // Refused from the head: counted under the route's method and model.
+  EXPECT_EQ(Requests("demo", "ModelInfer", "UNAUTHENTICATED"), 2);
   RawClient ok(port());
   const std::string body = InferBody();
   ok.Send(InferHead(absl::StrCat("Authorization: Bearer ", kToken, "\r\nContent-Length: ",

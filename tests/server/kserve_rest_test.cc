@@ -23,6 +23,9 @@ std::string Floats(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
+// A bound on the numbers of a request that no test body comes near.
+constexpr int64_t kAnyValues = int64_t{1} << 40;
+
 TEST(KserveRestRoute, RoutesAndRefusals) {
   absl::StatusOr<RestRoute> r = ParseRestRoute("POST", "/v2/models/fraud/versions/3/infer");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -59,7 +62,7 @@ TEST(KserveRestRequest, JsonTensorsNestedOrFlatWithNullAsMissing) {
   const std::string body = R"({"id":"q1","parameters":{"binary_data_output":true,"n":3},
     "inputs":[{"name":"input__0","shape":[2,2],"datatype":"FP32","data":[[1.5,null],[3,-4e-3]]}],
     "outputs":[{"name":"output__0","parameters":{"binary_data":false}}]})";
-  ASSERT_TRUE(ParseRestInferRequest(body, -1, &req).ok());
+  ASSERT_TRUE(ParseRestInferRequest(body, -1, kAnyValues, &req).ok());
   EXPECT_EQ(req.id(), "q1");
   EXPECT_TRUE(req.parameters().at("binary_data_output").bool_param());
   EXPECT_EQ(req.parameters().at("n").int64_param(), 3);
@@ -78,21 +81,22 @@ TEST(KserveRestRequest, BinaryTensorExtension) {
       R"({"inputs":[{"name":"input__0","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
   const std::string body = json + Floats({0.25f, NAN});
   inference::ModelInferRequest req;
-  ASSERT_TRUE(ParseRestInferRequest(body, static_cast<int64_t>(json.size()), &req).ok());
+  ASSERT_TRUE(ParseRestInferRequest(body, static_cast<int64_t>(json.size()), kAnyValues, &req).ok());
   ASSERT_EQ(req.raw_input_contents_size(), 1);
   EXPECT_EQ(req.raw_input_contents(0), Floats({0.25f, NAN}));
   EXPECT_FALSE(req.inputs(0).has_contents());
   EXPECT_EQ(req.inputs(0).parameters().count("binary_data_size"), 0u);
 
   inference::ModelInferRequest extra;
-  absl::Status s = ParseRestInferRequest(body + "xx", static_cast<int64_t>(json.size()), &extra);
+  absl::Status s =
+      ParseRestInferRequest(body + "xx", static_cast<int64_t>(json.size()), kAnyValues, &extra);
   EXPECT_THAT(s.message(), HasSubstr("2 bytes after the JSON part belong to no input"));
   inference::ModelInferRequest shorter;
   s = ParseRestInferRequest(body.substr(0, body.size() - 1), static_cast<int64_t>(json.size()),
-                            &shorter);
+                            kAnyValues, &shorter);
   EXPECT_THAT(s.message(), HasSubstr("binary_data_size 8 but 7 bytes"));
   inference::ModelInferRequest beyond;
-  s = ParseRestInferRequest(body, static_cast<int64_t>(body.size()) + 1, &beyond);
+  s = ParseRestInferRequest(body, static_cast<int64_t>(body.size()) + 1, kAnyValues, &beyond);
   EXPECT_THAT(s.message(), HasSubstr("Inference-Header-Content-Length"));
 }
 
@@ -129,10 +133,46 @@ TEST(KserveRestRequest, StrictJsonRulesNameTheProblem) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body);
     inference::ModelInferRequest req;
-    absl::Status s = ParseRestInferRequest(c.body, -1, &req);
+    absl::Status s = ParseRestInferRequest(c.body, -1, kAnyValues, &req);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr(c.message));
   }
+}
+
+// Numbers are counted as they are converted: an input holding more than its shape declares, or a
+// request holding more than the model takes, is refused with the bound named; exactly the bound
+// passes (fewer than the shape is the input check's to refuse, with the model's shape).
+TEST(KserveRestRequest, DataIsCountedAgainstTheShapeAndTheModelsBound) {
+  auto body = [](const std::string& shape, int values) {
+    std::string data;
+    for (int i = 0; i < values; ++i) absl::StrAppend(&data, i ? "," : "", i);
+    return absl::StrCat(R"({"inputs":[{"name":"input__0","shape":)", shape,
+                        R"(,"datatype":"FP32","data":[)", data, "]}]}");
+  };
+  inference::ModelInferRequest req;
+  EXPECT_TRUE(ParseRestInferRequest(body("[2,3]", 6), -1, 6, &req).ok());
+  EXPECT_EQ(req.inputs(0).contents().fp32_contents_size(), 6);
+  inference::ModelInferRequest over_shape;
+  absl::Status s = ParseRestInferRequest(body("[2,3]", 7), -1, kAnyValues, &over_shape);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("inputs[0].data holds more than the 6 values its shape"));
+  inference::ModelInferRequest over_model;
+  s = ParseRestInferRequest(body("[4,3]", 12), -1, 8, &over_model);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("more than the 8 more values this model takes"));
+  EXPECT_LE(over_model.inputs(0).contents().fp32_contents_size(), 8);  // stopped at the bound
+  // A shape whose product does not fit 64 bits is bounded by the model, not wrapped.
+  inference::ModelInferRequest huge;
+  s = ParseRestInferRequest(body("[4294967296,4294967296,16]", 3), -1, 2, &huge);
+  EXPECT_THAT(s.message(), HasSubstr("more than the 2 more values"));
+  inference::ModelInferRequest fewer;
+  EXPECT_TRUE(ParseRestInferRequest(body("[4,3]", 5), -1, kAnyValues, &fewer).ok());
+  // Two inputs share the request's bound.
+  const std::string two = R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[1,2,3]},
+    {"name":"b","shape":[3],"datatype":"FP64","data":[1,2,3]}]})";
+  inference::ModelInferRequest shared;
+  s = ParseRestInferRequest(two, -1, 5, &shared);
+  EXPECT_THAT(s.message(), HasSubstr("inputs[1].data: the request holds more than the 2 more"));
 }
 
 TEST(KserveRestRepository, BodiesAreStrictAndOptional) {
