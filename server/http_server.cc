@@ -677,6 +677,7 @@ absl::Status Authorize(const auth::Authorizer* authorizer, const httplib::Reques
   for (const std::string& v : values) caller.authorization.emplace_back(v);
   const std::string name = authorizer->certificates_enabled() ? CertificateName(request) : "";
   caller.certificate_name = name;
+  caller.carrier = "header";
   absl::Status s = authorizer->Check(caller, required, method);
   if (s.ok() && principal != nullptr) *principal = auth::CallerPrincipal(caller);
   return s;
@@ -907,7 +908,7 @@ absl::Status Serve(Runtime* runtime, const auth::Authorizer* authorizer,
       case RestOp::kServerLive:
         break;
       case RestOp::kServerReady:
-        if (!runtime->ServerReady()) status = absl::UnavailableError("the server is not ready");
+        status = runtime->Readiness();
         break;
       case RestOp::kModelReady: {
         inference::ModelReadyResponse response;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/common/log.h"
 #include "core/gpu/device_set.h"
 
@@ -125,6 +127,29 @@ bool Runtime::ServerReady() const {
   if (!ready_.load() || shutting_down_.load()) return false;
   if (options_.strict_readiness && registry_ != nullptr && !registry_->AllReady()) return false;
   return true;
+}
+
+absl::Status Runtime::Readiness() const {
+  if (shutting_down_.load()) return absl::UnavailableError("the server is shutting down");
+  if (!ready_.load()) {
+    return absl::UnavailableError(
+        "the server is not ready: the model repository's start-up load has not finished");
+  }
+  if (!options_.strict_readiness || registry_ == nullptr || registry_->AllReady()) {
+    return absl::OkStatus();
+  }
+  constexpr int kNamed = 10;
+  std::vector<std::string> waiting;
+  int count = 0;
+  for (const registry::ModelStatus& m : registry_->List()) {
+    if (m.ready) continue;
+    if (count++ < kNamed) waiting.push_back(absl::StrCat("'", m.name, "'"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "the server is not ready: ", count == 1 ? "model " : "models ", absl::StrJoin(waiting, ", "),
+      count > kNamed ? absl::StrCat(" and ", count - kNamed, " more") : "",
+      count == 1 ? " is" : " are",
+      " not ready (every model must be ready: --strict_readiness; a model's status says why)"));
 }
 
 bool Runtime::ModelServing(const std::string& name) const {

@@ -108,6 +108,9 @@ class Runtime final : public registry::RegistryListener {
   void BeginShutdown();
   // Server readiness now: ready(), not shutting down and, with strict readiness, every model ready.
   bool ServerReady() const;
+  // OK when ServerReady(); otherwise UNAVAILABLE saying why: shutting down, the start-up load not
+  // done, or (strict readiness) the models that are not ready, named.
+  absl::Status Readiness() const;
   // Model `name` has a serving version and the server is not shutting down.
   bool ModelServing(const std::string& name) const;
 

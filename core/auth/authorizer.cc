@@ -115,12 +115,14 @@ absl::StatusOr<Role> Authorizer::RoleOf(const CallerCredentials& caller) const {
   Role role = Role::kNone;
   if (tokens != nullptr && !caller.authorization.empty()) {
     if (caller.authorization.size() > 1) {
-      return absl::UnauthenticatedError("more than one 'authorization' metadata entry");
+      return absl::UnauthenticatedError(
+          absl::StrCat("more than one 'authorization' ", caller.carrier, " entry"));
     }
     const absl::string_view token = BearerToken(caller.authorization.front());
     if (token.empty()) {
       return absl::UnauthenticatedError(
-          "the 'authorization' metadata is not of the form 'Bearer TOKEN'");
+          absl::StrCat("the 'authorization' ", caller.carrier,
+                       " is not of the form 'Bearer TOKEN'"));
     }
     role = tokens->Find(token);
     if (role == Role::kNone) {
@@ -132,8 +134,8 @@ absl::StatusOr<Role> Authorizer::RoleOf(const CallerCredentials& caller) const {
   }
   if (role != Role::kNone) return role;
   if (tokens != nullptr) {
-    return absl::UnauthenticatedError(
-        "no credentials: send the metadata 'authorization: Bearer TOKEN'");
+    return absl::UnauthenticatedError(absl::StrCat(
+        "no credentials: send the ", caller.carrier, " 'authorization: Bearer TOKEN'"));
   }
   if (caller.certificate_name.empty()) {
     return absl::PermissionDeniedError("the client certificate has no common name with a role");

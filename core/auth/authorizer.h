@@ -45,6 +45,8 @@ struct CallerCredentials {
   std::vector<absl::string_view> authorization;
   // Common name of the client certificate the TLS layer verified; "" when none.
   absl::string_view certificate_name;
+  // Where the call carries `authorization`, as messages name it: gRPC "metadata", HTTP "header".
+  absl::string_view carrier = "metadata";
 };
 
 // Who `caller` is, for what a caller owns on the server (its shared memory registrations): the

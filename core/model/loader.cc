@@ -76,6 +76,15 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
     case Kind::kLightgbm: return LoadLightgbmText(bytes, std::move(source));
     case Kind::kUnknown: break;
   }
+  if (absl::EndsWith(source, ".model") || absl::EndsWith(source, ".bin") ||
+      bytes.substr(0, 16).find("binf") != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source.empty() ? std::string("<memory>") : source,
+        ": neither XGBoost JSON nor UBJSON: XGBoost's legacy binary format (written before "
+        "XGBoost 2.1 into .model / .bin files), which Grove does not read: load it with XGBoost "
+        "and save it as UBJSON or JSON (xgboost.Booster(model_file=PATH).save_model("
+        "\"xgboost.ubj\"))"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat(source.empty() ? std::string("<memory>") : source,
                    ": unrecognised model format (expected XGBoost JSON or UBJSON, or LightGBM "

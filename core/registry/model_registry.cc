@@ -32,7 +32,11 @@ constexpr ModelFile kModelFiles[] = {{"model.json", "XGBoost JSON"},
                                      {"model.ubj", "XGBoost UBJSON"},
                                      {"model.txt", "LightGBM text"},
                                      {"xgboost.json", "XGBoost JSON"},
-                                     {"xgboost.ubj", "XGBoost UBJSON"}};
+                                     {"xgboost.ubj", "XGBoost UBJSON"},
+                                     // The FIL backend's name for XGBoost's binary model: UBJSON since
+                                     // XGBoost 2.1 (read), the legacy format before (refused by the
+                                     // loader, naming it): the content decides.
+                                     {"xgboost.model", "XGBoost UBJSON"}};
 
 // "model.json (XGBoost JSON), model.ubj (XGBoost UBJSON), ...": what a version directory may hold.
 std::string ModelFileNames() {
@@ -46,11 +50,6 @@ std::string ModelFileNames() {
 // Why a version directory's file is a model Grove cannot read (the FIL backend's other formats, and
 // the pickles it cannot read either), or "" for any other file.
 std::string UnreadableModelFile(const std::string& file) {
-  if (file == "xgboost.model") {
-    return "XGBoost's legacy binary format, which Grove does not read: save the model as JSON or "
-           "UBJSON with XGBoost (xgboost.Booster(model_file=\"xgboost.model\").save_model("
-           "\"xgboost.json\")) and remove this file";
-  }
   if (file == "checkpoint.tl") {
     return "a Treelite checkpoint, which Grove does not read: serve the XGBoost or LightGBM model "
            "it was made from, as xgboost.json, xgboost.ubj or model.txt";

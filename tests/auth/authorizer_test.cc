@@ -79,6 +79,10 @@ TEST_F(AuthorizerTest, TokenDecisions) {
   absl::Status none = auth.Check({}, Role::kInfer, "Predict");
   EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(none.message(), "Predict: no credentials: send the metadata 'authorization: Bearer TOKEN'");
+  CallerCredentials http;  // REST names the header, not gRPC's metadata
+  http.carrier = "header";
+  EXPECT_EQ(auth.Check(http, Role::kInfer, "ModelInfer").message(),
+            "ModelInfer: no credentials: send the header 'authorization: Bearer TOKEN'");
 
   absl::Status unknown = auth.Check(Bearer("not-a-token-of-this-server"), Role::kInfer, "Predict");
   EXPECT_EQ(unknown.code(), absl::StatusCode::kUnauthenticated);

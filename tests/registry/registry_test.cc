@@ -239,6 +239,8 @@ parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
   repo.PutAs("fil_lightgbm", 1, lgb_, "model.txt");
   repo.Write("fil_lightgbm/config.pbtxt", pbtxt);
   if (!ubj.empty()) repo.PutAs("fil_ubj", 1, ubj, "xgboost.ubj");
+  // XGBoost >= 2.1 writes UBJSON into the FIL backend's xgboost.model: the content decides.
+  if (!ubj.empty()) repo.PutAs("fil_model", 1, ubj, "xgboost.model");
   repo.PutAs("with_checkpoint", 1, xgb_, "xgboost.json");  // a readable file wins
   repo.Write("with_checkpoint/1/checkpoint.tl", "TREELITE");
   repo.Write("legacy/1/xgboost.model", std::string("\0\0\0?binf", 10));
@@ -258,12 +260,15 @@ parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
   EXPECT_EQ((*reg->Get("fil_json"))->forest().format, ModelFormat::kXgboostJson);
   EXPECT_EQ((*reg->Get("fil_lightgbm"))->forest().format, ModelFormat::kLightgbmText);
   if (!ubj.empty()) {
-    auto m = reg->Get("fil_ubj");
-    ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_EQ((*m)->forest().format, ModelFormat::kXgboostUbjson);
+    for (const char* name : {"fil_ubj", "fil_model"}) {
+      auto m = reg->Get(name);
+      ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+      EXPECT_EQ((*m)->forest().format, ModelFormat::kXgboostUbjson);
+      PredictOnce(*m);
+    }
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"legacy", "xgboost.model is XGBoost's legacy binary format"},
+      {"legacy", "xgboost.model: neither XGBoost JSON nor UBJSON: XGBoost's legacy binary format"},
       {"treelite", "checkpoint.tl is a Treelite checkpoint"},
       {"sklearn", "model.pkl is a Python pickle"}};
   for (const auto& [name, why] : refused) {

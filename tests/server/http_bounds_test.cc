@@ -270,10 +270,16 @@ TEST_F(HttpBoundsTest, CredentialsAreCheckedBeforeTheBodyIsRead) {
     c.Send(InferHead(absl::StrCat(auth, "Content-Length: 8000000\r\n")));
     const std::string answer = c.ReadAnswer();
     EXPECT_THAT(answer, StartsWith("HTTP/1.1 401")) << auth;
+    EXPECT_THAT(answer, ::testing::Not(HasSubstr("metadata"))) << auth;  // REST has headers
     EXPECT_TRUE(c.ClosedWithin(absl::Seconds(10)));
   }
+  {
+    RawClient c(port());
+    c.Send(InferHead("Content-Length: 8000000\r\n"));
+    EXPECT_THAT(c.ReadAnswer(), HasSubstr("send the header 'authorization: Bearer TOKEN'"));
+  }
   // Refused from the head: counted under the route's method and model.
-  EXPECT_EQ(Requests("demo", "ModelInfer", "UNAUTHENTICATED"), 2);
+  EXPECT_EQ(Requests("demo", "ModelInfer", "UNAUTHENTICATED"), 3);
   RawClient ok(port());
   const std::string body = InferBody();
   ok.Send(InferHead(absl::StrCat("Authorization: Bearer ", kToken, "\r\nContent-Length: ",

@@ -319,5 +319,20 @@ TEST_F(HttpServerTest, CallersSeePathsRelativeToTheRepository) {
   EXPECT_THAT(e.received, Not(HasSubstr(root)));
 }
 
+// With strict readiness, the REST readiness answer names the model that keeps the server from
+// being ready (its status says why).
+TEST_F(HttpServerTest, ServerReadinessNamesTheModelsNotReady) {
+  ServerOptions o = LoopbackServerOptions(root_->string());
+  o.strict_readiness = true;
+  absl::StatusOr<std::unique_ptr<GroveServer>> strict = GroveServer::Start(std::move(o));
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  (void)(*strict)->WaitUntilLoaded();
+  const Exchange e = Send((*strict)->http_port(),
+                          "GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(e.received, ::testing::StartsWith("HTTP/1.1 503")) << e.received;
+  EXPECT_THAT(e.received, HasSubstr("model 'bad' is not ready")) << e.received;
+  EXPECT_THAT(e.received, Not(HasSubstr("'demo'")));
+}
+
 }  // namespace
 }  // namespace grove::server
