@@ -32,6 +32,52 @@ if [ "${1:-}" = "--print-flags" ]; then
   exit 0
 fi
 
+# KServe (deploy/kserve): its storage initializer puts a model at the repository path, either as a
+# repository (NAME/VERSION/FILE: served as it is) or as the model file alone. With
+# GROVE_KSERVE_MODEL_NAME set (the runtime sets the InferenceService's name) and one model file
+# directly in that folder, the file is copied into a repository of one model of that name, version
+# 1 (with a background.csv / background.npy / config.json lying beside it), under
+# GROVE_KSERVE_REPOSITORY (default /tmp/grove-kserve-repository), which groved then serves. The
+# content decides the file's format, whatever its name.
+if [ -n "${GROVE_KSERVE_MODEL_NAME:-}" ]; then
+  src=${GROVE_MODEL_REPOSITORY:-/mnt/models}
+  found=""
+  count=0
+  for candidate in "$src"/*; do
+    [ -f "$candidate" ] || continue
+    case "${candidate##*/}" in
+      config.json | model-settings.json | requirements.txt) ;;
+      *.json | *.ubj | *.bst | *.model | *.txt)
+        found="$found ${candidate##*/}"
+        count=$((count + 1))
+        model=$candidate
+        ;;
+    esac
+  done
+  if [ "$count" -gt 1 ]; then
+    echo "groved-entrypoint: $src holds several model files ($found ); keep one" >&2
+    exit 2
+  fi
+  if [ "$count" -eq 1 ]; then
+    case "$model" in
+      *.json) file=model.json ;;
+      *.ubj) file=model.ubj ;;
+      *.txt) file=model.txt ;;
+      *) file=xgboost.model ;;
+    esac
+    repo=${GROVE_KSERVE_REPOSITORY:-/tmp/grove-kserve-repository}
+    dir=$repo/$GROVE_KSERVE_MODEL_NAME
+    rm -rf "$dir"
+    mkdir -p "$dir/1"
+    cp "$model" "$dir/1/$file"
+    for extra in background.csv background.npy config.json; do
+      if [ -f "$src/$extra" ]; then cp "$src/$extra" "$dir/$extra"; fi
+    done
+    GROVE_MODEL_REPOSITORY=$repo
+    echo "groved-entrypoint: serving ${model##*/} as model '$GROVE_KSERVE_MODEL_NAME' from $repo" >&2
+  fi
+fi
+
 # Build "$@" = flags from the environment, then the container's arguments.
 n_args=$#
 for flag in $GROVE_ENV_FLAGS; do

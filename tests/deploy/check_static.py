@@ -11,6 +11,11 @@
   check_static.py dockerfile  the Dockerfile runs README's steps (scripts/install-deps.sh,
                               scripts/build.sh <preset>), its ports/env match the entry point,
                               docs/operations.md and the manifests
+  check_static.py kserve      deploy/kserve's ClusterServingRuntime and InferenceServices validate
+                              against KServe's CRD schemas (vendored: data/kserve-crd-schemas.json.gz),
+                              unknown fields included; the runtime's env names entry point variables,
+                              the InferenceServices name the runtime and formats it supports, and
+                              docs/deploy.md shows the files
 """
 import json
 import os
@@ -513,10 +518,122 @@ def check_dockerfile(f):
             print(f"runtime packages of {os.path.basename(binary)}: {' '.join(pkgs)}")
 
 
+# ---------------------------------------------------------------------------------------------------
+KSERVE_SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                              "kserve-crd-schemas.json.gz")
+
+
+def unknown_fields(value, schema, path):
+    """Fields of `value` that `schema` (an openAPIV3Schema) does not declare, where the API server
+    would prune them: a misspelt field is dropped silently by Kubernetes, not refused."""
+    out = []
+    if isinstance(value, dict) and schema.get("type") == "object":
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if props is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            for key, v in value.items():
+                if key in props:
+                    out += unknown_fields(v, props[key], f"{path}.{key}")
+                elif isinstance(extra, dict):
+                    out += unknown_fields(v, extra, f"{path}.{key}")
+                elif not extra:
+                    out.append(f"{path}.{key}")
+        elif isinstance(extra, dict):
+            for key, v in value.items():
+                out += unknown_fields(v, extra, f"{path}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value):
+            out += unknown_fields(v, schema["items"], f"{path}[{i}]")
+    return out
+
+
+def crd_errors(doc, schemas):
+    """What KServe's API server would refuse or drop of `doc`: schema violations and unknown fields."""
+    import jsonschema  # noqa: PLC0415
+    key = f"{doc.get('apiVersion')}/{doc.get('kind')}"
+    schema = schemas.get(key)
+    if schema is None:
+        return [f"no KServe schema for {key} (have {sorted(schemas)})"]
+    errors = [f"{'.'.join(str(p) for p in e.absolute_path) or '(document)'}: {e.message}"
+              for e in jsonschema.Draft7Validator(schema).iter_errors(doc)]
+    errors += [f"{p}: not a field of {key} (the API server would drop it)"
+               for p in unknown_fields(doc, schema, "")]
+    return errors
+
+
+def check_kserve(f):
+    try:
+        import jsonschema  # noqa: F401, PLC0415
+    except ImportError:
+        d.skip("python jsonschema not installed (scripts/install-deps.sh installs it)")
+    import gzip  # noqa: PLC0415
+    with gzip.open(KSERVE_SCHEMAS, "rt", encoding="utf-8") as src:
+        vendored = json.load(src)
+    schemas = vendored["schemas"]
+    folder = os.path.join(d.DEPLOY, "kserve")
+    docs = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".yaml"):
+            docs += [(name, doc) for doc in d.yaml_load_all(d.read(os.path.join(folder, name)))]
+    runtimes = [doc for _, doc in docs if doc.get("kind") == "ClusterServingRuntime"]
+    services = [doc for _, doc in docs if doc.get("kind") == "InferenceService"]
+    f.check(len(runtimes) == 1 and services, f"deploy/kserve: {len(runtimes)} runtimes, "
+            f"{len(services)} InferenceServices (one runtime and examples expected)")
+    for name, doc in docs:
+        for error in crd_errors(doc, schemas):
+            f.check(False, f"deploy/kserve/{name} {doc.get('kind')} {doc['metadata']['name']}: {error}")
+    # The schema check itself catches what it must: a misspelt field and a wrong type.
+    if runtimes:
+        bad = json.loads(json.dumps(runtimes[0]))
+        bad["spec"]["protocolVersion"] = ["v2"]
+        bad["spec"]["containers"][0]["ports"] = "8080"
+        found = crd_errors(bad, schemas)
+        f.check(any("protocolVersion" in e for e in found) and any("ports" in e for e in found),
+                f"the KServe schema check misses a misspelt field or a wrong type: {found}")
+    if not runtimes:
+        return
+    runtime = runtimes[0]
+    container = runtime["spec"]["containers"][0]
+    f.check(container["name"] == "kserve-container",
+            "the runtime's container must be named kserve-container (KServe merges the "
+            "InferenceService's container into it by that name)")
+    table = d.entrypoint_table()
+    env = {e["name"]: e for e in container.get("env", [])}
+    for var in env:
+        f.check(var in table or var in ("GROVE_KSERVE_MODEL_NAME", "GROVE_KSERVE_REPOSITORY"),
+                f"the runtime sets {var}, which the entry point does not read")
+    f.check(env.get("GROVE_HTTP_PORT", {}).get("value") == "8080",
+            "the runtime's REST port must be 8080, KServe's default container port")
+    f.check(env.get("GROVE_KSERVE_MODEL_NAME", {}).get("value") == "{{.Name}}",
+            "GROVE_KSERVE_MODEL_NAME must be KServe's {{.Name}} (the InferenceService's name)")
+    annotations = runtime["spec"].get("annotations", {})
+    f.check(annotations.get("prometheus.kserve.io/port") == env.get("GROVE_METRICS_PORT", {}).get("value"),
+            "the runtime's prometheus.kserve.io/port is not its GROVE_METRICS_PORT")
+    formats = {m["name"] for m in runtime["spec"]["supportedModelFormats"]}
+    grpc_port = env.get("GROVE_GRPC_PORT", {}).get("value")
+    for isvc in services:
+        model = isvc["spec"]["predictor"]["model"]
+        name = isvc["metadata"]["name"]
+        f.check(model.get("runtime") == runtime["metadata"]["name"],
+                f"InferenceService {name} does not name the runtime {runtime['metadata']['name']}")
+        f.check(model["modelFormat"]["name"] in formats,
+                f"InferenceService {name}: format {model['modelFormat']['name']} is not one the runtime supports")
+        f.check(model.get("protocolVersion") in runtime["spec"]["protocolVersions"],
+                f"InferenceService {name}: protocol {model.get('protocolVersion')} is not the runtime's")
+        if model.get("protocolVersion") == "grpc-v2":
+            ports = model.get("ports", [])
+            f.check(len(ports) == 1 and ports[0].get("name") == "h2c"
+                    and str(ports[0].get("containerPort")) == grpc_port,
+                    f"InferenceService {name} speaks gRPC: its port must be h2c {grpc_port}")
+    deploy_md = d.read(os.path.join(d.ROOT, "docs", "deploy.md"))
+    for name in sorted(os.listdir(folder)):
+        f.check(f"deploy/kserve/{name}" in deploy_md, f"docs/deploy.md does not show deploy/kserve/{name}")
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     checks = {"manifests": check_manifests, "rules": check_rules, "dashboard": check_dashboard,
-              "dockerfile": check_dockerfile}
+              "dockerfile": check_dockerfile, "kserve": check_kserve}
     if what not in checks:
         print(__doc__)
         return 2

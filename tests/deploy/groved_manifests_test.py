@@ -16,6 +16,8 @@ model repository replaced by a small one from tests/golden, limits.cpu resolved)
   * on SIGTERM (what the kubelet sends after preStop) health turns NOT_SERVING at once while the port
     still answers (REST: /v2/health/ready answers 503), and groved exits 0 well within
     terminationGracePeriodSeconds - preStop.
+Then deploy/kserve's ClusterServingRuntime as KServe starts it: a lone model file at /mnt/models served
+under the InferenceService's name, a repository served as it is, several model files refused.
 """
 import argparse
 import json
@@ -181,6 +183,77 @@ def check_drain(f, ctx, srv, pod, c, env_spec, grpc_addr, http_port):
     print(f"{ctx}: SIGTERM -> exit {rc} in {took:.1f}s (delay {delay}s, grace {grace}s, budget {budget}s)")
 
 
+def run_kserve(f, groved):
+    """deploy/kserve's runtime as KServe starts it: its container's environment, {{.Name}} replaced by
+    an InferenceService's name, /mnt/models replaced by a folder holding what the storage initializer
+    would put there."""
+    runtime = next(doc for doc in d.yaml_load_all(d.read(os.path.join(d.DEPLOY, "kserve",
+                                                                       "cluster-serving-runtime.yaml")))
+                   if doc["kind"] == "ClusterServingRuntime")
+    c = runtime["spec"]["containers"][0]
+    golden = os.path.join(d.ROOT, "tests", "golden")
+    tmp = tempfile.mkdtemp(prefix="grove-deploy-kserve-")
+    try:
+        def start(ctx, mnt, isvc):
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GROVED": groved}
+            for var, value in d.container_env(c).items():
+                env[var] = "2" if isinstance(value, dict) else value.replace("{{.Name}}", isvc)
+            env["GROVE_MODEL_REPOSITORY"] = mnt  # what /mnt/models is in the pod
+            env["GROVE_KSERVE_REPOSITORY"] = os.path.join(tmp, f"repo-{isvc}")
+            env["GROVE_PORT_FILE"] = os.path.join(tmp, f"ports-{isvc}.json")
+            if not all(d.port_free(int(env[v])) for v in ("GROVE_HTTP_PORT", "GROVE_GRPC_PORT",
+                                                            "GROVE_METRICS_PORT")):
+                ephemeral(env)
+            srv = d.Groved(["sh", d.ENTRYPOINT], env=env, log_path=os.path.join(tmp, f"{isvc}.log"))
+            srv.port_file = env["GROVE_PORT_FILE"]
+            return srv
+
+        def meta(case):
+            with open(os.path.join(golden, case, "meta.json"), encoding="utf-8") as m:
+                return json.load(m)["num_features"]
+
+        # A lone model file (XGBoost UBJSON saved as model.bst, as KServe's xgbserver expects it),
+        # beside files that are not models.
+        mnt = os.path.join(tmp, "mnt-file")
+        os.makedirs(mnt)
+        shutil.copy(os.path.join(golden, "xgb_multiclass3", "model.ubj"), os.path.join(mnt, "model.bst"))
+        with open(os.path.join(mnt, "requirements.txt"), "w") as out:
+            out.write("xgboost\n")
+        # A repository (modelFormat grove): served as it is.
+        repo = os.path.join(tmp, "mnt-repository")
+        models = d.make_model_repository(repo)
+        for ctx, folder, isvc, served in [
+                ("kserve model file", mnt, "fraud", {"fraud": meta("xgb_multiclass3")}),
+                ("kserve repository", repo, "models", models)]:
+            srv = start(ctx, folder, isvc)
+            try:
+                bound = srv.wait_ports(timeout=120)
+                if not f.check(bound.get("http_port", 0) > 0, f"{ctx}: no REST port: {bound}"):
+                    continue
+                d.wait_for(lambda: d.http_call(f"http://127.0.0.1:{bound['http_port']}/v2/health/ready")[0]
+                           == 200, 120, f"{ctx}: REST readiness", proc=srv.proc)
+                d.check_rest(f, ctx, bound["http_port"], served)
+                f.check(srv.terminate() == 0, f"{ctx}: groved did not exit 0 on SIGTERM")
+            finally:
+                if f.errors:
+                    print(srv.tail())
+                srv.close()
+        # Several model files: refused at start, naming them.
+        several = os.path.join(tmp, "mnt-several")
+        os.makedirs(several)
+        shutil.copy(os.path.join(golden, "xgb_regression", "model.json"), os.path.join(several, "a.json"))
+        shutil.copy(os.path.join(golden, "lgb_binary_nan", "model.txt"), os.path.join(several, "b.txt"))
+        srv = start("kserve several files", several, "several")
+        try:
+            code = srv.proc.wait(60)
+            f.check(code == 2 and "several model files" in srv.tail() and "a.json" in srv.tail(),
+                    f"kserve several files: exit {code}, log:\n{srv.tail()}")
+        finally:
+            srv.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--groved", required=True)
@@ -204,6 +277,7 @@ def main():
         f.check(flag in flags, f"docs/operations.md documents --{flag}, `groved --helpfull` does not list it")
     for overlay in d.OVERLAYS:
         run_overlay(f, args.groved, overlay, flags)
+    run_kserve(f, args.groved)
     return f.finish()
 
 
