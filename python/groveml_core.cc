@@ -17,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -392,6 +393,30 @@ NB_MODULE(_core, m) {
                    })
       .def_prop_ro("stored_feature_names", [](const Engine& e) { return e.forest().feature_names; })
       .def_prop_ro("feature_types", [](const Engine& e) { return e.forest().feature_types; })
+      // {feature name: categories in code order} as the model file records them (strings, or
+      // numbers: ints where integral); features without recorded categories are left out.
+      .def_prop_ro("categories",
+                   [](const Engine& e) {
+                     const Forest& f = e.forest();
+                     const std::vector<std::string> names =
+                         FeatureNamesOrDefault(f.feature_names, f.num_features);
+                     nb::dict out;
+                     for (size_t i = 0; i < f.categories.size(); ++i) {
+                       const FeatureCategories& c = f.categories[i];
+                       if (c.empty()) continue;
+                       nb::list values;
+                       for (const std::string& s : c.strings) values.append(nb::str(s.data(), s.size()));
+                       for (double v : c.numbers) {
+                         if (v == std::floor(v) && std::abs(v) < 9.0e15) {
+                           values.append(nb::int_(static_cast<int64_t>(v)));
+                         } else {
+                           values.append(nb::float_(v));
+                         }
+                       }
+                       out[nb::str(names[i].data(), names[i].size())] = values;
+                     }
+                     return out;
+                   })
       .def_prop_ro("format",
                    [](const Engine& e) { return std::string(ModelFormatName(e.forest().format)); })
       .def_prop_ro("objective", [](const Engine& e) { return e.forest().objective.name; })

@@ -41,7 +41,13 @@ const char* LinkName(Link link) {
 }
 
 int64_t Forest::MemoryBytes() const {
-  return static_cast<int64_t>(trees.size() * sizeof(Tree) + nodes.size() * sizeof(Node) +
+  int64_t category_bytes = 0;
+  for (const FeatureCategories& c : categories) {
+    category_bytes += static_cast<int64_t>(c.numbers.size() * sizeof(double));
+    for (const std::string& s : c.strings) category_bytes += static_cast<int64_t>(s.size());
+  }
+  return category_bytes +
+         static_cast<int64_t>(trees.size() * sizeof(Tree) + nodes.size() * sizeof(Node) +
                               category_bits.size() * sizeof(uint32_t) +
                               leaf_values.size() * sizeof(double) +
                               linear_leaves.size() * sizeof(LinearLeaf) +
@@ -187,6 +193,21 @@ absl::StatusOr<ForestPtr> BuildForest(Forest f) {
   if (!f.feature_names.empty() && static_cast<int>(f.feature_names.size()) != f.num_features) {
     return Invalid(f, -1, -1, "feature name count differs from num_features");
   }
+  if (!f.categories.empty()) {
+    if (static_cast<int>(f.categories.size()) != f.num_features) {
+      return Invalid(f, -1, -1, absl::StrCat("categories are recorded for ", f.categories.size(),
+                                             " features; the model has ", f.num_features));
+    }
+    for (const FeatureCategories& c : f.categories) {
+      if (!c.strings.empty() && !c.numbers.empty()) {
+        return Invalid(f, -1, -1, "a feature's categories are both strings and numbers");
+      }
+      if (c.size() > kMaxCategoriesPerFeature) {
+        return Invalid(f, -1, -1, absl::StrCat("a feature records ", c.size(),
+                                               " categories; at most ", kMaxCategoriesPerFeature));
+      }
+    }
+  }
   if (!f.double_threshold_offsets.empty() || !f.double_thresholds.empty()) {
     const auto& offsets = f.double_threshold_offsets;
     if (offsets.size() != static_cast<size_t>(f.num_features) + 1 || offsets.front() != 0 ||
@@ -226,6 +247,9 @@ absl::StatusOr<ForestPtr> BuildForest(Forest f) {
   }
   for (std::string& name : f.feature_names) name = EscapeInvalidUtf8(name);
   for (std::string& type : f.feature_types) type = EscapeInvalidUtf8(type);
+  for (FeatureCategories& c : f.categories) {
+    for (std::string& name : c.strings) name = EscapeInvalidUtf8(name);
+  }
   f.objective.name = EscapeInvalidUtf8(f.objective.name);
   f.library_version = EscapeInvalidUtf8(f.library_version);
   return ForestPtr(std::make_shared<const Forest>(std::move(f)));

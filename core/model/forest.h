@@ -108,6 +108,17 @@ struct Objective {
   bool average_output = false;
 };
 
+// The categories a categorical feature was trained with, in code order (category i is code i: the
+// code the model's categorical splits test), as the model file records them. Strings or numbers,
+// never both; empty when the file records none for the feature.
+inline constexpr size_t kMaxCategoriesPerFeature = size_t{1} << 20;
+struct FeatureCategories {
+  std::vector<std::string> strings;
+  std::vector<double> numbers;
+  bool empty() const { return strings.empty() && numbers.empty(); }
+  size_t size() const { return strings.empty() ? numbers.size() : strings.size(); }
+};
+
 class Forest {
  public:
   // Shape.
@@ -137,6 +148,11 @@ class Forest {
   std::string library_version;  // e.g. "3.4.1" or "v4"
   std::vector<std::string> feature_names;  // may be empty
   std::vector<std::string> feature_types;  // may be empty
+  // Per feature (num_features entries) when the file records categories for any feature (XGBoost
+  // 3.1+ models trained on a DataFrame with categorical columns: `cats.enc`; LightGBM models trained
+  // on one: `pandas_categorical`); empty otherwise. What callers recode a column of category values
+  // (strings, pandas categories) by, as the libraries do before they predict.
+  std::vector<FeatureCategories> categories;
 
   // Derived by the builder.
   int max_depth = 0;

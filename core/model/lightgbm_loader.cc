@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/model/forest.h"
+#include "simdjson.h"
 #include "core/model/lightgbm_threshold.h"
 #include "core/model/loader.h"
 
@@ -112,6 +113,77 @@ int TreeKeyOf(absl::string_view key) {
     if (kTreeKeyNames[k] == key) return k;
   }
   return -1;
+}
+
+// The categories of a model trained on a pandas DataFrame: after the trees, LightGBM's Python
+// package writes the parameters (among them "[categorical_feature: 0,2]", the categorical
+// columns) and "pandas_categorical:" with each of those columns' categories in column order, as
+// JSON (null for a model trained without a DataFrame). Into `forest->categories` when both are
+// there and agree; nothing otherwise (categorical columns given by name cannot be placed). An
+// entry that is not a list of strings or numbers is INVALID_ARGUMENT naming `source`.
+absl::Status ReadPandasCategorical(absl::string_view tail, const std::string& source,
+                                   Forest* forest) {
+  auto line_after = [&](absl::string_view key) -> absl::string_view {
+    const size_t at = tail.rfind(key);
+    if (at == absl::string_view::npos || (at > 0 && tail[at - 1] != '\n')) return {};
+    absl::string_view rest = tail.substr(at + key.size());
+    return rest.substr(0, rest.find('\n'));
+  };
+  absl::string_view columns_text = line_after("[categorical_feature: ");
+  absl::string_view lists_text = line_after("pandas_categorical:");
+  while (!lists_text.empty() && (lists_text.back() == '\r' || lists_text.back() == ' ')) {
+    lists_text.remove_suffix(1);
+  }
+  if (columns_text.empty() || lists_text.empty() || lists_text == "null") return absl::OkStatus();
+  if (columns_text.back() == ']') columns_text.remove_suffix(1);
+  std::vector<int> columns;
+  for (absl::string_view rest = columns_text; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    const absl::string_view token = rest.substr(0, comma);
+    int column = -1;
+    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), column);
+    if (ec != std::errc() || end != token.data() + token.size() || column < 0 ||
+        column >= forest->num_features) {
+      return absl::OkStatus();  // named or unknown columns: the lists cannot be placed
+    }
+    columns.push_back(column);
+    rest = comma == absl::string_view::npos ? absl::string_view() : rest.substr(comma + 1);
+  }
+  auto invalid = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": pandas_categorical: ", what));
+  };
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(lists_text.data(), lists_text.size()).get(root) != simdjson::SUCCESS ||
+      !root.is_array()) {
+    return invalid("not a JSON list of lists");
+  }
+  simdjson::dom::array lists = root.get_array();
+  if (lists.size() != columns.size()) return absl::OkStatus();
+  std::vector<FeatureCategories> categories(static_cast<size_t>(forest->num_features));
+  size_t index = 0;
+  for (simdjson::dom::element list : lists) {
+    if (!list.is_array()) return invalid(absl::StrCat("entry ", index, " is not a list"));
+    FeatureCategories& c = categories[static_cast<size_t>(columns[index])];
+    for (simdjson::dom::element v : list.get_array()) {
+      if (c.size() >= kMaxCategoriesPerFeature) {
+        return invalid(absl::StrCat("entry ", index, " holds more than ",
+                                    kMaxCategoriesPerFeature, " categories"));
+      }
+      if (v.is_string() && c.numbers.empty()) {
+        const std::string_view text = v.get_string().value_unsafe();
+        c.strings.emplace_back(text);
+      } else if (v.is_number() && c.strings.empty()) {
+        c.numbers.push_back(v.get_double().value_unsafe());
+      } else {
+        return invalid(absl::StrCat("entry ", index,
+                                    " is not a list of strings or of numbers"));
+      }
+    }
+    ++index;
+  }
+  forest->categories = std::move(categories);
+  return absl::OkStatus();
 }
 
 class Parser {
@@ -779,6 +851,11 @@ absl::StatusOr<ForestPtr> Parser::Run() {
     forest_.double_threshold_offsets[i] += forest_.double_threshold_offsets[i - 1];
   }
   std::vector<std::pair<int32_t, double>>().swap(numeric_thresholds_);
+  if (absl::Status s = ReadPandasCategorical(text_.substr(std::min(line.offset, text_.size())),
+                                             forest_.source, &forest_);
+      !s.ok()) {
+    return s;
+  }
   return BuildForest(std::move(forest_));
 }
 

@@ -536,6 +536,73 @@ class XgbReader {
   absl::Status ReadBaseScore(const Ref& lmp, std::vector<double>* out) const;
   absl::Status ReadTree(const Ref& tree, int t);
 
+  // The booster model's cats.enc (XGBoost 3.1+, a model trained on a DataFrame with categorical
+  // columns): one entry per feature, {"values", "offsets"} for strings (their UTF-8 bytes, cut at
+  // the offsets) or {"values"} for numbers; {} or empty lists for a numeric feature. Into
+  // f_.categories, left empty when no feature records any.
+  absl::Status ReadCategories(const Ref& model) {
+    Ref cats, enc;
+    if (!model.Find("cats", &cats) || !cats.is_object() || !cats.Find("enc", &enc)) {
+      return absl::OkStatus();
+    }
+    if (!enc.is_array()) return Fail("cats.enc is not an array");
+    if (enc.size() == 0) return absl::OkStatus();
+    if (enc.size() != static_cast<size_t>(f_.num_features)) {
+      return Fail(absl::StrCat("cats.enc has ", enc.size(), " entries for ", f_.num_features,
+                               " features"));
+    }
+    std::vector<FeatureCategories> out;
+    std::vector<double> values;
+    std::vector<int64_t> offsets;
+    absl::Status status;
+    bool any = false;
+    enc.ForEach([&](const Ref& e) {
+      const std::string where = absl::StrCat("cats.enc[", out.size(), "]");
+      FeatureCategories c;
+      if (e.is_object()) {
+        status = OptionalArray(e, "values", -1, &values);
+        if (status.ok()) status = OptionalArray(e, "offsets", -1, &offsets);
+        if (!status.ok()) return false;
+        if (values.size() > kMaxCategoriesPerFeature * 64) {
+          status = Fail(absl::StrCat(where, " holds ", values.size(), " values"));
+          return false;
+        }
+        if (!offsets.empty()) {
+          if (offsets.front() != 0 || offsets.back() != static_cast<int64_t>(values.size()) ||
+              offsets.size() - 1 > kMaxCategoriesPerFeature) {
+            status = Fail(absl::StrCat(where, ": offsets must run from 0 to the ", values.size(),
+                                       " bytes of its values"));
+            return false;
+          }
+          for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+            if (offsets[i] > offsets[i + 1]) {
+              status = Fail(absl::StrCat(where, ": offsets decrease at ", i));
+              return false;
+            }
+            std::string name;
+            for (int64_t b = offsets[i]; b < offsets[i + 1]; ++b) {
+              const double v = values[static_cast<size_t>(b)];
+              if (!(v >= -128 && v <= 255) || v != std::floor(v)) {
+                status = Fail(absl::StrCat(where, ": value ", b, " is not a byte"));
+                return false;
+              }
+              name.push_back(static_cast<char>(static_cast<int>(v)));
+            }
+            c.strings.push_back(std::move(name));
+          }
+        } else {
+          c.numbers = values;
+        }
+      }
+      any |= !c.empty();
+      out.push_back(std::move(c));
+      return true;
+    });
+    if (!status.ok()) return status;
+    if (any) f_.categories = std::move(out);
+    return absl::OkStatus();
+  }
+
   Forest& f_;
   size_t input_bytes_;
   uint64_t category_word_budget_;
@@ -731,6 +798,8 @@ absl::Status XgbReader<Ref>::Read(const Ref& root) {
     return Unimplemented(absl::StrCat("XGBoost booster \"", booster,
                                       "\" is not supported (gbtree and dart are)"));
   }
+
+  if (absl::Status s = ReadCategories(model); !s.ok()) return s;
 
   Ref trees;
   if (!model.Find("trees", &trees) || !trees.is_array()) {
