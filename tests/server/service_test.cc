@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/servable/background.h"
 #include "core/explain/explain.h"
-#include "core/explain/interventional.h"
+#include "core/explain/interventional/interventional.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
