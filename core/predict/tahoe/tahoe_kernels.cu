@@ -1,11 +1,11 @@
 // Launchers of the Tahoe inference kernels (contract in tahoe_kernels.h).
-#include "core/predict/tahoe_kernels.h"
+#include "core/predict/tahoe/tahoe_kernels.h"
 
 #include <algorithm>
 #include <type_traits>
 
-#include "core/predict/perf_model.h"
-#include "core/predict/tahoe_kernels.cuh"
+#include "core/predict/tahoe/perf_model.h"
+#include "core/predict/tahoe/tahoe_kernels.cuh"
 
 namespace grove {
 

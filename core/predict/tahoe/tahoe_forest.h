@@ -40,8 +40,8 @@
 #include "core/model/forest.h"
 #include "core/model/transform.h"
 #include "core/predict/predict.h"
-#include "core/predict/tahoe_node.h"
-#include "core/predict/tahoe_walk.h"
+#include "core/predict/tahoe/tahoe_node.h"
+#include "core/predict/tahoe/tahoe_walk.h"
 
 namespace grove {
 

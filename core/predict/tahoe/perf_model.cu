@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/gpu/device_set.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 
 namespace grove {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/common/log.h"
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/event_wait.h"
-#include "core/predict/tahoe_engine_impl.h"
+#include "core/predict/tahoe/tahoe_engine_impl.h"
 
 namespace grove::tahoe_internal {
 

@@ -20,7 +20,7 @@
 #include "core/gpu/cuda_status.h"
 #include "core/model/typical_rows.h"
 #include "core/predict/cpu/cpu_infer.h"
-#include "core/predict/tahoe_engine_impl.h"
+#include "core/predict/tahoe/tahoe_engine_impl.h"
 #include "core/model/traverse.h"
 
 namespace grove::tahoe_internal {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_node.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_node.h"
 
 namespace grove {
 

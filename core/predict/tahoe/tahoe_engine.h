@@ -21,9 +21,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict_engine.h"
-#include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_forest.h"
 
 namespace grove {
 

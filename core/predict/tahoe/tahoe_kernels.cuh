@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_kernels.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_kernels.h"
 
 namespace grove {
 namespace tahoe_kernels {

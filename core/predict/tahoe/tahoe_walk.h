@@ -9,7 +9,7 @@
 #include "core/common/hd.h"
 #include "core/model/decision.h"
 #include "core/model/transform.h"
-#include "core/predict/tahoe_node.h"
+#include "core/predict/tahoe/tahoe_node.h"
 
 namespace grove {
 

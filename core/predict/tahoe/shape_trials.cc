@@ -1,4 +1,4 @@
-#include "core/predict/shape_trials.h"
+#include "core/predict/tahoe/shape_trials.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_lane.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_lane.h"
 
 #include <algorithm>
 #include <array>

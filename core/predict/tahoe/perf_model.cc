@@ -1,4 +1,4 @@
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 
 #include <algorithm>
 #include <cctype>

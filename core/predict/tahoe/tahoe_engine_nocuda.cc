@@ -1,7 +1,7 @@
 // Without CUDA there is no Tahoe GPU engine: Create reports UNAVAILABLE and PredictEngine::Create
 // falls back to the CPU reference.
 #include "absl/status/status.h"
-#include "core/predict/tahoe_engine.h"
+#include "core/predict/tahoe/tahoe_engine.h"
 
 namespace grove {
 

@@ -1,4 +1,4 @@
-#include "core/predict/tahoe_level.h"
+#include "core/predict/tahoe/tahoe_level.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -29,14 +29,14 @@
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict_strategy.h"
-#include "core/predict/shape_trials.h"
-#include "core/predict/tahoe_engine.h"
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_kernels.h"
-#include "core/predict/tahoe_lane.h"
-#include "core/predict/tahoe_level.h"
+#include "core/predict/tahoe/shape_trials.h"
+#include "core/predict/tahoe/tahoe_engine.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_kernels.h"
+#include "core/predict/tahoe/tahoe_lane.h"
+#include "core/predict/tahoe/tahoe_level.h"
 
 namespace grove::tahoe_internal {
 

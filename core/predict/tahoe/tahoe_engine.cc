@@ -2,7 +2,7 @@
 // tahoe_engine_impl.h). Compiled only with CUDA (tahoe_engine_nocuda.cc stands in otherwise).
 #if defined(GROVE_HAVE_CUDA)
 
-#include "core/predict/tahoe_engine.h"
+#include "core/predict/tahoe/tahoe_engine.h"
 
 #include <cuda_runtime_api.h>
 
@@ -26,8 +26,8 @@
 #include "core/gpu/device_set.h"
 #include "core/gpu/event_wait.h"
 #include "core/predict/cpu/cpu_infer.h"
-#include "core/predict/tahoe_engine_impl.h"
-#include "core/predict/tahoe_kernels.h"
+#include "core/predict/tahoe/tahoe_engine_impl.h"
+#include "core/predict/tahoe/tahoe_kernels.h"
 #include "core/model/traverse.h"
 
 namespace grove {

@@ -1,7 +1,7 @@
 // Performance model and selector arithmetic with fake calibration numbers (no GPU needed): the
 // §6.1 equations' terms, the extensions (fill, latency, copies, CPU), the choice, overrides and the
 // calibration cache format.
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 
 #include <array>
 #include <string>

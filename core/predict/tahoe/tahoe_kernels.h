@@ -36,10 +36,10 @@
 #include <cuda_runtime_api.h>
 
 #include "core/model/transform.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict.h"
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_lane.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_lane.h"
 
 namespace grove {
 

@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "core/common/hd.h"
 #include "core/common/rows.h"
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_node.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_node.h"
 
 namespace grove {
 

@@ -1,7 +1,7 @@
 // Without CUDA there is no GPU to calibrate: the performance model's GPU entry points report that.
 #include <string>
 
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 
 namespace grove {
 

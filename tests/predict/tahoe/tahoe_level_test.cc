@@ -1,4 +1,4 @@
-// The level layout (core/predict/tahoe_level.h): every tree breadth-first with siblings side by side
+// The level layout (core/predict/tahoe/tahoe_level.h): every tree breadth-first with siblings side by side
 // walks every row to the same leaf as the depth-first layout, and the sums of TahoeSumFixedRoots
 // over it are bit-identical (seeded random forests with NaNs and early leaves, and every corpus
 // model that takes the fixed walk); its shape invariants hold; forests without the fixed walk are
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/model/loader.h"
-#include "core/predict/tahoe_forest.h"
-#include "core/predict/tahoe_level.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_level.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/random_forest.h"
