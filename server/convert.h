@@ -52,7 +52,7 @@ absl::Status CheckShape(const registry::ModelVersion& model, int64_t rows, int64
 // `*span` (which keeps the region mapped: hold it as long as the view) and then read as the raw
 // forms are, the view pointing into the region for aligned float32 rows; NOT_FOUND for a region
 // that is not registered. `received_raw_rows` (non-empty): the Matrix's raw_f32 as the transport
-// received it apart from the message (server/wire_rows.h), read in place of matrix.raw_f32().
+// received it apart from the message (server/grpc/wire_rows.h), read in place of matrix.raw_f32().
 absl::StatusOr<RowsView> RowsFromMatrix(
     const registry::ModelVersion& model, const grove::v1::Matrix& matrix,
     std::vector<float>* converted,
@@ -215,7 +215,7 @@ struct KserveInput {
 // for it); FP32 (Triton FIL), or FP64 converted like Matrix.values_f64. Other datatypes are
 // INVALID_ARGUMENT; NOT_FOUND for a region that is not registered. `received_raw` (non-empty): the
 // request's one raw_input_contents entry as the transport received it apart from the message
-// (server/wire_rows.h).
+// (server/grpc/wire_rows.h).
 absl::StatusOr<KserveInput> ParseKserveInput(
     const registry::ModelVersion& model, const inference::ModelInferRequest& request,
     const serving::SharedMemoryRegistry* shared_memory = nullptr,

@@ -1,5 +1,5 @@
 // Request conversion and validation of groved (server/convert.h) and the status mapping
-// (server/status.h): every rule's code and message, without a server.
+// (server/grpc/status.h): every rule's code and message, without a server.
 #include "server/convert.h"
 
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/status.h"
+#include "server/grpc/status.h"
 
 namespace grove::server {
 namespace {

@@ -30,7 +30,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "server/server.h"
-#include "server/wire_rows.h"
+#include "server/grpc/wire_rows.h"
 #include "tests/server/server_testing.h"
 
 namespace grove::server {
@@ -278,7 +278,7 @@ TEST_F(ServerTest, RawTensorsMirrorTheRequestForm) {
 }
 
 // Rows of at least 256 KiB in raw_f32 (and KServe raw_input_contents) are received apart from the
-// message (server/wire_rows.h) into a kept host buffer: the answers equal those of the same rows as
+// message (server/grpc/wire_rows.h) into a kept host buffer: the answers equal those of the same rows as
 // repeated values, and the rows' checks (byte count, one form only) say the same words.
 TEST_F(ServerTest, LargeRawRowsAreReceivedApartWithTheSameAnswers) {
   int64_t n, cols;

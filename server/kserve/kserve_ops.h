@@ -1,5 +1,5 @@
 // The Open Inference Protocol's operations, independent of the transport: gRPC
-// (server/kserve_service.cc) and HTTP/REST (server/http_server.cc) both convert their request into
+// (server/kserve/kserve_service.cc) and HTTP/REST (server/kserve/http_server.cc) both convert their request into
 // the protocol's messages (proto/inference/grpc_service.proto), call these, and convert the
 // response back, so that both answer the same requests with the same results, bit for bit.
 //

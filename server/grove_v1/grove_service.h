@@ -1,5 +1,5 @@
 // grove.v1.Grove, Grove's native API (proto/grove/v1/grove.proto). Predict and Explain, the hot
-// unary RPCs, are served on groved's completion queues (server/completion_queues.h calls
+// unary RPCs, are served on groved's completion queues (server/grpc/completion_queues.h calls
 // HandlePredict / HandleExplain); every other RPC on the gRPC callback API.
 //
 // Predict and Explain validate the request, pin the model version, queue one task per operation
@@ -7,7 +7,7 @@
 // the call. ExplainStream keeps at most kStreamWindow messages of one stream in flight and reads the
 // next message only when one is answered, so a fast writer is held back by flow control. Load and
 // unload, and shared memory registration, run on the runtime's control thread. Every RPC is first
-// admitted by access control (server/auth.h).
+// admitted by access control (server/grpc/auth.h).
 #pragma once
 
 #include <functional>
@@ -25,7 +25,7 @@ namespace grove::server {
 // grove.v1.Grove with Predict and Explain as raw asynchronous methods (requested on completion
 // queues, bytes decoded by groved: gRPC's typed asynchronous methods answer a request that cannot
 // be decoded with INTERNAL "Unable to parse request", out of reach of the interceptor that names
-// the method, server/rpc_errors.h) and ExplainStream on raw bytes: the service decodes each stream
+// the method, server/grpc/rpc_errors.h) and ExplainStream on raw bytes: the service decodes each stream
 // message itself, so that one that cannot be decoded ends the stream with INVALID_ARGUMENT naming
 // it (gRPC's typed reader reports a decoding failure as a plain end of stream, and the stream
 // would end OK).
@@ -56,7 +56,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
 
 class GroveService final : public GroveServiceBase {
  public:
-  // `authorizer`: access control (server/auth.h), null when none is configured; not owned, must
+  // `authorizer`: access control (server/grpc/auth.h), null when none is configured; not owned, must
   // outlive the service. `model_control`: LoadModel/UnloadModel allowed (UNIMPLEMENTED naming
   // --model_control otherwise; checked after access control, so they need role admin as well). A
   // LoadModel / UnloadModel whose deadline passed (or that was cancelled) while it waited for the

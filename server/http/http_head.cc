@@ -1,4 +1,4 @@
-#include "server/http_head.h"
+#include "server/http/http_head.h"
 
 #include <utility>
 

@@ -1,6 +1,6 @@
 // groved's KServe v2 REST front end (Triton's HTTP port, 8000 by default): the routes of
-// server/kserve_rest.h on an embedded HTTP/1.1 server, answering through the same operations as
-// gRPC (server/kserve_ops.h), with the same access control (server/auth.h's roles; bearer tokens in
+// server/kserve/kserve_rest.h on an embedded HTTP/1.1 server, answering through the same operations as
+// gRPC (server/kserve/kserve_ops.h), with the same access control (server/grpc/auth.h's roles; bearer tokens in
 // the `Authorization` header, client certificate common names with mutual TLS) and the same
 // admission (queues, memory budget, response-size limit), recorded in the same metrics.
 //
@@ -20,7 +20,7 @@
 // its worker until its keep-alive timeout whatever the server is doing. So groved owns each
 // connection (it overrides the server's per-connection entry point and hands cpp-httplib a stream
 // of its own to parse from): it reads the socket itself, non-blocking, and
-//   * checks the request head byte by byte as it arrives (server/http_head.h: line length, field
+//   * checks the request head byte by byte as it arrives (server/http/http_head.h: line length, field
 //     count, head size) and answers 414 / 431 before it keeps more than the bounds;
 //   * holds every request to one deadline (`request_timeout`) from its first byte to its last, and
 //     every response to one for writing it (408 when the request did not arrive in time);
@@ -54,7 +54,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
-#include "server/http_head.h"
+#include "server/http/http_head.h"
 #include "server/runtime.h"
 
 namespace httplib {
@@ -74,7 +74,7 @@ struct HttpOptions {
   int64_t max_body_bytes = 64 << 20;  // larger request bodies are refused (413)
   // A JSON body (one without binary tensors) costs the parser many times its size before the model
   // and shape are checked: it has a limit of its own (at most max_body_bytes), and is admitted
-  // against the memory budget at kJsonBodyCost (server/http_stream.h) times its size.
+  // against the memory budget at kJsonBodyCost (server/http/http_stream.h) times its size.
   int64_t max_json_body_bytes = 16 << 20;
   HeadLimits head;  // the request line and header fields
   // Receiving one request, from its first byte to its last; and writing one response.

@@ -1,6 +1,6 @@
-// The request head bounds (server/http_head.h): where a head ends, and each bound refused at its
+// The request head bounds (server/http/http_head.h): where a head ends, and each bound refused at its
 // first byte over.
-#include "server/http_head.h"
+#include "server/http/http_head.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
-// KServe v2 REST conversion (server/kserve_rest.h): routes, the strict request parser (JSON and
+// KServe v2 REST conversion (server/kserve/kserve_rest.h): routes, the strict request parser (JSON and
 // Triton's binary tensor extension) and the response encoding, without a server.
-#include "server/kserve_rest.h"
+#include "server/kserve/kserve_rest.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,8 +11,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/http_server.h"
-#include "server/kserve_ops.h"
+#include "server/kserve/http_server.h"
+#include "server/kserve/kserve_ops.h"
 
 namespace grove::server {
 namespace {

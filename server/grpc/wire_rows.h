@@ -13,7 +13,7 @@
 // malformed or truncated bytes -- which the caller parses whole as before. For every split,
 // parsing `rest` and setting the payload field gives exactly the message that parsing the whole
 // bytes gives, and parsing `rest` fails exactly when parsing the whole fails
-// (tests/server/wire_rows_test.cc, tests/fuzz/wire_rows_fuzz.cc).
+// (tests/server/grpc/wire_rows_test.cc, tests/fuzz/wire_rows_fuzz.cc).
 //
 // No gRPC here (the fuzz preset builds it without). Thread-safe: pure functions.
 #pragma once

@@ -1,4 +1,4 @@
-#include "server/kserve_ops.h"
+#include "server/kserve/kserve_ops.h"
 
 #include <algorithm>
 #include <cstring>

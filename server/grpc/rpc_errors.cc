@@ -1,4 +1,4 @@
-#include "server/rpc_errors.h"
+#include "server/grpc/rpc_errors.h"
 
 #include <algorithm>
 #include <string>

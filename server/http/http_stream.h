@@ -1,4 +1,4 @@
-// How groved reads an HTTP/1.1 request for cpp-httplib to parse (server/http_server.h says why):
+// How groved reads an HTTP/1.1 request for cpp-httplib to parse (server/kserve/http_server.h says why):
 // BoundedRequestStream hands the parser a connection's bytes under groved's bounds, whatever
 // carries them (a socket in groved, memory in the fuzz target), and CheckFraming decides from a
 // parsed head whether its body can be delimited safely.
@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "httplib.h"
-#include "server/http_head.h"
+#include "server/http/http_head.h"
 
 namespace grove::server {
 

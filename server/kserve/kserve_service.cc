@@ -1,4 +1,4 @@
-#include "server/kserve_service.h"
+#include "server/kserve/kserve_service.h"
 
 #include <memory>
 #include <string>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/call.h"
 #include "server/convert.h"
-#include "server/kserve_ops.h"
+#include "server/kserve/kserve_ops.h"
 
 namespace grove::server {
 

@@ -2,20 +2,20 @@
 // the tensor names of Triton's FIL backend (see proto/inference/grpc_service.proto), so that
 // tritonclient and KServe clients call groved unchanged. ModelInfer queues its work exactly like the
 // native Predict/Explain and answers with raw_output_contents; like them it is served on groved's
-// completion queues (server/completion_queues.h calls HandleModelInfer), every other RPC on the
+// completion queues (server/grpc/completion_queues.h calls HandleModelInfer), every other RPC on the
 // gRPC callback API.
 #pragma once
 
 #include "core/auth/authorizer.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/call.h"
-#include "server/kserve_ops.h"
+#include "server/kserve/kserve_ops.h"
 #include "server/runtime.h"
 
 namespace grove::server {
 
 // inference.GRPCInferenceService with ModelInfer as a raw asynchronous method (requested on
-// completion queues, bytes decoded by groved; see GroveServiceBase in server/grove_service.h for
+// completion queues, bytes decoded by groved; see GroveServiceBase in server/grove_v1/grove_service.h for
 // why raw) and every other method on the callback API.
 namespace kserve_methods {
 using S = inference::GRPCInferenceService;
@@ -37,7 +37,7 @@ using kserve_methods::KserveServiceBase;
 
 class KserveService final : public KserveServiceBase {
  public:
-  // `authorizer`: access control (server/auth.h), null when none is configured; not owned, must
+  // `authorizer`: access control (server/grpc/auth.h), null when none is configured; not owned, must
   // outlive the service. ServerLive, ServerReady and ModelReady stay open (they answer what
   // grpc.health.v1.Health answers); the other RPCs need role infer.
   // RepositoryIndex, ModelConfig and ModelStatistics need role infer; RepositoryModelLoad /

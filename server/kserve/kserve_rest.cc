@@ -1,4 +1,4 @@
-#include "server/kserve_rest.h"
+#include "server/kserve/kserve_rest.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "server/auth.h"
+#include "server/grpc/auth.h"
 
 #include <memory>
 #include <string>

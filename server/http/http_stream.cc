@@ -1,4 +1,4 @@
-#include "server/http_stream.h"
+#include "server/http/http_stream.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +13,7 @@
 namespace grove::server {
 namespace {
 
-// RestError's JSON (server/kserve_rest.h), made here so that the reader builds without the
+// RestError's JSON (server/kserve/kserve_rest.h), made here so that the reader builds without the
 // request converters (its fuzz target links nothing else).
 std::string ErrorBody(absl::string_view message) {
   return nlohmann::json({{"error", std::string(message)}})

@@ -1,4 +1,4 @@
-#include "server/completion_queues.h"
+#include "server/grpc/completion_queues.h"
 
 #include <pthread.h>
 

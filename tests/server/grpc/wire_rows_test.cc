@@ -1,4 +1,4 @@
-#include "server/wire_rows.h"
+#include "server/grpc/wire_rows.h"
 
 #include <cstring>
 #include <random>

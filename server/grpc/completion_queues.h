@@ -11,9 +11,9 @@
 //
 // How a call flows, on the thread of the queue it was given to:
 //   1. received: its bytes are decoded (INVALID_ARGUMENT naming the method when they cannot be:
-//      server/rpc_errors.h, as the callback API's interceptor answers) -- for a method added with a
+//      server/grpc/rpc_errors.h, as the callback API's interceptor answers) -- for a method added with a
 //      raw rows field, a large payload of raw rows is copied from the received slices into a host
-//      buffer of the runtime's pool (server/wire_rows.h; in parallel over the compute pool) and
+//      buffer of the runtime's pool (server/grpc/wire_rows.h; in parallel over the compute pool) and
 //      handed to the handler as UnaryCall::received_raw_rows, unless the pool is at its bound --
 //      a UnaryCall is created
 //      (server/call.h: in-flight metrics, cancellation) and the method's handler runs: the same
@@ -58,9 +58,9 @@
 #include "grpcpp/support/async_unary_call.h"
 #include "core/serving/host_buffers.h"
 #include "server/call.h"
-#include "server/rpc_errors.h"
+#include "server/grpc/rpc_errors.h"
 #include "server/runtime.h"
-#include "server/wire_rows.h"
+#include "server/grpc/wire_rows.h"
 
 namespace grove::server {
 
@@ -70,7 +70,7 @@ inline constexpr int kMaxGrpcThreads = 64;
 // Threads for `requested` (0: the host's hardware threads), within 1..kMaxGrpcThreads.
 int ResolveGrpcThreads(int requested);
 
-// A request's raw rows received apart from its message (server/wire_rows.h).
+// A request's raw rows received apart from its message (server/grpc/wire_rows.h).
 struct ReceivedApart {
   std::string rest;                      // the request's other bytes, to parse as the message
   serving::HostBufferPool::Buffer rows;  // the raw rows, copied out of the received slices
@@ -311,7 +311,7 @@ class CompletionQueues::TypedMethod final : public CompletionQueues::Method {
         std::optional<ReceivedApart> apart =
             ReceiveRawRowsApart(wire_request_, method_->raw_rows_, method_->runtime_);
         if (apart.has_value()) {
-          // Parsing the rest fails exactly when parsing the whole would (server/wire_rows.h).
+          // Parsing the rest fails exactly when parsing the whole would (server/grpc/wire_rows.h).
           if (!request_.ParseFromString(apart->rest)) {
             return grpc::Status(grpc::StatusCode::INTERNAL, "undecodable request");
           }

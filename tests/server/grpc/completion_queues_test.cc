@@ -1,8 +1,8 @@
 // The hot unary RPCs (Predict, Explain, ModelInfer) on groved's completion queues
-// (server/completion_queues.h): the thread count and its bounds, answers of every method from the
+// (server/grpc/completion_queues.h): the thread count and its bounds, answers of every method from the
 // queue threads, cancellation and deadlines reaching queued work, the in-flight gauge, and a
 // shutdown that answers queued calls and leaves no queue thread behind.
-#include "server/completion_queues.h"
+#include "server/grpc/completion_queues.h"
 
 #include <dirent.h>
 

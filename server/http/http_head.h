@@ -1,6 +1,6 @@
 // HeadScanner: the bounds of an HTTP/1.1 request head (request line and header fields), checked
 // byte by byte as the bytes arrive, before anything is kept. groved's REST port feeds it every
-// byte of a request head (server/http_server.cc) so that a line without an end, a flood of fields
+// byte of a request head (server/kserve/http_server.cc) so that a line without an end, a flood of fields
 // or an oversized head is refused after at most the limit's bytes instead of growing a buffer.
 //
 // Lines are split where cpp-httplib splits them (at '\n'), and the head ends where it ends: at

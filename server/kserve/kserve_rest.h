@@ -1,7 +1,7 @@
 // KServe v2 REST (the Open Inference Protocol over HTTP/JSON, as Triton serves it on port 8000):
 // the routes, and the conversion between HTTP bodies and the protocol's messages
-// (proto/inference/grpc_service.proto), so that the REST front end (server/http_server.h) calls
-// the same operations as gRPC (server/kserve_ops.h). Pure functions of their arguments: no
+// (proto/inference/grpc_service.proto), so that the REST front end (server/kserve/http_server.h) calls
+// the same operations as gRPC (server/kserve/kserve_ops.h). Pure functions of their arguments: no
 // sockets, no shared state; every rule is unit-tested and the request parser is fuzzed
 // (tests/fuzz/kserve_rest_request_fuzz.cc).
 //

@@ -1,4 +1,4 @@
-#include "server/grove_service.h"
+#include "server/grove_v1/grove_service.h"
 
 #include <cstring>
 #include <deque>
@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/auth.h"
+#include "server/grpc/auth.h"
 #include "server/call.h"
 #include "server/convert.h"
-#include "server/kserve_ops.h"
+#include "server/kserve/kserve_ops.h"
 
 namespace grove::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/status.h"
+#include "server/grpc/status.h"
 
 namespace grove::server {
 

@@ -1,4 +1,4 @@
-#include "server/http_server.h"
+#include "server/kserve/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -36,9 +36,9 @@
 #include "openssl/ssl.h"
 #include "openssl/x509.h"
 #include "server/call.h"
-#include "server/http_stream.h"
-#include "server/kserve_ops.h"
-#include "server/kserve_rest.h"
+#include "server/http/http_stream.h"
+#include "server/kserve/kserve_ops.h"
+#include "server/kserve/kserve_rest.h"
 
 namespace grove::server {
 namespace {
