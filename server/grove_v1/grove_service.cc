@@ -11,6 +11,7 @@
 #include "server/grpc/auth.h"
 #include "server/call.h"
 #include "server/convert.h"
+#include "server/grove_v1/grove_convert.h"
 #include "server/kserve/kserve_ops.h"
 
 namespace grove::server {

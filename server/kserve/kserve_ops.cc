@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/call.h"
 #include "server/convert.h"
+#include "server/kserve/kserve_convert.h"
 #include "nlohmann/json.hpp"
 
 #ifndef GROVE_VERSION

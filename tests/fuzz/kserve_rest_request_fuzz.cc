@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/convert.h"
+#include "server/kserve/kserve_convert.h"
 #include "server/kserve/kserve_rest.h"
 #include "tests/fuzz/request_fuzz_common.h"
 
