@@ -33,8 +33,8 @@
 
 #include "core/common/mutex_mode.h"
 #include "core/explain/explain.h"
-#include "core/explain/interventional_gpu.h"
-#include "core/explain/interventional_paths.h"
+#include "core/explain/interventional/interventional_gpu.h"
+#include "core/explain/interventional/interventional_paths.h"
 #include "core/explain/paths.h"
 #include "core/model/loader.h"
 

@@ -47,8 +47,8 @@
 #include "core/model/loader.h"
 #include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/predict.h"
-#include "core/predict/tahoe_engine.h"
-#include "core/predict/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_engine.h"
+#include "core/predict/tahoe/tahoe_forest.h"
 
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_profiler_api.h>

@@ -37,7 +37,7 @@
 #include "core/common/mutex_mode.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
-#include "core/explain/treeshap_gpu.h"
+#include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/model/loader.h"
 
 #if defined(GROVE_WITH_GPUTREESHAP)

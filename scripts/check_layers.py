@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Checks the include layering of the code base (docs/engineering.md, "Layers").
 
-Every folder below may include only the folders its rule lists (itself always). A violation is
-printed as "path:line: <folder> may not include <target>" and the exit status is 1. Tests, benches
-and fuzzers may include anything; they are not checked.
+Every folder below may include only the folders its rule lists (itself always); a rule covers the
+folder's subfolders. Inside a folder, the engine and protocol subfolders (NESTED) may include the
+folder's own files and only the sibling subfolders their line lists; the folder's own files may
+include every subfolder (they are the seams that choose between them). A violation is printed as
+"path:line: <folder> may not include <target>" and the exit status is 1. Tests, benches and
+fuzzers may include anything; they are not checked.
 
 Usage: scripts/check_layers.py [repository root]
 """
@@ -32,6 +35,19 @@ RULES = {
     "client": {"core/common", "core/gpu", "core/io", "core/model", "core/servable"},
     "python": {"core/common", "core/gpu", "core/io", "core/model", "core/servable"},
 }
+# Subfolder -> the sibling subfolders it may include (besides its folder's own files).
+NESTED = {
+    "core/predict/cpu": set(),
+    "core/predict/tahoe": {"core/predict/cpu"},  # the host path of small batches, CPU probes
+    "core/explain/treeshap": set(),
+    "core/explain/quadrature": set(),
+    "core/explain/interventional": set(),
+    "server/grpc": set(),
+    "server/http": set(),
+    # kserve_ops.h holds the shared memory and model control operations grove.v1 serves too.
+    "server/grove_v1": {"server/grpc", "server/kserve"},
+    "server/kserve": {"server/grpc", "server/http"},
+}
 # What an include names: the first two components under core/, else the top folder.
 PROJECT_TOPS = {"core", "server", "client", "python", "tests", "bench"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -43,6 +59,14 @@ def folder_of(path):
     if parts[0] == "core" and len(parts) > 2:
         return "core/" + parts[1]
     return parts[0]
+
+
+def subfolder_of(path):
+    """The NESTED subfolder holding `path`, or its folder (folder_of) when none does."""
+    for sub in NESTED:
+        if path.startswith(sub + "/"):
+            return sub
+    return folder_of(path)
 
 
 def main():
@@ -60,7 +84,8 @@ def main():
                 rel = os.path.relpath(path, root)
                 own = folder_of(rel)
                 if own != folder:
-                    continue  # a nested folder with a rule of its own (none today)
+                    continue
+                own_sub = subfolder_of(rel)
                 checked += 1
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for line_no, line in enumerate(f, 1):
@@ -71,6 +96,12 @@ def main():
                         if target != folder and target not in RULES[folder]:
                             problems.append(f"{rel}:{line_no}: {folder} may not include {target} "
                                             f"({m.group(1)})")
+                            continue
+                        target_sub = subfolder_of(m.group(1))
+                        if (target == folder and own_sub != folder and target_sub != folder and
+                                target_sub != own_sub and target_sub not in NESTED[own_sub]):
+                            problems.append(f"{rel}:{line_no}: {own_sub} may not include "
+                                            f"{target_sub} ({m.group(1)})")
     for p in problems:
         print(p)
     if problems:

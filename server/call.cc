@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "server/auth.h"
+#include "server/grpc/auth.h"
 #include "server/convert.h"
-#include "server/kserve_ops.h"
+#include "server/kserve/kserve_ops.h"
 
 namespace grove::server {
 

@@ -4,7 +4,7 @@
 //
 // A unary call reaches its handler on one of two transports, with the same handler code: gRPC's
 // callback API (CallbackUnaryCall, a ServerUnaryReactor: every RPC but the hot ones) or groved's
-// completion queues (server/completion_queues.h: Predict, Explain, ModelInfer). Handlers see only
+// completion queues (server/grpc/completion_queues.h: Predict, Explain, ModelInfer). Handlers see only
 // UnaryCall and grpc::ServerContextBase.
 //
 // Handlers never block: they validate, convert, Submit tasks and return; the last task to finish
@@ -28,7 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "prometheus/gauge.h"
 #include "server/runtime.h"
-#include "server/status.h"
+#include "server/grpc/status.h"
 
 namespace grove::server {
 
@@ -60,7 +60,7 @@ void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const 
                         Operation op, const ResolvedCall& resolved = {});
 
 class UnaryCall;
-struct SharedMemoryControl;  // server/kserve_ops.h (which includes this header)
+struct SharedMemoryControl;  // server/kserve/kserve_ops.h (which includes this header)
 
 // Runs a shared memory registration or unregistration for `reactor` (StartSharedMemoryControl:
 // on the control thread, not applied when the call's deadline passed or it was cancelled while it
@@ -96,7 +96,7 @@ class UnaryCall {
   // Who the call is (auth::CallerPrincipal), set by Admit: what it may reach of shared memory.
   const std::string& principal() const { return principal_; }
   // The request's raw rows (grove.v1 Matrix.raw_f32, KServe's one raw_input_contents) when the
-  // transport received them apart from the message (server/wire_rows.h: the message's own field is
+  // transport received them apart from the message (server/grpc/wire_rows.h: the message's own field is
   // then empty); empty otherwise. Handlers read the rows from here (RowsFromMatrix,
   // ParseKserveInput). The bytes stay valid until the call is answered.
   absl::string_view received_raw_rows() const { return received_raw_rows_; }
@@ -112,7 +112,7 @@ class UnaryCall {
     return cancelled_;
   }
 
-  // Access control (server/auth.h), first thing in every handler: true when the call may go on;
+  // Access control (server/grpc/auth.h), first thing in every handler: true when the call may go on;
   // otherwise the call is answered with the UNAUTHENTICATED / PERMISSION_DENIED status (the
   // handler must then only return).
   bool Admit(const auth::Authorizer* authorizer, const grpc::ServerContextBase& context,

@@ -9,7 +9,7 @@
 #include "core/registry/device_memory.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
-#include "server/status.h"
+#include "server/grpc/status.h"
 
 #ifndef GROVE_VERSION
 #define GROVE_VERSION "0.1.0"

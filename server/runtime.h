@@ -73,7 +73,7 @@ class Runtime final : public registry::RegistryListener {
   serving::SharedMemoryRegistry& shared_memory() { return *shared_memory_; }
   bool shared_memory_enabled() const { return options_.shared_memory_enabled; }
   Metrics& metrics() { return *metrics_; }
-  // Where large requests' rows are received (server/wire_rows.h) and batches gather rows.
+  // Where large requests' rows are received (server/grpc/wire_rows.h) and batches gather rows.
   serving::HostBufferPool& host_buffers() { return *host_buffers_; }
   // The compute pool: CPU engines, and large copies on the request path.
   ThreadPool* pool() { return pool_.get(); }

@@ -25,11 +25,11 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "prometheus/exposer.h"
-#include "server/completion_queues.h"
-#include "server/grove_service.h"
-#include "server/kserve_service.h"
-#include "server/reflection_v1.h"
-#include "server/rpc_errors.h"
+#include "server/grpc/completion_queues.h"
+#include "server/grove_v1/grove_service.h"
+#include "server/kserve/kserve_service.h"
+#include "server/grpc/reflection_v1.h"
+#include "server/grpc/rpc_errors.h"
 
 namespace grove::server {
 namespace {

@@ -2,7 +2,7 @@
 // grpc.health.v1.Health, server reflection v1alpha and v1; TLS / mutual TLS when configured), the KServe v2 REST
 // port (the same TLS and access control) and the Prometheus metrics port, loads the model repository in the background, watches it, and shuts down
 // gracefully. Access control (bearer tokens, client-certificate roles) guards every RPC but health
-// and reflection (server/auth.h). main.cc only turns flags into ServerOptions; tests start it
+// and reflection (server/grpc/auth.h). main.cc only turns flags into ServerOptions; tests start it
 // in-process.
 //
 // Thread-safe.
@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/auth/authorizer.h"
-#include "server/http_server.h"
+#include "server/kserve/http_server.h"
 #include "server/metrics.h"
 #include "server/runtime.h"
 
@@ -46,7 +46,7 @@ struct ServerOptions {
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0: ephemeral, -1: off
   std::string port_file;    // {"grpc_port":N,"metrics_port":M,"http_port":H} once bound and loaded
-  // KServe v2 REST (server/http_server.h): http.port 0 ephemeral, -1 off. Its TLS files and body
+  // KServe v2 REST (server/kserve/http_server.h): http.port 0 ephemeral, -1 off. Its TLS files and body
   // limit are the gRPC port's (tls_*, max_message_bytes), filled in at Start.
   HttpOptions http;
   std::string tls_cert_file;
@@ -59,7 +59,7 @@ struct ServerOptions {
   int64_t max_message_bytes = 0;  // 0: automatic (AutoMessageBytes)
   int max_concurrent_streams = 1024;  // calls in flight per client connection (1..1048576)
   // Threads (each draining a completion queue of its own) that receive and answer Predict, Explain
-  // and ModelInfer (server/completion_queues.h); 0: one per hardware thread; at most 64.
+  // and ModelInfer (server/grpc/completion_queues.h); 0: one per hardware thread; at most 64.
   int grpc_threads = 0;
   absl::Duration repository_poll = absl::Seconds(5);  // 0: no file watching
   bool model_control = false;  // LoadModel / UnloadModel (with access control: role admin)

@@ -1,6 +1,6 @@
 // Authorizer: who may call what on groved. It holds the grants of the bearer-token file and of the
 // client-certificate file (core/auth/role_file.h), decides each call from the credentials the call
-// presented, and re-reads a file when it changes. No gRPC here: server/auth.h extracts the
+// presented, and re-reads a file when it changes. No gRPC here: server/grpc/auth.h extracts the
 // credentials from a call and maps the status.
 //
 // Decision (docs/operations.md "Authentication"): the caller's role is the highest of the role of

@@ -14,9 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
-#include "core/explain/explain_paths_cpu.h"
-#include "core/explain/quadrature.h"
-#include "core/explain/treeshap_gpu.h"
+#include "core/explain/treeshap/explain_paths_cpu.h"
+#include "core/explain/quadrature/quadrature.h"
+#include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
 
 namespace grove {

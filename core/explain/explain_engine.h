@@ -31,7 +31,7 @@
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
-#include "core/explain/treeshap_arith.h"
+#include "core/explain/treeshap/treeshap_arith.h"
 #include "core/model/forest.h"
 
 namespace grove {

@@ -13,7 +13,7 @@
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
-#include "core/explain/interventional_gpu.h"
+#include "core/explain/interventional/interventional_gpu.h"
 
 namespace grove {
 namespace {

@@ -33,8 +33,8 @@
 #include "absl/strings/string_view.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
-#include "core/explain/interventional.h"
-#include "core/explain/interventional_paths.h"
+#include "core/explain/interventional/interventional.h"
+#include "core/explain/interventional/interventional_paths.h"
 #include "core/explain/paths.h"
 #include "core/model/forest.h"
 

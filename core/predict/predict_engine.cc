@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict_strategy.h"
-#include "core/predict/tahoe_engine.h"
+#include "core/predict/tahoe/tahoe_engine.h"
 
 namespace grove {
 namespace {

@@ -14,7 +14,7 @@
 #include "core/common/rows.h"
 #include "core/model/forest.h"
 #include "core/predict/cpu/cpu_forest.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict.h"
 
 namespace grove {

@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
-#include "core/explain/interventional.h"
+#include "core/explain/interventional/interventional.h"
 #include "core/explain/interventional_engine.h"
 #include "core/explain/paths.h"
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
 

@@ -73,8 +73,8 @@ class TopFeatures:
 
 def top_k(values: np.ndarray, num_outputs: int, feature_names: Sequence[str], k: int,
           bias: Optional[np.ndarray] = None) -> TopFeatures:
-    """Top-k of SHAP values (rows x K*(F+1)) exactly as groved orders them (server/convert.cc
-    TopK): |value| descending, ties to the lower feature."""
+    """Top-k of SHAP values (rows x K*(F+1)) exactly as groved orders them
+    (server/grove_v1/grove_convert.cc TopK): |value| descending, ties to the lower feature."""
     f = len(feature_names)
     k = max(0, min(int(k), f))
     blocks = values.reshape(values.shape[0], num_outputs, f + 1)

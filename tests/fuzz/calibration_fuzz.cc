@@ -1,4 +1,4 @@
-// libFuzzer target for the GPU calibration cache file (core/predict/perf_model.h,
+// libFuzzer target for the GPU calibration cache file (core/predict/tahoe/perf_model.h,
 // GpuHardwareParams::Parse; LoadOrCalibrateGpu reads it from --calibration_cache_dir): any text
 // must parse into parameters that are Valid() and survive Serialize -> Parse unchanged, or be
 // INVALID_ARGUMENT; never a crash, a sanitizer report or an exception.
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/predict/perf_model.h"
+#include "core/predict/tahoe/perf_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
-// libFuzzer target for the grove.v1 request converter (server/convert.h): arbitrary bytes parsed as
-// a PredictRequest and as an ExplainRequest, then validated and converted as Predict / Explain do,
+// libFuzzer target for the grove.v1 request converter (server/grove_v1/grove_convert.h): arbitrary
+// bytes parsed as a PredictRequest and as an ExplainRequest, then validated and converted as Predict / Explain do,
 // for several models and row limits, with a registered shared memory region the requests may name
 // (rows in shared_memory_f32 / _f64, results in output_shared_memory). Every check answers OK or
 // INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND (an unknown region); whatever passes is a
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/explain/explain.h"
-#include "server/convert.h"
+#include "server/grove_v1/grove_convert.h"
 #include "tests/fuzz/request_fuzz_common.h"
 
 namespace {

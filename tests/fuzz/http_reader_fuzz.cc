@@ -1,6 +1,6 @@
 // libFuzzer target for groved's REST request reader: arbitrary bytes as what a client sends on one
 // connection, read request after request by cpp-httplib (its request parser, as groved links it)
-// through BoundedRequestStream (server/http_stream.h) with the framing check and the body
+// through BoundedRequestStream (server/http/http_stream.h) with the framing check and the body
 // admission groved's REST port applies before a body is read (CheckFraming, AdmitBodyFromHead),
 // handed over in pieces whose size the first byte chooses. Small bounds, so that the fuzzer
 // reaches them.
@@ -19,7 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
 #include "httplib.h"
-#include "server/http_stream.h"
+#include "server/http/http_stream.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-// libFuzzer target for the KServe v2 request converter (server/convert.h): arbitrary bytes parsed as
-// a ModelInferRequest, then version, input tensor, outputs and the explanation's request
-// parameters (method, output_space) converted and checked as ModelInfer does, for
+// libFuzzer target for the KServe v2 request converter (server/kserve/kserve_convert.h): arbitrary
+// bytes parsed as a ModelInferRequest, then version, input tensor, outputs and the explanation's
+// request parameters (method, output_space) converted and checked as ModelInfer does, for
 // several models and row limits, with a registered shared memory region that tensors may name
 // (Triton's shared_memory_* parameters). Every step answers OK or INVALID_ARGUMENT (NOT_FOUND for
 // an unknown region); an input that passes is a rows x cols view that can be read whole (raw,
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "server/convert.h"
+#include "server/kserve/kserve_convert.h"
 #include "tests/fuzz/request_fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

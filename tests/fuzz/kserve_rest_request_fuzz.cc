@@ -1,4 +1,4 @@
-// libFuzzer target for the KServe v2 REST request parser (server/kserve_rest.h): arbitrary bytes as
+// libFuzzer target for the KServe v2 REST request parser (server/kserve/kserve_rest.h): arbitrary bytes as
 // an infer request body, with the first input byte choosing an Inference-Header-Content-Length
 // (absent, or a position in the body), then converted as ModelInfer does for several models; the
 // answers it would send are encoded too. Every step answers OK or INVALID_ARGUMENT; what parses
@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/convert.h"
-#include "server/kserve_rest.h"
+#include "server/kserve/kserve_convert.h"
+#include "server/kserve/kserve_rest.h"
 #include "tests/fuzz/request_fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

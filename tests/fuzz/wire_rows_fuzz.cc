@@ -1,4 +1,4 @@
-// libFuzzer target for the wire scanner of large requests (server/wire_rows.h): arbitrary bytes,
+// libFuzzer target for the wire scanner of large requests (server/grpc/wire_rows.h): arbitrary bytes,
 // cut into pieces of a size taken from the first byte (as gRPC's slices cut a message), split as
 // a PredictRequest, an ExplainRequest and a KServe ModelInferRequest. Whatever is split must be split exactly: parsing the
 // rest fails exactly when parsing the whole bytes fails, and otherwise, with raw_f32 set to the
@@ -12,7 +12,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "grove/v1/grove.pb.h"
 #include "inference/grpc_service.pb.h"
-#include "server/wire_rows.h"
+#include "server/grpc/wire_rows.h"
 #include "tests/testing/canonical_proto.h"
 
 namespace {

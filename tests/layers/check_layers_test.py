@@ -27,6 +27,13 @@ class CheckLayersTest(unittest.TestCase):
             ("core/explain/e.cc", "core/predict/predict.h"),
             ("server/x.cc", "core/explain/explain_engine.h"),
             ("core/model/m.h", "core/servable/servable.h"),
+            # A folder's rule covers its subfolders, both ways.
+            ("core/predict/tahoe/t.cc", "core/explain/paths.h"),
+            ("server/kserve/k.cc", "core/explain/interventional/interventional.h"),
+            # Engines and protocols include only the siblings their line lists.
+            ("core/explain/treeshap/t.cc", "core/explain/quadrature/quadrature.h"),
+            ("core/predict/cpu/c.cc", "core/predict/tahoe/tahoe_forest.h"),
+            ("server/grpc/g.cc", "server/kserve/kserve_ops.h"),
         ]
         for path, include in cases:
             with self.subTest(path=path, include=include), tempfile.TemporaryDirectory() as d:
@@ -40,11 +47,24 @@ class CheckLayersTest(unittest.TestCase):
                 self.assertIn(include, r.stdout)
 
     def test_allowed_includes_pass(self):
-        with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "core/registry"))
-            with open(os.path.join(d, "core/registry/r.h"), "w") as f:
-                f.write('#include "core/servable/servable.h"\n#include "core/registry/x.h"\n')
-            self.assertEqual(run(d).returncode, 0)
+        # (file, includes): a layer below, the folder's own files (seams, shared layouts), a
+        # subfolder from the folder's own files or from the folders above, a listed sibling.
+        cases = [
+            ("core/registry/r.h", ["core/servable/servable.h", "core/registry/x.h"]),
+            ("core/explain/treeshap/t.cc", ["core/explain/paths.h", "core/model/forest.h",
+                                            "core/explain/treeshap/t.h"]),
+            ("core/explain/e.cc", ["core/explain/quadrature/quadrature.h"]),
+            ("core/predict/tahoe/t.cc", ["core/predict/cpu/cpu_infer.h"]),
+            ("core/servable/s.cc", ["core/explain/interventional/interventional.h"]),
+            ("server/s.cc", ["server/grpc/status.h", "server/kserve/kserve_ops.h"]),
+        ]
+        for path, includes in cases:
+            with self.subTest(path=path), tempfile.TemporaryDirectory() as d:
+                os.makedirs(os.path.join(d, os.path.dirname(path)))
+                with open(os.path.join(d, path), "w") as f:
+                    f.writelines(f'#include "{i}"\n' for i in includes)
+                r = run(d)
+                self.assertEqual(r.returncode, 0, r.stdout)
 
 
 if __name__ == "__main__":

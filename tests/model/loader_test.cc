@@ -111,10 +111,21 @@ TEST(ModelLoader, UnknownContentFallsBackOnTheExtension) {
   absl::StatusOr<ForestPtr> u = LoadModelBytes("garbage", "m.UBJ");
   EXPECT_EQ(u.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(u.status().message().find("m.UBJ: invalid UBJSON"), std::string::npos) << u.status();
-  absl::StatusOr<ForestPtr> none = LoadModelBytes("garbage", "m.bin");
+  absl::StatusOr<ForestPtr> none = LoadModelBytes("garbage", "m.dat");
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(none.status().message().find("m.bin: unrecognised model format"), std::string::npos)
+  EXPECT_NE(none.status().message().find("m.dat: unrecognised model format"), std::string::npos)
       << none.status();
+  // XGBoost's legacy binary (.model / .bin files, or its "binf" header anywhere) is named as such.
+  for (const auto& [bytes, name] : {std::pair<std::string, std::string>{"garbage", "m.bin"},
+                                    {"garbage", "xgboost.model"},
+                                    {std::string("\0\0\0?binf", 8), "m.dat"}}) {
+    absl::StatusOr<ForestPtr> legacy = LoadModelBytes(bytes, name);
+    EXPECT_EQ(legacy.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(legacy.status().message().find(name + ": neither XGBoost JSON nor UBJSON: XGBoost's "
+                                             "legacy binary format"),
+              std::string::npos)
+        << legacy.status();
+  }
   EXPECT_EQ(LoadModelBytes("", "").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LoadModelBytes("{", "").status().code(), absl::StatusCode::kInvalidArgument);
   // UBJSON sniffing: '{' then a key length marker.

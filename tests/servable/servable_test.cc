@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
-#include "core/explain/interventional.h"
+#include "core/explain/interventional/interventional.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
 #include "gmock/gmock.h"

@@ -1,6 +1,9 @@
-// Request conversion and validation of groved (server/convert.h) and the status mapping
-// (server/status.h): every rule's code and message, without a server.
+// Request conversion and validation of groved (server/convert.h, what both protocols share;
+// server/grove_v1/grove_convert.h; server/kserve/kserve_convert.h) and the status mapping
+// (server/grpc/status.h): every rule's code and message, without a server.
 #include "server/convert.h"
+#include "server/grove_v1/grove_convert.h"
+#include "server/kserve/kserve_convert.h"
 
 #include <cmath>
 #include <cstring>
@@ -13,7 +16,7 @@
 #include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/status.h"
+#include "server/grpc/status.h"
 
 namespace grove::server {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/servable/background.h"
 #include "core/explain/explain.h"
-#include "core/explain/interventional.h"
+#include "core/explain/interventional/interventional.h"
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
@@ -30,7 +30,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "server/server.h"
-#include "server/wire_rows.h"
+#include "server/grpc/wire_rows.h"
 #include "tests/server/server_testing.h"
 
 namespace grove::server {
@@ -278,7 +278,7 @@ TEST_F(ServerTest, RawTensorsMirrorTheRequestForm) {
 }
 
 // Rows of at least 256 KiB in raw_f32 (and KServe raw_input_contents) are received apart from the
-// message (server/wire_rows.h) into a kept host buffer: the answers equal those of the same rows as
+// message (server/grpc/wire_rows.h) into a kept host buffer: the answers equal those of the same rows as
 // repeated values, and the rows' checks (byte count, one form only) say the same words.
 TEST_F(ServerTest, LargeRawRowsAreReceivedApartWithTheSameAnswers) {
   int64_t n, cols;

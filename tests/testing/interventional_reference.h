@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/explain/interventional.h"
+#include "core/explain/interventional/interventional.h"
 #include "tests/testing/corpus.h"
 #include "core/model/forest.h"
 #include "tests/testing/random_forest.h"

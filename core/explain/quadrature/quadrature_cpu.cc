@@ -1,0 +1,381 @@
+// Quadrature SHAP: Gauss-Legendre rules, per-model preprocessing and the CPU strategy.
+// See core/explain/quadrature/quadrature.h for the contract and docs/quadrature.md for the derivation.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/quadrature/quadrature.h"
+#include "core/explain/quadrature/quadrature_tree.h"
+#include "core/model/traverse.h"
+
+namespace grove {
+
+GaussLegendreRule GaussLegendre01(int points) {
+  GaussLegendreRule rule;
+  if (points < 1) points = 1;
+  const int q = points;
+  rule.nodes.resize(q);
+  rule.weights.resize(q);
+  constexpr double kPi = 3.14159265358979323846;
+  // Roots of P_q on [-1, 1] are symmetric; compute the upper half (x > 0 or the middle one) by
+  // Newton iteration from the classical cosine guess, then mirror them.
+  // P_q(x) and P_q'(x) by the recurrence P_0 = 1, P_1 = x, (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}
+  // and P_q'(x) = q (x P_q - P_{q-1}) / (x^2 - 1) (roots are never at +-1).
+  const auto legendre = [q](double x, double* value, double* derivative) {
+    double p0 = 1, p1 = x;
+    for (int k = 1; k < q; ++k) {
+      const double p2 = ((2.0 * k + 1.0) * x * p1 - k * p0) / (k + 1.0);
+      p0 = p1;
+      p1 = p2;
+    }
+    *value = p1;
+    *derivative = q * (x * p1 - p0) / (x * x - 1.0);
+  };
+  for (int i = 0; i < (q + 1) / 2; ++i) {
+    double x = std::cos(kPi * (i + 0.75) / (q + 0.5));
+    double value = 0, derivative = 1;
+    for (int iter = 0; iter < 100; ++iter) {
+      legendre(x, &value, &derivative);
+      const double dx = value / derivative;
+      x -= dx;
+      if (std::abs(dx) <= 1e-15) break;
+    }
+    legendre(x, &value, &derivative);
+    // Weight on [-1, 1]: 2 / ((1 - x^2) P_q'(x)^2); on [0, 1] half of it, at t = (1 -+ x) / 2.
+    const double weight = 1.0 / ((1.0 - x * x) * derivative * derivative);
+    rule.nodes[i] = 0.5 * (1.0 - x);
+    rule.weights[i] = weight;
+    rule.nodes[q - 1 - i] = 0.5 * (1.0 + x);
+    rule.weights[q - 1 - i] = weight;
+  }
+  return rule;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preprocessing.
+
+std::vector<double> QuadratureModel::Bias(int iteration_begin, int iteration_end) const {
+  std::vector<double> bias(forest->base_margin.begin(), forest->base_margin.end());
+  bias.resize(num_outputs, 0.0);
+  for (int t = 0; t < static_cast<int>(forest->trees.size()); ++t) {
+    if (!forest->TreeInRange(t, iteration_begin, iteration_end)) continue;
+    for (int k = 0; k < num_outputs; ++k) bias[k] += tree_expected[t * num_outputs + k];
+  }
+  return bias;
+}
+
+std::string QuadratureModel::Describe() const {
+  std::string buckets_text;
+  for (const QuadratureBucketRange& b : buckets) {
+    absl::StrAppend(&buckets_text, buckets_text.empty() ? "" : ",",
+                    b.capacity == 0 ? std::string("long") : absl::StrCat("<=", b.capacity), ":",
+                    b.end - b.begin, "(Q<=", b.max_q, ")");
+  }
+  const std::string trees_text =
+      tree_program == nullptr
+          ? std::string("none")
+          : absl::StrFormat("%d trees, %d edges, %.1f MB", tree_program->trees.size(),
+                            tree_program->edges.size(), tree_program->Bytes() / 1e6);
+  return absl::StrFormat(
+      "quadrature paths=%d elements=%d max_unique=%d max_points=%d buckets=[%s] "
+      "fixed_point=2^%d tree_program=%s build=%.3fs",
+      paths.size(), elements.size(), max_unique, max_q, buckets_text,
+      static_cast<int>(std::lround(std::log2(fixed_point_scale))), trees_text, build_seconds);
+}
+
+absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout) {
+  if (forest == nullptr || layout == nullptr) {
+    return absl::InvalidArgumentError("BuildQuadratureModel: no forest or path layout");
+  }
+  if (layout->num_features != forest->num_features || layout->num_outputs != forest->num_outputs) {
+    return absl::InvalidArgumentError("BuildQuadratureModel: path layout of another forest");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto model = std::make_shared<QuadratureModel>();
+  model->forest = forest;
+  model->layout = layout;
+  model->num_features = forest->num_features;
+  model->num_outputs = forest->num_outputs;
+  model->tree_expected.assign(forest->trees.size() * static_cast<size_t>(forest->num_outputs), 0.0);
+
+  // Order: bucket 4, 8, 16, 32, then long paths; stable within a bucket (layout order).
+  const auto bucket_rank = [](int capacity) { return capacity == 0 ? 1000 : capacity; };
+  std::vector<uint32_t> order;
+  order.reserve(layout->paths.size());
+  double bound = 0;
+  for (uint32_t p = 0; p < layout->paths.size(); ++p) {
+    const PathInfo& info = layout->paths[p];
+    const int n = info.length - 1;
+    // Expected value: sum over leaves of value * product of every zero fraction on the path.
+    double zero_product = 1;
+    for (int i = 0; i < info.length; ++i) {
+      zero_product *= layout->elements[info.element_begin + i].zero_fraction;
+    }
+    for (int k = 0; k < info.width; ++k) {
+      const double v = layout->values[info.value_begin + k];
+      model->tree_expected[static_cast<size_t>(info.tree) * forest->num_outputs + info.group + k] +=
+          v * zero_product;
+      // Per path and output, |phi_i| <= |v|, |phi_ij| <= |v| / 2 and the path's diagonal part is
+      // at most |v| (1 + (n - 1) / 2): every partial sum is bounded by the sum of these.
+      bound += std::abs(v) * (1.0 + 0.5 * n);
+    }
+    if (n == 0) {
+      ++model->skipped_paths;
+      continue;
+    }
+    order.push_back(p);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return bucket_rank(QuadratureBucket(layout->paths[a].length - 1)) <
+           bucket_rank(QuadratureBucket(layout->paths[b].length - 1));
+  });
+
+  model->paths.reserve(order.size());
+  for (uint32_t p : order) {
+    const PathInfo& info = layout->paths[p];
+    QuadraturePath path;
+    path.n = static_cast<uint16_t>(info.length - 1);
+    path.q = static_cast<uint16_t>(QuadraturePoints(path.n));
+    path.element_begin = static_cast<uint32_t>(model->elements.size());
+    path.value_begin = info.value_begin;
+    path.width = info.width;
+    path.capacity = static_cast<uint16_t>(QuadratureBucket(path.n));
+    path.group = info.group;
+    path.iteration = info.iteration;
+    path.tree = info.tree;
+    for (int i = 1; i < info.length; ++i) {
+      model->elements.push_back(layout->elements[info.element_begin + i]);
+    }
+    model->max_unique = std::max<int>(model->max_unique, path.n);
+    model->max_q = std::max<int>(model->max_q, path.q);
+    if (model->buckets.empty() || model->buckets.back().capacity != path.capacity) {
+      QuadratureBucketRange range;
+      range.capacity = path.capacity;
+      range.begin = range.end = static_cast<uint32_t>(model->paths.size());
+      model->buckets.push_back(range);
+    }
+    model->buckets.back().end += 1;
+    model->buckets.back().max_q = std::max<int>(model->buckets.back().max_q, path.q);
+    model->paths.push_back(path);
+  }
+
+  // Rules for every point count up to max_q, concatenated: rule q starts at rule_offsets[q].
+  model->rule_offsets.assign(model->max_q + 1, 0);
+  for (int q = 1; q <= model->max_q; ++q) {
+    model->rule_offsets[q] = static_cast<uint32_t>(model->rule_nodes.size());
+    GaussLegendreRule rule = GaussLegendre01(q);
+    model->rule_nodes.insert(model->rule_nodes.end(), rule.nodes.begin(), rule.nodes.end());
+    model->rule_weights.insert(model->rule_weights.end(), rule.weights.begin(), rule.weights.end());
+  }
+  for (QuadraturePath& path : model->paths) path.rule_begin = model->rule_offsets[path.q];
+
+  if (!std::isfinite(bound)) {
+    return absl::InvalidArgumentError("BuildQuadratureModel: leaf values overflow double");
+  }
+  model->contribution_bound = bound;
+  // scale = 2^e with bound * scale <= 2^61: sums of up to 4 such bounds still fit in int64.
+  const int e = bound > 0 ? static_cast<int>(std::floor(61.0 - std::log2(bound))) : 61;
+  model->fixed_point_scale = std::ldexp(1.0, std::clamp(e, -1000, 1000));
+  model->tree_program = BuildQuadratureTreeProgram(*forest);
+  model->build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return QuadratureModelPtr(std::move(model));
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU strategy.
+
+namespace {
+
+// Per-thread scratch for one path.
+struct PathScratch {
+  std::vector<double> z, d, work;
+  std::vector<int32_t> feature;
+  void Reserve(int n) {
+    const size_t len = std::max(n, 32);
+    z.resize(len);
+    d.resize(len);
+    feature.resize(len);
+    work.resize(5 * len);
+  }
+};
+
+template <int N, typename Sink>
+void RunShap(const double* z, const double* d, const int32_t* feature, int n, const double* t,
+             const double* w, int q, const double* values, int width, double* work, Sink& sink) {
+  QuadraturePathShap<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
+}
+
+template <int N, typename Sink>
+void RunInteractions(const double* z, const double* d, const int32_t* feature, int n,
+                     const double* t, const double* w, int q, const double* values, int width,
+                     double* work, Sink& sink) {
+  QuadraturePathInteractions<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
+}
+
+// Calls fn(std::integral_constant<int, N>) with the compile-time length N of a path's register
+// bucket (0: run-time length).
+template <typename Fn>
+void WithCapacity(int capacity, Fn&& fn) {
+  switch (capacity) {
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    case 16: fn(std::integral_constant<int, 16>{}); break;
+    case 32: fn(std::integral_constant<int, 32>{}); break;
+    default: fn(std::integral_constant<int, 0>{}); break;
+  }
+}
+
+}  // namespace
+
+absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
+                                  const ExplainOptions& options, MatrixView<float> out,
+                                  ThreadPool* pool) {
+  const Forest& forest = *model.forest;
+  absl::StatusOr<IterationRange> range = CheckExplainCall(
+      forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
+  if (!range.ok()) return range.status();
+  const bool interactions = options.interactions;
+  const int64_t width = ExplainWidth(forest, interactions);
+  if (rows.rows == 0) return absl::OkStatus();
+
+  const int num_features = model.num_features;
+  const int num_outputs = model.num_outputs;
+  const int64_t f1 = num_features + 1;
+  const std::vector<double> bias = model.Bias(range->begin, range->end);
+  const PathLayout& layout = *model.layout;
+  const uint32_t* category_bits = layout.category_bits.data();
+
+  // The trees the tree program serves are explained by it; every other path runs per path.
+  const QuadratureTreeProgram* program = model.tree_program.get();
+  if (program != nullptr && interactions && !QuadratureTreeServesInteractions(*program)) {
+    program = nullptr;
+  }
+  std::vector<uint32_t> path_ids;
+  path_ids.reserve(model.paths.size());
+  for (uint32_t p = 0; p < model.paths.size(); ++p) {
+    const QuadraturePath& path = model.paths[p];
+    if (path.iteration < range->begin || path.iteration >= range->end) continue;
+    if (program != nullptr && program->served[path.tree]) continue;
+    path_ids.push_back(p);
+  }
+  const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
+
+  // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
+  auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
+    PathScratch scratch;
+    scratch.Reserve(model.max_unique);
+    QuadratureTreeScratch tree_scratch;
+    std::vector<double> acc_rows(static_cast<size_t>(std::min(chunk, end - begin) * width));
+    for (int64_t first = begin; first < end; first += chunk) {
+      const int64_t count = std::min(chunk, end - first);
+      std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
+      if (program != nullptr) {
+        const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
+        if (interactions) {
+          AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
+                                        range->begin, range->end, row_begin, row_end,
+                                        &tree_scratch, acc_rows.data());
+        } else {
+          AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
+                                range->end, &tree_scratch, acc_rows.data());
+        }
+      }
+      for (int64_t r = first; r < first + count; ++r) {
+        const float* row = rows.Row(r);
+        double* acc = acc_rows.data() + (r - first) * width;
+        for (uint32_t id : path_ids) {
+          const QuadraturePath& path = model.paths[id];
+          const int n = path.n;
+          const int len = path.capacity > 0 ? path.capacity : n;
+          const PathElement* e = model.elements.data() + path.element_begin;
+          for (int i = 0; i < len; ++i) {
+            if (i < n) {
+              const double o =
+                  PathElementMatches(e[i], category_bits, row[e[i].feature]) ? 1.0 : 0.0;
+              scratch.z[i] = e[i].zero_fraction;
+              scratch.d[i] = o - e[i].zero_fraction;
+              scratch.feature[i] = e[i].feature;
+            } else {
+              scratch.z[i] = 1.0;
+              scratch.d[i] = 0.0;
+              scratch.feature[i] = 0;
+            }
+          }
+          const double* t = model.rule_nodes.data() + path.rule_begin;
+          const double* w = model.rule_weights.data() + path.rule_begin;
+          const double* values = layout.values.data() + path.value_begin;
+          const int64_t block_size = interactions ? f1 * f1 : f1;
+          double* block = acc + static_cast<int64_t>(path.group) * block_size;
+          auto shap_sink = [&](int k, int32_t fi, double value) {
+            block[k * block_size + fi] += value;
+          };
+          auto inter_sink = [&](int k, int32_t fi, int32_t fj, double value) {
+            block[k * block_size + fi * f1 + fj] += value;
+          };
+          const double* z = scratch.z.data();
+          const double* d = scratch.d.data();
+          const int32_t* f = scratch.feature.data();
+          double* wk = scratch.work.data();
+          WithCapacity(path.capacity, [&](auto capacity) {
+            constexpr int N = decltype(capacity)::value;
+            if (interactions) {
+              RunInteractions<N>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink);
+            } else {
+              RunShap<N>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink);
+            }
+          });
+        }
+        float* o = out.Row(r);
+        for (int k = 0; k < num_outputs; ++k) {
+          if (interactions) {
+            acc[k * f1 * f1 + num_features * f1 + num_features] = bias[k];
+          } else {
+            acc[k * f1 + num_features] = bias[k];
+          }
+        }
+        if (!interactions) {
+          for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
+          continue;
+        }
+        for (int k = 0; k < num_outputs; ++k) {
+          for (int64_t c = k * f1 * f1 + row_begin * f1; c < k * f1 * f1 + row_end * f1; ++c) {
+            o[c] = static_cast<float>(acc[c]);
+          }
+        }
+      }
+    }
+  };
+  // Rows are independent; each is summed by one thread in a fixed order: deterministic. Where the
+  // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
+  const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
+  const int64_t units = (rows.rows + unit - 1) / unit;
+  // Interactions of fewer blocks than threads: each block's matrix rows are split between
+  // threads too (each matrix row is computed whole by one thread, the same bits either way).
+  const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  int64_t splits = 1;
+  if (interactions && program != nullptr && path_ids.empty() && units < 2 * threads) {
+    splits = std::min<int64_t>(f1, (2 * threads + units - 1) / units);
+  }
+  ParallelFor(pool, units * splits, 1, [&](int64_t first, int64_t last) {
+    if (splits == 1) {
+      work(first * unit, std::min(rows.rows, last * unit), 0, static_cast<int>(f1));
+      return;
+    }
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t u = task / splits, part = task % splits;
+      work(u * unit, std::min(rows.rows, (u + 1) * unit), static_cast<int>(part * f1 / splits),
+           static_cast<int>((part + 1) * f1 / splits));
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace grove

@@ -1,0 +1,99 @@
+// TahoeEngine: the GPU prediction engine (Tahoe, Xie et al. EuroSys'21) behind PredictEngine.
+//
+// At Create, per model: the adaptive forest format is built once on the host (tahoe_forest.h) and
+// uploaded to every visible GPU, where it stays resident with its shared-memory parts; each GPU gets
+// staging lanes (TahoeEngineOptions::staging_lanes), each two streams with two pinned host slots
+// and two device slots (rows, outputs, reduction workspace), allocated once. The hardware parameters are loaded from the calibration cache or
+// measured (perf_model.h), and the CPU reference path is timed on this model.
+//
+// Per call, the performance model predicts the time of the CPU path and of each GPU strategy
+// (including the host<->device copies) and runs the fastest, unless a strategy is forced. Rows are
+// split evenly across the GPUs; on each, the batch runs in chunks that alternate between the two
+// slots, so staging and copies of one chunk overlap the kernels of the other. No allocation in the
+// request path; rows or results already in page-locked memory go by DMA without staging. Every
+// CUDA error becomes an absl::Status. Thread-safe: concurrent calls run on a GPU's free lanes
+// (waiting for one when all are busy). Results are deterministic for a given strategy, row-chunk
+// shape and device count (shape trials: TahoeEngineOptions::shape_trials).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/predict/tahoe/perf_model.h"
+#include "core/predict/predict_engine.h"
+#include "core/predict/tahoe/tahoe_forest.h"
+
+namespace grove {
+
+struct TahoeEngineOptions {
+  PredictEngineOptions engine;
+  TahoeFormatOptions format;
+  int max_gpus = 0;  // 0: every visible GPU
+  // Time each strategy on this model at load (a small and a large batch) to correct the
+  // performance model's latency and throughput terms (perf_model.h).
+  bool probe = true;
+  // Test and benchmark knobs (0: automatic).
+  int64_t max_part_bytes = 0;     // shared-memory budget of a splitting part (forces more parts)
+  // Splitting shared forest may walk a tree per lane (TahoeLaneLayout) where the forest allows it:
+  // kAuto keeps it when the load-time probe finds it faster than a row per thread (with `probe`
+  // off it is kept); kOn always (tests); kOnPaired always, with the paired layout even where every
+  // tree fits a column (tests); kOff never (ablation).
+  enum class Lanes { kOff, kAuto, kOn, kOnPaired };
+  Lanes lanes = Lanes::kAuto;
+  // Row chunk's walks from the roots may read a breadth-first copy of the nodes (tahoe_level.h),
+  // where fixed-walk forests allow it: kAuto keeps it when the load-time probe finds row chunk's
+  // best shape at least as fast on it (with `probe` off it is kept); kOn always; kOff never (no
+  // copy uploaded).
+  enum class LevelWalk { kOff, kAuto, kOn };
+  LevelWalk level_walk = LevelWalk::kAuto;
+  int shared_data_groups = 0;     // thread groups per shared-data block
+  int row_chunk = 0;              // a RowChunkShape code (perf_model.h) for every row-chunk
+                                  // launch; pairs and queues only where allowed
+  // Where row chunk's two best shapes for a batch size are predicted within kShapeTrialMargin,
+  // the first batches of that size alternate between them and the faster on those rows stays
+  // (shape_trials.h: results may differ in the last bit until it has decided). Off: the model's.
+  bool shape_trials = true;
+  int64_t max_chunk_rows = 0;     // rows per launch / per staging slot
+  // Staging lanes per GPU (1..16; 0: 4): batches of host rows that stage, compute and copy back at
+  // once on one GPU (concurrent requests of a server). Each lane holds two pinned slots of rows
+  // and results (the first for 256K rows, the others for 64K) and their device buffers.
+  int staging_lanes = 0;
+};
+
+class TahoeEngine : public PredictEngine {
+ public:
+  // UNAVAILABLE without a GPU (or without CUDA).
+  static absl::StatusOr<std::unique_ptr<TahoeEngine>> Create(ForestPtr forest,
+                                                             const TahoeEngineOptions& options,
+                                                             ThreadPool* pool);
+
+  // Host rows in, host results out, with `strategy` ("" or "auto": the selector, which may pick
+  // "cpu") instead of the engine's configured one. Predict() is PredictHost(options.strategy).
+  virtual absl::Status PredictHost(RowsView rows, const PredictOptions& options,
+                                   MatrixView<float> out, std::string_view strategy,
+                                   RunInfo* info) const = 0;
+
+  // Engine level (benchmarks): rows and outputs already on GPU number `gpu` (0 .. num_gpus()-1),
+  // row-major with the given strides. `strategy`: "" or "auto" for the selector over the GPU
+  // strategies, or one of them. Blocks until the results are in d_out.
+  virtual absl::Status PredictDevice(int gpu, const float* d_rows, int64_t rows, int64_t row_stride,
+                                     const PredictOptions& options, float* d_out,
+                                     int64_t out_stride, std::string_view strategy,
+                                     RunInfo* info) const = 0;
+
+  // The selector's plan for a batch of `rows` (every strategy's predicted time and the choice).
+  // rows_on_device: engine level (no copies, no CPU).
+  virtual absl::StatusOr<StrategyChoice> Plan(int64_t rows, const PredictOptions& options,
+                                              bool rows_on_device,
+                                              std::string_view force) const = 0;
+
+  virtual const TahoeForest& format() const = 0;
+  virtual const GpuHardwareParams& hardware() const = 0;
+  virtual int num_gpus() const = 0;
+  virtual int cuda_device(int gpu) const = 0;  // CUDA device id of GPU number `gpu`
+  virtual double cpu_seconds_per_visit() const = 0;
+};
+
+}  // namespace grove

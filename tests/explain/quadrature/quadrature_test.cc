@@ -1,0 +1,691 @@
+// Quadrature SHAP (core/explain/quadrature/quadrature.h): Gauss-Legendre rules, the per-path arithmetic against
+// brute-force Shapley weights, the CPU strategy against the double CPU reference on the corpus and
+// on seeded random forests up to depth 30 with extreme covers, the CPU tree program against the
+// per-path kernel (zero covers, batch independence), and a fixed 8-point rule (emulated) failing
+// where Grove's per-path rule is exact.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "core/explain/explain_engine.h"
+#include "core/explain/paths.h"
+#include "core/explain/quadrature/quadrature.h"
+#include "core/explain/quadrature/quadrature_tree.h"
+#include "core/gpu/device_set.h"
+#include "core/model/forest.h"
+#include "core/model/loader.h"
+#include "gtest/gtest.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/explain_reference.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+double Factorial(int n) {
+  double f = 1;
+  for (int i = 2; i <= n; ++i) f *= i;
+  return f;
+}
+
+TEST(GaussLegendreTest, RulesAreExactUpToDegreeTwoQMinusOne) {
+  for (int q = 1; q <= 64; ++q) {
+    SCOPED_TRACE(q);
+    const GaussLegendreRule rule = GaussLegendre01(q);
+    ASSERT_EQ(rule.nodes.size(), static_cast<size_t>(q));
+    double sum = 0;
+    for (int k = 0; k < q; ++k) {
+      EXPECT_GT(rule.nodes[k], 0.0);
+      EXPECT_LT(rule.nodes[k], 1.0);
+      if (k > 0) EXPECT_GT(rule.nodes[k], rule.nodes[k - 1]);
+      EXPECT_GT(rule.weights[k], 0.0);
+      sum += rule.weights[k];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-14);
+    // Beta integrals int t^s (1 - t)^(m - s) dt = s! (m - s)! / (m + 1)! for m <= 2q - 1: the
+    // Shapley weights themselves.
+    for (int m = 0; m <= std::min(2 * q - 1, 60); ++m) {
+      for (int s = 0; s <= m; s += std::max(1, m / 7)) {
+        double got = 0;
+        for (int k = 0; k < q; ++k) {
+          got += rule.weights[k] * std::pow(rule.nodes[k], s) * std::pow(1 - rule.nodes[k], m - s);
+        }
+        const double want = Factorial(s) * Factorial(m - s) / Factorial(m + 1);
+        EXPECT_NEAR(got / want, 1.0, 1e-12) << "m " << m << " s " << s;
+      }
+    }
+  }
+}
+
+TEST(QuadraturePointsTest, SmallestExactRule) {
+  EXPECT_EQ(QuadraturePoints(1), 1);
+  EXPECT_EQ(QuadraturePoints(2), 1);  // degree 1
+  EXPECT_EQ(QuadraturePoints(3), 2);  // degree 2
+  EXPECT_EQ(QuadraturePoints(4), 2);  // degree 3
+  EXPECT_EQ(QuadraturePoints(30), 15);
+  for (int n = 1; n < 200; ++n) EXPECT_GE(2 * QuadraturePoints(n) - 1, n - 1) << n;
+  EXPECT_EQ(QuadratureBucket(3), 4);
+  EXPECT_EQ(QuadratureBucket(9), 16);
+  EXPECT_EQ(QuadratureBucket(32), 32);
+  EXPECT_EQ(QuadratureBucket(33), 0);
+}
+
+// sum over subsets S of the other elements of |S|! (n - |S| - 1)! / n! prod_{S} o prod_{not S} z.
+double BruteForceWeight(const std::vector<double>& z, const std::vector<double>& o, int i,
+                        int skip = -1) {
+  std::vector<int> others;
+  for (int j = 0; j < static_cast<int>(z.size()); ++j) {
+    if (j != i && j != skip) others.push_back(j);
+  }
+  const int m = static_cast<int>(others.size());
+  double total = 0;
+  for (uint32_t mask = 0; mask < (1u << m); ++mask) {
+    double p = 1;
+    int s = 0;
+    for (int b = 0; b < m; ++b) {
+      if (mask & (1u << b)) {
+        p *= o[others[b]];
+        ++s;
+      } else {
+        p *= z[others[b]];
+      }
+    }
+    total += p * Factorial(s) * Factorial(m - s) / Factorial(m + 1);
+  }
+  return total;
+}
+
+TEST(QuadratureLeaveOneOutTest, MatchesBruteForceShapleyWeights) {
+  uint64_t state = 12345;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (int n = 1; n <= 14; ++n) {
+    for (int trial = 0; trial < 5; ++trial) {
+      std::vector<double> z(n), o(n), d(n);
+      for (int j = 0; j < n; ++j) {
+        const double u = uniform();
+        z[j] = u < 0.2 ? 1e-6 : (u < 0.3 ? 0.0 : uniform());
+        o[j] = uniform() < 0.5 ? 1.0 : 0.0;
+        d[j] = o[j] - z[j];
+      }
+      const int q = QuadraturePoints(n);
+      const GaussLegendreRule rule = GaussLegendre01(q);
+      std::vector<double> pre(n), acc(n);
+      QuadratureLeaveOneOut<0, double>(z.data(), d.data(), n, -1, rule.nodes.data(),
+                                       rule.weights.data(), q, pre.data(), acc.data());
+      for (int i = 0; i < n; ++i) {
+        const double want = BruteForceWeight(z, o, i);
+        EXPECT_NEAR(acc[i], want, 1e-14 * std::max(1e-300, std::abs(want)) + 1e-300)
+            << "n " << n << " i " << i;
+      }
+      // The same with a compile-time length and padding.
+      std::vector<double> zp(16, 1.0), dp(16, 0.0), prep(16), accp(16);
+      if (n <= 16) {
+        std::copy(z.begin(), z.end(), zp.begin());
+        std::copy(d.begin(), d.end(), dp.begin());
+        QuadratureLeaveOneOut<16, double>(zp.data(), dp.data(), n, -1, rule.nodes.data(),
+                                          rule.weights.data(), q, prep.data(), accp.data());
+        for (int i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(accp[i], acc[i]);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Compared {
+  double max_error = 0;  // max |got - ref| / max(1, |margin|)
+  int64_t row = -1, col = -1;
+  double got = 0, want = 0;
+  std::string ToString() const {
+    return absl::StrFormat("max err/max(1,|margin|) %.3g at row %d col %d (got %.9g want %.9g)",
+                           max_error, row, col, got, want);
+  }
+};
+
+// Margins from the reference's SHAP values (each output block sums to the margin).
+std::vector<double> Margins(const Forest& f, const std::vector<float>& shap, int64_t rows) {
+  const int64_t f1 = f.num_features + 1;
+  std::vector<double> m(rows * f.num_outputs, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int k = 0; k < f.num_outputs; ++k) {
+      for (int64_t c = 0; c < f1; ++c) m[r * f.num_outputs + k] += shap[r * f.num_outputs * f1 + k * f1 + c];
+    }
+  }
+  return m;
+}
+
+Compared Compare(const Forest& f, const std::vector<float>& got, const std::vector<float>& want,
+                 const std::vector<double>& margins, int64_t rows, bool interactions) {
+  Compared c;
+  const int64_t width = ExplainWidth(f, interactions);
+  const int64_t block = width / f.num_outputs;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t col = 0; col < width; ++col) {
+      const double g = got[r * width + col], w = want[r * width + col];
+      const double scale = std::max(1.0, std::abs(margins[r * f.num_outputs + col / block]));
+      const double e = std::isfinite(g) ? std::abs(g - w) / scale : INFINITY;
+      if (e > c.max_error || c.row < 0) {
+        c.max_error = std::max(c.max_error, e);
+        c.row = r;
+        c.col = col;
+        c.got = g;
+        c.want = w;
+      }
+    }
+  }
+  return c;
+}
+
+QuadratureModelPtr Build(ForestPtr f) {
+  absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*f);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  if (!layout.ok()) return nullptr;
+  absl::StatusOr<QuadratureModelPtr> model = BuildQuadratureModel(f, *layout);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *model : nullptr;
+}
+
+std::vector<float> Quadrature(const QuadratureModel& model, const std::vector<float>& x,
+                              int64_t rows, bool interactions, ThreadPool* pool) {
+  const int64_t width = ExplainWidth(*model.forest, interactions);
+  std::vector<float> out(rows * width, -12345.0f);
+  ExplainOptions o;
+  o.interactions = interactions;
+  absl::Status s = ExplainQuadratureCpu(model, MakeRowsView(x.data(), rows, model.num_features), o,
+                                        MakeMatrixView(out.data(), rows, width), pool);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+// A copy of `model` that integrates every path with the same `points`-point rule (emulating a
+// fixed-rule implementation).
+QuadratureModelPtr WithFixedRule(const QuadratureModel& model, int points) {
+  auto fixed = std::make_shared<QuadratureModel>(model);
+  const GaussLegendreRule rule = GaussLegendre01(points);
+  const uint32_t offset = static_cast<uint32_t>(fixed->rule_nodes.size());
+  fixed->rule_nodes.insert(fixed->rule_nodes.end(), rule.nodes.begin(), rule.nodes.end());
+  fixed->rule_weights.insert(fixed->rule_weights.end(), rule.weights.begin(), rule.weights.end());
+  for (QuadraturePath& p : fixed->paths) {
+    p.q = static_cast<uint16_t>(points);
+    p.rule_begin = offset;
+  }
+  fixed->tree_program = nullptr;  // its rules are per tree: the emulation runs every path alone
+  return fixed;
+}
+
+TEST(QuadratureCpuTest, HandComputedDepth2Tree) {
+  HandForest h(2);
+  h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Split(1, 0.5f, 3, 4, 6), h.Split(1, 0.5f, 5, 6, 4),
+             h.Leaf(1.0, 2), h.Leaf(2.0, 4), h.Leaf(3.0, 1), h.Leaf(5.0, 3)});
+  ForestPtr f = h.Build();
+  QuadratureModelPtr model = Build(f);
+  ASSERT_NE(model, nullptr);
+  const std::vector<float> x = {0.0f, 1.0f};
+  const std::vector<float> got = Quadrature(*model, x, 1, false, nullptr);
+  // phi0 = -7/6, phi1 = f(x) - E - phi0 = 2 - 2.8 + 7/6, bias = 2.8 (see explain_cpu_test.cc).
+  EXPECT_NEAR(got[0], -7.0 / 6.0, 1e-6);
+  EXPECT_NEAR(got[1], 2.0 - 2.8 + 7.0 / 6.0, 1e-6);
+  EXPECT_NEAR(got[2], 2.8, 1e-6);
+}
+
+struct ForestCase {
+  std::string name;
+  RandomForestOptions options;
+  int64_t shap_rows;
+  int64_t interaction_rows;
+};
+
+std::vector<ForestCase> RandomCases() {
+  std::vector<ForestCase> cases;
+  uint64_t seed = 100;
+  for (int depth : {1, 2, 3, 5, 8, 12, 16, 20, 25, 30}) {
+    ForestCase c;
+    c.options.max_depth = depth;
+    c.options.num_trees = depth >= 20 ? 6 : 20;
+    c.options.num_features = depth >= 16 ? 40 : 12;
+    // Deep trees stay small (about 1.2^depth leaves) so that the reference runs quickly.
+    c.options.leaf_probability = depth >= 16 ? 0.4 : 0.2;
+    c.options.extreme_cover_probability = 0.3;
+    c.options.categorical_fraction = 0.2;
+    c.options.seed = ++seed;
+    c.shap_rows = 64;
+    c.interaction_rows = depth >= 20 ? 2 : 8;
+    c.name = absl::StrFormat("depth%d_extreme", depth);
+    cases.push_back(c);
+  }
+  {
+    ForestCase c;
+    c.options.max_depth = 10;
+    c.options.num_outputs = 3;
+    c.options.num_trees = 15;
+    c.options.lightgbm_rules = true;
+    c.options.categorical_fraction = 0.3;
+    c.options.extreme_cover_probability = 0.1;
+    c.options.seed = 7;
+    c.shap_rows = 64;
+    c.interaction_rows = 6;
+    c.name = "multiclass_lightgbm_rules";
+    cases.push_back(c);
+  }
+  {
+    ForestCase c;
+    c.options.max_depth = 9;
+    c.options.num_outputs = 4;
+    c.options.vector_leaves = true;
+    c.options.num_trees = 8;
+    c.options.extreme_cover_probability = 0.2;
+    c.options.seed = 9;
+    c.shap_rows = 64;
+    c.interaction_rows = 6;
+    c.name = "vector_leaves";
+    cases.push_back(c);
+  }
+  {
+    ForestCase c;
+    c.options.max_depth = 30;
+    c.options.num_trees = 3;
+    c.options.num_features = 60;
+    c.options.leaf_probability = 0.33;
+    c.options.extreme_cover_probability = 0.5;
+    c.options.seed = 31;
+    c.shap_rows = 32;
+    c.interaction_rows = 2;
+    c.name = "depth30_bushy_extreme";
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+TEST(QuadratureCpuTest, RandomForestsMatchTheReferenceUpToDepth30) {
+  ThreadPool pool(2);
+  for (const ForestCase& fc : RandomCases()) {
+    SCOPED_TRACE(fc.name);
+    ForestPtr f = MakeRandomForest(fc.options);
+    QuadratureModelPtr model = Build(f);
+    ASSERT_NE(model, nullptr);
+    const std::vector<float> x = MakeRandomRows(*f, fc.shap_rows, fc.options.seed + 1000, 0.1);
+    const std::vector<float> ref = ReferenceExplanation(*f, x, false, &pool, 0, 0, fc.shap_rows);
+    const std::vector<double> margins = Margins(*f, ref, fc.shap_rows);
+    const std::vector<float> got = Quadrature(*model, x, fc.shap_rows, false, &pool);
+    const Compared shap = Compare(*f, got, ref, margins, fc.shap_rows, false);
+    EXPECT_LE(shap.max_error, kTolerance) << "SHAP " << shap.ToString();
+
+    const int64_t ni = fc.interaction_rows;
+    const std::vector<float> iref = ReferenceExplanation(*f, x, true, &pool, 0, 0, ni);
+    const std::vector<float> igot = Quadrature(*model, x, ni, true, &pool);
+    const Compared inter = Compare(*f, igot, iref, margins, ni, true);
+    EXPECT_LE(inter.max_error, kTolerance) << "interactions " << inter.ToString();
+    std::printf("  %-28s max unique %2d  SHAP err %.2e  interactions err %.2e  (%s)\n",
+                fc.name.c_str(), model->max_unique, shap.max_error, inter.max_error,
+                model->Describe().c_str());
+  }
+}
+
+TEST(QuadratureCpuTest, IterationRangesAndDeterminism) {
+  RandomForestOptions options;
+  options.max_depth = 7;
+  options.num_outputs = 2;
+  options.num_trees = 24;
+  options.extreme_cover_probability = 0.2;
+  options.seed = 77;
+  ForestPtr f = MakeRandomForest(options);
+  QuadratureModelPtr model = Build(f);
+  ASSERT_NE(model, nullptr);
+  const int64_t rows = 40;
+  const std::vector<float> x = MakeRandomRows(*f, rows, 5);
+  ThreadPool pool(2);
+  for (bool interactions : {false, true}) {
+    const int64_t width = ExplainWidth(*f, interactions);
+    ExplainOptions o;
+    o.interactions = interactions;
+    o.iteration_begin = 3;
+    o.iteration_end = 9;
+    std::vector<float> got(rows * width), got2(rows * width), ref(rows * width);
+    ASSERT_TRUE(ExplainQuadratureCpu(*model, MakeRowsView(x.data(), rows, f->num_features), o,
+                                     MakeMatrixView(got.data(), rows, width), &pool)
+                    .ok());
+    ASSERT_TRUE(ExplainQuadratureCpu(*model, MakeRowsView(x.data(), rows, f->num_features), o,
+                                     MakeMatrixView(got2.data(), rows, width), nullptr)
+                    .ok());
+    ASSERT_TRUE(ExplainCpuReference(*f, MakeRowsView(x.data(), rows, f->num_features), o,
+                                    MakeMatrixView(ref.data(), rows, width), &pool)
+                    .ok());
+    EXPECT_EQ(got, got2) << "not deterministic";
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i]))) << i;
+    }
+  }
+  // Argument errors.
+  std::vector<float> out(10);
+  ExplainOptions bad;
+  bad.iteration_begin = 100;
+  EXPECT_FALSE(ExplainQuadratureCpu(*model, MakeRowsView(x.data(), 1, f->num_features), bad,
+                                    MakeMatrixView(out.data(), 1, 10), nullptr)
+                   .ok());
+}
+
+// The tree program (SHAP values and interactions by recursions per tree) against the per-path
+// kernels, which apply the same rules path by path, on forests with repeated features, categorical and
+// LightGBM rules, extreme skew and zero covers (children and parents: fractions of 0). Both are
+// double-precision rearrangements of one sum, so they agree far inside the spec; each row's
+// values are the same bits whether it is explained alone or inside a block of rows.
+TEST(QuadratureTreeProgramTest, MatchesThePerPathKernelWithZeroCovers) {
+  ThreadPool pool(2);
+  for (uint64_t seed : {11, 12, 13}) {
+    SCOPED_TRACE(seed);
+    RandomForestOptions options;
+    options.max_depth = 9;
+    options.num_trees = 12;
+    options.num_features = 6;
+    options.num_outputs = 2;
+    options.categorical_fraction = 0.2;
+    options.extreme_cover_probability = 0.2;
+    options.lightgbm_rules = seed == 13;
+    options.seed = seed;
+    Forest copy = *MakeRandomForest(options);
+    uint64_t state = seed;
+    for (Node& node : copy.nodes) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      if ((state >> 60) == 0) node.cover = 0;  // 1 node in 16
+    }
+    absl::StatusOr<ForestPtr> f = BuildForest(std::move(copy));
+    ASSERT_TRUE(f.ok()) << f.status();
+    QuadratureModelPtr model = Build(*f);
+    ASSERT_NE(model, nullptr);
+    ASSERT_NE(model->tree_program, nullptr);
+    ASSERT_FALSE(model->tree_program->trees.empty());
+    auto per_path = std::make_shared<QuadratureModel>(*model);
+    per_path->tree_program = nullptr;
+    const int64_t rows = 37;  // not a multiple of the kernel's blocks
+    const std::vector<float> x = MakeRandomRows(**f, rows, seed + 100, 0.1);
+    const std::vector<float> got = Quadrature(*model, x, rows, false, &pool);
+    const std::vector<float> path = Quadrature(*per_path, x, rows, false, &pool);
+    const std::vector<float> ref = ReferenceExplanation(**f, x, false, &pool, 0, 0, rows);
+    const std::vector<double> margins = Margins(**f, ref, rows);
+    const Compared vs_path = Compare(**f, got, path, margins, rows, false);
+    EXPECT_LE(vs_path.max_error, 1e-7) << "tree program vs per path " << vs_path.ToString();
+    const Compared vs_ref = Compare(**f, got, ref, margins, rows, false);
+    EXPECT_LE(vs_ref.max_error, kTolerance) << "tree program vs reference " << vs_ref.ToString();
+    // Interactions: the tree program's conditioned passes against the per-path kernel.
+    const int64_t ni = 13;
+    const std::vector<float> igot = Quadrature(*model, x, ni, true, &pool);
+    const std::vector<float> ipath = Quadrature(*per_path, x, ni, true, &pool);
+    const std::vector<float> iref = ReferenceExplanation(**f, x, true, &pool, 0, 0, ni);
+    const Compared ivs_path = Compare(**f, igot, ipath, margins, ni, true);
+    EXPECT_LE(ivs_path.max_error, 1e-7) << "interactions vs per path " << ivs_path.ToString();
+    const Compared ivs_ref = Compare(**f, igot, iref, margins, ni, true);
+    EXPECT_LE(ivs_ref.max_error, kTolerance) << "interactions vs reference " << ivs_ref.ToString();
+    for (bool interactions : {false, true}) {
+      const int64_t width = ExplainWidth(**f, interactions);
+      const std::vector<float>& batch = interactions ? igot : got;
+      for (int64_t r = 0; r < (interactions ? ni : rows); ++r) {
+        const std::vector<float> one(x.begin() + r * (*f)->num_features,
+                                     x.begin() + (r + 1) * (*f)->num_features);
+        const std::vector<float> alone = Quadrature(*model, one, 1, interactions, nullptr);
+        ASSERT_EQ(0, std::memcmp(alone.data(), batch.data() + r * width, width * sizeof(float)))
+            << "row " << r << " alone differs from the same row in a block";
+      }
+    }
+  }
+}
+
+// One caterpillar tree of `depth` distinct features: at every level one child is a leaf and the
+// other continues the spine with 1e-6 of the parent's cover (extreme skew). The deepest leaf has
+// value `deep_value`; base_margin = -deep_value, so rows that follow the whole spine have margin 0
+// (a base score cancelling the tree, as happens in real models) and the tolerance is absolute.
+ForestPtr CaterpillarForest(int depth, double deep_value) {
+  HandForest h(depth);
+  std::vector<Node> nodes;
+  double cover = 1e12;
+  for (int i = 0; i < depth; ++i) {
+    const double leaf_cover = cover * (1 - 1e-6);
+    const double next_cover = cover - leaf_cover;
+    const bool leaf_left = i % 2 == 0;
+    const int split = static_cast<int>(nodes.size());
+    const int leaf = split + 1, next = split + 2;
+    nodes.push_back(h.Split(i, 0.5f, leaf_left ? leaf : next, leaf_left ? next : leaf, cover));
+    nodes.push_back(h.Leaf((i % 2 == 0 ? 1.0 : -1.5) * (1 + 0.1 * i), leaf_cover));
+    cover = next_cover;
+  }
+  nodes.push_back(h.Leaf(deep_value, cover));
+  h.AddTree(nodes);
+  h.forest.base_margin = {-deep_value};
+  return h.Build();
+}
+
+// Exact int_0^1 prod_j (z_j + t d_j) dt over j != skip, independently of any quadrature: each
+// factor is z_j (1 - t) + o_j t, so the product in the Bernstein basis t^k (1 - t)^(m - k) has
+// non-negative coefficients (no cancellation), and int t^k (1 - t)^(m - k) dt = k! (m - k)! / (m + 1)!
+// -- the Shapley-weight sum by subset size, in long double.
+long double ExactIntegral(const std::vector<double>& z, const std::vector<double>& d, int skip) {
+  std::vector<long double> c(1, 1.0L);
+  for (size_t j = 0; j < z.size(); ++j) {
+    if (static_cast<int>(j) == skip) continue;
+    const long double zero = z[j], one = static_cast<long double>(z[j]) + d[j];
+    std::vector<long double> next(c.size() + 1, 0.0L);
+    for (size_t k = 0; k < c.size(); ++k) {
+      next[k] += c[k] * zero;
+      next[k + 1] += c[k] * one;
+    }
+    c.swap(next);
+  }
+  const int m = static_cast<int>(c.size()) - 1;
+  long double total = 0;
+  for (int k = 0; k <= m; ++k) {
+    long double beta = 1.0L / (m + 1);  // k! (m - k)! / (m + 1)! = 1 / ((m + 1) C(m, k))
+    for (int i = 1; i <= k; ++i) beta *= static_cast<long double>(i) / (m - k + i);
+    total += c[k] * beta;
+  }
+  return total;
+}
+
+TEST(QuadratureLeaveOneOutTest, PerPathWeightsOfDeepSkewedPaths) {
+  // 30 unique features, covers of 1e-6 or 1 - 1e-6 of the parent: the
+  // fixed 8-point rule (exact to degree 15) misses the Shapley weight sums by far more than 1e-5;
+  // the per-path rule is exact to rounding.
+  uint64_t state = 99;
+  double worst_fixed = 0, worst_grove = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n = 30;
+    std::vector<double> z(n), d(n);
+    for (int j = 0; j < n; ++j) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      // Mostly the row goes the low-cover way (z = 1e-6, o = 1: factor ~ t) or misses the
+      // high-cover way (z = 1 - 1e-6, o = 0: factor ~ 1 - t): integrands ~ t^a (1 - t)^b.
+      const double o = (state >> 50) % 2 ? 1.0 : 0.0;
+      const bool typical = (state >> 40) % 5 != 0;
+      z[j] = (o == 1.0) == typical ? 1e-6 : 1 - 1e-6;
+      d[j] = o - z[j];
+    }
+    std::vector<double> pre(n), acc(n);
+    for (int q : {8, QuadraturePoints(n)}) {
+      const GaussLegendreRule rule = GaussLegendre01(q);
+      QuadratureLeaveOneOut<0, double>(z.data(), d.data(), n, -1, rule.nodes.data(),
+                                       rule.weights.data(), q, pre.data(), acc.data());
+      for (int i = 0; i < n; ++i) {
+        const double exact = static_cast<double>(ExactIntegral(z, d, i));
+        if (exact < 1e-12) continue;  // negligible weights
+        const double rel = std::abs(acc[i] - exact) / exact;
+        (q == 8 ? worst_fixed : worst_grove) = std::max(q == 8 ? worst_fixed : worst_grove, rel);
+      }
+    }
+  }
+  std::printf("  per-path weight relative error, 30 features: fixed 8-point %.2e, Grove %.2e\n",
+              worst_fixed, worst_grove);
+  EXPECT_GT(worst_fixed, 1e-5);
+  EXPECT_LT(worst_grove, 1e-12);
+}
+
+TEST(QuadratureCpuTest, FixedEightPointRuleFailsOnDeepSkewedPathsWhereGroveIsExact) {
+  ThreadPool pool(2);
+  double worst_fixed = 0, worst_grove = 0;
+  auto check = [&](ForestPtr f, const std::vector<float>& x, int64_t rows, const char* name) {
+    QuadratureModelPtr model = Build(f);
+    ASSERT_NE(model, nullptr);
+    const std::vector<float> ref = ReferenceExplanation(*f, x, false, &pool, 0, 0, rows);
+    const std::vector<double> margins = Margins(*f, ref, rows);
+    const Compared grove = Compare(*f, Quadrature(*model, x, rows, false, &pool), ref, margins,
+                                   rows, false);
+    QuadratureModelPtr fixed = WithFixedRule(*model, 8);
+    const Compared eight = Compare(*f, Quadrature(*fixed, x, rows, false, &pool), ref, margins,
+                                   rows, false);
+    std::printf("  %-24s max unique %2d  Grove (Q = ceil(n/2) per path) err %.2e   fixed 8-point "
+                "err %.2e\n",
+                name, model->max_unique, grove.max_error, eight.max_error);
+    EXPECT_LE(grove.max_error, kTolerance) << name << " " << grove.ToString();
+    worst_fixed = std::max(worst_fixed, eight.max_error);
+    worst_grove = std::max(worst_grove, grove.max_error);
+  };
+  for (int depth : {24, 30}) {
+    ForestPtr f = CaterpillarForest(depth, 50.0);
+    // Row r follows the spine (the low-cover side at most levels) down to level r % (depth + 1),
+    // then leaves it: the rows that reach deep leaves have integrands of degree up to depth - 1
+    // with factors close to t.
+    const int64_t rows = 2 * (depth + 1);
+    std::vector<float> x(rows * depth);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int stop = static_cast<int>(r % (depth + 1));
+      for (int j = 0; j < depth; ++j) {
+        const bool next_is_right = j % 2 == 0;  // even levels: the leaf is the left child
+        const bool follow = j < stop || (r >= depth + 1 && j > stop);
+        x[r * depth + j] = (follow == next_is_right) ? 1.0f : 0.0f;
+      }
+    }
+    check(f, x, rows, depth == 24 ? "caterpillar depth 24" : "caterpillar depth 30");
+  }
+  RandomForestOptions options;
+  options.max_depth = 30;
+  options.num_trees = 4;
+  options.num_features = 60;
+  options.leaf_probability = 0.35;
+  options.extreme_cover_probability = 0.5;
+  options.seed = 2024;
+  ForestPtr f = MakeRandomForest(options);
+  check(f, MakeRandomRows(*f, 64, 3), 64, "random depth 30 extreme");
+  // The fixed rule is exact only up to degree 15: on these paths it misses the tolerance.
+  EXPECT_GT(worst_fixed, kTolerance) << "a fixed 8-point rule should fail here";
+  EXPECT_LE(worst_grove, kTolerance);
+}
+
+TEST(QuadratureCorpusTest, EveryCaseMatchesTheReference) {
+  const std::vector<std::string> dirs = testing::CorpusCaseDirs();
+  if (dirs.empty()) GTEST_SKIP() << "no corpus found";
+  ThreadPool pool(2);
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    if (!CheckExplainable(**f).ok()) continue;  // LightGBM linear trees: refused by every engine
+    QuadratureModelPtr model = Build(*f);
+    ASSERT_NE(model, nullptr);
+    const int64_t rows = std::min<int64_t>(c->rows, 200);
+    const std::vector<float> ref = ReferenceExplanation(**f, c->X, false, &pool, 0, 0, rows);
+    const std::vector<double> margins = Margins(**f, ref, rows);
+    const Compared shap = Compare(**f, Quadrature(*model, c->X, rows, false, &pool), ref, margins,
+                                  rows, false);
+    EXPECT_LE(shap.max_error, kTolerance) << "SHAP " << shap.ToString();
+    const int64_t ni = std::min<int64_t>(rows, 10);
+    const std::vector<float> iref = ReferenceExplanation(**f, c->X, true, &pool, 0, 0, ni);
+    const Compared inter = Compare(**f, Quadrature(*model, c->X, ni, true, &pool), iref, margins,
+                                   ni, true);
+    EXPECT_LE(inter.max_error, kTolerance) << "interactions " << inter.ToString();
+    std::printf("  %-32s SHAP err %.2e  interactions err %.2e  %s\n", c->name.c_str(),
+                shap.max_error, inter.max_error, model->Describe().c_str());
+  }
+}
+
+TEST(QuadratureStrategyTest, CpuStrategyRunsAndEstimates) {
+  RandomForestOptions options;
+  options.max_depth = 6;
+  options.seed = 3;
+  ForestPtr f = MakeRandomForest(options);
+  QuadratureModelPtr model = Build(f);
+  ASSERT_NE(model, nullptr);
+  ThreadPool pool(2);
+  absl::StatusOr<std::unique_ptr<QuadratureStrategy>> s = MakeQuadratureCpuStrategy(model, &pool);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->name(), "quadrature_cpu");
+  ExplainOptions o;
+  EXPECT_GT((*s)->EstimateSeconds(1000, o), (*s)->EstimateSeconds(10, o));
+  const int64_t rows = 16;
+  const std::vector<float> x = MakeRandomRows(*f, rows, 1);
+  std::vector<float> out(rows * ExplainWidth(*f, false));
+  RunInfo info;
+  ASSERT_TRUE((*s)->Run(MakeRowsView(x.data(), rows, f->num_features), o,
+                        MakeMatrixView(out.data(), rows, ExplainWidth(*f, false)), &info)
+                  .ok());
+  EXPECT_EQ(info.strategy, "quadrature_cpu");
+  const std::vector<float> ref = ReferenceExplanation(*f, x, false, nullptr, 0, 0, rows);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5) << i;
+  // Without CUDA (or a device) the GPU strategy is unavailable, cleanly.
+  if (gpu::VisibleGpuCount() == 0) {
+    EXPECT_FALSE(MakeQuadratureGpuStrategy(model).ok());
+  }
+  const std::vector<float> calibration = QuadratureCalibrationRows(*f, 8, 1);
+  EXPECT_EQ(calibration.size(), static_cast<size_t>(8 * f->num_features));
+  const std::vector<float> again = QuadratureCalibrationRows(*f, 8, 1);
+  EXPECT_EQ(0, std::memcmp(calibration.data(), again.data(), again.size() * sizeof(float)));
+  for (float v : calibration) EXPECT_FALSE(std::isinf(v));
+}
+
+TEST(QuadratureEngineTest, RegisteredAndForcedThroughTheEngine) {
+  RandomForestOptions options;
+  options.max_depth = 9;
+  options.num_outputs = 2;
+  options.num_trees = 12;
+  options.extreme_cover_probability = 0.2;
+  options.seed = 55;
+  ForestPtr f = MakeRandomForest(options);
+  ThreadPool pool(2);
+  const int64_t rows = 24;
+  const std::vector<float> x = MakeRandomRows(*f, rows, 4);
+  for (const char* name : {"quadrature_cpu", "quadrature_gpu"}) {
+    SCOPED_TRACE(name);
+    ExplainEngineOptions eo;
+    eo.strategy = name;
+    absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(f, eo, &pool);
+    if (std::string(name) == "quadrature_gpu" && gpu::VisibleGpuCount() == 0) {
+      EXPECT_FALSE(engine.ok()) << "quadrature_gpu without a GPU must be refused";
+      continue;
+    }
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_NE((*engine)->Describe().find(name), std::string::npos) << (*engine)->Describe();
+    for (bool interactions : {false, true}) {
+      const int64_t width = ExplainWidth(*f, interactions);
+      std::vector<float> out(rows * width);
+      ExplainOptions o;
+      o.interactions = interactions;
+      RunInfo info;
+      ASSERT_TRUE((*engine)->Explain(MakeRowsView(x.data(), rows, f->num_features), o,
+                                     MakeMatrixView(out.data(), rows, width), &info)
+                      .ok());
+      EXPECT_EQ(info.strategy, name);
+      const std::vector<float> ref = ReferenceExplanation(*f, x, interactions, &pool, 0, 0, rows);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_NEAR(out[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i]))) << i;
+      }
+    }
+  }
+  // "auto" lists the quadrature strategies beside the others.
+  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(f, {}, &pool);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<std::string> names = (*engine)->StrategyNames();
+  EXPECT_NE(std::find(names.begin(), names.end(), "quadrature_cpu"), names.end());
+}
+
+}  // namespace
+}  // namespace grove

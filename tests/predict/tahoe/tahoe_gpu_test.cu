@@ -1,0 +1,416 @@
+// Tahoe GPU engine against the CPU reference (PredictCpu), on the GPU: every strategy (direct,
+// shared data, shared forest, splitting shared forest with one and with many parts), every output
+// kind (margin, prediction, leaf ids), iteration ranges, every corpus case and seeded random forests
+// (categorical splits, LightGBM missing-value rules, multi-output and vector leaves, 16-byte nodes,
+// each rearrangement off). Margins within 1e-5 * max(1, |ref|), leaf ids exact. Both the host path
+// (several chunks) and the engine-level path (rows on the device). Each test skips itself without a
+// visible GPU. Label gpu.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/gpu/device_set.h"
+#include "core/model/loader.h"
+#include "core/predict/predict.h"
+#include "core/predict/predict_engine.h"
+#include "core/predict/tahoe/shape_trials.h"
+#include "core/predict/tahoe/tahoe_engine.h"
+#include "gtest/gtest.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/predict_reference.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+// Every GPU strategy, from the one name table (index 0 is the CPU).
+std::vector<std::string> GpuStrategies() {
+  std::vector<std::string> s;
+  for (int i = 1; i < kNumStrategies; ++i) s.push_back(StrategyName(i));
+  return s;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"
+
+std::string CacheDir() {
+  const std::string d = (std::filesystem::temp_directory_path() / "grove-tahoe-test-cache").string();
+  return d;
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+// Every strategy of `engine` (host path and device path) against PredictCpu.
+void CheckEngine(const TahoeEngine& engine, const Forest& f, const std::vector<float>& rows,
+                 const std::string& what, bool check_device_path = true) {
+  std::vector<PredictOptions> kinds = {Kind(OutputKind::kMargin), Kind(OutputKind::kPrediction),
+                                       Kind(OutputKind::kLeaf)};
+  if (f.num_iterations > 2) {
+    kinds.push_back(Kind(OutputKind::kPrediction, 1, f.num_iterations - 1));
+    kinds.push_back(Kind(OutputKind::kLeaf, 1, 0));
+  }
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  DeviceBuffer d_rows(rows.size() * 4);
+  ASSERT_EQ(cudaMemcpy(d_rows.p, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  for (const PredictOptions& o : kinds) {
+    const std::vector<float> want = ReferencePrediction(f, rows, o);
+    const int64_t width = PredictWidth(f, o);
+    for (const std::string& strategy : GpuStrategies()) {
+      SCOPED_TRACE(what + " strategy " + strategy + " kind " + OutputKindName(o.kind) + " range [" +
+                   std::to_string(o.iteration_begin) + "," + std::to_string(o.iteration_end) + ")");
+      std::vector<float> got(n * width, -777.0f);
+      RunInfo info;
+      absl::Status s = engine.PredictHost(MakeRowsView(rows.data(), n, f.num_features), o,
+                                          MakeMatrixView(got.data(), n, width), strategy, &info);
+      if (absl::IsFailedPrecondition(s)) continue;  // e.g. forest does not fit shared memory
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(info.strategy, strategy);
+      if (o.kind == OutputKind::kLeaf) {
+        EXPECT_EQ(got, want);
+      } else {
+        EXPECT_LE(MaxRelativeError(got, want), kTolerance);
+      }
+      if (!check_device_path) continue;
+      DeviceBuffer d_out(n * width * 4);
+      ASSERT_EQ(cudaMemset(d_out.p, 0xFF, n * width * 4), cudaSuccess);  // NaN poison
+      s = engine.PredictDevice(0, static_cast<const float*>(d_rows.p), n, f.num_features, o,
+                               static_cast<float*>(d_out.p), width, strategy, &info);
+      ASSERT_TRUE(s.ok()) << s;
+      std::vector<float> dev(n * width);
+      ASSERT_EQ(cudaMemcpy(dev.data(), d_out.p, n * width * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      // Same strategy, same grouping: bit-identical to the host path (deterministic).
+      EXPECT_EQ(0, std::memcmp(dev.data(), got.data(), n * width * 4)) << "device path differs";
+    }
+  }
+}
+
+std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOptions& o) {
+  TahoeEngineOptions opts = o;
+  opts.engine.calibration_cache_dir = CacheDir();
+  absl::StatusOr<std::unique_ptr<TahoeEngine>> e = TahoeEngine::Create(f, opts, nullptr);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Default engine, plus seven with small splitting parts, few shared-data groups, small chunks and
+// the tree-per-lane splitting kernel forced on (several parts, several chunks, the global
+// reduction), in its single and its paired layout, and row chunks of 32 rows (a partial last chunk),
+// of 4 rows with two rows per thread, of 128 rows in blocks of 1,024 threads (groups of four warps,
+// several outputs limited to 32 rows without a class-aware assignment), of 2 rows in blocks of 512
+// and of 8 rows with four rows per thread, and with the trees in parts (2 parts of 32-row chunks, 8
+// parts of 8 rows with four rows per thread; where the walks cannot split, the same shapes whole);
+// the forced variants alternate row chunk's level layout (tahoe_level.h) on and off.
+void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
+                 const TahoeFormatOptions& format = {}) {
+  const int row_chunks[] = {0, 32, 4 | kRowChunkPaired,
+                            128 | (2 << kRowChunkThreadsShift), 2 | (1 << kRowChunkThreadsShift),
+                            8 | kRowChunkQuad, 32 | (1 << kRowChunkPartsShift),
+                            8 | kRowChunkQuad | (3 << kRowChunkPartsShift)};
+  for (int variant = 0; variant < 8; ++variant) {
+    TahoeEngineOptions o;
+    o.format = format;
+    o.shape_trials = false;  // the host and device paths compared bit for bit (trials: below)
+    if (variant > 0) {
+      o.max_part_bytes = 3000;
+      o.shared_data_groups = 4;
+      o.max_chunk_rows = 100;
+      // The tree-per-lane kernel wherever it applies.
+      o.lanes = variant % 2 == 1 ? TahoeEngineOptions::Lanes::kOn : TahoeEngineOptions::Lanes::kOnPaired;
+      o.row_chunk = row_chunks[variant];
+      // Row chunk's walks from the roots on the level layout and on the depth-first nodes.
+      o.level_walk = variant % 2 == 1 ? TahoeEngineOptions::LevelWalk::kOn
+                                      : TahoeEngineOptions::LevelWalk::kOff;
+      o.probe = false;  // every knob above is forced; variant 0 exercises the probes
+    }
+    std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
+    ASSERT_NE(e, nullptr);
+    const char* labels[] = {"", " (small parts/chunks)", " (paired lanes)", " (128 rows, 1024 threads)",
+                            " (2 rows, 512 threads)", " (four rows per thread)", " (2 tree parts)",
+                            " (8 tree parts, four rows per thread)"};
+    CheckEngine(*e, *f, rows, what + labels[variant]);
+  }
+}
+
+TEST(TahoeGpuTest, CorpusMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::string> dirs = testing::CorpusCaseDirs();
+  if (dirs.empty()) GTEST_SKIP() << "no corpus found";
+  int cases = 0;
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    CheckForest(*f, c->X, c->name);
+    ++cases;
+  }
+  std::printf("%d corpus cases checked on the GPU\n", cases);
+}
+
+// A batch large enough to be split across every visible GPU (4,096 rows per GPU and more): each
+// GPU's share runs on its issuing thread (gpu::DeviceIssuers), the device list names them all, and
+// the answers are the reference's, from several callers at once.
+TEST(TahoeGpuTest, BatchesSplitAcrossGpusMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.seed = 77;
+  o.num_trees = 40;
+  o.max_depth = 7;
+  o.num_features = 20;
+  ForestPtr f = MakeRandomForest(o);
+  const int gpus = gpu::VisibleGpuCount();
+  const int64_t n = 4096 * gpus + 1000;
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 9, 0.1);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, TahoeEngineOptions{});
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->num_gpus(), gpus);
+  const PredictOptions margin = Kind(OutputKind::kMargin);
+  const std::vector<float> want = ReferencePrediction(*f, rows, margin);
+  std::vector<std::thread> callers;
+  std::vector<std::vector<float>> got(3, std::vector<float>(n, -777.0f));
+  std::vector<absl::Status> status(3);
+  std::vector<RunInfo> info(3);
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 5 && status[c].ok(); ++rep) {
+        status[c] = e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                                   MakeMatrixView(got[c].data(), n, 1), "row_chunk", &info[c]);
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  std::string devices = "cuda:0";
+  for (int d = 1; d < gpus; ++d) devices += "+" + std::to_string(d);
+  for (int c = 0; c < 3; ++c) {
+    ASSERT_TRUE(status[c].ok()) << status[c];
+    EXPECT_EQ(info[c].device, devices);
+    EXPECT_LE(MaxRelativeError(got[c], want), kTolerance);
+    EXPECT_EQ(got[c], got[0]);  // deterministic across callers
+  }
+}
+
+// Eight callers at once on a GPU's staging lanes (batches above and below the small lanes' slots,
+// two lanes forced so that callers wait for one), and rows and results in page-locked memory
+// (copied by DMA without staging; results into a strided matrix): every answer equals the
+// one-caller, pageable answer bit for bit.
+TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.seed = 91;
+  o.num_trees = 30;
+  o.max_depth = 6;
+  o.num_features = 12;
+  o.num_outputs = 3;
+  ForestPtr f = MakeRandomForest(o);
+  const int64_t n = 70000;  // above the small lanes' 65,536-row slots
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 5, 0.1);
+  TahoeEngineOptions eo;
+  eo.staging_lanes = 2;
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
+  ASSERT_NE(e, nullptr);
+  const PredictOptions margin = Kind(OutputKind::kMargin);
+  const int64_t K = f->num_outputs;
+  std::vector<float> want(n * K);
+  ASSERT_TRUE(e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                             MakeMatrixView(want.data(), n, K), "row_chunk", nullptr).ok());
+  EXPECT_LE(MaxRelativeError(want, ReferencePrediction(*f, rows, margin)), kTolerance);
+  const int64_t sizes[] = {n, 1, 100, 5000, n, 3, 65536, 777};
+  std::vector<std::vector<float>> got(8);
+  std::vector<absl::Status> status(8);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 8; ++c) {
+    got[c].assign(sizes[c] * K, -777.0f);
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 4 && status[c].ok(); ++rep) {
+        status[c] = e->PredictHost(MakeRowsView(rows.data(), sizes[c], f->num_features), margin,
+                                   MakeMatrixView(got[c].data(), sizes[c], K), "row_chunk", nullptr);
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int c = 0; c < 8; ++c) {
+    ASSERT_TRUE(status[c].ok()) << status[c];
+    EXPECT_TRUE(std::equal(got[c].begin(), got[c].end(), want.begin())) << "caller " << c;
+  }
+  // Pinned rows, pinned strided results.
+  std::vector<float> pinned_rows = rows;
+  const int64_t stride = K + 2;
+  std::vector<float> pinned_out(n * stride, -777.0f);
+  ASSERT_TRUE(gpu::PinHostRange(pinned_rows.data(), pinned_rows.size() * 4).ok());
+  ASSERT_TRUE(gpu::PinHostRange(pinned_out.data(), pinned_out.size() * 4).ok());
+  EXPECT_TRUE(gpu::IsPinnedHost(pinned_rows.data() + 5));
+  EXPECT_FALSE(gpu::IsPinnedHost(rows.data()));
+  const absl::Status st = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
+                                         MatrixView<float>{pinned_out.data(), n, K, stride},
+                                         "row_chunk", nullptr);
+  gpu::UnpinHostRange(pinned_rows.data());
+  gpu::UnpinHostRange(pinned_out.data());
+  ASSERT_TRUE(st.ok()) << st;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t k = 0; k < K; ++k) ASSERT_EQ(pinned_out[r * stride + k], want[r * K + k]) << r;
+    ASSERT_EQ(pinned_out[r * stride + K], -777.0f) << "wrote past the row's outputs";
+  }
+}
+
+TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (int shape = 0; shape < 8; ++shape) {
+    RandomForestOptions o;
+    o.seed = 100 + shape;
+    o.num_trees = 20 + 9 * shape;
+    o.max_depth = 4 + shape % 6;
+    o.num_features = 5 + 7 * shape;
+    o.categorical_fraction = shape % 3 == 1 ? 0.4 : 0.0;
+    o.lightgbm_rules = shape % 2 == 1;
+    o.num_outputs = shape >= 5 ? 3 : 1;
+    o.vector_leaves = shape == 7;
+    o.extreme_cover_probability = shape == 2 ? 0.3 : 0.0;
+    ForestPtr f = MakeRandomForest(o);
+    const std::vector<float> rows = MakeRandomRows(*f, 333, 7 + shape, 0.15);
+    TahoeFormatOptions format;
+    format.node_rearrangement = shape != 3;
+    format.tree_rearrangement = shape != 4;
+    format.force_wide_nodes = shape == 6;
+    CheckForest(f, rows, "random shape " + std::to_string(shape), format);
+  }
+}
+
+TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.num_trees = 50;
+  o.max_depth = 8;
+  o.num_features = 20;
+  ForestPtr f = MakeRandomForest(o);
+  TahoeEngineOptions eo;
+  eo.shape_trials = false;  // run to run identity from the first batch (see the next test)
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
+  ASSERT_NE(e, nullptr);
+  for (int64_t n : {1, 100, 5000}) {
+    const std::vector<float> rows = MakeRandomRows(*f, n, 3, 0.1);
+    const PredictOptions opt = Kind(OutputKind::kPrediction);
+    const std::vector<float> want = ReferencePrediction(*f, rows, opt);
+    std::vector<float> a(n), b(n);
+    RunInfo info;
+    ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
+                           MakeMatrixView(a.data(), n, 1), &info)
+                    .ok());
+    EXPECT_FALSE(info.strategy.empty());
+    EXPECT_NE(info.reason.find("selector"), std::string::npos) << info.reason;
+    std::printf("%lld rows: %s on %s (%s)\n", static_cast<long long>(n), info.strategy.c_str(),
+                info.device.c_str(), info.reason.c_str());
+    EXPECT_LE(MaxRelativeError(a, want), kTolerance);
+    ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
+                           MakeMatrixView(b.data(), n, 1), &info)
+                    .ok());
+    EXPECT_EQ(a, b);
+  }
+  // Through the generic interface too.
+  PredictEngineOptions po;
+  po.calibration_cache_dir = CacheDir();
+  po.strategy = "direct";
+  absl::StatusOr<std::unique_ptr<PredictEngine>> pe = PredictEngine::Create(f, po, nullptr);
+  ASSERT_TRUE(pe.ok()) << pe.status();
+  const std::vector<float> rows = MakeRandomRows(*f, 64, 5, 0.1);
+  std::vector<float> out(64);
+  RunInfo info;
+  ASSERT_TRUE((*pe)->Predict(MakeRowsView(rows.data(), 64, o.num_features),
+                             Kind(OutputKind::kMargin), MakeMatrixView(out.data(), 64, 1), &info)
+                  .ok());
+  EXPECT_EQ(info.strategy, "direct");
+  EXPECT_EQ(info.device.rfind("cuda:", 0), 0u);
+  EXPECT_LE(MaxRelativeError(out, ReferencePrediction(*f, rows, Kind(OutputKind::kMargin))), kTolerance);
+}
+
+// Shape trials (shape_trials.h): while the first batches of a size alternate between row chunk's
+// two near-equal shapes every result matches the reference; once decided, one shape runs and the
+// results are identical run to run.
+TEST(TahoeGpuTest, ShapeTrialsMatchTheReferenceAndSettle) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.num_trees = 300;
+  o.max_depth = 8;
+  o.num_features = 64;
+  ForestPtr f = MakeRandomForest(o);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, {});
+  ASSERT_NE(e, nullptr);
+  const PredictOptions opt = Kind(OutputKind::kMargin);
+  int trials = 0;
+  for (int64_t n : {2000, 6000, 20000}) {
+    const std::vector<float> rows = MakeRandomRows(*f, n, 7, 0.1);
+    const std::vector<float> want = ReferencePrediction(*f, rows, opt);
+    absl::StatusOr<StrategyChoice> plan = e->Plan(n, opt, false, "");
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const bool trial = plan->strategy == StrategyId::kRowChunk &&
+                       plan->costs[static_cast<int>(StrategyId::kRowChunk)].runner_up_groups != 0;
+    trials += trial;
+    std::vector<std::vector<float>> runs;
+    for (int run = 0; run < 2 * ShapeTrials::kDefaultRuns + 2; ++run) {
+      std::vector<float> out(n);
+      RunInfo info;
+      ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, o.num_features), opt,
+                             MakeMatrixView(out.data(), n, 1), &info)
+                      .ok());
+      EXPECT_LE(MaxRelativeError(out, want), kTolerance) << n << " rows, run " << run;
+      if (trial && run < 2) {
+        EXPECT_NE(info.reason.find("shape trial"), std::string::npos) << info.reason;
+      }
+      runs.push_back(std::move(out));
+    }
+    EXPECT_EQ(runs[runs.size() - 1], runs[runs.size() - 2]) << n << " rows";
+    std::printf("%lld rows: trial %d; %s\n", static_cast<long long>(n), trial ? 1 : 0,
+                plan->reason.c_str());
+  }
+  if (trials > 0) EXPECT_NE(e->Describe().find("shape trials: "), std::string::npos);
+  std::printf("%s\n", e->Describe().c_str());
+}
+
+TEST(TahoeGpuTest, CalibrationIsCachedAndSane) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<GpuHardwareParams> a = LoadOrCalibrateGpu(CacheDir(), 0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->Valid());
+  absl::StatusOr<GpuHardwareParams> b = LoadOrCalibrateGpu(CacheDir(), 0);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->Serialize(), b->Serialize());
+  std::printf("%s", a->Serialize().c_str());
+}
+
+TEST(TahoeGpuTest, BadInputsAreErrorsNotCrashes) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  ForestPtr f = MakeRandomForest(o);
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, {});
+  ASSERT_NE(e, nullptr);
+  std::vector<float> rows(10 * (o.num_features + 1));
+  std::vector<float> out(10);
+  EXPECT_FALSE(e->Predict(MakeRowsView(rows.data(), 10, o.num_features + 1),
+                          Kind(OutputKind::kMargin), MakeMatrixView(out.data(), 10, 1), nullptr)
+                   .ok());
+  EXPECT_FALSE(e->PredictHost(MakeRowsView(rows.data(), 10, o.num_features),
+                              Kind(OutputKind::kMargin), MakeMatrixView(out.data(), 10, 1),
+                              "no_such_strategy", nullptr)
+                   .ok());
+  // Zero rows is fine.
+  EXPECT_TRUE(e->Predict(MakeRowsView(rows.data(), 0, o.num_features), Kind(OutputKind::kMargin),
+                         MakeMatrixView(out.data(), 0, 1), nullptr)
+                  .ok());
+}
+
+}  // namespace
+}  // namespace grove
