@@ -6,6 +6,7 @@ DataFrame or an Arrow table has the columns `grove --output-header` names (a Dat
 input's index).
 """
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -27,9 +28,20 @@ def check_format(output_format: str, allowed=FORMATS):
     check_choice("output_format", output_format, allowed)
 
 
-def check_top_k(top_k):
-    if top_k is not None and top_k < 0:
-        raise ValueError(f"top_k must not be negative (got {top_k})")
+def check_top_k(top_k, interactions: bool = False):
+    """top_k is None (every feature's value) or a count of at least 1; not with interactions,
+    whose values a top-k of SHAP values would leave out."""
+    if top_k is None:
+        return
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(f"top_k must be an integer or None (got {top_k!r})")
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1 (got {top_k}); top_k=None gives every "
+                         "feature's SHAP value")
+    if interactions:
+        raise ValueError("top_k ranks SHAP values and interactions=True returns interaction "
+                         "values: ask for each in its own call (explain(X, top_k=k) and "
+                         "explain(X, interactions=True))")
 
 
 def resolved_format(output_format: str, source: str) -> str:
@@ -90,15 +102,6 @@ def top_k(values: np.ndarray, num_outputs: int, feature_names: Sequence[str], k:
     return TopFeatures(order, top_values, names, np.asarray(bias, dtype=np.float32))
 
 
-def interaction_row_sums(interactions: np.ndarray, num_outputs: int, num_features: int):
-    """SHAP values from interaction values (rows x K*(F+1)^2 -> rows x K*(F+1)): each row of every
-    matrix summed in double in index order, then rounded to float (groved's InteractionRowSums)."""
-    f1 = num_features + 1
-    m = interactions.reshape(-1, num_outputs, f1, f1).astype(np.float64)
-    # cumsum adds in index order, as the server's loop does (np.sum would add pairwise).
-    return np.cumsum(m, axis=-1)[..., -1].astype(np.float32).reshape(-1, num_outputs * f1)
-
-
 def arrow_columns(out: np.ndarray):
     """The columns of a result matrix as Arrow arrays (one copy, column-major)."""
     import pyarrow as pa
@@ -135,7 +138,9 @@ def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outp
 
 
 def explain_result(out: np.ndarray, interactions: bool, fmt: str, feature_names,
-                   num_outputs: int, index, data: Optional[np.ndarray]) -> Any:
+                   num_outputs: int, index, rows) -> Any:
+    """`rows`: the _input.Rows explained (their original values become a shap.Explanation's
+    data)."""
     f1 = len(feature_names) + 1
     k = num_outputs
     if fmt in ("pandas", "arrow"):
@@ -143,7 +148,9 @@ def explain_result(out: np.ndarray, interactions: bool, fmt: str, feature_names,
                                           out.shape[1])
         return _named(out, names, fmt, index)
     if fmt == "shap":
-        return _explanation(out, interactions, feature_names, k, data)
+        from . import _input
+        return _explanation(out, interactions, feature_names, k,
+                            _input.original_values(rows, feature_names))
     shape = (f1, f1) if interactions else (f1,)
     return out.reshape((out.shape[0],) + ((k,) if k > 1 else ()) + shape)
 
