@@ -12,20 +12,28 @@ other categories whenever it holds a subset of the model's, or another order.
 
 import numbers
 import sys
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 
-@dataclass
 class Rows:
-    """Rows ready for the engines."""
+    """Rows ready for the engines: `values` (n, F), float32 or float64, C-contiguous; `index`,
+    the index of a pandas result (a DataFrame's index, a Series' name), else None; `source`,
+    "numpy", "pandas" or "arrow" (the kind of result "auto" gives); `original`, the input as
+    given (for original_values)."""
 
-    values: np.ndarray  # (n, F), float32 or float64, C-contiguous
-    index: Any = None  # the DataFrame's index (pandas input), else None
-    source: str = "numpy"  # "numpy", "pandas" or "arrow"
-    original: Any = None  # the input as given (for original_values)
+    __slots__ = ("values", "_index", "source", "original")
+
+    def __init__(self, values: np.ndarray, index: Any = None, source: str = "numpy",
+                 original: Any = None):
+        self.values, self._index, self.source, self.original = values, index, source, original
+
+    @property
+    def index(self):
+        if callable(self._index):  # made when a result needs it: pandas takes ~10 us to
+            self._index = self._index()
+        return self._index
 
 
 class FrameLayouts:
@@ -75,9 +83,10 @@ def prepare(x, feature_names: Sequence[str], feature_types: Sequence[str],
         return Rows(_frame_values(x, feature_names, feature_types, categories, what,
                                   layouts or FrameLayouts()), x.index, "pandas", x)
     if pd is not None and isinstance(x, pd.Series):
-        index = pd.RangeIndex(1) if x.name is None else pd.Index([x.name])
-        return Rows(_record_values(dict(zip(x.index.tolist(), x.tolist())), feature_names,
-                                   feature_types, categories, what), index, "pandas", x)
+        return Rows(_series_values(x, feature_names, feature_types, categories, what,
+                                   layouts or FrameLayouts()),
+                    lambda: pd.RangeIndex(1) if x.name is None else pd.Index([x.name]), "pandas",
+                    x)
     if isinstance(x, Mapping):
         return Rows(_record_values(x, feature_names, feature_types, categories, what), None,
                     "numpy", x)
@@ -135,6 +144,19 @@ def _array_values(x, num_features: int, what: str) -> np.ndarray:
         return np.ascontiguousarray(x, dtype=np.float64)  # integers are exact in float64
     raise TypeError(f"{what} has dtype {x.dtype}; groveml takes float32, float64, integer or boolean "
                     "arrays (NaN = missing)")
+
+
+def _series_values(series, feature_names, feature_types, categories, what,
+                   layouts: FrameLayouts) -> np.ndarray:
+    """One row from a Series indexed by feature names: a Series of numbers as a row of a numeric
+    DataFrame, any other (object: numbers and labels) as a dict."""
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "fiub":
+        positions = layouts.positions(series.index.tolist(), feature_names, what)
+        values = series.to_numpy(dtype=np.float32 if dtype == np.float32 else np.float64)
+        return np.ascontiguousarray(values if positions is None else values[positions])[None]
+    return _record_values(dict(zip(series.index.tolist(), series.tolist())), feature_names,
+                          feature_types, categories, what)
 
 
 def _record_values(record: Mapping, feature_names, feature_types, categories,

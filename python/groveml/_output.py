@@ -6,6 +6,7 @@ DataFrame or an Arrow table has the columns `grove --output-header` names (a Dat
 input's index).
 """
 
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -108,28 +109,45 @@ def arrow_columns(out: np.ndarray):
     return [pa.array(c) for c in np.ascontiguousarray(out.T)]
 
 
-def top_result(top: TopFeatures, fmt: str, index):
+def top_result(top: TopFeatures, fmt: str, rows):
     if fmt == "pandas":
-        return top.to_frame(index)
+        return top.to_frame(rows.index)
     return top.to_arrow() if fmt == "arrow" else top
 
 
-def _named(out, names, fmt, index):
+@functools.lru_cache(maxsize=64)
+def column_names(feature_names: tuple, num_outputs: int, explain: bool, interactions: bool,
+                 kind: str, width: int) -> tuple:
+    """The names `grove --output-header` gives a result's columns (kept: a one-row call would
+    spend more on them than on its row)."""
+    return tuple(_core.result_column_names(list(feature_names), num_outputs, explain,
+                                           interactions, kind, width))
+
+
+@functools.lru_cache(maxsize=64)
+def _pandas_columns(names: tuple):
+    import pandas as pd
+    return pd.Index(names)  # inferring the type of the names costs ~30 us: done once
+
+
+def _named(out, names: tuple, fmt, index):
     """A result matrix as a DataFrame (with the input's index) or an Arrow table."""
     if fmt == "arrow":
         import pyarrow as pa
-        return pa.table(arrow_columns(out), names=names)
+        return pa.table(arrow_columns(out), names=list(names))
     import pandas as pd
-    return pd.DataFrame(out, columns=names, index=index)
+    # A copy of the kept Index: a caller may rename a result's columns in place.
+    return pd.DataFrame(out, columns=_pandas_columns(names).copy(), index=index)
 
 
-def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outputs: int, index):
+def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outputs: int, rows):
+    """`rows`: the _input.Rows predicted (a DataFrame result takes their index)."""
     if kind == "leaf":
         out = out.astype(np.int32)  # leaf ids, exact below 2^24
     if fmt in ("pandas", "arrow"):
-        names = _core.result_column_names(list(feature_names), num_outputs, False, False, kind,
-                                          out.shape[1])
-        return _named(out, names, fmt, index)
+        names = column_names(tuple(feature_names), num_outputs, False, False, kind,
+                             out.shape[1])
+        return _named(out, names, fmt, rows.index if fmt == "pandas" else None)
     if fmt == "shap":
         raise ValueError("output_format='shap' is for explain(); predict returns numpy or pandas")
     if out.shape[1] == 1 and kind != "leaf":
@@ -138,15 +156,15 @@ def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outp
 
 
 def explain_result(out: np.ndarray, interactions: bool, fmt: str, feature_names,
-                   num_outputs: int, index, rows) -> Any:
-    """`rows`: the _input.Rows explained (their original values become a shap.Explanation's
-    data)."""
+                   num_outputs: int, rows) -> Any:
+    """`rows`: the _input.Rows explained (a DataFrame result takes their index, a
+    shap.Explanation their original values as its data)."""
     f1 = len(feature_names) + 1
     k = num_outputs
     if fmt in ("pandas", "arrow"):
-        names = _core.result_column_names(list(feature_names), k, True, interactions, "prediction",
-                                          out.shape[1])
-        return _named(out, names, fmt, index)
+        names = column_names(tuple(feature_names), k, True, interactions, "prediction",
+                             out.shape[1])
+        return _named(out, names, fmt, rows.index if fmt == "pandas" else None)
     if fmt == "shap":
         from . import _input
         return _explanation(out, interactions, feature_names, k,

@@ -165,7 +165,7 @@ class Client:
         return _output.predict_result(out, kind, _output.resolved_format(output_format,
                                                                          rows.source),
                                       self.feature_names(model, version), meta.num_outputs,
-                                      rows.index)
+                                      rows)
 
     # ---- explanation ----------------------------------------------------------------------------
 
@@ -238,11 +238,10 @@ class Client:
             top = _output.TopFeatures(features, top_v, top_names,
                                       bias if bias is not None else np.zeros(meta.num_outputs,
                                                                              np.float32))
-            return _output.top_result(top, fmt, rows.index)
+            return _output.top_result(top, fmt, rows)
         parts = inter if interactions else values
         out = np.concatenate(parts) if parts else np.empty((0, width), np.float32)
-        return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows.index,
-                                      rows)
+        return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows)
 
 
 def _from_matrix(m) -> np.ndarray:

@@ -117,7 +117,7 @@ class Model:
         rows = self.rows(X)
         out = self.predict_matrix(rows, kind, iteration_range, progress)
         return _output.predict_result(out, kind, _output.resolved_format(output_format, rows.source),
-                                      self.feature_names, self.num_outputs, rows.index)
+                                      self.feature_names, self.num_outputs, rows)
 
     def predict_matrix(self, rows: "_input.Rows", kind: str = "prediction",
                        iteration_range: Tuple[int, int] = (0, 0), progress: bool = False):
@@ -172,9 +172,9 @@ class Model:
         fmt = _output.resolved_format(output_format, rows.source)
         if top_k is not None:
             top = _output.top_k(out, self.num_outputs, self.feature_names, top_k)
-            return _output.top_result(top, fmt, rows.index)
+            return _output.top_result(top, fmt, rows)
         return _output.explain_result(out, interactions, fmt, self.feature_names, self.num_outputs,
-                                      rows.index, rows)
+                                      rows)
 
     def explain_matrix(self, rows: "_input.Rows", interactions: bool = False,
                        method: Optional[str] = None, background=None,

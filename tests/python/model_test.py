@@ -131,6 +131,8 @@ def test_pandas_columns_by_name(models):
     assert (got.index == df.index).all()
     assert_bitwise(got.to_numpy(), want)
     assert_bitwise(model.explain(shuffled, output_format="numpy"), want)
+    got.columns.name = "renamed"  # a result's columns are its own
+    assert model.explain(shuffled).columns.name is None
     pred = model.predict(shuffled)
     assert list(pred.columns) == ["prediction"]
     assert_bitwise(pred.to_numpy()[:, 0], model.predict(x))
