@@ -31,7 +31,7 @@ class Rows:
 
     @property
     def index(self):
-        if callable(self._index):  # made when a result needs it: pandas takes ~10 us to
+        if callable(self._index):  # made when a result needs it (a one-label Index: ~10 us)
             self._index = self._index()
         return self._index
 
@@ -47,8 +47,8 @@ class FrameLayouts:
         self._positions = {}
 
     def positions(self, columns: list, feature_names: Sequence[str], what: str):
-        """The column of each feature (an int array), or None when they are the first columns in
-        the model's order. Raises as _check_columns does."""
+        """The column of each feature (an int array), or None when the columns are the features
+        in the model's order and nothing else. Raises as _check_columns does."""
         key = tuple(columns)
         try:
             return self._positions[key]
@@ -58,7 +58,7 @@ class FrameLayouts:
         _check_columns(names, feature_names, what)
         where = {c: i for i, c in enumerate(names)}
         positions = np.array([where[n] for n in feature_names], dtype=np.intp)
-        if (positions == np.arange(len(feature_names))).all():
+        if len(names) == len(feature_names) and (positions == np.arange(len(names))).all():
             positions = None
         if len(self._positions) >= self.MOST:
             self._positions.clear()

@@ -521,8 +521,8 @@ def test_single_rows(models, categorical_frames, tmp_path):
     model = groveml.Model(path)
     df = pd.DataFrame(x[:5], columns=model.feature_names)
     want = model.explain(x[3:4])
-    for row in (x[3], df.iloc[3], df.iloc[3][::-1], dict(df.iloc[3]),
-                {**df.iloc[3].to_dict(), "customer": "c-17"}):
+    for row in (x[3], df.iloc[3], df.iloc[3][::-1], df.assign(label=1.0).iloc[3],
+                dict(df.iloc[3]), {**df.iloc[3].to_dict(), "customer": "c-17"}):
         got = model.explain(row, output_format="numpy")
         assert_bitwise(got, want, type(row).__name__)
         assert_bitwise(model.predict(row, output_format="numpy"), model.predict(x[3:4]))
@@ -571,6 +571,7 @@ def test_frames_of_every_column_type_match_numpy(models):
         "float32": base.astype(np.float32),
         "int and bool": base.astype({"income": np.int64, "debt": bool}),
         "reordered with extras": base[names[::-1]].assign(label=1, note="x"),
+        "numeric extras after the features": base.assign(label=1.0, weight=2),
         "nullable": base.astype({"income": "Int64", "debt": "boolean", "age": "Float64"}),
     }
     for what, frame in frames.items():
