@@ -34,6 +34,12 @@ class ShippedModel:
         state["driver_model"] = None
         return state
 
+    def __eq__(self, other):
+        return isinstance(other, ShippedModel) and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
+
     def __dask_tokenize__(self):
         return self.key
 
@@ -57,7 +63,7 @@ def shipped_model(model, device: Optional[str], threads: int,
 class Spec:
     """What a worker computes: picklable, shipped with the task."""
 
-    model: ShippedModel = field(compare=False, hash=False)
+    model: ShippedModel
     operation: str = "explain"  # "explain" or "predict"
     kind: str = "prediction"  # predict
     interactions: bool = False  # explain
