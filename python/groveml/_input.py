@@ -182,9 +182,14 @@ def _record_values(record: Mapping, feature_names, feature_types, categories,
                 f" in one row the number {value!r} could be a category or a code; give a one-row "
                 "DataFrame with a categorical column, or the row as an array of codes")
     try:
-        return np.array([row], dtype=np.float64)
+        values = np.array([row], dtype=np.float64)
+        if values.shape == (1, len(feature_names)):
+            return values
     except (TypeError, ValueError):
         pass
+    if any(hasattr(v, "__len__") and not isinstance(v, str) for v in row):
+        raise TypeError(f"{what} is a dict of one row, {{feature: value}}; it holds sequences "
+                        "(columns?): give several rows as a DataFrame (pandas.DataFrame(d))")
     import pandas as pd
     frame = pd.DataFrame({n: [v] for n, v in zip(feature_names, row)}, dtype=object)
     frame = frame.infer_objects()

@@ -302,6 +302,8 @@ def test_bad_input_is_a_clear_error(models):
         model.explain(x[None])
     with pytest.raises(ValueError, match=r"lacks the model's features \['rate'\]"):
         model.predict({n: 1.0 for n in model.feature_names[:-1]})
+    with pytest.raises(TypeError, match="dict of one row"):
+        model.predict({n: [1.0, 2.0] for n in model.feature_names})
     with pytest.raises(TypeError, match="dtype"):
         model.explain(np.array([["a"] * 6]))
     with pytest.raises(TypeError, match="Arrow type string"):
