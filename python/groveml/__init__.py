@@ -1,8 +1,10 @@
 """groveml: Grove's exact tree-ensemble predictions and SHAP explanations from Python.
 
-  groveml.Model(path)             the engines inside this process (numpy, pandas, Arrow in)
+  groveml.Model(path)             the engines inside this process (numpy, pandas, Arrow in; one
+                                  row as a 1-D array, Series or dict); picklable
+  groveml.Model.from_booster(b)   the same from a live XGBoost / LightGBM model, without a file
   groveml.Client("host:port")     the same calls against a running groved
-  groveml.explain_spark / predict_spark   Spark DataFrames, through mapInArrow
+  groveml.explain_spark / predict_spark   Spark DataFrames, through mapInArrow (the model sent)
   groveml.explain_dask / predict_dask     Dask DataFrames, through map_partitions
 
 docs/python.md has the details and examples.

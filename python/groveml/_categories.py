@@ -13,7 +13,6 @@ categorical column then gives its own category codes, as older XGBoost versions 
 """
 
 import json
-import os
 from typing import Dict, List, Sequence
 
 import numpy as np
@@ -21,26 +20,9 @@ import numpy as np
 from . import _ubjson
 
 
-def read_categories(path: str, fmt: str, feature_names: Sequence[str],
-                    feature_types: Sequence[str]) -> Dict[str, list]:
-    """{feature name: categories in code order} for the model file at `path` (`fmt` as
-    Model.format names it: xgboost-json, xgboost-ubjson, lightgbm-text)."""
-    if fmt == "xgboost-json":
-        if "c" not in feature_types:
-            return {}  # a model without categorical features: no need to parse the file here
-        with open(path, "rb") as f:
-            return xgboost_categories(json.load(f), feature_names)
-    if fmt == "xgboost-ubjson":
-        if "c" not in feature_types:
-            return {}
-        with open(path, "rb") as f:
-            return xgboost_categories(_ubjson.loads(f.read()), feature_names)
-    if fmt == "lightgbm-text":
-        return lightgbm_categories(_tail(path), feature_names)
-    return {}
-
-
 def categories_from_bytes(data: bytes, fmt: str, feature_names, feature_types) -> Dict[str, list]:
+    """{feature name: categories in code order} for the model file's bytes (`fmt` as Model.format
+    names it: xgboost-json, xgboost-ubjson, lightgbm-text)."""
     if fmt == "xgboost-json":
         return xgboost_categories(json.loads(data), feature_names) if "c" in feature_types else {}
     if fmt == "xgboost-ubjson":
@@ -78,14 +60,6 @@ def xgboost_categories(doc, feature_names) -> Dict[str, list]:
         else:
             out[name] = values
     return out
-
-
-def _tail(path: str, size: int = 1 << 20) -> str:
-    """The end of a LightGBM model file, where pandas_categorical is written."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - size))
-        return f.read().decode("utf-8", "replace")
 
 
 def lightgbm_categories(tail: str, feature_names) -> Dict[str, list]:

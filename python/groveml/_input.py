@@ -10,57 +10,113 @@ refused where the model's categories are not known (categories=None): its own co
 other categories whenever it holds a subset of the model's, or another order.
 """
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+import numbers
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 
-@dataclass
 class Rows:
-    """Rows ready for the engines."""
+    """Rows ready for the engines: `values` (n, F), float32 or float64, C-contiguous; `index`,
+    the index of a pandas result (a DataFrame's index, a Series' name), else None; `source`,
+    "numpy", "pandas" or "arrow" (the kind of result "auto" gives); `original`, the input as
+    given (for original_values)."""
 
-    values: np.ndarray  # (n, F), float32 or float64, C-contiguous
-    index: Any = None  # the DataFrame's index (pandas input), else None
-    source: str = "numpy"  # "numpy", "pandas" or "arrow"
+    __slots__ = ("values", "_index", "source", "original")
+
+    def __init__(self, values: np.ndarray, index: Any = None, source: str = "numpy",
+                 original: Any = None):
+        self.values, self._index, self.source, self.original = values, index, source, original
+
+    @property
+    def index(self):
+        if callable(self._index):  # made when a result needs it (a one-label Index: ~10 us)
+            self._index = self._index()
+        return self._index
 
 
-def _is_pandas(x):
-    pd = _module("pandas")
-    return pd is not None and isinstance(x, pd.DataFrame)
+class FrameLayouts:
+    """Where a model's features are among a frame's columns, kept per column list (a bounded
+    number of them): a service that sends frames of the same columns has them matched by name
+    once, not on every call."""
 
+    MOST = 64
 
-def _is_arrow(x):
-    pa = _module("pyarrow")
-    return pa is not None and isinstance(x, (pa.Table, pa.RecordBatch))
+    def __init__(self):
+        self._positions = {}
 
-
-def _module(name):
-    """An optional dependency if it is already imported or importable, else None."""
-    import importlib
-    import sys
-    if name in sys.modules:
-        return sys.modules[name]
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
+    def positions(self, columns: list, feature_names: Sequence[str], what: str):
+        """The column of each feature (an int array), or None when the columns are the features
+        in the model's order and nothing else. Raises as _check_columns does."""
+        key = tuple(columns)
+        try:
+            return self._positions[key]
+        except KeyError:
+            pass
+        names = [str(c) for c in columns]
+        _check_columns(names, feature_names, what)
+        where = {c: i for i, c in enumerate(names)}
+        positions = np.array([where[n] for n in feature_names], dtype=np.intp)
+        if len(names) == len(feature_names) and (positions == np.arange(len(names))).all():
+            positions = None
+        if len(self._positions) >= self.MOST:
+            self._positions.clear()
+        self._positions[key] = positions
+        return positions
 
 
 def prepare(x, feature_names: Sequence[str], feature_types: Sequence[str],
-            categories: Optional[Dict[str, list]], what: str = "X") -> Rows:
-    """Rows of `x` (numpy array, pandas DataFrame, pyarrow Table or RecordBatch) for a model with
-    these features. `categories`: {feature: the model's categories in code order} (empty: the model
-    stores none), or None where they are not known, and categorical columns are then refused.
-    Raises ValueError (shapes, missing columns) or TypeError (column types) naming what is wrong,
-    and `what` the input is ("X", "background")."""
-    if _is_pandas(x):
-        return Rows(_frame_values(x, feature_names, feature_types, categories, what), x.index,
-                    "pandas")
-    if _is_arrow(x):
+            categories: Optional[Dict[str, list]], what: str = "X",
+            layouts: Optional[FrameLayouts] = None) -> Rows:
+    """Rows of `x` (numpy array, pandas DataFrame, pyarrow Table or RecordBatch; one row as a
+    1-D array, a pandas Series or a dict {feature: value}) for a model with these features.
+    `categories`: {feature: the model's categories in code order} (empty: the model stores none),
+    or None where they are not known, and categorical columns are then refused. `layouts`: the
+    caller's cache of frame layouts. Raises ValueError (shapes, missing columns) or TypeError
+    (column types) naming what is wrong, and `what` the input is ("X", "background")."""
+    if isinstance(x, np.ndarray):
+        return Rows(_array_values(x, len(feature_names), what), None, "numpy", x)
+    # A DataFrame, a Series or an Arrow table exists only where its library is imported already.
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(x, pd.DataFrame):
+        return Rows(_frame_values(x, feature_names, feature_types, categories, what,
+                                  layouts or FrameLayouts()), x.index, "pandas", x)
+    if pd is not None and isinstance(x, pd.Series):
+        return Rows(_series_values(x, feature_names, feature_types, categories, what,
+                                   layouts or FrameLayouts()),
+                    lambda: pd.RangeIndex(1) if x.name is None else pd.Index([x.name]), "pandas",
+                    x)
+    if isinstance(x, Mapping):
+        return Rows(_record_values(x, feature_names, feature_types, categories, what), None,
+                    "numpy", x)
+    pa = sys.modules.get("pyarrow")
+    if pa is not None and isinstance(x, (pa.Table, pa.RecordBatch)):
         return Rows(_arrow_values(x, feature_names, feature_types, categories, what), None,
-                    "arrow")
-    return Rows(_array_values(x, len(feature_names), what), None, "numpy")
+                    "arrow", x)
+    return Rows(_array_values(x, len(feature_names), what), None, "numpy", x)
+
+
+def original_values(rows: Rows, feature_names: Sequence[str]) -> np.ndarray:
+    """The input's feature values as it gave them, (rows, F) in the model's order: category labels
+    and booleans as they are (an object array where the columns' types differ), as shap's
+    TreeExplainer puts a DataFrame's `values` in Explanation.data."""
+    x = rows.original
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(x, pd.DataFrame):
+        where = {str(c): i for i, c in enumerate(x.columns)}
+        return x.iloc[:, [where[n] for n in feature_names]].to_numpy()
+    if pd is not None and isinstance(x, pd.Series):
+        x = dict(zip(map(str, x.index.tolist()), x.tolist()))
+    if isinstance(x, Mapping):
+        row = [x[n] for n in feature_names]
+        numeric = all(isinstance(v, (numbers.Real, type(None))) for v in row)
+        return np.array([row], dtype=np.float64 if numeric else object)
+    pa = sys.modules.get("pyarrow")
+    if pa is not None and isinstance(x, (pa.Table, pa.RecordBatch)):
+        return x.select(list(feature_names)).to_pandas().to_numpy()
+    x = np.asarray(x)
+    return x.reshape(1, -1) if x.ndim == 1 else x
 
 
 def _array_values(x, num_features: int, what: str) -> np.ndarray:
@@ -68,11 +124,16 @@ def _array_values(x, num_features: int, what: str) -> np.ndarray:
         if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
             x = np.asarray(x)
         else:
-            raise TypeError(f"{what} must be a numpy array, a pandas DataFrame or a pyarrow Table / "
-                            f"RecordBatch (got {type(x).__name__})")
+            raise TypeError(f"{what} must be a numpy array, a pandas DataFrame or Series, a dict "
+                            f"or a pyarrow Table / RecordBatch (got {type(x).__name__})")
+    if x.ndim == 1:
+        if x.shape[0] != num_features:
+            raise ValueError(f"{what} is one row of {x.shape[0]} values (a 1-D array); the model "
+                             f"has {num_features} features")
+        x = x.reshape(1, -1)
     if x.ndim != 2:
-        raise ValueError(f"{what} must be 2-D (rows x {num_features} features); got shape {x.shape}"
-                         + (f"; for one row use {what}.reshape(1, -1)" if x.ndim == 1 else ""))
+        raise ValueError(f"{what} must be 2-D (rows x {num_features} features), or 1-D for one "
+                         f"row; got shape {x.shape}")
     if x.shape[1] != num_features:
         raise ValueError(f"{what} has {x.shape[1]} columns, the model has {num_features} features")
     if x.dtype == np.float32:
@@ -83,6 +144,56 @@ def _array_values(x, num_features: int, what: str) -> np.ndarray:
         return np.ascontiguousarray(x, dtype=np.float64)  # integers are exact in float64
     raise TypeError(f"{what} has dtype {x.dtype}; groveml takes float32, float64, integer or boolean "
                     "arrays (NaN = missing)")
+
+
+def _series_values(series, feature_names, feature_types, categories, what,
+                   layouts: FrameLayouts) -> np.ndarray:
+    """One row from a Series indexed by feature names: a Series of numbers as a row of a numeric
+    DataFrame, any other (object: numbers and labels) as a dict."""
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "fiub":
+        positions = layouts.positions(series.index.tolist(), feature_names, what)
+        values = series.to_numpy(dtype=np.float32 if dtype == np.float32 else np.float64)
+        return np.ascontiguousarray(values if positions is None else values[positions])[None]
+    return _record_values(dict(zip(series.index.tolist(), series.tolist())), feature_names,
+                          feature_types, categories, what)
+
+
+def _record_values(record: Mapping, feature_names, feature_types, categories,
+                   what: str) -> np.ndarray:
+    """One row from {feature name: value}: numbers (None and NaN missing) as a DataFrame's
+    numeric column (category codes for a categorical feature), strings of a categorical feature
+    as its category labels; a number for a feature whose categories are numbers is refused (a
+    category or a code?). Other keys are ignored, as a DataFrame's other columns."""
+    missing = [n for n in feature_names if n not in record]
+    if missing:
+        names = [str(k) for k in record]
+        if any(n in names for n in missing):  # keys that are not strings (a Series of ints)
+            record = dict(zip(names, record.values()))
+        else:
+            _check_columns(names, feature_names, what)
+    row = [record[n] for n in feature_names]
+    for name, value in zip(feature_names, row):
+        known = (categories or {}).get(name)
+        if known and isinstance(value, numbers.Real) and not isinstance(value, bool) and \
+                value == value and all(isinstance(c, numbers.Real) for c in known):
+            raise TypeError(
+                f"feature {name!r} is categorical and its categories are numbers ({_short(known)}):"
+                f" in one row the number {value!r} could be a category or a code; give a one-row "
+                "DataFrame with a categorical column, or the row as an array of codes")
+    try:
+        values = np.array([row], dtype=np.float64)
+        if values.shape == (1, len(feature_names)):
+            return values
+    except (TypeError, ValueError):
+        pass
+    if any(hasattr(v, "__len__") and not isinstance(v, str) for v in row):
+        raise TypeError(f"{what} is a dict of one row, {{feature: value}}; it holds sequences "
+                        "(columns?): give several rows as a DataFrame (pandas.DataFrame(d))")
+    import pandas as pd
+    frame = pd.DataFrame({n: [v] for n, v in zip(feature_names, row)}, dtype=object)
+    frame = frame.infer_objects()
+    return _frame_values(frame, feature_names, feature_types, categories, what, FrameLayouts())
 
 
 def _check_columns(columns: List[str], feature_names: Sequence[str], what: str):
@@ -138,28 +249,59 @@ def _category_codes(values, name: str, feature_type: Optional[str],
     return out
 
 
-def _frame_values(df, feature_names, feature_types, categories, what) -> np.ndarray:
+def _numeric_frame_dtype(df):
+    """float32 when every column of df is a numpy float32 column, float64 when every column is
+    a numpy number or boolean, else None. Read from pandas' blocks (one dtype per block, few per
+    frame) rather than df.dtypes, which builds a Series on every call (about 15 us, the whole
+    budget of a one-row call); a pandas without blocks takes the general path."""
+    blocks = getattr(getattr(df, "_mgr", None), "blocks", None)
+    if blocks is None:
+        return None
+    all_f32 = True
+    for block in blocks:
+        dtype = block.dtype
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
+            return None
+        all_f32 = all_f32 and dtype == np.float32
+    return np.float32 if all_f32 else np.float64
+
+
+def _frame_values(df, feature_names, feature_types, categories, what,
+                  layouts: FrameLayouts) -> np.ndarray:
+    positions = layouts.positions(df.columns.tolist(), feature_names, what)
+    dtype = _numeric_frame_dtype(df)
+    if dtype is not None:
+        # Numbers and booleans only: one conversion of the whole frame, then the features.
+        values = df.to_numpy(dtype=dtype)
+        return np.ascontiguousarray(values if positions is None else values[:, positions])
     import pandas as pd
-    columns = [str(c) for c in df.columns]
-    _check_columns(columns, feature_names, what)
-    position = {c: i for i, c in enumerate(columns)}
+    if positions is None:
+        positions = np.arange(len(feature_names))
     types = list(feature_types) if len(feature_types) == len(feature_names) else [None] * len(
         feature_names)
-    series = [df.iloc[:, position[n]] for n in feature_names]
-    all_f32 = all(s.dtype == np.float32 for s in series)
-    out = np.empty((len(df), len(feature_names)), dtype=np.float32 if all_f32 else np.float64)
-    for j, (name, s) in enumerate(zip(feature_names, series)):
-        dtype = s.dtype
+    dtypes = df.dtypes.tolist()
+    numeric, recoded = [], []
+    for j, (name, p) in enumerate(zip(feature_names, positions)):
+        dtype = dtypes[p]
         if isinstance(dtype, pd.CategoricalDtype):
-            out[:, j] = _category_codes(s, name, types[j], categories)
+            recoded.append(j)
         elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-            out[:, j] = s.to_numpy(dtype=out.dtype, na_value=np.nan)
+            numeric.append(j)
         elif types[j] == "c" and (categories is None or name in categories) and (
                 pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)):
-            out[:, j] = _category_codes(s, name, types[j], categories)
+            recoded.append(j)
         else:
             raise TypeError(f"column {name!r} has dtype {dtype}; groveml takes numeric, boolean or "
                             "categorical columns (NaN / NA = missing)")
+    all_f32 = not recoded and all(dtypes[positions[j]] == np.float32 for j in numeric)
+    out = np.empty((len(df), len(feature_names)), dtype=np.float32 if all_f32 else np.float64)
+    if numeric:
+        # Every numeric column in one conversion (nullable ones: NA becomes NaN).
+        out[:, numeric] = df.iloc[:, positions[numeric]].to_numpy(dtype=out.dtype,
+                                                                  na_value=np.nan)
+    for j in recoded:  # each categorical column against its own categories
+        out[:, j] = _category_codes(df.iloc[:, positions[j]], feature_names[j], types[j],
+                                    categories)
     return out
 
 

@@ -6,6 +6,8 @@ DataFrame or an Arrow table has the columns `grove --output-header` names (a Dat
 input's index).
 """
 
+import functools
+import numbers
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -27,9 +29,20 @@ def check_format(output_format: str, allowed=FORMATS):
     check_choice("output_format", output_format, allowed)
 
 
-def check_top_k(top_k):
-    if top_k is not None and top_k < 0:
-        raise ValueError(f"top_k must not be negative (got {top_k})")
+def check_top_k(top_k, interactions: bool = False):
+    """top_k is None (every feature's value) or a count of at least 1; not with interactions,
+    whose values a top-k of SHAP values would leave out."""
+    if top_k is None:
+        return
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(f"top_k must be an integer or None (got {top_k!r})")
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1 (got {top_k}); top_k=None gives every "
+                         "feature's SHAP value")
+    if interactions:
+        raise ValueError("top_k ranks SHAP values and interactions=True returns interaction "
+                         "values: ask for each in its own call (explain(X, top_k=k) and "
+                         "explain(X, interactions=True))")
 
 
 def resolved_format(output_format: str, source: str) -> str:
@@ -90,43 +103,51 @@ def top_k(values: np.ndarray, num_outputs: int, feature_names: Sequence[str], k:
     return TopFeatures(order, top_values, names, np.asarray(bias, dtype=np.float32))
 
 
-def interaction_row_sums(interactions: np.ndarray, num_outputs: int, num_features: int):
-    """SHAP values from interaction values (rows x K*(F+1)^2 -> rows x K*(F+1)): each row of every
-    matrix summed in double in index order, then rounded to float (groved's InteractionRowSums)."""
-    f1 = num_features + 1
-    m = interactions.reshape(-1, num_outputs, f1, f1).astype(np.float64)
-    # cumsum adds in index order, as the server's loop does (np.sum would add pairwise).
-    return np.cumsum(m, axis=-1)[..., -1].astype(np.float32).reshape(-1, num_outputs * f1)
-
-
 def arrow_columns(out: np.ndarray):
     """The columns of a result matrix as Arrow arrays (one copy, column-major)."""
     import pyarrow as pa
     return [pa.array(c) for c in np.ascontiguousarray(out.T)]
 
 
-def top_result(top: TopFeatures, fmt: str, index):
+def top_result(top: TopFeatures, fmt: str, rows):
     if fmt == "pandas":
-        return top.to_frame(index)
+        return top.to_frame(rows.index)
     return top.to_arrow() if fmt == "arrow" else top
 
 
-def _named(out, names, fmt, index):
+@functools.lru_cache(maxsize=64)
+def column_names(feature_names: tuple, num_outputs: int, explain: bool, interactions: bool,
+                 kind: str, width: int) -> tuple:
+    """The names `grove --output-header` gives a result's columns (kept: a one-row call would
+    spend more on them than on its row)."""
+    return tuple(_core.result_column_names(list(feature_names), num_outputs, explain,
+                                           interactions, kind, width))
+
+
+@functools.lru_cache(maxsize=64)
+def _pandas_columns(names: tuple):
+    import pandas as pd
+    return pd.Index(names)  # inferring the type of the names costs ~30 us: done once
+
+
+def _named(out, names: tuple, fmt, index):
     """A result matrix as a DataFrame (with the input's index) or an Arrow table."""
     if fmt == "arrow":
         import pyarrow as pa
-        return pa.table(arrow_columns(out), names=names)
+        return pa.table(arrow_columns(out), names=list(names))
     import pandas as pd
-    return pd.DataFrame(out, columns=names, index=index)
+    # A copy of the kept Index: a caller may rename a result's columns in place.
+    return pd.DataFrame(out, columns=_pandas_columns(names).copy(), index=index)
 
 
-def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outputs: int, index):
+def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outputs: int, rows):
+    """`rows`: the _input.Rows predicted (a DataFrame result takes their index)."""
     if kind == "leaf":
         out = out.astype(np.int32)  # leaf ids, exact below 2^24
     if fmt in ("pandas", "arrow"):
-        names = _core.result_column_names(list(feature_names), num_outputs, False, False, kind,
-                                          out.shape[1])
-        return _named(out, names, fmt, index)
+        names = column_names(tuple(feature_names), num_outputs, False, False, kind,
+                             out.shape[1])
+        return _named(out, names, fmt, rows.index if fmt == "pandas" else None)
     if fmt == "shap":
         raise ValueError("output_format='shap' is for explain(); predict returns numpy or pandas")
     if out.shape[1] == 1 and kind != "leaf":
@@ -135,15 +156,19 @@ def predict_result(out: np.ndarray, kind: str, fmt: str, feature_names, num_outp
 
 
 def explain_result(out: np.ndarray, interactions: bool, fmt: str, feature_names,
-                   num_outputs: int, index, data: Optional[np.ndarray]) -> Any:
+                   num_outputs: int, rows) -> Any:
+    """`rows`: the _input.Rows explained (a DataFrame result takes their index, a
+    shap.Explanation their original values as its data)."""
     f1 = len(feature_names) + 1
     k = num_outputs
     if fmt in ("pandas", "arrow"):
-        names = _core.result_column_names(list(feature_names), k, True, interactions, "prediction",
-                                          out.shape[1])
-        return _named(out, names, fmt, index)
+        names = column_names(tuple(feature_names), k, True, interactions, "prediction",
+                             out.shape[1])
+        return _named(out, names, fmt, rows.index if fmt == "pandas" else None)
     if fmt == "shap":
-        return _explanation(out, interactions, feature_names, k, data)
+        from . import _input
+        return _explanation(out, interactions, feature_names, k,
+                            _input.original_values(rows, feature_names))
     shape = (f1, f1) if interactions else (f1,)
     return out.reshape((out.shape[0],) + ((k,) if k > 1 else ()) + shape)
 

@@ -1,7 +1,10 @@
-"""One Model per worker process for the Spark and Dask helpers: loaded on a worker's first batch and
-kept for every later batch and task of that process (Spark reuses its Python workers; Dask keeps its
-worker processes), so a job loads each model once per worker instead of once per batch."""
+"""One Model per worker process for the Spark and Dask helpers. The helpers send the model itself
+(its bytes and options, as a Model pickles) with the tasks; a worker builds its engines on its first
+batch and keeps them for every later batch and task of that process (Spark reuses its Python
+workers; Dask keeps its worker processes), found again by the bytes' digest, so a job builds each
+model once per worker instead of once per task."""
 
+import hashlib
 import os
 import sys
 import threading
@@ -12,17 +15,55 @@ from .model import Model
 
 _models = {}
 _lock = threading.Lock()
-loads = 0  # models loaded by this process (tests check that a job loads once per worker)
+loads = 0  # models built by this process (tests check that a job builds once per worker)
+
+
+class ShippedModel:
+    """A Model as the helpers send it: its bytes, where they came from, and the engine options of
+    the workers; `key` names it in a worker's cache. The driver's Model itself is not sent."""
+
+    def __init__(self, model: Model, device: str, threads: int, strategy: str):
+        self.data = model._bytes
+        self.source = model.path
+        self.device, self.threads, self.strategy = device, int(threads), strategy
+        self.key = (hashlib.sha256(self.data).hexdigest(), device, int(threads), strategy)
+        self.driver_model = model
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["driver_model"] = None
+        return state
+
+    def __eq__(self, other):
+        return isinstance(other, ShippedModel) and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __dask_tokenize__(self):
+        return self.key
+
+
+def shipped_model(model, device: Optional[str], threads: int,
+                  strategy: Optional[str]) -> ShippedModel:
+    """What the workers get for `model`: a groveml.Model (device and strategy default to its
+    own), a live XGBoost / LightGBM model, or the path of a model file, read here on the driver
+    (device and strategy default to "auto")."""
+    if not isinstance(model, Model):
+        if isinstance(model, (str, os.PathLike)):
+            model = Model(model_file(os.fspath(model)), device="cpu", threads=1)
+        else:
+            model = Model.from_booster(model, device="cpu", threads=1)
+        device = device or "auto"
+        strategy = strategy or "auto"
+    return ShippedModel(model, device or model.device, threads, strategy or model.strategy)
 
 
 @dataclass(frozen=True)
 class Spec:
     """What a worker computes: picklable, shipped with the task."""
 
-    model_path: str
-    device: str = "auto"
-    threads: int = 1
-    strategy: str = "auto"
+    model: ShippedModel
     operation: str = "explain"  # "explain" or "predict"
     kind: str = "prediction"  # predict
     interactions: bool = False  # explain
@@ -34,9 +75,9 @@ class Spec:
 
 
 def model_file(path: str) -> str:
-    """`path`, or, when no such file is here and Spark is running, the file of that name shipped
-    with SparkContext.addFile (SparkFiles.get), so that executors without shared storage find the
-    model the driver sent them."""
+    """`path`, or, when no such file is here and Spark is running, the file of that name added
+    with SparkContext.addFile (SparkFiles.get), which the driver reads (the workers get its
+    bytes with the tasks)."""
     if os.path.exists(path) or "pyspark" not in sys.modules:
         return path
     try:
@@ -48,14 +89,19 @@ def model_file(path: str) -> str:
 
 
 def worker_model(spec: Spec) -> Model:
+    """This process's Model of spec.model: the driver's own where the task runs on the driver
+    with its options, else built from the bytes on the process's first call and kept."""
     global loads
-    key = (spec.model_path, spec.device, spec.threads, spec.strategy)
+    shipped = spec.model
+    own = shipped.driver_model
+    if own is not None and (own.device, own.threads, own.strategy) == shipped.key[1:]:
+        return own
     with _lock:
-        model = _models.get(key)
+        model = _models.get(shipped.key)
         if model is None:
-            model = Model(model_file(spec.model_path), device=spec.device, threads=spec.threads,
-                          strategy=spec.strategy)
-            _models[key] = model
+            model = Model.from_bytes(shipped.data, shipped.device, shipped.threads,
+                                     shipped.strategy, source=shipped.source)
+            _models[shipped.key] = model
             loads += 1
     return model
 
@@ -69,34 +115,37 @@ def compute(spec: Spec, model: Model, table):
                                 spec.output_space, spec.iteration_range)
 
 
-def explain_spec(model_path, interactions=False, method=None, background=None,
+def explain_spec(model, interactions=False, method=None, background=None,
                  output_space="margin", iteration_range=(0, 0), batch_rows=65536,
-                 device="auto", threads=1, strategy="auto") -> Spec:
-    return Spec(str(model_path), device, int(threads), strategy, "explain",
-                interactions=bool(interactions), method=method, output_space=output_space,
-                iteration_range=tuple(iteration_range), batch_rows=int(batch_rows),
-                background=background)
+                 device=None, threads=1, strategy=None) -> Spec:
+    shipped = shipped_model(model, device, threads, strategy)
+    if background is None:
+        background = shipped.driver_model._background
+    return Spec(shipped, "explain", interactions=bool(interactions), method=method,
+                output_space=output_space, iteration_range=tuple(iteration_range),
+                batch_rows=int(batch_rows), background=background)
 
 
-def predict_spec(model_path, kind="prediction", iteration_range=(0, 0), batch_rows=65536,
-                 device="auto", threads=1, strategy="auto") -> Spec:
-    return Spec(str(model_path), device, int(threads), strategy, "predict", kind=kind,
+def predict_spec(model, kind="prediction", iteration_range=(0, 0), batch_rows=65536,
+                 device=None, threads=1, strategy=None) -> Spec:
+    return Spec(shipped_model(model, device, threads, strategy), "predict", kind=kind,
                 iteration_range=tuple(iteration_range), batch_rows=int(batch_rows))
 
 
-def result_columns(spec: Spec, empty_input, existing, name):
-    """On the driver, before the job: loads the model (a bad file fails here), checks the input's
-    columns with an empty frame of them (missing features, bad types fail here), and returns the
-    result's column names (`name` applied to each name `grove --output-header` gives), refusing
-    names the input already has."""
+def result_columns(spec: Spec, empty_input, existing, prefix: str):
+    """On the driver, before the job: checks the input's columns with an empty frame of them
+    (missing features, bad types fail here), and returns the result's column names: `prefix` and
+    the names `grove --output-header` gives, a dot made an underscore (`shap_out0_f1`: a dot is a
+    struct field access in Spark SQL, and one naming serves Spark and Dask); names the input
+    already has are refused."""
     from . import _core
-    model = worker_model(spec)
+    model = spec.model.driver_model
     model.rows(empty_input)
     if spec.operation == "predict":
         width = model._engine.predict_width(spec.kind, *spec.iteration_range)
     else:
         width = model._engine.explain_width(spec.interactions)
-    names = [name(n) for n in _core.result_column_names(
+    names = [prefix + n.replace(".", "_") for n in _core.result_column_names(
         model.feature_names, model.num_outputs, spec.operation == "explain", spec.interactions,
         spec.kind, width)]
     clash = sorted(set(names) & set(map(str, existing)))

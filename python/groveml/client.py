@@ -165,7 +165,7 @@ class Client:
         return _output.predict_result(out, kind, _output.resolved_format(output_format,
                                                                          rows.source),
                                       self.feature_names(model, version), meta.num_outputs,
-                                      rows.index)
+                                      rows)
 
     # ---- explanation ----------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class Client:
                              "groveml.Model")
         _output.check_choice("method", method, METHODS)
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
-        _output.check_top_k(top_k)
+        _output.check_top_k(top_k, interactions)
         rows = self._rows(model, version, X, categories)
         meta = self.metadata(model, version)
         names = self.feature_names(model, version)
@@ -227,7 +227,7 @@ class Client:
                 top_values.append(np.asarray(response.top.values, np.float32).reshape(shape))
         fmt = _output.resolved_format(output_format, rows.source)
         if top_k is not None:
-            if top_k == 0 or n == 0:
+            if n == 0:
                 empty = np.zeros((n, meta.num_outputs, 0))
                 top_features, top_values = [empty.astype(np.int32)], [empty.astype(np.float32)]
             features = np.concatenate(top_features)
@@ -238,11 +238,10 @@ class Client:
             top = _output.TopFeatures(features, top_v, top_names,
                                       bias if bias is not None else np.zeros(meta.num_outputs,
                                                                              np.float32))
-            return _output.top_result(top, fmt, rows.index)
+            return _output.top_result(top, fmt, rows)
         parts = inter if interactions else values
         out = np.concatenate(parts) if parts else np.empty((0, width), np.float32)
-        return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows.index,
-                                      rows.values if fmt == "shap" else None)
+        return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows)
 
 
 def _from_matrix(m) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Bulk predictions and explanations of a Dask DataFrame, through map_partitions.
 
-Each worker process loads the model once (groveml._workers); a partition is computed in batches of
+The model travels with the tasks (its bytes, as a pickled groveml.Model); each worker process builds
+its engines once (groveml._workers); a partition is computed in batches of
 `batch_rows` rows, so the engines' memory is bounded by one batch, and the result is the partition's
 columns followed by the SHAP (or prediction) columns.
 """
@@ -12,32 +13,36 @@ import numpy as np
 from . import _workers
 
 
-def explain_dask(ddf, model_path: str, interactions: bool = False, method: Optional[str] = None,
+def explain_dask(ddf, model, interactions: bool = False, method: Optional[str] = None,
                  background=None, output_space: str = "margin",
                  iteration_range: Tuple[int, int] = (0, 0), prefix: str = "shap_",
-                 batch_rows: int = 65536, device: str = "auto", threads: int = 1,
-                 strategy: str = "auto"):
-    """ddf with SHAP columns appended: `prefix` + the names `grove explain --output-header` gives
-    (float32). model_path: a model file every worker can read. Other arguments as
-    groveml.Model.explain; threads: engine threads per task (Dask runs tasks on its own threads)."""
-    return _map(ddf, _workers.explain_spec(model_path, interactions, method, background,
+                 batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
+                 strategy: Optional[str] = None):
+    """ddf with SHAP columns appended (float32), named as explain_spark names them: `prefix` + the
+    names `grove explain --output-header` gives, a dot made an underscore (`shap_out0_f1`).
+    model: a groveml.Model (sent to the workers with the tasks), a live XGBoost / LightGBM model,
+    or the path of a model file read here. device and strategy: the workers' (default: the
+    Model's own, "auto" for a path); threads: engine threads per task (Dask runs tasks on its own
+    threads); background: default the Model's. Other arguments as groveml.Model.explain."""
+    return _map(ddf, _workers.explain_spec(model, interactions, method, background,
                                            output_space, iteration_range, batch_rows, device,
                                            threads, strategy), prefix)
 
 
-def predict_dask(ddf, model_path: str, kind: str = "prediction",
+def predict_dask(ddf, model, kind: str = "prediction",
                  iteration_range: Tuple[int, int] = (0, 0), prefix: str = "",
-                 batch_rows: int = 65536, device: str = "auto", threads: int = 1,
-                 strategy: str = "auto"):
-    """ddf with prediction columns appended (names as `grove predict --output-header`)."""
-    return _map(ddf, _workers.predict_spec(model_path, kind, iteration_range, batch_rows, device,
+                 batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
+                 strategy: Optional[str] = None):
+    """ddf with prediction columns appended (names as `grove predict --output-header`, after
+    `prefix`). model and the other arguments as explain_dask's."""
+    return _map(ddf, _workers.predict_spec(model, kind, iteration_range, batch_rows, device,
                                            threads, strategy), prefix)
 
 
 def _map(ddf, spec, prefix):
     import pandas as pd
     meta = ddf._meta
-    names = _workers.result_columns(spec, meta, meta.columns, lambda n: prefix + n)
+    names = _workers.result_columns(spec, meta, meta.columns, prefix)
     dtype = np.int32 if spec.operation == "predict" and spec.kind == "leaf" else np.float32
     out_meta = pd.concat([meta, pd.DataFrame(np.empty((0, len(names)), dtype), columns=names,
                                              index=meta.index)], axis=1)

@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _categories, _core, _input, _output
+from . import _boosters, _categories, _core, _input, _output
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
@@ -18,7 +18,8 @@ KINDS = ("prediction", "margin", "leaf")
 class Model:
     """A tree ensemble (XGBoost JSON / UBJSON, LightGBM text) loaded into Grove's engines.
 
-    Model(path, device="auto", threads=0, strategy="auto", background=None)
+    Model(path, device="auto", threads=0, strategy="auto", background=None);
+    Model.from_booster(booster, ...) for a live XGBoost / LightGBM model; Model.from_bytes(data).
 
     device: "auto" runs on a GPU when this build has the CUDA engines and one is visible, "cpu"
     never does, "cuda" requires one. threads: CPU threads (0 = one per core). strategy: the
@@ -27,44 +28,69 @@ class Model:
     method="interventional".
 
     Every call gives the numbers `grove predict` / `grove explain` give for the same rows, bit for
-    bit; the engines run without the GIL, so threads may call one Model concurrently.
+    bit; the engines run without the GIL, so threads may call one Model concurrently. A Model
+    pickles as its model bytes and options (it keeps the bytes it was built from).
     """
 
     def __init__(self, path, device: str = "auto", threads: int = 0, strategy: str = "auto",
-                 background=None, _engine=None, _categories_map=None):
-        if _engine is None:
-            path = os.fspath(path)
-            _engine = _core.Engine.load(path, device, int(threads), strategy)
-        self._engine = _engine
-        self.path = path
+                 background=None):
+        if _boosters.library(path) is not None:
+            raise TypeError(f"groveml.Model(path) takes a model file; for a live "
+                            f"{type(path).__name__} use groveml.Model.from_booster(obj)")
+        path = os.fspath(path)
+        with open(path, "rb") as f:
+            data = f.read()
+        self._load(data, path, device, threads, strategy, background)
+
+    def _load(self, data: bytes, source: str, device, threads, strategy, background):
+        """Builds the engines from the bytes of a model file; the bytes are kept, since a pickled
+        Model is re-created from them (the file may be gone or changed by then)."""
+        engine = _core.Engine.from_bytes(data, source, device, int(threads), strategy)
+        self._bytes = data
+        self._engine = engine
+        self.path = source
         self.device = device
-        self.feature_names = list(_engine.feature_names)
-        self.feature_types = list(_engine.feature_types)
-        self.num_features = _engine.num_features
-        self.num_outputs = _engine.num_outputs
-        self.num_trees = _engine.num_trees
-        self.num_iterations = _engine.num_iterations
-        self.format = _engine.format
-        self.objective = _engine.objective
-        self.link = _engine.link
-        if _categories_map is None:
-            _categories_map = _categories.read_categories(path, self.format, self.feature_names,
-                                                          self.feature_types)
-        self.categories = _categories_map
+        self.threads = int(threads)
+        self.strategy = strategy
+        self.feature_names = list(engine.feature_names)
+        self.feature_types = list(engine.feature_types)
+        self.num_features = engine.num_features
+        self.num_outputs = engine.num_outputs
+        self.num_trees = engine.num_trees
+        self.num_iterations = engine.num_iterations
+        self.format = engine.format
+        self.objective = engine.objective
+        self.link = engine.link
+        self.categories = _categories.categories_from_bytes(data, self.format, self.feature_names,
+                                                            self.feature_types)
         self._background = background
         self._interventional = None  # (key, _core.Interventional): the last background's engine
         self._lock = threading.Lock()
+        self._frames = _input.FrameLayouts()
 
     @classmethod
     def from_bytes(cls, data: bytes, device: str = "auto", threads: int = 0,
                    strategy: str = "auto", background=None, source: str = "<bytes>"):
-        """A model from the bytes of a model file (e.g. shipped to Spark executors)."""
-        engine = _core.Engine.from_bytes(bytes(data), source, device, int(threads), strategy)
-        cats = _categories.categories_from_bytes(bytes(data), engine.format,
-                                                 list(engine.feature_names),
-                                                 list(engine.feature_types))
-        return cls(source, device, threads, strategy, background, _engine=engine,
-                   _categories_map=cats)
+        """A model from the bytes of a model file (XGBoost JSON / UBJSON, LightGBM text)."""
+        model = cls.__new__(cls)
+        model._load(bytes(data), source, device, threads, strategy, background)
+        return model
+
+    @classmethod
+    def from_booster(cls, booster, device: str = "auto", threads: int = 0,
+                     strategy: str = "auto", background=None):
+        """A model from a live xgboost.Booster, XGBClassifier / XGBRegressor / XGBRanker, a
+        lightgbm.Booster or LGBMClassifier / LGBMRegressor / LGBMRanker, through the bytes the
+        library saves (XGBoost's UBJSON, LightGBM's model text), without a file: the same model
+        as the file the library would save. Other arguments as Model(path)."""
+        data, source = _boosters.model_bytes(booster)
+        return cls.from_bytes(data, device, threads, strategy, background, source)
+
+    def __reduce__(self):
+        # Re-created from the model's bytes and options: picklable to Spark, Dask and joblib
+        # workers; the engines are rebuilt where it is unpickled (the GPU there, if any).
+        return (_restore, (self._bytes, self.path, self.device, self.threads, self.strategy,
+                           self._background))
 
     def __repr__(self):
         return (f"groveml.Model({self.path!r}, {self.format}, {self.num_features} features, "
@@ -80,7 +106,8 @@ class Model:
 
     def predict(self, X, kind: str = "prediction", iteration_range: Tuple[int, int] = (0, 0),
                 output_format: str = "auto", progress: bool = False):
-        """Predictions of the rows of X (numpy, pandas, pyarrow).
+        """Predictions of the rows of X (numpy, pandas, pyarrow; one row as a 1-D array, a pandas
+        Series or a dict {feature: value}).
 
         kind: "prediction" (transformed: probabilities, ...), "margin" or "leaf" (leaf ids).
         Returns (rows,) for one column, (rows, columns) otherwise (leaf ids as int32), or a
@@ -90,7 +117,7 @@ class Model:
         rows = self.rows(X)
         out = self.predict_matrix(rows, kind, iteration_range, progress)
         return _output.predict_result(out, kind, _output.resolved_format(output_format, rows.source),
-                                      self.feature_names, self.num_outputs, rows.index)
+                                      self.feature_names, self.num_outputs, rows)
 
     def predict_matrix(self, rows: "_input.Rows", kind: str = "prediction",
                        iteration_range: Tuple[int, int] = (0, 0), progress: bool = False):
@@ -125,10 +152,12 @@ class Model:
                 method: Optional[str] = None, background=None, output_space: str = "margin",
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
                 progress: bool = False):
-        """SHAP values of the rows of X (numpy, pandas, pyarrow).
+        """SHAP values of the rows of X (numpy, pandas, pyarrow; one row as a 1-D array, a pandas
+        Series or a dict {feature: value}).
 
-        interactions: SHAP interaction values instead. top_k: only the k features with the
-        largest |SHAP value| per row (a TopFeatures, or a DataFrame / Arrow table).
+        interactions: SHAP interaction values instead. top_k: only the k >= 1 features with the
+        largest |SHAP value| per row (a TopFeatures, or a DataFrame / Arrow table); not with
+        interactions (a ValueError: ask for each in its own call).
         method: "path_dependent" (the trees' covers; default) or "interventional" (over
         `background`, or the Model's; a background alone implies it), output_space: "margin",
         "probability" or "probability_linearized" (interventional only).
@@ -136,18 +165,16 @@ class Model:
         ...; bias last), a DataFrame / Arrow table (DataFrame / Arrow input, or output_format=
         "pandas" / "arrow"), or a shap.Explanation (output_format="shap")."""
         _output.check_format(output_format)
-        _output.check_top_k(top_k)
+        _output.check_top_k(top_k, interactions)
         rows = self.rows(X)
         out = self.explain_matrix(rows, interactions, method, background, output_space,
                                   iteration_range, progress)
         fmt = _output.resolved_format(output_format, rows.source)
         if top_k is not None:
-            values = (_output.interaction_row_sums(out, self.num_outputs, self.num_features)
-                      if interactions else out)
-            top = _output.top_k(values, self.num_outputs, self.feature_names, top_k)
-            return _output.top_result(top, fmt, rows.index)
+            top = _output.top_k(out, self.num_outputs, self.feature_names, top_k)
+            return _output.top_result(top, fmt, rows)
         return _output.explain_result(out, interactions, fmt, self.feature_names, self.num_outputs,
-                                      rows.index, rows.values if fmt == "shap" else None)
+                                      rows)
 
     def explain_matrix(self, rows: "_input.Rows", interactions: bool = False,
                        method: Optional[str] = None, background=None,
@@ -205,7 +232,8 @@ class Model:
     def rows(self, X, what: str = "X") -> "_input.Rows":
         """X as the engines take it (see groveml._input): raises ValueError / TypeError naming
         a missing column, a wrong shape or an unusable type (of `what`)."""
-        return _input.prepare(X, self.feature_names, self.feature_types, self.categories, what)
+        return _input.prepare(X, self.feature_names, self.feature_types, self.categories, what,
+                              self._frames)
 
     def chunk_rows(self, width: int) -> int:
         return _core.chunk_rows(self.num_features, width)
@@ -224,6 +252,10 @@ class Model:
         if bar is not None:
             bar.close()
         return out
+
+
+def _restore(data, source, device, threads, strategy, background):
+    return Model.from_bytes(data, device, threads, strategy, background, source)
 
 
 def _range(iteration_range: Sequence[int]):

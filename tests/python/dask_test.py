@@ -53,3 +53,26 @@ def test_predict_and_interventional_dask(cluster, models):
                    model.explain(x, background=bg, output_space="probability_linearized"))
     with pytest.raises(ValueError, match="lacks the model's features"):
         groveml.explain_dask(ddf.drop(columns=["age"]), path)
+
+
+def test_model_objects_are_sent(cluster, models):
+    """A groveml.Model and a live Booster travel with the tasks, built once per worker; the
+    columns are named as explain_spark names them (a dot made an underscore)."""
+    pd = need("pandas")
+    dd = need("dask.dataframe")
+    lgb = need("lightgbm")
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path, background=x[:20])
+    ddf = dd.from_pandas(pd.DataFrame(x, columns=model.feature_names), npartitions=4)
+    out = groveml.explain_dask(ddf, model).compute()
+    names = [n for n in out.columns if n.startswith("shap_")]
+    assert names[0] == "shap_out0_f0" and names[-1] == "shap_out2_bias"
+    assert_bitwise(out[names].to_numpy(), model.explain(x).reshape(len(x), -1))
+    lgb_path, lx = models["lgb_reg"]
+    booster = lgb.Booster(model_file=lgb_path)
+    lmodel = groveml.Model(lgb_path)
+    lddf = dd.from_pandas(pd.DataFrame(lx, columns=lmodel.feature_names), npartitions=3)
+    out = groveml.predict_dask(lddf, booster).compute()
+    assert_bitwise(out["prediction"].to_numpy(), lmodel.predict(lx))
+    builds = cluster.run(lambda: __import__("groveml._workers", fromlist=["loads"]).loads)
+    assert all(n <= 5 for n in builds.values()), builds  # one per model and options

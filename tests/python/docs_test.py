@@ -17,7 +17,7 @@ def blocks():
 
 def test_python_md_examples_run(tmp_path, monkeypatch):
     for module in ("pandas", "shap", "matplotlib", "pyspark", "dask.dataframe", "distributed",
-                   "grpc"):
+                   "grpc", "xgboost"):
         need(module)
     import groved_harness as h
     groved = need_binary("GROVED")

@@ -131,6 +131,8 @@ def test_pandas_columns_by_name(models):
     assert (got.index == df.index).all()
     assert_bitwise(got.to_numpy(), want)
     assert_bitwise(model.explain(shuffled, output_format="numpy"), want)
+    got.columns.name = "renamed"  # a result's columns are its own
+    assert model.explain(shuffled).columns.name is None
     pred = model.predict(shuffled)
     assert list(pred.columns) == ["prediction"]
     assert_bitwise(pred.to_numpy()[:, 0], model.predict(x))
@@ -294,8 +296,14 @@ def test_bad_input_is_a_clear_error(models):
         model.explain(pd.concat([df, df[["age"]]], axis=1))
     with pytest.raises(ValueError, match="X has 5 columns, the model has 6 features"):
         model.explain(x[:, :5])
+    with pytest.raises(ValueError, match="one row of 5 values"):
+        model.explain(x[0, :5])
     with pytest.raises(ValueError, match="2-D"):
-        model.explain(x[0])
+        model.explain(x[None])
+    with pytest.raises(ValueError, match=r"lacks the model's features \['rate'\]"):
+        model.predict({n: 1.0 for n in model.feature_names[:-1]})
+    with pytest.raises(TypeError, match="dict of one row"):
+        model.predict({n: [1.0, 2.0] for n in model.feature_names})
     with pytest.raises(TypeError, match="dtype"):
         model.explain(np.array([["a"] * 6]))
     with pytest.raises(TypeError, match="Arrow type string"):
@@ -367,8 +375,14 @@ def test_top_k(models):
     frame = model.explain(pd.DataFrame(x, columns=model.feature_names), top_k=1)
     assert list(frame.columns) == ["out0.top1", "out0.top1_value", "out1.top1", "out1.top1_value",
                                    "out2.top1", "out2.top1_value"]
-    inter_top = model.explain(x[:10], interactions=True, top_k=2)
-    assert (inter_top.features == top.features[:10]).all()
+    # top-k ranks SHAP values: with interactions (whose values it would drop) it is refused,
+    # and k is a count of at least 1.
+    with pytest.raises(ValueError, match="each in its own call"):
+        model.explain(x[:10], interactions=True, top_k=2)
+    with pytest.raises(ValueError, match="at least 1"):
+        model.explain(x[:10], top_k=0)
+    with pytest.raises(TypeError, match="integer"):
+        model.explain(x[:10], top_k=1.5)
 
 
 def test_concurrent_calls_release_the_gil(models):
@@ -409,3 +423,201 @@ def test_progress_and_describe(models, capsys):
     with open(path, "rb") as f:
         same = groveml.Model.from_bytes(f.read())
     assert_bitwise(same.explain(x), model.explain(x))
+
+
+def _assert_same_model(got, want, x, what):
+    """Predictions (every kind) and SHAP values of two Models equal bit for bit on x."""
+    assert got.feature_names == want.feature_names and got.categories == want.categories
+    for kind in ("prediction", "margin", "leaf"):
+        assert_bitwise(got.predict(x, kind=kind, output_format="numpy"),
+                       want.predict(x, kind=kind, output_format="numpy"), f"{what} {kind}")
+    assert_bitwise(got.explain(x, output_format="numpy"), want.explain(x, output_format="numpy"),
+                   f"{what} explain")
+
+
+def test_from_booster_equals_the_saved_file(categorical_frames, models, tmp_path):
+    xgb = need("xgboost")
+    lgb = need("lightgbm")
+    df, y = categorical_frames
+    test = df.head(80)
+    clf = xgb.XGBClassifier(n_estimators=6, max_depth=3, enable_categorical=True,
+                            tree_method="hist", n_jobs=1).fit(df, y > y.mean())
+    reg = lgb.LGBMRegressor(n_estimators=8, num_leaves=8, min_child_samples=5, verbose=-1,
+                            n_jobs=1).fit(df, y)
+    cases = [(clf, clf.get_booster(), ("json", "ubj")), (reg, reg.booster_, ("txt",))]
+    for wrapper, booster, suffixes in cases:
+        for obj in (wrapper, booster):
+            live = groveml.Model.from_booster(obj)
+            assert type(obj).__name__ in live.path and live.categories
+            for suffix in suffixes:
+                path = str(tmp_path / f"{type(booster).__module__}.{suffix}")
+                booster.save_model(path)
+                _assert_same_model(live, groveml.Model(path), test, f"{type(obj).__name__} {suffix}")
+    # A Booster trained without a DataFrame (no categories), multi-output.
+    path, x = models["xgb_multi"]
+    booster = xgb.Booster(model_file=path)
+    _assert_same_model(groveml.Model.from_booster(booster), groveml.Model(path), x, "xgb multi")
+    # Refusals say what to call instead.
+    with pytest.raises(TypeError, match="from_booster"):
+        groveml.Model(booster)
+    with pytest.raises(TypeError, match="for a model file use groveml.Model"):
+        groveml.Model.from_booster(path)
+    with pytest.raises(ValueError, match="fit"):  # the library's own NotFittedError
+        groveml.Model.from_booster(xgb.XGBRegressor())
+    with pytest.raises(ValueError, match="fit"):
+        groveml.Model.from_booster(lgb.LGBMClassifier())
+
+
+def test_optional_libraries_stay_unimported(models):
+    """A model file and numpy rows import neither the model libraries nor pandas / pyarrow."""
+    import subprocess
+    import sys
+    path, _ = models["xgb_binary"]
+    code = ("import sys, numpy as np, groveml\n"
+            f"m = groveml.Model({path!r})\n"
+            "m.explain(np.zeros((2, m.num_features))); m.predict(np.zeros(m.num_features))\n"
+            "loaded = [n for n in ('xgboost', 'lightgbm', 'pandas', 'pyarrow', 'shap')"
+            " if n in sys.modules]\n"
+            "assert not loaded, loaded\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_pickle_round_trip_is_bit_identical(models, categorical_frames, tmp_path):
+    import pickle
+    xgb = need("xgboost")
+    df, y = categorical_frames
+    path, x = models["lgb_reg"]
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(open(path, "rb").read())
+    reg = xgb.XGBRegressor(n_estimators=5, enable_categorical=True, tree_method="hist",
+                           n_jobs=1).fit(df, y)
+    cases = [(groveml.Model(str(copy), threads=2, strategy="cpu", background=x[:20]), x),
+             (groveml.Model(models["xgb_multi"][0]), x),
+             (groveml.Model.from_booster(reg), df.head(50))]
+    picklers = [pickle]
+    try:
+        import cloudpickle
+        picklers.append(cloudpickle)
+    except ImportError:
+        pass
+    for model, rows in cases:
+        for pickler in picklers:
+            back = pickle.loads(pickler.dumps(model))
+            assert (back.path, back.device, back.threads, back.strategy, back.format) == (
+                model.path, model.device, model.threads, model.strategy, model.format)
+            _assert_same_model(back, model, rows, f"{model.path} {pickler.__name__}")
+    # Re-created from the bytes it was built from, not from the file.
+    model = cases[0][0]
+    data = pickle.dumps(model)
+    copy.write_bytes(b"not a model any more")
+    back = pickle.loads(data)
+    assert_bitwise(back.explain(x), model.explain(x))
+    assert_bitwise(back.explain(x[:10]), model.explain(x[:10], background=x[:20]))  # its default
+
+
+def test_single_rows(models, categorical_frames, tmp_path):
+    pd = need("pandas")
+    xgb = need("xgboost")
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    df = pd.DataFrame(x[:5], columns=model.feature_names)
+    want = model.explain(x[3:4])
+    for row in (x[3], df.iloc[3], df.iloc[3][::-1], df.assign(label=1.0).iloc[3],
+                dict(df.iloc[3]), {**df.iloc[3].to_dict(), "customer": "c-17"}):
+        got = model.explain(row, output_format="numpy")
+        assert_bitwise(got, want, type(row).__name__)
+        assert_bitwise(model.predict(row, output_format="numpy"), model.predict(x[3:4]))
+    series_out = model.explain(df.iloc[3])
+    assert isinstance(series_out, pd.DataFrame) and list(series_out.index) == [3]
+    assert model.predict(x[3]).shape == (1,)
+    missing = {**df.iloc[3].to_dict(), "age": None}
+    expect = x[3:4].copy()
+    expect[0, 0] = np.nan
+    assert_bitwise(model.explain(missing), model.explain(expect))
+    # A categorical feature's label in a dict or an object Series, as in a DataFrame.
+    cats, y = categorical_frames
+    numeric_cats = groveml.Model.from_booster(xgb.XGBRegressor(
+        n_estimators=3, enable_categorical=True, tree_method="hist", n_jobs=1).fit(cats, y))
+    # `size` has numeric categories: in one row a number would be a label or a code: refused.
+    with pytest.raises(TypeError, match="'size'.*numbers"):
+        numeric_cats.explain({**cats.iloc[0].to_dict(), "size": 5})
+    cats = cats.drop(columns="size")
+    reg = xgb.XGBRegressor(n_estimators=5, enable_categorical=True, tree_method="hist",
+                           n_jobs=1).fit(cats, y)
+    cat_model = groveml.Model.from_booster(reg)
+    frame = cats.head(6)
+    for i in range(len(frame)):
+        record = {k: (v.item() if hasattr(v, "item") else v)
+                  for k, v in frame.iloc[i].to_dict().items()}
+        want = cat_model.explain(frame.iloc[i:i + 1], output_format="numpy")
+        assert_bitwise(cat_model.explain(record), want, f"record {i}")
+        assert_bitwise(cat_model.explain(frame.iloc[i], output_format="numpy"), want, f"row {i}")
+    with pytest.raises(TypeError, match="'num'"):
+        cat_model.explain({**record, "num": "high"})
+
+
+def test_frames_of_every_column_type_match_numpy(models):
+    """Frames converted in one step (numbers, booleans only) and column by column (nullable,
+    mixed) give the rows numpy gives; a column list seen before is not trusted for new dtypes."""
+    pd = need("pandas")
+    path, x = models["lgb_reg"]
+    model = groveml.Model(path)
+    names = model.feature_names
+    x = np.nan_to_num(x[:40])
+    x[:, 1] = np.round(x[:, 1] * 10)
+    x[:, 2] = x[:, 2] > 0
+    base = pd.DataFrame(x, columns=names)
+    frames = {
+        "float64": base,
+        "float32": base.astype(np.float32),
+        "int and bool": base.astype({"income": np.int64, "debt": bool}),
+        "reordered with extras": base[names[::-1]].assign(label=1, note="x"),
+        "numeric extras after the features": base.assign(label=1.0, weight=2),
+        "nullable": base.astype({"income": "Int64", "debt": "boolean", "age": "Float64"}),
+    }
+    for what, frame in frames.items():
+        want = x.astype(np.float32) if what == "float32" else x
+        assert_bitwise(model.explain(frame, output_format="numpy"), model.explain(want), what)
+        assert model.rows(frame).values.dtype == (np.float32 if what == "float32" else np.float64)
+    shared = base.copy()
+    shared["debt"] = np.where(x[:, 2] > 0, "yes", "no")
+    with pytest.raises(TypeError, match="column 'debt' has dtype"):
+        model.explain(shared)  # the columns of a frame seen before, but one holds strings
+
+
+def test_shap_data_holds_the_original_values(categorical_frames, tmp_path):
+    """Explanation.data holds category labels and booleans as shap's TreeExplainer puts them
+    there, so that shap's plots label the values as shap labels them."""
+    shap = need("shap")
+    xgb = need("xgboost")
+    matplotlib = need("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cats, y = categorical_frames
+    df = cats.assign(flag=cats["num"] > 0)[["num", "color", "flag", "other"]]
+    reg = xgb.XGBRegressor(n_estimators=6, enable_categorical=True, tree_method="hist",
+                           n_jobs=1).fit(df, y)
+    model = groveml.Model.from_booster(reg)
+    rows = df.head(20)
+    ours = model.explain(rows, output_format="shap")
+    theirs = shap.TreeExplainer(reg)(rows)
+    assert ours.data.dtype == object and list(ours.data[0]) == list(theirs.data[0])
+    assert (ours.data == theirs.data).all()
+    np.testing.assert_allclose(ours.values, theirs.values, rtol=1e-4, atol=1e-4)
+
+    def labels(explanation):
+        plt.figure()
+        shap.plots.waterfall(explanation[0], show=False)
+        ax = plt.gca()
+        plt.gcf().canvas.draw()
+        text = [t.get_text() for t in ax.get_yticklabels()]
+        plt.close("all")
+        return text
+
+    ours_labels = labels(ours)
+    assert ours_labels == labels(theirs)
+    assert f"{rows['color'].iloc[0]} = color" in ours_labels, ours_labels
+    # One row (a dict) keeps its labels too.
+    record = {k: (v.item() if hasattr(v, "item") else v) for k, v in rows.iloc[0].items()}
+    assert list(model.explain(record, output_format="shap").data[0]) == list(theirs.data[0])

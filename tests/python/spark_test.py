@@ -2,6 +2,7 @@
 every partition streams several): the SHAP and prediction columns equal groveml.Model's in-process
 results bit for bit, whatever the column order, with id columns passed through."""
 
+import hashlib
 import os
 import sys
 
@@ -87,12 +88,14 @@ def test_model_shipped_with_add_file(spark, models, tmp_path):
 
 
 def test_each_python_worker_loads_a_model_once(spark, models):
-    """A job of many partitions and many Arrow batches loads the model once per Python worker
-    (Spark reuses its workers), not once per batch or per partition: after two jobs over 8
-    partitions, every worker process reports one load of this model."""
+    """A job of many partitions and many Arrow batches builds the model once per Python worker
+    (Spark reuses its workers; the model's bytes name it), not once per batch, task or
+    partition: after two jobs over 8 partitions, every worker process reports one build of this
+    model."""
     pd = need("pandas")
     path, x = models["lgb_reg"]
     model = groveml.Model(path)
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
     sdf = spark.createDataFrame(frame(pd, model, x)).repartition(8).cache()
     for _ in range(2):
         out = groveml.explain_spark(sdf, path, batch_rows=16).toPandas()
@@ -102,7 +105,7 @@ def test_each_python_worker_loads_a_model_once(spark, models):
         import groveml._workers as w
         for _ in batches:
             pass
-        keys = [k for k in w._models if k[0] == path]
+        keys = [k for k in w._models if k[0] == digest]
         yield pd.DataFrame({"pid": [os.getpid()], "models": [len(keys)], "loads": [w.loads]})
 
     seen = sdf.mapInPandas(report, "pid long, models long, loads long").toPandas()
@@ -112,3 +115,23 @@ def test_each_python_worker_loads_a_model_once(spark, models):
     # is at most one of them, and a worker that ran this module's jobs loaded it once.
     assert (workers["loads"] <= 1 + 4).all(), seen
     assert workers["models"].sum() >= 1, seen
+
+
+def test_model_objects_are_sent(spark, models):
+    """A groveml.Model and a live Booster travel with the tasks (no file on the executors), with
+    the Model's own background; the columns are named as explain_dask names them."""
+    pd = need("pandas")
+    xgb = need("xgboost")
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path, background=x[:20])
+    sdf = spark.createDataFrame(frame(pd, model, x)).repartition(2)
+    out = groveml.explain_spark(sdf, model).toPandas().sort_values("id")
+    names = [n for n in out.columns if n.startswith("shap_")]
+    assert names[0] == "shap_out0_f0" and names[-1] == "shap_out2_bias"
+    assert_bitwise(out[names].to_numpy(np.float32), model.explain(x).reshape(len(x), -1))
+    booster = xgb.Booster(model_file=path)
+    out = groveml.predict_spark(sdf, booster, kind="margin").toPandas().sort_values("id")
+    assert [n for n in out.columns if n.startswith("margin")] == ["margin_0", "margin_1",
+                                                                  "margin_2"]
+    assert_bitwise(out[["margin_0", "margin_1", "margin_2"]].to_numpy(np.float32),
+                   model.predict(x, kind="margin"))
