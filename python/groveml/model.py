@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _boosters, _categories, _core, _input, _output
+from . import _boosters, _core, _input, _output
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
@@ -61,8 +61,9 @@ class Model:
         self.format = engine.format
         self.objective = engine.objective
         self.link = engine.link
-        self.categories = _categories.categories_from_bytes(data, self.format, self.feature_names,
-                                                            self.feature_types)
+        # {feature: categories in code order}, as the model file records them (the C++ loaders
+        # read XGBoost's cats.enc and LightGBM's pandas_categorical).
+        self.categories = dict(engine.categories)
         self._background = background
         self._interventional = None  # (key, _core.Interventional): the last background's engine
         self._lock = threading.Lock()
