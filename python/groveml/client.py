@@ -7,10 +7,12 @@ ExplainStream call. Columns of a DataFrame / Arrow table are matched to the feat
 model's metadata, and results take the same shapes and formats as groveml.Model's.
 
 Categorical columns (pandas category, Arrow dictionary, strings for a categorical feature) are
-recoded by the model's categories as groveml.Model recodes them. The server's metadata does not list
-a model's categories, so they are given with categories= ({feature: categories in the model's
-order}, as groveml.Model(path).categories holds them); without them such a column is refused: its
-own codes would name other categories whenever it holds a subset of the model's, or another order.
+recoded by the model's categories as groveml.Model recodes them: those the server's metadata lists
+(the categories the model file records), or those given with categories= ({feature: categories in
+the model's order}, as groveml.Model(path).categories holds them), which take precedence. A model
+whose file records none (trained without a DataFrame) has its categorical columns refused unless
+categories= is given: a column's own codes would name other categories whenever it holds a subset
+of the model's, or another order.
 """
 
 import os
@@ -119,6 +121,11 @@ class Client:
             if unknown:
                 raise ValueError(f"categories= names {unknown}, which are not features of model "
                                  f"{model!r} (its features: {names})")
+        if categories is None and len(meta.categories) > 0:
+            # The categories the served model's file records (groved lists them in its metadata).
+            categories = {c.name: list(c.strings) if len(c.strings) else
+                          [int(v) if float(v).is_integer() else v for v in c.numbers]
+                          for c in meta.categories}
         # None: the model's categories are not known, and categorical columns are refused.
         return _input.prepare(X, names, list(meta.feature_types), categories)
 

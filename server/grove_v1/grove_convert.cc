@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/double_rows.h"
+#include "core/servable/result_columns.h"
 
 namespace grove::server {
 namespace {
@@ -350,6 +351,16 @@ void FillModelMetadata(const registry::ModelVersion& model, const registry::Mode
   out->set_max_depth(f.max_depth);
   out->set_has_categorical(f.has_categorical);
   out->set_has_linear_leaves(f.has_linear_leaves);
+  const std::vector<std::string> names = FeatureNamesOrDefault(f.feature_names, f.num_features);
+  for (size_t i = 0; i < f.categories.size(); ++i) {
+    const FeatureCategories& c = f.categories[i];
+    if (c.empty()) continue;
+    grove::v1::FeatureCategories* fc = out->add_categories();
+    fc->set_feature(static_cast<int32_t>(i));
+    fc->set_name(names[i]);
+    for (const std::string& s : c.strings) fc->add_strings(s);
+    for (double v : c.numbers) fc->add_numbers(v);
+  }
   const Servable& servable = *model.servable;
   const absl::Status explainable = servable.Available(Operation::kExplain);
   out->set_explainable(explainable.ok());

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/model/double_rows.h"
+#include "core/servable/result_columns.h"
 #include "nlohmann/json.hpp"
 
 namespace grove::server {
@@ -450,6 +451,20 @@ void FillKserveModelMetadata(const registry::ModelVersion& model,
   if (!f.feature_types.empty()) {
     (*in->mutable_parameters())["feature_types"].set_string_param(
         nlohmann::json(f.feature_types).dump());
+  }
+  // {"feature name": [categories in code order]} for the features whose categories the model
+  // file records (none: no parameter).
+  if (!f.categories.empty()) {
+    const std::vector<std::string> names = FeatureNamesOrDefault(f.feature_names, f.num_features);
+    nlohmann::json categories = nlohmann::json::object();
+    for (size_t i = 0; i < f.categories.size(); ++i) {
+      const FeatureCategories& c = f.categories[i];
+      if (c.empty()) continue;
+      categories[names[i]] = c.strings.empty() ? nlohmann::json(c.numbers)
+                                               : nlohmann::json(c.strings);
+    }
+    (*in->mutable_parameters())["categories"].set_string_param(
+        categories.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   auto* o0 = out->add_outputs();
   o0->set_name(kOutputTensor);

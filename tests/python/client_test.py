@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import assert_bitwise, need, need_binary, write_csv
+from conftest import SOURCE_DIR, assert_bitwise, need, need_binary, write_csv
 
 import groveml
 
@@ -44,6 +44,9 @@ def server(models, categorical_models, tmp_path_factory):
         h.install_model(str(repo), name, 1, path)
     for name, path in categorical_models.items():
         h.install_model(str(repo), name, 1, path)
+    # A categorical model trained without a DataFrame: its file records no categories.
+    h.install_model(str(repo), "xgb_cat_plain", 1,
+                    os.path.join(SOURCE_DIR, "tests", "golden", "xgb_categorical", "model.json"))
     write_csv(repo / "xgb_binary" / "background.csv", models["xgb_binary"][1][:40])
     tokens = repo.parent / "tokens"
     tokens.write_text("infer groveml-test-token-0123\n")
@@ -137,8 +140,8 @@ def test_errors(server, models):
 def test_categorical_columns_are_recoded_by_the_models_categories(server, categorical_models,
                                                                   categorical_frames, name):
     """A frame holding a subset of the model's categories, in another order: its own category codes
-    name other categories, so without the model's categories the client refuses it; with them it
-    gives Model's numbers."""
+    name other categories, so the client recodes it by the categories the server's metadata lists
+    (or those given with categories=, which take precedence) and gives Model's numbers."""
     pd = need("pandas")
     pa = need("pyarrow")
     _, client = server
@@ -153,14 +156,17 @@ def test_categorical_columns_are_recoded_by_the_models_categories(server, catego
     own_codes[:, model.feature_names.index("color")] = test["color"].cat.codes
     assert (model.predict(own_codes) != want).any()  # the column's own codes answer wrongly
 
-    refused = [test, pa.Table.from_pandas(test, preserve_index=False)]
+    # The server lists the categories the model file records, as Model reads them.
+    listed = {c.name: list(c.strings) or [int(v) for v in c.numbers]
+              for c in client.metadata(name).categories}
+    assert listed == model.categories
+    recoded = [test, pa.Table.from_pandas(test, preserve_index=False)]
     if model.feature_types:  # strings for a typed categorical feature (XGBoost; LightGBM has none)
-        refused.append(test.assign(color=test["color"].astype(object)))
-    for rows in refused:
-        with pytest.raises(TypeError, match=r"column 'color' is categorical.*categories="):
-            client.predict(name, rows)
-        with pytest.raises(TypeError, match=r"column 'color' is categorical.*categories="):
-            client.explain(name, rows)
+        recoded.append(test.assign(color=test["color"].astype(object)))
+    for rows in recoded:
+        assert_bitwise(client.predict(name, rows, output_format="numpy"), want)
+        assert_bitwise(client.explain(name, rows, output_format="numpy"),
+                       model.explain(test, output_format="numpy"))
 
     cats = model.categories
     assert_bitwise(client.predict(name, test, categories=cats, output_format="numpy"), want)
@@ -173,6 +179,22 @@ def test_categorical_columns_are_recoded_by_the_models_categories(server, catego
     assert_bitwise(client.predict(name, model.rows(test).values), want)
     with pytest.raises(ValueError, match=r"categories= names \['colour'\]"):
         client.predict(name, test, categories={"colour": ["teal"]})
+
+
+def test_categorical_columns_of_a_model_without_recorded_categories_are_refused(server):
+    """A model trained without a DataFrame records no categories: a categorical column's own codes
+    could name other categories, so the client refuses it unless categories= says them."""
+    pd = need("pandas")
+    _, client = server
+    assert len(client.metadata("xgb_cat_plain").categories) == 0
+    frame = pd.DataFrame({"f0": [0.5, 1.0], "f1": pd.Categorical(["b", "a"]), "f2": [0.0, 1.0],
+                          "f3": pd.Categorical(["x", "x"]), "f4": [2.0, 3.0]})
+    with pytest.raises(TypeError, match=r"column 'f1' is categorical.*categories="):
+        client.predict("xgb_cat_plain", frame)
+    codes = client.predict("xgb_cat_plain", frame, categories={"f1": ["a", "b"], "f3": ["x"]},
+                           output_format="numpy")
+    plain = frame.assign(f1=[1.0, 0.0], f3=[0.0, 0.0]).to_numpy(dtype=np.float64)
+    assert_bitwise(codes, client.predict("xgb_cat_plain", plain, output_format="numpy"))
 
 
 def test_chunked_requests_stream(server, models):
