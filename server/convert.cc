@@ -361,6 +361,16 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainR
           absl::StrCat("unknown ExplainRequest.method ", request.method(),
                        ": EXPLAIN_METHOD_PATH_DEPENDENT or EXPLAIN_METHOD_INTERVENTIONAL"));
   }
+  switch (request.attribution()) {
+    case grove::v1::ATTRIBUTION_SHAPLEY: break;
+    case grove::v1::ATTRIBUTION_BANZHAF:
+      c.attribution = Attribution::kBanzhaf;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown ExplainRequest.attribution ", request.attribution(),
+                       ": ATTRIBUTION_SHAPLEY or ATTRIBUTION_BANZHAF"));
+  }
   switch (request.output_space()) {
     case grove::v1::OUTPUT_SPACE_MARGIN: break;
     case grove::v1::OUTPUT_SPACE_PROBABILITY:
@@ -385,7 +395,8 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
           "output space ", OutputSpaceName(choice.output_space),
           " needs the interventional method: path-dependent SHAP explains the margin"));
     }
-    return CheckExplainAvailable(model);
+    if (absl::Status s = CheckExplainAvailable(model); !s.ok()) return s;
+    return model.servable->Available(ExplainOperation(choice, interactions));
   }
   if (absl::Status s = model.servable->Available(ExplainOperation(choice, interactions)); !s.ok()) {
     return s;
@@ -394,10 +405,7 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
 }
 
 Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
-  if (choice.method == ExplainMethod::kInterventional) {
-    return interactions ? Operation::kInterventionalInteractions : Operation::kInterventional;
-  }
-  return interactions ? Operation::kInteractions : Operation::kExplain;
+  return ExplainOperationOf(choice.method, choice.attribution, interactions);
 }
 
 absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ModelVersion& model,
@@ -818,6 +826,11 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInfe
   }
   if (absl::Status s =
           StringParameter(request, "output_space", &ParseOutputSpace, &c.output_space);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          StringParameter(request, "attribution", &ParseAttribution, &c.attribution);
       !s.ok()) {
     return s;
   }

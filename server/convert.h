@@ -131,11 +131,12 @@ absl::Status CheckInteractionsAllowed(const registry::ModelVersion& model);
 // num_outputs * (F + 1)^2.
 int64_t InteractionValuesPerRow(const Forest& forest);
 
-// The explanation a request asks for (grove.v1 ExplainRequest.method / output_space, KServe
-// request parameters "method" / "output_space").
+// The explanation a request asks for (grove.v1 ExplainRequest.method / output_space /
+// attribution, KServe request parameters "method" / "output_space" / "attribution").
 struct ExplainChoice {
   ExplainMethod method = ExplainMethod::kPathDependent;
   OutputSpace output_space = OutputSpace::kMargin;
+  Attribution attribution = Attribution::kShapley;
 };
 // INVALID_ARGUMENT for enum values this server does not know.
 absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request);

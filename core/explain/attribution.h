@@ -9,22 +9,15 @@
 // Interaction values follow the same weights on the second differences (Shapley interaction
 // index; Banzhaf interaction index: 1 / 2^(|N| - 2)), and are laid out alike (half the index on
 // M[i][j] and M[j][i], M[i][i] = value_i - sum_{j != i} M[i][j], the bias v({}) at M[F][F]).
+//
+// The enum and its names are core/model/outputs.h's (Attribution), beside ExplainMethod, since
+// the protocol conversions parse them; this header holds the engines' weights.
 #pragma once
 
-#include <cstdint>
-
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "core/common/hd.h"
+#include "core/model/outputs.h"
 
 namespace grove {
-
-enum class Attribution : uint8_t { kShapley = 0, kBanzhaf = 1 };
-
-// "shapley", "banzhaf".
-const char* AttributionName(Attribution attribution);
-// A name above; INVALID_ARGUMENT naming the accepted ones otherwise.
-absl::StatusOr<Attribution> ParseAttribution(absl::string_view name);
 
 // Weight of a leaf's value in the value of a feature the hybrid takes from x when the leaf needs a
 // >= 1 features from x and b from z (every other feature is free): Shapley (a-1)! b! / (a+b)!

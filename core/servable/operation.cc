@@ -35,4 +35,17 @@ absl::StatusOr<Operation> ParseOperation(absl::string_view name) {
       absl::StrCat("unknown operation '", name, "': expected one of ", names));
 }
 
+Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions) {
+  const bool banzhaf = attribution == Attribution::kBanzhaf;
+  if (method == ExplainMethod::kInterventional) {
+    if (banzhaf) {
+      return interactions ? Operation::kInterventionalBanzhafInteractions
+                          : Operation::kInterventionalBanzhaf;
+    }
+    return interactions ? Operation::kInterventionalInteractions : Operation::kInterventional;
+  }
+  if (banzhaf) return interactions ? Operation::kBanzhafInteractions : Operation::kBanzhaf;
+  return interactions ? Operation::kInteractions : Operation::kExplain;
+}
+
 }  // namespace grove

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/model/outputs.h"
 
 namespace grove {
 
@@ -28,5 +29,9 @@ inline constexpr int kNumOperations = 9;
 const char* OperationName(Operation op);
 // The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
 absl::StatusOr<Operation> ParseOperation(absl::string_view name);
+
+// The explanation operation of a request: `method`'s value function, `attribution`'s values,
+// interaction values or values. The one mapping of groved's protocols, the CLI and groveml.
+Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions);
 
 }  // namespace grove
