@@ -32,6 +32,7 @@
 #include "server/server.h"
 #include "server/wire_rows.h"
 #include "tests/server/server_testing.h"
+#include "tests/testing/coalition_games.h"
 
 namespace grove::server {
 namespace {
@@ -558,6 +559,100 @@ TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {
   ks = Kserve()->ModelInfer(&kctx2, kreq, &kresp);
   EXPECT_THAT(ks.error_message(),
               HasSubstr("request parameter 'method': unknown explanation method 'shapley'"));
+}
+
+// Banzhaf values per row by their definition (every feature subset): path-dependent, or with
+// `background` (row-major) the mean over its rows of each pair's margin values.
+std::vector<float> BanzhafByDefinition(const std::vector<float>& rows, int64_t cols,
+                                       bool interactions, const std::vector<float>& background) {
+  ForestPtr f = *LoadModelFile(kDemo);
+  const int K = f->num_outputs;
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  const int64_t nb = static_cast<int64_t>(background.size()) / cols;
+  std::vector<float> out;
+  for (int64_t r = 0; r < n; ++r) {
+    auto of_game = [&](const std::vector<double>& game) {
+      return interactions ? testing::BanzhafInteractionsOfGame(game, cols, K)
+                          : testing::BanzhafOfGame(game, cols, K);
+    };
+    std::vector<double> v;
+    if (nb == 0) {
+      v = of_game(testing::PathDependentGame(*f, rows.data() + r * cols));
+    } else {
+      for (int64_t j = 0; j < nb; ++j) {
+        const std::vector<double> one = of_game(testing::PairGame(
+            *f, rows.data() + r * cols, background.data() + j * cols, OutputSpace::kMargin));
+        v.resize(one.size(), 0.0);
+        for (size_t c = 0; c < one.size(); ++c) v[c] += one[c] / nb;
+      }
+    }
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST_F(ServerTest, BanzhafValuesOnEveryProtocol) {
+  int64_t n, cols;
+  std::vector<float> background = ReadRows(kDemoRows, &n, &cols);
+  std::vector<float> rows(background.begin(), background.begin() + 4 * cols);
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.set_attribution(grove::v1::ATTRIBUTION_BANZHAF);
+  for (bool interactions : {false, true}) {
+    req.set_interactions(interactions);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ExpectClose(resp.values().values(), BanzhafByDefinition(rows, cols, false, {}), 1e-4);
+    if (interactions) {
+      ExpectClose(resp.interactions().values(), BanzhafByDefinition(rows, cols, true, {}), 1e-5);
+    }
+  }
+  req.set_interactions(false);
+  req.set_method(grove::v1::EXPLAIN_METHOD_INTERVENTIONAL);
+  {
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ExpectClose(resp.values().values(), BanzhafByDefinition(rows, cols, false, background), 1e-5);
+  }
+  // KServe: the request parameter, on both methods.
+  for (bool interventional : {false, true}) {
+    inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, 4, cols);
+    (*kreq.mutable_parameters())["attribution"].set_string_param("banzhaf");
+    if (interventional) {
+      (*kreq.mutable_parameters())["method"].set_string_param("interventional");
+    }
+    grpc::ClientContext kctx;
+    inference::ModelInferResponse kresp;
+    grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+    ASSERT_TRUE(ks.ok()) << ks.error_message();
+    std::vector<float> got(4 * (cols + 1));
+    ASSERT_EQ(kresp.raw_output_contents(0).size(), got.size() * 4);
+    std::memcpy(got.data(), kresp.raw_output_contents(0).data(), got.size() * 4);
+    ExpectClose(got,
+                BanzhafByDefinition(rows, cols, false,
+                                    interventional ? background : std::vector<float>()),
+                1e-5);
+  }
+  // Unknown values are refused with the accepted ones.
+  req.set_attribution(static_cast<grove::v1::Attribution>(5));
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse resp;
+  grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("unknown ExplainRequest.attribution 5"));
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, 4, cols);
+  (*kreq.mutable_parameters())["attribution"].set_string_param("owen");
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ks.error_message(),
+              HasSubstr("request parameter 'attribution': unknown attribution 'owen'"));
 }
 
 TEST_F(ServerTest, ErrorsMapToStatusCodes) {
