@@ -655,6 +655,87 @@ TEST_F(ServerTest, BanzhafValuesOnEveryProtocol) {
               HasSubstr("request parameter 'attribution': unknown attribution 'owen'"));
 }
 
+// The value of a counter of the server's metrics (0 when absent).
+double CounterValue(GroveServer* server, const std::string& series) {
+  prometheus::TextSerializer text;
+  const std::string exposition = text.Serialize(server->metrics().registry()->Collect());
+  const size_t at = exposition.find("\n" + series + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(exposition.substr(at + series.size() + 2));
+}
+
+// Residuals: per row and output the values' sum minus the model's output, as recomputed here
+// from the response and a local prediction; the metrics count the rows and those over the bound.
+TEST_F(ServerTest, ResidualsSayHowFarFromAdditive) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  rows.resize(6 * cols);
+  const std::vector<float> margin = LocalPredict(kDemo, rows, cols, OutputKind::kMargin);
+  const std::vector<float> proba = LocalPredict(kDemo, rows, cols, OutputKind::kPrediction);
+  struct Case {
+    grove::v1::ExplainMethod method;
+    grove::v1::OutputSpace space;
+    grove::v1::Attribution attribution;
+    const char* operation;
+  };
+  for (const Case& c :
+       {Case{grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT, grove::v1::OUTPUT_SPACE_MARGIN,
+             grove::v1::ATTRIBUTION_SHAPLEY, "explain"},
+        Case{grove::v1::EXPLAIN_METHOD_INTERVENTIONAL, grove::v1::OUTPUT_SPACE_PROBABILITY,
+             grove::v1::ATTRIBUTION_SHAPLEY, "interventional"},
+        Case{grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT, grove::v1::OUTPUT_SPACE_MARGIN,
+             grove::v1::ATTRIBUTION_BANZHAF, "banzhaf"}}) {
+    const std::string labels = absl::StrCat("{model=\"demo_bg\",operation=\"", c.operation, "\"}");
+    const double rows_before = CounterValue(server_, "grove_explain_residual_rows_total" + labels);
+    const double over_before =
+        CounterValue(server_, "grove_explain_residual_exceeded_rows_total" + labels);
+    grove::v1::ExplainRequest req;
+    req.set_model("demo_bg");
+    SetRows(req.mutable_rows(), rows, cols);
+    req.set_method(c.method);
+    req.set_output_space(c.space);
+    req.set_attribution(c.attribution);
+    req.set_residuals(true);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(resp.residuals().rows(), 6);
+    ASSERT_EQ(resp.residuals().cols(), 1);
+    EXPECT_THAT(resp.residual_arithmetic(), HasSubstr("sum in double"));
+    const std::vector<float>& output =
+        c.space == grove::v1::OUTPUT_SPACE_MARGIN ? margin : proba;
+    int64_t over = 0;
+    for (int r = 0; r < 6; ++r) {
+      double sum = 0;
+      for (int64_t j = 0; j <= cols; ++j) sum += resp.values().values(r * (cols + 1) + j);
+      const double want = sum - output[r];
+      EXPECT_NEAR(resp.residuals().values(r), want, 1e-6) << c.operation << " row " << r;
+      if (std::abs(want) > 1e-5 * std::max(1.0, std::abs(double{output[r]}))) ++over;
+    }
+    if (c.attribution == grove::v1::ATTRIBUTION_SHAPLEY) {
+      EXPECT_EQ(over, 0) << c.operation;  // SHAP values add up
+    } else {
+      EXPECT_GT(over, 0);  // Banzhaf values do not
+    }
+    EXPECT_EQ(CounterValue(server_, "grove_explain_residual_rows_total" + labels) - rows_before, 6)
+        << c.operation;
+    EXPECT_EQ(CounterValue(server_, "grove_explain_residual_exceeded_rows_total" + labels) -
+                  over_before,
+              over)
+        << c.operation;
+  }
+  // Off by default.
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse resp;
+  ASSERT_TRUE(Grove()->Explain(&ctx, req, &resp).ok());
+  EXPECT_FALSE(resp.has_residuals());
+  EXPECT_TRUE(resp.residual_arithmetic().empty());
+}
+
 TEST_F(ServerTest, ErrorsMapToStatusCodes) {
   auto stub = Grove();
   auto predict = [&](grove::v1::PredictRequest req) {
