@@ -395,8 +395,8 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
           "output space ", OutputSpaceName(choice.output_space),
           " needs the interventional method: path-dependent SHAP explains the margin"));
     }
-    if (absl::Status s = CheckExplainAvailable(model); !s.ok()) return s;
-    return model.servable->Available(ExplainOperation(choice, interactions));
+    // Not Available(op): the Banzhaf engine is built on first use, by the engine's thread.
+    return CheckExplainAvailable(model);
   }
   if (absl::Status s = model.servable->Available(ExplainOperation(choice, interactions)); !s.ok()) {
     return s;
