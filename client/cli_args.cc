@@ -34,6 +34,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--background", {true, {C::kExplain}}},
       {"--method", {true, {C::kExplain}}},
       {"--output-space", {true, {C::kExplain}}},
+      {"--attribution", {true, {C::kExplain}}},
       {"--iteration-begin", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--iteration-end", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--threads", {true, {C::kPredict, C::kExplain}}},
@@ -248,6 +249,12 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       absl::StatusOr<ExplainMethod> method = ParseExplainMethod(value);
       if (!method.ok()) return Usage(absl::StrCat("--method: ", method.status().message()));
       out.method = *method;
+    } else if (name == "--attribution") {
+      absl::StatusOr<Attribution> attribution = ParseAttribution(value);
+      if (!attribution.ok()) {
+        return Usage(absl::StrCat("--attribution: ", attribution.status().message()));
+      }
+      out.attribution = *attribution;
     } else if (name == "--output-space") {
       absl::StatusOr<OutputSpace> space = ParseOutputSpace(value);
       if (!space.ok()) return Usage(absl::StrCat("--output-space: ", space.status().message()));
@@ -441,6 +448,10 @@ Options:
       --output-space SPACE   interventional: margin (default), probability (exact Shapley
                              values of the link's output) or probability_linearized (shap's
                              model_output="probability")
+      --attribution NAME     shapley (default: SHAP values) or banzhaf: Banzhaf values of the
+                             same method and space (every coalition weighs alike; not additive:
+                             a row's values and bias do not sum to its output); with
+                             --interactions, Banzhaf interaction values
       --iteration-begin N    first boosting round used (default 0)
       --iteration-end N      one past the last boosting round used (default 0 = all)
   -t, --threads N            CPU threads, for the model and for parsing the input

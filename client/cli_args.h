@@ -5,7 +5,8 @@
 //                 [--iteration-begin N] [--iteration-end N] [--threads N] ...
 //   grove explain --model PATH --input X.csv [--output FILE|-] [--interactions]
 //                 [--background FILE | --method path_dependent|interventional]
-//                 [--output-space margin|probability|probability_linearized] ...
+//                 [--output-space margin|probability|probability_linearized]
+//                 [--attribution shapley|banzhaf] ...
 //   grove inspect --model PATH [--json]
 //   grove bench --server HOST:PORT --model NAME [--operation predict|explain] [--concurrency N |
 //               --rate R] [--rows-per-request N] [--duration S] [--shared-memory] [--json] ...
@@ -38,6 +39,7 @@ struct CliArgs {
   // --method (explain); --background implies kInterventional.
   ExplainMethod method = ExplainMethod::kPathDependent;
   OutputSpace output_space = OutputSpace::kMargin;  // --output-space (explain, interventional)
+  Attribution attribution = Attribution::kShapley;  // --attribution (explain)
   int iteration_begin = 0;     // --iteration-begin
   int iteration_end = 0;       // --iteration-end (0 = to the last round)
   int threads = 0;             // --threads: CPU threads, 0 = one per core

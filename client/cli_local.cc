@@ -169,10 +169,9 @@ int RunExplain(const CliArgs& args) {
     servable = (*servable)->WithBackground(background);
     if (!servable.ok()) return Fail(servable.status());
   }
-  const Operation op = background != nullptr
-                           ? (args.interactions ? Operation::kInterventionalInteractions
-                                                : Operation::kInterventional)
-                           : (args.interactions ? Operation::kInteractions : Operation::kExplain);
+  const Operation op = ExplainOperationOf(
+      background != nullptr ? ExplainMethod::kInterventional : ExplainMethod::kPathDependent,
+      args.attribution, args.interactions);
   if (absl::Status s = (*servable)->Available(op); !s.ok()) {
     // Errors of the background name its file; the others the model's.
     return Fail(background != nullptr ? s : NameFile(s, args.model));

@@ -354,6 +354,9 @@ int RunRemoteExplain(const CliArgs& args) {
                       ? grove::v1::EXPLAIN_METHOD_INTERVENTIONAL
                       : grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT;
   params.output_space = OutputSpaceToProto(args.output_space);
+  params.attribution = args.attribution == Attribution::kBanzhaf
+                           ? grove::v1::ATTRIBUTION_BANZHAF
+                           : grove::v1::ATTRIBUTION_SHAPLEY;
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
   params.raw_rows = model->meta.raw_tensors();  // older groved: repeated values

@@ -205,6 +205,7 @@ grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params) {
   request.set_iteration_end(params.iteration_end);
   request.set_method(params.method);
   request.set_output_space(params.output_space);
+  request.set_attribution(params.attribution);
   return request;
 }
 

@@ -106,6 +106,8 @@ struct ExplainParams {
   // and (interventional) the output space explained.
   grove::v1::ExplainMethod method = grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT;
   grove::v1::OutputSpace output_space = grove::v1::OUTPUT_SPACE_MARGIN;
+  // Shapley (SHAP) or Banzhaf values.
+  grove::v1::Attribution attribution = grove::v1::ATTRIBUTION_SHAPLEY;
 };
 
 struct ExplainResult {

@@ -208,13 +208,17 @@ class Engine {
     Run(*servable_, Operation::kPredict, Params(kind, begin, end), rows, out);
   }
 
+  // `attribution`: "shapley" (SHAP values) or "banzhaf".
   template <typename T>
-  void Explain(const InRows<T>& rows, OutRows out, bool interactions, int begin, int end) {
+  void Explain(const InRows<T>& rows, OutRows out, bool interactions,
+               const std::string& attribution, int begin, int end) {
     RunParams params;
     params.iteration_begin = begin;
     params.iteration_end = end;
-    Run(*servable_, interactions ? Operation::kInteractions : Operation::kExplain, params, rows,
-        out);
+    Run(*servable_,
+        ExplainOperationOf(ExplainMethod::kPathDependent,
+                           ValueOrThrow(ParseAttribution(attribution)), interactions),
+        params, rows, out);
   }
 
   // `op` of `servable` (this model's, or one with a background) over `rows` into `out`, the GIL
@@ -324,14 +328,14 @@ class Interventional {
 
   template <typename T>
   void Explain(const InRows<T>& rows, OutRows out, const std::string& output_space,
-               bool interactions, int begin, int end) {
+               bool interactions, const std::string& attribution, int begin, int end) {
     RunParams params;
     params.output_space = ValueOrThrow(ParseOutputSpace(output_space));
     params.iteration_begin = begin;
     params.iteration_end = end;
     engine_->Run(*servable_,
-                 interactions ? Operation::kInterventionalInteractions
-                              : Operation::kInterventional,
+                 ExplainOperationOf(ExplainMethod::kInterventional,
+                                    ValueOrThrow(ParseAttribution(attribution)), interactions),
                  params, rows, out);
   }
 
@@ -453,11 +457,11 @@ NB_MODULE(_core, m) {
            nb::arg("out").noconvert(), nb::arg("kind"), nb::arg("iteration_begin"),
            nb::arg("iteration_end"))
       .def("explain", &Engine::Explain<float>, nb::arg("rows").noconvert(),
-           nb::arg("out").noconvert(), nb::arg("interactions"), nb::arg("iteration_begin"),
-           nb::arg("iteration_end"))
+           nb::arg("out").noconvert(), nb::arg("interactions"), nb::arg("attribution"),
+           nb::arg("iteration_begin"), nb::arg("iteration_end"))
       .def("explain", &Engine::Explain<double>, nb::arg("rows").noconvert(),
-           nb::arg("out").noconvert(), nb::arg("interactions"), nb::arg("iteration_begin"),
-           nb::arg("iteration_end"));
+           nb::arg("out").noconvert(), nb::arg("interactions"), nb::arg("attribution"),
+           nb::arg("iteration_begin"), nb::arg("iteration_end"));
 
   nb::class_<Interventional>(m, "Interventional")
       .def_static("from_file", &Interventional::FromFile, nb::arg("engine"), nb::arg("path"),
@@ -468,10 +472,10 @@ NB_MODULE(_core, m) {
       .def("describe", &Interventional::Describe)
       .def("explain", &Interventional::Explain<float>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("output_space"), nb::arg("interactions"),
-           nb::arg("iteration_begin"), nb::arg("iteration_end"))
+           nb::arg("attribution"), nb::arg("iteration_begin"), nb::arg("iteration_end"))
       .def("explain", &Interventional::Explain<double>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("output_space"), nb::arg("interactions"),
-           nb::arg("iteration_begin"), nb::arg("iteration_end"));
+           nb::arg("attribution"), nb::arg("iteration_begin"), nb::arg("iteration_end"));
 }
 
 }  // namespace grove::python

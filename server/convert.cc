@@ -154,6 +154,7 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
           "output space ", OutputSpaceName(choice.output_space),
           " needs the interventional method: path-dependent SHAP explains the margin"));
     }
+    // Not Available(op): the Banzhaf engine is built on first use, by the engine's thread.
     return CheckExplainAvailable(model);
   }
   if (absl::Status s = model.servable->Available(ExplainOperation(choice, interactions)); !s.ok()) {
@@ -163,10 +164,7 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
 }
 
 Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
-  if (choice.method == ExplainMethod::kInterventional) {
-    return interactions ? Operation::kInterventionalInteractions : Operation::kInterventional;
-  }
-  return interactions ? Operation::kInteractions : Operation::kExplain;
+  return ExplainOperationOf(choice.method, choice.attribution, interactions);
 }
 
 }  // namespace grove::server

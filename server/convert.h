@@ -53,11 +53,12 @@ absl::Status CheckInteractionsAllowed(const registry::ModelVersion& model);
 // num_outputs * (F + 1)^2.
 int64_t InteractionValuesPerRow(const Forest& forest);
 
-// The explanation a request asks for (grove.v1 ExplainRequest.method / output_space, KServe
-// request parameters "method" / "output_space").
+// The explanation a request asks for (grove.v1 ExplainRequest.method / output_space /
+// attribution, KServe request parameters "method" / "output_space" / "attribution").
 struct ExplainChoice {
   ExplainMethod method = ExplainMethod::kPathDependent;
   OutputSpace output_space = OutputSpace::kMargin;
+  Attribution attribution = Attribution::kShapley;
 };
 // The model can give it: path-dependent SHAP (CheckExplainAvailable) explains the margin;
 // interventional SHAP needs the model's background engine (else its interventional_status,

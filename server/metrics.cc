@@ -204,6 +204,15 @@ Metrics::Metrics()
                        .Name("grove_wasted_rows_total")
                        .Help("Rows computed for callers that had gone (cancelled or expired).")
                        .Register(*registry_)),
+      residual_rows_(BuildCounter()
+                         .Name("grove_explain_residual_rows_total")
+                         .Help("Explained rows whose additivity residual was computed.")
+                         .Register(*registry_)),
+      residual_exceeded_rows_(
+          BuildCounter()
+              .Name("grove_explain_residual_exceeded_rows_total")
+              .Help("Explained rows whose additivity residual exceeded 1e-5 x max(1, |output|).")
+              .Register(*registry_)),
       model_ready_(BuildGauge()
                        .Name("grove_model_ready")
                        .Help("1 while the model version is loaded and serving.")
@@ -261,6 +270,8 @@ Metrics::ModelMetrics* Metrics::Model(absl::string_view model) {
       o.delivered_tasks = &delivered_tasks_.Add(labels);
       o.delivered_rows = &delivered_rows_.Add(labels);
       o.wasted_rows = &wasted_rows_.Add(labels);
+      o.residual_rows = &residual_rows_.Add(labels);
+      o.residual_exceeded_rows = &residual_exceeded_rows_.Add(labels);
       for (int r = 0; r < kNumDropReasons; ++r) {
         prometheus::Labels l = labels;
         l["reason"] = serving::DropReasonName(static_cast<DropReason>(r));

@@ -54,6 +54,10 @@ class Metrics {
     prometheus::Counter* delivered_tasks = nullptr;
     prometheus::Counter* delivered_rows = nullptr;
     prometheus::Counter* wasted_rows = nullptr;
+    // Explained rows whose additivity residual was asked for (ExplainRequest.residuals), and
+    // those whose residual exceeded kResidualBound x max(1, |output|) in some output.
+    prometheus::Counter* residual_rows = nullptr;
+    prometheus::Counter* residual_exceeded_rows = nullptr;
     std::array<prometheus::Counter*, kNumDropReasons> dropped_tasks{};
     std::array<prometheus::Counter*, kNumDropReasons> dropped_rows{};
     // grove_batches_total by device, then strategy (CountBatch).
@@ -191,6 +195,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& delivered_tasks_;
   prometheus::Family<prometheus::Counter>& delivered_rows_;
   prometheus::Family<prometheus::Counter>& wasted_rows_;
+  prometheus::Family<prometheus::Counter>& residual_rows_;
+  prometheus::Family<prometheus::Counter>& residual_exceeded_rows_;
   prometheus::Family<prometheus::Gauge>& model_ready_;
   prometheus::Family<prometheus::Counter>& model_loads_;
   prometheus::Family<prometheus::Gauge>& model_load_duration_;

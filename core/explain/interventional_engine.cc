@@ -22,7 +22,8 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// What the bitmask form (paths_cpu, gpu) computes: SHAP values of every output space.
+// What the bitmask form (paths_cpu, gpu) computes: SHAP values of every output space (and, on
+// the CPU, Banzhaf values).
 bool FastFormServes(const InterventionalOptions& o) { return !o.interactions; }
 
 // The probability spaces need the LinearizedLayout (each mask's background rows).
@@ -102,7 +103,10 @@ class GpuStrategy final : public InterventionalStrategy {
       : c_(c), gpu_(std::move(gpu)) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kGpu; }
   std::string device() const override { return gpu_->DeviceName(); }
-  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
+  // Banzhaf values: the CPU strategies (the kernel's weight table is Shapley's).
+  bool Supports(const InterventionalOptions& o) const override {
+    return o.attribution == Attribution::kShapley && FastFormServes(c_, o);
+  }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
     if (NeedsLinearized(options) && !gpu_->linearized_enabled()) {
@@ -272,6 +276,7 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
   if (chosen == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "interventional strategy '", strategies_[0]->name(), "' does not explain ",
+        options.attribution == Attribution::kBanzhaf ? "Banzhaf " : "",
         options.interactions ? "interaction values" : "output space ",
         options.interactions ? "" : OutputSpaceName(options.output_space)));
   }

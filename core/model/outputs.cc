@@ -69,4 +69,16 @@ absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name) {
       "unknown explanation method '", name, "': expected path_dependent or interventional"));
 }
 
+const char* AttributionName(Attribution attribution) {
+  return attribution == Attribution::kBanzhaf ? "banzhaf" : "shapley";
+}
+
+absl::StatusOr<Attribution> ParseAttribution(absl::string_view name) {
+  for (Attribution a : {Attribution::kShapley, Attribution::kBanzhaf}) {
+    if (name == AttributionName(a)) return a;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown attribution '", name, "': expected shapley or banzhaf"));
+}
+
 }  // namespace grove

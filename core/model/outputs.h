@@ -42,4 +42,11 @@ enum class ExplainMethod : uint8_t { kPathDependent, kInterventional };
 const char* ExplainMethodName(ExplainMethod method);
 absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
 
+// Which values of the method's value function explain a row: Shapley values (SHAP, additive) or
+// Banzhaf values (not additive; core/explain/attribution.h defines both).
+enum class Attribution : uint8_t { kShapley = 0, kBanzhaf = 1 };
+// "shapley", "banzhaf".
+const char* AttributionName(Attribution attribution);
+absl::StatusOr<Attribution> ParseAttribution(absl::string_view name);
+
 }  // namespace grove

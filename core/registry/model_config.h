@@ -52,6 +52,11 @@ struct ModelConfig {
       {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
       {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
       {16, absl::ZeroDuration(), int64_t{1} << 12, 1024, 1},
+      // Banzhaf values cost what SHAP values do (the same kernels, one point per path).
+      {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
+      {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
+      {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
+      {16, absl::ZeroDuration(), int64_t{1} << 12, 1024, 1},
   };
 
   const batching::BatcherOptions& Batching(Operation op) const {

@@ -1,6 +1,8 @@
 #include "core/servable/operation.h"
 
 #include "absl/status/status.h"
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace grove {
@@ -12,6 +14,11 @@ const char* OperationName(Operation op) {
     case Operation::kInteractions: return "interactions";
     case Operation::kInterventional: return "interventional";
     case Operation::kInterventionalInteractions: return "interventional_interactions";
+    case Operation::kBanzhaf: return "banzhaf";
+    case Operation::kBanzhafInteractions: return "banzhaf_interactions";
+    case Operation::kInterventionalBanzhaf: return "interventional_banzhaf";
+    case Operation::kInterventionalBanzhafInteractions:
+      return "interventional_banzhaf_interactions";
   }
   return "unknown";
 }
@@ -20,9 +27,25 @@ absl::StatusOr<Operation> ParseOperation(absl::string_view name) {
   for (int i = 0; i < kNumOperations; ++i) {
     if (name == OperationName(static_cast<Operation>(i))) return static_cast<Operation>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown operation '", name,
-      "': expected predict, explain, interactions, interventional or interventional_interactions"));
+  std::string names;
+  for (int i = 0; i < kNumOperations; ++i) {
+    absl::StrAppend(&names, i == 0 ? "" : ", ", OperationName(static_cast<Operation>(i)));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown operation '", name, "': expected one of ", names));
+}
+
+Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions) {
+  const bool banzhaf = attribution == Attribution::kBanzhaf;
+  if (method == ExplainMethod::kInterventional) {
+    if (banzhaf) {
+      return interactions ? Operation::kInterventionalBanzhafInteractions
+                          : Operation::kInterventionalBanzhaf;
+    }
+    return interactions ? Operation::kInterventionalInteractions : Operation::kInterventional;
+  }
+  if (banzhaf) return interactions ? Operation::kBanzhafInteractions : Operation::kBanzhaf;
+  return interactions ? Operation::kInteractions : Operation::kExplain;
 }
 
 }  // namespace grove

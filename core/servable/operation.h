@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/model/outputs.h"
 
 namespace grove {
 
@@ -14,11 +15,23 @@ enum class Operation : int {
   kInteractions = 2,    // path-dependent SHAP interaction values
   kInterventional = 3,  // interventional SHAP values over the background (OutputSpace)
   kInterventionalInteractions = 4,  // interventional Shapley interaction values (OutputSpace)
+  // Banzhaf values (core/explain/attribution.h) of the same value functions, laid out as SHAP
+  // values; not additive.
+  kBanzhaf = 5,                     // path-dependent Banzhaf values
+  kBanzhafInteractions = 6,         // path-dependent Banzhaf interaction values
+  kInterventionalBanzhaf = 7,       // interventional Banzhaf values (OutputSpace)
+  kInterventionalBanzhafInteractions = 8,  // interventional Banzhaf interaction values
 };
-inline constexpr int kNumOperations = 5;
-// "predict", "explain", "interactions", "interventional", "interventional_interactions".
+inline constexpr int kNumOperations = 9;
+// "predict", "explain", "interactions", "interventional", "interventional_interactions",
+// "banzhaf", "banzhaf_interactions", "interventional_banzhaf",
+// "interventional_banzhaf_interactions".
 const char* OperationName(Operation op);
 // The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
 absl::StatusOr<Operation> ParseOperation(absl::string_view name);
+
+// The explanation operation of a request: `method`'s value function, `attribution`'s values,
+// interaction values or values. The one mapping of groved's protocols, the CLI and groveml.
+Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions);
 
 }  // namespace grove

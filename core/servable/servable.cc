@@ -5,6 +5,7 @@
 
 #include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
+#include "core/explain/quadrature/banzhaf_engine.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/interventional/interventional.h"
@@ -72,7 +73,7 @@ absl::Status CheckOptions(const EngineOptions& o) {
 
 ExplainOptions MakeExplainOptions(Operation op, const RunParams& p) {
   ExplainOptions o;
-  o.interactions = op == Operation::kInteractions;
+  o.interactions = op == Operation::kInteractions || op == Operation::kBanzhafInteractions;
   o.iteration_begin = p.iteration_begin;
   o.iteration_end = p.iteration_end;
   return o;
@@ -97,6 +98,7 @@ struct ServableEngines {
   Once<PredictEngine> predict;
   Once<PathLayout> layout;
   Once<ExplainEngine> explain;
+  Once<BanzhafEngine> banzhaf;
 
   absl::StatusOr<const PredictEngine*> Predict() {
     return predict.Get([&]() -> absl::StatusOr<std::shared_ptr<const PredictEngine>> {
@@ -130,6 +132,22 @@ struct ServableEngines {
           ExplainEngine::Create(forest, e, pool, *l);
       if (!built.ok()) return built.status();
       return std::shared_ptr<const ExplainEngine>(*std::move(built));
+    });
+  }
+
+  // Built on the first Banzhaf call whatever EngineBuild says: few callers ask for them, and the
+  // engine is a second quadrature layout of the model.
+  absl::StatusOr<const BanzhafEngine*> Banzhaf() {
+    if (!explainable.ok()) return explainable;
+    return banzhaf.Get([&]() -> absl::StatusOr<std::shared_ptr<const BanzhafEngine>> {
+      absl::StatusOr<PathLayoutPtr> l = Layout();
+      if (!l.ok()) return l.status();
+      BanzhafEngineOptions b;
+      b.use_gpu = !CpuOnly(options, options.explain_strategy);
+      absl::StatusOr<std::unique_ptr<BanzhafEngine>> built =
+          BanzhafEngine::Create(forest, *l, b, pool);
+      if (!built.ok()) return built.status();
+      return std::shared_ptr<const BanzhafEngine>(*std::move(built));
     });
   }
 };
@@ -197,7 +215,12 @@ absl::Status Servable::Available(Operation op) const {
       return engines_->Explain().status();
     case Operation::kInterventional:
     case Operation::kInterventionalInteractions:
+    case Operation::kInterventionalBanzhaf:
+    case Operation::kInterventionalBanzhafInteractions:
       return BuildInterventional();
+    case Operation::kBanzhaf:
+    case Operation::kBanzhafInteractions:
+      return engines_->Banzhaf().status();
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown operation ", static_cast<int>(op)));
 }
@@ -208,9 +231,13 @@ int64_t Servable::Width(Operation op, const RunParams& params) const {
       return PredictWidth(*forest_, MakePredictOptions(params));
     case Operation::kExplain:
     case Operation::kInterventional:
+    case Operation::kBanzhaf:
+    case Operation::kInterventionalBanzhaf:
       return ExplainWidth(*forest_, false);
     case Operation::kInteractions:
     case Operation::kInterventionalInteractions:
+    case Operation::kBanzhafInteractions:
+    case Operation::kInterventionalBanzhafInteractions:
       return ExplainWidth(*forest_, true);
   }
   return 0;
@@ -232,12 +259,25 @@ absl::Status Servable::Run(Operation op, const RunParams& params, RowsView rows,
       if (!e.ok()) return e.status();
       return (*e)->Explain(rows, MakeExplainOptions(op, params), out, info);
     }
+    case Operation::kBanzhaf:
+    case Operation::kBanzhafInteractions: {
+      absl::StatusOr<const BanzhafEngine*> e = engines_->Banzhaf();
+      if (!e.ok()) return e.status();
+      return (*e)->Explain(rows, MakeExplainOptions(op, params), out, info);
+    }
     case Operation::kInterventional:
-    case Operation::kInterventionalInteractions: {
+    case Operation::kInterventionalInteractions:
+    case Operation::kInterventionalBanzhaf:
+    case Operation::kInterventionalBanzhafInteractions: {
       if (absl::Status s = BuildInterventional(); !s.ok()) return s;
       InterventionalOptions o;
       o.output_space = params.output_space;
-      o.interactions = op == Operation::kInterventionalInteractions;
+      o.interactions = op == Operation::kInterventionalInteractions ||
+                       op == Operation::kInterventionalBanzhafInteractions;
+      if (op == Operation::kInterventionalBanzhaf ||
+          op == Operation::kInterventionalBanzhafInteractions) {
+        o.attribution = Attribution::kBanzhaf;
+      }
       o.iteration_begin = params.iteration_begin;
       o.iteration_end = params.iteration_end;
       return interventional_->engine.Peek()->Explain(rows, o, out, info);
@@ -260,8 +300,13 @@ std::string Servable::Describe(Operation op) const {
     case Operation::kExplain:
     case Operation::kInteractions:
       return engines_->explain.Peek()->Describe();
+    case Operation::kBanzhaf:
+    case Operation::kBanzhafInteractions:
+      return engines_->banzhaf.Peek()->Describe();
     case Operation::kInterventional:
     case Operation::kInterventionalInteractions:
+    case Operation::kInterventionalBanzhaf:
+    case Operation::kInterventionalBanzhafInteractions:
       return interventional_->engine.Peek()->Describe();
   }
   return "unknown operation";
@@ -276,6 +321,7 @@ int64_t Servable::DeviceBytes() const {
   int64_t bytes = 0;
   if (const PredictEngine* p = engines_->predict.Peek()) bytes += p->DeviceBytes();
   if (const ExplainEngine* e = engines_->explain.Peek()) bytes += e->DeviceBytes();
+  if (const BanzhafEngine* b = engines_->banzhaf.Peek()) bytes += b->DeviceBytes();
   if (const InterventionalEngine* i = interventional_->engine.Peek()) bytes += i->DeviceBytes();
   return bytes;
 }

@@ -3,7 +3,9 @@
 // never assemble engines: BuildServable makes them from a forest, an optional background data set
 // and EngineOptions, and Run dispatches an Operation to the engine that serves it (prediction:
 // PredictEngine; path-dependent SHAP values and interaction values: ExplainEngine; interventional
-// SHAP values and interaction values over the background: InterventionalEngine). The engines share
+// SHAP values and interaction values over the background: InterventionalEngine; path-dependent
+// Banzhaf values: BanzhafEngine, built on the first call that asks; interventional Banzhaf values:
+// InterventionalEngine with Banzhaf's weights). The engines share
 // what they can: the merged path layout is built once for the explanation and interventional
 // engines.
 //

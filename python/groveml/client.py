@@ -21,7 +21,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from . import _input, _output
-from .model import KINDS, METHODS, OUTPUT_SPACES
+from .model import ATTRIBUTIONS, KINDS, METHODS, OUTPUT_SPACES
 
 _SPACES = {"margin": 0, "probability": 1, "probability_linearized": 2}
 _OUTPUTS = {"margin": 1, "prediction": 2, "leaf": 3}
@@ -179,10 +179,11 @@ class Client:
     def explain(self, model: str, X, interactions: bool = False, top_k: Optional[int] = None,
                 method: str = "path_dependent", output_space: str = "margin", version: int = 0,
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
-                background=None, categories: Optional[Dict[str, list]] = None):
+                background=None, categories: Optional[Dict[str, list]] = None,
+                attribution: str = "shapley"):
         """As groveml.Model.explain, computed by the server's model `model`. Interventional SHAP
         uses the model's background on the server (background.csv / .npy in the repository).
-        categories: as predict's."""
+        categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's."""
         _output.check_format(output_format)
         if background is not None:
             raise ValueError("the server explains over the model's own background (background.csv"
@@ -190,6 +191,7 @@ class Client:
                              "groveml.Model")
         _output.check_choice("method", method, METHODS)
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
+        _output.check_choice("attribution", attribution, ATTRIBUTIONS)
         _output.check_top_k(top_k, interactions)
         rows = self._rows(model, version, X, categories)
         meta = self.metadata(model, version)
@@ -209,7 +211,8 @@ class Client:
                     interactions=bool(interactions), top_k=int(top_k or 0),
                     omit_values=bool(top_k) and not interactions, iteration_begin=begin,
                     iteration_end=end, method=METHODS.index(method),
-                    output_space=_SPACES[output_space], sequence=sequence)
+                    output_space=_SPACES[output_space],
+                    attribution=ATTRIBUTIONS.index(attribution), sequence=sequence)
 
         if n <= step:
             responses = [self._call(self._stub.Explain, request) for request in requests()]

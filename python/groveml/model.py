@@ -12,6 +12,7 @@ from . import _boosters, _core, _input, _output
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
+ATTRIBUTIONS = ("shapley", "banzhaf")
 KINDS = ("prediction", "margin", "leaf")
 
 
@@ -152,7 +153,7 @@ class Model:
     def explain(self, X, interactions: bool = False, top_k: Optional[int] = None,
                 method: Optional[str] = None, background=None, output_space: str = "margin",
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
-                progress: bool = False):
+                progress: bool = False, attribution: str = "shapley"):
         """SHAP values of the rows of X (numpy, pandas, pyarrow; one row as a 1-D array, a pandas
         Series or a dict {feature: value}).
 
@@ -161,7 +162,9 @@ class Model:
         interactions (a ValueError: ask for each in its own call).
         method: "path_dependent" (the trees' covers; default) or "interventional" (over
         `background`, or the Model's; a background alone implies it), output_space: "margin",
-        "probability" or "probability_linearized" (interventional only).
+        "probability" or "probability_linearized" (interventional only). attribution: "shapley"
+        (SHAP values) or "banzhaf" (Banzhaf values of the same method and space, in the same
+        layout; not additive: a row's values and bias do not sum to its output).
         Returns XGBoost's shapes ((rows, F+1), (rows, outputs, F+1), interactions (rows, F+1, F+1)
         ...; bias last), a DataFrame / Arrow table (DataFrame / Arrow input, or output_format=
         "pandas" / "arrow"), or a shap.Explanation (output_format="shap")."""
@@ -169,7 +172,7 @@ class Model:
         _output.check_top_k(top_k, interactions)
         rows = self.rows(X)
         out = self.explain_matrix(rows, interactions, method, background, output_space,
-                                  iteration_range, progress)
+                                  iteration_range, progress, attribution)
         fmt = _output.resolved_format(output_format, rows.source)
         if top_k is not None:
             top = _output.top_k(out, self.num_outputs, self.feature_names, top_k)
@@ -180,7 +183,7 @@ class Model:
     def explain_matrix(self, rows: "_input.Rows", interactions: bool = False,
                        method: Optional[str] = None, background=None,
                        output_space: str = "margin", iteration_range: Tuple[int, int] = (0, 0),
-                       progress: bool = False):
+                       progress: bool = False, attribution: str = "shapley"):
         """The flat float32 result matrix `grove explain` writes, for prepared rows."""
         begin, end = _range(iteration_range)
         interactions = bool(interactions)
@@ -190,6 +193,7 @@ class Model:
             method = "interventional" if background is not None else "path_dependent"
         _output.check_choice("method", method, METHODS)
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
+        _output.check_choice("attribution", attribution, ATTRIBUTIONS)
         width = self._engine.explain_width(interactions)
         label = "interactions" if interactions else "explain"
         if method == "path_dependent":
@@ -197,14 +201,15 @@ class Model:
                 raise ValueError(f"output_space={output_space!r} needs method='interventional' "
                                  "(path-dependent SHAP explains the margin)")
             return self._run(rows.values, width, label, progress,
-                             lambda x, out: self._engine.explain(x, out, interactions, begin, end))
+                             lambda x, out: self._engine.explain(x, out, interactions, attribution,
+                                                                 begin, end))
         if background is None:
             raise ValueError("method='interventional' needs a background data set (background=, "
                              "or Model(..., background=))")
         engine = self.interventional_engine(background)
         return self._run(rows.values, width, label, progress,
-                         lambda x, out: engine.explain(x, out, output_space, interactions, begin,
-                                                       end))
+                         lambda x, out: engine.explain(x, out, output_space, interactions,
+                                                       attribution, begin, end))
 
     def interventional_engine(self, background):
         """The interventional engine over `background` (a file path, or rows as X takes them);

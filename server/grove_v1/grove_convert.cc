@@ -197,6 +197,16 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainR
           absl::StrCat("unknown ExplainRequest.method ", request.method(),
                        ": EXPLAIN_METHOD_PATH_DEPENDENT or EXPLAIN_METHOD_INTERVENTIONAL"));
   }
+  switch (request.attribution()) {
+    case grove::v1::ATTRIBUTION_SHAPLEY: break;
+    case grove::v1::ATTRIBUTION_BANZHAF:
+      c.attribution = Attribution::kBanzhaf;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown ExplainRequest.attribution ", request.attribution(),
+                       ": ATTRIBUTION_SHAPLEY or ATTRIBUTION_BANZHAF"));
+  }
   switch (request.output_space()) {
     case grove::v1::OUTPUT_SPACE_MARGIN: break;
     case grove::v1::OUTPUT_SPACE_PROBABILITY:

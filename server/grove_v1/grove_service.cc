@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/servable/residuals.h"
 #include "server/grpc/auth.h"
 #include "server/call.h"
 #include "server/convert.h"
@@ -57,6 +58,7 @@ struct CallBuffers {
   serving::SharedMemorySpan rows;
   std::vector<float> gathered;  // Predict's explain_rows
   std::vector<float> scratch;   // Explain's values when omitted or summed from interactions
+  std::vector<float> outputs;   // Explain's model outputs of the rows (residuals)
   std::optional<SharedMemoryResults> results;  // output_shared_memory
 
   // Results flushed into shared memory (if any), then OK unless a shared memory range the call
@@ -519,11 +521,15 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   const int64_t values_bytes = SaturatingBytes(n, width, 4);
   const int64_t result_bytes = SaturatingAdd(omit ? 0 : values_bytes,
                                        SaturatingBytes(n, interactions_width, 4));
-  const int64_t response_bytes =
-      SaturatingAdd(results != nullptr ? 0 : result_bytes, SaturatingBytes(n, int64_t{K} * k, 8));
+  // Residuals: K floats per row in the response, and the outputs they are computed from.
+  const int64_t residual_bytes = request.residuals() ? SaturatingBytes(n, K, 4) : 0;
+  const int64_t response_bytes = SaturatingAdd(
+      SaturatingAdd(results != nullptr ? 0 : result_bytes, SaturatingBytes(n, int64_t{K} * k, 8)),
+      residual_bytes);
   if (absl::Status s = runtime->CheckResponseBytes(response_bytes, n); !s.ok()) return s;
   int64_t held = SaturatingAdd(response_bytes, results != nullptr ? results->scratch_bytes() : 0);
   if (omit) held = SaturatingAdd(held, values_bytes);
+  held = SaturatingAdd(held, residual_bytes);
   const Operation op = ExplainOperation(*choice, interactions);
   absl::StatusOr<serving::MemoryReservation> memory = runtime->ReserveMemory(
       *model, op, n, SaturatingAdd(held, HeldRowBytes(*buffers, *rows)));
@@ -552,8 +558,12 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
     out = ResizeMatrix(response->mutable_values(), n, width, raw);
   }
   const int top_k = request.top_k();
+  // Residuals: the model's output of the rows, computed beside the explanation.
+  const bool residuals = request.residuals();
+  if (residuals) buffers->outputs.resize(static_cast<size_t>(n * K));
+  Metrics::OpMetrics* op_metrics = &runtime->metrics().Model(model->name)->op(op);
   auto finish = [response, buffers, out, n, F, K, width, omit, interactions, top_k, raw,
-                 done = std::move(done)](absl::Status status) {
+                 residuals, op_metrics, done = std::move(done)](absl::Status status) {
     if (status.ok()) {
       const float* values = out.data;
       if (interactions) {
@@ -571,18 +581,37 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
       }
       for (int o = 0; o < K; ++o) response->add_bias(values[o * (F + 1) + F]);
       if (top_k > 0) TopK(values, n, K, F, top_k, response->mutable_top());
+      if (residuals) {
+        grove::v1::Matrix* m = response->mutable_residuals();
+        m->set_rows(n);
+        m->set_cols(K);
+        m->mutable_values()->Resize(static_cast<int>(n * K), 0.0f);
+        const int64_t exceeded = AdditivityResiduals(values, n, K, F, buffers->outputs.data(),
+                                                     m->mutable_values()->mutable_data());
+        response->set_residual_arithmetic(kResidualArithmetic);
+        op_metrics->residual_rows->Increment(static_cast<double>(n));
+        op_metrics->residual_exceeded_rows->Increment(static_cast<double>(exceeded));
+      }
       status = buffers->Finish();
     }
     done(std::move(status));
   };
-  auto call = std::make_shared<CallState>(1, deadline, std::move(finish));
+  auto call = std::make_shared<CallState>(residuals ? 2 : 1, deadline, std::move(finish));
   call->Hold(*std::move(memory));
   *call_out = call;
-  runtime->metrics().Model(model->name)->op(op).request_rows->Observe(static_cast<double>(n));
+  op_metrics->request_rows->Observe(static_cast<double>(n));
   std::vector<std::unique_ptr<ComputeTask>> tasks;
   tasks.push_back(MakeTask(model, op, *rows, out, request.iteration_begin(),
                            request.iteration_end(), call));
   tasks.back()->params.output_space = choice->output_space;
+  if (residuals) {
+    tasks.push_back(MakeTask(model, Operation::kPredict, *rows,
+                             MakeMatrixView(buffers->outputs.data(), n, K),
+                             request.iteration_begin(), request.iteration_end(), call));
+    tasks.back()->params.kind = choice->output_space == OutputSpace::kMargin
+                                    ? OutputKind::kMargin
+                                    : OutputKind::kPrediction;
+  }
   SubmitAll(runtime, std::move(tasks), call);
   return absl::OkStatus();
 }

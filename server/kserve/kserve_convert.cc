@@ -310,6 +310,11 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInfe
       !s.ok()) {
     return s;
   }
+  if (absl::Status s =
+          StringParameter(request, "attribution", &ParseAttribution, &c.attribution);
+      !s.ok()) {
+    return s;
+  }
   return c;
 }
 

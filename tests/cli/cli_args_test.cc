@@ -141,6 +141,24 @@ TEST(CliArgs, InterventionalExplain) {
   EXPECT_EQ(r->output_space, OutputSpace::kProbability);
 }
 
+TEST(CliArgs, Attribution) {
+  auto d = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->attribution, Attribution::kShapley);
+  auto b = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv", "--background",
+                         "bg.csv", "--attribution", "banzhaf"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->attribution, Attribution::kBanzhaf);
+  auto bad = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv", "--attribution",
+                           "owen"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--attribution: unknown attribution 'owen'"));
+  EXPECT_FALSE(ParseCliArgs({"predict", "--model", "m.json", "--input", "x.csv", "--attribution",
+                             "banzhaf"})
+                   .ok());
+  EXPECT_THAT(HelpText("explain"), HasSubstr("--attribution NAME"));
+}
+
 TEST(CliArgs, Errors) {
   struct {
     std::vector<std::string> args;

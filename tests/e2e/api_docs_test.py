@@ -10,6 +10,8 @@ against a groved serving examples/models (its address put where the examples say
   * "Path-dependent or interventional SHAP": the sh block; the served and the local interventional
     probability-space values must be byte for byte the same, and each row must sum to the row's
     predicted probability.
+  * "Banzhaf values": the sh block; the served and the local Banzhaf values must be byte for byte
+    the same, the bias the local SHAP bias, and some row's sum not its margin (not additive);
   * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
     (tritonclient.http), whose positive-class column must equal the local CLI's predictions;
   * "Shared memory": the python block (tritonclient's shared memory calls, against a groved with
@@ -43,6 +45,7 @@ STUBS = "## Python with stubs generated from `proto/`"
 CLI = "## The `grove` CLI"
 TRITON = "## KServe v2 / tritonclient"
 INTERVENTIONAL = "## Path-dependent or interventional SHAP"
+BANZHAF = "## Banzhaf values"
 REST = "## KServe v2 REST"
 SHARED_MEMORY = "## Shared memory"
 CPP = "## C++: `client/grove_client.h`"
@@ -97,6 +100,24 @@ def check_interventional(failures, code, root, env, probabilities):
     failures.check(local == served, "interventional: served.csv is not byte for byte local.csv")
     sums = [[sum(row)] for row in h.read_csv(os.path.join(root, "served.csv"))]
     h.compare(failures, "interventional row sums vs predictions", sums, probabilities, exact=False)
+
+
+def check_banzhaf(failures, code, root, env, grove, model_file, rows):
+    """Runs the Banzhaf sh block: served == local, the SHAP bias, not additive."""
+    r = run(failures, "the Banzhaf sh block", ["bash", "-e", "-c", code], root, env)
+    if r.returncode != 0:
+        return
+    local = open(os.path.join(root, "banzhaf_local.csv")).read()
+    served = open(os.path.join(root, "banzhaf_served.csv")).read()
+    failures.check(local == served, "Banzhaf: banzhaf_served.csv is not byte for byte local")
+    banzhaf = h.read_csv(os.path.join(root, "banzhaf_local.csv"))
+    shap = h.read_csv(subprocess.run([grove, "explain", "--model", model_file, "--input", rows,
+                                      "--no-progress"], capture_output=True, text=True,
+                                     timeout=300).stdout, is_text=True)
+    h.compare(failures, "Banzhaf bias vs SHAP bias", [[row[-1]] for row in banzhaf],
+              [[row[-1]] for row in shap], exact=False)
+    failures.check(any(abs(sum(b) - sum(s)) > 1e-3 for b, s in zip(banzhaf, shap)),
+                   "Banzhaf values sum to the margin on every row: the attribution was ignored")
 
 
 def check_cpp(failures, program, target, local):
@@ -183,6 +204,7 @@ def main():
     text = open(os.path.join(args.source_dir, "docs/api.md")).read()
     stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
     interventional = blocks(text, INTERVENTIONAL)
+    banzhaf = blocks(text, BANZHAF)
     rest = blocks(text, REST)
     shared = blocks(text, SHARED_MEMORY)
     cpp, reflection = blocks(text, CPP), blocks(text, REFLECTION)
@@ -191,6 +213,7 @@ def main():
     for name, b, langs in (("stubs", stubs, ("sh", "python")), ("cli", cli, ("sh",)),
                            ("tritonclient", triton, ("python",)),
                            ("interventional", interventional, ("sh",)),
+                           ("Banzhaf", banzhaf, ("sh",)),
                            ("REST", rest, ("sh", "python")),
                            ("shared memory", shared, ("python",)), ("C++", cpp, ("cpp",)),
                            ("reflection", reflection, ("python",))):
@@ -216,6 +239,7 @@ def main():
         failures.check(os.path.exists(pred) and open(pred).read() == local.stdout,
                        "the CLI example's pred.csv is not byte for byte the local CLI's")
         check_interventional(failures, at(interventional["sh"]), root, env, want)
+        check_banzhaf(failures, at(banzhaf["sh"]), root, env, args.grove, model_file, rows)
         # Python stubs.
         run(failures, "the stubs sh block", ["bash", "-e", "-c", stubs["sh"]], root)
         r = run(failures, "the stubs python block", [sys.executable, "-c", at(stubs["python"]) +

@@ -89,6 +89,21 @@ def test_interventional_over_the_servers_background(server, models):
                        model.explain(x[:50], output_space=space), space)
 
 
+def test_banzhaf_values(server, models):
+    _, client = server
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path, background=x[:40])
+    assert_bitwise(client.explain("xgb_binary", x[:50], attribution="banzhaf"),
+                   model.explain(x[:50], method="path_dependent", attribution="banzhaf"),
+                   "path-dependent")
+    assert_bitwise(client.explain("xgb_binary", x[:50], method="interventional",
+                                  attribution="banzhaf"),
+                   model.explain(x[:50], attribution="banzhaf"), "interventional")
+    assert_bitwise(client.explain("xgb_binary", x[:10], attribution="banzhaf", interactions=True),
+                   model.explain(x[:10], method="path_dependent", attribution="banzhaf",
+                                 interactions=True), "interactions")
+
+
 def test_pandas_and_arrow(server, models):
     pd = need("pandas")
     pa = need("pyarrow")

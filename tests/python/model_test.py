@@ -118,6 +118,28 @@ def test_interventional_matches_cli(cli, models, tmp_path):
     assert_bitwise(with_default.explain(x[:60], method="path_dependent"), model.explain(x[:60]))
 
 
+def test_banzhaf_matches_cli(cli, models, tmp_path):
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path)
+    x_path = write_csv(tmp_path / "x.csv", x[:30])
+    bg = x[30:50]
+    bg_path = write_csv(tmp_path / "bg.csv", bg)
+    want = run_cli(cli, ["explain", "--attribution", "banzhaf"], path, x_path)
+    got = model.explain(x[:30], attribution="banzhaf")
+    assert_bitwise(got.reshape(want.shape), want, "banzhaf")
+    # Banzhaf values are not SHAP values (and do not sum to the margin).
+    assert not np.allclose(got, model.explain(x[:30]))
+    want = run_cli(cli, ["explain", "--attribution", "banzhaf", "--interactions"], path, x_path)
+    got = model.explain(x[:30], attribution="banzhaf", interactions=True)
+    assert_bitwise(got.reshape(want.shape), want, "banzhaf interactions")
+    want = run_cli(cli, ["explain", "--attribution", "banzhaf", "--background", bg_path], path,
+                   x_path)
+    got = model.explain(x[:30], attribution="banzhaf", background=bg)
+    assert_bitwise(got.reshape(want.shape), want, "interventional banzhaf")
+    with pytest.raises(ValueError, match="attribution"):
+        model.explain(x[:3], attribution="owen")
+
+
 def test_pandas_columns_by_name(models):
     pd = need("pandas")
     path, x = models["xgb_binary"]

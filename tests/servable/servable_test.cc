@@ -3,6 +3,7 @@
 // what is missing.
 #include "core/servable/servable.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "core/predict/predict.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/coalition_games.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
@@ -75,11 +77,33 @@ std::vector<float> Reference(const Forest& forest, const Background* bg, Operati
       s = ExplainCpuReference(forest, view, o, m, nullptr);
       break;
     }
+    case Operation::kBanzhaf:
+    case Operation::kBanzhafInteractions: {
+      // The definition over every feature subset (the golden models have at most 6 features).
+      for (int64_t r = 0; r < n; ++r) {
+        const std::vector<double> game = testing::PathDependentGame(
+            forest, rows.data() + r * forest.num_features, p.iteration_begin, p.iteration_end);
+        const std::vector<double> want =
+            op == Operation::kBanzhaf
+                ? testing::BanzhafOfGame(game, forest.num_features, forest.num_outputs)
+                : testing::BanzhafInteractionsOfGame(game, forest.num_features,
+                                                     forest.num_outputs);
+        std::copy(want.begin(), want.end(), out.begin() + r * width);
+      }
+      break;
+    }
     case Operation::kInterventional:
-    case Operation::kInterventionalInteractions: {
+    case Operation::kInterventionalInteractions:
+    case Operation::kInterventionalBanzhaf:
+    case Operation::kInterventionalBanzhafInteractions: {
       InterventionalOptions o;
       o.output_space = p.output_space;
-      o.interactions = op == Operation::kInterventionalInteractions;
+      o.interactions = op == Operation::kInterventionalInteractions ||
+                       op == Operation::kInterventionalBanzhafInteractions;
+      if (op == Operation::kInterventionalBanzhaf ||
+          op == Operation::kInterventionalBanzhafInteractions) {
+        o.attribution = Attribution::kBanzhaf;
+      }
       o.iteration_begin = p.iteration_begin;
       o.iteration_end = p.iteration_end;
       s = ExplainInterventionalCpu(forest, bg->view(), view, o, m, nullptr);
@@ -136,6 +160,18 @@ TEST(ServableTest, EveryOperationAnswersWhatTheReferenceDoes) {
       }
     }
   }
+}
+
+TEST(ServableTest, OperationNamesRoundTrip) {
+  for (int i = 0; i < kNumOperations; ++i) {
+    const Operation op = static_cast<Operation>(i);
+    absl::StatusOr<Operation> parsed = ParseOperation(OperationName(op));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, op);
+  }
+  absl::StatusOr<Operation> unknown = ParseOperation("shapley");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("interventional_banzhaf_interactions"));
 }
 
 TEST(ServableTest, PredictRowEqualsABatchOfOne) {
@@ -197,7 +233,9 @@ TEST(ServableTest, WhatIsMissingIsSaidPerOperation) {
   EXPECT_TRUE((*s)->Available(Operation::kPredict).ok());
   EXPECT_EQ((*s)->Explainable().code(), absl::StatusCode::kFailedPrecondition);
   for (Operation op : {Operation::kExplain, Operation::kInteractions, Operation::kInterventional,
-                       Operation::kInterventionalInteractions}) {
+                       Operation::kInterventionalInteractions, Operation::kBanzhaf,
+                       Operation::kBanzhafInteractions, Operation::kInterventionalBanzhaf,
+                       Operation::kInterventionalBanzhafInteractions}) {
     EXPECT_EQ((*s)->Available(op).code(), absl::StatusCode::kFailedPrecondition)
         << OperationName(op);
     EXPECT_THAT((*s)->Describe(op), HasSubstr("unavailable: ")) << OperationName(op);

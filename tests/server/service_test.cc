@@ -32,6 +32,7 @@
 #include "server/server.h"
 #include "server/grpc/wire_rows.h"
 #include "tests/server/server_testing.h"
+#include "tests/testing/coalition_games.h"
 
 namespace grove::server {
 namespace {
@@ -558,6 +559,181 @@ TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {
   ks = Kserve()->ModelInfer(&kctx2, kreq, &kresp);
   EXPECT_THAT(ks.error_message(),
               HasSubstr("request parameter 'method': unknown explanation method 'shapley'"));
+}
+
+// Banzhaf values per row by their definition (every feature subset): path-dependent, or with
+// `background` (row-major) the mean over its rows of each pair's margin values.
+std::vector<float> BanzhafByDefinition(const std::vector<float>& rows, int64_t cols,
+                                       bool interactions, const std::vector<float>& background) {
+  ForestPtr f = *LoadModelFile(kDemo);
+  const int K = f->num_outputs;
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  const int64_t nb = static_cast<int64_t>(background.size()) / cols;
+  std::vector<float> out;
+  for (int64_t r = 0; r < n; ++r) {
+    auto of_game = [&](const std::vector<double>& game) {
+      return interactions ? testing::BanzhafInteractionsOfGame(game, cols, K)
+                          : testing::BanzhafOfGame(game, cols, K);
+    };
+    std::vector<double> v;
+    if (nb == 0) {
+      v = of_game(testing::PathDependentGame(*f, rows.data() + r * cols));
+    } else {
+      for (int64_t j = 0; j < nb; ++j) {
+        const std::vector<double> one = of_game(testing::PairGame(
+            *f, rows.data() + r * cols, background.data() + j * cols, OutputSpace::kMargin));
+        v.resize(one.size(), 0.0);
+        for (size_t c = 0; c < one.size(); ++c) v[c] += one[c] / nb;
+      }
+    }
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST_F(ServerTest, BanzhafValuesOnEveryProtocol) {
+  int64_t n, cols;
+  std::vector<float> background = ReadRows(kDemoRows, &n, &cols);
+  std::vector<float> rows(background.begin(), background.begin() + 4 * cols);
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.set_attribution(grove::v1::ATTRIBUTION_BANZHAF);
+  for (bool interactions : {false, true}) {
+    req.set_interactions(interactions);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ExpectClose(resp.values().values(), BanzhafByDefinition(rows, cols, false, {}), 1e-4);
+    if (interactions) {
+      ExpectClose(resp.interactions().values(), BanzhafByDefinition(rows, cols, true, {}), 1e-5);
+    }
+  }
+  req.set_interactions(false);
+  req.set_method(grove::v1::EXPLAIN_METHOD_INTERVENTIONAL);
+  {
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ExpectClose(resp.values().values(), BanzhafByDefinition(rows, cols, false, background), 1e-5);
+  }
+  // KServe: the request parameter, on both methods.
+  for (bool interventional : {false, true}) {
+    inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, 4, cols);
+    (*kreq.mutable_parameters())["attribution"].set_string_param("banzhaf");
+    if (interventional) {
+      (*kreq.mutable_parameters())["method"].set_string_param("interventional");
+    }
+    grpc::ClientContext kctx;
+    inference::ModelInferResponse kresp;
+    grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+    ASSERT_TRUE(ks.ok()) << ks.error_message();
+    std::vector<float> got(4 * (cols + 1));
+    ASSERT_EQ(kresp.raw_output_contents(0).size(), got.size() * 4);
+    std::memcpy(got.data(), kresp.raw_output_contents(0).data(), got.size() * 4);
+    ExpectClose(got,
+                BanzhafByDefinition(rows, cols, false,
+                                    interventional ? background : std::vector<float>()),
+                1e-5);
+  }
+  // Unknown values are refused with the accepted ones.
+  req.set_attribution(static_cast<grove::v1::Attribution>(5));
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse resp;
+  grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("unknown ExplainRequest.attribution 5"));
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, 4, cols);
+  (*kreq.mutable_parameters())["attribution"].set_string_param("owen");
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ks.error_message(),
+              HasSubstr("request parameter 'attribution': unknown attribution 'owen'"));
+}
+
+// The value of a counter of the server's metrics (0 when absent).
+double CounterValue(GroveServer* server, const std::string& series) {
+  prometheus::TextSerializer text;
+  const std::string exposition = text.Serialize(server->metrics().registry()->Collect());
+  const size_t at = exposition.find("\n" + series + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(exposition.substr(at + series.size() + 2));
+}
+
+// Residuals: per row and output the values' sum minus the model's output, as recomputed here
+// from the response and a local prediction; the metrics count the rows and those over the bound.
+TEST_F(ServerTest, ResidualsSayHowFarFromAdditive) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  rows.resize(6 * cols);
+  const std::vector<float> margin = LocalPredict(kDemo, rows, cols, OutputKind::kMargin);
+  const std::vector<float> proba = LocalPredict(kDemo, rows, cols, OutputKind::kPrediction);
+  struct Case {
+    grove::v1::ExplainMethod method;
+    grove::v1::OutputSpace space;
+    grove::v1::Attribution attribution;
+    const char* operation;
+  };
+  for (const Case& c :
+       {Case{grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT, grove::v1::OUTPUT_SPACE_MARGIN,
+             grove::v1::ATTRIBUTION_SHAPLEY, "explain"},
+        Case{grove::v1::EXPLAIN_METHOD_INTERVENTIONAL, grove::v1::OUTPUT_SPACE_PROBABILITY,
+             grove::v1::ATTRIBUTION_SHAPLEY, "interventional"},
+        Case{grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT, grove::v1::OUTPUT_SPACE_MARGIN,
+             grove::v1::ATTRIBUTION_BANZHAF, "banzhaf"}}) {
+    const std::string labels = absl::StrCat("{model=\"demo_bg\",operation=\"", c.operation, "\"}");
+    const double rows_before = CounterValue(server_, "grove_explain_residual_rows_total" + labels);
+    const double over_before =
+        CounterValue(server_, "grove_explain_residual_exceeded_rows_total" + labels);
+    grove::v1::ExplainRequest req;
+    req.set_model("demo_bg");
+    SetRows(req.mutable_rows(), rows, cols);
+    req.set_method(c.method);
+    req.set_output_space(c.space);
+    req.set_attribution(c.attribution);
+    req.set_residuals(true);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(resp.residuals().rows(), 6);
+    ASSERT_EQ(resp.residuals().cols(), 1);
+    EXPECT_THAT(resp.residual_arithmetic(), HasSubstr("sum in double"));
+    const std::vector<float>& output =
+        c.space == grove::v1::OUTPUT_SPACE_MARGIN ? margin : proba;
+    int64_t over = 0;
+    for (int r = 0; r < 6; ++r) {
+      double sum = 0;
+      for (int64_t j = 0; j <= cols; ++j) sum += resp.values().values(r * (cols + 1) + j);
+      const double want = sum - output[r];
+      EXPECT_NEAR(resp.residuals().values(r), want, 1e-6) << c.operation << " row " << r;
+      if (std::abs(want) > 1e-5 * std::max(1.0, std::abs(double{output[r]}))) ++over;
+    }
+    if (c.attribution == grove::v1::ATTRIBUTION_SHAPLEY) {
+      EXPECT_EQ(over, 0) << c.operation;  // SHAP values add up
+    } else {
+      EXPECT_GT(over, 0);  // Banzhaf values do not
+    }
+    EXPECT_EQ(CounterValue(server_, "grove_explain_residual_rows_total" + labels) - rows_before, 6)
+        << c.operation;
+    EXPECT_EQ(CounterValue(server_, "grove_explain_residual_exceeded_rows_total" + labels) -
+                  over_before,
+              over)
+        << c.operation;
+  }
+  // Off by default.
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse resp;
+  ASSERT_TRUE(Grove()->Explain(&ctx, req, &resp).ok());
+  EXPECT_FALSE(resp.has_residuals());
+  EXPECT_TRUE(resp.residual_arithmetic().empty());
 }
 
 TEST_F(ServerTest, ErrorsMapToStatusCodes) {

@@ -32,6 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "core/common/hd.h"
 #include "core/common/rows.h"
+#include "core/explain/attribution.h"
 #include "core/model/forest.h"
 #include "core/model/outputs.h"
 #include "core/model/transform.h"
@@ -51,6 +52,10 @@ struct InterventionalOptions {
   bool interactions = false;
   int iteration_begin = 0;  // boosting rounds [begin, end); end <= 0 means to the last round
   int iteration_end = 0;
+  // Banzhaf values (and interaction values) of the same value function instead of Shapley's
+  // (attribution.h): the same layout and bias; not additive. Every output space (linearized:
+  // each pair's margin values times its factor); the CPU strategies only.
+  Attribution attribution = Attribution::kShapley;
 };
 
 // kProbability enumerates, per (row, background row) pair, every subset of the features on which
@@ -66,9 +71,7 @@ absl::Status ExactPairTooWideError(int64_t row, int64_t background_row, int d);
 // leaf needs a >= 1 features from x and b from z): (a-1)! b! / (a+b)!. The weight of a feature
 // taken from z is -InterventionalWeight(b, a). Exact to rounding for any a, b (no factorials).
 GROVE_HD double InterventionalWeight(int a, int b) {
-  double w = 1.0 / a;
-  for (int i = 1; i <= b; ++i) w *= static_cast<double>(i) / (a + i);
-  return w;
+  return AttributionWeight(Attribution::kShapley, a, b);
 }
 
 // shap's factor of the linearized output space for one pair and output: (g(m_x) - g(m_z)) /

@@ -120,6 +120,7 @@ void AddMargin(const Forest& forest, const CallPlan& plan, const float* row, dou
 // `inter` is set, their Shapley interaction values to inter (num_outputs x f1 x f1, off-diagonal).
 struct MarginVisitor {
   const Forest& forest;
+  Attribution attribution = Attribution::kShapley;
   int32_t tree = 0;
   double scale = 1.0;
   double* phi = nullptr;
@@ -131,8 +132,8 @@ struct MarginVisitor {
     const Tree& t = forest.trees[tree];
     const int a = w.num_from_x();
     const int b = w.num_from_z();
-    const double wx = a > 0 ? InterventionalWeight(a, b) : 0.0;
-    const double wz = b > 0 ? -InterventionalWeight(b, a) : 0.0;
+    const double wx = a > 0 ? AttributionWeight(attribution, a, b) : 0.0;
+    const double wz = b > 0 ? -AttributionWeight(attribution, b, a) : 0.0;
     const int first = t.leaf_width == 1 ? t.group : 0;
     for (int k = 0; k < t.leaf_width; ++k) {
       const double v = scale * t.weight * forest.leaf_values[leaf.payload + k];
@@ -146,13 +147,14 @@ struct MarginVisitor {
   // interaction index (half of Grabisch's, split between M[i][j] and M[j][i] as in
   // pred_interactions) is nonzero at one coalition only: v (a-2)! b! / (2 (a+b-1)!) for two
   // x-features, v a! (b-2)! / (2 (a+b-1)!) for two z-features, -v (a-1)! (b-1)! / (2 (a+b-1)!)
-  // for one of each; in weights, W(a-1, b) / 2, W(b-1, a) / 2, -W(a, b-1) / 2.
+  // for one of each; in weights, W(a-1, b) / 2, W(b-1, a) / 2, -W(a, b-1) / 2. Banzhaf's index is
+  // the same coalition's 1 / 2^(a+b-2): the same expressions in its weights.
   void AddPairs(const PairWalker& w, double v, double* m) const {
     const int a = w.num_from_x();
     const int b = w.num_from_z();
-    const double both_x = a > 1 ? v * InterventionalWeight(a - 1, b) / 2 : 0.0;
-    const double both_z = b > 1 ? v * InterventionalWeight(b - 1, a) / 2 : 0.0;
-    const double mixed = a > 0 && b > 0 ? -v * InterventionalWeight(a, b - 1) / 2 : 0.0;
+    const double both_x = a > 1 ? v * AttributionWeight(attribution, a - 1, b) / 2 : 0.0;
+    const double both_z = b > 1 ? v * AttributionWeight(attribution, b - 1, a) / 2 : 0.0;
+    const double mixed = a > 0 && b > 0 ? -v * AttributionWeight(attribution, a, b - 1) / 2 : 0.0;
     const std::vector<int32_t>& fs = w.features();
     for (size_t p = 0; p < fs.size(); ++p) {
       for (size_t q = p + 1; q < fs.size(); ++q) {
@@ -201,12 +203,14 @@ struct TermVisitor {
 class RowExplainer {
  public:
   RowExplainer(const Forest& forest, const CallPlan& plan, RowsView background,
-               const std::vector<double>& background_margins, OutputSpace space)
+               const std::vector<double>& background_margins, OutputSpace space,
+               Attribution attribution)
       : forest_(forest),
         plan_(plan),
         background_(background),
         background_margins_(background_margins),
         space_(space),
+        attribution_(attribution),
         k_(forest.num_outputs),
         f1_(forest.num_features + 1),
         linear_link_(forest.objective.link == Link::kIdentity),
@@ -245,7 +249,7 @@ class RowExplainer {
 
  private:
   void AddPairMargin(const float* x, const float* z, double scale, double* phi, double* inter) {
-    MarginVisitor visitor{forest_, 0, scale, phi, f1_, inter};
+    MarginVisitor visitor{forest_, attribution_, 0, scale, phi, f1_, inter};
     for (int32_t t : plan_.trees) {
       visitor.tree = t;
       walker_.Walk(t, x, z, visitor);
@@ -323,7 +327,7 @@ class RowExplainer {
       for (uint32_t s = 0; s < subsets; ++s) {
         if (s & bit) continue;
         const int size = __builtin_popcount(s);
-        const double w = scale * InterventionalWeight(d - size, size);
+        const double w = scale * AttributionWeight(attribution_, d - size, size);
         for (int j = 0; j < k_; ++j) {
           out[j * f1_] += w * (outputs_[(s | bit) * k_ + j] - outputs_[s * k_ + j]);
         }
@@ -342,7 +346,7 @@ class RowExplainer {
         for (uint32_t s = 0; s < subsets; ++s) {
           if (s & (bi | bj)) continue;
           const int size = __builtin_popcount(s);
-          const double w = scale * InterventionalWeight(d - 1 - size, size) / 2;
+          const double w = scale * AttributionWeight(attribution_, d - 1 - size, size) / 2;
           for (int k = 0; k < k_; ++k) {
             const double delta = outputs_[(s | bi | bj) * k_ + k] - outputs_[(s | bi) * k_ + k] -
                                  outputs_[(s | bj) * k_ + k] + outputs_[s * k_ + k];
@@ -360,6 +364,7 @@ class RowExplainer {
   RowsView background_;
   const std::vector<double>& background_margins_;
   OutputSpace space_;
+  Attribution attribution_;
   int k_;
   int64_t f1_;
   bool linear_link_;
@@ -433,7 +438,8 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
   int64_t failed_row = rows.rows;  // the first failing row wins, whatever the thread order
   absl::Status failure;
   auto work = [&](int64_t begin, int64_t end) {
-    RowExplainer explainer(forest, plan, background, background_margins, options.output_space);
+    RowExplainer explainer(forest, plan, background, background_margins, options.output_space,
+                           options.attribution);
     std::vector<double> phi(k * f1);
     std::vector<double> inter(options.interactions ? k * f1 * f1 : 0);
     double* inter_out = options.interactions ? inter.data() : nullptr;

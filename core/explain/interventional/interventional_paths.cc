@@ -22,11 +22,11 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<double> WeightTable() {
+std::vector<double> WeightTable(Attribution attribution) {
   constexpr int kSide = kInterventionalWeightSide;
   std::vector<double> w(kSide * kSide, 0.0);
   for (int a = 1; a < kSide; ++a) {
-    for (int b = 0; b < kSide; ++b) w[a * kSide + b] = InterventionalWeight(a, b);
+    for (int b = 0; b < kSide; ++b) w[a * kSide + b] = AttributionWeight(attribution, a, b);
   }
   return w;
 }
@@ -74,8 +74,8 @@ std::vector<double> TreeMeans(const Forest& forest, RowsView background) {
 }
 
 // Adds one row's contributions of path `info` to phi (num_outputs x f1).
-void AddPath(const PathLayout& layout, const InterventionalLayout& il, uint32_t path,
-             const float* row, int64_t f1, double* phi) {
+void AddPath(const PathLayout& layout, const InterventionalLayout& il, const double* weights,
+             uint32_t path, const float* row, int64_t f1, double* phi) {
   const PathInfo& info = layout.paths[path];
   const PathElement* elements = layout.elements.data() + info.element_begin;
   const uint32_t x = RowPathMask(elements, info.length, layout.category_bits.data(), row);
@@ -85,7 +85,7 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, uint32_t 
     double coefficient = 0;
     for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
       coefficient +=
-          il.counts[m] * MaskCoefficient(x, il.masks[m], full, 1u << j, il.weights.data());
+          il.counts[m] * MaskCoefficient(x, il.masks[m], full, 1u << j, weights);
     }
     if (coefficient == 0) continue;
     for (int k = 0; k < info.width; ++k) {
@@ -98,7 +98,8 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, uint32_t 
 // Linearized: adds one row's contributions of path `info` to phi, each background row of a mask
 // weighted by its pair's factor (rho[k * N + j], output k, background row j) instead of counted.
 void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
-                       const LinearizedLayout& ll, uint32_t path, const float* row,
+                       const double* weights, const LinearizedLayout& ll, uint32_t path,
+                       const float* row,
                        const double* rho, int64_t f1, double* phi) {
   const PathInfo& info = layout.paths[path];
   const PathElement* elements = layout.elements.data() + info.element_begin;
@@ -112,7 +113,7 @@ void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
       double coefficient = 0;
       const uint16_t* rows_of_mask = path_rows;
       for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
-        const double c = MaskCoefficient(x, il.masks[m], full, 1u << j, il.weights.data());
+        const double c = MaskCoefficient(x, il.masks[m], full, 1u << j, weights);
         if (c != 0) {
           double weight = 0;
           for (uint32_t i = 0; i < il.counts[m]; ++i) weight += rho_k[rows_of_mask[i]];
@@ -140,7 +141,8 @@ std::vector<double> BackgroundMargins(const Forest& forest, const std::vector<in
 
 // The exact space's per-call arguments, host pointers.
 ExactArgs HostExactArgs(const Forest& forest, const PathLayout& layout,
-                        const InterventionalLayout& il, const IterationRange& range) {
+                        const InterventionalLayout& il, const IterationRange& range,
+                        Attribution attribution = Attribution::kShapley) {
   ExactArgs a = ExactCallArgs(forest, static_cast<int64_t>(layout.paths.size()), range.begin,
                               range.end);
   a.elements = layout.elements.data();
@@ -148,7 +150,7 @@ ExactArgs HostExactArgs(const Forest& forest, const PathLayout& layout,
   a.values = layout.values.data();
   a.category_bits = layout.category_bits.data();
   a.base_margin = forest.base_margin.data();
-  a.weights = il.weights.data();
+  a.weights = il.Weights(attribution);
   return a;
 }
 
@@ -179,9 +181,9 @@ std::vector<double> ExactBias(const ExactArgs& a, const std::vector<uint32_t>& z
 // OutputSpace::kProbability with a non-identity link: ExplainExactRow per row, one thread each.
 absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
                              const InterventionalLayout& il, const LinearizedLayout& ll,
-                             const IterationRange& range, RowsView rows, MatrixView<float> out,
-                             ThreadPool* pool) {
-  const ExactArgs a = HostExactArgs(forest, layout, il, range);
+                             const IterationRange& range, Attribution attribution, RowsView rows,
+                             MatrixView<float> out, ThreadPool* pool) {
+  const ExactArgs a = HostExactArgs(forest, layout, il, range, attribution);
   const std::vector<uint32_t> z = BackgroundRowMasks(il, ll, a.num_paths);
   const int64_t n = ll.background_rows;
   const std::shared_ptr<const std::vector<double>> cached =
@@ -280,7 +282,7 @@ absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layo
 
 int64_t InterventionalLayout::HostBytes() const {
   return static_cast<int64_t>((mask_begin.size() + masks.size() + counts.size()) * 4 +
-                              (tree_means.size() + weights.size()) * 8);
+                              (tree_means.size() + weights.size() + banzhaf_weights.size()) * 8);
 }
 
 absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& forest,
@@ -292,7 +294,8 @@ absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& 
   auto il = std::make_shared<InterventionalLayout>();
   il->background_rows = background.rows;
   il->num_outputs = forest.num_outputs;
-  il->weights = WeightTable();
+  il->weights = WeightTable(Attribution::kShapley);
+  il->banzhaf_weights = WeightTable(Attribution::kBanzhaf);
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> groups;
   GroupMasks(layout, background, pool, &groups);
   il->mask_begin.reserve(groups.size() + 1);
@@ -345,7 +348,8 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
   if (exact) {
-    return ExplainExactCpu(forest, layout, il, *linearized, range, rows, out, pool);
+    return ExplainExactCpu(forest, layout, il, *linearized, range, options.attribution, rows, out,
+                           pool);
   }
   // kProbability with an identity link: the margin values and bias, divided by this.
   const double divisor = space == OutputSpace::kProbability
@@ -379,12 +383,13 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
   if (divisor != 1.0) {
     for (double& b : bias) b /= divisor;
   }
+  const double* weights = il.Weights(options.attribution);
   ParallelFor(pool, rows.rows, 1, [&](int64_t begin, int64_t end) {
     std::vector<double> phi(k * f1), margin(k), rho;
     for (int64_t r = begin; r < end; ++r) {
       std::fill(phi.begin(), phi.end(), 0.0);
       if (!lin) {
-        for (uint32_t p : paths) AddPath(layout, il, p, rows.Row(r), f1, phi.data());
+        for (uint32_t p : paths) AddPath(layout, il, weights, p, rows.Row(r), f1, phi.data());
         if (divisor != 1.0) {
           for (double& v : phi) v /= divisor;
         }
@@ -399,7 +404,8 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
           }
         }
         for (uint32_t p : paths) {
-          AddPathLinearized(layout, il, *linearized, p, rows.Row(r), rho.data(), f1, phi.data());
+          AddPathLinearized(layout, il, weights, *linearized, p, rows.Row(r), rho.data(), f1,
+                            phi.data());
         }
       }
       StoreExplainedRow(bias, f1, phi.data(), nullptr, out.Row(r));

@@ -102,9 +102,15 @@ struct InterventionalLayout {
   std::vector<double> tree_means;
   // kInterventionalWeightSide^2: weights[a * side + b] = W(a, b) for a >= 1, 0 for a = 0.
   std::vector<double> weights;
+  // The same for Banzhaf values: AttributionWeight(kBanzhaf, a, b) = 1 / 2^(a+b-1).
+  std::vector<double> banzhaf_weights;
   double build_seconds = 0;
 
   int64_t HostBytes() const;
+  // The weight table of `attribution`.
+  const double* Weights(Attribution attribution) const {
+    return attribution == Attribution::kBanzhaf ? banzhaf_weights.data() : weights.data();
+  }
 };
 
 using InterventionalLayoutPtr = std::shared_ptr<const InterventionalLayout>;
@@ -161,8 +167,8 @@ absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layo
 std::vector<double> InterventionalBias(const Forest& forest, const InterventionalLayout& il,
                                        int begin, int end);
 
-// CPU twin of the GPU kernel: SHAP values of `rows` from the layouts, in double, multi-threaded
-// over rows. OutputSpace::kMargin; kProbabilityLinearized with `linearized` (each mask's rows
+// CPU twin of the GPU kernel: SHAP values (or Banzhaf values, options.attribution: the same form
+// with Banzhaf's weight table) of `rows` from the layouts, in double, multi-threaded over rows. OutputSpace::kMargin; kProbabilityLinearized with `linearized` (each mask's rows
 // weighted by their pair's LinearizedFactor instead of counted); kProbability with `linearized`
 // (its rows per mask give every background row's masks: interventional_exact.h; an identity link
 // needs none: the margin's values over the average divisor). Models without long paths, no

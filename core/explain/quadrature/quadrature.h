@@ -35,6 +35,7 @@
 #include "core/common/hd.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
+#include "core/explain/attribution.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
 #include "core/model/forest.h"
@@ -62,6 +63,18 @@ GaussLegendreRule GaussLegendre01(int points);
 inline int QuadraturePoints(int unique_features) {
   return unique_features <= 2 ? 1 : (unique_features + 1) / 2;
 }
+
+// Banzhaf values are the same integrand evaluated at t = 1/2, not integrated: each other feature
+// of a path joins the coalition with probability 1/2, so a path's value of feature i is
+// v (o_i - z_i) prod_{j != i} (z_j + o_j) / 2 (attribution.h). Its "rule" is that one point with
+// weight 1, for every path; the prefix / suffix products, kernels and tree recursion are unchanged.
+// Points of `attribution`'s rule for a path of `unique_features` features.
+inline int AttributionPoints(Attribution attribution, int unique_features) {
+  return attribution == Attribution::kBanzhaf ? 1 : QuadraturePoints(unique_features);
+}
+// The `points`-point rule of `attribution`: GaussLegendre01 for Shapley, {1/2} weight 1 for
+// Banzhaf (points must be 1).
+GaussLegendreRule AttributionRule(Attribution attribution, int points);
 
 // Register-capacity bucket of a path: the smallest of 4, 8, 16, 32 holding `unique_features`
 // elements; 0 for longer paths (explained with run-time-sized arrays on the CPU).
@@ -220,6 +233,9 @@ struct QuadratureModel {
   std::vector<double> rule_weights;
   std::vector<uint32_t> rule_offsets;  // [q] -> offset (q = 1..max_q)
   std::vector<double> tree_expected;   // [tree * num_outputs + k]: weight * expected leaf value
+  // What the rules compute: Shapley values (Gauss-Legendre) or Banzhaf values (t = 1/2). The bias
+  // is the expected value either way.
+  Attribution attribution = Attribution::kShapley;
   int num_features = 0;
   int num_outputs = 1;
   int max_unique = 0;                  // longest path (unique features)
@@ -245,8 +261,9 @@ struct QuadratureModel {
 using QuadratureModelPtr = std::shared_ptr<const QuadratureModel>;
 
 // Builds the quadrature preprocessing of `forest` from its path layout (which must have been built
-// from the same forest). Deterministic.
-absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout);
+// from the same forest), with the rules of `attribution`. Deterministic.
+absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
+    ForestPtr forest, PathLayoutPtr layout, Attribution attribution = Attribution::kShapley);
 
 // ---------------------------------------------------------------------------------------------
 // CPU strategy. Multi-threaded over rows on `pool` (may be nullptr); double arithmetic;

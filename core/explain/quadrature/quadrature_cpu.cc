@@ -58,6 +58,14 @@ GaussLegendreRule GaussLegendre01(int points) {
   return rule;
 }
 
+GaussLegendreRule AttributionRule(Attribution attribution, int points) {
+  if (attribution == Attribution::kShapley) return GaussLegendre01(points);
+  GaussLegendreRule rule;
+  rule.nodes = {0.5};
+  rule.weights = {1.0};
+  return rule;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Preprocessing.
 
@@ -90,7 +98,8 @@ std::string QuadratureModel::Describe() const {
       static_cast<int>(std::lround(std::log2(fixed_point_scale))), trees_text, build_seconds);
 }
 
-absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout) {
+absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout,
+                                                        Attribution attribution) {
   if (forest == nullptr || layout == nullptr) {
     return absl::InvalidArgumentError("BuildQuadratureModel: no forest or path layout");
   }
@@ -103,6 +112,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
   model->layout = layout;
   model->num_features = forest->num_features;
   model->num_outputs = forest->num_outputs;
+  model->attribution = attribution;
   model->tree_expected.assign(forest->trees.size() * static_cast<size_t>(forest->num_outputs), 0.0);
 
   // Order: bucket 4, 8, 16, 32, then long paths; stable within a bucket (layout order).
@@ -142,7 +152,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
     const PathInfo& info = layout->paths[p];
     QuadraturePath path;
     path.n = static_cast<uint16_t>(info.length - 1);
-    path.q = static_cast<uint16_t>(QuadraturePoints(path.n));
+    path.q = static_cast<uint16_t>(AttributionPoints(attribution, path.n));
     path.element_begin = static_cast<uint32_t>(model->elements.size());
     path.value_begin = info.value_begin;
     path.width = info.width;
@@ -170,7 +180,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
   model->rule_offsets.assign(model->max_q + 1, 0);
   for (int q = 1; q <= model->max_q; ++q) {
     model->rule_offsets[q] = static_cast<uint32_t>(model->rule_nodes.size());
-    GaussLegendreRule rule = GaussLegendre01(q);
+    GaussLegendreRule rule = AttributionRule(attribution, q);
     model->rule_nodes.insert(model->rule_nodes.end(), rule.nodes.begin(), rule.nodes.end());
     model->rule_weights.insert(model->rule_weights.end(), rule.weights.begin(), rule.weights.end());
   }
@@ -183,7 +193,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
   // scale = 2^e with bound * scale <= 2^61: sums of up to 4 such bounds still fit in int64.
   const int e = bound > 0 ? static_cast<int>(std::floor(61.0 - std::log2(bound))) : 61;
   model->fixed_point_scale = std::ldexp(1.0, std::clamp(e, -1000, 1000));
-  model->tree_program = BuildQuadratureTreeProgram(*forest);
+  model->tree_program = BuildQuadratureTreeProgram(*forest, attribution);
   model->build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return QuadratureModelPtr(std::move(model));

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/common/rows.h"
+#include "core/explain/attribution.h"
 #include "core/model/forest.h"
 
 namespace grove {
@@ -109,8 +110,10 @@ using QuadratureTreeProgramPtr = std::shared_ptr<const QuadratureTreeProgram>;
 
 // Builds the program of every scalar-leaf tree of `forest` with at least one split. Fractions are
 // those of the path layout (child cover / parent cover, 0 under a parent of cover 0); leaf values
-// are multiplied by the tree weight. Deterministic.
-QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest);
+// are multiplied by the tree weight; the constants are those of `attribution`'s rule
+// (AttributionRule: the recursion's identity holds at any node t). Deterministic.
+QuadratureTreeProgramPtr BuildQuadratureTreeProgram(
+    const Forest& forest, Attribution attribution = Attribution::kShapley);
 
 // Per-thread buffers of AddQuadratureTreeShap, grown on demand and reused across calls.
 struct QuadratureTreeScratch {

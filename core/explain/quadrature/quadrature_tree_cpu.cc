@@ -328,7 +328,8 @@ int64_t QuadratureTreeProgram::Bytes() const {
                               steps.size() * sizeof(QuadratureTreeStep) + served.size());
 }
 
-QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
+QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
+                                                    Attribution attribution) {
   auto program = std::make_shared<QuadratureTreeProgram>();
   program->num_features = forest.num_features;
   program->num_outputs = forest.num_outputs;
@@ -403,10 +404,12 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest) {
       unique[i] = unique[p] + (first ? 1 : 0);
       if (node.is_leaf()) max_unique = std::max(max_unique, unique[i]);
     }
-    info.q = QuadraturePoints(max_unique);
+    info.q = AttributionPoints(attribution, max_unique);
     info.constant_begin = program->constants.size();
     auto rule_it = rules.find(info.q);
-    if (rule_it == rules.end()) rule_it = rules.emplace(info.q, GaussLegendre01(info.q)).first;
+    if (rule_it == rules.end()) {
+      rule_it = rules.emplace(info.q, AttributionRule(attribution, info.q)).first;
+    }
     const GaussLegendreRule& rule = rule_it->second;
     const int q = info.q;
     for (size_t pos = 1; pos < order.size(); ++pos) {

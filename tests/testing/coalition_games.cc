@@ -1,0 +1,111 @@
+#include "tests/testing/coalition_games.h"
+
+#include <cmath>
+
+#include "core/model/decision.h"
+#include "core/model/transform.h"
+#include "tests/testing/naive_predict.h"
+
+namespace grove::testing {
+namespace {
+
+double ConditionalExpectation(const Forest& f, int t, int node, const float* row, uint32_t s,
+                              int k) {
+  const Node* nodes = f.TreeNodes(t);
+  const Node& n = nodes[node];
+  if (n.is_leaf()) return f.leaf_values[n.payload + k];
+  if (s & (1u << n.feature)) {
+    const bool left =
+        GoesLeft(n.flags, n.threshold, n.payload, n.aux, f.category_bits.data(), row[n.feature]);
+    return ConditionalExpectation(f, t, left ? n.left : n.right, row, s, k);
+  }
+  if (n.cover <= 0) return 0.0;
+  return nodes[n.left].cover / n.cover * ConditionalExpectation(f, t, n.left, row, s, k) +
+         nodes[n.right].cover / n.cover * ConditionalExpectation(f, t, n.right, row, s, k);
+}
+
+}  // namespace
+
+std::vector<double> PathDependentGame(const Forest& f, const float* row, int begin, int end) {
+  const int F = f.num_features, K = f.num_outputs;
+  const uint32_t subsets = 1u << F;
+  std::vector<double> game(subsets * K);
+  for (uint32_t s = 0; s < subsets; ++s) {
+    for (int k = 0; k < K; ++k) game[s * K + k] = f.base_margin[k];
+    for (int t = 0; t < static_cast<int>(f.trees.size()); ++t) {
+      if (!f.TreeInRange(t, begin, end)) continue;
+      const Tree& tree = f.trees[t];
+      for (int j = 0; j < tree.leaf_width; ++j) {
+        const int k = tree.leaf_width == 1 ? tree.group : j;
+        game[s * K + k] += tree.weight * ConditionalExpectation(f, t, 0, row, s, j);
+      }
+    }
+  }
+  return game;
+}
+
+std::vector<double> PairGame(const Forest& f, const float* x, const float* z, OutputSpace space) {
+  const int F = f.num_features, K = f.num_outputs;
+  const uint32_t subsets = 1u << F;
+  const TransformParams p = MakeTransformParams(f, f.num_iterations);
+  std::vector<double> game(subsets * K);
+  std::vector<float> hybrid(F);
+  for (uint32_t s = 0; s < subsets; ++s) {
+    for (int i = 0; i < F; ++i) hybrid[i] = (s >> i) & 1 ? x[i] : z[i];
+    double* m = game.data() + s * K;
+    NaiveMargins(f, hybrid.data(), m);
+    if (space == OutputSpace::kProbability) TransformRow(p, m, m);
+  }
+  return game;
+}
+
+std::vector<double> BanzhafOfGame(const std::vector<double>& game, int num_features,
+                                  int num_outputs) {
+  const int F = num_features, K = num_outputs;
+  const uint32_t subsets = 1u << F;
+  const double scale = std::ldexp(1.0, -(F - 1));
+  std::vector<double> out(K * (F + 1), 0.0);
+  for (int k = 0; k < K; ++k) {
+    for (int i = 0; i < F; ++i) {
+      for (uint32_t s = 0; s < subsets; ++s) {
+        if ((s >> i) & 1) continue;
+        out[k * (F + 1) + i] += scale * (game[(s | (1u << i)) * K + k] - game[s * K + k]);
+      }
+    }
+    out[k * (F + 1) + F] = game[k];
+  }
+  return out;
+}
+
+std::vector<double> BanzhafInteractionsOfGame(const std::vector<double>& game, int num_features,
+                                              int num_outputs) {
+  const int F = num_features, K = num_outputs;
+  const int64_t f1 = F + 1;
+  const uint32_t subsets = 1u << F;
+  const double scale = F >= 2 ? std::ldexp(1.0, -(F - 2)) / 2 : 0.0;
+  const std::vector<double> values = BanzhafOfGame(game, F, K);
+  std::vector<double> m(K * f1 * f1, 0.0);
+  for (int k = 0; k < K; ++k) {
+    double* mk = m.data() + k * f1 * f1;
+    auto v = [&](uint32_t s) { return game[s * K + k]; };
+    for (int i = 0; i < F; ++i) {
+      double off = 0;
+      for (int j = 0; j < F; ++j) {
+        if (j == i) continue;
+        const uint32_t bi = 1u << i, bj = 1u << j;
+        double sum = 0;
+        for (uint32_t s = 0; s < subsets; ++s) {
+          if (s & (bi | bj)) continue;
+          sum += v(s | bi | bj) - v(s | bi) - v(s | bj) + v(s);
+        }
+        mk[i * f1 + j] = scale * sum;
+        off += scale * sum;
+      }
+      mk[i * f1 + i] = values[k * f1 + i] - off;
+    }
+    mk[F * f1 + F] = values[k * f1 + F];
+  }
+  return m;
+}
+
+}  // namespace grove::testing

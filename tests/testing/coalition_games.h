@@ -1,0 +1,38 @@
+// Value functions of the explanation games tabulated over every feature subset, and the Banzhaf
+// values of a tabulated game by their definition: the independent oracle of the Banzhaf tests.
+// Exponential in the features (2^F subsets): small models only (F <= 12 or so).
+//
+// A game is K x 2^F doubles, game[s * K + k] = v_k(S) with bit i of s meaning feature i is in S.
+// Thread-safe (pure functions).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/forest.h"
+#include "core/model/outputs.h"
+
+namespace grove::testing {
+
+// Path-dependent: v_k(S) = E[margin_k | x_S] over the training covers (below a split on a feature
+// of S follow the row, else average the children by cover; 0 under a zero-cover node), base margin
+// included, trees of rounds [begin, end) (end <= 0: to the last round).
+std::vector<double> PathDependentGame(const Forest& f, const float* row, int begin = 0,
+                                      int end = 0);
+
+// Interventional, one background row z: v_k(S) = out_k(x_S z_S̄), the naive margin of the hybrid
+// (kMargin) or its link (kProbability), every round.
+std::vector<double> PairGame(const Forest& f, const float* x, const float* z, OutputSpace space);
+
+// Banzhaf values of `game` (K x 2^F): per output F values then v({}) (ExplainWidth layout), each
+// 2^-(F-1) sum over S without i of v(S ∪ i) - v(S).
+std::vector<double> BanzhafOfGame(const std::vector<double>& game, int num_features,
+                                  int num_outputs);
+
+// Banzhaf interaction values (K x (F+1)^2): M[i][j] = half the Banzhaf interaction index
+// 2^-(F-2) sum over S without i, j of the second difference; M[i][i] = value_i - sum_{j != i}
+// M[i][j]; M[F][F] = v({}).
+std::vector<double> BanzhafInteractionsOfGame(const std::vector<double>& game, int num_features,
+                                              int num_outputs);
+
+}  // namespace grove::testing
