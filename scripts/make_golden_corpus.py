@@ -20,6 +20,7 @@ Usage: python3 scripts/make_golden_corpus.py [--out tests/golden]
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -360,6 +361,18 @@ def cb_borders(model_json):
     return {k: sorted(v) for k, v in out.items()}
 
 
+def cb_save(model, path):
+    """save_model(format="json") with the two values that change on every run (the model's guid and
+    its training time) fixed, so that regenerating the corpus reproduces it byte for byte."""
+    model.save_model(path, format="json")
+    text = open(path).read()
+    text = re.sub(r'"model_guid":"[^"]*"', '"model_guid":"golden-corpus"', text)
+    text = re.sub(r'"train_finish_time":"[^"]*"', '"train_finish_time":"1970-01-01T00:00:00Z"',
+                  text)
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def cb_case(out_root, name, description, params, X_train, y_train, X_test, range_=(1, 3),
             rng=None):
     d = os.path.join(out_root, name)
@@ -370,7 +383,7 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
     model = (cb.CatBoostClassifier if classifier else cb.CatBoostRegressor)(**params)
     model.fit(X_train, y_train)
     path = os.path.join(d, "catboost.json")
-    model.save_model(path, format="json")
+    cb_save(model, path)
     model_json = json.load(open(path))
     n_eq = put_thresholds(rng, X_test, cb_borders(model_json), 0.03)
     X_test = as_f32_text_exact(X_test)
@@ -390,8 +403,13 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
     leaf = np.asarray(m.calc_leaf_indexes(pool)).reshape(n, -1)
     contribs = np.asarray(m.get_feature_importance(pool, type="ShapValues")).reshape(n, -1)
     b, e = range_
+    # CatBoost adds the bias only to ranges that start at tree 0 (so that ranges add up); Grove,
+    # like XGBoost, puts the base margin in every range: margin_range.csv is in Grove's convention.
     margin_range = np.asarray(m.predict(pool, prediction_type="RawFormulaVal", ntree_start=b,
                                         ntree_end=e)).reshape(n, -1)
+    scale, bias = m.get_scale_and_bias()
+    if b > 0:
+        margin_range = margin_range + np.asarray(bias, dtype=np.float64).reshape(1, -1)
 
     write_csv(os.path.join(d, "X.csv"), X_test, exact=True)
     write_csv(os.path.join(d, "margin.csv"), margin)
@@ -430,7 +448,9 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
                          "method": "get_feature_importance(type=\"ShapValues\")"},
             "leaf": {"file": "leaf.csv", "shape": list(leaf.shape)},
             "margin_range": {"file": "margin_range.csv", "shape": list(margin_range.shape),
-                             "iteration_begin": b, "iteration_end": e},
+                             "iteration_begin": b, "iteration_end": e,
+                             "bias": "included (CatBoost's predict(ntree_start=b > 0) leaves "
+                                     "it out: added here)"},
         },
         "unsupported": {},
         "not_generated": {"interactions": "not compared for CatBoost models yet"},
@@ -460,10 +480,10 @@ def cb_refused(refused, rng):
                   allow_writing_files=False)
     onehot = cb.CatBoostRegressor(cat_features=[1], one_hot_max_size=2, **common)
     onehot.fit(frame[["a", "city"]], y)
-    onehot.save_model(os.path.join(refused, "cb_onehot.json"), format="json")
+    cb_save(onehot, os.path.join(refused, "cb_onehot.json"))
     ctr = cb.CatBoostRegressor(cat_features=[2], one_hot_max_size=2, **common)
     ctr.fit(frame[["a", "city", "shop"]].assign(city=0.0), y)
-    ctr.save_model(os.path.join(refused, "cb_ctr.json"), format="json")
+    cb_save(ctr, os.path.join(refused, "cb_ctr.json"))
 
 
 # ------------------------------------------------------------------------------------------------

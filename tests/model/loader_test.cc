@@ -111,9 +111,9 @@ TEST(ModelLoader, UnknownContentFallsBackOnTheExtension) {
   absl::StatusOr<ForestPtr> u = LoadModelBytes("garbage", "m.UBJ");
   EXPECT_EQ(u.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(u.status().message().find("m.UBJ: invalid UBJSON"), std::string::npos) << u.status();
-  absl::StatusOr<ForestPtr> none = LoadModelBytes("garbage", "m.bin");
+  absl::StatusOr<ForestPtr> none = LoadModelBytes("garbage", "m.dat");
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(none.status().message().find("m.bin: unrecognised model format"), std::string::npos)
+  EXPECT_NE(none.status().message().find("m.dat: unrecognised model format"), std::string::npos)
       << none.status();
   EXPECT_EQ(LoadModelBytes("", "").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LoadModelBytes("{", "").status().code(), absl::StatusCode::kInvalidArgument);
