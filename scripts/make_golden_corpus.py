@@ -402,6 +402,19 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
         pred = np.asarray(m.predict(pool)).reshape(n, K)
     leaf = np.asarray(m.calc_leaf_indexes(pool)).reshape(n, -1)
     contribs = np.asarray(m.get_feature_importance(pool, type="ShapValues")).reshape(n, -1)
+    cblock = contribs.reshape(n, K, F + 1)
+    # ShapInteractionValues: CatBoost's feature block as it is; CatBoost's bias row and column hold
+    # scale_and_bias's bias in every cell (their total is not the margin), so the bias entry is
+    # laid out as XGBoost's and Grove's are: the expected value (ShapValues' bias column) at
+    # [F][F], zeros in the rest of row and column F.
+    ni = min(N_INTERACTION_ROWS, n)
+    cat_inter = np.asarray(m.get_feature_importance(cb.Pool(X_test[:ni]),
+                                                    type="ShapInteractionValues"))
+    cat_inter = cat_inter.reshape(ni, K, F + 1, F + 1)
+    iblock = np.zeros_like(cat_inter)
+    iblock[:, :, :F, :F] = cat_inter[:, :, :F, :F]
+    iblock[:, :, F, F] = cblock[:ni, :, F]
+    inter = iblock.reshape(ni, -1)
     b, e = range_
     # CatBoost adds the bias only to ranges that start at tree 0 (so that ranges add up); Grove,
     # like XGBoost, puts the base margin in every range: margin_range.csv is in Grove's convention.
@@ -416,8 +429,8 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
     write_csv(os.path.join(d, "pred.csv"), pred)
     write_csv(os.path.join(d, "leaf.csv"), leaf)
     write_csv(os.path.join(d, "contribs.csv"), contribs)
+    write_csv(os.path.join(d, "interactions.csv"), inter)
     write_csv(os.path.join(d, "margin_range.csv"), margin_range)
-    cblock = contribs.reshape(n, K, F + 1)
     trees = model_json.get("oblivious_trees", model_json.get("trees"))
     meta = {
         "case": name,
@@ -437,7 +450,7 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
         "scale_and_bias": model_json["scale_and_bias"],
         "categorical_features": [],
         "n_rows": n,
-        "n_interaction_rows": 0,
+        "n_interaction_rows": ni,
         "n_test_values_equal_to_a_threshold": n_eq,
         "model_files": ["catboost.json"],
         "outputs": {
@@ -446,6 +459,11 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
             "contribs": {"file": "contribs.csv", "shape": list(contribs.shape),
                          "layout": "row-major [row][output][feature 0..F-1, bias]",
                          "method": "get_feature_importance(type=\"ShapValues\")"},
+            "interactions": {"file": "interactions.csv", "shape": list(inter.shape),
+                             "rows": "first %d rows of X.csv" % ni,
+                             "layout": "row-major [row][output][i 0..F][j 0..F], index F = bias",
+                             "method": "get_feature_importance(type=\"ShapInteractionValues\"): "
+                                       "the feature block; the expected value at [F][F]"},
             "leaf": {"file": "leaf.csv", "shape": list(leaf.shape)},
             "margin_range": {"file": "margin_range.csv", "shape": list(margin_range.shape),
                              "iteration_begin": b, "iteration_end": e,
@@ -453,15 +471,19 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
                                      "it out: added here)"},
         },
         "unsupported": {},
-        "not_generated": {"interactions": "not compared for CatBoost models yet"},
+        "not_generated": {},
         "checks": {
             "contribs_sum_vs_margin_max_rel_err": rel_err(cblock.sum(axis=2), margin),
+            "interactions_sum_vs_margin_max_rel_err": rel_err(iblock.sum(axis=(2, 3)), margin[:ni]),
+            "interactions_rowsum_vs_contribs_max_rel_err":
+                rel_err(iblock.sum(axis=3), cblock[:ni]),
             "reload_json_vs_inmemory_max_rel_err": rel_err(
                 np.asarray(model.predict(pool, prediction_type="RawFormulaVal")).reshape(n, -1),
                 margin),
         },
     }
     assert meta["checks"]["contribs_sum_vs_margin_max_rel_err"] < 1e-4, meta["checks"]
+    assert meta["checks"]["interactions_rowsum_vs_contribs_max_rel_err"] < 1e-4, meta["checks"]
     assert meta["checks"]["reload_json_vs_inmemory_max_rel_err"] < 1e-12, meta["checks"]
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)

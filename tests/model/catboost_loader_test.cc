@@ -1,5 +1,5 @@
-// CatBoost JSON loader: the golden CatBoost cases against CatBoost's own predictions, leaf indices
-// and ShapValues; hand-written oblivious trees for the border, NaN and scale rules; content
+// CatBoost JSON loader: the golden CatBoost cases against CatBoost's own predictions, leaf indices,
+// ShapValues and ShapInteractionValues; hand-written oblivious trees for the border, NaN and scale rules; content
 // dispatch beside XGBoost JSON; refused models and malformed files naming the position.
 #include <gtest/gtest.h>
 
@@ -111,6 +111,23 @@ TEST(CatboostLoaderTest, GoldenCasesMatchCatboost) {
         absl::Span<const float>(contribs), *c->contribs, *c->margin, c->num_outputs, kTolerance,
         false);
     EXPECT_TRUE(shap.ok()) << "contribs " << shap.ToString();
+
+    // Interaction values against CatBoost's ShapInteractionValues (the feature block; the
+    // generator lays the bias out as Grove does: scripts/make_golden_corpus.py).
+    ASSERT_TRUE(c->interactions.has_value());
+    const int64_t ni = c->interactions->rows;
+    const int64_t iwidth = ExplainWidth(f, true);
+    ASSERT_EQ(iwidth, c->interactions->cols);
+    std::vector<float> inter(ni * iwidth);
+    ExplainOptions io;
+    io.interactions = true;
+    s = ExplainCpuReference(f, MakeRowsView(rows.data(), ni, c->num_features), io,
+                            MakeMatrixView(inter.data(), ni, iwidth), &pool);
+    ASSERT_TRUE(s.ok()) << s;
+    const testing::ExplainComparison pairs = testing::CompareExplanations(
+        absl::Span<const float>(inter), *c->interactions, *c->margin, c->num_outputs, kTolerance,
+        false);
+    EXPECT_TRUE(pairs.ok()) << "interactions " << pairs.ToString();
   }
 }
 
