@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Generates Grove's in-repo golden corpus (tests/golden/) with the installed XGBoost and LightGBM.
+"""Generates Grove's in-repo golden corpus (tests/golden/) with the installed XGBoost, LightGBM and CatBoost.
 
 Small cases in the layout of /work/shared/testdata (see its README.md): model.json + model.ubj
 (XGBoost) or model.txt (LightGBM), X.csv, margin.csv, pred.csv, contribs.csv, interactions.csv
-(XGBoost), leaf.csv, margin_range.csv (an iteration range), meta.json. Every reference output is
+(XGBoost), leaf.csv, margin_range.csv (an iteration range), meta.json; CatBoost cases hold
+catboost.json (save_model(format="json")) and contribs.csv from CatBoost's own ShapValues. Every reference output is
 computed by the library from the model reloaded from the saved file; nothing comes from Grove.
 
 Inputs are float32 values written in the shortest form that parses back to exactly the float64
@@ -11,18 +12,21 @@ value given to the library (mostly multiples of 1/256): Grove serves float32 row
 it exactly for both libraries, including cells equal to split thresholds (XGBoost: the float32
 threshold; LightGBM: the floats just below/above its float64 threshold).
 
-Also writes tests/golden/refused/: models the libraries serve but Grove refuses (gblinear).
+Also writes tests/golden/refused/: models the libraries serve but Grove refuses (gblinear; CatBoost
+one-hot and CTR categorical splits).
 
 Usage: python3 scripts/make_golden_corpus.py [--out tests/golden]
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 
 import numpy as np
 
+import catboost as cb
 import lightgbm as lgb
 import xgboost as xgb
 
@@ -331,6 +335,180 @@ def lgb_case(out_root, name, description, params, rounds, X_train, y_train, X_te
 
 
 # ------------------------------------------------------------------------------------------------
+# CatBoost
+
+
+def cb_borders(model_json):
+    """flat feature -> sorted float32 borders used by the trees' float splits."""
+    ff = model_json["features_info"]["float_features"]
+    out = {}
+
+    def add(split):
+        if split.get("split_type", "FloatFeature") == "FloatFeature":
+            f = ff[split["float_feature_index"]]["flat_feature_index"]
+            out.setdefault(f, set()).add(np.float32(split["border"]))
+
+    for t in model_json.get("oblivious_trees", []):
+        for sp in t["splits"]:
+            add(sp)
+    for t in model_json.get("trees", []):
+        stack = [t]
+        while stack:
+            node = stack.pop()
+            if "split" in node:
+                add(node["split"])
+                stack += [node["left"], node["right"]]
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def cb_save(model, path):
+    """save_model(format="json") with the two values that change on every run (the model's guid and
+    its training time) fixed, so that regenerating the corpus reproduces it byte for byte."""
+    model.save_model(path, format="json")
+    text = open(path).read()
+    text = re.sub(r'"model_guid":"[^"]*"', '"model_guid":"golden-corpus"', text)
+    text = re.sub(r'"train_finish_time":"[^"]*"', '"train_finish_time":"1970-01-01T00:00:00Z"',
+                  text)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def cb_case(out_root, name, description, params, X_train, y_train, X_test, range_=(1, 3),
+            rng=None):
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    params = dict(params, random_seed=SEED % 2**31, thread_count=2, verbose=0,
+                  allow_writing_files=False)
+    classifier = params.get("loss_function") in ("Logloss", "MultiClass")
+    model = (cb.CatBoostClassifier if classifier else cb.CatBoostRegressor)(**params)
+    model.fit(X_train, y_train)
+    path = os.path.join(d, "catboost.json")
+    cb_save(model, path)
+    model_json = json.load(open(path))
+    n_eq = put_thresholds(rng, X_test, cb_borders(model_json), 0.03)
+    X_test = as_f32_text_exact(X_test)
+    m = (cb.CatBoostClassifier if classifier else cb.CatBoostRegressor)()
+    m.load_model(path, format="json")
+
+    n, F = X_test.shape
+    pool = cb.Pool(X_test)
+    margin = np.asarray(m.predict(pool, prediction_type="RawFormulaVal")).reshape(n, -1)
+    K = margin.shape[1]
+    if params["loss_function"] == "Logloss":
+        pred = np.asarray(m.predict_proba(pool))[:, 1].reshape(n, 1)
+    elif classifier:
+        pred = np.asarray(m.predict_proba(pool)).reshape(n, K)
+    else:
+        pred = np.asarray(m.predict(pool)).reshape(n, K)
+    leaf = np.asarray(m.calc_leaf_indexes(pool)).reshape(n, -1)
+    contribs = np.asarray(m.get_feature_importance(pool, type="ShapValues")).reshape(n, -1)
+    cblock = contribs.reshape(n, K, F + 1)
+    # ShapInteractionValues: CatBoost's feature block as it is; CatBoost's bias row and column hold
+    # scale_and_bias's bias in every cell (their total is not the margin), so the bias entry is
+    # laid out as XGBoost's and Grove's are: the expected value (ShapValues' bias column) at
+    # [F][F], zeros in the rest of row and column F.
+    ni = min(N_INTERACTION_ROWS, n)
+    cat_inter = np.asarray(m.get_feature_importance(cb.Pool(X_test[:ni]),
+                                                    type="ShapInteractionValues"))
+    cat_inter = cat_inter.reshape(ni, K, F + 1, F + 1)
+    iblock = np.zeros_like(cat_inter)
+    iblock[:, :, :F, :F] = cat_inter[:, :, :F, :F]
+    iblock[:, :, F, F] = cblock[:ni, :, F]
+    inter = iblock.reshape(ni, -1)
+    b, e = range_
+    # CatBoost adds the bias only to ranges that start at tree 0 (so that ranges add up); Grove,
+    # like XGBoost, puts the base margin in every range: margin_range.csv is in Grove's convention.
+    margin_range = np.asarray(m.predict(pool, prediction_type="RawFormulaVal", ntree_start=b,
+                                        ntree_end=e)).reshape(n, -1)
+    scale, bias = m.get_scale_and_bias()
+    if b > 0:
+        margin_range = margin_range + np.asarray(bias, dtype=np.float64).reshape(1, -1)
+
+    write_csv(os.path.join(d, "X.csv"), X_test, exact=True)
+    write_csv(os.path.join(d, "margin.csv"), margin)
+    write_csv(os.path.join(d, "pred.csv"), pred)
+    write_csv(os.path.join(d, "leaf.csv"), leaf)
+    write_csv(os.path.join(d, "contribs.csv"), contribs)
+    write_csv(os.path.join(d, "interactions.csv"), inter)
+    write_csv(os.path.join(d, "margin_range.csv"), margin_range)
+    trees = model_json.get("oblivious_trees", model_json.get("trees"))
+    meta = {
+        "case": name,
+        "library": "catboost",
+        "library_version": cb.__version__,
+        "description": description,
+        "data_source": "numpy synthetic (seed %d)" % SEED,
+        "objective": params["loss_function"],
+        "grow_policy": params.get("grow_policy", "SymmetricTree"),
+        "params": params,
+        "num_boost_round": params["iterations"],
+        "num_features": F,
+        "num_outputs": K,
+        "num_trees": len(trees),
+        "nan_value_treatment": sorted({f["nan_value_treatment"] for f in
+                                       model_json["features_info"]["float_features"]}),
+        "scale_and_bias": model_json["scale_and_bias"],
+        "categorical_features": [],
+        "n_rows": n,
+        "n_interaction_rows": ni,
+        "n_test_values_equal_to_a_threshold": n_eq,
+        "model_files": ["catboost.json"],
+        "outputs": {
+            "margin": {"file": "margin.csv", "shape": list(margin.shape)},
+            "pred": {"file": "pred.csv", "shape": list(pred.shape)},
+            "contribs": {"file": "contribs.csv", "shape": list(contribs.shape),
+                         "layout": "row-major [row][output][feature 0..F-1, bias]",
+                         "method": "get_feature_importance(type=\"ShapValues\")"},
+            "interactions": {"file": "interactions.csv", "shape": list(inter.shape),
+                             "rows": "first %d rows of X.csv" % ni,
+                             "layout": "row-major [row][output][i 0..F][j 0..F], index F = bias",
+                             "method": "get_feature_importance(type=\"ShapInteractionValues\"): "
+                                       "the feature block; the expected value at [F][F]"},
+            "leaf": {"file": "leaf.csv", "shape": list(leaf.shape)},
+            "margin_range": {"file": "margin_range.csv", "shape": list(margin_range.shape),
+                             "iteration_begin": b, "iteration_end": e,
+                             "bias": "included (CatBoost's predict(ntree_start=b > 0) leaves "
+                                     "it out: added here)"},
+        },
+        "unsupported": {},
+        "not_generated": {},
+        "checks": {
+            "contribs_sum_vs_margin_max_rel_err": rel_err(cblock.sum(axis=2), margin),
+            "interactions_sum_vs_margin_max_rel_err": rel_err(iblock.sum(axis=(2, 3)), margin[:ni]),
+            "interactions_rowsum_vs_contribs_max_rel_err":
+                rel_err(iblock.sum(axis=3), cblock[:ni]),
+            "reload_json_vs_inmemory_max_rel_err": rel_err(
+                np.asarray(model.predict(pool, prediction_type="RawFormulaVal")).reshape(n, -1),
+                margin),
+        },
+    }
+    assert meta["checks"]["contribs_sum_vs_margin_max_rel_err"] < 1e-4, meta["checks"]
+    assert meta["checks"]["interactions_rowsum_vs_contribs_max_rel_err"] < 1e-4, meta["checks"]
+    assert meta["checks"]["reload_json_vs_inmemory_max_rel_err"] < 1e-12, meta["checks"]
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+def cb_refused(refused, rng):
+    """CatBoost models with categorical splits Grove cannot evaluate exactly."""
+    import pandas as pd
+    n = 300
+    frame = pd.DataFrame({"a": synth(rng, n, 1)[:, 0],
+                          "city": rng.choice(["paris", "brest"], n),
+                          "shop": rng.choice(["p", "q", "r", "s", "t"], n)})
+    y = frame["a"] + (frame["city"] == "paris") * 1.0 + (frame["shop"] == "p") * 2.0
+    common = dict(iterations=3, depth=2, random_seed=1, thread_count=2, verbose=0,
+                  allow_writing_files=False)
+    onehot = cb.CatBoostRegressor(cat_features=[1], one_hot_max_size=2, **common)
+    onehot.fit(frame[["a", "city"]], y)
+    cb_save(onehot, os.path.join(refused, "cb_onehot.json"))
+    ctr = cb.CatBoostRegressor(cat_features=[2], one_hot_max_size=2, **common)
+    ctr.fit(frame[["a", "city", "shop"]].assign(city=0.0), y)
+    cb_save(ctr, os.path.join(refused, "cb_ctr.json"))
+
+
+# ------------------------------------------------------------------------------------------------
 
 
 def main():
@@ -450,6 +628,38 @@ def main():
                            "num_leaves": 6, "learning_rate": 0.3, "min_data_in_leaf": 10},
                           6, *split(X, y), rng=rng))
 
+    # CatBoost (its own generator, so that the cases above do not depend on it).
+    crng = np.random.default_rng(SEED + 39)
+    X = synth(crng, 1100, 6, nan_frac=0.1)
+    y = np.nan_to_num(X[:, 0]) * 2 + np.sin(np.nan_to_num(X[:, 1]) * 3) + np.isnan(X[:, 2]) \
+        + crng.normal(scale=0.1, size=len(X))
+    metas.append(cb_case(out, "cb_regression_nan", "RMSE, 10% NaN (nan_mode Min), 15 iterations, "
+                         "depth 4", {"loss_function": "RMSE", "iterations": 15, "depth": 4,
+                                     "learning_rate": 0.3, "nan_mode": "Min"},
+                         *split(X, y), range_=(2, 7), rng=crng))
+    X = synth(crng, 1100, 5, nan_frac=0.15)
+    z = np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) * 0.5 + np.isnan(X[:, 2]) * 1.5
+    y = (z + crng.normal(scale=0.5, size=len(X)) > 0.2).astype(int)
+    metas.append(cb_case(out, "cb_binary_nan_max", "Logloss, 15% NaN (nan_mode Max), 12 "
+                         "iterations, depth 3", {"loss_function": "Logloss", "iterations": 12,
+                                                 "depth": 3, "learning_rate": 0.3,
+                                                 "nan_mode": "Max"},
+                         *split(X, y), rng=crng))
+    X = synth(crng, 1100, 5, nan_frac=0.05)
+    y = (np.nan_to_num(X[:, 0]) > 0).astype(int) + (np.nan_to_num(X[:, 1]) > 0.5).astype(int)
+    metas.append(cb_case(out, "cb_multiclass3", "MultiClass, 3 classes, 8 iterations, depth 3",
+                         {"loss_function": "MultiClass", "iterations": 8, "depth": 3,
+                          "learning_rate": 0.3},
+                         *split(X, y), range_=(2, 5), rng=crng))
+    X = synth(crng, 1100, 4, nan_frac=0.05)
+    y = np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) ** 2 + crng.normal(scale=0.1,
+                                                                             size=len(X))
+    metas.append(cb_case(out, "cb_depthwise", "RMSE, grow_policy Depthwise (non-symmetric "
+                         "trees), 8 iterations, depth 3",
+                         {"loss_function": "RMSE", "iterations": 8, "depth": 3,
+                          "learning_rate": 0.3, "grow_policy": "Depthwise"},
+                         *split(X, y), rng=crng))
+
     # Models the library serves but Grove refuses.
     refused = os.path.join(out, "refused")
     os.makedirs(refused)
@@ -459,20 +669,25 @@ def main():
                      "updater": "coord_descent", "seed": 1},
                     xgb.DMatrix(X, label=y), num_boost_round=3)
     lin.save_model(os.path.join(refused, "xgb_gblinear.json"))
+    cb_refused(refused, np.random.default_rng(SEED + 40))
     with open(os.path.join(refused, "README.md"), "w") as f:
         f.write("Models the libraries serve but Grove refuses (a clear error, non-zero exit):\n\n"
-                "- `xgb_gblinear.json`: XGBoost `booster=gblinear` (a linear model, no trees).\n")
+                "- `xgb_gblinear.json`: XGBoost `booster=gblinear` (a linear model, no trees).\n"
+                "- `cb_onehot.json`: CatBoost one-hot split on a categorical feature (the file "
+                "holds CityHash values of the category strings).\n"
+                "- `cb_ctr.json`: CatBoost CTR split (target statistics of a categorical "
+                "feature).\n")
 
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("# Golden corpus\n\nGenerated by `scripts/make_golden_corpus.py` (seed %d) with "
-                "XGBoost %s and LightGBM %s; same layout as `/work/shared/testdata` (see its "
+                "XGBoost %s, LightGBM %s and CatBoost %s; same layout as `/work/shared/testdata` (see its "
                 "README.md), plus `margin_range.csv`: the margin over the boosting rounds "
                 "`[iteration_begin, iteration_end)` given in `meta.json`. Inputs (`X.csv`) are float32 "
                 "values written in the shortest text that parses back to the exact float64 given to "
                 "the library; outputs use `%%.9g`. Do not edit by hand: regenerate.\n\n"
                 "| case | objective | F | K | trees | outputs | unsupported |\n"
                 "| --- | --- | --- | --- | --- | --- | --- |\n"
-                % (SEED, xgb.__version__, lgb.__version__))
+                % (SEED, xgb.__version__, lgb.__version__, cb.__version__))
         for m in metas:
             f.write("| %s | %s | %d | %d | %d | %s | %s |\n" % (
                 m["case"], m["objective"], m["num_features"], m["num_outputs"], m["num_trees"],

@@ -21,6 +21,7 @@ const char* FormatLabel(ModelFormat format) {
     case ModelFormat::kXgboostJson: return "xgboost_json";
     case ModelFormat::kXgboostUbjson: return "xgboost_ubjson";
     case ModelFormat::kLightgbmText: return "lightgbm_text";
+    case ModelFormat::kCatboostJson: return "catboost_json";
   }
   return "unknown";
 }

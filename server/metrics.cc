@@ -27,6 +27,7 @@ const char* FormatLabel(ModelFormat f) {
     case ModelFormat::kXgboostJson: return "xgboost_json";
     case ModelFormat::kXgboostUbjson: return "xgboost_ubjson";
     case ModelFormat::kLightgbmText: return "lightgbm_text";
+    case ModelFormat::kCatboostJson: return "catboost_json";
   }
   return "unknown";
 }

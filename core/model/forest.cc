@@ -22,6 +22,7 @@ const char* ModelFormatName(ModelFormat format) {
     case ModelFormat::kXgboostJson: return "xgboost-json";
     case ModelFormat::kXgboostUbjson: return "xgboost-ubjson";
     case ModelFormat::kLightgbmText: return "lightgbm-text";
+    case ModelFormat::kCatboostJson: return "catboost-json";
   }
   return "unknown";
 }

@@ -26,7 +26,7 @@
 
 namespace grove {
 
-enum class ModelFormat : uint8_t { kXgboostJson, kXgboostUbjson, kLightgbmText };
+enum class ModelFormat : uint8_t { kXgboostJson, kXgboostUbjson, kLightgbmText, kCatboostJson };
 const char* ModelFormatName(ModelFormat format);
 
 // Node flags (Node::flags).

@@ -57,6 +57,67 @@ Kind SniffContent(std::string_view bytes) {
   return Kind::kUnknown;
 }
 
+// Is this JSON object CatBoost's? Reads the top-level keys in order, skipping their values (strings
+// and nesting tracked, no recursion), and stops at the first key that decides: XGBoost's "learner"
+// (its first key) or one that only CatBoost writes. CatBoost sorts its keys, so "ctr_data" or
+// "features_info" comes first and a large model is decided after a few bytes.
+bool IsCatboostJson(std::string_view text) {
+  if (absl::StartsWith(Av(text), "\xEF\xBB\xBF")) text.remove_prefix(3);
+  size_t i = 0;
+  const size_t n = text.size();
+  auto skip_space = [&] {
+    while (i < n && IsSpace(text[i])) ++i;
+  };
+  // Moves i past the string starting at text[i] == '"'; false when unterminated.
+  auto skip_string = [&]() -> bool {
+    for (++i; i < n; ++i) {
+      if (text[i] == '\\') {
+        ++i;
+      } else if (text[i] == '"') {
+        ++i;
+        return true;
+      }
+    }
+    return false;
+  };
+  skip_space();
+  if (i >= n || text[i] != '{') return false;
+  ++i;
+  while (true) {
+    skip_space();
+    if (i >= n || text[i] != '"') return false;
+    const size_t key_begin = i + 1;
+    if (!skip_string()) return false;
+    const std::string_view key = text.substr(key_begin, i - 1 - key_begin);
+    if (key == "learner") return false;
+    if (key == "features_info" || key == "oblivious_trees" || key == "scale_and_bias" ||
+        key == "ctr_data" || key == "model_info") {
+      return true;
+    }
+    skip_space();
+    if (i >= n || text[i] != ':') return false;
+    ++i;
+    // Skip the value up to the ',' or '}' that ends it at this level.
+    int depth = 0;
+    for (; i < n; ++i) {
+      const char c = text[i];
+      if (c == '"') {
+        if (!skip_string()) return false;
+        --i;  // the loop's ++i
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (depth == 0) return false;  // the object ended: no deciding key
+        --depth;
+      } else if (c == ',' && depth == 0) {
+        break;
+      }
+    }
+    if (i >= n) return false;
+    ++i;  // the ','
+  }
+}
+
 Kind FromExtension(std::string_view source) {
   const std::string lower = absl::AsciiStrToLower(Av(source));
   if (absl::EndsWith(Av(lower), ".json")) return Kind::kJson;
@@ -71,10 +132,19 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
   Kind kind = SniffContent(bytes);
   if (kind == Kind::kUnknown) kind = FromExtension(source);
   switch (kind) {
-    case Kind::kJson: return LoadXgboostJson(bytes, std::move(source));
+    case Kind::kJson:
+      if (IsCatboostJson(bytes)) return LoadCatboostJson(bytes, std::move(source));
+      return LoadXgboostJson(bytes, std::move(source));
     case Kind::kUbjson: return LoadXgboostUbjson(bytes, std::move(source));
     case Kind::kLightgbm: return LoadLightgbmText(bytes, std::move(source));
     case Kind::kUnknown: break;
+  }
+  if (absl::EndsWith(source, ".cbm") || absl::StartsWith(Av(bytes), "CBM1")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source.empty() ? std::string("<memory>") : source,
+        ": CatBoost's native binary model (.cbm), which Grove does not read (its FlatBuffers "
+        "schema is internal to CatBoost): save it as JSON "
+        "(model.save_model(\"catboost.json\", format=\"json\"))"));
   }
   if (absl::EndsWith(source, ".model") || absl::EndsWith(source, ".bin") ||
       bytes.substr(0, 16).find("binf") != std::string_view::npos) {
@@ -87,8 +157,8 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
   }
   return absl::InvalidArgumentError(
       absl::StrCat(source.empty() ? std::string("<memory>") : source,
-                   ": unrecognised model format (expected XGBoost JSON or UBJSON, or LightGBM "
-                   "text)"));
+                   ": unrecognised model format (expected XGBoost JSON or UBJSON, LightGBM "
+                   "text or CatBoost JSON)"));
 }
 
 absl::StatusOr<ForestPtr> LoadModelFile(const std::string& path) {

@@ -1,4 +1,5 @@
-// Model loaders: XGBoost JSON / UBJSON (1.x to 3.4) and LightGBM text (v3/v4) into a Forest.
+// Model loaders: XGBoost JSON / UBJSON (1.x to 3.4), LightGBM text (v3/v4) and CatBoost JSON
+// (save_model(format="json"), numeric features: oblivious and non-symmetric trees) into a Forest.
 //
 // Every loader validates through BuildForest and never crashes or reads out of bounds on any input:
 // malformed input is INVALID_ARGUMENT naming the source (file), tree and node where known; a model
@@ -17,6 +18,9 @@ namespace grove {
 
 // Reads `path` and dispatches on its content (UBJSON starts with '{' followed by a UBJSON type
 // marker, JSON with '{' and text, LightGBM with "tree\n" / "version="), falling back on the extension.
+// A JSON document is CatBoost's when a top-level key before any "learner" is one CatBoost writes
+// ("features_info", "oblivious_trees", "scale_and_bias", "ctr_data", "model_info"), XGBoost's
+// otherwise.
 absl::StatusOr<ForestPtr> LoadModelFile(const std::string& path);
 
 // Parses a model held in memory; `source` names it in error messages.
@@ -24,5 +28,14 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
 absl::StatusOr<ForestPtr> LoadXgboostJson(std::string_view text, std::string source);
 absl::StatusOr<ForestPtr> LoadXgboostUbjson(std::string_view bytes, std::string source);
 absl::StatusOr<ForestPtr> LoadLightgbmText(std::string_view text, std::string source);
+
+// CatBoost's JSON export. Float features only: a one-hot split holds the CityHash of a category
+// string and a CTR split CatBoost's target statistics over hashed categories, neither of which Grove
+// can evaluate exactly from numeric inputs, so both are UNIMPLEMENTED naming the tree, the split
+// and the feature, as are text and embedding features and losses whose prediction transform Grove
+// does not know. CatBoost's native .cbm is not read: it is a FlatBuffers schema internal to
+// CatBoost (catboost/libs/model/flatbuffers/model.fbs) that changes with its releases and embeds
+// the CTR tables; save the model as JSON instead (docs/formats.md).
+absl::StatusOr<ForestPtr> LoadCatboostJson(std::string_view text, std::string source);
 
 }  // namespace grove

@@ -31,6 +31,7 @@ struct ModelFile {
 constexpr ModelFile kModelFiles[] = {{"model.json", "XGBoost JSON"},
                                      {"model.ubj", "XGBoost UBJSON"},
                                      {"model.txt", "LightGBM text"},
+                                     {"catboost.json", "CatBoost JSON"},
                                      {"xgboost.json", "XGBoost JSON"},
                                      {"xgboost.ubj", "XGBoost UBJSON"},
                                      // The FIL backend's name for XGBoost's binary model: UBJSON since
@@ -53,6 +54,11 @@ std::string UnreadableModelFile(const std::string& file) {
   if (file == "checkpoint.tl") {
     return "a Treelite checkpoint, which Grove does not read: serve the XGBoost or LightGBM model "
            "it was made from, as xgboost.json, xgboost.ubj or model.txt";
+  }
+  if (absl::EndsWith(file, ".cbm")) {
+    return "CatBoost's native binary model, which Grove does not read (its FlatBuffers schema is "
+           "internal to CatBoost): save it as JSON, catboost.json "
+           "(model.save_model(\"catboost.json\", format=\"json\"))";
   }
   for (const char* suffix : {".pkl", ".pickle", ".joblib"}) {
     if (absl::EndsWith(file, suffix)) {

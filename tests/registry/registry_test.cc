@@ -224,6 +224,30 @@ TEST_F(RegistryTest, BadModelFailsAloneWithItsError) {
   EXPECT_GE(listener_.failed.load(), 1);
 }
 
+// A CatBoost JSON export loads as catboost.json (and as model.json: the content decides); a native
+// .cbm fails its version, naming the JSON export.
+TEST_F(RegistryTest, CatboostJsonLoadsAndCbmIsRefused) {
+  const std::string cb = GROVE_SOURCE_DIR "/tests/golden/cb_multiclass3/catboost.json";
+  TempRepo repo;
+  repo.PutAs("claims", 1, cb, "catboost.json");
+  repo.PutAs("claims_json", 1, cb, "model.json");
+  repo.Write("native/1/model.cbm", "CBM1 flatbuffers");
+  auto reg = Make(repo);
+  EXPECT_FALSE(reg->LoadAll().ok());
+  for (const char* name : {"claims", "claims_json"}) {
+    auto m = reg->Get(name);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    EXPECT_EQ((*m)->forest().format, ModelFormat::kCatboostJson);
+    PredictOnce(*m);
+  }
+  auto st = reg->GetStatus("native");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->versions.size(), 1u);
+  EXPECT_EQ(st->versions[0].state, VersionState::kFailed);
+  EXPECT_THAT(st->versions[0].error, ::testing::HasSubstr("model.cbm is CatBoost's native binary"));
+  EXPECT_THAT(st->versions[0].error, ::testing::HasSubstr("catboost.json"));
+}
+
 // A Triton FIL backend repository: its default file names of the formats Grove reads load as they
 // are (config.pbtxt beside them is not read); its other formats fail their version with an error
 // naming the file and what to do.

@@ -1,6 +1,6 @@
 // The library reference corpus for tests: /work/shared/testdata (and its real/* cases) plus the
 // in-repo golden corpus tests/golden/*. Every case directory holds a model file (model.json and
-// model.ubj for XGBoost, model.txt for LightGBM), X.csv, reference outputs computed by the library
+// model.ubj for XGBoost, model.txt for LightGBM, catboost.json for CatBoost), X.csv, reference outputs computed by the library
 // (margin.csv, pred.csv, contribs.csv, interactions.csv, leaf.csv -- each optional) and meta.json.
 // See /work/shared/testdata/README.md for the layout.
 //
@@ -36,8 +36,8 @@ struct RefMatrix {
 struct CorpusCase {
   std::string dir;      // absolute or as found
   std::string name;     // meta.json "case" (the directory name when absent)
-  std::string library;  // "xgboost" or "lightgbm"
-  std::string model_path;                // model.json (XGBoost) or model.txt (LightGBM)
+  std::string library;  // "xgboost", "lightgbm" or "catboost"
+  std::string model_path;                // model.json (XGBoost), model.txt (LightGBM), catboost.json
   std::vector<std::string> model_paths;  // every model file of the case (json + ubj for XGBoost)
   int num_features = 0;
   int num_outputs = 1;

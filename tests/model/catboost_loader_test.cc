@@ -1,0 +1,334 @@
+// CatBoost JSON loader: the golden CatBoost cases against CatBoost's own predictions, leaf indices,
+// ShapValues and ShapInteractionValues; hand-written oblivious trees for the border, NaN and scale rules; content
+// dispatch beside XGBoost JSON; refused models and malformed files naming the position.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "core/io/csv.h"
+#include "core/model/forest.h"
+#include "core/model/loader.h"
+#include "tests/testing/corpus.h"
+#include "tests/testing/predict_reference.h"
+
+namespace grove {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
+// The corpus tolerance (predict_corpus_test, explain_corpus_test).
+constexpr double kTolerance = 1e-5;
+
+const fs::path kGolden = fs::path(GROVE_SOURCE_DIR) / "tests" / "golden";
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> CatboostCaseDirs() {
+  std::vector<std::string> out;
+  for (const std::string& dir : testing::GoldenCaseDirs()) {
+    if (fs::path(dir).filename().string().rfind("cb_", 0) == 0) out.push_back(dir);
+  }
+  return out;
+}
+
+TEST(CatboostLoaderTest, GoldenCasesMatchCatboost) {
+  const std::vector<std::string> dirs = CatboostCaseDirs();
+  ASSERT_GE(dirs.size(), 4u) << "tests/golden/cb_* (scripts/make_golden_corpus.py)";
+  ThreadPool pool(2);
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->library, "catboost");
+    ASSERT_TRUE(absl::EndsWith(c->model_path, "catboost.json"));
+    absl::StatusOr<ForestPtr> loaded = LoadModelFile(c->model_path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const Forest& f = **loaded;
+    EXPECT_EQ(f.format, ModelFormat::kCatboostJson);
+    EXPECT_EQ(f.num_features, c->num_features);
+    EXPECT_EQ(f.num_outputs, c->num_outputs);
+    EXPECT_EQ(f.library_version, (*c->meta)["library_version"].get<std::string>());
+    EXPECT_EQ(static_cast<int>(f.trees.size()), (*c->meta)["num_trees"].get<int>());
+    const std::string objective = (*c->meta)["objective"].get<std::string>();
+    EXPECT_EQ(f.objective.name, objective);
+    EXPECT_EQ(f.objective.link, objective == "Logloss"      ? Link::kSigmoid
+                                : objective == "MultiClass" ? Link::kSoftmax
+                                                            : Link::kIdentity);
+    const std::vector<float> rows = testing::GroveRows(*c, f);
+
+    const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin), &pool);
+    testing::ErrorReport e = testing::MaxRelError(absl::Span<const float>(margin), *c->margin);
+    EXPECT_LE(e.max_error, kTolerance) << "margin " << e.ToString();
+    const std::vector<float> pred =
+        ReferencePrediction(f, rows, Kind(OutputKind::kPrediction), &pool);
+    e = testing::MaxRelError(absl::Span<const float>(pred), *c->pred);
+    EXPECT_LE(e.max_error, kTolerance) << "prediction " << e.ToString();
+    const std::vector<float> leaf = ReferencePrediction(f, rows, Kind(OutputKind::kLeaf), &pool);
+    EXPECT_EQ(testing::CountMismatches(absl::Span<const float>(leaf), *c->leaf), 0);
+
+    // margin_range.csv: CatBoost's predict(ntree_start, ntree_end), bias included.
+    const json& range = (*c->meta)["outputs"]["margin_range"];
+    absl::StatusOr<CsvMatrix<double>> want_range =
+        ReadCsvDoubles((fs::path(dir) / "margin_range.csv").string());
+    ASSERT_TRUE(want_range.ok()) << want_range.status();
+    const std::vector<float> got_range = ReferencePrediction(
+        f, rows,
+        Kind(OutputKind::kMargin, range["iteration_begin"].get<int>(),
+             range["iteration_end"].get<int>()),
+        &pool);
+    testing::RefMatrix range_ref{want_range->values, want_range->rows, want_range->cols};
+    e = testing::MaxRelError(absl::Span<const float>(got_range), range_ref);
+    EXPECT_LE(e.max_error, kTolerance) << "margin_range " << e.ToString();
+
+    // Path-dependent TreeSHAP against CatBoost's ShapValues.
+    ASSERT_TRUE(c->contribs.has_value());
+    const int64_t width = ExplainWidth(f, false);
+    ASSERT_EQ(width, c->contribs->cols);
+    std::vector<float> contribs(c->rows * width);
+    absl::Status s = ExplainCpuReference(f, MakeRowsView(rows.data(), c->rows, c->num_features),
+                                         {}, MakeMatrixView(contribs.data(), c->rows, width),
+                                         &pool);
+    ASSERT_TRUE(s.ok()) << s;
+    const testing::ExplainComparison shap = testing::CompareExplanations(
+        absl::Span<const float>(contribs), *c->contribs, *c->margin, c->num_outputs, kTolerance,
+        false);
+    EXPECT_TRUE(shap.ok()) << "contribs " << shap.ToString();
+
+    // Interaction values against CatBoost's ShapInteractionValues (the feature block; the
+    // generator lays the bias out as Grove does: scripts/make_golden_corpus.py).
+    ASSERT_TRUE(c->interactions.has_value());
+    const int64_t ni = c->interactions->rows;
+    const int64_t iwidth = ExplainWidth(f, true);
+    ASSERT_EQ(iwidth, c->interactions->cols);
+    std::vector<float> inter(ni * iwidth);
+    ExplainOptions io;
+    io.interactions = true;
+    s = ExplainCpuReference(f, MakeRowsView(rows.data(), ni, c->num_features), io,
+                            MakeMatrixView(inter.data(), ni, iwidth), &pool);
+    ASSERT_TRUE(s.ok()) << s;
+    const testing::ExplainComparison pairs = testing::CompareExplanations(
+        absl::Span<const float>(inter), *c->interactions, *c->margin, c->num_outputs, kTolerance,
+        false);
+    EXPECT_TRUE(pairs.ok()) << "interactions " << pairs.ToString();
+  }
+}
+
+// A depth-2 oblivious tree over 3 features: splits[0] on feature 2 (border 0.5, NaN goes right),
+// splits[1] on feature 0 (border -1, NaN goes left); leaf index = bit 0 (splits[0]) + 2 * bit 1.
+json TinyModel() {
+  return json::parse(R"({
+    "features_info": {"float_features": [
+      {"borders": [-1], "feature_id": "a", "feature_index": 0, "flat_feature_index": 0,
+       "has_nans": true, "nan_value_treatment": "AsFalse"},
+      {"borders": [], "feature_id": "b", "feature_index": 1, "flat_feature_index": 1,
+       "has_nans": false, "nan_value_treatment": "AsIs"},
+      {"borders": [0.5], "feature_id": "c", "feature_index": 2, "flat_feature_index": 2,
+       "has_nans": true, "nan_value_treatment": "AsTrue"}]},
+    "model_info": {"params": {"loss_function": {"type": "RMSE", "params": {}}},
+                   "catboost_version_info": "Branch: tags/v1.2.10\n"},
+    "oblivious_trees": [{
+      "leaf_values": [1, 2, 4, 8], "leaf_weights": [10, 20, 30, 40],
+      "splits": [{"border": 0.5, "float_feature_index": 2, "split_index": 0,
+                  "split_type": "FloatFeature"},
+                 {"border": -1, "float_feature_index": 0, "split_index": 1,
+                  "split_type": "FloatFeature"}]}],
+    "scale_and_bias": [2, [0.25]]})");
+}
+
+absl::StatusOr<ForestPtr> Load(const json& model) {
+  return LoadModelBytes(model.dump(), "tiny.json");
+}
+
+TEST(CatboostLoaderTest, ObliviousTreeRulesByHand) {
+  absl::StatusOr<ForestPtr> loaded = Load(TinyModel());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Forest& f = **loaded;
+  EXPECT_EQ(f.format, ModelFormat::kCatboostJson);
+  EXPECT_EQ(f.num_features, 3);
+  EXPECT_EQ(f.feature_names, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(f.library_version, "1.2.10");
+  ASSERT_EQ(f.trees.size(), 1u);
+  EXPECT_EQ(f.trees[0].num_nodes, 7u);
+  EXPECT_EQ(f.max_depth, 2);
+  // Covers: leaves' weights, internal nodes their sums (root: all 100).
+  EXPECT_EQ(f.TreeNodes(0)[0].cover, 100.0);
+  const float up = std::nextafter(0.5f, 1.0f);
+  const float above_minus_one = std::nextafter(-1.0f, 0.0f);
+  struct Row {
+    float a, c;
+    int leaf;
+  };
+  // value > border is true (right): a border value itself goes left; NaN per its treatment.
+  const Row cases[] = {{-2, 0, 0},       {-2, 0.5f, 0},     {-2, up, 1},  {-1, 0.5f, 0},
+                       {above_minus_one, 0.5f, 2}, {0, 1, 3}, {kNanF, 1, 1}, {0, kNanF, 3},
+                       {kNanF, kNanF, 1}};
+  std::vector<float> rows;
+  for (const Row& r : cases) rows.insert(rows.end(), {r.a, 7.0f, r.c});
+  const std::vector<float> leaf = ReferencePrediction(f, rows, Kind(OutputKind::kLeaf));
+  const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin));
+  const double values[] = {1, 2, 4, 8};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(leaf[i], cases[i].leaf);
+    EXPECT_FLOAT_EQ(margin[i], 2 * values[cases[i].leaf] + 0.25);  // scale * leaf + bias
+  }
+}
+
+TEST(CatboostLoaderTest, DispatchByContent) {
+  // XGBoost JSON is still XGBoost's, whatever its file name.
+  const std::string xgb = ReadFile(kGolden / "xgb_regression" / "model.json");
+  absl::StatusOr<ForestPtr> x = LoadModelBytes(xgb, "catboost.json");
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ((*x)->format, ModelFormat::kXgboostJson);
+  // "version" before "learner" (a hand-made XGBoost file) is not CatBoost's either.
+  json reordered = json::parse(xgb);
+  x = LoadModelBytes(std::string(R"({"version": [3, 2, 0], "learner": )") +
+                         reordered["learner"].dump() + "}",
+                     "m.json");
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ((*x)->format, ModelFormat::kXgboostJson);
+  // CatBoost JSON under any name, with a byte order mark and whitespace.
+  json tiny = TinyModel();
+  std::string text = "\xEF\xBB\xBF  " + tiny.dump(1);
+  absl::StatusOr<ForestPtr> c = LoadModelBytes(text, "model.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->format, ModelFormat::kCatboostJson);
+  // A CatBoost model loaded as XGBoost's says it is not one (and the reverse).
+  EXPECT_TRUE(absl::StrContains(LoadXgboostJson(text, "m.json").status().message(), "learner"));
+  EXPECT_TRUE(absl::StrContains(LoadCatboostJson(xgb, "m.json").status().message(),
+                                "not a CatBoost model"));
+}
+
+TEST(CatboostLoaderTest, NativeCbmIsRefusedNamingJson) {
+  for (const auto& [bytes, name] : {std::pair<std::string, std::string>{"CBM1\x10\0\0\0", "m.bin"},
+                                    {"\x01\x02", "model.cbm"}}) {
+    absl::StatusOr<ForestPtr> r = LoadModelBytes(bytes, name);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "format=\"json\"")) << r.status();
+  }
+}
+
+TEST(CatboostLoaderTest, CategoricalSplitsAreUnimplementedNamingTheFeature) {
+  absl::StatusOr<ForestPtr> r = LoadModelFile((kGolden / "refused" / "cb_onehot.json").string());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "one-hot split on categorical feature "
+                                                      "\"city\" (column 1)"))
+      << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "oblivious_trees[")) << r.status();
+  r = LoadModelFile((kGolden / "refused" / "cb_ctr.json").string());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "CTR")) << r.status();
+}
+
+TEST(CatboostLoaderTest, UnknownLossIsUnimplemented) {
+  json m = TinyModel();
+  m["model_info"]["params"]["loss_function"]["type"] = "YetiRank";
+  absl::StatusOr<ForestPtr> r = Load(m);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "\"YetiRank\"")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "supported: RMSE")) << r.status();
+}
+
+TEST(CatboostLoaderTest, MalformedFilesNameThePosition) {
+  struct Case {
+    const char* what;
+    void (*edit)(json&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"leaf count", [](json& m) { m["oblivious_trees"][0]["leaf_values"].push_back(1); },
+       "tiny.json: oblivious_trees[0].leaf_values: has 5 values, expected 4"},
+      {"feature index",
+       [](json& m) { m["oblivious_trees"][0]["splits"][1]["float_feature_index"] = 3; },
+       "oblivious_trees[0].splits[1]: float_feature_index 3 outside the 3 float features"},
+      {"border", [](json& m) { m["oblivious_trees"][0]["splits"][0]["border"] = "x"; },
+       "oblivious_trees[0].splits[0]: no numeric \"border\""},
+      {"huge border", [](json& m) { m["oblivious_trees"][0]["splits"][0]["border"] = 1e300; },
+       "oblivious_trees[0].splits[0]: border is not a finite float"},
+      {"nan treatment",
+       [](json& m) { m["features_info"]["float_features"][2]["nan_value_treatment"] = "Sideways"; },
+       "features_info.float_features[2]: unknown nan_value_treatment \"Sideways\""},
+      {"leaf weight", [](json& m) { m["oblivious_trees"][0]["leaf_weights"][3] = -1; },
+       "oblivious_trees[0].leaf_weights[3]: not a finite weight >= 0"},
+      {"leaf value", [](json& m) { m["oblivious_trees"][0]["leaf_values"][2] = true; },
+       "oblivious_trees[0].leaf_values[2]: not a number"},
+      {"bias count", [](json& m) { m["scale_and_bias"][1].push_back(1); },
+       "oblivious_trees[0].leaf_values: has 4 values, expected 8"},
+      {"scale", [](json& m) { m["scale_and_bias"][0] = "2"; },
+       "scale_and_bias[0]: scale is not a finite number"},
+      {"depth",
+       [](json& m) {
+         for (int i = 0; i < 25; ++i) m["oblivious_trees"][0]["splits"].push_back(m["oblivious_trees"][0]["splits"][0]);
+       },
+       "oblivious_trees[0]: depth 27 exceeds 24"},
+      {"flat index", [](json& m) { m["features_info"]["float_features"][1]["flat_feature_index"] = -2; },
+       "features_info.float_features[1]: flat_feature_index -2 outside [0, 2^31)"},
+      {"no trees", [](json& m) { m.erase("oblivious_trees"); },
+       "no \"oblivious_trees\" or \"trees\" array"},
+      {"no loss", [](json& m) { m.erase("model_info"); },
+       "model_info.params.loss_function.type: missing"},
+      {"tree node",
+       [](json& m) {
+         m.erase("oblivious_trees");
+         m["trees"] = json::parse(R"([{"split": {"border": 0, "float_feature_index": 0},
+                                       "left": {"value": 1}, "right": {"nothing": 2}}])");
+       },
+       "trees[0] node 2: neither a split nor a leaf"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    json m = TinyModel();
+    c.edit(m);
+    absl::StatusOr<ForestPtr> r = Load(m);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), c.expect)) << r.status();
+  }
+  // Truncated text is invalid JSON, every prefix refused without a crash.
+  const std::string text = ReadFile(kGolden / "cb_multiclass3" / "catboost.json");
+  for (size_t cut = 0; cut < text.size(); cut += 997) {
+    absl::StatusOr<ForestPtr> r = LoadCatboostJson(text.substr(0, cut), "cut.json");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << cut;
+  }
+}
+
+TEST(CatboostLoaderTest, NonSymmetricTreeByHand) {
+  json m = TinyModel();
+  m.erase("oblivious_trees");
+  m["trees"] = json::parse(R"([{
+      "split": {"border": 0.5, "float_feature_index": 2, "split_type": "FloatFeature"},
+      "left": {"value": 1, "weight": 3},
+      "right": {"split": {"border": -1, "float_feature_index": 0},
+                "left": {"value": 2, "weight": 2}, "right": {"value": 4, "weight": 1}}}])");
+  absl::StatusOr<ForestPtr> loaded = Load(m);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Forest& f = **loaded;
+  EXPECT_EQ(f.trees[0].num_nodes, 5u);
+  EXPECT_EQ(f.TreeNodes(0)[0].cover, 6.0);
+  // Leaves numbered depth-first, left first: 0 (c <= 0.5), 1 (c > 0.5, a <= -1), 2.
+  const std::vector<float> rows = {0, 0, 0.5f, -1, 0, 0.75f, 0, 0, 0.75f, 0, 0, kNanF};
+  const std::vector<float> leaf = ReferencePrediction(f, rows, Kind(OutputKind::kLeaf));
+  EXPECT_EQ(leaf, (std::vector<float>{0, 1, 2, 2}));
+  const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin));
+  EXPECT_EQ(margin, (std::vector<float>{2.25f, 4.25f, 8.25f, 8.25f}));
+}
+
+}  // namespace
+}  // namespace grove
