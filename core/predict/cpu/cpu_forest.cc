@@ -147,6 +147,31 @@ void CpuForest::BuildDense() {
   }
 }
 
+void CpuForest::BuildRowLayout() {
+  if (dense_depth_ == 0) return;
+  row_depth_ = dense_depth_;
+  const int64_t inner = (int64_t{1} << dense_depth_) - 1;
+  const int64_t leaves = inner + 1;
+  int32_t slots = 0;
+  for (const CpuTree& t : trees_) slots = std::max(slots, t.dense + 1);
+  const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
+  row_nodes_.assign(blocks * kRowBlockTrees * inner, DenseNode{});
+  row_values_.assign(blocks * kRowBlockTrees * leaves, 0.0);
+  // Slots past the last tree stay zero: a walk of them ends somewhere valid and is not kept.
+  for (CpuTree& t : trees_) {
+    if (t.dense < 0) continue;
+    t.row = t.dense;
+    const int64_t block = t.row / kRowBlockTrees, lane = t.row % kRowBlockTrees;
+    for (int64_t p = 0; p < inner; ++p) {
+      row_nodes_[(block * inner + p) * kRowBlockTrees + lane] = dense_nodes_[t.dense * inner + p];
+    }
+    for (int64_t q = 0; q < leaves; ++q) {
+      row_values_[(block * leaves + q) * kRowBlockTrees + lane] =
+          dense_values_[t.dense * leaves + q];
+    }
+  }
+}
+
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
   // Whole vectors of sixteen rows for the AVX-512 walk.
@@ -240,9 +265,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   }
   using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
-  if (simd_possible && (options.walk == Walk::kDense || options.walk == Walk::kAuto)) {
-    out->BuildDense();
-  }
+  if (simd_possible && options.walk != Walk::kScalar) out->BuildDense();
   const bool dense_possible = simd_possible && out->dense_depth_ > 0;
   switch (options.walk) {
     case Walk::kScalar: break;
@@ -258,7 +281,8 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       }
       break;
   }
-  if (out->walk_ != Walk::kDense) {  // not used: not kept
+  if (out->walk_ != Walk::kScalar) out->BuildRowLayout();
+  if (out->walk_ != Walk::kDense) {  // not used by the batch walk: not kept
     out->dense_depth_ = 0;
     std::vector<DenseNode>().swap(out->dense_nodes_);
     std::vector<double>().swap(out->dense_values_);
@@ -289,7 +313,9 @@ int64_t CpuForest::MemoryBytes() const {
                               trees_.size() * sizeof(CpuTree) + iterations_.size() * sizeof(int32_t) +
                               tree_ids_.size() * sizeof(int32_t) +
                               dense_nodes_.size() * sizeof(DenseNode) +
-                              dense_values_.size() * sizeof(double));
+                              dense_values_.size() * sizeof(double) +
+                              row_nodes_.size() * sizeof(DenseNode) +
+                              row_values_.size() * sizeof(double));
 }
 
 }  // namespace grove::cpu

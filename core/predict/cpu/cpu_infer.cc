@@ -127,7 +127,16 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   if (c.kind != OutputKind::kLeaf) {
     for (int k = 0; k < k_out; ++k) std::fill_n(margins + k * rows, rows, f.base_margin[k]);
   }
+  // One row: the vectors across trees instead (WalkAndAddRowSimd).
+  const bool row_walk = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows == 1;
   for (int32_t t0 = 0; t0 < c.num_trees;) {
+    if (row_walk) {
+      if (const int32_t t1 = FusedRun(c, t0); t1 > t0) {
+        WalkAndAddRowSimd(cf, c.tree_ids + t0, t1 - t0, block, nan, margins);
+        t0 = t1;
+        continue;
+      }
+    }
     if (fused) {
       if (const int32_t t1 = FusedRun(c, t0); t1 > t0) {
         WalkAndAddSimd(cf, c.tree_ids + t0, t1 - t0, block, in.stride, rows, nan, margins);

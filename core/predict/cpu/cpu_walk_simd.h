@@ -26,4 +26,13 @@ void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, 
 void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                     const float* block, int64_t stride, int num_rows, bool nan, double* margins);
 
+// The same for one row, the vectors running across trees instead of rows: sixteen trees to a
+// vector, kRowWalkVectors vectors walked together (a single row's walk is otherwise one chain of
+// dependent loads per tree), each tree's leaf value then added to margins[group] in tree order.
+// `nan`: some value of the row may be missing. Same trees as WalkAndAddSimd; only where
+// HaveSimdWalk().
+inline constexpr int kRowWalkVectors = 8;
+void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
+                       const float* row, bool nan, double* margins);
+
 }  // namespace grove::cpu

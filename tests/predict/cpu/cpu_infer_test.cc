@@ -2,7 +2,7 @@
 // the same sums, bit for bit, for every output kind, on seeded forests of every rule set (NaNs,
 // categorical splits, LightGBM missing types, vector leaves, tree weights, deep unbalanced trees),
 // every block shape (1 row to several blocks, strided rows), iteration ranges, trees out of round
-// order, and the library corpus; PredictRow likewise.
+// order, and the library corpus; PredictRow (its own walk across trees) likewise.
 #include "core/predict/cpu/cpu_infer.h"
 
 #include "core/predict/cpu/cpu_walk_simd.h"
@@ -117,6 +117,9 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
       fits |= tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
     }
     EXPECT_EQ((*cf)->dense_walk(), options.walk == CpuForestOptions::Walk::kDense && fits) << name;
+    // The row layout (single rows across trees) with every AVX-512 walk, for the same trees.
+    EXPECT_EQ((*cf)->row_depth() > 0, options.walk != CpuForestOptions::Walk::kScalar && fits)
+        << name;
     CheckLayout(*cf, f, name + " " + layout);
   }
 }
