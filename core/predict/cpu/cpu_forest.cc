@@ -263,6 +263,12 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     out->iterations_[t] = tree.iteration;
     if (t > 0 && tree.iteration < out->iterations_[t - 1]) out->iterations_sorted_ = false;
   }
+  std::vector<CpuTree>& trees = out->trees_;
+  for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
+    trees[t].fused_end = !(trees[t].scalar && !trees[t].general)      ? static_cast<int32_t>(t)
+                         : t + 1 == static_cast<int64_t>(trees.size()) ? static_cast<int32_t>(t + 1)
+                                                                       : trees[t + 1].fused_end;
+  }
   using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
   if (simd_possible && options.walk != Walk::kScalar) out->BuildDense();
@@ -282,6 +288,12 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       break;
   }
   if (out->walk_ != Walk::kScalar) out->BuildRowLayout();
+  for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
+    const bool continues = t + 1 < static_cast<int64_t>(trees.size()) &&
+                           (trees[t].row < 0 ? trees[t + 1].row < 0
+                                             : trees[t + 1].row == trees[t].row + 1);
+    trees[t].row_end = continues ? trees[t + 1].row_end : static_cast<int32_t>(t + 1);
+  }
   if (out->walk_ != Walk::kDense) {  // not used by the batch walk: not kept
     out->dense_depth_ = 0;
     std::vector<DenseNode>().swap(out->dense_nodes_);

@@ -31,6 +31,11 @@ struct CpuTree {
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
   int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
   int32_t row = -1;         // its slot in the row layout (CpuForest::row_nodes), or -1
+  // In model order, the first tree from this one on that is not fused (scalar leaves, no
+  // general split), and the first that does not continue this one's run of row layout slots
+  // (consecutive slots, or none): where a walk over consecutive trees ends without a scan.
+  int32_t fused_end = 0;
+  int32_t row_end = 0;
 };
 
 // A node of the complete layout of a tree's top levels: position p's children are 2p + 1 and

@@ -375,13 +375,21 @@ __attribute__((target("avx512f"))) void RowWalkNodes512(const CpuNode* all, cons
   }
 }
 
-// Runs of trees_ids[0, num_trees) in turn: `same(previous, next)` says whether tree `next`
-// continues the run of `previous`; `walk(first, count)` takes a run.
+// Runs of tree_ids[0, num_trees) (increasing) in turn: `same(previous, next)` says whether tree
+// `next` continues the run of `previous`, `walk(first, count)` takes a run. Where the ids are
+// consecutive, CpuTree's `end` says where a run ends without asking `same` tree by tree.
 template <typename Same, typename Walk>
-void ByRuns(const int32_t* tree_ids, int num_trees, Same same, Walk walk) {
+void ByRuns(const CpuTree* trees, const int32_t* tree_ids, int num_trees,
+            int32_t CpuTree::*end, Same same, Walk walk) {
+  const bool consecutive = num_trees > 0 && tree_ids[num_trees - 1] - tree_ids[0] == num_trees - 1;
   for (int t0 = 0; t0 < num_trees;) {
     int t1 = t0 + 1;
-    while (t1 < num_trees && same(tree_ids[t1 - 1], tree_ids[t1])) ++t1;
+    if (consecutive && end != nullptr) {
+      const int32_t id = tree_ids[t0];
+      t1 = t0 + std::min(num_trees - t0, trees[id].*end - id);
+    } else {
+      while (t1 < num_trees && same(tree_ids[t1 - 1], tree_ids[t1])) ++t1;
+    }
     walk(t0, t1 - t0);
     t0 = t1;
   }
@@ -390,6 +398,21 @@ void ByRuns(const int32_t* tree_ids, int num_trees, Same same, Walk walk) {
 }  // namespace
 
 bool HaveSimdWalk() { return __builtin_cpu_supports("avx512f"); }
+
+__attribute__((target("avx512f"))) bool HasNanSimd(const float* x, int64_t n) {
+  __mmask16 nan = 0;
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(tail, x + i);
+    nan |= _mm512_mask_cmp_ps_mask(tail, v, v, _CMP_UNORD_Q);
+  }
+  return nan != 0;
+}
 
 void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, const float* block,
                    int64_t stride, int num_rows, bool nan, int32_t* idx) {
@@ -426,7 +449,8 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
   const bool dense = cf.dense_walk();
   auto is_dense = [&](int32_t t) { return dense && trees[t].dense >= 0; };
   ByRuns(
-      tree_ids, num_trees, [&](int32_t a, int32_t b) { return is_dense(a) == is_dense(b); },
+      trees, tree_ids, num_trees, nullptr,
+      [&](int32_t a, int32_t b) { return is_dense(a) == is_dense(b); },
       [&](int t0, int n) {
         if (is_dense(tree_ids[t0])) {
           WalkAddDense512(trees, tree_ids + t0, n, cf.dense_nodes(), cf.dense_depth(),
@@ -444,7 +468,7 @@ void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_tre
   // node walk.
   const CpuTree* trees = cf.trees();
   ByRuns(
-      tree_ids, num_trees,
+      trees, tree_ids, num_trees, &CpuTree::row_end,
       [&](int32_t a, int32_t b) {
         if (trees[a].row < 0) return trees[b].row < 0;
         return trees[b].row == trees[a].row + 1;

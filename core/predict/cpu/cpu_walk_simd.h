@@ -13,6 +13,12 @@ namespace grove::cpu {
 // Whether this processor runs WalkGroupSimd (AVX-512F).
 bool HaveSimdWalk();
 
+// Whether some of x[0, n) is NaN, sixteen values at a time; only where HaveSimdWalk().
+bool HasNanSimd(const float* x, int64_t n);
+
+// The walks below take tree ids in increasing order (a run of the model's trees, or the trees of
+// a range), as the engine's calls list them.
+
 // WalkGroup<kNan, false> with AVX-512: the same contract (lanes = num_trees * num_rows <=
 // kMaxLanes, idx[j * num_rows + r]); only for groups whose trees have no general split, and only
 // where HaveSimdWalk().
