@@ -279,6 +279,18 @@ __attribute__((target("avx512f"))) inline void LoadTop512(const DenseNode* block
   Split512(lo, hi, threshold, feature);
 }
 
+// sum + v[0] + v[1] + ... + v[7], added in that order (the reference's sum).
+__attribute__((target("avx512f"))) inline __m128d AddPair(__m128d sum, __m128d pair) {
+  return _mm_add_sd(_mm_add_sd(sum, pair), _mm_unpackhi_pd(pair, pair));
+}
+__attribute__((target("avx512f"))) inline __m128d AddInOrder512(__m128d sum, __m512d v) {
+  const __m512 f = _mm512_castpd_ps(v);
+  sum = AddPair(sum, _mm512_castpd512_pd128(v));
+  sum = AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 1)));
+  sum = AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 2)));
+  return AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 3)));
+}
+
 // Levels read with LoadTop512; the deeper ones are gathered.
 constexpr int kRowTopLevels = 3;
 
@@ -290,7 +302,7 @@ __attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
                                                          int n, const DenseNode* nodes,
                                                          int depth, const double* values,
                                                          const float* row, bool nan,
-                                                         double* margins) {
+                                                         bool one_output, double* margins) {
   const int inner = (1 << depth) - 1;
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
@@ -331,6 +343,17 @@ __attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
     const int32_t s_begin = slot0 > b0 * kWidth ? slot0 : b0 * kWidth;
     const int32_t s_end =
         slot0 + n < (b0 + vectors) * kWidth ? slot0 + n : (b0 + vectors) * kWidth;
+    if (one_output && s_begin == b0 * kWidth && s_end == (b0 + vectors) * kWidth) {
+      // Every value into one sum: added from registers (the chain of dependent adds is the
+      // round's critical path; reloading the values just stored would lengthen it).
+      __m128d sum = _mm_load_sd(margins);
+      for (int u = 0; u < vectors; ++u) {
+        sum = AddInOrder512(sum, _mm512_loadu_pd(round.value + u * kWidth));
+        sum = AddInOrder512(sum, _mm512_loadu_pd(round.value + u * kWidth + 8));
+      }
+      _mm_store_sd(margins, sum);
+      continue;
+    }
     for (int32_t s = s_begin; s < s_end; ++s) {
       margins[trees[tree_ids[s - slot0]].group] += round.value[s - b0 * kWidth];
     }
@@ -477,7 +500,7 @@ void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_tre
         const int32_t slot0 = trees[tree_ids[t0]].row;
         if (slot0 >= 0) {
           RowWalkBlocks512(trees, tree_ids + t0, slot0, n, cf.row_nodes(), cf.row_depth(),
-                           cf.row_values(), row, nan, margins);
+                           cf.row_values(), row, nan, cf.forest().num_outputs == 1, margins);
         } else {
           RowWalkNodes512(cf.nodes(), trees, tree_ids + t0, n, cf.leaf_values(), row, nan,
                           margins);
