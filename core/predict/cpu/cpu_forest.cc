@@ -149,18 +149,30 @@ void CpuForest::BuildDense() {
 
 void CpuForest::BuildRowLayout() {
   if (dense_depth_ == 0) return;
+  // Only runs of at least a block of consecutive trees take the layout: a block is walked whole
+  // for any of its trees, so a short run (trees of a complete layout between deeper ones, as
+  // leaf-wise models have) would cost a block's walk per tree; the node walk takes them together.
+  const int64_t num_trees = static_cast<int64_t>(trees_.size());
+  int32_t slots = 0;
+  for (int64_t t0 = 0; t0 < num_trees;) {
+    int64_t t1 = t0;
+    while (t1 < num_trees && trees_[t1].dense >= 0) ++t1;
+    if (t1 - t0 >= kRowBlockTrees) {
+      for (int64_t t = t0; t < t1; ++t) trees_[t].row = trees_[t].dense;
+      slots = trees_[t1 - 1].dense + 1;
+    }
+    t0 = t1 + 1;
+  }
+  if (slots == 0) return;
   row_depth_ = dense_depth_;
   const int64_t inner = (int64_t{1} << dense_depth_) - 1;
   const int64_t leaves = inner + 1;
-  int32_t slots = 0;
-  for (const CpuTree& t : trees_) slots = std::max(slots, t.dense + 1);
   const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
   row_nodes_.assign(blocks * kRowBlockTrees * inner, DenseNode{});
   row_values_.assign(blocks * kRowBlockTrees * leaves, 0.0);
-  // Slots past the last tree stay zero: a walk of them ends somewhere valid and is not kept.
-  for (CpuTree& t : trees_) {
-    if (t.dense < 0) continue;
-    t.row = t.dense;
+  // Slots of no tree stay zero: a walk of them ends somewhere valid and is not kept.
+  for (const CpuTree& t : trees_) {
+    if (t.row < 0) continue;
     const int64_t block = t.row / kRowBlockTrees, lane = t.row % kRowBlockTrees;
     for (int64_t p = 0; p < inner; ++p) {
       row_nodes_[(block * inner + p) * kRowBlockTrees + lane] = dense_nodes_[t.dense * inner + p];

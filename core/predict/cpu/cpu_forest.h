@@ -111,7 +111,8 @@ class CpuForest {
   // is read with vector loads instead of gathers. The node at position p of the tree in slot s
   // (CpuTree::row) is row_nodes()[((s / 16) * (2^depth - 1) + p) * 16 + s % 16]; the leaf at
   // position q of the last level is row_values()[((s / 16) * 2^depth + q) * 16 + s % 16].
-  // Built with the AVX-512 walks (simd_walk()); row_depth() 0 when no tree has it.
+  // Built with the AVX-512 walks (simd_walk()) for runs of at least kRowBlockTrees consecutive
+  // trees of the complete layout; row_depth() 0 when no tree has it.
   int row_depth() const { return row_depth_; }
   const DenseNode* row_nodes() const { return row_nodes_.data(); }
   const double* row_values() const { return row_values_.data(); }

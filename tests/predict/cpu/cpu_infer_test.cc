@@ -7,6 +7,7 @@
 
 #include "core/predict/cpu/cpu_walk_simd.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -111,14 +112,19 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
     ASSERT_TRUE(cf.ok()) << cf.status();
     EXPECT_EQ((*cf)->simd_walk(), options.walk != CpuForestOptions::Walk::kScalar);
     // The complete layout where some tree fits it (depth <= kDenseMaxDepth, no general split).
+    // The row layout for runs of at least kRowBlockTrees consecutive trees that fit it.
     bool fits = false;
+    int run = 0, longest = 0;
     for (int t = 0; t < (*cf)->num_trees(); ++t) {
       const CpuTree& tree = (*cf)->trees()[t];
-      fits |= tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
+      const bool fit = tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
+      fits |= fit;
+      run = fit ? run + 1 : 0;
+      longest = std::max(longest, run);
     }
     EXPECT_EQ((*cf)->dense_walk(), options.walk == CpuForestOptions::Walk::kDense && fits) << name;
-    // The row layout (single rows across trees) with every AVX-512 walk, for the same trees.
-    EXPECT_EQ((*cf)->row_depth() > 0, options.walk != CpuForestOptions::Walk::kScalar && fits)
+    EXPECT_EQ((*cf)->row_depth() > 0,
+              options.walk != CpuForestOptions::Walk::kScalar && longest >= kRowBlockTrees)
         << name;
     CheckLayout(*cf, f, name + " " + layout);
   }
