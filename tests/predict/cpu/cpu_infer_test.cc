@@ -194,6 +194,43 @@ TEST(CpuInferTest, TreesOutOfRoundOrder) {
   CheckForest(f, "unsorted");
 }
 
+// Runs of trees that take the row layout (at least kRowBlockTrees consecutive trees of the
+// complete layout) between trees that do not (a categorical split; a run too short): a single
+// row's walk changes layout from run to run, over whole and partial blocks, with ranges.
+TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
+  HandForest h(3);
+  int tree = 0;
+  auto numeric = [&] {
+    const float a = 0.1f * (tree % 7) - 0.3f, b = 0.05f * (tree % 5), c = -0.2f + 0.03f * tree;
+    const double v = 0.25 * tree;
+    h.AddTree({h.Split(0, a, 1, 2, 10), h.Split(1, b, 3, 4, 6), h.Split(2, c, 5, 6, 4),
+               h.Leaf(v + 1, 2), h.Leaf(v - 2, 4), h.Leaf(v + 3, 1), h.Leaf(-v, 3)},
+              0, tree % 3 == 0 ? 0.5 : 1.0);
+    ++tree;
+  };
+  auto categorical = [&] {
+    h.AddTree({h.CategoricalSplit(2, {0, 2}, 1, 2, 10), h.Leaf(7.0, 5), h.Leaf(-7.0, 5)});
+    ++tree;
+  };
+  for (int i = 0; i < 20; ++i) numeric();
+  categorical();
+  for (int i = 0; i < 17; ++i) numeric();
+  categorical();
+  for (int i = 0; i < 3; ++i) numeric();
+  const ForestPtr f = h.Build();
+  CpuForestOptions o;
+  o.walk = CpuForestOptions::Walk::kSimd;
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, o);
+  ASSERT_TRUE(cf.ok()) << cf.status();
+  if (HaveSimdWalk()) {
+    for (int t = 0; t < (*cf)->num_trees(); ++t) {
+      const bool in_layout = t < 20 || (t > 20 && t < 38);
+      EXPECT_EQ((*cf)->trees()[t].row >= 0, in_layout) << "tree " << t;
+    }
+  }
+  CheckForest(f, "runs of layouts");
+}
+
 TEST(CpuInferTest, StridedRowsAndErrors) {
   RandomForestOptions o;
   o.num_trees = 15;
