@@ -2,7 +2,7 @@
 //
 //   grove_explain_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
 //                       [--interaction-rows 200] [--reps 5] [--cpu-budget 1.0]
-//                       [--precision both|double|float] [--threads N]
+//                       [--precision both|double|float] [--threads N] [--cpu all|engine]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
 // features, is dropped); the first --shap-rows for SHAP values, the first --interaction-rows for
@@ -61,6 +61,7 @@ struct Flags {
   int reps = 5;
   double cpu_budget = 1.0;
   int threads = 0;
+  bool engine_only = false;  // --cpu engine: the CPU engine alone (no paths, no reference)
 };
 
 double Now() {
@@ -282,6 +283,7 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const ForestPtr& 
     o.interactions = inter;
     for (int which = 0; which < 3; ++which) {
       if (which == 2 && !engine.ok()) continue;
+      if (which != 2 && flags.engine_only) continue;
       const char* where = which == 0 ? "cpu-paths" : which == 1 ? "cpu-reference" : "cpu-engine";
       RunInfo info;
       // The engine runs on its own pool (`pool`) whatever `p` says.
@@ -332,6 +334,7 @@ int Main(int argc, char** argv) {
     else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
     else if (a == "--reps") flags.reps = std::atoi(next().c_str());
     else if (a == "--cpu-budget") flags.cpu_budget = std::atof(next().c_str());
+    else if (a == "--cpu") flags.engine_only = next() == "engine";
     else if (a == "--threads") flags.threads = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());

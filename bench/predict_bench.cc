@@ -1,6 +1,6 @@
 // Prediction throughput, latency, selector study and format ablation for one model.
 //
-//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|kernel]
+//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //                       [--block-rows N] [--walk auto|scalar|simd|dense]
@@ -18,7 +18,9 @@
 //   format's node rearrangement and tree rearrangement each turned off.
 // compare: study with end-to-end times for the selector only (the nvForest comparison,
 //   bench/nvforest_compare.sh).
-// cpu: the CPU engine (what runs without CUDA and for small batches) and the CPU reference.
+// cpu: the CPU engine (what runs without CUDA and for small batches) and the CPU reference, then
+//   single rows (cpu::PredictRow, p50/p99/p99.9 over 100,000 calls).
+// row: only the single rows of cpu.
 // kernel: engine level only, strategy --strategy (default: the selector's) at each batch size, the
 //   timed runs bracketed by cudaProfilerStart/Stop so that `ncu --profile-from-start off` profiles
 //   only them (not the engine's load-time probes).
@@ -136,8 +138,9 @@ int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base,
   }
   std::printf("# %s %s, %d threads\n", flags.name.c_str(), (*layout)->Describe().c_str(),
               pool->num_threads());
-  std::printf("model | batch | strategy | e2e_ms | e2e_Mrows_s\n");
+  if (flags.mode != "row") std::printf("model | batch | strategy | e2e_ms | e2e_Mrows_s\n");
   for (int64_t n : flags.batches) {
+    if (flags.mode == "row") break;
     const std::vector<float> x = RepeatRows(base, base_rows, f.num_features, n);
     const int64_t w = PredictWidth(f, o);
     std::vector<float> out(n * w);
@@ -480,7 +483,7 @@ int Main(int argc, char** argv) {
   }
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
-                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|kernel] "
+                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
                  "[--block-rows n] [--walk auto|scalar|simd|dense]\n");
@@ -510,7 +513,7 @@ int Main(int argc, char** argv) {
     std::copy_n(csv->values.begin() + r * csv->cols, f.num_features, base.begin() + r * f.num_features);
   }
   ThreadPool pool(flags.threads);
-  if (flags.mode == "cpu") return CpuOnly(flags, f, base, base_rows, &pool);
+  if (flags.mode == "cpu" || flags.mode == "row") return CpuOnly(flags, f, base, base_rows, &pool);
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::fprintf(stderr, "no GPU: CPU reference only\n");

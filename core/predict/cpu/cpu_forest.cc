@@ -147,6 +147,43 @@ void CpuForest::BuildDense() {
   }
 }
 
+void CpuForest::BuildRowLayout() {
+  if (dense_depth_ == 0) return;
+  // Only runs of at least a block of consecutive trees take the layout: a block is walked whole
+  // for any of its trees, so a short run (trees of a complete layout between deeper ones, as
+  // leaf-wise models have) would cost a block's walk per tree; the node walk takes them together.
+  const int64_t num_trees = static_cast<int64_t>(trees_.size());
+  int32_t slots = 0;
+  for (int64_t t0 = 0; t0 < num_trees;) {
+    int64_t t1 = t0;
+    while (t1 < num_trees && trees_[t1].dense >= 0) ++t1;
+    if (t1 - t0 >= kRowBlockTrees) {
+      for (int64_t t = t0; t < t1; ++t) trees_[t].row = trees_[t].dense;
+      slots = trees_[t1 - 1].dense + 1;
+    }
+    t0 = t1 + 1;
+  }
+  if (slots == 0) return;
+  row_depth_ = dense_depth_;
+  const int64_t inner = (int64_t{1} << dense_depth_) - 1;
+  const int64_t leaves = inner + 1;
+  const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
+  row_nodes_.assign(blocks * kRowBlockTrees * inner, DenseNode{});
+  row_values_.assign(blocks * kRowBlockTrees * leaves, 0.0);
+  // Slots of no tree stay zero: a walk of them ends somewhere valid and is not kept.
+  for (const CpuTree& t : trees_) {
+    if (t.row < 0) continue;
+    const int64_t block = t.row / kRowBlockTrees, lane = t.row % kRowBlockTrees;
+    for (int64_t p = 0; p < inner; ++p) {
+      row_nodes_[(block * inner + p) * kRowBlockTrees + lane] = dense_nodes_[t.dense * inner + p];
+    }
+    for (int64_t q = 0; q < leaves; ++q) {
+      row_values_[(block * leaves + q) * kRowBlockTrees + lane] =
+          dense_values_[t.dense * leaves + q];
+    }
+  }
+}
+
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
   // Whole vectors of sixteen rows for the AVX-512 walk.
@@ -238,11 +275,15 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     out->iterations_[t] = tree.iteration;
     if (t > 0 && tree.iteration < out->iterations_[t - 1]) out->iterations_sorted_ = false;
   }
+  std::vector<CpuTree>& trees = out->trees_;
+  for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
+    trees[t].fused_end = !(trees[t].scalar && !trees[t].general)      ? static_cast<int32_t>(t)
+                         : t + 1 == static_cast<int64_t>(trees.size()) ? static_cast<int32_t>(t + 1)
+                                                                       : trees[t + 1].fused_end;
+  }
   using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
-  if (simd_possible && (options.walk == Walk::kDense || options.walk == Walk::kAuto)) {
-    out->BuildDense();
-  }
+  if (simd_possible && options.walk != Walk::kScalar) out->BuildDense();
   const bool dense_possible = simd_possible && out->dense_depth_ > 0;
   switch (options.walk) {
     case Walk::kScalar: break;
@@ -258,7 +299,14 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       }
       break;
   }
-  if (out->walk_ != Walk::kDense) {  // not used: not kept
+  if (out->walk_ != Walk::kScalar) out->BuildRowLayout();
+  for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
+    const bool continues = t + 1 < static_cast<int64_t>(trees.size()) &&
+                           (trees[t].row < 0 ? trees[t + 1].row < 0
+                                             : trees[t + 1].row == trees[t].row + 1);
+    trees[t].row_end = continues ? trees[t + 1].row_end : static_cast<int32_t>(t + 1);
+  }
+  if (out->walk_ != Walk::kDense) {  // not used by the batch walk: not kept
     out->dense_depth_ = 0;
     std::vector<DenseNode>().swap(out->dense_nodes_);
     std::vector<double>().swap(out->dense_values_);
@@ -289,7 +337,9 @@ int64_t CpuForest::MemoryBytes() const {
                               trees_.size() * sizeof(CpuTree) + iterations_.size() * sizeof(int32_t) +
                               tree_ids_.size() * sizeof(int32_t) +
                               dense_nodes_.size() * sizeof(DenseNode) +
-                              dense_values_.size() * sizeof(double));
+                              dense_values_.size() * sizeof(double) +
+                              row_nodes_.size() * sizeof(DenseNode) +
+                              row_values_.size() * sizeof(double));
 }
 
 }  // namespace grove::cpu

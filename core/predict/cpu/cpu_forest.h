@@ -30,6 +30,12 @@ struct CpuTree {
   bool general = false;     // some split needs the general decision (kCpuGeneral)
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
   int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
+  int32_t row = -1;         // its slot in the row layout (CpuForest::row_nodes), or -1
+  // In model order, the first tree from this one on that is not fused (scalar leaves, no
+  // general split), and the first that does not continue this one's run of row layout slots
+  // (consecutive slots, or none): where a walk over consecutive trees ends without a scan.
+  int32_t fused_end = 0;
+  int32_t row_end = 0;
 };
 
 // A node of the complete layout of a tree's top levels: position p's children are 2p + 1 and
@@ -42,6 +48,8 @@ struct DenseNode {
 };
 static_assert(sizeof(DenseNode) == 8, "DenseNode is two gather lanes' worth");
 inline constexpr int kDenseMaxDepth = 10;
+// Trees per block of the row layout: one AVX-512 vector of lanes.
+inline constexpr int kRowBlockTrees = 16;
 
 struct CpuForestOptions {
   // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: DefaultBlockRows.
@@ -97,6 +105,17 @@ class CpuForest {
   int dense_depth() const { return dense_depth_; }
   const DenseNode* dense_nodes() const { return dense_nodes_.data(); }
   const double* dense_values() const { return dense_values_.data(); }
+  // The row layout, for one row walked across trees (WalkAndAddRowSimd): the complete layout of
+  // the same trees (row_depth() levels), kRowBlockTrees consecutive trees to a block, interleaved
+  // position by position, so that a level where every tree of a block has few candidate nodes
+  // is read with vector loads instead of gathers. The node at position p of the tree in slot s
+  // (CpuTree::row) is row_nodes()[((s / 16) * (2^depth - 1) + p) * 16 + s % 16]; the leaf at
+  // position q of the last level is row_values()[((s / 16) * 2^depth + q) * 16 + s % 16].
+  // Built with the AVX-512 walks (simd_walk()) for runs of at least kRowBlockTrees consecutive
+  // trees of the complete layout; row_depth() 0 when no tree has it.
+  int row_depth() const { return row_depth_; }
+  const DenseNode* row_nodes() const { return row_nodes_.data(); }
+  const double* row_values() const { return row_values_.data(); }
 
  private:
   explicit CpuForest(ForestPtr forest) : forest_(std::move(forest)) {}
@@ -104,6 +123,7 @@ class CpuForest {
   static CpuForestOptions::Walk FastestWalk(CpuForest* cf,
                                             const std::vector<CpuForestOptions::Walk>& candidates);
   void BuildDense();
+  void BuildRowLayout();
 
   ForestPtr forest_;
   std::vector<CpuNode> nodes_;
@@ -118,6 +138,9 @@ class CpuForest {
   int dense_depth_ = 0;
   std::vector<DenseNode> dense_nodes_;
   std::vector<double> dense_values_;
+  int row_depth_ = 0;
+  std::vector<DenseNode> row_nodes_;
+  std::vector<double> row_values_;
 };
 
 using CpuForestPtr = std::shared_ptr<const CpuForest>;

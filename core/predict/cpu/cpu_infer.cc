@@ -18,6 +18,7 @@ struct Call {
   ForestView view;
   const int32_t* tree_ids = nullptr;  // the trees in range, in model order
   int32_t num_trees = 0;
+  bool contiguous = false;  // tree_ids[j] == tree_ids[0] + j
   OutputKind kind = OutputKind::kMargin;
   TransformParams transform;
   int num_outputs = 1;
@@ -32,6 +33,7 @@ void ResolveTrees(const CpuForest& cf, const IterationRange& range, std::vector<
     cf.TreeSpan(range.begin, range.end, &first, &last);
     call->tree_ids = cf.tree_ids() + first;
     call->num_trees = last - first;
+    call->contiguous = true;
     return;
   }
   const Forest& f = cf.forest();
@@ -56,7 +58,13 @@ absl::Status PrepareCall(const CpuForest& cf, RowsView rows, const PredictOption
   return absl::OkStatus();
 }
 
-bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols) {
+bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols, bool simd) {
+  if (simd) {
+    for (int r = 0; r < rows; ++r) {
+      if (HasNanSimd(block + r * stride, cols)) return true;
+    }
+    return false;
+  }
   int nan = 0;
   for (int r = 0; r < rows; ++r) {
     const float* p = block + r * stride;
@@ -104,6 +112,10 @@ void AddLeafValues(const Call& c, int32_t tree_id, int64_t cpu_node, const float
 // The trees from t0 on that the fused vector walk takes (scalar leaves, no general split).
 int32_t FusedRun(const Call& c, int32_t t0) {
   const CpuTree* trees = c.cf->trees();
+  if (t0 < c.num_trees && c.contiguous) {
+    const int32_t id = c.tree_ids[t0];
+    return t0 + std::min(c.num_trees - t0, trees[id].fused_end - id);
+  }
   int32_t t1 = t0;
   while (t1 < c.num_trees && trees[c.tree_ids[t1]].scalar && !trees[c.tree_ids[t1]].general) ++t1;
   return t1;
@@ -118,7 +130,7 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   const Forest& f = cf.forest();
   const CpuTree* trees = cf.trees();
   const float* block = in.Row(row0);
-  const bool nan = BlockHasNan(block, in.stride, rows, in.cols);
+  const bool nan = BlockHasNan(block, in.stride, rows, in.cols, cf.simd_walk());
   const int group = GroupTrees(rows);
   const int k_out = c.num_outputs;
   const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % 16 == 0 &&
@@ -127,7 +139,16 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   if (c.kind != OutputKind::kLeaf) {
     for (int k = 0; k < k_out; ++k) std::fill_n(margins + k * rows, rows, f.base_margin[k]);
   }
+  // One row: the vectors across trees instead (WalkAndAddRowSimd).
+  const bool row_walk = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows == 1;
   for (int32_t t0 = 0; t0 < c.num_trees;) {
+    if (row_walk) {
+      if (const int32_t t1 = FusedRun(c, t0); t1 > t0) {
+        WalkAndAddRowSimd(cf, c.tree_ids + t0, t1 - t0, block, nan, margins);
+        t0 = t1;
+        continue;
+      }
+    }
     if (fused) {
       if (const int32_t t1 = FusedRun(c, t0); t1 > t0) {
         WalkAndAddSimd(cf, c.tree_ids + t0, t1 - t0, block, in.stride, rows, nan, margins);

@@ -153,6 +153,40 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
   }
 }
 
+// Sixteen DenseNodes held as eight in `lo` and eight in `hi`, separated into their fields.
+__attribute__((target("avx512f"))) inline void Split512(__m512i lo, __m512i hi, __m512* threshold,
+                                                        __m512i* feature) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  *threshold = _mm512_castsi512_ps(_mm512_permutex2var_epi32(lo, even, hi));
+  *feature = _mm512_permutex2var_epi32(lo, odd, hi);
+}
+
+// Sixteen DenseNodes, `node` their indices: two gathers of eight 8-byte nodes (a node's threshold
+// and feature come from one load) instead of one gather per field, the fields then separated.
+__attribute__((target("avx512f"))) inline void GatherDense512(const DenseNode* dense, __m512i node,
+                                                              __m512* threshold,
+                                                              __m512i* feature) {
+  const long long* base = reinterpret_cast<const long long*>(dense);
+  const __m512i lo = _mm512_i32gather_epi64(_mm512_castsi512_si256(node), base, 8);
+  const __m512i hi = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(node, 1), base, 8);
+  Split512(lo, hi, threshold, feature);
+}
+
+// The next positions in the complete layout of sixteen lanes at positions `at` whose nodes are
+// (t, fn) and whose values are x: 2p + 1 + right = 2p + 2 - left; bit 31 of fn set, a missing
+// value goes left.
+__attribute__((target("avx512f"))) inline __m512i DenseNext512(__m512i at, __m512 t, __m512i fn,
+                                                               __m512 x, bool nan) {
+  __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
+  if (nan) {
+    const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    go_left |= _mm512_mask_cmplt_epi32_mask(missing, fn, _mm512_setzero_si512());
+  }
+  const __m512i next = _mm512_add_epi32(_mm512_add_epi32(at, at), _mm512_set1_epi32(2));
+  return _mm512_mask_sub_epi32(next, go_left, next, _mm512_set1_epi32(1));
+}
+
 // WalkAndAddSimd over the complete layout (DenseNode): a level is two gathers of the node and
 // one of the row's value, the child computed as 2p + 1 + right; every tree runs `depth` levels
 // and ends on its leaf's position in the last level.
@@ -167,8 +201,6 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
   const int inner = (1 << depth) - 1;
   const float* threshold = &dense->threshold;
   const int* feature = reinterpret_cast<const int*>(&dense->feature);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i two = _mm512_set1_epi32(2);
   const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
   __m512i row_of[kMaxVectors];
   RowOffsets512(stride, row_vectors, row_of);
@@ -191,15 +223,7 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
         const __m512i fn = _mm512_i32gather_epi32(node, feature, 8);
         const __m512i f = _mm512_and_si512(fn, index_bits);
         const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row[u], f), block, 4);
-        __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
-        if (nan) {
-          const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-          // Bit 31 set: a missing value goes left.
-          go_left |= _mm512_mask_cmplt_epi32_mask(missing, fn, _mm512_setzero_si512());
-        }
-        // 2p + 1 + right = 2p + 2 - left.
-        const __m512i next = _mm512_add_epi32(_mm512_add_epi32(at[u], at[u]), two);
-        at[u] = _mm512_mask_sub_epi32(next, go_left, next, one);
+        at[u] = DenseNext512(at[u], t, fn, x, nan);
       }
     }
     for (int g = 0; g < group; ++g) {
@@ -214,9 +238,204 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
   }
 }
 
+// A round of WalkAndAddRowSimd's walks: per lane, its leaf value; for the node walk, lane l
+// holds tree t0 + l (lanes past the run's last tree repeat it: valid addresses, results not
+// kept), `first[l]` its tree's first node in 8-byte units and `leaf[l]` the same as a node index.
+struct RowRound {
+  int32_t first[kRowWalkVectors * kWidth];
+  int32_t leaf[kRowWalkVectors * kWidth];
+  double value[kRowWalkVectors * kWidth];
+};
+
+// out[0, 16) = values[index[lane]].
+__attribute__((target("avx512f"))) inline void GatherValues512(const double* values,
+                                                               __m512i index, double* out) {
+  _mm512_storeu_pd(out, _mm512_i32gather_pd(_mm512_castsi512_si256(index), values, 8));
+  _mm512_storeu_pd(out + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), values, 8));
+}
+
+// Adds round `r`'s leaf values of trees tree_ids[0, n) to their outputs in tree order.
+inline void AddRowRound(const CpuTree* trees, const int32_t* tree_ids, int n, const RowRound& r,
+                        double* margins) {
+  for (int j = 0; j < n; ++j) margins[trees[tree_ids[j]].group] += r.value[j];
+}
+
+// The top levels of sixteen trees of a row-layout block (`block`: its position 0), `level`'s
+// candidates read with vector loads, each lane keeping its own: cheaper than two gathers while a
+// level has few positions.
+__attribute__((target("avx512f"))) inline void LoadTop512(const DenseNode* block, int level,
+                                                          __m512i at, __m512* threshold,
+                                                          __m512i* feature) {
+  const int first = (1 << level) - 1;
+  const long long* p = reinterpret_cast<const long long*>(block + first * kWidth);
+  __m512i lo = _mm512_loadu_si512(p);
+  __m512i hi = _mm512_loadu_si512(p + 8);
+  for (int k = 1; k < (1 << level); ++k) {
+    const __mmask16 m = _mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(first + k));
+    const long long* q = p + k * kWidth;
+    lo = _mm512_mask_loadu_epi64(lo, static_cast<__mmask8>(m), q);
+    hi = _mm512_mask_loadu_epi64(hi, static_cast<__mmask8>(m >> 8), q + 8);
+  }
+  Split512(lo, hi, threshold, feature);
+}
+
+// sum + v[0] + v[1] + ... + v[7], added in that order (the reference's sum).
+__attribute__((target("avx512f"))) inline __m128d AddPair(__m128d sum, __m128d pair) {
+  return _mm_add_sd(_mm_add_sd(sum, pair), _mm_unpackhi_pd(pair, pair));
+}
+__attribute__((target("avx512f"))) inline __m128d AddInOrder512(__m128d sum, __m512d v) {
+  const __m512 f = _mm512_castpd_ps(v);
+  sum = AddPair(sum, _mm512_castpd512_pd128(v));
+  sum = AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 1)));
+  sum = AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 2)));
+  return AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 3)));
+}
+
+// Levels read with LoadTop512; the deeper ones are gathered.
+constexpr int kRowTopLevels = 3;
+
+// WalkAndAddRowSimd over the row layout: trees tree_ids[0, n) in slots [slot0, slot0 + n), a
+// block of sixteen slots per vector (the slots of a block outside the run are walked too, their
+// values not kept).
+__attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
+                                                         const int32_t* tree_ids, int32_t slot0,
+                                                         int n, const DenseNode* nodes,
+                                                         int depth, const double* values,
+                                                         const float* row, bool nan,
+                                                         bool one_output, double* margins) {
+  const int inner = (1 << depth) - 1;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
+  const int top = depth < kRowTopLevels ? depth : kRowTopLevels;
+  RowRound round;
+  __m512i at[kRowWalkVectors];
+  const int32_t first_block = slot0 / kWidth;
+  const int32_t end_block = (slot0 + n + kWidth - 1) / kWidth;
+  for (int32_t b0 = first_block; b0 < end_block; b0 += kRowWalkVectors) {
+    const int vectors = end_block - b0 < kRowWalkVectors ? end_block - b0 : kRowWalkVectors;
+    for (int u = 0; u < vectors; ++u) at[u] = _mm512_setzero_si512();
+    for (int d = 0; d < depth; ++d) {
+      for (int u = 0; u < vectors; ++u) {
+        const int32_t block_first = (b0 + u) * inner;
+        __m512 t;
+        __m512i fn;
+        if (d < top) {
+          LoadTop512(nodes + static_cast<int64_t>(block_first) * kWidth, d, at[u], &t, &fn);
+        } else {
+          const __m512i node = _mm512_add_epi32(
+              _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(block_first), at[u]), 4),
+              lane);
+          GatherDense512(nodes, node, &t, &fn);
+        }
+        const __m512 x = _mm512_i32gather_ps(_mm512_and_si512(fn, index_bits), row, 4);
+        at[u] = DenseNext512(at[u], t, fn, x, nan);
+      }
+    }
+    for (int u = 0; u < vectors; ++u) {
+      // Position q = at - inner of the last level: value ((block * 2^depth + q) * 16 + lane).
+      const __m512i leaf = _mm512_add_epi32(
+          _mm512_slli_epi32(
+              _mm512_add_epi32(_mm512_set1_epi32((b0 + u) * (inner + 1) - inner), at[u]), 4),
+          lane);
+      GatherValues512(values, leaf, round.value + u * kWidth);
+    }
+    // The run's trees of this round, in tree order.
+    const int32_t s_begin = slot0 > b0 * kWidth ? slot0 : b0 * kWidth;
+    const int32_t s_end =
+        slot0 + n < (b0 + vectors) * kWidth ? slot0 + n : (b0 + vectors) * kWidth;
+    if (one_output && s_begin == b0 * kWidth && s_end == (b0 + vectors) * kWidth) {
+      // Every value into one sum: added from registers (the chain of dependent adds is the
+      // round's critical path; reloading the values just stored would lengthen it).
+      __m128d sum = _mm_load_sd(margins);
+      for (int u = 0; u < vectors; ++u) {
+        sum = AddInOrder512(sum, _mm512_loadu_pd(round.value + u * kWidth));
+        sum = AddInOrder512(sum, _mm512_loadu_pd(round.value + u * kWidth + 8));
+      }
+      _mm_store_sd(margins, sum);
+      continue;
+    }
+    for (int32_t s = s_begin; s < s_end; ++s) {
+      margins[trees[tree_ids[s - slot0]].group] += round.value[s - b0 * kWidth];
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) void RowWalkNodes512(const CpuNode* all, const CpuTree* trees,
+                                                        const int32_t* tree_ids, int num_trees,
+                                                        const double* leaf_values,
+                                                        const float* row, bool nan,
+                                                        double* margins) {
+  constexpr int kLanes = kRowWalkVectors * kWidth;
+  const Fields fields = FieldsOf(all);
+  const __m512i zero = _mm512_setzero_si512();
+  RowRound round;
+  __m512i base[kRowWalkVectors], at[kRowWalkVectors];
+  for (int t0 = 0; t0 < num_trees; t0 += kLanes) {
+    const int n = num_trees - t0 < kLanes ? num_trees - t0 : kLanes;
+    const int vectors = (n + kWidth - 1) / kWidth;
+    int depth = 0;
+    for (int l = 0; l < vectors * kWidth; ++l) {
+      const CpuTree& tree = trees[tree_ids[t0 + (l < n ? l : n - 1)]];
+      depth = tree.depth > depth ? tree.depth : depth;
+      round.first[l] = static_cast<int32_t>(2 * tree.node_begin);
+      round.leaf[l] = static_cast<int32_t>(tree.node_begin);
+    }
+    for (int u = 0; u < vectors; ++u) {
+      base[u] = _mm512_loadu_si512(round.first + u * kWidth);
+      at[u] = zero;
+    }
+    const bool check_leaves = depth > kCheckDepth;
+    for (int d = 0; d < depth; ++d) {
+      for (int u = 0; u < vectors; ++u) at[u] = Step512(fields, base[u], zero, at[u], row, nan);
+      if (check_leaves && (d & 3) == 3 && AllLeaves512(fields, base, at, vectors)) break;
+    }
+    for (int u = 0; u < vectors; ++u) {
+      const __m512i leaf = _mm512_add_epi32(_mm512_loadu_si512(round.leaf + u * kWidth),
+                                            _mm512_srli_epi32(at[u], kCpuNodeShift));
+      GatherValues512(leaf_values, leaf, round.value + u * kWidth);
+    }
+    AddRowRound(trees, tree_ids + t0, n, round, margins);
+  }
+}
+
+// Runs of tree_ids[0, num_trees) (increasing) in turn: `same(previous, next)` says whether tree
+// `next` continues the run of `previous`, `walk(first, count)` takes a run. Where the ids are
+// consecutive, CpuTree's `end` says where a run ends without asking `same` tree by tree.
+template <typename Same, typename Walk>
+void ByRuns(const CpuTree* trees, const int32_t* tree_ids, int num_trees,
+            int32_t CpuTree::*end, Same same, Walk walk) {
+  const bool consecutive = num_trees > 0 && tree_ids[num_trees - 1] - tree_ids[0] == num_trees - 1;
+  for (int t0 = 0; t0 < num_trees;) {
+    int t1 = t0 + 1;
+    if (consecutive && end != nullptr) {
+      const int32_t id = tree_ids[t0];
+      t1 = t0 + std::min(num_trees - t0, trees[id].*end - id);
+    } else {
+      while (t1 < num_trees && same(tree_ids[t1 - 1], tree_ids[t1])) ++t1;
+    }
+    walk(t0, t1 - t0);
+    t0 = t1;
+  }
+}
+
 }  // namespace
 
 bool HaveSimdWalk() { return __builtin_cpu_supports("avx512f"); }
+
+__attribute__((target("avx512f"))) bool HasNanSimd(const float* x, int64_t n) {
+  __mmask16 nan = 0;
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(tail, x + i);
+    nan |= _mm512_mask_cmp_ps_mask(tail, v, v, _CMP_UNORD_Q);
+  }
+  return nan != 0;
+}
 
 void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, const float* block,
                    int64_t stride, int num_rows, bool nan, int32_t* idx) {
@@ -249,20 +468,44 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                     const float* block, int64_t stride, int num_rows, bool nan, double* margins) {
   // Runs of trees with a complete layout take the dense walk; the others the node walk.
   const CpuTree* trees = cf.trees();
-  for (int t0 = 0; t0 < num_trees;) {
-    const bool dense = trees[tree_ids[t0]].dense >= 0;
-    int t1 = t0 + 1;
-    while (t1 < num_trees && (trees[tree_ids[t1]].dense >= 0) == dense) ++t1;
-    if (dense) {
-      WalkAddDense512(trees, tree_ids + t0, t1 - t0, cf.dense_nodes(), cf.dense_depth(),
-                      cf.dense_values(), block, static_cast<int32_t>(stride), num_rows, nan,
-                      margins);
-    } else {
-      WalkAdd512(cf.nodes(), trees, tree_ids + t0, t1 - t0, cf.leaf_values(), block,
-                 static_cast<int32_t>(stride), num_rows, nan, margins);
-    }
-    t0 = t1;
-  }
+  const int32_t s = static_cast<int32_t>(stride);
+  const bool dense = cf.dense_walk();
+  auto is_dense = [&](int32_t t) { return dense && trees[t].dense >= 0; };
+  ByRuns(
+      trees, tree_ids, num_trees, nullptr,
+      [&](int32_t a, int32_t b) { return is_dense(a) == is_dense(b); },
+      [&](int t0, int n) {
+        if (is_dense(tree_ids[t0])) {
+          WalkAddDense512(trees, tree_ids + t0, n, cf.dense_nodes(), cf.dense_depth(),
+                          cf.dense_values(), block, s, num_rows, nan, margins);
+        } else {
+          WalkAdd512(cf.nodes(), trees, tree_ids + t0, n, cf.leaf_values(), block, s, num_rows,
+                     nan, margins);
+        }
+      });
+}
+
+void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
+                       const float* row, bool nan, double* margins) {
+  // Runs of trees in consecutive slots of the row layout take the block walk; the others the
+  // node walk.
+  const CpuTree* trees = cf.trees();
+  ByRuns(
+      trees, tree_ids, num_trees, &CpuTree::row_end,
+      [&](int32_t a, int32_t b) {
+        if (trees[a].row < 0) return trees[b].row < 0;
+        return trees[b].row == trees[a].row + 1;
+      },
+      [&](int t0, int n) {
+        const int32_t slot0 = trees[tree_ids[t0]].row;
+        if (slot0 >= 0) {
+          RowWalkBlocks512(trees, tree_ids + t0, slot0, n, cf.row_nodes(), cf.row_depth(),
+                           cf.row_values(), row, nan, cf.forest().num_outputs == 1, margins);
+        } else {
+          RowWalkNodes512(cf.nodes(), trees, tree_ids + t0, n, cf.leaf_values(), row, nan,
+                          margins);
+        }
+      });
 }
 
 }  // namespace grove::cpu

@@ -13,6 +13,12 @@ namespace grove::cpu {
 // Whether this processor runs WalkGroupSimd (AVX-512F).
 bool HaveSimdWalk();
 
+// Whether some of x[0, n) is NaN, sixteen values at a time; only where HaveSimdWalk().
+bool HasNanSimd(const float* x, int64_t n);
+
+// The walks below take tree ids in increasing order (a run of the model's trees, or the trees of
+// a range), as the engine's calls list them.
+
 // WalkGroup<kNan, false> with AVX-512: the same contract (lanes = num_trees * num_rows <=
 // kMaxLanes, idx[j * num_rows + r]); only for groups whose trees have no general split, and only
 // where HaveSimdWalk().
@@ -25,5 +31,14 @@ void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, 
 // 16 (at most kMaxBlockRows) with num_rows * stride < 2^31; only where HaveSimdWalk().
 void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                     const float* block, int64_t stride, int num_rows, bool nan, double* margins);
+
+// The same for one row, the vectors running across trees instead of rows: sixteen trees to a
+// vector, kRowWalkVectors vectors walked together (a single row's walk is otherwise one chain of
+// dependent loads per tree), each tree's leaf value then added to margins[group] in tree order.
+// `nan`: some value of the row may be missing. Same trees as WalkAndAddSimd; only where
+// HaveSimdWalk().
+inline constexpr int kRowWalkVectors = 8;
+void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
+                       const float* row, bool nan, double* margins);
 
 }  // namespace grove::cpu

@@ -2,11 +2,12 @@
 // the same sums, bit for bit, for every output kind, on seeded forests of every rule set (NaNs,
 // categorical splits, LightGBM missing types, vector leaves, tree weights, deep unbalanced trees),
 // every block shape (1 row to several blocks, strided rows), iteration ranges, trees out of round
-// order, and the library corpus; PredictRow likewise.
+// order, and the library corpus; PredictRow (its own walk across trees) likewise.
 #include "core/predict/cpu/cpu_infer.h"
 
 #include "core/predict/cpu/cpu_walk_simd.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -111,12 +112,20 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
     ASSERT_TRUE(cf.ok()) << cf.status();
     EXPECT_EQ((*cf)->simd_walk(), options.walk != CpuForestOptions::Walk::kScalar);
     // The complete layout where some tree fits it (depth <= kDenseMaxDepth, no general split).
+    // The row layout for runs of at least kRowBlockTrees consecutive trees that fit it.
     bool fits = false;
+    int run = 0, longest = 0;
     for (int t = 0; t < (*cf)->num_trees(); ++t) {
       const CpuTree& tree = (*cf)->trees()[t];
-      fits |= tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
+      const bool fit = tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
+      fits |= fit;
+      run = fit ? run + 1 : 0;
+      longest = std::max(longest, run);
     }
     EXPECT_EQ((*cf)->dense_walk(), options.walk == CpuForestOptions::Walk::kDense && fits) << name;
+    EXPECT_EQ((*cf)->row_depth() > 0,
+              options.walk != CpuForestOptions::Walk::kScalar && longest >= kRowBlockTrees)
+        << name;
     CheckLayout(*cf, f, name + " " + layout);
   }
 }
@@ -183,6 +192,43 @@ TEST(CpuInferTest, TreesOutOfRoundOrder) {
   ASSERT_TRUE(cf.ok());
   EXPECT_FALSE((*cf)->iterations_sorted());
   CheckForest(f, "unsorted");
+}
+
+// Runs of trees that take the row layout (at least kRowBlockTrees consecutive trees of the
+// complete layout) between trees that do not (a categorical split; a run too short): a single
+// row's walk changes layout from run to run, over whole and partial blocks, with ranges.
+TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
+  HandForest h(3);
+  int tree = 0;
+  auto numeric = [&] {
+    const float a = 0.1f * (tree % 7) - 0.3f, b = 0.05f * (tree % 5), c = -0.2f + 0.03f * tree;
+    const double v = 0.25 * tree;
+    h.AddTree({h.Split(0, a, 1, 2, 10), h.Split(1, b, 3, 4, 6), h.Split(2, c, 5, 6, 4),
+               h.Leaf(v + 1, 2), h.Leaf(v - 2, 4), h.Leaf(v + 3, 1), h.Leaf(-v, 3)},
+              0, tree % 3 == 0 ? 0.5 : 1.0);
+    ++tree;
+  };
+  auto categorical = [&] {
+    h.AddTree({h.CategoricalSplit(2, {0, 2}, 1, 2, 10), h.Leaf(7.0, 5), h.Leaf(-7.0, 5)});
+    ++tree;
+  };
+  for (int i = 0; i < 20; ++i) numeric();
+  categorical();
+  for (int i = 0; i < 17; ++i) numeric();
+  categorical();
+  for (int i = 0; i < 3; ++i) numeric();
+  const ForestPtr f = h.Build();
+  CpuForestOptions o;
+  o.walk = CpuForestOptions::Walk::kSimd;
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, o);
+  ASSERT_TRUE(cf.ok()) << cf.status();
+  if (HaveSimdWalk()) {
+    for (int t = 0; t < (*cf)->num_trees(); ++t) {
+      const bool in_layout = t < 20 || (t > 20 && t < 38);
+      EXPECT_EQ((*cf)->trees()[t].row >= 0, in_layout) << "tree " << t;
+    }
+  }
+  CheckForest(f, "runs of layouts");
 }
 
 TEST(CpuInferTest, StridedRowsAndErrors) {
