@@ -257,7 +257,7 @@ absl::Status CatboostReader::ReadSplit(element split, const std::string& at, Nod
   }
   if (type == "OneHotFeature") {
     int64_t cat = -1;
-    (void)s["cat_feature_index"].get_int64().get(cat);
+    if (s["cat_feature_index"].get_int64().get(cat) != simdjson::SUCCESS) cat = -1;
     return Unimplemented(
         at, absl::StrCat("one-hot split on ", CategoricalName(cat),
                          ": CatBoost stores the CityHash of the category string, not a "
