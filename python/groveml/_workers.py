@@ -11,7 +11,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-from .model import Model
+from . import _output
+from .model import ATTRIBUTIONS, Model
 
 _models = {}
 _lock = threading.Lock()
@@ -69,6 +70,7 @@ class Spec:
     interactions: bool = False  # explain
     method: Optional[str] = None
     output_space: str = "margin"
+    attribution: str = "shapley"  # explain
     iteration_range: Tuple[int, int] = (0, 0)
     batch_rows: int = 65536  # rows per engine call: bounds a worker's memory per batch
     background: Optional[object] = field(default=None, compare=False, hash=False)
@@ -112,18 +114,20 @@ def compute(spec: Spec, model: Model, table):
     if spec.operation == "predict":
         return model.predict_matrix(rows, spec.kind, spec.iteration_range)
     return model.explain_matrix(rows, spec.interactions, spec.method, spec.background,
-                                spec.output_space, spec.iteration_range)
+                                spec.output_space, spec.iteration_range,
+                                attribution=spec.attribution)
 
 
 def explain_spec(model, interactions=False, method=None, background=None,
                  output_space="margin", iteration_range=(0, 0), batch_rows=65536,
-                 device=None, threads=1, strategy=None) -> Spec:
+                 device=None, threads=1, strategy=None, attribution="shapley") -> Spec:
+    _output.check_choice("attribution", attribution, ATTRIBUTIONS)
     shipped = shipped_model(model, device, threads, strategy)
     if background is None:
         background = shipped.driver_model._background
     return Spec(shipped, "explain", interactions=bool(interactions), method=method,
                 output_space=output_space, iteration_range=tuple(iteration_range),
-                batch_rows=int(batch_rows), background=background)
+                batch_rows=int(batch_rows), background=background, attribution=attribution)
 
 
 def predict_spec(model, kind="prediction", iteration_range=(0, 0), batch_rows=65536,

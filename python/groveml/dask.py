@@ -17,16 +17,17 @@ def explain_dask(ddf, model, interactions: bool = False, method: Optional[str] =
                  background=None, output_space: str = "margin",
                  iteration_range: Tuple[int, int] = (0, 0), prefix: str = "shap_",
                  batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
-                 strategy: Optional[str] = None):
+                 strategy: Optional[str] = None, attribution: str = "shapley"):
     """ddf with SHAP columns appended (float32), named as explain_spark names them: `prefix` + the
     names `grove explain --output-header` gives, a dot made an underscore (`shap_out0_f1`).
     model: a groveml.Model (sent to the workers with the tasks), a live XGBoost / LightGBM model,
     or the path of a model file read here. device and strategy: the workers' (default: the
     Model's own, "auto" for a path); threads: engine threads per task (Dask runs tasks on its own
-    threads); background: default the Model's. Other arguments as groveml.Model.explain."""
+    threads); background: default the Model's. attribution: "shapley" (SHAP values) or "banzhaf"
+    (Banzhaf values). Other arguments as groveml.Model.explain."""
     return _map(ddf, _workers.explain_spec(model, interactions, method, background,
                                            output_space, iteration_range, batch_rows, device,
-                                           threads, strategy), prefix)
+                                           threads, strategy, attribution), prefix)
 
 
 def predict_dask(ddf, model, kind: str = "prediction",

@@ -18,7 +18,7 @@ def explain_spark(df, model, interactions: bool = False, method: Optional[str] =
                   background=None, output_space: str = "margin",
                   iteration_range: Tuple[int, int] = (0, 0), prefix: str = "shap_",
                   batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
-                  strategy: Optional[str] = None):
+                  strategy: Optional[str] = None, attribution: str = "shapley"):
     """df with SHAP columns appended: `prefix` + the names `grove explain --output-header` gives,
     a dot made an underscore (feature names then `bias`; `outK_` per output for several outputs,
     `A*B` for interactions), float.
@@ -28,11 +28,11 @@ def explain_spark(df, model, interactions: bool = False, method: Optional[str] =
     spark.sparkContext.addFile). device and strategy: the workers' (default: the Model's own,
     "auto" for a path); threads: engine threads per Python worker (Spark runs one worker per task
     slot). device="auto" uses the executor's GPU when it has one (a GPU resource assigned to the
-    task is made the visible one). background: default the Model's. Other arguments as
-    groveml.Model.explain."""
+    task is made the visible one). background: default the Model's. attribution: "shapley" (SHAP
+    values) or "banzhaf" (Banzhaf values). Other arguments as groveml.Model.explain."""
     return _map(df, _workers.explain_spec(model, interactions, method, background,
                                           output_space, iteration_range, batch_rows, device,
-                                          threads, strategy), prefix)
+                                          threads, strategy, attribution), prefix)
 
 
 def predict_spark(df, model, kind: str = "prediction",

@@ -53,6 +53,16 @@ def test_predict_and_interventional_dask(cluster, models):
                    model.explain(x, background=bg, output_space="probability_linearized"))
     with pytest.raises(ValueError, match="lacks the model's features"):
         groveml.explain_dask(ddf.drop(columns=["age"]), path)
+    # Banzhaf values, path-dependent and interventional, as in process.
+    out = groveml.explain_dask(ddf, path, attribution="banzhaf", prefix="bz_").compute()
+    names = [n for n in out.columns if n.startswith("bz_")]
+    assert_bitwise(out[names].to_numpy(), model.explain(x, attribution="banzhaf"))
+    out = groveml.explain_dask(ddf, path, background=bg, attribution="banzhaf",
+                               prefix="ibz_").compute()
+    names = [n for n in out.columns if n.startswith("ibz_")]
+    assert_bitwise(out[names].to_numpy(), model.explain(x, background=bg, attribution="banzhaf"))
+    with pytest.raises(ValueError, match="attribution"):
+        groveml.explain_dask(ddf, path, attribution="owen")
 
 
 def test_model_objects_are_sent(cluster, models):

@@ -71,6 +71,11 @@ def test_predict_and_interventional_spark(spark, models):
         groveml.explain_spark(sdf.drop("income"), path)
     with pytest.raises(ValueError, match="already has the result columns"):
         groveml.explain_spark(sdf.withColumnRenamed("id", "shap_bias"), path)
+    # Banzhaf values, as in process.
+    out = groveml.explain_spark(sdf, path, attribution="banzhaf",
+                                prefix="bz_").toPandas().sort_values("id")
+    names = [n for n in out.columns if n.startswith("bz_")]
+    assert_bitwise(out[names].to_numpy(np.float32), model.explain(x, attribution="banzhaf"))
 
 
 def test_model_shipped_with_add_file(spark, models, tmp_path):
