@@ -3,14 +3,14 @@
 rules and adapter queries on it (CTest deploy_gpu_capture, label `deploy`).
 
 Where no GPU is at hand (CI, the development machines), this is how the GPU panels and rules meet
-a real GPU exposition: `.device`-side, a CUDA groved ran under `grove bench` load on an H100 and its
+a real GPU exposition: `.device`-side, a CUDA groved ran under `grove bench` load on an H200 and its
 /metrics was saved every second (tests/deploy/data/<capture>.tar.gz: scrapes/scrape-NNN.txt, the
 bench reports, the groved log, nvidia-smi). Here a small HTTP target serves those scrapes one per
 Prometheus scrape (1 s apart, as captured), with deploy/prometheus/grove-rules.yaml loaded; then every
 dashboard panel query and variable, recording rule and adapter query must return data (the GPU ones
 included), the rules must evaluate without error, and the exposition must match docs/metrics.md.
 
-    replay_capture_test.py tests/deploy/data/h100-capture.tar.gz
+    replay_capture_test.py tests/deploy/data/h200-capture.tar.gz
 """
 import argparse
 import glob

@@ -177,8 +177,12 @@ def main():
                 s = status_of(lambda: client.register_system_shared_memory("r", key, 64,
                                                                            headers=admin))
                 f.check(s == "OK", f"register with admin token: {s}")
-                status = client.get_system_shared_memory_status(headers=infer)
+                # A region belongs to the credential that registered it: the admin sees it,
+                # another caller does not.
+                status = client.get_system_shared_memory_status(headers=admin)
                 f.check(list(status.regions.keys()) == ["r"], f"status {status}")
+                status = client.get_system_shared_memory_status(headers=infer)
+                f.check(len(status.regions) == 0, f"another caller's status {status}")
                 s = status_of(lambda: client.unregister_system_shared_memory(headers=infer))
                 f.check(s == "StatusCode.PERMISSION_DENIED", f"unregister with infer token: {s}")
                 client.unregister_system_shared_memory(headers=admin)
