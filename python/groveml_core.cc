@@ -401,23 +401,20 @@ NB_MODULE(_core, m) {
       // numbers: ints where integral); features without recorded categories are left out.
       .def_prop_ro("categories",
                    [](const Engine& e) {
-                     const Forest& f = e.forest();
-                     const std::vector<std::string> names =
-                         FeatureNamesOrDefault(f.feature_names, f.num_features);
                      nb::dict out;
-                     for (size_t i = 0; i < f.categories.size(); ++i) {
-                       const FeatureCategories& c = f.categories[i];
-                       if (c.empty()) continue;
+                     for (const NamedCategories& c : RecordedCategories(e.forest())) {
                        nb::list values;
-                       for (const std::string& s : c.strings) values.append(nb::str(s.data(), s.size()));
-                       for (double v : c.numbers) {
+                       for (const std::string& s : c.categories->strings) {
+                         values.append(nb::str(s.data(), s.size()));
+                       }
+                       for (double v : c.categories->numbers) {
                          if (v == std::floor(v) && std::abs(v) < 9.0e15) {
                            values.append(nb::int_(static_cast<int64_t>(v)));
                          } else {
                            values.append(nb::float_(v));
                          }
                        }
-                       out[nb::str(names[i].data(), names[i].size())] = values;
+                       out[nb::str(c.name.data(), c.name.size())] = values;
                      }
                      return out;
                    })

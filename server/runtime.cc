@@ -123,11 +123,7 @@ void Runtime::BeginShutdown() {
   UpdateHealth();
 }
 
-bool Runtime::ServerReady() const {
-  if (!ready_.load() || shutting_down_.load()) return false;
-  if (options_.strict_readiness && registry_ != nullptr && !registry_->AllReady()) return false;
-  return true;
-}
+bool Runtime::ServerReady() const { return Readiness().ok(); }
 
 absl::Status Runtime::Readiness() const {
   if (shutting_down_.load()) return absl::UnavailableError("the server is shutting down");
@@ -145,6 +141,7 @@ absl::Status Runtime::Readiness() const {
     if (m.ready) continue;
     if (count++ < kNamed) waiting.push_back(absl::StrCat("'", m.name, "'"));
   }
+  if (count == 0) return absl::OkStatus();  // the last one became ready meanwhile
   return absl::UnavailableError(absl::StrCat(
       "the server is not ready: ", count == 1 ? "model " : "models ", absl::StrJoin(waiting, ", "),
       count > kNamed ? absl::StrCat(" and ", count - kNamed, " more") : "",

@@ -20,6 +20,18 @@ std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& n
   return out;
 }
 
+std::vector<NamedCategories> RecordedCategories(const Forest& forest) {
+  std::vector<NamedCategories> out;
+  if (forest.categories.empty()) return out;
+  const std::vector<std::string> names =
+      FeatureNamesOrDefault(forest.feature_names, forest.num_features);
+  for (size_t i = 0; i < forest.categories.size(); ++i) {
+    if (forest.categories[i].empty()) continue;
+    out.push_back({static_cast<int>(i), names[i], &forest.categories[i]});
+  }
+  return out;
+}
+
 std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
   std::vector<std::string> names;
   if (!c.explain) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/forest.h"
 #include "core/model/outputs.h"
 
 namespace grove {
@@ -18,6 +19,16 @@ int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols);
 // The model's feature names, or XGBoost's defaults f0, f1, ... when the model stores none.
 std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
                                                int64_t num_features);
+
+// A categorical feature whose categories the model file records (Forest::categories).
+struct NamedCategories {
+  int feature = 0;
+  std::string name;                      // FeatureNamesOrDefault's
+  const FeatureCategories* categories = nullptr;  // into the forest, which must outlive this
+};
+// Every feature with recorded categories, in feature order (none for most models): what metadata
+// lists and clients recode category columns by.
+std::vector<NamedCategories> RecordedCategories(const Forest& forest);
 
 // What the columns of a result are (the output header of --header / --output-header).
 struct ResultColumns {

@@ -40,6 +40,14 @@ fi
 # GROVE_KSERVE_REPOSITORY (default /tmp/grove-kserve-repository), which groved then serves. The
 # content decides the file's format, whatever its name.
 if [ -n "${GROVE_KSERVE_MODEL_NAME:-}" ]; then
+  # A model name as groved takes it (the folder is replaced below): letters, digits, '_', '-', '.',
+  # not starting with '.'.
+  case "$GROVE_KSERVE_MODEL_NAME" in
+    .* | *[!A-Za-z0-9_.-]*)
+      echo "groved-entrypoint: GROVE_KSERVE_MODEL_NAME '$GROVE_KSERVE_MODEL_NAME' is not a model name" >&2
+      exit 2
+      ;;
+  esac
   src=${GROVE_MODEL_REPOSITORY:-/mnt/models}
   found=""
   count=0

@@ -361,15 +361,12 @@ void FillModelMetadata(const registry::ModelVersion& model, const registry::Mode
   out->set_max_depth(f.max_depth);
   out->set_has_categorical(f.has_categorical);
   out->set_has_linear_leaves(f.has_linear_leaves);
-  const std::vector<std::string> names = FeatureNamesOrDefault(f.feature_names, f.num_features);
-  for (size_t i = 0; i < f.categories.size(); ++i) {
-    const FeatureCategories& c = f.categories[i];
-    if (c.empty()) continue;
+  for (const NamedCategories& c : RecordedCategories(f)) {
     grove::v1::FeatureCategories* fc = out->add_categories();
-    fc->set_feature(static_cast<int32_t>(i));
-    fc->set_name(names[i]);
-    for (const std::string& s : c.strings) fc->add_strings(s);
-    for (double v : c.numbers) fc->add_numbers(v);
+    fc->set_feature(c.feature);
+    fc->set_name(c.name);
+    for (const std::string& s : c.categories->strings) fc->add_strings(s);
+    for (double v : c.categories->numbers) fc->add_numbers(v);
   }
   const Servable& servable = *model.servable;
   const absl::Status explainable = servable.Available(Operation::kExplain);

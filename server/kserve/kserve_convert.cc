@@ -459,14 +459,11 @@ void FillKserveModelMetadata(const registry::ModelVersion& model,
   }
   // {"feature name": [categories in code order]} for the features whose categories the model
   // file records (none: no parameter).
-  if (!f.categories.empty()) {
-    const std::vector<std::string> names = FeatureNamesOrDefault(f.feature_names, f.num_features);
+  if (const std::vector<NamedCategories> recorded = RecordedCategories(f); !recorded.empty()) {
     nlohmann::json categories = nlohmann::json::object();
-    for (size_t i = 0; i < f.categories.size(); ++i) {
-      const FeatureCategories& c = f.categories[i];
-      if (c.empty()) continue;
-      categories[names[i]] = c.strings.empty() ? nlohmann::json(c.numbers)
-                                               : nlohmann::json(c.strings);
+    for (const NamedCategories& c : recorded) {
+      categories[c.name] = c.categories->strings.empty() ? nlohmann::json(c.categories->numbers)
+                                                         : nlohmann::json(c.categories->strings);
     }
     (*in->mutable_parameters())["categories"].set_string_param(
         categories.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -238,6 +238,14 @@ def run_kserve(f, groved):
                 if f.errors:
                     print(srv.tail())
                 srv.close()
+        # A name that is not a model name (the entry point replaces that folder): refused.
+        srv = start("kserve bad name", mnt, "../escape")
+        try:
+            code = srv.proc.wait(60)
+            f.check(code == 2 and "is not a model name" in srv.tail(),
+                    f"kserve bad name: exit {code}, log:\n{srv.tail()}")
+        finally:
+            srv.close()
         # Several model files: refused at start, naming them.
         several = os.path.join(tmp, "mnt-several")
         os.makedirs(several)
