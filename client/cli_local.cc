@@ -214,7 +214,6 @@ int RunInspect(const CliArgs& args) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
-std::string Num(double v) { return absl::StrFormat("%.9g", v); }
 
 }  // namespace
 

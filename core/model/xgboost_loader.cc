@@ -574,11 +574,15 @@ class XgbReader {
                                        " bytes of its values"));
             return false;
           }
+          // Every offset is checked before any is used: the last one bounds the values, so
+          // non-decreasing offsets all lie inside them.
           for (size_t i = 0; i + 1 < offsets.size(); ++i) {
             if (offsets[i] > offsets[i + 1]) {
               status = Fail(absl::StrCat(where, ": offsets decrease at ", i));
               return false;
             }
+          }
+          for (size_t i = 0; i + 1 < offsets.size(); ++i) {
             std::string name;
             for (int64_t b = offsets[i]; b < offsets[i + 1]; ++b) {
               const double v = values[static_cast<size_t>(b)];

@@ -80,6 +80,8 @@ TEST(CategoriesTest, MalformedEntriesAreRefusedNamingTheFile) {
   } cases[] = {
       {"\"offsets\":[0,5,10,14,21]", "\"offsets\":[0,5,10,14,22]", "offsets must run"},
       {"\"offsets\":[0,5,10,14,21]", "\"offsets\":[0,10,5,14,21]", "offsets decrease"},
+      // An offset past the values, followed by a smaller one: refused before any byte is read.
+      {"\"offsets\":[0,5,10,14,21]", "\"offsets\":[0,5,900,14,21]", "offsets decrease"},
       {"\"values\":[112,", "\"values\":[912,", "is not a byte"},
   };
   for (const Case& c : cases) {
