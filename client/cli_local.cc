@@ -214,7 +214,6 @@ int RunInspect(const CliArgs& args) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
-
 }  // namespace
 
 std::string JsonString(const std::string& s) {
