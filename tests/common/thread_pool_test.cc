@@ -71,6 +71,58 @@ TEST(ThreadPoolTest, ConcurrentCallersEachFinish) {
   EXPECT_EQ(total.load(), 6 * 50 * 64);
 }
 
+TEST(ThreadPoolTest, SpinningPoolsCoverEveryIndexOnceBackToBack) {
+  // Workers that poll between calls take the next call's chunks without a notification, and a
+  // caller that polls for its last chunks returns only when every chunk is done: many calls back
+  // to back, with spins both shorter and longer than a call, from one caller and from several.
+  for (auto spin : {std::chrono::microseconds(1), std::chrono::microseconds(20000)}) {
+    ThreadPool pool(3, ThreadPriority::kNormal, spin);
+    EXPECT_EQ(pool.spin(), spin);
+    std::vector<std::atomic<int>> hits(1000);
+    for (int round = 0; round < 300; ++round) {
+      pool.ParallelFor(1000, 8, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+      });
+      for (size_t i = 0; i < hits.size(); ++i) {
+        ASSERT_EQ(hits[i].load(), round + 1) << "spin " << spin.count() << " round " << round;
+      }
+    }
+    std::atomic<int64_t> total{0};
+    std::vector<std::thread> callers;
+    for (int c = 0; c < 4; ++c) {
+      callers.emplace_back([&] {
+        for (int round = 0; round < 100; ++round) {
+          pool.ParallelFor(64, 2, [&](int64_t begin, int64_t end) { total += end - begin; });
+        }
+      });
+    }
+    for (std::thread& t : callers) t.join();
+    EXPECT_EQ(total.load(), 4 * 100 * 64);
+  }
+}
+
+TEST(ThreadPoolTest, DestroyingAPoolStopsSpinningWorkers) {
+  // A spin far longer than the test: the destructor must not wait for it to run out.
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ThreadPool pool(2, ThreadPriority::kNormal, std::chrono::microseconds(600'000'000));
+    pool.ParallelFor(100, 1, [](int64_t, int64_t) {});
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST(ThreadPoolTest, AutomaticSpinOnlyWhereThePoolFitsTheMachine) {
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  ThreadPool crowded(hardware + 1);
+  EXPECT_EQ(crowded.spin().count(), 0);
+  if (hardware >= 2) {
+    ThreadPool fits(hardware - 1);
+    EXPECT_EQ(fits.spin(), ThreadPool::kDefaultSpin);
+  }
+  ThreadPool off(1, ThreadPriority::kNormal, std::chrono::microseconds(0));
+  EXPECT_EQ(off.spin().count(), 0);
+}
+
 TEST(ThreadPoolTest, NullPoolRunsInline) {
   int64_t seen_begin = -1, seen_end = -1;
   ParallelFor(nullptr, 9, 1, [&](int64_t b, int64_t e) {
