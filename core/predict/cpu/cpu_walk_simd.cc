@@ -187,9 +187,38 @@ __attribute__((target("avx512f"))) inline __m512i DenseNext512(__m512i at, __m51
   return _mm512_mask_sub_epi32(next, go_left, next, _mm512_set1_epi32(1));
 }
 
-// WalkAndAddSimd over the complete layout (DenseNode): a level is two gathers of the node and
-// one of the row's value, the child computed as 2p + 1 + right; every tree runs `depth` levels
-// and ends on its leaf's position in the last level.
+// Levels of the complete layout with at most this many nodes' worth of levels (1 << (L - 1) = 32
+// nodes in the last) are selected from registers: two 16-lane halves per field, one permute each.
+constexpr int kRegisterLevels = 6;
+
+// Nodes [first, first + 8) of a level of `count` nodes as eight 8-byte lanes; zero past `count`.
+__attribute__((target("avx512f"))) inline __m512i LevelPart512(const DenseNode* level, int count,
+                                                               int first) {
+  const int n = std::clamp(count - first, 0, 8);
+  if (n == 0) return _mm512_setzero_si512();
+  const __mmask8 m = static_cast<__mmask8>((1u << n) - 1u);
+  return _mm512_maskz_loadu_epi64(m, reinterpret_cast<const long long*>(level) + first);
+}
+
+// The `count` (1 .. 32, a power of two) nodes of one level starting at `level`, as thresholds and
+// feature words of nodes [0, 16) in *_lo and [16, 32) in *_hi; lanes past `count` are zero.
+// Masked loads: nothing past the level is read (the last tree's level may end the array).
+__attribute__((target("avx512f"))) inline void LoadLevel512(const DenseNode* level, int count,
+                                                            __m512* t_lo, __m512* t_hi,
+                                                            __m512i* f_lo, __m512i* f_hi) {
+  Split512(LevelPart512(level, count, 0), LevelPart512(level, count, 8), t_lo, f_lo);
+  if (count > 16) {
+    Split512(LevelPart512(level, count, 16), LevelPart512(level, count, 24), t_hi, f_hi);
+  } else {
+    *t_hi = _mm512_setzero_ps();
+    *f_hi = _mm512_setzero_si512();
+  }
+}
+
+// WalkAndAddSimd over the complete layout (DenseNode): a level of the top kRegisterLevels is
+// two permutes of the level's nodes and a gather of the row's value, a level below two gathers
+// of the node and one of the value; the child computed as 2p + 1 + right; every tree runs
+// `depth` levels and ends on its leaf's position in the last level.
 __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
                                                         const int32_t* tree_ids, int num_trees,
                                                         const DenseNode* dense, int depth,
@@ -216,7 +245,29 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
         at[g * row_vectors + v] = _mm512_setzero_si512();
       }
     }
-    for (int d = 0; d < depth; ++d) {
+    // The top levels: a level of at most 32 nodes is held in registers per tree and its lanes'
+    // nodes selected by permutes, so only the row values are gathered.
+    const int top = std::min(depth, kRegisterLevels);
+    for (int d = 0; d < top; ++d) {
+      const int level_begin = (1 << d) - 1;
+      const __m512i in_level = _mm512_set1_epi32(level_begin);
+      for (int g = 0; g < group; ++g) {
+        __m512 t_lo, t_hi;
+        __m512i f_lo, f_hi;
+        LoadLevel512(dense + trees[tree_ids[t0 + g]].dense * inner + level_begin, 1 << d, &t_lo,
+                     &t_hi, &f_lo, &f_hi);
+        for (int v = 0; v < row_vectors; ++v) {
+          const int u = g * row_vectors + v;
+          const __m512i i = _mm512_sub_epi32(at[u], in_level);
+          const __m512 t = _mm512_permutex2var_ps(t_lo, i, t_hi);
+          const __m512i fn = _mm512_permutex2var_epi32(f_lo, i, f_hi);
+          const __m512i f = _mm512_and_si512(fn, index_bits);
+          const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row[u], f), block, 4);
+          at[u] = DenseNext512(at[u], t, fn, x, nan);
+        }
+      }
+    }
+    for (int d = top; d < depth; ++d) {
       for (int u = 0; u < vectors; ++u) {
         const __m512i node = _mm512_add_epi32(base[u], at[u]);
         const __m512 t = _mm512_i32gather_ps(node, threshold, 8);
