@@ -7,7 +7,8 @@
 #   scripts/build-wheel.sh --cuda     CUDA wheel: dist/groveml_cu13-<version>-...whl (needs nvcc at
 #                                     /usr/local/cuda; CUDA architectures from --cuda-archs, default 90)
 # Options: --build-dir DIR (default build/wheel/cpu or build/wheel/cuda: kept between runs, so a
-# second build compiles only what changed), --out DIR (default dist).
+# second build compiles only what changed), --out DIR (default dist); relative paths are taken from
+# the repository root.
 #
 # The platform tag is the lowest that auditwheel finds the binaries compatible with: the glibc and
 # libstdc++ symbol versions they reference decide it. On Debian 12 (glibc 2.36, GCC 12) that is
@@ -66,6 +67,7 @@ rm -rf "$stage"
 mkdir -p "$OUT"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 START=$(date +%s)
+echo "build-wheel: compiling the $VARIANT wheel in $BUILD_DIR (3 to 4 minutes on 2 cores the first time)"
 # --no-build-isolation: the build tools of this Python, so that no download happens and the build
 # folder's configuration stays valid between runs.
 "$PY" -m pip wheel --no-build-isolation --no-deps --disable-pip-version-check -q -w "$stage/built" \
