@@ -4,8 +4,8 @@
 # libraries they need that a manylinux system does not provide (Abseil, gRPC, Protobuf, simdjson,
 # OpenSSL, ...), copied in by auditwheel under groveml.libs/ and found through RPATH.
 #   scripts/build-wheel.sh            CPU wheel:  dist/groveml-<version>-<python>-<platform>.whl
-#   scripts/build-wheel.sh --cuda     CUDA wheel: dist/groveml_cu13-<version>-...whl (needs nvcc at
-#                                     /usr/local/cuda; CUDA architectures from --cuda-archs, default 90)
+#   scripts/build-wheel.sh --cuda     CUDA wheel: dist/groveml_cu13-<version>-...whl (needs nvcc
+#                                     at /usr/local/cuda; --cuda-archs LIST, default 90)
 # Options: --build-dir DIR (default build/wheel/cpu or build/wheel/cuda: kept between runs, so a
 # second build compiles only what changed), --out DIR (default dist); relative paths are taken from
 # the repository root.
@@ -29,7 +29,8 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD_DIR=$2; shift ;;
     --out) OUT=$2; shift ;;
     --cuda-archs) CUDA_ARCHS=$2; shift ;;
-    *) echo "usage: scripts/build-wheel.sh [--cuda [--cuda-archs LIST]] [--build-dir DIR] [--out DIR]" >&2
+    *) echo "usage: scripts/build-wheel.sh [--cuda [--cuda-archs LIST]] [--build-dir DIR]" \
+            "[--out DIR]" >&2
        exit 2 ;;
   esac
   shift
@@ -44,7 +45,8 @@ for module in scikit_build_core nanobind grpc_tools auditwheel; do
   fi
 done
 if ! command -v patchelf >/dev/null; then
-  echo "build-wheel: patchelf is not on PATH (auditwheel needs it; scripts/install-deps.sh installs it)" >&2
+  echo "build-wheel: patchelf is not on PATH (auditwheel needs it; scripts/install-deps.sh" \
+       "installs it)" >&2
   exit 1
 fi
 
@@ -67,7 +69,8 @@ rm -rf "$stage"
 mkdir -p "$OUT"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 START=$(date +%s)
-echo "build-wheel: compiling the $VARIANT wheel in $BUILD_DIR (3 to 4 minutes on 2 cores the first time)"
+echo "build-wheel: compiling the $VARIANT wheel in $BUILD_DIR (3 to 4 minutes on 2 cores the" \
+     "first time)"
 # --no-build-isolation: the build tools of this Python, so that no download happens and the build
 # folder's configuration stays valid between runs.
 "$PY" -m pip wheel --no-build-isolation --no-deps --disable-pip-version-check -q -w "$stage/built" \

@@ -4,10 +4,10 @@
     scripts/rename_wheel.py WHEEL NEW_NAME OUT_DIR     prints the new wheel's path
 
 pyproject.toml names one distribution, and PEP 621 does not let a build change it, so the CUDA
-build is renamed after auditwheel: the .dist-info (and .data) folder, METADATA's Name and the file name change
-and RECORD is written anew (hashes and sizes); the files, their modes and the tags are kept, and so
-is the import name, groveml. A wheel whose METADATA or RECORD is not where the wheel format puts it
-is refused.
+build is renamed after auditwheel: the .dist-info (and .data) folder, METADATA's Name and the file
+name change and RECORD is written anew (hashes and sizes); the files, their modes and the tags are
+kept, and so is the import name, groveml. A wheel whose METADATA or RECORD is not where the wheel
+format puts it is refused.
 """
 
 import base64
@@ -32,7 +32,8 @@ def rename(wheel, new_name, out_dir):
     base = os.path.basename(wheel)
     parts = base[:-len(".whl")].split("-")
     if not base.endswith(".whl") or len(parts) not in (5, 6):
-        raise SystemExit(f"rename_wheel: {wheel} is not named as a wheel (name-version-...-platform.whl)")
+        raise SystemExit(f"rename_wheel: {wheel} is not named as a wheel "
+                         "(name-version-...-platform.whl)")
     old_info = f"{parts[0]}-{parts[1]}.dist-info"
     new_stem = normalize(new_name)
     new_info = f"{new_stem}-{parts[1]}.dist-info"

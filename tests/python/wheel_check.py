@@ -25,6 +25,10 @@ import zipfile
 import pytest
 from conftest import SOURCE_DIR, need, require_tools
 
+# The version the wheels carry (pyproject.toml; grove and groved print CMakeLists.txt's, the same).
+with open(os.path.join(SOURCE_DIR, "pyproject.toml")) as f:
+    VERSION = re.search(r'^version = "([^"]+)"$', f.read(), re.M).group(1)
+
 # What the manylinux policies let a wheel take from the system (glibc's libraries, the GCC runtime,
 # zlib; the X11 and GL ones are of no use here), so auditwheel does not bundle them.
 SYSTEM_LIBRARIES = {"linux-vdso.so.1", "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6",
@@ -129,7 +133,8 @@ def install(wheel, venv, build_dir):
     python = fresh_venv(venv)
     env = clean_env(venv)
     pip_install(python, wheel, env)
-    r = subprocess.run([python, "-c", "import groveml, os; print(os.path.dirname(groveml.__file__))"],
+    where = "import groveml, os; print(os.path.dirname(groveml.__file__))"
+    r = subprocess.run([python, "-c", where],
                        capture_output=True, text=True, env=env, cwd=str(venv), check=True)
     package = r.stdout.strip()
     assert package.startswith(str(venv) + os.sep), package
@@ -144,8 +149,8 @@ def install(wheel, venv, build_dir):
 
 def check_versions(env, cuda):
     """`grove --version` and `groved --version` through the console commands."""
-    for command, want in (("grove", f"grove 0.1.0 (CUDA engines: {cuda}; remote mode: yes)"),
-                          ("groved", f"groved 0.1.0 (CUDA engines: {cuda})")):
+    for command, want in (("grove", f"grove {VERSION} (CUDA engines: {cuda}; remote mode: yes)"),
+                          ("groved", f"groved {VERSION} (CUDA engines: {cuda})")):
         r = subprocess.run([command, "--version"], capture_output=True, text=True, env=env,
                            timeout=60)
         assert r.returncode == 0 and r.stdout.strip() == want, (command, r.stdout, r.stderr)

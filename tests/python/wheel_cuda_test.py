@@ -15,7 +15,8 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import SOURCE_DIR, assert_bitwise, run_cli
-from wheel_check import build_wheel, check_record, check_versions, install, need_wheel_tools
+from wheel_check import (VERSION, build_wheel, check_record, check_versions, install,
+                         need_wheel_tools)
 
 MODEL = os.path.join(SOURCE_DIR, "examples", "models", "demo", "1", "model.json")
 ROWS = os.path.join(SOURCE_DIR, "examples", "rows.csv")
@@ -27,7 +28,7 @@ def test_cuda_wheel_in_a_fresh_venv(cli, tmp_path):
     need_wheel_tools()
     build_dir = os.environ.get("GROVEML_CUDA_WHEEL_BUILD_DIR") or str(tmp_path / "wheel-build")
     wheel = build_wheel(tmp_path / "dist", build_dir, "--cuda")
-    assert wheel.name.startswith("groveml_cu13-0.1.0-"), wheel.name
+    assert wheel.name.startswith(f"groveml_cu13-{VERSION}-"), wheel.name
     check_record(wheel)
     venv = tmp_path / "venv"
     python, env, native = install(wheel, venv, build_dir)
