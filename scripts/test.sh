@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every dependency and runs every test Grove has on this machine.
 #   1. scripts/install-deps.sh (apt-get + pip)
-#   2. cpu preset: build, then all CTest tests (unit, corpus, CLI, server end-to-end, deploy, and the
+#   2. cpu preset: build, then all CTest tests (unit, corpus, CLI, server end-to-end, deploy, the
+#      Python package and its wheels: scripts/build-wheel.sh's, installed into fresh virtual
+#      environments, the CUDA wheel too when nvcc is installed, about 7 minutes of the run; and the
 #      container image: label `image`, both Dockerfile variants built with podman and the CPU image
 #      run as the manifests run it, about 6 minutes alone); GPU tests are only built with CUDA
 #      and skip cleanly without a GPU.

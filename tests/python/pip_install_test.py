@@ -1,6 +1,8 @@
 """`pip install .` from this checkout into a fresh virtual environment (system site packages for
 the build tools and numpy, no network: --no-build-isolation), then `import groveml` there explains
-the demo model with `grove explain`'s numbers bit for bit, and its client's stubs import. The extension is compiled by
+the demo model with `grove explain`'s numbers bit for bit, and its client's stubs import; the
+console commands `grove` and `groved`, which only a wheel bundles executables for (wheel_test.py),
+say so. The extension is compiled by
 scikit-build-core from this repository's CMake build (in $GROVEML_PIP_BUILD_DIR, kept between runs
 of one build tree)."""
 
@@ -41,3 +43,7 @@ def test_pip_install_then_explain(cli, tmp_path):
                        cwd=str(tmp_path), timeout=300)
     assert r.returncode == 0, r.stderr
     assert_bitwise(np.load(out), run_cli(cli, ["explain"], model, rows), "installed package")
+    for command in ("grove", "groved"):
+        r = subprocess.run([str(venv / "bin" / command), "--version"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert r.returncode == 127 and "scripts/build-wheel.sh" in r.stderr, (command, r.stderr)
