@@ -209,6 +209,8 @@ absl::StatusOr<CorpusCase> LoadCorpusCase(const std::string& dir) {
     }
   }
   if (c.library.empty()) c.library = c.model_path.ends_with(".txt") ? "lightgbm" : "xgboost";
+  c.trained_by = m.value("trained_by", c.library);
+  c.float32_reference = c.trained_by == "xgboost";
 
   absl::StatusOr<CsvMatrix<float>> x = ReadCsvFloats((d / "X.csv").string(), c.num_features);
   if (!x.ok()) return x.status();

@@ -36,8 +36,13 @@ struct RefMatrix {
 struct CorpusCase {
   std::string dir;      // absolute or as found
   std::string name;     // meta.json "case" (the directory name when absent)
-  std::string library;  // "xgboost", "lightgbm" or "catboost"
-  std::string model_path;                // model.json (XGBoost), model.txt (LightGBM), catboost.json
+  std::string library;  // "xgboost", "lightgbm", "catboost" or "treelite"
+  // The library that trained the model ("trained_by" in meta.json for a Treelite checkpoint).
+  std::string trained_by;
+  // XGBoost computed the SHAP references in float32 (CompareExplanations' float32_reference).
+  bool float32_reference = false;
+  // model.json (XGBoost), model.txt (LightGBM), catboost.json, checkpoint.tl (Treelite)
+  std::string model_path;
   std::vector<std::string> model_paths;  // every model file of the case (json + ubj for XGBoost)
   int num_features = 0;
   int num_outputs = 1;

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Generates the Treelite checkpoint cases of Grove's golden corpus (tests/golden/tl_*).
+
+Each case holds checkpoint.tl (treelite.Model.serialize, Treelite 4.x) of a model trained by XGBoost,
+LightGBM or scikit-learn, and the reference outputs of the library that trained it: margin.csv and
+pred.csv from the library's own predict (checked against Treelite's GTIL on the checkpoint, so
+that the checkpoint means what the library computes), contribs.csv (and interactions.csv where the
+library or shap computes them) from XGBoost's pred_contribs, LightGBM's pred_contrib or
+shap.TreeExplainer (path-dependent) for scikit-learn, and leaf.csv: the Treelite node id reached in
+every tree (GTIL predict_leaf). Same layout as the rest of tests/golden (README.md there).
+
+make_golden_corpus.py calls make_cases() so that regenerating the whole corpus keeps these cases;
+run alone, this script rewrites only the tl_* cases.
+
+Usage: python3 scripts/make_treelite_corpus.py [--out tests/golden]
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_golden_corpus import N_INTERACTION_ROWS, SEED, as_f32_text_exact, rel_err, synth, write_csv  # noqa: E402
+
+import lightgbm as lgb  # noqa: E402
+import shap  # noqa: E402
+import sklearn  # noqa: E402
+import sklearn.ensemble as ske  # noqa: E402
+import treelite  # noqa: E402
+import xgboost as xgb  # noqa: E402
+
+# The library's predictions and the checkpoint's (GTIL) must agree this closely, or the case is wrong.
+GTIL_TOLERANCE = 1e-5
+
+
+def _interaction_block(phi_inter, expected, K, F):
+    """shap's (n, F, F[, K]) interaction values -> rows of K blocks of (F+1)^2, bias at [F][F]."""
+    phi_inter = np.asarray(phi_inter)
+    if phi_inter.ndim == 3:
+        phi_inter = phi_inter[..., None]
+    n = phi_inter.shape[0]
+    out = np.zeros((n, K, F + 1, F + 1))
+    for k in range(K):
+        out[:, k, :F, :F] = phi_inter[..., k]
+        out[:, k, F, F] = np.atleast_1d(expected)[k]
+    return out.reshape(n, -1)
+
+
+def _contrib_block(phi, expected, K, F):
+    """shap's (n, F[, K]) values -> rows of K blocks of F+1 (features, then the expected value)."""
+    phi = np.asarray(phi)
+    if phi.ndim == 2:
+        phi = phi[..., None]
+    n = phi.shape[0]
+    out = np.zeros((n, K, F + 1))
+    for k in range(K):
+        out[:, k, :F] = phi[..., k]
+        out[:, k, F] = np.atleast_1d(expected)[k]
+    return out.reshape(n, -1)
+
+
+def _write_case(out_root, name, library, version, description, objective, tl_model, X, margin,
+                pred, contribs, inter, unsupported, params):
+    d = os.path.join(out_root, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    path = os.path.join(d, "checkpoint.tl")
+    tl_model.serialize(path)
+    tl_model = treelite.Model.deserialize(path)  # every reference below reads the saved file
+    n, F = X.shape
+    margin = np.asarray(margin, dtype=np.float64).reshape(n, -1)
+    pred = np.asarray(pred, dtype=np.float64).reshape(n, -1)
+    K = margin.shape[1]
+    X32 = X.astype(np.float32)
+    gtil_margin = treelite.gtil.predict(tl_model, X32, pred_margin=True).reshape(n, -1)
+    gtil_pred = treelite.gtil.predict(tl_model, X32).reshape(n, -1)
+    leaf = treelite.gtil.predict_leaf(tl_model, X32).reshape(n, -1)
+    checks = {"gtil_margin_vs_library_max_rel_err": rel_err(gtil_margin, margin),
+              "gtil_pred_vs_library_max_rel_err": rel_err(gtil_pred, pred)}
+    assert checks["gtil_margin_vs_library_max_rel_err"] < GTIL_TOLERANCE, (name, checks)
+    assert checks["gtil_pred_vs_library_max_rel_err"] < GTIL_TOLERANCE, (name, checks)
+
+    write_csv(os.path.join(d, "X.csv"), X, exact=True)
+    write_csv(os.path.join(d, "margin.csv"), margin)
+    write_csv(os.path.join(d, "pred.csv"), pred)
+    write_csv(os.path.join(d, "leaf.csv"), leaf)
+    outputs = {
+        "margin": {"file": "margin.csv", "shape": list(margin.shape)},
+        "pred": {"file": "pred.csv", "shape": list(pred.shape)},
+        "leaf": {"file": "leaf.csv", "shape": list(leaf.shape),
+                 "meaning": "Treelite node id reached in every tree (GTIL predict_leaf)"},
+    }
+    if contribs is not None:
+        write_csv(os.path.join(d, "contribs.csv"), contribs)
+        outputs["contribs"] = {"file": "contribs.csv", "shape": list(contribs.shape),
+                               "layout": "row-major [row][output][feature 0..F-1, bias]"}
+        checks["contribs_sum_vs_margin_max_rel_err"] = rel_err(
+            contribs.reshape(n, K, F + 1).sum(axis=2), margin)
+        assert checks["contribs_sum_vs_margin_max_rel_err"] < 1e-4, (name, checks)
+    ni = 0
+    if inter is not None:
+        ni = inter.shape[0]
+        write_csv(os.path.join(d, "interactions.csv"), inter)
+        outputs["interactions"] = {"file": "interactions.csv", "shape": list(inter.shape),
+                                   "rows": "first %d rows of X.csv" % ni,
+                                   "layout": "row-major [row][output][i 0..F][j 0..F], index F = bias"}
+    meta = {
+        "case": name,
+        "library": "treelite",
+        "trained_by": library,
+        "library_version": version,
+        "treelite_version": treelite.__version__,
+        "description": description,
+        "data_source": "numpy synthetic (seed %d)" % SEED,
+        "objective": objective,
+        "params": params,
+        "num_features": F,
+        "num_outputs": K,
+        "num_trees": int(leaf.shape[1]),
+        "n_rows": n,
+        "n_interaction_rows": ni,
+        "model_files": ["checkpoint.tl"],
+        "outputs": outputs,
+        "unsupported": unsupported,
+        "not_generated": {"margin_range": "Treelite checkpoints have no boosting rounds of their own"},
+        "checks": checks,
+    }
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, interactions=True):
+    est.fit(X_train, y_train)
+    n, F = X_test.shape
+    classifier = hasattr(est, "predict_proba")
+    hist = isinstance(est, (ske.HistGradientBoostingClassifier, ske.HistGradientBoostingRegressor))
+    averaged = isinstance(est, (ske.RandomForestClassifier, ske.RandomForestRegressor,
+                                ske.ExtraTreesClassifier, ske.ExtraTreesRegressor))
+    if classifier:
+        pred = est.predict_proba(X_test)
+        if averaged:
+            margin = pred  # a forest's margin is its averaged class distribution
+        else:
+            margin = est.decision_function(X_test).reshape(n, -1)
+            if margin.shape[1] == 1:
+                pred = pred[:, 1:]  # Treelite's binary classifier: one output, P(class 1)
+    else:
+        pred = est.predict(X_test)
+        margin = pred
+    K = np.asarray(margin).reshape(n, -1).shape[1]
+    contribs = inter = None
+    unsupported = {}
+    try:
+        explainer = shap.TreeExplainer(est)
+    except shap.utils._exceptions.InvalidModelError as e:
+        unsupported["contribs"] = unsupported["interactions"] = "shap: %s" % e
+        explainer = None
+    if explainer is not None:
+        phi = explainer.shap_values(X_test, check_additivity=False)
+        contribs = _contrib_block(phi, explainer.expected_value, K, F)
+        sums = contribs.reshape(n, K, F + 1).sum(axis=2)
+        if rel_err(sums, np.asarray(margin).reshape(n, K)) > 1e-4:
+            # shap reads HistGradientBoosting's categorical splits as numeric ones.
+            unsupported["contribs"] = unsupported["interactions"] = (
+                "shap's values do not add up to the margin (categorical splits)")
+            contribs = None
+            explainer = None
+    if explainer is None:
+        pass
+    elif interactions and not hist:
+        ni = min(N_INTERACTION_ROWS, n)
+        inter = _interaction_block(explainer.shap_interaction_values(X_test[:ni]),
+                                   explainer.expected_value, K, F)
+    elif hist:
+        unsupported["interactions"] = "shap computes no interaction values for HistGradientBoosting"
+    params = {k: v for k, v in est.get_params().items()
+              if isinstance(v, (int, float, str, bool)) or v is None}
+    return _write_case(out_root, name, "scikit-learn", sklearn.__version__, description,
+                       type(est).__name__, treelite.sklearn.import_model(est), X_test, margin, pred,
+                       contribs, inter, unsupported, params)
+
+
+def make_cases(out_root):
+    """Writes every tl_* case under out_root; returns their meta.json contents."""
+    rng = np.random.default_rng(SEED + 41)
+    metas = []
+    F = 5
+    X = as_f32_text_exact(synth(rng, 400, F, nan_frac=0.05))
+    X_train, X_test = X[:300], X[300:]
+    y_reg = np.nan_to_num(X_train[:, 0]) * 2 + np.sin(np.nan_to_num(X_train[:, 1])) + 0.1 * rng.normal(size=300)
+    y_bin = (y_reg > np.median(y_reg)).astype(np.int32)
+    y_3 = np.digitize(y_reg, np.quantile(y_reg, [1 / 3, 2 / 3])).astype(np.int32)
+    X_dense = np.nan_to_num(X)  # scikit-learn's forests before 1.4 refuse NaN; keep them dense
+    Xd_train, Xd_test = X_dense[:300], X_dense[300:]
+
+    # XGBoost: hessian covers, float32 `<` tests, one tree per class and round.
+    for name, params, y, rounds in (
+            ("tl_xgb_binary_nan", {"objective": "binary:logistic", "max_depth": 4, "eta": 0.3,
+                                   "seed": 1, "nthread": 2}, y_bin, 6),
+            ("tl_xgb_multiclass3", {"objective": "multi:softprob", "num_class": 3, "max_depth": 3,
+                                    "eta": 0.3, "seed": 1, "nthread": 2}, y_3, 4)):
+        bst = xgb.train(params, xgb.DMatrix(X_train, label=y), rounds)
+        dtest = xgb.DMatrix(X_test)
+        n = X_test.shape[0]
+        margin = bst.predict(dtest, output_margin=True).reshape(n, -1)
+        pred = bst.predict(dtest).reshape(n, -1)
+        contribs = bst.predict(dtest, pred_contribs=True).reshape(n, -1)
+        ni = min(N_INTERACTION_ROWS, n)
+        inter = bst.predict(xgb.DMatrix(X_test[:ni]), pred_interactions=True).reshape(ni, -1)
+        metas.append(_write_case(out_root, name, "xgboost", xgb.__version__,
+                                 "%s, %d rounds, depth %d, 5%% NaN" % (params["objective"], rounds,
+                                                                        params["max_depth"]),
+                                 params["objective"], treelite.frontend.from_xgboost(bst), X_test,
+                                 margin, pred, contribs, inter, {}, params))
+
+    # LightGBM: double `<=` tests, count covers, categorical splits as category lists.
+    Xc = X.copy()
+    Xc[:, 3] = rng.integers(0, 6, size=Xc.shape[0])
+    yc = np.nan_to_num(Xc[:300, 0]) + np.where(np.isin(Xc[:300, 3], [1, 4]), 1.5, -0.5)
+    yc3 = np.digitize(yc, np.quantile(yc, [1 / 3, 2 / 3])).astype(np.int32)
+    for name, params, y, rounds, cats in (
+            ("tl_lgb_regression_cat", {"objective": "regression", "num_leaves": 8,
+                                       "min_data_in_leaf": 5, "cat_smooth": 1.0,
+                                       "min_data_per_group": 5}, yc, 8, [3]),
+            ("tl_lgb_multiclass3", {"objective": "multiclass", "num_class": 3, "num_leaves": 6,
+                                    "min_data_in_leaf": 5}, yc3, 4, [])):
+        params = dict(params, seed=SEED, num_threads=2, verbose=-1, deterministic=True)
+        ds = lgb.Dataset(Xc[:300], label=y, categorical_feature=cats or "auto",
+                         params={"verbose": -1})
+        bst = lgb.train(params, ds, rounds)
+        X_test = Xc[300:]
+        n = X_test.shape[0]
+        margin = bst.predict(X_test, raw_score=True).reshape(n, -1)
+        pred = bst.predict(X_test).reshape(n, -1)
+        contribs = bst.predict(X_test, pred_contrib=True).reshape(n, -1)
+        metas.append(_write_case(
+            out_root, name, "lightgbm", lgb.__version__,
+            "%s, %d rounds%s" % (params["objective"], rounds,
+                                 ", categorical feature 3" if cats else ""),
+            params["objective"], treelite.frontend.from_lightgbm(bst), X_test, margin, pred,
+            contribs, None, {"interactions": "LightGBM computes no SHAP interaction values"},
+            params))
+
+    # scikit-learn, through Treelite's own importer (groveml.Model.from_sklearn writes the same
+    # checkpoints; tests/python checks it against these libraries directly).
+    common = dict(random_state=1)
+    metas.append(_sklearn_case(out_root, "tl_skl_rf_classifier3",
+                               ske.RandomForestClassifier(n_estimators=6, max_depth=4, **common),
+                               Xd_train, y_3, Xd_test, "RandomForestClassifier, 3 classes, 6 trees"))
+    metas.append(_sklearn_case(out_root, "tl_skl_et_regressor",
+                               ske.ExtraTreesRegressor(n_estimators=5, max_depth=4, **common),
+                               Xd_train, y_reg, Xd_test, "ExtraTreesRegressor, 5 trees"))
+    metas.append(_sklearn_case(out_root, "tl_skl_gb_binary",
+                               ske.GradientBoostingClassifier(n_estimators=8, max_depth=3, **common),
+                               Xd_train, y_bin, Xd_test, "GradientBoostingClassifier, binary"))
+    metas.append(_sklearn_case(out_root, "tl_skl_gb_multiclass3",
+                               ske.GradientBoostingClassifier(n_estimators=4, max_depth=2, **common),
+                               Xd_train, y_3, Xd_test, "GradientBoostingClassifier, 3 classes"))
+    metas.append(_sklearn_case(out_root, "tl_skl_hgb_regressor_nan",
+                               ske.HistGradientBoostingRegressor(max_iter=8, max_leaf_nodes=8,
+                                                                 **common),
+                               X_train, y_reg, X_test, "HistGradientBoostingRegressor, 5% NaN"))
+    metas.append(_sklearn_case(out_root, "tl_skl_hgb_binary_cat",
+                               ske.HistGradientBoostingClassifier(max_iter=6, max_leaf_nodes=6,
+                                                                  categorical_features=[3],
+                                                                  **common),
+                               Xc[:300], (yc > np.median(yc)).astype(np.int32), Xc[300:],
+                               "HistGradientBoostingClassifier, binary, categorical feature 3"))
+    return metas
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
+                                                  "golden"))
+    args = ap.parse_args()
+    metas = make_cases(os.path.abspath(args.out))
+    for m in metas:
+        print("%s: %s" % (m["case"], json.dumps(m["checks"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
