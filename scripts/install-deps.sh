@@ -58,14 +58,15 @@ fi
 # the Triton FIL backend's client examples, tests/e2e/fil_examples_test.py), and what the Python
 # package groveml builds with (scikit-build-core, nanobind) and is tested with (pyarrow, pyspark,
 # dask, matplotlib for shap's plots, pytest; jsonschema and PyYAML validate deploy/kserve against
-# KServe's CRD schemas).
+# KServe's CRD schemas; treelite writes the golden corpus's Treelite checkpoints,
+# scripts/make_treelite_corpus.py, and reads groveml's in tests/python).
 PY=${PYTHON:-python3}
 PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools grpcio-reflection "tritonclient[grpc,http]"
   "shap>=0.51,<0.52" scikit-learn scikit-build-core nanobind pyarrow pyspark "dask[distributed]"
-  matplotlib pytest jsonschema pyyaml)
+  matplotlib pytest jsonschema pyyaml "treelite>=4.4,<5")
 if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, grpc_reflection, tritonclient.grpc, tritonclient.http, shap, sklearn
 import scikit_build_core, nanobind, pyarrow, pyspark, dask.dataframe, distributed, matplotlib, pytest
-import jsonschema, yaml" \
+import jsonschema, yaml, treelite" \
     2>/dev/null; then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null \
     || $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"

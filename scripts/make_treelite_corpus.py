@@ -10,7 +10,9 @@ shap.TreeExplainer (path-dependent) for scikit-learn, and leaf.csv: the Treelite
 every tree (GTIL predict_leaf). Same layout as the rest of tests/golden (README.md there).
 
 make_golden_corpus.py calls make_cases() so that regenerating the whole corpus keeps these cases;
-run alone, this script rewrites only the tl_* cases.
+run alone, this script rewrites only the tl_* cases, and the fuzzer's hand-made seeds
+(tests/fuzz/seeds/treelite/: ModelBuilder models with the >, >= and == operators, float32
+multi-target trees, averaged categorical multi-class trees).
 
 Usage: python3 scripts/make_treelite_corpus.py [--out tests/golden]
 """
@@ -185,6 +187,64 @@ def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, in
                        contribs, inter, unsupported, params)
 
 
+def _built_model(threshold_type, num_target, num_class, ops, postprocessor, categorical=False,
+                 average=False):
+    """A small model made with Treelite's ModelBuilder: what no importer writes (>, >=, ==
+    tests, float32 multi-target trees, per-target leaf vectors)."""
+    from treelite.model_builder import (Metadata, ModelBuilder, PostProcessorFunc,
+                                        TreeAnnotation)
+    max_class = max(num_class)
+    vector = num_target > 1 or max_class > 1
+    n_trees = len(ops)
+    builder = ModelBuilder(
+        threshold_type=threshold_type, leaf_output_type=threshold_type,
+        metadata=Metadata(num_feature=3, task_type="kMultiClf" if max_class > 1 else "kRegressor",
+                          average_tree_output=average, num_target=num_target,
+                          num_class=num_class,
+                          leaf_vector_shape=(num_target, max_class) if vector else (1, 1)),
+        tree_annotation=TreeAnnotation(num_tree=n_trees, target_id=[-1 if vector else 0] * n_trees,
+                                       class_id=[-1 if vector else 0] * n_trees),
+        postprocessor=PostProcessorFunc(name=postprocessor),
+        base_scores=[0.25 * (k + 1) for k in range(num_target * max_class)])
+    width = num_target * max_class
+    for t, op in enumerate(ops):
+        builder.start_tree()
+        builder.start_node(0)
+        if categorical and t == 0:
+            builder.categorical_test(2, default_left=True, category_list=[0, 2, 5],
+                                     category_list_right_child=True, left_child_key=1,
+                                     right_child_key=2)
+        else:
+            builder.numerical_test(t % 2, 0.1 * (t + 1), default_left=t % 2 == 0, opname=op,
+                                   left_child_key=1, right_child_key=2)
+        builder.data_count(40)
+        builder.end_node()
+        for key, count in ((1, 15), (2, 25)):
+            builder.start_node(key)
+            values = [(key * 10 + t + k) / 8.0 for k in range(width)]
+            builder.leaf(values if vector else values[0])
+            builder.sum_hess(count * 0.5)
+            builder.data_count(count)
+            builder.end_node()
+        builder.end_tree()
+    return builder.commit()
+
+
+def write_fuzz_seeds(seed_dir):
+    """Hand-made checkpoints for tests/fuzz/treelite_fuzz.cc beside the golden ones."""
+    os.makedirs(seed_dir, exist_ok=True)
+    for name, model in (
+            ("gt_ge_float32_multitarget.tl",
+             _built_model("float32", 2, [1, 1], [">", ">=", "<", "<="], "identity")),
+            ("multiclass_average_categorical.tl",
+             _built_model("float64", 1, [3], ["<=", ">"], "softmax", categorical=True,
+                          average=True)),
+            ("multitarget_multiclass.tl",
+             _built_model("float64", 2, [2, 2], [">=", "<"], "multiclass_ova")),
+            ("eq_refused.tl", _built_model("float64", 1, [1], ["=="], "identity"))):
+        model.serialize(os.path.join(seed_dir, name))
+
+
 def make_cases(out_root):
     """Writes every tl_* case under out_root; returns their meta.json contents."""
     rng = np.random.default_rng(SEED + 41)
@@ -271,14 +331,32 @@ def make_cases(out_root):
                                                                   **common),
                                Xc[:300], (yc > np.median(yc)).astype(np.int32), Xc[300:],
                                "HistGradientBoostingClassifier, binary, categorical feature 3"))
+
+    # What no importer writes: >, >= tests on float32 thresholds, two targets; Treelite's own
+    # prediction (GTIL) is the reference.
+    built = _built_model("float32", 2, [1, 1], [">", ">=", "<", "<=", ">"], "identity")
+    Xb = as_f32_text_exact(synth(rng, 60, 3, nan_frac=0.1))
+    Xb[::7, 0] = np.float32(0.1)  # rows equal to thresholds (as float32)
+    Xb[::5, 1] = np.float32(0.2)
+    b32 = Xb.astype(np.float32)
+    metas.append(_write_case(out_root, "tl_built_multitarget", "treelite", treelite.__version__,
+                             "ModelBuilder: >, >=, <, <= tests, float32, 2 targets",
+                             "identity", built, Xb,
+                             treelite.gtil.predict(built, b32, pred_margin=True),
+                             treelite.gtil.predict(built, b32), None, None,
+                             {"contribs": "no library computes SHAP values for this model",
+                              "interactions": "no library computes SHAP values for this model"},
+                             {}))
     return metas
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
-                                                  "golden"))
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    ap.add_argument("--out", default=os.path.join(root, "tests", "golden"))
+    ap.add_argument("--fuzz-seeds", default=os.path.join(root, "tests", "fuzz", "seeds", "treelite"))
     args = ap.parse_args()
+    write_fuzz_seeds(os.path.abspath(args.fuzz_seeds))
     metas = make_cases(os.path.abspath(args.out))
     for m in metas:
         print("%s: %s" % (m["case"], json.dumps(m["checks"])))

@@ -41,7 +41,7 @@ std::vector<std::string> TreeliteCaseDirs() {
 
 TEST(TreeliteLoaderTest, GoldenCasesMatchTheLibraries) {
   const std::vector<std::string> dirs = TreeliteCaseDirs();
-  ASSERT_GE(dirs.size(), 10u) << "tests/golden/tl_* (scripts/make_treelite_corpus.py)";
+  ASSERT_GE(dirs.size(), 11u) << "tests/golden/tl_* (scripts/make_treelite_corpus.py)";
   ThreadPool pool(2);
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
@@ -465,6 +465,24 @@ TEST(TreeliteLoaderTest, EveryTruncationIsAnErrorNamingTheByte) {
   absl::StatusOr<ForestPtr> f = LoadTreeliteCheckpoint(huge, "hand.tl");
   ASSERT_FALSE(f.ok());
   EXPECT_TRUE(absl::StrContains(f.status().message(), "cannot fit")) << f.status();
+}
+
+// The fuzzer's hand-made seeds (ModelBuilder models: scripts/make_treelite_corpus.py) load, but
+// the one with an == test.
+TEST(TreeliteLoaderTest, FuzzSeedsLoadOrAreRefused) {
+  const fs::path dir = fs::path(GROVE_SOURCE_DIR) / "tests" / "fuzz" / "seeds" / "treelite";
+  int seen = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    SCOPED_TRACE(e.path().string());
+    ++seen;
+    absl::StatusOr<ForestPtr> f = LoadModelFile(e.path().string());
+    if (e.path().filename() == "eq_refused.tl") {
+      EXPECT_EQ(f.status().code(), absl::StatusCode::kUnimplemented) << f.status();
+    } else {
+      EXPECT_TRUE(f.ok()) << f.status();
+    }
+  }
+  EXPECT_EQ(seen, 4);
 }
 
 TEST(TreeliteLoaderTest, DispatchedByContentAndExtension) {
