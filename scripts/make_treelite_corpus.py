@@ -65,7 +65,9 @@ def _contrib_block(phi, expected, K, F):
 
 
 def _write_case(out_root, name, library, version, description, objective, tl_model, X, margin,
-                pred, contribs, inter, unsupported, params):
+                pred, contribs, inter, unsupported, params, not_generated=None):
+    """unsupported: outputs the library refuses (Grove must refuse them too); not_generated:
+    outputs with no reference (Grove computes them; the corpus tests check what they can)."""
     d = os.path.join(out_root, name)
     if os.path.isdir(d):
         shutil.rmtree(d)
@@ -128,7 +130,8 @@ def _write_case(out_root, name, library, version, description, objective, tl_mod
         "model_files": ["checkpoint.tl"],
         "outputs": outputs,
         "unsupported": unsupported,
-        "not_generated": {"margin_range": "Treelite checkpoints have no boosting rounds of their own"},
+        "not_generated": dict(not_generated or {}, margin_range="Treelite checkpoints have no "
+                              "boosting rounds of their own"),
         "checks": checks,
     }
     with open(os.path.join(d, "meta.json"), "w") as f:
@@ -156,11 +159,11 @@ def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, in
         margin = pred
     K = np.asarray(margin).reshape(n, -1).shape[1]
     contribs = inter = None
-    unsupported = {}
+    missing = {}  # references shap does not give
     try:
         explainer = shap.TreeExplainer(est)
     except shap.utils._exceptions.InvalidModelError as e:
-        unsupported["contribs"] = unsupported["interactions"] = "shap: %s" % e
+        missing["contribs"] = missing["interactions"] = "shap: %s" % e
         explainer = None
     if explainer is not None:
         phi = explainer.shap_values(X_test, check_additivity=False)
@@ -168,7 +171,7 @@ def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, in
         sums = contribs.reshape(n, K, F + 1).sum(axis=2)
         if rel_err(sums, np.asarray(margin).reshape(n, K)) > 1e-4:
             # shap reads HistGradientBoosting's categorical splits as numeric ones.
-            unsupported["contribs"] = unsupported["interactions"] = (
+            missing["contribs"] = missing["interactions"] = (
                 "shap's values do not add up to the margin (categorical splits)")
             contribs = None
             explainer = None
@@ -179,12 +182,12 @@ def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, in
         inter = _interaction_block(explainer.shap_interaction_values(X_test[:ni]),
                                    explainer.expected_value, K, F)
     elif hist:
-        unsupported["interactions"] = "shap computes no interaction values for HistGradientBoosting"
+        missing["interactions"] = "shap computes no interaction values for HistGradientBoosting"
     params = {k: v for k, v in est.get_params().items()
               if isinstance(v, (int, float, str, bool)) or v is None}
     return _write_case(out_root, name, "scikit-learn", sklearn.__version__, description,
                        type(est).__name__, treelite.sklearn.import_model(est), X_test, margin, pred,
-                       contribs, inter, unsupported, params)
+                       contribs, inter, {}, params, missing)
 
 
 def _built_model(threshold_type, num_target, num_class, ops, postprocessor, categorical=False,
@@ -343,10 +346,9 @@ def make_cases(out_root):
                              "ModelBuilder: >, >=, <, <= tests, float32, 2 targets",
                              "identity", built, Xb,
                              treelite.gtil.predict(built, b32, pred_margin=True),
-                             treelite.gtil.predict(built, b32), None, None,
+                             treelite.gtil.predict(built, b32), None, None, {}, {},
                              {"contribs": "no library computes SHAP values for this model",
-                              "interactions": "no library computes SHAP values for this model"},
-                             {}))
+                              "interactions": "no library computes SHAP values for this model"}))
     return metas
 
 
