@@ -1,4 +1,4 @@
-"""docs/python.md's examples: every ```python block, in order, in one namespace, in a scratch
+"""docs/python.md's and docs/formats.md's examples: python.md's ```python blocks, in order, in one namespace, in a scratch
 folder that sees the repository's examples/, with a groved started here on examples/models in place
 of the page's localhost:8001. A failing assert in the page fails this test."""
 
