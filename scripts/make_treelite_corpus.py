@@ -64,8 +64,88 @@ def _contrib_block(phi, expected, K, F):
     return out.reshape(n, -1)
 
 
+def _brute_force_shap(tl_model, X, interactions):
+    """Path-dependent SHAP values (and interaction values) of a checkpoint by enumerating every
+    feature subset: v(S) is the sum over trees of the leaf values reached with the features of S
+    known and the others averaged over the children by their covers (sum_hess, else data_count),
+    the value function TreeSHAP computes the Shapley values of. The reference where shap has none
+    (GradientBoosting multi-class, HistGradientBoosting categorical splits); independent of Grove.
+    """
+    import itertools
+    import math
+
+    model = json.loads(tl_model.dump_as_json(pretty_print=False))
+    n, F = X.shape
+    max_class = max(model["num_class"])
+    K = model["num_target"] * max_class
+    assert all(c >= 0 for c in model["target_id"] + model["class_id"]), "scalar trees only"
+    trees = []
+    for t, tree in enumerate(model["trees"]):
+        nodes = {nd["node_id"]: nd for nd in tree["nodes"]}
+        trees.append((nodes, model["target_id"][t] * max_class + model["class_id"][t]))
+    base = np.asarray(model["base_scores"], dtype=np.float64)
+
+    def cover(nd):
+        return nd["sum_hess"] if "sum_hess" in nd else nd["data_count"]
+
+    def goes_left(nd, x):
+        if np.isnan(x):
+            return nd["default_left"]
+        if nd["node_type"] == "categorical_test_node":
+            matched = 0 <= x <= 2 ** 24 and int(x) in nd["category_list"]
+            return matched != nd["category_list_right_child"]
+        t, op = nd["threshold"], nd["comparison_op"]
+        return {"<": x < t, "<=": x <= t, ">": x > t, ">=": x >= t}[op]
+
+    def expect(nodes, i, x, known):
+        nd = nodes[i]
+        if "leaf_value" in nd:
+            return nd["leaf_value"]
+        left, right = nd["left_child"], nd["right_child"]
+        if nd["split_feature_id"] in known:
+            return expect(nodes, left if goes_left(nd, x[nd["split_feature_id"]]) else right, x,
+                          known)
+        c = cover(nd)
+        return (cover(nodes[left]) * expect(nodes, left, x, known) +
+                cover(nodes[right]) * expect(nodes, right, x, known)) / c
+
+    subsets = [frozenset(s) for r in range(F + 1) for s in itertools.combinations(range(F), r)]
+    contribs = np.zeros((n, K, F + 1))
+    inter = np.zeros((n, K, F + 1, F + 1))
+    for r in range(n):
+        x = X[r].astype(np.float32).astype(np.float64)
+        v = {}
+        for s in subsets:
+            out = base.copy()
+            for nodes, k in trees:
+                out[k] += expect(nodes, 0, x, s)
+            v[s] = out
+        for i in range(F):
+            for s in subsets:
+                if i in s:
+                    continue
+                w = math.factorial(len(s)) * math.factorial(F - len(s) - 1) / math.factorial(F)
+                contribs[r, :, i] += w * (v[s | {i}] - v[s])
+        contribs[r, :, F] = v[frozenset()]
+        if not interactions:
+            continue
+        for i in range(F):
+            for j in range(F):
+                if i == j:
+                    continue
+                for s in subsets:
+                    if i in s or j in s:
+                        continue
+                    w = (math.factorial(len(s)) * math.factorial(F - len(s) - 2) /
+                         (2 * math.factorial(F - 1)))
+                    inter[r, :, i, j] += w * (v[s | {i, j}] - v[s | {i}] - v[s | {j}] + v[s])
+            inter[r, :, i, i] = contribs[r, :, i] - inter[r, :, i, :F].sum(axis=1)
+        inter[r, :, F, F] = v[frozenset()]
+    return contribs.reshape(n, -1), inter.reshape(n, -1)
+
+
 def _write_case(out_root, name, library, version, description, objective, tl_model, X, margin,
-                pred, contribs, inter, unsupported, params, not_generated=None):
+                pred, contribs, inter, unsupported, params, not_generated=None, shap_reference=None):
     """unsupported: outputs the library refuses (Grove must refuse them too); not_generated:
     outputs with no reference (Grove computes them; the corpus tests check what they can)."""
     d = os.path.join(out_root, name)
@@ -129,6 +209,7 @@ def _write_case(out_root, name, library, version, description, objective, tl_mod
         "n_interaction_rows": ni,
         "model_files": ["checkpoint.tl"],
         "outputs": outputs,
+        "shap_reference": shap_reference or "%s (the library that trained the model)" % library,
         "unsupported": unsupported,
         "not_generated": dict(not_generated or {}, margin_range="Treelite checkpoints have no "
                               "boosting rounds of their own"),
@@ -183,11 +264,25 @@ def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, in
                                    explainer.expected_value, K, F)
     elif hist:
         missing["interactions"] = "shap computes no interaction values for HistGradientBoosting"
+    tl_model = treelite.sklearn.import_model(est)
+    if contribs is None:
+        # No shap reference: enumerate the subsets (interactions for the first rows).
+        ni = min(N_INTERACTION_ROWS, n)
+        contribs, _ = _brute_force_shap(tl_model, X_test, False)
+        _, inter = _brute_force_shap(tl_model, X_test[:ni], True)
+        missing.pop("contribs", None)
+        missing.pop("interactions", None)
+        brute = "subset enumeration of the checkpoint (_brute_force_shap): %s" % (
+            ", ".join(sorted(set(missing.values()))) or "shap has none")
+        missing = {}
+        reference = brute
+    else:
+        reference = "shap %s TreeExplainer (tree_path_dependent)" % shap.__version__
     params = {k: v for k, v in est.get_params().items()
               if isinstance(v, (int, float, str, bool)) or v is None}
     return _write_case(out_root, name, "scikit-learn", sklearn.__version__, description,
-                       type(est).__name__, treelite.sklearn.import_model(est), X_test, margin, pred,
-                       contribs, inter, {}, params, missing)
+                       type(est).__name__, tl_model, X_test, margin, pred,
+                       contribs, inter, {}, params, missing, reference)
 
 
 def _built_model(threshold_type, num_target, num_class, ops, postprocessor, categorical=False,
