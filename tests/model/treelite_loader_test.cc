@@ -16,10 +16,10 @@
 
 #include "absl/strings/match.h"
 #include "core/common/thread_pool.h"
-#include "core/explain/explain.h"
 #include "core/model/forest.h"
 #include "core/model/loader.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/library_checks.h"
 #include "tests/testing/predict_reference.h"
 
 namespace grove {
@@ -28,19 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
-// The corpus tolerance (predict_corpus_test, explain_corpus_test).
-constexpr double kTolerance = 1e-5;
-
-std::vector<std::string> TreeliteCaseDirs() {
-  std::vector<std::string> out;
-  for (const std::string& dir : testing::GoldenCaseDirs()) {
-    if (fs::path(dir).filename().string().rfind("tl_", 0) == 0) out.push_back(dir);
-  }
-  return out;
-}
-
 TEST(TreeliteLoaderTest, GoldenCasesMatchTheLibraries) {
-  const std::vector<std::string> dirs = TreeliteCaseDirs();
+  const std::vector<std::string> dirs = testing::GoldenCaseDirs("tl_");
   ASSERT_GE(dirs.size(), 11u) << "tests/golden/tl_* (scripts/make_treelite_corpus.py)";
   ThreadPool pool(2);
   for (const std::string& dir : dirs) {
@@ -58,46 +47,7 @@ TEST(TreeliteLoaderTest, GoldenCasesMatchTheLibraries) {
     EXPECT_EQ(f.library_version,
               "treelite " + (*c->meta)["treelite_version"].get<std::string>());
     EXPECT_EQ(static_cast<int>(f.trees.size()), (*c->meta)["num_trees"].get<int>());
-    const std::vector<float> rows = testing::GroveRows(*c, f);
-
-    const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin), &pool);
-    testing::ErrorReport e = testing::MaxRelError(absl::Span<const float>(margin), *c->margin);
-    EXPECT_LE(e.max_error, kTolerance) << "margin " << e.ToString();
-    const std::vector<float> pred =
-        ReferencePrediction(f, rows, Kind(OutputKind::kPrediction), &pool);
-    e = testing::MaxRelError(absl::Span<const float>(pred), *c->pred);
-    EXPECT_LE(e.max_error, kTolerance) << "prediction " << e.ToString();
-    const std::vector<float> leaf = ReferencePrediction(f, rows, Kind(OutputKind::kLeaf), &pool);
-    EXPECT_EQ(testing::CountMismatches(absl::Span<const float>(leaf), *c->leaf), 0);
-
-    if (c->contribs.has_value()) {
-      const int64_t width = ExplainWidth(f, false);
-      ASSERT_EQ(width, c->contribs->cols);
-      std::vector<float> contribs(c->rows * width);
-      absl::Status s = ExplainCpuReference(
-          f, MakeRowsView(rows.data(), c->rows, c->num_features), {},
-          MakeMatrixView(contribs.data(), c->rows, width), &pool);
-      ASSERT_TRUE(s.ok()) << s;
-      const testing::ExplainComparison shap = testing::CompareExplanations(
-          absl::Span<const float>(contribs), *c->contribs, *c->margin, c->num_outputs, kTolerance,
-          c->float32_reference);
-      EXPECT_TRUE(shap.ok()) << "contribs " << shap.ToString();
-    }
-    if (c->interactions.has_value()) {
-      const int64_t ni = c->interactions->rows;
-      const int64_t iwidth = ExplainWidth(f, true);
-      ASSERT_EQ(iwidth, c->interactions->cols);
-      std::vector<float> inter(ni * iwidth);
-      ExplainOptions io;
-      io.interactions = true;
-      absl::Status s = ExplainCpuReference(f, MakeRowsView(rows.data(), ni, c->num_features), io,
-                                           MakeMatrixView(inter.data(), ni, iwidth), &pool);
-      ASSERT_TRUE(s.ok()) << s;
-      const testing::ExplainComparison pairs = testing::CompareExplanations(
-          absl::Span<const float>(inter), *c->interactions, *c->margin, c->num_outputs,
-          kTolerance, c->float32_reference);
-      EXPECT_TRUE(pairs.ok()) << "interactions " << pairs.ToString();
-    }
+    testing::ExpectCaseMatchesLibrary(*c, f, testing::GroveRows(*c, f), &pool);
   }
 }
 

@@ -155,6 +155,14 @@ std::vector<std::string> GoldenCaseDirs() {
   return out;
 }
 
+std::vector<std::string> GoldenCaseDirs(std::string_view prefix) {
+  std::vector<std::string> out;
+  for (std::string& dir : GoldenCaseDirs()) {
+    if (fs::path(dir).filename().string().starts_with(prefix)) out.push_back(std::move(dir));
+  }
+  return out;
+}
+
 std::vector<std::string> CorpusCaseDirs() {
   std::vector<std::string> out;
   std::set<std::string> seen;

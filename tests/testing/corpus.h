@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -64,6 +65,8 @@ struct CorpusCase {
 std::vector<std::string> CorpusCaseDirs();
 // Only the in-repo golden cases / only the shared testdata cases.
 std::vector<std::string> GoldenCaseDirs();
+// The golden cases whose directory name starts with `prefix` ("cb_": CatBoost, "tl_": Treelite).
+std::vector<std::string> GoldenCaseDirs(std::string_view prefix);
 std::vector<std::string> SharedCaseDirs();
 
 // Reads meta.json, X.csv and every reference CSV present, checking their shapes against meta.json.
