@@ -139,6 +139,9 @@ class TreeliteReader {
     // Category bitsets are sized by category values, not by input bytes: bound their total so that
     // a small malicious file cannot demand gigabytes (64 words per input byte, at least 256 MiB).
     category_word_budget_ = std::max<uint64_t>(uint64_t{1} << 26, uint64_t{64} * bytes.size());
+    // A leaf vector of one target's or one class's outputs is spread over every output (zeros
+    // elsewhere): bound the values so spread likewise (8 per input byte, at least 256 MiB).
+    leaf_value_budget_ = std::max<uint64_t>(uint64_t{1} << 25, uint64_t{8} * bytes.size());
   }
 
   absl::Status Read();
@@ -233,6 +236,7 @@ class TreeliteReader {
   std::string_view bytes_;
   size_t pos_ = 0;
   uint64_t category_word_budget_ = 0;
+  uint64_t leaf_value_budget_ = 0;
 
   uint8_t threshold_type_ = 0, leaf_type_ = 0;
   uint64_t num_tree_ = 0;
@@ -556,6 +560,10 @@ absl::Status TreeliteReader::AddTree(int t, const RawTree<ThresholdT, LeafT>& ra
                                          target_id_[t], " and class_id ", class_id_[t],
                                          " need ", vector_outputs.size()));
         }
+        if (static_cast<uint64_t>(f_.num_outputs) > leaf_value_budget_) {
+          return Fail(t, i, "leaf vectors spread over more outputs than the model file can justify");
+        }
+        leaf_value_budget_ -= static_cast<uint64_t>(f_.num_outputs);
         const size_t first = f_.leaf_values.size();
         f_.leaf_values.resize(first + static_cast<size_t>(f_.num_outputs), 0.0);
         for (size_t j = 0; j < vector_outputs.size(); ++j) {
