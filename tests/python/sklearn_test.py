@@ -173,3 +173,14 @@ def test_refused_estimators_say_why():
     gb = ske.GradientBoostingRegressor(n_estimators=2, init=linear.LinearRegression())
     with pytest.raises(ValueError, match="init estimator"):
         groveml.Model.from_sklearn(gb.fit(X, y))
+
+
+def test_string_categories_are_refused():
+    pd = need("pandas")
+    ske = need("sklearn.ensemble")
+    X, y, _, _ = data(2)
+    frame = pd.DataFrame({"a": X[:, 0], "city": pd.Categorical(
+        np.where(X[:, 1] > 0, "paris", "brest"))})
+    est = ske.HistGradientBoostingRegressor(max_iter=2, categorical_features="from_dtype")
+    with pytest.raises(ValueError, match="strings"):
+        groveml.Model.from_sklearn(est.fit(frame, y))
