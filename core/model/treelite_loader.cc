@@ -2,8 +2,8 @@
 // Treelite 4.x; the `checkpoint.tl` that nvForest and Triton's FIL backend read) into a Forest.
 //
 // The format is a flat little-endian sequence: scalars as their bytes, arrays and strings as a
-// uint64 element count followed by the elements (docs/serialization/v4.rst in Treelite). Every count
-// is checked against the bytes left before anything is allocated, so that a short file cannot
+// uint64 element count followed by the elements (docs/serialization/v4.rst in Treelite). Every
+// count is checked against the bytes left before anything is allocated, so that a short file cannot
 // demand more memory than its own size.
 //
 // Mapping (see core/model/forest.h and docs/formats.md):
@@ -103,7 +103,9 @@ std::string SupportedPostprocessors() {
 float LessThanThreshold(double t) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   if (t > static_cast<double>(FLT_MAX)) return kInf;
-  if (t < -static_cast<double>(FLT_MAX)) return t == -std::numeric_limits<double>::infinity() ? -kInf : -FLT_MAX;
+  if (t < -static_cast<double>(FLT_MAX)) {
+    return t == -std::numeric_limits<double>::infinity() ? -kInf : -FLT_MAX;
+  }
   float f = static_cast<float>(t);
   if (static_cast<double>(f) < t) f = std::nextafter(f, kInf);
   return f;
@@ -286,7 +288,9 @@ absl::Status TreeliteReader::ReadHeader() {
   int32_t num_feature = 0;
   uint8_t task_type = 0;
   if (absl::Status s = Scalar("num_feature", &num_feature); !s.ok()) return s;
-  if (num_feature <= 0) return Fail(absl::StrCat("num_feature ", num_feature, " outside [1, 2^31)"));
+  if (num_feature <= 0) {
+    return Fail(absl::StrCat("num_feature ", num_feature, " outside [1, 2^31)"));
+  }
   f_.num_features = num_feature;
   if (absl::Status s = Scalar("task_type", &task_type); !s.ok()) return s;
   if (task_type > kIsolationForest) return Fail(absl::StrCat("unknown task_type ", task_type));
@@ -561,7 +565,8 @@ absl::Status TreeliteReader::AddTree(int t, const RawTree<ThresholdT, LeafT>& ra
                                          " need ", vector_outputs.size()));
         }
         if (static_cast<uint64_t>(f_.num_outputs) > leaf_value_budget_) {
-          return Fail(t, i, "leaf vectors spread over more outputs than the model file can justify");
+          return Fail(t, i,
+                      "leaf vectors spread over more outputs than the model file can justify");
         }
         leaf_value_budget_ -= static_cast<uint64_t>(f_.num_outputs);
         const size_t first = f_.leaf_values.size();
