@@ -184,3 +184,20 @@ def test_string_categories_are_refused():
     est = ske.HistGradientBoostingRegressor(max_iter=2, categorical_features="from_dtype")
     with pytest.raises(ValueError, match="strings"):
         groveml.Model.from_sklearn(est.fit(frame, y))
+
+
+def test_multi_output_forests_are_one_target_per_output():
+    ske = need("sklearn.ensemble")
+    X, y, X_test, _ = data(4)
+    Y = np.c_[y, -2 * y + X[:, 2], X[:, 3]]
+    reg = ske.RandomForestRegressor(n_estimators=3, max_depth=4, random_state=0).fit(X, Y)
+    model = groveml.Model.from_sklearn(reg, device="cpu")
+    assert model.num_outputs == 3
+    assert rel_err(model.predict(X_test), reg.predict(X_test)) < TOL
+    labels = np.c_[y > 0, X[:, 1] > 0.5].astype(int)
+    clf = ske.ExtraTreesClassifier(n_estimators=3, max_depth=4, random_state=0).fit(X, labels)
+    model = groveml.Model.from_sklearn(clf, device="cpu")
+    want = np.concatenate(clf.predict_proba(X_test), axis=1)  # [output][class]
+    assert rel_err(model.predict(X_test), want) < TOL
+    phi = model.explain(X_test[:5]).reshape(5, 4, X.shape[1] + 1)
+    assert rel_err(phi.sum(axis=2), want[:5]) < TOL
