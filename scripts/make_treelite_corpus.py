@@ -168,10 +168,9 @@ def _write_case(out_root, name, library, version, description, objective, tl_mod
     assert checks["gtil_margin_vs_library_max_rel_err"] < GTIL_TOLERANCE, (name, checks)
     assert checks["gtil_pred_vs_library_max_rel_err"] < GTIL_TOLERANCE, (name, checks)
 
-    write_csv(os.path.join(d, "X.csv"), X, exact=True)
-    write_csv(os.path.join(d, "margin.csv"), margin)
-    write_csv(os.path.join(d, "pred.csv"), pred)
-    write_csv(os.path.join(d, "leaf.csv"), leaf)
+    for file, values in (("X.csv", X), ("margin.csv", margin), ("pred.csv", pred),
+                         ("leaf.csv", leaf)):
+        write_csv(os.path.join(d, file), values, exact=file == "X.csv")
     outputs = {
         "margin": {"file": "margin.csv", "shape": list(margin.shape)},
         "pred": {"file": "pred.csv", "shape": list(pred.shape)},
