@@ -264,19 +264,15 @@ def _sklearn_case(out_root, name, est, X_train, y_train, X_test, description, in
     elif hist:
         missing["interactions"] = "shap computes no interaction values for HistGradientBoosting"
     tl_model = treelite.sklearn.import_model(est)
+    # Where shap gives no reference, enumerate the feature subsets (interactions: first rows).
+    reference = "shap %s TreeExplainer (tree_path_dependent)" % shap.__version__
     if contribs is None:
-        # No shap reference: enumerate the subsets (interactions for the first rows).
-        ni = min(N_INTERACTION_ROWS, n)
         contribs, _ = _brute_force_shap(tl_model, X_test, False)
-        _, inter = _brute_force_shap(tl_model, X_test[:ni], True)
-        missing.pop("contribs", None)
-        missing.pop("interactions", None)
-        brute = "subset enumeration of the checkpoint (_brute_force_shap): %s" % (
-            ", ".join(sorted(set(missing.values()))) or "shap has none")
-        missing = {}
-        reference = brute
-    else:
-        reference = "shap %s TreeExplainer (tree_path_dependent)" % shap.__version__
+        reference = "subset enumeration of the checkpoint (%s)" % missing["contribs"]
+    if inter is None:
+        _, inter = _brute_force_shap(tl_model, X_test[:min(N_INTERACTION_ROWS, n)], True)
+        reference += "; interactions by subset enumeration (%s)" % missing["interactions"]
+    missing = {}
     params = {k: v for k, v in est.get_params().items()
               if isinstance(v, (int, float, str, bool)) or v is None}
     return _write_case(out_root, name, "scikit-learn", sklearn.__version__, description,
