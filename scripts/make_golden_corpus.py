@@ -693,7 +693,9 @@ def main():
                 "the library; outputs use `%%.9g`. The tl_* cases hold Treelite checkpoints "
                 "(checkpoint.tl, written by `scripts/make_treelite_corpus.py`, which this script "
                 "calls) with the outputs of the library that trained the model (scikit-learn's "
-                "SHAP values from shap's TreeExplainer). Do not edit by hand: regenerate.\n\n"
+                "SHAP values from shap's TreeExplainer, or an enumeration of the feature subsets "
+                "where shap has none: meta.json's shap_reference). Do not edit by hand: "
+                "regenerate.\n\n"
                 "| case | objective | F | K | trees | outputs | unsupported |\n"
                 "| --- | --- | --- | --- | --- | --- | --- |\n"
                 % (SEED, xgb.__version__, lgb.__version__, cb.__version__))
