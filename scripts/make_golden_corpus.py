@@ -15,6 +15,8 @@ threshold; LightGBM: the floats just below/above its float64 threshold).
 Also writes tests/golden/refused/: models the libraries serve but Grove refuses (gblinear; CatBoost
 one-hot and CTR categorical splits).
 
+Also writes the tl_* cases: Treelite checkpoints (scripts/make_treelite_corpus.py).
+
 Usage: python3 scripts/make_golden_corpus.py [--out tests/golden]
 """
 import argparse
@@ -660,6 +662,10 @@ def main():
                           "learning_rate": 0.3, "grow_policy": "Depthwise"},
                          *split(X, y), rng=crng))
 
+    # Treelite checkpoints of XGBoost, LightGBM and scikit-learn models (tl_*).
+    import make_treelite_corpus
+    metas.extend(make_treelite_corpus.make_cases(out))
+
     # Models the library serves but Grove refuses.
     refused = os.path.join(out, "refused")
     os.makedirs(refused)
@@ -684,7 +690,12 @@ def main():
                 "README.md), plus `margin_range.csv`: the margin over the boosting rounds "
                 "`[iteration_begin, iteration_end)` given in `meta.json`. Inputs (`X.csv`) are float32 "
                 "values written in the shortest text that parses back to the exact float64 given to "
-                "the library; outputs use `%%.9g`. Do not edit by hand: regenerate.\n\n"
+                "the library; outputs use `%%.9g`. The tl_* cases hold Treelite checkpoints "
+                "(checkpoint.tl, written by `scripts/make_treelite_corpus.py`, which this script "
+                "calls) with the outputs of the library that trained the model (scikit-learn's "
+                "SHAP values from shap's TreeExplainer, or an enumeration of the feature subsets "
+                "where shap has none: meta.json's shap_reference). Do not edit by hand: "
+                "regenerate.\n\n"
                 "| case | objective | F | K | trees | outputs | unsupported |\n"
                 "| --- | --- | --- | --- | --- | --- | --- |\n"
                 % (SEED, xgb.__version__, lgb.__version__, cb.__version__))

@@ -28,6 +28,7 @@ const char* FormatLabel(ModelFormat f) {
     case ModelFormat::kXgboostUbjson: return "xgboost_ubjson";
     case ModelFormat::kLightgbmText: return "lightgbm_text";
     case ModelFormat::kCatboostJson: return "catboost_json";
+    case ModelFormat::kTreeliteCheckpoint: return "treelite_checkpoint";
   }
   return "unknown";
 }

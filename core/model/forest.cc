@@ -23,6 +23,7 @@ const char* ModelFormatName(ModelFormat format) {
     case ModelFormat::kXgboostUbjson: return "xgboost-ubjson";
     case ModelFormat::kLightgbmText: return "lightgbm-text";
     case ModelFormat::kCatboostJson: return "catboost-json";
+    case ModelFormat::kTreeliteCheckpoint: return "treelite-checkpoint";
   }
   return "unknown";
 }

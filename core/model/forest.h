@@ -26,7 +26,13 @@
 
 namespace grove {
 
-enum class ModelFormat : uint8_t { kXgboostJson, kXgboostUbjson, kLightgbmText, kCatboostJson };
+enum class ModelFormat : uint8_t {
+  kXgboostJson,
+  kXgboostUbjson,
+  kLightgbmText,
+  kCatboostJson,
+  kTreeliteCheckpoint,
+};
 const char* ModelFormatName(ModelFormat format);
 
 // Node flags (Node::flags).

@@ -1,4 +1,5 @@
-// LightGBM numeric thresholds for float32 rows (private to the LightGBM loader and its tests).
+// LightGBM numeric thresholds for float32 rows (the LightGBM loader's, and the Treelite loader's for
+// its `<=` tests; private to the loaders and their tests).
 //
 // LightGBM sends a row left when the double `x <= t` (t a double threshold). Grove rows are float32
 // and every engine routes `x < threshold` with a float threshold (core/model/decision.h). For every

@@ -17,13 +17,26 @@
 namespace grove {
 namespace {
 
-enum class Kind { kUnknown, kJson, kUbjson, kLightgbm };
+enum class Kind { kUnknown, kJson, kUbjson, kLightgbm, kTreelite };
 
 absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+// A Treelite checkpoint starts with its version as three little-endian int32s: major 3 or 4, then
+// a minor and a patch below 256 (no text or JSON format starts with a 3 or 4 byte and zeros).
+bool IsTreeliteCheckpoint(std::string_view bytes) {
+  if (bytes.size() < 12) return false;
+  const auto u = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  if ((u(0) != 3 && u(0) != 4) || u(1) != 0 || u(2) != 0 || u(3) != 0) return false;
+  for (size_t word : {4, 8}) {
+    if (u(word + 1) != 0 || u(word + 2) != 0 || u(word + 3) != 0) return false;
+  }
+  return true;
+}
+
 Kind SniffContent(std::string_view bytes) {
+  if (IsTreeliteCheckpoint(bytes)) return Kind::kTreelite;
   // UBJSON: '{' then a key-length marker (or a count/type/no-op marker); never whitespace.
   if (bytes.size() >= 2 && bytes[0] == '{') {
     switch (bytes[1]) {
@@ -123,6 +136,7 @@ Kind FromExtension(std::string_view source) {
   if (absl::EndsWith(Av(lower), ".json")) return Kind::kJson;
   if (absl::EndsWith(Av(lower), ".ubj") || absl::EndsWith(Av(lower), ".ubjson")) return Kind::kUbjson;
   if (absl::EndsWith(Av(lower), ".txt") || absl::EndsWith(Av(lower), ".lgb")) return Kind::kLightgbm;
+  if (absl::EndsWith(Av(lower), ".tl")) return Kind::kTreelite;
   return Kind::kUnknown;
 }
 
@@ -137,6 +151,7 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
       return LoadXgboostJson(bytes, std::move(source));
     case Kind::kUbjson: return LoadXgboostUbjson(bytes, std::move(source));
     case Kind::kLightgbm: return LoadLightgbmText(bytes, std::move(source));
+    case Kind::kTreelite: return LoadTreeliteCheckpoint(bytes, std::move(source));
     case Kind::kUnknown: break;
   }
   if (absl::EndsWith(source, ".cbm") || absl::StartsWith(Av(bytes), "CBM1")) {
@@ -158,7 +173,7 @@ absl::StatusOr<ForestPtr> LoadModelBytes(std::string_view bytes, std::string sou
   return absl::InvalidArgumentError(
       absl::StrCat(source.empty() ? std::string("<memory>") : source,
                    ": unrecognised model format (expected XGBoost JSON or UBJSON, LightGBM "
-                   "text or CatBoost JSON)"));
+                   "text, CatBoost JSON or a Treelite checkpoint)"));
 }
 
 absl::StatusOr<ForestPtr> LoadModelFile(const std::string& path) {

@@ -37,7 +37,8 @@ constexpr ModelFile kModelFiles[] = {{"model.json", "XGBoost JSON"},
                                      // The FIL backend's name for XGBoost's binary model: UBJSON since
                                      // XGBoost 2.1 (read), the legacy format before (refused by the
                                      // loader, naming it): the content decides.
-                                     {"xgboost.model", "XGBoost UBJSON"}};
+                                     {"xgboost.model", "XGBoost UBJSON"},
+                                     {"checkpoint.tl", "Treelite checkpoint"}};
 
 // "model.json (XGBoost JSON), model.ubj (XGBoost UBJSON), ...": what a version directory may hold.
 std::string ModelFileNames() {
@@ -51,10 +52,6 @@ std::string ModelFileNames() {
 // Why a version directory's file is a model Grove cannot read (the FIL backend's other formats, and
 // the pickles it cannot read either), or "" for any other file.
 std::string UnreadableModelFile(const std::string& file) {
-  if (file == "checkpoint.tl") {
-    return "a Treelite checkpoint, which Grove does not read: serve the XGBoost or LightGBM model "
-           "it was made from, as xgboost.json, xgboost.ubj or model.txt";
-  }
   if (absl::EndsWith(file, ".cbm")) {
     return "CatBoost's native binary model, which Grove does not read (its FlatBuffers schema is "
            "internal to CatBoost): save it as JSON, catboost.json "
@@ -63,8 +60,9 @@ std::string UnreadableModelFile(const std::string& file) {
   for (const char* suffix : {".pkl", ".pickle", ".joblib"}) {
     if (absl::EndsWith(file, suffix)) {
       return "a Python pickle (scikit-learn, cuML, ...), which Grove does not read: Grove serves "
-             "XGBoost and LightGBM models saved by their libraries (model.json, model.ubj, "
-             "model.txt)";
+             "models saved by their libraries (model.json, model.ubj, model.txt, catboost.json) "
+             "and Treelite checkpoints (checkpoint.tl: groveml.Model.from_sklearn(est).save("
+             "\"checkpoint.tl\") writes one for a scikit-learn forest)";
     }
   }
   return "";

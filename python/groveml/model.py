@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _boosters, _core, _input, _output
+from . import _boosters, _core, _input, _output, _sklearn
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
@@ -17,10 +17,13 @@ KINDS = ("prediction", "margin", "leaf")
 
 
 class Model:
-    """A tree ensemble (XGBoost JSON / UBJSON, LightGBM text) loaded into Grove's engines.
+    """A tree ensemble (XGBoost JSON / UBJSON, LightGBM text, CatBoost JSON, a Treelite
+    checkpoint) loaded into Grove's engines.
 
     Model(path, device="auto", threads=0, strategy="auto", background=None);
-    Model.from_booster(booster, ...) for a live XGBoost / LightGBM model; Model.from_bytes(data).
+    Model.from_booster(booster, ...) for a live XGBoost / LightGBM model; Model.from_sklearn(est)
+    for a scikit-learn forest; Model.from_bytes(data). save(path) writes the model file, which
+    groved serves.
 
     device: "auto" runs on a GPU when this build has the CUDA engines and one is visible, "cpu"
     never does, "cuda" requires one. threads: CPU threads (0 = one per core). strategy: the
@@ -87,6 +90,27 @@ class Model:
         as the file the library would save. Other arguments as Model(path)."""
         data, source = _boosters.model_bytes(booster)
         return cls.from_bytes(data, device, threads, strategy, background, source)
+
+    @classmethod
+    def from_sklearn(cls, est, device: str = "auto", threads: int = 0, strategy: str = "auto",
+                     background=None):
+        """A model from a fitted scikit-learn RandomForestClassifier / RandomForestRegressor,
+        ExtraTreesClassifier / ExtraTreesRegressor, GradientBoostingClassifier /
+        GradientBoostingRegressor or HistGradientBoostingClassifier / HistGradientBoostingRegressor,
+        written as a Treelite checkpoint (groveml/_sklearn.py: the node sample counts are the
+        covers, so path-dependent SHAP is shap.TreeExplainer's). Predictions are predict() for
+        regressors, predict_proba() for classifiers (one column, P(class 1), for a binary
+        GradientBoosting / HistGradientBoosting model); margins are decision_function().
+        save("checkpoint.tl") writes the file for groved. Other arguments as Model(path)."""
+        data, source = _sklearn.checkpoint_bytes(est)
+        return cls.from_bytes(data, device, threads, strategy, background, source)
+
+    def save(self, path) -> None:
+        """Writes the model file this Model was built from (the bytes it keeps): a Treelite
+        checkpoint for from_sklearn (name it checkpoint.tl in a model repository), XGBoost's
+        UBJSON or LightGBM's text for from_booster, the file itself otherwise."""
+        with open(os.fspath(path), "wb") as f:
+            f.write(self._bytes)
 
     def __reduce__(self):
         # Re-created from the model's bytes and options: picklable to Spark, Dask and joblib

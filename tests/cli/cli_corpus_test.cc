@@ -79,8 +79,8 @@ class CliCorpusTest : public ::testing::TestWithParam<std::string> {
   }
 
   // XGBoost computes SHAP values in float32 (tests/testing/corpus.h: CompareExplanations);
-  // LightGBM in double.
-  bool Float32Reference() const { return case_.library == "xgboost"; }
+  // LightGBM, CatBoost and shap in double.
+  bool Float32Reference() const { return case_.float32_reference; }
 
   CorpusCase case_;
   ScratchDir scratch_;

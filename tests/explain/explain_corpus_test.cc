@@ -72,7 +72,7 @@ TEST(ExplainCorpusTest, EveryCaseMatchesTheLibrary) {
       ASSERT_TRUE(s.ok()) << s;
       const testing::ExplainComparison e =
           testing::CompareExplanations(absl::Span<const float>(out), *ref, *c->margin,
-                                       c->num_outputs, kTolerance, c->library == "xgboost");
+                                       c->num_outputs, kTolerance, c->float32_reference);
       const char* name = interactions ? "interactions" : "contribs";
       EXPECT_TRUE(e.ok()) << name << " " << e.ToString();
       line += absl::StrCat("; ", name, " ", e.ToString());

@@ -15,11 +15,11 @@
 
 #include "absl/strings/match.h"
 #include "core/common/thread_pool.h"
-#include "core/explain/explain.h"
 #include "core/io/csv.h"
 #include "core/model/forest.h"
 #include "core/model/loader.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/library_checks.h"
 #include "tests/testing/predict_reference.h"
 
 namespace grove {
@@ -29,8 +29,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
-// The corpus tolerance (predict_corpus_test, explain_corpus_test).
-constexpr double kTolerance = 1e-5;
 
 const fs::path kGolden = fs::path(GROVE_SOURCE_DIR) / "tests" / "golden";
 
@@ -41,16 +39,8 @@ std::string ReadFile(const fs::path& path) {
   return ss.str();
 }
 
-std::vector<std::string> CatboostCaseDirs() {
-  std::vector<std::string> out;
-  for (const std::string& dir : testing::GoldenCaseDirs()) {
-    if (fs::path(dir).filename().string().rfind("cb_", 0) == 0) out.push_back(dir);
-  }
-  return out;
-}
-
 TEST(CatboostLoaderTest, GoldenCasesMatchCatboost) {
-  const std::vector<std::string> dirs = CatboostCaseDirs();
+  const std::vector<std::string> dirs = testing::GoldenCaseDirs("cb_");
   ASSERT_GE(dirs.size(), 4u) << "tests/golden/cb_* (scripts/make_golden_corpus.py)";
   ThreadPool pool(2);
   for (const std::string& dir : dirs) {
@@ -73,16 +63,11 @@ TEST(CatboostLoaderTest, GoldenCasesMatchCatboost) {
                                 : objective == "MultiClass" ? Link::kSoftmax
                                                             : Link::kIdentity);
     const std::vector<float> rows = testing::GroveRows(*c, f);
-
-    const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin), &pool);
-    testing::ErrorReport e = testing::MaxRelError(absl::Span<const float>(margin), *c->margin);
-    EXPECT_LE(e.max_error, kTolerance) << "margin " << e.ToString();
-    const std::vector<float> pred =
-        ReferencePrediction(f, rows, Kind(OutputKind::kPrediction), &pool);
-    e = testing::MaxRelError(absl::Span<const float>(pred), *c->pred);
-    EXPECT_LE(e.max_error, kTolerance) << "prediction " << e.ToString();
-    const std::vector<float> leaf = ReferencePrediction(f, rows, Kind(OutputKind::kLeaf), &pool);
-    EXPECT_EQ(testing::CountMismatches(absl::Span<const float>(leaf), *c->leaf), 0);
+    // Predictions, leaf indices, ShapValues and ShapInteractionValues (the feature block; the
+    // generator lays the bias out as Grove does: scripts/make_golden_corpus.py).
+    ASSERT_TRUE(c->contribs.has_value());
+    ASSERT_TRUE(c->interactions.has_value());
+    testing::ExpectCaseMatchesLibrary(*c, f, rows, &pool);
 
     // margin_range.csv: CatBoost's predict(ntree_start, ntree_end), bias included.
     const json& range = (*c->meta)["outputs"]["margin_range"];
@@ -95,39 +80,9 @@ TEST(CatboostLoaderTest, GoldenCasesMatchCatboost) {
              range["iteration_end"].get<int>()),
         &pool);
     testing::RefMatrix range_ref{want_range->values, want_range->rows, want_range->cols};
-    e = testing::MaxRelError(absl::Span<const float>(got_range), range_ref);
-    EXPECT_LE(e.max_error, kTolerance) << "margin_range " << e.ToString();
-
-    // Path-dependent TreeSHAP against CatBoost's ShapValues.
-    ASSERT_TRUE(c->contribs.has_value());
-    const int64_t width = ExplainWidth(f, false);
-    ASSERT_EQ(width, c->contribs->cols);
-    std::vector<float> contribs(c->rows * width);
-    absl::Status s = ExplainCpuReference(f, MakeRowsView(rows.data(), c->rows, c->num_features),
-                                         {}, MakeMatrixView(contribs.data(), c->rows, width),
-                                         &pool);
-    ASSERT_TRUE(s.ok()) << s;
-    const testing::ExplainComparison shap = testing::CompareExplanations(
-        absl::Span<const float>(contribs), *c->contribs, *c->margin, c->num_outputs, kTolerance,
-        false);
-    EXPECT_TRUE(shap.ok()) << "contribs " << shap.ToString();
-
-    // Interaction values against CatBoost's ShapInteractionValues (the feature block; the
-    // generator lays the bias out as Grove does: scripts/make_golden_corpus.py).
-    ASSERT_TRUE(c->interactions.has_value());
-    const int64_t ni = c->interactions->rows;
-    const int64_t iwidth = ExplainWidth(f, true);
-    ASSERT_EQ(iwidth, c->interactions->cols);
-    std::vector<float> inter(ni * iwidth);
-    ExplainOptions io;
-    io.interactions = true;
-    s = ExplainCpuReference(f, MakeRowsView(rows.data(), ni, c->num_features), io,
-                            MakeMatrixView(inter.data(), ni, iwidth), &pool);
-    ASSERT_TRUE(s.ok()) << s;
-    const testing::ExplainComparison pairs = testing::CompareExplanations(
-        absl::Span<const float>(inter), *c->interactions, *c->margin, c->num_outputs, kTolerance,
-        false);
-    EXPECT_TRUE(pairs.ok()) << "interactions " << pairs.ToString();
+    const testing::ErrorReport e =
+        testing::MaxRelError(absl::Span<const float>(got_range), range_ref);
+    EXPECT_LE(e.max_error, testing::kCorpusTolerance) << "margin_range " << e.ToString();
   }
 }
 

@@ -1,4 +1,4 @@
-"""docs/python.md's examples: every ```python block, in order, in one namespace, in a scratch
+"""docs/python.md's and docs/formats.md's examples: python.md's ```python blocks, in order, in one namespace, in a scratch
 folder that sees the repository's examples/, with a groved started here on examples/models in place
 of the page's localhost:8001. A failing assert in the page fails this test."""
 
@@ -10,8 +10,8 @@ import pytest
 from conftest import SOURCE_DIR, need, need_binary
 
 
-def blocks():
-    text = open(os.path.join(SOURCE_DIR, "docs", "python.md")).read()
+def blocks(page="python.md"):
+    text = open(os.path.join(SOURCE_DIR, "docs", page)).read()
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
@@ -37,3 +37,19 @@ def test_python_md_examples_run(tmp_path, monkeypatch):
                             f"{block}")
     assert (tmp_path / "waterfall.png").stat().st_size > 5000
     assert (tmp_path / "beeswarm.png").stat().st_size > 5000
+
+
+def test_formats_md_examples_run(tmp_path, monkeypatch):
+    """docs/formats.md's examples (a Treelite checkpoint of an XGBoost model, a scikit-learn forest
+    through Model.from_sklearn), each in a scratch folder."""
+    for module in ("xgboost", "treelite", "sklearn"):
+        need(module)
+    code = blocks("formats.md")
+    assert len(code) >= 2, "docs/formats.md lost its examples"
+    monkeypatch.chdir(tmp_path)
+    for i, block in enumerate(code):
+        try:
+            exec(compile(block, f"docs/formats.md block {i + 1}", "exec"), {"__name__": "__docs__"})
+        except Exception as e:
+            pytest.fail(f"docs/formats.md block {i + 1} failed: {type(e).__name__}: {e}\n{block}")
+    assert (tmp_path / "checkpoint.tl").stat().st_size > 1000

@@ -26,7 +26,7 @@ def read_csv(path):
 def golden_cases():
     out = []
     for d in sorted(glob.glob(os.path.join(SOURCE_DIR, "tests", "golden", "*"))):
-        for name in ("model.json", "model.txt"):
+        for name in ("model.json", "model.txt", "checkpoint.tl"):
             if os.path.isfile(os.path.join(d, name)) and os.path.isfile(os.path.join(d, "X.csv")):
                 out.append((os.path.basename(d), os.path.join(d, name), os.path.join(d, "X.csv")))
     return out

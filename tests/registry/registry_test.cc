@@ -265,8 +265,10 @@ parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
   if (!ubj.empty()) repo.PutAs("fil_ubj", 1, ubj, "xgboost.ubj");
   // XGBoost >= 2.1 writes UBJSON into the FIL backend's xgboost.model: the content decides.
   if (!ubj.empty()) repo.PutAs("fil_model", 1, ubj, "xgboost.model");
-  repo.PutAs("with_checkpoint", 1, xgb_, "xgboost.json");  // a readable file wins
-  repo.Write("with_checkpoint/1/checkpoint.tl", "TREELITE");
+  const std::string checkpoint = FindCaseWith("checkpoint.tl");
+  ASSERT_FALSE(checkpoint.empty()) << "tests/golden/tl_* (scripts/make_treelite_corpus.py)";
+  repo.PutAs("fil_checkpoint", 1, checkpoint, "checkpoint.tl");
+  repo.Write("fil_checkpoint/config.pbtxt", pbtxt);
   repo.Write("legacy/1/xgboost.model", std::string("\0\0\0?binf", 10));
   repo.Write("treelite/1/checkpoint.tl", "TREELITE");
   repo.Write("sklearn/1/model.pkl", "\x80\x04pickle");
@@ -276,13 +278,14 @@ parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
   auto reg = Make(repo);
   EXPECT_FALSE(reg->LoadAll().ok());
 
-  for (const char* name : {"fil_json", "fil_lightgbm", "with_checkpoint"}) {
+  for (const char* name : {"fil_json", "fil_lightgbm", "fil_checkpoint"}) {
     auto m = reg->Get(name);
     ASSERT_TRUE(m.ok()) << name << ": " << m.status();
     PredictOnce(*m);
   }
   EXPECT_EQ((*reg->Get("fil_json"))->forest().format, ModelFormat::kXgboostJson);
   EXPECT_EQ((*reg->Get("fil_lightgbm"))->forest().format, ModelFormat::kLightgbmText);
+  EXPECT_EQ((*reg->Get("fil_checkpoint"))->forest().format, ModelFormat::kTreeliteCheckpoint);
   if (!ubj.empty()) {
     for (const char* name : {"fil_ubj", "fil_model"}) {
       auto m = reg->Get(name);
@@ -293,7 +296,7 @@ parameters [ { key: "model_type" value: { string_value: "xgboost_json" } } ]
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"legacy", "xgboost.model: neither XGBoost JSON nor UBJSON: XGBoost's legacy binary format"},
-      {"treelite", "checkpoint.tl is a Treelite checkpoint"},
+      {"treelite", "checkpoint.tl: the Treelite checkpoint ends inside the patch version"},
       {"sklearn", "model.pkl is a Python pickle"}};
   for (const auto& [name, why] : refused) {
     EXPECT_EQ(reg->Get(name).status().code(), absl::StatusCode::kUnavailable) << name;

@@ -155,6 +155,14 @@ std::vector<std::string> GoldenCaseDirs() {
   return out;
 }
 
+std::vector<std::string> GoldenCaseDirs(std::string_view prefix) {
+  std::vector<std::string> out;
+  for (std::string& dir : GoldenCaseDirs()) {
+    if (fs::path(dir).filename().string().starts_with(prefix)) out.push_back(std::move(dir));
+  }
+  return out;
+}
+
 std::vector<std::string> CorpusCaseDirs() {
   std::vector<std::string> out;
   std::set<std::string> seen;
@@ -209,6 +217,8 @@ absl::StatusOr<CorpusCase> LoadCorpusCase(const std::string& dir) {
     }
   }
   if (c.library.empty()) c.library = c.model_path.ends_with(".txt") ? "lightgbm" : "xgboost";
+  c.trained_by = m.value("trained_by", c.library);
+  c.float32_reference = c.trained_by == "xgboost";
 
   absl::StatusOr<CsvMatrix<float>> x = ReadCsvFloats((d / "X.csv").string(), c.num_features);
   if (!x.ok()) return x.status();

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -36,8 +37,13 @@ struct RefMatrix {
 struct CorpusCase {
   std::string dir;      // absolute or as found
   std::string name;     // meta.json "case" (the directory name when absent)
-  std::string library;  // "xgboost", "lightgbm" or "catboost"
-  std::string model_path;                // model.json (XGBoost), model.txt (LightGBM), catboost.json
+  std::string library;  // "xgboost", "lightgbm", "catboost" or "treelite"
+  // The library that trained the model ("trained_by" in meta.json for a Treelite checkpoint).
+  std::string trained_by;
+  // XGBoost computed the SHAP references in float32 (CompareExplanations' float32_reference).
+  bool float32_reference = false;
+  // model.json (XGBoost), model.txt (LightGBM), catboost.json, checkpoint.tl (Treelite)
+  std::string model_path;
   std::vector<std::string> model_paths;  // every model file of the case (json + ubj for XGBoost)
   int num_features = 0;
   int num_outputs = 1;
@@ -59,6 +65,8 @@ struct CorpusCase {
 std::vector<std::string> CorpusCaseDirs();
 // Only the in-repo golden cases / only the shared testdata cases.
 std::vector<std::string> GoldenCaseDirs();
+// The golden cases whose directory name starts with `prefix` ("cb_": CatBoost, "tl_": Treelite).
+std::vector<std::string> GoldenCaseDirs(std::string_view prefix);
 std::vector<std::string> SharedCaseDirs();
 
 // Reads meta.json, X.csv and every reference CSV present, checking their shapes against meta.json.

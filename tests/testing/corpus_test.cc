@@ -32,7 +32,8 @@ TEST(Corpus, EveryCaseLoadsConsistently) {
     absl::StatusOr<CorpusCase> c = LoadCorpusCase(dir);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_FALSE(c->name.empty());
-    EXPECT_TRUE(c->library == "xgboost" || c->library == "lightgbm" || c->library == "catboost")
+    EXPECT_TRUE(c->library == "xgboost" || c->library == "lightgbm" || c->library == "catboost" ||
+                c->library == "treelite")
         << c->library;
     EXPECT_TRUE(std::filesystem::exists(c->model_path));
     ASSERT_GT(c->rows, 0);
