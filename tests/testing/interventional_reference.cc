@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<float>> InterventionalReferenceOrStatus(
     const InterventionalOptions& options) {
   const int F = forest.num_features;
   const int64_t n = static_cast<int64_t>(rows.size()) / F;
-  const int64_t width = ExplainWidth(forest, false);
+  const int64_t width = ExplainWidth(forest, options.interactions);
   std::vector<float> out(n * width);
   absl::Status s = ExplainInterventionalCpu(
       forest, MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F),
