@@ -160,8 +160,8 @@ void TimeInteractions(const Forest& f, const PathLayout& layout, const Intervent
                                     MakeMatrixView(reference.data(), nc, width), &pool);
   }, &status);
   const double paths_s = Seconds([&] {
-    return ExplainInterventionalInteractionsPathsCpu(f, layout, il, rows, o,
-                                                     MakeMatrixView(paths.data(), nc, width), &pool);
+    return ExplainInterventionalInteractionsPathsCpu(
+        f, layout, il, rows, o, MakeMatrixView(paths.data(), nc, width), &pool);
   }, &status);
   double diff = 0, paths_diff = 0;
   for (int64_t i = 0; i < nc * width; ++i) {

@@ -50,9 +50,9 @@ namespace {
 
 // What the bitmask form (paths_cpu, gpu) computes: Shapley and Banzhaf values of every output
 // space (the probability spaces while their layout is within the bound), and interaction values
-// in the margin space (PathFormExplainsInteractions).
+// in the margin and exact probability spaces (PathFormsExplainInteractions).
 bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
-  if (o.interactions) return PathFormExplainsInteractions(*c.forest, o);
+  if (o.interactions && !PathFormsExplainInteractions(*c.forest, o)) return false;
   return !NeedsLinearized(o) || static_cast<int64_t>(c.layout->paths.size()) * c.background_rows *
                                       2 <= c.max_linearized_layout_bytes;
 }
@@ -87,7 +87,7 @@ class PathsCpuStrategy final : public InterventionalStrategy {
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
-    if (options.interactions) {
+    if (PathFormExplainsInteractions(*c_.forest, options)) {
       return ExplainInterventionalInteractionsPathsCpu(*c_.forest, *c_.layout,
                                                        *c_.background_layout, rows, options, out,
                                                        c_.pool);

@@ -83,11 +83,13 @@ class InterventionalGpuImpl final : public InterventionalGpu {
 
   int64_t WorkspaceBytes(int64_t num_rows, const InterventionalOptions& options) const override {
     const int64_t rows = std::max<int64_t>(num_rows, 1);
-    if (options.interactions) return rows * Width(true) * 8;
     const OutputSpace space = options.output_space;
+    if (options.interactions && !Exact(space)) return rows * Width(true) * 8;
     int64_t bytes = rows * Width() * 8;
     if (space == OutputSpace::kProbabilityLinearized) bytes += LinearizedBytes(rows);
     if (Exact(space)) bytes += ExactLayoutFor(rows).bytes;
+    // The exact space's interaction values: double accumulators after its layout.
+    if (Exact(space) && options.interactions) bytes += rows * Width(true) * 8;
     return bytes;
   }
 
@@ -139,13 +141,13 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     if (num_rows == 0) return absl::OkStatus();
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     auto* d_acc = static_cast<unsigned long long*>(d_workspace);
-    if (options.interactions) {
+    if (options.interactions && !Exact(space)) {
       return ExplainInteractions(range, options, d_rows, num_rows, d_acc, d_out, s);
     }
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * Width() * 8, s));
     if (Exact(space)) {
-      return ExplainExact(range, options.attribution, d_rows, num_rows, first_row,
-                          reinterpret_cast<char*>(d_workspace), d_out, s, exact_bias);
+      return ExplainExact(range, options.attribution, options.interactions, d_rows, num_rows,
+                          first_row, reinterpret_cast<char*>(d_workspace), d_out, s, exact_bias);
     }
     ik::KernelArgs a = Args(range, options.attribution);
     ik::LinearizedArgs la;
@@ -174,9 +176,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     }
     const int64_t n = num_rows * Width();
     // The identity link's probability space: the margin space over the average divisor.
-    const double divisor = space == OutputSpace::kProbability
-                               ? MakeTransformParams(*forest_, range.size()).average_divisor
-                               : 1.0;
+    const double divisor = MarginFormDivisor(*forest_, space, range.size());
     ik::FinishKernel<<<Blocks(n), 256, 0, s>>>(
         d_acc, nullptr, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
         base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_bias,
@@ -278,9 +278,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
       ik::InteractionsKernel<<<grid, ik::kBlockThreads, 0, s>>>(a);
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
-    const double divisor = options.output_space == OutputSpace::kProbability
-                               ? MakeTransformParams(*forest_, range.size()).average_divisor
-                               : 1.0;
+    const double divisor = MarginFormDivisor(*forest_, options.output_space, range.size());
     const int64_t threads = num_rows * forest_->num_outputs * (forest_->num_features + 1);
     ik::InteractionsFinishKernel<<<Blocks(threads), 256, 0, s>>>(
         d_acc, num_rows, forest_->num_outputs, forest_->num_features,
@@ -350,7 +348,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   // The exact space: background masks and bias, one warp per row, the results; then waits for
   // `s` to read whether a pair was refused (ExactPairTooWideError, rows numbered from first_row).
   absl::Status ExplainExact(const IterationRange& range, Attribution attribution,
-                            const float* d_rows, int64_t num_rows,
+                            bool interactions, const float* d_rows, int64_t num_rows,
                             int64_t first_row, char* d_workspace, float* d_out, cudaStream_t s,
                             const std::vector<double>* known_bias) const {
     const ExactWorkspace w = ExactLayoutFor(num_rows);
@@ -379,6 +377,11 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     ka.d_phi = d_phi;
     ka.acc_width = width;
     ka.d_refused = d_refused;
+    if (interactions) {  // after the layout's parts (w.bytes keeps 256 bytes of slack for base)
+      ka.d_inter = reinterpret_cast<double*>(base + w.bytes - 256);
+      ka.inter_width = Width(true);
+      GROVE_CUDA_RETURN(cudaMemsetAsync(ka.d_inter, 0, num_rows * ka.inter_width * 8, s));
+    }
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_refused, 0xff, 8, s));
     GROVE_CUDA_RETURN(cudaMemsetAsync(ka.d_slot_of, 0xff, w.warps * w.sizes.slot_of * 4, s));
     GROVE_CUDA_RETURN(cudaMemsetAsync(
@@ -400,9 +403,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                       cudaMemcpyHostToDevice, s));
     const int64_t blocks = (w.warps + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock;
     ik::ExactKernel<<<static_cast<unsigned>(blocks), ik::kBlockThreads, 0, s>>>(a, ka);
-    ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(
-        nullptr, d_phi, num_rows, k, forest_->num_features, nullptr, nullptr, nullptr, 0, 0, d_bias,
-        1.0, d_out);
+    if (interactions) {
+      ik::ExactInteractionsFinishKernel<<<Blocks(num_rows * k * (forest_->num_features + 1)), 256,
+                                          0, s>>>(d_phi, ka.d_inter, num_rows, k,
+                                                  forest_->num_features, d_bias, d_out);
+    } else {
+      ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(
+          nullptr, d_phi, num_rows, k, forest_->num_features, nullptr, nullptr, nullptr, 0, 0,
+          d_bias, 1.0, d_out);
+    }
     GROVE_CUDA_RETURN(cudaGetLastError());
     unsigned long long refused = 0;
     GROVE_CUDA_RETURN(cudaMemcpyAsync(&refused, d_refused, 8, cudaMemcpyDeviceToHost, s));
@@ -422,10 +431,10 @@ class InterventionalGpuImpl final : public InterventionalGpu {
             " needs EnableLinearized first"));
       }
     }
-    if (options.interactions && !PathFormExplainsInteractions(*forest_, options)) {
+    if (options.interactions && !PathFormsExplainInteractions(*forest_, options)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "interventional_gpu explains interaction values in the margin space (or an identity "
-          "link's probability space), not ", OutputSpaceName(space), "; the CPU reference does"));
+          "interventional_gpu explains interaction values in the margin and exact probability "
+          "spaces, not ", OutputSpaceName(space), "; the CPU reference does"));
     }
     return ResolveIterationRange(*forest_, options.iteration_begin, options.iteration_end, range);
   }

@@ -26,8 +26,10 @@
 // margins. Deterministic; an identity link's is the margin space over the average divisor.
 //
 // Interaction values (options.interactions; interventional_interactions_gpu.cuh): the margin space
-// and an identity link's probability space (PathFormExplainsInteractions; other spaces are
-// refused with FAILED_PRECONDITION and run on the CPU reference). One warp per bin and rows per
+// and an identity link's probability space (PathFormExplainsInteractions), and the exact
+// probability space (its warp per row, interventional_exact.h step 5, double accumulators per row
+// in the workspace); the linearized space is refused with FAILED_PRECONDITION (the CPU
+// reference computes it). One warp per bin and rows per
 // warp as above, each lane summing its masks for one row at a time, then one 64-bit fixed-point
 // atomic per (row, output, element pair): deterministic. Workspace: rows x ExplainWidth(forest,
 // true) x 8 bytes.
@@ -84,8 +86,8 @@ class InterventionalGpu {
 
   // Device-level entry: d_rows (num_rows x num_features, dense) and d_out (num_rows x
   // ExplainWidth(forest, options.interactions), dense) on this engine's GPU; d_workspace holds at
-  // least WorkspaceBytes(num_rows, options) bytes. Enqueued on `stream` (a cudaStream_t of that GPU);
-  // returns once enqueued, without synchronising -- except the exact probability space, which
+  // least WorkspaceBytes(num_rows, options) bytes. Enqueued on `stream` (a cudaStream_t of that
+  // GPU); returns once enqueued, without synchronising -- except the exact probability space, which
   // waits for `stream` to learn whether a pair was over the limit (ExactPairTooWideError; `d_out`
   // is then incomplete). Checks options (INVALID_ARGUMENT / FAILED_PRECONDITION) before enqueuing
   // anything. Deterministic.
@@ -94,8 +96,9 @@ class InterventionalGpu {
                                        int64_t workspace_bytes, float* d_out,
                                        void* stream) const = 0;
 
-  // Host rows in, host results out (rows x ExplainWidth(forest, options.interactions)), through the engine's own
-  // pinned buffers and workspace (grown to the largest request seen, then reused). Synchronous.
+  // Host rows in, host results out (rows x ExplainWidth(forest, options.interactions)), through
+  // the engine's own pinned buffers and workspace (grown to the largest request seen, then
+  // reused). Synchronous.
   virtual absl::Status Explain(RowsView rows, const InterventionalOptions& options,
                                MatrixView<float> out) = 0;
 

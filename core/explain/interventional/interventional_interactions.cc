@@ -55,6 +55,11 @@ bool PathFormExplainsInteractions(const Forest& forest, const InterventionalOpti
                                    !IsExactSpace(forest, options.output_space)));
 }
 
+bool PathFormsExplainInteractions(const Forest& forest, const InterventionalOptions& options) {
+  return PathFormExplainsInteractions(forest, options) ||
+         (options.interactions && IsExactSpace(forest, options.output_space));
+}
+
 absl::Status ExplainInterventionalInteractionsPathsCpu(const Forest& forest,
                                                        const PathLayout& layout,
                                                        const InterventionalLayout& il,
@@ -70,14 +75,8 @@ absl::Status ExplainInterventionalInteractionsPathsCpu(const Forest& forest,
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
   // An identity link's probability space: the margin's values and bias over this.
-  const double divisor = options.output_space == OutputSpace::kProbability
-                             ? MakeTransformParams(forest, range.size()).average_divisor
-                             : 1.0;
-  std::vector<uint32_t> paths;
-  for (uint32_t p = 0; p < layout.paths.size(); ++p) {
-    const int it = layout.paths[p].iteration;
-    if (it >= range.begin && it < range.end) paths.push_back(p);
-  }
+  const double divisor = MarginFormDivisor(forest, options.output_space, range.size());
+  const std::vector<uint32_t> paths = PathsInRange(layout, range.begin, range.end);
   const int k = forest.num_outputs;
   const int64_t f1 = forest.num_features + 1;
   std::vector<double> bias = InterventionalBias(forest, il, range.begin, range.end);

@@ -6,8 +6,8 @@
 //
 // ## One (row x, background row z) pair, one path
 // The path's leaf value v counts for the hybrids x_S z_S̄ with S ⊇ S_x and S ∩ S_z = ∅
-// (S_x = X & ~Z, S_z = Z & ~X; reachable iff (X | Z) == full). Its game v [S_x ⊆ S, S ∩ S_z = ∅]
-// has, with a = |S_x|, b = |S_z| and W the attribution's weight (AttributionWeight), the values
+// (S_x = X & ~Z, S_z = Z & ~X; reachable iff (X | Z) == full). Its game
+// v [S_x ⊆ S, S ∩ S_z = ∅] has, with a = |S_x|, b = |S_z| and W the attribution's weight (AttributionWeight), the values
 //   i in S_x: v W(a, b)          i in S_z: -v W(b, a)
 // and an interaction index nonzero at one coalition only, of which M[i][j] = M[j][i] hold half:
 //   i, j in S_x: v W(a-1, b) / 2    i, j in S_z: v W(b-1, a) / 2    mixed: -v W(a, b-1) / 2
@@ -15,13 +15,14 @@
 //
 // ## Why one row's sums over the background factor
 // Reachability needs Z ⊇ full & ~X, so S_z = full & ~X is the same for every background mask of
-// the row: b is fixed and only S_x = X & ~Z varies. Summed over the path's distinct background masks
-// (count c each), the coefficients of element i are then
+// the row: b is fixed and only S_x = X & ~Z varies. Summed over the path's distinct background
+// masks (count c each), the coefficients of element i are then
 //   phi      sum of c W(a, b) (i in S_x) or -c W(b, a) (i not in X);
 //   shared   i in X: sum over masks with i in S_x of -c W(a, b-1) / 2 -- its coefficient with every
 //            element outside X; i not in X: sum of c W(b-1, a) / 2 -- with every other element
 //            outside X;
-//   with_x   i in X only: per element j in X, the sum over masks with i, j in S_x of c W(a-1, b) / 2.
+//   with_x   i in X only: per element j in X, the sum over masks with i, j in S_x of
+//            c W(a-1, b) / 2.
 // An element outside X pairs with an element j in X through j's `shared` (the index is symmetric).
 // So a lane keeps two scalars and one row of with_x per row, and the work per (row, path, mask) is
 // a few integer ops per lane plus |S_x| additions for the lanes in S_x.
@@ -96,8 +97,13 @@ absl::Status ExplainInterventionalInteractionsPathsCpu(const Forest& forest,
                                                        const InterventionalOptions& options,
                                                        MatrixView<float> out, ThreadPool* pool);
 
-// Whether the path forms (this CPU twin and the GPU kernel) compute `options` for `forest`:
+// Whether this CPU twin and the GPU interactions kernel compute `options` for `forest`:
 // interactions in the margin space or an identity link's probability space.
 bool PathFormExplainsInteractions(const Forest& forest, const InterventionalOptions& options);
+
+// Whether some path form computes `options`' interaction values: the above, or the exact
+// probability space (interventional_exact.h: ExplainInterventionalPathsCpu and the GPU's exact
+// kernel, with the linearized layout). Not the linearized space.
+bool PathFormsExplainInteractions(const Forest& forest, const InterventionalOptions& options);
 
 }  // namespace grove

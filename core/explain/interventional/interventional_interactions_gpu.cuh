@@ -121,5 +121,35 @@ __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_
   }
 }
 
+// The exact probability space's interaction values (the exact kernel's double accumulators:
+// d_phi rows x K x (F+1), d_inter rows x K x (F+1)^2) into d_out, one thread per (row, output,
+// matrix row i): M[i][i] = phi_i - sum_{j != i} M[i][j] and M[F][F] = d_bias[k], as the CPU's
+// StoreExplainedRow.
+__global__ void ExactInteractionsFinishKernel(const double* d_phi, const double* d_inter,
+                                              int64_t num_rows, int num_outputs, int num_features,
+                                              const double* d_bias, float* d_out) {
+  const int64_t f1 = num_features + 1;
+  const int64_t n = num_rows * num_outputs * f1;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t % f1;
+    const int64_t rk = t / f1;  // row * outputs + k
+    const int k = static_cast<int>(rk % num_outputs);
+    const double* m = d_inter + t * f1;
+    float* out = d_out + t * f1;
+    if (i == num_features) {
+      for (int64_t j = 0; j < num_features; ++j) out[j] = 0.0f;
+      out[num_features] = static_cast<float>(d_bias[k]);
+      continue;
+    }
+    double off = 0;
+    for (int64_t j = 0; j < num_features; ++j) off += j == i ? 0.0 : m[j];
+    for (int64_t j = 0; j < num_features; ++j) {
+      out[j] = static_cast<float>(j == i ? d_phi[rk * f1 + i] - off : m[j]);
+    }
+    out[num_features] = 0.0f;
+  }
+}
+
 }  // namespace interventional_kernels
 }  // namespace grove

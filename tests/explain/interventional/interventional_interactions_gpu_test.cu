@@ -40,16 +40,12 @@ struct Engine {
 };
 
 Engine MakeGpu(ForestPtr f, const std::vector<float>& bg) {
-  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
-  EXPECT_TRUE(l.ok()) << l.status();
-  const RowsView bv = MakeRowsView(bg.data(), bg.size() / f->num_features, f->num_features);
-  absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(*f, **l, bv, nullptr);
-  EXPECT_TRUE(il.ok()) << il.status();
-  absl::StatusOr<LinearizedLayoutPtr> ll = BuildLinearizedLayout(**l, **il, bv, nullptr);
-  EXPECT_TRUE(ll.ok()) << ll.status();
-  absl::StatusOr<std::unique_ptr<InterventionalGpu>> g = InterventionalGpu::Create(f, *l, *il);
+  const testing::InterventionalLayouts l = testing::BuildInterventionalLayouts(*f, bg, nullptr);
+  if (l.il == nullptr) return {};
+  absl::StatusOr<std::unique_ptr<InterventionalGpu>> g =
+      InterventionalGpu::Create(f, l.layout, l.il);
   EXPECT_TRUE(g.ok()) << g.status();
-  return {g.ok() ? std::move(*g) : nullptr, ll.ok() ? *ll : nullptr};
+  return {g.ok() ? std::move(*g) : nullptr, testing::BuildLinearized(*f, l, bg)};
 }
 
 absl::StatusOr<std::vector<float>> GpuOrStatus(InterventionalGpu& gpu, const Forest& f,
@@ -84,17 +80,9 @@ TEST(InterventionalInteractionsGpuTest, RandomForestsMatchTheReference) {
     const std::vector<float> bg = MakeRandomRows(*f, 100, o.seed + 20);
     Engine e = MakeGpu(f, bg);
     ASSERT_NE(e.gpu, nullptr);
-    for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
-      for (int begin : {0, 1}) {
-        InterventionalOptions io;
-        io.interactions = true;
-        io.attribution = attribution;
-        io.iteration_begin = begin;
-        io.iteration_end = begin == 0 ? 0 : 3;
-        ExpectGpuLikeTheReference(*e.gpu, *f, rows, bg, io,
-                                  absl::StrCat("seed ", o.seed, " ", AttributionName(attribution),
-                                               " begin ", begin));
-      }
+    for (const InterventionalOptions& io : testing::InteractionCases()) {
+      ExpectGpuLikeTheReference(*e.gpu, *f, rows, bg, io,
+                                absl::StrCat("seed ", o.seed, " ", testing::Describe(io)));
     }
   }
 }
@@ -155,6 +143,37 @@ TEST(InterventionalInteractionsGpuTest, RunToRunBitwiseIdenticalOnAWideForest) {
                       kTolerance, "wide forest, 10 rows");
 }
 
+// The exact probability space's interaction values (a warp per row, interventional_exact.h step
+// 5): seeded forests with every link the space allows, Shapley and Banzhaf, against the reference
+// (or its refusal of a pair over the limit), bit for bit run to run.
+TEST(InterventionalInteractionsGpuTest, ExactProbabilityMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  int compared = 0;
+  for (const RandomForestOptions& o : testing::InterventionalForestOptions()) {
+    for (Link link : testing::ProbabilityLinks(o, OutputSpace::kProbability)) {
+      ForestPtr f = WithLink(*MakeRandomForest(o), link);
+      const std::vector<float> rows = MakeRandomRows(*f, 37, o.seed + 10);
+      const std::vector<float> bg = MakeRandomRows(*f, 12, o.seed + 20);
+      Engine e = MakeGpu(f, bg);
+      ASSERT_NE(e.gpu, nullptr);
+      ASSERT_TRUE(e.gpu->EnableLinearized(e.linearized).ok());
+      for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+        InterventionalOptions io;
+        io.interactions = true;
+        io.output_space = OutputSpace::kProbability;
+        io.attribution = attribution;
+        const std::string what =
+            absl::StrCat("seed ", o.seed, " ", LinkName(link), " ", testing::Describe(io));
+        absl::StatusOr<std::vector<float>> got = GpuOrStatus(*e.gpu, *f, rows, io);
+        if (!testing::ExpectLikeTheReference(got, *f, rows, bg, io, kTolerance, what)) continue;
+        ++compared;
+        EXPECT_EQ(*GpuOrStatus(*e.gpu, *f, rows, io), *got) << what << ": run to run";
+      }
+    }
+  }
+  EXPECT_GT(compared, 6);
+}
+
 // Banzhaf values (not interactions) on the GPU: every output space's kernels with Banzhaf's table.
 TEST(InterventionalInteractionsGpuTest, BanzhafValuesInEveryOutputSpace) {
   SKIP_WITHOUT_GPU();
@@ -204,13 +223,14 @@ TEST(InterventionalInteractionsGpuTest, DeviceEntryWithCallerWorkspaceAndRefusal
   ASSERT_EQ(cudaMemcpy(d_rows, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(e.gpu->ExplainOnDevice(d_rows, n, io, d_ws, ws - 1, d_out, stream).code(),
             absl::StatusCode::kInvalidArgument);
-  for (OutputSpace space : {OutputSpace::kProbability, OutputSpace::kProbabilityLinearized}) {
-    InterventionalOptions prob = io;  // a sigmoid's probabilities: the CPU reference's
-    prob.output_space = space;
-    EXPECT_EQ(e.gpu->ExplainOnDevice(d_rows, n, prob, d_ws, ws, d_out, stream).code(),
-              absl::StatusCode::kFailedPrecondition)
-        << OutputSpaceName(space);
-  }
+  InterventionalOptions prob = io;  // linearized interactions: the CPU reference's
+  prob.output_space = OutputSpace::kProbabilityLinearized;
+  EXPECT_EQ(e.gpu->ExplainOnDevice(d_rows, n, prob, d_ws, ws, d_out, stream).code(),
+            absl::StatusCode::kFailedPrecondition);
+  prob.output_space = OutputSpace::kProbability;  // exact: a larger workspace
+  EXPECT_GT(e.gpu->WorkspaceBytes(n, prob), ws);
+  EXPECT_EQ(e.gpu->ExplainOnDevice(d_rows, n, prob, d_ws, ws, d_out, stream).code(),
+            absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(e.gpu->ExplainOnDevice(d_rows, n, io, d_ws, ws, d_out, stream).ok());
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   std::vector<float> out(n * width);
@@ -223,7 +243,7 @@ TEST(InterventionalInteractionsGpuTest, DeviceEntryWithCallerWorkspaceAndRefusal
 }
 
 // "auto" sends margin interaction values (Shapley and Banzhaf) to the GPU, a sigmoid's
-// probability interactions to the reference.
+// linearized interactions to the reference.
 TEST(InterventionalInteractionsGpuTest, EngineRunsMarginInteractionsOnTheGpu) {
   SKIP_WITHOUT_GPU();
   ForestPtr f = WithLink(*MakeRandomForest({}), Link::kSigmoid);
@@ -243,7 +263,10 @@ TEST(InterventionalInteractionsGpuTest, EngineRunsMarginInteractionsOnTheGpu) {
   for (const Case& c : {Case{OutputSpace::kMargin, Attribution::kShapley, "interventional_gpu"},
                         Case{OutputSpace::kMargin, Attribution::kBanzhaf, "interventional_gpu"},
                         Case{OutputSpace::kProbabilityLinearized, Attribution::kShapley,
-                             "interventional_reference"}}) {
+                             "interventional_reference"},
+                        // The exact space in calls this small: the CPU path form.
+                        Case{OutputSpace::kProbability, Attribution::kShapley,
+                             "interventional_paths_cpu"}}) {
     InterventionalOptions o;
     o.interactions = true;
     o.output_space = c.space;

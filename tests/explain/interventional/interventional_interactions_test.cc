@@ -19,21 +19,14 @@
 namespace grove {
 namespace {
 
+using testing::BuildLinearized;
 using testing::ExpectNearReference;
 using testing::InterventionalReference;
 
-struct Layouts {
-  PathLayoutPtr layout;
-  InterventionalLayoutPtr il;
-};
+using Layouts = testing::InterventionalLayouts;
 
 Layouts Build(const Forest& f, const std::vector<float>& bg, ThreadPool* pool) {
-  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
-  EXPECT_TRUE(l.ok()) << l.status();
-  absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
-      f, **l, MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features), pool);
-  EXPECT_TRUE(il.ok()) << il.status();
-  return {*l, *il};
+  return testing::BuildInterventionalLayouts(f, bg, pool);
 }
 
 absl::StatusOr<std::vector<float>> PathsOrStatus(const Forest& f, const Layouts& l,
@@ -57,13 +50,14 @@ std::vector<float> Paths(const Forest& f, const Layouts& l, const std::vector<fl
   return got.ok() ? *got : std::vector<float>();
 }
 
-// The mean over the background of the pair games v(S) = margin(x_S z_S̄) (K x 2^F).
-std::vector<double> MeanGame(const Forest& f, const float* x, const std::vector<float>& bg) {
+// The mean over the background of the pair games v(S) = out(x_S z_S̄) (K x 2^F): the margin, or
+// its link (kProbability).
+std::vector<double> MeanGame(const Forest& f, const float* x, const std::vector<float>& bg,
+                             OutputSpace space = OutputSpace::kMargin) {
   const int64_t n = static_cast<int64_t>(bg.size()) / f.num_features;
   std::vector<double> mean;
   for (int64_t j = 0; j < n; ++j) {
-    const std::vector<double> g =
-        testing::PairGame(f, x, bg.data() + j * f.num_features, OutputSpace::kMargin);
+    const std::vector<double> g = testing::PairGame(f, x, bg.data() + j * f.num_features, space);
     mean.resize(g.size(), 0.0);
     for (size_t s = 0; s < g.size(); ++s) mean[s] += g[s] / n;
   }
@@ -109,14 +103,6 @@ std::vector<double> ShapleyInteractionsOfGame(const std::vector<double>& game, i
     mk[F * f1 + F] = v(0);
   }
   return m;
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want, double tol,
-                 const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " entry " << i;
-  }
 }
 
 TEST(InterventionalInteractionsTest, LaneSumsOfOnePathByHand) {
@@ -178,8 +164,8 @@ TEST(InterventionalInteractionsTest, SmallForestsMatchBruteForceShapleyAndBanzha
                                             : testing::BanzhafInteractionsOfGame(game, F, K);
         want.insert(want.end(), one.begin(), one.end());
       }
-      ExpectClose(got, want, 1e-5,
-                  absl::StrCat("seed ", seed, " ", AttributionName(attribution)));
+      ExpectNearReference(got, std::vector<float>(want.begin(), want.end()), 1e-5,
+                          absl::StrCat("seed ", seed, " ", AttributionName(attribution)));
     }
   }
 }
@@ -191,20 +177,79 @@ TEST(InterventionalInteractionsTest, RandomForestsMatchTheReference) {
     const std::vector<float> rows = testing::MakeRandomRows(*f, 6, o.seed + 10);
     const std::vector<float> bg = testing::MakeRandomRows(*f, 30, o.seed + 20);
     const Layouts l = Build(*f, bg, &pool);
-    for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
-      for (int begin : {0, 1}) {
-        InterventionalOptions io;
-        io.interactions = true;
-        io.attribution = attribution;
-        io.iteration_begin = begin;
-        io.iteration_end = begin == 0 ? 0 : 3;
-        ExpectNearReference(Paths(*f, l, rows, io, &pool),
-                            InterventionalReference(*f, rows, bg, io), 1e-6,
-                            absl::StrCat("seed ", o.seed, " ", AttributionName(attribution),
-                                         " begin ", begin));
-      }
+    for (const InterventionalOptions& io : testing::InteractionCases()) {
+      ExpectNearReference(Paths(*f, l, rows, io, &pool), InterventionalReference(*f, rows, bg, io),
+                          1e-6, absl::StrCat("seed ", o.seed, " ", testing::Describe(io)));
     }
   }
+}
+
+// The exact probability space's interaction values (interventional_exact.h, step 5) on the CPU
+// path form: against a brute force over every coalition of the mean linked game, Shapley and
+// Banzhaf, sigmoid and softmax; then against the reference on the seeded forests (or its refusal
+// of a pair over the limit).
+TEST(InterventionalInteractionsTest, ExactProbabilityMatchesBruteForceAndTheReference) {
+  ThreadPool pool(2);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    testing::RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 4;
+    o.max_depth = 3 + static_cast<int>(seed % 2);
+    o.num_features = 5 + static_cast<int>(seed % 2);
+    o.num_outputs = seed % 2 ? 1 : 3;
+    ForestPtr f = testing::WithLink(*MakeRandomForest(o), seed % 2 ? Link::kSigmoid
+                                                                    : Link::kSoftmax);
+    const int F = f->num_features, K = f->num_outputs;
+    const std::vector<float> rows = testing::MakeRandomRows(*f, 3, seed + 50);
+    const std::vector<float> bg = testing::MakeRandomRows(*f, 5, seed + 60);
+    const Layouts l = Build(*f, bg, &pool);
+    const LinearizedLayoutPtr ll = BuildLinearized(*f, l, bg);
+    for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+      InterventionalOptions io;
+      io.interactions = true;
+      io.output_space = OutputSpace::kProbability;
+      io.attribution = attribution;
+      std::vector<float> got(3 * ExplainWidth(*f, true));
+      ASSERT_TRUE(ExplainInterventionalPathsCpu(*f, *l.layout, *l.il,
+                                                MakeRowsView(rows.data(), 3, F), io,
+                                                MakeMatrixView(got.data(), 3, got.size() / 3),
+                                                &pool, ll.get())
+                      .ok());
+      std::vector<float> want;
+      for (int r = 0; r < 3; ++r) {
+        const std::vector<double> game = MeanGame(*f, rows.data() + r * F, bg,
+                                                  OutputSpace::kProbability);
+        const std::vector<double> one = attribution == Attribution::kShapley
+                                            ? ShapleyInteractionsOfGame(game, F, K)
+                                            : testing::BanzhafInteractionsOfGame(game, F, K);
+        want.insert(want.end(), one.begin(), one.end());
+      }
+      ExpectNearReference(got, want, 1e-5,
+                          absl::StrCat("seed ", seed, " ", AttributionName(attribution)));
+    }
+  }
+  int compared = 0;
+  for (const testing::RandomForestOptions& o : testing::InterventionalForestOptions()) {
+    for (Link link : testing::ProbabilityLinks(o, OutputSpace::kProbability)) {
+      ForestPtr f = testing::WithLink(*MakeRandomForest(o), link);
+      const std::vector<float> rows = testing::MakeRandomRows(*f, 4, o.seed + 10);
+      const std::vector<float> bg = testing::MakeRandomRows(*f, 6, o.seed + 20);
+      const Layouts l = Build(*f, bg, &pool);
+      const LinearizedLayoutPtr ll = BuildLinearized(*f, l, bg);
+      InterventionalOptions io;
+      io.interactions = true;
+      io.output_space = OutputSpace::kProbability;
+      const int64_t width = ExplainWidth(*f, true);
+      std::vector<float> got(4 * width);
+      const absl::Status s = ExplainInterventionalPathsCpu(
+          *f, *l.layout, *l.il, MakeRowsView(rows.data(), 4, f->num_features), io,
+          MakeMatrixView(got.data(), 4, width), &pool, ll.get());
+      compared += testing::ExpectLikeTheReference(
+          s.ok() ? absl::StatusOr<std::vector<float>>(got) : s, *f, rows, bg, io, 1e-5,
+          absl::StrCat("seed ", o.seed, " link ", LinkName(link)));
+    }
+  }
+  EXPECT_GT(compared, 6);
 }
 
 TEST(InterventionalInteractionsTest, IdentityLinkProbabilityIsTheMarginOverTheDivisor) {
