@@ -29,10 +29,9 @@
 // and an identity link's probability space (PathFormExplainsInteractions), and the exact
 // probability space (its warp per row, interventional_exact.h step 5, double accumulators per row
 // in the workspace); the linearized space is refused with FAILED_PRECONDITION (the CPU
-// reference computes it). One warp per bin and rows per
-// warp as above, each lane summing its masks for one row at a time, then one 64-bit fixed-point
-// atomic per (row, output, element pair): deterministic. Workspace: rows x ExplainWidth(forest,
-// true) x 8 bytes.
+// reference computes it). One warp per bin and rows per warp as above, each lane summing its
+// masks for one row at a time, then one 64-bit fixed-point atomic per (row, output, unordered
+// element pair): deterministic. Workspace: rows x ExplainWidth(forest, true) x 8 bytes.
 //
 // Attribution: Shapley or Banzhaf values and interaction values alike (the attribution's weight
 // table, both resident), in every space the attribution's kernels above serve.

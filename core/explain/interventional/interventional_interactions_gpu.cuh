@@ -3,9 +3,11 @@
 //
 // Mapping: as InterventionalKernel, one warp per bin (a path element per lane) and kRowsPerWarp
 // rows per warp, taken one at a time: a lane sums its path's background masks into its two
-// scalars and its row of with_x (shared memory, 33 doubles per lane), then adds one fixed-point
-// value per (row, output, element pair) and its SHAP value on the diagonal slot. The finish
-// kernel turns the diagonal slot into M[i][i] = phi_i - sum_{j != i} M[i][j] in integers.
+// scalars and its row of with_x (shared memory, 33 doubles per lane), then adds its SHAP value on
+// the diagonal slot and one fixed-point value per (row, output, pair with a later element of the
+// path) to the upper triangle (the index is symmetric, and both lanes of a pair sum the same
+// terms in the same order: half the atomics). The finish kernel mirrors the triangle and turns
+// the diagonal slot into M[i][i] = phi_i - sum_{j != i} M[i][j] in integers.
 //
 // Determinism: every lane's sums run over its masks in ascending order, and the accumulators are
 // 64-bit integers (FixedPointScales(layout, true): every interaction value, and the row sums of
@@ -29,8 +31,8 @@ __device__ inline void AddFixedValue(unsigned long long* at, double v, double sc
 }
 
 // Grid as InterventionalKernel's. a.d_acc: rows x outputs x (F+1) x (F+1) fixed-point values
-// (a.acc_width per row), zero before the launch; a.d_scale: the interactions' scales; a.d_weights:
-// the attribution's weight table.
+// (a.acc_width per row; off the diagonal the upper triangle only), zero before the launch;
+// a.d_scale: the interactions' scales; a.d_weights: the attribution's weight table.
 __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a) {
   __shared__ double weights[kWeightEntries];
   __shared__ double with_x[kWarpsPerBlock * 32 * kWithXStride];
@@ -69,15 +71,15 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
         const int group = l.info.group + k;
         const double v = a.inv_background * a.d_values[l.info.value_begin + k];
         const double scale = a.d_scale[group];
-        unsigned long long* m =
-            a.d_acc + row * a.acc_width + (group * f1 + l.e.feature) * f1;
-        AddFixedValue(m + l.e.feature, v * mine.phi, scale);
-        for (int j = 1; j < l.info.length; ++j) {
-          if (j == l.rel) continue;
+        unsigned long long* m = a.d_acc + row * a.acc_width + group * f1 * f1;
+        const int64_t fi = l.e.feature;
+        AddFixedValue(m + fi * f1 + fi, v * mine.phi, scale);
+        for (int j = l.rel + 1; j < l.info.length; ++j) {
           InteractionLane other;
           other.shared = sums[base + j];
           const double c = InteractionPairCoefficient(x, l.rel, j, mine, my_with_x, other);
-          if (c != 0.0) AddFixedValue(m + features[base + j], v * c, scale);
+          const int64_t fj = features[base + j];
+          if (c != 0.0) AddFixedValue(m + (fi < fj ? fi * f1 + fj : fj * f1 + fi), v * c, scale);
         }
       }
     }
@@ -85,9 +87,10 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   }
 }
 
-// One thread per (row, output, matrix row i): out = acc / scale / divisor, M[i][i] = the SHAP
-// value held on the diagonal minus the row's other entries (in integers), M[i][F] = M[F][i] = 0,
-// M[F][F] = the bias (base margin + the background means of the range's trees) / divisor.
+// One thread per (row, output, matrix row i): out = acc / scale / divisor with M[i][j] read from
+// the upper triangle, M[i][i] = the SHAP value held on the diagonal minus the row's other entries
+// (in integers), M[i][F] = M[F][i] = 0, M[F][F] = the bias (base margin + the background means of
+// the range's trees) / divisor.
 __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_t num_rows,
                                          int num_outputs, int num_features, const double* d_scale,
                                          const double* d_base_margin,
@@ -99,7 +102,7 @@ __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = t % f1;
     const int k = static_cast<int>((t / f1) % num_outputs);
-    const unsigned long long* m = d_acc + t * f1;
+    const unsigned long long* block = d_acc + (t - i) * f1;  // this row and output's matrix
     float* out = d_out + t * f1;
     if (i == num_features) {
       for (int64_t j = 0; j < num_features; ++j) out[j] = 0.0f;
@@ -109,10 +112,11 @@ __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_
       out[num_features] = static_cast<float>(bias / divisor);
       continue;
     }
+    auto entry = [&](int64_t j) { return j > i ? block[i * f1 + j] : block[j * f1 + i]; };
     unsigned long long off = 0;  // wraps as two's complement: exact for the true sum's range
-    for (int64_t j = 0; j < num_features; ++j) off += j == i ? 0ull : m[j];
+    for (int64_t j = 0; j < num_features; ++j) off += j == i ? 0ull : entry(j);
     for (int64_t j = 0; j < num_features; ++j) {
-      const unsigned long long fixed = j == i ? m[i] - off : m[j];
+      const unsigned long long fixed = j == i ? entry(i) - off : entry(j);
       double v = static_cast<double>(static_cast<long long>(fixed)) / d_scale[k];
       if (divisor != 1.0) v /= divisor;
       out[j] = static_cast<float>(v);
