@@ -2,7 +2,8 @@
 // GPUTreeShap's interventional kernel, same model, rows and background, in one process.
 //
 //   grove_interventional_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
-//                              [--background-rows 100] [--reps 5]
+//                              [--background-rows 100] [--reps 5] [--interactions-rows 1000]
+//                              [--cpu-rows 100] [--cpu-threads 16]
 //
 // Rows: the CSV's rows (a trailing label column is dropped, as in explain_bench); the first
 // --shap-rows are explained, the next --background-rows are the background (the first ones when
@@ -17,6 +18,12 @@
 // categories). The two results are compared (max |difference| over feature columns).
 // Then, where the model's link has them, the probability spaces (probability_linearized and the
 // exact probability; GPUTreeShap has neither), same rows, one "# model space: rows/s" line each.
+// Then interaction values (margin space, Shapley): the first --interactions-rows rows (0: skip) on
+// the GPU (ExplainOnDevice, as above) against the CPU reference (ExplainInterventionalCpu, the
+// oracle, over --cpu-threads threads) and the CPU path form on the first --cpu-rows of them (the
+// CPU side runs once, on fewer rows by default: the reference takes minutes for 1,000 rows of a
+// medium model against 1,000 background rows; a rate is per row either way); "# model
+// interactions:" lines give rows/s of each, the GPU's speedup over each, and the max |difference| over the rows both ran.
 // Timing: one warm-up run, then the median of --reps runs, CUDA events.
 #include <cuda_runtime.h>
 
@@ -32,8 +39,10 @@
 #include <vector>
 
 #include "core/common/mutex_mode.h"
+#include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional/interventional_gpu.h"
+#include "core/explain/interventional/interventional_interactions.h"
 #include "core/explain/interventional/interventional_paths.h"
 #include "core/explain/paths.h"
 #include "core/model/loader.h"
@@ -110,12 +119,75 @@ std::string TimeGpuTreeShap(const Forest& f, const float* d_rows, int64_t n, con
 }
 #endif
 
+double Seconds(const std::function<absl::Status()>& run, absl::Status* status) {
+  const auto t0 = std::chrono::steady_clock::now();
+  status->Update(run());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Interaction values of the first `ni` rows (d_rows on the device, `all` on the host) on the GPU,
+// and of the first `nc` on the CPU reference and the CPU path form, over `threads` threads.
+void TimeInteractions(const Forest& f, const PathLayout& layout, const InterventionalLayout& il,
+                      InterventionalGpu& gpu, const std::vector<float>& all, const float* d_rows,
+                      int64_t ni, int64_t nc, const std::vector<float>& bg, int reps, int threads,
+                      const std::string& label) {
+  const int F = f.num_features;
+  const int64_t nb = static_cast<int64_t>(bg.size()) / F;
+  const int64_t width = ExplainWidth(f, true);
+  InterventionalOptions o;
+  o.interactions = true;
+  const int64_t ws = gpu.WorkspaceBytes(ni, o);
+  float* d_out = nullptr;
+  void* d_ws = nullptr;
+  if (cudaMalloc(&d_out, ni * width * 4) != cudaSuccess || cudaMalloc(&d_ws, ws) != cudaSuccess) {
+    std::printf("# %s interactions: %lld rows need %.1f MB of device memory\n", label.c_str(),
+                static_cast<long long>(ni), (ni * width * 4 + ws) / 1e6);
+    cudaFree(d_out);
+    return;
+  }
+  absl::Status status;
+  const double gpu_s = bench::TimeDevice(reps, [&] {
+    status.Update(gpu.ExplainOnDevice(d_rows, ni, o, d_ws, ws, d_out, nullptr));
+  });
+  std::vector<float> got(ni * width);
+  cudaMemcpy(got.data(), d_out, got.size() * 4, cudaMemcpyDeviceToHost);
+  cudaFree(d_out);
+  cudaFree(d_ws);
+  ThreadPool pool(threads);
+  const RowsView rows = MakeRowsView(all.data(), nc, F);
+  std::vector<float> reference(nc * width), paths(nc * width);
+  const double reference_s = Seconds([&] {
+    return ExplainInterventionalCpu(f, MakeRowsView(bg.data(), nb, F), rows, o,
+                                    MakeMatrixView(reference.data(), nc, width), &pool);
+  }, &status);
+  const double paths_s = Seconds([&] {
+    return ExplainInterventionalInteractionsPathsCpu(
+        f, layout, il, rows, o, MakeMatrixView(paths.data(), nc, width), &pool);
+  }, &status);
+  double diff = 0, paths_diff = 0;
+  for (int64_t i = 0; i < nc * width; ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(got[i] - reference[i])));
+    paths_diff = std::max(paths_diff, static_cast<double>(std::abs(paths[i] - reference[i])));
+  }
+  const double gpu_rate = ni / gpu_s, reference_rate = nc / reference_s, paths_rate = nc / paths_s;
+  std::printf("# %s interactions: %lld rows x %lld background rows, %d features; gpu %.4g rows/s "
+              "(%.3f s); cpu reference %.4g rows/s (%lld rows, %d threads, %.2f s), gpu %.1fx; "
+              "cpu paths %.4g rows/s (%.2f s), gpu %.1fx; max |gpu - reference| %.3g, max "
+              "|paths - reference| %.3g; %s\n",
+              label.c_str(), static_cast<long long>(ni), static_cast<long long>(nb), F, gpu_rate,
+              gpu_s, reference_rate, static_cast<long long>(nc), threads, reference_s,
+              gpu_rate / reference_rate, paths_rate, paths_s, gpu_rate / paths_rate, diff,
+              paths_diff, status.ok() ? "ok" : status.ToString().c_str());
+}
+
 int Main(int argc, char** argv) {
   bench::ModelRowsFlags flags;
-  flags.counts = {{"--shap-rows", 10000}, {"--background-rows", 100}, {"--reps", 5}};
+  flags.counts = {{"--shap-rows", 10000},       {"--background-rows", 100}, {"--reps", 5},
+                  {"--interactions-rows", 1000}, {"--cpu-rows", 100},        {"--cpu-threads", 16}};
   if (!bench::ParseModelRowsFlags(argc, argv, &flags)) {
     std::fprintf(stderr, "usage: grove_interventional_bench --model M --rows R.csv [--name L] "
-                         "[--shap-rows N] [--background-rows N] [--reps N]\n");
+                         "[--shap-rows N] [--background-rows N] [--reps N] "
+                         "[--interactions-rows N] [--cpu-rows N] [--cpu-threads N]\n");
     return 2;
   }
   absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
@@ -216,10 +288,17 @@ int Main(int argc, char** argv) {
                   ll.ok() ? status.ToString().c_str() : ll.status().ToString().c_str());
     }
   }
-  cudaFree(d_rows);
-  cudaFree(d_bg);
   cudaFree(d_out);
   cudaFree(d_ws);
+  const int64_t ni = std::min(flags.count("--interactions-rows"), n);
+  if (ni > 0) {
+    const int64_t nc = std::clamp<int64_t>(flags.count("--cpu-rows"), 1, ni);
+    const int threads = static_cast<int>(std::max<int64_t>(1, flags.count("--cpu-threads")));
+    TimeInteractions(f, **layout, **il, **gpu, all, d_rows, ni, nc, bg, reps, threads,
+                     flags.label());
+  }
+  cudaFree(d_rows);
+  cudaFree(d_bg);
   return 0;
 }
 

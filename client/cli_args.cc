@@ -35,6 +35,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--method", {true, {C::kExplain}}},
       {"--output-space", {true, {C::kExplain}}},
       {"--attribution", {true, {C::kExplain}}},
+      {"--residuals", {false, {C::kExplain}}},
       {"--iteration-begin", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--iteration-end", {true, {C::kPredict, C::kExplain, C::kBench}}},
       {"--threads", {true, {C::kPredict, C::kExplain}}},
@@ -142,11 +143,6 @@ absl::Status CheckExplainMethod(const std::set<std::string>& seen, CliArgs* out)
   if (seen.count("--output-space") && out->method != ExplainMethod::kInterventional) {
     return Usage("--output-space needs --background FILE or --method interventional");
   }
-  if (out->method == ExplainMethod::kInterventional && out->interactions &&
-      !out->server.empty()) {
-    return Usage("groved serves interventional SHAP values, not interaction values: explain "
-                 "interactions locally with --background FILE");
-  }
   return absl::OkStatus();
 }
 
@@ -242,6 +238,8 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.kind = *kind;
     } else if (name == "--interactions") {
       out.interactions = true;
+    } else if (name == "--residuals") {
+      out.residuals = true;
     } else if (name == "--background") {
       if (value.empty()) return Usage("--background needs a CSV or .npy file");
       out.background = value;
@@ -452,6 +450,11 @@ Options:
                              same method and space (every coalition weighs alike; not additive:
                              a row's values and bias do not sum to its output); with
                              --interactions, Banzhaf interaction values
+      --residuals            K more columns per line (header residual, or outK.residual): per
+                             output, the sum in double of the row's float32 values and bias
+                             (of its interaction matrix with --interactions) minus the model's
+                             float32 output in the explained space (margin, or the link's
+                             output in the probability spaces); near 0 for SHAP values
       --iteration-begin N    first boosting round used (default 0)
       --iteration-end N      one past the last boosting round used (default 0 = all)
   -t, --threads N            CPU threads, for the model and for parsing the input

@@ -40,6 +40,7 @@ struct CliArgs {
   ExplainMethod method = ExplainMethod::kPathDependent;
   OutputSpace output_space = OutputSpace::kMargin;  // --output-space (explain, interventional)
   Attribution attribution = Attribution::kShapley;  // --attribution (explain)
+  bool residuals = false;      // --residuals (explain): the additivity residuals as K columns
   int iteration_begin = 0;     // --iteration-begin
   int iteration_end = 0;       // --iteration-end (0 = to the last round)
   int threads = 0;             // --threads: CPU threads, 0 = one per core

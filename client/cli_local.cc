@@ -23,6 +23,7 @@
 #include "core/io/csv.h"
 #include "core/model/loader.h"
 #include "core/servable/background.h"
+#include "core/servable/residuals.h"
 #include "core/servable/servable.h"
 
 namespace grove::cli {
@@ -103,14 +104,72 @@ absl::StatusOr<ServablePtr> Build(const CliArgs& args, const LoadedModel& model,
   return servable;
 }
 
-// Streams --input through `op` of `servable` to --output.
+// An explanation's results with their additivity residuals after them (--residuals): `op` into a
+// scratch matrix, the model's output (`predict`: its kind) beside it, then both into `out` (n x
+// (width + K)). Reused across chunks; one caller at a time.
+class ResidualColumns {
+ public:
+  ResidualColumns(const Servable& servable, Operation op, const RunParams& params,
+                  RunParams predict, bool interactions)
+      : servable_(servable), op_(op), params_(params), predict_(predict),
+        interactions_(interactions) {}
+
+  absl::Status Run(RowsView rows, MatrixView<float> out, RunInfo* info) {
+    const Forest& f = servable_.forest();
+    const int k = f.num_outputs;
+    const int64_t width = servable_.Width(op_, params_);
+    if (servable_.Width(Operation::kPredict, predict_) != k) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--residuals compares each output with the model's, but this model predicts ",
+          servable_.Width(Operation::kPredict, predict_), " values for its ", k, " outputs"));
+    }
+    const int64_t n = rows.rows;
+    values_.resize(static_cast<size_t>(n * width));
+    outputs_.resize(static_cast<size_t>(n * k));
+    residuals_.resize(static_cast<size_t>(n * k));
+    if (absl::Status s =
+            servable_.Run(op_, params_, rows, MakeMatrixView(values_.data(), n, width), info);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = servable_.Run(Operation::kPredict, predict_, rows,
+                                       MakeMatrixView(outputs_.data(), n, k), nullptr);
+        !s.ok()) {
+      return s;
+    }
+    if (interactions_) {
+      InteractionResiduals(values_.data(), n, k, f.num_features, outputs_.data(),
+                           residuals_.data());
+    } else {
+      AdditivityResiduals(values_.data(), n, k, f.num_features, outputs_.data(), residuals_.data());
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      std::copy(values_.begin() + r * width, values_.begin() + (r + 1) * width, out.Row(r));
+      std::copy(residuals_.begin() + r * k, residuals_.begin() + (r + 1) * k, out.Row(r) + width);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const Servable& servable_;
+  Operation op_;
+  RunParams params_;
+  RunParams predict_;
+  bool interactions_;
+  std::vector<float> values_, outputs_, residuals_;
+};
+
+// Streams --input through `op` of `servable` to --output; with `residuals` (explain
+// --residuals), K residual columns after the results.
 int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& servable,
-                 Operation op, const RunParams& params, ResultColumns columns) {
+                 Operation op, const RunParams& params, ResultColumns columns,
+                 ResidualColumns* residuals = nullptr) {
   StreamOptions stream;
   stream.input = args.input;
   stream.output = args.output;
   stream.in_cols = model.forest->num_features;
-  stream.out_cols = servable.Width(op, params);
+  stream.out_cols =
+      servable.Width(op, params) + (residuals != nullptr ? model.forest->num_outputs : 0);
   stream.chunk_rows = args.chunk_rows;
   stream.read_threads = args.threads;
   stream.progress = args.progress;
@@ -127,7 +186,9 @@ int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& 
   absl::Status status = StreamRows(
       stream,
       [&](RowsView rows, MatrixView<float> out) {
-        return NameFile(servable.Run(op, params, rows, out, &info), args.model);
+        return NameFile(residuals != nullptr ? residuals->Run(rows, out, &info)
+                                             : servable.Run(op, params, rows, out, &info),
+                        args.model);
       },
       &stats);
   if (!status.ok()) return Fail(status);
@@ -183,7 +244,16 @@ int RunExplain(const CliArgs& args) {
   ResultColumns columns;
   columns.explain = true;
   columns.interactions = args.interactions;
-  return RunOperation(args, *model, **servable, op, params, columns);
+  columns.residuals = args.residuals;
+  if (!args.residuals) return RunOperation(args, *model, **servable, op, params, columns);
+  // The model's output in the explained space: the margin, or the link's output.
+  RunParams predict;
+  predict.kind = args.output_space == OutputSpace::kMargin ? OutputKind::kMargin
+                                                           : OutputKind::kPrediction;
+  predict.iteration_begin = args.iteration_begin;
+  predict.iteration_end = args.iteration_end;
+  ResidualColumns residuals(**servable, op, params, predict, args.interactions);
+  return RunOperation(args, *model, **servable, op, params, columns, &residuals);
 }
 
 int RunInspect(const CliArgs& args) {

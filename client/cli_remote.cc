@@ -345,7 +345,10 @@ int RunRemoteExplain(const CliArgs& args) {
   }
   const int64_t in_cols = model->meta.num_features();
   const int64_t block = in_cols + 1;
-  const int64_t out_cols = model->meta.num_outputs() * (args.interactions ? block * block : block);
+  const int64_t result_cols =
+      model->meta.num_outputs() * (args.interactions ? block * block : block);
+  // --residuals: the server's residuals (ExplainRequest.residuals), K columns after the results.
+  const int64_t out_cols = result_cols + (args.residuals ? model->meta.num_outputs() : 0);
   client::ExplainParams params;
   params.model = args.model;
   params.version = model->version;
@@ -360,6 +363,7 @@ int RunRemoteExplain(const CliArgs& args) {
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
   params.raw_rows = model->meta.raw_tensors();  // older groved: repeated values
+  params.residuals = args.residuals;
   const int64_t per_message = RowsPerMessage(model->meta, in_cols, out_cols);
 
   StreamOptions stream;
@@ -371,7 +375,9 @@ int RunRemoteExplain(const CliArgs& args) {
   stream.read_threads = args.threads;
   stream.progress = args.progress;
   stream.label = args.interactions ? "interactions" : "explain";
-  ApplyColumnArgs(args, Columns(model->meta, true, args, out_cols), &stream);
+  ResultColumns columns = Columns(model->meta, true, args, out_cols);
+  columns.residuals = args.residuals;
+  ApplyColumnArgs(args, columns, &stream);
   StreamStats stats;
   int64_t requests = 0;
   const bool doubles = SendDoubles(model->meta);
@@ -403,8 +409,13 @@ int RunRemoteExplain(const CliArgs& args) {
         auto done = [&](uint64_t sequence, client::ExplainResult&& r) -> absl::Status {
           const int64_t r0 = starts[sequence];
           const int64_t n = (sequence + 1 < starts.size() ? starts[sequence + 1] : next_row) - r0;
-          return CopyRows(args.interactions ? r.interactions : r.values, n, out, r0,
-                          args.interactions ? "interaction values" : "SHAP values");
+          const MatrixView<float> results{out.data, out.rows, result_cols, out.stride};
+          absl::Status s = CopyRows(args.interactions ? r.interactions : r.values, n, results, r0,
+                                    args.interactions ? "interaction values" : "SHAP values");
+          if (!s.ok() || !args.residuals) return s;
+          const MatrixView<float> residuals{out.data + result_cols, out.rows,
+                                            out.cols - result_cols, out.stride};
+          return CopyRows(r.residuals, n, residuals, r0, "residuals");
         };
         absl::Status s = doubles ? model->client->ExplainStream(params, in_cols, next_f64, done,
                                                                 kStreamWindow, Call(args))

@@ -206,6 +206,7 @@ grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params) {
   request.set_method(params.method);
   request.set_output_space(params.output_space);
   request.set_attribution(params.attribution);
+  request.set_residuals(params.residuals);
   return request;
 }
 
@@ -220,7 +221,10 @@ absl::StatusOr<ExplainResult> FromProto(grove::v1::ExplainResponse&& response, i
   r.top_k = response.top().k();
   r.top_features.assign(response.top().features().begin(), response.top().features().end());
   r.top_values.assign(response.top().values().begin(), response.top().values().end());
+  r.residuals = FromProto(response.residuals());
+  r.residual_arithmetic = response.residual_arithmetic();
   if (absl::Status s = CheckRows(r.values, num_rows, "SHAP values"); !s.ok()) return s;
+  if (absl::Status s = CheckRows(r.residuals, num_rows, "residuals"); !s.ok()) return s;
   if (absl::Status s = CheckRows(r.interactions, num_rows, "interaction values"); !s.ok()) return s;
   return r;
 }

@@ -108,6 +108,8 @@ struct ExplainParams {
   grove::v1::OutputSpace output_space = grove::v1::OUTPUT_SPACE_MARGIN;
   // Shapley (SHAP) or Banzhaf values.
   grove::v1::Attribution attribution = grove::v1::ATTRIBUTION_SHAPLEY;
+  // ExplainRequest.residuals: ExplainResult.residuals and residual_arithmetic as well.
+  bool residuals = false;
 };
 
 struct ExplainResult {
@@ -123,6 +125,10 @@ struct ExplainResult {
   int32_t top_k = 0;
   std::vector<int32_t> top_features;
   std::vector<float> top_values;
+  // With ExplainParams::residuals: [rows, K], per row and output the values' and bias' sum minus
+  // the model's output, and how the server computed them.
+  Matrix residuals;
+  std::string residual_arithmetic;
 };
 
 // Rows a caller wrote into a registered shared memory region (GroveClient::RegisterSharedMemory):

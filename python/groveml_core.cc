@@ -39,6 +39,7 @@
 #include "core/model/forest_stats.h"
 #include "core/model/loader.h"
 #include "core/servable/background.h"
+#include "core/servable/residuals.h"
 #include "core/servable/result_columns.h"
 #include "core/servable/servable.h"
 
@@ -373,6 +374,8 @@ NB_MODULE(_core, m) {
   m.attr("has_cuda") = false;
 #endif
   m.def("visible_gpus", [] { return gpu::VisibleGpuCount(); });
+  // How explain(..., residuals=True) computes residuals (groved's residual_arithmetic).
+  m.attr("residual_arithmetic") = kResidualArithmetic;
   m.def("chunk_rows", &AutoChunkRows, nb::arg("in_cols"), nb::arg("out_cols"),
         "Rows per engine call of `grove` for rows of in_cols values and results of out_cols.");
   m.def("result_column_names", &ResultNames, nb::arg("feature_names"), nb::arg("num_outputs"),

@@ -14,6 +14,7 @@
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional/interventional_gpu.h"
+#include "core/explain/interventional/interventional_interactions.h"
 
 namespace grove {
 namespace {
@@ -21,10 +22,6 @@ namespace {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-// What the bitmask form (paths_cpu, gpu) computes: SHAP values of every output space (and, on
-// the CPU, Banzhaf values).
-bool FastFormServes(const InterventionalOptions& o) { return !o.interactions; }
 
 // The probability spaces need the LinearizedLayout (each mask's background rows).
 bool NeedsLinearized(const InterventionalOptions& o) {
@@ -51,8 +48,11 @@ class LazyLinearizedLayout {
 
 namespace {
 
+// What the bitmask form (paths_cpu, gpu) computes: Shapley and Banzhaf values of every output
+// space (the probability spaces while their layout is within the bound), and interaction values
+// in the margin and exact probability spaces (PathFormsExplainInteractions).
 bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
-  if (!FastFormServes(o)) return false;
+  if (o.interactions && !PathFormsExplainInteractions(*c.forest, o)) return false;
   return !NeedsLinearized(o) || static_cast<int64_t>(c.layout->paths.size()) * c.background_rows *
                                       2 <= c.max_linearized_layout_bytes;
 }
@@ -87,6 +87,11 @@ class PathsCpuStrategy final : public InterventionalStrategy {
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
+    if (PathFormExplainsInteractions(*c_.forest, options)) {
+      return ExplainInterventionalInteractionsPathsCpu(*c_.forest, *c_.layout,
+                                                       *c_.background_layout, rows, options, out,
+                                                       c_.pool);
+    }
     absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
     if (!ll.ok()) return ll.status();
     return ExplainInterventionalPathsCpu(*c_.forest, *c_.layout, *c_.background_layout, rows,
@@ -103,10 +108,7 @@ class GpuStrategy final : public InterventionalStrategy {
       : c_(c), gpu_(std::move(gpu)) {}
   InterventionalStrategyId id() const override { return InterventionalStrategyId::kGpu; }
   std::string device() const override { return gpu_->DeviceName(); }
-  // Banzhaf values: the CPU strategies (the kernel's weight table is Shapley's).
-  bool Supports(const InterventionalOptions& o) const override {
-    return o.attribution == Attribution::kShapley && FastFormServes(c_, o);
-  }
+  bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
     if (NeedsLinearized(options) && !gpu_->linearized_enabled()) {

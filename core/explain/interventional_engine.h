@@ -6,15 +6,18 @@
 //   reference   ExplainInterventionalCpu: every output space, interactions, every model (the
 //               oracle);
 //   paths_cpu   ExplainInterventionalPathsCpu: the bitmask form over deduplicated background
-//               masks, SHAP values of every output space, models without long paths;
+//               masks, SHAP values of every output space, models without long paths; interaction
+//               values of the margin space (ExplainInterventionalInteractionsPathsCpu) and of the
+//               exact probability space;
 //   gpu         InterventionalGpu: the same form on the GPU.
+// Shapley and Banzhaf values alike.
 // InterventionalStrategyId is the one table of them (InterventionalStrategyName); each has a
 // factory in kInterventionalFactories (interventional_engine.cc), which returns nullptr when the
 // strategy cannot serve the model (no GPU, long paths). At Explain time a forced strategy runs or
 // answers FAILED_PRECONDITION; "auto" takes the first strategy in table order (gpu, paths_cpu,
-// reference) whose Supports(options) is true: the fast forms for SHAP values, the reference for
-// interaction values. (The
-// GPU first: a request pays a launch and copies there, tens of microseconds, while one row on the
+// reference) whose Supports(options) is true: the fast forms for SHAP values and for interaction
+// values but the linearized space's, which the reference computes. (The GPU
+// first: a request pays a launch and copies there, tens of microseconds, while one row on the
 // CPU form walks every path's masks: about a millisecond for the paper's medium models.) One
 // exception (PrefersCpuForExact): the exact probability space with few rows per call goes to the
 // CPU path form, since the GPU gives each row one warp that walks the background rows in turn.

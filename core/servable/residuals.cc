@@ -26,4 +26,12 @@ int64_t AdditivityResiduals(const float* values, int64_t n, int num_outputs, int
   return exceeded;
 }
 
+int64_t InteractionResiduals(const float* interactions, int64_t n, int num_outputs,
+                             int num_features, const float* outputs, float* residuals) {
+  const int64_t f1 = num_features + 1;
+  // A block of f1^2 entries is AdditivityResiduals' block of (f1^2 - 1) + 1.
+  return AdditivityResiduals(interactions, n, num_outputs, static_cast<int>(f1 * f1 - 1), outputs,
+                             residuals);
+}
+
 }  // namespace grove

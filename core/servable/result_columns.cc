@@ -54,6 +54,9 @@ std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
       for (const std::string& b : block) names.push_back(absl::StrCat(prefix, a, "*", b));
     }
   }
+  for (int k = 0; c.residuals && k < c.num_outputs; ++k) {
+    names.push_back(c.num_outputs > 1 ? absl::StrCat("out", k, ".residual") : "residual");
+  }
   return names;
 }
 

@@ -36,13 +36,15 @@ struct ResultColumns {
   int num_outputs = 1;                     // margins per row (K)
   bool explain = false;                    // SHAP values; otherwise predictions
   bool interactions = false;               // explain: SHAP interaction values
+  bool residuals = false;                  // explain: K residual columns after the values
   OutputKind kind = OutputKind::kPrediction;  // predict
   int64_t width = 0;                       // predict: values per row
 };
 // Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
 // `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
 // `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
-// last); with K > 1 outputs every name is prefixed `outK.`.
+// last); with K > 1 outputs every name is prefixed `outK.`. Residuals: `residual` per output
+// after all of them (`outK.residual` with K > 1).
 std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
 
 }  // namespace grove

@@ -11,7 +11,7 @@ docs/python.md has the details and examples.
 """
 
 from ._core import has_cuda, visible_gpus
-from ._output import TopFeatures
+from ._output import Explanation, TopFeatures
 from .model import Model
 
 __version__ = "0.1.0"
@@ -31,5 +31,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'groveml' has no attribute {name!r}")
 
 
-__all__ = ["Model", "Client", "RemoteModel", "TopFeatures", "explain_spark", "predict_spark",
+__all__ = ["Model", "Client", "RemoteModel", "Explanation", "TopFeatures", "explain_spark", "predict_spark",
            "explain_dask", "predict_dask", "has_cuda", "visible_gpus", "__version__"]

@@ -84,6 +84,41 @@ class TopFeatures:
         return pd.DataFrame(data, index=index)
 
 
+@dataclass
+class Explanation:
+    """explain(..., residuals=True): the result explain() returns otherwise, with how far each
+    row is from additivity. residuals is (rows,) for one output, (rows, outputs) for several: the
+    sum in double of the row's float32 values and bias (of its interaction matrix for interaction
+    values) minus the model's float32 output in the explained space (the margin, or the link's
+    output in the probability spaces); `arithmetic` says so in the words of groved's
+    residual_arithmetic. Near 0 (rounding) for SHAP values; Banzhaf values are not additive."""
+
+    values: Any
+    residuals: np.ndarray
+    arithmetic: str
+
+
+def residuals_of(out: np.ndarray, outputs: np.ndarray, num_outputs: int) -> np.ndarray:
+    """Residuals of a flat result (rows x K blocks, values or interaction matrices) against the
+    model's outputs (rows x K): per block the sum in float64 minus the output, as float32
+    (core/servable/residuals.h)."""
+    n = out.shape[0]
+    sums = out.reshape(n, num_outputs, -1).astype(np.float64).sum(axis=2)
+    return (sums - outputs.reshape(n, num_outputs).astype(np.float64)).astype(np.float32)
+
+
+def residual_result(residuals: np.ndarray, num_outputs: int) -> np.ndarray:
+    """(rows,) for one output, (rows, outputs) for several."""
+    return residuals[:, 0] if num_outputs == 1 else residuals
+
+
+def check_residuals(residuals: bool, top_k):
+    """Residuals are of full results: not with top_k."""
+    if residuals and top_k is not None:
+        raise ValueError("residuals=True checks every value of a row against its output; top_k "
+                         "returns some of them: ask for each in its own call")
+
+
 def top_k(values: np.ndarray, num_outputs: int, feature_names: Sequence[str], k: int,
           bias: Optional[np.ndarray] = None) -> TopFeatures:
     """Top-k of SHAP values (rows x K*(F+1)) exactly as groved orders them

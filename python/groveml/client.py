@@ -180,10 +180,12 @@ class Client:
                 method: str = "path_dependent", output_space: str = "margin", version: int = 0,
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
                 background=None, categories: Optional[Dict[str, list]] = None,
-                attribution: str = "shapley"):
+                attribution: str = "shapley", residuals: bool = False):
         """As groveml.Model.explain, computed by the server's model `model`. Interventional SHAP
         uses the model's background on the server (background.csv / .npy in the repository).
-        categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's."""
+        categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's.
+        residuals: a groveml.Explanation with the residuals and arithmetic groved computed
+        (ExplainResponse.residuals, residual_arithmetic)."""
         _output.check_format(output_format)
         if background is not None:
             raise ValueError("the server explains over the model's own background (background.csv"
@@ -193,6 +195,7 @@ class Client:
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
         _output.check_choice("attribution", attribution, ATTRIBUTIONS)
         _output.check_top_k(top_k, interactions)
+        _output.check_residuals(residuals, top_k)
         rows = self._rows(model, version, X, categories)
         meta = self.metadata(model, version)
         names = self.feature_names(model, version)
@@ -200,6 +203,7 @@ class Client:
         width = meta.num_outputs * f1 * (f1 if interactions else 1)
         begin, end = (int(v) for v in iteration_range)
         values, inter, top_features, top_values, bias = [], [], [], [], None
+        residual_parts, arithmetic = [], ""
         n = rows.values.shape[0]
         step = self._chunk(meta, width)
 
@@ -212,7 +216,8 @@ class Client:
                     omit_values=bool(top_k) and not interactions, iteration_begin=begin,
                     iteration_end=end, method=METHODS.index(method),
                     output_space=_SPACES[output_space],
-                    attribution=ATTRIBUTIONS.index(attribution), sequence=sequence)
+                    attribution=ATTRIBUTIONS.index(attribution), sequence=sequence,
+                    residuals=bool(residuals))
 
         if n <= step:
             responses = [self._call(self._stub.Explain, request) for request in requests()]
@@ -226,6 +231,9 @@ class Client:
                 raise RuntimeError(f"ExplainStream answered message {response.sequence} in place "
                                    f"of {sequence}")
             bias = np.asarray(response.bias, dtype=np.float32)
+            if residuals:
+                residual_parts.append(_from_matrix(response.residuals))
+                arithmetic = response.residual_arithmetic
             if interactions:
                 inter.append(_from_matrix(response.interactions))
             elif not top_k:
@@ -251,7 +259,13 @@ class Client:
             return _output.top_result(top, fmt, rows)
         parts = inter if interactions else values
         out = np.concatenate(parts) if parts else np.empty((0, width), np.float32)
-        return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows)
+        result = _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows)
+        if not residuals:
+            return result
+        res = (np.concatenate(residual_parts) if residual_parts
+               else np.empty((0, meta.num_outputs), np.float32))
+        return _output.Explanation(result, _output.residual_result(res, meta.num_outputs),
+                                   arithmetic)
 
 
 def _from_matrix(m) -> np.ndarray:

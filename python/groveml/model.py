@@ -177,7 +177,7 @@ class Model:
     def explain(self, X, interactions: bool = False, top_k: Optional[int] = None,
                 method: Optional[str] = None, background=None, output_space: str = "margin",
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
-                progress: bool = False, attribution: str = "shapley"):
+                progress: bool = False, attribution: str = "shapley", residuals: bool = False):
         """SHAP values of the rows of X (numpy, pandas, pyarrow; one row as a 1-D array, a pandas
         Series or a dict {feature: value}).
 
@@ -191,9 +191,13 @@ class Model:
         layout; not additive: a row's values and bias do not sum to its output).
         Returns XGBoost's shapes ((rows, F+1), (rows, outputs, F+1), interactions (rows, F+1, F+1)
         ...; bias last), a DataFrame / Arrow table (DataFrame / Arrow input, or output_format=
-        "pandas" / "arrow"), or a shap.Explanation (output_format="shap")."""
+        "pandas" / "arrow"), or a shap.Explanation (output_format="shap").
+        residuals: a groveml.Explanation instead, that result with each row's additivity residual
+        per output (against the model's margin, or its prediction in the probability spaces) and
+        the arithmetic used; not with top_k."""
         _output.check_format(output_format)
         _output.check_top_k(top_k, interactions)
+        _output.check_residuals(residuals, top_k)
         rows = self.rows(X)
         out = self.explain_matrix(rows, interactions, method, background, output_space,
                                   iteration_range, progress, attribution)
@@ -201,8 +205,19 @@ class Model:
         if top_k is not None:
             top = _output.top_k(out, self.num_outputs, self.feature_names, top_k)
             return _output.top_result(top, fmt, rows)
-        return _output.explain_result(out, interactions, fmt, self.feature_names, self.num_outputs,
-                                      rows)
+        result = _output.explain_result(out, interactions, fmt, self.feature_names,
+                                        self.num_outputs, rows)
+        if not residuals:
+            return result
+        kind = "margin" if output_space == "margin" else "prediction"
+        outputs = self.predict_matrix(rows, kind, iteration_range)
+        if outputs.shape[1] != self.num_outputs:
+            raise ValueError(f"residuals compare each of the {self.num_outputs} outputs with the "
+                             f"model's, but its {kind} has {outputs.shape[1]} values per row")
+        return _output.Explanation(
+            result, _output.residual_result(_output.residuals_of(out, outputs, self.num_outputs),
+                                            self.num_outputs),
+            _core.residual_arithmetic)
 
     def explain_matrix(self, rows: "_input.Rows", interactions: bool = False,
                        method: Optional[str] = None, background=None,

@@ -586,8 +586,12 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
         m->set_rows(n);
         m->set_cols(K);
         m->mutable_values()->Resize(static_cast<int>(n * K), 0.0f);
-        const int64_t exceeded = AdditivityResiduals(values, n, K, F, buffers->outputs.data(),
-                                                     m->mutable_values()->mutable_data());
+        // Interaction values: every entry of the matrices (InteractionResiduals), as the CLI and
+        // groveml compute them, not their float32 row sums.
+        float* into = m->mutable_values()->mutable_data();
+        const int64_t exceeded =
+            interactions ? InteractionResiduals(out.data, n, K, F, buffers->outputs.data(), into)
+                         : AdditivityResiduals(values, n, K, F, buffers->outputs.data(), into);
         response->set_residual_arithmetic(kResidualArithmetic);
         op_metrics->residual_rows->Increment(static_cast<double>(n));
         op_metrics->residual_exceeded_rows->Increment(static_cast<double>(exceeded));

@@ -272,12 +272,16 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
   }
   for (const auto& [key, p] : request.parameters()) {
     using P = inference::InferParameter;
-    if (key == "predict_proba" || key == "output_class") {
+    if (key == "predict_proba" || key == "output_class" || key == "residuals") {
       if (p.parameter_choice_case() != P::kBoolParam) {
         return absl::InvalidArgumentError(absl::StrCat("request parameter '", key,
                                                        "' must be a bool"));
       }
-      (key == "predict_proba" ? out.predict_proba : out.output_class) = p.bool_param();
+      if (key == "residuals") {
+        out.residuals = p.bool_param();
+      } else {
+        (key == "predict_proba" ? out.predict_proba : out.output_class) = p.bool_param();
+      }
     } else if (key == "threshold") {
       if (p.parameter_choice_case() == P::kDoubleParam) {
         out.threshold = p.double_param();
@@ -295,6 +299,11 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
             absl::StrCat("request parameter 'threshold' ", *out.threshold, " is outside [0, 1]"));
       }
     }
+  }
+  if (out.residuals && !out.shap) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request parameter 'residuals' says how far the explanation is from additivity; ask for "
+        "the output '", kShapTensor, "' with it"));
   }
   return out;
 }

@@ -28,6 +28,12 @@ namespace grove::server {
 inline constexpr const char* kInputTensor = "input__0";
 inline constexpr const char* kOutputTensor = "output__0";
 inline constexpr const char* kShapTensor = "treeshap_output";
+// With the request parameter `residuals` (bool true, next to treeshap_output): [rows, K] FP32, per
+// row and output the sum of treeshap_output's values and bias minus the model's output
+// (core/servable/residuals.h), after the asked outputs; the response parameter
+// `residual_arithmetic` (string) says how they were computed.
+inline constexpr const char* kResidualsTensor = "treeshap_residuals";
+inline constexpr const char* kResidualArithmeticParameter = "residual_arithmetic";
 
 // Parses a KServe model_version ("" = 0 = highest ready): a canonical decimal, without blanks, sign
 // or leading zeros; anything else is INVALID_ARGUMENT.
@@ -77,6 +83,7 @@ struct KserveOutputs {
   std::optional<bool> predict_proba;
   std::optional<bool> output_class;
   std::optional<double> threshold;
+  bool residuals = false;  // request parameter `residuals`: kResidualsTensor
   int64_t class_count = 0;  // > 0: output__0 as the top classes, "value:index" strings (BYTES)
   // Outputs to write into shared memory (their shared_memory_* parameters) instead of
   // raw_output_contents.
@@ -85,7 +92,8 @@ struct KserveOutputs {
 };
 // INVALID_ARGUMENT naming the output or parameter for a duplicate or unknown output, a parameter
 // of the wrong type, a class_count below 1 or on treeshap_output, shared memory parameters that
-// KserveSharedMemoryRef refuses, or shared memory with classification or REST's binary_data.
+// KserveSharedMemoryRef refuses, shared memory with classification or REST's binary_data, or
+// `residuals` without treeshap_output.
 absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequest& request);
 
 // treeshap_output's method and space: request parameters "method" ("path_dependent",

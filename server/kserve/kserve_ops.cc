@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/servable/residuals.h"
 #include "server/call.h"
 #include "server/convert.h"
 #include "server/kserve/kserve_convert.h"
@@ -40,6 +41,10 @@ struct InferState {
   std::vector<float> shap;
   SharedOutput prediction_shm;  // span empty: output__0 goes in the response
   SharedOutput shap_shm;
+  // With outputs.residuals: the model's output of the rows (margin, or transformed in the
+  // probability spaces), n x K, and the residuals computed from it when the call is answered.
+  std::vector<float> model_outputs;
+  std::vector<float> residuals;
 };
 
 bool FloatAligned(const char* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float) == 0; }
@@ -116,6 +121,33 @@ void FillInferResponse(const InferState& state, const inference::ModelInferReque
       }
     }
   }
+  if (state.outputs.residuals) {
+    auto* out = response->add_outputs();
+    out->set_name(kResidualsTensor);
+    out->set_datatype("FP32");
+    out->add_shape(n);
+    out->add_shape(f.num_outputs);
+    EncodeFloats(state.residuals.data(), static_cast<int64_t>(state.residuals.size()),
+                 response->add_raw_output_contents());
+    (*response->mutable_parameters())[kResidualArithmeticParameter].set_string_param(
+        kResidualArithmetic);
+  }
+}
+
+// The residuals of the call's explanation (treeshap_output's values, wherever the engine wrote
+// them) against state->model_outputs; counted in `op`'s metrics.
+void ComputeResiduals(InferState* state, Metrics::OpMetrics* op) {
+  const Forest& f = state->model->forest();
+  const int64_t n = state->input.rows.rows;
+  const float* values = state->shap_shm.direct
+                            ? reinterpret_cast<const float*>(state->shap_shm.span.data)
+                            : state->shap.data();
+  state->residuals.resize(static_cast<size_t>(n * f.num_outputs));
+  const int64_t exceeded = AdditivityResiduals(values, n, f.num_outputs, f.num_features,
+                                               state->model_outputs.data(),
+                                               state->residuals.data());
+  op->residual_rows->Increment(static_cast<double>(n));
+  op->residual_exceeded_rows->Increment(static_cast<double>(exceeded));
 }
 
 // OK unless a shared memory range the call read its rows from or wrote its results to lost pages
@@ -501,6 +533,10 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   if (state->outputs.shap && !state->shap_shm.direct) {
     held = SaturatingAdd(held, SaturatingBytes(n, shap_width, 4));
   }
+  if (state->outputs.residuals) {  // the residuals in the response; the outputs and them held
+    bytes = SaturatingAdd(bytes, SaturatingBytes(n, f.num_outputs, 4));
+    held = SaturatingAdd(held, SaturatingBytes(n, f.num_outputs, 8));
+  }
   if (absl::Status s = runtime->CheckResponseBytes(bytes, n); !s.ok()) return s;
   if (!state->input.span || !state->input.owned.empty()) {
     held = SaturatingAdd(held, SaturatingBytes(n, state->input.rows.cols, 4));
@@ -511,10 +547,16 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   absl::StatusOr<serving::MemoryReservation> memory =
       runtime->ReserveMemory(*state->model, op, n, held);
   if (!memory.ok()) return memory.status();
-  const int count = (state->outputs.prediction ? 1 : 0) + (state->outputs.shap ? 1 : 0);
+  const int count = (state->outputs.prediction ? 1 : 0) + (state->outputs.shap ? 1 : 0) +
+                    (state->outputs.residuals ? 1 : 0);
+  Metrics::OpMetrics* explain_metrics =
+      state->outputs.residuals ? &runtime->metrics().Model(state->model->name)->op(explain_op)
+                               : nullptr;
   auto call = std::make_shared<CallState>(
-      count, deadline, [state, &request, response, done = std::move(done)](absl::Status status) {
+      count, deadline,
+      [state, &request, response, explain_metrics, done = std::move(done)](absl::Status status) {
         if (status.ok()) {
+          if (state->outputs.residuals) ComputeResiduals(state.get(), explain_metrics);
           FillInferResponse(*state, request, response);
           status = CheckSharedMemoryIntact(*state);
         }
@@ -530,6 +572,18 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
   if (state->outputs.shap) {
     tasks.push_back(
         MakeTask(runtime, state, explain_op, shap_width, &state->shap, state->shap_shm, call));
+  }
+  if (state->outputs.residuals) {  // the model's output in the explained space, beside it
+    auto t = std::make_unique<ComputeTask>();
+    t->model = state->model;
+    t->op = Operation::kPredict;
+    t->params.kind = state->explain.output_space == OutputSpace::kMargin ? OutputKind::kMargin
+                                                                          : OutputKind::kPrediction;
+    t->rows = state->input.rows;
+    state->model_outputs.resize(static_cast<size_t>(n * f.num_outputs));
+    t->out = MakeMatrixView(state->model_outputs.data(), n, f.num_outputs);
+    t->call = call;
+    tasks.push_back(std::move(t));
   }
   SubmitAll(runtime, std::move(tasks), call);
   return absl::OkStatus();

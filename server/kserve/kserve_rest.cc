@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -456,7 +457,14 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
     }
     json += "]}";
   }
-  json += "]}";
+  json += "]";
+  // Response parameters (residual_arithmetic): string values, keys in order.
+  if (!response.parameters().empty()) {
+    std::map<std::string, std::string> params;
+    for (const auto& [k, v] : response.parameters()) params[k] = v.string_param();
+    json += ",\"parameters\":" + nlohmann::json(params).dump();
+  }
+  json += "}";
   *header_length = binary.empty() ? -1 : static_cast<int64_t>(json.size());
   return json + binary;
 }

@@ -76,7 +76,8 @@ absl::Status ParseRestInferRequest(absl::string_view body, int64_t header_length
 
 // The response to `request` as a body: JSON, then the binary outputs; *header_length is the JSON
 // part's length when some output is binary, -1 otherwise. An output the request put in shared
-// memory has neither data nor binary data (its values are in the region).
+// memory has neither data nor binary data (its values are in the region). The response's
+// parameters (string values) follow the outputs as "parameters".
 std::string RestInferResponse(const inference::ModelInferRequest& request,
                               const inference::ModelInferResponse& response,
                               int64_t* header_length);

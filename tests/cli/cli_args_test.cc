@@ -159,6 +159,20 @@ TEST(CliArgs, Attribution) {
   EXPECT_THAT(HelpText("explain"), HasSubstr("--attribution NAME"));
 }
 
+TEST(CliArgs, ResidualsAndRemoteInterventionalInteractions) {
+  auto a = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv", "--residuals"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->residuals);
+  EXPECT_FALSE(ParseCliArgs({"explain", "--model", "m.json", "--input", "x.csv"})->residuals);
+  EXPECT_FALSE(ParseCliArgs({"predict", "--model", "m.json", "--input", "x.csv", "--residuals"})
+                   .ok());
+  EXPECT_THAT(HelpText("explain"), HasSubstr("--residuals"));
+  // groved serves interventional interaction values over the model's background.
+  EXPECT_TRUE(ParseCliArgs({"explain", "--server", "h:1", "--model", "m", "--input", "x.csv",
+                            "--method", "interventional", "--interactions", "--residuals"})
+                  .ok());
+}
+
 TEST(CliArgs, Errors) {
   struct {
     std::vector<std::string> args;
@@ -189,9 +203,6 @@ TEST(CliArgs, Errors) {
        "--output-space needs"},
       {{"explain", "--model", "m", "--input", "x", "--background", "b", "--output-space", "odds"},
        "unknown output space 'odds'"},
-      {{"explain", "--server", "h:1", "--model", "m", "--input", "x", "--method",
-        "interventional", "--interactions"},
-       "explain interactions locally with --background FILE"},
       {{"predict", "--model", "m", "--input", "x", "--background", "b"},
        "unknown option '--background'"},
   };

@@ -18,18 +18,6 @@
 namespace grove::testing {
 namespace {
 
-// Rows written as `grove` reads them back (%.9g round-trips a float).
-std::string WriteRows(const ScratchDir& scratch, const std::string& name,
-                      const std::vector<float>& rows, int cols) {
-  const std::string path = scratch.File(name);
-  FILE* f = std::fopen(path.c_str(), "w");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::fprintf(f, "%.9g%s", rows[i], (i + 1) % cols == 0 ? "\n" : ",");
-  }
-  std::fclose(f);
-  return path;
-}
-
 class CliBanzhafTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,19 @@ inline GroveRun RunGrove(const std::vector<std::string>& args, const ScratchDir&
 
 inline std::string Describe(const GroveRun& run) {
   return "exit " + std::to_string(run.exit_code) + ", stderr: " + run.err;
+}
+
+// Writes `rows` (row-major, `cols` columns) as `grove` reads them back (%.9g round-trips a
+// float) to `name` in `scratch`; returns its path.
+inline std::string WriteRows(const ScratchDir& scratch, const std::string& name,
+                             const std::vector<float>& rows, int cols) {
+  const std::string path = scratch.File(name);
+  FILE* f = std::fopen(path.c_str(), "w");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::fprintf(f, "%.9g%s", rows[i], (i + 1) % cols == 0 ? "\n" : ",");
+  }
+  std::fclose(f);
+  return path;
 }
 
 }  // namespace grove::testing

@@ -74,6 +74,20 @@ def check_case(f, args, np, grpcclient, client, server, name, x_path, bg_path, m
             continue
         f.check(remote.stdout == local.stdout,
                 f"{name} {space}: grove explain --server differs from the local CLI")
+        # Interaction values and residual columns (margin): the same bytes from groved.
+        for extra in (["--residuals"], ["--interactions"], ["--interactions", "--residuals"]):
+            if space != "margin":
+                break
+            local_x = grove(args.grove, ["explain", "--model", model, "--input", x_path,
+                                         "--background", bg_path] + extra)
+            remote_x = grove(args.grove, ["explain", "--server", server.target, "--model", name,
+                                          "--input", x_path, "--method", "interventional"] + extra)
+            if local_x.returncode != 0:  # interactions of a model too wide for a response
+                f.check(remote_x.returncode != 0, f"{name} {extra}: local refused, groved answered")
+                continue
+            f.check(remote_x.returncode == 0 and remote_x.stdout == local_x.stdout,
+                    f"{name} {extra}: grove explain --server differs from the local CLI: "
+                    f"{remote_x.stderr.strip()}")
         # KServe with request parameters, FP64 rows (converted as the CLI converts them).
         X = np.array([[float(v) if v.strip() and v.strip().lower() != "nan" else float("nan")
                        for v in row.split(",")] for row in lines(x_path, range(ROWS))])

@@ -34,7 +34,7 @@ RunInfo ExplainLikeTheReference(const InterventionalEngine& e, const Forest& f,
                                 const std::vector<float>& rows, const std::vector<float>& bg,
                                 const InterventionalOptions& o) {
   const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
-  const int64_t width = ExplainWidth(f, false);
+  const int64_t width = ExplainWidth(f, o.interactions);
   std::vector<float> out(n * width);
   RunInfo info;
   const absl::Status s = e.Explain(MakeRowsView(rows.data(), n, f.num_features), o,
@@ -55,7 +55,7 @@ TEST(InterventionalEngineTest, StrategyNamesRoundTrip) {
 }
 
 // SHAP values of every output space run on the fast form (the exact probability space of a softmax
-// model here); interaction values on the reference (ForcedStrategiesAndErrors).
+// model here); interaction values of the margin too (ForcedStrategiesAndErrors).
 TEST(InterventionalEngineTest, AutoPicksTheFastFormForEveryOutputSpace) {
   RandomForestOptions ro;
   ro.num_outputs = 2;
@@ -144,20 +144,25 @@ TEST(InterventionalEngineTest, ForcedStrategiesAndErrors) {
                              nullptr)
                   .ok());
   EXPECT_EQ(out, (std::vector<float>{-2.5f, 1.5f, 3.0f}));
-  // Interaction values: the reference only.
+  // Interaction values of the margin: the path form too, the same matrix as the reference's.
   o = {};
   o.interactions = true;
-  std::vector<float> matrix(9);
-  absl::Status refused = paths->Explain(MakeRowsView(rows.data(), 1, 2), o,
-                                        MakeMatrixView(matrix.data(), 1, 9), nullptr);
-  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.message().find("does not explain interaction values"), std::string::npos);
+  std::vector<float> matrix(9), reference(9);
+  ASSERT_TRUE(paths->Explain(MakeRowsView(rows.data(), 1, 2), o,
+                             MakeMatrixView(matrix.data(), 1, 9), nullptr)
+                  .ok());
+  std::unique_ptr<InterventionalEngine> forced = MakeEngine(f, bg, "reference", &pool);
+  ASSERT_NE(forced, nullptr);
+  ASSERT_TRUE(forced->Explain(MakeRowsView(rows.data(), 1, 2), o,
+                              MakeMatrixView(reference.data(), 1, 9), nullptr)
+                  .ok());
+  EXPECT_EQ(matrix, reference);
   std::unique_ptr<InterventionalEngine> any = MakeEngine(f, bg, "auto", &pool);
   ASSERT_NE(any, nullptr);
   ASSERT_TRUE(any->Explain(MakeRowsView(rows.data(), 1, 2), o,
                            MakeMatrixView(matrix.data(), 1, 9), &info)
                   .ok());
-  EXPECT_EQ(info.strategy, "interventional_reference");
+  EXPECT_NE(info.strategy, "interventional_reference");
   // Rows of the matrix sum to the SHAP values above; the bias sits at [F][F].
   EXPECT_FLOAT_EQ(matrix[0] + matrix[1] + matrix[2], -2.5f);
   EXPECT_FLOAT_EQ(matrix[3] + matrix[4] + matrix[5], 1.5f);
@@ -178,6 +183,30 @@ TEST(InterventionalEngineTest, ForcedStrategiesAndErrors) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Interaction values of the probability spaces of a sigmoid model: the reference only.
+TEST(InterventionalEngineTest, ProbabilityInteractionsRunOnTheReference) {
+  RandomForestOptions ro;
+  ro.seed = 8;
+  ForestPtr f = testing::WithLink(*MakeRandomForest(ro), Link::kSigmoid);
+  const std::vector<float> rows = MakeRandomRows(*f, 2, 1);
+  const std::vector<float> bg = MakeRandomRows(*f, 6, 2);
+  ThreadPool pool(2);
+  InterventionalOptions o;
+  o.interactions = true;
+  o.output_space = OutputSpace::kProbabilityLinearized;
+  const int64_t width = ExplainWidth(*f, true);
+  std::vector<float> out(2 * width);
+  std::unique_ptr<InterventionalEngine> paths = MakeEngine(f, bg, "paths_cpu", &pool);
+  ASSERT_NE(paths, nullptr);
+  absl::Status refused = paths->Explain(MakeRowsView(rows.data(), 2, f->num_features), o,
+                                        MakeMatrixView(out.data(), 2, width), nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("does not explain interaction values"), std::string::npos);
+  std::unique_ptr<InterventionalEngine> any = MakeEngine(f, bg, "auto", &pool);
+  ASSERT_NE(any, nullptr);
+  EXPECT_EQ(ExplainLikeTheReference(*any, *f, rows, bg, o).strategy, "interventional_reference");
 }
 
 }  // namespace

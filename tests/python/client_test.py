@@ -89,6 +89,25 @@ def test_interventional_over_the_servers_background(server, models):
                        model.explain(x[:50], output_space=space), space)
 
 
+def test_residuals_are_the_servers(server, models):
+    _, client = server
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path, background=x[:40])
+    for kwargs in ({"method": "path_dependent"},
+                   {"method": "interventional", "output_space": "probability"},
+                   {"method": "path_dependent", "interactions": True},
+                   {"method": "interventional", "interactions": True}):
+        got = client.explain("xgb_binary", x[:30], residuals=True, **kwargs)
+        want = model.explain(x[:30], residuals=True, **kwargs)
+        assert isinstance(got, groveml.Explanation)
+        assert_bitwise(got.values, want.values, str(kwargs))
+        assert got.residuals.shape == (30,)
+        # The server sums the values (interactions: their row sums) in its own order.
+        np.testing.assert_allclose(got.residuals, want.residuals, rtol=0, atol=1e-6)
+        assert got.arithmetic == want.arithmetic
+    assert not isinstance(client.explain("xgb_binary", x[:3]), groveml.Explanation)
+
+
 def test_banzhaf_values(server, models):
     _, client = server
     path, x = models["xgb_binary"]

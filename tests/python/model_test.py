@@ -118,6 +118,30 @@ def test_interventional_matches_cli(cli, models, tmp_path):
     assert_bitwise(with_default.explain(x[:60], method="path_dependent"), model.explain(x[:60]))
 
 
+def test_residuals_match_a_recomputation(models):
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path)
+    k = model.num_outputs
+    for kwargs, kind in (({}, "margin"), ({"interactions": True}, "margin"),
+                         ({"background": x[30:50], "output_space": "probability"}, "prediction"),
+                         ({"attribution": "banzhaf"}, "margin")):
+        got = model.explain(x[:20], residuals=True, **kwargs)
+        assert isinstance(got, groveml.Explanation)
+        plain = model.explain(x[:20], **kwargs)
+        assert_bitwise(got.values, plain, str(kwargs))
+        outputs = np.asarray(model.predict(x[:20], kind=kind), np.float64).reshape(20, k)
+        sums = np.asarray(plain, np.float32).reshape(20, k, -1).astype(np.float64).sum(axis=2)
+        assert got.residuals.shape == (20, k)
+        np.testing.assert_allclose(got.residuals, sums - outputs, rtol=1e-6, atol=1e-6)
+        assert "sum in double" in got.arithmetic
+        if kwargs.get("attribution") == "banzhaf":
+            assert np.abs(got.residuals).max() > 1e-4, "Banzhaf values are not additive"
+        else:
+            assert np.abs(got.residuals).max() < 1e-4, str(kwargs)
+    with pytest.raises(ValueError, match="top_k"):
+        model.explain(x[:3], top_k=2, residuals=True)
+
+
 def test_banzhaf_matches_cli(cli, models, tmp_path):
     path, x = models["xgb_multi"]
     model = groveml.Model(path)

@@ -34,5 +34,19 @@ TEST(ResidualsTest, SumsEachBlockAndCountsRowsOverTheBound) {
   EXPECT_NEAR(r, 0.001, 1e-4);
 }
 
+TEST(ResidualsTest, InteractionMatricesSumEveryEntry) {
+  // One output, two features: a 3 x 3 matrix whose rows sum to the values (1.5, -0.5) and whose
+  // [F][F] is the bias 2; two rows, the second off by 0.25.
+  const std::vector<float> m = {
+      1.0f, 0.5f, 0.0f, 0.5f, -1.0f, 0.0f, 0.0f, 0.0f, 2.0f,
+      1.0f, 0.5f, 0.0f, 0.5f, -1.0f, 0.0f, 0.0f, 0.0f, 2.0f,
+  };
+  const std::vector<float> outputs = {3.0f, 2.75f};
+  std::vector<float> residuals(2, -7.0f);
+  EXPECT_EQ(InteractionResiduals(m.data(), 2, 1, 2, outputs.data(), residuals.data()), 1);
+  EXPECT_EQ(residuals[0], 0.0f);
+  EXPECT_EQ(residuals[1], 0.25f);
+}
+
 }  // namespace
 }  // namespace grove

@@ -210,6 +210,26 @@ TEST(Convert, KserveInputRawTypedAndErrors) {
   EXPECT_EQ(ParseKserveOutputs(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The request parameter `residuals`: a bool, with treeshap_output.
+TEST(Convert, KserveResidualsParameter) {
+  inference::ModelInferRequest req;
+  req.add_outputs()->set_name("treeshap_output");
+  absl::StatusOr<KserveOutputs> outs = ParseKserveOutputs(req);
+  ASSERT_TRUE(outs.ok());
+  EXPECT_FALSE(outs->residuals);
+  (*req.mutable_parameters())["residuals"].set_bool_param(true);
+  outs = ParseKserveOutputs(req);
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  EXPECT_TRUE(outs->residuals);
+  (*req.mutable_parameters())["residuals"].set_string_param("true");
+  EXPECT_THAT(std::string(ParseKserveOutputs(req).status().message()),
+              HasSubstr("'residuals' must be a bool"));
+  (*req.mutable_parameters())["residuals"].set_bool_param(true);
+  req.mutable_outputs(0)->set_name("output__0");
+  EXPECT_THAT(std::string(ParseKserveOutputs(req).status().message()),
+              HasSubstr("ask for the output 'treeshap_output'"));
+}
+
 // Triton's classification extension (class_count) on output__0: top classes as "value:index".
 TEST(Convert, KserveClassificationIsTopClassesAsStrings) {
   inference::ModelInferRequest req;

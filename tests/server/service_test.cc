@@ -27,7 +27,9 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "prometheus/text_serializer.h"
 #include "server/server.h"
 #include "server/grpc/wire_rows.h"
@@ -734,6 +736,87 @@ TEST_F(ServerTest, ResidualsSayHowFarFromAdditive) {
   ASSERT_TRUE(Grove()->Explain(&ctx, req, &resp).ok());
   EXPECT_FALSE(resp.has_residuals());
   EXPECT_TRUE(resp.residual_arithmetic().empty());
+}
+
+// KServe: the request parameter `residuals` adds treeshap_residuals [rows, K] and the response
+// parameter residual_arithmetic, over gRPC and REST; the residuals are recomputed here from the
+// values and a local prediction in the explained space.
+TEST_F(ServerTest, KserveResidualsOverGrpcAndRest) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  n = 6;
+  rows.resize(n * cols);
+  const std::vector<float> proba = LocalPredict(kDemo, rows, cols, OutputKind::kPrediction);
+  const double before = CounterValue(
+      server_, "grove_explain_residual_rows_total{model=\"demo_bg\",operation=\"interventional\"}");
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, n, cols);
+  (*kreq.mutable_parameters())["method"].set_string_param("interventional");
+  (*kreq.mutable_parameters())["output_space"].set_string_param("probability");
+  (*kreq.mutable_parameters())["residuals"].set_bool_param(true);
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  ASSERT_TRUE(ks.ok()) << ks.error_message();
+  ASSERT_EQ(kresp.outputs_size(), 2);
+  EXPECT_EQ(kresp.outputs(1).name(), "treeshap_residuals");
+  EXPECT_EQ(kresp.outputs(1).datatype(), "FP32");
+  EXPECT_EQ(std::vector<int64_t>(kresp.outputs(1).shape().begin(), kresp.outputs(1).shape().end()),
+            (std::vector<int64_t>{n, 1}));
+  EXPECT_THAT(kresp.parameters().at("residual_arithmetic").string_param(),
+              HasSubstr("sum in double"));
+  std::vector<float> values(n * (cols + 1)), residuals(n);
+  ASSERT_EQ(kresp.raw_output_contents(0).size(), values.size() * 4);
+  ASSERT_EQ(kresp.raw_output_contents(1).size(), residuals.size() * 4);
+  std::memcpy(values.data(), kresp.raw_output_contents(0).data(), values.size() * 4);
+  std::memcpy(residuals.data(), kresp.raw_output_contents(1).data(), residuals.size() * 4);
+  std::vector<double> want(n);
+  for (int64_t r = 0; r < n; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j <= cols; ++j) sum += values[r * (cols + 1) + j];
+    want[r] = sum - proba[r];
+    EXPECT_NEAR(residuals[r], want[r], 1e-6) << "row " << r;
+    EXPECT_LE(std::abs(residuals[r]), 1e-5) << "row " << r;  // SHAP values add up
+  }
+  EXPECT_EQ(CounterValue(server_, "grove_explain_residual_rows_total{model=\"demo_bg\","
+                                  "operation=\"interventional\"}") - before, n);
+
+  // REST: the same tensor in JSON and the arithmetic among the response's parameters.
+  httplib::Client http("127.0.0.1", server_->http_port());
+  const nlohmann::json infer = {
+      {"parameters",
+       {{"method", "interventional"}, {"output_space", "probability"}, {"residuals", true}}},
+      {"inputs", {{{"name", "input__0"}, {"shape", {n, cols}}, {"datatype", "FP32"},
+                   {"data", rows}}}},
+      {"outputs", {{{"name", "treeshap_output"}}}}};
+  auto r = http.Post("/v2/models/demo_bg/infer", infer.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const nlohmann::json answer = nlohmann::json::parse(r->body);
+  ASSERT_EQ(answer["outputs"].size(), 2u);
+  EXPECT_EQ(answer["outputs"][1]["name"], "treeshap_residuals");
+  EXPECT_EQ(answer["outputs"][1]["shape"], nlohmann::json({n, 1}));
+  ASSERT_EQ(answer["outputs"][1]["data"].size(), static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(answer["outputs"][1]["data"][i].get<double>(), want[i], 1e-6) << "row " << i;
+  }
+  EXPECT_THAT(answer["parameters"]["residual_arithmetic"].get<std::string>(),
+              HasSubstr("sum in double"));
+
+  // Off by default; asked without treeshap_output, refused.
+  inference::ModelInferRequest plain = ShapRequest("demo_bg", rows, n, cols);
+  grpc::ClientContext pctx;
+  inference::ModelInferResponse presp;
+  ASSERT_TRUE(Kserve()->ModelInfer(&pctx, plain, &presp).ok());
+  EXPECT_EQ(presp.outputs_size(), 1);
+  EXPECT_TRUE(presp.parameters().empty());
+  inference::ModelInferRequest alone = plain;
+  alone.clear_outputs();
+  alone.add_outputs()->set_name("output__0");
+  (*alone.mutable_parameters())["residuals"].set_bool_param(true);
+  grpc::ClientContext actx;
+  grpc::Status refused = Kserve()->ModelInfer(&actx, alone, &presp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("'residuals'"));
 }
 
 TEST_F(ServerTest, ErrorsMapToStatusCodes) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "core/explain/explain.h"
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
@@ -63,12 +64,57 @@ std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_ro
   return cases;
 }
 
+LinearizedLayoutPtr BuildLinearized(const Forest& forest, const InterventionalLayouts& layouts,
+                                    const std::vector<float>& background) {
+  const int F = forest.num_features;
+  absl::StatusOr<LinearizedLayoutPtr> ll = BuildLinearizedLayout(
+      *layouts.layout, *layouts.il,
+      MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F), nullptr);
+  EXPECT_TRUE(ll.ok()) << ll.status();
+  return ll.ok() ? *ll : nullptr;
+}
+
+std::vector<InterventionalOptions> InteractionCases() {
+  std::vector<InterventionalOptions> cases;
+  for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+    for (int begin : {0, 1}) {
+      InterventionalOptions o;
+      o.interactions = true;
+      o.attribution = attribution;
+      o.iteration_begin = begin;
+      o.iteration_end = begin == 0 ? 0 : 3;
+      cases.push_back(o);
+    }
+  }
+  return cases;
+}
+
+std::string Describe(const InterventionalOptions& o) {
+  return absl::StrCat(AttributionName(o.attribution), o.interactions ? " interactions" : "", " ",
+                      OutputSpaceName(o.output_space), " rounds [", o.iteration_begin, ", ",
+                      o.iteration_end, ")");
+}
+
+InterventionalLayouts BuildInterventionalLayouts(const Forest& forest,
+                                                 const std::vector<float>& background,
+                                                 ThreadPool* pool) {
+  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(forest);
+  EXPECT_TRUE(l.ok()) << l.status();
+  if (!l.ok()) return {};
+  const int F = forest.num_features;
+  absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
+      forest, **l, MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F),
+      pool);
+  EXPECT_TRUE(il.ok()) << il.status();
+  return {*l, il.ok() ? *il : nullptr};
+}
+
 absl::StatusOr<std::vector<float>> InterventionalReferenceOrStatus(
     const Forest& forest, const std::vector<float>& rows, const std::vector<float>& background,
     const InterventionalOptions& options) {
   const int F = forest.num_features;
   const int64_t n = static_cast<int64_t>(rows.size()) / F;
-  const int64_t width = ExplainWidth(forest, false);
+  const int64_t width = ExplainWidth(forest, options.interactions);
   std::vector<float> out(n * width);
   absl::Status s = ExplainInterventionalCpu(
       forest, MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F),

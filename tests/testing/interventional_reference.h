@@ -9,6 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/explain/interventional/interventional.h"
+#include "core/explain/interventional/interventional_paths.h"
+#include "core/explain/paths.h"
 #include "tests/testing/corpus.h"
 #include "core/model/forest.h"
 #include "tests/testing/random_forest.h"
@@ -38,6 +40,26 @@ struct InterventionalCorpusCase {
 std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_rows,
                                                            int64_t explained_rows,
                                                            int max_features = 0);
+
+// The layouts of the path forms for `forest` and `background` (row-major, forest.num_features
+// columns), over `pool` (may be null); build errors fail the test (null layouts).
+struct InterventionalLayouts {
+  PathLayoutPtr layout;
+  InterventionalLayoutPtr il;
+};
+InterventionalLayouts BuildInterventionalLayouts(const Forest& forest,
+                                                 const std::vector<float>& background,
+                                                 ThreadPool* pool);
+
+// The probability spaces' LinearizedLayout of `layouts` (built from `forest` and `background`);
+// build errors fail the test (null).
+LinearizedLayoutPtr BuildLinearized(const Forest& forest, const InterventionalLayouts& layouts,
+                                    const std::vector<float>& background);
+
+// The interaction calls the path forms (CPU twin, GPU kernel) are checked with: Shapley and
+// Banzhaf, over every round and over rounds [1, 3); Describe names one in failures.
+std::vector<InterventionalOptions> InteractionCases();
+std::string Describe(const InterventionalOptions& options);
 
 // ExplainInterventionalCpu of `rows` against `background` (both row-major, forest.num_features
 // columns), or its error.

@@ -18,6 +18,8 @@
 //   3. f(x_S z_S̄) = constant + sum over T ⊆ S of M[T]: the subset-sum (zeta) transform, d 2^(d-1)
 //      additions; then g per hybrid (softmax over the outputs of one hybrid).
 //   4. phi_i += 1/N sum over S without i of W(d - |S|, |S|) (g(S ∪ i) - g(S)) (InterventionalWeight).
+//   5. With interaction values: M[i][j] = M[j][i] += 1/N sum over S without i, j of
+//      W(d-1-|S|, |S|) / 2 (g(S ∪ {i,j}) - g(S ∪ i) - g(S ∪ j) + g(S)) (the reference's).
 // Cost per pair: the paths (two mask loads each), 2^|S_z| per term, and ~3 d 2^(d-1) per output.
 //
 // Determinism: terms are applied in path order, one at a time (the team's members write distinct
@@ -298,6 +300,42 @@ GROVE_HD void AddShapley(const Team& team, const ExactArgs& a, const ExactScratc
   }
 }
 
+// Step 5: the pair's interaction values (half the index), times `scale`, added by rank 0 to inter
+// (num_outputs x f1 x f1, off-diagonal).
+template <typename Team>
+GROVE_HD void AddInteractionIndex(const Team& team, const ExactArgs& a, const ExactScratch& s,
+                                  int d, double scale, double* inter) {
+  const int K = a.num_outputs;
+  const int64_t f1 = a.num_features + 1;
+  const uint32_t quarter = d >= 2 ? 1u << (d - 2) : 0u;
+  for (int i = 0; i < d; ++i) {
+    for (int j = i + 1; j < d; ++j) {
+      const uint32_t bi = 1u << i, bj = 1u << j;
+      const int64_t fi = s.slot_feature[i], fj = s.slot_feature[j];
+      for (int k = 0; k < K; ++k) {
+        double part = 0;
+        for (uint32_t q = team.rank(); q < quarter; q += team.size()) {
+          const uint32_t without = InsertZeroBit(InsertZeroBit(q, i), j);
+          const int size = PopCount32(without);
+          const double* t = s.table + k;
+          const int64_t at = static_cast<int64_t>(without) * K;
+          const int64_t at_i = static_cast<int64_t>(without | bi) * K;
+          const int64_t at_j = static_cast<int64_t>(without | bj) * K;
+          const int64_t at_ij = static_cast<int64_t>(without | bi | bj) * K;
+          part += a.weights[(d - 1 - size) * kInterventionalWeightSide + size] / 2 *
+                  (t[at_ij] - t[at_i] - t[at_j] + t[at]);
+        }
+        const double total = team.Sum(part);
+        if (team.rank() == 0) {
+          double* m = inter + k * f1 * f1;
+          m[fi * f1 + fj] += scale * total;
+          m[fj * f1 + fi] += scale * total;
+        }
+      }
+    }
+  }
+}
+
 // Restores the scratch invariants after a pair that used d slots.
 template <typename Team>
 GROVE_HD void ClearPair(const Team& team, const ExactArgs& a, const ExactScratch& s, int d) {
@@ -313,35 +351,39 @@ GROVE_HD void ClearPair(const Team& team, const ExactArgs& a, const ExactScratch
 }  // namespace exact_internal
 
 // Adds scale x the exact Shapley values of pair (x, z) (their masks per path: x_masks from
-// ExactRowMasks, z_masks likewise) to phi (num_outputs x (num_features + 1); bias columns left).
+// ExactRowMasks, z_masks likewise) to phi (num_outputs x (num_features + 1); bias columns left),
+// and with `inter` (may be null; num_outputs x f1 x f1) their interaction values off the diagonal.
 // Returns d, the features the pair's hybrids part on; when d > a.max_slots nothing is added (the
 // caller refuses the pair). Every member of the team calls it with the same arguments.
 template <typename Team>
 GROVE_HD int ExplainExactPair(const Team& team, const ExactArgs& a, const ExactScratch& s,
                               const uint32_t* x_masks, const uint32_t* z_masks, double scale,
-                              double* phi) {
+                              double* phi, double* inter = nullptr) {
   namespace ei = exact_internal;
   const int d = ei::CollectTerms(team, a, s, x_masks, z_masks);
   if (d > 0 && d <= a.max_slots) {
     ei::ReduceConstant(team, a, s);
     ei::HybridOutputs(team, a, s, d);
     ei::AddShapley(team, a, s, d, scale, phi);
+    if (inter != nullptr) ei::AddInteractionIndex(team, a, s, d, scale, inter);
   }
   ei::ClearPair(team, a, s, d);
   return d;
 }
 
 // One row against the whole background (z_masks: n rows of num_paths masks): adds the row's
-// averaged SHAP values to phi. Returns the first background row whose pair differs on more than
-// a.max_slots features (*too_many: its d), or -1.
+// averaged SHAP values to phi (and interaction values to `inter` when not null). Returns the
+// first background row whose pair differs on more than a.max_slots features (*too_many: its d),
+// or -1.
 template <typename Team, typename Row>
 GROVE_HD int64_t ExplainExactRow(const Team& team, const ExactArgs& a, const ExactScratch& s,
                                  const Row& row, const uint32_t* z_masks, int64_t n, double* phi,
-                                 int* too_many) {
+                                 int* too_many, double* inter = nullptr) {
   ExactRowMasks(team, a, row, s.x_masks);
   const double scale = 1.0 / static_cast<double>(n);
   for (int64_t j = 0; j < n; ++j) {
-    const int d = ExplainExactPair(team, a, s, s.x_masks, z_masks + j * a.num_paths, scale, phi);
+    const int d = ExplainExactPair(team, a, s, s.x_masks, z_masks + j * a.num_paths, scale, phi,
+                                   inter);
     if (d > a.max_slots) {
       *too_many = d;
       return j;

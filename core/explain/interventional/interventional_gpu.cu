@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional/interventional_gpu.cuh"
+#include "core/explain/interventional/interventional_interactions_gpu.cuh"
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
@@ -50,6 +51,8 @@ absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t*
 
 class InterventionalGpuImpl final : public InterventionalGpu {
  public:
+  using InterventionalGpu::WorkspaceBytes;
+
   InterventionalGpuImpl(ForestPtr forest, PathLayoutPtr layout, InterventionalLayoutPtr il)
       : forest_(std::move(forest)), layout_(std::move(layout)), il_(std::move(il)) {}
 
@@ -66,7 +69,10 @@ class InterventionalGpuImpl final : public InterventionalGpu {
           UploadTo(l.bin_offsets, &bin_offsets_, &b), UploadTo(l.values, &values_, &b),
           UploadTo(l.category_bits, &category_bits_, &b), UploadTo(il_->mask_begin, &mask_begin_, &b),
           UploadTo(il_->masks, &masks_, &b), UploadTo(il_->counts, &counts_, &b),
-          UploadTo(il_->weights, &weights_, &b), UploadTo(FixedPointScales(l, false), &scale_, &b),
+          UploadTo(il_->weights, &weights_, &b),
+          UploadTo(il_->banzhaf_weights, &banzhaf_weights_, &b),
+          UploadTo(FixedPointScales(l, false), &scale_, &b),
+          UploadTo(FixedPointScales(l, true), &interactions_scale_, &b),
           UploadTo(forest_->base_margin, &base_margin_, &b),
           UploadTo(IterationPrefix(*forest_, *il_), &iteration_prefix_, &b)}) {
       if (!s.ok()) return s;
@@ -75,11 +81,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     return absl::OkStatus();
   }
 
-  int64_t WorkspaceBytes(int64_t num_rows, OutputSpace space) const override {
+  int64_t WorkspaceBytes(int64_t num_rows, const InterventionalOptions& options) const override {
     const int64_t rows = std::max<int64_t>(num_rows, 1);
+    const OutputSpace space = options.output_space;
+    if (options.interactions && !Exact(space)) return rows * Width(true) * 8;
     int64_t bytes = rows * Width() * 8;
     if (space == OutputSpace::kProbabilityLinearized) bytes += LinearizedBytes(rows);
     if (Exact(space)) bytes += ExactLayoutFor(rows).bytes;
+    // The exact space's interaction values: double accumulators after its layout.
+    if (Exact(space) && options.interactions) bytes += rows * Width(true) * 8;
     return bytes;
   }
 
@@ -122,21 +132,24 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     IterationRange range;
     if (absl::Status s = CheckOptions(options, &range); !s.ok()) return s;
     const OutputSpace space = options.output_space;
-    if (workspace_bytes < WorkspaceBytes(num_rows, space) ||
+    if (workspace_bytes < WorkspaceBytes(num_rows, options) ||
         (num_rows > 0 && d_workspace == nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "interventional_gpu: the workspace holds ", workspace_bytes, " bytes; ", num_rows,
-          " rows need ", WorkspaceBytes(num_rows, space)));
+          " rows need ", WorkspaceBytes(num_rows, options)));
     }
     if (num_rows == 0) return absl::OkStatus();
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     auto* d_acc = static_cast<unsigned long long*>(d_workspace);
+    if (options.interactions && !Exact(space)) {
+      return ExplainInteractions(range, options, d_rows, num_rows, d_acc, d_out, s);
+    }
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * Width() * 8, s));
     if (Exact(space)) {
-      return ExplainExact(range, d_rows, num_rows, first_row, reinterpret_cast<char*>(d_workspace),
-                          d_out, s, exact_bias);
+      return ExplainExact(range, options.attribution, options.interactions, d_rows, num_rows,
+                          first_row, reinterpret_cast<char*>(d_workspace), d_out, s, exact_bias);
     }
-    ik::KernelArgs a = Args(range);
+    ik::KernelArgs a = Args(range, options.attribution);
     ik::LinearizedArgs la;
     const double* d_bias = nullptr;
     if (space == OutputSpace::kProbabilityLinearized) {
@@ -163,9 +176,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     }
     const int64_t n = num_rows * Width();
     // The identity link's probability space: the margin space over the average divisor.
-    const double divisor = space == OutputSpace::kProbability
-                               ? MakeTransformParams(*forest_, range.size()).average_divisor
-                               : 1.0;
+    const double divisor = MarginFormDivisor(*forest_, space, range.size());
     ik::FinishKernel<<<Blocks(n), 256, 0, s>>>(
         d_acc, nullptr, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
         base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_bias,
@@ -190,16 +201,16 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     std::lock_guard<std::mutex> lock(mu_);
     GROVE_CUDA_RETURN(cudaSetDevice(0));
     const int64_t F = forest_->num_features;
-    const int64_t width = Width();
+    const int64_t width = Width(options.interactions);
     // Chunks bound the workspace at ~256 MB of accumulators.
-    const int64_t per_row = WorkspaceBytes(2, options.output_space) - WorkspaceBytes(1, options.output_space);
+    const int64_t per_row = WorkspaceBytes(2, options) - WorkspaceBytes(1, options);
     const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 20) / per_row, 1, rows.rows);
     for (absl::Status st :
          {h_rows_.Reserve(chunk * F * 4, "interventional_gpu: pinned rows"),
           h_out_.Reserve(chunk * width * 4, "interventional_gpu: pinned results"),
           d_rows_.Reserve(chunk * F * 4, "interventional_gpu: rows"),
           d_out_.Reserve(chunk * width * 4, "interventional_gpu: results"),
-          workspace_.Reserve(WorkspaceBytes(chunk, options.output_space),
+          workspace_.Reserve(WorkspaceBytes(chunk, options),
                              "interventional_gpu: workspace")}) {
       if (!st.ok()) return st;
     }
@@ -239,7 +250,43 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   }
 
  private:
-  int64_t Width() const { return ExplainWidth(*forest_, false); }
+  int64_t Width(bool interactions = false) const { return ExplainWidth(*forest_, interactions); }
+
+  // The weight table of `attribution` (InterventionalLayout::Weights), on the device.
+  const double* DeviceWeights(Attribution attribution) const {
+    return attribution == Attribution::kBanzhaf ? banzhaf_weights_.as<double>()
+                                                : weights_.as<double>();
+  }
+
+  // Interaction values (PathFormExplainsInteractions): d_acc (num_rows x Width(true) fixed-point
+  // values) zeroed, the kernel per chunk of rows, the finish into d_out. Enqueued on `s`.
+  absl::Status ExplainInteractions(const IterationRange& range,
+                                   const InterventionalOptions& options, const float* d_rows,
+                                   int64_t num_rows, unsigned long long* d_acc, float* d_out,
+                                   cudaStream_t s) const {
+    const int64_t width = Width(true);
+    GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * width * 8, s));
+    ik::KernelArgs a = Args(range, options.attribution);
+    a.d_scale = interactions_scale_.as<double>();
+    a.acc_width = width;
+    for (int64_t begin = 0; begin < num_rows; begin += kMaxChunkRows) {
+      a.num_rows = std::min(kMaxChunkRows, num_rows - begin);
+      a.d_rows = d_rows + begin * forest_->num_features;
+      a.d_acc = d_acc + begin * width;
+      const dim3 grid = Grid(a.num_rows);
+      if (grid.x == 0) continue;
+      ik::InteractionsKernel<<<grid, ik::kBlockThreads, 0, s>>>(a);
+      GROVE_CUDA_RETURN(cudaGetLastError());
+    }
+    const double divisor = MarginFormDivisor(*forest_, options.output_space, range.size());
+    const int64_t threads = num_rows * forest_->num_outputs * (forest_->num_features + 1);
+    ik::InteractionsFinishKernel<<<Blocks(threads), 256, 0, s>>>(
+        d_acc, num_rows, forest_->num_outputs, forest_->num_features,
+        interactions_scale_.as<double>(), base_margin_.as<double>(),
+        iteration_prefix_.as<double>(), range.begin, range.end, divisor, d_out);
+    GROVE_CUDA_RETURN(cudaGetLastError());
+    return absl::OkStatus();
+  }
 
   // The exact probability space's own kernels (an identity link's is the margin space's).
   bool Exact(OutputSpace space) const { return IsExactSpace(*forest_, space); }
@@ -286,7 +333,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     return w;
   }
 
-  ExactArgs DeviceExactArgs(const IterationRange& range) const {
+  ExactArgs DeviceExactArgs(const IterationRange& range, Attribution attribution) const {
     ExactArgs a = ExactCallArgs(*forest_, static_cast<int64_t>(layout_->paths.size()), range.begin,
                                 range.end);
     a.elements = elements_.as<PathElement>();
@@ -294,13 +341,14 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     a.values = values_.as<double>();
     a.category_bits = category_bits_.as<uint32_t>();
     a.base_margin = base_margin_.as<double>();
-    a.weights = weights_.as<double>();
+    a.weights = DeviceWeights(attribution);
     return a;
   }
 
   // The exact space: background masks and bias, one warp per row, the results; then waits for
   // `s` to read whether a pair was refused (ExactPairTooWideError, rows numbered from first_row).
-  absl::Status ExplainExact(const IterationRange& range, const float* d_rows, int64_t num_rows,
+  absl::Status ExplainExact(const IterationRange& range, Attribution attribution,
+                            bool interactions, const float* d_rows, int64_t num_rows,
                             int64_t first_row, char* d_workspace, float* d_out, cudaStream_t s,
                             const std::vector<double>* known_bias) const {
     const ExactWorkspace w = ExactLayoutFor(num_rows);
@@ -308,7 +356,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     auto* d_phi = reinterpret_cast<double*>(d_workspace);  // zeroed by the caller
     char* base = d_workspace + num_rows * width * 8;
     base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;
-    const ExactArgs a = DeviceExactArgs(range);
+    const ExactArgs a = DeviceExactArgs(range, attribution);
     const int64_t n = il_->background_rows;
     const int k = forest_->num_outputs;
     auto* d_z = reinterpret_cast<uint32_t*>(base + w.z_masks);
@@ -329,6 +377,11 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     ka.d_phi = d_phi;
     ka.acc_width = width;
     ka.d_refused = d_refused;
+    if (interactions) {  // after the layout's parts (w.bytes keeps 256 bytes of slack for base)
+      ka.d_inter = reinterpret_cast<double*>(base + w.bytes - 256);
+      ka.inter_width = Width(true);
+      GROVE_CUDA_RETURN(cudaMemsetAsync(ka.d_inter, 0, num_rows * ka.inter_width * 8, s));
+    }
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_refused, 0xff, 8, s));
     GROVE_CUDA_RETURN(cudaMemsetAsync(ka.d_slot_of, 0xff, w.warps * w.sizes.slot_of * 4, s));
     GROVE_CUDA_RETURN(cudaMemsetAsync(
@@ -350,9 +403,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
                                       cudaMemcpyHostToDevice, s));
     const int64_t blocks = (w.warps + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock;
     ik::ExactKernel<<<static_cast<unsigned>(blocks), ik::kBlockThreads, 0, s>>>(a, ka);
-    ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(
-        nullptr, d_phi, num_rows, k, forest_->num_features, nullptr, nullptr, nullptr, 0, 0, d_bias,
-        1.0, d_out);
+    if (interactions) {
+      ik::ExactInteractionsFinishKernel<<<Blocks(num_rows * k * (forest_->num_features + 1)), 256,
+                                          0, s>>>(d_phi, ka.d_inter, num_rows, k,
+                                                  forest_->num_features, d_bias, d_out);
+    } else {
+      ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(
+          nullptr, d_phi, num_rows, k, forest_->num_features, nullptr, nullptr, nullptr, 0, 0,
+          d_bias, 1.0, d_out);
+    }
     GROVE_CUDA_RETURN(cudaGetLastError());
     unsigned long long refused = 0;
     GROVE_CUDA_RETURN(cudaMemcpyAsync(&refused, d_refused, 8, cudaMemcpyDeviceToHost, s));
@@ -372,14 +431,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
             " needs EnableLinearized first"));
       }
     }
-    if (options.interactions) {
-      return absl::FailedPreconditionError(
-          "interventional_gpu explains SHAP values; interaction values run on the CPU");
+    if (options.interactions && !PathFormsExplainInteractions(*forest_, options)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "interventional_gpu explains interaction values in the margin and exact probability "
+          "spaces, not ", OutputSpaceName(space), "; the CPU reference does"));
     }
     return ResolveIterationRange(*forest_, options.iteration_begin, options.iteration_end, range);
   }
 
-  ik::KernelArgs Args(const IterationRange& range) const {
+  ik::KernelArgs Args(const IterationRange& range, Attribution attribution) const {
     ik::KernelArgs a;
     a.d_elements = elements_.as<PathElement>();
     a.d_paths = paths_.as<PathInfo>();
@@ -389,7 +449,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     a.d_mask_begin = mask_begin_.as<uint32_t>();
     a.d_masks = masks_.as<uint32_t>();
     a.d_counts = counts_.as<uint32_t>();
-    a.d_weights = weights_.as<double>();
+    a.d_weights = DeviceWeights(attribution);
     a.d_scale = scale_.as<double>();
     a.inv_background = 1.0 / static_cast<double>(il_->background_rows);
     a.num_bins = layout_->num_bins();
@@ -467,7 +527,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   LinearizedLayoutPtr linearized_;
   gpu::DeviceBuffer mask_rows_, background_;
   gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, mask_begin_, masks_,
-      counts_, weights_, scale_, base_margin_, iteration_prefix_;
+      counts_, weights_, banzhaf_weights_, scale_, interactions_scale_, base_margin_,
+      iteration_prefix_;
   int64_t resident_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mu_;  // guards the workspace and pinned buffers below

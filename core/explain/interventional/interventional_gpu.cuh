@@ -317,6 +317,8 @@ struct ExactKernelArgs {
   int64_t num_warps = 0;                     // warps with scratch (the grid may hold more)
   double* d_phi = nullptr;                   // num_rows x acc_width, all 0 before the launch
   int64_t acc_width = 0;
+  double* d_inter = nullptr;  // null, or interaction values: num_rows x inter_width, all 0 before
+  int64_t inter_width = 0;
   unsigned long long* d_refused = nullptr;   // ULLONG_MAX before; min of (pair << 16 | min(d, 65535))
 };
 
@@ -343,8 +345,9 @@ __global__ void __launch_bounds__(kBlockThreads) ExactKernel(ExactArgs a, ExactK
                        k.d_table + warp * z.table};
   for (int64_t row = warp; row < k.num_rows; row += warps) {
     int d = 0;
-    const int64_t j = ExplainExactRow(team, a, s, k.d_rows + row * a.num_features, k.d_z_masks,
-                                      k.n, k.d_phi + row * k.acc_width, &d);
+    const int64_t j = ExplainExactRow(
+        team, a, s, k.d_rows + row * a.num_features, k.d_z_masks, k.n, k.d_phi + row * k.acc_width,
+        &d, k.d_inter != nullptr ? k.d_inter + row * k.inter_width : nullptr);
     if (j >= 0 && team.rank() == 0) {
       const unsigned long long pair = static_cast<unsigned long long>(row * k.n + j);
       atomicMin(k.d_refused, (pair << 16) | static_cast<unsigned long long>(d < 65535 ? d : 65535));

@@ -25,9 +25,19 @@
 // workspace; d <= kMaxExactDifferingFeatures); the bias is the mean link of the background's
 // margins. Deterministic; an identity link's is the margin space over the average divisor.
 //
-// Scope: every output space's SHAP values, models whose paths have at most kWarpLanes elements
-// (Create refuses others with FAILED_PRECONDITION; the CPU strategies serve them); any iteration
-// range. Interaction values run on the CPU reference.
+// Interaction values (options.interactions; interventional_interactions_gpu.cuh): the margin space
+// and an identity link's probability space (PathFormExplainsInteractions), and the exact
+// probability space (its warp per row, interventional_exact.h step 5, double accumulators per row
+// in the workspace); the linearized space is refused with FAILED_PRECONDITION (the CPU
+// reference computes it). One warp per bin and rows per warp as above, each lane summing its
+// masks for one row at a time, then one 64-bit fixed-point atomic per (row, output, unordered
+// element pair): deterministic. Workspace: rows x ExplainWidth(forest, true) x 8 bytes.
+//
+// Attribution: Shapley or Banzhaf values and interaction values alike (the attribution's weight
+// table, both resident), in every space the attribution's kernels above serve.
+//
+// Scope: models whose paths have at most kWarpLanes elements (Create refuses others with
+// FAILED_PRECONDITION; the CPU strategies serve them); any iteration range.
 // Thread-safety: Explain may be called concurrently (serialised on the engine's workspace);
 // ExplainOnDevice is reentrant (the caller owns the workspace and the stream).
 #pragma once
@@ -54,8 +64,14 @@ class InterventionalGpu {
                                                                     InterventionalLayoutPtr il);
   virtual ~InterventionalGpu() = default;
 
-  // Device bytes of the workspace ExplainOnDevice needs for `num_rows` rows in `space`.
-  virtual int64_t WorkspaceBytes(int64_t num_rows, OutputSpace space) const = 0;
+  // Device bytes of the workspace ExplainOnDevice needs for `num_rows` rows of `options` (its
+  // output space and whether interactions are asked).
+  virtual int64_t WorkspaceBytes(int64_t num_rows, const InterventionalOptions& options) const = 0;
+  int64_t WorkspaceBytes(int64_t num_rows, OutputSpace space) const {
+    InterventionalOptions options;
+    options.output_space = space;
+    return WorkspaceBytes(num_rows, options);
+  }
   int64_t WorkspaceBytes(int64_t num_rows) const {
     return WorkspaceBytes(num_rows, OutputSpace::kMargin);
   }
@@ -68,9 +84,9 @@ class InterventionalGpu {
   virtual bool linearized_enabled() const = 0;
 
   // Device-level entry: d_rows (num_rows x num_features, dense) and d_out (num_rows x
-  // ExplainWidth(forest, false), dense) on this engine's GPU; d_workspace holds at least
-  // WorkspaceBytes(num_rows, space) bytes. Enqueued on `stream` (a cudaStream_t of that GPU);
-  // returns once enqueued, without synchronising -- except the exact probability space, which
+  // ExplainWidth(forest, options.interactions), dense) on this engine's GPU; d_workspace holds at
+  // least WorkspaceBytes(num_rows, options) bytes. Enqueued on `stream` (a cudaStream_t of that
+  // GPU); returns once enqueued, without synchronising -- except the exact probability space, which
   // waits for `stream` to learn whether a pair was over the limit (ExactPairTooWideError; `d_out`
   // is then incomplete). Checks options (INVALID_ARGUMENT / FAILED_PRECONDITION) before enqueuing
   // anything. Deterministic.
@@ -79,8 +95,9 @@ class InterventionalGpu {
                                        int64_t workspace_bytes, float* d_out,
                                        void* stream) const = 0;
 
-  // Host rows in, host results out (rows x ExplainWidth(forest, false)), through the engine's own
-  // pinned buffers and workspace (grown to the largest request seen, then reused). Synchronous.
+  // Host rows in, host results out (rows x ExplainWidth(forest, options.interactions)), through
+  // the engine's own pinned buffers and workspace (grown to the largest request seen, then
+  // reused). Synchronous.
   virtual absl::Status Explain(RowsView rows, const InterventionalOptions& options,
                                MatrixView<float> out) = 0;
 

@@ -178,11 +178,13 @@ std::vector<double> ExactBias(const ExactArgs& a, const std::vector<uint32_t>& z
   return bias;
 }
 
-// OutputSpace::kProbability with a non-identity link: ExplainExactRow per row, one thread each.
+// OutputSpace::kProbability with a non-identity link: ExplainExactRow per row, one thread each
+// (with `interactions`, interaction values).
 absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
                              const InterventionalLayout& il, const LinearizedLayout& ll,
-                             const IterationRange& range, Attribution attribution, RowsView rows,
-                             MatrixView<float> out, ThreadPool* pool) {
+                             const IterationRange& range, Attribution attribution,
+                             bool interactions, RowsView rows, MatrixView<float> out,
+                             ThreadPool* pool) {
   const ExactArgs a = HostExactArgs(forest, layout, il, range, attribution);
   const std::vector<uint32_t> z = BackgroundRowMasks(il, ll, a.num_paths);
   const int64_t n = ll.background_rows;
@@ -201,10 +203,14 @@ absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
     const ExactScratch s{x_masks.data(), slot_of.data(), slot_feature.data(), partial.data(),
                          table.data()};
     std::vector<double> phi(a.num_outputs * f1);
+    std::vector<double> inter(interactions ? a.num_outputs * f1 * f1 : 0);
+    double* inter_out = interactions ? inter.data() : nullptr;
     for (int64_t r = begin; r < end; ++r) {
       std::fill(phi.begin(), phi.end(), 0.0);
+      std::fill(inter.begin(), inter.end(), 0.0);
       int d = 0;
-      const int64_t j = ExplainExactRow(SerialTeam(), a, s, rows.Row(r), z.data(), n, phi.data(), &d);
+      const int64_t j = ExplainExactRow(SerialTeam(), a, s, rows.Row(r), z.data(), n, phi.data(),
+                                        &d, inter_out);
       if (j >= 0) {
         std::lock_guard<std::mutex> lock(mu);
         if (r < failed_row) {
@@ -213,7 +219,7 @@ absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
         }
         return;
       }
-      StoreExplainedRow(bias, f1, phi.data(), nullptr, out.Row(r));
+      StoreExplainedRow(bias, f1, phi.data(), inter_out, out.Row(r));
     }
   });
   return failure;
@@ -317,6 +323,21 @@ absl::StatusOr<InterventionalLayoutPtr> BuildInterventionalLayout(const Forest& 
   return InterventionalLayoutPtr(std::move(il));
 }
 
+std::vector<uint32_t> PathsInRange(const PathLayout& layout, int begin, int end) {
+  std::vector<uint32_t> paths;
+  for (uint32_t p = 0; p < layout.paths.size(); ++p) {
+    const int it = layout.paths[p].iteration;
+    if (it >= begin && it < end) paths.push_back(p);
+  }
+  return paths;
+}
+
+double MarginFormDivisor(const Forest& forest, OutputSpace space, int iterations) {
+  return space == OutputSpace::kProbability
+             ? MakeTransformParams(forest, iterations).average_divisor
+             : 1.0;
+}
+
 std::vector<double> InterventionalBias(const Forest& forest, const InterventionalLayout& il,
                                        int begin, int end) {
   const int k = forest.num_outputs;
@@ -338,28 +359,23 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
   const bool lin = space == OutputSpace::kProbabilityLinearized;
   // The exact space of an identity link is the margin's values over the average divisor.
   const bool exact = IsExactSpace(forest, space);
-  if (((lin || exact) && linearized == nullptr) || options.interactions ||
+  if (((lin || exact) && linearized == nullptr) || (options.interactions && !exact) ||
       !layout.long_paths.empty()) {
     return absl::FailedPreconditionError(
         "the path form of interventional SHAP explains margins (and, with its linearized "
-        "layout, both probability spaces), not interactions, of models whose paths have at most "
-        "32 elements");
+        "layout, both probability spaces, and the exact one's interaction values) of models "
+        "whose paths have at most 32 elements; ExplainInterventionalInteractionsPathsCpu the "
+        "margin's interaction values");
   }
   IterationRange range;
   (void)ResolveIterationRange(forest, options.iteration_begin, options.iteration_end, &range);
   if (exact) {
-    return ExplainExactCpu(forest, layout, il, *linearized, range, options.attribution, rows, out,
-                           pool);
+    return ExplainExactCpu(forest, layout, il, *linearized, range, options.attribution,
+                           options.interactions, rows, out, pool);
   }
   // kProbability with an identity link: the margin values and bias, divided by this.
-  const double divisor = space == OutputSpace::kProbability
-                             ? MakeTransformParams(forest, range.size()).average_divisor
-                             : 1.0;
-  std::vector<uint32_t> paths;
-  for (uint32_t p = 0; p < layout.paths.size(); ++p) {
-    const int it = layout.paths[p].iteration;
-    if (it >= range.begin && it < range.end) paths.push_back(p);
-  }
+  const double divisor = MarginFormDivisor(forest, space, range.size());
+  const std::vector<uint32_t> paths = PathsInRange(layout, range.begin, range.end);
   std::vector<int32_t> trees;
   for (int32_t t = 0; t < static_cast<int32_t>(forest.trees.size()); ++t) {
     if (forest.TreeInRange(t, range.begin, range.end)) trees.push_back(t);

@@ -163,6 +163,14 @@ absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layo
                                                           const InterventionalLayout& il,
                                                           RowsView background, ThreadPool* pool);
 
+// The ids of the paths of the trees of rounds [begin, end), in layout order.
+std::vector<uint32_t> PathsInRange(const PathLayout& layout, int begin, int end);
+
+// What the margin's values and bias are divided by to give `space`'s where the margin's forms
+// compute it: the average divisor of `iterations` rounds for kProbability (an identity link's, as
+// the path forms are asked only then), 1 otherwise.
+double MarginFormDivisor(const Forest& forest, OutputSpace space, int iterations);
+
 // Bias per output for the trees of iteration range [begin, end) (resolved: end > begin).
 std::vector<double> InterventionalBias(const Forest& forest, const InterventionalLayout& il,
                                        int begin, int end);
@@ -171,9 +179,11 @@ std::vector<double> InterventionalBias(const Forest& forest, const Interventiona
 // with Banzhaf's weight table) of `rows` from the layouts, in double, multi-threaded over rows. OutputSpace::kMargin; kProbabilityLinearized with `linearized` (each mask's rows
 // weighted by their pair's LinearizedFactor instead of counted); kProbability with `linearized`
 // (its rows per mask give every background row's masks: interventional_exact.h; an identity link
-// needs none: the margin's values over the average divisor). Models without long paths, no
-// interactions (FAILED_PRECONDITION otherwise); other checks as ExplainInterventionalCpu, and the
-// exact space's pairs as the reference's (ExactPairTooWideError). Deterministic.
+// needs none: the margin's values over the average divisor). Models without long paths;
+// interaction values (rows x ExplainWidth(forest, true)) in the exact space only (the margin's:
+// ExplainInterventionalInteractionsPathsCpu); FAILED_PRECONDITION otherwise; other checks as
+// ExplainInterventionalCpu, and the exact space's pairs as the reference's
+// (ExactPairTooWideError). Deterministic.
 absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayout& layout,
                                            const InterventionalLayout& il, RowsView rows,
                                            const InterventionalOptions& options,

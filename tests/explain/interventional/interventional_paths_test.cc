@@ -18,22 +18,15 @@
 namespace grove {
 namespace {
 
+using testing::BuildLinearized;
 using testing::ExpectNearReference;
 using testing::InterventionalReference;
 using testing::WithLink;
 
-struct Layouts {
-  PathLayoutPtr layout;
-  InterventionalLayoutPtr il;
-};
+using Layouts = testing::InterventionalLayouts;
 
 Layouts Build(const Forest& f, const std::vector<float>& bg, ThreadPool* pool) {
-  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(f);
-  EXPECT_TRUE(l.ok()) << l.status();
-  absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
-      f, **l, MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features), pool);
-  EXPECT_TRUE(il.ok()) << il.status();
-  return {*l, *il};
+  return testing::BuildInterventionalLayouts(f, bg, pool);
 }
 
 std::vector<float> Paths(const Forest& f, const Layouts& l, const std::vector<float>& rows,
@@ -112,14 +105,6 @@ TEST(InterventionalPathsTest, CorpusMatchesTheReference) {
     ExpectNearReference(Paths(*k.forest, l, k.rows),
                         InterventionalReference(*k.forest, k.rows, k.background), 1e-6, k.c.name);
   }
-}
-
-LinearizedLayoutPtr BuildLinearized(const Forest& f, const Layouts& l, const std::vector<float>& bg) {
-  absl::StatusOr<LinearizedLayoutPtr> ll = BuildLinearizedLayout(
-      *l.layout, *l.il, MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features),
-      nullptr);
-  EXPECT_TRUE(ll.ok()) << ll.status();
-  return ll.ok() ? *ll : nullptr;
 }
 
 TEST(InterventionalPathsTest, LinearizedLayoutKeepsEachMasksRows) {

@@ -18,6 +18,7 @@ namespace grove::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Floats(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
@@ -356,6 +357,11 @@ TEST(KserveRestSharedMemory, RoutesBodiesAndAnswers) {
   EXPECT_EQ(header, -1);
   EXPECT_THAT(body, HasSubstr(R"({"name":"output__0","datatype":"FP32","shape":[1,2]})"));
   EXPECT_THAT(body, HasSubstr(R"("data":[0.25,0.75])"));
+  EXPECT_THAT(body, Not(HasSubstr("parameters")));
+  // The response's parameters (residual_arithmetic) follow the outputs.
+  (*resp.mutable_parameters())["residual_arithmetic"].set_string_param("sum \"in\" double");
+  EXPECT_THAT(RestInferResponse(req, resp, &header),
+              HasSubstr(R"(],"parameters":{"residual_arithmetic":"sum \"in\" double"}})"));
 }
 
 }  // namespace grove::server
