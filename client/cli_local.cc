@@ -21,6 +21,7 @@
 #include "client/progress.h"
 #include "core/common/thread_pool.h"
 #include "core/io/csv.h"
+#include "core/model/category_codes.h"
 #include "core/model/loader.h"
 #include "core/servable/background.h"
 #include "core/servable/servable.h"
@@ -120,6 +121,7 @@ int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& 
   columns.num_outputs = model.forest->num_outputs;
   columns.width = stream.out_cols;
   ApplyColumnArgs(args, columns, &stream);
+  stream.decoders = CategoryCellDecoders(*model.forest);
   const DoubleRowConverter converter(*model.forest);
   stream.converter = &converter;
   RunInfo info;
@@ -274,6 +276,7 @@ absl::Status StreamLoop(
   auto run = [&]() -> absl::Status {
     CsvReader* r = reader->get();
     if (absl::Status s = ApplyHeader(options, r); !s.ok()) return s;
+    r->SetCellDecoders(options.decoders);
     const bool keeping = !options.keep.empty();
     if (!options.output_header.empty()) {
       std::vector<std::string> names = options.keep;
@@ -352,6 +355,28 @@ absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeF
       [](CsvReader* r, int64_t chunk, int, std::vector<double>* b,
          std::vector<std::string>* kept) { return r->ReadRows(chunk, b, kept); },
       compute, stats);
+}
+
+std::vector<CsvCellDecoder> CategoryCellDecoders(const Forest& forest) {
+  std::vector<CsvCellDecoder> decoders;
+  for (int f = 0; f < static_cast<int>(forest.categories.size()); ++f) {
+    absl::StatusOr<CategoryCodes> coder = CategoryCodesFor(forest, f);
+    if (!coder.ok()) continue;  // not a categorical feature with recorded categories
+    decoders.resize(static_cast<size_t>(forest.num_features));
+    const bool string_categories = !forest.categories[static_cast<size_t>(f)].strings.empty();
+    auto shared = std::make_shared<const CategoryCodes>(*std::move(coder));
+    decoders[static_cast<size_t>(f)] =
+        [shared, string_categories](std::string_view cell) -> absl::StatusOr<double> {
+      const absl::string_view name(cell.data(), cell.size());
+      if (const int64_t code = shared->Find(name); code >= 0) return static_cast<double>(code);
+      double v;
+      if (ParseCsvNumber(cell, &v) && (string_categories || std::isnan(v))) return v;
+      absl::StatusOr<float> code = shared->Code(name);  // the unknown category's rule
+      if (!code.ok()) return code.status();
+      return static_cast<double>(*code);
+    };
+  }
+  return decoders;
 }
 
 void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "client/cli_args.h"
 #include "core/common/rows.h"
+#include "core/io/csv.h"
 #include "core/model/double_rows.h"
 #include "core/model/forest.h"
 #include "core/model/forest_stats.h"
@@ -47,7 +48,19 @@ struct StreamOptions {
   std::vector<std::string> keep;
   // Non-empty: the output's first line, after the kept columns' names (ResultColumnNames).
   std::vector<std::string> output_header;
+  // Per feature (empty: all numbers): how a cell of a categorical feature whose categories the
+  // model records is read (CategoryCellDecoders).
+  std::vector<CsvCellDecoder> decoders;
 };
+
+// The CSV decoders of `forest`'s categorical features with recorded categories (empty when it
+// records none): a cell is the category as pandas.to_csv writes it, its name (or, for number
+// categories, its value: "10" or "10.0"), mapped to its code by CategoryCodes
+// (core/model/category_codes.h); a number that names no category of a feature with string
+// categories is taken as the code itself (CSV files of codes keep working); empty or `nan` is
+// missing; any other unknown category is missing (LightGBM) or an error naming the file, line and
+// column (XGBoost). The decoders refer to `forest`, which must outlive them.
+std::vector<CsvCellDecoder> CategoryCellDecoders(const Forest& forest);
 
 struct StreamStats {
   int64_t rows = 0;
