@@ -1,5 +1,7 @@
 #include "client/cli_args.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -31,6 +33,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--output", {true, {C::kPredict, C::kExplain}}},
       {"--kind", {true, {C::kPredict, C::kBench}}},
       {"--interactions", {false, {C::kExplain, C::kBench}}},
+      {"--top-k", {true, {C::kExplain}}},
       {"--background", {true, {C::kExplain}}},
       {"--method", {true, {C::kExplain}}},
       {"--output-space", {true, {C::kExplain}}},
@@ -142,6 +145,10 @@ absl::Status CheckExplainMethod(const std::set<std::string>& seen, CliArgs* out)
   if (seen.count("--output-space") && out->method != ExplainMethod::kInterventional) {
     return Usage("--output-space needs --background FILE or --method interventional");
   }
+  if (out->top_k > 0 && out->interactions) {
+    return Usage("--top-k ranks SHAP values; interaction values (--interactions) are not ranked: "
+                 "give one of them");
+  }
   if (out->method == ExplainMethod::kInterventional && out->interactions &&
       !out->server.empty()) {
     return Usage("groved serves interventional SHAP values, not interaction values: explain "
@@ -242,6 +249,10 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.kind = *kind;
     } else if (name == "--interactions") {
       out.interactions = true;
+    } else if (name == "--top-k") {
+      absl::StatusOr<int64_t> v = ParseInt(name, value, 1);
+      if (!v.ok()) return v.status();
+      out.top_k = static_cast<int>(std::min<int64_t>(*v, int64_t{1} << 30));
     } else if (name == "--background") {
       if (value.empty()) return Usage("--background needs a CSV or .npy file");
       out.background = value;

@@ -48,6 +48,12 @@ struct StreamOptions {
   std::vector<std::string> keep;
   // Non-empty: the output's first line, after the kept columns' names (ResultColumnNames).
   std::vector<std::string> output_header;
+  // --top-k: > 0 (capped at the features), `compute` fills SHAP values [rows, top_k_outputs,
+  // top_k_features + 1] and each row is written as its k (feature index, value) pairs per output
+  // (TopKFeatures, core/servable/top_k.h): out_cols is top_k_outputs x 2k.
+  int top_k = 0;
+  int top_k_outputs = 1;
+  int top_k_features = 0;
   // Per feature (empty: all numbers): how a cell of a categorical feature whose categories the
   // model records is read (CategoryCellDecoders).
   std::vector<CsvCellDecoder> decoders;
@@ -81,8 +87,9 @@ using DoubleComputeFn =
 absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
                               StreamStats* stats);
 
-// Sets the header options of `stream` from --header, --keep and --output-header.
-void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream);
+// Sets the header options of `stream` from --header, --keep and --output-header, and --top-k's
+// (which sets out_cols: call it after setting out_cols to the full SHAP width).
+void ApplyColumnArgs(const CliArgs& args, ResultColumns columns, StreamOptions* stream);
 
 // Renders stats as aligned "key  value" lines or as one JSON object.
 std::string RenderStats(const std::vector<Stat>& stats, bool json);

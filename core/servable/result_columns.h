@@ -38,11 +38,13 @@ struct ResultColumns {
   bool interactions = false;               // explain: SHAP interaction values
   OutputKind kind = OutputKind::kPrediction;  // predict
   int64_t width = 0;                       // predict: values per row
+  int top_k = 0;                           // explain: > 0, the top-k pairs instead (TopKFeatures)
 };
 // Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
 // `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
 // `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
-// last); with K > 1 outputs every name is prefixed `outK.`.
+// last); with K > 1 outputs every name is prefixed `outK.`. Top-k (explain with top_k > 0, k
+// capped at the features): `topI_feature`, `topI_value` for I = 1..k, prefixed `outK.` likewise.
 std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
 
 }  // namespace grove
