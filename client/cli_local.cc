@@ -125,7 +125,10 @@ int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& 
   columns.num_outputs = model.forest->num_outputs;
   columns.width = stream.out_cols;
   ApplyColumnArgs(args, columns, &stream);
-  stream.decoders = CategoryCellDecoders(*model.forest);
+  stream.decoders = CategoryCellDecoders(
+      std::shared_ptr<const std::vector<FeatureCategories>>(model.forest,
+                                                            &model.forest->categories),
+      UnknownCategoryOf(model.forest->format), columns.feature_names);
   const DoubleRowConverter converter(*model.forest);
   stream.converter = &converter;
   RunInfo info;
@@ -496,21 +499,25 @@ absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeF
       compute, stats);
 }
 
-std::vector<CsvCellDecoder> CategoryCellDecoders(const Forest& forest) {
+std::vector<CsvCellDecoder> CategoryCellDecoders(
+    std::shared_ptr<const std::vector<FeatureCategories>> categories, UnknownCategory unknown,
+    const std::vector<std::string>& feature_names) {
   std::vector<CsvCellDecoder> decoders;
-  for (int f = 0; f < static_cast<int>(forest.categories.size()); ++f) {
-    absl::StatusOr<CategoryCodes> coder = CategoryCodesFor(forest, f);
-    if (!coder.ok()) continue;  // not a categorical feature with recorded categories
-    decoders.resize(static_cast<size_t>(forest.num_features));
-    const bool string_categories = !forest.categories[static_cast<size_t>(f)].strings.empty();
-    auto shared = std::make_shared<const CategoryCodes>(*std::move(coder));
-    decoders[static_cast<size_t>(f)] =
-        [shared, string_categories](std::string_view cell) -> absl::StatusOr<double> {
+  for (size_t f = 0; f < categories->size() && f < feature_names.size(); ++f) {
+    const FeatureCategories& c = (*categories)[f];
+    if (c.empty()) continue;
+    decoders.resize(feature_names.size());
+    // The coder refers to `categories`: its deleter keeps them alive as long as it lives.
+    auto owned = std::shared_ptr<const CategoryCodes>(
+        new CategoryCodes(c, unknown, feature_names[f]),
+        [categories](const CategoryCodes* p) { delete p; });
+    const bool string_categories = !c.strings.empty();
+    decoders[f] = [owned, string_categories](std::string_view cell) -> absl::StatusOr<double> {
       const absl::string_view name(cell.data(), cell.size());
-      if (const int64_t code = shared->Find(name); code >= 0) return static_cast<double>(code);
+      if (const int64_t code = owned->Find(name); code >= 0) return static_cast<double>(code);
       double v;
       if (ParseCsvNumber(cell, &v) && (string_categories || std::isnan(v))) return v;
-      absl::StatusOr<float> code = shared->Code(name);  // the unknown category's rule
+      absl::StatusOr<float> code = owned->Code(name);  // the unknown category's rule
       if (!code.ok()) return code.status();
       return static_cast<double>(*code);
     };

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "client/cli_args.h"
 #include "core/common/rows.h"
 #include "core/io/csv.h"
+#include "core/model/category_codes.h"
 #include "core/model/double_rows.h"
 #include "core/model/forest.h"
 #include "core/model/forest_stats.h"
@@ -59,14 +61,17 @@ struct StreamOptions {
   std::vector<CsvCellDecoder> decoders;
 };
 
-// The CSV decoders of `forest`'s categorical features with recorded categories (empty when it
-// records none): a cell is the category as pandas.to_csv writes it, its name (or, for number
-// categories, its value: "10" or "10.0"), mapped to its code by CategoryCodes
+// The CSV decoders of the categorical features whose categories are recorded (`categories`, per
+// feature; empty when none are): a cell is the category as pandas.to_csv writes it, its name (or,
+// for number categories, its value: "10" or "10.0"), mapped to its code by CategoryCodes
 // (core/model/category_codes.h); a number that names no category of a feature with string
 // categories is taken as the code itself (CSV files of codes keep working); empty or `nan` is
-// missing; any other unknown category is missing (LightGBM) or an error naming the file, line and
-// column (XGBoost). The decoders refer to `forest`, which must outlive them.
-std::vector<CsvCellDecoder> CategoryCellDecoders(const Forest& forest);
+// missing; any other unknown category follows `unknown` (the model's library: missing, or an error
+// naming the file, line and column). Local mode passes the forest's categories, remote mode those
+// the server's metadata lists.
+std::vector<CsvCellDecoder> CategoryCellDecoders(
+    std::shared_ptr<const std::vector<FeatureCategories>> categories, UnknownCategory unknown,
+    const std::vector<std::string>& feature_names);
 
 struct StreamStats {
   int64_t rows = 0;

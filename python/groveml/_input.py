@@ -218,9 +218,26 @@ def _short(names, most=12):
     return "[" + text + (f", ... ({len(names)} in all)" if len(names) > most else "") + "]"
 
 
+class Categories(dict):
+    """{feature: the model's categories in code order}, with `unknown`: what a value that is not
+    one of them becomes, as the model's library makes it ("missing" for LightGBM, whose pandas
+    recoding gives it code -1; "error" for XGBoost, which refuses a category not in the training
+    set), as groved and `grove` do (core/model/category_codes.h)."""
+
+    def __init__(self, categories=(), unknown: str = "missing"):
+        super().__init__(categories)
+        self.unknown = unknown
+
+
+def unknown_rule(model_format: str) -> str:
+    """The unknown-category rule of a model format ("xgboost_json", "lightgbm_text", ...)."""
+    return "error" if str(model_format).lower().startswith("xgboost") else "missing"
+
+
 def _category_codes(values, name: str, feature_type: Optional[str],
                     categories: Optional[Dict[str, list]]):
-    """Category codes (float64, NaN = missing or unknown) of a pandas Categorical / object Series:
+    """Category codes (float64, NaN = missing or, unless `categories.unknown` is "error", unknown)
+    of a pandas Categorical / object Series:
     the position of each value in the model's categories when the model stores them (as XGBoost
     and LightGBM recode a DataFrame), else the column's own category codes. TypeError when the
     model's categories are not known (`categories` None)."""
@@ -238,6 +255,14 @@ def _category_codes(values, name: str, feature_type: Optional[str],
     known = categories.get(name)
     if known is not None:
         codes = pd.Categorical(values, categories=known).codes
+        if getattr(categories, "unknown", "missing") == "error":
+            unknown = (codes < 0) & ~np.asarray(pd.isna(values), dtype=bool)
+            if unknown.any():
+                value = np.asarray(values, dtype=object)[np.argmax(unknown)]
+                raise ValueError(
+                    f"feature {name!r}: {value!r} is not one of the {len(known)} categories the "
+                    "model was trained with (XGBoost refuses a category not in the training set; "
+                    "Model.categories lists them)")
     elif isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()
     else:

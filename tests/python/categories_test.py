@@ -1,9 +1,10 @@
 """Category names through every interface give one answer, the library's: a frame holding a subset
 of the model's categories in another order (its own codes name other categories) is predicted by
 XGBoost / LightGBM on the pandas frame, groveml.Model in process, groveml.Client, the `grove` CLI
-from the CSV pandas.to_csv writes (--header), and groved's KServe v2 through tritonclient over gRPC
+from the CSV pandas.to_csv writes (--header; local and --server), and groved's KServe v2 through tritonclient over gRPC
 and REST (one input per feature: the categorical ones as BYTES category names, JSON and binary).
-An unknown category is what the library makes of it: missing for LightGBM, an error for XGBoost."""
+An unknown category is what the library makes of it, in every interface: missing for LightGBM, an
+error for XGBoost."""
 
 import subprocess
 
@@ -52,11 +53,14 @@ def library_predict(name, path, frame):
     return lgb.Booster(model_file=path).predict(frame[FEATURES])
 
 
-def cli_predict(cli, path, frame, tmp_path):
+def cli_predict(cli, path, frame, tmp_path, server=None):
+    """`grove predict --header` on the CSV pandas writes: local with `path`, or remote with
+    `server` (the served model named `path`, its categories from the server's metadata)."""
     csv = tmp_path / "frame.csv"
     frame.to_csv(csv, index=False)
+    remote = ["--server", server] if server else []
     r = subprocess.run([cli, "predict", "--header", "--model", path, "--input", str(csv),
-                        "--no-progress"], capture_output=True, text=True, timeout=300)
+                        "--no-progress"] + remote, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
     return np.array([float(v) for v in r.stdout.split()[1:]], dtype=np.float32)
@@ -114,6 +118,8 @@ def test_one_answer_through_every_interface(served, categorical_models, categori
     assert_bitwise(np.asarray(client.predict(name, frame[FEATURES], output_format="numpy"),
                               dtype=np.float32).reshape(-1), got, f"{name}: Client")
     assert_bitwise(cli_predict(cli, path, frame, tmp_path), got, f"{name}: CLI")
+    assert_bitwise(cli_predict(cli, name, frame, tmp_path, served[0].target), got,
+                   f"{name}: CLI --server")
     assert_bitwise(kserve_predict(served, name, frame), got, f"{name}: KServe")
 
 
@@ -135,14 +141,102 @@ def test_an_unknown_category_is_what_the_library_makes_of_it(served, categorical
     got = cli_predict(cli, path, frame, tmp_path)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert_bitwise(kserve_predict(served, "lgb_cat", frame), got, "lgb_cat: KServe")
+    _, client = served
+    for predict in (groveml.Model(path).predict, lambda x: client.predict("lgb_cat", x)):
+        assert_bitwise(np.asarray(predict(frame[FEATURES]), np.float32).reshape(-1), got,
+                       "lgb_cat: groveml")
 
     path = categorical_models["xgb_cat"]
     with pytest.raises(Exception, match="not in the training set"):
         library_predict("xgb_cat", path, frame)
     with pytest.raises(RuntimeError, match="feature 'color': 'yellow' is not one of the 4"):
         cli_predict(cli, path, frame, tmp_path)
+    for predict in (groveml.Model(path).predict, lambda x: client.predict("xgb_cat", x)):
+        with pytest.raises(ValueError, match="feature 'color': 'yellow' is not one of the 4"):
+            predict(frame[FEATURES])
     grpcclient = need("tritonclient.grpc")
     from tritonclient.utils import InferenceServerException
     c = grpcclient.InferenceServerClient(url=served[0].target)
     with pytest.raises(InferenceServerException, match="feature 'color': 'yellow' is not one"):
         c.infer("xgb_cat", kserve_inputs(grpcclient, frame))
+
+
+def doc_blocks(path, title, language):
+    """The fenced `language` blocks of the section of `path` whose heading is `title`."""
+    import re
+    text = open(path, encoding="utf-8").read()
+    start = text.index(title)
+    rest = text[start + len(title):]
+    end = re.search(r"\n#{1,%d} " % (len(title) - len(title.lstrip("#"))), rest)
+    section = rest[:end.start()] if end else rest
+    return re.findall(r"```%s\n(.*?)```" % language, section, re.S)
+
+
+def test_the_documented_examples(categorical_models, cli, tmp_path_factory):
+    """docs/api.md "Category names" (its tritonclient and curl blocks, against a groved serving
+    tests/model/data/categories/xgb.json as `cities`) and docs/formats.md "Inputs of grove" (its
+    grove lines, on examples/cities.csv) run as written and give XGBoost's numbers."""
+    pd = need("pandas")
+    xgb = need("xgboost")
+    need("tritonclient.grpc")
+    import groved_harness as h
+    from conftest import SOURCE_DIR
+    import json
+    import os
+    import shutil
+    model = os.path.join(SOURCE_DIR, "tests", "model", "data", "categories", "xgb.json")
+    booster = xgb.Booster(model_file=model)
+
+    def library(city, x, size):
+        frame = pd.DataFrame({"city": pd.Categorical(city), "x": np.asarray(x, np.float64),
+                              "size": pd.Categorical(size)})
+        return np.asarray(booster.inplace_predict(frame), np.float32)
+
+    # formats.md: the CLI lines, run from the source directory with this build's grove.
+    lines = [line for block in doc_blocks(os.path.join(SOURCE_DIR, "docs", "formats.md"),
+                                          "## Inputs of `grove`", "sh")
+             for line in block.splitlines() if line.strip()]
+    assert len(lines) == 2
+    rows = pd.read_csv(os.path.join(SOURCE_DIR, "examples", "cities.csv"))
+    want = library(rows["city"].fillna("").replace("", np.nan).tolist(), rows["x"],
+                   rows["size"].tolist())
+    outputs = []
+    for line in lines:
+        args = line.split()
+        assert args[0] == "build/cpu/bin/grove"
+        r = subprocess.run([cli] + args[1:] + ["--no-progress"], cwd=SOURCE_DIR,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        outputs.append(r.stdout.splitlines())
+    assert outputs[0][0] == "prediction"
+    assert_bitwise(np.array([float(v) for v in outputs[0][1:]], np.float32), want, "CLI")
+    assert outputs[1][0] == "top1_feature,top1_value,top2_feature,top2_value"
+    assert len(outputs[1]) == len(rows) + 1
+
+    # api.md: the tritonclient block and the curl block against a groved serving `cities`.
+    repo = tmp_path_factory.mktemp("cities")
+    h.install_model(str(repo), "cities", 1, model)
+    groved = need_binary("GROVED")
+    python_block, = doc_blocks(os.path.join(SOURCE_DIR, "docs", "api.md"),
+                               "## Category names: one input per feature", "python")
+    sh_block, = doc_blocks(os.path.join(SOURCE_DIR, "docs", "api.md"),
+                           "## Category names: one input per feature", "sh")
+    with h.Groved(groved, str(repo)) as g:
+        client = groveml.Client(g.target, timeout=60)
+        h.wait_ready(lambda: dict(client.list_models()).get("cities") is True)
+        client.close()
+        scope = {}
+        exec(python_block.replace("localhost:8001", g.target).replace("print(", "(lambda *a: a)("),
+             scope)
+        assert_bitwise(scope["res"].as_numpy("output__0").reshape(-1),
+                       library(["lyon", "paris", np.nan], [0.5, -1.25, np.nan], [10, 42, 3]),
+                       "api.md tritonclient")
+        if shutil.which("curl") is None:
+            pytest.skip("curl is missing")
+        r = subprocess.run(["sh", "-c", sh_block.replace("localhost:8000",
+                                                          f"127.0.0.1:{g.http_port}")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        data = json.loads(r.stdout)["outputs"][0]["data"]
+        assert_bitwise(np.array(data, np.float32),
+                       library(["lyon", np.nan], [0.5, np.nan], [10, 42]), "api.md curl")
