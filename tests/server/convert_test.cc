@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/grpc/status.h"
+#include "tests/server/server_testing.h"
 
 namespace grove::server {
 namespace {
@@ -24,17 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 
 registry::ModelVersionPtr Servable(const std::string& path, registry::ModelConfig config = {}) {
-  absl::StatusOr<ForestPtr> forest = LoadModelFile(path);
-  EXPECT_TRUE(forest.ok()) << forest.status();
-  auto s = std::make_shared<registry::ModelVersion>();
-  s->name = "m";
-  s->version = 3;
-  EngineOptions options;
-  options.device = Device::kCpu;
-  options.build = EngineBuild::kOnFirstUse;
-  s->servable = *BuildServable(*forest, nullptr, options, nullptr);
-  s->config = std::make_shared<const registry::ModelConfig>(config);
-  return s;
+  return CpuModelVersion(path, config);
 }
 
 std::string Demo() { return std::string(GROVE_SOURCE_DIR) + "/examples/models/demo/1/model.json"; }

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/kserve/kserve_convert.h"
+#include "tests/server/server_testing.h"
 
 namespace grove::server {
 namespace {
@@ -21,18 +21,7 @@ using ::testing::HasSubstr;
 
 // city (string categories paris, brest, lyon, orléan[s]), x (numeric), size (categories 3, 10, 42).
 registry::ModelVersionPtr Categories(const char* file) {
-  absl::StatusOr<ForestPtr> forest =
-      LoadModelFile(std::string(GROVE_SOURCE_DIR) + "/tests/model/data/categories/" + file);
-  EXPECT_TRUE(forest.ok()) << forest.status();
-  auto m = std::make_shared<registry::ModelVersion>();
-  m->name = "cats";
-  m->version = 1;
-  EngineOptions options;
-  options.device = Device::kCpu;
-  options.build = EngineBuild::kOnFirstUse;
-  m->servable = *BuildServable(*forest, nullptr, options, nullptr);
-  m->config = std::make_shared<const registry::ModelConfig>();
-  return m;
+  return CpuModelVersion(std::string(GROVE_SOURCE_DIR) + "/tests/model/data/categories/" + file);
 }
 
 using Tensor = inference::ModelInferRequest::InferInputTensor;
