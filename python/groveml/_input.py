@@ -254,7 +254,12 @@ def _category_codes(values, name: str, feature_type: Optional[str],
             ".categories gives them), or give the model's category codes as numbers")
     known = categories.get(name)
     if known is not None:
-        codes = pd.Categorical(values, categories=known).codes
+        # The position of each value among the model's categories, -1 for a missing or unknown
+        # one (pandas.Categorical(values, categories=known) gives the same codes, but warns on
+        # an unknown value and is to refuse it).
+        index = pd.Index(known)
+        codes = (index.get_indexer(np.asarray(values, dtype=object)) if index.is_unique
+                 else pd.Categorical(values, categories=known).codes)
         if getattr(categories, "unknown", "missing") == "error":
             unknown = (codes < 0) & ~np.asarray(pd.isna(values), dtype=bool)
             if unknown.any():
