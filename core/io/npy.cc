@@ -216,8 +216,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
   }
   if (dtype == nullptr) {
     return Bad(source, absl::StrCat("dtype '", *header->descr,
-                                    "' (read: <f4, <f8, |i1, <i2, <i4, <i8, |u1, <u2, <u4, <u8, |b1; save with "
-                                    "astype('<f8') for others)"));
+                                    "' (read: <f4, <f8, |i1, <i2, <i4, <i8, |u1, <u2, <u4, "
+                                    "<u8, |b1; save with astype('<f8') for others)"));
   }
   int64_t count = 1;
   for (int64_t d : *header->shape) {
