@@ -403,8 +403,10 @@ std::string HelpText(const std::string& topic) {
   if (topic == "predict") {
     return R"(Usage: grove predict --model PATH --input X.csv [options]
 
-Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; no header
-unless --header) and writes one CSV line per row, numbers as %.9g.
+Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; True /
+False = 1 / 0; a categorical feature's cells may be its category names when the model records its
+categories; no header unless --header) or of X.npy (a [rows, F] array), and writes one CSV line per
+row, numbers as %.9g.
 
 Options:
   -m, --model PATH           XGBoost model (.json, .ubj) or LightGBM model (.txt)
@@ -440,7 +442,8 @@ Options:
   if (topic == "explain") {
     return R"(Usage: grove explain --model PATH --input X.csv [options]
 
-Writes the exact TreeSHAP values of every row of X.csv, laid out like XGBoost pred_contribs:
+Writes the exact TreeSHAP values of every row of X.csv (or X.npy; read as for predict), laid out
+like XGBoost pred_contribs:
 for each output, F feature contributions then the bias (num_outputs * (F+1) numbers per line).
 With --interactions, SHAP interaction values like XGBoost pred_interactions:
 num_outputs * (F+1) * (F+1) numbers per line.
@@ -451,6 +454,9 @@ Options:
   -o, --output FILE          where to write the results (default -, standard output)
       --interactions         SHAP interaction values instead of SHAP values (with
                              --background: interventional, the Shapley interaction index)
+      --top-k K              per row and output, the K features of largest |SHAP value|, largest
+                             first: K pairs of feature index and value (header topI_feature,
+                             topI_value)
       --background FILE      interventional SHAP: expectations over these rows (CSV as --input,
                              or .npy; 1 to 10,000 rows) instead of the training covers (shap's feature_perturbation=
                              "interventional"); the bias is the mean output over them
