@@ -240,3 +240,31 @@ def test_the_documented_examples(categorical_models, cli, tmp_path_factory):
         data = json.loads(r.stdout)["outputs"][0]["data"]
         assert_bitwise(np.array(data, np.float32),
                        library(["lyon", np.nan], [0.5, np.nan], [10, 42]), "api.md curl")
+
+
+@pytest.mark.parametrize("name", ["xgb_cat", "lgb_cat"])
+def test_top_k_from_names_local_and_remote(served, categorical_models, categorical_frames, cli,
+                                           tmp_path, name):
+    """`grove explain --top-k` on the CSV of category names: the same bytes locally and through
+    groved, and each row's pairs are its largest |SHAP values| (groveml.Model's)."""
+    frame = subset_frame(categorical_frames)
+    csv = tmp_path / "frame.csv"
+    frame.to_csv(csv, index=False)
+    outs = []
+    for where in ([], ["--server", served[0].target]):
+        model = name if where else categorical_models[name]
+        r = subprocess.run([cli, "explain", "--header", "--top-k", "2", "--model", model,
+                            "--input", str(csv), "--no-progress"] + where,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1]
+    lines = outs[0].splitlines()
+    assert lines[0] == "top1_feature,top1_value,top2_feature,top2_value"
+    shap = np.asarray(groveml.Model(categorical_models[name]).explain(
+        frame[FEATURES], output_format="numpy"), np.float32)
+    for line, values in zip(lines[1:], shap):
+        f1, v1, f2, v2 = (float(x) for x in line.split(","))
+        order = sorted(range(len(FEATURES)), key=lambda j: (-abs(values[j]), j))
+        assert [int(f1), int(f2)] == order[:2]
+        assert np.float32(v1) == values[int(f1)] and np.float32(v2) == values[int(f2)]
