@@ -1,9 +1,9 @@
 """Category names through every interface give one answer, the library's: a frame holding a subset
 of the model's categories in another order (its own codes name other categories) is predicted by
 XGBoost / LightGBM on the pandas frame, groveml.Model in process, groveml.Client, the `grove` CLI
-from the CSV pandas.to_csv writes (--header; local and --server), and groved's KServe v2 through tritonclient over gRPC
-and REST (one input per feature: the categorical ones as BYTES category names, JSON and binary).
-An unknown category is what the library makes of it, in every interface: missing for LightGBM, an
+from the CSV pandas.to_csv writes (--header; local and --server), grove.v1 Predict with
+Matrix.category_columns, and groved's KServe v2 through tritonclient over gRPC and REST (one input
+per feature: the categorical ones as BYTES category names, JSON and binary). An unknown category is what the library makes of it, in every interface: missing for LightGBM, an
 error for XGBoost."""
 
 import subprocess
@@ -104,6 +104,28 @@ def kserve_predict(served, name, frame):
     return got[0].reshape(-1)
 
 
+def grove_v1_predict(served, name, frame):
+    """grove.v1 Predict with the numeric columns in `values_f64` and the categorical ones as
+    Matrix.category_columns (names; their numeric column NaN)."""
+    import grpc
+    from groveml._pb import grove_pb2, grove_pb2_grpc
+    values = np.full((len(frame), len(FEATURES)), np.nan)
+    rows = grove_pb2.Matrix(rows=len(frame), cols=len(FEATURES))
+    for j, name_ in enumerate(FEATURES):
+        column = frame[name_]
+        if str(column.dtype) == "category":
+            rows.category_columns.add(feature=name_, names=[
+                b"" if v != v else str(v).encode() for v in column.astype(object)])
+        else:
+            values[:, j] = column.to_numpy(dtype=np.float64)
+    rows.values_f64.extend(values.ravel())
+    with grpc.insecure_channel(served[0].target) as channel:
+        response = grove_pb2_grpc.GroveStub(channel).Predict(
+            grove_pb2.PredictRequest(model=name, rows=rows, outputs=[grove_pb2.OUTPUT_PREDICTION]),
+            timeout=60)
+    return np.asarray(response.prediction.values, np.float32)
+
+
 @pytest.mark.parametrize("name", ["xgb_cat", "lgb_cat"])
 def test_one_answer_through_every_interface(served, categorical_models, categorical_frames, cli,
                                             tmp_path, name):
@@ -121,6 +143,7 @@ def test_one_answer_through_every_interface(served, categorical_models, categori
     assert_bitwise(cli_predict(cli, name, frame, tmp_path, served[0].target), got,
                    f"{name}: CLI --server")
     assert_bitwise(kserve_predict(served, name, frame), got, f"{name}: KServe")
+    assert_bitwise(grove_v1_predict(served, name, frame), got, f"{name}: grove.v1 names")
 
 
 def test_an_unknown_category_is_what_the_library_makes_of_it(served, categorical_models,
