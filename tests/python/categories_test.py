@@ -3,8 +3,8 @@ of the model's categories in another order (its own codes name other categories)
 XGBoost / LightGBM on the pandas frame, groveml.Model in process, groveml.Client, the `grove` CLI
 from the CSV pandas.to_csv writes (--header; local and --server), grove.v1 Predict with
 Matrix.category_columns, and groved's KServe v2 through tritonclient over gRPC and REST (one input
-per feature: the categorical ones as BYTES category names, JSON and binary). An unknown category is what the library makes of it, in every interface: missing for LightGBM, an
-error for XGBoost."""
+per feature: the categorical ones as BYTES category names, JSON and binary). An unknown category
+is what the library makes of it, in every interface: missing for LightGBM, an error for XGBoost."""
 
 import subprocess
 
