@@ -296,6 +296,16 @@ def _numeric_frame_dtype(df):
     return np.float32 if all_f32 else np.float64
 
 
+def _names_categories(name, feature_type, categories) -> bool:
+    """Whether a column of strings for feature `name` holds category names: the model records
+    the feature's categories (XGBoost types it "c"; LightGBM types no feature, but records the
+    categories of its pandas categorical columns, and Spark turns those into strings), or types
+    it categorical without known categories (then refused, asking for them)."""
+    if categories is not None and name in categories:
+        return True
+    return feature_type == "c" and categories is None
+
+
 def _frame_values(df, feature_names, feature_types, categories, what,
                   layouts: FrameLayouts) -> np.ndarray:
     positions = layouts.positions(df.columns.tolist(), feature_names, what)
@@ -317,7 +327,7 @@ def _frame_values(df, feature_names, feature_types, categories, what,
             recoded.append(j)
         elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
             numeric.append(j)
-        elif types[j] == "c" and (categories is None or name in categories) and (
+        elif _names_categories(name, types[j], categories) and (
                 pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)):
             recoded.append(j)
         else:
@@ -349,8 +359,7 @@ def _arrow_values(table, feature_names, feature_types, categories, what) -> np.n
     for j, (name, a) in enumerate(zip(feature_names, arrays)):
         t = a.type
         if pa.types.is_dictionary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-            if pa.types.is_dictionary(t) or (types[j] == "c" and (categories is None
-                                                                   or name in categories)):
+            if pa.types.is_dictionary(t) or _names_categories(name, types[j], categories):
                 series = a.to_pandas()
                 if pa.types.is_dictionary(t) and not hasattr(series, "cat"):
                     series = series.astype("category")

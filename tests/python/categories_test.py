@@ -139,6 +139,14 @@ def test_one_answer_through_every_interface(served, categorical_models, categori
     _, client = served
     assert_bitwise(np.asarray(client.predict(name, frame[FEATURES], output_format="numpy"),
                               dtype=np.float32).reshape(-1), got, f"{name}: Client")
+    # The categories as strings (what Spark makes of them) and as Arrow strings: recoded alike,
+    # for LightGBM too, whose model types no feature categorical.
+    pa = need("pyarrow")
+    strings = frame[FEATURES].assign(color=frame["color"].astype(object))
+    for rows in (strings, pa.Table.from_pandas(strings, preserve_index=False)):
+        for predict in (model.predict, lambda x, **kw: client.predict(name, x, **kw)):
+            assert_bitwise(np.asarray(predict(rows, output_format="numpy"),
+                                      dtype=np.float32).reshape(-1), got, f"{name}: strings")
     assert_bitwise(cli_predict(cli, path, frame, tmp_path), got, f"{name}: CLI")
     assert_bitwise(cli_predict(cli, name, frame, tmp_path, served[0].target), got,
                    f"{name}: CLI --server")
