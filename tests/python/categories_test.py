@@ -2,9 +2,10 @@
 of the model's categories in another order (its own codes name other categories) is predicted by
 XGBoost / LightGBM on the pandas frame, groveml.Model in process, groveml.Client, the `grove` CLI
 from the CSV pandas.to_csv writes (--header; local and --server), grove.v1 Predict with
-Matrix.category_columns, and groved's KServe v2 through tritonclient over gRPC and REST (one input
-per feature: the categorical ones as BYTES category names, JSON and binary). An unknown category
-is what the library makes of it, in every interface: missing for LightGBM, an error for XGBoost."""
+Matrix.category_columns, groveml.predict_dask, and groved's KServe v2 through tritonclient over
+gRPC and REST (one input per feature: the categorical ones as BYTES category names, JSON and
+binary). An unknown category is what the library makes of it, in every interface: missing for
+LightGBM, an error for XGBoost."""
 
 import subprocess
 
@@ -152,6 +153,12 @@ def test_one_answer_through_every_interface(served, categorical_models, categori
                    f"{name}: CLI --server")
     assert_bitwise(kserve_predict(served, name, frame), got, f"{name}: KServe")
     assert_bitwise(grove_v1_predict(served, name, frame), got, f"{name}: grove.v1 names")
+    # Dask partitions of the frame, and of its string form (Spark's), through groveml's helper.
+    dd = need("dask.dataframe")
+    for rows in (frame, frame.assign(color=frame["color"].astype(object))):
+        out = groveml.predict_dask(dd.from_pandas(rows, npartitions=3), path).compute(
+            scheduler="synchronous").sort_values("id")
+        assert_bitwise(out["prediction"].to_numpy(np.float32), got, f"{name}: Dask")
 
 
 def test_an_unknown_category_is_what_the_library_makes_of_it(served, categorical_models,
