@@ -258,12 +258,20 @@ def _category_codes(values, name: str, feature_type: Optional[str],
         # one (pandas.Categorical(values, categories=known) gives the same codes, but warns on
         # an unknown value and is to refuse it).
         index = pd.Index(known)
-        codes = (index.get_indexer(np.asarray(values, dtype=object)) if index.is_unique
-                 else pd.Categorical(values, categories=known).codes)
+        given = np.asarray(values, dtype=object)
+        lookup = given
+        if len(known) and not any(isinstance(k, str) for k in known):
+            # Number categories named by text (Spark's strings, CSV cells): by value, "10" and
+            # "10.0" alike, as groved and `grove` read them; the empty string is missing, text
+            # that is not a number an unknown category.
+            given = np.where(given == "", None, given)
+            lookup = pd.to_numeric(pd.Series(given, dtype=object), errors="coerce").to_numpy()
+        codes = (index.get_indexer(lookup) if index.is_unique
+                 else pd.Categorical(lookup, categories=known).codes)
         if getattr(categories, "unknown", "missing") == "error":
-            unknown = (codes < 0) & ~np.asarray(pd.isna(values), dtype=bool)
+            unknown = (codes < 0) & ~np.asarray(pd.isna(given), dtype=bool)
             if unknown.any():
-                value = np.asarray(values, dtype=object)[np.argmax(unknown)]
+                value = given[np.argmax(unknown)]
                 raise ValueError(
                     f"feature {name!r}: {value!r} is not one of the {len(known)} categories the "
                     "model was trained with (XGBoost refuses a category not in the training set; "
