@@ -1,6 +1,7 @@
 """groveml.explain_spark / predict_spark on a local Spark (local[2], small Arrow batches so that
 every partition streams several): the SHAP and prediction columns equal groveml.Model's in-process
-results bit for bit, whatever the column order, with id columns passed through."""
+results bit for bit, whatever the column order, with id columns passed through; category columns,
+which Spark hands over as strings, give the library's numbers."""
 
 import hashlib
 import os
