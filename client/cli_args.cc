@@ -1,5 +1,6 @@
 #include "client/cli_args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -31,6 +32,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--output", {true, {C::kPredict, C::kExplain}}},
       {"--kind", {true, {C::kPredict, C::kBench}}},
       {"--interactions", {false, {C::kExplain, C::kBench}}},
+      {"--top-k", {true, {C::kExplain}}},
       {"--background", {true, {C::kExplain}}},
       {"--method", {true, {C::kExplain}}},
       {"--output-space", {true, {C::kExplain}}},
@@ -143,6 +145,14 @@ absl::Status CheckExplainMethod(const std::set<std::string>& seen, CliArgs* out)
   if (seen.count("--output-space") && out->method != ExplainMethod::kInterventional) {
     return Usage("--output-space needs --background FILE or --method interventional");
   }
+  if (out->top_k > 0 && out->interactions) {
+    return Usage("--top-k ranks SHAP values; interaction values (--interactions) are not ranked: "
+                 "give one of them");
+  }
+  if (out->top_k > 0 && out->residuals) {
+    return Usage("--residuals checks every SHAP value of a row; --top-k prints only the largest: "
+                 "give one of them");
+  }
   return absl::OkStatus();
 }
 
@@ -240,6 +250,10 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       out.interactions = true;
     } else if (name == "--residuals") {
       out.residuals = true;
+    } else if (name == "--top-k") {
+      absl::StatusOr<int64_t> v = ParseInt(name, value, 1);
+      if (!v.ok()) return v.status();
+      out.top_k = static_cast<int>(std::min<int64_t>(*v, int64_t{1} << 30));
     } else if (name == "--background") {
       if (value.empty()) return Usage("--background needs a CSV or .npy file");
       out.background = value;
@@ -390,8 +404,10 @@ std::string HelpText(const std::string& topic) {
   if (topic == "predict") {
     return R"(Usage: grove predict --model PATH --input X.csv [options]
 
-Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; no header
-unless --header) and writes one CSV line per row, numbers as %.9g.
+Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; True /
+False = 1 / 0; a categorical feature's cells may be its category names when the model records its
+categories; no header unless --header) or of X.npy (a [rows, F] array), and writes one CSV line per
+row, numbers as %.9g.
 
 Options:
   -m, --model PATH           XGBoost model (.json, .ubj) or LightGBM model (.txt)
@@ -427,7 +443,8 @@ Options:
   if (topic == "explain") {
     return R"(Usage: grove explain --model PATH --input X.csv [options]
 
-Writes the exact TreeSHAP values of every row of X.csv, laid out like XGBoost pred_contribs:
+Writes the exact TreeSHAP values of every row of X.csv (or X.npy; read as for predict), laid out
+like XGBoost pred_contribs:
 for each output, F feature contributions then the bias (num_outputs * (F+1) numbers per line).
 With --interactions, SHAP interaction values like XGBoost pred_interactions:
 num_outputs * (F+1) * (F+1) numbers per line.
@@ -438,6 +455,9 @@ Options:
   -o, --output FILE          where to write the results (default -, standard output)
       --interactions         SHAP interaction values instead of SHAP values (with
                              --background: interventional, the Shapley interaction index)
+      --top-k K              per row and output, the K features of largest |SHAP value|, largest
+                             first: K pairs of feature index and value (header topI_feature,
+                             topI_value)
       --background FILE      interventional SHAP: expectations over these rows (CSV as --input,
                              or .npy; 1 to 10,000 rows) instead of the training covers (shap's feature_perturbation=
                              "interventional"); the bias is the mean output over them

@@ -35,6 +35,7 @@ struct CliArgs {
   std::string output = "-";    // --output: CSV results, "-" = standard output
   OutputKind kind = OutputKind::kPrediction;  // --kind (predict)
   bool interactions = false;   // --interactions (explain)
+  int top_k = 0;               // --top-k K (explain): the K features of largest |SHAP| per row
   std::string background;      // --background FILE (explain): interventional SHAP against it
   // --method (explain); --background implies kInterventional.
   ExplainMethod method = ExplainMethod::kPathDependent;

@@ -18,13 +18,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "client/progress.h"
 #include "core/common/thread_pool.h"
 #include "core/io/csv.h"
+#include "core/io/file.h"
+#include "core/io/npy.h"
+#include "core/model/category_codes.h"
 #include "core/model/loader.h"
 #include "core/servable/background.h"
 #include "core/servable/residuals.h"
 #include "core/servable/servable.h"
+#include "core/servable/top_k.h"
 
 namespace grove::cli {
 namespace {
@@ -179,6 +184,10 @@ int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& 
   columns.num_outputs = model.forest->num_outputs;
   columns.width = stream.out_cols;
   ApplyColumnArgs(args, columns, &stream);
+  stream.decoders = CategoryCellDecoders(
+      std::shared_ptr<const std::vector<FeatureCategories>>(model.forest,
+                                                            &model.forest->categories),
+      UnknownCategoryOf(model.forest->format), columns.feature_names);
   const DoubleRowConverter converter(*model.forest);
   stream.converter = &converter;
   RunInfo info;
@@ -307,10 +316,113 @@ std::string JsonString(const std::string& s) {
 
 namespace {
 
+// Where the rows of --input come from: a CSV file read in chunks (CsvReader), or a .npy array,
+// read whole and handed out in chunks.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out,
+                                           std::vector<std::string>* kept) = 0;
+  virtual absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<double>* out,
+                                           std::vector<std::string>* kept) = 0;
+  virtual int64_t bytes_consumed() const = 0;
+  virtual int64_t total_bytes() const = 0;
+};
+
+class CsvSource : public RowSource {
+ public:
+  explicit CsvSource(std::unique_ptr<CsvReader> reader) : reader_(std::move(reader)) {}
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out,
+                                   std::vector<std::string>* kept) override {
+    return reader_->ReadRows(max_rows, out, kept);
+  }
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<double>* out,
+                                   std::vector<std::string>* kept) override {
+    return reader_->ReadRows(max_rows, out, kept);
+  }
+  int64_t bytes_consumed() const override { return reader_->bytes_consumed(); }
+  int64_t total_bytes() const override { return reader_->total_bytes(); }
+  CsvReader* reader() { return reader_.get(); }
+
+ private:
+  std::unique_ptr<CsvReader> reader_;
+};
+
+class NpySource : public RowSource {
+ public:
+  NpySource(NpyArray array, int64_t cols, int64_t file_bytes)
+      : array_(std::move(array)), cols_(cols), file_bytes_(file_bytes) {}
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out,
+                                   std::vector<std::string>*) override {
+    return Take(max_rows, out);
+  }
+  absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<double>* out,
+                                   std::vector<std::string>*) override {
+    return Take(max_rows, out);
+  }
+  int64_t bytes_consumed() const override {
+    const int64_t rows = cols_ > 0 ? static_cast<int64_t>(array_.values.size()) / cols_ : 0;
+    return rows > 0 ? file_bytes_ * next_ / rows : file_bytes_;
+  }
+  int64_t total_bytes() const override { return file_bytes_; }
+
+ private:
+  template <typename T>
+  int64_t Take(int64_t max_rows, std::vector<T>* out) {
+    const int64_t rows = static_cast<int64_t>(array_.values.size()) / cols_;
+    const int64_t n = std::min(max_rows, rows - next_);
+    const double* first = array_.values.data() + next_ * cols_;
+    out->assign(first, first + n * cols_);  // float: cast as a float64 array is cast
+    next_ += n;
+    return n;
+  }
+
+  NpyArray array_;
+  int64_t cols_;
+  int64_t file_bytes_;
+  int64_t next_ = 0;
+};
+
+bool IsNpy(const std::string& path) { return absl::EndsWith(path, ".npy"); }
+
+// The rows of a .npy input: a 2-D array [rows, in_cols] (a 1-D array of in_cols values is one
+// row), any dtype ParseNpy reads, C or Fortran order.
+absl::StatusOr<std::unique_ptr<RowSource>> OpenNpy(const StreamOptions& options) {
+  if (options.header || !options.keep.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.input, ": --header and --keep read a CSV header; a .npy array has no column "
+        "names: its columns are the model's features in order"));
+  }
+  absl::StatusOr<std::string> bytes = ReadRegularFile(options.input);
+  if (!bytes.ok()) return bytes.status();
+  // Values are held as doubles: at most one per byte of the file (the smallest dtype).
+  absl::StatusOr<NpyArray> array =
+      ParseNpy(*bytes, options.input, static_cast<int64_t>(bytes->size()));
+  if (!array.ok()) return array.status();
+  const std::vector<int64_t>& shape = array->shape;
+  const bool one_row = shape.size() == 1 && shape[0] == options.in_cols;
+  if (!one_row && (shape.size() != 2 || shape[1] != options.in_cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.input, ": the array has shape (", absl::StrJoin(shape, ", "),
+        "); the model takes rows of ", options.in_cols, " features: (rows, ", options.in_cols,
+        ")"));
+  }
+  const int64_t size = static_cast<int64_t>(bytes->size());
+  return std::unique_ptr<RowSource>(new NpySource(*std::move(array), options.in_cols, size));
+}
+
+// Parquet is refused with the conversion to use (Grove reads no Parquet: see docs/formats.md).
+absl::Status RefuseParquet(const std::string& path) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": grove does not read Parquet; convert it to CSV with a header (python3 -c \"import "
+      "pandas as pd; pd.read_parquet('", path, "').to_csv('rows.csv', index=False)\") and pass "
+      "--header, or read it in Python with groveml"));
+}
+
 // The read-compute-write loop of StreamRows and StreamDoubleRows: the next chunk is parsed (by
 // `read`, into one of two buffers) while the current one is computed.
 template <typename T>
-using ReadFn = std::function<absl::StatusOr<int64_t>(CsvReader*, int64_t chunk, int slot,
+using ReadFn = std::function<absl::StatusOr<int64_t>(RowSource*, int64_t chunk, int slot,
                                                      std::vector<T>*, std::vector<std::string>*)>;
 
 // --header: reads the input's header and lays its columns out for the model's features.
@@ -325,6 +437,21 @@ absl::Status ApplyHeader(const StreamOptions& options, CsvReader* reader) {
   return absl::OkStatus();
 }
 
+// --top-k: SHAP values [n, K, F + 1] into rows of K x k (feature index, value) pairs.
+void RankTopK(const StreamOptions& options, const float* shap, int64_t n,
+              std::vector<float>* ranked) {
+  const int64_t pairs = n * options.top_k_outputs * options.top_k;
+  std::vector<int32_t> features(static_cast<size_t>(pairs));
+  std::vector<float> values(static_cast<size_t>(pairs));
+  TopKFeatures(shap, n, options.top_k_outputs, options.top_k_features, options.top_k,
+               features.data(), values.data());
+  ranked->resize(static_cast<size_t>(2 * pairs));
+  for (int64_t i = 0; i < pairs; ++i) {
+    (*ranked)[static_cast<size_t>(2 * i)] = static_cast<float>(features[static_cast<size_t>(i)]);
+    (*ranked)[static_cast<size_t>(2 * i + 1)] = values[static_cast<size_t>(i)];
+  }
+}
+
 template <typename T>
 absl::Status StreamLoop(
     const StreamOptions& options, const ReadFn<T>& read,
@@ -332,9 +459,18 @@ absl::Status StreamLoop(
     StreamStats* stats) {
   const auto start = Clock::now();
   *stats = StreamStats();
-  absl::StatusOr<std::unique_ptr<CsvReader>> reader =
-      CsvReader::Open(options.input, options.in_cols, options.read_threads);
-  if (!reader.ok()) return reader.status();
+  if (absl::EndsWith(options.input, ".parquet")) return RefuseParquet(options.input);
+  std::unique_ptr<RowSource> source;
+  if (IsNpy(options.input)) {
+    absl::StatusOr<std::unique_ptr<RowSource>> npy = OpenNpy(options);
+    if (!npy.ok()) return npy.status();
+    source = *std::move(npy);
+  } else {
+    absl::StatusOr<std::unique_ptr<CsvReader>> reader =
+        CsvReader::Open(options.input, options.in_cols, options.read_threads);
+    if (!reader.ok()) return reader.status();
+    source = std::make_unique<CsvSource>(*std::move(reader));
+  }
   absl::StatusOr<std::unique_ptr<CsvWriter>> writer = CsvWriter::Open(options.output);
   if (!writer.ok()) return writer.status();
   const int64_t chunk = options.chunk_rows > 0 ? options.chunk_rows
@@ -342,8 +478,11 @@ absl::Status StreamLoop(
   ProgressBar progress(options.progress, options.label);
 
   auto run = [&]() -> absl::Status {
-    CsvReader* r = reader->get();
-    if (absl::Status s = ApplyHeader(options, r); !s.ok()) return s;
+    RowSource* r = source.get();
+    if (auto* csv = dynamic_cast<CsvSource*>(r); csv != nullptr) {
+      if (absl::Status s = ApplyHeader(options, csv->reader()); !s.ok()) return s;
+      csv->reader()->SetCellDecoders(options.decoders);
+    }
     const bool keeping = !options.keep.empty();
     if (!options.output_header.empty()) {
       std::vector<std::string> names = options.keep;
@@ -352,7 +491,11 @@ absl::Status StreamLoop(
     }
     std::vector<T> buffers[2];
     std::vector<std::string> kept[2];
-    std::vector<float> out;
+    std::vector<float> out, ranked;
+    const int64_t compute_cols =
+        options.top_k > 0
+            ? int64_t{options.top_k_outputs} * (options.top_k_features + 1)
+            : options.out_cols;
     auto read_slot = [&read, r, chunk, &buffers, &kept, keeping](int slot) {
       return read(r, chunk, slot, &buffers[slot], keeping ? &kept[slot] : nullptr);
     };
@@ -365,13 +508,15 @@ absl::Status StreamLoop(
       const int64_t done_bytes = r->bytes_consumed();
       const int other = 1 - cur;
       next = std::async(std::launch::async, read_slot, other);
-      out.resize(static_cast<size_t>(*n * options.out_cols));
+      out.resize(static_cast<size_t>(*n * compute_cols));
       const auto t = Clock::now();
       absl::Status s = compute(buffers[cur].data(), *n,
-                               MakeMatrixView(out.data(), *n, options.out_cols));
+                               MakeMatrixView(out.data(), *n, compute_cols));
       stats->compute_seconds += Seconds(t);
       if (!s.ok()) return s;  // `next` finishes in its destructor
-      const auto result = MakeMatrixView<const float>(out.data(), *n, options.out_cols);
+      if (options.top_k > 0) RankTopK(options, out.data(), *n, &ranked);
+      const auto result = MakeMatrixView<const float>(
+          options.top_k > 0 ? ranked.data() : out.data(), *n, options.out_cols);
       s = keeping ? (*writer)->WriteRows(result, kept[cur]) : (*writer)->WriteRows(result);
       if (!s.ok()) return s;
       stats->rows += *n;
@@ -400,7 +545,7 @@ absl::Status StreamRows(const StreamOptions& options, const ComputeFn& compute,
   std::vector<double> doubles[2];  // per slot: the converter's input
   return StreamLoop<float>(
       options,
-      [converter, in_cols, &doubles](CsvReader* r, int64_t chunk, int slot, std::vector<float>* b,
+      [converter, in_cols, &doubles](RowSource* r, int64_t chunk, int slot, std::vector<float>* b,
                                      std::vector<std::string>* kept) -> absl::StatusOr<int64_t> {
         if (converter == nullptr) return r->ReadRows(chunk, b, kept);
         absl::StatusOr<int64_t> n = r->ReadRows(chunk, &doubles[slot], kept);
@@ -419,15 +564,49 @@ absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeF
                               StreamStats* stats) {
   return StreamLoop<double>(
       options,
-      [](CsvReader* r, int64_t chunk, int, std::vector<double>* b,
+      [](RowSource* r, int64_t chunk, int, std::vector<double>* b,
          std::vector<std::string>* kept) { return r->ReadRows(chunk, b, kept); },
       compute, stats);
 }
 
-void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream) {
+std::vector<CsvCellDecoder> CategoryCellDecoders(
+    std::shared_ptr<const std::vector<FeatureCategories>> categories, UnknownCategory unknown,
+    const std::vector<std::string>& feature_names) {
+  std::vector<CsvCellDecoder> decoders;
+  for (size_t f = 0; f < categories->size() && f < feature_names.size(); ++f) {
+    const FeatureCategories& c = (*categories)[f];
+    if (c.empty()) continue;
+    decoders.resize(feature_names.size());
+    // The coder refers to `categories`: its deleter keeps them alive as long as it lives.
+    auto owned = std::shared_ptr<const CategoryCodes>(
+        new CategoryCodes(c, unknown, feature_names[f]),
+        [categories](const CategoryCodes* p) { delete p; });
+    const bool string_categories = !c.strings.empty();
+    decoders[f] = [owned, string_categories](std::string_view cell) -> absl::StatusOr<double> {
+      const absl::string_view name(cell.data(), cell.size());
+      if (const int64_t code = owned->Find(name); code >= 0) return static_cast<double>(code);
+      double v;
+      if (ParseCsvNumber(cell, &v) && (string_categories || std::isnan(v))) return v;
+      absl::StatusOr<float> code = owned->Code(name);  // the unknown category's rule
+      if (!code.ok()) return code.status();
+      return static_cast<double>(*code);
+    };
+  }
+  return decoders;
+}
+
+void ApplyColumnArgs(const CliArgs& args, ResultColumns columns, StreamOptions* stream) {
   stream->header = args.header;
   stream->keep = args.keep;
   stream->feature_names = columns.feature_names;
+  if (columns.explain && args.top_k > 0) {
+    const int features = static_cast<int>(columns.feature_names.size());
+    stream->top_k = std::min(args.top_k, features);
+    stream->top_k_outputs = columns.num_outputs;
+    stream->top_k_features = features;
+    stream->out_cols = int64_t{columns.num_outputs} * 2 * stream->top_k;
+    columns.top_k = stream->top_k;
+  }
   if (args.header || args.output_header) stream->output_header = ResultColumnNames(columns);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "absl/status/status.h"
 #include "client/cli_args.h"
 #include "core/common/rows.h"
+#include "core/io/csv.h"
+#include "core/model/category_codes.h"
 #include "core/model/double_rows.h"
 #include "core/model/forest.h"
 #include "core/model/forest_stats.h"
@@ -47,7 +50,28 @@ struct StreamOptions {
   std::vector<std::string> keep;
   // Non-empty: the output's first line, after the kept columns' names (ResultColumnNames).
   std::vector<std::string> output_header;
+  // --top-k: > 0 (capped at the features), `compute` fills SHAP values [rows, top_k_outputs,
+  // top_k_features + 1] and each row is written as its k (feature index, value) pairs per output
+  // (TopKFeatures, core/servable/top_k.h): out_cols is top_k_outputs x 2k.
+  int top_k = 0;
+  int top_k_outputs = 1;
+  int top_k_features = 0;
+  // Per feature (empty: all numbers): how a cell of a categorical feature whose categories the
+  // model records is read (CategoryCellDecoders).
+  std::vector<CsvCellDecoder> decoders;
 };
+
+// The CSV decoders of the categorical features whose categories are recorded (`categories`, per
+// feature; empty when none are): a cell is the category as pandas.to_csv writes it, its name (or,
+// for number categories, its value: "10" or "10.0"), mapped to its code by CategoryCodes
+// (core/model/category_codes.h); a number that names no category of a feature with string
+// categories is taken as the code itself (CSV files of codes keep working); empty or `nan` is
+// missing; any other unknown category follows `unknown` (the model's library: missing, or an error
+// naming the file, line and column). Local mode passes the forest's categories, remote mode those
+// the server's metadata lists.
+std::vector<CsvCellDecoder> CategoryCellDecoders(
+    std::shared_ptr<const std::vector<FeatureCategories>> categories, UnknownCategory unknown,
+    const std::vector<std::string>& feature_names);
 
 struct StreamStats {
   int64_t rows = 0;
@@ -68,8 +92,9 @@ using DoubleComputeFn =
 absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
                               StreamStats* stats);
 
-// Sets the header options of `stream` from --header, --keep and --output-header.
-void ApplyColumnArgs(const CliArgs& args, const ResultColumns& columns, StreamOptions* stream);
+// Sets the header options of `stream` from --header, --keep and --output-header, and --top-k's
+// (which sets out_cols: call it after setting out_cols to the full SHAP width).
+void ApplyColumnArgs(const CliArgs& args, ResultColumns columns, StreamOptions* stream);
 
 // Renders stats as aligned "key  value" lines or as one JSON object.
 std::string RenderStats(const std::vector<Stat>& stats, bool json);

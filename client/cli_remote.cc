@@ -134,6 +134,24 @@ absl::Status RemoteStreamRows(const StreamOptions& options, const RemoteComputeF
       stats);
 }
 
+// The CSV decoders of the categories the server's metadata lists (CategoryCellDecoders), with the
+// unknown-category rule of the model's library (its format).
+std::vector<CsvCellDecoder> RemoteCategoryDecoders(const grove::v1::ModelMetadata& meta,
+                                                   const std::vector<std::string>& names) {
+  if (meta.categories_size() == 0) return {};
+  auto categories = std::make_shared<std::vector<FeatureCategories>>(names.size());
+  for (const grove::v1::FeatureCategories& c : meta.categories()) {
+    if (c.feature() < 0 || static_cast<size_t>(c.feature()) >= names.size()) continue;
+    FeatureCategories& out = (*categories)[static_cast<size_t>(c.feature())];
+    out.strings.assign(c.strings().begin(), c.strings().end());
+    out.numbers.assign(c.numbers().begin(), c.numbers().end());
+  }
+  const UnknownCategory unknown = absl::StartsWith(meta.format(), "xgboost")
+                                      ? UnknownCategory::kError
+                                      : UnknownCategory::kMissing;
+  return CategoryCellDecoders(categories, unknown, names);
+}
+
 bool SendDoubles(const grove::v1::ModelMetadata& meta) {
   return absl::StartsWith(meta.format(), "lightgbm");
 }
@@ -270,6 +288,7 @@ int RunRemotePredict(const CliArgs& args) {
   stream.progress = args.progress;
   stream.label = "predict";
   ApplyColumnArgs(args, Columns(model->meta, false, args, out_cols), &stream);
+  stream.decoders = RemoteCategoryDecoders(model->meta, stream.feature_names);
   StreamStats stats;
   int64_t requests = 0;
   const bool doubles = SendDoubles(model->meta);
@@ -378,6 +397,7 @@ int RunRemoteExplain(const CliArgs& args) {
   ResultColumns columns = Columns(model->meta, true, args, out_cols);
   columns.residuals = args.residuals;
   ApplyColumnArgs(args, columns, &stream);
+  stream.decoders = RemoteCategoryDecoders(model->meta, stream.feature_names);
   StreamStats stats;
   int64_t requests = 0;
   const bool doubles = SendDoubles(model->meta);

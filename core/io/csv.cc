@@ -73,6 +73,8 @@ inline uint64_t CommaMask64(const char* p) {
 #endif
 }
 
+std::string_view Trimmed(const char* b, const char* e);
+
 // Parses one field [b, e) as a double. Empty / nan = NaN. False when it is not a number.
 inline bool ParseField(const char* b, const char* e, double* value) {
   while (b < e && IsBlank(*b)) ++b;
@@ -101,12 +103,51 @@ inline bool ParseField(const char* b, const char* e, double* value) {
   return true;
 }
 
-// ParseField for the field [b, e) of a line that ends at `line_end`. A field that is one short
-// decimal -- the common case -- is parsed with the line's bytes after it readable, so that its
-// digits are read eight at a time whatever its length.
+// A boolean as pandas.to_csv writes it (True / False), also lower or upper case: 1 / 0.
+bool ParseBoolWord(const char* b, const char* e, double* value) {
+  const std::string_view word = Trimmed(b, e);
+  for (std::string_view t : {"True", "true", "TRUE"}) {
+    if (word == t) {
+      *value = 1.0;
+      return true;
+    }
+  }
+  for (std::string_view f : {"False", "false", "FALSE"}) {
+    if (word == f) {
+      *value = 0.0;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ParseField for the field [b, e) of a line that ends at `line_end`, booleans included. A field
+// that is one short decimal -- the common case -- is parsed with the line's bytes after it
+// readable, so that its digits are read eight at a time whatever its length.
 inline bool ParseLineField(const char* b, const char* e, const char* line_end, double* value) {
   if (ParseShortDecimal(b, line_end, value) == e) return true;
-  return ParseField(b, e, value);
+  return ParseField(b, e, value) || ParseBoolWord(b, e, value);
+}
+
+// The value of field [b, e) of row column `column` through its decoder (a column without one:
+// false, so that the caller parses a number); the decoder's error in *error.
+inline bool DecodeField(const std::vector<CsvCellDecoder>* decoders, int64_t column,
+                        const char* b, const char* e, double* value, absl::Status* error) {
+  if (decoders == nullptr || column >= static_cast<int64_t>(decoders->size()) ||
+      !(*decoders)[static_cast<size_t>(column)]) {
+    return false;
+  }
+  absl::StatusOr<double> v = (*decoders)[static_cast<size_t>(column)](Trimmed(b, e));
+  if (v.ok()) {
+    *value = *v;
+  } else {
+    *error = v.status();
+  }
+  return true;
+}
+
+absl::Status Prefixed(const absl::Status& s, absl::string_view where) {
+  return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
 }
 
 // std::popcount without a library call where the target lacks the instruction (x86-64's
@@ -174,7 +215,8 @@ inline bool IsBlankLine(const char* b, const char* e) {
 // too many or too few fields.
 template <typename T>
 absl::Status ParseFields(const char* b, const char* e, std::string_view source, int64_t line,
-                         int64_t expected, T* row) {
+                         int64_t expected, T* row,
+                         const std::vector<CsvCellDecoder>* decoders = nullptr) {
   // The commas are found a window at a time, then the fields that end in it are parsed.
   constexpr ptrdiff_t kWindow = 4096;
   thread_local std::vector<const char*> commas;
@@ -192,7 +234,12 @@ absl::Status ParseFields(const char* b, const char* e, std::string_view source, 
                                                        CountFields(b, e)));
       }
       double v;
-      if (!ParseLineField(p, fe, e, &v)) {
+      absl::Status decoded;
+      if (decoders != nullptr && DecodeField(decoders, field, p, fe, &v, &decoded)) {
+        if (!decoded.ok()) {
+          return Prefixed(decoded, absl::StrCat(Sv(source), ":", line, ": field ", field + 1));
+        }
+      } else if (!ParseLineField(p, fe, e, &v)) {
         return absl::InvalidArgumentError(absl::StrCat(Sv(source), ":", line, ": field ",
                                                        field + 1, " ('", Excerpt(p, fe),
                                                        "') is not a number"));
@@ -214,14 +261,15 @@ absl::Status ParseFields(const char* b, const char* e, std::string_view source, 
 // field count becomes it.
 template <typename T>
 absl::Status ParseLine(const char* b, const char* e, std::string_view source, int64_t line,
-                       int64_t* cols, std::vector<T>* out, bool* parsed) {
+                       int64_t* cols, std::vector<T>* out, bool* parsed,
+                       const std::vector<CsvCellDecoder>* decoders = nullptr) {
   *parsed = *cols == 1 || !IsBlankLine(b, e);
   if (!*parsed) return absl::OkStatus();
   if (e > b && e[-1] == '\r') --e;
   const int64_t n = *cols > 0 ? *cols : CountFields(b, e);
   const size_t base = out->size();
   out->resize(base + static_cast<size_t>(n));
-  absl::Status s = ParseFields(b, e, source, line, n, out->data() + base);
+  absl::Status s = ParseFields(b, e, source, line, n, out->data() + base, decoders);
   if (!s.ok()) {
     out->resize(base);
     return s;
@@ -253,7 +301,8 @@ std::string_view Trimmed(const char* b, const char* e) {
 // fields, ','-joined, to *kept unless it is null.
 template <typename T>
 absl::Status ParseMappedFields(const char* b, const char* e, std::string_view source,
-                               int64_t line, const CsvLayout& layout, T* row, std::string* kept) {
+                               int64_t line, const CsvLayout& layout, T* row, std::string* kept,
+                               const std::vector<CsvCellDecoder>* decoders = nullptr) {
   const int64_t expected = static_cast<int64_t>(layout.header.size());
   thread_local std::vector<std::pair<const char*, const char*>> fields;
   SplitFields(b, e, &fields);
@@ -266,7 +315,14 @@ absl::Status ParseMappedFields(const char* b, const char* e, std::string_view so
     const int64_t t = layout.target[static_cast<size_t>(i)];
     if (t < 0) continue;
     double v;
-    if (!ParseLineField(fields[i].first, fields[i].second, e, &v)) {
+    absl::Status decoded;
+    if (decoders != nullptr &&
+        DecodeField(decoders, t, fields[i].first, fields[i].second, &v, &decoded)) {
+      if (!decoded.ok()) {
+        return Prefixed(decoded, absl::StrCat(Sv(source), ":", line, ": field ", i + 1,
+                                              " (column '", layout.header[i], "')"));
+      }
+    } else if (!ParseLineField(fields[i].first, fields[i].second, e, &v)) {
       return absl::InvalidArgumentError(absl::StrCat(
           Sv(source), ":", line, ": field ", i + 1, " (column '", layout.header[i], "': '",
           Excerpt(fields[i].first, fields[i].second), "') is not a number"));
@@ -288,7 +344,8 @@ absl::Status ParseMappedFields(const char* b, const char* e, std::string_view so
 template <typename T>
 absl::Status ParseMappedLine(const char* b, const char* e, std::string_view source, int64_t line,
                              const CsvLayout& layout, std::vector<T>* out,
-                             std::vector<std::string>* kept, bool* parsed) {
+                             std::vector<std::string>* kept, bool* parsed,
+                             const std::vector<CsvCellDecoder>* decoders = nullptr) {
   *parsed = layout.header.size() == 1 || !IsBlankLine(b, e);
   if (!*parsed) return absl::OkStatus();
   if (e > b && e[-1] == '\r') --e;
@@ -297,7 +354,7 @@ absl::Status ParseMappedLine(const char* b, const char* e, std::string_view sour
   const bool keeping = kept != nullptr && !layout.keep.empty();
   std::string joined;
   absl::Status s = ParseMappedFields(b, e, source, line, layout, out->data() + base,
-                                     keeping ? &joined : nullptr);
+                                     keeping ? &joined : nullptr, decoders);
   if (!s.ok()) {
     out->resize(base);
     return s;
@@ -452,6 +509,12 @@ absl::StatusOr<CsvLayout> MatchCsvHeader(std::vector<std::string> header,
   }
   layout.header = std::move(header);
   return layout;
+}
+
+bool ParseCsvNumber(std::string_view field, double* value) {
+  const char* b = field.data();
+  const char* e = b + field.size();
+  return ParseField(b, e, value) || ParseBoolWord(b, e, value);
 }
 
 absl::Status ParseCsvFloats(std::string_view text, std::string_view source, int64_t* cols,
@@ -631,8 +694,9 @@ absl::StatusOr<int64_t> CsvReader::ReadRowsImpl(int64_t max_rows, std::vector<T>
     bool parsed;
     const bool seen_row = rows_read_ + rows > 0;
     absl::Status s = has_layout_
-                         ? ParseMappedLine(lb, le, path_, line_, layout_, out, kept, &parsed)
-                         : ParseLine(lb, le, path_, line_, &cols_, out, &parsed);
+                         ? ParseMappedLine(lb, le, path_, line_, layout_, out, kept, &parsed,
+                                           decoders())
+                         : ParseLine(lb, le, path_, line_, &cols_, out, &parsed, decoders());
     if (s.ok()) s = CheckBlankLine(parsed, seen_row, line_, path_, &blank_line_);
     if (!s.ok()) {
       failed_ = true;
@@ -692,8 +756,8 @@ absl::StatusOr<int64_t> CsvReader::ReadBlock(int64_t max_rows, std::vector<T>* o
       absl::Status s =
           has_layout_
               ? ParseMappedFields(b, e, path_, line, layout_, row,
-                                  joined != nullptr ? joined + i : nullptr)
-              : ParseFields(b, e, path_, line, cols_, row);
+                                  joined != nullptr ? joined + i : nullptr, decoders())
+              : ParseFields(b, e, path_, line, cols_, row, decoders());
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (i < first_bad) {

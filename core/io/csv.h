@@ -1,7 +1,9 @@
 // CSV rows in and out: the text format of `grove`, the test corpus and the benchmarks.
 //
 // Input format: one row per line, comma separated, no header. A field that is empty, or reads `nan`
-// in any case (`NaN`, `-nan`), is a missing value (NaN). Numbers are parsed as double with
+// in any case (`NaN`, `-nan`), is a missing value (NaN); `True` / `False` (as pandas.to_csv writes
+// booleans; also lower and upper case) are 1 / 0. A column may have a decoder
+// (CsvReader::SetCellDecoders: category names), which then reads every cell of that column. Numbers are parsed as double with
 // std::from_chars and then cast to float -- exactly what XGBoost does with the float64 arrays it is
 // given -- so a value written with 9 significant digits round-trips bit for bit. (Short decimals
 // take an exact fast path, core/io/decimal.h, that gives std::from_chars's bits.) Spaces and tabs
@@ -22,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,6 +70,15 @@ absl::StatusOr<CsvLayout> MatchCsvHeader(std::vector<std::string> header,
                                          const std::vector<std::string>& value_names,
                                          const std::vector<std::string>& keep,
                                          std::string_view source);
+
+// The value of one cell of a column that has a decoder, from its text (blanks around it trimmed):
+// e.g. a category name to its code. An error is reported with the file, line and column prefixed.
+// Called from the reader's parsing threads at once: it must be thread-safe.
+using CsvCellDecoder = std::function<absl::StatusOr<double>(std::string_view cell)>;
+
+// One field as a number by the input format's rules (empty / nan: NaN; True / False: 1 / 0); false
+// when it is not a number.
+bool ParseCsvNumber(std::string_view field, double* value);
 
 // Reads a whole file. `expected_cols` > 0 makes every row check against it; otherwise the first row
 // sets the column count. "-" reads standard input. `threads` as for CsvReader::Open.
@@ -116,6 +128,9 @@ class CsvReader {
   absl::StatusOr<std::vector<std::string>> ReadHeader();
   // From now on each line has layout.header.size() fields and a row layout.row_cols values.
   void SetLayout(CsvLayout layout);
+  // Decoders by row column (the model's feature index; an empty function or a column past the
+  // end: numbers), used for every row read from now on.
+  void SetCellDecoders(std::vector<CsvCellDecoder> decoders) { decoders_ = std::move(decoders); }
 
   // Columns per row: expected_cols, or learned from the first row (0 before it is read).
   int64_t cols() const { return cols_; }
@@ -169,6 +184,10 @@ class CsvReader {
   std::vector<char> buf_;
   size_t begin_ = 0;  // unparsed data is buf_[begin_, end_)
   size_t end_ = 0;
+  const std::vector<CsvCellDecoder>* decoders() const {
+    return decoders_.empty() ? nullptr : &decoders_;
+  }
+  std::vector<CsvCellDecoder> decoders_;
   std::unique_ptr<ThreadPool> pool_;    // threads - 1 workers; null for one thread
   std::vector<const char*> line_ends_;  // ReadBlock's lines
 };

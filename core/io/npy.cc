@@ -27,9 +27,13 @@ double Load(const unsigned char* p) {
   return static_cast<double>(v);
 }
 
+double LoadBool(const unsigned char* p) { return *p != 0 ? 1.0 : 0.0; }
+
 constexpr Dtype kDtypes[] = {
-    {"<f4", 4, &Load<float>},   {"<f8", 8, &Load<double>},  {"<i4", 4, &Load<int32_t>},
-    {"<i8", 8, &Load<int64_t>}, {"|i1", 1, &Load<int8_t>},  {"|u1", 1, &Load<uint8_t>},
+    {"<f4", 4, &Load<float>},    {"<f8", 8, &Load<double>},   {"<i4", 4, &Load<int32_t>},
+    {"<i8", 8, &Load<int64_t>},  {"|i1", 1, &Load<int8_t>},   {"|u1", 1, &Load<uint8_t>},
+    {"<i2", 2, &Load<int16_t>},  {"<u2", 2, &Load<uint16_t>}, {"<u4", 4, &Load<uint32_t>},
+    {"<u8", 8, &Load<uint64_t>}, {"|b1", 1, &LoadBool},
 };
 
 // The header fields, as numpy writes them.
@@ -212,8 +216,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
   }
   if (dtype == nullptr) {
     return Bad(source, absl::StrCat("dtype '", *header->descr,
-                                    "' (read: <f4, <f8, <i4, <i8, |i1, |u1; save with "
-                                    "astype('<f8') for others)"));
+                                    "' (read: <f4, <f8, |i1, <i2, <i4, <i8, |u1, <u2, <u4, "
+                                    "<u8, |b1; save with astype('<f8') for others)"));
   }
   int64_t count = 1;
   for (int64_t d : *header->shape) {

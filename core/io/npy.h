@@ -1,8 +1,9 @@
 // NumPy .npy arrays (numpy.save), read from bytes the caller holds: the binary form of a data set
 // (a model's background, core/registry/background.h) beside the CSV text of core/io/csv.h.
 //
-// Accepted: format versions 1.0, 2.0 and 3.0; dtypes '<f4', '<f8', '<i4', '<i8', '|i1', '|u1'
-// (little-endian floats and integers, as numpy writes them on every common machine); C or Fortran
+// Accepted: format versions 1.0, 2.0 and 3.0; dtypes '<f4', '<f8', '|i1', '<i2', '<i4', '<i8',
+// '|u1', '<u2', '<u4', '<u8' (little-endian floats and integers, as numpy writes them on every
+// common machine) and '|b1' (bool: 1 / 0); C or Fortran
 // order (pandas' DataFrame.values is often Fortran-ordered: it is transposed on reading); any number
 // of dimensions. The header must be the dict numpy writes ('descr', 'fortran_order', 'shape', each
 // once, nothing else) and the data exactly the bytes the shape needs. Everything else -- big-endian,

@@ -43,7 +43,16 @@ std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
     return names;
   }
   std::vector<std::string> block = c.feature_names;
-  block.push_back("bias");
+  if (c.top_k > 0) {
+    const int k = std::min<int>(c.top_k, static_cast<int>(block.size()));
+    block.clear();
+    for (int i = 1; i <= k; ++i) {
+      block.push_back(absl::StrCat("top", i, "_feature"));
+      block.push_back(absl::StrCat("top", i, "_value"));
+    }
+  } else {
+    block.push_back("bias");
+  }
   for (int k = 0; k < c.num_outputs; ++k) {
     const std::string prefix = c.num_outputs > 1 ? absl::StrCat("out", k, ".") : "";
     for (const std::string& a : block) {

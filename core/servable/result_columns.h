@@ -39,12 +39,14 @@ struct ResultColumns {
   bool residuals = false;                  // explain: K residual columns after the values
   OutputKind kind = OutputKind::kPrediction;  // predict
   int64_t width = 0;                       // predict: values per row
+  int top_k = 0;                           // explain: > 0, the top-k pairs instead (TopKFeatures)
 };
 // Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
 // `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
 // `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
 // last); with K > 1 outputs every name is prefixed `outK.`. Residuals: `residual` per output
-// after all of them (`outK.residual` with K > 1).
+// after all of them (`outK.residual` with K > 1). Top-k (explain with top_k > 0, k capped at the
+// features): `topI_feature`, `topI_value` for I = 1..k, prefixed `outK.` likewise.
 std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
 
 }  // namespace grove

@@ -218,9 +218,26 @@ def _short(names, most=12):
     return "[" + text + (f", ... ({len(names)} in all)" if len(names) > most else "") + "]"
 
 
+class Categories(dict):
+    """{feature: the model's categories in code order}, with `unknown`: what a value that is not
+    one of them becomes, as the model's library makes it ("missing" for LightGBM, whose pandas
+    recoding gives it code -1; "error" for XGBoost, which refuses a category not in the training
+    set), as groved and `grove` do (core/model/category_codes.h)."""
+
+    def __init__(self, categories=(), unknown: str = "missing"):
+        super().__init__(categories)
+        self.unknown = unknown
+
+
+def unknown_rule(model_format: str) -> str:
+    """The unknown-category rule of a model format ("xgboost_json", "lightgbm_text", ...)."""
+    return "error" if str(model_format).lower().startswith("xgboost") else "missing"
+
+
 def _category_codes(values, name: str, feature_type: Optional[str],
                     categories: Optional[Dict[str, list]]):
-    """Category codes (float64, NaN = missing or unknown) of a pandas Categorical / object Series:
+    """Category codes (float64, NaN = missing or, unless `categories.unknown` is "error", unknown)
+    of a pandas Categorical / object Series:
     the position of each value in the model's categories when the model stores them (as XGBoost
     and LightGBM recode a DataFrame), else the column's own category codes. TypeError when the
     model's categories are not known (`categories` None)."""
@@ -237,7 +254,28 @@ def _category_codes(values, name: str, feature_type: Optional[str],
             ".categories gives them), or give the model's category codes as numbers")
     known = categories.get(name)
     if known is not None:
-        codes = pd.Categorical(values, categories=known).codes
+        # The position of each value among the model's categories, -1 for a missing or unknown
+        # one (pandas.Categorical(values, categories=known) gives the same codes, but warns on
+        # an unknown value and is to refuse it).
+        index = pd.Index(known)
+        given = np.asarray(values, dtype=object)
+        lookup = given
+        if len(known) and not any(isinstance(k, str) for k in known):
+            # Number categories named by text (Spark's strings, CSV cells): by value, "10" and
+            # "10.0" alike, as groved and `grove` read them; the empty string is missing, text
+            # that is not a number an unknown category.
+            given = np.where(given == "", None, given)
+            lookup = pd.to_numeric(pd.Series(given, dtype=object), errors="coerce").to_numpy()
+        codes = (index.get_indexer(lookup) if index.is_unique
+                 else pd.Categorical(lookup, categories=known).codes)
+        if getattr(categories, "unknown", "missing") == "error":
+            unknown = (codes < 0) & ~np.asarray(pd.isna(given), dtype=bool)
+            if unknown.any():
+                value = given[np.argmax(unknown)]
+                raise ValueError(
+                    f"feature {name!r}: {value!r} is not one of the {len(known)} categories the "
+                    "model was trained with (XGBoost refuses a category not in the training set; "
+                    "Model.categories lists them)")
     elif isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()
     else:
@@ -266,6 +304,16 @@ def _numeric_frame_dtype(df):
     return np.float32 if all_f32 else np.float64
 
 
+def _names_categories(name, feature_type, categories) -> bool:
+    """Whether a column of strings for feature `name` holds category names: the model records
+    the feature's categories (XGBoost types it "c"; LightGBM types no feature, but records the
+    categories of its pandas categorical columns, and Spark turns those into strings), or types
+    it categorical without known categories (then refused, asking for them)."""
+    if categories is not None and name in categories:
+        return True
+    return feature_type == "c" and categories is None
+
+
 def _frame_values(df, feature_names, feature_types, categories, what,
                   layouts: FrameLayouts) -> np.ndarray:
     positions = layouts.positions(df.columns.tolist(), feature_names, what)
@@ -287,7 +335,7 @@ def _frame_values(df, feature_names, feature_types, categories, what,
             recoded.append(j)
         elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
             numeric.append(j)
-        elif types[j] == "c" and (categories is None or name in categories) and (
+        elif _names_categories(name, types[j], categories) and (
                 pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)):
             recoded.append(j)
         else:
@@ -319,8 +367,7 @@ def _arrow_values(table, feature_names, feature_types, categories, what) -> np.n
     for j, (name, a) in enumerate(zip(feature_names, arrays)):
         t = a.type
         if pa.types.is_dictionary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-            if pa.types.is_dictionary(t) or (types[j] == "c" and (categories is None
-                                                                   or name in categories)):
+            if pa.types.is_dictionary(t) or _names_categories(name, types[j], categories):
                 series = a.to_pandas()
                 if pa.types.is_dictionary(t) and not hasattr(series, "cat"):
                     series = series.astype("category")

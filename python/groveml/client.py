@@ -126,6 +126,8 @@ class Client:
             categories = {c.name: list(c.strings) if len(c.strings) else
                           [int(v) if float(v).is_integer() else v for v in c.numbers]
                           for c in meta.categories}
+        if categories is not None:  # an unknown category as the model's library treats it
+            categories = _input.Categories(categories, _input.unknown_rule(meta.format))
         # None: the model's categories are not known, and categorical columns are refused.
         return _input.prepare(X, names, list(meta.feature_types), categories)
 

@@ -67,7 +67,8 @@ class Model:
         self.link = engine.link
         # {feature: categories in code order}, as the model file records them (the C++ loaders
         # read XGBoost's cats.enc and LightGBM's pandas_categorical).
-        self.categories = dict(engine.categories)
+        # An unknown category is missing (LightGBM) or refused (XGBoost), as by the library.
+        self.categories = _input.Categories(engine.categories, _input.unknown_rule(self.format))
         self._background = background
         self._interventional = None  # (key, _core.Interventional): the last background's engine
         self._lock = threading.Lock()

@@ -9,8 +9,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/category_codes.h"
 #include "core/model/double_rows.h"
 #include "core/servable/result_columns.h"
+#include "core/servable/top_k.h"
 
 namespace grove::server {
 namespace {
@@ -41,12 +43,15 @@ bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw
          matrix.has_shared_memory_f32() || matrix.has_shared_memory_f64();
 }
 
-absl::StatusOr<RowsView> RowsFromMatrix(const registry::ModelVersion& model,
-                                        const grove::v1::Matrix& matrix,
-                                        std::vector<float>* converted,
-                                        const serving::SharedMemoryAccess* shared_memory,
-                                        serving::SharedMemorySpan* span,
-                                        absl::string_view received_raw_rows) {
+namespace {
+
+// RowsFromMatrix without Matrix.category_columns.
+absl::StatusOr<RowsView> NumericRows(const registry::ModelVersion& model,
+                                     const grove::v1::Matrix& matrix,
+                                     std::vector<float>* converted,
+                                     const serving::SharedMemoryAccess* shared_memory,
+                                     serving::SharedMemorySpan* span,
+                                     absl::string_view received_raw_rows) {
   const absl::string_view raw_f32 =
       received_raw_rows.empty() ? absl::string_view(matrix.raw_f32()) : received_raw_rows;
   const int forms = (matrix.values_size() > 0) + (matrix.values_f64_size() > 0) +
@@ -94,6 +99,65 @@ absl::StatusOr<RowsView> RowsFromMatrix(const registry::ModelVersion& model,
     return s;
   }
   return MakeRowsView(matrix.values().data(), matrix.rows(), matrix.cols());
+}
+
+// Matrix.category_columns' codes written into `rows` (matrix.rows() x matrix.cols(), dense).
+absl::Status ApplyCategoryColumns(const registry::ModelVersion& model,
+                                  const grove::v1::Matrix& matrix, float* rows) {
+  const Forest& forest = model.forest();
+  if (matrix.category_columns_size() > forest.num_features) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rows.category_columns has ", matrix.category_columns_size(), " entries; the model has ",
+        forest.num_features, " features"));
+  }
+  const std::vector<std::string> names =
+      FeatureNamesOrDefault(forest.feature_names, forest.num_features);
+  std::vector<bool> seen(static_cast<size_t>(forest.num_features), false);
+  std::vector<float> codes(static_cast<size_t>(matrix.rows()));
+  for (const grove::v1::CategoryColumn& column : matrix.category_columns()) {
+    const std::string what = absl::StrCat("rows.category_columns '", column.feature(), "'");
+    const auto it = std::find(names.begin(), names.end(), column.feature());
+    if (it == names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is not a feature of model '",
+                                                     model.name, "'"));
+    }
+    const size_t f = static_cast<size_t>(it - names.begin());
+    if (seen[f]) return absl::InvalidArgumentError(absl::StrCat(what, " is given twice"));
+    seen[f] = true;
+    if (column.names_size() != matrix.rows()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", column.names_size(),
+                                                     " names for ", matrix.rows(), " rows"));
+    }
+    absl::StatusOr<CategoryCodes> coder = CategoryCodesFor(forest, static_cast<int>(f));
+    if (!coder.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", coder.status().message()));
+    }
+    std::vector<absl::string_view> values(column.names().begin(), column.names().end());
+    if (absl::Status s = coder->CodeColumn(values, rows + f, matrix.cols()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RowsView> RowsFromMatrix(const registry::ModelVersion& model,
+                                        const grove::v1::Matrix& matrix,
+                                        std::vector<float>* converted,
+                                        const serving::SharedMemoryAccess* shared_memory,
+                                        serving::SharedMemorySpan* span,
+                                        absl::string_view received_raw_rows) {
+  absl::StatusOr<RowsView> rows =
+      NumericRows(model, matrix, converted, shared_memory, span, received_raw_rows);
+  if (!rows.ok() || matrix.category_columns_size() == 0) return rows;
+  // The codes are written into rows of our own: the view may point into the message or into
+  // shared memory, which are the client's.
+  if (rows->data != converted->data()) {
+    converted->assign(rows->data, rows->data + rows->rows * rows->cols);
+  }
+  if (absl::Status s = ApplyCategoryColumns(model, matrix, converted->data()); !s.ok()) return s;
+  return MakeRowsView(converted->data(), rows->rows, rows->cols);
 }
 
 absl::StatusOr<serving::SharedMemorySpan> ResolveSharedMemory(
@@ -301,26 +365,11 @@ void TopK(const float* values, int64_t rows, int num_outputs, int num_features, 
           grove::v1::TopFeatures* out) {
   k = std::max(0, std::min(k, num_features));
   out->set_k(k);
-  out->clear_features();
-  out->clear_values();
-  out->mutable_features()->Reserve(static_cast<int>(rows * num_outputs * k));
-  out->mutable_values()->Reserve(static_cast<int>(rows * num_outputs * k));
-  const int64_t f1 = num_features + 1;
-  std::vector<int> order(num_features);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int o = 0; o < num_outputs; ++o) {
-      const float* v = values + (r * num_outputs + o) * f1;
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-        const float x = std::fabs(v[a]), y = std::fabs(v[b]);
-        return x != y ? x > y : a < b;
-      });
-      for (int i = 0; i < k; ++i) {
-        out->add_features(order[i]);
-        out->add_values(v[order[i]]);
-      }
-    }
-  }
+  const int size = static_cast<int>(rows * num_outputs * k);
+  out->mutable_features()->Resize(size, 0);
+  out->mutable_values()->Resize(size, 0.0f);
+  TopKFeatures(values, rows, num_outputs, num_features, k, out->mutable_features()->mutable_data(),
+               out->mutable_values()->mutable_data());
 }
 
 void FillModelStatus(const registry::ModelStatus& status, grove::v1::ModelStatus* out) {

@@ -34,6 +34,10 @@ namespace grove::server {
 // forms are, the view pointing into the region for aligned float32 rows; NOT_FOUND for a region
 // that is not registered. `received_raw_rows` (non-empty): the Matrix's raw_f32 as the transport
 // received it apart from the message (server/grpc/wire_rows.h), read in place of matrix.raw_f32().
+// Matrix.category_columns (category names of categorical features, CategoryCodes of
+// core/model/category_codes.h) replace their features' columns in a copy in `*converted`;
+// INVALID_ARGUMENT naming the column for an unknown or repeated feature, a name count other than
+// the rows, a feature without recorded categories, or an unknown category of an XGBoost model.
 absl::StatusOr<RowsView> RowsFromMatrix(
     const registry::ModelVersion& model, const grove::v1::Matrix& matrix,
     std::vector<float>* converted,

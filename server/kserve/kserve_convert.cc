@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/model/double_rows.h"
 #include "core/servable/result_columns.h"
+#include "server/kserve/kserve_columns.h"
 #include "nlohmann/json.hpp"
 
 namespace grove::server {
@@ -112,16 +113,18 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ModelVersion& model
   const int raw_entries = request.raw_input_contents_size() + (received_raw.empty() ? 0 : 1);
   absl::string_view raw_bytes = received_raw;
   if (raw_bytes.empty() && raw_entries > 0) raw_bytes = request.raw_input_contents(0);
-  if (request.inputs_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("expected exactly one input tensor '",
-                                                   kInputTensor, "', got ",
-                                                   request.inputs_size()));
+  if (request.inputs_size() != 1 || request.inputs(0).name() != kInputTensor) {
+    // One tensor per feature (kserve_columns.h).
+    KserveInput out;
+    int64_t rows = 0;
+    if (absl::Status s = ParseKserveColumns(model, request, received_raw, &rows, &out.owned);
+        !s.ok()) {
+      return s;
+    }
+    out.rows = MakeRowsView(out.owned.data(), rows, model.forest().num_features);
+    return out;
   }
   const auto& in = request.inputs(0);
-  if (in.name() != kInputTensor) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown input tensor '", in.name(), "'; expected '", kInputTensor, "'"));
-  }
   const bool fp64 = in.datatype() == "FP64";
   if (in.datatype() != "FP32" && !fp64) {
     return absl::InvalidArgumentError(absl::StrCat("input '", kInputTensor, "' has datatype ",

@@ -59,7 +59,9 @@ struct KserveInput {
   std::vector<float> owned;  // when the contents had to be copied (typed or unaligned raw)
   serving::SharedMemorySpan span;  // when the rows come from shared memory (keeps it mapped)
 };
-// The input__0 tensor: shape [rows, F], raw (raw_input_contents), typed contents or a shared
+// The rows of a request: either one tensor per feature named by the model's feature names (a
+// columnar request, where categorical features may carry category names as BYTES:
+// kserve_columns.h; converted into `owned`), or the input__0 tensor: shape [rows, F], raw (raw_input_contents), typed contents or a shared
 // memory range (its parameters; resolved in `shared_memory`, null: refused as INVALID_ARGUMENT;
 // shared_memory_byte_size must be exactly the tensor's bytes and the request must carry no contents
 // for it); FP32 (Triton FIL), or FP64 converted like Matrix.values_f64. Other datatypes are

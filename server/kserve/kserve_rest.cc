@@ -103,6 +103,74 @@ absl::Status AppendData(element e, absl::string_view where, int64_t limit,
   }
 }
 
+// AppendData for the datatypes whose JSON values are not numbers-or-null: BYTES (strings; null is
+// the empty string, a missing value), BOOL (true / false), the integer types (integers within the
+// contents field's range; null is refused: integers have no missing value).
+absl::Status AppendOtherData(element e, absl::string_view datatype, absl::string_view where,
+                             int64_t limit, const std::string& too_many,
+                             inference::InferTensorContents* out, int64_t* count) {
+  if (e.type() == element_type::ARRAY) {
+    for (element x : e.get_array()) {
+      if (absl::Status s = AppendOtherData(x, datatype, where, limit, too_many, out, count);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (*count >= limit) return Invalid(too_many);
+  ++*count;
+  if (datatype == "BYTES") {
+    if (e.type() == element_type::NULL_VALUE) {
+      out->add_bytes_contents();
+      return absl::OkStatus();
+    }
+    std::string_view text;
+    if (e.get(text) != simdjson::SUCCESS) {
+      return Invalid(absl::StrCat(where, ".data holds a value that is not a string (BYTES)"));
+    }
+    out->add_bytes_contents(std::string(text));
+    return absl::OkStatus();
+  }
+  if (datatype == "BOOL") {
+    bool b;
+    if (e.get(b) != simdjson::SUCCESS) {
+      return Invalid(absl::StrCat(where, ".data holds a value that is not true or false (BOOL)"));
+    }
+    out->add_bool_contents(b);
+    return absl::OkStatus();
+  }
+  const bool is_unsigned = datatype[0] == 'U';
+  const bool wide = absl::EndsWith(datatype, "64");
+  int64_t i = 0;
+  uint64_t u = 0;
+  bool fits = false;
+  if (e.type() == element_type::INT64) {
+    i = int64_t(e);
+    u = static_cast<uint64_t>(i);
+    fits = is_unsigned ? i >= 0 && (wide || u <= std::numeric_limits<uint32_t>::max())
+                       : wide || (i >= std::numeric_limits<int32_t>::min() &&
+                                  i <= std::numeric_limits<int32_t>::max());
+  } else if (e.type() == element_type::UINT64) {
+    u = uint64_t(e);
+    fits = is_unsigned && wide;
+  }
+  if (!fits) {
+    return Invalid(absl::StrCat(where, ".data holds a value that is not an integer of ", datatype,
+                                "'s range"));
+  }
+  if (datatype == "INT64") {
+    out->add_int64_contents(i);
+  } else if (datatype == "UINT64") {
+    out->add_uint64_contents(u);
+  } else if (is_unsigned) {
+    out->add_uint_contents(static_cast<uint32_t>(u));
+  } else {
+    out->add_int_contents(static_cast<int32_t>(i));
+  }
+  return absl::OkStatus();
+}
+
 // One input tensor; its binary size (-1: its data is in the JSON) in *binary_size. Its JSON data
 // may hold at most `*values_left` numbers (and no more than its shape declares); what it holds is
 // taken off.
@@ -159,8 +227,8 @@ absl::Status ParseInput(element e, int index,
         " of data, binary_data_size and shared_memory_region; it needs exactly one"));
   }
   if (!has_data) return absl::OkStatus();
-  // Only the float types are read (groved's input is FP32 or FP64); another type is refused by the
-  // input check with the datatype in its message.
+  // The datatypes groved reads (input__0: FP32, FP64; a feature's column also BYTES, BOOL and the
+  // integers); another type is refused by the input check with the datatype in its message.
   int64_t declared = 1;  // the shape's product, saturated at the bound
   for (int64_t d : in->shape()) {
     declared = d != 0 && declared > *values_left / d ? *values_left + 1 : declared * d;
@@ -180,6 +248,18 @@ absl::Status ParseInput(element e, int index,
   };
   if (datatype == "FP32") return append(in->mutable_contents()->mutable_fp32_contents());
   if (datatype == "FP64") return append(in->mutable_contents()->mutable_fp64_contents());
+  static constexpr absl::string_view kOther[] = {"BYTES", "BOOL", "INT8", "INT16", "INT32",
+                                                 "INT64", "UINT8", "UINT16", "UINT32", "UINT64"};
+  if (std::find(std::begin(kOther), std::end(kOther), Sv(datatype)) == std::end(kOther)) {
+    return absl::OkStatus();
+  }
+  int64_t count = 0;
+  if (absl::Status s = AppendOtherData(data, Sv(datatype), where, limit, too_many,
+                                       in->mutable_contents(), &count);
+      !s.ok()) {
+    return s;
+  }
+  *values_left -= count;
   return absl::OkStatus();
 }
 

@@ -173,6 +173,24 @@ TEST(CliArgs, ResidualsAndRemoteInterventionalInteractions) {
                   .ok());
 }
 
+TEST(CliArgs, TopK) {
+  auto a = ParseCliArgs({"explain", "--model", "m.json", "--input", "x.npy", "--top-k", "3"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->top_k, 3);
+  EXPECT_EQ(a->input, "x.npy");
+  EXPECT_THAT(ParseCliArgs({"explain", "--model", "m", "--input", "x", "--top-k", "0"})
+                  .status().message(),
+              HasSubstr("--top-k must be >= 1"));
+  EXPECT_THAT(ParseCliArgs({"predict", "--model", "m", "--input", "x", "--top-k", "2"})
+                  .status().message(),
+              HasSubstr("unknown option '--top-k' for 'grove predict'"));
+  EXPECT_THAT(HelpText("explain"), HasSubstr("--top-k K"));
+  EXPECT_THAT(ParseCliArgs({"explain", "--model", "m", "--input", "x", "--top-k", "2",
+                            "--residuals"})
+                  .status().message(),
+              HasSubstr("--residuals checks every SHAP value"));
+}
+
 TEST(CliArgs, Errors) {
   struct {
     std::vector<std::string> args;

@@ -443,6 +443,68 @@ TEST(CsvReader, ThreadsWithAHeaderKeepTheKeptColumnsInOrder) {
   std::filesystem::remove(path);
 }
 
+TEST(CsvParse, BooleansAsPandasWritesThem) {
+  std::vector<float> v;
+  int64_t cols = 0;
+  ASSERT_TRUE(ParseCsvFloats("True,False, true ,FALSE\n", "b.csv", &cols, &v).ok());
+  EXPECT_EQ(v, (std::vector<float>{1, 0, 1, 0}));
+  absl::Status s = ParseCsvFloats("yes\n", "b.csv", &cols, &v);
+  EXPECT_THAT(s.message(), HasSubstr("b.csv:1: field 1 ('yes') is not a number"));
+  double d;
+  EXPECT_TRUE(ParseCsvNumber("True", &d));
+  EXPECT_EQ(d, 1.0);
+  EXPECT_FALSE(ParseCsvNumber("Truee", &d));
+}
+
+TEST(CsvReader, DecodersReadTheirColumnsOnEveryThreadWithAndWithoutAHeader) {
+  // Column 1 (the row's second value) holds names; the decoder gives their length, and refuses
+  // "bad". With a header the names column is found by its name.
+  const CsvCellDecoder length = [](std::string_view cell) -> absl::StatusOr<double> {
+    if (cell == "bad") return absl::InvalidArgumentError("'bad' is refused");
+    return static_cast<double>(cell.size());
+  };
+  std::string plain, headed = "name,id,x\n";
+  for (int r = 0; r < 20000; ++r) {
+    const std::string name(static_cast<size_t>(r % 7), 'n');
+    plain += std::to_string(r) + ", " + name + " \n";
+    headed += name + ",i" + std::to_string(r) + "," + std::to_string(r) + "\n";
+  }
+  const std::string plain_path = WriteFile("decoders.csv", plain);
+  const std::string headed_path = WriteFile("decoders_header.csv", headed);
+  for (int threads : {1, 4}) {
+    for (bool header : {false, true}) {
+      absl::StatusOr<std::unique_ptr<CsvReader>> reader =
+          CsvReader::Open(header ? headed_path : plain_path, 2, threads);
+      ASSERT_TRUE(reader.ok());
+      if (header) {
+        absl::StatusOr<std::vector<std::string>> names = (*reader)->ReadHeader();
+        ASSERT_TRUE(names.ok());
+        (*reader)->SetLayout(*MatchCsvHeader(*names, {"x", "name"}, {}, headed_path));
+      }
+      (*reader)->SetCellDecoders({nullptr, length});
+      std::vector<float> values;
+      absl::StatusOr<int64_t> n = (*reader)->ReadRows(100000, &values);
+      ASSERT_TRUE(n.ok()) << n.status();
+      ASSERT_EQ(*n, 20000);
+      for (int r = 0; r < 20000; ++r) {
+        ASSERT_EQ(values[2 * r], static_cast<float>(r));
+        ASSERT_EQ(values[2 * r + 1], static_cast<float>(r % 7));
+      }
+    }
+  }
+  const std::string bad = WriteFile("decoders_bad.csv", "name,x\nab,1\nbad,2\n");
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(bad, 2, 1);
+  ASSERT_TRUE(reader.ok());
+  (*reader)->SetLayout(*MatchCsvHeader(*(*reader)->ReadHeader(), {"x", "name"}, {}, bad));
+  (*reader)->SetCellDecoders({nullptr, length});
+  std::vector<float> values;
+  absl::StatusOr<int64_t> n = (*reader)->ReadRows(10, &values);
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(n.status().message(),
+              HasSubstr("decoders_bad.csv:3: field 1 (column 'name'): 'bad' is refused"));
+  for (const std::string& p : {plain_path, headed_path, bad}) std::filesystem::remove(p);
+}
+
 TEST(CsvWrite, FormatMatchesPrintfG9) {
   std::mt19937_64 rng(11);
   std::vector<double> values = {0.0, -0.0, 1.0, -1.5, 1e-45, 3.4028234663852886e38, 1e9, 123456789,

@@ -74,6 +74,30 @@ TEST(Npy, IntegerDtypesVersionsAndKeyOrder) {
   EXPECT_TRUE(a->values.empty());
 }
 
+TEST(Npy, BoolAndTheOtherIntegerWidths) {
+  absl::StatusOr<NpyArray> a = Parse(
+      Npy("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
+          std::string("\x01\x00\x01", 3)));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->values, ElementsAre(1, 0, 1));
+  a = Parse(Npy("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }",
+                Bytes<int16_t>({-300, 7})));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->values, ElementsAre(-300, 7));
+  a = Parse(Npy("{'descr': '<u2', 'fortran_order': False, 'shape': (1,), }",
+                Bytes<uint16_t>({65535})));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->values, ElementsAre(65535));
+  a = Parse(Npy("{'descr': '<u4', 'fortran_order': False, 'shape': (1,), }",
+                Bytes<uint32_t>({4000000000u})));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->values, ElementsAre(4000000000.0));
+  a = Parse(Npy("{'descr': '<u8', 'fortran_order': False, 'shape': (1,), }",
+                Bytes<uint64_t>({uint64_t{1} << 40})));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->values, ElementsAre(1099511627776.0));
+}
+
 TEST(Npy, MalformedFilesNameTheProblem) {
   const std::string ok_dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }";
   const std::string two = Bytes<double>({1, 2});

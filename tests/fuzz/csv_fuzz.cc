@@ -3,7 +3,8 @@
 // a memory file, a few rows at a time) must agree value for value with the in-memory parser whenever
 // both succeed. The same bytes are also read as a header line plus rows (grove --header): the
 // header's first two names are the values, its last is kept, and every row has one kept string and
-// two values, or the read fails with INVALID_ARGUMENT. Never a crash or a sanitizer report.
+// two values (the second read as a category name: CsvReader::SetCellDecoders, CategoryCodes), or the
+// read fails with INVALID_ARGUMENT. Never a crash or a sanitizer report.
 //
 // Seed corpus: X.csv files of tests/golden and examples/rows.csv (tests/fuzz/CMakeLists.txt).
 #include <sys/mman.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/io/csv.h"
+#include "core/model/category_codes.h"
 
 namespace {
 
@@ -47,6 +49,17 @@ void CheckHeaderPath(const std::string& path) {
       grove::MatchCsvHeader(*header, {(*header)[1], (*header)[0]}, {header->back()}, path);
   if (!layout.ok()) std::abort();  // every name is in the header
   (*reader)->SetLayout(*std::move(layout));
+  // The second value is a categorical column read by name (grove's CSV cells of category names).
+  static const grove::FeatureCategories* categories = new grove::FeatureCategories{
+      {"paris", "brest", "lyon", ""}, {}};
+  auto coder = std::make_shared<const grove::CategoryCodes>(
+      *categories, grove::UnknownCategory::kError, "city");
+  (*reader)->SetCellDecoders(
+      {nullptr, [coder](std::string_view cell) -> absl::StatusOr<double> {
+         absl::StatusOr<float> code = coder->Code(absl::string_view(cell.data(), cell.size()));
+         if (!code.ok()) return code.status();
+         return *code;
+       }});
   std::vector<double> values;
   std::vector<std::string> kept;
   while (true) {

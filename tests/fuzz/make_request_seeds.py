@@ -2,7 +2,8 @@
 """Writes the seed requests of the request converter fuzz targets into tests/fuzz/seeds/.
 
 Valid and near-valid grove.v1 PredictRequest / ExplainRequest and KServe ModelInferRequest messages
-for the fuzz models (tests/fuzz/request_fuzz_common.h: 8 features for the demo model), so that
+for the fuzz models (tests/fuzz/request_fuzz_common.h: 8 features for the demo model; city, x, size
+for the categories model), so that
 libFuzzer starts from requests that reach the conversion code instead of having to discover the
 shape rules. Run from anywhere; needs grpcio-tools (scripts/install-deps.sh installs it).
 """
@@ -90,6 +91,31 @@ def main():
             tensor.parameters["shared_memory_offset"].int64_param = offset
             tensor.parameters["shared_memory_byte_size"].int64_param = size
         seeds["kserve_request/fp32_shared_memory"] = r
+
+        # Columnar requests for the categories model (city: names, x: numbers, size: names of
+        # number categories), typed and raw (BYTES elements length-prefixed).
+        r = kserve.ModelInferRequest(model_name="m")
+        city = r.inputs.add(name="city", datatype="BYTES", shape=[2])
+        city.contents.bytes_contents.extend([b"lyon", b""])
+        r.inputs.add(name="x", datatype="FP64", shape=[2, 1]).contents.fp64_contents.extend(
+            [0.5, -1])
+        r.inputs.add(name="size", datatype="BYTES", shape=[2]).contents.bytes_contents.extend(
+            [b"10", b"tokyo"])
+        seeds["kserve_request/columns_typed"] = r
+        r = kserve.ModelInferRequest(model_name="m")
+        r.inputs.add(name="size", datatype="INT64", shape=[2])
+        r.inputs.add(name="city", datatype="BYTES", shape=[2])
+        r.inputs.add(name="x", datatype="BOOL", shape=[2])
+        r.raw_input_contents.extend([struct.pack("<2q", 0, 2),
+                                     struct.pack("<I", 5) + b"paris" + struct.pack("<I", 4) + b"lyon",
+                                     b"\x01\x00"])
+        seeds["kserve_request/columns_raw"] = r
+        p = grove_pb2.PredictRequest(model="m")
+        p.rows.rows, p.rows.cols = 2, 3
+        p.rows.values.extend([float("nan"), 0.5, float("nan"), float("nan"), -1, float("nan")])
+        p.rows.category_columns.add(feature="city", names=[b"brest", b""])
+        p.rows.category_columns.add(feature="size", names=[b"42", b"3"])
+        seeds["grove_request/category_columns"] = p
 
         for name, message in seeds.items():
             path = OUT / f"{name}.pb"

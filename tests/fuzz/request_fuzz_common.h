@@ -1,5 +1,7 @@
 // Shared by the request converter fuzz targets: the models requests are converted for (a binary
-// XGBoost model, a multiclass one and a LightGBM one, whose float64 rows convert differently), each
+// XGBoost model, a multiclass one and a LightGBM one, whose float64 rows convert differently, and
+// an XGBoost and a LightGBM model that record category names, for KServe's BYTES columns and
+// grove.v1's category_columns, whose unknown categories differ), each
 // with the default limits and with the largest row limit a config.json may set, so that shape
 // products near the bounds are exercised.
 #pragma once
@@ -32,7 +34,9 @@ inline const std::vector<registry::ModelVersionPtr>& RequestModels() {
     const std::string root = GROVE_SOURCE_DIR;
     for (const char* file : {"/examples/models/demo/1/model.json",
                              "/tests/golden/xgb_multiclass3/model.json",
-                             "/tests/golden/lgb_zero_as_missing/model.txt"}) {
+                             "/tests/golden/lgb_zero_as_missing/model.txt",
+                             "/tests/model/data/categories/xgb.json",
+                             "/tests/model/data/categories/lgb.txt"}) {
       absl::StatusOr<ForestPtr> forest = LoadModelFile(root + file);
       if (!forest.ok()) std::abort();  // the fuzzer needs its models
       for (int64_t max_rows : {int64_t{65536}, registry::kMaxRequestRows}) {

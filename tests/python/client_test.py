@@ -15,25 +15,6 @@ import groveml
 
 
 @pytest.fixture(scope="module")
-def categorical_models(categorical_frames, tmp_path_factory):
-    """{name: path} of an XGBoost and a LightGBM model trained on a DataFrame with categorical
-    columns (both store their categories)."""
-    xgb = need("xgboost")
-    lgb = need("lightgbm")
-    df, y = categorical_frames
-    d = tmp_path_factory.mktemp("categorical")
-    reg = xgb.XGBRegressor(n_estimators=8, max_depth=4, enable_categorical=True,
-                           tree_method="hist", max_cat_to_onehot=1, n_jobs=1)
-    reg.fit(df, y)
-    reg.save_model(str(d / "xgb_cat.json"))
-    booster = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1,
-                         "num_threads": 1, "min_data_in_leaf": 5, "min_data_per_group": 5,
-                         "cat_smooth": 1}, lgb.Dataset(df, label=y), num_boost_round=10)
-    booster.save_model(str(d / "lgb_cat.txt"))
-    return {"xgb_cat": str(d / "xgb_cat.json"), "lgb_cat": str(d / "lgb_cat.txt")}
-
-
-@pytest.fixture(scope="module")
 def server(models, categorical_models, tmp_path_factory):
     need("grpc")
     import groved_harness as h

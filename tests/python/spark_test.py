@@ -1,6 +1,7 @@
 """groveml.explain_spark / predict_spark on a local Spark (local[2], small Arrow batches so that
 every partition streams several): the SHAP and prediction columns equal groveml.Model's in-process
-results bit for bit, whatever the column order, with id columns passed through."""
+results bit for bit, whatever the column order, with id columns passed through; category columns,
+which Spark hands over as strings, give the library's numbers."""
 
 import hashlib
 import os
@@ -140,3 +141,31 @@ def test_model_objects_are_sent(spark, models):
                                                                   "margin_2"]
     assert_bitwise(out[["margin_0", "margin_1", "margin_2"]].to_numpy(np.float32),
                    model.predict(x, kind="margin"))
+
+
+@pytest.mark.parametrize("name", ["xgb_cat", "lgb_cat"])
+def test_category_strings_spark(spark, categorical_models, categorical_frames, name):
+    """Spark hands a pandas category column over as strings: predict_spark recodes them by the
+    model's categories (a subset, in another order, and a missing one) and gives the library's
+    numbers, those of groveml.Model on the categorical frame."""
+    pd = need("pandas")
+    path = categorical_models[name]
+    df, _ = categorical_frames
+    test = df[df["color"].isin(["green", "teal"])].head(30).copy()
+    test["color"] = pd.Categorical(test["color"].astype(str), categories=["teal", "green"])
+    test.loc[test.index[2], "color"] = np.nan
+    test.insert(0, "id", np.arange(len(test)))
+    want = np.asarray(groveml.Model(path).predict(test.drop(columns="id"), output_format="numpy"),
+                      np.float32).reshape(-1)
+    if name.startswith("lgb"):
+        lgb = need("lightgbm")
+        library = lgb.Booster(model_file=path).predict(test.drop(columns="id"))
+    else:
+        xgb = need("xgboost")
+        library = xgb.Booster(model_file=path).inplace_predict(test.drop(columns="id"))
+    np.testing.assert_allclose(want, library, rtol=1e-5, atol=1e-6)
+    strings = test.assign(color=test["color"].astype(object), size=test["size"].astype(int))
+    strings["size"] = strings["size"].astype(str)
+    sdf = spark.createDataFrame(strings).repartition(2)
+    out = groveml.predict_spark(sdf, path).toPandas().sort_values("id")
+    assert_bitwise(out["prediction"].to_numpy(np.float32), want, f"{name} spark strings")

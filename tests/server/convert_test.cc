@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/grpc/status.h"
+#include "tests/server/server_testing.h"
 
 namespace grove::server {
 namespace {
@@ -24,17 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 
 registry::ModelVersionPtr Servable(const std::string& path, registry::ModelConfig config = {}) {
-  absl::StatusOr<ForestPtr> forest = LoadModelFile(path);
-  EXPECT_TRUE(forest.ok()) << forest.status();
-  auto s = std::make_shared<registry::ModelVersion>();
-  s->name = "m";
-  s->version = 3;
-  EngineOptions options;
-  options.device = Device::kCpu;
-  options.build = EngineBuild::kOnFirstUse;
-  s->servable = *BuildServable(*forest, nullptr, options, nullptr);
-  s->config = std::make_shared<const registry::ModelConfig>(config);
-  return s;
+  return CpuModelVersion(path, config);
 }
 
 std::string Demo() { return std::string(GROVE_SOURCE_DIR) + "/examples/models/demo/1/model.json"; }
@@ -333,6 +324,63 @@ TEST(Convert, Float64RowsAreConvertedServerSide) {
   absl::StatusOr<KserveInput> k = ParseKserveInput(*m, req);
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(k->rows.At(0, 7), 3.5f);
+}
+
+// Matrix.category_columns: category names replace their features' columns (in a copy: the
+// message is the client's), by the model's recorded categories and its library's rule.
+TEST(Convert, CategoryColumnsReplaceTheirFeaturesColumns) {
+  const std::string dir = std::string(GROVE_SOURCE_DIR) + "/tests/model/data/categories/";
+  auto m = Servable(dir + "xgb.json");  // city (paris, brest, lyon, ...), x, size (3, 10, 42)
+  grove::v1::Matrix matrix;
+  matrix.set_rows(2);
+  matrix.set_cols(3);
+  for (float v : {NAN, 0.5f, 0.0f, NAN, -1.0f, 2.0f}) matrix.add_values(v);
+  grove::v1::CategoryColumn* city = matrix.add_category_columns();
+  city->set_feature("city");
+  city->add_names("lyon");
+  city->add_names("");
+  grove::v1::CategoryColumn* size = matrix.add_category_columns();
+  size->set_feature("size");
+  size->add_names("42");
+  size->add_names("10");
+  std::vector<float> converted;
+  absl::StatusOr<RowsView> rows = RowsFromMatrix(*m, matrix, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->data, converted.data());
+  EXPECT_EQ(rows->At(0, 0), 2.0f);
+  EXPECT_TRUE(std::isnan(rows->At(1, 0)));
+  EXPECT_EQ(rows->At(0, 1), 0.5f);
+  EXPECT_EQ(rows->At(0, 2), 2.0f);
+  EXPECT_EQ(rows->At(1, 2), 1.0f);
+  EXPECT_EQ(matrix.values(2), 0.0f);  // the request is left alone
+
+  auto refused = [&](const grove::v1::Matrix& bad, const std::string& message) {
+    absl::StatusOr<RowsView> r = RowsFromMatrix(*m, bad, &converted);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(r.status().message(), HasSubstr(message));
+  };
+  grove::v1::Matrix bad = matrix;
+  bad.mutable_category_columns(0)->set_names(0, "tokyo");
+  refused(bad, "rows.category_columns 'city': row 0: feature 'city': 'tokyo' is not one of the 4");
+  bad = matrix;
+  bad.mutable_category_columns(1)->set_feature("city");
+  refused(bad, "rows.category_columns 'city' is given twice");
+  bad = matrix;
+  bad.mutable_category_columns(1)->set_feature("x");
+  refused(bad, "rows.category_columns 'x': feature 'x' has no category names");
+  bad = matrix;
+  bad.mutable_category_columns(1)->set_feature("colour");
+  refused(bad, "rows.category_columns 'colour' is not a feature of model 'm'");
+  bad = matrix;
+  bad.mutable_category_columns(1)->add_names("3");
+  refused(bad, "rows.category_columns 'size' has 3 names for 2 rows");
+
+  auto lgb = Servable(dir + "lgb.txt");  // LightGBM: an unknown category is missing
+  bad = matrix;
+  bad.mutable_category_columns(0)->set_names(0, "tokyo");
+  rows = RowsFromMatrix(*lgb, bad, &converted);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_TRUE(std::isnan(rows->At(0, 0)));
 }
 
 // Raw rows (Matrix.raw_f32 / raw_f64) are read in place or converted once; sizes are checked in

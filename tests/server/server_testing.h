@@ -1,5 +1,5 @@
 // What the server tests share: an in-process groved on loopback (ephemeral ports, a channel to
-// it) and the KServe input tensor of a request.
+// it), a model version for the conversions and the KServe input tensor of a request.
 #pragma once
 
 #include <memory>
@@ -9,10 +9,28 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "core/model/loader.h"
 #include "inference/grpc_service.pb.h"
 #include "server/server.h"
 
 namespace grove::server {
+
+// The model file at `path` as version 3 of model "m" with CPU engines built on first use, as the
+// request conversions see it.
+inline registry::ModelVersionPtr CpuModelVersion(const std::string& path,
+                                                 registry::ModelConfig config = {}) {
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(path);
+  EXPECT_TRUE(forest.ok()) << forest.status();
+  auto s = std::make_shared<registry::ModelVersion>();
+  s->name = "m";
+  s->version = 3;
+  EngineOptions options;
+  options.device = Device::kCpu;
+  options.build = EngineBuild::kOnFirstUse;
+  s->servable = *BuildServable(*forest, nullptr, options, nullptr);
+  s->config = std::make_shared<const registry::ModelConfig>(config);
+  return s;
+}
 
 // Options serving `repository` with 2 compute threads, every port ephemeral on 127.0.0.1 and no
 // repository polling.

@@ -77,6 +77,41 @@ TEST(KserveRestRequest, JsonTensorsNestedOrFlatWithNullAsMissing) {
   EXPECT_FALSE(req.outputs(0).parameters().at("binary_data").bool_param());
 }
 
+TEST(KserveRestRequest, ColumnsOfStringsBooleansAndIntegers) {
+  inference::ModelInferRequest req;
+  const std::string body = R"({"inputs":[
+    {"name":"city","shape":[3],"datatype":"BYTES","data":["paris",null,"orl\u00e9ans"]},
+    {"name":"flag","shape":[3,1],"datatype":"BOOL","data":[[true],[false],[true]]},
+    {"name":"n","shape":[3],"datatype":"INT32","data":[-2,0,7]},
+    {"name":"u","shape":[3],"datatype":"UINT64","data":[18446744073709551615,0,1]}]})";
+  absl::Status s = ParseRestInferRequest(body, -1, kAnyValues, &req);
+  ASSERT_TRUE(s.ok()) << s;
+  const auto& city = req.inputs(0).contents().bytes_contents();
+  ASSERT_EQ(city.size(), 3);
+  EXPECT_EQ(city[0], "paris");
+  EXPECT_EQ(city[1], "");  // null: missing
+  EXPECT_EQ(city[2], "orl\xC3\xA9" "ans");
+  EXPECT_EQ(req.inputs(1).contents().bool_contents_size(), 3);
+  EXPECT_FALSE(req.inputs(1).contents().bool_contents(1));
+  EXPECT_EQ(req.inputs(2).contents().int_contents(0), -2);
+  EXPECT_EQ(req.inputs(3).contents().uint64_contents(0), 18446744073709551615u);
+  auto refused = [](const std::string& input, const std::string& message) {
+    inference::ModelInferRequest r;
+    absl::Status s = ParseRestInferRequest(R"({"inputs":[)" + input + "]}", -1, kAnyValues, &r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << input;
+    EXPECT_THAT(s.message(), HasSubstr(message)) << input;
+  };
+  refused(R"({"name":"c","shape":[1],"datatype":"BYTES","data":[1]})",
+          "inputs[0].data holds a value that is not a string (BYTES)");
+  refused(R"({"name":"c","shape":[1],"datatype":"BOOL","data":[1]})", "not true or false");
+  refused(R"({"name":"c","shape":[1],"datatype":"INT8","data":[3000000000]})",
+          "not an integer of INT8's range");
+  refused(R"({"name":"c","shape":[1],"datatype":"INT64","data":[null]})",
+          "not an integer of INT64's range");
+  refused(R"({"name":"c","shape":[1],"datatype":"BYTES","data":["a","b"]})",
+          "holds more than the 1 values its shape declares");
+}
+
 TEST(KserveRestRequest, BinaryTensorExtension) {
   const std::string json =
       R"({"inputs":[{"name":"input__0","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
