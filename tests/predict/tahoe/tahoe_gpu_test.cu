@@ -290,6 +290,45 @@ TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
   }
 }
 
+// Categorical splits take the fixed walk (kTahoeWalkFixedCat) and the level layout: every strategy
+// and row-chunk shape of CheckForest on forests with XGBoost's and LightGBM's categorical rules
+// (sets in the node and in the table, one and several outputs, deep trees past the exact-step
+// walk), and on every categorical model of the corpus (LightGBM with pandas categories, XGBoost
+// with enable_categorical).
+TEST(TahoeGpuTest, CategoricalForestsTakeTheFixedWalkOnEveryStrategy) {
+  SKIP_WITHOUT_GPU();
+  for (int shape = 0; shape < 4; ++shape) {
+    RandomForestOptions o;
+    o.seed = 500 + shape;
+    o.num_trees = 40;
+    o.max_depth = shape == 3 ? 14 : 6 + shape;
+    o.num_features = 6 + 5 * shape;
+    o.categorical_fraction = 0.6;
+    o.lightgbm_rules = shape % 2 == 1;
+    o.missing_zero = false;  // a rule that keeps a forest off the fixed walk
+    o.num_outputs = shape == 2 ? 3 : 1;
+    ForestPtr f = MakeRandomForest(o);
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    ASSERT_TRUE((*tf)->fixed_walk() && (*tf)->categorical()) << "shape " << shape;
+    const std::vector<float> rows = MakeRandomRows(*f, 333, 40 + shape, 0.15);
+    CheckForest(f, rows, "categorical shape " + std::to_string(shape));
+  }
+  int corpus = 0;
+  for (const std::string& dir : testing::CorpusCaseDirs()) {
+    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(*f);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    if (!(*tf)->categorical() || !(*tf)->fixed_walk()) continue;
+    CheckForest(*f, testing::GroveRows(*c, **f), c->name + " (categorical)");
+    ++corpus;
+  }
+  std::printf("%d categorical corpus models checked on the fixed walk\n", corpus);
+}
+
 TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {
   SKIP_WITHOUT_GPU();
   RandomForestOptions o;
