@@ -5,7 +5,8 @@
 // (core/model/traverse.h) reaches -- by the depth-first fixed walk, by the level layout's walk, with
 // and without the NaN test, one and four rows at a time -- on seeded random forests with XGBoost's
 // and LightGBM's rules (sets of 1 to 3 words, NaNs, invalid and fractional categories) and on every
-// categorical model of the corpus.
+// categorical model of the corpus. The tree-per-lane layout, whose step is numeric only, refuses
+// them.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "core/model/loader.h"
 #include "core/model/traverse.h"
 #include "core/predict/tahoe/tahoe_forest.h"
+#include "core/predict/tahoe/tahoe_lane.h"
 #include "core/predict/tahoe/tahoe_level.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
@@ -165,6 +167,7 @@ TEST(TahoeCategoricalTest, SetsOfSmallCategoriesLiveInTheNodeAndListedCategories
     ASSERT_TRUE(tf.ok()) << tf.status();
     const TahoeForestView v = (*tf)->HostView();
     EXPECT_EQ(v.cat_truncate, lightgbm);
+    EXPECT_FALSE(TahoeLaneEligible(**tf));  // the tree-per-lane step is numeric only
     // Count the model's categorical splits by where their set fits, and the format's by where it
     // put them.
     int64_t small = 0, large = 0, in_node = 0, in_table = 0;
