@@ -354,11 +354,32 @@ absl::Status TahoeBuilder::Run() {
   wide.reserve(f_.nodes.size());
   out_.leaf_ids_.clear();
   out_.leaf_ids_.reserve(f_.nodes.size());
-  out_.cat_bits_ = f_.category_bits;
+  // Categorical splits: the rule of the sets held in nodes and in a padded table (the first
+  // categorical split's), and the table's width.
+  bool any_categorical = false, mixed_rules = false;
+  uint32_t table_words = 0;
+  int64_t table_sets = 0;
+  for (const Node& nd : f_.nodes) {
+    if (nd.is_leaf() || !nd.is_categorical()) continue;
+    const bool truncate = (nd.flags & kNodeCategoryTruncate) != 0;
+    if (!any_categorical) out_.cat_truncate_ = truncate;
+    any_categorical = true;
+    mixed_rules |= truncate != out_.cat_truncate_;
+    if (!FitsOneWord(nd)) {
+      table_words = std::max(table_words, nd.aux);
+      ++table_sets;
+    }
+  }
+  // Table sets padded to one width let a split read one word of its set instead of its record and
+  // then a word; not for sets of thousands of categories (every set would be padded to them).
+  const bool padded = table_words > 0 && !mixed_rules &&
+                      table_words <= TahoeForest::kMaxPaddedCatWords &&
+                      table_sets * table_words <= TahoeForest::kMaxPaddedCatTotalWords;
+  out_.cat_words_ = padded ? table_words : 0;
+  if (!padded) out_.cat_bits_ = f_.category_bits;
   out_.linear_features_ = f_.linear_features;
   out_.linear_coeffs_ = f_.linear_coeffs;
   uint64_t max_distant = 0;
-  bool any_categorical = false;
   double visits = 0;
   int max_depth = 0;
 
@@ -424,13 +445,17 @@ absl::Status TahoeBuilder::Run() {
         const bool swap = !(nd.flags & kNodeCategoryInSetGoesLeft);
         const bool nan_left = nd.default_left() != swap;
         const bool truncate = (nd.flags & kNodeCategoryTruncate) != 0;
-        if (!any_categorical) out_.cat_truncate_ = truncate;
-        any_categorical = true;
         w.flags |= tahoe_bits::kCategorical;
         if (nan_left) w.flags |= tahoe_bits::kDefaultLeft;
         if (hot_right != swap) w.flags |= tahoe_bits::kHotRight;
         if (truncate == out_.cat_truncate_ && FitsOneWord(nd)) {
           w.value = nd.aux > 0 ? f_.category_bits[nd.payload] : 0u;
+        } else if (out_.cat_words_ > 0) {
+          w.flags |= tahoe_bits::kCatTable;
+          w.value = static_cast<uint32_t>(out_.cat_bits_.size());
+          out_.cat_bits_.insert(out_.cat_bits_.end(), f_.category_bits.begin() + nd.payload,
+                                f_.category_bits.begin() + nd.payload + nd.aux);
+          out_.cat_bits_.resize(out_.cat_bits_.size() + (out_.cat_words_ - nd.aux), 0u);
         } else {
           w.flags |= tahoe_bits::kCatTable;
           w.value = static_cast<uint32_t>(out_.cat_splits_.size());
@@ -557,6 +582,7 @@ TahoeForestView TahoeForest::HostView() const {
   v.feature_bits = feature_bits_;
   v.fixed_steps = fixed_steps_;
   v.cat_truncate = cat_truncate_;
+  v.cat_words = cat_words_;
   return v;
 }
 

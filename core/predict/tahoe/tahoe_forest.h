@@ -102,6 +102,12 @@ class TahoeForest {
   bool fixed_walk() const { return fixed_walk_; }
   // Some split is categorical (the walks test for them: kTahoeWalkFixedCat, kTahoeWalkGeneric).
   bool categorical() const { return categorical_; }
+  // The width of the padded table of category sets (TahoeForestView::cat_words; 0: none). Sets
+  // are padded when every categorical split follows one rule and the widest set of the table is
+  // at most kMaxPaddedCatWords words (and all of them at most kMaxPaddedCatTotalWords).
+  static constexpr uint32_t kMaxPaddedCatWords = 64;
+  static constexpr int64_t kMaxPaddedCatTotalWords = int64_t{1} << 24;
+  uint32_t cat_words() const { return cat_words_; }
   // Steps of a fixed walk with no leaf tests: the deepest leaf's depth for shallow fixed-walk forests
   // (up to kMaxFixedSteps, where testing every kTahoeFixedUnroll steps would take up to 3 extra
   // steps per tree); 0 otherwise (deep trees, whose lanes mostly stop well above the deepest leaf).
@@ -163,6 +169,7 @@ class TahoeForest {
   bool fixed_walk_ = false;
   bool categorical_ = false;
   bool cat_truncate_ = false;  // TahoeForestView::cat_truncate
+  uint32_t cat_words_ = 0;     // TahoeForestView::cat_words
   int fixed_steps_ = 0;
   uint32_t feature_bits_ = 1;
   std::vector<TahoeNode8> nodes8_;

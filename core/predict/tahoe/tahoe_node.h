@@ -20,8 +20,9 @@ inline constexpr uint32_t kCategorical = 1u << 2;  // split: categorical (TahoeC
 inline constexpr uint32_t kHotRight = 1u << 3;     // split: the adjacent child is the right child
 inline constexpr uint32_t kMissingZero = 1u << 4;
 inline constexpr int kNumFlags = 5;
-// Categorical splits reuse the numeric-only bit: set, the value indexes TahoeForest::cat_splits;
-// clear, the value is the set itself (categories 0..31, the common case: no second load).
+// Categorical splits reuse the numeric-only bit: set, the set is in the forest's table (the value
+// is its first word in cat_bits when TahoeForestView::cat_words > 0, else its TahoeCatSplit);
+// clear, the value is the set itself (categories 0..31: no load).
 inline constexpr uint32_t kCatTable = kMissingZero;
 // Leaves reuse the split-only bits.
 inline constexpr uint32_t kLeafTable = kCategorical;  // value indexes leaf_table (else: float bits)
@@ -103,6 +104,10 @@ struct TahoeForestView {
   uint32_t feature_bits = 1;           // TahoeNode8 only
   // The category rule of the forest's in-node category sets (kCategoryTruncate: LightGBM's).
   bool cat_truncate = false;
+  // > 0: every table set is this many words at its offset in cat_bits (zero-padded: categories
+  // past a set's own words are not in it, as before), under cat_truncate's rule, so a split reads
+  // one word of it; 0: table sets are read through cat_splits.
+  uint32_t cat_words = 0;
   // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
   // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
   int32_t fixed_steps = 0;
@@ -165,20 +170,18 @@ struct TahoeInlineCats {
 
 // Does a row with value `x` go from categorical split (`value`, `flags`: tahoe_bits) to its left
 // child? CategoricalGoesLeft of core/model/decision.h (the rule of the CPU reference) on the split's
-// set, in the node or in the forest's table. `Cats`: the forest's cat_splits, cat_bits and
-// cat_truncate (a TahoeForestView, or the fixed walk's copy of them); bits of `flags` above the
-// five flags are ignored.
+// set, in the node or in the forest's table. `Cats`: the forest's cat_splits, cat_bits,
+// cat_truncate and cat_words (a TahoeForestView, or the fixed walk's copy of them); bits of `flags`
+// above the five flags are ignored.
 template <typename Cats>
 GROVE_HD bool TahoeCatGoesLeft(uint32_t value, uint32_t flags, const Cats& f, float x) {
-  if (flags & tahoe_bits::kCatTable) {
-    const TahoeCatSplit& c = f.cat_splits[value];
-    return CategoricalGoesLeft(static_cast<uint16_t>(c.flags), f.cat_bits + c.offset, c.num_words,
-                               x);
-  }
   const uint16_t rule = static_cast<uint16_t>(
       decision_bits::kCategorical | decision_bits::kCategoryInSetGoesLeft |
       (flags & tahoe_bits::kDefaultLeft) | (f.cat_truncate ? decision_bits::kCategoryTruncate : 0u));
-  return CategoricalGoesLeft(rule, TahoeInlineCats{value}, 1u, x);
+  if (!(flags & tahoe_bits::kCatTable)) return CategoricalGoesLeft(rule, TahoeInlineCats{value}, 1u, x);
+  if (f.cat_words > 0) return CategoricalGoesLeft(rule, f.cat_bits + value, f.cat_words, x);
+  const TahoeCatSplit& c = f.cat_splits[value];
+  return CategoricalGoesLeft(static_cast<uint16_t>(c.flags), f.cat_bits + c.offset, c.num_words, x);
 }
 
 // Does `row` go from split `d` to its adjacent child (node + 1)? Same rules as the CPU reference.

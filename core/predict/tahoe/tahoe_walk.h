@@ -109,10 +109,11 @@ inline constexpr int kTahoeLevelUnroll = 2;
 struct TahoeFixedStep {
   uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
   uint32_t cat_bit, cat_test;  // a split is categorical when (word & cat_test) == cat_bit
-  // The forest's category sets (TahoeCatGoesLeft reads these three).
+  // The forest's category sets (TahoeCatGoesLeft reads these four).
   const TahoeCatSplit* cat_splits;
   const uint32_t* cat_bits;
   bool cat_truncate;
+  uint32_t cat_words;
   GROVE_HD explicit TahoeFixedStep(const TahoeForestView& f)
       : fmask((1u << f.feature_bits) - 1u),
         leaf_bit(tahoe_bits::kLeaf << f.feature_bits),
@@ -123,7 +124,8 @@ struct TahoeFixedStep {
         cat_test((tahoe_bits::kCategorical | tahoe_bits::kLeaf) << f.feature_bits),
         cat_splits(f.cat_splits),
         cat_bits(f.cat_bits),
-        cat_truncate(f.cat_truncate) {}
+        cat_truncate(f.cat_truncate),
+        cat_words(f.cat_words) {}
   // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
   // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
   // bitwise so that the step compiles without branches.

@@ -169,41 +169,45 @@ TEST(TahoeCategoricalTest, SetsOfSmallCategoriesLiveInTheNodeAndListedCategories
     EXPECT_EQ(v.cat_truncate, lightgbm);
     EXPECT_FALSE(TahoeLaneEligible(**tf));  // the tree-per-lane step is numeric only
     // Count the model's categorical splits by where their set fits, and the format's by where it
-    // put them.
+    // put them; the table's sets are padded to its widest (the random sets have 1 to 3 words).
     int64_t small = 0, large = 0, in_node = 0, in_table = 0;
+    uint32_t widest = 0;
     for (const Node& n : f->nodes) {
       if (n.is_leaf() || !n.is_categorical()) continue;
       bool fits = true;
       for (uint32_t w = 1; w < n.aux; ++w) fits &= f->category_bits[n.payload + w] == 0;
       (fits ? small : large) += 1;
+      if (!fits) widest = std::max(widest, n.aux);
     }
+    SCOPED_TRACE(lightgbm ? "LightGBM rules" : "XGBoost rules");
+    EXPECT_EQ(v.cat_words, widest);
+    EXPECT_TRUE((*tf)->cat_splits().empty());
+    EXPECT_EQ((*tf)->cat_bits().size(), static_cast<size_t>(large * widest));
     for (const TahoeNode8& n : (*tf)->nodes8()) {
       const TahoeDecoded d = TahoeDecode(n, v.feature_bits);
       if ((d.flags & tahoe_bits::kLeaf) || !(d.flags & tahoe_bits::kCategorical)) continue;
       if (d.flags & tahoe_bits::kCatTable) {
         ++in_table;
-        const TahoeCatSplit& c = (*tf)->cat_splits()[d.value];
-        EXPECT_NE(c.flags & decision_bits::kCategoryInSetGoesLeft, 0u);
-        EXPECT_EQ((c.flags & decision_bits::kDefaultLeft) != 0,
-                  (d.flags & tahoe_bits::kDefaultLeft) != 0);
+        EXPECT_EQ(d.value % widest, 0u);
+        EXPECT_LT(d.value, (*tf)->cat_bits().size());
       } else {
         ++in_node;
       }
     }
-    SCOPED_TRACE(lightgbm ? "LightGBM rules" : "XGBoost rules");
     EXPECT_GT(small, 0);
     EXPECT_GT(large, 0);
     EXPECT_EQ(in_node, small);
     EXPECT_EQ(in_table, large);
-    EXPECT_EQ(static_cast<int64_t>((*tf)->cat_splits().size()), large);
   }
 }
 
 TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
-  // One split of each library's rule with a set in the node and one in the table, over values in,
-  // out of and beyond the set, negative, fractional and NaN.
+  // One split of each library's rule with a set in the node, one in the padded table and one of
+  // more than kMaxPaddedCatWords words (its record in cat_splits), over values in, out of and
+  // beyond the set, negative, fractional and NaN.
   for (bool lightgbm : {false, true}) {
-    for (const std::vector<int>& set : {std::vector<int>{0, 3, 31}, std::vector<int>{1, 40, 70}}) {
+    for (const std::vector<int>& set : {std::vector<int>{0, 3, 31}, std::vector<int>{1, 40, 70},
+                                        std::vector<int>{1, 40, 3000}}) {
       for (bool default_left : {false, true}) {
         HandForest h(1);
         uint16_t flags = default_left ? kNodeDefaultLeft : 0;
@@ -216,7 +220,10 @@ TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
         const TahoeForestView v = (*tf)->HostView();
         const TahoeDecoded root = TahoeDecode((*tf)->nodes8()[0], v.feature_bits);
         EXPECT_EQ((root.flags & tahoe_bits::kCatTable) != 0, set.back() >= 32);
+        EXPECT_EQ(v.cat_words, set.back() >= 32 && set.back() < 2048 ? 3u : 0u);
+        EXPECT_EQ((*tf)->cat_splits().size(), set.back() >= 2048 ? 1u : 0u);
         for (float x : {0.0f, 3.0f, 31.0f, 1.0f, 40.0f, 70.0f, 2.0f, 32.0f, 95.0f, 96.0f, 1e9f,
+                        3000.0f, 2999.0f, 3001.0f, 3008.0f,
                         -0.5f, -1.0f, -3.0f, 0.7f, 3.9f, 40.5f, std::nanf(""),
                         std::numeric_limits<float>::infinity()}) {
           const float row[1] = {x};
