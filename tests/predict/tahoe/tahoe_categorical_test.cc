@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "core/model/loader.h"
 #include "core/model/traverse.h"
 #include "core/predict/tahoe/tahoe_forest.h"
 #include "core/predict/tahoe/tahoe_lane.h"
@@ -248,16 +247,15 @@ TEST(TahoeCategoricalTest, CorpusCategoricalModelsTakeTheFixedWalkToTheReference
   if (dirs.empty()) GTEST_SKIP() << "no corpus found";
   int categorical = 0;
   for (const std::string& dir : dirs) {
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    if (!HasCategorical(**f)) continue;
-    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(*f);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    if (!HasCategorical(*m->forest)) continue;
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(m->forest);
     ASSERT_TRUE(tf.ok()) << tf.status();
     if (!(*tf)->fixed_walk()) continue;  // the missing-zero rule or linear leaves besides
-    const std::vector<float> rows = testing::GroveRows(*c, **f);
-    EXPECT_GT(CheckWalks(**tf, rows, std::min<int64_t>(c->rows, 300), c->name), 0) << c->name;
+    const std::vector<float> rows = testing::GroveRows(m->c, *m->forest);
+    EXPECT_GT(CheckWalks(**tf, rows, std::min<int64_t>(m->c.rows, 300), m->c.name), 0)
+        << m->c.name;
     ++categorical;
   }
   EXPECT_GE(categorical, 2);  // lgb_categorical and xgb_categorical at least

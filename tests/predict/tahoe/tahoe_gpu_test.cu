@@ -225,7 +225,8 @@ TEST(TahoeGpuTest, BatchSplitAcrossEngineGpusOfOneDeviceIsExact) {
     TahoeEngineOptions base;
     base.probe = false;         // the same knobs on every engine (no load-time choices)
     base.shape_trials = false;
-    base.row_chunk = 32;
+    base.row_chunk = 32;          // shapes fixed, not chosen per share size
+    base.shared_data_groups = 4;
     std::unique_ptr<TahoeEngine> one = MakeEngine(f, base);
     ASSERT_NE(one, nullptr);
     for (const std::vector<int>& devices : {std::vector<int>{0, 0}, std::vector<int>{0, 0, 0}}) {
@@ -387,14 +388,12 @@ TEST(TahoeGpuTest, CategoricalForestsTakeTheFixedWalkOnEveryStrategy) {
   }
   int corpus = 0;
   for (const std::string& dir : testing::CorpusCaseDirs()) {
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(*f);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(m->forest);
     ASSERT_TRUE(tf.ok()) << tf.status();
     if (!(*tf)->categorical() || !(*tf)->fixed_walk()) continue;
-    CheckForest(*f, testing::GroveRows(*c, **f), c->name + " (categorical)");
+    CheckForest(m->forest, testing::GroveRows(m->c, *m->forest), m->c.name + " (categorical)");
     ++corpus;
   }
   std::printf("%d categorical corpus models checked on the fixed walk\n", corpus);
