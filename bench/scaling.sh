@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Scaling run: SHAP and predict rows/s of cal_housing-med on 1, 2, 4, 8 GPUs, engine level
-# (grove_scaling_bench) and end to end through groved (grove bench), and a check that every GPU
-# count gives bit-identical answers (the engine bench prints a hash of its output).
+# (grove_scaling_bench: staged and from registered memory, with the host's measured memory and DMA
+# limits) and end to end through groved (grove bench), and a check that every GPU count gives
+# bit-identical answers (the engine bench prints a hash of its output).
 #
 # usage: bench/scaling.sh RUNNER MODEL ROWS.csv OUT_DIR [GPU_COUNTS...]
 #   RUNNER   a command prefix that runs the Grove binaries by name: "" when grove_scaling_bench,
@@ -48,10 +49,15 @@ for g in $COUNTS; do
     # Predict once (with the first explain strategy); the slower explain strategies run once.
     if [ $first = 1 ]; then p=$ROWS_N reps=3; else p=0 reps=1; fi
     run grove_scaling_bench --model "$MODEL" --rows "$ROWS" --explain-rows "$ROWS_N" \
-        --predict-rows "$p" --explain-strategy "$strategy" --predict-strategy auto --reps "$reps" |
-        tee -a "$OUT/engine_$g.md"
+        --predict-rows "$p" --explain-strategy "$strategy" --predict-strategy auto --reps "$reps" \
+        --bandwidth-mb 0 | tee -a "$OUT/engine_$g.md"
     first=0
   done
+  # Prediction from rows and results registered once (DMA without staging), then the host's
+  # memory and DMA limits that bound N GPUs' staging.
+  run grove_scaling_bench --model "$MODEL" --rows "$ROWS" --explain-rows 0 \
+      --predict-rows "$ROWS_N" --predict-strategy auto --reps 3 --registered |
+      tee -a "$OUT/engine_$g.md"
   echo "== $g GPU(s): through groved"
   repo=$(mktemp -d)
   mkdir -p "$repo/$NAME/1"
@@ -82,8 +88,10 @@ unset CUDA_VISIBLE_DEVICES
 # (the prediction selector may pick different kernels for different GPU counts; each is compared
 # with itself).
 status=0
-rows=$(cat "$OUT"/engine_*.md | awk -F'|' '{ op=$2; st=$5; h=$8; gsub(/ /, "", op); gsub(/ /, "", st);
-    gsub(/ /, "", h); if ((op == "shap" || op == "predict") && length(h) == 16) print op "/" st, h }')
+# A run with the caller's memory registered (--registered) answers as the staged runs do.
+rows=$(cat "$OUT"/engine_*.md | awk -F'|' '{ op=$2; st=$5; h=$9; gsub(/ /, "", op); gsub(/ /, "", st);
+    gsub(/\(registered\)/, "", op); gsub(/ /, "", h);
+    if ((op == "shap" || op == "predict") && length(h) == 16) print op "/" st, h }')
 for pair in $(echo "$rows" | awk '{print $1}' | sort -u); do
   hashes=$(echo "$rows" | awk -v k="$pair" '$1 == k {print $2}' | sort -u)
   runs=$(echo "$rows" | awk -v k="$pair" '$1 == k' | wc -l)

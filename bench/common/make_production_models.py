@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Makes the production-shape forests of the nvForest comparison (docs/benchmarks/prediction-gpu.md,
 "Prediction against nvForest"): wide rows, missing values, many classes, deep leaf-wise LightGBM
-trees.
+trees, categorical columns (LightGBM and XGBoost, one-hot and partition splits), many shallow trees
+and random forests.
 
   python3 bench/common/make_production_models.py OUT_DIR [--rows N] [--only NAME,...]
 
@@ -15,25 +16,47 @@ header, missing values written `nan`) for:
   prod-lgb-binary   LightGBM binary, 50 features, num_leaves 255, 1000 rounds
   prod-lgb-cat      LightGBM binary, 60 features of which 12 categorical (8 to 64 categories),
                     num_leaves 127, 400 rounds
+  prod-lgb-cat-reg  LightGBM regression, 40 features of which 10 categorical (two of 3 categories:
+                    one-hot splits under max_cat_to_onehot 4; the others 3 to 60: partitions),
+                    num_leaves 63, 1000 rounds
+  prod-xgb-cat      XGBoost regression with enable_categorical, 40 features of which 10 categorical
+                    (two of 3 categories: one-hot splits; the others 3 to 60: partitions), depth 8,
+                    500 rounds
+  prod-shallow      XGBoost binary, 500 features, depth 4, 3000 rounds (many shallow trees)
+  prod-class100     XGBoost 100-class, 32 features, depth 6, 20 rounds (2000 trees)
+  prod-rf           XGBoost random forest regression, 64 features, 500 trees of depth 10 in one
+                    round (num_parallel_tree, rows and columns subsampled)
+  prod-lgb-rf       LightGBM random forest (boosting rf), binary, 64 features, num_leaves 255,
+                    300 trees
 
 The target mixes many features (sums of pairwise products and thresholds over a random subset), so
-the trees grow to their full depth / leaf count instead of stopping early on a simple signal. Seeded:
-the same library versions give the same models.
+the trees grow to their full depth / leaf count instead of stopping early on a simple signal.
+Categorical columns come first, integer codes (missing values kept) with an effect of their own per
+category. Seeded (the rows by the model's name, the libraries by a fixed seed, LightGBM
+deterministic): the same library versions give the same models.
 """
 import argparse
 import os
 
 import numpy as np
 
-# name: (library, features, rounds, depth or num_leaves, classes, missing fraction[, categorical
-# features: the first ones, integer codes with an effect of their own per category])
+# name: (library, features, rounds, depth or num_leaves, classes (0: regression), missing fraction,
+# categorical features (the first ones), their category counts (low, high[, columns of exactly 3
+# categories first: one-hot splits under max_cat_to_onehot 4]), trees per round: a
+# random forest when > 1 (XGBoost num_parallel_tree; LightGBM boosting rf, one tree per round))
 SPECS = {
     "prod-wide256": ("xgboost", 256, 600, 8, 2, 0.02),
     "prod-wide1024": ("xgboost", 1024, 1000, 6, 0, 0.20),
     "prod-lgb5": ("lightgbm", 100, 300, 127, 5, 0.05),
     "prod-class10": ("xgboost", 64, 200, 10, 10, 0.02),
     "prod-lgb-binary": ("lightgbm", 50, 1000, 255, 2, 0.05),
-    "prod-lgb-cat": ("lightgbm", 60, 400, 127, 2, 0.05, 12),
+    "prod-lgb-cat": ("lightgbm", 60, 400, 127, 2, 0.05, 12, (8, 64)),
+    "prod-lgb-cat-reg": ("lightgbm", 40, 1000, 63, 0, 0.05, 10, (3, 60, 2)),
+    "prod-xgb-cat": ("xgboost", 40, 500, 8, 0, 0.05, 10, (3, 60, 2)),
+    "prod-shallow": ("xgboost", 500, 3000, 4, 2, 0.02),
+    "prod-class100": ("xgboost", 32, 20, 6, 100, 0.02),
+    "prod-rf": ("xgboost", 64, 1, 10, 0, 0.02, 0, None, 500),
+    "prod-lgb-rf": ("lightgbm", 64, 300, 255, 2, 0.02, 0, None, 2),
 }
 
 
@@ -59,12 +82,14 @@ def make_target(x, classes, rng):
     return y
 
 
-def add_categories(rng, x, cats):
-    """Turns the first `cats` columns into category codes (missing values kept) and returns the
-    target's part from them: an effect per category."""
+def add_categories(rng, x, cats, levels):
+    """Turns the first `cats` columns into category codes (missing values kept), each with a count
+    of categories in `levels` (low, high[, leading columns of 3]), and returns the target's part
+    from them: an effect per category."""
     effect = np.zeros(len(x))
+    three = levels[2] if len(levels) > 2 else 0
     for j in range(cats):
-        k = int(rng.integers(8, 65))
+        k = 3 if j < three else int(rng.integers(levels[0], levels[1] + 1))
         missing = np.isnan(x[:, j])
         codes = rng.integers(0, k, size=len(x))
         effect += rng.normal(size=k)[codes] * np.where(missing, 0.0, 1.0)
@@ -75,9 +100,11 @@ def add_categories(rng, x, cats):
 def train(name, spec, rows, out):
     lib, features, rounds, size, classes, missing = spec[:6]
     cats = spec[6] if len(spec) > 6 else 0
+    levels = spec[7] if len(spec) > 7 else None
+    forest = spec[8] if len(spec) > 8 else 1
     rng = np.random.default_rng(sum(map(ord, name)))  # stable across runs, unlike hash()
     x = make_rows(rng, rows, features, missing)
-    effect = add_categories(rng, x, cats)
+    effect = add_categories(rng, x, cats, levels) if cats else np.zeros(len(x))
     y = make_target(x[:, cats:], 0, rng) + effect
     if classes:
         edges = np.quantile(y, np.linspace(0, 1, classes + 1)[1:-1])
@@ -93,7 +120,16 @@ def train(name, spec, rows, out):
             params.update(objective="binary:logistic")
         else:
             params.update(objective="reg:squarederror")
-        booster = xgb.train(params, xgb.DMatrix(x, label=y), rounds)
+        if forest > 1:  # a random forest: one round of bagged trees, no shrinkage
+            params.update(num_parallel_tree=forest, eta=1.0, subsample=0.63,
+                          colsample_bynode=0.6)
+        if cats:
+            params.update(max_cat_to_onehot=4)
+            types = ["c"] * cats + ["q"] * (features - cats)
+            data = xgb.DMatrix(x, label=y, feature_types=types, enable_categorical=True)
+        else:
+            data = xgb.DMatrix(x, label=y)
+        booster = xgb.train(params, data, rounds)
         path = os.path.join(out, name + ".ubj")
         booster.save_model(path)
     else:
@@ -104,8 +140,15 @@ def train(name, spec, rows, out):
                   "deterministic": True, "force_row_wise": True}
         if classes > 2:
             params.update(objective="multiclass", num_class=classes)
-        else:
+        elif classes == 2:
             params.update(objective="binary")
+        else:
+            params.update(objective="regression")
+        if forest > 1:  # a random forest: bagged rows and columns, trees averaged
+            params.update(boosting="rf", bagging_fraction=0.63, bagging_freq=1,
+                          feature_fraction=0.6)
+        if cats:
+            params.update(max_cat_to_onehot=4)
         data = lgb.Dataset(x, label=y, categorical_feature=list(range(cats)) or "auto")
         booster = lgb.train(params, data, rounds)
         path = os.path.join(out, name + ".txt")

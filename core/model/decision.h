@@ -26,8 +26,11 @@ GROVE_HD bool IsNan(float x) { return x != x; }
 
 // Is `x` in the category bitset `bits` of `num_words` 32-bit words? Invalid categories
 // (negative, or beyond the bitset) are not in it. `truncate` selects LightGBM's (int)x rule, under
-// which (-1, 0) is category 0; XGBoost treats every negative value as invalid.
-GROVE_HD bool CategoryInSet(const uint32_t* bits, uint32_t num_words, float x, bool truncate) {
+// which (-1, 0) is category 0; XGBoost treats every negative value as invalid. `Words` is anything
+// whose [w] is word w: a pointer into a bitset pool, or a one-word set held in a register (the GPU's
+// fixed walk keeps sets of categories 0..31 in the node itself).
+template <typename Words>
+GROVE_HD bool CategoryInSet(const Words& bits, uint32_t num_words, float x, bool truncate) {
   if (truncate ? !(x > -1.0f) : !(x >= 0.0f)) return false;
   const float limit = static_cast<float>(num_words) * 32.0f;
   if (!(x < limit)) return false;
@@ -48,8 +51,8 @@ GROVE_HD bool NumericGoesLeft(uint16_t flags, float threshold, float x) {
 }
 
 // Categorical split: NaN takes the default direction; an in-set category goes to the in-set side.
-GROVE_HD bool CategoricalGoesLeft(uint16_t flags, const uint32_t* bits, uint32_t num_words,
-                                  float x) {
+template <typename Words>
+GROVE_HD bool CategoricalGoesLeft(uint16_t flags, const Words& bits, uint32_t num_words, float x) {
   if (IsNan(x)) return flags & decision_bits::kDefaultLeft;
   const bool in_set =
       CategoryInSet(bits, num_words, x, flags & decision_bits::kCategoryTruncate);

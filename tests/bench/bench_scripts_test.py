@@ -2,7 +2,8 @@
 """The benchmark scripts docs/benchmarks/*.md name, run on the CPU:
 
   * bench/common/make_production_models.py makes every production-shape model with its rows, and
-    Grove loads each one (`grove inspect`, when GROVE_CLI names the CLI) with the stated shape;
+    Grove loads each one (`grove inspect`, when GROVE_CLI names the CLI) with the stated shape
+    (features, outputs, categorical splits or none, and the tree count of the many-tree models);
   * bench/nvforest_compare.sh drives both benches per model and bench/common/compare_table.py turns
     their outputs into the side-by-side table: checked with stand-ins for nvForest's bench and
     grove_predict_bench that print known times and link rates, so every ratio in the table is known.
@@ -23,7 +24,16 @@ SHAPES = {  # name: (file, features, outputs)
     "prod-lgb5": ("prod-lgb5.txt", 100, 5),
     "prod-class10": ("prod-class10.ubj", 64, 10),
     "prod-lgb-binary": ("prod-lgb-binary.txt", 50, 1),
+    "prod-lgb-cat": ("prod-lgb-cat.txt", 60, 1),
+    "prod-lgb-cat-reg": ("prod-lgb-cat-reg.txt", 40, 1),
+    "prod-xgb-cat": ("prod-xgb-cat.ubj", 40, 1),
+    "prod-shallow": ("prod-shallow.ubj", 500, 1),
+    "prod-class100": ("prod-class100.ubj", 32, 100),
+    "prod-rf": ("prod-rf.ubj", 64, 1),
+    "prod-lgb-rf": ("prod-lgb-rf.txt", 64, 1),
 }
+CATEGORICAL = {"prod-lgb-cat", "prod-lgb-cat-reg", "prod-xgb-cat"}
+TREES = {"prod-shallow": 3000, "prod-class100": 2000, "prod-rf": 500, "prod-lgb-rf": 300}
 
 
 def check_models(tmp):
@@ -42,6 +52,10 @@ def check_models(tmp):
             assert r.returncode == 0, r.stderr
             assert re.search(rf"^features\s+{features}$", r.stdout, re.M), (name, r.stdout[:400])
             assert re.search(rf"^outputs\s+{outputs}$", r.stdout, re.M), (name, r.stdout[:400])
+            cat = "yes" if name in CATEGORICAL else "no"
+            assert re.search(rf"^categorical splits\s+{cat}$", r.stdout, re.M), (name, r.stdout[:400])
+            if name in TREES:
+                assert re.search(rf"^trees\s+{TREES[name]}$", r.stdout, re.M), (name, r.stdout[:400])
     print(f"{len(SHAPES)} production-shape models made" + (" and loaded" if cli else ""))
 
 

@@ -19,6 +19,7 @@
 #include "core/io/csv.h"
 #include "core/model/double_rows.h"
 #include "core/model/forest.h"
+#include "core/model/loader.h"
 
 #ifndef GROVE_SOURCE_DIR
 #error "GROVE_SOURCE_DIR must be defined by the build"
@@ -169,6 +170,14 @@ std::vector<std::string> CorpusCaseDirs() {
   for (const fs::path& root : SharedRoots()) CollectCases(root, &out, &seen);
   CollectCases(fs::path(GROVE_SOURCE_DIR) / "tests" / "golden", &out, &seen);
   return out;
+}
+
+absl::StatusOr<CorpusModel> LoadCorpusModel(const std::string& dir) {
+  absl::StatusOr<CorpusCase> c = LoadCorpusCase(dir);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(c->model_path);
+  if (!forest.ok()) return forest.status();
+  return CorpusModel{*std::move(c), *std::move(forest)};
 }
 
 absl::StatusOr<CorpusCase> LoadCorpusCase(const std::string& dir) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/model/forest.h"
 
 namespace grove {
 class Forest;
@@ -71,6 +72,13 @@ std::vector<std::string> SharedCaseDirs();
 
 // Reads meta.json, X.csv and every reference CSV present, checking their shapes against meta.json.
 absl::StatusOr<CorpusCase> LoadCorpusCase(const std::string& dir);
+
+// A case and its model: LoadCorpusCase, then its model_path loaded (LoadModelFile).
+struct CorpusModel {
+  CorpusCase c;
+  ForestPtr forest;
+};
+absl::StatusOr<CorpusModel> LoadCorpusModel(const std::string& dir);
 
 // Largest error between `got` and a reference, and where it is.
 struct ErrorReport {

@@ -110,7 +110,7 @@ class TreeMaker {
       if (o_.lightgbm_rules) {
         const int missing_type = rng_.Int(3);  // 0 None, 1 Zero, 2 NaN
         if (missing_type == 0) split.flags |= kNodeNanAsZero;
-        if (missing_type == 1) split.flags |= kNodeMissingZero;
+        if (missing_type == 1 && o_.missing_zero) split.flags |= kNodeMissingZero;
       }
     }
     At(index) = split;

@@ -24,6 +24,9 @@ struct RandomForestOptions {
   // LightGBM rules: missing types None (NaN as 0) / Zero / NaN, categories in the set go left,
   // (int)x truncation of categories, leaf ids counted per leaf.
   bool lightgbm_rules = false;
+  // With lightgbm_rules: missing type Zero is among the random missing types (false: such splits
+  // get missing type NaN; the forest otherwise stays the same for a seed).
+  bool missing_zero = true;
   double leaf_probability = 0.2;  // probability that a node above max_depth stops early
   // Probability that a split sends only 1e-6 of its parent's cover to one child.
   double extreme_cover_probability = 0.0;

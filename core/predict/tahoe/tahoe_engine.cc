@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -104,18 +105,45 @@ absl::Status TahoeEngineImpl::Init() {
     return absl::InvalidArgumentError(absl::StrCat("tahoe: staging_lanes ", options_.staging_lanes,
                                                    " is outside 0..", kMaxStagingLanes));
   }
-  int count = gpu::VisibleGpuCount();
-  if (count == 0) return absl::UnavailableError("no CUDA device visible");
-  if (options_.max_gpus > 0) count = std::min(count, options_.max_gpus);
+  const int visible = gpu::VisibleGpuCount();
+  if (visible == 0) return absl::UnavailableError("no CUDA device visible");
+  std::vector<int> devices = options_.devices;
+  if (devices.empty()) {
+    const int n = options_.max_gpus > 0 ? std::min(visible, options_.max_gpus) : visible;
+    for (int d = 0; d < std::min(n, kMaxEngineGpus); ++d) devices.push_back(d);
+  }
+  if (static_cast<int>(devices.size()) > kMaxEngineGpus) {
+    return absl::InvalidArgumentError(absl::StrCat("tahoe: ", devices.size(),
+                                                   " devices listed; at most ", kMaxEngineGpus));
+  }
+  for (int d : devices) {
+    if (d < 0 || d >= visible) {
+      return absl::InvalidArgumentError(absl::StrCat("tahoe: device ", d, " is not one of the ",
+                                                     visible, " visible CUDA devices"));
+    }
+  }
+  const int count = static_cast<int>(devices.size());
+  if (options_.staging_threads < 0 || options_.staging_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("tahoe: staging_threads ",
+                                                   options_.staging_threads, " is outside 0..64"));
+  }
+  // Several GPUs staging through one pool queue behind each other's copies (the pool runs their
+  // pieces interleaved), so each gets threads of its own unless told otherwise.
+  int staging_threads = options_.staging_threads;
+  if (staging_threads == 0 && count > 1) {
+    const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    staging_threads = std::clamp(hw_threads / (2 * count), 1, 8);
+  }
   absl::StatusOr<GpuHardwareParams> hw =
-      LoadOrCalibrateGpu(options_.engine.calibration_cache_dir, 0);
+      LoadOrCalibrateGpu(options_.engine.calibration_cache_dir, devices[0]);
   if (!hw.ok()) return hw.status();
   hw_ = *hw;
   BuildLanes();
   BuildLevel();
-  for (int d = 0; d < count; ++d) {
+  for (int d : devices) {
     auto g = std::make_unique<Gpu>();
     if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;
+    if (staging_threads > 0) g->staging_pool = std::make_unique<ThreadPool>(staging_threads);
     gpus_.push_back(std::move(g));
   }
   issuers_ = std::make_unique<gpu::DeviceIssuers>(count);
@@ -127,6 +155,7 @@ absl::Status TahoeEngineImpl::Init() {
     if (absl::Status s = Probe(); !s.ok()) return s;
   }
   GROVE_LOG(INFO) << "tahoe engine ready" << KV("gpus", count) << KV("device", hw_.device_name)
+                  << KV("staging_threads_per_gpu", staging_threads)
                   << KV("trees", format_->trees().size())
                   << KV("node_bytes", format_->node_bytes()) << KV("parts", parts_)
                   << KV("device_mb", DeviceBytes() / 1e6)
@@ -301,6 +330,7 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(g.device), "cudaSetDevice");
   const int64_t chunk = ChunkRows(g, lane, s, groups, call, true);
   const int64_t F = rows.cols, W = call.width;
+  ThreadPool* const staging = g.Staging(pool_);
   TahoeLaunchArgs a = Args(g, s, groups, call);
   a.row_stride = F;
   a.out_stride = W;
@@ -326,7 +356,7 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
       *kernel_seconds += ms * 1e-3;
     }
     if (!direct_out) {
-      CopyRows(pool_, out.Row(p.begin), out.stride, lane.slots[i].host_out(), W, p.count, W);
+      CopyRows(staging, out.Row(p.begin), out.stride, lane.slots[i].host_out(), W, p.count, W);
     }
     p.active = false;
     return absl::OkStatus();
@@ -346,7 +376,7 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
     } else {
       // Batches of several chunks overlap one chunk's staging with the previous one's transfer
       // already (two slots); piece by piece they ran 15-30% slower at 1M rows.
-      status = StageAndSend(rows.rows <= chunk ? pool_ : nullptr, pool_, g.device, slot, rows,
+      status = StageAndSend(rows.rows <= chunk ? staging : nullptr, staging, g.device, slot, rows,
                             begin, n);
     }
     if (!status.ok()) break;

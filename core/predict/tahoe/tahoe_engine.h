@@ -12,13 +12,17 @@
 // slots, so staging and copies of one chunk overlap the kernels of the other. No allocation in the
 // request path; rows or results already in page-locked memory go by DMA without staging. Every
 // CUDA error becomes an absl::Status. Thread-safe: concurrent calls run on a GPU's free lanes
-// (waiting for one when all are busy). Results are deterministic for a given strategy, row-chunk
-// shape and device count (shape trials: TahoeEngineOptions::shape_trials).
+// (waiting for one when all are busy). Results are deterministic for a given strategy and row-chunk
+// shape (shape trials: TahoeEngineOptions::shape_trials): a batch's plan is made once for the whole
+// batch and every GPU's share runs it, and a row's result depends on the plan only, never on the
+// rows beside it, so it is the same however the batch is split across GPUs and chunks (the plan
+// itself may differ between engines of different GPU counts).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/predict/tahoe/perf_model.h"
@@ -31,6 +35,16 @@ struct TahoeEngineOptions {
   PredictEngineOptions engine;
   TahoeFormatOptions format;
   int max_gpus = 0;  // 0: every visible GPU
+  // The CUDA devices (as this process numbers them) the engine runs on, in order; empty: the first
+  // max_gpus visible ones (every one with max_gpus 0). Each entry is one GPU of the engine, with its
+  // own copy of the format, staging lanes and issuing thread; a device may be listed twice (tests:
+  // a batch split across two engine GPUs of one device). At most kMaxEngineGpus entries.
+  std::vector<int> devices;
+  // Host threads per GPU that stage its rows into and its results out of its pinned slots, created
+  // at load: each GPU's staging then runs beside the others' instead of queueing on the caller's
+  // pool. 0: automatic (several GPUs: hardware threads / (2 x GPUs), 1..8 each; one GPU: the
+  // caller's pool); > 0: that many per GPU.
+  int staging_threads = 0;
   // Time each strategy on this model at load (a small and a large batch) to correct the
   // performance model's latency and throughput terms (perf_model.h).
   bool probe = true;
@@ -61,6 +75,8 @@ struct TahoeEngineOptions {
   // and results (the first for 256K rows, the others for 64K) and their device buffers.
   int staging_lanes = 0;
 };
+
+inline constexpr int kMaxEngineGpus = 16;
 
 class TahoeEngine : public PredictEngine {
  public:

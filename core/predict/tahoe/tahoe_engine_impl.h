@@ -100,6 +100,11 @@ struct Gpu {
   int max_row_chunk = 0;             // TahoeMaxRowChunk at this device's shared memory
   int64_t row_chunk_acc_bytes = 0;   // row chunk's shared memory besides its rows (one-row chunk)
   int64_t bytes = 0;
+  // This GPU's staging threads (TahoeEngineOptions::staging_threads); null: the engine's pool.
+  std::unique_ptr<ThreadPool> staging_pool;
+  ThreadPool* Staging(ThreadPool* fallback) const {
+    return staging_pool != nullptr ? staging_pool.get() : fallback;
+  }
 
   ~Gpu() {
     cudaSetDevice(device);

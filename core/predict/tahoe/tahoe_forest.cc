@@ -80,6 +80,13 @@ class TahoeBuilder {
     if (!o_.node_rearrangement) return false;
     return nodes[n.right].cover > nodes[n.left].cover;
   }
+  // Whether a categorical split's set lists no category above 31 (the set fits in the node).
+  bool FitsOneWord(const Node& n) const {
+    for (uint32_t w = 1; w < n.aux; ++w) {
+      if (f_.category_bits[n.payload + w] != 0) return false;
+    }
+    return true;
+  }
   Checksum SimHash(int t, const std::vector<double>& prob) const;
   std::vector<int> TreeOrder();
   void BuildAssignments(const std::vector<int>& order);
@@ -347,7 +354,29 @@ absl::Status TahoeBuilder::Run() {
   wide.reserve(f_.nodes.size());
   out_.leaf_ids_.clear();
   out_.leaf_ids_.reserve(f_.nodes.size());
-  out_.cat_bits_ = f_.category_bits;
+  // Categorical splits: the rule of the sets held in nodes and in a padded table (the first
+  // categorical split's), and the table's width.
+  bool any_categorical = false, mixed_rules = false;
+  uint32_t table_words = 0;
+  int64_t table_sets = 0;
+  for (const Node& nd : f_.nodes) {
+    if (nd.is_leaf() || !nd.is_categorical()) continue;
+    const bool truncate = (nd.flags & kNodeCategoryTruncate) != 0;
+    if (!any_categorical) out_.cat_truncate_ = truncate;
+    any_categorical = true;
+    mixed_rules |= truncate != out_.cat_truncate_;
+    if (!FitsOneWord(nd)) {
+      table_words = std::max(table_words, nd.aux);
+      ++table_sets;
+    }
+  }
+  // Table sets padded to one width let a split read one word of its set instead of its record and
+  // then a word; not for sets of thousands of categories (every set would be padded to them).
+  const bool padded = table_words > 0 && !mixed_rules &&
+                      table_words <= TahoeForest::kMaxPaddedCatWords &&
+                      table_sets * table_words <= TahoeForest::kMaxPaddedCatTotalWords;
+  out_.cat_words_ = padded ? table_words : 0;
+  if (!padded) out_.cat_bits_ = f_.category_bits;
   out_.linear_features_ = f_.linear_features;
   out_.linear_coeffs_ = f_.linear_coeffs;
   uint64_t max_distant = 0;
@@ -409,15 +438,35 @@ absl::Status TahoeBuilder::Run() {
       }
       const bool hot_right = HotIsRight(nodes, nd);
       w.feature = static_cast<uint32_t>(nd.feature);
-      if (hot_right) w.flags |= tahoe_bits::kHotRight;
       if (nd.is_categorical()) {
+        // Normalised so that listed categories go left (tahoe_node.h): a split whose listed
+        // categories go right (XGBoost) trades the names of its children, so its NaN direction
+        // and which child is the hot one's side flip; the children themselves stay where they are.
+        const bool swap = !(nd.flags & kNodeCategoryInSetGoesLeft);
+        const bool nan_left = nd.default_left() != swap;
+        const bool truncate = (nd.flags & kNodeCategoryTruncate) != 0;
         w.flags |= tahoe_bits::kCategorical;
-        w.value = static_cast<uint32_t>(out_.cat_splits_.size());
-        const uint32_t keep = decision_bits::kDefaultLeft | decision_bits::kCategorical |
-                              decision_bits::kCategoryInSetGoesLeft |
-                              decision_bits::kCategoryTruncate;
-        out_.cat_splits_.push_back(TahoeCatSplit{nd.payload, nd.aux, nd.flags & keep, 0});
+        if (nan_left) w.flags |= tahoe_bits::kDefaultLeft;
+        if (hot_right != swap) w.flags |= tahoe_bits::kHotRight;
+        if (truncate == out_.cat_truncate_ && FitsOneWord(nd)) {
+          w.value = nd.aux > 0 ? f_.category_bits[nd.payload] : 0u;
+        } else if (out_.cat_words_ > 0) {
+          w.flags |= tahoe_bits::kCatTable;
+          w.value = static_cast<uint32_t>(out_.cat_bits_.size());
+          out_.cat_bits_.insert(out_.cat_bits_.end(), f_.category_bits.begin() + nd.payload,
+                                f_.category_bits.begin() + nd.payload + nd.aux);
+          out_.cat_bits_.resize(out_.cat_bits_.size() + (out_.cat_words_ - nd.aux), 0u);
+        } else {
+          w.flags |= tahoe_bits::kCatTable;
+          w.value = static_cast<uint32_t>(out_.cat_splits_.size());
+          const uint32_t rule = decision_bits::kCategorical |
+                                decision_bits::kCategoryInSetGoesLeft |
+                                (nan_left ? decision_bits::kDefaultLeft : 0u) |
+                                (truncate ? decision_bits::kCategoryTruncate : 0u);
+          out_.cat_splits_.push_back(TahoeCatSplit{nd.payload, nd.aux, rule, 0});
+        }
       } else {
+        if (hot_right) w.flags |= tahoe_bits::kHotRight;
         bool nan_left = nd.default_left();
         if ((nd.flags & kNodeNanAsZero) && !(nd.flags & kNodeMissingZero)) {
           nan_left = 0.0f < nd.threshold;  // NaN compares as 0.0: a fixed direction
@@ -434,21 +483,25 @@ absl::Status TahoeBuilder::Run() {
     }
   }
 
-  out_.simple_ = true;
+  // Numeric splits with the missing-zero rule take the generic walk; categorical splits take the
+  // fixed one too (TahoeFixedStep's kCat), but not the simple one.
+  bool missing_zero = false;
   for (const TahoeNode16& w : wide) {
-    if (!(w.flags & tahoe_bits::kLeaf) &&
-        (w.flags & (tahoe_bits::kCategorical | tahoe_bits::kMissingZero))) {
-      out_.simple_ = false;
+    if (!(w.flags & tahoe_bits::kLeaf) && !(w.flags & tahoe_bits::kCategorical) &&
+        (w.flags & tahoe_bits::kMissingZero)) {
+      missing_zero = true;
       break;
     }
   }
+  out_.categorical_ = any_categorical;
+  out_.simple_ = !missing_zero && !any_categorical;
   const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features) + 1);
   const int dbits = 32 - tahoe_bits::kNumFlags - fbits;
   out_.wide_ = o_.force_wide_nodes || dbits < 1 || max_distant >= (uint64_t{1} << dbits);
   out_.feature_bits_ = out_.wide_ ? 0 : static_cast<uint32_t>(fbits);
   // The fixed walk needs leaves whose flags leave a split's routing bits clear (linear leaves reuse
   // kHotRight) and nodes whose word carries the padding feature (8-byte nodes).
-  out_.fixed_walk_ = out_.simple_ && !out_.wide_ && out_.linear_leaves_.empty();
+  out_.fixed_walk_ = !missing_zero && !out_.wide_ && out_.linear_leaves_.empty();
   if (out_.wide_) {
     out_.nodes16_ = std::move(wide);
   } else {
@@ -528,6 +581,8 @@ TahoeForestView TahoeForest::HostView() const {
   v.num_outputs = forest_->num_outputs;
   v.feature_bits = feature_bits_;
   v.fixed_steps = fixed_steps_;
+  v.cat_truncate = cat_truncate_;
+  v.cat_words = cat_words_;
   return v;
 }
 
@@ -606,7 +661,8 @@ std::string TahoeForest::Describe() const {
       static_cast<int>(trees_.size()), static_cast<int>(leaf_ids_.size()), s.node_bytes,
       s.feature_bits, s.expected_visits_per_row, s.max_depth,
       s.inline_leaves ? "inline float" : "double-table",
-      fixed_walk_ ? "fixed (branch-free)" : simple_ ? "simple" : "general", s.format_bytes / 1e6, 100 * s.cv_before,
+      fixed_walk_ ? (categorical_ ? "fixed (branch-free, categorical)" : "fixed (branch-free)")
+                  : simple_ ? "simple" : "general", s.format_bytes / 1e6, 100 * s.cv_before,
       100 * s.cv_after, options_.node_rearrangement ? "on" : "off",
       options_.tree_rearrangement ? "on" : "off", 1e3 * s.build_seconds);
 }
@@ -669,7 +725,11 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
     for (int g = 0; g < a.groups; ++g) {
       auto run = [&](auto& acc) {
         auto walk = [&](const auto* nodes) {
-          if (tf.fixed_walk()) {
+          if (tf.fixed_walk() && tf.categorical()) {
+            TahoeAccumulateTrees<kTahoeWalkFixedCat>(v, nodes, 0, v.trees, a.order.data(),
+                                                     a.offsets[g], a.offsets[g + 1],
+                                                     call->row_params, padded, acc, leaf_out);
+          } else if (tf.fixed_walk()) {
             TahoeAccumulateTrees<kTahoeWalkFixed>(v, nodes, 0, v.trees, a.order.data(),
                                                   a.offsets[g], a.offsets[g + 1], call->row_params,
                                                   padded, acc, leaf_out);
@@ -712,7 +772,10 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
 
 bool TahoeLaneEligible(const TahoeForest& tf) {
   const Forest& f = tf.forest();
-  if (!tf.fixed_walk() || f.num_outputs != 1 || !tf.stats().inline_leaves) return false;
+  // The lane walk's step is numeric only.
+  if (!tf.fixed_walk() || tf.categorical() || f.num_outputs != 1 || !tf.stats().inline_leaves) {
+    return false;
+  }
   const uint32_t fb = tf.HostView().feature_bits;
   for (const TahoeNode8& n : tf.nodes8()) {
     const TahoeDecoded d = TahoeDecode(n, fb);

@@ -14,7 +14,9 @@
 //    16 bytes only when a tree is too large for the packed offsets;
 //  * routing rules identical to the CPU reference: numeric splits call NumericGoesLeft and
 //    categorical splits CategoricalGoesLeft from core/model/decision.h. LightGBM's NaN-as-zero is
-//    resolved at build time into the node's NaN direction (exactly equivalent).
+//    resolved at build time into the node's NaN direction, and categorical splits are normalised
+//    so that listed categories go left, their set in the node when it lists only categories 0..31
+//    (tahoe_node.h; both exactly equivalent).
 //
 // Leaves carry the tree weight already multiplied in: inline float32 values when that rounding is
 // provably far below the tolerance (always for XGBoost gbtree), otherwise indices into a double
@@ -95,9 +97,17 @@ class TahoeForest {
   int node_bytes() const { return wide_ ? 16 : 8; }
   // Numeric splits only and no missing-zero rule: TahoeTraverseSimple applies.
   bool simple() const { return simple_; }
-  // simple(), 8-byte nodes and no linear leaves: TahoeWalkFixed applies (leaves loop to themselves
-  // through the padding feature num_features).
+  // No missing-zero rule, 8-byte nodes and no linear leaves: TahoeWalkFixed applies (leaves loop
+  // to themselves through the padding feature num_features), with kCat when categorical().
   bool fixed_walk() const { return fixed_walk_; }
+  // Some split is categorical (the walks test for them: kTahoeWalkFixedCat, kTahoeWalkGeneric).
+  bool categorical() const { return categorical_; }
+  // The width of the padded table of category sets (TahoeForestView::cat_words; 0: none). Sets
+  // are padded when every categorical split follows one rule and the widest set of the table is
+  // at most kMaxPaddedCatWords words (and all of them at most kMaxPaddedCatTotalWords).
+  static constexpr uint32_t kMaxPaddedCatWords = 64;
+  static constexpr int64_t kMaxPaddedCatTotalWords = int64_t{1} << 24;
+  uint32_t cat_words() const { return cat_words_; }
   // Steps of a fixed walk with no leaf tests: the deepest leaf's depth for shallow fixed-walk forests
   // (up to kMaxFixedSteps, where testing every kTahoeFixedUnroll steps would take up to 3 extra
   // steps per tree); 0 otherwise (deep trees, whose lanes mostly stop well above the deepest leaf).
@@ -157,6 +167,9 @@ class TahoeForest {
   bool wide_ = false;
   bool simple_ = false;
   bool fixed_walk_ = false;
+  bool categorical_ = false;
+  bool cat_truncate_ = false;  // TahoeForestView::cat_truncate
+  uint32_t cat_words_ = 0;     // TahoeForestView::cat_words
   int fixed_steps_ = 0;
   uint32_t feature_bits_ = 1;
   std::vector<TahoeNode8> nodes8_;

@@ -52,7 +52,7 @@ template <typename Node, bool kMulti, int kWalk>
 void LaunchRowChunk(int per_thread, bool big, dim3 grid, int threads, size_t smem,
                     cudaStream_t stream, const TahoeDeviceForest& f, const TahoeLaunchArgs& a,
                     int log2_chunk, double* d_ws) {
-  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+  if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
     // Several rows per thread: 256 threads (ValidRowChunkShape).
     if (per_thread == 2) {
       RowChunkKernel<Node, kMulti, kWalk, 2, false><<<grid, threads, smem, stream>>>(f, a, log2_chunk, d_ws);
@@ -79,7 +79,7 @@ cudaError_t ConfigureRowChunk(int max_smem) {
     e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, 1, true>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
   }
-  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+  if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
     if (e == cudaSuccess) {
       e = cudaFuncSetAttribute(RowChunkKernel<Node, kMulti, kWalk, 2, false>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
@@ -93,11 +93,14 @@ cudaError_t ConfigureRowChunk(int max_smem) {
 }
 
 // kWalk: the cheapest TahoeWalk the forest allows; kernels that read unpadded rows (direct, and
-// shared forest / splitting without staged rows) use kTahoeWalkSimple instead of kTahoeWalkFixed.
+// shared forest / splitting without staged rows) use kTahoeWalkSimple instead of kTahoeWalkFixed
+// and kTahoeWalkGeneric instead of kTahoeWalkFixedCat.
 template <typename Node, bool kMulti, int kWalk>
 cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
                         cudaStream_t stream) {
-  constexpr int kUnpadded = kWalk == kTahoeWalkFixed ? kTahoeWalkSimple : kWalk;
+  constexpr int kUnpadded = kWalk == kTahoeWalkFixed      ? kTahoeWalkSimple
+                            : kWalk == kTahoeWalkFixedCat ? kTahoeWalkGeneric
+                                                          : kWalk;
   switch (a.strategy) {
     case StrategyId::kCpu:
       return cudaErrorInvalidValue;  // not a kernel
@@ -198,6 +201,7 @@ cudaError_t ConfigureTyped(int max_smem) {
   if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkSimple>(max_smem);
   if constexpr (std::is_same_v<Node, TahoeNode8>) {
     if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkFixed>(max_smem);
+    if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkFixedCat>(max_smem);
   }
   return e;
 }
@@ -206,6 +210,9 @@ template <typename Node, bool kMulti>
 cudaError_t LaunchWalk(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
                        cudaStream_t stream) {
   if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (f.fixed && f.categorical) {
+      return LaunchTyped<Node, kMulti, kTahoeWalkFixedCat>(f, a, d_ws, stream);
+    }
     if (f.fixed) return LaunchTyped<Node, kMulti, kTahoeWalkFixed>(f, a, d_ws, stream);
   }
   return f.simple ? LaunchTyped<Node, kMulti, kTahoeWalkSimple>(f, a, d_ws, stream)
@@ -229,7 +236,7 @@ int RowChunkOccupancy(const RowChunkShape& shape, size_t smem) {
   int n = 0;
   cudaError_t e = cudaSuccess;
   const bool big = shape.threads > kRowChunkMinThreads;
-  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+  if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
     if (shape.per_thread == 2) {
       e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &n, RowChunkKernel<Node, kMulti, kWalk, 2, false>, shape.threads, smem);
@@ -249,6 +256,9 @@ int RowChunkOccupancy(const RowChunkShape& shape, size_t smem) {
 template <typename Node, bool kMulti>
 int RowChunkOccupancyWalk(const TahoeDeviceForest& f, const RowChunkShape& shape, size_t smem) {
   if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (f.fixed && f.categorical) {
+      return RowChunkOccupancy<Node, kMulti, kTahoeWalkFixedCat>(shape, smem);
+    }
     if (f.fixed) return RowChunkOccupancy<Node, kMulti, kTahoeWalkFixed>(shape, smem);
   }
   return f.simple ? RowChunkOccupancy<Node, kMulti, kTahoeWalkSimple>(shape, smem)

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kDirectThreads)
   if (r >= a.rows) return;
   const LdgRow row{a.d_rows + r * a.row_stride};
   double* m = kMulti ? d_ws + r * f.view.num_outputs : nullptr;
-  static_assert(kWalk != kTahoeWalkFixed, "direct reads unpadded rows");
+  static_assert(!TahoeWalkIsFixed(kWalk), "direct reads unpadded rows");
   WalkRow<kMulti, kWalk>(f.view, static_cast<const Node*>(f.view.nodes), 0, f.view.trees, nullptr, 0,
                   static_cast<uint32_t>(f.view.num_trees), a, row, m, a.d_out + r * a.out_stride,
                   true);
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kForestSmemThreads)
         const TahoeStridedRow row{s_rows + threadIdx.x, static_cast<uint32_t>(kStride)};
         s = WalkRow<kMulti, kWalk>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
                                    num_trees, a, row, m, a.d_out + r * a.out_stride, final);
-      } else if constexpr (kWalk != kTahoeWalkFixed) {  // the launcher never pairs these
+      } else if constexpr (!TahoeWalkIsFixed(kWalk)) {  // the launcher never pairs these
         const LdgRow row{a.d_rows + r * a.row_stride};
         s = WalkRow<kMulti, kWalk>(f.view, s_nodes, part.node_begin, s_trees, nullptr, 0,
                                    num_trees, a, row, m, a.d_out + r * a.out_stride, final);
@@ -286,22 +286,22 @@ __device__ __forceinline__ bool StageChunkColumns(const float* g_rows, int64_t s
 }
 
 // TahoeSumFixedRoots with or without the NaN test, over the depth-first or the level layout
-// (nan_free, level: uniform over the block).
-template <int R, typename Row>
+// (nan_free, level: uniform over the block); kCat: the forest has categorical splits.
+template <int R, bool kCat, typename Row>
 __device__ __forceinline__ void SumFromRoots(const TahoeForestView& v, const TahoeNode8* nodes,
                                              const uint32_t* roots, uint32_t begin, uint32_t end,
                                              bool nan_free, bool level, const Row (&rows)[R],
                                              double (&sum)[R]) {
   if (level) {
     if (nan_free) {
-      TahoeSumFixedRoots<true, R, true>(v, nodes, roots, begin, end, rows, sum);
+      TahoeSumFixedRoots<true, R, true, kCat>(v, nodes, roots, begin, end, rows, sum);
     } else {
-      TahoeSumFixedRoots<false, R, true>(v, nodes, roots, begin, end, rows, sum);
+      TahoeSumFixedRoots<false, R, true, kCat>(v, nodes, roots, begin, end, rows, sum);
     }
   } else if (nan_free) {
-    TahoeSumFixedRoots<true, R>(v, nodes, roots, begin, end, rows, sum);
+    TahoeSumFixedRoots<true, R, false, kCat>(v, nodes, roots, begin, end, rows, sum);
   } else {
-    TahoeSumFixedRoots<false, R>(v, nodes, roots, begin, end, rows, sum);
+    TahoeSumFixedRoots<false, R, false, kCat>(v, nodes, roots, begin, end, rows, sum);
   }
 }
 
@@ -413,7 +413,7 @@ template <typename Node, bool kMulti, int kWalk, int kR, bool kBig>
 __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThreads)
     __maxnreg__(kR == 4 ? 64 : kMulti || kR == 2 ? 40 : 32)
     RowChunkKernel(TahoeDeviceForest f, TahoeLaunchArgs a, int log2_chunk, double* d_ws) {
-  static_assert(kR == 1 || (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> && !kBig),
+  static_assert(kR == 1 || (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8> && !kBig),
                 "several rows per thread walk with TahoeWalkFixedN in blocks of 256");
   constexpr bool kPair = kR > 1;
   constexpr int R = kR;  // rows per thread
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
   double* m = kMulti && !kPair && !classed ? s_acc + threadIdx.x * K : nullptr;
   // Fixed walks of scalar sums over every round run from the roots (TahoeSumFixedRoots).
   const bool all_rounds = a.row_params.it_begin <= 0 && a.row_params.it_end >= f.num_iterations;
-  const bool from_roots = kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8> &&
+  const bool from_roots = TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8> &&
                           all_rounds && m == nullptr && a.kind != OutputKind::kLeaf;
   // Groups of 32 rows or more stage their rows feature-major (feature c of row i at
   // s_rows[c * R C + i]): the lanes of a warp then walk rows r, r + 1, ... of one tree group and
@@ -456,7 +456,7 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
   const bool level = a.level_walk && level_roots != nullptr;
   const uint32_t* roots =
       (level ? level_roots : classed ? f.d_class_roots : f.d_assign_roots) + order_begin;
-  if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+  if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
     if (from_roots) {  // uniform over the block
       if (r < nr) {
         // A row past the end walks the first one again; its sum is never read. Both layouts
@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
         // Tree parts (gridDim.y > 1, RowChunkLaunchShape): this block walks part blockIdx.y of
         // the group's trees, in tree order.
         const uint32_t b = offsets[g], n = offsets[g + 1] - b, parts = gridDim.y;
-        SumFromRoots(f.view, nodes, roots, b + n * blockIdx.y / parts,
+        SumFromRoots<R, kWalk == kTahoeWalkFixedCat>(f.view, nodes, roots, b + n * blockIdx.y / parts,
                      b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum);
       }
       double* d_part = gridDim.y > 1 ? d_ws + static_cast<int64_t>(blockIdx.y) * a.rows * K : nullptr;
@@ -486,7 +486,7 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
       TahoePlainRow rows[R];
 #pragma unroll
       for (int j = 0; j < R; ++j) rows[j] = TahoePlainRow{s_rows + (r + j * C < nr ? r + j * C : r) * S};
-      TahoeAccumulateFixedN<R>(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
+      TahoeAccumulateFixedN<R, kWalk == kTahoeWalkFixedCat>(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
                                a.row_params, rows, sum);
     }
   } else {

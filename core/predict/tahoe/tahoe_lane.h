@@ -78,8 +78,9 @@ inline int64_t TahoeLanePartBytes(int64_t slots, int64_t bundles) {
          bundles * kTahoeLaneTrees * int64_t{sizeof(TahoeLaneBundle)};
 }
 
-// Whether BuildTahoeLaneLayout applies: fixed_walk(), one output, inline float leaves (so no leaf
-// needs the table), finite thresholds.
+// Whether BuildTahoeLaneLayout applies: fixed_walk() with numeric splits only (the lane step has
+// no categorical test), one output, inline float leaves (so no leaf needs the table), finite
+// thresholds.
 bool TahoeLaneEligible(const TahoeForest& tf);
 
 // Builds the lane layout with parts of at most `max_part_bytes` (INVALID_ARGUMENT when the forest is

@@ -60,8 +60,8 @@ absl::StatusOr<uint32_t> AppendTree(const std::vector<TahoeNode8>& dfs, const Pa
 absl::StatusOr<TahoeLevelLayout> BuildTahoeLevelLayout(const TahoeForest& tf, uint32_t base) {
   if (!tf.fixed_walk()) {
     return absl::FailedPreconditionError(
-        "tahoe level layout: the forest does not take the fixed walk (8-byte nodes, numeric "
-        "splits, no linear leaves)");
+        "tahoe level layout: the forest does not take the fixed walk (8-byte nodes, no "
+        "missing-zero rule, no linear leaves)");
   }
   const uint32_t fbits = tf.HostView().feature_bits;
   const Packing p{fbits, (1u << fbits) - 1u, fbits + tahoe_bits::kNumFlags};

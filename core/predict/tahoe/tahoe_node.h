@@ -16,10 +16,14 @@ namespace grove {
 namespace tahoe_bits {
 inline constexpr uint32_t kLeaf = 1u << 0;
 inline constexpr uint32_t kDefaultLeft = 1u << 1;  // NaN direction (LightGBM NaN-as-zero resolved)
-inline constexpr uint32_t kCategorical = 1u << 2;  // split: value indexes TahoeForest::cat_splits
+inline constexpr uint32_t kCategorical = 1u << 2;  // split: categorical (TahoeCatGoesLeft)
 inline constexpr uint32_t kHotRight = 1u << 3;     // split: the adjacent child is the right child
 inline constexpr uint32_t kMissingZero = 1u << 4;
 inline constexpr int kNumFlags = 5;
+// Categorical splits reuse the numeric-only bit: set, the set is in the forest's table (the value
+// is its first word in cat_bits when TahoeForestView::cat_words > 0, else its TahoeCatSplit);
+// clear, the value is the set itself (categories 0..31: no load).
+inline constexpr uint32_t kCatTable = kMissingZero;
 // Leaves reuse the split-only bits.
 inline constexpr uint32_t kLeafTable = kCategorical;  // value indexes leaf_table (else: float bits)
 inline constexpr uint32_t kLeafLinear = kHotRight;    // value indexes linear_leaves
@@ -60,6 +64,11 @@ struct TahoeCatSplit {
   uint32_t pad = 0;
 };
 
+// Categorical splits in the Tahoe format are normalised so that listed categories go left (the
+// builder swaps the children of an XGBoost split and flips its NaN direction: the same routing), so
+// a split held in the node needs no in-set bit, only the NaN direction (kDefaultLeft) and the
+// forest's truncation rule (TahoeForestView::cat_truncate).
+
 struct TahoeLinearLeaf {
   double constant;
   double plain;        // the leaf's plain value (used when a feature is NaN)
@@ -93,6 +102,12 @@ struct TahoeForestView {
   int32_t num_features = 0;
   int32_t num_outputs = 1;
   uint32_t feature_bits = 1;           // TahoeNode8 only
+  // The category rule of the forest's in-node category sets (kCategoryTruncate: LightGBM's).
+  bool cat_truncate = false;
+  // > 0: every table set is this many words at its offset in cat_bits (zero-padded: categories
+  // past a set's own words are not in it, as before), under cat_truncate's rule, so a split reads
+  // one word of it; 0: table sets are read through cat_splits.
+  uint32_t cat_words = 0;
   // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
   // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
   int32_t fixed_steps = 0;
@@ -146,16 +161,34 @@ GROVE_HD TahoeDecoded TahoeDecode(const TahoeNode16& n, uint32_t /*feature_bits*
   return TahoeDecoded{n.value, n.feature, n.flags, n.distant};
 }
 
+// A category set of one word, held in a node (categories 0..31): word w of the set for w = 0, the
+// only word CategoryInSet reads for a one-word set.
+struct TahoeInlineCats {
+  uint32_t word;
+  GROVE_HD uint32_t operator[](uint32_t /*w*/) const { return word; }
+};
+
+// Does a row with value `x` go from categorical split (`value`, `flags`: tahoe_bits) to its left
+// child? CategoricalGoesLeft of core/model/decision.h (the rule of the CPU reference) on the split's
+// set, in the node or in the forest's table. `Cats`: the forest's cat_splits, cat_bits,
+// cat_truncate and cat_words (a TahoeForestView, or the fixed walk's copy of them); bits of `flags`
+// above the five flags are ignored.
+template <typename Cats>
+GROVE_HD bool TahoeCatGoesLeft(uint32_t value, uint32_t flags, const Cats& f, float x) {
+  const uint16_t rule = static_cast<uint16_t>(
+      decision_bits::kCategorical | decision_bits::kCategoryInSetGoesLeft |
+      (flags & tahoe_bits::kDefaultLeft) | (f.cat_truncate ? decision_bits::kCategoryTruncate : 0u));
+  if (!(flags & tahoe_bits::kCatTable)) return CategoricalGoesLeft(rule, TahoeInlineCats{value}, 1u, x);
+  if (f.cat_words > 0) return CategoricalGoesLeft(rule, f.cat_bits + value, f.cat_words, x);
+  const TahoeCatSplit& c = f.cat_splits[value];
+  return CategoricalGoesLeft(static_cast<uint16_t>(c.flags), f.cat_bits + c.offset, c.num_words, x);
+}
+
 // Does `row` go from split `d` to its adjacent child (node + 1)? Same rules as the CPU reference.
-GROVE_HD bool TahoeGoesAdjacent(const TahoeDecoded& d, const TahoeCatSplit* cat_splits,
-                                const uint32_t* cat_bits, float x) {
-  bool left;
-  if (d.flags & tahoe_bits::kCategorical) {
-    const TahoeCatSplit& c = cat_splits[d.value];
-    left = CategoricalGoesLeft(static_cast<uint16_t>(c.flags), cat_bits + c.offset, c.num_words, x);
-  } else {
-    left = NumericGoesLeft(static_cast<uint16_t>(d.flags), TahoeBitsToFloat(d.value), x);
-  }
+GROVE_HD bool TahoeGoesAdjacent(const TahoeDecoded& d, const TahoeForestView& f, float x) {
+  const bool left = (d.flags & tahoe_bits::kCategorical)
+                        ? TahoeCatGoesLeft(d.value, d.flags, f, x)
+                        : NumericGoesLeft(static_cast<uint16_t>(d.flags), TahoeBitsToFloat(d.value), x);
   return left != ((d.flags & tahoe_bits::kHotRight) != 0);
 }
 

@@ -24,7 +24,7 @@ GROVE_HD uint32_t TahoeTraverse(const Node* nodes, uint32_t idx, const Row& row,
       leaf = d;
       return idx;
     }
-    idx += TahoeGoesAdjacent(d, f.cat_splits, f.cat_bits, row[d.feature]) ? 1u : d.distant;
+    idx += TahoeGoesAdjacent(d, f, row[d.feature]) ? 1u : d.distant;
   }
 }
 
@@ -73,8 +73,18 @@ GROVE_HD uint32_t TahoeTraverseSimple(const TahoeNode8* nodes, uint32_t idx, con
 // Walks of a tree, from the most general to the cheapest per node (TahoeAccumulateTrees' kWalk):
 //  * kGeneric: every split kind (TahoeTraverse);
 //  * kSimple: TahoeForest::simple() forests (TahoeTraverseSimple);
-//  * kFixed: TahoeForest::fixed_walk() forests with rows padded by a NaN column (TahoeWalkFixed).
-enum TahoeWalk : int { kTahoeWalkGeneric = 0, kTahoeWalkSimple = 1, kTahoeWalkFixed = 2 };
+//  * kFixed: TahoeForest::fixed_walk() forests with rows padded by a NaN column (TahoeWalkFixed);
+//  * kFixedCat: the same for fixed-walk forests with categorical splits (TahoeForest::categorical():
+//    the step tests for a categorical split, which numeric forests do not pay for).
+enum TahoeWalk : int {
+  kTahoeWalkGeneric = 0,
+  kTahoeWalkSimple = 1,
+  kTahoeWalkFixed = 2,
+  kTahoeWalkFixedCat = 3
+};
+GROVE_HD constexpr bool TahoeWalkIsFixed(int walk) {
+  return walk == kTahoeWalkFixed || walk == kTahoeWalkFixedCat;
+}
 
 // Steps TahoeWalkFixed takes between two tests of whether every lane has reached its leaf.
 inline constexpr int kTahoeFixedUnroll = 4;
@@ -91,34 +101,56 @@ inline constexpr int kTahoeLevelUnroll = 2;
 // (lanes loop until all of them are at a leaf; extra steps are no-ops). Routing is TahoeTraverseSimple's
 // (NaN takes the default direction, else x < threshold goes left). `row[num_features]` must be NaN.
 // Returns the leaf's index; its node goes to `leaf`.
+// Categorical splits (kCat) route by TahoeCatGoesLeft; the step tests a node for one only when the
+// forest has them. A leaf is never taken for one (kLeafTable shares kCategorical's bit: the test
+// reads both bits), so leaves still step to themselves.
 // The packed word's fields for a forest's feature_bits, computed once per tree; Step is one fixed
 // step (a leaf steps to itself).
 struct TahoeFixedStep {
   uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
-  GROVE_HD explicit TahoeFixedStep(uint32_t feature_bits)
-      : fmask((1u << feature_bits) - 1u),
-        leaf_bit(tahoe_bits::kLeaf << feature_bits),
-        default_left_bit(tahoe_bits::kDefaultLeft << feature_bits),
-        hot_right_bit(tahoe_bits::kHotRight << feature_bits),
-        dshift(feature_bits + tahoe_bits::kNumFlags) {}
+  uint32_t cat_bit, cat_test;  // a split is categorical when (word & cat_test) == cat_bit
+  // The forest's category sets (TahoeCatGoesLeft reads these four).
+  const TahoeCatSplit* cat_splits;
+  const uint32_t* cat_bits;
+  bool cat_truncate;
+  uint32_t cat_words;
+  GROVE_HD explicit TahoeFixedStep(const TahoeForestView& f)
+      : fmask((1u << f.feature_bits) - 1u),
+        leaf_bit(tahoe_bits::kLeaf << f.feature_bits),
+        default_left_bit(tahoe_bits::kDefaultLeft << f.feature_bits),
+        hot_right_bit(tahoe_bits::kHotRight << f.feature_bits),
+        dshift(f.feature_bits + tahoe_bits::kNumFlags),
+        cat_bit(tahoe_bits::kCategorical << f.feature_bits),
+        cat_test((tahoe_bits::kCategorical | tahoe_bits::kLeaf) << f.feature_bits),
+        cat_splits(f.cat_splits),
+        cat_bits(f.cat_bits),
+        cat_truncate(f.cat_truncate),
+        cat_words(f.cat_words) {}
   // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
   // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
   // bitwise so that the step compiles without branches.
   // kLevel: the node is in the level layout (tahoe_level.h): its children are a pair at
   // distant (right) and distant + 1 (left), and a leaf (distant 0, NaN never left) stays put.
-  template <bool kNanFree = false, bool kLevel = false, typename Row>
+  // kCat: the forest has categorical splits.
+  template <bool kNanFree = false, bool kLevel = false, bool kCat = false, typename Row>
   GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
     const float x = row[n.word & fmask];
     bool left = x < TahoeBitsToFloat(n.value);
     if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
+    if constexpr (kCat) {
+      if ((n.word & cat_test) == cat_bit) {
+        left = TahoeCatGoesLeft(n.value, (n.word >> (dshift - tahoe_bits::kNumFlags)), *this, x);
+      }
+    }
     if constexpr (kLevel) return (n.word >> dshift) + static_cast<uint32_t>(left);
     return left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
   }
   // The level layout's step, Offset<kNanFree, true> added to idx. On the GPU the comparison goes
   // straight into an integer (-1 or 0) that one three-way add takes (set.lt instead of a predicate
   // and a select: the step is issue-bound on deep forests).
-  template <bool kNanFree, typename Row>
+  template <bool kNanFree, bool kCat = false, typename Row>
   GROVE_HD uint32_t LevelChild(const TahoeNode8& n, const Row& row, uint32_t idx) const {
+    if constexpr (kCat) return idx + Offset<kNanFree, true, true>(n, row);
     const float x = row[n.word & fmask];
 #if defined(__CUDA_ARCH__)
     const float t = __uint_as_float(n.value);
@@ -142,40 +174,42 @@ struct TahoeFixedStep {
   // in the vote walk of deep, uneven trees, where most lanes wait at their leaves for the warp's
   // deepest walk and their loads would take the L1's time from the lanes still walking (13% on a
   // 255-leaf LightGBM forest); in exact-step walks of shallow trees the test costs more (7%).
-  template <bool kNanFree = false, bool kSkipAtLeaf = false, bool kLevel = false, typename Row>
+  template <bool kNanFree = false, bool kSkipAtLeaf = false, bool kLevel = false,
+            bool kCat = false, typename Row>
   GROVE_HD void Next(const TahoeNode8* nodes, const Row& row, uint32_t& idx, TahoeNode8& n) const {
     if constexpr (kLevel) {
       // Only the load is skipped at a leaf (the step itself leaves idx there): a predicated load
       // instead of a predicated step, whose predicate copies cost more than the step.
       const bool at_leaf = kSkipAtLeaf && (n.word & leaf_bit) != 0;
-      idx = LevelChild<kNanFree>(n, row, idx);
+      idx = LevelChild<kNanFree, kCat>(n, row, idx);
       if (!at_leaf) n = TahoeLoad(nodes + idx);
       return;
     }
     if (kSkipAtLeaf && (n.word & leaf_bit) != 0) return;
-    idx += Offset<kNanFree>(n, row);
+    idx += Offset<kNanFree, false, kCat>(n, row);
     n = TahoeLoad(nodes + idx);
   }
 };
 
 // `steps` > 0: exactly that many steps (at least the tree's depth: a shallower leaf steps to itself),
 // with no test between them; 0: until every lane is at a leaf, tested every kTahoeFixedUnroll steps.
-// kNanFree, kLevel: TahoeFixedStep::Offset's.
-template <bool kNanFree = false, bool kLevel = false, typename Row>
+// kNanFree, kLevel, kCat: TahoeFixedStep::Offset's. `f`: the forest (its feature_bits and category
+// sets).
+template <bool kNanFree = false, bool kLevel = false, bool kCat = false, typename Row>
 GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
-                                 uint32_t feature_bits, TahoeNode8& leaf, int steps = 0) {
-  const TahoeFixedStep step(feature_bits);
+                                 const TahoeForestView& f, TahoeNode8& leaf, int steps = 0) {
+  const TahoeFixedStep step(f);
   TahoeNode8 n = TahoeLoad(nodes + idx);
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4
 #endif
-  for (int s = 0; s < steps; ++s) step.Next<kNanFree, false, kLevel>(nodes, row, idx, n);
+  for (int s = 0; s < steps; ++s) step.Next<kNanFree, false, kLevel, kCat>(nodes, row, idx, n);
   for (; steps == 0;) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int s = 0; s < (kLevel ? kTahoeLevelUnroll : kTahoeFixedUnroll); ++s) {
-      step.Next<kNanFree, true, kLevel>(nodes, row, idx, n);
+      step.Next<kNanFree, true, kLevel, kCat>(nodes, row, idx, n);
     }
     const bool done = (n.word & step.leaf_bit) != 0;
 #if defined(__CUDA_ARCH__)
@@ -192,10 +226,11 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 // and feature loads per thread, so a thread keeps kRows loads in flight (latency-bound walks of wide,
 // deep or many-output forests run at full occupancy and still wait on L2). Same routing, same
 // leaves.
-template <bool kNanFree, int kRows, bool kLevel = false, typename Row>
+template <bool kNanFree, int kRows, bool kLevel = false, bool kCat = false, typename Row>
 GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row (&rows)[kRows],
-                              uint32_t feature_bits, TahoeNode8 (&leaves)[kRows], int steps = 0) {
-  const TahoeFixedStep step(feature_bits);
+                              const TahoeForestView& f, TahoeNode8 (&leaves)[kRows],
+                              int steps = 0) {
+  const TahoeFixedStep step(f);
   uint32_t idx[kRows];
   const TahoeNode8 top = TahoeLoad(nodes + root);
   for (int j = 0; j < kRows; ++j) idx[j] = root, leaves[j] = top;
@@ -204,7 +239,7 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
 #pragma unroll
 #endif
     for (int j = 0; j < kRows; ++j) {
-      step.Next<kNanFree, false, kLevel>(nodes, rows[j], idx[j], leaves[j]);
+      step.Next<kNanFree, false, kLevel, kCat>(nodes, rows[j], idx[j], leaves[j]);
     }
   }
   // One step of every row, written out between votes (kTahoeFixedUnroll times; kTahoeLevelUnroll
@@ -215,7 +250,7 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
 #pragma unroll
 #endif
     for (int j = 0; j < kRows; ++j) {
-      step.template Next<kNanFree, true, kLevel>(nodes, rows[j], idx[j], leaves[j]);
+      step.template Next<kNanFree, true, kLevel, kCat>(nodes, rows[j], idx[j], leaves[j]);
     }
   };
   static_assert(kTahoeFixedUnroll == 4 && kTahoeLevelUnroll == 2,
@@ -251,8 +286,9 @@ GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& 
 // order, as TahoeAccumulateTrees does, so the sums are bit-identical to it; a leaf's value is added
 // one tree later (a table leaf's load then waits behind the next walk, not in front of it:
 // -0.0 + ... and x + -0.0 leave every sum unchanged), and the next root is loaded during the walk.
-// kLevel: `roots` index nodes of the level layout (tahoe_level.h).
-template <bool kNanFree, int kRows, bool kLevel = false, typename Row>
+// kLevel: `roots` index nodes of the level layout (tahoe_level.h). kCat: the forest has categorical
+// splits.
+template <bool kNanFree, int kRows, bool kLevel = false, bool kCat = false, typename Row>
 GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
                                  const uint32_t* roots, uint32_t begin, uint32_t end,
                                  const Row (&rows)[kRows], double (&sums)[kRows]) {
@@ -265,10 +301,9 @@ GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nod
     if (i + 1 < end) next = roots[i + 1];
     TahoeNode8 leaf[kRows];
     if constexpr (kRows == 1) {
-      TahoeWalkFixed<kNanFree, kLevel>(nodes, root, rows[0], f.feature_bits, leaf[0], f.fixed_steps);
+      TahoeWalkFixed<kNanFree, kLevel, kCat>(nodes, root, rows[0], f, leaf[0], f.fixed_steps);
     } else {
-      TahoeWalkFixedN<kNanFree, kRows, kLevel>(nodes, root, rows, f.feature_bits, leaf,
-                                               f.fixed_steps);
+      TahoeWalkFixedN<kNanFree, kRows, kLevel, kCat>(nodes, root, rows, f, leaf, f.fixed_steps);
     }
     for (int j = 0; j < kRows; ++j) {
       sums[j] += pending[j];
@@ -350,7 +385,7 @@ struct TahoeGroupAcc {
 // row. `nodes` holds the forest's nodes from node index `node_offset` on (a shared-memory part, or
 // the whole array with offset 0). Margins go to `acc`; with `leaf_out` the leaf ids go there
 // instead.
-// kWalk: a TahoeWalk the forest allows (kTahoeWalkFixed: TahoeNode8 nodes, `row` padded).
+// kWalk: a TahoeWalk the forest allows (the fixed ones: TahoeNode8 nodes, `row` padded).
 template <int kWalk = kTahoeWalkGeneric, typename Node, typename Row, typename Acc>
 GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
                                    uint32_t node_offset, const TahoeTree* trees,
@@ -362,11 +397,12 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
     if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
     TahoeDecoded d;
     uint32_t leaf;
-    if constexpr (kWalk == kTahoeWalkFixed && std::is_same_v<Node, TahoeNode8>) {
+    if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
       TahoeNode8 n;
-      leaf = TahoeWalkFixed(nodes, t.root - node_offset, row, f.feature_bits, n, f.fixed_steps);
+      leaf = TahoeWalkFixed<false, false, kWalk == kTahoeWalkFixedCat>(nodes, t.root - node_offset,
+                                                                      row, f, n, f.fixed_steps);
       d = TahoeDecode(n, f.feature_bits);
-    } else if constexpr (kWalk != kTahoeWalkGeneric) {
+    } else if constexpr (kWalk == kTahoeWalkSimple || kWalk == kTahoeWalkFixed) {
       leaf = TahoeTraverseSimple(nodes, t.root - node_offset, row, f, d);
     } else {
       leaf = TahoeTraverse(nodes, t.root - node_offset, row, f, d);
@@ -386,8 +422,8 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
 
 // Margin sums of kRows rows over trees order[i] (or i) for i in [begin, end) in the round range,
 // every tree's leaf scalar (no vector leaves), with TahoeWalkFixedN; the one-output sums of
-// TahoeAccumulateTrees (added to sums[]).
-template <int kRows, typename Row>
+// TahoeAccumulateTrees (added to sums[]). kCat: the forest has categorical splits.
+template <int kRows, bool kCat = false, typename Row>
 GROVE_HD void TahoeAccumulateFixedN(const TahoeForestView& f, const TahoeNode8* nodes,
                                     const TahoeTree* trees, const uint32_t* order, uint32_t begin,
                                     uint32_t end, const TahoeRowParams& p, const Row (&rows)[kRows],
@@ -396,7 +432,7 @@ GROVE_HD void TahoeAccumulateFixedN(const TahoeForestView& f, const TahoeNode8* 
     const TahoeTree t = trees[order != nullptr ? order[i] : i];
     if (t.iteration < p.it_begin || t.iteration >= p.it_end) continue;
     TahoeNode8 leaves[kRows];
-    TahoeWalkFixedN<false, kRows>(nodes, t.root, rows, f.feature_bits, leaves, f.fixed_steps);
+    TahoeWalkFixedN<false, kRows, false, kCat>(nodes, t.root, rows, f, leaves, f.fixed_steps);
     for (int j = 0; j < kRows; ++j) {
       sums[j] += TahoeLeafScalar(f, TahoeDecode(leaves[j], f.feature_bits), rows[j]);
     }

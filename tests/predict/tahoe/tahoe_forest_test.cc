@@ -188,9 +188,18 @@ TEST(TahoeForestTest, FixedWalkOnlyWhereLeavesCanLoopToThemselves) {
   EXPECT_TRUE((*TahoeForest::Build(MakeRandomForest(o)))->fixed_walk());
   o.vector_leaves = false;
   o.num_outputs = 1;
-  o.categorical_fraction = 0.5;
-  EXPECT_FALSE((*TahoeForest::Build(MakeRandomForest(o)))->fixed_walk());
+  o.categorical_fraction = 0.5;  // categorical splits are tested by the walk (kCat)
+  const TahoeForestPtr categorical = *TahoeForest::Build(MakeRandomForest(o));
+  EXPECT_TRUE(categorical->fixed_walk());
+  EXPECT_TRUE(categorical->categorical());
+  EXPECT_FALSE(categorical->simple());
   o.categorical_fraction = 0;
+  o.lightgbm_rules = true;  // missing type Zero: a rule the fixed walk does not test
+  ForestPtr zero = MakeRandomForest(o);
+  ASSERT_TRUE(std::any_of(zero->nodes.begin(), zero->nodes.end(),
+                          [](const Node& n) { return (n.flags & kNodeMissingZero) != 0; }));
+  EXPECT_FALSE((*TahoeForest::Build(zero))->fixed_walk());
+  o.lightgbm_rules = false;
   TahoeFormatOptions wide;
   wide.force_wide_nodes = true;
   EXPECT_FALSE((*TahoeForest::Build(MakeRandomForest(o), wide))->fixed_walk());
@@ -228,12 +237,12 @@ TEST(TahoeForestTest, FixedWalkReachesTheSameLeafAsTheGeneralWalk) {
           TahoeDecoded want, got;
           const uint32_t a = TahoeTraverse(nodes, t.root, row, v, want);
           TahoeNode8 n, m;
-          const uint32_t b = TahoeWalkFixed(nodes, t.root, padded, v.feature_bits, n);
+          const uint32_t b = TahoeWalkFixed(nodes, t.root, padded, v, n);
           got = TahoeDecode(n, v.feature_bits);
           ASSERT_EQ(a, b) << "seed " << seed << " row " << r << " tree " << t.orig;
           // Exactly the forest's depth in steps (TahoeForest::fixed_steps) reaches the same leaf.
           const int steps = std::max(1, (*tf)->stats().max_depth);
-          EXPECT_EQ(TahoeWalkFixed(nodes, t.root, padded, v.feature_bits, m, steps), a);
+          EXPECT_EQ(TahoeWalkFixed(nodes, t.root, padded, v, m, steps), a);
           EXPECT_EQ(m.value, n.value);
           EXPECT_EQ(got.value, want.value);
           EXPECT_EQ(got.feature, static_cast<uint32_t>(f->num_features));  // padding feature

@@ -204,6 +204,78 @@ TEST(TahoeGpuTest, BatchesSplitAcrossGpusMatchTheCpuReference) {
   }
 }
 
+// The split across an engine's GPUs, exercised on one device: an engine of two and of three GPUs on
+// device 0 (each its own copy, lanes, issuing thread and staging threads) splits a batch into
+// shares that answer bit for bit as one GPU does with the same plan (a row's result is independent
+// of the split), for every strategy, a categorical and a multi-output forest, margins and leaf ids;
+// devices that are not visible are refused.
+TEST(TahoeGpuTest, BatchSplitAcrossEngineGpusOfOneDeviceIsExact) {
+  SKIP_WITHOUT_GPU();
+  for (int shape = 0; shape < 2; ++shape) {
+    RandomForestOptions o;
+    o.seed = 610 + shape;
+    o.num_trees = 30;
+    o.max_depth = 7;
+    o.num_features = 14;
+    o.categorical_fraction = shape == 0 ? 0.5 : 0.0;
+    o.num_outputs = shape == 1 ? 3 : 1;
+    ForestPtr f = MakeRandomForest(o);
+    const int64_t n = 3 * 4096 + 123;  // shares of more than 4,096 rows: every GPU takes one
+    const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 20 + shape, 0.1);
+    TahoeEngineOptions base;
+    base.probe = false;         // the same knobs on every engine (no load-time choices)
+    base.shape_trials = false;
+    base.row_chunk = 32;          // shapes fixed, not chosen per share size
+    base.shared_data_groups = 4;
+    std::unique_ptr<TahoeEngine> one = MakeEngine(f, base);
+    ASSERT_NE(one, nullptr);
+    for (const std::vector<int>& devices : {std::vector<int>{0, 0}, std::vector<int>{0, 0, 0}}) {
+      TahoeEngineOptions split = base;
+      split.devices = devices;
+      std::unique_ptr<TahoeEngine> e = MakeEngine(f, split);
+      ASSERT_NE(e, nullptr);
+      ASSERT_EQ(e->num_gpus(), static_cast<int>(devices.size()));
+      std::string want_device = "cuda:0";
+      for (size_t d = 1; d < devices.size(); ++d) want_device += "+0";
+      for (const PredictOptions& po : {Kind(OutputKind::kMargin), Kind(OutputKind::kLeaf)}) {
+        const int64_t width = PredictWidth(*f, po);
+        const std::vector<float> ref = ReferencePrediction(*f, rows, po);
+        for (const std::string& strategy : GpuStrategies()) {
+          SCOPED_TRACE("shape " + std::to_string(shape) + " gpus " +
+                       std::to_string(devices.size()) + " " + strategy + " " +
+                       OutputKindName(po.kind));
+          std::vector<float> whole(n * width, -777.0f), parts(n * width, -555.0f);
+          RunInfo info_one, info_split;
+          absl::Status s = one->PredictHost(MakeRowsView(rows.data(), n, f->num_features), po,
+                                            MakeMatrixView(whole.data(), n, width), strategy,
+                                            &info_one);
+          if (absl::IsFailedPrecondition(s)) continue;
+          ASSERT_TRUE(s.ok()) << s;
+          s = e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), po,
+                             MakeMatrixView(parts.data(), n, width), strategy, &info_split);
+          ASSERT_TRUE(s.ok()) << s;
+          EXPECT_EQ(info_one.device, "cuda:0");
+          EXPECT_EQ(info_split.device, want_device);
+          EXPECT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * 4))
+              << "the split answered differently";
+          if (po.kind == OutputKind::kLeaf) {
+            EXPECT_EQ(parts, ref);
+          } else {
+            EXPECT_LE(MaxRelativeError(parts, ref), kTolerance);
+          }
+        }
+      }
+    }
+  }
+  TahoeEngineOptions bad;
+  bad.devices = {gpu::VisibleGpuCount()};
+  bad.engine.calibration_cache_dir = CacheDir();
+  EXPECT_EQ(TahoeEngine::Create(MakeRandomForest(RandomForestOptions{}), bad, nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Eight callers at once on a GPU's staging lanes (batches above and below the small lanes' slots,
 // two lanes forced so that callers wait for one), and rows and results in page-locked memory
 // (copied by DMA without staging; results into a strided matrix): every answer equals the
@@ -288,6 +360,43 @@ TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
     format.force_wide_nodes = shape == 6;
     CheckForest(f, rows, "random shape " + std::to_string(shape), format);
   }
+}
+
+// Categorical splits take the fixed walk (kTahoeWalkFixedCat) and the level layout: every strategy
+// and row-chunk shape of CheckForest on forests with XGBoost's and LightGBM's categorical rules
+// (sets in the node and in the table, one and several outputs, deep trees past the exact-step
+// walk), and on every categorical model of the corpus (LightGBM with pandas categories, XGBoost
+// with enable_categorical).
+TEST(TahoeGpuTest, CategoricalForestsTakeTheFixedWalkOnEveryStrategy) {
+  SKIP_WITHOUT_GPU();
+  for (int shape = 0; shape < 4; ++shape) {
+    RandomForestOptions o;
+    o.seed = 500 + shape;
+    o.num_trees = 40;
+    o.max_depth = shape == 3 ? 14 : 6 + shape;
+    o.num_features = 6 + 5 * shape;
+    o.categorical_fraction = 0.6;
+    o.lightgbm_rules = shape % 2 == 1;
+    o.missing_zero = false;  // a rule that keeps a forest off the fixed walk
+    o.num_outputs = shape == 2 ? 3 : 1;
+    ForestPtr f = MakeRandomForest(o);
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    ASSERT_TRUE((*tf)->fixed_walk() && (*tf)->categorical()) << "shape " << shape;
+    const std::vector<float> rows = MakeRandomRows(*f, 333, 40 + shape, 0.15);
+    CheckForest(f, rows, "categorical shape " + std::to_string(shape));
+  }
+  int corpus = 0;
+  for (const std::string& dir : testing::CorpusCaseDirs()) {
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(m->forest);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    if (!(*tf)->categorical() || !(*tf)->fixed_walk()) continue;
+    CheckForest(m->forest, testing::GroveRows(m->c, *m->forest), m->c.name + " (categorical)");
+    ++corpus;
+  }
+  std::printf("%d categorical corpus models checked on the fixed walk\n", corpus);
 }
 
 TEST(TahoeGpuTest, SelectorRunsAndIsDeterministic) {

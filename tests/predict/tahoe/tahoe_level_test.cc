@@ -55,14 +55,14 @@ void CheckSameLeaves(const TahoeForest& tf, const std::vector<float>& rows, int6
     for (int j = 0; j < F; ++j) has_nan |= std::isnan(rows[r * F + j]);
     for (size_t i = 0; i < dfs_roots.size(); ++i) {
       TahoeNode8 a, b;
-      TahoeWalkFixed(c.nodes.data(), dfs_roots[i], row, v.feature_bits, a, v.fixed_steps);
-      TahoeWalkFixed<false, true>(c.nodes.data(), level_roots[i], row, v.feature_bits, b,
+      TahoeWalkFixed(c.nodes.data(), dfs_roots[i], row, v, a, v.fixed_steps);
+      TahoeWalkFixed<false, true>(c.nodes.data(), level_roots[i], row, v, b,
                                   v.fixed_steps);
       ASSERT_EQ(a.value, b.value) << what << " row " << r << " tree " << i;
       ASSERT_EQ(a.word, b.word) << what << " row " << r << " tree " << i;
       if (!has_nan) {
         TahoeNode8 d;
-        TahoeWalkFixed<true, true>(c.nodes.data(), level_roots[i], row, v.feature_bits, d,
+        TahoeWalkFixed<true, true>(c.nodes.data(), level_roots[i], row, v, d,
                                    v.fixed_steps);
         ASSERT_EQ(a.word, d.word) << what << " (NaN-free walk) row " << r << " tree " << i;
       }
