@@ -22,9 +22,11 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// What the bitmask form (paths_cpu, gpu) computes: SHAP values of every output space (and, on
-// the CPU, Banzhaf values).
-bool FastFormServes(const InterventionalOptions& o) { return !o.interactions; }
+// What the bitmask form (paths_cpu, gpu) computes: SHAP values of the model's features in every
+// output space (and, on the CPU, Banzhaf values); groups are the reference's.
+bool FastFormServes(const InterventionalOptions& o) {
+  return !o.interactions && o.groups == nullptr;
+}
 
 // The probability spaces need the LinearizedLayout (each mask's background rows).
 bool NeedsLinearized(const InterventionalOptions& o) {
@@ -278,7 +280,8 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
         "interventional strategy '", strategies_[0]->name(), "' does not explain ",
         options.attribution == Attribution::kBanzhaf ? "Banzhaf " : "",
         options.interactions ? "interaction values" : "output space ",
-        options.interactions ? "" : OutputSpaceName(options.output_space)));
+        options.interactions ? "" : OutputSpaceName(options.output_space),
+        options.groups != nullptr ? " for feature groups" : ""));
   }
   absl::Status status = chosen->Run(rows, options, out);
   if (info != nullptr) {

@@ -108,4 +108,76 @@ std::vector<double> BanzhafInteractionsOfGame(const std::vector<double>& game, i
   return m;
 }
 
+std::vector<double> GroupedGame(const std::vector<double>& game, int num_outputs,
+                                const FeatureGroups& groups) {
+  const int G = groups.num_groups(), K = num_outputs;
+  std::vector<double> out((size_t{1} << G) * K);
+  for (uint32_t t = 0; t < (1u << G); ++t) {
+    uint32_t s = 0;
+    for (int g = 0; g < G; ++g) {
+      if (!((t >> g) & 1)) continue;
+      for (int32_t f : groups.members[g]) s |= 1u << f;
+    }
+    for (int k = 0; k < K; ++k) out[t * K + k] = game[s * K + k];
+  }
+  return out;
+}
+
+namespace {
+
+double Factorial(int n) { return n <= 1 ? 1.0 : n * Factorial(n - 1); }
+
+}  // namespace
+
+std::vector<double> ShapleyOfGame(const std::vector<double>& game, int num_features,
+                                  int num_outputs) {
+  const int F = num_features, K = num_outputs;
+  const uint32_t subsets = 1u << F;
+  std::vector<double> out(K * (F + 1), 0.0);
+  for (int k = 0; k < K; ++k) {
+    for (int i = 0; i < F; ++i) {
+      for (uint32_t s = 0; s < subsets; ++s) {
+        if ((s >> i) & 1) continue;
+        const int size = __builtin_popcount(s);
+        const double w = Factorial(size) * Factorial(F - size - 1) / Factorial(F);
+        out[k * (F + 1) + i] += w * (game[(s | (1u << i)) * K + k] - game[s * K + k]);
+      }
+    }
+    out[k * (F + 1) + F] = game[k];
+  }
+  return out;
+}
+
+std::vector<double> ShapleyInteractionsOfGame(const std::vector<double>& game, int num_features,
+                                              int num_outputs) {
+  const int F = num_features, K = num_outputs;
+  const int64_t f1 = F + 1;
+  const uint32_t subsets = 1u << F;
+  const std::vector<double> values = ShapleyOfGame(game, F, K);
+  std::vector<double> m(K * f1 * f1, 0.0);
+  for (int k = 0; k < K; ++k) {
+    double* mk = m.data() + k * f1 * f1;
+    auto v = [&](uint32_t s) { return game[s * K + k]; };
+    for (int i = 0; i < F; ++i) {
+      double off = 0;
+      for (int j = 0; j < F; ++j) {
+        if (j == i) continue;
+        const uint32_t bi = 1u << i, bj = 1u << j;
+        double sum = 0;
+        for (uint32_t s = 0; s < subsets; ++s) {
+          if (s & (bi | bj)) continue;
+          const int size = __builtin_popcount(s);
+          const double w = Factorial(size) * Factorial(F - size - 2) / (2 * Factorial(F - 1));
+          sum += w * (v(s | bi | bj) - v(s | bi) - v(s | bj) + v(s));
+        }
+        mk[i * f1 + j] = sum;
+        off += sum;
+      }
+      mk[i * f1 + i] = values[k * f1 + i] - off;
+    }
+    mk[F * f1 + F] = values[k * f1 + F];
+  }
+  return m;
+}
+
 }  // namespace grove::testing
