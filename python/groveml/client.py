@@ -180,10 +180,13 @@ class Client:
                 method: str = "path_dependent", output_space: str = "margin", version: int = 0,
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
                 background=None, categories: Optional[Dict[str, list]] = None,
-                attribution: str = "shapley"):
+                attribution: str = "shapley", groups: Optional[Dict[str, list]] = None):
         """As groveml.Model.explain, computed by the server's model `model`. Interventional SHAP
         uses the model's background on the server (background.csv / .npy in the repository).
-        categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's."""
+        categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's.
+        groups: {name: [feature names or indices]}, as Model.explain's; None: the model's
+        groups.json when its repository has one (the result then names its groups), else its
+        features."""
         _output.check_format(output_format)
         if background is not None:
             raise ValueError("the server explains over the model's own background (background.csv"
@@ -199,6 +202,7 @@ class Client:
         f1 = meta.num_features + 1
         width = meta.num_outputs * f1 * (f1 if interactions else 1)
         begin, end = (int(v) for v in iteration_range)
+        request_groups = _group_messages(self._pb, groups)
         values, inter, top_features, top_values, bias = [], [], [], [], None
         n = rows.values.shape[0]
         step = self._chunk(meta, width)
@@ -212,7 +216,8 @@ class Client:
                     omit_values=bool(top_k) and not interactions, iteration_begin=begin,
                     iteration_end=end, method=METHODS.index(method),
                     output_space=_SPACES[output_space],
-                    attribution=ATTRIBUTIONS.index(attribution), sequence=sequence)
+                    attribution=ATTRIBUTIONS.index(attribution), sequence=sequence,
+                    groups=request_groups)
 
         if n <= step:
             responses = [self._call(self._stub.Explain, request) for request in requests()]
@@ -226,6 +231,10 @@ class Client:
                 raise RuntimeError(f"ExplainStream answered message {response.sequence} in place "
                                    f"of {sequence}")
             bias = np.asarray(response.bias, dtype=np.float32)
+            if response.groups:  # grouped values: the columns are the groups
+                names = [g.name for g in response.groups]
+                f1 = len(names) + 1
+                width = meta.num_outputs * f1 * (f1 if interactions else 1)
             if interactions:
                 inter.append(_from_matrix(response.interactions))
             elif not top_k:
@@ -252,6 +261,30 @@ class Client:
         parts = inter if interactions else values
         out = np.concatenate(parts) if parts else np.empty((0, width), np.float32)
         return _output.explain_result(out, interactions, fmt, names, meta.num_outputs, rows)
+
+
+def _group_messages(pb, groups):
+    """ExplainRequest.groups of {name: [feature names or indices]} (None: none)."""
+    if groups is None:
+        return []
+    if not isinstance(groups, dict) or not groups:
+        raise ValueError("groups must be a non-empty dict {name: [feature names or indices]}")
+    out = []
+    for name, members in groups.items():
+        if isinstance(members, (str, bytes)) or not hasattr(members, "__iter__"):
+            raise ValueError(f"group {name!r}: a list of feature names or indices was expected")
+        members = list(members)
+        out.append(pb.FeatureGroup(
+            name=str(name), features=[m for m in members if isinstance(m, str)],
+            feature_indices=[_index(name, m) for m in members if not isinstance(m, str)]))
+    return out
+
+
+def _index(group, member) -> int:
+    """A feature index of a group (ValueError for what is no integer)."""
+    if isinstance(member, float) and not member.is_integer():
+        raise ValueError(f"group {group!r}: {member!r} is neither a feature name nor an index")
+    return int(member)
 
 
 def _from_matrix(m) -> np.ndarray:
