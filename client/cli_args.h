@@ -36,6 +36,7 @@ struct CliArgs {
   OutputKind kind = OutputKind::kPrediction;  // --kind (predict)
   bool interactions = false;   // --interactions (explain)
   std::string background;      // --background FILE (explain): interventional SHAP against it
+  std::string groups;          // --groups FILE (explain): a JSON object of feature groups
   // --method (explain); --background implies kInterventional.
   ExplainMethod method = ExplainMethod::kPathDependent;
   OutputSpace output_space = OutputSpace::kMargin;  // --output-space (explain, interventional)

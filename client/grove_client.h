@@ -108,6 +108,8 @@ struct ExplainParams {
   grove::v1::OutputSpace output_space = grove::v1::OUTPUT_SPACE_MARGIN;
   // Shapley (SHAP) or Banzhaf values.
   grove::v1::Attribution attribution = grove::v1::ATTRIBUTION_SHAPLEY;
+  // Feature groups (ExplainRequest.groups); empty: the model's own, or its features.
+  std::vector<grove::v1::FeatureGroup> groups;
 };
 
 struct ExplainResult {

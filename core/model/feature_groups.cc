@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/io/file.h"
 
 namespace grove {
 namespace {
@@ -193,6 +194,19 @@ absl::StatusOr<std::vector<GroupSpec>> ParseFeatureGroupsJson(absl::string_view 
     spec.push_back(std::move(group));
   }
   return spec;
+}
+
+absl::StatusOr<FeatureGroupsPtr> LoadFeatureGroupsFile(
+    const std::string& path, int num_features, const std::vector<std::string>& feature_names) {
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxGroupsJsonBytes);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<GroupSpec>> spec = ParseFeatureGroupsJson(*text, path);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(*spec, num_features, feature_names);
+  if (!groups.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", groups.status().message()));
+  }
+  return groups;
 }
 
 }  // namespace grove

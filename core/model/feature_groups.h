@@ -75,4 +75,9 @@ absl::StatusOr<FeatureGroupsPtr> ResolveFeatureGroups(const std::vector<GroupSpe
 absl::StatusOr<std::vector<GroupSpec>> ParseFeatureGroupsJson(absl::string_view text,
                                                               absl::string_view source);
 
+// Reads, parses and resolves a groups file (groups.json, `grove explain --groups FILE`): a regular
+// file of at most kMaxGroupsJsonBytes. Errors name the file.
+absl::StatusOr<FeatureGroupsPtr> LoadFeatureGroupsFile(
+    const std::string& path, int num_features, const std::vector<std::string>& feature_names);
+
 }  // namespace grove

@@ -14,7 +14,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "core/common/log.h"
-#include "core/io/file.h"
 #include "core/model/loader.h"
 
 namespace grove::registry {
@@ -555,16 +554,7 @@ absl::StatusOr<FeatureGroupsPtr> ModelRegistry::LoadGroups(const std::string& na
   if (stamp.size < 0) return nullptr;
   const std::string path = (fs::path(options_.repository) / name / kGroupsFile).string();
   if (absl::Status inside = CheckInsideRepository(path); !inside.ok()) return inside;
-  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxGroupsJsonBytes);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<std::vector<GroupSpec>> spec = ParseFeatureGroupsJson(*text, path);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<FeatureGroupsPtr> groups =
-      ResolveFeatureGroups(*spec, forest.num_features, forest.feature_names);
-  if (!groups.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", groups.status().message()));
-  }
-  return groups;
+  return LoadFeatureGroupsFile(path, forest.num_features, forest.feature_names);
 }
 
 void ModelRegistry::LoadVersion(const std::string& name, int64_t version,

@@ -42,7 +42,7 @@ std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
     for (int64_t j = 0; j < c.width; ++j) names.push_back(absl::StrCat(base, "_", j));
     return names;
   }
-  std::vector<std::string> block = c.feature_names;
+  std::vector<std::string> block = c.groups.empty() ? c.feature_names : c.groups;
   block.push_back("bias");
   for (int k = 0; k < c.num_outputs; ++k) {
     const std::string prefix = c.num_outputs > 1 ? absl::StrCat("out", k, ".") : "";

@@ -33,6 +33,9 @@ std::vector<NamedCategories> RecordedCategories(const Forest& forest);
 // What the columns of a result are (the output header of --header / --output-header).
 struct ResultColumns {
   std::vector<std::string> feature_names;  // FeatureNamesOrDefault
+  // Explain: the names of grouped values' players (feature groups), which name the columns in
+  // place of feature_names; empty for the model's features.
+  std::vector<std::string> groups;
   int num_outputs = 1;                     // margins per row (K)
   bool explain = false;                    // SHAP values; otherwise predictions
   bool interactions = false;               // explain: SHAP interaction values
@@ -40,9 +43,9 @@ struct ResultColumns {
   int64_t width = 0;                       // predict: values per row
 };
 // Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
-// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
-// `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
-// last); with K > 1 outputs every name is prefixed `outK.`.
+// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature (or group)
+// names then `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions
+// order, `bias` last); with K > 1 outputs every name is prefixed `outK.`.
 std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
 
 }  // namespace grove

@@ -406,6 +406,7 @@ void FillModelMetadata(const registry::ModelVersion& model, const registry::Mode
   out->set_raw_tensors(true);
   out->set_background_rows(servable.background_rows());
   for (OutputKind k : model.config->default_outputs) out->add_default_outputs(OutputToProto(k));
+  if (model.groups != nullptr) DescribeGroups(*model.groups, out->mutable_groups());
 }
 
 }  // namespace grove::server
