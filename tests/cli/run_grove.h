@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +95,28 @@ inline GroveRun RunGrove(const std::vector<std::string>& args, const ScratchDir&
 
 inline std::string Describe(const GroveRun& run) {
   return "exit " + std::to_string(run.exit_code) + ", stderr: " + run.err;
+}
+
+// Rows (`cols` per row) written as `grove` reads them back (%.9g round-trips a float) to `name`
+// in `scratch`; returns the path.
+inline std::string WriteRows(const ScratchDir& scratch, const std::string& name,
+                             const std::vector<float>& rows, int cols) {
+  const std::string path = scratch.File(name);
+  FILE* f = std::fopen(path.c_str(), "w");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::fprintf(f, "%.9g%s", rows[i], (i + 1) % cols == 0 ? "\n" : ",");
+  }
+  std::fclose(f);
+  return path;
+}
+
+// |got - want| <= 1e-5 * max(1, |want|) entry by entry (`what` names the case).
+inline void ExpectNearRelative(const std::vector<double>& got, const std::vector<double>& want,
+                               const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::abs(want[i]))) << what << " " << i;
+  }
 }
 
 }  // namespace grove::testing
