@@ -34,6 +34,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--interactions", {false, {C::kExplain, C::kBench}}},
       {"--top-k", {true, {C::kExplain}}},
       {"--background", {true, {C::kExplain}}},
+      {"--groups", {true, {C::kExplain}}},
       {"--method", {true, {C::kExplain}}},
       {"--output-space", {true, {C::kExplain}}},
       {"--attribution", {true, {C::kExplain}}},
@@ -257,6 +258,9 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
     } else if (name == "--background") {
       if (value.empty()) return Usage("--background needs a CSV or .npy file");
       out.background = value;
+    } else if (name == "--groups") {
+      if (value.empty()) return Usage("--groups needs a JSON file of feature groups");
+      out.groups = value;
     } else if (name == "--method") {
       absl::StatusOr<ExplainMethod> method = ParseExplainMethod(value);
       if (!method.ok()) return Usage(absl::StrCat("--method: ", method.status().message()));
@@ -466,6 +470,10 @@ Options:
       --output-space SPACE   interventional: margin (default), probability (exact Shapley
                              values of the link's output) or probability_linearized (shap's
                              model_output="probability")
+      --groups FILE          values of feature groups: a JSON object of group names to
+                             feature names or indices, as groups.json in a model repository
+                             (the game whose players are the groups; every other feature is
+                             its own); with --server, the model's groups.json is the default
       --attribution NAME     shapley (default: SHAP values) or banzhaf: Banzhaf values of the
                              same method and space (every coalition weighs alike; not additive:
                              a row's values and bias do not sum to its output); with

@@ -37,6 +37,7 @@ struct CliArgs {
   bool interactions = false;   // --interactions (explain)
   int top_k = 0;               // --top-k K (explain): the K features of largest |SHAP| per row
   std::string background;      // --background FILE (explain): interventional SHAP against it
+  std::string groups;          // --groups FILE (explain): a JSON object of feature groups
   // --method (explain); --background implies kInterventional.
   ExplainMethod method = ExplainMethod::kPathDependent;
   OutputSpace output_space = OutputSpace::kMargin;  // --output-space (explain, interventional)

@@ -251,6 +251,13 @@ int RunExplain(const CliArgs& args) {
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
   ResultColumns columns;
+  if (!args.groups.empty()) {
+    absl::StatusOr<FeatureGroupsPtr> groups = LoadFeatureGroupsFile(
+        args.groups, model->forest->num_features, model->forest->feature_names);
+    if (!groups.ok()) return Fail(groups.status());
+    params.groups = *groups;
+    columns.groups = (*groups)->names;
+  }
   columns.explain = true;
   columns.interactions = args.interactions;
   columns.residuals = args.residuals;

@@ -25,6 +25,8 @@
 #include "client/cli_local.h"
 #include "client/progress.h"
 #include "core/io/csv.h"
+#include "core/io/file.h"
+#include "core/model/feature_groups.h"
 
 namespace grove::cli {
 namespace {
@@ -363,12 +365,40 @@ int RunRemoteExplain(const CliArgs& args) {
                                                                : model->meta.explain_error())));
   }
   const int64_t in_cols = model->meta.num_features();
-  const int64_t block = in_cols + 1;
+  // The columns' players: --groups, resolved here as groved resolves them (for the width and the
+  // header); otherwise the model's groups.json when it has one; otherwise its features.
+  client::ExplainParams params;
+  std::vector<std::string> players;
+  if (!args.groups.empty()) {
+    const std::vector<std::string> names(model->meta.feature_names().begin(),
+                                         model->meta.feature_names().end());
+    absl::StatusOr<std::string> text = ReadRegularFile(args.groups, kMaxGroupsJsonBytes);
+    if (!text.ok()) return Fail(text.status());
+    absl::StatusOr<std::vector<GroupSpec>> spec = ParseFeatureGroupsJson(*text, args.groups);
+    if (!spec.ok()) return Fail(spec.status());
+    absl::StatusOr<FeatureGroupsPtr> groups =
+        ResolveFeatureGroups(*spec, static_cast<int>(in_cols), names);
+    if (!groups.ok()) return Fail(groups.status());
+    players = (*groups)->names;
+    for (const GroupSpec& g : *spec) {
+      grove::v1::FeatureGroup& message = params.groups.emplace_back();
+      message.set_name(g.name);
+      for (const FeatureRef& ref : g.members) {
+        if (ref.index >= 0) {
+          message.add_feature_indices(static_cast<int32_t>(ref.index));
+        } else {
+          message.add_features(ref.name);
+        }
+      }
+    }
+  } else {
+    for (const grove::v1::FeatureGroup& g : model->meta.groups()) players.push_back(g.name());
+  }
+  const int64_t block = (players.empty() ? in_cols : static_cast<int64_t>(players.size())) + 1;
   const int64_t result_cols =
       model->meta.num_outputs() * (args.interactions ? block * block : block);
   // --residuals: the server's residuals (ExplainRequest.residuals), K columns after the results.
   const int64_t out_cols = result_cols + (args.residuals ? model->meta.num_outputs() : 0);
-  client::ExplainParams params;
   params.model = args.model;
   params.version = model->version;
   params.interactions = args.interactions;
@@ -396,6 +426,7 @@ int RunRemoteExplain(const CliArgs& args) {
   stream.label = args.interactions ? "interactions" : "explain";
   ResultColumns columns = Columns(model->meta, true, args, out_cols);
   columns.residuals = args.residuals;
+  columns.groups = players;
   ApplyColumnArgs(args, columns, &stream);
   stream.decoders = RemoteCategoryDecoders(model->meta, stream.feature_names);
   StreamStats stats;

@@ -207,6 +207,7 @@ grove::v1::ExplainRequest MakeExplainRequest(const ExplainParams& params) {
   request.set_output_space(params.output_space);
   request.set_attribution(params.attribution);
   request.set_residuals(params.residuals);
+  for (const grove::v1::FeatureGroup& g : params.groups) *request.add_groups() = g;
   return request;
 }
 

@@ -110,6 +110,8 @@ struct ExplainParams {
   grove::v1::Attribution attribution = grove::v1::ATTRIBUTION_SHAPLEY;
   // ExplainRequest.residuals: ExplainResult.residuals and residual_arithmetic as well.
   bool residuals = false;
+  // Feature groups (ExplainRequest.groups); empty: the model's own, or its features.
+  std::vector<grove::v1::FeatureGroup> groups;
 };
 
 struct ExplainResult {

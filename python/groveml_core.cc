@@ -36,6 +36,7 @@
 #include "core/common/thread_pool.h"
 #include "core/gpu/device_set.h"
 #include "core/model/double_rows.h"
+#include "core/model/feature_groups.h"
 #include "core/model/forest_stats.h"
 #include "core/model/loader.h"
 #include "core/servable/background.h"
@@ -183,6 +184,15 @@ class Engine {
   const Servable& servable() const { return *servable_; }
   const DoubleRowConverter& converter() const { return converter_; }
 
+  // The players of an explanation: `groups_json` (a JSON object of groups, as groups.json)
+  // resolved against the model; "" for the model's features (null).
+  FeatureGroupsPtr Groups(const std::string& groups_json) const {
+    if (groups_json.empty()) return nullptr;
+    std::vector<GroupSpec> spec = ValueOrThrow(ParseFeatureGroupsJson(groups_json, "groups"));
+    return ValueOrThrow(
+        ResolveFeatureGroups(spec, forest().num_features, forest().feature_names));
+  }
+
   int64_t PredictWidthOf(const std::string& kind, int begin, int end) const {
     return servable_->Width(Operation::kPredict, Params(kind, begin, end));
   }
@@ -209,13 +219,14 @@ class Engine {
     Run(*servable_, Operation::kPredict, Params(kind, begin, end), rows, out);
   }
 
-  // `attribution`: "shapley" (SHAP values) or "banzhaf".
+  // `attribution`: "shapley" (SHAP values) or "banzhaf"; `groups`: as Groups takes them.
   template <typename T>
   void Explain(const InRows<T>& rows, OutRows out, bool interactions,
-               const std::string& attribution, int begin, int end) {
+               const std::string& attribution, int begin, int end, const std::string& groups) {
     RunParams params;
     params.iteration_begin = begin;
     params.iteration_end = end;
+    params.groups = Groups(groups);
     Run(*servable_,
         ExplainOperationOf(ExplainMethod::kPathDependent,
                            ValueOrThrow(ParseAttribution(attribution)), interactions),
@@ -329,8 +340,10 @@ class Interventional {
 
   template <typename T>
   void Explain(const InRows<T>& rows, OutRows out, const std::string& output_space,
-               bool interactions, const std::string& attribution, int begin, int end) {
+               bool interactions, const std::string& attribution, int begin, int end,
+               const std::string& groups) {
     RunParams params;
+    params.groups = engine_->Groups(groups);
     params.output_space = ValueOrThrow(ParseOutputSpace(output_space));
     params.iteration_begin = begin;
     params.iteration_end = end;
@@ -442,11 +455,25 @@ NB_MODULE(_core, m) {
            nb::arg("iteration_end"))
       .def(
           "explain_width",
-          [](const Engine& e, bool interactions) {
+          [](const Engine& e, bool interactions, const std::string& groups) {
+            RunParams params;
+            params.groups = e.Groups(groups);
             return e.servable().Width(
-                interactions ? Operation::kInteractions : Operation::kExplain, RunParams());
+                interactions ? Operation::kInteractions : Operation::kExplain, params);
           },
-          nb::arg("interactions"))
+          nb::arg("interactions"), nb::arg("groups") = "")
+      // (name, member feature indices) of each column of grouped values, in column order.
+      .def(
+          "groups",
+          [](const Engine& e, const std::string& groups) {
+            std::vector<std::pair<std::string, std::vector<int32_t>>> out;
+            const FeatureGroupsPtr g = e.Groups(groups);
+            for (int i = 0; g != nullptr && i < g->num_groups(); ++i) {
+              out.emplace_back(g->names[i], g->members[i]);
+            }
+            return out;
+          },
+          nb::arg("groups"))
       .def("predict_row", &Engine::PredictRow, nb::arg("row").noconvert(),
            nb::arg("out").noconvert(), nb::arg("kind"), nb::arg("iteration_begin"),
            nb::arg("iteration_end"))
@@ -458,10 +485,10 @@ NB_MODULE(_core, m) {
            nb::arg("iteration_end"))
       .def("explain", &Engine::Explain<float>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("interactions"), nb::arg("attribution"),
-           nb::arg("iteration_begin"), nb::arg("iteration_end"))
+           nb::arg("iteration_begin"), nb::arg("iteration_end"), nb::arg("groups") = "")
       .def("explain", &Engine::Explain<double>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("interactions"), nb::arg("attribution"),
-           nb::arg("iteration_begin"), nb::arg("iteration_end"));
+           nb::arg("iteration_begin"), nb::arg("iteration_end"), nb::arg("groups") = "");
 
   nb::class_<Interventional>(m, "Interventional")
       .def_static("from_file", &Interventional::FromFile, nb::arg("engine"), nb::arg("path"),
@@ -472,10 +499,12 @@ NB_MODULE(_core, m) {
       .def("describe", &Interventional::Describe)
       .def("explain", &Interventional::Explain<float>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("output_space"), nb::arg("interactions"),
-           nb::arg("attribution"), nb::arg("iteration_begin"), nb::arg("iteration_end"))
+           nb::arg("attribution"), nb::arg("iteration_begin"), nb::arg("iteration_end"),
+           nb::arg("groups") = "")
       .def("explain", &Interventional::Explain<double>, nb::arg("rows").noconvert(),
            nb::arg("out").noconvert(), nb::arg("output_space"), nb::arg("interactions"),
-           nb::arg("attribution"), nb::arg("iteration_begin"), nb::arg("iteration_end"));
+           nb::arg("attribution"), nb::arg("iteration_begin"), nb::arg("iteration_end"),
+           nb::arg("groups") = "");
 }
 
 }  // namespace grove::python

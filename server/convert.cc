@@ -169,4 +169,21 @@ Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
   return ExplainOperationOf(choice.method, choice.attribution, interactions);
 }
 
+absl::StatusOr<FeatureGroupsPtr> RequestGroups(const registry::ModelVersion& model,
+                                               const std::vector<GroupSpec>& declared) {
+  if (declared.empty()) return model.groups;
+  const Forest& f = model.forest();
+  absl::StatusOr<FeatureGroupsPtr> groups =
+      ResolveFeatureGroups(declared, f.num_features, f.feature_names);
+  if (!groups.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("groups of model '", model.name, "': ", groups.status().message()));
+  }
+  return groups;
+}
+
+int ExplainColumns(const Forest& forest, const FeatureGroups* groups) {
+  return groups != nullptr ? groups->num_groups() : forest.num_features;
+}
+
 }  // namespace grove::server

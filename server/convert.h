@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/common/rows.h"
+#include "core/model/feature_groups.h"
 #include "core/model/outputs.h"
 #include "core/model/forest.h"
 #include "core/registry/model_registry.h"
@@ -68,6 +69,15 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
                                 bool interactions);
 // The queue that computes it.
 Operation ExplainOperation(const ExplainChoice& choice, bool interactions);
+
+// The players of an explanation request (core/model/feature_groups.h): the request's `declared`
+// groups resolved against the model (INVALID_ARGUMENT naming what is wrong); when it declares
+// none, the model's groups.json (null: the model's features). Every group's member is a feature
+// of the model, so a request's groups are bounded by its features.
+absl::StatusOr<FeatureGroupsPtr> RequestGroups(const registry::ModelVersion& model,
+                                               const std::vector<GroupSpec>& declared);
+// Columns per output of the values: the groups' number, or the model's features.
+int ExplainColumns(const Forest& forest, const FeatureGroups* groups);
 
 // rows x width x bytes_per_value, and a + b, saturating at INT64_MAX (so that a response-size check
 // refuses what would overflow instead of accepting a wrapped-around size).

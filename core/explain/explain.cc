@@ -6,8 +6,9 @@
 
 namespace grove {
 
-int64_t ExplainWidth(const Forest& forest, bool interactions) {
-  const int64_t f1 = static_cast<int64_t>(forest.num_features) + 1;
+int64_t ExplainWidth(const Forest& forest, bool interactions, const FeatureGroups* groups) {
+  const int64_t f1 =
+      static_cast<int64_t>(groups != nullptr ? groups->num_groups() : forest.num_features) + 1;
   return static_cast<int64_t>(forest.num_outputs) * (interactions ? f1 * f1 : f1);
 }
 
@@ -22,7 +23,7 @@ absl::Status CheckExplainable(const Forest& forest) {
 }
 
 absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interactions,
-                              MatrixView<float> out) {
+                              MatrixView<float> out, const FeatureGroups* groups) {
   if (absl::Status s = CheckExplainable(forest); !s.ok()) return s;
   if (rows.cols != forest.num_features) {
     return absl::InvalidArgumentError(absl::StrCat("rows have ", rows.cols, " columns; the model has ",
@@ -31,7 +32,14 @@ absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interact
   if (rows.rows < 0 || rows.stride < rows.cols || (rows.rows > 0 && rows.data == nullptr)) {
     return absl::InvalidArgumentError("malformed rows view");
   }
-  const int64_t width = ExplainWidth(forest, interactions);
+  if (groups != nullptr &&
+      static_cast<int64_t>(groups->group_of.size()) != forest.num_features) {
+    return absl::InvalidArgumentError(absl::StrCat("groups were resolved for ",
+                                                   groups->group_of.size(),
+                                                   " features; the model has ",
+                                                   forest.num_features));
+  }
+  const int64_t width = ExplainWidth(forest, interactions, groups);
   if (out.rows != rows.rows || out.cols != width || out.stride < out.cols ||
       (out.rows > 0 && out.data == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat("output is ", out.rows, " x ", out.cols,
@@ -42,8 +50,11 @@ absl::Status CheckExplainCall(const Forest& forest, RowsView rows, bool interact
 
 absl::StatusOr<IterationRange> CheckExplainCall(const Forest& forest, RowsView rows,
                                                 bool interactions, int iteration_begin,
-                                                int iteration_end, MatrixView<float> out) {
-  if (absl::Status s = CheckExplainCall(forest, rows, interactions, out); !s.ok()) return s;
+                                                int iteration_end, MatrixView<float> out,
+                                                const FeatureGroups* groups) {
+  if (absl::Status s = CheckExplainCall(forest, rows, interactions, out, groups); !s.ok()) {
+    return s;
+  }
   IterationRange range;
   if (absl::Status s = ResolveIterationRange(forest, iteration_begin, iteration_end, &range);
       !s.ok()) {

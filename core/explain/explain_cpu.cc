@@ -22,6 +22,13 @@
 //    share its whole output. A child whose path weights are all zero (zero and one fractions both
 //    0) contributes exactly nothing and is skipped, which also keeps UNWIND from dividing by zero.
 //    XGBoost and LightGBM divide by the zero cover and return NaN there.
+//  * Groups: the players are `player[feature]` instead of the features; everything above holds
+//    with "feature" read as "player" (two features of one group on a path are a repeated player).
+//  * Banzhaf: a leaf's game is v(S) = value * prod over its path's players e of (e in S ? o_e :
+//    z_e) (players off the path are null), so player i's Banzhaf value is value * (o_i - z_i) *
+//    prod over the path's other players of (o_e + z_e) / 2, and the Banzhaf interaction index of
+//    i and j is value * (o_i - z_i) (o_j - z_j) * prod over the others of (o_e + z_e) / 2: closed
+//    forms at each leaf, no subset weights needed.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -137,7 +144,8 @@ void Preorder(const Node* nodes, int32_t i, int32_t* counter, TreeInfo* info,
   info->pre_end[i] = *counter;
 }
 
-TreeInfo MakeTreeInfo(const Forest& forest, int32_t t, bool interactions) {
+// `player`: per feature, its player (null: the feature itself).
+TreeInfo MakeTreeInfo(const Forest& forest, int32_t t, bool interactions, const int32_t* player) {
   TreeInfo info;
   const Tree& tree = forest.trees[t];
   const Node* nodes = forest.TreeNodes(t);
@@ -151,6 +159,9 @@ TreeInfo MakeTreeInfo(const Forest& forest, int32_t t, bool interactions) {
     std::vector<std::pair<int32_t, int32_t>> splits;  // (feature, preorder position)
     int32_t counter = 0;
     Preorder(nodes, 0, &counter, &info, &splits);
+    if (player != nullptr) {
+      for (auto& split : splits) split.first = player[split.first];
+    }
     std::sort(splits.begin(), splits.end());
     for (const auto& [feature, position] : splits) {
       if (info.features.empty() || info.features.back() != feature) {
@@ -169,14 +180,15 @@ TreeInfo MakeTreeInfo(const Forest& forest, int32_t t, bool interactions) {
 class TreeShapRecursion {
  public:
   TreeShapRecursion(const Forest& forest, const TreeInfo& info, const float* row,
-                    PathElement* path_buffer)
+                    PathElement* path_buffer, const int32_t* player)
       : nodes_(forest.TreeNodes(info.tree)),
         category_bits_(forest.category_bits.data()),
         leaf_values_(forest.leaf_values.data()),
         width_(forest.trees[info.tree].leaf_width),
         info_(info),
         row_(row),
-        path_buffer_(path_buffer) {}
+        path_buffer_(path_buffer),
+        player_(player) {}
 
   // Adds scale * phi_f (f = feature) of leaf value b to out[b * out_stride + f], b < leaf width.
   // condition != 0: feature_slot indexes info.features for the conditioned feature.
@@ -187,6 +199,24 @@ class TreeShapRecursion {
     condition_ = condition;
     condition_feature_ = condition != 0 ? info_.features[feature_slot] : -1;
     condition_positions_ = condition != 0 ? &info_.split_positions[feature_slot] : nullptr;
+    banzhaf_ = false;
+    Recurse(0, path_buffer_, 0, 1.0, 1.0, -1, 1.0, false);
+  }
+
+  // Banzhaf values (file comment): scale * phi_i added as Run does; with `m` (null: none), half
+  // of each interaction index added to m[b * m_stride + i * f1 + j] and m[... + j * f1 + i].
+  void RunBanzhaf(double* out, int64_t out_stride, double* m, int64_t m_stride, int64_t f1,
+                  double scale) {
+    out_ = out;
+    out_stride_ = out_stride;
+    banzhaf_m_ = m;
+    banzhaf_m_stride_ = m_stride;
+    banzhaf_f1_ = f1;
+    scale_ = scale;
+    condition_ = 0;
+    condition_feature_ = -1;
+    condition_positions_ = nullptr;
+    banzhaf_ = true;
     Recurse(0, path_buffer_, 0, 1.0, 1.0, -1, 1.0, false);
   }
 
@@ -215,6 +245,7 @@ class TreeShapRecursion {
       ExtendPath(path, unique_depth, parent_zero, parent_one, parent_feature);
     }
     const Node& n = nodes_[node];
+    if (n.is_leaf() && banzhaf_) return BanzhafLeaf(n, path, unique_depth);
     if (n.is_leaf()) {
       // Element 0 is the root's placeholder (feature -1); elements 1..unique_depth are features.
       for (int i = 1; i <= unique_depth; ++i) {
@@ -235,8 +266,9 @@ class TreeShapRecursion {
     double incoming_one = 1.0;
     // A feature already on the path: undo its element and fold its fractions into this split's
     // (Algorithm 1, lines 12-15), so each feature appears once.
+    const int32_t feature = player_ != nullptr ? player_[n.feature] : n.feature;
     int path_index = 1;
-    while (path_index <= unique_depth && path[path_index].feature != n.feature) ++path_index;
+    while (path_index <= unique_depth && path[path_index].feature != feature) ++path_index;
     if (path_index <= unique_depth) {
       incoming_zero = path[path_index].zero;
       incoming_one = path[path_index].one;
@@ -246,7 +278,7 @@ class TreeShapRecursion {
 
     double hot_condition = condition_fraction;
     double cold_condition = condition_fraction;
-    const bool is_condition = condition_ != 0 && n.feature == condition_feature_;
+    const bool is_condition = condition_ != 0 && feature == condition_feature_;
     if (is_condition) {
       if (condition_ > 0) {
         cold_condition = 0;  // present: the row's branch only
@@ -261,10 +293,44 @@ class TreeShapRecursion {
     const double cz = cold_zero * incoming_zero;
     // Children whose path element would have zero == one == 0 have all subset weights 0.
     if (is_condition || hz != 0 || incoming_one != 0) {
-      Recurse(hot, path, unique_depth + 1, hz, incoming_one, n.feature, hot_condition, seen);
+      Recurse(hot, path, unique_depth + 1, hz, incoming_one, feature, hot_condition, seen);
     }
     if (is_condition || cz != 0) {
-      Recurse(cold, path, unique_depth + 1, cz, 0.0, n.feature, cold_condition, seen);
+      Recurse(cold, path, unique_depth + 1, cz, 0.0, feature, cold_condition, seen);
+    }
+  }
+
+  // The Banzhaf closed forms of one leaf over its path's players path[1..unique_depth].
+  void BanzhafLeaf(const Node& leaf, const PathElement* path, int unique_depth) {
+    // half[e] = (o_e + z_e) / 2; a product over all but one or two players is taken directly
+    // (paths are at most a tree's depth long), not by division, so a zero factor stays exact.
+    auto others = [&](int skip_a, int skip_b) {
+      double product = 1.0;
+      for (int e = 1; e <= unique_depth; ++e) {
+        if (e != skip_a && e != skip_b) product *= 0.5 * (path[e].one + path[e].zero);
+      }
+      return product;
+    };
+    for (int i = 1; i <= unique_depth; ++i) {
+      const PathElement& el = path[i];
+      const double di = el.one - el.zero;
+      if (di == 0) continue;
+      const double factor = di * others(i, -1) * scale_;
+      double* o = out_ + el.feature;
+      for (int b = 0; b < width_; ++b) o[b * out_stride_] += factor * leaf_values_[leaf.payload + b];
+      if (banzhaf_m_ == nullptr) continue;
+      for (int j = i + 1; j <= unique_depth; ++j) {
+        const double dj = path[j].one - path[j].zero;
+        if (dj == 0) continue;
+        const double half = 0.5 * di * dj * others(i, j) * scale_;
+        const int64_t fi = el.feature, fj = path[j].feature;
+        for (int b = 0; b < width_; ++b) {
+          double* m = banzhaf_m_ + b * banzhaf_m_stride_;
+          const double v = half * leaf_values_[leaf.payload + b];
+          m[fi * banzhaf_f1_ + fj] += v;
+          m[fj * banzhaf_f1_ + fi] += v;
+        }
+      }
     }
   }
 
@@ -275,6 +341,11 @@ class TreeShapRecursion {
   const TreeInfo& info_;
   const float* row_;
   PathElement* path_buffer_;
+  const int32_t* player_;  // per feature, its player; null: the feature
+  bool banzhaf_ = false;
+  double* banzhaf_m_ = nullptr;
+  int64_t banzhaf_m_stride_ = 0;
+  int64_t banzhaf_f1_ = 0;
   double* out_ = nullptr;
   int64_t out_stride_ = 0;
   double scale_ = 1.0;
@@ -306,13 +377,17 @@ void StoreExplainedRow(const std::vector<double>& bias, int64_t f1, double* phi,
 
 absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const ExplainOptions& options,
                                  MatrixView<float> out, ThreadPool* pool) {
-  absl::StatusOr<IterationRange> range = CheckExplainCall(
-      forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
+  absl::StatusOr<IterationRange> range =
+      CheckExplainCall(forest, rows, options.interactions, options.iteration_begin,
+                       options.iteration_end, out, options.groups);
   if (!range.ok()) return range.status();
   const bool interactions = options.interactions;
+  const bool banzhaf = options.attribution == Attribution::kBanzhaf;
   if (rows.rows == 0) return absl::OkStatus();
 
-  const int num_features = forest.num_features;
+  const int32_t* player = options.groups != nullptr ? options.groups->group_of.data() : nullptr;
+  const int num_features =
+      options.groups != nullptr ? options.groups->num_groups() : forest.num_features;
   const int num_outputs = forest.num_outputs;
   const int64_t f1 = num_features + 1;
   std::vector<TreeInfo> infos;
@@ -320,7 +395,7 @@ absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const Expl
   int max_depth = 0;
   for (int32_t t = 0; t < static_cast<int32_t>(forest.trees.size()); ++t) {
     if (!forest.TreeInRange(t, range->begin, range->end)) continue;
-    infos.push_back(MakeTreeInfo(forest, t, interactions));
+    infos.push_back(MakeTreeInfo(forest, t, interactions && !banzhaf, player));
     const TreeInfo& info = infos.back();
     for (size_t b = 0; b < info.expected.size(); ++b) {
       bias[info.first_block + b] += forest.trees[t].weight * info.expected[b];
@@ -340,7 +415,13 @@ absl::Status ExplainCpuReference(const Forest& forest, RowsView rows, const Expl
       std::fill(m.begin(), m.end(), 0.0);
       for (const TreeInfo& info : infos) {
         const double weight = forest.trees[info.tree].weight;
-        TreeShapRecursion shap(forest, info, row, path_buffer.data());
+        TreeShapRecursion shap(forest, info, row, path_buffer.data(), player);
+        if (banzhaf) {
+          shap.RunBanzhaf(phi.data() + info.first_block * f1, f1,
+                          interactions ? m.data() + info.first_block * f1 * f1 : nullptr, f1 * f1,
+                          f1, weight);
+          continue;
+        }
         shap.Run(phi.data() + info.first_block * f1, f1, weight, 0, -1);
         if (!interactions) continue;
         for (int slot = 0; slot < static_cast<int>(info.features.size()); ++slot) {

@@ -120,7 +120,7 @@ class TreeShapCpuStrategy final : public CpuStrategyBase {
     Measure(c.forest->num_features);
   }
   std::string name() const override { return "treeshap_cpu"; }
-  bool Supports(const ExplainOptions&) const override { return true; }
+  bool Supports(const ExplainOptions& options) const override { return !NeedsReference(options); }
 
  private:
   using CpuStrategyBase::Run;
@@ -140,7 +140,9 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
   std::string name() const override { return "treeshap_gpu"; }
   std::string device() const override { return gpu_->DeviceName(); }
   // Iteration ranges are served by the CPU strategies (the device layout holds every tree).
-  bool Supports(const ExplainOptions& options) const override { return FullRange(options); }
+  bool Supports(const ExplainOptions& options) const override {
+    return FullRange(options) && !NeedsReference(options);
+  }
   double EstimateSeconds(int64_t rows, bool interactions) const override {
     if (interactions && inter_measured_) return inter_fixed_seconds_ + inter_per_row_seconds_ * rows;
     return fixed_seconds_ +
@@ -149,7 +151,8 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
   absl::Status Run(RowsView rows, const ExplainOptions& options,
                    MatrixView<float> out) const override {
     if (!Supports(options)) {
-      return absl::FailedPreconditionError("treeshap_gpu explains whole models only");
+      return absl::FailedPreconditionError(
+          "treeshap_gpu explains whole models' features with Shapley values only");
     }
     if (absl::Status s = CheckExplainCall(*context_.forest, rows, options.interactions, out);
         !s.ok()) {

@@ -50,8 +50,10 @@ namespace {
 
 // What the bitmask form (paths_cpu, gpu) computes: Shapley and Banzhaf values of every output
 // space (the probability spaces while their layout is within the bound), and interaction values
-// in the margin and exact probability spaces (PathFormsExplainInteractions).
+// in the margin and exact probability spaces (PathFormsExplainInteractions); feature groups are
+// the reference's.
 bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
+  if (o.groups != nullptr) return false;
   if (o.interactions && !PathFormsExplainInteractions(*c.forest, o)) return false;
   return !NeedsLinearized(o) || static_cast<int64_t>(c.layout->paths.size()) * c.background_rows *
                                       2 <= c.max_linearized_layout_bytes;
@@ -280,7 +282,8 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
         "interventional strategy '", strategies_[0]->name(), "' does not explain ",
         options.attribution == Attribution::kBanzhaf ? "Banzhaf " : "",
         options.interactions ? "interaction values" : "output space ",
-        options.interactions ? "" : OutputSpaceName(options.output_space)));
+        options.interactions ? "" : OutputSpaceName(options.output_space),
+        options.groups != nullptr ? " for feature groups" : ""));
   }
   absl::Status status = chosen->Run(rows, options, out);
   if (info != nullptr) {

@@ -68,6 +68,7 @@ std::string UnreadableModelFile(const std::string& file) {
   return "";
 }
 constexpr const char* kBackgroundFiles[] = {"background.csv", "background.npy"};
+constexpr const char* kGroupsFile = "groups.json";
 
 bool ValidModelName(const std::string& name) {
   if (name.empty() || name[0] == '.' || name.size() > 200) return false;
@@ -233,6 +234,7 @@ ModelRegistry::ScannedModel ModelRegistry::ScanModel(const std::string& name) co
   const fs::path dir = fs::path(options_.repository) / name;
   out.config_stamp = Stat((dir / "config.json").string());
   out.background = ScanBackground(name);
+  out.groups_stamp = Stat((dir / kGroupsFile).string());
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
@@ -433,8 +435,10 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
     if (entry.config == nullptr) return;  // a bad config that has not changed
     config = entry.config;
     // A background file being written waits, like a model file, for a stable stamp.
-    const bool background_stable = force || scanned.background.stamps == entry.background_seen;
+    const bool background_stable = force || (scanned.background.stamps == entry.background_seen &&
+                                              scanned.groups_stamp == entry.groups_seen);
     entry.background_seen = scanned.background.stamps;
+    entry.groups_seen = scanned.groups_stamp;
 
     // Versions wanted by the policy.
     if (!scanned.versions.empty()) {
@@ -470,13 +474,15 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
       // A version that failed and stayed wanted is retried only once its files change.
       const bool needed = force || reload_all || slot.state == VersionState::kUnloaded ||
                           sv.stamp != slot.loaded_stamp ||
-                          scanned.background.stamps != slot.loaded_background;
+                          scanned.background.stamps != slot.loaded_background ||
+                          scanned.groups_stamp != slot.loaded_groups;
       if (!needed || !stable) continue;
       if (!sv.error.empty()) {
         slot.state = VersionState::kFailed;
         slot.error = sv.error;
         slot.loaded_stamp = sv.stamp;
         slot.loaded_background = scanned.background.stamps;
+        slot.loaded_groups = scanned.groups_stamp;
         changed = true;
         continue;
       }
@@ -496,7 +502,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   }
   for (int64_t v : to_load) {
     ScannedVersion sv = scanned.versions.at(v);
-    LoadVersion(name, v, sv, scanned.background, config);
+    LoadVersion(name, v, sv, scanned.background, scanned.groups_stamp, config);
     changed = true;
   }
   // Versions no longer wanted give way only once every wanted version serves (a new version that
@@ -540,9 +546,18 @@ EngineOptions ModelRegistry::EngineOptionsFor(const std::string& name, const Mod
   return o;
 }
 
+absl::StatusOr<FeatureGroupsPtr> ModelRegistry::LoadGroups(const std::string& name,
+                                                           const Forest& forest,
+                                                           const FileStamp& stamp) const {
+  if (stamp.size < 0) return nullptr;
+  const std::string path = (fs::path(options_.repository) / name / kGroupsFile).string();
+  if (absl::Status inside = CheckInsideRepository(path); !inside.ok()) return inside;
+  return LoadFeatureGroupsFile(path, forest.num_features, forest.feature_names);
+}
+
 void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                                 const ScannedVersion& scanned,
-                                const ScannedBackground& background,
+                                const ScannedBackground& background, const FileStamp& groups_stamp,
                                 std::shared_ptr<const ModelConfig> config) {
   std::string shown_path = RepositoryRelative(options_.repository, scanned.path);
   {
@@ -553,8 +568,10 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<ForestPtr> forest = LoadModelFile(scanned.path);
+  absl::StatusOr<FeatureGroupsPtr> groups =
+      forest.ok() ? LoadGroups(name, **forest, groups_stamp) : forest.status();
   absl::StatusOr<std::shared_ptr<const Background>> bg =
-      forest.ok() ? LoadBackground(**forest, background) : forest.status();
+      groups.ok() ? LoadBackground(**forest, background) : groups.status();
   absl::StatusOr<ServablePtr> built =
       bg.ok() ? options_.servable_factory(*forest, *bg,
                                           EngineOptionsFor(name, *config, (*forest)->num_features))
@@ -568,6 +585,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
       slot.error = RepositoryRelative(options_.repository, built.status().message());
       slot.loaded_stamp = scanned.stamp;
       slot.loaded_background = background.stamps;
+      slot.loaded_groups = groups_stamp;
     }
     GROVE_LOG(WARNING) << "model load failed" << KV("model", name) << KV("version", version)
                        << KV("path", scanned.path) << KV("error", built.status().message());
@@ -580,6 +598,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   servable->path = scanned.path;
   servable->servable = *std::move(built);
   servable->config = std::move(config);
+  servable->groups = *std::move(groups);
   servable->load_seconds = seconds;
   servable->loaded_at = absl::Now();
   ModelVersionPtr published = servable;
@@ -593,6 +612,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
     slot.error.clear();
     slot.loaded_stamp = scanned.stamp;
     slot.loaded_background = background.stamps;
+    slot.loaded_groups = groups_stamp;
     slot.load_seconds = seconds;
     slot.loaded_at = published->loaded_at;
   }

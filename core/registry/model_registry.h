@@ -4,7 +4,11 @@
 // Layout: <repository>/<name>/<version>/model.{json,ubj,txt}, optional <repository>/<name>/config.json
 // (ModelConfig) and optional <repository>/<name>/background.csv or background.npy: the background
 // data set of interventional SHAP (core/servable/background.h), loaded and checked with every version
-// (a bad one fails the load, naming the file) and given to the version's Servable; a change of it reloads every version, as a change of config.json does. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
+// (a bad one fails the load, naming the file) and given to the version's Servable; a change of it
+// reloads every version, as a change of config.json does. Optional <repository>/<name>/groups.json:
+// the model's feature groups (core/model/feature_groups.h), resolved against every version at its
+// load and kept in its ModelVersion, with the background's rules (a bad one fails the load, naming
+// the file; a change reloads every version). Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
 // half-written files are not loaded. A version the policy stops wanting is unloaded once the
@@ -45,6 +49,7 @@
 #include "absl/time/time.h"
 #include "core/common/periodic_thread.h"
 #include "core/model/forest.h"
+#include "core/model/feature_groups.h"
 #include "core/registry/model_config.h"
 #include "core/servable/background.h"
 #include "core/servable/engine_options.h"
@@ -63,6 +68,9 @@ struct ModelVersion {
   std::string path;  // model file
   ServablePtr servable;  // the model and its engines
   std::shared_ptr<const ModelConfig> config;
+  // The model's groups.json resolved against this version (null: none): the players of its
+  // explanations when a request names no groups of its own. Resolved once per version load.
+  FeatureGroupsPtr groups;
   double load_seconds = 0;
   absl::Time loaded_at;
 
@@ -180,6 +188,7 @@ class ModelRegistry {
     FileStamp loaded_stamp;  // stamp of the file last loaded (or failed)
     FileStamp seen_stamp;    // stamp seen at the previous poll (stability check)
     BackgroundStamps loaded_background;  // the model's background files at that load
+    FileStamp loaded_groups;             // its groups.json at that load
     double load_seconds = 0;
     absl::Time loaded_at = absl::InfinitePast();
   };
@@ -191,6 +200,7 @@ class ModelRegistry {
     FileStamp config_stamp;       // of the config in use
     FileStamp config_seen_stamp;  // previous poll
     BackgroundStamps background_seen;  // previous poll
+    FileStamp groups_seen;             // previous poll
     bool explicitly_unloaded = false;
   };
   // What the repository holds for one model directory.
@@ -208,6 +218,7 @@ class ModelRegistry {
     std::map<int64_t, ScannedVersion> versions;
     FileStamp config_stamp;
     ScannedBackground background;
+    FileStamp groups_stamp;  // <repository>/<name>/groups.json
   };
 
   explicit ModelRegistry(RegistryOptions options);
@@ -237,8 +248,13 @@ class ModelRegistry {
   // load, and the hint naming the background file to add.
   EngineOptions EngineOptionsFor(const std::string& name, const ModelConfig& config,
                                  int64_t num_features) const;
+  // The groups of a version being loaded (groups.json when `stamp` says it exists): null when the
+  // model has none; INVALID_ARGUMENT naming the file when it is unreadable or not the model's.
+  absl::StatusOr<FeatureGroupsPtr> LoadGroups(const std::string& name, const Forest& forest,
+                                              const FileStamp& stamp) const;
   void LoadVersion(const std::string& name, int64_t version, const ScannedVersion& scanned,
-                   const ScannedBackground& background, std::shared_ptr<const ModelConfig> config)
+                   const ScannedBackground& background, const FileStamp& groups_stamp,
+                   std::shared_ptr<const ModelConfig> config)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void UnloadVersion(const std::string& name, int64_t version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);

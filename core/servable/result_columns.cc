@@ -42,7 +42,7 @@ std::vector<std::string> ResultColumnNames(const ResultColumns& c) {
     for (int64_t j = 0; j < c.width; ++j) names.push_back(absl::StrCat(base, "_", j));
     return names;
   }
-  std::vector<std::string> block = c.feature_names;
+  std::vector<std::string> block = c.groups.empty() ? c.feature_names : c.groups;
   if (c.top_k > 0) {
     const int k = std::min<int>(c.top_k, static_cast<int>(block.size()));
     block.clear();

@@ -33,6 +33,9 @@ std::vector<NamedCategories> RecordedCategories(const Forest& forest);
 // What the columns of a result are (the output header of --header / --output-header).
 struct ResultColumns {
   std::vector<std::string> feature_names;  // FeatureNamesOrDefault
+  // Explain: the names of grouped values' players (feature groups), which name the columns in
+  // place of feature_names; empty for the model's features.
+  std::vector<std::string> groups;
   int num_outputs = 1;                     // margins per row (K)
   bool explain = false;                    // SHAP values; otherwise predictions
   bool interactions = false;               // explain: SHAP interaction values
@@ -42,11 +45,12 @@ struct ResultColumns {
   int top_k = 0;                           // explain: > 0, the top-k pairs instead (TopKFeatures)
 };
 // Names of a result's columns. Predict: `prediction` / `margin` for one column, `prediction_J` /
-// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature names then
-// `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions order, `bias`
-// last); with K > 1 outputs every name is prefixed `outK.`. Residuals: `residual` per output
-// after all of them (`outK.residual` with K > 1). Top-k (explain with top_k > 0, k capped at the
-// features): `topI_feature`, `topI_value` for I = 1..k, prefixed `outK.` likewise.
+// `margin_J` for several, `leaf_J` for the J-th tree of the range. Explain: the feature (or group)
+// names then `bias` (pred_contribs order); interactions `A*B` for each pair (pred_interactions
+// order, `bias` last); with K > 1 outputs every name is prefixed `outK.`. Residuals: `residual`
+// per output after all of them (`outK.residual` with K > 1). Top-k (explain with top_k > 0, k
+// capped at the features or groups): `topI_feature`, `topI_value` for I = 1..k, prefixed `outK.`
+// likewise.
 std::vector<std::string> ResultColumnNames(const ResultColumns& columns);
 
 }  // namespace grove

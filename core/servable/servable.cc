@@ -76,6 +76,7 @@ ExplainOptions MakeExplainOptions(Operation op, const RunParams& p) {
   o.interactions = op == Operation::kInteractions || op == Operation::kBanzhafInteractions;
   o.iteration_begin = p.iteration_begin;
   o.iteration_end = p.iteration_end;
+  o.groups = p.groups.get();
   return o;
 }
 
@@ -233,12 +234,12 @@ int64_t Servable::Width(Operation op, const RunParams& params) const {
     case Operation::kInterventional:
     case Operation::kBanzhaf:
     case Operation::kInterventionalBanzhaf:
-      return ExplainWidth(*forest_, false);
+      return ExplainWidth(*forest_, false, params.groups.get());
     case Operation::kInteractions:
     case Operation::kInterventionalInteractions:
     case Operation::kBanzhafInteractions:
     case Operation::kInterventionalBanzhafInteractions:
-      return ExplainWidth(*forest_, true);
+      return ExplainWidth(*forest_, true, params.groups.get());
   }
   return 0;
 }
@@ -261,6 +262,14 @@ absl::Status Servable::Run(Operation op, const RunParams& params, RowsView rows,
     }
     case Operation::kBanzhaf:
     case Operation::kBanzhafInteractions: {
+      if (params.groups != nullptr) {
+        // Groups are the explanation engine's reference (ExplainOptions::attribution).
+        absl::StatusOr<const ExplainEngine*> e = engines_->Explain();
+        if (!e.ok()) return e.status();
+        ExplainOptions o = MakeExplainOptions(op, params);
+        o.attribution = Attribution::kBanzhaf;
+        return (*e)->Explain(rows, o, out, info);
+      }
       absl::StatusOr<const BanzhafEngine*> e = engines_->Banzhaf();
       if (!e.ok()) return e.status();
       return (*e)->Explain(rows, MakeExplainOptions(op, params), out, info);
@@ -280,6 +289,7 @@ absl::Status Servable::Run(Operation op, const RunParams& params, RowsView rows,
       }
       o.iteration_begin = params.iteration_begin;
       o.iteration_end = params.iteration_end;
+      o.groups = params.groups.get();
       return interventional_->engine.Peek()->Explain(rows, o, out, info);
     }
   }

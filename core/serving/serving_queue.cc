@@ -157,13 +157,13 @@ batching::Processed ServingQueue::Process(batching::Batch<ComputeTask>&& batch) 
   }
   ReportDepth();
 
-  // Tasks that can share one engine call: same model copy, output kind (space) and iteration
-  // range.
+  // Tasks that can share one engine call: same model copy, output kind (space), iteration
+  // range and feature groups (the same object: the model's, or one request's).
   std::vector<std::unique_ptr<ComputeTask>>& tasks = batch.tasks;
   auto key = [](const ComputeTask& t) {
     return std::make_tuple(t.model.get(), static_cast<int>(t.params.kind),
                            static_cast<int>(t.params.output_space), t.params.iteration_begin,
-                           t.params.iteration_end);
+                           t.params.iteration_end, t.params.groups.get());
   };
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const auto& a, const auto& b) { return key(*a) < key(*b); });

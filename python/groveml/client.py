@@ -182,12 +182,16 @@ class Client:
                 method: str = "path_dependent", output_space: str = "margin", version: int = 0,
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
                 background=None, categories: Optional[Dict[str, list]] = None,
-                attribution: str = "shapley", residuals: bool = False):
+                attribution: str = "shapley", residuals: bool = False,
+                groups: Optional[Dict[str, list]] = None):
         """As groveml.Model.explain, computed by the server's model `model`. Interventional SHAP
         uses the model's background on the server (background.csv / .npy in the repository).
         categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's.
         residuals: a groveml.Explanation with the residuals and arithmetic groved computed
-        (ExplainResponse.residuals, residual_arithmetic)."""
+        (ExplainResponse.residuals, residual_arithmetic).
+        groups: {name: [feature names or indices]}, as Model.explain's; None: the model's
+        groups.json when its repository has one (the result then names its groups), else its
+        features."""
         _output.check_format(output_format)
         if background is not None:
             raise ValueError("the server explains over the model's own background (background.csv"
@@ -204,6 +208,7 @@ class Client:
         f1 = meta.num_features + 1
         width = meta.num_outputs * f1 * (f1 if interactions else 1)
         begin, end = (int(v) for v in iteration_range)
+        request_groups = _group_messages(self._pb, groups)
         values, inter, top_features, top_values, bias = [], [], [], [], None
         residual_parts, arithmetic = [], ""
         n = rows.values.shape[0]
@@ -219,7 +224,7 @@ class Client:
                     iteration_end=end, method=METHODS.index(method),
                     output_space=_SPACES[output_space],
                     attribution=ATTRIBUTIONS.index(attribution), sequence=sequence,
-                    residuals=bool(residuals))
+                    residuals=bool(residuals), groups=request_groups)
 
         if n <= step:
             responses = [self._call(self._stub.Explain, request) for request in requests()]
@@ -236,6 +241,10 @@ class Client:
             if residuals:
                 residual_parts.append(_from_matrix(response.residuals))
                 arithmetic = response.residual_arithmetic
+            if response.groups:  # grouped values: the columns are the groups
+                names = [g.name for g in response.groups]
+                f1 = len(names) + 1
+                width = meta.num_outputs * f1 * (f1 if interactions else 1)
             if interactions:
                 inter.append(_from_matrix(response.interactions))
             elif not top_k:
@@ -268,6 +277,30 @@ class Client:
                else np.empty((0, meta.num_outputs), np.float32))
         return _output.Explanation(result, _output.residual_result(res, meta.num_outputs),
                                    arithmetic)
+
+
+def _group_messages(pb, groups):
+    """ExplainRequest.groups of {name: [feature names or indices]} (None: none)."""
+    if groups is None:
+        return []
+    if not isinstance(groups, dict) or not groups:
+        raise ValueError("groups must be a non-empty dict {name: [feature names or indices]}")
+    out = []
+    for name, members in groups.items():
+        if isinstance(members, (str, bytes)) or not hasattr(members, "__iter__"):
+            raise ValueError(f"group {name!r}: a list of feature names or indices was expected")
+        members = list(members)
+        out.append(pb.FeatureGroup(
+            name=str(name), features=[m for m in members if isinstance(m, str)],
+            feature_indices=[_index(name, m) for m in members if not isinstance(m, str)]))
+    return out
+
+
+def _index(group, member) -> int:
+    """A feature index of a group (ValueError for what is no integer)."""
+    if isinstance(member, float) and not member.is_integer():
+        raise ValueError(f"group {group!r}: {member!r} is neither a feature name nor an index")
+    return int(member)
 
 
 def _from_matrix(m) -> np.ndarray:

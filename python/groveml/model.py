@@ -1,6 +1,7 @@
 """groveml.Model: a model file explained and predicted inside this Python process."""
 
 import hashlib
+import json
 import os
 import sys
 import threading
@@ -178,7 +179,8 @@ class Model:
     def explain(self, X, interactions: bool = False, top_k: Optional[int] = None,
                 method: Optional[str] = None, background=None, output_space: str = "margin",
                 iteration_range: Tuple[int, int] = (0, 0), output_format: str = "auto",
-                progress: bool = False, attribution: str = "shapley", residuals: bool = False):
+                progress: bool = False, attribution: str = "shapley", residuals: bool = False,
+                groups=None):
         """SHAP values of the rows of X (numpy, pandas, pyarrow; one row as a 1-D array, a pandas
         Series or a dict {feature: value}).
 
@@ -190,6 +192,10 @@ class Model:
         "probability" or "probability_linearized" (interventional only). attribution: "shapley"
         (SHAP values) or "banzhaf" (Banzhaf values of the same method and space, in the same
         layout; not additive: a row's values and bias do not sum to its output).
+        groups: {name: [feature names or indices]}: the values of these feature groups (the
+        game whose players are the groups; every feature in no group is its own, named by
+        itself), F being their number and the result's feature names theirs, ordered by their
+        smallest member (groveml.Model.groups says the order); a ValueError names what is wrong.
         Returns XGBoost's shapes ((rows, F+1), (rows, outputs, F+1), interactions (rows, F+1, F+1)
         ...; bias last), a DataFrame / Arrow table (DataFrame / Arrow input, or output_format=
         "pandas" / "arrow"), or a shap.Explanation (output_format="shap").
@@ -201,13 +207,13 @@ class Model:
         _output.check_residuals(residuals, top_k)
         rows = self.rows(X)
         out = self.explain_matrix(rows, interactions, method, background, output_space,
-                                  iteration_range, progress, attribution)
+                                  iteration_range, progress, attribution, groups)
         fmt = _output.resolved_format(output_format, rows.source)
+        names = self.feature_names if groups is None else [n for n, _ in self.groups(groups)]
         if top_k is not None:
-            top = _output.top_k(out, self.num_outputs, self.feature_names, top_k)
+            top = _output.top_k(out, self.num_outputs, names, top_k)
             return _output.top_result(top, fmt, rows)
-        result = _output.explain_result(out, interactions, fmt, self.feature_names,
-                                        self.num_outputs, rows)
+        result = _output.explain_result(out, interactions, fmt, names, self.num_outputs, rows)
         if not residuals:
             return result
         kind = "margin" if output_space == "margin" else "prediction"
@@ -220,11 +226,20 @@ class Model:
                                             self.num_outputs),
             _core.residual_arithmetic)
 
+    def groups(self, groups):
+        """[(name, [member feature indices])] of `groups` ({name: [feature names or indices]})
+        resolved against the model, in the order of the explanation's columns: every feature in
+        no group is its own group; groups are ordered by their smallest member. ValueError
+        naming what is wrong (an unknown feature, a feature in two groups, ...)."""
+        return [(name, list(members))
+                for name, members in self._engine.groups(_groups_json(groups))]
+
     def explain_matrix(self, rows: "_input.Rows", interactions: bool = False,
                        method: Optional[str] = None, background=None,
                        output_space: str = "margin", iteration_range: Tuple[int, int] = (0, 0),
-                       progress: bool = False, attribution: str = "shapley"):
+                       progress: bool = False, attribution: str = "shapley", groups=None):
         """The flat float32 result matrix `grove explain` writes, for prepared rows."""
+        groups_json = _groups_json(groups)
         begin, end = _range(iteration_range)
         interactions = bool(interactions)
         if background is None:
@@ -234,7 +249,7 @@ class Model:
         _output.check_choice("method", method, METHODS)
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
         _output.check_choice("attribution", attribution, ATTRIBUTIONS)
-        width = self._engine.explain_width(interactions)
+        width = self._engine.explain_width(interactions, groups_json)
         label = "interactions" if interactions else "explain"
         if method == "path_dependent":
             if output_space != "margin":
@@ -242,14 +257,14 @@ class Model:
                                  "(path-dependent SHAP explains the margin)")
             return self._run(rows.values, width, label, progress,
                              lambda x, out: self._engine.explain(x, out, interactions, attribution,
-                                                                 begin, end))
+                                                                 begin, end, groups_json))
         if background is None:
             raise ValueError("method='interventional' needs a background data set (background=, "
                              "or Model(..., background=))")
         engine = self.interventional_engine(background)
         return self._run(rows.values, width, label, progress,
                          lambda x, out: engine.explain(x, out, output_space, interactions,
-                                                       attribution, begin, end))
+                                                       attribution, begin, end, groups_json))
 
     def interventional_engine(self, background):
         """The interventional engine over `background` (a file path, or rows as X takes them);
@@ -333,3 +348,18 @@ class _Progress:
             self.bar.close()
         else:
             sys.stderr.write("\n")
+
+
+def _groups_json(groups) -> str:
+    """The JSON text of feature groups ({name: [feature names or indices]}) the engines parse;
+    "" for None (the model's features)."""
+    if groups is None:
+        return ""
+    if not isinstance(groups, dict) or not groups:
+        raise ValueError("groups must be a non-empty dict {name: [feature names or indices]}")
+    out = {}
+    for name, members in groups.items():
+        if isinstance(members, (str, bytes)) or not hasattr(members, "__iter__"):
+            raise ValueError(f"group {name!r}: a list of feature names or indices was expected")
+        out[str(name)] = [m if isinstance(m, (str, float)) else int(m) for m in members]
+    return json.dumps(out)

@@ -249,6 +249,32 @@ absl::Status CheckIterationRange(const Forest& forest, int begin, int end) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<FeatureGroupsPtr> GroupsFromRequest(const registry::ModelVersion& model,
+                                                   const grove::v1::ExplainRequest& request) {
+  std::vector<GroupSpec> declared;
+  declared.reserve(request.groups_size());
+  for (const grove::v1::FeatureGroup& g : request.groups()) {
+    GroupSpec spec;
+    spec.name = g.name();
+    for (const std::string& name : g.features()) spec.members.push_back(FeatureRef{-1, name});
+    for (int32_t index : g.feature_indices()) {
+      // A negative index names no feature: kept out of range, not taken as a name.
+      spec.members.push_back(FeatureRef{index < 0 ? int64_t{INT32_MAX} : index, ""});
+    }
+    declared.push_back(std::move(spec));
+  }
+  return RequestGroups(model, declared);
+}
+
+void DescribeGroups(const FeatureGroups& groups,
+                    google::protobuf::RepeatedPtrField<grove::v1::FeatureGroup>* out) {
+  for (int g = 0; g < groups.num_groups(); ++g) {
+    grove::v1::FeatureGroup* group = out->Add();
+    group->set_name(groups.names[g]);
+    for (int32_t f : groups.members[g]) group->add_feature_indices(f);
+  }
+}
+
 absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request) {
   ExplainChoice c;
   switch (request.method()) {
@@ -429,6 +455,7 @@ void FillModelMetadata(const registry::ModelVersion& model, const registry::Mode
   out->set_raw_tensors(true);
   out->set_background_rows(servable.background_rows());
   for (OutputKind k : model.config->default_outputs) out->add_default_outputs(OutputToProto(k));
+  if (model.groups != nullptr) DescribeGroups(*model.groups, out->mutable_groups());
 }
 
 }  // namespace grove::server

@@ -104,6 +104,14 @@ absl::Status CheckIterationRange(const Forest& forest, int begin, int end);
 // values this server does not know.
 absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request);
 
+// The players of an ExplainRequest: its groups (names, members by name and by index) resolved
+// against the model, or the model's own (RequestGroups).
+absl::StatusOr<FeatureGroupsPtr> GroupsFromRequest(const registry::ModelVersion& model,
+                                                   const grove::v1::ExplainRequest& request);
+// ExplainResponse.groups of `groups`: each group's name and member indices, in column order.
+void DescribeGroups(const FeatureGroups& groups,
+                    google::protobuf::RepeatedPtrField<grove::v1::FeatureGroup>* out);
+
 // Native Predict outputs: the request's (deduplicated, in request order) or the model's defaults.
 absl::StatusOr<std::vector<OutputKind>> ResolveOutputs(const registry::ModelVersion& model,
                                                        const grove::v1::PredictRequest& request);

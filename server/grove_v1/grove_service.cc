@@ -492,19 +492,23 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   if (request.interactions()) {
     if (absl::Status s = CheckInteractionsAllowed(*model); !s.ok()) return s;
   }
+  absl::StatusOr<FeatureGroupsPtr> groups = GroupsFromRequest(*model, request);
+  if (!groups.ok()) return groups.status();
+  RunParams params;
+  params.groups = *groups;
   if (request.top_k() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("top_k must not be negative (got ",
                                                    request.top_k(), ")"));
   }
   const int64_t n = rows->rows;
-  const int F = f.num_features;
+  const int F = ExplainColumns(f, params.groups.get());  // the players: features or groups
   const int K = f.num_outputs;
-  const int64_t width = model->servable->Width(Operation::kExplain, RunParams());
+  const int64_t width = model->servable->Width(Operation::kExplain, params);
   const bool omit = request.omit_values() && request.top_k() > 0;
   const int k = std::min(request.top_k(), F);
   const bool interactions = request.interactions();
   const int64_t interactions_width =
-      interactions ? model->servable->Width(Operation::kInteractions, RunParams()) : 0;
+      interactions ? model->servable->Width(Operation::kInteractions, params) : 0;
   // Results into shared memory: values (unless omitted), then interactions.
   if (request.has_output_shared_memory()) {
     std::vector<ResultShape> shapes;
@@ -540,6 +544,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   response->set_num_features(F);
   response->set_num_outputs(K);
   response->set_sequence(request.sequence());
+  if (params.groups != nullptr) DescribeGroups(*params.groups, response->mutable_groups());
   const bool raw = IsRawMatrix(request.rows(), received_raw_rows);  // results in the rows' form
   // The engine computes the interactions, or the values; the values of interactions are their
   // row sums, computed when the call is answered.
@@ -608,6 +613,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
   tasks.push_back(MakeTask(model, op, *rows, out, request.iteration_begin(),
                            request.iteration_end(), call));
   tasks.back()->params.output_space = choice->output_space;
+  tasks.back()->params.groups = params.groups;
   if (residuals) {
     tasks.push_back(MakeTask(model, Operation::kPredict, *rows,
                              MakeMatrixView(buffers->outputs.data(), n, K),

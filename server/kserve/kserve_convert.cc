@@ -330,6 +330,31 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInfe
   return c;
 }
 
+absl::StatusOr<FeatureGroupsPtr> GroupsFromKserve(const registry::ModelVersion& model,
+                                                  const inference::ModelInferRequest& request) {
+  auto it = request.parameters().find("groups");
+  if (it == request.parameters().end()) return RequestGroups(model, {});
+  if (it->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return absl::InvalidArgumentError(
+        "request parameter 'groups' must be a string holding a JSON object of groups");
+  }
+  absl::StatusOr<std::vector<GroupSpec>> declared =
+      ParseFeatureGroupsJson(it->second.string_param(), "request parameter 'groups'");
+  if (!declared.ok()) return declared.status();
+  if (declared->empty()) {
+    return absl::InvalidArgumentError("request parameter 'groups' declares no group");
+  }
+  return RequestGroups(model, *declared);
+}
+
+std::string KserveGroupsParameter(const FeatureGroups& groups) {
+  nlohmann::json columns = nlohmann::json::array();
+  for (int g = 0; g < groups.num_groups(); ++g) {
+    columns.push_back({{"name", groups.names[g]}, {"features", groups.members[g]}});
+  }
+  return columns.dump();
+}
+
 absl::StatusOr<PredictionLayout> ResolvePredictionLayout(const Forest& forest,
                                                          const KserveOutputs& outputs) {
   using Form = PredictionLayout::Form;
@@ -374,9 +399,11 @@ std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows) {
   return {rows, ResolvePredictionLayout(forest, KserveOutputs())->width};
 }
 
-std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows) {
-  if (forest.num_outputs == 1) return {rows, forest.num_features + 1};
-  return {rows, forest.num_outputs, forest.num_features + 1};
+std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows,
+                                     const FeatureGroups* groups) {
+  const int64_t columns = ExplainColumns(forest, groups) + 1;
+  if (forest.num_outputs == 1) return {rows, columns};
+  return {rows, forest.num_outputs, columns};
 }
 
 void EncodeFloats(const float* values, int64_t count, std::string* raw) {
@@ -488,7 +515,12 @@ void FillKserveModelMetadata(const registry::ModelVersion& model,
     auto* shap = out->add_outputs();
     shap->set_name(kShapTensor);
     shap->set_datatype("FP32");
-    for (int64_t d : KserveShapShape(f, -1)) shap->add_shape(d);
+    for (int64_t d : KserveShapShape(f, -1, model.groups.get())) shap->add_shape(d);
+    // The model's groups.json: the players of its values unless a request declares its own.
+    if (model.groups != nullptr) {
+      (*shap->mutable_parameters())["groups"].set_string_param(
+          KserveGroupsParameter(*model.groups));
+    }
   }
 }
 

@@ -103,6 +103,16 @@ absl::StatusOr<KserveOutputs> ParseKserveOutputs(const inference::ModelInferRequ
 // strings; absent ones keep the defaults. INVALID_ARGUMENT naming the parameter otherwise.
 absl::StatusOr<ExplainChoice> ExplainChoiceFromKserve(const inference::ModelInferRequest& request);
 
+// treeshap_output's players: request parameter "groups", a string holding the JSON object of
+// groups (ParseFeatureGroupsJson: {"address": ["street", "zip"], "color": [3, 4]}), resolved
+// against the model; absent, the model's groups.json (RequestGroups; null: its features).
+// INVALID_ARGUMENT naming the parameter otherwise.
+absl::StatusOr<FeatureGroupsPtr> GroupsFromKserve(const registry::ModelVersion& model,
+                                                  const inference::ModelInferRequest& request);
+// treeshap_output's parameter "groups" for grouped values: a JSON array, one {"name": ...,
+// "features": [indices]} per column, in column order.
+std::string KserveGroupsParameter(const FeatureGroups& groups);
+
 // output__0's layout for one model and request.
 struct PredictionLayout {
   enum class Form {
@@ -124,8 +134,9 @@ absl::StatusOr<PredictionLayout> ResolvePredictionLayout(const Forest& forest,
 // output__0 in the default layout: [rows, 2] = [1-p, p] for single-output sigmoid models (FIL
 // predict_proba), otherwise [rows, prediction_width].
 std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows);
-// treeshap_output: [rows, F+1] (K = 1) or [rows, K, F+1].
-std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows);
+// treeshap_output: [rows, F+1] (K = 1) or [rows, K, F+1]; with `groups` their number for F.
+std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows,
+                                     const FeatureGroups* groups = nullptr);
 // Writes output__0's little-endian float32 bytes, [rows, layout.width], from transformed
 // predictions [rows, prediction_width].
 void EncodeKservePrediction(const Forest& forest, const PredictionLayout& layout,

@@ -36,6 +36,7 @@ struct InferState {
   KserveInput input;
   KserveOutputs outputs;
   ExplainChoice explain;    // treeshap_output's method and output space
+  FeatureGroupsPtr groups;  // treeshap_output's players: null, the model's features
   PredictionLayout layout;  // of output__0
   std::vector<float> prediction;
   std::vector<float> shap;
@@ -112,7 +113,11 @@ void FillInferResponse(const InferState& state, const inference::ModelInferReque
         out->set_shape(1, std::min(state.outputs.class_count, state.layout.width));
       }
     } else {
-      for (int64_t d : KserveShapShape(f, n)) out->add_shape(d);
+      for (int64_t d : KserveShapShape(f, n, state.groups.get())) out->add_shape(d);
+      if (state.groups != nullptr) {
+        (*out->mutable_parameters())["groups"].set_string_param(
+            KserveGroupsParameter(*state.groups));
+      }
       if (!state.shap_shm.span) {
         EncodeFloats(state.shap.data(), static_cast<int64_t>(state.shap.size()), raw);
       } else if (!state.shap_shm.direct) {
@@ -174,7 +179,10 @@ std::unique_ptr<ComputeTask> MakeTask(Runtime* runtime, const std::shared_ptr<In
   t->model = state->model;
   t->op = op;
   if (op == Operation::kPredict) t->params.kind = OutputKind::kPrediction;
-  if (op != Operation::kPredict) t->params.output_space = state->explain.output_space;
+  if (op != Operation::kPredict) {
+    t->params.output_space = state->explain.output_space;
+    t->params.groups = state->groups;
+  }
   t->rows = state->input.rows;
   if (shm.direct) {
     t->out = MakeMatrixView(reinterpret_cast<float*>(shm.span.data), n, width);
@@ -245,7 +253,7 @@ absl::Status KserveModelConfig(Runtime* runtime, const inference::ModelConfigReq
   AddInput(c, kInputTensor, inference::TYPE_FP32, {f.num_features});
   AddOutput(c, kOutputTensor, KservePredictionShape(f, 1));
   if ((*model)->servable->Available(Operation::kExplain).ok()) {
-    AddOutput(c, kShapTensor, KserveShapShape(f, 1));
+    AddOutput(c, kShapTensor, KserveShapShape(f, 1, (*model)->groups.get()));
   }
   auto param = [c](const char* key, std::string value) {
     (*c->mutable_parameters())[key].set_string_value(std::move(value));
@@ -493,10 +501,15 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
     if (absl::Status s = CheckExplainChoice(*state->model, state->explain, false); !s.ok()) {
       return s;
     }
+    absl::StatusOr<FeatureGroupsPtr> groups = GroupsFromKserve(*state->model, request);
+    if (!groups.ok()) return groups.status();
+    state->groups = *std::move(groups);
   }
   const int64_t n = state->input.rows.rows;
   const int64_t pred_width = f.PredictionWidth();
-  const int64_t shap_width = state->model->servable->Width(Operation::kExplain, RunParams());
+  RunParams shap_params;
+  shap_params.groups = state->groups;
+  const int64_t shap_width = state->model->servable->Width(Operation::kExplain, shap_params);
   // Outputs in shared memory: checked and resolved before anything is queued.
   if (const auto& ref = state->outputs.prediction_shared_memory; ref.has_value()) {
     absl::StatusOr<SharedOutput> out = ResolveOutput(

@@ -62,6 +62,14 @@ absl::Status ParseParameters(element e, absl::string_view where,
       case element_type::DOUBLE: p.set_double_param(double(field.value)); break;
       case element_type::STRING: p.set_string_param(std::string(std::string_view(field.value)));
         break;
+      case element_type::OBJECT:
+        // Feature groups may be given as the JSON object itself: kept as its text, as the
+        // gRPC protocol carries it in a string.
+        if (key == "groups") {
+          p.set_string_param(simdjson::minify(field.value));
+          break;
+        }
+        [[fallthrough]];
       default:
         return Invalid(absl::StrCat(where, ".parameters.", key,
                                     " is not a bool, number or string"));
@@ -509,11 +517,20 @@ std::string RestInferResponse(const inference::ModelInferRequest& request,
       json += "}";
       continue;
     }
+    // The output's string parameters (treeshap_output's groups), with binary_data_size.
+    std::string parameters;
+    for (const auto& [key, value] : out.parameters()) {
+      if (value.parameter_choice_case() != inference::InferParameter::kStringParam) continue;
+      absl::StrAppend(&parameters, parameters.empty() ? "" : ",", nlohmann::json(key).dump(), ":",
+                      nlohmann::json(value.string_param()).dump());
+    }
     if (as_binary) {
-      absl::StrAppend(&json, ",\"parameters\":{\"binary_data_size\":", raw.size(), "}}");
+      absl::StrAppend(&json, ",\"parameters\":{", parameters, parameters.empty() ? "" : ",",
+                      "\"binary_data_size\":", raw.size(), "}}");
       binary += raw;
       continue;
     }
+    if (!parameters.empty()) absl::StrAppend(&json, ",\"parameters\":{", parameters, "}");
     json += ",\"data\":[";
     if (out.datatype() == "BYTES") {  // 4-byte little-endian lengths, each followed by its bytes
       for (size_t at = 0; at + sizeof(uint32_t) <= raw.size();) {

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -106,6 +108,15 @@ inline std::string WriteRows(const ScratchDir& scratch, const std::string& name,
   }
   std::fclose(f);
   return path;
+}
+
+// |got - want| <= 1e-5 * max(1, |want|) entry by entry (`what` names the case).
+inline void ExpectNearRelative(const std::vector<double>& got, const std::vector<double>& want,
+                               const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::abs(want[i]))) << what << " " << i;
+  }
 }
 
 }  // namespace grove::testing

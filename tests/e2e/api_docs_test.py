@@ -12,6 +12,8 @@ against a groved serving examples/models (its address put where the examples say
     predicted probability.
   * "Banzhaf values": the sh block; the served and the local Banzhaf values must be byte for byte
     the same, the bias the local SHAP bias, and some row's sum not its margin (not additive);
+  * "Feature groups": the sh block; the served and the local group values must be byte for byte
+    the same, headed by the groups' names, and each row must sum to the row's margin;
   * "KServe v2 REST": the sh block (curl, every command must succeed) and the python block
     (tritonclient.http), whose positive-class column must equal the local CLI's predictions;
   * "Shared memory": the python block (tritonclient's shared memory calls, against a groved with
@@ -46,6 +48,7 @@ CLI = "## The `grove` CLI"
 TRITON = "## KServe v2 / tritonclient"
 INTERVENTIONAL = "## Path-dependent or interventional SHAP"
 BANZHAF = "## Banzhaf values"
+GROUPS = "## Feature groups"
 REST = "## KServe v2 REST"
 SHARED_MEMORY = "## Shared memory"
 CPP = "## C++: `client/grove_client.h`"
@@ -118,6 +121,20 @@ def check_banzhaf(failures, code, root, env, grove, model_file, rows):
               [[row[-1]] for row in shap], exact=False)
     failures.check(any(abs(sum(b) - sum(s)) > 1e-3 for b, s in zip(banzhaf, shap)),
                    "Banzhaf values sum to the margin on every row: the attribution was ignored")
+
+
+def check_groups(failures, code, root, env, margins):
+    """Runs the feature groups sh block: served == local, the header, rows sum to the margin."""
+    r = run(failures, "the feature groups sh block", ["bash", "-e", "-c", code], root, env)
+    if r.returncode != 0:
+        return
+    local = open(os.path.join(root, "groups_local.csv")).read()
+    served = open(os.path.join(root, "groups_served.csv")).read()
+    failures.check(local == served, "groups: groups_served.csv is not byte for byte local")
+    header, _, body = local.partition("\n")
+    failures.check(header == "head,f3,f4,tail,bias", f"groups: header {header!r}")
+    sums = [[sum(row)] for row in h.read_csv(body, is_text=True)]
+    h.compare(failures, "group values' row sums vs margins", sums, margins, exact=False)
 
 
 def check_cpp(failures, program, target, local):
@@ -205,6 +222,7 @@ def main():
     stubs, cli, triton = blocks(text, STUBS), blocks(text, CLI), blocks(text, TRITON)
     interventional = blocks(text, INTERVENTIONAL)
     banzhaf = blocks(text, BANZHAF)
+    groups = blocks(text, GROUPS)
     rest = blocks(text, REST)
     shared = blocks(text, SHARED_MEMORY)
     cpp, reflection = blocks(text, CPP), blocks(text, REFLECTION)
@@ -214,6 +232,7 @@ def main():
                            ("tritonclient", triton, ("python",)),
                            ("interventional", interventional, ("sh",)),
                            ("Banzhaf", banzhaf, ("sh",)),
+                           ("feature groups", groups, ("sh",)),
                            ("REST", rest, ("sh", "python")),
                            ("shared memory", shared, ("python",)), ("C++", cpp, ("cpp",)),
                            ("reflection", reflection, ("python",))):
@@ -240,6 +259,10 @@ def main():
                        "the CLI example's pred.csv is not byte for byte the local CLI's")
         check_interventional(failures, at(interventional["sh"]), root, env, want)
         check_banzhaf(failures, at(banzhaf["sh"]), root, env, args.grove, model_file, rows)
+        margins = h.read_csv(subprocess.run(
+            [args.grove, "predict", "--model", model_file, "--input", rows, "--kind", "margin",
+             "--no-progress"], capture_output=True, text=True, timeout=300).stdout, is_text=True)
+        check_groups(failures, at(groups["sh"]), root, env, margins)
         # Python stubs.
         run(failures, "the stubs sh block", ["bash", "-e", "-c", stubs["sh"]], root)
         r = run(failures, "the stubs python block", [sys.executable, "-c", at(stubs["python"]) +

@@ -139,6 +139,37 @@ def main():
         f.check(cls.as_numpy("output__0").tobytes() == g_cls.as_numpy("output__0").tobytes(),
                 "FIL class output with threshold 0.3: REST differs from gRPC")
 
+        # Feature groups: the parameter as a JSON object (REST) or its text (both), the values
+        # bit for bit gRPC's, and treeshap_output naming the groups.
+        groups = {"ab": ["f0", 1], "tail": [5, 6, 7]}
+        g_groups = grpc.infer("demo", [gi], outputs=[
+            grpcclient.InferRequestedOutput("treeshap_output")],
+            parameters={"groups": json.dumps(groups)}).as_numpy("treeshap_output")
+        f.check(g_groups.shape == (X.shape[0], 6), f"grouped values' shape {g_groups.shape}")
+        for form in (groups, json.dumps(groups)):
+            body = {"inputs": [{"name": "input__0", "shape": list(X.shape), "datatype": "FP32",
+                                "data": np.nan_to_num(X, nan=0.5).ravel().tolist()}],
+                    "outputs": [{"name": "treeshap_output"}], "parameters": {"groups": form}}
+            status, text = post(f"http://{base}/v2/models/demo/infer", json.dumps(body).encode())
+            f.check(status == 200, f"groups as {type(form).__name__}: HTTP {status} {text[:200]}")
+            if status != 200:
+                continue
+            out = json.loads(text)["outputs"][0]
+            names = [g["name"] for g in json.loads(out["parameters"]["groups"])]
+            f.check(names == ["ab", "f2", "f3", "f4", "tail"], f"REST groups named {names}")
+            gi_dense = grpcclient.InferInput("input__0", list(X.shape), "FP32")
+            gi_dense.set_data_from_numpy(np.nan_to_num(X, nan=0.5))
+            ref = grpc.infer("demo", [gi_dense], outputs=[
+                grpcclient.InferRequestedOutput("treeshap_output")],
+                parameters={"groups": json.dumps(groups)}).as_numpy("treeshap_output")
+            f.check(np.array(out["data"], np.float32).tobytes() == ref.ravel().tobytes(),
+                    "grouped values: REST differs from gRPC")
+        status, text = post(f"http://{base}/v2/models/demo/infer", json.dumps(
+            {"inputs": [{"name": "input__0", "shape": [1, 8], "datatype": "FP32",
+                         "data": [0.0] * 8}], "outputs": [{"name": "treeshap_output"}],
+             "parameters": {"groups": {"a": [0], "b": [0]}}}).encode())
+        f.check(status == 400 and b"feature 0" in text, f"overlapping groups: {status} {text}")
+
         # Errors, through tritonclient.http and plain HTTP.
         code, message = status_of(lambda: rest.infer("no_such_model", [demo_row()]))
         f.check(code == "404" and "not found" in message, f"unknown model: {code} {message}")

@@ -104,6 +104,25 @@ def test_banzhaf_values(server, models):
                                  interactions=True), "interactions")
 
 
+def test_feature_groups(server, models):
+    pd = need("pandas")
+    _, client = server
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path, background=x[:40])
+    groups = {"money": ["income", "debt", 5], "history": ["score", "tenure"]}
+    for method in ("path_dependent", "interventional"):
+        assert_bitwise(client.explain("xgb_binary", x[:30], method=method, groups=groups),
+                       model.explain(x[:30], method=method, groups=groups), method)
+    assert_bitwise(client.explain("xgb_binary", x[:5], interactions=True, groups=groups),
+                   model.explain(x[:5], method="path_dependent", interactions=True,
+                                 groups=groups), "interactions")
+    df = client.explain("xgb_binary", pd.DataFrame(x[:4], columns=model.feature_names),
+                        groups=groups)
+    assert list(df.columns) == ["age", "money", "history", "bias"]
+    top = client.explain("xgb_binary", x[:4], groups=groups, top_k=1)
+    assert set(np.asarray(top.names).ravel()) <= {"age", "money", "history"}
+
+
 def test_pandas_and_arrow(server, models):
     pd = need("pandas")
     pa = need("pyarrow")

@@ -768,6 +768,40 @@ TEST_F(RegistryTest, BadBackgroundFailsTheLoadNamingTheFile) {
               ::testing::HasSubstr("holds background.csv and background.npy; keep one"));
 }
 
+TEST_F(RegistryTest, GroupsLoadWithTheModelAndReloadWhenTheyChange) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ModelVersionPtr none = *reg->Get("a");
+  EXPECT_EQ(none->groups, nullptr);
+  ASSERT_GE(none->forest().num_features, 3);
+
+  repo.Write("a/groups.json", R"({"first_two": [0, 1]})");
+  reg->Poll();  // first sighting: not yet stable
+  EXPECT_EQ(*reg->Get("a"), none);
+  reg->Poll();
+  ModelVersionPtr with = *reg->Get("a");
+  ASSERT_NE(with->groups, nullptr);
+  EXPECT_EQ(with->groups->names[0], "first_two");
+  EXPECT_EQ(with->groups->num_groups(), with->forest().num_features - 1);
+
+  // A bad file fails the reload naming it; the previous copy keeps serving.
+  repo.Write("a/groups.json", R"({"first_two": [0, 100000]})");
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ(*reg->Get("a"), with);
+  absl::StatusOr<ModelStatus> st = reg->GetStatus("a");
+  ASSERT_TRUE(st.ok());
+  EXPECT_THAT(st->versions[0].error,
+              ::testing::StartsWith("a/groups.json: group \"first_two\": feature 100000 is not"));
+
+  repo.Remove("a/groups.json");
+  reg->Poll();
+  reg->Poll();
+  EXPECT_EQ((*reg->Get("a"))->groups, nullptr);
+}
+
 // Readers never see a failure while a writer reloads the same model over and over.
 TEST_F(RegistryTest, ConcurrentGetDuringReloadsNeverFails) {
   TempRepo repo;

@@ -300,3 +300,74 @@ TEST(ServableTest, FirstUseFromManyThreadsBuildsOnceAndAnswersAlike) {
 
 }  // namespace
 }  // namespace grove
+
+namespace grove {
+namespace {
+
+// Groups reach every explanation operation: the widths are the groups', the values the CPU
+// references' with the same groups (path-dependent Banzhaf included, which the quadrature
+// Banzhaf engine does not compute for groups); a forced strategy that cannot serve groups says so.
+TEST(ServableTest, GroupsReachEveryExplanationOperation) {
+  ForestPtr forest = LoadGolden("xgb_regression/model.json");
+  ASSERT_NE(forest, nullptr);
+  ThreadPool pool(2);
+  std::shared_ptr<const Background> bg = BackgroundOf(*forest, 5);
+  absl::StatusOr<ServablePtr> s =
+      BuildServable(forest, bg, Options(EngineBuild::kOnFirstUse), &pool);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(
+      {GroupSpec{"a", {FeatureRef{0, ""}, FeatureRef{4, ""}}}}, forest->num_features,
+      forest->feature_names);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  RunParams p;
+  p.groups = *groups;
+  const int G = (*groups)->num_groups();
+  const std::vector<float> rows = testing::MakeRandomRows(*forest, 6, 3);
+  const RowsView view = MakeRowsView(rows.data(), 6, forest->num_features);
+  for (Operation op : {Operation::kExplain, Operation::kInteractions, Operation::kBanzhaf,
+                       Operation::kBanzhafInteractions, Operation::kInterventional,
+                       Operation::kInterventionalInteractions,
+                       Operation::kInterventionalBanzhaf}) {
+    const bool interactions = op == Operation::kInteractions ||
+                              op == Operation::kBanzhafInteractions ||
+                              op == Operation::kInterventionalInteractions;
+    const int64_t width = (*s)->Width(op, p);
+    EXPECT_EQ(width, interactions ? (G + 1) * (G + 1) : G + 1) << OperationName(op);
+    std::vector<float> got(6 * width);
+    ASSERT_TRUE((*s)->Run(op, p, view, MakeMatrixView(got.data(), 6, width), nullptr).ok())
+        << OperationName(op);
+    const bool banzhaf = op == Operation::kBanzhaf || op == Operation::kBanzhafInteractions ||
+                         op == Operation::kInterventionalBanzhaf;
+    std::vector<float> want(got.size());
+    absl::Status status;
+    if (op == Operation::kExplain || op == Operation::kInteractions || op == Operation::kBanzhaf ||
+        op == Operation::kBanzhafInteractions) {
+      ExplainOptions o;
+      o.interactions = interactions;
+      o.groups = groups->get();
+      o.attribution = banzhaf ? Attribution::kBanzhaf : Attribution::kShapley;
+      status = ExplainCpuReference(*forest, view, o, MakeMatrixView(want.data(), 6, width),
+                                   nullptr);
+    } else {
+      InterventionalOptions o;
+      o.interactions = interactions;
+      o.groups = groups->get();
+      o.attribution = banzhaf ? Attribution::kBanzhaf : Attribution::kShapley;
+      status = ExplainInterventionalCpu(*forest, bg->view(), view, o,
+                                        MakeMatrixView(want.data(), 6, width), nullptr);
+    }
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(got, want) << OperationName(op);
+  }
+  EngineOptions forced = Options(EngineBuild::kOnFirstUse, Device::kCpu);
+  forced.explain_strategy = "treeshap_cpu";
+  absl::StatusOr<ServablePtr> paths = BuildServable(forest, nullptr, forced, &pool);
+  ASSERT_TRUE(paths.ok()) << paths.status();
+  std::vector<float> out(6 * (G + 1));
+  const absl::Status refused = (*paths)->Run(Operation::kExplain, p, view,
+                                             MakeMatrixView(out.data(), 6, G + 1), nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+}
+
+}  // namespace
+}  // namespace grove

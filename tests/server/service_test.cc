@@ -124,6 +124,8 @@ class ServerTest : public ::testing::Test {
     Put(*root_, "tiny", 1, kDemo);
     Put(*root_, "demo_bg", 1, kDemo);
     fs::copy_file(kDemoRows, *root_ / "demo_bg" / "background.csv");
+    Put(*root_, "demo_groups", 1, kDemo);
+    Write(*root_ / "demo_groups" / "groups.json", R"({"head": ["f0", "f1", 2, 3]})");
     // One request at a time, and a batch waits 60 s for company: a second request is refused
     // and the first one is dropped at its deadline.
     Write(*root_ / "tiny" / "config.json",
@@ -655,6 +657,163 @@ TEST_F(ServerTest, BanzhafValuesOnEveryProtocol) {
   EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(ks.error_message(),
               HasSubstr("request parameter 'attribution': unknown attribution 'owen'"));
+}
+
+// Values of feature groups by their definition (every coalition of groups): path-dependent, or
+// with `background` the mean over its rows of each pair's game in `space`.
+std::vector<float> GroupValuesByDefinition(const std::vector<float>& rows, int64_t cols,
+                                           const FeatureGroups& groups,
+                                           const std::vector<float>& background,
+                                           OutputSpace space = OutputSpace::kMargin) {
+  ForestPtr f = *LoadModelFile(kDemo);
+  const int K = f->num_outputs;
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  const int64_t nb = static_cast<int64_t>(background.size()) / cols;
+  std::vector<float> out;
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<double> game;
+    if (nb == 0) {
+      game = testing::GroupedGame(testing::PathDependentGame(*f, rows.data() + r * cols), K,
+                                  groups);
+    } else {
+      for (int64_t j = 0; j < nb; ++j) {
+        const std::vector<double> pair = testing::GroupedGame(
+            testing::PairGame(*f, rows.data() + r * cols, background.data() + j * cols, space),
+            K, groups);
+        game.resize(pair.size(), 0.0);
+        for (size_t c = 0; c < pair.size(); ++c) game[c] += pair[c] / nb;
+      }
+    }
+    const std::vector<double> v = testing::ShapleyOfGame(game, groups.num_groups(), K);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+FeatureGroupsPtr DemoGroups(const std::string& json) {
+  absl::StatusOr<std::vector<GroupSpec>> spec = ParseFeatureGroupsJson(json, "test");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<FeatureGroupsPtr> g = ResolveFeatureGroups(*spec, 8, {});
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *g;
+}
+
+TEST_F(ServerTest, FeatureGroupsOnEveryProtocol) {
+  int64_t n, cols;
+  std::vector<float> background = ReadRows(kDemoRows, &n, &cols);
+  std::vector<float> rows(background.begin(), background.begin() + 3 * cols);
+  const FeatureGroupsPtr groups = DemoGroups(R"({"ab": ["f0", 1], "tail": [7, 5, 6]})");
+  ASSERT_EQ(groups->num_groups(), 5);  // ab, f2, f3, f4, tail
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  grove::v1::FeatureGroup* ab = req.add_groups();
+  ab->set_name("ab");
+  ab->add_features("f0");
+  ab->add_feature_indices(1);
+  grove::v1::FeatureGroup* tail = req.add_groups();
+  tail->set_name("tail");
+  for (int i : {7, 5, 6}) tail->add_feature_indices(i);
+  for (bool interventional : {false, true}) {
+    req.set_method(interventional ? grove::v1::EXPLAIN_METHOD_INTERVENTIONAL
+                                  : grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT);
+    req.set_residuals(true);
+    req.set_top_k(2);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.num_features(), 5);
+    ASSERT_EQ(resp.groups_size(), 5);
+    EXPECT_EQ(resp.groups(0).name(), "ab");
+    EXPECT_EQ(resp.groups(1).name(), "f2");
+    EXPECT_EQ(resp.groups(4).name(), "tail");
+    EXPECT_EQ(std::vector<int>(resp.groups(4).feature_indices().begin(),
+                               resp.groups(4).feature_indices().end()),
+              (std::vector<int>{5, 6, 7}));
+    ExpectClose(resp.values().values(),
+                GroupValuesByDefinition(rows, cols, *groups,
+                                        interventional ? background : std::vector<float>()),
+                1e-5);
+    // Additive over groups: the residuals are rounding.
+    for (float r : resp.residuals().values()) EXPECT_LT(std::abs(r), 1e-4);
+    EXPECT_EQ(resp.top().k(), 2);
+    for (int32_t g : resp.top().features()) EXPECT_LT(g, 5);
+  }
+  // KServe gRPC: the parameter, interventional in the probability space.
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, 3, cols);
+  (*kreq.mutable_parameters())["groups"].set_string_param(
+      R"({"tail": [5, 6, 7], "ab": ["f0", "f1"]})");
+  (*kreq.mutable_parameters())["method"].set_string_param("interventional");
+  (*kreq.mutable_parameters())["output_space"].set_string_param("probability");
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+  ASSERT_TRUE(ks.ok()) << ks.error_message();
+  ASSERT_EQ(kresp.outputs(0).shape_size(), 2);
+  EXPECT_EQ(kresp.outputs(0).shape(1), 6);
+  EXPECT_THAT(kresp.outputs(0).parameters().at("groups").string_param(),
+              HasSubstr(R"({"features":[0,1],"name":"ab"})"));
+  std::vector<float> got(3 * 6);
+  ASSERT_EQ(kresp.raw_output_contents(0).size(), got.size() * 4);
+  std::memcpy(got.data(), kresp.raw_output_contents(0).data(), got.size() * 4);
+  ExpectClose(got,
+              GroupValuesByDefinition(rows, cols, *groups, background, OutputSpace::kProbability),
+              1e-5);
+
+  // Refusals name what is wrong.
+  grove::v1::ExplainRequest bad = req;
+  bad.mutable_groups(1)->add_feature_indices(1);
+  grpc::ClientContext bctx;
+  grove::v1::ExplainResponse bresp;
+  grpc::Status bs = Grove()->Explain(&bctx, bad, &bresp);
+  EXPECT_EQ(bs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bs.error_message(),
+              HasSubstr("groups of model 'demo_bg': feature 1 (\"f1\") is in group \"ab\" and "
+                        "in group \"tail\""));
+  (*kreq.mutable_parameters())["groups"].set_string_param(R"({"x": ["nope"]})");
+  grpc::ClientContext kctx2;
+  ks = Kserve()->ModelInfer(&kctx2, kreq, &kresp);
+  EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ks.error_message(), HasSubstr("feature \"nope\" is not a feature of the model"));
+}
+
+// A model's groups.json: the players of every explanation that names no groups of its own.
+TEST_F(ServerTest, TheModelsGroupsAreTheDefault) {
+  int64_t n, cols;
+  std::vector<float> rows = ReadRows(kDemoRows, &n, &cols);
+  rows.resize(2 * cols);
+  const FeatureGroupsPtr groups = DemoGroups(R"({"head": [0, 1, 2, 3]})");
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_groups");
+  SetRows(req.mutable_rows(), rows, cols);
+  grpc::ClientContext ctx;
+  grove::v1::ExplainResponse resp;
+  grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.groups_size(), 5);
+  EXPECT_EQ(resp.groups(0).name(), "head");
+  ExpectClose(resp.values().values(), GroupValuesByDefinition(rows, cols, *groups, {}), 1e-5);
+  // A request's own groups replace the model's.
+  grove::v1::FeatureGroup* g = req.add_groups();
+  g->set_name("pair");
+  g->add_feature_indices(0);
+  g->add_feature_indices(7);
+  grpc::ClientContext ctx2;
+  s = Grove()->Explain(&ctx2, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.num_features(), 7);
+  EXPECT_EQ(resp.groups(0).name(), "pair");
+  // KServe's metadata says the shape and the groups.
+  grpc::ClientContext mctx;
+  inference::ModelMetadataRequest mreq;
+  mreq.set_name("demo_groups");
+  inference::ModelMetadataResponse mresp;
+  ASSERT_TRUE(Kserve()->ModelMetadata(&mctx, mreq, &mresp).ok());
+  ASSERT_EQ(mresp.outputs_size(), 2);
+  EXPECT_EQ(mresp.outputs(1).shape(1), 6);
+  EXPECT_THAT(mresp.outputs(1).parameters().at("groups").string_param(),
+              HasSubstr(R"({"features":[0,1,2,3],"name":"head"})"));
 }
 
 // The value of a counter of the server's metrics (0 when absent).

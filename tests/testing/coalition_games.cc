@@ -1,6 +1,7 @@
 #include "tests/testing/coalition_games.h"
 
 #include <cmath>
+#include <functional>
 
 #include "core/model/decision.h"
 #include "core/model/transform.h"
@@ -22,6 +23,40 @@ double ConditionalExpectation(const Forest& f, int t, int node, const float* row
   if (n.cover <= 0) return 0.0;
   return nodes[n.left].cover / n.cover * ConditionalExpectation(f, t, n.left, row, s, k) +
          nodes[n.right].cover / n.cover * ConditionalExpectation(f, t, n.right, row, s, k);
+}
+
+double Factorial(int n) { return n <= 1 ? 1.0 : n * Factorial(n - 1); }
+
+// Interaction values laid out as pred_interactions: M[i][j] = sum over S without i, j of
+// weight(|S|) times the second difference; M[i][i] = values_i - sum_{j != i} M[i][j];
+// M[F][F] = values' bias (v({})).
+std::vector<double> InteractionsOfGame(const std::vector<double>& game, int F, int K,
+                                       const std::vector<double>& values,
+                                       const std::function<double(int)>& weight) {
+  const int64_t f1 = F + 1;
+  const uint32_t subsets = 1u << F;
+  std::vector<double> m(K * f1 * f1, 0.0);
+  for (int k = 0; k < K; ++k) {
+    double* mk = m.data() + k * f1 * f1;
+    auto v = [&](uint32_t s) { return game[s * K + k]; };
+    for (int i = 0; i < F; ++i) {
+      double off = 0;
+      for (int j = 0; j < F; ++j) {
+        if (j == i) continue;
+        const uint32_t bi = 1u << i, bj = 1u << j;
+        double sum = 0;
+        for (uint32_t s = 0; s < subsets; ++s) {
+          if (s & (bi | bj)) continue;
+          sum += weight(__builtin_popcount(s)) * (v(s | bi | bj) - v(s | bi) - v(s | bj) + v(s));
+        }
+        mk[i * f1 + j] = sum;
+        off += sum;
+      }
+      mk[i * f1 + i] = values[k * f1 + i] - off;
+    }
+    mk[F * f1 + F] = values[k * f1 + F];
+  }
+  return m;
 }
 
 }  // namespace
@@ -79,33 +114,54 @@ std::vector<double> BanzhafOfGame(const std::vector<double>& game, int num_featu
 
 std::vector<double> BanzhafInteractionsOfGame(const std::vector<double>& game, int num_features,
                                               int num_outputs) {
-  const int F = num_features, K = num_outputs;
-  const int64_t f1 = F + 1;
-  const uint32_t subsets = 1u << F;
+  const int F = num_features;
   const double scale = F >= 2 ? std::ldexp(1.0, -(F - 2)) / 2 : 0.0;
-  const std::vector<double> values = BanzhafOfGame(game, F, K);
-  std::vector<double> m(K * f1 * f1, 0.0);
-  for (int k = 0; k < K; ++k) {
-    double* mk = m.data() + k * f1 * f1;
-    auto v = [&](uint32_t s) { return game[s * K + k]; };
-    for (int i = 0; i < F; ++i) {
-      double off = 0;
-      for (int j = 0; j < F; ++j) {
-        if (j == i) continue;
-        const uint32_t bi = 1u << i, bj = 1u << j;
-        double sum = 0;
-        for (uint32_t s = 0; s < subsets; ++s) {
-          if (s & (bi | bj)) continue;
-          sum += v(s | bi | bj) - v(s | bi) - v(s | bj) + v(s);
-        }
-        mk[i * f1 + j] = scale * sum;
-        off += scale * sum;
-      }
-      mk[i * f1 + i] = values[k * f1 + i] - off;
+  return InteractionsOfGame(game, F, num_outputs, BanzhafOfGame(game, F, num_outputs),
+                            [scale](int) { return scale; });
+}
+
+std::vector<double> GroupedGame(const std::vector<double>& game, int num_outputs,
+                                const FeatureGroups& groups) {
+  const int G = groups.num_groups(), K = num_outputs;
+  std::vector<double> out((size_t{1} << G) * K);
+  for (uint32_t t = 0; t < (1u << G); ++t) {
+    uint32_t s = 0;
+    for (int g = 0; g < G; ++g) {
+      if (!((t >> g) & 1)) continue;
+      for (int32_t f : groups.members[g]) s |= 1u << f;
     }
-    mk[F * f1 + F] = values[k * f1 + F];
+    for (int k = 0; k < K; ++k) out[t * K + k] = game[s * K + k];
   }
-  return m;
+  return out;
+}
+
+std::vector<double> ShapleyOfGame(const std::vector<double>& game, int num_features,
+                                  int num_outputs) {
+  const int F = num_features, K = num_outputs;
+  const uint32_t subsets = 1u << F;
+  std::vector<double> out(K * (F + 1), 0.0);
+  for (int k = 0; k < K; ++k) {
+    for (int i = 0; i < F; ++i) {
+      for (uint32_t s = 0; s < subsets; ++s) {
+        if ((s >> i) & 1) continue;
+        const int size = __builtin_popcount(s);
+        const double w = Factorial(size) * Factorial(F - size - 1) / Factorial(F);
+        out[k * (F + 1) + i] += w * (game[(s | (1u << i)) * K + k] - game[s * K + k]);
+      }
+    }
+    out[k * (F + 1) + F] = game[k];
+  }
+  return out;
+}
+
+std::vector<double> ShapleyInteractionsOfGame(const std::vector<double>& game, int num_features,
+                                              int num_outputs) {
+  const int F = num_features;
+  return InteractionsOfGame(game, F, num_outputs, ShapleyOfGame(game, F, num_outputs),
+                            [F](int size) {
+                              return Factorial(size) * Factorial(F - size - 2) /
+                                     (2 * Factorial(F - 1));
+                            });
 }
 
 }  // namespace grove::testing

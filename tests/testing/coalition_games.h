@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/model/feature_groups.h"
 #include "core/model/forest.h"
 #include "core/model/outputs.h"
 
@@ -33,6 +34,21 @@ std::vector<double> BanzhafOfGame(const std::vector<double>& game, int num_featu
 // 2^-(F-2) sum over S without i, j of the second difference; M[i][i] = value_i - sum_{j != i}
 // M[i][j]; M[F][F] = v({}).
 std::vector<double> BanzhafInteractionsOfGame(const std::vector<double>& game, int num_features,
+                                              int num_outputs);
+
+// The game whose players are `groups` (K x 2^G): v_k(T) = game's v_k(union of T's members).
+std::vector<double> GroupedGame(const std::vector<double>& game, int num_outputs,
+                                const FeatureGroups& groups);
+
+// Shapley values of `game` (K x 2^F), laid out as BanzhafOfGame: the factorial weights
+// |S|! (F - |S| - 1)! / F!.
+std::vector<double> ShapleyOfGame(const std::vector<double>& game, int num_features,
+                                  int num_outputs);
+
+// Shapley interaction values (K x (F+1)^2) laid out as BanzhafInteractionsOfGame: M[i][j] = half
+// the Shapley interaction index, sum over S without i, j of |S|! (F - |S| - 2)! / (F - 1)! times
+// the second difference.
+std::vector<double> ShapleyInteractionsOfGame(const std::vector<double>& game, int num_features,
                                               int num_outputs);
 
 }  // namespace grove::testing

@@ -33,6 +33,7 @@
 #include "core/common/hd.h"
 #include "core/common/rows.h"
 #include "core/explain/attribution.h"
+#include "core/model/feature_groups.h"
 #include "core/model/forest.h"
 #include "core/model/outputs.h"
 #include "core/model/transform.h"
@@ -56,6 +57,10 @@ struct InterventionalOptions {
   // (attribution.h): the same layout and bias; not additive. Every output space (linearized:
   // each pair's margin values times its factor); the CPU strategies only.
   Attribution attribution = Attribution::kShapley;
+  // The players (core/model/feature_groups.h): null, the model's features; otherwise its groups:
+  // v(S) takes the members of S's groups from x, G + 1 columns per output (ExplainWidth with
+  // them). Not owned; resolved for this forest. The reference strategy only.
+  const FeatureGroups* groups = nullptr;
 };
 
 // kProbability enumerates, per (row, background row) pair, every subset of the features on which
@@ -92,7 +97,8 @@ GROVE_HD double LinearizedFactor(const TransformParams& p, double mx, double mz)
 absl::Status CheckBackground(const Forest& forest, RowsView background);
 
 // Validates a call before any work: an explainable model, `rows` of forest.num_features columns,
-// `out` of rows.rows x ExplainWidth(forest, options.interactions), a valid iteration range, and
+// `out` of rows.rows x ExplainWidth(forest, options.interactions, options.groups), a valid
+// iteration range, and
 // CheckOutputSpace. INVALID_ARGUMENT naming what is wrong.
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out);
@@ -113,7 +119,9 @@ void AddInterventionalMargin(const Forest& forest, const std::vector<int32_t>& t
 // Pequignot ("Understanding interventional TreeSHAP", 2022): walk the tree; where x and z go the
 // same way follow it, where they part branch on whether the split's feature comes from x or z
 // (each feature keeps one side along a path); a reached leaf with a features from x and b from z
-// adds value * InterventionalWeight to each. Cost per (row, background row, tree): the nodes the
+// adds value * InterventionalWeight to each. With options.groups the same walk over players: a
+// split's feature stands for its group, which keeps one side along a path whichever member is
+// split on (the game over groups). Cost per (row, background row, tree): the nodes the
 // hybrids reach. Multi-threaded over rows on `pool` (null: the calling thread). Deterministic.
 // Thread-safe.
 absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background, RowsView rows,

@@ -28,8 +28,9 @@ absl::Status CheckBackground(const Forest& forest, RowsView background) {
 
 absl::Status CheckInterventionalCall(const Forest& forest, RowsView rows,
                                      const InterventionalOptions& options, MatrixView<float> out) {
-  absl::StatusOr<IterationRange> range = CheckExplainCall(
-      forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
+  absl::StatusOr<IterationRange> range =
+      CheckExplainCall(forest, rows, options.interactions, options.iteration_begin,
+                       options.iteration_end, out, options.groups);
   if (!range.ok()) return range.status();
   return CheckOutputSpace(forest, options.output_space);
 }
@@ -50,13 +51,19 @@ namespace {
 
 enum class Side : uint8_t { kNone, kX, kZ };
 
+int NumPlayers(const Forest& forest, const FeatureGroups* groups) {
+  return groups != nullptr ? groups->num_groups() : forest.num_features;
+}
+
 // The walk of one tree for one (x, z) pair. At a split where x and z part, the hybrid takes the
 // feature from x or from z; the choice holds for every later split on that feature, so a feature
-// is branched on at most once per path (repeated features handled by `side_`).
+// is branched on at most once per path (repeated features handled by `side_`). With groups the
+// players are the groups: `player` maps a split's feature to its group, which keeps its side.
 class PairWalker {
  public:
-  explicit PairWalker(const Forest& forest)
-      : forest_(forest), side_(forest.num_features, Side::kNone) {}
+  // `player`: per feature, its player (null: the feature); `num_players` of them.
+  PairWalker(const Forest& forest, const int32_t* player, int num_players)
+      : forest_(forest), player_(player), side_(num_players, Side::kNone) {}
 
   // Calls visitor.Leaf(leaf node, *this) for every leaf some hybrid of x and z reaches.
   template <typename Visitor>
@@ -66,7 +73,7 @@ class PairWalker {
     z_ = z;
     Visit(0, visitor);
   }
-  // Features with a side on the current path, in the order they were branched on.
+  // Players with a side on the current path, in the order they were branched on.
   const std::vector<int32_t>& features() const { return features_; }
   bool FromX(int32_t feature) const { return side_[feature] == Side::kX; }
   int num_from_x() const { return from_x_; }
@@ -82,21 +89,23 @@ class PairWalker {
     }
     const int32_t to_x = NextNode(n, forest_.category_bits.data(), x_);
     const int32_t to_z = NextNode(n, forest_.category_bits.data(), z_);
-    const Side side = side_[n.feature];
+    const int32_t p = player_ != nullptr ? player_[n.feature] : n.feature;
+    const Side side = side_[p];
     if (to_x == to_z || side == Side::kX) return Visit(to_x, visitor);
     if (side == Side::kZ) return Visit(to_z, visitor);
-    features_.push_back(n.feature);
-    side_[n.feature] = Side::kX;
+    features_.push_back(p);
+    side_[p] = Side::kX;
     ++from_x_;
     Visit(to_x, visitor);
     --from_x_;
-    side_[n.feature] = Side::kZ;
+    side_[p] = Side::kZ;
     Visit(to_z, visitor);
-    side_[n.feature] = Side::kNone;
+    side_[p] = Side::kNone;
     features_.pop_back();
   }
 
   const Forest& forest_;
+  const int32_t* player_;
   const Node* nodes_ = nullptr;
   const float* x_ = nullptr;
   const float* z_ = nullptr;
@@ -204,7 +213,7 @@ class RowExplainer {
  public:
   RowExplainer(const Forest& forest, const CallPlan& plan, RowsView background,
                const std::vector<double>& background_margins, OutputSpace space,
-               Attribution attribution)
+               Attribution attribution, const FeatureGroups* groups)
       : forest_(forest),
         plan_(plan),
         background_(background),
@@ -212,10 +221,11 @@ class RowExplainer {
         space_(space),
         attribution_(attribution),
         k_(forest.num_outputs),
-        f1_(forest.num_features + 1),
+        f1_(NumPlayers(forest, groups) + 1),
         linear_link_(forest.objective.link == Link::kIdentity),
-        walker_(forest),
-        slot_of_(forest.num_features, -1) {}
+        walker_(forest, groups != nullptr ? groups->group_of.data() : nullptr,
+                NumPlayers(forest, groups)),
+        slot_of_(NumPlayers(forest, groups), -1) {}
 
   // Feature columns of one row's output (num_outputs x f1, bias columns left at 0), averaged over
   // the background, and with `inter` (num_outputs x f1 x f1) the off-diagonal interaction values.
@@ -426,7 +436,7 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
   }
   plan.transform = MakeTransformParams(forest, range.size());
   const int k = forest.num_outputs;
-  const int64_t f1 = forest.num_features + 1;
+  const int64_t f1 = NumPlayers(forest, options.groups) + 1;
   std::vector<double> background_margins(background.rows * k, 0.0);
   for (int64_t j = 0; j < background.rows; ++j) {
     AddMargin(forest, plan, background.Row(j), background_margins.data() + j * k);
@@ -439,7 +449,7 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
   absl::Status failure;
   auto work = [&](int64_t begin, int64_t end) {
     RowExplainer explainer(forest, plan, background, background_margins, options.output_space,
-                           options.attribution);
+                           options.attribution, options.groups);
     std::vector<double> phi(k * f1);
     std::vector<double> inter(options.interactions ? k * f1 * f1 : 0);
     double* inter_out = options.interactions ? inter.data() : nullptr;

@@ -389,7 +389,9 @@ class QuadratureExplainStrategy final : public ExplainStrategy {
       : s_(std::move(s)), device_(std::move(device)) {}
   std::string name() const override { return s_->name(); }
   std::string device() const override { return device_; }
-  bool Supports(const ExplainOptions& options) const override { return s_->Supports(options); }
+  bool Supports(const ExplainOptions& options) const override {
+    return !NeedsReference(options) && s_->Supports(options);
+  }
   double EstimateSeconds(int64_t rows, bool interactions) const override {
     ExplainOptions o;
     o.interactions = interactions;
@@ -425,7 +427,7 @@ class MultiGpuQuadratureStrategy final : public ExplainStrategy {
     return d;
   }
   bool Supports(const ExplainOptions& options) const override {
-    return devices_[0]->Supports(options);
+    return !NeedsReference(options) && devices_[0]->Supports(options);
   }
   double EstimateSeconds(int64_t rows, bool interactions) const override {
     ExplainOptions o;

@@ -1,0 +1,277 @@
+// Feature groups in the CPU references (path-dependent and interventional): the values of the
+// game over groups against their definition, the feature game tabulated over every subset, each
+// coalition of groups standing for the union of its members (tests/testing/coalition_games.h);
+// Shapley and Banzhaf values and interaction values, singletons equal to no groups, determinism.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/thread_pool.h"
+#include "core/explain/explain.h"
+#include "core/explain/interventional/interventional.h"
+#include "core/model/feature_groups.h"
+#include "gtest/gtest.h"
+#include "tests/testing/coalition_games.h"
+#include "tests/testing/random_forest.h"
+
+namespace grove {
+namespace {
+
+using testing::BanzhafInteractionsOfGame;
+using testing::BanzhafOfGame;
+using testing::GroupedGame;
+using testing::MakeRandomForest;
+using testing::MakeRandomRows;
+using testing::RandomForestOptions;
+using testing::ShapleyInteractionsOfGame;
+using testing::ShapleyOfGame;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+// A seeded partition of the model's features into groups of 1 to 3 features, declared by index.
+FeatureGroupsPtr RandomGroups(int num_features, uint64_t seed) {
+  std::vector<int> order(num_features);
+  for (int i = 0; i < num_features; ++i) order[i] = i;
+  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  for (int i = num_features - 1; i > 0; --i) std::swap(order[i], order[next() % (i + 1)]);
+  std::vector<GroupSpec> spec;
+  for (size_t i = 0; i < order.size();) {
+    const size_t size = std::min<size_t>(1 + next() % 3, order.size() - i);
+    GroupSpec g;
+    g.name = absl::StrCat("g", spec.size());
+    for (size_t j = 0; j < size; ++j) g.members.push_back(FeatureRef{order[i + j], ""});
+    spec.push_back(g);
+    i += size;
+  }
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(spec, num_features, {});
+  EXPECT_TRUE(groups.ok()) << groups.status();
+  return *groups;
+}
+
+std::vector<float> ExplainPathDependent(const Forest& f, const std::vector<float>& rows,
+                                        const ExplainOptions& o, ThreadPool* pool) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = ExplainWidth(f, o.interactions, o.groups);
+  std::vector<float> out(n * width, kNan);
+  absl::Status s = ExplainCpuReference(f, MakeRowsView(rows.data(), n, f.num_features), o,
+                                       MakeMatrixView(out.data(), n, width), pool);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+std::vector<float> ExplainInterventional(const Forest& f, const std::vector<float>& rows,
+                                         const std::vector<float>& bg,
+                                         const InterventionalOptions& o, ThreadPool* pool) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / f.num_features;
+  const int64_t width = ExplainWidth(f, o.interactions, o.groups);
+  std::vector<float> out(n * width, kNan);
+  absl::Status s = ExplainInterventionalCpu(
+      f, MakeRowsView(bg.data(), bg.size() / f.num_features, f.num_features),
+      MakeRowsView(rows.data(), n, f.num_features), o, MakeMatrixView(out.data(), n, width), pool);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+// The values a game's row should have: Shapley or Banzhaf, values or interaction values.
+std::vector<double> ValuesOfGame(const std::vector<double>& game, int players, int outputs,
+                                 Attribution attribution, bool interactions) {
+  if (attribution == Attribution::kBanzhaf) {
+    return interactions ? BanzhafInteractionsOfGame(game, players, outputs)
+                        : BanzhafOfGame(game, players, outputs);
+  }
+  return interactions ? ShapleyInteractionsOfGame(game, players, outputs)
+                      : ShapleyOfGame(game, players, outputs);
+}
+
+void ExpectRowNear(const float* got, const std::vector<double>& want, const std::string& what) {
+  for (size_t c = 0; c < want.size(); ++c) {
+    ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0, std::abs(want[c]))) << what << " col " << c;
+  }
+}
+
+std::vector<RandomForestOptions> Forests() {
+  std::vector<RandomForestOptions> out;
+  for (int seed = 1; seed <= 6; ++seed) {
+    RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 5;
+    o.num_features = 3 + seed % 4;
+    o.max_depth = 4 + seed % 3;
+    o.num_outputs = seed % 3 == 0 ? 2 : 1;
+    o.vector_leaves = seed == 6;
+    o.categorical_fraction = seed % 2 == 0 ? 0.3 : 0.0;
+    o.lightgbm_rules = seed % 3 == 1;
+    out.push_back(o);
+  }
+  return out;
+}
+
+TEST(FeatureGroupsExplainTest, PathDependentMatchesTheGameOverGroups) {
+  ThreadPool pool(2);
+  for (const RandomForestOptions& ro : Forests()) {
+    ForestPtr f = MakeRandomForest(ro);
+    FeatureGroupsPtr groups = RandomGroups(f->num_features, ro.seed);
+    const int G = groups->num_groups();
+    const std::vector<float> rows = MakeRandomRows(*f, 6, ro.seed + 50);
+    for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+      for (bool interactions : {false, true}) {
+        ExplainOptions o;
+        o.groups = groups.get();
+        o.attribution = attribution;
+        o.interactions = interactions;
+        const std::vector<float> got = ExplainPathDependent(*f, rows, o, &pool);
+        const int64_t width = ExplainWidth(*f, interactions, groups.get());
+        for (int64_t r = 0; r < 6; ++r) {
+          const std::vector<double> game = GroupedGame(
+              testing::PathDependentGame(*f, rows.data() + r * f->num_features), f->num_outputs,
+              *groups);
+          const std::string what =
+              absl::StrCat("seed ", ro.seed, " ", AttributionName(attribution),
+                           interactions ? " interactions" : "", " row ", r);
+          ExpectRowNear(got.data() + r * width,
+                        ValuesOfGame(game, G, f->num_outputs, attribution, interactions), what);
+        }
+      }
+    }
+  }
+}
+
+TEST(FeatureGroupsExplainTest, InterventionalMatchesTheGameOverGroups) {
+  ThreadPool pool(2);
+  for (const RandomForestOptions& ro : Forests()) {
+    for (Link link : {Link::kIdentity, Link::kSigmoid}) {
+      ForestPtr f = testing::WithLink(*MakeRandomForest(ro), link);
+      FeatureGroupsPtr groups = RandomGroups(f->num_features, ro.seed + 7);
+      const int G = groups->num_groups(), K = f->num_outputs, F = f->num_features;
+      const std::vector<float> rows = MakeRandomRows(*f, 4, ro.seed + 60);
+      const std::vector<float> bg = MakeRandomRows(*f, 5, ro.seed + 70);
+      const OutputSpace space =
+          link == Link::kIdentity ? OutputSpace::kMargin : OutputSpace::kProbability;
+      for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+        for (bool interactions : {false, true}) {
+          InterventionalOptions o;
+          o.groups = groups.get();
+          o.attribution = attribution;
+          o.interactions = interactions;
+          o.output_space = space;
+          const std::vector<float> got = ExplainInterventional(*f, rows, bg, o, &pool);
+          const int64_t width = ExplainWidth(*f, interactions, groups.get());
+          for (int64_t r = 0; r < 4; ++r) {
+            // v(T) = mean over the background of the pair games, each over groups.
+            std::vector<double> game;
+            for (int64_t j = 0; j < 5; ++j) {
+              const std::vector<double> pair = GroupedGame(
+                  testing::PairGame(*f, rows.data() + r * F, bg.data() + j * F, space), K,
+                  *groups);
+              game.resize(pair.size(), 0.0);
+              for (size_t c = 0; c < pair.size(); ++c) game[c] += pair[c] / 5;
+            }
+            const std::string what =
+                absl::StrCat("seed ", ro.seed, " ", OutputSpaceName(space), " ",
+                             AttributionName(attribution), interactions ? " interactions" : "",
+                             " row ", r);
+            ExpectRowNear(got.data() + r * width,
+                          ValuesOfGame(game, G, K, attribution, interactions), what);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every feature its own group is the ungrouped explanation, bit for bit (the same recursion).
+TEST(FeatureGroupsExplainTest, SingletonsAreTheFeatures) {
+  RandomForestOptions ro;
+  ro.seed = 11;
+  ro.num_features = 7;
+  ro.categorical_fraction = 0.2;
+  ForestPtr f = MakeRandomForest(ro);
+  absl::StatusOr<FeatureGroupsPtr> singletons = ResolveFeatureGroups({}, f->num_features, {});
+  ASSERT_TRUE(singletons.ok());
+  const std::vector<float> rows = MakeRandomRows(*f, 8, 3);
+  const std::vector<float> bg = MakeRandomRows(*f, 4, 4);
+  for (bool interactions : {false, true}) {
+    ExplainOptions plain;
+    plain.interactions = interactions;
+    ExplainOptions grouped = plain;
+    grouped.groups = singletons->get();
+    EXPECT_EQ(ExplainPathDependent(*f, rows, plain, nullptr),
+              ExplainPathDependent(*f, rows, grouped, nullptr));
+    InterventionalOptions iplain;
+    iplain.interactions = interactions;
+    InterventionalOptions igrouped = iplain;
+    igrouped.groups = singletons->get();
+    EXPECT_EQ(ExplainInterventional(*f, rows, bg, iplain, nullptr),
+              ExplainInterventional(*f, rows, bg, igrouped, nullptr));
+  }
+}
+
+// One group of every feature takes the whole difference: its value is out(x) - bias.
+TEST(FeatureGroupsExplainTest, OneGroupTakesEverything) {
+  RandomForestOptions ro;
+  ro.seed = 12;
+  ro.num_features = 5;
+  ForestPtr f = MakeRandomForest(ro);
+  GroupSpec all{"all", {}};
+  for (int i = 0; i < 5; ++i) all.members.push_back(FeatureRef{i, ""});
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups({all}, 5, {});
+  ASSERT_TRUE(groups.ok());
+  const std::vector<float> rows = MakeRandomRows(*f, 4, 5);
+  ExplainOptions plain;
+  ExplainOptions grouped;
+  grouped.groups = groups->get();
+  const std::vector<float> features = ExplainPathDependent(*f, rows, plain, nullptr);
+  const std::vector<float> group = ExplainPathDependent(*f, rows, grouped, nullptr);
+  ASSERT_EQ(group.size(), 4u * 2);
+  for (int r = 0; r < 4; ++r) {
+    double sum = 0;
+    for (int c = 0; c < 5; ++c) sum += features[r * 6 + c];
+    EXPECT_NEAR(group[r * 2], sum, 1e-5) << "row " << r;
+    EXPECT_EQ(group[r * 2 + 1], features[r * 6 + 5]) << "the bias";
+  }
+}
+
+TEST(FeatureGroupsExplainTest, DeterministicOverThreads) {
+  RandomForestOptions ro;
+  ro.seed = 13;
+  ro.num_features = 9;
+  ro.num_trees = 20;
+  ForestPtr f = MakeRandomForest(ro);
+  FeatureGroupsPtr groups = RandomGroups(9, 13);
+  const std::vector<float> rows = MakeRandomRows(*f, 64, 6);
+  const std::vector<float> bg = MakeRandomRows(*f, 8, 7);
+  ThreadPool pool(3);
+  ExplainOptions o;
+  o.groups = groups.get();
+  o.interactions = true;
+  EXPECT_EQ(ExplainPathDependent(*f, rows, o, nullptr), ExplainPathDependent(*f, rows, o, &pool));
+  InterventionalOptions io;
+  io.groups = groups.get();
+  EXPECT_EQ(ExplainInterventional(*f, rows, bg, io, nullptr),
+            ExplainInterventional(*f, rows, bg, io, &pool));
+}
+
+TEST(FeatureGroupsExplainTest, GroupsOfAnotherModelAreRefused) {
+  RandomForestOptions ro;
+  ro.num_features = 4;
+  ForestPtr f = MakeRandomForest(ro);
+  FeatureGroupsPtr groups = RandomGroups(5, 1);
+  const std::vector<float> rows = MakeRandomRows(*f, 1, 1);
+  std::vector<float> out(ExplainWidth(*f, false, groups.get()));
+  ExplainOptions o;
+  o.groups = groups.get();
+  absl::Status s = ExplainCpuReference(*f, MakeRowsView(rows.data(), 1, 4), o,
+                                       MakeMatrixView(out.data(), 1, out.size()), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+}  // namespace
+}  // namespace grove
