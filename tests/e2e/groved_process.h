@@ -263,7 +263,8 @@ inline void InstallModel(const std::string& repository, const std::string& name,
   fs::create_directories(staging);
   const fs::path tmp = staging / (name + "_" + std::to_string(version) + ext);
   fs::copy_file(model_file, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, dir / ("model" + ext));
+  // model.<ext> is a repository name of every format but Treelite's, which is checkpoint.tl.
+  fs::rename(tmp, dir / (ext == ".tl" ? std::string("checkpoint.tl") : "model" + ext));
 }
 
 }  // namespace grove::e2e

@@ -51,9 +51,12 @@ def case_dirs():
         for name in sorted(os.listdir(root)):
             meta = os.path.join(root, name, "meta.json")
             # Models this reference reads with XGBoost or LightGBM (CatBoost cases are checked
-            # by tests/model/catboost_loader_test.cc).
-            if os.path.exists(meta) and json.load(open(meta)).get("library") != "catboost":
-                yield os.path.join(root, name)
+            # by tests/model/catboost_loader_test.cc, Treelite checkpoints by
+            # tests/model/treelite_loader_test.cc and the corpus tests).
+            d = os.path.join(root, name)
+            if os.path.exists(meta) and any(
+                    os.path.exists(os.path.join(d, f)) for f in ("model.json", "model.txt")):
+                yield d
 
 
 class Model:

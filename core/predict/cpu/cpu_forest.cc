@@ -184,6 +184,9 @@ void CpuForest::BuildRowLayout() {
   }
 }
 
+// Complete layouts above this many bytes take kMaxBlockRows rows per block (CpuForest::Build).
+constexpr size_t kLargeDenseLayoutBytes = size_t{4} << 20;
+
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
   // Whole vectors of sixteen rows for the AVX-512 walk.
@@ -284,6 +287,12 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
   if (simd_possible && options.walk != Walk::kScalar) out->BuildDense();
+  // A complete layout larger than a core's L2 is read from L3 once per block and tree: there,
+  // more rows per block halve that traffic per row, which outweighs the block's rows leaving L1.
+  if (options.block_rows == 0 &&
+      out->dense_nodes_.size() * sizeof(DenseNode) > kLargeDenseLayoutBytes) {
+    out->block_rows_ = kMaxBlockRows;
+  }
   const bool dense_possible = simd_possible && out->dense_depth_ > 0;
   switch (options.walk) {
     case Walk::kScalar: break;

@@ -52,7 +52,8 @@ inline constexpr int kDenseMaxDepth = 10;
 inline constexpr int kRowBlockTrees = 16;
 
 struct CpuForestOptions {
-  // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: DefaultBlockRows.
+  // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: as many as keep a
+  // block's rows in L1, or kMaxBlockRows where the complete layout exceeds 4 MB.
   int block_rows = 0;
   // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical

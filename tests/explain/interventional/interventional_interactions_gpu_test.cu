@@ -91,7 +91,9 @@ TEST(InterventionalInteractionsGpuTest, CorpusMatchesTheReference) {
   SKIP_WITHOUT_GPU();
   if (testing::CorpusCaseDirs().empty()) GTEST_SKIP() << "no corpus found";
   int compared = 0;
-  for (const auto& k : testing::InterventionalCorpus(100, 10)) {
+  // 80 + 10 rows: the repository's golden cases (100 rows) take part where ../shared/testdata is
+  // absent, as on the GPU machine.
+  for (const auto& k : testing::InterventionalCorpus(80, 10)) {
     absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*k.forest);
     ASSERT_TRUE(l.ok());
     if (!(*l)->long_paths.empty()) continue;  // served by the CPU strategies

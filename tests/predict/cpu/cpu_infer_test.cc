@@ -5,6 +5,7 @@
 // order, and the library corpus; PredictRow (its own walk across trees) likewise.
 #include "core/predict/cpu/cpu_infer.h"
 
+#include "core/predict/cpu/cpu_walk.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
 
 #include <algorithm>
@@ -192,6 +193,31 @@ TEST(CpuInferTest, TreesOutOfRoundOrder) {
   ASSERT_TRUE(cf.ok());
   EXPECT_FALSE((*cf)->iterations_sorted());
   CheckForest(f, "unsorted");
+}
+
+// A model whose complete layout exceeds 4 MB walks 64 rows per block by default (its trees are
+// read from L3 once per block); a smaller one keeps the block that fits L1, and an explicit
+// block size wins. (64-row blocks of the complete layout are checked against the reference by
+// the narrow models' default layouts in CheckForest.)
+TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
+  if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no complete layout";
+  RandomForestOptions o;
+  o.num_features = 600;  // a 16-row block of 600 features fits L1
+  o.max_depth = 8;
+  o.leaf_probability = 0.0;
+  o.num_trees = 2200;  // 2,200 x 255 nodes x 8 bytes: 4.5 MB
+  const ForestPtr large = MakeRandomForest(o);
+  CpuForestOptions dense;
+  dense.walk = CpuForestOptions::Walk::kDense;
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(large, dense);
+  ASSERT_TRUE(cf.ok()) << cf.status();
+  ASSERT_EQ((*cf)->dense_depth(), 8);
+  EXPECT_EQ((*cf)->block_rows(), kMaxBlockRows);
+  dense.block_rows = 16;
+  EXPECT_EQ((*CpuForest::Build(large, dense))->block_rows(), 16);
+  o.num_trees = 100;
+  dense.block_rows = 0;
+  EXPECT_EQ((*CpuForest::Build(MakeRandomForest(o), dense))->block_rows(), 16);
 }
 
 // Runs of trees that take the row layout (at least kRowBlockTrees consecutive trees of the
