@@ -25,6 +25,7 @@
 #include "core/io/file.h"
 #include "core/io/npy.h"
 #include "core/model/category_codes.h"
+#include "core/model/feature_groups.h"
 #include "core/model/loader.h"
 #include "core/servable/background.h"
 #include "core/servable/residuals.h"
@@ -142,11 +143,11 @@ class ResidualColumns {
         !s.ok()) {
       return s;
     }
+    const int players = NumPlayers(f.num_features, params_.groups.get());
     if (interactions_) {
-      InteractionResiduals(values_.data(), n, k, f.num_features, outputs_.data(),
-                           residuals_.data());
+      InteractionResiduals(values_.data(), n, k, players, outputs_.data(), residuals_.data());
     } else {
-      AdditivityResiduals(values_.data(), n, k, f.num_features, outputs_.data(), residuals_.data());
+      AdditivityResiduals(values_.data(), n, k, players, outputs_.data(), residuals_.data());
     }
     for (int64_t r = 0; r < n; ++r) {
       std::copy(values_.begin() + r * width, values_.begin() + (r + 1) * width, out.Row(r));
@@ -607,7 +608,9 @@ void ApplyColumnArgs(const CliArgs& args, ResultColumns columns, StreamOptions* 
   stream->keep = args.keep;
   stream->feature_names = columns.feature_names;
   if (columns.explain && args.top_k > 0) {
-    const int features = static_cast<int>(columns.feature_names.size());
+    // Ranked among the explanation's players: its groups where it has them.
+    const int features = static_cast<int>(
+        columns.groups.empty() ? columns.feature_names.size() : columns.groups.size());
     stream->top_k = std::min(args.top_k, features);
     stream->top_k_outputs = columns.num_outputs;
     stream->top_k_features = features;

@@ -2,7 +2,7 @@
 [project.scripts]; scripts/build-wheel.sh bundles the executables at groveml/bin/).
 
 A module of its own beside the package rather than inside it: importing groveml (numpy, the
-extension) would add about 140 ms to every command, ten times what starting Python costs.
+extension) would cost every command more than starting Python does.
 
 Each replaces this Python process with the bundled executable (exec, not a child process), so that
 the arguments, the standard streams, the signals a supervisor sends (groved's graceful shutdown on

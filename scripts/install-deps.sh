@@ -20,7 +20,7 @@ APT_PACKAGES=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcpp-httplib-dev libgtest-dev libgmock-dev googletest
   libsimdjson-dev nlohmann-json3-dev zlib1g-dev libssl-dev libc-ares-dev libre2-dev
-  python3
+  python3 patchelf
 )
 if [ "$BUILD_ONLY" = 0 ]; then
   APT_PACKAGES+=(

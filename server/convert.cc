@@ -182,8 +182,4 @@ absl::StatusOr<FeatureGroupsPtr> RequestGroups(const registry::ModelVersion& mod
   return groups;
 }
 
-int ExplainColumns(const Forest& forest, const FeatureGroups* groups) {
-  return groups != nullptr ? groups->num_groups() : forest.num_features;
-}
-
 }  // namespace grove::server

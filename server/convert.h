@@ -76,8 +76,6 @@ Operation ExplainOperation(const ExplainChoice& choice, bool interactions);
 // of the model, so a request's groups are bounded by its features.
 absl::StatusOr<FeatureGroupsPtr> RequestGroups(const registry::ModelVersion& model,
                                                const std::vector<GroupSpec>& declared);
-// Columns per output of the values: the groups' number, or the model's features.
-int ExplainColumns(const Forest& forest, const FeatureGroups* groups);
 
 // rows x width x bytes_per_value, and a + b, saturating at INT64_MAX (so that a response-size check
 // refuses what would overflow instead of accepting a wrapped-around size).

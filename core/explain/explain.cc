@@ -7,8 +7,7 @@
 namespace grove {
 
 int64_t ExplainWidth(const Forest& forest, bool interactions, const FeatureGroups* groups) {
-  const int64_t f1 =
-      static_cast<int64_t>(groups != nullptr ? groups->num_groups() : forest.num_features) + 1;
+  const int64_t f1 = static_cast<int64_t>(NumPlayers(forest.num_features, groups)) + 1;
   return static_cast<int64_t>(forest.num_outputs) * (interactions ? f1 * f1 : f1);
 }
 

@@ -38,6 +38,7 @@ UnknownCategory UnknownCategoryOf(ModelFormat format) {
       return UnknownCategory::kError;
     case ModelFormat::kLightgbmText:
     case ModelFormat::kCatboostJson:
+    case ModelFormat::kTreeliteCheckpoint:
       break;
   }
   return UnknownCategory::kMissing;

@@ -53,6 +53,12 @@ struct FeatureGroups {
   std::string Key() const;
 };
 
+// The players of an explanation, the columns of each output's block before its bias: the groups'
+// count, or the model's features where `groups` is null.
+inline int NumPlayers(int num_features, const FeatureGroups* groups) {
+  return groups != nullptr ? groups->num_groups() : num_features;
+}
+
 using FeatureGroupsPtr = std::shared_ptr<const FeatureGroups>;
 
 // The model's name of feature f: feature_names[f], or XGBoost's "f<f>" for a model without names.

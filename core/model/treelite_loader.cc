@@ -549,6 +549,9 @@ absl::Status TreeliteReader::AddTree(int t, const RawTree<ThresholdT, LeafT>& ra
     if (type == kLeafNode) {
       node.flags = kNodeLeaf;
       node.leaf_id = i;
+      if (f_.leaf_values.size() >= std::numeric_limits<uint32_t>::max()) {
+        return Fail(t, i, "more than 2^32 leaf values in the model");
+      }
       node.payload = static_cast<uint32_t>(f_.leaf_values.size());
       const uint64_t begin = raw.leaf_vector_begin[i], end = raw.leaf_vector_end[i];
       if (single >= 0) {

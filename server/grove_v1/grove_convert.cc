@@ -113,7 +113,6 @@ absl::Status ApplyCategoryColumns(const registry::ModelVersion& model,
   const std::vector<std::string> names =
       FeatureNamesOrDefault(forest.feature_names, forest.num_features);
   std::vector<bool> seen(static_cast<size_t>(forest.num_features), false);
-  std::vector<float> codes(static_cast<size_t>(matrix.rows()));
   for (const grove::v1::CategoryColumn& column : matrix.category_columns()) {
     const std::string what = absl::StrCat("rows.category_columns '", column.feature(), "'");
     const auto it = std::find(names.begin(), names.end(), column.feature());

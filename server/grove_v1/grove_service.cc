@@ -501,7 +501,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
                                                    request.top_k(), ")"));
   }
   const int64_t n = rows->rows;
-  const int F = ExplainColumns(f, params.groups.get());  // the players: features or groups
+  const int F = NumPlayers(f.num_features, params.groups.get());  // the players: features or groups
   const int K = f.num_outputs;
   const int64_t width = model->servable->Width(Operation::kExplain, params);
   const bool omit = request.omit_values() && request.top_k() > 0;

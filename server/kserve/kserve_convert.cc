@@ -401,7 +401,7 @@ std::vector<int64_t> KservePredictionShape(const Forest& forest, int64_t rows) {
 
 std::vector<int64_t> KserveShapShape(const Forest& forest, int64_t rows,
                                      const FeatureGroups* groups) {
-  const int64_t columns = ExplainColumns(forest, groups) + 1;
+  const int64_t columns = NumPlayers(forest.num_features, groups) + 1;
   if (forest.num_outputs == 1) return {rows, columns};
   return {rows, forest.num_outputs, columns};
 }

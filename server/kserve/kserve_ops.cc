@@ -148,7 +148,9 @@ void ComputeResiduals(InferState* state, Metrics::OpMetrics* op) {
                             ? reinterpret_cast<const float*>(state->shap_shm.span.data)
                             : state->shap.data();
   state->residuals.resize(static_cast<size_t>(n * f.num_outputs));
-  const int64_t exceeded = AdditivityResiduals(values, n, f.num_outputs, f.num_features,
+  // The players of the call: with groups, each output's block is its groups' values and bias.
+  const int64_t exceeded = AdditivityResiduals(values, n, f.num_outputs,
+                                               NumPlayers(f.num_features, state->groups.get()),
                                                state->model_outputs.data(),
                                                state->residuals.data());
   op->residual_rows->Increment(static_cast<double>(n));

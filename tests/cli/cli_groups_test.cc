@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli/run_grove.h"
 #include "tests/testing/coalition_games.h"
+#include "tests/testing/naive_predict.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove::testing {
@@ -79,6 +80,29 @@ TEST_F(CliGroupsTest, PathDependentValuesAndInteractions) {
   }
   ExpectNearRelative(Explain({}), values, "values");
   ExpectNearRelative(Explain({"--interactions"}), interactions, "interactions");
+}
+
+// --residuals and --top-k over groups: each row's block is its G groups and the bias, so the
+// residual sums those G + 1 columns against the model's margin, and the top k are among the G.
+TEST_F(CliGroupsTest, ResidualsAndTopKCountTheGroups) {
+  const int G = groups_->num_groups();
+  ASSERT_EQ(forest_->num_outputs, 1);
+  const std::vector<double> checked = Explain({"--residuals"});
+  ASSERT_EQ(checked.size(), static_cast<size_t>(5 * (G + 2)));
+  for (int r = 0; r < 5; ++r) {
+    double margin = 0;
+    NaiveMargins(*forest_, rows_.data() + r * 6, &margin);
+    const double* row = checked.data() + r * (G + 2);
+    double sum = 0;
+    for (int c = 0; c <= G; ++c) sum += row[c];
+    EXPECT_NEAR(row[G + 1], sum - margin, 1e-5 * std::max(1.0, std::abs(margin))) << "row " << r;
+  }
+  const std::vector<double> top = Explain({"--top-k", "5"});  // more than the 3 groups
+  ASSERT_EQ(top.size(), static_cast<size_t>(5 * 2 * G));
+  for (size_t i = 0; i < top.size(); i += 2) {
+    EXPECT_GE(top[i], 0);
+    EXPECT_LT(top[i], G) << "a top-k column names a group by its index";
+  }
 }
 
 TEST_F(CliGroupsTest, InterventionalValuesOverTheBackground) {

@@ -10,20 +10,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/explain/quadrature/banzhaf_engine.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
+#include "core/explain/quadrature/banzhaf_engine.h"
 #include "core/explain/quadrature/quadrature.h"
 #include "core/gpu/device_set.h"
 #include "gtest/gtest.h"
 #include "tests/testing/coalition_games.h"
+#include "tests/testing/gpu_skip.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device"
 
 std::vector<float> RunGpu(const QuadratureGpuExplainer& gpu, const Forest& f,
                        const std::vector<float>& rows, bool interactions) {

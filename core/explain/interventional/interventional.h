@@ -44,7 +44,8 @@ class ThreadPool;
 
 struct InterventionalOptions {
   OutputSpace output_space = OutputSpace::kMargin;
-  // Shapley interaction values instead of SHAP values (CPU reference only), laid out as
+  // Shapley interaction values instead of SHAP values (reference, CPU path form and GPU; the
+  // linearized probability space: reference only), laid out as
   // ExplainWidth(forest, true) (XGBoost pred_interactions): per output M[i][j] (i != j) is half
   // the Shapley interaction index of the value function below (M[i][j] + M[j][i] is the index),
   // M[i][i] = phi_i - sum_{j != i} M[i][j], M[F][F] = the bias, M[i][F] = M[F][i] = 0; so rows

@@ -51,10 +51,6 @@ namespace {
 
 enum class Side : uint8_t { kNone, kX, kZ };
 
-int NumPlayers(const Forest& forest, const FeatureGroups* groups) {
-  return groups != nullptr ? groups->num_groups() : forest.num_features;
-}
-
 // The walk of one tree for one (x, z) pair. At a split where x and z part, the hybrid takes the
 // feature from x or from z; the choice holds for every later split on that feature, so a feature
 // is branched on at most once per path (repeated features handled by `side_`). With groups the
@@ -221,11 +217,11 @@ class RowExplainer {
         space_(space),
         attribution_(attribution),
         k_(forest.num_outputs),
-        f1_(NumPlayers(forest, groups) + 1),
+        f1_(NumPlayers(forest.num_features, groups) + 1),
         linear_link_(forest.objective.link == Link::kIdentity),
         walker_(forest, groups != nullptr ? groups->group_of.data() : nullptr,
-                NumPlayers(forest, groups)),
-        slot_of_(NumPlayers(forest, groups), -1) {}
+                NumPlayers(forest.num_features, groups)),
+        slot_of_(NumPlayers(forest.num_features, groups), -1) {}
 
   // Feature columns of one row's output (num_outputs x f1, bias columns left at 0), averaged over
   // the background, and with `inter` (num_outputs x f1 x f1) the off-diagonal interaction values.
@@ -436,7 +432,7 @@ absl::Status ExplainInterventionalCpu(const Forest& forest, RowsView background,
   }
   plan.transform = MakeTransformParams(forest, range.size());
   const int k = forest.num_outputs;
-  const int64_t f1 = NumPlayers(forest, options.groups) + 1;
+  const int64_t f1 = NumPlayers(forest.num_features, options.groups) + 1;
   std::vector<double> background_margins(background.rows * k, 0.0);
   for (int64_t j = 0; j < background.rows; ++j) {
     AddMargin(forest, plan, background.Row(j), background_margins.data() + j * k);

@@ -10,11 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
-#include "core/explain/interventional_engine.h"
 #include "core/explain/interventional/interventional_gpu.h"
+#include "core/explain/interventional_engine.h"
 #include "core/gpu/device_set.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/gpu_skip.h"
 #include "tests/testing/interventional_reference.h"
 #include "tests/testing/random_forest.h"
 
@@ -26,11 +27,6 @@ using testing::InterventionalReference;
 using testing::WithLink;
 
 constexpr double kTolerance = 1e-5;  // x max(1, |value|)
-
-#define SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                        \
-    if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"; \
-  } while (0)
 
 std::unique_ptr<InterventionalGpu> MakeGpu(ForestPtr f, const std::vector<float>& bg) {
   absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);

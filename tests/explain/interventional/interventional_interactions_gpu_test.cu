@@ -17,6 +17,7 @@
 #include "core/gpu/device_set.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/gpu_skip.h"
 #include "tests/testing/interventional_reference.h"
 #include "tests/testing/random_forest.h"
 
@@ -28,11 +29,6 @@ using testing::InterventionalReference;
 using testing::WithLink;
 
 constexpr double kTolerance = 1e-5;  // x max(1, |value|)
-
-#define SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                        \
-    if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"; \
-  } while (0)
 
 struct Engine {
   std::unique_ptr<InterventionalGpu> gpu;

@@ -21,15 +21,13 @@
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/explain_reference.h"
+#include "tests/testing/gpu_skip.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 constexpr double kTolerance = 1e-5;
-
-#define SKIP_WITHOUT_GPU() \
-  if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device"
 
 QuadratureModelPtr Build(ForestPtr f) {
   absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*f);

@@ -26,17 +26,13 @@
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/explain_reference.h"
+#include "tests/testing/gpu_skip.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 constexpr double kTolerance = 1e-5;  // x max(1, |margin|)
-
-#define SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                        \
-    if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"; \
-  } while (0)
 
 std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<float>& rows,
                        bool interactions) {

@@ -26,6 +26,7 @@
 #include "core/predict/tahoe/tahoe_engine.h"
 #include "gtest/gtest.h"
 #include "tests/testing/corpus.h"
+#include "tests/testing/gpu_skip.h"
 #include "tests/testing/predict_reference.h"
 #include "tests/testing/random_forest.h"
 
@@ -39,9 +40,6 @@ std::vector<std::string> GpuStrategies() {
   for (int i = 1; i < kNumStrategies; ++i) s.push_back(StrategyName(i));
   return s;
 }
-
-#define SKIP_WITHOUT_GPU() \
-  if (gpu::VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible"
 
 std::string CacheDir() {
   const std::string d = (std::filesystem::temp_directory_path() / "grove-tahoe-test-cache").string();
