@@ -939,6 +939,28 @@ TEST_F(ServerTest, KserveResidualsOverGrpcAndRest) {
   EXPECT_EQ(CounterValue(server_, "grove_explain_residual_rows_total{model=\"demo_bg\","
                                   "operation=\"interventional\"}") - before, n);
 
+  // With groups the values are G + 1 columns a row, and the residuals sum those.
+  inference::ModelInferRequest greq = kreq;
+  (*greq.mutable_parameters())["groups"].set_string_param(
+      R"({"tail": [5, 6, 7], "ab": ["f0", "f1"]})");
+  grpc::ClientContext gctx;
+  inference::ModelInferResponse gresp;
+  ASSERT_TRUE(Kserve()->ModelInfer(&gctx, greq, &gresp).ok());
+  ASSERT_EQ(gresp.outputs_size(), 2);
+  const int64_t g1 = gresp.outputs(0).shape(1);
+  ASSERT_EQ(g1, cols - 3 + 1);  // 8 features in 5 players (two groups), and the bias
+  std::vector<float> gvalues(n * g1), gresiduals(n);
+  ASSERT_EQ(gresp.raw_output_contents(0).size(), gvalues.size() * 4);
+  ASSERT_EQ(gresp.raw_output_contents(1).size(), gresiduals.size() * 4);
+  std::memcpy(gvalues.data(), gresp.raw_output_contents(0).data(), gvalues.size() * 4);
+  std::memcpy(gresiduals.data(), gresp.raw_output_contents(1).data(), gresiduals.size() * 4);
+  for (int64_t r = 0; r < n; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < g1; ++j) sum += gvalues[r * g1 + j];
+    EXPECT_NEAR(gresiduals[r], sum - proba[r], 1e-6) << "grouped row " << r;
+    EXPECT_LE(std::abs(gresiduals[r]), 1e-4) << "grouped row " << r;
+  }
+
   // REST: the same tensor in JSON and the arithmetic among the response's parameters.
   httplib::Client http("127.0.0.1", server_->http_port());
   const nlohmann::json infer = {
