@@ -237,12 +237,15 @@ constexpr StrategyEntry kStrategyFactories[] = {
 
 class StrategyExplainEngine final : public ExplainEngine {
  public:
+  // `reference`: the strategy that serves what a forced strategy cannot (NeedsReference); null
+  // when `strategies` has it or nothing is forced.
   StrategyExplainEngine(StrategyContext context,
                         std::vector<std::unique_ptr<ExplainStrategy>> strategies,
-                        std::string forced)
+                        std::string forced, std::unique_ptr<ExplainStrategy> reference)
       : context_(std::move(context)),
         strategies_(std::move(strategies)),
-        forced_(std::move(forced)) {}
+        forced_(std::move(forced)),
+        reference_(std::move(reference)) {}
 
   absl::Status Explain(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                        RunInfo* info) const override {
@@ -260,6 +263,14 @@ class StrategyExplainEngine final : public ExplainEngine {
             chosen = s.get();
           }
         }
+      }
+      if ((chosen == nullptr || !chosen->Supports(options)) && NeedsReference(options) &&
+          reference_ != nullptr) {
+        // Groups and Banzhaf values have one strategy: a forced strategy chooses how Shapley
+        // values of the model's features are computed and does not refuse the rest.
+        chosen = reference_.get();
+        reason = absl::StrCat("'", forced_, "' computes Shapley values of the model's features; ",
+                              "groups and Banzhaf values are the reference's");
       }
       if (chosen == nullptr || !chosen->Supports(options)) {
         return absl::FailedPreconditionError(
@@ -311,6 +322,7 @@ class StrategyExplainEngine final : public ExplainEngine {
   StrategyContext context_;
   std::vector<std::unique_ptr<ExplainStrategy>> strategies_;
   std::string forced_;
+  std::unique_ptr<ExplainStrategy> reference_;
 };
 
 }  // namespace
@@ -385,8 +397,14 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     return absl::FailedPreconditionError(absl::StrCat(
         "explanation strategy '", options.strategy, "' is not available for this model"));
   }
-  return std::unique_ptr<ExplainEngine>(
-      new StrategyExplainEngine(std::move(context), std::move(strategies), std::move(forced)));
+  std::unique_ptr<ExplainStrategy> reference;
+  if (!forced.empty() && forced != "cpu" && forced != "reference") {
+    absl::StatusOr<std::unique_ptr<ExplainStrategy>> built = MakeReferenceStrategy(context);
+    if (!built.ok()) return built.status();
+    reference = *std::move(built);
+  }
+  return std::unique_ptr<ExplainEngine>(new StrategyExplainEngine(
+      std::move(context), std::move(strategies), std::move(forced), std::move(reference)));
 }
 
 }  // namespace grove

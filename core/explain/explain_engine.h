@@ -14,7 +14,9 @@
 // A factory returns nullptr (or an error, logged and skipped) when the strategy cannot serve the
 // model at all (no GPU, unsupported model). At Explain time:
 //  * ExplainEngineOptions::strategy names a strategy: only that one runs (FAILED_PRECONDITION when
-//    it does not support the request); "cpu" means the cheapest CPU strategy.
+//    it does not support the request), except for groups and Banzhaf values (NeedsReference),
+//    which the reference alone computes and serves whatever is forced; "cpu" means the cheapest
+//    CPU strategy.
 //  * "auto": among strategies whose Supports(options) is true, the lowest EstimateSeconds(rows,
 //    interactions) wins. Estimates come from costs each strategy measured at creation; RunInfo
 //    records the device, the strategy and the predicted times that decided it.

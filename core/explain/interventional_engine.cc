@@ -237,14 +237,24 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
     return absl::FailedPreconditionError(absl::StrCat(
         "interventional strategy '", options.strategy, "' cannot serve this model"));
   }
-  return std::unique_ptr<InterventionalEngine>(
-      new InterventionalEngine(std::move(c), std::move(strategies), forced >= 0));
+  // Feature groups are the reference's alone: a forced strategy does not refuse them.
+  std::unique_ptr<InterventionalStrategy> reference;
+  if (forced >= 0 && forced != static_cast<int>(InterventionalStrategyId::kReference)) {
+    absl::StatusOr<std::unique_ptr<InterventionalStrategy>> built = MakeReference(c, options);
+    if (!built.ok()) return built.status();
+    reference = *std::move(built);
+  }
+  return std::unique_ptr<InterventionalEngine>(new InterventionalEngine(
+      std::move(c), std::move(strategies), forced >= 0, std::move(reference)));
 }
 
 InterventionalEngine::InterventionalEngine(
     InterventionalContext context, std::vector<std::unique_ptr<InterventionalStrategy>> strategies,
-    bool forced)
-    : context_(std::move(context)), strategies_(std::move(strategies)), forced_(forced) {}
+    bool forced, std::unique_ptr<InterventionalStrategy> reference)
+    : context_(std::move(context)),
+      strategies_(std::move(strategies)),
+      forced_(forced),
+      reference_(std::move(reference)) {}
 
 bool PrefersCpuForExact(int64_t rows, int threads) {
   return rows < kExactCpuRowsPerThread * std::max(1, threads);
@@ -277,6 +287,10 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
       }
     }
   }
+  if (chosen == nullptr && options.groups != nullptr && reference_ != nullptr) {
+    chosen = reference_.get();
+    reason = "feature groups: the reference";
+  }
   if (chosen == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "interventional strategy '", strategies_[0]->name(), "' does not explain ",
@@ -289,7 +303,7 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
   if (info != nullptr) {
     info->device = chosen->device();
     info->strategy = absl::StrCat("interventional_", chosen->name());
-    info->reason = forced_ ? "" : reason;
+    info->reason = forced_ && chosen != reference_.get() ? "" : reason;
     info->compute_seconds = Now() - start;
   }
   return status;

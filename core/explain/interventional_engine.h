@@ -125,11 +125,15 @@ class InterventionalEngine {
  private:
   InterventionalEngine(InterventionalContext context,
                        std::vector<std::unique_ptr<InterventionalStrategy>> strategies,
-                       bool forced);
+                       bool forced,
+                       std::unique_ptr<InterventionalStrategy> reference);
 
   InterventionalContext context_;
   std::vector<std::unique_ptr<InterventionalStrategy>> strategies_;  // table order
   bool forced_ = false;
+  // With a forced strategy other than the reference: the reference, which alone serves feature
+  // groups; null otherwise.
+  std::unique_ptr<InterventionalStrategy> reference_;
 };
 
 }  // namespace grove

@@ -12,14 +12,6 @@ int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols) {
   return std::clamp<int64_t>(kValuesPerBuffer / widest, 1, int64_t{1} << 18);
 }
 
-std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
-                                               int64_t num_features) {
-  if (static_cast<int64_t>(names.size()) == num_features) return names;
-  std::vector<std::string> out;
-  for (int64_t i = 0; i < num_features; ++i) out.push_back(absl::StrCat("f", i));
-  return out;
-}
-
 std::vector<NamedCategories> RecordedCategories(const Forest& forest) {
   std::vector<NamedCategories> out;
   if (forest.categories.empty()) return out;

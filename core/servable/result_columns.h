@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/model/forest.h"
+#include "core/model/input_schema.h"  // FeatureNamesOrDefault
 #include "core/model/outputs.h"
 
 namespace grove {
@@ -15,10 +16,6 @@ namespace grove {
 // Rows per engine call for rows of `in_cols` values and results of `out_cols` values: about 8M
 // values per buffer, between 1 and 262144 rows.
 int64_t AutoChunkRows(int64_t in_cols, int64_t out_cols);
-
-// The model's feature names, or XGBoost's defaults f0, f1, ... when the model stores none.
-std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
-                                               int64_t num_features);
 
 // A categorical feature whose categories the model file records (Forest::categories).
 struct NamedCategories {

@@ -1,6 +1,7 @@
 #include "core/servable/servable.h"
 
 #include <atomic>
+#include <memory>
 #include <utility>
 
 #include "absl/base/call_once.h"
@@ -100,6 +101,7 @@ struct ServableEngines {
   Once<PathLayout> layout;
   Once<ExplainEngine> explain;
   Once<BanzhafEngine> banzhaf;
+  std::unique_ptr<const InputSchema> schema;  // of `forest`, built with the servable
 
   absl::StatusOr<const PredictEngine*> Predict() {
     return predict.Get([&]() -> absl::StatusOr<std::shared_ptr<const PredictEngine>> {
@@ -166,6 +168,8 @@ Servable::Servable(ForestPtr forest, std::shared_ptr<const Background> backgroun
       interventional_(std::make_unique<Interventional>()) {}
 
 Servable::~Servable() = default;
+
+const InputSchema& Servable::input_schema() const { return *engines_->schema; }
 
 int64_t Servable::background_rows() const {
   return background_ != nullptr ? background_->rows : 0;
@@ -363,6 +367,7 @@ absl::StatusOr<ServablePtr> BuildServable(ForestPtr forest,
   engines->options = options;
   engines->pool = pool;
   engines->explainable = CheckExplainable(*forest);
+  engines->schema = std::make_unique<const InputSchema>(*forest);
   if (options.build == EngineBuild::kAtLoad) {
     // A model that cannot predict cannot serve; one that cannot be explained still predicts (its
     // explanation operations answer why).

@@ -30,6 +30,7 @@
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/model/forest.h"
+#include "core/model/input_schema.h"
 #include "core/servable/background.h"
 #include "core/servable/engine_options.h"
 #include "core/servable/operation.h"
@@ -49,6 +50,8 @@ class Servable {
   const Forest& forest() const { return *forest_; }
   const ForestPtr& forest_ptr() const { return forest_; }
   const EngineOptions& options() const { return options_; }
+  // The model's feature names, their index and category coders, for converting named columns.
+  const InputSchema& input_schema() const;
   // The background data set of the interventional operations: its rows (0 without one) and the
   // file it was read from ("" without one, or when given as rows).
   int64_t background_rows() const;

@@ -110,29 +110,28 @@ absl::Status ApplyCategoryColumns(const registry::ModelVersion& model,
         "rows.category_columns has ", matrix.category_columns_size(), " entries; the model has ",
         forest.num_features, " features"));
   }
-  const std::vector<std::string> names =
-      FeatureNamesOrDefault(forest.feature_names, forest.num_features);
+  const InputSchema& schema = model.servable->input_schema();
   std::vector<bool> seen(static_cast<size_t>(forest.num_features), false);
   for (const grove::v1::CategoryColumn& column : matrix.category_columns()) {
     const std::string what = absl::StrCat("rows.category_columns '", column.feature(), "'");
-    const auto it = std::find(names.begin(), names.end(), column.feature());
-    if (it == names.end()) {
+    const int64_t index = schema.FeatureIndex(column.feature());
+    if (index < 0) {
       return absl::InvalidArgumentError(absl::StrCat(what, " is not a feature of model '",
                                                      model.name, "'"));
     }
-    const size_t f = static_cast<size_t>(it - names.begin());
+    const size_t f = static_cast<size_t>(index);
     if (seen[f]) return absl::InvalidArgumentError(absl::StrCat(what, " is given twice"));
     seen[f] = true;
     if (column.names_size() != matrix.rows()) {
       return absl::InvalidArgumentError(absl::StrCat(what, " has ", column.names_size(),
                                                      " names for ", matrix.rows(), " rows"));
     }
-    absl::StatusOr<CategoryCodes> coder = CategoryCodesFor(forest, static_cast<int>(f));
+    absl::StatusOr<const CategoryCodes*> coder = schema.Coder(static_cast<int64_t>(f));
     if (!coder.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": ", coder.status().message()));
     }
     std::vector<absl::string_view> values(column.names().begin(), column.names().end());
-    if (absl::Status s = coder->CodeColumn(values, rows + f, matrix.cols()); !s.ok()) {
+    if (absl::Status s = (*coder)->CodeColumn(values, rows + f, matrix.cols()); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
     }
   }

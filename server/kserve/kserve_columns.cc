@@ -139,7 +139,8 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
                                 std::vector<float>* out) {
   const Forest& forest = model.forest();
   const int64_t features = forest.num_features;
-  const std::vector<std::string> names = FeatureNamesOrDefault(forest.feature_names, features);
+  const InputSchema& schema = model.servable->input_schema();
+  const std::vector<std::string>& names = schema.names();
   const int raw_entries = request.raw_input_contents_size() + (received_raw.empty() ? 0 : 1);
   const bool raw = raw_entries > 0;
   if (raw && raw_entries != request.inputs_size()) {
@@ -150,24 +151,22 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
     if (!received_raw.empty()) return received_raw;  // then the request's only entry
     return request.raw_input_contents(i);
   };
-  absl::flat_hash_map<absl::string_view, int64_t> feature_of;
-  for (int64_t f = 0; f < features; ++f) feature_of.try_emplace(names[static_cast<size_t>(f)], f);
   std::vector<int> input_of(static_cast<size_t>(features), -1);
   int64_t rows = -1;
   for (int i = 0; i < request.inputs_size(); ++i) {
     const Tensor& in = request.inputs(i);
-    auto it = feature_of.find(in.name());
-    if (it == feature_of.end()) {
+    const int64_t feature = schema.FeatureIndex(in.name());
+    if (feature < 0) {
       return Invalid(absl::StrCat(
           "unknown input tensor '", in.name(), "': inputs are one tensor 'input__0' [rows, ",
           features, "] or one tensor per feature named by the model's feature names (",
           absl::StrJoin(names.begin(), names.begin() + std::min<int64_t>(features, 8), ", "),
           features > 8 ? ", ..." : "", ")"));
     }
-    if (input_of[static_cast<size_t>(it->second)] >= 0) {
+    if (input_of[static_cast<size_t>(feature)] >= 0) {
       return Invalid(absl::StrCat("input '", in.name(), "' is given twice"));
     }
-    input_of[static_cast<size_t>(it->second)] = i;
+    input_of[static_cast<size_t>(feature)] = i;
     if (in.shape_size() < 1 || in.shape_size() > 2 || (in.shape_size() == 2 && in.shape(1) != 1)) {
       return Invalid(absl::StrCat("input '", in.name(), "' has shape [",
                                   absl::StrJoin(in.shape(), ", "),
@@ -204,13 +203,15 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
     return s;
   }
 
-  std::vector<double> values(static_cast<size_t>(rows * features));
-  std::vector<float> codes;  // a BYTES column's codes
+  // Converted column by column straight into the float rows: no wider copy of the matrix exists
+  // before the request's memory is reserved.
+  const DoubleRowConverter converter(forest);
+  out->assign(static_cast<size_t>(rows * features), 0.0f);
   for (int64_t f = 0; f < features; ++f) {
     const int i = input_of[static_cast<size_t>(f)];
     const Tensor& in = request.inputs(i);
     const std::string what = absl::StrCat("input '", in.name(), "'");
-    double* column = values.data() + f;
+    float* column = out->data() + f;
     const NumericType* type = FindNumeric(in.datatype());
     if (type == nullptr && in.datatype() != "BYTES") {
       return Invalid(absl::StrCat(what, " has datatype ", in.datatype(), "; a feature's column "
@@ -222,7 +223,7 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
                                   "than ", ContentsField(in.datatype()), "_contents"));
     }
     if (in.datatype() == "BYTES") {
-      absl::StatusOr<CategoryCodes> coder = CategoryCodesFor(forest, static_cast<int>(f));
+      absl::StatusOr<const CategoryCodes*> coder = schema.Coder(f);
       if (!coder.ok()) {
         return Invalid(absl::StrCat(what, " is BYTES (category names), but ",
                                     coder.status().message()));
@@ -240,11 +241,9 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
         }
         for (const std::string& s : in.contents().bytes_contents()) strings.push_back(s);
       }
-      codes.resize(static_cast<size_t>(rows));
-      if (absl::Status s = coder->CodeColumn(strings, codes.data(), 1); !s.ok()) {
+      if (absl::Status s = (*coder)->CodeColumn(strings, column, features); !s.ok()) {
         return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
       }
-      for (int64_t r = 0; r < rows; ++r) column[r * features] = codes[static_cast<size_t>(r)];
       continue;
     }
     if (raw) {
@@ -256,7 +255,8 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
                                     rows * static_cast<int64_t>(type->size)));
       }
       for (int64_t r = 0; r < rows; ++r) {
-        column[r * features] = type->read(bytes.data() + r * static_cast<int64_t>(type->size));
+        column[r * features] = converter.Convert(
+            static_cast<int>(f), type->read(bytes.data() + r * static_cast<int64_t>(type->size)));
       }
       continue;
     }
@@ -265,10 +265,10 @@ absl::Status ParseKserveColumns(const registry::ModelVersion& model,
       return Invalid(absl::StrCat(what, " has ", typed.size, " ", ContentsField(in.datatype()),
                                   "_contents; its shape declares ", rows));
     }
-    for (int64_t r = 0; r < rows; ++r) column[r * features] = typed.at(r);
+    for (int64_t r = 0; r < rows; ++r) {
+      column[r * features] = converter.Convert(static_cast<int>(f), typed.at(r));
+    }
   }
-  out->resize(values.size());
-  DoubleRowConverter(forest).ConvertRows(values.data(), rows, out->data());
   *rows_out = rows;
   return absl::OkStatus();
 }

@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
+#include "core/explain/explain_engine.h"
+#include "core/explain/interventional_engine.h"
 #include "core/explain/interventional/interventional.h"
 #include "core/model/feature_groups.h"
 #include "gtest/gtest.h"
@@ -257,6 +259,60 @@ TEST(FeatureGroupsExplainTest, DeterministicOverThreads) {
   io.groups = groups.get();
   EXPECT_EQ(ExplainInterventional(*f, rows, bg, io, nullptr),
             ExplainInterventional(*f, rows, bg, io, &pool));
+}
+
+// A forced strategy chooses how Shapley values of the features are computed: groups (and Banzhaf
+// values) still come from the reference, the same numbers as an unforced engine's.
+TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
+  RandomForestOptions ro;
+  ro.seed = 21;
+  ro.num_features = 7;
+  ro.num_trees = 12;
+  ForestPtr f = MakeRandomForest(ro);
+  FeatureGroupsPtr groups = RandomGroups(7, 21);
+  const std::vector<float> rows = MakeRandomRows(*f, 5, 3);
+  const std::vector<float> bg = MakeRandomRows(*f, 6, 4);
+  const RowsView view = MakeRowsView(rows.data(), 5, 7);
+  ThreadPool pool(2);
+  for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+    ExplainOptions o;
+    o.groups = groups.get();
+    o.attribution = attribution;
+    const std::vector<float> want = ExplainPathDependent(*f, rows, o, &pool);
+    for (const char* forced : {"treeshap_cpu", "quadrature_cpu", "cpu", "reference"}) {
+      ExplainEngineOptions eo;
+      eo.use_gpu = false;
+      eo.measure_costs = false;
+      eo.strategy = forced;
+      absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(f, eo, &pool);
+      ASSERT_TRUE(engine.ok()) << forced << ": " << engine.status();
+      std::vector<float> got(want.size(), kNan);
+      RunInfo info;
+      absl::Status s = (*engine)->Explain(view, o, MakeMatrixView(got.data(), 5, got.size() / 5),
+                                          &info);
+      ASSERT_TRUE(s.ok()) << forced << ": " << s;
+      EXPECT_EQ(info.strategy, "reference") << forced;
+      EXPECT_EQ(got, want) << forced << " " << AttributionName(attribution);
+    }
+  }
+  InterventionalOptions io;
+  io.groups = groups.get();
+  const std::vector<float> want = ExplainInterventional(*f, rows, bg, io, &pool);
+  for (const char* forced : {"paths_cpu", "reference"}) {
+    InterventionalEngineOptions eo;
+    eo.use_gpu = false;
+    eo.strategy = forced;
+    absl::StatusOr<std::unique_ptr<InterventionalEngine>> engine = InterventionalEngine::Create(
+        f, nullptr, MakeRowsView(bg.data(), 6, 7), eo, &pool);
+    ASSERT_TRUE(engine.ok()) << forced << ": " << engine.status();
+    std::vector<float> got(want.size(), kNan);
+    RunInfo info;
+    absl::Status s =
+        (*engine)->Explain(view, io, MakeMatrixView(got.data(), 5, got.size() / 5), &info);
+    ASSERT_TRUE(s.ok()) << forced << ": " << s;
+    EXPECT_EQ(info.strategy, "interventional_reference") << forced;
+    EXPECT_EQ(got, want) << forced;
+  }
 }
 
 TEST(FeatureGroupsExplainTest, GroupsOfAnotherModelAreRefused) {

@@ -102,6 +102,18 @@ void Explain(const grove::registry::ModelVersion& model, const grove::v1::Explai
   if (choice.ok()) {
     CheckRequestStatus(grove::server::CheckExplainChoice(model, *choice, req.interactions()));
   }
+  absl::StatusOr<grove::FeatureGroupsPtr> groups = grove::server::GroupsFromRequest(model, req);
+  CheckRequestStatus(groups.status());
+  if (groups.ok() && *groups != nullptr) {
+    const grove::FeatureGroups& g = **groups;
+    if (static_cast<int>(g.group_of.size()) != model.forest().num_features) std::abort();
+    for (int32_t group : g.group_of) {
+      if (group < 0 || group >= g.num_groups()) std::abort();
+    }
+    grove::v1::ExplainResponse response;
+    grove::server::DescribeGroups(g, response.mutable_groups());
+    if (response.groups_size() != g.num_groups()) std::abort();
+  }
 }
 
 }  // namespace

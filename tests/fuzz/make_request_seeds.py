@@ -117,6 +117,17 @@ def main():
         p.rows.category_columns.add(feature="size", names=[b"42", b"3"])
         seeds["grove_request/category_columns"] = p
 
+        # Feature groups: by name and by index in grove.v1, as a JSON parameter in KServe.
+        e = grove_pb2.ExplainRequest(model="m")
+        e.rows.rows, e.rows.cols = 1, 8
+        e.rows.values.extend([0.5] * 8)
+        e.groups.add(name="ab", features=["f0", "f1"])
+        e.groups.add(name="cd", feature_indices=[2, 3])
+        seeds["grove_request/explain_groups"] = e
+        r = infer("FP32", 1, 8, typed=[0.5] * 8)
+        r.parameters["groups"].string_param = '{"ab": ["f0", "f1"], "cd": [2, 3]}'
+        seeds["kserve_request/groups"] = r
+
         for name, message in seeds.items():
             path = OUT / f"{name}.pb"
             path.parent.mkdir(parents=True, exist_ok=True)
