@@ -186,11 +186,20 @@ class Engine {
 
   // The players of an explanation: `groups_json` (a JSON object of groups, as groups.json)
   // resolved against the model; "" for the model's features (null).
+  // The last grouping is kept: a call explains its rows chunk by chunk with the same text.
   FeatureGroupsPtr Groups(const std::string& groups_json) const {
     if (groups_json.empty()) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(groups_mu_);
+      if (groups_json == last_groups_json_) return last_groups_;
+    }
     std::vector<GroupSpec> spec = ValueOrThrow(ParseFeatureGroupsJson(groups_json, "groups"));
-    return ValueOrThrow(
-        ResolveFeatureGroups(spec, forest().num_features, forest().feature_names));
+    FeatureGroupsPtr groups =
+        ValueOrThrow(ResolveFeatureGroups(spec, forest().num_features, forest().feature_names));
+    std::lock_guard<std::mutex> lock(groups_mu_);
+    last_groups_json_ = groups_json;
+    last_groups_ = groups;
+    return groups;
   }
 
   int64_t PredictWidthOf(const std::string& kind, int begin, int end) const {
@@ -289,6 +298,9 @@ class Engine {
 
  private:
   DoubleRowConverter converter_;
+  mutable std::mutex groups_mu_;
+  mutable std::string last_groups_json_;  // guarded by groups_mu_
+  mutable FeatureGroupsPtr last_groups_;  // guarded by groups_mu_
   std::unique_ptr<ThreadPool> pool_;  // before servable_: the servable's engines use it
   ServablePtr servable_;
 };

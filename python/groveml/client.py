@@ -21,6 +21,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from . import _input, _output
+from ._groups import group_members
 from .model import ATTRIBUTIONS, KINDS, METHODS, OUTPUT_SPACES
 
 _SPACES = {"margin": 0, "probability": 1, "probability_linearized": 2}
@@ -281,26 +282,9 @@ class Client:
 
 def _group_messages(pb, groups):
     """ExplainRequest.groups of {name: [feature names or indices]} (None: none)."""
-    if groups is None:
-        return []
-    if not isinstance(groups, dict) or not groups:
-        raise ValueError("groups must be a non-empty dict {name: [feature names or indices]}")
-    out = []
-    for name, members in groups.items():
-        if isinstance(members, (str, bytes)) or not hasattr(members, "__iter__"):
-            raise ValueError(f"group {name!r}: a list of feature names or indices was expected")
-        members = list(members)
-        out.append(pb.FeatureGroup(
-            name=str(name), features=[m for m in members if isinstance(m, str)],
-            feature_indices=[_index(name, m) for m in members if not isinstance(m, str)]))
-    return out
-
-
-def _index(group, member) -> int:
-    """A feature index of a group (ValueError for what is no integer)."""
-    if isinstance(member, float) and not member.is_integer():
-        raise ValueError(f"group {group!r}: {member!r} is neither a feature name nor an index")
-    return int(member)
+    return [pb.FeatureGroup(name=name, features=[m for m in members if isinstance(m, str)],
+                            feature_indices=[m for m in members if not isinstance(m, str)])
+            for name, members in group_members(groups) or []]
 
 
 def _from_matrix(m) -> np.ndarray:

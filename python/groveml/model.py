@@ -10,6 +10,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from . import _boosters, _core, _input, _output, _sklearn
+from ._groups import group_members
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
@@ -353,13 +354,5 @@ class _Progress:
 def _groups_json(groups) -> str:
     """The JSON text of feature groups ({name: [feature names or indices]}) the engines parse;
     "" for None (the model's features)."""
-    if groups is None:
-        return ""
-    if not isinstance(groups, dict) or not groups:
-        raise ValueError("groups must be a non-empty dict {name: [feature names or indices]}")
-    out = {}
-    for name, members in groups.items():
-        if isinstance(members, (str, bytes)) or not hasattr(members, "__iter__"):
-            raise ValueError(f"group {name!r}: a list of feature names or indices was expected")
-        out[str(name)] = [m if isinstance(m, (str, float)) else int(m) for m in members]
-    return json.dumps(out)
+    members = group_members(groups)
+    return "" if members is None else json.dumps(dict(members))

@@ -12,6 +12,7 @@ import pytest
 from conftest import SOURCE_DIR, assert_bitwise, need, run_cli, write_csv
 
 import groveml
+import groveml._groups
 
 
 def read_csv(path):
@@ -691,3 +692,11 @@ def test_feature_groups(models):
         model.explain(x[:2], groups={"money": ["income", "score"], "history": ["score"]})
     with pytest.raises(ValueError, match="not a feature of the model"):
         model.explain(x[:2], groups={"g": ["nope"]})
+    # Members are names or integers (numpy's too), for in-process and served models alike: the
+    # server's JSON rule refuses 3.0, so does every groveml path.
+    assert model.groups({"g": [np.int64(1), np.int32(2)]}) == model.groups({"g": [1, 2]})
+    for bad in (3.0, True, None):
+        with pytest.raises(ValueError, match="neither a feature name nor a feature index"):
+            model.groups({"g": [1, bad]})
+        with pytest.raises(ValueError, match="neither a feature name nor a feature index"):
+            groveml._groups.group_members({"g": [1, bad]})
