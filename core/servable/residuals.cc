@@ -5,9 +5,12 @@
 
 namespace grove {
 
-int64_t AdditivityResiduals(const float* values, int64_t n, int num_outputs, int num_features,
-                            const float* outputs, float* residuals) {
-  const int64_t block = num_features + 1;
+namespace {
+
+// Residuals of rows of num_outputs blocks of `block` values each (the sum of a block is the
+// output it explains).
+int64_t BlockResiduals(const float* values, int64_t n, int num_outputs, int64_t block,
+                       const float* outputs, float* residuals) {
   const int64_t width = num_outputs * block;
   int64_t exceeded = 0;
   for (int64_t r = 0; r < n; ++r) {
@@ -26,12 +29,18 @@ int64_t AdditivityResiduals(const float* values, int64_t n, int num_outputs, int
   return exceeded;
 }
 
+}  // namespace
+
+int64_t AdditivityResiduals(const float* values, int64_t n, int num_outputs, int num_features,
+                            const float* outputs, float* residuals) {
+  return BlockResiduals(values, n, num_outputs, int64_t{num_features} + 1, outputs, residuals);
+}
+
 int64_t InteractionResiduals(const float* interactions, int64_t n, int num_outputs,
                              int num_features, const float* outputs, float* residuals) {
-  const int64_t f1 = num_features + 1;
-  // A block of f1^2 entries is AdditivityResiduals' block of (f1^2 - 1) + 1.
-  return AdditivityResiduals(interactions, n, num_outputs, static_cast<int>(f1 * f1 - 1), outputs,
-                             residuals);
+  // 64-bit: (F + 1)^2 passes int's range from F = 46,340.
+  const int64_t f1 = int64_t{num_features} + 1;
+  return BlockResiduals(interactions, n, num_outputs, f1 * f1, outputs, residuals);
 }
 
 }  // namespace grove
