@@ -373,6 +373,7 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   bool reload_all = false;
   bool changed = false;
   std::vector<int64_t> to_load;
+  std::vector<int64_t> to_regroup;
   std::vector<int64_t> to_unload;
   std::set<int64_t> wanted;
 
@@ -486,7 +487,14 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
         changed = true;
         continue;
       }
-      to_load.push_back(v);
+      // Only groups.json changed: the engines stay; the version is published again with the
+      // new groups (building engines anew can take seconds, calibration included).
+      const bool groups_only = !force && !reload_all && slot.servable != nullptr &&
+                               slot.state == VersionState::kReady &&
+                               sv.stamp == slot.loaded_stamp &&
+                               scanned.background.stamps == slot.loaded_background &&
+                               scanned.groups_stamp != slot.loaded_groups;
+      (groups_only ? to_regroup : to_load).push_back(v);
     }
     for (auto& [v, slot] : entry.versions) {
       if (wanted.count(v)) continue;
@@ -503,6 +511,10 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
   for (int64_t v : to_load) {
     ScannedVersion sv = scanned.versions.at(v);
     LoadVersion(name, v, sv, scanned.background, scanned.groups_stamp, config);
+    changed = true;
+  }
+  for (int64_t v : to_regroup) {
+    RegroupVersion(name, v, scanned.groups_stamp);
     changed = true;
   }
   // Versions no longer wanted give way only once every wanted version serves (a new version that
@@ -624,6 +636,49 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                   << KV("predict_engine", published->servable->Describe(Operation::kPredict));
   if (options_.listener) options_.listener->OnVersionReady(published);
   // `previous` is released here; requests still holding it finish on it.
+}
+
+void ModelRegistry::RegroupVersion(const std::string& name, int64_t version,
+                                   const FileStamp& groups_stamp) {
+  ModelVersionPtr current;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return;
+    auto v = it->second.versions.find(version);
+    if (v == it->second.versions.end()) return;
+    current = v->second.servable;
+  }
+  if (current == nullptr) return;
+  absl::StatusOr<FeatureGroupsPtr> groups = LoadGroups(name, current->forest(), groups_stamp);
+  if (!groups.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      VersionSlot& slot = models_[name].versions[version];
+      slot.state = VersionState::kFailed;
+      slot.error = RepositoryRelative(options_.repository, groups.status().message());
+      slot.loaded_groups = groups_stamp;
+    }
+    GROVE_LOG(WARNING) << "model groups failed" << KV("model", name) << KV("version", version)
+                       << KV("error", groups.status().message());
+    if (options_.listener) options_.listener->OnLoadFailed(name, version, groups.status());
+    return;
+  }
+  auto regrouped = std::make_shared<ModelVersion>(*current);  // the same servable, shared
+  regrouped->groups = *std::move(groups);
+  regrouped->loaded_at = absl::Now();
+  ModelVersionPtr published = regrouped;
+  {
+    absl::MutexLock lock(&mu_);
+    VersionSlot& slot = models_[name].versions[version];
+    slot.servable = published;
+    slot.loaded_groups = groups_stamp;
+    slot.loaded_at = published->loaded_at;
+  }
+  GROVE_LOG(INFO) << "model groups reloaded" << KV("model", name) << KV("version", version)
+                  << KV("groups", published->groups != nullptr ? published->groups->num_groups()
+                                                               : 0);
+  if (options_.listener) options_.listener->OnVersionReady(published);
 }
 
 void ModelRegistry::UnloadVersion(const std::string& name, int64_t version) {

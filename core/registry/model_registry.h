@@ -256,6 +256,10 @@ class ModelRegistry {
                    const ScannedBackground& background, const FileStamp& groups_stamp,
                    std::shared_ptr<const ModelConfig> config)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
+  // Publishes the serving copy of `version` again with the model's groups.json as it is now
+  // (the engines shared); on a bad file the copy keeps serving and the version reports FAILED.
+  void RegroupVersion(const std::string& name, int64_t version, const FileStamp& groups_stamp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void UnloadVersion(const std::string& name, int64_t version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void RemoveModel(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);

@@ -785,6 +785,18 @@ TEST_F(RegistryTest, GroupsLoadWithTheModelAndReloadWhenTheyChange) {
   ASSERT_NE(with->groups, nullptr);
   EXPECT_EQ(with->groups->names[0], "first_two");
   EXPECT_EQ(with->groups->num_groups(), with->forest().num_features - 1);
+  // Only the groups changed: the same engines serve the new copy (nothing is rebuilt).
+  EXPECT_EQ(with->servable, none->servable);
+  EXPECT_EQ(reg->GetStatus("a")->versions[0].state, VersionState::kReady);
+
+  repo.Write("a/groups.json", R"({"last_two": [1, 2]})");
+  reg->Poll();
+  reg->Poll();
+  ModelVersionPtr other = *reg->Get("a");
+  ASSERT_NE(other->groups, nullptr);
+  EXPECT_EQ(other->groups->names[1], "last_two");
+  EXPECT_EQ(other->servable, none->servable);
+  with = other;
 
   // A bad file fails the reload naming it; the previous copy keeps serving.
   repo.Write("a/groups.json", R"({"first_two": [0, 100000]})");
