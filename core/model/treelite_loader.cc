@@ -385,8 +385,13 @@ absl::Status TreeliteReader::ReadHeader() {
     return s;
   }
 
-  // Which outputs each tree writes: its target and class must name real ones.
+  // Which outputs each tree writes: its target and class must name real ones. Counted by kind
+  // (one output, every class of a target, a class of every target, every output) and summed per
+  // output after: O(trees + outputs), where spreading each tree would be O(trees x outputs).
   trees_per_output_.assign(static_cast<size_t>(outputs), 0);
+  std::vector<int64_t> per_target(static_cast<size_t>(num_target_), 0);
+  std::vector<int64_t> per_class(static_cast<size_t>(max_num_class_), 0);
+  int64_t every_output = 0;
   for (uint64_t t = 0; t < num_tree_; ++t) {
     const int32_t target = target_id_[t], cls = class_id_[t];
     if (target < -1 || target >= num_target_) {
@@ -398,12 +403,20 @@ absl::Status TreeliteReader::ReadHeader() {
       return Fail(static_cast<int>(t), -1,
                   absl::StrCat("class_id ", cls, " outside [-1, ", classes, ")"));
     }
-    for (int32_t tg = 0; tg < num_target_; ++tg) {
-      if (target >= 0 && tg != target) continue;
-      for (int32_t c = 0; c < num_class_[tg]; ++c) {
-        if (cls >= 0 && c != cls) continue;
-        ++trees_per_output_[static_cast<size_t>(tg) * max_num_class_ + c];
-      }
+    if (target >= 0 && cls >= 0) {
+      ++trees_per_output_[static_cast<size_t>(target) * max_num_class_ + cls];
+    } else if (target >= 0) {
+      ++per_target[static_cast<size_t>(target)];
+    } else if (cls >= 0) {
+      ++per_class[static_cast<size_t>(cls)];
+    } else {
+      ++every_output;
+    }
+  }
+  for (int32_t tg = 0; tg < num_target_; ++tg) {
+    for (int32_t c = 0; c < num_class_[tg]; ++c) {
+      trees_per_output_[static_cast<size_t>(tg) * max_num_class_ + c] +=
+          per_target[static_cast<size_t>(tg)] + per_class[static_cast<size_t>(c)] + every_output;
     }
   }
   return absl::OkStatus();
