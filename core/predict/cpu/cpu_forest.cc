@@ -308,6 +308,10 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       }
       break;
   }
+  // The block size above is the complete layout's; the other walks keep the default.
+  if (options.block_rows == 0 && out->walk_ != Walk::kDense) {
+    out->block_rows_ = DefaultBlockRows(f.num_features);
+  }
   if (out->walk_ != Walk::kScalar) out->BuildRowLayout();
   for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
     const bool continues = t + 1 < static_cast<int64_t>(trees.size()) &&

@@ -197,7 +197,7 @@ TEST(CpuInferTest, TreesOutOfRoundOrder) {
 
 // A model whose complete layout exceeds 4 MB walks 64 rows per block by default (its trees are
 // read from L3 once per block); a smaller one keeps the block that fits L1, and an explicit
-// block size wins. (64-row blocks of the complete layout are checked against the reference by
+// block size wins; another walk keeps the default block. (64-row blocks of the complete layout are checked against the reference by
 // the narrow models' default layouts in CheckForest.)
 TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no complete layout";
@@ -215,6 +215,10 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   EXPECT_EQ((*cf)->block_rows(), kMaxBlockRows);
   dense.block_rows = 16;
   EXPECT_EQ((*CpuForest::Build(large, dense))->block_rows(), 16);
+  // The node walk of the same model keeps the default block: the rule is the complete layout's.
+  CpuForestOptions simd;
+  simd.walk = CpuForestOptions::Walk::kSimd;
+  EXPECT_EQ((*CpuForest::Build(large, simd))->block_rows(), 16);
   o.num_trees = 100;
   dense.block_rows = 0;
   EXPECT_EQ((*CpuForest::Build(MakeRandomForest(o), dense))->block_rows(), 16);
