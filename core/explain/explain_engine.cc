@@ -120,13 +120,18 @@ class TreeShapCpuStrategy final : public CpuStrategyBase {
     Measure(c.forest->num_features);
   }
   std::string name() const override { return "treeshap_cpu"; }
-  bool Supports(const ExplainOptions& options) const override { return !NeedsReference(options); }
+  // Shapley values of the features or of feature groups (a grouped layout).
+  bool Supports(const ExplainOptions& options) const override {
+    return options.attribution == Attribution::kShapley;
+  }
 
  private:
   using CpuStrategyBase::Run;
   absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                    ThreadPool* pool) const override {
-    return ExplainPathsCpu(*context_.layout, rows, options, out, pool);
+    absl::StatusOr<PathLayoutPtr> layout = LayoutFor(context_, options);
+    if (!layout.ok()) return layout.status();
+    return ExplainPathsCpu(**layout, rows, options, out, pool);
   }
 };
 
@@ -327,6 +332,23 @@ class StrategyExplainEngine final : public ExplainEngine {
 
 }  // namespace
 
+absl::StatusOr<PathLayoutPtr> LayoutFor(const StrategyContext& context,
+                                        const ExplainOptions& options) {
+  if (options.groups == nullptr || context.grouped_layouts == nullptr) return context.layout;
+  const FeatureGroups& groups = *options.groups;
+  return context.grouped_layouts->Get(groups.Key(), [&]() -> absl::StatusOr<PathLayoutPtr> {
+    PathLayoutOptions o;
+    o.packing = context.options.packing;
+    o.groups = &groups;
+    absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*context.forest, o);
+    if (built.ok()) {
+      GROVE_LOG(INFO) << "path layout of feature groups built" << KV("groups", groups.num_groups())
+                      << KV("elements", (*built)->elements.size());
+    }
+    return built;
+  });
+}
+
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c) {
   return std::unique_ptr<ExplainStrategy>(new ReferenceStrategy(c));
 }
@@ -380,6 +402,10 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*forest, layout_options);
     if (!built.ok()) return built.status();
     context.layout = *built;
+  }
+  // A model's groups.json and a few groupings of requests.
+  if (context.layout != nullptr) {
+    context.grouped_layouts = std::make_shared<KeyedCache<PathLayout>>(8);
   }
   std::vector<std::unique_ptr<ExplainStrategy>> strategies;
   for (const StrategyEntry& e : kStrategyFactories) {

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/common/keyed_cache.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
@@ -75,7 +76,15 @@ struct StrategyContext {
   PathLayoutPtr layout;
   ThreadPool* pool = nullptr;
   ExplainEngineOptions options;
+  // The path layouts of the groupings explained so far (PathLayoutOptions::groups), by
+  // FeatureGroups::Key, shared by the path strategies; null when `layout` is.
+  std::shared_ptr<KeyedCache<PathLayout>> grouped_layouts;
 };
+
+// The path layout of `options`' players: the context's own for the model's features, the cached
+// grouped layout for options.groups (built on first use).
+absl::StatusOr<PathLayoutPtr> LayoutFor(const StrategyContext& context,
+                                        const ExplainOptions& options);
 
 using ExplainStrategyFactory =
     absl::StatusOr<std::unique_ptr<ExplainStrategy>> (*)(const StrategyContext& context);

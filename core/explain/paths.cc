@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/explain/explain.h"
+#include "core/model/feature_groups.h"
 #include "core/model/forest.h"
 
 namespace grove {
@@ -118,8 +119,10 @@ struct RawPath {
   std::vector<PathElement> elements;
 };
 
-void ExtractTree(const Forest& forest, int32_t t, std::vector<RawPath>* out,
-                 std::vector<double>* values, std::vector<uint32_t>* merged_bits) {
+// `group_of`: null, or per feature its group (the elements of one group are made consecutive).
+void ExtractTree(const Forest& forest, int32_t t, const int32_t* group_of,
+                 std::vector<RawPath>* out, std::vector<double>* values,
+                 std::vector<uint32_t>* merged_bits) {
   const Tree& tree = forest.trees[t];
   const Node* nodes = forest.TreeNodes(t);
   std::vector<Step> steps;
@@ -163,13 +166,41 @@ void ExtractTree(const Forest& forest, int32_t t, std::vector<RawPath>* out,
         order.push_back(s.node->feature);
       }
     }
+    if (group_of != nullptr) {
+      // Groups in order of first appearance, each group's features in theirs.
+      std::vector<int32_t> groups;
+      for (int32_t feature : order) {
+        if (std::find(groups.begin(), groups.end(), group_of[feature]) == groups.end()) {
+          groups.push_back(group_of[feature]);
+        }
+      }
+      std::vector<int32_t> grouped;
+      for (int32_t g : groups) {
+        for (int32_t feature : order) {
+          if (group_of[feature] == g) grouped.push_back(feature);
+        }
+      }
+      order.swap(grouped);
+    }
     std::vector<Step> same;
+    size_t leader = 0;
     for (int32_t feature : order) {
       same.clear();
       for (const Step& s : steps) {
         if (s.node->feature == feature) same.push_back(s);
       }
-      path.elements.push_back(MergeSteps(feature, same, forest.category_bits, merged_bits));
+      PathElement e = MergeSteps(feature, same, forest.category_bits, merged_bits);
+      const size_t at = path.elements.size();
+      if (group_of != nullptr && at > 1 &&
+          group_of[path.elements[leader].feature] == group_of[feature]) {
+        // The run's zero fraction is the product over its features: the player's, held first.
+        path.elements[leader].zero_fraction *= e.zero_fraction;
+        e.zero_fraction = 1.0;
+        e.flags |= kElemGroupMember;
+      } else {
+        leader = at;
+      }
+      path.elements.push_back(e);
     }
     path.info.length = static_cast<uint16_t>(path.elements.size());
     out->push_back(std::move(path));
@@ -301,11 +332,23 @@ absl::StatusOr<PathLayoutPtr> BuildPathLayout(const Forest& forest,
   const auto extract_start = std::chrono::steady_clock::now();
   auto layout = std::make_shared<PathLayout>();
   layout->num_features = forest.num_features;
+  layout->num_players = forest.num_features;
   layout->num_outputs = forest.num_outputs;
   layout->num_trees = static_cast<int>(forest.trees.size());
+  const int32_t* group_of = nullptr;
+  if (options.groups != nullptr) {
+    if (static_cast<int64_t>(options.groups->group_of.size()) != forest.num_features) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feature groups resolved for ", options.groups->group_of.size(),
+          " features; the model has ", forest.num_features));
+    }
+    layout->player_of = options.groups->group_of;
+    layout->num_players = options.groups->num_groups();
+    group_of = layout->player_of.data();
+  }
   std::vector<RawPath> raw;
   for (int32_t t = 0; t < static_cast<int32_t>(forest.trees.size()); ++t) {
-    ExtractTree(forest, t, &raw, &layout->values, &layout->category_bits);
+    ExtractTree(forest, t, group_of, &raw, &layout->values, &layout->category_bits);
   }
   // Bias and contribution bounds.
   layout->bias.assign(forest.base_margin.begin(), forest.base_margin.end());

@@ -65,6 +65,7 @@
 namespace grove {
 
 class Forest;
+struct FeatureGroups;
 
 inline constexpr int kWarpLanes = 32;
 
@@ -81,6 +82,11 @@ enum PathElementFlag : uint16_t {
   kElemNegFracPass = 1u << 8,   // categorical: x in (-1, 0) matches
   kElemInvalidPass = 1u << 9,   // categorical: other non-category values match
   kElemRoot = 1u << 10,         // the root element (feature -1): matches everything
+  // Grouped layouts (PathLayout::player_of): a further element of the player of the element
+  // before it. The player's element (the first of the run) matches iff every element of the run
+  // matches; this one is then a null player (zero_fraction 1, one fraction 1), which changes no
+  // other player's Shapley value or interaction value.
+  kElemGroupMember = 1u << 11,
 };
 
 // One merged element of a path; 40 bytes, plain data (uploaded to the GPU as is).
@@ -170,6 +176,12 @@ struct PathLayout {
   int num_trees = 0;
   int max_length = 0;  // longest path (elements, root included)
   int num_iterations = 0;  // the forest's boosting rounds
+  // Grouped layouts (PathLayoutOptions::groups): per model feature, its player (the column of its
+  // group); the players number num_players. Empty, and num_players == num_features, otherwise.
+  // In a grouped layout the elements of one player on a path are consecutive, the first holding
+  // the product of their zero fractions and the rest flagged kElemGroupMember.
+  std::vector<int32_t> player_of;
+  int num_players = 0;
   // Per output: sum over trees of 2 * max |weighted leaf value|. Bounds every SHAP value, every
   // single path's contribution, and (times max_length) every interaction value: engines scale
   // fixed-point accumulators with it.
@@ -189,7 +201,16 @@ std::vector<double> FixedPointScales(const PathLayout& layout, bool interactions
 
 struct PathLayoutOptions {
   BinPacking packing = BinPacking::kBestFitDecreasing;
+  // Non-null: the layout of the game over these groups (resolved for the forest; not owned, read
+  // during the build only): path-dependent Shapley values of the groups, as ExplainCpuReference
+  // computes them with ExplainOptions::groups.
+  const FeatureGroups* groups = nullptr;
 };
+
+// The output column of element `e` (not the root) in `layout`'s results.
+inline int32_t PlayerOf(const PathLayout& layout, const PathElement& e) {
+  return layout.player_of.empty() ? e.feature : layout.player_of[static_cast<size_t>(e.feature)];
+}
 
 // Extracts, merges and packs the paths of every tree of `forest` (which must pass
 // CheckExplainable). Deterministic: the same forest and options give the same layout.

@@ -14,6 +14,8 @@
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/interventional_engine.h"
+#include "core/explain/paths.h"
+#include "core/explain/treeshap/explain_paths_cpu.h"
 #include "core/explain/interventional/interventional.h"
 #include "core/model/feature_groups.h"
 #include "gtest/gtest.h"
@@ -261,6 +263,47 @@ TEST(FeatureGroupsExplainTest, DeterministicOverThreads) {
             ExplainInterventional(*f, rows, bg, io, &pool));
 }
 
+// The path engine's grouped layouts: each group's elements one player (the first matching iff all
+// do, the rest null players) give the reference's group values and interaction values.
+TEST(FeatureGroupsExplainTest, GroupedPathLayoutsMatchTheReference) {
+  ThreadPool pool(2);
+  for (const RandomForestOptions& ro : Forests()) {
+    ForestPtr f = MakeRandomForest(ro);
+    for (uint64_t seed : {ro.seed, ro.seed + 100}) {
+      FeatureGroupsPtr groups = RandomGroups(f->num_features, seed);
+      PathLayoutOptions lo;
+      lo.groups = groups.get();
+      absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*f, lo);
+      ASSERT_TRUE(layout.ok()) << layout.status();
+      EXPECT_EQ((*layout)->num_players, groups->num_groups());
+      const std::vector<float> rows = MakeRandomRows(*f, 8, seed + 5);
+      for (bool interactions : {false, true}) {
+        ExplainOptions o;
+        o.groups = groups.get();
+        o.interactions = interactions;
+        const std::vector<float> want = ExplainPathDependent(*f, rows, o, &pool);
+        std::vector<float> got(want.size(), kNan);
+        const int64_t width = ExplainWidth(*f, interactions, groups.get());
+        absl::Status s =
+            ExplainPathsCpu(**layout, MakeRowsView(rows.data(), 8, f->num_features), o,
+                            MakeMatrixView(got.data(), 8, width), &pool);
+        ASSERT_TRUE(s.ok()) << s;
+        for (size_t c = 0; c < want.size(); ++c) {
+          ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0f, std::abs(want[c])))
+              << "seed " << seed << (interactions ? " interactions" : "") << " col " << c;
+        }
+      }
+      // A grouped layout explains its grouping only.
+      ExplainOptions features;
+      std::vector<float> out(8 * ExplainWidth(*f, false));
+      EXPECT_EQ(ExplainPathsCpu(**layout, MakeRowsView(rows.data(), 8, f->num_features), features,
+                                MakeMatrixView(out.data(), 8, ExplainWidth(*f, false)), &pool)
+                    .code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
 // A forced strategy chooses how Shapley values of the features are computed: groups (and Banzhaf
 // values) still come from the reference, the same numbers as an unforced engine's.
 TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
@@ -291,8 +334,18 @@ TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
       absl::Status s = (*engine)->Explain(view, o, MakeMatrixView(got.data(), 5, got.size() / 5),
                                           &info);
       ASSERT_TRUE(s.ok()) << forced << ": " << s;
-      EXPECT_EQ(info.strategy, "reference") << forced;
-      EXPECT_EQ(got, want) << forced << " " << AttributionName(attribution);
+      // The path engine computes Shapley values of groups (a grouped layout); the rest are the
+      // reference's.
+      const bool paths = attribution == Attribution::kShapley &&
+                         (std::string(forced) == "treeshap_cpu" || std::string(forced) == "cpu");
+      EXPECT_EQ(info.strategy, paths ? "treeshap_cpu" : "reference") << forced;
+      if (paths) {
+        for (size_t c = 0; c < want.size(); ++c) {
+          ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0f, std::abs(want[c]))) << forced << c;
+        }
+      } else {
+        EXPECT_EQ(got, want) << forced << " " << AttributionName(attribution);
+      }
     }
   }
   InterventionalOptions io;

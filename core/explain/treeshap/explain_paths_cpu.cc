@@ -73,7 +73,17 @@ absl::Status PreparePathExplain(const PathLayout& layout, RowsView rows,
         ") is not a non-empty part of the model's ", layout.num_iterations,
         " boosting rounds (end <= 0 means the last round)"));
   }
-  const int64_t f1 = layout.num_features + 1;
+  // A grouped layout explains the grouping it was built for, an ungrouped one the features.
+  const bool grouped = !layout.player_of.empty();
+  if (grouped != (options.groups != nullptr) ||
+      (grouped && (options.groups->group_of != layout.player_of ||
+                   options.groups->num_groups() != layout.num_players))) {
+    return absl::InvalidArgumentError(
+        options.groups != nullptr
+            ? "the path layout was not built for these feature groups"
+            : "the path layout is of feature groups; the call explains the model's features");
+  }
+  const int64_t f1 = layout.num_players + 1;
   const int64_t width = layout.num_outputs * (options.interactions ? f1 * f1 : f1);
   if (out.rows != rows.rows || out.cols != width || out.stride < out.cols ||
       (out.rows > 0 && out.data == nullptr)) {
@@ -103,7 +113,7 @@ absl::Status PreparePathExplain(const PathLayout& layout, RowsView rows,
 
 void AddPathContributions(const PathLayout& layout, const uint32_t* path_ids, int64_t n,
                           const float* row, bool interactions, double* acc) {
-  const int64_t f1 = layout.num_features + 1;
+  const int64_t f1 = layout.num_players + 1;
   const int max_len = std::max(layout.max_length, 1);
   std::vector<double> z(max_len), o(max_len), pw(max_len), zc(max_len), oc(max_len);
   std::vector<int32_t> feat(max_len), featc(max_len);
@@ -115,10 +125,20 @@ void AddPathContributions(const PathLayout& layout, const uint32_t* path_ids, in
     const PathElement* e = layout.elements.data() + info.element_begin;
     const int len = info.length;
     bool dead = false;
+    int leader = 0;
     for (int i = 0; i < len; ++i) {
       z[i] = e[i].zero_fraction;
       o[i] = PathElementMatches(e[i], bits, i == 0 ? 0.0f : row[e[i].feature]) ? 1.0 : 0.0;
-      feat[i] = e[i].feature;
+      feat[i] = i == 0 ? -1 : PlayerOf(layout, e[i]);
+      if (e[i].flags & kElemGroupMember) {
+        // One player: its first element matches iff all of its elements do; the rest are null.
+        if (o[i] == 0) o[leader] = 0;
+        o[i] = 1.0;
+      } else {
+        leader = i;
+      }
+    }
+    for (int i = 0; i < len; ++i) {
       // All subset weights vanish: the path contributes nothing (and UNWIND would divide by 0).
       if (z[i] == 0 && o[i] == 0) dead = true;
     }
@@ -178,7 +198,7 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
     if (use_path[p]) ids.push_back(p);
   }
   const bool interactions = options.interactions;
-  const int F = layout.num_features;
+  const int F = layout.num_players;
   const int64_t f1 = F + 1;
   const int64_t block = interactions ? f1 * f1 : f1;
   auto work = [&](int64_t begin, int64_t end) {
