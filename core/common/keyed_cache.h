@@ -21,7 +21,7 @@ namespace grove {
 template <typename V>
 class KeyedCache {
  public:
-  using Ptr = std::shared_ptr<const V>;
+  using Ptr = std::shared_ptr<V>;  // V const for immutable values
 
   explicit KeyedCache(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
 
@@ -40,6 +40,13 @@ class KeyedCache {
     if (entries_.size() >= capacity_) entries_.erase(entries_.begin());
     entries_.emplace_back(key, *built);
     return *built;
+  }
+
+  // Calls fn(value) for every value held (under the lock: keep fn short).
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    absl::MutexLock lock(&mu_);
+    for (const auto& entry : entries_) fn(*entry.second);
   }
 
   size_t size() const {

@@ -137,16 +137,18 @@ class TreeShapCpuStrategy final : public CpuStrategyBase {
 
 class TreeShapGpuStrategy final : public ExplainStrategy {
  public:
-  TreeShapGpuStrategy(const StrategyContext& c, std::unique_ptr<TreeShapGpu> gpu)
-      : context_(c), gpu_(std::move(gpu)) {
+  TreeShapGpuStrategy(const StrategyContext& c, std::unique_ptr<TreeShapGpu> gpu,
+                      TreeShapGpuOptions gpu_options)
+      : context_(c), gpu_(std::move(gpu)), gpu_options_(gpu_options) {
     interaction_factor_ = 1.0 + MeanPathLength(*c.layout);
     if (c.options.measure_costs) Measure();
   }
   std::string name() const override { return "treeshap_gpu"; }
   std::string device() const override { return gpu_->DeviceName(); }
   // Iteration ranges are served by the CPU strategies (the device layout holds every tree).
+  // Groups: a device copy of the grouping's layout, made on first use.
   bool Supports(const ExplainOptions& options) const override {
-    return FullRange(options) && !NeedsReference(options);
+    return FullRange(options) && options.attribution == Attribution::kShapley;
   }
   double EstimateSeconds(int64_t rows, bool interactions) const override {
     if (interactions && inter_measured_) return inter_fixed_seconds_ + inter_per_row_seconds_ * rows;
@@ -157,15 +159,31 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
                    MatrixView<float> out) const override {
     if (!Supports(options)) {
       return absl::FailedPreconditionError(
-          "treeshap_gpu explains whole models' features with Shapley values only");
+          "treeshap_gpu explains whole models with Shapley values only");
     }
-    if (absl::Status s = CheckExplainCall(*context_.forest, rows, options.interactions, out);
+    if (absl::Status s = CheckExplainCall(*context_.forest, rows, options.interactions, out,
+                                          options.groups);
         !s.ok()) {
       return s;
     }
-    return gpu_->Explain(rows, options.interactions, out, nullptr);
+    if (options.groups == nullptr) return gpu_->Explain(rows, options.interactions, out, nullptr);
+    absl::StatusOr<PathLayoutPtr> layout = LayoutFor(context_, options);
+    if (!layout.ok()) return layout.status();
+    absl::StatusOr<std::shared_ptr<TreeShapGpu>> grouped =
+        grouped_.Get(options.groups->Key(), [&]() -> absl::StatusOr<std::shared_ptr<TreeShapGpu>> {
+          absl::StatusOr<std::unique_ptr<TreeShapGpu>> made =
+              TreeShapGpu::Create(*layout, gpu_options_);
+          if (!made.ok()) return made.status();
+          return std::shared_ptr<TreeShapGpu>(*std::move(made));
+        });
+    if (!grouped.ok()) return grouped.status();
+    return (*grouped)->Explain(rows, options.interactions, out, nullptr);
   }
-  int64_t DeviceBytes() const override { return gpu_->DeviceBytes(); }
+  int64_t DeviceBytes() const override {
+    int64_t total = gpu_->DeviceBytes();
+    grouped_.ForEach([&](const TreeShapGpu& g) { total += g.DeviceBytes(); });
+    return total;
+  }
   std::string Describe() const override {
     return absl::StrFormat("%s (%.3g ms + %.3g us/row; interactions %.3g ms + %.3g us/row%s)",
                            gpu_->Describe(), 1e3 * fixed_seconds_, 1e6 * per_row_seconds_,
@@ -219,6 +237,10 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
 
   StrategyContext context_;
   std::unique_ptr<TreeShapGpu> gpu_;
+  TreeShapGpuOptions gpu_options_;
+  // Device copies of grouped layouts, by FeatureGroups::Key (a model's groups.json and a few
+  // groupings of requests).
+  mutable KeyedCache<TreeShapGpu> grouped_{4};
   double interaction_factor_ = 8.0;
   double fixed_seconds_ = 50e-6;
   double per_row_seconds_ = 1e-7;
@@ -367,7 +389,8 @@ absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const S
   gpu_options.precision = c.options.gpu_precision;
   absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(c.layout, gpu_options);
   if (!gpu.ok()) return gpu.status();
-  return std::unique_ptr<ExplainStrategy>(new TreeShapGpuStrategy(c, std::move(*gpu)));
+  return std::unique_ptr<ExplainStrategy>(
+      new TreeShapGpuStrategy(c, std::move(*gpu), gpu_options));
 }
 
 absl::Status CheckExplainStrategyName(absl::string_view name) {
@@ -405,7 +428,7 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
   }
   // A model's groups.json and a few groupings of requests.
   if (context.layout != nullptr) {
-    context.grouped_layouts = std::make_shared<KeyedCache<PathLayout>>(8);
+    context.grouped_layouts = std::make_shared<KeyedCache<const PathLayout>>(8);
   }
   std::vector<std::unique_ptr<ExplainStrategy>> strategies;
   for (const StrategyEntry& e : kStrategyFactories) {

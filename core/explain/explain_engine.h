@@ -78,7 +78,7 @@ struct StrategyContext {
   ExplainEngineOptions options;
   // The path layouts of the groupings explained so far (PathLayoutOptions::groups), by
   // FeatureGroups::Key, shared by the path strategies; null when `layout` is.
-  std::shared_ptr<KeyedCache<PathLayout>> grouped_layouts;
+  std::shared_ptr<KeyedCache<const PathLayout>> grouped_layouts;
 };
 
 // The path layout of `options`' players: the context's own for the model's features, the cached

@@ -1,7 +1,8 @@
-// Feature groups on a GPU machine: the GPU strategies do not compute groups, so the engines'
-// automatic choice must send a grouped request to the CPU reference while the GPU strategies keep
-// serving ungrouped ones: grouped answers equal the reference's bit for bit, run to run, and the
-// ungrouped answer of the same engine is the GPU's, as it was.
+// Feature groups on a GPU machine: path-dependent Shapley values of groups on treeshap_gpu (a
+// grouped layout); interventional groups on the CPU reference, which the automatic choice picks
+// while the GPU strategies keep serving ungrouped requests.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -29,35 +30,71 @@ FeatureGroupsPtr Groups(int num_features) {
   return *g;
 }
 
-TEST(FeatureGroupsGpuTest, PathDependentGroupsRunOnTheReference) {
+// Path-dependent groups on the GPU: treeshap_gpu explains a grouped layout (each group's elements
+// one player; paths.h), in float and double arithmetic, values and interaction values, multi-output
+// and categorical forests: the reference's values within the corpus tolerance, bit for bit run to
+// run; the same forests' ungrouped answers still the features'.
+TEST(FeatureGroupsGpuTest, PathDependentGroupsOnTheGpu) {
   REQUIRE_GPU();
-  testing::RandomForestOptions ro;
-  ro.seed = 41;
-  ro.num_trees = 30;
-  ro.num_features = 9;
-  ForestPtr forest = testing::MakeRandomForest(ro);
-  ThreadPool pool(4);
-  ExplainEngineOptions eo;
-  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = ExplainEngine::Create(forest, eo, &pool);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  const FeatureGroupsPtr groups = Groups(9);
-  const int64_t n = 300;
-  const std::vector<float> rows = testing::MakeRandomRows(*forest, n, 42);
-  const RowsView view = MakeRowsView(rows.data(), n, 9);
-  for (bool interactions : {false, true}) {
-    ExplainOptions o;
-    o.groups = groups.get();
-    o.interactions = interactions;
-    const int64_t width = ExplainWidth(*forest, interactions, groups.get());
-    std::vector<float> got(n * width), again(n * width), want(n * width);
-    RunInfo info;
-    ASSERT_TRUE((*engine)->Explain(view, o, MakeMatrixView(got.data(), n, width), &info).ok());
-    EXPECT_EQ(info.strategy, "reference");
-    ASSERT_TRUE((*engine)->Explain(view, o, MakeMatrixView(again.data(), n, width), nullptr).ok());
+  for (int seed : {41, 47, 53}) {
+    testing::RandomForestOptions ro;
+    ro.seed = seed;
+    ro.num_trees = 30;
+    ro.num_features = 9;
+    ro.max_depth = seed == 53 ? 12 : 6;
+    ro.num_outputs = seed == 47 ? 3 : 1;
+    ro.categorical_fraction = seed == 47 ? 0.3 : 0.0;
+    ForestPtr forest = testing::MakeRandomForest(ro);
+    ThreadPool pool(4);
+    const FeatureGroupsPtr groups = Groups(9);
+    const int64_t n = 300;
+    const std::vector<float> rows = testing::MakeRandomRows(*forest, n, 42);
+    const RowsView view = MakeRowsView(rows.data(), n, 9);
+    for (TreeShapPrecision precision :
+         {TreeShapPrecision::kAuto, TreeShapPrecision::kFloat, TreeShapPrecision::kDouble}) {
+      ExplainEngineOptions eo;
+      eo.strategy = "treeshap_gpu";
+      eo.gpu_precision = precision;
+      absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
+          ExplainEngine::Create(forest, eo, &pool);
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      for (bool interactions : {false, true}) {
+        ExplainOptions o;
+        o.groups = groups.get();
+        o.interactions = interactions;
+        const int64_t width = ExplainWidth(*forest, interactions, groups.get());
+        std::vector<float> got(n * width), again(n * width), want(n * width);
+        RunInfo info;
+        ASSERT_TRUE((*engine)->Explain(view, o, MakeMatrixView(got.data(), n, width), &info).ok());
+        EXPECT_EQ(info.strategy, "treeshap_gpu");
+        ASSERT_TRUE(
+            (*engine)->Explain(view, o, MakeMatrixView(again.data(), n, width), nullptr).ok());
+        ASSERT_TRUE(ExplainCpuReference(*forest, view, o, MakeMatrixView(want.data(), n, width),
+                                        &pool)
+                        .ok());
+        EXPECT_EQ(got, again) << "seed " << seed << " precision " << static_cast<int>(precision);
+        for (size_t c = 0; c < want.size(); ++c) {
+          ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0f, std::abs(want[c])))
+              << "seed " << seed << " precision " << static_cast<int>(precision)
+              << (interactions ? " interactions" : "")
+              << " entry " << c;
+        }
+      }
+    }
+    // The automatic choice serves groups too, and the ungrouped explanation is the features'.
+    absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
+        ExplainEngine::Create(forest, ExplainEngineOptions{}, &pool);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    ExplainOptions plain;
+    const int64_t width = ExplainWidth(*forest, false);
+    std::vector<float> got(n * width), want(n * width);
+    ASSERT_TRUE((*engine)->Explain(view, plain, MakeMatrixView(got.data(), n, width), nullptr).ok());
     ASSERT_TRUE(
-        ExplainCpuReference(*forest, view, o, MakeMatrixView(want.data(), n, width), &pool).ok());
-    EXPECT_EQ(got, want);
-    EXPECT_EQ(got, again);
+        ExplainCpuReference(*forest, view, plain, MakeMatrixView(want.data(), n, width), &pool)
+            .ok());
+    for (size_t c = 0; c < want.size(); ++c) {
+      ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0f, std::abs(want[c]))) << c;
+    }
   }
 }
 

@@ -60,10 +60,17 @@ double TopDownUnwoundSumBound(int n, double u) {
 void PathFractions(const PathLayout& layout, const PathInfo& path, const float* row, double* z,
                    bool* o) {
   const PathElement* e = layout.elements.data() + path.element_begin;
+  int leader = 0;
   for (int i = 0; i < path.length; ++i) {
     z[i] = e[i].zero_fraction;
     o[i] = PathElementMatches(e[i], layout.category_bits.data(),
                               i == 0 ? 0.0f : row[e[i].feature]);
+    if (e[i].flags & kElemGroupMember) {  // one player with the elements before it (paths.h)
+      o[leader] = o[leader] && o[i];
+      o[i] = true;
+    } else {
+      leader = i;
+    }
   }
 }
 

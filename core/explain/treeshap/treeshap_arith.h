@@ -256,7 +256,7 @@ void EmulatePath(const double* z, const bool* o, int len, int skip, const T* wei
 }
 
 // For one row, every binned path of `layout` and each of its non-root elements:
-// add(path, feature, c) with c = the element's unwound sum in T (EmulatePath) x (o - z), in double
+// add(path, player, c) with c = the element's unwound sum in T (EmulatePath) x (o - z), in double
 // -- what the SHAP kernel multiplies by the leaf values (tests, error studies).
 template <typename T, typename Unwind = Unwinder<T>, typename Add>
 void EmulateRowContributions(const PathLayout& layout, const float* row, const T* weights, Add add) {
@@ -268,7 +268,7 @@ void EmulateRowContributions(const PathLayout& layout, const float* row, const T
     PathFractions(layout, p, row, z, o);
     EmulatePath<T, Unwind>(z, o, p.length, 0, weights, totals);
     for (int i = 1; i < p.length; ++i) {
-      add(p, layout.elements[p.element_begin + i].feature,
+      add(p, PlayerOf(layout, layout.elements[p.element_begin + i]),
           static_cast<double>(totals[i]) * ((o[i] ? 1.0 : 0.0) - z[i]));
     }
   }

@@ -44,6 +44,7 @@ struct DeviceState {
   gpu::DeviceBuffer elements, paths, bin_offsets, values, category_bits, scale[2], bias;
   gpu::DeviceBuffer weights_float, weights_double;  // Shapley-weight tables (treeshap_arith.h)
   gpu::DeviceBuffer inter_cols, inter_slot;  // compact interactions (CompactInteractionColumns)
+  gpu::DeviceBuffer player_of;  // grouped layouts: PathLayout::player_of
   int64_t layout_bytes = 0;
   // Workspaces: two slots (one per stream), grown to the largest request seen; guarded by mu.
   cudaStream_t streams[2] = {nullptr, nullptr};
@@ -79,7 +80,7 @@ absl::Status UploadTo(const std::vector<T>& host, gpu::DeviceBuffer* b, int64_t*
 // output's bias entry, ascending; empty when that is more than a quarter of the row's
 // K (F+1)^2 entries or the row is small (a dense accumulator is then as cheap).
 std::vector<int64_t> CompactInteractionColumns(const PathLayout& l) {
-  const int64_t f1 = l.num_features + 1;
+  const int64_t f1 = l.num_players + 1;
   const int64_t block = f1 * f1;
   const int64_t width = l.num_outputs * block;
   if (width < 4096 || width > (int64_t{1} << 31)) return {};
@@ -88,14 +89,14 @@ std::vector<int64_t> CompactInteractionColumns(const PathLayout& l) {
   for (const PathInfo& p : l.paths) {
     if (p.bin == UINT32_MAX) continue;  // long paths: added on the CPU
     features.clear();
-    for (int j = 1; j < p.length; ++j) features.push_back(l.elements[p.element_begin + j].feature);
+    for (int j = 1; j < p.length; ++j) features.push_back(PlayerOf(l, l.elements[p.element_begin + j]));
     for (int k = p.group; k < p.group + p.width; ++k) {
       for (int32_t a : features) {
         for (int32_t b : features) touched[k * block + a * f1 + b] = true;
       }
     }
   }
-  for (int k = 0; k < l.num_outputs; ++k) touched[k * block + l.num_features * f1 + l.num_features] = true;
+  for (int k = 0; k < l.num_outputs; ++k) touched[k * block + l.num_players * f1 + l.num_players] = true;
   std::vector<int64_t> cols;
   for (int64_t c = 0; c < width; ++c) {
     if (touched[c]) cols.push_back(c);
@@ -164,6 +165,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
                              UploadTo(weights_float, &st.weights_float, &b),
                              UploadTo(weights, &st.weights_double, &b)}) {
         if (!s.ok()) return s;
+      }
+      if (!l.player_of.empty()) {
+        if (absl::Status s = UploadTo(l.player_of, &st.player_of, &b); !s.ok()) return s;
       }
       if (!inter_cols_.empty()) {
         std::vector<int32_t> slot(Width(true), -1);
@@ -287,7 +291,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
  private:
   int64_t Width(bool interactions) const {
-    const int64_t f1 = layout_->num_features + 1;
+    const int64_t f1 = layout_->num_players + 1;
     return layout_->num_outputs * (interactions ? f1 * f1 : f1);
   }
 
@@ -325,7 +329,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   // Enqueues zeroing, the kernel(s) and the conversion for n rows on stream s.
   absl::Status Launch(DeviceState& d, const float* d_rows, int64_t n, bool interactions,
                       unsigned long long* d_acc, float* d_out, cudaStream_t s) {
-    const int64_t f1 = layout_->num_features + 1;
+    const int64_t f1 = layout_->num_players + 1;
     const int64_t block = interactions ? f1 * f1 : f1;
     const int64_t width = Width(interactions);
     const int64_t acc_width = AccWidth(interactions);
@@ -344,6 +348,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     a.d_rows = d_rows;
     a.num_rows = n;
     a.num_features = layout_->num_features;
+    a.num_players = layout_->num_players;
+    a.d_player_of = layout_->player_of.empty() ? nullptr : d.player_of.as<int32_t>();
     a.rows_per_warp = RowsPerWarp(n, interactions);
     a.d_acc = d_acc;
     a.acc_width = acc_width;
@@ -380,7 +386,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     const int blocks = std::max(
         1, static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65536)));
     const int64_t bias_col =
-        interactions ? layout_->num_features * f1 + layout_->num_features : layout_->num_features;
+        interactions ? layout_->num_players * f1 + layout_->num_players : layout_->num_players;
     const double* d_scale = d.scale[interactions ? 1 : 0].as<double>();
     if (Compact(interactions)) {  // untouched entries are zero
       GROVE_CUDA_RETURN(cudaMemsetAsync(d_out, 0, n * width * sizeof(float), s));

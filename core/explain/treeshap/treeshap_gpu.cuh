@@ -47,6 +47,10 @@ struct KernelArgs {
   const float* d_rows = nullptr;
   int64_t num_rows = 0;
   int num_features = 0;
+  // The players (output columns per output: num_players + 1): the features, or for a grouped
+  // layout (PathLayout::player_of, uploaded as d_player_of) the groups.
+  int num_players = 0;
+  const int32_t* d_player_of = nullptr;
   int rows_per_warp = 1;
   unsigned long long* d_acc = nullptr;  // num_rows x acc_width, fixed point
   int64_t acc_width = 0;
@@ -63,6 +67,7 @@ struct KernelArgs {
 template <typename T>
 struct LaneState {
   PathElement e;
+  int player = -1;  // the output column of this lane's element (-1: root or no element)
   int seg = 0, rel = 0, len = 1;
   int group = 0, width = 0;
   uint32_t value_begin = 0;
@@ -95,7 +100,11 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_
     s->width = p.width;
     s->value_begin = p.value_begin;
     s->value_scale0 = a.d_values[p.value_begin] * a.d_scale[p.group];
+    s->player = s->rel == 0                ? -1
+                : a.d_player_of != nullptr ? a.d_player_of[s->e.feature]
+                                           : s->e.feature;
   } else {
+    s->player = -1;
     s->e.flags = kElemRoot;
     s->e.feature = -1;
     s->e.zero_fraction = 1.0;
@@ -145,6 +154,19 @@ __device__ __forceinline__ RowBits LoadRow(const KernelArgs& a, const LaneState<
   const bool is_element = s.active && s.rel > 0;
   const float x = (is_element && b.live) ? a.d_rows[row * a.num_features + s.e.feature] : 0.0f;
   b.own = !is_element || PathElementMatches(s.e, a.d_category_bits, x);
+  if (a.d_player_of != nullptr) {
+    // A grouped layout: a player's first lane matches iff every lane of its run (the member
+    // lanes right above it) does; member lanes are null players (o = 1, z = 1).
+    const int lane = threadIdx.x % 32;
+    const bool member = is_element && (s.e.flags & kElemGroupMember) != 0;
+    const unsigned members = __ballot_sync(kFullMask, member);
+    const unsigned fails = __ballot_sync(kFullMask, !b.own);
+    const unsigned above = lane == 31 ? 0u : ~members & (~0u << (lane + 1));
+    const int stop = above != 0 ? __ffs(above) - 1 : 32;
+    const unsigned below_stop = stop >= 32 ? ~0u : (1u << stop) - 1u;
+    const unsigned run = below_stop & (lane == 31 ? 0u : ~0u << (lane + 1));
+    b.own = member || (b.own && (fails & run) == 0);
+  }
   b.o_bits = __ballot_sync(kFullMask, b.own) >> s.seg;
   return b;
 }
@@ -395,12 +417,12 @@ __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapK
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
   const T* weights = LoadWeights<T>(a, shared_weights);
   const BlockRows b = BeginBlock(a, shared_acc);
-  const int64_t f1 = a.num_features + 1;
+  const int64_t f1 = a.num_players + 1;
   __shared__ T shared_z[kBlockThreads + kWarpLanes];  // padded: see ExtendRows
   RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
-                const int64_t feature = s.e.feature;
+                const int64_t feature = s.player;
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * f1 + feature; });
               });
@@ -414,12 +436,12 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
                                             const BlockRows& b, int64_t r0,
                                             const RowBits (&rows)[kRowsInFlight], int cond,
                                             const T* weights) {
-  const int64_t f1 = a.num_features + 1;
+  const int64_t f1 = a.num_players + 1;
   const int64_t block = f1 * f1;
   const bool has_cond = cond < s.len;
   const int src = s.seg + (has_cond ? cond : 0);
   const double zc = __shfl_sync(kFullMask, s.e.zero_fraction, src);
-  const int fc = __shfl_sync(kFullMask, s.e.feature, src);
+  const int fc = __shfl_sync(kFullMask, s.player, src);
   double scale[kRowsInFlight];
   bool take[kRowsInFlight];
   bool any = false;
@@ -446,7 +468,7 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
     for (int v = 0; v < s.max_width; ++v) {  // warp-uniform loop (segment sums shuffle)
       const long long fixed = (take[q] && v < s.width) ? Fixed(t * ValueScale(a, s, v)) : 0;
       const int64_t row_base = static_cast<int64_t>(s.group + v) * block + static_cast<int64_t>(fc) * f1;
-      if (fixed != 0) b.acc.Add(rr, row_base + s.e.feature, fixed);
+      if (fixed != 0) b.acc.Add(rr, row_base + s.player, fixed);
       const long long sum = SegmentSum(fixed, s.rel, s.len);
       if (s.active && s.rel == 0 && v < s.width && has_cond) b.acc.Add(rr, row_base + fc, -sum);
     }
@@ -459,14 +481,14 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
   const T* weights = LoadWeights<T>(a, shared_weights);
   const BlockRows b = BeginBlock(a, shared_acc);
-  const int64_t f1 = a.num_features + 1;
+  const int64_t f1 = a.num_players + 1;
   const int64_t block = f1 * f1;
   __shared__ T shared_z[kBlockThreads + kWarpLanes];  // padded: see ExtendRows
   RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 // phi_i on the diagonal, then the conditioned values.
-                const int64_t diag = s.e.feature * f1 + s.e.feature;
+                const int64_t diag = static_cast<int64_t>(s.player) * f1 + s.player;
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * block + diag; });
                 for (int cond = 1; cond < s.max_len; ++cond) {
