@@ -1,5 +1,6 @@
 #include "core/io/parquet_encoding.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"

@@ -1,5 +1,6 @@
 #include "core/io/parquet_rows.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -151,10 +152,10 @@ absl::Status ParquetRowReader::LoadGroup() {
     for (int64_t r = 0; r < rows; ++r, out += cols) {
       const bool null = strings ? column->present[static_cast<size_t>(r)] == 0
                                 : std::isnan(column->numbers[static_cast<size_t>(r)]);
-      if (null) {
+      if (null && decoder == nullptr) {
         *out = std::numeric_limits<double>::quiet_NaN();
       } else if (decoder != nullptr) {
-        const std::string text = text_of(r);
+        const std::string text = null ? std::string() : text_of(r);
         absl::StatusOr<double> v = (*decoder)(text);
         if (!v.ok()) return cell_error(r, v.status());
         *out = *v;

@@ -8,7 +8,7 @@
 //  * a column with a cell decoder (a categorical feature's category names, SetCellDecoders): the
 //    decoder of its text: a string as stored (not trimmed: Parquet stores the name exactly), a
 //    number as the shortest text that reads back as its value (a FLOAT column's as a float32,
-//    as pandas writes it), a boolean as True / False; a null is missing without the decoder.
+//    as pandas writes it), a boolean as True / False; a null (or a NaN) as the empty cell.
 // Values are doubles (an int64 rounded to nearest, a FLOAT widened exactly, as numpy widens a
 // float32 array); float rows are those doubles cast to float, as CSV fields are.
 //
