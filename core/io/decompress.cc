@@ -48,8 +48,8 @@ absl::Status Inflate(absl::string_view in, size_t expected_size, std::string* ou
             : absl::StrCat("gzip: malformed stream (zlib error ", rc, ")"));
   }
   if (produced != expected_size) {
-    return absl::InvalidArgumentError(absl::StrCat("gzip: ", produced, " bytes decompressed, ",
-                                                   expected_size, " declared"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gzip: ", produced, " bytes decompressed, ", expected_size, " declared"));
   }
   return absl::OkStatus();
 }
@@ -70,8 +70,8 @@ absl::Status Unzstd(absl::string_view in, size_t expected_size, std::string* out
 }  // namespace
 
 std::string ParquetCodecName(int32_t codec) {
-  static const char* const kNames[] = {"UNCOMPRESSED", "SNAPPY", "GZIP",   "LZO",
-                                       "BROTLI",       "LZ4",    "ZSTD",   "LZ4_RAW"};
+  static const char* const kNames[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO",
+                                       "BROTLI",       "LZ4",    "ZSTD", "LZ4_RAW"};
   if (codec >= 0 && codec < 8) return kNames[codec];
   return absl::StrCat("codec ", codec);
 }
@@ -81,18 +81,21 @@ absl::Status DecompressParquetPage(int32_t codec, absl::string_view in, size_t e
   switch (codec) {
     case kParquetUncompressed:
       if (in.size() != expected_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "an uncompressed page of ", in.size(), " bytes declares ", expected_size));
+        return absl::InvalidArgumentError(
+            absl::StrCat("an uncompressed page of ", in.size(), " bytes declares ", expected_size));
       }
       out->assign(in.data(), in.size());
       return absl::OkStatus();
-    case kParquetSnappy: return SnappyDecompress(in, expected_size, out);
-    case kParquetGzip: return Inflate(in, expected_size, out);
-    case kParquetZstd: return Unzstd(in, expected_size, out);
+    case kParquetSnappy:
+      return SnappyDecompress(in, expected_size, out);
+    case kParquetGzip:
+      return Inflate(in, expected_size, out);
+    case kParquetZstd:
+      return Unzstd(in, expected_size, out);
     default:
-      return absl::UnimplementedError(absl::StrCat(
-          "compression ", ParquetCodecName(codec),
-          " is not supported (UNCOMPRESSED, SNAPPY, GZIP and ZSTD are)"));
+      return absl::UnimplementedError(
+          absl::StrCat("compression ", ParquetCodecName(codec),
+                       " is not supported (UNCOMPRESSED, SNAPPY, GZIP and ZSTD are)"));
   }
 }
 

@@ -29,44 +29,86 @@ std::string Classify(const ParquetSchemaElement& e, ParquetValueKind* kind) {
   }
   // LogicalType's union fields, then the legacy ConvertedType when there is none.
   switch (e.logical_type) {
-    case -1: case 1: case 4: case 10: case 11: break;  // none, STRING, ENUM, INTEGER, NULL
-    case 2: case 3: return "a nested column (a list or map)";
-    case 5: return "DECIMAL (convert it to FLOAT or DOUBLE)";
-    case 6: return "DATE (convert it to a number, e.g. days since an epoch)";
-    case 7: return "TIME (convert it to a number)";
-    case 8: return "TIMESTAMP (convert it to a number, e.g. seconds since an epoch)";
-    case 12: return "JSON";
-    case 13: return "BSON";
-    case 14: return "UUID";
-    case 15: return "FLOAT16 (convert it to FLOAT)";
-    default: return absl::StrCat("logical type ", e.logical_type);
+    case -1:
+    case 1:
+    case 4:
+    case 10:
+    case 11:
+      break;  // none, STRING, ENUM, INTEGER, NULL
+    case 2:
+    case 3:
+      return "a nested column (a list or map)";
+    case 5:
+      return "DECIMAL (convert it to FLOAT or DOUBLE)";
+    case 6:
+      return "DATE (convert it to a number, e.g. days since an epoch)";
+    case 7:
+      return "TIME (convert it to a number)";
+    case 8:
+      return "TIMESTAMP (convert it to a number, e.g. seconds since an epoch)";
+    case 12:
+      return "JSON";
+    case 13:
+      return "BSON";
+    case 14:
+      return "UUID";
+    case 15:
+      return "FLOAT16 (convert it to FLOAT)";
+    default:
+      return absl::StrCat("logical type ", e.logical_type);
   }
   if (e.logical_type == -1) {
     switch (e.converted_type) {
-      case -1: case 0: case 4: break;                    // none, UTF8, ENUM
-      case 1: case 2: case 3: return "a nested column (a list or map)";
-      case 5: return "DECIMAL (convert it to FLOAT or DOUBLE)";
-      case 6: return "DATE (convert it to a number, e.g. days since an epoch)";
-      case 7: case 8: return "TIME (convert it to a number)";
-      case 9: case 10: return "TIMESTAMP (convert it to a number, e.g. seconds since an epoch)";
-      case 19: return "JSON";
-      case 20: return "BSON";
-      case 21: return "INTERVAL";
+      case -1:
+      case 0:
+      case 4:
+        break;  // none, UTF8, ENUM
+      case 1:
+      case 2:
+      case 3:
+        return "a nested column (a list or map)";
+      case 5:
+        return "DECIMAL (convert it to FLOAT or DOUBLE)";
+      case 6:
+        return "DATE (convert it to a number, e.g. days since an epoch)";
+      case 7:
+      case 8:
+        return "TIME (convert it to a number)";
+      case 9:
+      case 10:
+        return "TIMESTAMP (convert it to a number, e.g. seconds since an epoch)";
+      case 19:
+        return "JSON";
+      case 20:
+        return "BSON";
+      case 21:
+        return "INTERVAL";
       default:
         if (e.converted_type >= 11 && e.converted_type <= 18) break;  // UINT_* and INT_*
         return absl::StrCat("converted type ", e.converted_type);
     }
   }
   switch (e.type) {
-    case kParquetBoolean: *kind = ParquetValueKind::kBoolean; return "";
+    case kParquetBoolean:
+      *kind = ParquetValueKind::kBoolean;
+      return "";
     case kParquetInt32:
-    case kParquetInt64: *kind = ParquetValueKind::kInteger; return "";
+    case kParquetInt64:
+      *kind = ParquetValueKind::kInteger;
+      return "";
     case kParquetFloat:
-    case kParquetDouble: *kind = ParquetValueKind::kNumber; return "";
-    case kParquetByteArray: *kind = ParquetValueKind::kString; return "";
-    case kParquetInt96: return "INT96 (a legacy timestamp; convert it to a number)";
-    case kParquetFixedLenByteArray: return "FIXED_LEN_BYTE_ARRAY";
-    default: return absl::StrCat("physical type ", e.type);
+    case kParquetDouble:
+      *kind = ParquetValueKind::kNumber;
+      return "";
+    case kParquetByteArray:
+      *kind = ParquetValueKind::kString;
+      return "";
+    case kParquetInt96:
+      return "INT96 (a legacy timestamp; convert it to a number)";
+    case kParquetFixedLenByteArray:
+      return "FIXED_LEN_BYTE_ARRAY";
+    default:
+      return absl::StrCat("physical type ", e.type);
   }
 }
 
@@ -82,7 +124,8 @@ absl::Status Subtree(const std::vector<ParquetSchemaElement>& schema, size_t fir
   size_t i = first;
   *leaves = 0;
   while (pending > 0) {
-    if (i >= schema.size()) return Invalid("malformed footer: the schema's children run past its end");
+    if (i >= schema.size())
+      return Invalid("malformed footer: the schema's children run past its end");
     --pending;
     const ParquetSchemaElement& e = schema[i++];
     if (e.num_children < 0) return Invalid("malformed footer: a negative child count");
@@ -98,23 +141,33 @@ absl::Status Subtree(const std::vector<ParquetSchemaElement>& schema, size_t fir
 
 const char* EncodingName(int32_t encoding) {
   switch (encoding) {
-    case 0: return "PLAIN";
-    case 2: return "PLAIN_DICTIONARY";
-    case 3: return "RLE";
-    case 4: return "BIT_PACKED";
-    case 5: return "DELTA_BINARY_PACKED";
-    case 6: return "DELTA_LENGTH_BYTE_ARRAY";
-    case 7: return "DELTA_BYTE_ARRAY";
-    case 8: return "RLE_DICTIONARY";
-    case 9: return "BYTE_STREAM_SPLIT";
-    default: return "an unknown encoding";
+    case 0:
+      return "PLAIN";
+    case 2:
+      return "PLAIN_DICTIONARY";
+    case 3:
+      return "RLE";
+    case 4:
+      return "BIT_PACKED";
+    case 5:
+      return "DELTA_BINARY_PACKED";
+    case 6:
+      return "DELTA_LENGTH_BYTE_ARRAY";
+    case 7:
+      return "DELTA_BYTE_ARRAY";
+    case 8:
+      return "RLE_DICTIONARY";
+    case 9:
+      return "BYTE_STREAM_SPLIT";
+    default:
+      return "an unknown encoding";
   }
 }
 
 absl::Status UnsupportedEncoding(int32_t encoding, absl::string_view what) {
-  return absl::UnimplementedError(absl::StrCat(
-      what, " encoding ", EncodingName(encoding), " (", encoding,
-      ") is not supported (PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY and RLE are)"));
+  return absl::UnimplementedError(
+      absl::StrCat(what, " encoding ", EncodingName(encoding), " (", encoding,
+                   ") is not supported (PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY and RLE are)"));
 }
 
 }  // namespace
@@ -132,8 +185,8 @@ absl::StatusOr<ParquetFile> ParquetFile::Open(absl::string_view bytes, std::stri
   uint32_t footer_len;
   std::memcpy(&footer_len, bytes.data() + bytes.size() - 8, 4);
   if (footer_len > bytes.size() - 12) {
-    return fail(Invalid(absl::StrCat("a footer of ", footer_len, " bytes in a file of ",
-                                     bytes.size())));
+    return fail(
+        Invalid(absl::StrCat("a footer of ", footer_len, " bytes in a file of ", bytes.size())));
   }
   ParquetFile file;
   file.bytes_ = bytes;
@@ -149,7 +202,8 @@ absl::StatusOr<ParquetFile> ParquetFile::Open(absl::string_view bytes, std::stri
   size_t end;
   int64_t num_leaves;
   if (absl::Status s = Subtree(schema, 0, &end, &num_leaves); !s.ok()) return fail(s);
-  if (end != schema.size()) return fail(Invalid("malformed footer: schema elements after the root's"));
+  if (end != schema.size())
+    return fail(Invalid("malformed footer: schema elements after the root's"));
   // The root's children are the columns; a nested one's leaves are column chunks nobody reads.
   int chunk = 0;
   for (size_t i = 1; i < schema.size();) {
@@ -169,8 +223,7 @@ absl::StatusOr<ParquetFile> ParquetFile::Open(absl::string_view bytes, std::stri
     const ParquetRowGroup& group = file.meta_.row_groups[g];
     if (static_cast<int64_t>(group.columns.size()) != num_leaves) {
       return fail(Invalid(absl::StrCat("row group ", g, " has ", group.columns.size(),
-                                       " column chunks; the schema has ", num_leaves,
-                                       " columns")));
+                                       " column chunks; the schema has ", num_leaves, " columns")));
     }
     if (group.num_rows < 0 || group.num_rows > std::numeric_limits<int64_t>::max() - rows) {
       return fail(Invalid(absl::StrCat("row group ", g, ": ", group.num_rows, " rows")));
@@ -185,16 +238,15 @@ absl::StatusOr<ParquetFile> ParquetFile::Open(absl::string_view bytes, std::stri
 }
 
 absl::Status ParquetFile::ColumnError(int group, int column, absl::Status status) const {
-  return absl::Status(status.code(),
-                      absl::StrCat(source_, ": column '", columns_[column].name, "', row group ",
-                                   group, ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat(source_, ": column '", columns_[column].name,
+                                                  "', row group ", group, ": ", status.message()));
 }
 
 absl::StatusOr<ParquetColumnValues> ParquetFile::ReadColumn(int group, int column) const {
   if (column < 0 || column >= static_cast<int>(columns_.size()) || group < 0 ||
       group >= num_row_groups()) {
-    return absl::OutOfRangeError(absl::StrCat(source_, ": no column ", column, " of row group ",
-                                              group));
+    return absl::OutOfRangeError(
+        absl::StrCat(source_, ": no column ", column, " of row group ", group));
   }
   if (!columns_[column].unsupported.empty()) {
     return absl::UnimplementedError(absl::StrCat(source_, ": column '", columns_[column].name,
@@ -236,8 +288,8 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
     return Invalid(absl::StrCat("the column chunk's bytes [", start, ", +",
                                 chunk.total_compressed_size, ") are not within the file's data"));
   }
-  const absl::string_view data = bytes_.substr(static_cast<size_t>(start),
-                                               static_cast<size_t>(chunk.total_compressed_size));
+  const absl::string_view data =
+      bytes_.substr(static_cast<size_t>(start), static_cast<size_t>(chunk.total_compressed_size));
   const ParquetNumberType number_type{e.type, IsUnsigned(e)};
 
   if (strings) {
@@ -268,7 +320,8 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
     pos += header_size;
     const ParquetPageHeader& h = *header;
     const std::string where = absl::StrCat("page ", page_index++, ": ");
-    if (h.compressed_page_size < 0 || static_cast<uint64_t>(h.compressed_page_size) > data.size() - pos) {
+    if (h.compressed_page_size < 0 ||
+        static_cast<uint64_t>(h.compressed_page_size) > data.size() - pos) {
       return Invalid(absl::StrCat(where, "a page of ", h.compressed_page_size,
                                   " bytes past the end of the column chunk"));
     }
@@ -285,28 +338,31 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
         h.type != kParquetDataPageV2) {
       return absl::UnimplementedError(absl::StrCat(where, "page type ", h.type, " is not read"));
     }
-    if (!h.has_kind_header) return Invalid(absl::StrCat(where, "the page header lacks its kind's header"));
+    if (!h.has_kind_header)
+      return Invalid(absl::StrCat(where, "the page header lacks its kind's header"));
     auto page_error = [&where](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(where, s.message()));
     };
 
     if (h.type == kParquetDictionaryPage) {
-      if (has_dictionary || done > 0) return Invalid(absl::StrCat(where, "a second dictionary page"));
+      if (has_dictionary || done > 0)
+        return Invalid(absl::StrCat(where, "a second dictionary page"));
       if (h.encoding != kParquetPlain && h.encoding != kParquetPlainDictionary) {
         return page_error(UnsupportedEncoding(h.encoding, "dictionary"));
       }
-      if (e.type == kParquetBoolean) return Invalid(absl::StrCat(where, "a dictionary of booleans"));
-      if (absl::Status s = DecompressParquetPage(chunk.codec, raw,
-                                                 static_cast<size_t>(h.uncompressed_page_size),
-                                                 &dictionary_page);
+      if (e.type == kParquetBoolean)
+        return Invalid(absl::StrCat(where, "a dictionary of booleans"));
+      if (absl::Status s = DecompressParquetPage(
+              chunk.codec, raw, static_cast<size_t>(h.uncompressed_page_size), &dictionary_page);
           !s.ok()) {
         return page_error(s);
       }
       if (h.num_values < 0) return Invalid(absl::StrCat(where, "a negative dictionary size"));
       size_t used;
-      absl::Status s = strings ? DecodePlainByteArrays(dictionary_page, h.num_values, &dict_strings, &used)
-                               : DecodePlainNumbers(dictionary_page, number_type, h.num_values,
-                                                    &dict_numbers, &used);
+      absl::Status s =
+          strings ? DecodePlainByteArrays(dictionary_page, h.num_values, &dict_strings, &used)
+                  : DecodePlainNumbers(dictionary_page, number_type, h.num_values, &dict_numbers,
+                                       &used);
       if (!s.ok()) return page_error(s);
       has_dictionary = true;
       continue;
@@ -320,8 +376,8 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
     }
     absl::string_view values;
     if (h.type == kParquetDataPage) {
-      if (absl::Status s = DecompressParquetPage(chunk.codec, raw,
-                                                 static_cast<size_t>(h.uncompressed_page_size), &page);
+      if (absl::Status s = DecompressParquetPage(
+              chunk.codec, raw, static_cast<size_t>(h.uncompressed_page_size), &page);
           !s.ok()) {
         return page_error(s);
       }
@@ -331,7 +387,8 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
           return page_error(UnsupportedEncoding(h.definition_level_encoding, "definition level"));
         }
         size_t used;
-        if (absl::Status s = DecodeLengthPrefixedRle(values, 1, num_values, &levels, &used); !s.ok()) {
+        if (absl::Status s = DecodeLengthPrefixedRle(values, 1, num_values, &levels, &used);
+            !s.ok()) {
           return page_error(s);
         }
         values.remove_prefix(used);
@@ -349,9 +406,10 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
       const absl::string_view level_data = raw.substr(0, static_cast<size_t>(level_bytes));
       const absl::string_view rest = raw.substr(static_cast<size_t>(level_bytes));
       const size_t value_size = static_cast<size_t>(h.uncompressed_page_size - level_bytes);
-      if (absl::Status s = h.is_compressed
-                               ? DecompressParquetPage(chunk.codec, rest, value_size, &page)
-                               : DecompressParquetPage(kParquetUncompressed, rest, value_size, &page);
+      if (absl::Status s =
+              h.is_compressed
+                  ? DecompressParquetPage(chunk.codec, rest, value_size, &page)
+                  : DecompressParquetPage(kParquetUncompressed, rest, value_size, &page);
           !s.ok()) {
         return page_error(s);
       }
@@ -381,9 +439,11 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
         break;
       case kParquetPlainDictionary:
       case kParquetRleDictionary: {
-        if (!has_dictionary) return Invalid(absl::StrCat(where, "dictionary indices without a dictionary page"));
+        if (!has_dictionary)
+          return Invalid(absl::StrCat(where, "dictionary indices without a dictionary page"));
         if (values.empty()) {
-          if (present > 0) return Invalid(absl::StrCat(where, "dictionary indices without their bit width"));
+          if (present > 0)
+            return Invalid(absl::StrCat(where, "dictionary indices without their bit width"));
           break;
         }
         const int width = static_cast<uint8_t>(values[0]);
@@ -392,11 +452,13 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
         const size_t dict_size = strings ? dict_strings.size() : dict_numbers.size();
         for (uint32_t index : indices) {
           if (index >= dict_size) {
-            return Invalid(absl::StrCat(where, "dictionary index ", index, " of a dictionary of ",
-                                        dict_size));
+            return Invalid(
+                absl::StrCat(where, "dictionary index ", index, " of a dictionary of ", dict_size));
           }
-          if (strings) texts.push_back(dict_strings[index]);
-          else numbers.push_back(dict_numbers[index]);
+          if (strings)
+            texts.push_back(dict_strings[index]);
+          else
+            numbers.push_back(dict_numbers[index]);
         }
         break;
       }
@@ -406,7 +468,8 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
         for (uint32_t bit : indices) numbers.push_back(bit);
         break;
       }
-      default: return page_error(UnsupportedEncoding(h.encoding, "value"));
+      default:
+        return page_error(UnsupportedEncoding(h.encoding, "value"));
     }
     if (!s.ok()) return page_error(s);
 

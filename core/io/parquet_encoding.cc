@@ -51,7 +51,8 @@ absl::Status DecodeRleHybrid(absl::string_view data, int bit_width, int64_t n,
         uint64_t v = 0;
         // The value's bits span at most 5 bytes, starting at bit % 8 of byte bit / 8.
         const uint64_t first = bit / 8, last = (bit + bit_width + 7) / 8;
-        for (uint64_t b = first; b < last; ++b) v |= static_cast<uint64_t>(p[b]) << (8 * (b - first));
+        for (uint64_t b = first; b < last; ++b)
+          v |= static_cast<uint64_t>(p[b]) << (8 * (b - first));
         (*out)[static_cast<size_t>(i++)] = static_cast<uint32_t>((v >> (bit % 8)) & mask);
       }
       pos += bytes;
@@ -59,7 +60,8 @@ absl::Status DecodeRleHybrid(absl::string_view data, int bit_width, int64_t n,
       const size_t width = static_cast<size_t>((bit_width + 7) / 8);
       if (width > data.size() - pos) return absl::InvalidArgumentError("an RLE run past the end");
       uint64_t v = 0;
-      for (size_t b = 0; b < width; ++b) v |= static_cast<uint64_t>(static_cast<uint8_t>(data[pos + b])) << (8 * b);
+      for (size_t b = 0; b < width; ++b)
+        v |= static_cast<uint64_t>(static_cast<uint8_t>(data[pos + b])) << (8 * b);
       pos += width;
       if (v > mask) {
         return absl::InvalidArgumentError(
@@ -80,8 +82,8 @@ absl::Status DecodeLengthPrefixedRle(absl::string_view data, int bit_width, int6
   if (data.size() < 4) return absl::InvalidArgumentError("RLE data without its length");
   const uint32_t length = LoadLe32(data.data());
   if (length > data.size() - 4) {
-    return absl::InvalidArgumentError(absl::StrCat("RLE data of ", length, " bytes in ",
-                                                   data.size() - 4));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RLE data of ", length, " bytes in ", data.size() - 4));
   }
   *used = 4 + static_cast<size_t>(length);
   return DecodeRleHybrid(data.substr(4, length), bit_width, n, out);
@@ -93,16 +95,23 @@ absl::Status DecodePlainNumbers(absl::string_view data, ParquetNumberType type, 
   const uint64_t count = static_cast<uint64_t>(n);
   uint64_t bytes;
   switch (type.physical) {
-    case kParquetBoolean: bytes = (count + 7) / 8; break;
+    case kParquetBoolean:
+      bytes = (count + 7) / 8;
+      break;
     case kParquetInt32:
-    case kParquetFloat: bytes = count * 4; break;
+    case kParquetFloat:
+      bytes = count * 4;
+      break;
     case kParquetInt64:
-    case kParquetDouble: bytes = count * 8; break;
-    default: return absl::InvalidArgumentError(absl::StrCat("type ", type.physical, " is not a number"));
+    case kParquetDouble:
+      bytes = count * 8;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("type ", type.physical, " is not a number"));
   }
   if (count > (uint64_t{1} << 40) || bytes > data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(n, " PLAIN values need ", bytes,
-                                                   " bytes; the page holds ", data.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(n, " PLAIN values need ", bytes, " bytes; the page holds ", data.size()));
   }
   const char* p = data.data();
   const size_t start = out->size();
@@ -110,10 +119,13 @@ absl::Status DecodePlainNumbers(absl::string_view data, ParquetNumberType type, 
   double* o = out->data() + start;
   for (uint64_t i = 0; i < count; ++i) {
     switch (type.physical) {
-      case kParquetBoolean: o[i] = (static_cast<uint8_t>(p[i / 8]) >> (i % 8)) & 1; break;
+      case kParquetBoolean:
+        o[i] = (static_cast<uint8_t>(p[i / 8]) >> (i % 8)) & 1;
+        break;
       case kParquetInt32: {
         const uint32_t u = LoadLe32(p + 4 * i);
-        o[i] = type.is_unsigned ? static_cast<double>(u) : static_cast<double>(static_cast<int32_t>(u));
+        o[i] = type.is_unsigned ? static_cast<double>(u)
+                                : static_cast<double>(static_cast<int32_t>(u));
         break;
       }
       case kParquetFloat: {
@@ -125,10 +137,12 @@ absl::Status DecodePlainNumbers(absl::string_view data, ParquetNumberType type, 
       case kParquetInt64: {
         uint64_t u;
         std::memcpy(&u, p + 8 * i, 8);
-        o[i] = type.is_unsigned ? static_cast<double>(u) : static_cast<double>(static_cast<int64_t>(u));
+        o[i] = type.is_unsigned ? static_cast<double>(u)
+                                : static_cast<double>(static_cast<int64_t>(u));
         break;
       }
-      default: std::memcpy(&o[i], p + 8 * i, 8);
+      default:
+        std::memcpy(&o[i], p + 8 * i, 8);
     }
   }
   *used = static_cast<size_t>(bytes);
@@ -138,17 +152,19 @@ absl::Status DecodePlainNumbers(absl::string_view data, ParquetNumberType type, 
 absl::Status DecodePlainByteArrays(absl::string_view data, int64_t n,
                                    std::vector<absl::string_view>* out, size_t* used) {
   if (n < 0 || static_cast<uint64_t>(n) > data.size() / 4) {
-    return absl::InvalidArgumentError(absl::StrCat(n, " PLAIN strings cannot fit in ",
-                                                   data.size(), " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(n, " PLAIN strings cannot fit in ", data.size(), " bytes"));
   }
   out->reserve(out->size() + static_cast<size_t>(n));
   size_t pos = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (data.size() - pos < 4) return absl::InvalidArgumentError("a string past the end of the page");
+    if (data.size() - pos < 4)
+      return absl::InvalidArgumentError("a string past the end of the page");
     const uint32_t length = LoadLe32(data.data() + pos);
     pos += 4;
     if (length > data.size() - pos) {
-      return absl::InvalidArgumentError(absl::StrCat("a string of ", length, " bytes past the end of the page"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a string of ", length, " bytes past the end of the page"));
     }
     out->push_back(data.substr(pos, length));
     pos += length;

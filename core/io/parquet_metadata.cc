@@ -41,9 +41,12 @@ void ReadLogicalType(ThriftCompactReader& r, ParquetSchemaElement* e) {
       return;
     }
     ReadStruct(r, [&](int16_t f, uint8_t t) {
-      if (f == 1) e->int_bit_width = r.ReadI32(t);
-      else if (f == 2) e->int_signed = r.ReadBool(t);
-      else r.Skip(t);
+      if (f == 1)
+        e->int_bit_width = r.ReadI32(t);
+      else if (f == 2)
+        e->int_signed = r.ReadBool(t);
+      else
+        r.Skip(t);
     });
   });
 }
@@ -52,16 +55,27 @@ ParquetSchemaElement ReadSchemaElement(ThriftCompactReader& r) {
   ParquetSchemaElement e;
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     switch (id) {
-      case 1: e.type = r.ReadI32(type); break;
-      case 3: e.repetition = r.ReadI32(type); break;
-      case 4: e.name = r.ReadBinary(type); break;
-      case 5: e.num_children = r.ReadI32(type); break;
-      case 6: e.converted_type = r.ReadI32(type); break;
+      case 1:
+        e.type = r.ReadI32(type);
+        break;
+      case 3:
+        e.repetition = r.ReadI32(type);
+        break;
+      case 4:
+        e.name = r.ReadBinary(type);
+        break;
+      case 5:
+        e.num_children = r.ReadI32(type);
+        break;
+      case 6:
+        e.converted_type = r.ReadI32(type);
+        break;
       case 10:
         ExpectStruct(r, type, "logicalType");
         ReadLogicalType(r, &e);
         break;
-      default: r.Skip(type);
+      default:
+        r.Skip(type);
     }
   });
   return e;
@@ -71,16 +85,29 @@ void ReadColumnMetaData(ThriftCompactReader& r, ParquetColumnChunk* c) {
   c->has_meta_data = true;
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     switch (id) {
-      case 1: c->type = r.ReadI32(type); break;
+      case 1:
+        c->type = r.ReadI32(type);
+        break;
       case 3:
         ReadList(r, type, [&](uint8_t t) { c->path.push_back(r.ReadBinary(t)); });
         break;
-      case 4: c->codec = r.ReadI32(type); break;
-      case 5: c->num_values = r.ReadI64(type); break;
-      case 7: c->total_compressed_size = r.ReadI64(type); break;
-      case 9: c->data_page_offset = r.ReadI64(type); break;
-      case 11: c->dictionary_page_offset = r.ReadI64(type); break;
-      default: r.Skip(type);
+      case 4:
+        c->codec = r.ReadI32(type);
+        break;
+      case 5:
+        c->num_values = r.ReadI64(type);
+        break;
+      case 7:
+        c->total_compressed_size = r.ReadI64(type);
+        break;
+      case 9:
+        c->data_page_offset = r.ReadI64(type);
+        break;
+      case 11:
+        c->dictionary_page_offset = r.ReadI64(type);
+        break;
+      default:
+        r.Skip(type);
     }
   });
 }
@@ -131,14 +158,17 @@ absl::StatusOr<ParquetFileMetaData> ParseParquetFileMetaData(absl::string_view b
           meta.schema.push_back(ReadSchemaElement(r));
         });
         break;
-      case 3: meta.num_rows = r.ReadI64(type); break;
+      case 3:
+        meta.num_rows = r.ReadI64(type);
+        break;
       case 4:
         ReadList(r, type, [&](uint8_t t) {
           ExpectStruct(r, t, "FileMetaData.row_groups");
           meta.row_groups.push_back(ReadRowGroup(r));
         });
         break;
-      default: r.Skip(type);
+      default:
+        r.Skip(type);
     }
   });
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("malformed footer: ", r.error()));
@@ -151,19 +181,34 @@ absl::StatusOr<ParquetPageHeader> ParseParquetPageHeader(absl::string_view bytes
   ParquetPageHeader h;
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     switch (id) {
-      case 1: h.type = r.ReadI32(type); break;
-      case 2: h.uncompressed_page_size = r.ReadI32(type); break;
-      case 3: h.compressed_page_size = r.ReadI32(type); break;
+      case 1:
+        h.type = r.ReadI32(type);
+        break;
+      case 2:
+        h.uncompressed_page_size = r.ReadI32(type);
+        break;
+      case 3:
+        h.compressed_page_size = r.ReadI32(type);
+        break;
       case 5:  // DataPageHeader
         ExpectStruct(r, type, "data_page_header");
         h.has_kind_header = h.type == kParquetDataPage;
         ReadStruct(r, [&](int16_t f, uint8_t t) {
           switch (f) {
-            case 1: h.num_values = r.ReadI32(t); break;
-            case 2: h.encoding = r.ReadI32(t); break;
-            case 3: h.definition_level_encoding = r.ReadI32(t); break;
-            case 4: h.repetition_level_encoding = r.ReadI32(t); break;
-            default: r.Skip(t);
+            case 1:
+              h.num_values = r.ReadI32(t);
+              break;
+            case 2:
+              h.encoding = r.ReadI32(t);
+              break;
+            case 3:
+              h.definition_level_encoding = r.ReadI32(t);
+              break;
+            case 4:
+              h.repetition_level_encoding = r.ReadI32(t);
+              break;
+            default:
+              r.Skip(t);
           }
         });
         break;
@@ -171,9 +216,12 @@ absl::StatusOr<ParquetPageHeader> ParseParquetPageHeader(absl::string_view bytes
         ExpectStruct(r, type, "dictionary_page_header");
         h.has_kind_header = h.type == kParquetDictionaryPage;
         ReadStruct(r, [&](int16_t f, uint8_t t) {
-          if (f == 1) h.num_values = r.ReadI32(t);
-          else if (f == 2) h.encoding = r.ReadI32(t);
-          else r.Skip(t);
+          if (f == 1)
+            h.num_values = r.ReadI32(t);
+          else if (f == 2)
+            h.encoding = r.ReadI32(t);
+          else
+            r.Skip(t);
         });
         break;
       case 8:  // DataPageHeaderV2
@@ -181,18 +229,34 @@ absl::StatusOr<ParquetPageHeader> ParseParquetPageHeader(absl::string_view bytes
         h.has_kind_header = h.type == kParquetDataPageV2;
         ReadStruct(r, [&](int16_t f, uint8_t t) {
           switch (f) {
-            case 1: h.num_values = r.ReadI32(t); break;
-            case 2: h.num_nulls = r.ReadI32(t); break;
-            case 3: h.num_rows = r.ReadI32(t); break;
-            case 4: h.encoding = r.ReadI32(t); break;
-            case 5: h.definition_levels_byte_length = r.ReadI32(t); break;
-            case 6: h.repetition_levels_byte_length = r.ReadI32(t); break;
-            case 7: h.is_compressed = r.ReadBool(t); break;
-            default: r.Skip(t);
+            case 1:
+              h.num_values = r.ReadI32(t);
+              break;
+            case 2:
+              h.num_nulls = r.ReadI32(t);
+              break;
+            case 3:
+              h.num_rows = r.ReadI32(t);
+              break;
+            case 4:
+              h.encoding = r.ReadI32(t);
+              break;
+            case 5:
+              h.definition_levels_byte_length = r.ReadI32(t);
+              break;
+            case 6:
+              h.repetition_levels_byte_length = r.ReadI32(t);
+              break;
+            case 7:
+              h.is_compressed = r.ReadBool(t);
+              break;
+            default:
+              r.Skip(t);
           }
         });
         break;
-      default: r.Skip(type);
+      default:
+        r.Skip(type);
     }
   });
   if (!r.ok()) {

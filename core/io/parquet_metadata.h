@@ -30,7 +30,11 @@ enum ParquetType : int32_t {
   kParquetFixedLenByteArray = 7,
 };
 // FieldRepetitionType.
-enum ParquetRepetition : int32_t { kParquetRequired = 0, kParquetOptional = 1, kParquetRepeated = 2 };
+enum ParquetRepetition : int32_t {
+  kParquetRequired = 0,
+  kParquetOptional = 1,
+  kParquetRepeated = 2
+};
 // Encoding.
 enum ParquetEncoding : int32_t {
   kParquetPlain = 0,

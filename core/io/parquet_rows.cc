@@ -108,8 +108,8 @@ absl::Status ParquetRowReader::LoadGroup() {
   const int64_t cols = layout_.row_cols;
   if (cols > 0 && rows > kMaxParquetRowGroupCells / cols) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        source_, ": row group ", group_, " has ", rows, " rows of ", cols,
-        " values; at most ", kMaxParquetRowGroupCells,
+        source_, ": row group ", group_, " has ", rows, " rows of ", cols, " values; at most ",
+        kMaxParquetRowGroupCells,
         " values of a row group are read at once (write the file with smaller row groups)"));
   }
   group_rows_ = rows;
@@ -120,22 +120,24 @@ absl::Status ParquetRowReader::LoadGroup() {
   std::vector<std::vector<std::string>> kept_texts(layout_.keep.size());
   for (size_t c = 0; c < layout_.target.size(); ++c) {
     const int64_t target = layout_.target[c];
-    const auto kept_at = std::find(layout_.keep.begin(), layout_.keep.end(), static_cast<int64_t>(c));
+    const auto kept_at =
+        std::find(layout_.keep.begin(), layout_.keep.end(), static_cast<int64_t>(c));
     if (target < 0 && kept_at == layout_.keep.end()) continue;
     absl::StatusOr<ParquetColumnValues> column = file_.ReadColumn(group_, static_cast<int>(c));
     if (!column.ok()) return column.status();
     const ParquetColumn& info = file_.columns()[c];
     const bool strings = column->kind == ParquetValueKind::kString;
     if ((strings ? column->strings.size() : column->numbers.size()) != static_cast<size_t>(rows)) {
-      return absl::InternalError(absl::StrCat(source_, ": column '", info.name,
-                                              "' decoded to the wrong row count"));
+      return absl::InternalError(
+          absl::StrCat(source_, ": column '", info.name, "' decoded to the wrong row count"));
     }
     auto text_of = [&](int64_t r) -> std::string {
       if (strings) return column->strings[static_cast<size_t>(r)];
       return ParquetCellText(column->kind, info.physical, column->numbers[static_cast<size_t>(r)]);
     };
     if (kept_at != layout_.keep.end()) {
-      std::vector<std::string>& texts = kept_texts[static_cast<size_t>(kept_at - layout_.keep.begin())];
+      std::vector<std::string>& texts =
+          kept_texts[static_cast<size_t>(kept_at - layout_.keep.begin())];
       texts.resize(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) texts[static_cast<size_t>(r)] = text_of(r);
     }
@@ -163,9 +165,10 @@ absl::Status ParquetRowReader::LoadGroup() {
         const std::string& text = column->strings[static_cast<size_t>(r)];
         if (!ParseCsvNumber(text, out)) {
           const std::string shown = text.size() > 64 ? text.substr(0, 64) + "..." : text;
-          return cell_error(r, absl::InvalidArgumentError(absl::StrCat(
-                                   "'", shown, "' is not a number (the model records no "
-                                   "categories for this feature)")));
+          return cell_error(
+              r, absl::InvalidArgumentError(absl::StrCat("'", shown,
+                                                         "' is not a number (the model records no "
+                                                         "categories for this feature)")));
         }
       } else {
         *out = column->numbers[static_cast<size_t>(r)];

@@ -20,8 +20,7 @@ absl::Status SnappyDecompress(absl::string_view in, size_t expected_size, std::s
   }
   if (length != expected_size) {
     return absl::InvalidArgumentError(absl::StrCat("snappy: the block holds ", length,
-                                                   " bytes, the page header says ",
-                                                   expected_size));
+                                                   " bytes, the page header says ", expected_size));
   }
   out->resize(expected_size);
   char* dst = out->data();
@@ -29,7 +28,8 @@ absl::Status SnappyDecompress(absl::string_view in, size_t expected_size, std::s
   auto take = [&](size_t n, uint32_t* v) {  // n little-endian bytes
     if (in.size() - pos < n) return false;
     *v = 0;
-    for (size_t i = 0; i < n; ++i) *v |= static_cast<uint32_t>(static_cast<uint8_t>(in[pos + i])) << (8 * i);
+    for (size_t i = 0; i < n; ++i)
+      *v |= static_cast<uint32_t>(static_cast<uint8_t>(in[pos + i])) << (8 * i);
     pos += n;
     return true;
   };
@@ -41,7 +41,8 @@ absl::Status SnappyDecompress(absl::string_view in, size_t expected_size, std::s
       case 0: {  // literal: length - 1 in the tag, or in the next 1-4 bytes
         len = tag >> 2;
         if (len >= 60) {
-          if (!take(len - 59, &extra)) return absl::InvalidArgumentError("snappy: truncated literal");
+          if (!take(len - 59, &extra))
+            return absl::InvalidArgumentError("snappy: truncated literal");
           len = extra;
         }
         len += 1;

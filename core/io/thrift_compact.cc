@@ -58,10 +58,12 @@ bool ThriftCompactReader::NextField(int16_t* last_id, int16_t* id, uint8_t* type
 
 int64_t ThriftCompactReader::ReadI64(uint8_t type) {
   switch (type) {
-    case kThriftByte: return static_cast<int8_t>(ReadByte());
+    case kThriftByte:
+      return static_cast<int8_t>(ReadByte());
     case kThriftI16:
     case kThriftI32:
-    case kThriftI64: return ReadZigZag();
+    case kThriftI64:
+      return ReadZigZag();
     default:
       Fail(absl::StrCat("an integer expected, found type ", type));
       return 0;
@@ -137,19 +139,28 @@ void ThriftCompactReader::Skip(uint8_t type, int depth) {
   }
   switch (type) {
     case kThriftTrue:
-    case kThriftFalse: return;
-    case kThriftByte: ReadByte(); return;
+    case kThriftFalse:
+      return;
+    case kThriftByte:
+      ReadByte();
+      return;
     case kThriftI16:
     case kThriftI32:
-    case kThriftI64: ReadVarint(); return;
+    case kThriftI64:
+      ReadVarint();
+      return;
     case kThriftDouble:
-      if (data_.size() - pos_ < 8) Fail("truncated");
-      else pos_ += 8;
+      if (data_.size() - pos_ < 8)
+        Fail("truncated");
+      else
+        pos_ += 8;
       return;
     case kThriftBinary: {
       const uint64_t n = ReadVarint();
-      if (ok() && n > data_.size() - pos_) Fail("a string past the end");
-      else if (ok()) pos_ += n;
+      if (ok() && n > data_.size() - pos_)
+        Fail("a string past the end");
+      else if (ok())
+        pos_ += n;
       return;
     }
     case kThriftList:
@@ -189,7 +200,8 @@ void ThriftCompactReader::Skip(uint8_t type, int depth) {
       while (NextField(&last, &id, &t)) Skip(t, depth + 1);
       return;
     }
-    default: Fail(absl::StrCat("unknown type ", type));
+    default:
+      Fail(absl::StrCat("unknown type ", type));
   }
 }
 

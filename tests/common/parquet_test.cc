@@ -151,8 +151,8 @@ TEST(Parquet, RowGroupsAndColumnsAreListed) {
   EXPECT_EQ(file->num_row_groups(), 4);
   std::vector<std::string> names;
   for (const ParquetColumn& c : file->columns()) names.push_back(c.name);
-  EXPECT_THAT(names, ElementsAre("f7", "id", "f0", "f1", "f2", "f3", "f4", "f5", "f6", "when",
-                                 "price"));
+  EXPECT_THAT(names,
+              ElementsAre("f7", "id", "f0", "f1", "f2", "f3", "f4", "f5", "f6", "when", "price"));
   EXPECT_THAT(file->columns()[9].unsupported, HasSubstr("TIMESTAMP"));
   EXPECT_THAT(file->columns()[10].unsupported, HasSubstr("DECIMAL"));
   auto when = file->ReadColumn(1, 9);
@@ -263,22 +263,46 @@ TEST(Parquet, DamagedFilesAreRefusedNeverMisread) {
 
 TEST(Snappy, LiteralsAndOverlappingCopies) {
   // "abc" as a literal, then a copy of 9 bytes at offset 3 (1-byte offset form: length 4 + 5).
-  const std::string block = std::string("\x0c\x08" "abc", 5) + std::string("\x15\x03", 2);
+  const std::string block = std::string(
+                                "\x0c\x08"
+                                "abc",
+                                5) +
+                            std::string("\x15\x03", 2);
   std::string out;
   ASSERT_TRUE(SnappyDecompress(block, 12, &out).ok());
   EXPECT_EQ(out, "abcabcabcabc");
   // The 2-byte offset form.
-  const std::string two = std::string("\x04\x04" "ab", 4) + std::string("\x06\x02\x00", 3);
+  const std::string two = std::string(
+                              "\x04\x04"
+                              "ab",
+                              4) +
+                          std::string("\x06\x02\x00", 3);
   ASSERT_TRUE(SnappyDecompress(two, 4, &out).ok());
   EXPECT_EQ(out, "abab");
   EXPECT_THAT(SnappyDecompress(block, 11, &out).message(), HasSubstr("the page header says 11"));
-  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x08" "abc\x15\x04", 7), 12, &out).message(),
+  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x08"
+                                           "abc\x15\x04",
+                                           7),
+                               12, &out)
+                  .message(),
               HasSubstr("a copy at offset 4 after 3 bytes"));
-  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x08" "abc\x15\x00", 7), 12, &out).message(),
+  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x08"
+                                           "abc\x15\x00",
+                                           7),
+                               12, &out)
+                  .message(),
               HasSubstr("offset 0"));
-  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x20" "abc", 5), 12, &out).message(),
+  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x20"
+                                           "abc",
+                                           5),
+                               12, &out)
+                  .message(),
               HasSubstr("truncated literal"));
-  EXPECT_THAT(SnappyDecompress(std::string("\x02\x08" "abc", 5), 2, &out).message(),
+  EXPECT_THAT(SnappyDecompress(std::string("\x02\x08"
+                                           "abc",
+                                           5),
+                               2, &out)
+                  .message(),
               HasSubstr("past the declared length"));
 }
 
@@ -287,8 +311,10 @@ TEST(Decompress, EachCodecMustGiveTheDeclaredSize) {
   EXPECT_TRUE(DecompressParquetPage(kParquetUncompressed, "abc", 3, &out).ok());
   EXPECT_FALSE(DecompressParquetPage(kParquetUncompressed, "abc", 4, &out).ok());
   // gzip of "hello" (python3 -c "import gzip; gzip.compress(b'hello', mtime=0)").
-  const std::string gz("\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff\xcb\x48\xcd\xc9\xc9\x07\x00\x86"
-                       "\xa6\x10\x36\x05\x00\x00\x00", 25);
+  const std::string gz(
+      "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff\xcb\x48\xcd\xc9\xc9\x07\x00\x86"
+      "\xa6\x10\x36\x05\x00\x00\x00",
+      25);
   ASSERT_TRUE(DecompressParquetPage(kParquetGzip, gz, 5, &out).ok());
   EXPECT_EQ(out, "hello");
   EXPECT_THAT(DecompressParquetPage(kParquetGzip, gz, 4, &out).message(), HasSubstr("gzip"));

@@ -25,8 +25,10 @@ bool Allowed(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kUnimplemented:
-    case absl::StatusCode::kResourceExhausted: return true;
-    default: return false;
+    case absl::StatusCode::kResourceExhausted:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -51,8 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!Allowed(v.status())) std::abort();
         continue;
       }
-      const size_t n = v->kind == grove::ParquetValueKind::kString ? v->strings.size()
-                                                                    : v->numbers.size();
+      const size_t n =
+          v->kind == grove::ParquetValueKind::kString ? v->strings.size() : v->numbers.size();
       if (n != static_cast<size_t>(file->row_group_rows(g))) std::abort();
     }
   }
@@ -63,11 +65,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     names.push_back(c.name);
-    decoders.push_back(c.kind == grove::ParquetValueKind::kString
-                           ? grove::CsvCellDecoder([](std::string_view cell) -> absl::StatusOr<double> {
-                               return static_cast<double>(cell.size());
-                             })
-                           : grove::CsvCellDecoder());
+    decoders.push_back(
+        c.kind == grove::ParquetValueKind::kString
+            ? grove::CsvCellDecoder([](std::string_view cell) -> absl::StatusOr<double> {
+                return static_cast<double>(cell.size());
+              })
+            : grove::CsvCellDecoder());
   }
   absl::StatusOr<std::unique_ptr<grove::ParquetRowReader>> reader =
       grove::ParquetRowReader::FromBytes(bytes, "fuzz", names, keep, limits);

@@ -252,11 +252,12 @@ def test_the_documented_examples(categorical_models, cli, tmp_path_factory):
     assert len(outputs[1]) == len(rows) + 1
     # The Parquet line: what the same table as CSV (its twin, scripts/make_parquet_corpus.py)
     # gives, byte for byte, the ids kept.
-    twin = [cli] + args[1:-1] + [lines[2].split()[-1][:-len(".parquet")] + ".csv", "--no-progress"]
+    parquet = lines[2].split()[-1]
+    twin = [cli] + args[1:-1] + [parquet[:-len(".parquet")] + ".csv", "--no-progress"]
     r = subprocess.run(twin, cwd=SOURCE_DIR, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert outputs[2][0] == "id,prediction"
-    assert len(outputs[2]) == len(pd.read_parquet(os.path.join(SOURCE_DIR, lines[2].split()[-1]))) + 1
+    assert len(outputs[2]) == len(pd.read_parquet(os.path.join(SOURCE_DIR, parquet))) + 1
     assert outputs[2] == r.stdout.splitlines()
 
     # api.md: the tritonclient block and the curl block against a groved serving `cities`.
