@@ -18,6 +18,23 @@ constexpr absl::string_view kMagic = "PAR1";
 
 absl::Status Invalid(absl::string_view what) { return absl::InvalidArgumentError(what); }
 
+// The LogicalType union's field id of a column, or, for a file that writes only the legacy
+// ConvertedType, the id of its equivalent (kInterval for INTERVAL, which has none; -1: neither).
+constexpr int32_t kInterval = 1000;
+int32_t LogicalTypeOf(const ParquetSchemaElement& e) {
+  if (e.logical_type >= 0) return e.logical_type;
+  const int32_t c = e.converted_type;
+  if (c == 0) return 1;                  // UTF8: STRING
+  if (c == 1 || c == 2) return 2;        // MAP, MAP_KEY_VALUE
+  if (c >= 3 && c <= 6) return c;        // LIST, ENUM, DECIMAL, DATE
+  if (c == 7 || c == 8) return 7;        // TIME_*
+  if (c == 9 || c == 10) return 8;       // TIMESTAMP_*
+  if (c >= 11 && c <= 18) return 10;     // UINT_*, INT_*
+  if (c == 19 || c == 20) return c - 7;  // JSON, BSON
+  if (c == 21) return kInterval;
+  return c < 0 ? -1 : 2000 + c;  // unknown: named by its converted type
+}
+
 // Why the column of schema element `e` cannot be read (empty when it can), and its kind.
 std::string Classify(const ParquetSchemaElement& e, ParquetValueKind* kind) {
   if (e.type < 0 || e.num_children > 0) {
@@ -27,8 +44,7 @@ std::string Classify(const ParquetSchemaElement& e, ParquetValueKind* kind) {
   if (e.repetition != kParquetRequired && e.repetition != kParquetOptional) {
     return absl::StrCat("repetition ", e.repetition);
   }
-  // LogicalType's union fields, then the legacy ConvertedType when there is none.
-  switch (e.logical_type) {
+  switch (LogicalTypeOf(e)) {
     case -1:
     case 1:
     case 4:
@@ -54,39 +70,11 @@ std::string Classify(const ParquetSchemaElement& e, ParquetValueKind* kind) {
       return "UUID";
     case 15:
       return "FLOAT16 (convert it to FLOAT)";
+    case kInterval:
+      return "INTERVAL";
     default:
-      return absl::StrCat("logical type ", e.logical_type);
-  }
-  if (e.logical_type == -1) {
-    switch (e.converted_type) {
-      case -1:
-      case 0:
-      case 4:
-        break;  // none, UTF8, ENUM
-      case 1:
-      case 2:
-      case 3:
-        return "a nested column (a list or map)";
-      case 5:
-        return "DECIMAL (convert it to FLOAT or DOUBLE)";
-      case 6:
-        return "DATE (convert it to a number, e.g. days since an epoch)";
-      case 7:
-      case 8:
-        return "TIME (convert it to a number)";
-      case 9:
-      case 10:
-        return "TIMESTAMP (convert it to a number, e.g. seconds since an epoch)";
-      case 19:
-        return "JSON";
-      case 20:
-        return "BSON";
-      case 21:
-        return "INTERVAL";
-      default:
-        if (e.converted_type >= 11 && e.converted_type <= 18) break;  // UINT_* and INT_*
-        return absl::StrCat("converted type ", e.converted_type);
-    }
+      return e.logical_type >= 0 ? absl::StrCat("logical type ", e.logical_type)
+                                 : absl::StrCat("converted type ", e.converted_type);
   }
   switch (e.type) {
     case kParquetBoolean:
