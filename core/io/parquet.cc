@@ -187,7 +187,7 @@ absl::StatusOr<ParquetFile> ParquetFile::Open(absl::string_view bytes, std::stri
   file.meta_ = *std::move(meta);
   const std::vector<ParquetSchemaElement>& schema = file.meta_.schema;
   if (schema.empty()) return fail(Invalid("the schema is empty"));
-  size_t end;
+  size_t end = 0;
   int64_t num_leaves;
   if (absl::Status s = Subtree(schema, 0, &end, &num_leaves); !s.ok()) return fail(s);
   if (end != schema.size())
