@@ -410,8 +410,9 @@ std::string HelpText(const std::string& topic) {
 
 Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; True /
 False = 1 / 0; a categorical feature's cells may be its category names when the model records its
-categories; no header unless --header) or of X.npy (a [rows, F] array), and writes one CSV line per
-row, numbers as %.9g.
+categories; no header unless --header), of X.npy (a [rows, F] array) or of a Parquet file (columns
+matched to the features by name; see docs/formats.md), and writes one CSV line per row, numbers as
+%.9g.
 
 Options:
   -m, --model PATH           XGBoost model (.json, .ubj) or LightGBM model (.txt)
@@ -447,7 +448,7 @@ Options:
   if (topic == "explain") {
     return R"(Usage: grove explain --model PATH --input X.csv [options]
 
-Writes the exact TreeSHAP values of every row of X.csv (or X.npy; read as for predict), laid out
+Writes the exact TreeSHAP values of every row of X.csv (or X.npy or Parquet; read as for predict), laid out
 like XGBoost pred_contribs:
 for each output, F feature contributions then the bias (num_outputs * (F+1) numbers per line).
 With --interactions, SHAP interaction values like XGBoost pred_interactions:

@@ -24,6 +24,8 @@
 #include "core/io/csv.h"
 #include "core/io/file.h"
 #include "core/io/npy.h"
+#include "core/io/parquet.h"
+#include "core/io/parquet_rows.h"
 #include "core/model/category_codes.h"
 #include "core/model/feature_groups.h"
 #include "core/model/loader.h"
@@ -324,8 +326,9 @@ std::string JsonString(const std::string& s) {
 
 namespace {
 
-// Where the rows of --input come from: a CSV file read in chunks (CsvReader), or a .npy array,
-// read whole and handed out in chunks.
+// Where the rows of --input come from: a CSV file read in chunks (CsvReader), a Parquet file
+// decoded a row group at a time (ParquetRowReader), or a .npy array, read whole and handed out in
+// chunks.
 class RowSource {
  public:
   virtual ~RowSource() = default;
@@ -337,9 +340,11 @@ class RowSource {
   virtual int64_t total_bytes() const = 0;
 };
 
-class CsvSource : public RowSource {
+// A reader that hands out rows (CsvReader, ParquetRowReader) as a RowSource.
+template <typename Reader>
+class ReaderSource : public RowSource {
  public:
-  explicit CsvSource(std::unique_ptr<CsvReader> reader) : reader_(std::move(reader)) {}
+  explicit ReaderSource(std::unique_ptr<Reader> reader) : reader_(std::move(reader)) {}
   absl::StatusOr<int64_t> ReadRows(int64_t max_rows, std::vector<float>* out,
                                    std::vector<std::string>* kept) override {
     return reader_->ReadRows(max_rows, out, kept);
@@ -350,11 +355,12 @@ class CsvSource : public RowSource {
   }
   int64_t bytes_consumed() const override { return reader_->bytes_consumed(); }
   int64_t total_bytes() const override { return reader_->total_bytes(); }
-  CsvReader* reader() { return reader_.get(); }
+  Reader* reader() { return reader_.get(); }
 
  private:
-  std::unique_ptr<CsvReader> reader_;
+  std::unique_ptr<Reader> reader_;
 };
+using CsvSource = ReaderSource<CsvReader>;
 
 class NpySource : public RowSource {
  public:
@@ -419,12 +425,28 @@ absl::StatusOr<std::unique_ptr<RowSource>> OpenNpy(const StreamOptions& options)
   return std::unique_ptr<RowSource>(new NpySource(*std::move(array), options.in_cols, size));
 }
 
-// Parquet is refused with the conversion to use (Grove reads no Parquet: see docs/formats.md).
-absl::Status RefuseParquet(const std::string& path) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": grove does not read Parquet; convert it to CSV with a header (python3 -c \"import "
-      "pandas as pd; pd.read_parquet('", path, "').to_csv('rows.csv', index=False)\") and pass "
-      "--header, or read it in Python with groveml"));
+// A Parquet file: by its content (the magic "PAR1" at its start and end), whatever its name, or
+// by its name (".parquet": then a file that is not Parquet is an error saying so).
+bool IsParquet(const std::string& path) {
+  if (path == "-") return false;
+  if (absl::EndsWith(path, ".parquet")) return true;
+  int64_t size = 0;
+  absl::StatusOr<ScopedFd> fd = OpenRegularFile(path, &size);
+  if (!fd.ok() || size < 12) return false;
+  char head[4], tail[4];
+  return ::pread(fd->get(), head, 4, 0) == 4 && ::pread(fd->get(), tail, 4, size - 4) == 4 &&
+         LooksLikeParquet(absl::string_view(head, 4)) &&
+         LooksLikeParquet(absl::string_view(tail, 4));
+}
+
+// The rows of a Parquet input: its columns named as the model's features (in any order; --header
+// is implied, a Parquet file always names its columns), --keep columns passed through.
+absl::StatusOr<std::unique_ptr<RowSource>> OpenParquet(const StreamOptions& options) {
+  absl::StatusOr<std::unique_ptr<ParquetRowReader>> reader =
+      ParquetRowReader::Open(options.input, options.feature_names, options.keep);
+  if (!reader.ok()) return reader.status();
+  (*reader)->SetCellDecoders(options.decoders);
+  return std::unique_ptr<RowSource>(new ReaderSource<ParquetRowReader>(*std::move(reader)));
 }
 
 // The read-compute-write loop of StreamRows and StreamDoubleRows: the next chunk is parsed (by
@@ -467,9 +489,12 @@ absl::Status StreamLoop(
     StreamStats* stats) {
   const auto start = Clock::now();
   *stats = StreamStats();
-  if (absl::EndsWith(options.input, ".parquet")) return RefuseParquet(options.input);
   std::unique_ptr<RowSource> source;
-  if (IsNpy(options.input)) {
+  if (IsParquet(options.input)) {
+    absl::StatusOr<std::unique_ptr<RowSource>> parquet = OpenParquet(options);
+    if (!parquet.ok()) return parquet.status();
+    source = *std::move(parquet);
+  } else if (IsNpy(options.input)) {
     absl::StatusOr<std::unique_ptr<RowSource>> npy = OpenNpy(options);
     if (!npy.ok()) return npy.status();
     source = *std::move(npy);

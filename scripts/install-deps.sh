@@ -19,7 +19,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcpp-httplib-dev libgtest-dev libgmock-dev googletest
-  libsimdjson-dev nlohmann-json3-dev zlib1g-dev libssl-dev libc-ares-dev libre2-dev
+  libsimdjson-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libssl-dev libc-ares-dev libre2-dev
   python3 patchelf
 )
 if [ "$BUILD_ONLY" = 0 ]; then

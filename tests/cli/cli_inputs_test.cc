@@ -1,6 +1,7 @@
 // What `grove` reads besides CSV numbers: category names in CSV cells (by the model's recorded
 // categories, with and without --header), booleans as pandas.to_csv writes them, .npy arrays of
-// every dtype numpy saves, Parquet refused with the conversion to use; and `explain --top-k`.
+// every dtype numpy saves, Parquet files (the same rows as the same table's CSV); and `explain
+// --top-k`.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -128,13 +129,82 @@ TEST(CliInputs, NpyArraysOfEveryDtypeAreRowsInOrder) {
   EXPECT_THAT(run.err, HasSubstr("a .npy array has no column names"));
 }
 
-TEST(CliInputs, ParquetIsRefusedWithTheConversion) {
+const std::string kParquet = std::string(GROVE_SOURCE_DIR) + "/tests/common/data/parquet/";
+
+// The files of scripts/make_parquet_corpus.py that have a CSV twin (the same table).
+std::vector<std::string> ParquetStems(const std::string& prefix) {
+  std::vector<std::string> stems;
+  for (const char* codec : {"none", "snappy", "gzip", "zstd"}) {
+    for (const char* rest : {"_dict_v1", "_dict_v2", "_plain_v1", "_plain_v2"}) {
+      const std::string stem = kParquet + prefix + codec + rest;
+      if (std::ifstream(stem + ".parquet").good()) stems.push_back(stem);
+    }
+  }
+  return stems;
+}
+
+TEST(CliInputs, ParquetPredictsAndExplainsWhatTheSameTableAsCsvDoes) {
   ScratchDir dir;
-  const std::string path = Write(dir, "rows.parquet", "PAR1");
-  GroveRun run = RunGrove({"predict", "--model", kDemo, "--input", path}, dir);
-  EXPECT_EQ(run.exit_code, 1);
-  EXPECT_THAT(run.err, HasSubstr("grove does not read Parquet; convert it to CSV with a header"));
-  EXPECT_THAT(run.err, HasSubstr("to_csv('rows.csv', index=False)"));
+  // Every type, nulls, codec, page version and dictionary or PLAIN pages, with the demo model's
+  // features in another order, an id kept, a TIMESTAMP and a DECIMAL column unused.
+  const std::vector<std::string> types = ParquetStems("types_");
+  ASSERT_EQ(types.size(), 8u);
+  for (const std::string& stem : types) {
+    SCOPED_TRACE(stem);
+    for (const char* command : {"predict", "explain"}) {
+      const std::string want = Ok({command, "--model", kDemo, "--input", stem + ".csv",
+                                   "--header", "--keep", "id"}, dir).out;
+      EXPECT_EQ(Ok({command, "--model", kDemo, "--input", stem + ".parquet", "--header",
+                    "--keep", "id"}, dir).out,
+                want);
+    }
+  }
+  // Category names with nulls, an XGBoost (float rows) and a LightGBM (double rows) model.
+  const std::vector<std::string> cats = ParquetStems("cats_");
+  ASSERT_EQ(cats.size(), 4u);
+  for (const std::string& stem : cats) {
+    for (const char* model : {"xgb.json", "lgb.txt"}) {
+      SCOPED_TRACE(stem + " " + model);
+      const std::string m = kCategories + model;
+      // Without --header: no header line out (the columns are matched by name all the same).
+      EXPECT_EQ("prediction\n" + Ok({"predict", "--model", m, "--input", stem + ".parquet"},
+                                     dir).out,
+                Ok({"predict", "--model", m, "--input", stem + ".csv", "--header"}, dir).out);
+    }
+  }
+  // The content decides, whatever the name.
+  const std::string renamed = dir.File("rows.dat");
+  std::ifstream in(cats[0] + ".parquet", std::ios::binary);
+  std::ofstream(renamed, std::ios::binary) << in.rdbuf();
+  EXPECT_EQ(Ok({"predict", "--model", kCategories + "xgb.json", "--input", renamed, "--header"},
+               dir).out,
+            Ok({"predict", "--model", kCategories + "xgb.json", "--input", cats[0] + ".csv",
+                "--header"}, dir).out);
+}
+
+TEST(CliInputs, ParquetRefusalsNameTheFileAndColumn) {
+  ScratchDir dir;
+  struct Case {
+    std::string input;
+    std::string message;
+  };
+  const Case cases[] = {
+      {kParquet + "refused_decimal.parquet",
+       "refused_decimal.parquet: column 'f2' is DECIMAL (convert it to FLOAT or DOUBLE)"},
+      {kParquet + "refused_nested.parquet", "column 'f3' is a nested column"},
+      {kParquet + "refused_lz4.parquet", "row group 0: page 0: compression LZ4_RAW is not supported"},
+      {Write(dir, "short.parquet", "PAR1"), "short.parquet: not a Parquet file"},
+  };
+  for (const Case& c : cases) {
+    GroveRun run = RunGrove({"predict", "--model", kDemo, "--input", c.input, "--no-progress"},
+                            dir);
+    EXPECT_EQ(run.exit_code, 1) << c.input;
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+  }
+  GroveRun missing = RunGrove({"predict", "--model", kDemo, "--input",
+                               kParquet + "cats_none_dict_v1.parquet", "--no-progress"}, dir);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("lacks 8 of the model's 8 features: 'f0'"));
 }
 
 std::vector<std::vector<double>> Table(const std::string& text) {

@@ -213,7 +213,7 @@ def doc_blocks(path, title, language):
 def test_the_documented_examples(categorical_models, cli, tmp_path_factory):
     """docs/api.md "Category names" (its tritonclient and curl blocks, against a groved serving
     tests/model/data/categories/xgb.json as `cities`) and docs/formats.md "Inputs of grove" (its
-    grove lines, on examples/cities.csv) run as written and give XGBoost's numbers."""
+    grove lines, on examples/cities.csv and a Parquet file) run as written and give XGBoost's numbers."""
     pd = need("pandas")
     xgb = need("xgboost")
     need("tritonclient.grpc")
@@ -234,7 +234,7 @@ def test_the_documented_examples(categorical_models, cli, tmp_path_factory):
     lines = [line for block in doc_blocks(os.path.join(SOURCE_DIR, "docs", "formats.md"),
                                           "## Inputs of `grove`", "sh")
              for line in block.splitlines() if line.strip()]
-    assert len(lines) == 2
+    assert len(lines) == 3
     rows = pd.read_csv(os.path.join(SOURCE_DIR, "examples", "cities.csv"))
     want = library(rows["city"].fillna("").replace("", np.nan).tolist(), rows["x"],
                    rows["size"].tolist())
@@ -250,6 +250,15 @@ def test_the_documented_examples(categorical_models, cli, tmp_path_factory):
     assert_bitwise(np.array([float(v) for v in outputs[0][1:]], np.float32), want, "CLI")
     assert outputs[1][0] == "top1_feature,top1_value,top2_feature,top2_value"
     assert len(outputs[1]) == len(rows) + 1
+    # The Parquet line: what the same table as CSV (its twin, scripts/make_parquet_corpus.py)
+    # gives, byte for byte, the ids kept.
+    parquet = lines[2].split()[-1]
+    twin = [cli] + args[1:-1] + [parquet[:-len(".parquet")] + ".csv", "--no-progress"]
+    r = subprocess.run(twin, cwd=SOURCE_DIR, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert outputs[2][0] == "id,prediction"
+    assert len(outputs[2]) == len(pd.read_parquet(os.path.join(SOURCE_DIR, parquet))) + 1
+    assert outputs[2] == r.stdout.splitlines()
 
     # api.md: the tritonclient block and the curl block against a groved serving `cities`.
     repo = tmp_path_factory.mktemp("cities")

@@ -1,0 +1,355 @@
+#include "core/io/parquet.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/io/csv.h"
+#include "core/io/decompress.h"
+#include "core/io/parquet_encoding.h"
+#include "core/io/parquet_rows.h"
+#include "core/io/snappy.h"
+#include "core/io/thrift_compact.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace grove {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kData = std::string(GROVE_SOURCE_DIR) + "/tests/common/data/parquet/";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Equal as bits, NaN equal to NaN.
+bool SameDouble(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+// A decoder standing for a categorical feature's: the text's length, so that any difference of
+// the text passed shows.
+absl::StatusOr<double> TextLength(std::string_view cell) {
+  return static_cast<double>(cell.size()) + 0.5;
+}
+
+struct Rows {
+  std::vector<double> values;
+  std::vector<std::string> kept;
+};
+
+// Every row of `reader` (a CsvReader or ParquetRowReader), in chunks of 7.
+template <typename Reader>
+Rows Drain(Reader& reader) {
+  Rows rows;
+  std::vector<double> chunk;
+  std::vector<std::string> kept;
+  while (true) {
+    auto n = reader.ReadRows(7, &chunk, &kept);
+    EXPECT_TRUE(n.ok()) << n.status();
+    if (!n.ok() || *n == 0) break;
+    rows.values.insert(rows.values.end(), chunk.begin(), chunk.end());
+    rows.kept.insert(rows.kept.end(), kept.begin(), kept.end());
+  }
+  return rows;
+}
+
+Rows ReadCsv(const std::string& path, const std::vector<std::string>& names,
+             const std::vector<std::string>& keep, std::vector<CsvCellDecoder> decoders) {
+  auto reader = CsvReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  auto header = (*reader)->ReadHeader();
+  EXPECT_TRUE(header.ok()) << header.status();
+  auto layout = MatchCsvHeader(*header, names, keep, path);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  (*reader)->SetLayout(*layout);
+  (*reader)->SetCellDecoders(std::move(decoders));
+  return Drain(**reader);
+}
+
+Rows ReadParquet(const std::string& path, const std::vector<std::string>& names,
+                 const std::vector<std::string>& keep, std::vector<CsvCellDecoder> decoders) {
+  auto reader = ParquetRowReader::Open(path, names, keep);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return {};
+  (*reader)->SetCellDecoders(std::move(decoders));
+  return Drain(**reader);
+}
+
+void ExpectSameRows(const Rows& want, const Rows& got) {
+  ASSERT_EQ(want.values.size(), got.values.size());
+  ASSERT_FALSE(want.values.empty());
+  for (size_t i = 0; i < want.values.size(); ++i) {
+    ASSERT_TRUE(SameDouble(want.values[i], got.values[i]))
+        << "value " << i << ": " << want.values[i] << " != " << got.values[i];
+  }
+  EXPECT_EQ(want.kept, got.kept);
+}
+
+const char* const kCodecs[] = {"none", "snappy", "gzip", "zstd"};
+
+TEST(Parquet, EveryTypeCodecAndPageKindGivesTheRowsOfTheSameTableAsCsv) {
+  // The demo features in another order than the file's, the id passed through, a TIMESTAMP and a
+  // DECIMAL column present but unused.
+  const std::vector<std::string> names = {"f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7"};
+  int files = 0;
+  for (const char* codec : kCodecs) {
+    for (const char* kind : {"dict", "plain"}) {
+      for (const char* version : {"v1", "v2"}) {
+        const std::string stem = absl::StrCat(kData, "types_", codec, "_", kind, "_", version);
+        if (!std::ifstream(stem + ".parquet").good()) continue;
+        SCOPED_TRACE(stem);
+        ++files;
+        ExpectSameRows(ReadCsv(stem + ".csv", names, {"id"}, {}),
+                       ReadParquet(stem + ".parquet", names, {"id"}, {}));
+        // Each value column decoded as a categorical feature's text.
+        std::vector<CsvCellDecoder> decoders(names.size(), TextLength);
+        // f6 and f7: FLOAT and DOUBLE, whose texts differ from the CSV's (the shortest float32
+        // text; "nan" there, missing here); the decoders of real features read both alike.
+        decoders[6] = decoders[7] = nullptr;
+        ExpectSameRows(ReadCsv(stem + ".csv", names, {}, decoders),
+                       ReadParquet(stem + ".parquet", names, {}, decoders));
+      }
+    }
+  }
+  EXPECT_EQ(files, 8);
+}
+
+TEST(Parquet, CategoryNamesWithNullsAsTheCsvPathReadsThem) {
+  const std::vector<std::string> names = {"city", "x", "size"};
+  int files = 0;
+  for (const char* codec : kCodecs) {
+    for (const char* rest : {"_dict_v1", "_plain_v1", "_dict_v2", "_plain_v2"}) {
+      const std::string stem = absl::StrCat(kData, "cats_", codec, rest);
+      if (!std::ifstream(stem + ".parquet").good()) continue;
+      SCOPED_TRACE(stem);
+      ++files;
+      const std::vector<CsvCellDecoder> decoders = {TextLength, nullptr, TextLength};
+      ExpectSameRows(ReadCsv(stem + ".csv", names, {"id", "city"}, decoders),
+                     ReadParquet(stem + ".parquet", names, {"id", "city"}, decoders));
+    }
+  }
+  EXPECT_EQ(files, 4);
+}
+
+TEST(Parquet, RowGroupsAndColumnsAreListed) {
+  const std::string bytes = Slurp(kData + "types_zstd_dict_v2.parquet");
+  auto file = ParquetFile::Open(bytes, "t.parquet");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->num_rows(), 200);
+  EXPECT_EQ(file->num_row_groups(), 4);
+  std::vector<std::string> names;
+  for (const ParquetColumn& c : file->columns()) names.push_back(c.name);
+  EXPECT_THAT(names,
+              ElementsAre("f7", "id", "f0", "f1", "f2", "f3", "f4", "f5", "f6", "when", "price"));
+  EXPECT_THAT(file->columns()[9].unsupported, HasSubstr("TIMESTAMP"));
+  EXPECT_THAT(file->columns()[10].unsupported, HasSubstr("DECIMAL"));
+  auto when = file->ReadColumn(1, 9);
+  EXPECT_EQ(when.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(when.status().message(), HasSubstr("t.parquet: column 'when' is TIMESTAMP"));
+  auto f1 = file->ReadColumn(3, 3);
+  ASSERT_TRUE(f1.ok()) << f1.status();
+  EXPECT_EQ(f1->numbers.size(), 200u - 3 * 64);
+}
+
+TEST(Parquet, UnsupportedColumnsAndFeaturesAreRefusedNamingThem) {
+  const std::vector<std::string> names = {"f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7"};
+  struct Case {
+    const char* file;
+    absl::StatusCode code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"refused_nested", absl::StatusCode::kUnimplemented,
+       "refused_nested.parquet: column 'f3' is a nested column"},
+      {"refused_decimal", absl::StatusCode::kUnimplemented,
+       "refused_decimal.parquet: column 'f2' is DECIMAL"},
+      {"refused_lz4", absl::StatusCode::kUnimplemented,
+       "column 'f7', row group 0: page 0: compression LZ4"},
+      {"refused_delta", absl::StatusCode::kUnimplemented,
+       "column 'f4', row group 0: page 0: value encoding DELTA_BINARY_PACKED (5) is not "
+       "supported"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    auto reader = ParquetRowReader::Open(kData + c.file + ".parquet", names, {});
+    absl::Status status = reader.status();
+    if (reader.ok()) {
+      std::vector<double> rows;
+      status = (*reader)->ReadRows(10, &rows, nullptr).status();
+    }
+    EXPECT_EQ(status.code(), c.code) << status;
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+  }
+  // A nested or refused column nobody reads is no obstacle, and the columns after a nested one
+  // (whose leaves are column chunks of their own) are found.
+  const std::vector<std::string> some = {"f0", "f7", "f4", "f6"};
+  auto reader = ParquetRowReader::Open(kData + "refused_nested.parquet", some, {"id"});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ExpectSameRows(ReadCsv(kData + "types_snappy_dict_v2.csv", some, {"id"}, {}), Drain(**reader));
+}
+
+TEST(Parquet, MissingFeaturesAndStringsThatAreNotNumbers) {
+  auto missing = ParquetRowReader::Open(kData + "cats_none_dict_v1.parquet", {"x", "height"}, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("'height'"));
+  auto city = ParquetRowReader::Open(kData + "cats_none_dict_v1.parquet", {"x", "city"}, {});
+  ASSERT_TRUE(city.ok()) << city.status();
+  std::vector<float> rows;
+  auto n = (*city)->ReadRows(1000, &rows, nullptr);
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(n.status().message(),
+              HasSubstr("cats_none_dict_v1.parquet: row 1, column 'city': 'lyon' is not a number"));
+}
+
+TEST(Parquet, TheFilesBoundsAreEnforced) {
+  const std::string bytes = Slurp(kData + "types_snappy_plain_v1.parquet");
+  ParquetLimits small_pages;
+  small_pages.max_page_bytes = 64;
+  auto file = ParquetFile::Open(bytes, "t.parquet", small_pages);
+  ASSERT_TRUE(file.ok());
+  auto column = file->ReadColumn(0, 0);
+  EXPECT_EQ(column.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(column.status().message(), HasSubstr("column 'f7', row group 0: page 0: a page of"));
+  ParquetLimits few_rows;
+  few_rows.max_row_group_rows = 10;
+  file = ParquetFile::Open(bytes, "t.parquet", few_rows);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->ReadColumn(0, 0).status().code(), absl::StatusCode::kResourceExhausted);
+
+  EXPECT_THAT(ParquetFile::Open("PAR1 not parquet", "x").status().message(),
+              HasSubstr("x: not a Parquet file"));
+  std::string huge_footer = bytes;
+  huge_footer[huge_footer.size() - 6] = '\x7f';
+  EXPECT_THAT(ParquetFile::Open(huge_footer, "x").status().message(), HasSubstr("a footer of"));
+}
+
+TEST(Parquet, TruncatedFilesAreRefusedAndDamagedOnesReadSafely) {
+  // Truncations (every 7th length) refused, and a byte set to 0xff at each position: an error or
+  // rows, never a crash;
+  // the fuzzer (tests/fuzz/parquet_fuzz.cc) explores further.
+  const std::string bytes = Slurp(kData + "cats_snappy_plain_v1.parquet");
+  const std::vector<std::string> names = {"x", "size"};
+  int refused = 0;
+  auto read_all = [&](std::string data) {
+    auto reader = ParquetRowReader::FromBytes(std::move(data), "d", names, {"city"});
+    if (!reader.ok()) return false;
+    std::vector<double> rows;
+    std::vector<std::string> kept;
+    while (true) {
+      auto n = (*reader)->ReadRows(50, &rows, &kept);
+      if (!n.ok()) return false;
+      if (*n == 0) return true;
+    }
+  };
+  ASSERT_TRUE(read_all(bytes));
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) refused += !read_all(bytes.substr(0, cut));
+  EXPECT_EQ(refused, static_cast<int>((bytes.size() + 6) / 7));
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string damaged = bytes;
+    damaged[i] = '\xff';
+    read_all(damaged);
+  }
+}
+
+TEST(Snappy, LiteralsAndOverlappingCopies) {
+  // "abc" as a literal, then a copy of 9 bytes at offset 3 (1-byte offset form: length 4 + 5).
+  const std::string block = std::string(
+                                "\x0c\x08"
+                                "abc",
+                                5) +
+                            std::string("\x15\x03", 2);
+  std::string out;
+  ASSERT_TRUE(SnappyDecompress(block, 12, &out).ok());
+  EXPECT_EQ(out, "abcabcabcabc");
+  // The 2-byte offset form.
+  const std::string two = std::string(
+                              "\x04\x04"
+                              "ab",
+                              4) +
+                          std::string("\x06\x02\x00", 3);
+  ASSERT_TRUE(SnappyDecompress(two, 4, &out).ok());
+  EXPECT_EQ(out, "abab");
+  EXPECT_THAT(SnappyDecompress(block, 11, &out).message(), HasSubstr("the page header says 11"));
+  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x08"
+                                           "abc\x15\x04",
+                                           7),
+                               12, &out)
+                  .message(),
+              HasSubstr("a copy at offset 4 after 3 bytes"));
+  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x08"
+                                           "abc\x15\x00",
+                                           7),
+                               12, &out)
+                  .message(),
+              HasSubstr("offset 0"));
+  EXPECT_THAT(SnappyDecompress(std::string("\x0c\x20"
+                                           "abc",
+                                           5),
+                               12, &out)
+                  .message(),
+              HasSubstr("truncated literal"));
+  EXPECT_THAT(SnappyDecompress(std::string("\x02\x08"
+                                           "abc",
+                                           5),
+                               2, &out)
+                  .message(),
+              HasSubstr("past the declared length"));
+}
+
+TEST(Decompress, EachCodecMustGiveTheDeclaredSize) {
+  std::string out;
+  EXPECT_TRUE(DecompressParquetPage(kParquetUncompressed, "abc", 3, &out).ok());
+  EXPECT_FALSE(DecompressParquetPage(kParquetUncompressed, "abc", 4, &out).ok());
+  // gzip of "hello" (python3 -c "import gzip; gzip.compress(b'hello', mtime=0)").
+  const std::string gz(
+      "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff\xcb\x48\xcd\xc9\xc9\x07\x00\x86"
+      "\xa6\x10\x36\x05\x00\x00\x00",
+      25);
+  ASSERT_TRUE(DecompressParquetPage(kParquetGzip, gz, 5, &out).ok());
+  EXPECT_EQ(out, "hello");
+  EXPECT_THAT(DecompressParquetPage(kParquetGzip, gz, 4, &out).message(), HasSubstr("gzip"));
+  EXPECT_THAT(DecompressParquetPage(kParquetGzip, gz, 6, &out).message(), HasSubstr("gzip"));
+  EXPECT_EQ(DecompressParquetPage(5, gz, 5, &out).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(DecompressParquetPage(kParquetZstd, "not zstd", 5, &out).message(),
+              HasSubstr("zstd"));
+}
+
+TEST(ParquetEncoding, RleHybridRunsAndBitPackedGroups) {
+  std::vector<uint32_t> out;
+  // The format's example: 0..7 bit-packed at width 3, then a run of five 4s.
+  const std::string data("\x03\x88\xc6\xfa\x0a\x04", 6);
+  ASSERT_TRUE(DecodeRleHybrid(data, 3, 13, &out).ok());
+  EXPECT_THAT(out, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 4, 4, 4, 4, 4));
+  EXPECT_THAT(DecodeRleHybrid(data, 3, 14, &out).message(), HasSubstr("end after 13 of 14"));
+  EXPECT_THAT(DecodeRleHybrid(std::string("\x0a\x09", 2), 3, 5, &out).message(),
+              HasSubstr("wider than 3 bits"));
+  EXPECT_FALSE(DecodeRleHybrid(data, 33, 1, &out).ok());
+  ASSERT_TRUE(DecodeRleHybrid("", 0, 0, &out).ok());
+}
+
+TEST(ThriftCompact, DepthAndSizesAreBounded) {
+  std::string deep(200, '\x0c');  // struct fields nested in struct fields
+  ThriftCompactReader deep_reader(deep);
+  deep_reader.Skip(kThriftStruct);
+  EXPECT_THAT(deep_reader.error(), HasSubstr("nested deeper than"));
+  ThriftCompactReader list(std::string("\xf5\xff\xff\xff\x0f", 5));  // 2^32 - 1 i32s in 0 bytes
+  uint8_t type;
+  EXPECT_EQ(list.ReadListHeader(kThriftList, &type), 0);
+  EXPECT_THAT(list.error(), HasSubstr("elements in 0 bytes"));
+  EXPECT_FALSE(ParseParquetFileMetaData("\x19\xfc").ok());
+}
+
+}  // namespace
+}  // namespace grove
