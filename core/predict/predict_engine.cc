@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
-#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict_strategy.h"
+#include "core/predict/strategy_id.h"
 #include "core/predict/tahoe/tahoe_engine.h"
 
 namespace grove {

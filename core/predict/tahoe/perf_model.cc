@@ -13,16 +13,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
 #include "core/io/file.h"
 
 namespace grove {
 namespace {
-
-constexpr const char* kStrategies[kNumStrategies] = {
-    "cpu", "direct", "shared_data", "shared_forest", "splitting_shared_forest", "row_chunk"};
 
 struct Field {
   const char* key;
@@ -163,19 +159,6 @@ absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_di
   return p;
 }
 
-bool IsKnownStrategy(std::string_view name) { return StrategyIndex(name) >= 0; }
-
-absl::StatusOr<std::optional<StrategyId>> ParseStrategy(std::string_view name) {
-  if (name.empty() || name == "auto") return std::nullopt;
-  const int i = StrategyIndex(name);
-  if (i < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", std::string(name),
-                                                   "' (auto, ", absl::StrJoin(kStrategies, ", "),
-                                                   ")"));
-  }
-  return static_cast<StrategyId>(i);
-}
-
 namespace {
 
 double Capacity(const GpuHardwareParams& hw) {
@@ -221,10 +204,6 @@ StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, dou
 }
 
 }  // namespace
-
-const char* StrategyName(int index) {
-  return index >= 0 && index < kNumStrategies ? kStrategies[index] : "?";
-}
 
 int RowChunkShape::Code() const {
   int log2_threads = 0;
@@ -358,13 +337,6 @@ RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload&
                      ? k
                      : 1;
   return s;
-}
-
-int StrategyIndex(std::string_view name) {
-  for (int i = 0; i < kNumStrategies; ++i) {
-    if (name == kStrategies[i]) return i;
-  }
-  return -1;
 }
 
 int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w) {
