@@ -44,8 +44,8 @@ NESTED = {
     "core/explain/interventional": set(),
     "server/grpc": set(),
     "server/http": set(),
-    # kserve_ops.h holds the shared memory and model control operations grove.v1 serves too.
-    "server/grove_v1": {"server/grpc", "server/kserve"},
+    # What both protocols serve (model and shared memory control) is in server/ (control.h).
+    "server/grove_v1": {"server/grpc"},
     "server/kserve": {"server/grpc", "server/http"},
 }
 # What an include names: the first two components under core/, else the top folder.

@@ -13,7 +13,7 @@
 #include "server/call.h"
 #include "server/convert.h"
 #include "server/grove_v1/grove_convert.h"
-#include "server/kserve/kserve_ops.h"
+#include "server/control.h"
 
 namespace grove::server {
 namespace {
