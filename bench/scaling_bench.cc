@@ -29,7 +29,7 @@
 
 #include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
-#include "core/gpu/copy_bandwidth.h"
+#include "bench/common/copy_bandwidth.h"
 #include "core/gpu/device_set.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
@@ -97,7 +97,7 @@ void PrintHostLimits(ThreadPool& pool, int64_t bytes, int reps) {
   std::vector<int> devices;
   for (int d = 0; d < gpu::VisibleGpuCount(); ++d) devices.push_back(d);
   if (devices.empty()) return;
-  absl::StatusOr<gpu::CopyBandwidth> b = gpu::MeasureCopyBandwidth(devices, bytes, reps);
+  absl::StatusOr<bench::CopyBandwidth> b = bench::MeasureCopyBandwidth(devices, bytes, reps);
   if (!b.ok()) {
     std::printf("| pinned copies | %s |\n", b.status().ToString().c_str());
     return;
