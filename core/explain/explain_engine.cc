@@ -98,36 +98,32 @@ class CpuStrategyBase : public ExplainStrategy {
   double per_row_seconds_ = 1e-4;
 };
 
-class ReferenceStrategy final : public CpuStrategyBase {
+// A CPU strategy that is one function over the context: the reference recursion or the path
+// algorithm. `any_options`: it serves every request (else those NeedsReference refuses).
+class CpuFunctionStrategy final : public CpuStrategyBase {
  public:
-  explicit ReferenceStrategy(const StrategyContext& c) : CpuStrategyBase(c) {
+  using RunFn = absl::Status (*)(const StrategyContext& c, RowsView rows,
+                                 const ExplainOptions& options, MatrixView<float> out,
+                                 ThreadPool* pool);
+  CpuFunctionStrategy(const StrategyContext& c, const char* name, bool any_options, RunFn run)
+      : CpuStrategyBase(c), name_(name), any_options_(any_options), run_(run) {
     Measure(c.forest->num_features);
   }
-  std::string name() const override { return "reference"; }
-  bool Supports(const ExplainOptions&) const override { return true; }
+  std::string name() const override { return name_; }
+  bool Supports(const ExplainOptions& options) const override {
+    return any_options_ || !NeedsReference(options);
+  }
 
  private:
   using CpuStrategyBase::Run;
   absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                    ThreadPool* pool) const override {
-    return ExplainCpuReference(*context_.forest, rows, options, out, pool);
+    return run_(context_, rows, options, out, pool);
   }
-};
 
-class TreeShapCpuStrategy final : public CpuStrategyBase {
- public:
-  explicit TreeShapCpuStrategy(const StrategyContext& c) : CpuStrategyBase(c) {
-    Measure(c.forest->num_features);
-  }
-  std::string name() const override { return "treeshap_cpu"; }
-  bool Supports(const ExplainOptions& options) const override { return !NeedsReference(options); }
-
- private:
-  using CpuStrategyBase::Run;
-  absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
-                   ThreadPool* pool) const override {
-    return ExplainPathsCpu(*context_.layout, rows, options, out, pool);
-  }
+  const char* name_;
+  bool any_options_;
+  RunFn run_;
 };
 
 class TreeShapGpuStrategy final : public ExplainStrategy {
@@ -316,12 +312,22 @@ class StrategyExplainEngine final : public ExplainEngine {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c) {
-  return std::unique_ptr<ExplainStrategy>(new ReferenceStrategy(c));
+  return std::unique_ptr<ExplainStrategy>(new CpuFunctionStrategy(
+      c, "reference", /*any_options=*/true,
+      [](const StrategyContext& ctx, RowsView rows, const ExplainOptions& options,
+         MatrixView<float> out, ThreadPool* pool) {
+        return ExplainCpuReference(*ctx.forest, rows, options, out, pool);
+      }));
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapCpuStrategy(const StrategyContext& c) {
   if (c.layout == nullptr) return std::unique_ptr<ExplainStrategy>();
-  return std::unique_ptr<ExplainStrategy>(new TreeShapCpuStrategy(c));
+  return std::unique_ptr<ExplainStrategy>(new CpuFunctionStrategy(
+      c, "treeshap_cpu", /*any_options=*/false,
+      [](const StrategyContext& ctx, RowsView rows, const ExplainOptions& options,
+         MatrixView<float> out, ThreadPool* pool) {
+        return ExplainPathsCpu(*ctx.layout, rows, options, out, pool);
+      }));
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const StrategyContext& c) {
