@@ -516,8 +516,7 @@ absl::Status StartKserveInfer(Runtime* runtime, const inference::ModelInferReque
     auto t = std::make_unique<ComputeTask>();
     t->model = state->model;
     t->op = Operation::kPredict;
-    t->params.kind = state->explain.output_space == OutputSpace::kMargin ? OutputKind::kMargin
-                                                                          : OutputKind::kPrediction;
+    t->params.kind = ExplainedOutputKind(state->explain.output_space);
     t->rows = state->input.rows;
     state->model_outputs.resize(static_cast<size_t>(n * f.num_outputs));
     t->out = MakeMatrixView(state->model_outputs.data(), n, f.num_outputs);
