@@ -1,3 +1,6 @@
+// PredictEngine::Create: the engine a model gets (Tahoe with a GPU, else the CPU engine). Apart
+// from predict_engine.h, which the engines implement, so that the seam that names the engines and
+// the engines do not include each other.
 #include "core/predict/predict_engine.h"
 
 #include <chrono>
