@@ -31,12 +31,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/main.h"
+#include "bench/common/rows.h"
 #include "bench/common/stats.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
@@ -45,7 +47,6 @@
 #include "core/explain/paths.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
-#include "core/io/csv.h"
 #include "core/model/loader.h"
 
 #if defined(GROVE_HAVE_CUDA)
@@ -352,23 +353,15 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const Forest& f = **forest;
-  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
-  if (!csv.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(csv.status().message()).c_str());
+  absl::StatusOr<std::vector<float>> read = bench::ReadFeatureRows(flags.rows, f.num_features);
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
     return 1;
   }
-  if (csv->cols != f.num_features && csv->cols != f.num_features + 1) {
-    std::fprintf(stderr, "rows have %lld columns, model %d features\n",
-                 static_cast<long long>(csv->cols), f.num_features);
-    return 1;
-  }
+  std::vector<float> rows = *std::move(read);
   const int64_t max_rows = std::max(flags.shap_rows, flags.interaction_rows);
-  const int64_t n = std::min<int64_t>(csv->rows, max_rows);
-  std::vector<float> rows(n * f.num_features);
-  for (int64_t r = 0; r < n; ++r) {
-    std::memcpy(rows.data() + r * f.num_features, csv->values.data() + r * csv->cols,
-                f.num_features * sizeof(float));
-  }
+  const int64_t n = std::min<int64_t>(rows.size() / std::max(f.num_features, 1), max_rows);
+  rows.resize(n * f.num_features);
   const double layout_start = Now();
   absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(f);
   if (!layout.ok()) {
@@ -397,7 +390,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

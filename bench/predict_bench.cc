@@ -41,8 +41,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/common/main.h"
 #include "core/common/log.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/gpu/device_set.h"
 #include "core/io/csv.h"
@@ -545,7 +545,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

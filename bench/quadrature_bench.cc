@@ -26,12 +26,14 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/main.h"
+#include "bench/common/rows.h"
 #include "bench/common/stats.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
@@ -40,7 +42,6 @@
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
-#include "core/io/csv.h"
 #include "core/model/loader.h"
 
 #if defined(GROVE_HAVE_CUDA)
@@ -420,25 +421,13 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
     return 1;
   }
-  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
-  if (!csv.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(csv.status().message()).c_str());
+  absl::StatusOr<std::vector<float>> read =
+      bench::ReadFeatureRows(flags.rows, (*forest)->num_features);
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
     return 1;
   }
-  const int F = (*forest)->num_features;
-  std::vector<float> rows;
-  if (csv->cols == F) {
-    rows = csv->values;
-  } else if (csv->cols == F + 1) {
-    for (int64_t r = 0; r < csv->rows; ++r) {
-      rows.insert(rows.end(), csv->values.begin() + r * csv->cols,
-                  csv->values.begin() + r * csv->cols + F);
-    }
-  } else {
-    std::fprintf(stderr, "rows have %lld columns; the model has %d features\n",
-                 static_cast<long long>(csv->cols), F);
-    return 1;
-  }
+  std::vector<float> rows = *std::move(read);
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::printf("no CUDA device\n");
@@ -454,7 +443,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "bench/common/copy_bandwidth.h"
+#include "bench/common/main.h"
 #include "core/gpu/device_set.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
@@ -225,7 +225,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }
