@@ -36,6 +36,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/flags.h"
 #include "bench/common/main.h"
 #include "bench/common/rows.h"
 #include "bench/common/stats.h"
@@ -324,24 +325,21 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const ForestPtr& 
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") flags.model = next();
-    else if (a == "--rows") flags.rows = next();
-    else if (a == "--name") flags.name = next();
-    else if (a == "--precision") flags.precision = next();
-    else if (a == "--shap-rows") flags.shap_rows = std::atoll(next().c_str());
-    else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
-    else if (a == "--reps") flags.reps = std::atoi(next().c_str());
-    else if (a == "--cpu-budget") flags.cpu_budget = std::atof(next().c_str());
-    else if (a == "--cpu") flags.engine_only = next() == "engine";
-    else if (a == "--threads") flags.threads = std::atoi(next().c_str());
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  bench::FlagSet set;
+  set.String("--model", &flags.model);
+  set.String("--rows", &flags.rows);
+  set.String("--name", &flags.name);
+  set.String("--precision", &flags.precision);
+  set.Int("--shap-rows", &flags.shap_rows);
+  set.Int("--interaction-rows", &flags.interaction_rows);
+  set.Int("--reps", &flags.reps);
+  set.Double("--cpu-budget", &flags.cpu_budget);
+  set.Custom("--cpu", [&](const std::string& v) {
+    flags.engine_only = v == "engine";
+    return true;
+  });
+  set.Int("--threads", &flags.threads);
+  if (!set.Parse(argc, argv)) return 2;
   if (flags.model.empty() || flags.rows.empty()) {
     std::fprintf(stderr, "usage: grove_explain_bench --model M --rows R.csv [flags]\n");
     return 2;

@@ -31,6 +31,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/flags.h"
 #include "bench/common/main.h"
 #include "bench/common/rows.h"
 #include "bench/common/stats.h"
@@ -396,21 +397,15 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") flags.model = next();
-    else if (a == "--rows") flags.rows = next();
-    else if (a == "--name") flags.name = next();
-    else if (a == "--shap-rows") flags.shap_rows = std::atoll(next().c_str());
-    else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
-    else if (a == "--reps") flags.reps = std::atoi(next().c_str());
-    else if (a == "--engine") flags.engine = true;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  bench::FlagSet set;
+  set.String("--model", &flags.model);
+  set.String("--rows", &flags.rows);
+  set.String("--name", &flags.name);
+  set.Int("--shap-rows", &flags.shap_rows);
+  set.Int("--interaction-rows", &flags.interaction_rows);
+  set.Int("--reps", &flags.reps);
+  set.Switch("--engine", &flags.engine);
+  if (!set.Parse(argc, argv)) return 2;
   if (flags.model.empty() || flags.rows.empty()) {
     std::fprintf(stderr, "usage: grove_quadrature_bench --model M --rows R.csv\n");
     return 2;
