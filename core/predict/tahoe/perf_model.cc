@@ -167,9 +167,9 @@ double Capacity(const GpuHardwareParams& hw) {
 
 // Host path, per GPU (concurrent), for `rows` rows: both PCIe copies, and the staging of rows and
 // outputs through pinned memory, which the engine runs on the pool in 1 MiB pieces overlapped with
-// the transfers (TahoeEngineImpl::RunHost), at the measured one-thread memcpy rate per worker.
-// Charging the staging at one thread's rate, in series with the transfers, predicted 1M rows of
-// fashion_mnist-small at ~450 ms on the GPU, so the CPU (283 ms) was chosen where the GPU took 80.
+// the transfers (TahoeEngineImpl::RunHost), at the measured one-thread memcpy rate per worker: the
+// staging overlaps the transfers, so charging it at one thread's rate in series with them would
+// send large batches to the CPU that the GPU finishes first.
 double CopySeconds(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
   if (w.rows_on_device) return 0;
   const double in = rows * w.features * 4.0, out = rows * w.out_width * 4.0;
@@ -274,8 +274,7 @@ double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
   const double b = std::max(1, t.blocks_per_sm);
   if (p <= std::min<double>(b, t.per_sm[2])) return PartialWave(t, p);
   // A wave's time: from the two-wave point, and no less than at the large batch's rate (one short
-  // two-wave timing must not make a shape look free: fashion_mnist-med's 8@1024 once measured
-  // 66 us for one wave and 72 us for two, and then ran 10,000 rows in 0.237 ms, not 0.113).
+  // two-wave timing, within the noise of the one-wave point, must not make a shape look free).
   const double span = t.per_sm[3] - t.per_sm[2];
   const double measured = span > 0 && t.per_sm[3] >= 2 * b
                               ? (t.seconds[3] - t.seconds[2]) / span * b

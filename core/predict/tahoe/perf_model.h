@@ -104,9 +104,8 @@ struct RowChunkShape {
 
 // A row-chunk shape as the load-time probe timed it. Batches between one block per SM and a few
 // waves of resident blocks run in steps: a shape that is fastest per row on a large batch can leave
-// most of its last wave empty on a mid-size one (measured at 10,000 rows: prod-class10's probed
-// shape 0.49 ms, 16 rows per block 0.37 ms), and blocks sharing an SM slow each other less than in
-// proportion (8 rows per block: 1 block per SM 0.10 ms, 3 blocks 0.15 ms). So each shape is timed
+// most of its last wave empty on a mid-size one, and blocks sharing an SM slow each other less than
+// in proportion (docs/benchmarks/archive.md). So each shape is timed
 // with 1, half a wave's and a wave's blocks on every SM, and with two waves; RowChunkWaveSeconds
 // composes a batch of whole waves and one partial wave from them.
 struct RowChunkTiming {
@@ -124,8 +123,7 @@ struct RowChunkTiming {
 // interpolated; beyond, a fixed part o, floor(p / b) waves of W (the two-wave point less the one-wave
 // point, at least b x block_seconds) and the partial wave of the remaining blocks as measured, less
 // o. A block past a full wave
-// costs a whole wave's latency, not 1/b of one (prod-wide256, 1,024-thread blocks at 10,000 rows:
-// 0.112 ms measured, 0.090 ms when extended at the per-block rate).
+// costs a whole wave's latency, not 1/b of one: a partial wave runs as long as a full one.
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
 
 // What one batch asks of each strategy (from the model, the batch and the engine's layout).
