@@ -48,7 +48,6 @@
 #include "core/explain/paths.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
-#include "core/model/loader.h"
 
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -345,18 +344,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (flags.name.empty()) flags.name = flags.model;
-  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
-  if (!forest.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
+  absl::StatusOr<bench::ModelAndRows> input = bench::LoadModelAndRows(flags.model, flags.rows);
+  if (!input.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
     return 1;
   }
-  const Forest& f = **forest;
-  absl::StatusOr<std::vector<float>> read = bench::ReadFeatureRows(flags.rows, f.num_features);
-  if (!read.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
-    return 1;
-  }
-  std::vector<float> rows = *std::move(read);
+  const Forest& f = *input->forest;
+  std::vector<float> rows = std::move(input->rows);
   const int64_t max_rows = std::max(flags.shap_rows, flags.interaction_rows);
   const int64_t n = std::min<int64_t>(rows.size() / std::max(f.num_features, 1), max_rows);
   rows.resize(n * f.num_features);
@@ -381,7 +375,7 @@ int Main(int argc, char** argv) {
     std::printf("no GPU visible\n");
   }
 #endif
-  BenchCpu(flags, *layout, *forest, rows, &pool);
+  BenchCpu(flags, *layout, input->forest, rows, &pool);
   return 0;
 }
 

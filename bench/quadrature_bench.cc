@@ -43,7 +43,6 @@
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
-#include "core/model/loader.h"
 
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -411,24 +410,18 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (flags.name.empty()) flags.name = flags.model;
-  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
-  if (!forest.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
+  absl::StatusOr<bench::ModelAndRows> input = bench::LoadModelAndRows(flags.model, flags.rows);
+  if (!input.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
     return 1;
   }
-  absl::StatusOr<std::vector<float>> read =
-      bench::ReadFeatureRows(flags.rows, (*forest)->num_features);
-  if (!read.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
-    return 1;
-  }
-  std::vector<float> rows = *std::move(read);
+  std::vector<float> rows = std::move(input->rows);
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::printf("no CUDA device\n");
     return 0;
   }
-  Bench(flags, *forest, rows);
+  Bench(flags, input->forest, rows);
 #else
   std::printf("built without CUDA: nothing to measure\n");
 #endif
