@@ -31,12 +31,15 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/flags.h"
+#include "bench/common/main.h"
+#include "bench/common/rows.h"
 #include "bench/common/stats.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
@@ -45,8 +48,6 @@
 #include "core/explain/paths.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
-#include "core/io/csv.h"
-#include "core/model/loader.h"
 
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -323,52 +324,36 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const ForestPtr& 
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") flags.model = next();
-    else if (a == "--rows") flags.rows = next();
-    else if (a == "--name") flags.name = next();
-    else if (a == "--precision") flags.precision = next();
-    else if (a == "--shap-rows") flags.shap_rows = std::atoll(next().c_str());
-    else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
-    else if (a == "--reps") flags.reps = std::atoi(next().c_str());
-    else if (a == "--cpu-budget") flags.cpu_budget = std::atof(next().c_str());
-    else if (a == "--cpu") flags.engine_only = next() == "engine";
-    else if (a == "--threads") flags.threads = std::atoi(next().c_str());
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  bench::FlagSet set;
+  set.String("--model", &flags.model);
+  set.String("--rows", &flags.rows);
+  set.String("--name", &flags.name);
+  set.String("--precision", &flags.precision);
+  set.Int("--shap-rows", &flags.shap_rows);
+  set.Int("--interaction-rows", &flags.interaction_rows);
+  set.Int("--reps", &flags.reps);
+  set.Double("--cpu-budget", &flags.cpu_budget);
+  set.Custom("--cpu", [&](const std::string& v) {
+    flags.engine_only = v == "engine";
+    return true;
+  });
+  set.Int("--threads", &flags.threads);
+  if (!set.Parse(argc, argv)) return 2;
   if (flags.model.empty() || flags.rows.empty()) {
     std::fprintf(stderr, "usage: grove_explain_bench --model M --rows R.csv [flags]\n");
     return 2;
   }
   if (flags.name.empty()) flags.name = flags.model;
-  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
-  if (!forest.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
+  absl::StatusOr<bench::ModelAndRows> input = bench::LoadModelAndRows(flags.model, flags.rows);
+  if (!input.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
     return 1;
   }
-  const Forest& f = **forest;
-  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
-  if (!csv.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(csv.status().message()).c_str());
-    return 1;
-  }
-  if (csv->cols != f.num_features && csv->cols != f.num_features + 1) {
-    std::fprintf(stderr, "rows have %lld columns, model %d features\n",
-                 static_cast<long long>(csv->cols), f.num_features);
-    return 1;
-  }
+  const Forest& f = *input->forest;
+  std::vector<float> rows = std::move(input->rows);
   const int64_t max_rows = std::max(flags.shap_rows, flags.interaction_rows);
-  const int64_t n = std::min<int64_t>(csv->rows, max_rows);
-  std::vector<float> rows(n * f.num_features);
-  for (int64_t r = 0; r < n; ++r) {
-    std::memcpy(rows.data() + r * f.num_features, csv->values.data() + r * csv->cols,
-                f.num_features * sizeof(float));
-  }
+  const int64_t n = std::min<int64_t>(rows.size() / std::max(f.num_features, 1), max_rows);
+  rows.resize(n * f.num_features);
   const double layout_start = Now();
   absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(f);
   if (!layout.ok()) {
@@ -390,14 +375,11 @@ int Main(int argc, char** argv) {
     std::printf("no GPU visible\n");
   }
 #endif
-  BenchCpu(flags, *layout, *forest, rows, &pool);
+  BenchCpu(flags, *layout, input->forest, rows, &pool);
   return 0;
 }
 
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

@@ -38,7 +38,6 @@
 #include <string>
 #include <vector>
 
-#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional/interventional_gpu.h"
@@ -49,6 +48,7 @@
 
 #include "bench/common/cuda_bench.cuh"
 #include "bench/common/flags.h"
+#include "bench/common/main.h"
 #include "bench/common/rows.h"
 
 #if defined(GROVE_WITH_GPUTREESHAP)
@@ -305,7 +305,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/common/flags.h"
+#include "bench/common/main.h"
 #include "bench/common/stats.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
@@ -73,42 +73,24 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    auto integer = [&]() -> int64_t {
-      int64_t v = 0;
-      if (!absl::SimpleAtoi(value(), &v) || v < 0) Usage(("bad value for " + a).c_str());
-      return v;
-    };
-    if (a == "--model") {
-      f.model = value();
-    } else if (a == "--rows") {
-      f.rows = value();
-    } else if (a == "--threads") {
-      f.threads = static_cast<int>(integer());
-    } else if (a == "--load-repeats") {
-      f.load_repeats = std::max<int>(1, static_cast<int>(integer()));
-    } else if (a == "--budget") {
-      if (!absl::SimpleAtod(value(), &f.budget) || !(f.budget >= 0)) Usage("bad --budget");
-    } else if (a == "--predict-rows") {
-      f.predict_rows = integer();
-    } else if (a == "--explain-rows") {
-      f.explain_rows = integer();
-    } else if (a == "--interaction-rows") {
-      f.interaction_rows = integer();
-    } else if (a == "--skip-interactions") {
-      f.skip_interactions = true;
-    } else if (a == "--explain-strategy") {
-      f.explain_strategy = value();
-    } else {
-      Usage(("unknown flag " + a).c_str());
-    }
+  bench::FlagSet set;
+  set.String("--model", &f.model);
+  set.String("--rows", &f.rows);
+  set.Int("--threads", &f.threads);
+  set.Int("--load-repeats", &f.load_repeats);
+  set.Double("--budget", &f.budget);
+  set.Int("--predict-rows", &f.predict_rows);
+  set.Int("--explain-rows", &f.explain_rows);
+  set.Int("--interaction-rows", &f.interaction_rows);
+  set.Switch("--skip-interactions", &f.skip_interactions);
+  set.String("--explain-strategy", &f.explain_strategy);
+  if (!set.Parse(argc, argv)) Usage("bad flags");
+  if (f.threads < 0 || f.load_repeats < 0 || f.predict_rows < 0 || f.explain_rows < 0 ||
+      f.interaction_rows < 0 || !(f.budget >= 0)) {
+    Usage("a count or the budget is negative");
   }
   if (f.model.empty()) Usage("--model is required");
+  f.load_repeats = std::max(1, f.load_repeats);
   return f;
 }
 
@@ -322,7 +304,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

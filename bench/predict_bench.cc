@@ -41,8 +41,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/common/flags.h"
+#include "bench/common/main.h"
 #include "core/common/log.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/gpu/device_set.h"
 #include "core/io/csv.h"
@@ -428,59 +429,48 @@ int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<fl
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") {
-      flags.model = value();
-    } else if (a == "--rows") {
-      flags.rows = value();
-    } else if (a == "--mode") {
-      flags.mode = value();
-    } else if (a == "--cache") {
-      flags.cache = value();
-    } else if (a == "--name") {
-      flags.name = value();
-    } else if (a == "--budget") {
-      flags.budget = std::atof(value().c_str());
-    } else if (a == "--block-rows") {
-      flags.block_rows = std::atoi(value().c_str());
-    } else if (a == "--walk") {
-      const std::string v = value();
-      flags.walk = v == "scalar"  ? cpu::CpuForestOptions::Walk::kScalar
-                   : v == "simd"  ? cpu::CpuForestOptions::Walk::kSimd
-                   : v == "dense" ? cpu::CpuForestOptions::Walk::kDense
-                                  : cpu::CpuForestOptions::Walk::kAuto;
-    } else if (a == "--warmup") {
-      g_warmup = std::max(1, std::atoi(value().c_str()));
-    } else if (a == "--lanes") {
-      const std::string v = value();
-      flags.lanes = v == "0"   ? TahoeEngineOptions::Lanes::kOff
-                    : v == "1" ? TahoeEngineOptions::Lanes::kOn
-                    : v == "2" ? TahoeEngineOptions::Lanes::kOnPaired
-                               : TahoeEngineOptions::Lanes::kAuto;
-    } else if (a == "--level-walk") {
-      const std::string v = value();
-      flags.level_walk = v == "0"   ? TahoeEngineOptions::LevelWalk::kOff
-                         : v == "1" ? TahoeEngineOptions::LevelWalk::kOn
-                                    : TahoeEngineOptions::LevelWalk::kAuto;
-    } else if (a == "--row-chunk") {
-      flags.row_chunk = value();
-    } else if (a == "--strategy") {
-      flags.strategy = value();
-    } else if (a == "--threads") {
-      flags.threads = std::atoi(value().c_str());
-    } else if (a == "--batches") {
-      flags.batches.clear();
-      for (absl::string_view s : absl::StrSplit(value(), ',')) {
-        int64_t n = 0;
-        if (absl::SimpleAtoi(s, &n) && n > 0) flags.batches.push_back(n);
-      }
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
+  bench::FlagSet set;
+  set.String("--model", &flags.model);
+  set.String("--rows", &flags.rows);
+  set.String("--mode", &flags.mode);
+  set.String("--cache", &flags.cache);
+  set.String("--name", &flags.name);
+  set.Double("--budget", &flags.budget);
+  set.Int("--block-rows", &flags.block_rows);
+  set.Custom("--walk", [&](const std::string& v) {
+    flags.walk = v == "scalar"  ? cpu::CpuForestOptions::Walk::kScalar
+                 : v == "simd"  ? cpu::CpuForestOptions::Walk::kSimd
+                 : v == "dense" ? cpu::CpuForestOptions::Walk::kDense
+                                : cpu::CpuForestOptions::Walk::kAuto;
+    return true;
+  });
+  set.Int("--warmup", &g_warmup);
+  set.Custom("--lanes", [&](const std::string& v) {
+    flags.lanes = v == "0"   ? TahoeEngineOptions::Lanes::kOff
+                  : v == "1" ? TahoeEngineOptions::Lanes::kOn
+                  : v == "2" ? TahoeEngineOptions::Lanes::kOnPaired
+                             : TahoeEngineOptions::Lanes::kAuto;
+    return true;
+  });
+  set.Custom("--level-walk", [&](const std::string& v) {
+    flags.level_walk = v == "0"   ? TahoeEngineOptions::LevelWalk::kOff
+                       : v == "1" ? TahoeEngineOptions::LevelWalk::kOn
+                                  : TahoeEngineOptions::LevelWalk::kAuto;
+    return true;
+  });
+  set.String("--row-chunk", &flags.row_chunk);
+  set.String("--strategy", &flags.strategy);
+  set.Int("--threads", &flags.threads);
+  set.Custom("--batches", [&](const std::string& v) {
+    flags.batches.clear();
+    for (absl::string_view s : absl::StrSplit(v, ',')) {
+      int64_t n = 0;
+      if (absl::SimpleAtoi(s, &n) && n > 0) flags.batches.push_back(n);
     }
-  }
+    return true;
+  });
+  if (!set.Parse(argc, argv)) return 2;
+  g_warmup = std::max(1, g_warmup);
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel] "
@@ -545,7 +535,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

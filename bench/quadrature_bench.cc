@@ -26,12 +26,15 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/flags.h"
+#include "bench/common/main.h"
+#include "bench/common/rows.h"
 #include "bench/common/stats.h"
-#include "core/common/mutex_mode.h"
 #include "core/common/run_info.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
@@ -40,8 +43,6 @@
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
-#include "core/io/csv.h"
-#include "core/model/loader.h"
 
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -395,56 +396,32 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") flags.model = next();
-    else if (a == "--rows") flags.rows = next();
-    else if (a == "--name") flags.name = next();
-    else if (a == "--shap-rows") flags.shap_rows = std::atoll(next().c_str());
-    else if (a == "--interaction-rows") flags.interaction_rows = std::atoll(next().c_str());
-    else if (a == "--reps") flags.reps = std::atoi(next().c_str());
-    else if (a == "--engine") flags.engine = true;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  bench::FlagSet set;
+  set.String("--model", &flags.model);
+  set.String("--rows", &flags.rows);
+  set.String("--name", &flags.name);
+  set.Int("--shap-rows", &flags.shap_rows);
+  set.Int("--interaction-rows", &flags.interaction_rows);
+  set.Int("--reps", &flags.reps);
+  set.Switch("--engine", &flags.engine);
+  if (!set.Parse(argc, argv)) return 2;
   if (flags.model.empty() || flags.rows.empty()) {
     std::fprintf(stderr, "usage: grove_quadrature_bench --model M --rows R.csv\n");
     return 2;
   }
   if (flags.name.empty()) flags.name = flags.model;
-  absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
-  if (!forest.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(forest.status().message()).c_str());
+  absl::StatusOr<bench::ModelAndRows> input = bench::LoadModelAndRows(flags.model, flags.rows);
+  if (!input.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
     return 1;
   }
-  absl::StatusOr<CsvMatrix<float>> csv = ReadCsvFloats(flags.rows);
-  if (!csv.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(csv.status().message()).c_str());
-    return 1;
-  }
-  const int F = (*forest)->num_features;
-  std::vector<float> rows;
-  if (csv->cols == F) {
-    rows = csv->values;
-  } else if (csv->cols == F + 1) {
-    for (int64_t r = 0; r < csv->rows; ++r) {
-      rows.insert(rows.end(), csv->values.begin() + r * csv->cols,
-                  csv->values.begin() + r * csv->cols + F);
-    }
-  } else {
-    std::fprintf(stderr, "rows have %lld columns; the model has %d features\n",
-                 static_cast<long long>(csv->cols), F);
-    return 1;
-  }
+  std::vector<float> rows = std::move(input->rows);
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::printf("no CUDA device\n");
     return 0;
   }
-  Bench(flags, *forest, rows);
+  Bench(flags, input->forest, rows);
 #else
   std::printf("built without CUDA: nothing to measure\n");
 #endif
@@ -454,7 +431,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

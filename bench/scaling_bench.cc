@@ -27,9 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
-#include "core/gpu/copy_bandwidth.h"
+#include "bench/common/copy_bandwidth.h"
+#include "bench/common/flags.h"
+#include "bench/common/main.h"
 #include "core/gpu/device_set.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
@@ -97,7 +98,7 @@ void PrintHostLimits(ThreadPool& pool, int64_t bytes, int reps) {
   std::vector<int> devices;
   for (int d = 0; d < gpu::VisibleGpuCount(); ++d) devices.push_back(d);
   if (devices.empty()) return;
-  absl::StatusOr<gpu::CopyBandwidth> b = gpu::MeasureCopyBandwidth(devices, bytes, reps);
+  absl::StatusOr<bench::CopyBandwidth> b = bench::MeasureCopyBandwidth(devices, bytes, reps);
   if (!b.ok()) {
     std::printf("| pinned copies | %s |\n", b.status().ToString().c_str());
     return;
@@ -116,23 +117,19 @@ int Fail(const absl::Status& s) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") flags.model = next();
-    else if (a == "--rows") flags.rows = next();
-    else if (a == "--explain-rows") flags.explain_rows = std::atoll(next().c_str());
-    else if (a == "--predict-rows") flags.predict_rows = std::atoll(next().c_str());
-    else if (a == "--explain-strategy") flags.explain_strategy = next();
-    else if (a == "--predict-strategy") flags.predict_strategy = next();
-    else if (a == "--reps") flags.reps = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--registered") flags.registered = true;
-    else if (a == "--bandwidth-mb") flags.bandwidth_mb = std::max<int64_t>(0, std::atoll(next().c_str()));
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  bench::FlagSet set;
+  set.String("--model", &flags.model);
+  set.String("--rows", &flags.rows);
+  set.Int("--explain-rows", &flags.explain_rows);
+  set.Int("--predict-rows", &flags.predict_rows);
+  set.String("--explain-strategy", &flags.explain_strategy);
+  set.String("--predict-strategy", &flags.predict_strategy);
+  set.Int("--reps", &flags.reps);
+  set.Switch("--registered", &flags.registered);
+  set.Int("--bandwidth-mb", &flags.bandwidth_mb);
+  if (!set.Parse(argc, argv)) return 2;
+  flags.reps = std::max(1, flags.reps);
+  flags.bandwidth_mb = std::max<int64_t>(0, flags.bandwidth_mb);
   if (flags.model.empty() || flags.rows.empty()) {
     std::fprintf(stderr, "usage: grove_scaling_bench --model M --rows R.csv [flags]\n");
     return 2;
@@ -225,7 +222,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

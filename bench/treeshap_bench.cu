@@ -33,8 +33,8 @@
 #include "absl/strings/str_format.h"
 #include "bench/common/cuda_bench.cuh"
 #include "bench/common/flags.h"
+#include "bench/common/main.h"
 #include "bench/common/rows.h"
-#include "core/common/mutex_mode.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
@@ -231,7 +231,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace grove
 
-int main(int argc, char** argv) {
-  grove::DisableMutexDeadlockDetection();  // see core/common/mutex_mode.h
-  return grove::Main(argc, argv);
-}
+int main(int argc, char** argv) { return grove::bench::RunMain(argc, argv, &grove::Main); }

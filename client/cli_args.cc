@@ -157,6 +157,55 @@ absl::Status CheckExplainMethod(const std::set<std::string>& seen, CliArgs* out)
   return absl::OkStatus();
 }
 
+// The options that switch something on or off: the field they set and the value.
+struct Switch {
+  const char* name;
+  bool CliArgs::*field;
+  bool value;
+};
+constexpr Switch kSwitches[] = {
+    {"--interactions", &CliArgs::interactions, true},
+    {"--residuals", &CliArgs::residuals, true},
+    {"--no-gpu", &CliArgs::use_gpu, false},
+    {"--no-progress", &CliArgs::progress, false},
+    {"--verbose", &CliArgs::verbose, true},
+    {"--json", &CliArgs::json, true},
+    {"--header", &CliArgs::header, true},
+    {"--output-header", &CliArgs::output_header, true},
+    {"--tls", &CliArgs::tls, true},
+    {"--repeated-values", &CliArgs::repeated_values, true},
+    {"--shared-memory", &CliArgs::shared_memory, true},
+};
+
+// The options whose value is kept as given: the field, and what the usage error says the option
+// needs when the value is empty (nullptr: an empty value is taken).
+struct Text {
+  const char* name;
+  std::string CliArgs::*field;
+  const char* when_empty;
+};
+constexpr Text kTexts[] = {
+    {"--model", &CliArgs::model, nullptr},
+    {"--input", &CliArgs::input, nullptr},
+    {"--output", &CliArgs::output, nullptr},
+    {"--background", &CliArgs::background, "a CSV or .npy file"},
+    {"--groups", &CliArgs::groups, "a JSON file of feature groups"},
+    {"--strategy", &CliArgs::strategy, "a value"},
+    {"--server", &CliArgs::server, "HOST:PORT"},
+    {"--model-version", &CliArgs::model_version, nullptr},
+    {"--token", &CliArgs::token, "a value (or set GROVE_TOKEN)"},
+};
+
+template <typename T, size_t N>
+const T* FindByName(const T (&table)[N], const std::string& name) {
+  for (const T& entry : table) {
+    if (name == entry.name) return &entry;
+  }
+  return nullptr;
+}
+const Switch* FindSwitch(const std::string& name) { return FindByName(kSwitches, name); }
+const Text* FindText(const std::string& name) { return FindByName(kTexts, name); }
+
 }  // namespace
 
 absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
@@ -235,32 +284,23 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       return Usage(absl::StrCat(name, " takes no value"));
     }
 
-    if (name == "--model") {
-      out.model = value;
-    } else if (name == "--input") {
-      out.input = value;
-    } else if (name == "--output") {
-      out.output = value;
+    if (const Switch* sw = FindSwitch(name); sw != nullptr) {
+      out.*(sw->field) = sw->value;
+    } else if (const Text* text = FindText(name); text != nullptr) {
+      if (value.empty() && text->when_empty != nullptr) {
+        return Usage(absl::StrCat(name, " needs ", text->when_empty));
+      }
+      out.*(text->field) = value;
     } else if (name == "--kind") {
       absl::StatusOr<OutputKind> kind = ParseOutputKind(value == "pred" ? "prediction" : value);
       if (!kind.ok()) {
         return Usage(absl::StrCat("--kind: '", value, "' is not one of margin, prediction, leaf"));
       }
       out.kind = *kind;
-    } else if (name == "--interactions") {
-      out.interactions = true;
-    } else if (name == "--residuals") {
-      out.residuals = true;
     } else if (name == "--top-k") {
       absl::StatusOr<int64_t> v = ParseInt(name, value, 1);
       if (!v.ok()) return v.status();
       out.top_k = static_cast<int>(std::min<int64_t>(*v, int64_t{1} << 30));
-    } else if (name == "--background") {
-      if (value.empty()) return Usage("--background needs a CSV or .npy file");
-      out.background = value;
-    } else if (name == "--groups") {
-      if (value.empty()) return Usage("--groups needs a JSON file of feature groups");
-      out.groups = value;
     } else if (name == "--method") {
       absl::StatusOr<ExplainMethod> method = ParseExplainMethod(value);
       if (!method.ok()) return Usage(absl::StrCat("--method: ", method.status().message()));
@@ -283,40 +323,11 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
       if (name == "--iteration-end") out.iteration_end = static_cast<int>(*v);
       if (name == "--threads") out.threads = static_cast<int>(*v);
       if (name == "--chunk-rows") out.chunk_rows = *v;
-    } else if (name == "--strategy") {
-      if (value.empty()) return Usage("--strategy needs a value");
-      out.strategy = value;
-    } else if (name == "--no-gpu") {
-      out.use_gpu = false;
-    } else if (name == "--no-progress") {
-      out.progress = false;
-    } else if (name == "--verbose") {
-      out.verbose = true;
-    } else if (name == "--json") {
-      out.json = true;
-    } else if (name == "--header") {
-      out.header = true;
-    } else if (name == "--output-header") {
-      out.output_header = true;
     } else if (name == "--keep") {
       for (absl::string_view col : absl::StrSplit(value, ',')) {
         if (col.empty()) return Usage(absl::StrCat("--keep: '", value, "' has an empty column name"));
         out.keep.emplace_back(col);
       }
-    } else if (name == "--server") {
-      if (value.empty()) return Usage("--server needs HOST:PORT");
-      out.server = value;
-    } else if (name == "--model-version") {
-      out.model_version = value;
-    } else if (name == "--token") {
-      if (value.empty()) return Usage("--token needs a value (or set GROVE_TOKEN)");
-      out.token = value;
-    } else if (name == "--tls") {
-      out.tls = true;
-    } else if (name == "--repeated-values") {
-      out.repeated_values = true;
-    } else if (name == "--shared-memory") {
-      out.shared_memory = true;
     } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
       if (value.empty()) return Usage(absl::StrCat(name, " needs a PEM file"));
       (name == "--tls-ca" ? out.tls_ca : name == "--tls-cert" ? out.tls_cert : out.tls_key) = value;

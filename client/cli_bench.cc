@@ -43,6 +43,7 @@
 #include "absl/strings/str_format.h"
 #include "client/cli_local.h"
 #include "client/cli_remote.h"
+#include "core/common/json_string.h"
 #include "core/io/csv.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "client/progress.h"
+#include "core/common/json_string.h"
 #include "core/common/thread_pool.h"
 #include "core/io/csv.h"
 #include "core/io/file.h"
@@ -172,16 +174,10 @@ class ResidualColumns {
 int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& servable,
                  Operation op, const RunParams& params, ResultColumns columns,
                  ResidualColumns* residuals = nullptr) {
-  StreamOptions stream;
-  stream.input = args.input;
-  stream.output = args.output;
-  stream.in_cols = model.forest->num_features;
-  stream.out_cols =
-      servable.Width(op, params) + (residuals != nullptr ? model.forest->num_outputs : 0);
-  stream.chunk_rows = args.chunk_rows;
-  stream.read_threads = args.threads;
-  stream.progress = args.progress;
-  stream.label = OperationName(op);
+  StreamOptions stream = StreamOptionsOf(
+      args, model.forest->num_features,
+      servable.Width(op, params) + (residuals != nullptr ? model.forest->num_outputs : 0),
+      OperationName(op));
   columns.feature_names =
       FeatureNamesOrDefault(model.forest->feature_names, model.forest->num_features);
   columns.num_outputs = model.forest->num_outputs;
@@ -267,8 +263,7 @@ int RunExplain(const CliArgs& args) {
   if (!args.residuals) return RunOperation(args, *model, **servable, op, params, columns);
   // The model's output in the explained space: the margin, or the link's output.
   RunParams predict;
-  predict.kind = args.output_space == OutputSpace::kMargin ? OutputKind::kMargin
-                                                           : OutputKind::kPrediction;
+  predict.kind = ExplainedOutputKind(args.output_space);
   predict.iteration_begin = args.iteration_begin;
   predict.iteration_end = args.iteration_end;
   ResidualColumns residuals(**servable, op, params, predict, args.interactions);
@@ -304,25 +299,6 @@ int RunInspect(const CliArgs& args) {
 }
 
 }  // namespace
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 namespace {
 
@@ -626,6 +602,20 @@ std::vector<CsvCellDecoder> CategoryCellDecoders(
     };
   }
   return decoders;
+}
+
+StreamOptions StreamOptionsOf(const CliArgs& args, int64_t in_cols, int64_t out_cols,
+                              std::string label) {
+  StreamOptions stream;
+  stream.input = args.input;
+  stream.output = args.output;
+  stream.in_cols = in_cols;
+  stream.out_cols = out_cols;
+  stream.chunk_rows = args.chunk_rows;
+  stream.read_threads = args.threads;
+  stream.progress = args.progress;
+  stream.label = std::move(label);
+  return stream;
 }
 
 void ApplyColumnArgs(const CliArgs& args, ResultColumns columns, StreamOptions* stream) {

@@ -92,13 +92,15 @@ using DoubleComputeFn =
 absl::Status StreamDoubleRows(const StreamOptions& options, const DoubleComputeFn& compute,
                               StreamStats* stats);
 
+// The stream of `args` (--input, --output, --chunk-rows, --threads, --progress) for rows of
+// `in_cols` values and results of `out_cols`, its progress bar labelled `label`.
+StreamOptions StreamOptionsOf(const CliArgs& args, int64_t in_cols, int64_t out_cols,
+                              std::string label);
 // Sets the header options of `stream` from --header, --keep and --output-header, and --top-k's
 // (which sets out_cols: call it after setting out_cols to the full SHAP width).
 void ApplyColumnArgs(const CliArgs& args, ResultColumns columns, StreamOptions* stream);
 
 // Renders stats as aligned "key  value" lines or as one JSON object.
 std::string RenderStats(const std::vector<Stat>& stats, bool json);
-// `s` as a JSON string literal, quotes included (quotes, backslashes and control bytes escaped).
-std::string JsonString(const std::string& s);
 
 }  // namespace grove::cli

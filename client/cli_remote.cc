@@ -280,15 +280,7 @@ int RunRemotePredict(const CliArgs& args) {
     }
   }
   const int64_t per_request = RowsPerMessage(model->meta, in_cols, out_cols);
-  StreamOptions stream;
-  stream.input = args.input;
-  stream.output = args.output;
-  stream.in_cols = in_cols;
-  stream.out_cols = out_cols;
-  stream.chunk_rows = args.chunk_rows;
-  stream.read_threads = args.threads;
-  stream.progress = args.progress;
-  stream.label = "predict";
+  StreamOptions stream = StreamOptionsOf(args, in_cols, out_cols, "predict");
   ApplyColumnArgs(args, Columns(model->meta, false, args, out_cols), &stream);
   stream.decoders = RemoteCategoryDecoders(model->meta, stream.feature_names);
   StreamStats stats;
@@ -415,15 +407,8 @@ int RunRemoteExplain(const CliArgs& args) {
   params.residuals = args.residuals;
   const int64_t per_message = RowsPerMessage(model->meta, in_cols, out_cols);
 
-  StreamOptions stream;
-  stream.input = args.input;
-  stream.output = args.output;
-  stream.in_cols = in_cols;
-  stream.out_cols = out_cols;
-  stream.chunk_rows = args.chunk_rows;
-  stream.read_threads = args.threads;
-  stream.progress = args.progress;
-  stream.label = args.interactions ? "interactions" : "explain";
+  StreamOptions stream =
+      StreamOptionsOf(args, in_cols, out_cols, args.interactions ? "interactions" : "explain");
   ResultColumns columns = Columns(model->meta, true, args, out_cols);
   columns.residuals = args.residuals;
   columns.groups = players;

@@ -364,6 +364,23 @@ absl::StatusOr<PredictResult> FromProto(
   return r;
 }
 
+template <typename Request, typename Response>
+using GroveRpc = grpc::Status (grove::v1::Grove::Stub::*)(grpc::ClientContext*, const Request&,
+                                                          Response*);
+
+// One unary call of `rpc` on `client`'s stub with `request`, its rows filled from `rows`.
+template <typename T, typename Request, typename Response>
+absl::Status CallWithRows(GroveClient* client, GroveRpc<Request, Response> rpc, Request* request,
+                          const T* rows, int64_t num_rows, int64_t num_cols, bool raw_rows,
+                          const CallOptions& call, Response* response) {
+  FillMatrix(rows, num_rows, num_cols, raw_rows, request->mutable_rows());
+  grpc::ClientContext context;
+  client->Prepare(&context, call);
+  grpc::Status status = (client->stub()->*rpc)(&context, *request, response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 template <typename T>
@@ -371,12 +388,12 @@ absl::StatusOr<PredictResult> GroveClient::PredictImpl(const PredictParams& para
                                                        int64_t num_rows, int64_t num_cols,
                                                        const CallOptions& call) {
   grove::v1::PredictRequest request = MakePredictRequest(params);
-  FillMatrix(rows, num_rows, num_cols, params.raw_rows, request.mutable_rows());
   grove::v1::PredictResponse response;
-  grpc::ClientContext context;
-  Prepare(&context, call);
-  grpc::Status status = grove_->Predict(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallWithRows(this, &grove::v1::Grove::Stub::Predict, &request, rows,
+                                    num_rows, num_cols, params.raw_rows, call, &response);
+      !s.ok()) {
+    return s;
+  }
   return FromProto(response, num_rows, [](const grove::v1::Matrix& m) -> absl::StatusOr<Matrix> {
     return FromProto(m);
   });
@@ -387,12 +404,12 @@ absl::StatusOr<ExplainResult> GroveClient::ExplainImpl(const ExplainParams& para
                                                        int64_t num_rows, int64_t num_cols,
                                                        const CallOptions& call) {
   grove::v1::ExplainRequest request = MakeExplainRequest(params);
-  FillMatrix(rows, num_rows, num_cols, params.raw_rows, request.mutable_rows());
   grove::v1::ExplainResponse response;
-  grpc::ClientContext context;
-  Prepare(&context, call);
-  grpc::Status status = grove_->Explain(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallWithRows(this, &grove::v1::Grove::Stub::Explain, &request, rows,
+                                    num_rows, num_cols, params.raw_rows, call, &response);
+      !s.ok()) {
+    return s;
+  }
   return FromProto(std::move(response), num_rows);
 }
 

@@ -4,7 +4,9 @@
 Every folder below may include only the folders its rule lists (itself always); a rule covers the
 folder's subfolders. Inside a folder, the engine and protocol subfolders (NESTED) may include the
 folder's own files and only the sibling subfolders their line lists; the folder's own files may
-include every subfolder (they are the seams that choose between them). A violation is printed as
+include every subfolder (they are the seams that choose between them), but an engine of core/ may
+not include a seam module (a header and its sources) that includes the engine's subfolder: no
+include cycle between a seam and an engine. A violation is printed as
 "path:line: <folder> may not include <target>" and the exit status is 1. Tests, benches and
 fuzzers may include anything; they are not checked.
 
@@ -44,8 +46,8 @@ NESTED = {
     "core/explain/interventional": set(),
     "server/grpc": set(),
     "server/http": set(),
-    # kserve_ops.h holds the shared memory and model control operations grove.v1 serves too.
-    "server/grove_v1": {"server/grpc", "server/kserve"},
+    # What both protocols serve (model and shared memory control) is in server/ (control.h).
+    "server/grove_v1": {"server/grpc"},
     "server/kserve": {"server/grpc", "server/http"},
 }
 # What an include names: the first two components under core/, else the top folder.
@@ -69,10 +71,43 @@ def subfolder_of(path):
     return folder_of(path)
 
 
+def module_of(path):
+    """A header and its sources are one module: the path without its extension."""
+    return os.path.splitext(path)[0]
+
+
+def seam_cycles(includes):
+    """Includes that close a cycle between an engine family's seams (core/predict, core/explain:
+    the folder's own files) and one of its engines (a NESTED subfolder).
+
+    `includes`: (path, line, included path) of every project include. The folder's own files (the
+    seams) may include a subfolder, and a subfolder its folder's own files, but not both ways for
+    one module: an engine includes the seam's interface, never the module whose sources name the
+    engines (its factory table), so that no engine and its seam depend on each other.
+    """
+    seam_to_sub = set()  # (seam module, engine subfolder): a file of the module includes it
+    for path, _, target in includes:
+        sub = subfolder_of(target)
+        if (sub in NESTED and subfolder_of(path) == folder_of(path) and
+                folder_of(path) == folder_of(target)):
+            seam_to_sub.add((module_of(path), sub))
+    problems = []
+    for path, line_no, target in includes:
+        sub = subfolder_of(path)
+        if (sub not in NESTED or not sub.startswith("core/") or
+                subfolder_of(target) != folder_of(target)):
+            continue
+        if folder_of(target) == folder_of(path) and (module_of(target), sub) in seam_to_sub:
+            problems.append(f"{path}:{line_no}: {sub} may not include {target}: its module "
+                            f"includes {sub} (a cycle; include the seam's interface instead)")
+    return problems
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))
     problems = []
+    includes = []  # (path, line, included path) of every project include
     checked = 0
     for folder in RULES:
         base = os.path.join(root, folder)
@@ -92,6 +127,7 @@ def main():
                         m = INCLUDE.match(line)
                         if not m or m.group(1).split("/")[0] not in PROJECT_TOPS:
                             continue
+                        includes.append((rel, line_no, m.group(1)))
                         target = folder_of(m.group(1))
                         if target != folder and target not in RULES[folder]:
                             problems.append(f"{rel}:{line_no}: {folder} may not include {target} "
@@ -102,6 +138,7 @@ def main():
                                 target_sub != own_sub and target_sub not in NESTED[own_sub]):
                             problems.append(f"{rel}:{line_no}: {own_sub} may not include "
                                             f"{target_sub} ({m.group(1)})")
+    problems += seam_cycles(includes)
     for p in problems:
         print(p)
     if problems:

@@ -4,7 +4,7 @@
 
 #include "server/grpc/auth.h"
 #include "server/convert.h"
-#include "server/kserve/kserve_ops.h"
+#include "server/control.h"
 
 namespace grove::server {
 

@@ -60,7 +60,7 @@ void RecordFinishedCall(Runtime* runtime, const std::string& model_label, const 
                         Operation op, const ResolvedCall& resolved = {});
 
 class UnaryCall;
-struct SharedMemoryControl;  // server/kserve/kserve_ops.h (which includes this header)
+struct SharedMemoryControl;  // server/control.h
 
 // Runs a shared memory registration or unregistration for `reactor` (StartSharedMemoryControl:
 // on the control thread, not applied when the call's deadline passed or it was cancelled while it

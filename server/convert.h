@@ -23,7 +23,8 @@
 
 namespace grove::server {
 
-// "xgboost_json", "xgboost_ubjson", "lightgbm_text".
+// The format's label in metrics and model metadata: "xgboost_json", "xgboost_ubjson",
+// "lightgbm_text", "catboost_json", "treelite_checkpoint".
 const char* FormatLabel(ModelFormat format);
 
 // A call's deadline as absl::Time; InfiniteFuture when the call has none (gRPC reports "none" as a

@@ -150,12 +150,11 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Debian's Abseil is built with Mutex deadlock detection on, which records every lock in a global
-  // graph: measured on 1-row Predict, 5-8% of groved's CPU (GraphCycles). Tests keep it on.
+  // graph (GraphCycles, a visible share of a small call's CPU). Tests keep it on.
   grove::DisableMutexDeadlockDetection();
   // Request and response buffers of large calls (MBs) would otherwise be mmap'd and unmapped per
-  // call, and every call would fault in and zero its pages again: keep them on the heap for reuse.
-  // Measured on 65,536-row Predict calls: 1 ms less server CPU per call, 7% more throughput on the
-  // 2-core box (docs/benchmarks/archive.md, 2026-11-25 15:23 UTC).
+  // call, and every call would fault in and zero its pages again: keep them on the heap for reuse
+  // (docs/benchmarks/archive.md, 2026-11-25 15:23 UTC).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 

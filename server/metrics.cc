@@ -9,6 +9,7 @@
 #include "core/registry/device_memory.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "server/convert.h"
 #include "server/grpc/status.h"
 
 #ifndef GROVE_VERSION
@@ -21,17 +22,6 @@ namespace {
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
-
-const char* FormatLabel(ModelFormat f) {
-  switch (f) {
-    case ModelFormat::kXgboostJson: return "xgboost_json";
-    case ModelFormat::kXgboostUbjson: return "xgboost_ubjson";
-    case ModelFormat::kLightgbmText: return "lightgbm_text";
-    case ModelFormat::kCatboostJson: return "catboost_json";
-    case ModelFormat::kTreeliteCheckpoint: return "treelite_checkpoint";
-  }
-  return "unknown";
-}
 
 class GpuMemoryCollectable final : public prometheus::Collectable {
  public:

@@ -160,8 +160,8 @@ void Runtime::SetHealthCallback(std::function<void(const std::string&, bool)> cb
   health_cb_ = std::move(cb);
 }
 
-void Runtime::UpdateModelHealth(const std::string& name) {
-  std::function<void(const std::string&, bool)> cb;
+void Runtime::PublishHealth(const std::function<void(const HealthCallback&)>& report_models) {
+  HealthCallback cb;
   {
     absl::MutexLock lock(&mu_);
     cb = health_cb_;
@@ -169,25 +169,23 @@ void Runtime::UpdateModelHealth(const std::string& name) {
   const bool server = ServerReady();
   metrics_->SetServerReady(server);
   if (!cb) return;
-  cb(absl::StrCat("model/", name), ModelServing(name));
+  report_models(cb);
   cb("", server);
 }
 
+void Runtime::UpdateModelHealth(const std::string& name) {
+  PublishHealth([&](const HealthCallback& cb) {
+    cb(absl::StrCat("model/", name), ModelServing(name));
+  });
+}
+
 void Runtime::UpdateHealth() {
-  std::function<void(const std::string&, bool)> cb;
-  {
-    absl::MutexLock lock(&mu_);
-    cb = health_cb_;
-  }
-  const bool server = ServerReady();
-  metrics_->SetServerReady(server);
-  if (!cb) return;
-  if (registry_ != nullptr) {
+  PublishHealth([&](const HealthCallback& cb) {
+    if (registry_ == nullptr) return;
     for (const registry::ModelStatus& s : registry_->List()) {
       cb(absl::StrCat("model/", s.name), s.ready && !shutting_down_.load());
     }
-  }
-  cb("", server);
+  });
 }
 
 void Runtime::Drain() { core_->Drain(); }

@@ -144,6 +144,10 @@ class Runtime final : public registry::RegistryListener {
  private:
   void ControlLoop();
   void UpdateModelHealth(const std::string& name);
+  using HealthCallback = std::function<void(const std::string&, bool)>;
+  // Sets the server's readiness metric and, with a health callback, calls `report_models` with it
+  // and then reports the server ("").
+  void PublishHealth(const std::function<void(const HealthCallback&)>& report_models);
 
   const RuntimeOptions options_;
   Metrics* const metrics_;

@@ -1,5 +1,8 @@
 #include "bench/common/flags.h"
 
+#include <cstdio>
+#include <utility>
+
 #include "absl/strings/numbers.h"
 
 namespace grove::bench {
@@ -21,6 +24,55 @@ bool ParseModelRowsFlags(int argc, char** argv, ModelRowsFlags* flags) {
     }
   }
   return argc % 2 == 1 && !flags->model.empty() && !flags->rows.empty();
+}
+
+void FlagSet::String(const std::string& name, std::string* field) {
+  Custom(name, [field](const std::string& v) {
+    *field = v;
+    return true;
+  });
+}
+
+void FlagSet::Int(const std::string& name, int64_t* field) {
+  Custom(name, [field](const std::string& v) { return absl::SimpleAtoi(v, field); });
+}
+
+void FlagSet::Int(const std::string& name, int* field) {
+  Custom(name, [field](const std::string& v) { return absl::SimpleAtoi(v, field); });
+}
+
+void FlagSet::Double(const std::string& name, double* field) {
+  Custom(name, [field](const std::string& v) { return absl::SimpleAtod(v, field); });
+}
+
+void FlagSet::Switch(const std::string& name, bool* field) { switches_[name] = field; }
+
+void FlagSet::Custom(const std::string& name, std::function<bool(const std::string&)> set) {
+  valued_[name] = std::move(set);
+}
+
+bool FlagSet::Parse(int argc, char** argv) const {
+  for (int i = 1; i < argc; ++i) {
+    const std::string name = argv[i];
+    if (auto s = switches_.find(name); s != switches_.end()) {
+      *s->second = true;
+      continue;
+    }
+    auto v = valued_.find(name);
+    if (v == valued_.end()) {
+      std::fprintf(stderr, "unknown flag %s\n", name.c_str());
+      return false;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", name.c_str());
+      return false;
+    }
+    if (!v->second(argv[++i])) {
+      std::fprintf(stderr, "bad value for %s: '%s'\n", name.c_str(), argv[i]);
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace grove::bench

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -21,5 +22,24 @@ struct ModelRowsFlags {
 // Parses "--flag value" pairs into `flags`; false on an unknown flag, a count that is not a positive
 // integer, or a missing --model / --rows.
 bool ParseModelRowsFlags(int argc, char** argv, ModelRowsFlags* flags);
+
+// A bench program's flags: each registered name with the field it sets. Parse reads
+// "--name value" pairs (a switch takes no value) into them; a number that does not parse, a flag
+// without its value or an unknown flag is printed to stderr and Parse answers false.
+class FlagSet {
+ public:
+  void String(const std::string& name, std::string* field);
+  void Int(const std::string& name, int64_t* field);
+  void Int(const std::string& name, int* field);
+  void Double(const std::string& name, double* field);
+  void Switch(const std::string& name, bool* field);  // set true when given
+  // Any other value: `set` receives the flag's text.
+  void Custom(const std::string& name, std::function<bool(const std::string& value)> set);
+  bool Parse(int argc, char** argv) const;
+
+ private:
+  std::map<std::string, std::function<bool(const std::string&)>> valued_;
+  std::map<std::string, bool*> switches_;
+};
 
 }  // namespace grove::bench

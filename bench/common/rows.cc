@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/csv.h"
+#include "core/model/loader.h"
 
 namespace grove::bench {
 
@@ -21,6 +22,15 @@ absl::StatusOr<std::vector<float>> ReadFeatureRows(const std::string& path, int 
     rows.insert(rows.end(), begin, begin + num_features);
   }
   return rows;
+}
+
+absl::StatusOr<ModelAndRows> LoadModelAndRows(const std::string& model_path,
+                                              const std::string& rows_path) {
+  absl::StatusOr<ForestPtr> forest = LoadModelFile(model_path);
+  if (!forest.ok()) return forest.status();
+  absl::StatusOr<std::vector<float>> rows = ReadFeatureRows(rows_path, (*forest)->num_features);
+  if (!rows.ok()) return rows.status();
+  return ModelAndRows{*std::move(forest), *std::move(rows)};
 }
 
 }  // namespace grove::bench

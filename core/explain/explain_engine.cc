@@ -98,41 +98,31 @@ class CpuStrategyBase : public ExplainStrategy {
   double per_row_seconds_ = 1e-4;
 };
 
-class ReferenceStrategy final : public CpuStrategyBase {
+// A CPU strategy that is one function over the context: the reference recursion or the path
+// algorithm, serving the requests `supports` accepts.
+class CpuFunctionStrategy final : public CpuStrategyBase {
  public:
-  explicit ReferenceStrategy(const StrategyContext& c) : CpuStrategyBase(c) {
+  using RunFn = absl::Status (*)(const StrategyContext& c, RowsView rows,
+                                 const ExplainOptions& options, MatrixView<float> out,
+                                 ThreadPool* pool);
+  using SupportsFn = bool (*)(const ExplainOptions& options);
+  CpuFunctionStrategy(const StrategyContext& c, const char* name, SupportsFn supports, RunFn run)
+      : CpuStrategyBase(c), name_(name), supports_(supports), run_(run) {
     Measure(c.forest->num_features);
   }
-  std::string name() const override { return "reference"; }
-  bool Supports(const ExplainOptions&) const override { return true; }
+  std::string name() const override { return name_; }
+  bool Supports(const ExplainOptions& options) const override { return supports_(options); }
 
  private:
   using CpuStrategyBase::Run;
   absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                    ThreadPool* pool) const override {
-    return ExplainCpuReference(*context_.forest, rows, options, out, pool);
-  }
-};
-
-class TreeShapCpuStrategy final : public CpuStrategyBase {
- public:
-  explicit TreeShapCpuStrategy(const StrategyContext& c) : CpuStrategyBase(c) {
-    Measure(c.forest->num_features);
-  }
-  std::string name() const override { return "treeshap_cpu"; }
-  // Shapley values of the features or of feature groups (a grouped layout).
-  bool Supports(const ExplainOptions& options) const override {
-    return options.attribution == Attribution::kShapley;
+    return run_(context_, rows, options, out, pool);
   }
 
- private:
-  using CpuStrategyBase::Run;
-  absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
-                   ThreadPool* pool) const override {
-    absl::StatusOr<PathLayoutPtr> layout = LayoutFor(context_, options);
-    if (!layout.ok()) return layout.status();
-    return ExplainPathsCpu(**layout, rows, options, out, pool);
-  }
+  const char* name_;
+  SupportsFn supports_;
+  RunFn run_;
 };
 
 class TreeShapGpuStrategy final : public ExplainStrategy {
@@ -372,12 +362,26 @@ absl::StatusOr<PathLayoutPtr> LayoutFor(const StrategyContext& context,
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c) {
-  return std::unique_ptr<ExplainStrategy>(new ReferenceStrategy(c));
+  return std::unique_ptr<ExplainStrategy>(new CpuFunctionStrategy(
+      c, "reference", [](const ExplainOptions&) { return true; },
+      [](const StrategyContext& ctx, RowsView rows, const ExplainOptions& options,
+         MatrixView<float> out, ThreadPool* pool) {
+        return ExplainCpuReference(*ctx.forest, rows, options, out, pool);
+      }));
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapCpuStrategy(const StrategyContext& c) {
   if (c.layout == nullptr) return std::unique_ptr<ExplainStrategy>();
-  return std::unique_ptr<ExplainStrategy>(new TreeShapCpuStrategy(c));
+  return std::unique_ptr<ExplainStrategy>(new CpuFunctionStrategy(
+      c, "treeshap_cpu",
+      // Shapley values of the features, or of feature groups (a grouped layout).
+      [](const ExplainOptions& o) { return o.attribution == Attribution::kShapley; },
+      [](const StrategyContext& ctx, RowsView rows, const ExplainOptions& options,
+         MatrixView<float> out, ThreadPool* pool) {
+        absl::StatusOr<PathLayoutPtr> layout = LayoutFor(ctx, options);
+        if (!layout.ok()) return layout.status();
+        return ExplainPathsCpu(**layout, rows, options, out, pool);
+      }));
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeTreeShapGpuStrategy(const StrategyContext& c) {

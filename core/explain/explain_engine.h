@@ -6,7 +6,7 @@
 //
 // ## Strategies (the seam)
 // A strategy is one way to compute the explanation of a batch (CPU reference recursion, CPU path
-// algorithm, GPU warp kernels, quadrature, ...). Each implements ExplainStrategy below and is made
+// algorithm, GPU warp kernels, quadrature, ...). Each implements ExplainStrategy (explain_strategy.h) and is made
 // by a factory `ExplainStrategyFactory` from the model's StrategyContext at engine creation. The
 // factories live in one table in explain_engine.cc (kStrategyFactories); adding a strategy is one
 // line there (plus its files), e.g.
@@ -29,65 +29,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/common/keyed_cache.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
+#include "core/explain/explain_strategy.h"
 #include "core/explain/paths.h"
-#include "core/explain/treeshap/treeshap_arith.h"
 #include "core/model/forest.h"
 
 namespace grove {
 
 class ThreadPool;
-
-struct ExplainEngineOptions {
-  bool use_gpu = true;
-  // "auto", "cpu" (cheapest CPU strategy), or a strategy name: "reference" (alias
-  // "cpu_reference"), "treeshap_cpu", "treeshap_gpu", or any registered one.
-  std::string strategy = "auto";
-  BinPacking packing = BinPacking::kBestFitDecreasing;
-  TreeShapPrecision gpu_precision = TreeShapPrecision::kAuto;  // TreeShapGpuOptions::precision
-  bool measure_costs = true;         // time each strategy at creation (false: static estimates)
-};
-
-// One explanation strategy for one model. Thread-safe once created.
-class ExplainStrategy {
- public:
-  virtual ~ExplainStrategy() = default;
-  virtual std::string name() const = 0;    // e.g. "treeshap_gpu"
-  virtual std::string device() const = 0;  // "cpu" or "cuda:0", "cuda:0+1", ...
-  virtual bool is_cpu() const { return device() == "cpu"; }
-  // Can this strategy explain requests with these options (interactions, iteration range)?
-  virtual bool Supports(const ExplainOptions& options) const = 0;
-  // Predicted seconds for a batch of `rows` rows (from costs measured at creation).
-  virtual double EstimateSeconds(int64_t rows, bool interactions) const = 0;
-  // Host rows in, host results out (rows x ExplainWidth). Deterministic.
-  virtual absl::Status Run(RowsView rows, const ExplainOptions& options,
-                           MatrixView<float> out) const = 0;
-  virtual int64_t DeviceBytes() const { return 0; }
-  virtual std::string Describe() const = 0;
-};
-
-// What a factory gets: the model, its merged path layout (built once, shared by the strategies),
-// the CPU pool and the engine options.
-struct StrategyContext {
-  ForestPtr forest;
-  PathLayoutPtr layout;
-  ThreadPool* pool = nullptr;
-  ExplainEngineOptions options;
-  // The path layouts of the groupings explained so far (PathLayoutOptions::groups), by
-  // FeatureGroups::Key, shared by the path strategies; null when `layout` is.
-  std::shared_ptr<KeyedCache<const PathLayout>> grouped_layouts;
-};
-
-// The path layout of `options`' players: the context's own for the model's features, the cached
-// grouped layout for options.groups (built on first use).
-absl::StatusOr<PathLayoutPtr> LayoutFor(const StrategyContext& context,
-                                        const ExplainOptions& options);
-
-using ExplainStrategyFactory =
-    absl::StatusOr<std::unique_ptr<ExplainStrategy>> (*)(const StrategyContext& context);
 
 // Built-in factories (explain_engine.cc).
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c);

@@ -54,11 +54,8 @@ absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::strin
 
 // Whether "auto" sends a call of `rows` rows in the exact probability space to the CPU path form
 // (run over `threads` threads) rather than the GPU: below kExactCpuRowsPerThread rows per thread.
-// Measured on the H100 host (16 threads, adult-med, 100 background rows;
-// docs/benchmarks/interventional.md): per call the GPU took 87 / 122 / 139 / 159 / 187 ms at
-// 1 / 16 / 64 / 256 / 1,024 rows and the CPU path form 10 / 19 / 46 / 171 / 627 ms -- both costs
-// scale with the work per (row, background row) pair, so the crossover is a rows count per CPU
-// thread.
+// Both engines' costs scale with the work per (row, background row) pair, so the crossover is a
+// rows count per CPU thread (the timings: docs/benchmarks/interventional.md).
 inline constexpr int64_t kExactCpuRowsPerThread = 16;
 bool PrefersCpuForExact(int64_t rows, int threads);
 

@@ -194,6 +194,16 @@ struct PathLayout {
 
 using PathLayoutPtr = std::shared_ptr<const PathLayout>;
 
+// A PathLayout's arrays as the GPU engines' kernels read them: device copies of elements, paths,
+// bin_offsets, values and category_bits, owned by the engine; passed by value in kernel arguments.
+struct DevicePathArrays {
+  const PathElement* elements = nullptr;
+  const PathInfo* paths = nullptr;
+  const uint32_t* bin_offsets = nullptr;  // num_bins + 1 entries into elements
+  const double* values = nullptr;
+  const uint32_t* category_bits = nullptr;
+};
+
 // Fixed-point scale per output for the GPU engines' integer accumulators: 2^e with
 // |value| * scale < 2^61 for |value| <= contribution_bound * factor, where factor is 2 for SHAP
 // values and 2 * (max_length + 1) for interactions.

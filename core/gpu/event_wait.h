@@ -2,12 +2,11 @@
 // Needs cuda_runtime_api.h: included only from CUDA-enabled translation units.
 //
 // Why: with one CUDA context on many cores, CUDA's default wait spins the waiting thread until the
-// GPU finishes. A batch thread waiting for a 65,536-row Predict (its copies and kernel, ~0.45 ms on
-// the H100 host) spun for all of it, on the cores gRPC's transport needs when groved and its
-// clients share a host. Sleeping at once cut groved's CPU per such call by 10-20% but added 50-140
-// us to a 256-row call's median (the wake-up, in a KVM guest); polling first keeps small and
-// mid-size calls as fast as spinning and most of the saving for large ones
-// (docs/benchmarks/serving.md, "The GPU engine's wait").
+// GPU finishes: a batch thread waiting for a large call's copies and kernel holds a core that
+// gRPC's transport needs when groved and its clients share a host. Sleeping at once frees it but
+// adds the wake-up to every small call; polling first keeps small and mid-size calls as fast as
+// spinning and most of the saving for large ones (docs/benchmarks/serving.md, "The GPU engine's
+// wait").
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -22,6 +22,10 @@ absl::StatusOr<OutputKind> ParseOutputKind(absl::string_view name) {
       absl::StrCat("unknown output kind '", name, "': expected prediction, margin or leaf"));
 }
 
+OutputKind ExplainedOutputKind(OutputSpace space) {
+  return space == OutputSpace::kMargin ? OutputKind::kMargin : OutputKind::kPrediction;
+}
+
 const char* OutputSpaceName(OutputSpace space) {
   switch (space) {
     case OutputSpace::kMargin: return "margin";

@@ -34,6 +34,9 @@ absl::StatusOr<OutputSpace> ParseOutputSpace(absl::string_view name);
 // output is a class index; kProbabilityLinearized: not softmax, whose per-output rescaling is not
 // additive). INVALID_ARGUMENT naming why otherwise.
 absl::Status CheckOutputSpace(const Forest& forest, OutputSpace space);
+// The prediction an explanation in `space` adds up to (what its residuals are taken against): the
+// margin for kMargin, the link's output (kPrediction) for the probability spaces.
+OutputKind ExplainedOutputKind(OutputSpace space);
 
 // How SHAP expectations are taken: over the training covers stored in the trees (path-dependent
 // TreeSHAP) or over a background data set (interventional).

@@ -2,9 +2,8 @@
 //
 // The load-time probes (prediction's strategy and shape choice) time kernels on synthetic rows. Rows
 // drawn at random around split thresholds stop at shallow leaves of deep leaf-wise trees, where
-// real rows follow the high-cover paths to deep leaves; timed on them, the probes ranked row chunk
-// above splitting on adult-large (1M real rows: 13.6 against 10.8 ms) and mispredicted small
-// batches by up to 4x. A typical row instead walks trees from their roots, taking each free split
+// real rows follow the high-cover paths to deep leaves, so timings on them rank the strategies and
+// shapes differently from real rows (docs/benchmarks/archive.md). A typical row instead walks trees from their roots, taking each free split
 // with the probability of its children's covers (the training rows that went each way), and keeps
 // the interval of values that its choices allow for each feature, so later trees see the same
 // values; the values are then drawn inside the intervals.

@@ -1,7 +1,7 @@
 // PredictStrategy: one way to run a model's predictions on host rows (the seam every prediction
 // engine selects through, as ExplainStrategy is for explanations).
 //
-// The strategies are the StrategyId table of perf_model.h: the CPU reference and Tahoe's GPU
+// The strategies are the StrategyId table of strategy_id.h: the CPU reference and Tahoe's GPU
 // kernels. An engine holds one object per strategy it can run, made by its factory table, and runs
 // the one its selector picks; the CPU strategy is the same code in the CPU-only engine and in the GPU
 // engine. Thread-safe: Run may be called concurrently; it blocks until the results are in `out`.
@@ -14,8 +14,8 @@
 #include "core/common/rows.h"
 #include "core/model/forest.h"
 #include "core/predict/cpu/cpu_forest.h"
-#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict.h"
+#include "core/predict/strategy_id.h"
 
 namespace grove {
 

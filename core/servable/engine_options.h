@@ -31,7 +31,7 @@ struct EngineOptions {
   // A forced strategy per engine family, by the family's name ("auto": the engine's selector;
   // "cpu": the cheapest CPU strategy of the family, no GPU). BuildServable checks each against its
   // family's table and answers INVALID_ARGUMENT for an unknown name, whatever `build` says.
-  std::string predict_strategy = "auto";         // perf_model.h StrategyName
+  std::string predict_strategy = "auto";         // strategy_id.h StrategyName
   std::string explain_strategy = "auto";         // explain_engine.h strategy names
   std::string interventional_strategy = "auto";  // InterventionalStrategyName
   // Where GPU calibration is cached ("" = no cache).

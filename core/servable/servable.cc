@@ -12,7 +12,7 @@
 #include "core/explain/interventional/interventional.h"
 #include "core/explain/interventional_engine.h"
 #include "core/explain/paths.h"
-#include "core/predict/tahoe/perf_model.h"
+#include "core/predict/strategy_id.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
 

@@ -13,7 +13,7 @@
 #include "server/call.h"
 #include "server/convert.h"
 #include "server/grove_v1/grove_convert.h"
-#include "server/kserve/kserve_ops.h"
+#include "server/control.h"
 
 namespace grove::server {
 namespace {
@@ -618,9 +618,7 @@ absl::Status StartExplain(Runtime* runtime, const grove::v1::ExplainRequest& req
     tasks.push_back(MakeTask(model, Operation::kPredict, *rows,
                              MakeMatrixView(buffers->outputs.data(), n, K),
                              request.iteration_begin(), request.iteration_end(), call));
-    tasks.back()->params.kind = choice->output_space == OutputSpace::kMargin
-                                    ? OutputKind::kMargin
-                                    : OutputKind::kPrediction;
+    tasks.back()->params.kind = ExplainedOutputKind(choice->output_space);
   }
   SubmitAll(runtime, std::move(tasks), call);
   return absl::OkStatus();

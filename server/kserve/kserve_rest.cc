@@ -87,47 +87,46 @@ absl::StatusOr<int64_t> NonNegativeInt(element e, absl::string_view where) {
   return Invalid(absl::StrCat(where, " is not a non-negative integer"));
 }
 
-// Appends the numbers of `e` (a number, null = missing, or arrays of them nested to any depth the
-// parser allows) in row-major order; INVALID_ARGUMENT (`too_many`) before `out` would hold more
-// than `limit` numbers.
-template <typename T>
-absl::Status AppendData(element e, absl::string_view where, int64_t limit,
-                        const std::string& too_many, google::protobuf::RepeatedField<T>* out) {
-  if (e.type() != element_type::ARRAY && out->size() >= limit) return Invalid(too_many);
-  switch (e.type()) {
-    case element_type::ARRAY:
-      for (element x : e.get_array()) {
-        if (absl::Status s = AppendData(x, where, limit, too_many, out); !s.ok()) return s;
-      }
-      return absl::OkStatus();
-    case element_type::DOUBLE: out->Add(static_cast<T>(double(e))); return absl::OkStatus();
-    case element_type::INT64: out->Add(static_cast<T>(int64_t(e))); return absl::OkStatus();
-    case element_type::UINT64: out->Add(static_cast<T>(uint64_t(e))); return absl::OkStatus();
-    case element_type::NULL_VALUE:
-      out->Add(std::numeric_limits<T>::quiet_NaN());
-      return absl::OkStatus();
-    default:
-      return Invalid(absl::StrCat(where, ".data holds a value that is not a number or null"));
-  }
-}
-
-// AppendData for the datatypes whose JSON values are not numbers-or-null: BYTES (strings; null is
-// the empty string, a missing value), BOOL (true / false), the integer types (integers within the
-// contents field's range; null is refused: integers have no missing value).
-absl::Status AppendOtherData(element e, absl::string_view datatype, absl::string_view where,
-                             int64_t limit, const std::string& too_many,
-                             inference::InferTensorContents* out, int64_t* count) {
+// Calls `add` on each value of `e` (a value, or arrays of them nested to any depth the parser
+// allows) in row-major order, counting them in *count; INVALID_ARGUMENT (`too_many`) instead of a
+// value past the `limit`-th.
+template <typename Add>
+absl::Status ForEachValue(element e, int64_t limit, const std::string& too_many, int64_t* count,
+                          const Add& add) {
   if (e.type() == element_type::ARRAY) {
     for (element x : e.get_array()) {
-      if (absl::Status s = AppendOtherData(x, datatype, where, limit, too_many, out, count);
-          !s.ok()) {
-        return s;
-      }
+      if (absl::Status s = ForEachValue(x, limit, too_many, count, add); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
   if (*count >= limit) return Invalid(too_many);
   ++*count;
+  return add(e);
+}
+
+// Appends the numbers of `e` (a number, null = missing, or arrays of them) in row-major order;
+// INVALID_ARGUMENT (`too_many`) before `out` would hold more than `limit` numbers.
+template <typename T>
+absl::Status AppendData(element e, absl::string_view where, int64_t limit,
+                        const std::string& too_many, google::protobuf::RepeatedField<T>* out) {
+  int64_t count = out->size();
+  return ForEachValue(e, limit, too_many, &count, [&](element v) -> absl::Status {
+    switch (v.type()) {
+      case element_type::DOUBLE: out->Add(static_cast<T>(double(v))); return absl::OkStatus();
+      case element_type::INT64: out->Add(static_cast<T>(int64_t(v))); return absl::OkStatus();
+      case element_type::UINT64: out->Add(static_cast<T>(uint64_t(v))); return absl::OkStatus();
+      case element_type::NULL_VALUE:
+        out->Add(std::numeric_limits<T>::quiet_NaN());
+        return absl::OkStatus();
+      default:
+        return Invalid(absl::StrCat(where, ".data holds a value that is not a number or null"));
+    }
+  });
+}
+
+// One value of AppendOtherData.
+absl::Status AppendOtherValue(element e, absl::string_view datatype, absl::string_view where,
+                              inference::InferTensorContents* out) {
   if (datatype == "BYTES") {
     if (e.type() == element_type::NULL_VALUE) {
       out->add_bytes_contents();
@@ -177,6 +176,16 @@ absl::Status AppendOtherData(element e, absl::string_view datatype, absl::string
     out->add_int_contents(static_cast<int32_t>(i));
   }
   return absl::OkStatus();
+}
+
+// AppendData for the datatypes whose JSON values are not numbers-or-null: BYTES (strings; null is
+// the empty string, a missing value), BOOL (true / false), the integer types (integers within the
+// contents field's range; null is refused: integers have no missing value).
+absl::Status AppendOtherData(element e, absl::string_view datatype, absl::string_view where,
+                             int64_t limit, const std::string& too_many,
+                             inference::InferTensorContents* out, int64_t* count) {
+  return ForEachValue(e, limit, too_many, count,
+                      [&](element v) { return AppendOtherValue(v, datatype, where, out); });
 }
 
 // One input tensor; its binary size (-1: its data is in the JSON) in *binary_size. Its JSON data

@@ -103,12 +103,7 @@ TEST(BanzhafGpuTest, MatchesTheCpuAndTheDefinition) {
 // The engine picks the GPU for large batches where one is visible, and answers alike.
 TEST(BanzhafGpuTest, EngineAnswersAlikeOnEitherDevice) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions ro;
-  ro.seed = 9;
-  ro.num_trees = 20;
-  ro.num_features = 8;
-  ro.max_depth = 8;
-  ForestPtr f = MakeRandomForest(ro);
+  ForestPtr f = MakeRandomForest({.num_trees = 20, .max_depth = 8, .num_features = 8, .seed = 9});
   absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*f);
   ASSERT_TRUE(layout.ok());
   BanzhafEngineOptions gpu_options, cpu_options;

@@ -391,12 +391,8 @@ INSTANTIATE_TEST_SUITE_P(
                       AdditivityCase{16, 40, 11, 1, false, 0.1, true}));
 
 TEST(ExplainCpuTest, IterationRangeSumsToTheRangeMargin) {
-  RandomForestOptions o;
-  o.seed = 21;
-  o.num_trees = 12;
-  o.num_outputs = 2;
-  o.num_features = 8;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f =
+      MakeRandomForest({.num_trees = 12, .num_features = 8, .num_outputs = 2, .seed = 21});
   const std::vector<float> rows = MakeRandomRows(*f, 20, 3);
   const std::vector<float> phi = ReferenceExplanation(*f, rows, false, nullptr, 2, 5);
   const std::vector<float> margin = Margin(*f, rows, 2, 5);

@@ -193,11 +193,7 @@ TEST(FeatureGroupsExplainTest, InterventionalMatchesTheGameOverGroups) {
 
 // Every feature its own group is the ungrouped explanation, bit for bit (the same recursion).
 TEST(FeatureGroupsExplainTest, SingletonsAreTheFeatures) {
-  RandomForestOptions ro;
-  ro.seed = 11;
-  ro.num_features = 7;
-  ro.categorical_fraction = 0.2;
-  ForestPtr f = MakeRandomForest(ro);
+  ForestPtr f = MakeRandomForest({.num_features = 7, .categorical_fraction = 0.2, .seed = 11});
   absl::StatusOr<FeatureGroupsPtr> singletons = ResolveFeatureGroups({}, f->num_features, {});
   ASSERT_TRUE(singletons.ok());
   const std::vector<float> rows = MakeRandomRows(*f, 8, 3);
@@ -220,10 +216,7 @@ TEST(FeatureGroupsExplainTest, SingletonsAreTheFeatures) {
 
 // One group of every feature takes the whole difference: its value is out(x) - bias.
 TEST(FeatureGroupsExplainTest, OneGroupTakesEverything) {
-  RandomForestOptions ro;
-  ro.seed = 12;
-  ro.num_features = 5;
-  ForestPtr f = MakeRandomForest(ro);
+  ForestPtr f = MakeRandomForest({.num_features = 5, .seed = 12});
   GroupSpec all{"all", {}};
   for (int i = 0; i < 5; ++i) all.members.push_back(FeatureRef{i, ""});
   absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups({all}, 5, {});
@@ -244,11 +237,7 @@ TEST(FeatureGroupsExplainTest, OneGroupTakesEverything) {
 }
 
 TEST(FeatureGroupsExplainTest, DeterministicOverThreads) {
-  RandomForestOptions ro;
-  ro.seed = 13;
-  ro.num_features = 9;
-  ro.num_trees = 20;
-  ForestPtr f = MakeRandomForest(ro);
+  ForestPtr f = MakeRandomForest({.num_trees = 20, .num_features = 9, .seed = 13});
   FeatureGroupsPtr groups = RandomGroups(9, 13);
   const std::vector<float> rows = MakeRandomRows(*f, 64, 6);
   const std::vector<float> bg = MakeRandomRows(*f, 8, 7);
@@ -369,9 +358,7 @@ TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
 }
 
 TEST(FeatureGroupsExplainTest, GroupsOfAnotherModelAreRefused) {
-  RandomForestOptions ro;
-  ro.num_features = 4;
-  ForestPtr f = MakeRandomForest(ro);
+  ForestPtr f = MakeRandomForest({.num_features = 4});
   FeatureGroupsPtr groups = RandomGroups(5, 1);
   const std::vector<float> rows = MakeRandomRows(*f, 1, 1);
   std::vector<float> out(ExplainWidth(*f, false, groups.get()));

@@ -198,11 +198,7 @@ void ExpectValidPacking(const PathLayout& l) {
 }
 
 TEST(PathsTest, AllPackingsAreValidAndDecreasingOnesPackTighter) {
-  RandomForestOptions o;
-  o.num_trees = 200;
-  o.max_depth = 9;
-  o.seed = 21;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 200, .max_depth = 9, .seed = 21});
   PathLayoutPtr bfd = Build(*f, BinPacking::kBestFitDecreasing);
   PathLayoutPtr ffd = Build(*f, BinPacking::kFirstFitDecreasing);
   PathLayoutPtr nf = Build(*f, BinPacking::kNextFit);

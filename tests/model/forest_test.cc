@@ -9,30 +9,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/random_forest.h"
 
 namespace grove {
 namespace {
 
 using ::testing::HasSubstr;
-
-Node Split(int32_t feature, float threshold, int32_t left, int32_t right, double cover) {
-  Node n;
-  n.feature = feature;
-  n.threshold = threshold;
-  n.left = left;
-  n.right = right;
-  n.cover = cover;
-  return n;
-}
-
-Node Leaf(uint32_t payload, double cover, int32_t id) {
-  Node n;
-  n.flags = kNodeLeaf;
-  n.payload = payload;
-  n.cover = cover;
-  n.leaf_id = id;
-  return n;
-}
+using testing::LeafNode;
+using testing::SplitNode;
 
 // Two trees: a depth-2 tree (5 nodes) and a stump; 2 features, 1 output.
 Forest Good() {
@@ -41,9 +25,9 @@ Forest Good() {
   f.num_features = 2;
   f.num_outputs = 1;
   f.base_margin = {0.5};
-  f.nodes = {Split(0, 0.5f, 1, 2, 10), Split(1, 1.5f, 3, 4, 6), Leaf(0, 4, 2), Leaf(1, 2, 3),
-             Leaf(2, 4, 4),
-             Split(1, -1.0f, 1, 2, 10), Leaf(3, 5, 1), Leaf(4, 5, 2)};
+  f.nodes = {SplitNode(0, 0.5f, 1, 2, 10), SplitNode(1, 1.5f, 3, 4, 6), LeafNode(0, 4, 2),
+             LeafNode(1, 2, 3), LeafNode(2, 4, 4),
+             SplitNode(1, -1.0f, 1, 2, 10), LeafNode(3, 5, 1), LeafNode(4, 5, 2)};
   f.leaf_values = {1, 2, 3, 4, 5};
   Tree t0;
   t0.node_begin = 0;
@@ -93,7 +77,7 @@ TEST(BuildForest, EveryMalformedForestIsInvalidArgumentNamingTreeAndNode) {
       {"shared child", [](Forest& f) { f.nodes[1].left = 2; }, "reached twice"},
       {"unreachable node",
        [](Forest& f) {
-         f.nodes[1] = Leaf(0, 6, 1);  // nodes 3 and 4 are now orphans
+         f.nodes[1] = LeafNode(0, 6, 1);  // nodes 3 and 4 are now orphans
        },
        "unreachable"},
       {"node range", [](Forest& f) { f.trees[1].num_nodes = 4; }, "tree 1: node range"},
@@ -156,10 +140,10 @@ TEST(BuildForest, DepthIsBoundedWithoutRecursion) {
   // Node 2i is a split, node 2i+1 is a leaf, node 2i+2 the next split (the last one a leaf).
   std::vector<Node> nodes(2 * splits + 1);
   for (int i = 0; i < splits; ++i) {
-    nodes[2 * i] = Split(0, 0.0f, 2 * i + 1, 2 * i + 2, 1);
-    nodes[2 * i + 1] = Leaf(0, 1, 2 * i + 1);
+    nodes[2 * i] = SplitNode(0, 0.0f, 2 * i + 1, 2 * i + 2, 1);
+    nodes[2 * i + 1] = LeafNode(0, 1, 2 * i + 1);
   }
-  nodes[2 * splits] = Leaf(0, 1, 2 * splits);
+  nodes[2 * splits] = LeafNode(0, 1, 2 * splits);
   f.nodes = nodes;
   f.leaf_values = {1};
   Tree t;
@@ -171,7 +155,7 @@ TEST(BuildForest, DepthIsBoundedWithoutRecursion) {
   // One level less is fine.
   Forest ok = f;
   ok.nodes.resize(nodes.size() - 2);
-  ok.nodes[2 * (splits - 1)] = Leaf(0, 1, 0);
+  ok.nodes[2 * (splits - 1)] = LeafNode(0, 1, 0);
   ok.trees[0].num_nodes = static_cast<uint32_t>(ok.nodes.size());
   absl::StatusOr<ForestPtr> built_ok = BuildForest(ok);
   ASSERT_TRUE(built_ok.ok()) << built_ok.status();

@@ -299,8 +299,7 @@ HandForest::HandForest(int num_features, int num_outputs) {
   forest.source = "<hand-built>";
 }
 
-Node HandForest::Split(int feature, float threshold, int left, int right, double cover,
-                       uint16_t flags) const {
+Node SplitNode(int feature, float threshold, int left, int right, double cover, uint16_t flags) {
   Node n;
   n.feature = feature;
   n.threshold = threshold;
@@ -324,12 +323,17 @@ Node HandForest::CategoricalSplit(int feature, const std::vector<int>& categorie
   return n;
 }
 
-Node HandForest::Leaf(std::vector<double> values, double cover, int leaf_id) {
+Node LeafNode(uint32_t payload, double cover, int leaf_id) {
   Node n;
   n.flags = kNodeLeaf;
+  n.payload = payload;
   n.cover = cover;
-  n.payload = static_cast<uint32_t>(forest.leaf_values.size());
   n.leaf_id = leaf_id;
+  return n;
+}
+
+Node HandForest::Leaf(std::vector<double> values, double cover, int leaf_id) {
+  const Node n = LeafNode(static_cast<uint32_t>(forest.leaf_values.size()), cover, leaf_id);
   forest.leaf_values.insert(forest.leaf_values.end(), values.begin(), values.end());
   return n;
 }

@@ -56,15 +56,23 @@ grove::ForestPtr WithLink(const grove::Forest& forest, grove::Link link);
 std::vector<float> MakeRandomRows(const grove::Forest& forest, int64_t num_rows, uint64_t seed,
                                   double nan_fraction = 0.1);
 
+// A numeric split node (x < threshold goes left, missing values per `flags`).
+grove::Node SplitNode(int feature, float threshold, int left, int right, double cover,
+                      uint16_t flags = 0);
+// A leaf node whose values start at leaf_values[payload] (appended by the caller).
+grove::Node LeafNode(uint32_t payload, double cover, int leaf_id);
+
 // Small hand-built forests for tests: add leaf values / bitsets, then trees of nodes, then Build().
 //   HandForest h(/*num_features=*/2);
 //   h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Leaf(1.0, 6), h.Leaf(2.0, 4)});
 //   ForestPtr f = h.Build();
 struct HandForest {
   explicit HandForest(int num_features, int num_outputs = 1);
-  // A numeric split (x < threshold goes left, missing values per `flags`).
+  // SplitNode.
   grove::Node Split(int feature, float threshold, int left, int right, double cover,
-                    uint16_t flags = 0) const;
+                    uint16_t flags = 0) const {
+    return SplitNode(feature, threshold, left, right, cover, flags);
+  }
   // A categorical split over `categories` (the in-set side: right, or left with
   // kNodeCategoryInSetGoesLeft in flags); appends the bitset.
   grove::Node CategoricalSplit(int feature, const std::vector<int>& categories, int left, int right,

@@ -441,11 +441,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
 
   ik::KernelArgs Args(const IterationRange& range, Attribution attribution) const {
     ik::KernelArgs a;
-    a.d_elements = elements_.as<PathElement>();
-    a.d_paths = paths_.as<PathInfo>();
-    a.d_bin_offsets = bin_offsets_.as<uint32_t>();
-    a.d_values = values_.as<double>();
-    a.d_category_bits = category_bits_.as<uint32_t>();
+    a.d_layout = {elements_.as<PathElement>(), paths_.as<PathInfo>(), bin_offsets_.as<uint32_t>(),
+                  values_.as<double>(), category_bits_.as<uint32_t>()};
     a.d_mask_begin = mask_begin_.as<uint32_t>();
     a.d_masks = masks_.as<uint32_t>();
     a.d_counts = counts_.as<uint32_t>();

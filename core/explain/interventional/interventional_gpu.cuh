@@ -21,11 +21,7 @@ inline constexpr unsigned kAllLanes = 0xffffffffu;
 inline constexpr int kWeightEntries = kInterventionalWeightSide * kInterventionalWeightSide;
 
 struct KernelArgs {
-  const PathElement* d_elements = nullptr;
-  const PathInfo* d_paths = nullptr;
-  const uint32_t* d_bin_offsets = nullptr;
-  const double* d_values = nullptr;
-  const uint32_t* d_category_bits = nullptr;
+  DevicePathArrays d_layout;  // the merged path layout
   const uint32_t* d_mask_begin = nullptr;
   const uint32_t* d_masks = nullptr;
   const uint32_t* d_counts = nullptr;
@@ -62,11 +58,11 @@ struct Lane {
 
 __device__ inline Lane LoadLane(const KernelArgs& a, int64_t bin, int lane) {
   Lane l;
-  const uint32_t index = a.d_bin_offsets[bin] + lane;
-  l.active = index < a.d_bin_offsets[bin + 1];
+  const uint32_t index = a.d_layout.bin_offsets[bin] + lane;
+  l.active = index < a.d_layout.bin_offsets[bin + 1];
   if (l.active) {
-    l.e = a.d_elements[index];
-    l.info = a.d_paths[l.e.path];
+    l.e = a.d_layout.elements[index];
+    l.info = a.d_layout.paths[l.e.path];
     l.rel = static_cast<int>(index - l.info.element_begin);
     l.in_range = l.info.iteration >= a.iteration_begin && l.info.iteration < a.iteration_end;
     l.full = FullMask(l.info.length);
@@ -84,7 +80,8 @@ __device__ inline void RowMasks(const KernelArgs& a, const Lane& l, int64_t row_
     const int64_t row = row_begin + r;
     bool match = true;  // the root, idle lanes and rows past the end
     if (l.is_element() && row < a.num_rows) {
-      match = PathElementMatches(l.e, a.d_category_bits, a.d_rows[row * a.num_features + l.e.feature]);
+      match = PathElementMatches(l.e, a.d_layout.category_bits,
+                                 a.d_rows[row * a.num_features + l.e.feature]);
     }
     const uint32_t ballot = __ballot_sync(kAllLanes, match);
     x[r] = (ballot >> (lane - l.rel)) & l.full;  // the path's lanes start at lane - rel
@@ -123,7 +120,7 @@ __device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t row = row_begin + r;
     if (row >= a.num_rows || acc[r] == 0.0) continue;
-    const double v = acc[r] * a.inv_background * a.d_values[l.info.value_begin + k];
+    const double v = acc[r] * a.inv_background * a.d_layout.values[l.info.value_begin + k];
     const long long fixed = __double2ll_rn(v * a.d_scale[group]);
     if (fixed != 0) {
       atomicAdd(a.d_acc + row * a.acc_width + group * f1 + l.e.feature,
@@ -216,7 +213,8 @@ __global__ void __launch_bounds__(kBlockThreads) MarginKernel(KernelArgs a,
     if (row >= a.num_rows || x[r] != l.full) continue;
     for (int k = 0; k < l.info.width; ++k) {
       const int group = l.info.group + k;
-      const long long fixed = __double2ll_rn(a.d_values[l.info.value_begin + k] * a.d_scale[group]);
+      const long long fixed =
+          __double2ll_rn(a.d_layout.values[l.info.value_begin + k] * a.d_scale[group]);
       atomicAdd(d_margin_acc + row * num_outputs + group, static_cast<unsigned long long>(fixed));
     }
   }

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
     if (element) {
       for (int k = 0; k < l.info.width; ++k) {
         const int group = l.info.group + k;
-        const double v = a.inv_background * a.d_values[l.info.value_begin + k];
+        const double v = a.inv_background * a.d_layout.values[l.info.value_begin + k];
         const double scale = a.d_scale[group];
         unsigned long long* m = a.d_acc + row * a.acc_width + group * f1 * f1;
         const int64_t fi = l.e.feature;

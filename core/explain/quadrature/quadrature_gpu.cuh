@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/explain/paths.h"
 #include "core/explain/quadrature/quadrature.h"
@@ -52,25 +53,22 @@ struct LaunchArgs {
   int64_t block_size = 0;      // columns per output (F + 1 or (F + 1)^2)
 };
 
+// The quadrature rule's nodes and weights in the kernel's precision (double or float).
 template <typename Real>
-__device__ __forceinline__ const Real* RuleNodes(const DeviceView& m);
-template <>
-__device__ __forceinline__ const double* RuleNodes<double>(const DeviceView& m) {
-  return m.rule_nodes;
-}
-template <>
-__device__ __forceinline__ const float* RuleNodes<float>(const DeviceView& m) {
-  return m.rule_nodes_f;
+__device__ __forceinline__ const Real* RuleNodes(const DeviceView& m) {
+  if constexpr (std::is_same_v<Real, double>) {
+    return m.rule_nodes;
+  } else {
+    return m.rule_nodes_f;
+  }
 }
 template <typename Real>
-__device__ __forceinline__ const Real* RuleWeights(const DeviceView& m);
-template <>
-__device__ __forceinline__ const double* RuleWeights<double>(const DeviceView& m) {
-  return m.rule_weights;
-}
-template <>
-__device__ __forceinline__ const float* RuleWeights<float>(const DeviceView& m) {
-  return m.rule_weights_f;
+__device__ __forceinline__ const Real* RuleWeights(const DeviceView& m) {
+  if constexpr (std::is_same_v<Real, double>) {
+    return m.rule_weights;
+  } else {
+    return m.rule_weights_f;
+  }
 }
 
 __device__ __forceinline__ unsigned long long ToFixed(double v, double scale) {

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
-#include "core/explain/explain_engine.h"
+#include "core/explain/explain_strategy.h"
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/quadrature/quadrature_tree.h"
 #include "core/gpu/device_set.h"

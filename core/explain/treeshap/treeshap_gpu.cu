@@ -338,11 +338,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     (void)cudaGetLastError();
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, n * acc_width * 8, s));
     tk::KernelArgs a;
-    a.d_elements = d.elements.as<PathElement>();
-    a.d_paths = d.paths.as<PathInfo>();
-    a.d_bin_offsets = d.bin_offsets.as<uint32_t>();
-    a.d_values = d.values.as<double>();
-    a.d_category_bits = d.category_bits.as<uint32_t>();
+    a.d_layout = {d.elements.as<PathElement>(), d.paths.as<PathInfo>(),
+                  d.bin_offsets.as<uint32_t>(), d.values.as<double>(),
+                  d.category_bits.as<uint32_t>()};
     a.d_scale = d.scale[interactions ? 1 : 0].as<double>();
     a.num_bins = layout_->num_bins();
     a.d_rows = d_rows;

@@ -36,11 +36,7 @@ inline constexpr int kNoSkip = 1 << 20;
 inline constexpr int kRowsInFlight = 2;  // rows whose EXTEND / UNWIND steps interleave
 
 struct KernelArgs {
-  const PathElement* d_elements = nullptr;
-  const PathInfo* d_paths = nullptr;
-  const uint32_t* d_bin_offsets = nullptr;
-  const double* d_values = nullptr;
-  const uint32_t* d_category_bits = nullptr;
+  DevicePathArrays d_layout;  // the merged path layout
   const double* d_scale = nullptr;  // per output: fixed-point scale
   const void* d_weights = nullptr;  // Shapley-weight table in the kernel's T (treeshap_arith.h)
   int64_t num_bins = 0;
@@ -83,23 +79,23 @@ struct LaneState {
 template <typename T>
 __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_of, LaneState<T>* s) {
   const int lane = threadIdx.x % 32;
-  const uint32_t begin = a.d_bin_offsets[bin];
-  const uint32_t end = a.d_bin_offsets[bin + 1];
+  const uint32_t begin = a.d_layout.bin_offsets[bin];
+  const uint32_t end = a.d_layout.bin_offsets[bin + 1];
   s->active = static_cast<uint32_t>(lane) < end - begin;
   s->seg = lane;
   s->rel = 0;
   s->len = 1;
   s->width = 0;
   if (s->active) {
-    s->e = a.d_elements[begin + lane];
-    const PathInfo p = a.d_paths[s->e.path];
+    s->e = a.d_layout.elements[begin + lane];
+    const PathInfo p = a.d_layout.paths[s->e.path];
     s->rel = static_cast<int>(begin + lane - p.element_begin);
     s->len = p.length;
     s->seg = lane - s->rel;
     s->group = p.group;
     s->width = p.width;
     s->value_begin = p.value_begin;
-    s->value_scale0 = a.d_values[p.value_begin] * a.d_scale[p.group];
+    s->value_scale0 = a.d_layout.values[p.value_begin] * a.d_scale[p.group];
     s->player = s->rel == 0                ? -1
                 : a.d_player_of != nullptr ? a.d_player_of[s->e.feature]
                                            : s->e.feature;
@@ -153,7 +149,7 @@ __device__ __forceinline__ RowBits LoadRow(const KernelArgs& a, const LaneState<
   b.live = row < row_end;
   const bool is_element = s.active && s.rel > 0;
   const float x = (is_element && b.live) ? a.d_rows[row * a.num_features + s.e.feature] : 0.0f;
-  b.own = !is_element || PathElementMatches(s.e, a.d_category_bits, x);
+  b.own = !is_element || PathElementMatches(s.e, a.d_layout.category_bits, x);
   if (a.d_player_of != nullptr) {
     // A grouped layout: a player's first lane matches iff every lane of its run (the member
     // lanes right above it) does; member lanes are null players (o = 1, z = 1).
@@ -297,7 +293,7 @@ __device__ __forceinline__ void UnwindRows(const LaneState<T>& s, const RowBits 
 template <typename T>
 __device__ __forceinline__ double ValueScale(const KernelArgs& a, const LaneState<T>& s, int w) {
   return w == 0 ? s.value_scale0
-                : a.d_values[s.value_begin + w] * a.d_scale[s.group + w];
+                : a.d_layout.values[s.value_begin + w] * a.d_scale[s.group + w];
 }
 
 // Accumulator of row r (relative to the block's first row): shared memory when the block's rows

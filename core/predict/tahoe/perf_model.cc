@@ -13,16 +13,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
 #include "core/io/file.h"
 
 namespace grove {
 namespace {
-
-constexpr const char* kStrategies[kNumStrategies] = {
-    "cpu", "direct", "shared_data", "shared_forest", "splitting_shared_forest", "row_chunk"};
 
 struct Field {
   const char* key;
@@ -163,19 +159,6 @@ absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_di
   return p;
 }
 
-bool IsKnownStrategy(std::string_view name) { return StrategyIndex(name) >= 0; }
-
-absl::StatusOr<std::optional<StrategyId>> ParseStrategy(std::string_view name) {
-  if (name.empty() || name == "auto") return std::nullopt;
-  const int i = StrategyIndex(name);
-  if (i < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown prediction strategy '", std::string(name),
-                                                   "' (auto, ", absl::StrJoin(kStrategies, ", "),
-                                                   ")"));
-  }
-  return static_cast<StrategyId>(i);
-}
-
 namespace {
 
 double Capacity(const GpuHardwareParams& hw) {
@@ -184,9 +167,9 @@ double Capacity(const GpuHardwareParams& hw) {
 
 // Host path, per GPU (concurrent), for `rows` rows: both PCIe copies, and the staging of rows and
 // outputs through pinned memory, which the engine runs on the pool in 1 MiB pieces overlapped with
-// the transfers (TahoeEngineImpl::RunHost), at the measured one-thread memcpy rate per worker.
-// Charging the staging at one thread's rate, in series with the transfers, predicted 1M rows of
-// fashion_mnist-small at ~450 ms on the GPU, so the CPU (283 ms) was chosen where the GPU took 80.
+// the transfers (TahoeEngineImpl::RunHost), at the measured one-thread memcpy rate per worker: the
+// staging overlaps the transfers, so charging it at one thread's rate in series with them would
+// send large batches to the CPU that the GPU finishes first.
 double CopySeconds(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows) {
   if (w.rows_on_device) return 0;
   const double in = rows * w.features * 4.0, out = rows * w.out_width * 4.0;
@@ -221,10 +204,6 @@ StrategyCost SharedData(const GpuHardwareParams& hw, const TahoeWorkload& w, dou
 }
 
 }  // namespace
-
-const char* StrategyName(int index) {
-  return index >= 0 && index < kNumStrategies ? kStrategies[index] : "?";
-}
 
 int RowChunkShape::Code() const {
   int log2_threads = 0;
@@ -295,8 +274,7 @@ double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
   const double b = std::max(1, t.blocks_per_sm);
   if (p <= std::min<double>(b, t.per_sm[2])) return PartialWave(t, p);
   // A wave's time: from the two-wave point, and no less than at the large batch's rate (one short
-  // two-wave timing must not make a shape look free: fashion_mnist-med's 8@1024 once measured
-  // 66 us for one wave and 72 us for two, and then ran 10,000 rows in 0.237 ms, not 0.113).
+  // two-wave timing, within the noise of the one-wave point, must not make a shape look free).
   const double span = t.per_sm[3] - t.per_sm[2];
   const double measured = span > 0 && t.per_sm[3] >= 2 * b
                               ? (t.seconds[3] - t.seconds[2]) / span * b
@@ -358,13 +336,6 @@ RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload&
                      ? k
                      : 1;
   return s;
-}
-
-int StrategyIndex(std::string_view name) {
-  for (int i = 0; i < kNumStrategies; ++i) {
-    if (name == kStrategies[i]) return i;
-  }
-  return -1;
 }
 
 int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w) {

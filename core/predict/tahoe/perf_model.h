@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/predict/strategy_id.h"
 
 namespace grove {
 
@@ -69,18 +70,6 @@ bool MeasureGpuHardware(int device, GpuHardwareParams* params, std::string* erro
 // measures and writes them there. Empty cache_dir: measures every time.
 absl::StatusOr<GpuHardwareParams> LoadOrCalibrateGpu(const std::string& cache_dir, int device);
 
-// The strategies, in the one fixed order every table of them uses (costs, probe corrections): cpu,
-// direct, shared_data, shared_forest, splitting_shared_forest, row_chunk. Every one but kCpu is a
-// kernel of tahoe_kernels.h.
-enum class StrategyId : int {
-  kCpu = 0,
-  kDirect = 1,
-  kSharedData = 2,
-  kSharedForest = 3,
-  kSplittingSharedForest = 4,
-  kRowChunk = 5,
-};
-inline constexpr int kNumStrategies = 6;
 // Row chunk's StrategyCost::groups is a code: its rows per thread group (bits 0-10), the rows each
 // thread walks at once (1 << bits 11-12: kRowChunkPaired for two, kRowChunkQuad for four), the
 // block's threads (256 << bits 13-14) and the tree parts (1 << bits 15-16). RowChunkShape is the
@@ -112,15 +101,11 @@ struct RowChunkShape {
   std::string Label() const;
   static RowChunkShape FromLabel(const std::string& label);  // Label's inverse (no checks)
 };
-// Name of strategy `index` (0 .. kNumStrategies - 1); the only table of strategy names.
-const char* StrategyName(int index);
-inline const char* StrategyName(StrategyId id) { return StrategyName(static_cast<int>(id)); }
 
 // A row-chunk shape as the load-time probe timed it. Batches between one block per SM and a few
 // waves of resident blocks run in steps: a shape that is fastest per row on a large batch can leave
-// most of its last wave empty on a mid-size one (measured at 10,000 rows: prod-class10's probed
-// shape 0.49 ms, 16 rows per block 0.37 ms), and blocks sharing an SM slow each other less than in
-// proportion (8 rows per block: 1 block per SM 0.10 ms, 3 blocks 0.15 ms). So each shape is timed
+// most of its last wave empty on a mid-size one, and blocks sharing an SM slow each other less than
+// in proportion (docs/benchmarks/archive.md). So each shape is timed
 // with 1, half a wave's and a wave's blocks on every SM, and with two waves; RowChunkWaveSeconds
 // composes a batch of whole waves and one partial wave from them.
 struct RowChunkTiming {
@@ -138,8 +123,7 @@ struct RowChunkTiming {
 // interpolated; beyond, a fixed part o, floor(p / b) waves of W (the two-wave point less the one-wave
 // point, at least b x block_seconds) and the partial wave of the remaining blocks as measured, less
 // o. A block past a full wave
-// costs a whole wave's latency, not 1/b of one (prod-wide256, 1,024-thread blocks at 10,000 rows:
-// 0.112 ms measured, 0.090 ms when extended at the per-block rate).
+// costs a whole wave's latency, not 1/b of one: a partial wave runs as long as a full one.
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
 
 // What one batch asks of each strategy (from the model, the batch and the engine's layout).
@@ -192,8 +176,6 @@ struct TahoeWorkload {
   double latency_scale[kNumStrategies] = {1, 1, 1, 1, 1, 1};
 };
 
-// Index of a strategy name; -1 if unknown.
-int StrategyIndex(std::string_view name);
 // The rows per thread group row_chunk uses for a batch of `rows` on one GPU: the probed best chunk,
 // smaller when the batch would not give every SM a few blocks of `threads` threads (the chunk only;
 // see RowChunkShapeFor).
@@ -252,10 +234,5 @@ absl::StatusOr<StrategyChoice> ChooseStrategy(const GpuHardwareParams& hw, const
 // Shared-data groups that minimise the predicted time for the batch (1 .. max_shared_data_groups).
 int BestSharedDataGroups(const GpuHardwareParams& hw, const TahoeWorkload& w);
 
-// Strategy names accepted by PredictEngineOptions::strategy.
-bool IsKnownStrategy(std::string_view name);
-// A strategy option as given by a caller: "" or "auto" (the selector decides: nullopt), or a name
-// of the table; INVALID_ARGUMENT naming the known ones otherwise.
-absl::StatusOr<std::optional<StrategyId>> ParseStrategy(std::string_view name);
 
 }  // namespace grove

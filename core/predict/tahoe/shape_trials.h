@@ -2,9 +2,8 @@
 // cannot tell apart, decided by timing both on the first real batches of a size.
 //
 // Why: the wave model (perf_model.h) is timed on typical rows, and users' rows can walk the trees
-// differently (missing values take another branch of the walk: prod-wide1024's 10,000-row batches
-// ran a whole-forest shape in 0.106 ms and the same shape in two tree parts in 0.121-0.131 ms on
-// their real rows, while the probe's rows had the two within 0-4%). So where the model's best and
+// differently (missing values take another branch of the walk), so two shapes the probe's rows
+// time within a few percent can differ by more on real rows (docs/benchmarks/archive.md). So where the model's best and
 // second-best shapes for a launch are within a margin, batches of that size alternate between them
 // until each has run `runs` times, and from then on the one with the least kernel time per row
 // runs. Batch sizes are grouped in half-octave buckets; at most kMaxTrials (bucket, pair) entries

@@ -13,19 +13,34 @@
 
 namespace grove {
 
-// Index (into `nodes`) of the leaf that `row` reaches from `idx`; the decoded leaf goes to `leaf`.
-// `row[f]` gives feature f.
-template <typename Node, typename Row>
-GROVE_HD uint32_t TahoeTraverse(const Node* nodes, uint32_t idx, const Row& row,
-                                const TahoeForestView& f, TahoeDecoded& leaf) {
+// The walk of TahoeTraverse (kSimple false) and of TahoeTraverseSimple (kSimple true), one loop
+// whose step is chosen at compile time.
+template <bool kSimple, typename Node, typename Row>
+GROVE_HD uint32_t TahoeWalk(const Node* nodes, uint32_t idx, const Row& row,
+                            const TahoeForestView& f, TahoeDecoded& leaf) {
   for (;;) {
     const TahoeDecoded d = TahoeDecode(TahoeLoad(nodes + idx), f.feature_bits);
     if (d.flags & tahoe_bits::kLeaf) {
       leaf = d;
       return idx;
     }
-    idx += TahoeGoesAdjacent(d, f, row[d.feature]) ? 1u : d.distant;
+    if constexpr (kSimple) {
+      const float x = row[d.feature];
+      const bool left = IsNan(x) ? (d.flags & tahoe_bits::kDefaultLeft) != 0
+                                 : x < TahoeBitsToFloat(d.value);
+      idx += left != ((d.flags & tahoe_bits::kHotRight) != 0) ? 1u : d.distant;
+    } else {
+      idx += TahoeGoesAdjacent(d, f, row[d.feature]) ? 1u : d.distant;
+    }
   }
+}
+
+// Index (into `nodes`) of the leaf that `row` reaches from `idx`; the decoded leaf goes to `leaf`.
+// `row[f]` gives feature f.
+template <typename Node, typename Row>
+GROVE_HD uint32_t TahoeTraverse(const Node* nodes, uint32_t idx, const Row& row,
+                                const TahoeForestView& f, TahoeDecoded& leaf) {
+  return TahoeWalk<false>(nodes, idx, row, f, leaf);
 }
 
 // The same walk for "simple" forests (TahoeForest::simple(): numeric splits only, no missing-zero
@@ -35,17 +50,7 @@ GROVE_HD uint32_t TahoeTraverse(const Node* nodes, uint32_t idx, const Row& row,
 template <typename Node, typename Row>
 GROVE_HD uint32_t TahoeTraverseSimple(const Node* nodes, uint32_t idx, const Row& row,
                                       const TahoeForestView& f, TahoeDecoded& leaf) {
-  for (;;) {
-    const TahoeDecoded d = TahoeDecode(TahoeLoad(nodes + idx), f.feature_bits);
-    if (d.flags & tahoe_bits::kLeaf) {
-      leaf = d;
-      return idx;
-    }
-    const float x = row[d.feature];
-    const bool left = IsNan(x) ? (d.flags & tahoe_bits::kDefaultLeft) != 0
-                               : x < TahoeBitsToFloat(d.value);
-    idx += left != ((d.flags & tahoe_bits::kHotRight) != 0) ? 1u : d.distant;
-  }
+  return TahoeWalk<true>(nodes, idx, row, f, leaf);
 }
 
 // TahoeNode8 specialisation: masks and shifts computed once per tree.

@@ -223,12 +223,8 @@ TEST(InterventionalGpuTest, ExactRefusalsAndTheIdentityLink) {
 
 TEST(InterventionalGpuTest, RunToRunBitwiseIdentical) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.num_trees = 50;
-  o.max_depth = 8;
-  o.num_features = 20;
-  o.num_outputs = 3;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f =
+      MakeRandomForest({.num_trees = 50, .max_depth = 8, .num_features = 20, .num_outputs = 3});
   const std::vector<float> rows = MakeRandomRows(*f, 300, 1);
   const std::vector<float> bg = MakeRandomRows(*f, 500, 2);
   std::unique_ptr<InterventionalGpu> gpu = MakeGpu(f, bg);

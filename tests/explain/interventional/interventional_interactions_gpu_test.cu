@@ -106,9 +106,7 @@ TEST(InterventionalInteractionsGpuTest, CorpusMatchesTheReference) {
 // The identity link's probability space: the margin's values over the average divisor.
 TEST(InterventionalInteractionsGpuTest, IdentityLinkProbability) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions ro;
-  ro.seed = 9;
-  ForestPtr f = MakeRandomForest(ro);
+  ForestPtr f = MakeRandomForest({.seed = 9});
   const std::vector<float> rows = MakeRandomRows(*f, 12, 1), bg = MakeRandomRows(*f, 30, 2);
   Engine e = MakeGpu(f, bg);
   ASSERT_NE(e.gpu, nullptr);
@@ -120,12 +118,8 @@ TEST(InterventionalInteractionsGpuTest, IdentityLinkProbability) {
 
 TEST(InterventionalInteractionsGpuTest, RunToRunBitwiseIdenticalOnAWideForest) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.num_trees = 60;
-  o.max_depth = 8;
-  o.num_features = 30;
-  o.num_outputs = 3;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f =
+      MakeRandomForest({.num_trees = 60, .max_depth = 8, .num_features = 30, .num_outputs = 3});
   const std::vector<float> rows = MakeRandomRows(*f, 200, 1);
   const std::vector<float> bg = MakeRandomRows(*f, 1000, 2);
   Engine e = MakeGpu(f, bg);

@@ -609,10 +609,7 @@ TEST(QuadratureCorpusTest, EveryCaseMatchesTheReference) {
 }
 
 TEST(QuadratureStrategyTest, CpuStrategyRunsAndEstimates) {
-  RandomForestOptions options;
-  options.max_depth = 6;
-  options.seed = 3;
-  ForestPtr f = MakeRandomForest(options);
+  ForestPtr f = MakeRandomForest({.max_depth = 6, .seed = 3});
   QuadratureModelPtr model = Build(f);
   ASSERT_NE(model, nullptr);
   ThreadPool pool(2);

@@ -214,12 +214,7 @@ TEST(QuadratureGpuTest, CorpusBothPrecisions) {
 
 TEST(QuadratureGpuTest, IterationRange) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.max_depth = 7;
-  o.num_outputs = 2;
-  o.num_trees = 40;
-  o.seed = 31;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 40, .max_depth = 7, .num_outputs = 2, .seed = 31});
   const std::vector<float> x = MakeRandomRows(*f, 100, 2);
   ExplainOptions range;
   range.iteration_begin = 4;
@@ -234,11 +229,7 @@ TEST(QuadratureGpuTest, IterationRange) {
 // bit-identical to one GPU's (on a one-GPU machine this checks the engine adapter end to end).
 TEST(QuadratureGpuTest, EveryGpuAnswersExactlyAsOneGpu) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.max_depth = 8;
-  o.num_trees = 60;
-  o.seed = 43;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 60, .max_depth = 8, .seed = 43});
   QuadratureModelPtr model = Build(f);
   ASSERT_NE(model, nullptr);
   absl::StatusOr<std::unique_ptr<QuadratureStrategy>> one = MakeQuadratureGpuStrategy(model);
@@ -273,11 +264,7 @@ TEST(QuadratureGpuTest, EveryGpuAnswersExactlyAsOneGpu) {
 
 TEST(QuadratureGpuTest, StrategyCalibratesAndRuns) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.max_depth = 8;
-  o.num_trees = 100;
-  o.seed = 41;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 100, .max_depth = 8, .seed = 41});
   QuadratureModelPtr model = Build(f);
   ASSERT_NE(model, nullptr);
   absl::StatusOr<std::unique_ptr<QuadratureStrategy>> s = MakeQuadratureGpuStrategy(model);

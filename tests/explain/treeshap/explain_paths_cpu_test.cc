@@ -106,12 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
         RandomCase{20, 2, 1, false, 0.0, false, 0.0, 20, 2, 9}));
 
 TEST(PathsCpuTest, IterationRanges) {
-  RandomForestOptions o;
-  o.num_trees = 30;
-  o.num_outputs = 3;
-  o.max_depth = 5;
-  o.seed = 31;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 30, .max_depth = 5, .num_outputs = 3, .seed = 31});
   PathLayoutPtr l = Layout(*f);
   const std::vector<float> rows = MakeRandomRows(*f, 10, 3);
   for (auto [b, e] : {std::pair{0, 0}, std::pair{2, 5}, std::pair{9, 10}, std::pair{0, 4}}) {
@@ -151,11 +146,7 @@ TEST(PathsCpuTest, LongPathsAreExact) {
 }
 
 TEST(PathsCpuTest, DeterministicAcrossThreadCounts) {
-  RandomForestOptions o;
-  o.num_trees = 40;
-  o.max_depth = 8;
-  o.seed = 41;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 40, .max_depth = 8, .seed = 41});
   PathLayoutPtr l = Layout(*f);
   const std::vector<float> rows = MakeRandomRows(*f, 64, 5);
   ThreadPool pool(3);
@@ -195,12 +186,7 @@ TEST(PathsCpuTest, EveryCorpusCaseMatchesTheReference) {
 
 // The engine seam: strategy overrides, RunInfo, refusals.
 TEST(ExplainEngineTest, StrategiesAndOverrides) {
-  RandomForestOptions o;
-  o.num_trees = 10;
-  o.max_depth = 5;
-  o.num_outputs = 2;
-  o.seed = 51;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 10, .max_depth = 5, .num_outputs = 2, .seed = 51});
   ThreadPool pool(2);
   const std::vector<float> rows = MakeRandomRows(*f, 8, 6);
   const std::vector<float> ref = ReferenceExplanation(*f, rows, false, nullptr);

@@ -309,12 +309,8 @@ TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
   h.AddTree({h.Split(0, 0.5f, 1, 2, 10), h.Leaf(0.01, 6), h.Leaf(-0.02, 4)});
   h.AddTree({h.Split(1, 0.25f, 1, 2, 10), h.Leaf(0.03, 3), h.Leaf(0.01, 7)});
   ForestPtr small = h.Build();
-  RandomForestOptions o;
-  o.max_depth = 16;
-  o.num_trees = 200;
-  o.num_features = 30;
-  o.seed = 5;
-  ForestPtr deep = MakeRandomForest(o);
+  ForestPtr deep =
+      MakeRandomForest({.num_trees = 200, .max_depth = 16, .num_features = 30, .seed = 5});
   ThreadPool pool(0);
   for (const ForestPtr& f : {small, deep}) {
     absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
@@ -342,12 +338,7 @@ TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
 
 TEST(TreeShapGpuTest, DeviceEntryMatchesHostEntry) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.num_trees = 50;
-  o.max_depth = 7;
-  o.num_outputs = 2;
-  o.seed = 77;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 50, .max_depth = 7, .num_outputs = 2, .seed = 77});
   std::unique_ptr<TreeShapGpu> gpu = MakeGpu(*f, true);
   const int64_t n = 333;
   const std::vector<float> rows = MakeRandomRows(*f, n, 3);
@@ -380,11 +371,7 @@ TEST(TreeShapGpuTest, DeviceEntryMatchesHostEntry) {
 
 TEST(TreeShapGpuTest, EngineChoosesAndReports) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.num_trees = 200;
-  o.max_depth = 8;
-  o.seed = 99;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 200, .max_depth = 8, .seed = 99});
   ThreadPool pool(0);
   const std::vector<float> rows = MakeRandomRows(*f, 5000, 3);
   const std::vector<float> ref = ReferenceExplanation(*f, rows, false, &pool);

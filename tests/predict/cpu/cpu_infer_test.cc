@@ -172,11 +172,7 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
 }
 
 TEST(CpuInferTest, LinksGiveTheReferencePrediction) {
-  RandomForestOptions o;
-  o.num_trees = 20;
-  o.num_outputs = 4;
-  o.seed = 9;
-  const ForestPtr f = MakeRandomForest(o);
+  const ForestPtr f = MakeRandomForest({.num_trees = 20, .num_outputs = 4, .seed = 9});
   for (Link link : {Link::kSigmoid, Link::kSoftmax, Link::kExp, Link::kArgmax}) {
     CheckForest(testing::WithLink(*f, link), LinkName(link));
   }
@@ -262,10 +258,7 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
 }
 
 TEST(CpuInferTest, StridedRowsAndErrors) {
-  RandomForestOptions o;
-  o.num_trees = 15;
-  o.seed = 4;
-  const ForestPtr f = MakeRandomForest(o);
+  const ForestPtr f = MakeRandomForest({.num_trees = 15, .seed = 4});
   absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f);
   ASSERT_TRUE(cf.ok());
   const int64_t n = 130, cols = f->num_features, stride = cols + 3;

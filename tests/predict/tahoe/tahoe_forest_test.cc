@@ -125,11 +125,8 @@ TEST(TahoeForestTest, CorpusMatchesTheCpuReferenceAndTheLibrary) {
 }
 
 TEST(TahoeForestTest, HotChildIsAdjacentAndAtLeastAsProbable) {
-  RandomForestOptions o;
-  o.num_trees = 30;
-  o.max_depth = 8;
-  o.extreme_cover_probability = 0.2;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f =
+      MakeRandomForest({.num_trees = 30, .max_depth = 8, .extreme_cover_probability = 0.2});
   absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
   ASSERT_TRUE(tf.ok());
   ASSERT_FALSE((*tf)->wide());
@@ -166,10 +163,7 @@ TEST(TahoeForestTest, HotChildIsAdjacentAndAtLeastAsProbable) {
 
 TEST(TahoeForestTest, FeatureIndexUsesTheFewestBits) {
   for (int features : {1, 2, 8, 9, 14, 784, 2048, 5000}) {
-    RandomForestOptions o;
-    o.num_features = features;
-    o.num_trees = 3;
-    ForestPtr f = MakeRandomForest(o);
+    ForestPtr f = MakeRandomForest({.num_trees = 3, .num_features = features});
     absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
     ASSERT_TRUE(tf.ok());
     int bits = 1;  // features 0..num_features: the last is the leaves' padding feature
@@ -318,11 +312,7 @@ TEST(TahoeForestTest, ClassAssignmentsGiveEachGroupOneOutput) {
 
 // The two-row walk reaches the leaves the one-row walk reaches, for every pair of rows.
 TEST(TahoeForestTest, TwoRowFixedWalkMatchesTheOneRowWalk) {
-  RandomForestOptions o;
-  o.num_trees = 30;
-  o.max_depth = 9;
-  o.num_features = 12;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 30, .max_depth = 9, .num_features = 12});
   absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
   ASSERT_TRUE(tf.ok());
   ASSERT_TRUE((*tf)->fixed_walk());
@@ -431,12 +421,8 @@ TEST(TahoeForestTest, WalkFromTheRootsMatchesTheTreeWalkBitForBit) {
 
 TEST(TahoeForestTest, TreeRearrangementBalancesThreadGroups) {
   // Trees of very different depths in model order: round-robin (FIL) is unbalanced.
-  RandomForestOptions o;
-  o.num_trees = 256;
-  o.max_depth = 12;
-  o.leaf_probability = 0.3;
-  o.seed = 7;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f =
+      MakeRandomForest({.num_trees = 256, .max_depth = 12, .leaf_probability = 0.3, .seed = 7});
   absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
   ASSERT_TRUE(tf.ok());
   const TahoeFormatStats& s = (*tf)->stats();
@@ -446,10 +432,7 @@ TEST(TahoeForestTest, TreeRearrangementBalancesThreadGroups) {
 }
 
 TEST(TahoeForestTest, SplitIntoPartsCoversEveryTreeWithinTheBudget) {
-  RandomForestOptions o;
-  o.num_trees = 60;
-  o.max_depth = 8;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 60, .max_depth = 8});
   absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
   ASSERT_TRUE(tf.ok());
   const int64_t budget = 8 * 1024;

@@ -165,12 +165,7 @@ TEST(TahoeGpuTest, CorpusMatchesTheCpuReference) {
 // the answers are the reference's, from several callers at once.
 TEST(TahoeGpuTest, BatchesSplitAcrossGpusMatchTheCpuReference) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.seed = 77;
-  o.num_trees = 40;
-  o.max_depth = 7;
-  o.num_features = 20;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest({.num_trees = 40, .max_depth = 7, .num_features = 20, .seed = 77});
   const int gpus = gpu::VisibleGpuCount();
   const int64_t n = 4096 * gpus + 1000;
   const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 9, 0.1);

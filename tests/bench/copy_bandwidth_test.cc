@@ -1,18 +1,18 @@
 // The copy-bandwidth measure benchmarks report beside multi-GPU figures: refused with a reason
 // without a GPU and for bad arguments; with GPUs, a positive figure per listed device (a device
 // listed twice counts twice) and for every device at once, both ways.
-#include "core/gpu/copy_bandwidth.h"
+#include "bench/common/copy_bandwidth.h"
 
 #include <vector>
 
 #include "core/gpu/device_set.h"
 #include "gtest/gtest.h"
 
-namespace grove::gpu {
+namespace grove::bench {
 namespace {
 
 TEST(CopyBandwidthTest, MeasuresEveryListedDeviceAndRefusesBadArguments) {
-  const int n = VisibleGpuCount();
+  const int n = gpu::VisibleGpuCount();
   if (n == 0) {
     const absl::StatusOr<CopyBandwidth> b = MeasureCopyBandwidth({0}, 1 << 20, 1);
     EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -37,4 +37,4 @@ TEST(CopyBandwidthTest, MeasuresEveryListedDeviceAndRefusesBadArguments) {
 }
 
 }  // namespace
-}  // namespace grove::gpu
+}  // namespace grove::bench

@@ -1,7 +1,7 @@
-// Measured bandwidth of the copies between host memory and the GPUs, for benchmarks that state the
-// host's limit beside multi-GPU figures: rows staged for N GPUs cross host memory N times as fast,
-// and once the host's DMA or memory bandwidth is spent, more GPUs add nothing. Compiles with or
-// without CUDA.
+// Measured bandwidth of the copies between host memory and the GPUs (bench programs only), for
+// benchmarks that state the host's limit beside multi-GPU figures: rows staged for N GPUs cross
+// host memory N times as fast, and once the host's DMA or memory bandwidth is spent, more GPUs add
+// nothing. Compiles with or without CUDA.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace grove::gpu {
+namespace grove::bench {
 
 struct CopyBandwidth {
   std::vector<double> to_device;  // GB/s, page-locked host -> device, each device alone
@@ -26,4 +26,4 @@ struct CopyBandwidth {
 absl::StatusOr<CopyBandwidth> MeasureCopyBandwidth(const std::vector<int>& devices, int64_t bytes,
                                                    int reps);
 
-}  // namespace grove::gpu
+}  // namespace grove::bench

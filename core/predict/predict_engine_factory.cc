@@ -1,3 +1,6 @@
+// PredictEngine::Create: the engine a model gets (Tahoe with a GPU, else the CPU engine). Apart
+// from predict_engine.h, which the engines implement, so that the seam that names the engines and
+// the engines do not include each other.
 #include "core/predict/predict_engine.h"
 
 #include <chrono>
@@ -7,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
-#include "core/predict/tahoe/perf_model.h"
 #include "core/predict/predict_strategy.h"
+#include "core/predict/strategy_id.h"
 #include "core/predict/tahoe/tahoe_engine.h"
 
 namespace grove {

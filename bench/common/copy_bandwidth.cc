@@ -1,4 +1,4 @@
-#include "core/gpu/copy_bandwidth.h"
+#include "bench/common/copy_bandwidth.h"
 
 #include <chrono>
 #include <utility>
@@ -14,10 +14,15 @@
 #include "core/gpu/device_buffer.h"
 #endif
 
-namespace grove::gpu {
+namespace grove::bench {
+
+using gpu::VisibleGpuCount;
 
 #if defined(GROVE_HAVE_CUDA)
 namespace {
+
+using gpu::DeviceBuffer;
+using gpu::PinnedBuffer;
 
 // One device's side of the measure: a pinned host buffer, a device buffer and a stream.
 struct Endpoint {
@@ -121,4 +126,4 @@ absl::StatusOr<CopyBandwidth> MeasureCopyBandwidth(const std::vector<int>& devic
 #endif
 }
 
-}  // namespace grove::gpu
+}  // namespace grove::bench
