@@ -13,7 +13,7 @@ it exactly for both libraries, including cells equal to split thresholds (XGBoos
 threshold; LightGBM: the floats just below/above its float64 threshold).
 
 Also writes tests/golden/refused/: models the libraries serve but Grove refuses (gblinear; CatBoost
-one-hot and CTR categorical splits).
+CTR categorical splits).
 
 Also writes the tl_* cases: Treelite checkpoints (scripts/make_treelite_corpus.py).
 
@@ -363,6 +363,133 @@ def cb_borders(model_json):
     return {k: sorted(v) for k, v in out.items()}
 
 
+_M64 = (1 << 64) - 1
+_CITY_K0 = 0xc3a5c85c97cb3127
+_CITY_K1 = 0xb492b66fbe98f273
+_CITY_K2 = 0x9ae16a3b2f90404f
+_CITY_K3 = 0xc949d7c7509e6557
+
+
+def catboost_category_hash(text):
+    """CatBoost's hash of a category's text, as its one-hot splits and features_info's `values`
+    hold it (signed int32): CityHash64 v1.0.x of the UTF-8 bytes, low 32 bits. Written from the
+    algorithm's description; cb_category_codes checks it against every value of the models it
+    trains."""
+    s = text.encode("utf-8")
+    n = len(s)
+
+    def load64(i):
+        return int.from_bytes(s[i:i + 8], "little")
+
+    def load32(i):
+        return int.from_bytes(s[i:i + 4], "little")
+
+    def rot(v, r):
+        return v if r == 0 else ((v >> r) | (v << (64 - r))) & _M64
+
+    def mix47(v):
+        return v ^ (v >> 47)
+
+    def fold(lo, hi):
+        mul = 0x9ddfea08eb382d69
+        a = ((lo ^ hi) * mul) & _M64
+        a ^= a >> 47
+        b = ((hi ^ a) * mul) & _M64
+        b ^= b >> 47
+        return (b * mul) & _M64
+
+    def mix32(i, a, b):
+        w, x, y, z = load64(i), load64(i + 8), load64(i + 16), load64(i + 24)
+        a = (a + w) & _M64
+        b = rot((b + a + z) & _M64, 21)
+        c = a
+        a = (a + x + y) & _M64
+        b = (b + rot(a, 44)) & _M64
+        return (a + z) & _M64, (b + c) & _M64
+
+    def quarter(a, z, w1, w2):
+        b = rot((a + z) & _M64, 52)
+        c = rot(a, 37)
+        a = (a + w1) & _M64
+        c = (c + rot(a, 7)) & _M64
+        a = (a + w2) & _M64
+        return (a + z) & _M64, (b + rot(a, 31) + c) & _M64
+
+    if n == 0:
+        h = _CITY_K2
+    elif n < 4:
+        y = s[0] + (s[n >> 1] << 8)
+        z = n + (s[n - 1] << 2)
+        h = (mix47(((y * _CITY_K2) ^ (z * _CITY_K3)) & _M64) * _CITY_K2) & _M64
+    elif n <= 8:
+        h = fold((n + (load32(0) << 3)) & _M64, load32(n - 4))
+    elif n <= 16:
+        tail = load64(n - 8)
+        h = fold(load64(0), rot((tail + n) & _M64, n)) ^ tail
+    elif n <= 32:
+        a = (load64(0) * _CITY_K1) & _M64
+        b = load64(8)
+        c = (load64(n - 8) * _CITY_K2) & _M64
+        d = (load64(n - 16) * _CITY_K0) & _M64
+        h = fold((rot((a - b) & _M64, 43) + rot(c, 30) + d) & _M64,
+                 (a + rot(b ^ _CITY_K3, 20) - c + n) & _M64)
+    elif n <= 64:
+        vf, vs = quarter((load64(0) + (n + load64(n - 16)) * _CITY_K0) & _M64, load64(24),
+                         load64(8), load64(16))
+        wf, ws = quarter((load64(16) + load64(n - 32)) & _M64, load64(n - 8), load64(n - 24),
+                         load64(n - 16))
+        r = mix47(((vf + ws) * _CITY_K2 + (wf + vs) * _CITY_K0) & _M64)
+        h = (mix47((r * _CITY_K0 + vs) & _M64) * _CITY_K2) & _M64
+    else:
+        x = load64(0)
+        y = load64(n - 16) ^ _CITY_K1
+        z = load64(n - 56) ^ _CITY_K0
+        v = mix32(n - 64, n, y)
+        w = mix32(n - 32, (n * _CITY_K1) & _M64, _CITY_K0)
+        z = (z + mix47(v[1]) * _CITY_K1) & _M64
+        x = (rot((z + x) & _M64, 39) * _CITY_K1) & _M64
+        y = (rot(y, 33) * _CITY_K1) & _M64
+        p = 0
+        for _ in range(((n - 1) & ~63) // 64):
+            x = (rot((x + y + v[0] + load64(p + 16)) & _M64, 37) * _CITY_K1) & _M64
+            y = (rot((y + v[1] + load64(p + 48)) & _M64, 42) * _CITY_K1) & _M64
+            x ^= w[1]
+            y ^= v[0]
+            z = rot(z ^ w[0], 33)
+            v = mix32(p, (v[1] * _CITY_K1) & _M64, (x + w[0]) & _M64)
+            w = mix32(p + 32, (z + w[1]) & _M64, y)
+            z, x = x, z
+            p += 64
+        h = fold((fold(v[0], w[0]) + mix47(y) * _CITY_K1 + z) & _M64,
+                 (fold(v[1], w[1]) + x) & _M64)
+    low = h & 0xffffffff
+    return low - (1 << 32) if low >= 1 << 31 else low
+
+
+def cb_values(model_json, col):
+    """The one-hot `values` (category hashes) of the categorical feature at column `col`."""
+    for c in model_json["features_info"].get("categorical_features", []):
+        if c["flat_feature_index"] == col:
+            return c.get("values", [])
+    return []
+
+
+def cb_category_codes(model_json, frame_train, frame_test, cat_cols):
+    """Grove's codes of the test rows' categories (core/model/category_codes.h): the position of
+    the category's hash in the feature's one-hot `values`, len(values) for a hash not there. Checks
+    the hash first: every value of the model is the hash of a training category."""
+    codes = {}
+    for col in cat_cols:
+        values = cb_values(model_json, col)
+        assert values, "categorical column %d has no one-hot values" % col
+        trained = {catboost_category_hash(str(v)) for v in frame_train.iloc[:, col]}
+        assert set(values) <= trained, "a one-hot value is no training category's hash"
+        position = {h: i for i, h in reversed(list(enumerate(values)))}
+        codes[col] = np.array([position.get(catboost_category_hash(str(v)), len(values))
+                               for v in frame_test.iloc[:, col]], dtype=np.float64)
+    return codes
+
+
 def cb_save(model, path):
     """save_model(format="json") with the two values that change on every run (the model's guid and
     its training time) fixed, so that regenerating the corpus reproduces it byte for byte."""
@@ -376,24 +503,50 @@ def cb_save(model, path):
 
 
 def cb_case(out_root, name, description, params, X_train, y_train, X_test, range_=(1, 3),
-            rng=None):
+            rng=None, cat_cols=()):
+    """With `cat_cols`, X_train and X_test are DataFrames whose columns cat_cols hold categories
+    (strings or ints, one-hot: one_hot_max_size covers them). X.csv then holds Grove's codes of
+    those columns (cb_category_codes) and X_names.csv the test frame as pandas.to_csv writes it
+    (header, category names), which the tests feed through Grove's category names."""
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     params = dict(params, random_seed=SEED % 2**31, thread_count=2, verbose=0,
                   allow_writing_files=False)
     classifier = params.get("loss_function") in ("Logloss", "MultiClass")
     model = (cb.CatBoostClassifier if classifier else cb.CatBoostRegressor)(**params)
-    model.fit(X_train, y_train)
+    if cat_cols:
+        model.fit(cb.Pool(X_train, y_train, cat_features=list(cat_cols)))
+    else:
+        model.fit(X_train, y_train)
     path = os.path.join(d, "catboost.json")
     cb_save(model, path)
     model_json = json.load(open(path))
-    n_eq = put_thresholds(rng, X_test, cb_borders(model_json), 0.03)
+    frame_test = None
+    if cat_cols:
+        frame_test = X_test.copy()
+        X_test = np.zeros(frame_test.shape)
+        for col in range(frame_test.shape[1]):
+            if col not in cat_cols:
+                X_test[:, col] = frame_test.iloc[:, col].to_numpy(dtype=np.float64)
+    n_eq = put_thresholds(rng, X_test, cb_borders(model_json), 0.03, skip_cols=cat_cols)
     X_test = as_f32_text_exact(X_test)
+    codes = {}
+    if cat_cols:
+        for col in range(frame_test.shape[1]):
+            if col not in cat_cols:
+                frame_test.iloc[:, col] = X_test[:, col]
+        codes = cb_category_codes(model_json, X_train, frame_test, cat_cols)
     m = (cb.CatBoostClassifier if classifier else cb.CatBoostRegressor)()
     m.load_model(path, format="json")
 
     n, F = X_test.shape
-    pool = cb.Pool(X_test)
+
+    def make_pool(rows):
+        if not cat_cols:
+            return cb.Pool(X_test[rows])
+        return cb.Pool(frame_test.iloc[rows], cat_features=list(cat_cols))
+
+    pool = make_pool(slice(None))
     margin = np.asarray(m.predict(pool, prediction_type="RawFormulaVal")).reshape(n, -1)
     K = margin.shape[1]
     if params["loss_function"] == "Logloss":
@@ -410,7 +563,7 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
     # laid out as XGBoost's and Grove's are: the expected value (ShapValues' bias column) at
     # [F][F], zeros in the rest of row and column F.
     ni = min(N_INTERACTION_ROWS, n)
-    cat_inter = np.asarray(m.get_feature_importance(cb.Pool(X_test[:ni]),
+    cat_inter = np.asarray(m.get_feature_importance(make_pool(slice(0, ni)),
                                                     type="ShapInteractionValues"))
     cat_inter = cat_inter.reshape(ni, K, F + 1, F + 1)
     iblock = np.zeros_like(cat_inter)
@@ -426,7 +579,12 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
     if b > 0:
         margin_range = margin_range + np.asarray(bias, dtype=np.float64).reshape(1, -1)
 
-    write_csv(os.path.join(d, "X.csv"), X_test, exact=True)
+    X_codes = X_test.copy()
+    for col, c in codes.items():
+        X_codes[:, col] = c
+    write_csv(os.path.join(d, "X.csv"), X_codes, exact=True)
+    if cat_cols:
+        frame_test.to_csv(os.path.join(d, "X_names.csv"), index=False)
     write_csv(os.path.join(d, "margin.csv"), margin)
     write_csv(os.path.join(d, "pred.csv"), pred)
     write_csv(os.path.join(d, "leaf.csv"), leaf)
@@ -450,11 +608,20 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
         "nan_value_treatment": sorted({f["nan_value_treatment"] for f in
                                        model_json["features_info"]["float_features"]}),
         "scale_and_bias": model_json["scale_and_bias"],
-        "categorical_features": [],
+        "categorical_features": list(cat_cols),
         "n_rows": n,
         "n_interaction_rows": ni,
         "n_test_values_equal_to_a_threshold": n_eq,
         "model_files": ["catboost.json"],
+        **({"category_names": {
+            "file": "X_names.csv",
+            "layout": "X.csv's rows as pandas.to_csv writes the test frame (header, category "
+                      "names); X.csv holds Grove's codes of the categorical columns: the position "
+                      "of the name's CatBoost hash in the feature's one-hot values, their count "
+                      "for a hash not there",
+            "unseen": {str(col): int((codes[col] == len(cb_values(model_json, col))).sum())
+                       for col in cat_cols}}}
+           if cat_cols else {}),
         "outputs": {
             "margin": {"file": "margin.csv", "shape": list(margin.shape)},
             "pred": {"file": "pred.csv", "shape": list(pred.shape)},
@@ -492,8 +659,68 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
     return meta
 
 
+def cb_category_names():
+    """Category names of every length class of CityHash64 (0, 1-3, 4-8, 9-16, 17-32, 33-64, over 64
+    bytes; the empty string and a non-ASCII name included), without commas or quotes."""
+    text = ("Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
+            "incididunt ut labore et dolore magna aliqua; Ut enim ad minim veniam quis nostrud "
+            "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat")
+    return ["", "a", "lyon", "orl\u00e9ans", text[:13], text[:16], text[:23], text[:32],
+            text[:40], text[:64], text[:65], text[:130]]
+
+
+def cb_onehot_cases(out, metas, rng):
+    """One-hot categorical features: a string column of every hash length class and an integer
+    column; test rows with categories unseen in training."""
+    import pandas as pd
+    names = cb_category_names()
+    unseen_names = ["tokyo", "Lorem ipsum dolor sit amet consectetur", "z" * 80, "Lyon"]
+
+    def frame(n, f_num):
+        X = synth(rng, n, f_num, nan_frac=0.05)
+        city = rng.integers(0, len(names), size=n)
+        size = rng.integers(0, 6, size=n)
+        cols = {"x0": X[:, 0], "city": [names[i] for i in city], "x1": X[:, 1],
+                "size": size.astype(np.int64)}
+        for j in range(2, f_num):
+            cols["x%d" % j] = X[:, j]
+        return pd.DataFrame(cols), city, size, X
+
+    # Regression: RMSE, symmetric trees.
+    df, city, size, X = frame(1100, 3)
+    effect_city = rng.normal(size=len(names)) * 2
+    effect_size = np.array([0.0, 1.0, -1.5, 0.5, 2.0, -0.5])
+    y = effect_city[city] + effect_size[size] + np.nan_to_num(X[:, 0]) + \
+        rng.normal(scale=0.1, size=len(df))
+    train, test = df.iloc[:-N_ROWS].reset_index(drop=True), df.iloc[-N_ROWS:].reset_index(drop=True)
+    test.loc[:3, "city"] = unseen_names
+    test.loc[4:5, "size"] = [7, 42]
+    metas.append(cb_case(out, "cb_onehot_regression",
+                         "RMSE, one-hot categorical city (12 strings, 0 to 130 bytes) and size "
+                         "(6 integers), 20 iterations, depth 4; test rows with unseen categories",
+                         {"loss_function": "RMSE", "iterations": 20, "depth": 4,
+                          "learning_rate": 0.3, "one_hot_max_size": 255},
+                         train, y[:-N_ROWS], test, range_=(2, 9), rng=rng, cat_cols=(1, 3)))
+
+    # Multiclass: 3 classes, non-symmetric trees (Depthwise).
+    df, city, size, X = frame(1100, 3)
+    z = effect_city[city] + effect_size[size] + np.nan_to_num(X[:, 1])
+    y = np.digitize(z + rng.normal(scale=0.3, size=len(df)), [-0.5, 1.0]).astype(int)
+    train, test = df.iloc[:-N_ROWS].reset_index(drop=True), df.iloc[-N_ROWS:].reset_index(drop=True)
+    test.loc[:3, "city"] = unseen_names
+    test.loc[4:5, "size"] = [9, -1]
+    metas.append(cb_case(out, "cb_onehot_multiclass",
+                         "MultiClass, 3 classes, grow_policy Depthwise, one-hot categorical city "
+                         "(12 strings) and size (6 integers), 10 iterations, depth 3; test rows "
+                         "with unseen categories",
+                         {"loss_function": "MultiClass", "iterations": 10, "depth": 3,
+                          "learning_rate": 0.3, "one_hot_max_size": 255,
+                          "grow_policy": "Depthwise"},
+                         train, y[:-N_ROWS], test, range_=(2, 5), rng=rng, cat_cols=(1, 3)))
+
+
 def cb_refused(refused, rng):
-    """CatBoost models with categorical splits Grove cannot evaluate exactly."""
+    """CatBoost models with categorical splits Grove cannot evaluate exactly (CTR)."""
     import pandas as pd
     n = 300
     frame = pd.DataFrame({"a": synth(rng, n, 1)[:, 0],
@@ -502,9 +729,6 @@ def cb_refused(refused, rng):
     y = frame["a"] + (frame["city"] == "paris") * 1.0 + (frame["shop"] == "p") * 2.0
     common = dict(iterations=3, depth=2, random_seed=1, thread_count=2, verbose=0,
                   allow_writing_files=False)
-    onehot = cb.CatBoostRegressor(cat_features=[1], one_hot_max_size=2, **common)
-    onehot.fit(frame[["a", "city"]], y)
-    cb_save(onehot, os.path.join(refused, "cb_onehot.json"))
     ctr = cb.CatBoostRegressor(cat_features=[2], one_hot_max_size=2, **common)
     ctr.fit(frame[["a", "city", "shop"]].assign(city=0.0), y)
     cb_save(ctr, os.path.join(refused, "cb_ctr.json"))
@@ -662,6 +886,9 @@ def main():
                           "learning_rate": 0.3, "grow_policy": "Depthwise"},
                          *split(X, y), rng=crng))
 
+    # CatBoost one-hot categorical features (cb_onehot_*): string and integer categories.
+    cb_onehot_cases(out, metas, np.random.default_rng(SEED + 41))
+
     # Treelite checkpoints of XGBoost, LightGBM and scikit-learn models (tl_*).
     import make_treelite_corpus
     metas.extend(make_treelite_corpus.make_cases(out))
@@ -679,8 +906,6 @@ def main():
     with open(os.path.join(refused, "README.md"), "w") as f:
         f.write("Models the libraries serve but Grove refuses (a clear error, non-zero exit):\n\n"
                 "- `xgb_gblinear.json`: XGBoost `booster=gblinear` (a linear model, no trees).\n"
-                "- `cb_onehot.json`: CatBoost one-hot split on a categorical feature (the file "
-                "holds CityHash values of the category strings).\n"
                 "- `cb_ctr.json`: CatBoost CTR split (target statistics of a categorical "
                 "feature).\n")
 

@@ -16,9 +16,15 @@
 //  * Non-symmetric trees (grow_policy Depthwise / Lossguide) are nested {"split", "left", "right"} /
 //    {"value", "weight"} objects: nodes in depth-first order (left first), leaves numbered in that
 //    order.
-//  * One-hot categorical splits hold CityHash values of the category strings and CTR splits need
-//    CatBoost's target statistics over hashed categories: both are refused (UNIMPLEMENTED), as are
-//    text and embedding features.
+//  * One-hot categorical splits ({"split_type": "OneHotFeature", "cat_feature_index": i, "value":
+//    h}: true when the hash of the row's category is h) test the hashes that
+//    features_info.categorical_features[i].values lists. That feature gets categories of the hashed
+//    kind (FeatureCategories::hashes = values, code j <-> values[j]: core/model/forest.h), and the
+//    split becomes a categorical split whose set is {the code of h}, in-set going right (true, as
+//    a float split's true). NaN (only a code given as a number can be NaN: CatBoost refuses a
+//    missing category) goes left, the "not equal" side, as an unseen category does.
+//  * CTR splits need CatBoost's target statistics over hashed categories: refused
+//    (UNIMPLEMENTED), as are text and embedding features.
 #include <simdjson.h>
 
 #include <algorithm>
@@ -30,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -90,8 +97,10 @@ class CatboostReader {
   absl::Status ReadFeatures(object features_info);
   absl::Status ReadObjective(element root);
   absl::Status ReadScaleAndBias(element root);
-  // Fills `node` (feature, threshold, default direction) from a split object at `at`.
-  absl::Status ReadSplit(element split, const std::string& at, Node* node) const;
+  // Fills `node` (feature, threshold or category set, default direction) from a split object at
+  // `at`.
+  absl::Status ReadSplit(element split, const std::string& at, Node* node);
+  absl::Status ReadOneHotSplit(object split, const std::string& at, Node* node);
   absl::Status ReadLeafValues(element values, const std::string& at, size_t count,
                               size_t* first);
   absl::Status ReadObliviousTree(element tree, int t);
@@ -106,8 +115,19 @@ class CatboostReader {
   std::vector<FloatFeature> float_features_;  // by float_feature_index
   std::vector<std::string> cat_names_;        // by cat_feature_index: "name" or "index N"
   std::vector<int32_t> cat_flat_;
+  // By cat_feature_index: the hashes one-hot splits test (`values`) and each one's code (the first
+  // position of the hash).
+  std::vector<std::vector<uint32_t>> cat_values_;
+  std::vector<absl::flat_hash_map<uint32_t, uint32_t>> cat_codes_;
+  // The bitset of each (cat_feature_index, code) already in Forest::category_bits: its first word.
+  absl::flat_hash_map<std::pair<int64_t, uint32_t>, uint32_t> onehot_sets_;
   std::vector<double> weights_;
 };
+
+// Words of one-hot category bitsets a model may need: a set {code} takes code / 32 + 1 words, one
+// per distinct (feature, code), so a crafted file with many values could otherwise ask for far more
+// memory than its size.
+constexpr size_t kMaxOneHotWords = size_t{1} << 24;
 
 absl::Status CatboostReader::ReadFeatures(object features_info) {
   // Every kind of feature takes a column of the input (flat_feature_index).
@@ -175,11 +195,49 @@ absl::Status CatboostReader::ReadFeatures(object features_info) {
           cat_names_.push_back(absl::StrCat("\"", Av(id), "\" (column ", flat, ")"));
         }
         cat_flat_.push_back(static_cast<int32_t>(flat));
+        std::vector<uint32_t>& values = cat_values_.emplace_back();
+        absl::flat_hash_map<uint32_t, uint32_t>& codes = cat_codes_.emplace_back();
+        element list_of_values;
+        if (feature["values"].get(list_of_values) == simdjson::SUCCESS) {
+          array hashes;
+          if (list_of_values.get_array().get(hashes) != simdjson::SUCCESS) {
+            return Fail(at + ".values", "not an array");
+          }
+          if (hashes.size() > kMaxCategoriesPerFeature) {
+            return Fail(at + ".values", absl::StrCat(hashes.size(), " one-hot values; at most ",
+                                                     kMaxCategoriesPerFeature));
+          }
+          values.reserve(hashes.size());
+          size_t j = 0;
+          for (element h : hashes) {
+            int64_t v = 0;
+            if (h.get_int64().get(v) != simdjson::SUCCESS ||
+                v < std::numeric_limits<int32_t>::min() ||
+                v > std::numeric_limits<int32_t>::max()) {
+              return Fail(absl::StrCat(at, ".values[", j, "]"), "not a 32-bit integer hash");
+            }
+            const uint32_t hash = static_cast<uint32_t>(static_cast<int32_t>(v));
+            codes.try_emplace(hash, static_cast<uint32_t>(values.size()));
+            values.push_back(hash);
+            ++j;
+          }
+        }
       }
     }
   }
   if (num_features == 0) return Fail("features_info", "the model has no features");
   f_.num_features = static_cast<int>(num_features);
+  for (size_t c = 0; c < cat_values_.size(); ++c) {
+    if (cat_values_[c].empty()) continue;
+    f_.categories.resize(static_cast<size_t>(num_features));
+    FeatureCategories& categories = f_.categories[static_cast<size_t>(cat_flat_[c])];
+    if (!categories.empty()) {
+      return Fail(absl::StrCat("features_info.categorical_features[", c, "]"),
+                  absl::StrCat("flat_feature_index ", cat_flat_[c],
+                               " is already another categorical feature's"));
+    }
+    categories.hashes = cat_values_[c];
+  }
   if (!names.empty()) {
     f_.feature_names.assign(static_cast<size_t>(num_features), std::string());
     for (auto& [index, name] : names) f_.feature_names[index] = std::move(name);
@@ -247,7 +305,50 @@ absl::Status CatboostReader::ReadScaleAndBias(element root) {
   return absl::OkStatus();
 }
 
-absl::Status CatboostReader::ReadSplit(element split, const std::string& at, Node* node) const {
+absl::Status CatboostReader::ReadOneHotSplit(object s, const std::string& at, Node* node) {
+  int64_t cat = -1;
+  if (s["cat_feature_index"].get_int64().get(cat) != simdjson::SUCCESS) {
+    return Fail(at, "one-hot split without an integer \"cat_feature_index\"");
+  }
+  if (cat < 0 || static_cast<size_t>(cat) >= cat_values_.size()) {
+    return Fail(at, absl::StrCat("cat_feature_index ", cat, " outside the ", cat_values_.size(),
+                                 " categorical features"));
+  }
+  int64_t value = 0;
+  if (s["value"].get_int64().get(value) != simdjson::SUCCESS ||
+      value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) {
+    return Fail(at, absl::StrCat("one-hot split on ", CategoricalName(cat),
+                                 " without a 32-bit integer \"value\" (a category hash)"));
+  }
+  const uint32_t hash = static_cast<uint32_t>(static_cast<int32_t>(value));
+  const auto code = cat_codes_[static_cast<size_t>(cat)].find(hash);
+  if (code == cat_codes_[static_cast<size_t>(cat)].end()) {
+    return Fail(at, absl::StrCat("one-hot split on ", CategoricalName(cat), ": value ", value,
+                                 " is not one of the feature's ",
+                                 cat_values_[static_cast<size_t>(cat)].size(),
+                                 " values (features_info.categorical_features[", cat,
+                                 "].values)"));
+  }
+  const uint32_t words = code->second / 32 + 1;
+  auto [set, added] = onehot_sets_.try_emplace(std::make_pair(cat, code->second),
+                                               static_cast<uint32_t>(f_.category_bits.size()));
+  if (added) {
+    if (f_.category_bits.size() + words > kMaxOneHotWords) {
+      return Fail(at, absl::StrCat("the one-hot splits' category sets need more than ",
+                                   kMaxOneHotWords, " words"));
+    }
+    f_.category_bits.resize(f_.category_bits.size() + words, 0u);
+    f_.category_bits[set->second + code->second / 32] = 1u << (code->second % 32);
+  }
+  node->feature = cat_flat_[static_cast<size_t>(cat)];
+  node->payload = set->second;
+  node->aux = words;
+  // Equal goes right (true); NaN, a code given as a number, goes the "not equal" way.
+  node->flags = kNodeCategorical | kNodeDefaultLeft;
+  return absl::OkStatus();
+}
+
+absl::Status CatboostReader::ReadSplit(element split, const std::string& at, Node* node) {
   object s;
   if (split.get_object().get(s) != simdjson::SUCCESS) return Fail(at, "split is not an object");
   std::string_view type = "FloatFeature";
@@ -255,20 +356,13 @@ absl::Status CatboostReader::ReadSplit(element split, const std::string& at, Nod
                  v.get_string().get(type) != simdjson::SUCCESS) {
     return Fail(at, "split_type is not a string");
   }
-  if (type == "OneHotFeature") {
-    int64_t cat = -1;
-    if (s["cat_feature_index"].get_int64().get(cat) != simdjson::SUCCESS) cat = -1;
-    return Unimplemented(
-        at, absl::StrCat("one-hot split on ", CategoricalName(cat),
-                         ": CatBoost stores the CityHash of the category string, not a "
-                         "category code, so Grove cannot evaluate it exactly from numeric "
-                         "inputs; train with the feature as a numeric code instead"));
-  }
+  if (type == "OneHotFeature") return ReadOneHotSplit(s, at, node);
   if (type == "OnlineCtr") {
     return Unimplemented(
         at, "split on a CTR (CatBoost's target statistic of categorical features, over hashed "
             "category strings; ctr_data): Grove cannot evaluate it exactly; train without "
-            "categorical features, or with one_hot_max_size covering them and numeric codes");
+            "CTR features (one_hot_max_size at least each categorical feature's number of "
+            "categories makes every categorical split one-hot, which Grove evaluates)");
   }
   if (type != "FloatFeature") {
     return Unimplemented(at, absl::StrCat("split type \"", Av(type),

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/catboost_hash.h"
 
 namespace grove {
 namespace {
@@ -50,13 +51,20 @@ const char* UnknownCategoryName(UnknownCategory rule) {
 
 CategoryCodes::CategoryCodes(const FeatureCategories& categories, UnknownCategory unknown,
                              std::string feature)
-    : by_number_(categories.strings.empty()),
+    : kind_(categories.hashed()             ? Kind::kHashes
+            : categories.strings.empty() ? Kind::kNumbers
+                                         : Kind::kStrings),
       size_(categories.size()),
       unknown_(unknown),
       feature_(std::move(feature)) {
   // try_emplace keeps the first of equal entries: the loaders refuse none, and the libraries
   // themselves map a name to its first position.
-  if (by_number_) {
+  if (kind_ == Kind::kHashes) {
+    hashes_.reserve(categories.hashes.size());
+    for (size_t i = 0; i < categories.hashes.size(); ++i) {
+      hashes_.try_emplace(categories.hashes[i], static_cast<int64_t>(i));
+    }
+  } else if (kind_ == Kind::kNumbers) {
     numbers_.reserve(categories.numbers.size());
     for (size_t i = 0; i < categories.numbers.size(); ++i) {
       numbers_.try_emplace(categories.numbers[i], static_cast<int64_t>(i));
@@ -70,8 +78,13 @@ CategoryCodes::CategoryCodes(const FeatureCategories& categories, UnknownCategor
 }
 
 int64_t CategoryCodes::Find(absl::string_view name) const {
-  if (name.empty() || name.size() > kMaxCategoryNameBytes) return -1;
-  if (by_number_) {
+  if (name.size() > kMaxCategoryNameBytes) return -1;
+  if (kind_ == Kind::kHashes) {
+    auto it = hashes_.find(CatboostCategoryHash(name));
+    return it == hashes_.end() ? static_cast<int64_t>(size_) : it->second;
+  }
+  if (name.empty()) return -1;
+  if (kind_ == Kind::kNumbers) {
     double v;
     if (!ParseNumber(name, &v)) return -1;
     if (v == 0) v = 0;  // -0 names the category 0
@@ -95,7 +108,7 @@ absl::Status CategoryCodes::Unknown(absl::string_view name) const {
 }
 
 absl::StatusOr<float> CategoryCodes::Code(absl::string_view name) const {
-  if (name.empty()) return kMissing;
+  if (name.empty() && kind_ != Kind::kHashes) return kMissing;
   const int64_t code = Find(name);
   if (code >= 0) return static_cast<float>(code);
   if (unknown_ == UnknownCategory::kError || name.size() > kMaxCategoryNameBytes) {

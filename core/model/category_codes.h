@@ -17,6 +17,13 @@
 //    is NaN, routed by the missing-value direction;
 //  * a name longer than kMaxCategoryNameBytes is INVALID_ARGUMENT (untrusted input is bounded; no
 //    recorded category is near this long).
+//  * hashed categories (CatBoost one-hot features, FeatureCategories::hashes): every name is a
+//    category, the empty one and digits included ("3" is what CatBoost makes of the integer 3); its
+//    code is the position of its hash (CatboostCategoryHash) in the recorded hashes, and a name
+//    whose hash is not recorded (unseen in training, or seen but never split on) gets the code
+//    hashes.size(), which no split's set holds: it takes every split's "not equal" side, as in
+//    CatBoost. No name is missing and none is unknown (CatBoost itself refuses a missing value in a
+//    categorical column, and a name is never missing here).
 //
 // Thread safety: a CategoryCodes is immutable after construction; Code and CodeColumn may be called
 // from any number of threads.
@@ -43,8 +50,8 @@ enum class UnknownCategory : uint8_t {
   kMissing,  // NaN (LightGBM)
   kError,    // INVALID_ARGUMENT (XGBoost)
 };
-// The rule of the library that wrote models of `format` (CatBoost models record no categories
-// Grove evaluates: its loader refuses categorical splits; kMissing is returned for it).
+// The rule of the library that wrote models of `format` (CatBoost: kMissing, which none of its
+// recorded categories uses: they are hashed, and hashed categories have no unknown name).
 UnknownCategory UnknownCategoryOf(ModelFormat format);
 const char* UnknownCategoryName(UnknownCategory rule);  // "missing" / "error"
 
@@ -60,8 +67,9 @@ class CategoryCodes {
   // The code of `name` as a float (exact: codes are below kMaxCategoriesPerFeature < 2^24), NaN for
   // a missing or (kMissing) unknown one; INVALID_ARGUMENT as the top of this file says.
   absl::StatusOr<float> Code(absl::string_view name) const;
-  // The code of `name` when it is a recorded category (number categories: by value); -1 otherwise
-  // (unknown, empty or too long). Never an error: for callers with a rule of their own.
+  // The code of `name` when it is a recorded category (number categories: by value; hashed
+  // categories: every name up to kMaxCategoryNameBytes, as above); -1 otherwise (unknown, empty or
+  // too long). Never an error: for callers with a rule of their own.
   int64_t Find(absl::string_view name) const;
   // Codes of `names` into out[i * stride]; the first error names the value's position (`row` i).
   absl::Status CodeColumn(absl::Span<const absl::string_view> names, float* out,
@@ -74,9 +82,12 @@ class CategoryCodes {
  private:
   absl::Status Unknown(absl::string_view name) const;
 
+  enum class Kind : uint8_t { kStrings, kNumbers, kHashes };
+
   absl::flat_hash_map<absl::string_view, int64_t> strings_;  // views into the forest's strings
   absl::flat_hash_map<double, int64_t> numbers_;
-  bool by_number_ = false;
+  absl::flat_hash_map<uint32_t, int64_t> hashes_;
+  Kind kind_ = Kind::kStrings;
   size_t size_ = 0;
   UnknownCategory unknown_ = UnknownCategory::kMissing;
   std::string feature_;

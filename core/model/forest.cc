@@ -46,6 +46,7 @@ int64_t Forest::MemoryBytes() const {
   int64_t category_bytes = 0;
   for (const FeatureCategories& c : categories) {
     category_bytes += static_cast<int64_t>(c.numbers.size() * sizeof(double));
+    category_bytes += static_cast<int64_t>(c.hashes.size() * sizeof(uint32_t));
     for (const std::string& s : c.strings) category_bytes += static_cast<int64_t>(s.size());
   }
   return category_bytes +
@@ -201,8 +202,10 @@ absl::StatusOr<ForestPtr> BuildForest(Forest f) {
                                              " features; the model has ", f.num_features));
     }
     for (const FeatureCategories& c : f.categories) {
-      if (!c.strings.empty() && !c.numbers.empty()) {
-        return Invalid(f, -1, -1, "a feature's categories are both strings and numbers");
+      if (int{!c.strings.empty()} + int{!c.numbers.empty()} + int{!c.hashes.empty()} > 1) {
+        return Invalid(f, -1, -1,
+                       "a feature's categories are of more than one kind (strings, numbers, "
+                       "hashes)");
       }
       if (c.size() > kMaxCategoriesPerFeature) {
         return Invalid(f, -1, -1, absl::StrCat("a feature records ", c.size(),

@@ -115,14 +115,23 @@ struct Objective {
 };
 
 // The categories a categorical feature was trained with, in code order (category i is code i: the
-// code the model's categorical splits test), as the model file records them. Strings or numbers,
-// never both; empty when the file records none for the feature.
+// code the model's categorical splits test), as the model file records them. Strings, numbers or
+// hashes, one kind only; empty when the file records none for the feature.
+//
+// Hashes: a CatBoost one-hot feature, whose file holds no names but the hash of each category
+// (CatboostCategoryHash, core/model/catboost_hash.h) its one-hot splits test; code i is hashes[i],
+// and a name is mapped by hashing it. A name whose hash is not listed is a category no split tests
+// (CategoryCodes gives it the code hashes.size(), in no split's set).
 inline constexpr size_t kMaxCategoriesPerFeature = size_t{1} << 20;
 struct FeatureCategories {
   std::vector<std::string> strings;
   std::vector<double> numbers;
-  bool empty() const { return strings.empty() && numbers.empty(); }
-  size_t size() const { return strings.empty() ? numbers.size() : strings.size(); }
+  std::vector<uint32_t> hashes;
+  bool empty() const { return strings.empty() && numbers.empty() && hashes.empty(); }
+  size_t size() const {
+    return !strings.empty() ? strings.size() : !numbers.empty() ? numbers.size() : hashes.size();
+  }
+  bool hashed() const { return !hashes.empty(); }
 };
 
 class Forest {
@@ -156,7 +165,7 @@ class Forest {
   std::vector<std::string> feature_types;  // may be empty
   // Per feature (num_features entries) when the file records categories for any feature (XGBoost
   // 3.1+ models trained on a DataFrame with categorical columns: `cats.enc`; LightGBM models trained
-  // on one: `pandas_categorical`); empty otherwise. What callers recode a column of category values
+  // on one: `pandas_categorical`; CatBoost one-hot features: hashes); empty otherwise. What callers recode a column of category values
   // (strings, pandas categories) by, as the libraries do before they predict.
   std::vector<FeatureCategories> categories;
 

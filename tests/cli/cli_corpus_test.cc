@@ -6,6 +6,9 @@
 //   reference value, see CompareExplanations in tests/testing/corpus.h);
 // LightGBM cases: X.csv is read as doubles and converted to float rows that route like the doubles
 //   (core/model/double_rows.h), as LightGBM used the doubles;
+// cases with category names (meta.json "category_names": CatBoost one-hot features, whose X.csv
+//   holds codes) read X_names.csv, the frame the library predicted as pandas.to_csv writes it,
+//   with --header: the names are mapped by grove itself (a background stays X.csv's codes);
 // outputs the library refused (meta.json "unsupported") must be refused by grove with a clear
 // one-line error and a non-zero exit.
 #include <algorithm>
@@ -40,29 +43,44 @@ class CliCorpusTest : public ::testing::TestWithParam<std::string> {
     absl::StatusOr<CorpusCase> c = LoadCorpusCase(GetParam());
     ASSERT_TRUE(c.ok()) << c.status();
     case_ = *std::move(c);
+    if (case_.meta->contains("category_names")) {
+      names_ = case_.dir + "/" + (*case_.meta)["category_names"]["file"].get<std::string>();
+    }
   }
 
-  std::string X() const { return case_.dir + "/X.csv"; }
+  // The rows grove reads: X.csv, or its category names file (with a header line).
+  std::string X() const { return names_.empty() ? case_.dir + "/X.csv" : names_; }
 
   // Runs grove, expects success, returns the output CSV as a matrix.
   absl::StatusOr<CsvMatrix<double>> Run(std::vector<std::string> args,
                                         const std::string& input = "") {
     args.insert(args.end(), {"--input", input.empty() ? X() : input, "--output",
                              scratch_.File("out.csv"), "--no-progress"});
+    if (!names_.empty()) args.push_back("--header");
     GroveRun run = RunGrove(args, scratch_);
     if (run.exit_code != 0) {
       return absl::InternalError(absl::StrCat("grove failed: ", Describe(run)));
     }
-    return ReadCsvDoubles(scratch_.File("out.csv"));
+    if (names_.empty()) return ReadCsvDoubles(scratch_.File("out.csv"));
+    // --header puts a header line on the output too: the numbers follow it.
+    std::ifstream out(scratch_.File("out.csv"));
+    std::string header;
+    std::getline(out, header);
+    std::ofstream(scratch_.File("values.csv")) << out.rdbuf();
+    return ReadCsvDoubles(scratch_.File("values.csv"));
   }
 
-  // The first n lines of X.csv, byte for byte.
-  std::string HeadOfX(int64_t n) {
-    std::ifstream in(X());
-    std::ofstream out(scratch_.File("head.csv"));
+  // The first n rows of X() (and its header line), byte for byte.
+  std::string HeadOfX(int64_t n) { return HeadOf(X(), n + (names_.empty() ? 0 : 1), "head.csv"); }
+  // The first n rows of X.csv (numbers: category codes), as a background is given.
+  std::string HeadOfCodes(int64_t n) { return HeadOf(case_.dir + "/X.csv", n, "codes.csv"); }
+
+  std::string HeadOf(const std::string& file, int64_t lines, const std::string& name) {
+    std::ifstream in(file);
+    std::ofstream out(scratch_.File(name));
     std::string line;
-    for (int64_t i = 0; i < n && std::getline(in, line); ++i) out << line << "\n";
-    return scratch_.File("head.csv");
+    for (int64_t i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
+    return scratch_.File(name);
   }
 
   void ExpectRefused(const std::vector<std::string>& extra, const std::string& what) {
@@ -83,6 +101,7 @@ class CliCorpusTest : public ::testing::TestWithParam<std::string> {
   bool Float32Reference() const { return case_.float32_reference; }
 
   CorpusCase case_;
+  std::string names_;  // the category names file, when the case has one
   ScratchDir scratch_;
 };
 
@@ -203,7 +222,7 @@ TEST_P(CliCorpusTest, ExplainInterventionalInteractions) {
   const int K = case_.num_outputs;
   if (K * F1 * F1 > 20000) GTEST_SKIP() << "interaction matrices too large for a quick test";
   const std::string background = scratch_.File("background.csv");
-  std::filesystem::copy_file(HeadOfX(10), background);
+  std::filesystem::copy_file(HeadOfCodes(10), background);
   const int64_t rows = std::min<int64_t>(case_.rows, 6);
   const std::string input = HeadOfX(rows);
   auto values = Run({"explain", "--model", case_.model_path, "--background", background}, input);

@@ -1,7 +1,8 @@
 // What `grove` reads besides CSV numbers: category names in CSV cells (by the model's recorded
-// categories, with and without --header), booleans as pandas.to_csv writes them, .npy arrays of
-// every dtype numpy saves, Parquet files (the same rows as the same table's CSV); and `explain
-// --top-k`.
+// categories, with and without --header; CatBoost's hashed one-hot categories), booleans as
+// pandas.to_csv writes them, .npy arrays of every dtype numpy saves, Parquet files (the same rows
+// as the same table's CSV); and `explain --top-k`.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -85,6 +86,44 @@ TEST(CliInputs, CategoryNamesGiveTheNumbersOfTheirCodes) {
                dir).out,
             Ok({"predict", "--model", kCategories + "lgb.txt", "--input", missing, "--header"},
                dir).out);
+}
+
+// A CatBoost model with one-hot categorical features (tests/golden/cb_onehot_regression: city, 12
+// strings of 0 to 130 bytes, and size, integers): the CSV of the frame CatBoost predicted, columns
+// reordered and an id added, gives CatBoost's predictions, unseen categories included. Every cell
+// of those columns is a name, digits too (CatBoost hashes the integer 3 as "3").
+TEST(CliInputs, CatboostOneHotCategoryNamesGiveCatboostsPredictions) {
+  ScratchDir dir;
+  const std::string golden = std::string(GROVE_SOURCE_DIR) + "/tests/golden/cb_onehot_regression/";
+  std::ifstream names(golden + "X_names.csv");
+  std::ifstream pred(golden + "pred.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(names, line));
+  ASSERT_EQ(line, "x0,city,x1,size,x2");
+  const int order[] = {3, 4, 1, 0, 2};  // size, x2, city, x0, x1
+  std::string csv = "id,size,x2,city,x0,x1\n";
+  std::vector<double> want;
+  for (int r = 0; std::getline(names, line); ++r) {
+    const std::vector<std::string> cells = absl::StrSplit(line, ',');
+    ASSERT_EQ(cells.size(), 5u) << line;
+    csv += absl::StrCat("row", r);
+    for (int c : order) absl::StrAppend(&csv, ",", cells[static_cast<size_t>(c)]);
+    csv += "\n";
+    std::string p;
+    ASSERT_TRUE(std::getline(pred, p));
+    want.push_back(std::stod(p));
+  }
+  ASSERT_EQ(want.size(), 100u);
+  const std::string input = Write(dir, "names.csv", csv);
+  const std::vector<std::string> got = absl::StrSplit(
+      Ok({"predict", "--model", golden + "catboost.json", "--input", input, "--header"}, dir).out,
+      '\n', absl::SkipEmpty());
+  ASSERT_EQ(got.size(), want.size() + 1);
+  EXPECT_EQ(got[0], "prediction");
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(std::stod(got[i + 1]), want[i], 1e-5 * std::max(1.0, std::abs(want[i])))
+        << "row " << i;
+  }
 }
 
 TEST(CliInputs, BooleansAsPandasWritesThem) {

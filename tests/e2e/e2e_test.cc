@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -117,6 +119,10 @@ class E2eTest : public ::testing::Test {
         if (!c.ok()) continue;
         absl::StatusOr<ForestPtr> forest = LoadModelFile(c->model_path);
         if (!forest.ok()) continue;  // models Grove refuses are not served
+        // Rows of codes given as category names (CatBoost one-hot features): the local CLI hashes
+        // every CSV cell of such a feature, and the remote CLI cannot (the metadata lists no
+        // hashes), so these suites, which feed both X.csv, leave them to the corpus tests.
+        if (c->meta->contains("category_names")) continue;
         ServedCase s;
         s.name = SafeName(prefix + c->name);
         if (!names.insert(s.name).second) continue;

@@ -1,5 +1,5 @@
 // libFuzzer target for the CatBoost JSON loader: any input must give a validated forest, or
-// INVALID_ARGUMENT / UNIMPLEMENTED (categorical and text splits, unknown losses), never a crash, a
+// INVALID_ARGUMENT / UNIMPLEMENTED (CTR and text splits, unknown losses), never a crash, a
 // sanitizer report or an unbounded allocation. A forest that loads is predicted and explained
 // (tests/fuzz/fuzz_common.h). The content dispatch (LoadModelBytes) is exercised on the same bytes,
 // which must agree with the direct call when it picks CatBoost.

@@ -1,6 +1,8 @@
 // CatBoost JSON loader: the golden CatBoost cases against CatBoost's own predictions, leaf indices,
-// ShapValues and ShapInteractionValues; hand-written oblivious trees for the border, NaN and scale rules; content
-// dispatch beside XGBoost JSON; refused models and malformed files naming the position.
+// ShapValues and ShapInteractionValues (one-hot categorical cases included, their category names
+// against X.csv's codes); hand-written oblivious trees for the border, NaN, scale and one-hot rules;
+// content dispatch beside XGBoost JSON; refused models (CTR) and malformed files naming the
+// position.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,8 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "core/common/thread_pool.h"
 #include "core/io/csv.h"
+#include "core/model/catboost_hash.h"
+#include "core/model/category_codes.h"
 #include "core/model/forest.h"
 #include "core/model/loader.h"
 #include "tests/testing/corpus.h"
@@ -181,16 +186,101 @@ TEST(CatboostLoaderTest, NativeCbmIsRefusedNamingJson) {
   }
 }
 
-TEST(CatboostLoaderTest, CategoricalSplitsAreUnimplementedNamingTheFeature) {
-  absl::StatusOr<ForestPtr> r = LoadModelFile((kGolden / "refused" / "cb_onehot.json").string());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "one-hot split on categorical feature "
-                                                      "\"city\" (column 1)"))
-      << r.status();
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "oblivious_trees[")) << r.status();
-  r = LoadModelFile((kGolden / "refused" / "cb_ctr.json").string());
+// TinyModel with a one-hot categorical feature "city" at column 3 (values: the hashes of "paris",
+// "brest" and the empty name) and a second tree whose splits[0] is city == "brest" (leaf bit 0) and
+// splits[1] TinyModel's a > -1 (leaf bit 1).
+json OneHotModel() {
+  json m = TinyModel();
+  m["features_info"]["categorical_features"] = json::array({json{
+      {"feature_id", "city"},
+      {"feature_index", 0},
+      {"flat_feature_index", 3},
+      {"values", json::array({static_cast<int32_t>(CatboostCategoryHash("paris")),
+                              static_cast<int32_t>(CatboostCategoryHash("brest")),
+                              static_cast<int32_t>(CatboostCategoryHash(""))})}}});
+  json tree = m["oblivious_trees"][0];
+  tree["splits"][0] = json{{"cat_feature_index", 0},
+                           {"split_index", 2},
+                           {"split_type", "OneHotFeature"},
+                           {"value", static_cast<int32_t>(CatboostCategoryHash("brest"))}};
+  tree["leaf_values"] = json::array({0, 0, 8, 100});
+  m["oblivious_trees"].push_back(tree);
+  return m;
+}
+
+TEST(CatboostLoaderTest, OneHotSplitsTestTheHashOfTheName) {
+  absl::StatusOr<ForestPtr> loaded = Load(OneHotModel());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Forest& f = **loaded;
+  EXPECT_EQ(f.num_features, 4);
+  EXPECT_TRUE(f.has_categorical);
+  ASSERT_EQ(f.categories.size(), 4u);
+  EXPECT_TRUE(f.categories[0].empty());
+  EXPECT_EQ(f.categories[3].hashes,
+            (std::vector<uint32_t>{CatboostCategoryHash("paris"), CatboostCategoryHash("brest"),
+                                   CatboostCategoryHash("")}));
+  absl::StatusOr<CategoryCodes> city = CategoryCodesFor(f, 3);
+  ASSERT_TRUE(city.ok()) << city.status();
+  EXPECT_EQ(*city->Code("paris"), 0.0f);
+  EXPECT_EQ(*city->Code("brest"), 1.0f);
+  EXPECT_EQ(*city->Code(""), 2.0f);  // a category like any other, not missing
+  EXPECT_EQ(*city->Code("tokyo"), 3.0f);  // unseen: a code in no split's set
+  EXPECT_EQ(*city->Code("Brest"), 3.0f);
+  EXPECT_EQ(city->Find("42"), 3);  // digits are a name too (CatBoost hashes str(42))
+  // Tree 1's leaf bit 0 is city == "brest"; a = 0 sets bit 1 in both trees. NaN (a code given as a
+  // number) goes the "not equal" way, as a code past the values does.
+  const float codes[] = {0, 1, 2, 3, 7, kNanF};
+  const float want[] = {2 * 4 + 2 * 8 + 0.25f, 2 * 4 + 2 * 100 + 0.25f, 2 * 4 + 2 * 8 + 0.25f,
+                        2 * 4 + 2 * 8 + 0.25f, 2 * 4 + 2 * 8 + 0.25f,   2 * 4 + 2 * 8 + 0.25f};
+  std::vector<float> rows;
+  for (float code : codes) rows.insert(rows.end(), {0.0f, 0.0f, 0.0f, code});
+  const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin));
+  for (size_t i = 0; i < std::size(codes); ++i) EXPECT_FLOAT_EQ(margin[i], want[i]) << i;
+}
+
+TEST(CatboostLoaderTest, GoldenCategoryNamesAreTheCodesOfXCsv) {
+  // X_names.csv (pandas.to_csv of the frame CatBoost predicted) through CategoryCodes gives the
+  // codes of X.csv, unseen names included: what the corpus tests then feed every engine.
+  int cases = 0;
+  for (const std::string& dir : testing::GoldenCaseDirs("cb_onehot_")) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::ifstream names(fs::path(dir) / "X_names.csv");
+    std::string line;
+    ASSERT_TRUE(std::getline(names, line));  // the header
+    int64_t unseen = 0;
+    for (int64_t r = 0; std::getline(names, line); ++r) {
+      ASSERT_LT(r, m->c.rows);
+      const std::vector<std::string> cells = absl::StrSplit(line, ',');
+      ASSERT_EQ(static_cast<int>(cells.size()), m->c.num_features);
+      for (int col : (*m->c.meta)["categorical_features"].get<std::vector<int>>()) {
+        absl::StatusOr<CategoryCodes> coder = CategoryCodesFor(*m->forest, col);
+        ASSERT_TRUE(coder.ok()) << coder.status();
+        absl::StatusOr<float> code = coder->Code(cells[static_cast<size_t>(col)]);
+        ASSERT_TRUE(code.ok()) << code.status();
+        EXPECT_EQ(*code, m->c.X[static_cast<size_t>(r * m->c.num_features + col)])
+            << "row " << r << " '" << cells[static_cast<size_t>(col)] << "'";
+        unseen += *code == static_cast<float>(coder->size());
+      }
+    }
+    EXPECT_GT(unseen, 0) << "the test rows hold unseen categories";
+    ++cases;
+  }
+  EXPECT_EQ(cases, 2);
+}
+
+TEST(CatboostLoaderTest, CtrSplitsAreUnimplementedNamingTheSplit) {
+  absl::StatusOr<ForestPtr> r = LoadModelFile((kGolden / "refused" / "cb_ctr.json").string());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "CTR")) << r.status();
+  // One-hot and CTR splits in one model: the CTR split is refused, named by its position.
+  json m = OneHotModel();
+  m["oblivious_trees"][1]["splits"][1] = json{{"split_index", 3}, {"split_type", "OnlineCtr"}};
+  r = Load(m);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "oblivious_trees[1].splits[1]: split on a CTR"))
+      << r.status();
 }
 
 TEST(CatboostLoaderTest, UnknownLossIsUnimplemented) {
@@ -240,6 +330,33 @@ TEST(CatboostLoaderTest, MalformedFilesNameThePosition) {
        "no \"oblivious_trees\" or \"trees\" array"},
       {"no loss", [](json& m) { m.erase("model_info"); },
        "model_info.params.loss_function.type: missing"},
+      {"one-hot value",
+       [](json& m) {
+         m = OneHotModel();
+         m["oblivious_trees"][1]["splits"][0]["value"] = 12345;
+       },
+       "oblivious_trees[1].splits[0]: one-hot split on categorical feature \"city\" (column 3): "
+       "value 12345 is not one of the feature's 3 values"},
+      {"one-hot feature",
+       [](json& m) {
+         m = OneHotModel();
+         m["oblivious_trees"][1]["splits"][0]["cat_feature_index"] = 1;
+       },
+       "oblivious_trees[1].splits[0]: cat_feature_index 1 outside the 1 categorical features"},
+      {"one-hot hash",
+       [](json& m) {
+         m = OneHotModel();
+         m["features_info"]["categorical_features"][0]["values"][1] = 4294967295.0;
+       },
+       "features_info.categorical_features[0].values[1]: not a 32-bit integer hash"},
+      {"one-hot column",
+       [](json& m) {
+         m = OneHotModel();
+         m["features_info"]["categorical_features"].push_back(
+             m["features_info"]["categorical_features"][0]);
+       },
+       "features_info.categorical_features[1]: flat_feature_index 3 is already another "
+       "categorical feature's"},
       {"tree node",
        [](json& m) {
          m.erase("oblivious_trees");

@@ -1,11 +1,13 @@
 // The categories a model file records (Forest::categories): XGBoost 3.1+ JSON and UBJSON
 // (cats.enc: strings as UTF-8 bytes cut at offsets, numbers), LightGBM's pandas_categorical; files
-// without them record none; malformed entries are refused naming the file.
+// without them record none; malformed entries are refused naming the file; a feature records one
+// kind of categories.
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_replace.h"
+#include "core/model/forest.h"
 #include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +100,24 @@ TEST(CategoriesTest, MalformedEntriesAreRefusedNamingTheFile) {
       absl::StrReplaceAll(lgb, {{"[3, 10, 42]", "[3, \"x\", 42]"}}), "mixed.txt");
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(f.status().message(), HasSubstr("mixed.txt: pandas_categorical"));
+}
+
+TEST(CategoriesTest, AFeatureRecordsOneKindOfCategories) {
+  // A forest whose feature records both names and hashes (no loader writes one) is refused: a
+  // name would have two codes.
+  absl::StatusOr<ForestPtr> loaded = LoadModelFile(kData + "xgb.json");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  Forest f = **loaded;
+  ASSERT_FALSE(f.categories[0].strings.empty());
+  f.categories[0].hashes = {1u, 2u};
+  absl::StatusOr<ForestPtr> built = BuildForest(f);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(built.status().message(), HasSubstr("of more than one kind"));
+  f.categories[0].strings.clear();
+  built = BuildForest(f);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_TRUE((*built)->categories[0].hashed());
+  EXPECT_EQ((*built)->categories[0].size(), 2u);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // CategoryCodes (core/model/category_codes.h): names to codes by the recorded categories, the
 // empty string as missing, number categories by value, each library's rule for an unknown name,
-// and the bound on a name's length.
+// hashed categories (CatBoost one-hot) and the bound on a name's length.
 #include "core/model/category_codes.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "core/model/catboost_hash.h"
 #include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -103,6 +104,33 @@ TEST(CategoryCodesTest, AFeatureWithoutRecordedCategoriesHasNoCoder) {
                                                   "/tests/golden/xgb_categorical/model.json");
   ASSERT_TRUE(plain.ok());
   EXPECT_THAT(CategoryCodesFor(**plain, 0).status().message(), HasSubstr("records none"));
+}
+
+TEST(CategoryCodesTest, HashedCategoriesMapEveryNameByItsHash) {
+  // A CatBoost one-hot feature: the model holds the hashes its splits test, never names.
+  FeatureCategories categories;
+  categories.hashes = {CatboostCategoryHash("paris"), CatboostCategoryHash(""),
+                       CatboostCategoryHash("3")};
+  for (UnknownCategory rule : {UnknownCategory::kMissing, UnknownCategory::kError}) {
+    const CategoryCodes city(categories, rule, "city");
+    EXPECT_EQ(city.size(), 3u);
+    EXPECT_EQ(*city.Code("paris"), 0.0f);
+    EXPECT_EQ(*city.Code(""), 1.0f);  // the empty string is a category, not missing
+    EXPECT_EQ(*city.Code("3"), 2.0f);  // the integer 3, as CatBoost hashes it
+    EXPECT_EQ(*city.Code("3.0"), 3.0f);  // another text: no recorded hash
+    // Unseen: the code past the recorded ones, whatever the rule (CatBoost sends it the "not
+    // equal" way of every split).
+    EXPECT_EQ(*city.Code("tokyo"), 3.0f);
+    EXPECT_EQ(city.Find("tokyo"), 3);
+    std::vector<absl::string_view> names = {"tokyo", "", "paris"};
+    std::vector<float> out(3);
+    ASSERT_TRUE(city.CodeColumn(names, out.data(), 1).ok());
+    EXPECT_EQ(out, (std::vector<float>{3, 1, 0}));
+    // The bound on untrusted names holds for hashed categories too.
+    EXPECT_EQ(city.Find(std::string(kMaxCategoryNameBytes + 1, 'a')), -1);
+    EXPECT_EQ(city.Code(std::string(kMaxCategoryNameBytes + 1, 'a')).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

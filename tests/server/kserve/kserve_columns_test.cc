@@ -1,14 +1,18 @@
 // KServe columnar requests (server/kserve/kserve_columns.h): one input per feature, category names
 // as BYTES (typed and raw, length-prefixed) mapped by the model's recorded categories, numbers of
-// every numeric datatype, and each rule's INVALID_ARGUMENT.
+// every numeric datatype, and each rule's INVALID_ARGUMENT; CatBoost's hashed one-hot categories
+// against CatBoost's predictions.
 #include "server/kserve/kserve_columns.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/kserve/kserve_convert.h"
@@ -166,6 +170,57 @@ TEST(KserveColumns, MalformedRawBytesAreRefused) {
   req.mutable_raw_input_contents()->RemoveLast();
   EXPECT_THAT(ParseKserveInput(*m, req).status().message(),
               HasSubstr("raw_input_contents has 2 entries for 3 inputs"));
+}
+
+// A CatBoost model with one-hot categorical features (tests/golden/cb_onehot_regression): the
+// test frame CatBoost predicted, its category columns as BYTES (city: strings of 0 to 130 bytes;
+// size: integers, sent as their text as CatBoost hashes them), unseen categories included, gives
+// CatBoost's predictions.
+TEST(KserveColumns, CatboostOneHotBytesGiveCatboostsPredictions) {
+  const std::string golden = std::string(GROVE_SOURCE_DIR) + "/tests/golden/cb_onehot_regression/";
+  auto m = CpuModelVersion(golden + "catboost.json");
+  std::ifstream names(golden + "X_names.csv");
+  std::ifstream pred(golden + "pred.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(names, line));
+  const std::vector<std::string> header = absl::StrSplit(line, ',');
+  ASSERT_EQ(header, (std::vector<std::string>{"x0", "city", "x1", "size", "x2"}));
+  std::vector<std::vector<std::string>> cells;
+  std::vector<double> want;
+  while (std::getline(names, line)) {
+    cells.push_back(absl::StrSplit(line, ','));
+    ASSERT_EQ(cells.back().size(), header.size());
+    std::string p;
+    ASSERT_TRUE(std::getline(pred, p));
+    want.push_back(std::stod(p));
+  }
+  const int64_t rows = static_cast<int64_t>(cells.size());
+  ASSERT_EQ(rows, 100);
+  inference::ModelInferRequest req;
+  for (size_t c : {3u, 1u, 4u, 0u, 2u}) {  // in another order than the model's
+    const bool category = header[c] == "city" || header[c] == "size";
+    Tensor* t = Column(&req, header[c].c_str(), category ? "BYTES" : "FP64", rows);
+    for (const std::vector<std::string>& row : cells) {
+      if (category) {
+        t->mutable_contents()->add_bytes_contents(row[c]);
+      } else {
+        t->mutable_contents()->add_fp64_contents(
+            row[c].empty() ? std::nan("") : std::stod(row[c]));
+      }
+    }
+  }
+  absl::StatusOr<KserveInput> in = ParseKserveInput(*m, req);
+  ASSERT_TRUE(in.ok()) << in.status();
+  std::vector<float> got(static_cast<size_t>(rows));
+  ASSERT_TRUE(m->servable
+                  ->Run(Operation::kPredict, RunParams{}, in->rows,
+                        MakeMatrixView(got.data(), rows, 1), nullptr)
+                  .ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_NEAR(got[static_cast<size_t>(r)], want[static_cast<size_t>(r)],
+                1e-5 * std::max(1.0, std::abs(want[static_cast<size_t>(r)])))
+        << "row " << r;
+  }
 }
 
 }  // namespace
