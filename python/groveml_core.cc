@@ -446,6 +446,27 @@ NB_MODULE(_core, m) {
                      }
                      return out;
                    })
+      // {feature name: index} of the features whose categories the model records as hashes
+      // (CatBoost's one-hot features): their names are coded by code_names.
+      .def_prop_ro("hashed_categories",
+                   [](const Engine& e) {
+                     nb::dict out;
+                     for (const NamedCategories& c : RecordedCategories(e.forest())) {
+                       if (c.categories->hashed()) {
+                         out[nb::str(c.name.data(), c.name.size())] = nb::int_(c.feature);
+                       }
+                     }
+                     return out;
+                   })
+      // The codes of category names of feature `feature` (CategoryCodes: as groved and `grove`
+      // code them); ValueError for a name the model's library refuses.
+      .def("code_names",
+           [](const Engine& e, int64_t feature, const std::vector<std::string>& names) {
+             const CategoryCodes* coder = ValueOrThrow(e.servable().input_schema().Coder(feature));
+             std::vector<double> codes(names.size());
+             for (size_t i = 0; i < names.size(); ++i) codes[i] = ValueOrThrow(coder->Code(names[i]));
+             return codes;
+           })
       .def_prop_ro("format",
                    [](const Engine& e) { return std::string(ModelFormatName(e.forest().format)); })
       .def_prop_ro("objective", [](const Engine& e) { return e.forest().objective.name; })

@@ -227,6 +227,9 @@ class Categories(dict):
     def __init__(self, categories=(), unknown: str = "missing"):
         super().__init__(categories)
         self.unknown = unknown
+        # {feature: names -> codes} for features whose categories the model records as hashes
+        # of their names (CatBoost's one-hot features; their entry above is an empty list).
+        self.hashed = {}
 
 
 def unknown_rule(model_format: str) -> str:
@@ -253,6 +256,22 @@ def _category_codes(values, name: str, feature_type: Optional[str],
             "pass categories={feature: categories in the model's order} (groveml.Model(path)"
             ".categories gives them), or give the model's category codes as numbers")
     known = categories.get(name)
+    hashed = getattr(categories, "hashed", {}).get(name)
+    if hashed is not None:
+        # Names hashed as CatBoost hashes them (integers by their decimal text); a missing value
+        # stays missing.
+        given = np.asarray(values, dtype=object)
+        missing = np.asarray(pd.isna(given), dtype=bool)
+        codes = np.asarray(hashed(["" if m else (v if isinstance(v, str) else str(v))
+                                   for v, m in zip(given, missing)]), dtype=np.float64)
+        codes[missing] = np.nan
+        return codes
+    if known is not None and len(known) == 0:
+        raise TypeError(
+            f"feature {name!r} records its categories as hashes of their names (CatBoost one-hot "
+            "splits), which only the engine maps: use groveml.Model in process, or send the "
+            "names to the server (KServe BYTES tensors, grove.v1 category_columns, `grove "
+            "--server` with a CSV)")
     if known is not None:
         # The position of each value among the model's categories, -1 for a missing or unknown
         # one (pandas.Categorical(values, categories=known) gives the same codes, but warns on
