@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -225,6 +227,37 @@ struct PathScratch {
   }
 };
 
+// What one work item of ExplainQuadratureCpu writes to: the per-path scratch of every kernel and
+// the double accumulators of its rows (up to 49 MB a row for the interactions of a 785-feature,
+// 10-class model). Kept for the call's later items, so that a row pays neither an allocation
+// nor the page faults and zeroing of fresh memory.
+struct Workspace {
+  PathScratch path;
+  QuadratureTreeScratch tree;
+  QuadraturePairScratch pairs;
+  std::vector<double> acc;
+};
+
+// The call's workspaces: one per work item in flight, at most one per thread.
+class Workspaces {
+ public:
+  std::unique_ptr<Workspace> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return std::make_unique<Workspace>();
+    std::unique_ptr<Workspace> w = std::move(free_.back());
+    free_.pop_back();
+    return w;
+  }
+  void Give(std::unique_ptr<Workspace> w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(w));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Workspace>> free_;
+};
+
 template <int N, typename Sink>
 void RunShap(const double* z, const double* d, const int32_t* feature, int n, const double* t,
              const double* w, int q, const double* values, int width, double* work, Sink& sink) {
@@ -280,12 +313,16 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
 
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
+  Workspaces workspaces;
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
-    PathScratch scratch;
+    std::unique_ptr<Workspace> workspace = workspaces.Take();
+    PathScratch& scratch = workspace->path;
     scratch.Reserve(model.max_unique);
-    QuadratureTreeScratch tree_scratch;
-    QuadraturePairScratch pair_scratch;
-    std::vector<double> acc_rows(static_cast<size_t>(std::min(chunk, end - begin) * width));
+    QuadratureTreeScratch& tree_scratch = workspace->tree;
+    QuadraturePairScratch& pair_scratch = workspace->pairs;
+    std::vector<double>& acc_rows = workspace->acc;
+    const size_t acc_size = static_cast<size_t>(std::min(chunk, end - begin) * width);
+    if (acc_rows.size() < acc_size) acc_rows.resize(acc_size);
     for (int64_t first = begin; first < end; first += chunk) {
       const int64_t count = std::min(chunk, end - first);
       std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
@@ -366,6 +403,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         }
       }
     }
+    workspaces.Give(std::move(workspace));
   };
   // Rows are independent; each is summed by one thread in a fixed order: deterministic. Where the
   // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
