@@ -36,7 +36,7 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
 
   std::vector<int32_t> features;  // the open group's features, in arrival order
   std::vector<int32_t> path_features;
-  std::vector<uint32_t> pairs;
+  std::vector<uint8_t> held;
   std::vector<int32_t> local_of(model.num_features, -1);
   QuadraturePairGroup group;
   const auto close = [&] {
@@ -49,7 +49,9 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
     group.feature_begin = static_cast<uint32_t>(program->features.size());
     program->features.insert(program->features.end(), sorted.begin(), sorted.end());
     group.feature_end = static_cast<uint32_t>(program->features.size());
-    pairs.clear();
+    // The pairs some path holds, marked in an L x L table and read back in ascending order.
+    const size_t num_local = sorted.size();
+    held.assign(num_local * num_local, 0);
     for (uint32_t i = group.path_begin; i < group.path_end; ++i) {
       const QuadraturePath& path = model.paths[program->paths[i]];
       for (int a = 0; a < path.n; ++a) {
@@ -58,14 +60,18 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
         program->element_local[e] = static_cast<uint16_t>(la);
         for (int b = 0; b < path.n; ++b) {
           const int32_t lb = local_of[model.elements[path.element_begin + b].feature];
-          if (la <= lb) pairs.push_back(static_cast<uint32_t>(la) << 16 | static_cast<uint32_t>(lb));
+          if (la <= lb) held[la * num_local + lb] = 1;
         }
       }
     }
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
     group.pair_begin = static_cast<uint32_t>(program->pairs.size());
-    program->pairs.insert(program->pairs.end(), pairs.begin(), pairs.end());
+    for (size_t a = 0; a < num_local; ++a) {
+      for (size_t b = a; b < num_local; ++b) {
+        if (held[a * num_local + b]) {
+          program->pairs.push_back(static_cast<uint32_t>(a) << 16 | static_cast<uint32_t>(b));
+        }
+      }
+    }
     group.pair_end = static_cast<uint32_t>(program->pairs.size());
     for (int32_t f : features) local_of[f] = -1;
     program->max_local = std::max<int>(program->max_local, static_cast<int>(features.size()));
