@@ -46,6 +46,7 @@ namespace grove {
 
 class ThreadPool;
 struct QuadratureTreeProgram;  // core/explain/quadrature/quadrature_tree.h
+struct QuadraturePairProgram;  // core/explain/quadrature/quadrature_pairs.h
 
 // ---------------------------------------------------------------------------------------------
 // Gauss-Legendre rules on [0, 1].
@@ -250,6 +251,9 @@ struct QuadratureModel {
   // (core/explain/quadrature/quadrature_tree.h); paths of the trees it does not serve run per path. Null:
   // every path runs per path.
   std::shared_ptr<const QuadratureTreeProgram> tree_program;
+  // The CPU's interaction values of every path the tree program does not take: each unordered
+  // pair once, summed per group of a tree's paths (core/explain/quadrature/quadrature_pairs.h).
+  std::shared_ptr<const QuadraturePairProgram> pair_program;
 
   // Bias per output for boosting rounds [begin, end): base_margin + sum of tree expectations, as
   // the CPU reference computes it.
@@ -267,9 +271,9 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 
 // ---------------------------------------------------------------------------------------------
 // CPU strategy. Multi-threaded over rows on `pool` (may be nullptr); double arithmetic;
-// deterministic: each row is summed by one thread in a fixed order (SHAP values: the tree
-// program's trees, then the remaining paths; interactions: paths in model order), whatever the
-// other rows of the batch and the number of threads. `out` is
+// deterministic: each row is summed by one thread in a fixed order (the tree program's trees,
+// then the remaining paths: SHAP values in model order, interactions by the pair program's groups),
+// whatever the other rows of the batch and the number of threads. `out` is
 // rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,

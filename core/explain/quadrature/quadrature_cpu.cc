@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/quadrature/quadrature.h"
+#include "core/explain/quadrature/quadrature_pairs.h"
 #include "core/explain/quadrature/quadrature_tree.h"
 #include "core/model/traverse.h"
 
@@ -91,11 +94,17 @@ std::string QuadratureModel::Describe() const {
           ? std::string("none")
           : absl::StrFormat("%d trees, %d edges, %.1f MB", tree_program->trees.size(),
                             tree_program->edges.size(), tree_program->Bytes() / 1e6);
+  const std::string pairs_text =
+      pair_program == nullptr
+          ? std::string("none")
+          : absl::StrFormat("%d groups, %d pairs, %.1f MB", pair_program->groups.size(),
+                            pair_program->pairs.size(), pair_program->Bytes() / 1e6);
   return absl::StrFormat(
       "quadrature paths=%d elements=%d max_unique=%d max_points=%d buckets=[%s] "
-      "fixed_point=2^%d tree_program=%s build=%.3fs",
+      "fixed_point=2^%d tree_program=%s pair_program=%s build=%.3fs",
       paths.size(), elements.size(), max_unique, max_q, buckets_text,
-      static_cast<int>(std::lround(std::log2(fixed_point_scale))), trees_text, build_seconds);
+      static_cast<int>(std::lround(std::log2(fixed_point_scale))), trees_text, pairs_text,
+      build_seconds);
 }
 
 absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLayoutPtr layout,
@@ -194,6 +203,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
   const int e = bound > 0 ? static_cast<int>(std::floor(61.0 - std::log2(bound))) : 61;
   model->fixed_point_scale = std::ldexp(1.0, std::clamp(e, -1000, 1000));
   model->tree_program = BuildQuadratureTreeProgram(*forest, attribution);
+  model->pair_program = BuildQuadraturePairProgram(*model);
   model->build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return QuadratureModelPtr(std::move(model));
@@ -217,17 +227,41 @@ struct PathScratch {
   }
 };
 
+// What one work item of ExplainQuadratureCpu writes to: the per-path scratch of every kernel and
+// the double accumulators of its rows (up to 49 MB a row for the interactions of a 785-feature,
+// 10-class model). Kept for the call's later items, so that a row pays neither an allocation
+// nor the page faults and zeroing of fresh memory.
+struct Workspace {
+  PathScratch path;
+  QuadratureTreeScratch tree;
+  QuadraturePairScratch pairs;
+  std::vector<double> acc;
+};
+
+// The call's workspaces: one per work item in flight, at most one per thread.
+class Workspaces {
+ public:
+  std::unique_ptr<Workspace> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return std::make_unique<Workspace>();
+    std::unique_ptr<Workspace> w = std::move(free_.back());
+    free_.pop_back();
+    return w;
+  }
+  void Give(std::unique_ptr<Workspace> w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(w));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Workspace>> free_;
+};
+
 template <int N, typename Sink>
 void RunShap(const double* z, const double* d, const int32_t* feature, int n, const double* t,
              const double* w, int q, const double* values, int width, double* work, Sink& sink) {
   QuadraturePathShap<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
-}
-
-template <int N, typename Sink>
-void RunInteractions(const double* z, const double* d, const int32_t* feature, int n,
-                     const double* t, const double* w, int q, const double* values, int width,
-                     double* work, Sink& sink) {
-  QuadraturePathInteractions<N, double>(z, d, feature, n, t, w, q, values, width, work, sink);
 }
 
 // Calls fn(std::integral_constant<int, N>) with the compile-time length N of a path's register
@@ -279,14 +313,29 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
 
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
+  Workspaces workspaces;
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
-    PathScratch scratch;
+    std::unique_ptr<Workspace> workspace = workspaces.Take();
+    PathScratch& scratch = workspace->path;
     scratch.Reserve(model.max_unique);
-    QuadratureTreeScratch tree_scratch;
-    std::vector<double> acc_rows(static_cast<size_t>(std::min(chunk, end - begin) * width));
+    QuadratureTreeScratch& tree_scratch = workspace->tree;
+    QuadraturePairScratch& pair_scratch = workspace->pairs;
+    std::vector<double>& acc_rows = workspace->acc;
+    const size_t acc_size = static_cast<size_t>(std::min(chunk, end - begin) * width);
+    if (acc_rows.size() < acc_size) acc_rows.resize(acc_size);
     for (int64_t first = begin; first < end; first += chunk) {
       const int64_t count = std::min(chunk, end - first);
       std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
+      // Interactions: the pair kernel writes its rows' matrices first (it mirrors each at the
+      // end), then the tree program adds its trees.
+      if (interactions && !path_ids.empty()) {
+        for (int64_t r = first; r < first + count; ++r) {
+          AddQuadraturePairInteractions(*model.pair_program, model, rows.Row(r), range->begin,
+                                        range->end,
+                                        program != nullptr ? program->served.data() : nullptr,
+                                        &pair_scratch, acc_rows.data() + (r - first) * width);
+        }
+      }
       if (program != nullptr) {
         const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
         if (interactions) {
@@ -301,47 +350,39 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       for (int64_t r = first; r < first + count; ++r) {
         const float* row = rows.Row(r);
         double* acc = acc_rows.data() + (r - first) * width;
-        for (uint32_t id : path_ids) {
-          const QuadraturePath& path = model.paths[id];
-          const int n = path.n;
-          const int len = path.capacity > 0 ? path.capacity : n;
-          const PathElement* e = model.elements.data() + path.element_begin;
-          for (int i = 0; i < len; ++i) {
-            if (i < n) {
-              const double o =
-                  PathElementMatches(e[i], category_bits, row[e[i].feature]) ? 1.0 : 0.0;
-              scratch.z[i] = e[i].zero_fraction;
-              scratch.d[i] = o - e[i].zero_fraction;
-              scratch.feature[i] = e[i].feature;
-            } else {
-              scratch.z[i] = 1.0;
-              scratch.d[i] = 0.0;
-              scratch.feature[i] = 0;
+        if (!interactions) {
+          for (uint32_t id : path_ids) {
+            const QuadraturePath& path = model.paths[id];
+            const int n = path.n;
+            const int len = path.capacity > 0 ? path.capacity : n;
+            const PathElement* e = model.elements.data() + path.element_begin;
+            for (int i = 0; i < len; ++i) {
+              if (i < n) {
+                const double o =
+                    PathElementMatches(e[i], category_bits, row[e[i].feature]) ? 1.0 : 0.0;
+                scratch.z[i] = e[i].zero_fraction;
+                scratch.d[i] = o - e[i].zero_fraction;
+                scratch.feature[i] = e[i].feature;
+              } else {
+                scratch.z[i] = 1.0;
+                scratch.d[i] = 0.0;
+                scratch.feature[i] = 0;
+              }
             }
-          }
-          const double* t = model.rule_nodes.data() + path.rule_begin;
-          const double* w = model.rule_weights.data() + path.rule_begin;
-          const double* values = layout.values.data() + path.value_begin;
-          const int64_t block_size = interactions ? f1 * f1 : f1;
-          double* block = acc + static_cast<int64_t>(path.group) * block_size;
-          auto shap_sink = [&](int k, int32_t fi, double value) {
-            block[k * block_size + fi] += value;
-          };
-          auto inter_sink = [&](int k, int32_t fi, int32_t fj, double value) {
-            block[k * block_size + fi * f1 + fj] += value;
-          };
-          const double* z = scratch.z.data();
-          const double* d = scratch.d.data();
-          const int32_t* f = scratch.feature.data();
-          double* wk = scratch.work.data();
-          WithCapacity(path.capacity, [&](auto capacity) {
-            constexpr int N = decltype(capacity)::value;
-            if (interactions) {
-              RunInteractions<N>(z, d, f, n, t, w, path.q, values, path.width, wk, inter_sink);
-            } else {
+            const double* t = model.rule_nodes.data() + path.rule_begin;
+            const double* w = model.rule_weights.data() + path.rule_begin;
+            const double* values = layout.values.data() + path.value_begin;
+            double* block = acc + static_cast<int64_t>(path.group) * f1;
+            auto shap_sink = [&](int k, int32_t fi, double value) { block[k * f1 + fi] += value; };
+            const double* z = scratch.z.data();
+            const double* d = scratch.d.data();
+            const int32_t* f = scratch.feature.data();
+            double* wk = scratch.work.data();
+            WithCapacity(path.capacity, [&](auto capacity) {
+              constexpr int N = decltype(capacity)::value;
               RunShap<N>(z, d, f, n, t, w, path.q, values, path.width, wk, shap_sink);
-            }
-          });
+            });
+          }
         }
         float* o = out.Row(r);
         for (int k = 0; k < num_outputs; ++k) {
@@ -362,6 +403,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         }
       }
     }
+    workspaces.Give(std::move(workspace));
   };
   // Rows are independent; each is summed by one thread in a fixed order: deterministic. Where the
   // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).

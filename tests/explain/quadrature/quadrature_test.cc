@@ -17,6 +17,7 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/paths.h"
 #include "core/explain/quadrature/quadrature.h"
+#include "core/explain/quadrature/quadrature_pairs.h"
 #include "core/explain/quadrature/quadrature_tree.h"
 #include "core/gpu/device_set.h"
 #include "core/model/forest.h"
@@ -438,6 +439,66 @@ TEST(QuadratureTreeProgramTest, MatchesThePerPathKernelWithZeroCovers) {
             << "row " << r << " alone differs from the same row in a block";
       }
     }
+  }
+}
+
+// The pair kernel (interactions of every path the tree program does not take) on trees with more
+// features than one local matrix holds (several groups per tree), paths longer than its unrolled
+// lengths, scalar and vector leaves, against the reference; (i, j) and (j, i) are the same bits,
+// and a row's values are the same alone and in a batch on several threads.
+TEST(QuadraturePairProgramTest, WideDeepTreesMatchTheReference) {
+  ThreadPool pool(2);
+  for (bool vector_leaves : {false, true}) {
+    SCOPED_TRACE(vector_leaves);
+    RandomForestOptions options;
+    options.max_depth = 12;
+    options.num_trees = 4;
+    options.num_features = 400;
+    options.num_outputs = vector_leaves ? 3 : 2;
+    options.vector_leaves = vector_leaves;
+    options.leaf_probability = 0.03;
+    options.categorical_fraction = 0.1;
+    options.extreme_cover_probability = 0.1;
+    options.seed = vector_leaves ? 52 : 51;
+    ForestPtr f = MakeRandomForest(options);
+    QuadratureModelPtr built = Build(f);
+    ASSERT_NE(built, nullptr);
+    ASSERT_NE(built->pair_program, nullptr);
+    auto model = std::make_shared<QuadratureModel>(*built);
+    model->tree_program = nullptr;  // every path through the pair kernel
+    const QuadraturePairProgram& program = *model->pair_program;
+    EXPECT_GT(program.groups.size(), 2 * f->trees.size()) << "no tree was split into groups";
+    EXPECT_LE(program.max_local, std::max(kQuadraturePairLocalFeatures, program.max_unique));
+    EXPECT_GT(program.max_unique, 8) << "no path longer than the unrolled lengths";
+    const int64_t rows = 3;
+    const std::vector<float> x = MakeRandomRows(*f, rows, options.seed + 1000, 0.1);
+    const std::vector<float> ref = ReferenceExplanation(*f, x, true, &pool, 0, 0, rows);
+    const std::vector<float> shap_ref = ReferenceExplanation(*f, x, false, &pool, 0, 0, rows);
+    const std::vector<double> margins = Margins(*f, shap_ref, rows);
+    const std::vector<float> got = Quadrature(*model, x, rows, true, &pool);
+    const Compared vs_ref = Compare(*f, got, ref, margins, rows, true);
+    EXPECT_LE(vs_ref.max_error, kTolerance) << vs_ref.ToString();
+    const int64_t f1 = f->num_features + 1;
+    const int64_t width = ExplainWidth(*f, true);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int k = 0; k < f->num_outputs; ++k) {
+        const float* m = got.data() + r * width + k * f1 * f1;
+        for (int64_t i = 0; i < f1; ++i) {
+          for (int64_t j = 0; j < i; ++j) {
+            ASSERT_EQ(m[i * f1 + j], m[j * f1 + i]) << "row " << r << " output " << k;
+          }
+        }
+      }
+      const std::vector<float> one(x.begin() + r * f->num_features,
+                                   x.begin() + (r + 1) * f->num_features);
+      const std::vector<float> alone = Quadrature(*model, one, 1, true, nullptr);
+      ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + r * width, width * sizeof(float)))
+          << "row " << r << " alone differs from the same row in a batch";
+    }
+    std::printf("  vector leaves %d: %zu groups for %zu trees, max local %d, max unique %d, "
+                "err %.2e\n",
+                vector_leaves, program.groups.size(), f->trees.size(), program.max_local,
+                program.max_unique, vs_ref.max_error);
   }
 }
 
