@@ -7,6 +7,7 @@ gRPC and REST (one input per feature: the categorical ones as BYTES category nam
 binary). An unknown category is what the library makes of it, in every interface: missing for
 LightGBM, an error for XGBoost."""
 
+import os
 import subprocess
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from conftest import assert_bitwise, need, need_binary
 
 import groveml
+import groveml._input
 
 FEATURES = ["num", "color", "size", "other"]
 
@@ -315,3 +317,29 @@ def test_top_k_from_names_local_and_remote(served, categorical_models, categoric
         order = sorted(range(len(FEATURES)), key=lambda j: (-abs(values[j]), j))
         assert [int(f1), int(f2)] == order[:2]
         assert np.float32(v1) == values[int(f1)] and np.float32(v2) == values[int(f2)]
+
+
+def test_catboost_one_hot_names_in_process():
+    """CatBoost's one-hot features record hashes of their category names: groveml codes a frame's
+    names through the engine (as groved and `grove` do) and answers CatBoost's predictions, unseen
+    names included (they take every split's not-equal side); a served model's hashed feature is
+    refused rather than answered from NaN."""
+    pd = need("pandas")
+    from conftest import SOURCE_DIR
+    case = os.path.join(SOURCE_DIR, "tests", "golden", "cb_onehot_regression")
+    model = groveml.Model(os.path.join(case, "catboost.json"), device="cpu")
+    assert set(model.categories.hashed) == {"city", "size"}
+    text = pd.read_csv(os.path.join(case, "X_names.csv"), dtype=str, keep_default_na=False)
+    frame = text.copy()
+    for column in ("x0", "x1", "x2"):
+        frame[column] = text[column].replace("", "nan").astype(float)
+    want = np.loadtxt(os.path.join(case, "pred.csv"), delimiter=",", ndmin=1)
+    got = np.asarray(model.predict(frame), dtype=np.float32).reshape(-1)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+    # The same rows as the model's codes give the same answer.
+    codes = np.loadtxt(os.path.join(case, "X.csv"), delimiter=",", ndmin=2, skiprows=0)
+    assert_bitwise(np.asarray(model.predict(codes.astype(np.float32))).reshape(-1), got)
+    # Without the engine's coder (a served model's metadata has no hashes): refused, not NaN.
+    remote_like = groveml._input.Categories({"city": [], "size": []})
+    with pytest.raises(TypeError, match="hashes of their names"):
+        groveml._input.prepare(frame, model.feature_names, model.feature_types, remote_like)
