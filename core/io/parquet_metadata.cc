@@ -1,9 +1,13 @@
 #include "core/io/parquet_metadata.h"
 
+#include <string>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "core/io/thrift_compact.h"
 
 namespace grove {
@@ -32,6 +36,34 @@ void ExpectStruct(ThriftCompactReader& r, uint8_t type, const char* what) {
   if (type != kThriftStruct) r.Fail(absl::StrCat(what, ": a struct expected, found type ", type));
 }
 
+// A scalar field of a struct: its id and the member its value is read into.
+struct ScalarField {
+  int16_t id;
+  std::variant<int32_t*, int64_t*, bool*, std::string*> target;
+};
+
+void ReadValue(ThriftCompactReader& r, uint8_t type, int32_t* v) { *v = r.ReadI32(type); }
+void ReadValue(ThriftCompactReader& r, uint8_t type, int64_t* v) { *v = r.ReadI64(type); }
+void ReadValue(ThriftCompactReader& r, uint8_t type, bool* v) { *v = r.ReadBool(type); }
+void ReadValue(ThriftCompactReader& r, uint8_t type, std::string* v) { *v = r.ReadBinary(type); }
+
+// Reads field `id` into its entry of `fields`, or skips it when `fields` does not list it.
+void ReadScalarOrSkip(ThriftCompactReader& r, int16_t id, uint8_t type,
+                      absl::Span<const ScalarField> fields) {
+  for (const ScalarField& f : fields) {
+    if (f.id == id) {
+      std::visit([&](auto* v) { ReadValue(r, type, v); }, f.target);
+      return;
+    }
+  }
+  r.Skip(type);
+}
+
+// Reads a struct whose kept fields are all scalars.
+void ReadScalarStruct(ThriftCompactReader& r, absl::Span<const ScalarField> fields) {
+  ReadStruct(r, [&](int16_t id, uint8_t type) { ReadScalarOrSkip(r, id, type, fields); });
+}
+
 void ReadLogicalType(ThriftCompactReader& r, ParquetSchemaElement* e) {
   // A union: one field, whose id names the logical type; INTEGER (10) holds the width and sign.
   ReadStruct(r, [&](int16_t id, uint8_t type) {
@@ -40,42 +72,24 @@ void ReadLogicalType(ThriftCompactReader& r, ParquetSchemaElement* e) {
       r.Skip(type);
       return;
     }
-    ReadStruct(r, [&](int16_t f, uint8_t t) {
-      if (f == 1)
-        e->int_bit_width = r.ReadI32(t);
-      else if (f == 2)
-        e->int_signed = r.ReadBool(t);
-      else
-        r.Skip(t);
-    });
+    const ScalarField integer[] = {{1, &e->int_bit_width}, {2, &e->int_signed}};
+    ReadScalarStruct(r, integer);
   });
 }
 
 ParquetSchemaElement ReadSchemaElement(ThriftCompactReader& r) {
   ParquetSchemaElement e;
+  const ScalarField fields[] = {{1, &e.type},
+                                {3, &e.repetition},
+                                {4, &e.name},
+                                {5, &e.num_children},
+                                {6, &e.converted_type}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
-    switch (id) {
-      case 1:
-        e.type = r.ReadI32(type);
-        break;
-      case 3:
-        e.repetition = r.ReadI32(type);
-        break;
-      case 4:
-        e.name = r.ReadBinary(type);
-        break;
-      case 5:
-        e.num_children = r.ReadI32(type);
-        break;
-      case 6:
-        e.converted_type = r.ReadI32(type);
-        break;
-      case 10:
-        ExpectStruct(r, type, "logicalType");
-        ReadLogicalType(r, &e);
-        break;
-      default:
-        r.Skip(type);
+    if (id == 10) {
+      ExpectStruct(r, type, "logicalType");
+      ReadLogicalType(r, &e);
+    } else {
+      ReadScalarOrSkip(r, id, type, fields);
     }
   });
   return e;
@@ -83,31 +97,17 @@ ParquetSchemaElement ReadSchemaElement(ThriftCompactReader& r) {
 
 void ReadColumnMetaData(ThriftCompactReader& r, ParquetColumnChunk* c) {
   c->has_meta_data = true;
+  const ScalarField fields[] = {{1, &c->type},
+                                {4, &c->codec},
+                                {5, &c->num_values},
+                                {7, &c->total_compressed_size},
+                                {9, &c->data_page_offset},
+                                {11, &c->dictionary_page_offset}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
-    switch (id) {
-      case 1:
-        c->type = r.ReadI32(type);
-        break;
-      case 3:
-        ReadList(r, type, [&](uint8_t t) { c->path.push_back(r.ReadBinary(t)); });
-        break;
-      case 4:
-        c->codec = r.ReadI32(type);
-        break;
-      case 5:
-        c->num_values = r.ReadI64(type);
-        break;
-      case 7:
-        c->total_compressed_size = r.ReadI64(type);
-        break;
-      case 9:
-        c->data_page_offset = r.ReadI64(type);
-        break;
-      case 11:
-        c->dictionary_page_offset = r.ReadI64(type);
-        break;
-      default:
-        r.Skip(type);
+    if (id == 3) {
+      ReadList(r, type, [&](uint8_t t) { c->path.push_back(r.ReadBinary(t)); });
+    } else {
+      ReadScalarOrSkip(r, id, type, fields);
     }
   });
 }
@@ -128,18 +128,24 @@ ParquetColumnChunk ReadColumnChunk(ThriftCompactReader& r) {
   return c;
 }
 
+// Reads the list field of `type` whose elements are structs, appending read(r) for each.
+template <typename T, typename ReadElement>
+void ReadStructList(ThriftCompactReader& r, uint8_t type, const char* what, std::vector<T>* out,
+                    ReadElement read) {
+  ReadList(r, type, [&](uint8_t t) {
+    ExpectStruct(r, t, what);
+    out->push_back(read(r));
+  });
+}
+
 ParquetRowGroup ReadRowGroup(ThriftCompactReader& r) {
   ParquetRowGroup g;
+  const ScalarField fields[] = {{3, &g.num_rows}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     if (id == 1) {
-      ReadList(r, type, [&](uint8_t t) {
-        ExpectStruct(r, t, "RowGroup.columns");
-        g.columns.push_back(ReadColumnChunk(r));
-      });
-    } else if (id == 3) {
-      g.num_rows = r.ReadI64(type);
+      ReadStructList(r, type, "RowGroup.columns", &g.columns, ReadColumnChunk);
     } else {
-      r.Skip(type);
+      ReadScalarOrSkip(r, id, type, fields);
     }
   });
   return g;
@@ -150,25 +156,14 @@ ParquetRowGroup ReadRowGroup(ThriftCompactReader& r) {
 absl::StatusOr<ParquetFileMetaData> ParseParquetFileMetaData(absl::string_view bytes) {
   ThriftCompactReader r(bytes);
   ParquetFileMetaData meta;
+  const ScalarField fields[] = {{3, &meta.num_rows}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
-    switch (id) {
-      case 2:
-        ReadList(r, type, [&](uint8_t t) {
-          ExpectStruct(r, t, "FileMetaData.schema");
-          meta.schema.push_back(ReadSchemaElement(r));
-        });
-        break;
-      case 3:
-        meta.num_rows = r.ReadI64(type);
-        break;
-      case 4:
-        ReadList(r, type, [&](uint8_t t) {
-          ExpectStruct(r, t, "FileMetaData.row_groups");
-          meta.row_groups.push_back(ReadRowGroup(r));
-        });
-        break;
-      default:
-        r.Skip(type);
+    if (id == 2) {
+      ReadStructList(r, type, "FileMetaData.schema", &meta.schema, ReadSchemaElement);
+    } else if (id == 4) {
+      ReadStructList(r, type, "FileMetaData.row_groups", &meta.row_groups, ReadRowGroup);
+    } else {
+      ReadScalarOrSkip(r, id, type, fields);
     }
   });
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("malformed footer: ", r.error()));
@@ -179,85 +174,40 @@ absl::StatusOr<ParquetPageHeader> ParseParquetPageHeader(absl::string_view bytes
                                                          size_t* header_size) {
   ThriftCompactReader r(bytes);
   ParquetPageHeader h;
+  const ScalarField fields[] = {
+      {1, &h.type}, {2, &h.uncompressed_page_size}, {3, &h.compressed_page_size}};
+  const ScalarField data_page[] = {{1, &h.num_values},
+                                   {2, &h.encoding},
+                                   {3, &h.definition_level_encoding},
+                                   {4, &h.repetition_level_encoding}};
+  const ScalarField dictionary_page[] = {{1, &h.num_values}, {2, &h.encoding}};
+  const ScalarField data_page_v2[] = {{1, &h.num_values},
+                                      {2, &h.num_nulls},
+                                      {3, &h.num_rows},
+                                      {4, &h.encoding},
+                                      {5, &h.definition_levels_byte_length},
+                                      {6, &h.repetition_levels_byte_length},
+                                      {7, &h.is_compressed}};
+  // The kind headers by field id: the struct's name, the page type it belongs to, its fields.
+  struct KindHeader {
+    int16_t id;
+    const char* name;
+    int32_t page_type;
+    absl::Span<const ScalarField> fields;
+  };
+  const KindHeader kinds[] = {
+      {5, "data_page_header", kParquetDataPage, data_page},
+      {7, "dictionary_page_header", kParquetDictionaryPage, dictionary_page},
+      {8, "data_page_header_v2", kParquetDataPageV2, data_page_v2}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
-    switch (id) {
-      case 1:
-        h.type = r.ReadI32(type);
-        break;
-      case 2:
-        h.uncompressed_page_size = r.ReadI32(type);
-        break;
-      case 3:
-        h.compressed_page_size = r.ReadI32(type);
-        break;
-      case 5:  // DataPageHeader
-        ExpectStruct(r, type, "data_page_header");
-        h.has_kind_header = h.type == kParquetDataPage;
-        ReadStruct(r, [&](int16_t f, uint8_t t) {
-          switch (f) {
-            case 1:
-              h.num_values = r.ReadI32(t);
-              break;
-            case 2:
-              h.encoding = r.ReadI32(t);
-              break;
-            case 3:
-              h.definition_level_encoding = r.ReadI32(t);
-              break;
-            case 4:
-              h.repetition_level_encoding = r.ReadI32(t);
-              break;
-            default:
-              r.Skip(t);
-          }
-        });
-        break;
-      case 7:  // DictionaryPageHeader
-        ExpectStruct(r, type, "dictionary_page_header");
-        h.has_kind_header = h.type == kParquetDictionaryPage;
-        ReadStruct(r, [&](int16_t f, uint8_t t) {
-          if (f == 1)
-            h.num_values = r.ReadI32(t);
-          else if (f == 2)
-            h.encoding = r.ReadI32(t);
-          else
-            r.Skip(t);
-        });
-        break;
-      case 8:  // DataPageHeaderV2
-        ExpectStruct(r, type, "data_page_header_v2");
-        h.has_kind_header = h.type == kParquetDataPageV2;
-        ReadStruct(r, [&](int16_t f, uint8_t t) {
-          switch (f) {
-            case 1:
-              h.num_values = r.ReadI32(t);
-              break;
-            case 2:
-              h.num_nulls = r.ReadI32(t);
-              break;
-            case 3:
-              h.num_rows = r.ReadI32(t);
-              break;
-            case 4:
-              h.encoding = r.ReadI32(t);
-              break;
-            case 5:
-              h.definition_levels_byte_length = r.ReadI32(t);
-              break;
-            case 6:
-              h.repetition_levels_byte_length = r.ReadI32(t);
-              break;
-            case 7:
-              h.is_compressed = r.ReadBool(t);
-              break;
-            default:
-              r.Skip(t);
-          }
-        });
-        break;
-      default:
-        r.Skip(type);
+    for (const KindHeader& kind : kinds) {
+      if (kind.id != id) continue;
+      ExpectStruct(r, type, kind.name);
+      h.has_kind_header = h.type == kind.page_type;
+      ReadScalarStruct(r, kind.fields);
+      return;
     }
+    ReadScalarOrSkip(r, id, type, fields);
   });
   if (!r.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("malformed page header: ", r.error()));
