@@ -415,9 +415,28 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args) {
   return out;
 }
 
+// The engine options of predict and explain. Ends without a newline, as kRemoteOptions.
+constexpr absl::string_view kEngineOptions =
+    R"(      --iteration-begin N    first boosting round used (default 0)
+      --iteration-end N      one past the last boosting round used (default 0 = all)
+  -t, --threads N            CPU threads, for the model and for parsing the input
+                             (default 0 = one per core)
+      --chunk-rows N         rows per engine call (default: automatic)
+      --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
+      --no-gpu               never use a GPU)";
+
+// The remote options every command that can ask a running groved lists after its --server line.
+// Ends without a newline, so that the text after it starts on a line of its own.
+constexpr absl::string_view kRemoteOptions =
+    R"(      --model-version N      remote: model version (default: the highest ready one)
+      --timeout SECONDS      remote: deadline of every request
+      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
+      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
+      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN))";
+
 std::string HelpText(const std::string& topic) {
   if (topic == "predict") {
-    return R"(Usage: grove predict --model PATH --input X.csv [options]
+    return absl::StrCat(R"(Usage: grove predict --model PATH --input X.csv [options]
 
 Predicts every row of X.csv (comma separated, one row per line; empty or nan = missing; True /
 False = 1 / 0; a categorical feature's cells may be its category names when the model records its
@@ -430,13 +449,8 @@ Options:
   -i, --input FILE           input rows; - reads standard input
   -o, --output FILE          where to write the results (default -, standard output)
   -k, --kind KIND            margin | prediction (default) | leaf
-      --iteration-begin N    first boosting round used (default 0)
-      --iteration-end N      one past the last boosting round used (default 0 = all)
-  -t, --threads N            CPU threads, for the model and for parsing the input
-                             (default 0 = one per core)
-      --chunk-rows N         rows per engine call (default: automatic)
-      --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
-      --no-gpu               never use a GPU
+)",
+                        kEngineOptions, R"(
       --no-progress          no progress bar (one is shown on a terminal for long inputs)
       --header               the input's first line names its columns: they are matched to the
                              model's feature names (any order; other columns are dropped) and
@@ -446,18 +460,15 @@ Options:
       --output-header        a header line on the output (prediction / margin / leaf columns)
   -v, --verbose              print the engine, device and timings on standard error
       --server HOST:PORT     ask a running groved instead (--model is then a model name)
-      --model-version N      remote: model version (default: the highest ready one)
-      --timeout SECONDS      remote: deadline of every request
-      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
-      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
-      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
+)",
+                        kRemoteOptions, R"(
       --shared-memory        remote, groved on this host with --shared_memory: pass rows and
                              results through a POSIX shared memory object registered for the
                              run (role admin with access control) instead of the messages
-)";
+)");
   }
   if (topic == "explain") {
-    return R"(Usage: grove explain --model PATH --input X.csv [options]
+    return absl::StrCat(R"(Usage: grove explain --model PATH --input X.csv [options]
 
 Writes the exact TreeSHAP values of every row of X.csv (or X.npy or Parquet; read as for predict), laid out
 like XGBoost pred_contribs:
@@ -495,13 +506,8 @@ Options:
                              (of its interaction matrix with --interactions) minus the model's
                              float32 output in the explained space (margin, or the link's
                              output in the probability spaces); near 0 for SHAP values
-      --iteration-begin N    first boosting round used (default 0)
-      --iteration-end N      one past the last boosting round used (default 0 = all)
-  -t, --threads N            CPU threads, for the model and for parsing the input
-                             (default 0 = one per core)
-      --chunk-rows N         rows per engine call (default: automatic)
-      --strategy NAME        engine strategy: auto (default), cpu, or a GPU strategy
-      --no-gpu               never use a GPU
+)",
+                        kEngineOptions, R"(
       --no-progress          no progress bar
       --header               the input's first line names its columns: they are matched to the
                              model's feature names (any order; other columns are dropped) and
@@ -511,15 +517,11 @@ Options:
       --output-header        a header line on the output, without an input header
   -v, --verbose              print the engine, device and timings on standard error
       --server HOST:PORT     ask a running groved instead (--model is then a model name)
-      --model-version N      remote: model version (default: the highest ready one)
-      --timeout SECONDS      remote: deadline of every request
-      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
-      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
-      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
-)";
+)",
+                        kRemoteOptions, "\n");
   }
   if (topic == "inspect") {
-    return R"(Usage: grove inspect --model PATH [--json]
+    return absl::StrCat(R"(Usage: grove inspect --model PATH [--json]
 
 Loads a model and prints its shape and statistics: format, trees, leaves, depth, features,
 outputs, objective and link, load time, file and memory bytes, and the engines that would run it.
@@ -529,12 +531,8 @@ Options:
       --json                 one JSON object instead of text
       --no-gpu               describe the CPU engines only
       --server HOST:PORT     describe a model loaded by a running groved
-      --model-version N      remote: model version (default: the highest ready one)
-      --timeout SECONDS      remote: deadline of every request
-      --tls, --tls-ca PEM    remote: TLS (system roots, or these roots)
-      --tls-cert PEM, --tls-key PEM   remote: client certificate (mutual TLS)
-      --token TOKEN          remote: bearer token (default: $GROVE_TOKEN)
-)";
+)",
+                        kRemoteOptions, "\n");
   }
   if (topic == "bench") {
     return R"(Usage: grove bench --server HOST:PORT --model NAME [options]
