@@ -105,6 +105,18 @@ __attribute__((target("avx512f"))) inline void AddLeaves512(const double* values
   _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
 }
 
+// Starts tree `g` of a group: vector g * row_vectors + v walks row vector v (offsets row_of[v])
+// from node index `first`, at position 0.
+__attribute__((target("avx512f"))) inline void StartTree512(int g, int row_vectors, __m512i first,
+                                                            const __m512i* row_of, __m512i* base,
+                                                            __m512i* row, __m512i* at) {
+  for (int v = 0; v < row_vectors; ++v) {
+    base[g * row_vectors + v] = first;
+    row[g * row_vectors + v] = row_of[v];
+    at[g * row_vectors + v] = _mm512_setzero_si512();
+  }
+}
+
 // WalkAndAddSimd's loop: rows in vectors of sixteen; trees walked a few at a time so that four
 // vectors are always in flight (a level's gathers depend on the last level's: one vector alone
 // would wait on them), then each tree's leaf values added in tree order.
@@ -128,11 +140,7 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
       const CpuTree& tree = trees[tree_ids[t0 + g]];
       depth = tree.depth > depth ? tree.depth : depth;
       const __m512i first = _mm512_set1_epi32(static_cast<int>(tree.node_begin));
-      for (int v = 0; v < row_vectors; ++v) {
-        base[g * row_vectors + v] = _mm512_add_epi32(first, first);
-        row[g * row_vectors + v] = row_of[v];
-        at[g * row_vectors + v] = _mm512_setzero_si512();
-      }
+      StartTree512(g, row_vectors, _mm512_add_epi32(first, first), row_of, base, row, at);
     }
     const bool check_leaves = depth > kCheckDepth;
     for (int d = 0; d < depth; ++d) {
@@ -238,12 +246,8 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
     const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
     const int vectors = group * row_vectors;
     for (int g = 0; g < group; ++g) {
-      const __m512i first = _mm512_set1_epi32(trees[tree_ids[t0 + g]].dense * inner);
-      for (int v = 0; v < row_vectors; ++v) {
-        base[g * row_vectors + v] = first;
-        row[g * row_vectors + v] = row_of[v];
-        at[g * row_vectors + v] = _mm512_setzero_si512();
-      }
+      StartTree512(g, row_vectors, _mm512_set1_epi32(trees[tree_ids[t0 + g]].dense * inner),
+                   row_of, base, row, at);
     }
     // The top levels: a level of at most 32 nodes is held in registers per tree and its lanes'
     // nodes selected by permutes, so only the row values are gathered.
