@@ -325,9 +325,7 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const ForestPtr& 
 int Main(int argc, char** argv) {
   Flags flags;
   bench::FlagSet set;
-  set.String("--model", &flags.model);
-  set.String("--rows", &flags.rows);
-  set.String("--name", &flags.name);
+  bench::AddModelRowsFlags(&set, &flags.model, &flags.rows, &flags.name);
   set.String("--precision", &flags.precision);
   set.Int("--shap-rows", &flags.shap_rows);
   set.Int("--interaction-rows", &flags.interaction_rows);
@@ -339,18 +337,15 @@ int Main(int argc, char** argv) {
   });
   set.Int("--threads", &flags.threads);
   if (!set.Parse(argc, argv)) return 2;
-  if (flags.model.empty() || flags.rows.empty()) {
-    std::fprintf(stderr, "usage: grove_explain_bench --model M --rows R.csv [flags]\n");
-    return 2;
+  bench::ModelAndRows input;
+  if (int status = bench::StartModelRows(
+          flags.model, flags.rows, &flags.name,
+          "usage: grove_explain_bench --model M --rows R.csv [flags]", &input);
+      status != 0) {
+    return status;
   }
-  if (flags.name.empty()) flags.name = flags.model;
-  absl::StatusOr<bench::ModelAndRows> input = bench::LoadModelAndRows(flags.model, flags.rows);
-  if (!input.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
-    return 1;
-  }
-  const Forest& f = *input->forest;
-  std::vector<float> rows = std::move(input->rows);
+  const Forest& f = *input.forest;
+  std::vector<float> rows = std::move(input.rows);
   const int64_t max_rows = std::max(flags.shap_rows, flags.interaction_rows);
   const int64_t n = std::min<int64_t>(rows.size() / std::max(f.num_features, 1), max_rows);
   rows.resize(n * f.num_features);
@@ -375,7 +370,7 @@ int Main(int argc, char** argv) {
     std::printf("no GPU visible\n");
   }
 #endif
-  BenchCpu(flags, *layout, input->forest, rows, &pool);
+  BenchCpu(flags, *layout, input.forest, rows, &pool);
   return 0;
 }
 

@@ -430,11 +430,9 @@ int KernelOnly(const Flags& flags, const ForestPtr& forest, const std::vector<fl
 int Main(int argc, char** argv) {
   Flags flags;
   bench::FlagSet set;
-  set.String("--model", &flags.model);
-  set.String("--rows", &flags.rows);
+  bench::AddModelRowsFlags(&set, &flags.model, &flags.rows, &flags.name);
   set.String("--mode", &flags.mode);
   set.String("--cache", &flags.cache);
-  set.String("--name", &flags.name);
   set.Double("--budget", &flags.budget);
   set.Int("--block-rows", &flags.block_rows);
   set.Custom("--walk", [&](const std::string& v) {

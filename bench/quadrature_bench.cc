@@ -397,31 +397,26 @@ void Bench(const Flags& flags, ForestPtr forest, const std::vector<float>& all_r
 int Main(int argc, char** argv) {
   Flags flags;
   bench::FlagSet set;
-  set.String("--model", &flags.model);
-  set.String("--rows", &flags.rows);
-  set.String("--name", &flags.name);
+  bench::AddModelRowsFlags(&set, &flags.model, &flags.rows, &flags.name);
   set.Int("--shap-rows", &flags.shap_rows);
   set.Int("--interaction-rows", &flags.interaction_rows);
   set.Int("--reps", &flags.reps);
   set.Switch("--engine", &flags.engine);
   if (!set.Parse(argc, argv)) return 2;
-  if (flags.model.empty() || flags.rows.empty()) {
-    std::fprintf(stderr, "usage: grove_quadrature_bench --model M --rows R.csv\n");
-    return 2;
+  bench::ModelAndRows input;
+  if (int status = bench::StartModelRows(flags.model, flags.rows, &flags.name,
+                                         "usage: grove_quadrature_bench --model M --rows R.csv",
+                                         &input);
+      status != 0) {
+    return status;
   }
-  if (flags.name.empty()) flags.name = flags.model;
-  absl::StatusOr<bench::ModelAndRows> input = bench::LoadModelAndRows(flags.model, flags.rows);
-  if (!input.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
-    return 1;
-  }
-  std::vector<float> rows = std::move(input->rows);
+  std::vector<float> rows = std::move(input.rows);
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::printf("no CUDA device\n");
     return 0;
   }
-  Bench(flags, input->forest, rows);
+  Bench(flags, input.forest, rows);
 #else
   std::printf("built without CUDA: nothing to measure\n");
 #endif

@@ -75,4 +75,10 @@ bool FlagSet::Parse(int argc, char** argv) const {
   return true;
 }
 
+void AddModelRowsFlags(FlagSet* set, std::string* model, std::string* rows, std::string* name) {
+  set->String("--model", model);
+  set->String("--rows", rows);
+  set->String("--name", name);
+}
+
 }  // namespace grove::bench

@@ -42,4 +42,7 @@ class FlagSet {
   std::map<std::string, bool*> switches_;
 };
 
+// Registers the model-and-rows flags --model, --rows and --name on `set`, into the three fields.
+void AddModelRowsFlags(FlagSet* set, std::string* model, std::string* rows, std::string* name);
+
 }  // namespace grove::bench

@@ -1,5 +1,8 @@
 #include "bench/common/rows.h"
 
+#include <cstdio>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/io/csv.h"
@@ -31,6 +34,22 @@ absl::StatusOr<ModelAndRows> LoadModelAndRows(const std::string& model_path,
   absl::StatusOr<std::vector<float>> rows = ReadFeatureRows(rows_path, (*forest)->num_features);
   if (!rows.ok()) return rows.status();
   return ModelAndRows{*std::move(forest), *std::move(rows)};
+}
+
+int StartModelRows(const std::string& model_path, const std::string& rows_path,
+                   std::string* name, const char* usage, ModelAndRows* out) {
+  if (model_path.empty() || rows_path.empty()) {
+    std::fprintf(stderr, "%s\n", usage);
+    return 2;
+  }
+  if (name->empty()) *name = model_path;
+  absl::StatusOr<ModelAndRows> input = LoadModelAndRows(model_path, rows_path);
+  if (!input.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(input.status().message()).c_str());
+    return 1;
+  }
+  *out = *std::move(input);
+  return 0;
 }
 
 }  // namespace grove::bench

@@ -22,4 +22,11 @@ struct ModelAndRows {
 absl::StatusOr<ModelAndRows> LoadModelAndRows(const std::string& model_path,
                                               const std::string& rows_path);
 
+// A model-and-rows program's start, after its flags are parsed: the --model and --rows values,
+// and its --name (set to the model path when empty). Answers the program's exit status when it
+// cannot go on: 2 after printing `usage` when --model or --rows is missing, 1 after printing the
+// error when LoadModelAndRows fails; 0 with `*out` loaded otherwise.
+int StartModelRows(const std::string& model_path, const std::string& rows_path,
+                   std::string* name, const char* usage, ModelAndRows* out);
+
 }  // namespace grove::bench
