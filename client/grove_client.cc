@@ -72,6 +72,18 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 namespace {
 
+template <typename Stub, typename Request, typename Response>
+using UnaryRpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
+
+// One unary call of `rpc` on `stub` with a context `client` prepared for `call`.
+template <typename Stub, typename Request, typename Response>
+absl::Status CallUnary(const GroveClient& client, Stub* stub, UnaryRpc<Stub, Request, Response> rpc,
+                       const Request& request, const CallOptions& call, Response* response) {
+  grpc::ClientContext context;
+  client.Prepare(&context, call);
+  return FromGrpcStatus((stub->*rpc)(&context, request, response));
+}
+
 // Rows as Matrix.raw_f32 / raw_f64 (the values' own bytes, which are the wire's little-endian form
 // on this little-endian host), or as the repeated values / values_f64 every groved reads.
 template <typename T>
@@ -364,21 +376,14 @@ absl::StatusOr<PredictResult> FromProto(
   return r;
 }
 
-template <typename Request, typename Response>
-using GroveRpc = grpc::Status (grove::v1::Grove::Stub::*)(grpc::ClientContext*, const Request&,
-                                                          Response*);
-
 // One unary call of `rpc` on `client`'s stub with `request`, its rows filled from `rows`.
 template <typename T, typename Request, typename Response>
-absl::Status CallWithRows(GroveClient* client, GroveRpc<Request, Response> rpc, Request* request,
-                          const T* rows, int64_t num_rows, int64_t num_cols, bool raw_rows,
-                          const CallOptions& call, Response* response) {
+absl::Status CallWithRows(GroveClient* client,
+                          UnaryRpc<grove::v1::Grove::Stub, Request, Response> rpc,
+                          Request* request, const T* rows, int64_t num_rows, int64_t num_cols,
+                          bool raw_rows, const CallOptions& call, Response* response) {
   FillMatrix(rows, num_rows, num_cols, raw_rows, request->mutable_rows());
-  grpc::ClientContext context;
-  client->Prepare(&context, call);
-  grpc::Status status = (client->stub()->*rpc)(&context, *request, response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return absl::OkStatus();
+  return CallUnary(*client, client->stub(), rpc, *request, call, response);
 }
 
 }  // namespace
@@ -501,10 +506,11 @@ absl::StatusOr<PredictResult> GroveClient::PredictSharedMemory(
   FillMatrix(rows, request.mutable_rows());
   *request.mutable_output_shared_memory() = output;
   grove::v1::PredictResponse response;
-  grpc::ClientContext context;
-  Prepare(&context, call);
-  grpc::Status status = grove_->Predict(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, grove_.get(), &grove::v1::Grove::Stub::Predict, request,
+                                 call, &response);
+      !s.ok()) {
+    return s;
+  }
   return FromProto(response, rows.num_rows, [&](const grove::v1::Matrix& m) {
     return ReadSharedResult(m, output, output_data);
   });
@@ -513,48 +519,52 @@ absl::StatusOr<PredictResult> GroveClient::PredictSharedMemory(
 absl::Status GroveClient::RegisterSharedMemory(const std::string& name, const std::string& key,
                                                uint64_t offset, uint64_t byte_size,
                                                const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::RegisterSharedMemoryRequest request;
   request.set_name(name);
   request.set_key(key);
   request.set_offset(offset);
   request.set_byte_size(byte_size);
   grove::v1::RegisterSharedMemoryResponse response;
-  return FromGrpcStatus(grove_->RegisterSharedMemory(&context, request, &response));
+  return CallUnary(*this, grove_.get(), &grove::v1::Grove::Stub::RegisterSharedMemory, request,
+                   call, &response);
 }
 
 absl::StatusOr<std::vector<std::string>> GroveClient::UnregisterSharedMemory(
     const std::string& name, const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::UnregisterSharedMemoryRequest request;
   request.set_name(name);
   grove::v1::UnregisterSharedMemoryResponse response;
-  grpc::Status status = grove_->UnregisterSharedMemory(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, grove_.get(),
+                                 &grove::v1::Grove::Stub::UnregisterSharedMemory, request, call,
+                                 &response);
+      !s.ok()) {
+    return s;
+  }
   return std::vector<std::string>(response.unregistered().begin(), response.unregistered().end());
 }
 
 absl::StatusOr<std::vector<grove::v1::SharedMemoryRegion>> GroveClient::SharedMemoryStatus(
     const std::string& name, const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::SharedMemoryStatusRequest request;
   request.set_name(name);
   grove::v1::SharedMemoryStatusResponse response;
-  grpc::Status status = grove_->GetSharedMemoryStatus(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, grove_.get(),
+                                 &grove::v1::Grove::Stub::GetSharedMemoryStatus, request, call,
+                                 &response);
+      !s.ok()) {
+    return s;
+  }
   return std::vector<grove::v1::SharedMemoryRegion>(response.regions().begin(),
                                                     response.regions().end());
 }
 
 absl::StatusOr<std::vector<ModelInfo>> GroveClient::ListModels(const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::ListModelsResponse response;
-  grpc::Status status = grove_->ListModels(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, grove_.get(), &grove::v1::Grove::Stub::ListModels,
+                                 grove::v1::ListModelsRequest(), call, &response);
+      !s.ok()) {
+    return s;
+  }
   std::vector<ModelInfo> out;
   for (const grove::v1::ModelStatus& m : response.models()) {
     out.push_back({m.name(), m.ready(), {m.versions().begin(), m.versions().end()}});
@@ -565,67 +575,74 @@ absl::StatusOr<std::vector<ModelInfo>> GroveClient::ListModels(const CallOptions
 absl::StatusOr<grove::v1::ModelMetadata> GroveClient::GetModelMetadata(const std::string& model,
                                                                        int64_t version,
                                                                        const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::GetModelMetadataRequest request;
   request.set_model(model);
   request.set_version(version);
   grove::v1::ModelMetadata response;
-  grpc::Status status = grove_->GetModelMetadata(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, grove_.get(), &grove::v1::Grove::Stub::GetModelMetadata,
+                                 request, call, &response);
+      !s.ok()) {
+    return s;
+  }
   return response;
 }
 
 absl::StatusOr<ModelInfo> GroveClient::LoadModel(const std::string& model,
                                                  const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::LoadModelRequest request;
   request.set_model(model);
   grove::v1::LoadModelResponse response;
-  grpc::Status status = grove_->LoadModel(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, grove_.get(), &grove::v1::Grove::Stub::LoadModel, request,
+                                 call, &response);
+      !s.ok()) {
+    return s;
+  }
   const grove::v1::ModelStatus& m = response.status();
   return ModelInfo{m.name(), m.ready(), {m.versions().begin(), m.versions().end()}};
 }
 
 absl::Status GroveClient::UnloadModel(const std::string& model, const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   grove::v1::UnloadModelRequest request;
   request.set_model(model);
   grove::v1::UnloadModelResponse response;
-  return FromGrpcStatus(grove_->UnloadModel(&context, request, &response));
+  return CallUnary(*this, grove_.get(), &grove::v1::Grove::Stub::UnloadModel, request, call,
+                   &response);
 }
 
 absl::StatusOr<bool> GroveClient::ServerLive(const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   inference::ServerLiveResponse response;
-  grpc::Status status = inference_->ServerLive(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, inference_.get(),
+                                 &inference::GRPCInferenceService::Stub::ServerLive,
+                                 inference::ServerLiveRequest(), call, &response);
+      !s.ok()) {
+    return s;
+  }
   return response.live();
 }
 
 absl::StatusOr<bool> GroveClient::ServerReady(const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   inference::ServerReadyResponse response;
-  grpc::Status status = inference_->ServerReady(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, inference_.get(),
+                                 &inference::GRPCInferenceService::Stub::ServerReady,
+                                 inference::ServerReadyRequest(), call, &response);
+      !s.ok()) {
+    return s;
+  }
   return response.ready();
 }
 
 absl::StatusOr<bool> GroveClient::ModelReady(const std::string& model, int64_t version,
                                              const CallOptions& call) {
-  grpc::ClientContext context;
-  Prepare(&context, call);
   inference::ModelReadyRequest request;
   request.set_name(model);
   if (version > 0) request.set_version(absl::StrCat(version));
   inference::ModelReadyResponse response;
-  grpc::Status status = inference_->ModelReady(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (absl::Status s = CallUnary(*this, inference_.get(),
+                                 &inference::GRPCInferenceService::Stub::ModelReady, request, call,
+                                 &response);
+      !s.ok()) {
+    return s;
+  }
   return response.ready();
 }
 
