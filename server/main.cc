@@ -139,6 +139,12 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+// A MiB flag's bytes, saturated before the shift so that an absurd value fails the options'
+// validation instead of overflowing; a negative one is 0.
+int64_t MibToBytes(int64_t mb) {
+  return mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(mb, 0) << 20;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,11 +236,9 @@ int main(int argc, char** argv) {
   serving.max_queue_wait = absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
   serving.chunk_target = absl::Milliseconds(absl::GetFlag(FLAGS_compute_chunk_ms));
   serving.inline_compute = absl::Microseconds(absl::GetFlag(FLAGS_inline_compute_us));
-  // Saturated before the shift: an absurd value fails validation instead of overflowing.
-  const int64_t memory_mb = absl::GetFlag(FLAGS_max_request_memory_mb);
-  serving.memory_budget_bytes =
-      memory_mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(memory_mb, 0) << 20;
-  // Saturated as above; serving::ValidateHostBufferOptions checks the bounds when the server starts.
+  serving.memory_budget_bytes = MibToBytes(absl::GetFlag(FLAGS_max_request_memory_mb));
+  // Saturated as MibToBytes does, but a negative value stays negative (-1);
+  // serving::ValidateHostBufferOptions checks the bounds when the server starts.
   const int64_t host_buffer_mb = absl::GetFlag(FLAGS_host_buffer_mb);
   o.runtime.host_buffer_bytes = host_buffer_mb < 0                  ? -1
                                  : host_buffer_mb > (int64_t{1} << 40) ? INT64_MAX
@@ -272,13 +276,12 @@ int main(int argc, char** argv) {
   o.repository_poll = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
   o.model_control = absl::GetFlag(FLAGS_model_control);
   // Bounds of these are checked once, by serving::ValidateSharedMemoryOptions when the server
-  // starts; the MiB values are saturated before the shift so that an absurd one fails there.
-  auto mib = [](int64_t mb) {
-    return mb > (int64_t{1} << 40) ? INT64_MAX : std::max<int64_t>(mb, 0) << 20;
-  };
+  // starts.
   o.runtime.shared_memory_enabled = absl::GetFlag(FLAGS_shared_memory);
-  o.runtime.shared_memory.max_region_bytes = mib(absl::GetFlag(FLAGS_shared_memory_max_region_mb));
-  o.runtime.shared_memory.max_total_bytes = mib(absl::GetFlag(FLAGS_shared_memory_max_total_mb));
+  o.runtime.shared_memory.max_region_bytes =
+      MibToBytes(absl::GetFlag(FLAGS_shared_memory_max_region_mb));
+  o.runtime.shared_memory.max_total_bytes =
+      MibToBytes(absl::GetFlag(FLAGS_shared_memory_max_total_mb));
   o.runtime.shared_memory.max_regions = absl::GetFlag(FLAGS_shared_memory_max_regions);
   o.strict_readiness = absl::GetFlag(FLAGS_strict_readiness);
   o.shutdown_delay = absl::Seconds(absl::GetFlag(FLAGS_shutdown_delay_seconds));
