@@ -63,7 +63,6 @@ struct KernelArgs {
 template <typename T>
 struct LaneState {
   PathElement e;
-  int player = -1;  // the output column of this lane's element (-1: root or no element)
   int seg = 0, rel = 0, len = 1;
   int group = 0, width = 0;
   uint32_t value_begin = 0;
@@ -96,11 +95,7 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_
     s->width = p.width;
     s->value_begin = p.value_begin;
     s->value_scale0 = a.d_layout.values[p.value_begin] * a.d_scale[p.group];
-    s->player = s->rel == 0                ? -1
-                : a.d_player_of != nullptr ? a.d_player_of[s->e.feature]
-                                           : s->e.feature;
   } else {
-    s->player = -1;
     s->e.flags = kElemRoot;
     s->e.feature = -1;
     s->e.zero_fraction = 1.0;
@@ -120,6 +115,14 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_
   z_of[lane] = s->z;
   s->z_of = z_of;
   __syncwarp();
+}
+
+// The output column of the lane's element: its feature, or its group in a grouped layout. Read
+// where a result is written rather than kept in LaneState, whose registers the top-down kernel's
+// occupancy has none to spare for; -1 (not used) for the root and idle lanes.
+template <typename T>
+__device__ __forceinline__ int PlayerOf(const KernelArgs& a, const LaneState<T>& s) {
+  return a.d_player_of != nullptr && s.e.feature >= 0 ? a.d_player_of[s.e.feature] : s.e.feature;
 }
 
 // The block's copy of the Shapley-weight table (kWeightEntries entries of T).
@@ -418,7 +421,7 @@ __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapK
   RunBlock<T, U>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
-                const int64_t feature = s.player;
+                const int64_t feature = PlayerOf(a, s);
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * f1 + feature; });
               });
@@ -437,7 +440,7 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
   const bool has_cond = cond < s.len;
   const int src = s.seg + (has_cond ? cond : 0);
   const double zc = __shfl_sync(kFullMask, s.e.zero_fraction, src);
-  const int fc = __shfl_sync(kFullMask, s.player, src);
+  const int fc = __shfl_sync(kFullMask, PlayerOf(a, s), src);
   double scale[kRowsInFlight];
   bool take[kRowsInFlight];
   bool any = false;
@@ -464,7 +467,7 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
     for (int v = 0; v < s.max_width; ++v) {  // warp-uniform loop (segment sums shuffle)
       const long long fixed = (take[q] && v < s.width) ? Fixed(t * ValueScale(a, s, v)) : 0;
       const int64_t row_base = static_cast<int64_t>(s.group + v) * block + static_cast<int64_t>(fc) * f1;
-      if (fixed != 0) b.acc.Add(rr, row_base + s.player, fixed);
+      if (fixed != 0) b.acc.Add(rr, row_base + PlayerOf(a, s), fixed);
       const long long sum = SegmentSum(fixed, s.rel, s.len);
       if (s.active && s.rel == 0 && v < s.width && has_cond) b.acc.Add(rr, row_base + fc, -sum);
     }
@@ -484,7 +487,8 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 // phi_i on the diagonal, then the conditioned values.
-                const int64_t diag = static_cast<int64_t>(s.player) * f1 + s.player;
+                const int64_t player = PlayerOf(a, s);
+                const int64_t diag = player * f1 + player;
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * block + diag; });
                 for (int cond = 1; cond < s.max_len; ++cond) {
