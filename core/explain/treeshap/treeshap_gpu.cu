@@ -105,13 +105,24 @@ std::vector<int64_t> CompactInteractionColumns(const PathLayout& l) {
   return cols;
 }
 
-template <typename T, typename U>
+template <typename T, typename U, bool kGrouped>
 void LaunchKernel(bool interactions, dim3 grid, size_t smem, cudaStream_t s,
                   const tk::KernelArgs& a) {
   if (interactions) {
-    tk::InteractionsKernel<T, U><<<grid, tk::kBlockThreads, smem, s>>>(a);
+    tk::InteractionsKernel<T, U, kGrouped><<<grid, tk::kBlockThreads, smem, s>>>(a);
   } else {
-    tk::ShapKernel<T, U><<<grid, tk::kBlockThreads, smem, s>>>(a);
+    tk::ShapKernel<T, U, kGrouped><<<grid, tk::kBlockThreads, smem, s>>>(a);
+  }
+}
+
+// The features' kernel, or the groups' for a grouped layout (a.d_player_of set).
+template <typename T, typename U>
+void LaunchKernel(bool interactions, dim3 grid, size_t smem, cudaStream_t s,
+                  const tk::KernelArgs& a) {
+  if (a.d_player_of != nullptr) {
+    LaunchKernel<T, U, true>(interactions, grid, smem, s, a);
+  } else {
+    LaunchKernel<T, U, false>(interactions, grid, smem, s, a);
   }
 }
 

@@ -117,12 +117,17 @@ __device__ __forceinline__ void LoadLane(const KernelArgs& a, int64_t bin, T* z_
   __syncwarp();
 }
 
-// The output column of the lane's element: its feature, or its group in a grouped layout. Read
-// where a result is written rather than kept in LaneState, whose registers the top-down kernel's
-// occupancy has none to spare for; -1 (not used) for the root and idle lanes.
-template <typename T>
+// The output column of the lane's element: its feature, or its group in a grouped layout
+// (kGrouped: the kernels are instantiated both ways, so that the features' kernels carry no code
+// of the groups': the top-down kernel's registers are spoken for). Read where a result is
+// written rather than kept in LaneState; -1 or unused for the root and idle lanes.
+template <bool kGrouped, typename T>
 __device__ __forceinline__ int PlayerOf(const KernelArgs& a, const LaneState<T>& s) {
-  return a.d_player_of != nullptr && s.e.feature >= 0 ? a.d_player_of[s.e.feature] : s.e.feature;
+  if constexpr (kGrouped) {
+    return s.e.feature >= 0 ? a.d_player_of[s.e.feature] : -1;
+  } else {
+    return s.e.feature;
+  }
 }
 
 // The block's copy of the Shapley-weight table (kWeightEntries entries of T).
@@ -145,7 +150,7 @@ struct RowBits {
 };
 
 // Row `row` (live when < row_end) for this lane.
-template <typename T>
+template <bool kGrouped, typename T>
 __device__ __forceinline__ RowBits LoadRow(const KernelArgs& a, const LaneState<T>& s,
                                            int64_t row, int64_t row_end) {
   RowBits b;
@@ -153,7 +158,7 @@ __device__ __forceinline__ RowBits LoadRow(const KernelArgs& a, const LaneState<
   const bool is_element = s.active && s.rel > 0;
   const float x = (is_element && b.live) ? a.d_rows[row * a.num_features + s.e.feature] : 0.0f;
   b.own = !is_element || PathElementMatches(s.e, a.d_layout.category_bits, x);
-  if (a.d_player_of != nullptr) {
+  if constexpr (kGrouped) {
     // A grouped layout: a player's first lane matches iff every lane of its run (the member
     // lanes right above it) does; member lanes are null players (o = 1, z = 1).
     const int lane = threadIdx.x % 32;
@@ -380,7 +385,7 @@ __device__ __forceinline__ void EmitPhi(const KernelArgs& a, const LaneState<T>&
 // The block's bins (bins_per_warp per warp) and rows, kRowsInFlight rows at a time: per step,
 // `emit(s, r0, rows, take, total)` gets every lane's unconditioned unwound sums (take[q]: the lane
 // holds a non-root element and row r0 + q exists).
-template <typename T, typename U, typename Emit>
+template <typename T, typename U, bool kGrouped, typename Emit>
 __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b, const T* weights,
                                          T* shared_z, Emit emit) {
   const int warp = threadIdx.x / 32;
@@ -396,7 +401,7 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
       bool take[kRowsInFlight];
 #pragma unroll
       for (int q = 0; q < kRowsInFlight; ++q) {
-        rows[q] = LoadRow(a, s, r0 + q, b.row_end);
+        rows[q] = LoadRow<kGrouped>(a, s, r0 + q, b.row_end);
         take[q] = is_element && rows[q].live;
       }
       T w[kRowsInFlight], total[kRowsInFlight];
@@ -410,7 +415,7 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
 // The straight-line (top-down) kernel runs at 8 blocks per SM (64 registers, 36 bytes spilled):
 // measured 2-5% faster than at 72 registers and 43% occupancy (docs/benchmarks/shap-gpu.md).
 // The composite one keeps the compiler's choice (0: no hint; 68 registers, no spills).
-template <typename T, typename U>
+template <typename T, typename U, bool kGrouped>
 __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapKernel(KernelArgs a) {
   extern __shared__ unsigned long long shared_acc[];
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
@@ -418,10 +423,10 @@ __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapK
   const BlockRows b = BeginBlock(a, shared_acc);
   const int64_t f1 = a.num_players + 1;
   __shared__ T shared_z[kBlockThreads + kWarpLanes];  // padded: see ExtendRows
-  RunBlock<T, U>(a, b, weights, shared_z,
+  RunBlock<T, U, kGrouped>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
-                const int64_t feature = PlayerOf(a, s);
+                const int64_t feature = PlayerOf<kGrouped>(a, s);
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * f1 + feature; });
               });
@@ -430,7 +435,7 @@ __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapK
 
 // Interactions of the rows in flight conditioned on element `cond` of each path: M[c][j] for the
 // path's other elements j, and -sum_j M[c][j] on M[c][c] (added by the root lane).
-template <typename T, typename U>
+template <typename T, typename U, bool kGrouped>
 __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState<T>& s,
                                             const BlockRows& b, int64_t r0,
                                             const RowBits (&rows)[kRowsInFlight], int cond,
@@ -440,7 +445,7 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
   const bool has_cond = cond < s.len;
   const int src = s.seg + (has_cond ? cond : 0);
   const double zc = __shfl_sync(kFullMask, s.e.zero_fraction, src);
-  const int fc = __shfl_sync(kFullMask, PlayerOf(a, s), src);
+  const int fc = __shfl_sync(kFullMask, PlayerOf<kGrouped>(a, s), src);
   double scale[kRowsInFlight];
   bool take[kRowsInFlight];
   bool any = false;
@@ -467,14 +472,14 @@ __device__ __forceinline__ void ConditionOn(const KernelArgs& a, const LaneState
     for (int v = 0; v < s.max_width; ++v) {  // warp-uniform loop (segment sums shuffle)
       const long long fixed = (take[q] && v < s.width) ? Fixed(t * ValueScale(a, s, v)) : 0;
       const int64_t row_base = static_cast<int64_t>(s.group + v) * block + static_cast<int64_t>(fc) * f1;
-      if (fixed != 0) b.acc.Add(rr, row_base + PlayerOf(a, s), fixed);
+      if (fixed != 0) b.acc.Add(rr, row_base + PlayerOf<kGrouped>(a, s), fixed);
       const long long sum = SegmentSum(fixed, s.rel, s.len);
       if (s.active && s.rel == 0 && v < s.width && has_cond) b.acc.Add(rr, row_base + fc, -sum);
     }
   }
 }
 
-template <typename T, typename U>
+template <typename T, typename U, bool kGrouped>
 __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a) {
   extern __shared__ unsigned long long shared_acc[];
   __shared__ T shared_weights[treeshap_arith::kWeightEntries];
@@ -483,16 +488,16 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   const int64_t f1 = a.num_players + 1;
   const int64_t block = f1 * f1;
   __shared__ T shared_z[kBlockThreads + kWarpLanes];  // padded: see ExtendRows
-  RunBlock<T, U>(a, b, weights, shared_z,
+  RunBlock<T, U, kGrouped>(a, b, weights, shared_z,
               [&](const LaneState<T>& s, int64_t r0, const RowBits(&rows)[kRowsInFlight],
                   const bool(&take)[kRowsInFlight], const T(&total)[kRowsInFlight]) {
                 // phi_i on the diagonal, then the conditioned values.
-                const int64_t player = PlayerOf(a, s);
+                const int64_t player = PlayerOf<kGrouped>(a, s);
                 const int64_t diag = player * f1 + player;
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * block + diag; });
                 for (int cond = 1; cond < s.max_len; ++cond) {
-                  ConditionOn<T, U>(a, s, b, r0, rows, cond, weights);
+                  ConditionOn<T, U, kGrouped>(a, s, b, r0, rows, cond, weights);
                 }
               });
   if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);
