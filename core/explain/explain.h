@@ -29,8 +29,10 @@ struct ExplainOptions {
   Attribution attribution = Attribution::kShapley;
 };
 
-// Whether a call asks for what only the reference strategy computes: groups, or Banzhaf values.
-// Every other strategy's Supports is false for it.
+// Whether a call asks for groups or Banzhaf values: the reference computes every such request;
+// of the others only the path strategies serve Shapley values of groups (grouped layouts) and
+// the quadrature Banzhaf engine Banzhaf values of the features. A forced strategy that does not
+// support such a request hands it to the reference.
 inline bool NeedsReference(const ExplainOptions& o) {
   return o.groups != nullptr || o.attribution != Attribution::kShapley;
 }

@@ -283,11 +283,10 @@ class StrategyExplainEngine final : public ExplainEngine {
       }
       if ((chosen == nullptr || !chosen->Supports(options)) && NeedsReference(options) &&
           reference_ != nullptr) {
-        // Groups and Banzhaf values have one strategy: a forced strategy chooses how Shapley
-        // values of the model's features are computed and does not refuse the rest.
+        // The reference computes every grouped or Banzhaf request: a forced strategy chooses how
+        // what it supports is computed and does not refuse the rest.
         chosen = reference_.get();
-        reason = absl::StrCat("'", forced_, "' computes Shapley values of the model's features; ",
-                              "groups and Banzhaf values are the reference's");
+        reason = absl::StrCat("'", forced_, "' does not serve this request: the reference does");
       }
       if (chosen == nullptr || !chosen->Supports(options)) {
         return absl::FailedPreconditionError(

@@ -294,7 +294,8 @@ TEST(FeatureGroupsExplainTest, GroupedPathLayoutsMatchTheReference) {
 }
 
 // A forced strategy chooses how Shapley values of the features are computed: groups (and Banzhaf
-// values) still come from the reference, the same numbers as an unforced engine's.
+// values) come from the path engine where it is forced (a grouped layout) and from the reference
+// otherwise, the reference's numbers.
 TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
   RandomForestOptions ro;
   ro.seed = 21;
