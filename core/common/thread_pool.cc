@@ -1,7 +1,7 @@
 #include "core/common/thread_pool.h"
 
 #include <algorithm>
-#include <memory>
+#include <thread>
 
 #include "core/common/thread_priority.h"
 
@@ -66,25 +66,60 @@ bool ThreadPool::Spin(const Ready& ready) const {
   }
 }
 
+// One ParallelFor call: chunks claimed from `next` by the caller and by the workers that took one
+// of its queue entries. Lives on the caller's stack.
+struct ThreadPool::Job {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, chunk = 0, chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  // Workers that took an entry of this job and have not left Run; counted under the pool's mu_
+  // when taken, so that once the caller has removed the job's remaining entries this only falls.
+  std::atomic<int> helping{0};
+  std::mutex mu;  // the caller's sleep on cv once its polling is over
+  std::condition_variable cv;
+
+  void Run() {
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) return;
+      const int64_t b = c * chunk;
+      (*fn)(b, std::min(n, b + chunk));
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+        std::lock_guard<std::mutex> lock(mu);
+        cv.notify_all();
+      }
+    }
+  }
+};
+
+void ThreadPool::LockPolling(std::unique_lock<std::mutex>* lock) const {
+  if (!Spin([lock] { return lock->try_lock(); })) lock->lock();
+}
+
 void ThreadPool::WorkerLoop() {
   for (;;) {
-    std::function<void()> task;
+    Job* job = nullptr;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+      LockPolling(&lock);
       if (queue_.empty() && !stop_.load()) {
         // Counted under mu_, which ParallelFor holds while it queues and reads the count: a worker
-        // either sees the new chunks here or is counted and notified.
+        // either sees the new entries here or is counted and notified.
         ++sleepers_;
         cv_.wait(lock, [this] { return stop_.load() || !queue_.empty(); });
         --sleepers_;
       }
       if (queue_.empty()) return;  // stopping
-      task = std::move(queue_.front());
+      job = queue_.front();
       queue_.pop_front();
       queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
+      job->helping.fetch_add(1, std::memory_order_relaxed);
     }
-    task();
-    // Poll for the next chunk before sleeping; whatever the poll sees is taken under mu_ above.
+    job->Run();
+    // The last touch of the job: its caller may return once this is seen.
+    job->helping.fetch_sub(1, std::memory_order_release);
+    // Poll for the next entry before sleeping; whatever the poll sees is taken under mu_ above.
     Spin([this] {
       return queued_.load(std::memory_order_relaxed) > 0 || stop_.load(std::memory_order_relaxed);
     });
@@ -102,45 +137,40 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     fn(0, n);
     return;
   }
-  const int64_t chunk = (n + wanted - 1) / wanted;
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  job.chunk = (n + wanted - 1) / wanted;
   // Rounding the size up can leave fewer chunks than wanted (64 items in 12 chunks of 6 is 11):
   // no chunk may start at or past n.
-  const int64_t chunks = (n + chunk - 1) / chunk;
-  // Chunks are claimed from a shared counter by helpers and by the caller, so the caller
-  // never blocks on workers busy with another caller's work.
-  struct State {
-    std::atomic<int64_t> next{0};
-    std::atomic<int64_t> done{0};
-    std::mutex mu;
-    std::condition_variable cv;
-  };
-  auto state = std::make_shared<State>();
-  auto run = [state, n, chunk, chunks, &fn] {
-    for (;;) {
-      const int64_t c = state->next.fetch_add(1);
-      if (c >= chunks) return;
-      const int64_t b = c * chunk;
-      fn(b, std::min(n, b + chunk));
-      if (state->done.fetch_add(1) + 1 == chunks) {
-        std::lock_guard<std::mutex> lock(state->mu);
-        state->cv.notify_all();
-      }
-    }
-  };
-  const int64_t helpers = std::min<int64_t>(chunks - 1, num_threads());
+  job.chunks = (n + job.chunk - 1) / job.chunk;
+  // Chunks are claimed from the job's counter by helpers and by the caller, so the caller never
+  // blocks on workers busy with another caller's work.
+  const int64_t helpers = std::min<int64_t>(job.chunks - 1, num_threads());
   int64_t wake = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int64_t i = 0; i < helpers; ++i) queue_.emplace_back(run);
+    for (int64_t i = 0; i < helpers; ++i) queue_.push_back(&job);
     queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
-    // Spinning workers take chunks without a notification; only sleepers need one each.
+    // Polling workers take entries without a notification; only sleepers need one each.
     wake = std::min<int64_t>(helpers, sleepers_);
   }
   for (int64_t i = 0; i < wake; ++i) cv_.notify_one();
-  run();
-  if (Spin([&] { return state->done.load(std::memory_order_acquire) == chunks; })) return;
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->cv.wait(lock, [&] { return state->done.load() == chunks; });
+  job.Run();
+  const auto finished = [&] { return job.done.load(std::memory_order_acquire) == job.chunks; };
+  if (!Spin(finished)) {
+    std::unique_lock<std::mutex> lock(job.mu);
+    job.cv.wait(lock, finished);
+  }
+  // Entries no worker took are dropped; the workers inside Run are leaving it (every chunk is
+  // claimed), and the job must outlive their last touch.
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    LockPolling(&lock);
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), &job), queue_.end());
+    queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
+  }
+  while (job.helping.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain,

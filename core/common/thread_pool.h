@@ -9,6 +9,9 @@
 // under load, a loop over batches) find the workers awake. OpenMP and TBB runtimes do the same.
 // Spinning is off where the pool and its caller would outnumber the hardware threads, since a
 // spinning thread there takes a core from one with work.
+//
+// A call allocates nothing: its chunk counters live on the caller's stack, the queue holds
+// pointers to them, and the caller returns only once no worker can touch them again.
 #pragma once
 
 #include <atomic>
@@ -43,21 +46,28 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()); }
   std::chrono::microseconds spin() const { return spin_; }
+  // Helper requests waiting for a worker (callers' queue entries), for tests and diagnostics.
+  int64_t queued() const { return queued_.load(std::memory_order_relaxed); }
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n), chunks of at least `grain` items, and
   // returns when all are done. fn must not throw.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
+  struct Job;
   void WorkerLoop();
   // Polls `ready` for up to spin_; true when it turned true.
   template <class Ready>
   bool Spin(const Ready& ready) const;
+  // Locks mu_, polling it for up to spin_ first: a worker that found work by polling must not
+  // sleep in the mutex (waking it would cost more than the chunk it came for).
+  void LockPolling(std::unique_lock<std::mutex>* lock) const;
 
   std::chrono::microseconds spin_{0};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  // One entry per helper a caller asked for; a worker takes an entry and helps with that job.
+  std::deque<Job*> queue_;                   // guarded by mu_
   int sleepers_ = 0;                         // workers waiting on cv_; guarded by mu_
   std::atomic<int64_t> queued_{0};           // queue_.size(), read without mu_ by spinners
   std::atomic<bool> stop_{false};

@@ -71,6 +71,57 @@ TEST(ThreadPoolTest, ConcurrentCallersEachFinish) {
   EXPECT_EQ(total.load(), 6 * 50 * 64);
 }
 
+TEST(ThreadPoolTest, ACallerThatRanEveryChunkLeavesNoEntryBehind) {
+  // Both workers and a first caller are held inside the first call's chunks; a second caller then
+  // runs all of its chunks itself and returns. Its queue entries (pointers to its call's state on
+  // its stack) must leave the queue with it: the workers, once released, would otherwise run a
+  // call that no longer exists. Under every spin setting (sleeping or polling workers).
+  for (std::chrono::microseconds spin : {std::chrono::microseconds(0), ThreadPool::kDefaultSpin}) {
+    ThreadPool pool(2, ThreadPriority::kNormal, spin);
+    std::mutex mu;
+    std::condition_variable cv;
+    int inside = 0;
+    bool release = false;
+    std::thread first([&] {
+      pool.ParallelFor(3, 1, [&](int64_t, int64_t) {
+        std::unique_lock<std::mutex> lock(mu);
+        ++inside;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+      });
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return inside == 3; });
+    }
+    std::thread::id second_id;
+    std::atomic<int64_t> covered{0};
+    std::atomic<int> elsewhere{0};
+    std::thread second([&] {
+      second_id = std::this_thread::get_id();
+      pool.ParallelFor(100, 1, [&](int64_t begin, int64_t end) {
+        covered += end - begin;
+        if (std::this_thread::get_id() != second_id) ++elsewhere;
+      });
+    });
+    second.join();
+    EXPECT_EQ(covered.load(), 100);
+    EXPECT_EQ(elsewhere.load(), 0);  // the workers were held: the caller ran every chunk
+    EXPECT_EQ(pool.queued(), 0);     // and took its unserved requests for helpers with it
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    first.join();
+    // The workers are free and the queue must be empty of the second call: a third call still
+    // covers its range once, and the pool stops cleanly.
+    std::atomic<int64_t> third{0};
+    pool.ParallelFor(64, 1, [&](int64_t begin, int64_t end) { third += end - begin; });
+    EXPECT_EQ(third.load(), 64);
+  }
+}
+
 TEST(ThreadPoolTest, SpinningPoolsCoverEveryIndexOnceBackToBack) {
   // Workers that poll between calls take the next call's chunks without a notification, and a
   // caller that polls for its last chunks returns only when every chunk is done: many calls back

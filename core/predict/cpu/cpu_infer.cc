@@ -133,7 +133,7 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   const bool nan = BlockHasNan(block, in.stride, rows, in.cols, cf.simd_walk());
   const int group = GroupTrees(rows);
   const int k_out = c.num_outputs;
-  const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % 16 == 0 &&
+  const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % kSimdRows == 0 &&
                      in.stride * rows < (int64_t{1} << 31);
   int32_t idx[kMaxLanes];
   if (c.kind != OutputKind::kLeaf) {
@@ -202,6 +202,26 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   }
 }
 
+// Rows [row0, row0 + n) of `rows`, 1 < n < kSimdRows, as a block of kSimdRows rows: the rows then
+// their last one repeated, so that the fused vector walk takes them (a partial block would walk
+// the trees a few lanes at a time). Only the n real rows' results reach `out`; each row's result is
+// its own walk and sum, so the padding changes none of them.
+void RunPaddedBlock(const Call& c, RowsView rows, int64_t row0, int n, MatrixView<float> out,
+                    double* margins) {
+  thread_local std::vector<float> pad_rows;
+  thread_local std::vector<float> pad_out;
+  const int64_t cols = rows.cols;
+  const int64_t width = out.cols;
+  pad_rows.resize(static_cast<size_t>(kSimdRows * cols));
+  pad_out.resize(static_cast<size_t>(kSimdRows * width));
+  for (int r = 0; r < kSimdRows; ++r) {
+    std::copy_n(rows.Row(row0 + std::min(r, n - 1)), cols, pad_rows.data() + r * cols);
+  }
+  RunBlock(c, RowsView{pad_rows.data(), kSimdRows, cols, cols}, 0, kSimdRows,
+           MatrixView<float>{pad_out.data(), kSimdRows, width, width}, margins);
+  for (int r = 0; r < n; ++r) std::copy_n(pad_out.data() + r * width, width, out.Row(row0 + r));
+}
+
 }  // namespace
 
 absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOptions& options,
@@ -211,14 +231,27 @@ absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOption
   if (absl::Status s = PrepareCall(forest, rows, options, out, &storage, &c); !s.ok()) return s;
   if (rows.rows == 0) return absl::OkStatus();
   const int block_rows = forest.block_rows();
-  ParallelFor(pool, rows.rows, kPredictGrain, [&](int64_t begin, int64_t end) {
+  // Threads split the batch at multiples of kSimdRows rows, so that every block but the batch's
+  // last is whole vectors of rows; the last, when it is not, is padded to one (RunPaddedBlock).
+  const bool pad = forest.simd_walk() && c.kind != OutputKind::kLeaf &&
+                   block_rows % kSimdRows == 0 && rows.cols * kSimdRows < (int64_t{1} << 31);
+  const int64_t groups = (rows.rows + kSimdRows - 1) / kSimdRows;
+  ParallelFor(pool, groups, kPredictGrain / kSimdRows, [&](int64_t g0, int64_t g1) {
     // Each thread's block margins, kept between calls: a call allocates nothing once a thread has
     // served the model's shape (a few KB per thread).
     thread_local std::vector<double> margins;
-    margins.resize(std::max(margins.size(), static_cast<size_t>(block_rows + 1) * c.num_outputs));
-    for (int64_t r = begin; r < end; r += block_rows) {
+    const size_t block = static_cast<size_t>(std::max(block_rows, kSimdRows)) + 1;
+    margins.resize(std::max(margins.size(), block * c.num_outputs));
+    const int64_t end = std::min(rows.rows, g1 * kSimdRows);
+    for (int64_t r = g0 * kSimdRows; r < end; r += block_rows) {
       const int n = static_cast<int>(std::min<int64_t>(block_rows, end - r));
-      RunBlock(c, rows, r, n, out, margins.data());
+      const int whole = n / kSimdRows * kSimdRows;
+      if (!pad || n == whole || n == 1) {
+        RunBlock(c, rows, r, n, out, margins.data());
+        continue;
+      }
+      if (whole > 0) RunBlock(c, rows, r, whole, out, margins.data());
+      RunPaddedBlock(c, rows, r + whole, n - whole, out, margins.data());
     }
   });
   return absl::OkStatus();

@@ -9,7 +9,7 @@
 namespace grove::cpu {
 namespace {
 
-constexpr int kWidth = 16;
+constexpr int kWidth = kSimdRows;
 constexpr int kMaxVectors = kMaxLanes / kWidth;
 
 // Only intrinsics inside these functions: an inline function of another header compiled here

@@ -10,6 +10,9 @@
 
 namespace grove::cpu {
 
+// Rows (or trees) of one vector of these walks: WalkAndAddSimd takes blocks of a multiple of this.
+inline constexpr int kSimdRows = 16;
+
 // Whether this processor runs WalkGroupSimd (AVX-512F).
 bool HaveSimdWalk();
 

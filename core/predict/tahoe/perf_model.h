@@ -168,7 +168,7 @@ struct TahoeWorkload {
   double cpu_fixed_seconds = 1e-6;   // per call that engages the pool (waking its workers)
   int cpu_threads = 1;               // pool workers
   double cpu_parallelism = 1;        // speed-up the pool reaches when every worker has chunks
-  int64_t cpu_grain = 64;            // cpu::kPredictGrain: fewer than 2 x this rows run inline
+  int64_t cpu_grain = 32;            // cpu::kPredictGrain: fewer than 2 x this rows run inline
   // Per-model corrections measured at engine load (TahoeEngine probes each strategy at a small and
   // a large batch): multipliers of the throughput and the latency terms, by strategy index
   // (StrategyIndex). 1 = the equations as calibrated.
