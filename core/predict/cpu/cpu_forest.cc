@@ -60,12 +60,13 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
   // in flight per row and gain more than a single-threaded timing shows when every core walks.
   constexpr double kTie = 0.03;
   const Forest& f = cf->forest();
-  const int64_t block = cf->block_rows();
-  const int64_t max_rows = 64 * block;
+  // Each walk is timed with its own block size; the rows of a timing are whole blocks of each.
+  const int64_t block = std::max(cf->default_block_rows_, cf->dense_block_rows_);
+  const int64_t max_rows = std::max<int64_t>(64 * cf->default_block_rows_, 8 * block);
   const std::vector<float> rows = TypicalRows(f, max_rows, /*seed=*/7, /*max_trees_per_row=*/64);
   std::vector<float> out;
   // Rows per timing: enough blocks for kTargetSeconds with the first candidate.
-  cf->walk_ = candidates.front();
+  cf->SetWalk(candidates.front());
   int64_t n = 2 * block;
   TimeWalkOnce(*cf, rows, n, &out);  // warm-up
   const double first = TimeWalkOnce(*cf, rows, n, &out);
@@ -77,7 +78,7 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
   const auto begin = std::chrono::steady_clock::now();
   for (int round = 0; round < kMaxRounds; ++round) {
     for (size_t c = 0; c < candidates.size(); ++c) {
-      cf->walk_ = candidates[c];
+      cf->SetWalk(candidates[c]);
       if (round == 0) TimeWalkOnce(*cf, rows, n, &out);  // each walk's warm-up
       best[c] = std::min(best[c], TimeWalkOnce(*cf, rows, n, &out));
     }
@@ -184,13 +185,24 @@ void CpuForest::BuildRowLayout() {
   }
 }
 
-// Complete layouts above this many bytes take kMaxBlockRows rows per block (CpuForest::Build).
-constexpr size_t kLargeDenseLayoutBytes = size_t{4} << 20;
+// Complete layouts (nodes and leaf values) above this many bytes, most of a 2 MB L2 that two
+// hyperthreads share, take LargeLayoutBlockRows rows per block.
+constexpr size_t kLargeDenseLayoutBytes = size_t{3} << 19;
 
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));
   // Whole vectors of sixteen rows for the AVX-512 walk.
+  return static_cast<int>(std::clamp<int64_t>(fit / 16 * 16, 16, kMaxLanes));
+}
+
+int LargeLayoutBlockRows(int num_features) {
+  const int64_t fit = (400 << 10) / (4 * std::max<int64_t>(1, num_features));
   return static_cast<int>(std::clamp<int64_t>(fit / 16 * 16, 16, kMaxBlockRows));
+}
+
+void CpuForest::SetWalk(CpuForestOptions::Walk walk) {
+  walk_ = walk;
+  block_rows_ = walk == CpuForestOptions::Walk::kDense ? dense_block_rows_ : default_block_rows_;
 }
 
 absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr forest,
@@ -213,7 +225,6 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
         absl::StrCat("the CPU engine indexes nodes with 32 bits; the model has ", f.nodes.size()));
   }
   auto out = std::shared_ptr<CpuForest>(new CpuForest(std::move(forest)));
-  out->block_rows_ = options.block_rows > 0 ? options.block_rows : DefaultBlockRows(f.num_features);
   out->nodes_.resize(f.nodes.size());
   out->leaf_values_.assign(f.nodes.size(), 0.0);
   out->forest_nodes_.resize(f.nodes.size());
@@ -288,30 +299,32 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
   if (simd_possible && options.walk != Walk::kScalar) out->BuildDense();
   // A complete layout larger than a core's L2 is read from L3 once per block and tree: there,
-  // more rows per block halve that traffic per row, which outweighs the block's rows leaving L1.
-  if (options.block_rows == 0 &&
-      out->dense_nodes_.size() * sizeof(DenseNode) > kLargeDenseLayoutBytes) {
-    out->block_rows_ = kMaxBlockRows;
+  // more rows per block cut that traffic per row, which outweighs the block's rows leaving L1.
+  out->default_block_rows_ =
+      options.block_rows > 0 ? options.block_rows : DefaultBlockRows(f.num_features);
+  out->dense_block_rows_ = out->default_block_rows_;
+  const size_t dense_bytes = out->dense_nodes_.size() * sizeof(DenseNode) +
+                             out->dense_values_.size() * sizeof(double);
+  if (options.block_rows == 0 && dense_bytes > kLargeDenseLayoutBytes) {
+    out->dense_block_rows_ = LargeLayoutBlockRows(f.num_features);
   }
   const bool dense_possible = simd_possible && out->dense_depth_ > 0;
+  Walk walk = Walk::kScalar;
   switch (options.walk) {
     case Walk::kScalar: break;
-    case Walk::kSimd: out->walk_ = simd_possible ? Walk::kSimd : Walk::kScalar; break;
+    case Walk::kSimd: walk = simd_possible ? Walk::kSimd : Walk::kScalar; break;
     case Walk::kDense:
-      out->walk_ = dense_possible ? Walk::kDense : simd_possible ? Walk::kSimd : Walk::kScalar;
+      walk = dense_possible ? Walk::kDense : simd_possible ? Walk::kSimd : Walk::kScalar;
       break;
     case Walk::kAuto:
       if (dense_possible) {
-        out->walk_ = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd, Walk::kDense});
+        walk = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd, Walk::kDense});
       } else if (simd_possible) {
-        out->walk_ = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd});
+        walk = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd});
       }
       break;
   }
-  // The block size above is the complete layout's; the other walks keep the default.
-  if (options.block_rows == 0 && out->walk_ != Walk::kDense) {
-    out->block_rows_ = DefaultBlockRows(f.num_features);
-  }
+  out->SetWalk(walk);
   if (out->walk_ != Walk::kScalar) out->BuildRowLayout();
   for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
     const bool continues = t + 1 < static_cast<int64_t>(trees.size()) &&

@@ -53,7 +53,8 @@ inline constexpr int kRowBlockTrees = 16;
 
 struct CpuForestOptions {
   // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: as many as keep a
-  // block's rows in L1, or kMaxBlockRows where the complete layout exceeds 4 MB.
+  // block's rows in L1 (DefaultBlockRows), or for the complete-layout walk where its layout
+  // exceeds a core's L2, LargeLayoutBlockRows.
   int block_rows = 0;
   // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
@@ -67,6 +68,11 @@ struct CpuForestOptions {
 // of a 48 KiB L1 data cache (the walk gathers from them at random), a multiple of 16 from 16 to
 // 64.
 int DefaultBlockRows(int num_features);
+
+// Rows per block of the complete-layout walk where its layout exceeds a core's L2: the layout
+// then comes from L3 once per block, so the block is as large as its rows can be while they stay
+// in L2 (400 KB of them, a multiple of 16 from 16 to kMaxBlockRows).
+int LargeLayoutBlockRows(int num_features);
 
 class CpuForest {
  public:
@@ -125,6 +131,8 @@ class CpuForest {
                                             const std::vector<CpuForestOptions::Walk>& candidates);
   void BuildDense();
   void BuildRowLayout();
+  // Sets the walk and the block size that goes with it (dense_block_rows_ for kDense).
+  void SetWalk(CpuForestOptions::Walk walk);
 
   ForestPtr forest_;
   std::vector<CpuNode> nodes_;
@@ -135,6 +143,8 @@ class CpuForest {
   std::vector<int32_t> tree_ids_;      // 0 .. num_trees - 1
   bool iterations_sorted_ = true;
   int block_rows_ = 64;
+  int default_block_rows_ = 64;  // the block size of the node walks
+  int dense_block_rows_ = 64;    // the block size of the complete-layout walk
   CpuForestOptions::Walk walk_ = CpuForestOptions::Walk::kScalar;
   int dense_depth_ = 0;
   std::vector<DenseNode> dense_nodes_;

@@ -131,7 +131,7 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   const CpuTree* trees = cf.trees();
   const float* block = in.Row(row0);
   const bool nan = BlockHasNan(block, in.stride, rows, in.cols, cf.simd_walk());
-  const int group = GroupTrees(rows);
+  const int group = GroupTrees(std::min(rows, kMaxLanes));
   const int k_out = c.num_outputs;
   const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % kSimdRows == 0 &&
                      in.stride * rows < (int64_t{1} << 31);
@@ -156,30 +156,34 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
         continue;
       }
     }
+    // The other walks take the block kMaxLanes rows at a time, each sub-block through the same
+    // group of trees: every row's leaves are still added in tree order.
     const int nt = std::min<int32_t>(group, c.num_trees - t0);
     const int32_t* ids = c.tree_ids + t0;
-    Walk(cf, ids, nt, block, in.stride, rows, nan, idx);
-    if (c.kind == OutputKind::kLeaf) {
-      for (int r = 0; r < rows; ++r) {
-        float* o = out.Row(row0 + r);
-        for (int j = 0; j < nt; ++j) {
-          const int64_t leaf = trees[ids[j]].node_begin + idx[j * rows + r];
-          o[t0 + j] = static_cast<float>(f.nodes[cf.forest_node(leaf)].leaf_id);
+    for (int s0 = 0; s0 < rows; s0 += kMaxLanes) {
+      const int sub = std::min(kMaxLanes, rows - s0);
+      Walk(cf, ids, nt, block + s0 * in.stride, in.stride, sub, nan, idx);
+      if (c.kind == OutputKind::kLeaf) {
+        for (int r = 0; r < sub; ++r) {
+          float* o = out.Row(row0 + s0 + r);
+          for (int j = 0; j < nt; ++j) {
+            const int64_t leaf = trees[ids[j]].node_begin + idx[j * sub + r];
+            o[t0 + j] = static_cast<float>(f.nodes[cf.forest_node(leaf)].leaf_id);
+          }
         }
+        continue;
       }
-      t0 += nt;
-      continue;
-    }
-    // Per row, trees in model order: the reference's sum, bit for bit.
-    for (int r = 0; r < rows; ++r) {
-      double* m = margins + r;
-      for (int j = 0; j < nt; ++j) {
-        const CpuTree& tree = trees[ids[j]];
-        const int64_t leaf = tree.node_begin + idx[j * rows + r];
-        if (tree.scalar) {
-          m[tree.group * rows] += cf.leaf_value(leaf);
-        } else {
-          AddLeafValues(c, ids[j], leaf, in.Row(row0 + r), m, rows);
+      // Per row, trees in model order: the reference's sum, bit for bit.
+      for (int r = 0; r < sub; ++r) {
+        double* m = margins + s0 + r;
+        for (int j = 0; j < nt; ++j) {
+          const CpuTree& tree = trees[ids[j]];
+          const int64_t leaf = tree.node_begin + idx[j * sub + r];
+          if (tree.scalar) {
+            m[tree.group * rows] += cf.leaf_value(leaf);
+          } else {
+            AddLeafValues(c, ids[j], leaf, in.Row(row0 + s0 + r), m, rows);
+          }
         }
       }
     }

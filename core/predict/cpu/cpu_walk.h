@@ -20,7 +20,10 @@ namespace grove::cpu {
 // Lanes of one walk: enough independent loads in flight to cover a cache miss, few enough that
 // the lane indices stay in L1.
 inline constexpr int kMaxLanes = 64;
-inline constexpr int kMaxBlockRows = 64;
+// Rows of a block: the fused AVX-512 walk takes up to this many at once (a tree chunk walked over
+// every row of the block before the next, so a large model is read from L3 once per block); the
+// other walks take a block kMaxLanes rows at a time.
+inline constexpr int kMaxBlockRows = 256;
 inline constexpr int kMaxGroupTrees = 32;
 inline constexpr int kCheckDepth = 12;
 

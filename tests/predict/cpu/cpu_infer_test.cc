@@ -102,6 +102,10 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
       out.emplace_back(name + "-32", o);
       o.block_rows = 7;  // no block through it
       out.emplace_back(name + "-7", o);
+      o.block_rows = 128;  // chunks of trees over two 64-row sub-blocks; the node walks by 64
+      out.emplace_back(name + "-128", o);
+      o.block_rows = kMaxBlockRows;
+      out.emplace_back(name + "-" + std::to_string(kMaxBlockRows), o);
     }
   }
   return out;
@@ -191,24 +195,35 @@ TEST(CpuInferTest, TreesOutOfRoundOrder) {
   CheckForest(f, "unsorted");
 }
 
-// A model whose complete layout exceeds 4 MB walks 64 rows per block by default (its trees are
-// read from L3 once per block); a smaller one keeps the block that fits L1, and an explicit
-// block size wins; another walk keeps the default block. (64-row blocks of the complete layout are checked against the reference by
-// the narrow models' default layouts in CheckForest.)
+// A model whose complete layout exceeds a core's L2 walks as many rows per block as fit 400 KB
+// (its trees are read from L3 once per block), and gives the reference's sums; a smaller one
+// keeps the block that fits L1, an explicit block size wins, and another walk keeps the default
+// block.
 TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no complete layout";
   RandomForestOptions o;
   o.num_features = 600;  // a 16-row block of 600 features fits L1
   o.max_depth = 8;
   o.leaf_probability = 0.0;
-  o.num_trees = 2200;  // 2,200 x 255 nodes x 8 bytes: 4.5 MB
+  o.num_trees = 2200;  // 2,200 x (255 nodes + 256 values) x 8 bytes: 9 MB
   const ForestPtr large = MakeRandomForest(o);
   CpuForestOptions dense;
   dense.walk = CpuForestOptions::Walk::kDense;
   absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(large, dense);
   ASSERT_TRUE(cf.ok()) << cf.status();
   ASSERT_EQ((*cf)->dense_depth(), 8);
-  EXPECT_EQ((*cf)->block_rows(), kMaxBlockRows);
+  EXPECT_EQ((*cf)->block_rows(), LargeLayoutBlockRows(600));
+  EXPECT_EQ(LargeLayoutBlockRows(600), 160);  // 400 KB of rows
+  EXPECT_EQ(LargeLayoutBlockRows(8), kMaxBlockRows);
+  EXPECT_EQ(LargeLayoutBlockRows(100000), 16);
+  {
+    // Its blocks give the reference's sums (1,000 rows: three whole blocks and a partial one).
+    ThreadPool pool(2);
+    const std::vector<float> x = MakeRandomRows(*large, 1000, 5, 0.05);
+    const PredictOptions margin = Kind(OutputKind::kMargin);
+    ExpectSame(Engine(**cf, x, margin, &pool), ReferencePrediction(*large, x, margin),
+               "large layout, large blocks");
+  }
   dense.block_rows = 16;
   EXPECT_EQ((*CpuForest::Build(large, dense))->block_rows(), 16);
   // The node walk of the same model keeps the default block: the rule is the complete layout's.
@@ -290,6 +305,12 @@ TEST(CpuInferTest, StridedRowsAndErrors) {
   EXPECT_TRUE(absl::IsInvalidArgument(range)) << range;
   EXPECT_TRUE(PredictRow(**cf, dense.data(), Kind(OutputKind::kMargin, 5, 3), out.data()).code() ==
               absl::StatusCode::kInvalidArgument);
+  for (int block_rows : {-1, kMaxBlockRows + 1}) {
+    CpuForestOptions bad;
+    bad.block_rows = block_rows;
+    const absl::Status s = CpuForest::Build(f, bad).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << block_rows << ": " << s;
+  }
 }
 
 TEST(CpuInferTest, EveryCorpusModelMatchesTheReference) {
