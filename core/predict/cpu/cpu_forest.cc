@@ -202,7 +202,76 @@ int LargeLayoutBlockRows(int num_features) {
 
 void CpuForest::SetWalk(CpuForestOptions::Walk walk) {
   walk_ = walk;
-  block_rows_ = walk == CpuForestOptions::Walk::kDense ? dense_block_rows_ : default_block_rows_;
+  block_rows_ = dense_walk() ? dense_block_rows_ : default_block_rows_;
+}
+
+void CpuForest::BuildBitvector() {
+  std::vector<int32_t> feature_index(static_cast<size_t>(forest_->num_features), -1);
+  std::vector<int32_t> lo, hi;  // per node of a tree: its subtree's leaves [lo, hi)
+  std::vector<BitvectorNode> nan_right;
+  for (size_t i = 0; i < trees_.size(); ++i) {
+    CpuTree& t = trees_[i];
+    if (!t.scalar || t.general) continue;
+    const CpuNode* src = nodes_.data() + t.node_begin;
+    const int32_t n = static_cast<int32_t>(forest_->trees[i].num_nodes);
+    // Leaves numbered left to right, each split's subtree's leaves [lo, hi), by a depth-first
+    // walk that visits a split again once both children are done.
+    int32_t leaves = 0;
+    for (int32_t p = 0; p < n; ++p) leaves += (src[p].bits & kCpuLeaf) != 0;
+    if (leaves > kBitvectorMaxLeaves) continue;
+    lo.assign(n, 0);
+    hi.assign(n, 0);
+    std::vector<std::pair<int32_t, bool>> stack = {{0, false}};
+    int32_t next_leaf = 0;
+    const int32_t value_begin = static_cast<int32_t>(bitvector_values_.size());
+    bitvector_values_.resize(value_begin + leaves);
+    while (!stack.empty()) {
+      auto [p, children_done] = stack.back();
+      stack.pop_back();
+      if (src[p].bits & kCpuLeaf) {
+        lo[p] = next_leaf;
+        hi[p] = next_leaf + 1;
+        bitvector_values_[value_begin + next_leaf] = leaf_values_[t.node_begin + p];
+        ++next_leaf;
+        continue;
+      }
+      const int32_t left = src[p].left >> kCpuNodeShift;
+      if (children_done) {
+        lo[p] = lo[left];
+        hi[p] = hi[left + 1];
+        continue;
+      }
+      stack.push_back({p, true});
+      stack.push_back({left + 1, false});
+      stack.push_back({left, false});
+    }
+    BitvectorTree bt;
+    bt.begin = static_cast<int32_t>(bitvector_nodes_.size());
+    bt.values = value_begin;
+    nan_right.clear();
+    for (int32_t p = 0; p < n; ++p) {
+      const CpuNode& node = src[p];
+      if (node.bits & kCpuLeaf) continue;
+      const int32_t left = node.left >> kCpuNodeShift;
+      int32_t& column = feature_index[node.feature];
+      if (column < 0) {
+        column = static_cast<int32_t>(bitvector_features_.size());
+        bitvector_features_.push_back(node.feature);
+      }
+      const uint64_t cleared = ((uint64_t{1} << (hi[left] - lo[left])) - 1) << lo[left];
+      const BitvectorNode b{node.threshold, column, static_cast<uint32_t>(~cleared)};
+      if (node.bits & kCpuNanLeft) {
+        bitvector_nodes_.push_back(b);
+      } else {
+        nan_right.push_back(b);
+      }
+    }
+    bt.nan_right = static_cast<int32_t>(bitvector_nodes_.size());
+    bitvector_nodes_.insert(bitvector_nodes_.end(), nan_right.begin(), nan_right.end());
+    bt.end = static_cast<int32_t>(bitvector_nodes_.size());
+    t.bitvector = static_cast<int32_t>(bitvector_trees_.size());
+    bitvector_trees_.push_back(bt);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr forest,
@@ -297,7 +366,10 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   }
   using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
-  if (simd_possible && options.walk != Walk::kScalar) out->BuildDense();
+  if (simd_possible && options.walk != Walk::kScalar) {
+    out->BuildDense();
+    out->BuildBitvector();
+  }
   // A complete layout larger than a core's L2 is read from L3 once per block and tree: there,
   // more rows per block cut that traffic per row, which outweighs the block's rows leaving L1.
   out->default_block_rows_ =
@@ -309,6 +381,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     out->dense_block_rows_ = LargeLayoutBlockRows(f.num_features);
   }
   const bool dense_possible = simd_possible && out->dense_depth_ > 0;
+  const bool bitvector_possible = simd_possible && !out->bitvector_trees_.empty();
   Walk walk = Walk::kScalar;
   switch (options.walk) {
     case Walk::kScalar: break;
@@ -316,11 +389,18 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     case Walk::kDense:
       walk = dense_possible ? Walk::kDense : simd_possible ? Walk::kSimd : Walk::kScalar;
       break;
+    case Walk::kBitvector:
+      walk = bitvector_possible ? Walk::kBitvector
+             : dense_possible   ? Walk::kDense
+             : simd_possible    ? Walk::kSimd
+                                : Walk::kScalar;
+      break;
     case Walk::kAuto:
-      if (dense_possible) {
-        walk = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd, Walk::kDense});
-      } else if (simd_possible) {
-        walk = FastestWalk(out.get(), {Walk::kScalar, Walk::kSimd});
+      if (simd_possible) {
+        std::vector<Walk> candidates = {Walk::kScalar, Walk::kSimd};
+        if (dense_possible) candidates.push_back(Walk::kDense);
+        if (bitvector_possible) candidates.push_back(Walk::kBitvector);
+        walk = FastestWalk(out.get(), candidates);
       }
       break;
   }
@@ -332,11 +412,18 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
                                              : trees[t + 1].row == trees[t].row + 1);
     trees[t].row_end = continues ? trees[t + 1].row_end : static_cast<int32_t>(t + 1);
   }
-  if (out->walk_ != Walk::kDense) {  // not used by the batch walk: not kept
+  if (!out->dense_walk()) {  // not used by the batch walk: not kept
     out->dense_depth_ = 0;
     std::vector<DenseNode>().swap(out->dense_nodes_);
     std::vector<double>().swap(out->dense_values_);
     for (CpuTree& t : out->trees_) t.dense = -1;
+  }
+  if (!out->bitvector_walk()) {
+    std::vector<BitvectorTree>().swap(out->bitvector_trees_);
+    std::vector<BitvectorNode>().swap(out->bitvector_nodes_);
+    std::vector<double>().swap(out->bitvector_values_);
+    std::vector<int32_t>().swap(out->bitvector_features_);
+    for (CpuTree& t : out->trees_) t.bitvector = -1;
   }
   return std::shared_ptr<const CpuForest>(std::move(out));
 }
@@ -349,9 +436,10 @@ void CpuForest::TreeSpan(int begin, int end, int32_t* first, int32_t* last) cons
 }
 
 std::string CpuForest::Describe() const {
-  const char* walk = walk_ == CpuForestOptions::Walk::kDense  ? "avx512 complete-tree"
-                     : walk_ == CpuForestOptions::Walk::kSimd ? "avx512"
-                                                              : "scalar";
+  const char* walk = walk_ == CpuForestOptions::Walk::kBitvector ? "avx512 bitvector"
+                     : walk_ == CpuForestOptions::Walk::kDense   ? "avx512 complete-tree"
+                     : walk_ == CpuForestOptions::Walk::kSimd    ? "avx512"
+                                                                 : "scalar";
   return absl::StrFormat("cpu (%s walk, %d rows per block, %.1f MB)", walk, block_rows_,
                          MemoryBytes() / 1e6);
 }
@@ -365,7 +453,11 @@ int64_t CpuForest::MemoryBytes() const {
                               dense_nodes_.size() * sizeof(DenseNode) +
                               dense_values_.size() * sizeof(double) +
                               row_nodes_.size() * sizeof(DenseNode) +
-                              row_values_.size() * sizeof(double));
+                              row_values_.size() * sizeof(double) +
+                              bitvector_trees_.size() * sizeof(BitvectorTree) +
+                              bitvector_nodes_.size() * sizeof(BitvectorNode) +
+                              bitvector_values_.size() * sizeof(double) +
+                              bitvector_features_.size() * sizeof(int32_t));
 }
 
 }  // namespace grove::cpu

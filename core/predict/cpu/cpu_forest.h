@@ -30,6 +30,7 @@ struct CpuTree {
   bool general = false;     // some split needs the general decision (kCpuGeneral)
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
   int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
+  int32_t bitvector = -1;   // its entry of the bitvector layout (CpuForest::bitvector_trees), or -1
   int32_t row = -1;         // its slot in the row layout (CpuForest::row_nodes), or -1
   // In model order, the first tree from this one on that is not fused (scalar leaves, no
   // general split), and the first that does not continue this one's run of row layout slots
@@ -51,6 +52,25 @@ inline constexpr int kDenseMaxDepth = 10;
 // Trees per block of the row layout: one AVX-512 vector of lanes.
 inline constexpr int kRowBlockTrees = 16;
 
+// The bitvector layout (QuickScorer's idea, evaluated sixteen rows to a vector): a tree of at
+// most kBitvectorMaxLeaves leaves, numbered left to right, is its splits in any order, each with
+// the mask of the leaves a row keeps when it goes right (every leaf of the split's left subtree
+// cleared). A row's leaf is the lowest bit left after ANDing the masks of the splits it goes
+// right at: the leaves left of its own all lie in the left subtree of a split on its path where
+// it went right, and its own is in no cleared subtree. Every split is one compare of a column of
+// the block, none depends on another, and no node is gathered.
+inline constexpr int kBitvectorMaxLeaves = 32;
+struct BitvectorNode {
+  float threshold = 0;   // x < threshold goes left
+  int32_t feature = 0;   // index in CpuForest::bitvector_features
+  uint32_t mask = 0;     // the leaves kept by a row that goes right
+};
+struct BitvectorTree {
+  // Its splits: [begin, nan_right) send a missing value left, [nan_right, end) right.
+  int32_t begin = 0, nan_right = 0, end = 0;
+  int32_t values = 0;  // its leaves' values in CpuForest::bitvector_values, left to right
+};
+
 struct CpuForestOptions {
   // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: as many as keep a
   // block's rows in L1 (DefaultBlockRows), or for the complete-layout walk where its layout
@@ -60,7 +80,9 @@ struct CpuForestOptions {
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
   // rows, timed at Build (tens of milliseconds for large models).
   // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode).
-  enum class Walk { kAuto, kScalar, kSimd, kDense };
+  // kBitvector: the bitvector layout for trees of at most kBitvectorMaxLeaves leaves, the
+  // complete layout for other trees it fits, the AVX-512 node walk for the rest.
+  enum class Walk { kAuto, kScalar, kSimd, kDense, kBitvector };
   Walk walk = Walk::kAuto;
 };
 
@@ -106,7 +128,17 @@ class CpuForest {
   // Whether groups without general splits take the AVX-512 walk (CpuForestOptions::walk,
   // resolved), and the fused walk the complete layout where a tree has one.
   bool simd_walk() const { return walk_ != CpuForestOptions::Walk::kScalar; }
-  bool dense_walk() const { return walk_ == CpuForestOptions::Walk::kDense; }
+  bool dense_walk() const {
+    return walk_ == CpuForestOptions::Walk::kDense || walk_ == CpuForestOptions::Walk::kBitvector;
+  }
+  bool bitvector_walk() const { return walk_ == CpuForestOptions::Walk::kBitvector; }
+  // The bitvector layout (BitvectorNode): per tree that has it (CpuTree::bitvector), its entry;
+  // the splits, the leaf values (tree weight included) and the features the splits read, in
+  // the order a block's columns are laid out for the walk.
+  const BitvectorTree* bitvector_trees() const { return bitvector_trees_.data(); }
+  const BitvectorNode* bitvector_nodes() const { return bitvector_nodes_.data(); }
+  const double* bitvector_values() const { return bitvector_values_.data(); }
+  const std::vector<int32_t>& bitvector_features() const { return bitvector_features_; }
   // The complete layout: levels of every dense tree, its nodes ((2^depth - 1) per tree block) and
   // leaf values (2^depth per block, tree weight included).
   int dense_depth() const { return dense_depth_; }
@@ -131,6 +163,7 @@ class CpuForest {
                                             const std::vector<CpuForestOptions::Walk>& candidates);
   void BuildDense();
   void BuildRowLayout();
+  void BuildBitvector();
   // Sets the walk and the block size that goes with it (dense_block_rows_ for kDense).
   void SetWalk(CpuForestOptions::Walk walk);
 
@@ -152,6 +185,10 @@ class CpuForest {
   int row_depth_ = 0;
   std::vector<DenseNode> row_nodes_;
   std::vector<double> row_values_;
+  std::vector<BitvectorTree> bitvector_trees_;
+  std::vector<BitvectorNode> bitvector_nodes_;
+  std::vector<double> bitvector_values_;
+  std::vector<int32_t> bitvector_features_;
 };
 
 using CpuForestPtr = std::shared_ptr<const CpuForest>;

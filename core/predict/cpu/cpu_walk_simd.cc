@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "core/predict/cpu/cpu_walk.h"
 
@@ -296,6 +297,76 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
   }
 }
 
+// The bitvector layout's columns of a block: column j of row vector v (rows 16v .. 16v + 15) at
+// out[(v * columns + j) * 16], one gather per column and vector.
+__attribute__((target("avx512f"))) void Columns512(const float* block, int32_t stride,
+                                                   int row_vectors, const int32_t* features,
+                                                   int columns, float* out) {
+  __m512i row_of[kMaxBlockRows / kWidth];
+  RowOffsets512(stride, row_vectors, row_of);
+  for (int v = 0; v < row_vectors; ++v) {
+    float* dst = out + static_cast<int64_t>(v) * columns * kWidth;
+    for (int j = 0; j < columns; ++j) {
+      const __m512i at = _mm512_add_epi32(row_of[v], _mm512_set1_epi32(features[j]));
+      _mm512_storeu_ps(dst + j * kWidth, _mm512_i32gather_ps(at, block, 4));
+    }
+  }
+}
+
+// ANDs the masks of splits [begin, end) that each lane goes right at into m[0, vectors):
+// `kPredicate` is the compare that sends a row left (x < t, or with NaN going left, !(x >= t)).
+template <int kPredicate>
+__attribute__((target("avx512f"))) inline void AndSplits512(const BitvectorNode* nodes,
+                                                            int32_t begin, int32_t end,
+                                                            const float* columns,
+                                                            int64_t vector_stride, int vectors,
+                                                            __m512i* m) {
+  for (int32_t i = begin; i < end; ++i) {
+    const BitvectorNode& b = nodes[i];
+    const __m512 t = _mm512_set1_ps(b.threshold);
+    const __m512i keep = _mm512_set1_epi32(static_cast<int>(b.mask));
+    const float* column = columns + b.feature * kWidth;
+    for (int v = 0; v < vectors; ++v) {
+      const __m512 x = _mm512_loadu_ps(column + v * vector_stride);
+      const __mmask16 left = _mm512_cmp_ps_mask(x, t, kPredicate);
+      m[v] = _mm512_mask_and_epi32(m[v], static_cast<__mmask16>(~left), m[v], keep);
+    }
+  }
+}
+
+// WalkAndAddSimd over the bitvector layout for up to kMaxVectors row vectors of `columns`
+// (Columns512's layout, `vector_stride` floats from one row vector to the next): per tree, every
+// split compared for every row, the masks ANDed, the lowest bit left the row's leaf, its value
+// added to its output's column in tree order.
+__attribute__((target("avx512f"))) void WalkAddBitvector512(
+    const CpuTree* trees, const int32_t* tree_ids, int num_trees, const BitvectorTree* bt,
+    const BitvectorNode* nodes, const double* values, const float* columns,
+    int64_t vector_stride, int vectors, bool nan, double* margins, int64_t out_stride) {
+  const __m512i all = _mm512_set1_epi32(-1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  for (int j = 0; j < num_trees; ++j) {
+    const CpuTree& tree = trees[tree_ids[j]];
+    const BitvectorTree& b = bt[tree.bitvector];
+    __m512i m[kMaxVectors];
+    for (int v = 0; v < vectors; ++v) m[v] = all;
+    if (nan) {
+      AndSplits512<_CMP_NGE_UQ>(nodes, b.begin, b.nan_right, columns, vector_stride, vectors, m);
+    } else {
+      AndSplits512<_CMP_LT_OQ>(nodes, b.begin, b.nan_right, columns, vector_stride, vectors, m);
+    }
+    AndSplits512<_CMP_LT_OQ>(nodes, b.nan_right, b.end, columns, vector_stride, vectors, m);
+    double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
+    for (int v = 0; v < vectors; ++v) {
+      // The lowest set bit's index: m & -m is 2^index, exact as a float, whose exponent field
+      // is index + 127.
+      const __m512i low = _mm512_and_si512(m[v], _mm512_sub_epi32(_mm512_setzero_si512(), m[v]));
+      const __m512i exponent = _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepu32_ps(low)), 23);
+      const __m512i leaf = _mm512_sub_epi32(exponent, bias);
+      AddLeaves512(values + b.values, leaf, acc + v * kWidth);
+    }
+  }
+}
+
 // A round of WalkAndAddRowSimd's walks: per lane, its leaf value; for the node walk, lane l
 // holds tree t0 + l (lanes past the run's last tree repeat it: valid addresses, results not
 // kept), `first[l]` its tree's first node in 8-byte units and `leaf[l]` the same as a node index.
@@ -528,11 +599,28 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
   const CpuTree* trees = cf.trees();
   const int32_t s = static_cast<int32_t>(stride);
   const bool dense = cf.dense_walk();
-  auto is_dense = [&](int32_t t) { return dense && trees[t].dense >= 0; };
+  const bool bitvector = cf.bitvector_walk();
+  // 0: node walk, 1: complete layout, 2: bitvector layout.
+  auto kind = [&](int32_t t) {
+    return bitvector && trees[t].bitvector >= 0 ? 2 : dense && trees[t].dense >= 0 ? 1 : 0;
+  };
+  // The block's columns for the bitvector layout, laid out once per call (on its first run):
+  // each thread keeps its buffer, grown to the largest block it has walked.
+  thread_local std::vector<float> columns;
+  bool have_columns = false;
+  const int row_vectors = num_rows / kWidth;
+  const int num_columns = static_cast<int>(cf.bitvector_features().size());
+  const int64_t vector_stride = static_cast<int64_t>(num_columns) * kWidth;
   ByRuns(
-      trees, tree_ids, num_trees, nullptr,
-      [&](int32_t a, int32_t b) { return is_dense(a) == is_dense(b); },
+      trees, tree_ids, num_trees, nullptr, [&](int32_t a, int32_t b) { return kind(a) == kind(b); },
       [&](int t0, int n) {
+        const int k = kind(tree_ids[t0]);
+        if (k == 2 && !have_columns) {
+          columns.resize(std::max(columns.size(), static_cast<size_t>(row_vectors) * vector_stride));
+          Columns512(block, s, row_vectors, cf.bitvector_features().data(), num_columns,
+                     columns.data());
+          have_columns = true;
+        }
         // A chunk of trees walks every kMaxLanes rows of the block before the next chunk, so a
         // block of more rows reads the chunk's nodes from memory once; each row still adds its
         // trees' leaves in tree order.
@@ -541,7 +629,12 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
           for (int r0 = 0; r0 < num_rows; r0 += kMaxLanes) {
             const int sub = std::min(kMaxLanes, num_rows - r0);
             const float* rows = block + static_cast<int64_t>(r0) * stride;
-            if (is_dense(tree_ids[c0])) {
+            if (k == 2) {
+              WalkAddBitvector512(trees, tree_ids + c0, cn, cf.bitvector_trees(),
+                                  cf.bitvector_nodes(), cf.bitvector_values(),
+                                  columns.data() + (r0 / kWidth) * vector_stride, vector_stride,
+                                  sub / kWidth, nan, margins + r0, num_rows);
+            } else if (k == 1) {
               WalkAddDense512(trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(),
                               cf.dense_values(), rows, s, sub, nan, margins + r0, num_rows);
             } else {

@@ -91,8 +91,11 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
   out.emplace_back("scalar", o);
   if (HaveSimdWalk()) {
     for (CpuForestOptions::Walk walk :
-         {CpuForestOptions::Walk::kSimd, CpuForestOptions::Walk::kDense}) {
-      const std::string name = walk == CpuForestOptions::Walk::kSimd ? "simd" : "dense";
+         {CpuForestOptions::Walk::kSimd, CpuForestOptions::Walk::kDense,
+          CpuForestOptions::Walk::kBitvector}) {
+      const std::string name = walk == CpuForestOptions::Walk::kSimd    ? "simd"
+                               : walk == CpuForestOptions::Walk::kDense ? "dense"
+                                                                        : "bitvector";
       o.walk = walk;
       o.block_rows = 0;
       out.emplace_back(name, o);
@@ -127,7 +130,27 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
       run = fit ? run + 1 : 0;
       longest = std::max(longest, run);
     }
-    EXPECT_EQ((*cf)->dense_walk(), options.walk == CpuForestOptions::Walk::kDense && fits) << name;
+    // The bitvector layout where some tree has at most kBitvectorMaxLeaves leaves and no general
+    // split; the complete layout beside it for the trees that fit that.
+    bool small = false;
+    for (int t = 0; t < (*cf)->num_trees(); ++t) {
+      const CpuTree& tree = (*cf)->trees()[t];
+      int leaves = 0;
+      const Tree& ft = f->trees[t];
+      for (uint32_t k = 0; k < ft.num_nodes; ++k) leaves += f->nodes[ft.node_begin + k].is_leaf();
+      const bool fit = tree.scalar && !tree.general && leaves <= kBitvectorMaxLeaves;
+      small |= fit;
+      if (options.walk == CpuForestOptions::Walk::kBitvector) {
+        EXPECT_EQ(tree.bitvector >= 0, fit) << name << " tree " << t;
+      }
+    }
+    const bool bitvector = options.walk == CpuForestOptions::Walk::kBitvector && small;
+    EXPECT_EQ((*cf)->bitvector_walk(), bitvector) << name;
+    EXPECT_EQ((*cf)->dense_walk(),
+              (options.walk == CpuForestOptions::Walk::kDense ||
+               options.walk == CpuForestOptions::Walk::kBitvector) &&
+                  (fits || bitvector))
+        << name;
     EXPECT_EQ((*cf)->row_depth() > 0,
               options.walk != CpuForestOptions::Walk::kScalar && longest >= kRowBlockTrees)
         << name;
