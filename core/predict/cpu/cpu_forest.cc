@@ -219,6 +219,10 @@ void CpuForest::BuildBitvector() {
     int32_t leaves = 0;
     for (int32_t p = 0; p < n; ++p) leaves += (src[p].bits & kCpuLeaf) != 0;
     if (leaves > kBitvectorMaxLeaves) continue;
+    // A tree the complete layout holds keeps it where that walk is cheaper: a level of it costs
+    // about kBitvectorSplitsPerLevel splits of this one (complete trees of depth 6: the complete
+    // layout; LightGBM's 31 leaves padded to depth 10: this one).
+    if (t.dense >= 0 && leaves - 1 >= kBitvectorSplitsPerLevel * dense_depth_) continue;
     lo.assign(n, 0);
     hi.assign(n, 0);
     std::vector<std::pair<int32_t, bool>> stack = {{0, false}};
@@ -248,6 +252,7 @@ void CpuForest::BuildBitvector() {
     BitvectorTree bt;
     bt.begin = static_cast<int32_t>(bitvector_nodes_.size());
     bt.values = value_begin;
+    bt.wide = leaves > 32;
     nan_right.clear();
     for (int32_t p = 0; p < n; ++p) {
       const CpuNode& node = src[p];
@@ -258,8 +263,9 @@ void CpuForest::BuildBitvector() {
         column = static_cast<int32_t>(bitvector_features_.size());
         bitvector_features_.push_back(node.feature);
       }
-      const uint64_t cleared = ((uint64_t{1} << (hi[left] - lo[left])) - 1) << lo[left];
-      const BitvectorNode b{node.threshold, column, static_cast<uint32_t>(~cleared)};
+      const int width = hi[left] - lo[left];  // 1 .. leaves - 1 < 64
+      const uint64_t cleared = ((uint64_t{1} << width) - 1) << lo[left];
+      const BitvectorNode b{node.threshold, column, ~cleared};
       if (node.bits & kCpuNanLeft) {
         bitvector_nodes_.push_back(b);
       } else {

@@ -59,16 +59,24 @@ inline constexpr int kRowBlockTrees = 16;
 // right at: the leaves left of its own all lie in the left subtree of a split on its path where
 // it went right, and its own is in no cleared subtree. Every split is one compare of a column of
 // the block, none depends on another, and no node is gathered.
-inline constexpr int kBitvectorMaxLeaves = 32;
+// Trees of at most 32 leaves keep 32-bit masks (sixteen rows to a vector), larger ones 64-bit
+// masks (eight rows to a vector).
+inline constexpr int kBitvectorMaxLeaves = 64;
+// Splits of the bitvector layout that cost about one level of the complete layout's walk (one
+// core, AVX-512: 63-split trees ran at 0.6x the complete layout's depth 6, LightGBM's 31-leaf
+// trees at 5.5x its padded depth 10). A tree the complete layout holds keeps it unless it has
+// fewer splits than this many per level of that layout.
+inline constexpr int kBitvectorSplitsPerLevel = 6;
 struct BitvectorNode {
   float threshold = 0;   // x < threshold goes left
   int32_t feature = 0;   // index in CpuForest::bitvector_features
-  uint32_t mask = 0;     // the leaves kept by a row that goes right
+  uint64_t mask = 0;     // the leaves kept by a row that goes right
 };
 struct BitvectorTree {
   // Its splits: [begin, nan_right) send a missing value left, [nan_right, end) right.
   int32_t begin = 0, nan_right = 0, end = 0;
   int32_t values = 0;  // its leaves' values in CpuForest::bitvector_values, left to right
+  bool wide = false;   // more than 32 leaves: 64-bit masks
 };
 
 struct CpuForestOptions {
@@ -80,7 +88,8 @@ struct CpuForestOptions {
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
   // rows, timed at Build (tens of milliseconds for large models).
   // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode).
-  // kBitvector: the bitvector layout for trees of at most kBitvectorMaxLeaves leaves, the
+  // kBitvector: the bitvector layout for trees of at most kBitvectorMaxLeaves leaves (but the
+  // complete layout for those it holds at fewer levels than a sixth of their splits), the
   // complete layout for other trees it fits, the AVX-512 node walk for the rest.
   enum class Walk { kAuto, kScalar, kSimd, kDense, kBitvector };
   Walk walk = Walk::kAuto;

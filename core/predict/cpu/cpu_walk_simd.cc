@@ -313,9 +313,10 @@ __attribute__((target("avx512f"))) void Columns512(const float* block, int32_t s
   }
 }
 
-// ANDs the masks of splits [begin, end) that each lane goes right at into m[0, vectors):
+// ANDs the masks of splits [begin, end) that each row goes right at into its mask:
 // `kPredicate` is the compare that sends a row left (x < t, or with NaN going left, !(x >= t)).
-template <int kPredicate>
+// 32-bit masks: m[v] holds row vector v's sixteen; 64-bit: m[2v] and m[2v + 1] its two halves.
+template <int kPredicate, bool kWide>
 __attribute__((target("avx512f"))) inline void AndSplits512(const BitvectorNode* nodes,
                                                             int32_t begin, int32_t end,
                                                             const float* columns,
@@ -324,14 +325,50 @@ __attribute__((target("avx512f"))) inline void AndSplits512(const BitvectorNode*
   for (int32_t i = begin; i < end; ++i) {
     const BitvectorNode& b = nodes[i];
     const __m512 t = _mm512_set1_ps(b.threshold);
-    const __m512i keep = _mm512_set1_epi32(static_cast<int>(b.mask));
     const float* column = columns + b.feature * kWidth;
-    for (int v = 0; v < vectors; ++v) {
-      const __m512 x = _mm512_loadu_ps(column + v * vector_stride);
-      const __mmask16 left = _mm512_cmp_ps_mask(x, t, kPredicate);
-      m[v] = _mm512_mask_and_epi32(m[v], static_cast<__mmask16>(~left), m[v], keep);
+    if constexpr (kWide) {
+      const __m512i keep = _mm512_set1_epi64(static_cast<long long>(b.mask));
+      for (int v = 0; v < vectors; ++v) {
+        const __m512 x = _mm512_loadu_ps(column + v * vector_stride);
+        const unsigned right = static_cast<__mmask16>(~_mm512_cmp_ps_mask(x, t, kPredicate));
+        m[2 * v] = _mm512_mask_and_epi64(m[2 * v], static_cast<__mmask8>(right), m[2 * v], keep);
+        m[2 * v + 1] = _mm512_mask_and_epi64(m[2 * v + 1], static_cast<__mmask8>(right >> 8),
+                                             m[2 * v + 1], keep);
+      }
+    } else {
+      const __m512i keep = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b.mask)));
+      for (int v = 0; v < vectors; ++v) {
+        const __m512 x = _mm512_loadu_ps(column + v * vector_stride);
+        const __mmask16 left = _mm512_cmp_ps_mask(x, t, kPredicate);
+        m[v] = _mm512_mask_and_epi32(m[v], static_cast<__mmask16>(~left), m[v], keep);
+      }
     }
   }
+}
+
+// The tree's splits ANDed into m (AndSplits512), those that send NaN left with the compare that
+// does so where the block has a missing value.
+template <bool kWide>
+__attribute__((target("avx512f"))) inline void TreeMasks512(const BitvectorTree& b,
+                                                            const BitvectorNode* nodes,
+                                                            const float* columns,
+                                                            int64_t vector_stride, int vectors,
+                                                            bool nan, __m512i* m) {
+  for (int v = 0; v < (kWide ? 2 : 1) * vectors; ++v) m[v] = _mm512_set1_epi32(-1);
+  if (nan) {
+    AndSplits512<_CMP_NGE_UQ, kWide>(nodes, b.begin, b.nan_right, columns, vector_stride,
+                                     vectors, m);
+  } else {
+    AndSplits512<_CMP_LT_OQ, kWide>(nodes, b.begin, b.nan_right, columns, vector_stride,
+                                    vectors, m);
+  }
+  AndSplits512<_CMP_LT_OQ, kWide>(nodes, b.nan_right, b.end, columns, vector_stride, vectors, m);
+}
+
+// Per 32-bit lane, the exponent field of the lane as an unsigned integer made float: for a
+// power of two 2^i, i + 127; for 0, 0.
+__attribute__((target("avx512f"))) inline __m512i Exponents512(__m512i x) {
+  return _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepu32_ps(x)), 23);
 }
 
 // WalkAndAddSimd over the bitvector layout for up to kMaxVectors row vectors of `columns`
@@ -342,27 +379,35 @@ __attribute__((target("avx512f"))) void WalkAddBitvector512(
     const CpuTree* trees, const int32_t* tree_ids, int num_trees, const BitvectorTree* bt,
     const BitvectorNode* nodes, const double* values, const float* columns,
     int64_t vector_stride, int vectors, bool nan, double* margins, int64_t out_stride) {
-  const __m512i all = _mm512_set1_epi32(-1);
   const __m512i bias = _mm512_set1_epi32(127);
   for (int j = 0; j < num_trees; ++j) {
     const CpuTree& tree = trees[tree_ids[j]];
     const BitvectorTree& b = bt[tree.bitvector];
-    __m512i m[kMaxVectors];
-    for (int v = 0; v < vectors; ++v) m[v] = all;
-    if (nan) {
-      AndSplits512<_CMP_NGE_UQ>(nodes, b.begin, b.nan_right, columns, vector_stride, vectors, m);
-    } else {
-      AndSplits512<_CMP_LT_OQ>(nodes, b.begin, b.nan_right, columns, vector_stride, vectors, m);
-    }
-    AndSplits512<_CMP_LT_OQ>(nodes, b.nan_right, b.end, columns, vector_stride, vectors, m);
     double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
-    for (int v = 0; v < vectors; ++v) {
-      // The lowest set bit's index: m & -m is 2^index, exact as a float, whose exponent field
-      // is index + 127.
-      const __m512i low = _mm512_and_si512(m[v], _mm512_sub_epi32(_mm512_setzero_si512(), m[v]));
-      const __m512i exponent = _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepu32_ps(low)), 23);
-      const __m512i leaf = _mm512_sub_epi32(exponent, bias);
-      AddLeaves512(values + b.values, leaf, acc + v * kWidth);
+    __m512i m[2 * kMaxVectors];
+    if (!b.wide) {
+      TreeMasks512<false>(b, nodes, columns, vector_stride, vectors, nan, m);
+      for (int v = 0; v < vectors; ++v) {
+        // The lowest set bit: m & -m is 2^index, exact as a float.
+        const __m512i low = _mm512_and_si512(m[v], _mm512_sub_epi32(_mm512_setzero_si512(), m[v]));
+        AddLeaves512(values + b.values, _mm512_sub_epi32(Exponents512(low), bias), acc + v * kWidth);
+      }
+      continue;
+    }
+    TreeMasks512<true>(b, nodes, columns, vector_stride, vectors, nan, m);
+    const __m512i low32 = _mm512_set1_epi64(0xffffffffLL);
+    for (int h = 0; h < 2 * vectors; ++h) {
+      // Per 64-bit lane, 2^index in one of its halves and 0 in the other: the index from the
+      // low half's exponent where it is not 0, else 32 more than the high half's.
+      const __m512i low = _mm512_and_si512(m[h], _mm512_sub_epi64(_mm512_setzero_si512(), m[h]));
+      const __m512i e = Exponents512(low);
+      const __mmask8 in_low = _mm512_test_epi64_mask(e, low32);
+      const __m512i from_low = _mm512_sub_epi64(_mm512_and_si512(e, low32), _mm512_set1_epi64(127));
+      const __m512i from_high = _mm512_sub_epi64(_mm512_srli_epi64(e, 32), _mm512_set1_epi64(95));
+      const __m512i leaf = _mm512_mask_blend_epi64(in_low, from_high, from_low);
+      const __m512d add = _mm512_i64gather_pd(leaf, values + b.values, 8);
+      double* a = acc + h * (kWidth / 2);
+      _mm512_storeu_pd(a, _mm512_add_pd(_mm512_loadu_pd(a), add));
     }
   }
 }

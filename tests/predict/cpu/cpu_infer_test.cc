@@ -138,7 +138,8 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
       int leaves = 0;
       const Tree& ft = f->trees[t];
       for (uint32_t k = 0; k < ft.num_nodes; ++k) leaves += f->nodes[ft.node_begin + k].is_leaf();
-      const bool fit = tree.scalar && !tree.general && leaves <= kBitvectorMaxLeaves;
+      const bool fit = tree.scalar && !tree.general && leaves <= kBitvectorMaxLeaves &&
+                       (tree.dense < 0 || leaves - 1 < kBitvectorSplitsPerLevel * (*cf)->dense_depth());
       small |= fit;
       if (options.walk == CpuForestOptions::Walk::kBitvector) {
         EXPECT_EQ(tree.bitvector >= 0, fit) << name << " tree " << t;
@@ -196,6 +197,38 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     SCOPED_TRACE(c.name);
     CheckForest(MakeRandomForest(c.o), std::string(c.name) + "/" + std::to_string(c.o.seed));
   }
+}
+
+TEST(CpuInferTest, BitvectorLayoutTakesNarrowAndWideMasks) {
+  // Unbalanced trees deeper than the complete layout holds, of 12 to 64 leaves: 32-bit and 64-bit
+  // masks both walked; complete trees of depth 8 (256 leaves) are left to the other walks.
+  if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no bitvector layout";
+  RandomForestOptions o;
+  o.num_trees = 60;
+  o.seed = 21;
+  o.max_depth = kDenseMaxDepth + 2;
+  o.leaf_probability = 0.3;
+  const ForestPtr shallow = MakeRandomForest(o);
+  o.max_depth = 8;
+  o.leaf_probability = 0.0;
+  o.num_trees = 3;
+  const ForestPtr deep = MakeRandomForest(o);
+  CpuForestOptions bv;
+  bv.walk = CpuForestOptions::Walk::kBitvector;
+  absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(shallow, bv);
+  ASSERT_TRUE(cf.ok()) << cf.status();
+  ASSERT_TRUE((*cf)->bitvector_walk());
+  int narrow = 0, wide = 0;
+  for (int t = 0; t < (*cf)->num_trees(); ++t) {
+    const int32_t b = (*cf)->trees()[t].bitvector;
+    if (b >= 0) ((*cf)->bitvector_trees()[b].wide ? wide : narrow)++;
+  }
+  EXPECT_GT(narrow, 0);
+  EXPECT_GT(wide, 0);
+  CheckLayout(*cf, shallow, "bitvector narrow and wide");
+  absl::StatusOr<CpuForestPtr> big = CpuForest::Build(deep, bv);
+  ASSERT_TRUE(big.ok());
+  EXPECT_FALSE((*big)->bitvector_walk());  // 256 leaves: no tree fits, the complete layout walks
 }
 
 TEST(CpuInferTest, LinksGiveTheReferencePrediction) {
