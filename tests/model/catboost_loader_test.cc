@@ -346,6 +346,50 @@ TEST(CatboostLoaderTest, CtrSplitsAreCategoricalSplitsOfTheirFeature) {
   EXPECT_FLOAT_EQ(margin[std::size(cases)], 2 * 4 + 0.25f);
 }
 
+TEST(CatboostLoaderTest, OneHotAndCtrSplitsOnOneFeatureShareItsCodes) {
+  // CatBoost gives a feature one-hot or CTR splits by its number of categories; a file with both
+  // on one feature loads too: the one-hot values come first, then the tables' other categories.
+  json m = CtrModel();
+  m["features_info"]["categorical_features"][0]["values"] = json::array(
+      {static_cast<int32_t>(CatboostCategoryHash("rome")),
+       static_cast<int32_t>(CatboostCategoryHash("brest"))});
+  // Split indices: 2 float borders, 2 one-hot values (2, 3), then the CTR borders (4, 5, 6).
+  for (size_t t = 1; t <= 2; ++t) {
+    for (json& split : m["oblivious_trees"][t]["splits"]) {
+      split["split_index"] = split["split_index"].get<int>() + 2;
+    }
+  }
+  m["oblivious_trees"].push_back(json{
+      {"leaf_values", {0, 10000}},
+      {"leaf_weights", {1, 1}},
+      {"splits", {json{{"cat_feature_index", 0},
+                       {"split_index", 2},
+                       {"split_type", "OneHotFeature"},
+                       {"value", static_cast<int32_t>(CatboostCategoryHash("rome"))}}}}});
+  absl::StatusOr<ForestPtr> loaded = Load(m);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Forest& f = **loaded;
+  EXPECT_EQ(f.categories[3].hashes,
+            (std::vector<uint32_t>{CatboostCategoryHash("rome"), CatboostCategoryHash("brest"),
+                                   CatboostCategoryHash("paris"), CatboostCategoryHash("lyon")}));
+  absl::StatusOr<CategoryCodes> city = CategoryCodesFor(f, 3);
+  ASSERT_TRUE(city.ok()) << city.status();
+  // As in CtrSplitsAreCategoricalSplitsOfTheirFeature; rome is in no table (prior-only values) and
+  // is the one-hot split's value.
+  struct Case {
+    const char* name;
+    float trees;
+  };
+  const Case cases[] = {{"paris", 10}, {"brest", 1010}, {"lyon", 1001}, {"rome", 11001},
+                        {"tokyo", 1001}};
+  std::vector<float> rows;
+  for (const Case& c : cases) rows.insert(rows.end(), {0.0f, 0.0f, 0.0f, *city->Code(c.name)});
+  const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin));
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    EXPECT_FLOAT_EQ(margin[i], 2 * (4 + cases[i].trees) + 0.25f) << cases[i].name;
+  }
+}
+
 TEST(CatboostLoaderTest, CtrKeysAreTheCategoryHashesMultiplied) {
   for (const char* name : {"", "a", "paris", "Lorem ipsum dolor sit amet consectetur"}) {
     const uint32_t hash = CatboostCategoryHash(name);
