@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -591,8 +592,13 @@ std::vector<CsvCellDecoder> CategoryCellDecoders(
         new CategoryCodes(c, unknown, feature_names[f]),
         [categories](const CategoryCodes* p) { delete p; });
     const bool string_categories = !c.strings.empty();
-    decoders[f] = [owned, string_categories](std::string_view cell) -> absl::StatusOr<double> {
-      const absl::string_view name(cell.data(), cell.size());
+    const bool number_categories = !c.numbers.empty();
+    decoders[f] = [owned, string_categories,
+                   number_categories](std::string_view cell) -> absl::StatusOr<double> {
+      // A name is the cell as written, blanks included (core/io/csv.h: as KServe and grove.v1
+      // take names); blanks around a number are not part of it.
+      absl::string_view name(cell.data(), cell.size());
+      if (number_categories) name = absl::StripAsciiWhitespace(name);
       if (const int64_t code = owned->Find(name); code >= 0) return static_cast<double>(code);
       double v;
       if (ParseCsvNumber(cell, &v) && (string_categories || std::isnan(v))) return v;

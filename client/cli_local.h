@@ -62,8 +62,9 @@ struct StreamOptions {
 };
 
 // The CSV decoders of the categorical features whose categories are recorded (`categories`, per
-// feature; empty when none are): a cell is the category as pandas.to_csv writes it, its name (or,
-// for number categories, its value: "10" or "10.0"), mapped to its code by CategoryCodes
+// feature; empty when none are): a cell is the category as pandas.to_csv writes it, its name as
+// written, blanks included, or quoted (core/io/csv.h; for number categories, its value: "10" or
+// "10.0", blanks around it ignored), mapped to its code by CategoryCodes
 // (core/model/category_codes.h); a number that names no category of a feature with string
 // categories is taken as the code itself (CSV files of codes keep working); empty or `nan` is
 // missing; any other unknown category follows `unknown` (the model's library: missing, or an error

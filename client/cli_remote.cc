@@ -147,6 +147,7 @@ std::vector<CsvCellDecoder> RemoteCategoryDecoders(const grove::v1::ModelMetadat
     FeatureCategories& out = (*categories)[static_cast<size_t>(c.feature())];
     out.strings.assign(c.strings().begin(), c.strings().end());
     out.numbers.assign(c.numbers().begin(), c.numbers().end());
+    out.hashes.assign(c.hashes().begin(), c.hashes().end());
   }
   const UnknownCategory unknown = absl::StartsWith(meta.format(), "xgboost")
                                       ? UnknownCategory::kError

@@ -35,6 +35,7 @@
 #include "core/common/mutex_mode.h"
 #include "core/common/thread_pool.h"
 #include "core/gpu/device_set.h"
+#include "core/model/catboost_hash.h"
 #include "core/model/double_rows.h"
 #include "core/model/feature_groups.h"
 #include "core/model/forest_stats.h"
@@ -406,6 +407,15 @@ NB_MODULE(_core, m) {
   m.def("result_column_names", &ResultNames, nb::arg("feature_names"), nb::arg("num_outputs"),
         nb::arg("explain"), nb::arg("interactions"), nb::arg("kind"), nb::arg("width"),
         "Column names of a result, as `grove --output-header` writes them.");
+  m.def(
+      "catboost_category_hashes",
+      [](const std::vector<std::string>& names) {
+        std::vector<uint32_t> out(names.size());
+        for (size_t i = 0; i < names.size(); ++i) out[i] = CatboostCategoryHash(names[i]);
+        return out;
+      },
+      nb::arg("names"),
+      "CatBoost's hash of each category name (FeatureCategories.hashes of a served model).");
 
   nb::class_<Engine>(m, "Engine")
       .def_static("load", &Engine::Load, nb::arg("path"), nb::arg("device") = "auto",

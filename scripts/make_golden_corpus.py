@@ -466,12 +466,45 @@ def catboost_category_hash(text):
     return low - (1 << 32) if low >= 1 << 31 else low
 
 
+# CTR tables file a category under its hash, sign-extended to 64 bits, times this odd
+# multiplier squared (mod 2^64); cb_feature_hashes checks it against every key of every table.
+_CTR_KEY_FACTOR = (0x4906ba494954cb65 * 0x4906ba494954cb65) & _M64
+_CTR_KEY_INVERSE = pow(_CTR_KEY_FACTOR, -1, 1 << 64)
+CB_CTR_TYPES = ("Borders", "Buckets", "Counter", "BinarizedTargetMeanValue")
+
+
+def cb_category_of_ctr_key(key):
+    """The category hash (signed int32) whose CTR table key is `key`; None when none has it."""
+    v = (key * _CTR_KEY_INVERSE) & _M64
+    v = v - (1 << 64) if v >= 1 << 63 else v
+    return v if -(1 << 31) <= v < (1 << 31) else None
+
+
 def cb_values(model_json, col):
-    """The one-hot `values` (category hashes) of the categorical feature at column `col`."""
-    for c in model_json["features_info"].get("categorical_features", []):
-        if c["flat_feature_index"] == col:
-            return c.get("values", [])
-    return []
+    """The categories (hashes) of the categorical feature at column `col` as Grove numbers them
+    (core/model/catboost_loader.cc): its one-hot `values`, then the categories of the tables of its
+    single-feature CTRs (features_info.ctrs order, each table once, hash_map order), recovered from
+    their keys, each hash once."""
+    fi = model_json["features_info"]
+    cats = fi.get("categorical_features", [])
+    index = [i for i, c in enumerate(cats) if c["flat_feature_index"] == col]
+    if not index:
+        return []
+    hashes = list(cats[index[0]].get("values", []))
+    seen, tables = set(hashes), set()
+    for c in fi.get("ctrs", []):
+        if ([e["cat_feature_index"] for e in c["elements"]] != [index[0]] or
+                c["ctr_type"] not in CB_CTR_TYPES or c["identifier"] in tables):
+            continue
+        tables.add(c["identifier"])
+        table = model_json["ctr_data"][c["identifier"]]
+        for key in table["hash_map"][::table["hash_stride"]]:
+            h = cb_category_of_ctr_key(int(key))
+            assert h is not None or int(key) == _M64, "a CTR key that is no category's"
+            if h is not None and h not in seen:
+                seen.add(h)
+                hashes.append(h)
+    return hashes
 
 
 def cb_category_codes(model_json, frame_train, frame_test, cat_cols):
@@ -481,9 +514,9 @@ def cb_category_codes(model_json, frame_train, frame_test, cat_cols):
     codes = {}
     for col in cat_cols:
         values = cb_values(model_json, col)
-        assert values, "categorical column %d has no one-hot values" % col
+        assert values, "categorical column %d has no categories" % col
         trained = {catboost_category_hash(str(v)) for v in frame_train.iloc[:, col]}
-        assert set(values) <= trained, "a one-hot value is no training category's hash"
+        assert set(values) <= trained, "a one-hot value or CTR key is no training category's"
         position = {h: i for i, h in reversed(list(enumerate(values)))}
         codes[col] = np.array([position.get(catboost_category_hash(str(v)), len(values))
                                for v in frame_test.iloc[:, col]], dtype=np.float64)
@@ -617,8 +650,9 @@ def cb_case(out_root, name, description, params, X_train, y_train, X_test, range
             "file": "X_names.csv",
             "layout": "X.csv's rows as pandas.to_csv writes the test frame (header, category "
                       "names); X.csv holds Grove's codes of the categorical columns: the position "
-                      "of the name's CatBoost hash in the feature's one-hot values, their count "
-                      "for a hash not there",
+                      "of the name's CatBoost hash in the feature's categories (one-hot values, "
+                      "then the categories its CTR tables hold), their count for a hash not "
+                      "there",
             "unseen": {str(col): int((codes[col] == len(cb_values(model_json, col))).sum())
                        for col in cat_cols}}}
            if cat_cols else {}),
@@ -719,19 +753,101 @@ def cb_onehot_cases(out, metas, rng):
                          train, y[:-N_ROWS], test, range_=(2, 5), rng=rng, cat_cols=(1, 3)))
 
 
-def cb_refused(refused, rng):
-    """CatBoost models with categorical splits Grove cannot evaluate exactly (CTR)."""
+def cb_ctr_cases(out, metas, rng):
+    """CTR features (target statistics of one categorical feature, max_ctr_complexity=1): a string
+    column of every hash length class and an integer column with more categories than
+    one_hot_max_size (CTRs), an integer column with fewer (one-hot) beside them; test rows with
+    unseen categories."""
     import pandas as pd
-    n = 300
-    frame = pd.DataFrame({"a": synth(rng, n, 1)[:, 0],
-                          "city": rng.choice(["paris", "brest"], n),
-                          "shop": rng.choice(["p", "q", "r", "s", "t"], n)})
-    y = frame["a"] + (frame["city"] == "paris") * 1.0 + (frame["shop"] == "p") * 2.0
-    common = dict(iterations=3, depth=2, random_seed=1, thread_count=2, verbose=0,
-                  allow_writing_files=False)
-    ctr = cb.CatBoostRegressor(cat_features=[2], one_hot_max_size=2, **common)
-    ctr.fit(frame[["a", "city", "shop"]].assign(city=0.0), y)
-    cb_save(ctr, os.path.join(refused, "cb_ctr.json"))
+    names = cb_category_names()
+    unseen_names = ["tokyo", "Lorem ipsum dolor sit amet consectetur", "z" * 80, "Lyon"]
+
+    def frame(n):
+        X = synth(rng, n, 2, nan_frac=0.05)
+        city = rng.integers(0, len(names), size=n)
+        shop = rng.integers(0, 9, size=n)
+        grade = rng.integers(0, 3, size=n)
+        return pd.DataFrame({"x0": X[:, 0], "city": [names[i] for i in city], "x1": X[:, 1],
+                             "shop": (shop * 7 + 3).astype(np.int64),
+                             "grade": grade.astype(np.int64)}), city, shop, grade, X
+
+    effect_city = rng.normal(size=len(names)) * 2
+    effect_shop = rng.normal(size=9)
+    common = {"one_hot_max_size": 4, "max_ctr_complexity": 1, "learning_rate": 0.3}
+    cats = (1, 3, 4)
+
+    def split(df):
+        train = df.iloc[:-N_ROWS].reset_index(drop=True)
+        test = df.iloc[-N_ROWS:].reset_index(drop=True)
+        test.loc[:3, "city"] = unseen_names
+        test.loc[4:5, "shop"] = [5, -7]
+        return train, test
+
+    def with_ctr_splits(meta):
+        model_json = json.load(open(os.path.join(out, meta["case"], "catboost.json")))
+        trees = model_json.get("oblivious_trees") or model_json.get("trees")
+        text = json.dumps(trees)
+        assert text.count("OnlineCtr") >= 3 and "OneHotFeature" in text, meta["case"]
+        meta["ctr_types"] = sorted({c["ctr_type"] for c in model_json["features_info"]["ctrs"]})
+        with open(os.path.join(out, meta["case"], "meta.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+        return meta
+
+    df, city, shop, grade, X = frame(1300)
+    y = effect_city[city] + effect_shop[shop] + grade * 0.8 + np.nan_to_num(X[:, 0]) + \
+        rng.normal(scale=0.1, size=len(df))
+    train, test = split(df)
+    metas.append(with_ctr_splits(cb_case(
+        out, "cb_ctr_regression",
+        "RMSE, CTRs (Borders with two priors, Counter, Buckets, BinarizedTargetMeanValue) of "
+        "city (12 strings, 0 to 130 bytes) and shop (9 integers), one-hot grade, 30 iterations, "
+        "depth 4; test rows with unseen categories",
+        dict(common, loss_function="RMSE", iterations=30, depth=4,
+             simple_ctr=["Borders:Prior=-1/1:Prior=0.5/1", "Counter", "Buckets",
+                         "BinarizedTargetMeanValue"]),
+        train, y[:-N_ROWS], test, range_=(2, 9), rng=rng, cat_cols=cats)))
+
+    df, city, shop, grade, X = frame(1300)
+    z = effect_city[city] + effect_shop[shop] - grade * 0.6 + np.nan_to_num(X[:, 1])
+    y = (z + rng.normal(scale=0.3, size=len(df)) > 0.3).astype(int)
+    train, test = split(df)
+    metas.append(with_ctr_splits(cb_case(
+        out, "cb_ctr_binary",
+        "Logloss, grow_policy Depthwise, CTRs (Borders, Counter, Buckets) of city and shop, "
+        "one-hot grade, 20 iterations, depth 4; test rows with unseen categories",
+        dict(common, loss_function="Logloss", iterations=20, depth=4, grow_policy="Depthwise",
+             simple_ctr=["Borders", "Counter", "Buckets"]),
+        train, y[:-N_ROWS], test, range_=(2, 9), rng=rng, cat_cols=cats)))
+
+    df, city, shop, grade, X = frame(1300)
+    z = effect_city[city] + effect_shop[shop] + grade * 0.5 + np.nan_to_num(X[:, 0])
+    y = np.digitize(z + rng.normal(scale=0.3, size=len(df)), [-0.5, 1.0]).astype(int)
+    train, test = split(df)
+    metas.append(with_ctr_splits(cb_case(
+        out, "cb_ctr_multiclass",
+        "MultiClass, 3 classes, CTRs (Borders, Buckets, Counter) of city and shop, one-hot "
+        "grade, 15 iterations, depth 3; test rows with unseen categories",
+        dict(common, loss_function="MultiClass", iterations=15, depth=3,
+             simple_ctr=["Borders", "Buckets", "Counter"]),
+        train, y[:-N_ROWS], test, range_=(2, 5), rng=rng, cat_cols=cats)))
+
+
+def cb_refused(refused, rng):
+    """CatBoost models with categorical splits Grove cannot evaluate exactly: a CTR over a
+    combination of two categorical features (max_ctr_complexity above 1)."""
+    import pandas as pd
+    n = 3000
+    a = rng.choice(list("abcdefgh"), n)
+    b = rng.choice(list("pqrstuvw"), n)
+    effect = {(i, j): rng.normal() * 3 for i in "abcdefgh" for j in "pqrstuvw"}
+    y = (np.array([effect[(i, j)] for i, j in zip(a, b)]) > 0).astype(int)
+    model = cb.CatBoostClassifier(iterations=30, depth=4, max_ctr_complexity=4, random_seed=1,
+                                  thread_count=2, verbose=0, allow_writing_files=False)
+    model.fit(cb.Pool(pd.DataFrame({"c1": a, "c2": b}), y, cat_features=[0, 1]))
+    path = os.path.join(refused, "cb_ctr_combination.json")
+    cb_save(model, path)
+    ctrs = json.load(open(path))["features_info"]["ctrs"]
+    assert any(len(c["elements"]) > 1 for c in ctrs), "no combination CTR"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -888,6 +1004,8 @@ def main():
 
     # CatBoost one-hot categorical features (cb_onehot_*): string and integer categories.
     cb_onehot_cases(out, metas, np.random.default_rng(SEED + 41))
+    # CatBoost CTR features of single categorical features (cb_ctr_*).
+    cb_ctr_cases(out, metas, np.random.default_rng(SEED + 42))
 
     # Treelite checkpoints of XGBoost, LightGBM and scikit-learn models (tl_*).
     import make_treelite_corpus
@@ -906,8 +1024,8 @@ def main():
     with open(os.path.join(refused, "README.md"), "w") as f:
         f.write("Models the libraries serve but Grove refuses (a clear error, non-zero exit):\n\n"
                 "- `xgb_gblinear.json`: XGBoost `booster=gblinear` (a linear model, no trees).\n"
-                "- `cb_ctr.json`: CatBoost CTR split (target statistics of a categorical "
-                "feature).\n")
+                "- `cb_ctr_combination.json`: CatBoost CTR over a combination of two "
+                "categorical features (max_ctr_complexity=4).\n")
 
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("# Golden corpus\n\nGenerated by `scripts/make_golden_corpus.py` (seed %d) with "

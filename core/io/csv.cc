@@ -74,6 +74,7 @@ inline uint64_t CommaMask64(const char* p) {
 }
 
 std::string_view Trimmed(const char* b, const char* e);
+std::string Excerpt(const char* b, const char* e);
 
 // Parses one field [b, e) as a double. Empty / nan = NaN. False when it is not a number.
 inline bool ParseField(const char* b, const char* e, double* value) {
@@ -129,6 +130,31 @@ inline bool ParseLineField(const char* b, const char* e, const char* line_end, d
   return ParseField(b, e, value) || ParseBoolWord(b, e, value);
 }
 
+// The text of quoted cell `t` (blanks around it already dropped) into *out: between its quotes,
+// "" read as ".
+absl::Status Unquote(std::string_view t, std::string* out) {
+  out->clear();
+  size_t i = 1;
+  for (; i < t.size(); ++i) {
+    if (t[i] != '"') {
+      out->push_back(t[i]);
+    } else if (i + 1 < t.size() && t[i + 1] == '"') {
+      out->push_back('"');
+      ++i;
+    } else {
+      break;  // the closing quote
+    }
+  }
+  if (i + 1 != t.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", Excerpt(t.data(), t.data() + t.size()),
+        i >= t.size() ? "' opens a quote it does not close (fields are split at every ',': a "
+                        "quoted name may not hold one)"
+                      : "' has text after its closing quote (a quote inside a name is written \"\")"));
+  }
+  return absl::OkStatus();
+}
+
 // The value of field [b, e) of row column `column` through its decoder (a column without one:
 // false, so that the caller parses a number); the decoder's error in *error.
 inline bool DecodeField(const std::vector<CsvCellDecoder>* decoders, int64_t column,
@@ -137,7 +163,16 @@ inline bool DecodeField(const std::vector<CsvCellDecoder>* decoders, int64_t col
       !(*decoders)[static_cast<size_t>(column)]) {
     return false;
   }
-  absl::StatusOr<double> v = (*decoders)[static_cast<size_t>(column)](Trimmed(b, e));
+  std::string_view cell(b, static_cast<size_t>(e - b));
+  if (const std::string_view t = Trimmed(b, e); !t.empty() && t.front() == '"') {
+    thread_local std::string unquoted;
+    if (absl::Status s = Unquote(t, &unquoted); !s.ok()) {
+      *error = s;
+      return true;
+    }
+    cell = unquoted;
+  }
+  absl::StatusOr<double> v = (*decoders)[static_cast<size_t>(column)](cell);
   if (v.ok()) {
     *value = *v;
   } else {

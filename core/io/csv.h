@@ -7,7 +7,7 @@
 // std::from_chars and then cast to float -- exactly what XGBoost does with the float64 arrays it is
 // given -- so a value written with 9 significant digits round-trips bit for bit. (Short decimals
 // take an exact fast path, core/io/decimal.h, that gives std::from_chars's bits.) Spaces and tabs
-// around a field, a leading '+', `inf`/`infinity`, CRLF line ends, a missing final newline and a
+// around a field (but a decoder's: CsvCellDecoder), a leading '+', `inf`/`infinity`, CRLF line ends, a missing final newline and a
 // UTF-8 byte order mark at the start of the input are tolerated. Blank lines (empty or only
 // whitespace) are skipped before the first row and after the last; one between rows is an error
 // naming it. A header line (grove --header) is read only when
@@ -71,8 +71,12 @@ absl::StatusOr<CsvLayout> MatchCsvHeader(std::vector<std::string> header,
                                          const std::vector<std::string>& keep,
                                          std::string_view source);
 
-// The value of one cell of a column that has a decoder, from its text (blanks around it trimmed):
-// e.g. a category name to its code. An error is reported with the file, line and column prefixed.
+// The value of one cell of a column that has a decoder, from its text as written: an unquoted cell's
+// bytes, blanks included (pandas.to_csv writes a name's leading and trailing spaces unquoted, and
+// read_csv keeps them), or a quoted cell's text between its quotes (RFC 4180: blanks outside the
+// quotes dropped, "" read as "); a cell that opens a quote it does not close on its field (a name
+// holding ',', which the reader does not support) is INVALID_ARGUMENT. E.g. a category name to its
+// code. An error is reported with the file, line and column prefixed.
 // Called from the reader's parsing threads at once: it must be thread-safe.
 using CsvCellDecoder = std::function<absl::StatusOr<double>(std::string_view cell)>;
 

@@ -1,6 +1,8 @@
 #include "core/model/catboost_hash.h"
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 namespace grove {
@@ -127,7 +129,33 @@ uint64_t Over64(const char* s, size_t n) {
   return Fold(Fold(v.first, w.first) + Mix47(y) * kP1 + z, Fold(v.second, w.second) + x);
 }
 
+constexpr uint64_t kCtrKeyFactor = kCatboostCtrKeyMultiplier * kCatboostCtrKeyMultiplier;
+
+// The inverse of an odd number modulo 2^64 by Newton's iteration x <- x (2 - a x): a is its own
+// inverse modulo 8 (3 bits), and every step doubles the bits that are right.
+constexpr uint64_t InverseMod64(uint64_t a) {
+  uint64_t x = a;
+  for (int i = 0; i < 5; ++i) x *= 2 - a * x;
+  return x;
+}
+constexpr uint64_t kCtrKeyInverse = InverseMod64(kCtrKeyFactor);
+static_assert(kCtrKeyFactor * kCtrKeyInverse == 1, "the CTR key map must be invertible");
+
 }  // namespace
+
+uint64_t CatboostCtrKey(uint32_t category_hash) {
+  const int32_t hash = static_cast<int32_t>(category_hash);
+  return static_cast<uint64_t>(static_cast<int64_t>(hash)) * kCtrKeyFactor;
+}
+
+std::optional<uint32_t> CatboostCategoryOfCtrKey(uint64_t key) {
+  const int64_t value = static_cast<int64_t>(key * kCtrKeyInverse);
+  if (value < std::numeric_limits<int32_t>::min() ||
+      value > std::numeric_limits<int32_t>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(static_cast<int32_t>(value));
+}
 
 uint64_t CityHash64V1(absl::string_view bytes) {
   const char* s = bytes.data();

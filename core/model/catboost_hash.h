@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/string_view.h"
 
@@ -21,5 +22,16 @@ uint64_t CityHash64V1(absl::string_view bytes);
 inline uint32_t CatboostCategoryHash(absl::string_view name) {
   return static_cast<uint32_t>(CityHash64V1(name));
 }
+
+// The key under which a CTR over one categorical feature files a category in its table (the keys
+// of ctr_data's hash_map): the category's hash, sign-extended to 64 bits, times the square of the
+// odd multiplier kCatboostCtrKeyMultiplier, modulo 2^64 (checked against every key of the models
+// scripts/make_golden_corpus.py trains).
+inline constexpr uint64_t kCatboostCtrKeyMultiplier = 0x4906ba494954cb65ULL;
+uint64_t CatboostCtrKey(uint32_t category_hash);
+// The inverse: the category hash whose key is `key` (the multiplier is odd, so the map is a
+// bijection of 64-bit words), or nullopt when the word it gives is no sign-extended 32-bit hash, so
+// that no category has the key (CatBoost's tables hold such a key for an empty slot: 2^64 - 1).
+std::optional<uint32_t> CatboostCategoryOfCtrKey(uint64_t key);
 
 }  // namespace grove

@@ -23,23 +23,38 @@
 //    split becomes a categorical split whose set is {the code of h}, in-set going right (true, as
 //    a float split's true). NaN (only a code given as a number can be NaN: CatBoost refuses a
 //    missing category) goes left, the "not equal" side, as an unseen category does.
-//  * CTR splits need CatBoost's target statistics over hashed categories: refused
-//    (UNIMPLEMENTED), as are text and embedding features.
+//  * CTR splits ({"split_type": "OnlineCtr", "split_index": k, "border": b}: true when the CTR's
+//    value > b). Splits are numbered over the model's borders: the float features' borders, then
+//    the one-hot values, then features_info.ctrs[].borders in order; k names one CTR border (the
+//    split's border and ctr_target_border_idx must agree with it). A CTR over one categorical
+//    feature is a function of the category (core/model/catboost_ctr.h), so the feature's categories
+//    are its one-hot values followed by the categories its CTR tables hold (recovered from the
+//    table keys: CatboostCategoryOfCtrKey, core/model/catboost_hash.h), and the split becomes a
+//    categorical split of that feature whose set is the codes whose value exceeds b; the code
+//    hashes.size() (every category no table holds) is in the set when the prior-only value exceeds
+//    b. In-set goes right; NaN goes left, as for one-hot splits. CTRs over several features
+//    (max_ctr_complexity above 1) and CTR types whose values Grove does not compute are refused
+//    (UNIMPLEMENTED) naming the split, as are text and embedding features.
 #include <simdjson.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/model/catboost_ctr.h"
+#include "core/model/catboost_hash.h"
 #include "core/model/loader.h"
 
 namespace grove {
@@ -78,6 +93,24 @@ struct FloatFeature {
   bool nan_goes_right = false;
 };
 
+// One table of ctr_data: the numbers of each category's record, by the category's hash.
+struct CtrTable {
+  int width = 0;  // numbers per record
+  double counter_denominator = 0;
+  std::vector<uint32_t> hashes;                     // by record
+  std::vector<double> numbers;                      // records, `width` numbers each
+  absl::flat_hash_map<uint32_t, uint32_t> records;  // category hash -> record index
+};
+
+// One entry of features_info.ctrs.
+struct CtrFeature {
+  int64_t cat = -1;     // its categorical feature (cat_feature_index) when it has one
+  std::string refused;  // why its splits are refused (combinations, other types); empty if not
+  CatboostCtr ctr;
+  const CtrTable* table = nullptr;
+  std::vector<float> values;  // by code of its feature (the last: no table holds the category)
+};
+
 class CatboostReader {
  public:
   CatboostReader(Forest* forest, size_t input_bytes) : f_(*forest), input_bytes_(input_bytes) {}
@@ -107,6 +140,15 @@ class CatboostReader {
   absl::Status ReadNonSymmetricTree(element tree, int t);
   absl::Status AddTree(int t, uint32_t node_begin);
   std::string CategoricalName(int64_t cat_index) const;
+  // features_info.ctrs and the tables of ctr_data they use; adds each table's categories to its
+  // feature's (cat_values_), so it runs before AssignCategories.
+  absl::Status ReadCtrs(object features_info, object top);
+  absl::Status ReadCtrTable(element table, const std::string& at, CatboostCtrType type,
+                            CtrTable* out);
+  absl::Status AssignCategories();
+  absl::Status ReadCtrSplit(object split, const std::string& at, Node* node);
+  // `words` zero words appended to Forest::category_bits (bounded by kMaxOneHotWords): the first.
+  absl::StatusOr<uint32_t> AddCategorySet(const std::string& at, uint32_t words);
 
   Forest& f_;
   size_t input_bytes_;
@@ -115,19 +157,34 @@ class CatboostReader {
   std::vector<FloatFeature> float_features_;  // by float_feature_index
   std::vector<std::string> cat_names_;        // by cat_feature_index: "name" or "index N"
   std::vector<int32_t> cat_flat_;
-  // By cat_feature_index: the hashes one-hot splits test (`values`) and each one's code (the first
-  // position of the hash).
+  // By cat_feature_index: the hashes one-hot splits test (`values`), then the categories its CTR
+  // tables hold, and each one's code (the first position of the hash).
   std::vector<std::vector<uint32_t>> cat_values_;
   std::vector<absl::flat_hash_map<uint32_t, uint32_t>> cat_codes_;
   // The bitset of each (cat_feature_index, code) already in Forest::category_bits: its first word.
   absl::flat_hash_map<std::pair<int64_t, uint32_t>, uint32_t> onehot_sets_;
   std::vector<double> weights_;
+  // Split numbering (split_index): float borders, then one-hot values, then CTR borders.
+  int64_t float_borders_ = 0;
+  int64_t onehot_values_ = 0;
+  std::vector<CtrFeature> ctrs_;
+  std::vector<std::pair<int32_t, float>> ctr_borders_;  // (ctrs_ index, border) per CTR border
+  // By identifier; CtrFeature::table points into it (a node map: stable addresses).
+  absl::node_hash_map<std::string, CtrTable> ctr_tables_;
+  // The set of each CTR border already in Forest::category_bits: its first word.
+  absl::flat_hash_map<int64_t, uint32_t> ctr_sets_;
+  size_t ctr_values_ = 0;  // CtrFeature::values computed, all CTRs together
 };
 
 // Words of one-hot category bitsets a model may need: a set {code} takes code / 32 + 1 words, one
 // per distinct (feature, code), so a crafted file with many values could otherwise ask for far more
 // memory than its size.
 constexpr size_t kMaxOneHotWords = size_t{1} << 24;
+// CTR values computed (one per category of the CTR's feature, for each CTR that a split uses),
+// bounded for the same reason.
+constexpr size_t kMaxCtrValues = size_t{1} << 25;
+// Largest count (and number) a CTR table holds: CatBoost counts in 32 bits.
+constexpr double kMaxCtrCount = 4294967295.0;
 
 absl::Status CatboostReader::ReadFeatures(object features_info) {
   // Every kind of feature takes a column of the input (flat_feature_index).
@@ -175,6 +232,13 @@ absl::Status CatboostReader::ReadFeatures(object features_info) {
         }
         FloatFeature ff;
         ff.flat_index = static_cast<int32_t>(flat);
+        if (element borders; feature["borders"].get(borders) == simdjson::SUCCESS) {
+          array list_of_borders;
+          if (borders.get_array().get(list_of_borders) != simdjson::SUCCESS) {
+            return Fail(at + ".borders", "not an array");
+          }
+          float_borders_ += static_cast<int64_t>(list_of_borders.size());
+        }
         std::string_view nan = "AsIs";
         if (element v; feature["nan_value_treatment"].get(v) == simdjson::SUCCESS &&
                        v.get_string().get(nan) != simdjson::SUCCESS) {
@@ -221,15 +285,25 @@ absl::Status CatboostReader::ReadFeatures(object features_info) {
             values.push_back(hash);
             ++j;
           }
+          onehot_values_ += static_cast<int64_t>(values.size());
         }
       }
     }
   }
   if (num_features == 0) return Fail("features_info", "the model has no features");
   f_.num_features = static_cast<int>(num_features);
+  if (!names.empty()) {
+    f_.feature_names.assign(static_cast<size_t>(num_features), std::string());
+    for (auto& [index, name] : names) f_.feature_names[index] = std::move(name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CatboostReader::AssignCategories() {
+  const size_t num_features = static_cast<size_t>(f_.num_features);
   for (size_t c = 0; c < cat_values_.size(); ++c) {
     if (cat_values_[c].empty()) continue;
-    f_.categories.resize(static_cast<size_t>(num_features));
+    f_.categories.resize(num_features);
     FeatureCategories& categories = f_.categories[static_cast<size_t>(cat_flat_[c])];
     if (!categories.empty()) {
       return Fail(absl::StrCat("features_info.categorical_features[", c, "]"),
@@ -237,10 +311,6 @@ absl::Status CatboostReader::ReadFeatures(object features_info) {
                                " is already another categorical feature's"));
     }
     categories.hashes = cat_values_[c];
-  }
-  if (!names.empty()) {
-    f_.feature_names.assign(static_cast<size_t>(num_features), std::string());
-    for (auto& [index, name] : names) f_.feature_names[index] = std::move(name);
   }
   return absl::OkStatus();
 }
@@ -330,20 +400,314 @@ absl::Status CatboostReader::ReadOneHotSplit(object s, const std::string& at, No
                                  "].values)"));
   }
   const uint32_t words = code->second / 32 + 1;
-  auto [set, added] = onehot_sets_.try_emplace(std::make_pair(cat, code->second),
-                                               static_cast<uint32_t>(f_.category_bits.size()));
-  if (added) {
-    if (f_.category_bits.size() + words > kMaxOneHotWords) {
-      return Fail(at, absl::StrCat("the one-hot splits' category sets need more than ",
-                                   kMaxOneHotWords, " words"));
-    }
-    f_.category_bits.resize(f_.category_bits.size() + words, 0u);
-    f_.category_bits[set->second + code->second / 32] = 1u << (code->second % 32);
+  const auto key = std::make_pair(cat, code->second);
+  auto set = onehot_sets_.find(key);
+  if (set == onehot_sets_.end()) {
+    absl::StatusOr<uint32_t> first = AddCategorySet(at, words);
+    if (!first.ok()) return first.status();
+    f_.category_bits[*first + code->second / 32] = 1u << (code->second % 32);
+    set = onehot_sets_.emplace(key, *first).first;
   }
   node->feature = cat_flat_[static_cast<size_t>(cat)];
   node->payload = set->second;
   node->aux = words;
   // Equal goes right (true); NaN, a code given as a number, goes the "not equal" way.
+  node->flags = kNodeCategorical | kNodeDefaultLeft;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> CatboostReader::AddCategorySet(const std::string& at, uint32_t words) {
+  if (f_.category_bits.size() + words > kMaxOneHotWords) {
+    return Fail(at, absl::StrCat("the categorical splits' category sets need more than ",
+                                 kMaxOneHotWords, " words"));
+  }
+  const uint32_t first = static_cast<uint32_t>(f_.category_bits.size());
+  f_.category_bits.resize(f_.category_bits.size() + words, 0u);
+  return first;
+}
+
+absl::Status CatboostReader::ReadCtrTable(element table, const std::string& at,
+                                          CatboostCtrType type, CtrTable* out) {
+  object t;
+  if (table.get_object().get(t) != simdjson::SUCCESS) return Fail(at, "not an object");
+  int64_t stride = 0;
+  if (t["hash_stride"].get_int64().get(stride) != simdjson::SUCCESS) {
+    return Fail(at, "no integer \"hash_stride\"");
+  }
+  out->width = CatboostCtrRecordWidth(type, stride);
+  if (out->width == 0) {
+    return Fail(at, absl::StrCat("hash_stride ", stride, " does not fit a ",
+                                 CatboostCtrTypeName(type), " CTR"));
+  }
+  if (element d; t["counter_denominator"].get(d) == simdjson::SUCCESS) {
+    if (d.get_double().get(out->counter_denominator) != simdjson::SUCCESS ||
+        !(out->counter_denominator >= 0) || out->counter_denominator > kMaxCtrCount) {
+      return Fail(at, "counter_denominator is not a number in [0, 2^32)");
+    }
+  }
+  array map;
+  if (t["hash_map"].get_array().get(map) != simdjson::SUCCESS) {
+    return Fail(at, "no \"hash_map\" array");
+  }
+  const size_t width = static_cast<size_t>(stride);
+  if (map.size() % width != 0) {
+    return Fail(at + ".hash_map", absl::StrCat(map.size(), " entries, not records of ", stride));
+  }
+  if (map.size() / width > kMaxCategoriesPerFeature) {
+    return Fail(at + ".hash_map", absl::StrCat("more than ", kMaxCategoriesPerFeature, " records"));
+  }
+  // BinarizedTargetMeanValue's first number, a sum of binarized targets, is a fraction; every other
+  // number is a count.
+  const bool first_is_count = type != CatboostCtrType::kBinarizedTargetMeanValue;
+  size_t i = 0;
+  bool keep = false;
+  for (element e : map) {
+    const size_t field = i % width;
+    const std::string here = absl::StrCat(at, ".hash_map[", i, "]");
+    if (field == 0) {
+      uint64_t key = 0;
+      std::string_view text;
+      if (e.get_string().get(text) == simdjson::SUCCESS ? !absl::SimpleAtoi(Av(text), &key)
+                                                         : e.get_uint64().get(key) !=
+                                                               simdjson::SUCCESS) {
+        return Fail(here, "key is not a 64-bit unsigned integer");
+      }
+      // A key no category has (an empty slot of CatBoost's table) is skipped.
+      const std::optional<uint32_t> hash = CatboostCategoryOfCtrKey(key);
+      keep = hash.has_value();
+      if (keep) {
+        if (!out->records.try_emplace(*hash, static_cast<uint32_t>(out->hashes.size())).second) {
+          return Fail(here, "a key listed twice");
+        }
+        out->hashes.push_back(*hash);
+      }
+    } else {
+      double v = 0;
+      const bool count = field > 1 || first_is_count;
+      if (e.get_double().get(v) != simdjson::SUCCESS || !(v >= 0) || v > kMaxCtrCount ||
+          (count && v != std::floor(v))) {
+        return Fail(here, count ? "not a count (an integer in [0, 2^32))"
+                                : "not a number in [0, 2^32)");
+      }
+      if (keep) out->numbers.push_back(v);
+    }
+    ++i;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CatboostReader::ReadCtrs(object features_info, object top) {
+  element list_element;
+  if (features_info["ctrs"].get(list_element) != simdjson::SUCCESS) return absl::OkStatus();
+  array list;
+  if (list_element.get_array().get(list) != simdjson::SUCCESS) {
+    return Fail("features_info.ctrs", "not an array");
+  }
+  object data;
+  const bool has_data = top["ctr_data"].get_object().get(data) == simdjson::SUCCESS;
+  size_t i = 0;
+  for (element e : list) {
+    const std::string at = absl::StrCat("features_info.ctrs[", i, "]");
+    object c;
+    if (e.get_object().get(c) != simdjson::SUCCESS) return Fail(at, "not an object");
+    CtrFeature& ctr = ctrs_.emplace_back();
+    array borders;
+    if (c["borders"].get_array().get(borders) != simdjson::SUCCESS) {
+      return Fail(at, "no \"borders\" array");
+    }
+    for (element b : borders) {
+      double border = 0;
+      if (b.get_double().get(border) != simdjson::SUCCESS ||
+          !std::isfinite(static_cast<float>(border))) {
+        return Fail(at + ".borders", "a border that is not a finite float");
+      }
+      ctr_borders_.emplace_back(static_cast<int32_t>(i), static_cast<float>(border));
+    }
+    // Finite as floats: CatBoost computes CTR values in float.
+    auto number = [&](const char* name, double fallback, float* out) -> absl::Status {
+      double v = fallback;
+      if (element n;
+          c[name].get(n) == simdjson::SUCCESS && n.get_double().get(v) != simdjson::SUCCESS) {
+        return Fail(at, absl::StrCat(name, " is not a number"));
+      }
+      *out = static_cast<float>(v);
+      if (!std::isfinite(*out)) return Fail(at, absl::StrCat(name, " is not a finite float"));
+      return absl::OkStatus();
+    };
+    // CatBoost writes "prior_denomerator".
+    const char* denominator = c["prior_denomerator"].error() == simdjson::SUCCESS
+                                  ? "prior_denomerator"
+                                  : "prior_denominator";
+    for (const absl::Status& s :
+         {number("prior_numerator", 0, &ctr.ctr.prior_numerator),
+          number(denominator, 1, &ctr.ctr.prior_denominator), number("shift", 0, &ctr.ctr.shift),
+          number("scale", 1, &ctr.ctr.scale)}) {
+      if (!s.ok()) return s;
+    }
+    if (!(ctr.ctr.prior_denominator > 0)) return Fail(at, "the prior's denominator is not above 0");
+    int64_t target = 0;
+    if (element n; c["target_border_idx"].get(n) == simdjson::SUCCESS &&
+                   n.get_int64().get(target) != simdjson::SUCCESS) {
+      return Fail(at, "target_border_idx is not an integer");
+    }
+    if (target < 0 || target > (int64_t{1} << 20)) {
+      return Fail(at, absl::StrCat("target_border_idx ", target, " outside [0, 2^20]"));
+    }
+    ctr.ctr.target_border_idx = static_cast<int32_t>(target);
+    // What it is computed from: one categorical feature, or a combination (refused at its splits).
+    array elements;
+    if (c["elements"].get_array().get(elements) != simdjson::SUCCESS || elements.size() == 0) {
+      return Fail(at, "no non-empty \"elements\" array");
+    }
+    std::vector<std::string> parts;
+    for (element el : elements) {
+      object o;
+      std::string_view kind;
+      if (el.get_object().get(o) != simdjson::SUCCESS ||
+          o["combination_element"].get_string().get(kind) != simdjson::SUCCESS) {
+        return Fail(at + ".elements", "an element without a \"combination_element\" string");
+      }
+      if (kind != "cat_feature_value") {
+        parts.push_back(absl::StrCat("a ", Av(kind), " element"));
+        continue;
+      }
+      int64_t cat = -1;
+      if (o["cat_feature_index"].get_int64().get(cat) != simdjson::SUCCESS || cat < 0 ||
+          static_cast<size_t>(cat) >= cat_values_.size()) {
+        return Fail(at + ".elements", "a cat_feature_index that is no categorical feature's");
+      }
+      parts.push_back(CategoricalName(cat));
+      if (elements.size() == 1) ctr.cat = cat;
+    }
+    std::string_view type_name;
+    if (c["ctr_type"].get_string().get(type_name) != simdjson::SUCCESS) {
+      return Fail(at, "no \"ctr_type\" string");
+    }
+    const std::optional<CatboostCtrType> type = ParseCatboostCtrType(Av(type_name));
+    ++i;
+    if (ctr.cat < 0) {
+      ctr.refused = absl::StrCat(
+          "a CTR over a combination (", absl::StrJoin(parts, ", "),
+          "): its value is no function of one feature's category, so Grove cannot evaluate it "
+          "as a split of one feature; train with max_ctr_complexity=1 (CTRs of single "
+          "categorical features, which Grove evaluates exactly)");
+      continue;
+    }
+    if (!type.has_value()) {
+      ctr.refused = absl::StrCat("a CTR of type \"", Av(type_name), "\" on ", parts[0],
+                                 ": Grove computes the CTR types ", CatboostCtrTypeNames(),
+                                 " exactly; train with simple_ctr among them");
+      continue;
+    }
+    ctr.ctr.type = *type;
+    std::string_view identifier;
+    if (c["identifier"].get_string().get(identifier) != simdjson::SUCCESS) {
+      return Fail(at, "no \"identifier\" string (the key of its table in ctr_data)");
+    }
+    auto found = ctr_tables_.find(Av(identifier));
+    if (found == ctr_tables_.end()) {
+      element table;
+      if (!has_data || data[identifier].get(table) != simdjson::SUCCESS) {
+        return Fail(at, "its table (ctr_data[identifier]) is missing");
+      }
+      CtrTable parsed;
+      if (absl::Status s = ReadCtrTable(table, absl::StrCat("ctr_data of ", at), *type, &parsed);
+          !s.ok()) {
+        return s;
+      }
+      found = ctr_tables_.emplace(std::string(identifier), std::move(parsed)).first;
+      // Its categories join the feature's, after those already there.
+      std::vector<uint32_t>& values = cat_values_[static_cast<size_t>(ctr.cat)];
+      absl::flat_hash_map<uint32_t, uint32_t>& codes = cat_codes_[static_cast<size_t>(ctr.cat)];
+      for (uint32_t hash : found->second.hashes) {
+        if (codes.try_emplace(hash, static_cast<uint32_t>(values.size())).second) {
+          values.push_back(hash);
+        }
+      }
+      if (values.size() > kMaxCategoriesPerFeature) {
+        return Fail(at, absl::StrCat(CategoricalName(ctr.cat), " has more than ",
+                                     kMaxCategoriesPerFeature, " categories"));
+      }
+    }
+    ctr.table = &found->second;
+    // A table read for another type (a crafted file can share an identifier) must fit this one.
+    const int width = ctr.table->width;
+    if (CatboostCtrRecordWidth(ctr.ctr.type, width + 1) != width) {
+      return Fail(at, "its table's records do not fit its type");
+    }
+    const bool target_fits = ctr.ctr.type == CatboostCtrType::kBorders   ? target < width - 1
+                             : ctr.ctr.type == CatboostCtrType::kBuckets ? target < width
+                                                                         : true;
+    if (!target_fits) {
+      return Fail(at, absl::StrCat("target_border_idx ", target, " outside the table's ", width,
+                                   " classes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CatboostReader::ReadCtrSplit(object s, const std::string& at, Node* node) {
+  int64_t index = -1;
+  if (s["split_index"].get_int64().get(index) != simdjson::SUCCESS) {
+    return Fail(at, "CTR split without an integer \"split_index\"");
+  }
+  const int64_t k = index - float_borders_ - onehot_values_;
+  if (k < 0 || k >= static_cast<int64_t>(ctr_borders_.size())) {
+    return Fail(at, absl::StrCat("split_index ", index, " is no CTR border (splits are numbered "
+                                 "over ", float_borders_, " float borders, ", onehot_values_,
+                                 " one-hot values, then ", ctr_borders_.size(), " CTR borders)"));
+  }
+  const auto [c, border] = ctr_borders_[static_cast<size_t>(k)];
+  CtrFeature& ctr = ctrs_[static_cast<size_t>(c)];
+  if (!ctr.refused.empty()) return Unimplemented(at, absl::StrCat("split on ", ctr.refused));
+  double b = 0;
+  if (s["border"].get_double().get(b) == simdjson::SUCCESS && static_cast<float>(b) != border) {
+    return Fail(at, absl::StrCat("border ", b, " is not features_info.ctrs[", c,
+                                 "]'s border of split_index ", index, " (", border, ")"));
+  }
+  int64_t target = 0;
+  if (s["ctr_target_border_idx"].get_int64().get(target) == simdjson::SUCCESS &&
+      target != ctr.ctr.target_border_idx) {
+    return Fail(at, absl::StrCat("ctr_target_border_idx ", target, " is not features_info.ctrs[",
+                                 c, "]'s (", ctr.ctr.target_border_idx, ")"));
+  }
+  const size_t cat = static_cast<size_t>(ctr.cat);
+  const std::vector<uint32_t>& hashes = cat_values_[cat];
+  const size_t codes = hashes.size() + 1;  // the last: every category no table holds
+  const uint32_t words = static_cast<uint32_t>((codes + 31) / 32);
+  auto set = ctr_sets_.find(k);
+  if (set == ctr_sets_.end()) {
+    absl::StatusOr<uint32_t> first = AddCategorySet(at, words);
+    if (!first.ok()) return first.status();
+    if (ctr.values.empty()) {
+      if (ctr_values_ + codes > kMaxCtrValues) {
+        return Fail(at, absl::StrCat("the CTR splits need more than ", kMaxCtrValues,
+                                     " CTR values"));
+      }
+      ctr_values_ += codes;
+      const CtrTable& table = *ctr.table;
+      ctr.values.resize(codes);
+      for (size_t code = 0; code < codes; ++code) {
+        absl::Span<const double> record;
+        if (code < hashes.size()) {
+          if (auto r = table.records.find(hashes[code]); r != table.records.end()) {
+            record = absl::MakeConstSpan(table.numbers)
+                         .subspan(size_t{r->second} * static_cast<size_t>(table.width),
+                                  static_cast<size_t>(table.width));
+          }
+        }
+        ctr.values[code] = CatboostCtrValue(ctr.ctr, record, table.counter_denominator);
+      }
+    }
+    for (size_t code = 0; code < codes; ++code) {
+      if (ctr.values[code] > border) f_.category_bits[*first + code / 32] |= 1u << (code % 32);
+    }
+    set = ctr_sets_.emplace(k, *first).first;
+  }
+  node->feature = cat_flat_[cat];
+  node->payload = set->second;
+  node->aux = words;
+  // Value > border (in the set) goes right, as a float split's true; NaN goes left.
   node->flags = kNodeCategorical | kNodeDefaultLeft;
   return absl::OkStatus();
 }
@@ -357,13 +721,7 @@ absl::Status CatboostReader::ReadSplit(element split, const std::string& at, Nod
     return Fail(at, "split_type is not a string");
   }
   if (type == "OneHotFeature") return ReadOneHotSplit(s, at, node);
-  if (type == "OnlineCtr") {
-    return Unimplemented(
-        at, "split on a CTR (CatBoost's target statistic of categorical features, over hashed "
-            "category strings; ctr_data): Grove cannot evaluate it exactly; train without "
-            "CTR features (one_hot_max_size at least each categorical feature's number of "
-            "categories makes every categorical split one-hot, which Grove evaluates)");
-  }
+  if (type == "OnlineCtr") return ReadCtrSplit(s, at, node);
   if (type != "FloatFeature") {
     return Unimplemented(at, absl::StrCat("split type \"", Av(type),
                                           "\" (text, embedding or estimated features) is not "
@@ -421,11 +779,14 @@ absl::Status CatboostReader::ReadLeafValues(element values, const std::string& a
 
 absl::Status CatboostReader::ReadObliviousTree(element tree, int t) {
   const std::string at = absl::StrCat("oblivious_trees[", t, "]");
+  // A tree of depth 0 (one leaf) has "splits": null.
+  element splits_element;
   array splits;
-  if (tree["splits"].get_array().get(splits) != simdjson::SUCCESS) {
+  if (tree["splits"].get(splits_element) != simdjson::SUCCESS ||
+      (!splits_element.is_null() && splits_element.get_array().get(splits) != simdjson::SUCCESS)) {
     return Fail(at, "no \"splits\" array");
   }
-  const size_t depth = splits.size();
+  const size_t depth = splits_element.is_null() ? 0 : splits.size();
   if (depth > kMaxObliviousDepth) {
     return Fail(at, absl::StrCat("depth ", depth, " exceeds ", kMaxObliviousDepth));
   }
@@ -473,12 +834,12 @@ absl::Status CatboostReader::ReadObliviousTree(element tree, int t) {
   }
   Node level_nodes[kMaxObliviousDepth];
   size_t j = 0;
-  for (element split : splits) {
-    if (absl::Status s = ReadSplit(split, absl::StrCat(at, ".splits[", j, "]"), &level_nodes[j]);
-        !s.ok()) {
-      return s;
+  if (depth > 0) {
+    for (element split : splits) {
+      const std::string where = absl::StrCat(at, ".splits[", j, "]");
+      if (absl::Status s = ReadSplit(split, where, &level_nodes[j]); !s.ok()) return s;
+      ++j;
     }
-    ++j;
   }
   const uint32_t node_begin = static_cast<uint32_t>(f_.nodes.size());
   const size_t internal = leaves - 1;
@@ -603,6 +964,8 @@ absl::Status CatboostReader::Read(element root) {
     }
   }
   if (absl::Status s = ReadFeatures(features_info); !s.ok()) return s;
+  if (absl::Status s = ReadCtrs(features_info, top); !s.ok()) return s;
+  if (absl::Status s = AssignCategories(); !s.ok()) return s;
   if (absl::Status s = ReadObjective(root); !s.ok()) return s;
   if (absl::Status s = ReadScaleAndBias(root); !s.ok()) return s;
   if (outputs_known_) {

@@ -17,12 +17,12 @@
 //    is NaN, routed by the missing-value direction;
 //  * a name longer than kMaxCategoryNameBytes is INVALID_ARGUMENT (untrusted input is bounded; no
 //    recorded category is near this long).
-//  * hashed categories (CatBoost one-hot features, FeatureCategories::hashes): every name is a
-//    category, the empty one and digits included ("3" is what CatBoost makes of the integer 3); its
-//    code is the position of its hash (CatboostCategoryHash) in the recorded hashes, and a name
-//    whose hash is not recorded (unseen in training, or seen but never split on) gets the code
-//    hashes.size(), which no split's set holds: it takes every split's "not equal" side, as in
-//    CatBoost. No name is missing and none is unknown (CatBoost itself refuses a missing value in a
+//  * hashed categories (CatBoost one-hot and CTR features, FeatureCategories::hashes): every name
+//    is a category, the empty one and digits included ("3" is what CatBoost makes of the integer
+//    3); its code is the position of its hash (CatboostCategoryHash) in the recorded hashes, and a
+//    name whose hash is not recorded (unseen in training, or seen but never split on) gets the code
+//    hashes.size(): it takes every one-hot split's "not equal" side and each CTR split's side of
+//    the CTR's prior-only value, as in CatBoost. No name is missing and none is unknown (CatBoost itself refuses a missing value in a
 //    categorical column, and a name is never missing here).
 //
 // Thread safety: a CategoryCodes is immutable after construction; Code and CodeColumn may be called

@@ -118,10 +118,11 @@ struct Objective {
 // code the model's categorical splits test), as the model file records them. Strings, numbers or
 // hashes, one kind only; empty when the file records none for the feature.
 //
-// Hashes: a CatBoost one-hot feature, whose file holds no names but the hash of each category
-// (CatboostCategoryHash, core/model/catboost_hash.h) its one-hot splits test; code i is hashes[i],
-// and a name is mapped by hashing it. A name whose hash is not listed is a category no split tests
-// (CategoryCodes gives it the code hashes.size(), in no split's set).
+// Hashes: a CatBoost categorical feature, whose file holds no names but the hash of each category
+// (CatboostCategoryHash, core/model/catboost_hash.h) its one-hot splits test, followed by those its
+// CTR tables hold; code i is hashes[i], and a name is mapped by hashing it. A name whose hash is not
+// listed gets the code hashes.size() (CategoryCodes): in no one-hot split's set, and in a CTR
+// split's set when the CTR's prior-only value exceeds the border.
 inline constexpr size_t kMaxCategoriesPerFeature = size_t{1} << 20;
 struct FeatureCategories {
   std::vector<std::string> strings;

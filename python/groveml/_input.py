@@ -228,7 +228,7 @@ class Categories(dict):
         super().__init__(categories)
         self.unknown = unknown
         # {feature: names -> codes} for features whose categories the model records as hashes
-        # of their names (CatBoost's one-hot features; their entry above is an empty list).
+        # of their names (CatBoost's one-hot and CTR features; their entry above is an empty list).
         self.hashed = {}
 
 
@@ -268,10 +268,11 @@ def _category_codes(values, name: str, feature_type: Optional[str],
         return codes
     if known is not None and len(known) == 0:
         raise TypeError(
-            f"feature {name!r} records its categories as hashes of their names (CatBoost one-hot "
-            "splits), which only the engine maps: use groveml.Model in process, or send the "
-            "names to the server (KServe BYTES tensors, grove.v1 category_columns, `grove "
-            "--server` with a CSV)")
+            f"feature {name!r} records its categories as hashes of their names (CatBoost), and "
+            "no coder of them is known here: use groveml.Model in process or groveml.Client "
+            "(which codes them by the hashes the server's metadata lists), or send the names "
+            "to the server (KServe BYTES tensors, grove.v1 category_columns, `grove --server` "
+            "with a CSV)")
     if known is not None:
         # The position of each value among the model's categories, -1 for a missing or unknown
         # one (pandas.Categorical(values, categories=known) gives the same codes, but warns on

@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from . import _input, _output
+from . import _core, _input, _output
 from ._groups import group_members
 from .model import ATTRIBUTIONS, KINDS, METHODS, OUTPUT_SPACES
 
@@ -33,6 +33,16 @@ def _read(path):
         return None
     with open(path, "rb") as f:
         return f.read()
+
+
+def _hashed_coder(hashes):
+    """Names -> codes of a feature whose categories are hashes of their names (in code order):
+    the position of the name's hash, len(hashes) for a hash not listed, as groved codes it."""
+    position = {}
+    for i, h in enumerate(hashes):
+        position.setdefault(int(h), i)
+    return lambda names: [position.get(h, len(hashes))
+                          for h in _core.catboost_category_hashes(list(names))]
 
 
 class Client:
@@ -129,6 +139,10 @@ class Client:
                           for c in meta.categories}
         if categories is not None:  # an unknown category as the model's library treats it
             categories = _input.Categories(categories, _input.unknown_rule(meta.format))
+            # CatBoost features: the metadata lists the hashes of their names in code order.
+            for c in meta.categories:
+                if len(c.hashes) and not categories.get(c.name):
+                    categories.hashed[c.name] = _hashed_coder(list(c.hashes))
         # None: the model's categories are not known, and categorical columns are refused.
         return _input.prepare(X, names, list(meta.feature_types), categories)
 

@@ -71,7 +71,7 @@ class Model:
         # read XGBoost's cats.enc and LightGBM's pandas_categorical).
         # An unknown category is missing (LightGBM) or refused (XGBoost), as by the library.
         self.categories = _input.Categories(engine.categories, _input.unknown_rule(self.format))
-        # CatBoost's one-hot features record hashes of their names: the engine codes the names.
+        # CatBoost's categorical features record hashes of their names: the engine codes the names.
         self.categories.hashed = {
             name: (lambda names, f=index: engine.code_names(f, names))
             for name, index in engine.hashed_categories.items()}

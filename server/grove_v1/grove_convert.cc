@@ -440,6 +440,7 @@ void FillModelMetadata(const registry::ModelVersion& model, const registry::Mode
     fc->set_name(c.name);
     for (const std::string& s : c.categories->strings) fc->add_strings(s);
     for (double v : c.categories->numbers) fc->add_numbers(v);
+    for (uint32_t h : c.categories->hashes) fc->add_hashes(h);
   }
   const Servable& servable = *model.servable;
   const absl::Status explainable = servable.Available(Operation::kExplain);

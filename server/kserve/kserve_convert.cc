@@ -502,15 +502,24 @@ void FillKserveModelMetadata(const registry::ModelVersion& model,
         nlohmann::json(f.feature_types).dump());
   }
   // {"feature name": [categories in code order]} for the features whose categories the model
-  // file records (none: no parameter).
-  if (const std::vector<NamedCategories> recorded = RecordedCategories(f); !recorded.empty()) {
-    nlohmann::json categories = nlohmann::json::object();
-    for (const NamedCategories& c : recorded) {
+  // file records as names or numbers, and {"feature name": [hashes in code order]} for those it
+  // records as hashes of their names (CatBoost: grove.v1 FeatureCategories.hashes says how a name
+  // is hashed); none: no parameter.
+  nlohmann::json categories = nlohmann::json::object();
+  nlohmann::json hashes = nlohmann::json::object();
+  for (const NamedCategories& c : RecordedCategories(f)) {
+    if (c.categories->hashed()) {
+      hashes[c.name] = c.categories->hashes;
+    } else {
       categories[c.name] = c.categories->strings.empty() ? nlohmann::json(c.categories->numbers)
                                                          : nlohmann::json(c.categories->strings);
     }
-    (*in->mutable_parameters())["categories"].set_string_param(
-        categories.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  for (auto& [key, value] : {std::pair{"categories", &categories},
+                             std::pair{"category_hashes", &hashes}}) {
+    if (value->empty()) continue;
+    (*in->mutable_parameters())[key].set_string_param(
+        value->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   auto* o0 = out->add_outputs();
   o0->set_name(kOutputTensor);

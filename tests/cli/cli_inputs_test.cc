@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,41 +89,46 @@ TEST(CliInputs, CategoryNamesGiveTheNumbersOfTheirCodes) {
                dir).out);
 }
 
-// A CatBoost model with one-hot categorical features (tests/golden/cb_onehot_regression: city, 12
-// strings of 0 to 130 bytes, and size, integers): the CSV of the frame CatBoost predicted, columns
-// reordered and an id added, gives CatBoost's predictions, unseen categories included. Every cell
-// of those columns is a name, digits too (CatBoost hashes the integer 3 as "3").
-TEST(CliInputs, CatboostOneHotCategoryNamesGiveCatboostsPredictions) {
+// CatBoost models with hashed categorical features (tests/golden/cb_onehot_regression: one-hot
+// city, 12 strings of 0 to 130 bytes, and size, integers; cb_ctr_regression: CTRs of city and shop
+// and one-hot grade): the CSV of the frame CatBoost predicted, columns reversed and an id added,
+// gives CatBoost's predictions, unseen categories included. Every cell of those columns is a name,
+// digits too (CatBoost hashes the integer 3 as "3").
+TEST(CliInputs, CatboostCategoryNamesGiveCatboostsPredictions) {
   ScratchDir dir;
-  const std::string golden = std::string(GROVE_SOURCE_DIR) + "/tests/golden/cb_onehot_regression/";
-  std::ifstream names(golden + "X_names.csv");
-  std::ifstream pred(golden + "pred.csv");
-  std::string line;
-  ASSERT_TRUE(std::getline(names, line));
-  ASSERT_EQ(line, "x0,city,x1,size,x2");
-  const int order[] = {3, 4, 1, 0, 2};  // size, x2, city, x0, x1
-  std::string csv = "id,size,x2,city,x0,x1\n";
-  std::vector<double> want;
-  for (int r = 0; std::getline(names, line); ++r) {
-    const std::vector<std::string> cells = absl::StrSplit(line, ',');
-    ASSERT_EQ(cells.size(), 5u) << line;
-    csv += absl::StrCat("row", r);
-    for (int c : order) absl::StrAppend(&csv, ",", cells[static_cast<size_t>(c)]);
-    csv += "\n";
-    std::string p;
-    ASSERT_TRUE(std::getline(pred, p));
-    want.push_back(std::stod(p));
-  }
-  ASSERT_EQ(want.size(), 100u);
-  const std::string input = Write(dir, "names.csv", csv);
-  const std::vector<std::string> got = absl::StrSplit(
-      Ok({"predict", "--model", golden + "catboost.json", "--input", input, "--header"}, dir).out,
-      '\n', absl::SkipEmpty());
-  ASSERT_EQ(got.size(), want.size() + 1);
-  EXPECT_EQ(got[0], "prediction");
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(std::stod(got[i + 1]), want[i], 1e-5 * std::max(1.0, std::abs(want[i])))
-        << "row " << i;
+  for (const char* name : {"cb_onehot_regression", "cb_ctr_regression"}) {
+    SCOPED_TRACE(name);
+    const std::string golden = std::string(GROVE_SOURCE_DIR) + "/tests/golden/" + name + "/";
+    std::ifstream names(golden + "X_names.csv");
+    std::ifstream pred(golden + "pred.csv");
+    std::string line;
+    ASSERT_TRUE(std::getline(names, line));
+    std::vector<std::string> header = absl::StrSplit(line, ',');
+    ASSERT_EQ(header.size(), 5u);
+    std::reverse(header.begin(), header.end());
+    std::string csv = "id," + absl::StrJoin(header, ",") + "\n";
+    std::vector<double> want;
+    for (int r = 0; std::getline(names, line); ++r) {
+      std::vector<std::string> cells = absl::StrSplit(line, ',');
+      ASSERT_EQ(cells.size(), 5u) << line;
+      std::reverse(cells.begin(), cells.end());
+      absl::StrAppend(&csv, "row", r, ",", absl::StrJoin(cells, ","), "\n");
+      std::string p;
+      ASSERT_TRUE(std::getline(pred, p));
+      want.push_back(std::stod(p));
+    }
+    ASSERT_EQ(want.size(), 100u);
+    const std::string input = Write(dir, std::string(name) + ".csv", csv);
+    const std::vector<std::string> got = absl::StrSplit(
+        Ok({"predict", "--model", golden + "catboost.json", "--input", input, "--header"}, dir)
+            .out,
+        '\n', absl::SkipEmpty());
+    ASSERT_EQ(got.size(), want.size() + 1);
+    EXPECT_EQ(got[0], "prediction");
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(std::stod(got[i + 1]), want[i], 1e-5 * std::max(1.0, std::abs(want[i])))
+          << "row " << i;
+    }
   }
 }
 

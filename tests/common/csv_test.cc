@@ -12,9 +12,11 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -458,7 +460,8 @@ TEST(CsvParse, BooleansAsPandasWritesThem) {
 
 TEST(CsvReader, DecodersReadTheirColumnsOnEveryThreadWithAndWithoutAHeader) {
   // Column 1 (the row's second value) holds names; the decoder gives their length, and refuses
-  // "bad". With a header the names column is found by its name.
+  // "bad". With a header the names column is found by its name. A name is its cell as written:
+  // the blanks around the plain file's names are part of them.
   const CsvCellDecoder length = [](std::string_view cell) -> absl::StatusOr<double> {
     if (cell == "bad") return absl::InvalidArgumentError("'bad' is refused");
     return static_cast<double>(cell.size());
@@ -488,7 +491,7 @@ TEST(CsvReader, DecodersReadTheirColumnsOnEveryThreadWithAndWithoutAHeader) {
       ASSERT_EQ(*n, 20000);
       for (int r = 0; r < 20000; ++r) {
         ASSERT_EQ(values[2 * r], static_cast<float>(r));
-        ASSERT_EQ(values[2 * r + 1], static_cast<float>(r % 7));
+        ASSERT_EQ(values[2 * r + 1], static_cast<float>(r % 7 + (header ? 0 : 2)));
       }
     }
   }
@@ -503,6 +506,43 @@ TEST(CsvReader, DecodersReadTheirColumnsOnEveryThreadWithAndWithoutAHeader) {
   EXPECT_THAT(n.status().message(),
               HasSubstr("decoders_bad.csv:3: field 1 (column 'name'): 'bad' is refused"));
   for (const std::string& p : {plain_path, headed_path, bad}) std::filesystem::remove(p);
+}
+
+TEST(CsvReader, ADecoderReadsAQuotedCellBetweenItsQuotes) {
+  // Each cell's text comes back through the decoder: a quoted cell is the text between its quotes,
+  // spaces kept exactly and "" read as ", whatever blanks lie outside the quotes; an unquoted
+  // one is its bytes, blanks included, as pandas.to_csv writes and read_csv reads them.
+  std::vector<std::string> seen;
+  absl::Mutex mu;
+  const CsvCellDecoder record = [&](std::string_view cell) -> absl::StatusOr<double> {
+    absl::MutexLock lock(&mu);
+    seen.emplace_back(cell);
+    return static_cast<double>(seen.size());
+  };
+  const std::string path = WriteFile(
+      "decoders_quoted.csv",
+      "1,\" nice \"\n2,  \"a\"\"b\"\t\n3, plain \n4,\"\"\n5,\"\"\"\"\n6,nice \n");
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path, 2, 1);
+  ASSERT_TRUE(reader.ok());
+  (*reader)->SetCellDecoders({nullptr, record});
+  std::vector<float> values;
+  absl::StatusOr<int64_t> n = (*reader)->ReadRows(10, &values);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(seen, (std::vector<std::string>{" nice ", "a\"b", " plain ", "", "\"", "nice "}));
+  std::filesystem::remove(path);
+  for (const auto& [text, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"1,\"a,b\"\n", "'\"a' opens a quote it does not close"},
+           {"1,\"a\"b\n", "'\"a\"b' has text after its closing quote"}}) {
+    const std::string bad = WriteFile("decoders_quoted_bad.csv", text);
+    reader = CsvReader::Open(bad, 0, 1);
+    ASSERT_TRUE(reader.ok());
+    (*reader)->SetCellDecoders({nullptr, record});
+    n = (*reader)->ReadRows(10, &values);
+    EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(n.status().message(), HasSubstr("decoders_quoted_bad.csv:1: field 2")) << text;
+    EXPECT_THAT(n.status().message(), HasSubstr(expect)) << text;
+    std::filesystem::remove(bad);
+  }
 }
 
 TEST(CsvWrite, FormatMatchesPrintfG9) {

@@ -119,9 +119,9 @@ class E2eTest : public ::testing::Test {
         if (!c.ok()) continue;
         absl::StatusOr<ForestPtr> forest = LoadModelFile(c->model_path);
         if (!forest.ok()) continue;  // models Grove refuses are not served
-        // Rows of codes given as category names (CatBoost one-hot features): the local CLI hashes
-        // every CSV cell of such a feature, and the remote CLI cannot (the metadata lists no
-        // hashes), so these suites, which feed both X.csv, leave them to the corpus tests.
+        // Rows of codes of CatBoost's hashed features: both CLIs hash every CSV cell of such a
+        // feature as a name, while the clients send X.csv's codes as numbers, so these suites,
+        // which feed all of them X.csv, leave those cases to the corpus tests.
         if (c->meta->contains("category_names")) continue;
         ServedCase s;
         s.name = SafeName(prefix + c->name);

@@ -1,11 +1,12 @@
 // libFuzzer target for the CatBoost JSON loader: any input must give a validated forest, or
-// INVALID_ARGUMENT / UNIMPLEMENTED (CTR and text splits, unknown losses), never a crash, a
-// sanitizer report or an unbounded allocation. A forest that loads is predicted and explained
+// INVALID_ARGUMENT / UNIMPLEMENTED (CTRs over combinations or of other types, text splits,
+// unknown losses), never a crash, a sanitizer report or an unbounded allocation. A forest that loads is predicted and explained
 // (tests/fuzz/fuzz_common.h). The content dispatch (LoadModelBytes) is exercised on the same bytes,
 // which must agree with the direct call when it picks CatBoost.
 //
-// Seed corpus: catboost.json files of tests/golden and the refused CatBoost models
-// (tests/fuzz/CMakeLists.txt).
+// Seed corpus: catboost.json files of tests/golden (cb_ctr_* with ctr_data) and the refused
+// CatBoost models (tests/fuzz/CMakeLists.txt), and tests/fuzz/seeds/catboost/ (a small model with
+// two CTR tables).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

@@ -1,8 +1,8 @@
 // CatBoost JSON loader: the golden CatBoost cases against CatBoost's own predictions, leaf indices,
 // ShapValues and ShapInteractionValues (one-hot categorical cases included, their category names
-// against X.csv's codes); hand-written oblivious trees for the border, NaN, scale and one-hot rules;
-// content dispatch beside XGBoost JSON; refused models (CTR) and malformed files naming the
-// position.
+// against X.csv's codes); hand-written oblivious trees for the border, NaN, scale, one-hot and CTR
+// rules; content dispatch beside XGBoost JSON; refused models (CTRs over combinations, CTR types
+// Grove does not compute) and malformed files naming the position.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -242,7 +242,9 @@ TEST(CatboostLoaderTest, GoldenCategoryNamesAreTheCodesOfXCsv) {
   // X_names.csv (pandas.to_csv of the frame CatBoost predicted) through CategoryCodes gives the
   // codes of X.csv, unseen names included: what the corpus tests then feed every engine.
   int cases = 0;
-  for (const std::string& dir : testing::GoldenCaseDirs("cb_onehot_")) {
+  std::vector<std::string> dirs = testing::GoldenCaseDirs("cb_onehot_");
+  for (std::string& dir : testing::GoldenCaseDirs("cb_ctr_")) dirs.push_back(std::move(dir));
+  for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
     absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
     ASSERT_TRUE(m.ok()) << m.status();
@@ -267,20 +269,230 @@ TEST(CatboostLoaderTest, GoldenCategoryNamesAreTheCodesOfXCsv) {
     EXPECT_GT(unseen, 0) << "the test rows hold unseen categories";
     ++cases;
   }
-  EXPECT_EQ(cases, 2);
+  EXPECT_EQ(cases, 5);
 }
 
-TEST(CatboostLoaderTest, CtrSplitsAreUnimplementedNamingTheSplit) {
-  absl::StatusOr<ForestPtr> r = LoadModelFile((kGolden / "refused" / "cb_ctr.json").string());
+// TinyModel with a categorical feature "city" at column 3 whose categories are known only through
+// two CTR tables: a Borders CTR (prior 1/1, shift -0.5, scale 2; borders 0.5 and 0.9: split_index 2
+// and 3) and a Counter CTR (scale 15, counter_denominator 10; border 3: split_index 4). Tree 1
+// tests the 0.9 and the Counter borders, tree 2 the 0.5 border.
+json CtrModel() {
+  auto key = [](const char* name) {
+    return std::to_string(CatboostCtrKey(CatboostCategoryHash(name)));
+  };
+  const json element = json::array({json{{"cat_feature_index", 0},
+                                          {"combination_element", "cat_feature_value"}}});
+  json m = TinyModel();
+  m["features_info"]["categorical_features"] =
+      json::array({json{{"feature_id", "city"}, {"feature_index", 0}, {"flat_feature_index", 3}}});
+  m["features_info"]["ctrs"] = json::array(
+      {json{{"borders", {0.5, 0.9}}, {"ctr_type", "Borders"}, {"elements", element},
+            {"identifier", "B"}, {"prior_denomerator", 1}, {"prior_numerator", 1},
+            {"scale", 2}, {"shift", -0.5}, {"target_border_idx", 0}},
+       json{{"borders", {3}}, {"ctr_type", "Counter"}, {"elements", element},
+            {"identifier", "C"}, {"prior_denomerator", 1}, {"prior_numerator", 0},
+            {"scale", 15}, {"shift", 0}, {"target_border_idx", 0}}});
+  // Records: Borders [class 0, class 1] counts, Counter [count]; 2^64 - 1 is an empty slot.
+  m["ctr_data"] = json{
+      {"B", {{"counter_denominator", 0}, {"hash_stride", 3},
+             {"hash_map", {key("paris"), 9, 1, key("brest"), 1, 9, "18446744073709551615", 5, 5}}}},
+      {"C", {{"counter_denominator", 10}, {"hash_stride", 2},
+             {"hash_map", {key("paris"), 10, key("brest"), 4, key("lyon"), 1}}}}};
+  auto ctr_split = [](int index, double border) {
+    return json{{"border", border}, {"ctr_target_border_idx", 0}, {"split_index", index},
+                {"split_type", "OnlineCtr"}};
+  };
+  m["oblivious_trees"].push_back(json{{"leaf_values", {0, 1, 10, 100}},
+                                      {"leaf_weights", {1, 1, 1, 1}},
+                                      {"splits", {ctr_split(3, 0.9), ctr_split(4, 3)}}});
+  m["oblivious_trees"].push_back(json{
+      {"leaf_values", {0, 1000}}, {"leaf_weights", {1, 1}}, {"splits", {ctr_split(2, 0.5)}}});
+  return m;
+}
+
+TEST(CatboostLoaderTest, CtrSplitsAreCategoricalSplitsOfTheirFeature) {
+  absl::StatusOr<ForestPtr> loaded = Load(CtrModel());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Forest& f = **loaded;
+  ASSERT_EQ(f.categories.size(), 4u);
+  // The tables' categories, Borders' first (its empty slot skipped), then Counter's new one.
+  EXPECT_EQ(f.categories[3].hashes,
+            (std::vector<uint32_t>{CatboostCategoryHash("paris"), CatboostCategoryHash("brest"),
+                                   CatboostCategoryHash("lyon")}));
+  absl::StatusOr<CategoryCodes> city = CategoryCodesFor(f, 3);
+  ASSERT_TRUE(city.ok()) << city.status();
+  // Borders values ((class-1 count + 1) / (total + 1) - 0.5) * 2: paris -0.64, brest 0.82, lyon
+  // and unseen (prior only) 1. Counter values count / 11 * 15: paris 13.6, brest 5.5, lyon 1.4,
+  // unseen 0. Tree 0 (a = c = 0) gives 4; tree 1's bit 0 is Borders > 0.9, bit 1 Counter > 3;
+  // tree 2's bit is Borders > 0.5. NaN goes left at every CTR split.
+  struct Case {
+    const char* name;
+    float tree1, tree2;
+  };
+  const Case cases[] = {{"paris", 10, 0}, {"brest", 10, 1000}, {"lyon", 1, 1000},
+                        {"tokyo", 1, 1000}, {"", 1, 1000}};
+  std::vector<float> rows;
+  for (const Case& c : cases) {
+    absl::StatusOr<float> code = city->Code(c.name);
+    ASSERT_TRUE(code.ok()) << code.status();
+    rows.insert(rows.end(), {0.0f, 0.0f, 0.0f, *code});
+  }
+  rows.insert(rows.end(), {0.0f, 0.0f, 0.0f, kNanF});
+  const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin));
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    EXPECT_FLOAT_EQ(margin[i], 2 * (4 + cases[i].tree1 + cases[i].tree2) + 0.25f)
+        << cases[i].name;
+  }
+  EXPECT_FLOAT_EQ(margin[std::size(cases)], 2 * 4 + 0.25f);
+}
+
+TEST(CatboostLoaderTest, OneHotAndCtrSplitsOnOneFeatureShareItsCodes) {
+  // CatBoost gives a feature one-hot or CTR splits by its number of categories; a file with both
+  // on one feature loads too: the one-hot values come first, then the tables' other categories.
+  json m = CtrModel();
+  m["features_info"]["categorical_features"][0]["values"] = json::array(
+      {static_cast<int32_t>(CatboostCategoryHash("rome")),
+       static_cast<int32_t>(CatboostCategoryHash("brest"))});
+  // Split indices: 2 float borders, 2 one-hot values (2, 3), then the CTR borders (4, 5, 6).
+  for (size_t t = 1; t <= 2; ++t) {
+    for (json& split : m["oblivious_trees"][t]["splits"]) {
+      split["split_index"] = split["split_index"].get<int>() + 2;
+    }
+  }
+  m["oblivious_trees"].push_back(json{
+      {"leaf_values", {0, 10000}},
+      {"leaf_weights", {1, 1}},
+      {"splits", {json{{"cat_feature_index", 0},
+                       {"split_index", 2},
+                       {"split_type", "OneHotFeature"},
+                       {"value", static_cast<int32_t>(CatboostCategoryHash("rome"))}}}}});
+  absl::StatusOr<ForestPtr> loaded = Load(m);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Forest& f = **loaded;
+  EXPECT_EQ(f.categories[3].hashes,
+            (std::vector<uint32_t>{CatboostCategoryHash("rome"), CatboostCategoryHash("brest"),
+                                   CatboostCategoryHash("paris"), CatboostCategoryHash("lyon")}));
+  absl::StatusOr<CategoryCodes> city = CategoryCodesFor(f, 3);
+  ASSERT_TRUE(city.ok()) << city.status();
+  // As in CtrSplitsAreCategoricalSplitsOfTheirFeature; rome is in no table (prior-only values) and
+  // is the one-hot split's value.
+  struct Case {
+    const char* name;
+    float trees;
+  };
+  const Case cases[] = {{"paris", 10}, {"brest", 1010}, {"lyon", 1001}, {"rome", 11001},
+                        {"tokyo", 1001}};
+  std::vector<float> rows;
+  for (const Case& c : cases) rows.insert(rows.end(), {0.0f, 0.0f, 0.0f, *city->Code(c.name)});
+  const std::vector<float> margin = ReferencePrediction(f, rows, Kind(OutputKind::kMargin));
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    EXPECT_FLOAT_EQ(margin[i], 2 * (4 + cases[i].trees) + 0.25f) << cases[i].name;
+  }
+}
+
+TEST(CatboostLoaderTest, CtrKeysAreTheCategoryHashesMultiplied) {
+  for (const char* name : {"", "a", "paris", "Lorem ipsum dolor sit amet consectetur"}) {
+    const uint32_t hash = CatboostCategoryHash(name);
+    EXPECT_EQ(CatboostCategoryOfCtrKey(CatboostCtrKey(hash)), hash) << name;
+  }
+  // A key CatBoost's golden table holds for "paris" (tests/golden, scripts/make_golden_corpus.py
+  // checks every key against the training categories).
+  EXPECT_EQ(CatboostCtrKey(CatboostCategoryHash("paris")),
+            uint64_t{0x4906ba494954cb65} * uint64_t{0x4906ba494954cb65} *
+                static_cast<uint64_t>(static_cast<int64_t>(
+                    static_cast<int32_t>(CatboostCategoryHash("paris")))));
+  EXPECT_FALSE(CatboostCategoryOfCtrKey(~uint64_t{0}).has_value());  // the empty slot
+}
+
+TEST(CatboostLoaderTest, CtrOverACombinationIsUnimplementedNamingTheSplit) {
+  const std::string path = (kGolden / "refused" / "cb_ctr_combination.json").string();
+  absl::StatusOr<ForestPtr> r = LoadModelFile(path);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "CTR")) << r.status();
-  // One-hot and CTR splits in one model: the CTR split is refused, named by its position.
-  json m = OneHotModel();
-  m["oblivious_trees"][1]["splits"][1] = json{{"split_index", 3}, {"split_type", "OnlineCtr"}};
-  r = Load(m);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), path)) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "a CTR over a combination")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "max_ctr_complexity=1")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "oblivious_trees[")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "].splits[")) << r.status();
+}
+
+TEST(CatboostLoaderTest, CtrTypesGroveDoesNotComputeAreUnimplemented) {
+  json m = CtrModel();
+  m["features_info"]["ctrs"][1]["ctr_type"] = "FloatTargetMeanValue";
+  absl::StatusOr<ForestPtr> r = Load(m);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "oblivious_trees[1].splits[1]: split on a CTR"))
+  EXPECT_TRUE(absl::StrContains(r.status().message(),
+                                "oblivious_trees[1].splits[1]: split on a CTR of type "
+                                "\"FloatTargetMeanValue\""))
       << r.status();
+}
+
+TEST(CatboostLoaderTest, MalformedCtrsNameThePosition) {
+  struct Case {
+    const char* what;
+    void (*edit)(json&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"split index past the CTR borders",
+       [](json& m) { m["oblivious_trees"][1]["splits"][0]["split_index"] = 5; },
+       "oblivious_trees[1].splits[0]: split_index 5 is no CTR border"},
+      {"split index of a float border",
+       [](json& m) { m["oblivious_trees"][1]["splits"][0]["split_index"] = 1; },
+       "split_index 1 is no CTR border"},
+      {"border not the CTR's", [](json& m) { m["oblivious_trees"][2]["splits"][0]["border"] = 0.6; },
+       "oblivious_trees[2].splits[0]: border 0.6 is not features_info.ctrs[0]'s border"},
+      {"target border not the CTR's",
+       [](json& m) { m["oblivious_trees"][2]["splits"][0]["ctr_target_border_idx"] = 1; },
+       "ctr_target_border_idx 1 is not features_info.ctrs[0]'s"},
+      {"records cut short", [](json& m) { m["ctr_data"]["B"]["hash_map"].erase(0); },
+       "8 entries, not records of 3"},
+      {"negative count", [](json& m) { m["ctr_data"]["C"]["hash_map"][1] = -1; },
+       "hash_map[1]: not a count"},
+      {"fractional count", [](json& m) { m["ctr_data"]["B"]["hash_map"][2] = 0.5; },
+       "hash_map[2]: not a count"},
+      {"key not a number", [](json& m) { m["ctr_data"]["C"]["hash_map"][0] = "x"; },
+       "hash_map[0]: key is not a 64-bit unsigned integer"},
+      {"key twice",
+       [](json& m) { m["ctr_data"]["C"]["hash_map"][2] = m["ctr_data"]["C"]["hash_map"][0]; },
+       "a key listed twice"},
+      {"stride of another type", [](json& m) { m["ctr_data"]["C"]["hash_stride"] = 3; },
+       "hash_stride 3 does not fit a Counter CTR"},
+      {"table missing", [](json& m) { m["ctr_data"].erase("C"); },
+       "features_info.ctrs[1]: its table (ctr_data[identifier]) is missing"},
+      {"target class past the classes",
+       [](json& m) { m["features_info"]["ctrs"][0]["target_border_idx"] = 1; },
+       "target_border_idx 1 outside the table's 2 classes"},
+      {"prior denominator 0",
+       [](json& m) { m["features_info"]["ctrs"][0]["prior_denomerator"] = 0; },
+       "the prior's denominator is not above 0"},
+      {"scale not finite as a float", [](json& m) { m["features_info"]["ctrs"][0]["scale"] = 1e39; },
+       "scale is not a finite float"},
+      {"elements naming no feature",
+       [](json& m) { m["features_info"]["ctrs"][0]["elements"][0]["cat_feature_index"] = 4; },
+       "a cat_feature_index that is no categorical feature's"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    json m = CtrModel();
+    c.edit(m);
+    absl::StatusOr<ForestPtr> r = Load(m);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), c.expect)) << r.status();
+  }
+}
+
+TEST(CatboostLoaderTest, TreeWithoutSplitsIsOneLeaf) {
+  // CatBoost writes "splits": null for a tree of depth 0.
+  json m = TinyModel();
+  m["oblivious_trees"].push_back(
+      json{{"leaf_values", {5}}, {"leaf_weights", {100}}, {"splits", nullptr}});
+  absl::StatusOr<ForestPtr> loaded = Load(m);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ((*loaded)->trees.size(), 2u);
+  EXPECT_EQ((*loaded)->trees[1].num_nodes, 1u);
+  const std::vector<float> rows = {0, 0, 0};
+  EXPECT_FLOAT_EQ(ReferencePrediction(**loaded, rows, Kind(OutputKind::kMargin))[0],
+                  2 * (4 + 5) + 0.25f);
 }
 
 TEST(CatboostLoaderTest, UnknownLossIsUnimplemented) {

@@ -339,7 +339,49 @@ def test_catboost_one_hot_names_in_process():
     # The same rows as the model's codes give the same answer.
     codes = np.loadtxt(os.path.join(case, "X.csv"), delimiter=",", ndmin=2, skiprows=0)
     assert_bitwise(np.asarray(model.predict(codes.astype(np.float32))).reshape(-1), got)
-    # Without the engine's coder (a served model's metadata has no hashes): refused, not NaN.
+    # Without a coder (categories known neither from the engine nor from served hashes): refused,
+    # not NaN.
     remote_like = groveml._input.Categories({"city": [], "size": []})
     with pytest.raises(TypeError, match="hashes of their names"):
         groveml._input.prepare(frame, model.feature_names, model.feature_types, remote_like)
+
+
+def catboost_names(case):
+    """X_names.csv of golden case `case` as the frame CatBoost predicted (names as text, the float
+    columns as numbers) and pred.csv."""
+    pd = need("pandas")
+    text = pd.read_csv(os.path.join(case, "X_names.csv"), dtype=str, keep_default_na=False)
+    frame = text.copy()
+    for column in text.columns:
+        if column.startswith("x"):
+            frame[column] = text[column].replace("", "nan").astype(float)
+    return frame, np.loadtxt(os.path.join(case, "pred.csv"), delimiter=",", ndmin=1)
+
+
+def test_catboost_names_through_a_served_model(cli, tmp_path):
+    """A served CatBoost model's hashed features (one-hot; CTRs and one-hot): its metadata lists
+    their hashes, so groveml.Client codes a frame's names and `grove --server` a CSV's, giving
+    CatBoost's predictions, unseen names included, as groveml.Model in process does."""
+    need("grpc")
+    import groved_harness as h
+    from conftest import SOURCE_DIR
+    groved = need_binary("GROVED")
+    names = ["cb_onehot_regression", "cb_ctr_regression"]
+    cases = {n: os.path.join(SOURCE_DIR, "tests", "golden", n) for n in names}
+    repo = tmp_path / "repo"
+    for n, case in cases.items():
+        h.install_model(str(repo), n, 1, os.path.join(case, "catboost.json"))
+    with h.Groved(groved, str(repo)) as g:
+        client = groveml.Client(g.target, timeout=60)
+        h.wait_ready(lambda: all(dict(client.list_models()).get(n) for n in names))
+        for n, case in cases.items():
+            frame, want = catboost_names(case)
+            meta = client.metadata(n)
+            assert all(len(c.hashes) for c in meta.categories), n
+            got = np.asarray(client.predict(n, frame), dtype=np.float32).reshape(-1)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=n)
+            local = groveml.Model(os.path.join(case, "catboost.json"), device="cpu")
+            assert_bitwise(got, np.asarray(local.predict(frame), np.float32).reshape(-1))
+            remote_cli = cli_predict(cli, n, frame, tmp_path, server=g.target)
+            assert_bitwise(remote_cli, got)
+        client.close()

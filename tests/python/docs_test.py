@@ -41,11 +41,12 @@ def test_python_md_examples_run(tmp_path, monkeypatch):
 
 def test_formats_md_examples_run(tmp_path, monkeypatch):
     """docs/formats.md's examples (a Treelite checkpoint of an XGBoost model, a scikit-learn forest
-    through Model.from_sklearn), each in a scratch folder."""
-    for module in ("xgboost", "treelite", "sklearn"):
+    through Model.from_sklearn, a CatBoost model with CTR splits against CatBoost's predictions),
+    each in a scratch folder."""
+    for module in ("xgboost", "treelite", "sklearn", "catboost", "pandas"):
         need(module)
     code = blocks("formats.md")
-    assert len(code) >= 2, "docs/formats.md lost its examples"
+    assert len(code) >= 3, "docs/formats.md lost its examples"
     monkeypatch.chdir(tmp_path)
     for i, block in enumerate(code):
         try:

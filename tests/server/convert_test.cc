@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -729,6 +731,44 @@ TEST(ConvertSharedMemory, WriteKservePredictionMatchesTheEncoding) {
           << path << " form " << form;
     }
   }
+}
+
+}  // namespace
+}  // namespace grove::server
+
+namespace grove::server {
+namespace {
+
+// A CatBoost model's hashed features (one-hot and CTR: tests/golden/cb_ctr_regression's city, shop
+// and grade): grove.v1 lists their hashes in code order, KServe in its category_hashes parameter,
+// so that clients code names as groved does.
+TEST(ModelMetadata, HashedCategoriesAreListed) {
+  const auto m = CpuModelVersion(std::string(GROVE_SOURCE_DIR) +
+                                 "/tests/golden/cb_ctr_regression/catboost.json");
+  const Forest& f = m->servable->forest();
+  registry::ModelStatus status;
+  grove::v1::ModelMetadata meta;
+  FillModelMetadata(*m, status, &meta);
+  ASSERT_EQ(meta.categories_size(), 3);
+  std::vector<std::string> names;
+  for (const grove::v1::FeatureCategories& c : meta.categories()) {
+    names.push_back(c.name());
+    const std::vector<uint32_t>& want = f.categories[static_cast<size_t>(c.feature())].hashes;
+    EXPECT_EQ(std::vector<uint32_t>(c.hashes().begin(), c.hashes().end()), want) << c.name();
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(c.strings_size() + c.numbers_size(), 0);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"city", "shop", "grade"}));
+
+  inference::ModelMetadataResponse kserve;
+  FillKserveModelMetadata(*m, status, &kserve);
+  ASSERT_GE(kserve.inputs_size(), 1);
+  const auto& parameters = kserve.inputs(0).parameters();
+  EXPECT_EQ(parameters.count("categories"), 0u);
+  ASSERT_EQ(parameters.count("category_hashes"), 1u);
+  const nlohmann::json hashes = nlohmann::json::parse(parameters.at("category_hashes").string_param());
+  EXPECT_EQ(hashes["city"].get<std::vector<uint32_t>>(), f.categories[1].hashes);
+  EXPECT_EQ(hashes["grade"].get<std::vector<uint32_t>>(), f.categories[4].hashes);
 }
 
 }  // namespace
