@@ -326,10 +326,11 @@ class Engine {
   mutable std::mutex groups_mu_;
   mutable std::string last_groups_json_;  // guarded by groups_mu_
   mutable FeatureGroupsPtr last_groups_;  // guarded by groups_mu_
-  mutable FeatureGroupsPtr pinned_groups_;  // guarded by groups_mu_: what groups_pin_ keeps
-  mutable CachePin groups_pin_;             // guarded by groups_mu_
   std::unique_ptr<ThreadPool> pool_;  // before servable_: the servable's engines use it
   ServablePtr servable_;
+  // After servable_: released before the engines whose layouts they keep.
+  mutable FeatureGroupsPtr pinned_groups_;  // guarded by groups_mu_: what groups_pin_ keeps
+  mutable CachePin groups_pin_;             // guarded by groups_mu_
 };
 
 // Interventional SHAP over one background data set: the model's Servable with that background

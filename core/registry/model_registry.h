@@ -7,8 +7,9 @@
 // (a bad one fails the load, naming the file) and given to the version's Servable; a change of it
 // reloads every version, as a change of config.json does. Optional <repository>/<name>/groups.json:
 // the model's feature groups (core/model/feature_groups.h), resolved against every version at its
-// load and kept in its ModelVersion, with the background's rules (a bad one fails the load, naming
-// the file; a change reloads every version). Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
+// load and kept in its ModelVersion with what its explanations need prepared and pinned
+// (Servable::PinGroups), with the background's rules (a bad one fails the load, naming the file)
+// except that a change of groups.json alone republishes each version with the same engines. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
 // half-written files are not loaded. A version the policy stops wanting is unloaded once the
