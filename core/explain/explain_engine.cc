@@ -279,14 +279,17 @@ constexpr StrategyEntry kStrategyFactories[] = {
 class StrategyExplainEngine final : public ExplainEngine {
  public:
   // `reference`: the strategy that serves what a forced strategy cannot (NeedsReference); null
-  // when `strategies` has it or nothing is forced.
+  // when `strategies` has it or nothing is forced. `paths`: with treeshap_gpu forced, the CPU
+  // path strategy that explains the groupings it holds no device copy of (null otherwise).
   StrategyExplainEngine(StrategyContext context,
                         std::vector<std::unique_ptr<ExplainStrategy>> strategies,
-                        std::string forced, std::unique_ptr<ExplainStrategy> reference)
+                        std::string forced, std::unique_ptr<ExplainStrategy> reference,
+                        std::unique_ptr<ExplainStrategy> paths)
       : context_(std::move(context)),
         strategies_(std::move(strategies)),
         forced_(std::move(forced)),
-        reference_(std::move(reference)) {}
+        reference_(std::move(reference)),
+        paths_(std::move(paths)) {}
 
   absl::Status Explain(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                        RunInfo* info) const override {
@@ -305,8 +308,14 @@ class StrategyExplainEngine final : public ExplainEngine {
           }
         }
       }
-      if ((chosen == nullptr || !chosen->Supports(options)) && NeedsReference(options) &&
-          reference_ != nullptr) {
+      if ((chosen == nullptr || !chosen->Supports(options)) && paths_ != nullptr &&
+          paths_->Supports(options) && options.groups != nullptr) {
+        // The same algorithm on the host layout: a request's own grouping has no device copy.
+        chosen = paths_.get();
+        reason = absl::StrCat("'", forced_, "' holds device copies of pinned groupings only: ",
+                              paths_->name(), " does");
+      } else if ((chosen == nullptr || !chosen->Supports(options)) && NeedsReference(options) &&
+                 reference_ != nullptr) {
         // The reference computes every grouped or Banzhaf request: a forced strategy chooses how
         // what it supports is computed and does not refuse the rest.
         chosen = reference_.get();
@@ -390,6 +399,7 @@ class StrategyExplainEngine final : public ExplainEngine {
   std::vector<std::unique_ptr<ExplainStrategy>> strategies_;
   std::string forced_;
   std::unique_ptr<ExplainStrategy> reference_;
+  std::unique_ptr<ExplainStrategy> paths_;
 };
 
 }  // namespace
@@ -497,8 +507,15 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     if (!built.ok()) return built.status();
     reference = *std::move(built);
   }
-  return std::unique_ptr<ExplainEngine>(new StrategyExplainEngine(
-      std::move(context), std::move(strategies), std::move(forced), std::move(reference)));
+  std::unique_ptr<ExplainStrategy> paths;
+  if (forced == "treeshap_gpu") {
+    absl::StatusOr<std::unique_ptr<ExplainStrategy>> built = MakeTreeShapCpuStrategy(context);
+    if (!built.ok()) return built.status();
+    paths = *std::move(built);
+  }
+  return std::unique_ptr<ExplainEngine>(
+      new StrategyExplainEngine(std::move(context), std::move(strategies), std::move(forced),
+                                std::move(reference), std::move(paths)));
 }
 
 }  // namespace grove

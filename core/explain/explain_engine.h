@@ -15,8 +15,9 @@
 // model at all (no GPU, unsupported model). At Explain time:
 //  * ExplainEngineOptions::strategy names a strategy: only that one runs (FAILED_PRECONDITION when
 //    it does not support the request), except for groups and Banzhaf values (NeedsReference),
-//    which the reference serves when the forced strategy does not; "cpu" means the cheapest
-//    CPU strategy.
+//    which the reference serves when the forced strategy does not (treeshap_gpu forced: Shapley
+//    values of a grouping it holds no device copy of run on treeshap_cpu); "cpu" means the
+//    cheapest CPU strategy.
 //  * "auto": among strategies whose Supports(options) is true, the lowest EstimateSeconds(rows,
 //    interactions) wins. Estimates come from costs each strategy measured at creation; RunInfo
 //    records the device, the strategy and the predicted times that decided it.

@@ -58,6 +58,17 @@ TEST(FeatureGroupsGpuTest, PathDependentGroupsOnTheGpu) {
       absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
           ExplainEngine::Create(forest, eo, &pool);
       ASSERT_TRUE(engine.ok()) << engine.status();
+      if (precision == TreeShapPrecision::kAuto) {
+        // Not pinned: forced treeshap_gpu hands the grouping to the same algorithm on the CPU.
+        ExplainOptions o;
+        o.groups = groups.get();
+        std::vector<float> out(n * ExplainWidth(*forest, false, groups.get()));
+        RunInfo info;
+        ASSERT_TRUE((*engine)
+                        ->Explain(view, o, MakeMatrixView(out.data(), n, out.size() / n), &info)
+                        .ok());
+        EXPECT_EQ(info.strategy, "treeshap_cpu");
+      }
       // The device copy of a grouping is made when it is pinned (a model's groups.json, at load).
       absl::StatusOr<CachePin> pin = (*engine)->PinGroups(*groups);
       ASSERT_TRUE(pin.ok()) << pin.status();
