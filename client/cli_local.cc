@@ -251,12 +251,18 @@ int RunExplain(const CliArgs& args) {
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
   ResultColumns columns;
+  CachePin groups_pin;  // the run's grouping, prepared once before its rows
   if (!args.groups.empty()) {
     absl::StatusOr<FeatureGroupsPtr> groups = LoadFeatureGroupsFile(
         args.groups, model->forest->num_features, model->forest->feature_names);
     if (!groups.ok()) return Fail(groups.status());
     params.groups = *groups;
     columns.groups = (*groups)->names;
+    if (background == nullptr) {
+      absl::StatusOr<CachePin> pin = (*servable)->PinGroups(**groups);
+      if (!pin.ok()) return Fail(NameFile(pin.status(), args.groups));
+      groups_pin = *std::move(pin);
+    }
   }
   columns.explain = true;
   columns.interactions = args.interactions;

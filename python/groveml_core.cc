@@ -203,6 +203,31 @@ class Engine {
     return groups;
   }
 
+  // Groups() for path-dependent calls, pinned (Servable::PinGroups) when the grouping changes: its
+  // grouped layout, and on a GPU the device copy treeshap_gpu explains it with, is built once for
+  // the calls that follow instead of a request grouping's CPU path.
+  FeatureGroupsPtr PinnedGroups(const std::string& groups_json) const {
+    FeatureGroupsPtr groups = Groups(groups_json);
+    if (groups == nullptr) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(groups_mu_);
+      if (pinned_groups_ == groups) return groups;
+    }
+    absl::StatusOr<CachePin> pin;
+    {
+      nb::gil_scoped_release release;
+      pin = servable_->PinGroups(*groups);
+    }
+    ThrowIfError(pin.status());
+    CachePin previous;  // released outside the lock (it may free a device copy)
+    {
+      std::lock_guard<std::mutex> lock(groups_mu_);
+      pinned_groups_ = groups;
+      previous = std::exchange(groups_pin_, *std::move(pin));
+    }
+    return groups;
+  }
+
   int64_t PredictWidthOf(const std::string& kind, int begin, int end) const {
     return servable_->Width(Operation::kPredict, Params(kind, begin, end));
   }
@@ -236,7 +261,7 @@ class Engine {
     RunParams params;
     params.iteration_begin = begin;
     params.iteration_end = end;
-    params.groups = Groups(groups);
+    params.groups = PinnedGroups(groups);
     Run(*servable_,
         ExplainOperationOf(ExplainMethod::kPathDependent,
                            ValueOrThrow(ParseAttribution(attribution)), interactions),
@@ -304,6 +329,9 @@ class Engine {
   mutable FeatureGroupsPtr last_groups_;  // guarded by groups_mu_
   std::unique_ptr<ThreadPool> pool_;  // before servable_: the servable's engines use it
   ServablePtr servable_;
+  // After servable_: released before the engines whose layouts they keep.
+  mutable FeatureGroupsPtr pinned_groups_;  // guarded by groups_mu_: what groups_pin_ keeps
+  mutable CachePin groups_pin_;             // guarded by groups_mu_
 };
 
 // Interventional SHAP over one background data set: the model's Servable with that background

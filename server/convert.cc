@@ -114,16 +114,23 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ModelVersion& model, i
     std::memcpy(converted->data(), bytes.data(), bytes.size());
     return MakeRowsView(converted->data(), rows, cols);
   }
-  const double* doubles = reinterpret_cast<const double*>(bytes.data());
-  std::vector<double> copy;
-  if (!aligned) {
-    copy.resize(static_cast<size_t>(values));
-    std::memcpy(copy.data(), bytes.data(), bytes.size());
-    doubles = copy.data();
-  }
   converted->resize(static_cast<size_t>(values));
-  DoubleRowConverter(model.forest()).ConvertRows(doubles, rows, converted->data());
+  ConvertRawDoubles(model.forest(), bytes, rows, converted->data());
   return MakeRowsView(converted->data(), rows, cols);
+}
+
+void ConvertRawDoubles(const Forest& forest, absl::string_view bytes, int64_t rows, float* out) {
+  const DoubleRowConverter converter(forest);
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(double) == 0) {
+    converter.ConvertRows(reinterpret_cast<const double*>(bytes.data()), rows, out);
+    return;
+  }
+  const int64_t cols = forest.num_features;
+  std::vector<double> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(row.data(), bytes.data() + r * cols * sizeof(double), row.size() * sizeof(double));
+    converter.ConvertRows(row.data(), 1, out + r * cols);
+  }
 }
 
 absl::Status CheckExplainAvailable(const registry::ModelVersion& model) {

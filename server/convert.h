@@ -47,6 +47,12 @@ absl::StatusOr<RowsView> RowsFromRawBytes(const registry::ModelVersion& model, i
                                           std::vector<float>* converted,
                                           absl::string_view field = "");
 
+// `rows` rows of the model's features as little-endian float64 in `bytes` (exactly rows x
+// num_features values, at any address) converted into `out` (DoubleRowConverter). A misaligned
+// buffer is read a row at a time through one row of scratch: no copy of the doubles is made
+// before the request's memory is reserved (only the float rows it counts).
+void ConvertRawDoubles(const Forest& forest, absl::string_view bytes, int64_t rows, float* out);
+
 // The model can explain (FAILED_PRECONDITION with the reason otherwise).
 absl::Status CheckExplainAvailable(const registry::ModelVersion& model);
 // Interaction values fit the model's max_interaction_values_per_row (INVALID_ARGUMENT naming the

@@ -54,6 +54,20 @@ double MeasurePerRow(int num_features, Fn run) {
   return seconds / n;
 }
 
+// The path layout of `groups`' players, with the context's packing.
+absl::StatusOr<PathLayoutPtr> BuildGroupedLayout(const StrategyContext& context,
+                                                 const FeatureGroups& groups) {
+  PathLayoutOptions o;
+  o.packing = context.options.packing;
+  o.groups = &groups;
+  absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*context.forest, o);
+  if (built.ok()) {
+    GROVE_LOG(INFO) << "path layout of feature groups built" << KV("groups", groups.num_groups())
+                    << KV("elements", (*built)->elements.size());
+  }
+  return built;
+}
+
 // CPU strategies share this cost model: per-row cost over the pool's threads.
 class CpuStrategyBase : public ExplainStrategy {
  public:
@@ -136,9 +150,11 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
   std::string name() const override { return "treeshap_gpu"; }
   std::string device() const override { return gpu_->DeviceName(); }
   // Iteration ranges are served by the CPU strategies (the device layout holds every tree).
-  // Groups: a device copy of the grouping's layout, made on first use.
+  // Groups: only a pinned grouping's (PinGroups at load), whose device copy exists; a request's
+  // own grouping is the CPU's (explain_engine.h says why).
   bool Supports(const ExplainOptions& options) const override {
-    return FullRange(options) && options.attribution == Attribution::kShapley;
+    return FullRange(options) && options.attribution == Attribution::kShapley &&
+           (options.groups == nullptr || grouped_.Find(options.groups->Key()) != nullptr);
   }
   double EstimateSeconds(int64_t rows, bool interactions) const override {
     if (interactions && inter_measured_) return inter_fixed_seconds_ + inter_per_row_seconds_ * rows;
@@ -157,17 +173,25 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
       return s;
     }
     if (options.groups == nullptr) return gpu_->Explain(rows, options.interactions, out, nullptr);
+    if (std::shared_ptr<TreeShapGpu> grouped = grouped_.Find(options.groups->Key())) {
+      return grouped->Explain(rows, options.interactions, out, nullptr);
+    }
+    // Unpinned since Supports said yes (a regroup): the same values from the host layout.
     absl::StatusOr<PathLayoutPtr> layout = LayoutFor(context_, options);
     if (!layout.ok()) return layout.status();
-    absl::StatusOr<std::shared_ptr<TreeShapGpu>> grouped =
-        grouped_.Get(options.groups->Key(), [&]() -> absl::StatusOr<std::shared_ptr<TreeShapGpu>> {
+    return ExplainPathsCpu(**layout, rows, options, out, context_.pool);
+  }
+  absl::StatusOr<CachePin> PinGroups(const FeatureGroups& groups,
+                                     const PathLayoutPtr& layout) const override {
+    absl::StatusOr<std::pair<std::shared_ptr<TreeShapGpu>, CachePin>> pinned =
+        grouped_.GetPinned(groups.Key(), [&]() -> absl::StatusOr<std::shared_ptr<TreeShapGpu>> {
           absl::StatusOr<std::unique_ptr<TreeShapGpu>> made =
-              TreeShapGpu::Create(*layout, gpu_options_);
+              TreeShapGpu::Create(layout, gpu_options_);
           if (!made.ok()) return made.status();
           return std::shared_ptr<TreeShapGpu>(*std::move(made));
         });
-    if (!grouped.ok()) return grouped.status();
-    return (*grouped)->Explain(rows, options.interactions, out, nullptr);
+    if (!pinned.ok()) return pinned.status();
+    return pinned->second;
   }
   int64_t DeviceBytes() const override {
     int64_t total = gpu_->DeviceBytes();
@@ -228,9 +252,9 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
   StrategyContext context_;
   std::unique_ptr<TreeShapGpu> gpu_;
   TreeShapGpuOptions gpu_options_;
-  // Device copies of grouped layouts, by FeatureGroups::Key (a model's groups.json and a few
-  // groupings of requests).
-  mutable KeyedCache<TreeShapGpu> grouped_{4};
+  // Device copies of pinned grouped layouts, by FeatureGroups::Key (a model's groups.json), and
+  // the one unpinned last (a regroup's previous grouping, for the requests still naming it).
+  mutable KeyedCache<TreeShapGpu> grouped_{1};
   double interaction_factor_ = 8.0;
   double fixed_seconds_ = 50e-6;
   double per_row_seconds_ = 1e-7;
@@ -255,14 +279,17 @@ constexpr StrategyEntry kStrategyFactories[] = {
 class StrategyExplainEngine final : public ExplainEngine {
  public:
   // `reference`: the strategy that serves what a forced strategy cannot (NeedsReference); null
-  // when `strategies` has it or nothing is forced.
+  // when `strategies` has it or nothing is forced. `paths`: with treeshap_gpu forced, the CPU
+  // path strategy that explains the groupings it holds no device copy of (null otherwise).
   StrategyExplainEngine(StrategyContext context,
                         std::vector<std::unique_ptr<ExplainStrategy>> strategies,
-                        std::string forced, std::unique_ptr<ExplainStrategy> reference)
+                        std::string forced, std::unique_ptr<ExplainStrategy> reference,
+                        std::unique_ptr<ExplainStrategy> paths)
       : context_(std::move(context)),
         strategies_(std::move(strategies)),
         forced_(std::move(forced)),
-        reference_(std::move(reference)) {}
+        reference_(std::move(reference)),
+        paths_(std::move(paths)) {}
 
   absl::Status Explain(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                        RunInfo* info) const override {
@@ -281,8 +308,14 @@ class StrategyExplainEngine final : public ExplainEngine {
           }
         }
       }
-      if ((chosen == nullptr || !chosen->Supports(options)) && NeedsReference(options) &&
-          reference_ != nullptr) {
+      if ((chosen == nullptr || !chosen->Supports(options)) && paths_ != nullptr &&
+          paths_->Supports(options) && options.groups != nullptr) {
+        // The same algorithm on the host layout: a request's own grouping has no device copy.
+        chosen = paths_.get();
+        reason = absl::StrCat("'", forced_, "' holds device copies of pinned groupings only: ",
+                              paths_->name(), " does");
+      } else if ((chosen == nullptr || !chosen->Supports(options)) && NeedsReference(options) &&
+                 reference_ != nullptr) {
         // The reference computes every grouped or Banzhaf request: a forced strategy chooses how
         // what it supports is computed and does not refuse the rest.
         chosen = reference_.get();
@@ -334,11 +367,39 @@ class StrategyExplainEngine final : public ExplainEngine {
   }
   PathLayoutPtr layout() const override { return context_.layout; }
 
+  absl::StatusOr<CachePin> PinGroups(const FeatureGroups& groups) const override {
+    if (context_.grouped_layouts == nullptr) {
+      return absl::FailedPreconditionError(
+          "the model's trees cannot be explained: no path layout for its feature groups");
+    }
+    absl::StatusOr<std::pair<PathLayoutPtr, CachePin>> layout = context_.grouped_layouts->GetPinned(
+        groups.Key(), [&] { return BuildGroupedLayout(context_, groups); });
+    if (!layout.ok()) return layout.status();
+    auto pins = std::make_shared<std::vector<CachePin>>();
+    pins->push_back(layout->second);
+    for (const auto& s : strategies_) {
+      absl::StatusOr<CachePin> pin = s->PinGroups(groups, layout->first);
+      if (!pin.ok()) {
+        // The grouping is still served, by the strategies that could prepare it.
+        GROVE_LOG(WARNING) << "feature groups not prepared" << KV("strategy", s->name())
+                           << KV("why", pin.status().message());
+        continue;
+      }
+      if (*pin != nullptr) pins->push_back(*std::move(pin));
+    }
+    return CachePin(std::move(pins));
+  }
+  KeyedCacheStats grouped_layouts() const override {
+    return context_.grouped_layouts != nullptr ? context_.grouped_layouts->stats()
+                                               : KeyedCacheStats();
+  }
+
  private:
   StrategyContext context_;
   std::vector<std::unique_ptr<ExplainStrategy>> strategies_;
   std::string forced_;
   std::unique_ptr<ExplainStrategy> reference_;
+  std::unique_ptr<ExplainStrategy> paths_;
 };
 
 }  // namespace
@@ -347,17 +408,8 @@ absl::StatusOr<PathLayoutPtr> LayoutFor(const StrategyContext& context,
                                         const ExplainOptions& options) {
   if (options.groups == nullptr || context.grouped_layouts == nullptr) return context.layout;
   const FeatureGroups& groups = *options.groups;
-  return context.grouped_layouts->Get(groups.Key(), [&]() -> absl::StatusOr<PathLayoutPtr> {
-    PathLayoutOptions o;
-    o.packing = context.options.packing;
-    o.groups = &groups;
-    absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*context.forest, o);
-    if (built.ok()) {
-      GROVE_LOG(INFO) << "path layout of feature groups built" << KV("groups", groups.num_groups())
-                      << KV("elements", (*built)->elements.size());
-    }
-    return built;
-  });
+  return context.grouped_layouts->Get(groups.Key(),
+                                      [&] { return BuildGroupedLayout(context, groups); });
 }
 
 absl::StatusOr<std::unique_ptr<ExplainStrategy>> MakeReferenceStrategy(const StrategyContext& c) {
@@ -429,9 +481,9 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     if (!built.ok()) return built.status();
     context.layout = *built;
   }
-  // A model's groups.json and a few groupings of requests.
   if (context.layout != nullptr) {
-    context.grouped_layouts = std::make_shared<KeyedCache<const PathLayout>>(8);
+    context.grouped_layouts =
+        std::make_shared<KeyedCache<const PathLayout>>(kGroupedLayoutsCached);
   }
   std::vector<std::unique_ptr<ExplainStrategy>> strategies;
   for (const StrategyEntry& e : kStrategyFactories) {
@@ -455,8 +507,15 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     if (!built.ok()) return built.status();
     reference = *std::move(built);
   }
-  return std::unique_ptr<ExplainEngine>(new StrategyExplainEngine(
-      std::move(context), std::move(strategies), std::move(forced), std::move(reference)));
+  std::unique_ptr<ExplainStrategy> paths;
+  if (forced == "treeshap_gpu") {
+    absl::StatusOr<std::unique_ptr<ExplainStrategy>> built = MakeTreeShapCpuStrategy(context);
+    if (!built.ok()) return built.status();
+    paths = *std::move(built);
+  }
+  return std::unique_ptr<ExplainEngine>(
+      new StrategyExplainEngine(std::move(context), std::move(strategies), std::move(forced),
+                                std::move(reference), std::move(paths)));
 }
 
 }  // namespace grove

@@ -15,12 +15,24 @@
 // model at all (no GPU, unsupported model). At Explain time:
 //  * ExplainEngineOptions::strategy names a strategy: only that one runs (FAILED_PRECONDITION when
 //    it does not support the request), except for groups and Banzhaf values (NeedsReference),
-//    which the reference serves when the forced strategy does not; "cpu" means the cheapest
-//    CPU strategy.
+//    which the reference serves when the forced strategy does not (treeshap_gpu forced: Shapley
+//    values of a grouping it holds no device copy of run on treeshap_cpu); "cpu" means the
+//    cheapest CPU strategy.
 //  * "auto": among strategies whose Supports(options) is true, the lowest EstimateSeconds(rows,
 //    interactions) wins. Estimates come from costs each strategy measured at creation; RunInfo
 //    records the device, the strategy and the predicted times that decided it.
 // Strategies must be exact (the CPU reference's results within 1e-5 x max(1, |margin|)).
+//
+// ## Feature groups
+// The path strategies explain groups through a grouped path layout (PathLayoutOptions::groups). A
+// model's declared grouping (groups.json) is prepared at load by PinGroups: its host layout and,
+// with a GPU, the device copy treeshap_gpu explains it with, kept while the pin lives, never
+// evicted. A grouping that only requests name is served on the CPU (treeshap_cpu; the reference
+// for what the path strategies do not serve) with a host layout built by the first request that
+// names it, once however many ask for it together, and kept among the kGroupedLayoutsCached most
+// recently used: a host layout costs about one pass over the model's paths, while a device copy
+// (streams, device buffers, an upload of the layout) is what a request must never build and what
+// a few ad-hoc groupings could exhaust device memory with.
 #pragma once
 
 #include <memory>
@@ -29,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/common/keyed_cache.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/explain/explain.h"
@@ -67,6 +80,14 @@ class ExplainEngine {
   virtual std::vector<std::string> StrategyNames() const = 0;
   // The merged path layout (its stats are what `grove inspect` prints).
   virtual PathLayoutPtr layout() const = 0;
+  // Builds what the strategies need to explain `groups` (the grouped path layout; its device copy
+  // when treeshap_gpu serves the model) now, and keeps it while the returned pin lives: requests
+  // with this grouping then build nothing. Blocks for the build (seconds for a large model on a
+  // GPU). FAILED_PRECONDITION when the model cannot be explained; the layout's or the device's
+  // errors otherwise.
+  virtual absl::StatusOr<CachePin> PinGroups(const FeatureGroups& groups) const = 0;
+  // The grouped host layouts held (pinned, cached) and built so far.
+  virtual KeyedCacheStats grouped_layouts() const = 0;
 };
 
 }  // namespace grove

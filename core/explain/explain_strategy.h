@@ -47,6 +47,13 @@ class ExplainStrategy {
                            MatrixView<float> out) const = 0;
   virtual int64_t DeviceBytes() const { return 0; }
   virtual std::string Describe() const = 0;
+  // Prepares what this strategy needs to serve `groups` (whose path layout is `layout`) and keeps
+  // it while the returned pin lives; null when it keeps nothing per grouping. Called at load for
+  // a model's declared grouping (ExplainEngine::PinGroups), never under a request.
+  virtual absl::StatusOr<CachePin> PinGroups(const FeatureGroups& groups,
+                                             const PathLayoutPtr& layout) const {
+    return CachePin();
+  }
 };
 
 // What a factory gets: the model, its merged path layout (built once, shared by the strategies),
@@ -56,13 +63,18 @@ struct StrategyContext {
   PathLayoutPtr layout;
   ThreadPool* pool = nullptr;
   ExplainEngineOptions options;
-  // The path layouts of the groupings explained so far (PathLayoutOptions::groups), by
-  // FeatureGroups::Key, shared by the path strategies; null when `layout` is.
+  // The path layouts of groupings (PathLayoutOptions::groups), by FeatureGroups::Key, shared by
+  // the path strategies; null when `layout` is. The model's declared grouping is pinned at load
+  // (ExplainEngine::PinGroups); a request's grouping is built by its first request, once however
+  // many ask for it together, and kept among the kGroupedLayoutsCached most recently used.
   std::shared_ptr<KeyedCache<const PathLayout>> grouped_layouts;
 };
 
+// Unpinned grouped host layouts an engine keeps (each is about the size of the model's layout).
+inline constexpr size_t kGroupedLayoutsCached = 8;
+
 // The path layout of `options`' players: the context's own for the model's features, the cached
-// grouped layout for options.groups (built on first use).
+// grouped layout for options.groups (built on first use, single flight).
 absl::StatusOr<PathLayoutPtr> LayoutFor(const StrategyContext& context,
                                         const ExplainOptions& options);
 

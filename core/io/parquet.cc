@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -178,7 +180,7 @@ absl::StatusOr<ParquetFile> ParquetFile::Open(absl::string_view bytes, std::stri
   }
   ParquetFile file;
   file.bytes_ = bytes;
-  file.source_ = std::move(source);
+  file.source_ = source;  // `fail` names it in the errors below
   file.limits_ = limits;
   file.footer_start_ = bytes.size() - 8 - footer_len;
   absl::StatusOr<ParquetFileMetaData> meta =
@@ -280,13 +282,8 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
       bytes_.substr(static_cast<size_t>(start), static_cast<size_t>(chunk.total_compressed_size));
   const ParquetNumberType number_type{e.type, IsUnsigned(e)};
 
-  if (strings) {
-    out->strings.reserve(static_cast<size_t>(rows));
-    out->present.reserve(static_cast<size_t>(rows));
-  } else {
-    out->numbers.reserve(static_cast<size_t>(rows));
-  }
-  std::string dictionary_page;  // the decompressed dictionary, which dict_strings views
+  // The values grow as pages decode, never sized by the declared row count.
+  std::string dictionary_page;  // the decompressed dictionary of numbers
   std::vector<double> dict_numbers;
   std::vector<absl::string_view> dict_strings;
   bool has_dictionary = false;
@@ -340,16 +337,22 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
       }
       if (e.type == kParquetBoolean)
         return Invalid(absl::StrCat(where, "a dictionary of booleans"));
+      // A dictionary of strings stays with the values, which view it.
+      std::unique_ptr<std::string> kept;
+      if (strings) kept = std::make_unique<std::string>();
+      std::string* target = strings ? kept.get() : &dictionary_page;
       if (absl::Status s = DecompressParquetPage(
-              chunk.codec, raw, static_cast<size_t>(h.uncompressed_page_size), &dictionary_page);
+              chunk.codec, raw, static_cast<size_t>(h.uncompressed_page_size), target);
           !s.ok()) {
         return page_error(s);
       }
+      if (kept != nullptr) out->buffers.push_back(std::move(kept));
+      const std::string& dictionary_bytes = *target;
       if (h.num_values < 0) return Invalid(absl::StrCat(where, "a negative dictionary size"));
       size_t used;
       absl::Status s =
-          strings ? DecodePlainByteArrays(dictionary_page, h.num_values, &dict_strings, &used)
-                  : DecodePlainNumbers(dictionary_page, number_type, h.num_values, &dict_numbers,
+          strings ? DecodePlainByteArrays(dictionary_bytes, h.num_values, &dict_strings, &used)
+                  : DecodePlainNumbers(dictionary_bytes, number_type, h.num_values, &dict_numbers,
                                        &used);
       if (!s.ok()) return page_error(s);
       has_dictionary = true;
@@ -363,13 +366,17 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
                                   " rows of the row group are left"));
     }
     absl::string_view values;
+    // PLAIN strings are views into their page, which then stays with the values.
+    std::unique_ptr<std::string> kept_page;
+    if (strings && h.encoding == kParquetPlain) kept_page = std::make_unique<std::string>();
+    std::string& page_bytes = kept_page != nullptr ? *kept_page : page;
     if (h.type == kParquetDataPage) {
       if (absl::Status s = DecompressParquetPage(
-              chunk.codec, raw, static_cast<size_t>(h.uncompressed_page_size), &page);
+              chunk.codec, raw, static_cast<size_t>(h.uncompressed_page_size), &page_bytes);
           !s.ok()) {
         return page_error(s);
       }
-      values = page;
+      values = page_bytes;
       if (leaf.optional) {
         if (h.definition_level_encoding != kParquetRle) {
           return page_error(UnsupportedEncoding(h.definition_level_encoding, "definition level"));
@@ -396,12 +403,12 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
       const size_t value_size = static_cast<size_t>(h.uncompressed_page_size - level_bytes);
       if (absl::Status s =
               h.is_compressed
-                  ? DecompressParquetPage(chunk.codec, rest, value_size, &page)
-                  : DecompressParquetPage(kParquetUncompressed, rest, value_size, &page);
+                  ? DecompressParquetPage(chunk.codec, rest, value_size, &page_bytes)
+                  : DecompressParquetPage(kParquetUncompressed, rest, value_size, &page_bytes);
           !s.ok()) {
         return page_error(s);
       }
-      values = page;
+      values = page_bytes;
       if (leaf.optional) {
         if (absl::Status s = DecodeRleHybrid(level_data, 1, num_values, &levels); !s.ok()) {
           return page_error(s);
@@ -460,6 +467,7 @@ absl::Status ParquetFile::DecodeChunk(int group, int column, ParquetColumnValues
         return page_error(UnsupportedEncoding(h.encoding, "value"));
     }
     if (!s.ok()) return page_error(s);
+    if (kept_page != nullptr) out->buffers.push_back(std::move(kept_page));
 
     // Scatter the present values among the page's rows, nulls where the level is 0.
     size_t k = 0;

@@ -20,13 +20,16 @@
 // Bounds: every offset, length and count is checked against the bytes it lies in; a page is at
 // most ParquetLimits::max_page_bytes compressed and decompressed and must decompress to exactly
 // its declared size; a row group has at most max_row_group_rows rows (one column of one row group
-// is decoded at a time); a dictionary holds at most as many values as its page's bytes allow.
+// is decoded at a time, its values growing as its pages decode); a dictionary holds at most as
+// many values as its page's bytes allow; the footer's lists are bounded by its size
+// (ParseParquetFileMetaData).
 //
 // Thread safety: a ParquetFile is immutable after Open; ReadColumn may be called from any number
 // of threads.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,12 +55,17 @@ struct ParquetColumn {
   int32_t physical = -1;  // ParquetType (-1 for a nested column)
 };
 
-// One column of one row group.
+// One column of one row group. Its vectors grow as pages decode: nothing is sized by the row
+// group's declared row count.
 struct ParquetColumnValues {
   ParquetValueKind kind = ParquetValueKind::kNumber;
-  std::vector<double> numbers;      // not kString: one per row, NaN for a null
-  std::vector<std::string> strings;  // kString: one per row ("" for a null)
-  std::vector<uint8_t> present;      // kString: 1 for a value, 0 for a null
+  std::vector<double> numbers;  // not kString: one per row, NaN for a null
+  // kString: one per row ("" for a null), views into `buffers` (no copy per cell).
+  std::vector<absl::string_view> strings;
+  std::vector<uint8_t> present;  // kString: 1 for a value, 0 for a null
+  // The decompressed pages (dictionary, PLAIN values) that `strings` views; moving the object
+  // keeps the views valid.
+  std::vector<std::unique_ptr<const std::string>> buffers;
 };
 
 struct ParquetLimits {

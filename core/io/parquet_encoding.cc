@@ -23,7 +23,8 @@ absl::Status DecodeRleHybrid(absl::string_view data, int bit_width, int64_t n,
     return absl::InvalidArgumentError(absl::StrCat("a bit width of ", bit_width, " (at most 32)"));
   }
   if (n < 0) return absl::InvalidArgumentError("a negative value count");
-  out->resize(static_cast<size_t>(n));
+  // Grown run by run: a count the runs do not hold allocates nothing.
+  out->clear();
   const uint64_t mask = bit_width == 32 ? 0xffffffffu : (uint64_t{1} << bit_width) - 1;
   size_t pos = 0;
   int64_t i = 0;
@@ -53,7 +54,8 @@ absl::Status DecodeRleHybrid(absl::string_view data, int bit_width, int64_t n,
         const uint64_t first = bit / 8, last = (bit + bit_width + 7) / 8;
         for (uint64_t b = first; b < last; ++b)
           v |= static_cast<uint64_t>(p[b]) << (8 * (b - first));
-        (*out)[static_cast<size_t>(i++)] = static_cast<uint32_t>((v >> (bit % 8)) & mask);
+        out->push_back(static_cast<uint32_t>((v >> (bit % 8)) & mask));
+        ++i;
       }
       pos += bytes;
     } else {  // a run of one value in ceil(bit_width / 8) bytes
@@ -68,8 +70,7 @@ absl::Status DecodeRleHybrid(absl::string_view data, int bit_width, int64_t n,
             absl::StrCat("an RLE value ", v, " wider than ", bit_width, " bits"));
       }
       const uint64_t take = std::min<uint64_t>(count_field, static_cast<uint64_t>(n - i));
-      std::fill(out->begin() + i, out->begin() + i + static_cast<int64_t>(take),
-                static_cast<uint32_t>(v));
+      out->insert(out->end(), static_cast<size_t>(take), static_cast<uint32_t>(v));
       i += static_cast<int64_t>(take);
     }
   }

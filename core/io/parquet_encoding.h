@@ -16,7 +16,8 @@
 namespace grove {
 
 // Decodes `n` values of `bit_width` (0 to 32) bits from the hybrid runs in `data` into `out`
-// (resized). Runs may hold more values than asked for (a bit-packed group's padding); values
+// (cleared, then grown as the runs decode: a count the runs do not hold allocates nothing). Runs
+// may hold more values than asked for (a bit-packed group's padding); values
 // after the n-th are ignored. `*used` (optional) receives the bytes consumed.
 absl::Status DecodeRleHybrid(absl::string_view data, int bit_width, int64_t n,
                              std::vector<uint32_t>* out, size_t* used = nullptr);

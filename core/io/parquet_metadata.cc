@@ -24,11 +24,32 @@ void ReadStruct(ThriftCompactReader& r, Field field) {
   r.ExitStruct();
 }
 
-// Calls element(type) for each element of the list field of `type`.
+// The elements a footer's lists may still keep (kMinParquetFooterBytesPerElement).
+struct ElementBudget {
+  int64_t footer_bytes = 0;
+  int64_t left = 0;
+};
+
+// Calls element(type) for each element of the list field `what` of `type`, once its count is
+// within the bounds (parquet_metadata.h).
 template <typename Element>
-void ReadList(ThriftCompactReader& r, uint8_t type, Element element) {
+void ReadList(ThriftCompactReader& r, uint8_t type, const char* what, ElementBudget* budget,
+              Element element) {
   uint8_t element_type;
   const int64_t n = r.ReadListHeader(type, &element_type);
+  if (n > kMaxParquetListElements) {
+    r.Fail(absl::StrCat(what, ": a list of ", n, " elements (at most ", kMaxParquetListElements,
+                        " are read)"));
+    return;
+  }
+  if (n > budget->left) {
+    r.Fail(absl::StrCat(what, ": ", n, " more elements than a footer of ", budget->footer_bytes,
+                        " bytes holds (at most one per ", kMinParquetFooterBytesPerElement,
+                        " bytes over every list: ",
+                        budget->footer_bytes / kMinParquetFooterBytesPerElement, ")"));
+    return;
+  }
+  budget->left -= n;
   for (int64_t i = 0; i < n && r.ok(); ++i) element(element_type);
 }
 
@@ -77,7 +98,8 @@ void ReadLogicalType(ThriftCompactReader& r, ParquetSchemaElement* e) {
   });
 }
 
-ParquetSchemaElement ReadSchemaElement(ThriftCompactReader& r) {
+// (A schema element holds no list the budget counts.)
+ParquetSchemaElement ReadSchemaElement(ThriftCompactReader& r, ElementBudget* /*budget*/) {
   ParquetSchemaElement e;
   const ScalarField fields[] = {{1, &e.type},
                                 {3, &e.repetition},
@@ -95,7 +117,7 @@ ParquetSchemaElement ReadSchemaElement(ThriftCompactReader& r) {
   return e;
 }
 
-void ReadColumnMetaData(ThriftCompactReader& r, ParquetColumnChunk* c) {
+void ReadColumnMetaData(ThriftCompactReader& r, ElementBudget* budget, ParquetColumnChunk* c) {
   c->has_meta_data = true;
   const ScalarField fields[] = {{1, &c->type},
                                 {4, &c->codec},
@@ -105,14 +127,15 @@ void ReadColumnMetaData(ThriftCompactReader& r, ParquetColumnChunk* c) {
                                 {11, &c->dictionary_page_offset}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     if (id == 3) {
-      ReadList(r, type, [&](uint8_t t) { c->path.push_back(r.ReadBinary(t)); });
+      ReadList(r, type, "ColumnMetaData.path_in_schema", budget,
+               [&](uint8_t t) { c->path.push_back(r.ReadBinary(t)); });
     } else {
       ReadScalarOrSkip(r, id, type, fields);
     }
   });
 }
 
-ParquetColumnChunk ReadColumnChunk(ThriftCompactReader& r) {
+ParquetColumnChunk ReadColumnChunk(ThriftCompactReader& r, ElementBudget* budget) {
   ParquetColumnChunk c;
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     if (id == 1) {
@@ -120,7 +143,7 @@ ParquetColumnChunk ReadColumnChunk(ThriftCompactReader& r) {
       r.Skip(type);
     } else if (id == 3) {
       ExpectStruct(r, type, "ColumnChunk.meta_data");
-      ReadColumnMetaData(r, &c);
+      ReadColumnMetaData(r, budget, &c);
     } else {
       r.Skip(type);
     }
@@ -130,20 +153,20 @@ ParquetColumnChunk ReadColumnChunk(ThriftCompactReader& r) {
 
 // Reads the list field of `type` whose elements are structs, appending read(r) for each.
 template <typename T, typename ReadElement>
-void ReadStructList(ThriftCompactReader& r, uint8_t type, const char* what, std::vector<T>* out,
-                    ReadElement read) {
-  ReadList(r, type, [&](uint8_t t) {
+void ReadStructList(ThriftCompactReader& r, uint8_t type, const char* what, ElementBudget* budget,
+                    std::vector<T>* out, ReadElement read) {
+  ReadList(r, type, what, budget, [&](uint8_t t) {
     ExpectStruct(r, t, what);
-    out->push_back(read(r));
+    out->push_back(read(r, budget));
   });
 }
 
-ParquetRowGroup ReadRowGroup(ThriftCompactReader& r) {
+ParquetRowGroup ReadRowGroup(ThriftCompactReader& r, ElementBudget* budget) {
   ParquetRowGroup g;
   const ScalarField fields[] = {{3, &g.num_rows}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     if (id == 1) {
-      ReadStructList(r, type, "RowGroup.columns", &g.columns, ReadColumnChunk);
+      ReadStructList(r, type, "RowGroup.columns", budget, &g.columns, ReadColumnChunk);
     } else {
       ReadScalarOrSkip(r, id, type, fields);
     }
@@ -156,12 +179,16 @@ ParquetRowGroup ReadRowGroup(ThriftCompactReader& r) {
 absl::StatusOr<ParquetFileMetaData> ParseParquetFileMetaData(absl::string_view bytes) {
   ThriftCompactReader r(bytes);
   ParquetFileMetaData meta;
+  ElementBudget budget;
+  budget.footer_bytes = static_cast<int64_t>(bytes.size());
+  budget.left = budget.footer_bytes / kMinParquetFooterBytesPerElement;
   const ScalarField fields[] = {{3, &meta.num_rows}};
   ReadStruct(r, [&](int16_t id, uint8_t type) {
     if (id == 2) {
-      ReadStructList(r, type, "FileMetaData.schema", &meta.schema, ReadSchemaElement);
+      ReadStructList(r, type, "FileMetaData.schema", &budget, &meta.schema, ReadSchemaElement);
     } else if (id == 4) {
-      ReadStructList(r, type, "FileMetaData.row_groups", &meta.row_groups, ReadRowGroup);
+      ReadStructList(r, type, "FileMetaData.row_groups", &budget, &meta.row_groups,
+                     ReadRowGroup);
     } else {
       ReadScalarOrSkip(r, id, type, fields);
     }

@@ -114,7 +114,17 @@ struct ParquetPageHeader {
   bool is_compressed = true;
 };
 
-// Decodes the footer's FileMetaData (the bytes before the length and "PAR1").
+// Bounds on the lists of a footer, whose counts are untrusted: at most kMaxParquetListElements
+// elements in one list (Arrow's default container limit is 1,000,000), and over every list kept
+// (schema elements, row groups, column chunks, path elements) at most one element per
+// kMinParquetFooterBytesPerElement bytes of the footer. A schema element holds its name, a row
+// group its sizes, a column chunk its offsets and metadata: none is written in fewer bytes, while
+// a one-byte empty struct would otherwise cost a ~100-byte object.
+inline constexpr int64_t kMaxParquetListElements = int64_t{1} << 20;
+inline constexpr int64_t kMinParquetFooterBytesPerElement = 4;
+
+// Decodes the footer's FileMetaData (the bytes before the length and "PAR1"). INVALID_ARGUMENT
+// also for a list beyond the bounds above, naming the list and the bound.
 absl::StatusOr<ParquetFileMetaData> ParseParquetFileMetaData(absl::string_view bytes);
 
 // Decodes the PageHeader at the start of `bytes`; `*header_size` receives its length in bytes.

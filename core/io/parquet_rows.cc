@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -13,6 +15,9 @@
 
 namespace grove {
 namespace {
+
+// The cell decoders' and the CSV parser's view type (absl's is its own class in this Abseil).
+std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // A text of the kept columns, quoted when it would break the output line.
 void AppendKept(absl::string_view text, std::string* out) {
@@ -112,10 +117,17 @@ absl::Status ParquetRowReader::LoadGroup() {
         kMaxParquetRowGroupCells,
         " values of a row group are read at once (write the file with smaller row groups)"));
   }
-  group_rows_ = rows;
+  group_rows_ = 0;  // until the group is read whole
   next_ = 0;
-  values_.assign(static_cast<size_t>(rows * cols), 0.0);
-  kept_.assign(layout_.keep.empty() ? 0 : static_cast<size_t>(rows), std::string());
+  // The rows x values buffer is sized once a column has decoded its rows, never by the declared
+  // row count alone (a few bytes may declare millions of rows).
+  bool sized = false;
+  auto size_buffers = [&] {
+    if (sized) return;
+    values_.assign(static_cast<size_t>(rows * cols), 0.0);
+    kept_.assign(layout_.keep.empty() ? 0 : static_cast<size_t>(rows), std::string());
+    sized = true;
+  };
   // Kept texts per kept column, joined per row at the end.
   std::vector<std::vector<std::string>> kept_texts(layout_.keep.size());
   for (size_t c = 0; c < layout_.target.size(); ++c) {
@@ -131,8 +143,9 @@ absl::Status ParquetRowReader::LoadGroup() {
       return absl::InternalError(
           absl::StrCat(source_, ": column '", info.name, "' decoded to the wrong row count"));
     }
+    size_buffers();
     auto text_of = [&](int64_t r) -> std::string {
-      if (strings) return column->strings[static_cast<size_t>(r)];
+      if (strings) return std::string(column->strings[static_cast<size_t>(r)]);
       return ParquetCellText(column->kind, info.physical, column->numbers[static_cast<size_t>(r)]);
     };
     if (kept_at != layout_.keep.end()) {
@@ -157,14 +170,18 @@ absl::Status ParquetRowReader::LoadGroup() {
       if (null && decoder == nullptr) {
         *out = std::numeric_limits<double>::quiet_NaN();
       } else if (decoder != nullptr) {
-        const std::string text = null ? std::string() : text_of(r);
-        absl::StatusOr<double> v = (*decoder)(text);
+        // A string is decoded where it lies (category names: no copy per cell).
+        absl::StatusOr<double> v =
+            null      ? (*decoder)(std::string_view())
+            : strings ? (*decoder)(StdView(column->strings[static_cast<size_t>(r)]))
+                      : (*decoder)(text_of(r));
         if (!v.ok()) return cell_error(r, v.status());
         *out = *v;
       } else if (strings) {
-        const std::string& text = column->strings[static_cast<size_t>(r)];
-        if (!ParseCsvNumber(text, out)) {
-          const std::string shown = text.size() > 64 ? text.substr(0, 64) + "..." : text;
+        const absl::string_view text = column->strings[static_cast<size_t>(r)];
+        if (!ParseCsvNumber(StdView(text), out)) {
+          const std::string shown =
+              text.size() > 64 ? absl::StrCat(text.substr(0, 64), "...") : std::string(text);
           return cell_error(
               r, absl::InvalidArgumentError(absl::StrCat("'", shown,
                                                          "' is not a number (the model records no "
@@ -175,6 +192,8 @@ absl::Status ParquetRowReader::LoadGroup() {
       }
     }
   }
+  size_buffers();  // a group of no used column
+  group_rows_ = rows;
   for (int64_t r = 0; r < static_cast<int64_t>(kept_.size()); ++r) {
     std::string& line = kept_[static_cast<size_t>(r)];
     for (size_t k = 0; k < kept_texts.size(); ++k) {

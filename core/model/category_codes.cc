@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/catboost_hash.h"
+#include "core/model/input_schema.h"
 
 namespace grove {
 namespace {
@@ -130,24 +131,29 @@ absl::Status CategoryCodes::CodeColumn(absl::Span<const absl::string_view> names
   return absl::OkStatus();
 }
 
-absl::StatusOr<CategoryCodes> CategoryCodesFor(const Forest& forest, int feature) {
+absl::Status CheckCategoryNames(const Forest& forest, int64_t feature) {
   if (feature < 0 || feature >= forest.num_features) {
     return absl::InvalidArgumentError(absl::StrCat("feature ", feature, " is not one of the model's ",
                                                    forest.num_features, " features"));
   }
-  std::string name = static_cast<int>(forest.feature_names.size()) == forest.num_features
-                         ? forest.feature_names[static_cast<size_t>(feature)]
-                         : absl::StrCat("f", feature);
   const size_t f = static_cast<size_t>(feature);
   if (f >= forest.categories.size() || forest.categories[f].empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "feature '", name, "' has no category names in the model file (",
+        "feature '", FeatureNameOf(forest.feature_names, forest.num_features, feature),
+        "' has no category names in the model file (",
         forest.categories.empty() ? "the model records none: it was not trained on a DataFrame "
                                     "with categorical columns"
                                   : "it is not a recorded categorical feature",
         "); give its values as numbers (category codes for a categorical feature)"));
   }
-  return CategoryCodes(forest.categories[f], UnknownCategoryOf(forest.format), std::move(name));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CategoryCodes> CategoryCodesFor(const Forest& forest, int feature) {
+  if (absl::Status s = CheckCategoryNames(forest, feature); !s.ok()) return s;
+  return CategoryCodes(forest.categories[static_cast<size_t>(feature)],
+                       UnknownCategoryOf(forest.format),
+                       FeatureNameOf(forest.feature_names, forest.num_features, feature));
 }
 
 }  // namespace grove

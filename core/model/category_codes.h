@@ -99,4 +99,8 @@ class CategoryCodes {
 // a feature index out of range. `forest` must outlive the result.
 absl::StatusOr<CategoryCodes> CategoryCodesFor(const Forest& forest, int feature);
 
+// CategoryCodesFor's errors, without building the coder: OK when `forest` records category names
+// for `feature`.
+absl::Status CheckCategoryNames(const Forest& forest, int64_t feature);
+
 }  // namespace grove

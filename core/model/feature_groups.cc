@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/io/file.h"
+#include "core/model/input_schema.h"
 
 namespace grove {
 namespace {
@@ -40,11 +41,6 @@ std::string FeatureGroups::Key() const {
   return key;
 }
 
-std::string FeatureNameOf(const std::vector<std::string>& feature_names, int f) {
-  if (f >= 0 && f < static_cast<int>(feature_names.size())) return feature_names[f];
-  return absl::StrCat("f", f);
-}
-
 absl::StatusOr<FeatureGroupsPtr> ResolveFeatureGroups(
     const std::vector<GroupSpec>& spec, int num_features,
     const std::vector<std::string>& feature_names) {
@@ -52,8 +48,9 @@ absl::StatusOr<FeatureGroupsPtr> ResolveFeatureGroups(
     return absl::InvalidArgumentError(absl::StrCat(spec.size(), " groups were declared; the model has ",
                                                    num_features, " features"));
   }
+  const std::vector<std::string> name_of = FeatureNamesOrDefault(feature_names, num_features);
   absl::flat_hash_map<std::string, int32_t> index_of_name;
-  for (int f = num_features - 1; f >= 0; --f) index_of_name[FeatureNameOf(feature_names, f)] = f;
+  for (int f = num_features - 1; f >= 0; --f) index_of_name[name_of[f]] = f;
   std::vector<int32_t> declared(num_features, -1);  // per feature: its declared group
   std::set<std::string> names;
   for (size_t g = 0; g < spec.size(); ++g) {
@@ -90,7 +87,7 @@ absl::StatusOr<FeatureGroupsPtr> ResolveFeatureGroups(
       }
       if (declared[f] >= 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "feature ", f, " (\"", FeatureNameOf(feature_names, f), "\") is in group \"",
+            "feature ", f, " (\"", name_of[f], "\") is in group \"",
             spec[declared[f]].name, "\"", declared[f] == static_cast<int32_t>(g) ? " twice" : "",
             declared[f] == static_cast<int32_t>(g) ? "" : absl::StrCat(" and in group \"", group.name, "\"")));
       }
@@ -100,7 +97,7 @@ absl::StatusOr<FeatureGroupsPtr> ResolveFeatureGroups(
   // A singleton's name must not be a declared group's name.
   for (int f = 0; f < num_features; ++f) {
     if (declared[f] >= 0) continue;
-    const std::string name = FeatureNameOf(feature_names, f);
+    const std::string name = name_of[f];
     if (names.count(name) > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "group \"", name, "\" has the name of feature ", f,
@@ -115,7 +112,7 @@ absl::StatusOr<FeatureGroupsPtr> ResolveFeatureGroups(
     int32_t g = -1;
     if (declared[f] < 0) {
       g = groups->num_groups();
-      groups->names.push_back(FeatureNameOf(feature_names, f));
+      groups->names.push_back(name_of[f]);
       groups->members.emplace_back();
     } else if (number_of_declared[declared[f]] < 0) {
       g = groups->num_groups();

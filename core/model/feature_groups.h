@@ -61,10 +61,8 @@ inline int NumPlayers(int num_features, const FeatureGroups* groups) {
 
 using FeatureGroupsPtr = std::shared_ptr<const FeatureGroups>;
 
-// The model's name of feature f: feature_names[f], or XGBoost's "f<f>" for a model without names.
-std::string FeatureNameOf(const std::vector<std::string>& feature_names, int f);
-
-// Resolves `spec` for a model of `num_features` features named `feature_names` (may be empty).
+// Resolves `spec` for a model of `num_features` features named `feature_names` (may be empty;
+// names are FeatureNameOf's, core/model/input_schema.h).
 // INVALID_ARGUMENT naming the group and member when: there are more groups than features, a name
 // is empty or longer than kMaxGroupNameBytes or declared twice, a group has no member, a member is
 // not a feature of the model (an index out of range, an unknown name), a feature is in two groups

@@ -7,12 +7,19 @@
 
 namespace grove {
 
+std::string FeatureNameOf(const std::vector<std::string>& names, int64_t num_features,
+                          int64_t f) {
+  if (static_cast<int64_t>(names.size()) == num_features && f >= 0 && f < num_features) {
+    return names[static_cast<size_t>(f)];
+  }
+  return absl::StrCat("f", f);
+}
+
 std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
                                                int64_t num_features) {
-  if (static_cast<int64_t>(names.size()) == num_features) return names;
   std::vector<std::string> out;
   out.reserve(static_cast<size_t>(std::max<int64_t>(num_features, 0)));
-  for (int64_t i = 0; i < num_features; ++i) out.push_back(absl::StrCat("f", i));
+  for (int64_t f = 0; f < num_features; ++f) out.push_back(FeatureNameOf(names, num_features, f));
   return out;
 }
 
@@ -38,13 +45,8 @@ absl::StatusOr<const CategoryCodes*> InputSchema::Coder(int64_t feature) const {
       coders_[static_cast<size_t>(feature)].has_value()) {
     return &*coders_[static_cast<size_t>(feature)];
   }
-  if (feature < 0 || feature >= forest_.num_features) {
-    return absl::InvalidArgumentError(absl::StrCat("feature ", feature, " is not one of the model's ",
-                                                   forest_.num_features, " features"));
-  }
-  // The reason, built only for the request that asked (an error path).
-  absl::StatusOr<CategoryCodes> why = CategoryCodesFor(forest_, static_cast<int>(feature));
-  if (!why.ok()) return why.status();
+  // The reason, worded only for the request that asked (an error path).
+  if (absl::Status why = CheckCategoryNames(forest_, feature); !why.ok()) return why;
   return absl::InternalError(absl::StrCat("feature ", feature, " has categories but no coder"));
 }
 

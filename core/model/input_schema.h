@@ -19,8 +19,13 @@
 
 namespace grove {
 
-// The model's feature names, or XGBoost's defaults f0, f1, ... when the model stores none (or not
-// one per feature).
+// The name of feature `f` of a model of `num_features` features whose file records `names`:
+// names[f] when the model names every feature, XGBoost's default "f<f>" otherwise (no names, or
+// not one per feature). The one naming rule of request columns, feature groups and category
+// coders.
+std::string FeatureNameOf(const std::vector<std::string>& names, int64_t num_features, int64_t f);
+
+// FeatureNameOf of every feature of the model, in order.
 std::vector<std::string> FeatureNamesOrDefault(const std::vector<std::string>& names,
                                                int64_t num_features);
 
@@ -35,7 +40,7 @@ class InputSchema {
   // The feature named `name` (the first, should a model repeat a name); -1 when none is.
   int64_t FeatureIndex(absl::string_view name) const;
   // The coder of feature `feature`; CategoryCodesFor's errors when the model records no category
-  // names for it or `feature` is out of range.
+  // names for it or `feature` is out of range (CheckCategoryNames': no coder is built for them).
   absl::StatusOr<const CategoryCodes*> Coder(int64_t feature) const;
 
  private:

@@ -487,11 +487,13 @@ void ModelRegistry::SyncModel(const std::string& name, bool force) {
         changed = true;
         continue;
       }
-      // Only groups.json changed: the engines stay; the version is published again with the
-      // new groups (building engines anew can take seconds, calibration included).
+      // Only groups.json changed since the serving copy was loaded: the engines stay; the
+      // version is published again with the new groups (building engines anew can take seconds,
+      // calibration included), whether the previous groups.json was valid, absent or bad.
       const bool groups_only = !force && !reload_all && slot.servable != nullptr &&
-                               slot.state == VersionState::kReady &&
+                               sv.stamp == slot.serving_stamp &&
                                sv.stamp == slot.loaded_stamp &&
+                               scanned.background.stamps == slot.serving_background &&
                                scanned.background.stamps == slot.loaded_background &&
                                scanned.groups_stamp != slot.loaded_groups;
       (groups_only ? to_regroup : to_load).push_back(v);
@@ -567,6 +569,16 @@ absl::StatusOr<FeatureGroupsPtr> ModelRegistry::LoadGroups(const std::string& na
   return LoadFeatureGroupsFile(path, forest.num_features, forest.feature_names);
 }
 
+namespace {
+
+// What `servable` prepares for the model's groups (a null pin without groups).
+absl::StatusOr<CachePin> PinGroups(const Servable& servable, const FeatureGroupsPtr& groups) {
+  if (groups == nullptr) return CachePin();
+  return servable.PinGroups(*groups);
+}
+
+}  // namespace
+
 void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
                                 const ScannedVersion& scanned,
                                 const ScannedBackground& background, const FileStamp& groups_stamp,
@@ -588,6 +600,11 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
       bg.ok() ? options_.servable_factory(*forest, *bg,
                                           EngineOptionsFor(name, *config, (*forest)->num_features))
               : absl::StatusOr<ServablePtr>(bg.status());
+  absl::StatusOr<CachePin> groups_pin = CachePin();
+  if (built.ok()) {
+    groups_pin = PinGroups(**built, *groups);
+    if (!groups_pin.ok()) built = groups_pin.status();
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!built.ok()) {
     {
@@ -611,6 +628,7 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
   servable->servable = *std::move(built);
   servable->config = std::move(config);
   servable->groups = *std::move(groups);
+  servable->groups_pin = *std::move(groups_pin);
   servable->load_seconds = seconds;
   servable->loaded_at = absl::Now();
   ModelVersionPtr published = servable;
@@ -625,6 +643,8 @@ void ModelRegistry::LoadVersion(const std::string& name, int64_t version,
     slot.loaded_stamp = scanned.stamp;
     slot.loaded_background = background.stamps;
     slot.loaded_groups = groups_stamp;
+    slot.serving_stamp = scanned.stamp;
+    slot.serving_background = background.stamps;
     slot.load_seconds = seconds;
     slot.loaded_at = published->loaded_at;
   }
@@ -651,6 +671,9 @@ void ModelRegistry::RegroupVersion(const std::string& name, int64_t version,
   }
   if (current == nullptr) return;
   absl::StatusOr<FeatureGroupsPtr> groups = LoadGroups(name, current->forest(), groups_stamp);
+  absl::StatusOr<CachePin> groups_pin =
+      groups.ok() ? PinGroups(*current->servable, *groups) : groups.status();
+  if (!groups_pin.ok()) groups = groups_pin.status();
   if (!groups.ok()) {
     {
       absl::MutexLock lock(&mu_);
@@ -666,12 +689,15 @@ void ModelRegistry::RegroupVersion(const std::string& name, int64_t version,
   }
   auto regrouped = std::make_shared<ModelVersion>(*current);  // the same servable, shared
   regrouped->groups = *std::move(groups);
+  regrouped->groups_pin = *std::move(groups_pin);
   regrouped->loaded_at = absl::Now();
   ModelVersionPtr published = regrouped;
   {
     absl::MutexLock lock(&mu_);
     VersionSlot& slot = models_[name].versions[version];
     slot.servable = published;
+    slot.state = VersionState::kReady;
+    slot.error.clear();
     slot.loaded_groups = groups_stamp;
     slot.loaded_at = published->loaded_at;
   }

@@ -7,8 +7,9 @@
 // (a bad one fails the load, naming the file) and given to the version's Servable; a change of it
 // reloads every version, as a change of config.json does. Optional <repository>/<name>/groups.json:
 // the model's feature groups (core/model/feature_groups.h), resolved against every version at its
-// load and kept in its ModelVersion, with the background's rules (a bad one fails the load, naming
-// the file; a change reloads every version). Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
+// load and kept in its ModelVersion with what its explanations need prepared and pinned
+// (Servable::PinGroups), with the background's rules (a bad one fails the load, naming the file)
+// except that a change of groups.json alone republishes each version with the same engines. Every model is loaded by LoadAll() at start-up; Poll() (called by the watcher thread
 // every interval, or by tests) re-scans the repository and loads, reloads or unloads what changed.
 // A file is acted upon by Poll only once its (mtime, size) was the same at two consecutive polls, so
 // half-written files are not loaded. A version the policy stops wanting is unloaded once the
@@ -71,6 +72,9 @@ struct ModelVersion {
   // The model's groups.json resolved against this version (null: none): the players of its
   // explanations when a request names no groups of its own. Resolved once per version load.
   FeatureGroupsPtr groups;
+  // Keeps what the servable prepared for `groups` at load (Servable::PinGroups): requests with
+  // the model's grouping build nothing, and other groupings never evict it.
+  CachePin groups_pin;
   double load_seconds = 0;
   absl::Time loaded_at;
 
@@ -189,6 +193,11 @@ class ModelRegistry {
     FileStamp seen_stamp;    // stamp seen at the previous poll (stability check)
     BackgroundStamps loaded_background;  // the model's background files at that load
     FileStamp loaded_groups;             // its groups.json at that load
+    // The model and background files of the copy that serves (`servable`): a change of
+    // groups.json alone republishes it with the same engines, whatever became of the
+    // groups.json before.
+    FileStamp serving_stamp;
+    BackgroundStamps serving_background;
     double load_seconds = 0;
     absl::Time loaded_at = absl::InfinitePast();
   };
@@ -257,7 +266,8 @@ class ModelRegistry {
                    std::shared_ptr<const ModelConfig> config)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   // Publishes the serving copy of `version` again with the model's groups.json as it is now
-  // (the engines shared); on a bad file the copy keeps serving and the version reports FAILED.
+  // (the engines shared, the new grouping pinned) and READY; on a bad file the copy keeps serving
+  // and the version reports FAILED.
   void RegroupVersion(const std::string& name, int64_t version, const FileStamp& groups_stamp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void UnloadVersion(const std::string& name, int64_t version)

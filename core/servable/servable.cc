@@ -340,6 +340,17 @@ int64_t Servable::DeviceBytes() const {
   return bytes;
 }
 
+absl::StatusOr<CachePin> Servable::PinGroups(const FeatureGroups& groups) const {
+  absl::StatusOr<const ExplainEngine*> e = engines_->Explain();
+  if (!e.ok()) return CachePin();
+  return (*e)->PinGroups(groups);
+}
+
+KeyedCacheStats Servable::GroupedLayouts() const {
+  const ExplainEngine* e = engines_->explain.Peek();
+  return e != nullptr ? e->grouped_layouts() : KeyedCacheStats();
+}
+
 absl::StatusOr<ServablePtr> Servable::WithBackground(
     std::shared_ptr<const Background> background) const {
   if (background != nullptr) {

@@ -27,8 +27,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/keyed_cache.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
+#include "core/model/feature_groups.h"
 #include "core/model/forest.h"
 #include "core/model/input_schema.h"
 #include "core/servable/background.h"
@@ -82,6 +84,17 @@ class Servable {
   std::string PathLayoutStats() const;
   // Bytes of derived layouts resident on devices, over the engines built so far.
   int64_t DeviceBytes() const;
+
+  // Prepares the path-dependent explanation of `groups` now (the grouped path layout; its device
+  // copy when a GPU explains the model) and keeps it while the returned pin lives: a model's
+  // declared grouping (groups.json) is pinned at load, so no request builds it and requests naming
+  // other groupings never evict it. Builds the explanation engine when it is built on first use.
+  // A null pin when the model cannot be explained or its explanation engine failed (the
+  // operations answer why); the grouped layout's error otherwise.
+  absl::StatusOr<CachePin> PinGroups(const FeatureGroups& groups) const;
+  // The grouped path layouts the explanation engine holds, and how many it built (zeros before
+  // the engine is built).
+  KeyedCacheStats GroupedLayouts() const;
 
   // The same model and engines with another background data set (null: none): the prediction and
   // path-dependent engines and the path layout are shared, the interventional engine is new.

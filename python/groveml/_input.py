@@ -258,14 +258,19 @@ def _category_codes(values, name: str, feature_type: Optional[str],
     known = categories.get(name)
     hashed = getattr(categories, "hashed", {}).get(name)
     if hashed is not None:
-        # Names hashed as CatBoost hashes them (integers by their decimal text); a missing value
-        # stays missing.
+        # Names hashed as CatBoost hashes them (integers by their decimal text, the empty string
+        # like any other, as `grove` and groved code a CSV's empty cell); CatBoost refuses a
+        # missing value (None, NaN) in a categorical column, and so does groveml.
         given = np.asarray(values, dtype=object)
         missing = np.asarray(pd.isna(given), dtype=bool)
-        codes = np.asarray(hashed(["" if m else (v if isinstance(v, str) else str(v))
-                                   for v, m in zip(given, missing)]), dtype=np.float64)
-        codes[missing] = np.nan
-        return codes
+        if missing.any():
+            row = int(np.argmax(missing))
+            raise ValueError(
+                f"feature {name!r}, row {row}: a missing value ({given[row]!r}) in a CatBoost "
+                "categorical column (CatBoost refuses one): give a category name; the empty "
+                "string \"\" is a name like any other")
+        return np.asarray(hashed([v if isinstance(v, str) else str(v) for v in given]),
+                          dtype=np.float64)
     if known is not None and len(known) == 0:
         raise TypeError(
             f"feature {name!r} records its categories as hashes of their names (CatBoost), and "

@@ -176,29 +176,22 @@ absl::StatusOr<KserveInput> ParseKserveInput(const registry::ModelVersion& model
   }
   KserveInput out;
   if (fp64) {
-    // The doubles are read where they lie (a misaligned raw buffer is copied first) and converted
-    // once into the float rows.
-    const double* doubles = in.contents().fp64_contents().data();
-    int64_t count = in.contents().fp64_contents_size();
-    std::vector<double> aligned;
-    if (raw) {
-      const absl::string_view bytes = raw_bytes;
-      if (bytes.size() % sizeof(double) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat("raw input of ", bytes.size(),
-                                                       " bytes is not a whole number of FP64"));
-      }
-      count = static_cast<int64_t>(bytes.size() / sizeof(double));
-      doubles = reinterpret_cast<const double*>(bytes.data());
-      if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(double) != 0) {
-        if (absl::Status s = CheckShape(model, rows, cols, count); !s.ok()) return s;
-        aligned.resize(static_cast<size_t>(count));
-        std::memcpy(aligned.data(), bytes.data(), bytes.size());
-        doubles = aligned.data();
-      }
+    // The doubles are read where they lie (a misaligned raw buffer a row at a time) and
+    // converted once into the float rows, the only copy made before memory is reserved.
+    if (raw && raw_bytes.size() % sizeof(double) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("raw input of ", raw_bytes.size(),
+                                                     " bytes is not a whole number of FP64"));
     }
+    const int64_t count = raw ? static_cast<int64_t>(raw_bytes.size() / sizeof(double))
+                              : in.contents().fp64_contents_size();
     if (absl::Status s = CheckShape(model, rows, cols, count); !s.ok()) return s;
     out.owned.resize(static_cast<size_t>(count));
-    DoubleRowConverter(model.forest()).ConvertRows(doubles, rows, out.owned.data());
+    if (raw) {
+      ConvertRawDoubles(model.forest(), raw_bytes, rows, out.owned.data());
+    } else {
+      DoubleRowConverter(model.forest())
+          .ConvertRows(in.contents().fp64_contents().data(), rows, out.owned.data());
+    }
     out.rows = MakeRowsView(out.owned.data(), rows, cols);
     return out;
   }

@@ -1,7 +1,10 @@
 #include "core/io/parquet.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -267,6 +270,214 @@ TEST(Parquet, TruncatedFilesAreRefusedAndDamagedOnesReadSafely) {
   }
 }
 
+// Thrift compact bytes of hand-made footers and page headers (parquet.thrift's field ids).
+class Compact {
+ public:
+  Compact& I32(int id, int64_t v) { return Int(id, 5, v); }
+  Compact& I64(int id, int64_t v) { return Int(id, 6, v); }
+  Compact& Binary(int id, const std::string& v) {
+    Field(id, 8);
+    Varint(v.size());
+    out_ += v;
+    return *this;
+  }
+  Compact& Begin(int id) {  // a struct field
+    Field(id, 12);
+    last_.push_back(0);
+    return *this;
+  }
+  Compact& End() {
+    out_.push_back('\0');
+    last_.pop_back();
+    return *this;
+  }
+  // A list field of `n` elements of `type`, written next by the caller (structs: BeginElement).
+  Compact& List(int id, uint8_t type, uint64_t n) {
+    Field(id, 9);
+    if (n < 15) {
+      out_.push_back(static_cast<char>((n << 4) | type));
+    } else {
+      out_.push_back(static_cast<char>(0xf0 | type));
+      Varint(n);
+    }
+    return *this;
+  }
+  Compact& BeginElement() {
+    last_.push_back(0);
+    return *this;
+  }
+  Compact& Element(const std::string& v) {  // a binary list element
+    Varint(v.size());
+    out_ += v;
+    return *this;
+  }
+  Compact& Element(int64_t v) {  // an integer list element
+    Varint(static_cast<uint64_t>((v << 1) ^ (v >> 63)));
+    return *this;
+  }
+  Compact& Raw(const std::string& bytes) {
+    out_ += bytes;
+    return *this;
+  }
+  std::string Done() {
+    out_.push_back('\0');  // the top struct's stop
+    return out_;
+  }
+
+ private:
+  Compact& Int(int id, uint8_t type, int64_t v) {
+    Field(id, type);
+    return Element(v);
+  }
+  void Field(int id, uint8_t type) {
+    const int delta = id - last_.back();
+    last_.back() = id;
+    if (delta > 0 && delta < 16) {
+      out_.push_back(static_cast<char>((delta << 4) | type));
+    } else {
+      out_.push_back(static_cast<char>(type));
+      Element(static_cast<int64_t>(id));
+    }
+  }
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(static_cast<char>(v));
+  }
+  std::string out_;
+  std::vector<int> last_{0};
+};
+
+std::string ParquetWithFooter(const std::string& data, const std::string& footer) {
+  std::string file = "PAR1" + data + footer;
+  const uint32_t length = static_cast<uint32_t>(footer.size());
+  file.append(reinterpret_cast<const char*>(&length), 4);
+  return file + "PAR1";
+}
+
+// A file of `columns` required DOUBLE columns and one row group that declares `rows` rows, each of
+// whose chunks holds one data page of a single value.
+std::string FileDeclaringRows(int columns, int64_t rows) {
+  std::string data;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+  for (int c = 0; c < columns; ++c) {
+    offsets.push_back(4 + static_cast<int64_t>(data.size()));
+    const std::string page = Compact()
+                                 .I32(1, kParquetDataPage)
+                                 .I32(2, 8)
+                                 .I32(3, 8)
+                                 .Begin(5)
+                                 .I32(1, 1)
+                                 .I32(2, kParquetPlain)
+                                 .I32(3, kParquetRle)
+                                 .I32(4, kParquetRle)
+                                 .End()
+                                 .Done() +
+                             std::string("\0\0\0\0\0\0\xf0\x3f", 8);  // 1.0
+    sizes.push_back(static_cast<int64_t>(page.size()));
+    data += page;
+  }
+  Compact footer;
+  footer.I32(1, 1).List(2, 12, columns + 1);
+  footer.BeginElement().Binary(4, "schema").I32(5, columns).End();
+  for (int c = 0; c < columns; ++c) {
+    footer.BeginElement().I32(1, kParquetDouble).I32(3, kParquetRequired);
+    footer.Binary(4, absl::StrCat("c", c)).End();
+  }
+  footer.I64(3, rows).List(4, 12, 1).BeginElement().List(1, 12, columns);
+  for (int c = 0; c < columns; ++c) {
+    footer.BeginElement().I64(2, offsets[c]).Begin(3).I32(1, kParquetDouble);
+    footer.List(2, 5, 1).Element(int64_t{kParquetPlain});
+    footer.List(3, 8, 1).Element(absl::StrCat("c", c));
+    footer.I32(4, kParquetUncompressed).I64(5, rows).I64(6, sizes[c]).I64(7, sizes[c]);
+    footer.I64(9, offsets[c]).End().End();
+  }
+  footer.I64(2, static_cast<int64_t>(data.size())).I64(3, rows).End();
+  return ParquetWithFooter(data, footer.Done());
+}
+
+TEST(Parquet, AHandMadeFileReads) {
+  // The writer above, checked: a row group of the one row its pages hold.
+  const std::string bytes = FileDeclaringRows(3, 1);
+  std::vector<std::string> names = {"c0", "c1", "c2"};
+  auto reader = ParquetRowReader::FromBytes(bytes, "one.parquet", names, {});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<double> rows;
+  absl::StatusOr<int64_t> n = (*reader)->ReadRows(10, &rows, nullptr);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  EXPECT_THAT(rows, ElementsAre(1.0, 1.0, 1.0));
+}
+
+// Reads the rows of `bytes` with 768 MiB more address space than the process maps now, and
+// exits: 0 when they are refused for lacking rows (a child of EXPECT_EXIT).
+void ReadUnderAnAddressLimit(const std::string& bytes, const std::vector<std::string>& names) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  int64_t vm_kib = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) vm_kib = std::atoll(line.c_str() + 7);
+  }
+  rlimit limit;
+  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(vm_kib * 1024 + (int64_t{768} << 20));
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+  auto reader = ParquetRowReader::FromBytes(bytes, "rows.parquet", names, {});
+  if (!reader.ok()) std::_Exit(4);
+  std::vector<double> out;
+  absl::StatusOr<int64_t> n = (*reader)->ReadRows(100, &out, nullptr);
+  const bool refused = n.status().code() == absl::StatusCode::kInvalidArgument &&
+                       n.status().message().find("ends after 1 of") != std::string::npos;
+  std::_Exit(refused ? 0 : 5);
+}
+
+// A row group's declared row count sizes nothing: a few hundred bytes declaring 2^24 rows of 16
+// columns (2 GiB of values) are refused for the rows they lack without that memory being taken.
+// Run under an address-space limit in a child process (not with AddressSanitizer, whose shadow
+// memory needs more address space than any such limit).
+TEST(Parquet, DeclaredRowsAreNotAllocatedBeforeTheyDecode) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "an address-space limit and AddressSanitizer do not mix";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "an address-space limit and AddressSanitizer do not mix";
+#endif
+#endif
+  const int columns = 16;
+  const int64_t rows = int64_t{1} << 24;
+  const std::string bytes = FileDeclaringRows(columns, rows);
+  std::vector<std::string> names;
+  for (int c = 0; c < columns; ++c) names.push_back(absl::StrCat("c", c));
+  EXPECT_EXIT(ReadUnderAnAddressLimit(bytes, names),
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Parquet, FooterListsAreBoundedByTheFootersSize) {
+  // 30 one-byte schema elements in a footer of 34 bytes: more than one per 4 bytes.
+  const std::string dense = Compact().List(2, 12, 30).Raw(std::string(30, '\0')).Done();
+  absl::StatusOr<ParquetFile> file = ParquetFile::Open(ParquetWithFooter("", dense), "d.parquet");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(file.status().message(),
+              HasSubstr("d.parquet: malformed footer: FileMetaData.schema: 30 more elements than a "
+                        "footer of 34 bytes holds (at most one per 4 bytes over every list: 8)"));
+  // The budget is shared by every list: row groups of one-byte column chunks exhaust it too.
+  Compact groups;
+  groups.List(4, 12, 2);
+  for (int g = 0; g < 2; ++g) groups.BeginElement().List(1, 12, 6).Raw(std::string(6, '\0')).End();
+  EXPECT_THAT(ParseParquetFileMetaData(groups.Done()).status().message(),
+              HasSubstr("RowGroup.columns: 6 more elements than a footer of"));
+  // One list holds at most kMaxParquetListElements, whatever the footer's size.
+  const int64_t n = kMaxParquetListElements + 1;
+  const std::string big = Compact().List(2, 12, static_cast<uint64_t>(n)).Done() +
+                          std::string(static_cast<size_t>(4 * n), '\0');
+  EXPECT_THAT(ParseParquetFileMetaData(big).status().message(),
+              HasSubstr(absl::StrCat("FileMetaData.schema: a list of ", n,
+                                     " elements (at most ", kMaxParquetListElements)));
+}
+
 TEST(Snappy, LiteralsAndOverlappingCopies) {
   // "abc" as a literal, then a copy of 9 bytes at offset 3 (1-byte offset form: length 4 + 5).
   const std::string block = std::string(
@@ -341,6 +552,11 @@ TEST(ParquetEncoding, RleHybridRunsAndBitPackedGroups) {
               HasSubstr("wider than 3 bits"));
   EXPECT_FALSE(DecodeRleHybrid(data, 33, 1, &out).ok());
   ASSERT_TRUE(DecodeRleHybrid("", 0, 0, &out).ok());
+  // A count the runs do not hold is not allocated: the values grow as the runs decode.
+  out = {};
+  EXPECT_THAT(DecodeRleHybrid(data, 3, int64_t{1} << 50, &out).message(),
+              HasSubstr("end after 13 of"));
+  EXPECT_LT(out.capacity(), 1024u);
 }
 
 TEST(ThriftCompact, DepthAndSizesAreBounded) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -356,6 +357,90 @@ TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
     EXPECT_EQ(info.strategy, "interventional_reference") << forced;
     EXPECT_EQ(got, want) << forced;
   }
+}
+
+// An explanation engine on the CPU with static cost estimates.
+absl::StatusOr<std::unique_ptr<ExplainEngine>> CpuEngine(const ForestPtr& f, const char* strategy,
+                                                         ThreadPool* pool) {
+  ExplainEngineOptions eo;
+  eo.use_gpu = false;
+  eo.measure_costs = false;
+  eo.strategy = strategy;
+  return ExplainEngine::Create(f, eo, pool);
+}
+
+// A model's declared grouping is built when it is pinned (at load), and requests naming other
+// groupings never evict it: requests with it build nothing, whatever came in between.
+TEST(FeatureGroupsExplainTest, APinnedGroupingIsBuiltOnceAndNeverEvicted) {
+  ForestPtr f = MakeRandomForest({.num_trees = 8, .num_features = 9, .seed = 31});
+  ThreadPool pool(2);
+  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = CpuEngine(f, "auto", &pool);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const FeatureGroupsPtr declared = RandomGroups(9, 1);
+  absl::StatusOr<CachePin> pin = (*engine)->PinGroups(*declared);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  EXPECT_EQ((*engine)->grouped_layouts().builds, 1);
+  EXPECT_EQ((*engine)->grouped_layouts().pinned, 1);
+
+  const std::vector<float> rows = MakeRandomRows(*f, 3, 2);
+  auto explain = [&](const FeatureGroupsPtr& groups) {
+    ExplainOptions o;
+    o.groups = groups.get();
+    const int64_t width = ExplainWidth(*f, false, groups.get());
+    std::vector<float> out(3 * width, kNan);
+    RunInfo info;
+    absl::Status s = (*engine)->Explain(MakeRowsView(rows.data(), 3, 9), o,
+                                        MakeMatrixView(out.data(), 3, width), &info);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(info.strategy, "treeshap_cpu");
+    return out;
+  };
+  const std::vector<float> first = explain(declared);
+  EXPECT_EQ((*engine)->grouped_layouts().builds, 1);
+  // More groupings of requests than the cache keeps.
+  const int others = static_cast<int>(kGroupedLayoutsCached) + 3;
+  for (int i = 0; i < others; ++i) explain(RandomGroups(9, 100 + i));
+  KeyedCacheStats stats = (*engine)->grouped_layouts();
+  EXPECT_EQ(stats.builds, 1 + others);
+  EXPECT_EQ(stats.pinned, 1);
+  EXPECT_EQ(stats.cached, static_cast<int64_t>(kGroupedLayoutsCached));
+  // The same grouping resolved again (another object, the same key) is the pinned one.
+  EXPECT_EQ(explain(RandomGroups(9, 1)), first);
+  EXPECT_EQ((*engine)->grouped_layouts().builds, 1 + others);
+
+  // Released: an ordinary entry; a cache of unpinned entries only.
+  pin->reset();
+  EXPECT_EQ((*engine)->grouped_layouts().pinned, 0);
+  EXPECT_EQ((*engine)->grouped_layouts().cached, static_cast<int64_t>(kGroupedLayoutsCached));
+}
+
+// Requests racing on a grouping no one has named yet build its layout once.
+TEST(FeatureGroupsExplainTest, ConcurrentRequestsBuildANewGroupingOnce) {
+  ForestPtr f =
+      MakeRandomForest({.num_trees = 40, .max_depth = 8, .num_features = 12, .seed = 37});
+  ThreadPool pool(1);
+  absl::StatusOr<std::unique_ptr<ExplainEngine>> engine = CpuEngine(f, "treeshap_cpu", &pool);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<float> rows = MakeRandomRows(*f, 2, 5);
+  constexpr int kThreads = 8;
+  std::vector<std::vector<float>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread resolves the grouping itself, as each request does.
+      const FeatureGroupsPtr groups = RandomGroups(12, 9);
+      ExplainOptions o;
+      o.groups = groups.get();
+      const int64_t width = ExplainWidth(*f, false, groups.get());
+      got[t].assign(2 * width, kNan);
+      absl::Status s = (*engine)->Explain(MakeRowsView(rows.data(), 2, 12), o,
+                                          MakeMatrixView(got[t].data(), 2, width), nullptr);
+      EXPECT_TRUE(s.ok()) << s;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ((*engine)->grouped_layouts().builds, 1);
+  for (int t = 1; t < kThreads; ++t) EXPECT_EQ(got[t], got[0]);
 }
 
 TEST(FeatureGroupsExplainTest, GroupsOfAnotherModelAreRefused) {

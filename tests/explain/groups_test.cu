@@ -30,8 +30,8 @@ FeatureGroupsPtr Groups(int num_features) {
   return *g;
 }
 
-// Path-dependent groups on the GPU: treeshap_gpu explains a grouped layout (each group's elements
-// one player; paths.h), in float and double arithmetic, values and interaction values, multi-output
+// Path-dependent groups on the GPU: treeshap_gpu explains a pinned grouping's layout (each group's
+// elements one player; paths.h), in float and double arithmetic, values and interaction values, multi-output
 // and categorical forests: the reference's values within the corpus tolerance, bit for bit run to
 // run; the same forests' ungrouped answers still the features'.
 TEST(FeatureGroupsGpuTest, PathDependentGroupsOnTheGpu) {
@@ -58,6 +58,20 @@ TEST(FeatureGroupsGpuTest, PathDependentGroupsOnTheGpu) {
       absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
           ExplainEngine::Create(forest, eo, &pool);
       ASSERT_TRUE(engine.ok()) << engine.status();
+      if (precision == TreeShapPrecision::kAuto) {
+        // Not pinned: forced treeshap_gpu hands the grouping to the same algorithm on the CPU.
+        ExplainOptions o;
+        o.groups = groups.get();
+        std::vector<float> out(n * ExplainWidth(*forest, false, groups.get()));
+        RunInfo info;
+        ASSERT_TRUE((*engine)
+                        ->Explain(view, o, MakeMatrixView(out.data(), n, out.size() / n), &info)
+                        .ok());
+        EXPECT_EQ(info.strategy, "treeshap_cpu");
+      }
+      // The device copy of a grouping is made when it is pinned (a model's groups.json, at load).
+      absl::StatusOr<CachePin> pin = (*engine)->PinGroups(*groups);
+      ASSERT_TRUE(pin.ok()) << pin.status();
       for (bool interactions : {false, true}) {
         ExplainOptions o;
         o.groups = groups.get();
@@ -85,6 +99,26 @@ TEST(FeatureGroupsGpuTest, PathDependentGroupsOnTheGpu) {
     absl::StatusOr<std::unique_ptr<ExplainEngine>> engine =
         ExplainEngine::Create(forest, ExplainEngineOptions{}, &pool);
     ASSERT_TRUE(engine.ok()) << engine.status();
+    {
+      // A grouping only a request names is explained on the CPU: no device copy is made for it.
+      const int64_t device_bytes = (*engine)->DeviceBytes();
+      ExplainOptions o;
+      o.groups = groups.get();
+      const int64_t width = ExplainWidth(*forest, false, groups.get());
+      std::vector<float> got(n * width), want(n * width);
+      RunInfo info;
+      ASSERT_TRUE((*engine)->Explain(view, o, MakeMatrixView(got.data(), n, width), &info).ok());
+      EXPECT_EQ(info.strategy, "treeshap_cpu");
+      EXPECT_EQ((*engine)->DeviceBytes(), device_bytes);
+      // Pinned: a device copy, which the choice may now take, with the same values.
+      absl::StatusOr<CachePin> pin = (*engine)->PinGroups(*groups);
+      ASSERT_TRUE(pin.ok()) << pin.status();
+      EXPECT_GT((*engine)->DeviceBytes(), device_bytes);
+      ASSERT_TRUE((*engine)->Explain(view, o, MakeMatrixView(want.data(), n, width), &info).ok());
+      for (size_t c = 0; c < want.size(); ++c) {
+        ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0f, std::abs(want[c]))) << c;
+      }
+    }
     ExplainOptions plain;
     const int64_t width = ExplainWidth(*forest, false);
     std::vector<float> got(n * width), want(n * width);

@@ -58,13 +58,22 @@ TEST(CatboostHashTest, Utf8AndIntegerCategoriesMatchCatboost) {
 }
 
 TEST(CatboostHashTest, ReadsOnlyTheGivenBytes) {
-  // A view into a longer buffer hashes its own bytes: the loads stay inside [data, data + size).
+  // The first n bytes of two buffers that differ only after them hash alike, and like a copy of
+  // exactly those bytes: a load past [data, data + size) would see the different trailing bytes.
   const std::string text(kText);
-  for (size_t n : {0u, 3u, 8u, 16u, 32u, 64u, 65u, 129u}) {
+  for (size_t n = 0; n <= text.size(); ++n) {
+    SCOPED_TRACE(n);
+    const std::string low = text.substr(0, n) + std::string(72, '\x00');
+    const std::string high = text.substr(0, n) + std::string(72, '\xff');
     const std::string copy = text.substr(0, n);
-    EXPECT_EQ(CityHash64V1(absl::string_view(text.data(), n)), CityHash64V1(copy)) << n;
+    const uint64_t want = CityHash64V1(copy);
+    EXPECT_EQ(CityHash64V1(absl::string_view(low.data(), n)), want);
+    EXPECT_EQ(CityHash64V1(absl::string_view(high.data(), n)), want);
+    EXPECT_EQ(CatboostCategoryHash(absl::string_view(high.data(), n)), CatboostCategoryHash(copy));
+    // The control: one byte more, and the trailing bytes count.
+    EXPECT_NE(CityHash64V1(absl::string_view(low.data(), n + 1)),
+              CityHash64V1(absl::string_view(high.data(), n + 1)));
   }
-  EXPECT_NE(CityHash64V1("a"), CityHash64V1("b"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/input_schema.h"
 #include "gtest/gtest.h"
 
 namespace grove {
@@ -56,6 +57,17 @@ TEST(FeatureGroupsTest, ModelsWithoutNamesUseXgboostNames) {
   absl::StatusOr<FeatureGroupsPtr> none = Resolve("{}", 2, {});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ((*none)->names, (std::vector<std::string>{"f0", "f1"}));
+}
+
+// Names that do not cover every feature are not the model's names, for groups as for request
+// columns (FeatureNamesOrDefault): the features are f0, f1, ...
+TEST(FeatureGroupsTest, PartialNamesAreNotTheModelsNames) {
+  ExpectRefused(Resolve(R"({"g": ["a"]})", 2, {"a"}), "is not a feature of the model");
+  absl::StatusOr<FeatureGroupsPtr> g = Resolve(R"({"g": ["f0"]})", 2, {"a"});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->names, (std::vector<std::string>{"g", "f1"}));
+  EXPECT_EQ(FeatureNameOf({"a"}, 2, 0), "f0");
+  EXPECT_EQ(FeatureNameOf({"a", "b"}, 2, 1), "b");
 }
 
 TEST(FeatureGroupsTest, RefusesWhatIsNotAPartitionOfTheFeatures) {

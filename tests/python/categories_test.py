@@ -385,3 +385,24 @@ def test_catboost_names_through_a_served_model(cli, tmp_path):
             remote_cli = cli_predict(cli, n, frame, tmp_path, server=g.target)
             assert_bitwise(remote_cli, got)
         client.close()
+
+
+def test_catboost_empty_and_missing_names(cli, tmp_path):
+    """The empty name is a CatBoost category like any other: groveml in process and `grove` on
+    the CSV (an empty cell) hash it alike; a missing value (None, NaN) in a hashed column is an
+    error, as in CatBoost, never a NaN code."""
+    pd = need("pandas")
+    from conftest import SOURCE_DIR
+    path = os.path.join(SOURCE_DIR, "tests", "golden", "cb_onehot_regression", "catboost.json")
+    model = groveml.Model(path, device="cpu")
+    frame = pd.DataFrame({"x0": [0.5, -1.0, 0.25], "city": ["", "tokyo", ""],
+                          "x1": [1.0, 0.0, 2.0], "size": ["1", "", "4"], "x2": [0.0, 1.0, 1.5]})
+    got = np.asarray(model.predict(frame), dtype=np.float32).reshape(-1)
+    assert np.isfinite(got).all()
+    assert_bitwise(cli_predict(cli, path, frame, tmp_path), got, "CLI")
+    for missing in (None, np.nan):
+        bad = frame.copy()
+        bad["city"] = bad["city"].astype(object)
+        bad.loc[1, "city"] = missing
+        with pytest.raises(ValueError, match=r"feature 'city', row 1: a missing value"):
+            model.predict(bad)

@@ -812,6 +812,86 @@ TEST_F(RegistryTest, GroupsLoadWithTheModelAndReloadWhenTheyChange) {
   reg->Poll();
   reg->Poll();
   EXPECT_EQ((*reg->Get("a"))->groups, nullptr);
+  EXPECT_EQ((*reg->Get("a"))->servable, none->servable);
+  EXPECT_EQ(reg->GetStatus("a")->versions[0].state, VersionState::kReady);
+}
+
+// A change of groups.json republishes the version with the same engines whatever the previous
+// groups.json was (valid, absent or bad), and READY again once the file is good.
+TEST_F(RegistryTest, GroupsChangesKeepTheEnginesAfterABadFile) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  const ServablePtr engines = (*reg->Get("a"))->servable;
+  auto change = [&](const char* text) {
+    if (text == nullptr) {
+      repo.Remove("a/groups.json");
+    } else {
+      repo.Write("a/groups.json", text);
+    }
+    reg->Poll();
+    reg->Poll();
+    return reg->GetStatus("a")->versions[0].state;
+  };
+  const char* kBad = R"({"first_two": [0, 100000]})";
+  const char* kGood = R"({"first_two": [0, 1]})";
+  const char* kOther = R"({"last_two": [1, 2]})";
+  // absent -> bad -> valid -> bad -> absent -> valid -> valid
+  EXPECT_EQ(change(kBad), VersionState::kFailed);
+  EXPECT_EQ((*reg->Get("a"))->groups, nullptr);  // the previous copy serves
+  EXPECT_EQ(change(kGood), VersionState::kReady);
+  EXPECT_EQ((*reg->Get("a"))->groups->names[0], "first_two");
+  EXPECT_EQ(change(kBad), VersionState::kFailed);
+  EXPECT_EQ((*reg->Get("a"))->groups->names[0], "first_two");
+  EXPECT_EQ(change(nullptr), VersionState::kReady);
+  EXPECT_EQ((*reg->Get("a"))->groups, nullptr);
+  EXPECT_EQ(change(kGood), VersionState::kReady);
+  EXPECT_EQ(change(kOther), VersionState::kReady);
+  EXPECT_EQ((*reg->Get("a"))->groups->names[1], "last_two");
+  EXPECT_EQ((*reg->Get("a"))->servable, engines);
+  EXPECT_TRUE(reg->GetStatus("a")->versions[0].error.empty());
+}
+
+// The model's grouping is built at load and pinned, and a regroup publishes the new one pinned:
+// requests with the model's grouping build nothing.
+TEST_F(RegistryTest, TheModelsGroupingIsBuiltAtLoadAndPinned) {
+  TempRepo repo;
+  repo.Put("a", 1, xgb_);
+  repo.Write("a/groups.json", R"({"first_two": [0, 1]})");
+  auto reg = Make(repo);
+  ASSERT_TRUE(reg->LoadAll().ok());
+  ModelVersionPtr v = *reg->Get("a");
+  ASSERT_NE(v->groups, nullptr);
+  EXPECT_NE(v->groups_pin, nullptr);
+  const Servable& servable = *v->servable;
+  EXPECT_EQ(servable.GroupedLayouts().builds, 1);
+  EXPECT_EQ(servable.GroupedLayouts().pinned, 1);
+  auto explain = [&](const FeatureGroupsPtr& groups) {
+    RunParams p;
+    p.groups = groups;
+    const int f = servable.forest().num_features;
+    const std::vector<float> rows(static_cast<size_t>(2 * f), 0.5f);
+    std::vector<float> out(2 * servable.Width(Operation::kExplain, p));
+    ASSERT_TRUE(servable.Run(Operation::kExplain, p, MakeRowsView(rows.data(), 2, f),
+                             MakeMatrixView(out.data(), 2, out.size() / 2), nullptr)
+                    .ok());
+  };
+  explain(v->groups);
+  EXPECT_EQ(servable.GroupedLayouts().builds, 1);
+
+  repo.Write("a/groups.json", R"({"last_two": [1, 2]})");
+  reg->Poll();
+  reg->Poll();
+  ModelVersionPtr regrouped = *reg->Get("a");
+  ASSERT_NE(regrouped, v);
+  EXPECT_EQ(regrouped->servable, v->servable);
+  EXPECT_EQ(servable.GroupedLayouts().builds, 2);  // built by the regroup, not by a request
+  EXPECT_EQ(servable.GroupedLayouts().pinned, 2);  // `v` is still held here
+  v.reset();
+  EXPECT_EQ(servable.GroupedLayouts().pinned, 1);
+  explain(regrouped->groups);
+  EXPECT_EQ(servable.GroupedLayouts().builds, 2);
 }
 
 // Readers never see a failure while a writer reloads the same model over and over.

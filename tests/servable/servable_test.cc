@@ -389,5 +389,35 @@ TEST(ServableTest, GroupsReachEveryExplanationOperation) {
   }
 }
 
+// PinGroups prepares a grouping now, building the explanation engine built on first use, and
+// keeps it: requests with that grouping build nothing.
+TEST(ServableTest, PinnedGroupsAreBuiltBeforeAnyRequest) {
+  ForestPtr forest = LoadGolden("xgb_regression/model.json");
+  ASSERT_NE(forest, nullptr);
+  ThreadPool pool(2);
+  absl::StatusOr<ServablePtr> s =
+      BuildServable(forest, nullptr, Options(EngineBuild::kOnFirstUse, Device::kCpu), &pool);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->GroupedLayouts().builds, 0);
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(
+      {GroupSpec{"a", {FeatureRef{0, ""}, FeatureRef{4, ""}}}}, forest->num_features,
+      forest->feature_names);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  absl::StatusOr<CachePin> pin = (*s)->PinGroups(**groups);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  EXPECT_NE(*pin, nullptr);
+  EXPECT_EQ((*s)->GroupedLayouts().builds, 1);
+  EXPECT_EQ((*s)->GroupedLayouts().pinned, 1);
+  RunParams p;
+  p.groups = *groups;
+  const std::vector<float> rows = testing::MakeRandomRows(*forest, 2, 3);
+  const int64_t width = (*s)->Width(Operation::kExplain, p);
+  std::vector<float> out(2 * width);
+  ASSERT_TRUE((*s)->Run(Operation::kExplain, p, MakeRowsView(rows.data(), 2, forest->num_features),
+                        MakeMatrixView(out.data(), 2, width), nullptr)
+                  .ok());
+  EXPECT_EQ((*s)->GroupedLayouts().builds, 1);
+}
+
 }  // namespace
 }  // namespace grove

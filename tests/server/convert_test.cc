@@ -328,6 +328,40 @@ TEST(Convert, Float64RowsAreConvertedServerSide) {
   EXPECT_EQ(k->rows.At(0, 7), 3.5f);
 }
 
+// Raw float64 rows at every alignment (a transport's buffer may start anywhere) convert alike,
+// through grove.v1's raw_f64 and KServe's raw_input_contents.
+TEST(Convert, RawFloat64RowsConvertAtEveryAlignment) {
+  auto m = Servable(Demo());
+  const int64_t rows = 3, cols = 8;
+  std::vector<double> values(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.1 * static_cast<double>(i) - 0.7;
+  std::vector<float> want(values.size());
+  for (size_t i = 0; i < values.size(); ++i) want[i] = static_cast<float>(values[i]);
+  for (size_t shift = 0; shift < sizeof(double); ++shift) {
+    SCOPED_TRACE(shift);
+    std::string buffer(shift, 'x');
+    buffer.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
+    const absl::string_view bytes(buffer.data() + shift, values.size() * sizeof(double));
+    std::vector<float> converted;
+    absl::StatusOr<RowsView> view = RowsFromRawBytes(*m, rows, cols, bytes, true, &converted);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(std::vector<float>(view->data, view->data + rows * cols), want);
+
+    inference::ModelInferRequest req;
+    auto* in = req.add_inputs();
+    in->set_name("input__0");
+    in->set_datatype("FP64");
+    in->add_shape(rows);
+    in->add_shape(cols);
+    absl::StatusOr<KserveInput> k = ParseKserveInput(*m, req, nullptr, bytes);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(k->owned, want);
+    // A byte count that is not whole doubles is refused before anything is converted.
+    k = ParseKserveInput(*m, req, nullptr, bytes.substr(0, bytes.size() - 1));
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
 // Matrix.category_columns: category names replace their features' columns (in a copy: the
 // message is the client's), by the model's recorded categories and its library's rule.
 TEST(Convert, CategoryColumnsReplaceTheirFeaturesColumns) {
