@@ -28,10 +28,6 @@ bool NeedsLinearized(const InterventionalOptions& o) {
   return o.output_space != OutputSpace::kMargin;
 }
 
-// Groupings whose forms (and device copies) an engine keeps: a model's groups.json and a few
-// groupings of requests.
-constexpr size_t kGroupedFormsCached = 4;
-
 }  // namespace
 
 class LazyLinearizedLayout {

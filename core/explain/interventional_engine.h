@@ -17,7 +17,8 @@
 // InterventionalStrategyId is the one table of them (InterventionalStrategyName); each has a
 // factory in kInterventionalFactories (interventional_engine.cc), which returns nullptr when the
 // strategy cannot serve the model (no GPU, long paths). At Explain time a forced strategy runs or
-// answers FAILED_PRECONDITION; "auto" takes the first strategy in table order (gpu, paths_cpu,
+// answers FAILED_PRECONDITION (a request with feature groups that it does not serve, such as the
+// linearized space's interaction values, goes to the reference instead); "auto" takes the first strategy in table order (gpu, paths_cpu,
 // reference) whose Supports(options) is true: the fast forms for SHAP values and for interaction
 // values but the linearized space's, which the reference computes. (The GPU
 // first: a request pays a launch and copies there, tens of microseconds, while one row on the
@@ -27,10 +28,13 @@
 //
 // Preprocessing kept for the engine's life: the model's PathLayout and the background's
 // InterventionalLayout (per-path masks), uploaded once by the GPU strategy; the same per grouping
-// of features asked for (a small cache: least recently used out).
+// of features asked for (kGroupedFormsCached of them, least recently used out; a grouping's
+// first request pays the background's preprocessing, and in the probability spaces its own
+// LinearizedLayout, as large as the features').
 // Thread-safe: Explain may be called concurrently; it blocks until `out` is filled.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +67,10 @@ absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::strin
 // rows count per CPU thread (the timings: docs/benchmarks/interventional.md).
 inline constexpr int64_t kExactCpuRowsPerThread = 16;
 bool PrefersCpuForExact(int64_t rows, int threads);
+
+// Groupings of features whose forms (and device copies) an engine keeps: a model's groups.json
+// and a few groupings of requests.
+inline constexpr size_t kGroupedFormsCached = 4;
 
 struct InterventionalEngineOptions {
   bool use_gpu = true;
