@@ -32,10 +32,12 @@ bool NeedsLinearized(const InterventionalOptions& o) {
 
 class LazyLinearizedLayout {
  public:
-  absl::StatusOr<LinearizedLayoutPtr> Get(const InterventionalContext& c) {
+  // `forms` holds this object.
+  absl::StatusOr<LinearizedLayoutPtr> Get(const InterventionalContext& c,
+                                          const PlayerForms& forms) {
     absl::call_once(once_, [&] {
       result_ = BuildLinearizedLayout(
-          *c.layout, *c.background_layout,
+          *forms.layout, *forms.background_layout,
           MakeRowsView(c.background->data(), c.background_rows, c.forest->num_features), c.pool);
     });
     return result_;
@@ -46,24 +48,52 @@ class LazyLinearizedLayout {
   absl::StatusOr<LinearizedLayoutPtr> result_;
 };
 
+absl::StatusOr<std::shared_ptr<const PlayerForms>> FormsFor(const InterventionalContext& c,
+                                                           const InterventionalOptions& options) {
+  if (c.features == nullptr) {
+    return absl::FailedPreconditionError("interventional: this model has no path layout");
+  }
+  if (options.groups == nullptr) return c.features;
+  const FeatureGroups& groups = *options.groups;
+  return c.grouped_forms->Get(
+      groups.Key(), [&]() -> absl::StatusOr<std::shared_ptr<const PlayerForms>> {
+        PathLayoutOptions lo;
+        lo.packing = c.layout->stats.packing;
+        lo.groups = &groups;
+        absl::StatusOr<PathLayoutPtr> layout = BuildPathLayout(*c.forest, lo);
+        if (!layout.ok()) return layout.status();
+        absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
+            *c.forest, **layout,
+            MakeRowsView(c.background->data(), c.background_rows, c.forest->num_features),
+            c.pool);
+        if (!il.ok()) return il.status();
+        GROVE_LOG(INFO) << "interventional forms of feature groups built"
+                        << KV("groups", groups.num_groups())
+                        << KV("masks", (*il)->masks.size())
+                        << KV("seconds", (*il)->build_seconds);
+        return std::make_shared<const PlayerForms>(
+            PlayerForms{*layout, *il, std::make_shared<LazyLinearizedLayout>()});
+      });
+}
+
 namespace {
 
 // What the bitmask form (paths_cpu, gpu) computes: Shapley and Banzhaf values of every output
 // space (the probability spaces while their layout is within the bound), and interaction values
-// in the margin and exact probability spaces (PathFormsExplainInteractions); feature groups are
-// the reference's.
+// in the margin and exact probability spaces (PathFormsExplainInteractions); of the features or
+// of feature groups alike (a grouped layout has the same paths).
 bool FastFormServes(const InterventionalContext& c, const InterventionalOptions& o) {
-  if (o.groups != nullptr) return false;
   if (o.interactions && !PathFormsExplainInteractions(*c.forest, o)) return false;
   return !NeedsLinearized(o) || static_cast<int64_t>(c.layout->paths.size()) * c.background_rows *
                                       2 <= c.max_linearized_layout_bytes;
 }
 
-// The linearized layout for a request in that space (null otherwise).
+// The linearized layout of `forms` for a request in that space (null otherwise).
 absl::StatusOr<LinearizedLayoutPtr> LinearizedFor(const InterventionalContext& c,
+                                                  const PlayerForms& forms,
                                                   const InterventionalOptions& o) {
   if (!NeedsLinearized(o)) return LinearizedLayoutPtr();
-  return c.linearized->Get(c);
+  return forms.linearized->Get(c, forms);
 }
 
 class ReferenceStrategy final : public InterventionalStrategy {
@@ -89,14 +119,17 @@ class PathsCpuStrategy final : public InterventionalStrategy {
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
+    absl::StatusOr<std::shared_ptr<const PlayerForms>> forms = FormsFor(c_, options);
+    if (!forms.ok()) return forms.status();
+    const PlayerForms& f = **forms;
     if (PathFormExplainsInteractions(*c_.forest, options)) {
-      return ExplainInterventionalInteractionsPathsCpu(*c_.forest, *c_.layout,
-                                                       *c_.background_layout, rows, options, out,
+      return ExplainInterventionalInteractionsPathsCpu(*c_.forest, *f.layout,
+                                                       *f.background_layout, rows, options, out,
                                                        c_.pool);
     }
-    absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
+    absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, f, options);
     if (!ll.ok()) return ll.status();
-    return ExplainInterventionalPathsCpu(*c_.forest, *c_.layout, *c_.background_layout, rows,
+    return ExplainInterventionalPathsCpu(*c_.forest, *f.layout, *f.background_layout, rows,
                                          options, out, c_.pool, ll->get());
   }
 
@@ -113,18 +146,40 @@ class GpuStrategy final : public InterventionalStrategy {
   bool Supports(const InterventionalOptions& o) const override { return FastFormServes(c_, o); }
   absl::Status Run(RowsView rows, const InterventionalOptions& options,
                    MatrixView<float> out) const override {
-    if (NeedsLinearized(options) && !gpu_->linearized_enabled()) {
-      absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, options);
-      if (!ll.ok()) return ll.status();
-      if (absl::Status s = gpu_->EnableLinearized(*ll); !s.ok()) return s;
+    absl::StatusOr<std::shared_ptr<const PlayerForms>> forms = FormsFor(c_, options);
+    if (!forms.ok()) return forms.status();
+    InterventionalGpu* gpu = gpu_.get();
+    std::shared_ptr<InterventionalGpu> grouped;
+    if (options.groups != nullptr) {
+      absl::StatusOr<std::shared_ptr<InterventionalGpu>> made = grouped_.Get(
+          options.groups->Key(), [&]() -> absl::StatusOr<std::shared_ptr<InterventionalGpu>> {
+            absl::StatusOr<std::unique_ptr<InterventionalGpu>> g = InterventionalGpu::Create(
+                c_.forest, (*forms)->layout, (*forms)->background_layout);
+            if (!g.ok()) return g.status();
+            return std::shared_ptr<InterventionalGpu>(*std::move(g));
+          });
+      if (!made.ok()) return made.status();
+      grouped = *std::move(made);
+      gpu = grouped.get();
     }
-    return gpu_->Explain(rows, options, out);
+    if (NeedsLinearized(options) && !gpu->linearized_enabled()) {
+      absl::StatusOr<LinearizedLayoutPtr> ll = LinearizedFor(c_, **forms, options);
+      if (!ll.ok()) return ll.status();
+      if (absl::Status s = gpu->EnableLinearized(*ll); !s.ok()) return s;
+    }
+    return gpu->Explain(rows, options, out);
   }
-  int64_t DeviceBytes() const override { return gpu_->DeviceBytes(); }
+  int64_t DeviceBytes() const override {
+    int64_t total = gpu_->DeviceBytes();
+    grouped_.ForEach([&](const InterventionalGpu& g) { total += g.DeviceBytes(); });
+    return total;
+  }
 
  private:
   InterventionalContext c_;
   std::unique_ptr<InterventionalGpu> gpu_;  // Explain serialises internally
+  // Device copies of the groupings' forms, by FeatureGroups::Key (as many as c_.grouped_forms).
+  mutable KeyedCache<InterventionalGpu> grouped_{kGroupedFormsCached};
 };
 
 using Factory = absl::StatusOr<std::unique_ptr<InterventionalStrategy>> (*)(
@@ -218,7 +273,9 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
     if (!il.ok()) return il.status();
     c.layout = layout;
     c.background_layout = *il;
-    c.linearized = std::make_shared<LazyLinearizedLayout>();
+    c.features = std::make_shared<const PlayerForms>(
+        PlayerForms{layout, *il, std::make_shared<LazyLinearizedLayout>()});
+    c.grouped_forms = std::make_shared<KeyedCache<const PlayerForms>>(kGroupedFormsCached);
   }
   std::vector<std::unique_ptr<InterventionalStrategy>> strategies;
   for (int i = 0; i < kNumInterventionalStrategies; ++i) {
@@ -237,7 +294,7 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
     return absl::FailedPreconditionError(absl::StrCat(
         "interventional strategy '", options.strategy, "' cannot serve this model"));
   }
-  // Feature groups are the reference's alone: a forced strategy does not refuse them.
+  // A forced strategy does not refuse feature groups: what it does not serve, the reference does.
   std::unique_ptr<InterventionalStrategy> reference;
   if (forced >= 0 && forced != static_cast<int>(InterventionalStrategyId::kReference)) {
     absl::StatusOr<std::unique_ptr<InterventionalStrategy>> built = MakeReference(c, options);
@@ -289,7 +346,7 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
   }
   if (chosen == nullptr && options.groups != nullptr && reference_ != nullptr) {
     chosen = reference_.get();
-    reason = "feature groups: the reference";
+    reason = "feature groups the forced strategy does not serve: the reference";
   }
   if (chosen == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

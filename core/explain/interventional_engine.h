@@ -10,11 +10,15 @@
 //               values of the margin space (ExplainInterventionalInteractionsPathsCpu) and of the
 //               exact probability space;
 //   gpu         InterventionalGpu: the same form on the GPU.
-// Shapley and Banzhaf values alike.
+// Shapley and Banzhaf values alike. Feature groups (InterventionalOptions::groups) run on the
+// fast forms too: each grouping gets its grouped path layout (PathLayoutOptions::groups), the
+// background's masks on it and, for the GPU, their device copy, built on its first request and
+// kept for the next (a model's groups.json and a few groupings of requests).
 // InterventionalStrategyId is the one table of them (InterventionalStrategyName); each has a
 // factory in kInterventionalFactories (interventional_engine.cc), which returns nullptr when the
 // strategy cannot serve the model (no GPU, long paths). At Explain time a forced strategy runs or
-// answers FAILED_PRECONDITION; "auto" takes the first strategy in table order (gpu, paths_cpu,
+// answers FAILED_PRECONDITION (a request with feature groups that it does not serve, such as the
+// linearized space's interaction values, goes to the reference instead); "auto" takes the first strategy in table order (gpu, paths_cpu,
 // reference) whose Supports(options) is true: the fast forms for SHAP values and for interaction
 // values but the linearized space's, which the reference computes. (The GPU
 // first: a request pays a launch and copies there, tens of microseconds, while one row on the
@@ -23,10 +27,14 @@
 // CPU path form, since the GPU gives each row one warp that walks the background rows in turn.
 //
 // Preprocessing kept for the engine's life: the model's PathLayout and the background's
-// InterventionalLayout (per-path masks), uploaded once by the GPU strategy.
+// InterventionalLayout (per-path masks), uploaded once by the GPU strategy; the same per grouping
+// of features asked for (kGroupedFormsCached of them, least recently used out; a grouping's
+// first request pays the background's preprocessing, and in the probability spaces its own
+// LinearizedLayout, as large as the features').
 // Thread-safe: Explain may be called concurrently; it blocks until `out` is filled.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/common/keyed_cache.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
 #include "core/explain/interventional/interventional.h"
@@ -59,6 +68,10 @@ absl::StatusOr<InterventionalStrategyId> ParseInterventionalStrategy(absl::strin
 inline constexpr int64_t kExactCpuRowsPerThread = 16;
 bool PrefersCpuForExact(int64_t rows, int threads);
 
+// Groupings of features whose forms (and device copies) an engine keeps: a model's groups.json
+// and a few groupings of requests.
+inline constexpr size_t kGroupedFormsCached = 4;
+
 struct InterventionalEngineOptions {
   bool use_gpu = true;
   std::string strategy = "auto";  // "auto" or a strategy name
@@ -73,6 +86,15 @@ struct InterventionalEngineOptions {
 // strategies. Thread-safe.
 class LazyLinearizedLayout;
 
+// The bitmask form of one set of players: the path layout (the model's, or the grouped layout of
+// a grouping of features), the background's masks on it, and its linearized layout (built on the
+// first request that needs it). Immutable but for that; shared by the strategies.
+struct PlayerForms {
+  PathLayoutPtr layout;
+  InterventionalLayoutPtr background_layout;
+  std::shared_ptr<LazyLinearizedLayout> linearized;
+};
+
 // What a factory gets. The background rows are the engine's own copy.
 struct InterventionalContext {
   ForestPtr forest;
@@ -81,9 +103,17 @@ struct InterventionalContext {
   std::shared_ptr<const std::vector<float>> background;  // rows x num_features
   int64_t background_rows = 0;
   ThreadPool* pool = nullptr;
-  std::shared_ptr<LazyLinearizedLayout> linearized;  // with layout
-  int64_t max_linearized_layout_bytes = 0;            // InterventionalEngineOptions'
+  int64_t max_linearized_layout_bytes = 0;  // InterventionalEngineOptions'
+  // The features' forms (layout, background_layout and their linearized layout); with layout.
+  std::shared_ptr<const PlayerForms> features;
+  // The forms of the groupings explained so far, by FeatureGroups::Key; with layout.
+  std::shared_ptr<KeyedCache<const PlayerForms>> grouped_forms;
 };
+
+// The forms of `options`' players: the context's own for the model's features, the grouping's
+// (built on first use, then cached) for options.groups. Errors of the grouped layout's build.
+absl::StatusOr<std::shared_ptr<const PlayerForms>> FormsFor(const InterventionalContext& c,
+                                                           const InterventionalOptions& options);
 
 // One strategy for one model and background. Thread-safe once created.
 class InterventionalStrategy {
@@ -128,8 +158,8 @@ class InterventionalEngine {
   InterventionalContext context_;
   std::vector<std::unique_ptr<InterventionalStrategy>> strategies_;  // table order
   bool forced_ = false;
-  // With a forced strategy other than the reference: the reference, which alone serves feature
-  // groups; null otherwise.
+  // With a forced strategy other than the reference: the reference, which serves the requests
+  // with feature groups that the forced strategy does not; null otherwise.
   std::unique_ptr<InterventionalStrategy> reference_;
 };
 

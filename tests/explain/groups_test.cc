@@ -26,39 +26,16 @@
 namespace grove {
 namespace {
 
-using testing::BanzhafInteractionsOfGame;
-using testing::BanzhafOfGame;
 using testing::GroupedGame;
 using testing::MakeRandomForest;
 using testing::MakeRandomRows;
 using testing::RandomForestOptions;
-using testing::ShapleyInteractionsOfGame;
-using testing::ShapleyOfGame;
+using testing::ValuesOfGame;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 
-// A seeded partition of the model's features into groups of 1 to 3 features, declared by index.
 FeatureGroupsPtr RandomGroups(int num_features, uint64_t seed) {
-  std::vector<int> order(num_features);
-  for (int i = 0; i < num_features; ++i) order[i] = i;
-  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<uint32_t>(state >> 33);
-  };
-  for (int i = num_features - 1; i > 0; --i) std::swap(order[i], order[next() % (i + 1)]);
-  std::vector<GroupSpec> spec;
-  for (size_t i = 0; i < order.size();) {
-    const size_t size = std::min<size_t>(1 + next() % 3, order.size() - i);
-    GroupSpec g;
-    g.name = absl::StrCat("g", spec.size());
-    for (size_t j = 0; j < size; ++j) g.members.push_back(FeatureRef{order[i + j], ""});
-    spec.push_back(g);
-    i += size;
-  }
-  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(spec, num_features, {});
-  EXPECT_TRUE(groups.ok()) << groups.status();
-  return *groups;
+  return testing::RandomFeatureGroups(num_features, seed);
 }
 
 std::vector<float> ExplainPathDependent(const Forest& f, const std::vector<float>& rows,
@@ -85,39 +62,13 @@ std::vector<float> ExplainInterventional(const Forest& f, const std::vector<floa
   return out;
 }
 
-// The values a game's row should have: Shapley or Banzhaf, values or interaction values.
-std::vector<double> ValuesOfGame(const std::vector<double>& game, int players, int outputs,
-                                 Attribution attribution, bool interactions) {
-  if (attribution == Attribution::kBanzhaf) {
-    return interactions ? BanzhafInteractionsOfGame(game, players, outputs)
-                        : BanzhafOfGame(game, players, outputs);
-  }
-  return interactions ? ShapleyInteractionsOfGame(game, players, outputs)
-                      : ShapleyOfGame(game, players, outputs);
-}
-
 void ExpectRowNear(const float* got, const std::vector<double>& want, const std::string& what) {
   for (size_t c = 0; c < want.size(); ++c) {
     ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0, std::abs(want[c]))) << what << " col " << c;
   }
 }
 
-std::vector<RandomForestOptions> Forests() {
-  std::vector<RandomForestOptions> out;
-  for (int seed = 1; seed <= 6; ++seed) {
-    RandomForestOptions o;
-    o.seed = seed;
-    o.num_trees = 5;
-    o.num_features = 3 + seed % 4;
-    o.max_depth = 4 + seed % 3;
-    o.num_outputs = seed % 3 == 0 ? 2 : 1;
-    o.vector_leaves = seed == 6;
-    o.categorical_fraction = seed % 2 == 0 ? 0.3 : 0.0;
-    o.lightgbm_rules = seed % 3 == 1;
-    out.push_back(o);
-  }
-  return out;
-}
+std::vector<RandomForestOptions> Forests() { return testing::SmallGameForests(); }
 
 TEST(FeatureGroupsExplainTest, PathDependentMatchesTheGameOverGroups) {
   ThreadPool pool(2);
@@ -149,10 +100,12 @@ TEST(FeatureGroupsExplainTest, PathDependentMatchesTheGameOverGroups) {
   }
 }
 
+// Every interventional strategy of the CPU (the reference's walk over groups, the path form's
+// grouped layout), in the margin and exact probability spaces (softmax for two outputs).
 TEST(FeatureGroupsExplainTest, InterventionalMatchesTheGameOverGroups) {
   ThreadPool pool(2);
   for (const RandomForestOptions& ro : Forests()) {
-    for (Link link : {Link::kIdentity, Link::kSigmoid}) {
+    for (Link link : {Link::kIdentity, ro.num_outputs > 1 ? Link::kSoftmax : Link::kSigmoid}) {
       ForestPtr f = testing::WithLink(*MakeRandomForest(ro), link);
       FeatureGroupsPtr groups = RandomGroups(f->num_features, ro.seed + 7);
       const int G = groups->num_groups(), K = f->num_outputs, F = f->num_features;
@@ -160,31 +113,38 @@ TEST(FeatureGroupsExplainTest, InterventionalMatchesTheGameOverGroups) {
       const std::vector<float> bg = MakeRandomRows(*f, 5, ro.seed + 70);
       const OutputSpace space =
           link == Link::kIdentity ? OutputSpace::kMargin : OutputSpace::kProbability;
-      for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
-        for (bool interactions : {false, true}) {
-          InterventionalOptions o;
-          o.groups = groups.get();
-          o.attribution = attribution;
-          o.interactions = interactions;
-          o.output_space = space;
-          const std::vector<float> got = ExplainInterventional(*f, rows, bg, o, &pool);
-          const int64_t width = ExplainWidth(*f, interactions, groups.get());
-          for (int64_t r = 0; r < 4; ++r) {
-            // v(T) = mean over the background of the pair games, each over groups.
-            std::vector<double> game;
-            for (int64_t j = 0; j < 5; ++j) {
-              const std::vector<double> pair = GroupedGame(
-                  testing::PairGame(*f, rows.data() + r * F, bg.data() + j * F, space), K,
-                  *groups);
-              game.resize(pair.size(), 0.0);
-              for (size_t c = 0; c < pair.size(); ++c) game[c] += pair[c] / 5;
+      for (const char* strategy : {"reference", "paths_cpu"}) {
+        InterventionalEngineOptions eo;
+        eo.use_gpu = false;
+        eo.strategy = strategy;
+        absl::StatusOr<std::unique_ptr<InterventionalEngine>> engine =
+            InterventionalEngine::Create(f, nullptr, MakeRowsView(bg.data(), 5, F), eo, &pool);
+        ASSERT_TRUE(engine.ok()) << engine.status();
+        for (Attribution attribution : {Attribution::kShapley, Attribution::kBanzhaf}) {
+          for (bool interactions : {false, true}) {
+            InterventionalOptions o;
+            o.groups = groups.get();
+            o.attribution = attribution;
+            o.interactions = interactions;
+            o.output_space = space;
+            const int64_t width = ExplainWidth(*f, interactions, groups.get());
+            std::vector<float> got(4 * width, kNan);
+            RunInfo info;
+            const absl::Status s = (*engine)->Explain(MakeRowsView(rows.data(), 4, F), o,
+                                                      MakeMatrixView(got.data(), 4, width), &info);
+            ASSERT_TRUE(s.ok()) << strategy << ": " << s;
+            EXPECT_EQ(info.strategy, absl::StrCat("interventional_", strategy));
+            for (int64_t r = 0; r < 4; ++r) {
+              // v(T) = mean over the background of the pair games, each over groups.
+              const std::vector<double> game = testing::InterventionalGame(
+                  *f, rows.data() + r * F, bg.data(), 5, space, groups.get());
+              const std::string what =
+                  absl::StrCat(strategy, " seed ", ro.seed, " ", OutputSpaceName(space), " ",
+                               AttributionName(attribution), interactions ? " interactions" : "",
+                               " row ", r);
+              ExpectRowNear(got.data() + r * width,
+                            ValuesOfGame(game, G, K, attribution, interactions), what);
             }
-            const std::string what =
-                absl::StrCat("seed ", ro.seed, " ", OutputSpaceName(space), " ",
-                             AttributionName(attribution), interactions ? " interactions" : "",
-                             " row ", r);
-            ExpectRowNear(got.data() + r * width,
-                          ValuesOfGame(game, G, K, attribution, interactions), what);
           }
         }
       }
@@ -296,7 +256,7 @@ TEST(FeatureGroupsExplainTest, GroupedPathLayoutsMatchTheReference) {
 
 // A forced strategy chooses how Shapley values of the features are computed: groups (and Banzhaf
 // values) come from the path engine where it is forced (a grouped layout) and from the reference
-// otherwise, the reference's numbers.
+// otherwise, the reference's numbers. Interventional groups: every strategy serves them.
 TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
   RandomForestOptions ro;
   ro.seed = 21;
@@ -354,8 +314,11 @@ TEST(FeatureGroupsExplainTest, EveryForcedStrategyServesGroups) {
     absl::Status s =
         (*engine)->Explain(view, io, MakeMatrixView(got.data(), 5, got.size() / 5), &info);
     ASSERT_TRUE(s.ok()) << forced << ": " << s;
-    EXPECT_EQ(info.strategy, "interventional_reference") << forced;
-    EXPECT_EQ(got, want) << forced;
+    // The path form computes groups itself (a grouped layout and the background's masks on it).
+    EXPECT_EQ(info.strategy, absl::StrCat("interventional_", forced));
+    for (size_t c = 0; c < want.size(); ++c) {
+      ASSERT_NEAR(got[c], want[c], 1e-5 * std::max(1.0f, std::abs(want[c]))) << forced << c;
+    }
   }
 }
 

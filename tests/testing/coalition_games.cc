@@ -1,7 +1,12 @@
 #include "tests/testing/coalition_games.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 #include "core/model/decision.h"
 #include "core/model/transform.h"
@@ -162,6 +167,68 @@ std::vector<double> ShapleyInteractionsOfGame(const std::vector<double>& game, i
                               return Factorial(size) * Factorial(F - size - 2) /
                                      (2 * Factorial(F - 1));
                             });
+}
+
+std::vector<RandomForestOptions> SmallGameForests() {
+  std::vector<RandomForestOptions> out;
+  for (int seed = 1; seed <= 6; ++seed) {
+    RandomForestOptions o;
+    o.seed = seed;
+    o.num_trees = 5;
+    o.num_features = 3 + seed % 4;
+    o.max_depth = 4 + seed % 3;
+    o.num_outputs = seed % 3 == 0 ? 2 : 1;
+    o.vector_leaves = seed == 6;
+    o.categorical_fraction = seed % 2 == 0 ? 0.3 : 0.0;
+    o.lightgbm_rules = seed % 3 == 1;
+    out.push_back(o);
+  }
+  return out;
+}
+
+FeatureGroupsPtr RandomFeatureGroups(int num_features, uint64_t seed) {
+  std::vector<int> order(num_features);
+  for (int i = 0; i < num_features; ++i) order[i] = i;
+  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  for (int i = num_features - 1; i > 0; --i) std::swap(order[i], order[next() % (i + 1)]);
+  std::vector<GroupSpec> spec;
+  for (size_t i = 0; i < order.size();) {
+    const size_t size = std::min<size_t>(1 + next() % 3, order.size() - i);
+    GroupSpec g;
+    g.name = absl::StrCat("g", spec.size());
+    for (size_t j = 0; j < size; ++j) g.members.push_back(FeatureRef{order[i + j], ""});
+    spec.push_back(g);
+    i += size;
+  }
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(spec, num_features, {});
+  EXPECT_TRUE(groups.ok()) << groups.status();
+  return groups.ok() ? *groups : nullptr;
+}
+
+std::vector<double> InterventionalGame(const Forest& f, const float* x, const float* background,
+                                       int64_t n, OutputSpace space, const FeatureGroups* groups) {
+  std::vector<double> game;
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<double> pair = PairGame(f, x, background + j * f.num_features, space);
+    if (groups != nullptr) pair = GroupedGame(pair, f.num_outputs, *groups);
+    game.resize(pair.size(), 0.0);
+    for (size_t c = 0; c < pair.size(); ++c) game[c] += pair[c] / static_cast<double>(n);
+  }
+  return game;
+}
+
+std::vector<double> ValuesOfGame(const std::vector<double>& game, int players, int num_outputs,
+                                 Attribution attribution, bool interactions) {
+  if (attribution == Attribution::kBanzhaf) {
+    return interactions ? BanzhafInteractionsOfGame(game, players, num_outputs)
+                        : BanzhafOfGame(game, players, num_outputs);
+  }
+  return interactions ? ShapleyInteractionsOfGame(game, players, num_outputs)
+                      : ShapleyOfGame(game, players, num_outputs);
 }
 
 }  // namespace grove::testing

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/explain/attribution.h"
 #include "core/model/feature_groups.h"
 #include "core/model/forest.h"
 #include "core/model/outputs.h"
+#include "tests/testing/random_forest.h"
 
 namespace grove::testing {
 
@@ -39,6 +41,24 @@ std::vector<double> BanzhafInteractionsOfGame(const std::vector<double>& game, i
 // The game whose players are `groups` (K x 2^G): v_k(T) = game's v_k(union of T's members).
 std::vector<double> GroupedGame(const std::vector<double>& game, int num_outputs,
                                 const FeatureGroups& groups);
+
+// Seeded forests small enough to tabulate their games (3 to 6 features): numeric and categorical
+// splits, LightGBM rules, two outputs, vector leaves.
+std::vector<RandomForestOptions> SmallGameForests();
+
+// A seeded partition of `num_features` features into groups of 1 to 3 features, declared by index
+// (a pure function of its arguments); resolution errors fail the test.
+FeatureGroupsPtr RandomFeatureGroups(int num_features, uint64_t seed);
+
+// Interventional over a background (n rows, row-major): v_k(T) = the mean over the background of
+// the pair games (PairGame) of x, over `groups` when not null (GroupedGame).
+std::vector<double> InterventionalGame(const Forest& f, const float* x, const float* background,
+                                       int64_t n, OutputSpace space, const FeatureGroups* groups);
+
+// The values of `game` (K x 2^players) an explanation should give: Shapley or Banzhaf, values
+// (ExplainWidth layout) or interaction values.
+std::vector<double> ValuesOfGame(const std::vector<double>& game, int players, int num_outputs,
+                                 Attribution attribution, bool interactions);
 
 // Shapley values of `game` (K x 2^F), laid out as BanzhafOfGame: the factorial weights
 // |S|! (F - |S| - 1)! / F!.

@@ -40,6 +40,84 @@ std::vector<Link> ProbabilityLinks(const RandomForestOptions& options, OutputSpa
   return {Link::kSigmoid, Link::kExp};
 }
 
+std::vector<Link> AllLinks(const RandomForestOptions& options) {
+  std::vector<Link> links = {Link::kIdentity};
+  for (OutputSpace space : {OutputSpace::kProbabilityLinearized, OutputSpace::kProbability}) {
+    for (Link l : ProbabilityLinks(options, space)) {
+      if (std::find(links.begin(), links.end(), l) == links.end()) links.push_back(l);
+    }
+  }
+  return links;
+}
+
+std::vector<SpaceCase> PathFormSpaceCases(Link link) {
+  if (link == Link::kIdentity) {
+    return {{OutputSpace::kMargin, false}, {OutputSpace::kMargin, true},
+            {OutputSpace::kProbability, false}, {OutputSpace::kProbability, true}};
+  }
+  std::vector<SpaceCase> cases = {{OutputSpace::kProbability, false},
+                                   {OutputSpace::kProbability, true}};
+  if (link != Link::kSoftmax) cases.push_back({OutputSpace::kProbabilityLinearized, false});
+  return cases;
+}
+
+std::unique_ptr<InterventionalEngine> MakeInterventionalEngine(ForestPtr forest,
+                                                               const std::vector<float>& background,
+                                                               const std::string& strategy,
+                                                               bool use_gpu, ThreadPool* pool) {
+  InterventionalEngineOptions o;
+  o.use_gpu = use_gpu;
+  o.strategy = strategy;
+  const int F = forest->num_features;
+  absl::StatusOr<std::unique_ptr<InterventionalEngine>> e = InterventionalEngine::Create(
+      forest, nullptr,
+      MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F), o, pool);
+  EXPECT_TRUE(e.ok()) << strategy << ": " << e.status();
+  return e.ok() ? *std::move(e) : nullptr;
+}
+
+absl::StatusOr<std::vector<float>> ExplainWithEngine(const InterventionalEngine& engine,
+                                                     const Forest& forest,
+                                                     const std::vector<float>& rows,
+                                                     const InterventionalOptions& options,
+                                                     RunInfo* info) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / forest.num_features;
+  const int64_t width = ExplainWidth(forest, options.interactions, options.groups);
+  std::vector<float> out(n * width, std::nanf(""));
+  absl::Status s = engine.Explain(MakeRowsView(rows.data(), n, forest.num_features), options,
+                                  MakeMatrixView(out.data(), n, width), info);
+  if (!s.ok()) return s;
+  return out;
+}
+
+void ExpectSingletonsAreTheFeatures(const InterventionalEngine& engine, const Forest& forest,
+                                    const std::vector<float>& rows, Link link,
+                                    const std::string& strategy) {
+  absl::StatusOr<FeatureGroupsPtr> singletons = ResolveFeatureGroups({}, forest.num_features, {});
+  ASSERT_TRUE(singletons.ok()) << singletons.status();
+  for (const SpaceCase& sc : PathFormSpaceCases(link)) {
+    InterventionalOptions plain;
+    plain.output_space = sc.space;
+    plain.interactions = sc.interactions;
+    InterventionalOptions grouped = plain;
+    grouped.groups = singletons->get();
+    RunInfo info;
+    const absl::StatusOr<std::vector<float>> want =
+        ExplainWithEngine(engine, forest, rows, plain, nullptr);
+    const absl::StatusOr<std::vector<float>> got =
+        ExplainWithEngine(engine, forest, rows, grouped, &info);
+    const absl::StatusOr<std::vector<float>> again =
+        ExplainWithEngine(engine, forest, rows, grouped, nullptr);
+    const absl::StatusOr<std::vector<float>> after =
+        ExplainWithEngine(engine, forest, rows, plain, nullptr);
+    ASSERT_TRUE(want.ok() && got.ok() && again.ok() && after.ok()) << Describe(plain);
+    EXPECT_EQ(info.strategy, strategy) << Describe(plain);
+    EXPECT_EQ(*got, *want) << Describe(plain);
+    EXPECT_EQ(*again, *got) << Describe(plain);
+    EXPECT_EQ(*after, *want) << Describe(plain);
+  }
+}
+
 std::vector<InterventionalCorpusCase> InterventionalCorpus(int64_t background_rows,
                                                            int64_t explained_rows,
                                                            int max_features) {
@@ -114,7 +192,7 @@ absl::StatusOr<std::vector<float>> InterventionalReferenceOrStatus(
     const InterventionalOptions& options) {
   const int F = forest.num_features;
   const int64_t n = static_cast<int64_t>(rows.size()) / F;
-  const int64_t width = ExplainWidth(forest, options.interactions);
+  const int64_t width = ExplainWidth(forest, options.interactions, options.groups);
   std::vector<float> out(n * width);
   absl::Status s = ExplainInterventionalCpu(
       forest, MakeRowsView(background.data(), static_cast<int64_t>(background.size()) / F, F),

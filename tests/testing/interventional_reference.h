@@ -4,12 +4,14 @@
 // Thread-safe (pure functions).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/explain/interventional/interventional.h"
 #include "core/explain/interventional/interventional_paths.h"
+#include "core/explain/interventional_engine.h"
 #include "core/explain/paths.h"
 #include "tests/testing/corpus.h"
 #include "core/model/forest.h"
@@ -25,6 +27,42 @@ std::vector<RandomForestOptions> InterventionalForestOptions();
 // The links a seeded forest is explained with in a probability space: sigmoid and exp (each
 // output its own), and for the exact space softmax instead on multi-output forests.
 std::vector<Link> ProbabilityLinks(const RandomForestOptions& options, OutputSpace space);
+
+// The links a seeded forest is explained with in some space: the identity, then those of
+// ProbabilityLinks of either probability space, each once.
+std::vector<Link> AllLinks(const RandomForestOptions& options);
+
+// An output space and whether interaction values are asked.
+struct SpaceCase {
+  OutputSpace space;
+  bool interactions;
+};
+// What the path forms serve for a forest of `link`: values and interaction values of the margin
+// and probability spaces, and the linearized space's values (not under softmax, which it does
+// not add up under).
+std::vector<SpaceCase> PathFormSpaceCases(Link link);
+
+// An InterventionalEngine of `forest` and `background` (row-major) with `strategy` forced (or
+// "auto"), on the GPU where `use_gpu`; creation errors fail the test (null).
+std::unique_ptr<InterventionalEngine> MakeInterventionalEngine(ForestPtr forest,
+                                                               const std::vector<float>& background,
+                                                               const std::string& strategy,
+                                                               bool use_gpu, ThreadPool* pool);
+
+// `engine`'s explanation of `rows` (row-major; its output poisoned with NaNs first), or its error.
+absl::StatusOr<std::vector<float>> ExplainWithEngine(const InterventionalEngine& engine,
+                                                     const Forest& forest,
+                                                     const std::vector<float>& rows,
+                                                     const InterventionalOptions& options,
+                                                     RunInfo* info);
+
+// The singleton grouping of `forest`'s features, explained by `engine` in each of
+// PathFormSpaceCases(link), is the features' explanation bit for bit (the same layout, no group
+// members), on a second call too, served by `strategy` (RunInfo's); the features' values are the
+// same after it.
+void ExpectSingletonsAreTheFeatures(const InterventionalEngine& engine, const Forest& forest,
+                                    const std::vector<float>& rows, Link link,
+                                    const std::string& strategy);
 
 // A corpus case split for interventional tests: the model, `background` = the first rows of X.csv
 // and `rows` = the next ones (GroveRows: doubles routed as the library routes them).

@@ -60,7 +60,8 @@ struct InterventionalOptions {
   Attribution attribution = Attribution::kShapley;
   // The players (core/model/feature_groups.h): null, the model's features; otherwise its groups:
   // v(S) takes the members of S's groups from x, G + 1 columns per output (ExplainWidth with
-  // them). Not owned; resolved for this forest. The reference strategy only.
+  // them). Not owned; resolved for this forest. Every strategy: the path forms explain them on
+  // the grouping's grouped layout (interventional_paths.h).
   const FeatureGroups* groups = nullptr;
 };
 

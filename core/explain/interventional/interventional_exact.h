@@ -22,6 +22,9 @@
 //      W(d-1-|S|, |S|) / 2 (g(S ∪ {i,j}) - g(S ∪ i) - g(S ∪ j) + g(S)) (the reference's).
 // Cost per pair: the paths (two mask loads each), 2^|S_z| per term, and ~3 d 2^(d-1) per output.
 //
+// Feature groups: with a grouped layout (folded masks, interventional_paths.h) the players are the
+// groups: d counts the groups the hybrids part on, slots and columns are groups (ExactArgs).
+//
 // Determinism: terms are applied in path order, one at a time (the team's members write distinct
 // table entries of a term, Sync between terms), every other step has a fixed order, and the team's
 // sums reduce in a fixed tree: results are bitwise identical from run to run on either device.
@@ -47,14 +50,6 @@ struct SerialTeam {
   // The members' values summed in a fixed order, the same result on every member.
   GROVE_HD double Sum(double v) const { return v; }
 };
-
-GROVE_HD int LowestBit(uint32_t v) {
-#if defined(__CUDA_ARCH__)
-  return __ffs(v) - 1;
-#else
-  return __builtin_ctz(v);
-#endif
-}
 
 // The bits of `u` placed, lowest first, at the set bits of `mask` (x86's pdep).
 GROVE_HD uint32_t DepositBits(uint32_t u, uint32_t mask) {
@@ -83,26 +78,33 @@ struct ExactArgs {
   int iteration_begin = 0;
   int iteration_end = 0;
   int num_outputs = 1;
-  int num_features = 0;
+  int num_features = 0;  // the rows' columns
+  // The players (PathLayout::player_of: null for the features, else per feature its group) and
+  // their count: slots and output columns are players.
+  const int32_t* player_of = nullptr;
+  int num_players = 0;
   int max_slots = 0;  // ExactMaxSlots
   TransformParams transform;
 };
 
-// Slots a pair may use: kMaxExactDifferingFeatures, or fewer when the model has fewer features.
-GROVE_HD int ExactMaxSlots(int num_features) {
-  return num_features < kMaxExactDifferingFeatures ? num_features : kMaxExactDifferingFeatures;
+// Slots a pair may use: kMaxExactDifferingFeatures, or fewer when the call has fewer players.
+GROVE_HD int ExactMaxSlots(int num_players) {
+  return num_players < kMaxExactDifferingFeatures ? num_players : kMaxExactDifferingFeatures;
 }
 
-// The sizes, range and link of a call over `forest`'s rounds [begin, end); the six arrays are the
-// caller's (host or device copies of the layout's and the forest's).
-inline ExactArgs ExactCallArgs(const Forest& forest, int64_t num_paths, int begin, int end) {
+// The sizes, range and link of a call over `forest`'s rounds [begin, end) with `layout`'s players;
+// the arrays (player_of included) are the caller's (host or device copies of the layout's and the
+// forest's).
+inline ExactArgs ExactCallArgs(const Forest& forest, const PathLayout& layout, int begin,
+                               int end) {
   ExactArgs a;
-  a.num_paths = num_paths;
+  a.num_paths = static_cast<int64_t>(layout.paths.size());
   a.iteration_begin = begin;
   a.iteration_end = end;
   a.num_outputs = forest.num_outputs;
   a.num_features = forest.num_features;
-  a.max_slots = ExactMaxSlots(forest.num_features);
+  a.num_players = layout.num_players;
+  a.max_slots = ExactMaxSlots(layout.num_players);
   a.transform = MakeTransformParams(forest, end - begin);
   return a;
 }
@@ -111,8 +113,8 @@ inline ExactArgs ExactCallArgs(const Forest& forest, int64_t num_paths, int begi
 // partial are all 0: every pair restores them.
 struct ExactScratch {
   uint32_t* x_masks = nullptr;       // num_paths: the row's mask per path
-  int32_t* slot_of = nullptr;        // num_features: the feature's slot in the pair, or -1
-  int32_t* slot_feature = nullptr;   // num_features: the slot's feature
+  int32_t* slot_of = nullptr;        // num_players: the player's slot in the pair, or -1
+  int32_t* slot_feature = nullptr;   // num_players: the slot's player
   double* partial = nullptr;         // team size x num_outputs: constant terms per member
   double* table = nullptr;           // 2^max_slots x num_outputs
 };
@@ -121,10 +123,10 @@ struct ExactScratch {
 struct ExactScratchSizes {
   int64_t x_masks, slot_of, slot_feature, partial, table;
 };
-inline ExactScratchSizes ExactScratchSizesFor(int64_t num_paths, int num_features, int num_outputs,
+inline ExactScratchSizes ExactScratchSizesFor(int64_t num_paths, int num_players, int num_outputs,
                                               int team_size) {
-  return {num_paths, num_features, num_features, int64_t{team_size} * num_outputs,
-          (int64_t{1} << ExactMaxSlots(num_features)) * num_outputs};
+  return {num_paths, num_players, num_players, int64_t{team_size} * num_outputs,
+          (int64_t{1} << ExactMaxSlots(num_players)) * num_outputs};
 }
 
 GROVE_HD bool ExactPathInRange(const ExactArgs& a, int64_t p) {
@@ -179,7 +181,7 @@ GROVE_HD void TermSlots(const Team& team, const ExactArgs& a, const ExactScratch
   *sz = 0;
   for (uint32_t bits = diff; bits != 0; bits &= bits - 1) {
     const int e = LowestBit(bits);
-    const int32_t f = a.elements[info.element_begin + e].feature;
+    const int32_t f = PlayerColumn(a.player_of, a.elements[info.element_begin + e]);
     int32_t slot = s.slot_of[f];
     if (slot < 0) {
       slot = (*d)++;
@@ -280,7 +282,7 @@ template <typename Team>
 GROVE_HD void AddShapley(const Team& team, const ExactArgs& a, const ExactScratch& s, int d,
                          double scale, double* phi) {
   const int K = a.num_outputs;
-  const int64_t f1 = a.num_features + 1;
+  const int64_t f1 = a.num_players + 1;
   const uint32_t half = 1u << (d - 1);
   for (int i = 0; i < d; ++i) {
     const uint32_t bit = 1u << i;
@@ -306,7 +308,7 @@ template <typename Team>
 GROVE_HD void AddInteractionIndex(const Team& team, const ExactArgs& a, const ExactScratch& s,
                                   int d, double scale, double* inter) {
   const int K = a.num_outputs;
-  const int64_t f1 = a.num_features + 1;
+  const int64_t f1 = a.num_players + 1;
   const uint32_t quarter = d >= 2 ? 1u << (d - 2) : 0u;
   for (int i = 0; i < d; ++i) {
     for (int j = i + 1; j < d; ++j) {

@@ -67,7 +67,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     for (absl::Status s :
          {UploadTo(l.elements, &elements_, &b), UploadTo(l.paths, &paths_, &b),
           UploadTo(l.bin_offsets, &bin_offsets_, &b), UploadTo(l.values, &values_, &b),
-          UploadTo(l.category_bits, &category_bits_, &b), UploadTo(il_->mask_begin, &mask_begin_, &b),
+          UploadTo(l.category_bits, &category_bits_, &b), UploadTo(l.player_of, &player_of_, &b),
+          UploadTo(il_->mask_begin, &mask_begin_, &b),
           UploadTo(il_->masks, &masks_, &b), UploadTo(il_->counts, &counts_, &b),
           UploadTo(il_->weights, &weights_, &b),
           UploadTo(il_->banzhaf_weights, &banzhaf_weights_, &b),
@@ -178,7 +179,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     // The identity link's probability space: the margin space over the average divisor.
     const double divisor = MarginFormDivisor(*forest_, space, range.size());
     ik::FinishKernel<<<Blocks(n), 256, 0, s>>>(
-        d_acc, nullptr, num_rows, forest_->num_outputs, forest_->num_features, scale_.as<double>(),
+        d_acc, nullptr, num_rows, forest_->num_outputs, layout_->num_players, scale_.as<double>(),
         base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_bias,
         divisor, d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
@@ -250,7 +251,16 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   }
 
  private:
-  int64_t Width(bool interactions = false) const { return ExplainWidth(*forest_, interactions); }
+  // Columns per row: the layout's players' (the features, or a grouping's groups).
+  int64_t Width(bool interactions = false) const {
+    const int64_t p1 = layout_->num_players + 1;
+    return forest_->num_outputs * (interactions ? p1 * p1 : p1);
+  }
+
+  // PathLayout::player_of on the device; null for a layout of the features.
+  const int32_t* DevicePlayerOf() const {
+    return layout_->player_of.empty() ? nullptr : player_of_.as<int32_t>();
+  }
 
   // The weight table of `attribution` (InterventionalLayout::Weights), on the device.
   const double* DeviceWeights(Attribution attribution) const {
@@ -279,9 +289,9 @@ class InterventionalGpuImpl final : public InterventionalGpu {
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
     const double divisor = MarginFormDivisor(*forest_, options.output_space, range.size());
-    const int64_t threads = num_rows * forest_->num_outputs * (forest_->num_features + 1);
+    const int64_t threads = num_rows * forest_->num_outputs * (layout_->num_players + 1);
     ik::InteractionsFinishKernel<<<Blocks(threads), 256, 0, s>>>(
-        d_acc, num_rows, forest_->num_outputs, forest_->num_features,
+        d_acc, num_rows, forest_->num_outputs, layout_->num_players,
         interactions_scale_.as<double>(), base_margin_.as<double>(),
         iteration_prefix_.as<double>(), range.begin, range.end, divisor, d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
@@ -309,7 +319,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     ExactWorkspace w;
     const int64_t paths = static_cast<int64_t>(layout_->paths.size());
     const int k = forest_->num_outputs;
-    w.sizes = ExactScratchSizesFor(paths, forest_->num_features, k, 32);
+    w.sizes = ExactScratchSizesFor(paths, layout_->num_players, k, 32);
     const ExactScratchSizes& z = w.sizes;
     const int64_t per_warp = (z.x_masks + z.slot_of + z.slot_feature) * 4 + (z.partial + z.table) * 8;
     w.warps = std::clamp<int64_t>(std::min(rows, kExactWarps), 1,
@@ -334,8 +344,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   }
 
   ExactArgs DeviceExactArgs(const IterationRange& range, Attribution attribution) const {
-    ExactArgs a = ExactCallArgs(*forest_, static_cast<int64_t>(layout_->paths.size()), range.begin,
-                                range.end);
+    ExactArgs a = ExactCallArgs(*forest_, *layout_, range.begin, range.end);
+    a.player_of = DevicePlayerOf();
     a.elements = elements_.as<PathElement>();
     a.paths = paths_.as<PathInfo>();
     a.values = values_.as<double>();
@@ -404,12 +414,12 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     const int64_t blocks = (w.warps + ik::kWarpsPerBlock - 1) / ik::kWarpsPerBlock;
     ik::ExactKernel<<<static_cast<unsigned>(blocks), ik::kBlockThreads, 0, s>>>(a, ka);
     if (interactions) {
-      ik::ExactInteractionsFinishKernel<<<Blocks(num_rows * k * (forest_->num_features + 1)), 256,
+      ik::ExactInteractionsFinishKernel<<<Blocks(num_rows * k * (layout_->num_players + 1)), 256,
                                           0, s>>>(d_phi, ka.d_inter, num_rows, k,
-                                                  forest_->num_features, d_bias, d_out);
+                                                  layout_->num_players, d_bias, d_out);
     } else {
       ik::FinishKernel<<<Blocks(num_rows * width), 256, 0, s>>>(
-          nullptr, d_phi, num_rows, k, forest_->num_features, nullptr, nullptr, nullptr, 0, 0,
+          nullptr, d_phi, num_rows, k, layout_->num_players, nullptr, nullptr, nullptr, 0, 0,
           d_bias, 1.0, d_out);
     }
     GROVE_CUDA_RETURN(cudaGetLastError());
@@ -422,6 +432,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   }
 
   absl::Status CheckOptions(const InterventionalOptions& options, IterationRange* range) const {
+    if (absl::Status s = CheckLayoutPlayers(*layout_, options.groups); !s.ok()) return s;
     const OutputSpace space = options.output_space;
     if (space != OutputSpace::kMargin) {
       if (absl::Status s = CheckOutputSpace(*forest_, space); !s.ok()) return s;
@@ -451,6 +462,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     a.inv_background = 1.0 / static_cast<double>(il_->background_rows);
     a.num_bins = layout_->num_bins();
     a.num_features = forest_->num_features;
+    a.d_player_of = DevicePlayerOf();
+    a.num_players = layout_->num_players;
     a.iteration_begin = range.begin;
     a.iteration_end = range.end;
     a.acc_width = Width();
@@ -523,7 +536,8 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   std::atomic<int64_t> linearized_bytes_{0};
   LinearizedLayoutPtr linearized_;
   gpu::DeviceBuffer mask_rows_, background_;
-  gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, mask_begin_, masks_,
+  gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, player_of_,
+      mask_begin_, masks_,
       counts_, weights_, banzhaf_weights_, scale_, interactions_scale_, base_margin_,
       iteration_prefix_;
   int64_t resident_bytes_ = 0;

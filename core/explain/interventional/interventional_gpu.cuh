@@ -31,7 +31,11 @@ struct KernelArgs {
   int64_t num_bins = 0;
   const float* d_rows = nullptr;
   int64_t num_rows = 0;
-  int num_features = 0;
+  int num_features = 0;  // the rows' columns
+  // The players: per feature its column (PathLayout::player_of on the device; null for the
+  // features) and their count. Output blocks are num_players + 1 wide.
+  const int32_t* d_player_of = nullptr;
+  int num_players = 0;
   int iteration_begin = 0;
   int iteration_end = 0;
   unsigned long long* d_acc = nullptr;  // num_rows x acc_width, fixed point
@@ -53,7 +57,12 @@ struct Lane {
   bool active = false;       // the lane holds an element
   bool in_range = false;     // its tree is in the call's iteration range
   uint32_t full = 0;         // its path's full mask
+  uint32_t members = 0;      // its path's group members (kElemGroupMember): FoldGroupMembers
+  int32_t player = -1;       // the element's output column (PlayerColumn)
+  // An element of a path in range: it evaluates its split for the row masks.
   __device__ bool is_element() const { return active && rel > 0 && in_range; }
+  // ... and a player's element (not a group's null member): it has values to add.
+  __device__ bool is_player() const { return is_element() && IsPlayerElement(e); }
 };
 
 __device__ inline Lane LoadLane(const KernelArgs& a, int64_t bin, int lane) {
@@ -66,7 +75,10 @@ __device__ inline Lane LoadLane(const KernelArgs& a, int64_t bin, int lane) {
     l.rel = static_cast<int>(index - l.info.element_begin);
     l.in_range = l.info.iteration >= a.iteration_begin && l.info.iteration < a.iteration_end;
     l.full = FullMask(l.info.length);
+    if (l.rel > 0) l.player = PlayerColumn(a.d_player_of, l.e);
   }
+  const bool member = l.active && (l.e.flags & kElemGroupMember);
+  l.members = (__ballot_sync(kAllLanes, member) >> (lane - l.rel)) & l.full;
   return l;
 }
 
@@ -85,6 +97,7 @@ __device__ inline void RowMasks(const KernelArgs& a, const Lane& l, int64_t row_
     }
     const uint32_t ballot = __ballot_sync(kAllLanes, match);
     x[r] = (ballot >> (lane - l.rel)) & l.full;  // the path's lanes start at lane - rel
+    if (l.members != 0) x[r] = FoldGroupMembers(x[r], l.members);
   }
 }
 
@@ -114,7 +127,7 @@ __device__ inline bool BeginWarp(const KernelArgs& a, WarpRows* w) {
 // value of output `group` added to the row's accumulator.
 __device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_begin,
                                 const double (&acc)[kRowsPerWarp], int k) {
-  const int64_t f1 = a.num_features + 1;
+  const int64_t f1 = a.num_players + 1;
   const int group = l.info.group + k;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -123,7 +136,7 @@ __device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_
     const double v = acc[r] * a.inv_background * a.d_layout.values[l.info.value_begin + k];
     const long long fixed = __double2ll_rn(v * a.d_scale[group]);
     if (fixed != 0) {
-      atomicAdd(a.d_acc + row * a.acc_width + group * f1 + l.e.feature,
+      atomicAdd(a.d_acc + row * a.acc_width + group * f1 + l.player,
                 static_cast<unsigned long long>(fixed));
     }
   }
@@ -134,7 +147,7 @@ __global__ void __launch_bounds__(kBlockThreads) InterventionalKernel(KernelArgs
   __shared__ double weights[kWeightEntries];
   LoadWeights(a, weights);
   WarpRows w;
-  if (!BeginWarp(a, &w) || !w.l.is_element()) return;
+  if (!BeginWarp(a, &w) || !w.l.is_player()) return;
   const Lane& l = w.l;
   const int64_t row_begin = w.row_begin;
   const uint32_t(&x)[kRowsPerWarp] = w.x;
@@ -156,12 +169,12 @@ __global__ void __launch_bounds__(kBlockThreads) LinearizedKernel(KernelArgs a, 
   __shared__ double weights[kWeightEntries];
   LoadWeights(a, weights);
   WarpRows w;
-  if (!BeginWarp(a, &w) || !w.l.is_element()) return;
+  if (!BeginWarp(a, &w) || !w.l.is_player()) return;
   const Lane& l = w.l;
   const int64_t row_begin = w.row_begin;
   const uint32_t(&x)[kRowsPerWarp] = w.x;
   const uint32_t bit = 1u << l.rel;
-  const int num_outputs = static_cast<int>(a.acc_width / (a.num_features + 1));
+  const int num_outputs = static_cast<int>(a.acc_width / (a.num_players + 1));
   const uint16_t* path_rows = la.d_mask_rows + static_cast<int64_t>(l.e.path) * la.n;
   const uint32_t mask_begin = a.d_mask_begin[l.e.path], mask_end = a.d_mask_begin[l.e.path + 1];
   for (int k = 0; k < l.info.width; ++k) {
@@ -358,12 +371,12 @@ __global__ void __launch_bounds__(kBlockThreads) ExactKernel(ExactArgs a, ExactK
 // else (base_margin[k] + prefix[end][k] - prefix[begin][k]) / divisor (the trees of the iteration
 // range). `divisor`: 1, or the average divisor of an identity link's probability space.
 __global__ void FinishKernel(const unsigned long long* d_acc, const double* d_phi,
-                             int64_t num_rows, int num_outputs, int num_features,
+                             int64_t num_rows, int num_outputs, int num_players,
                              const double* d_scale, const double* d_base_margin,
                              const double* d_iteration_prefix, int iteration_begin,
                              int iteration_end, const double* d_bias, double divisor,
                              float* d_out) {
-  const int64_t f1 = num_features + 1;
+  const int64_t f1 = num_players + 1;
   const int64_t width = num_outputs * f1;
   const int64_t n = num_rows * width;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -372,7 +385,7 @@ __global__ void FinishKernel(const unsigned long long* d_acc, const double* d_ph
     const int k = static_cast<int>(c / f1);
     double v = d_phi != nullptr ? d_phi[i]
                                 : static_cast<double>(static_cast<long long>(d_acc[i])) / d_scale[k];
-    if (c % f1 == num_features) {
+    if (c % f1 == num_players) {
       v = d_bias != nullptr ? d_bias[k]
                             : d_base_margin[k] + d_iteration_prefix[iteration_end * num_outputs + k] -
                                   d_iteration_prefix[iteration_begin * num_outputs + k];

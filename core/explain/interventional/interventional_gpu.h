@@ -36,6 +36,11 @@
 // Attribution: Shapley or Banzhaf values and interaction values alike (the attribution's weight
 // table, both resident), in every space the attribution's kernels above serve.
 //
+// Feature groups: an engine built on a grouping's grouped layout (PathLayoutOptions::groups) and
+// the background's masks on it explains that grouping (one column per group; every kernel above,
+// each lane folding its path's group members into their leader, FoldGroupMembers) and refuses
+// other players (CheckLayoutPlayers).
+//
 // Scope: models whose paths have at most kWarpLanes elements (Create refuses others with
 // FAILED_PRECONDITION; the CPU strategies serve them); any iteration range.
 // Thread-safety: Explain may be called concurrently (serialised on the engine's workspace);
@@ -84,20 +89,20 @@ class InterventionalGpu {
   virtual bool linearized_enabled() const = 0;
 
   // Device-level entry: d_rows (num_rows x num_features, dense) and d_out (num_rows x
-  // ExplainWidth(forest, options.interactions), dense) on this engine's GPU; d_workspace holds at
-  // least WorkspaceBytes(num_rows, options) bytes. Enqueued on `stream` (a cudaStream_t of that
-  // GPU); returns once enqueued, without synchronising -- except the exact probability space, which
-  // waits for `stream` to learn whether a pair was over the limit (ExactPairTooWideError; `d_out`
-  // is then incomplete). Checks options (INVALID_ARGUMENT / FAILED_PRECONDITION) before enqueuing
-  // anything. Deterministic.
+  // ExplainWidth(forest, options.interactions, options.groups), dense) on this engine's GPU;
+  // d_workspace holds at least WorkspaceBytes(num_rows, options) bytes. Enqueued on `stream` (a
+  // cudaStream_t of that GPU); returns once enqueued, without synchronising -- except the exact
+  // probability space, which waits for `stream` to learn whether a pair was over the limit
+  // (ExactPairTooWideError; `d_out` is then incomplete). Checks options (INVALID_ARGUMENT /
+  // FAILED_PRECONDITION) before enqueuing anything. Deterministic.
   virtual absl::Status ExplainOnDevice(const float* d_rows, int64_t num_rows,
                                        const InterventionalOptions& options, void* d_workspace,
                                        int64_t workspace_bytes, float* d_out,
                                        void* stream) const = 0;
 
-  // Host rows in, host results out (rows x ExplainWidth(forest, options.interactions)), through
-  // the engine's own pinned buffers and workspace (grown to the largest request seen, then
-  // reused). Synchronous.
+  // Host rows in, host results out (rows x ExplainWidth(forest, options.interactions,
+  // options.groups)), through the engine's own pinned buffers and workspace (grown to the largest
+  // request seen, then reused). Synchronous.
   virtual absl::Status Explain(RowsView rows, const InterventionalOptions& options,
                                MatrixView<float> out) = 0;
 

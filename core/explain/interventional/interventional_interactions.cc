@@ -26,21 +26,25 @@ void AddPathInteractions(const PathLayout& layout, const InterventionalLayout& i
   InteractionLane lanes[kWarpLanes];
   double with_x[kWarpLanes][kWarpLanes] = {};
   for (int e = 1; e < info.length; ++e) {
+    if (!IsPlayerElement(elements[e])) continue;
     for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
       AddInteractionMask(x, il.masks[m], full, e, il.counts[m], weights, &lanes[e], with_x[e]);
     }
   }
   const double scale = 1.0 / static_cast<double>(il.background_rows);
+  const int32_t* player_of = PlayerMap(layout);
   for (int k = 0; k < info.width; ++k) {
     const double v = scale * layout.values[info.value_begin + k];
     const int group = info.group + k;
     double* m = inter + group * f1 * f1;
+    // A group's null members add nothing (their sums are 0): only players' elements are read.
     for (int i = 1; i < info.length; ++i) {
-      const int64_t fi = elements[i].feature;
+      if (!IsPlayerElement(elements[i])) continue;
+      const int64_t fi = PlayerColumn(player_of, elements[i]);
       phi[group * f1 + fi] += v * lanes[i].phi;
       for (int j = 1; j < info.length; ++j) {
-        if (j == i) continue;
-        m[fi * f1 + elements[j].feature] +=
+        if (j == i || !IsPlayerElement(elements[j])) continue;
+        m[fi * f1 + PlayerColumn(player_of, elements[j])] +=
             v * InteractionPairCoefficient(x, i, j, lanes[i], with_x[i], lanes[j]);
       }
     }
@@ -67,6 +71,7 @@ absl::Status ExplainInterventionalInteractionsPathsCpu(const Forest& forest,
                                                        const InterventionalOptions& options,
                                                        MatrixView<float> out, ThreadPool* pool) {
   if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
+  if (absl::Status s = CheckLayoutPlayers(layout, options.groups); !s.ok()) return s;
   if (!PathFormExplainsInteractions(forest, options) || !layout.long_paths.empty()) {
     return absl::FailedPreconditionError(
         "the path form of interventional interaction values explains margins (or an identity "
@@ -78,7 +83,7 @@ absl::Status ExplainInterventionalInteractionsPathsCpu(const Forest& forest,
   const double divisor = MarginFormDivisor(forest, options.output_space, range.size());
   const std::vector<uint32_t> paths = PathsInRange(layout, range.begin, range.end);
   const int k = forest.num_outputs;
-  const int64_t f1 = forest.num_features + 1;
+  const int64_t f1 = layout.num_players + 1;
   std::vector<double> bias = InterventionalBias(forest, il, range.begin, range.end);
   for (double& b : bias) b /= divisor;
   const double* weights = il.Weights(options.attribution);

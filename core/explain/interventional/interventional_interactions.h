@@ -89,7 +89,8 @@ GROVE_HD double InteractionPairCoefficient(uint32_t x, int i, int j, const Inter
 // multi-threaded over rows on `pool` (may be null). options.interactions must be set; every
 // attribution; OutputSpace::kMargin, or kProbability of an identity link (the margin's values over
 // the average divisor); models without long paths. FAILED_PRECONDITION otherwise, other checks as
-// ExplainInterventionalCpu. Deterministic.
+// ExplainInterventionalCpu. Feature groups as ExplainInterventionalPathsCpu (a grouped layout; its
+// null members add nothing). Deterministic.
 absl::Status ExplainInterventionalInteractionsPathsCpu(const Forest& forest,
                                                        const PathLayout& layout,
                                                        const InterventionalLayout& il,

@@ -44,13 +44,13 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
   const Lane& l = w.l;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x / 32;
-  const bool element = l.is_element();
+  const bool element = l.is_player();  // a group's null members add nothing
   const int base = lane - l.rel;  // the lane of the path's root
   double* my_with_x = with_x + (warp * 32 + lane) * kWithXStride;
   double* sums = lane_shared + warp * 32;
   int32_t* features = lane_feature + warp * 32;
-  features[lane] = element ? l.e.feature : -1;
-  const int64_t f1 = a.num_features + 1;
+  features[lane] = element ? l.player : -1;
+  const int64_t f1 = a.num_players + 1;
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t row = w.row_begin + r;
     if (row >= a.num_rows) break;
@@ -72,14 +72,16 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
         const double v = a.inv_background * a.d_layout.values[l.info.value_begin + k];
         const double scale = a.d_scale[group];
         unsigned long long* m = a.d_acc + row * a.acc_width + group * f1 * f1;
-        const int64_t fi = l.e.feature;
+        const int64_t fi = l.player;
         AddFixedValue(m + fi * f1 + fi, v * mine.phi, scale);
         for (int j = l.rel + 1; j < l.info.length; ++j) {
           InteractionLane other;
           other.shared = sums[base + j];
           const double c = InteractionPairCoefficient(x, l.rel, j, mine, my_with_x, other);
           const int64_t fj = features[base + j];
-          if (c != 0.0) AddFixedValue(m + (fi < fj ? fi * f1 + fj : fj * f1 + fi), v * c, scale);
+          if (c != 0.0 && fj >= 0) {
+            AddFixedValue(m + (fi < fj ? fi * f1 + fj : fj * f1 + fi), v * c, scale);
+          }
         }
       }
     }
@@ -92,11 +94,11 @@ __global__ void __launch_bounds__(kBlockThreads) InteractionsKernel(KernelArgs a
 // (in integers), M[i][F] = M[F][i] = 0, M[F][F] = the bias (base margin + the background means of
 // the range's trees) / divisor.
 __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_t num_rows,
-                                         int num_outputs, int num_features, const double* d_scale,
+                                         int num_outputs, int num_players, const double* d_scale,
                                          const double* d_base_margin,
                                          const double* d_iteration_prefix, int iteration_begin,
                                          int iteration_end, double divisor, float* d_out) {
-  const int64_t f1 = num_features + 1;
+  const int64_t f1 = num_players + 1;
   const int64_t n = num_rows * num_outputs * f1;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -104,24 +106,24 @@ __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_
     const int k = static_cast<int>((t / f1) % num_outputs);
     const unsigned long long* block = d_acc + (t - i) * f1;  // this row and output's matrix
     float* out = d_out + t * f1;
-    if (i == num_features) {
-      for (int64_t j = 0; j < num_features; ++j) out[j] = 0.0f;
+    if (i == num_players) {
+      for (int64_t j = 0; j < num_players; ++j) out[j] = 0.0f;
       const double bias = d_base_margin[k] +
                           d_iteration_prefix[iteration_end * num_outputs + k] -
                           d_iteration_prefix[iteration_begin * num_outputs + k];
-      out[num_features] = static_cast<float>(bias / divisor);
+      out[num_players] = static_cast<float>(bias / divisor);
       continue;
     }
     auto entry = [&](int64_t j) { return j > i ? block[i * f1 + j] : block[j * f1 + i]; };
     unsigned long long off = 0;  // wraps as two's complement: exact for the true sum's range
-    for (int64_t j = 0; j < num_features; ++j) off += j == i ? 0ull : entry(j);
-    for (int64_t j = 0; j < num_features; ++j) {
+    for (int64_t j = 0; j < num_players; ++j) off += j == i ? 0ull : entry(j);
+    for (int64_t j = 0; j < num_players; ++j) {
       const unsigned long long fixed = j == i ? entry(i) - off : entry(j);
       double v = static_cast<double>(static_cast<long long>(fixed)) / d_scale[k];
       if (divisor != 1.0) v /= divisor;
       out[j] = static_cast<float>(v);
     }
-    out[num_features] = 0.0f;
+    out[num_players] = 0.0f;
   }
 }
 
@@ -130,9 +132,9 @@ __global__ void InteractionsFinishKernel(const unsigned long long* d_acc, int64_
 // matrix row i): M[i][i] = phi_i - sum_{j != i} M[i][j] and M[F][F] = d_bias[k], as the CPU's
 // StoreExplainedRow.
 __global__ void ExactInteractionsFinishKernel(const double* d_phi, const double* d_inter,
-                                              int64_t num_rows, int num_outputs, int num_features,
+                                              int64_t num_rows, int num_outputs, int num_players,
                                               const double* d_bias, float* d_out) {
-  const int64_t f1 = num_features + 1;
+  const int64_t f1 = num_players + 1;
   const int64_t n = num_rows * num_outputs * f1;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -141,17 +143,17 @@ __global__ void ExactInteractionsFinishKernel(const double* d_phi, const double*
     const int k = static_cast<int>(rk % num_outputs);
     const double* m = d_inter + t * f1;
     float* out = d_out + t * f1;
-    if (i == num_features) {
-      for (int64_t j = 0; j < num_features; ++j) out[j] = 0.0f;
-      out[num_features] = static_cast<float>(d_bias[k]);
+    if (i == num_players) {
+      for (int64_t j = 0; j < num_players; ++j) out[j] = 0.0f;
+      out[num_players] = static_cast<float>(d_bias[k]);
       continue;
     }
     double off = 0;
-    for (int64_t j = 0; j < num_features; ++j) off += j == i ? 0.0 : m[j];
-    for (int64_t j = 0; j < num_features; ++j) {
+    for (int64_t j = 0; j < num_players; ++j) off += j == i ? 0.0 : m[j];
+    for (int64_t j = 0; j < num_players; ++j) {
       out[j] = static_cast<float>(j == i ? d_phi[rk * f1 + i] - off : m[j]);
     }
-    out[num_features] = 0.0f;
+    out[num_players] = 0.0f;
   }
 }
 

@@ -81,7 +81,9 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, const dou
   const uint32_t x = RowPathMask(elements, info.length, layout.category_bits.data(), row);
   const uint32_t full = FullMask(info.length);
   const double scale = 1.0 / il.background_rows;
+  const int32_t* player_of = PlayerMap(layout);
   for (int j = 1; j < info.length; ++j) {
+    if (!IsPlayerElement(elements[j])) continue;
     double coefficient = 0;
     for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
       coefficient +=
@@ -89,7 +91,7 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, const dou
     }
     if (coefficient == 0) continue;
     for (int k = 0; k < info.width; ++k) {
-      phi[(info.group + k) * f1 + elements[j].feature] +=
+      phi[(info.group + k) * f1 + PlayerColumn(player_of, elements[j])] +=
           scale * coefficient * layout.values[info.value_begin + k];
     }
   }
@@ -107,9 +109,11 @@ void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
   const uint32_t full = FullMask(info.length);
   const int64_t n = ll.background_rows;
   const uint16_t* path_rows = ll.mask_rows.data() + static_cast<int64_t>(path) * n;
+  const int32_t* player_of = PlayerMap(layout);
   for (int k = 0; k < info.width; ++k) {
     const double* rho_k = rho + (info.group + k) * n;
     for (int j = 1; j < info.length; ++j) {
+      if (!IsPlayerElement(elements[j])) continue;
       double coefficient = 0;
       const uint16_t* rows_of_mask = path_rows;
       for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
@@ -121,7 +125,7 @@ void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
         }
         rows_of_mask += il.counts[m];
       }
-      phi[(info.group + k) * f1 + elements[j].feature] +=
+      phi[(info.group + k) * f1 + PlayerColumn(player_of, elements[j])] +=
           coefficient / n * layout.values[info.value_begin + k];
     }
   }
@@ -143,8 +147,8 @@ std::vector<double> BackgroundMargins(const Forest& forest, const std::vector<in
 ExactArgs HostExactArgs(const Forest& forest, const PathLayout& layout,
                         const InterventionalLayout& il, const IterationRange& range,
                         Attribution attribution = Attribution::kShapley) {
-  ExactArgs a = ExactCallArgs(forest, static_cast<int64_t>(layout.paths.size()), range.begin,
-                              range.end);
+  ExactArgs a = ExactCallArgs(forest, layout, range.begin, range.end);
+  a.player_of = PlayerMap(layout);
   a.elements = layout.elements.data();
   a.paths = layout.paths.data();
   a.values = layout.values.data();
@@ -191,8 +195,9 @@ absl::Status ExplainExactCpu(const Forest& forest, const PathLayout& layout,
   const std::shared_ptr<const std::vector<double>> cached =
       ExactBiasFor(forest, layout, il, ll, range.begin, range.end);
   const std::vector<double>& bias = *cached;
-  const int64_t f1 = forest.num_features + 1;
-  const ExactScratchSizes sizes = ExactScratchSizesFor(a.num_paths, a.num_features, a.num_outputs, 1);
+  const int64_t f1 = a.num_players + 1;
+  const ExactScratchSizes sizes =
+      ExactScratchSizesFor(a.num_paths, a.num_players, a.num_outputs, 1);
   std::mutex mu;
   int64_t failed_row = rows.rows;  // the first failing row wins, as in the reference
   absl::Status failure;
@@ -286,6 +291,21 @@ absl::StatusOr<LinearizedLayoutPtr> BuildLinearizedLayout(const PathLayout& layo
   return LinearizedLayoutPtr(std::move(ll));
 }
 
+absl::Status CheckLayoutPlayers(const PathLayout& layout, const FeatureGroups* groups) {
+  const bool same = groups == nullptr
+                        ? layout.player_of.empty()
+                        : layout.num_players == groups->num_groups() &&
+                              layout.player_of == groups->group_of;
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the path layout's players are ",
+      layout.player_of.empty() ? "the model's features"
+                               : absl::StrCat(layout.num_players, " feature groups"),
+      "; the call asks for ",
+      groups == nullptr ? "the features" : absl::StrCat(groups->num_groups(), " feature groups"),
+      " (a layout explains its own players only)"));
+}
+
 int64_t InterventionalLayout::HostBytes() const {
   return static_cast<int64_t>((mask_begin.size() + masks.size() + counts.size()) * 4 +
                               (tree_means.size() + weights.size() + banzhaf_weights.size()) * 8);
@@ -355,6 +375,7 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
                                            MatrixView<float> out, ThreadPool* pool,
                                            const LinearizedLayout* linearized) {
   if (absl::Status s = CheckInterventionalCall(forest, rows, options, out); !s.ok()) return s;
+  if (absl::Status s = CheckLayoutPlayers(layout, options.groups); !s.ok()) return s;
   const OutputSpace space = options.output_space;
   const bool lin = space == OutputSpace::kProbabilityLinearized;
   // The exact space of an identity link is the margin's values over the average divisor.
@@ -381,7 +402,7 @@ absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayou
     if (forest.TreeInRange(t, range.begin, range.end)) trees.push_back(t);
   }
   const int k = forest.num_outputs;
-  const int64_t f1 = forest.num_features + 1;
+  const int64_t f1 = layout.num_players + 1;
   const TransformParams transform = MakeTransformParams(forest, range.size());
   std::vector<double> bias = InterventionalBias(forest, il, range.begin, range.end);
   std::vector<double> background_margins;

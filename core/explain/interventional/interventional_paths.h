@@ -11,6 +11,11 @@
 //   * S_x = X & ~Z must come from x, S_z = Z & ~X from z; elements matched by both are free;
 //   * element j in S_x gets value * W(|S_x|, |S_z|), in S_z gets -value * W(|S_z|, |S_x|), with
 //     W(a, b) = (a-1)! b! / (a+b)! (InterventionalWeight).
+// Feature groups (InterventionalOptions::groups) use the grouped layout of the grouping
+// (PathLayoutOptions::groups: a group's elements on a path are one run): a group is one player
+// whose bit is the AND of its run's bits, in X and in Z alike, and whose run's other elements
+// are null players (FoldGroupMembers); everything below is unchanged, with one output column per
+// group (PathLayout::player_of).
 // A background row enters only through its Z mask per path, so the background is preprocessed
 // once per model into, per path, its distinct Z masks with how many rows have each
 // (InterventionalLayout): rows sharing a mask are one work item, which is what makes 1,000
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/hd.h"
@@ -73,17 +79,75 @@ GROVE_HD double MaskCoefficient(uint32_t x, uint32_t z, uint32_t full, uint32_t 
   return 0.0;
 }
 
-// The bitmask X of `row` over the elements of a path (bit j = element j matches).
+GROVE_HD int LowestBit(uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(v) - 1;
+#else
+  return __builtin_ctz(v);
+#endif
+}
+
+// Index of the highest set bit of v != 0.
+GROVE_HD int HighestBit(uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return 31 - __clz(v);
+#else
+  return 31 - __builtin_clz(v);
+#endif
+}
+
+// The players' mask of a path of a grouped layout (PathLayout::player_of) from its elements' mask:
+// `matched` has bit j set where element j matches, `members` where element j is flagged
+// kElemGroupMember. A group is one player on the path: its first element (the run's leader) stands
+// for it and matches iff every element of the run does, the same rule for a row and for a
+// background row, which is the game over groups (group g in S takes all its members from x).
+// Members' bits are set in every mask, so that they are in neither S_x nor S_z: null players, which
+// change no other player's Shapley or Banzhaf value (or interaction value). Identity when `members`
+// is 0 (a layout of the features).
+GROVE_HD uint32_t FoldGroupMembers(uint32_t matched, uint32_t members) {
+  uint32_t mask = matched | members;
+  for (uint32_t failed = members & ~matched; failed != 0; failed &= failed - 1) {
+    // The run's leader: the highest element below the member that is no member (the root, bit 0,
+    // never is one).
+    mask &= ~(1u << HighestBit(~members & ((1u << LowestBit(failed)) - 1u)));
+  }
+  return mask;
+}
+
+// The bitmask X of `row` over the players of a path (bit j = element j matches; in a grouped
+// layout folded by FoldGroupMembers).
 template <typename Row>
 GROVE_HD uint32_t RowPathMask(const PathElement* elements, int length,
                               const uint32_t* category_bits, const Row& row) {
-  uint32_t mask = 0;
+  uint32_t mask = 0, members = 0;
   for (int j = 0; j < length; ++j) {
     const PathElement& e = elements[j];
     const float v = e.feature < 0 ? 0.0f : row[e.feature];
     if (PathElementMatches(e, category_bits, v)) mask |= 1u << j;
+    if (e.flags & kElemGroupMember) members |= 1u << j;
   }
-  return mask;
+  return FoldGroupMembers(mask, members);
+}
+
+// The output column of path element `e` (not the root) in a call over `player_of` (a device or
+// host copy of PathLayout::player_of; null for a layout of the features).
+GROVE_HD int32_t PlayerColumn(const int32_t* player_of, const PathElement& e) {
+  return player_of != nullptr ? player_of[e.feature] : e.feature;
+}
+
+// PathLayout::player_of as PlayerColumn takes it (null for a layout of the features).
+inline const int32_t* PlayerMap(const PathLayout& layout) {
+  return layout.player_of.empty() ? nullptr : layout.player_of.data();
+}
+
+// OK when `layout`'s players are those of a call with `groups`: the grouped layout of that
+// grouping, or with null groups the model's features; INVALID_ARGUMENT naming the mismatch
+// otherwise (a layout explains its own players only).
+absl::Status CheckLayoutPlayers(const PathLayout& layout, const FeatureGroups* groups);
+
+// Whether element `e` is a player's (not the root, not a group's null member).
+GROVE_HD bool IsPlayerElement(const PathElement& e) {
+  return !(e.flags & (kElemRoot | kElemGroupMember));
 }
 
 // One model's background, preprocessed against its PathLayout. Immutable once built; share it
@@ -183,7 +247,9 @@ std::vector<double> InterventionalBias(const Forest& forest, const Interventiona
 // interaction values (rows x ExplainWidth(forest, true)) in the exact space only (the margin's:
 // ExplainInterventionalInteractionsPathsCpu); FAILED_PRECONDITION otherwise; other checks as
 // ExplainInterventionalCpu, and the exact space's pairs as the reference's
-// (ExactPairTooWideError). Deterministic.
+// (ExactPairTooWideError). With options.groups, `layout` is the grouping's grouped layout
+// (PathLayoutOptions::groups) and `il` (and `linearized`) were built on it: one column per group;
+// CheckLayoutPlayers' error otherwise. Deterministic.
 absl::Status ExplainInterventionalPathsCpu(const Forest& forest, const PathLayout& layout,
                                            const InterventionalLayout& il, RowsView rows,
                                            const InterventionalOptions& options,
