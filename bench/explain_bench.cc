@@ -23,7 +23,6 @@
 // results out in float32) at the measured device-to-device copy bandwidth; the larger is the floor.
 // Timing: one warm-up run, then the median of --reps runs; device work timed with CUDA events.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -65,22 +64,9 @@ struct Flags {
   bool engine_only = false;  // --cpu engine: the CPU engine alone (no paths, no reference)
 };
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 using bench::Median;
-
-double TimeMedian(int reps, const std::function<void()>& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double start = Now();
-    fn();
-    t.push_back(Now() - start);
-  }
-  return Median(t);
-}
+using bench::Now;
+using bench::TimeMedian;
 
 void Row(const std::string& name, const char* kind, const char* where, const char* what,
          int64_t rows, double seconds, const std::string& note = "") {

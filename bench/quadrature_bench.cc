@@ -17,7 +17,6 @@
 // Load: path layout, quadrature preprocessing, upload and calibration seconds.
 // Timing: one warm-up, then the median of --reps runs.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -58,22 +57,9 @@ struct Flags {
   bool engine = false;  // also build ExplainEngine ("auto") and report its pick
 };
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 using bench::Median;
-
-double TimeMedian(int reps, const std::function<bool()>& fn) {
-  if (!fn()) return NAN;
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double start = Now();
-    if (!fn()) return NAN;
-    t.push_back(Now() - start);
-  }
-  return Median(t);
-}
+using bench::Now;
+using bench::TimeMedian;
 
 #if defined(GROVE_HAVE_CUDA)
 

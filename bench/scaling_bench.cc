@@ -18,7 +18,6 @@
 // (gpu::PinHostRange), so that the engines copy them by DMA without staging: the caller's memory
 // registered once.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +30,7 @@
 #include "bench/common/copy_bandwidth.h"
 #include "bench/common/flags.h"
 #include "bench/common/main.h"
+#include "bench/common/stats.h"
 #include "core/gpu/device_set.h"
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
@@ -53,10 +53,7 @@ struct Flags {
   int64_t bandwidth_mb = 256;
 };
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using bench::TimeMedian;
 
 uint64_t Fnv1a(const float* v, int64_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -68,25 +65,12 @@ uint64_t Fnv1a(const float* v, int64_t n) {
   return h;
 }
 
-template <typename F>
-double Median(int reps, F&& f) {
-  f();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double s = Now();
-    f();
-    t.push_back(Now() - s);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 // The host's limits for rows staged to GPUs (see the header comment): a table of GB/s.
 void PrintHostLimits(ThreadPool& pool, int64_t bytes, int reps) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   const int64_t grain = int64_t{1} << 20;
   auto copy_on = [&](ThreadPool* p) {
-    return Median(reps, [&] {
+    return TimeMedian(reps, [&] {
       ParallelFor(p, bytes, grain, [&](int64_t b, int64_t e) {
         std::memcpy(dst.data() + b, src.data() + b, e - b);
       });
@@ -179,7 +163,7 @@ int Main(int argc, char** argv) {
     ExplainOptions o;
     RunInfo info;
     absl::Status st;
-    const double t = Median(flags.reps, [&] {
+    const double t = TimeMedian(flags.reps, [&] {
       st.Update((*engine)->Explain(MakeRowsView(rows.data(), m, nf), o,
                                    MakeMatrixView(out, m, ExplainWidth(**forest, false)),
                                    &info));
@@ -201,7 +185,7 @@ int Main(int argc, char** argv) {
     float* out = out_buffer.data();
     RunInfo info;
     absl::Status st;
-    const double t = Median(flags.reps, [&] {
+    const double t = TimeMedian(flags.reps, [&] {
       st.Update((*engine)->Predict(MakeRowsView(rows.data(), m, nf), o,
                                    MakeMatrixView(out, m, width), &info));
     });

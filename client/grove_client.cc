@@ -308,30 +308,6 @@ void GroveClient::Prepare(grpc::ClientContext* context, const CallOptions& call)
   if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
-absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams& params, const float* rows,
-                                                   int64_t num_rows, int64_t num_cols,
-                                                   const CallOptions& call) {
-  return PredictImpl(params, rows, num_rows, num_cols, call);
-}
-
-absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams& params, const double* rows,
-                                                   int64_t num_rows, int64_t num_cols,
-                                                   const CallOptions& call) {
-  return PredictImpl(params, rows, num_rows, num_cols, call);
-}
-
-absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams& params, const float* rows,
-                                                   int64_t num_rows, int64_t num_cols,
-                                                   const CallOptions& call) {
-  return ExplainImpl(params, rows, num_rows, num_cols, call);
-}
-
-absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams& params, const double* rows,
-                                                   int64_t num_rows, int64_t num_cols,
-                                                   const CallOptions& call) {
-  return ExplainImpl(params, rows, num_rows, num_cols, call);
-}
-
 absl::Status GroveClient::ExplainStream(const ExplainParams& params, int64_t num_cols,
                                         const NextRowsFn& next, const ExplainDoneFn& done,
                                         int window, const CallOptions& call) {
@@ -388,10 +364,10 @@ absl::Status CallWithRows(GroveClient* client,
 
 }  // namespace
 
-template <typename T>
-absl::StatusOr<PredictResult> GroveClient::PredictImpl(const PredictParams& params, const T* rows,
-                                                       int64_t num_rows, int64_t num_cols,
-                                                       const CallOptions& call) {
+template <RowValue T>
+absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams& params, const T* rows,
+                                                   int64_t num_rows, int64_t num_cols,
+                                                   const CallOptions& call) {
   grove::v1::PredictRequest request = MakePredictRequest(params);
   grove::v1::PredictResponse response;
   if (absl::Status s = CallWithRows(this, &grove::v1::Grove::Stub::Predict, &request, rows,
@@ -404,10 +380,10 @@ absl::StatusOr<PredictResult> GroveClient::PredictImpl(const PredictParams& para
   });
 }
 
-template <typename T>
-absl::StatusOr<ExplainResult> GroveClient::ExplainImpl(const ExplainParams& params, const T* rows,
-                                                       int64_t num_rows, int64_t num_cols,
-                                                       const CallOptions& call) {
+template <RowValue T>
+absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams& params, const T* rows,
+                                                   int64_t num_rows, int64_t num_cols,
+                                                   const CallOptions& call) {
   grove::v1::ExplainRequest request = MakeExplainRequest(params);
   grove::v1::ExplainResponse response;
   if (absl::Status s = CallWithRows(this, &grove::v1::Grove::Stub::Explain, &request, rows,
@@ -417,6 +393,16 @@ absl::StatusOr<ExplainResult> GroveClient::ExplainImpl(const ExplainParams& para
   }
   return FromProto(std::move(response), num_rows);
 }
+
+// Every RowValue: the header declares Predict and Explain, their callers link to these.
+template absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams&, const float*,
+                                                            int64_t, int64_t, const CallOptions&);
+template absl::StatusOr<PredictResult> GroveClient::Predict(const PredictParams&, const double*,
+                                                            int64_t, int64_t, const CallOptions&);
+template absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams&, const float*,
+                                                            int64_t, int64_t, const CallOptions&);
+template absl::StatusOr<ExplainResult> GroveClient::Explain(const ExplainParams&, const double*,
+                                                            int64_t, int64_t, const CallOptions&);
 
 template <typename T>
 absl::Status GroveClient::ExplainStreamImpl(

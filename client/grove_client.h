@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -192,26 +193,26 @@ struct ModelInfo {
 // Converts a gRPC status to an absl::Status with the same code and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// The value types GroveClient sends rows in: float32 or float64.
+template <typename T>
+concept RowValue = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
 class GroveClient {
  public:
   // Creates the channel (does not connect: the first call or WaitForReady does). Fails only on
   // bad options (unreadable TLS files, a token with characters outside visible ASCII).
   static absl::StatusOr<std::unique_ptr<GroveClient>> Create(const ClientOptions& options);
 
-  // Predictions for `num_rows` rows of `num_cols` float32 values at `rows` (row-major).
-  absl::StatusOr<PredictResult> Predict(const PredictParams& params, const float* rows,
+  // Predictions for `num_rows` rows of `num_cols` values at `rows` (row-major): float32 values,
+  // or float64 ones (sent as Matrix.raw_f64: the server converts them to the float32 rows that
+  // route as the model's library routes the doubles -- LightGBM compares doubles).
+  template <RowValue T>
+  absl::StatusOr<PredictResult> Predict(const PredictParams& params, const T* rows,
                                         int64_t num_rows, int64_t num_cols,
                                         const CallOptions& call = {});
-  // SHAP values (and optionally interactions / top-k) for the rows.
-  absl::StatusOr<ExplainResult> Explain(const ExplainParams& params, const float* rows,
-                                        int64_t num_rows, int64_t num_cols,
-                                        const CallOptions& call = {});
-  // The same with float64 rows (sent as Matrix.raw_f64: the server converts them to the float32
-  // rows that route as the model's library routes the doubles -- LightGBM compares doubles).
-  absl::StatusOr<PredictResult> Predict(const PredictParams& params, const double* rows,
-                                        int64_t num_rows, int64_t num_cols,
-                                        const CallOptions& call = {});
-  absl::StatusOr<ExplainResult> Explain(const ExplainParams& params, const double* rows,
+  // SHAP values (and optionally interactions / top-k) for the rows, as Predict takes them.
+  template <RowValue T>
+  absl::StatusOr<ExplainResult> Explain(const ExplainParams& params, const T* rows,
                                         int64_t num_rows, int64_t num_cols,
                                         const CallOptions& call = {});
 
@@ -281,14 +282,6 @@ class GroveClient {
 
  private:
   GroveClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
-  template <typename T>
-  absl::StatusOr<PredictResult> PredictImpl(const PredictParams& params, const T* rows,
-                                            int64_t num_rows, int64_t num_cols,
-                                            const CallOptions& call);
-  template <typename T>
-  absl::StatusOr<ExplainResult> ExplainImpl(const ExplainParams& params, const T* rows,
-                                            int64_t num_rows, int64_t num_cols,
-                                            const CallOptions& call);
   template <typename T>
   absl::Status ExplainStreamImpl(const ExplainParams& params, int64_t num_cols,
                                  const std::function<bool(std::vector<T>*, int64_t*)>& next,

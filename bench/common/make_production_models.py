@@ -66,7 +66,7 @@ def make_rows(rng, n, features, missing):
     return x
 
 
-def make_target(x, classes, rng):
+def make_target(x, rng):
     z = np.nan_to_num(x)
     f = z.shape[1]
     k = min(f, 48)
@@ -76,10 +76,20 @@ def make_target(x, classes, rng):
         a, b = z[:, idx[j]], z[:, idx[j + 1]]
         y += np.sin(a * (1 + j % 3)) * b + (a > 0.5 * (j % 4 - 1.5)) * 0.7
     y += rng.normal(scale=0.3, size=len(y))
-    if classes:
-        edges = np.quantile(y, np.linspace(0, 1, classes + 1)[1:-1])
-        return np.digitize(y, edges)
     return y
+
+
+# Each library's objective for more than two classes, for two and for regression.
+OBJECTIVES = {"xgboost": ("multi:softprob", "binary:logistic", "reg:squarederror"),
+              "lightgbm": ("multiclass", "binary", "regression")}
+
+
+def objective(lib, classes):
+    """The parameters that make `lib` fit `classes` classes (0: regression)."""
+    multi, binary, regression = OBJECTIVES[lib]
+    if classes > 2:
+        return {"objective": multi, "num_class": classes}
+    return {"objective": binary if classes == 2 else regression}
 
 
 def add_categories(rng, x, cats, levels):
@@ -105,7 +115,7 @@ def train(name, spec, rows, out):
     rng = np.random.default_rng(sum(map(ord, name)))  # stable across runs, unlike hash()
     x = make_rows(rng, rows, features, missing)
     effect = add_categories(rng, x, cats, levels) if cats else np.zeros(len(x))
-    y = make_target(x[:, cats:], 0, rng) + effect
+    y = make_target(x[:, cats:], rng) + effect
     if classes:
         edges = np.quantile(y, np.linspace(0, 1, classes + 1)[1:-1])
         y = np.digitize(y, edges)
@@ -114,12 +124,7 @@ def train(name, spec, rows, out):
 
         params = {"max_depth": size, "eta": 0.05, "tree_method": "hist", "seed": 7,
                   "nthread": os.cpu_count(), "min_child_weight": 0.5, "lambda": 1.0}
-        if classes > 2:
-            params.update(objective="multi:softprob", num_class=classes)
-        elif classes == 2:
-            params.update(objective="binary:logistic")
-        else:
-            params.update(objective="reg:squarederror")
+        params.update(objective(lib, classes))
         if forest > 1:  # a random forest: one round of bagged trees, no shrinkage
             params.update(num_parallel_tree=forest, eta=1.0, subsample=0.63,
                           colsample_bynode=0.6)
@@ -138,12 +143,7 @@ def train(name, spec, rows, out):
         params = {"num_leaves": size, "learning_rate": 0.05, "min_data_in_leaf": 5,
                   "max_depth": -1, "seed": 7, "verbose": -1, "num_threads": os.cpu_count(),
                   "deterministic": True, "force_row_wise": True}
-        if classes > 2:
-            params.update(objective="multiclass", num_class=classes)
-        elif classes == 2:
-            params.update(objective="binary")
-        else:
-            params.update(objective="regression")
+        params.update(objective(lib, classes))
         if forest > 1:  # a random forest: bagged rows and columns, trees averaged
             params.update(boosting="rf", bagging_fraction=0.63, bagging_freq=1,
                           feature_fraction=0.6)

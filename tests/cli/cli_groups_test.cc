@@ -52,11 +52,7 @@ class CliGroupsTest : public ::testing::Test {
                                      Write("x.csv", rows_), "--output", scratch_.File("out.csv"),
                                      "--groups", scratch_.File("groups.json"), "--no-progress"};
     args.insert(args.end(), extra.begin(), extra.end());
-    GroveRun run = RunGrove(args, scratch_);
-    EXPECT_EQ(run.exit_code, 0) << run.err;
-    absl::StatusOr<CsvMatrix<double>> out = ReadCsvDoubles(scratch_.File("out.csv"));
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? out->values : std::vector<double>();
+    return RunGroveForCsv(args, scratch_, scratch_.File("out.csv")).values;
   }
 
   std::string model_;

@@ -34,11 +34,7 @@ class CliResidualsTest : public ::testing::TestWithParam<const char*> {
   CsvMatrix<double> Run(std::vector<std::string> args) {
     args.insert(args.end(), {"--model", model_, "--input", rows_, "--output",
                              scratch_.File("out.csv"), "--no-progress"});
-    GroveRun run = RunGrove(args, scratch_);
-    EXPECT_EQ(run.exit_code, 0) << run.err;
-    absl::StatusOr<CsvMatrix<double>> out = ReadCsvDoubles(scratch_.File("out.csv"));
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? *out : CsvMatrix<double>();
+    return RunGroveForCsv(args, scratch_, scratch_.File("out.csv"));
   }
 
   // Explains with `extra` and --residuals; checks the K last columns against the sum of the

@@ -15,8 +15,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/io/csv.h"
 #include "gtest/gtest.h"
 
 #ifndef GROVE_CLI_BINARY
@@ -91,6 +93,17 @@ inline GroveRun RunGrove(const std::vector<std::string>& args, const ScratchDir&
   run.out = ReadWholeFile(out_path);
   run.err = ReadWholeFile(err_path);
   return run;
+}
+
+// Runs `grove args...`, expecting exit code 0, and reads back the CSV it wrote to `output` (an
+// empty matrix when either fails, which is reported).
+inline CsvMatrix<double> RunGroveForCsv(const std::vector<std::string>& args,
+                                        const ScratchDir& scratch, const std::string& output) {
+  GroveRun run = RunGrove(args, scratch);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  absl::StatusOr<CsvMatrix<double>> out = ReadCsvDoubles(output);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : CsvMatrix<double>();
 }
 
 inline std::string Describe(const GroveRun& run) {

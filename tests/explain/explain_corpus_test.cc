@@ -28,7 +28,8 @@ namespace {
 
 using testing::CorpusCase;
 using testing::CorpusCaseDirs;
-using testing::LoadCorpusCase;
+using testing::CorpusModel;
+using testing::LoadCorpusModel;
 using testing::RefMatrix;
 
 constexpr double kTolerance = 1e-5;
@@ -39,40 +40,40 @@ TEST(ExplainCorpusTest, EveryCaseMatchesTheLibrary) {
   ThreadPool pool(2);
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
-    absl::StatusOr<CorpusCase> c = LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    const Forest& forest = **f;
-    const std::vector<float> rows = testing::GroveRows(*c, forest);
-    std::string line = c->name;
+    absl::StatusOr<CorpusModel> m = LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const CorpusCase& c = m->c;
+    const ForestPtr& f = m->forest;
+    const Forest& forest = *f;
+    const std::vector<float> rows = testing::GroveRows(c, forest);
+    std::string line = c.name;
 
-    if (c->unsupported.count("contribs")) {
+    if (c.unsupported.count("contribs")) {
       absl::Status s = CheckExplainable(forest);
       EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
       const int64_t width = ExplainWidth(forest, false);
       std::vector<float> out(width);
-      s = ExplainCpuReference(forest, MakeRowsView(rows.data(), 1, c->num_features), {},
+      s = ExplainCpuReference(forest, MakeRowsView(rows.data(), 1, c.num_features), {},
                               MakeMatrixView(out.data(), 1, width), &pool);
       EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
       line += " contribs refused: " + std::string(s.message());
     }
     for (bool interactions : {false, true}) {
-      const std::optional<RefMatrix>& ref = interactions ? c->interactions : c->contribs;
+      const std::optional<RefMatrix>& ref = interactions ? c.interactions : c.contribs;
       if (!ref) continue;
-      ASSERT_TRUE(c->margin.has_value());
+      ASSERT_TRUE(c.margin.has_value());
       const int64_t n = ref->rows;
       const int64_t width = ExplainWidth(forest, interactions);
       ASSERT_EQ(width, ref->cols);
       std::vector<float> out(n * width);
       ExplainOptions o;
       o.interactions = interactions;
-      absl::Status s = ExplainCpuReference(forest, MakeRowsView(rows.data(), n, c->num_features),
+      absl::Status s = ExplainCpuReference(forest, MakeRowsView(rows.data(), n, c.num_features),
                                            o, MakeMatrixView(out.data(), n, width), &pool);
       ASSERT_TRUE(s.ok()) << s;
       const testing::ExplainComparison e =
-          testing::CompareExplanations(absl::Span<const float>(out), *ref, *c->margin,
-                                       c->num_outputs, kTolerance, c->float32_reference);
+          testing::CompareExplanations(absl::Span<const float>(out), *ref, *c.margin,
+                                       c.num_outputs, kTolerance, c.float32_reference);
       const char* name = interactions ? "interactions" : "contribs";
       EXPECT_TRUE(e.ok()) << name << " " << e.ToString();
       line += absl::StrCat("; ", name, " ", e.ToString());

@@ -98,6 +98,31 @@ __device__ __forceinline__ void LoadPath(const DeviceView& m, const QuadraturePa
   }
 }
 
+// This block's chunk of its bucket's paths: [*p0, *p1). Apart from ForEachPath so that a kernel
+// computes it where it chooses: the SHAP kernel before its row test, where nvcc makes of it the
+// code it made of the loop written out.
+__device__ __forceinline__ void ChunkPaths(const LaunchArgs& a, uint32_t* p0, uint32_t* p1) {
+  *p0 = a.path_begin + blockIdx.x * a.paths_per_chunk;
+  *p1 = min(a.path_end, *p0 + a.paths_per_chunk);
+}
+
+// Calls visit(path, z, d, feature, scratch) for each path of [p0, p1) whose iteration is in
+// range, with its elements loaded for `row` (see LoadPath) and kScratch values of scratch space.
+// Force-inlined, as `visit` is, so that a kernel compiles as one loop over its paths.
+template <int N, int kScratch, typename Real, typename Visit>
+__device__ __forceinline__ void ForEachPath(const DeviceView& m, const LaunchArgs& a,
+                                            uint32_t p0, uint32_t p1, int64_t row,
+                                            Visit&& visit) {
+  for (uint32_t p = p0; p < p1; ++p) {
+    const QuadraturePath path = m.paths[p];
+    if (path.iteration < a.iteration_begin || path.iteration >= a.iteration_end) continue;
+    Real z[N], d[N], scratch[kScratch];
+    int32_t feature[N];
+    LoadPath<N, Real>(m, path, a.d_xt, a.rows_ld, row, z, d, feature);
+    visit(path, z, d, feature, scratch);
+  }
+}
+
 // SHAP values. kShared: accumulators in shared memory ([column][kRowsPerBlock], int64).
 template <int N, typename Real, bool kShared>
 __global__ void __launch_bounds__(kRowsPerBlock)
@@ -108,17 +133,14 @@ __global__ void __launch_bounds__(kRowsPerBlock)
   if (kShared) {
     for (int64_t c = 0; c < a.width; ++c) shared_acc[c * kRowsPerBlock + threadIdx.x] = 0;
   }
-  const uint32_t p0 = a.path_begin + blockIdx.x * a.paths_per_chunk;
-  const uint32_t p1 = min(a.path_end, p0 + a.paths_per_chunk);
+  uint32_t p0, p1;
+  ChunkPaths(a, &p0, &p1);
   if (active) {
     const Real* rule_t = RuleNodes<Real>(m);
     const Real* rule_w = RuleWeights<Real>(m);
-    for (uint32_t p = p0; p < p1; ++p) {
-      const QuadraturePath path = m.paths[p];
-      if (path.iteration < a.iteration_begin || path.iteration >= a.iteration_end) continue;
-      Real z[N], d[N], scratch[2 * N];
-      int32_t feature[N];
-      LoadPath<N, Real>(m, path, a.d_xt, a.rows_ld, row, z, d, feature);
+    ForEachPath<N, 2 * N, Real>(m, a, p0, p1, row, [&](const QuadraturePath& path, const Real* z,
+                                                       const Real* d, const int32_t* feature,
+                                                       Real* scratch) {
       const double* values = m.values + path.value_begin;
       const int64_t base = static_cast<int64_t>(path.group) * a.block_size;
       auto sink = [&](int k, int32_t fi, double value) {
@@ -133,7 +155,7 @@ __global__ void __launch_bounds__(kRowsPerBlock)
       QuadraturePathShap<N, Real>(z, d, feature, path.n, rule_t + path.rule_begin,
                                   rule_w + path.rule_begin, path.q, values, path.width, scratch,
                                   sink);
-    }
+    });
   }
   if (kShared && active) {
     for (int64_t c = 0; c < a.width; ++c) {
@@ -149,17 +171,14 @@ __global__ void __launch_bounds__(kRowsPerBlock)
     InteractionsKernel(DeviceView m, LaunchArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + threadIdx.x;
   if (row >= a.rows) return;
-  const uint32_t p0 = a.path_begin + blockIdx.x * a.paths_per_chunk;
-  const uint32_t p1 = min(a.path_end, p0 + a.paths_per_chunk);
+  uint32_t p0, p1;
+  ChunkPaths(a, &p0, &p1);
   const Real* rule_t = RuleNodes<Real>(m);
   const Real* rule_w = RuleWeights<Real>(m);
   const int64_t f1 = m.num_features + 1;
-  for (uint32_t p = p0; p < p1; ++p) {
-    const QuadraturePath path = m.paths[p];
-    if (path.iteration < a.iteration_begin || path.iteration >= a.iteration_end) continue;
-    Real z[N], d[N], scratch[3 * N];
-    int32_t feature[N];
-    LoadPath<N, Real>(m, path, a.d_xt, a.rows_ld, row, z, d, feature);
+  ForEachPath<N, 3 * N, Real>(m, a, p0, p1, row, [&](const QuadraturePath& path, const Real* z,
+                                                     const Real* d, const int32_t* feature,
+                                                     Real* scratch) {
     const double* values = m.values + path.value_begin;
     const int64_t base = static_cast<int64_t>(path.group) * a.block_size;
     auto sink = [&](int k, int32_t fi, int32_t fj, double value) {
@@ -169,7 +188,7 @@ __global__ void __launch_bounds__(kRowsPerBlock)
     QuadraturePathInteractions<N, Real>(z, d, feature, path.n, rule_t + path.rule_begin,
                                         rule_w + path.rule_begin, path.q, values, path.width,
                                         scratch, sink);
-  }
+  });
 }
 
 // rows x features (row stride `stride`) -> [feature][row] (leading dimension rows_ld).

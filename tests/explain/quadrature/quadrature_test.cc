@@ -646,25 +646,25 @@ TEST(QuadratureCorpusTest, EveryCaseMatchesTheReference) {
   ThreadPool pool(2);
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    if (!CheckExplainable(**f).ok()) continue;  // LightGBM linear trees: refused by every engine
-    QuadratureModelPtr model = Build(*f);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const testing::CorpusCase& c = m->c;
+    const ForestPtr& f = m->forest;
+    if (!CheckExplainable(*f).ok()) continue;  // LightGBM linear trees: refused by every engine
+    QuadratureModelPtr model = Build(f);
     ASSERT_NE(model, nullptr);
-    const int64_t rows = std::min<int64_t>(c->rows, 200);
-    const std::vector<float> ref = ReferenceExplanation(**f, c->X, false, &pool, 0, 0, rows);
-    const std::vector<double> margins = Margins(**f, ref, rows);
-    const Compared shap = Compare(**f, Quadrature(*model, c->X, rows, false, &pool), ref, margins,
+    const int64_t rows = std::min<int64_t>(c.rows, 200);
+    const std::vector<float> ref = ReferenceExplanation(*f, c.X, false, &pool, 0, 0, rows);
+    const std::vector<double> margins = Margins(*f, ref, rows);
+    const Compared shap = Compare(*f, Quadrature(*model, c.X, rows, false, &pool), ref, margins,
                                   rows, false);
     EXPECT_LE(shap.max_error, kTolerance) << "SHAP " << shap.ToString();
     const int64_t ni = std::min<int64_t>(rows, 10);
-    const std::vector<float> iref = ReferenceExplanation(**f, c->X, true, &pool, 0, 0, ni);
-    const Compared inter = Compare(**f, Quadrature(*model, c->X, ni, true, &pool), iref, margins,
+    const std::vector<float> iref = ReferenceExplanation(*f, c.X, true, &pool, 0, 0, ni);
+    const Compared inter = Compare(*f, Quadrature(*model, c.X, ni, true, &pool), iref, margins,
                                    ni, true);
     EXPECT_LE(inter.max_error, kTolerance) << "interactions " << inter.ToString();
-    std::printf("  %-32s SHAP err %.2e  interactions err %.2e  %s\n", c->name.c_str(),
+    std::printf("  %-32s SHAP err %.2e  interactions err %.2e  %s\n", c.name.c_str(),
                 shap.max_error, inter.max_error, model->Describe().c_str());
   }
 }

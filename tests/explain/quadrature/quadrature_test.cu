@@ -194,15 +194,15 @@ TEST(QuadratureGpuTest, CorpusBothPrecisions) {
   double worst_float = 0, worst_double = 0;
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    if (!CheckExplainable(**f).ok()) continue;
-    const Errors e = Check(*f, c->X, c->rows, std::min<int64_t>(c->rows, 20), &pool);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const testing::CorpusCase& c = m->c;
+    const ForestPtr& f = m->forest;
+    if (!CheckExplainable(*f).ok()) continue;
+    const Errors e = Check(f, c.X, c.rows, std::min<int64_t>(c.rows, 20), &pool);
     std::printf("  %-32s SHAP err float %.2e double %.2e   interactions err float %.2e double "
                 "%.2e   chosen %s\n",
-                c->name.c_str(), e.shap[0], e.shap[1], e.inter[0], e.inter[1], e.chosen.c_str());
+                c.name.c_str(), e.shap[0], e.shap[1], e.inter[0], e.inter[1], e.chosen.c_str());
     EXPECT_LE(e.shap[1], kTolerance);
     EXPECT_LE(e.inter[1], kTolerance);
     EXPECT_LE(e.chosen_error, kTolerance) << "the precision chosen at load misses the tolerance";

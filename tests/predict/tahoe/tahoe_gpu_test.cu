@@ -150,11 +150,11 @@ TEST(TahoeGpuTest, CorpusMatchesTheCpuReference) {
   int cases = 0;
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    CheckForest(*f, c->X, c->name);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const testing::CorpusCase& c = m->c;
+    const ForestPtr& f = m->forest;
+    CheckForest(f, c.X, c.name);
     ++cases;
   }
   std::printf("%d corpus cases checked on the GPU\n", cases);

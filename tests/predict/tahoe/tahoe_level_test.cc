@@ -159,23 +159,23 @@ TEST(TahoeLevelTest, CorpusModelsReachTheSameLeavesAndSums) {
   if (dirs.empty()) GTEST_SKIP() << "no corpus found";
   int fixed = 0;
   for (const std::string& dir : dirs) {
-    absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
-    ASSERT_TRUE(c.ok()) << c.status();
-    absl::StatusOr<ForestPtr> f = LoadModelFile(c->model_path);
-    ASSERT_TRUE(f.ok()) << f.status();
-    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(*f);
+    absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const testing::CorpusCase& c = m->c;
+    const ForestPtr& f = m->forest;
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
     ASSERT_TRUE(tf.ok()) << tf.status();
     if (!(*tf)->fixed_walk()) {
       EXPECT_EQ(BuildTahoeLevelLayout(**tf, 0).status().code(),
                 absl::StatusCode::kFailedPrecondition)
-          << c->name;
+          << c.name;
       continue;
     }
-    const std::vector<float> rows = testing::GroveRows(*c, **f);
-    const int64_t n = std::min<int64_t>(c->rows, 200);
+    const std::vector<float> rows = testing::GroveRows(c, *f);
+    const int64_t n = std::min<int64_t>(c.rows, 200);
     int walks = 0;
-    CheckSameLeaves(**tf, rows, n, c->name, &walks);
-    EXPECT_GT(walks, 0) << c->name;
+    CheckSameLeaves(**tf, rows, n, c.name, &walks);
+    EXPECT_GT(walks, 0) << c.name;
     ++fixed;
   }
   EXPECT_GT(fixed, 0);
