@@ -160,7 +160,11 @@ class KeyedCache {
         s.mu.Await(absl::Condition(
             +[](Entry* e) { return !e->building; }, entry.get()));
         if (!entry->error.ok()) return entry->error;
-        if (pin) ++entry->pins;
+        if (pin && ++entry->pins == 1 &&
+            std::find(s.entries.begin(), s.entries.end(), entry) == s.entries.end()) {
+          // Evicted between its build and this waiter's wake-up: a pinned entry is listed.
+          s.entries.push_back(entry);
+        }
         return entry;
       }
       entry = std::make_shared<Entry>();
@@ -168,7 +172,22 @@ class KeyedCache {
       s.entries.push_back(entry);
       ++s.builds;
     }
+    // A build that throws (std::bad_alloc) must not leave its waiters waiting for ever: they get
+    // an error and the key is built again by the next call.
+    struct Abandon {
+      State& s;
+      const std::shared_ptr<Entry>& entry;
+      bool armed = true;
+      ~Abandon() {
+        if (!armed) return;
+        absl::MutexLock lock(&s.mu);
+        entry->building = false;
+        entry->error = absl::ResourceExhaustedError("cache build failed with an exception");
+        s.entries.remove(entry);
+      }
+    } abandon{s, entry};
     absl::StatusOr<Ptr> built = build();
+    abandon.armed = false;
     absl::MutexLock lock(&s.mu);
     entry->building = false;
     if (!built.ok() || *built == nullptr) {

@@ -1,6 +1,7 @@
 #include "core/common/thread_pool.h"
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 
 #include "core/common/thread_priority.h"
@@ -67,15 +68,16 @@ bool ThreadPool::Spin(const Ready& ready) const {
 }
 
 // One ParallelFor call: chunks claimed from `next` by the caller and by the workers that took one
-// of its queue entries. Lives on the caller's stack.
+// of its queue entries. Owned by the pool and reused: a call's caller and each of its queue entries
+// (then the worker that took it) hold a reference; the last to drop one returns the job to the
+// pool's free list, so a caller returns as soon as its chunks are done, whatever a worker that took
+// an entry late is doing.
 struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0, chunk = 0, chunks = 0;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
-  // Workers that took an entry of this job and have not left Run; counted under the pool's mu_
-  // when taken, so that once the caller has removed the job's remaining entries this only falls.
-  std::atomic<int> helping{0};
+  std::atomic<int64_t> refs{0};
   std::mutex mu;  // the caller's sleep on cv once its polling is over
   std::condition_variable cv;
 
@@ -97,6 +99,13 @@ void ThreadPool::LockPolling(std::unique_lock<std::mutex>* lock) const {
   if (!Spin([lock] { return lock->try_lock(); })) lock->lock();
 }
 
+void ThreadPool::Release(Job* job, int64_t refs) {
+  if (job->refs.fetch_sub(refs, std::memory_order_acq_rel) != refs) return;
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  LockPolling(&lock);
+  free_jobs_.push_back(job);
+}
+
 void ThreadPool::WorkerLoop() {
   for (;;) {
     Job* job = nullptr;
@@ -111,14 +120,14 @@ void ThreadPool::WorkerLoop() {
         --sleepers_;
       }
       if (queue_.empty()) return;  // stopping
-      job = queue_.front();
+      job = queue_.front();  // the entry's reference is now this worker's
       queue_.pop_front();
       queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
-      job->helping.fetch_add(1, std::memory_order_relaxed);
     }
+    // A job whose chunks are all claimed returns at once: its caller may have returned, and only
+    // an unclaimed chunk reads the caller's function.
     job->Run();
-    // The last touch of the job: its caller may return once this is seen.
-    job->helping.fetch_sub(1, std::memory_order_release);
+    Release(job, 1);
     // Poll for the next entry before sleeping; whatever the poll sees is taken under mu_ above.
     Spin([this] {
       return queued_.load(std::memory_order_relaxed) > 0 || stop_.load(std::memory_order_relaxed);
@@ -137,40 +146,55 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     fn(0, n);
     return;
   }
-  Job job;
-  job.fn = &fn;
-  job.n = n;
-  job.chunk = (n + wanted - 1) / wanted;
+  const int64_t chunk = (n + wanted - 1) / wanted;
   // Rounding the size up can leave fewer chunks than wanted (64 items in 12 chunks of 6 is 11):
   // no chunk may start at or past n.
-  job.chunks = (n + job.chunk - 1) / job.chunk;
+  const int64_t chunks = (n + chunk - 1) / chunk;
   // Chunks are claimed from the job's counter by helpers and by the caller, so the caller never
   // blocks on workers busy with another caller's work.
-  const int64_t helpers = std::min<int64_t>(job.chunks - 1, num_threads());
+  const int64_t helpers = std::min<int64_t>(chunks - 1, num_threads());
+  Job* job = nullptr;
   int64_t wake = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int64_t i = 0; i < helpers; ++i) queue_.push_back(&job);
+    if (free_jobs_.empty()) {  // a pool makes as many jobs as it has concurrent calls, once
+      jobs_.push_back(std::make_unique<Job>());
+      free_jobs_.push_back(jobs_.back().get());
+    }
+    job = free_jobs_.back();
+    free_jobs_.pop_back();
+    job->fn = &fn;
+    job->n = n;
+    job->chunk = chunk;
+    job->chunks = chunks;
+    job->next.store(0, std::memory_order_relaxed);
+    job->done.store(0, std::memory_order_relaxed);
+    job->refs.store(1 + helpers, std::memory_order_relaxed);
+    for (int64_t i = 0; i < helpers; ++i) queue_.push_back(job);
     queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
     // Polling workers take entries without a notification; only sleepers need one each.
     wake = std::min<int64_t>(helpers, sleepers_);
   }
   for (int64_t i = 0; i < wake; ++i) cv_.notify_one();
-  job.Run();
-  const auto finished = [&] { return job.done.load(std::memory_order_acquire) == job.chunks; };
+  job->Run();
+  const auto finished = [job] {
+    return job->done.load(std::memory_order_acquire) == job->chunks;
+  };
   if (!Spin(finished)) {
-    std::unique_lock<std::mutex> lock(job.mu);
-    job.cv.wait(lock, finished);
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->cv.wait(lock, finished);
   }
-  // Entries no worker took are dropped; the workers inside Run are leaving it (every chunk is
-  // claimed), and the job must outlive their last touch.
+  // Every chunk is done: the entries no worker took leave the queue with the caller's reference.
+  int64_t dropped = 0;
   {
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     LockPolling(&lock);
-    queue_.erase(std::remove(queue_.begin(), queue_.end(), &job), queue_.end());
+    const auto kept = std::remove(queue_.begin(), queue_.end(), job);
+    dropped = queue_.end() - kept;
+    queue_.erase(kept, queue_.end());
     queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
   }
-  while (job.helping.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  Release(job, 1 + dropped);
 }
 
 void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain,

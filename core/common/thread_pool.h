@@ -10,8 +10,8 @@
 // Spinning is off where the pool and its caller would outnumber the hardware threads, since a
 // spinning thread there takes a core from one with work.
 //
-// A call allocates nothing: its chunk counters live on the caller's stack, the queue holds
-// pointers to them, and the caller returns only once no worker can touch them again.
+// Calls reuse the pool's job records (as many as calls ever ran at once), so a call allocates
+// nothing but, rarely, a block of the queue; a caller returns as soon as its chunks are done.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -62,12 +63,16 @@ class ThreadPool {
   // Locks mu_, polling it for up to spin_ first: a worker that found work by polling must not
   // sleep in the mutex (waking it would cost more than the chunk it came for).
   void LockPolling(std::unique_lock<std::mutex>* lock) const;
+  // Drops `refs` references to `job`; the last returns it to free_jobs_.
+  void Release(Job* job, int64_t refs);
 
   std::chrono::microseconds spin_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   // One entry per helper a caller asked for; a worker takes an entry and helps with that job.
   std::deque<Job*> queue_;                   // guarded by mu_
+  std::vector<std::unique_ptr<Job>> jobs_;   // every job record; guarded by mu_
+  std::vector<Job*> free_jobs_;              // those no call holds; guarded by mu_
   int sleepers_ = 0;                         // workers waiting on cv_; guarded by mu_
   std::atomic<int64_t> queued_{0};           // queue_.size(), read without mu_ by spinners
   std::atomic<bool> stop_{false};

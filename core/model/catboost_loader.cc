@@ -180,8 +180,8 @@ class CatboostReader {
 // per distinct (feature, code), so a crafted file with many values could otherwise ask for far more
 // memory than its size.
 constexpr size_t kMaxOneHotWords = size_t{1} << 24;
-// CTR values computed (one per category of the CTR's feature, for each CTR that a split uses),
-// bounded for the same reason.
+// Table numbers read to compute CTR values (a record per category of the CTR's feature, for each
+// CTR that a split uses), bounded for the same reason and so that loading stays linear in them.
 constexpr size_t kMaxCtrValues = size_t{1} << 25;
 // Largest count (and number) a CTR table holds: CatBoost counts in 32 bits.
 constexpr double kMaxCtrCount = 4294967295.0;
@@ -680,12 +680,15 @@ absl::Status CatboostReader::ReadCtrSplit(object s, const std::string& at, Node*
     absl::StatusOr<uint32_t> first = AddCategorySet(at, words);
     if (!first.ok()) return first.status();
     if (ctr.values.empty()) {
-      if (ctr_values_ + codes > kMaxCtrValues) {
-        return Fail(at, absl::StrCat("the CTR splits need more than ", kMaxCtrValues,
-                                     " CTR values"));
-      }
-      ctr_values_ += codes;
       const CtrTable& table = *ctr.table;
+      // Charged by the numbers read, not the values made: a file could otherwise make many CTRs
+      // of one wide table, each reading all of it.
+      const size_t cost = codes * std::max<size_t>(1, static_cast<size_t>(table.width));
+      if (ctr_values_ + cost > kMaxCtrValues) {
+        return Fail(at, absl::StrCat("the CTR splits read more than ", kMaxCtrValues,
+                                     " numbers of their tables to compute CTR values"));
+      }
+      ctr_values_ += cost;
       ctr.values.resize(codes);
       for (size_t code = 0; code < codes; ++code) {
         absl::Span<const double> record;

@@ -4,6 +4,7 @@
 #include "core/common/keyed_cache.h"
 
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +85,21 @@ TEST(KeyedCacheTest, AFailedBuildIsSharedThenRetried) {
   absl::StatusOr<std::shared_ptr<const int>> again = cache.Get("k", [] { return Value(2); });
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(KeyedCacheTest, ABuildThatThrowsLeavesTheKeyBuildable) {
+  // An exception out of a build (std::bad_alloc for a large layout) reaches its caller; the key
+  // must not stay "being built", or every later caller would wait for ever.
+  Cache cache(4);
+  EXPECT_THROW(
+      (void)cache.Get("k", []() -> absl::StatusOr<std::shared_ptr<const int>> {
+        throw std::bad_alloc();
+      }),
+      std::bad_alloc);
+  EXPECT_EQ(cache.size(), 0u);
+  absl::StatusOr<std::shared_ptr<const int>> again = cache.Get("k", [] { return Value(3); });
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(**again, 3);
 }
 
 TEST(KeyedCacheTest, OtherKeysDoNotWaitForABuild) {
