@@ -62,10 +62,11 @@ inline constexpr int kRowBlockTrees = 16;
 // Trees of at most 32 leaves keep 32-bit masks (sixteen rows to a vector), larger ones 64-bit
 // masks (eight rows to a vector).
 inline constexpr int kBitvectorMaxLeaves = 64;
-// Splits of the bitvector layout that cost about one level of the complete layout's walk (one
-// core, AVX-512: 63-split trees ran at 0.6x the complete layout's depth 6, LightGBM's 31-leaf
-// trees at 5.5x its padded depth 10). A tree the complete layout holds keeps it unless it has
-// fewer splits than this many per level of that layout.
+// Splits of the bitvector layout that cost about one level of the complete layout's walk: a split
+// is a load, a compare and a masked AND per sixteen rows, a level of the complete layout gathers
+// the row values (and below the top levels, the nodes). A tree the complete layout holds keeps it
+// unless it has fewer than this many splits per level of that layout (docs/benchmarks/
+// prediction-cpu.md has the timings the value comes from).
 inline constexpr int kBitvectorSplitsPerLevel = 6;
 struct BitvectorNode {
   float threshold = 0;   // x < threshold goes left
