@@ -20,6 +20,15 @@ class ThreadPool;
 void CopyRows(ThreadPool* pool, float* dst, int64_t dst_stride, const float* src,
               int64_t src_stride, int64_t rows, int64_t cols);
 
+// CopyRows for a destination that this process's CPUs will not read again (rows staged in pinned
+// memory for a GPU's DMA): the stores bypass the caches (non-temporal, where the CPU has them), so
+// a staged byte costs the host's memory one read and one write instead of a read, a read for
+// ownership and a write, and the staging does not evict the caller's working set. The stores are
+// fenced before the call returns (a DMA issued afterwards reads them). Same splitting and thread
+// safety as CopyRows.
+void StageRows(ThreadPool* pool, float* dst, int64_t dst_stride, const float* src,
+               int64_t src_stride, int64_t rows, int64_t cols);
+
 // One contiguous piece of a gather or scatter: `bytes` from `src` to `dst`.
 struct CopyPiece {
   char* dst;

@@ -50,6 +50,38 @@ TEST(CopyPieces, ParallelSpansCopyEveryPieceExactly) {
   }
 }
 
+// Rows copied with streaming stores (StageRows) land exactly where CopyRows puts them, for
+// destinations at every offset from a 16-byte boundary, rows of lengths that leave every possible
+// remainder, strided and packed rows, on the calling thread and split over a pool; the floats
+// around the destination rows are left alone.
+TEST(StageRows, CopiesExactlyWhatCopyRowsCopies) {
+  ThreadPool pool(3);
+  std::mt19937 rng(11);
+  struct Shape {
+    int64_t rows, cols, src_stride, dst_stride;
+  };
+  const Shape shapes[] = {{1, 1, 1, 1},         {7, 3, 3, 3},          {5, 17, 20, 17},
+                          {33, 16, 16, 19},     {300, 8, 8, 8},        {4100, 257, 257, 257},
+                          {5000, 256, 260, 256}, {70000, 16, 16, 16}};
+  for (const Shape& sh : shapes) {
+    std::vector<float> src(sh.rows * sh.src_stride);
+    for (float& v : src) v = static_cast<float>(rng() % 100000) * 0.5f;
+    for (int misalign = 0; misalign < 4; ++misalign) {
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        const size_t n = sh.rows * sh.dst_stride + 8;
+        std::vector<float> want(n, -1.0f), got(n, -1.0f);
+        CopyRows(p, want.data() + misalign, sh.dst_stride, src.data(), sh.src_stride, sh.rows, sh.cols);
+        StageRows(p, got.data() + misalign, sh.dst_stride, src.data(), sh.src_stride, sh.rows, sh.cols);
+        ASSERT_EQ(want, got) << sh.rows << "x" << sh.cols << " misalign " << misalign
+                             << (p ? " pool" : " serial");
+        EXPECT_EQ(got[misalign + (sh.rows - 1) * sh.dst_stride + sh.cols - 1],
+                  src[(sh.rows - 1) * sh.src_stride + sh.cols - 1]);
+        for (int i = 0; i < misalign; ++i) EXPECT_EQ(got[i], -1.0f);
+      }
+    }
+  }
+}
+
 TEST(CopyPieces, NothingToCopy) {
   ThreadPool pool(2);
   CopyPieces(&pool, {});

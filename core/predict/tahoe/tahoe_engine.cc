@@ -64,6 +64,17 @@ using StrategyFactory = std::unique_ptr<PredictStrategy> (*)(const TahoeEngineIm
 constexpr StrategyFactory kStrategyFactories[kNumStrategies] = {
     MakeCpu, MakeKernel, MakeKernel, MakeKernel, MakeKernel, MakeKernel};
 
+// Copies `rows` rows of `cols` floats between host and device (rows `dst_stride` and `src_stride`
+// floats apart). Rows laid end to end on both sides go as one linear transfer: a pitched copy of
+// narrow rows (32-byte rows of an 8-feature model, 4-byte results) moves them a row at a time.
+cudaError_t CopyMatrixAsync(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                            int64_t cols, int64_t rows, cudaMemcpyKind kind, cudaStream_t stream) {
+  if ((dst_stride == cols && src_stride == cols) || rows == 1) {
+    return cudaMemcpyAsync(dst, src, rows * cols * 4, kind, stream);
+  }
+  return cudaMemcpy2DAsync(dst, dst_stride * 4, src, src_stride * 4, cols * 4, rows, kind, stream);
+}
+
 // Stages rows [begin, begin + n) of `rows` into the slot's pinned buffer and sends them to the
 // device on the slot's stream. With `piece_pool`, each piece goes to the device as soon as its
 // worker has staged it, so the DMA of the first pieces overlaps the staging of the rest (staging
@@ -74,7 +85,7 @@ absl::Status StageAndSend(ThreadPool* piece_pool, ThreadPool* pool, int device, 
                           RowsView rows, int64_t begin, int64_t n) {
   const int64_t F = rows.cols, row_bytes = std::max<int64_t>(1, F * 4);
   if (piece_pool == nullptr || n * row_bytes < kPipelinedStagingBytes) {
-    CopyRows(pool, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
+    StageRows(pool, slot.host_in(), F, rows.Row(begin), rows.stride, n, F);
     return gpu::CudaStatus(cudaMemcpyAsync(slot.device_in(), slot.host_in(), n * row_bytes,
                                            cudaMemcpyHostToDevice, slot.stream),
                            "copy rows to device");
@@ -86,7 +97,7 @@ absl::Status StageAndSend(ThreadPool* piece_pool, ThreadPool* pool, int device, 
   const int64_t grain = std::max<int64_t>(1, piece_bytes / row_bytes);
   piece_pool->ParallelFor(n, grain, [&](int64_t b, int64_t e) {
     float* staged = slot.host_in() + b * F;
-    CopyRows(nullptr, staged, F, rows.Row(begin + b), rows.stride, e - b, F);
+    StageRows(nullptr, staged, F, rows.Row(begin + b), rows.stride, e - b, F);
     cudaError_t c = cudaSetDevice(device);  // a worker's current device is its own
     if (c == cudaSuccess) {
       c = cudaMemcpyAsync(slot.device_in() + b * F, staged, (e - b) * row_bytes,
@@ -128,11 +139,13 @@ absl::Status TahoeEngineImpl::Init() {
                                                    options_.staging_threads, " is outside 0..64"));
   }
   // Several GPUs staging through one pool queue behind each other's copies (the pool runs their
-  // pieces interleaved), so each gets threads of its own unless told otherwise.
+  // pieces interleaved), so each gets threads of its own unless told otherwise: together as many
+  // as the host has hardware threads (the copies are bound by the host's memory, which fewer
+  // threads do not saturate), at most kMaxAutoStagingThreads each.
   int staging_threads = options_.staging_threads;
   if (staging_threads == 0 && count > 1) {
     const int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    staging_threads = std::clamp(hw_threads / (2 * count), 1, 8);
+    staging_threads = std::clamp(hw_threads / count, 1, kMaxAutoStagingThreads);
   }
   absl::StatusOr<GpuHardwareParams> hw =
       LoadOrCalibrateGpu(options_.engine.calibration_cache_dir, devices[0]);
@@ -370,8 +383,8 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
     if (!status.ok()) break;
     const int64_t n = std::min(chunk, rows.rows - begin);
     if (direct_in) {
-      status = gpu::CudaStatus(cudaMemcpy2DAsync(slot.device_in(), F * 4, rows.Row(begin), rows.stride * 4,
-                                                 F * 4, n, cudaMemcpyHostToDevice, slot.stream),
+      status = gpu::CudaStatus(CopyMatrixAsync(slot.device_in(), F, rows.Row(begin), rows.stride, F, n,
+                                               cudaMemcpyHostToDevice, slot.stream),
                                "copy rows to device");
     } else {
       // Batches of several chunks overlap one chunk's staging with the previous one's transfer
@@ -393,8 +406,8 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
     }
     if (!status.ok()) break;
     status = gpu::CudaStatus(
-        direct_out ? cudaMemcpy2DAsync(out.Row(begin), out.stride * 4, slot.device_out(), W * 4, W * 4, n,
-                                       cudaMemcpyDeviceToHost, slot.stream)
+        direct_out ? CopyMatrixAsync(out.Row(begin), out.stride, slot.device_out(), W, W, n,
+                                     cudaMemcpyDeviceToHost, slot.stream)
                    : cudaMemcpyAsync(slot.host_out(), slot.device_out(), n * W * 4,
                                      cudaMemcpyDeviceToHost, slot.stream),
         "copy results to host");

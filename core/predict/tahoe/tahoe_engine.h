@@ -42,8 +42,8 @@ struct TahoeEngineOptions {
   std::vector<int> devices;
   // Host threads per GPU that stage its rows into and its results out of its pinned slots, created
   // at load: each GPU's staging then runs beside the others' instead of queueing on the caller's
-  // pool. 0: automatic (several GPUs: hardware threads / (2 x GPUs), 1..8 each; one GPU: the
-  // caller's pool); > 0: that many per GPU.
+  // pool. 0: automatic (several GPUs: hardware threads / GPUs, 1..16 each; one GPU: the caller's
+  // pool); > 0: that many per GPU.
   int staging_threads = 0;
   // Time each strategy on this model at load (a small and a large batch) to correct the
   // performance model's latency and throughput terms (perf_model.h).

@@ -59,6 +59,8 @@ constexpr int64_t kMaxWsBytes = int64_t{512} << 20;
 constexpr int64_t kExtraLaneChunkRows = 1 << 16;
 constexpr int64_t kMaxExtraInBytes = int64_t{16} << 20;
 constexpr int kDefaultStagingLanes = 4;
+// Automatic staging threads per GPU of a several-GPU engine: at most this many.
+constexpr int kMaxAutoStagingThreads = 16;
 constexpr int kMaxStagingLanes = 16;
 
 // One staging lane of a GPU: rows in and results out through pinned memory, a kernel workspace,

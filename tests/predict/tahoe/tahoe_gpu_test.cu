@@ -220,6 +220,7 @@ TEST(TahoeGpuTest, BatchSplitAcrossEngineGpusOfOneDeviceIsExact) {
     base.shape_trials = false;
     base.row_chunk = 32;          // shapes fixed, not chosen per share size
     base.shared_data_groups = 4;
+    base.devices = {0};  // one GPU on hosts with several too
     std::unique_ptr<TahoeEngine> one = MakeEngine(f, base);
     ASSERT_NE(one, nullptr);
     for (const std::vector<int>& devices : {std::vector<int>{0, 0}, std::vector<int>{0, 0, 0}}) {
@@ -312,20 +313,28 @@ TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
     ASSERT_TRUE(status[c].ok()) << status[c];
     EXPECT_TRUE(std::equal(got[c].begin(), got[c].end(), want.begin())) << "caller " << c;
   }
-  // Pinned rows, pinned strided results.
+  // Pinned rows, pinned strided results (a pitched copy back), then packed pinned results (one
+  // linear copy each way).
   std::vector<float> pinned_rows = rows;
   const int64_t stride = K + 2;
-  std::vector<float> pinned_out(n * stride, -777.0f);
+  std::vector<float> pinned_out(n * stride, -777.0f), packed_out(n * K, -777.0f);
   ASSERT_TRUE(gpu::PinHostRange(pinned_rows.data(), pinned_rows.size() * 4).ok());
   ASSERT_TRUE(gpu::PinHostRange(pinned_out.data(), pinned_out.size() * 4).ok());
+  ASSERT_TRUE(gpu::PinHostRange(packed_out.data(), packed_out.size() * 4).ok());
   EXPECT_TRUE(gpu::IsPinnedHost(pinned_rows.data() + 5));
   EXPECT_FALSE(gpu::IsPinnedHost(rows.data()));
   const absl::Status st = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
                                          MatrixView<float>{pinned_out.data(), n, K, stride},
                                          "row_chunk", nullptr);
+  const absl::Status st_packed = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features),
+                                                margin, MakeMatrixView(packed_out.data(), n, K),
+                                                "row_chunk", nullptr);
   gpu::UnpinHostRange(pinned_rows.data());
   gpu::UnpinHostRange(pinned_out.data());
+  gpu::UnpinHostRange(packed_out.data());
   ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(st_packed.ok()) << st_packed;
+  EXPECT_EQ(packed_out, want);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t k = 0; k < K; ++k) ASSERT_EQ(pinned_out[r * stride + k], want[r * K + k]) << r;
     ASSERT_EQ(pinned_out[r * stride + K], -777.0f) << "wrote past the row's outputs";
