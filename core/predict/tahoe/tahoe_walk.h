@@ -3,6 +3,7 @@
 // accumulation over trees and the finalisation of a row. The nodes are tahoe_node.h's.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -114,11 +115,17 @@ inline constexpr int kTahoeLevelUnroll = 2;
 struct TahoeFixedStep {
   uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
   uint32_t cat_bit, cat_test;  // a split is categorical when (word & cat_test) == cat_bit
+  // A split's set is a pair of the table when (word & cat_table_test) == cat_table_bit.
+  uint32_t cat_table_bit, cat_table_test;
   // The forest's category sets (TahoeCatGoesLeft reads these four).
   const TahoeCatSplit* cat_splits;
   const uint32_t* cat_bits;
   bool cat_truncate;
   uint32_t cat_words;
+  // TahoeForestView::cat_pairs, and the least value of a category under the forest's rule:
+  // x > -1 (LightGBM's truncation: (-1, 0) is category 0) is x >= the float after -1.
+  bool cat_pairs;
+  float cat_low;
   GROVE_HD explicit TahoeFixedStep(const TahoeForestView& f)
       : fmask((1u << f.feature_bits) - 1u),
         leaf_bit(tahoe_bits::kLeaf << f.feature_bits),
@@ -127,10 +134,32 @@ struct TahoeFixedStep {
         dshift(f.feature_bits + tahoe_bits::kNumFlags),
         cat_bit(tahoe_bits::kCategorical << f.feature_bits),
         cat_test((tahoe_bits::kCategorical | tahoe_bits::kLeaf) << f.feature_bits),
+        cat_table_bit((tahoe_bits::kCategorical | tahoe_bits::kCatTable) << f.feature_bits),
+        cat_table_test((tahoe_bits::kCategorical | tahoe_bits::kCatTable | tahoe_bits::kLeaf)
+                       << f.feature_bits),
         cat_splits(f.cat_splits),
         cat_bits(f.cat_bits),
         cat_truncate(f.cat_truncate),
-        cat_words(f.cat_words) {}
+        cat_words(f.cat_words),
+        cat_pairs(f.cat_pairs),
+        cat_low(f.cat_truncate ? -0.99999994f : 0.0f) {}
+  // Is `x` in the set of categorical split n, for cat_pairs forests? CategoryInSet of a one-word
+  // set in the node or a two-word set of the table, without branches: the set's 64 bits (the
+  // node's word and 0, or the pair) are loaded before x is known, so the step waits on the node,
+  // then on x and the set together, as a numeric step waits on the node and x. A category of
+  // 32..63 meets the node set's zero high word, which is CategoryInSet's range test for one word.
+  // NaN is not in any set (the caller applies the NaN direction).
+  GROVE_HD bool InPairSet(const TahoeNode8& n, float x) const {
+    TahoeCatPair set{n.value, 0u};
+    if ((n.word & cat_table_test) == cat_table_bit) {
+      set = TahoeLoadPair(reinterpret_cast<const TahoeCatPair*>(cat_bits) + (n.value >> 1));
+    }
+    const bool in_range = (x >= cat_low) & (x < 64.0f);
+    // Clamped so that the conversion is defined for every x (out-of-range ones are not read).
+    const uint32_t c = static_cast<uint32_t>(fminf(fmaxf(x, 0.0f), 63.0f));
+    const uint32_t word = (c & 32u) != 0 ? set.hi : set.lo;
+    return in_range & (((word >> (c & 31u)) & 1u) != 0);
+  }
   // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
   // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
   // bitwise so that the step compiles without branches.
@@ -141,9 +170,14 @@ struct TahoeFixedStep {
   GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
     const float x = row[n.word & fmask];
     bool left = x < TahoeBitsToFloat(n.value);
+    // cat_pairs (uniform over the forest): the split's kind selects between the two tests, and the
+    // NaN direction is applied to both, with no branch per node.
+    if constexpr (kCat) {
+      if (cat_pairs) left = (n.word & cat_test) == cat_bit ? InPairSet(n, x) : left;
+    }
     if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
     if constexpr (kCat) {
-      if ((n.word & cat_test) == cat_bit) {
+      if (!cat_pairs && (n.word & cat_test) == cat_bit) {
         left = TahoeCatGoesLeft(n.value, (n.word >> (dshift - tahoe_bits::kNumFlags)), *this, x);
       }
     }

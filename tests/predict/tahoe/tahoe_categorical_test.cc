@@ -151,6 +151,56 @@ TEST(TahoeCategoricalTest, RandomForestsTakeTheFixedWalkToTheReferenceLeaves) {
   EXPECT_GT(walks, 10000);
 }
 
+// Sets of up to 64 categories (the node's word or a two-word table set) are read as 64 bits by the
+// fixed walk (TahoeForestView::cat_pairs); a forest with a wider set keeps the general test. Both
+// reach the reference leaves on rows with categories in and out of the sets, past 63, negative,
+// in (-1, 0), fractional and NaN.
+TEST(TahoeCategoricalTest, SetsOfUpTo64CategoriesAreReadAsPairsToTheReferenceLeaves) {
+  int64_t walks = 0;
+  int pairs = 0, pair_tables = 0, general = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    for (int max_categories : {64, 0}) {
+      RandomForestOptions o;
+      o.seed = 700 + seed;
+      o.num_trees = 16;
+      o.max_depth = 3 + static_cast<int>(seed * 5 % 12);
+      o.num_features = 3 + static_cast<int>(seed * 3 % 12);
+      o.categorical_fraction = 0.7;
+      o.max_categories = max_categories;
+      o.lightgbm_rules = seed % 2 == 1;
+      o.missing_zero = false;
+      ForestPtr f = MakeRandomForest(o);
+      if (!HasCategorical(*f)) continue;
+      uint32_t widest = 0;
+      for (const Node& n : f->nodes) {
+        if (!n.is_leaf() && n.is_categorical()) widest = std::max(widest, n.aux);
+      }
+      absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+      ASSERT_TRUE(tf.ok()) << tf.status();
+      const TahoeForestView v = (*tf)->HostView();
+      const std::string what = "seed " + std::to_string(seed) + " categories up to " +
+                               std::to_string(max_categories == 0 ? 70 : max_categories);
+      // Sets of two words or fewer: pairs (a table only when some set lists a category past 31).
+      EXPECT_EQ((*tf)->cat_pairs(), widest <= 2) << what;
+      EXPECT_EQ(v.cat_pairs, (*tf)->cat_pairs()) << what;
+      if ((*tf)->cat_pairs()) {
+        EXPECT_TRUE(v.cat_words == 0 || v.cat_words == 2) << what;
+        EXPECT_TRUE((*tf)->cat_splits().empty()) << what;
+        ++pairs;
+        pair_tables += v.cat_words == 2;
+      } else {
+        ++general;
+      }
+      const std::vector<float> rows = MakeRandomRows(*f, 64, seed + 900, 0.15);
+      walks += CheckWalks(**tf, rows, 64, what);
+    }
+  }
+  EXPECT_GE(pair_tables, 3);
+  EXPECT_GE(pairs, pair_tables);
+  EXPECT_GE(general, 3);
+  EXPECT_GT(walks, 5000);
+}
+
 TEST(TahoeCategoricalTest, SetsOfSmallCategoriesLiveInTheNodeAndListedCategoriesGoLeft) {
   for (bool lightgbm : {false, true}) {
     RandomForestOptions o;
@@ -201,12 +251,14 @@ TEST(TahoeCategoricalTest, SetsOfSmallCategoriesLiveInTheNodeAndListedCategories
 }
 
 TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
-  // One split of each library's rule with a set in the node, one in the padded table and one of
-  // more than kMaxPaddedCatWords words (its record in cat_splits), over values in, out of and
-  // beyond the set, negative, fractional and NaN.
+  // One split of each library's rule with a set in the node, one in a two-word table (read as a
+  // pair), one in a three-word table and one of more than kMaxPaddedCatWords words (its record in
+  // cat_splits), over values in, out of and beyond the set, at the words' edges, negative, in
+  // (-1, 0) (category 0 under LightGBM's truncation), fractional, infinite and NaN.
   for (bool lightgbm : {false, true}) {
-    for (const std::vector<int>& set : {std::vector<int>{0, 3, 31}, std::vector<int>{1, 40, 70},
-                                        std::vector<int>{1, 40, 3000}}) {
+    for (const std::vector<int>& set :
+         {std::vector<int>{0, 3, 31}, std::vector<int>{0, 32, 63}, std::vector<int>{1, 40, 70},
+          std::vector<int>{1, 40, 3000}}) {
       for (bool default_left : {false, true}) {
         HandForest h(1);
         uint16_t flags = default_left ? kNodeDefaultLeft : 0;
@@ -218,13 +270,19 @@ TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
         ASSERT_TRUE((*tf)->fixed_walk());
         const TahoeForestView v = (*tf)->HostView();
         const TahoeDecoded root = TahoeDecode((*tf)->nodes8()[0], v.feature_bits);
+        absl::StatusOr<TahoeLevelLayout> level = BuildTahoeLevelLayout(**tf, 0);
+        ASSERT_TRUE(level.ok()) << level.status();
         EXPECT_EQ((root.flags & tahoe_bits::kCatTable) != 0, set.back() >= 32);
-        EXPECT_EQ(v.cat_words, set.back() >= 32 && set.back() < 2048 ? 3u : 0u);
+        const uint32_t words = static_cast<uint32_t>(set.back() / 32 + 1);
+        EXPECT_EQ(v.cat_words, set.back() >= 32 && set.back() < 2048 ? words : 0u);
         EXPECT_EQ((*tf)->cat_splits().size(), set.back() >= 2048 ? 1u : 0u);
+        EXPECT_EQ(v.cat_pairs, set.back() < 64);
+        const float inf = std::numeric_limits<float>::infinity();
         for (float x : {0.0f, 3.0f, 31.0f, 1.0f, 40.0f, 70.0f, 2.0f, 32.0f, 95.0f, 96.0f, 1e9f,
-                        3000.0f, 2999.0f, 3001.0f, 3008.0f,
-                        -0.5f, -1.0f, -3.0f, 0.7f, 3.9f, 40.5f, std::nanf(""),
-                        std::numeric_limits<float>::infinity()}) {
+                        3000.0f, 2999.0f, 3001.0f, 3008.0f, 33.0f, 62.0f, 63.0f, 63.5f, 64.0f,
+                        64.5f, 65.0f, 127.0f, 31.5f, 32.5f, 1e30f, -0.5f, -1.0f, -3.0f,
+                        -0.99999994f, -1.0000001f, -0.0f, -1e-30f, 0.7f, 3.9f, 40.5f,
+                        std::nanf(""), inf, -inf}) {
           const float row[1] = {x};
           const Node& split = f->nodes[0];
           const bool want = GoesLeft(split.flags, split.threshold, split.payload, split.aux,
@@ -236,6 +294,14 @@ TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
           EXPECT_EQ(got, want ? 1.0 : 2.0)
               << (lightgbm ? "LightGBM" : "XGBoost") << " set ending " << set.back()
               << " default_left " << default_left << " x " << x;
+          // The level layout's step, and without the NaN test for the values that are not NaN.
+          TahoeNode8 level_leaf, nan_free_leaf;
+          TahoeWalkFixed<false, true, true>(level->nodes.data(), 0, padded, v, level_leaf);
+          EXPECT_EQ(TahoeFixedLeafValue(v, level_leaf), got) << "level layout, x " << x;
+          if (!std::isnan(x)) {
+            TahoeWalkFixed<true, true, true>(level->nodes.data(), 0, padded, v, nan_free_leaf);
+            EXPECT_EQ(TahoeFixedLeafValue(v, nan_free_leaf), got) << "NaN-free step, x " << x;
+          }
         }
       }
     }
