@@ -586,7 +586,6 @@ TahoeForestView TahoeForest::HostView() const {
   v.fixed_steps = fixed_steps_;
   v.cat_truncate = cat_truncate_;
   v.cat_words = cat_words_;
-  v.cat_pairs = cat_pairs_;
   return v;
 }
 
@@ -731,7 +730,11 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
     for (int g = 0; g < a.groups; ++g) {
       auto run = [&](auto& acc) {
         auto walk = [&](const auto* nodes) {
-          if (tf.fixed_walk() && tf.categorical()) {
+          if (tf.fixed_walk() && tf.cat_pairs()) {
+            TahoeAccumulateTrees<kTahoeWalkFixedCatPairs>(v, nodes, 0, v.trees, a.order.data(),
+                                                          a.offsets[g], a.offsets[g + 1],
+                                                          call->row_params, padded, acc, leaf_out);
+          } else if (tf.fixed_walk() && tf.categorical()) {
             TahoeAccumulateTrees<kTahoeWalkFixedCat>(v, nodes, 0, v.trees, a.order.data(),
                                                      a.offsets[g], a.offsets[g + 1],
                                                      call->row_params, padded, acc, leaf_out);

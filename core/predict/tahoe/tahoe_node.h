@@ -108,10 +108,6 @@ struct TahoeForestView {
   // past a set's own words are not in it, as before), under cat_truncate's rule, so a split reads
   // one word of it; 0: table sets are read through cat_splits.
   uint32_t cat_words = 0;
-  // Every categorical split's set is in its node or a two-word table set (cat_words 2, or 0 with
-  // no table: one rule, no cat_splits): the fixed walk reads any set as 64 bits whose address does
-  // not depend on the row (TahoeFixedStep).
-  bool cat_pairs = false;
   // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
   // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
   int32_t fixed_steps = 0;
@@ -172,7 +168,7 @@ struct TahoeInlineCats {
   GROVE_HD uint32_t operator[](uint32_t /*w*/) const { return word; }
 };
 
-// A two-word set of the padded table read with one 8-byte load (TahoeForestView::cat_pairs).
+// A two-word set of the padded table read with one 8-byte load (TahoeForest::cat_pairs()).
 struct alignas(8) TahoeCatPair {
   uint32_t lo, hi;  // categories 0..31, 32..63
 };
