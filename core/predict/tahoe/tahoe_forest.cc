@@ -586,6 +586,10 @@ TahoeForestView TahoeForest::HostView() const {
   v.fixed_steps = fixed_steps_;
   v.cat_truncate = cat_truncate_;
   v.cat_words = cat_words_;
+  v.cat_low = cat_truncate_ ? -0.99999994f : 0.0f;
+  v.cat_word_bit = tahoe_bits::kCategorical << feature_bits_;
+  v.cat_word_test = (tahoe_bits::kCategorical | tahoe_bits::kLeaf) << feature_bits_;
+  v.cat_word_table = tahoe_bits::kCatTable << feature_bits_;
   return v;
 }
 

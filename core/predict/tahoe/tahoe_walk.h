@@ -144,14 +144,14 @@ struct TahoeFixedStep {
         default_left_bit(tahoe_bits::kDefaultLeft << f.feature_bits),
         hot_right_bit(tahoe_bits::kHotRight << f.feature_bits),
         dshift(f.feature_bits + tahoe_bits::kNumFlags),
-        cat_bit(tahoe_bits::kCategorical << f.feature_bits),
-        cat_test((tahoe_bits::kCategorical | tahoe_bits::kLeaf) << f.feature_bits),
-        cat_table_bit(tahoe_bits::kCatTable << f.feature_bits),
+        cat_bit(f.cat_word_bit),
+        cat_test(f.cat_word_test),
+        cat_table_bit(f.cat_word_table),
         cat_splits(f.cat_splits),
         cat_bits(f.cat_bits),
         cat_truncate(f.cat_truncate),
         cat_words(f.cat_words),
-        cat_low(f.cat_truncate ? -0.99999994f : 0.0f) {}
+        cat_low(f.cat_low) {}
   // Is `x` in the set of categorical split n of a cat_pairs forest? CategoryInSet of a one-word set
   // in the node or a two-word set of the table, without branches: the set's 64 bits (the node's
   // word and 0, or the pair) are loaded before x is known, so the step waits on the node, then on x
