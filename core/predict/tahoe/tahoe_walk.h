@@ -120,8 +120,8 @@ inline constexpr int kTahoeLevelUnroll = 2;
 // (NaN takes the default direction, else x < threshold goes left). `row[num_features]` must be NaN.
 // Returns the leaf's index; its node goes to `leaf`.
 // Categorical splits (kCat) route by TahoeCatGoesLeft, or by the pair test (TahoeCatTest); the step
-// tests a node for one only when the forest has them. A leaf is never taken for one (kLeafTable shares kCategorical's bit: the test
-// reads both bits), so leaves still step to themselves.
+// tests a node for one only when the forest has them. A leaf is never taken for one (kLeafTable
+// shares kCategorical's bit: the test reads both bits), so leaves still step to themselves.
 // The packed word's fields for a forest's feature_bits, computed once per tree; Step is one fixed
 // step (a leaf steps to itself).
 struct TahoeFixedStep {
@@ -135,8 +135,7 @@ struct TahoeFixedStep {
   const uint32_t* cat_bits;
   bool cat_truncate;
   uint32_t cat_words;
-  // The least value of a category under the forest's rule (the pair test): x > -1 (LightGBM's
-  // truncation: (-1, 0) is category 0) is x >= the float after -1.
+  // The least value of a category under the forest's rule (the pair test; TahoeForestView::cat_low).
   float cat_low;
   GROVE_HD explicit TahoeFixedStep(const TahoeForestView& f)
       : fmask((1u << f.feature_bits) - 1u),
