@@ -167,6 +167,9 @@ grove::ForestPtr MakeRandomForest(const RandomForestOptions& o) {
       any_categorical = true;
       const int sizes[] = {2, 5, 17, 40, 70};
       info.num_categories = sizes[rng.Int(5)];
+      if (o.max_categories > 0) {
+        info.num_categories = std::min(info.num_categories, o.max_categories);
+      }
     } else {
       const int n = 1 + rng.Int(8);
       for (int k = 0; k < n; ++k) {

@@ -21,6 +21,9 @@ struct RandomForestOptions {
   // trees, tree t in output group t % num_outputs, iteration t / num_outputs.
   bool vector_leaves = false;
   double categorical_fraction = 0.0;  // probability that a feature is categorical
+  // > 0: a categorical feature has at most this many categories (0: up to 70, bitsets of 1 to 3
+  // words); 64 keeps every set within two words.
+  int max_categories = 0;
   // LightGBM rules: missing types None (NaN as 0) / Zero / NaN, categories in the set go left,
   // (int)x truncation of categories, leaf ids counted per leaf.
   bool lightgbm_rules = false;

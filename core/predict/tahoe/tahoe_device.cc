@@ -135,6 +135,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   df.simple = tf.simple();
   df.fixed = tf.fixed_walk();
   df.categorical = tf.categorical();
+  df.cat_pairs = tf.cat_pairs();
   df.num_assignments = std::min<int>(kMaxAssignments, static_cast<int>(tf.assignments().size()));
   uint32_t mask = 0;
   TAHOE_ASSIGN(mask, UploadAssignments(g, tf, tf.assignments(), df.order_begin, df.offsets_begin,

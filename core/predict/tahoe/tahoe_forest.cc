@@ -494,6 +494,9 @@ absl::Status TahoeBuilder::Run() {
     }
   }
   out_.categorical_ = any_categorical;
+  // Sets of up to 64 categories, the common case of LightGBM's categorical columns: every set is
+  // read as 64 bits (a padded table of wider sets, or records, keeps the general test).
+  out_.cat_pairs_ = any_categorical && out_.cat_splits_.empty() && out_.cat_words_ <= 2;
   out_.simple_ = !missing_zero && !any_categorical;
   const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features) + 1);
   const int dbits = 32 - tahoe_bits::kNumFlags - fbits;
@@ -583,6 +586,10 @@ TahoeForestView TahoeForest::HostView() const {
   v.fixed_steps = fixed_steps_;
   v.cat_truncate = cat_truncate_;
   v.cat_words = cat_words_;
+  v.cat_low = cat_truncate_ ? -0.99999994f : 0.0f;
+  v.cat_word_bit = tahoe_bits::kCategorical << feature_bits_;
+  v.cat_word_test = (tahoe_bits::kCategorical | tahoe_bits::kLeaf) << feature_bits_;
+  v.cat_word_table = tahoe_bits::kCatTable << feature_bits_;
   return v;
 }
 
@@ -661,7 +668,9 @@ std::string TahoeForest::Describe() const {
       static_cast<int>(trees_.size()), static_cast<int>(leaf_ids_.size()), s.node_bytes,
       s.feature_bits, s.expected_visits_per_row, s.max_depth,
       s.inline_leaves ? "inline float" : "double-table",
-      fixed_walk_ ? (categorical_ ? "fixed (branch-free, categorical)" : "fixed (branch-free)")
+      fixed_walk_ ? (!categorical_ ? "fixed (branch-free)"
+                     : cat_pairs_  ? "fixed (branch-free, categorical sets of 64 bits)"
+                                   : "fixed (branch-free, categorical)")
                   : simple_ ? "simple" : "general", s.format_bytes / 1e6, 100 * s.cv_before,
       100 * s.cv_after, options_.node_rearrangement ? "on" : "off",
       options_.tree_rearrangement ? "on" : "off", 1e3 * s.build_seconds);
@@ -725,7 +734,11 @@ absl::Status TahoePredictHost(const TahoeForest& tf, RowsView rows, const Predic
     for (int g = 0; g < a.groups; ++g) {
       auto run = [&](auto& acc) {
         auto walk = [&](const auto* nodes) {
-          if (tf.fixed_walk() && tf.categorical()) {
+          if (tf.fixed_walk() && tf.cat_pairs()) {
+            TahoeAccumulateTrees<kTahoeWalkFixedCatPairs>(v, nodes, 0, v.trees, a.order.data(),
+                                                          a.offsets[g], a.offsets[g + 1],
+                                                          call->row_params, padded, acc, leaf_out);
+          } else if (tf.fixed_walk() && tf.categorical()) {
             TahoeAccumulateTrees<kTahoeWalkFixedCat>(v, nodes, 0, v.trees, a.order.data(),
                                                      a.offsets[g], a.offsets[g + 1],
                                                      call->row_params, padded, acc, leaf_out);

@@ -108,6 +108,10 @@ class TahoeForest {
   static constexpr uint32_t kMaxPaddedCatWords = 64;
   static constexpr int64_t kMaxPaddedCatTotalWords = int64_t{1} << 24;
   uint32_t cat_words() const { return cat_words_; }
+  // Every categorical split's set is in its node or a two-word set of the padded table (one rule,
+  // no cat_splits records): the fixed walk reads each set as 64 bits whose address does not depend
+  // on the row (kTahoeWalkFixedCatPairs).
+  bool cat_pairs() const { return cat_pairs_; }
   // Steps of a fixed walk with no leaf tests: the deepest leaf's depth for shallow fixed-walk forests
   // (up to kMaxFixedSteps, where testing every kTahoeFixedUnroll steps would take up to 3 extra
   // steps per tree); 0 otherwise (deep trees, whose lanes mostly stop well above the deepest leaf).
@@ -170,6 +174,7 @@ class TahoeForest {
   bool categorical_ = false;
   bool cat_truncate_ = false;  // TahoeForestView::cat_truncate
   uint32_t cat_words_ = 0;     // TahoeForestView::cat_words
+  bool cat_pairs_ = false;
   int fixed_steps_ = 0;
   uint32_t feature_bits_ = 1;
   std::vector<TahoeNode8> nodes8_;

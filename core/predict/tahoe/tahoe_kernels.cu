@@ -94,12 +94,12 @@ cudaError_t ConfigureRowChunk(int max_smem) {
 
 // kWalk: the cheapest TahoeWalk the forest allows; kernels that read unpadded rows (direct, and
 // shared forest / splitting without staged rows) use kTahoeWalkSimple instead of kTahoeWalkFixed
-// and kTahoeWalkGeneric instead of kTahoeWalkFixedCat.
+// and kTahoeWalkGeneric instead of kTahoeWalkFixedCat(Pairs).
 template <typename Node, bool kMulti, int kWalk>
 cudaError_t LaunchTyped(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
                         cudaStream_t stream) {
-  constexpr int kUnpadded = kWalk == kTahoeWalkFixed      ? kTahoeWalkSimple
-                            : kWalk == kTahoeWalkFixedCat ? kTahoeWalkGeneric
+  constexpr int kUnpadded = kWalk == kTahoeWalkFixed                ? kTahoeWalkSimple
+                            : TahoeWalkCat(kWalk) != kTahoeCatNone ? kTahoeWalkGeneric
                                                           : kWalk;
   switch (a.strategy) {
     case StrategyId::kCpu:
@@ -202,6 +202,7 @@ cudaError_t ConfigureTyped(int max_smem) {
   if constexpr (std::is_same_v<Node, TahoeNode8>) {
     if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkFixed>(max_smem);
     if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkFixedCat>(max_smem);
+    if (e == cudaSuccess) e = ConfigureOne<Node, kMulti, kTahoeWalkFixedCatPairs>(max_smem);
   }
   return e;
 }
@@ -210,6 +211,9 @@ template <typename Node, bool kMulti>
 cudaError_t LaunchWalk(const TahoeDeviceForest& f, const TahoeLaunchArgs& a, double* d_ws,
                        cudaStream_t stream) {
   if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (f.fixed && f.cat_pairs) {
+      return LaunchTyped<Node, kMulti, kTahoeWalkFixedCatPairs>(f, a, d_ws, stream);
+    }
     if (f.fixed && f.categorical) {
       return LaunchTyped<Node, kMulti, kTahoeWalkFixedCat>(f, a, d_ws, stream);
     }
@@ -256,6 +260,9 @@ int RowChunkOccupancy(const RowChunkShape& shape, size_t smem) {
 template <typename Node, bool kMulti>
 int RowChunkOccupancyWalk(const TahoeDeviceForest& f, const RowChunkShape& shape, size_t smem) {
   if constexpr (std::is_same_v<Node, TahoeNode8>) {
+    if (f.fixed && f.cat_pairs) {
+      return RowChunkOccupancy<Node, kMulti, kTahoeWalkFixedCatPairs>(shape, smem);
+    }
     if (f.fixed && f.categorical) {
       return RowChunkOccupancy<Node, kMulti, kTahoeWalkFixedCat>(shape, smem);
     }

@@ -286,8 +286,8 @@ __device__ __forceinline__ bool StageChunkColumns(const float* g_rows, int64_t s
 }
 
 // TahoeSumFixedRoots with or without the NaN test, over the depth-first or the level layout
-// (nan_free, level: uniform over the block); kCat: the forest has categorical splits.
-template <int R, bool kCat, typename Row>
+// (nan_free, level: uniform over the block); kCat: the categorical test (TahoeCatTest).
+template <int R, int kCat, typename Row>
 __device__ __forceinline__ void SumFromRoots(const TahoeForestView& v, const TahoeNode8* nodes,
                                              const uint32_t* roots, uint32_t begin, uint32_t end,
                                              bool nan_free, bool level, const Row (&rows)[R],
@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
         // Tree parts (gridDim.y > 1, RowChunkLaunchShape): this block walks part blockIdx.y of
         // the group's trees, in tree order.
         const uint32_t b = offsets[g], n = offsets[g + 1] - b, parts = gridDim.y;
-        SumFromRoots<R, kWalk == kTahoeWalkFixedCat>(f.view, nodes, roots, b + n * blockIdx.y / parts,
+        SumFromRoots<R, TahoeWalkCat(kWalk)>(f.view, nodes, roots, b + n * blockIdx.y / parts,
                      b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum);
       }
       double* d_part = gridDim.y > 1 ? d_ws + static_cast<int64_t>(blockIdx.y) * a.rows * K : nullptr;
@@ -486,7 +486,7 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
       TahoePlainRow rows[R];
 #pragma unroll
       for (int j = 0; j < R; ++j) rows[j] = TahoePlainRow{s_rows + (r + j * C < nr ? r + j * C : r) * S};
-      TahoeAccumulateFixedN<R, kWalk == kTahoeWalkFixedCat>(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
+      TahoeAccumulateFixedN<R, TahoeWalkCat(kWalk)>(f.view, nodes, f.view.trees, order, offsets[g], offsets[g + 1],
                                a.row_params, rows, sum);
     }
   } else {

@@ -92,6 +92,7 @@ struct TahoeDeviceForest {
   bool simple = false;   // TahoeForest::simple(): the kernels use TahoeTraverseSimple
   bool fixed = false;    // TahoeForest::fixed_walk(): kernels with staged rows use TahoeWalkFixed
   bool categorical = false;  // TahoeForest::categorical(): the fixed walk is kTahoeWalkFixedCat
+  bool cat_pairs = false;    // TahoeForest::cat_pairs(): ... or kTahoeWalkFixedCatPairs
   // Every TahoeForest::Assignment, concatenated: assignment i (groups = 1 << i) runs
   // d_assign_order[order_begin[i] + ...] with offsets d_assign_offsets[offsets_begin[i] + g].
   const uint32_t* d_assign_order = nullptr;

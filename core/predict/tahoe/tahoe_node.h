@@ -108,6 +108,13 @@ struct TahoeForestView {
   // past a set's own words are not in it, as before), under cat_truncate's rule, so a split reads
   // one word of it; 0: table sets are read through cat_splits.
   uint32_t cat_words = 0;
+  // The least value of a category under cat_truncate's rule (the fixed walk's pair test): x > -1
+  // (LightGBM: (-1, 0) is category 0) is x >= the float after -1; else x >= 0.
+  float cat_low = 0.0f;
+  // The packed word's categorical flags for feature_bits (kCategorical, kCategorical | kLeaf,
+  // kCatTable shifted past the feature): in the view, kernels read them as operands of their
+  // parameters instead of holding them in registers.
+  uint32_t cat_word_bit = 0, cat_word_test = 0, cat_word_table = 0;
   // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
   // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
   int32_t fixed_steps = 0;
@@ -166,6 +173,11 @@ GROVE_HD TahoeDecoded TahoeDecode(const TahoeNode16& n, uint32_t /*feature_bits*
 struct TahoeInlineCats {
   uint32_t word;
   GROVE_HD uint32_t operator[](uint32_t /*w*/) const { return word; }
+};
+
+// A two-word set of the padded table read with one 8-byte load (TahoeForest::cat_pairs()).
+struct alignas(8) TahoeCatPair {
+  uint32_t lo, hi;  // categories 0..31, 32..63
 };
 
 // Does a row with value `x` go from categorical split (`value`, `flags`: tahoe_bits) to its left

@@ -3,6 +3,7 @@
 // accumulation over trees and the finalisation of a row. The nodes are tahoe_node.h's.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -80,15 +81,27 @@ GROVE_HD uint32_t TahoeTraverseSimple(const TahoeNode8* nodes, uint32_t idx, con
 //  * kSimple: TahoeForest::simple() forests (TahoeTraverseSimple);
 //  * kFixed: TahoeForest::fixed_walk() forests with rows padded by a NaN column (TahoeWalkFixed);
 //  * kFixedCat: the same for fixed-walk forests with categorical splits (TahoeForest::categorical():
-//    the step tests for a categorical split, which numeric forests do not pay for).
+//    the step tests for a categorical split, which numeric forests do not pay for);
+//  * kFixedCatPairs: the same for TahoeForest::cat_pairs() forests (sets of up to 64 categories),
+//    whose step reads every set as 64 bits with no branch.
 enum TahoeWalk : int {
   kTahoeWalkGeneric = 0,
   kTahoeWalkSimple = 1,
   kTahoeWalkFixed = 2,
-  kTahoeWalkFixedCat = 3
+  kTahoeWalkFixedCat = 3,
+  kTahoeWalkFixedCatPairs = 4
 };
 GROVE_HD constexpr bool TahoeWalkIsFixed(int walk) {
-  return walk == kTahoeWalkFixed || walk == kTahoeWalkFixedCat;
+  return walk == kTahoeWalkFixed || walk == kTahoeWalkFixedCat || walk == kTahoeWalkFixedCatPairs;
+}
+
+// The categorical test of a fixed step (TahoeFixedStep's kCat): none (numeric forests), the
+// general one (TahoeCatGoesLeft: any set), or the pair test of cat_pairs forests.
+enum TahoeCatTest : int { kTahoeCatNone = 0, kTahoeCatGeneral = 1, kTahoeCatPairs = 2 };
+GROVE_HD constexpr int TahoeWalkCat(int walk) {
+  return walk == kTahoeWalkFixedCat        ? kTahoeCatGeneral
+         : walk == kTahoeWalkFixedCatPairs ? kTahoeCatPairs
+                                           : kTahoeCatNone;
 }
 
 // Steps TahoeWalkFixed takes between two tests of whether every lane has reached its leaf.
@@ -106,43 +119,78 @@ inline constexpr int kTahoeLevelUnroll = 2;
 // (lanes loop until all of them are at a leaf; extra steps are no-ops). Routing is TahoeTraverseSimple's
 // (NaN takes the default direction, else x < threshold goes left). `row[num_features]` must be NaN.
 // Returns the leaf's index; its node goes to `leaf`.
-// Categorical splits (kCat) route by TahoeCatGoesLeft; the step tests a node for one only when the
-// forest has them. A leaf is never taken for one (kLeafTable shares kCategorical's bit: the test
-// reads both bits), so leaves still step to themselves.
+// Categorical splits (kCat) route by TahoeCatGoesLeft, or by the pair test (TahoeCatTest); the step
+// tests a node for one only when the forest has them. A leaf is never taken for one (kLeafTable
+// shares kCategorical's bit: the test reads both bits), so leaves still step to themselves.
 // The packed word's fields for a forest's feature_bits, computed once per tree; Step is one fixed
 // step (a leaf steps to itself).
 struct TahoeFixedStep {
   uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
   uint32_t cat_bit, cat_test;  // a split is categorical when (word & cat_test) == cat_bit
+  // A split's set is in the table when word & cat_table_bit: kCatTable is kMissingZero's bit, which
+  // no split of a fixed-walk forest sets otherwise and no leaf sets.
+  uint32_t cat_table_bit;
   // The forest's category sets (TahoeCatGoesLeft reads these four).
   const TahoeCatSplit* cat_splits;
   const uint32_t* cat_bits;
   bool cat_truncate;
   uint32_t cat_words;
+  // The least value of a category under the forest's rule (the pair test; TahoeForestView::cat_low).
+  float cat_low;
   GROVE_HD explicit TahoeFixedStep(const TahoeForestView& f)
       : fmask((1u << f.feature_bits) - 1u),
         leaf_bit(tahoe_bits::kLeaf << f.feature_bits),
         default_left_bit(tahoe_bits::kDefaultLeft << f.feature_bits),
         hot_right_bit(tahoe_bits::kHotRight << f.feature_bits),
         dshift(f.feature_bits + tahoe_bits::kNumFlags),
-        cat_bit(tahoe_bits::kCategorical << f.feature_bits),
-        cat_test((tahoe_bits::kCategorical | tahoe_bits::kLeaf) << f.feature_bits),
+        cat_bit(f.cat_word_bit),
+        cat_test(f.cat_word_test),
+        cat_table_bit(f.cat_word_table),
         cat_splits(f.cat_splits),
         cat_bits(f.cat_bits),
         cat_truncate(f.cat_truncate),
-        cat_words(f.cat_words) {}
+        cat_words(f.cat_words),
+        cat_low(f.cat_low) {}
+  // Is `x` in the set of categorical split n of a cat_pairs forest? CategoryInSet of a one-word set
+  // in the node or a two-word set of the table, without branches: the set's 64 bits (the node's
+  // word and 0, or the pair) are loaded before x is known, so the step waits on the node, then on x
+  // and the set together, as a numeric step waits on the node and x. A category of 32..63 meets
+  // the node set's zero high word, which is CategoryInSet's range test for one word. NaN is not in
+  // any set (the caller applies the NaN direction).
+  GROVE_HD bool InPairSet(const TahoeNode8& n, float x) const {
+    TahoeCatPair set{n.value, 0u};
+    if ((n.word & cat_table_bit) != 0) {
+      set = TahoeLoadPair(reinterpret_cast<const TahoeCatPair*>(cat_bits) + (n.value >> 1));
+    }
+    const bool in_range = (x >= cat_low) & (x < 64.0f);
+#if defined(__CUDA_ARCH__)
+    // The category in the low bits of 2^23 + x rounded toward zero (x in [0, 64): one add instead
+    // of a conversion); out-of-range values give bits that in_range discards.
+    const uint32_t c = __float_as_uint(__fadd_rz(fmaxf(x, 0.0f), 8388608.0f));
+#else
+    // Clamped so that the conversion is defined for every x (out-of-range ones are discarded).
+    const uint32_t c = static_cast<uint32_t>(fminf(fmaxf(x, 0.0f), 63.0f));
+#endif
+    const uint32_t word = (c & 32u) != 0 ? set.hi : set.lo;
+    return in_range & (((word >> (c & 31u)) & 1u) != 0);
+  }
   // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
   // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
   // bitwise so that the step compiles without branches.
   // kLevel: the node is in the level layout (tahoe_level.h): its children are a pair at
   // distant (right) and distant + 1 (left), and a leaf (distant 0, NaN never left) stays put.
-  // kCat: the forest has categorical splits.
-  template <bool kNanFree = false, bool kLevel = false, bool kCat = false, typename Row>
+  // kCat: the categorical test (TahoeCatTest) of a forest with categorical splits.
+  template <bool kNanFree = false, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
   GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
     const float x = row[n.word & fmask];
     bool left = x < TahoeBitsToFloat(n.value);
+    // The pair test: the split's kind selects between the two tests, and the NaN direction is
+    // applied to both, with no branch per node.
+    if constexpr (kCat == kTahoeCatPairs) {
+      left = (n.word & cat_test) == cat_bit ? InPairSet(n, x) : left;
+    }
     if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
-    if constexpr (kCat) {
+    if constexpr (kCat == kTahoeCatGeneral) {
       if ((n.word & cat_test) == cat_bit) {
         left = TahoeCatGoesLeft(n.value, (n.word >> (dshift - tahoe_bits::kNumFlags)), *this, x);
       }
@@ -153,9 +201,9 @@ struct TahoeFixedStep {
   // The level layout's step, Offset<kNanFree, true> added to idx. On the GPU the comparison goes
   // straight into an integer (-1 or 0) that one three-way add takes (set.lt instead of a predicate
   // and a select: the step is issue-bound on deep forests).
-  template <bool kNanFree, bool kCat = false, typename Row>
+  template <bool kNanFree, int kCat = kTahoeCatNone, typename Row>
   GROVE_HD uint32_t LevelChild(const TahoeNode8& n, const Row& row, uint32_t idx) const {
-    if constexpr (kCat) return idx + Offset<kNanFree, true, true>(n, row);
+    if constexpr (kCat != kTahoeCatNone) return idx + Offset<kNanFree, true, kCat>(n, row);
     const float x = row[n.word & fmask];
 #if defined(__CUDA_ARCH__)
     const float t = __uint_as_float(n.value);
@@ -180,7 +228,7 @@ struct TahoeFixedStep {
   // deepest walk and their loads would take the L1's time from the lanes still walking (13% on a
   // 255-leaf LightGBM forest); in exact-step walks of shallow trees the test costs more (7%).
   template <bool kNanFree = false, bool kSkipAtLeaf = false, bool kLevel = false,
-            bool kCat = false, typename Row>
+            int kCat = kTahoeCatNone, typename Row>
   GROVE_HD void Next(const TahoeNode8* nodes, const Row& row, uint32_t& idx, TahoeNode8& n) const {
     if constexpr (kLevel) {
       // Only the load is skipped at a leaf (the step itself leaves idx there): a predicated load
@@ -200,7 +248,7 @@ struct TahoeFixedStep {
 // with no test between them; 0: until every lane is at a leaf, tested every kTahoeFixedUnroll steps.
 // kNanFree, kLevel, kCat: TahoeFixedStep::Offset's. `f`: the forest (its feature_bits and category
 // sets).
-template <bool kNanFree = false, bool kLevel = false, bool kCat = false, typename Row>
+template <bool kNanFree = false, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
 GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Row& row,
                                  const TahoeForestView& f, TahoeNode8& leaf, int steps = 0) {
   const TahoeFixedStep step(f);
@@ -231,7 +279,7 @@ GROVE_HD uint32_t TahoeWalkFixed(const TahoeNode8* nodes, uint32_t idx, const Ro
 // and feature loads per thread, so a thread keeps kRows loads in flight (latency-bound walks of wide,
 // deep or many-output forests run at full occupancy and still wait on L2). Same routing, same
 // leaves.
-template <bool kNanFree, int kRows, bool kLevel = false, bool kCat = false, typename Row>
+template <bool kNanFree, int kRows, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
 GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row (&rows)[kRows],
                               const TahoeForestView& f, TahoeNode8 (&leaves)[kRows],
                               int steps = 0) {
@@ -291,9 +339,9 @@ GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& 
 // order, as TahoeAccumulateTrees does, so the sums are bit-identical to it; a leaf's value is added
 // one tree later (a table leaf's load then waits behind the next walk, not in front of it:
 // -0.0 + ... and x + -0.0 leave every sum unchanged), and the next root is loaded during the walk.
-// kLevel: `roots` index nodes of the level layout (tahoe_level.h). kCat: the forest has categorical
-// splits.
-template <bool kNanFree, int kRows, bool kLevel = false, bool kCat = false, typename Row>
+// kLevel: `roots` index nodes of the level layout (tahoe_level.h). kCat: the categorical test
+// (TahoeCatTest).
+template <bool kNanFree, int kRows, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
 GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
                                  const uint32_t* roots, uint32_t begin, uint32_t end,
                                  const Row (&rows)[kRows], double (&sums)[kRows]) {
@@ -404,8 +452,8 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
     uint32_t leaf;
     if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
       TahoeNode8 n;
-      leaf = TahoeWalkFixed<false, false, kWalk == kTahoeWalkFixedCat>(nodes, t.root - node_offset,
-                                                                      row, f, n, f.fixed_steps);
+      leaf = TahoeWalkFixed<false, false, TahoeWalkCat(kWalk)>(nodes, t.root - node_offset, row, f,
+                                                              n, f.fixed_steps);
       d = TahoeDecode(n, f.feature_bits);
     } else if constexpr (kWalk == kTahoeWalkSimple || kWalk == kTahoeWalkFixed) {
       leaf = TahoeTraverseSimple(nodes, t.root - node_offset, row, f, d);
@@ -427,8 +475,8 @@ GROVE_HD void TahoeAccumulateTrees(const TahoeForestView& f, const Node* nodes,
 
 // Margin sums of kRows rows over trees order[i] (or i) for i in [begin, end) in the round range,
 // every tree's leaf scalar (no vector leaves), with TahoeWalkFixedN; the one-output sums of
-// TahoeAccumulateTrees (added to sums[]). kCat: the forest has categorical splits.
-template <int kRows, bool kCat = false, typename Row>
+// TahoeAccumulateTrees (added to sums[]). kCat: the categorical test (TahoeCatTest).
+template <int kRows, int kCat = kTahoeCatNone, typename Row>
 GROVE_HD void TahoeAccumulateFixedN(const TahoeForestView& f, const TahoeNode8* nodes,
                                     const TahoeTree* trees, const uint32_t* order, uint32_t begin,
                                     uint32_t end, const TahoeRowParams& p, const Row (&rows)[kRows],

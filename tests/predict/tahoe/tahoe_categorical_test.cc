@@ -45,9 +45,11 @@ std::vector<int32_t> ReferenceLeaves(const Forest& f, const std::vector<float>& 
   return ids;
 }
 
-// Every walk of the fixed family against the reference leaves; returns the walks compared.
-int64_t CheckWalks(const TahoeForest& tf, const std::vector<float>& rows, int64_t n,
-                   const std::string& what) {
+// Every walk of the fixed family with the categorical test kCat against the reference leaves;
+// returns the walks compared.
+template <int kCat>
+int64_t CheckWalksWith(const TahoeForest& tf, const std::vector<float>& rows, int64_t n,
+                       const std::string& what) {
   const Forest& f = tf.forest();
   EXPECT_TRUE(tf.fixed_walk()) << what;
   EXPECT_TRUE(tf.categorical()) << what;
@@ -76,17 +78,17 @@ int64_t CheckWalks(const TahoeForest& tf, const std::vector<float>& rows, int64_
       const std::string where = what + " row " + std::to_string(r) + " tree " +
                                 std::to_string(t.orig);
       TahoeNode8 a, b, c, d;
-      const uint32_t ia = TahoeWalkFixed<false, false, true>(nodes.data(), t.root, row, v, a);
+      const uint32_t ia = TahoeWalkFixed<false, false, kCat>(nodes.data(), t.root, row, v, a);
       EXPECT_EQ(tf.leaf_ids()[ia], expected) << where;
       if (tf.leaf_ids()[ia] != expected) return walks;  // one report per forest
       const uint32_t ib =
-          TahoeWalkFixed<false, false, true>(nodes.data(), t.root, row, v, b, v.fixed_steps);
+          TahoeWalkFixed<false, false, kCat>(nodes.data(), t.root, row, v, b, v.fixed_steps);
       EXPECT_EQ(ib, ia) << where << " (exact steps)";
-      TahoeWalkFixed<false, true, true>(nodes.data(), level->roots[i], row, v, c, v.fixed_steps);
+      TahoeWalkFixed<false, true, kCat>(nodes.data(), level->roots[i], row, v, c, v.fixed_steps);
       EXPECT_EQ(c.value, a.value) << where << " (level layout)";
       EXPECT_EQ(c.word, a.word) << where << " (level layout)";
       if (!has_nan) {
-        TahoeWalkFixed<true, true, true>(nodes.data(), level->roots[i], row, v, d, v.fixed_steps);
+        TahoeWalkFixed<true, true, kCat>(nodes.data(), level->roots[i], row, v, d, v.fixed_steps);
         EXPECT_EQ(d.word, a.word) << where << " (level layout, NaN-free walk)";
       }
       // The format's generic walk (the other kernels' walk) agrees too.
@@ -106,20 +108,29 @@ int64_t CheckWalks(const TahoeForest& tf, const std::vector<float>& rows, int64_
         four[j] = {TahoePlainRow{rows.data() + (r + j) * f.num_features}, nf};
       }
       double s4[4], s4_level[4];
-      TahoeSumFixedRoots<false, 4, false, true>(v, nodes.data(), dfs_roots.data(), 0, num_trees,
+      TahoeSumFixedRoots<false, 4, false, kCat>(v, nodes.data(), dfs_roots.data(), 0, num_trees,
                                                 four, s4);
-      TahoeSumFixedRoots<false, 4, true, true>(v, nodes.data(), level->roots.data(), 0, num_trees,
+      TahoeSumFixedRoots<false, 4, true, kCat>(v, nodes.data(), level->roots.data(), 0, num_trees,
                                                four, s4_level);
       for (int j = 0; j < 4; ++j) {
         one[0] = four[j];
         double s1[1];
-        TahoeSumFixedRoots<false, 1, false, true>(v, nodes.data(), dfs_roots.data(), 0, num_trees,
+        TahoeSumFixedRoots<false, 1, false, kCat>(v, nodes.data(), dfs_roots.data(), 0, num_trees,
                                                   one, s1);
         EXPECT_EQ(s4[j], s1[0]) << what << " row " << r + j;
         EXPECT_EQ(s4_level[j], s1[0]) << what << " row " << r + j << " (level layout)";
       }
     }
   }
+  return walks;
+}
+
+// The general test on every categorical forest, and the pair test on cat_pairs() forests (the
+// walk the GPU runs for them).
+int64_t CheckWalks(const TahoeForest& tf, const std::vector<float>& rows, int64_t n,
+                   const std::string& what) {
+  int64_t walks = CheckWalksWith<kTahoeCatGeneral>(tf, rows, n, what);
+  if (tf.cat_pairs()) walks += CheckWalksWith<kTahoeCatPairs>(tf, rows, n, what + " (pairs)");
   return walks;
 }
 
@@ -149,6 +160,55 @@ TEST(TahoeCategoricalTest, RandomForestsTakeTheFixedWalkToTheReferenceLeaves) {
     }
   }
   EXPECT_GT(walks, 10000);
+}
+
+// Sets of up to 64 categories (the node's word or a two-word table set) are read as 64 bits by the
+// fixed walk (TahoeForestView::cat_pairs); a forest with a wider set keeps the general test. Both
+// reach the reference leaves on rows with categories in and out of the sets, past 63, negative,
+// in (-1, 0), fractional and NaN.
+TEST(TahoeCategoricalTest, SetsOfUpTo64CategoriesAreReadAsPairsToTheReferenceLeaves) {
+  int64_t walks = 0;
+  int pairs = 0, pair_tables = 0, general = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    for (int max_categories : {64, 0}) {
+      RandomForestOptions o;
+      o.seed = 700 + seed;
+      o.num_trees = 16;
+      o.max_depth = 3 + static_cast<int>(seed * 5 % 12);
+      o.num_features = 3 + static_cast<int>(seed * 3 % 12);
+      o.categorical_fraction = 0.7;
+      o.max_categories = max_categories;
+      o.lightgbm_rules = seed % 2 == 1;
+      o.missing_zero = false;
+      ForestPtr f = MakeRandomForest(o);
+      if (!HasCategorical(*f)) continue;
+      uint32_t widest = 0;
+      for (const Node& n : f->nodes) {
+        if (!n.is_leaf() && n.is_categorical()) widest = std::max(widest, n.aux);
+      }
+      absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+      ASSERT_TRUE(tf.ok()) << tf.status();
+      const TahoeForestView v = (*tf)->HostView();
+      const std::string what = "seed " + std::to_string(seed) + " categories up to " +
+                               std::to_string(max_categories == 0 ? 70 : max_categories);
+      // Sets of two words or fewer: pairs (a table only when some set lists a category past 31).
+      EXPECT_EQ((*tf)->cat_pairs(), widest <= 2) << what;
+      if ((*tf)->cat_pairs()) {
+        EXPECT_TRUE(v.cat_words == 0 || v.cat_words == 2) << what;
+        EXPECT_TRUE((*tf)->cat_splits().empty()) << what;
+        ++pairs;
+        pair_tables += v.cat_words == 2;
+      } else {
+        ++general;
+      }
+      const std::vector<float> rows = MakeRandomRows(*f, 64, seed + 900, 0.15);
+      walks += CheckWalks(**tf, rows, 64, what);
+    }
+  }
+  EXPECT_GE(pair_tables, 3);
+  EXPECT_GE(pairs, pair_tables);
+  EXPECT_GE(general, 3);
+  EXPECT_GT(walks, 5000);
 }
 
 TEST(TahoeCategoricalTest, SetsOfSmallCategoriesLiveInTheNodeAndListedCategoriesGoLeft) {
@@ -201,12 +261,14 @@ TEST(TahoeCategoricalTest, SetsOfSmallCategoriesLiveInTheNodeAndListedCategories
 }
 
 TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
-  // One split of each library's rule with a set in the node, one in the padded table and one of
-  // more than kMaxPaddedCatWords words (its record in cat_splits), over values in, out of and
-  // beyond the set, negative, fractional and NaN.
+  // One split of each library's rule with a set in the node, one in a two-word table (read as a
+  // pair), one in a three-word table and one of more than kMaxPaddedCatWords words (its record in
+  // cat_splits), over values in, out of and beyond the set, at the words' edges, negative, in
+  // (-1, 0) (category 0 under LightGBM's truncation), fractional, infinite and NaN.
   for (bool lightgbm : {false, true}) {
-    for (const std::vector<int>& set : {std::vector<int>{0, 3, 31}, std::vector<int>{1, 40, 70},
-                                        std::vector<int>{1, 40, 3000}}) {
+    for (const std::vector<int>& set :
+         {std::vector<int>{0, 3, 31}, std::vector<int>{0, 32, 63}, std::vector<int>{1, 40, 70},
+          std::vector<int>{1, 40, 3000}}) {
       for (bool default_left : {false, true}) {
         HandForest h(1);
         uint16_t flags = default_left ? kNodeDefaultLeft : 0;
@@ -218,24 +280,54 @@ TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
         ASSERT_TRUE((*tf)->fixed_walk());
         const TahoeForestView v = (*tf)->HostView();
         const TahoeDecoded root = TahoeDecode((*tf)->nodes8()[0], v.feature_bits);
+        absl::StatusOr<TahoeLevelLayout> level = BuildTahoeLevelLayout(**tf, 0);
+        ASSERT_TRUE(level.ok()) << level.status();
         EXPECT_EQ((root.flags & tahoe_bits::kCatTable) != 0, set.back() >= 32);
-        EXPECT_EQ(v.cat_words, set.back() >= 32 && set.back() < 2048 ? 3u : 0u);
+        const uint32_t words = static_cast<uint32_t>(set.back() / 32 + 1);
+        EXPECT_EQ(v.cat_words, set.back() >= 32 && set.back() < 2048 ? words : 0u);
         EXPECT_EQ((*tf)->cat_splits().size(), set.back() >= 2048 ? 1u : 0u);
+        EXPECT_EQ((*tf)->cat_pairs(), set.back() < 64);
+        const float inf = std::numeric_limits<float>::infinity();
         for (float x : {0.0f, 3.0f, 31.0f, 1.0f, 40.0f, 70.0f, 2.0f, 32.0f, 95.0f, 96.0f, 1e9f,
-                        3000.0f, 2999.0f, 3001.0f, 3008.0f,
-                        -0.5f, -1.0f, -3.0f, 0.7f, 3.9f, 40.5f, std::nanf(""),
-                        std::numeric_limits<float>::infinity()}) {
+                        3000.0f, 2999.0f, 3001.0f, 3008.0f, 33.0f, 62.0f, 63.0f, 63.5f, 64.0f,
+                        64.5f, 65.0f, 127.0f, 31.5f, 32.5f, 1e30f, -0.5f, -1.0f, -3.0f,
+                        -0.99999994f, -1.0000001f, -0.0f, -1e-30f, 0.7f, 3.9f, 40.5f,
+                        std::nanf(""), inf, -inf}) {
           const float row[1] = {x};
           const Node& split = f->nodes[0];
           const bool want = GoesLeft(split.flags, split.threshold, split.payload, split.aux,
                                      f->category_bits.data(), x);
           const TahoeNanPaddedRow<TahoePlainRow> padded{TahoePlainRow{row}, 1};
           TahoeNode8 leaf;
-          TahoeWalkFixed<false, false, true>((*tf)->nodes8().data(), 0, padded, v, leaf);
+          TahoeWalkFixed<false, false, kTahoeCatGeneral>((*tf)->nodes8().data(), 0, padded, v,
+                                                         leaf);
           const double got = TahoeFixedLeafValue(v, leaf);
-          EXPECT_EQ(got, want ? 1.0 : 2.0)
-              << (lightgbm ? "LightGBM" : "XGBoost") << " set ending " << set.back()
-              << " default_left " << default_left << " x " << x;
+          const std::string where = std::string(lightgbm ? "LightGBM" : "XGBoost") +
+                                    " set ending " + std::to_string(set.back()) +
+                                    " default_left " + std::to_string(default_left) + " x " +
+                                    std::to_string(x);
+          EXPECT_EQ(got, want ? 1.0 : 2.0) << where;
+          // The level layout's step, and without the NaN test for the values that are not NaN.
+          TahoeNode8 level_leaf, nan_free_leaf;
+          TahoeWalkFixed<false, true, kTahoeCatGeneral>(level->nodes.data(), 0, padded, v,
+                                                        level_leaf);
+          EXPECT_EQ(TahoeFixedLeafValue(v, level_leaf), got) << where << " (level layout)";
+          if (!std::isnan(x)) {
+            TahoeWalkFixed<true, true, kTahoeCatGeneral>(level->nodes.data(), 0, padded, v,
+                                                         nan_free_leaf);
+            EXPECT_EQ(TahoeFixedLeafValue(v, nan_free_leaf), got) << where << " (NaN-free step)";
+          }
+          // The pair test, on both layouts.
+          if ((*tf)->cat_pairs()) {
+            TahoeNode8 pair_leaf, pair_level_leaf;
+            TahoeWalkFixed<false, false, kTahoeCatPairs>((*tf)->nodes8().data(), 0, padded, v,
+                                                         pair_leaf);
+            EXPECT_EQ(TahoeFixedLeafValue(v, pair_leaf), got) << where << " (pairs)";
+            TahoeWalkFixed<false, true, kTahoeCatPairs>(level->nodes.data(), 0, padded, v,
+                                                        pair_level_leaf);
+            EXPECT_EQ(TahoeFixedLeafValue(v, pair_level_leaf), got)
+                << where << " (pairs, level layout)";
+          }
         }
       }
     }

@@ -367,27 +367,35 @@ TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
 // Categorical splits take the fixed walk (kTahoeWalkFixedCat) and the level layout: every strategy
 // and row-chunk shape of CheckForest on forests with XGBoost's and LightGBM's categorical rules
 // (sets in the node and in the table, one and several outputs, deep trees past the exact-step
-// walk), and on every categorical model of the corpus (LightGBM with pandas categories, XGBoost
-// with enable_categorical).
+// walk), with sets of up to 64 categories (read as pairs: TahoeForestView::cat_pairs) and with
+// wider ones (the general test), on rows with categories past 31, past 63, negative, in (-1, 0),
+// fractional and NaN; and on every categorical model of the corpus (LightGBM with pandas
+// categories, XGBoost with enable_categorical).
 TEST(TahoeGpuTest, CategoricalForestsTakeTheFixedWalkOnEveryStrategy) {
   SKIP_WITHOUT_GPU();
-  for (int shape = 0; shape < 4; ++shape) {
+  int pairs = 0, general = 0;
+  for (int shape = 0; shape < 8; ++shape) {
     RandomForestOptions o;
-    o.seed = 500 + shape;
+    o.seed = 500 + shape % 4;
     o.num_trees = 40;
-    o.max_depth = shape == 3 ? 14 : 6 + shape;
-    o.num_features = 6 + 5 * shape;
+    o.max_depth = shape % 4 == 3 ? 14 : 6 + shape % 4;
+    o.num_features = 6 + 5 * (shape % 4);
     o.categorical_fraction = 0.6;
+    o.max_categories = shape >= 4 ? 64 : 0;
     o.lightgbm_rules = shape % 2 == 1;
     o.missing_zero = false;  // a rule that keeps a forest off the fixed walk
-    o.num_outputs = shape == 2 ? 3 : 1;
+    o.num_outputs = shape % 4 == 2 ? 3 : 1;
     ForestPtr f = MakeRandomForest(o);
     absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
     ASSERT_TRUE(tf.ok()) << tf.status();
     ASSERT_TRUE((*tf)->fixed_walk() && (*tf)->categorical()) << "shape " << shape;
+    if (shape >= 4) EXPECT_TRUE((*tf)->cat_pairs()) << "shape " << shape;
+    ((*tf)->cat_pairs() ? pairs : general) += 1;
     const std::vector<float> rows = MakeRandomRows(*f, 333, 40 + shape, 0.15);
     CheckForest(f, rows, "categorical shape " + std::to_string(shape));
   }
+  EXPECT_GE(pairs, 4);
+  EXPECT_GE(general, 1);
   int corpus = 0;
   for (const std::string& dir : testing::CorpusCaseDirs()) {
     absl::StatusOr<testing::CorpusModel> m = testing::LoadCorpusModel(dir);
