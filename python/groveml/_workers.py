@@ -136,33 +136,6 @@ def predict_spec(model, kind="prediction", iteration_range=(0, 0), batch_rows=65
                 iteration_range=tuple(iteration_range), batch_rows=int(batch_rows))
 
 
-def frame_helpers(map_frame, module: str, suffix: str, explain_doc: str, predict_doc: str):
-    """The explain and predict helpers of a DataFrame library (Spark, Dask): one parameter list
-    for both libraries, each call's Spec handed to map_frame(df, spec, prefix), which appends its
-    columns. Named explain_<suffix> / predict_<suffix> of `module`, with the given docstrings."""
-
-    def explain(df, model, interactions: bool = False, method: Optional[str] = None,
-                background=None, output_space: str = "margin",
-                iteration_range: Tuple[int, int] = (0, 0), prefix: str = "shap_",
-                batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
-                strategy: Optional[str] = None, attribution: str = "shapley"):
-        return map_frame(df, explain_spec(model, interactions, method, background, output_space,
-                                          iteration_range, batch_rows, device, threads, strategy,
-                                          attribution), prefix)
-
-    def predict(df, model, kind: str = "prediction", iteration_range: Tuple[int, int] = (0, 0),
-                prefix: str = "", batch_rows: int = 65536, device: Optional[str] = None,
-                threads: int = 1, strategy: Optional[str] = None):
-        return map_frame(df, predict_spec(model, kind, iteration_range, batch_rows, device,
-                                          threads, strategy), prefix)
-
-    for f, doc in ((explain, explain_doc), (predict, predict_doc)):
-        f.__name__ = f.__qualname__ = f"{f.__name__}_{suffix}"
-        f.__module__ = module
-        f.__doc__ = doc
-    return explain, predict
-
-
 def result_columns(spec: Spec, empty_input, existing, prefix: str):
     """On the driver, before the job: checks the input's columns with an empty frame of them
     (missing features, bad types fail here), and returns the result's column names: `prefix` and

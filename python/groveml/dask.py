@@ -6,22 +6,38 @@ its engines once (groveml._workers); a partition is computed in batches of
 columns followed by the SHAP (or prediction) columns.
 """
 
+from typing import Optional, Tuple
+
 import numpy as np
 
 from . import _workers
 
 
-_EXPLAIN_DOC = """df (a Dask DataFrame) with SHAP columns appended (float32), named as
-    explain_spark names them: `prefix` + the names `grove explain --output-header` gives, a dot
-    made an underscore (`shap_out0_f1`). model: a groveml.Model (sent to the workers with the
-    tasks), a live XGBoost / LightGBM model, or the path of a model file read here. device and
-    strategy: the workers' (default: the Model's own, "auto" for a path); threads: engine
-    threads per task (Dask runs tasks on its own threads); background: default the Model's.
-    attribution: "shapley" (SHAP values) or "banzhaf" (Banzhaf values). Other arguments as
-    groveml.Model.explain."""
+def explain_dask(ddf, model, interactions: bool = False, method: Optional[str] = None,
+                 background=None, output_space: str = "margin",
+                 iteration_range: Tuple[int, int] = (0, 0), prefix: str = "shap_",
+                 batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
+                 strategy: Optional[str] = None, attribution: str = "shapley"):
+    """ddf with SHAP columns appended (float32), named as explain_spark names them: `prefix` + the
+    names `grove explain --output-header` gives, a dot made an underscore (`shap_out0_f1`).
+    model: a groveml.Model (sent to the workers with the tasks), a live XGBoost / LightGBM model,
+    or the path of a model file read here. device and strategy: the workers' (default: the
+    Model's own, "auto" for a path); threads: engine threads per task (Dask runs tasks on its own
+    threads); background: default the Model's. attribution: "shapley" (SHAP values) or "banzhaf"
+    (Banzhaf values). Other arguments as groveml.Model.explain."""
+    return _map(ddf, _workers.explain_spec(model, interactions, method, background,
+                                           output_space, iteration_range, batch_rows, device,
+                                           threads, strategy, attribution), prefix)
 
-_PREDICT_DOC = """df with prediction columns appended (names as `grove predict --output-header`,
-    after `prefix`). model and the other arguments as explain_dask's."""
+
+def predict_dask(ddf, model, kind: str = "prediction",
+                 iteration_range: Tuple[int, int] = (0, 0), prefix: str = "",
+                 batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
+                 strategy: Optional[str] = None):
+    """ddf with prediction columns appended (names as `grove predict --output-header`, after
+    `prefix`). model and the other arguments as explain_dask's."""
+    return _map(ddf, _workers.predict_spec(model, kind, iteration_range, batch_rows, device,
+                                           threads, strategy), prefix)
 
 
 def _map(ddf, spec, prefix):
@@ -42,7 +58,3 @@ def _partition(pdf, spec, names, dtype):
     out = np.concatenate(parts) if parts else np.empty((0, len(names)), np.float32)
     result = pd.DataFrame(out.astype(dtype, copy=False), columns=names, index=pdf.index)
     return pd.concat([pdf, result], axis=1)
-
-
-explain_dask, predict_dask = _workers.frame_helpers(_map, __name__, "dask", _EXPLAIN_DOC,
-                                                    _PREDICT_DOC)

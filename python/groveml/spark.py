@@ -7,27 +7,43 @@ it (spark.sql.execution.arrow.maxRecordsPerBatch rows, 10,000 by default), cut f
 input's size. The result is the input's columns followed by the SHAP (or prediction) columns.
 """
 
+from typing import Optional, Tuple
+
 import numpy as np
 
 from . import _workers
 
 
-_EXPLAIN_DOC = """df with SHAP columns appended: `prefix` + the names
-    `grove explain --output-header` gives, a dot made an underscore (feature names then `bias`;
-    `outK_` per output for several outputs, `A*B` for interactions), float.
+def explain_spark(df, model, interactions: bool = False, method: Optional[str] = None,
+                  background=None, output_space: str = "margin",
+                  iteration_range: Tuple[int, int] = (0, 0), prefix: str = "shap_",
+                  batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
+                  strategy: Optional[str] = None, attribution: str = "shapley"):
+    """df with SHAP columns appended: `prefix` + the names `grove explain --output-header` gives,
+    a dot made an underscore (feature names then `bias`; `outK_` per output for several outputs,
+    `A*B` for interactions), float.
 
-    model: a groveml.Model (sent to the executors with the tasks), a live XGBoost / LightGBM model,
-    or the path of a model file read on the driver (or the name of one added with
+    model: a groveml.Model (sent to the executors with the tasks), a live XGBoost / LightGBM
+    model, or the path of a model file read on the driver (or the name of one added with
     spark.sparkContext.addFile). device and strategy: the workers' (default: the Model's own,
-    "auto" for a path); threads: engine threads per Python worker (Spark runs one worker per
-    task slot). device="auto" uses the executor's GPU when it has one (a GPU resource assigned
-    to the task is made the visible one). background: default the Model's. attribution:
-    "shapley" (SHAP values) or "banzhaf" (Banzhaf values). Other arguments as
-    groveml.Model.explain."""
+    "auto" for a path); threads: engine threads per Python worker (Spark runs one worker per task
+    slot). device="auto" uses the executor's GPU when it has one (a GPU resource assigned to the
+    task is made the visible one). background: default the Model's. attribution: "shapley" (SHAP
+    values) or "banzhaf" (Banzhaf values). Other arguments as groveml.Model.explain."""
+    return _map(df, _workers.explain_spec(model, interactions, method, background,
+                                          output_space, iteration_range, batch_rows, device,
+                                          threads, strategy, attribution), prefix)
 
-_PREDICT_DOC = """df with prediction columns appended (`prediction`, `prediction_J`, `margin`,
-    `leaf_J`, as `grove predict --output-header` names them, after `prefix`); leaf ids as int.
-    model and the other arguments as explain_spark's."""
+
+def predict_spark(df, model, kind: str = "prediction",
+                  iteration_range: Tuple[int, int] = (0, 0), prefix: str = "",
+                  batch_rows: int = 65536, device: Optional[str] = None, threads: int = 1,
+                  strategy: Optional[str] = None):
+    """df with prediction columns appended (`prediction`, `prediction_J`, `margin`, `leaf_J`, as
+    `grove predict --output-header` names them, after `prefix`); leaf ids as int. model and the
+    other arguments as explain_spark's."""
+    return _map(df, _workers.predict_spec(model, kind, iteration_range, batch_rows, device,
+                                          threads, strategy), prefix)
 
 
 def _map(df, spec, prefix):
@@ -66,7 +82,3 @@ def _use_task_gpu():
         return
     if gpus is not None and gpus.addresses:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)
-
-
-explain_spark, predict_spark = _workers.frame_helpers(_map, __name__, "spark", _EXPLAIN_DOC,
-                                                      _PREDICT_DOC)
