@@ -74,16 +74,13 @@ struct Flags {
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
   bench::FlagSet set;
-  set.String("--model", &f.model);
-  set.String("--rows", &f.rows);
+  bench::AddModelRowsFlags(&set, &f.model, &f.rows);
   set.Int("--threads", &f.threads);
   set.Int("--load-repeats", &f.load_repeats);
   set.Double("--budget", &f.budget);
-  set.Int("--predict-rows", &f.predict_rows);
-  set.Int("--explain-rows", &f.explain_rows);
+  bench::AddPredictExplainFlags(&set, &f.predict_rows, &f.explain_rows, &f.explain_strategy);
   set.Int("--interaction-rows", &f.interaction_rows);
   set.Switch("--skip-interactions", &f.skip_interactions);
-  set.String("--explain-strategy", &f.explain_strategy);
   if (!set.Parse(argc, argv)) Usage("bad flags");
   if (f.threads < 0 || f.load_repeats < 0 || f.predict_rows < 0 || f.explain_rows < 0 ||
       f.interaction_rows < 0 || !(f.budget >= 0)) {

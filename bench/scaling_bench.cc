@@ -102,11 +102,9 @@ int Fail(const absl::Status& s) {
 int Main(int argc, char** argv) {
   Flags flags;
   bench::FlagSet set;
-  set.String("--model", &flags.model);
-  set.String("--rows", &flags.rows);
-  set.Int("--explain-rows", &flags.explain_rows);
-  set.Int("--predict-rows", &flags.predict_rows);
-  set.String("--explain-strategy", &flags.explain_strategy);
+  bench::AddModelRowsFlags(&set, &flags.model, &flags.rows);
+  bench::AddPredictExplainFlags(&set, &flags.predict_rows, &flags.explain_rows,
+                                &flags.explain_strategy);
   set.String("--predict-strategy", &flags.predict_strategy);
   set.Int("--reps", &flags.reps);
   set.Switch("--registered", &flags.registered);

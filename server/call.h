@@ -156,3 +156,12 @@ class CallbackUnaryCall final : public grpc::ServerUnaryReactor, public UnaryCal
 };
 
 }  // namespace grove::server
+
+// Inside a gRPC callback service's class: the declaration of its override of the unary RPC
+// `method`, whose messages are ns::<method>Request and ns::<method>Response (the generated
+// signature, the same for every unary RPC but for the names). An RPC whose messages are named
+// otherwise is declared in full.
+#define GROVE_UNARY_RPC(ns, method)                                               \
+  grpc::ServerUnaryReactor* method(grpc::CallbackServerContext* context,          \
+                                   const ns::method##Request* request,            \
+                                   ns::method##Response* response) override

@@ -78,7 +78,14 @@ bool FlagSet::Parse(int argc, char** argv) const {
 void AddModelRowsFlags(FlagSet* set, std::string* model, std::string* rows, std::string* name) {
   set->String("--model", model);
   set->String("--rows", rows);
-  set->String("--name", name);
+  if (name != nullptr) set->String("--name", name);
+}
+
+void AddPredictExplainFlags(FlagSet* set, int64_t* predict_rows, int64_t* explain_rows,
+                            std::string* explain_strategy) {
+  set->Int("--predict-rows", predict_rows);
+  set->Int("--explain-rows", explain_rows);
+  set->String("--explain-strategy", explain_strategy);
 }
 
 }  // namespace grove::bench

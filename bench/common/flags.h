@@ -42,7 +42,15 @@ class FlagSet {
   std::map<std::string, bool*> switches_;
 };
 
-// Registers the model-and-rows flags --model, --rows and --name on `set`, into the three fields.
-void AddModelRowsFlags(FlagSet* set, std::string* model, std::string* rows, std::string* name);
+// Registers the model-and-rows flags --model, --rows and --name on `set`, into the three fields;
+// a program without --name passes no `name`.
+void AddModelRowsFlags(FlagSet* set, std::string* model, std::string* rows,
+                       std::string* name = nullptr);
+
+// Registers the flags of a program that times predictions and explanations of a number of rows:
+// --predict-rows, --explain-rows and --explain-strategy, into the three fields (their defaults
+// are the program's).
+void AddPredictExplainFlags(FlagSet* set, int64_t* predict_rows, int64_t* explain_rows,
+                            std::string* explain_strategy);
 
 }  // namespace grove::bench

@@ -77,27 +77,17 @@ class GroveService final : public GroveServiceBase {
                      grove::v1::ExplainResponse* response, UnaryCall* call);
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ExplainStream(
       grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const grove::v1::ListModelsRequest* request,
-                                       grove::v1::ListModelsResponse* response) override;
+  GROVE_UNARY_RPC(grove::v1, ListModels);
   grpc::ServerUnaryReactor* GetModelMetadata(grpc::CallbackServerContext* context,
                                              const grove::v1::GetModelMetadataRequest* request,
                                              grove::v1::ModelMetadata* response) override;
-  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* context,
-                                      const grove::v1::LoadModelRequest* request,
-                                      grove::v1::LoadModelResponse* response) override;
-  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
-                                        const grove::v1::UnloadModelRequest* request,
-                                        grove::v1::UnloadModelResponse* response) override;
+  GROVE_UNARY_RPC(grove::v1, LoadModel);
+  GROVE_UNARY_RPC(grove::v1, UnloadModel);
   // Shared memory: register / unregister need the runtime's shared memory on (--shared_memory;
   // UNIMPLEMENTED otherwise) and role admin, and run on the control thread; status needs role
   // infer.
-  grpc::ServerUnaryReactor* RegisterSharedMemory(
-      grpc::CallbackServerContext* context, const grove::v1::RegisterSharedMemoryRequest* request,
-      grove::v1::RegisterSharedMemoryResponse* response) override;
-  grpc::ServerUnaryReactor* UnregisterSharedMemory(
-      grpc::CallbackServerContext* context, const grove::v1::UnregisterSharedMemoryRequest* request,
-      grove::v1::UnregisterSharedMemoryResponse* response) override;
+  GROVE_UNARY_RPC(grove::v1, RegisterSharedMemory);
+  GROVE_UNARY_RPC(grove::v1, UnregisterSharedMemory);
   grpc::ServerUnaryReactor* GetSharedMemoryStatus(
       grpc::CallbackServerContext* context, const grove::v1::SharedMemoryStatusRequest* request,
       grove::v1::SharedMemoryStatusResponse* response) override;

@@ -48,21 +48,11 @@ class KserveService final : public KserveServiceBase {
   KserveService(Runtime* runtime, const auth::Authorizer* authorizer, bool model_control)
       : runtime_(runtime), authorizer_(authorizer), model_control_(model_control) {}
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
-                                       const inference::ServerLiveRequest* request,
-                                       inference::ServerLiveResponse* response) override;
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
-                                        const inference::ServerReadyRequest* request,
-                                        inference::ServerReadyResponse* response) override;
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
-                                       const inference::ModelReadyRequest* request,
-                                       inference::ModelReadyResponse* response) override;
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
-                                           const inference::ServerMetadataRequest* request,
-                                           inference::ServerMetadataResponse* response) override;
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
-                                          const inference::ModelMetadataRequest* request,
-                                          inference::ModelMetadataResponse* response) override;
+  GROVE_UNARY_RPC(inference, ServerLive);
+  GROVE_UNARY_RPC(inference, ServerReady);
+  GROVE_UNARY_RPC(inference, ModelReady);
+  GROVE_UNARY_RPC(inference, ServerMetadata);
+  GROVE_UNARY_RPC(inference, ModelMetadata);
   // ModelInfer on any transport: `call` was created for the request (method label "ModelInfer")
   // and is answered exactly once, on this thread or later on the thread that completes its work.
   // `request` and `response` must stay alive until the call was answered (and `response` until it
@@ -70,44 +60,17 @@ class KserveService final : public KserveServiceBase {
   void HandleModelInfer(const grpc::ServerContextBase& context,
                         const inference::ModelInferRequest& request,
                         inference::ModelInferResponse* response, UnaryCall* call);
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
-                                        const inference::ModelConfigRequest* request,
-                                        inference::ModelConfigResponse* response) override;
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
-                                            const inference::ModelStatisticsRequest* request,
-                                            inference::ModelStatisticsResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
-                                            const inference::RepositoryIndexRequest* request,
-                                            inference::RepositoryIndexResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelLoad(
-      grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
-      inference::RepositoryModelLoadResponse* response) override;
-  grpc::ServerUnaryReactor* RepositoryModelUnload(
-      grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
-      inference::RepositoryModelUnloadResponse* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
-      grpc::CallbackServerContext* context,
-      const inference::SystemSharedMemoryStatusRequest* request,
-      inference::SystemSharedMemoryStatusResponse* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
-      grpc::CallbackServerContext* context,
-      const inference::SystemSharedMemoryRegisterRequest* request,
-      inference::SystemSharedMemoryRegisterResponse* response) override;
-  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
-      grpc::CallbackServerContext* context,
-      const inference::SystemSharedMemoryUnregisterRequest* request,
-      inference::SystemSharedMemoryUnregisterResponse* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(
-      grpc::CallbackServerContext* context, const inference::CudaSharedMemoryStatusRequest* request,
-      inference::CudaSharedMemoryStatusResponse* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(
-      grpc::CallbackServerContext* context,
-      const inference::CudaSharedMemoryRegisterRequest* request,
-      inference::CudaSharedMemoryRegisterResponse* response) override;
-  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
-      grpc::CallbackServerContext* context,
-      const inference::CudaSharedMemoryUnregisterRequest* request,
-      inference::CudaSharedMemoryUnregisterResponse* response) override;
+  GROVE_UNARY_RPC(inference, ModelConfig);
+  GROVE_UNARY_RPC(inference, ModelStatistics);
+  GROVE_UNARY_RPC(inference, RepositoryIndex);
+  GROVE_UNARY_RPC(inference, RepositoryModelLoad);
+  GROVE_UNARY_RPC(inference, RepositoryModelUnload);
+  GROVE_UNARY_RPC(inference, SystemSharedMemoryStatus);
+  GROVE_UNARY_RPC(inference, SystemSharedMemoryRegister);
+  GROVE_UNARY_RPC(inference, SystemSharedMemoryUnregister);
+  GROVE_UNARY_RPC(inference, CudaSharedMemoryStatus);
+  GROVE_UNARY_RPC(inference, CudaSharedMemoryRegister);
+  GROVE_UNARY_RPC(inference, CudaSharedMemoryUnregister);
 
  private:
   // Model control of a Repository RPC; `refused` (RefusedRepositoryArgument) non-empty answers

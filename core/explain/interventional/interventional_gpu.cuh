@@ -142,43 +142,47 @@ __device__ inline void AddFixed(const KernelArgs& a, const Lane& l, int64_t row_
   }
 }
 
+// The start of the kernels whose player lanes add coefficients (InterventionalKernel,
+// LinearizedKernel): the weight table loaded into the block's `weights`, then BeginWarp; false
+// where the warp has no bin or the lane no player's element (nothing to add).
+__device__ __forceinline__ bool BeginPlayerWarp(const KernelArgs& a, double* weights,
+                                                WarpRows* w) {
+  LoadWeights(a, weights);
+  return BeginWarp(a, w) && w->l.is_player();
+}
+
 // Grid: x = bins / kWarpsPerBlock (rounded up), y = rows / kRowsPerWarp (rounded up).
 __global__ void __launch_bounds__(kBlockThreads) InterventionalKernel(KernelArgs a) {
   __shared__ double weights[kWeightEntries];
-  LoadWeights(a, weights);
   WarpRows w;
-  if (!BeginWarp(a, &w) || !w.l.is_player()) return;
-  const Lane& l = w.l;
-  const int64_t row_begin = w.row_begin;
-  const uint32_t(&x)[kRowsPerWarp] = w.x;
-  const uint32_t bit = 1u << l.rel;
+  if (!BeginPlayerWarp(a, weights, &w)) return;
+  const uint32_t bit = 1u << w.l.rel;
   double acc[kRowsPerWarp] = {};
-  const uint32_t mask_end = a.d_mask_begin[l.e.path + 1];
-  for (uint32_t m = a.d_mask_begin[l.e.path]; m < mask_end; ++m) {
+  const uint32_t mask_end = a.d_mask_begin[w.l.e.path + 1];
+  for (uint32_t m = a.d_mask_begin[w.l.e.path]; m < mask_end; ++m) {
     const uint32_t z = a.d_masks[m];
     const double count = static_cast<double>(a.d_counts[m]);
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += count * MaskCoefficient(x[r], z, l.full, bit, weights);
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      acc[r] += count * MaskCoefficient(w.x[r], z, w.l.full, bit, weights);
+    }
   }
-  for (int k = 0; k < l.info.width; ++k) AddFixed(a, l, row_begin, acc, k);
+  for (int k = 0; k < w.l.info.width; ++k) AddFixed(a, w.l, w.row_begin, acc, k);
 }
 
 // Linearized output space: as InterventionalKernel, each mask's background rows weighted by their
 // pair's factor (l.d_rho) instead of counted, per output of the path.
 __global__ void __launch_bounds__(kBlockThreads) LinearizedKernel(KernelArgs a, LinearizedArgs la) {
   __shared__ double weights[kWeightEntries];
-  LoadWeights(a, weights);
   WarpRows w;
-  if (!BeginWarp(a, &w) || !w.l.is_player()) return;
-  const Lane& l = w.l;
-  const int64_t row_begin = w.row_begin;
-  const uint32_t(&x)[kRowsPerWarp] = w.x;
-  const uint32_t bit = 1u << l.rel;
+  if (!BeginPlayerWarp(a, weights, &w)) return;
+  const uint32_t bit = 1u << w.l.rel;
   const int num_outputs = static_cast<int>(a.acc_width / (a.num_players + 1));
-  const uint16_t* path_rows = la.d_mask_rows + static_cast<int64_t>(l.e.path) * la.n;
-  const uint32_t mask_begin = a.d_mask_begin[l.e.path], mask_end = a.d_mask_begin[l.e.path + 1];
-  for (int k = 0; k < l.info.width; ++k) {
-    const double* rho = la.d_rho + (row_begin * num_outputs + l.info.group + k) * la.n;
+  const uint16_t* path_rows = la.d_mask_rows + static_cast<int64_t>(w.l.e.path) * la.n;
+  const uint32_t mask_begin = a.d_mask_begin[w.l.e.path];
+  const uint32_t mask_end = a.d_mask_begin[w.l.e.path + 1];
+  for (int k = 0; k < w.l.info.width; ++k) {
+    const double* rho = la.d_rho + (w.row_begin * num_outputs + w.l.info.group + k) * la.n;
     const int64_t row_stride = num_outputs * la.n;
     double acc[kRowsPerWarp] = {};
     const uint16_t* rows_of_mask = path_rows;
@@ -189,24 +193,25 @@ __global__ void __launch_bounds__(kBlockThreads) LinearizedKernel(KernelArgs a, 
       bool any = false;
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) {
-        c[r] = row_begin + r < a.num_rows ? MaskCoefficient(x[r], z, l.full, bit, weights) : 0.0;
+        c[r] = w.row_begin + r < a.num_rows ? MaskCoefficient(w.x[r], z, w.l.full, bit, weights)
+                                            : 0.0;
         any |= c[r] != 0.0;
       }
       if (any) {
-        double w[kRowsPerWarp] = {};
+        double rho_sum[kRowsPerWarp] = {};
         for (uint32_t i = 0; i < count; ++i) {
           const int j = rows_of_mask[i];
 #pragma unroll
           for (int r = 0; r < kRowsPerWarp; ++r) {
-            if (c[r] != 0.0) w[r] += rho[r * row_stride + j];
+            if (c[r] != 0.0) rho_sum[r] += rho[r * row_stride + j];
           }
         }
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += c[r] * w[r];
+        for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += c[r] * rho_sum[r];
       }
       rows_of_mask += count;
     }
-    AddFixed(a, l, row_begin, acc, k);
+    AddFixed(a, w.l, w.row_begin, acc, k);
   }
 }
 
@@ -245,6 +250,20 @@ __global__ void MarginsFromFixed(const unsigned long long* d_margin_acc, int64_t
   }
 }
 
+// A flat index t over rows x outputs x `inner` entries: its entry (t % inner), its row and output
+// (t / inner = row * outputs + k) and the output k.
+struct RowOutputEntry {
+  int64_t entry;
+  int64_t rk;
+  int k;
+};
+__device__ __forceinline__ RowOutputEntry SplitRowOutput(int64_t t, int64_t inner,
+                                                         int num_outputs) {
+  const int64_t entry = t % inner;
+  const int64_t rk = t / inner;
+  return {entry, rk, static_cast<int>(rk % num_outputs)};
+}
+
 // d_rho[(r * outputs + k) * n + j] = LinearizedFactor(row r's margin k, background row j's).
 __global__ void RhoKernel(TransformParams tp, const double* d_row_margins, int64_t rows,
                           const double* d_background_margins, int64_t n, int num_outputs,
@@ -252,10 +271,9 @@ __global__ void RhoKernel(TransformParams tp, const double* d_row_margins, int64
   const int64_t total = rows * num_outputs * n;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t j = i % n;
-    const int64_t rk = i / n;  // r * outputs + k
-    const int k = static_cast<int>(rk % num_outputs);
-    d_rho[i] = LinearizedFactor(tp, d_row_margins[rk], d_background_margins[j * num_outputs + k]);
+    const RowOutputEntry e = SplitRowOutput(i, n, num_outputs);
+    d_rho[i] = LinearizedFactor(tp, d_row_margins[e.rk],
+                                d_background_margins[e.entry * num_outputs + e.k]);
   }
 }
 

@@ -138,20 +138,19 @@ __global__ void ExactInteractionsFinishKernel(const double* d_phi, const double*
   const int64_t n = num_rows * num_outputs * f1;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = t % f1;
-    const int64_t rk = t / f1;  // row * outputs + k
-    const int k = static_cast<int>(rk % num_outputs);
+    const RowOutputEntry e = SplitRowOutput(t, f1, num_outputs);
+    const int64_t i = e.entry;  // the matrix row
     const double* m = d_inter + t * f1;
     float* out = d_out + t * f1;
     if (i == num_players) {
       for (int64_t j = 0; j < num_players; ++j) out[j] = 0.0f;
-      out[num_players] = static_cast<float>(d_bias[k]);
+      out[num_players] = static_cast<float>(d_bias[e.k]);
       continue;
     }
     double off = 0;
     for (int64_t j = 0; j < num_players; ++j) off += j == i ? 0.0 : m[j];
     for (int64_t j = 0; j < num_players; ++j) {
-      out[j] = static_cast<float>(j == i ? d_phi[rk * f1 + i] - off : m[j]);
+      out[j] = static_cast<float>(j == i ? d_phi[e.rk * f1 + i] - off : m[j]);
     }
     out[num_players] = 0.0f;
   }

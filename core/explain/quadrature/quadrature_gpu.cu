@@ -24,20 +24,14 @@ int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 struct QuadratureGpuModel::Device {
-  QuadraturePath* paths = nullptr;
-  PathElement* elements = nullptr;
-  double* values = nullptr;
-  uint32_t* category_bits = nullptr;
-  double* rule_nodes = nullptr;
-  double* rule_weights = nullptr;
-  float* rule_nodes_f = nullptr;
-  float* rule_weights_f = nullptr;
+  // The model's arrays on the device (the per-call fields are set by Explain).
+  quadrature_gpu::DeviceView view;
   int sm_count = 132;
-  std::vector<gpu::DeviceBuffer> buffers;  // own the arrays above
+  std::vector<gpu::DeviceBuffer> buffers;  // own the arrays of `view`
 
   // A device copy of `host` owned by `buffers` (null for an empty vector).
   template <typename T>
-  absl::Status Upload(const std::vector<T>& host, T** device, int64_t* bytes) {
+  absl::Status Upload(const std::vector<T>& host, const T** device, int64_t* bytes) {
     *device = nullptr;
     if (host.empty()) return absl::OkStatus();
     absl::StatusOr<gpu::DeviceBuffer> b = gpu::DeviceBuffer::Upload(host, "quadrature_gpu: model upload");
@@ -67,19 +61,20 @@ absl::StatusOr<std::unique_ptr<QuadratureGpuModel>> QuadratureGpuModel::Upload(
   gpu->d_ = std::make_unique<Device>();
   Device& d = *gpu->d_;
   int64_t bytes = 0;
-  if (absl::Status s = d.Upload(model->paths, &d.paths, &bytes); !s.ok()) return s;
-  if (absl::Status s = d.Upload(model->elements, &d.elements, &bytes); !s.ok()) return s;
-  if (absl::Status s = d.Upload(model->layout->values, &d.values, &bytes); !s.ok()) return s;
-  if (absl::Status s = d.Upload(model->layout->category_bits, &d.category_bits, &bytes);
+  quadrature_gpu::DeviceView& v = d.view;
+  if (absl::Status s = d.Upload(model->paths, &v.paths, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->elements, &v.elements, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->layout->values, &v.values, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->layout->category_bits, &v.category_bits, &bytes);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = d.Upload(model->rule_nodes, &d.rule_nodes, &bytes); !s.ok()) return s;
-  if (absl::Status s = d.Upload(model->rule_weights, &d.rule_weights, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->rule_nodes, &v.rule_nodes, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(model->rule_weights, &v.rule_weights, &bytes); !s.ok()) return s;
   std::vector<float> nodes_f(model->rule_nodes.begin(), model->rule_nodes.end());
   std::vector<float> weights_f(model->rule_weights.begin(), model->rule_weights.end());
-  if (absl::Status s = d.Upload(nodes_f, &d.rule_nodes_f, &bytes); !s.ok()) return s;
-  if (absl::Status s = d.Upload(weights_f, &d.rule_weights_f, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(nodes_f, &v.rule_nodes_f, &bytes); !s.ok()) return s;
+  if (absl::Status s = d.Upload(weights_f, &v.rule_weights_f, &bytes); !s.ok()) return s;
   GROVE_QCUDA(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, device));
   gpu->device_bytes_ = bytes;
   return gpu;
@@ -144,15 +139,7 @@ absl::Status QuadratureGpuModel::Explain(const float* d_rows, int64_t rows, int6
     GROVE_QCUDA(cudaGetLastError());
   }
 
-  q::DeviceView view;
-  view.paths = d_->paths;
-  view.elements = d_->elements;
-  view.values = d_->values;
-  view.category_bits = d_->category_bits;
-  view.rule_nodes = d_->rule_nodes;
-  view.rule_weights = d_->rule_weights;
-  view.rule_nodes_f = d_->rule_nodes_f;
-  view.rule_weights_f = d_->rule_weights_f;
+  q::DeviceView view = d_->view;
   view.num_features = m.num_features;
   view.num_outputs = m.num_outputs;
   view.scale = m.fixed_point_scale;

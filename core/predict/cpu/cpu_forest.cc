@@ -105,11 +105,11 @@ void CpuForest::BuildDense() {
   }
   // At most 64 MB of padded layout: beyond, the plain walk stays.
   if (trees == 0 || trees * (int64_t{16} << depth) > (int64_t{64} << 20)) return;
-  dense_depth_ = depth;
+  dense_.depth = depth;
   const int64_t inner = (int64_t{1} << depth) - 1;
   const int64_t leaves = int64_t{1} << depth;
-  dense_nodes_.assign(trees * inner, DenseNode{});
-  dense_values_.assign(trees * leaves, 0.0);
+  dense_.nodes.assign(trees * inner, DenseNode{});
+  dense_.values.assign(trees * leaves, 0.0);
   int32_t block = 0;
   struct Item {
     int32_t node;  // CpuForest node, relative to the tree
@@ -120,8 +120,8 @@ void CpuForest::BuildDense() {
   for (CpuTree& t : trees_) {
     if (!(t.scalar && !t.general && t.depth >= 1 && t.depth <= kDenseMaxDepth)) continue;
     t.dense = block;
-    DenseNode* nodes = dense_nodes_.data() + block * inner;
-    double* values = dense_values_.data() + block * leaves;
+    DenseNode* nodes = dense_.nodes.data() + block * inner;
+    double* values = dense_.values.data() + block * leaves;
     const CpuNode* src = nodes_.data() + t.node_begin;
     stack.assign(1, Item{0, 0, 0});
     while (!stack.empty()) {
@@ -149,7 +149,7 @@ void CpuForest::BuildDense() {
 }
 
 void CpuForest::BuildRowLayout() {
-  if (dense_depth_ == 0) return;
+  if (dense_.depth == 0) return;
   // Only runs of at least a block of consecutive trees take the layout: a block is walked whole
   // for any of its trees, so a short run (trees of a complete layout between deeper ones, as
   // leaf-wise models have) would cost a block's walk per tree; the node walk takes them together.
@@ -165,22 +165,22 @@ void CpuForest::BuildRowLayout() {
     t0 = t1 + 1;
   }
   if (slots == 0) return;
-  row_depth_ = dense_depth_;
-  const int64_t inner = (int64_t{1} << dense_depth_) - 1;
+  row_.depth = dense_.depth;
+  const int64_t inner = (int64_t{1} << dense_.depth) - 1;
   const int64_t leaves = inner + 1;
   const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
-  row_nodes_.assign(blocks * kRowBlockTrees * inner, DenseNode{});
-  row_values_.assign(blocks * kRowBlockTrees * leaves, 0.0);
+  row_.nodes.assign(blocks * kRowBlockTrees * inner, DenseNode{});
+  row_.values.assign(blocks * kRowBlockTrees * leaves, 0.0);
   // Slots of no tree stay zero: a walk of them ends somewhere valid and is not kept.
   for (const CpuTree& t : trees_) {
     if (t.row < 0) continue;
     const int64_t block = t.row / kRowBlockTrees, lane = t.row % kRowBlockTrees;
     for (int64_t p = 0; p < inner; ++p) {
-      row_nodes_[(block * inner + p) * kRowBlockTrees + lane] = dense_nodes_[t.dense * inner + p];
+      row_.nodes[(block * inner + p) * kRowBlockTrees + lane] = dense_.nodes[t.dense * inner + p];
     }
     for (int64_t q = 0; q < leaves; ++q) {
-      row_values_[(block * leaves + q) * kRowBlockTrees + lane] =
-          dense_values_[t.dense * leaves + q];
+      row_.values[(block * leaves + q) * kRowBlockTrees + lane] =
+          dense_.values[t.dense * leaves + q];
     }
   }
 }
@@ -222,20 +222,20 @@ void CpuForest::BuildBitvector() {
     // A tree the complete layout holds keeps it where that walk is cheaper: a level of it costs
     // about kBitvectorSplitsPerLevel splits of this one (complete trees of depth 6: the complete
     // layout; LightGBM's 31 leaves padded to depth 10: this one).
-    if (t.dense >= 0 && leaves - 1 >= kBitvectorSplitsPerLevel * dense_depth_) continue;
+    if (t.dense >= 0 && leaves - 1 >= kBitvectorSplitsPerLevel * dense_.depth) continue;
     lo.assign(n, 0);
     hi.assign(n, 0);
     std::vector<std::pair<int32_t, bool>> stack = {{0, false}};
     int32_t next_leaf = 0;
-    const int32_t value_begin = static_cast<int32_t>(bitvector_values_.size());
-    bitvector_values_.resize(value_begin + leaves);
+    const int32_t value_begin = static_cast<int32_t>(bitvector_.values.size());
+    bitvector_.values.resize(value_begin + leaves);
     while (!stack.empty()) {
       auto [p, children_done] = stack.back();
       stack.pop_back();
       if (src[p].bits & kCpuLeaf) {
         lo[p] = next_leaf;
         hi[p] = next_leaf + 1;
-        bitvector_values_[value_begin + next_leaf] = leaf_values_[t.node_begin + p];
+        bitvector_.values[value_begin + next_leaf] = leaf_values_[t.node_begin + p];
         ++next_leaf;
         continue;
       }
@@ -250,7 +250,7 @@ void CpuForest::BuildBitvector() {
       stack.push_back({left, false});
     }
     BitvectorTree bt;
-    bt.begin = static_cast<int32_t>(bitvector_nodes_.size());
+    bt.begin = static_cast<int32_t>(bitvector_.nodes.size());
     bt.values = value_begin;
     bt.wide = leaves > 32;
     nan_right.clear();
@@ -260,23 +260,23 @@ void CpuForest::BuildBitvector() {
       const int32_t left = node.left >> kCpuNodeShift;
       int32_t& column = feature_index[node.feature];
       if (column < 0) {
-        column = static_cast<int32_t>(bitvector_features_.size());
-        bitvector_features_.push_back(node.feature);
+        column = static_cast<int32_t>(bitvector_.features.size());
+        bitvector_.features.push_back(node.feature);
       }
       const int width = hi[left] - lo[left];  // 1 .. leaves - 1 < 64
       const uint64_t cleared = ((uint64_t{1} << width) - 1) << lo[left];
       const BitvectorNode b{node.threshold, column, ~cleared};
       if (node.bits & kCpuNanLeft) {
-        bitvector_nodes_.push_back(b);
+        bitvector_.nodes.push_back(b);
       } else {
         nan_right.push_back(b);
       }
     }
-    bt.nan_right = static_cast<int32_t>(bitvector_nodes_.size());
-    bitvector_nodes_.insert(bitvector_nodes_.end(), nan_right.begin(), nan_right.end());
-    bt.end = static_cast<int32_t>(bitvector_nodes_.size());
-    t.bitvector = static_cast<int32_t>(bitvector_trees_.size());
-    bitvector_trees_.push_back(bt);
+    bt.nan_right = static_cast<int32_t>(bitvector_.nodes.size());
+    bitvector_.nodes.insert(bitvector_.nodes.end(), nan_right.begin(), nan_right.end());
+    bt.end = static_cast<int32_t>(bitvector_.nodes.size());
+    t.bitvector = static_cast<int32_t>(bitvector_.trees.size());
+    bitvector_.trees.push_back(bt);
   }
 }
 
@@ -381,13 +381,11 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   out->default_block_rows_ =
       options.block_rows > 0 ? options.block_rows : DefaultBlockRows(f.num_features);
   out->dense_block_rows_ = out->default_block_rows_;
-  const size_t dense_bytes = out->dense_nodes_.size() * sizeof(DenseNode) +
-                             out->dense_values_.size() * sizeof(double);
-  if (options.block_rows == 0 && dense_bytes > kLargeDenseLayoutBytes) {
+  if (options.block_rows == 0 && out->dense_.bytes() > kLargeDenseLayoutBytes) {
     out->dense_block_rows_ = LargeLayoutBlockRows(f.num_features);
   }
-  const bool dense_possible = simd_possible && out->dense_depth_ > 0;
-  const bool bitvector_possible = simd_possible && !out->bitvector_trees_.empty();
+  const bool dense_possible = simd_possible && out->dense_.depth > 0;
+  const bool bitvector_possible = simd_possible && !out->bitvector_.trees.empty();
   Walk walk = Walk::kScalar;
   switch (options.walk) {
     case Walk::kScalar: break;
@@ -419,16 +417,11 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     trees[t].row_end = continues ? trees[t + 1].row_end : static_cast<int32_t>(t + 1);
   }
   if (!out->dense_walk()) {  // not used by the batch walk: not kept
-    out->dense_depth_ = 0;
-    std::vector<DenseNode>().swap(out->dense_nodes_);
-    std::vector<double>().swap(out->dense_values_);
+    out->dense_ = DenseLayout();
     for (CpuTree& t : out->trees_) t.dense = -1;
   }
   if (!out->bitvector_walk()) {
-    std::vector<BitvectorTree>().swap(out->bitvector_trees_);
-    std::vector<BitvectorNode>().swap(out->bitvector_nodes_);
-    std::vector<double>().swap(out->bitvector_values_);
-    std::vector<int32_t>().swap(out->bitvector_features_);
+    out->bitvector_ = BitvectorLayout();
     for (CpuTree& t : out->trees_) t.bitvector = -1;
   }
   return std::shared_ptr<const CpuForest>(std::move(out));
@@ -456,14 +449,7 @@ int64_t CpuForest::MemoryBytes() const {
                               forest_nodes_.size() * sizeof(int32_t) +
                               trees_.size() * sizeof(CpuTree) + iterations_.size() * sizeof(int32_t) +
                               tree_ids_.size() * sizeof(int32_t) +
-                              dense_nodes_.size() * sizeof(DenseNode) +
-                              dense_values_.size() * sizeof(double) +
-                              row_nodes_.size() * sizeof(DenseNode) +
-                              row_values_.size() * sizeof(double) +
-                              bitvector_trees_.size() * sizeof(BitvectorTree) +
-                              bitvector_nodes_.size() * sizeof(BitvectorNode) +
-                              bitvector_values_.size() * sizeof(double) +
-                              bitvector_features_.size() * sizeof(int32_t));
+                              dense_.bytes() + row_.bytes() + bitvector_.bytes());
 }
 
 }  // namespace grove::cpu

@@ -145,15 +145,15 @@ class CpuForest {
   // The bitvector layout (BitvectorNode): per tree that has it (CpuTree::bitvector), its entry;
   // the splits, the leaf values (tree weight included) and the features the splits read, in
   // the order a block's columns are laid out for the walk.
-  const BitvectorTree* bitvector_trees() const { return bitvector_trees_.data(); }
-  const BitvectorNode* bitvector_nodes() const { return bitvector_nodes_.data(); }
-  const double* bitvector_values() const { return bitvector_values_.data(); }
-  const std::vector<int32_t>& bitvector_features() const { return bitvector_features_; }
+  const BitvectorTree* bitvector_trees() const { return bitvector_.trees.data(); }
+  const BitvectorNode* bitvector_nodes() const { return bitvector_.nodes.data(); }
+  const double* bitvector_values() const { return bitvector_.values.data(); }
+  const std::vector<int32_t>& bitvector_features() const { return bitvector_.features; }
   // The complete layout: levels of every dense tree, its nodes ((2^depth - 1) per tree block) and
   // leaf values (2^depth per block, tree weight included).
-  int dense_depth() const { return dense_depth_; }
-  const DenseNode* dense_nodes() const { return dense_nodes_.data(); }
-  const double* dense_values() const { return dense_values_.data(); }
+  int dense_depth() const { return dense_.depth; }
+  const DenseNode* dense_nodes() const { return dense_.nodes.data(); }
+  const double* dense_values() const { return dense_.values.data(); }
   // The row layout, for one row walked across trees (WalkAndAddRowSimd): the complete layout of
   // the same trees (row_depth() levels), kRowBlockTrees consecutive trees to a block, interleaved
   // position by position, so that a level where every tree of a block has few candidate nodes
@@ -162,11 +162,33 @@ class CpuForest {
   // position q of the last level is row_values()[((s / 16) * 2^depth + q) * 16 + s % 16].
   // Built with the AVX-512 walks (simd_walk()) for runs of at least kRowBlockTrees consecutive
   // trees of the complete layout; row_depth() 0 when no tree has it.
-  int row_depth() const { return row_depth_; }
-  const DenseNode* row_nodes() const { return row_nodes_.data(); }
-  const double* row_values() const { return row_values_.data(); }
+  int row_depth() const { return row_.depth; }
+  const DenseNode* row_nodes() const { return row_.nodes.data(); }
+  const double* row_values() const { return row_.values.data(); }
 
  private:
+  // A layout of complete trees (the complete layout and the row layout): its levels, nodes and
+  // leaf values; empty with depth 0 when not built or not kept.
+  struct DenseLayout {
+    int depth = 0;
+    std::vector<DenseNode> nodes;
+    std::vector<double> values;
+    size_t bytes() const {
+      return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double);
+    }
+  };
+  // The bitvector layout (bitvector_trees() and the accessors after it).
+  struct BitvectorLayout {
+    std::vector<BitvectorTree> trees;
+    std::vector<BitvectorNode> nodes;
+    std::vector<double> values;
+    std::vector<int32_t> features;
+    size_t bytes() const {
+      return trees.size() * sizeof(BitvectorTree) + nodes.size() * sizeof(BitvectorNode) +
+             values.size() * sizeof(double) + features.size() * sizeof(int32_t);
+    }
+  };
+
   explicit CpuForest(ForestPtr forest) : forest_(std::move(forest)) {}
   // The walk of `candidates` that runs `cf` fastest on typical rows.
   static CpuForestOptions::Walk FastestWalk(CpuForest* cf,
@@ -189,16 +211,9 @@ class CpuForest {
   int default_block_rows_ = 64;  // the block size of the node walks
   int dense_block_rows_ = 64;    // the block size of the complete-layout walk
   CpuForestOptions::Walk walk_ = CpuForestOptions::Walk::kScalar;
-  int dense_depth_ = 0;
-  std::vector<DenseNode> dense_nodes_;
-  std::vector<double> dense_values_;
-  int row_depth_ = 0;
-  std::vector<DenseNode> row_nodes_;
-  std::vector<double> row_values_;
-  std::vector<BitvectorTree> bitvector_trees_;
-  std::vector<BitvectorNode> bitvector_nodes_;
-  std::vector<double> bitvector_values_;
-  std::vector<int32_t> bitvector_features_;
+  DenseLayout dense_;
+  DenseLayout row_;
+  BitvectorLayout bitvector_;
 };
 
 using CpuForestPtr = std::shared_ptr<const CpuForest>;

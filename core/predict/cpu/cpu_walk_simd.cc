@@ -109,15 +109,22 @@ __attribute__((target("avx512f"))) inline void AddLeaves512(const double* values
   _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
 }
 
+// The vectors of a walk over groups of trees (WalkAdd512, WalkAddDense512): the offsets of each
+// row vector's rows in the block, and per lane vector u = g * row_vectors + v (tree g of the
+// group over row vector v) its tree's start, its rows' offsets and its position in the tree.
+struct GroupLanes512 {
+  __m512i row_of[kMaxVectors];
+  __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
+};
+
 // Starts tree `g` of a group: vector g * row_vectors + v walks row vector v (offsets row_of[v])
 // from node index `first`, at position 0.
 __attribute__((target("avx512f"))) inline void StartTree512(int g, int row_vectors, __m512i first,
-                                                            const __m512i* row_of, __m512i* base,
-                                                            __m512i* row, __m512i* at) {
+                                                            GroupLanes512* l) {
   for (int v = 0; v < row_vectors; ++v) {
-    base[g * row_vectors + v] = first;
-    row[g * row_vectors + v] = row_of[v];
-    at[g * row_vectors + v] = _mm512_setzero_si512();
+    l->base[g * row_vectors + v] = first;
+    l->row[g * row_vectors + v] = l->row_of[v];
+    l->at[g * row_vectors + v] = _mm512_setzero_si512();
   }
 }
 
@@ -132,10 +139,8 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
   const Fields n = FieldsOf(all);
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;  // trees walked together
-  __m512i row_of[kMaxVectors];
-  RowOffsets512(stride, row_vectors, row_of);
-  // Vector u walks tree u / row_vectors of the group over row vector u % row_vectors.
-  __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
+  GroupLanes512 l;
+  RowOffsets512(stride, row_vectors, l.row_of);
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
     const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
     const int vectors = group * row_vectors;
@@ -144,12 +149,14 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
       const CpuTree& tree = trees[tree_ids[t0 + g]];
       depth = tree.depth > depth ? tree.depth : depth;
       const __m512i first = _mm512_set1_epi32(static_cast<int>(tree.node_begin));
-      StartTree512(g, row_vectors, _mm512_add_epi32(first, first), row_of, base, row, at);
+      StartTree512(g, row_vectors, _mm512_add_epi32(first, first), &l);
     }
     const bool check_leaves = depth > kCheckDepth;
     for (int d = 0; d < depth; ++d) {
-      for (int u = 0; u < vectors; ++u) at[u] = Step512(n, base[u], row[u], at[u], block, nan);
-      if (check_leaves && (d & 3) == 3 && AllLeaves512(n, base, at, vectors)) break;
+      for (int u = 0; u < vectors; ++u) {
+        l.at[u] = Step512(n, l.base[u], l.row[u], l.at[u], block, nan);
+      }
+      if (check_leaves && (d & 3) == 3 && AllLeaves512(n, l.base, l.at, vectors)) break;
     }
     // Each row's leaf value (tree weight included) added to its output's column, in tree order.
     for (int g = 0; g < group; ++g) {
@@ -158,7 +165,7 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
       double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
       for (int v = 0; v < row_vectors; ++v) {
         const __m512i node =
-            _mm512_add_epi32(first, _mm512_srli_epi32(at[g * row_vectors + v], 4));
+            _mm512_add_epi32(first, _mm512_srli_epi32(l.at[g * row_vectors + v], 4));
         AddLeaves512(leaf_values, node, acc + v * kWidth);
       }
     }
@@ -243,15 +250,13 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
   const float* threshold = &dense->threshold;
   const int* feature = reinterpret_cast<const int*>(&dense->feature);
   const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
-  __m512i row_of[kMaxVectors];
-  RowOffsets512(stride, row_vectors, row_of);
-  __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
+  GroupLanes512 l;
+  RowOffsets512(stride, row_vectors, l.row_of);
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
     const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
     const int vectors = group * row_vectors;
     for (int g = 0; g < group; ++g) {
-      StartTree512(g, row_vectors, _mm512_set1_epi32(trees[tree_ids[t0 + g]].dense * inner),
-                   row_of, base, row, at);
+      StartTree512(g, row_vectors, _mm512_set1_epi32(trees[tree_ids[t0 + g]].dense * inner), &l);
     }
     // The top levels: a level of at most 32 nodes is held in registers per tree and its lanes'
     // nodes selected by permutes, so only the row values are gathered.
@@ -266,23 +271,23 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
                      &t_hi, &f_lo, &f_hi);
         for (int v = 0; v < row_vectors; ++v) {
           const int u = g * row_vectors + v;
-          const __m512i i = _mm512_sub_epi32(at[u], in_level);
+          const __m512i i = _mm512_sub_epi32(l.at[u], in_level);
           const __m512 t = _mm512_permutex2var_ps(t_lo, i, t_hi);
           const __m512i fn = _mm512_permutex2var_epi32(f_lo, i, f_hi);
           const __m512i f = _mm512_and_si512(fn, index_bits);
-          const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row[u], f), block, 4);
-          at[u] = DenseNext512(at[u], t, fn, x, nan);
+          const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(l.row[u], f), block, 4);
+          l.at[u] = DenseNext512(l.at[u], t, fn, x, nan);
         }
       }
     }
     for (int d = top; d < depth; ++d) {
       for (int u = 0; u < vectors; ++u) {
-        const __m512i node = _mm512_add_epi32(base[u], at[u]);
+        const __m512i node = _mm512_add_epi32(l.base[u], l.at[u]);
         const __m512 t = _mm512_i32gather_ps(node, threshold, 8);
         const __m512i fn = _mm512_i32gather_epi32(node, feature, 8);
         const __m512i f = _mm512_and_si512(fn, index_bits);
-        const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row[u], f), block, 4);
-        at[u] = DenseNext512(at[u], t, fn, x, nan);
+        const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(l.row[u], f), block, 4);
+        l.at[u] = DenseNext512(l.at[u], t, fn, x, nan);
       }
     }
     for (int g = 0; g < group; ++g) {
@@ -290,7 +295,7 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
       const __m512i first = _mm512_set1_epi32(tree.dense * (inner + 1) - inner);
       double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
       for (int v = 0; v < row_vectors; ++v) {
-        const __m512i leaf = _mm512_add_epi32(first, at[g * row_vectors + v]);
+        const __m512i leaf = _mm512_add_epi32(first, l.at[g * row_vectors + v]);
         AddLeaves512(values, leaf, acc + v * kWidth);
       }
     }
