@@ -270,14 +270,22 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
     ForestPtr forest, PathLayoutPtr layout, Attribution attribution = Attribution::kShapley);
 
 // ---------------------------------------------------------------------------------------------
-// CPU strategy. Multi-threaded over rows on `pool` (may be nullptr); double arithmetic;
-// deterministic: each row is summed by one thread in a fixed order (the tree program's trees,
-// then the remaining paths: SHAP values in model order, interactions by the pair program's groups),
-// whatever the other rows of the batch and the number of threads. `out` is
-// rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
+// CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows, and for interaction values
+// over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
+// (QuadratureInteractionTasksPerRow); with the tree program and few rows, over ranges of each
+// matrix's rows. Double arithmetic; deterministic: each output entry is summed by one thread in
+// a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
+// interactions by the pair program's groups), whatever the other rows of the batch and the
+// number of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions).
+// Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool);
+
+// The independent tasks ExplainQuadratureCpu splits one row's interaction values into where the
+// pair kernel explains every tree: the pair program's units of outputs (the classes of a
+// multi-class model); 1 otherwise.
+int QuadratureInteractionTasksPerRow(const QuadratureModel& model);
 
 // ---------------------------------------------------------------------------------------------
 // GPU strategy.

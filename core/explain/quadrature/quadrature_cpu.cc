@@ -279,6 +279,13 @@ void WithCapacity(int capacity, Fn&& fn) {
 
 }  // namespace
 
+int QuadratureInteractionTasksPerRow(const QuadratureModel& model) {
+  const bool pairs_only =
+      model.tree_program == nullptr || !QuadratureTreeServesInteractions(*model.tree_program);
+  if (!pairs_only || model.pair_program == nullptr) return 1;
+  return std::max<int>(1, static_cast<int>(model.pair_program->output_splits.size()) - 1);
+}
+
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool) {
@@ -311,9 +318,42 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     path_ids.push_back(p);
   }
   const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
+  Workspaces workspaces;
+
+  if (interactions && program == nullptr) {
+    // Every tree by the pair kernel: one task per row and unit of outputs the program can sum
+    // apart (a class of a multi-class model), so that a batch of fewer rows than threads still
+    // keeps them busy. A task zeroes, sums, mirrors and converts only its outputs' blocks, each
+    // block by one task in the kernel's fixed order: the same bits for every batch and thread
+    // count, and the same as one task per row.
+    const QuadraturePairProgram& pairs = *model.pair_program;
+    const std::vector<int32_t>& splits = pairs.output_splits;
+    const int64_t units = static_cast<int64_t>(splits.size()) - 1;
+    const int64_t block_size = f1 * f1;
+    ParallelFor(pool, rows.rows * units, 1, [&](int64_t first, int64_t last) {
+      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      std::vector<double>& acc = workspace->acc;
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t r = task / units;
+        const int output_begin = splits[task % units], output_end = splits[task % units + 1];
+        const int64_t size = (output_end - output_begin) * block_size;
+        if (static_cast<int64_t>(acc.size()) < size) acc.resize(size);
+        std::fill(acc.begin(), acc.begin() + size, 0.0);
+        AddQuadraturePairInteractions(pairs, model, rows.Row(r), range->begin, range->end,
+                                      nullptr, output_begin, output_end, &workspace->pairs,
+                                      acc.data());
+        float* o = out.Row(r) + output_begin * block_size;
+        for (int k = output_begin; k < output_end; ++k) {
+          acc[(k - output_begin) * block_size + num_features * f1 + num_features] = bias[k];
+        }
+        for (int64_t c = 0; c < size; ++c) o[c] = static_cast<float>(acc[c]);
+      }
+      workspaces.Give(std::move(workspace));
+    });
+    return absl::OkStatus();
+  }
 
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
-  Workspaces workspaces;
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
     std::unique_ptr<Workspace> workspace = workspaces.Take();
     PathScratch& scratch = workspace->path;
@@ -332,8 +372,9 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         for (int64_t r = first; r < first + count; ++r) {
           AddQuadraturePairInteractions(*model.pair_program, model, rows.Row(r), range->begin,
                                         range->end,
-                                        program != nullptr ? program->served.data() : nullptr,
-                                        &pair_scratch, acc_rows.data() + (r - first) * width);
+                                        program != nullptr ? program->served.data() : nullptr, 0,
+                                        num_outputs, &pair_scratch,
+                                        acc_rows.data() + (r - first) * width);
         }
       }
       if (program != nullptr) {

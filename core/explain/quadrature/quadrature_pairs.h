@@ -54,6 +54,11 @@ struct QuadraturePairProgram {
   // Per group, its distinct pairs (a, b) of local indices with a <= b (a == b: the diagonal) that
   // some path of the group holds, ascending: a * 65536 + b.
   std::vector<uint32_t> pairs;
+  // Output boundaries no group's leaves straddle, ascending from 0 to the model's num_outputs:
+  // the outputs [output_splits[u], output_splits[u + 1]) of a row take only the groups whose
+  // leaves write to them, so each such unit can be summed apart (one unit per class of a
+  // multi-class model with one tree per class and round; one unit where leaves are vectors).
+  std::vector<int32_t> output_splits;
   int max_local = 0;   // largest L
   int max_unique = 0;  // longest path (unique features)
   int max_width = 1;
@@ -72,18 +77,20 @@ struct QuadraturePairScratch {
   std::vector<double> z, d, factors, prefix, suffix, sums, pairs, local;
 };
 
-// Writes the SHAP interaction values of `row` for the paths of the trees whose boosting round is in
+// Writes the SHAP interaction values of `row` for the outputs [output_begin, output_end), two
+// entries of program.output_splits, for the paths of the trees whose boosting round is in
 // [iteration_begin, iteration_end) and for which `skip_tree` is null or 0 (trees another kernel
-// explains) into `acc`, the row's num_outputs * (F + 1)^2 doubles, row-major, which must be zero
-// on entry (other kernels add theirs afterwards). Each pair is summed into the upper triangle
-// (fi < fj) and the lower triangle is set from it at the end, so (i, j) and (j, i) are the same
-// bits. Summed in a fixed order (groups in program order, paths in layout order within a group,
-// then the group's pairs): deterministic. `model` is the one the program was built from (or a
-// copy with other rules). Thread-safe with distinct scratch.
+// explains) into `acc`: those outputs' (output_end - output_begin) * (F + 1)^2 doubles, row-major,
+// which must be zero on entry (other kernels add theirs afterwards). Each pair is summed into the
+// upper triangle (fi < fj) and the lower triangle is set from it at the end, so (i, j) and (j, i)
+// are the same bits. Summed in a fixed order (groups in program order, paths in layout order
+// within a group, then the group's pairs), and an output's entries take only the groups that
+// write to it: the same bits whichever unit of outputs a call covers. `model` is the one the
+// program was built from (or a copy with other rules). Thread-safe with distinct scratch.
 void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
                                    const QuadratureModel& model, const float* row,
                                    int iteration_begin, int iteration_end,
-                                   const uint8_t* skip_tree, QuadraturePairScratch* scratch,
-                                   double* acc);
+                                   const uint8_t* skip_tree, int output_begin, int output_end,
+                                   QuadraturePairScratch* scratch, double* acc);
 
 }  // namespace grove

@@ -110,6 +110,14 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
     program->paths.push_back(id);
   }
   close();
+  // A boundary k is kept unless some group's leaves write to both output k - 1 and output k.
+  std::vector<uint8_t> straddled(model.num_outputs + 1, 0);
+  for (const QuadraturePairGroup& g : program->groups) {
+    for (int k = g.output + 1; k < g.output + g.width; ++k) straddled[k] = 1;
+  }
+  for (int k = 0; k <= model.num_outputs; ++k) {
+    if (!straddled[k]) program->output_splits.push_back(k);
+  }
   return program;
 }
 
@@ -234,8 +242,8 @@ void MirrorUpper(int64_t f1, double* block) {
 void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
                                    const QuadratureModel& model, const float* row,
                                    int iteration_begin, int iteration_end,
-                                   const uint8_t* skip_tree, QuadraturePairScratch* scratch,
-                                   double* acc) {
+                                   const uint8_t* skip_tree, int output_begin, int output_end,
+                                   QuadraturePairScratch* scratch, double* acc) {
   const int64_t f1 = model.num_features + 1;
   const int64_t block_size = f1 * f1;
   const uint32_t* category_bits = model.layout->category_bits.data();
@@ -261,10 +269,11 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
   for (const QuadraturePairGroup& group : program.groups) {
     if (group.iteration < iteration_begin || group.iteration >= iteration_end) continue;
     if (skip_tree != nullptr && skip_tree[group.tree]) continue;
+    if (group.output < output_begin || group.output >= output_end) continue;
     const int64_t num_local = group.feature_end - group.feature_begin;
     const int width = group.width;
     const int32_t* features = program.features.data() + group.feature_begin;
-    double* block = acc + static_cast<int64_t>(group.output) * block_size;
+    double* block = acc + static_cast<int64_t>(group.output - output_begin) * block_size;
     // The group's cells of the row's matrix are scattered over megabytes: request them now, so
     // that they are in cache by the time the group's paths are summed (a few microseconds).
     for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
@@ -304,7 +313,7 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
       }
     }
   }
-  for (int k = 0; k < model.num_outputs; ++k) MirrorUpper(f1, acc + k * block_size);
+  for (int k = 0; k < output_end - output_begin; ++k) MirrorUpper(f1, acc + k * block_size);
 }
 
 }  // namespace grove
