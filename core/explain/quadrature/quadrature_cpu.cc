@@ -321,32 +321,21 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   Workspaces workspaces;
 
   if (interactions && program == nullptr) {
-    // Every tree by the pair kernel: one task per row and unit of outputs the program can sum
+    // Every tree by the pair kernel: one task per row and unit of outputs the program sums
     // apart (a class of a multi-class model), so that a batch of fewer rows than threads still
-    // keeps them busy. A task zeroes, sums, mirrors and converts only its outputs' blocks, each
-    // block by one task in the kernel's fixed order: the same bits for every batch and thread
-    // count, and the same as one task per row.
+    // keeps them busy. A task sums its unit's cells in the kernel's fixed order and writes its
+    // outputs' matrices whole: the same bits for every batch and thread count.
     const QuadraturePairProgram& pairs = *model.pair_program;
-    const std::vector<int32_t>& splits = pairs.output_splits;
-    const int64_t units = static_cast<int64_t>(splits.size()) - 1;
+    const int64_t units = static_cast<int64_t>(pairs.output_splits.size()) - 1;
     const int64_t block_size = f1 * f1;
     ParallelFor(pool, rows.rows * units, 1, [&](int64_t first, int64_t last) {
       std::unique_ptr<Workspace> workspace = workspaces.Take();
-      std::vector<double>& acc = workspace->acc;
       for (int64_t task = first; task < last; ++task) {
         const int64_t r = task / units;
-        const int output_begin = splits[task % units], output_end = splits[task % units + 1];
-        const int64_t size = (output_end - output_begin) * block_size;
-        if (static_cast<int64_t>(acc.size()) < size) acc.resize(size);
-        std::fill(acc.begin(), acc.begin() + size, 0.0);
-        AddQuadraturePairInteractions(pairs, model, rows.Row(r), range->begin, range->end,
-                                      nullptr, output_begin, output_end, &workspace->pairs,
-                                      acc.data());
-        float* o = out.Row(r) + output_begin * block_size;
-        for (int k = output_begin; k < output_end; ++k) {
-          acc[(k - output_begin) * block_size + num_features * f1 + num_features] = bias[k];
-        }
-        for (int64_t c = 0; c < size; ++c) o[c] = static_cast<float>(acc[c]);
+        const int unit = static_cast<int>(task % units);
+        WriteQuadraturePairInteractions(pairs, model, rows.Row(r), range->begin, range->end, unit,
+                                        bias.data(), &workspace->pairs,
+                                        out.Row(r) + pairs.output_splits[unit] * block_size);
       }
       workspaces.Give(std::move(workspace));
     });

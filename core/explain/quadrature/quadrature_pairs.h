@@ -59,6 +59,14 @@ struct QuadraturePairProgram {
   // leaves write to them, so each such unit can be summed apart (one unit per class of a
   // multi-class model with one tree per class and round; one unit where leaves are vectors).
   std::vector<int32_t> output_splits;
+  // Per unit u of outputs, the distinct upper-triangle cells (i, j), i <= j, as i << 32 | j,
+  // that its groups' pairs reach, ascending: unit_cells[unit_cell_begin[u], unit_cell_begin[u +
+  // 1]); and per pair (parallel to `pairs`), its cell's index among its unit's cells. A unit's
+  // sums then live in a dense array of its cells (a few hundred KB where its matrices are
+  // megabytes).
+  std::vector<uint32_t> unit_cell_begin;
+  std::vector<uint64_t> unit_cells;
+  std::vector<uint32_t> pair_cell;
   int max_local = 0;   // largest L
   int max_unique = 0;  // longest path (unique features)
   int max_width = 1;
@@ -74,7 +82,7 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
 
 // Per-thread buffers of AddQuadraturePairInteractions, grown on demand and reused across calls.
 struct QuadraturePairScratch {
-  std::vector<double> z, d, factors, prefix, suffix, sums, pairs, local;
+  std::vector<double> z, d, factors, prefix, suffix, sums, pairs, local, cells;
 };
 
 // Writes the SHAP interaction values of `row` for the outputs [output_begin, output_end), two
@@ -92,5 +100,17 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
                                    int iteration_begin, int iteration_end,
                                    const uint8_t* skip_tree, int output_begin, int output_end,
                                    QuadraturePairScratch* scratch, double* acc);
+
+// The SHAP interaction values of `row` for the outputs of unit `unit` (outputs
+// [output_splits[unit], output_splits[unit + 1])) where this program explains every tree of
+// rounds [iteration_begin, iteration_end), written as float to `out`: those outputs'
+// (F + 1)^2 entries each, row-major, every entry set (`bias[k]` at (F, F) of output k, 0 where no
+// path reaches). Sums in the unit's cells (unit_cells) in AddQuadraturePairInteractions's order:
+// the same bits as it followed by a conversion to float. Thread-safe with distinct scratch.
+void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                     const QuadratureModel& model, const float* row,
+                                     int iteration_begin, int iteration_end, int unit,
+                                     const double* bias, QuadraturePairScratch* scratch,
+                                     float* out);
 
 }  // namespace grove

@@ -14,7 +14,10 @@ int64_t QuadraturePairProgram::Bytes() const {
   return static_cast<int64_t>(groups.size() * sizeof(QuadraturePairGroup) +
                               paths.size() * sizeof(uint32_t) +
                               element_local.size() * sizeof(uint16_t) +
-                              features.size() * sizeof(int32_t) + pairs.size() * sizeof(uint32_t));
+                              features.size() * sizeof(int32_t) + pairs.size() * sizeof(uint32_t) +
+                              unit_cell_begin.size() * sizeof(uint32_t) +
+                              unit_cells.size() * sizeof(uint64_t) +
+                              pair_cell.size() * sizeof(uint32_t));
 }
 
 QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model) {
@@ -117,6 +120,34 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
   }
   for (int k = 0; k <= model.num_outputs; ++k) {
     if (!straddled[k]) program->output_splits.push_back(k);
+  }
+  // Each unit's cells: its pairs' global cells sorted (ties by pair), then numbered.
+  program->pair_cell.assign(program->pairs.size(), 0);
+  program->unit_cell_begin.push_back(0);
+  std::vector<std::pair<uint64_t, uint32_t>> keyed;
+  for (size_t u = 0; u + 1 < program->output_splits.size(); ++u) {
+    keyed.clear();
+    for (const QuadraturePairGroup& group : program->groups) {
+      if (group.output < program->output_splits[u] ||
+          group.output >= program->output_splits[u + 1]) {
+        continue;
+      }
+      const int32_t* features = program->features.data() + group.feature_begin;
+      for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
+        const uint64_t cell = static_cast<uint64_t>(features[program->pairs[q] >> 16]) << 32 |
+                              static_cast<uint32_t>(features[program->pairs[q] & 0xffff]);
+        keyed.emplace_back(cell, q);
+      }
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (size_t i = 0; i < keyed.size(); ++i) {
+      if (i == 0 || keyed[i].first != keyed[i - 1].first) {
+        program->unit_cells.push_back(keyed[i].first);
+      }
+      program->pair_cell[keyed[i].second] =
+          static_cast<uint32_t>(program->unit_cells.size() - program->unit_cell_begin.back() - 1);
+    }
+    program->unit_cell_begin.push_back(static_cast<uint32_t>(program->unit_cells.size()));
   }
   return program;
 }
@@ -237,15 +268,16 @@ void MirrorUpper(int64_t f1, double* block) {
   }
 }
 
-}  // namespace
-
-void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
-                                   const QuadratureModel& model, const float* row,
-                                   int iteration_begin, int iteration_end,
-                                   const uint8_t* skip_tree, int output_begin, int output_end,
-                                   QuadraturePairScratch* scratch, double* acc) {
-  const int64_t f1 = model.num_features + 1;
-  const int64_t block_size = f1 * f1;
+// Sums the paths of every group of outputs [output_begin, output_end) in the rounds
+// [iteration_begin, iteration_end), not skipped, group by group into the local matrix, and hands
+// each of the group's pairs to flush(group, q, cell): the group's `width` local sums of pair q,
+// which flush must add to its accumulators and set to zero. prefetch(group) runs before a group's
+// paths are summed.
+template <typename Prefetch, typename Flush>
+void SumGroups(const QuadraturePairProgram& program, const QuadratureModel& model,
+               const float* row, int iteration_begin, int iteration_end,
+               const uint8_t* skip_tree, int output_begin, int output_end,
+               QuadraturePairScratch* scratch, Prefetch&& prefetch, Flush&& flush) {
   const uint32_t* category_bits = model.layout->category_bits.data();
   const size_t n_max = static_cast<size_t>(std::max(program.max_unique, 1));
   QuadraturePairScratch& s = *scratch;
@@ -272,15 +304,7 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
     if (group.output < output_begin || group.output >= output_end) continue;
     const int64_t num_local = group.feature_end - group.feature_begin;
     const int width = group.width;
-    const int32_t* features = program.features.data() + group.feature_begin;
-    double* block = acc + static_cast<int64_t>(group.output - output_begin) * block_size;
-    // The group's cells of the row's matrix are scattered over megabytes: request them now, so
-    // that they are in cache by the time the group's paths are summed (a few microseconds).
-    for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
-      const int64_t cell_offset =
-          features[program.pairs[q] >> 16] * f1 + features[program.pairs[q] & 0xffff];
-      for (int k = 0; k < width; ++k) __builtin_prefetch(block + k * block_size + cell_offset, 1);
-    }
+    prefetch(group);
     for (uint32_t g = group.path_begin; g < group.path_end; ++g) {
       const QuadraturePath& path = model.paths[program.paths[g]];
       const int n = path.n;
@@ -302,18 +326,91 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
                         s.sums.data(), local);
       });
     }
-    // The group's pairs into the upper triangle of the row's matrix.
     for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
       const int64_t a = program.pairs[q] >> 16, b = program.pairs[q] & 0xffff;
-      const int64_t cell_offset = features[a] * f1 + features[b];
-      double* cell = local + (a * num_local + b) * width;
-      for (int k = 0; k < width; ++k) {
-        block[k * block_size + cell_offset] += cell[k];
-        cell[k] = 0.0;
-      }
+      flush(group, q, local + (a * num_local + b) * width);
     }
   }
+}
+
+}  // namespace
+
+void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                   const QuadratureModel& model, const float* row,
+                                   int iteration_begin, int iteration_end,
+                                   const uint8_t* skip_tree, int output_begin, int output_end,
+                                   QuadraturePairScratch* scratch, double* acc) {
+  const int64_t f1 = model.num_features + 1;
+  const int64_t block_size = f1 * f1;
+  const auto block_of = [&](const QuadraturePairGroup& group) {
+    return acc + static_cast<int64_t>(group.output - output_begin) * block_size;
+  };
+  const auto cell_offset = [&](const QuadraturePairGroup& group, uint32_t q) {
+    const int32_t* features = program.features.data() + group.feature_begin;
+    return features[program.pairs[q] >> 16] * f1 + features[program.pairs[q] & 0xffff];
+  };
+  SumGroups(
+      program, model, row, iteration_begin, iteration_end, skip_tree, output_begin, output_end,
+      scratch,
+      [&](const QuadraturePairGroup& group) {
+        // The group's cells of the row's matrix are scattered over megabytes: request them now,
+        // so that they are in cache by the time the group's paths are summed.
+        double* block = block_of(group);
+        for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
+          const int64_t offset = cell_offset(group, q);
+          for (int k = 0; k < group.width; ++k) {
+            __builtin_prefetch(block + k * block_size + offset, 1);
+          }
+        }
+      },
+      [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+        double* target = block_of(group) + cell_offset(group, q);
+        for (int k = 0; k < group.width; ++k) {
+          target[k * block_size] += cell[k];
+          cell[k] = 0.0;
+        }
+      });
   for (int k = 0; k < output_end - output_begin; ++k) MirrorUpper(f1, acc + k * block_size);
+}
+
+void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                     const QuadratureModel& model, const float* row,
+                                     int iteration_begin, int iteration_end, int unit,
+                                     const double* bias, QuadraturePairScratch* scratch,
+                                     float* out) {
+  const int64_t f1 = model.num_features + 1;
+  const int64_t block_size = f1 * f1;
+  const int output_begin = program.output_splits[unit];
+  const int output_end = program.output_splits[unit + 1];
+  const uint64_t* cells = program.unit_cells.data() + program.unit_cell_begin[unit];
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  std::vector<double>& sums = scratch->cells;
+  const size_t size = static_cast<size_t>((output_end - output_begin) * num_cells);
+  if (sums.size() < size) sums.resize(size);
+  std::fill(sums.begin(), sums.begin() + size, 0.0);
+  SumGroups(program, model, row, iteration_begin, iteration_end, nullptr, output_begin,
+            output_end, scratch, [](const QuadraturePairGroup&) {},
+            [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+              double* target =
+                  sums.data() + (group.output - output_begin) * num_cells + program.pair_cell[q];
+              for (int k = 0; k < group.width; ++k) {
+                target[k * num_cells] += cell[k];
+                cell[k] = 0.0;
+              }
+            });
+  std::fill(out, out + (output_end - output_begin) * block_size, 0.0f);
+  for (int k = output_begin; k < output_end; ++k) {
+    float* block = out + (k - output_begin) * block_size;
+    const double* unit_sums = sums.data() + (k - output_begin) * num_cells;
+    for (int64_t c = 0; c < num_cells; ++c) {
+      const int64_t i = static_cast<int64_t>(cells[c] >> 32);
+      const int64_t j = static_cast<int64_t>(cells[c] & 0xffffffffu);
+      const float value = static_cast<float>(unit_sums[c]);
+      block[i * f1 + j] = value;
+      block[j * f1 + i] = value;
+    }
+    block[(f1 - 1) * f1 + (f1 - 1)] = static_cast<float>(bias[k]);
+  }
 }
 
 }  // namespace grove
