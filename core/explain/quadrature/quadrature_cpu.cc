@@ -98,8 +98,10 @@ std::string QuadratureModel::Describe() const {
   const std::string pairs_text =
       pair_program == nullptr
           ? std::string("none")
-          : absl::StrFormat("%d groups, %d pairs, %.1f MB", pair_program->groups.size(),
-                            pair_program->pairs.size(), pair_program->Bytes() / 1e6);
+          : absl::StrFormat("%d groups, %d pairs, %d output units, %d cells, %.1f MB",
+                            pair_program->groups.size(), pair_program->pairs.size(),
+                            pair_program->output_splits.size() - 1,
+                            pair_program->unit_cells.size(), pair_program->Bytes() / 1e6);
   return absl::StrFormat(
       "quadrature paths=%d elements=%d max_unique=%d max_points=%d buckets=[%s] "
       "fixed_point=2^%d tree_program=%s pair_program=%s build=%.3fs",
