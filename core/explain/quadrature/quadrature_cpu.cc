@@ -217,6 +217,9 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
 
 namespace {
 
+// Most segments one (row, unit of outputs) of pair-kernel interactions is cut into.
+constexpr int kMaxPairSegments = 16;
+
 // Per-thread scratch for one path.
 struct PathScratch {
   std::vector<double> z, d, work;
@@ -325,27 +328,74 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
 
   if (interactions && program == nullptr) {
     // Every tree by the pair kernel: one task per row and unit of outputs the program sums
-    // apart (a class of a multi-class model), so that a batch of fewer rows than threads still
-    // keeps them busy. A task sums its unit's cells in the kernel's fixed order and writes its
-    // outputs' matrices whole: the same bits for every batch and thread count.
-    // Tasks are claimed one at a time from a counter by one loop per thread: a batch of 20 rows
-    // of 10 classes on 16 threads ends within a task of the average (chunks of ParallelFor's
-    // size, 4 tasks there, would leave threads idle for up to 4). Which thread runs a task does
-    // not change its bits.
+    // apart (a class of a multi-class model). A task sums its unit's cells in the kernel's
+    // fixed order and writes its outputs' matrices whole. Tasks are claimed one at a time from a
+    // counter by one loop per thread, so a batch ends within a task of the average (ParallelFor's
+    // chunks, 4 tasks for 20 rows of 10 classes on 16 threads, would leave threads idle for up
+    // to 4). With fewer tasks than threads, each (row, unit) is cut further into segments of its
+    // groups, which write their pairs' sums to a per-row array; the last segment to finish adds
+    // them into the cells in the kernel's order. Either way every cell is the same bits, for
+    // every batch and thread count.
     const QuadraturePairProgram& pairs = *model.pair_program;
     const int64_t units = static_cast<int64_t>(pairs.output_splits.size()) - 1;
     const int64_t block_size = f1 * f1;
-    const int64_t tasks = rows.rows * units;
     const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+    const int64_t row_units = rows.rows * units;
+    // Segments: the fewest that minimise rounds of tasks per (row, unit), each a little dearer
+    // than its share (its merge and array traffic).
+    int segments = 1;
+    if (row_units < threads) {
+      double best = 1.0;
+      for (int s = 2; s <= kMaxPairSegments; ++s) {
+        const double cost = static_cast<double>((row_units * s + threads - 1) / threads) / s +
+                            0.01 * (s - 1);
+        if (cost < best) {
+          best = cost;
+          segments = s;
+        }
+      }
+    }
+    const int64_t tasks = row_units * segments;
     std::atomic<int64_t> next{0};
+    if (segments == 1) {
+      ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
+        std::unique_ptr<Workspace> workspace = workspaces.Take();
+        for (int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+          const int64_t r = task / units;
+          const int unit = static_cast<int>(task % units);
+          WriteQuadraturePairInteractions(pairs, model, rows.Row(r), range->begin, range->end,
+                                          unit, bias.data(), &workspace->pairs,
+                                          out.Row(r) + pairs.output_splits[unit] * block_size);
+        }
+        workspaces.Give(std::move(workspace));
+      });
+      return absl::OkStatus();
+    }
+    std::vector<uint32_t> bounds(units * (segments + 1));
+    for (int64_t u = 0; u < units; ++u) {
+      QuadraturePairSegments(pairs, static_cast<int>(u), segments,
+                             bounds.data() + u * (segments + 1));
+    }
+    const int64_t row_values = static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width;
+    std::vector<double> pair_values(rows.rows * row_values);
+    std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[row_units]);
+    for (int64_t i = 0; i < row_units; ++i) done[i].store(0, std::memory_order_relaxed);
     ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
       std::unique_ptr<Workspace> workspace = workspaces.Take();
       for (int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-        const int64_t r = task / units;
-        const int unit = static_cast<int>(task % units);
-        WriteQuadraturePairInteractions(pairs, model, rows.Row(r), range->begin, range->end, unit,
-                                        bias.data(), &workspace->pairs,
-                                        out.Row(r) + pairs.output_splits[unit] * block_size);
+        const int64_t row_unit = task / segments, segment = task % segments;
+        const int64_t r = row_unit / units;
+        const int unit = static_cast<int>(row_unit % units);
+        const uint32_t* b = bounds.data() + unit * (segments + 1);
+        double* values = pair_values.data() + r * row_values;
+        SumQuadraturePairSegment(pairs, model, rows.Row(r), range->begin, range->end, unit,
+                                 b[segment], b[segment + 1], &workspace->pairs, values);
+        // The last segment of a (row, unit) sees every other's writes (acquire-release).
+        if (done[row_unit].fetch_add(1, std::memory_order_acq_rel) + 1 == segments) {
+          WriteQuadraturePairInteractionsFromPairs(
+              pairs, model, range->begin, range->end, unit, values, bias.data(),
+              &workspace->pairs, out.Row(r) + pairs.output_splits[unit] * block_size);
+        }
       }
       workspaces.Give(std::move(workspace));
     });

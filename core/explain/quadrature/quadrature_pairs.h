@@ -67,6 +67,11 @@ struct QuadraturePairProgram {
   std::vector<uint32_t> unit_cell_begin;
   std::vector<uint64_t> unit_cells;
   std::vector<uint32_t> pair_cell;
+  // Per unit u, its groups in program order: unit_groups[unit_group_begin[u],
+  // unit_group_begin[u + 1]); per group, an estimate of its cost (multiply-adds of its paths).
+  std::vector<uint32_t> unit_group_begin;
+  std::vector<uint32_t> unit_groups;
+  std::vector<double> group_work;
   int max_local = 0;   // largest L
   int max_unique = 0;  // longest path (unique features)
   int max_width = 1;
@@ -112,5 +117,30 @@ void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
                                      int iteration_begin, int iteration_end, int unit,
                                      const double* bias, QuadraturePairScratch* scratch,
                                      float* out);
+
+// A unit's groups cut into `segments` ranges of about equal work, for tasks that share one row's
+// unit: bounds[0..segments] are indices into the unit's groups (unit_groups, relative to
+// unit_group_begin[unit]), bounds[0] = 0 and bounds[segments] = the unit's group count.
+void QuadraturePairSegments(const QuadraturePairProgram& program, int unit, int segments,
+                            uint32_t* bounds);
+
+// The per-pair sums of `row` for the unit's groups [group_begin, group_end) (indices as in
+// QuadraturePairSegments) in rounds [iteration_begin, iteration_end): pair q's `width` sums go to
+// pair_values[q * max_width ..]; pairs of skipped groups are left as they are. Thread-safe with
+// distinct scratch; tasks of one row may write one pair_values array concurrently (their pairs
+// are disjoint).
+void SumQuadraturePairSegment(const QuadraturePairProgram& program, const QuadratureModel& model,
+                              const float* row, int iteration_begin, int iteration_end, int unit,
+                              uint32_t group_begin, uint32_t group_end,
+                              QuadraturePairScratch* scratch, double* pair_values);
+
+// WriteQuadraturePairInteractions from the per-pair sums of all of the unit's groups
+// (SumQuadraturePairSegment): adds them into the unit's cells group by group in program order,
+// the order WriteQuadraturePairInteractions adds them in, so the results are the same bits.
+void WriteQuadraturePairInteractionsFromPairs(const QuadraturePairProgram& program,
+                                              const QuadratureModel& model, int iteration_begin,
+                                              int iteration_end, int unit,
+                                              const double* pair_values, const double* bias,
+                                              QuadraturePairScratch* scratch, float* out);
 
 }  // namespace grove

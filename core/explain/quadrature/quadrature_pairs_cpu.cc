@@ -17,7 +17,9 @@ int64_t QuadraturePairProgram::Bytes() const {
                               features.size() * sizeof(int32_t) + pairs.size() * sizeof(uint32_t) +
                               unit_cell_begin.size() * sizeof(uint32_t) +
                               unit_cells.size() * sizeof(uint64_t) +
-                              pair_cell.size() * sizeof(uint32_t));
+                              pair_cell.size() * sizeof(uint32_t) +
+                              (unit_group_begin.size() + unit_groups.size()) * sizeof(uint32_t) +
+                              group_work.size() * sizeof(double));
 }
 
 QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model) {
@@ -120,6 +122,28 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
   }
   for (int k = 0; k <= model.num_outputs; ++k) {
     if (!straddled[k]) program->output_splits.push_back(k);
+  }
+  // Each unit's groups, and each group's work: per path and rule point, n (n + 1) products of
+  // the integrals and n (n + 1) / 2 pair additions.
+  program->unit_group_begin.push_back(0);
+  for (size_t u = 0; u + 1 < program->output_splits.size(); ++u) {
+    for (uint32_t g = 0; g < program->groups.size(); ++g) {
+      const int32_t output = program->groups[g].output;
+      if (output >= program->output_splits[u] && output < program->output_splits[u + 1]) {
+        program->unit_groups.push_back(g);
+      }
+    }
+    program->unit_group_begin.push_back(static_cast<uint32_t>(program->unit_groups.size()));
+  }
+  program->group_work.assign(program->groups.size(), 0.0);
+  for (size_t g = 0; g < program->groups.size(); ++g) {
+    const QuadraturePairGroup& group = program->groups[g];
+    double work = group.pair_end - group.pair_begin;
+    for (uint32_t i = group.path_begin; i < group.path_end; ++i) {
+      const QuadraturePath& path = model.paths[program->paths[i]];
+      work += 1.5 * path.q * path.n * (path.n + 1.0) * group.width;
+    }
+    program->group_work[g] = work;
   }
   // Each unit's cells: its pairs' global cells sorted (ties by pair), then numbered.
   program->pair_cell.assign(program->pairs.size(), 0);
@@ -268,7 +292,8 @@ void MirrorUpper(int64_t f1, double* block) {
   }
 }
 
-// Sums the paths of every group of outputs [output_begin, output_end) in the rounds
+// Sums the paths of the groups `group_ids` (null: every group) of outputs [output_begin,
+// output_end) in the rounds
 // [iteration_begin, iteration_end), not skipped, group by group into the local matrix, and hands
 // each of the group's pairs to flush(group, q, cell): the group's `width` local sums of pair q,
 // which flush must add to its accumulators and set to zero. prefetch(group) runs before a group's
@@ -277,7 +302,8 @@ template <typename Prefetch, typename Flush>
 void SumGroups(const QuadraturePairProgram& program, const QuadratureModel& model,
                const float* row, int iteration_begin, int iteration_end,
                const uint8_t* skip_tree, int output_begin, int output_end,
-               QuadraturePairScratch* scratch, Prefetch&& prefetch, Flush&& flush) {
+               const uint32_t* group_ids, size_t num_groups, QuadraturePairScratch* scratch,
+               Prefetch&& prefetch, Flush&& flush) {
   const uint32_t* category_bits = model.layout->category_bits.data();
   const size_t n_max = static_cast<size_t>(std::max(program.max_unique, 1));
   QuadraturePairScratch& s = *scratch;
@@ -298,7 +324,8 @@ void SumGroups(const QuadraturePairProgram& program, const QuadratureModel& mode
   double* d = s.d.data();
   double* local = s.local.data();
 
-  for (const QuadraturePairGroup& group : program.groups) {
+  for (size_t id = 0; id < num_groups; ++id) {
+    const QuadraturePairGroup& group = program.groups[group_ids != nullptr ? group_ids[id] : id];
     if (group.iteration < iteration_begin || group.iteration >= iteration_end) continue;
     if (skip_tree != nullptr && skip_tree[group.tree]) continue;
     if (group.output < output_begin || group.output >= output_end) continue;
@@ -351,7 +378,7 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
   };
   SumGroups(
       program, model, row, iteration_begin, iteration_end, skip_tree, output_begin, output_end,
-      scratch,
+      nullptr, program.groups.size(), scratch,
       [&](const QuadraturePairGroup& group) {
         // The group's cells of the row's matrix are scattered over megabytes: request them now,
         // so that they are in cache by the time the group's paths are summed.
@@ -373,35 +400,21 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
   for (int k = 0; k < output_end - output_begin; ++k) MirrorUpper(f1, acc + k * block_size);
 }
 
-void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
-                                     const QuadratureModel& model, const float* row,
-                                     int iteration_begin, int iteration_end, int unit,
-                                     const double* bias, QuadraturePairScratch* scratch,
-                                     float* out) {
+namespace {
+
+// Writes the unit's float matrices from its cell sums (`sums`: per output of the unit, its cells).
+void WriteUnitMatrices(const QuadraturePairProgram& program, const QuadratureModel& model, int unit,
+                       const double* sums, const double* bias, float* out) {
   const int64_t f1 = model.num_features + 1;
   const int64_t block_size = f1 * f1;
   const int output_begin = program.output_splits[unit];
   const int output_end = program.output_splits[unit + 1];
   const uint64_t* cells = program.unit_cells.data() + program.unit_cell_begin[unit];
   const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
-  std::vector<double>& sums = scratch->cells;
-  const size_t size = static_cast<size_t>((output_end - output_begin) * num_cells);
-  if (sums.size() < size) sums.resize(size);
-  std::fill(sums.begin(), sums.begin() + size, 0.0);
-  SumGroups(program, model, row, iteration_begin, iteration_end, nullptr, output_begin,
-            output_end, scratch, [](const QuadraturePairGroup&) {},
-            [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
-              double* target =
-                  sums.data() + (group.output - output_begin) * num_cells + program.pair_cell[q];
-              for (int k = 0; k < group.width; ++k) {
-                target[k * num_cells] += cell[k];
-                cell[k] = 0.0;
-              }
-            });
   std::fill(out, out + (output_end - output_begin) * block_size, 0.0f);
   for (int k = output_begin; k < output_end; ++k) {
     float* block = out + (k - output_begin) * block_size;
-    const double* unit_sums = sums.data() + (k - output_begin) * num_cells;
+    const double* unit_sums = sums + (k - output_begin) * num_cells;
     for (int64_t c = 0; c < num_cells; ++c) {
       const int64_t i = static_cast<int64_t>(cells[c] >> 32);
       const int64_t j = static_cast<int64_t>(cells[c] & 0xffffffffu);
@@ -411,6 +424,103 @@ void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
     }
     block[(f1 - 1) * f1 + (f1 - 1)] = static_cast<float>(bias[k]);
   }
+}
+
+// The unit's zeroed cell sums in scratch->cells.
+double* UnitSums(const QuadraturePairProgram& program, int unit, QuadraturePairScratch* scratch) {
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  const size_t size = static_cast<size_t>(
+      (program.output_splits[unit + 1] - program.output_splits[unit]) * num_cells);
+  std::vector<double>& sums = scratch->cells;
+  if (sums.size() < size) sums.resize(size);
+  std::fill(sums.begin(), sums.begin() + size, 0.0);
+  return sums.data();
+}
+
+}  // namespace
+
+void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                     const QuadratureModel& model, const float* row,
+                                     int iteration_begin, int iteration_end, int unit,
+                                     const double* bias, QuadraturePairScratch* scratch,
+                                     float* out) {
+  const int output_begin = program.output_splits[unit];
+  const int output_end = program.output_splits[unit + 1];
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  double* sums = UnitSums(program, unit, scratch);
+  const uint32_t* groups = program.unit_groups.data() + program.unit_group_begin[unit];
+  const size_t num_groups = program.unit_group_begin[unit + 1] - program.unit_group_begin[unit];
+  SumGroups(program, model, row, iteration_begin, iteration_end, nullptr, output_begin,
+            output_end, groups, num_groups, scratch, [](const QuadraturePairGroup&) {},
+            [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+              double* target =
+                  sums + (group.output - output_begin) * num_cells + program.pair_cell[q];
+              for (int k = 0; k < group.width; ++k) {
+                target[k * num_cells] += cell[k];
+                cell[k] = 0.0;
+              }
+            });
+  WriteUnitMatrices(program, model, unit, sums, bias, out);
+}
+
+void QuadraturePairSegments(const QuadraturePairProgram& program, int unit, int segments,
+                            uint32_t* bounds) {
+  const uint32_t* groups = program.unit_groups.data() + program.unit_group_begin[unit];
+  const uint32_t num_groups = program.unit_group_begin[unit + 1] - program.unit_group_begin[unit];
+  double total = 0;
+  for (uint32_t i = 0; i < num_groups; ++i) total += program.group_work[groups[i]];
+  // Segment s ends at the first group whose cumulative work reaches (s + 1) / segments of it.
+  double work = 0;
+  uint32_t i = 0;
+  bounds[0] = 0;
+  for (int s = 1; s < segments; ++s) {
+    const double target = total * s / segments;
+    while (i < num_groups && work + program.group_work[groups[i]] <= target) {
+      work += program.group_work[groups[i]];
+      ++i;
+    }
+    bounds[s] = i;
+  }
+  bounds[segments] = num_groups;
+}
+
+void SumQuadraturePairSegment(const QuadraturePairProgram& program, const QuadratureModel& model,
+                              const float* row, int iteration_begin, int iteration_end, int unit,
+                              uint32_t group_begin, uint32_t group_end,
+                              QuadraturePairScratch* scratch, double* pair_values) {
+  const uint32_t* groups = program.unit_groups.data() + program.unit_group_begin[unit];
+  const int64_t max_width = program.max_width;
+  SumGroups(program, model, row, iteration_begin, iteration_end, nullptr,
+            program.output_splits[unit], program.output_splits[unit + 1], groups + group_begin,
+            group_end - group_begin, scratch, [](const QuadraturePairGroup&) {},
+            [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+              double* target = pair_values + q * max_width;
+              for (int k = 0; k < group.width; ++k) {
+                target[k] = cell[k];
+                cell[k] = 0.0;
+              }
+            });
+}
+
+void WriteQuadraturePairInteractionsFromPairs(const QuadraturePairProgram& program,
+                                              const QuadratureModel& model, int iteration_begin,
+                                              int iteration_end, int unit,
+                                              const double* pair_values, const double* bias,
+                                              QuadraturePairScratch* scratch, float* out) {
+  const int output_begin = program.output_splits[unit];
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  const int64_t max_width = program.max_width;
+  double* sums = UnitSums(program, unit, scratch);
+  for (uint32_t i = program.unit_group_begin[unit]; i < program.unit_group_begin[unit + 1]; ++i) {
+    const QuadraturePairGroup& group = program.groups[program.unit_groups[i]];
+    if (group.iteration < iteration_begin || group.iteration >= iteration_end) continue;
+    for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
+      double* target = sums + (group.output - output_begin) * num_cells + program.pair_cell[q];
+      const double* value = pair_values + q * max_width;
+      for (int k = 0; k < group.width; ++k) target[k * num_cells] += value[k];
+    }
+  }
+  WriteUnitMatrices(program, model, unit, sums, bias, out);
 }
 
 }  // namespace grove
