@@ -272,20 +272,25 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // ---------------------------------------------------------------------------------------------
 // CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows, and for interaction values
 // over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
-// (QuadratureInteractionTasksPerRow); with the tree program and few rows, over ranges of each
-// matrix's rows. Double arithmetic; deterministic: each output entry is summed by one thread in
+// (QuadraturePairUnitsPerRow), each cut into segments of its trees when there are fewer such
+// tasks than threads (QuadraturePairSegmentsPerTask); with the tree program and few rows, over
+// ranges of each matrix's rows. Double arithmetic; deterministic: each output entry is summed in
 // a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
-// interactions by the pair program's groups), whatever the other rows of the batch and the
-// number of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions).
-// Thread-safe.
+// interactions by the pair program's groups), whatever the other rows of the batch and the number
+// of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool);
 
-// The independent tasks ExplainQuadratureCpu splits one row's interaction values into where the
-// pair kernel explains every tree: the pair program's units of outputs (the classes of a
-// multi-class model); 1 otherwise.
-int QuadratureInteractionTasksPerRow(const QuadratureModel& model);
+// Where the pair kernel explains every tree's interaction values (the tree program takes none):
+// the units of outputs ExplainQuadratureCpu splits a row into (the classes of a multi-class
+// model, 1 for a single output or vector leaves); 0 otherwise.
+int QuadraturePairUnitsPerRow(const QuadratureModel& model);
+
+// The segments ExplainQuadratureCpu cuts each of `tasks` (row, unit) tasks into on `threads`
+// threads: 1 unless there are fewer tasks than threads, then the fewest that minimise the rounds
+// of segments per task (each segment charged 1% of a task for its merge and memory traffic).
+int QuadraturePairSegmentsPerTask(int64_t tasks, int threads);
 
 // ---------------------------------------------------------------------------------------------
 // GPU strategy.

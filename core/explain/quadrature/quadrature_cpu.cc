@@ -285,11 +285,26 @@ void WithCapacity(int capacity, Fn&& fn) {
 
 }  // namespace
 
-int QuadratureInteractionTasksPerRow(const QuadratureModel& model) {
+int QuadraturePairUnitsPerRow(const QuadratureModel& model) {
   const bool pairs_only =
       model.tree_program == nullptr || !QuadratureTreeServesInteractions(*model.tree_program);
-  if (!pairs_only || model.pair_program == nullptr) return 1;
-  return std::max<int>(1, static_cast<int>(model.pair_program->output_splits.size()) - 1);
+  if (!pairs_only || model.pair_program == nullptr) return 0;
+  return static_cast<int>(model.pair_program->output_splits.size()) - 1;
+}
+
+int QuadraturePairSegmentsPerTask(int64_t tasks, int threads) {
+  int segments = 1;
+  if (tasks <= 0 || tasks >= threads) return segments;
+  double best = 1.0;
+  for (int s = 2; s <= kMaxPairSegments; ++s) {
+    const double cost =
+        static_cast<double>((tasks * s + threads - 1) / threads) / s + 0.01 * (s - 1);
+    if (cost < best) {
+      best = cost;
+      segments = s;
+    }
+  }
+  return segments;
 }
 
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
@@ -341,20 +356,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     const int64_t block_size = f1 * f1;
     const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
     const int64_t row_units = rows.rows * units;
-    // Segments: the fewest that minimise rounds of tasks per (row, unit), each a little dearer
-    // than its share (its merge and array traffic).
-    int segments = 1;
-    if (row_units < threads) {
-      double best = 1.0;
-      for (int s = 2; s <= kMaxPairSegments; ++s) {
-        const double cost = static_cast<double>((row_units * s + threads - 1) / threads) / s +
-                            0.01 * (s - 1);
-        if (cost < best) {
-          best = cost;
-          segments = s;
-        }
-      }
-    }
+    const int segments = QuadraturePairSegmentsPerTask(row_units, threads);
     const int64_t tasks = row_units * segments;
     std::atomic<int64_t> next{0};
     if (segments == 1) {

@@ -533,21 +533,22 @@ ForestPtr WithCancellingTrees(const Forest& forest) {
   return built.ok() ? *built : nullptr;
 }
 
-// Small batches split a row's interaction values between threads (by class where the pair kernel
-// explains every tree, by ranges of matrix rows where the tree program does): every entry is
-// still summed by one thread in one order, so 1, 2, 3 and 16 threads give the same bits as no
-// pool, at every small row count. The forests have cancelling trees (WithCancellingTrees), so
-// that a reduction whose order followed the threads changes the float results.
+// Small batches split a row's interaction values between threads (by class and segments of its
+// trees where the pair kernel explains every tree, by ranges of matrix rows where the tree
+// program does): every entry is still summed in one order, so 1, 2, 3 and 16 threads give the
+// same bits as no pool, at every small row count. The forests have cancelling trees
+// (WithCancellingTrees), so that a reduction whose order followed the threads changes the float
+// results.
 TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
   struct Config {
     const char* name;
     int num_features, num_outputs;
     bool vector_leaves, tree_program;
-    int tasks_per_row;  // QuadratureInteractionTasksPerRow
+    int units_per_row;  // QuadraturePairUnitsPerRow
   };
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
-                            {"tree program", 8, 2, false, true, 1}};
+                            {"tree program", 8, 2, false, true, 0}};
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
   for (const Config& c : configs) {
@@ -570,7 +571,12 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     ASSERT_EQ(model->tree_program != nullptr &&
                   QuadratureTreeServesInteractions(*model->tree_program),
               c.tree_program);
-    EXPECT_EQ(QuadratureInteractionTasksPerRow(*model), c.tasks_per_row);
+    EXPECT_EQ(QuadraturePairUnitsPerRow(*model), c.units_per_row);
+    if (c.units_per_row > 0) {
+      // One row on 16 threads cuts its units into segments; enough rows do not.
+      EXPECT_GT(QuadraturePairSegmentsPerTask(c.units_per_row, 16), 1);
+      EXPECT_EQ(QuadraturePairSegmentsPerTask(16 * c.units_per_row, 16), 1);
+    }
     const int64_t width = ExplainWidth(*f, true);
     const int64_t max_rows = 5;
     const std::vector<float> x = MakeRandomRows(*f, max_rows, 17, 0.1);
