@@ -219,6 +219,8 @@ namespace {
 
 // Most segments one (row, unit of outputs) of pair-kernel interactions is cut into.
 constexpr int kMaxPairSegments = 16;
+// Most per-pair sums (doubles) a call holds for its segments: 64 MB.
+constexpr int64_t kMaxPairValues = int64_t{1} << 23;
 
 // Per-thread scratch for one path.
 struct PathScratch {
@@ -356,7 +358,11 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     const int64_t block_size = f1 * f1;
     const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
     const int64_t row_units = rows.rows * units;
-    const int segments = QuadraturePairSegmentsPerTask(row_units, threads);
+    const int64_t row_values = static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width;
+    // Segments need the rows' per-pair sums at once: not beyond kMaxPairValues of them.
+    const int segments = rows.rows * row_values <= kMaxPairValues
+                             ? QuadraturePairSegmentsPerTask(row_units, threads)
+                             : 1;
     const int64_t tasks = row_units * segments;
     std::atomic<int64_t> next{0};
     if (segments == 1) {
@@ -378,8 +384,8 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       QuadraturePairSegments(pairs, static_cast<int>(u), segments,
                              bounds.data() + u * (segments + 1));
     }
-    const int64_t row_values = static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width;
-    std::vector<double> pair_values(rows.rows * row_values);
+    // Not zeroed: a merge reads only the pairs its segments wrote.
+    std::unique_ptr<double[]> pair_values(new double[rows.rows * row_values]);
     std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[row_units]);
     for (int64_t i = 0; i < row_units; ++i) done[i].store(0, std::memory_order_relaxed);
     ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
@@ -389,7 +395,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const int64_t r = row_unit / units;
         const int unit = static_cast<int>(row_unit % units);
         const uint32_t* b = bounds.data() + unit * (segments + 1);
-        double* values = pair_values.data() + r * row_values;
+        double* values = pair_values.get() + r * row_values;
         SumQuadraturePairSegment(pairs, model, rows.Row(r), range->begin, range->end, unit,
                                  b[segment], b[segment + 1], &workspace->pairs, values);
         // The last segment of a (row, unit) sees every other's writes (acquire-release).

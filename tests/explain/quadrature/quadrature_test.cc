@@ -515,11 +515,13 @@ ForestPtr WithCancellingTrees(const Forest& forest) {
     for (uint32_t i = 0; i < tree.num_nodes; ++i) {
       Node node = copy.nodes[tree.node_begin + i];
       if (node.is_leaf()) {
-        double* v = copy.leaf_values.data() + node.payload;
-        for (int k = 0; k < tree.leaf_width; ++k) v[k] = std::ldexp(v[k], 26);
+        const uint32_t first = node.payload;
+        for (int k = 0; k < tree.leaf_width; ++k) {
+          copy.leaf_values[first + k] = std::ldexp(copy.leaf_values[first + k], 26);
+        }
         node.payload = static_cast<uint32_t>(copy.leaf_values.size());
         for (int k = 0; k < tree.leaf_width; ++k) {
-          copy.leaf_values.push_back(-copy.leaf_values[copy.nodes[tree.node_begin + i].payload + k]);
+          copy.leaf_values.push_back(-copy.leaf_values[first + k]);
         }
       }
       copy.nodes.push_back(node);
