@@ -287,10 +287,11 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
 // model, 1 for a single output or vector leaves); 0 otherwise.
 int QuadraturePairUnitsPerRow(const QuadratureModel& model);
 
-// The segments ExplainQuadratureCpu cuts each of `tasks` (row, unit) tasks into on `threads`
-// threads: 1 unless there are fewer tasks than threads, then the fewest that minimise the rounds
-// of segments per task (each segment charged 1% of a task for its merge and memory traffic).
-int QuadraturePairSegmentsPerTask(int64_t tasks, int threads);
+// The segments ExplainQuadratureCpu cuts each (row, unit) task of `rows` rows into on `threads`
+// threads, where QuadraturePairUnitsPerRow(model) > 0: 1 unless there are fewer tasks than
+// threads (or the rows' per-pair sums would exceed 64 MB), then the fewest that minimise the
+// rounds of segments per task (each segment charged 1% of a task for its merge and traffic).
+int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, int threads);
 
 // ---------------------------------------------------------------------------------------------
 // GPU strategy.

@@ -294,9 +294,16 @@ int QuadraturePairUnitsPerRow(const QuadratureModel& model) {
   return static_cast<int>(model.pair_program->output_splits.size()) - 1;
 }
 
-int QuadraturePairSegmentsPerTask(int64_t tasks, int threads) {
+int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, int threads) {
+  const int units = QuadraturePairUnitsPerRow(model);
+  const int64_t tasks = rows * units;
   int segments = 1;
   if (tasks <= 0 || tasks >= threads) return segments;
+  // Segments need the rows' per-pair sums at once.
+  const QuadraturePairProgram& pairs = *model.pair_program;
+  if (rows * static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width > kMaxPairValues) {
+    return segments;
+  }
   double best = 1.0;
   for (int s = 2; s <= kMaxPairSegments; ++s) {
     const double cost =
@@ -359,10 +366,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
     const int64_t row_units = rows.rows * units;
     const int64_t row_values = static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width;
-    // Segments need the rows' per-pair sums at once: not beyond kMaxPairValues of them.
-    const int segments = rows.rows * row_values <= kMaxPairValues
-                             ? QuadraturePairSegmentsPerTask(row_units, threads)
-                             : 1;
+    const int segments = QuadraturePairSegmentsPerTask(model, rows.rows, threads);
     const int64_t tasks = row_units * segments;
     std::atomic<int64_t> next{0};
     if (segments == 1) {

@@ -60,10 +60,10 @@ struct QuadraturePairProgram {
   // multi-class model with one tree per class and round; one unit where leaves are vectors).
   std::vector<int32_t> output_splits;
   // Per unit u of outputs, the distinct upper-triangle cells (i, j), i <= j, as i << 32 | j,
-  // that its groups' pairs reach, ascending: unit_cells[unit_cell_begin[u], unit_cell_begin[u +
-  // 1]); and per pair (parallel to `pairs`), its cell's index among its unit's cells. A unit's
-  // sums then live in a dense array of its cells (a few hundred KB where its matrices are
-  // megabytes).
+  // that its groups' pairs reach, ascending:
+  // unit_cells[unit_cell_begin[u], unit_cell_begin[u + 1]); and per pair (parallel to `pairs`),
+  // its cell's index among its unit's cells. A unit's sums then live in a dense array of its
+  // cells (a few hundred KB where its matrices are megabytes).
   std::vector<uint32_t> unit_cell_begin;
   std::vector<uint64_t> unit_cells;
   std::vector<uint32_t> pair_cell;
@@ -85,7 +85,7 @@ using QuadraturePairProgramPtr = std::shared_ptr<const QuadraturePairProgram>;
 // use the same program). Deterministic.
 QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model);
 
-// Per-thread buffers of AddQuadraturePairInteractions, grown on demand and reused across calls.
+// Per-thread buffers of the functions below, grown on demand and reused across calls.
 struct QuadraturePairScratch {
   std::vector<double> z, d, factors, prefix, suffix, sums, pairs, local, cells;
 };

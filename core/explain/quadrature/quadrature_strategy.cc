@@ -136,7 +136,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       // A row's interactions run as inter_units_ tasks of about equal cost, each cut into
       // segments where there are fewer tasks than threads.
       const int64_t tasks = rows * inter_units_;
-      const int segments = QuadraturePairSegmentsPerTask(tasks, threads_);
+      const int segments = QuadraturePairSegmentsPerTask(*model_, rows, threads_);
       rounds = static_cast<double>((tasks * segments + threads_ - 1) / threads_) /
                (static_cast<double>(segments) * inter_units_);
     }

@@ -576,8 +576,8 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     EXPECT_EQ(QuadraturePairUnitsPerRow(*model), c.units_per_row);
     if (c.units_per_row > 0) {
       // One row on 16 threads cuts its units into segments; enough rows do not.
-      EXPECT_GT(QuadraturePairSegmentsPerTask(c.units_per_row, 16), 1);
-      EXPECT_EQ(QuadraturePairSegmentsPerTask(16 * c.units_per_row, 16), 1);
+      EXPECT_GT(QuadraturePairSegmentsPerTask(*model, 1, 16), 1);
+      EXPECT_EQ(QuadraturePairSegmentsPerTask(*model, 16, 16), 1);
     }
     const int64_t width = ExplainWidth(*f, true);
     const int64_t max_rows = 5;
