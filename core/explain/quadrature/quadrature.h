@@ -270,14 +270,28 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
     ForestPtr forest, PathLayoutPtr layout, Attribution attribution = Attribution::kShapley);
 
 // ---------------------------------------------------------------------------------------------
-// CPU strategy. Multi-threaded over rows on `pool` (may be nullptr); double arithmetic;
-// deterministic: each row is summed by one thread in a fixed order (the tree program's trees,
-// then the remaining paths: SHAP values in model order, interactions by the pair program's groups),
-// whatever the other rows of the batch and the number of threads. `out` is
-// rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
+// CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows, and for interaction values
+// over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
+// (QuadraturePairUnitsPerRow), each cut into segments of its trees when there are fewer such
+// tasks than threads (QuadraturePairSegmentsPerTask); with the tree program and few rows, over
+// ranges of each matrix's rows. Double arithmetic; deterministic: each output entry is summed in
+// a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
+// interactions by the pair program's groups), whatever the other rows of the batch and the number
+// of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool);
+
+// Where the pair kernel explains every tree's interaction values (the tree program takes none):
+// the units of outputs ExplainQuadratureCpu splits a row into (the classes of a multi-class
+// model, 1 for a single output or vector leaves); 0 otherwise.
+int QuadraturePairUnitsPerRow(const QuadratureModel& model);
+
+// The segments ExplainQuadratureCpu cuts each (row, unit) task of `rows` rows into on `threads`
+// threads, where QuadraturePairUnitsPerRow(model) > 0: 1 unless there are fewer tasks than
+// threads (or the rows' per-pair sums would exceed 64 MB), then the fewest that minimise the
+// rounds of segments per task (each segment charged 1% of a task for its merge and traffic).
+int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, int threads);
 
 // ---------------------------------------------------------------------------------------------
 // GPU strategy.

@@ -1,6 +1,7 @@
 // Quadrature SHAP: Gauss-Legendre rules, per-model preprocessing and the CPU strategy.
 // See core/explain/quadrature/quadrature.h for the contract and docs/quadrature.md for the derivation.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -97,8 +98,10 @@ std::string QuadratureModel::Describe() const {
   const std::string pairs_text =
       pair_program == nullptr
           ? std::string("none")
-          : absl::StrFormat("%d groups, %d pairs, %.1f MB", pair_program->groups.size(),
-                            pair_program->pairs.size(), pair_program->Bytes() / 1e6);
+          : absl::StrFormat("%d groups, %d pairs, %d output units, %d cells, %.1f MB",
+                            pair_program->groups.size(), pair_program->pairs.size(),
+                            pair_program->output_splits.size() - 1,
+                            pair_program->unit_cells.size(), pair_program->Bytes() / 1e6);
   return absl::StrFormat(
       "quadrature paths=%d elements=%d max_unique=%d max_points=%d buckets=[%s] "
       "fixed_point=2^%d tree_program=%s pair_program=%s build=%.3fs",
@@ -214,6 +217,11 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(ForestPtr forest, PathLa
 
 namespace {
 
+// Most segments one (row, unit of outputs) of pair-kernel interactions is cut into.
+constexpr int kMaxPairSegments = 16;
+// Most per-pair sums (doubles) a call holds for its segments: 64 MB.
+constexpr int64_t kMaxPairValues = int64_t{1} << 23;
+
 // Per-thread scratch for one path.
 struct PathScratch {
   std::vector<double> z, d, work;
@@ -279,6 +287,35 @@ void WithCapacity(int capacity, Fn&& fn) {
 
 }  // namespace
 
+int QuadraturePairUnitsPerRow(const QuadratureModel& model) {
+  const bool pairs_only =
+      model.tree_program == nullptr || !QuadratureTreeServesInteractions(*model.tree_program);
+  if (!pairs_only || model.pair_program == nullptr) return 0;
+  return static_cast<int>(model.pair_program->output_splits.size()) - 1;
+}
+
+int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, int threads) {
+  const int units = QuadraturePairUnitsPerRow(model);
+  const int64_t tasks = rows * units;
+  int segments = 1;
+  if (tasks <= 0 || tasks >= threads) return segments;
+  // Segments need the rows' per-pair sums at once.
+  const QuadraturePairProgram& pairs = *model.pair_program;
+  if (rows * static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width > kMaxPairValues) {
+    return segments;
+  }
+  double best = 1.0;
+  for (int s = 2; s <= kMaxPairSegments; ++s) {
+    const double cost =
+        static_cast<double>((tasks * s + threads - 1) / threads) / s + 0.01 * (s - 1);
+    if (cost < best) {
+      best = cost;
+      segments = s;
+    }
+  }
+  return segments;
+}
+
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool) {
@@ -311,9 +348,73 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     path_ids.push_back(p);
   }
   const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
+  Workspaces workspaces;
+
+  if (interactions && program == nullptr) {
+    // Every tree by the pair kernel: one task per row and unit of outputs the program sums
+    // apart (a class of a multi-class model). A task sums its unit's cells in the kernel's
+    // fixed order and writes its outputs' matrices whole. Tasks are claimed one at a time from a
+    // counter by one loop per thread, so a batch ends within a task of the average (ParallelFor's
+    // chunks, 4 tasks for 20 rows of 10 classes on 16 threads, would leave threads idle for up
+    // to 4). With fewer tasks than threads, each (row, unit) is cut further into segments of its
+    // groups, which write their pairs' sums to a per-row array; the last segment to finish adds
+    // them into the cells in the kernel's order. Either way every cell is the same bits, for
+    // every batch and thread count.
+    const QuadraturePairProgram& pairs = *model.pair_program;
+    const int64_t units = static_cast<int64_t>(pairs.output_splits.size()) - 1;
+    const int64_t block_size = f1 * f1;
+    const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+    const int64_t row_units = rows.rows * units;
+    const int64_t row_values = static_cast<int64_t>(pairs.pairs.size()) * pairs.max_width;
+    const int segments = QuadraturePairSegmentsPerTask(model, rows.rows, threads);
+    const int64_t tasks = row_units * segments;
+    std::atomic<int64_t> next{0};
+    if (segments == 1) {
+      ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
+        std::unique_ptr<Workspace> workspace = workspaces.Take();
+        for (int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+          const int64_t r = task / units;
+          const int unit = static_cast<int>(task % units);
+          WriteQuadraturePairInteractions(pairs, model, rows.Row(r), range->begin, range->end,
+                                          unit, bias.data(), &workspace->pairs,
+                                          out.Row(r) + pairs.output_splits[unit] * block_size);
+        }
+        workspaces.Give(std::move(workspace));
+      });
+      return absl::OkStatus();
+    }
+    std::vector<uint32_t> bounds(units * (segments + 1));
+    for (int64_t u = 0; u < units; ++u) {
+      QuadraturePairSegments(pairs, static_cast<int>(u), segments,
+                             bounds.data() + u * (segments + 1));
+    }
+    // Not zeroed: a merge reads only the pairs its segments wrote.
+    std::unique_ptr<double[]> pair_values(new double[rows.rows * row_values]);
+    std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[row_units]);
+    for (int64_t i = 0; i < row_units; ++i) done[i].store(0, std::memory_order_relaxed);
+    ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
+      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      for (int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+        const int64_t row_unit = task / segments, segment = task % segments;
+        const int64_t r = row_unit / units;
+        const int unit = static_cast<int>(row_unit % units);
+        const uint32_t* b = bounds.data() + unit * (segments + 1);
+        double* values = pair_values.get() + r * row_values;
+        SumQuadraturePairSegment(pairs, model, rows.Row(r), range->begin, range->end, unit,
+                                 b[segment], b[segment + 1], &workspace->pairs, values);
+        // The last segment of a (row, unit) sees every other's writes (acquire-release).
+        if (done[row_unit].fetch_add(1, std::memory_order_acq_rel) + 1 == segments) {
+          WriteQuadraturePairInteractionsFromPairs(
+              pairs, model, range->begin, range->end, unit, values, bias.data(),
+              &workspace->pairs, out.Row(r) + pairs.output_splits[unit] * block_size);
+        }
+      }
+      workspaces.Give(std::move(workspace));
+    });
+    return absl::OkStatus();
+  }
 
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
-  Workspaces workspaces;
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
     std::unique_ptr<Workspace> workspace = workspaces.Take();
     PathScratch& scratch = workspace->path;
@@ -332,8 +433,9 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         for (int64_t r = first; r < first + count; ++r) {
           AddQuadraturePairInteractions(*model.pair_program, model, rows.Row(r), range->begin,
                                         range->end,
-                                        program != nullptr ? program->served.data() : nullptr,
-                                        &pair_scratch, acc_rows.data() + (r - first) * width);
+                                        program != nullptr ? program->served.data() : nullptr, 0,
+                                        num_outputs, &pair_scratch,
+                                        acc_rows.data() + (r - first) * width);
         }
       }
       if (program != nullptr) {

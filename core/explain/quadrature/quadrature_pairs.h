@@ -54,6 +54,24 @@ struct QuadraturePairProgram {
   // Per group, its distinct pairs (a, b) of local indices with a <= b (a == b: the diagonal) that
   // some path of the group holds, ascending: a * 65536 + b.
   std::vector<uint32_t> pairs;
+  // Output boundaries no group's leaves straddle, ascending from 0 to the model's num_outputs:
+  // the outputs [output_splits[u], output_splits[u + 1]) of a row take only the groups whose
+  // leaves write to them, so each such unit can be summed apart (one unit per class of a
+  // multi-class model with one tree per class and round; one unit where leaves are vectors).
+  std::vector<int32_t> output_splits;
+  // Per unit u of outputs, the distinct upper-triangle cells (i, j), i <= j, as i << 32 | j,
+  // that its groups' pairs reach, ascending:
+  // unit_cells[unit_cell_begin[u], unit_cell_begin[u + 1]); and per pair (parallel to `pairs`),
+  // its cell's index among its unit's cells. A unit's sums then live in a dense array of its
+  // cells (a few hundred KB where its matrices are megabytes).
+  std::vector<uint32_t> unit_cell_begin;
+  std::vector<uint64_t> unit_cells;
+  std::vector<uint32_t> pair_cell;
+  // Per unit u, its groups in program order: unit_groups[unit_group_begin[u],
+  // unit_group_begin[u + 1]); per group, an estimate of its cost (multiply-adds of its paths).
+  std::vector<uint32_t> unit_group_begin;
+  std::vector<uint32_t> unit_groups;
+  std::vector<double> group_work;
   int max_local = 0;   // largest L
   int max_unique = 0;  // longest path (unique features)
   int max_width = 1;
@@ -67,23 +85,62 @@ using QuadraturePairProgramPtr = std::shared_ptr<const QuadraturePairProgram>;
 // use the same program). Deterministic.
 QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model);
 
-// Per-thread buffers of AddQuadraturePairInteractions, grown on demand and reused across calls.
+// Per-thread buffers of the functions below, grown on demand and reused across calls.
 struct QuadraturePairScratch {
-  std::vector<double> z, d, factors, prefix, suffix, sums, pairs, local;
+  std::vector<double> z, d, factors, prefix, suffix, sums, pairs, local, cells;
 };
 
-// Writes the SHAP interaction values of `row` for the paths of the trees whose boosting round is in
+// Writes the SHAP interaction values of `row` for the outputs [output_begin, output_end), two
+// entries of program.output_splits, for the paths of the trees whose boosting round is in
 // [iteration_begin, iteration_end) and for which `skip_tree` is null or 0 (trees another kernel
-// explains) into `acc`, the row's num_outputs * (F + 1)^2 doubles, row-major, which must be zero
-// on entry (other kernels add theirs afterwards). Each pair is summed into the upper triangle
-// (fi < fj) and the lower triangle is set from it at the end, so (i, j) and (j, i) are the same
-// bits. Summed in a fixed order (groups in program order, paths in layout order within a group,
-// then the group's pairs): deterministic. `model` is the one the program was built from (or a
-// copy with other rules). Thread-safe with distinct scratch.
+// explains) into `acc`: those outputs' (output_end - output_begin) * (F + 1)^2 doubles, row-major,
+// which must be zero on entry (other kernels add theirs afterwards). Each pair is summed into the
+// upper triangle (fi < fj) and the lower triangle is set from it at the end, so (i, j) and (j, i)
+// are the same bits. Summed in a fixed order (groups in program order, paths in layout order
+// within a group, then the group's pairs), and an output's entries take only the groups that
+// write to it: the same bits whichever unit of outputs a call covers. `model` is the one the
+// program was built from (or a copy with other rules). Thread-safe with distinct scratch.
 void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
                                    const QuadratureModel& model, const float* row,
                                    int iteration_begin, int iteration_end,
-                                   const uint8_t* skip_tree, QuadraturePairScratch* scratch,
-                                   double* acc);
+                                   const uint8_t* skip_tree, int output_begin, int output_end,
+                                   QuadraturePairScratch* scratch, double* acc);
+
+// The SHAP interaction values of `row` for the outputs of unit `unit` (outputs
+// [output_splits[unit], output_splits[unit + 1])) where this program explains every tree of
+// rounds [iteration_begin, iteration_end), written as float to `out`: those outputs'
+// (F + 1)^2 entries each, row-major, every entry set (`bias[k]` at (F, F) of output k, 0 where no
+// path reaches). Sums in the unit's cells (unit_cells) in AddQuadraturePairInteractions's order:
+// the same bits as it followed by a conversion to float. Thread-safe with distinct scratch.
+void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                     const QuadratureModel& model, const float* row,
+                                     int iteration_begin, int iteration_end, int unit,
+                                     const double* bias, QuadraturePairScratch* scratch,
+                                     float* out);
+
+// A unit's groups cut into `segments` ranges of about equal work, for tasks that share one row's
+// unit: bounds[0..segments] are indices into the unit's groups (unit_groups, relative to
+// unit_group_begin[unit]), bounds[0] = 0 and bounds[segments] = the unit's group count.
+void QuadraturePairSegments(const QuadraturePairProgram& program, int unit, int segments,
+                            uint32_t* bounds);
+
+// The per-pair sums of `row` for the unit's groups [group_begin, group_end) (indices as in
+// QuadraturePairSegments) in rounds [iteration_begin, iteration_end): pair q's `width` sums go to
+// pair_values[q * max_width ..]; pairs of skipped groups are left as they are. Thread-safe with
+// distinct scratch; tasks of one row may write one pair_values array concurrently (their pairs
+// are disjoint).
+void SumQuadraturePairSegment(const QuadraturePairProgram& program, const QuadratureModel& model,
+                              const float* row, int iteration_begin, int iteration_end, int unit,
+                              uint32_t group_begin, uint32_t group_end,
+                              QuadraturePairScratch* scratch, double* pair_values);
+
+// WriteQuadraturePairInteractions from the per-pair sums of all of the unit's groups
+// (SumQuadraturePairSegment): adds them into the unit's cells group by group in program order,
+// the order WriteQuadraturePairInteractions adds them in, so the results are the same bits.
+void WriteQuadraturePairInteractionsFromPairs(const QuadraturePairProgram& program,
+                                              const QuadratureModel& model, int iteration_begin,
+                                              int iteration_end, int unit,
+                                              const double* pair_values, const double* bias,
+                                              QuadraturePairScratch* scratch, float* out);
 
 }  // namespace grove

@@ -14,7 +14,12 @@ int64_t QuadraturePairProgram::Bytes() const {
   return static_cast<int64_t>(groups.size() * sizeof(QuadraturePairGroup) +
                               paths.size() * sizeof(uint32_t) +
                               element_local.size() * sizeof(uint16_t) +
-                              features.size() * sizeof(int32_t) + pairs.size() * sizeof(uint32_t));
+                              features.size() * sizeof(int32_t) + pairs.size() * sizeof(uint32_t) +
+                              unit_cell_begin.size() * sizeof(uint32_t) +
+                              unit_cells.size() * sizeof(uint64_t) +
+                              pair_cell.size() * sizeof(uint32_t) +
+                              (unit_group_begin.size() + unit_groups.size()) * sizeof(uint32_t) +
+                              group_work.size() * sizeof(double));
 }
 
 QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model) {
@@ -110,6 +115,64 @@ QuadraturePairProgramPtr BuildQuadraturePairProgram(const QuadratureModel& model
     program->paths.push_back(id);
   }
   close();
+  // A boundary k is kept unless some group's leaves write to both output k - 1 and output k.
+  std::vector<uint8_t> straddled(model.num_outputs + 1, 0);
+  for (const QuadraturePairGroup& g : program->groups) {
+    for (int k = g.output + 1; k < g.output + g.width; ++k) straddled[k] = 1;
+  }
+  for (int k = 0; k <= model.num_outputs; ++k) {
+    if (!straddled[k]) program->output_splits.push_back(k);
+  }
+  // Each unit's groups, and each group's work: per path and rule point, n (n + 1) products of
+  // the integrals and n (n + 1) / 2 pair additions.
+  program->unit_group_begin.push_back(0);
+  for (size_t u = 0; u + 1 < program->output_splits.size(); ++u) {
+    for (uint32_t g = 0; g < program->groups.size(); ++g) {
+      const int32_t output = program->groups[g].output;
+      if (output >= program->output_splits[u] && output < program->output_splits[u + 1]) {
+        program->unit_groups.push_back(g);
+      }
+    }
+    program->unit_group_begin.push_back(static_cast<uint32_t>(program->unit_groups.size()));
+  }
+  program->group_work.assign(program->groups.size(), 0.0);
+  for (size_t g = 0; g < program->groups.size(); ++g) {
+    const QuadraturePairGroup& group = program->groups[g];
+    double work = group.pair_end - group.pair_begin;
+    for (uint32_t i = group.path_begin; i < group.path_end; ++i) {
+      const QuadraturePath& path = model.paths[program->paths[i]];
+      work += 1.5 * path.q * path.n * (path.n + 1.0) * group.width;
+    }
+    program->group_work[g] = work;
+  }
+  // Each unit's cells: its pairs' global cells sorted (ties by pair), then numbered.
+  program->pair_cell.assign(program->pairs.size(), 0);
+  program->unit_cell_begin.push_back(0);
+  std::vector<std::pair<uint64_t, uint32_t>> keyed;
+  for (size_t u = 0; u + 1 < program->output_splits.size(); ++u) {
+    keyed.clear();
+    for (const QuadraturePairGroup& group : program->groups) {
+      if (group.output < program->output_splits[u] ||
+          group.output >= program->output_splits[u + 1]) {
+        continue;
+      }
+      const int32_t* features = program->features.data() + group.feature_begin;
+      for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
+        const uint64_t cell = static_cast<uint64_t>(features[program->pairs[q] >> 16]) << 32 |
+                              static_cast<uint32_t>(features[program->pairs[q] & 0xffff]);
+        keyed.emplace_back(cell, q);
+      }
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (size_t i = 0; i < keyed.size(); ++i) {
+      if (i == 0 || keyed[i].first != keyed[i - 1].first) {
+        program->unit_cells.push_back(keyed[i].first);
+      }
+      program->pair_cell[keyed[i].second] =
+          static_cast<uint32_t>(program->unit_cells.size() - program->unit_cell_begin.back() - 1);
+    }
+    program->unit_cell_begin.push_back(static_cast<uint32_t>(program->unit_cells.size()));
+  }
   return program;
 }
 
@@ -229,15 +292,18 @@ void MirrorUpper(int64_t f1, double* block) {
   }
 }
 
-}  // namespace
-
-void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
-                                   const QuadratureModel& model, const float* row,
-                                   int iteration_begin, int iteration_end,
-                                   const uint8_t* skip_tree, QuadraturePairScratch* scratch,
-                                   double* acc) {
-  const int64_t f1 = model.num_features + 1;
-  const int64_t block_size = f1 * f1;
+// Sums the paths of the groups `group_ids` (null: every group) of outputs [output_begin,
+// output_end) in the rounds
+// [iteration_begin, iteration_end), not skipped, group by group into the local matrix, and hands
+// each of the group's pairs to flush(group, q, cell): the group's `width` local sums of pair q,
+// which flush must add to its accumulators and set to zero. prefetch(group) runs before a group's
+// paths are summed.
+template <typename Prefetch, typename Flush>
+void SumGroups(const QuadraturePairProgram& program, const QuadratureModel& model,
+               const float* row, int iteration_begin, int iteration_end,
+               const uint8_t* skip_tree, int output_begin, int output_end,
+               const uint32_t* group_ids, size_t num_groups, QuadraturePairScratch* scratch,
+               Prefetch&& prefetch, Flush&& flush) {
   const uint32_t* category_bits = model.layout->category_bits.data();
   const size_t n_max = static_cast<size_t>(std::max(program.max_unique, 1));
   QuadraturePairScratch& s = *scratch;
@@ -258,20 +324,14 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
   double* d = s.d.data();
   double* local = s.local.data();
 
-  for (const QuadraturePairGroup& group : program.groups) {
+  for (size_t id = 0; id < num_groups; ++id) {
+    const QuadraturePairGroup& group = program.groups[group_ids != nullptr ? group_ids[id] : id];
     if (group.iteration < iteration_begin || group.iteration >= iteration_end) continue;
     if (skip_tree != nullptr && skip_tree[group.tree]) continue;
+    if (group.output < output_begin || group.output >= output_end) continue;
     const int64_t num_local = group.feature_end - group.feature_begin;
     const int width = group.width;
-    const int32_t* features = program.features.data() + group.feature_begin;
-    double* block = acc + static_cast<int64_t>(group.output) * block_size;
-    // The group's cells of the row's matrix are scattered over megabytes: request them now, so
-    // that they are in cache by the time the group's paths are summed (a few microseconds).
-    for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
-      const int64_t cell_offset =
-          features[program.pairs[q] >> 16] * f1 + features[program.pairs[q] & 0xffff];
-      for (int k = 0; k < width; ++k) __builtin_prefetch(block + k * block_size + cell_offset, 1);
-    }
+    prefetch(group);
     for (uint32_t g = group.path_begin; g < group.path_end; ++g) {
       const QuadraturePath& path = model.paths[program.paths[g]];
       const int n = path.n;
@@ -293,18 +353,174 @@ void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
                         s.sums.data(), local);
       });
     }
-    // The group's pairs into the upper triangle of the row's matrix.
     for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
       const int64_t a = program.pairs[q] >> 16, b = program.pairs[q] & 0xffff;
-      const int64_t cell_offset = features[a] * f1 + features[b];
-      double* cell = local + (a * num_local + b) * width;
-      for (int k = 0; k < width; ++k) {
-        block[k * block_size + cell_offset] += cell[k];
-        cell[k] = 0.0;
-      }
+      flush(group, q, local + (a * num_local + b) * width);
     }
   }
-  for (int k = 0; k < model.num_outputs; ++k) MirrorUpper(f1, acc + k * block_size);
+}
+
+}  // namespace
+
+void AddQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                   const QuadratureModel& model, const float* row,
+                                   int iteration_begin, int iteration_end,
+                                   const uint8_t* skip_tree, int output_begin, int output_end,
+                                   QuadraturePairScratch* scratch, double* acc) {
+  const int64_t f1 = model.num_features + 1;
+  const int64_t block_size = f1 * f1;
+  const auto block_of = [&](const QuadraturePairGroup& group) {
+    return acc + static_cast<int64_t>(group.output - output_begin) * block_size;
+  };
+  const auto cell_offset = [&](const QuadraturePairGroup& group, uint32_t q) {
+    const int32_t* features = program.features.data() + group.feature_begin;
+    return features[program.pairs[q] >> 16] * f1 + features[program.pairs[q] & 0xffff];
+  };
+  SumGroups(
+      program, model, row, iteration_begin, iteration_end, skip_tree, output_begin, output_end,
+      nullptr, program.groups.size(), scratch,
+      [&](const QuadraturePairGroup& group) {
+        // The group's cells of the row's matrix are scattered over megabytes: request them now,
+        // so that they are in cache by the time the group's paths are summed.
+        double* block = block_of(group);
+        for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
+          const int64_t offset = cell_offset(group, q);
+          for (int k = 0; k < group.width; ++k) {
+            __builtin_prefetch(block + k * block_size + offset, 1);
+          }
+        }
+      },
+      [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+        double* target = block_of(group) + cell_offset(group, q);
+        for (int k = 0; k < group.width; ++k) {
+          target[k * block_size] += cell[k];
+          cell[k] = 0.0;
+        }
+      });
+  for (int k = 0; k < output_end - output_begin; ++k) MirrorUpper(f1, acc + k * block_size);
+}
+
+namespace {
+
+// Writes the unit's float matrices from its cell sums (`sums`: per output of the unit, its cells).
+void WriteUnitMatrices(const QuadraturePairProgram& program, const QuadratureModel& model, int unit,
+                       const double* sums, const double* bias, float* out) {
+  const int64_t f1 = model.num_features + 1;
+  const int64_t block_size = f1 * f1;
+  const int output_begin = program.output_splits[unit];
+  const int output_end = program.output_splits[unit + 1];
+  const uint64_t* cells = program.unit_cells.data() + program.unit_cell_begin[unit];
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  std::fill(out, out + (output_end - output_begin) * block_size, 0.0f);
+  for (int k = output_begin; k < output_end; ++k) {
+    float* block = out + (k - output_begin) * block_size;
+    const double* unit_sums = sums + (k - output_begin) * num_cells;
+    for (int64_t c = 0; c < num_cells; ++c) {
+      const int64_t i = static_cast<int64_t>(cells[c] >> 32);
+      const int64_t j = static_cast<int64_t>(cells[c] & 0xffffffffu);
+      const float value = static_cast<float>(unit_sums[c]);
+      block[i * f1 + j] = value;
+      block[j * f1 + i] = value;
+    }
+    block[(f1 - 1) * f1 + (f1 - 1)] = static_cast<float>(bias[k]);
+  }
+}
+
+// The unit's zeroed cell sums in scratch->cells.
+double* UnitSums(const QuadraturePairProgram& program, int unit, QuadraturePairScratch* scratch) {
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  const size_t size = static_cast<size_t>(
+      (program.output_splits[unit + 1] - program.output_splits[unit]) * num_cells);
+  std::vector<double>& sums = scratch->cells;
+  if (sums.size() < size) sums.resize(size);
+  std::fill(sums.begin(), sums.begin() + size, 0.0);
+  return sums.data();
+}
+
+}  // namespace
+
+void WriteQuadraturePairInteractions(const QuadraturePairProgram& program,
+                                     const QuadratureModel& model, const float* row,
+                                     int iteration_begin, int iteration_end, int unit,
+                                     const double* bias, QuadraturePairScratch* scratch,
+                                     float* out) {
+  const int output_begin = program.output_splits[unit];
+  const int output_end = program.output_splits[unit + 1];
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  double* sums = UnitSums(program, unit, scratch);
+  const uint32_t* groups = program.unit_groups.data() + program.unit_group_begin[unit];
+  const size_t num_groups = program.unit_group_begin[unit + 1] - program.unit_group_begin[unit];
+  SumGroups(program, model, row, iteration_begin, iteration_end, nullptr, output_begin,
+            output_end, groups, num_groups, scratch, [](const QuadraturePairGroup&) {},
+            [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+              double* target =
+                  sums + (group.output - output_begin) * num_cells + program.pair_cell[q];
+              for (int k = 0; k < group.width; ++k) {
+                target[k * num_cells] += cell[k];
+                cell[k] = 0.0;
+              }
+            });
+  WriteUnitMatrices(program, model, unit, sums, bias, out);
+}
+
+void QuadraturePairSegments(const QuadraturePairProgram& program, int unit, int segments,
+                            uint32_t* bounds) {
+  const uint32_t* groups = program.unit_groups.data() + program.unit_group_begin[unit];
+  const uint32_t num_groups = program.unit_group_begin[unit + 1] - program.unit_group_begin[unit];
+  double total = 0;
+  for (uint32_t i = 0; i < num_groups; ++i) total += program.group_work[groups[i]];
+  // Segment s ends at the first group whose cumulative work reaches (s + 1) / segments of it.
+  double work = 0;
+  uint32_t i = 0;
+  bounds[0] = 0;
+  for (int s = 1; s < segments; ++s) {
+    const double target = total * s / segments;
+    while (i < num_groups && work + program.group_work[groups[i]] <= target) {
+      work += program.group_work[groups[i]];
+      ++i;
+    }
+    bounds[s] = i;
+  }
+  bounds[segments] = num_groups;
+}
+
+void SumQuadraturePairSegment(const QuadraturePairProgram& program, const QuadratureModel& model,
+                              const float* row, int iteration_begin, int iteration_end, int unit,
+                              uint32_t group_begin, uint32_t group_end,
+                              QuadraturePairScratch* scratch, double* pair_values) {
+  const uint32_t* groups = program.unit_groups.data() + program.unit_group_begin[unit];
+  const int64_t max_width = program.max_width;
+  SumGroups(program, model, row, iteration_begin, iteration_end, nullptr,
+            program.output_splits[unit], program.output_splits[unit + 1], groups + group_begin,
+            group_end - group_begin, scratch, [](const QuadraturePairGroup&) {},
+            [&](const QuadraturePairGroup& group, uint32_t q, double* cell) {
+              double* target = pair_values + q * max_width;
+              for (int k = 0; k < group.width; ++k) {
+                target[k] = cell[k];
+                cell[k] = 0.0;
+              }
+            });
+}
+
+void WriteQuadraturePairInteractionsFromPairs(const QuadraturePairProgram& program,
+                                              const QuadratureModel& model, int iteration_begin,
+                                              int iteration_end, int unit,
+                                              const double* pair_values, const double* bias,
+                                              QuadraturePairScratch* scratch, float* out) {
+  const int output_begin = program.output_splits[unit];
+  const int64_t num_cells = program.unit_cell_begin[unit + 1] - program.unit_cell_begin[unit];
+  const int64_t max_width = program.max_width;
+  double* sums = UnitSums(program, unit, scratch);
+  for (uint32_t i = program.unit_group_begin[unit]; i < program.unit_group_begin[unit + 1]; ++i) {
+    const QuadraturePairGroup& group = program.groups[program.unit_groups[i]];
+    if (group.iteration < iteration_begin || group.iteration >= iteration_end) continue;
+    for (uint32_t q = group.pair_begin; q < group.pair_end; ++q) {
+      double* target = sums + (group.output - output_begin) * num_cells + program.pair_cell[q];
+      const double* value = pair_values + q * max_width;
+      for (int k = 0; k < group.width; ++k) target[k * num_cells] += value[k];
+    }
+  }
+  WriteUnitMatrices(program, model, unit, sums, bias, out);
 }
 
 }  // namespace grove

@@ -119,6 +119,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     inter_ = {20e-6, inter_row};
     shap_in_blocks_ = model_->tree_program != nullptr;
     inter_in_blocks_ = shap_in_blocks_ && QuadratureTreeServesInteractions(*model_->tree_program);
+    inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
   }
@@ -127,10 +128,17 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   bool Supports(const ExplainOptions&) const override { return true; }
   double EstimateSeconds(int64_t rows, const ExplainOptions& options) const override {
     const StrategyCost& c = options.interactions ? inter_ : shap_;
-    int64_t rounds = (rows + threads_ - 1) / threads_;  // rows run in parallel
+    double rounds = static_cast<double>((rows + threads_ - 1) / threads_);  // rows in parallel
     if (options.interactions ? inter_in_blocks_ : shap_in_blocks_) {
       // The tree kernel's blocks: a thread pays for whole blocks of SIMD lanes.
-      rounds = (rounds + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes * kQuadratureTreeLanes;
+      rounds = std::ceil(rounds / kQuadratureTreeLanes) * kQuadratureTreeLanes;
+    } else if (options.interactions && inter_units_ > 0) {
+      // A row's interactions run as inter_units_ tasks of about equal cost, each cut into
+      // segments where there are fewer tasks than threads.
+      const int64_t tasks = rows * inter_units_;
+      const int segments = QuadraturePairSegmentsPerTask(*model_, rows, threads_);
+      rounds = static_cast<double>((tasks * segments + threads_ - 1) / threads_) /
+               (static_cast<double>(segments) * inter_units_);
     }
     // Output traffic scales with memory bandwidth, which a few cores saturate.
     const double memory = (options.interactions ? inter_memory_ : shap_memory_) * rows /
@@ -163,6 +171,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   int threads_ = 1;
   StrategyCost shap_, inter_;  // compute part (per row and core)
   bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel
+  int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -499,6 +500,109 @@ TEST(QuadraturePairProgramTest, WideDeepTreesMatchTheReference) {
                 "err %.2e\n",
                 vector_leaves, program.groups.size(), f->trees.size(), program.max_local,
                 program.max_unique, vs_ref.max_error);
+  }
+}
+
+// `forest` with every other tree's leaves scaled by 2^26 and a negated copy of each such tree
+// appended in a later round: the scaled trees cancel exactly, so entries that only they reach are
+// rounding residues of 2^26-sized sums, whose float bits depend on the order of the additions.
+ForestPtr WithCancellingTrees(const Forest& forest) {
+  Forest copy = forest;
+  const size_t num_trees = copy.trees.size();
+  for (size_t t = 0; t < num_trees; t += 2) {
+    Tree tree = copy.trees[t];
+    const uint32_t begin = static_cast<uint32_t>(copy.nodes.size());
+    for (uint32_t i = 0; i < tree.num_nodes; ++i) {
+      Node node = copy.nodes[tree.node_begin + i];
+      if (node.is_leaf()) {
+        const uint32_t first = node.payload;
+        for (int k = 0; k < tree.leaf_width; ++k) {
+          copy.leaf_values[first + k] = std::ldexp(copy.leaf_values[first + k], 26);
+        }
+        node.payload = static_cast<uint32_t>(copy.leaf_values.size());
+        for (int k = 0; k < tree.leaf_width; ++k) {
+          copy.leaf_values.push_back(-copy.leaf_values[first + k]);
+        }
+      }
+      copy.nodes.push_back(node);
+    }
+    tree.node_begin = begin;
+    tree.iteration += forest.num_iterations;
+    copy.trees.push_back(tree);
+  }
+  absl::StatusOr<ForestPtr> built = BuildForest(std::move(copy));
+  EXPECT_TRUE(built.ok()) << built.status();
+  return built.ok() ? *built : nullptr;
+}
+
+// Small batches split a row's interaction values between threads (by class and segments of its
+// trees where the pair kernel explains every tree, by ranges of matrix rows where the tree
+// program does): every entry is still summed in one order, so 1, 2, 3 and 16 threads give the
+// same bits as no pool, at every small row count. The forests have cancelling trees
+// (WithCancellingTrees), so that a reduction whose order followed the threads changes the float
+// results.
+TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
+  struct Config {
+    const char* name;
+    int num_features, num_outputs;
+    bool vector_leaves, tree_program;
+    int units_per_row;  // QuadraturePairUnitsPerRow
+  };
+  const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
+                            {"vector leaves by the pair kernel", 60, 3, true, false, 1},
+                            {"tree program", 8, 2, false, true, 0}};
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
+  for (const Config& c : configs) {
+    SCOPED_TRACE(c.name);
+    RandomForestOptions options;
+    options.max_depth = 8;
+    options.num_trees = c.vector_leaves ? 16 : 16 * c.num_outputs;
+    options.num_features = c.num_features;
+    options.num_outputs = c.num_outputs;
+    options.vector_leaves = c.vector_leaves;
+    options.categorical_fraction = 0.1;
+    options.extreme_cover_probability = 0.1;
+    options.seed = 91;
+    ForestPtr f = WithCancellingTrees(*MakeRandomForest(options));
+    ASSERT_NE(f, nullptr);
+    QuadratureModelPtr built = Build(f);
+    ASSERT_NE(built, nullptr);
+    auto model = std::make_shared<QuadratureModel>(*built);
+    if (!c.tree_program) model->tree_program = nullptr;
+    ASSERT_EQ(model->tree_program != nullptr &&
+                  QuadratureTreeServesInteractions(*model->tree_program),
+              c.tree_program);
+    EXPECT_EQ(QuadraturePairUnitsPerRow(*model), c.units_per_row);
+    if (c.units_per_row > 0) {
+      // One row on 16 threads cuts its units into segments; enough rows do not.
+      EXPECT_GT(QuadraturePairSegmentsPerTask(*model, 1, 16), 1);
+      EXPECT_EQ(QuadraturePairSegmentsPerTask(*model, 16, 16), 1);
+    }
+    const int64_t width = ExplainWidth(*f, true);
+    const int64_t max_rows = 5;
+    const std::vector<float> x = MakeRandomRows(*f, max_rows, 17, 0.1);
+    const std::vector<float> ref = ReferenceExplanation(*f, x, true, nullptr, 0, 0, max_rows);
+    const std::vector<float> serial = Quadrature(*model, x, max_rows, true, nullptr);
+    // Against the reference, relative to each matrix's largest entry (the margins can cancel).
+    const int64_t block = width / f->num_outputs;
+    for (int64_t b = 0; b < max_rows * f->num_outputs; ++b) {
+      double scale = 0;
+      for (int64_t i = b * block; i < (b + 1) * block; ++i) {
+        scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
+      }
+      for (int64_t i = b * block; i < (b + 1) * block; ++i) {
+        ASSERT_LE(std::abs(static_cast<double>(serial[i]) - ref[i]), kTolerance * scale)
+            << "matrix " << b << " entry " << i - b * block;
+      }
+    }
+    for (int64_t rows : {1, 2, 3, 5}) {
+      for (size_t p = 0; p < pools.size(); ++p) {
+        const std::vector<float> got = Quadrature(*model, x, rows, true, pools[p].get());
+        ASSERT_EQ(0, std::memcmp(got.data(), serial.data(), rows * width * sizeof(float)))
+            << rows << " rows on " << pools[p]->num_threads() + 1 << " threads";
+      }
+    }
   }
 }
 
