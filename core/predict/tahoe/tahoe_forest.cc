@@ -590,6 +590,11 @@ TahoeForestView TahoeForest::HostView() const {
   v.cat_word_bit = tahoe_bits::kCategorical << feature_bits_;
   v.cat_word_test = (tahoe_bits::kCategorical | tahoe_bits::kLeaf) << feature_bits_;
   v.cat_word_table = tahoe_bits::kCatTable << feature_bits_;
+  v.word_feature_mask = (1u << feature_bits_) - 1u;
+  v.word_leaf_bit = tahoe_bits::kLeaf << feature_bits_;
+  v.word_default_left_bit = tahoe_bits::kDefaultLeft << feature_bits_;
+  v.word_hot_right_bit = tahoe_bits::kHotRight << feature_bits_;
+  v.word_distant_shift = feature_bits_ + tahoe_bits::kNumFlags;
   return v;
 }
 

@@ -115,6 +115,15 @@ struct TahoeForestView {
   // kCatTable shifted past the feature): in the view, kernels read them as operands of their
   // parameters instead of holding them in registers.
   uint32_t cat_word_bit = 0, cat_word_test = 0, cat_word_table = 0;
+  // The packed word's fields for feature_bits (TahoeNode8): the feature mask, the kLeaf,
+  // kDefaultLeft and kHotRight bits shifted past the feature, and the distant offset's shift. Set
+  // with feature_bits (TahoeForest::HostView) for the same reason as the categorical flags: every
+  // fixed walk reads them from its parameters, which frees the registers that held them (defaults:
+  // feature_bits 1).
+  uint32_t word_feature_mask = 1u, word_leaf_bit = tahoe_bits::kLeaf << 1,
+           word_default_left_bit = tahoe_bits::kDefaultLeft << 1,
+           word_hot_right_bit = tahoe_bits::kHotRight << 1,
+           word_distant_shift = 1 + tahoe_bits::kNumFlags;
   // > 0: fixed walks take exactly this many steps (the forest's deepest leaf, TahoeForest::
   // fixed_steps) instead of testing for leaves every kTahoeFixedUnroll steps.
   int32_t fixed_steps = 0;

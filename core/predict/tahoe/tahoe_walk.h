@@ -122,8 +122,8 @@ inline constexpr int kTahoeLevelUnroll = 2;
 // Categorical splits (kCat) route by TahoeCatGoesLeft, or by the pair test (TahoeCatTest); the step
 // tests a node for one only when the forest has them. A leaf is never taken for one (kLeafTable
 // shares kCategorical's bit: the test reads both bits), so leaves still step to themselves.
-// The packed word's fields for a forest's feature_bits, computed once per tree; Step is one fixed
-// step (a leaf steps to itself).
+// The packed word's fields for a forest's feature_bits (the view's word_* and cat_word_* fields);
+// Step is one fixed step (a leaf steps to itself).
 struct TahoeFixedStep {
   uint32_t fmask, leaf_bit, default_left_bit, hot_right_bit, dshift;
   uint32_t cat_bit, cat_test;  // a split is categorical when (word & cat_test) == cat_bit
@@ -138,11 +138,11 @@ struct TahoeFixedStep {
   // The least value of a category under the forest's rule (the pair test; TahoeForestView::cat_low).
   float cat_low;
   GROVE_HD explicit TahoeFixedStep(const TahoeForestView& f)
-      : fmask((1u << f.feature_bits) - 1u),
-        leaf_bit(tahoe_bits::kLeaf << f.feature_bits),
-        default_left_bit(tahoe_bits::kDefaultLeft << f.feature_bits),
-        hot_right_bit(tahoe_bits::kHotRight << f.feature_bits),
-        dshift(f.feature_bits + tahoe_bits::kNumFlags),
+      : fmask(f.word_feature_mask),
+        leaf_bit(f.word_leaf_bit),
+        default_left_bit(f.word_default_left_bit),
+        hot_right_bit(f.word_hot_right_bit),
+        dshift(f.word_distant_shift),
         cat_bit(f.cat_word_bit),
         cat_test(f.cat_word_test),
         cat_table_bit(f.cat_word_table),
@@ -328,7 +328,8 @@ GROVE_HD void TahoeWalkFixedN(const TahoeNode8* nodes, uint32_t root, const Row 
 
 // Value of a leaf of a fixed-walk forest (inline float or leaf-table double; no linear leaves).
 GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& leaf) {
-  return ((leaf.word >> f.feature_bits) & tahoe_bits::kLeafTable) != 0
+  static_assert(tahoe_bits::kLeafTable == tahoe_bits::kCategorical, "cat_word_bit is kLeafTable's bit");
+  return (leaf.word & f.cat_word_bit) != 0
              ? f.leaf_table[leaf.value]
              : static_cast<double>(TahoeBitsToFloat(leaf.value));
 }

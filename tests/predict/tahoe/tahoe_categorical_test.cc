@@ -196,6 +196,14 @@ TEST(TahoeCategoricalTest, SetsOfUpTo64CategoriesAreReadAsPairsToTheReferenceLea
       if ((*tf)->cat_pairs()) {
         EXPECT_TRUE(v.cat_words == 0 || v.cat_words == 2) << what;
         EXPECT_TRUE((*tf)->cat_splits().empty()) << what;
+        // The pair test reads a table set as pair value / 2 of cat_bits (one aligned 8-byte load).
+        for (const TahoeNode8& n : (*tf)->nodes8()) {
+          const TahoeDecoded d = TahoeDecode(n, v.feature_bits);
+          if (!(d.flags & tahoe_bits::kLeaf) && (d.flags & tahoe_bits::kCategorical) &&
+              (d.flags & tahoe_bits::kCatTable)) {
+            ASSERT_EQ(d.value % 2, 0u) << what;
+          }
+        }
         ++pairs;
         pair_tables += v.cat_words == 2;
       } else {

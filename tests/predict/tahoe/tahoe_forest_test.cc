@@ -124,6 +124,32 @@ TEST(TahoeForestTest, CorpusMatchesTheCpuReferenceAndTheLibrary) {
   }
 }
 
+// The view's packed-word fields (the fixed walks' masks and shifts) decode every node as
+// TahoeDecode does from feature_bits, for forests of 1 to 12 feature bits.
+TEST(TahoeForestTest, ViewWordFieldsDecodeEveryNode) {
+  for (int num_features : {1, 2, 5, 30, 200, 3000}) {
+    SCOPED_TRACE("features " + std::to_string(num_features));
+    ForestPtr f = MakeRandomForest({.num_trees = 8, .max_depth = 7, .num_features = num_features,
+                                    .categorical_fraction = 0.3, .max_categories = 64,
+                                    .seed = static_cast<uint64_t>(num_features)});
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    ASSERT_FALSE((*tf)->wide());
+    const TahoeForestView v = (*tf)->HostView();
+    EXPECT_EQ(v.word_feature_mask, (1u << v.feature_bits) - 1u);
+    for (const TahoeNode8& n : (*tf)->nodes8()) {
+      const TahoeDecoded d = TahoeDecode(n, v.feature_bits);
+      ASSERT_EQ(n.word & v.word_feature_mask, d.feature);
+      ASSERT_EQ(n.word >> v.word_distant_shift, d.distant);
+      ASSERT_EQ((n.word & v.word_leaf_bit) != 0, (d.flags & tahoe_bits::kLeaf) != 0);
+      ASSERT_EQ((n.word & v.word_default_left_bit) != 0, (d.flags & tahoe_bits::kDefaultLeft) != 0);
+      ASSERT_EQ((n.word & v.word_hot_right_bit) != 0, (d.flags & tahoe_bits::kHotRight) != 0);
+      ASSERT_EQ((n.word & v.cat_word_bit) != 0, (d.flags & tahoe_bits::kCategorical) != 0);
+      ASSERT_EQ((n.word & v.cat_word_table) != 0, (d.flags & tahoe_bits::kCatTable) != 0);
+    }
+  }
+}
+
 TEST(TahoeForestTest, HotChildIsAdjacentAndAtLeastAsProbable) {
   ForestPtr f =
       MakeRandomForest({.num_trees = 30, .max_depth = 8, .extreme_cover_probability = 0.2});
