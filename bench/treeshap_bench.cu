@@ -3,7 +3,8 @@
 // process.
 //
 //   grove_treeshap_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
-//                        [--interaction-rows 200] [--reps 5] [--table-max-elements N]
+//                        [--interaction-rows 200] [--reps 5] [--rows-per-warp N]
+//                        [--bins-per-warp N] [--table-max-elements N]
 //
 // Rows: the CSV's rows (a trailing label column is dropped, as in explain_bench; decompress .gz
 // first); the first --shap-rows for SHAP values, the first --interaction-rows for interactions.
@@ -115,11 +116,12 @@ void RunGpuTreeShap(const PathLayout& l, const float* d_rows, const int64_t (&n)
 
 // Grove's engine in one precision for both kinds.
 void RunGrove(const PathLayoutPtr& layout, TreeShapPrecision precision, const float* d_rows,
-              const int64_t (&n)[2], int reps, int rows_per_warp, int table_max_elements,
-              Side (&side)[2]) {
+              const int64_t (&n)[2], int reps, int rows_per_warp, int bins_per_warp,
+              int table_max_elements, Side (&side)[2]) {
   TreeShapGpuOptions o;
   o.precision = precision;
   o.rows_per_warp = rows_per_warp;
+  o.bins_per_warp = bins_per_warp;
   if (table_max_elements >= 0) o.table_max_elements = table_max_elements;
   o.max_devices = 1;
   absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(layout, o);
@@ -170,13 +172,14 @@ double MaxDiff(const std::vector<double>& a, const std::vector<double>& b, int64
 int Main(int argc, char** argv) {
   bench::ModelRowsFlags flags;
   // --rows-per-warp: TreeShapGpuOptions::rows_per_warp (0: the engine's choice).
+  // --bins-per-warp: TreeShapGpuOptions::bins_per_warp (0: the engine's choice).
   // --table-max-elements: TreeShapGpuOptions::table_max_elements (absent: the default).
   flags.counts = {{"--shap-rows", 10000}, {"--interaction-rows", 200}, {"--reps", 5},
-                  {"--rows-per-warp", 0}, {"--table-max-elements", -1}};
+                  {"--rows-per-warp", 0}, {"--bins-per-warp", 0}, {"--table-max-elements", -1}};
   if (!bench::ParseModelRowsFlags(argc, argv, &flags)) {
     std::fprintf(stderr, "usage: grove_treeshap_bench --model M --rows R.csv [--name L] "
                          "[--shap-rows N] [--interaction-rows N] [--reps N] [--rows-per-warp N] "
-                         "[--table-max-elements N]\n");
+                         "[--bins-per-warp N] [--table-max-elements N]\n");
     return 2;
   }
   absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
@@ -206,10 +209,11 @@ int Main(int argc, char** argv) {
       TreeShapPrecision::kFloatTopDown,  TreeShapPrecision::kDoubleTopDown,
       TreeShapPrecision::kTable,         TreeShapPrecision::kAuto};
   const int rows_per_warp = static_cast<int>(flags.count("--rows-per-warp"));
+  const int bins_per_warp = static_cast<int>(flags.count("--bins-per-warp"));
   const int table_max_elements = static_cast<int>(flags.count("--table-max-elements"));
   for (int i = 0; i < kGrove; ++i) {
-    RunGrove(*layout, precisions[i], d_rows, n, reps, rows_per_warp, table_max_elements,
-             sides[i]);
+    RunGrove(*layout, precisions[i], d_rows, n, reps, rows_per_warp, bins_per_warp,
+             table_max_elements, sides[i]);
   }
   Side (&gts_side)[2] = sides[kGrove];
   gts_side[0].label = gts_side[1].label = "gputreeshap";
