@@ -3,13 +3,15 @@
 // process.
 //
 //   grove_treeshap_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
-//                        [--interaction-rows 200] [--reps 5]
+//                        [--interaction-rows 200] [--reps 5] [--rows-per-warp N]
+//                        [--bins-per-warp N] [--table-max-elements N]
 //
 // Rows: the CSV's rows (a trailing label column is dropped, as in explain_bench; decompress .gz
 // first); the first --shap-rows for SHAP values, the first --interaction-rows for interactions.
 // Grove: TreeShapGpu::ExplainOnDevice (engine level: layout resident, rows on the device, results
 // left there as float: zeroing the fixed-point accumulator, the kernel, the conversion), once per
-// path arithmetic: float and double with the composite UNWIND, float and double top-down, and auto
+// path arithmetic: float and double with the composite UNWIND, float and double top-down, table
+// (SHAP values of the bins whose paths have pattern tables read them, the rest as auto) and auto
 // (the load-time choice from the error bounds, shown in the note column).
 // GPUTreeShap (built only when CMake finds gpu_treeshap.h, GROVE_GPUTREESHAP_DIR): Grove's binned
 // paths converted element by element (numeric intervals and the NaN direction; models with
@@ -114,12 +116,18 @@ void RunGpuTreeShap(const PathLayout& l, const float* d_rows, const int64_t (&n)
 
 // Grove's engine in one precision for both kinds.
 void RunGrove(const PathLayoutPtr& layout, TreeShapPrecision precision, const float* d_rows,
-              const int64_t (&n)[2], int reps, int rows_per_warp, Side (&side)[2]) {
+              const int64_t (&n)[2], int reps, int rows_per_warp, int bins_per_warp,
+              int table_max_elements, Side (&side)[2]) {
   TreeShapGpuOptions o;
   o.precision = precision;
   o.rows_per_warp = rows_per_warp;
+  o.bins_per_warp = bins_per_warp;
+  if (table_max_elements >= 0) o.table_max_elements = table_max_elements;
   o.max_devices = 1;
   absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(layout, o);
+  if (gpu.ok() && precision == TreeShapPrecision::kAuto) {
+    std::fprintf(stderr, "%s\n", (*gpu)->Describe().c_str());
+  }
   for (int kind = 0; kind < 2; ++kind) {
     Side& s = side[kind];
     s.label = absl::StrCat("grove ", TreeShapPrecisionName(precision));
@@ -128,7 +136,8 @@ void RunGrove(const PathLayoutPtr& layout, TreeShapPrecision precision, const fl
       continue;
     }
     const bool inter = kind == 1;
-    s.note = absl::StrCat((*gpu)->UsesFloat(inter) ? "float" : "double",
+    s.note = absl::StrCat((*gpu)->UsesTable(inter) ? "table, other bins " : "",
+                          (*gpu)->UsesFloat(inter) ? "float" : "double",
                           (*gpu)->UsesTopDown(inter) ? " top-down" : "");
     const int64_t f1 = layout->num_features + 1;
     const int64_t width = layout->num_outputs * (inter ? f1 * f1 : f1);
@@ -163,11 +172,14 @@ double MaxDiff(const std::vector<double>& a, const std::vector<double>& b, int64
 int Main(int argc, char** argv) {
   bench::ModelRowsFlags flags;
   // --rows-per-warp: TreeShapGpuOptions::rows_per_warp (0: the engine's choice).
+  // --bins-per-warp: TreeShapGpuOptions::bins_per_warp (0: the engine's choice).
+  // --table-max-elements: TreeShapGpuOptions::table_max_elements (absent: the default).
   flags.counts = {{"--shap-rows", 10000}, {"--interaction-rows", 200}, {"--reps", 5},
-                  {"--rows-per-warp", 0}};
+                  {"--rows-per-warp", 0}, {"--bins-per-warp", 0}, {"--table-max-elements", -1}};
   if (!bench::ParseModelRowsFlags(argc, argv, &flags)) {
     std::fprintf(stderr, "usage: grove_treeshap_bench --model M --rows R.csv [--name L] "
-                         "[--shap-rows N] [--interaction-rows N] [--reps N] [--rows-per-warp N]\n");
+                         "[--shap-rows N] [--interaction-rows N] [--reps N] [--rows-per-warp N] "
+                         "[--bins-per-warp N] [--table-max-elements N]\n");
     return 2;
   }
   absl::StatusOr<ForestPtr> forest = LoadModelFile(flags.model);
@@ -188,16 +200,20 @@ int Main(int argc, char** argv) {
   float* d_rows = nullptr;
   cudaMalloc(&d_rows, std::max(n[0], n[1]) * F * sizeof(float));
   cudaMemcpy(d_rows, rows->data(), std::max(n[0], n[1]) * F * sizeof(float), cudaMemcpyHostToDevice);
-  // Grove in each arithmetic (composite float and double, top-down float and double, the load-time
-  // choice), then GPUTreeShap.
-  constexpr int kGrove = 5;
+  // Grove in each arithmetic (composite float and double, top-down float and double, the pattern
+  // table, the load-time choice), then GPUTreeShap.
+  constexpr int kGrove = 6;
   Side sides[kGrove + 1][2];
   const TreeShapPrecision precisions[kGrove] = {
-      TreeShapPrecision::kFloat, TreeShapPrecision::kDouble, TreeShapPrecision::kFloatTopDown,
-      TreeShapPrecision::kDoubleTopDown, TreeShapPrecision::kAuto};
+      TreeShapPrecision::kFloat,         TreeShapPrecision::kDouble,
+      TreeShapPrecision::kFloatTopDown,  TreeShapPrecision::kDoubleTopDown,
+      TreeShapPrecision::kTable,         TreeShapPrecision::kAuto};
   const int rows_per_warp = static_cast<int>(flags.count("--rows-per-warp"));
+  const int bins_per_warp = static_cast<int>(flags.count("--bins-per-warp"));
+  const int table_max_elements = static_cast<int>(flags.count("--table-max-elements"));
   for (int i = 0; i < kGrove; ++i) {
-    RunGrove(*layout, precisions[i], d_rows, n, reps, rows_per_warp, sides[i]);
+    RunGrove(*layout, precisions[i], d_rows, n, reps, rows_per_warp, bins_per_warp,
+             table_max_elements, sides[i]);
   }
   Side (&gts_side)[2] = sides[kGrove];
   gts_side[0].label = gts_side[1].label = "gputreeshap";

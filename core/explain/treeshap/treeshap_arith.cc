@@ -14,6 +14,7 @@ const char* TreeShapPrecisionName(TreeShapPrecision precision) {
     case TreeShapPrecision::kDouble: return "double";
     case TreeShapPrecision::kFloatTopDown: return "float_top_down";
     case TreeShapPrecision::kDoubleTopDown: return "double_top_down";
+    case TreeShapPrecision::kTable: return "table";
   }
   return "?";
 }
@@ -114,16 +115,26 @@ namespace {
 
 // Per output, sum over trees of per_lane(the tree's longest path) x 2 max|leaf| x Z (interactions:
 // times max_length), infinite for a tree whose paths could underflow (MinZeroProduct below
-// `min_product`) or overflow, or -- `z_at_most_one` -- have an element with z > 1.
+// `min_product`) or overflow, or -- `z_at_most_one` -- have an element with z > 1. Binned paths
+// only; with `in_table`, only those of the bins whose entry equals `want`.
 template <typename PerLane>
 FloatErrorBounds ModelBounds(const PathLayout& layout, PerLane per_lane, double min_product,
-                             bool z_at_most_one) {
+                             bool z_at_most_one, const std::vector<uint8_t>* in_table = nullptr,
+                             uint8_t want = 0) {
   FloatErrorBounds b;
   b.shap.assign(layout.num_outputs, 0.0);
   std::vector<TreeExtent> trees(layout.num_trees);
   for (TreeExtent& t : trees) t.max_value.assign(layout.num_outputs, 0.0);
+  bool any = false;
   for (const PathInfo& p : layout.paths) {
-    if (p.bin != UINT32_MAX) AddPath(layout, p, &trees[p.tree]);
+    if (p.bin == UINT32_MAX) continue;
+    if (in_table != nullptr && (*in_table)[p.bin] != want) continue;
+    AddPath(layout, p, &trees[p.tree]);
+    any = true;
+  }
+  if (!any) {
+    b.interactions = b.shap;
+    return b;
   }
   for (const TreeExtent& t : trees) {
     const bool unsafe = t.z_growth > 1e30 || t.min_product < min_product ||
@@ -155,17 +166,91 @@ FloatErrorBounds TreeShapTopDownErrorBounds(const PathLayout& layout, bool in_fl
                      in_float ? kFloatMinZeroProduct : kDoubleMinZeroProduct, true);
 }
 
+double TableFactorBound(int n) {
+  return FloatUnwoundSumBound(n) * std::ldexp(1.0, -29) + std::ldexp(1.0, -52);
+}
+
+ShapTable BuildShapTable(const PathLayout& layout, int max_elements, int64_t max_bytes) {
+  ShapTable t;
+  const int cap = std::min(max_elements, kTableMaxElements);
+  // Offsets are 32-bit.
+  const int64_t max_factors =
+      std::min<int64_t>(std::max<int64_t>(max_bytes, 0) / 8, int64_t{UINT32_MAX} - 1);
+  t.path_offset.assign(layout.paths.size(), kNoTable);
+  t.bin_in_table.assign(std::max<int64_t>(layout.num_bins(), 0), 0);
+  const std::vector<double> weights = ShapleyWeightTable();
+  double z[kWarpLanes], totals[kWarpLanes];
+  bool o[kWarpLanes];
+  std::vector<uint32_t> paths;
+  for (int64_t bin = 0; bin < layout.num_bins(); ++bin) {
+    paths.clear();
+    int64_t size = 0;
+    bool fits = cap >= 0;
+    for (uint32_t e = layout.bin_offsets[bin]; e < layout.bin_offsets[bin + 1]; ++e) {
+      const PathElement& el = layout.elements[e];
+      const PathInfo& p = layout.paths[el.path];
+      if (p.element_begin != e) continue;  // not the path's root element
+      const int n = p.length - 1;
+      if (n > cap) fits = false;
+      paths.push_back(static_cast<uint32_t>(el.path));
+      size += (int64_t{1} << std::min(n, 30)) * n;
+    }
+    if (!fits || static_cast<int64_t>(t.factors.size()) + size > max_factors) {
+      t.other_bins.push_back(static_cast<uint32_t>(bin));
+      continue;
+    }
+    t.bin_in_table[bin] = 1;
+    t.table_bins.push_back(static_cast<uint32_t>(bin));
+    for (uint32_t id : paths) {
+      const PathInfo& p = layout.paths[id];
+      const int n = p.length - 1;
+      t.path_offset[id] = static_cast<uint32_t>(t.factors.size());
+      for (int i = 0; i < p.length; ++i) z[i] = layout.elements[p.element_begin + i].zero_fraction;
+      o[0] = true;
+      for (unsigned pattern = 0; pattern < (1u << n); ++pattern) {
+        for (int i = 1; i <= n; ++i) o[i] = (pattern >> (i - 1)) & 1u;
+        EmulatePath<double>(z, o, p.length, 0, weights.data(), totals);
+        for (int i = 1; i <= n; ++i) t.factors.push_back(totals[i] * ((o[i] ? 1.0 : 0.0) - z[i]));
+      }
+    }
+  }
+  return t;
+}
+
 PrecisionChoice ChoosePrecision(const PathLayout& layout, TreeShapPrecision precision,
-                                double limit) {
+                                double limit, const ShapTable* table) {
   PrecisionChoice c;
+  const bool use_table = table != nullptr && !table->empty() &&
+                         (precision == TreeShapPrecision::kAuto ||
+                          precision == TreeShapPrecision::kTable);
+  if (precision == TreeShapPrecision::kTable) precision = TreeShapPrecision::kAuto;
   const FloatErrorBounds composite = TreeShapFloatErrorBounds(layout);
   const FloatErrorBounds top_float = TreeShapTopDownErrorBounds(layout, true);
   const FloatErrorBounds top_double = TreeShapTopDownErrorBounds(layout, false);
+  // SHAP values with the table: the arithmetic's bounds over the other bins, plus the table's.
+  FloatErrorBounds rest[3];
+  double table_bound = 0;
+  if (use_table) {
+    const std::vector<uint8_t>* in = &table->bin_in_table;
+    rest[0] = ModelBounds(layout, FloatUnwoundSumBound, kFloatMinZeroProduct, false, in, 0);
+    const double uf = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -53);
+    rest[1] = ModelBounds(layout, [uf](int n) { return TopDownUnwoundSumBound(n, uf); },
+                          kFloatMinZeroProduct, true, in, 0);
+    rest[2] = ModelBounds(layout, [ud](int n) { return TopDownUnwoundSumBound(n, ud); },
+                          kDoubleMinZeroProduct, true, in, 0);
+    // Stored factors are finite doubles: no underflow or overflow limit applies.
+    table_bound = Largest(ModelBounds(layout, TableFactorBound, 0.0, false, in, 1).shap);
+    c.table = true;
+    c.table_bound = table_bound;
+  }
   for (int kind = 0; kind < 2; ++kind) {
-    auto pick = [kind](const FloatErrorBounds& b) { return Largest(kind == 0 ? b.shap : b.interactions); };
-    c.bound[kind] = pick(composite);
-    c.top_down_bound[kind][0] = pick(top_float);
-    c.top_down_bound[kind][1] = pick(top_double);
+    const bool tabled = use_table && kind == 0;
+    auto pick = [kind, tabled, table_bound](const FloatErrorBounds& b) {
+      return Largest(kind == 0 ? b.shap : b.interactions) + (tabled ? table_bound : 0.0);
+    };
+    c.bound[kind] = pick(tabled ? rest[0] : composite);
+    c.top_down_bound[kind][0] = pick(tabled ? rest[1] : top_float);
+    c.top_down_bound[kind][1] = pick(tabled ? rest[2] : top_double);
     if (precision != TreeShapPrecision::kAuto) {
       c.use_float[kind] = precision == TreeShapPrecision::kFloat ||
                           precision == TreeShapPrecision::kFloatTopDown;

@@ -44,8 +44,11 @@ enum class TreeShapPrecision : uint8_t {
   kDouble,         // double, composite UNWIND, always (safe for every model)
   kFloatTopDown,   // float, top-down UNWIND, always (not checked: benchmarks and tests)
   kDoubleTopDown,  // double, top-down UNWIND, always (not checked: benchmarks and tests)
+  // SHAP values of bins whose paths all have pattern tables (ShapTable) read them; the other bins
+  // and interactions take auto's arithmetic. kAuto does the same wherever a table is built.
+  kTable,
 };
-// "auto", "float", "double", "float_top_down", "double_top_down".
+// "auto", "float", "double", "float_top_down", "double_top_down", "table".
 const char* TreeShapPrecisionName(TreeShapPrecision precision);
 
 namespace treeshap_arith {
@@ -99,14 +102,20 @@ FloatErrorBounds TreeShapTopDownErrorBounds(const PathLayout& layout, bool in_fl
 // UNWIND top-down (TopDownUnwinder) or composite (Unwinder). kAuto takes the cheapest whose bound
 // over outputs is <= limit: float top-down, float composite, double top-down, double composite
 // (always safe). The other values force what they name.
+struct ShapTable;
 struct PrecisionChoice {
+  bool table = false;  // SHAP values of ShapTable::table_bins read the table (the rest as below)
+  double table_bound = 0;  // largest bound over outputs of the table's own error (SHAP values)
   bool use_float[2] = {false, false};
   bool top_down[2] = {false, false};
   double bound[2] = {0, 0};                    // largest float composite error bound over outputs
   double top_down_bound[2][2] = {{0, 0}, {0, 0}};  // [kind][0: float, 1: double]
 };
+// With a non-empty `table` and precision kAuto or kTable, SHAP values of the table's bins read
+// it and the SHAP arithmetic (and its bounds) covers the other bins only, the table's bound added;
+// kTable otherwise chooses as kAuto.
 PrecisionChoice ChoosePrecision(const PathLayout& layout, TreeShapPrecision precision,
-                                double limit);
+                                double limit, const ShapTable* table = nullptr);
 
 template <typename T>
 GROVE_HD T Fma(T a, T b, T c) {
@@ -270,6 +279,69 @@ void EmulateRowContributions(const PathLayout& layout, const float* row, const T
     for (int i = 1; i < p.length; ++i) {
       add(p, PlayerOf(layout, layout.elements[p.element_begin + i]),
           static_cast<double>(totals[i]) * ((o[i] ? 1.0 : 0.0) - z[i]));
+    }
+  }
+}
+
+// ## Pattern tables: SHAP values of short paths without EXTEND or UNWIND
+// For a path of n non-root elements, element i's contribution factor total_i x (o_i - z_i)
+// depends on the row only through its pattern of one fractions p = sum_i o_i 2^(i-1) (group
+// members folded as PathFractions folds them: their bit is 1). For n <= kTableMaxElements every
+// pattern's factors are computed at load in double by the composite arithmetic
+// (EmulatePath<double>, stable always) and stored; a lane then reads its factor (one 8-byte load)
+// instead of the ~2n shuffles and ~4n floating-point operations of EXTEND and UNWIND.
+// Layout: factors[path_offset[path] + p n + (i - 1)] -- the lanes of one path read n consecutive
+// doubles. 2^n n doubles per path: 128 B at n = 4, 3 KB at n = 6.
+// Error: each factor is the double composite sum (FloatUnwoundSumBound(n) scaled to u = 2^-53)
+// times (o - z), rounded once more: TableFactorBound(n) relative, ~1e-14 for n <= 6.
+inline constexpr int kTableMaxElements = 6;
+inline constexpr uint32_t kNoTable = UINT32_MAX;
+
+struct ShapTable {
+  std::vector<double> factors;
+  std::vector<uint32_t> path_offset;  // per path of the layout: first factor, or kNoTable
+  std::vector<uint8_t> bin_in_table;  // per bin: 1 when every path of the bin has a table
+  std::vector<uint32_t> table_bins;   // bins with bin_in_table, ascending
+  std::vector<uint32_t> other_bins;   // the other bins, ascending
+  int64_t Bytes() const { return static_cast<int64_t>(factors.size()) * 8; }
+  bool empty() const { return table_bins.empty(); }
+};
+
+// Tables for the bins, in bin order, whose paths all have at most max_elements (clamped to
+// kTableMaxElements) non-root elements, as long as the factors stay within max_bytes (a bin that
+// does not fit is left to the arithmetic; later, smaller ones may still fit). Deterministic.
+ShapTable BuildShapTable(const PathLayout& layout, int max_elements, int64_t max_bytes);
+
+// Relative error bound of one stored factor against the exact one.
+double TableFactorBound(int n);
+
+// Pattern of a path of n non-root elements from the one fractions o_bits (bit u: element u, bit
+// 0 the root), and the index of element `rel` (1..n) under it.
+GROVE_HD unsigned TablePattern(unsigned o_bits, int n) {
+  return (o_bits >> 1) & ((1u << n) - 1u);
+}
+GROVE_HD int64_t TableIndex(uint32_t offset, int n, unsigned pattern, int rel) {
+  return static_cast<int64_t>(offset) + static_cast<int64_t>(pattern) * n + (rel - 1);
+}
+
+// The table's SHAP contributions of one row, as EmulateRowContributions reports them: for every
+// path of a table bin and each of its non-root elements, add(path, player, factor).
+template <typename Add>
+void TableRowContributions(const PathLayout& layout, const ShapTable& table, const float* row,
+                           Add add) {
+  double z[kWarpLanes];
+  bool o[kWarpLanes];
+  for (size_t id = 0; id < layout.paths.size(); ++id) {
+    const PathInfo& p = layout.paths[id];
+    if (p.bin == UINT32_MAX || !table.bin_in_table[p.bin]) continue;
+    PathFractions(layout, p, row, z, o);
+    unsigned bits = 0;
+    for (int i = 0; i < p.length; ++i) bits |= (o[i] ? 1u : 0u) << i;
+    const int n = p.length - 1;
+    const unsigned pattern = TablePattern(bits, n);
+    for (int i = 1; i < p.length; ++i) {
+      add(p, PlayerOf(layout, layout.elements[p.element_begin + i]),
+          table.factors[TableIndex(table.path_offset[id], n, pattern, i)]);
     }
   }
 }

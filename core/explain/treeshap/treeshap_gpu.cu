@@ -45,6 +45,9 @@ struct DeviceState {
   gpu::DeviceBuffer weights_float, weights_double;  // Shapley-weight tables (treeshap_arith.h)
   gpu::DeviceBuffer inter_cols, inter_slot;  // compact interactions (CompactInteractionColumns)
   gpu::DeviceBuffer player_of;  // grouped layouts: PathLayout::player_of
+  // SHAP pattern tables (treeshap_arith::ShapTable), when used: factors, per-path offsets, and
+  // the bins of each kind.
+  gpu::DeviceBuffer table, table_offset, table_bins, other_bins;
   int64_t layout_bytes = 0;
   // Workspaces: two slots (one per stream), grown to the largest request seen; guarded by mu.
   cudaStream_t streams[2] = {nullptr, nullptr};
@@ -126,6 +129,15 @@ void LaunchKernel(bool interactions, dim3 grid, size_t smem, cudaStream_t s,
   }
 }
 
+// The table kernel (SHAP values only), the features' or the groups'.
+void LaunchTableKernel(dim3 grid, size_t smem, cudaStream_t s, const tk::KernelArgs& a) {
+  if (a.d_player_of != nullptr) {
+    tk::ShapTableKernel<true><<<grid, tk::kBlockThreads, smem, s>>>(a);
+  } else {
+    tk::ShapTableKernel<false><<<grid, tk::kBlockThreads, smem, s>>>(a);
+  }
+}
+
 // The kernel of the request's arithmetic (PrecisionChoice).
 void LaunchForArithmetic(bool interactions, bool use_float, bool top_down, dim3 grid, size_t smem,
                          cudaStream_t s, const tk::KernelArgs& a) {
@@ -146,8 +158,12 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   TreeShapGpuImpl(PathLayoutPtr layout, const TreeShapGpuOptions& options)
       : layout_(std::move(layout)),
         options_(options),
+        table_(WantsTable(options)
+                   ? treeshap_arith::BuildShapTable(*layout_, options.table_max_elements,
+                                                    options.table_max_bytes)
+                   : treeshap_arith::ShapTable()),
         precision_(treeshap_arith::ChoosePrecision(*layout_, options.precision,
-                                                   options.float_bound_limit)),
+                                                   options.float_bound_limit, &table_)),
         inter_cols_(options.compact_interactions ? CompactInteractionColumns(*layout_)
                                                  : std::vector<int64_t>()) {}
   ~TreeShapGpuImpl() override {
@@ -180,6 +196,14 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       if (!l.player_of.empty()) {
         if (absl::Status s = UploadTo(l.player_of, &st.player_of, &b); !s.ok()) return s;
       }
+      if (precision_.table) {
+        for (absl::Status s : {UploadTo(table_.factors, &st.table, &b),
+                               UploadTo(table_.path_offset, &st.table_offset, &b),
+                               UploadTo(table_.table_bins, &st.table_bins, &b),
+                               UploadTo(table_.other_bins, &st.other_bins, &b)}) {
+          if (!s.ok()) return s;
+        }
+      }
       if (!inter_cols_.empty()) {
         std::vector<int32_t> slot(Width(true), -1);
         for (size_t c = 0; c < inter_cols_.size(); ++c) slot[inter_cols_[c]] = static_cast<int32_t>(c);
@@ -193,6 +217,10 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       devices_.push_back(std::move(state));
     }
     issuers_ = std::make_unique<gpu::DeviceIssuers>(static_cast<int>(devices_.size()));
+    // The factors live on the GPUs only (up to table_max_bytes each).
+    table_bytes_ = table_.Bytes();
+    table_.factors = std::vector<double>();
+    table_.path_offset = std::vector<uint32_t>();
     return absl::OkStatus();
   }
 
@@ -203,6 +231,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   bool UsesTopDown(bool interactions) const override {
     return precision_.top_down[interactions ? 1 : 0];
   }
+  bool UsesTable(bool interactions) const override { return !interactions && precision_.table; }
 
   int64_t DeviceBytes() const override {
     int64_t total = 0;
@@ -224,16 +253,22 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       return absl::StrCat(UsesFloat(inter) ? "float" : "double",
                           UsesTopDown(inter) ? " top-down" : "");
     };
+    const std::string table =
+        precision_.table
+            ? absl::StrFormat(", shap table: %d of %d bins, %.2f MB, bound %.2g",
+                              table_.table_bins.size(), layout_->num_bins(), table_bytes_ / 1e6,
+                              precision_.table_bound)
+            : "";
     const std::string compact =
         Compact(true) ? absl::StrFormat(", interactions compact: %d of %d entries",
                                         inter_cols_.size(), Width(true))
                       : "";
     return absl::StrFormat("treeshap_gpu(shap %s, interactions %s, float bound %.2g / %.2g, "
-                           "double top-down bound %.2g / %.2g%s) on %s, %d bins, layout %.2f MB "
+                           "double top-down bound %.2g / %.2g%s%s) on %s, %d bins, layout %.2f MB "
                            "per GPU",
                            form(false), form(true), precision_.bound[0], precision_.bound[1],
                            precision_.top_down_bound[0][1], precision_.top_down_bound[1][1],
-                           compact, DeviceName(), layout_->num_bins(),
+                           table, compact, DeviceName(), layout_->num_bins(),
                            devices_.empty() ? 0.0 : devices_[0]->layout_bytes / 1e6);
   }
 
@@ -301,6 +336,11 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   }
 
  private:
+  static bool WantsTable(const TreeShapGpuOptions& o) {
+    return (o.precision == TreeShapPrecision::kAuto || o.precision == TreeShapPrecision::kTable) &&
+           o.table_max_elements > 0 && o.table_max_bytes > 0;
+  }
+
   int64_t Width(bool interactions) const {
     const int64_t f1 = layout_->num_players + 1;
     return layout_->num_outputs * (interactions ? f1 * f1 : f1);
@@ -363,7 +403,13 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     a.d_acc = d_acc;
     a.acc_width = acc_width;
     a.d_slot = Compact(interactions) ? d.inter_slot.as<int32_t>() : nullptr;
-    if (a.num_bins > 0) {
+    // One launch per kind of bin: SHAP values of the table's bins by the table kernel, the other
+    // bins by the arithmetic's (both add integers to the same accumulator: order-independent).
+    const bool use_float = UsesFloat(interactions);
+    a.d_weights = use_float ? d.weights_float.get() : d.weights_double.get();
+    auto launch_bins = [&](int64_t num_bins, const uint32_t* d_bins, bool table) {
+      a.num_bins = num_bins;
+      a.d_bins = d_bins;
       // Shared-memory accumulation when the block's rows fit (small outputs): one global atomic per
       // entry per block instead of one per lane and row. Measured on the H100
       // (docs/benchmarks/archive.md, 2026-11-22): 1.3-1.9x faster for SHAP values of models with
@@ -385,9 +431,23 @@ class TreeShapGpuImpl final : public TreeShapGpu {
       const dim3 grid(static_cast<unsigned>((bin_groups + bpw - 1) / bpw),
                       static_cast<unsigned>(blocks_y));
       const size_t smem = a.use_shared ? static_cast<size_t>(shared_bytes) : 0;
-      const bool use_float = UsesFloat(interactions);
-      a.d_weights = use_float ? d.weights_float.get() : d.weights_double.get();
-      LaunchForArithmetic(interactions, use_float, UsesTopDown(interactions), grid, smem, s, a);
+      if (table) {
+        LaunchTableKernel(grid, smem, s, a);
+      } else {
+        LaunchForArithmetic(interactions, use_float, UsesTopDown(interactions), grid, smem, s, a);
+      }
+    };
+    if (UsesTable(interactions)) {
+      a.d_table = d.table.as<double>();
+      a.d_table_offset = d.table_offset.as<uint32_t>();
+      const int64_t tabled = static_cast<int64_t>(table_.table_bins.size());
+      const int64_t others = static_cast<int64_t>(table_.other_bins.size());
+      if (tabled > 0) launch_bins(tabled, d.table_bins.as<uint32_t>(), true);
+      GROVE_CUDA_RETURN(cudaGetLastError());
+      if (others > 0) launch_bins(others, d.other_bins.as<uint32_t>(), false);
+      GROVE_CUDA_RETURN(cudaGetLastError());
+    } else if (layout_->num_bins() > 0) {
+      launch_bins(layout_->num_bins(), nullptr, false);
       GROVE_CUDA_RETURN(cudaGetLastError());
     }
     const int64_t total = n * acc_width;
@@ -492,6 +552,9 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
   PathLayoutPtr layout_;
   TreeShapGpuOptions options_;
+  // SHAP pattern tables (empty unless kAuto or kTable); after Init only the bin lists remain.
+  treeshap_arith::ShapTable table_;
+  int64_t table_bytes_ = 0;
   treeshap_arith::PrecisionChoice precision_;  // fixed at construction
   std::vector<int64_t> inter_cols_;  // CompactInteractionColumns; empty: dense interactions
   std::vector<std::unique_ptr<DeviceState>> devices_;

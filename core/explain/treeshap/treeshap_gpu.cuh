@@ -17,6 +17,9 @@
 // Interactions condition on each path element c in turn: the path without c is EXTENDed and
 // UNWOUND, contributions scaled by (o_c - z_c) / 2 go to M[c][j], their negation to M[c][c];
 // the unconditioned phi_i goes to M[i][i].
+// SHAP values of bins whose paths are all short enough for pattern tables can instead read each
+// lane's contribution factor from the table (ShapTableKernel; the engine launches it over those
+// bins and the arithmetic kernel over the rest).
 // All shuffles are executed by all 32 lanes (loops run to the bin's longest path); lanes whose
 // path is shorter ignore the results.
 #pragma once
@@ -55,7 +58,18 @@ struct KernelArgs {
   const int32_t* d_slot = nullptr;
   int bins_per_warp = 1;    // bins each warp explains (consecutive blocks of kWarpsPerBlock bins)
   bool use_shared = false;  // accumulate the block's rows in shared memory, then flush
+  // The launch's bins: d_bins[0..num_bins) (one kind of bin: the table's or the others); null:
+  // bins 0..num_bins.
+  const uint32_t* d_bins = nullptr;
+  // Pattern tables (treeshap_arith::ShapTable): factors and each path's first factor.
+  const double* d_table = nullptr;
+  const uint32_t* d_table_offset = nullptr;
 };
+
+// The i-th bin of the launch.
+__device__ __forceinline__ int64_t BinAt(const KernelArgs& a, int64_t i) {
+  return a.d_bins != nullptr ? static_cast<int64_t>(a.d_bins[i]) : i;
+}
 
 // Per-lane state loaded once per bin: the element, its path, and the path arithmetic's constants
 // (z and 1/z in T; z_of[l] = z of the element in lane l of the warp, in shared memory: in
@@ -382,19 +396,27 @@ __device__ __forceinline__ void EmitPhi(const KernelArgs& a, const LaneState<T>&
   }
 }
 
-// The block's bins (bins_per_warp per warp) and rows, kRowsInFlight rows at a time: per step,
-// `emit(s, r0, rows, take, total)` gets every lane's unconditioned unwound sums (take[q]: the lane
-// holds a non-root element and row r0 + q exists).
-template <typename T, typename U, bool kGrouped, typename Emit>
-__device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b, const T* weights,
-                                         T* shared_z, Emit emit) {
+// body(s) for each of the block's bins (bins_per_warp per warp), s its lane state.
+template <typename T, typename Body>
+__device__ __forceinline__ void ForEachBin(const KernelArgs& a, T* shared_z, Body body) {
   const int warp = threadIdx.x / 32;
   const int64_t first_bin = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock * a.bins_per_warp;
   for (int j = 0; j < a.bins_per_warp; ++j) {
     const int64_t bin = first_bin + j * kWarpsPerBlock + warp;
     if (bin >= a.num_bins) break;  // warp-uniform
     LaneState<T> s;
-    LoadLane(a, bin, shared_z + warp * kWarpLanes, &s);
+    LoadLane(a, BinAt(a, bin), shared_z + warp * kWarpLanes, &s);
+    body(s);
+  }
+}
+
+// The block's bins and rows, kRowsInFlight rows at a time: per step, `emit(s, r0, rows, take,
+// total)` gets every lane's unconditioned unwound sums (take[q]: the lane holds a non-root
+// element and row r0 + q exists).
+template <typename T, typename U, bool kGrouped, typename Emit>
+__device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b, const T* weights,
+                                         T* shared_z, Emit emit) {
+  ForEachBin(a, shared_z, [&](const LaneState<T>& s) {
     const bool is_element = s.active && s.rel > 0;
     for (int64_t r0 = b.row_begin; r0 < b.row_end; r0 += kRowsInFlight) {
       RowBits rows[kRowsInFlight];
@@ -409,7 +431,7 @@ __device__ __forceinline__ void RunBlock(const KernelArgs& a, const BlockRows& b
       UnwindRows<T, U>(s, rows, w, s.len - 1, s.min_len - 1, take, weights, total);
       emit(s, r0, rows, take, total);
     }
-  }
+  });
 }
 
 // The straight-line (top-down) kernel runs at 8 blocks per SM (64 registers, 36 bytes spilled):
@@ -430,6 +452,47 @@ __global__ void __launch_bounds__(kBlockThreads, U::kStraightLine ? 8 : 0) ShapK
                 EmitPhi(a, s, b, r0, rows, take, total,
                         [&](int64_t k) { return k * f1 + feature; });
               });
+  if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);
+}
+
+// Rows whose table loads are in flight at once in ShapTableKernel (each waits on its own ballot).
+inline constexpr int kTableRowsInFlight = 4;
+
+// SHAP values of bins whose paths all have pattern tables (treeshap_arith::ShapTable): per row
+// the ballot that EXTEND would use gives the path's pattern, and each element lane reads its
+// factor total x (o - z), the double composite arithmetic's value computed at load, and adds
+// factor x value in fixed point exactly as EmitPhi does (so the results are bit-identical to the
+// double composite kernel's). No EXTEND, UNWIND, weight table or per-row floating-point work
+// beyond the fixed-point conversion.
+template <bool kGrouped>
+__global__ void __launch_bounds__(kBlockThreads) ShapTableKernel(KernelArgs a) {
+  extern __shared__ unsigned long long shared_acc[];
+  const BlockRows b = BeginBlock(a, shared_acc);
+  const int64_t f1 = a.num_players + 1;
+  __shared__ double shared_z[kBlockThreads + kWarpLanes];  // LoadLane's (unused here)
+  ForEachBin(a, shared_z, [&](const LaneState<double>& s) {
+    const bool is_element = s.active && s.rel > 0;
+    const int n = s.len - 1;
+    const double* factor =
+        a.d_table + (is_element ? a.d_table_offset[s.e.path] + (s.rel - 1) : 0u);
+    const int64_t feature = PlayerOf<kGrouped>(a, s);
+    for (int64_t r0 = b.row_begin; r0 < b.row_end; r0 += kTableRowsInFlight) {
+      double c[kTableRowsInFlight];
+#pragma unroll
+      for (int q = 0; q < kTableRowsInFlight; ++q) {
+        const RowBits row = LoadRow<kGrouped>(a, s, r0 + q, b.row_end);
+        const unsigned pattern = treeshap_arith::TablePattern(row.o_bits, n);
+        c[q] = (is_element && row.live) ? __ldg(factor + static_cast<int64_t>(pattern) * n) : 0.0;
+      }
+#pragma unroll
+      for (int q = 0; q < kTableRowsInFlight; ++q) {
+        for (int w = 0; w < s.width; ++w) {
+          b.acc.Add(r0 + q - b.row_begin, (s.group + w) * f1 + feature,
+                    Fixed(c[q] * ValueScale(a, s, w)));
+        }
+      }
+    }
+  });
   if (a.use_shared) FlushShared(shared_acc, b.shared_n, b.acc.global);
 }
 

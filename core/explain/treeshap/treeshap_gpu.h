@@ -8,7 +8,11 @@
 // at Create per kind of request (SHAP values, interactions): with TreeShapPrecision::kAuto, the
 // cheapest of float top-down, float composite and double top-down whose error bound
 // (treeshap_arith::ChoosePrecision) is within TreeShapGpuOptions::float_bound_limit of the exact
-// values, double composite elsewhere.
+// values, double composite elsewhere. SHAP values of bins whose paths all have at most
+// table_max_elements non-root elements read per-pattern contribution factors precomputed at Create
+// in double (treeshap_arith::ShapTable: no EXTEND or UNWIND; bit-identical to double composite)
+// with kAuto and kTable, within table_max_bytes per GPU; the other bins take the arithmetic above,
+// its bound taken over them only. Interactions never use the table.
 //
 // Determinism: results are bitwise identical from run to run for the same input. Each lane's
 // contribution is rounded to 64-bit fixed point (scale per output from
@@ -42,6 +46,11 @@ struct TreeShapGpuOptions {
   // this: half the corpus tolerance 1e-5 x max(1, |margin|) (whose scale is >= 1), a 2x margin
   // for the bound's second-order terms.
   double float_bound_limit = 5e-6;
+  // SHAP pattern tables (kAuto, kTable): paths of at most this many non-root elements (clamped
+  // to treeshap_arith::kTableMaxElements; 2^n n doubles per path), at most this many bytes per
+  // GPU (bins in layout order; a bin that does not fit keeps the arithmetic). 0: no table.
+  int table_max_elements = treeshap_arith::kTableMaxElements;
+  int64_t table_max_bytes = int64_t{512} << 20;
   int max_devices = 0;          // 0: every visible GPU
   int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic (SHAP 8;
                                 // interactions up to 128 while the grid keeps 1,024 blocks)
@@ -92,6 +101,8 @@ class TreeShapGpu {
   // Path arithmetic of each kind of request, fixed at Create: true = float; true = top-down UNWIND.
   virtual bool UsesFloat(bool interactions) const = 0;
   virtual bool UsesTopDown(bool interactions) const = 0;
+  // SHAP values of some bins read the pattern tables (UsesFloat / UsesTopDown: the other bins').
+  virtual bool UsesTable(bool interactions) const = 0;
 
   virtual int num_devices() const = 0;
   virtual int64_t DeviceBytes() const = 0;  // resident layout bytes + workspaces, all GPUs

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "core/explain/paths.h"
+#include "core/model/feature_groups.h"
 #include "gtest/gtest.h"
+#include "tests/testing/coalition_games.h"
 #include "tests/testing/random_forest.h"
 
 namespace grove {
@@ -283,6 +285,209 @@ TEST(TreeShapArithTest, SelectorPicksDoubleWhereTheBoundSaysFloatIsNotSafe) {
       treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kFloatTopDown, limit);
   EXPECT_TRUE(forced.use_float[1] && forced.top_down[1]);
   EXPECT_STREQ(TreeShapPrecisionName(TreeShapPrecision::kDoubleTopDown), "double_top_down");
+}
+
+// A layout of one path per bin, path j with the zero fractions z[j] (element 0 the root): what
+// BuildShapTable reads (elements' zero fractions and paths, paths, bins).
+PathLayout SyntheticLayout(const std::vector<std::vector<double>>& z) {
+  PathLayout l;
+  l.bin_offsets.push_back(0);
+  for (size_t j = 0; j < z.size(); ++j) {
+    PathInfo p;
+    p.element_begin = static_cast<uint32_t>(l.elements.size());
+    p.length = static_cast<uint16_t>(z[j].size());
+    p.bin = static_cast<uint32_t>(j);
+    p.value_begin = static_cast<uint32_t>(l.values.size());
+    l.values.push_back(1.0);
+    for (size_t i = 0; i < z[j].size(); ++i) {
+      PathElement e;
+      e.path = static_cast<int32_t>(j);
+      e.feature = i == 0 ? -1 : static_cast<int32_t>(i - 1);
+      e.zero_fraction = z[j][i];
+      e.flags = i == 0 ? kElemRoot : 0;
+      l.elements.push_back(e);
+    }
+    l.paths.push_back(p);
+    l.bin_offsets.push_back(static_cast<uint32_t>(l.elements.size()));
+  }
+  l.num_features = kWarpLanes;
+  l.num_players = kWarpLanes;
+  l.num_trees = static_cast<int>(z.size());
+  return l;
+}
+
+// Every stored factor is total_i x (o_i - z_i) of its pattern, the unwound sum by the brute-force
+// Shapley sum, for paths of 1..kTableMaxElements elements with z in (0, 1] (and exact 0 and 1).
+TEST(TreeShapTableTest, FactorsAreTheShapleySumsOfEveryPattern) {
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<std::vector<double>> zs;
+  for (int trial = 0; trial < 120; ++trial) {
+    const int n = 1 + trial % treeshap_arith::kTableMaxElements;
+    std::vector<double> z(n + 1, 1.0);
+    for (int j = 1; j <= n; ++j) {
+      const double x = unit(rng);
+      switch (trial % 4) {
+        case 0: z[j] = 1.0 - x; break;  // (0, 1]
+        case 1: z[j] = 1.0 - 1e-3 * x; break;
+        case 2: z[j] = 1e-6 + x * 1e-6; break;
+        default: z[j] = x < 0.15 ? 0.0 : (x < 0.3 ? 1.0 : x); break;
+      }
+    }
+    zs.push_back(z);
+  }
+  const PathLayout l = SyntheticLayout(zs);
+  const treeshap_arith::ShapTable t = treeshap_arith::BuildShapTable(l, 6, int64_t{1} << 30);
+  ASSERT_EQ(t.table_bins.size(), zs.size());
+  EXPECT_TRUE(t.other_bins.empty());
+  int64_t checked = 0;
+  for (size_t j = 0; j < zs.size(); ++j) {
+    const std::vector<double>& z = zs[j];
+    const int n = static_cast<int>(z.size()) - 1;
+    ASSERT_NE(t.path_offset[j], treeshap_arith::kNoTable);
+    for (unsigned pattern = 0; pattern < (1u << n); ++pattern) {
+      std::vector<bool> o(n + 1, true);
+      for (int i = 1; i <= n; ++i) o[i] = (pattern >> (i - 1)) & 1u;
+      unsigned bits = 1;  // the root's
+      for (int i = 1; i <= n; ++i) bits |= (o[i] ? 1u : 0u) << i;
+      ASSERT_EQ(treeshap_arith::TablePattern(bits | (0xA5u << (n + 1)), n), pattern);
+      for (int i = 1; i <= n; ++i) {
+        const double want = BruteForceTotal(z, o, i, 0) * ((o[i] ? 1.0 : 0.0) - z[i]);
+        const double got = t.factors[treeshap_arith::TableIndex(t.path_offset[j], n, pattern, i)];
+        // The brute force's own rounding (2^m terms, tgamma) dominates the table's bound.
+        EXPECT_NEAR(got, want, 1e-13 * std::max(1.0, std::fabs(want)))
+            << "path " << j << " pattern " << pattern << " element " << i;
+        ASSERT_LE(std::fabs(got - want),
+                  treeshap_arith::TableFactorBound(n) * std::fabs(want) + 1e-14)
+            << "path " << j << " pattern " << pattern << " element " << i;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 2000);
+}
+
+// The size cap and the element cap decide which bins take the table; the rest keep the
+// arithmetic, and the two lists partition the bins.
+TEST(TreeShapTableTest, CapsChooseTheBins) {
+  std::vector<std::vector<double>> zs;
+  for (int n : {2, 7, 4, 6, 1, 3}) zs.push_back(std::vector<double>(n + 1, 0.5));
+  const PathLayout l = SyntheticLayout(zs);
+  auto bytes = [](int n) { return (int64_t{1} << n) * n * 8; };
+  const treeshap_arith::ShapTable all = treeshap_arith::BuildShapTable(l, 6, int64_t{1} << 30);
+  EXPECT_EQ(all.table_bins, (std::vector<uint32_t>{0, 2, 3, 4, 5}));
+  EXPECT_EQ(all.other_bins, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(all.path_offset[1], treeshap_arith::kNoTable);
+  EXPECT_EQ(all.Bytes(), bytes(2) + bytes(4) + bytes(6) + bytes(1) + bytes(3));
+  const treeshap_arith::ShapTable four = treeshap_arith::BuildShapTable(l, 4, int64_t{1} << 30);
+  EXPECT_EQ(four.table_bins, (std::vector<uint32_t>{0, 2, 4, 5}));
+  // 600 bytes: the 2- and 4-element paths (64 + 512) fit, the 6-element one (3,072) does not,
+  // the 1-element one (16) still does, the 3-element one (192) no longer.
+  const treeshap_arith::ShapTable small = treeshap_arith::BuildShapTable(l, 6, 600);
+  EXPECT_EQ(small.table_bins, (std::vector<uint32_t>{0, 2, 4}));
+  EXPECT_EQ(small.other_bins, (std::vector<uint32_t>{1, 3, 5}));
+  EXPECT_EQ(small.Bytes(), bytes(2) + bytes(4) + bytes(1));
+  EXPECT_TRUE(treeshap_arith::BuildShapTable(l, 6, 0).empty());
+  EXPECT_TRUE(treeshap_arith::BuildShapTable(l, 0, int64_t{1} << 30).empty());
+}
+
+// On whole forests of depth 2-6 (multi-output, categorical, LightGBM rules, and grouped layouts
+// whose group members fold into their player's bit), the table's contributions of every row are
+// the double composite arithmetic's (EmulateRowContributions<double>): the same operations, so
+// the same bits.
+TEST(TreeShapTableTest, TableRowsAreTheDoubleArithmetic) {
+  const std::vector<double> wd = treeshap_arith::ShapleyWeightTable();
+  for (int depth = 2; depth <= 6; ++depth) {
+    for (bool grouped : {false, true}) {
+      testing::RandomForestOptions o;
+      o.max_depth = depth;
+      o.num_trees = 40;
+      o.num_features = 12;
+      o.num_outputs = 1 + depth % 2;
+      o.categorical_fraction = 0.2;
+      o.lightgbm_rules = depth % 2 == 0;
+      o.extreme_cover_probability = 0.05;
+      o.seed = 300 + depth;
+      ForestPtr f = testing::MakeRandomForest(o);
+      FeatureGroupsPtr groups = testing::RandomFeatureGroups(f->num_features, o.seed);
+      PathLayoutOptions lo;
+      if (grouped) lo.groups = groups.get();
+      absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f, lo);
+      ASSERT_TRUE(l.ok()) << l.status();
+      const treeshap_arith::ShapTable t = treeshap_arith::BuildShapTable(**l, 6, int64_t{1} << 30);
+      ASSERT_EQ(static_cast<int64_t>(t.table_bins.size() + t.other_bins.size()), (*l)->num_bins());
+      EXPECT_TRUE(t.other_bins.empty()) << "depth " << depth;
+      const std::vector<float> rows = testing::MakeRandomRows(*f, 30, depth, 0.15);
+      for (size_t r = 0; r * f->num_features < rows.size(); ++r) {
+        const float* row = rows.data() + r * f->num_features;
+        std::vector<std::pair<int64_t, double>> want, got;
+        auto into = [](std::vector<std::pair<int64_t, double>>* v) {
+          return [v](const PathInfo& p, int player, double c) {
+            v->push_back({static_cast<int64_t>(p.element_begin) * 64 + player, c});
+          };
+        };
+        treeshap_arith::EmulateRowContributions<double>(**l, row, wd.data(), into(&want));
+        treeshap_arith::TableRowContributions(**l, t, row, into(&got));
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(got[i].first, want[i].first);
+          ASSERT_EQ(got[i].second, want[i].second)
+              << "depth " << depth << " grouped " << grouped << " row " << r << " entry " << i;
+        }
+      }
+    }
+  }
+}
+
+// With a table, SHAP values of its bins are left out of the arithmetic's bounds and add the
+// table's (negligible) one: a forest of many shallow trees, beyond float's bound without it,
+// needs no arithmetic at all; interactions choose as before.
+TEST(TreeShapTableTest, AutoTakesTheTableWithoutTheFloatBound) {
+  testing::RandomForestOptions o;
+  o.max_depth = 4;
+  o.num_trees = 3000;
+  o.num_features = 50;
+  o.seed = 77;
+  ForestPtr f = testing::MakeRandomForest(o);
+  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
+  ASSERT_TRUE(l.ok()) << l.status();
+  const double limit = 5e-6;
+  const treeshap_arith::ShapTable t = treeshap_arith::BuildShapTable(**l, 6, int64_t{1} << 29);
+  ASSERT_FALSE(t.empty());
+  EXPECT_TRUE(t.other_bins.empty());
+  const treeshap_arith::PrecisionChoice plain =
+      treeshap_arith::ChoosePrecision(**l, TreeShapPrecision::kAuto, limit);
+  const treeshap_arith::PrecisionChoice tabled =
+      treeshap_arith::ChoosePrecision(**l, TreeShapPrecision::kAuto, limit, &t);
+  std::printf("3000 trees of depth 4: float top-down bound %.3g, float %.3g; table bound %.3g\n",
+              plain.top_down_bound[0][0], plain.bound[0], tabled.table_bound);
+  EXPECT_FALSE(plain.table);
+  EXPECT_GT(plain.top_down_bound[0][0], limit);  // float top-down is not provably safe
+  EXPECT_TRUE(tabled.table);
+  EXPECT_LT(tabled.table_bound, 1e-9);
+  EXPECT_LE(tabled.bound[0], tabled.table_bound);  // no other bins
+  EXPECT_EQ(tabled.use_float[1], plain.use_float[1]);
+  EXPECT_EQ(tabled.top_down[1], plain.top_down[1]);
+  EXPECT_EQ(tabled.bound[1], plain.bound[1]);
+  // Forced arithmetics never take the table; kTable does.
+  EXPECT_FALSE(treeshap_arith::ChoosePrecision(**l, TreeShapPrecision::kDouble, limit, &t).table);
+  EXPECT_TRUE(treeshap_arith::ChoosePrecision(**l, TreeShapPrecision::kTable, limit, &t).table);
+  EXPECT_STREQ(TreeShapPrecisionName(TreeShapPrecision::kTable), "table");
+  // A deep forest: bins of long paths keep the arithmetic, bounded over those bins only.
+  testing::RandomForestOptions d;
+  d.max_depth = 12;
+  d.num_trees = 40;
+  d.num_features = 30;
+  d.seed = 78;
+  absl::StatusOr<PathLayoutPtr> ld = BuildPathLayout(*testing::MakeRandomForest(d));
+  ASSERT_TRUE(ld.ok());
+  const treeshap_arith::ShapTable td = treeshap_arith::BuildShapTable(**ld, 6, int64_t{1} << 29);
+  const treeshap_arith::PrecisionChoice cd =
+      treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kAuto, limit, &td);
+  const treeshap_arith::PrecisionChoice pd =
+      treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kAuto, limit);
+  EXPECT_FALSE(td.other_bins.empty());
+  EXPECT_LE(cd.bound[0], pd.bound[0] + cd.table_bound);
 }
 
 }  // namespace

@@ -24,6 +24,8 @@
 #include "core/gpu/device_set.h"
 #include "core/model/loader.h"
 #include "gtest/gtest.h"
+#include "core/model/feature_groups.h"
+#include "tests/testing/coalition_games.h"
 #include "tests/testing/corpus.h"
 #include "tests/testing/explain_reference.h"
 #include "tests/testing/gpu_skip.h"
@@ -45,6 +47,12 @@ std::vector<float> Gpu(TreeShapGpu& gpu, const Forest& f, const std::vector<floa
   return out;
 }
 
+std::unique_ptr<TreeShapGpu> MakeGpu(const PathLayoutPtr& l, const TreeShapGpuOptions& o) {
+  absl::StatusOr<std::unique_ptr<TreeShapGpu>> g = TreeShapGpu::Create(l, o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? std::move(*g) : nullptr;
+}
+
 std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, TreeShapPrecision precision,
                                      int64_t max_chunk_bytes = int64_t{1} << 30,
                                      int rows_per_warp = 0, bool shared = true,
@@ -57,9 +65,7 @@ std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, TreeShapPrecision precisio
   o.max_chunk_bytes = max_chunk_bytes;
   o.rows_per_warp = rows_per_warp;
   o.shared_accumulation = shared;
-  absl::StatusOr<std::unique_ptr<TreeShapGpu>> g = TreeShapGpu::Create(*l, o);
-  EXPECT_TRUE(g.ok()) << g.status();
-  return g.ok() ? std::move(*g) : nullptr;
+  return l.ok() ? MakeGpu(*l, o) : nullptr;
 }
 
 std::unique_ptr<TreeShapGpu> MakeGpu(const Forest& f, bool double_precision,
@@ -75,7 +81,7 @@ TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
   const std::vector<std::string> dirs = testing::CorpusCaseDirs();
   if (dirs.empty()) GTEST_SKIP() << "no corpus found";
   ThreadPool pool(0);
-  double worst[3][2] = {};  // [float, double, double top-down][interactions]
+  double worst[4][2] = {};  // [float, double, double top-down, table][interactions]
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
     absl::StatusOr<testing::CorpusCase> c = testing::LoadCorpusCase(dir);
@@ -90,9 +96,10 @@ TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
     const std::vector<float> ref = ReferenceExplanation(**f, rows, false, &pool);
     const std::vector<float> iref = ReferenceExplanation(**f, irows, true, &pool);
     std::string line = c->name;
-    const TreeShapPrecision forms[3] = {TreeShapPrecision::kFloat, TreeShapPrecision::kDouble,
-                                        TreeShapPrecision::kDoubleTopDown};
-    for (int i = 0; i < 3; ++i) {
+    const TreeShapPrecision forms[4] = {TreeShapPrecision::kFloat, TreeShapPrecision::kDouble,
+                                        TreeShapPrecision::kDoubleTopDown,
+                                        TreeShapPrecision::kTable};
+    for (int i = 0; i < 4; ++i) {
       std::unique_ptr<TreeShapGpu> gpu = MakeGpu(**f, forms[i]);
       ASSERT_NE(gpu, nullptr);
       const double e = MaxMarginError(Gpu(*gpu, **f, rows, false), ref, n, (*f)->num_outputs);
@@ -107,8 +114,9 @@ TEST(TreeShapGpuTest, EveryCorpusCaseMatchesTheReference) {
     std::printf("%s\n", line.c_str());
   }
   std::printf("CORPUS WORST err/max(1,|margin|): double shap %.3g inter %.3g | float shap %.3g inter "
-              "%.3g | double top-down shap %.3g inter %.3g\n",
-              worst[1][0], worst[1][1], worst[0][0], worst[0][1], worst[2][0], worst[2][1]);
+              "%.3g | double top-down shap %.3g inter %.3g | table shap %.3g inter %.3g\n",
+              worst[1][0], worst[1][1], worst[0][0], worst[0][1], worst[2][0], worst[2][1],
+              worst[3][0], worst[3][1]);
 }
 
 struct RandomCase {
@@ -318,8 +326,12 @@ TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
     TreeShapGpuOptions options;  // kAuto
     absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(*l, options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const treeshap_arith::ShapTable table = treeshap_arith::BuildShapTable(
+        **l, options.table_max_elements, options.table_max_bytes);
     const treeshap_arith::PrecisionChoice want = treeshap_arith::ChoosePrecision(
-        **l, TreeShapPrecision::kAuto, options.float_bound_limit);
+        **l, TreeShapPrecision::kAuto, options.float_bound_limit, &table);
+    EXPECT_EQ((*gpu)->UsesTable(false), want.table);
+    EXPECT_FALSE((*gpu)->UsesTable(true));
     for (bool inter : {false, true}) {
       EXPECT_EQ((*gpu)->UsesFloat(inter), want.use_float[inter ? 1 : 0]) << (*gpu)->Describe();
       EXPECT_EQ((*gpu)->UsesTopDown(inter), want.top_down[inter ? 1 : 0]) << (*gpu)->Describe();
@@ -334,6 +346,80 @@ TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
   absl::StatusOr<PathLayoutPtr> ld = BuildPathLayout(*deep);
   EXPECT_TRUE(treeshap_arith::ChoosePrecision(**ls, TreeShapPrecision::kAuto, 5e-6).use_float[0]);
   EXPECT_FALSE(treeshap_arith::ChoosePrecision(**ld, TreeShapPrecision::kAuto, 5e-6).use_float[0]);
+}
+
+// The table kernel (treeshap_arith::ShapTable) on forests of depth 2-6, features and groups:
+// within the tolerance of the CPU reference; with every bin in the table, bit-identical to the
+// double composite kernel (its factors are that arithmetic's values); with a size cap that leaves
+// bins to the arithmetic (float top-down, double), the two launches together within the
+// tolerance; run to run, across chunkings and with global accumulation, the same bits.
+TEST(TreeShapGpuTest, TableKernelMatchesTheReferenceAndTheDoubleArithmetic) {
+  SKIP_WITHOUT_GPU();
+  ThreadPool pool(0);
+  for (int depth = 2; depth <= 6; ++depth) {
+    for (bool grouped : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("depth ", depth, grouped ? " grouped" : ""));
+      RandomForestOptions ro;
+      ro.max_depth = depth;
+      ro.num_trees = depth <= 4 ? 600 : 150;
+      ro.num_outputs = depth == 5 ? 3 : 1;
+      ro.vector_leaves = depth == 3;
+      ro.num_outputs = depth == 3 ? 2 : ro.num_outputs;
+      ro.num_features = 24;
+      ro.categorical_fraction = 0.2;
+      ro.lightgbm_rules = depth % 2 == 0;
+      ro.extreme_cover_probability = 0.05;
+      ro.seed = 500 + depth;
+      ForestPtr f = MakeRandomForest(ro);
+      FeatureGroupsPtr groups = testing::RandomFeatureGroups(f->num_features, ro.seed);
+      PathLayoutOptions lo;
+      if (grouped) lo.groups = groups.get();
+      absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f, lo);
+      ASSERT_TRUE(l.ok()) << l.status();
+      const int64_t n = 400;
+      const std::vector<float> rows = MakeRandomRows(*f, n, ro.seed + 1, 0.15);
+      ExplainOptions eo;
+      eo.groups = grouped ? groups.get() : nullptr;
+      const int64_t width = ExplainWidth(*f, false, eo.groups);
+      std::vector<float> ref(n * width);
+      ASSERT_TRUE(ExplainCpuReference(*f, MakeRowsView(rows.data(), n, f->num_features), eo,
+                                      MakeMatrixView(ref.data(), n, width), &pool)
+                      .ok());
+      auto run = [&](TreeShapPrecision p, int64_t table_bytes, int64_t chunk, bool shared) {
+        TreeShapGpuOptions o;
+        o.precision = p;
+        o.table_max_bytes = table_bytes;
+        o.max_chunk_bytes = chunk;
+        o.shared_accumulation = shared;
+        std::unique_ptr<TreeShapGpu> g = MakeGpu(*l, o);
+        std::vector<float> out(n * width, std::nanf(""));
+        if (g == nullptr) return out;
+        EXPECT_EQ(g->UsesTable(false), p == TreeShapPrecision::kTable && table_bytes > 0)
+            << g->Describe();
+        absl::Status s = g->Explain(MakeRowsView(rows.data(), n, f->num_features), false,
+                                       MakeMatrixView(out.data(), n, width), nullptr);
+        EXPECT_TRUE(s.ok()) << s;
+        return out;
+      };
+      const int64_t big = int64_t{1} << 30;
+      const std::vector<float> table = run(TreeShapPrecision::kTable, big, big, true);
+      const std::vector<float> dbl = run(TreeShapPrecision::kDouble, big, big, true);
+      const double e = MaxMarginError(table, ref, n, f->num_outputs);
+      std::printf("depth %d%s: table shap %.3g\n", depth, grouped ? " grouped" : "", e);
+      EXPECT_LE(e, kTolerance);
+      EXPECT_EQ(0, std::memcmp(table.data(), dbl.data(), table.size() * sizeof(float)));
+      const std::vector<float> again = run(TreeShapPrecision::kTable, big, 4096, false);
+      EXPECT_EQ(0, std::memcmp(table.data(), again.data(), table.size() * sizeof(float)));
+      // A quarter of the table: the rest of the bins by auto's arithmetic.
+      const treeshap_arith::ShapTable full = treeshap_arith::BuildShapTable(
+          **l, treeshap_arith::kTableMaxElements, big);
+      ASSERT_TRUE(full.other_bins.empty());
+      const std::vector<float> part = run(TreeShapPrecision::kTable, full.Bytes() / 4 + 8, big, true);
+      EXPECT_LE(MaxMarginError(part, ref, n, f->num_outputs), kTolerance);
+      const std::vector<float> part2 = run(TreeShapPrecision::kTable, full.Bytes() / 4 + 8, 4096, false);
+      EXPECT_EQ(0, std::memcmp(part.data(), part2.data(), part.size() * sizeof(float)));
+    }
+  }
 }
 
 TEST(TreeShapGpuTest, DeviceEntryMatchesHostEntry) {
