@@ -108,7 +108,10 @@ TEST(FeatureGroupsGpuTest, PathDependentGroupsOnTheGpu) {
       std::vector<float> got(n * width), want(n * width);
       RunInfo info;
       ASSERT_TRUE((*engine)->Explain(view, o, MakeMatrixView(got.data(), n, width), &info).ok());
-      EXPECT_EQ(info.strategy, "treeshap_cpu");
+      // Which CPU strategy is the cheapest (treeshap_cpu or the reference) is the load-time
+      // timings' choice on this small forest.
+      EXPECT_EQ(info.device, "cpu") << info.strategy;
+      EXPECT_NE(info.strategy, "treeshap_gpu");
       EXPECT_EQ((*engine)->DeviceBytes(), device_bytes);
       // Pinned: a device copy, which the choice may now take, with the same values.
       absl::StatusOr<CachePin> pin = (*engine)->PinGroups(*groups);

@@ -29,6 +29,7 @@ namespace tk = treeshap_kernels;
 constexpr int64_t kMaxSharedBytes = 32 * 1024;  // dynamic shared memory per block, at most
 constexpr int64_t kSharedMinBins = 256;  // fewer bins: global atomics are faster (measured)
 constexpr int64_t kMinInteractionBlocks = 1024;  // RowsPerWarp: blocks an interaction grid keeps
+constexpr int kShapRowsPerWarp = 32;  // RowsPerWarp of SHAP values (docs/benchmarks/shap-gpu.md)
 
 #define GROVE_CUDA_RETURN(expr) GROVE_CUDA_RETURN_IF_ERROR(expr, "treeshap_gpu: " #expr)
 
@@ -360,13 +361,14 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     return std::max<int64_t>(1, std::min(rows, cap));
   }
 
-  // SHAP values: 8 (the block's rows accumulate in shared memory). Interactions: up to 128, as
-  // long as the grid keeps kMinInteractionBlocks blocks: each bin's lane state then serves more
-  // rows (on the H100, 128 rows per warp ran the medium models' interactions 1.2-2x faster than 8;
-  // 512 left too few blocks and was slower than 128).
+  // SHAP values: kShapRowsPerWarp (each bin's paths, once loaded, serve that many rows; the
+  // block's rows accumulate in shared memory where they fit). Interactions: up to 128, as long as
+  // the grid keeps kMinInteractionBlocks blocks: each bin's lane state then serves more rows (on
+  // the H100, 128 rows per warp ran the medium models' interactions 1.2-2x faster than 8; 512 left
+  // too few blocks and was slower than 128).
   int RowsPerWarp(int64_t rows, bool interactions) const {
     int r = options_.rows_per_warp;
-    if (r <= 0 && !interactions) r = 8;
+    if (r <= 0 && !interactions) r = kShapRowsPerWarp;
     if (r <= 0) {
       const int64_t bin_groups = (layout_->num_bins() + tk::kWarpsPerBlock - 1) / tk::kWarpsPerBlock;
       r = 128;
@@ -420,12 +422,13 @@ class TreeShapGpuImpl final : public TreeShapGpu {
                      a.num_bins >= kSharedMinBins && shared_bytes <= kMaxSharedBytes;
       const int64_t blocks_y = (n + a.rows_per_warp - 1) / a.rows_per_warp;
       const int64_t bin_groups = (a.num_bins + tk::kWarpsPerBlock - 1) / tk::kWarpsPerBlock;
-      // Several bins per warp when there are far more blocks than the GPU holds at once
-      // (amortises the shared accumulator's zeroing and flush).
+      // Several bins per warp when there are far more blocks than the GPU holds at once: for SHAP
+      // values it amortises the shared accumulator's zeroing and flush, and with global atomics
+      // (rows too wide for shared memory) the block's row loads; interactions keep one.
       int bpw = options_.bins_per_warp;
       if (bpw <= 0) {
         bpw = static_cast<int>(std::clamp<int64_t>(bin_groups * blocks_y / 8192, 1, 16));
-        if (!a.use_shared) bpw = 1;
+        if (interactions) bpw = 1;
       }
       a.bins_per_warp = bpw;
       const dim3 grid(static_cast<unsigned>((bin_groups + bpw - 1) / bpw),

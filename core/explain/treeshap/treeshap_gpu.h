@@ -52,7 +52,7 @@ struct TreeShapGpuOptions {
   int table_max_elements = treeshap_arith::kTableMaxElements;
   int64_t table_max_bytes = int64_t{512} << 20;
   int max_devices = 0;          // 0: every visible GPU
-  int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic (SHAP 8;
+  int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic (SHAP 32;
                                 // interactions up to 128 while the grid keeps 1,024 blocks)
   int bins_per_warp = 0;        // bins a warp explains per launch; 0: automatic
   // Allow accumulating a block's rows in shared memory and flushing once per block (used for SHAP

@@ -177,6 +177,27 @@ TEST_P(TreeShapGpuRandomTest, MatchesTheReference) {
     EXPECT_EQ(0, std::memcmp(a.data(), g1.data(), a.size() * sizeof(float)));
     const std::vector<float> g2 = Gpu(*global, *f, irows, true);
     EXPECT_EQ(0, std::memcmp(ia.data(), g2.data(), ia.size() * sizeof(float)));
+    // Several bins per warp with global atomics, and the former default of 8 rows per warp:
+    // the same bits.
+    {
+      absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
+      ASSERT_TRUE(l.ok()) << l.status();
+      TreeShapGpuOptions o;
+      o.precision = dbl ? TreeShapPrecision::kDouble : TreeShapPrecision::kFloat;
+      o.shared_accumulation = false;
+      o.bins_per_warp = 4;
+      std::unique_ptr<TreeShapGpu> many = MakeGpu(*l, o);
+      ASSERT_NE(many, nullptr);
+      const std::vector<float> m1 = Gpu(*many, *f, rows, false);
+      EXPECT_EQ(0, std::memcmp(a.data(), m1.data(), a.size() * sizeof(float)));
+      o.shared_accumulation = true;
+      o.bins_per_warp = 0;
+      o.rows_per_warp = 8;
+      std::unique_ptr<TreeShapGpu> eight = MakeGpu(*l, o);
+      ASSERT_NE(eight, nullptr);
+      const std::vector<float> m2 = Gpu(*eight, *f, rows, false);
+      EXPECT_EQ(0, std::memcmp(a.data(), m2.data(), a.size() * sizeof(float)));
+    }
     // Dense interaction accumulators however wide the model: the same bits.
     std::unique_ptr<TreeShapGpu> dense = MakeGpu(*f, dbl, int64_t{1} << 30, 0, true, false);
     const std::vector<float> d2 = Gpu(*dense, *f, irows, true);
