@@ -363,9 +363,8 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
   // SHAP values: kShapRowsPerWarp (each bin's paths, once loaded, serve that many rows; the
   // block's rows accumulate in shared memory where they fit). Interactions: up to 128, as long as
-  // the grid keeps kMinInteractionBlocks blocks: each bin's lane state then serves more rows (on
-  // the H100, 128 rows per warp ran the medium models' interactions 1.2-2x faster than 8; 512 left
-  // too few blocks and was slower than 128).
+  // the grid keeps kMinInteractionBlocks blocks: each bin's lane state then serves more rows, and
+  // fewer blocks than that leave SMs idle (docs/benchmarks/shap-gpu.md has the measurements).
   int RowsPerWarp(int64_t rows, bool interactions) const {
     int r = options_.rows_per_warp;
     if (r <= 0 && !interactions) r = kShapRowsPerWarp;
