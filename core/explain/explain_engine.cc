@@ -268,6 +268,11 @@ struct StrategyEntry {
   const char* name;
   ExplainStrategyFactory factory;
 };
+// The automatic choice's tie band: strategies predicted within this factor of the fastest, or
+// this many seconds of it, count as equally fast and the earliest in kStrategyFactories is taken.
+constexpr double kTieRatio = 1.05;
+constexpr double kTieSeconds = 10e-6;
+
 constexpr StrategyEntry kStrategyFactories[] = {
     {"treeshap_gpu", &MakeTreeShapGpuStrategy},
     {"quadrature_gpu", &MakeQuadratureGpuExplainStrategy},
@@ -328,13 +333,23 @@ class StrategyExplainEngine final : public ExplainEngine {
     } else {
       double best = std::numeric_limits<double>::infinity();
       std::vector<std::string> estimates;
+      std::vector<std::pair<const ExplainStrategy*, double>> supported;
       for (const auto& s : strategies_) {
         if (!s->Supports(options)) continue;
         const double t = s->EstimateSeconds(rows.rows, options.interactions);
         estimates.push_back(absl::StrFormat("%s %.3g ms", s->name(), 1e3 * t));
-        if (t < best) {
-          best = t;
-          chosen = s.get();
+        supported.emplace_back(s.get(), t);
+        best = std::min(best, t);
+      }
+      // The first strategy (in the factory table's order) predicted within the tie band of the
+      // fastest: estimates are timed at load, so two processes serving the same model (a server
+      // and a local CLI) time near-equal strategies in either order; within the band they still
+      // choose alike and answer with the same bits.
+      const double band = std::max(best * kTieRatio, best + kTieSeconds);
+      for (const auto& [s, t] : supported) {
+        if (t <= band) {
+          chosen = s;
+          break;
         }
       }
       if (chosen == nullptr) return absl::InternalError("no explanation strategy available");
