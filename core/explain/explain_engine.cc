@@ -268,8 +268,9 @@ struct StrategyEntry {
   const char* name;
   ExplainStrategyFactory factory;
 };
-// The automatic choice's tie band: strategies predicted within this factor of the fastest, or
-// this many seconds of it, count as equally fast and the earliest in kStrategyFactories is taken.
+// The automatic choice's tie band: strategies on the fastest one's device (CPU or GPU) predicted
+// within this factor of it, or this many seconds, count as equally fast and the earliest in
+// kStrategyFactories is taken.
 constexpr double kTieRatio = 1.05;
 constexpr double kTieSeconds = 10e-6;
 
@@ -341,13 +342,21 @@ class StrategyExplainEngine final : public ExplainEngine {
         supported.emplace_back(s.get(), t);
         best = std::min(best, t);
       }
-      // The first strategy (in the factory table's order) predicted within the tie band of the
-      // fastest: estimates are timed at load, so two processes serving the same model (a server
-      // and a local CLI) time near-equal strategies in either order; within the band they still
-      // choose alike and answer with the same bits.
+      // The fastest decides the device (CPU or GPU); on it, the first strategy (in the factory
+      // table's order) predicted within the tie band of the fastest is taken: estimates are timed
+      // at load, so two processes serving the same model (a server and a local CLI) time
+      // near-equal strategies in either order; within the band they still choose alike and answer
+      // with the same bits.
+      const ExplainStrategy* fastest = nullptr;
+      for (const auto& [s, t] : supported) {
+        if (t == best) {
+          fastest = s;
+          break;
+        }
+      }
       const double band = std::max(best * kTieRatio, best + kTieSeconds);
       for (const auto& [s, t] : supported) {
-        if (t <= band) {
+        if (fastest != nullptr && t <= band && s->is_cpu() == fastest->is_cpu()) {
           chosen = s;
           break;
         }

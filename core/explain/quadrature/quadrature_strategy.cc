@@ -137,8 +137,11 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       // segments where there are fewer tasks than threads.
       const int64_t tasks = rows * inter_units_;
       const int segments = QuadraturePairSegmentsPerTask(*model_, rows, threads_);
-      rounds = static_cast<double>((tasks * segments + threads_ - 1) / threads_) /
-               (static_cast<double>(segments) * inter_units_);
+      // Each segment past the first costs 1% of a task (QuadraturePairSegmentsPerTask's charge
+      // for the merge), in rows of inter_units_ tasks.
+      rounds = (static_cast<double>((tasks * segments + threads_ - 1) / threads_) / segments +
+                0.01 * (segments - 1)) /
+               inter_units_;
     }
     // Output traffic scales with memory bandwidth, which a few cores saturate.
     const double memory = (options.interactions ? inter_memory_ : shap_memory_) * rows /

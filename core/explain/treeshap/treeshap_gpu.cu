@@ -161,7 +161,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
         options_(options),
         table_(WantsTable(options)
                    ? treeshap_arith::BuildShapTable(*layout_, options.table_max_elements,
-                                                    options.table_max_bytes)
+                                                    TreeShapTableBytes(*layout_, options))
                    : treeshap_arith::ShapTable()),
         precision_(treeshap_arith::ChoosePrecision(*layout_, options.precision,
                                                    options.float_bound_limit, &table_)),

@@ -26,6 +26,7 @@
 // one chunk's copies overlap the other's kernels. Every CUDA error becomes an absl::Status.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,9 +49,10 @@ struct TreeShapGpuOptions {
   double float_bound_limit = 5e-6;
   // SHAP pattern tables (kAuto, kTable): paths of at most this many non-root elements (clamped
   // to treeshap_arith::kTableMaxElements; 2^n n doubles per path), at most this many bytes per
-  // GPU (bins in layout order; a bin that does not fit keeps the arithmetic). 0: no table.
+  // GPU and 8 times the path layout's own bytes (bins in layout order; a bin that does not fit
+  // keeps the arithmetic). 0: no table.
   int table_max_elements = treeshap_arith::kTableMaxElements;
-  int64_t table_max_bytes = int64_t{512} << 20;
+  int64_t table_max_bytes = int64_t{128} << 20;
   int max_devices = 0;          // 0: every visible GPU
   int rows_per_warp = 0;        // rows a warp explains per loaded bin; 0: automatic (SHAP 32;
                                 // interactions up to 128 while the grid keeps 1,024 blocks)
@@ -69,6 +71,17 @@ struct TreeShapGpuOptions {
   // (core/common/host_copy.h); not owned, must outlive the engine. Null: the calling thread.
   ThreadPool* host_pool = nullptr;
 };
+
+// The pattern tables' bytes on each GPU for `layout`: at most options.table_max_bytes and
+// kTableLayoutFactor times the path layout's own arrays, so that a model of many short paths grows
+// its device footprint by a bounded factor of what it already holds.
+inline constexpr int64_t kTableLayoutFactor = 8;
+inline int64_t TreeShapTableBytes(const PathLayout& layout, const TreeShapGpuOptions& options) {
+  const int64_t own = static_cast<int64_t>(layout.elements.size() * sizeof(PathElement) +
+                                           layout.paths.size() * sizeof(PathInfo) +
+                                           layout.values.size() * sizeof(double));
+  return std::min(options.table_max_bytes, kTableLayoutFactor * own);
+}
 
 // What one host-to-host call spent (wall clock, seconds).
 struct GpuExplainTiming {

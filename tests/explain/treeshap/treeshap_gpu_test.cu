@@ -348,7 +348,7 @@ TEST(TreeShapGpuTest, AutoPrecisionFollowsTheErrorBound) {
     absl::StatusOr<std::unique_ptr<TreeShapGpu>> gpu = TreeShapGpu::Create(*l, options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     const treeshap_arith::ShapTable table = treeshap_arith::BuildShapTable(
-        **l, options.table_max_elements, options.table_max_bytes);
+        **l, options.table_max_elements, TreeShapTableBytes(**l, options));
     const treeshap_arith::PrecisionChoice want = treeshap_arith::ChoosePrecision(
         **l, TreeShapPrecision::kAuto, options.float_bound_limit, &table);
     EXPECT_EQ((*gpu)->UsesTable(false), want.table);
