@@ -73,14 +73,11 @@ struct TreeShapGpuOptions {
 };
 
 // The pattern tables' bytes on each GPU for `layout`: at most options.table_max_bytes and
-// kTableLayoutFactor times the path layout's own arrays, so that a model of many short paths grows
+// kTableLayoutFactor times the path layout's own bytes, so that a model of many short paths grows
 // its device footprint by a bounded factor of what it already holds.
 inline constexpr int64_t kTableLayoutFactor = 8;
 inline int64_t TreeShapTableBytes(const PathLayout& layout, const TreeShapGpuOptions& options) {
-  const int64_t own = static_cast<int64_t>(layout.elements.size() * sizeof(PathElement) +
-                                           layout.paths.size() * sizeof(PathInfo) +
-                                           layout.values.size() * sizeof(double));
-  return std::min(options.table_max_bytes, kTableLayoutFactor * own);
+  return std::min(options.table_max_bytes, kTableLayoutFactor * layout.HostBytes());
 }
 
 // What one host-to-host call spent (wall clock, seconds).

@@ -160,7 +160,13 @@ struct TahoeFixedStep {
   GROVE_HD bool InPairSet(const TahoeNode8& n, float x) const {
     TahoeCatPair set{n.value, 0u};
     if ((n.word & cat_table_bit) != 0) {
+#if defined(__CUDA_ARCH__)
       set = TahoeLoadPair(reinterpret_cast<const TahoeCatPair*>(cat_bits) + (n.value >> 1));
+#else
+      // The host reads the two words as the uint32_t they are (no access through another type).
+      const uint32_t* w = cat_bits + (n.value & ~1u);
+      set = TahoeCatPair{w[0], w[1]};
+#endif
     }
     const bool in_range = (x >= cat_low) & (x < 64.0f);
 #if defined(__CUDA_ARCH__)

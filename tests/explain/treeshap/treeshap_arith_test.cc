@@ -443,12 +443,8 @@ TEST(TreeShapTableTest, TableRowsAreTheDoubleArithmetic) {
 // table's (negligible) one: a forest of many shallow trees, beyond float's bound without it,
 // needs no arithmetic at all; interactions choose as before.
 TEST(TreeShapTableTest, AutoTakesTheTableWithoutTheFloatBound) {
-  testing::RandomForestOptions o;
-  o.max_depth = 4;
-  o.num_trees = 3000;
-  o.num_features = 50;
-  o.seed = 77;
-  ForestPtr f = testing::MakeRandomForest(o);
+  ForestPtr f = testing::MakeRandomForest(
+      {.num_trees = 3000, .max_depth = 4, .num_features = 50, .seed = 77});
   absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f);
   ASSERT_TRUE(l.ok()) << l.status();
   const double limit = 5e-6;
