@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,8 +49,14 @@ absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
 // Which values of the method's value function explain a row: Shapley values (SHAP, additive) or
 // Banzhaf values (not additive; core/explain/attribution.h defines both).
 enum class Attribution : uint8_t { kShapley = 0, kBanzhaf = 1 };
+// Every attribution, in the order their names are listed: the one name table that the protocols,
+// the CLI and groveml take the accepted names from.
+inline constexpr Attribution kAttributions[] = {Attribution::kShapley, Attribution::kBanzhaf};
 // "shapley", "banzhaf".
 const char* AttributionName(Attribution attribution);
+// The names of kAttributions joined by ", " with " or " before the last: "shapley or banzhaf"
+// (ParseAttribution's message, the CLI's help).
+std::string AttributionNames();
 absl::StatusOr<Attribution> ParseAttribution(absl::string_view name);
 
 }  // namespace grove

@@ -35,7 +35,8 @@ absl::StatusOr<Operation> ParseOperation(absl::string_view name) {
       absl::StrCat("unknown operation '", name, "': expected one of ", names));
 }
 
-Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions) {
+absl::StatusOr<Operation> ExplainOperationOf(ExplainMethod method, Attribution attribution,
+                                             bool interactions) {
   const bool banzhaf = attribution == Attribution::kBanzhaf;
   if (method == ExplainMethod::kInterventional) {
     if (banzhaf) {

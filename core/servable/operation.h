@@ -31,7 +31,9 @@ const char* OperationName(Operation op);
 absl::StatusOr<Operation> ParseOperation(absl::string_view name);
 
 // The explanation operation of a request: `method`'s value function, `attribution`'s values,
-// interaction values or values. The one mapping of groved's protocols, the CLI and groveml.
-Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions);
+// interaction values or values. The one mapping of groved's protocols, the CLI and groveml:
+// INVALID_ARGUMENT saying why for a combination no operation computes.
+absl::StatusOr<Operation> ExplainOperationOf(ExplainMethod method, Attribution attribution,
+                                             bool interactions);
 
 }  // namespace grove

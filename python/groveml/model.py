@@ -14,7 +14,7 @@ from ._groups import group_members
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
-ATTRIBUTIONS = ("shapley", "banzhaf")
+ATTRIBUTIONS = tuple(_core.attributions)  # the core's name table (core/model/outputs.h)
 KINDS = ("prediction", "margin", "leaf")
 
 
