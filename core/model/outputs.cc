@@ -77,6 +77,7 @@ const char* AttributionName(Attribution attribution) {
   switch (attribution) {
     case Attribution::kShapley: return "shapley";
     case Attribution::kBanzhaf: return "banzhaf";
+    case Attribution::kSaabas: return "saabas";
   }
   return "unknown";
 }

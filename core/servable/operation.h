@@ -21,11 +21,14 @@ enum class Operation : int {
   kBanzhafInteractions = 6,         // path-dependent Banzhaf interaction values
   kInterventionalBanzhaf = 7,       // interventional Banzhaf values (OutputSpace)
   kInterventionalBanzhafInteractions = 8,  // interventional Banzhaf interaction values
+  // Saabas attributions (core/explain/saabas/saabas.h), laid out as SHAP values; path-dependent,
+  // no interaction values.
+  kSaabas = 9,
 };
-inline constexpr int kNumOperations = 9;
+inline constexpr int kNumOperations = 10;
 // "predict", "explain", "interactions", "interventional", "interventional_interactions",
 // "banzhaf", "banzhaf_interactions", "interventional_banzhaf",
-// "interventional_banzhaf_interactions".
+// "interventional_banzhaf_interactions", "saabas".
 const char* OperationName(Operation op);
 // The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
 absl::StatusOr<Operation> ParseOperation(absl::string_view name);
