@@ -49,6 +49,11 @@ void FillExpectedValues(const Node* nodes, int32_t num_nodes, const double* leaf
   }
 }
 
+// A block's accumulators stay within about this (L2-sized), and a block has at most
+// kMaxBlockRows rows.
+constexpr int64_t kBlockBytes = int64_t{512} << 10;
+constexpr int64_t kMaxBlockRows = 32;
+
 // One pool thread's accumulators, grown to the largest call it has served.
 std::vector<double>& ThreadAccumulators(size_t size) {
   thread_local std::vector<double> phi;
@@ -134,12 +139,21 @@ absl::Status SaabasEngine::Explain(RowsView rows, const ExplainOptions& options,
   const int32_t num_trees = static_cast<int32_t>(forest.trees.size());
   const uint32_t* category_bits = forest.category_bits.data();
 
+  const int64_t row_width = static_cast<int64_t>(num_outputs) * f1;
+  // Rows go through the trees in blocks, so that a tree read from memory serves the whole block
+  // (a large forest does not stay in cache from one row to the next); a block's accumulators
+  // are kept within about kBlockBytes.
+  const int64_t block_rows =
+      std::clamp<int64_t>(kBlockBytes / (row_width * static_cast<int64_t>(sizeof(double))), 1,
+                          kMaxBlockRows);
+
   auto work = [&](int64_t begin, int64_t end) {
-    // Per output: its values, then its bias (built once per chunk, in tree order as the
+    // The block's values, then each output's bias (built once per chunk, in tree order as the
     // reference TreeSHAP sums it).
-    std::vector<double>& acc = ThreadAccumulators(static_cast<size_t>(num_outputs) * (f1 + 1));
+    std::vector<double>& acc =
+        ThreadAccumulators(static_cast<size_t>(block_rows * row_width + num_outputs));
     double* phi = acc.data();
-    double* bias = acc.data() + static_cast<int64_t>(num_outputs) * f1;
+    double* bias = acc.data() + block_rows * row_width;
     for (int k = 0; k < num_outputs; ++k) bias[k] = forest.base_margin[k];
     for (int32_t t = 0; t < num_trees; ++t) {
       if (!forest.TreeInRange(t, range->begin, range->end)) continue;
@@ -149,26 +163,32 @@ absl::Status SaabasEngine::Explain(RowsView rows, const ExplainOptions& options,
         bias[block + b] += model_.root_expected[model_.root_begin[t] + b];
       }
     }
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = rows.Row(r);
-      std::fill(phi, phi + num_outputs * f1, 0.0);
+    for (int64_t first = begin; first < end; first += block_rows) {
+      const int64_t n = std::min(block_rows, end - first);
+      std::fill(phi, phi + n * row_width, 0.0);
       for (int32_t t = 0; t < num_trees; ++t) {
         if (!forest.TreeInRange(t, range->begin, range->end)) continue;
         const Tree& tree = forest.trees[t];
-        const int block = tree.leaf_width == 1 ? tree.group : 0;
-        AddSaabasTree(forest.TreeNodes(t), category_bits,
-                      model_.steps.data() + model_.step_begin[t], tree.leaf_width, player, row,
-                      phi + block * f1, f1);
+        const Node* nodes = forest.TreeNodes(t);
+        const double* steps = model_.steps.data() + model_.step_begin[t];
+        const int64_t offset = (tree.leaf_width == 1 ? tree.group : 0) * f1;
+        for (int64_t i = 0; i < n; ++i) {
+          AddSaabasTree(nodes, category_bits, steps, tree.leaf_width, player, rows.Row(first + i),
+                        phi + i * row_width + offset, f1);
+        }
       }
-      float* o = out.Row(r);
-      for (int k = 0; k < num_outputs; ++k) {
-        phi[k * f1 + f1 - 1] = bias[k];
-        for (int64_t c = 0; c < f1; ++c) o[k * f1 + c] = static_cast<float>(phi[k * f1 + c]);
+      for (int64_t i = 0; i < n; ++i) {
+        double* p = phi + i * row_width;
+        float* o = out.Row(first + i);
+        for (int k = 0; k < num_outputs; ++k) {
+          p[k * f1 + f1 - 1] = bias[k];
+          for (int64_t c = 0; c < f1; ++c) o[k * f1 + c] = static_cast<float>(p[k * f1 + c]);
+        }
       }
     }
   };
   // Rows are independent and each is computed by one thread in a fixed order: deterministic.
-  ParallelFor(pool_, rows.rows, 16, work);
+  ParallelFor(pool_, rows.rows, block_rows, work);
   if (info != nullptr) {
     info->device = "cpu";
     info->strategy = "saabas_cpu";
