@@ -498,9 +498,9 @@ Options:
                              (the game whose players are the groups; every other feature is
                              its own); with --server, the model's groups.json is the default
       --attribution NAME     which values explain a row: )",
-                        AttributionNames(), R"( (default shapley:
-                             SHAP values; docs/api.md describes the others and what each
-                             combines with)
+                        AttributionNames(), R"(
+                             (default shapley: SHAP values; docs/api.md describes the others
+                             and what each combines with)
       --residuals            K more columns per line (header residual, or outK.residual): per
                              output, the sum in double of the row's float32 values and bias
                              (of its interaction matrix with --interactions) minus the model's
