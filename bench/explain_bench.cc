@@ -2,7 +2,8 @@
 //
 //   grove_explain_bench --model M.ubj --rows R.csv [--name LABEL] [--shap-rows 10000]
 //                       [--interaction-rows 200] [--reps 5] [--cpu-budget 1.0]
-//                       [--precision both|double|float] [--threads N] [--cpu all|engine]
+//                       [--precision both|double|float] [--threads N]
+//                       [--cpu all|engine|saabas]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
 // features, is dropped); the first --shap-rows for SHAP values, the first --interaction-rows for
@@ -17,7 +18,9 @@
 // explanation engine (cpu-engine: ExplainEngine without GPUs, strategy "cpu", what
 // `grove explain --no-gpu` runs; the strategy it picked is in the note) on as many rows as fit in
 // --cpu-budget seconds (estimated from one row; the engine from 16, since its quadrature kernel
-// runs rows in blocks of 8), all threads.
+// runs rows in blocks of 8), all threads. Saabas attributions (SaabasEngine, what the operation
+// `saabas` runs): the first --shap-rows rows on the pool, the median of --reps runs after one
+// warm-up; --cpu saabas runs them alone.
 // Floor: per row, the path arithmetic (about 10 L^2 flops per path of L elements for SHAP values,
 // 10 L^3 for interactions) at the FP64 / FP32 rate, and the bytes every row must move (row in,
 // results out in float32) at the measured device-to-device copy bandwidth; the larger is the floor.
@@ -45,6 +48,7 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/treeshap/explain_paths_cpu.h"
 #include "core/explain/paths.h"
+#include "core/explain/saabas/saabas.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
 
@@ -62,6 +66,7 @@ struct Flags {
   double cpu_budget = 1.0;
   int threads = 0;
   bool engine_only = false;  // --cpu engine: the CPU engine alone (no paths, no reference)
+  bool saabas_only = false;  // --cpu saabas: Saabas attributions alone
 };
 
 using bench::Median;
@@ -308,6 +313,31 @@ void BenchCpu(const Flags& flags, const PathLayoutPtr& layout, const ForestPtr& 
   }
 }
 
+// Saabas attributions of the first --shap-rows rows on `pool` (SaabasEngine, built once).
+void BenchSaabas(const Flags& flags, const ForestPtr& forest, const std::vector<float>& all_rows,
+                 ThreadPool* pool) {
+  const int F = forest->num_features;
+  const double build_start = Now();
+  absl::StatusOr<std::unique_ptr<SaabasEngine>> engine = SaabasEngine::Create(forest, pool);
+  const double build = Now() - build_start;
+  if (!engine.ok()) {
+    std::printf("Saabas engine failed: %s\n", std::string(engine.status().message()).c_str());
+    return;
+  }
+  const int64_t n = std::min<int64_t>(flags.shap_rows, static_cast<int64_t>(all_rows.size()) / F);
+  const int64_t width = ExplainWidth(*forest, false);
+  std::vector<float> out(n * width);
+  RunInfo info;
+  const double t = TimeMedian(flags.reps, [&] {
+    absl::Status s = (*engine)->Explain(MakeRowsView(all_rows.data(), n, F), ExplainOptions(),
+                                        MakeMatrixView(out.data(), n, width), &info);
+    if (!s.ok()) std::printf("Saabas failed: %s\n", std::string(s.message()).c_str());
+  });
+  Row(flags.name, "saabas", "cpu-saabas", "e2e", n, t,
+      absl::StrFormat("%d pool threads + caller, %s; built in %.1f ms", pool->num_threads(),
+                      info.strategy, build * 1e3));
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   bench::FlagSet set;
@@ -319,6 +349,7 @@ int Main(int argc, char** argv) {
   set.Double("--cpu-budget", &flags.cpu_budget);
   set.Custom("--cpu", [&](const std::string& v) {
     flags.engine_only = v == "engine";
+    flags.saabas_only = v == "saabas";
     return true;
   });
   set.Int("--threads", &flags.threads);
@@ -346,6 +377,10 @@ int Main(int argc, char** argv) {
               1e3 * (Now() - layout_start), (*layout)->stats.Describe().c_str());
   std::printf("| model | values | where | what | rows | median | rows/s | note |\n");
   ThreadPool pool(flags.threads);
+  if (flags.saabas_only) {
+    BenchSaabas(flags, input.forest, rows, &pool);
+    return 0;
+  }
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() > 0) {
     static double bandwidth = 0;
@@ -357,6 +392,7 @@ int Main(int argc, char** argv) {
   }
 #endif
   BenchCpu(flags, *layout, input.forest, rows, &pool);
+  BenchSaabas(flags, input.forest, rows, &pool);
   return 0;
 }
 

@@ -497,10 +497,10 @@ Options:
                              feature names or indices, as groups.json in a model repository
                              (the game whose players are the groups; every other feature is
                              its own); with --server, the model's groups.json is the default
-      --attribution NAME     shapley (default: SHAP values) or banzhaf: Banzhaf values of the
-                             same method and space (every coalition weighs alike; not additive:
-                             a row's values and bias do not sum to its output); with
-                             --interactions, Banzhaf interaction values
+      --attribution NAME     which values explain a row: )",
+                        AttributionNames(), R"(
+                             (default shapley: SHAP values; docs/api.md describes the others
+                             and what each combines with)
       --residuals            K more columns per line (header residual, or outK.residual): per
                              output, the sum in double of the row's float32 values and bias
                              (of its interaction matrix with --interactions) minus the model's

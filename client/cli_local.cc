@@ -239,9 +239,11 @@ int RunExplain(const CliArgs& args) {
     servable = (*servable)->WithBackground(background);
     if (!servable.ok()) return Fail(servable.status());
   }
-  const Operation op = ExplainOperationOf(
+  const absl::StatusOr<Operation> explain_op = ExplainOperationOf(
       background != nullptr ? ExplainMethod::kInterventional : ExplainMethod::kPathDependent,
       args.attribution, args.interactions);
+  if (!explain_op.ok()) return Fail(explain_op.status());
+  const Operation op = *explain_op;
   if (absl::Status s = (*servable)->Available(op); !s.ok()) {
     // Errors of the background name its file; the others the model's.
     return Fail(background != nullptr ? s : NameFile(s, args.model));

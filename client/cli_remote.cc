@@ -399,9 +399,13 @@ int RunRemoteExplain(const CliArgs& args) {
                       ? grove::v1::EXPLAIN_METHOD_INTERVENTIONAL
                       : grove::v1::EXPLAIN_METHOD_PATH_DEPENDENT;
   params.output_space = OutputSpaceToProto(args.output_space);
-  params.attribution = args.attribution == Attribution::kBanzhaf
-                           ? grove::v1::ATTRIBUTION_BANZHAF
-                           : grove::v1::ATTRIBUTION_SHAPLEY;
+  // ATTRIBUTION_<NAME> names the core's attribution <name> (groved maps it back by name).
+  if (!grove::v1::Attribution_Parse(
+          absl::AsciiStrToUpper(absl::StrCat("ATTRIBUTION_", AttributionName(args.attribution))),
+          &params.attribution)) {
+    return Fail(absl::InternalError(absl::StrCat("attribution ", AttributionName(args.attribution),
+                                                 " has no grove.v1 value")));
+  }
   params.iteration_begin = args.iteration_begin;
   params.iteration_end = args.iteration_end;
   params.raw_rows = model->meta.raw_tensors();  // older groved: repeated values

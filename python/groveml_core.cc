@@ -254,7 +254,7 @@ class Engine {
     Run(*servable_, Operation::kPredict, Params(kind, begin, end), rows, out);
   }
 
-  // `attribution`: "shapley" (SHAP values) or "banzhaf"; `groups`: as Groups takes them.
+  // `attribution`: a name of kAttributions (core/model/outputs.h); `groups`: as Groups takes them.
   template <typename T>
   void Explain(const InRows<T>& rows, OutRows out, bool interactions,
                const std::string& attribution, int begin, int end, const std::string& groups) {
@@ -263,8 +263,9 @@ class Engine {
     params.iteration_end = end;
     params.groups = PinnedGroups(groups);
     Run(*servable_,
-        ExplainOperationOf(ExplainMethod::kPathDependent,
-                           ValueOrThrow(ParseAttribution(attribution)), interactions),
+        ValueOrThrow(ExplainOperationOf(ExplainMethod::kPathDependent,
+                                        ValueOrThrow(ParseAttribution(attribution)),
+                                        interactions)),
         params, rows, out);
   }
 
@@ -389,8 +390,9 @@ class Interventional {
     params.iteration_begin = begin;
     params.iteration_end = end;
     engine_->Run(*servable_,
-                 ExplainOperationOf(ExplainMethod::kInterventional,
-                                    ValueOrThrow(ParseAttribution(attribution)), interactions),
+                 ValueOrThrow(ExplainOperationOf(ExplainMethod::kInterventional,
+                                                 ValueOrThrow(ParseAttribution(attribution)),
+                                                 interactions)),
                  params, rows, out);
   }
 
@@ -430,6 +432,10 @@ NB_MODULE(_core, m) {
   m.def("visible_gpus", [] { return gpu::VisibleGpuCount(); });
   // How explain(..., residuals=True) computes residuals (groved's residual_arithmetic).
   m.attr("residual_arithmetic") = kResidualArithmetic;
+  // The accepted `attribution` names, from the core's one table (groveml.model.ATTRIBUTIONS).
+  nb::list attributions;
+  for (Attribution a : kAttributions) attributions.append(AttributionName(a));
+  m.attr("attributions") = nb::tuple(attributions);
   m.def("chunk_rows", &AutoChunkRows, nb::arg("in_cols"), nb::arg("out_cols"),
         "Rows per engine call of `grove` for rows of in_cols values and results of out_cols.");
   m.def("result_column_names", &ResultNames, nb::arg("feature_names"), nb::arg("num_outputs"),

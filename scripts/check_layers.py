@@ -44,6 +44,7 @@ NESTED = {
     "core/explain/treeshap": set(),
     "core/explain/quadrature": set(),
     "core/explain/interventional": set(),
+    "core/explain/saabas": set(),
     "server/grpc": set(),
     "server/http": set(),
     # What both protocols serve (model and shared memory control) is in server/ (control.h).

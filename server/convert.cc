@@ -157,6 +157,11 @@ absl::Status CheckInteractionsAllowed(const registry::ModelVersion& model) {
 
 absl::Status CheckExplainChoice(const registry::ModelVersion& model, const ExplainChoice& choice,
                                 bool interactions) {
+  if (absl::StatusOr<Operation> op =
+          ExplainOperationOf(choice.method, choice.attribution, interactions);
+      !op.ok()) {
+    return op.status();
+  }
   if (choice.method == ExplainMethod::kPathDependent) {
     if (choice.output_space != OutputSpace::kMargin) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -173,7 +178,8 @@ absl::Status CheckExplainChoice(const registry::ModelVersion& model, const Expla
 }
 
 Operation ExplainOperation(const ExplainChoice& choice, bool interactions) {
-  return ExplainOperationOf(choice.method, choice.attribution, interactions);
+  return ExplainOperationOf(choice.method, choice.attribution, interactions)
+      .value_or(Operation::kExplain);
 }
 
 absl::StatusOr<FeatureGroupsPtr> RequestGroups(const registry::ModelVersion& model,

@@ -71,10 +71,11 @@ struct ExplainChoice {
 // The model can give it: path-dependent SHAP (CheckExplainAvailable) explains the margin;
 // interventional SHAP needs the model's background engine (else its interventional_status,
 // FAILED_PRECONDITION naming the file to add), an output space the link supports
-// (CheckOutputSpace) and no interactions. INVALID_ARGUMENT naming the field otherwise.
+// (CheckOutputSpace) and no interactions; and an operation computes the combination
+// (ExplainOperationOf). INVALID_ARGUMENT naming the field otherwise.
 absl::Status CheckExplainChoice(const registry::ModelVersion& model, const ExplainChoice& choice,
                                 bool interactions);
-// The queue that computes it.
+// The queue that computes it (kExplain for a choice CheckExplainChoice refuses).
 Operation ExplainOperation(const ExplainChoice& choice, bool interactions);
 
 // The players of an explanation request (core/model/feature_groups.h): the request's `declared`

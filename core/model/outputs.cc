@@ -74,15 +74,30 @@ absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name) {
 }
 
 const char* AttributionName(Attribution attribution) {
-  return attribution == Attribution::kBanzhaf ? "banzhaf" : "shapley";
+  switch (attribution) {
+    case Attribution::kShapley: return "shapley";
+    case Attribution::kBanzhaf: return "banzhaf";
+    case Attribution::kSaabas: return "saabas";
+  }
+  return "unknown";
+}
+
+std::string AttributionNames() {
+  constexpr size_t n = sizeof(kAttributions) / sizeof(kAttributions[0]);
+  std::string names;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StrAppend(&names, i == 0 ? "" : i + 1 == n ? " or " : ", ",
+                    AttributionName(kAttributions[i]));
+  }
+  return names;
 }
 
 absl::StatusOr<Attribution> ParseAttribution(absl::string_view name) {
-  for (Attribution a : {Attribution::kShapley, Attribution::kBanzhaf}) {
+  for (Attribution a : kAttributions) {
     if (name == AttributionName(a)) return a;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown attribution '", name, "': expected shapley or banzhaf"));
+      absl::StrCat("unknown attribution '", name, "': expected ", AttributionNames()));
 }
 
 }  // namespace grove

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,11 +46,20 @@ enum class ExplainMethod : uint8_t { kPathDependent, kInterventional };
 const char* ExplainMethodName(ExplainMethod method);
 absl::StatusOr<ExplainMethod> ParseExplainMethod(absl::string_view name);
 
-// Which values of the method's value function explain a row: Shapley values (SHAP, additive) or
-// Banzhaf values (not additive; core/explain/attribution.h defines both).
-enum class Attribution : uint8_t { kShapley = 0, kBanzhaf = 1 };
-// "shapley", "banzhaf".
+// Which values of the method's value function explain a row: Shapley values (SHAP, additive),
+// Banzhaf values (not additive; core/explain/attribution.h defines both) or Saabas attributions
+// (each split on the row's path credits its feature with the change of the expected value;
+// additive; path-dependent values only, core/explain/saabas/saabas.h).
+enum class Attribution : uint8_t { kShapley = 0, kBanzhaf = 1, kSaabas = 2 };
+// Every attribution, in the order their names are listed: the one name table that the protocols,
+// the CLI and groveml take the accepted names from.
+inline constexpr Attribution kAttributions[] = {Attribution::kShapley, Attribution::kBanzhaf,
+                                                Attribution::kSaabas};
+// "shapley", "banzhaf", "saabas".
 const char* AttributionName(Attribution attribution);
+// The names of kAttributions joined by ", " with " or " before the last: "shapley, banzhaf or
+// saabas" (ParseAttribution's message, the CLI's help).
+std::string AttributionNames();
 absl::StatusOr<Attribution> ParseAttribution(absl::string_view name);
 
 }  // namespace grove

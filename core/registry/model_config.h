@@ -57,6 +57,8 @@ struct ModelConfig {
       {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
       {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
       {16, absl::ZeroDuration(), int64_t{1} << 12, 1024, 1},
+      // Saabas attributions cost about a prediction (one walk per tree) and write F + 1 values.
+      {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 2},
   };
 
   const batching::BatcherOptions& Batching(Operation op) const {

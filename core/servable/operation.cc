@@ -19,6 +19,7 @@ const char* OperationName(Operation op) {
     case Operation::kInterventionalBanzhaf: return "interventional_banzhaf";
     case Operation::kInterventionalBanzhafInteractions:
       return "interventional_banzhaf_interactions";
+    case Operation::kSaabas: return "saabas";
   }
   return "unknown";
 }
@@ -35,7 +36,21 @@ absl::StatusOr<Operation> ParseOperation(absl::string_view name) {
       absl::StrCat("unknown operation '", name, "': expected one of ", names));
 }
 
-Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions) {
+absl::StatusOr<Operation> ExplainOperationOf(ExplainMethod method, Attribution attribution,
+                                             bool interactions) {
+  if (attribution == Attribution::kSaabas) {
+    if (method == ExplainMethod::kInterventional) {
+      return absl::InvalidArgumentError(
+          "Saabas attributions are path-dependent only: they follow the trees' covers, not a "
+          "background (ask for method path_dependent, or another attribution)");
+    }
+    if (interactions) {
+      return absl::InvalidArgumentError(
+          "Saabas attributions have no interaction values (ask for values, or another "
+          "attribution)");
+    }
+    return Operation::kSaabas;
+  }
   const bool banzhaf = attribution == Attribution::kBanzhaf;
   if (method == ExplainMethod::kInterventional) {
     if (banzhaf) {

@@ -21,17 +21,22 @@ enum class Operation : int {
   kBanzhafInteractions = 6,         // path-dependent Banzhaf interaction values
   kInterventionalBanzhaf = 7,       // interventional Banzhaf values (OutputSpace)
   kInterventionalBanzhafInteractions = 8,  // interventional Banzhaf interaction values
+  // Saabas attributions (core/explain/saabas/saabas.h), laid out as SHAP values; path-dependent,
+  // no interaction values.
+  kSaabas = 9,
 };
-inline constexpr int kNumOperations = 9;
+inline constexpr int kNumOperations = 10;
 // "predict", "explain", "interactions", "interventional", "interventional_interactions",
 // "banzhaf", "banzhaf_interactions", "interventional_banzhaf",
-// "interventional_banzhaf_interactions".
+// "interventional_banzhaf_interactions", "saabas".
 const char* OperationName(Operation op);
 // The names above; INVALID_ARGUMENT naming the accepted ones otherwise.
 absl::StatusOr<Operation> ParseOperation(absl::string_view name);
 
 // The explanation operation of a request: `method`'s value function, `attribution`'s values,
-// interaction values or values. The one mapping of groved's protocols, the CLI and groveml.
-Operation ExplainOperationOf(ExplainMethod method, Attribution attribution, bool interactions);
+// interaction values or values. The one mapping of groved's protocols, the CLI and groveml:
+// INVALID_ARGUMENT saying why for a combination no operation computes.
+absl::StatusOr<Operation> ExplainOperationOf(ExplainMethod method, Attribution attribution,
+                                             bool interactions);
 
 }  // namespace grove

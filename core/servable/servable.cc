@@ -12,6 +12,7 @@
 #include "core/explain/interventional/interventional.h"
 #include "core/explain/interventional_engine.h"
 #include "core/explain/paths.h"
+#include "core/explain/saabas/saabas.h"
 #include "core/predict/strategy_id.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
@@ -101,6 +102,7 @@ struct ServableEngines {
   Once<PathLayout> layout;
   Once<ExplainEngine> explain;
   Once<BanzhafEngine> banzhaf;
+  Once<SaabasEngine> saabas;
   std::unique_ptr<const InputSchema> schema;  // of `forest`, built with the servable
 
   absl::StatusOr<const PredictEngine*> Predict() {
@@ -151,6 +153,16 @@ struct ServableEngines {
           BanzhafEngine::Create(forest, *l, b, pool);
       if (!built.ok()) return built.status();
       return std::shared_ptr<const BanzhafEngine>(*std::move(built));
+    });
+  }
+
+  // One expected-value step per node and leaf value, built as EngineBuild says.
+  absl::StatusOr<const SaabasEngine*> Saabas() {
+    if (!explainable.ok()) return explainable;
+    return saabas.Get([&]() -> absl::StatusOr<std::shared_ptr<const SaabasEngine>> {
+      absl::StatusOr<std::unique_ptr<SaabasEngine>> built = SaabasEngine::Create(forest, pool);
+      if (!built.ok()) return built.status();
+      return std::shared_ptr<const SaabasEngine>(*std::move(built));
     });
   }
 };
@@ -226,6 +238,8 @@ absl::Status Servable::Available(Operation op) const {
     case Operation::kBanzhaf:
     case Operation::kBanzhafInteractions:
       return engines_->Banzhaf().status();
+    case Operation::kSaabas:
+      return engines_->Saabas().status();
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown operation ", static_cast<int>(op)));
 }
@@ -238,6 +252,7 @@ int64_t Servable::Width(Operation op, const RunParams& params) const {
     case Operation::kInterventional:
     case Operation::kBanzhaf:
     case Operation::kInterventionalBanzhaf:
+    case Operation::kSaabas:
       return ExplainWidth(*forest_, false, params.groups.get());
     case Operation::kInteractions:
     case Operation::kInterventionalInteractions:
@@ -278,6 +293,13 @@ absl::Status Servable::Run(Operation op, const RunParams& params, RowsView rows,
       if (!e.ok()) return e.status();
       return (*e)->Explain(rows, MakeExplainOptions(op, params), out, info);
     }
+    case Operation::kSaabas: {
+      absl::StatusOr<const SaabasEngine*> e = engines_->Saabas();
+      if (!e.ok()) return e.status();
+      ExplainOptions o = MakeExplainOptions(op, params);
+      o.attribution = Attribution::kSaabas;
+      return (*e)->Explain(rows, o, out, info);
+    }
     case Operation::kInterventional:
     case Operation::kInterventionalInteractions:
     case Operation::kInterventionalBanzhaf:
@@ -317,6 +339,8 @@ std::string Servable::Describe(Operation op) const {
     case Operation::kBanzhaf:
     case Operation::kBanzhafInteractions:
       return engines_->banzhaf.Peek()->Describe();
+    case Operation::kSaabas:
+      return engines_->saabas.Peek()->Describe();
     case Operation::kInterventional:
     case Operation::kInterventionalInteractions:
     case Operation::kInterventionalBanzhaf:
@@ -384,6 +408,7 @@ absl::StatusOr<ServablePtr> BuildServable(ForestPtr forest,
     // explanation operations answer why).
     if (absl::Status s = engines->Predict().status(); !s.ok()) return s;
     engines->Explain().IgnoreError();
+    engines->Saabas().IgnoreError();
   }
   auto servable = std::shared_ptr<Servable>(
       new Servable(std::move(forest), nullptr, options, std::move(engines)));

@@ -201,7 +201,8 @@ class Client:
                 groups: Optional[Dict[str, list]] = None):
         """As groveml.Model.explain, computed by the server's model `model`. Interventional SHAP
         uses the model's background on the server (background.csv / .npy in the repository).
-        categories: as predict's. attribution: "shapley" or "banzhaf", as Model.explain's.
+        categories: as predict's. attribution: one of groveml.model.ATTRIBUTIONS, as
+        Model.explain's.
         residuals: a groveml.Explanation with the residuals and arithmetic groved computed
         (ExplainResponse.residuals, residual_arithmetic).
         groups: {name: [feature names or indices]}, as Model.explain's; None: the model's
@@ -238,7 +239,8 @@ class Client:
                     omit_values=bool(top_k) and not interactions, iteration_begin=begin,
                     iteration_end=end, method=METHODS.index(method),
                     output_space=_SPACES[output_space],
-                    attribution=ATTRIBUTIONS.index(attribution), sequence=sequence,
+                    attribution=self._pb.Attribution.Value(
+                        "ATTRIBUTION_" + attribution.upper()), sequence=sequence,
                     residuals=bool(residuals), groups=request_groups)
 
         if n <= step:

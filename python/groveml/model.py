@@ -14,7 +14,7 @@ from ._groups import group_members
 
 METHODS = ("path_dependent", "interventional")
 OUTPUT_SPACES = ("margin", "probability", "probability_linearized")
-ATTRIBUTIONS = ("shapley", "banzhaf")
+ATTRIBUTIONS = tuple(_core.attributions)  # the core's name table (core/model/outputs.h)
 KINDS = ("prediction", "margin", "leaf")
 
 
@@ -195,8 +195,9 @@ class Model:
         method: "path_dependent" (the trees' covers; default) or "interventional" (over
         `background`, or the Model's; a background alone implies it), output_space: "margin",
         "probability" or "probability_linearized" (interventional only). attribution: "shapley"
-        (SHAP values) or "banzhaf" (Banzhaf values of the same method and space, in the same
-        layout; not additive: a row's values and bias do not sum to its output).
+        (SHAP values), "banzhaf" (Banzhaf values of the same method and space, in the same
+        layout; not additive: a row's values and bias do not sum to its output) or "saabas"
+        (Saabas attributions, XGBoost's approx_contribs: path-dependent values only, additive).
         groups: {name: [feature names or indices]}: the values of these feature groups (the
         game whose players are the groups; every feature in no group is its own, named by
         itself), F being their number and the result's feature names theirs, ordered by their

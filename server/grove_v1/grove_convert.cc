@@ -8,6 +8,7 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/model/category_codes.h"
 #include "core/model/double_rows.h"
@@ -16,6 +17,11 @@
 
 namespace grove::server {
 namespace {
+
+// The grove.v1 name of an attribution: ATTRIBUTION_ and its name in capitals.
+std::string AttributionProtoName(Attribution attribution) {
+  return absl::AsciiStrToUpper(absl::StrCat("ATTRIBUTION_", AttributionName(attribution)));
+}
 
 grove::v1::ModelState StateToProto(registry::VersionState state) {
   switch (state) {
@@ -273,6 +279,19 @@ void DescribeGroups(const FeatureGroups& groups,
   }
 }
 
+absl::StatusOr<Attribution> AttributionFromProto(grove::v1::Attribution value) {
+  // ATTRIBUTION_<NAME> is the core's attribution <name> (AttributionProtoName).
+  for (Attribution a : kAttributions) {
+    if (grove::v1::Attribution_Name(value) == AttributionProtoName(a)) return a;
+  }
+  std::string names;
+  for (Attribution a : kAttributions) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", AttributionProtoName(a));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown ExplainRequest.attribution ",
+                                                 static_cast<int>(value), ": one of ", names));
+}
+
 absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request) {
   ExplainChoice c;
   switch (request.method()) {
@@ -285,15 +304,10 @@ absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainR
           absl::StrCat("unknown ExplainRequest.method ", request.method(),
                        ": EXPLAIN_METHOD_PATH_DEPENDENT or EXPLAIN_METHOD_INTERVENTIONAL"));
   }
-  switch (request.attribution()) {
-    case grove::v1::ATTRIBUTION_SHAPLEY: break;
-    case grove::v1::ATTRIBUTION_BANZHAF:
-      c.attribution = Attribution::kBanzhaf;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown ExplainRequest.attribution ", request.attribution(),
-                       ": ATTRIBUTION_SHAPLEY or ATTRIBUTION_BANZHAF"));
+  if (absl::StatusOr<Attribution> a = AttributionFromProto(request.attribution()); a.ok()) {
+    c.attribution = *a;
+  } else {
+    return a.status();
   }
   switch (request.output_space()) {
     case grove::v1::OUTPUT_SPACE_MARGIN: break;

@@ -100,8 +100,12 @@ bool IsRawMatrix(const grove::v1::Matrix& matrix, absl::string_view received_raw
 // Boosting-round range [begin, end) (end 0: to the last round).
 absl::Status CheckIterationRange(const Forest& forest, int begin, int end);
 
-// The ExplainChoice of an ExplainRequest (method, output_space); INVALID_ARGUMENT for enum
-// values this server does not know.
+// The attribution of ExplainRequest.attribution: ATTRIBUTION_<NAME> is the core's attribution
+// <name> (kAttributions), so a new attribution needs only its proto value; INVALID_ARGUMENT
+// naming the accepted values otherwise.
+absl::StatusOr<Attribution> AttributionFromProto(grove::v1::Attribution value);
+// The ExplainChoice of an ExplainRequest (method, output_space, attribution); INVALID_ARGUMENT
+// for enum values this server does not know.
 absl::StatusOr<ExplainChoice> ExplainChoiceFromRequest(const grove::v1::ExplainRequest& request);
 
 // The players of an ExplainRequest: its groups (names, members by name and by index) resolved

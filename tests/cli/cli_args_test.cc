@@ -157,6 +157,9 @@ TEST(CliArgs, Attribution) {
                              "banzhaf"})
                    .ok());
   EXPECT_THAT(HelpText("explain"), HasSubstr("--attribution NAME"));
+  for (Attribution a : kAttributions) {  // the names come from the core's table
+    EXPECT_THAT(HelpText("explain"), HasSubstr(AttributionName(a)));
+  }
 }
 
 TEST(CliArgs, ResidualsAndRemoteInterventionalInteractions) {

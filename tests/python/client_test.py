@@ -104,6 +104,16 @@ def test_banzhaf_values(server, models):
                                  interactions=True), "interactions")
 
 
+def test_saabas_attributions(server, models):
+    _, client = server
+    path, x = models["xgb_binary"]
+    model = groveml.Model(path)
+    assert_bitwise(client.explain("xgb_binary", x[:50], attribution="saabas"),
+                   model.explain(x[:50], attribution="saabas"), "saabas")
+    with pytest.raises(Exception, match="no interaction values"):
+        client.explain("xgb_binary", x[:5], attribution="saabas", interactions=True)
+
+
 def test_feature_groups(server, models):
     pd = need("pandas")
     _, client = server

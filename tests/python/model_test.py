@@ -143,6 +143,26 @@ def test_residuals_match_a_recomputation(models):
         model.explain(x[:3], top_k=2, residuals=True)
 
 
+def test_saabas_matches_cli_and_xgboost(cli, models, tmp_path):
+    path, x = models["xgb_multi"]
+    model = groveml.Model(path)
+    x_path = write_csv(tmp_path / "x.csv", x[:30])
+    want = run_cli(cli, ["explain", "--attribution", "saabas"], path, x_path)
+    got = model.explain(x[:30], attribution="saabas")
+    assert_bitwise(got.reshape(want.shape), want, "saabas")
+    # XGBoost's approx_contribs, within its float32 node means.
+    xgb = need("xgboost")
+    booster = xgb.Booster(model_file=path)
+    ref = booster.predict(xgb.DMatrix(x[:30]), pred_contribs=True, approx_contribs=True)
+    np.testing.assert_allclose(np.asarray(got).reshape(ref.shape), ref, rtol=1e-5, atol=1e-5)
+    # Additive, unlike Banzhaf values; path-dependent values only.
+    assert np.abs(model.explain(x[:30], attribution="saabas", residuals=True).residuals).max() < 1e-4
+    with pytest.raises(ValueError, match="no interaction values"):
+        model.explain(x[:3], attribution="saabas", interactions=True)
+    with pytest.raises(ValueError, match="path-dependent only"):
+        model.explain(x[:3], attribution="saabas", background=x[30:40])
+
+
 def test_banzhaf_matches_cli(cli, models, tmp_path):
     path, x = models["xgb_multi"]
     model = groveml.Model(path)

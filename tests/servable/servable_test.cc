@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/coalition_games.h"
 #include "tests/testing/random_forest.h"
+#include "tests/testing/saabas_reference.h"
 
 namespace grove {
 namespace {
@@ -88,6 +89,15 @@ std::vector<float> Reference(const Forest& forest, const Background* bg, Operati
                 ? testing::BanzhafOfGame(game, forest.num_features, forest.num_outputs)
                 : testing::BanzhafInteractionsOfGame(game, forest.num_features,
                                                      forest.num_outputs);
+        std::copy(want.begin(), want.end(), out.begin() + r * width);
+      }
+      break;
+    }
+    case Operation::kSaabas: {
+      for (int64_t r = 0; r < n; ++r) {
+        const std::vector<double> want = testing::SaabasByDefinition(
+            forest, rows.data() + r * forest.num_features, p.iteration_begin, p.iteration_end,
+            p.groups.get());
         std::copy(want.begin(), want.end(), out.begin() + r * width);
       }
       break;
@@ -174,6 +184,37 @@ TEST(ServableTest, OperationNamesRoundTrip) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("interventional_banzhaf_interactions"));
 }
 
+// Every method, attribution and interactions maps to its operation, or is refused saying why:
+// Saabas attributions are path-dependent values only.
+TEST(ServableTest, ExplainOperationOfEveryCombination) {
+  for (ExplainMethod method : {ExplainMethod::kPathDependent, ExplainMethod::kInterventional}) {
+    for (Attribution attribution : kAttributions) {
+      for (bool interactions : {false, true}) {
+        const absl::StatusOr<Operation> op =
+            ExplainOperationOf(method, attribution, interactions);
+        const std::string what = absl::StrCat(ExplainMethodName(method), " ",
+                                              AttributionName(attribution), " ", interactions);
+        if (attribution != Attribution::kSaabas) {
+          ASSERT_TRUE(op.ok()) << what << ": " << op.status();
+          EXPECT_NE(*op, Operation::kSaabas) << what;
+          continue;
+        }
+        if (method == ExplainMethod::kPathDependent && !interactions) {
+          ASSERT_TRUE(op.ok()) << what << ": " << op.status();
+          EXPECT_EQ(*op, Operation::kSaabas);
+          continue;
+        }
+        EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument) << what;
+        EXPECT_THAT(op.status().message(),
+                    HasSubstr(interactions && method == ExplainMethod::kPathDependent
+                                  ? "no interaction values"
+                                  : "path-dependent only"))
+            << what;
+      }
+    }
+  }
+}
+
 TEST(ServableTest, PredictRowEqualsABatchOfOne) {
   ForestPtr forest = LoadGolden("xgb_multiclass3/model.json");
   ASSERT_NE(forest, nullptr);
@@ -235,7 +276,7 @@ TEST(ServableTest, WhatIsMissingIsSaidPerOperation) {
   for (Operation op : {Operation::kExplain, Operation::kInteractions, Operation::kInterventional,
                        Operation::kInterventionalInteractions, Operation::kBanzhaf,
                        Operation::kBanzhafInteractions, Operation::kInterventionalBanzhaf,
-                       Operation::kInterventionalBanzhafInteractions}) {
+                       Operation::kInterventionalBanzhafInteractions, Operation::kSaabas}) {
     EXPECT_EQ((*s)->Available(op).code(), absl::StatusCode::kFailedPrecondition)
         << OperationName(op);
     EXPECT_THAT((*s)->Describe(op), HasSubstr("unavailable: ")) << OperationName(op);
@@ -327,7 +368,7 @@ TEST(ServableTest, GroupsReachEveryExplanationOperation) {
   for (Operation op : {Operation::kExplain, Operation::kInteractions, Operation::kBanzhaf,
                        Operation::kBanzhafInteractions, Operation::kInterventional,
                        Operation::kInterventionalInteractions,
-                       Operation::kInterventionalBanzhaf}) {
+                       Operation::kInterventionalBanzhaf, Operation::kSaabas}) {
     const bool interactions = op == Operation::kInteractions ||
                               op == Operation::kBanzhafInteractions ||
                               op == Operation::kInterventionalInteractions;
@@ -340,8 +381,14 @@ TEST(ServableTest, GroupsReachEveryExplanationOperation) {
                          op == Operation::kInterventionalBanzhaf;
     std::vector<float> want(got.size());
     absl::Status status;
-    if (op == Operation::kExplain || op == Operation::kInteractions || op == Operation::kBanzhaf ||
-        op == Operation::kBanzhafInteractions) {
+    if (op == Operation::kSaabas) {
+      for (int64_t r = 0; r < 6; ++r) {
+        const std::vector<double> row = testing::SaabasByDefinition(
+            *forest, rows.data() + r * forest->num_features, 0, 0, groups->get());
+        std::copy(row.begin(), row.end(), want.begin() + r * width);
+      }
+    } else if (op == Operation::kExplain || op == Operation::kInteractions ||
+               op == Operation::kBanzhaf || op == Operation::kBanzhafInteractions) {
       ExplainOptions o;
       o.interactions = interactions;
       o.groups = groups->get();

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "core/model/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,6 +47,28 @@ TEST(StatusMapping, CanonicalCodesMapOneToOne) {
   EXPECT_STREQ(CodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
   EXPECT_STREQ(CodeName(absl::StatusCode::kOk), "OK");
   EXPECT_STREQ(CodeName(absl::StatusCode::kDeadlineExceeded), "DEADLINE_EXCEEDED");
+}
+
+// Every attribution of the core's name table has its grove.v1 value, ATTRIBUTION_<NAME> (the
+// CLI and groveml's client send it by name), and reads back as itself; a value outside the
+// table is refused naming the accepted ones.
+TEST(Convert, AttributionsMapByName) {
+  for (Attribution a : kAttributions) {
+    grove::v1::Attribution value;
+    ASSERT_TRUE(grove::v1::Attribution_Parse(
+        absl::AsciiStrToUpper(absl::StrCat("ATTRIBUTION_", AttributionName(a))), &value))
+        << AttributionName(a);
+    grove::v1::ExplainRequest request;
+    request.set_attribution(value);
+    absl::StatusOr<ExplainChoice> choice = ExplainChoiceFromRequest(request);
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_EQ(choice->attribution, a);
+  }
+  grove::v1::ExplainRequest request;
+  request.set_attribution(static_cast<grove::v1::Attribution>(99));
+  absl::StatusOr<ExplainChoice> choice = ExplainChoiceFromRequest(request);
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(choice.status().message(), HasSubstr("ATTRIBUTION_BANZHAF"));
 }
 
 TEST(Convert, ShapeChecksNameTheLimit) {

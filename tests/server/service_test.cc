@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/servable/background.h"
+#include "core/servable/servable.h"
 #include "core/explain/explain.h"
 #include "core/explain/interventional/interventional.h"
 #include "core/io/csv.h"
@@ -565,6 +566,46 @@ TEST_F(ServerTest, InterventionalErrorsSayWhatToDo) {
               HasSubstr("request parameter 'method': unknown explanation method 'shapley'"));
 }
 
+// KServe REST infer of demo_bg's treeshap_output for `rows` (n x cols) with `parameters`: the
+// parsed answer (null, the failure reported, unless it is 200).
+nlohmann::json RestShap(int port, const nlohmann::json& parameters,
+                        const std::vector<float>& rows, int64_t n, int64_t cols) {
+  httplib::Client http("127.0.0.1", port);
+  const nlohmann::json infer = {
+      {"parameters", parameters},
+      {"inputs", {{{"name", "input__0"}, {"shape", {n, cols}}, {"datatype", "FP32"},
+                   {"data", rows}}}},
+      {"outputs", {{{"name", "treeshap_output"}}}}};
+  auto r = http.Post("/v2/models/demo_bg/infer", infer.dump(), "application/json");
+  EXPECT_TRUE(r);
+  if (!r) return nullptr;
+  EXPECT_EQ(r->status, 200) << r->body;
+  return r->status == 200 ? nlohmann::json::parse(r->body) : nlohmann::json();
+}
+
+// KServe ModelInfer of demo_bg's treeshap_output for `rows` (n x cols) with the request
+// parameter attribution `attribution`, path-dependent or interventional; the values into `got`
+// when it answers.
+grpc::Status KserveAttribution(inference::GRPCInferenceService::Stub* kserve,
+                               const std::vector<float>& rows, int64_t n, int64_t cols,
+                               const std::string& attribution, bool interventional,
+                               std::vector<float>* got) {
+  inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, n, cols);
+  (*kreq.mutable_parameters())["attribution"].set_string_param(attribution);
+  if (interventional) {
+    (*kreq.mutable_parameters())["method"].set_string_param("interventional");
+  }
+  grpc::ClientContext kctx;
+  inference::ModelInferResponse kresp;
+  grpc::Status ks = kserve->ModelInfer(&kctx, kreq, &kresp);
+  if (!ks.ok()) return ks;
+  got->resize(n * (cols + 1));
+  EXPECT_EQ(kresp.raw_output_contents(0).size(), got->size() * 4);
+  std::memcpy(got->data(), kresp.raw_output_contents(0).data(),
+              std::min(got->size() * 4, kresp.raw_output_contents(0).size()));
+  return ks;
+}
+
 // Banzhaf values per row by their definition (every feature subset): path-dependent, or with
 // `background` (row-major) the mean over its rows of each pair's margin values.
 std::vector<float> BanzhafByDefinition(const std::vector<float>& rows, int64_t cols,
@@ -625,18 +666,10 @@ TEST_F(ServerTest, BanzhafValuesOnEveryProtocol) {
   }
   // KServe: the request parameter, on both methods.
   for (bool interventional : {false, true}) {
-    inference::ModelInferRequest kreq = ShapRequest("demo_bg", rows, 4, cols);
-    (*kreq.mutable_parameters())["attribution"].set_string_param("banzhaf");
-    if (interventional) {
-      (*kreq.mutable_parameters())["method"].set_string_param("interventional");
-    }
-    grpc::ClientContext kctx;
-    inference::ModelInferResponse kresp;
-    grpc::Status ks = Kserve()->ModelInfer(&kctx, kreq, &kresp);
+    std::vector<float> got;
+    grpc::Status ks =
+        KserveAttribution(Kserve().get(), rows, 4, cols, "banzhaf", interventional, &got);
     ASSERT_TRUE(ks.ok()) << ks.error_message();
-    std::vector<float> got(4 * (cols + 1));
-    ASSERT_EQ(kresp.raw_output_contents(0).size(), got.size() * 4);
-    std::memcpy(got.data(), kresp.raw_output_contents(0).data(), got.size() * 4);
     ExpectClose(got,
                 BanzhafByDefinition(rows, cols, false,
                                     interventional ? background : std::vector<float>()),
@@ -657,6 +690,77 @@ TEST_F(ServerTest, BanzhafValuesOnEveryProtocol) {
   EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(ks.error_message(),
               HasSubstr("request parameter 'attribution': unknown attribution 'owen'"));
+}
+
+// Saabas attributions of `rows` by the in-process Servable (what the CLI and groveml run).
+std::vector<float> SaabasInProcess(const std::vector<float>& rows, int64_t cols) {
+  absl::StatusOr<ServablePtr> s = BuildServable(*LoadModelFile(kDemo), nullptr, EngineOptions(),
+                                                nullptr);
+  EXPECT_TRUE(s.ok()) << s.status();
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  const int64_t width = (*s)->Width(Operation::kSaabas, RunParams());
+  std::vector<float> out(n * width);
+  EXPECT_TRUE((*s)->Run(Operation::kSaabas, RunParams(), MakeRowsView(rows.data(), n, cols),
+                        MakeMatrixView(out.data(), n, width), nullptr)
+                  .ok());
+  return out;
+}
+
+// Saabas attributions on every protocol (grove.v1 ATTRIBUTION_SAABAS; KServe gRPC and REST,
+// parameter attribution "saabas") are the in-process Servable's, bit for bit; the combinations
+// no operation computes are INVALID_ARGUMENT saying why on each.
+TEST_F(ServerTest, SaabasAttributionsOnEveryProtocol) {
+  int64_t n, cols;
+  std::vector<float> all = ReadRows(kDemoRows, &n, &cols);
+  std::vector<float> rows(all.begin(), all.begin() + 5 * cols);
+  const std::vector<float> want = SaabasInProcess(rows, cols);
+  grove::v1::ExplainRequest req;
+  req.set_model("demo_bg");
+  SetRows(req.mutable_rows(), rows, cols);
+  req.set_attribution(grove::v1::ATTRIBUTION_SAABAS);
+  req.set_residuals(true);
+  {
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ExpectClose(resp.values().values(), want, 0.0);
+    // Additive: the residuals are rounding.
+    ASSERT_EQ(resp.residuals().values_size(), 5);
+    for (float r : resp.residuals().values()) EXPECT_LE(std::abs(r), 1e-5);
+  }
+  for (bool interventional : {false, true}) {
+    grove::v1::ExplainRequest bad = req;
+    bad.set_interactions(!interventional);
+    if (interventional) bad.set_method(grove::v1::EXPLAIN_METHOD_INTERVENTIONAL);
+    grpc::ClientContext ctx;
+    grove::v1::ExplainResponse resp;
+    grpc::Status s = Grove()->Explain(&ctx, bad, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr(interventional ? "path-dependent only" : "no interaction values"));
+  }
+  // KServe gRPC: the request parameter; interventional refused.
+  for (bool interventional : {false, true}) {
+    std::vector<float> got;
+    grpc::Status ks =
+        KserveAttribution(Kserve().get(), rows, 5, cols, "saabas", interventional, &got);
+    if (interventional) {
+      EXPECT_EQ(ks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_THAT(ks.error_message(), HasSubstr("path-dependent only"));
+      continue;
+    }
+    ASSERT_TRUE(ks.ok()) << ks.error_message();
+    EXPECT_EQ(got, want);
+  }
+  // KServe REST: the same parameter in JSON.
+  const nlohmann::json answer =
+      RestShap(server_->http_port(), {{"attribution", "saabas"}}, rows, 5, cols);
+  ASSERT_FALSE(answer.is_null());
+  ASSERT_EQ(answer["outputs"][0]["data"].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(answer["outputs"][0]["data"][i].get<float>(), want[i]) << i;
+  }
 }
 
 // Values of feature groups by their definition (every coalition of groups): path-dependent, or
@@ -962,17 +1066,11 @@ TEST_F(ServerTest, KserveResidualsOverGrpcAndRest) {
   }
 
   // REST: the same tensor in JSON and the arithmetic among the response's parameters.
-  httplib::Client http("127.0.0.1", server_->http_port());
-  const nlohmann::json infer = {
-      {"parameters",
-       {{"method", "interventional"}, {"output_space", "probability"}, {"residuals", true}}},
-      {"inputs", {{{"name", "input__0"}, {"shape", {n, cols}}, {"datatype", "FP32"},
-                   {"data", rows}}}},
-      {"outputs", {{{"name", "treeshap_output"}}}}};
-  auto r = http.Post("/v2/models/demo_bg/infer", infer.dump(), "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  const nlohmann::json answer = nlohmann::json::parse(r->body);
+  const nlohmann::json answer = RestShap(
+      server_->http_port(),
+      {{"method", "interventional"}, {"output_space", "probability"}, {"residuals", true}}, rows,
+      n, cols);
+  ASSERT_FALSE(answer.is_null());
   ASSERT_EQ(answer["outputs"].size(), 2u);
   EXPECT_EQ(answer["outputs"][1]["name"], "treeshap_residuals");
   EXPECT_EQ(answer["outputs"][1]["shape"], nlohmann::json({n, 1}));
