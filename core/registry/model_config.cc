@@ -73,6 +73,35 @@ absl::Status ParseBatching(const json& j, absl::string_view source, const std::s
 
 }  // namespace
 
+batching::BatcherOptions DefaultBatching(Operation op) {
+  const absl::Duration none = absl::ZeroDuration();
+  switch (op) {
+    case Operation::kPredict:  // four at once, as many as a GPU has staging lanes
+      return {4096, none, int64_t{1} << 20, 4096, 4};
+    case Operation::kExplain:
+    case Operation::kBanzhaf:  // the same kernels, one point per path
+      return {1024, none, int64_t{1} << 18, 4096, 2};
+    case Operation::kInteractions:
+    case Operation::kBanzhafInteractions:
+      return {64, none, int64_t{1} << 14, 1024, 1};
+    case Operation::kInterventional:
+    case Operation::kInterventionalBanzhaf:
+      return {256, none, int64_t{1} << 16, 1024, 1};
+    case Operation::kSaabas:  // about a prediction: one walk per tree, F + 1 values
+      return {4096, none, int64_t{1} << 20, 4096, 2};
+    case Operation::kInterventionalInteractions:
+    case Operation::kInterventionalBanzhafInteractions:
+    default:  // and an operation not tuned yet
+      return {16, none, int64_t{1} << 12, 1024, 1};
+  }
+}
+
+std::array<batching::BatcherOptions, kNumOperations> DefaultBatchingTable() {
+  std::array<batching::BatcherOptions, kNumOperations> table;
+  for (int i = 0; i < kNumOperations; ++i) table[i] = DefaultBatching(static_cast<Operation>(i));
+  return table;
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const ModelConfig& defaults,
                                              absl::string_view source) {
   // nlohmann keeps the last of two equal keys, other readers the first: a key given twice in one
@@ -165,8 +194,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, const Model
           if (op == OperationName(static_cast<Operation>(i))) index = i;
         }
         if (index < 0) {
+          std::string names;
+          for (int i = 0; i < kNumOperations; ++i) {
+            absl::StrAppend(&names, i > 0 ? ", " : "", OperationName(static_cast<Operation>(i)));
+          }
           return Bad(source, absl::StrCat("batching.", op),
-                     "unknown operation (predict, explain, interactions, interventional)");
+                     absl::StrCat("unknown operation (", names, ")"));
         }
         absl::Status s = ParseBatching(limits, source, absl::StrCat("batching.", op),
                                        &c.batching[index]);

@@ -4,6 +4,7 @@
 // Thread-safe (plain values; parsing has no shared state).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -32,6 +33,15 @@ inline constexpr int64_t kMaxQueueRows = int64_t{1} << 40;
 inline constexpr int64_t kMaxQueueRequests = int64_t{1} << 20;
 inline constexpr int64_t kMaxConcurrentBatches = 1024;
 
+// The batching limits an operation's queue starts from, by what a row of it costs. No delay: a
+// task goes to the engine at once when a batch slot is free; tasks that arrive while
+// max_concurrent_batches compute merge into the next batch (max_delay_us is opt-in). An operation
+// without limits of its own gets those of an expensive one (small batches, one at a time), so a
+// new operation is served safely before it is tuned.
+batching::BatcherOptions DefaultBatching(Operation op);
+// DefaultBatching of every operation, indexed by Operation.
+std::array<batching::BatcherOptions, kNumOperations> DefaultBatchingTable();
+
 struct ModelConfig {
   VersionPolicy version_policy = VersionPolicy::kLatest;
   std::vector<int64_t> specific_versions;  // kSpecific
@@ -43,23 +53,8 @@ struct ModelConfig {
   std::vector<OutputKind> default_outputs = {OutputKind::kPrediction};
   int64_t max_request_rows = 65536;
   int64_t max_interaction_values_per_row = int64_t{1} << 20;
-  batching::BatcherOptions batching[kNumOperations] = {
-      // No delay: a task goes to the engine at once when a batch slot is free; tasks that arrive
-      // while max_concurrent_batches compute merge into the next batch. max_delay_us is opt-in.
-      // Predict: four at once, as many as a GPU has staging lanes (their host copies overlap).
-      {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 4},
-      {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
-      {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
-      {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
-      {16, absl::ZeroDuration(), int64_t{1} << 12, 1024, 1},
-      // Banzhaf values cost what SHAP values do (the same kernels, one point per path).
-      {1024, absl::ZeroDuration(), int64_t{1} << 18, 4096, 2},
-      {64, absl::ZeroDuration(), int64_t{1} << 14, 1024, 1},
-      {256, absl::ZeroDuration(), int64_t{1} << 16, 1024, 1},
-      {16, absl::ZeroDuration(), int64_t{1} << 12, 1024, 1},
-      // Saabas attributions cost about a prediction (one walk per tree) and write F + 1 values.
-      {4096, absl::ZeroDuration(), int64_t{1} << 20, 4096, 2},
-  };
+  // Per operation (OperationName's order): DefaultBatching's limits unless config.json sets them.
+  std::array<batching::BatcherOptions, kNumOperations> batching = DefaultBatchingTable();
 
   const batching::BatcherOptions& Batching(Operation op) const {
     return batching[static_cast<int>(op)];

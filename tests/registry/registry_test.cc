@@ -957,6 +957,29 @@ TEST(ModelConfigTest, ParsesAndRejects) {
   }
 }
 
+// Every operation has batching limits before config.json sets any: its own, or an expensive
+// operation's (one batch at a time) when it has none; an unknown operation's name is refused with
+// every known one listed.
+TEST(ModelConfigTest, EveryOperationHasDefaultBatching) {
+  const ModelConfig d;
+  for (int i = 0; i < kNumOperations; ++i) {
+    const Operation op = static_cast<Operation>(i);
+    const batching::BatcherOptions& b = d.Batching(op);
+    EXPECT_TRUE(batching::ValidateBatcherOptions(b).ok()) << OperationName(op);
+    EXPECT_EQ(b.max_batch_rows, DefaultBatching(op).max_batch_rows) << OperationName(op);
+  }
+  EXPECT_EQ(d.Batching(Operation::kPredict).max_concurrent_batches, 4);
+  EXPECT_EQ(d.Batching(Operation::kInterventionalInteractions).max_concurrent_batches, 1);
+  EXPECT_EQ(DefaultBatching(static_cast<Operation>(kNumOperations)).max_concurrent_batches, 1);
+  auto r = ParseModelConfig(R"({"batching": {"train": {}}})", d, "cfg.json");
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < kNumOperations; ++i) {
+    EXPECT_NE(r.status().message().find(OperationName(static_cast<Operation>(i))),
+              absl::string_view::npos)
+        << r.status().message();
+  }
+}
+
 // A key given twice in one object is refused naming it (JSON parsers differ on which copy wins, so
 // an operator could read one value while groved served the other), at any depth.
 TEST(ModelConfigTest, RejectsDuplicateKeys) {
