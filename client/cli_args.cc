@@ -470,7 +470,8 @@ Options:
   if (topic == "explain") {
     return absl::StrCat(R"(Usage: grove explain --model PATH --input X.csv [options]
 
-Writes the exact TreeSHAP values of every row of X.csv (or X.npy or Parquet; read as for predict), laid out
+Writes the exact SHAP values (or --attribution's values) of every row of X.csv
+(or X.npy or Parquet; read as for predict), laid out
 like XGBoost pred_contribs:
 for each output, F feature contributions then the bias (num_outputs * (F+1) numbers per line).
 With --interactions, SHAP interaction values like XGBoost pred_interactions:

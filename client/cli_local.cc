@@ -260,7 +260,7 @@ int RunExplain(const CliArgs& args) {
     if (!groups.ok()) return Fail(groups.status());
     params.groups = *groups;
     columns.groups = (*groups)->names;
-    if (background == nullptr) {
+    if (background == nullptr && op != Operation::kSaabas) {  // Saabas reads no path layout
       absl::StatusOr<CachePin> pin = (*servable)->PinGroups(**groups);
       if (!pin.ok()) return Fail(NameFile(pin.status(), args.groups));
       groups_pin = *std::move(pin);

@@ -261,12 +261,11 @@ class Engine {
     RunParams params;
     params.iteration_begin = begin;
     params.iteration_end = end;
-    params.groups = PinnedGroups(groups);
-    Run(*servable_,
-        ValueOrThrow(ExplainOperationOf(ExplainMethod::kPathDependent,
-                                        ValueOrThrow(ParseAttribution(attribution)),
-                                        interactions)),
-        params, rows, out);
+    const Operation op = ValueOrThrow(ExplainOperationOf(
+        ExplainMethod::kPathDependent, ValueOrThrow(ParseAttribution(attribution)), interactions));
+    // Saabas attributions read no path layout: a grouping needs no pinned copy.
+    params.groups = op == Operation::kSaabas ? Groups(groups) : PinnedGroups(groups);
+    Run(*servable_, op, params, rows, out);
   }
 
   // `op` of `servable` (this model's, or one with a background) over `rows` into `out`, the GIL

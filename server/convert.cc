@@ -157,10 +157,16 @@ absl::Status CheckInteractionsAllowed(const registry::ModelVersion& model) {
 
 absl::Status CheckExplainChoice(const registry::ModelVersion& model, const ExplainChoice& choice,
                                 bool interactions) {
-  if (absl::StatusOr<Operation> op =
-          ExplainOperationOf(choice.method, choice.attribution, interactions);
-      !op.ok()) {
-    return op.status();
+  absl::StatusOr<Operation> op = ExplainOperationOf(choice.method, choice.attribution, interactions);
+  if (!op.ok()) return op.status();
+  if (*op == Operation::kSaabas) {
+    if (choice.output_space != OutputSpace::kMargin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output space ", OutputSpaceName(choice.output_space),
+          " is not served: Saabas attributions explain the margin only"));
+    }
+    // Not Available(op): the Saabas engine is built on first use, by the engine's thread.
+    return model.servable->Explainable();
   }
   if (choice.method == ExplainMethod::kPathDependent) {
     if (choice.output_space != OutputSpace::kMargin) {

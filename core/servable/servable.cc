@@ -156,7 +156,8 @@ struct ServableEngines {
     });
   }
 
-  // One expected-value step per node and leaf value, built as EngineBuild says.
+  // One expected-value step per node and leaf value (a fifth of the nodes' memory, more with
+  // vector leaves), built on the first Saabas call whatever EngineBuild says, as Banzhaf's.
   absl::StatusOr<const SaabasEngine*> Saabas() {
     if (!explainable.ok()) return explainable;
     return saabas.Get([&]() -> absl::StatusOr<std::shared_ptr<const SaabasEngine>> {
@@ -408,7 +409,6 @@ absl::StatusOr<ServablePtr> BuildServable(ForestPtr forest,
     // explanation operations answer why).
     if (absl::Status s = engines->Predict().status(); !s.ok()) return s;
     engines->Explain().IgnoreError();
-    engines->Saabas().IgnoreError();
   }
   auto servable = std::shared_ptr<Servable>(
       new Servable(std::move(forest), nullptr, options, std::move(engines)));

@@ -5,9 +5,9 @@
 // PredictEngine; path-dependent SHAP values and interaction values: ExplainEngine; interventional
 // SHAP values and interaction values over the background: InterventionalEngine; path-dependent
 // Banzhaf values: BanzhafEngine, built on the first call that asks; interventional Banzhaf values:
-// InterventionalEngine with Banzhaf's weights; Saabas attributions: SaabasEngine). The engines
-// share what they can: the merged path layout is built once for the explanation and
-// interventional engines.
+// InterventionalEngine with Banzhaf's weights; Saabas attributions: SaabasEngine, also built on
+// the first call that asks). The engines share what they can: the merged path layout is built
+// once for the explanation and interventional engines.
 //
 // Layering: this header names no engine type, so callers above core/servable/ depend on the
 // operations, not on how the engines are built (a change to an engine recompiles core/ only).

@@ -122,8 +122,13 @@ def explain_spec(model, interactions=False, method=None, background=None,
                  output_space="margin", iteration_range=(0, 0), batch_rows=65536,
                  device=None, threads=1, strategy=None, attribution="shapley") -> Spec:
     _output.check_choice("attribution", attribution, ATTRIBUTIONS)
+    if attribution == "saabas" and (method == "interventional" or interactions or
+                                    background is not None):
+        # Refused here, on the driver, rather than by every task on the executors.
+        raise ValueError("Saabas attributions are path-dependent values only: no "
+                         "method='interventional', background or interactions")
     shipped = shipped_model(model, device, threads, strategy)
-    if background is None:
+    if background is None and attribution != "saabas":  # a Model's own leaves Saabas path-dependent
         background = shipped.driver_model._background
     return Spec(shipped, "explain", interactions=bool(interactions), method=method,
                 output_space=output_space, iteration_range=tuple(iteration_range),

@@ -23,8 +23,8 @@ def explain_dask(ddf, model, interactions: bool = False, method: Optional[str] =
     model: a groveml.Model (sent to the workers with the tasks), a live XGBoost / LightGBM model,
     or the path of a model file read here. device and strategy: the workers' (default: the
     Model's own, "auto" for a path); threads: engine threads per task (Dask runs tasks on its own
-    threads); background: default the Model's. attribution: "shapley" (SHAP values) or "banzhaf"
-    (Banzhaf values). Other arguments as groveml.Model.explain."""
+    threads); background: default the Model's. attribution: "shapley" (SHAP values), "banzhaf"
+    (Banzhaf values) or "saabas" (Saabas attributions, path-dependent only). Other arguments as groveml.Model.explain."""
     return _map(ddf, _workers.explain_spec(model, interactions, method, background,
                                            output_space, iteration_range, batch_rows, device,
                                            threads, strategy, attribution), prefix)

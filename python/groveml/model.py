@@ -248,10 +248,15 @@ class Model:
         groups_json = _groups_json(groups)
         begin, end = _range(iteration_range)
         interactions = bool(interactions)
+        given_background = background is not None
         if background is None:
             background = self._background
         if method is None:
-            method = "interventional" if background is not None else "path_dependent"
+            # The Model's own background does not make Saabas attributions (path-dependent only)
+            # interventional; a background given to this call does, and is refused as such.
+            default_only = attribution == "saabas" and not given_background
+            method = ("interventional" if background is not None and not default_only
+                      else "path_dependent")
         _output.check_choice("method", method, METHODS)
         _output.check_choice("output_space", output_space, OUTPUT_SPACES)
         _output.check_choice("attribution", attribution, ATTRIBUTIONS)

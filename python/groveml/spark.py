@@ -29,7 +29,8 @@ def explain_spark(df, model, interactions: bool = False, method: Optional[str] =
     "auto" for a path); threads: engine threads per Python worker (Spark runs one worker per task
     slot). device="auto" uses the executor's GPU when it has one (a GPU resource assigned to the
     task is made the visible one). background: default the Model's. attribution: "shapley" (SHAP
-    values) or "banzhaf" (Banzhaf values). Other arguments as groveml.Model.explain."""
+    values), "banzhaf" (Banzhaf values) or "saabas" (Saabas attributions, path-dependent only).
+    Other arguments as groveml.Model.explain."""
     return _map(df, _workers.explain_spec(model, interactions, method, background,
                                           output_space, iteration_range, batch_rows, device,
                                           threads, strategy, attribution), prefix)

@@ -161,6 +161,9 @@ def test_saabas_matches_cli_and_xgboost(cli, models, tmp_path):
         model.explain(x[:3], attribution="saabas", interactions=True)
     with pytest.raises(ValueError, match="path-dependent only"):
         model.explain(x[:3], attribution="saabas", background=x[30:40])
+    # A Model's own background leaves Saabas attributions path-dependent.
+    with_background = groveml.Model(path, background=x[30:40])
+    assert_bitwise(with_background.explain(x[:30], attribution="saabas"), got, "saabas, Model background")
 
 
 def test_banzhaf_matches_cli(cli, models, tmp_path):

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -962,15 +963,32 @@ TEST(ModelConfigTest, ParsesAndRejects) {
 // every known one listed.
 TEST(ModelConfigTest, EveryOperationHasDefaultBatching) {
   const ModelConfig d;
-  for (int i = 0; i < kNumOperations; ++i) {
-    const Operation op = static_cast<Operation>(i);
-    const batching::BatcherOptions& b = d.Batching(op);
-    EXPECT_TRUE(batching::ValidateBatcherOptions(b).ok()) << OperationName(op);
-    EXPECT_EQ(b.max_batch_rows, DefaultBatching(op).max_batch_rows) << OperationName(op);
+  // max_batch_rows, max_queue_rows, max_queue_tasks, max_concurrent_batches; no delay.
+  const std::pair<Operation, std::array<int64_t, 4>> want[] = {
+      {Operation::kPredict, {4096, int64_t{1} << 20, 4096, 4}},
+      {Operation::kExplain, {1024, int64_t{1} << 18, 4096, 2}},
+      {Operation::kInteractions, {64, int64_t{1} << 14, 1024, 1}},
+      {Operation::kInterventional, {256, int64_t{1} << 16, 1024, 1}},
+      {Operation::kInterventionalInteractions, {16, int64_t{1} << 12, 1024, 1}},
+      {Operation::kBanzhaf, {1024, int64_t{1} << 18, 4096, 2}},
+      {Operation::kBanzhafInteractions, {64, int64_t{1} << 14, 1024, 1}},
+      {Operation::kInterventionalBanzhaf, {256, int64_t{1} << 16, 1024, 1}},
+      {Operation::kInterventionalBanzhafInteractions, {16, int64_t{1} << 12, 1024, 1}},
+      {Operation::kSaabas, {4096, int64_t{1} << 20, 4096, 2}},
+      // Not an operation yet: an expensive operation's limits.
+      {static_cast<Operation>(kNumOperations), {16, int64_t{1} << 12, 1024, 1}},
+  };
+  for (const auto& [op, limits] : want) {
+    const batching::BatcherOptions b =
+        static_cast<int>(op) < kNumOperations ? d.Batching(op) : DefaultBatching(op);
+    const std::string what = std::to_string(static_cast<int>(op));
+    EXPECT_TRUE(batching::ValidateBatcherOptions(b).ok()) << what;
+    EXPECT_EQ(b.max_batch_rows, limits[0]) << what;
+    EXPECT_EQ(b.max_queue_rows, limits[1]) << what;
+    EXPECT_EQ(b.max_queue_tasks, limits[2]) << what;
+    EXPECT_EQ(b.max_concurrent_batches, limits[3]) << what;
+    EXPECT_EQ(b.max_delay, absl::ZeroDuration()) << what;
   }
-  EXPECT_EQ(d.Batching(Operation::kPredict).max_concurrent_batches, 4);
-  EXPECT_EQ(d.Batching(Operation::kInterventionalInteractions).max_concurrent_batches, 1);
-  EXPECT_EQ(DefaultBatching(static_cast<Operation>(kNumOperations)).max_concurrent_batches, 1);
   auto r = ParseModelConfig(R"({"batching": {"train": {}}})", d, "cfg.json");
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   for (int i = 0; i < kNumOperations; ++i) {

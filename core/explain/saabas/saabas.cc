@@ -70,6 +70,18 @@ int64_t SaabasModel::Bytes() const {
 
 absl::StatusOr<SaabasModel> BuildSaabasModel(const Forest& forest) {
   if (absl::Status s = CheckExplainable(forest); !s.ok()) return s;
+  // A split tree whose root has cover 0 was saved without covers (a LightGBM file without
+  // internal_count, a CatBoost one without leaf_weights): every expected value would be 0 and a
+  // row's whole leaf value would go to its last split's feature.
+  for (size_t t = 0; t < forest.trees.size(); ++t) {
+    const Node* nodes = forest.TreeNodes(static_cast<int>(t));
+    if (forest.trees[t].num_nodes > 1 && !(nodes[0].cover > 0)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          forest.source.empty() ? "<memory>" : forest.source, ": tree ", t,
+          " has no node covers (the model file does not record how many training rows reached "
+          "each node), which Saabas attributions weigh expected values by"));
+    }
+  }
   SaabasModel model;
   const size_t num_trees = forest.trees.size();
   model.step_begin.resize(num_trees);

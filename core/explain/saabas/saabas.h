@@ -40,7 +40,8 @@ struct SaabasModel {
   int64_t Bytes() const;
 };
 
-// FAILED_PRECONDITION for a model that cannot be explained (CheckExplainable, as TreeSHAP).
+// FAILED_PRECONDITION for a model that cannot be explained (CheckExplainable, as TreeSHAP) and
+// for one saved without node covers (a tree with splits whose root has cover 0).
 absl::StatusOr<SaabasModel> BuildSaabasModel(const Forest& forest);
 
 class SaabasEngine {

@@ -26,7 +26,7 @@ GROVE_HD void AddSaabasTree(const Node* nodes, const uint32_t* category_bits, co
     const Node& n = nodes[i];
     const int32_t child = NextNode(n, category_bits, row);
     const int32_t column = player != nullptr ? player[n.feature] : n.feature;
-    for (int b = 0; b < width; ++b) phi[b * f1 + column] += steps[child * width + b];
+    for (int b = 0; b < width; ++b) phi[b * f1 + column] += steps[int64_t{child} * width + b];
     i = child;
   }
 }

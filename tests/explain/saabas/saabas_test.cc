@@ -205,6 +205,31 @@ TEST(SaabasTest, HandComputedTree) {
   EXPECT_NEAR(got[2], f->base_margin[0] + e0, 1e-6);
 }
 
+// A node of cover 0 below a root with covers (a branch no training row reached) has expected
+// value 0, as the reference TreeSHAP's fractions give: the oracle agrees and the row still sums to
+// its margin. A model saved without covers (every root 0) is refused.
+TEST(SaabasTest, ZeroCoversBelowTheRootAndModelsWithoutCovers) {
+  Forest zero = *MakeDepth2Tree();
+  for (int i : {2, 5, 6}) zero.nodes[zero.trees[0].node_begin + i].cover = 0;
+  ForestPtr f = std::make_shared<const Forest>(zero);
+  auto engine = SaabasEngine::Create(f, nullptr);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<float> row = {0.7f, 0.2f};  // into the cover-0 branch: leaf 5 (value 3)
+  const std::vector<float> got = Saabas(**engine, *f, row, {});
+  ExpectOracle(*f, row, got, {}, "cover-0 branch");
+  const double e0 = 0.6 * (10.0 / 6);  // E(node 2) = 0
+  EXPECT_NEAR(got[0], 0.0 - e0, 1e-6);
+  EXPECT_NEAR(got[1], 3.0, 1e-6);
+  EXPECT_NEAR(got[0] + got[1] + got[2], f->base_margin[0] + 3.0, 1e-5);
+
+  Forest none = *MakeDepth2Tree();
+  for (Node& n : none.nodes) n.cover = 0;
+  auto refused = SaabasEngine::Create(std::make_shared<const Forest>(none), nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("no node covers"), absl::string_view::npos)
+      << refused.status();
+}
+
 TEST(SaabasTest, Errors) {
   ForestPtr f = testing::MakeRandomForest(kForests[0]);
   auto engine = SaabasEngine::Create(f, nullptr);
