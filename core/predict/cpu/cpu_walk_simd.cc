@@ -327,18 +327,18 @@ __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Co
 // WalkAndAddSimd over the complete layout (DenseNode): a level of the top kRegisterLevels is
 // two permutes of the level's nodes and a gather of the row's value, a level below two gathers
 // of the node and one of the value; the child computed as 2p + 1 + right; every tree runs
-// `depth` levels and ends on its leaf's position in the last level, where the rows of a tree
-// that goes on below it continue in its CpuNodes (WalkContinuations512): then every leaf value
-// of the call is kept until those walks end, and added to its row's margin in tree order.
-__attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, const CpuTree* trees,
-                                                        const int32_t* tree_ids, int num_trees,
-                                                        const DenseNode* dense, int depth,
-                                                        const double* values,
-                                                        const int32_t* next,
-                                                        const double* leaf_values,
-                                                        const float* block, int32_t stride,
-                                                        int rows, bool nan, double* margins,
-                                                        int64_t out_stride) {
+// `depth` levels and ends on its leaf's position in the last level. `deferred` nullptr: each
+// leaf value added to margins; else (some tree of the call goes on below the layout) kept in
+// deferred[j * rows + r] (tree j of the call) and the lanes that go on collected in `lanes`.
+__attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
+                                                           const int32_t* tree_ids, int num_trees,
+                                                           const DenseNode* dense, int depth,
+                                                           const double* values,
+                                                           const int32_t* next,
+                                                           const float* block, int32_t stride,
+                                                           int rows, bool nan, double* margins,
+                                                           int64_t out_stride, double* deferred,
+                                                           Continuations* lanes) {
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;
   const int inner = (1 << depth) - 1;
@@ -347,12 +347,6 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, cons
   const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
   GroupLanes512 l;
   RowOffsets512(stride, row_vectors, l.row_of);
-  // Where a tree of the call goes on below the layout: every leaf value kept (deferred[j * rows
-  // + r], tree j of the call) and the lanes that go on, walked after the call's last tree.
-  bool continues = false;
-  for (int j = 0; j < num_trees && next != nullptr; ++j) continues |= trees[tree_ids[j]].continues;
-  double deferred[kTreeChunk * kMaxLanes];
-  Continuations lanes;
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
     const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
     const int vectors = group * row_vectors;
@@ -398,12 +392,12 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, cons
       for (int v = 0; v < row_vectors; ++v) {
         leaf[v] = _mm512_add_epi32(first, l.at[g * row_vectors + v]);
       }
-      if (continues) {
+      if (deferred != nullptr) {
         double* kept = deferred + (t0 + g) * rows;
         for (int v = 0; v < row_vectors; ++v) GatherValues512(values, leaf[v], kept + v * kWidth);
         if (tree.continues) {
           CollectContinuations512(tree, next, leaf, l.row_of, row_vectors, (t0 + g) * rows,
-                                  &lanes);
+                                  lanes);
         }
         continue;
       }
@@ -411,7 +405,20 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, cons
       for (int v = 0; v < row_vectors; ++v) AddLeaves512(values, leaf[v], acc + v * kWidth);
     }
   }
-  if (!continues) return;
+}
+
+// WalkDenseLevels512 for a call where some tree goes on below the layout: its leaf values kept,
+// the lanes that go on walked on (WalkContinuations512), then every value added to its row's
+// margin in tree order. Apart so that the other calls' frames stay small.
+__attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
+    const CpuNode* all, const CpuTree* trees, const int32_t* tree_ids, int num_trees,
+    const DenseNode* dense, int depth, const double* values, const int32_t* next,
+    const double* leaf_values, const float* block, int32_t stride, int rows, bool nan,
+    double* margins, int64_t out_stride) {
+  double deferred[kTreeChunk * kMaxLanes];
+  Continuations lanes;
+  WalkDenseLevels512(trees, tree_ids, num_trees, dense, depth, values, next, block, stride, rows,
+                     nan, margins, out_stride, deferred, &lanes);
   WalkContinuations512(FieldsOf(all), &lanes, leaf_values, block, nan, deferred);
   for (int j = 0; j < num_trees; ++j) {
     double* acc = margins + static_cast<int64_t>(trees[tree_ids[j]].group) * out_stride;
@@ -419,6 +426,29 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, cons
     for (int r = 0; r < rows; r += kWidth / 2) {
       _mm512_storeu_pd(acc + r, _mm512_add_pd(_mm512_loadu_pd(acc + r), _mm512_loadu_pd(kept + r)));
     }
+  }
+}
+
+// WalkAndAddSimd over the complete layout for trees tree_ids[0, num_trees) (at most kTreeChunk)
+// and `rows` rows (a multiple of kWidth, at most kMaxLanes): where a tree goes on below the
+// layout (CpuTree::continues), its rows there continue in its CpuNodes.
+__attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, const CpuTree* trees,
+                                                        const int32_t* tree_ids, int num_trees,
+                                                        const DenseNode* dense, int depth,
+                                                        const double* values,
+                                                        const int32_t* next,
+                                                        const double* leaf_values,
+                                                        const float* block, int32_t stride,
+                                                        int rows, bool nan, double* margins,
+                                                        int64_t out_stride) {
+  bool continues = false;
+  for (int j = 0; j < num_trees && next != nullptr; ++j) continues |= trees[tree_ids[j]].continues;
+  if (continues) {
+    WalkAddDenseContinued512(all, trees, tree_ids, num_trees, dense, depth, values, next,
+                             leaf_values, block, stride, rows, nan, margins, out_stride);
+  } else {
+    WalkDenseLevels512(trees, tree_ids, num_trees, dense, depth, values, next, block, stride,
+                       rows, nan, margins, out_stride, nullptr, nullptr);
   }
 }
 
