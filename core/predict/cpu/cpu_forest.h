@@ -29,8 +29,8 @@ struct CpuTree {
   int32_t group = 0;        // output of a scalar-leaf tree
   bool general = false;     // some split needs the general decision (kCpuGeneral)
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
+  bool continues = false;   // deeper than its complete layout (dense): rows go on below it
   int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
-  bool continues = false;   // deeper than that layout: some of its rows go on below it
   int32_t bitvector = -1;   // its entry of the bitvector layout (CpuForest::bitvector_trees), or -1
   int32_t row = -1;         // its slot in the row layout (CpuForest::row_nodes), or -1
   // In model order, the first tree from this one on that is not fused (scalar leaves, no

@@ -327,9 +327,10 @@ __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Co
 // WalkAndAddSimd over the complete layout (DenseNode): a level of the top kRegisterLevels is
 // two permutes of the level's nodes and a gather of the row's value, a level below two gathers
 // of the node and one of the value; the child computed as 2p + 1 + right; every tree runs
-// `depth` levels and ends on its leaf's position in the last level. `deferred` nullptr: each
-// leaf value added to margins; else (some tree of the call goes on below the layout) kept in
+// `depth` levels and ends on its leaf's position in the last level. kKeep false: each leaf value
+// added to margins; true (some tree of the call goes on below the layout): kept in
 // deferred[j * rows + r] (tree j of the call) and the lanes that go on collected in `lanes`.
+template <bool kKeep>
 __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
                                                            const int32_t* tree_ids, int num_trees,
                                                            const DenseNode* dense, int depth,
@@ -392,17 +393,17 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
       for (int v = 0; v < row_vectors; ++v) {
         leaf[v] = _mm512_add_epi32(first, l.at[g * row_vectors + v]);
       }
-      if (deferred != nullptr) {
+      if constexpr (kKeep) {
         double* kept = deferred + (t0 + g) * rows;
         for (int v = 0; v < row_vectors; ++v) GatherValues512(values, leaf[v], kept + v * kWidth);
         if (tree.continues) {
           CollectContinuations512(tree, next, leaf, l.row_of, row_vectors, (t0 + g) * rows,
                                   lanes);
         }
-        continue;
+      } else {
+        double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
+        for (int v = 0; v < row_vectors; ++v) AddLeaves512(values, leaf[v], acc + v * kWidth);
       }
-      double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
-      for (int v = 0; v < row_vectors; ++v) AddLeaves512(values, leaf[v], acc + v * kWidth);
     }
   }
 }
@@ -417,8 +418,8 @@ __attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
     double* margins, int64_t out_stride) {
   double deferred[kTreeChunk * kMaxLanes];
   Continuations lanes;
-  WalkDenseLevels512(trees, tree_ids, num_trees, dense, depth, values, next, block, stride, rows,
-                     nan, margins, out_stride, deferred, &lanes);
+  WalkDenseLevels512<true>(trees, tree_ids, num_trees, dense, depth, values, next, block, stride,
+                           rows, nan, margins, out_stride, deferred, &lanes);
   WalkContinuations512(FieldsOf(all), &lanes, leaf_values, block, nan, deferred);
   for (int j = 0; j < num_trees; ++j) {
     double* acc = margins + static_cast<int64_t>(trees[tree_ids[j]].group) * out_stride;
@@ -447,8 +448,8 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, cons
     WalkAddDenseContinued512(all, trees, tree_ids, num_trees, dense, depth, values, next,
                              leaf_values, block, stride, rows, nan, margins, out_stride);
   } else {
-    WalkDenseLevels512(trees, tree_ids, num_trees, dense, depth, values, next, block, stride,
-                       rows, nan, margins, out_stride, nullptr, nullptr);
+    WalkDenseLevels512<false>(trees, tree_ids, num_trees, dense, depth, values, next, block,
+                              stride, rows, nan, margins, out_stride, nullptr, nullptr);
   }
 }
 
