@@ -94,7 +94,8 @@ struct CpuForestOptions {
   // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
   // rows, timed at Build (tens of milliseconds for large models).
-  // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode).
+  // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode; a deeper
+  // tree's top levels, the node walk below them for the rows that go on).
   // kBitvector: the bitvector layout for trees of at most kBitvectorMaxLeaves leaves (but the
   // complete layout for those it holds at fewer levels than a sixth of their splits), the
   // complete layout for other trees it fits, the AVX-512 node walk for the rest.
