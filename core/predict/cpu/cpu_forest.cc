@@ -97,12 +97,19 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
 void CpuForest::BuildDense() {
   int depth = 0;
   int64_t trees = 0;
+  bool deep = false;
   for (const CpuTree& t : trees_) {
-    if (t.scalar && !t.general && t.depth >= 1 && t.depth <= kDenseMaxDepth) {
-      depth = std::max(depth, t.depth);
+    if (t.scalar && !t.general && t.depth >= 1) {
+      if (t.depth <= kDenseMaxDepth) {
+        depth = std::max(depth, t.depth);
+      } else {
+        deep = true;
+      }
       ++trees;
     }
   }
+  // A deeper tree takes the top levels: at least kDenseTopLevels, those of the others if more.
+  if (deep) depth = std::max(depth, kDenseTopLevels);
   // At most 64 MB of padded layout: beyond, the plain walk stays.
   if (trees == 0 || trees * (int64_t{16} << depth) > (int64_t{64} << 20)) return;
   dense_.depth = depth;
@@ -110,6 +117,7 @@ void CpuForest::BuildDense() {
   const int64_t leaves = int64_t{1} << depth;
   dense_.nodes.assign(trees * inner, DenseNode{});
   dense_.values.assign(trees * leaves, 0.0);
+  if (deep) dense_.next.assign(trees * leaves, -1);
   int32_t block = 0;
   struct Item {
     int32_t node;  // CpuForest node, relative to the tree
@@ -118,8 +126,9 @@ void CpuForest::BuildDense() {
   };
   std::vector<Item> stack;
   for (CpuTree& t : trees_) {
-    if (!(t.scalar && !t.general && t.depth >= 1 && t.depth <= kDenseMaxDepth)) continue;
+    if (!(t.scalar && !t.general && t.depth >= 1)) continue;
     t.dense = block;
+    t.continues = t.depth > depth;
     DenseNode* nodes = dense_.nodes.data() + block * inner;
     double* values = dense_.values.data() + block * leaves;
     const CpuNode* src = nodes_.data() + t.node_begin;
@@ -128,11 +137,16 @@ void CpuForest::BuildDense() {
       const Item it = stack.back();
       stack.pop_back();
       const CpuNode& n = src[it.node];
-      if (it.level == depth) {  // a leaf: the last level holds every leaf's value
-        values[it.position - inner] = leaf_values_[t.node_begin + it.node];
+      const bool leaf = (n.bits & kCpuLeaf) != 0;
+      if (it.level == depth) {  // the last level holds every leaf's value, or where a path goes on
+        if (leaf) {
+          values[it.position - inner] = leaf_values_[t.node_begin + it.node];
+        } else {
+          dense_.next[block * leaves + it.position - inner] =
+              it.node * static_cast<int32_t>(sizeof(CpuNode));
+        }
         continue;
       }
-      const bool leaf = (n.bits & kCpuLeaf) != 0;
       if (!leaf) {
         nodes[it.position].threshold = n.threshold;
         nodes[it.position].feature =
@@ -157,7 +171,7 @@ void CpuForest::BuildRowLayout() {
   int32_t slots = 0;
   for (int64_t t0 = 0; t0 < num_trees;) {
     int64_t t1 = t0;
-    while (t1 < num_trees && trees_[t1].dense >= 0) ++t1;
+    while (t1 < num_trees && trees_[t1].dense >= 0 && !trees_[t1].continues) ++t1;
     if (t1 - t0 >= kRowBlockTrees) {
       for (int64_t t = t0; t < t1; ++t) trees_[t].row = trees_[t].dense;
       slots = trees_[t1 - 1].dense + 1;
@@ -222,7 +236,10 @@ void CpuForest::BuildBitvector() {
     // A tree the complete layout holds keeps it where that walk is cheaper: a level of it costs
     // about kBitvectorSplitsPerLevel splits of this one (complete trees of depth 6: the complete
     // layout; LightGBM's 31 leaves padded to depth 10: this one).
-    if (t.dense >= 0 && leaves - 1 >= kBitvectorSplitsPerLevel * dense_.depth) continue;
+    // A tree that goes on below the complete layout takes this one.
+    if (t.dense >= 0 && !t.continues && leaves - 1 >= kBitvectorSplitsPerLevel * dense_.depth) {
+      continue;
+    }
     lo.assign(n, 0);
     hi.assign(n, 0);
     std::vector<std::pair<int32_t, bool>> stack = {{0, false}};
@@ -418,7 +435,10 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   }
   if (!out->dense_walk()) {  // not used by the batch walk: not kept
     out->dense_ = DenseLayout();
-    for (CpuTree& t : out->trees_) t.dense = -1;
+    for (CpuTree& t : out->trees_) {
+      t.dense = -1;
+      t.continues = false;
+    }
   }
   if (!out->bitvector_walk()) {
     out->bitvector_ = BitvectorLayout();

@@ -29,6 +29,7 @@ struct CpuTree {
   int32_t group = 0;        // output of a scalar-leaf tree
   bool general = false;     // some split needs the general decision (kCpuGeneral)
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
+  bool continues = false;   // deeper than its complete layout (dense): rows go on below it
   int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
   int32_t bitvector = -1;   // its entry of the bitvector layout (CpuForest::bitvector_trees), or -1
   int32_t row = -1;         // its slot in the row layout (CpuForest::row_nodes), or -1
@@ -40,15 +41,20 @@ struct CpuTree {
 };
 
 // A node of the complete layout of a tree's top levels: position p's children are 2p + 1 and
-// 2p + 2, so a walk computes the child instead of loading it. Built for trees of scalar leaves, no
-// general split and depth <= kDenseMaxDepth: each tree padded to the model's dense_depth() levels;
-// a leaf above the last level routes anywhere (every position below it holds its value).
+// 2p + 2, so a walk computes the child instead of loading it. Built for trees of scalar leaves and
+// no general split: each tree padded to the model's dense_depth() levels; a leaf above the last
+// level routes anywhere (every position below it holds its value). A tree deeper than
+// kDenseMaxDepth (leaf-wise trees: most rows end in the top levels, a few go on for tens) has its
+// top dense_depth() levels there, and a position of the last level where its path goes on names
+// the CpuNode the walk continues from (CpuForest::dense_next).
 struct DenseNode {
   float threshold = 0;
   int32_t feature = 0;  // bit 31: a missing value goes left (CpuNode's kCpuNanLeft)
 };
 static_assert(sizeof(DenseNode) == 8, "DenseNode is two gather lanes' worth");
 inline constexpr int kDenseMaxDepth = 10;
+// Levels of the complete layout at least, where some tree is deeper than kDenseMaxDepth.
+inline constexpr int kDenseTopLevels = 7;
 // Trees per block of the row layout: one AVX-512 vector of lanes.
 inline constexpr int kRowBlockTrees = 16;
 
@@ -88,7 +94,8 @@ struct CpuForestOptions {
   // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
   // rows, timed at Build (tens of milliseconds for large models).
-  // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode).
+  // kDense: the AVX-512 walk over the complete layout of the trees it fits (DenseNode; a deeper
+  // tree's top levels, the node walk below them for the rows that go on).
   // kBitvector: the bitvector layout for trees of at most kBitvectorMaxLeaves leaves (but the
   // complete layout for those it holds at fewer levels than a sixth of their splits), the
   // complete layout for other trees it fits, the AVX-512 node walk for the rest.
@@ -150,10 +157,14 @@ class CpuForest {
   const double* bitvector_values() const { return bitvector_.values.data(); }
   const std::vector<int32_t>& bitvector_features() const { return bitvector_.features; }
   // The complete layout: levels of every dense tree, its nodes ((2^depth - 1) per tree block) and
-  // leaf values (2^depth per block, tree weight included).
+  // leaf values (2^depth per block, tree weight included; 0 where the path goes on).
   int dense_depth() const { return dense_.depth; }
   const DenseNode* dense_nodes() const { return dense_.nodes.data(); }
   const double* dense_values() const { return dense_.values.data(); }
+  // Per position of the last level (2^depth per block, as dense_values), -1 where it holds the
+  // row's leaf, else the byte offset in its tree (CpuNode::left's unit) of the CpuNode a row there
+  // goes on from; nullptr when no tree continues (CpuTree::continues).
+  const int32_t* dense_next() const { return dense_.next.empty() ? nullptr : dense_.next.data(); }
   // The row layout, for one row walked across trees (WalkAndAddRowSimd): the complete layout of
   // the same trees (row_depth() levels), kRowBlockTrees consecutive trees to a block, interleaved
   // position by position, so that a level where every tree of a block has few candidate nodes
@@ -173,8 +184,10 @@ class CpuForest {
     int depth = 0;
     std::vector<DenseNode> nodes;
     std::vector<double> values;
+    std::vector<int32_t> next;  // dense_next(); empty in the row layout
     size_t bytes() const {
-      return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double);
+      return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double) +
+             next.size() * sizeof(int32_t);
     }
   };
   // The bitvector layout (bitvector_trees() and the accessors after it).

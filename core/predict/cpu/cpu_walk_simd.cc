@@ -109,6 +109,13 @@ __attribute__((target("avx512f"))) inline void AddLeaves512(const double* values
   _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
 }
 
+// out[0, 16) = values[index[lane]].
+__attribute__((target("avx512f"))) inline void GatherValues512(const double* values,
+                                                               __m512i index, double* out) {
+  _mm512_storeu_pd(out, _mm512_i32gather_pd(_mm512_castsi512_si256(index), values, 8));
+  _mm512_storeu_pd(out + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), values, 8));
+}
+
 // The vectors of a walk over groups of trees (WalkAdd512, WalkAddDense512): the offsets of each
 // row vector's rows in the block, and per lane vector u = g * row_vectors + v (tree g of the
 // group over row vector v) its tree's start, its rows' offsets and its position in the tree.
@@ -234,16 +241,105 @@ __attribute__((target("avx512f"))) inline void LoadLevel512(const DenseNode* lev
   }
 }
 
+// Walks on below the complete layout: the (tree, row) lanes of a WalkAddDense512 call whose
+// paths go on (at a position of the last level where CpuForest::dense_next >= 0), packed into
+// whole vectors. Few lanes go on and their paths differ in length, so packing them keeps the
+// vectors full where stepping the row vectors as they are would step mostly idle lanes; and a
+// step's gathers wait on the last step's, so several vectors walk at once.
+struct Continuations {
+  static constexpr int kMax = kTreeChunk * kMaxLanes;
+  // Per lane: its byte offset in its tree (CpuNode::left's unit), its row's offset in the block,
+  // its tree's first node in 8-byte units, and its entry of the call's leaf values.
+  int32_t at[kMax + kWidth], row[kMax + kWidth], base[kMax + kWidth], out[kMax + kWidth];
+  int count = 0;
+};
+
+// Appends the lanes of one tree's row vectors that go on: `leaf` the positions they reached
+// (indices into `next`), `row_of` their rows' offsets, `out` the entry of the call's leaf values
+// of each vector's first row.
+__attribute__((target("avx512f"))) inline void CollectContinuations512(
+    const CpuTree& tree, const int32_t* next, const __m512i* leaf, const __m512i* row_of,
+    int row_vectors, int32_t out, Continuations* c) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i base = _mm512_set1_epi32(static_cast<int>(2 * tree.node_begin));
+  for (int v = 0; v < row_vectors; ++v) {
+    const __m512i at = _mm512_i32gather_epi32(leaf[v], next, 4);
+    const __mmask16 goes_on = _mm512_cmpge_epi32_mask(at, _mm512_setzero_si512());
+    if (goes_on == 0) continue;
+    // Compressed in registers and stored whole (a compressing store to memory is microcoded on
+    // some processors); the arrays' last kWidth entries take what lies past the packed lanes.
+    const int n = c->count;
+    _mm512_storeu_si512(c->at + n, _mm512_maskz_compress_epi32(goes_on, at));
+    _mm512_storeu_si512(c->row + n, _mm512_maskz_compress_epi32(goes_on, row_of[v]));
+    _mm512_storeu_si512(c->base + n, _mm512_maskz_compress_epi32(goes_on, base));
+    const __m512i out_index = _mm512_add_epi32(lane, _mm512_set1_epi32(out + v * kWidth));
+    _mm512_storeu_si512(c->out + n, _mm512_maskz_compress_epi32(goes_on, out_index));
+    c->count = n + __builtin_popcount(goes_on);
+  }
+}
+
+// Vectors of Continuations walked at once.
+constexpr int kContinueVectors = 8;
+
+// Walks every lane of `c` in its tree's CpuNodes (Step512) until it stands at a leaf (a step
+// that leaves it where it was: a leaf routes to itself), and sets its entry of `values` to that
+// leaf's value (tree weight included).
+__attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Continuations* c,
+                                                             const double* leaf_values,
+                                                             const float* block, bool nan,
+                                                             double* values) {
+  const int count = c->count;
+  if (count == 0) return;
+  const int vectors = (count + kWidth - 1) / kWidth;
+  // Lanes past the last repeat lane 0 (valid addresses, results not kept).
+  for (int i = count; i < vectors * kWidth; ++i) {
+    c->at[i] = c->at[0];
+    c->row[i] = c->row[0];
+    c->base[i] = c->base[0];
+  }
+  for (int v0 = 0; v0 < vectors; v0 += kContinueVectors) {
+    const int m = std::min(kContinueVectors, vectors - v0);
+    __m512i at[kContinueVectors], row[kContinueVectors], base[kContinueVectors];
+    for (int v = 0; v < m; ++v) {
+      at[v] = _mm512_loadu_si512(c->at + (v0 + v) * kWidth);
+      row[v] = _mm512_loadu_si512(c->row + (v0 + v) * kWidth);
+      base[v] = _mm512_loadu_si512(c->base + (v0 + v) * kWidth);
+    }
+    unsigned moving = (1u << m) - 1;  // vectors with a lane not yet at its leaf
+    while (moving != 0) {
+      for (int v = 0; v < m; ++v) {
+        if (!(moving & (1u << v))) continue;
+        const __m512i to = Step512(n, base[v], row[v], at[v], block, nan);
+        if (_mm512_cmpneq_epi32_mask(to, at[v]) == 0) moving &= ~(1u << v);
+        at[v] = to;
+      }
+    }
+    for (int v = 0; v < m; ++v) {
+      // The leaf's node index: its tree's first node (base / 2) plus its offset / 16.
+      const __m512i node = _mm512_add_epi32(_mm512_srli_epi32(base[v], 1),
+                                            _mm512_srli_epi32(at[v], kCpuNodeShift));
+      _mm512_storeu_si512(c->at + (v0 + v) * kWidth, node);
+    }
+  }
+  for (int i = 0; i < count; ++i) values[c->out[i]] = leaf_values[c->at[i]];
+}
+
 // WalkAndAddSimd over the complete layout (DenseNode): a level of the top kRegisterLevels is
 // two permutes of the level's nodes and a gather of the row's value, a level below two gathers
 // of the node and one of the value; the child computed as 2p + 1 + right; every tree runs
-// `depth` levels and ends on its leaf's position in the last level.
-__attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
-                                                        const int32_t* tree_ids, int num_trees,
-                                                        const DenseNode* dense, int depth,
-                                                        const double* values, const float* block,
-                                                        int32_t stride, int rows, bool nan,
-                                                        double* margins, int64_t out_stride) {
+// `depth` levels and ends on its leaf's position in the last level. kKeep false: each leaf value
+// added to margins; true (some tree of the call goes on below the layout): kept in
+// deferred[j * rows + r] (tree j of the call) and the lanes that go on collected in `lanes`.
+template <bool kKeep>
+__attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
+                                                           const int32_t* tree_ids, int num_trees,
+                                                           const DenseNode* dense, int depth,
+                                                           const double* values,
+                                                           const int32_t* next,
+                                                           const float* block, int32_t stride,
+                                                           int rows, bool nan, double* margins,
+                                                           int64_t out_stride, double* deferred,
+                                                           Continuations* lanes) {
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;
   const int inner = (1 << depth) - 1;
@@ -293,12 +389,67 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuTree* trees,
     for (int g = 0; g < group; ++g) {
       const CpuTree& tree = trees[tree_ids[t0 + g]];
       const __m512i first = _mm512_set1_epi32(tree.dense * (inner + 1) - inner);
-      double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
+      __m512i leaf[kMaxVectors];
       for (int v = 0; v < row_vectors; ++v) {
-        const __m512i leaf = _mm512_add_epi32(first, l.at[g * row_vectors + v]);
-        AddLeaves512(values, leaf, acc + v * kWidth);
+        leaf[v] = _mm512_add_epi32(first, l.at[g * row_vectors + v]);
+      }
+      if constexpr (kKeep) {
+        double* kept = deferred + (t0 + g) * rows;
+        for (int v = 0; v < row_vectors; ++v) GatherValues512(values, leaf[v], kept + v * kWidth);
+        if (tree.continues) {
+          CollectContinuations512(tree, next, leaf, l.row_of, row_vectors, (t0 + g) * rows,
+                                  lanes);
+        }
+      } else {
+        double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
+        for (int v = 0; v < row_vectors; ++v) AddLeaves512(values, leaf[v], acc + v * kWidth);
       }
     }
+  }
+}
+
+// WalkDenseLevels512 for a call where some tree goes on below the layout: its leaf values kept,
+// the lanes that go on walked on (WalkContinuations512), then every value added to its row's
+// margin in tree order. Apart so that the other calls' frames stay small.
+__attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
+    const CpuNode* all, const CpuTree* trees, const int32_t* tree_ids, int num_trees,
+    const DenseNode* dense, int depth, const double* values, const int32_t* next,
+    const double* leaf_values, const float* block, int32_t stride, int rows, bool nan,
+    double* margins, int64_t out_stride) {
+  double deferred[kTreeChunk * kMaxLanes];
+  Continuations lanes;
+  WalkDenseLevels512<true>(trees, tree_ids, num_trees, dense, depth, values, next, block, stride,
+                           rows, nan, margins, out_stride, deferred, &lanes);
+  WalkContinuations512(FieldsOf(all), &lanes, leaf_values, block, nan, deferred);
+  for (int j = 0; j < num_trees; ++j) {
+    double* acc = margins + static_cast<int64_t>(trees[tree_ids[j]].group) * out_stride;
+    const double* kept = deferred + j * rows;
+    for (int r = 0; r < rows; r += kWidth / 2) {
+      _mm512_storeu_pd(acc + r, _mm512_add_pd(_mm512_loadu_pd(acc + r), _mm512_loadu_pd(kept + r)));
+    }
+  }
+}
+
+// WalkAndAddSimd over the complete layout for trees tree_ids[0, num_trees) (at most kTreeChunk)
+// and `rows` rows (a multiple of kWidth, at most kMaxLanes): where a tree goes on below the
+// layout (CpuTree::continues), its rows there continue in its CpuNodes.
+__attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, const CpuTree* trees,
+                                                        const int32_t* tree_ids, int num_trees,
+                                                        const DenseNode* dense, int depth,
+                                                        const double* values,
+                                                        const int32_t* next,
+                                                        const double* leaf_values,
+                                                        const float* block, int32_t stride,
+                                                        int rows, bool nan, double* margins,
+                                                        int64_t out_stride) {
+  bool continues = false;
+  for (int j = 0; j < num_trees && next != nullptr; ++j) continues |= trees[tree_ids[j]].continues;
+  if (continues) {
+    WalkAddDenseContinued512(all, trees, tree_ids, num_trees, dense, depth, values, next,
+                             leaf_values, block, stride, rows, nan, margins, out_stride);
+  } else {
+    WalkDenseLevels512<false>(trees, tree_ids, num_trees, dense, depth, values, next, block,
+                              stride, rows, nan, margins, out_stride, nullptr, nullptr);
   }
 }
 
@@ -425,13 +576,6 @@ struct RowRound {
   int32_t leaf[kRowWalkVectors * kWidth];
   double value[kRowWalkVectors * kWidth];
 };
-
-// out[0, 16) = values[index[lane]].
-__attribute__((target("avx512f"))) inline void GatherValues512(const double* values,
-                                                               __m512i index, double* out) {
-  _mm512_storeu_pd(out, _mm512_i32gather_pd(_mm512_castsi512_si256(index), values, 8));
-  _mm512_storeu_pd(out + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), values, 8));
-}
 
 // Adds round `r`'s leaf values of trees tree_ids[0, n) to their outputs in tree order.
 inline void AddRowRound(const CpuTree* trees, const int32_t* tree_ids, int n, const RowRound& r,
@@ -685,8 +829,9 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                                   columns.data() + (r0 / kWidth) * vector_stride, vector_stride,
                                   sub / kWidth, nan, margins + r0, num_rows);
             } else if (k == 1) {
-              WalkAddDense512(trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(),
-                              cf.dense_values(), rows, s, sub, nan, margins + r0, num_rows);
+              WalkAddDense512(cf.nodes(), trees, tree_ids + c0, cn, cf.dense_nodes(),
+                              cf.dense_depth(), cf.dense_values(), cf.dense_next(),
+                              cf.leaf_values(), rows, s, sub, nan, margins + r0, num_rows);
             } else {
               WalkAdd512(cf.nodes(), trees, tree_ids + c0, cn, cf.leaf_values(), rows, s, sub,
                          nan, margins + r0, num_rows);

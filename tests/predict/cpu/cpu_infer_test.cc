@@ -119,16 +119,30 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
     absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
     ASSERT_TRUE(cf.ok()) << cf.status();
     EXPECT_EQ((*cf)->simd_walk(), options.walk != CpuForestOptions::Walk::kScalar);
-    // The complete layout where some tree fits it (depth <= kDenseMaxDepth, no general split).
-    // The row layout for runs of at least kRowBlockTrees consecutive trees that fit it.
-    bool fits = false;
+    // The complete layout where some tree has scalar leaves and no general split: its levels
+    // those of the deepest tree of at most kDenseMaxDepth, at least kDenseTopLevels where a tree
+    // is deeper (whose rows go on below it). The row layout for runs of at least kRowBlockTrees
+    // consecutive trees that fit it whole.
+    bool fits = false, deep = false;
+    int levels = 0;
+    for (int t = 0; t < (*cf)->num_trees(); ++t) {
+      const CpuTree& tree = (*cf)->trees()[t];
+      if (!(tree.scalar && !tree.general && tree.depth >= 1)) continue;
+      fits = true;
+      if (tree.depth > kDenseMaxDepth) deep = true;
+      else levels = std::max(levels, tree.depth);
+    }
+    if (deep) levels = std::max(levels, kDenseTopLevels);
     int run = 0, longest = 0;
     for (int t = 0; t < (*cf)->num_trees(); ++t) {
       const CpuTree& tree = (*cf)->trees()[t];
-      const bool fit = tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= kDenseMaxDepth;
-      fits |= fit;
-      run = fit ? run + 1 : 0;
+      const bool whole = tree.scalar && !tree.general && tree.depth >= 1 && tree.depth <= levels;
+      run = whole ? run + 1 : 0;
       longest = std::max(longest, run);
+      if ((*cf)->dense_walk() && tree.dense >= 0) {
+        EXPECT_EQ((*cf)->dense_depth(), levels) << name;
+        EXPECT_EQ(tree.continues, tree.depth > levels) << name << " tree " << t;
+      }
     }
     // The bitvector layout where some tree has at most kBitvectorMaxLeaves leaves and no general
     // split; the complete layout beside it for the trees that fit that.
@@ -139,7 +153,8 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
       const Tree& ft = f->trees[t];
       for (uint32_t k = 0; k < ft.num_nodes; ++k) leaves += f->nodes[ft.node_begin + k].is_leaf();
       const bool fit = tree.scalar && !tree.general && leaves <= kBitvectorMaxLeaves &&
-                       (tree.dense < 0 || leaves - 1 < kBitvectorSplitsPerLevel * (*cf)->dense_depth());
+                       (tree.dense < 0 || tree.continues ||
+                        leaves - 1 < kBitvectorSplitsPerLevel * (*cf)->dense_depth());
       small |= fit;
       if (options.walk == CpuForestOptions::Walk::kBitvector) {
         EXPECT_EQ(tree.bitvector >= 0, fit) << name << " tree " << t;
@@ -192,6 +207,14 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     deep.leaf_probability = 0.3;
     deep.lightgbm_rules = seed == 2;
     cases.push_back({"deep", deep});
+    // Deep trees of several outputs in one call: rows that go on below the complete layout
+    // beside trees it holds whole, their leaves added in tree order.
+    deep.num_trees = 45;
+    deep.num_outputs = 3;
+    deep.max_depth = 14;
+    deep.leaf_probability = 0.15;
+    deep.missing_zero = false;
+    cases.push_back({"deep-multiclass", deep});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
