@@ -118,7 +118,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   absl::Status ExplainOnDevice(const float* d_rows, int64_t num_rows,
                                const InterventionalOptions& options, void* d_workspace,
                                int64_t workspace_bytes, float* d_out,
-                               void* stream) const override {
+                               CUstream_st* stream) const override {
     return ExplainRows(d_rows, num_rows, 0, options, d_workspace, workspace_bytes, d_out, stream,
                        nullptr);
   }
@@ -128,7 +128,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   // ExactBiasFor here).
   absl::Status ExplainRows(const float* d_rows, int64_t num_rows, int64_t first_row,
                            const InterventionalOptions& options, void* d_workspace,
-                           int64_t workspace_bytes, float* d_out, void* stream,
+                           int64_t workspace_bytes, float* d_out, CUstream_st* stream,
                            const std::vector<double>* exact_bias) const {
     IterationRange range;
     if (absl::Status s = CheckOptions(options, &range); !s.ok()) return s;

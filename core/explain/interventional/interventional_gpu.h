@@ -56,6 +56,7 @@
 #include "core/explain/interventional/interventional.h"
 #include "core/explain/interventional/interventional_paths.h"
 #include "core/explain/paths.h"
+#include "core/gpu/stream.h"
 #include "core/model/forest.h"
 
 namespace grove {
@@ -98,7 +99,7 @@ class InterventionalGpu {
   virtual absl::Status ExplainOnDevice(const float* d_rows, int64_t num_rows,
                                        const InterventionalOptions& options, void* d_workspace,
                                        int64_t workspace_bytes, float* d_out,
-                                       void* stream) const = 0;
+                                       CUstream_st* stream) const = 0;
 
   // Host rows in, host results out (rows x ExplainWidth(forest, options.interactions,
   // options.groups)), through the engine's own pinned buffers and workspace (grown to the largest

@@ -38,9 +38,8 @@
 #include "core/explain/attribution.h"
 #include "core/explain/explain.h"
 #include "core/explain/paths.h"
+#include "core/gpu/stream.h"
 #include "core/model/forest.h"
-
-struct CUstream_st;  // cudaStream_t without including CUDA headers
 
 namespace grove {
 

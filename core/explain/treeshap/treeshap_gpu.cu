@@ -274,7 +274,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
   }
 
   absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
-                               bool interactions, float* d_out, void* stream) override {
+                               bool interactions, float* d_out, CUstream_st* stream) override {
     if (device_index < 0 || device_index >= num_devices()) {
       return absl::InvalidArgumentError("no such GPU");
     }

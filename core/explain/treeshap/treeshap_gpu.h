@@ -35,6 +35,7 @@
 #include "core/common/rows.h"
 #include "core/explain/paths.h"
 #include "core/explain/treeshap/treeshap_arith.h"
+#include "core/gpu/stream.h"
 
 namespace grove {
 
@@ -106,7 +107,8 @@ class TreeShapGpu {
   // returns once enqueued work is done). Uses the engine's workspace on that GPU (serialised).
   // Long paths are NOT included (CPU fallback happens in Explain only). Deterministic.
   virtual absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
-                                       bool interactions, float* d_out, void* stream) = 0;
+                                       bool interactions, float* d_out,
+                                       CUstream_st* stream) = 0;
 
   // Path arithmetic of each kind of request, fixed at Create: true = float; true = top-down UNWIND.
   virtual bool UsesFloat(bool interactions) const = 0;
