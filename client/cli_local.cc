@@ -61,13 +61,6 @@ absl::Status NameFile(const absl::Status& status, const std::string& path) {
   return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
 }
 
-// The CPU thread pool for --threads N: the caller thread works too, so N-1 workers.
-std::unique_ptr<ThreadPool> MakePool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (threads <= 1) return nullptr;
-  return std::make_unique<ThreadPool>(threads - 1);
-}
-
 struct LoadedModel {
   ForestPtr forest;
   double load_seconds = 0;
@@ -208,7 +201,7 @@ int RunOperation(const CliArgs& args, const LoadedModel& model, const Servable& 
 int RunPredict(const CliArgs& args) {
   absl::StatusOr<LoadedModel> model = Load(args.model);
   if (!model.ok()) return Fail(model.status());
-  std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
+  std::unique_ptr<ThreadPool> pool = MakeCallerPool(args.threads);
   absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get());
   if (!servable.ok()) return Fail(servable.status());
   if (absl::Status s = (*servable)->Available(Operation::kPredict); !s.ok()) {
@@ -226,7 +219,7 @@ int RunPredict(const CliArgs& args) {
 int RunExplain(const CliArgs& args) {
   absl::StatusOr<LoadedModel> model = Load(args.model);
   if (!model.ok()) return Fail(model.status());
-  std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
+  std::unique_ptr<ThreadPool> pool = MakeCallerPool(args.threads);
   absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get());
   if (!servable.ok()) return Fail(servable.status());
   if (absl::Status s = (*servable)->Explainable(); !s.ok()) return Fail(NameFile(s, args.model));
@@ -293,7 +286,7 @@ int RunInspect(const CliArgs& args) {
   for (Stat& s : ForestStats(forest)) stats.push_back(std::move(s));
 
   // The engines that would serve the model (GPU when built and visible).
-  std::unique_ptr<ThreadPool> pool = MakePool(args.threads);
+  std::unique_ptr<ThreadPool> pool = MakeCallerPool(args.threads);
   absl::StatusOr<ServablePtr> servable = Build(args, *model, pool.get());
   if (!servable.ok()) return Fail(servable.status());
   stats.push_back({"predict_engine", (*servable)->Describe(Operation::kPredict), StatKind::kText});

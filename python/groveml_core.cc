@@ -87,13 +87,6 @@ T ValueOrThrow(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-// The CLI's --threads: the calling thread works too, so threads - 1 workers (none for 1).
-std::unique_ptr<ThreadPool> MakePool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (threads <= 1) return nullptr;
-  return std::make_unique<ThreadPool>(threads - 1);
-}
-
 // "auto": the GPU engines when built and a GPU is visible (the CLI's default); "cpu": none (the
 // CLI's --no-gpu); "cuda": the GPU engines, refused when there are none, so that a job meant for
 // a GPU does not run on the CPU unnoticed.
@@ -147,7 +140,7 @@ class Engine {
  public:
   Engine(ForestPtr forest, const std::string& device, int threads, const std::string& strategy)
       : converter_(*forest) {
-    pool_ = MakePool(threads);
+    pool_ = MakeCallerPool(threads);
     EngineOptions options;
     options.device = ValueOrThrow(ParseDeviceArg(device));
     options.build = EngineBuild::kOnFirstUse;

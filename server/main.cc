@@ -19,6 +19,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/cpus.h"
 #include "core/common/log.h"
 #include "core/common/mutex_mode.h"
 #include "core/common/thread_priority.h"
@@ -230,8 +231,7 @@ int main(int argc, char** argv) {
   const int threads = absl::GetFlag(FLAGS_batch_threads);
   serving.batch_threads =
       threads != 0 ? threads
-                   : grove::serving::DefaultBatchThreads(
-                         static_cast<int>(std::thread::hardware_concurrency()));
+                   : grove::serving::DefaultBatchThreads(grove::UsableCpus());
   o.runtime.calibration_cache_dir = absl::GetFlag(FLAGS_calibration_cache_dir);
   serving.max_queue_wait = absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
   serving.chunk_target = absl::Milliseconds(absl::GetFlag(FLAGS_compute_chunk_ms));

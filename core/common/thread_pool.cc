@@ -4,6 +4,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/common/cpus.h"
 #include "core/common/thread_priority.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,15 +26,14 @@ inline void CpuRelax() {
 
 std::chrono::microseconds ChooseSpin(int num_threads, std::chrono::microseconds spin) {
   if (spin >= std::chrono::microseconds(0)) return spin;
-  const unsigned hardware = std::thread::hardware_concurrency();
-  return static_cast<unsigned>(num_threads) + 1 <= hardware ? ThreadPool::kDefaultSpin
-                                                            : std::chrono::microseconds(0);
+  return num_threads + 1 <= UsableCpus() ? ThreadPool::kDefaultSpin
+                                         : std::chrono::microseconds(0);
 }
 
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads, ThreadPriority priority, std::chrono::microseconds spin) {
-  if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (num_threads <= 0) num_threads = UsableCpus();
   spin_ = ChooseSpin(num_threads, spin);
   workers_.reserve(num_threads);
   for (int i = 0; i < num_threads; ++i) {
@@ -204,6 +204,12 @@ void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain,
     return;
   }
   pool->ParallelFor(n, grain, fn);
+}
+
+std::unique_ptr<ThreadPool> MakeCallerPool(int threads) {
+  if (threads <= 0) threads = UsableCpus();
+  if (threads <= 1) return nullptr;
+  return std::make_unique<ThreadPool>(threads - 1);
 }
 
 }  // namespace grove

@@ -36,9 +36,9 @@ class ThreadPool {
   // Chooses kDefaultSpin where the pool fits the machine, else no spin.
   static constexpr std::chrono::microseconds kAutoSpin{-1};
 
-  // num_threads <= 0: one per hardware thread. Workers run at `priority`. `spin`: how long an idle
-  // worker or a waiting caller polls for work before it sleeps on a condition variable (0: never
-  // polls).
+  // num_threads <= 0: one per CPU the process may run on (UsableCpus, core/common/cpus.h).
+  // Workers run at `priority`. `spin`: how long an idle worker or a waiting caller polls for work
+  // before it sleeps on a condition variable (0: never polls).
   explicit ThreadPool(int num_threads = 0, ThreadPriority priority = ThreadPriority::kNormal,
                       std::chrono::microseconds spin = kAutoSpin);
   ~ThreadPool();
@@ -78,6 +78,11 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::vector<std::thread> workers_;
 };
+
+// The pool of a call that uses `threads` threads in all, the calling thread among them:
+// threads - 1 workers, null for 1 (the caller alone). threads <= 0: UsableCpus() in all (the
+// CLI's and groveml's --threads / threads=0).
+std::unique_ptr<ThreadPool> MakeCallerPool(int threads);
 
 // Runs ParallelFor on `pool`, or inline when pool is nullptr.
 void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain,

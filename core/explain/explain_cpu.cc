@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/thread_pool.h"
+#include "core/explain/cover_fraction.h"
 #include "core/explain/explain.h"
 #include "core/model/traverse.h"
 
@@ -103,11 +104,6 @@ double UnwoundPathSum(const PathElement* path, int unique_depth, int path_index)
   return total;
 }
 
-// Cover fraction of a child; 0 under a zero-cover node (see the file comment).
-inline double Fraction(double child_cover, double node_cover) {
-  return node_cover > 0 ? child_cover / node_cover : 0.0;
-}
-
 // Read-only facts about one tree in range, shared by all rows of a call.
 struct TreeInfo {
   int32_t tree = 0;
@@ -126,8 +122,8 @@ void ExpectedValue(const Node* nodes, const double* leaf_values, int width, int3
     for (int b = 0; b < width; ++b) acc[b] += weight * leaf_values[n.payload + b];
     return;
   }
-  const double wl = Fraction(nodes[n.left].cover, n.cover);
-  const double wr = Fraction(nodes[n.right].cover, n.cover);
+  const double wl = CoverFraction(nodes[n.left].cover, n.cover);
+  const double wr = CoverFraction(nodes[n.right].cover, n.cover);
   if (wl != 0) ExpectedValue(nodes, leaf_values, width, n.left, weight * wl, acc);
   if (wr != 0) ExpectedValue(nodes, leaf_values, width, n.right, weight * wr, acc);
 }
@@ -260,8 +256,8 @@ class TreeShapRecursion {
 
     const int32_t hot = NextNode(n, category_bits_, row_);
     const int32_t cold = hot == n.left ? n.right : n.left;
-    const double hot_zero = Fraction(nodes_[hot].cover, n.cover);
-    const double cold_zero = Fraction(nodes_[cold].cover, n.cover);
+    const double hot_zero = CoverFraction(nodes_[hot].cover, n.cover);
+    const double cold_zero = CoverFraction(nodes_[cold].cover, n.cover);
     double incoming_zero = 1.0;
     double incoming_one = 1.0;
     // A feature already on the path: undo its element and fold its fractions into this split's

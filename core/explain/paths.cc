@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/explain/cover_fraction.h"
 #include "core/explain/explain.h"
 #include "core/model/feature_groups.h"
 #include "core/model/forest.h"
@@ -20,10 +21,6 @@ namespace {
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-inline double Fraction(double child_cover, double node_cover) {
-  return node_cover > 0 ? child_cover / node_cover : 0.0;
 }
 
 // One split on the path: the node and whether the path takes its left child.
@@ -136,7 +133,7 @@ void ExtractTree(const Forest& forest, int32_t t, const int32_t* group_of,
     if (depth > 0) {
       const auto [parent, left] = edge_of[i];
       const Node& p = nodes[parent];
-      steps.push_back({&p, left, Fraction(nodes[i].cover, p.cover)});
+      steps.push_back({&p, left, CoverFraction(nodes[i].cover, p.cover)});
     }
     const Node& n = nodes[i];
     if (!n.is_leaf()) {

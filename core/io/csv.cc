@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/cpus.h"
 #include "core/common/thread_pool.h"
 #include "core/common/utf8.h"
 #include "core/io/decimal.h"
@@ -593,7 +594,7 @@ CsvReader::~CsvReader() {
 
 absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
                                                            int64_t expected_cols, int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = UsableCpus();
   int fd = 0;
   bool owns = false;
   if (path != "-") {

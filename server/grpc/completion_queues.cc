@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/cpus.h"
 #include "core/common/host_copy.h"
 
 namespace grove::server {
 
 int ResolveGrpcThreads(int requested) {
   if (requested > 0) return std::min(requested, kMaxGrpcThreads);
-  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxGrpcThreads);
+  return std::clamp(UsableCpus(), 1, kMaxGrpcThreads);
 }
 
 std::optional<ReceivedApart> ReceiveRawRowsApart(const grpc::ByteBuffer& request,

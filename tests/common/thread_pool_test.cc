@@ -2,6 +2,8 @@
 // other, and queued chunks run on the workers.
 #include "core/common/thread_pool.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -10,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/common/cpus.h"
 #include "gtest/gtest.h"
 
 namespace grove {
@@ -182,6 +185,32 @@ TEST(ThreadPoolTest, NullPoolRunsInline) {
   });
   EXPECT_EQ(seen_begin, 0);
   EXPECT_EQ(seen_end, 9);
+}
+
+// The default thread count is the CPUs the process may run on: a process confined to one CPU
+// (as a container's cpuset confines it) gets a pool of one worker, and a call's pool of
+// MakeCallerPool(0) none.
+TEST(UsableCpusTest, FollowsTheAffinityMask) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(UsableCpus(), CPU_COUNT(&saved));
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const int confined = UsableCpus();
+  const int workers = ThreadPool().num_threads();
+  const bool caller_alone = MakeCallerPool(0) == nullptr;
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(confined, 1);
+  EXPECT_EQ(workers, 1);
+  EXPECT_TRUE(caller_alone);
+  std::unique_ptr<ThreadPool> three = MakeCallerPool(3);
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(three->num_threads(), 2);
+  EXPECT_EQ(MakeCallerPool(1), nullptr);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "core/explain/cover_fraction.h"
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/quadrature/quadrature_tree.h"
 #include "core/model/decision.h"
@@ -46,10 +47,6 @@ constexpr int64_t kAccumulatorBudget = int64_t{16} << 20;
 bool InteractionsFit(int64_t num_features, int64_t num_outputs) {
   const int64_t f1 = num_features + 1;
   return num_outputs * f1 * f1 * static_cast<int64_t>(sizeof(Lanes)) <= 4 * kAccumulatorBudget;
-}
-
-inline double Fraction(double child_cover, double node_cover) {
-  return node_cover > 0 ? child_cover / node_cover : 0.0;
 }
 
 // Lanes{} + x rather than a plain broadcast: GCC 12 turns the selections below into long chains
@@ -397,7 +394,7 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
       int32_t y = p;
       while (y != 0 && nodes[parent[y]].feature != feature) y = parent[y];
       const bool first = y == 0;
-      const double fraction = Fraction(node.cover, nodes[p].cover);
+      const double fraction = CoverFraction(node.cover, nodes[p].cover);
       merged[i] = (first ? 1.0 : merged[y]) * fraction;
       prev_depth[i] = first ? 0 : depth[y];
       prev_node[i] = first ? -1 : y;
@@ -441,7 +438,7 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
       double* c = program->constants.data() + base;
       // A leaf's B is its value: its constants carry it (v r, v R, v w T R).
       const double v = e.leaf ? e.value : 1.0;
-      c[0] = v * Fraction(node.cover, nodes[p].cover);
+      c[0] = v * CoverFraction(node.cover, nodes[p].cover);
       for (int k = 0; k < q; ++k) {
         const double tk = rule.nodes[k], wk = rule.weights[k];
         const double g1 = z * (1.0 - tk) + tk;

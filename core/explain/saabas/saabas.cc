@@ -6,16 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/common/thread_pool.h"
+#include "core/explain/cover_fraction.h"
 #include "core/explain/saabas/saabas_walk.h"
 #include "core/model/traverse.h"
 
 namespace grove {
 namespace {
-
-// Cover fraction of a child; 0 under a zero-cover node, as the reference TreeSHAP takes it.
-double Fraction(double child_cover, double node_cover) {
-  return node_cover > 0 ? child_cover / node_cover : 0.0;
-}
 
 // Expected values (width each) of node i's subtree into mean[i * width ...], children first.
 // Iterative: trees may be kMaxTreeDepth deep.
@@ -40,8 +36,8 @@ void FillExpectedValues(const Node* nodes, int32_t num_nodes, const double* leaf
       for (int b = 0; b < width; ++b) m[b] = leaf_values[n.payload + b];
       continue;
     }
-    const double wl = Fraction(nodes[n.left].cover, n.cover);
-    const double wr = Fraction(nodes[n.right].cover, n.cover);
+    const double wl = CoverFraction(nodes[n.left].cover, n.cover);
+    const double wr = CoverFraction(nodes[n.right].cover, n.cover);
     for (int b = 0; b < width; ++b) {
       m[b] = wl * mean[static_cast<int64_t>(n.left) * width + b] +
              wr * mean[static_cast<int64_t>(n.right) * width + b];

@@ -6,8 +6,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -22,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/cpus.h"
 #include "core/common/host_copy.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
@@ -146,13 +145,7 @@ absl::Status TahoeEngineImpl::Init() {
   // threads do not saturate), at most kMaxAutoStagingThreads each.
   int staging_threads = options_.staging_threads;
   if (staging_threads == 0 && count > 1) {
-    // The CPUs this process may run on (a container's or taskset's share), not the host's.
-    int hw_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
-      hw_threads = std::max(1, CPU_COUNT(&allowed));
-    }
-    staging_threads = std::clamp(hw_threads / count, 1, kMaxAutoStagingThreads);
+    staging_threads = std::clamp(UsableCpus() / count, 1, kMaxAutoStagingThreads);
   }
   absl::StatusOr<GpuHardwareParams> hw =
       LoadOrCalibrateGpu(options_.engine.calibration_cache_dir, devices[0]);
