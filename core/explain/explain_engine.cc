@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/common/log.h"
 #include "core/common/thread_pool.h"
+#include "core/explain/path_layout_gpu.h"
 #include "core/explain/treeshap/explain_paths_cpu.h"
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
@@ -382,6 +383,11 @@ class StrategyExplainEngine final : public ExplainEngine {
   int64_t DeviceBytes() const override {
     int64_t total = 0;
     for (const auto& s : strategies_) total += s->DeviceBytes();
+    if (context_.owns_layout) total += ResidentPathLayout::ResidentBytes(*context_.layout);
+    if (context_.grouped_layouts != nullptr) {
+      context_.grouped_layouts->ForEach(
+          [&](const PathLayout& l) { total += ResidentPathLayout::ResidentBytes(l); });
+    }
     return total;
   }
   std::vector<std::string> StrategyNames() const override {
@@ -504,6 +510,7 @@ absl::StatusOr<std::unique_ptr<ExplainEngine>> ExplainEngine::Create(
     absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*forest, layout_options);
     if (!built.ok()) return built.status();
     context.layout = *built;
+    context.owns_layout = true;
   }
   if (context.layout != nullptr) {
     context.grouped_layouts =

@@ -61,6 +61,9 @@ class ExplainStrategy {
 struct StrategyContext {
   ForestPtr forest;
   PathLayoutPtr layout;
+  // `layout` was built by the engine (no caller shares it): its GPU copies count in the engine's
+  // DeviceBytes; a caller's layout is the caller's to count (ResidentPathLayout::ResidentBytes).
+  bool owns_layout = false;
   ThreadPool* pool = nullptr;
   ExplainEngineOptions options;
   // The path layouts of groupings (PathLayoutOptions::groups), by FeatureGroups::Key, shared by

@@ -15,6 +15,7 @@
 #include "core/explain/explain.h"
 #include "core/explain/interventional/interventional_gpu.h"
 #include "core/explain/interventional/interventional_interactions.h"
+#include "core/explain/path_layout_gpu.h"
 
 namespace grove {
 namespace {
@@ -267,6 +268,7 @@ absl::StatusOr<std::unique_ptr<InterventionalEngine>> InterventionalEngine::Crea
       absl::StatusOr<PathLayoutPtr> built = BuildPathLayout(*forest);
       if (!built.ok()) return built.status();
       layout = *built;
+      c.owns_layout = true;
     }
     absl::StatusOr<InterventionalLayoutPtr> il = BuildInterventionalLayout(
         *forest, *layout, MakeRowsView(rows->data(), background.rows, background.cols), pool);
@@ -369,6 +371,11 @@ absl::Status InterventionalEngine::Explain(RowsView rows, const InterventionalOp
 int64_t InterventionalEngine::DeviceBytes() const {
   int64_t total = 0;
   for (const auto& s : strategies_) total += s->DeviceBytes();
+  if (context_.owns_layout) total += ResidentPathLayout::ResidentBytes(*context_.layout);
+  if (context_.grouped_forms != nullptr) {
+    context_.grouped_forms->ForEach(
+        [&](const PlayerForms& f) { total += ResidentPathLayout::ResidentBytes(*f.layout); });
+  }
   return total;
 }
 

@@ -99,6 +99,9 @@ struct PlayerForms {
 struct InterventionalContext {
   ForestPtr forest;
   PathLayoutPtr layout;  // null when the model cannot be explained (linear leaves)
+  // `layout` was built by the engine (no caller shares it): its GPU copies count in the engine's
+  // DeviceBytes; a caller's layout is the caller's to count (ResidentPathLayout::ResidentBytes).
+  bool owns_layout = false;
   InterventionalLayoutPtr background_layout;  // null with layout
   std::shared_ptr<const std::vector<float>> background;  // rows x num_features
   int64_t background_rows = 0;

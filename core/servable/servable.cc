@@ -11,6 +11,7 @@
 #include "core/explain/explain_engine.h"
 #include "core/explain/interventional/interventional.h"
 #include "core/explain/interventional_engine.h"
+#include "core/explain/path_layout_gpu.h"
 #include "core/explain/paths.h"
 #include "core/explain/saabas/saabas.h"
 #include "core/predict/strategy_id.h"
@@ -362,6 +363,8 @@ int64_t Servable::DeviceBytes() const {
   if (const ExplainEngine* e = engines_->explain.Peek()) bytes += e->DeviceBytes();
   if (const BanzhafEngine* b = engines_->banzhaf.Peek()) bytes += b->DeviceBytes();
   if (const InterventionalEngine* i = interventional_->engine.Peek()) bytes += i->DeviceBytes();
+  // The path layout's GPU copies, held once for the SHAP and interventional engines.
+  if (const PathLayout* l = engines_->layout.Peek()) bytes += ResidentPathLayout::ResidentBytes(*l);
   return bytes;
 }
 

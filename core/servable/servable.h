@@ -82,7 +82,8 @@ class Servable {
   std::string Describe(Operation op) const;
   // The merged path layout's statistics ("" when the model cannot be explained).
   std::string PathLayoutStats() const;
-  // Bytes of derived layouts resident on devices, over the engines built so far.
+  // Bytes of derived layouts resident on devices, over the engines built so far (a layout the
+  // engines share counted once).
   int64_t DeviceBytes() const;
 
   // Prepares the path-dependent explanation of `groups` now (the grouped path layout; its device

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/explain/explain.h"
+#include "core/explain/path_layout_gpu.h"
 #include "core/explain/interventional/interventional_gpu.cuh"
 #include "core/explain/interventional/interventional_interactions_gpu.cuh"
 #include "core/gpu/cuda_status.h"
@@ -62,18 +63,15 @@ class InterventionalGpuImpl final : public InterventionalGpu {
 
   absl::Status Init() {
     GROVE_CUDA_RETURN(cudaSetDevice(0));
-    const PathLayout& l = *layout_;
+    absl::StatusOr<ResidentPathLayoutPtr> resident = ResidentPathLayout::On(layout_, 0);
+    if (!resident.ok()) return resident.status();
+    resident_ = *std::move(resident);
     int64_t& b = resident_bytes_;
     for (absl::Status s :
-         {UploadTo(l.elements, &elements_, &b), UploadTo(l.paths, &paths_, &b),
-          UploadTo(l.bin_offsets, &bin_offsets_, &b), UploadTo(l.values, &values_, &b),
-          UploadTo(l.category_bits, &category_bits_, &b), UploadTo(l.player_of, &player_of_, &b),
-          UploadTo(il_->mask_begin, &mask_begin_, &b),
+         {UploadTo(il_->mask_begin, &mask_begin_, &b),
           UploadTo(il_->masks, &masks_, &b), UploadTo(il_->counts, &counts_, &b),
           UploadTo(il_->weights, &weights_, &b),
           UploadTo(il_->banzhaf_weights, &banzhaf_weights_, &b),
-          UploadTo(FixedPointScales(l, false), &scale_, &b),
-          UploadTo(FixedPointScales(l, true), &interactions_scale_, &b),
           UploadTo(forest_->base_margin, &base_margin_, &b),
           UploadTo(IterationPrefix(*forest_, *il_), &iteration_prefix_, &b)}) {
       if (!s.ok()) return s;
@@ -179,7 +177,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     // The identity link's probability space: the margin space over the average divisor.
     const double divisor = MarginFormDivisor(*forest_, space, range.size());
     ik::FinishKernel<<<Blocks(n), 256, 0, s>>>(
-        d_acc, nullptr, num_rows, forest_->num_outputs, layout_->num_players, scale_.as<double>(),
+        d_acc, nullptr, num_rows, forest_->num_outputs, layout_->num_players, resident_->scale(false),
         base_margin_.as<double>(), iteration_prefix_.as<double>(), range.begin, range.end, d_bias,
         divisor, d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
@@ -246,8 +244,9 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   }
   std::string DeviceName() const override { return "cuda:0"; }
   std::string Describe() const override {
-    return absl::StrFormat("interventional_gpu on cuda:0, %d background rows, %d masks, %.2f MB",
-                           il_->background_rows, il_->masks.size(), resident_bytes_ / 1e6);
+    return absl::StrFormat(
+        "interventional_gpu on cuda:0, %d background rows, %d masks, %.2f MB (+ %.2f MB of paths)",
+        il_->background_rows, il_->masks.size(), resident_bytes_ / 1e6, resident_->bytes() / 1e6);
   }
 
  private:
@@ -259,7 +258,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
 
   // PathLayout::player_of on the device; null for a layout of the features.
   const int32_t* DevicePlayerOf() const {
-    return layout_->player_of.empty() ? nullptr : player_of_.as<int32_t>();
+    return resident_->player_of();
   }
 
   // The weight table of `attribution` (InterventionalLayout::Weights), on the device.
@@ -277,7 +276,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     const int64_t width = Width(true);
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, num_rows * width * 8, s));
     ik::KernelArgs a = Args(range, options.attribution);
-    a.d_scale = interactions_scale_.as<double>();
+    a.d_scale = resident_->scale(true);
     a.acc_width = width;
     for (int64_t begin = 0; begin < num_rows; begin += kMaxChunkRows) {
       a.num_rows = std::min(kMaxChunkRows, num_rows - begin);
@@ -292,7 +291,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     const int64_t threads = num_rows * forest_->num_outputs * (layout_->num_players + 1);
     ik::InteractionsFinishKernel<<<Blocks(threads), 256, 0, s>>>(
         d_acc, num_rows, forest_->num_outputs, layout_->num_players,
-        interactions_scale_.as<double>(), base_margin_.as<double>(),
+        resident_->scale(true), base_margin_.as<double>(),
         iteration_prefix_.as<double>(), range.begin, range.end, divisor, d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
@@ -346,10 +345,10 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   ExactArgs DeviceExactArgs(const IterationRange& range, Attribution attribution) const {
     ExactArgs a = ExactCallArgs(*forest_, *layout_, range.begin, range.end);
     a.player_of = DevicePlayerOf();
-    a.elements = elements_.as<PathElement>();
-    a.paths = paths_.as<PathInfo>();
-    a.values = values_.as<double>();
-    a.category_bits = category_bits_.as<uint32_t>();
+    a.elements = resident_->arrays().elements;
+    a.paths = resident_->arrays().paths;
+    a.values = resident_->arrays().values;
+    a.category_bits = resident_->arrays().category_bits;
     a.base_margin = base_margin_.as<double>();
     a.weights = DeviceWeights(attribution);
     return a;
@@ -452,13 +451,12 @@ class InterventionalGpuImpl final : public InterventionalGpu {
 
   ik::KernelArgs Args(const IterationRange& range, Attribution attribution) const {
     ik::KernelArgs a;
-    a.d_layout = {elements_.as<PathElement>(), paths_.as<PathInfo>(), bin_offsets_.as<uint32_t>(),
-                  values_.as<double>(), category_bits_.as<uint32_t>()};
+    a.d_layout = resident_->arrays();
     a.d_mask_begin = mask_begin_.as<uint32_t>();
     a.d_masks = masks_.as<uint32_t>();
     a.d_counts = counts_.as<uint32_t>();
     a.d_weights = DeviceWeights(attribution);
-    a.d_scale = scale_.as<double>();
+    a.d_scale = resident_->scale(false);
     a.inv_background = 1.0 / static_cast<double>(il_->background_rows);
     a.num_bins = layout_->num_bins();
     a.num_features = forest_->num_features;
@@ -513,7 +511,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
     }
     const int64_t margins = (num_rows + n) * k;
     ik::MarginsFromFixed<<<Blocks(margins), 256, 0, s>>>(d_margin_acc, margins, k,
-                                                          scale_.as<double>(),
+                                                          resident_->scale(false),
                                                           base_margin_.as<double>(), d_margins);
     const TransformParams tp = MakeTransformParams(*forest_, range.size());
     const double* d_background_margins = d_margins + num_rows * k;
@@ -536,11 +534,12 @@ class InterventionalGpuImpl final : public InterventionalGpu {
   std::atomic<int64_t> linearized_bytes_{0};
   LinearizedLayoutPtr linearized_;
   gpu::DeviceBuffer mask_rows_, background_;
-  gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, player_of_,
-      mask_begin_, masks_,
-      counts_, weights_, banzhaf_weights_, scale_, interactions_scale_, base_margin_,
+  // The path layout's copy on GPU 0, shared with the other engines built on it (path_layout_gpu.h).
+  ResidentPathLayoutPtr resident_;
+  // The background's masks, counts and weight tables, the base margins and iteration prefixes.
+  gpu::DeviceBuffer mask_begin_, masks_, counts_, weights_, banzhaf_weights_, base_margin_,
       iteration_prefix_;
-  int64_t resident_bytes_ = 0;
+  int64_t resident_bytes_ = 0;  // of the buffers above
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mu_;  // guards the workspace and pinned buffers below
   gpu::PinnedBuffer h_rows_, h_out_;

@@ -2,10 +2,12 @@
 // Plain C++: compiles with g++; kernels in interventional_gpu.cuh / interventional_gpu.cu;
 // interventional_gpu_nocuda.cc stands in without CUDA (Create fails with UNAVAILABLE).
 //
-// Resident per model (uploaded at Create, DeviceBytes): the PathLayout's elements, paths, bins,
-// values and category bitsets; the InterventionalLayout's per-path background masks and counts and
-// the weight table; per-iteration prefix sums of the background's tree means (the bias of any
-// iteration range); the fixed-point scales. A request moves only its rows and results.
+// Resident per model from Create on: the PathLayout's copy on the GPU (its elements, paths, bins,
+// values, category bitsets and fixed-point scales), shared with the other engines built on the
+// same layout object (path_layout_gpu.h); and the engine's own (DeviceBytes): the
+// InterventionalLayout's per-path background masks and counts and the weight tables, and
+// per-iteration prefix sums of the background's tree means (the bias of any iteration range). A
+// request moves only its rows and results.
 //
 // Kernel: one warp per bin (a path element per lane, as TreeShapGpu), kRowsPerWarp rows per warp
 // whose X masks (one ballot per row) and per-lane accumulators stay in registers while the lane
@@ -63,8 +65,9 @@ namespace grove {
 
 class InterventionalGpu {
  public:
-  // Uploads the layouts to GPU 0. UNAVAILABLE without a GPU; FAILED_PRECONDITION for a layout
-  // with long paths; RESOURCE_EXHAUSTED when they do not fit.
+  // Uploads the layouts to GPU 0 (the path layout through ResidentPathLayout::On). UNAVAILABLE
+  // without a GPU; FAILED_PRECONDITION for a layout with long paths; RESOURCE_EXHAUSTED when they
+  // do not fit.
   static absl::StatusOr<std::unique_ptr<InterventionalGpu>> Create(ForestPtr forest,
                                                                     PathLayoutPtr layout,
                                                                     InterventionalLayoutPtr il);
@@ -107,7 +110,9 @@ class InterventionalGpu {
   virtual absl::Status Explain(RowsView rows, const InterventionalOptions& options,
                                MatrixView<float> out) = 0;
 
-  virtual int64_t DeviceBytes() const = 0;   // resident layouts + workspace
+  // The engine's own resident arrays and workspace (not the shared path layout copy:
+  // ResidentPathLayout::ResidentBytes of the layout).
+  virtual int64_t DeviceBytes() const = 0;
   virtual std::string Describe() const = 0;  // e.g. "interventional_gpu on cuda:0, 12.3 MB"
   virtual std::string DeviceName() const = 0;
 };

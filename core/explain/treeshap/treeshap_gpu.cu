@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/host_copy.h"
+#include "core/explain/path_layout_gpu.h"
 #include "core/explain/treeshap/explain_paths_cpu.h"
 #include "core/explain/treeshap/treeshap_gpu.cuh"
 #include "core/gpu/cuda_status.h"
@@ -41,15 +42,14 @@ double Now() {
 struct DeviceState {
   int device = 0;
   std::mutex mu;
-  // Resident layout (PathLayout's arrays, the fixed-point scales [interactions] and the biases).
-  gpu::DeviceBuffer elements, paths, bin_offsets, values, category_bits, scale[2], bias;
+  // The layout's copy on this GPU, shared with the other engines built on it (path_layout_gpu.h).
+  ResidentPathLayoutPtr layout;
   gpu::DeviceBuffer weights_float, weights_double;  // Shapley-weight tables (treeshap_arith.h)
   gpu::DeviceBuffer inter_cols, inter_slot;  // compact interactions (CompactInteractionColumns)
-  gpu::DeviceBuffer player_of;  // grouped layouts: PathLayout::player_of
   // SHAP pattern tables (treeshap_arith::ShapTable), when used: factors, per-path offsets, and
   // the bins of each kind.
   gpu::DeviceBuffer table, table_offset, table_bins, other_bins;
-  int64_t layout_bytes = 0;
+  int64_t own_bytes = 0;  // resident beside the shared layout: weights, tables, compact columns
   // Workspaces: two slots (one per stream), grown to the largest request seen; guarded by mu.
   cudaStream_t streams[2] = {nullptr, nullptr};
   gpu::DeviceBuffer rows[2], acc[2], out[2];
@@ -174,28 +174,20 @@ class TreeShapGpuImpl final : public TreeShapGpu {
 
   absl::Status Init(int num_devices) {
     const gpu::ScopedCurrentDevice keep_device;
-    const PathLayout& l = *layout_;
     const std::vector<double> weights = treeshap_arith::ShapleyWeightTable();
     const std::vector<float> weights_float(weights.begin(), weights.end());
     for (int d = 0; d < num_devices; ++d) {
       auto state = std::make_unique<DeviceState>();
       state->device = d;
       GROVE_CUDA_RETURN(cudaSetDevice(d));
-      int64_t& b = state->layout_bytes;
+      absl::StatusOr<ResidentPathLayoutPtr> resident = ResidentPathLayout::On(layout_, d);
+      if (!resident.ok()) return resident.status();
+      state->layout = *std::move(resident);
+      int64_t& b = state->own_bytes;
       DeviceState& st = *state;
-      for (absl::Status s : {UploadTo(l.elements, &st.elements, &b), UploadTo(l.paths, &st.paths, &b),
-                             UploadTo(l.bin_offsets, &st.bin_offsets, &b),
-                             UploadTo(l.values, &st.values, &b),
-                             UploadTo(l.category_bits, &st.category_bits, &b),
-                             UploadTo(FixedPointScales(l, false), &st.scale[0], &b),
-                             UploadTo(FixedPointScales(l, true), &st.scale[1], &b),
-                             UploadTo(l.bias, &st.bias, &b),
-                             UploadTo(weights_float, &st.weights_float, &b),
+      for (absl::Status s : {UploadTo(weights_float, &st.weights_float, &b),
                              UploadTo(weights, &st.weights_double, &b)}) {
         if (!s.ok()) return s;
-      }
-      if (!l.player_of.empty()) {
-        if (absl::Status s = UploadTo(l.player_of, &st.player_of, &b); !s.ok()) return s;
       }
       if (precision_.table) {
         for (absl::Status s : {UploadTo(table_.factors, &st.table, &b),
@@ -238,7 +230,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     int64_t total = 0;
     for (const auto& d : devices_) {
       std::lock_guard<std::mutex> lock(d->mu);
-      total += d->layout_bytes + d->WorkspaceBytes();
+      total += d->own_bytes + d->WorkspaceBytes();
     }
     return total;
   }
@@ -270,7 +262,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
                            form(false), form(true), precision_.bound[0], precision_.bound[1],
                            precision_.top_down_bound[0][1], precision_.top_down_bound[1][1],
                            table, compact, DeviceName(), layout_->num_bins(),
-                           devices_.empty() ? 0.0 : devices_[0]->layout_bytes / 1e6);
+                           devices_.empty() ? 0.0 : devices_[0]->layout->bytes() / 1e6);
   }
 
   absl::Status ExplainOnDevice(int device_index, const float* d_rows, int64_t num_rows,
@@ -390,16 +382,14 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     (void)cudaGetLastError();
     GROVE_CUDA_RETURN(cudaMemsetAsync(d_acc, 0, n * acc_width * 8, s));
     tk::KernelArgs a;
-    a.d_layout = {d.elements.as<PathElement>(), d.paths.as<PathInfo>(),
-                  d.bin_offsets.as<uint32_t>(), d.values.as<double>(),
-                  d.category_bits.as<uint32_t>()};
-    a.d_scale = d.scale[interactions ? 1 : 0].as<double>();
+    a.d_layout = d.layout->arrays();
+    a.d_scale = d.layout->scale(interactions);
     a.num_bins = layout_->num_bins();
     a.d_rows = d_rows;
     a.num_rows = n;
     a.num_features = layout_->num_features;
     a.num_players = layout_->num_players;
-    a.d_player_of = layout_->player_of.empty() ? nullptr : d.player_of.as<int32_t>();
+    a.d_player_of = d.layout->player_of();
     a.rows_per_warp = RowsPerWarp(n, interactions);
     a.d_acc = d_acc;
     a.acc_width = acc_width;
@@ -458,13 +448,13 @@ class TreeShapGpuImpl final : public TreeShapGpu {
         1, static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65536)));
     const int64_t bias_col =
         interactions ? layout_->num_players * f1 + layout_->num_players : layout_->num_players;
-    const double* d_scale = d.scale[interactions ? 1 : 0].as<double>();
+    const double* d_scale = d.layout->scale(interactions);
     if (Compact(interactions)) {  // untouched entries are zero
       GROVE_CUDA_RETURN(cudaMemsetAsync(d_out, 0, n * width * sizeof(float), s));
     }
     tk::FinishKernel<<<blocks, threads, 0, s>>>(
         d_acc, n, acc_width, Compact(interactions) ? d.inter_cols.as<int64_t>() : nullptr, width,
-        block, bias_col, d_scale, d.bias.as<double>(), d_out);
+        block, bias_col, d_scale, d.layout->bias(), d_out);
     GROVE_CUDA_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }

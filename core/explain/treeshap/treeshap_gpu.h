@@ -19,8 +19,9 @@
 // PathLayout::contribution_bound, resolution ~1e-18 of the bound) and accumulated with integer
 // atomics, which commute exactly; the conversion to float adds the bias in double.
 //
-// Device engineering: the layout is uploaded to every visible GPU at Create and stays resident
-// (DeviceBytes); each GPU has two streams, double-buffered device workspaces and pinned host
+// Device engineering: the layout is resident on every GPU used from Create on, in the copy shared
+// by every engine built on the same layout object (path_layout_gpu.h; not in DeviceBytes, which
+// counts the engine's own weight and pattern tables and workspaces); each GPU has two streams, double-buffered device workspaces and pinned host
 // buffers that grow to the largest request seen and are reused (no cudaMalloc in the steady
 // state); rows are split across GPUs; within a GPU, chunks alternate between the streams so that
 // one chunk's copies overlap the other's kernels. Every CUDA error becomes an absl::Status.
@@ -90,7 +91,8 @@ struct GpuExplainTiming {
 
 class TreeShapGpu {
  public:
-  // Uploads `layout` to the first max_devices visible GPUs. UNAVAILABLE without a GPU.
+  // Makes `layout` resident on the first max_devices visible GPUs (ResidentPathLayout::On: shared
+  // with the other engines built on it). UNAVAILABLE without a GPU.
   static absl::StatusOr<std::unique_ptr<TreeShapGpu>> Create(PathLayoutPtr layout,
                                                              const TreeShapGpuOptions& options);
   virtual ~TreeShapGpu() = default;
@@ -117,7 +119,9 @@ class TreeShapGpu {
   virtual bool UsesTable(bool interactions) const = 0;
 
   virtual int num_devices() const = 0;
-  virtual int64_t DeviceBytes() const = 0;  // resident layout bytes + workspaces, all GPUs
+  // The engine's own resident tables and workspaces, all GPUs (the shared layout copies are
+  // ResidentPathLayout::ResidentBytes of the layout).
+  virtual int64_t DeviceBytes() const = 0;
   // e.g. "treeshap_gpu(shap float, interactions double, float bound 2.1e-06 / 8.4e-06) on cuda:0, ..."
   virtual std::string Describe() const = 0;
   virtual std::string DeviceName() const = 0;  // "cuda:0" or "cuda:0+1+..."

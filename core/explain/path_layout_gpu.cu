@@ -1,0 +1,107 @@
+// ResidentPathLayout: uploads and the registry of live copies (see path_layout_gpu.h).
+#include "core/explain/path_layout_gpu.h"
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "absl/base/no_destructor.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/gpu/cuda_status.h"
+#include "core/gpu/device_buffer.h"
+#include "core/gpu/device_set.h"
+
+namespace grove {
+namespace {
+
+class ResidentPathLayoutImpl final : public ResidentPathLayout {
+ public:
+  ResidentPathLayoutImpl(PathLayoutPtr layout, int device)
+      : ResidentPathLayout(std::move(layout), device) {}
+
+  // The copies; called once, on `device`.
+  absl::Status Upload() {
+    const PathLayout& l = *layout_;
+    auto up = [&](const auto& host, gpu::DeviceBuffer* b) {
+      return gpu::UploadCounted(host, "path layout upload", b, &bytes_);
+    };
+    for (absl::Status s :
+         {up(l.elements, &elements_), up(l.paths, &paths_), up(l.bin_offsets, &bin_offsets_),
+          up(l.values, &values_), up(l.category_bits, &category_bits_), up(l.bias, &bias_buffer_),
+          up(FixedPointScales(l, false), &scales_[0]), up(FixedPointScales(l, true), &scales_[1])}) {
+      if (!s.ok()) return s;
+    }
+    if (!l.player_of.empty()) {
+      if (absl::Status s = up(l.player_of, &player_of_buffer_); !s.ok()) return s;
+      player_of_ = player_of_buffer_.as<int32_t>();
+    }
+    arrays_ = {elements_.as<PathElement>(), paths_.as<PathInfo>(), bin_offsets_.as<uint32_t>(),
+               values_.as<double>(), category_bits_.as<uint32_t>()};
+    bias_ = bias_buffer_.as<double>();
+    scale_[0] = scales_[0].as<double>();
+    scale_[1] = scales_[1].as<double>();
+    return absl::OkStatus();
+  }
+
+ private:
+  gpu::DeviceBuffer elements_, paths_, bin_offsets_, values_, category_bits_, player_of_buffer_,
+      bias_buffer_, scales_[2];
+};
+
+// The live copies by (layout object, device). Entries whose copy has gone are dropped on the next
+// On; uploads run under the lock (load time only), so two engines of one model never upload twice.
+struct Registry {
+  std::mutex mu;
+  std::map<std::pair<const PathLayout*, int>, std::weak_ptr<const ResidentPathLayout>> copies;
+};
+
+Registry& TheRegistry() {
+  static absl::NoDestructor<Registry> registry;
+  return *registry;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ResidentPathLayout>> ResidentPathLayout::On(
+    PathLayoutPtr layout, int device) {
+  if (layout == nullptr) return absl::InvalidArgumentError("path layout upload: no layout");
+  const int visible = gpu::VisibleGpuCount();
+  if (device < 0 || device >= visible) {
+    return absl::UnavailableError(
+        absl::StrCat("path layout upload: no GPU ", device, " (", visible, " visible)"));
+  }
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto key = std::make_pair(layout.get(), device);
+  if (auto it = r.copies.find(key); it != r.copies.end()) {
+    if (std::shared_ptr<const ResidentPathLayout> live = it->second.lock()) return live;
+  }
+  for (auto it = r.copies.begin(); it != r.copies.end();) {
+    it = it->second.expired() ? r.copies.erase(it) : std::next(it);
+  }
+  const gpu::ScopedCurrentDevice keep_device;
+  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "path layout upload: cudaSetDevice");
+  auto copy = std::make_shared<ResidentPathLayoutImpl>(std::move(layout), device);
+  if (absl::Status s = copy->Upload(); !s.ok()) return s;
+  std::shared_ptr<const ResidentPathLayout> shared = std::move(copy);
+  r.copies[key] = shared;
+  return shared;
+}
+
+int64_t ResidentPathLayout::ResidentBytes(const PathLayout& layout) {
+  Registry& r = TheRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  int64_t bytes = 0;
+  for (auto it = r.copies.lower_bound({&layout, INT_MIN});
+       it != r.copies.end() && it->first.first == &layout; ++it) {
+    if (std::shared_ptr<const ResidentPathLayout> live = it->second.lock()) bytes += live->bytes();
+  }
+  return bytes;
+}
+
+}  // namespace grove
