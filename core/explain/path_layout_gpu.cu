@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/no_destructor.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/gpu/cuda_status.h"
@@ -61,7 +60,7 @@ struct Registry {
 };
 
 Registry& TheRegistry() {
-  static absl::NoDestructor<Registry> registry;
+  static Registry* const registry = new Registry();  // never destroyed: copies may outlive main
   return *registry;
 }
 
