@@ -85,6 +85,8 @@ void CheckEngine(const TahoeEngine& engine, const Forest& f, const std::vector<f
       if (!check_device_path) continue;
       DeviceBuffer d_out(n * width * 4);
       ASSERT_EQ(cudaMemset(d_out.p, 0xFF, n * width * 4), cudaSuccess);  // NaN poison
+      // The engine's stream does not wait for the legacy default stream's memset.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       s = engine.PredictDevice(0, static_cast<const float*>(d_rows.p), n, f.num_features, o,
                                static_cast<float*>(d_out.p), width, strategy, &info);
       ASSERT_TRUE(s.ok()) << s;
