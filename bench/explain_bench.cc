@@ -47,6 +47,7 @@
 #include "core/explain/explain.h"
 #include "core/explain/explain_engine.h"
 #include "core/explain/treeshap/explain_paths_cpu.h"
+#include "core/explain/path_layout_gpu.h"
 #include "core/explain/paths.h"
 #include "core/explain/saabas/saabas.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
@@ -243,8 +244,10 @@ void BenchGpu(const Flags& flags, const PathLayoutPtr& layout, const Forest& for
       cudaFreeHost(h_rows);
       cudaFreeHost(h_out);
     }
-    std::printf("%s %s device bytes: %lld (%s)\n", flags.name.c_str(), where,
-                static_cast<long long>((*gpu)->DeviceBytes()), (*gpu)->Describe().c_str());
+    std::printf("%s %s device bytes: %lld + %lld of the path layout's copies (%s)\n",
+                flags.name.c_str(), where, static_cast<long long>((*gpu)->DeviceBytes()),
+                static_cast<long long>(ResidentPathLayout::ResidentBytes(*(*gpu)->layout())),
+                (*gpu)->Describe().c_str());
   }
   cudaStreamDestroy(stream);
 }

@@ -194,9 +194,16 @@ class TreeShapGpuStrategy final : public ExplainStrategy {
     if (!pinned.ok()) return pinned.status();
     return pinned->second;
   }
+  // The groupings' engines and their layouts' copies (built here, counted here); the model's
+  // layout is its owner's to count.
   int64_t DeviceBytes() const override {
     int64_t total = gpu_->DeviceBytes();
-    grouped_.ForEach([&](const TreeShapGpu& g) { total += g.DeviceBytes(); });
+    std::vector<PathLayoutPtr> layouts;
+    grouped_.ForEach([&](const TreeShapGpu& g) {
+      total += g.DeviceBytes();
+      layouts.push_back(g.layout());
+    });
+    for (const PathLayoutPtr& l : layouts) total += ResidentPathLayout::ResidentBytes(*l);
     return total;
   }
   std::string Describe() const override {
@@ -384,10 +391,6 @@ class StrategyExplainEngine final : public ExplainEngine {
     int64_t total = 0;
     for (const auto& s : strategies_) total += s->DeviceBytes();
     if (context_.owns_layout) total += ResidentPathLayout::ResidentBytes(*context_.layout);
-    if (context_.grouped_layouts != nullptr) {
-      context_.grouped_layouts->ForEach(
-          [&](const PathLayout& l) { total += ResidentPathLayout::ResidentBytes(l); });
-    }
     return total;
   }
   std::vector<std::string> StrategyNames() const override {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
@@ -170,9 +171,16 @@ class GpuStrategy final : public InterventionalStrategy {
     }
     return gpu->Explain(rows, options, out);
   }
+  // The groupings' engines and their layouts' copies (built here, counted here); the model's
+  // layout is its owner's to count.
   int64_t DeviceBytes() const override {
     int64_t total = gpu_->DeviceBytes();
-    grouped_.ForEach([&](const InterventionalGpu& g) { total += g.DeviceBytes(); });
+    std::vector<PathLayoutPtr> layouts;
+    grouped_.ForEach([&](const InterventionalGpu& g) {
+      total += g.DeviceBytes();
+      layouts.push_back(g.layout());
+    });
+    for (const PathLayoutPtr& l : layouts) total += ResidentPathLayout::ResidentBytes(*l);
     return total;
   }
 
@@ -372,10 +380,6 @@ int64_t InterventionalEngine::DeviceBytes() const {
   int64_t total = 0;
   for (const auto& s : strategies_) total += s->DeviceBytes();
   if (context_.owns_layout) total += ResidentPathLayout::ResidentBytes(*context_.layout);
-  if (context_.grouped_forms != nullptr) {
-    context_.grouped_forms->ForEach(
-        [&](const PlayerForms& f) { total += ResidentPathLayout::ResidentBytes(*f.layout); });
-  }
   return total;
 }
 

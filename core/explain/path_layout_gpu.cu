@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,8 +28,9 @@ class ResidentPathLayoutImpl final : public ResidentPathLayout {
   // The copies; called once, on `device`.
   absl::Status Upload() {
     const PathLayout& l = *layout_;
+    const std::string what = absl::StrCat("path layout upload to GPU ", device_);
     auto up = [&](const auto& host, gpu::DeviceBuffer* b) {
-      return gpu::UploadCounted(host, "path layout upload", b, &bytes_);
+      return gpu::UploadCounted(host, what, b, &bytes_);
     };
     for (absl::Status s :
          {up(l.elements, &elements_), up(l.paths, &paths_), up(l.bin_offsets, &bin_offsets_),
@@ -44,6 +47,9 @@ class ResidentPathLayoutImpl final : public ResidentPathLayout {
     bias_ = bias_buffer_.as<double>();
     scale_[0] = scales_[0].as<double>();
     scale_[1] = scales_[1].as<double>();
+    // cudaMemcpy from pageable memory may return before the DMA lands, and the engines read the
+    // copy from non-blocking streams, which do not wait for the legacy stream.
+    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy), what);
     return absl::OkStatus();
   }
 
@@ -52,15 +58,17 @@ class ResidentPathLayoutImpl final : public ResidentPathLayout {
       bias_buffer_, scales_[2];
 };
 
-// The live copies by (layout object, device). Entries whose copy has gone are dropped on the next
-// On; uploads run under the lock (load time only), so two engines of one model never upload twice.
+// The live copies by (layout object's address, device). Entries whose copy has gone are dropped on
+// the next On; uploads run under the lock (model load only), so two engines of one model never
+// upload twice.
 struct Registry {
   std::mutex mu;
-  std::map<std::pair<const PathLayout*, int>, std::weak_ptr<const ResidentPathLayout>> copies;
+  std::map<std::pair<uintptr_t, int>, std::weak_ptr<const ResidentPathLayout>> copies;
 };
 
 Registry& TheRegistry() {
-  static Registry* const registry = new Registry();  // never destroyed: copies may outlive main
+  // Never destroyed: On and ResidentBytes may run from other objects' static destructors.
+  static Registry* const registry = new Registry();
   return *registry;
 }
 
@@ -76,7 +84,7 @@ absl::StatusOr<std::shared_ptr<const ResidentPathLayout>> ResidentPathLayout::On
   }
   Registry& r = TheRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  const auto key = std::make_pair(layout.get(), device);
+  const auto key = std::make_pair(reinterpret_cast<uintptr_t>(layout.get()), device);
   if (auto it = r.copies.find(key); it != r.copies.end()) {
     if (std::shared_ptr<const ResidentPathLayout> live = it->second.lock()) return live;
   }
@@ -96,8 +104,9 @@ int64_t ResidentPathLayout::ResidentBytes(const PathLayout& layout) {
   Registry& r = TheRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   int64_t bytes = 0;
-  for (auto it = r.copies.lower_bound({&layout, INT_MIN});
-       it != r.copies.end() && it->first.first == &layout; ++it) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(&layout);
+  for (auto it = r.copies.lower_bound({address, INT_MIN});
+       it != r.copies.end() && it->first.first == address; ++it) {
     if (std::shared_ptr<const ResidentPathLayout> live = it->second.lock()) bytes += live->bytes();
   }
   return bytes;

@@ -12,11 +12,14 @@
 // is a copy of its own. A copy holds its layout, so the key outlives every copy made of it.
 //
 // Accounting: the engines' DeviceBytes leave shared copies out; ResidentBytes(layout) counts a
-// layout's live copies once, for whoever owns the layout (the servable; an engine for the grouped
-// layouts it builds).
+// layout's live copies once, for whoever owns the layout: the servable for the model's; an engine
+// for a layout it built itself (no caller gave it one) and for its groupings' layouts.
 //
-// Thread safety: On and ResidentBytes may be called concurrently (uploads are serialised); a
-// copy is immutable once returned and may be read by kernels on any stream of its GPU.
+// Thread safety: On and ResidentBytes may be called concurrently; uploads are serialised, and a
+// call waits for another model's upload in progress (model load only). A copy is complete and
+// immutable once returned (the upload has synchronised) and may be read by kernels on any stream
+// of its GPU. Its memory is freed (cudaFree, which synchronises the device) on whichever thread
+// drops the last holder.
 #pragma once
 
 #include <cstdint>

@@ -4,8 +4,9 @@
 
 namespace grove {
 
-absl::StatusOr<std::shared_ptr<const ResidentPathLayout>> ResidentPathLayout::On(PathLayoutPtr,
-                                                                                 int) {
+absl::StatusOr<std::shared_ptr<const ResidentPathLayout>> ResidentPathLayout::On(
+    PathLayoutPtr layout, int) {
+  if (layout == nullptr) return absl::InvalidArgumentError("path layout upload: no layout");
   return absl::UnavailableError("no GPU: Grove was built without CUDA");
 }
 

@@ -18,6 +18,7 @@
 #include "core/explain/paths.h"
 #include "core/explain/treeshap/treeshap_gpu.h"
 #include "core/gpu/device_set.h"
+#include "core/model/feature_groups.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gpu_skip.h"
 #include "tests/testing/random_forest.h"
@@ -105,6 +106,45 @@ TEST(ResidentPathLayoutTest, OneCopyPerLayoutObjectAndDeviceWhileHeld) {
   EXPECT_GT(ResidentPathLayout::ResidentBytes(*l), 0);
 }
 
+// A grouped layout's copy carries its player map.
+TEST(ResidentPathLayoutTest, AGroupedLayoutsCopyHoldsItsPlayers) {
+  SKIP_WITHOUT_GPU();
+  ForestPtr f = TestForest(true);
+  std::vector<GroupSpec> spec = {{"low", {FeatureRef{0, ""}, FeatureRef{2, ""}}},
+                                 {"high", {FeatureRef{11, ""}, FeatureRef{10, ""}}}};
+  absl::StatusOr<FeatureGroupsPtr> groups = ResolveFeatureGroups(spec, f->num_features, {});
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  PathLayoutOptions o;
+  o.groups = groups->get();
+  absl::StatusOr<PathLayoutPtr> l = BuildPathLayout(*f, o);
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_FALSE((*l)->player_of.empty());
+  absl::StatusOr<ResidentPathLayoutPtr> r = ResidentPathLayout::On(*l, 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_NE((*r)->player_of(), nullptr);
+  EXPECT_EQ(Download((*r)->player_of(), (*l)->player_of.size()), (*l)->player_of);
+}
+
+// One copy per GPU of the same layout, each on its own device.
+TEST(ResidentPathLayoutTest, EachGpuHasItsOwnCopy) {
+  SKIP_WITHOUT_GPU();
+  if (gpu::VisibleGpuCount() < 2) GTEST_SKIP() << "one GPU visible";
+  PathLayoutPtr l = Layout(*TestForest());
+  TreeShapGpuOptions options;
+  options.max_devices = 2;
+  absl::StatusOr<std::unique_ptr<TreeShapGpu>> shap = TreeShapGpu::Create(l, options);
+  ASSERT_TRUE(shap.ok()) << shap.status();
+  ASSERT_EQ((*shap)->num_devices(), 2);
+  absl::StatusOr<ResidentPathLayoutPtr> first = ResidentPathLayout::On(l, 0);
+  absl::StatusOr<ResidentPathLayoutPtr> second = ResidentPathLayout::On(l, 1);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ((*second)->device(), 1);
+  cudaPointerAttributes attributes;
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, (*second)->arrays().elements), cudaSuccess);
+  EXPECT_EQ(attributes.device, 1);
+  EXPECT_EQ(ResidentPathLayout::ResidentBytes(*l), (*first)->bytes() + (*second)->bytes());
+}
+
 TEST(ResidentPathLayoutTest, RefusesWhatItCannotCopy) {
   SKIP_WITHOUT_GPU();
   EXPECT_TRUE(absl::IsInvalidArgument(ResidentPathLayout::On(nullptr, 0).status()));
@@ -143,7 +183,8 @@ TEST(ResidentPathLayoutTest, TheSHAPAndInterventionalEnginesShareOneCopy) {
   ASSERT_TRUE(held.ok());
   EXPECT_EQ((*held)->bytes(), one_copy);
 
-  // Engines of a layout of their own: the same values, bit for bit.
+  // Engines of a layout of their own: the same own bytes (the copy is in neither's), the same
+  // values bit for bit.
   absl::StatusOr<std::unique_ptr<TreeShapGpu>> shap_own = TreeShapGpu::Create(own, options);
   ASSERT_TRUE(shap_own.ok()) << shap_own.status();
   absl::StatusOr<InterventionalLayoutPtr> il_own = BuildInterventionalLayout(*f, *own, bg, nullptr);
@@ -151,6 +192,9 @@ TEST(ResidentPathLayoutTest, TheSHAPAndInterventionalEnginesShareOneCopy) {
   absl::StatusOr<std::unique_ptr<InterventionalGpu>> inter_own =
       InterventionalGpu::Create(f, own, *il_own);
   ASSERT_TRUE(inter_own.ok()) << inter_own.status();
+  EXPECT_EQ(ResidentPathLayout::ResidentBytes(*own), one_copy);
+  EXPECT_EQ((*shap)->DeviceBytes(), (*shap_own)->DeviceBytes());
+  EXPECT_EQ((*inter)->DeviceBytes(), (*inter_own)->DeviceBytes());
   const RowsView view = MakeRowsView(rows.data(), n, f->num_features);
   for (bool interactions : {false, true}) {
     const int64_t width = ExplainWidth(*f, interactions);
@@ -165,12 +209,12 @@ TEST(ResidentPathLayoutTest, TheSHAPAndInterventionalEnginesShareOneCopy) {
     ASSERT_TRUE((*inter_own)->Explain(view, o, MakeMatrixView(b.data(), n, width)).ok());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << interactions;
   }
-  // The engines' own bytes leave the copy out: freeing both engines frees the copy (once the
-  // test's own hold goes too).
-  shap->reset();
-  EXPECT_EQ(ResidentPathLayout::ResidentBytes(*shared), one_copy);
-  inter->reset();
+  // Each engine holds the copy: it goes with the last of them.
   held->reset();
+  EXPECT_EQ(ResidentPathLayout::ResidentBytes(*shared), one_copy);
+  shap->reset();
+  EXPECT_EQ(ResidentPathLayout::ResidentBytes(*shared), one_copy);  // the interventional engine's
+  inter->reset();
   EXPECT_EQ(ResidentPathLayout::ResidentBytes(*shared), 0);
 }
 

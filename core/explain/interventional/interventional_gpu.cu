@@ -243,6 +243,7 @@ class InterventionalGpuImpl final : public InterventionalGpu {
            d_out_.bytes();
   }
   std::string DeviceName() const override { return "cuda:0"; }
+  const PathLayoutPtr& layout() const override { return layout_; }
   std::string Describe() const override {
     return absl::StrFormat(
         "interventional_gpu on cuda:0, %d background rows, %d masks, %.2f MB (+ %.2f MB of paths)",

@@ -113,6 +113,7 @@ class InterventionalGpu {
   // The engine's own resident arrays and workspace (not the shared path layout copy:
   // ResidentPathLayout::ResidentBytes of the layout).
   virtual int64_t DeviceBytes() const = 0;
+  virtual const PathLayoutPtr& layout() const = 0;  // the layout Create was given
   virtual std::string Describe() const = 0;  // e.g. "interventional_gpu on cuda:0, 12.3 MB"
   virtual std::string DeviceName() const = 0;
 };

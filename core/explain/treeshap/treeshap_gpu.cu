@@ -217,6 +217,7 @@ class TreeShapGpuImpl final : public TreeShapGpu {
     return absl::OkStatus();
   }
 
+  const PathLayoutPtr& layout() const override { return layout_; }
   int num_devices() const override { return static_cast<int>(devices_.size()); }
   bool UsesFloat(bool interactions) const override {
     return precision_.use_float[interactions ? 1 : 0];

@@ -21,9 +21,9 @@
 //
 // Device engineering: the layout is resident on every GPU used from Create on, in the copy shared
 // by every engine built on the same layout object (path_layout_gpu.h; not in DeviceBytes, which
-// counts the engine's own weight and pattern tables and workspaces); each GPU has two streams, double-buffered device workspaces and pinned host
-// buffers that grow to the largest request seen and are reused (no cudaMalloc in the steady
-// state); rows are split across GPUs; within a GPU, chunks alternate between the streams so that
+// counts the engine's own weight and pattern tables and workspaces); each GPU has two streams,
+// double-buffered device workspaces and pinned host buffers that grow to the largest request seen
+// and are reused (no cudaMalloc in the steady state); rows are split across GPUs; within a GPU, chunks alternate between the streams so that
 // one chunk's copies overlap the other's kernels. Every CUDA error becomes an absl::Status.
 #pragma once
 
@@ -118,6 +118,7 @@ class TreeShapGpu {
   // SHAP values of some bins read the pattern tables (UsesFloat / UsesTopDown: the other bins').
   virtual bool UsesTable(bool interactions) const = 0;
 
+  virtual const PathLayoutPtr& layout() const = 0;  // the layout Create was given
   virtual int num_devices() const = 0;
   // The engine's own resident tables and workspaces, all GPUs (the shared layout copies are
   // ResidentPathLayout::ResidentBytes of the layout).
