@@ -482,12 +482,14 @@ TEST_F(RegistryTest, AFailedVersionWantedAgainIsRetriedOnce) {
   EXPECT_EQ((*fixed)->version, 1);
 }
 
-// Prediction engines only: which versions serve is all that the tests below look at, and the
-// explain engines' set-up would be most of their time.
+// CPU prediction engines only: which versions serve is all that the tests below look at, and the
+// explain engines' set-up, or on a GPU host the GPU engine's load-time probes of every version
+// loaded, would be most of their time.
 ServableFactory PredictOnlyFactory(ThreadPool* pool) {
   return [pool](const ForestPtr& forest, std::shared_ptr<const Background> background,
                 EngineOptions options) -> absl::StatusOr<ServablePtr> {
     options.build = EngineBuild::kOnFirstUse;
+    options.device = Device::kCpu;
     absl::StatusOr<ServablePtr> servable = BuildServable(forest, background, options, pool);
     if (!servable.ok()) return servable.status();
     if (absl::Status s = (*servable)->Available(Operation::kPredict); !s.ok()) return s;
