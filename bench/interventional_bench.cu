@@ -184,6 +184,7 @@ int Main(int argc, char** argv) {
   bench::ModelRowsFlags flags;
   flags.counts = {{"--shap-rows", 10000},       {"--background-rows", 100}, {"--reps", 5},
                   {"--interactions-rows", 1000}, {"--cpu-rows", 100},        {"--cpu-threads", 16}};
+  flags.may_be_zero = {"--interactions-rows"};
   if (!bench::ParseModelRowsFlags(argc, argv, &flags)) {
     std::fprintf(stderr, "usage: grove_interventional_bench --model M --rows R.csv [--name L] "
                          "[--shap-rows N] [--background-rows N] [--reps N] "

@@ -19,7 +19,10 @@ bool ParseModelRowsFlags(int argc, char** argv, ModelRowsFlags* flags) {
     } else {
       auto it = flags->counts.find(k);
       int64_t n = 0;
-      if (it == flags->counts.end() || !absl::SimpleAtoi(v, &n) || n < 1) return false;
+      if (it == flags->counts.end() || !absl::SimpleAtoi(v, &n) ||
+          n < (flags->may_be_zero.count(k) ? 0 : 1)) {
+        return false;
+      }
       it->second = n;
     }
   }

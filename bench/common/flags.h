@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 namespace grove::bench {
@@ -13,6 +14,8 @@ struct ModelRowsFlags {
   std::string model, rows, name;
   // "--shap-rows" -> its value; the program puts its defaults in before parsing.
   std::map<std::string, int64_t> counts;
+  // Counts for which 0 is a value (e.g. "skip this part"); every other count must be positive.
+  std::set<std::string> may_be_zero;
 
   int64_t count(const std::string& flag) const { return counts.at(flag); }
   // LABEL, or the model path when --name is absent.
@@ -20,7 +23,7 @@ struct ModelRowsFlags {
 };
 
 // Parses "--flag value" pairs into `flags`; false on an unknown flag, a count that is not a positive
-// integer, or a missing --model / --rows.
+// integer (or 0, for the counts in may_be_zero), or a missing --model / --rows.
 bool ParseModelRowsFlags(int argc, char** argv, ModelRowsFlags* flags);
 
 // A bench program's flags: each registered name with the field it sets. Parse reads
