@@ -3,16 +3,14 @@
 
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/shared_by_key.h"
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
@@ -35,7 +33,8 @@ class ResidentPathLayoutImpl final : public ResidentPathLayout {
     for (absl::Status s :
          {up(l.elements, &elements_), up(l.paths, &paths_), up(l.bin_offsets, &bin_offsets_),
           up(l.values, &values_), up(l.category_bits, &category_bits_), up(l.bias, &bias_buffer_),
-          up(FixedPointScales(l, false), &scales_[0]), up(FixedPointScales(l, true), &scales_[1])}) {
+          up(FixedPointScales(l, false), &scales_[0]),
+          up(FixedPointScales(l, true), &scales_[1])}) {
       if (!s.ok()) return s;
     }
     if (!l.player_of.empty()) {
@@ -58,13 +57,9 @@ class ResidentPathLayoutImpl final : public ResidentPathLayout {
       bias_buffer_, scales_[2];
 };
 
-// The live copies by (layout object's address, device). Entries whose copy has gone are dropped on
-// the next On; uploads run under the lock (model load only), so two engines of one model never
-// upload twice.
-struct Registry {
-  std::mutex mu;
-  std::map<std::pair<uintptr_t, int>, std::weak_ptr<const ResidentPathLayout>> copies;
-};
+// The live copies by (layout object's address, device): each uploaded under its own key's lock,
+// so two engines of one model never upload twice and another model's load never waits for it.
+using Registry = SharedByKey<std::pair<uintptr_t, int>, ResidentPathLayout>;
 
 Registry& TheRegistry() {
   // Never destroyed: On and ResidentBytes may run from other objects' static destructors.
@@ -82,32 +77,22 @@ absl::StatusOr<std::shared_ptr<const ResidentPathLayout>> ResidentPathLayout::On
     return absl::UnavailableError(
         absl::StrCat("path layout upload: no GPU ", device, " (", visible, " visible)"));
   }
-  Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
   const auto key = std::make_pair(reinterpret_cast<uintptr_t>(layout.get()), device);
-  if (auto it = r.copies.find(key); it != r.copies.end()) {
-    if (std::shared_ptr<const ResidentPathLayout> live = it->second.lock()) return live;
-  }
-  for (auto it = r.copies.begin(); it != r.copies.end();) {
-    it = it->second.expired() ? r.copies.erase(it) : std::next(it);
-  }
-  const gpu::ScopedCurrentDevice keep_device;
-  GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "path layout upload: cudaSetDevice");
-  auto copy = std::make_shared<ResidentPathLayoutImpl>(std::move(layout), device);
-  if (absl::Status s = copy->Upload(); !s.ok()) return s;
-  std::shared_ptr<const ResidentPathLayout> shared = std::move(copy);
-  r.copies[key] = shared;
-  return shared;
+  return TheRegistry().Get(key, [&]() -> absl::StatusOr<ResidentPathLayoutPtr> {
+    const gpu::ScopedCurrentDevice keep_device;
+    GROVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "path layout upload: cudaSetDevice");
+    auto copy = std::make_shared<ResidentPathLayoutImpl>(std::move(layout), device);
+    if (absl::Status s = copy->Upload(); !s.ok()) return s;
+    return ResidentPathLayoutPtr(std::move(copy));
+  });
 }
 
 int64_t ResidentPathLayout::ResidentBytes(const PathLayout& layout) {
-  Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  int64_t bytes = 0;
   const uintptr_t address = reinterpret_cast<uintptr_t>(&layout);
-  for (auto it = r.copies.lower_bound({address, INT_MIN});
-       it != r.copies.end() && it->first.first == address; ++it) {
-    if (std::shared_ptr<const ResidentPathLayout> live = it->second.lock()) bytes += live->bytes();
+  int64_t bytes = 0;
+  auto of_layout = [&](const std::pair<uintptr_t, int>& key) { return key.first == address; };
+  for (const std::shared_ptr<const ResidentPathLayout>& copy : TheRegistry().Live(of_layout)) {
+    bytes += copy->bytes();
   }
   return bytes;
 }

@@ -15,11 +15,11 @@
 // layout's live copies once, for whoever owns the layout: the servable for the model's; an engine
 // for a layout it built itself (no caller gave it one) and for its groupings' layouts.
 //
-// Thread safety: On and ResidentBytes may be called concurrently; uploads are serialised, and a
-// call waits for another model's upload in progress (model load only). A copy is complete and
-// immutable once returned (the upload has synchronised) and may be read by kernels on any stream
-// of its GPU. Its memory is freed (cudaFree, which synchronises the device) on whichever thread
-// drops the last holder.
+// Thread safety: On and ResidentBytes may be called concurrently (core/common/shared_by_key.h);
+// a call waits only for an upload of the same layout to the same GPU in progress. A copy is
+// complete and immutable once returned (the upload has synchronised) and may be read by kernels
+// on any stream of its GPU. Its memory is freed (cudaFree, which synchronises the device) on
+// whichever thread drops the last holder.
 #pragma once
 
 #include <cstdint>
