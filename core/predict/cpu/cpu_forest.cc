@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -25,6 +26,26 @@ bool NanGoesLeft(const Node& n) {
 
 bool NeedsGeneralDecision(const Node& n) {
   return (n.flags & (kNodeCategorical | kNodeMissingZero)) != 0;
+}
+
+// Categories a set of the vector walks holds (kCpuCategory): two words.
+constexpr uint32_t kCategoryWords = 2;
+
+// Whether the vector walks can decide categorical split `n` of `f`: its set lists no category
+// past 63 (a value of 64 or more is then outside it, as CategoryInSet has it for every set
+// size), and the model's split features fit DenseNode's feature bits.
+bool VectorCategorical(const Forest& f, const Node& n) {
+  if (f.num_features > static_cast<int32_t>(kDenseFeatureBits)) return false;
+  for (uint32_t w = kCategoryWords; w < n.aux; ++w) {
+    if (f.category_bits[n.payload + w] != 0) return false;
+  }
+  return true;
+}
+
+float BitsAsFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
 
 // Seconds of one single-threaded call over the first `n` of `rows` (1e30 when it fails).
@@ -149,8 +170,10 @@ void CpuForest::BuildDense() {
       }
       if (!leaf) {
         nodes[it.position].threshold = n.threshold;
-        nodes[it.position].feature =
-            n.feature | ((n.bits & kCpuNanLeft) ? static_cast<int32_t>(0x80000000u) : 0);
+        const uint32_t flags = ((n.bits & kCpuNanLeft) ? kDenseNanLeft : 0) |
+                               ((n.bits & kCpuCategory) ? kDenseCategory : 0) |
+                               ((n.bits & kCpuOutsideLeft) ? kDenseOutsideLeft : 0);
+        nodes[it.position].feature = static_cast<int32_t>(static_cast<uint32_t>(n.feature) | flags);
       }
       // A leaf above the last level: both sides lead to its value (the node routes anywhere).
       const int32_t left = leaf ? it.node : n.left / static_cast<int32_t>(sizeof(CpuNode));
@@ -225,7 +248,8 @@ void CpuForest::BuildBitvector() {
   std::vector<BitvectorNode> nan_right;
   for (size_t i = 0; i < trees_.size(); ++i) {
     CpuTree& t = trees_[i];
-    if (!t.scalar || t.general) continue;
+    // A categorical split is not one compare of a column: such trees keep the other walks.
+    if (!t.scalar || t.general || t.categorical) continue;
     const CpuNode* src = nodes_.data() + t.node_begin;
     const int32_t n = static_cast<int32_t>(forest_->trees[i].num_nodes);
     // Leaves numbered left to right, each split's subtree's leaves [lo, hi), by a depth-first
@@ -371,7 +395,30 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
         return absl::InternalError(absl::StrCat("CpuForest: tree ", t, " node ", src_index,
                                                 ": children not adjacent after reordering"));
       }
-      if (NeedsGeneralDecision(node)) {
+      const bool truncate = (node.flags & kNodeCategoryTruncate) != 0;
+      if (node.is_categorical() && out->category_words_.empty()) {
+        out->category_truncate_ = truncate;  // the model's rule: its first set's
+      }
+      if (node.is_categorical() && truncate == out->category_truncate_ &&
+          VectorCategorical(f, node)) {
+        // The set as the categories 0..63 that go left: the listed ones where they go left, the
+        // others where the listed ones go right (a value outside 0..63 then goes left too).
+        const bool in_set_left = (node.flags & kNodeCategoryInSetGoesLeft) != 0;
+        const size_t index = out->category_words_.size() / kCategoryWords;
+        if (index > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("the CPU engine indexes categorical sets with 31 bits; the model has ",
+                           index));
+        }
+        for (uint32_t w = 0; w < kCategoryWords; ++w) {
+          const uint32_t listed = w < node.aux ? f.category_bits[node.payload + w] : 0;
+          out->category_words_.push_back(in_set_left ? listed : ~listed);
+        }
+        dst.threshold = BitsAsFloat(static_cast<uint32_t>(index));
+        dst.bits = kCpuGeneral | kCpuCategory | (in_set_left ? 0 : kCpuOutsideLeft) |
+                   ((node.flags & kNodeDefaultLeft) ? kCpuNanLeft : 0);
+        ct.categorical = true;
+      } else if (NeedsGeneralDecision(node)) {
         dst.bits = kCpuGeneral;
         ct.general = true;
       } else {
@@ -467,6 +514,7 @@ int64_t CpuForest::MemoryBytes() const {
   return static_cast<int64_t>(nodes_.size() * sizeof(CpuNode) +
                               leaf_values_.size() * sizeof(double) +
                               forest_nodes_.size() * sizeof(int32_t) +
+                              category_words_.size() * sizeof(uint32_t) +
                               trees_.size() * sizeof(CpuTree) + iterations_.size() * sizeof(int32_t) +
                               tree_ids_.size() * sizeof(int32_t) +
                               dense_.bytes() + row_.bytes() + bitvector_.bytes());

@@ -27,7 +27,8 @@ struct CpuTree {
   uint32_t node_begin = 0;  // first node in CpuForest::nodes()
   int32_t depth = 0;        // levels a walk needs to reach every leaf
   int32_t group = 0;        // output of a scalar-leaf tree
-  bool general = false;     // some split needs the general decision (kCpuGeneral)
+  bool general = false;     // some split needs the general decision (kCpuGeneral, not kCpuCategory)
+  bool categorical = false; // some split is a categorical set the vector walks decide (kCpuCategory)
   bool scalar = true;       // one plain value per leaf: CpuForest::leaf_value holds it
   bool continues = false;   // deeper than its complete layout (dense): rows go on below it
   int32_t dense = -1;       // its block of the complete layout (CpuForest::dense_nodes), or -1
@@ -48,9 +49,15 @@ struct CpuTree {
 // top dense_depth() levels there, and a position of the last level where its path goes on names
 // the CpuNode the walk continues from (CpuForest::dense_next).
 struct DenseNode {
-  float threshold = 0;
-  int32_t feature = 0;  // bit 31: a missing value goes left (CpuNode's kCpuNanLeft)
+  float threshold = 0;  // as CpuNode's: for a categorical split its set's index, as bits
+  // The split feature in bits 0..28; bit 31: a missing value goes left (CpuNode's kCpuNanLeft);
+  // bit 30: a categorical split (kCpuCategory); bit 29: kCpuOutsideLeft.
+  int32_t feature = 0;
 };
+inline constexpr uint32_t kDenseNanLeft = 1u << 31;
+inline constexpr uint32_t kDenseCategory = 1u << 30;
+inline constexpr uint32_t kDenseOutsideLeft = 1u << 29;
+inline constexpr uint32_t kDenseFeatureBits = kDenseOutsideLeft - 1;
 static_assert(sizeof(DenseNode) == 8, "DenseNode is two gather lanes' worth");
 inline constexpr int kDenseMaxDepth = 10;
 // Levels of the complete layout at least, where some tree is deeper than kDenseMaxDepth.
@@ -124,6 +131,14 @@ class CpuForest {
   const Forest& forest() const { return *forest_; }
   const CpuNode* nodes() const { return nodes_.data(); }
   const CpuTree* trees() const { return trees_.data(); }
+  // The sets of the categorical splits the vector walks decide (kCpuCategory): set p is the
+  // categories 0..63 that go left, words 2p (categories 0..31) and 2p + 1; nullptr when the model
+  // has none. category_truncate(): the rule of every such split, LightGBM's (int)x (a value in
+  // (-1, 0) is category 0) when true, XGBoost's (every negative value invalid) when false.
+  const uint32_t* category_words() const {
+    return category_words_.empty() ? nullptr : category_words_.data();
+  }
+  bool category_truncate() const { return category_truncate_; }
   int32_t num_trees() const { return static_cast<int32_t>(trees_.size()); }
   // Tree weight x leaf value of a scalar tree's leaf at CpuForest node `i` (absolute index).
   double leaf_value(int64_t i) const { return leaf_values_[i]; }
@@ -217,6 +232,8 @@ class CpuForest {
   std::vector<CpuTree> trees_;
   std::vector<double> leaf_values_;    // per node (0 for splits and non-scalar leaves)
   std::vector<int32_t> forest_nodes_;  // per node
+  std::vector<uint32_t> category_words_;  // category_words()
+  bool category_truncate_ = false;
   std::vector<int32_t> iterations_;    // per tree
   std::vector<int32_t> tree_ids_;      // 0 .. num_trees - 1
   bool iterations_sorted_ = true;

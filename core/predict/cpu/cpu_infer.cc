@@ -75,12 +75,16 @@ bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols, boo
 
 void Walk(const CpuForest& cf, const int32_t* ids, int num_trees, const float* block,
           int64_t stride, int rows, bool nan, int32_t* idx) {
-  bool general = false;
-  for (int j = 0; j < num_trees; ++j) general |= cf.trees()[ids[j]].general;
-  // The vector walk's row offsets are 32-bit.
+  bool general = false, categorical = false;
+  for (int j = 0; j < num_trees; ++j) {
+    general |= cf.trees()[ids[j]].general;
+    categorical |= cf.trees()[ids[j]].categorical;
+  }
+  // The vector walk's row offsets are 32-bit. The scalar walk decides every categorical split
+  // with the general decision.
   if (!general && cf.simd_walk() && stride * rows < (int64_t{1} << 31)) {
     WalkGroupSimd(cf, ids, num_trees, block, stride, rows, nan, idx);
-  } else if (general) {
+  } else if (general || categorical) {
     if (nan) {
       WalkGroup<true, true>(cf, ids, num_trees, block, stride, rows, idx);
     } else {

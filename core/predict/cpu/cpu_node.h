@@ -11,8 +11,14 @@
 //  * `kCpuNanLeft` holds where a missing value goes, resolved at load: the default direction, or
 //    for LightGBM's missing type None (NaN compared as 0) the side 0.0f takes;
 //  * `kCpuGeneral` marks splits the fast decision cannot take (categorical, LightGBM missing type
-//    Zero): they are decided by GoesLeft (core/model/decision.h) on the Forest's own node, so both
-//    engines share one statement of every library's rule.
+//    Zero): the scalar walk decides them by GoesLeft (core/model/decision.h) on the Forest's own
+//    node, so both engines share one statement of every library's rule;
+//  * `kCpuCategory` marks, among those, a categorical split the vector walks decide themselves:
+//    its set holds categories 0..63 only and follows the model's one truncation rule
+//    (CpuForest::category_truncate). Its `threshold` holds, as bits, the index p of its set in
+//    CpuForest::category_words (words 2p and 2p + 1: the categories that go left), and
+//    `kCpuOutsideLeft` where a value outside 0..63 or invalid under the rule goes left (the split
+//    sends the listed categories right). A missing value follows kCpuNanLeft.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +28,14 @@ namespace grove::cpu {
 inline constexpr uint32_t kCpuNanLeft = 1u << 0;  // a missing value takes the left child
 inline constexpr uint32_t kCpuGeneral = 1u << 1;  // decide with GoesLeft on the Forest node
 inline constexpr uint32_t kCpuLeaf = 1u << 2;     // a leaf (routes to itself)
+inline constexpr uint32_t kCpuCategory = 1u << 3;  // a categorical split of a set of 0..63
+inline constexpr uint32_t kCpuOutsideLeft = 1u << 4;  // kCpuCategory: a value outside 0..63 goes left
 
 struct CpuNode {
-  float threshold = 0;  // x < threshold goes left; NaN for a leaf
+  float threshold = 0;  // x < threshold goes left; NaN for a leaf; kCpuCategory: the set's index
   int32_t feature = 0;  // split feature; 0 for a leaf (read, never decisive)
   int32_t left = 0;     // left child's byte offset in the tree; the right child's is left + 16
-  uint32_t bits = 0;    // kCpuNanLeft | kCpuGeneral | kCpuLeaf
+  uint32_t bits = 0;    // kCpuNanLeft | kCpuGeneral | kCpuLeaf | kCpuCategory | kCpuOutsideLeft
 };
 static_assert(sizeof(CpuNode) == 16, "CpuNode must stay a quarter of a cache line");
 inline constexpr int kCpuNodeShift = 4;  // log2(sizeof(CpuNode))

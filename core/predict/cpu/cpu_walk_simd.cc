@@ -33,18 +33,83 @@ Fields FieldsOf(const CpuNode* all) {
           reinterpret_cast<const int*>(&all->left), reinterpret_cast<const int*>(&all->bits)};
 }
 
+// The categorical sets of a model (CpuForest::category_words and category_truncate). The walks
+// that decide categorical splits are instances with kCat true, taken where the model has sets
+// (`words` not nullptr); the others test no split for one.
+struct CategorySets {
+  const int* words = nullptr;
+  bool truncate = false;
+};
+
+CategorySets SetsOf(const CpuForest& cf) {
+  return {reinterpret_cast<const int*>(cf.category_words()), cf.category_truncate()};
+}
+
+// Which of the lanes `is_cat`, categorical splits whose sets are `set` (indices into the words
+// of `sets`), send their value `x` left: CategoricalGoesLeft for a set of categories 0..63 that
+// go left, a value outside them or invalid under the model's rule going left where
+// `outside_left`. A missing value is not decided here (the callers apply the NaN direction).
+__attribute__((target("avx512f"))) inline __mmask16 CategoryLeft512(__mmask16 is_cat,
+                                                                   __mmask16 outside_left,
+                                                                   __m512i set, __m512 x,
+                                                                   const CategorySets& sets) {
+  // Truncated toward zero, as (int)x: a value in (-1, 0) is category 0, which only LightGBM's
+  // rule admits; NaN and values beyond the int range become 0x80000000, outside 0..63.
+  const __m512i c = _mm512_cvttps_epi32(x);
+  __mmask16 valid = _mm512_mask_cmplt_epu32_mask(is_cat, c, _mm512_set1_epi32(64));
+  if (!sets.truncate) valid = _mm512_mask_cmp_ps_mask(valid, x, _mm512_setzero_ps(), _CMP_GE_OQ);
+  const __m512i word = _mm512_add_epi32(_mm512_add_epi32(set, set), _mm512_srli_epi32(c, 5));
+  const __m512i w =
+      _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, word, sets.words, 4);
+  const __m512i shifted = _mm512_srlv_epi32(w, _mm512_and_si512(c, _mm512_set1_epi32(31)));
+  const __mmask16 listed = _mm512_mask_test_epi32_mask(valid, shifted, _mm512_set1_epi32(1));
+  return listed | (is_cat & static_cast<__mmask16>(~valid) & outside_left);
+}
+
+// The decisions of sixteen lanes in a walk that decides categorical splits: `go_left` the
+// numeric compare x < t of every lane, `flags` the lanes' node words (CpuNode::bits, or
+// DenseNode::feature) with the bits kCatBit, kOutsideBit and kNanBit. A categorical lane's
+// outcome replaces its compare; a missing value then takes its NaN direction whatever the split.
+template <uint32_t kCatBit, uint32_t kOutsideBit, uint32_t kNanBit>
+__attribute__((target("avx512f"))) inline __mmask16 WithCategories512(__mmask16 go_left,
+                                                                     __m512i flags, __m512 t,
+                                                                     __m512 x, bool nan,
+                                                                     const CategorySets& sets) {
+  const __mmask16 is_cat =
+      _mm512_test_epi32_mask(flags, _mm512_set1_epi32(static_cast<int>(kCatBit)));
+  if (is_cat) {
+    const __mmask16 outside = _mm512_mask_test_epi32_mask(
+        is_cat, flags, _mm512_set1_epi32(static_cast<int>(kOutsideBit)));
+    go_left = (go_left & static_cast<__mmask16>(~is_cat)) |
+              CategoryLeft512(is_cat, outside, _mm512_castps_si512(t), x, sets);
+  }
+  if (nan) {
+    const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    go_left = (go_left & static_cast<__mmask16>(~missing)) |
+              _mm512_mask_test_epi32_mask(missing, flags,
+                                          _mm512_set1_epi32(static_cast<int>(kNanBit)));
+  }
+  return go_left;
+}
+
 // One level for sixteen lanes: `base` the lanes' trees' first nodes (8-byte units), `row` their
 // rows' offsets in the block (floats), `at` their byte offsets in their trees (CpuNode::left).
+template <bool kCat>
 __attribute__((target("avx512f"))) inline __m512i Step512(const Fields& n, __m512i base,
                                                           __m512i row, __m512i at,
-                                                          const float* block, bool nan) {
+                                                          const float* block, bool nan,
+                                                          const CategorySets& sets) {
   const __m512i unit = _mm512_add_epi32(base, _mm512_srli_epi32(at, 3));
   const __m512i f = _mm512_i32gather_epi32(unit, n.feature, 8);
   const __m512 t = _mm512_i32gather_ps(unit, n.threshold, 8);
   const __m512i l = _mm512_i32gather_epi32(unit, n.left, 8);
   const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(row, f), block, 4);
   __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
-  if (nan) {
+  if constexpr (kCat) {
+    const __m512i b = _mm512_i32gather_epi32(unit, n.bits, 8);
+    go_left = WithCategories512<kCpuCategory, kCpuOutsideLeft, kCpuNanLeft>(go_left, b, t, x, nan,
+                                                                          sets);
+  } else if (nan) {
     const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     if (missing) {
       const __m512i b =
@@ -70,10 +135,11 @@ __attribute__((target("avx512f"))) inline bool AllLeaves512(const Fields& n, con
   return true;
 }
 
+template <bool kCat>
 __attribute__((target("avx512f"))) void Walk512(const CpuNode* all, const int32_t* lane_node,
                                                 const int32_t* lane_row, int vectors, int depth,
                                                 bool check_leaves, const float* block, bool nan,
-                                                int32_t* at_out) {
+                                                const CategorySets& sets, int32_t* at_out) {
   const Fields n = FieldsOf(all);
   __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
   for (int v = 0; v < vectors; ++v) {
@@ -82,7 +148,9 @@ __attribute__((target("avx512f"))) void Walk512(const CpuNode* all, const int32_
     at[v] = _mm512_setzero_si512();
   }
   for (int d = 0; d < depth; ++d) {
-    for (int v = 0; v < vectors; ++v) at[v] = Step512(n, base[v], row[v], at[v], block, nan);
+    for (int v = 0; v < vectors; ++v) {
+      at[v] = Step512<kCat>(n, base[v], row[v], at[v], block, nan, sets);
+    }
     if (check_leaves && (d & 3) == 3 && AllLeaves512(n, base, at, vectors)) break;
   }
   for (int v = 0; v < vectors; ++v) {
@@ -138,11 +206,13 @@ __attribute__((target("avx512f"))) inline void StartTree512(int g, int row_vecto
 // WalkAndAddSimd's loop: rows in vectors of sixteen; trees walked a few at a time so that four
 // vectors are always in flight (a level's gathers depend on the last level's: one vector alone
 // would wait on them), then each tree's leaf values added in tree order.
+template <bool kCat>
 __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const CpuTree* trees,
                                                    const int32_t* tree_ids, int num_trees,
                                                    const double* leaf_values, const float* block,
                                                    int32_t stride, int rows, bool nan,
-                                                   double* margins, int64_t out_stride) {
+                                                   const CategorySets& sets, double* margins,
+                                                   int64_t out_stride) {
   const Fields n = FieldsOf(all);
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;  // trees walked together
@@ -161,7 +231,7 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
     const bool check_leaves = depth > kCheckDepth;
     for (int d = 0; d < depth; ++d) {
       for (int u = 0; u < vectors; ++u) {
-        l.at[u] = Step512(n, l.base[u], l.row[u], l.at[u], block, nan);
+        l.at[u] = Step512<kCat>(n, l.base[u], l.row[u], l.at[u], block, nan, sets);
       }
       if (check_leaves && (d & 3) == 3 && AllLeaves512(n, l.base, l.at, vectors)) break;
     }
@@ -200,12 +270,17 @@ __attribute__((target("avx512f"))) inline void GatherDense512(const DenseNode* d
 }
 
 // The next positions in the complete layout of sixteen lanes at positions `at` whose nodes are
-// (t, fn) and whose values are x: 2p + 1 + right = 2p + 2 - left; bit 31 of fn set, a missing
-// value goes left.
+// (t, fn) and whose values are x: 2p + 1 + right = 2p + 2 - left; bit 31 of fn set
+// (kDenseNanLeft), a missing value goes left.
+template <bool kCat>
 __attribute__((target("avx512f"))) inline __m512i DenseNext512(__m512i at, __m512 t, __m512i fn,
-                                                               __m512 x, bool nan) {
+                                                               __m512 x, bool nan,
+                                                               const CategorySets& sets) {
   __mmask16 go_left = _mm512_cmp_ps_mask(x, t, _CMP_LT_OQ);
-  if (nan) {
+  if constexpr (kCat) {
+    go_left = WithCategories512<kDenseCategory, kDenseOutsideLeft, kDenseNanLeft>(go_left, fn, t,
+                                                                                x, nan, sets);
+  } else if (nan) {
     const __mmask16 missing = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     go_left |= _mm512_mask_cmplt_epi32_mask(missing, fn, _mm512_setzero_si512());
   }
@@ -284,9 +359,11 @@ constexpr int kContinueVectors = 8;
 // Walks every lane of `c` in its tree's CpuNodes (Step512) until it stands at a leaf (a step
 // that leaves it where it was: a leaf routes to itself), and sets its entry of `values` to that
 // leaf's value (tree weight included).
+template <bool kCat>
 __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Continuations* c,
                                                              const double* leaf_values,
                                                              const float* block, bool nan,
+                                                             const CategorySets& sets,
                                                              double* values) {
   const int count = c->count;
   if (count == 0) return;
@@ -309,7 +386,7 @@ __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Co
     while (moving != 0) {
       for (int v = 0; v < m; ++v) {
         if (!(moving & (1u << v))) continue;
-        const __m512i to = Step512(n, base[v], row[v], at[v], block, nan);
+        const __m512i to = Step512<kCat>(n, base[v], row[v], at[v], block, nan, sets);
         if (_mm512_cmpneq_epi32_mask(to, at[v]) == 0) moving &= ~(1u << v);
         at[v] = to;
       }
@@ -330,22 +407,24 @@ __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Co
 // `depth` levels and ends on its leaf's position in the last level. kKeep false: each leaf value
 // added to margins; true (some tree of the call goes on below the layout): kept in
 // deferred[j * rows + r] (tree j of the call) and the lanes that go on collected in `lanes`.
-template <bool kKeep>
+template <bool kKeep, bool kCat>
 __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
                                                            const int32_t* tree_ids, int num_trees,
                                                            const DenseNode* dense, int depth,
                                                            const double* values,
                                                            const int32_t* next,
                                                            const float* block, int32_t stride,
-                                                           int rows, bool nan, double* margins,
-                                                           int64_t out_stride, double* deferred,
+                                                           int rows, bool nan,
+                                                           const CategorySets& sets,
+                                                           double* margins, int64_t out_stride,
+                                                           double* deferred,
                                                            Continuations* lanes) {
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;
   const int inner = (1 << depth) - 1;
   const float* threshold = &dense->threshold;
   const int* feature = reinterpret_cast<const int*>(&dense->feature);
-  const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
+  const __m512i index_bits = _mm512_set1_epi32(static_cast<int>(kDenseFeatureBits));
   GroupLanes512 l;
   RowOffsets512(stride, row_vectors, l.row_of);
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
@@ -372,7 +451,7 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
           const __m512i fn = _mm512_permutex2var_epi32(f_lo, i, f_hi);
           const __m512i f = _mm512_and_si512(fn, index_bits);
           const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(l.row[u], f), block, 4);
-          l.at[u] = DenseNext512(l.at[u], t, fn, x, nan);
+          l.at[u] = DenseNext512<kCat>(l.at[u], t, fn, x, nan, sets);
         }
       }
     }
@@ -383,7 +462,7 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
         const __m512i fn = _mm512_i32gather_epi32(node, feature, 8);
         const __m512i f = _mm512_and_si512(fn, index_bits);
         const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(l.row[u], f), block, 4);
-        l.at[u] = DenseNext512(l.at[u], t, fn, x, nan);
+        l.at[u] = DenseNext512<kCat>(l.at[u], t, fn, x, nan, sets);
       }
     }
     for (int g = 0; g < group; ++g) {
@@ -411,16 +490,17 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
 // WalkDenseLevels512 for a call where some tree goes on below the layout: its leaf values kept,
 // the lanes that go on walked on (WalkContinuations512), then every value added to its row's
 // margin in tree order. Apart so that the other calls' frames stay small.
+template <bool kCat>
 __attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
     const CpuNode* all, const CpuTree* trees, const int32_t* tree_ids, int num_trees,
     const DenseNode* dense, int depth, const double* values, const int32_t* next,
     const double* leaf_values, const float* block, int32_t stride, int rows, bool nan,
-    double* margins, int64_t out_stride) {
+    const CategorySets& sets, double* margins, int64_t out_stride) {
   double deferred[kTreeChunk * kMaxLanes];
   Continuations lanes;
-  WalkDenseLevels512<true>(trees, tree_ids, num_trees, dense, depth, values, next, block, stride,
-                           rows, nan, margins, out_stride, deferred, &lanes);
-  WalkContinuations512(FieldsOf(all), &lanes, leaf_values, block, nan, deferred);
+  WalkDenseLevels512<true, kCat>(trees, tree_ids, num_trees, dense, depth, values, next, block,
+                                 stride, rows, nan, sets, margins, out_stride, deferred, &lanes);
+  WalkContinuations512<kCat>(FieldsOf(all), &lanes, leaf_values, block, nan, sets, deferred);
   for (int j = 0; j < num_trees; ++j) {
     double* acc = margins + static_cast<int64_t>(trees[tree_ids[j]].group) * out_stride;
     const double* kept = deferred + j * rows;
@@ -433,6 +513,7 @@ __attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
 // WalkAndAddSimd over the complete layout for trees tree_ids[0, num_trees) (at most kTreeChunk)
 // and `rows` rows (a multiple of kWidth, at most kMaxLanes): where a tree goes on below the
 // layout (CpuTree::continues), its rows there continue in its CpuNodes.
+template <bool kCat>
 __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, const CpuTree* trees,
                                                         const int32_t* tree_ids, int num_trees,
                                                         const DenseNode* dense, int depth,
@@ -440,16 +521,18 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, cons
                                                         const int32_t* next,
                                                         const double* leaf_values,
                                                         const float* block, int32_t stride,
-                                                        int rows, bool nan, double* margins,
-                                                        int64_t out_stride) {
+                                                        int rows, bool nan,
+                                                        const CategorySets& sets,
+                                                        double* margins, int64_t out_stride) {
   bool continues = false;
   for (int j = 0; j < num_trees && next != nullptr; ++j) continues |= trees[tree_ids[j]].continues;
   if (continues) {
-    WalkAddDenseContinued512(all, trees, tree_ids, num_trees, dense, depth, values, next,
-                             leaf_values, block, stride, rows, nan, margins, out_stride);
+    WalkAddDenseContinued512<kCat>(all, trees, tree_ids, num_trees, dense, depth, values, next,
+                             leaf_values, block, stride, rows, nan, sets, margins, out_stride);
   } else {
-    WalkDenseLevels512<false>(trees, tree_ids, num_trees, dense, depth, values, next, block,
-                              stride, rows, nan, margins, out_stride, nullptr, nullptr);
+    WalkDenseLevels512<false, kCat>(trees, tree_ids, num_trees, dense, depth, values, next,
+                                    block, stride, rows, nan, sets, margins, out_stride, nullptr,
+                                    nullptr);
   }
 }
 
@@ -620,15 +703,17 @@ constexpr int kRowTopLevels = 3;
 // WalkAndAddRowSimd over the row layout: trees tree_ids[0, n) in slots [slot0, slot0 + n), a
 // block of sixteen slots per vector (the slots of a block outside the run are walked too, their
 // values not kept).
+template <bool kCat>
 __attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
                                                          const int32_t* tree_ids, int32_t slot0,
                                                          int n, const DenseNode* nodes,
                                                          int depth, const double* values,
                                                          const float* row, bool nan,
+                                                         const CategorySets& sets,
                                                          bool one_output, double* margins) {
   const int inner = (1 << depth) - 1;
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i index_bits = _mm512_set1_epi32(0x7fffffff);
+  const __m512i index_bits = _mm512_set1_epi32(static_cast<int>(kDenseFeatureBits));
   const int top = depth < kRowTopLevels ? depth : kRowTopLevels;
   RowRound round;
   __m512i at[kRowWalkVectors];
@@ -651,7 +736,7 @@ __attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
           GatherDense512(nodes, node, &t, &fn);
         }
         const __m512 x = _mm512_i32gather_ps(_mm512_and_si512(fn, index_bits), row, 4);
-        at[u] = DenseNext512(at[u], t, fn, x, nan);
+        at[u] = DenseNext512<kCat>(at[u], t, fn, x, nan, sets);
       }
     }
     for (int u = 0; u < vectors; ++u) {
@@ -683,10 +768,12 @@ __attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
   }
 }
 
+template <bool kCat>
 __attribute__((target("avx512f"))) void RowWalkNodes512(const CpuNode* all, const CpuTree* trees,
                                                         const int32_t* tree_ids, int num_trees,
                                                         const double* leaf_values,
                                                         const float* row, bool nan,
+                                                        const CategorySets& sets,
                                                         double* margins) {
   constexpr int kLanes = kRowWalkVectors * kWidth;
   const Fields fields = FieldsOf(all);
@@ -709,7 +796,9 @@ __attribute__((target("avx512f"))) void RowWalkNodes512(const CpuNode* all, cons
     }
     const bool check_leaves = depth > kCheckDepth;
     for (int d = 0; d < depth; ++d) {
-      for (int u = 0; u < vectors; ++u) at[u] = Step512(fields, base[u], zero, at[u], row, nan);
+      for (int u = 0; u < vectors; ++u) {
+        at[u] = Step512<kCat>(fields, base[u], zero, at[u], row, nan, sets);
+      }
       if (check_leaves && (d & 3) == 3 && AllLeaves512(fields, base, at, vectors)) break;
     }
     for (int u = 0; u < vectors; ++u) {
@@ -783,7 +872,14 @@ void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, 
     lane_node[l] = lane_node[0];
     lane_row[l] = lane_row[0];
   }
-  Walk512(cf.nodes(), lane_node, lane_row, vectors, depth, depth > kCheckDepth, block, nan, at);
+  const CategorySets sets = SetsOf(cf);
+  if (sets.words != nullptr) {
+    Walk512<true>(cf.nodes(), lane_node, lane_row, vectors, depth, depth > kCheckDepth, block,
+                  nan, sets, at);
+  } else {
+    Walk512<false>(cf.nodes(), lane_node, lane_row, vectors, depth, depth > kCheckDepth, block,
+                   nan, sets, at);
+  }
   std::copy(at, at + lanes, idx);
 }
 
@@ -805,6 +901,7 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
   const int row_vectors = num_rows / kWidth;
   const int num_columns = static_cast<int>(cf.bitvector_features().size());
   const int64_t vector_stride = static_cast<int64_t>(num_columns) * kWidth;
+  const CategorySets sets = SetsOf(cf);
   ByRuns(
       trees, tree_ids, num_trees, nullptr, [&](int32_t a, int32_t b) { return kind(a) == kind(b); },
       [&](int t0, int n) {
@@ -829,12 +926,14 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                                   columns.data() + (r0 / kWidth) * vector_stride, vector_stride,
                                   sub / kWidth, nan, margins + r0, num_rows);
             } else if (k == 1) {
-              WalkAddDense512(cf.nodes(), trees, tree_ids + c0, cn, cf.dense_nodes(),
-                              cf.dense_depth(), cf.dense_values(), cf.dense_next(),
-                              cf.leaf_values(), rows, s, sub, nan, margins + r0, num_rows);
+              (sets.words != nullptr ? WalkAddDense512<true> : WalkAddDense512<false>)(
+                  cf.nodes(), trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(),
+                  cf.dense_values(), cf.dense_next(), cf.leaf_values(), rows, s, sub, nan, sets,
+                  margins + r0, num_rows);
             } else {
-              WalkAdd512(cf.nodes(), trees, tree_ids + c0, cn, cf.leaf_values(), rows, s, sub,
-                         nan, margins + r0, num_rows);
+              (sets.words != nullptr ? WalkAdd512<true> : WalkAdd512<false>)(
+                  cf.nodes(), trees, tree_ids + c0, cn, cf.leaf_values(), rows, s, sub, nan, sets,
+                  margins + r0, num_rows);
             }
           }
         }
@@ -846,6 +945,7 @@ void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_tre
   // Runs of trees in consecutive slots of the row layout take the block walk; the others the
   // node walk.
   const CpuTree* trees = cf.trees();
+  const CategorySets sets = SetsOf(cf);
   ByRuns(
       trees, tree_ids, num_trees, &CpuTree::row_end,
       [&](int32_t a, int32_t b) {
@@ -855,11 +955,12 @@ void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_tre
       [&](int t0, int n) {
         const int32_t slot0 = trees[tree_ids[t0]].row;
         if (slot0 >= 0) {
-          RowWalkBlocks512(trees, tree_ids + t0, slot0, n, cf.row_nodes(), cf.row_depth(),
-                           cf.row_values(), row, nan, cf.forest().num_outputs == 1, margins);
+          (sets.words != nullptr ? RowWalkBlocks512<true> : RowWalkBlocks512<false>)(
+              trees, tree_ids + t0, slot0, n, cf.row_nodes(), cf.row_depth(), cf.row_values(), row,
+              nan, sets, cf.forest().num_outputs == 1, margins);
         } else {
-          RowWalkNodes512(cf.nodes(), trees, tree_ids + t0, n, cf.leaf_values(), row, nan,
-                          margins);
+          (sets.words != nullptr ? RowWalkNodes512<true> : RowWalkNodes512<false>)(
+              cf.nodes(), trees, tree_ids + t0, n, cf.leaf_values(), row, nan, sets, margins);
         }
       });
 }

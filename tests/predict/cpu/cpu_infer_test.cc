@@ -9,6 +9,7 @@
 #include "core/predict/cpu/cpu_walk_simd.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -145,14 +146,15 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
       }
     }
     // The bitvector layout where some tree has at most kBitvectorMaxLeaves leaves and no general
-    // split; the complete layout beside it for the trees that fit that.
+    // or categorical split; the complete layout beside it for the trees that fit that.
     bool small = false;
     for (int t = 0; t < (*cf)->num_trees(); ++t) {
       const CpuTree& tree = (*cf)->trees()[t];
       int leaves = 0;
       const Tree& ft = f->trees[t];
       for (uint32_t k = 0; k < ft.num_nodes; ++k) leaves += f->nodes[ft.node_begin + k].is_leaf();
-      const bool fit = tree.scalar && !tree.general && leaves <= kBitvectorMaxLeaves &&
+      const bool fit = tree.scalar && !tree.general && !tree.categorical &&
+                       leaves <= kBitvectorMaxLeaves &&
                        (tree.dense < 0 || tree.continues ||
                         leaves - 1 < kBitvectorSplitsPerLevel * (*cf)->dense_depth());
       small |= fit;
@@ -188,7 +190,14 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     cases.push_back({"numeric", o});
     o.categorical_fraction = 0.4;
     cases.push_back({"categorical", o});
+    // Every set within categories 0..63: categorical trees on the vector walks.
+    o.max_categories = 64;
+    cases.push_back({"categorical-64", o});
     o.lightgbm_rules = true;
+    o.missing_zero = false;
+    cases.push_back({"lightgbm-categorical-64", o});
+    o.max_categories = 0;
+    o.missing_zero = true;
     cases.push_back({"lightgbm", o});
     o.categorical_fraction = 0.0;
     cases.push_back({"lightgbm-numeric", o});
@@ -315,7 +324,8 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
 }
 
 // Runs of trees that take the row layout (at least kRowBlockTrees consecutive trees of the
-// complete layout) between trees that do not (a categorical split; a run too short): a single
+// complete layout) between trees that do not (a categorical set listing a category past 63,
+// which takes the general decision; a run too short): a single
 // row's walk changes layout from run to run, over whole and partial blocks, with ranges.
 TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
   HandForest h(3);
@@ -329,7 +339,7 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
     ++tree;
   };
   auto categorical = [&] {
-    h.AddTree({h.CategoricalSplit(2, {0, 2}, 1, 2, 10), h.Leaf(7.0, 5), h.Leaf(-7.0, 5)});
+    h.AddTree({h.CategoricalSplit(2, {0, 2, 70}, 1, 2, 10), h.Leaf(7.0, 5), h.Leaf(-7.0, 5)});
     ++tree;
   };
   for (int i = 0; i < 20; ++i) numeric();
@@ -349,6 +359,77 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
     }
   }
   CheckForest(f, "runs of layouts");
+}
+
+// Categorical splits of sets of categories 0..63 are decided by the vector walks (their trees are
+// neither general nor in the bitvector layout), under XGBoost's rule and LightGBM's, for values
+// at every edge of the rules: missing, infinite, beyond the int range, negative, in (-1, 0),
+// fractional, at and past each word of the set. A set listing a category past 63, or following
+// the other library's rule than the model's first set, keeps the general decision.
+TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  const float kInf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {kNan,  kInf,  -kInf, 3e9f,  -3e9f, -1.5f, -1.0f, -0.5f,
+                                     -0.0f, 0.0f,  0.5f,  1.0f,  2.0f,  5.0f,  31.0f, 31.5f,
+                                     32.0f, 33.0f, 40.0f, 62.0f, 63.0f, 63.9f, 64.0f, 64.5f,
+                                     65.0f, 95.0f, 200.0f};
+  const std::vector<std::vector<int>> sets = {{0, 2}, {0, 31, 32, 63}, {33, 40, 62}, {1, 5, 31}};
+  for (const bool lightgbm : {false, true}) {
+    SCOPED_TRACE(lightgbm ? "lightgbm" : "xgboost");
+    const uint16_t xgboost_rule = 0;
+    const uint16_t lightgbm_rule = kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate;
+    const uint16_t rule = lightgbm ? lightgbm_rule : xgboost_rule;
+    const uint16_t other = lightgbm ? xgboost_rule : lightgbm_rule;
+    HandForest h(2);
+    constexpr int kVectorTrees = 40;
+    for (int t = 0; t < kVectorTrees; ++t) {
+      const uint16_t nan_left = (t % 2 == 0) ? kNodeDefaultLeft : 0;
+      const double v = 0.5 * t;
+      h.AddTree({h.CategoricalSplit(0, sets[t % 4], 1, 2, 10, rule | nan_left),
+                 h.Split(1, 0.5f, 3, 4, 6, kNodeDefaultLeft),
+                 h.CategoricalSplit(0, sets[(t + 1) % 4], 5, 6, 4, rule),
+                 h.Leaf(v + 1, 2), h.Leaf(v - 2, 4), h.Leaf(v + 3, 1), h.Leaf(-v, 3)});
+    }
+    h.AddTree({h.CategoricalSplit(0, {3, 70}, 1, 2, 10, rule), h.Leaf(1.0, 5), h.Leaf(-1.0, 5)});
+    h.AddTree({h.CategoricalSplit(0, {3}, 1, 2, 10, other), h.Leaf(2.0, 5), h.Leaf(-2.0, 5)});
+    const ForestPtr f = h.Build();
+    absl::StatusOr<CpuForestPtr> built = CpuForest::Build(f);
+    ASSERT_TRUE(built.ok()) << built.status();
+    for (int t = 0; t < (*built)->num_trees(); ++t) {
+      const CpuTree& tree = (*built)->trees()[t];
+      EXPECT_EQ(tree.categorical, t < kVectorTrees) << "tree " << t;
+      EXPECT_EQ(tree.general, t >= kVectorTrees) << "tree " << t;
+    }
+    EXPECT_EQ((*built)->category_truncate(), lightgbm);
+    std::vector<float> x;
+    for (float a : values) {
+      for (float b : {0.2f, 0.7f, kNan}) {
+        x.push_back(a);
+        x.push_back(b);
+      }
+    }
+    // Each value also alone in a block without missing values (the walks' NaN-free path).
+    for (float a : values) {
+      if (a == a) {
+        for (int r = 0; r < 16; ++r) x.insert(x.end(), {a, 0.2f});
+      }
+    }
+    ThreadPool pool(2);
+    for (const auto& [layout, options] : Layouts()) {
+      absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
+      ASSERT_TRUE(cf.ok()) << cf.status();
+      if ((*cf)->dense_walk()) {
+        for (int t = 0; t < kVectorTrees; ++t) EXPECT_GE((*cf)->trees()[t].dense, 0) << layout;
+      }
+      for (OutputKind kind : {OutputKind::kMargin, OutputKind::kLeaf}) {
+        const PredictOptions o = Kind(kind);
+        const std::vector<float> want = ReferencePrediction(*f, x, o);
+        const std::string what = layout + " " + OutputKindName(kind);
+        ExpectSame(Engine(**cf, x, o, &pool), want, what);
+        ExpectSame(EngineRows(**cf, x, o), want, what + " rows");
+      }
+    }
+  }
 }
 
 TEST(CpuInferTest, StridedRowsAndErrors) {
