@@ -33,9 +33,8 @@ constexpr uint32_t kCategoryWords = 2;
 
 // Whether the vector walks can decide categorical split `n` of `f`: its set lists no category
 // past 63 (a value of 64 or more is then outside it, as CategoryInSet has it for every set
-// size), and the model's split features fit DenseNode's feature bits.
+// size).
 bool VectorCategorical(const Forest& f, const Node& n) {
-  if (f.num_features > static_cast<int32_t>(kDenseFeatureBits)) return false;
   for (uint32_t w = kCategoryWords; w < n.aux; ++w) {
     if (f.category_bits[n.payload + w] != 0) return false;
   }
@@ -116,6 +115,8 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
 }
 
 void CpuForest::BuildDense() {
+  // A DenseNode holds its feature in kDenseFeatureBits.
+  if (forest_->num_features > static_cast<int32_t>(kDenseFeatureBits) + 1) return;
   int depth = 0;
   int64_t trees = 0;
   bool deep = false;
@@ -397,7 +398,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
       }
       const bool truncate = (node.flags & kNodeCategoryTruncate) != 0;
       if (node.is_categorical() && out->category_words_.empty()) {
-        out->category_truncate_ = truncate;  // the model's rule: its first set's
+        out->category_truncate_ = truncate;  // the model's rule: its first set the walks decide
       }
       if (node.is_categorical() && truncate == out->category_truncate_ &&
           VectorCategorical(f, node)) {
@@ -405,10 +406,11 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
         // others where the listed ones go right (a value outside 0..63 then goes left too).
         const bool in_set_left = (node.flags & kNodeCategoryInSetGoesLeft) != 0;
         const size_t index = out->category_words_.size() / kCategoryWords;
-        if (index > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat("the CPU engine indexes categorical sets with 31 bits; the model has ",
-                           index));
+        // The walks address a set's words as 2 * index in 32 bits.
+        if (index >= (size_t{1} << 30)) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "the CPU engine takes fewer than 2^30 categorical sets; the model has more than ",
+              index));
         }
         for (uint32_t w = 0; w < kCategoryWords; ++w) {
           const uint32_t listed = w < node.aux ? f.category_bits[node.payload + w] : 0;

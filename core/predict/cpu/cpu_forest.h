@@ -50,8 +50,9 @@ struct CpuTree {
 // the CpuNode the walk continues from (CpuForest::dense_next).
 struct DenseNode {
   float threshold = 0;  // as CpuNode's: for a categorical split its set's index, as bits
-  // The split feature in bits 0..28; bit 31: a missing value goes left (CpuNode's kCpuNanLeft);
-  // bit 30: a categorical split (kCpuCategory); bit 29: kCpuOutsideLeft.
+  // The split feature in bits 0..28 (the layout is built for models of at most 2^29 features);
+  // bit 31: a missing value goes left (CpuNode's kCpuNanLeft); bit 30: a categorical split
+  // (kCpuCategory); bit 29: kCpuOutsideLeft.
   int32_t feature = 0;
 };
 inline constexpr uint32_t kDenseNanLeft = 1u << 31;

@@ -23,9 +23,10 @@ bool HasNanSimd(const float* x, int64_t n);
 // The walks below take tree ids in increasing order (a run of the model's trees, or the trees of
 // a range), as the engine's calls list them.
 
-// WalkGroup<kNan, false> with AVX-512: the same contract (lanes = num_trees * num_rows <=
-// kMaxLanes, idx[j * num_rows + r]); only for groups whose trees have no general split, and only
-// where HaveSimdWalk().
+// WalkGroup<kNan, true> with AVX-512: the same contract (lanes = num_trees * num_rows <=
+// kMaxLanes, idx[j * num_rows + r]) and the same leaves; only for groups whose trees have no
+// general split (CpuTree::general; categorical sets the walks decide are taken), and only where
+// HaveSimdWalk().
 void WalkGroupSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees, const float* block,
                    int64_t stride, int num_rows, bool nan, int32_t* idx);
 

@@ -224,6 +224,12 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     deep.leaf_probability = 0.15;
     deep.missing_zero = false;
     cases.push_back({"deep-multiclass", deep});
+    // Categorical splits in the complete layout's gathered levels and below it.
+    deep.num_outputs = 1;
+    deep.num_trees = 20;
+    deep.categorical_fraction = 0.4;
+    deep.max_categories = 64;
+    cases.push_back({"deep-categorical", deep});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -362,10 +368,11 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
 }
 
 // Categorical splits of sets of categories 0..63 are decided by the vector walks (their trees are
-// neither general nor in the bitvector layout), under XGBoost's rule and LightGBM's, for values
-// at every edge of the rules: missing, infinite, beyond the int range, negative, in (-1, 0),
-// fractional, at and past each word of the set. A set listing a category past 63, or following
-// the other library's rule than the model's first set, keeps the general decision.
+// neither general nor in the bitvector layout), under both truncation rules with the listed
+// categories on either side, for values at every edge of the rules: missing, infinite, beyond
+// the int range, negative, in (-1, 0), fractional, at and past each word of the set. A set
+// listing a category past 63, or following another rule than the model's first set the walks
+// decide (a set before it that they do not decide sets no rule), keeps the general decision.
 TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
   const float kNan = std::numeric_limits<float>::quiet_NaN();
   const float kInf = std::numeric_limits<float>::infinity();
@@ -374,13 +381,13 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
                                      32.0f, 33.0f, 40.0f, 62.0f, 63.0f, 63.9f, 64.0f, 64.5f,
                                      65.0f, 95.0f, 200.0f};
   const std::vector<std::vector<int>> sets = {{0, 2}, {0, 31, 32, 63}, {33, 40, 62}, {1, 5, 31}};
-  for (const bool lightgbm : {false, true}) {
-    SCOPED_TRACE(lightgbm ? "lightgbm" : "xgboost");
-    const uint16_t xgboost_rule = 0;
-    const uint16_t lightgbm_rule = kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate;
-    const uint16_t rule = lightgbm ? lightgbm_rule : xgboost_rule;
-    const uint16_t other = lightgbm ? xgboost_rule : lightgbm_rule;
+  for (const uint16_t rule : {uint16_t{0}, uint16_t{kNodeCategoryInSetGoesLeft},
+                              uint16_t{kNodeCategoryTruncate},
+                              uint16_t{kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate}}) {
+    SCOPED_TRACE("rule flags " + std::to_string(rule));
+    const uint16_t other = rule ^ kNodeCategoryTruncate;
     HandForest h(2);
+    h.AddTree({h.CategoricalSplit(0, {3, 70}, 1, 2, 10, other), h.Leaf(4.0, 5), h.Leaf(-4.0, 5)});
     constexpr int kVectorTrees = 40;
     for (int t = 0; t < kVectorTrees; ++t) {
       const uint16_t nan_left = (t % 2 == 0) ? kNodeDefaultLeft : 0;
@@ -397,21 +404,18 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
     ASSERT_TRUE(built.ok()) << built.status();
     for (int t = 0; t < (*built)->num_trees(); ++t) {
       const CpuTree& tree = (*built)->trees()[t];
-      EXPECT_EQ(tree.categorical, t < kVectorTrees) << "tree " << t;
-      EXPECT_EQ(tree.general, t >= kVectorTrees) << "tree " << t;
+      const bool vector = t >= 1 && t <= kVectorTrees;
+      EXPECT_EQ(tree.categorical, vector) << "tree " << t;
+      EXPECT_EQ(tree.general, !vector) << "tree " << t;
     }
-    EXPECT_EQ((*built)->category_truncate(), lightgbm);
-    std::vector<float> x;
+    EXPECT_EQ((*built)->category_truncate(), (rule & kNodeCategoryTruncate) != 0);
+    // Every value beside each of the other feature's; then every value but NaN in rows of no
+    // missing value (the walks' path for blocks without one).
+    std::vector<float> x, complete;
     for (float a : values) {
-      for (float b : {0.2f, 0.7f, kNan}) {
-        x.push_back(a);
-        x.push_back(b);
-      }
-    }
-    // Each value also alone in a block without missing values (the walks' NaN-free path).
-    for (float a : values) {
+      for (float b : {0.2f, 0.7f, kNan}) x.insert(x.end(), {a, b});
       if (a == a) {
-        for (int r = 0; r < 16; ++r) x.insert(x.end(), {a, 0.2f});
+        for (int r = 0; r < 16; ++r) complete.insert(complete.end(), {a, r % 2 ? 0.2f : 0.7f});
       }
     }
     ThreadPool pool(2);
@@ -419,14 +423,16 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
       absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
       ASSERT_TRUE(cf.ok()) << cf.status();
       if ((*cf)->dense_walk()) {
-        for (int t = 0; t < kVectorTrees; ++t) EXPECT_GE((*cf)->trees()[t].dense, 0) << layout;
+        for (int t = 1; t <= kVectorTrees; ++t) EXPECT_GE((*cf)->trees()[t].dense, 0) << layout;
       }
       for (OutputKind kind : {OutputKind::kMargin, OutputKind::kLeaf}) {
         const PredictOptions o = Kind(kind);
-        const std::vector<float> want = ReferencePrediction(*f, x, o);
         const std::string what = layout + " " + OutputKindName(kind);
-        ExpectSame(Engine(**cf, x, o, &pool), want, what);
-        ExpectSame(EngineRows(**cf, x, o), want, what + " rows");
+        for (const std::vector<float>* rows : {&x, &complete}) {
+          const std::vector<float> want = ReferencePrediction(*f, *rows, o);
+          ExpectSame(Engine(**cf, *rows, o, &pool), want, what);
+          ExpectSame(EngineRows(**cf, *rows, o), want, what + " rows");
+        }
       }
     }
   }
