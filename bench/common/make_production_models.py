@@ -19,6 +19,9 @@ header, missing values written `nan`) for:
   prod-lgb-cat-reg  LightGBM regression, 40 features of which 10 categorical (two of 3 categories:
                     one-hot splits under max_cat_to_onehot 4; the others 3 to 60: partitions),
                     num_leaves 63, 1000 rounds
+  prod-lgb-hicat    LightGBM binary, 40 features of which 8 categorical of 150 to 600 categories
+                    (high-cardinality columns: split sets list categories in the hundreds),
+                    num_leaves 63, 500 rounds
   prod-xgb-cat      XGBoost regression with enable_categorical, 40 features of which 10 categorical
                     (two of 3 categories: one-hot splits; the others 3 to 60: partitions), depth 8,
                     500 rounds
@@ -52,6 +55,7 @@ SPECS = {
     "prod-lgb-binary": ("lightgbm", 50, 1000, 255, 2, 0.05),
     "prod-lgb-cat": ("lightgbm", 60, 400, 127, 2, 0.05, 12, (8, 64)),
     "prod-lgb-cat-reg": ("lightgbm", 40, 1000, 63, 0, 0.05, 10, (3, 60, 2)),
+    "prod-lgb-hicat": ("lightgbm", 40, 500, 63, 2, 0.05, 8, (150, 600)),
     "prod-xgb-cat": ("xgboost", 40, 500, 8, 0, 0.05, 10, (3, 60, 2)),
     "prod-shallow": ("xgboost", 500, 3000, 4, 2, 0.02),
     "prod-class100": ("xgboost", 32, 20, 6, 100, 0.02),

@@ -28,17 +28,42 @@ bool NeedsGeneralDecision(const Node& n) {
   return (n.flags & (kNodeCategorical | kNodeMissingZero)) != 0;
 }
 
-// Categories a set of the vector walks holds (kCpuCategory): two words.
-constexpr uint32_t kCategoryWords = 2;
-
-// Whether the vector walks can decide categorical split `n` of `f`: its set lists no category
-// past 63 (a value of 64 or more is then outside it, as CategoryInSet has it for every set
-// size).
-bool VectorCategorical(const Forest& f, const Node& n) {
-  for (uint32_t w = kCategoryWords; w < n.aux; ++w) {
-    if (f.category_bits[n.payload + w] != 0) return false;
+// Words a categorical split's set needs: one past its highest word with a listed category (a
+// value past it is outside the set, as CategoryInSet has it for every set size).
+int SetWords(const Forest& f, const Node& n) {
+  int words = 0;
+  for (uint32_t w = 0; w < n.aux; ++w) {
+    if (f.category_bits[n.payload + w] != 0) words = static_cast<int>(w) + 1;
   }
-  return true;
+  return words;
+}
+
+// The sets the vector walks decide: the model's rule (that of its first set of at most
+// kMaxCategoryWords words) and the stride, the fewest words (a power of two, at least 2) that
+// hold every set of that rule that fits kMaxCategoryWords, halved while the table of those that
+// then fit exceeds kMaxCategoryTableBytes. Stride 0: none.
+void ChooseCategorySets(const Forest& f, bool* truncate, int* stride) {
+  *stride = 0;
+  std::vector<int> words;  // of every set of the rule that fits kMaxCategoryWords
+  for (const Node& n : f.nodes) {
+    if (!n.is_categorical()) continue;
+    const int w = SetWords(f, n);
+    if (w > kMaxCategoryWords) continue;
+    const bool t = (n.flags & kNodeCategoryTruncate) != 0;
+    if (words.empty()) *truncate = t;
+    if (t == *truncate) words.push_back(w);
+  }
+  if (words.empty()) return;
+  int s = 2;
+  for (int w : words) {
+    while (s < w) s *= 2;
+  }
+  for (; s >= 2; s /= 2) {
+    int64_t sets = 0;
+    for (int w : words) sets += w <= s;
+    if (sets * s * static_cast<int64_t>(sizeof(uint32_t)) <= kMaxCategoryTableBytes) break;
+  }
+  *stride = s >= 2 ? s : 0;
 }
 
 float BitsAsFloat(uint32_t bits) {
@@ -350,6 +375,11 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   out->tree_ids_.resize(f.trees.size());
   for (size_t t = 0; t < f.trees.size(); ++t) out->tree_ids_[t] = static_cast<int32_t>(t);
 
+  bool category_truncate = false;
+  int category_stride = 0;
+  ChooseCategorySets(f, &category_truncate, &category_stride);
+  out->category_truncate_ = category_truncate;
+  out->category_stride_ = std::max(category_stride, 2);
   std::vector<int32_t> order;  // breadth-first: Forest node index (relative) per position
   std::vector<int32_t> position;  // relative Forest node index -> position
   for (size_t t = 0; t < f.trees.size(); ++t) {
@@ -397,22 +427,17 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
                                                 ": children not adjacent after reordering"));
       }
       const bool truncate = (node.flags & kNodeCategoryTruncate) != 0;
-      if (node.is_categorical() && out->category_words_.empty()) {
-        out->category_truncate_ = truncate;  // the model's rule: its first set the walks decide
-      }
-      if (node.is_categorical() && truncate == out->category_truncate_ &&
-          VectorCategorical(f, node)) {
-        // The set as the categories 0..63 that go left: the listed ones where they go left, the
-        // others where the listed ones go right (a value outside 0..63 then goes left too).
+      if (node.is_categorical() && category_stride > 0 && truncate == category_truncate &&
+          SetWords(f, node) <= category_stride) {
+        // The set as the categories below the limit that go left: the listed ones where they go
+        // left, the others where the listed ones go right (a value outside them then goes left
+        // too).
         const bool in_set_left = (node.flags & kNodeCategoryInSetGoesLeft) != 0;
-        const size_t index = out->category_words_.size() / kCategoryWords;
-        // The walks address a set's words as 2 * index in 32 bits.
-        if (index >= (size_t{1} << 30)) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "the CPU engine takes fewer than 2^30 categorical sets; the model has more than ",
-              index));
-        }
-        for (uint32_t w = 0; w < kCategoryWords; ++w) {
+        const uint32_t stride = static_cast<uint32_t>(category_stride);
+        const size_t index = out->category_words_.size() / stride;
+        // The walks address a set's words as index x stride in 32 bits (a word within the table
+        // of at most kMaxCategoryTableBytes: never past it).
+        for (uint32_t w = 0; w < stride; ++w) {
           const uint32_t listed = w < node.aux ? f.category_bits[node.payload + w] : 0;
           out->category_words_.push_back(in_set_left ? listed : ~listed);
         }

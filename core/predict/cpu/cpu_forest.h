@@ -61,6 +61,11 @@ inline constexpr uint32_t kDenseOutsideLeft = 1u << 29;
 inline constexpr uint32_t kDenseFeatureBits = kDenseOutsideLeft - 1;
 static_assert(sizeof(DenseNode) == 8, "DenseNode is two gather lanes' worth");
 inline constexpr int kDenseMaxDepth = 10;
+// Words of a categorical set the vector walks decide at most (CpuForest::category_stride: sets
+// listing categories up to 4,095), and the bytes of their table at most: past either, a set takes
+// the general decision in the scalar walk.
+inline constexpr int kMaxCategoryWords = 128;
+inline constexpr int64_t kMaxCategoryTableBytes = int64_t{64} << 20;
 // Levels of the complete layout at least, where some tree is deeper than kDenseMaxDepth.
 inline constexpr int kDenseTopLevels = 7;
 // Trees per block of the row layout: one AVX-512 vector of lanes.
@@ -133,12 +138,17 @@ class CpuForest {
   const CpuNode* nodes() const { return nodes_.data(); }
   const CpuTree* trees() const { return trees_.data(); }
   // The sets of the categorical splits the vector walks decide (kCpuCategory): set p is the
-  // categories 0..63 that go left, words 2p (categories 0..31) and 2p + 1; nullptr when the model
-  // has none. category_truncate(): the rule of every such split, LightGBM's (int)x (a value in
-  // (-1, 0) is category 0) when true, XGBoost's (every negative value invalid) when false.
+  // categories 0 .. category_limit() - 1 that go left, category_stride() words from
+  // p x category_stride() (category c in bit c % 32 of its word c / 32); nullptr when the model
+  // has none. The stride is a power of two from 2 (categories 0..63) to kMaxCategoryWords, the
+  // fewest that hold every such set. category_truncate(): the rule of every such split,
+  // LightGBM's (int)x (a value in (-1, 0) is category 0) when true, XGBoost's (every negative
+  // value invalid) when false.
   const uint32_t* category_words() const {
     return category_words_.empty() ? nullptr : category_words_.data();
   }
+  int category_stride() const { return category_stride_; }
+  int category_limit() const { return 32 * category_stride_; }
   bool category_truncate() const { return category_truncate_; }
   int32_t num_trees() const { return static_cast<int32_t>(trees_.size()); }
   // Tree weight x leaf value of a scalar tree's leaf at CpuForest node `i` (absolute index).
@@ -234,6 +244,7 @@ class CpuForest {
   std::vector<double> leaf_values_;    // per node (0 for splits and non-scalar leaves)
   std::vector<int32_t> forest_nodes_;  // per node
   std::vector<uint32_t> category_words_;  // category_words()
+  int category_stride_ = 2;
   bool category_truncate_ = false;
   std::vector<int32_t> iterations_;    // per tree
   std::vector<int32_t> tree_ids_;      // 0 .. num_trees - 1

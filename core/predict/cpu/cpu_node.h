@@ -14,11 +14,12 @@
 //    Zero): the scalar walk decides them by GoesLeft (core/model/decision.h) on the Forest's own
 //    node, so both engines share one statement of every library's rule;
 //  * `kCpuCategory` marks, among those, a categorical split the vector walks decide themselves:
-//    its set holds categories 0..63 only and follows the model's one truncation rule
-//    (CpuForest::category_truncate). Its `threshold` holds, as bits, the index p of its set in
-//    CpuForest::category_words (words 2p and 2p + 1: the categories that go left), and
-//    `kCpuOutsideLeft` where a value outside 0..63 or invalid under the rule goes left (the split
-//    sends the listed categories right). A missing value follows kCpuNanLeft.
+//    its set lists categories below CpuForest::category_limit() only and follows the model's one
+//    truncation rule (CpuForest::category_truncate). Its `threshold` holds, as bits, the index p
+//    of its set in CpuForest::category_words (the stride words from p x category_stride(): the
+//    categories that go left), and `kCpuOutsideLeft` where a value outside them (at or past the
+//    limit, or invalid under the rule) goes left (the split sends the listed categories right). A
+//    missing value follows kCpuNanLeft.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,8 @@ namespace grove::cpu {
 inline constexpr uint32_t kCpuNanLeft = 1u << 0;  // a missing value takes the left child
 inline constexpr uint32_t kCpuGeneral = 1u << 1;  // decide with GoesLeft on the Forest node
 inline constexpr uint32_t kCpuLeaf = 1u << 2;     // a leaf (routes to itself)
-inline constexpr uint32_t kCpuCategory = 1u << 3;  // a categorical split of a set of 0..63
-inline constexpr uint32_t kCpuOutsideLeft = 1u << 4;  // kCpuCategory: a value outside 0..63 goes left
+inline constexpr uint32_t kCpuCategory = 1u << 3;  // a categorical split the vector walks decide
+inline constexpr uint32_t kCpuOutsideLeft = 1u << 4;  // kCpuCategory: an unlisted value goes left
 
 struct CpuNode {
   float threshold = 0;  // x < threshold goes left; NaN for a leaf; kCpuCategory: the set's index

@@ -39,26 +39,36 @@ Fields FieldsOf(const CpuNode* all) {
 struct CategorySets {
   const int* words = nullptr;
   bool truncate = false;
+  int log2_stride = 1;  // words per set (CpuForest::category_stride), as a shift
+  int limit = 64;       // categories below it are in a set's words (CpuForest::category_limit)
 };
 
 CategorySets SetsOf(const CpuForest& cf) {
-  return {reinterpret_cast<const int*>(cf.category_words()), cf.category_truncate()};
+  CategorySets s;
+  s.words = reinterpret_cast<const int*>(cf.category_words());
+  s.truncate = cf.category_truncate();
+  s.log2_stride = __builtin_ctz(static_cast<unsigned>(cf.category_stride()));
+  s.limit = cf.category_limit();
+  return s;
 }
 
 // Which of the lanes `is_cat`, categorical splits whose sets are `set` (indices into the words
-// of `sets`), send their value `x` left: CategoricalGoesLeft for a set of categories 0..63 that
-// go left, a value outside them or invalid under the model's rule going left where
-// `outside_left`. A missing value is not decided here (the callers apply the NaN direction).
+// of `sets`), send their value `x` left: CategoricalGoesLeft for a set of the categories below
+// the limit that go left, a value outside them or invalid under the model's rule going left
+// where `outside_left`. A missing value is not decided here (the callers apply the NaN
+// direction).
 __attribute__((target("avx512f"))) inline __mmask16 CategoryLeft512(__mmask16 is_cat,
                                                                    __mmask16 outside_left,
                                                                    __m512i set, __m512 x,
                                                                    const CategorySets& sets) {
   // Truncated toward zero, as (int)x: a value in (-1, 0) is category 0, which only LightGBM's
-  // rule admits; NaN and values beyond the int range become 0x80000000, outside 0..63.
+  // rule admits; NaN and values beyond the int range become 0x80000000, past every limit.
   const __m512i c = _mm512_cvttps_epi32(x);
-  __mmask16 valid = _mm512_mask_cmplt_epu32_mask(is_cat, c, _mm512_set1_epi32(64));
+  __mmask16 valid = _mm512_mask_cmplt_epu32_mask(is_cat, c, _mm512_set1_epi32(sets.limit));
   if (!sets.truncate) valid = _mm512_mask_cmp_ps_mask(valid, x, _mm512_setzero_ps(), _CMP_GE_OQ);
-  const __m512i word = _mm512_add_epi32(_mm512_add_epi32(set, set), _mm512_srli_epi32(c, 5));
+  const __m512i word =
+      _mm512_add_epi32(_mm512_sll_epi32(set, _mm_cvtsi32_si128(sets.log2_stride)),
+                       _mm512_srli_epi32(c, 5));
   const __m512i w =
       _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, word, sets.words, 4);
   const __m512i shifted = _mm512_srlv_epi32(w, _mm512_and_si512(c, _mm512_set1_epi32(31)));

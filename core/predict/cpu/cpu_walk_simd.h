@@ -1,6 +1,6 @@
 // The CPU engine's walk with AVX-512 gathers: sixteen lanes of WalkGroup (cpu_walk.h) per vector,
 // for groups without general splits. The same decisions, so the same leaves: categorical splits of
-// sets within categories 0..63 (cpu_node.h's kCpuCategory) included, decided in the vector by the
+// sets of up to 4,096 categories (cpu_node.h's kCpuCategory) included, decided in the vector by the
 // rule CategoricalGoesLeft states. Chosen per model at load where it measures faster (CpuForest),
 // since gathers are fast on some processors and slow on others.
 #pragma once

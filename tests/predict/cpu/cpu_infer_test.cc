@@ -330,8 +330,8 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
 }
 
 // Runs of trees that take the row layout (at least kRowBlockTrees consecutive trees of the
-// complete layout) between trees that do not (a categorical set listing a category past 63,
-// which takes the general decision; a run too short): a single
+// complete layout) between trees that do not (a categorical set listing a category past
+// 4,095, which takes the general decision; a run too short): a single
 // row's walk changes layout from run to run, over whole and partial blocks, with ranges.
 TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
   HandForest h(3);
@@ -345,7 +345,7 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
     ++tree;
   };
   auto categorical = [&] {
-    h.AddTree({h.CategoricalSplit(2, {0, 2, 70}, 1, 2, 10), h.Leaf(7.0, 5), h.Leaf(-7.0, 5)});
+    h.AddTree({h.CategoricalSplit(2, {0, 2, 5000}, 1, 2, 10), h.Leaf(7.0, 5), h.Leaf(-7.0, 5)});
     ++tree;
   };
   for (int i = 0; i < 20; ++i) numeric();
@@ -367,27 +367,30 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
   CheckForest(f, "runs of layouts");
 }
 
-// Categorical splits of sets of categories 0..63 are decided by the vector walks (their trees are
-// neither general nor in the bitvector layout), under both truncation rules with the listed
-// categories on either side, for values at every edge of the rules: missing, infinite, beyond
-// the int range, negative, in (-1, 0), fractional, at and past each word of the set. A set
-// listing a category past 63, or following another rule than the model's first set the walks
-// decide (a set before it that they do not decide sets no rule), keeps the general decision.
+// Categorical splits are decided by the vector walks (their trees neither general nor in the
+// bitvector layout) in sets of one stride of words, the fewest that hold the widest (here 8
+// words: categories up to 255), under both truncation rules with the listed categories on either
+// side, for values at every edge of the rules: missing, infinite, beyond the int range, negative,
+// in (-1, 0), fractional, at and past each word of a set and the stride. A set listing a category
+// past 4,095, or following another rule than the model's first set the walks decide (a set
+// before it that they do not decide sets no rule), keeps the general decision.
 TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
   const float kNan = std::numeric_limits<float>::quiet_NaN();
   const float kInf = std::numeric_limits<float>::infinity();
   const std::vector<float> values = {kNan,  kInf,  -kInf, 3e9f,  -3e9f, -1.5f, -1.0f, -0.5f,
                                      -0.0f, 0.0f,  0.5f,  1.0f,  2.0f,  5.0f,  31.0f, 31.5f,
                                      32.0f, 33.0f, 40.0f, 62.0f, 63.0f, 63.9f, 64.0f, 64.5f,
-                                     65.0f, 95.0f, 200.0f};
-  const std::vector<std::vector<int>> sets = {{0, 2}, {0, 31, 32, 63}, {33, 40, 62}, {1, 5, 31}};
+                                     65.0f, 95.0f, 100.0f, 200.0f, 254.0f, 255.0f, 255.5f,
+                                     256.0f, 300.0f, 4095.0f, 4096.0f};
+  const std::vector<std::vector<int>> sets = {
+      {0, 2}, {0, 31, 32, 63, 100, 255}, {33, 40, 62}, {1, 5, 31, 200}};
   for (const uint16_t rule : {uint16_t{0}, uint16_t{kNodeCategoryInSetGoesLeft},
                               uint16_t{kNodeCategoryTruncate},
                               uint16_t{kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate}}) {
     SCOPED_TRACE("rule flags " + std::to_string(rule));
     const uint16_t other = rule ^ kNodeCategoryTruncate;
     HandForest h(2);
-    h.AddTree({h.CategoricalSplit(0, {3, 70}, 1, 2, 10, other), h.Leaf(4.0, 5), h.Leaf(-4.0, 5)});
+    h.AddTree({h.CategoricalSplit(0, {3, 5000}, 1, 2, 10, other), h.Leaf(4.0, 5), h.Leaf(-4.0, 5)});
     constexpr int kVectorTrees = 40;
     for (int t = 0; t < kVectorTrees; ++t) {
       const uint16_t nan_left = (t % 2 == 0) ? kNodeDefaultLeft : 0;
@@ -397,7 +400,7 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
                  h.CategoricalSplit(0, sets[(t + 1) % 4], 5, 6, 4, rule),
                  h.Leaf(v + 1, 2), h.Leaf(v - 2, 4), h.Leaf(v + 3, 1), h.Leaf(-v, 3)});
     }
-    h.AddTree({h.CategoricalSplit(0, {3, 70}, 1, 2, 10, rule), h.Leaf(1.0, 5), h.Leaf(-1.0, 5)});
+    h.AddTree({h.CategoricalSplit(0, {3, 5000}, 1, 2, 10, rule), h.Leaf(1.0, 5), h.Leaf(-1.0, 5)});
     h.AddTree({h.CategoricalSplit(0, {3}, 1, 2, 10, other), h.Leaf(2.0, 5), h.Leaf(-2.0, 5)});
     const ForestPtr f = h.Build();
     absl::StatusOr<CpuForestPtr> built = CpuForest::Build(f);
@@ -409,6 +412,8 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
       EXPECT_EQ(tree.general, !vector) << "tree " << t;
     }
     EXPECT_EQ((*built)->category_truncate(), (rule & kNodeCategoryTruncate) != 0);
+    EXPECT_EQ((*built)->category_stride(), 8);
+    EXPECT_EQ((*built)->category_limit(), 256);
     // Every value beside each of the other feature's; then every value but NaN in rows of no
     // missing value (the walks' path for blocks without one).
     std::vector<float> x, complete;
