@@ -46,7 +46,8 @@ import numpy as np
 # name: (library, features, rounds, depth or num_leaves, classes (0: regression), missing fraction,
 # categorical features (the first ones), their category counts (low, high[, columns of exactly 3
 # categories first: one-hot splits under max_cat_to_onehot 4]), trees per round: a
-# random forest when > 1 (XGBoost num_parallel_tree; LightGBM boosting rf, one tree per round))
+# random forest when > 1 (XGBoost num_parallel_tree; LightGBM boosting rf, one tree per round),
+# the library's further parameters)
 SPECS = {
     "prod-wide256": ("xgboost", 256, 600, 8, 2, 0.02),
     "prod-wide1024": ("xgboost", 1024, 1000, 6, 0, 0.20),
@@ -55,7 +56,10 @@ SPECS = {
     "prod-lgb-binary": ("lightgbm", 50, 1000, 255, 2, 0.05),
     "prod-lgb-cat": ("lightgbm", 60, 400, 127, 2, 0.05, 12, (8, 64)),
     "prod-lgb-cat-reg": ("lightgbm", 40, 1000, 63, 0, 0.05, 10, (3, 60, 2)),
-    "prod-lgb-hicat": ("lightgbm", 40, 500, 63, 2, 0.05, 8, (150, 600)),
+    # Categories of a few rows each still form split groups (LightGBM's default
+    # min_data_per_group 100 would merge most of them away).
+    "prod-lgb-hicat": ("lightgbm", 40, 500, 63, 2, 0.05, 8, (150, 600), 1,
+                       {"min_data_per_group": 5, "cat_smooth": 1.0}),
     "prod-xgb-cat": ("xgboost", 40, 500, 8, 0, 0.05, 10, (3, 60, 2)),
     "prod-shallow": ("xgboost", 500, 3000, 4, 2, 0.02),
     "prod-class100": ("xgboost", 32, 20, 6, 100, 0.02),
@@ -116,6 +120,7 @@ def train(name, spec, rows, out):
     cats = spec[6] if len(spec) > 6 else 0
     levels = spec[7] if len(spec) > 7 else None
     forest = spec[8] if len(spec) > 8 else 1
+    extra = spec[9] if len(spec) > 9 else {}
     rng = np.random.default_rng(sum(map(ord, name)))  # stable across runs, unlike hash()
     x = make_rows(rng, rows, features, missing)
     effect = add_categories(rng, x, cats, levels) if cats else np.zeros(len(x))
@@ -132,6 +137,7 @@ def train(name, spec, rows, out):
         if forest > 1:  # a random forest: one round of bagged trees, no shrinkage
             params.update(num_parallel_tree=forest, eta=1.0, subsample=0.63,
                           colsample_bynode=0.6)
+        params.update(extra)
         if cats:
             params.update(max_cat_to_onehot=4)
             types = ["c"] * cats + ["q"] * (features - cats)
@@ -153,6 +159,7 @@ def train(name, spec, rows, out):
                           feature_fraction=0.6)
         if cats:
             params.update(max_cat_to_onehot=4)
+        params.update(extra)
         data = lgb.Dataset(x, label=y, categorical_feature=list(range(cats)) or "auto")
         booster = lgb.train(params, data, rounds)
         path = os.path.join(out, name + ".txt")
