@@ -21,7 +21,7 @@ header, missing values written `nan`) for:
                     num_leaves 63, 1000 rounds
   prod-lgb-hicat    LightGBM binary, 40 features of which 8 categorical of 150 to 600 categories
                     (high-cardinality columns: split sets list categories in the hundreds),
-                    num_leaves 63, 500 rounds
+                    num_leaves 63, 500 rounds, min_data_per_group 5, cat_smooth 1
   prod-xgb-cat      XGBoost regression with enable_categorical, 40 features of which 10 categorical
                     (two of 3 categories: one-hot splits; the others 3 to 60: partitions), depth 8,
                     500 rounds

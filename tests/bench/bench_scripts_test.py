@@ -33,9 +33,11 @@ SHAPES = {  # name: (file, features, outputs)
     "prod-rf": ("prod-rf.ubj", 64, 1),
     "prod-lgb-rf": ("prod-lgb-rf.txt", 64, 1),
 }
+CATEGORICAL = {"prod-lgb-cat", "prod-lgb-cat-reg", "prod-lgb-hicat", "prod-xgb-cat"}
 # prod-lgb-hicat's categories (150 to 600 per column) get a row or two each from the test's 300
-# training rows, too few for LightGBM to split on them: its categorical splits are not checked.
-CATEGORICAL = {"prod-lgb-cat", "prod-lgb-cat-reg", "prod-xgb-cat"}
+# training rows: whether LightGBM then splits on a group of them depends on the draw, so its
+# categorical splits are not checked here (the full-size model has tens of thousands).
+UNCHECKED_CATEGORICAL = {"prod-lgb-hicat"}
 TREES = {"prod-shallow": 3000, "prod-class100": 2000, "prod-rf": 500, "prod-lgb-rf": 300}
 
 
@@ -56,7 +58,8 @@ def check_models(tmp):
             assert re.search(rf"^features\s+{features}$", r.stdout, re.M), (name, r.stdout[:400])
             assert re.search(rf"^outputs\s+{outputs}$", r.stdout, re.M), (name, r.stdout[:400])
             cat = "yes" if name in CATEGORICAL else "no"
-            assert re.search(rf"^categorical splits\s+{cat}$", r.stdout, re.M), (name, r.stdout[:400])
+            if name not in UNCHECKED_CATEGORICAL:
+                assert re.search(rf"^categorical splits\s+{cat}$", r.stdout, re.M), (name, r.stdout[:400])
             if name in TREES:
                 assert re.search(rf"^trees\s+{TREES[name]}$", r.stdout, re.M), (name, r.stdout[:400])
     print(f"{len(SHAPES)} production-shape models made" + (" and loaded" if cli else ""))

@@ -31,22 +31,21 @@ bool NeedsGeneralDecision(const Node& n) {
 // Words a categorical split's set needs: one past its highest word with a listed category (a
 // value past it is outside the set, as CategoryInSet has it for every set size).
 int SetWords(const Forest& f, const Node& n) {
-  int words = 0;
-  for (uint32_t w = 0; w < n.aux; ++w) {
-    if (f.category_bits[n.payload + w] != 0) words = static_cast<int>(w) + 1;
+  for (uint32_t w = n.aux; w > 0; --w) {
+    if (f.category_bits[n.payload + w - 1] != 0) return static_cast<int>(w);
   }
-  return words;
+  return 0;
 }
 
 // The sets the vector walks decide: the model's rule (that of its first set of at most
 // kMaxCategoryWords words) and the stride, the fewest words (a power of two, at least 2) that
 // hold every set of that rule that fits kMaxCategoryWords, halved while the table of those that
-// then fit exceeds kMaxCategoryTableBytes. Stride 0: none.
+// then fit exceeds kMaxCategoryTableBytes, then the fewest that hold those. Stride 0: none.
 void ChooseCategorySets(const Forest& f, bool* truncate, int* stride) {
   *stride = 0;
   std::vector<int> words;  // of every set of the rule that fits kMaxCategoryWords
   for (const Node& n : f.nodes) {
-    if (!n.is_categorical()) continue;
+    if (n.is_leaf() || !n.is_categorical()) continue;
     const int w = SetWords(f, n);
     if (w > kMaxCategoryWords) continue;
     const bool t = (n.flags & kNodeCategoryTruncate) != 0;
@@ -63,7 +62,13 @@ void ChooseCategorySets(const Forest& f, bool* truncate, int* stride) {
     for (int w : words) sets += w <= s;
     if (sets * s * static_cast<int64_t>(sizeof(uint32_t)) <= kMaxCategoryTableBytes) break;
   }
-  *stride = s >= 2 ? s : 0;
+  if (s < 2) return;
+  int widest = 0;
+  for (int w : words) {
+    if (w <= s) widest = std::max(widest, w);
+  }
+  *stride = 2;
+  while (*stride < widest) *stride *= 2;
 }
 
 float BitsAsFloat(uint32_t bits) {

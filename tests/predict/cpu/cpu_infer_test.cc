@@ -190,7 +190,7 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     cases.push_back({"numeric", o});
     o.categorical_fraction = 0.4;
     cases.push_back({"categorical", o});
-    // Every set within categories 0..63: categorical trees on the vector walks.
+    // Every set within categories 0..63 (a two-word stride; the case above reaches four words).
     o.max_categories = 64;
     cases.push_back({"categorical-64", o});
     o.lightgbm_rules = true;
@@ -368,8 +368,8 @@ TEST(CpuInferTest, RowWalkAcrossRunsOfLayouts) {
 }
 
 // Categorical splits are decided by the vector walks (their trees neither general nor in the
-// bitvector layout) in sets of one stride of words, the fewest that hold the widest (here 8
-// words: categories up to 255), under both truncation rules with the listed categories on either
+// bitvector layout) in sets of one stride of words, the fewest that hold the widest (here the
+// largest, 128 words: categories up to 4,095), under both truncation rules with the listed categories on either
 // side, for values at every edge of the rules: missing, infinite, beyond the int range, negative,
 // in (-1, 0), fractional, at and past each word of a set and the stride. A set listing a category
 // past 4,095, or following another rule than the model's first set the walks decide (a set
@@ -381,9 +381,10 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
                                      -0.0f, 0.0f,  0.5f,  1.0f,  2.0f,  5.0f,  31.0f, 31.5f,
                                      32.0f, 33.0f, 40.0f, 62.0f, 63.0f, 63.9f, 64.0f, 64.5f,
                                      65.0f, 95.0f, 100.0f, 200.0f, 254.0f, 255.0f, 255.5f,
-                                     256.0f, 300.0f, 4095.0f, 4096.0f};
+                                     256.0f, 300.0f, 4094.0f, 4095.0f, 4095.5f, 4096.0f,
+                                     4127.0f, 5000.0f, 6000.0f};
   const std::vector<std::vector<int>> sets = {
-      {0, 2}, {0, 31, 32, 63, 100, 255}, {33, 40, 62}, {1, 5, 31, 200}};
+      {0, 2}, {0, 31, 32, 63, 100, 255}, {33, 40, 62}, {1, 5, 31, 200, 4095}};
   for (const uint16_t rule : {uint16_t{0}, uint16_t{kNodeCategoryInSetGoesLeft},
                               uint16_t{kNodeCategoryTruncate},
                               uint16_t{kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate}}) {
@@ -400,6 +401,12 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
                  h.CategoricalSplit(0, sets[(t + 1) % 4], 5, 6, 4, rule),
                  h.Leaf(v + 1, 2), h.Leaf(v - 2, 4), h.Leaf(v + 3, 1), h.Leaf(-v, 3)});
     }
+    // A set stored with more words than the stride, the extra ones empty: still decided by the
+    // walks (what counts is its highest listed category).
+    Node padded = h.CategoricalSplit(0, {7, 40}, 1, 2, 10, rule);
+    h.forest.category_bits.resize(h.forest.category_bits.size() + 200, 0u);
+    padded.aux += 200;
+    h.AddTree({padded, h.Leaf(3.0, 5), h.Leaf(-3.0, 5)});
     h.AddTree({h.CategoricalSplit(0, {3, 5000}, 1, 2, 10, rule), h.Leaf(1.0, 5), h.Leaf(-1.0, 5)});
     h.AddTree({h.CategoricalSplit(0, {3}, 1, 2, 10, other), h.Leaf(2.0, 5), h.Leaf(-2.0, 5)});
     const ForestPtr f = h.Build();
@@ -407,13 +414,13 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
     ASSERT_TRUE(built.ok()) << built.status();
     for (int t = 0; t < (*built)->num_trees(); ++t) {
       const CpuTree& tree = (*built)->trees()[t];
-      const bool vector = t >= 1 && t <= kVectorTrees;
+      const bool vector = t >= 1 && t <= kVectorTrees + 1;
       EXPECT_EQ(tree.categorical, vector) << "tree " << t;
       EXPECT_EQ(tree.general, !vector) << "tree " << t;
     }
     EXPECT_EQ((*built)->category_truncate(), (rule & kNodeCategoryTruncate) != 0);
-    EXPECT_EQ((*built)->category_stride(), 8);
-    EXPECT_EQ((*built)->category_limit(), 256);
+    EXPECT_EQ((*built)->category_stride(), kMaxCategoryWords);
+    EXPECT_EQ((*built)->category_limit(), 4096);
     // Every value beside each of the other feature's; then every value but NaN in rows of no
     // missing value (the walks' path for blocks without one).
     std::vector<float> x, complete;
@@ -428,7 +435,9 @@ TEST(CpuInferTest, CategoricalSetsTakeTheVectorWalks) {
       absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
       ASSERT_TRUE(cf.ok()) << cf.status();
       if ((*cf)->dense_walk()) {
-        for (int t = 1; t <= kVectorTrees; ++t) EXPECT_GE((*cf)->trees()[t].dense, 0) << layout;
+        for (int t = 1; t <= kVectorTrees + 1; ++t) {
+          EXPECT_GE((*cf)->trees()[t].dense, 0) << layout;
+        }
       }
       for (OutputKind kind : {OutputKind::kMargin, OutputKind::kLeaf}) {
         const PredictOptions o = Kind(kind);
