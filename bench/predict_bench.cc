@@ -3,7 +3,7 @@
 //   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
-//                       [--block-rows N] [--walk auto|scalar|simd|dense|bitvector]
+//                       [--block-rows N] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]
 //                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
@@ -440,6 +440,7 @@ int Main(int argc, char** argv) {
                  : v == "simd"  ? cpu::CpuForestOptions::Walk::kSimd
                  : v == "dense" ? cpu::CpuForestOptions::Walk::kDense
                  : v == "bitvector" ? cpu::CpuForestOptions::Walk::kBitvector
+                 : v == "dense_avx2" ? cpu::CpuForestOptions::Walk::kDenseAvx2
                                 : cpu::CpuForestOptions::Walk::kAuto;
     return true;
   });
@@ -475,7 +476,7 @@ int Main(int argc, char** argv) {
                  "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
-                 "[--block-rows n] [--walk auto|scalar|simd|dense|bitvector]\n");
+                 "[--block-rows n] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

@@ -13,6 +13,7 @@
 #include "core/model/typical_rows.h"
 #include "core/predict/cpu/cpu_infer.h"
 #include "core/predict/cpu/cpu_walk.h"
+#include "core/predict/cpu/cpu_walk_avx2.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
 
 namespace grove::cpu {
@@ -468,8 +469,14 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   }
   using Walk = CpuForestOptions::Walk;
   const bool simd_possible = HaveSimdWalk() && f.nodes.size() < (size_t{1} << 30);
-  if (simd_possible && options.walk != Walk::kScalar) {
-    out->BuildDense();
+  const bool avx2_possible = HaveAvx2Walk() && f.nodes.size() < (size_t{1} << 30);
+  // The AVX2 walk's complete layout: where it is forced, or where kAuto may choose it (no
+  // AVX-512: kAuto then behaves as before where AVX-512 is present).
+  const bool avx2_wanted =
+      avx2_possible && (options.walk == Walk::kDenseAvx2 ||
+                        (options.walk == Walk::kAuto && !simd_possible));
+  if ((simd_possible && options.walk != Walk::kScalar) || avx2_wanted) out->BuildDense();
+  if (simd_possible && options.walk != Walk::kScalar && options.walk != Walk::kDenseAvx2) {
     out->BuildBitvector();
   }
   // A complete layout larger than a core's L2 is read from L3 once per block and tree: there,
@@ -481,6 +488,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
     out->dense_block_rows_ = LargeLayoutBlockRows(f.num_features);
   }
   const bool dense_possible = simd_possible && out->dense_.depth > 0;
+  const bool avx2_dense_possible = avx2_wanted && out->dense_.depth > 0;
   const bool bitvector_possible = simd_possible && !out->bitvector_.trees.empty();
   Walk walk = Walk::kScalar;
   switch (options.walk) {
@@ -495,17 +503,20 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
              : simd_possible    ? Walk::kSimd
                                 : Walk::kScalar;
       break;
+    case Walk::kDenseAvx2: walk = avx2_dense_possible ? Walk::kDenseAvx2 : Walk::kScalar; break;
     case Walk::kAuto:
       if (simd_possible) {
         std::vector<Walk> candidates = {Walk::kScalar, Walk::kSimd};
         if (dense_possible) candidates.push_back(Walk::kDense);
         if (bitvector_possible) candidates.push_back(Walk::kBitvector);
         walk = FastestWalk(out.get(), candidates);
+      } else if (avx2_dense_possible) {
+        walk = FastestWalk(out.get(), {Walk::kScalar, Walk::kDenseAvx2});
       }
       break;
   }
   out->SetWalk(walk);
-  if (out->walk_ != Walk::kScalar) out->BuildRowLayout();
+  if (out->simd_walk()) out->BuildRowLayout();  // the AVX-512 row walk's
   for (int64_t t = static_cast<int64_t>(trees.size()) - 1; t >= 0; --t) {
     const bool continues = t + 1 < static_cast<int64_t>(trees.size()) &&
                            (trees[t].row < 0 ? trees[t + 1].row < 0
@@ -534,7 +545,8 @@ void CpuForest::TreeSpan(int begin, int end, int32_t* first, int32_t* last) cons
 }
 
 std::string CpuForest::Describe() const {
-  const char* walk = walk_ == CpuForestOptions::Walk::kBitvector ? "avx512 bitvector"
+  const char* walk = walk_ == CpuForestOptions::Walk::kDenseAvx2   ? "avx2 complete-tree"
+                     : walk_ == CpuForestOptions::Walk::kBitvector ? "avx512 bitvector"
                      : walk_ == CpuForestOptions::Walk::kDense   ? "avx512 complete-tree"
                      : walk_ == CpuForestOptions::Walk::kSimd    ? "avx512"
                                                                  : "scalar";

@@ -112,7 +112,11 @@ struct CpuForestOptions {
   // kBitvector: the bitvector layout for trees of at most kBitvectorMaxLeaves leaves (but the
   // complete layout for those it holds at fewer levels than a sixth of their splits), the
   // complete layout for other trees it fits, the AVX-512 node walk for the rest.
-  enum class Walk { kAuto, kScalar, kSimd, kDense, kBitvector };
+  // kDenseAvx2: the AVX2 walk over the complete layout (cpu_walk_avx2.h) of the trees it holds
+  // whole without a categorical split, the scalar walk for the rest; scalar where the processor
+  // lacks AVX2. kAuto times it against the scalar walk where AVX-512 is absent; never chosen
+  // where AVX-512 is present (the walks above are), so it is forced there for tests and benches.
+  enum class Walk { kAuto, kScalar, kSimd, kDense, kBitvector, kDenseAvx2 };
   Walk walk = Walk::kAuto;
 };
 
@@ -130,7 +134,7 @@ class CpuForest {
  public:
   // The layout of `forest` (validated by BuildForest). RESOURCE_EXHAUSTED when the forest has more
   // than 2^31 nodes; INVALID_ARGUMENT for block_rows outside [0, 64]. The AVX-512 walk needs
-  // fewer than 2^30 nodes (larger forests walk scalar).
+  // fewer than 2^30 nodes (larger forests walk scalar), as does the AVX2 walk.
   static absl::StatusOr<std::shared_ptr<const CpuForest>> Build(ForestPtr forest,
                                                                 const CpuForestOptions& options = {});
 
@@ -169,10 +173,17 @@ class CpuForest {
   // Rows per block of a batch (CpuForestOptions::block_rows, resolved).
   int block_rows() const { return block_rows_; }
   // Whether groups without general splits take the AVX-512 walk (CpuForestOptions::walk,
-  // resolved), and the fused walk the complete layout where a tree has one.
-  bool simd_walk() const { return walk_ != CpuForestOptions::Walk::kScalar; }
+  // resolved), whether blocks take the AVX2 walk (kDenseAvx2) instead, and whether the fused
+  // walk (either) takes the complete layout where a tree has one.
+  bool simd_walk() const {
+    return walk_ != CpuForestOptions::Walk::kScalar &&
+           walk_ != CpuForestOptions::Walk::kDenseAvx2;
+  }
+  bool avx2_walk() const { return walk_ == CpuForestOptions::Walk::kDenseAvx2; }
   bool dense_walk() const {
-    return walk_ == CpuForestOptions::Walk::kDense || walk_ == CpuForestOptions::Walk::kBitvector;
+    return walk_ == CpuForestOptions::Walk::kDense ||
+           walk_ == CpuForestOptions::Walk::kBitvector ||
+           walk_ == CpuForestOptions::Walk::kDenseAvx2;
   }
   bool bitvector_walk() const { return walk_ == CpuForestOptions::Walk::kBitvector; }
   // The bitvector layout (BitvectorNode): per tree that has it (CpuTree::bitvector), its entry;

@@ -6,6 +6,7 @@
 #include "core/common/thread_pool.h"
 #include "core/model/transform.h"
 #include "core/predict/cpu/cpu_walk.h"
+#include "core/predict/cpu/cpu_walk_avx2.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
 #include "core/model/traverse.h"
 
@@ -58,10 +59,17 @@ absl::Status PrepareCall(const CpuForest& cf, RowsView rows, const PredictOption
   return absl::OkStatus();
 }
 
-bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols, bool simd) {
+bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols, bool simd,
+                 bool avx2) {
   if (simd) {
     for (int r = 0; r < rows; ++r) {
       if (HasNanSimd(block + r * stride, cols)) return true;
+    }
+    return false;
+  }
+  if (avx2) {
+    for (int r = 0; r < rows; ++r) {
+      if (HasNanAvx2(block + r * stride, cols)) return true;
     }
     return false;
   }
@@ -134,11 +142,14 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   const Forest& f = cf.forest();
   const CpuTree* trees = cf.trees();
   const float* block = in.Row(row0);
-  const bool nan = BlockHasNan(block, in.stride, rows, in.cols, cf.simd_walk());
+  const bool nan = BlockHasNan(block, in.stride, rows, in.cols, cf.simd_walk(), cf.avx2_walk());
   const int group = GroupTrees(std::min(rows, kMaxLanes));
   const int k_out = c.num_outputs;
   const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % kSimdRows == 0 &&
                      in.stride * rows < (int64_t{1} << 31);
+  // The AVX2 walk: runs of the trees it takes, for blocks of whole vectors of rows.
+  const bool avx2 = cf.avx2_walk() && c.kind != OutputKind::kLeaf && rows % kAvx2Rows == 0 &&
+                    in.stride * rows < (int64_t{1} << 31);
   int32_t idx[kMaxLanes];
   if (c.kind != OutputKind::kLeaf) {
     for (int k = 0; k < k_out; ++k) std::fill_n(margins + k * rows, rows, f.base_margin[k]);
@@ -160,9 +171,22 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
         continue;
       }
     }
+    int32_t end = c.num_trees;  // the trees the walks below may take from t0
+    if (avx2) {
+      int32_t t1 = t0;
+      while (t1 < c.num_trees && Avx2WalkTakes(trees[c.tree_ids[t1]])) ++t1;
+      if (t1 > t0) {
+        WalkAndAddDenseAvx2(cf, c.tree_ids + t0, t1 - t0, block, in.stride, rows, nan, margins);
+        t0 = t1;
+        continue;
+      }
+      // Tree t0 is not taken: the scalar walk's group ends before the next one that is.
+      while (t1 < c.num_trees && t1 - t0 < group && !Avx2WalkTakes(trees[c.tree_ids[t1]])) ++t1;
+      end = t1;
+    }
     // The other walks take the block kMaxLanes rows at a time, each sub-block through the same
     // group of trees: every row's leaves are still added in tree order.
-    const int nt = std::min<int32_t>(group, c.num_trees - t0);
+    const int nt = std::min<int32_t>(group, end - t0);
     const int32_t* ids = c.tree_ids + t0;
     for (int s0 = 0; s0 < rows; s0 += kMaxLanes) {
       const int sub = std::min(kMaxLanes, rows - s0);

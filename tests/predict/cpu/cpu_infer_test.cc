@@ -6,6 +6,7 @@
 #include "core/predict/cpu/cpu_infer.h"
 
 #include "core/predict/cpu/cpu_walk.h"
+#include "core/predict/cpu/cpu_walk_avx2.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
 
 #include <algorithm>
@@ -112,6 +113,17 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
       out.emplace_back(name + "-" + std::to_string(kMaxBlockRows), o);
     }
   }
+  if (HaveAvx2Walk()) {
+    // Forced, so that it is checked on processors with AVX-512 too.
+    o.walk = CpuForestOptions::Walk::kDenseAvx2;
+    for (int rows : {0, 8, 24, 12, 7, 128, kMaxBlockRows}) {
+      // 8 and 24: one and three vectors per block, several trees at once; 12 and 7: the scalar
+      // walk for the blocks that are not whole vectors; 128 and up: chunks of trees over 64-row
+      // sub-blocks.
+      o.block_rows = rows;
+      out.emplace_back("avx2-" + std::to_string(rows), o);
+    }
+  }
   return out;
 }
 
@@ -119,7 +131,8 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
   for (const auto& [layout, options] : Layouts()) {
     absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(f, options);
     ASSERT_TRUE(cf.ok()) << cf.status();
-    EXPECT_EQ((*cf)->simd_walk(), options.walk != CpuForestOptions::Walk::kScalar);
+    const bool avx2 = options.walk == CpuForestOptions::Walk::kDenseAvx2;
+    EXPECT_EQ((*cf)->simd_walk(), options.walk != CpuForestOptions::Walk::kScalar && !avx2);
     // The complete layout where some tree has scalar leaves and no general split: its levels
     // those of the deepest tree of at most kDenseMaxDepth, at least kDenseTopLevels where a tree
     // is deeper (whose rows go on below it). The row layout for runs of at least kRowBlockTrees
@@ -165,12 +178,15 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
     const bool bitvector = options.walk == CpuForestOptions::Walk::kBitvector && small;
     EXPECT_EQ((*cf)->bitvector_walk(), bitvector) << name;
     EXPECT_EQ((*cf)->dense_walk(),
-              (options.walk == CpuForestOptions::Walk::kDense ||
-               options.walk == CpuForestOptions::Walk::kBitvector) &&
-                  (fits || bitvector))
+              ((options.walk == CpuForestOptions::Walk::kDense ||
+                options.walk == CpuForestOptions::Walk::kBitvector) &&
+               (fits || bitvector)) ||
+                  (avx2 && fits))
         << name;
+    EXPECT_EQ((*cf)->avx2_walk(), avx2 && fits) << name;
     EXPECT_EQ((*cf)->row_depth() > 0,
-              options.walk != CpuForestOptions::Walk::kScalar && longest >= kRowBlockTrees)
+              options.walk != CpuForestOptions::Walk::kScalar && !avx2 &&
+                  longest >= kRowBlockTrees)
         << name;
     CheckLayout(*cf, f, name + " " + layout);
   }
