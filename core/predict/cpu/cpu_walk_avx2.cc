@@ -48,6 +48,25 @@ __attribute__((target("avx2"))) inline __m256d GatherValuesAvx2(const double* va
   return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), values, index, all, 8);
 }
 
+// Eight DenseNodes, `node` their indices: two gathers of four 8-byte nodes (a node's threshold
+// and feature come from one load: half the elements of a gather per field), the fields then
+// separated. The shuffles interleave the two gathers' nodes pairwise within each 128-bit half, so
+// the first gathers lanes 0, 1, 4, 5 and the second 2, 3, 6, 7 for the fields to come out in lane
+// order.
+__attribute__((target("avx2"))) inline void GatherDenseAvx2(const DenseNode* dense, __m256i node,
+                                                            __m256* threshold, __m256i* feature) {
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  const __m256i index = _mm256_permutevar8x32_epi32(node, order);
+  const long long* base = reinterpret_cast<const long long*>(dense);
+  const __m256i all = _mm256_set1_epi64x(-1);
+  const __m256 lo = _mm256_castsi256_ps(_mm256_mask_i32gather_epi64(
+      _mm256_setzero_si256(), base, _mm256_castsi256_si128(index), all, 8));
+  const __m256 hi = _mm256_castsi256_ps(_mm256_mask_i32gather_epi64(
+      _mm256_setzero_si256(), base, _mm256_extracti128_si256(index, 1), all, 8));
+  *threshold = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  *feature = _mm256_castps_si256(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 // Trees tree_ids[0, num_trees) over `rows` rows (a multiple of kWidth, at most kMaxLanes) of
 // `block`: trees walked a few at a time so that eight vectors are in flight, every tree `depth`
 // levels down to its leaf's position in the last level, then each tree's leaf values added in
@@ -61,8 +80,6 @@ __attribute__((target("avx2"))) void WalkDenseAvx2(const CpuTree* trees, const i
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;
   const int inner = (1 << depth) - 1;
-  const float* threshold = &dense->threshold;
-  const int* feature = reinterpret_cast<const int*>(&dense->feature);
   const __m256i index_bits = _mm256_set1_epi32(static_cast<int>(kDenseFeatureBits));
   const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
   __m256i row_of[kMaxVectors];
@@ -112,8 +129,9 @@ __attribute__((target("avx2"))) void WalkDenseAvx2(const CpuTree* trees, const i
     for (int d = top; d < depth; ++d) {
       for (int u = 0; u < vectors; ++u) {
         const __m256i node = _mm256_add_epi32(base[u], at[u]);
-        const __m256 t = _mm256_i32gather_ps(threshold, node, 8);
-        const __m256i fn = _mm256_i32gather_epi32(feature, node, 8);
+        __m256 t;
+        __m256i fn;
+        GatherDenseAvx2(dense, node, &t, &fn);
         const __m256i f = _mm256_and_si256(fn, index_bits);
         const __m256 x = _mm256_i32gather_ps(block, _mm256_add_epi32(row[u], f), 4);
         at[u] = DenseNextAvx2<kNan>(at[u], t, fn, x);
