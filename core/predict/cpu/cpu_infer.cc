@@ -267,6 +267,9 @@ absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOption
   // last is whole vectors of rows; the last, when it is not, is padded to one (RunPaddedBlock).
   const bool pad = forest.simd_walk() && c.kind != OutputKind::kLeaf &&
                    block_rows % kSimdRows == 0 && rows.cols * kSimdRows < (int64_t{1} << 31);
+  // The AVX2 walk takes whole vectors of kAvx2Rows rows: a block that is not is split into those
+  // and its last few rows, which the scalar walk takes (rather than the whole block).
+  const bool avx2_split = forest.avx2_walk() && c.kind != OutputKind::kLeaf;
   const int64_t groups = (rows.rows + kSimdRows - 1) / kSimdRows;
   ParallelFor(pool, groups, kPredictGrain / kSimdRows, [&](int64_t g0, int64_t g1) {
     // Each thread's block margins, kept between calls: a call allocates nothing once a thread has
@@ -279,6 +282,12 @@ absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOption
       const int n = static_cast<int>(std::min<int64_t>(block_rows, end - r));
       const int whole = n / kSimdRows * kSimdRows;
       if (!pad || n == whole || n == 1) {
+        const int vectors = n / kAvx2Rows * kAvx2Rows;
+        if (avx2_split && vectors > 0 && vectors < n) {
+          RunBlock(c, rows, r, vectors, out, margins.data());
+          RunBlock(c, rows, r + vectors, n - vectors, out, margins.data());
+          continue;
+        }
         RunBlock(c, rows, r, n, out, margins.data());
         continue;
       }
