@@ -510,7 +510,11 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
         if (dense_possible) candidates.push_back(Walk::kDense);
         if (bitvector_possible) candidates.push_back(Walk::kBitvector);
         walk = FastestWalk(out.get(), candidates);
-      } else if (avx2_dense_possible) {
+      } else if (avx2_dense_possible &&
+                 std::any_of(trees.begin(), trees.end(),
+                             [](const CpuTree& t) { return Avx2WalkTakes(t); })) {
+        // Not timed where it takes no tree (every tree categorical or deeper than the layout):
+        // it would only walk scalar with a larger layout.
         walk = FastestWalk(out.get(), {Walk::kScalar, Walk::kDenseAvx2});
       }
       break;
