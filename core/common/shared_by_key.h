@@ -5,8 +5,9 @@
 // and the interventional engines of one model share), where KeyedCache keeps values by recency.
 //
 // Single flight per key: callers of one key wait for its build in progress and share its result;
-// a failed build is not kept (the next Get tries again). A build runs under its key's own lock
-// only, so a slow build never blocks callers of other keys.
+// a failed build is not kept (the next Get tries again). A build runs under its key's own build
+// lock only, so a slow build (an upload to a GPU) never blocks callers of other keys, and Live
+// (what metrics read) never waits for any build.
 //
 // Thread-safe. Key: ordered (std::map). Values are immutable once built.
 #pragma once
@@ -36,15 +37,21 @@ class SharedByKey {
       if (s == nullptr) s = std::make_shared<Slot>();
       slot = s;
     }
-    absl::MutexLock lock(&slot->mu);
-    if (std::shared_ptr<const Value> live = slot->value.lock()) return live;
+    absl::MutexLock building(&slot->build_mu);
+    {
+      absl::MutexLock lock(&slot->mu);
+      if (std::shared_ptr<const Value> live = slot->value.lock()) return live;
+    }
     absl::StatusOr<std::shared_ptr<const Value>> built = build();
-    if (built.ok()) slot->value = *built;
+    if (built.ok()) {
+      absl::MutexLock lock(&slot->mu);
+      slot->value = *built;
+    }
     return built;
   }
 
-  // The live values whose key satisfies pred(key), in key order. Waits for builds in progress of
-  // those keys.
+  // The live values whose key satisfies pred(key), in key order. Never waits for a build: a key
+  // being built has no live value yet (a build runs only once the last one has gone).
   template <typename Pred>
   std::vector<std::shared_ptr<const Value>> Live(const Pred& pred) const {
     std::vector<std::shared_ptr<Slot>> matching;
@@ -70,12 +77,13 @@ class SharedByKey {
 
  private:
   struct Slot {
-    absl::Mutex mu;
-    std::weak_ptr<const Value> value;  // guarded by mu
+    absl::Mutex build_mu;  // held by the Get that builds, across the build
+    absl::Mutex mu;        // guards value; held for a few instructions, never across a build
+    std::weak_ptr<const Value> value ABSL_GUARDED_BY(mu);
   };
 
   // Drops the slots no caller is using whose value has gone. A slot only the map holds has no
-  // caller inside Get or Live (they hold it), so its lock is free and taking it never waits.
+  // caller inside Get or Live (they hold it), so its locks are free and taking one never waits.
   void Prune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (auto it = slots_.begin(); it != slots_.end();) {
       bool gone = false;

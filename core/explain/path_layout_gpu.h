@@ -16,7 +16,8 @@
 // for a layout it built itself (no caller gave it one) and for its groupings' layouts.
 //
 // Thread safety: On and ResidentBytes may be called concurrently (core/common/shared_by_key.h);
-// a call waits only for an upload of the same layout to the same GPU in progress. A copy is
+// On waits only for an upload of the same layout to the same GPU in progress, ResidentBytes for
+// none (a copy being uploaded is not counted until it is complete). A copy is
 // complete and immutable once returned (the upload has synchronised) and may be read by kernels
 // on any stream of its GPU. Its memory is freed (cudaFree, which synchronises the device) on
 // whichever thread drops the last holder.

@@ -1,6 +1,6 @@
 // SharedByKey (core/common/shared_by_key.h): one value per key while it is held, rebuilt after its
 // last holder lets it go, failed builds not kept, single flight per key, and a slow build of one
-// key that does not hold up another key.
+// key that holds up neither another key nor Live on its own key.
 #include "core/common/shared_by_key.h"
 
 #include <atomic>
@@ -117,6 +117,35 @@ TEST(SharedByKeyTest, ASlowBuildDoesNotHoldUpOtherKeys) {
   ASSERT_TRUE(fast.ok());
   EXPECT_EQ(**fast, "fast");
   EXPECT_EQ(cache.Live([](int key) { return key == 2; }).size(), 1u);
+  // Live over the key being built returns at once: it has no live value yet.
+  EXPECT_TRUE(cache.Live([](int key) { return key == 1; }).empty());
+  release.set_value();
+  slow.join();
+}
+
+TEST(SharedByKeyTest, LiveDoesNotWaitForARebuild) {
+  // Key 1 built, let go, then built again slowly: Live of every key answers during the rebuild
+  // (the metrics read it while a model loads), listing only the value still held.
+  Cache cache;
+  std::atomic<int> builds{0};
+  (void)cache.Get(1, [&] { return Make(&builds, "first"); });  // let go at once
+  absl::StatusOr<std::shared_ptr<const std::string>> other =
+      cache.Get(2, [&] { return Make(&builds, "other"); });
+  ASSERT_TRUE(other.ok());
+  std::promise<void> started, release;
+  std::thread slow([&] {
+    (void)cache.Get(1, [&] {
+      started.set_value();
+      release.get_future().wait();
+      return absl::StatusOr<std::shared_ptr<const std::string>>(
+          std::make_shared<const std::string>("again"));
+    });
+  });
+  started.get_future().wait();
+  const std::vector<std::shared_ptr<const std::string>> live =
+      cache.Live([](int) { return true; });
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(*live[0], "other");
   release.set_value();
   slow.join();
 }
