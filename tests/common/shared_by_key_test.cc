@@ -24,6 +24,36 @@ absl::StatusOr<std::shared_ptr<const std::string>> Make(std::atomic<int>* builds
   return std::make_shared<const std::string>(value);
 }
 
+// A build of `key` on a thread of its own that runs until Finish: the constructor returns once
+// the build has started (its key's build lock held).
+class SlowBuild {
+ public:
+  SlowBuild(Cache* cache, int key, const std::string& value) {
+    std::promise<void> started;
+    thread_ = std::thread([this, cache, key, value, &started] {
+      (void)cache->Get(key, [&] {
+        started.set_value();
+        release_.get_future().wait();
+        return absl::StatusOr<std::shared_ptr<const std::string>>(
+            std::make_shared<const std::string>(value));
+      });
+    });
+    started.get_future().wait();
+  }
+  // Also on the way out of a test that failed before Finish (a joinable thread would abort).
+  ~SlowBuild() {
+    if (thread_.joinable()) Finish();
+  }
+  void Finish() {
+    release_.set_value();
+    thread_.join();
+  }
+
+ private:
+  std::promise<void> release_;
+  std::thread thread_;
+};
+
 TEST(SharedByKeyTest, OneValuePerKeyWhileHeldThenBuiltAgain) {
   Cache cache;
   std::atomic<int> builds{0};
@@ -100,16 +130,7 @@ TEST(SharedByKeyTest, CallersOfOneKeyShareOneBuild) {
 
 TEST(SharedByKeyTest, ASlowBuildDoesNotHoldUpOtherKeys) {
   Cache cache;
-  std::promise<void> started, release;
-  std::thread slow([&] {
-    (void)cache.Get(1, [&] {
-      started.set_value();
-      release.get_future().wait();
-      return absl::StatusOr<std::shared_ptr<const std::string>>(
-          std::make_shared<const std::string>("slow"));
-    });
-  });
-  started.get_future().wait();
+  SlowBuild slow(&cache, 1, "slow");
   // Key 1's build is in progress (its key lock held): key 2 is built and read meanwhile.
   std::atomic<int> builds{0};
   absl::StatusOr<std::shared_ptr<const std::string>> fast =
@@ -119,8 +140,7 @@ TEST(SharedByKeyTest, ASlowBuildDoesNotHoldUpOtherKeys) {
   EXPECT_EQ(cache.Live([](int key) { return key == 2; }).size(), 1u);
   // Live over the key being built returns at once: it has no live value yet.
   EXPECT_TRUE(cache.Live([](int key) { return key == 1; }).empty());
-  release.set_value();
-  slow.join();
+  slow.Finish();
 }
 
 TEST(SharedByKeyTest, LiveDoesNotWaitForARebuild) {
@@ -132,22 +152,12 @@ TEST(SharedByKeyTest, LiveDoesNotWaitForARebuild) {
   absl::StatusOr<std::shared_ptr<const std::string>> other =
       cache.Get(2, [&] { return Make(&builds, "other"); });
   ASSERT_TRUE(other.ok());
-  std::promise<void> started, release;
-  std::thread slow([&] {
-    (void)cache.Get(1, [&] {
-      started.set_value();
-      release.get_future().wait();
-      return absl::StatusOr<std::shared_ptr<const std::string>>(
-          std::make_shared<const std::string>("again"));
-    });
-  });
-  started.get_future().wait();
+  SlowBuild slow(&cache, 1, "again");
   const std::vector<std::shared_ptr<const std::string>> live =
       cache.Live([](int) { return true; });
   ASSERT_EQ(live.size(), 1u);
   EXPECT_EQ(*live[0], "other");
-  release.set_value();
-  slow.join();
+  slow.Finish();
 }
 
 }  // namespace
