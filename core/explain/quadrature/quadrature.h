@@ -273,7 +273,7 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
 // (QuadraturePairUnitsPerRow), each cut into segments of its trees when there are fewer such
 // tasks than threads (QuadraturePairSegmentsPerTask); with the tree program and few rows, over
-// ranges of each matrix's rows. Double arithmetic; deterministic: each output entry is summed in
+// ranges of each matrix's rows (QuadratureTreeMatrixSplits). Double arithmetic; deterministic: each output entry is summed in
 // a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
 // interactions by the pair program's groups), whatever the other rows of the batch and the number
 // of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
@@ -291,6 +291,14 @@ int QuadraturePairUnitsPerRow(const QuadratureModel& model);
 // threads (or the rows' per-pair sums would exceed 64 MB), then the fewest that minimise the
 // rounds of segments per task (each segment charged 1% of a task for its merge and traffic).
 int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, int threads);
+
+// Where the tree program explains every path's interaction values: the ranges of matrix rows
+// ExplainQuadratureCpu cuts each block of kQuadratureTreeLanes rows into on `threads` threads
+// (QuadratureTreeMatrixRowRanges), 1 unless there are fewer than twice as many blocks as threads.
+// Each range repeats its block's SHAP pass (a step per edge) and takes its rows' conditioned
+// passes (two recursions per step): the fewest ranges whose rounds of tasks times a task's steps
+// come within 5% of the least. Deterministic (counts, not timings).
+int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads);
 
 // ---------------------------------------------------------------------------------------------
 // GPU strategy.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -93,8 +94,9 @@ std::string QuadratureModel::Describe() const {
   const std::string trees_text =
       tree_program == nullptr
           ? std::string("none")
-          : absl::StrFormat("%d trees, %d edges, %.1f MB", tree_program->trees.size(),
-                            tree_program->edges.size(), tree_program->Bytes() / 1e6);
+          : absl::StrFormat("%d trees, %d edges, %d conditioned steps, %.1f MB",
+                            tree_program->trees.size(), tree_program->edges.size(),
+                            tree_program->steps.size(), tree_program->Bytes() / 1e6);
   const std::string pairs_text =
       pair_program == nullptr
           ? std::string("none")
@@ -316,6 +318,27 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
   return segments;
 }
 
+int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads) {
+  const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
+  threads = std::max(threads, 1);
+  if (blocks <= 0 || blocks >= 2 * static_cast<int64_t>(threads)) return 1;
+  const double shap_steps = static_cast<double>(program.edges.size());
+  const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
+  const int most = static_cast<int>(std::min<int64_t>(program.num_features + 1, 4 * threads));
+  auto cost = [&](int s) {
+    const int64_t rounds = (blocks * s + threads - 1) / threads;
+    return static_cast<double>(rounds) * (shap_steps + condition_steps / s);
+  };
+  double least = std::numeric_limits<double>::infinity();
+  for (int s = 1; s <= most; ++s) least = std::min(least, cost(s));
+  // The fewest ranges within 5% of the least: each range past the first repeats the SHAP pass,
+  // work that a pool shared with other calls pays for.
+  for (int s = 1; s < most; ++s) {
+    if (cost(s) <= 1.05 * least) return s;
+  }
+  return most;
+}
+
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool) {
@@ -414,7 +437,8 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     return absl::OkStatus();
   }
 
-  // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only.
+  // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only,
+  // accumulated as [output][row][column] (the whole matrices when the range is all of them).
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
     std::unique_ptr<Workspace> workspace = workspaces.Take();
     PathScratch& scratch = workspace->path;
@@ -422,20 +446,23 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     QuadratureTreeScratch& tree_scratch = workspace->tree;
     QuadraturePairScratch& pair_scratch = workspace->pairs;
     std::vector<double>& acc_rows = workspace->acc;
-    const size_t acc_size = static_cast<size_t>(std::min(chunk, end - begin) * width);
+    const int64_t matrix_rows = row_end - row_begin;
+    const int64_t acc_width = interactions ? num_outputs * matrix_rows * f1 : width;
+    const size_t acc_size = static_cast<size_t>(std::min(chunk, end - begin) * acc_width);
     if (acc_rows.size() < acc_size) acc_rows.resize(acc_size);
     for (int64_t first = begin; first < end; first += chunk) {
       const int64_t count = std::min(chunk, end - first);
-      std::fill(acc_rows.begin(), acc_rows.begin() + count * width, 0.0);
+      std::fill(acc_rows.begin(), acc_rows.begin() + count * acc_width, 0.0);
       // Interactions: the pair kernel writes its rows' matrices first (it mirrors each at the
-      // end), then the tree program adds its trees.
+      // end), then the tree program adds its trees. The pair kernel writes whole matrices: its
+      // calls are never split by matrix rows.
       if (interactions && !path_ids.empty()) {
         for (int64_t r = first; r < first + count; ++r) {
           AddQuadraturePairInteractions(*model.pair_program, model, rows.Row(r), range->begin,
                                         range->end,
                                         program != nullptr ? program->served.data() : nullptr, 0,
                                         num_outputs, &pair_scratch,
-                                        acc_rows.data() + (r - first) * width);
+                                        acc_rows.data() + (r - first) * acc_width);
         }
       }
       if (program != nullptr) {
@@ -451,7 +478,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       }
       for (int64_t r = first; r < first + count; ++r) {
         const float* row = rows.Row(r);
-        double* acc = acc_rows.data() + (r - first) * width;
+        double* acc = acc_rows.data() + (r - first) * acc_width;
         if (!interactions) {
           for (uint32_t id : path_ids) {
             const QuadraturePath& path = model.paths[id];
@@ -487,20 +514,19 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
           }
         }
         float* o = out.Row(r);
-        for (int k = 0; k < num_outputs; ++k) {
-          if (interactions) {
-            acc[k * f1 * f1 + num_features * f1 + num_features] = bias[k];
-          } else {
-            acc[k * f1 + num_features] = bias[k];
-          }
-        }
         if (!interactions) {
+          for (int k = 0; k < num_outputs; ++k) acc[k * f1 + num_features] = bias[k];
           for (int64_t c = 0; c < width; ++c) o[c] = static_cast<float>(acc[c]);
           continue;
         }
         for (int k = 0; k < num_outputs; ++k) {
-          for (int64_t c = k * f1 * f1 + row_begin * f1; c < k * f1 * f1 + row_end * f1; ++c) {
-            o[c] = static_cast<float>(acc[c]);
+          double* matrix = acc + k * matrix_rows * f1;  // its rows [row_begin, row_end)
+          if (num_features >= row_begin && num_features < row_end) {
+            matrix[(num_features - row_begin) * f1 + num_features] = bias[k];
+          }
+          float* o_matrix = o + k * f1 * f1 + row_begin * f1;
+          for (int64_t c = 0; c < matrix_rows * f1; ++c) {
+            o_matrix[c] = static_cast<float>(matrix[c]);
           }
         }
       }
@@ -514,9 +540,13 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   // Interactions of fewer blocks than threads: each block's matrix rows are split between
   // threads too (each matrix row is computed whole by one thread, the same bits either way).
   const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  // The ranges hold about equal conditioned work, not equal rows: a few features carry most of
+  // a model's splits, and equal rows left one thread with most of the batch.
   int64_t splits = 1;
-  if (interactions && program != nullptr && path_ids.empty() && units < 2 * threads) {
-    splits = std::min<int64_t>(f1, (2 * threads + units - 1) / units);
+  std::vector<int> bounds;
+  if (interactions && program != nullptr && path_ids.empty()) {
+    splits = QuadratureTreeMatrixSplits(*program, rows.rows, threads);
+    if (splits > 1) QuadratureTreeMatrixRowRanges(*program, static_cast<int>(splits), &bounds);
   }
   ParallelFor(pool, units * splits, 1, [&](int64_t first, int64_t last) {
     if (splits == 1) {
@@ -525,8 +555,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     }
     for (int64_t task = first; task < last; ++task) {
       const int64_t u = task / splits, part = task % splits;
-      work(u * unit, std::min(rows.rows, (u + 1) * unit), static_cast<int>(part * f1 / splits),
-           static_cast<int>((part + 1) * f1 / splits));
+      work(u * unit, std::min(rows.rows, (u + 1) * unit), bounds[part], bounds[part + 1]);
     }
   });
   return absl::OkStatus();

@@ -119,6 +119,13 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     inter_ = {20e-6, inter_row};
     shap_in_blocks_ = model_->tree_program != nullptr;
     inter_in_blocks_ = shap_in_blocks_ && QuadratureTreeServesInteractions(*model_->tree_program);
+    // Whether the tree program takes every path (no per-path kernel): then few rows' matrices are
+    // split by rows between threads (QuadratureTreeMatrixSplits).
+    inter_splits_rows_ = inter_in_blocks_;
+    for (const QuadraturePath& path : model_->paths) {
+      if (!inter_splits_rows_) break;
+      inter_splits_rows_ = model_->tree_program->served[path.tree] != 0;
+    }
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
@@ -129,6 +136,19 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   double EstimateSeconds(int64_t rows, const ExplainOptions& options) const override {
     const StrategyCost& c = options.interactions ? inter_ : shap_;
     double rounds = static_cast<double>((rows + threads_ - 1) / threads_);  // rows in parallel
+    const int splits = options.interactions && inter_splits_rows_
+                           ? QuadratureTreeMatrixSplits(*model_->tree_program, rows, threads_)
+                           : 1;
+    if (splits > 1) {
+      // Blocks x ranges of matrix rows in parallel: each range repeats its block's SHAP pass
+      // (about a row's SHAP cost per lane) and takes 1/splits of the conditioned passes.
+      const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
+      const int64_t task_rounds = (blocks * splits + threads_ - 1) / threads_;
+      const double lane = shap_.per_row_seconds +
+                          std::max(0.0, c.per_row_seconds - shap_.per_row_seconds) / splits;
+      const double memory = inter_memory_ * rows / std::min(threads_, 4);
+      return c.fixed_seconds + lane * kQuadratureTreeLanes * task_rounds + memory;
+    }
     if (options.interactions ? inter_in_blocks_ : shap_in_blocks_) {
       // The tree kernel's blocks: a thread pays for whole blocks of SIMD lanes.
       rounds = std::ceil(rounds / kQuadratureTreeLanes) * kQuadratureTreeLanes;
@@ -174,6 +194,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   int threads_ = 1;
   StrategyCost shap_, inter_;  // compute part (per row and core)
   bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel
+  bool inter_splits_rows_ = false;  // the tree kernel takes every path's interactions
   int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };

@@ -98,6 +98,9 @@ struct QuadratureTreeProgram {
   std::vector<QuadratureTreeCondition> conditions;  // per tree, ascending feature
   std::vector<QuadratureTreeStep> steps;
   std::vector<uint8_t> served;  // [forest tree]: 1 when the tree is in `trees`
+  // [feature]: the steps of every tree's conditioned passes on it, the interaction work of its
+  // matrix row (features are far from equal: a model's trees split on a few far more often).
+  std::vector<int64_t> condition_steps;
   int num_features = 0;
   int num_outputs = 1;
   int max_depth = 0;
@@ -130,6 +133,13 @@ int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program, bool inter
 // num_outputs * (F + 1)^2 doubles per SIMD lane, must stay within a few tens of MB.
 bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program);
 
+// Cuts the interaction matrix's rows [0, F + 1) into `parts` ranges of about equal conditioned
+// work (condition_steps) plus an equal share of rows, for callers that split a batch's matrix
+// rows between threads: bounds[0] = 0 < bounds[1] < ... < bounds[parts] = F + 1 (parts is
+// clamped to [1, F + 1]; bounds gets parts + 1 entries). Deterministic.
+void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& program, int parts,
+                                   std::vector<int>* bounds);
+
 // Adds the SHAP values of the served trees whose boosting round is in [iteration_begin,
 // iteration_end) for the rows of `rows` (at most QuadratureTreeChunkRows rows) to `acc`, row-major
 // rows.rows x num_outputs * (F + 1) doubles (bias columns untouched). `category_bits` is the
@@ -140,14 +150,16 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t*
                            RowsView rows, int iteration_begin, int iteration_end,
                            QuadratureTreeScratch* scratch, double* acc);
 
-// The same for SHAP interaction values (requires QuadratureTreeServesInteractions): `acc` is
-// rows.rows x num_outputs * (F + 1)^2, row-major (bias entries untouched). Per tree and feature i
+// The same for SHAP interaction values (requires QuadratureTreeServesInteractions), for the
+// matrix rows i in [row_begin, row_end) of each output's (F + 1) x (F + 1) matrix: `acc` is
+// rows.rows x num_outputs x (row_end - row_begin) x (F + 1) doubles, row-major, those rows only
+// (the whole matrices for [0, F + 1); bias entries untouched). Per tree and feature i
 // it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two recursions
 // (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i - sum_{j != i} M[i][j] of
-// the tree: the reference's definition, tree by tree (it is linear in the trees). Only the
-// matrix rows i in [row_begin, row_end) of each output block are added (the others are left
-// alone): each is computed whole by its own passes, so callers may split a batch's rows of the
-// matrix between threads, and M[i][j] is the same bits whatever the split.
+// the tree: the reference's definition, tree by tree (it is linear in the trees). Each matrix
+// row is computed whole by its own passes, so callers may split a batch's rows of the matrix
+// between threads (each zeroes, fills and reads only its share of memory), and M[i][j] is the
+// same bits whatever the split.
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
                                    const uint32_t* category_bits, RowsView rows,
                                    int iteration_begin, int iteration_end, int row_begin,

@@ -207,8 +207,9 @@ template <int Q>
 GROVE_ALWAYS_INLINE void ConditionedPass(const QuadratureTreeProgram& p,
                                          const QuadratureTreeInfo& tree, const Lanes* decisions,
                                          const PairStack& s, const QuadratureTreeStep* steps,
-                                         uint32_t num_steps, int condition, Lanes* acc,
-                                         int64_t acc_stride, int64_t f1) {
+                                         uint32_t num_steps, int condition,
+                                         int64_t condition_base, Lanes* acc,
+                                         int64_t acc_stride) {
   const int q = Q > 0 ? Q : tree.q;
   const int64_t stride = 1 + 4 * static_cast<int64_t>(q);
   const Lanes one = Splat(1.0), zero = Splat(0.0);
@@ -223,7 +224,7 @@ GROVE_ALWAYS_INLINE void ConditionedPass(const QuadratureTreeProgram& p,
         CaseOf(e, constants + (steps[n].edge - tree.edge_begin) * stride, q, sp.o, decisions);
     const int d = e.depth;
     const int64_t up = static_cast<int64_t>(d - 1) * q;
-    const int64_t column = (e.column - e.feature) * f1 + condition * f1 + e.feature;
+    const int64_t column = condition_base + e.column;
     const bool fixed = e.feature == condition;
     if (e.leaf) {
       if (fixed) {
@@ -281,13 +282,14 @@ GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const Quadratu
   Decide(p, tree, columns, category_bits, decisions);
   Pass<Q>(p, tree, decisions, s.present, shap, acc_stride);
   if (interactions == nullptr) return;
-  const int64_t f1 = p.num_features + 1;
+  // The accumulators of [feature_begin, feature_end) only, as [condition][output][feature].
+  const int64_t row_width = static_cast<int64_t>(p.num_outputs) * (p.num_features + 1);
   for (uint32_t c = tree.condition_begin; c < tree.condition_end; ++c) {
     const QuadratureTreeCondition& condition = p.conditions[c];
     if (condition.feature < feature_begin || condition.feature >= feature_end) continue;
     ConditionedPass<Q>(p, tree, decisions, s, p.steps.data() + condition.step_begin,
                        condition.step_end - condition.step_begin, condition.feature,
-                       interactions, acc_stride, f1);
+                       (condition.feature - feature_begin) * row_width, interactions, acc_stride);
   }
 }
 
@@ -322,7 +324,8 @@ int64_t QuadratureTreeProgram::Bytes() const {
                               splits.size() * sizeof(QuadratureTreeSplit) +
                               constants.size() * sizeof(double) +
                               conditions.size() * sizeof(QuadratureTreeCondition) +
-                              steps.size() * sizeof(QuadratureTreeStep) + served.size());
+                              steps.size() * sizeof(QuadratureTreeStep) + served.size() +
+                              condition_steps.size() * sizeof(int64_t));
 }
 
 QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
@@ -331,6 +334,7 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
   program->num_features = forest.num_features;
   program->num_outputs = forest.num_outputs;
   program->served.assign(forest.trees.size(), 0);
+  program->condition_steps.assign(std::max(forest.num_features, 0), 0);
   std::map<int, GaussLegendreRule> rules;
   const int64_t f1 = forest.num_features + 1;
   const bool interactions = InteractionsFit(forest.num_features, forest.num_outputs);
@@ -497,6 +501,7 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
       }
       condition.step_end = static_cast<uint32_t>(program->steps.size());
       program->conditions.push_back(condition);
+      program->condition_steps[feature] += static_cast<int64_t>(kept.size());
     }
     info.condition_end = static_cast<uint32_t>(program->conditions.size());
     info.split_end = static_cast<uint32_t>(program->splits.size());
@@ -549,7 +554,16 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
   // Accumulators as [column][block] lanes.
   Lanes* shap = LanesOf(&scratch->accumulators, shap_width * blocks);
   std::fill(shap, shap + shap_width * blocks, Splat(0.0));
-  const int64_t inter_width = interactions ? Width(p, true) : 0;
+  // Interactions: only the matrix rows [row_begin, row_end) of each output, so that a caller
+  // that splits them between threads has each zero, fill and read its share alone. The
+  // accumulators hold the rows that are features, as [row][output][feature] (a conditioned
+  // pass's columns are then its row's offset plus the edge's SHAP column); `acc` takes a row's
+  // [output][row][column].
+  const int64_t matrix_rows = interactions ? row_end - row_begin : 0;
+  const int64_t feature_rows =
+      interactions ? std::max<int64_t>(0, std::min<int64_t>(row_end, p.num_features) - row_begin)
+                   : 0;
+  const int64_t inter_width = feature_rows * shap_width;
   Lanes* inter = nullptr;
   if (interactions) {
     inter = LanesOf(&scratch->interaction_accumulators, inter_width * blocks);
@@ -580,18 +594,19 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       for (int64_t c = 0; c < shap_width; ++c) out[c] += shap[c * blocks + b][l];
       continue;
     }
-    double* out = acc + r * inter_width;
+    double* out = acc + r * p.num_outputs * matrix_rows * f1;
     for (int k = 0; k < p.num_outputs; ++k) {
-      const int64_t block = k * f1 * f1;
-      for (int64_t i = row_begin; i < std::min<int64_t>(row_end, p.num_features); ++i) {
+      for (int64_t i = row_begin; i < row_begin + feature_rows; ++i) {
+        double* out_row = out + (k * matrix_rows + i - row_begin) * f1;
+        const Lanes* m_row = inter + ((i - row_begin) * shap_width + k * f1) * blocks + b;
         double off_diagonal = 0;
         for (int64_t j = 0; j < f1; ++j) {
           if (j == i) continue;
-          const double m = inter[(block + i * f1 + j) * blocks + b][l];
+          const double m = m_row[j * blocks][l];
           off_diagonal += m;
-          out[block + i * f1 + j] += m;
+          out_row[j] += m;
         }
-        out[block + i * f1 + i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
+        out_row[i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
       }
     }
   }
@@ -603,6 +618,36 @@ int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program, bool inter
   const int64_t block_bytes =
       (Width(program, false) + (interactions ? Width(program, true) : 0)) * sizeof(Lanes);
   return kLanes * std::clamp<int64_t>(kAccumulatorBudget / block_bytes, 1, kBlocksPerChunk);
+}
+
+void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& p, int parts,
+                                   std::vector<int>* bounds) {
+  const int rows = p.num_features + 1;
+  parts = std::clamp(parts, 1, rows);
+  // A row's cost: its conditioned steps, plus a share of the whole so that rows without any
+  // (and the bias row) still spread rather than all land in one part.
+  int64_t steps = 0;
+  for (int64_t c : p.condition_steps) steps += c;
+  const double per_row = std::max(1.0, static_cast<double>(steps) / rows);
+  auto cost = [&](int i) {
+    return per_row + (i < static_cast<int>(p.condition_steps.size())
+                          ? static_cast<double>(p.condition_steps[i])
+                          : 0.0);
+  };
+  double total = 0;
+  for (int i = 0; i < rows; ++i) total += cost(i);
+  bounds->assign(parts + 1, rows);
+  (*bounds)[0] = 0;
+  double sum = 0;
+  int i = 0;
+  for (int k = 1; k < parts; ++k) {
+    const double target = total * k / parts;
+    // At least one row per part, and enough rows left for the parts after this one.
+    int end = std::max(i + 1, (*bounds)[k - 1] + 1);
+    for (; i < end; ++i) sum += cost(i);
+    while (i < rows - (parts - k) && sum + 0.5 * cost(i) < target) sum += cost(i++);
+    (*bounds)[k] = i;
+  }
 }
 
 bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {

@@ -606,6 +606,76 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
   }
 }
 
+// Few rows on many threads split each block's matrix rows into ranges of about equal conditioned
+// work: every step of the program belongs to its feature's count; the ranges cover the matrix
+// rows in order, each non-empty; a feature that carries most of the work gets a range of its own;
+// and the split count follows the blocks and threads.
+TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
+  RandomForestOptions options;
+  options.max_depth = 6;
+  options.num_trees = 40;
+  options.num_features = 30;
+  options.seed = 5;
+  ForestPtr f = MakeRandomForest(options);
+  ASSERT_NE(f, nullptr);
+  QuadratureTreeProgramPtr built = BuildQuadratureTreeProgram(*f);
+  ASSERT_NE(built, nullptr);
+  ASSERT_TRUE(QuadratureTreeServesInteractions(*built));
+  ASSERT_EQ(built->condition_steps.size(), 30u);
+  int64_t steps = 0;
+  for (int64_t c : built->condition_steps) steps += c;
+  EXPECT_EQ(steps, static_cast<int64_t>(built->steps.size()));
+
+  auto check = [](const QuadratureTreeProgram& p, int parts, int want_parts) {
+    std::vector<int> bounds;
+    QuadratureTreeMatrixRowRanges(p, parts, &bounds);
+    ASSERT_EQ(bounds.size(), static_cast<size_t>(want_parts + 1)) << parts << " parts";
+    EXPECT_EQ(bounds.front(), 0);
+    EXPECT_EQ(bounds.back(), p.num_features + 1);
+    for (int k = 0; k < want_parts; ++k) EXPECT_LT(bounds[k], bounds[k + 1]) << k;
+  };
+  for (int parts : {1, 2, 3, 7, 16, 31}) check(*built, parts, parts);
+  check(*built, 100, 31);  // at most one part per matrix row
+  check(*built, 0, 1);
+
+  // Feature 12 carries nine tenths of the work: it is a range alone, and the rows on either side
+  // share the other parts.
+  QuadratureTreeProgram skewed = *built;
+  std::fill(skewed.condition_steps.begin(), skewed.condition_steps.end(), 10);
+  skewed.condition_steps[12] = 9 * 10 * 29;
+  std::vector<int> bounds;
+  QuadratureTreeMatrixRowRanges(skewed, 4, &bounds);
+  ASSERT_EQ(bounds.size(), 5u);
+  EXPECT_NE(std::find(bounds.begin(), bounds.end(), 12), bounds.end());
+  EXPECT_NE(std::find(bounds.begin(), bounds.end(), 13), bounds.end());
+  // Equal work: equal rows.
+  std::fill(skewed.condition_steps.begin(), skewed.condition_steps.end(), 10);
+  QuadratureTreeMatrixRowRanges(skewed, 31, &bounds);
+  for (int k = 0; k <= 31; ++k) EXPECT_EQ(bounds[k], k);
+
+  // Splits: only with fewer than twice as many blocks of kQuadratureTreeLanes rows as threads;
+  // then as many as pay for the SHAP pass each range repeats, at most one per matrix row.
+  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 32 * kQuadratureTreeLanes, 16), 1);
+  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 10, 1), 1);
+  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 1, 1), 1);
+  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 0, 16), 1);
+  QuadratureTreeProgram conditioned = *built;  // conditioned passes far above the SHAP pass
+  conditioned.edges.resize(1);
+  conditioned.steps.resize(1 << 20);
+  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 16);  // one round of 16 threads
+  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 10, 16), 8);  // two blocks
+  conditioned.num_features = 3;
+  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 4);
+  QuadratureTreeProgram shap_bound = *built;  // the SHAP pass far above the conditioned ones
+  shap_bound.edges.resize(1 << 20);
+  shap_bound.steps.resize(1);
+  EXPECT_EQ(QuadratureTreeMatrixSplits(shap_bound, 1, 16), 1);
+  // In between, a split count that lowers the modelled cost below one range's.
+  const int s = QuadratureTreeMatrixSplits(*built, 1, 16);
+  EXPECT_GE(s, 1);
+  EXPECT_LE(s, 31);
+}
+
 // One caterpillar tree of `depth` distinct features: at every level one child is a leaf and the
 // other continues the spine with 1e-6 of the parent's cover (extreme skew). The deepest leaf has
 // value `deep_value`; base_margin = -deep_value, so rows that follow the whole spine have margin 0
