@@ -294,10 +294,13 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
 
 // Where the tree program explains every path's interaction values: the ranges of matrix rows
 // ExplainQuadratureCpu cuts each block of kQuadratureTreeLanes rows into on `threads` threads
-// (QuadratureTreeMatrixRowRanges), 1 unless there are fewer than twice as many blocks as threads.
-// Each range repeats its block's SHAP pass (a step per edge) and takes its rows' conditioned
-// passes (two recursions per step): the fewest ranges whose rounds of tasks times a task's steps
-// come within 5% of the least. Deterministic (counts, not timings).
+// (QuadratureTreeMatrixRowRanges). Each range repeats its block's SHAP pass (a step per edge) and
+// takes its rows' conditioned passes (two recursions per step), whose scattered adds stay in cache
+// when its accumulators do: at least as many ranges as keep a range's accumulators within
+// kQuadratureShareBytes, and with fewer than twice as many blocks as threads, at least the fewest
+// whose rounds of tasks times a task's steps come within 5% of the least. Deterministic (counts,
+// not timings).
+inline constexpr int64_t kQuadratureShareBytes = int64_t{4} << 20;
 int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads);
 
 // ---------------------------------------------------------------------------------------------

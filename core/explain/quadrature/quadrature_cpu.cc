@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -320,23 +320,35 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
 
 int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads) {
   const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
+  if (blocks <= 0) return 1;
   threads = std::max(threads, 1);
-  if (blocks <= 0 || blocks >= 2 * static_cast<int64_t>(threads)) return 1;
+  const int64_t f1 = program.num_features + 1;
+  // Cache: a share's interaction accumulators (its features' rows x every output's columns, a SIMD
+  // vector each) within kQuadratureShareBytes; the conditioned passes scatter into them.
+  const int64_t block_bytes = static_cast<int64_t>(program.num_features) * program.num_outputs *
+                              f1 * kQuadratureTreeLanes * static_cast<int64_t>(sizeof(double));
+  const int fit = static_cast<int>(std::clamp<int64_t>(
+      (block_bytes + kQuadratureShareBytes - 1) / kQuadratureShareBytes, 1, f1));
+  if (blocks >= 2 * static_cast<int64_t>(threads)) return fit;
+  // Threads: the fewest shares whose rounds x steps come within 5% of the least; each share past
+  // the first repeats the SHAP pass, work that a pool shared with other calls pays for.
   const double shap_steps = static_cast<double>(program.edges.size());
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
-  const int most = static_cast<int>(std::min<int64_t>(program.num_features + 1, 4 * threads));
+  const int most = static_cast<int>(std::min<int64_t>(f1, 4 * threads));
   auto cost = [&](int s) {
     const int64_t rounds = (blocks * s + threads - 1) / threads;
     return static_cast<double>(rounds) * (shap_steps + condition_steps / s);
   };
   double least = std::numeric_limits<double>::infinity();
   for (int s = 1; s <= most; ++s) least = std::min(least, cost(s));
-  // The fewest ranges within 5% of the least: each range past the first repeats the SHAP pass,
-  // work that a pool shared with other calls pays for.
+  int for_threads = most;
   for (int s = 1; s < most; ++s) {
-    if (cost(s) <= 1.05 * least) return s;
+    if (cost(s) <= 1.05 * least) {
+      for_threads = s;
+      break;
+    }
   }
-  return most;
+  return std::max(for_threads, fit);
 }
 
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,

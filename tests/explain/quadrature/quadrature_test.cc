@@ -653,8 +653,8 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   QuadratureTreeMatrixRowRanges(skewed, 31, &bounds);
   for (int k = 0; k <= 31; ++k) EXPECT_EQ(bounds[k], k);
 
-  // Splits: only with fewer than twice as many blocks of kQuadratureTreeLanes rows as threads;
-  // then as many as pay for the SHAP pass each range repeats, at most one per matrix row.
+  // Splits for threads: only with fewer than twice as many blocks of kQuadratureTreeLanes rows
+  // as threads; then as many as pay for the SHAP pass each range repeats, at most one per row.
   EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 32 * kQuadratureTreeLanes, 16), 1);
   EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 10, 1), 1);
   EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 1, 1), 1);
@@ -670,6 +670,15 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   shap_bound.edges.resize(1 << 20);
   shap_bound.steps.resize(1);
   EXPECT_EQ(QuadratureTreeMatrixSplits(shap_bound, 1, 16), 1);
+  // Cache: a block's accumulators of 500 features (16 MB) in ranges of at most
+  // kQuadratureShareBytes, with many blocks too; 100 outputs of 32 features (6.8 MB) in two.
+  QuadratureTreeProgram wide = *built;
+  wide.num_features = 500;
+  EXPECT_EQ(QuadratureTreeMatrixSplits(wide, 32 * kQuadratureTreeLanes, 16), 4);
+  EXPECT_EQ(QuadratureTreeMatrixSplits(wide, kQuadratureTreeLanes, 1), 4);
+  wide.num_features = 32;
+  wide.num_outputs = 100;
+  EXPECT_EQ(QuadratureTreeMatrixSplits(wide, 32 * kQuadratureTreeLanes, 16), 2);
   // In between, a split count that lowers the modelled cost below one range's.
   const int s = QuadratureTreeMatrixSplits(*built, 1, 16);
   EXPECT_GE(s, 1);
