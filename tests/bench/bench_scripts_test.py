@@ -6,7 +6,11 @@
     (features, outputs, categorical splits or none, and the tree count of the many-tree models);
   * bench/nvforest_compare.sh drives both benches per model and bench/common/compare_table.py turns
     their outputs into the side-by-side table: checked with stand-ins for nvForest's bench and
-    grove_predict_bench that print known times and link rates, so every ratio in the table is known.
+    grove_predict_bench that print known times and link rates, so every ratio in the table is known;
+  * bench/cpu_compare.sh runs Grove's CPU benches and each anchor per model and
+    bench/common/cpu_compare_table.py tabulates them: checked with stand-ins for Grove's benches and
+    the anchors' bench (XGBoost answers; oneDAL and nvForest are absent, LightGBM does not apply),
+    so every cell and ratio is known.
 
 Exit 77 (skipped) when xgboost or lightgbm is not installed.
 """
@@ -122,6 +126,75 @@ def check_compare(tmp):
     print("nvforest_compare.sh and compare_table.py: table as expected")
 
 
+def check_cpu_compare(tmp):
+    work = os.path.join(tmp, "cpu")
+    anchors = os.path.join(work, "anchors")  # no xgboost-cpu wheel, no nvforest/
+    wheels = os.path.join(work, "wheels")  # no LightGBM wheel, no oneDAL site
+    os.makedirs(anchors)
+    os.makedirs(wheels)
+    runner = os.path.join(work, "run")
+    with open(runner, "w") as f:
+        f.write(textwrap.dedent("""\
+            #!/usr/bin/env bash
+            # stand-in for a bundle's run: Grove's CPU prediction and SHAP benches
+            case $1 in
+              grove_predict_bench)
+                echo "model | batch | strategy | e2e_ms | e2e_Mrows_s"
+                echo "m | 1K | cpu | 0.5000 | 2.000"
+                echo "m | 1K | cpu_reference | 5.0000 | 0.200" ;;
+              grove_model_bench)
+                echo "cpu explain (shap, quadrature_cpu) | 2 threads | 10 rows per call | 9 calls | median 0.0010 s | 10000.0 rows/s"
+                echo "cpu explain (interactions, quadrature_cpu) | 2 threads | 2 rows per call | 9 calls | median 0.0040 s | 500.0 rows/s" ;;
+              *) exit 3 ;;
+            esac
+            """))
+    # Python for the anchors: the anchors' bench is a stand-in (XGBoost at known rates); daal4py is
+    # never importable; everything else (the table, version queries) is the real interpreter.
+    python = os.path.join(work, "python")
+    with open(python, "w") as f:
+        f.write(textwrap.dedent(f"""\
+            #!/usr/bin/env bash
+            case "$*" in *"import daal4py"*) exit 1 ;; esac
+            case "$1" in
+              *cpu_anchor_bench.py)
+                [ "$2" = xgboost ] || exit 3
+                echo "# xgboost 9.9.9 (stand-in)"
+                echo "| m | xgboost | predict | 1000 | 1.0000 | 1000000.0 |"
+                echo "| m | xgboost | shap | 10 | 10.0000 | 1000.0 |"
+                echo "| m | xgboost | interactions | 2 | 20.0000 | 100.0 |" ;;
+              *) exec {sys.executable} "$@" ;;
+            esac
+            """))
+    for path in (runner, python):
+        os.chmod(path, 0o755)
+    model = os.path.join(work, "m.ubj")
+    rows = os.path.join(work, "m.csv")
+    open(model, "w").close()
+    with open(rows, "w") as f:
+        f.write("1,2\n")
+    out = os.path.join(work, "out")
+    env = dict(os.environ, TMPDIR=work, PYTHON=python, GROVE_WHEELS=wheels,
+               GROVE_COMPARE_SHAP_ROWS="10", GROVE_COMPARE_INTERACTION_ROWS="2",
+               GROVE_COMPARE_TIMEOUT="60")
+    r = subprocess.run(["bash", os.path.join(ROOT, "bench/cpu_compare.sh"), runner, anchors, out, "2",
+                        "1000", f"{model}:{rows}"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    rows_of = lambda prefix: [[c.strip() for c in l.strip().strip("|").split("|")]
+                              for l in r.stdout.splitlines() if l.startswith(prefix)]
+    predict = rows_of("| m | 1,000 |")
+    # Grove 1,000 rows in 0.5 ms (2M rows/s), the reference walk 200K; XGBoost 1M rows/s: 2.00x.
+    assert predict == [["m", "1,000", "2M", "200K", "1M", "not run", "n/a", "not run",
+                        "2.00x (XGBoost)"]], r.stdout
+    shap = rows_of("| m | values |") + rows_of("| m | interactions |")
+    assert shap == [["m", "values", "10", "10K", "1K", "n/a", "not run", "10.00x (XGBoost)"],
+                    ["m", "interactions", "2", "500", "100", "n/a", "not run", "5.00x (XGBoost)"]], \
+        r.stdout
+    assert "m / nvforest: not run: no " in r.stdout, r.stdout
+    assert "m / onedal: not run: no daal4py" in r.stdout, r.stdout
+    assert os.path.exists(os.path.join(out, "table.md"))
+    print("cpu_compare.sh and cpu_compare_table.py: table as expected")
+
+
 def main():
     try:
         import lightgbm  # noqa: F401
@@ -131,6 +204,7 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         check_compare(tmp)
+        check_cpu_compare(tmp)
         check_models(tmp)
     print("1 passed, 0 failed")
     return 0

@@ -272,9 +272,9 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows, and for interaction values
 // over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
 // (QuadraturePairUnitsPerRow), each cut into segments of its trees when there are fewer such
-// tasks than threads (QuadraturePairSegmentsPerTask); with the tree program and few rows, over
-// ranges of each matrix's rows (QuadratureTreeMatrixSplits). Double arithmetic; deterministic: each output entry is summed in
-// a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
+// tasks than threads (QuadraturePairSegmentsPerTask); with the tree program, over ranges of each
+// block's matrix rows (QuadratureTreeMatrixSplits: ranges that stay in cache, and more with few
+// rows). Double arithmetic; deterministic: each output entry is summed in a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
 // interactions by the pair program's groups), whatever the other rows of the batch and the number
 // of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,

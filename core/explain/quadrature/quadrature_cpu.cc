@@ -323,21 +323,25 @@ int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t row
   if (blocks <= 0) return 1;
   threads = std::max(threads, 1);
   const int64_t f1 = program.num_features + 1;
+  const int64_t most_ranges = std::max(program.num_features, 1);  // the bias row has none alone
   // Cache: a share's interaction accumulators (its features' rows x every output's columns, a SIMD
-  // vector each) within kQuadratureShareBytes; the conditioned passes scatter into them.
+  // vector each) within about kQuadratureShareBytes (ranges are cut by work, not rows, so they
+  // vary); the conditioned passes scatter into them.
   const int64_t block_bytes = static_cast<int64_t>(program.num_features) * program.num_outputs *
                               f1 * kQuadratureTreeLanes * static_cast<int64_t>(sizeof(double));
   const int fit = static_cast<int>(std::clamp<int64_t>(
-      (block_bytes + kQuadratureShareBytes - 1) / kQuadratureShareBytes, 1, f1));
+      (block_bytes + kQuadratureShareBytes - 1) / kQuadratureShareBytes, 1, most_ranges));
   if (blocks >= 2 * static_cast<int64_t>(threads)) return fit;
   // Threads: the fewest shares whose rounds x steps come within 5% of the least; each share past
-  // the first repeats the SHAP pass, work that a pool shared with other calls pays for.
+  // the first repeats the SHAP pass, work that a pool shared with other calls pays for, and no
+  // share holds less than its busiest feature's conditioned passes (a matrix row is not cut).
   const double shap_steps = static_cast<double>(program.edges.size());
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
-  const int most = static_cast<int>(std::min<int64_t>(f1, 4 * threads));
+  const double busiest = 2.0 * static_cast<double>(program.max_condition_steps);
+  const int most = static_cast<int>(std::min<int64_t>(most_ranges, 4 * threads));
   auto cost = [&](int s) {
     const int64_t rounds = (blocks * s + threads - 1) / threads;
-    return static_cast<double>(rounds) * (shap_steps + condition_steps / s);
+    return static_cast<double>(rounds) * (shap_steps + std::max(condition_steps / s, busiest));
   };
   double least = std::numeric_limits<double>::infinity();
   for (int s = 1; s <= most; ++s) least = std::min(least, cost(s));
@@ -549,16 +553,20 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
   const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
   const int64_t units = (rows.rows + unit - 1) / unit;
-  // Interactions of fewer blocks than threads: each block's matrix rows are split between
-  // threads too (each matrix row is computed whole by one thread, the same bits either way).
+  // Interactions by the tree program: each block's matrix rows in ranges, each its own task
+  // (QuadratureTreeMatrixSplits: ranges whose accumulators stay in cache, and with fewer blocks
+  // than threads, ranges for the threads). Each matrix row is computed whole by one task: the
+  // same bits either way. The ranges hold about equal conditioned work, not equal rows: a few
+  // features carry most of a model's splits.
   const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
-  // The ranges hold about equal conditioned work, not equal rows: a few features carry most of
-  // a model's splits, and equal rows left one thread with most of the batch.
   int64_t splits = 1;
   std::vector<int> bounds;
   if (interactions && program != nullptr && path_ids.empty()) {
     splits = QuadratureTreeMatrixSplits(*program, rows.rows, threads);
-    if (splits > 1) QuadratureTreeMatrixRowRanges(*program, static_cast<int>(splits), &bounds);
+    if (splits > 1) {
+      QuadratureTreeMatrixRowRanges(*program, static_cast<int>(splits), &bounds);
+      splits = static_cast<int64_t>(bounds.size()) - 1;
+    }
   }
   ParallelFor(pool, units * splits, 1, [&](int64_t first, int64_t last) {
     if (splits == 1) {

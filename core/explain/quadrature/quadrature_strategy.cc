@@ -119,8 +119,9 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     inter_ = {20e-6, inter_row};
     shap_in_blocks_ = model_->tree_program != nullptr;
     inter_in_blocks_ = shap_in_blocks_ && QuadratureTreeServesInteractions(*model_->tree_program);
-    // Whether the tree program takes every path (no per-path kernel): then few rows' matrices are
-    // split by rows between threads (QuadratureTreeMatrixSplits).
+    // Whether the tree program takes every path (no per-path kernel): then blocks' matrices are
+    // split into ranges of rows (QuadratureTreeMatrixSplits), for the cache and, with few rows,
+    // for the threads.
     inter_splits_rows_ = inter_in_blocks_;
     for (const QuadraturePath& path : model_->paths) {
       if (!inter_splits_rows_) break;
@@ -131,6 +132,10 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     inter_calibration_splits_ =
         inter_splits_rows_ ? QuadratureTreeMatrixSplits(*model_->tree_program, kQuadratureTreeLanes, 1)
                            : 1;
+    if (inter_splits_rows_ && !model_->tree_program->steps.empty()) {
+      busiest_ = static_cast<double>(model_->tree_program->max_condition_steps) /
+                 static_cast<double>(model_->tree_program->steps.size());
+    }
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
@@ -152,7 +157,8 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       const int64_t task_rounds = (blocks * splits + threads_ - 1) / threads_;
       const double conditioned = std::max(
           0.0, c.per_row_seconds - inter_calibration_splits_ * shap_.per_row_seconds);
-      const double lane = shap_.per_row_seconds + conditioned / splits;
+      // No range holds less than its busiest feature's passes (a matrix row is not cut).
+      const double lane = shap_.per_row_seconds + conditioned * std::max(1.0 / splits, busiest_);
       const double memory = inter_memory_ * rows / std::min(threads_, 4);
       return c.fixed_seconds + lane * kQuadratureTreeLanes * task_rounds + memory;
     }
@@ -203,6 +209,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel
   bool inter_splits_rows_ = false;  // the tree kernel takes every path's interactions
   int inter_calibration_splits_ = 1;  // matrix-row ranges of the calibration's block
+  double busiest_ = 0;  // the busiest feature's share of the conditioned passes
   int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };

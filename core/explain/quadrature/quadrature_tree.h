@@ -101,6 +101,7 @@ struct QuadratureTreeProgram {
   // [feature]: the steps of every tree's conditioned passes on it, the interaction work of its
   // matrix row (features are far from equal: a model's trees split on a few far more often).
   std::vector<int64_t> condition_steps;
+  int64_t max_condition_steps = 0;  // the largest of condition_steps
   int num_features = 0;
   int num_outputs = 1;
   int max_depth = 0;
@@ -136,7 +137,8 @@ bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program);
 // Cuts the interaction matrix's rows [0, F + 1) into `parts` ranges of about equal conditioned
 // work (condition_steps) plus an equal share of rows, for callers that split a batch's matrix
 // rows between threads: bounds[0] = 0 < bounds[1] < ... < bounds[parts] = F + 1 (parts is
-// clamped to [1, F + 1]; bounds gets parts + 1 entries). Deterministic.
+// clamped to [1, max(F, 1)]: the bias row F ends the last range; bounds gets parts + 1 entries).
+// Deterministic.
 void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& program, int parts,
                                    std::vector<int>* bounds);
 

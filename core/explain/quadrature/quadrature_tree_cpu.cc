@@ -512,6 +512,9 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
     program->trees.push_back(info);
     program->served[t] = 1;
   }
+  for (int64_t c : program->condition_steps) {
+    program->max_condition_steps = std::max(program->max_condition_steps, c);
+  }
   return program;
 }
 
@@ -622,10 +625,12 @@ int64_t QuadratureTreeChunkRows(const QuadratureTreeProgram& program, bool inter
 
 void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& p, int parts,
                                    std::vector<int>* bounds) {
-  const int rows = p.num_features + 1;
+  // The feature rows [0, F) are cut; the bias row F, which has no conditioned passes, ends the
+  // last range rather than taking one of its own.
+  const int rows = std::max(p.num_features, 1);
   parts = std::clamp(parts, 1, rows);
   // A row's cost: its conditioned steps, plus a share of the whole so that rows without any
-  // (and the bias row) still spread rather than all land in one part.
+  // still spread rather than all land in one part.
   int64_t steps = 0;
   for (int64_t c : p.condition_steps) steps += c;
   const double per_row = std::max(1.0, static_cast<double>(steps) / rows);
@@ -636,15 +641,14 @@ void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& p, int parts,
   };
   double total = 0;
   for (int i = 0; i < rows; ++i) total += cost(i);
-  bounds->assign(parts + 1, rows);
+  bounds->assign(parts + 1, p.num_features + 1);
   (*bounds)[0] = 0;
   double sum = 0;
   int i = 0;
   for (int k = 1; k < parts; ++k) {
     const double target = total * k / parts;
     // At least one row per part, and enough rows left for the parts after this one.
-    int end = std::max(i + 1, (*bounds)[k - 1] + 1);
-    for (; i < end; ++i) sum += cost(i);
+    sum += cost(i++);
     while (i < rows - (parts - k) && sum + 0.5 * cost(i) < target) sum += cost(i++);
     (*bounds)[k] = i;
   }

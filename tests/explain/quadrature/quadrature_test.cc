@@ -548,9 +548,12 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     bool vector_leaves, tree_program;
     int units_per_row;  // QuadraturePairUnitsPerRow
   };
+  // The last: 400 features x 2 outputs, a block's accumulators 20 MB, computed in ranges that fit
+  // the cache (QuadratureTreeMatrixSplits > 1 with any thread count), the bias row in the last.
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
-                            {"tree program", 8, 2, false, true, 0}};
+                            {"tree program", 8, 2, false, true, 0},
+                            {"tree program in cache-sized ranges", 400, 2, false, true, 0}};
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
   for (const Config& c : configs) {
@@ -579,8 +582,11 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
       EXPECT_GT(QuadraturePairSegmentsPerTask(*model, 1, 16), 1);
       EXPECT_EQ(QuadraturePairSegmentsPerTask(*model, 16, 16), 1);
     }
+    if (c.num_features == 400) {
+      EXPECT_GT(QuadratureTreeMatrixSplits(*model->tree_program, 64 * kQuadratureTreeLanes, 16), 1);
+    }
     const int64_t width = ExplainWidth(*f, true);
-    const int64_t max_rows = 5;
+    const int64_t max_rows = 13;
     const std::vector<float> x = MakeRandomRows(*f, max_rows, 17, 0.1);
     const std::vector<float> ref = ReferenceExplanation(*f, x, true, nullptr, 0, 0, max_rows);
     const std::vector<float> serial = Quadrature(*model, x, max_rows, true, nullptr);
@@ -596,7 +602,7 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
             << "matrix " << b << " entry " << i - b * block;
       }
     }
-    for (int64_t rows : {1, 2, 3, 5}) {
+    for (int64_t rows : {1, 2, 3, 5, 9, 13}) {  // one block, then a partial second
       for (size_t p = 0; p < pools.size(); ++p) {
         const std::vector<float> got = Quadrature(*model, x, rows, true, pools[p].get());
         ASSERT_EQ(0, std::memcmp(got.data(), serial.data(), rows * width * sizeof(float)))
@@ -634,8 +640,8 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
     EXPECT_EQ(bounds.back(), p.num_features + 1);
     for (int k = 0; k < want_parts; ++k) EXPECT_LT(bounds[k], bounds[k + 1]) << k;
   };
-  for (int parts : {1, 2, 3, 7, 16, 31}) check(*built, parts, parts);
-  check(*built, 100, 31);  // at most one part per matrix row
+  for (int parts : {1, 2, 3, 7, 16, 30}) check(*built, parts, parts);
+  check(*built, 100, 30);  // at most one part per feature row (the bias row ends the last)
   check(*built, 0, 1);
 
   // Feature 12 carries nine tenths of the work: it is a range alone, and the rows on either side
@@ -650,8 +656,8 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   EXPECT_NE(std::find(bounds.begin(), bounds.end(), 13), bounds.end());
   // Equal work: equal rows.
   std::fill(skewed.condition_steps.begin(), skewed.condition_steps.end(), 10);
-  QuadratureTreeMatrixRowRanges(skewed, 31, &bounds);
-  for (int k = 0; k <= 31; ++k) EXPECT_EQ(bounds[k], k);
+  QuadratureTreeMatrixRowRanges(skewed, 5, &bounds);
+  EXPECT_EQ(bounds, (std::vector<int>{0, 6, 12, 18, 24, 31}));
 
   // Splits for threads: only with fewer than twice as many blocks of kQuadratureTreeLanes rows
   // as threads; then as many as pay for the SHAP pass each range repeats, at most one per row.
@@ -664,8 +670,12 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   conditioned.steps.resize(1 << 20);
   EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 16);  // one round of 16 threads
   EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 10, 16), 8);  // two blocks
-  conditioned.num_features = 3;
-  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 4);
+  // One feature with half the conditioned passes: a range cannot hold less, so two suffice.
+  conditioned.max_condition_steps = (1 << 20) / 2;
+  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 2);
+  conditioned.max_condition_steps = built->max_condition_steps;
+  conditioned.num_features = 3;  // at most one range per feature row
+  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 3);
   QuadratureTreeProgram shap_bound = *built;  // the SHAP pass far above the conditioned ones
   shap_bound.edges.resize(1 << 20);
   shap_bound.steps.resize(1);
@@ -679,10 +689,6 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   wide.num_features = 32;
   wide.num_outputs = 100;
   EXPECT_EQ(QuadratureTreeMatrixSplits(wide, 32 * kQuadratureTreeLanes, 16), 2);
-  // In between, a split count that lowers the modelled cost below one range's.
-  const int s = QuadratureTreeMatrixSplits(*built, 1, 16);
-  EXPECT_GE(s, 1);
-  EXPECT_LE(s, 31);
 }
 
 // One caterpillar tree of `depth` distinct features: at every level one child is a leaf and the
