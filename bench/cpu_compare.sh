@@ -20,8 +20,9 @@
 #   the package; GROVE_COMPARE_BUDGET (seconds per prediction size, 0.5); GROVE_COMPARE_SHAP_ROWS
 #   (5000), GROVE_COMPARE_INTERACTION_ROWS (200), GROVE_COMPARE_SHAP_BUDGET (2);
 #   GROVE_COMPARE_TIMEOUT (seconds per system and model, 300); PYTHON (python3).
-# XGBoost: ANCHORS_DIR's xgboost-cpu wheel where Python is 3.12 or newer (the wheel's floor), else
-# the installed one; the table names the versions that ran. A system that cannot run or fails is
+# XGBoost: ANCHORS_DIR's xgboost-cpu wheel (installed past its Python 3.12 floor: it imports and
+# runs on 3.11, the development box's), else the installed one; the table names the versions that
+# ran. A system that cannot run or fails is
 # shown as such; it never stops the others.
 # Writes OUT_DIR/rows/NAME.csv, OUT_DIR/NAME.SYSTEM.{txt,err,status}, OUT_DIR/run.txt and
 # OUT_DIR/table.md (also printed).
@@ -45,14 +46,18 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/cpu-compare.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=$THREADS
 
-# SITE: XGBoost's CPU build (where Python is new enough for it) and the wheels Python lacks.
+# SITE: XGBoost's CPU build and the wheels Python lacks.
 SITE=$WORK/site
 pip_install() {
   PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install -q --no-index --no-deps --no-compile \
-    --target "$SITE" "$@"
+    --ignore-requires-python --target "$SITE" "$@"
 }
-if "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+if ls "$ANCHORS"/xgboost-cpu/xgboost_cpu-*.whl >/dev/null 2>&1; then
   pip_install "$ANCHORS"/xgboost-cpu/xgboost_cpu-*.whl || echo "xgboost-cpu wheel: not installed"
+  if ! PYTHONPATH="$SITE" "$PY" -c 'import xgboost' 2>/dev/null; then
+    echo "xgboost-cpu wheel: does not import here; the installed XGBoost runs"
+    rm -rf "$SITE"/xgboost "$SITE"/xgboost_cpu-*
+  fi
 fi
 if ! "$PY" -c 'import lightgbm' 2>/dev/null && ls "$WHEELS"/lightgbm-*.whl >/dev/null 2>&1; then
   pip_install "$WHEELS"/lightgbm-*.whl || echo "lightgbm wheel: not installed"

@@ -269,8 +269,9 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
     ForestPtr forest, PathLayoutPtr layout, Attribution attribution = Attribution::kShapley);
 
 // ---------------------------------------------------------------------------------------------
-// CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows, and for interaction values
-// over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
+// CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows; for SHAP values of fewer
+// blocks than threads, over each block's tree groups too (QuadratureTreeShapGroupTasks); and for
+// interaction values over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
 // (QuadraturePairUnitsPerRow), each cut into segments of its trees when there are fewer such
 // tasks than threads (QuadraturePairSegmentsPerTask); with the tree program, over ranges of each
 // block's matrix rows (QuadratureTreeMatrixSplits: ranges that stay in cache, and more with few
@@ -302,6 +303,13 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
 // not timings).
 inline constexpr int64_t kQuadratureShareBytes = int64_t{4} << 20;
 int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads);
+
+// SHAP values by the tree program with fewer blocks of kQuadratureTreeLanes rows than `threads`:
+// the tree groups (QuadratureTreeShapGroups) ExplainQuadratureCpu runs as tasks of their own per
+// block, their sums added in group order (the same bits as one thread); 1 otherwise, or where the
+// groups' sums would exceed kQuadratureGroupSumBytes.
+inline constexpr int64_t kQuadratureGroupSumBytes = int64_t{64} << 20;
+int QuadratureTreeShapGroupTasks(const QuadratureTreeProgram& program, int64_t rows, int threads);
 
 // ---------------------------------------------------------------------------------------------
 // GPU strategy.

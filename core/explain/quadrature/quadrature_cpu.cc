@@ -355,6 +355,17 @@ int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t row
   return std::max(for_threads, fit);
 }
 
+int QuadratureTreeShapGroupTasks(const QuadratureTreeProgram& program, int64_t rows,
+                                 int threads) {
+  const int groups = QuadratureTreeShapGroups(program);
+  const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
+  if (groups <= 1 || blocks <= 0 || blocks >= threads) return 1;
+  const int64_t width = static_cast<int64_t>(program.num_outputs) * (program.num_features + 1);
+  const int64_t bytes = blocks * groups * kQuadratureTreeLanes * width *
+                        static_cast<int64_t>(sizeof(double));
+  return bytes <= kQuadratureGroupSumBytes ? groups : 1;
+}
+
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool) {
@@ -453,6 +464,35 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     return absl::OkStatus();
   }
 
+  // SHAP values of fewer blocks than threads: each block's tree groups are tasks of their own,
+  // summed into group_sums ([block][group][lane][column]); `work` then adds a row's group sums in
+  // group order, as AddQuadratureTreeShap does on one thread: the same bits either way.
+  const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
+  const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
+  const int64_t units = (rows.rows + unit - 1) / unit;
+  const int shap_groups = program != nullptr ? QuadratureTreeShapGroups(*program) : 1;
+  const int group_tasks = !interactions && program != nullptr
+                              ? QuadratureTreeShapGroupTasks(*program, rows.rows, threads)
+                              : 1;
+  std::vector<double> group_sums;
+  if (group_tasks > 1) {
+    group_sums.assign(static_cast<size_t>(units * group_tasks * unit * width), 0.0);
+    ParallelFor(pool, units * group_tasks, 1, [&](int64_t first, int64_t last) {
+      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t u = task / group_tasks;
+        const int g = static_cast<int>(task % group_tasks);
+        const int64_t begin = u * unit;
+        const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
+                             rows.stride};
+        AddQuadratureTreeShap(*program, forest.category_bits.data(), block, range->begin,
+                              range->end, g, g + 1, &workspace->tree,
+                              group_sums.data() + task * unit * width);
+      }
+      workspaces.Give(std::move(workspace));
+    });
+  }
+
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only,
   // accumulated as [output][row][column] (the whole matrices when the range is all of them).
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
@@ -487,9 +527,18 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
           AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
                                         range->begin, range->end, row_begin, row_end,
                                         &tree_scratch, acc_rows.data());
+        } else if (!group_sums.empty()) {
+          for (int g = 0; g < group_tasks; ++g) {
+            for (int64_t r = first; r < first + count; ++r) {
+              const double* sums =
+                  group_sums.data() + ((r / unit * group_tasks + g) * unit + r % unit) * width;
+              double* acc = acc_rows.data() + (r - first) * acc_width;
+              for (int64_t c = 0; c < width; ++c) acc[c] += sums[c];
+            }
+          }
         } else {
           AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
-                                range->end, &tree_scratch, acc_rows.data());
+                                range->end, 0, shap_groups, &tree_scratch, acc_rows.data());
         }
       }
       for (int64_t r = first; r < first + count; ++r) {
@@ -549,16 +598,13 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     }
     workspaces.Give(std::move(workspace));
   };
-  // Rows are independent; each is summed by one thread in a fixed order: deterministic. Where the
-  // tree program runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
-  const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
-  const int64_t units = (rows.rows + unit - 1) / unit;
+  // Rows are independent; each is summed in a fixed order: deterministic. Where the tree program
+  // runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
   // Interactions by the tree program: each block's matrix rows in ranges, each its own task
   // (QuadratureTreeMatrixSplits: ranges whose accumulators stay in cache, and with fewer blocks
   // than threads, ranges for the threads). Each matrix row is computed whole by one task: the
   // same bits either way. The ranges hold about equal conditioned work, not equal rows: a few
   // features carry most of a model's splits.
-  const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
   int64_t splits = 1;
   std::vector<int> bounds;
   if (interactions && program != nullptr && path_ids.empty()) {

@@ -149,6 +149,17 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     const int splits = options.interactions && inter_splits_rows_
                            ? QuadratureTreeMatrixSplits(*model_->tree_program, rows, threads_)
                            : 1;
+    const int groups = !options.interactions && shap_in_blocks_
+                           ? QuadratureTreeShapGroupTasks(*model_->tree_program, rows, threads_)
+                           : 1;
+    if (groups > 1) {
+      // Blocks x tree groups in parallel, each group about 1/groups of a block's SHAP pass.
+      const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
+      const int64_t task_rounds = (blocks * groups + threads_ - 1) / threads_;
+      const double memory = shap_memory_ * rows / std::min(threads_, 4);
+      return c.fixed_seconds +
+             c.per_row_seconds * kQuadratureTreeLanes * task_rounds / groups + memory;
+    }
     if (splits > 1) {
       // Blocks x ranges of matrix rows in parallel: each range repeats its block's SHAP pass
       // (about a row's SHAP cost per lane) and takes 1/splits of the conditioned passes (the

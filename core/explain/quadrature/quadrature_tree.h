@@ -121,7 +121,8 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(
 
 // Per-thread buffers of AddQuadratureTreeShap, grown on demand and reused across calls.
 struct QuadratureTreeScratch {
-  std::vector<double> stack, decisions, accumulators, interaction_accumulators;
+  std::vector<double> stack, decisions, accumulators, group_accumulators,
+      interaction_accumulators;
   std::vector<int32_t> edge_columns;
   std::vector<float> columns;
 };
@@ -142,15 +143,28 @@ bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program);
 void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& program, int parts,
                                    std::vector<int>* bounds);
 
-// Adds the SHAP values of the served trees whose boosting round is in [iteration_begin,
-// iteration_end) for the rows of `rows` (at most QuadratureTreeChunkRows rows) to `acc`, row-major
-// rows.rows x num_outputs * (F + 1) doubles (bias columns untouched). `category_bits` is the
-// forest's bitset pool. Rows are processed in blocks of a few rows whose arithmetic runs side by
-// side in SIMD lanes; each row's values are summed in a fixed order (trees, then edges in
-// postorder) whatever the block: deterministic, and independent of the other rows.
+// SHAP values sum the program's trees in fixed groups of consecutive trees (at least
+// kQuadratureTreesPerGroup trees and kQuadratureEdgesPerGroupColumn edges per output column each,
+// at most kQuadratureMaxTreeGroups groups, fixed per program): each group's sum is added to a
+// row's values in group order, so a caller can compute the groups of one row on several threads
+// and add them in that order for the same bits as one thread.
+inline constexpr int kQuadratureTreesPerGroup = 32;
+inline constexpr int64_t kQuadratureEdgesPerGroupColumn = 32;
+inline constexpr int kQuadratureMaxTreeGroups = 16;
+int QuadratureTreeShapGroups(const QuadratureTreeProgram& program);
+// The first tree (index in `trees`) of `group`; QuadratureTreeGroupBegin(p, groups) is the end.
+int QuadratureTreeGroupBegin(const QuadratureTreeProgram& program, int group);
+
+// Adds the SHAP values of the served trees of groups [group_begin, group_end) whose boosting round
+// is in [iteration_begin, iteration_end) for the rows of `rows` (at most QuadratureTreeChunkRows
+// rows) to `acc`, row-major rows.rows x num_outputs * (F + 1) doubles (bias columns untouched), a
+// group's sum at a time. `category_bits` is the forest's bitset pool. Rows are processed in blocks
+// of a few rows whose arithmetic runs side by side in SIMD lanes; each row's values are summed in
+// a fixed order (groups; in a group, trees, then edges in postorder) whatever the block:
+// deterministic, and independent of the other rows.
 void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t* category_bits,
-                           RowsView rows, int iteration_begin, int iteration_end,
-                           QuadratureTreeScratch* scratch, double* acc);
+                           RowsView rows, int iteration_begin, int iteration_end, int group_begin,
+                           int group_end, QuadratureTreeScratch* scratch, double* acc);
 
 // The same for SHAP interaction values (requires QuadratureTreeServesInteractions), for the
 // matrix rows i in [row_begin, row_end) of each output's (F + 1) x (F + 1) matrix: `acc` is

@@ -533,11 +533,15 @@ Lanes* LanesOf(std::vector<double>* v, int64_t count) {
   return reinterpret_cast<Lanes*>((at + sizeof(Lanes) - 1) / sizeof(Lanes) * sizeof(Lanes));
 }
 
+// SHAP values: the trees of groups [group_begin, group_end), each group summed on its own and
+// added to the total in group order (QuadratureTreeShapGroups). Interactions: every tree, as one
+// sum.
 void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
-              int iteration_begin, int iteration_end, bool interactions, int row_begin,
-              int row_end, QuadratureTreeScratch* scratch, double* acc) {
+              int iteration_begin, int iteration_end, int group_begin, int group_end,
+              bool interactions, int row_begin, int row_end, QuadratureTreeScratch* scratch,
+              double* acc) {
   const int64_t n = rows.rows;
-  if (n <= 0 || p.trees.empty()) return;
+  if (n <= 0 || p.trees.empty() || group_begin >= group_end) return;
   const int64_t features = std::max(p.num_features, 1);
   const int64_t f1 = p.num_features + 1;
   const int64_t shap_width = Width(p, false);
@@ -582,11 +586,31 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
                     {base + 4 * slab, base + 5 * slab, base + 6 * slab, base + 7 * slab, o,
                      edge_columns}};
   Lanes* decisions = LanesOf(&scratch->decisions, std::max(p.max_splits, 1));
-  for (const QuadratureTreeInfo& tree : p.trees) {
-    if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
-    for (int64_t b = 0; b < blocks; ++b) {
-      RunTree(p, tree, columns + b * features, category_bits, decisions, s, shap + b,
-              interactions ? inter + b : nullptr, blocks, row_begin, row_end);
+  auto run = [&](int tree_begin, int tree_end, Lanes* target) {
+    for (int ti = tree_begin; ti < tree_end; ++ti) {
+      const QuadratureTreeInfo& tree = p.trees[ti];
+      if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
+      for (int64_t b = 0; b < blocks; ++b) {
+        RunTree(p, tree, columns + b * features, category_bits, decisions, s, target + b,
+                interactions ? inter + b : nullptr, blocks, row_begin, row_end);
+      }
+    }
+  };
+  if (interactions) {
+    run(0, static_cast<int>(p.trees.size()), shap);
+  } else {
+    // Each group into its own lanes, then added to the total: 0 + g0 + g1 + ... in group order,
+    // the bits of a caller that sums groups apart and adds them in that order. The first group
+    // sums straight into the zeroed total (0 + g0 is g0).
+    run(QuadratureTreeGroupBegin(p, group_begin), QuadratureTreeGroupBegin(p, group_begin + 1),
+        shap);
+    if (group_end - group_begin > 1) {
+      Lanes* part = LanesOf(&scratch->group_accumulators, shap_width * blocks);
+      for (int g = group_begin + 1; g < group_end; ++g) {
+        std::fill(part, part + shap_width * blocks, Splat(0.0));
+        run(QuadratureTreeGroupBegin(p, g), QuadratureTreeGroupBegin(p, g + 1), part);
+        for (int64_t i = 0; i < shap_width * blocks; ++i) shap[i] += part[i];
+      }
     }
   }
   for (int64_t r = 0; r < n; ++r) {
@@ -654,21 +678,41 @@ void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& p, int parts,
   }
 }
 
+int QuadratureTreeShapGroups(const QuadratureTreeProgram& p) {
+  const int64_t trees = static_cast<int64_t>(p.trees.size());
+  // A group's sum is zeroed and added to the total per block: one SIMD vector per column each.
+  // Each group keeps at least kQuadratureEdgesPerGroupColumn edges per column, so that this stays
+  // a few percent of its walk (wide multi-output models get few groups or one).
+  const int64_t width = static_cast<int64_t>(p.num_outputs) * (p.num_features + 1);
+  const int64_t by_edges =
+      static_cast<int64_t>(p.edges.size()) / (kQuadratureEdgesPerGroupColumn * std::max<int64_t>(width, 1));
+  return static_cast<int>(std::clamp<int64_t>(
+      std::min(trees / kQuadratureTreesPerGroup, by_edges), 1, kQuadratureMaxTreeGroups));
+}
+
+int QuadratureTreeGroupBegin(const QuadratureTreeProgram& p, int group) {
+  const int64_t trees = static_cast<int64_t>(p.trees.size());
+  return static_cast<int>(trees * group / QuadratureTreeShapGroups(p));
+}
+
 bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {
   return InteractionsFit(program.num_features, program.num_outputs);
 }
 
 void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* category_bits,
-                           RowsView rows, int iteration_begin, int iteration_end,
-                           QuadratureTreeScratch* scratch, double* acc) {
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, false, 0, 0, scratch, acc);
+                           RowsView rows, int iteration_begin, int iteration_end, int group_begin,
+                           int group_end, QuadratureTreeScratch* scratch, double* acc) {
+  const int groups = QuadratureTreeShapGroups(p);
+  const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, false, 0, 0, scratch,
+           acc);
 }
 
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_t* category_bits,
                                    RowsView rows, int iteration_begin, int iteration_end,
                                    int row_begin, int row_end, QuadratureTreeScratch* scratch,
                                    double* acc) {
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, true, row_begin, row_end,
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, 0, 1, true, row_begin, row_end,
            scratch, acc);
 }
 

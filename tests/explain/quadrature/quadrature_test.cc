@@ -612,6 +612,60 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
   }
 }
 
+// SHAP values of fewer blocks than threads run each block's tree groups as tasks of their own and
+// add their sums in group order: 1, 2, 3 and 16 threads give the same bits as no pool at every
+// small row count (a partial second block included), within the reference's tolerance; and the
+// group tasks follow the blocks and threads.
+TEST(QuadratureCpuTest, ShapValuesOfFewRowsGiveTheSameBitsOnEveryThreadCount) {
+  RandomForestOptions options;
+  options.max_depth = 7;
+  options.num_trees = 100 * 2;
+  options.num_features = 40;
+  options.num_outputs = 2;
+  options.categorical_fraction = 0.1;
+  options.seed = 23;
+  ForestPtr f = WithCancellingTrees(*MakeRandomForest(options));
+  ASSERT_NE(f, nullptr);
+  QuadratureModelPtr model = Build(f);
+  ASSERT_NE(model, nullptr);
+  ASSERT_NE(model->tree_program, nullptr);
+  const QuadratureTreeProgram& program = *model->tree_program;
+  const int groups = QuadratureTreeShapGroups(program);
+  ASSERT_GT(groups, 1);
+  EXPECT_EQ(QuadratureTreeGroupBegin(program, 0), 0);
+  EXPECT_EQ(QuadratureTreeGroupBegin(program, groups), static_cast<int>(program.trees.size()));
+  EXPECT_EQ(QuadratureTreeShapGroupTasks(program, 1, 16), groups);
+  EXPECT_EQ(QuadratureTreeShapGroupTasks(program, 15 * kQuadratureTreeLanes, 16), groups);
+  EXPECT_EQ(QuadratureTreeShapGroupTasks(program, 16 * kQuadratureTreeLanes, 16), 1);
+  EXPECT_EQ(QuadratureTreeShapGroupTasks(program, 1, 1), 1);
+
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
+  const int64_t max_rows = 13;
+  const int64_t width = ExplainWidth(*f, false);
+  const std::vector<float> x = MakeRandomRows(*f, max_rows, 29, 0.1);
+  const std::vector<float> ref = ReferenceExplanation(*f, x, false, nullptr, 0, 0, max_rows);
+  const std::vector<float> serial = Quadrature(*model, x, max_rows, false, nullptr);
+  for (int64_t r = 0; r < max_rows; ++r) {
+    double scale = 0;
+    for (int64_t c = 0; c < width; ++c) {
+      scale = std::max(scale, std::abs(static_cast<double>(ref[r * width + c])));
+    }
+    for (int64_t c = 0; c < width; ++c) {
+      ASSERT_LE(std::abs(static_cast<double>(serial[r * width + c]) - ref[r * width + c]),
+                kTolerance * scale)
+          << "row " << r << " column " << c;
+    }
+  }
+  for (int64_t rows : {1, 2, 3, 5, 8, 9, 13}) {
+    for (size_t p = 0; p < pools.size(); ++p) {
+      const std::vector<float> got = Quadrature(*model, x, rows, false, pools[p].get());
+      ASSERT_EQ(0, std::memcmp(got.data(), serial.data(), rows * width * sizeof(float)))
+          << rows << " rows on " << pools[p]->num_threads() + 1 << " threads";
+    }
+  }
+}
+
 // Few rows on many threads split each block's matrix rows into ranges of about equal conditioned
 // work: every step of the program belongs to its feature's count; the ranges cover the matrix
 // rows in order, each non-empty; a feature that carries most of the work gets a range of its own;
