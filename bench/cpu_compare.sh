@@ -8,9 +8,10 @@
 # usage: bench/cpu_compare.sh RUNNER ANCHORS_DIR OUT_DIR THREADS BATCHES MODEL:ROWS.csv [...]
 #   RUNNER       command prefix running Grove binaries by name ("" or a bundle's DIR/run)
 #   ANCHORS_DIR  folder with xgboost-cpu/ and nvforest/ (../shared/anchors, or a carried copy)
-#   THREADS      threads of every system: Grove's --threads THREADS - 1 (its pools' workers; the
-#                calling thread also takes chunks), nthread, num_threads, daalinit,
-#                OMP_NUM_THREADS (nvForest)
+#   THREADS      threads of every system: grove_predict_bench --threads THREADS - 1 (its pool's
+#                workers; the calling thread also takes chunks), grove_model_bench --threads
+#                THREADS (it counts the calling thread, as `grove --threads`), nthread,
+#                num_threads, daalinit, OMP_NUM_THREADS (nvForest)
 #   BATCHES      prediction sizes, e.g. 1000,100000,1000000
 #   MODEL:ROWS   a model (.ubj/.json: XGBoost, .txt: LightGBM) and its rows (.csv or .csv.gz; a
 #                trailing label column is dropped): every system gets the first 10,000 rows; the
@@ -38,7 +39,8 @@ INTERACTION_ROWS=${GROVE_COMPARE_INTERACTION_ROWS:-200}
 SHAP_BUDGET=${GROVE_COMPARE_SHAP_BUDGET:-2}
 TIMEOUT=${GROVE_COMPARE_TIMEOUT:-300}
 PY=${PYTHON:-python3}
-# Grove's pools have this many workers and the calling thread works too: THREADS in all.
+# grove_predict_bench's pool has this many workers and the calling thread works too: THREADS in
+# all. grove_model_bench's --threads is the total already.
 GROVE_WORKERS=$(( THREADS > 1 ? THREADS - 1 : 1 ))
 PP=${PYTHONPATH:+:$PYTHONPATH}  # kept behind each system's own sites
 mkdir -p "$OUT/rows"
@@ -122,7 +124,7 @@ for pair in "$@"; do
   r=$OUT/rows/$name.csv
   run grove_predict "$name" $RUN grove_predict_bench --model "$model" --rows "$r" --mode cpu \
     --batches "$BATCHES" --threads "$GROVE_WORKERS" --name "$name" --budget "$BUDGET"
-  run grove_shap "$name" $RUN grove_model_bench --model "$model" --rows "$r" --threads "$GROVE_WORKERS" \
+  run grove_shap "$name" $RUN grove_model_bench --model "$model" --rows "$r" --threads "$THREADS" \
     --load-repeats 1 --predict-rows 0 --explain-rows "$SHAP_ROWS" \
     --interaction-rows "$INTERACTION_ROWS" --budget "$SHAP_BUDGET"
   args=("$model" "$r" "$name" --threads "$THREADS" --batches "$BATCHES" --budget "$BUDGET"

@@ -136,7 +136,14 @@ def check_cpu_compare(tmp):
     with open(runner, "w") as f:
         f.write(textwrap.dedent("""\
             #!/usr/bin/env bash
-            # stand-in for a bundle's run: Grove's CPU prediction and SHAP benches
+            # stand-in for a bundle's run: Grove's CPU prediction and SHAP benches. THREADS is 2:
+            # the prediction bench's pool takes 1 worker beside the caller, the SHAP bench counts
+            # the caller in its 2.
+            threads=$(echo "$*" | sed -n 's/.*--threads \\([0-9]*\\).*/\\1/p')
+            case $1 in
+              grove_predict_bench) [ "$threads" = 1 ] || exit 4 ;;
+              grove_model_bench) [ "$threads" = 2 ] || exit 4 ;;
+            esac
             case $1 in
               grove_predict_bench)
                 echo "model | batch | strategy | e2e_ms | e2e_Mrows_s"
