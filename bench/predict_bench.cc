@@ -436,13 +436,9 @@ int Main(int argc, char** argv) {
   set.Double("--budget", &flags.budget);
   set.Int("--block-rows", &flags.block_rows);
   set.Custom("--walk", [&](const std::string& v) {
-    flags.walk = v == "scalar"  ? cpu::CpuForestOptions::Walk::kScalar
-                 : v == "simd"  ? cpu::CpuForestOptions::Walk::kSimd
-                 : v == "dense" ? cpu::CpuForestOptions::Walk::kDense
-                 : v == "bitvector" ? cpu::CpuForestOptions::Walk::kBitvector
-                 : v == "dense_avx2" ? cpu::CpuForestOptions::Walk::kDenseAvx2
-                                : cpu::CpuForestOptions::Walk::kAuto;
-    return true;
+    absl::StatusOr<cpu::CpuForestOptions::Walk> walk = cpu::ParseWalk(v);
+    if (walk.ok()) flags.walk = *walk;
+    return walk.ok();
   });
   set.Int("--warmup", &g_warmup);
   set.Custom("--lanes", [&](const std::string& v) {

@@ -271,13 +271,15 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // ---------------------------------------------------------------------------------------------
 // CPU strategy. Multi-threaded on `pool` (may be nullptr) over rows; for SHAP values of fewer
 // blocks than threads, over each block's tree groups too (QuadratureTreeShapGroupTasks); and for
-// interaction values over parts of a row: where the pair kernel explains every tree, over (row, unit of outputs)
-// (QuadraturePairUnitsPerRow), each cut into segments of its trees when there are fewer such
-// tasks than threads (QuadraturePairSegmentsPerTask); with the tree program, over ranges of each
-// block's matrix rows (QuadratureTreeMatrixSplits: ranges that stay in cache, and more with few
-// rows). Double arithmetic; deterministic: each output entry is summed in a fixed order (the tree program's trees, then the remaining paths: SHAP values in model order,
-// interactions by the pair program's groups), whatever the other rows of the batch and the number
-// of threads. `out` is rows.rows x ExplainWidth(forest, options.interactions). Thread-safe.
+// interaction values over parts of a row: where the pair kernel explains every tree, over (row,
+// unit of outputs) (QuadraturePairUnitsPerRow), each cut into segments of its trees when there
+// are fewer such tasks than threads (QuadraturePairSegmentsPerTask); with the tree program, over
+// ranges of each block's matrix rows (QuadratureTreeMatrixSplits: ranges that stay in cache, and
+// more with few rows). Double arithmetic; deterministic: each output entry is summed in a fixed
+// order (the tree program's trees, in groups for SHAP values, then the remaining paths: SHAP
+// values in model order, interactions by the pair program's groups), whatever the other rows of
+// the batch and the number of threads. `out` is rows.rows x ExplainWidth(forest,
+// options.interactions). Thread-safe.
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
                                   ThreadPool* pool);

@@ -337,11 +337,11 @@ int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t row
   // share holds less than its busiest feature's conditioned passes (a matrix row is not cut).
   const double shap_steps = static_cast<double>(program.edges.size());
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
-  const double busiest = 2.0 * static_cast<double>(program.max_condition_steps);
   const int most = static_cast<int>(std::min<int64_t>(most_ranges, 4 * threads));
   auto cost = [&](int s) {
     const int64_t rounds = (blocks * s + threads - 1) / threads;
-    return static_cast<double>(rounds) * (shap_steps + std::max(condition_steps / s, busiest));
+    return static_cast<double>(rounds) *
+           (shap_steps + condition_steps * QuadratureTreeRangeShare(program, s));
   };
   double least = std::numeric_limits<double>::infinity();
   for (int s = 1; s <= most; ++s) least = std::min(least, cost(s));

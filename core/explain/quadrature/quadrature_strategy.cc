@@ -127,15 +127,6 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       if (!inter_splits_rows_) break;
       inter_splits_rows_ = model_->tree_program->served[path.tree] != 0;
     }
-    // The ranges the calibration's one block ran in (one thread): its time is that many SHAP
-    // passes plus the conditioned passes once.
-    inter_calibration_splits_ =
-        inter_splits_rows_ ? QuadratureTreeMatrixSplits(*model_->tree_program, kQuadratureTreeLanes, 1)
-                           : 1;
-    if (inter_splits_rows_ && !model_->tree_program->steps.empty()) {
-      busiest_ = static_cast<double>(model_->tree_program->max_condition_steps) /
-                 static_cast<double>(model_->tree_program->steps.size());
-    }
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
@@ -164,12 +155,16 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       // Blocks x ranges of matrix rows in parallel: each range repeats its block's SHAP pass
       // (about a row's SHAP cost per lane) and takes 1/splits of the conditioned passes (the
       // calibrated time less its ranges' SHAP passes).
+      const QuadratureTreeProgram& program = *model_->tree_program;
       const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
       const int64_t task_rounds = (blocks * splits + threads_ - 1) / threads_;
-      const double conditioned = std::max(
-          0.0, c.per_row_seconds - inter_calibration_splits_ * shap_.per_row_seconds);
-      // No range holds less than its busiest feature's passes (a matrix row is not cut).
-      const double lane = shap_.per_row_seconds + conditioned * std::max(1.0 / splits, busiest_);
+      // The calibration's one block ran in this many ranges on one thread: that many SHAP
+      // passes plus the conditioned passes once.
+      const int calibration_splits = QuadratureTreeMatrixSplits(program, kQuadratureTreeLanes, 1);
+      const double conditioned =
+          std::max(0.0, c.per_row_seconds - calibration_splits * shap_.per_row_seconds);
+      const double lane =
+          shap_.per_row_seconds + conditioned * QuadratureTreeRangeShare(program, splits);
       const double memory = inter_memory_ * rows / std::min(threads_, 4);
       return c.fixed_seconds + lane * kQuadratureTreeLanes * task_rounds + memory;
     }
@@ -219,8 +214,6 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   StrategyCost shap_, inter_;  // compute part (per row and core)
   bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel
   bool inter_splits_rows_ = false;  // the tree kernel takes every path's interactions
-  int inter_calibration_splits_ = 1;  // matrix-row ranges of the calibration's block
-  double busiest_ = 0;  // the busiest feature's share of the conditioned passes
   int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };

@@ -142,6 +142,10 @@ bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program);
 // Deterministic.
 void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& program, int parts,
                                    std::vector<int>* bounds);
+// The share of the conditioned passes the busiest of `parts` such ranges holds, as modelled by
+// those who choose the count: 1 / parts, but no less than the busiest feature's share (a matrix
+// row is not cut).
+double QuadratureTreeRangeShare(const QuadratureTreeProgram& program, int parts);
 
 // SHAP values sum the program's trees in fixed groups of consecutive trees (at least
 // kQuadratureTreesPerGroup trees and kQuadratureEdgesPerGroupColumn edges per output column each,

@@ -653,11 +653,9 @@ void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& p, int parts,
   // last range rather than taking one of its own.
   const int rows = std::max(p.num_features, 1);
   parts = std::clamp(parts, 1, rows);
-  // A row's cost: its conditioned steps, plus a share of the whole so that rows without any
-  // still spread rather than all land in one part.
-  int64_t steps = 0;
-  for (int64_t c : p.condition_steps) steps += c;
-  const double per_row = std::max(1.0, static_cast<double>(steps) / rows);
+  // A row's cost: its conditioned steps (every step is one feature's), plus a share of the whole
+  // so that rows without any still spread rather than all land in one part.
+  const double per_row = std::max(1.0, static_cast<double>(p.steps.size()) / rows);
   auto cost = [&](int i) {
     return per_row + (i < static_cast<int>(p.condition_steps.size())
                           ? static_cast<double>(p.condition_steps[i])
@@ -678,14 +676,21 @@ void QuadratureTreeMatrixRowRanges(const QuadratureTreeProgram& p, int parts,
   }
 }
 
+double QuadratureTreeRangeShare(const QuadratureTreeProgram& p, int parts) {
+  const double busiest = p.steps.empty() ? 0.0
+                                         : static_cast<double>(p.max_condition_steps) /
+                                               static_cast<double>(p.steps.size());
+  return std::max(1.0 / std::max(parts, 1), busiest);
+}
+
 int QuadratureTreeShapGroups(const QuadratureTreeProgram& p) {
   const int64_t trees = static_cast<int64_t>(p.trees.size());
   // A group's sum is zeroed and added to the total per block: one SIMD vector per column each.
   // Each group keeps at least kQuadratureEdgesPerGroupColumn edges per column, so that this stays
   // a few percent of its walk (wide multi-output models get few groups or one).
   const int64_t width = static_cast<int64_t>(p.num_outputs) * (p.num_features + 1);
-  const int64_t by_edges =
-      static_cast<int64_t>(p.edges.size()) / (kQuadratureEdgesPerGroupColumn * std::max<int64_t>(width, 1));
+  const int64_t by_edges = static_cast<int64_t>(p.edges.size()) /
+                           (kQuadratureEdgesPerGroupColumn * std::max<int64_t>(width, 1));
   return static_cast<int>(std::clamp<int64_t>(
       std::min(trees / kQuadratureTreesPerGroup, by_edges), 1, kQuadratureMaxTreeGroups));
 }

@@ -548,6 +548,30 @@ void CpuForest::TreeSpan(int begin, int end, int32_t* first, int32_t* last) cons
                                iterations_.begin());
 }
 
+namespace {
+constexpr std::pair<CpuForestOptions::Walk, const char*> kWalkNames[] = {
+    {CpuForestOptions::Walk::kAuto, "auto"},   {CpuForestOptions::Walk::kScalar, "scalar"},
+    {CpuForestOptions::Walk::kSimd, "simd"},   {CpuForestOptions::Walk::kDense, "dense"},
+    {CpuForestOptions::Walk::kBitvector, "bitvector"},
+    {CpuForestOptions::Walk::kDenseAvx2, "dense_avx2"}};
+}  // namespace
+
+const char* WalkName(CpuForestOptions::Walk walk) {
+  for (const auto& [w, name] : kWalkNames) {
+    if (w == walk) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CpuForestOptions::Walk> ParseWalk(const std::string& name) {
+  for (const auto& [w, n] : kWalkNames) {
+    if (name == n) return w;
+  }
+  return absl::InvalidArgumentError(
+      "unknown CPU walk \"" + name +
+      "\" (one of auto, scalar, simd, dense, bitvector, dense_avx2)");
+}
+
 std::string CpuForest::Describe() const {
   const char* walk = walk_ == CpuForestOptions::Walk::kDenseAvx2   ? "avx2 complete-tree"
                      : walk_ == CpuForestOptions::Walk::kBitvector ? "avx512 bitvector"

@@ -120,6 +120,11 @@ struct CpuForestOptions {
   Walk walk = Walk::kAuto;
 };
 
+// The walks' names (auto, scalar, simd, dense, bitvector, dense_avx2): one table for flags and
+// logs. ParseWalk: INVALID_ARGUMENT for a name not in it.
+const char* WalkName(CpuForestOptions::Walk walk);
+absl::StatusOr<CpuForestOptions::Walk> ParseWalk(const std::string& name);
+
 // Rows per block for rows of `num_features` values: as many as keep a block's values within half
 // of a 48 KiB L1 data cache (the walk gathers from them at random), a multiple of 16 from 16 to
 // 64.

@@ -59,15 +59,15 @@ absl::Status PrepareCall(const CpuForest& cf, RowsView rows, const PredictOption
   return absl::OkStatus();
 }
 
-bool BlockHasNan(const float* block, int64_t stride, int rows, int64_t cols, bool simd,
-                 bool avx2) {
-  if (simd) {
+// Whether some value of the block is missing, with the vectors of the walk `cf` takes.
+bool BlockHasNan(const CpuForest& cf, const float* block, int64_t stride, int rows, int64_t cols) {
+  if (cf.simd_walk()) {
     for (int r = 0; r < rows; ++r) {
       if (HasNanSimd(block + r * stride, cols)) return true;
     }
     return false;
   }
-  if (avx2) {
+  if (cf.avx2_walk()) {
     for (int r = 0; r < rows; ++r) {
       if (HasNanAvx2(block + r * stride, cols)) return true;
     }
@@ -142,7 +142,7 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   const Forest& f = cf.forest();
   const CpuTree* trees = cf.trees();
   const float* block = in.Row(row0);
-  const bool nan = BlockHasNan(block, in.stride, rows, in.cols, cf.simd_walk(), cf.avx2_walk());
+  const bool nan = BlockHasNan(cf, block, in.stride, rows, in.cols);
   const int group = GroupTrees(std::min(rows, kMaxLanes));
   const int k_out = c.num_outputs;
   const bool fused = cf.simd_walk() && c.kind != OutputKind::kLeaf && rows % kSimdRows == 0 &&

@@ -13,9 +13,6 @@ constexpr int kWidth = kAvx2Rows;
 // Vectors walked together: a level's gathers depend on the last level's, so one vector alone
 // would wait on them; eight (64 lanes) keep enough loads in flight and their state in L1.
 constexpr int kMaxVectors = kMaxLanes / kWidth;
-// Trees walked over every row of a block before the next ones: a few tens of KB of nodes, which
-// stay in a core's L2 while the block's rows pass.
-constexpr int kTreeChunk = 16;
 // Levels of at most eight nodes (the top four) are held in one register per field and selected
 // with a permute: only the row value is gathered there.
 constexpr int kRegisterLevels = 4;
@@ -176,17 +173,10 @@ void WalkAndAddDenseAvx2(const CpuForest& cf, const int32_t* tree_ids, int num_t
   const CpuTree* trees = cf.trees();
   const int32_t s = static_cast<int32_t>(stride);
   auto* walk = nan ? WalkDenseAvx2<true> : WalkDenseAvx2<false>;
-  // A chunk of trees walks every kMaxLanes rows of the block before the next chunk, so a block of
-  // more rows reads the chunk's nodes from memory once; each row still adds its trees' leaves in
-  // tree order.
-  for (int c0 = 0; c0 < num_trees; c0 += kTreeChunk) {
-    const int cn = std::min(kTreeChunk, num_trees - c0);
-    for (int r0 = 0; r0 < num_rows; r0 += kMaxLanes) {
-      const int sub = std::min(kMaxLanes, num_rows - r0);
-      walk(trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(), cf.dense_values(),
-           block + static_cast<int64_t>(r0) * stride, s, sub, margins + r0, num_rows);
-    }
-  }
+  ForTreeChunks(0, num_trees, num_rows, [&](int c0, int cn, int r0, int sub) {
+    walk(trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(), cf.dense_values(),
+         block + static_cast<int64_t>(r0) * stride, s, sub, margins + r0, num_rows);
+  });
 }
 
 }  // namespace grove::cpu

@@ -22,7 +22,9 @@ bool HasNanAvx2(const float* x, int64_t n);
 
 // Whether the AVX2 walk takes tree `t`: a tree whose rows all end in the complete layout
 // (dense >= 0, not continuing below it) with no categorical split.
-inline bool Avx2WalkTakes(const CpuTree& t) { return t.dense >= 0 && !t.continues && !t.categorical; }
+inline bool Avx2WalkTakes(const CpuTree& t) {
+  return t.dense >= 0 && !t.continues && !t.categorical;
+}
 
 // The whole of a run of trees (each one Avx2WalkTakes, ids increasing) for a block: rows walked
 // eight to a vector through the complete layout, several trees' vectors in flight, each row's leaf

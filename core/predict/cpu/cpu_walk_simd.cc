@@ -12,9 +12,6 @@ namespace {
 
 constexpr int kWidth = kSimdRows;
 constexpr int kMaxVectors = kMaxLanes / kWidth;
-// Trees that WalkAndAddSimd walks over every row of a block before the next ones: a few tens of
-// KB of nodes, which stay in a core's L2 while the block's rows pass.
-constexpr int kTreeChunk = 16;
 
 // Only intrinsics inside these functions: an inline function of another header compiled here
 // with AVX-512 could be the copy the linker keeps for the whole program.
@@ -922,31 +919,24 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                      columns.data());
           have_columns = true;
         }
-        // A chunk of trees walks every kMaxLanes rows of the block before the next chunk, so a
-        // block of more rows reads the chunk's nodes from memory once; each row still adds its
-        // trees' leaves in tree order.
-        for (int c0 = t0; c0 < t0 + n; c0 += kTreeChunk) {
-          const int cn = std::min(kTreeChunk, t0 + n - c0);
-          for (int r0 = 0; r0 < num_rows; r0 += kMaxLanes) {
-            const int sub = std::min(kMaxLanes, num_rows - r0);
-            const float* rows = block + static_cast<int64_t>(r0) * stride;
-            if (k == 2) {
-              WalkAddBitvector512(trees, tree_ids + c0, cn, cf.bitvector_trees(),
-                                  cf.bitvector_nodes(), cf.bitvector_values(),
-                                  columns.data() + (r0 / kWidth) * vector_stride, vector_stride,
-                                  sub / kWidth, nan, margins + r0, num_rows);
-            } else if (k == 1) {
-              (sets.words != nullptr ? WalkAddDense512<true> : WalkAddDense512<false>)(
-                  cf.nodes(), trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(),
-                  cf.dense_values(), cf.dense_next(), cf.leaf_values(), rows, s, sub, nan, sets,
-                  margins + r0, num_rows);
-            } else {
-              (sets.words != nullptr ? WalkAdd512<true> : WalkAdd512<false>)(
-                  cf.nodes(), trees, tree_ids + c0, cn, cf.leaf_values(), rows, s, sub, nan, sets,
-                  margins + r0, num_rows);
-            }
+        ForTreeChunks(t0, n, num_rows, [&](int c0, int cn, int r0, int sub) {
+          const float* rows = block + static_cast<int64_t>(r0) * stride;
+          if (k == 2) {
+            WalkAddBitvector512(trees, tree_ids + c0, cn, cf.bitvector_trees(),
+                                cf.bitvector_nodes(), cf.bitvector_values(),
+                                columns.data() + (r0 / kWidth) * vector_stride, vector_stride,
+                                sub / kWidth, nan, margins + r0, num_rows);
+          } else if (k == 1) {
+            (sets.words != nullptr ? WalkAddDense512<true> : WalkAddDense512<false>)(
+                cf.nodes(), trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(),
+                cf.dense_values(), cf.dense_next(), cf.leaf_values(), rows, s, sub, nan, sets,
+                margins + r0, num_rows);
+          } else {
+            (sets.words != nullptr ? WalkAdd512<true> : WalkAdd512<false>)(
+                cf.nodes(), trees, tree_ids + c0, cn, cf.leaf_values(), rows, s, sub, nan, sets,
+                margins + r0, num_rows);
           }
-        }
+        });
       });
 }
 

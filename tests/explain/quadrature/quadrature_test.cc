@@ -700,9 +700,11 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
 
   // Feature 12 carries nine tenths of the work: it is a range alone, and the rows on either side
   // share the other parts.
+  // (A program's steps are its features' conditioned steps: the copies keep that.)
   QuadratureTreeProgram skewed = *built;
   std::fill(skewed.condition_steps.begin(), skewed.condition_steps.end(), 10);
   skewed.condition_steps[12] = 9 * 10 * 29;
+  skewed.steps.resize(10 * 29 + 9 * 10 * 29);
   std::vector<int> bounds;
   QuadratureTreeMatrixRowRanges(skewed, 4, &bounds);
   ASSERT_EQ(bounds.size(), 5u);
@@ -710,6 +712,7 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   EXPECT_NE(std::find(bounds.begin(), bounds.end(), 13), bounds.end());
   // Equal work: equal rows.
   std::fill(skewed.condition_steps.begin(), skewed.condition_steps.end(), 10);
+  skewed.steps.resize(10 * 30);
   QuadratureTreeMatrixRowRanges(skewed, 5, &bounds);
   EXPECT_EQ(bounds, (std::vector<int>{0, 6, 12, 18, 24, 31}));
 

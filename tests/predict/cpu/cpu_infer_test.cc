@@ -193,6 +193,22 @@ void CheckForest(const ForestPtr& f, const std::string& name) {
 }
 
 
+// The walks' names: every walk parses back from its name; an unknown name is refused, not read
+// as kAuto.
+TEST(CpuForestTest, WalkNamesRoundTripAndUnknownNamesAreRefused) {
+  using Walk = CpuForestOptions::Walk;
+  for (Walk w : {Walk::kAuto, Walk::kScalar, Walk::kSimd, Walk::kDense, Walk::kBitvector,
+                 Walk::kDenseAvx2}) {
+    absl::StatusOr<Walk> parsed = ParseWalk(WalkName(w));
+    ASSERT_TRUE(parsed.ok()) << WalkName(w);
+    EXPECT_EQ(*parsed, w) << WalkName(w);
+  }
+  EXPECT_STREQ(WalkName(Walk::kDenseAvx2), "dense_avx2");
+  absl::StatusOr<Walk> unknown = ParseWalk("avx2");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
   struct Case {
     const char* name;
