@@ -274,9 +274,9 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // interaction values over parts of a row: where the pair kernel explains every tree, over (row,
 // unit of outputs) (QuadraturePairUnitsPerRow), each cut into segments of its trees when there
 // are fewer such tasks than threads (QuadraturePairSegmentsPerTask); with the tree program, over
-// ranges of each block's matrix rows (QuadratureTreeMatrixSplits: ranges that stay in cache, and
-// more with few rows). Double arithmetic; deterministic: each output entry is summed in a fixed
-// order (the tree program's trees, in groups for SHAP values, then the remaining paths: SHAP
+// ranges of each block's matrix rows and, with few rows, its tree groups
+// (QuadratureTreeInteractionTasksFor). Double arithmetic; deterministic: each output entry is
+// summed in a fixed order (the tree program's trees in groups, then the remaining paths: SHAP
 // values in model order, interactions by the pair program's groups), whatever the other rows of
 // the batch and the number of threads. `out` is rows.rows x ExplainWidth(forest,
 // options.interactions). Thread-safe.
@@ -295,22 +295,30 @@ int QuadraturePairUnitsPerRow(const QuadratureModel& model);
 // rounds of segments per task (each segment charged 1% of a task for its merge and traffic).
 int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, int threads);
 
-// Where the tree program explains every path's interaction values: the ranges of matrix rows
-// ExplainQuadratureCpu cuts each block of kQuadratureTreeLanes rows into on `threads` threads
-// (QuadratureTreeMatrixRowRanges). Each range repeats its block's SHAP pass (a step per edge) and
-// takes its rows' conditioned passes (two recursions per step), whose scattered adds stay in cache
-// when its accumulators do: at least as many ranges as keep a range's accumulators within
-// kQuadratureShareBytes, and with fewer than twice as many blocks as threads, at least the fewest
-// whose rounds of tasks times a task's steps come within 5% of the least. Deterministic (counts,
-// not timings).
+// Where the tree program explains every path's interaction values: the tasks ExplainQuadratureCpu
+// cuts each block of kQuadratureTreeLanes rows into on `threads` threads. `ranges`: ranges of
+// the block's matrix rows (QuadratureTreeMatrixRowRanges); each repeats its trees' SHAP pass (a
+// step per edge) and takes its rows' conditioned passes (two recursions per step), whose
+// scattered adds stay in cache when its accumulators do. `group_tasks`: 1, or the program's
+// interaction groups (QuadratureTreeInteractionGroups), each (group, range) a task of its own whose
+// entries are added in group order afterwards (the same bits as one thread). At least as many
+// ranges as keep a range's accumulators within kQuadratureShareBytes; with fewer than twice as
+// many blocks as threads, the fewest tasks whose rounds times a task's steps come within 5% of
+// the least (group tasks only where their sums fit kQuadratureGroupSumBytes). Deterministic
+// (counts, not timings).
 inline constexpr int64_t kQuadratureShareBytes = int64_t{4} << 20;
-int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads);
+inline constexpr int64_t kQuadratureGroupSumBytes = int64_t{64} << 20;
+struct QuadratureTreeInteractionTasks {
+  int group_tasks = 1;
+  int ranges = 1;
+};
+QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
+    const QuadratureTreeProgram& program, int64_t rows, int threads);
 
 // SHAP values by the tree program with fewer blocks of kQuadratureTreeLanes rows than `threads`:
 // the tree groups (QuadratureTreeShapGroups) ExplainQuadratureCpu runs as tasks of their own per
 // block, their sums added in group order (the same bits as one thread); 1 otherwise, or where the
 // groups' sums would exceed kQuadratureGroupSumBytes.
-inline constexpr int64_t kQuadratureGroupSumBytes = int64_t{64} << 20;
 int QuadratureTreeShapGroupTasks(const QuadratureTreeProgram& program, int64_t rows, int threads);
 
 // ---------------------------------------------------------------------------------------------

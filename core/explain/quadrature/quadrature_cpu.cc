@@ -94,9 +94,12 @@ std::string QuadratureModel::Describe() const {
   const std::string trees_text =
       tree_program == nullptr
           ? std::string("none")
-          : absl::StrFormat("%d trees, %d edges, %d conditioned steps, %.1f MB",
-                            tree_program->trees.size(), tree_program->edges.size(),
-                            tree_program->steps.size(), tree_program->Bytes() / 1e6);
+          : absl::StrFormat(
+                "%d trees, %d edges, %d conditioned steps, %d SHAP / %d interaction tree groups, "
+                "%.1f MB",
+                tree_program->trees.size(), tree_program->edges.size(),
+                tree_program->steps.size(), QuadratureTreeShapGroups(*tree_program),
+                QuadratureTreeInteractionGroups(*tree_program), tree_program->Bytes() / 1e6);
   const std::string pairs_text =
       pair_program == nullptr
           ? std::string("none")
@@ -318,9 +321,11 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
   return segments;
 }
 
-int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t rows, int threads) {
+QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
+    const QuadratureTreeProgram& program, int64_t rows, int threads) {
+  QuadratureTreeInteractionTasks tasks;
   const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
-  if (blocks <= 0) return 1;
+  if (blocks <= 0) return tasks;
   threads = std::max(threads, 1);
   const int64_t f1 = program.num_features + 1;
   const int64_t most_ranges = std::max(program.num_features, 1);  // the bias row has none alone
@@ -331,28 +336,44 @@ int QuadratureTreeMatrixSplits(const QuadratureTreeProgram& program, int64_t row
                               f1 * kQuadratureTreeLanes * static_cast<int64_t>(sizeof(double));
   const int fit = static_cast<int>(std::clamp<int64_t>(
       (block_bytes + kQuadratureShareBytes - 1) / kQuadratureShareBytes, 1, most_ranges));
-  if (blocks >= 2 * static_cast<int64_t>(threads)) return fit;
-  // Threads: the fewest shares whose rounds x steps come within 5% of the least; each share past
-  // the first repeats the SHAP pass, work that a pool shared with other calls pays for, and no
-  // share holds less than its busiest feature's conditioned passes (a matrix row is not cut).
+  tasks.ranges = fit;
+  if (blocks >= 2 * static_cast<int64_t>(threads)) return tasks;
+  // Threads: the fewest tasks whose rounds x steps come within 5% of the least. Each range past
+  // the first repeats its trees' SHAP pass, work that a pool shared with other calls pays for, and
+  // no range holds less than its busiest feature's conditioned passes (a matrix row is not cut);
+  // group tasks each take about 1/groups of both.
   const double shap_steps = static_cast<double>(program.edges.size());
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
   const int most = static_cast<int>(std::min<int64_t>(most_ranges, 4 * threads));
-  auto cost = [&](int s) {
-    const int64_t rounds = (blocks * s + threads - 1) / threads;
+  const int groups = QuadratureTreeInteractionGroups(program);
+  const int64_t group_sum_bytes = blocks * groups * kQuadratureTreeLanes * program.num_outputs *
+                                  f1 * f1 * static_cast<int64_t>(sizeof(double));
+  const int most_groups = group_sum_bytes <= kQuadratureGroupSumBytes ? groups : 1;
+  // A group task also writes its range's entries for the merge to add: charged
+  // kMergeStepsPerCell steps a cell (lanes of the block's rows).
+  constexpr double kMergeStepsPerCell = 4;
+  const double cells = static_cast<double>(program.num_outputs * f1 * f1);
+  auto cost = [&](int g, int s) {
+    const int64_t rounds = (blocks * g * s + threads - 1) / threads;
+    const double merge = g > 1 ? kMergeStepsPerCell * cells / s : 0.0;
     return static_cast<double>(rounds) *
-           (shap_steps + condition_steps * QuadratureTreeRangeShare(program, s));
+           ((shap_steps + condition_steps * QuadratureTreeRangeShare(program, s)) / g + merge);
   };
   double least = std::numeric_limits<double>::infinity();
-  for (int s = 1; s <= most; ++s) least = std::min(least, cost(s));
-  int for_threads = most;
-  for (int s = 1; s < most; ++s) {
-    if (cost(s) <= 1.05 * least) {
-      for_threads = s;
-      break;
+  for (int g : {1, most_groups}) {
+    for (int s = 1; s <= most; ++s) least = std::min(least, cost(g, s));
+  }
+  int64_t fewest = std::numeric_limits<int64_t>::max();
+  for (int g : {1, most_groups}) {
+    for (int s = 1; s <= most; ++s) {
+      if (cost(g, s) <= 1.05 * least && int64_t{g} * s < fewest) {
+        fewest = int64_t{g} * s;
+        tasks.group_tasks = g;
+        tasks.ranges = std::max(s, fit);
+      }
     }
   }
-  return std::max(for_threads, fit);
+  return tasks;
 }
 
 int QuadratureTreeShapGroupTasks(const QuadratureTreeProgram& program, int64_t rows,
@@ -493,6 +514,52 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     });
   }
 
+  // Interactions by the tree program: each block's matrix rows in ranges, each its own task
+  // (QuadratureTreeInteractionTasksFor: ranges whose accumulators stay in cache, and with fewer
+  // blocks than threads, ranges and tree groups for the threads). Each matrix row is computed
+  // whole by one task: the same bits either way. The ranges hold about equal conditioned work,
+  // not equal rows: a few features carry most of a model's splits. Group tasks write their
+  // entries to group_inter ([block][group][range's rows]: a block's ranges side by side, each
+  // laid out as `work`'s accumulators), which `work` adds in group order.
+  int64_t splits = 1;
+  std::vector<int> bounds{0, static_cast<int>(f1)};
+  const int inter_groups = program != nullptr ? QuadratureTreeInteractionGroups(*program) : 1;
+  int inter_group_tasks = 1;
+  if (interactions && program != nullptr && path_ids.empty()) {
+    const QuadratureTreeInteractionTasks plan =
+        QuadratureTreeInteractionTasksFor(*program, rows.rows, threads);
+    inter_group_tasks = plan.group_tasks;
+    if (plan.ranges > 1) {
+      QuadratureTreeMatrixRowRanges(*program, plan.ranges, &bounds);
+      splits = static_cast<int64_t>(bounds.size()) - 1;
+    }
+  }
+  const int64_t block_matrices = unit * num_outputs * f1 * f1;
+  std::unique_ptr<double[]> group_inter;
+  if (inter_group_tasks > 1) {
+    // Zeroed by the tasks, each its own entries (in parallel, where they are first touched).
+    group_inter.reset(new double[units * inter_group_tasks * block_matrices]);
+    ParallelFor(pool, units * inter_group_tasks * splits, 1, [&](int64_t first, int64_t last) {
+      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t part = task % splits;
+        const int g = static_cast<int>(task / splits % inter_group_tasks);
+        const int64_t u = task / splits / inter_group_tasks;
+        const int64_t begin = u * unit;
+        const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
+                             rows.stride};
+        double* entries = group_inter.get() + (u * inter_group_tasks + g) * block_matrices +
+                          unit * num_outputs * bounds[part] * f1;
+        const int64_t matrix_rows = bounds[part + 1] - bounds[part];
+        std::fill(entries, entries + block.rows * num_outputs * matrix_rows * f1, 0.0);
+        AddQuadratureTreeInteractions(*program, forest.category_bits.data(), block, range->begin,
+                                      range->end, g, g + 1, bounds[part], bounds[part + 1],
+                                      &workspace->tree, entries);
+      }
+      workspaces.Give(std::move(workspace));
+    });
+  }
+
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only,
   // accumulated as [output][row][column] (the whole matrices when the range is all of them).
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
@@ -523,10 +590,20 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       }
       if (program != nullptr) {
         const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
-        if (interactions) {
+        if (interactions && group_inter != nullptr) {
+          for (int g = 0; g < inter_group_tasks; ++g) {
+            for (int64_t r = first; r < first + count; ++r) {
+              const double* sums = group_inter.get() +
+                                   (r / unit * inter_group_tasks + g) * block_matrices +
+                                   unit * num_outputs * row_begin * f1 + r % unit * acc_width;
+              double* acc = acc_rows.data() + (r - first) * acc_width;
+              for (int64_t c = 0; c < acc_width; ++c) acc[c] += sums[c];
+            }
+          }
+        } else if (interactions) {
           AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
-                                        range->begin, range->end, row_begin, row_end,
-                                        &tree_scratch, acc_rows.data());
+                                        range->begin, range->end, 0, inter_groups, row_begin,
+                                        row_end, &tree_scratch, acc_rows.data());
         } else if (!group_sums.empty()) {
           for (int g = 0; g < group_tasks; ++g) {
             for (int64_t r = first; r < first + count; ++r) {
@@ -600,20 +677,6 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   };
   // Rows are independent; each is summed in a fixed order: deterministic. Where the tree program
   // runs, threads take whole SIMD blocks (a share of 9 rows would run two blocks).
-  // Interactions by the tree program: each block's matrix rows in ranges, each its own task
-  // (QuadratureTreeMatrixSplits: ranges whose accumulators stay in cache, and with fewer blocks
-  // than threads, ranges for the threads). Each matrix row is computed whole by one task: the
-  // same bits either way. The ranges hold about equal conditioned work, not equal rows: a few
-  // features carry most of a model's splits.
-  int64_t splits = 1;
-  std::vector<int> bounds;
-  if (interactions && program != nullptr && path_ids.empty()) {
-    splits = QuadratureTreeMatrixSplits(*program, rows.rows, threads);
-    if (splits > 1) {
-      QuadratureTreeMatrixRowRanges(*program, static_cast<int>(splits), &bounds);
-      splits = static_cast<int64_t>(bounds.size()) - 1;
-    }
-  }
   ParallelFor(pool, units * splits, 1, [&](int64_t first, int64_t last) {
     if (splits == 1) {
       work(first * unit, std::min(rows.rows, last * unit), 0, static_cast<int>(f1));

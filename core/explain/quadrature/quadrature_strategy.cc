@@ -120,7 +120,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     shap_in_blocks_ = model_->tree_program != nullptr;
     inter_in_blocks_ = shap_in_blocks_ && QuadratureTreeServesInteractions(*model_->tree_program);
     // Whether the tree program takes every path (no per-path kernel): then blocks' matrices are
-    // split into ranges of rows (QuadratureTreeMatrixSplits), for the cache and, with few rows,
+    // split into ranges of rows (QuadratureTreeInteractionTasksFor), for the cache and, with few rows,
     // for the threads.
     inter_splits_rows_ = inter_in_blocks_;
     for (const QuadraturePath& path : model_->paths) {
@@ -137,9 +137,11 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   double EstimateSeconds(int64_t rows, const ExplainOptions& options) const override {
     const StrategyCost& c = options.interactions ? inter_ : shap_;
     double rounds = static_cast<double>((rows + threads_ - 1) / threads_);  // rows in parallel
-    const int splits = options.interactions && inter_splits_rows_
-                           ? QuadratureTreeMatrixSplits(*model_->tree_program, rows, threads_)
-                           : 1;
+    const QuadratureTreeInteractionTasks inter_tasks =
+        options.interactions && inter_splits_rows_
+            ? QuadratureTreeInteractionTasksFor(*model_->tree_program, rows, threads_)
+            : QuadratureTreeInteractionTasks{};
+    const int splits = inter_tasks.ranges;
     const int groups = !options.interactions && shap_in_blocks_
                            ? QuadratureTreeShapGroupTasks(*model_->tree_program, rows, threads_)
                            : 1;
@@ -151,20 +153,24 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       return c.fixed_seconds +
              c.per_row_seconds * kQuadratureTreeLanes * task_rounds / groups + memory;
     }
-    if (splits > 1) {
-      // Blocks x ranges of matrix rows in parallel: each range repeats its block's SHAP pass
-      // (about a row's SHAP cost per lane) and takes 1/splits of the conditioned passes (the
-      // calibrated time less its ranges' SHAP passes).
+    if (splits > 1 || inter_tasks.group_tasks > 1) {
+      // Blocks x ranges of matrix rows (x tree groups) in parallel: each range repeats its
+      // block's SHAP pass (about a row's SHAP cost per lane) and takes 1/splits of the
+      // conditioned passes (the calibrated time less its ranges' SHAP passes); a group task
+      // about 1/groups of that.
       const QuadratureTreeProgram& program = *model_->tree_program;
       const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
-      const int64_t task_rounds = (blocks * splits + threads_ - 1) / threads_;
+      const int64_t tasks = blocks * splits * inter_tasks.group_tasks;
+      const int64_t task_rounds = (tasks + threads_ - 1) / threads_;
       // The calibration's one block ran in this many ranges on one thread: that many SHAP
       // passes plus the conditioned passes once.
-      const int calibration_splits = QuadratureTreeMatrixSplits(program, kQuadratureTreeLanes, 1);
+      const int calibration_splits =
+          QuadratureTreeInteractionTasksFor(program, kQuadratureTreeLanes, 1).ranges;
       const double conditioned =
           std::max(0.0, c.per_row_seconds - calibration_splits * shap_.per_row_seconds);
       const double lane =
-          shap_.per_row_seconds + conditioned * QuadratureTreeRangeShare(program, splits);
+          (shap_.per_row_seconds + conditioned * QuadratureTreeRangeShare(program, splits)) /
+          inter_tasks.group_tasks;
       const double memory = inter_memory_ * rows / std::min(threads_, 4);
       return c.fixed_seconds + lane * kQuadratureTreeLanes * task_rounds + memory;
     }

@@ -170,19 +170,32 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t*
                            RowsView rows, int iteration_begin, int iteration_end, int group_begin,
                            int group_end, QuadratureTreeScratch* scratch, double* acc);
 
-// The same for SHAP interaction values (requires QuadratureTreeServesInteractions), for the
+// Interaction values sum the program's trees in fixed groups of their own (at least
+// kQuadratureTreesPerInteractionGroup trees and kQuadratureStepsPerGroupCell steps of the walk per
+// cell of the outputs' matrices each, at most kQuadratureMaxTreeGroups, fixed per program): each
+// group's matrix entries are added to a row's in group order, so a caller can compute the groups
+// of one row on several threads, each into zeroed doubles, and add them in that order for the
+// same bits as one thread.
+inline constexpr int kQuadratureTreesPerInteractionGroup = 4;
+inline constexpr int64_t kQuadratureStepsPerGroupCell = 64;
+int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& program);
+
+// The same for SHAP interaction values (requires QuadratureTreeServesInteractions), of the trees
+// of interaction groups [group_begin, group_end) (QuadratureTreeInteractionGroups), for the
 // matrix rows i in [row_begin, row_end) of each output's (F + 1) x (F + 1) matrix: `acc` is
 // rows.rows x num_outputs x (row_end - row_begin) x (F + 1) doubles, row-major, those rows only
 // (the whole matrices for [0, F + 1); bias entries untouched). Per tree and feature i
 // it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two recursions
-// (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i - sum_{j != i} M[i][j] of
-// the tree: the reference's definition, tree by tree (it is linear in the trees). Each matrix
+// (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i -
+// sum_{j != i} M[i][j] of the group's trees: the reference's definition (it is linear in the
+// trees). Each matrix
 // row is computed whole by its own passes, so callers may split a batch's rows of the matrix
 // between threads (each zeroes, fills and reads only its share of memory), and M[i][j] is the
 // same bits whatever the split.
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
                                    const uint32_t* category_bits, RowsView rows,
-                                   int iteration_begin, int iteration_end, int row_begin,
-                                   int row_end, QuadratureTreeScratch* scratch, double* acc);
+                                   int iteration_begin, int iteration_end, int group_begin,
+                                   int group_end, int row_begin, int row_end,
+                                   QuadratureTreeScratch* scratch, double* acc);
 
 }  // namespace grove

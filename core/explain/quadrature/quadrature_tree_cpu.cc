@@ -533,9 +533,51 @@ Lanes* LanesOf(std::vector<double>* v, int64_t count) {
   return reinterpret_cast<Lanes*>((at + sizeof(Lanes) - 1) / sizeof(Lanes) * sizeof(Lanes));
 }
 
-// SHAP values: the trees of groups [group_begin, group_end), each group summed on its own and
-// added to the total in group order (QuadratureTreeShapGroups). Interactions: every tree, as one
-// sum.
+// Adds the interaction entries of one sum of trees (`shap` [column][block] and `inter`
+// [row - row_begin][output][feature][block] lanes) to `acc`, n rows x num_outputs x
+// (row_end - row_begin) x (F + 1) doubles: M[i][j] for j != i, and M[i][i] = phi_i less the row's
+// off-diagonal sum. The bias row has no entries here.
+void AddInteractionLanes(const QuadratureTreeProgram& p, int64_t n, int64_t blocks,
+                         const Lanes* shap, const Lanes* inter, int row_begin, int row_end,
+                         double* acc) {
+  const int64_t f1 = p.num_features + 1;
+  const int64_t shap_width = Width(p, false);
+  const int64_t matrix_rows = row_end - row_begin;
+  const int64_t feature_rows =
+      std::max<int64_t>(0, std::min<int64_t>(row_end, p.num_features) - row_begin);
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t b = r / kLanes;
+    const int l = static_cast<int>(r % kLanes);
+    double* out = acc + r * p.num_outputs * matrix_rows * f1;
+    for (int k = 0; k < p.num_outputs; ++k) {
+      for (int64_t i = row_begin; i < row_begin + feature_rows; ++i) {
+        double* out_row = out + (k * matrix_rows + i - row_begin) * f1;
+        const Lanes* m_row = inter + ((i - row_begin) * shap_width + k * f1) * blocks + b;
+        double off_diagonal = 0;
+        for (int64_t j = 0; j < f1; ++j) {
+          if (j == i) continue;
+          const double m = m_row[j * blocks][l];
+          off_diagonal += m;
+          out_row[j] += m;
+        }
+        out_row[i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
+      }
+    }
+  }
+}
+
+// The first tree of `group` of `groups` (equal counts of consecutive trees).
+int GroupBegin(const QuadratureTreeProgram& p, int group, int groups) {
+  return static_cast<int>(static_cast<int64_t>(p.trees.size()) * group / std::max(groups, 1));
+}
+
+// The trees of groups [group_begin, group_end), each group summed on its own and added in group
+// order. SHAP values (QuadratureTreeShapGroups): the groups' lanes are added to a total, which is
+// then added to `acc`. Interactions (QuadratureTreeInteractionGroups): each group's lanes are
+// turned into matrix entries (its off-diagonal sums and its diagonal) and those added to `acc`,
+// so that a caller that runs the groups apart, each into zeroed doubles, and adds those to its
+// own in group order gets the same bits (with or without the pair kernel's entries already in
+// `acc`).
 void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
               int iteration_begin, int iteration_end, int group_begin, int group_end,
               bool interactions, int row_begin, int row_end, QuadratureTreeScratch* scratch,
@@ -543,7 +585,6 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
   const int64_t n = rows.rows;
   if (n <= 0 || p.trees.empty() || group_begin >= group_end) return;
   const int64_t features = std::max(p.num_features, 1);
-  const int64_t f1 = p.num_features + 1;
   const int64_t shap_width = Width(p, false);
   const int64_t blocks = (n + kLanes - 1) / kLanes;
   // Rows as [block][feature] lanes; lanes past the last row repeat it (their results are dropped).
@@ -566,7 +607,6 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
   // accumulators hold the rows that are features, as [row][output][feature] (a conditioned
   // pass's columns are then its row's offset plus the edge's SHAP column); `acc` takes a row's
   // [output][row][column].
-  const int64_t matrix_rows = interactions ? row_end - row_begin : 0;
   const int64_t feature_rows =
       interactions ? std::max<int64_t>(0, std::min<int64_t>(row_end, p.num_features) - row_begin)
                    : 0;
@@ -597,45 +637,34 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
     }
   };
   if (interactions) {
-    run(0, static_cast<int>(p.trees.size()), shap);
-  } else {
-    // Each group into its own lanes, then added to the total: 0 + g0 + g1 + ... in group order,
-    // the bits of a caller that sums groups apart and adds them in that order. The first group
-    // sums straight into the zeroed total (0 + g0 is g0).
-    run(QuadratureTreeGroupBegin(p, group_begin), QuadratureTreeGroupBegin(p, group_begin + 1),
-        shap);
-    if (group_end - group_begin > 1) {
-      Lanes* part = LanesOf(&scratch->group_accumulators, shap_width * blocks);
-      for (int g = group_begin + 1; g < group_end; ++g) {
-        std::fill(part, part + shap_width * blocks, Splat(0.0));
-        run(QuadratureTreeGroupBegin(p, g), QuadratureTreeGroupBegin(p, g + 1), part);
-        for (int64_t i = 0; i < shap_width * blocks; ++i) shap[i] += part[i];
+    const int groups = QuadratureTreeInteractionGroups(p);
+    for (int g = group_begin; g < group_end; ++g) {
+      if (g > group_begin) {
+        std::fill(shap, shap + shap_width * blocks, Splat(0.0));
+        std::fill(inter, inter + inter_width * blocks, Splat(0.0));
       }
+      run(GroupBegin(p, g, groups), GroupBegin(p, g + 1, groups), shap);
+      AddInteractionLanes(p, n, blocks, shap, inter, row_begin, row_end, acc);
+    }
+    return;
+  }
+  // SHAP values: each group into its own lanes, then added to the total: 0 + g0 + g1 + ... in
+  // group order, the bits of a caller that sums groups apart and adds them in that order. The
+  // first group sums straight into the zeroed total (0 + g0 is g0).
+  run(QuadratureTreeGroupBegin(p, group_begin), QuadratureTreeGroupBegin(p, group_begin + 1), shap);
+  if (group_end - group_begin > 1) {
+    Lanes* part = LanesOf(&scratch->group_accumulators, shap_width * blocks);
+    for (int g = group_begin + 1; g < group_end; ++g) {
+      std::fill(part, part + shap_width * blocks, Splat(0.0));
+      run(QuadratureTreeGroupBegin(p, g), QuadratureTreeGroupBegin(p, g + 1), part);
+      for (int64_t i = 0; i < shap_width * blocks; ++i) shap[i] += part[i];
     }
   }
   for (int64_t r = 0; r < n; ++r) {
     const int64_t b = r / kLanes;
     const int l = static_cast<int>(r % kLanes);
-    if (!interactions) {
-      double* out = acc + r * shap_width;
-      for (int64_t c = 0; c < shap_width; ++c) out[c] += shap[c * blocks + b][l];
-      continue;
-    }
-    double* out = acc + r * p.num_outputs * matrix_rows * f1;
-    for (int k = 0; k < p.num_outputs; ++k) {
-      for (int64_t i = row_begin; i < row_begin + feature_rows; ++i) {
-        double* out_row = out + (k * matrix_rows + i - row_begin) * f1;
-        const Lanes* m_row = inter + ((i - row_begin) * shap_width + k * f1) * blocks + b;
-        double off_diagonal = 0;
-        for (int64_t j = 0; j < f1; ++j) {
-          if (j == i) continue;
-          const double m = m_row[j * blocks][l];
-          off_diagonal += m;
-          out_row[j] += m;
-        }
-        out_row[i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
-      }
-    }
+    double* out = acc + r * shap_width;
+    for (int64_t c = 0; c < shap_width; ++c) out[c] += shap[c * blocks + b][l];
   }
 }
 
@@ -696,8 +725,25 @@ int QuadratureTreeShapGroups(const QuadratureTreeProgram& p) {
 }
 
 int QuadratureTreeGroupBegin(const QuadratureTreeProgram& p, int group) {
+  return GroupBegin(p, group, QuadratureTreeShapGroups(p));
+}
+
+int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& p) {
   const int64_t trees = static_cast<int64_t>(p.trees.size());
-  return static_cast<int>(trees * group / QuadratureTreeShapGroups(p));
+  // Per group and block, the sums are zeroed and turned into matrix entries, and where groups
+  // run as tasks, written and added again: a few cache lines per cell of every output's matrix,
+  // as much as several steps of the walk where they miss the cache. Each group keeps at least
+  // kQuadratureStepsPerGroupCell steps of its walk (edges of the SHAP pass, two recursions per
+  // conditioned step) per cell, so that this stays a few percent (wide models get one group: 4
+  // groups of 17 steps a cell ran 10 rows of a 256-feature model 1.7x slower than one).
+  const int64_t f1 = p.num_features + 1;
+  const int64_t cells = static_cast<int64_t>(p.num_outputs) * f1 * f1;
+  const int64_t steps =
+      static_cast<int64_t>(p.edges.size()) + 2 * static_cast<int64_t>(p.steps.size());
+  const int64_t by_steps = steps / (kQuadratureStepsPerGroupCell * std::max<int64_t>(cells, 1));
+  return static_cast<int>(std::clamp<int64_t>(
+      std::min(trees / kQuadratureTreesPerInteractionGroup, by_steps), 1,
+      kQuadratureMaxTreeGroups));
 }
 
 bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {
@@ -715,10 +761,12 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* categ
 
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_t* category_bits,
                                    RowsView rows, int iteration_begin, int iteration_end,
-                                   int row_begin, int row_end, QuadratureTreeScratch* scratch,
-                                   double* acc) {
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, 0, 1, true, row_begin, row_end,
-           scratch, acc);
+                                   int group_begin, int group_end, int row_begin, int row_end,
+                                   QuadratureTreeScratch* scratch, double* acc) {
+  const int groups = QuadratureTreeInteractionGroups(p);
+  const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, true, row_begin,
+           row_end, scratch, acc);
 }
 
 }  // namespace grove

@@ -548,8 +548,9 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     bool vector_leaves, tree_program;
     int units_per_row;  // QuadraturePairUnitsPerRow
   };
-  // The last: 400 features x 2 outputs, a block's accumulators 20 MB, computed in ranges that fit
-  // the cache (QuadratureTreeMatrixSplits > 1 with any thread count), the bias row in the last.
+  // "tree program": few rows on many threads run its tree groups as tasks of their own. The
+  // last: 400 features x 2 outputs, a block's accumulators 20 MB, computed in ranges that fit the
+  // cache (more than one with any thread count), the bias row in the last.
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
                             {"tree program", 8, 2, false, true, 0},
@@ -583,7 +584,15 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
       EXPECT_EQ(QuadraturePairSegmentsPerTask(*model, 16, 16), 1);
     }
     if (c.num_features == 400) {
-      EXPECT_GT(QuadratureTreeMatrixSplits(*model->tree_program, 64 * kQuadratureTreeLanes, 16), 1);
+      EXPECT_GT(
+          QuadratureTreeInteractionTasksFor(*model->tree_program, 64 * kQuadratureTreeLanes, 16)
+              .ranges,
+          1);
+    } else if (c.tree_program) {
+      const int groups = QuadratureTreeInteractionGroups(*model->tree_program);
+      EXPECT_GT(groups, 1);
+      EXPECT_EQ(QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 16).group_tasks, groups);
+      EXPECT_EQ(QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 1).group_tasks, 1);
     }
     const int64_t width = ExplainWidth(*f, true);
     const int64_t max_rows = 13;
@@ -716,36 +725,58 @@ TEST(QuadratureTreeProgramTest, MatrixRowRangesFollowTheConditionedWork) {
   QuadratureTreeMatrixRowRanges(skewed, 5, &bounds);
   EXPECT_EQ(bounds, (std::vector<int>{0, 6, 12, 18, 24, 31}));
 
-  // Splits for threads: only with fewer than twice as many blocks of kQuadratureTreeLanes rows
-  // as threads; then as many as pay for the SHAP pass each range repeats, at most one per row.
-  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 32 * kQuadratureTreeLanes, 16), 1);
-  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 10, 1), 1);
-  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 1, 1), 1);
-  EXPECT_EQ(QuadratureTreeMatrixSplits(*built, 0, 16), 1);
+  // Tasks for threads: only with fewer than twice as many blocks of kQuadratureTreeLanes rows
+  // as threads; then as many as pay for the SHAP pass each range repeats, at most one range per
+  // row, or the tree groups where ranges cannot spread the work.
+  auto tasks = [](const QuadratureTreeProgram& p, int64_t rows, int threads) {
+    const QuadratureTreeInteractionTasks t = QuadratureTreeInteractionTasksFor(p, rows, threads);
+    return std::make_pair(t.group_tasks, t.ranges);
+  };
+  using Tasks = std::pair<int, int>;
+  EXPECT_EQ(tasks(*built, 32 * kQuadratureTreeLanes, 16), Tasks(1, 1));
+  EXPECT_EQ(tasks(*built, 10, 1), Tasks(1, 1));
+  EXPECT_EQ(tasks(*built, 1, 1), Tasks(1, 1));
+  EXPECT_EQ(tasks(*built, 0, 16), Tasks(1, 1));
   QuadratureTreeProgram conditioned = *built;  // conditioned passes far above the SHAP pass
   conditioned.edges.resize(1);
   conditioned.steps.resize(1 << 20);
-  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 16);  // one round of 16 threads
-  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 10, 16), 8);  // two blocks
-  // One feature with half the conditioned passes: a range cannot hold less, so two suffice.
+  const int groups = QuadratureTreeInteractionGroups(conditioned);
+  ASSERT_EQ(groups, static_cast<int>(built->trees.size()) / kQuadratureTreesPerInteractionGroup);
+  ASSERT_EQ(groups, 8);
+  // Each group holds kQuadratureStepsPerGroupCell steps of the walk per cell of the matrices.
+  QuadratureTreeProgram few_steps = *built;
+  const int64_t cells = int64_t{built->num_features + 1} * (built->num_features + 1);
+  few_steps.edges.resize(1);
+  few_steps.steps.resize(3 * kQuadratureStepsPerGroupCell * cells / 2);
+  EXPECT_EQ(QuadratureTreeInteractionGroups(few_steps), 3);
+  few_steps.steps.resize(few_steps.steps.size() - 1);
+  EXPECT_EQ(QuadratureTreeInteractionGroups(few_steps), 2);
+  EXPECT_EQ(tasks(conditioned, 1, 16), Tasks(1, 16));  // one round of 16 threads
+  EXPECT_EQ(tasks(conditioned, 10, 16), Tasks(1, 8));  // two blocks
+  // One feature with half the conditioned passes: a range cannot hold less, so the groups
+  // spread the work instead (8 groups x 2 ranges: 16 tasks of a sixteenth each, against 16
+  // ranges of a half).
   conditioned.max_condition_steps = (1 << 20) / 2;
-  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 2);
+  EXPECT_EQ(tasks(conditioned, 1, 16), Tasks(groups, 2));
+  EXPECT_EQ(tasks(conditioned, 1, 8), Tasks(groups, 1));
   conditioned.max_condition_steps = built->max_condition_steps;
-  conditioned.num_features = 3;  // at most one range per feature row
-  EXPECT_EQ(QuadratureTreeMatrixSplits(conditioned, 1, 16), 3);
+  conditioned.num_features = 3;  // at most one range per feature row; then groups of them
+  EXPECT_EQ(tasks(conditioned, 1, 16), Tasks(groups, 2));
+  EXPECT_EQ(tasks(conditioned, 1, 3), Tasks(1, 3));
   QuadratureTreeProgram shap_bound = *built;  // the SHAP pass far above the conditioned ones
   shap_bound.edges.resize(1 << 20);
   shap_bound.steps.resize(1);
-  EXPECT_EQ(QuadratureTreeMatrixSplits(shap_bound, 1, 16), 1);
+  EXPECT_EQ(tasks(shap_bound, 1, 16).second, 1);
   // Cache: a block's accumulators of 500 features (16 MB) in ranges of at most
   // kQuadratureShareBytes, with many blocks too; 100 outputs of 32 features (6.8 MB) in two.
   QuadratureTreeProgram wide = *built;
   wide.num_features = 500;
-  EXPECT_EQ(QuadratureTreeMatrixSplits(wide, 32 * kQuadratureTreeLanes, 16), 4);
-  EXPECT_EQ(QuadratureTreeMatrixSplits(wide, kQuadratureTreeLanes, 1), 4);
+  EXPECT_EQ(QuadratureTreeInteractionGroups(wide), 1);  // too few steps per cell for two groups
+  EXPECT_EQ(tasks(wide, 32 * kQuadratureTreeLanes, 16), Tasks(1, 4));
+  EXPECT_EQ(tasks(wide, kQuadratureTreeLanes, 1), Tasks(1, 4));
   wide.num_features = 32;
   wide.num_outputs = 100;
-  EXPECT_EQ(QuadratureTreeMatrixSplits(wide, 32 * kQuadratureTreeLanes, 16), 2);
+  EXPECT_EQ(tasks(wide, 32 * kQuadratureTreeLanes, 16), Tasks(1, 2));
 }
 
 // One caterpillar tree of `depth` distinct features: at every level one child is a leaf and the
