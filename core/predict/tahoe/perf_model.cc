@@ -286,12 +286,90 @@ double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
   return fixed + full * wave + (rest > 0 ? std::max(0.0, PartialWave(t, rest) - fixed) : 0.0);
 }
 
+namespace {
+
+bool LargeRowChunkLaunch(const TahoeWorkload& w, double rows) {
+  return rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows);
+}
+
+const RowChunkTiming* FindRowChunkTiming(const TahoeWorkload& w, int code) {
+  if (w.row_chunk_timings == nullptr || code == 0) return nullptr;
+  for (int i = 0; i < w.num_row_chunk_timings; ++i) {
+    if (w.row_chunk_timings[i].shape.Code() == code) return &w.row_chunk_timings[i];
+  }
+  return nullptr;
+}
+
+// The rows of the probed size nearest `rows` in log2 within kRowChunkProbedOctaves, for launches
+// below the large batch (0: none). On a tie the smaller size.
+int64_t ProbedRowsFor(const TahoeWorkload& w, double rows) {
+  if (w.row_chunk_launches == nullptr || LargeRowChunkLaunch(w, rows)) return 0;
+  const double x = std::log2(std::max(1.0, rows));
+  int64_t nearest = 0;
+  double nearest_d = kRowChunkProbedOctaves;
+  for (int i = 0; i < w.num_row_chunk_launches; ++i) {
+    const int64_t r = w.row_chunk_launches[i].rows;
+    if (r <= 0 || r == nearest) continue;
+    const double d = std::abs(x - std::log2(static_cast<double>(r)));
+    if (d < nearest_d || (nearest == 0 && d <= nearest_d)) nearest = r, nearest_d = d;
+  }
+  return nearest;
+}
+
+double ScaledSeconds(const GpuHardwareParams& hw, const RowChunkLaunchTiming& l,
+                     const RowChunkTiming& t, double rows) {
+  const double at_probe = RowChunkWaveSeconds(t, hw.sm_count, static_cast<double>(l.rows));
+  return at_probe > 0 ? l.seconds * RowChunkWaveSeconds(t, hw.sm_count, rows) / at_probe
+                      : l.seconds;
+}
+
+// Near a probed size, the shapes timed there with the least and the second least ScaledSeconds
+// (on a tie the earlier listed); false where no probed size applies.
+struct ProbedPick {
+  const RowChunkTiming* best = nullptr;
+  const RowChunkTiming* second = nullptr;
+  double best_s = std::numeric_limits<double>::infinity();
+  double second_s = std::numeric_limits<double>::infinity();
+};
+bool PickProbed(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows, ProbedPick* p) {
+  const int64_t at = ProbedRowsFor(w, rows);
+  if (at == 0) return false;
+  for (int i = 0; i < w.num_row_chunk_launches; ++i) {
+    const RowChunkLaunchTiming& l = w.row_chunk_launches[i];
+    const RowChunkTiming* t = l.rows == at ? FindRowChunkTiming(w, l.code) : nullptr;
+    if (t == nullptr || t == p->best) continue;
+    const double s = ScaledSeconds(hw, l, *t, rows);
+    if (s < p->best_s) {
+      p->second = p->best, p->second_s = p->best_s;
+      p->best = t, p->best_s = s;
+    } else if (s < p->second_s) {
+      p->second = t, p->second_s = s;
+    }
+  }
+  return p->best != nullptr;
+}
+
+}  // namespace
+
+double RowChunkSeconds(const GpuHardwareParams& hw, const TahoeWorkload& w, const RowChunkTiming& t,
+                       double rows) {
+  if (const int64_t at = ProbedRowsFor(w, rows); at > 0) {
+    const int code = t.shape.Code();
+    for (int i = 0; i < w.num_row_chunk_launches; ++i) {
+      const RowChunkLaunchTiming& l = w.row_chunk_launches[i];
+      if (l.rows == at && l.code == code) return ScaledSeconds(hw, l, t, rows);
+    }
+  }
+  return RowChunkWaveSeconds(t, hw.sm_count, rows);
+}
+
 const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                         double rows) {
   if (w.row_chunk_timings == nullptr || w.num_row_chunk_timings <= 0) return nullptr;
+  if (ProbedPick p; PickProbed(hw, w, rows, &p)) return p.best;
   const RowChunkTiming* pick = nullptr;
   double best = std::numeric_limits<double>::infinity();
-  const bool large = rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows);
+  const bool large = LargeRowChunkLaunch(w, rows);
   for (int i = 0; i < w.num_row_chunk_timings; ++i) {
     const RowChunkTiming& t = w.row_chunk_timings[i];
     if (large) {
@@ -311,7 +389,12 @@ const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const Tahoe
 const RowChunkTiming* RowChunkRunnerUp(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                        double rows) {
   const RowChunkTiming* best = RowChunkTimingFor(hw, w, rows);
-  if (best == nullptr || rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows)) return nullptr;
+  if (best == nullptr || LargeRowChunkLaunch(w, rows)) return nullptr;
+  if (ProbedPick p; PickProbed(hw, w, rows, &p)) {
+    return p.second != nullptr && p.second_s <= (1 + kProbedShapeTrialMargin) * p.best_s
+               ? p.second
+               : nullptr;
+  }
   const double best_s = RowChunkWaveSeconds(*best, hw.sm_count, rows);
   const RowChunkTiming* second = nullptr;
   double second_s = std::numeric_limits<double>::infinity();
@@ -483,8 +566,9 @@ std::vector<StrategyCost> EstimateStrategies(const GpuHardwareParams& hw, const 
       c.fixed_seconds = chunks * hw.launch_seconds;
       Finish(c, w, StrategyId::kRowChunk);
       if (const RowChunkTiming* t = RowChunkTimingFor(hw, w, launch_rows); t != nullptr) {
-        // Measured shapes: every launch of `launch_rows` rows as the probe timed it.
-        c.kernel_seconds = chunks * RowChunkWaveSeconds(*t, hw.sm_count, launch_rows);
+        // Measured shapes: every launch of `launch_rows` rows as the probe timed it (at a probed
+        // size near it, or in waves).
+        c.kernel_seconds = chunks * RowChunkSeconds(hw, w, *t, launch_rows);
         if (const RowChunkTiming* r = RowChunkRunnerUp(hw, w, launch_rows); r != nullptr) {
           c.runner_up_groups = r->shape.Code();
         }

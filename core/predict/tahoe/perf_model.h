@@ -126,6 +126,22 @@ struct RowChunkTiming {
 // costs a whole wave's latency, not 1/b of one: a partial wave runs as long as a full one.
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
 
+// A row-chunk shape the load-time probe timed on a launch of `rows` rows, at one of a few batch
+// sizes below its large batch. The wave model above extrapolates from a few block counts: it ranks
+// shapes well apart but can miss between close ones by tens of percent at mid-size batches
+// (docs/benchmarks/prediction-gpu.md). So near a probed size the shapes timed there compete on
+// their measured seconds, each scaled to the launch's rows by the ratio of its own wave model's
+// times, which keeps a shape's steps between partial and whole waves (the fastest shape at 8,192
+// rows can start a second wave at 10,000). Each shape timed is among the workload's timings.
+struct RowChunkLaunchTiming {
+  int64_t rows = 0;
+  int code = 0;        // RowChunkShape::Code()
+  double seconds = 0;  // the launch, synchronization included
+};
+// A launch takes the probed size nearest in log2(rows) when within this many octaves (the probe's
+// sizes are an octave apart); farther away, the wave model alone.
+inline constexpr double kRowChunkProbedOctaves = 0.5;
+
 // What one batch asks of each strategy (from the model, the batch and the engine's layout).
 struct TahoeWorkload {
   int64_t rows = 0;               // the batch
@@ -152,11 +168,15 @@ struct TahoeWorkload {
   int row_chunk_per_thread = 1;   // the probe found this many rows per thread fastest
   int row_chunk_threads = kRowChunkMinThreads;  // ... and this many threads per block
   // Every shape the probe timed (owned by the engine; null: not probed). Below half of
-  // row_chunk_large_rows (the probe's large batch) the shape with the least RowChunkWaveSeconds
-  // runs; at and above, the probe's choice.
+  // row_chunk_large_rows (the probe's large batch): near a probed size (row_chunk_launches,
+  // ascending rows, one entry a shape a size; kRowChunkProbedOctaves) the shape timed there with
+  // the least RowChunkSeconds, elsewhere the shape with the least RowChunkWaveSeconds; at and
+  // above, the probe's choice.
   const RowChunkTiming* row_chunk_timings = nullptr;
   int num_row_chunk_timings = 0;
   int64_t row_chunk_large_rows = 0;
+  const RowChunkLaunchTiming* row_chunk_launches = nullptr;
+  int num_row_chunk_launches = 0;
   int64_t row_chunk_acc_bytes = 0;
   int64_t row_chunk_row_bytes = 0;
   int64_t chunk_rows = 1 << 18;   // rows per launch (workspace limit)
@@ -181,20 +201,30 @@ struct TahoeWorkload {
 // see RowChunkShapeFor).
 int RowChunkFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows,
                 int threads = kRowChunkMinThreads);
-// The whole shape for a launch of `rows` rows: with timings, the probe's choice for large launches
-// and the timed shape with the least RowChunkWaveSeconds below them; without, RowChunkFor's chunk
-// with the probed threads, several rows per thread only at the probed chunk and where the batch
-// still fills every SM.
+// The whole shape for a launch of `rows` rows: with timings, the probe's choice for large launches,
+// below them the shape with the least RowChunkSeconds among those timed at a probed size near
+// `rows`, else the timed shape with the least RowChunkWaveSeconds; without timings, RowChunkFor's
+// chunk with the probed threads, several rows per thread only at the probed chunk and where the
+// batch still fills every SM.
 RowChunkShape RowChunkShapeFor(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows);
 // The timing of RowChunkShapeFor's shape (null without timings).
 const RowChunkTiming* RowChunkTimingFor(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                         double rows);
-// Below the large batch, the timed shape with the second least RowChunkWaveSeconds when it is
-// predicted within kShapeTrialMargin of RowChunkTimingFor's pick (null otherwise): the two the
-// engine times on real batches (shape_trials.h).
+// Below the large batch, the runner-up to RowChunkTimingFor's pick when it is within
+// kShapeTrialMargin of it (null otherwise): the two the engine times on real batches
+// (shape_trials.h). Near a probed size the shape timed there with the second least
+// RowChunkSeconds, within kProbedShapeTrialMargin: those are timings of the probe's typical rows,
+// which users' rows can walk at another speed shape by shape (categorical and missing values);
+// elsewhere the timed shape with the second least RowChunkWaveSeconds.
 inline constexpr double kShapeTrialMargin = 0.10;
+inline constexpr double kProbedShapeTrialMargin = 0.25;
 const RowChunkTiming* RowChunkRunnerUp(const GpuHardwareParams& hw, const TahoeWorkload& w,
                                        double rows);
+// Predicted time of one launch of `rows` rows with timed shape `t`: where `t` was timed at the
+// probed size near `rows` (below the large batch), those seconds x RowChunkWaveSeconds(t, rows) /
+// RowChunkWaveSeconds(t, probed rows); otherwise RowChunkWaveSeconds.
+double RowChunkSeconds(const GpuHardwareParams& hw, const TahoeWorkload& w, const RowChunkTiming& t,
+                       double rows);
 
 struct StrategyCost {
   StrategyId id = StrategyId::kCpu;

@@ -1,9 +1,10 @@
 // ShapeTrials: the Tahoe engine's choice between two row-chunk shapes that its load-time model
 // cannot tell apart, decided by timing both on the first real batches of a size.
 //
-// Why: the wave model (perf_model.h) is timed on typical rows, and users' rows can walk the trees
-// differently (missing values take another branch of the walk), so two shapes the probe's rows
-// time within a few percent can differ by more on real rows (docs/benchmarks/archive.md). So where the model's best and
+// Why: the load-time timings (perf_model.h: the wave model, and launches at a few batch sizes) are
+// of typical rows, and users' rows can walk the trees differently (missing values take another
+// branch of the walk), so two shapes the probe's rows time within a few percent can differ by more
+// on real rows (docs/benchmarks/archive.md). So where the model's best and
 // second-best shapes for a launch are within a margin, batches of that size alternate between them
 // until each has run `runs` times, and from then on the one with the least kernel time per row
 // runs. Batch sizes are grouped in half-octave buckets; at most kMaxTrials (bucket, pair) entries

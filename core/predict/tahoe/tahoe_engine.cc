@@ -227,6 +227,8 @@ TahoeWorkload TahoeEngineImpl::Workload(int64_t rows, const PredictOptions& opti
   w.row_chunk_timings = row_chunk_timings_.empty() ? nullptr : row_chunk_timings_.data();
   w.num_row_chunk_timings = static_cast<int>(row_chunk_timings_.size());
   w.row_chunk_large_rows = row_chunk_large_rows_;
+  w.row_chunk_launches = row_chunk_launches_.empty() ? nullptr : row_chunk_launches_.data();
+  w.num_row_chunk_launches = static_cast<int>(row_chunk_launches_.size());
   w.row_chunk_row_bytes = 4 * TahoeRowChunkStride(w.features);
   w.row_chunk_acc_bytes = g.row_chunk_acc_bytes;
   TahoeCall call;

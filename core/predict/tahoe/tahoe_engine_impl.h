@@ -244,6 +244,14 @@ class TahoeEngineImpl final : public TahoeEngine {
   absl::Status TimeRowChunkWaves(Gpu& g, int64_t large,
                                  const std::vector<std::pair<double, RowChunkShape>>& timed,
                                  std::string* report);
+  // `shape` timed at RowChunkTiming's wave points (appended to *report), its block_seconds
+  // `block_seconds`; blocks_per_sm 0 (nothing timed) where the shape has no resident block.
+  absl::StatusOr<RowChunkTiming> TimeRowChunkShape(Gpu& g, int64_t large,
+                                                   const RowChunkShape& shape,
+                                                   double block_seconds, std::string* report);
+  // Fills row_chunk_launches_ (after TimeRowChunkWaves), adding the part variants it times to
+  // row_chunk_timings_.
+  absl::Status ProbeRowChunkSizes(Gpu& g, int64_t large, std::string* report);
   absl::Status ProbeChoices(Gpu& g, int64_t large, std::string* report);
   // The probed winner for a batch of `rows` (ProbeChoices), or kCpu when none.
   StrategyId ProbedChoice(double rows) const;
@@ -325,6 +333,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   // Written by Probe() before the engine serves; read-only after.
   std::vector<RowChunkTiming> row_chunk_timings_;
   int64_t row_chunk_large_rows_ = 0;
+  // The row-chunk shapes the probe timed at batch sizes below the large one, by ascending size,
+  // fastest first (TahoeWorkload::row_chunk_launches). Written by Probe() before the engine serves;
+  // read-only after.
+  std::vector<RowChunkLaunchTiming> row_chunk_launches_;
   // Batch sizes at which ProbeChoices times the selector's leading candidates, and the winner at
   // each (kCpu: not probed); the last is the large probe batch (0 here: Probe's `large`). A batch
   // takes the winner of the nearest size on a log scale (above the largest, the largest's).

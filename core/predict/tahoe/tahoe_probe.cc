@@ -1,6 +1,7 @@
 // The Tahoe GPU engine's calibration and load-time probes: the CPU reference's cost, every
 // strategy's time at a small and a large batch (the performance model's corrections), the row-chunk
-// shape, and the winners between close strategies at a few batch sizes (tahoe_engine_impl.h).
+// shapes (at the large batch, in waves of blocks, and on launches of a few mid-size batches), and
+// the winners between close strategies at a few batch sizes (tahoe_engine_impl.h).
 // Compiled only with CUDA.
 #if defined(GROVE_HAVE_CUDA)
 
@@ -224,39 +225,191 @@ absl::Status TahoeEngineImpl::TimeRowChunkWaves(
   std::vector<RowChunkTiming> timings;
   absl::StrAppend(report, "row_chunk waves (blocks/SM: us at 1, half, 1, 2 waves):");
   for (const auto& [t_large, shape] : shapes) {
-    a.groups = shape.Code();
-    RowChunkTiming t;
-    t.shape = shape;
-    t.blocks_per_sm = TahoeRowChunkBlocksPerSm(g.df, a);
-    if (t.blocks_per_sm <= 0) continue;
-    const int64_t rows_per_block = int64_t{shape.chunk} * shape.per_thread;
-    const int64_t b = t.blocks_per_sm;
-    const int64_t counts[RowChunkTiming::kPoints] = {1, (b + 1) / 2, b, 2 * b};
-    absl::StrAppend(report, " ", shape.Label(), ":", b, ":");
-    for (int i = 0; i < RowChunkTiming::kPoints; ++i) {
-      // Blocks per SM: the rows' blocks times the parts.
-      const int64_t row_blocks = std::max<int64_t>(1, counts[i] * sms / shape.parts);
-      const int64_t rows = std::min(large, row_blocks * rows_per_block);
-      t.per_sm[i] = static_cast<int>(
-          (((rows + rows_per_block - 1) / rows_per_block) * shape.parts + sms - 1) / sms);
-      if (i > 0 && t.per_sm[i] == t.per_sm[i - 1]) {
-        t.seconds[i] = t.seconds[i - 1];  // clamped to the large batch, or a one-block wave
-      } else {
-        // Best of 4: these launches take tens of microseconds, where one slow run decides.
-        absl::StatusOr<double> s = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), rows, 5);
-        if (!s.ok()) return s.status();
-        t.seconds[i] = *s;
-      }
-      absl::StrAppend(report, i > 0 ? "/" : "", absl::StrFormat("%.0f", t.seconds[i] * 1e6));
-    }
     // A block at the large batch's rate (a part block does 1/parts of a whole block's work).
-    t.block_seconds = t_large * static_cast<double>(sms * rows_per_block) /
-                      (static_cast<double>(large) * shape.parts);
-    timings.push_back(t);
+    const double block_seconds = t_large * static_cast<double>(sms) * shape.chunk *
+                                 shape.per_thread / (static_cast<double>(large) * shape.parts);
+    absl::StatusOr<RowChunkTiming> t = TimeRowChunkShape(g, large, shape, block_seconds, report);
+    if (!t.ok()) return t.status();
+    if (t->blocks_per_sm > 0) timings.push_back(*t);
   }
   absl::StrAppend(report, "; ");
   row_chunk_timings_ = std::move(timings);
   row_chunk_large_rows_ = large;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RowChunkTiming> TahoeEngineImpl::TimeRowChunkShape(Gpu& g, int64_t large,
+                                                                  const RowChunkShape& shape,
+                                                                  double block_seconds,
+                                                                  std::string* report) {
+  TahoeLaunchArgs a = Args(g, StrategyId::kRowChunk, shape.Code(), ProbeCall());
+  const int64_t sms = std::max(1, hw_.sm_count);
+  RowChunkTiming t;
+  t.shape = shape;
+  t.blocks_per_sm = TahoeRowChunkBlocksPerSm(g.df, a);
+  if (t.blocks_per_sm <= 0) return t;
+  const int64_t rows_per_block = int64_t{shape.chunk} * shape.per_thread;
+  const int64_t b = t.blocks_per_sm;
+  const int64_t counts[RowChunkTiming::kPoints] = {1, (b + 1) / 2, b, 2 * b};
+  absl::StrAppend(report, " ", shape.Label(), ":", b, ":");
+  for (int i = 0; i < RowChunkTiming::kPoints; ++i) {
+    // Blocks per SM: the rows' blocks times the parts.
+    const int64_t row_blocks = std::max<int64_t>(1, counts[i] * sms / shape.parts);
+    const int64_t rows = std::min(large, row_blocks * rows_per_block);
+    t.per_sm[i] = static_cast<int>(
+        (((rows + rows_per_block - 1) / rows_per_block) * shape.parts + sms - 1) / sms);
+    if (i > 0 && t.per_sm[i] == t.per_sm[i - 1]) {
+      t.seconds[i] = t.seconds[i - 1];  // clamped to the large batch, or a one-block wave
+    } else {
+      // Best of 4: these launches take tens of microseconds, where one slow run decides.
+      absl::StatusOr<double> s = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), rows, 5);
+      if (!s.ok()) return s.status();
+      t.seconds[i] = *s;
+    }
+    absl::StrAppend(report, i > 0 ? "/" : "", absl::StrFormat("%.0f", t.seconds[i] * 1e6));
+  }
+  t.block_seconds = block_seconds;
+  return t;
+}
+
+// At a few batch sizes below half the large batch, row-chunk candidates are timed on launches of
+// that many probe rows (row_chunk_launches_; RowChunkLaunchTiming says why): the shapes the wave
+// model ranks first there, and part variants that the large batch's ranking left untimed
+// (TimeRowChunkWaves splits only its six fastest shapes, and a shape ranked lower at the large
+// batch can be the fastest in parts at a mid-size one). Bounded: at most kSizeCandidates + 4 x
+// kSplitBases + 4 = 22 shapes a size, kReps launches each (at most 660 over the six sizes), plus
+// the wave points of the part variants first timed here that are kept (at most kKeep x 4 x kReps
+// a size, mostly far fewer); launches of tens to hundreds of microseconds at these sizes (a few
+// hundred ms a model at most; docs/benchmarks/model-load.md). A size costs about as much as all
+// smaller ones together, and once kSizesBudgetSeconds have gone the larger sizes are left to the
+// wave model (it is closest there: several waves).
+absl::Status TahoeEngineImpl::ProbeRowChunkSizes(Gpu& g, int64_t large, std::string* report) {
+  constexpr int64_t kSizes[] = {2048, 4096, 8192, 16384, 32768, 65536};
+  constexpr size_t kSizeCandidates = 10;  // the wave model's first at each size
+  constexpr size_t kSplitBases = 2;       // one-part shapes whose part variants are first timed
+  constexpr size_t kKeep = 8;             // the fastest shapes a size kept (row_chunk_launches_)
+  constexpr int kReps = 5;
+  constexpr double kSizesBudgetSeconds = 0.3;
+  row_chunk_launches_.clear();
+  if (row_chunk_timings_.empty()) return absl::OkStatus();
+  const TahoeLaunchArgs a = Args(g, StrategyId::kRowChunk, 1, ProbeCall());
+  const int sms = std::max(1, hw_.sm_count);
+  // A timed shape's part variants that can run, the one-part shape first (parts take the shared
+  // memory of their one-part shape, which fits: the large batch timed it).
+  auto variants = [&](RowChunkShape base) {
+    base.parts = 1;
+    std::vector<RowChunkShape> v = {base};
+    if (!TahoeRowChunkSplittable(g.df, a, base.chunk, base.threads)) return v;
+    for (int parts = 2; parts <= kRowChunkMaxParts; parts *= 2) {
+      v.push_back(base);
+      v.back().parts = parts;
+    }
+    return v;
+  };
+  auto find = [&](int code) -> const RowChunkTiming* {
+    for (const RowChunkTiming& t : row_chunk_timings_) {
+      if (t.shape.Code() == code) return &t;
+    }
+    return nullptr;
+  };
+  auto by_seconds = [](const auto& x, const auto& y) { return x.first < y.first; };
+  std::string waves;  // part variants timed in waves here
+  int launches = 0;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StrAppend(report, "row_chunk at batch sizes (us, fastest first):");
+  int64_t previous = 0;
+  for (int64_t size : kSizes) {
+    const int64_t n = std::min(size, (large - 1) / 2);  // below half the large batch
+    if (n < 1 || n == previous) continue;
+    previous = n;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        kSizesBudgetSeconds) {
+      absl::StrAppend(report, " time budget spent at ", n, " rows;");
+      break;
+    }
+    std::vector<std::pair<double, RowChunkShape>> measured;
+    // Times `shape` at n rows once (a part variant of a shape the large batch timed).
+    auto time_at = [&](const RowChunkShape& shape) -> absl::Status {
+      for (const auto& m : measured) {
+        if (m.second.Code() == shape.Code()) return absl::OkStatus();
+      }
+      RowChunkShape one = shape;
+      one.parts = 1;
+      if (find(one.Code()) == nullptr) return absl::OkStatus();
+      absl::StatusOr<double> s = TimeProbe(g, StrategyId::kRowChunk, shape.Code(), n, kReps);
+      if (!s.ok()) return s.status();
+      launches += kReps;
+      measured.emplace_back(*s, shape);
+      return absl::OkStatus();
+    };
+    // The wave model's first shapes at n; and the splittable one-part shapes without timed part
+    // variants whose best variant a stand-in puts first: p parts make p times the blocks with 1/p
+    // of the trees each, so the one-part shape's wave time at p x n rows over p (optimistic: no
+    // reduction; it only orders shapes to time).
+    std::vector<std::pair<double, RowChunkShape>> predicted, unsplit;
+    for (const RowChunkTiming& t : row_chunk_timings_) {
+      predicted.emplace_back(RowChunkWaveSeconds(t, sms, static_cast<double>(n)), t.shape);
+      if (t.shape.parts > 1 || !TahoeRowChunkSplittable(g.df, a, t.shape.chunk, t.shape.threads)) {
+        continue;
+      }
+      RowChunkShape two = t.shape;
+      two.parts = 2;
+      if (find(two.Code()) != nullptr) continue;
+      double best = 1e30;
+      for (int parts = 2; parts <= kRowChunkMaxParts; parts *= 2) {
+        best = std::min(best, RowChunkWaveSeconds(t, sms, static_cast<double>(n) * parts) / parts);
+      }
+      unsplit.emplace_back(best, t.shape);
+    }
+    std::stable_sort(predicted.begin(), predicted.end(), by_seconds);
+    std::stable_sort(unsplit.begin(), unsplit.end(), by_seconds);
+    std::vector<RowChunkShape> candidates;
+    for (size_t i = 0; i < std::min(kSizeCandidates, predicted.size()); ++i) {
+      candidates.push_back(predicted[i].second);
+    }
+    for (size_t i = 0; i < std::min(kSplitBases, unsplit.size()); ++i) {
+      for (const RowChunkShape& v : variants(unsplit[i].second)) candidates.push_back(v);
+    }
+    for (const RowChunkShape& shape : candidates) {
+      if (absl::Status st = time_at(shape); !st.ok()) return st;
+    }
+    if (measured.empty()) continue;
+    // The fastest one's own variants (its one-part shape against its split, or the reverse).
+    std::stable_sort(measured.begin(), measured.end(), by_seconds);
+    for (const RowChunkShape& v : variants(measured.front().second)) {
+      if (absl::Status st = time_at(v); !st.ok()) return st;
+    }
+    std::stable_sort(measured.begin(), measured.end(), by_seconds);
+    absl::StrAppend(report, " ", n, " rows:");
+    size_t kept = 0;
+    for (const auto& [seconds, shape] : measured) {
+      absl::StrAppend(report, " ", shape.Label(), ":", absl::StrFormat("%.1f", seconds * 1e6));
+      if (kept == kKeep) continue;
+      // The fastest few are kept; a part variant first timed here gets its wave points too (its
+      // block at its one-part shape's large-batch rate), which RowChunkSeconds scales it by.
+      if (find(shape.Code()) == nullptr) {
+        RowChunkShape one = shape;
+        one.parts = 1;
+        absl::StatusOr<RowChunkTiming> t =
+            TimeRowChunkShape(g, large, shape, find(one.Code())->block_seconds / shape.parts,
+                              &waves);
+        if (!t.ok()) return t.status();
+        for (int i = 0; i < RowChunkTiming::kPoints && t->blocks_per_sm > 0; ++i) {
+          launches += i == 0 || t->per_sm[i] != t->per_sm[i - 1] ? kReps : 0;
+        }
+        if (t->blocks_per_sm <= 0) continue;
+        row_chunk_timings_.push_back(*t);
+      }
+      row_chunk_launches_.push_back({n, shape.Code(), seconds});
+      ++kept;
+    }
+    absl::StrAppend(report, ";");
+  }
+  absl::StrAppend(report, " part shapes timed in waves:", waves.empty() ? " none" : waves,
+                  absl::StrFormat(" (%d launches, %.0f ms); ", launches,
+                                  1e3 * std::chrono::duration<double>(
+                                            std::chrono::steady_clock::now() - start)
+                                            .count()));
   return absl::OkStatus();
 }
 
@@ -321,6 +474,7 @@ absl::Status TahoeEngineImpl::Probe() {
   }
   if (g.max_row_chunk > 0) {
     absl::Status st = ProbeRowChunk(g, large, &report);
+    if (st.ok()) st = ProbeRowChunkSizes(g, large, &report);
     if (!st.ok()) return st;
   }
   for (int i = 1; i < kNumStrategies; ++i) {

@@ -351,6 +351,22 @@ RowChunkTiming Timed(int chunk, int blocks_per_sm, std::array<int, RowChunkTimin
   return t;
 }
 
+// A 10,000-row workload on the device whose row-chunk shapes are timings[0] (the probe's
+// large-batch choice: 32 rows a block, 2 a thread) and timings[1].
+TahoeWorkload TwoShapeWorkload(const RowChunkTiming (&timings)[2]) {
+  TahoeWorkload w = Medium(10000);
+  w.max_row_chunk = 32;
+  w.best_row_chunk = 32;
+  w.row_chunk_per_thread = 2;
+  w.row_chunk_acc_bytes = 2048;
+  w.row_chunk_row_bytes = 40;
+  w.row_chunk_timings = timings;
+  w.num_row_chunk_timings = 2;
+  w.row_chunk_large_rows = 262144;
+  w.rows_on_device = true;
+  return w;
+}
+
 // Timed row-chunk shapes, hand-computed on 100 SMs: up to a wave the measured points interpolated,
 // beyond it whole waves plus the partial wave as measured; below half the probe's large batch the
 // least predicted shape runs (its time is the row-chunk cost), at and above the probe's own choice.
@@ -392,17 +408,8 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   EXPECT_EQ(quarters.shape.Label(), "32x2/4");
 
   const GpuHardwareParams hw = FakeHw();  // 100 SMs
-  TahoeWorkload w = Medium(10000);
-  w.max_row_chunk = 32;
-  w.best_row_chunk = 32;
-  w.row_chunk_per_thread = 2;
-  w.row_chunk_acc_bytes = 2048;
-  w.row_chunk_row_bytes = 40;
   const RowChunkTiming timings[] = {wide, narrow};
-  w.row_chunk_timings = timings;
-  w.num_row_chunk_timings = 2;
-  w.row_chunk_large_rows = 262144;
-  w.rows_on_device = true;
+  TahoeWorkload w = TwoShapeWorkload(timings);
   EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).chunk, 32);  // 100 us against 110 us
   // Within kShapeTrialMargin the engine times both on real batches (shape_trials.h): narrow's
   // 110 us is 10% behind; at 6,500 rows wide's 100 us is 11% behind narrow's 90 us; never at or
@@ -422,6 +429,107 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
   EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 32);  // the probe's choice
   w.best_row_chunk = 8;
   EXPECT_EQ(RowChunkShapeFor(hw, w, 200000).chunk, 8);
+}
+
+// Row-chunk shapes timed on launches of real batch sizes (RowChunkLaunchTiming): within half an
+// octave of a probed size the shape timed there with the least measured seconds, each scaled by its
+// own wave model from the probed rows to the launch's, runs at that time, and the second is the
+// shape trial's runner-up only within kShapeTrialMargin; farther away the wave model decides, and
+// at and above half the large batch the probe's large-batch choice. The shapes and hand-computed
+// wave times of the test above.
+TEST(PerfModelTest, RowChunkLaunchTimingsDecideNearTheirSize) {
+  const RowChunkTiming wide = Timed(32, 2, {1, 1, 2, 4}, {60, 60, 100, 200}, 45);
+  const RowChunkTiming narrow = Timed(8, 8, {1, 4, 8, 16}, {50, 80, 120, 240}, 12);
+  const int kWide = wide.shape.Code(), kNarrow = narrow.shape.Code();
+  const GpuHardwareParams hw = FakeHw();  // 100 SMs
+  // The wave model: at 8,192 rows wide 100 us (2 blocks on some SM), narrow 100 us (6 blocks per
+  // SM: 80 + 2/4 x 40); at 10,000 wide 100, narrow 110 (7 blocks); at 11,500 wide 100, narrow 120
+  // (8 blocks); at 20,000 wide 200, narrow 210.
+  ASSERT_NEAR(RowChunkWaveSeconds(narrow, 100, 8192), 100e-6, 1e-12);
+  ASSERT_NEAR(RowChunkWaveSeconds(wide, 100, 8192), 100e-6, 1e-12);
+  ASSERT_NEAR(RowChunkWaveSeconds(narrow, 100, 11500), 120e-6, 1e-12);
+  ASSERT_NEAR(RowChunkWaveSeconds(wide, 100, 11500), 100e-6, 1e-12);
+  ASSERT_NEAR(RowChunkWaveSeconds(wide, 100, 20000), 200e-6, 1e-12);
+  ASSERT_NEAR(RowChunkWaveSeconds(narrow, 100, 20000), 210e-6, 1e-12);
+  const RowChunkTiming timings[] = {wide, narrow};
+  TahoeWorkload w = TwoShapeWorkload(timings);
+  // Timed at 8,192 rows: narrow 60 us, wide 70 us.
+  RowChunkLaunchTiming probed[] = {{8192, kNarrow, 60e-6}, {8192, kWide, 70e-6}};
+  w.row_chunk_launches = probed;
+  w.num_row_chunk_launches = 2;
+
+  // (a) Near the probed size narrow runs, though the wave model ranks wide first at 10,000 rows
+  // (100 us against 110): 60 us x 110 / 100 against 70 us x 100 / 100.
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).Code(), kNarrow);
+  EXPECT_EQ(RowChunkTimingFor(hw, w, 10000), &timings[1]);
+  EXPECT_NEAR(RowChunkSeconds(hw, w, narrow, 10000), 66e-6, 1e-12);
+  EXPECT_NEAR(RowChunkSeconds(hw, w, wide, 10000), 70e-6, 1e-12);
+  StrategyCost c = Cost(EstimateStrategies(hw, w), "row_chunk");
+  EXPECT_EQ(c.groups, kNarrow);
+  EXPECT_NEAR(c.kernel_seconds, 66e-6, 1e-12);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 8192).Code(), kNarrow);  // the wave model: a tie
+  // ... and where narrow's wave model steps up and wide's does not, wide: at 11,500 rows (2^0.49
+  // x 8,192) 60 us x 120 / 100 = 72 us against 70.
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 11500).Code(), kWide);
+  EXPECT_NEAR(RowChunkSeconds(hw, w, narrow, 11500), 72e-6, 1e-12);
+
+  // (b) Farther than half an octave the wave model's times and pick stand: at 12,035 rows (2^0.55
+  // x 8,192) wide's 100 us, not 70; at 20,000 wide (200 us against 210), where the scaled timings
+  // would have had narrow (60 x 2.1 = 126 us against 70 x 2 = 140).
+  EXPECT_NEAR(RowChunkSeconds(hw, w, wide, 12035), 100e-6, 1e-12);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 20000).Code(), kWide);
+  EXPECT_NEAR(RowChunkSeconds(hw, w, narrow, 20000), 210e-6, 1e-12);
+  w.rows = 20000;
+  c = Cost(EstimateStrategies(hw, w), "row_chunk");
+  EXPECT_EQ(c.groups, kWide);
+  EXPECT_NEAR(c.kernel_seconds, 200e-6, 1e-12);
+  w.rows = 10000;
+
+  // (c) The runner-up: the second within kProbedShapeTrialMargin at the launch's rows (70 us,
+  // then 80 us, against 66 x 1.25)...
+  ASSERT_NE(RowChunkRunnerUp(hw, w, 10000), nullptr);
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 10000)->shape.Code(), kWide);
+  EXPECT_EQ(Cost(EstimateStrategies(hw, w), "row_chunk").runner_up_groups, kWide);
+  probed[1].seconds = 80e-6;
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 10000), &timings[0]);
+  // ... none beyond it (85 us), though the wave model has the two within 10% at 10,000 rows ...
+  probed[1].seconds = 85e-6;
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 10000), nullptr);
+  EXPECT_EQ(Cost(EstimateStrategies(hw, w), "row_chunk").runner_up_groups, 0);
+  // ... nor when only one shape was timed.
+  w.num_row_chunk_launches = 1;
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 10000), nullptr);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).Code(), kNarrow);
+  w.num_row_chunk_launches = 2;
+  probed[1].seconds = 70e-6;
+  // A shape the workload has no timing of is passed over; with no other, the wave model decides.
+  RowChunkLaunchTiming untimed[] = {{8192, RowChunkShape::FromLabel("16@512/4").Code(), 10e-6},
+                                    {8192, kNarrow, 60e-6}};
+  w.row_chunk_launches = untimed;
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).Code(), kNarrow);
+  w.num_row_chunk_launches = 1;
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).Code(), kWide);
+
+  // The nearest of several sizes in log2(rows): 12,000 rows is 0.55 octaves above 8,192 and 0.45
+  // below 16,384, where only wide was timed.
+  RowChunkLaunchTiming two[] = {
+      {8192, kNarrow, 60e-6}, {8192, kWide, 70e-6}, {16384, kWide, 150e-6}};
+  w.row_chunk_launches = two;
+  w.num_row_chunk_launches = 3;
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 10000).Code(), kNarrow);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 12000).Code(), kWide);
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 12000), nullptr);
+
+  // (d) At and above half the large batch the probe's large-batch choice runs (wide), even half an
+  // octave from a size timed just below it where narrow was fastest.
+  RowChunkLaunchTiming below_half[] = {{131071, kNarrow, 500e-6}, {131071, kWide, 520e-6}};
+  w.row_chunk_launches = below_half;
+  w.num_row_chunk_launches = 2;
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 131071).Code(), kNarrow);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 131072).Code(), kWide);
+  EXPECT_EQ(RowChunkShapeFor(hw, w, 150000).Code(), kWide);
+  EXPECT_EQ(RowChunkRunnerUp(hw, w, 150000), nullptr);
+  EXPECT_NEAR(RowChunkSeconds(hw, w, wide, 150000), RowChunkWaveSeconds(wide, 100, 150000), 1e-12);
 }
 
 TEST(PerfModelTest, NoGpuMeansUnavailable) {
