@@ -280,9 +280,45 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // values in model order, interactions by the pair program's groups), whatever the other rows of
 // the batch and the number of threads. `out` is rows.rows x ExplainWidth(forest,
 // options.interactions). Thread-safe.
+//
+// Each work item in flight holds a workspace (per-path scratch and the double accumulators of its
+// rows: a few KB for narrow models, up to tens of MB for wide ones), kept for the call's later
+// items. With `workspaces` (owned by the caller, e.g. the CPU strategy) they are taken from it and
+// given back to it when the call ends, so that later calls do not allocate them and fault their
+// pages in again; without, each call makes its own. Other per-call buffers (few-row group sums, at
+// most kQuadratureGroupSumBytes; pair segments' sums, at most 64 MB) are the call's own.
+class QuadratureCpuWorkspaces;
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
-                                  ThreadPool* pool);
+                                  ThreadPool* pool, QuadratureCpuWorkspaces* workspaces = nullptr);
+
+// Workspaces of ExplainQuadratureCpu kept between calls, at most `retain_bytes` of them (a
+// workspace given back beyond that is freed; 0 keeps none): the memory a loaded model holds
+// between requests is bounded, and calls that fit it run without allocating their workspaces.
+// Thread-safe: calls on several threads take distinct workspaces.
+struct QuadratureCpuWorkspace;
+class QuadratureCpuWorkspaces {
+ public:
+  static constexpr int64_t kDefaultRetainBytes = int64_t{64} << 20;
+  explicit QuadratureCpuWorkspaces(int64_t retain_bytes = kDefaultRetainBytes);
+  ~QuadratureCpuWorkspaces();
+  QuadratureCpuWorkspaces(const QuadratureCpuWorkspaces&) = delete;
+  QuadratureCpuWorkspaces& operator=(const QuadratureCpuWorkspaces&) = delete;
+
+  // A kept workspace (its buffers as the last call left them), or a new empty one.
+  std::unique_ptr<QuadratureCpuWorkspace> Take();
+  // Keeps `w` while the kept bytes stay within the bound; frees it otherwise.
+  void Give(std::unique_ptr<QuadratureCpuWorkspace> w);
+  // Bytes of the workspaces kept now, and how many.
+  int64_t RetainedBytes() const;
+  int RetainedCount() const;
+
+ private:
+  const int64_t retain_bytes_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<QuadratureCpuWorkspace>> free_;  // guarded by mu_
+  int64_t free_bytes_ = 0;                                      // guarded by mu_
+};
 
 // Where the pair kernel explains every tree's interaction values (the tree program takes none):
 // the units of outputs ExplainQuadratureCpu splits a row into (the classes of a multi-class

@@ -240,37 +240,6 @@ struct PathScratch {
   }
 };
 
-// What one work item of ExplainQuadratureCpu writes to: the per-path scratch of every kernel and
-// the double accumulators of its rows (up to 49 MB a row for the interactions of a 785-feature,
-// 10-class model). Kept for the call's later items, so that a row pays neither an allocation
-// nor the page faults and zeroing of fresh memory.
-struct Workspace {
-  PathScratch path;
-  QuadratureTreeScratch tree;
-  QuadraturePairScratch pairs;
-  std::vector<double> acc;
-};
-
-// The call's workspaces: one per work item in flight, at most one per thread.
-class Workspaces {
- public:
-  std::unique_ptr<Workspace> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.empty()) return std::make_unique<Workspace>();
-    std::unique_ptr<Workspace> w = std::move(free_.back());
-    free_.pop_back();
-    return w;
-  }
-  void Give(std::unique_ptr<Workspace> w) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(w));
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Workspace>> free_;
-};
-
 template <int N, typename Sink>
 void RunShap(const double* z, const double* d, const int32_t* feature, int n, const double* t,
              const double* w, int q, const double* values, int width, double* work, Sink& sink) {
@@ -291,6 +260,120 @@ void WithCapacity(int capacity, Fn&& fn) {
 }
 
 }  // namespace
+
+// What one work item of ExplainQuadratureCpu writes to: the per-path scratch of every kernel and
+// the double accumulators of its rows (up to 49 MB a row for the interactions of a 785-feature,
+// 10-class model). Kept for the call's later items (and, with a caller's pool, for later calls),
+// so that a row pays neither an allocation nor the page faults and zeroing of fresh memory.
+struct QuadratureCpuWorkspace {
+  PathScratch path;
+  QuadratureTreeScratch tree;
+  QuadraturePairScratch pairs;
+  std::vector<double> acc;
+
+  int64_t Bytes() const;
+};
+
+namespace {
+
+template <typename T>
+int64_t CapacityBytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+// A call's workspaces: one per work item in flight, at most one per thread, every one kept for
+// the call's later items whatever its size; taken first from the caller's pool (`kept`, may be
+// null) and given back to it when the call ends (it keeps what its bound allows).
+class CallWorkspaces {
+ public:
+  explicit CallWorkspaces(QuadratureCpuWorkspaces* kept) : kept_(kept) {}
+  ~CallWorkspaces() {
+    if (kept_ == nullptr) return;
+    for (std::unique_ptr<QuadratureCpuWorkspace>& w : free_) kept_->Give(std::move(w));
+  }
+  CallWorkspaces(const CallWorkspaces&) = delete;
+  CallWorkspaces& operator=(const CallWorkspaces&) = delete;
+
+  std::unique_ptr<QuadratureCpuWorkspace> Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        std::unique_ptr<QuadratureCpuWorkspace> w = std::move(free_.back());
+        free_.pop_back();
+        return w;
+      }
+    }
+    return kept_ != nullptr ? kept_->Take() : std::make_unique<QuadratureCpuWorkspace>();
+  }
+  void Give(std::unique_ptr<QuadratureCpuWorkspace> w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(w));
+  }
+
+ private:
+  QuadratureCpuWorkspaces* const kept_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<QuadratureCpuWorkspace>> free_;
+};
+
+}  // namespace
+
+int64_t QuadratureCpuWorkspace::Bytes() const {
+  int64_t b = CapacityBytes(path.z) + CapacityBytes(path.d) + CapacityBytes(path.work) +
+              CapacityBytes(path.feature) + CapacityBytes(acc);
+  for (const auto* v : {&tree.stack, &tree.decisions, &tree.accumulators,
+                        &tree.group_accumulators, &tree.interaction_accumulators}) {
+    b += CapacityBytes(*v);
+  }
+  b += CapacityBytes(tree.edge_columns) + CapacityBytes(tree.columns);
+  for (const auto* v : {&pairs.z, &pairs.d, &pairs.factors, &pairs.prefix, &pairs.suffix,
+                        &pairs.sums, &pairs.pairs, &pairs.local, &pairs.cells}) {
+    b += CapacityBytes(*v);
+  }
+  return b;
+}
+
+QuadratureCpuWorkspaces::QuadratureCpuWorkspaces(int64_t retain_bytes)
+    : retain_bytes_(std::max<int64_t>(0, retain_bytes)) {}
+
+QuadratureCpuWorkspaces::~QuadratureCpuWorkspaces() = default;
+
+std::unique_ptr<QuadratureCpuWorkspace> QuadratureCpuWorkspaces::Take() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      std::unique_ptr<QuadratureCpuWorkspace> w = std::move(free_.back());
+      free_.pop_back();
+      free_bytes_ -= w->Bytes();
+      return w;
+    }
+  }
+  return std::make_unique<QuadratureCpuWorkspace>();
+}
+
+void QuadratureCpuWorkspaces::Give(std::unique_ptr<QuadratureCpuWorkspace> w) {
+  if (w == nullptr) return;
+  const int64_t bytes = w->Bytes();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_bytes_ + bytes <= retain_bytes_) {
+      free_bytes_ += bytes;
+      free_.push_back(std::move(w));
+      return;
+    }
+  }
+  // Freed outside the lock (`w` goes out of scope here).
+}
+
+int64_t QuadratureCpuWorkspaces::RetainedBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_bytes_;
+}
+
+int QuadratureCpuWorkspaces::RetainedCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(free_.size());
+}
 
 int QuadraturePairUnitsPerRow(const QuadratureModel& model) {
   const bool pairs_only =
@@ -389,7 +472,7 @@ int QuadratureTreeShapGroupTasks(const QuadratureTreeProgram& program, int64_t r
 
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
-                                  ThreadPool* pool) {
+                                  ThreadPool* pool, QuadratureCpuWorkspaces* kept) {
   const Forest& forest = *model.forest;
   absl::StatusOr<IterationRange> range = CheckExplainCall(
       forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
@@ -419,7 +502,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     path_ids.push_back(p);
   }
   const int64_t chunk = program != nullptr ? QuadratureTreeChunkRows(*program, interactions) : 1;
-  Workspaces workspaces;
+  CallWorkspaces workspaces(kept);
 
   if (interactions && program == nullptr) {
     // Every tree by the pair kernel: one task per row and unit of outputs the program sums
@@ -442,7 +525,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     std::atomic<int64_t> next{0};
     if (segments == 1) {
       ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
-        std::unique_ptr<Workspace> workspace = workspaces.Take();
+        std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
         for (int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
           const int64_t r = task / units;
           const int unit = static_cast<int>(task % units);
@@ -464,7 +547,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[row_units]);
     for (int64_t i = 0; i < row_units; ++i) done[i].store(0, std::memory_order_relaxed);
     ParallelFor(pool, std::min<int64_t>(tasks, threads), 1, [&](int64_t, int64_t) {
-      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
         const int64_t row_unit = task / segments, segment = task % segments;
         const int64_t r = row_unit / units;
@@ -499,7 +582,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   if (group_tasks > 1) {
     group_sums.assign(static_cast<size_t>(units * group_tasks * unit * width), 0.0);
     ParallelFor(pool, units * group_tasks, 1, [&](int64_t first, int64_t last) {
-      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
         const int64_t u = task / group_tasks;
         const int g = static_cast<int>(task % group_tasks);
@@ -540,7 +623,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     // Zeroed by the tasks, each its own entries (in parallel, where they are first touched).
     group_inter.reset(new double[units * inter_group_tasks * block_matrices]);
     ParallelFor(pool, units * inter_group_tasks * splits, 1, [&](int64_t first, int64_t last) {
-      std::unique_ptr<Workspace> workspace = workspaces.Take();
+      std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
         const int64_t part = task % splits;
         const int g = static_cast<int>(task / splits % inter_group_tasks);
@@ -563,7 +646,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   // Rows [begin, end); interactions: rows [row_begin, row_end) of each output's matrix only,
   // accumulated as [output][row][column] (the whole matrices when the range is all of them).
   auto work = [&](int64_t begin, int64_t end, int row_begin, int row_end) {
-    std::unique_ptr<Workspace> workspace = workspaces.Take();
+    std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
     PathScratch& scratch = workspace->path;
     scratch.Reserve(model.max_unique);
     QuadratureTreeScratch& tree_scratch = workspace->tree;

@@ -196,7 +196,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   absl::Status Run(RowsView rows, const ExplainOptions& options, MatrixView<float> out,
                    RunInfo* info) const override {
     const double start = Now();
-    absl::Status s = ExplainQuadratureCpu(*model_, rows, options, out, pool_);
+    absl::Status s = ExplainQuadratureCpu(*model_, rows, options, out, pool_, &workspaces_);
     if (info != nullptr) {
       info->device = "cpu";
       info->strategy = name();
@@ -216,6 +216,8 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
  private:
   QuadratureModelPtr model_;
   ThreadPool* pool_;
+  // Kept between calls (bounded: QuadratureCpuWorkspaces::kDefaultRetainBytes per model).
+  mutable QuadratureCpuWorkspaces workspaces_;
   int threads_ = 1;
   StrategyCost shap_, inter_;  // compute part (per row and core)
   bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel

@@ -10,8 +10,10 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/thread_pool.h"
 #include "core/explain/explain.h"
@@ -200,13 +202,14 @@ QuadratureModelPtr Build(ForestPtr f) {
 }
 
 std::vector<float> Quadrature(const QuadratureModel& model, const std::vector<float>& x,
-                              int64_t rows, bool interactions, ThreadPool* pool) {
+                              int64_t rows, bool interactions, ThreadPool* pool,
+                              QuadratureCpuWorkspaces* workspaces = nullptr) {
   const int64_t width = ExplainWidth(*model.forest, interactions);
   std::vector<float> out(rows * width, -12345.0f);
   ExplainOptions o;
   o.interactions = interactions;
   absl::Status s = ExplainQuadratureCpu(model, MakeRowsView(x.data(), rows, model.num_features), o,
-                                        MakeMatrixView(out.data(), rows, width), pool);
+                                        MakeMatrixView(out.data(), rows, width), pool, workspaces);
   EXPECT_TRUE(s.ok()) << s;
   return out;
 }
@@ -673,6 +676,76 @@ TEST(QuadratureCpuTest, ShapValuesOfFewRowsGiveTheSameBitsOnEveryThreadCount) {
           << rows << " rows on " << pools[p]->num_threads() + 1 << " threads";
     }
   }
+}
+
+// Workspaces kept between calls: the same bits as a call's own, for SHAP values and interaction
+// values of the tree program and of the pair kernel, one row and many, on a pool and concurrently;
+// what a pool keeps stays within its bound (nothing with a bound of 0).
+TEST(QuadratureCpuTest, WorkspacesKeptBetweenCallsGiveTheSameBitsWithinTheirBound) {
+  RandomForestOptions options;
+  options.max_depth = 7;
+  options.num_trees = 60;
+  options.num_features = 20;
+  options.num_outputs = 3;
+  options.categorical_fraction = 0.1;
+  options.seed = 37;
+  ForestPtr f = MakeRandomForest(options);
+  ASSERT_NE(f, nullptr);
+  QuadratureModelPtr tree_model = Build(f);
+  ASSERT_NE(tree_model, nullptr);
+  ASSERT_NE(tree_model->tree_program, nullptr);
+  auto pair_model = std::make_shared<QuadratureModel>(*tree_model);
+  pair_model->tree_program = nullptr;  // every tree by the pair kernel
+  ThreadPool pool(3);
+  const int64_t max_rows = 40;
+  const std::vector<float> x = MakeRandomRows(*f, max_rows, 41, 0.1);
+  for (const QuadratureModel* model :
+       {tree_model.get(), static_cast<const QuadratureModel*>(pair_model.get())}) {
+    for (bool interactions : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(model == pair_model.get() ? "pair kernel" : "tree program",
+                                interactions ? ", interactions" : ", SHAP values"));
+      const int64_t width = ExplainWidth(*f, interactions);
+      QuadratureCpuWorkspaces kept;
+      QuadratureCpuWorkspaces none(0);
+      for (int64_t rows : {int64_t{1}, max_rows, int64_t{3}}) {
+        const std::vector<float> own = Quadrature(*model, x, rows, interactions, &pool);
+        for (int call = 0; call < 2; ++call) {
+          const std::vector<float> a = Quadrature(*model, x, rows, interactions, &pool, &kept);
+          const std::vector<float> b = Quadrature(*model, x, rows, interactions, nullptr, &kept);
+          const std::vector<float> c = Quadrature(*model, x, rows, interactions, &pool, &none);
+          for (const std::vector<float>* got : {&a, &b, &c}) {
+            ASSERT_EQ(0, std::memcmp(got->data(), own.data(), rows * width * sizeof(float)))
+                << rows << " rows, call " << call;
+          }
+          EXPECT_GT(kept.RetainedCount(), 0);
+          EXPECT_GT(kept.RetainedBytes(), 0);
+          EXPECT_LE(kept.RetainedBytes(), QuadratureCpuWorkspaces::kDefaultRetainBytes);
+          EXPECT_LE(kept.RetainedCount(), pool.num_threads() + 1);  // at most one per thread
+          EXPECT_EQ(none.RetainedCount(), 0);
+          EXPECT_EQ(none.RetainedBytes(), 0);
+        }
+      }
+      // Concurrent calls share the pool, each with workspaces of its own.
+      std::vector<std::vector<float>> got(4);
+      std::vector<std::thread> callers;
+      for (size_t t = 0; t < got.size(); ++t) {
+        callers.emplace_back([&, t] {
+          got[t] = Quadrature(*model, x, max_rows, interactions, nullptr, &kept);
+        });
+      }
+      for (std::thread& t : callers) t.join();
+      const std::vector<float> own = Quadrature(*model, x, max_rows, interactions, nullptr);
+      for (const std::vector<float>& g : got) {
+        ASSERT_EQ(0, std::memcmp(g.data(), own.data(), max_rows * width * sizeof(float)));
+      }
+      EXPECT_LE(kept.RetainedBytes(), QuadratureCpuWorkspaces::kDefaultRetainBytes);
+    }
+  }
+  // A bound below one workspace keeps none.
+  QuadratureCpuWorkspaces tiny(1024);
+  (void)Quadrature(*tree_model, x, max_rows, true, &pool, &tiny);
+  EXPECT_EQ(tiny.RetainedCount(), 0);
+  EXPECT_EQ(tiny.RetainedBytes(), 0);
 }
 
 // Few rows on many threads split each block's matrix rows into ranges of about equal conditioned
