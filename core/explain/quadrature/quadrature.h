@@ -276,26 +276,30 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // are fewer such tasks than threads (QuadraturePairSegmentsPerTask); with the tree program, over
 // ranges of each block's matrix rows and, with few rows, its tree groups
 // (QuadratureTreeInteractionTasksFor). Double arithmetic; deterministic: each output entry is
-// summed in a fixed order (the tree program's trees in groups, then the remaining paths: SHAP
-// values in model order, interactions by the pair program's groups), whatever the other rows of
-// the batch and the number of threads. `out` is rows.rows x ExplainWidth(forest,
+// summed in a fixed order, whatever the other rows of the batch and the number of threads: SHAP
+// values the tree program's trees in groups, then the remaining paths in model order;
+// interactions the pair kernel's paths first (by the pair program's groups), then the tree
+// program's trees in groups. `out` is rows.rows x ExplainWidth(forest,
 // options.interactions). Thread-safe.
 //
 // Each work item in flight holds a workspace (per-path scratch and the double accumulators of its
 // rows: a few KB for narrow models, up to tens of MB for wide ones), kept for the call's later
-// items. With `workspaces` (owned by the caller, e.g. the CPU strategy) they are taken from it and
+// items. With `kept` (owned by the caller, e.g. the CPU strategy) they are taken from it and
 // given back to it when the call ends, so that later calls do not allocate them and fault their
 // pages in again; without, each call makes its own. Other per-call buffers (few-row group sums, at
 // most kQuadratureGroupSumBytes; pair segments' sums, at most 64 MB) are the call's own.
 class QuadratureCpuWorkspaces;
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
-                                  ThreadPool* pool, QuadratureCpuWorkspaces* workspaces = nullptr);
+                                  ThreadPool* pool, QuadratureCpuWorkspaces* kept = nullptr);
 
 // Workspaces of ExplainQuadratureCpu kept between calls, at most `retain_bytes` of them (a
 // workspace given back beyond that is freed; 0 keeps none): the memory a loaded model holds
 // between requests is bounded, and calls that fit it run without allocating their workspaces.
-// Thread-safe: calls on several threads take distinct workspaces.
+// While calls run they hold what they need (up to a workspace per thread each), whatever the
+// bound. Take and Give are ExplainQuadratureCpu's (the workspace type is its own); callers only
+// own the pool and may read what it keeps. Thread-safe: calls on several threads take distinct
+// workspaces.
 struct QuadratureCpuWorkspace;
 class QuadratureCpuWorkspaces {
  public:

@@ -734,8 +734,7 @@ int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& p) {
   // run as tasks, written and added again: a few cache lines per cell of every output's matrix,
   // as much as several steps of the walk where they miss the cache. Each group keeps at least
   // kQuadratureStepsPerGroupCell steps of its walk (edges of the SHAP pass, two recursions per
-  // conditioned step) per cell, so that this stays a few percent (wide models get one group: 4
-  // groups of 17 steps a cell ran 10 rows of a 256-feature model 1.7x slower than one).
+  // conditioned step) per cell, so that this stays a few percent (wide models get one group).
   const int64_t f1 = p.num_features + 1;
   const int64_t cells = static_cast<int64_t>(p.num_outputs) * f1 * f1;
   const int64_t steps =

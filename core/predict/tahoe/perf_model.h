@@ -128,11 +128,11 @@ double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
 
 // A row-chunk shape the load-time probe timed on a launch of `rows` rows, at one of a few batch
 // sizes below its large batch. The wave model above extrapolates from a few block counts: it ranks
-// shapes well apart but can miss between close ones by tens of percent at mid-size batches
-// (docs/benchmarks/prediction-gpu.md). So near a probed size the shapes timed there compete on
-// their measured seconds, each scaled to the launch's rows by the ratio of its own wave model's
-// times, which keeps a shape's steps between partial and whole waves (the fastest shape at 8,192
-// rows can start a second wave at 10,000). Each shape timed is among the workload's timings.
+// shapes well apart but can misorder close ones at mid-size batches. So near a probed size the
+// shapes timed there compete on their measured seconds, each scaled to the launch's rows by the
+// ratio of its own wave model's times, which keeps a shape's steps between partial and whole waves
+// (a shape that fits one wave at the probed size can start a second a little above it). Each
+// shape timed is among the workload's timings.
 struct RowChunkLaunchTiming {
   int64_t rows = 0;
   int code = 0;        // RowChunkShape::Code()

@@ -279,10 +279,11 @@ absl::StatusOr<RowChunkTiming> TahoeEngineImpl::TimeRowChunkShape(Gpu& g, int64_
 // batch can be the fastest in parts at a mid-size one). Bounded: at most kSizeCandidates + 4 x
 // kSplitBases + 4 = 22 shapes a size, kReps launches each (at most 660 over the six sizes), plus
 // the wave points of the part variants first timed here that are kept (at most kKeep x 4 x kReps
-// a size, mostly far fewer); launches of tens to hundreds of microseconds at these sizes (a few
-// hundred ms a model at most; docs/benchmarks/model-load.md). A size costs about as much as all
-// smaller ones together, and once kSizesBudgetSeconds have gone the larger sizes are left to the
-// wave model (it is closest there: several waves).
+// a size, mostly far fewer); launches of tens to hundreds of microseconds at these sizes. A size
+// costs about as much as all smaller ones together; kSizesBudgetSeconds is a soft bound, checked
+// before each size (a size started runs whole, so the probe can take about twice it): past it the
+// larger sizes are left to the wave model (it is closest there: several waves). Which sizes are
+// timed can therefore vary with the machine's load, and with them which shape a load picks.
 absl::Status TahoeEngineImpl::ProbeRowChunkSizes(Gpu& g, int64_t large, std::string* report) {
   constexpr int64_t kSizes[] = {2048, 4096, 8192, 16384, 32768, 65536};
   constexpr size_t kSizeCandidates = 10;  // the wave model's first at each size

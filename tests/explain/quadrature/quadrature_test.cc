@@ -621,6 +621,28 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
             << rows << " rows on " << pools[p]->num_threads() + 1 << " threads";
       }
     }
+    // An iteration range (some groups' trees all outside it, some partly).
+    ExplainOptions ranged;
+    ranged.interactions = true;
+    ranged.iteration_begin = 2;
+    ranged.iteration_end = f->num_iterations - 3;
+    auto explain_ranged = [&](int64_t rows, ThreadPool* pool) {
+      std::vector<float> out(rows * width, -1.0f);
+      EXPECT_TRUE(ExplainQuadratureCpu(*model, MakeRowsView(x.data(), rows, f->num_features),
+                                       ranged, MakeMatrixView(out.data(), rows, width), pool)
+                      .ok());
+      return out;
+    };
+    for (int64_t rows : {1, 9}) {
+      const std::vector<float> one = explain_ranged(rows, nullptr);
+      ASSERT_NE(0, std::memcmp(one.data(), serial.data(), rows * width * sizeof(float)));
+      for (size_t p = 0; p < pools.size(); ++p) {
+        const std::vector<float> got = explain_ranged(rows, pools[p].get());
+        ASSERT_EQ(0, std::memcmp(got.data(), one.data(), rows * width * sizeof(float)))
+            << rows << " rows in an iteration range on " << pools[p]->num_threads() + 1
+            << " threads";
+      }
+    }
   }
 }
 
@@ -725,12 +747,14 @@ TEST(QuadratureCpuTest, WorkspacesKeptBetweenCallsGiveTheSameBitsWithinTheirBoun
           EXPECT_EQ(none.RetainedBytes(), 0);
         }
       }
-      // Concurrent calls share the pool, each with workspaces of its own.
+      // Concurrent calls share the kept workspaces (half of them the thread pool too), each
+      // with workspaces of its own while it runs.
       std::vector<std::vector<float>> got(4);
       std::vector<std::thread> callers;
       for (size_t t = 0; t < got.size(); ++t) {
         callers.emplace_back([&, t] {
-          got[t] = Quadrature(*model, x, max_rows, interactions, nullptr, &kept);
+          got[t] = Quadrature(*model, x, max_rows, interactions, t % 2 == 0 ? &pool : nullptr,
+                              &kept);
         });
       }
       for (std::thread& t : callers) t.join();

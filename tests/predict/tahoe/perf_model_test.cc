@@ -434,7 +434,7 @@ TEST(PerfModelTest, RowChunkWavesPickTheShapeThatFillsTheLastWave) {
 // Row-chunk shapes timed on launches of real batch sizes (RowChunkLaunchTiming): within half an
 // octave of a probed size the shape timed there with the least measured seconds, each scaled by its
 // own wave model from the probed rows to the launch's, runs at that time, and the second is the
-// shape trial's runner-up only within kShapeTrialMargin; farther away the wave model decides, and
+// shape trial's runner-up only within kProbedShapeTrialMargin; farther away the wave model decides, and
 // at and above half the large batch the probe's large-batch choice. The shapes and hand-computed
 // wave times of the test above.
 TEST(PerfModelTest, RowChunkLaunchTimingsDecideNearTheirSize) {
