@@ -107,6 +107,12 @@ bool Close(float got, float want) {
 
 class E2eTest : public ::testing::Test {
  protected:
+  // The CPU explanation strategy of the served models and of the local CLI. Left to choose, each
+  // process picks by costs it times at load, so two processes can pick different exact
+  // algorithms for one batch near a tie (they round differently in the last float bit), and the
+  // byte-for-byte comparisons would then test the timings instead of the transport.
+  static constexpr const char* kExplainStrategy = "quadrature_cpu";
+
   static void SetUpTestSuite() {
     if (!IsExecutable(GrovedBinary())) return;
     scratch_ = new TempDir("suite");
@@ -142,6 +148,8 @@ class E2eTest : public ::testing::Test {
         s.X = c->X;
         s.explainable = CheckExplainable(**forest).ok();
         InstallModel(repo_->path(), s.name, 1, s.model_path);
+        WriteWholeFile(repo_->File(s.name + "/config.json"),
+                       absl::StrCat(R"({"explain_strategy": ")", kExplainStrategy, R"("})"));
         cases_->push_back(std::move(s));
       }
     };
@@ -153,7 +161,8 @@ class E2eTest : public ::testing::Test {
       limits_case_ = new ServedCase(c);
       InstallModel(repo_->path(), "limits", 1, c.model_path);
       WriteWholeFile(repo_->File("limits/config.json"),
-                     R"({"max_request_rows": 8, "max_interaction_values_per_row": 10})");
+                     absl::StrCat(R"({"max_request_rows": 8, "max_interaction_values_per_row": 10,)",
+                                  R"( "explain_strategy": ")", kExplainStrategy, R"("})"));
       // Batches wait 1.5 s for more rows and the queue holds 2 requests: overload on demand.
       InstallModel(repo_->path(), "slow", 1, c.model_path);
       WriteWholeFile(
@@ -204,8 +213,11 @@ class E2eTest : public ::testing::Test {
   }
 
   // Output of the local CLI for (case, command args), cached. `input` "" = c.x_path.
-  static const std::string& Local(const ServedCase& c, const std::vector<std::string>& args,
+  static const std::string& Local(const ServedCase& c, std::vector<std::string> args,
                                   const std::string& input = "") {
+    if (!args.empty() && args[0] == "explain") {
+      args.insert(args.end(), {"--strategy", kExplainStrategy});
+    }
     static std::mutex mu;
     static auto* cache = new std::map<std::string, std::string>();
     std::string key = c.name + " < " + (input.empty() ? c.x_path : input);
