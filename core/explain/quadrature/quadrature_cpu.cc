@@ -319,7 +319,8 @@ class CallWorkspaces {
 }  // namespace
 
 int64_t QuadratureCpuWorkspace::Bytes() const {
-  int64_t b = CapacityBytes(path.z) + CapacityBytes(path.d) + CapacityBytes(path.work) +
+  // The object itself counts too: a workspace a call took but never used is not free to keep.
+  int64_t b = static_cast<int64_t>(sizeof(QuadratureCpuWorkspace)) + CapacityBytes(path.z) + CapacityBytes(path.d) + CapacityBytes(path.work) +
               CapacityBytes(path.feature) + CapacityBytes(acc);
   for (const auto* v : {&tree.stack, &tree.decisions, &tree.accumulators,
                         &tree.group_accumulators, &tree.interaction_accumulators}) {
@@ -404,6 +405,25 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
   return segments;
 }
 
+namespace {
+
+// The outputs of every interaction group summed (the outputs' matrices a block's group entries
+// hold: the outputs for a multi-output model, whose groups split them; one per group for one
+// output), and in `offsets` (if not null) each group's first, in group order.
+int64_t InteractionGroupOutputs(const QuadratureTreeProgram& program, std::vector<int64_t>* offsets) {
+  const int groups = QuadratureTreeInteractionGroups(program);
+  int64_t total = 0;
+  if (offsets != nullptr) offsets->assign(groups, 0);
+  for (int g = 0; g < groups; ++g) {
+    if (offsets != nullptr) (*offsets)[g] = total;
+    const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(program, g);
+    total += span.output_end - span.output_begin;
+  }
+  return total;
+}
+
+}  // namespace
+
 QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
     const QuadratureTreeProgram& program, int64_t rows, int threads) {
   QuadratureTreeInteractionTasks tasks;
@@ -429,13 +449,14 @@ QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
   const int most = static_cast<int>(std::min<int64_t>(most_ranges, 4 * threads));
   const int groups = QuadratureTreeInteractionGroups(program);
-  const int64_t group_sum_bytes = blocks * groups * kQuadratureTreeLanes * program.num_outputs *
-                                  f1 * f1 * static_cast<int64_t>(sizeof(double));
+  const int64_t group_outputs = InteractionGroupOutputs(program, nullptr);
+  const int64_t group_sum_bytes = blocks * kQuadratureTreeLanes * group_outputs * f1 * f1 *
+                                  static_cast<int64_t>(sizeof(double));
   const int most_groups = group_sum_bytes <= kQuadratureGroupSumBytes ? groups : 1;
-  // A group task also writes its range's entries for the merge to add: charged
-  // kMergeStepsPerCell steps a cell (lanes of the block's rows).
+  // A group task also writes its range's entries (its outputs' matrices) for the merge to add:
+  // charged kMergeStepsPerCell steps a cell (lanes of the block's rows).
   constexpr double kMergeStepsPerCell = 4;
-  const double cells = static_cast<double>(program.num_outputs * f1 * f1);
+  const double cells = static_cast<double>(group_outputs * f1 * f1) / groups;
   auto cost = [&](int g, int s) {
     const int64_t rounds = (blocks * g * s + threads - 1) / threads;
     const double merge = g > 1 ? kMergeStepsPerCell * cells / s : 0.0;
@@ -602,8 +623,9 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   // blocks than threads, ranges and tree groups for the threads). Each matrix row is computed
   // whole by one task: the same bits either way. The ranges hold about equal conditioned work,
   // not equal rows: a few features carry most of a model's splits. Group tasks write their
-  // entries to group_inter ([block][group][range's rows]: a block's ranges side by side, each
-  // laid out as `work`'s accumulators), which `work` adds in group order.
+  // entries to group_inter ([block][group][range's rows]: a group's outputs' matrices, its
+  // ranges side by side, each laid out as `work`'s accumulators for those outputs), which `work`
+  // adds in group order.
   int64_t splits = 1;
   std::vector<int> bounds{0, static_cast<int>(f1)};
   const int inter_groups = program != nullptr ? QuadratureTreeInteractionGroups(*program) : 1;
@@ -617,11 +639,21 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       splits = static_cast<int64_t>(bounds.size()) - 1;
     }
   }
-  const int64_t block_matrices = unit * num_outputs * f1 * f1;
+  std::vector<int64_t> group_outputs_before;  // per group, the outputs of the groups before it
+  const int64_t block_matrices =
+      program != nullptr && inter_group_tasks > 1
+          ? unit * InteractionGroupOutputs(*program, &group_outputs_before) * f1 * f1
+          : 0;
+  // Group g's entries of block u, for its outputs and the matrix rows from `row_begin`.
+  auto group_entries = [&](double* base, int64_t u, int g, int row_begin) {
+    const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
+    return base + u * block_matrices + unit * group_outputs_before[g] * f1 * f1 +
+           unit * (span.output_end - span.output_begin) * row_begin * f1;
+  };
   std::unique_ptr<double[]> group_inter;
   if (inter_group_tasks > 1) {
     // Zeroed by the tasks, each its own entries (in parallel, where they are first touched).
-    group_inter.reset(new double[units * inter_group_tasks * block_matrices]);
+    group_inter.reset(new double[units * block_matrices]);
     ParallelFor(pool, units * inter_group_tasks * splits, 1, [&](int64_t first, int64_t last) {
       std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
@@ -631,10 +663,12 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const int64_t begin = u * unit;
         const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
                              rows.stride};
-        double* entries = group_inter.get() + (u * inter_group_tasks + g) * block_matrices +
-                          unit * num_outputs * bounds[part] * f1;
+        const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
+        double* entries = group_entries(group_inter.get(), u, g, bounds[part]);
         const int64_t matrix_rows = bounds[part + 1] - bounds[part];
-        std::fill(entries, entries + block.rows * num_outputs * matrix_rows * f1, 0.0);
+        std::fill(entries,
+                  entries + block.rows * (span.output_end - span.output_begin) * matrix_rows * f1,
+                  0.0);
         AddQuadratureTreeInteractions(*program, forest.category_bits.data(), block, range->begin,
                                       range->end, g, g + 1, bounds[part], bounds[part + 1],
                                       &workspace->tree, entries);
@@ -675,12 +709,14 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
         if (interactions && group_inter != nullptr) {
           for (int g = 0; g < inter_group_tasks; ++g) {
+            const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
+            const int64_t width_g = (span.output_end - span.output_begin) * matrix_rows * f1;
             for (int64_t r = first; r < first + count; ++r) {
-              const double* sums = group_inter.get() +
-                                   (r / unit * inter_group_tasks + g) * block_matrices +
-                                   unit * num_outputs * row_begin * f1 + r % unit * acc_width;
-              double* acc = acc_rows.data() + (r - first) * acc_width;
-              for (int64_t c = 0; c < acc_width; ++c) acc[c] += sums[c];
+              const double* sums =
+                  group_entries(group_inter.get(), r / unit, g, row_begin) + r % unit * width_g;
+              double* acc = acc_rows.data() + (r - first) * acc_width +
+                            span.output_begin * matrix_rows * f1;
+              for (int64_t c = 0; c < width_g; ++c) acc[c] += sums[c];
             }
           }
         } else if (interactions) {

@@ -82,6 +82,7 @@ struct QuadratureTreeInfo {
   int depth = 0;      // deepest edge
   int iteration = 0;  // boosting round
   int tree = 0;       // index in the Forest
+  int output = 0;     // output group (the outputs' matrices its interaction values add to)
 };
 
 struct QuadratureTreeProgram {
@@ -98,6 +99,10 @@ struct QuadratureTreeProgram {
   std::vector<QuadratureTreeCondition> conditions;  // per tree, ascending feature
   std::vector<QuadratureTreeStep> steps;
   std::vector<uint8_t> served;  // [forest tree]: 1 when the tree is in `trees`
+  // Indices in `trees` by output, then forest order (stable); output k's trees are
+  // output_order[output_tree_begin[k], output_tree_begin[k + 1]).
+  std::vector<int32_t> output_order;
+  std::vector<int32_t> output_tree_begin;
   // [feature]: the steps of every tree's conditioned passes on it, the interaction work of its
   // matrix row (features are far from equal: a model's trees split on a few far more often).
   std::vector<int64_t> condition_steps;
@@ -170,21 +175,33 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& program, const uint32_t*
                            RowsView rows, int iteration_begin, int iteration_end, int group_begin,
                            int group_end, QuadratureTreeScratch* scratch, double* acc);
 
-// Interaction values sum the program's trees in fixed groups of their own (at least
-// kQuadratureTreesPerInteractionGroup trees and kQuadratureStepsPerGroupCell steps of the walk per
-// cell of the outputs' matrices each, at most kQuadratureMaxTreeGroups, fixed per program): each
-// group's matrix entries are added to a row's in group order, so a caller can compute the groups
-// of one row on several threads, each into zeroed doubles, and add them in that order for the
-// same bits as one thread.
+// Interaction values sum the program's trees in fixed groups of their own (fixed per program, at
+// most kQuadratureMaxTreeGroups, at least kQuadratureTreesPerInteractionGroup trees each). One
+// output: groups of consecutive trees, each with at least kQuadratureStepsPerGroupCell steps of
+// the walk per cell of the matrix (a group's entries are zeroed and added per block: few groups
+// for wide models). Several outputs: groups of consecutive outputs (at most one per output), each
+// with the trees of its outputs, whose entries touch only its outputs' matrices. Each group's
+// matrix entries are added to a row's in group order, so a caller can compute the groups of one
+// row on several threads, each into zeroed doubles, and add them in that order for the same bits
+// as one thread.
 inline constexpr int kQuadratureTreesPerInteractionGroup = 4;
 inline constexpr int64_t kQuadratureStepsPerGroupCell = 64;
 int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& program);
+// Interaction group `group`'s trees, output_order[order_begin, order_end), and the outputs
+// [output_begin, output_end) whose matrices they add to.
+struct QuadratureTreeGroupSpan {
+  int order_begin = 0, order_end = 0;
+  int output_begin = 0, output_end = 1;
+};
+QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgram& program,
+                                                       int group);
 
 // The same for SHAP interaction values (requires QuadratureTreeServesInteractions), of the trees
 // of interaction groups [group_begin, group_end) (QuadratureTreeInteractionGroups), for the
-// matrix rows i in [row_begin, row_end) of each output's (F + 1) x (F + 1) matrix: `acc` is
-// rows.rows x num_outputs x (row_end - row_begin) x (F + 1) doubles, row-major, those rows only
-// (the whole matrices for [0, F + 1); bias entries untouched). Per tree and feature i
+// matrix rows i in [row_begin, row_end) of the matrices of those groups' outputs [o0, o1) (the
+// first group's output_begin to the last's output_end: every output for all groups): `acc` is
+// rows.rows x (o1 - o0) x (row_end - row_begin) x (F + 1) doubles, row-major, those outputs and
+// rows only (the whole matrices for [0, F + 1); bias entries untouched). Per tree and feature i
 // it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two recursions
 // (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i -
 // sum_{j != i} M[i][j] of the group's trees: the reference's definition (it is linear in the

@@ -325,7 +325,8 @@ int64_t QuadratureTreeProgram::Bytes() const {
                               constants.size() * sizeof(double) +
                               conditions.size() * sizeof(QuadratureTreeCondition) +
                               steps.size() * sizeof(QuadratureTreeStep) + served.size() +
-                              condition_steps.size() * sizeof(int64_t));
+                              condition_steps.size() * sizeof(int64_t) +
+                              (output_order.size() + output_tree_begin.size()) * sizeof(int32_t));
 }
 
 QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
@@ -509,11 +510,27 @@ QuadratureTreeProgramPtr BuildQuadratureTreeProgram(const Forest& forest,
     program->max_q = std::max(program->max_q, q);
     program->max_splits =
         std::max(program->max_splits, static_cast<int>(info.split_end - info.split_begin));
+    info.output = tree.group;
     program->trees.push_back(info);
     program->served[t] = 1;
   }
   for (int64_t c : program->condition_steps) {
     program->max_condition_steps = std::max(program->max_condition_steps, c);
+  }
+  const int num_trees = static_cast<int>(program->trees.size());
+  const int outputs = std::max(program->num_outputs, 1);
+  program->output_order.resize(num_trees);
+  for (int i = 0; i < num_trees; ++i) program->output_order[i] = i;
+  std::stable_sort(program->output_order.begin(), program->output_order.end(),
+                   [&](int32_t a, int32_t b) {
+                     return program->trees[a].output < program->trees[b].output;
+                   });
+  program->output_tree_begin.assign(outputs + 1, 0);
+  for (const QuadratureTreeInfo& info : program->trees) {
+    ++program->output_tree_begin[std::clamp(info.output, 0, outputs - 1) + 1];
+  }
+  for (int k = 0; k < outputs; ++k) {
+    program->output_tree_begin[k + 1] += program->output_tree_begin[k];
   }
   return program;
 }
@@ -533,13 +550,14 @@ Lanes* LanesOf(std::vector<double>* v, int64_t count) {
   return reinterpret_cast<Lanes*>((at + sizeof(Lanes) - 1) / sizeof(Lanes) * sizeof(Lanes));
 }
 
-// Adds the interaction entries of one sum of trees (`shap` [column][block] and `inter`
-// [row - row_begin][output][feature][block] lanes) to `acc`, n rows x num_outputs x
-// (row_end - row_begin) x (F + 1) doubles: M[i][j] for j != i, and M[i][i] = phi_i less the row's
-// off-diagonal sum. The bias row has no entries here.
+// Adds the interaction entries of outputs [k0, k1) of one sum of trees (`shap` [column][block]
+// and `inter` [row - row_begin][output][feature][block] lanes) to `acc`, n rows x (o1 - o0) x
+// (row_end - row_begin) x (F + 1) doubles for outputs [o0, o1) (which hold [k0, k1)): M[i][j]
+// for j != i, and M[i][i] = phi_i less the row's off-diagonal sum. The bias row has no entries
+// here.
 void AddInteractionLanes(const QuadratureTreeProgram& p, int64_t n, int64_t blocks,
-                         const Lanes* shap, const Lanes* inter, int row_begin, int row_end,
-                         double* acc) {
+                         const Lanes* shap, const Lanes* inter, int row_begin, int row_end, int k0,
+                         int k1, int o0, int o1, double* acc) {
   const int64_t f1 = p.num_features + 1;
   const int64_t shap_width = Width(p, false);
   const int64_t matrix_rows = row_end - row_begin;
@@ -548,10 +566,10 @@ void AddInteractionLanes(const QuadratureTreeProgram& p, int64_t n, int64_t bloc
   for (int64_t r = 0; r < n; ++r) {
     const int64_t b = r / kLanes;
     const int l = static_cast<int>(r % kLanes);
-    double* out = acc + r * p.num_outputs * matrix_rows * f1;
-    for (int k = 0; k < p.num_outputs; ++k) {
+    double* out = acc + r * (o1 - o0) * matrix_rows * f1;
+    for (int k = k0; k < k1; ++k) {
       for (int64_t i = row_begin; i < row_begin + feature_rows; ++i) {
-        double* out_row = out + (k * matrix_rows + i - row_begin) * f1;
+        double* out_row = out + ((k - o0) * matrix_rows + i - row_begin) * f1;
         const Lanes* m_row = inter + ((i - row_begin) * shap_width + k * f1) * blocks + b;
         double off_diagonal = 0;
         for (int64_t j = 0; j < f1; ++j) {
@@ -585,6 +603,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
   const int64_t n = rows.rows;
   if (n <= 0 || p.trees.empty() || group_begin >= group_end) return;
   const int64_t features = std::max(p.num_features, 1);
+  const int64_t f1 = p.num_features + 1;
   const int64_t shap_width = Width(p, false);
   const int64_t blocks = (n + kLanes - 1) / kLanes;
   // Rows as [block][feature] lanes; lanes past the last row repeat it (their results are dropped).
@@ -599,9 +618,9 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       for (int64_t f = 0; f < p.num_features; ++f) block[f][l] = x[f];
     }
   }
-  // Accumulators as [column][block] lanes.
+  // Accumulators as [column][block] lanes (interactions: each group zeroes its outputs' below).
   Lanes* shap = LanesOf(&scratch->accumulators, shap_width * blocks);
-  std::fill(shap, shap + shap_width * blocks, Splat(0.0));
+  if (!interactions) std::fill(shap, shap + shap_width * blocks, Splat(0.0));
   // Interactions: only the matrix rows [row_begin, row_end) of each output, so that a caller
   // that splits them between threads has each zero, fill and read its share alone. The
   // accumulators hold the rows that are features, as [row][output][feature] (a conditioned
@@ -612,10 +631,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
                    : 0;
   const int64_t inter_width = feature_rows * shap_width;
   Lanes* inter = nullptr;
-  if (interactions) {
-    inter = LanesOf(&scratch->interaction_accumulators, inter_width * blocks);
-    std::fill(inter, inter + inter_width * blocks, Splat(0.0));
-  }
+  if (interactions) inter = LanesOf(&scratch->interaction_accumulators, inter_width * blocks);
   const int64_t depths = p.max_depth + 1;
   const int64_t slab = depths * std::max(p.max_q, 1);
   Lanes* base = LanesOf(&scratch->stack, 8 * slab + depths);
@@ -637,14 +653,24 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
     }
   };
   if (interactions) {
-    const int groups = QuadratureTreeInteractionGroups(p);
+    // Each group zeroes and reads the lanes of its outputs only (a group of a multi-output model
+    // adds to its outputs' matrices alone).
+    const int o0 = QuadratureTreeInteractionGroup(p, group_begin).output_begin;
+    const int o1 = QuadratureTreeInteractionGroup(p, group_end - 1).output_end;
     for (int g = group_begin; g < group_end; ++g) {
-      if (g > group_begin) {
-        std::fill(shap, shap + shap_width * blocks, Splat(0.0));
-        std::fill(inter, inter + inter_width * blocks, Splat(0.0));
+      const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(p, g);
+      const int64_t c0 = span.output_begin * f1 * blocks, c1 = span.output_end * f1 * blocks;
+      std::fill(shap + c0, shap + c1, Splat(0.0));
+      for (int64_t r = 0; r < feature_rows; ++r) {
+        std::fill(inter + r * shap_width * blocks + c0, inter + r * shap_width * blocks + c1,
+                  Splat(0.0));
       }
-      run(GroupBegin(p, g, groups), GroupBegin(p, g + 1, groups), shap);
-      AddInteractionLanes(p, n, blocks, shap, inter, row_begin, row_end, acc);
+      for (int o = span.order_begin; o < span.order_end; ++o) {
+        const int ti = p.output_order[o];
+        run(ti, ti + 1, shap);
+      }
+      AddInteractionLanes(p, n, blocks, shap, inter, row_begin, row_end, span.output_begin,
+                          span.output_end, o0, o1, acc);
     }
     return;
   }
@@ -730,6 +756,12 @@ int QuadratureTreeGroupBegin(const QuadratureTreeProgram& p, int group) {
 
 int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& p) {
   const int64_t trees = static_cast<int64_t>(p.trees.size());
+  if (p.num_outputs > 1) {
+    // Groups of outputs: each cell is zeroed and added once in all, however many groups.
+    return static_cast<int>(std::clamp<int64_t>(
+        std::min<int64_t>(p.num_outputs, trees / kQuadratureTreesPerInteractionGroup), 1,
+        kQuadratureMaxTreeGroups));
+  }
   // Per group and block, the sums are zeroed and turned into matrix entries, and where groups
   // run as tasks, written and added again: a few cache lines per cell of every output's matrix,
   // as much as several steps of the walk where they miss the cache. Each group keeps at least
@@ -756,6 +788,30 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* categ
   const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
   AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, false, 0, 0, scratch,
            acc);
+}
+
+QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgram& p, int group) {
+  const int groups = QuadratureTreeInteractionGroups(p);
+  const int trees = static_cast<int>(p.trees.size());
+  QuadratureTreeGroupSpan span;
+  group = std::clamp(group, 0, groups - 1);
+  const int outputs = p.num_outputs;
+  if (outputs <= 1 || static_cast<int>(p.output_tree_begin.size()) != outputs + 1) {
+    span.order_begin = GroupBegin(p, group, groups);
+    span.order_end = GroupBegin(p, group + 1, groups);
+    span.output_begin = 0;
+    span.output_end = std::max(outputs, 1);
+    if (outputs > 1) {  // a program without its output order: one group of every tree
+      span.order_begin = group == 0 ? 0 : trees;
+      span.order_end = trees;
+    }
+    return span;
+  }
+  span.output_begin = static_cast<int>(int64_t{outputs} * group / groups);
+  span.output_end = static_cast<int>(int64_t{outputs} * (group + 1) / groups);
+  span.order_begin = p.output_tree_begin[span.output_begin];
+  span.order_end = p.output_tree_begin[span.output_end];
+  return span;
 }
 
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_t* category_bits,

@@ -551,12 +551,14 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     bool vector_leaves, tree_program;
     int units_per_row;  // QuadraturePairUnitsPerRow
   };
-  // "tree program": few rows on many threads run its tree groups as tasks of their own. The
-  // last: 400 features x 2 outputs, a block's accumulators 20 MB, computed in ranges that fit the
-  // cache (more than one with any thread count), the bias row in the last.
+  // "tree program": few rows on many threads run its tree groups as tasks of their own (groups
+  // of outputs for two outputs, of consecutive trees for one). The last: 400 features x 2
+  // outputs, a block's accumulators 20 MB, computed in ranges that fit the cache (more than one
+  // with any thread count), the bias row in the last.
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
                             {"tree program", 8, 2, false, true, 0},
+                            {"tree program, one output", 12, 1, false, true, 0},
                             {"tree program in cache-sized ranges", 400, 2, false, true, 0}};
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
@@ -770,6 +772,52 @@ TEST(QuadratureCpuTest, WorkspacesKeptBetweenCallsGiveTheSameBitsWithinTheirBoun
   (void)Quadrature(*tree_model, x, max_rows, true, &pool, &tiny);
   EXPECT_EQ(tiny.RetainedCount(), 0);
   EXPECT_EQ(tiny.RetainedBytes(), 0);
+}
+
+// Interaction groups of a multi-output model split its outputs: consecutive output ranges that
+// cover every output once, each group holding exactly the trees of its outputs, in forest order
+// within an output; at most one group per output, at least kQuadratureTreesPerInteractionGroup
+// trees each.
+TEST(QuadratureTreeProgramTest, InteractionGroupsOfSeveralOutputsSplitTheOutputs) {
+  for (const auto& [outputs, trees] : {std::pair{5, 40}, std::pair{40, 80}, std::pair{3, 8}}) {
+    SCOPED_TRACE(absl::StrCat(outputs, " outputs, ", trees, " trees"));
+    RandomForestOptions options;
+    options.max_depth = 4;
+    options.num_trees = trees;
+    options.num_features = 10;
+    options.num_outputs = outputs;
+    options.seed = 13;
+    ForestPtr f = MakeRandomForest(options);
+    ASSERT_NE(f, nullptr);
+    QuadratureTreeProgramPtr p = BuildQuadratureTreeProgram(*f);
+    ASSERT_NE(p, nullptr);
+    const int served = static_cast<int>(p->trees.size());
+    const int groups = QuadratureTreeInteractionGroups(*p);
+    EXPECT_EQ(groups, std::clamp(std::min(outputs, served / kQuadratureTreesPerInteractionGroup),
+                                 1, kQuadratureMaxTreeGroups));
+    std::vector<int> seen(served, 0);
+    int next_output = 0;
+    for (int g = 0; g < groups; ++g) {
+      const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*p, g);
+      EXPECT_EQ(span.output_begin, next_output);
+      EXPECT_LT(span.output_begin, span.output_end);
+      next_output = span.output_end;
+      int previous = -1;
+      for (int o = span.order_begin; o < span.order_end; ++o) {
+        const int ti = p->output_order[o];
+        ++seen[ti];
+        EXPECT_GE(p->trees[ti].output, span.output_begin);
+        EXPECT_LT(p->trees[ti].output, span.output_end);
+        EXPECT_EQ(p->trees[ti].output, f->trees[p->trees[ti].tree].group);
+        if (previous >= 0 && p->trees[previous].output == p->trees[ti].output) {
+          EXPECT_LT(previous, ti);  // forest order within an output
+        }
+        previous = ti;
+      }
+    }
+    EXPECT_EQ(next_output, outputs);
+    for (int ti = 0; ti < served; ++ti) EXPECT_EQ(seen[ti], 1) << ti;
+  }
 }
 
 // Few rows on many threads split each block's matrix rows into ranges of about equal conditioned
