@@ -19,6 +19,7 @@
 #include "core/explain/quadrature/quadrature.h"
 #include "core/explain/quadrature/quadrature_tree.h"
 #include "core/gpu/device_set.h"
+#include "core/model/traverse.h"
 
 namespace grove {
 namespace {
@@ -119,13 +120,20 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     inter_ = {20e-6, inter_row};
     shap_in_blocks_ = model_->tree_program != nullptr;
     inter_in_blocks_ = shap_in_blocks_ && QuadratureTreeServesInteractions(*model_->tree_program);
-    // Whether the tree program takes every path (no per-path kernel): then blocks' matrices are
-    // split into ranges of rows (QuadratureTreeInteractionTasksFor), for the cache and, with few rows,
-    // for the threads.
-    inter_splits_rows_ = inter_in_blocks_;
-    for (const QuadraturePath& path : model_->paths) {
-      if (!inter_splits_rows_) break;
-      inter_splits_rows_ = model_->tree_program->served[path.tree] != 0;
+    // Where the tree program takes every path of a call's iteration range (no per-path kernel),
+    // blocks' matrices are split into ranges of rows and tree groups
+    // (QuadratureTreeInteractionTasksFor): the boosting rounds of the paths it does not take.
+    unserved_iterations_.clear();
+    if (inter_in_blocks_) {
+      for (const QuadraturePath& path : model_->paths) {
+        if (model_->tree_program->served[path.tree] == 0) {
+          unserved_iterations_.push_back(path.iteration);
+        }
+      }
+      std::sort(unserved_iterations_.begin(), unserved_iterations_.end());
+      unserved_iterations_.erase(
+          std::unique(unserved_iterations_.begin(), unserved_iterations_.end()),
+          unserved_iterations_.end());
     }
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
@@ -138,7 +146,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     const StrategyCost& c = options.interactions ? inter_ : shap_;
     double rounds = static_cast<double>((rows + threads_ - 1) / threads_);  // rows in parallel
     const QuadratureTreeInteractionTasks inter_tasks =
-        options.interactions && inter_splits_rows_
+        options.interactions && TreeProgramTakesEveryPath(options)
             ? QuadratureTreeInteractionTasksFor(*model_->tree_program, rows, threads_)
             : QuadratureTreeInteractionTasks{};
     const int splits = inter_tasks.ranges;
@@ -214,6 +222,21 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   }
 
  private:
+  // Whether ExplainQuadratureCpu's interactions of `options`' iteration range take no per-path
+  // kernel (the tree program serves every path in it), as the call itself decides.
+  bool TreeProgramTakesEveryPath(const ExplainOptions& options) const {
+    if (!inter_in_blocks_) return false;
+    IterationRange range;
+    if (!ResolveIterationRange(*model_->forest, options.iteration_begin, options.iteration_end,
+                               &range)
+             .ok()) {
+      return false;  // the call refuses the range
+    }
+    const auto first = std::lower_bound(unserved_iterations_.begin(), unserved_iterations_.end(),
+                                        range.begin);
+    return first == unserved_iterations_.end() || *first >= range.end;
+  }
+
   QuadratureModelPtr model_;
   ThreadPool* pool_;
   // Kept between calls (bounded: QuadratureCpuWorkspaces::kDefaultRetainBytes per model).
@@ -221,7 +244,9 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   int threads_ = 1;
   StrategyCost shap_, inter_;  // compute part (per row and core)
   bool shap_in_blocks_ = false, inter_in_blocks_ = false;  // run by the tree kernel
-  bool inter_splits_rows_ = false;  // the tree kernel takes every path's interactions
+  // Boosting rounds with paths the tree kernel does not take (ascending); read only when
+  // inter_in_blocks_.
+  std::vector<int> unserved_iterations_;
   int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };
