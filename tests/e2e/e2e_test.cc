@@ -99,6 +99,18 @@ void WriteFloatCsv(const std::string& path, const std::vector<float>& X, int col
 
 bool SameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
+// The CPU explanation strategy of the served models and of the local CLI wherever the two are
+// compared bit for bit. Left to choose, each process picks by costs it times at load, so two
+// processes can pick different exact algorithms for one batch near a tie (they round differently
+// in the last float bit; docs/operations.md), and those comparisons would then test the timings
+// instead of the transport.
+constexpr const char* kExplainStrategy = "quadrature_cpu";
+
+// The model config pinning kExplainStrategy.
+std::string PinnedExplainConfig() {
+  return absl::StrCat(R"({"explain_strategy": ")", kExplainStrategy, R"("})");
+}
+
 // Relative closeness for answers that went through batching with other callers' rows.
 bool Close(float got, float want) {
   if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
@@ -107,11 +119,6 @@ bool Close(float got, float want) {
 
 class E2eTest : public ::testing::Test {
  protected:
-  // The CPU explanation strategy of the served models and of the local CLI. Left to choose, each
-  // process picks by costs it times at load, so two processes can pick different exact
-  // algorithms for one batch near a tie (they round differently in the last float bit), and the
-  // byte-for-byte comparisons would then test the timings instead of the transport.
-  static constexpr const char* kExplainStrategy = "quadrature_cpu";
 
   static void SetUpTestSuite() {
     if (!IsExecutable(GrovedBinary())) return;
@@ -148,8 +155,7 @@ class E2eTest : public ::testing::Test {
         s.X = c->X;
         s.explainable = CheckExplainable(**forest).ok();
         InstallModel(repo_->path(), s.name, 1, s.model_path);
-        WriteWholeFile(repo_->File(s.name + "/config.json"),
-                       absl::StrCat(R"({"explain_strategy": ")", kExplainStrategy, R"("})"));
+        WriteWholeFile(repo_->File(s.name + "/config.json"), PinnedExplainConfig());
         cases_->push_back(std::move(s));
       }
     };
@@ -832,6 +838,7 @@ class E2eOwnServerTest : public ::testing::Test {
     scratch_ = std::make_unique<TempDir>("own");
     repo_ = std::make_unique<TempDir>("ownrepo");
     InstallModel(repo_->path(), "m", 1, case_.model_path);
+    WriteWholeFile(repo_->File("m/config.json"), PinnedExplainConfig());
     x_path_ = scratch_->File("X32.csv");
     WriteFloatCsv(x_path_, case_.X, case_.num_features);
     CommandResult r = RunCommand({GroveCliBinary(), "predict", "--model", case_.model_path,
@@ -1124,7 +1131,8 @@ TEST_F(E2eOwnServerTest, PredictWithExplainRows) {
   std::unique_ptr<GroveClient> cl = *GroveClient::Create(o);
   ASSERT_TRUE(cl->WaitForReady(absl::Seconds(60)).ok()) << server->log();
   CommandResult local = RunCommand({GroveCliBinary(), "explain", "--model", case_.model_path,
-                                    "--input", x_path_, "--no-progress"},
+                                    "--input", x_path_, "--no-progress", "--strategy",
+                                    kExplainStrategy},
                                    *scratch_);
   ASSERT_EQ(local.exit_code, 0) << local.err;
   Parsed shap = ParseCsv(local.out);

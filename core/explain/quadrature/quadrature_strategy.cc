@@ -135,6 +135,13 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
           std::unique(unserved_iterations_.begin(), unserved_iterations_.end()),
           unserved_iterations_.end());
     }
+    // The calibration's one block of interactions (the whole model, one thread) ran in this many
+    // ranges: one where a per-path kernel took part of the model.
+    inter_calibration_ranges_ =
+        inter_in_blocks_ && unserved_iterations_.empty()
+            ? QuadratureTreeInteractionTasksFor(*model_->tree_program, kQuadratureTreeLanes, 1)
+                  .ranges
+            : 1;
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
@@ -170,12 +177,10 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
       const int64_t tasks = blocks * splits * inter_tasks.group_tasks;
       const int64_t task_rounds = (tasks + threads_ - 1) / threads_;
-      // The calibration's one block ran in this many ranges on one thread: that many SHAP
-      // passes plus the conditioned passes once.
-      const int calibration_splits =
-          QuadratureTreeInteractionTasksFor(program, kQuadratureTreeLanes, 1).ranges;
-      const double conditioned =
-          std::max(0.0, c.per_row_seconds - calibration_splits * shap_.per_row_seconds);
+      // The calibration's block ran inter_calibration_ranges_ SHAP passes and the conditioned
+      // passes once.
+      const double conditioned = std::max(
+          0.0, c.per_row_seconds - inter_calibration_ranges_ * shap_.per_row_seconds);
       const double lane =
           (shap_.per_row_seconds + conditioned * QuadratureTreeRangeShare(program, splits)) /
           inter_tasks.group_tasks;
@@ -247,6 +252,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   // Boosting rounds with paths the tree kernel does not take (ascending); read only when
   // inter_in_blocks_.
   std::vector<int> unserved_iterations_;
+  int inter_calibration_ranges_ = 1;
   int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };

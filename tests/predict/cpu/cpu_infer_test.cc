@@ -95,9 +95,7 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
     for (CpuForestOptions::Walk walk :
          {CpuForestOptions::Walk::kSimd, CpuForestOptions::Walk::kDense,
           CpuForestOptions::Walk::kBitvector}) {
-      const std::string name = walk == CpuForestOptions::Walk::kSimd    ? "simd"
-                               : walk == CpuForestOptions::Walk::kDense ? "dense"
-                                                                        : "bitvector";
+      const std::string name = WalkName(walk);
       o.walk = walk;
       o.block_rows = 0;
       out.emplace_back(name, o);
