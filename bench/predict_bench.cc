@@ -437,8 +437,12 @@ int Main(int argc, char** argv) {
   set.Int("--block-rows", &flags.block_rows);
   set.Custom("--walk", [&](const std::string& v) {
     absl::StatusOr<cpu::CpuForestOptions::Walk> walk = cpu::ParseWalk(v);
-    if (walk.ok()) flags.walk = *walk;
-    return walk.ok();
+    if (!walk.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(walk.status().message()).c_str());
+      return false;
+    }
+    flags.walk = *walk;
+    return true;
   });
   set.Int("--warmup", &g_warmup);
   set.Custom("--lanes", [&](const std::string& v) {

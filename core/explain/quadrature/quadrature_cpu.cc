@@ -599,9 +599,10 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   const int group_tasks = !interactions && program != nullptr
                               ? QuadratureTreeShapGroupTasks(*program, rows.rows, threads)
                               : 1;
-  std::vector<double> group_sums;
+  std::unique_ptr<double[]> group_sums;
   if (group_tasks > 1) {
-    group_sums.assign(static_cast<size_t>(units * group_tasks * unit * width), 0.0);
+    // Zeroed by the tasks, each its own sums (in parallel, where they are first touched).
+    group_sums.reset(new double[units * group_tasks * unit * width]);
     ParallelFor(pool, units * group_tasks, 1, [&](int64_t first, int64_t last) {
       std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
@@ -610,9 +611,10 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const int64_t begin = u * unit;
         const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
                              rows.stride};
+        double* sums = group_sums.get() + task * unit * width;
+        std::fill(sums, sums + block.rows * width, 0.0);
         AddQuadratureTreeShap(*program, forest.category_bits.data(), block, range->begin,
-                              range->end, g, g + 1, &workspace->tree,
-                              group_sums.data() + task * unit * width);
+                              range->end, g, g + 1, &workspace->tree, sums);
       }
       workspaces.Give(std::move(workspace));
     });
@@ -723,11 +725,11 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
           AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
                                         range->begin, range->end, 0, inter_groups, row_begin,
                                         row_end, &tree_scratch, acc_rows.data());
-        } else if (!group_sums.empty()) {
+        } else if (group_sums != nullptr) {
           for (int g = 0; g < group_tasks; ++g) {
             for (int64_t r = first; r < first + count; ++r) {
               const double* sums =
-                  group_sums.data() + ((r / unit * group_tasks + g) * unit + r % unit) * width;
+                  group_sums.get() + ((r / unit * group_tasks + g) * unit + r % unit) * width;
               double* acc = acc_rows.data() + (r - first) * acc_width;
               for (int64_t c = 0; c < width; ++c) acc[c] += sums[c];
             }

@@ -757,7 +757,9 @@ int QuadratureTreeGroupBegin(const QuadratureTreeProgram& p, int group) {
 int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& p) {
   const int64_t trees = static_cast<int64_t>(p.trees.size());
   if (p.num_outputs > 1) {
-    // Groups of outputs: each cell is zeroed and added once in all, however many groups.
+    // Groups of outputs: each cell is zeroed and added once in all, however many groups (one
+    // group for a program without its output order).
+    if (p.output_tree_begin.size() != static_cast<size_t>(p.num_outputs) + 1) return 1;
     return static_cast<int>(std::clamp<int64_t>(
         std::min<int64_t>(p.num_outputs, trees / kQuadratureTreesPerInteractionGroup), 1,
         kQuadratureMaxTreeGroups));
@@ -792,19 +794,14 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* categ
 
 QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgram& p, int group) {
   const int groups = QuadratureTreeInteractionGroups(p);
-  const int trees = static_cast<int>(p.trees.size());
   QuadratureTreeGroupSpan span;
   group = std::clamp(group, 0, groups - 1);
   const int outputs = p.num_outputs;
-  if (outputs <= 1 || static_cast<int>(p.output_tree_begin.size()) != outputs + 1) {
+  if (outputs <= 1 || groups == 1) {  // consecutive trees (all of them in one group)
     span.order_begin = GroupBegin(p, group, groups);
     span.order_end = GroupBegin(p, group + 1, groups);
     span.output_begin = 0;
     span.output_end = std::max(outputs, 1);
-    if (outputs > 1) {  // a program without its output order: one group of every tree
-      span.order_begin = group == 0 ? 0 : trees;
-      span.order_end = trees;
-    }
     return span;
   }
   span.output_begin = static_cast<int>(int64_t{outputs} * group / groups);

@@ -286,19 +286,20 @@ double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows) {
   return fixed + full * wave + (rest > 0 ? std::max(0.0, PartialWave(t, rest) - fixed) : 0.0);
 }
 
+const RowChunkTiming* FindRowChunkTiming(const RowChunkTiming* timings, int count, int code) {
+  if (timings == nullptr || code == 0) return nullptr;
+  for (int i = 0; i < count; ++i) {
+    if (timings[i].shape.Code() == code) return &timings[i];
+  }
+  return nullptr;
+}
+
 namespace {
 
 bool LargeRowChunkLaunch(const TahoeWorkload& w, double rows) {
   return rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows);
 }
 
-const RowChunkTiming* FindRowChunkTiming(const TahoeWorkload& w, int code) {
-  if (w.row_chunk_timings == nullptr || code == 0) return nullptr;
-  for (int i = 0; i < w.num_row_chunk_timings; ++i) {
-    if (w.row_chunk_timings[i].shape.Code() == code) return &w.row_chunk_timings[i];
-  }
-  return nullptr;
-}
 
 // The rows of the probed size nearest `rows` in log2 within kRowChunkProbedOctaves, for launches
 // below the large batch (0: none). On a tie the smaller size.
@@ -336,7 +337,9 @@ bool PickProbed(const GpuHardwareParams& hw, const TahoeWorkload& w, double rows
   if (at == 0) return false;
   for (int i = 0; i < w.num_row_chunk_launches; ++i) {
     const RowChunkLaunchTiming& l = w.row_chunk_launches[i];
-    const RowChunkTiming* t = l.rows == at ? FindRowChunkTiming(w, l.code) : nullptr;
+    const RowChunkTiming* t =
+        l.rows == at ? FindRowChunkTiming(w.row_chunk_timings, w.num_row_chunk_timings, l.code)
+                     : nullptr;
     if (t == nullptr || t == p->best) continue;
     const double s = ScaledSeconds(hw, l, *t, rows);
     if (s < p->best_s) {

@@ -125,6 +125,8 @@ struct RowChunkTiming {
 // o. A block past a full wave
 // costs a whole wave's latency, not 1/b of one: a partial wave runs as long as a full one.
 double RowChunkWaveSeconds(const RowChunkTiming& t, int sm_count, double rows);
+// The timing of shape `code` among `count` timings (null if none; `timings` may be null).
+const RowChunkTiming* FindRowChunkTiming(const RowChunkTiming* timings, int count, int code);
 
 // A row-chunk shape the load-time probe timed on a launch of `rows` rows, at one of a few batch
 // sizes below its large batch. The wave model above extrapolates from a few block counts: it ranks

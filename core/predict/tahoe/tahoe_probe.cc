@@ -307,11 +307,10 @@ absl::Status TahoeEngineImpl::ProbeRowChunkSizes(Gpu& g, int64_t large, std::str
     }
     return v;
   };
-  auto find = [&](int code) -> const RowChunkTiming* {
-    for (const RowChunkTiming& t : row_chunk_timings_) {
-      if (t.shape.Code() == code) return &t;
-    }
-    return nullptr;
+  // (Pointers it returns are used before row_chunk_timings_ grows below.)
+  auto find = [&](int code) {
+    return FindRowChunkTiming(row_chunk_timings_.data(),
+                              static_cast<int>(row_chunk_timings_.size()), code);
   };
   auto by_seconds = [](const auto& x, const auto& y) { return x.first < y.first; };
   std::string waves;  // part variants timed in waves here
