@@ -445,7 +445,9 @@ int Main(int argc, char** argv) {
     return true;
   });
   set.Int("--warmup", &g_warmup);
+  // Unknown values are refused, not read as auto (a typo would measure the default).
   set.Custom("--lanes", [&](const std::string& v) {
+    if (v != "0" && v != "1" && v != "2" && v != "auto") return false;
     flags.lanes = v == "0"   ? TahoeEngineOptions::Lanes::kOff
                   : v == "1" ? TahoeEngineOptions::Lanes::kOn
                   : v == "2" ? TahoeEngineOptions::Lanes::kOnPaired
@@ -453,6 +455,7 @@ int Main(int argc, char** argv) {
     return true;
   });
   set.Custom("--level-walk", [&](const std::string& v) {
+    if (v != "0" && v != "1" && v != "auto") return false;
     flags.level_walk = v == "0"   ? TahoeEngineOptions::LevelWalk::kOff
                        : v == "1" ? TahoeEngineOptions::LevelWalk::kOn
                                   : TahoeEngineOptions::LevelWalk::kAuto;
