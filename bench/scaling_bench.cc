@@ -2,7 +2,7 @@
 //
 //   grove_scaling_bench --model M --rows R.csv [--explain-rows 1000000] [--predict-rows 1000000]
 //                       [--explain-strategy treeshap_gpu] [--predict-strategy auto] [--reps 3]
-//                       [--registered] [--bandwidth-mb 256]
+//                       [--registered] [--bandwidth-mb 256] [--max-chunk-rows N]
 //
 // Rows are the CSV's rows tiled up to the requested count (a label column, if the CSV has
 // num_features + 1 columns, is dropped). The engines are the ones groved runs (ExplainEngine,
@@ -16,7 +16,8 @@
 // into pinned slots can reach), and page-locked host memory to each GPU alone, to every GPU at once
 // and back (what DMA can reach). --registered page-locks the rows and results once before timing
 // (gpu::PinHostRange), so that the engines copy them by DMA without staging: the caller's memory
-// registered once.
+// registered once. --max-chunk-rows caps the rows of each GPU's launches and copies (the engine's
+// own choice without it): an ablation of the chunk sizes that pipeline a GPU's copies and kernels.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,7 @@
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
+#include "core/predict/tahoe/tahoe_engine.h"
 
 namespace grove {
 namespace {
@@ -51,6 +53,7 @@ struct Flags {
   int reps = 3;
   bool registered = false;
   int64_t bandwidth_mb = 256;
+  int64_t max_chunk_rows = 0;
 };
 
 using bench::TimeMedian;
@@ -109,6 +112,7 @@ int Main(int argc, char** argv) {
   set.Int("--reps", &flags.reps);
   set.Switch("--registered", &flags.registered);
   set.Int("--bandwidth-mb", &flags.bandwidth_mb);
+  set.Int("--max-chunk-rows", &flags.max_chunk_rows);
   if (!set.Parse(argc, argv)) return 2;
   flags.reps = std::max(1, flags.reps);
   flags.bandwidth_mb = std::max<int64_t>(0, flags.bandwidth_mb);
@@ -174,7 +178,17 @@ int Main(int argc, char** argv) {
   if (flags.predict_rows > 0) {
     PredictEngineOptions po;
     po.strategy = flags.predict_strategy;
-    absl::StatusOr<std::unique_ptr<PredictEngine>> engine = PredictEngine::Create(*forest, po, &pool);
+    absl::StatusOr<std::unique_ptr<PredictEngine>> engine;
+    if (flags.max_chunk_rows > 0) {
+      TahoeEngineOptions to;
+      to.engine = po;
+      to.max_chunk_rows = flags.max_chunk_rows;
+      absl::StatusOr<std::unique_ptr<TahoeEngine>> tahoe = TahoeEngine::Create(*forest, to, &pool);
+      if (!tahoe.ok()) return Fail(tahoe.status());
+      engine = std::unique_ptr<PredictEngine>(std::move(*tahoe));
+    } else {
+      engine = PredictEngine::Create(*forest, po, &pool);
+    }
     if (!engine.ok()) return Fail(engine.status());
     const int64_t m = flags.predict_rows;
     PredictOptions o;

@@ -5,24 +5,11 @@
 #include <thread>
 
 #include "core/common/cpus.h"
+#include "core/common/spin.h"
 #include "core/common/thread_priority.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace grove {
 namespace {
-
-// One polling step: tells the core this is a spin loop (on x86 it yields the pipeline to the
-// sibling hyperthread and saves power).
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 std::chrono::microseconds ChooseSpin(int num_threads, std::chrono::microseconds spin) {
   if (spin >= std::chrono::microseconds(0)) return spin;
@@ -55,16 +42,7 @@ ThreadPool::~ThreadPool() {
 
 template <class Ready>
 bool ThreadPool::Spin(const Ready& ready) const {
-  if (spin_.count() == 0) return ready();
-  const auto deadline = std::chrono::steady_clock::now() + spin_;
-  for (;;) {
-    // The clock is read once per 64 polls: a poll is a few nanoseconds, a clock read tens.
-    for (int i = 0; i < 64; ++i) {
-      if (ready()) return true;
-      CpuRelax();
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return ready();
-  }
+  return SpinUntil(spin_, ready);
 }
 
 // One ParallelFor call: chunks claimed from `next` by the caller and by the workers that took one

@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/cpus.h"
+#include "core/common/spin.h"
 
 #if defined(GROVE_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -93,10 +95,12 @@ bool IsPinnedHost(const void* p) {
 #endif
 }
 
-DeviceIssuers::DeviceIssuers(int devices) {
+DeviceIssuers::DeviceIssuers(int devices, std::chrono::microseconds spin) {
+  spin_ = spin.count() >= 0 ? spin
+                            : (devices <= UsableCpus() ? kDefaultSpin : std::chrono::microseconds(0));
   for (int i = 1; i < devices; ++i) {
     issuers_.push_back(std::make_unique<Issuer>());
-    threads_.emplace_back(&DeviceIssuers::Loop, issuers_.back().get());
+    threads_.emplace_back(&DeviceIssuers::Loop, issuers_.back().get(), spin_);
   }
 }
 
@@ -111,8 +115,10 @@ DeviceIssuers::~DeviceIssuers() {
   for (std::thread& t : threads_) t.join();
 }
 
-void DeviceIssuers::Loop(Issuer* issuer) {
+void DeviceIssuers::Loop(Issuer* issuer, std::chrono::microseconds spin) {
   for (;;) {
+    // Stopping is rare and always comes with a notify: the poll watches the queue only.
+    SpinUntil(spin, [&] { return issuer->queued.load(std::memory_order_acquire) > 0; });
     std::function<void()> job;
     {
       std::unique_lock<std::mutex> lock(issuer->mu);
@@ -120,6 +126,7 @@ void DeviceIssuers::Loop(Issuer* issuer) {
       if (issuer->queue.empty()) return;  // stopping, nothing left
       job = std::move(issuer->queue.front());
       issuer->queue.pop_front();
+      issuer->queued.fetch_sub(1, std::memory_order_relaxed);
     }
     job();
   }
@@ -128,10 +135,12 @@ void DeviceIssuers::Loop(Issuer* issuer) {
 void DeviceIssuers::RunOnEach(int n, const std::function<void(int)>& fn) {
   if (n <= 0) return;
   if (n > devices()) n = devices();
-  // The caller's completion count; shares signal it, the caller waits on it.
+  // The caller's completion count; each share decrements it and notifies under done_mu, so the
+  // caller, whether it saw zero polling or waiting, takes done_mu once before it returns: no
+  // share touches this frame after that.
   std::mutex done_mu;
   std::condition_variable done_cv;
-  int pending = n - 1;
+  std::atomic<int> pending{n - 1};
   for (int i = 1; i < n; ++i) {
     Issuer& issuer = *issuers_[i - 1];
     {
@@ -139,14 +148,16 @@ void DeviceIssuers::RunOnEach(int n, const std::function<void(int)>& fn) {
       issuer.queue.push_back([&, i] {
         fn(i);
         std::lock_guard<std::mutex> done_lock(done_mu);
-        if (--pending == 0) done_cv.notify_one();
+        if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv.notify_one();
       });
+      issuer.queued.fetch_add(1, std::memory_order_release);
     }
     issuer.cv.notify_one();
   }
   fn(0);
+  SpinUntil(spin_, [&] { return pending.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(done_mu);
-  done_cv.wait(lock, [&] { return pending == 0; });
+  done_cv.wait(lock, [&] { return pending.load(std::memory_order_acquire) == 0; });
 }
 
 }  // namespace grove::gpu

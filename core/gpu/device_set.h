@@ -2,6 +2,8 @@
 // them. Compiles with or without CUDA.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -45,11 +47,18 @@ bool IsPinnedHost(const void* p);
 // and request cost each multi-GPU call its creation and join, about 20-50 us, and an unbounded
 // number of threads under load). Device i > 0's share always runs on thread i, so each thread keeps
 // its CUDA device current; device 0's share runs on the caller.
+// A thread that ran a share polls for the next one for `spin` before it sleeps, and the caller polls
+// for the shares' ends as long before it sleeps: a batch split across GPUs takes about as long on
+// each, and a sleep and a wake-up through the kernel (tens of microseconds each way) were a
+// sizeable part of a large batch's half-millisecond call. The spin is off where the threads and
+// the caller would outnumber the hardware threads.
 // Thread-safe: concurrent RunOnEach calls queue their shares on each thread in call order.
 class DeviceIssuers {
  public:
-  // `devices` >= 1: devices - 1 threads.
-  explicit DeviceIssuers(int devices);
+  static constexpr std::chrono::microseconds kDefaultSpin{200};
+  // `devices` >= 1: devices - 1 threads. spin < 0: kDefaultSpin where devices <= the usable
+  // CPUs, else 0.
+  explicit DeviceIssuers(int devices, std::chrono::microseconds spin = std::chrono::microseconds(-1));
   ~DeviceIssuers();  // finishes queued shares, then joins
   DeviceIssuers(const DeviceIssuers&) = delete;
   DeviceIssuers& operator=(const DeviceIssuers&) = delete;
@@ -67,8 +76,11 @@ class DeviceIssuers {
     std::condition_variable cv;
     std::deque<std::function<void()>> queue;
     bool stop = false;
+    std::atomic<int> queued{0};  // queue.size(), readable without mu (polling)
   };
-  static void Loop(Issuer* issuer);
+  static void Loop(Issuer* issuer, std::chrono::microseconds spin);
+
+  std::chrono::microseconds spin_;
 
   std::vector<std::unique_ptr<Issuer>> issuers_;  // issuers_[i - 1] serves device i
   std::vector<std::thread> threads_;

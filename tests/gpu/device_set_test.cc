@@ -4,6 +4,7 @@
 #include "core/gpu/device_set.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <string>
@@ -62,8 +63,14 @@ TEST(DeviceIssuersTest, FewerSharesThanDevicesAndOneDevice) {
   single.RunOnEach(0, [&](int) { ADD_FAILURE() << "no share to run"; });
 }
 
-TEST(DeviceIssuersTest, ConcurrentCallersEachGetTheirOwnShares) {
-  DeviceIssuers issuers(3);
+// With the threads and the caller polling (the default where they fit the machine) and without:
+// every call returns with all of its shares done, under concurrent callers.
+class DeviceIssuersSpinTest : public ::testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(Spin, DeviceIssuersSpinTest, ::testing::Values(0, 200, 5000));
+
+TEST_P(DeviceIssuersSpinTest, ConcurrentCallersEachGetTheirOwnShares) {
+  DeviceIssuers issuers(3, std::chrono::microseconds(GetParam()));
   std::atomic<int> total{0};
   std::vector<std::thread> callers;
   std::mutex mu;
@@ -86,6 +93,22 @@ TEST(DeviceIssuersTest, ConcurrentCallersEachGetTheirOwnShares) {
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total.load(), 4 * 200 * 3);
   EXPECT_EQ(complete_calls, 4 * 200);  // every call returned with all of its shares done
+}
+
+// A share that outlasts the poll: the caller and the thread fall back to their blocking waits and
+// the call still returns with the share done; the destructor stops threads that are polling.
+TEST_P(DeviceIssuersSpinTest, SharesLongerThanThePollAndDestructionWhilePolling) {
+  for (int round = 0; round < 3; ++round) {
+    DeviceIssuers issuers(2, std::chrono::microseconds(GetParam()));
+    std::atomic<int> done{0};
+    issuers.RunOnEach(2, [&](int i) {
+      if (i == 1) std::this_thread::sleep_for(std::chrono::microseconds(GetParam() + 2000));
+      done.fetch_add(1);
+    });
+    EXPECT_EQ(done.load(), 2);
+    issuers.RunOnEach(2, [&](int) { done.fetch_add(1); });
+    EXPECT_EQ(done.load(), 4);
+  }  // destroyed right after a share: its thread is polling for the next one
 }
 
 // Page-locking needs a GPU: without one (or without CUDA) it is refused with a reason, and no

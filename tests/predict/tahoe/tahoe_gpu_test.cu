@@ -276,6 +276,60 @@ TEST(TahoeGpuTest, BatchSplitAcrossEngineGpusOfOneDeviceIsExact) {
 // two lanes forced so that callers wait for one), and rows and results in page-locked memory
 // (copied by DMA without staging; results into a strided matrix): every answer equals the
 // one-caller, pageable answer bit for bit.
+// Rows and results both page-locked queue every chunk of a call at once (each slot's stream
+// orders its reuse): many chunks over the two slots, from two callers at once on their own lanes,
+// answer exactly as pageable memory does, every strategy.
+TEST(TahoeGpuTest, PinnedCallsOfManyChunksQueueAtOnceAndMatch) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.seed = 17;
+  o.num_trees = 25;
+  o.max_depth = 7;
+  o.num_features = 9;
+  o.num_outputs = 2;
+  ForestPtr f = MakeRandomForest(o);
+  const int64_t n = 20011, K = f->num_outputs;  // 21 chunks of 997 rows, the last partial
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 8, 0.1);
+  TahoeEngineOptions eo;
+  eo.max_chunk_rows = 997;
+  eo.staging_lanes = 2;
+  eo.shape_trials = false;  // a timed trial waits per chunk: not the path under test
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
+  ASSERT_NE(e, nullptr);
+  const PredictOptions margin = Kind(OutputKind::kMargin);
+  std::vector<float> pinned_rows = rows;
+  std::vector<float> pinned_out(2 * n * K);
+  ASSERT_TRUE(gpu::PinHostRange(pinned_rows.data(), pinned_rows.size() * 4).ok());
+  ASSERT_TRUE(gpu::PinHostRange(pinned_out.data(), pinned_out.size() * 4).ok());
+  for (const char* strategy : {"row_chunk", "direct", "splitting_shared_forest"}) {
+    SCOPED_TRACE(strategy);
+    std::vector<float> want(n * K);
+    ASSERT_TRUE(e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                               MakeMatrixView(want.data(), n, K), strategy, nullptr).ok());
+    EXPECT_LE(MaxRelativeError(want, ReferencePrediction(*f, rows, margin)), kTolerance);
+    std::fill(pinned_out.begin(), pinned_out.end(), -777.0f);
+    absl::Status status[2];
+    std::vector<std::thread> callers;
+    for (int c = 0; c < 2; ++c) {
+      callers.emplace_back([&, c] {
+        for (int rep = 0; rep < 3 && status[c].ok(); ++rep) {
+          status[c] = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
+                                     MakeMatrixView(pinned_out.data() + c * n * K, n, K), strategy,
+                                     nullptr);
+        }
+      });
+    }
+    for (std::thread& t : callers) t.join();
+    for (int c = 0; c < 2; ++c) {
+      ASSERT_TRUE(status[c].ok()) << status[c];
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), pinned_out.begin() + c * n * K))
+          << "caller " << c;
+    }
+  }
+  gpu::UnpinHostRange(pinned_rows.data());
+  gpu::UnpinHostRange(pinned_out.data());
+}
+
 TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
   SKIP_WITHOUT_GPU();
   RandomForestOptions o;
