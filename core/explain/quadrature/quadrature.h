@@ -337,20 +337,25 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
 
 // Where the tree program explains every path's interaction values: the tasks ExplainQuadratureCpu
 // cuts each block of kQuadratureTreeLanes rows into on `threads` threads. `ranges`: ranges of
-// the block's matrix rows (QuadratureTreeMatrixRowRanges); each repeats its trees' SHAP pass (a
-// step per edge) and takes its rows' conditioned passes (two recursions per step), whose
-// scattered adds stay in cache when its accumulators do. `group_tasks`: 1, or the program's
-// interaction groups (QuadratureTreeInteractionGroups), each (group, range) a task of its own whose
-// entries are added in group order afterwards (the same bits as one thread). At least as many
-// ranges as keep a range's accumulators within kQuadratureShareBytes; with fewer than twice as
-// many blocks as threads, the fewest tasks whose rounds times a task's steps come within 5% of
-// the least (group tasks only where their sums fit kQuadratureGroupSumBytes). Deterministic
-// (counts, not timings).
+// the block's matrix rows (QuadratureTreeMatrixRowRanges); each takes its rows' conditioned
+// passes (two recursions per step), whose scattered adds stay in cache when its accumulators do.
+// `group_tasks`: 1, or the program's interaction groups (QuadratureTreeInteractionGroups), each
+// (group, range) a task of its own whose entries are added in group order afterwards (the same
+// bits as one thread). The diagonals need the rows' SHAP values: with one interaction group
+// (QuadratureTreeDiagonalFromShap) and few rows, `shap_tasks` > 0, computed once per block before
+// the ranges, in that many tasks (QuadratureTreeShapGroupTasks, at least 1); 0, by each task for
+// its block and trees (many rows: one range per block's cache share; several groups: each
+// (group, range) task its group's SHAP pass, whose small accumulators stay in cache). At least
+// as many ranges as keep a range's accumulators within kQuadratureShareBytes; with fewer than
+// twice as many blocks as threads, the fewest tasks whose rounds times a task's steps come within
+// 5% of the least (group tasks only where their sums fit kQuadratureGroupSumBytes).
+// Deterministic (counts, not timings).
 inline constexpr int64_t kQuadratureShareBytes = int64_t{4} << 20;
 inline constexpr int64_t kQuadratureGroupSumBytes = int64_t{64} << 20;
 struct QuadratureTreeInteractionTasks {
   int group_tasks = 1;
   int ranges = 1;
+  int shap_tasks = 0;
 };
 QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
     const QuadratureTreeProgram& program, int64_t rows, int threads);

@@ -270,6 +270,7 @@ struct QuadratureCpuWorkspace {
   QuadratureTreeScratch tree;
   QuadraturePairScratch pairs;
   std::vector<double> acc;
+  std::vector<double> phi;  // interactions: the chunk's SHAP values, for the diagonals
 
   int64_t Bytes() const;
 };
@@ -321,7 +322,7 @@ class CallWorkspaces {
 int64_t QuadratureCpuWorkspace::Bytes() const {
   // The object itself counts too: a workspace a call took but never used is not free to keep.
   int64_t b = static_cast<int64_t>(sizeof(QuadratureCpuWorkspace)) + CapacityBytes(path.z) + CapacityBytes(path.d) + CapacityBytes(path.work) +
-              CapacityBytes(path.feature) + CapacityBytes(acc);
+              CapacityBytes(path.feature) + CapacityBytes(acc) + CapacityBytes(phi);
   for (const auto* v : {&tree.stack, &tree.decisions, &tree.accumulators,
                         &tree.group_accumulators, &tree.interaction_accumulators}) {
     b += CapacityBytes(*v);
@@ -441,11 +442,16 @@ QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
       (block_bytes + kQuadratureShareBytes - 1) / kQuadratureShareBytes, 1, most_ranges));
   tasks.ranges = fit;
   if (blocks >= 2 * static_cast<int64_t>(threads)) return tasks;
-  // Threads: the fewest tasks whose rounds x steps come within 5% of the least. Each range past
-  // the first repeats its trees' SHAP pass, work that a pool shared with other calls pays for, and
-  // no range holds less than its busiest feature's conditioned passes (a matrix row is not cut);
-  // group tasks each take about 1/groups of both.
-  const double shap_steps = static_cast<double>(program.edges.size());
+  // With one interaction group, the rows' SHAP values (for the diagonals) first, once per block,
+  // its SHAP tree groups in parallel; with several, each (group, range) task runs its group's
+  // SHAP pass (QuadratureTreeDiagonalFromShap).
+  const bool shap_once = QuadratureTreeDiagonalFromShap(program);
+  if (shap_once) tasks.shap_tasks = QuadratureTreeShapGroupTasks(program, rows, threads);
+  // Threads: the fewest tasks whose rounds x steps come within 5% of the least. A task that runs
+  // its trees' SHAP pass repeats it for every range, work that a pool shared with other calls
+  // pays for, and no range holds less than its busiest feature's conditioned passes (a matrix row
+  // is not cut); group tasks each take about 1/groups of both.
+  const double shap_steps = shap_once ? 0.0 : static_cast<double>(program.edges.size());
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
   const int most = static_cast<int>(std::min<int64_t>(most_ranges, 4 * threads));
   const int groups = QuadratureTreeInteractionGroups(program);
@@ -589,20 +595,50 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     return absl::OkStatus();
   }
 
-  // SHAP values of fewer blocks than threads: each block's tree groups are tasks of their own,
-  // summed into group_sums ([block][group][lane][column]); `work` then adds a row's group sums in
-  // group order, as AddQuadratureTreeShap does on one thread: the same bits either way.
   const int threads = pool != nullptr ? pool->num_threads() + 1 : 1;
   const int64_t unit = program != nullptr ? kQuadratureTreeLanes : 1;
   const int64_t units = (rows.rows + unit - 1) / unit;
   const int shap_groups = program != nullptr ? QuadratureTreeShapGroups(*program) : 1;
-  const int group_tasks = !interactions && program != nullptr
-                              ? QuadratureTreeShapGroupTasks(*program, rows.rows, threads)
-                              : 1;
+  const int64_t shap_width = static_cast<int64_t>(num_outputs) * f1;
+
+  // Interactions where the tree program explains every path: each block's matrix rows in ranges,
+  // each its own task (QuadratureTreeInteractionTasksFor: ranges whose accumulators stay in
+  // cache, and with fewer blocks than threads, ranges and tree groups for the threads). Each
+  // matrix row is computed whole by one task: the same bits either way. The ranges hold about
+  // equal conditioned work, not equal rows: a few features carry most of a model's splits. With
+  // one interaction group (QuadratureTreeDiagonalFromShap) the tasks add off-diagonal entries
+  // only and `work` sets each diagonal entry once, from the row's SHAP values less its final
+  // off-diagonal sum, so that the ranges do not each repeat the trees' SHAP pass.
+  const bool final_diagonal = interactions && program != nullptr && path_ids.empty() &&
+                              QuadratureTreeDiagonalFromShap(*program);
+  int64_t splits = 1;
+  std::vector<int> bounds{0, static_cast<int>(f1)};
+  const int inter_groups = program != nullptr ? QuadratureTreeInteractionGroups(*program) : 1;
+  int inter_group_tasks = 1;
+  int shap_tasks = 0;
+  if (interactions && program != nullptr && path_ids.empty()) {
+    const QuadratureTreeInteractionTasks plan =
+        QuadratureTreeInteractionTasksFor(*program, rows.rows, threads);
+    inter_group_tasks = plan.group_tasks;
+    shap_tasks = plan.shap_tasks;
+    if (plan.ranges > 1) {
+      QuadratureTreeMatrixRowRanges(*program, plan.ranges, &bounds);
+      splits = static_cast<int64_t>(bounds.size()) - 1;
+    }
+  }
+
+  // SHAP values of fewer blocks than threads (and the SHAP values of a few-row interaction
+  // call's diagonals): each block's tree groups are tasks of their own, summed into group_sums
+  // ([block][task][lane][column]; a task takes one group, or every group where group_tasks is
+  // 1); `work` then adds a row's sums in task order, as AddQuadratureTreeShap does on one thread:
+  // the same bits either way.
+  const int group_tasks = program == nullptr ? 1
+                          : interactions     ? std::max(shap_tasks, 1)
+                                             : QuadratureTreeShapGroupTasks(*program, rows.rows, threads);
   std::unique_ptr<double[]> group_sums;
-  if (group_tasks > 1) {
+  if (group_tasks > 1 || shap_tasks > 0) {
     // Zeroed by the tasks, each its own sums (in parallel, where they are first touched).
-    group_sums.reset(new double[units * group_tasks * unit * width]);
+    group_sums.reset(new double[units * group_tasks * unit * shap_width]);
     ParallelFor(pool, units * group_tasks, 1, [&](int64_t first, int64_t last) {
       std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
@@ -611,36 +647,27 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const int64_t begin = u * unit;
         const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
                              rows.stride};
-        double* sums = group_sums.get() + task * unit * width;
-        std::fill(sums, sums + block.rows * width, 0.0);
+        double* sums = group_sums.get() + task * unit * shap_width;
+        std::fill(sums, sums + block.rows * shap_width, 0.0);
         AddQuadratureTreeShap(*program, forest.category_bits.data(), block, range->begin,
-                              range->end, g, g + 1, &workspace->tree, sums);
+                              range->end, group_tasks > 1 ? g : 0,
+                              group_tasks > 1 ? g + 1 : shap_groups, &workspace->tree, sums);
       }
       workspaces.Give(std::move(workspace));
     });
   }
-
-  // Interactions by the tree program: each block's matrix rows in ranges, each its own task
-  // (QuadratureTreeInteractionTasksFor: ranges whose accumulators stay in cache, and with fewer
-  // blocks than threads, ranges and tree groups for the threads). Each matrix row is computed
-  // whole by one task: the same bits either way. The ranges hold about equal conditioned work,
-  // not equal rows: a few features carry most of a model's splits. Group tasks write their
-  // entries to group_inter ([block][group][range's rows]: a group's outputs' matrices, its
-  // ranges side by side, each laid out as `work`'s accumulators for those outputs), which `work`
-  // adds in group order.
-  int64_t splits = 1;
-  std::vector<int> bounds{0, static_cast<int>(f1)};
-  const int inter_groups = program != nullptr ? QuadratureTreeInteractionGroups(*program) : 1;
-  int inter_group_tasks = 1;
-  if (interactions && program != nullptr && path_ids.empty()) {
-    const QuadratureTreeInteractionTasks plan =
-        QuadratureTreeInteractionTasksFor(*program, rows.rows, threads);
-    inter_group_tasks = plan.group_tasks;
-    if (plan.ranges > 1) {
-      QuadratureTreeMatrixRowRanges(*program, plan.ranges, &bounds);
-      splits = static_cast<int64_t>(bounds.size()) - 1;
+  // Row r's sums of its tasks, added in task order to `acc` (shap_width doubles).
+  auto add_group_sums = [&](int64_t r, double* acc) {
+    for (int g = 0; g < group_tasks; ++g) {
+      const double* sums =
+          group_sums.get() + ((r / unit * group_tasks + g) * unit + r % unit) * shap_width;
+      for (int64_t c = 0; c < shap_width; ++c) acc[c] += sums[c];
     }
-  }
+  };
+
+  // Group tasks write their entries to group_inter ([block][group][range's rows]: a group's
+  // outputs' matrices, its ranges side by side, each laid out as `work`'s accumulators for those
+  // outputs), which `work` adds in group order.
   std::vector<int64_t> group_outputs_before;  // per group, the outputs of the groups before it
   const int64_t block_matrices =
       program != nullptr && inter_group_tasks > 1
@@ -673,7 +700,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                   0.0);
         AddQuadratureTreeInteractions(*program, forest.category_bits.data(), block, range->begin,
                                       range->end, g, g + 1, bounds[part], bounds[part + 1],
-                                      &workspace->tree, entries);
+                                      !final_diagonal, &workspace->tree, entries);
       }
       workspaces.Give(std::move(workspace));
     });
@@ -724,19 +751,44 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         } else if (interactions) {
           AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
                                         range->begin, range->end, 0, inter_groups, row_begin,
-                                        row_end, &tree_scratch, acc_rows.data());
+                                        row_end, !final_diagonal, &tree_scratch, acc_rows.data());
         } else if (group_sums != nullptr) {
-          for (int g = 0; g < group_tasks; ++g) {
-            for (int64_t r = first; r < first + count; ++r) {
-              const double* sums =
-                  group_sums.get() + ((r / unit * group_tasks + g) * unit + r % unit) * width;
-              double* acc = acc_rows.data() + (r - first) * acc_width;
-              for (int64_t c = 0; c < width; ++c) acc[c] += sums[c];
-            }
+          for (int64_t r = first; r < first + count; ++r) {
+            add_group_sums(r, acc_rows.data() + (r - first) * acc_width);
           }
         } else {
           AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
                                 range->end, 0, shap_groups, &tree_scratch, acc_rows.data());
+        }
+        if (final_diagonal) {
+          // The rows' SHAP values, as the SHAP path sums them (the same bits), then each
+          // diagonal entry of the rows [row_begin, row_end): phi_i less the row's off-diagonal
+          // sum, j in order.
+          std::vector<double>& phi = workspace->phi;
+          phi.assign(static_cast<size_t>(count * shap_width), 0.0);
+          if (group_sums != nullptr) {
+            for (int64_t r = first; r < first + count; ++r) {
+              add_group_sums(r, phi.data() + (r - first) * shap_width);
+            }
+          } else {
+            AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
+                                  range->end, 0, shap_groups, &tree_scratch, phi.data());
+          }
+          const int64_t feature_end = std::min<int64_t>(row_end, num_features);
+          for (int64_t r = 0; r < count; ++r) {
+            for (int k = 0; k < num_outputs; ++k) {
+              const double* phi_k = phi.data() + r * shap_width + k * f1;
+              double* matrix = acc_rows.data() + r * acc_width + k * matrix_rows * f1;
+              for (int64_t i = row_begin; i < feature_end; ++i) {
+                double* m_row = matrix + (i - row_begin) * f1;
+                double off_diagonal = 0;
+                for (int64_t j = 0; j < f1; ++j) {
+                  if (j != i) off_diagonal += m_row[j];
+                }
+                m_row[i] = phi_k[i] - off_diagonal;
+              }
+            }
+          }
         }
       }
       for (int64_t r = first; r < first + count; ++r) {

@@ -135,13 +135,15 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
           std::unique(unserved_iterations_.begin(), unserved_iterations_.end()),
           unserved_iterations_.end());
     }
-    // The calibration's one block of interactions (the whole model, one thread) ran in this many
-    // ranges: one where a per-path kernel took part of the model.
-    inter_calibration_ranges_ =
-        inter_in_blocks_ && unserved_iterations_.empty()
-            ? QuadratureTreeInteractionTasksFor(*model_->tree_program, kQuadratureTreeLanes, 1)
-                  .ranges
-            : 1;
+    // The calibration's one block of interactions (the whole model, one thread) ran this many
+    // SHAP passes: one where the diagonals come from SHAP values computed once (or a per-path
+    // kernel took part of the model), else one per range.
+    inter_calibration_passes_ = 1;
+    if (inter_in_blocks_ && unserved_iterations_.empty()) {
+      const QuadratureTreeInteractionTasks calibration =
+          QuadratureTreeInteractionTasksFor(*model_->tree_program, kQuadratureTreeLanes, 1);
+      if (calibration.shap_tasks == 0) inter_calibration_passes_ = calibration.ranges;
+    }
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
     inter_memory_ = out_unit * inter_width;
@@ -169,23 +171,30 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
              c.per_row_seconds * kQuadratureTreeLanes * task_rounds / groups + memory;
     }
     if (splits > 1 || inter_tasks.group_tasks > 1) {
-      // Blocks x ranges of matrix rows (x tree groups) in parallel: each range repeats its
-      // block's SHAP pass (about a row's SHAP cost per lane) and takes 1/splits of the
-      // conditioned passes (the calibrated time less its ranges' SHAP passes); a group task
-      // about 1/groups of that.
+      // Blocks x ranges of matrix rows (x tree groups) in parallel, each range taking 1/splits
+      // of the conditioned passes (the calibrated time less its SHAP passes) and a group task
+      // about 1/groups of that. The diagonals' SHAP values: a pass per block before them in
+      // shap_tasks tasks of a block each, or (none) a pass in each range's task (a group task
+      // its group's share).
       const QuadratureTreeProgram& program = *model_->tree_program;
       const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
       const int64_t tasks = blocks * splits * inter_tasks.group_tasks;
       const int64_t task_rounds = (tasks + threads_ - 1) / threads_;
-      // The calibration's block ran inter_calibration_ranges_ SHAP passes and the conditioned
-      // passes once.
       const double conditioned = std::max(
-          0.0, c.per_row_seconds - inter_calibration_ranges_ * shap_.per_row_seconds);
-      const double lane =
-          (shap_.per_row_seconds + conditioned * QuadratureTreeRangeShare(program, splits)) /
-          inter_tasks.group_tasks;
+          0.0, c.per_row_seconds - inter_calibration_passes_ * shap_.per_row_seconds);
+      double lane =
+          conditioned * QuadratureTreeRangeShare(program, splits) / inter_tasks.group_tasks;
+      double shap = 0;
+      if (inter_tasks.shap_tasks > 0) {
+        const int64_t shap_rounds =
+            (blocks * inter_tasks.shap_tasks + threads_ - 1) / threads_;
+        shap = shap_.per_row_seconds * kQuadratureTreeLanes * shap_rounds /
+               inter_tasks.shap_tasks;
+      } else {
+        lane += shap_.per_row_seconds / inter_tasks.group_tasks;
+      }
       const double memory = inter_memory_ * rows / std::min(threads_, 4);
-      return c.fixed_seconds + lane * kQuadratureTreeLanes * task_rounds + memory;
+      return c.fixed_seconds + shap + lane * kQuadratureTreeLanes * task_rounds + memory;
     }
     if (options.interactions ? inter_in_blocks_ : shap_in_blocks_) {
       // The tree kernel's blocks: a thread pays for whole blocks of SIMD lanes.
@@ -252,7 +261,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
   // Boosting rounds with paths the tree kernel does not take (ascending); read only when
   // inter_in_blocks_.
   std::vector<int> unserved_iterations_;
-  int inter_calibration_ranges_ = 1;
+  int inter_calibration_passes_ = 1;  // SHAP passes in the calibration's interaction block
   int inter_units_ = 0;  // tasks per row of interactions (QuadraturePairUnitsPerRow)
   double shap_memory_ = 0, inter_memory_ = 0;  // output traffic per row (one core)
 };

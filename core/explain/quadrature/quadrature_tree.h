@@ -196,6 +196,14 @@ struct QuadratureTreeGroupSpan {
 QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgram& program,
                                                        int group);
 
+// Whether a caller that explains every tree's interaction values by the program sets the
+// diagonals from the rows' SHAP values (AddQuadratureTreeInteractions without `diagonal`): where
+// the program has one interaction group, so that the matrix-row ranges a call is cut into do not
+// each repeat the trees' SHAP pass. With several groups each group's pass is a share of its
+// (group, range) task and its entries the group's diagonal. Fixed per program: every call of a
+// model sets its diagonals one way (the same bits on every batch and thread count).
+bool QuadratureTreeDiagonalFromShap(const QuadratureTreeProgram& program);
+
 // The same for SHAP interaction values (requires QuadratureTreeServesInteractions), of the trees
 // of interaction groups [group_begin, group_end) (QuadratureTreeInteractionGroups), for the
 // matrix rows i in [row_begin, row_end) of the matrices of those groups' outputs [o0, o1) (the
@@ -203,16 +211,18 @@ QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgr
 // rows.rows x (o1 - o0) x (row_end - row_begin) x (F + 1) doubles, row-major, those outputs and
 // rows only (the whole matrices for [0, F + 1); bias entries untouched). Per tree and feature i
 // it splits on, M[i][j] += (phi_j | i present - phi_j | i absent) / 2 from two recursions
-// (run side by side) with i's factors fixed to O and to Z, and M[i][i] += phi_i -
-// sum_{j != i} M[i][j] of the group's trees: the reference's definition (it is linear in the
-// trees). Each matrix
-// row is computed whole by its own passes, so callers may split a batch's rows of the matrix
-// between threads (each zeroes, fills and reads only its share of memory), and M[i][j] is the
-// same bits whatever the split.
+// (run side by side) with i's factors fixed to O and to Z; with `diagonal`, also M[i][i] +=
+// phi_i - sum_{j != i} M[i][j] of the group's trees from the trees' SHAP pass: the reference's
+// definition (it is linear in the trees). Without, the diagonal is left alone and no SHAP pass
+// runs: a caller that explains every tree by the program sets each diagonal entry once, from
+// the row's SHAP values (computed once, however many ranges and groups it splits the matrix
+// into) less the row's final off-diagonal sum. Each matrix row is computed whole by its own
+// passes, so callers may split a batch's rows of the matrix between threads (each zeroes, fills
+// and reads only its share of memory), and M[i][j] is the same bits whatever the split.
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
                                    const uint32_t* category_bits, RowsView rows,
                                    int iteration_begin, int iteration_end, int group_begin,
-                                   int group_end, int row_begin, int row_end,
+                                   int group_end, int row_begin, int row_end, bool diagonal,
                                    QuadratureTreeScratch* scratch, double* acc);
 
 }  // namespace grove

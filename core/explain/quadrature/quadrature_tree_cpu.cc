@@ -270,9 +270,9 @@ GROVE_ALWAYS_INLINE void ConditionedPass(const QuadratureTreeProgram& p,
   }
 }
 
-// One tree for one block: SHAP values into shap (acc_stride apart per column); with
-// `interactions`, also, per feature the tree splits on, half the difference of the conditioned
-// passes (present minus absent) into interactions.
+// One tree for one block: SHAP values into shap (acc_stride apart per column; null: no SHAP
+// pass); with `interactions`, also, per feature the tree splits on, half the difference of the
+// conditioned passes (present minus absent) into interactions.
 template <int Q>
 GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const QuadratureTreeInfo& tree,
                                   const FloatLanes* columns, const uint32_t* category_bits,
@@ -280,7 +280,7 @@ GROVE_ALWAYS_INLINE void RunTreeQ(const QuadratureTreeProgram& p, const Quadratu
                                   Lanes* interactions, int64_t acc_stride, int feature_begin,
                                   int feature_end) {
   Decide(p, tree, columns, category_bits, decisions);
-  Pass<Q>(p, tree, decisions, s.present, shap, acc_stride);
+  if (shap != nullptr) Pass<Q>(p, tree, decisions, s.present, shap, acc_stride);
   if (interactions == nullptr) return;
   // The accumulators of [feature_begin, feature_end) only, as [condition][output][feature].
   const int64_t row_width = static_cast<int64_t>(p.num_outputs) * (p.num_features + 1);
@@ -553,8 +553,8 @@ Lanes* LanesOf(std::vector<double>* v, int64_t count) {
 // Adds the interaction entries of outputs [k0, k1) of one sum of trees (`shap` [column][block]
 // and `inter` [row - row_begin][output][feature][block] lanes) to `acc`, n rows x (o1 - o0) x
 // (row_end - row_begin) x (F + 1) doubles for outputs [o0, o1) (which hold [k0, k1)): M[i][j]
-// for j != i, and M[i][i] = phi_i less the row's off-diagonal sum. The bias row has no entries
-// here.
+// for j != i, and with `shap` M[i][i] = phi_i less the row's off-diagonal sum (null: the
+// diagonal is left alone). The bias row has no entries here.
 void AddInteractionLanes(const QuadratureTreeProgram& p, int64_t n, int64_t blocks,
                          const Lanes* shap, const Lanes* inter, int row_begin, int row_end, int k0,
                          int k1, int o0, int o1, double* acc) {
@@ -578,7 +578,7 @@ void AddInteractionLanes(const QuadratureTreeProgram& p, int64_t n, int64_t bloc
           off_diagonal += m;
           out_row[j] += m;
         }
-        out_row[i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
+        if (shap != nullptr) out_row[i] += shap[(k * f1 + i) * blocks + b][l] - off_diagonal;
       }
     }
   }
@@ -598,8 +598,8 @@ int GroupBegin(const QuadratureTreeProgram& p, int group, int groups) {
 // `acc`).
 void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
               int iteration_begin, int iteration_end, int group_begin, int group_end,
-              bool interactions, int row_begin, int row_end, QuadratureTreeScratch* scratch,
-              double* acc) {
+              bool interactions, int row_begin, int row_end, bool diagonal,
+              QuadratureTreeScratch* scratch, double* acc) {
   const int64_t n = rows.rows;
   if (n <= 0 || p.trees.empty() || group_begin >= group_end) return;
   const int64_t features = std::max(p.num_features, 1);
@@ -618,8 +618,10 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       for (int64_t f = 0; f < p.num_features; ++f) block[f][l] = x[f];
     }
   }
-  // Accumulators as [column][block] lanes (interactions: each group zeroes its outputs' below).
-  Lanes* shap = LanesOf(&scratch->accumulators, shap_width * blocks);
+  // Accumulators as [column][block] lanes (interactions: each group zeroes its outputs' below;
+  // none without the diagonal, which needs no SHAP pass).
+  const bool shap_pass = !interactions || diagonal;
+  Lanes* shap = shap_pass ? LanesOf(&scratch->accumulators, shap_width * blocks) : nullptr;
   if (!interactions) std::fill(shap, shap + shap_width * blocks, Splat(0.0));
   // Interactions: only the matrix rows [row_begin, row_end) of each output, so that a caller
   // that splits them between threads has each zero, fill and read its share alone. The
@@ -647,8 +649,9 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       const QuadratureTreeInfo& tree = p.trees[ti];
       if (tree.iteration < iteration_begin || tree.iteration >= iteration_end) continue;
       for (int64_t b = 0; b < blocks; ++b) {
-        RunTree(p, tree, columns + b * features, category_bits, decisions, s, target + b,
-                interactions ? inter + b : nullptr, blocks, row_begin, row_end);
+        RunTree(p, tree, columns + b * features, category_bits, decisions, s,
+                target != nullptr ? target + b : nullptr, interactions ? inter + b : nullptr,
+                blocks, row_begin, row_end);
       }
     }
   };
@@ -660,7 +663,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
     for (int g = group_begin; g < group_end; ++g) {
       const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(p, g);
       const int64_t c0 = span.output_begin * f1 * blocks, c1 = span.output_end * f1 * blocks;
-      std::fill(shap + c0, shap + c1, Splat(0.0));
+      if (shap != nullptr) std::fill(shap + c0, shap + c1, Splat(0.0));
       for (int64_t r = 0; r < feature_rows; ++r) {
         std::fill(inter + r * shap_width * blocks + c0, inter + r * shap_width * blocks + c1,
                   Splat(0.0));
@@ -779,6 +782,10 @@ int QuadratureTreeInteractionGroups(const QuadratureTreeProgram& p) {
       kQuadratureMaxTreeGroups));
 }
 
+bool QuadratureTreeDiagonalFromShap(const QuadratureTreeProgram& program) {
+  return QuadratureTreeInteractionGroups(program) == 1;
+}
+
 bool QuadratureTreeServesInteractions(const QuadratureTreeProgram& program) {
   return InteractionsFit(program.num_features, program.num_outputs);
 }
@@ -788,8 +795,8 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* categ
                            int group_end, QuadratureTreeScratch* scratch, double* acc) {
   const int groups = QuadratureTreeShapGroups(p);
   const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, false, 0, 0, scratch,
-           acc);
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, false, 0, 0, false,
+           scratch, acc);
 }
 
 QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgram& p, int group) {
@@ -814,11 +821,11 @@ QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgr
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_t* category_bits,
                                    RowsView rows, int iteration_begin, int iteration_end,
                                    int group_begin, int group_end, int row_begin, int row_end,
-                                   QuadratureTreeScratch* scratch, double* acc) {
+                                   bool diagonal, QuadratureTreeScratch* scratch, double* acc) {
   const int groups = QuadratureTreeInteractionGroups(p);
   const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
   AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, true, row_begin,
-           row_end, scratch, acc);
+           row_end, diagonal, scratch, acc);
 }
 
 }  // namespace grove

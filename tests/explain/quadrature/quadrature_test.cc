@@ -552,13 +552,17 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     int units_per_row;  // QuadraturePairUnitsPerRow
   };
   // "tree program": few rows on many threads run its tree groups as tasks of their own (groups
-  // of outputs for two outputs, of consecutive trees for one). The last: 400 features x 2
-  // outputs, a block's accumulators 20 MB, computed in ranges that fit the cache (more than one
-  // with any thread count), the bias row in the last.
+  // of outputs for two outputs, of consecutive trees for one). "One group": a wide model whose
+  // trees are one interaction group, its few rows cut into ranges of matrix rows that take the
+  // diagonals from the rows' SHAP values, computed once before them (13 rows on one thread: in
+  // each range's task). The last: 400 features x 2 outputs, a block's accumulators 20 MB,
+  // computed in ranges that fit the cache (more than one with any thread count), the bias row in
+  // the last.
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
                             {"tree program", 8, 2, false, true, 0},
                             {"tree program, one output", 12, 1, false, true, 0},
+                            {"tree program, one group", 90, 1, false, true, 0},
                             {"tree program in cache-sized ranges", 400, 2, false, true, 0}};
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
@@ -593,9 +597,21 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
           QuadratureTreeInteractionTasksFor(*model->tree_program, 64 * kQuadratureTreeLanes, 16)
               .ranges,
           1);
+    } else if (c.tree_program && c.num_features == 90) {
+      EXPECT_EQ(QuadratureTreeInteractionGroups(*model->tree_program), 1);
+      EXPECT_TRUE(QuadratureTreeDiagonalFromShap(*model->tree_program));
+      const QuadratureTreeInteractionTasks one_row =
+          QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 16);
+      EXPECT_GT(one_row.ranges, 1);
+      EXPECT_GE(one_row.shap_tasks, 1);
+      EXPECT_EQ(
+          QuadratureTreeInteractionTasksFor(*model->tree_program, 64 * kQuadratureTreeLanes, 16)
+              .shap_tasks,
+          0);
     } else if (c.tree_program) {
       const int groups = QuadratureTreeInteractionGroups(*model->tree_program);
       EXPECT_GT(groups, 1);
+      EXPECT_FALSE(QuadratureTreeDiagonalFromShap(*model->tree_program));
       EXPECT_EQ(QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 16).group_tasks, groups);
       EXPECT_EQ(QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 1).group_tasks, 1);
     }
