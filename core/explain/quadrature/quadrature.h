@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/free_list.h"
 #include "core/common/hd.h"
 #include "core/common/rows.h"
 #include "core/common/run_info.h"
@@ -318,10 +319,7 @@ class QuadratureCpuWorkspaces {
   int RetainedCount() const;
 
  private:
-  const int64_t retain_bytes_;
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<QuadratureCpuWorkspace>> free_;  // guarded by mu_
-  int64_t free_bytes_ = 0;                                      // guarded by mu_
+  FreeList<QuadratureCpuWorkspace> kept_;
 };
 
 // Where the pair kernel explains every tree's interaction values (the tree program takes none):

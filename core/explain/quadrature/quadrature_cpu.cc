@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -290,31 +289,20 @@ class CallWorkspaces {
   explicit CallWorkspaces(QuadratureCpuWorkspaces* kept) : kept_(kept) {}
   ~CallWorkspaces() {
     if (kept_ == nullptr) return;
-    for (std::unique_ptr<QuadratureCpuWorkspace>& w : free_) kept_->Give(std::move(w));
+    for (std::unique_ptr<QuadratureCpuWorkspace>& w : mine_.TakeAll()) kept_->Give(std::move(w));
   }
   CallWorkspaces(const CallWorkspaces&) = delete;
   CallWorkspaces& operator=(const CallWorkspaces&) = delete;
 
   std::unique_ptr<QuadratureCpuWorkspace> Take() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        std::unique_ptr<QuadratureCpuWorkspace> w = std::move(free_.back());
-        free_.pop_back();
-        return w;
-      }
-    }
+    if (std::unique_ptr<QuadratureCpuWorkspace> w = mine_.Take()) return w;
     return kept_ != nullptr ? kept_->Take() : std::make_unique<QuadratureCpuWorkspace>();
   }
-  void Give(std::unique_ptr<QuadratureCpuWorkspace> w) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(w));
-  }
+  void Give(std::unique_ptr<QuadratureCpuWorkspace> w) { mine_.Give(std::move(w)); }
 
  private:
   QuadratureCpuWorkspaces* const kept_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<QuadratureCpuWorkspace>> free_;
+  FreeList<QuadratureCpuWorkspace> mine_;  // unbounded: the call's own
 };
 
 }  // namespace
@@ -336,46 +324,22 @@ int64_t QuadratureCpuWorkspace::Bytes() const {
 }
 
 QuadratureCpuWorkspaces::QuadratureCpuWorkspaces(int64_t retain_bytes)
-    : retain_bytes_(std::max<int64_t>(0, retain_bytes)) {}
+    : kept_(std::max<int64_t>(0, retain_bytes)) {}
 
 QuadratureCpuWorkspaces::~QuadratureCpuWorkspaces() = default;
 
 std::unique_ptr<QuadratureCpuWorkspace> QuadratureCpuWorkspaces::Take() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!free_.empty()) {
-      std::unique_ptr<QuadratureCpuWorkspace> w = std::move(free_.back());
-      free_.pop_back();
-      free_bytes_ -= w->Bytes();
-      return w;
-    }
-  }
+  if (std::unique_ptr<QuadratureCpuWorkspace> w = kept_.Take()) return w;
   return std::make_unique<QuadratureCpuWorkspace>();
 }
 
 void QuadratureCpuWorkspaces::Give(std::unique_ptr<QuadratureCpuWorkspace> w) {
-  if (w == nullptr) return;
-  const int64_t bytes = w->Bytes();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_bytes_ + bytes <= retain_bytes_) {
-      free_bytes_ += bytes;
-      free_.push_back(std::move(w));
-      return;
-    }
-  }
-  // Freed outside the lock (`w` goes out of scope here).
+  kept_.Give(std::move(w));
 }
 
-int64_t QuadratureCpuWorkspaces::RetainedBytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return free_bytes_;
-}
+int64_t QuadratureCpuWorkspaces::RetainedBytes() const { return kept_.bytes(); }
 
-int QuadratureCpuWorkspaces::RetainedCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(free_.size());
-}
+int QuadratureCpuWorkspaces::RetainedCount() const { return kept_.size(); }
 
 int QuadraturePairUnitsPerRow(const QuadratureModel& model) {
   const bool pairs_only =
