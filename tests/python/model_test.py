@@ -3,7 +3,10 @@ here, float64 and float32 rows, predict / explain / interactions / interventiona
 inputs, categoricals, bad input, shap.Explanation and its plots, top-k, the GIL."""
 
 import glob
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -117,6 +120,24 @@ def test_interventional_matches_cli(cli, models, tmp_path):
     with_default = groveml.Model(path, background=bg)
     assert_bitwise(with_default.explain(x[:60]), model.explain(x[:60], background=bg))
     assert_bitwise(with_default.explain(x[:60], method="path_dependent"), model.explain(x[:60]))
+
+
+def test_interventional_cpu_compare_bench_runs(models, tmp_path):
+    """bench/interventional_cpu_compare.py (docs/benchmarks/interventional.md) on a small model:
+    groveml and shap's interventional TreeExplainer agree, and the figures are reported."""
+    need("shap")
+    path, x = models["xgb_binary"]
+    rows = write_csv(tmp_path / "rows.csv", np.nan_to_num(x[:90]))
+    r = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "bench",
+                                                     "interventional_cpu_compare.py"),
+                        "--model", path, "--csv", str(rows), "--rows", "40", "--background", "30",
+                        "--threads", "2", "--repeats", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.splitlines()[0])
+    assert result["rows"] == 40 and result["background"] == 30 and result["threads"] == 2
+    assert result["max_rel_diff"] <= 1e-4
+    assert result["grove_rows_s"] > 0 and result["shap_rows_s"] > 0
 
 
 def test_residuals_match_a_recomputation(models):

@@ -73,7 +73,10 @@ std::vector<double> TreeMeans(const Forest& forest, RowsView background) {
   return means;
 }
 
-// Adds one row's contributions of path `info` to phi (num_outputs x f1).
+// Adds one row's contributions of path `info` to phi (num_outputs x f1). One pass over the
+// path's masks: a reachable mask's weights W(|S_x|, |S_z|) and W(|S_z|, |S_x|) go to the players
+// of S_x and of S_z, each player's coefficient summed in mask order as MaskCoefficient would per
+// player (a pass per player tested every mask for every element: L passes where one serves).
 void AddPath(const PathLayout& layout, const InterventionalLayout& il, const double* weights,
              uint32_t path, const float* row, int64_t f1, double* phi) {
   const PathInfo& info = layout.paths[path];
@@ -82,23 +85,41 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, const dou
   const uint32_t full = FullMask(info.length);
   const double scale = 1.0 / il.background_rows;
   const int32_t* player_of = PlayerMap(layout);
+  uint32_t players = 0;
   for (int j = 1; j < info.length; ++j) {
-    if (!IsPlayerElement(elements[j])) continue;
-    double coefficient = 0;
-    for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
-      coefficient +=
-          il.counts[m] * MaskCoefficient(x, il.masks[m], full, 1u << j, weights);
+    if (IsPlayerElement(elements[j])) players |= 1u << j;
+  }
+  double coefficient[32] = {};
+  for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
+    const uint32_t z = il.masks[m];
+    if ((x | z) != full) continue;
+    const uint32_t from_x = x & ~z;
+    const uint32_t from_z = z & ~x;
+    const int a = PopCount32(from_x);
+    const int b = PopCount32(from_z);
+    const double count = il.counts[m];
+    const double to_x = weights[a * kInterventionalWeightSide + b];
+    const double to_z = -weights[b * kInterventionalWeightSide + a];
+    for (uint32_t bits = from_x & players; bits != 0; bits &= bits - 1) {
+      coefficient[LowestBit(bits)] += count * to_x;
     }
-    if (coefficient == 0) continue;
+    for (uint32_t bits = from_z & players; bits != 0; bits &= bits - 1) {
+      coefficient[LowestBit(bits)] += count * to_z;
+    }
+  }
+  for (uint32_t bits = players; bits != 0; bits &= bits - 1) {
+    const int j = LowestBit(bits);
+    if (coefficient[j] == 0) continue;
     for (int k = 0; k < info.width; ++k) {
       phi[(info.group + k) * f1 + PlayerColumn(player_of, elements[j])] +=
-          scale * coefficient * layout.values[info.value_begin + k];
+          scale * coefficient[j] * layout.values[info.value_begin + k];
     }
   }
 }
 
 // Linearized: adds one row's contributions of path `info` to phi, each background row of a mask
 // weighted by its pair's factor (rho[k * N + j], output k, background row j) instead of counted.
+// As AddPath, one pass over the masks per output: a reachable mask's rows' factors summed once.
 void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
                        const double* weights, const LinearizedLayout& ll, uint32_t path,
                        const float* row,
@@ -110,23 +131,38 @@ void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
   const int64_t n = ll.background_rows;
   const uint16_t* path_rows = ll.mask_rows.data() + static_cast<int64_t>(path) * n;
   const int32_t* player_of = PlayerMap(layout);
+  uint32_t players = 0;
+  for (int j = 1; j < info.length; ++j) {
+    if (IsPlayerElement(elements[j])) players |= 1u << j;
+  }
   for (int k = 0; k < info.width; ++k) {
     const double* rho_k = rho + (info.group + k) * n;
-    for (int j = 1; j < info.length; ++j) {
-      if (!IsPlayerElement(elements[j])) continue;
-      double coefficient = 0;
-      const uint16_t* rows_of_mask = path_rows;
-      for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
-        const double c = MaskCoefficient(x, il.masks[m], full, 1u << j, weights);
-        if (c != 0) {
-          double weight = 0;
-          for (uint32_t i = 0; i < il.counts[m]; ++i) weight += rho_k[rows_of_mask[i]];
-          coefficient += weight * c;
+    double coefficient[32] = {};
+    const uint16_t* rows_of_mask = path_rows;
+    for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
+      const uint32_t z = il.masks[m];
+      const uint32_t from_x = x & ~z;
+      const uint32_t from_z = z & ~x;
+      if ((x | z) == full && ((from_x | from_z) & players) != 0) {
+        const int a = PopCount32(from_x);
+        const int b = PopCount32(from_z);
+        double weight = 0;
+        for (uint32_t i = 0; i < il.counts[m]; ++i) weight += rho_k[rows_of_mask[i]];
+        const double to_x = weights[a * kInterventionalWeightSide + b];
+        const double to_z = -weights[b * kInterventionalWeightSide + a];
+        for (uint32_t bits = from_x & players; bits != 0; bits &= bits - 1) {
+          if (to_x != 0) coefficient[LowestBit(bits)] += weight * to_x;
         }
-        rows_of_mask += il.counts[m];
+        for (uint32_t bits = from_z & players; bits != 0; bits &= bits - 1) {
+          if (to_z != 0) coefficient[LowestBit(bits)] += weight * to_z;
+        }
       }
+      rows_of_mask += il.counts[m];
+    }
+    for (uint32_t bits = players; bits != 0; bits &= bits - 1) {
+      const int j = LowestBit(bits);
       phi[(info.group + k) * f1 + PlayerColumn(player_of, elements[j])] +=
-          coefficient / n * layout.values[info.value_begin + k];
+          coefficient[j] / n * layout.values[info.value_begin + k];
     }
   }
 }
