@@ -10,8 +10,9 @@ same machine, both in process:
 Rows: the dataset's first 10,000 rows (features only, float32; or --csv, a file of feature rows
 without a header), the first --rows of them explained; background: --background rows from row
 10,000 on (from the end of the file, for smaller ones).
-Each system: one untimed call on a few rows, then --repeats timed calls (the median is
-reported; shap: one call when it takes over --budget seconds). The two answers are compared
+Each system: one untimed call on a few rows, then up to --repeats timed calls, fewer once their
+time passes --budget seconds (the median is reported). Models of one output (shap's array of a
+multi-class model lays its classes out differently; such a model is refused). The two answers are compared
 (largest difference relative to the largest |value|); exit 1 if above --tolerance.
 
   PYTHONPATH=build/cpu/python:SHAP_SITE python3 bench/interventional_cpu_compare.py \\
@@ -92,6 +93,8 @@ def main():
                                       args.budget)
     booster = xgb.Booster()
     booster.load_model(args.model)
+    if int(json.loads(booster.save_config())["learner"]["learner_model_param"]["num_class"]) > 1:
+        sys.exit("a multi-class model: this comparison takes models of one output")
     # An Independent masker of the whole background: given the array itself, TreeExplainer keeps
     # a random 100 of its rows (the masker's default max_samples).
     masker = shap.maskers.Independent(bg, max_samples=len(bg))

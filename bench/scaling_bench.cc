@@ -17,7 +17,8 @@
 // and back (what DMA can reach). --registered page-locks the rows and results once before timing
 // (gpu::PinHostRange), so that the engines copy them by DMA without staging: the caller's memory
 // registered once. --max-chunk-rows caps the rows of each GPU's launches and copies (the engine's
-// own choice without it): an ablation of the chunk sizes that pipeline a GPU's copies and kernels.
+// own choice without it): an ablation of the chunk sizes that pipeline a GPU's copies and kernels;
+// it makes the GPU engine directly (TahoeEngine), so it needs a GPU and takes no "cpu" strategy.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

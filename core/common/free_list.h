@@ -59,11 +59,11 @@ class FreeList {
     return out;
   }
   // Bytes of the kept objects as they were given (0 without a bound), and how many.
-  int64_t bytes() const {
+  int64_t KeptBytes() const {
     std::lock_guard<std::mutex> lock(mu_);
     return bytes_;
   }
-  int size() const {
+  int KeptCount() const {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int>(items_.size());
   }

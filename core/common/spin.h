@@ -20,8 +20,9 @@ inline void CpuRelax() {
 #endif
 }
 
-// Polls `ready` (a cheap, thread-safe predicate) until it returns true or `spin` has passed;
-// returns its last answer. spin <= 0: one call. The caller falls back to a blocking wait.
+// Calls `ready` (cheap and thread-safe; it may act, as a try_lock does, and is called again only
+// after it returned false) until it returns true or `spin` has passed; returns its last answer.
+// spin <= 0: one call. The caller falls back to a blocking wait.
 template <class Ready>
 bool SpinUntil(std::chrono::microseconds spin, const Ready& ready) {
   if (spin.count() <= 0) return ready();

@@ -95,9 +95,10 @@ bool IsPinnedHost(const void* p) {
 #endif
 }
 
-DeviceIssuers::DeviceIssuers(int devices, std::chrono::microseconds spin) {
-  spin_ = spin.count() >= 0 ? spin
-                            : (devices <= UsableCpus() ? kDefaultSpin : std::chrono::microseconds(0));
+DeviceIssuers::DeviceIssuers(int devices, std::chrono::microseconds spin)
+    : spin_(spin.count() >= 0
+                ? spin
+                : (devices <= UsableCpus() ? kDefaultSpin : std::chrono::microseconds(0))) {
   for (int i = 1; i < devices; ++i) {
     issuers_.push_back(std::make_unique<Issuer>());
     threads_.emplace_back(&DeviceIssuers::Loop, issuers_.back().get(), spin_);

@@ -49,16 +49,17 @@ bool IsPinnedHost(const void* p);
 // its CUDA device current; device 0's share runs on the caller.
 // A thread that ran a share polls for the next one for `spin` before it sleeps, and the caller polls
 // for the shares' ends as long before it sleeps: a batch split across GPUs takes about as long on
-// each, and a sleep and a wake-up through the kernel (tens of microseconds each way) were a
-// sizeable part of a large batch's half-millisecond call. The spin is off where the threads and
-// the caller would outnumber the hardware threads.
+// each, and a sleep and a wake-up through the kernel cost tens of microseconds each way, against
+// calls of a fraction of a millisecond. The spin is off where the threads and the caller would
+// outnumber the hardware threads (this engine's; staging pools and other engines are not counted).
 // Thread-safe: concurrent RunOnEach calls queue their shares on each thread in call order.
 class DeviceIssuers {
  public:
   static constexpr std::chrono::microseconds kDefaultSpin{200};
   // `devices` >= 1: devices - 1 threads. spin < 0: kDefaultSpin where devices <= the usable
   // CPUs, else 0.
-  explicit DeviceIssuers(int devices, std::chrono::microseconds spin = std::chrono::microseconds(-1));
+  explicit DeviceIssuers(int devices,
+                         std::chrono::microseconds spin = std::chrono::microseconds(-1));
   ~DeviceIssuers();  // finishes queued shares, then joins
   DeviceIssuers(const DeviceIssuers&) = delete;
   DeviceIssuers& operator=(const DeviceIssuers&) = delete;
@@ -80,7 +81,7 @@ class DeviceIssuers {
   };
   static void Loop(Issuer* issuer, std::chrono::microseconds spin);
 
-  std::chrono::microseconds spin_;
+  const std::chrono::microseconds spin_;
 
   std::vector<std::unique_ptr<Issuer>> issuers_;  // issuers_[i - 1] serves device i
   std::vector<std::thread> threads_;

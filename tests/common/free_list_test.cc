@@ -33,37 +33,37 @@ TEST(FreeListTest, LastInFirstOutWithinTheBound) {
   list.Give(std::make_unique<Item>(2));
   list.Give(std::make_unique<Item>(3));  // 30 bytes would pass the bound: freed
   list.Give(nullptr);
-  EXPECT_EQ(list.size(), 2);
-  EXPECT_EQ(list.bytes(), 20);
+  EXPECT_EQ(list.KeptCount(), 2);
+  EXPECT_EQ(list.KeptBytes(), 20);
   std::unique_ptr<Item> a = list.Take();
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->id, 2);
-  EXPECT_EQ(list.bytes(), 10);
+  EXPECT_EQ(list.KeptBytes(), 10);
   list.Give(std::make_unique<Item>(4, 15));  // 25: exactly the bound
-  EXPECT_EQ(list.bytes(), 25);
+  EXPECT_EQ(list.KeptBytes(), 25);
   EXPECT_EQ(list.Take()->id, 4);
   EXPECT_EQ(list.Take()->id, 1);
   EXPECT_EQ(list.Take(), nullptr);
-  EXPECT_EQ(list.bytes(), 0);
+  EXPECT_EQ(list.KeptBytes(), 0);
 
   FreeList<Item> none(0);
   none.Give(std::make_unique<Item>(5));
-  EXPECT_EQ(none.size(), 0);
+  EXPECT_EQ(none.KeptCount(), 0);
   none.Give(std::make_unique<Item>(6, 0));  // an empty object fits a bound of 0
-  EXPECT_EQ(none.size(), 1);
+  EXPECT_EQ(none.KeptCount(), 1);
 }
 
 TEST(FreeListTest, UnboundedKeepsAllWithoutAskingTheirSizeAndTakeAllEmptiesIt) {
   std::atomic<int> sized{0};
   FreeList<Item> list;
   for (int i = 0; i < 5; ++i) list.Give(std::make_unique<Item>(i, int64_t{1} << 40, &sized));
-  EXPECT_EQ(list.size(), 5);
-  EXPECT_EQ(list.bytes(), 0);
+  EXPECT_EQ(list.KeptCount(), 5);
+  EXPECT_EQ(list.KeptBytes(), 0);
   EXPECT_EQ(sized.load(), 0);
   std::vector<std::unique_ptr<Item>> all = list.TakeAll();
   ASSERT_EQ(all.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(all[i]->id, i);
-  EXPECT_EQ(list.size(), 0);
+  EXPECT_EQ(list.KeptCount(), 0);
   EXPECT_EQ(list.Take(), nullptr);
 }
 
@@ -86,8 +86,8 @@ TEST(FreeListTest, ConcurrentTakersNeverShareAnObject) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(clashes.load(), 0);
-  EXPECT_EQ(list.size(), 8);
-  EXPECT_EQ(list.bytes(), 80);
+  EXPECT_EQ(list.KeptCount(), 8);
+  EXPECT_EQ(list.KeptBytes(), 80);
 }
 
 }  // namespace

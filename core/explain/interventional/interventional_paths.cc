@@ -75,8 +75,8 @@ std::vector<double> TreeMeans(const Forest& forest, RowsView background) {
 
 // Adds one row's contributions of path `info` to phi (num_outputs x f1). One pass over the
 // path's masks: a reachable mask's weights W(|S_x|, |S_z|) and W(|S_z|, |S_x|) go to the players
-// of S_x and of S_z, each player's coefficient summed in mask order as MaskCoefficient would per
-// player (a pass per player tested every mask for every element: L passes where one serves).
+// of S_x and of S_z, each player's coefficient summed in mask order, the terms MaskCoefficient
+// gives per player (a pass per player would test every mask once per element).
 void AddPath(const PathLayout& layout, const InterventionalLayout& il, const double* weights,
              uint32_t path, const float* row, int64_t f1, double* phi) {
   const PathInfo& info = layout.paths[path];

@@ -339,11 +339,11 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
 // passes (two recursions per step), whose scattered adds stay in cache when its accumulators do.
 // `group_tasks`: 1, or the program's interaction groups (QuadratureTreeInteractionGroups), each
 // (group, range) a task of its own whose entries are added in group order afterwards (the same
-// bits as one thread). The diagonals need the rows' SHAP values: with one interaction group
-// (QuadratureTreeDiagonalFromShap) and few rows, `shap_tasks` > 0, computed once per block before
-// the ranges, in that many tasks (QuadratureTreeShapGroupTasks, at least 1); 0, by each task for
-// its block and trees (many rows: one range per block's cache share; several groups: each
-// (group, range) task its group's SHAP pass, whose small accumulators stay in cache). At least
+// bits as one thread). The diagonals need the trees' SHAP pass: with one interaction group
+// (QuadratureTreeDiagonalFromShap) and few rows, `shap_tasks` = 1, a task per block beside its
+// ranges, which then add off-diagonal entries only; 0, in every task for its block and trees
+// (many rows: one range per block's cache share; several groups: each (group, range) task its
+// group's pass, whose small accumulators stay in cache). At least
 // as many ranges as keep a range's accumulators within kQuadratureShareBytes; with fewer than
 // twice as many blocks as threads, the fewest tasks whose rounds times a task's steps come within
 // 5% of the least (group tasks only where their sums fit kQuadratureGroupSumBytes).

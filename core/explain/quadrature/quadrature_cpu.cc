@@ -269,7 +269,6 @@ struct QuadratureCpuWorkspace {
   QuadratureTreeScratch tree;
   QuadraturePairScratch pairs;
   std::vector<double> acc;
-  std::vector<double> phi;  // interactions: the chunk's SHAP values, for the diagonals
 
   int64_t Bytes() const;
 };
@@ -310,7 +309,7 @@ class CallWorkspaces {
 int64_t QuadratureCpuWorkspace::Bytes() const {
   // The object itself counts too: a workspace a call took but never used is not free to keep.
   int64_t b = static_cast<int64_t>(sizeof(QuadratureCpuWorkspace)) + CapacityBytes(path.z) + CapacityBytes(path.d) + CapacityBytes(path.work) +
-              CapacityBytes(path.feature) + CapacityBytes(acc) + CapacityBytes(phi);
+              CapacityBytes(path.feature) + CapacityBytes(acc);
   for (const auto* v : {&tree.stack, &tree.decisions, &tree.accumulators,
                         &tree.group_accumulators, &tree.interaction_accumulators}) {
     b += CapacityBytes(*v);
@@ -337,9 +336,9 @@ void QuadratureCpuWorkspaces::Give(std::unique_ptr<QuadratureCpuWorkspace> w) {
   kept_.Give(std::move(w));
 }
 
-int64_t QuadratureCpuWorkspaces::RetainedBytes() const { return kept_.bytes(); }
+int64_t QuadratureCpuWorkspaces::RetainedBytes() const { return kept_.KeptBytes(); }
 
-int QuadratureCpuWorkspaces::RetainedCount() const { return kept_.size(); }
+int QuadratureCpuWorkspaces::RetainedCount() const { return kept_.KeptCount(); }
 
 int QuadraturePairUnitsPerRow(const QuadratureModel& model) {
   const bool pairs_only =
@@ -406,16 +405,18 @@ QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
       (block_bytes + kQuadratureShareBytes - 1) / kQuadratureShareBytes, 1, most_ranges));
   tasks.ranges = fit;
   if (blocks >= 2 * static_cast<int64_t>(threads)) return tasks;
-  // With one interaction group, the rows' SHAP values (for the diagonals) first, once per block,
-  // its SHAP tree groups in parallel; with several, each (group, range) task runs its group's
-  // SHAP pass (QuadratureTreeDiagonalFromShap).
+  // With one interaction group, each block's SHAP pass (for the diagonals) is a task of its own
+  // beside its ranges (QuadratureTreeDiagonalFromShap); with several, each (group, range) task
+  // runs its group's pass.
   const bool shap_once = QuadratureTreeDiagonalFromShap(program);
-  if (shap_once) tasks.shap_tasks = QuadratureTreeShapGroupTasks(program, rows, threads);
+  if (shap_once) tasks.shap_tasks = 1;
   // Threads: the fewest tasks whose rounds x steps come within 5% of the least. A task that runs
   // its trees' SHAP pass repeats it for every range, work that a pool shared with other calls
   // pays for, and no range holds less than its busiest feature's conditioned passes (a matrix row
-  // is not cut); group tasks each take about 1/groups of both.
-  const double shap_steps = shap_once ? 0.0 : static_cast<double>(program.edges.size());
+  // is not cut); group tasks each take about 1/groups of both. A block's own pass task runs beside
+  // its ranges: it bounds the call from below.
+  const double pass_steps = static_cast<double>(program.edges.size());
+  const double shap_steps = shap_once ? 0.0 : pass_steps;
   const double condition_steps = 2.0 * static_cast<double>(program.steps.size());
   const int most = static_cast<int>(std::min<int64_t>(most_ranges, 4 * threads));
   const int groups = QuadratureTreeInteractionGroups(program);
@@ -428,10 +429,17 @@ QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
   constexpr double kMergeStepsPerCell = 4;
   const double cells = static_cast<double>(group_outputs * f1 * f1) / groups;
   auto cost = [&](int g, int s) {
-    const int64_t rounds = (blocks * g * s + threads - 1) / threads;
     const double merge = g > 1 ? kMergeStepsPerCell * cells / s : 0.0;
-    return static_cast<double>(rounds) *
-           ((shap_steps + condition_steps * QuadratureTreeRangeShare(program, s)) / g + merge);
+    const double task =
+        (shap_steps + condition_steps * QuadratureTreeRangeShare(program, s)) / g + merge;
+    if (shap_once) {
+      // The block's pass beside its ranges: the work spread over the threads, or the longest
+      // task, whichever is longer.
+      const double work = static_cast<double>(blocks) * (s * task + pass_steps);
+      return std::max(work / threads, std::max(task, pass_steps));
+    }
+    const int64_t rounds = (blocks * g * s + threads - 1) / threads;
+    return static_cast<double>(rounds) * task;
   };
   double least = std::numeric_limits<double>::infinity();
   for (int g : {1, most_groups}) {
@@ -569,12 +577,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   // each its own task (QuadratureTreeInteractionTasksFor: ranges whose accumulators stay in
   // cache, and with fewer blocks than threads, ranges and tree groups for the threads). Each
   // matrix row is computed whole by one task: the same bits either way. The ranges hold about
-  // equal conditioned work, not equal rows: a few features carry most of a model's splits. With
-  // one interaction group (QuadratureTreeDiagonalFromShap) the tasks add off-diagonal entries
-  // only and `work` sets each diagonal entry once, from the row's SHAP values less its final
-  // off-diagonal sum, so that the ranges do not each repeat the trees' SHAP pass.
-  const bool final_diagonal = interactions && program != nullptr && path_ids.empty() &&
-                              QuadratureTreeDiagonalFromShap(*program);
+  // equal conditioned work, not equal rows: a few features carry most of a model's splits.
   int64_t splits = 1;
   std::vector<int> bounds{0, static_cast<int>(f1)};
   const int inter_groups = program != nullptr ? QuadratureTreeInteractionGroups(*program) : 1;
@@ -590,19 +593,21 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
       splits = static_cast<int64_t>(bounds.size()) - 1;
     }
   }
+  // A one-group program's few rows (shap_tasks): the ranges add off-diagonal entries only and
+  // each block's SHAP pass is a task of its own beside them (QuadratureTreeDiagonalFromShap);
+  // `work` sets each diagonal from it, the bits the ranges' own passes would give.
+  const bool diagonal_task = shap_tasks > 0;
 
-  // SHAP values of fewer blocks than threads (and the SHAP values of a few-row interaction
-  // call's diagonals): each block's tree groups are tasks of their own, summed into group_sums
-  // ([block][task][lane][column]; a task takes one group, or every group where group_tasks is
-  // 1); `work` then adds a row's sums in task order, as AddQuadratureTreeShap does on one thread:
-  // the same bits either way.
-  const int group_tasks = program == nullptr ? 1
-                          : interactions     ? std::max(shap_tasks, 1)
-                                             : QuadratureTreeShapGroupTasks(*program, rows.rows, threads);
+  // SHAP values of fewer blocks than threads: each block's tree groups are tasks of their own,
+  // summed into group_sums ([block][group][lane][column]); `work` then adds a row's group sums in
+  // group order, as AddQuadratureTreeShap does on one thread: the same bits either way.
+  const int group_tasks = !interactions && program != nullptr
+                              ? QuadratureTreeShapGroupTasks(*program, rows.rows, threads)
+                              : 1;
   std::unique_ptr<double[]> group_sums;
-  if (group_tasks > 1 || shap_tasks > 0) {
+  if (group_tasks > 1) {
     // Zeroed by the tasks, each its own sums (in parallel, where they are first touched).
-    group_sums.reset(new double[units * group_tasks * unit * shap_width]);
+    group_sums.reset(new double[units * group_tasks * unit * width]);
     ParallelFor(pool, units * group_tasks, 1, [&](int64_t first, int64_t last) {
       std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
@@ -611,30 +616,23 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const int64_t begin = u * unit;
         const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
                              rows.stride};
-        double* sums = group_sums.get() + task * unit * shap_width;
-        std::fill(sums, sums + block.rows * shap_width, 0.0);
+        double* sums = group_sums.get() + task * unit * width;
+        std::fill(sums, sums + block.rows * width, 0.0);
         AddQuadratureTreeShap(*program, forest.category_bits.data(), block, range->begin,
-                              range->end, group_tasks > 1 ? g : 0,
-                              group_tasks > 1 ? g + 1 : shap_groups, &workspace->tree, sums);
+                              range->end, g, g + 1, &workspace->tree, sums);
       }
       workspaces.Give(std::move(workspace));
     });
   }
-  // Row r's sums of its tasks, added in task order to `acc` (shap_width doubles).
-  auto add_group_sums = [&](int64_t r, double* acc) {
-    for (int g = 0; g < group_tasks; ++g) {
-      const double* sums =
-          group_sums.get() + ((r / unit * group_tasks + g) * unit + r % unit) * shap_width;
-      for (int64_t c = 0; c < shap_width; ++c) acc[c] += sums[c];
-    }
-  };
 
-  // Group tasks write their entries to group_inter ([block][group][range's rows]: a group's
-  // outputs' matrices, its ranges side by side, each laid out as `work`'s accumulators for those
-  // outputs), which `work` adds in group order.
+  // Group tasks (and a one-group program's ranges beside its diagonal task) write their entries to
+  // group_inter ([block][group][range's rows]: a group's outputs' matrices, its ranges side by
+  // side, each laid out as `work`'s accumulators for those outputs), which `work` adds in group
+  // order; a diagonal task writes its block's SHAP values to block_shap ([block][lane][column]).
   std::vector<int64_t> group_outputs_before;  // per group, the outputs of the groups before it
+  const bool entry_tasks = inter_group_tasks > 1 || diagonal_task;
   const int64_t block_matrices =
-      program != nullptr && inter_group_tasks > 1
+      program != nullptr && entry_tasks
           ? unit * InteractionGroupOutputs(*program, &group_outputs_before) * f1 * f1
           : 0;
   // Group g's entries of block u, for its outputs and the matrix rows from `row_begin`.
@@ -643,19 +641,31 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     return base + u * block_matrices + unit * group_outputs_before[g] * f1 * f1 +
            unit * (span.output_end - span.output_begin) * row_begin * f1;
   };
-  std::unique_ptr<double[]> group_inter;
-  if (inter_group_tasks > 1) {
+  std::unique_ptr<double[]> group_inter, block_shap;
+  if (entry_tasks) {
     // Zeroed by the tasks, each its own entries (in parallel, where they are first touched).
     group_inter.reset(new double[units * block_matrices]);
-    ParallelFor(pool, units * inter_group_tasks * splits, 1, [&](int64_t first, int64_t last) {
+    if (diagonal_task) block_shap.reset(new double[units * unit * shap_width]);
+    // Per block: its diagonal task first (the longest), then (group, range) tasks.
+    const int64_t per_block = (diagonal_task ? 1 : 0) + inter_group_tasks * splits;
+    ParallelFor(pool, units * per_block, 1, [&](int64_t first, int64_t last) {
       std::unique_ptr<QuadratureCpuWorkspace> workspace = workspaces.Take();
       for (int64_t task = first; task < last; ++task) {
-        const int64_t part = task % splits;
-        const int g = static_cast<int>(task / splits % inter_group_tasks);
-        const int64_t u = task / splits / inter_group_tasks;
+        const int64_t u = task / per_block;
         const int64_t begin = u * unit;
         const RowsView block{rows.Row(begin), std::min(unit, rows.rows - begin), rows.cols,
                              rows.stride};
+        int64_t t = task % per_block;
+        if (diagonal_task && t-- == 0) {
+          double* shap = block_shap.get() + u * unit * shap_width;
+          std::fill(shap, shap + block.rows * shap_width, 0.0);
+          AddQuadratureTreeInteractionShap(*program, forest.category_bits.data(), block,
+                                           range->begin, range->end, 0, inter_groups,
+                                           &workspace->tree, shap);
+          continue;
+        }
+        const int64_t part = t % splits;
+        const int g = static_cast<int>(t / splits);
         const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
         double* entries = group_entries(group_inter.get(), u, g, bounds[part]);
         const int64_t matrix_rows = bounds[part + 1] - bounds[part];
@@ -664,7 +674,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                   0.0);
         AddQuadratureTreeInteractions(*program, forest.category_bits.data(), block, range->begin,
                                       range->end, g, g + 1, bounds[part], bounds[part + 1],
-                                      !final_diagonal, &workspace->tree, entries);
+                                      /*diagonal=*/!diagonal_task, &workspace->tree, entries);
       }
       workspaces.Give(std::move(workspace));
     });
@@ -712,47 +722,43 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
               for (int64_t c = 0; c < width_g; ++c) acc[c] += sums[c];
             }
           }
+          if (diagonal_task) {
+            // Each diagonal entry of the rows [row_begin, row_end): the block's SHAP value less
+            // the row's off-diagonal sum, j in order (AddQuadratureTreeInteractions' diagonal).
+            const int64_t feature_end = std::min<int64_t>(row_end, num_features);
+            for (int64_t r = first; r < first + count; ++r) {
+              const double* shap = block_shap.get() + r * shap_width;
+              for (int k = 0; k < num_outputs; ++k) {
+                double* matrix =
+                    acc_rows.data() + (r - first) * acc_width + k * matrix_rows * f1;
+                for (int64_t i = row_begin; i < feature_end; ++i) {
+                  double* m_row = matrix + (i - row_begin) * f1;
+                  double off_diagonal = 0;
+                  for (int64_t j = 0; j < f1; ++j) {
+                    if (j != i) off_diagonal += m_row[j];
+                  }
+                  m_row[i] += shap[k * f1 + i] - off_diagonal;
+                }
+              }
+            }
+          }
         } else if (interactions) {
           AddQuadratureTreeInteractions(*program, forest.category_bits.data(), chunk_rows,
                                         range->begin, range->end, 0, inter_groups, row_begin,
-                                        row_end, !final_diagonal, &tree_scratch, acc_rows.data());
+                                        row_end, /*diagonal=*/true, &tree_scratch,
+                                        acc_rows.data());
         } else if (group_sums != nullptr) {
-          for (int64_t r = first; r < first + count; ++r) {
-            add_group_sums(r, acc_rows.data() + (r - first) * acc_width);
+          for (int g = 0; g < group_tasks; ++g) {
+            for (int64_t r = first; r < first + count; ++r) {
+              const double* sums =
+                  group_sums.get() + ((r / unit * group_tasks + g) * unit + r % unit) * width;
+              double* acc = acc_rows.data() + (r - first) * acc_width;
+              for (int64_t c = 0; c < width; ++c) acc[c] += sums[c];
+            }
           }
         } else {
           AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
                                 range->end, 0, shap_groups, &tree_scratch, acc_rows.data());
-        }
-        if (final_diagonal) {
-          // The rows' SHAP values, as the SHAP path sums them (the same bits), then each
-          // diagonal entry of the rows [row_begin, row_end): phi_i less the row's off-diagonal
-          // sum, j in order.
-          std::vector<double>& phi = workspace->phi;
-          phi.assign(static_cast<size_t>(count * shap_width), 0.0);
-          if (group_sums != nullptr) {
-            for (int64_t r = first; r < first + count; ++r) {
-              add_group_sums(r, phi.data() + (r - first) * shap_width);
-            }
-          } else {
-            AddQuadratureTreeShap(*program, forest.category_bits.data(), chunk_rows, range->begin,
-                                  range->end, 0, shap_groups, &tree_scratch, phi.data());
-          }
-          const int64_t feature_end = std::min<int64_t>(row_end, num_features);
-          for (int64_t r = 0; r < count; ++r) {
-            for (int k = 0; k < num_outputs; ++k) {
-              const double* phi_k = phi.data() + r * shap_width + k * f1;
-              double* matrix = acc_rows.data() + r * acc_width + k * matrix_rows * f1;
-              for (int64_t i = row_begin; i < feature_end; ++i) {
-                double* m_row = matrix + (i - row_begin) * f1;
-                double off_diagonal = 0;
-                for (int64_t j = 0; j < f1; ++j) {
-                  if (j != i) off_diagonal += m_row[j];
-                }
-                m_row[i] = phi_k[i] - off_diagonal;
-              }
-            }
-          }
         }
       }
       for (int64_t r = first; r < first + count; ++r) {

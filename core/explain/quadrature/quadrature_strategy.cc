@@ -173,28 +173,25 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     if (splits > 1 || inter_tasks.group_tasks > 1) {
       // Blocks x ranges of matrix rows (x tree groups) in parallel, each range taking 1/splits
       // of the conditioned passes (the calibrated time less its SHAP passes) and a group task
-      // about 1/groups of that. The diagonals' SHAP values: a pass per block before them in
-      // shap_tasks tasks of a block each, or (none) a pass in each range's task (a group task
-      // its group's share).
+      // about 1/groups of that. The diagonals' SHAP pass: a task per block beside its ranges
+      // (shap_tasks), which bounds the call from below, or a pass in each range's task (a
+      // group task its group's share).
       const QuadratureTreeProgram& program = *model_->tree_program;
       const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
-      const int64_t tasks = blocks * splits * inter_tasks.group_tasks;
+      const int64_t tasks =
+          blocks * (splits * inter_tasks.group_tasks + inter_tasks.shap_tasks);
       const int64_t task_rounds = (tasks + threads_ - 1) / threads_;
       const double conditioned = std::max(
           0.0, c.per_row_seconds - inter_calibration_passes_ * shap_.per_row_seconds);
       double lane =
           conditioned * QuadratureTreeRangeShare(program, splits) / inter_tasks.group_tasks;
-      double shap = 0;
+      if (inter_tasks.shap_tasks == 0) lane += shap_.per_row_seconds / inter_tasks.group_tasks;
+      double compute = lane * kQuadratureTreeLanes * task_rounds;
       if (inter_tasks.shap_tasks > 0) {
-        const int64_t shap_rounds =
-            (blocks * inter_tasks.shap_tasks + threads_ - 1) / threads_;
-        shap = shap_.per_row_seconds * kQuadratureTreeLanes * shap_rounds /
-               inter_tasks.shap_tasks;
-      } else {
-        lane += shap_.per_row_seconds / inter_tasks.group_tasks;
+        compute = std::max(compute, shap_.per_row_seconds * kQuadratureTreeLanes);
       }
       const double memory = inter_memory_ * rows / std::min(threads_, 4);
-      return c.fixed_seconds + shap + lane * kQuadratureTreeLanes * task_rounds + memory;
+      return c.fixed_seconds + compute + memory;
     }
     if (options.interactions ? inter_in_blocks_ : shap_in_blocks_) {
       // The tree kernel's blocks: a thread pays for whole blocks of SIMD lanes.

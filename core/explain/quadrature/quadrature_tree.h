@@ -196,13 +196,22 @@ struct QuadratureTreeGroupSpan {
 QuadratureTreeGroupSpan QuadratureTreeInteractionGroup(const QuadratureTreeProgram& program,
                                                        int group);
 
-// Whether a caller that explains every tree's interaction values by the program sets the
-// diagonals from the rows' SHAP values (AddQuadratureTreeInteractions without `diagonal`): where
-// the program has one interaction group, so that the matrix-row ranges a call is cut into do not
-// each repeat the trees' SHAP pass. With several groups each group's pass is a share of its
-// (group, range) task and its entries the group's diagonal. Fixed per program: every call of a
-// model sets its diagonals one way (the same bits on every batch and thread count).
+// Whether a caller that cuts few rows' matrices into ranges may run the program's SHAP pass once
+// per block and set the diagonals itself (AddQuadratureTreeInteractions without `diagonal`, then
+// AddQuadratureTreeInteractionShap): where the program has one interaction group. With several,
+// each group's pass is a share of its (group, range) task.
 bool QuadratureTreeDiagonalFromShap(const QuadratureTreeProgram& program);
+
+// The SHAP values of the trees of interaction groups [group_begin, group_end) as
+// AddQuadratureTreeInteractions' diagonal pass sums them (per group, its trees in output order),
+// added to `acc` (rows.rows x num_outputs * (F + 1) doubles, those groups' outputs only; bias
+// columns untouched): M[i][i] = acc[i] - sum_{j != i} M[i][j] of those groups' entries is then the
+// diagonal AddQuadratureTreeInteractions with `diagonal` computes, bit for bit, where one group
+// holds every tree.
+void AddQuadratureTreeInteractionShap(const QuadratureTreeProgram& program,
+                                      const uint32_t* category_bits, RowsView rows,
+                                      int iteration_begin, int iteration_end, int group_begin,
+                                      int group_end, QuadratureTreeScratch* scratch, double* acc);
 
 // The same for SHAP interaction values (requires QuadratureTreeServesInteractions), of the trees
 // of interaction groups [group_begin, group_end) (QuadratureTreeInteractionGroups), for the
@@ -214,9 +223,9 @@ bool QuadratureTreeDiagonalFromShap(const QuadratureTreeProgram& program);
 // (run side by side) with i's factors fixed to O and to Z; with `diagonal`, also M[i][i] +=
 // phi_i - sum_{j != i} M[i][j] of the group's trees from the trees' SHAP pass: the reference's
 // definition (it is linear in the trees). Without, the diagonal is left alone and no SHAP pass
-// runs: a caller that explains every tree by the program sets each diagonal entry once, from
-// the row's SHAP values (computed once, however many ranges and groups it splits the matrix
-// into) less the row's final off-diagonal sum. Each matrix row is computed whole by its own
+// runs: a caller that cuts a one-group program's matrix rows into ranges sets each diagonal entry
+// once, from AddQuadratureTreeInteractionShap's SHAP values less the row's final off-diagonal sum
+// (the same bits as with `diagonal`), so that the ranges do not each repeat the pass. Each matrix row is computed whole by its own
 // passes, so callers may split a batch's rows of the matrix between threads (each zeroes, fills
 // and reads only its share of memory), and M[i][j] is the same bits whatever the split.
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,

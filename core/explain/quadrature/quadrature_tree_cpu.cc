@@ -596,10 +596,15 @@ int GroupBegin(const QuadratureTreeProgram& p, int group, int groups) {
 // so that a caller that runs the groups apart, each into zeroed doubles, and adds those to its
 // own in group order gets the same bits (with or without the pair kernel's entries already in
 // `acc`).
+// What AddTrees sums: SHAP values (by SHAP tree groups), interaction entries with or without the
+// diagonal (by interaction groups), or the SHAP values the diagonal pass of the interaction
+// groups sums (the same lanes kInteractions turns into its diagonal).
+enum class Sums { kShap, kInteractions, kOffDiagonal, kDiagonalShap };
+
 void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
-              int iteration_begin, int iteration_end, int group_begin, int group_end,
-              bool interactions, int row_begin, int row_end, bool diagonal,
-              QuadratureTreeScratch* scratch, double* acc) {
+              int iteration_begin, int iteration_end, int group_begin, int group_end, Sums sums,
+              int row_begin, int row_end, QuadratureTreeScratch* scratch, double* acc) {
+  const bool interactions = sums == Sums::kInteractions || sums == Sums::kOffDiagonal;
   const int64_t n = rows.rows;
   if (n <= 0 || p.trees.empty() || group_begin >= group_end) return;
   const int64_t features = std::max(p.num_features, 1);
@@ -618,11 +623,12 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       for (int64_t f = 0; f < p.num_features; ++f) block[f][l] = x[f];
     }
   }
-  // Accumulators as [column][block] lanes (interactions: each group zeroes its outputs' below;
-  // none without the diagonal, which needs no SHAP pass).
-  const bool shap_pass = !interactions || diagonal;
-  Lanes* shap = shap_pass ? LanesOf(&scratch->accumulators, shap_width * blocks) : nullptr;
-  if (!interactions) std::fill(shap, shap + shap_width * blocks, Splat(0.0));
+  // Accumulators as [column][block] lanes (by interaction groups: each group zeroes its outputs'
+  // below; none without the diagonal, which needs no SHAP pass).
+  Lanes* shap = sums != Sums::kOffDiagonal
+                    ? LanesOf(&scratch->accumulators, shap_width * blocks)
+                    : nullptr;
+  if (sums == Sums::kShap) std::fill(shap, shap + shap_width * blocks, Splat(0.0));
   // Interactions: only the matrix rows [row_begin, row_end) of each output, so that a caller
   // that splits them between threads has each zero, fill and read its share alone. The
   // accumulators hold the rows that are features, as [row][output][feature] (a conditioned
@@ -655,7 +661,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       }
     }
   };
-  if (interactions) {
+  if (sums != Sums::kShap) {
     // Each group zeroes and reads the lanes of its outputs only (a group of a multi-output model
     // adds to its outputs' matrices alone).
     const int o0 = QuadratureTreeInteractionGroup(p, group_begin).output_begin;
@@ -671,6 +677,17 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       for (int o = span.order_begin; o < span.order_end; ++o) {
         const int ti = p.output_order[o];
         run(ti, ti + 1, shap);
+      }
+      if (sums == Sums::kDiagonalShap) {
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t b = r / kLanes;
+          const int l = static_cast<int>(r % kLanes);
+          double* out = acc + r * shap_width;
+          for (int64_t c = span.output_begin * f1; c < span.output_end * f1; ++c) {
+            out[c] += shap[c * blocks + b][l];
+          }
+        }
+        continue;
       }
       AddInteractionLanes(p, n, blocks, shap, inter, row_begin, row_end, span.output_begin,
                           span.output_end, o0, o1, acc);
@@ -795,7 +812,7 @@ void AddQuadratureTreeShap(const QuadratureTreeProgram& p, const uint32_t* categ
                            int group_end, QuadratureTreeScratch* scratch, double* acc) {
   const int groups = QuadratureTreeShapGroups(p);
   const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, false, 0, 0, false,
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, Sums::kShap, 0, 0,
            scratch, acc);
 }
 
@@ -824,8 +841,18 @@ void AddQuadratureTreeInteractions(const QuadratureTreeProgram& p, const uint32_
                                    bool diagonal, QuadratureTreeScratch* scratch, double* acc) {
   const int groups = QuadratureTreeInteractionGroups(p);
   const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
-  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, true, row_begin,
-           row_end, diagonal, scratch, acc);
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1,
+           diagonal ? Sums::kInteractions : Sums::kOffDiagonal, row_begin, row_end, scratch, acc);
+}
+
+void AddQuadratureTreeInteractionShap(const QuadratureTreeProgram& p,
+                                      const uint32_t* category_bits, RowsView rows,
+                                      int iteration_begin, int iteration_end, int group_begin,
+                                      int group_end, QuadratureTreeScratch* scratch, double* acc) {
+  const int groups = QuadratureTreeInteractionGroups(p);
+  const int g0 = std::clamp(group_begin, 0, groups), g1 = std::clamp(group_end, g0, groups);
+  AddTrees(p, category_bits, rows, iteration_begin, iteration_end, g0, g1, Sums::kDiagonalShap,
+           0, 0, scratch, acc);
 }
 
 }  // namespace grove

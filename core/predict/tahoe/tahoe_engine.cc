@@ -355,9 +355,9 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   const bool direct_out = gpu::IsPinnedHost(out.data);
   // With both by DMA a slot's next chunk needs nothing from the host: its stream runs the
   // previous chunk's copies and kernel first, so every chunk is queued at once and the host waits
-  // once at the end. Waiting for a slot before reusing it left its stream idle while the thread
-  // woke and queued the next copy. Timed runs (shape trials) read each chunk's kernel events
-  // before their reuse, so they wait per chunk.
+  // once at the end (a host wait per slot would leave the stream idle while the thread wakes and
+  // queues the next copy). Timed runs (shape trials) read each chunk's kernel events before their
+  // reuse, so they wait per chunk.
   const bool queue_all = direct_in && direct_out && kernel_seconds == nullptr;
   if (kernel_seconds != nullptr) *kernel_seconds = 0;
   struct Pending {

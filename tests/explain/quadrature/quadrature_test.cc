@@ -550,19 +550,23 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     int num_features, num_outputs;
     bool vector_leaves, tree_program;
     int units_per_row;  // QuadraturePairUnitsPerRow
+    int num_trees = 0;  // 0: 16 per output (16 with vector leaves)
+    bool one_group = false;  // the tree program's trees are one interaction group
   };
   // "tree program": few rows on many threads run its tree groups as tasks of their own (groups
   // of outputs for two outputs, of consecutive trees for one). "One group": a wide model whose
   // trees are one interaction group, its few rows cut into ranges of matrix rows that take the
-  // diagonals from the rows' SHAP values, computed once before them (13 rows on one thread: in
-  // each range's task). The last: 400 features x 2 outputs, a block's accumulators 20 MB,
+  // diagonals from the rows' SHAP values, computed once before them in its SHAP tree groups' tasks
+  // (13 rows on one thread: in each range's task), and six trees of two outputs, one group. The last: 400 features x 2 outputs, a block's accumulators 20 MB,
   // computed in ranges that fit the cache (more than one with any thread count), the bias row in
   // the last.
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
                             {"tree program", 8, 2, false, true, 0},
                             {"tree program, one output", 12, 1, false, true, 0},
-                            {"tree program, one group", 90, 1, false, true, 0},
+                            {"tree program, one group", 90, 1, false, true, 0, 96, true},
+                            {"tree program, one group of two outputs", 20, 2, false, true, 0, 6,
+                             true},
                             {"tree program in cache-sized ranges", 400, 2, false, true, 0}};
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int threads : {1, 2, 3, 16}) pools.push_back(std::make_unique<ThreadPool>(threads - 1));
@@ -570,7 +574,7 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     SCOPED_TRACE(c.name);
     RandomForestOptions options;
     options.max_depth = 8;
-    options.num_trees = c.vector_leaves ? 16 : 16 * c.num_outputs;
+    options.num_trees = c.num_trees > 0 ? c.num_trees : c.vector_leaves ? 16 : 16 * c.num_outputs;
     options.num_features = c.num_features;
     options.num_outputs = c.num_outputs;
     options.vector_leaves = c.vector_leaves;
@@ -597,9 +601,11 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
           QuadratureTreeInteractionTasksFor(*model->tree_program, 64 * kQuadratureTreeLanes, 16)
               .ranges,
           1);
-    } else if (c.tree_program && c.num_features == 90) {
+    } else if (c.one_group) {
       EXPECT_EQ(QuadratureTreeInteractionGroups(*model->tree_program), 1);
       EXPECT_TRUE(QuadratureTreeDiagonalFromShap(*model->tree_program));
+      // The 96-tree model's few rows compute their SHAP values in several tasks.
+      if (c.num_trees == 96) EXPECT_GT(QuadratureTreeShapGroups(*model->tree_program), 1);
       const QuadratureTreeInteractionTasks one_row =
           QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 16);
       EXPECT_GT(one_row.ranges, 1);

@@ -272,10 +272,6 @@ TEST(TahoeGpuTest, BatchSplitAcrossEngineGpusOfOneDeviceIsExact) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// Eight callers at once on a GPU's staging lanes (batches above and below the small lanes' slots,
-// two lanes forced so that callers wait for one), and rows and results in page-locked memory
-// (copied by DMA without staging; results into a strided matrix): every answer equals the
-// one-caller, pageable answer bit for bit.
 // Rows and results both page-locked queue every chunk of a call at once (each slot's stream
 // orders its reuse): many chunks over the two slots, from two callers at once on their own lanes,
 // answer exactly as pageable memory does, every strategy.
@@ -330,6 +326,10 @@ TEST(TahoeGpuTest, PinnedCallsOfManyChunksQueueAtOnceAndMatch) {
   gpu::UnpinHostRange(pinned_out.data());
 }
 
+// Eight callers at once on a GPU's staging lanes (batches above and below the small lanes' slots,
+// two lanes forced so that callers wait for one), and rows and results in page-locked memory
+// (copied by DMA without staging; results into a strided matrix): every answer equals the
+// one-caller, pageable answer bit for bit.
 TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
   SKIP_WITHOUT_GPU();
   RandomForestOptions o;
