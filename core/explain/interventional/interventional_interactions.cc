@@ -25,10 +25,19 @@ void AddPathInteractions(const PathLayout& layout, const InterventionalLayout& i
   const uint32_t full = FullMask(info.length);
   InteractionLane lanes[kWarpLanes];
   double with_x[kWarpLanes][kWarpLanes] = {};
+  uint32_t players = 0;
   for (int e = 1; e < info.length; ++e) {
-    if (!IsPlayerElement(elements[e])) continue;
-    for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
-      AddInteractionMask(x, il.masks[m], full, e, il.counts[m], weights, &lanes[e], with_x[e]);
+    if (IsPlayerElement(elements[e])) players |= 1u << e;
+  }
+  // One pass over the masks: a reachable mask reaches only the players that differ between x
+  // and it (AddInteractionMask adds nothing for the others), each element's sums taking the masks
+  // in order as a pass per element would.
+  for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
+    const uint32_t z = il.masks[m];
+    if ((x | z) != full) continue;
+    for (uint32_t bits = (x ^ z) & players; bits != 0; bits &= bits - 1) {
+      const int e = LowestBit(bits);
+      AddInteractionMask(x, z, full, e, il.counts[m], weights, &lanes[e], with_x[e]);
     }
   }
   const double scale = 1.0 / static_cast<double>(il.background_rows);
