@@ -289,10 +289,16 @@ absl::StatusOr<QuadratureModelPtr> BuildQuadratureModel(
 // given back to it when the call ends, so that later calls do not allocate them and fault their
 // pages in again; without, each call makes its own. Other per-call buffers (few-row group sums, at
 // most kQuadratureGroupSumBytes; pair segments' sums, at most 64 MB) are the call's own.
+//
+// `ran` (may be null): where the tree program explains every path's interaction values, set to the
+// tasks the call cut each block into (QuadratureTreeInteractionTasksFor's plan, the ranges as
+// QuadratureTreeMatrixRowRanges cut them; the default otherwise), for checks against the planner.
 class QuadratureCpuWorkspaces;
+struct QuadratureTreeInteractionTasks;
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
-                                  ThreadPool* pool, QuadratureCpuWorkspaces* kept = nullptr);
+                                  ThreadPool* pool, QuadratureCpuWorkspaces* kept = nullptr,
+                                  QuadratureTreeInteractionTasks* ran = nullptr);
 
 // Workspaces of ExplainQuadratureCpu kept between calls, at most `retain_bytes` of them (a
 // workspace given back beyond that is freed; 0 keeps none): the memory a loaded model holds

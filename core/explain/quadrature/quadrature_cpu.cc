@@ -471,7 +471,9 @@ int QuadratureTreeShapGroupTasks(const QuadratureTreeProgram& program, int64_t r
 
 absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
                                   const ExplainOptions& options, MatrixView<float> out,
-                                  ThreadPool* pool, QuadratureCpuWorkspaces* kept) {
+                                  ThreadPool* pool, QuadratureCpuWorkspaces* kept,
+                                  QuadratureTreeInteractionTasks* ran) {
+  if (ran != nullptr) *ran = QuadratureTreeInteractionTasks{};
   const Forest& forest = *model.forest;
   absl::StatusOr<IterationRange> range = CheckExplainCall(
       forest, rows, options.interactions, options.iteration_begin, options.iteration_end, out);
@@ -591,6 +593,11 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     if (plan.ranges > 1) {
       QuadratureTreeMatrixRowRanges(*program, plan.ranges, &bounds);
       splits = static_cast<int64_t>(bounds.size()) - 1;
+    }
+    if (ran != nullptr) {
+      ran->group_tasks = inter_group_tasks;
+      ran->ranges = static_cast<int>(splits);
+      ran->shap_tasks = shap_tasks;
     }
   }
   // A one-group program's few rows (shap_tasks): the ranges add off-diagonal entries only and

@@ -645,6 +645,31 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
             << rows << " rows on " << pools[p]->num_threads() + 1 << " threads";
       }
     }
+    if (c.tree_program) {
+      // Each call runs the plan its planner makes (the ranges as cut).
+      for (int64_t rows : {1, 13}) {
+        for (size_t p = 0; p < pools.size(); ++p) {
+          const int threads = pools[p]->num_threads() + 1;
+          std::vector<float> out(rows * width);
+          ExplainOptions options;
+          options.interactions = true;
+          QuadratureTreeInteractionTasks ran;
+          ran.ranges = -1;
+          ASSERT_TRUE(ExplainQuadratureCpu(*model, MakeRowsView(x.data(), rows, f->num_features),
+                                           options, MakeMatrixView(out.data(), rows, width),
+                                           pools[p].get(), nullptr, &ran)
+                          .ok());
+          const QuadratureTreeInteractionTasks plan =
+              QuadratureTreeInteractionTasksFor(*model->tree_program, rows, threads);
+          std::vector<int> cut;
+          QuadratureTreeMatrixRowRanges(*model->tree_program, plan.ranges, &cut);
+          EXPECT_EQ(ran.group_tasks, plan.group_tasks) << rows << " rows, " << threads;
+          EXPECT_EQ(ran.ranges, plan.ranges > 1 ? static_cast<int>(cut.size()) - 1 : 1)
+              << rows << " rows, " << threads;
+          EXPECT_EQ(ran.shap_tasks, plan.shap_tasks) << rows << " rows, " << threads;
+        }
+      }
+    }
     // An iteration range (some groups' trees all outside it, some partly).
     ExplainOptions ranged;
     ranged.interactions = true;
