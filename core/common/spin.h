@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "core/common/cpus.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -18,6 +20,17 @@ inline void CpuRelax() {
 #elif defined(__aarch64__)
   asm volatile("yield" ::: "memory");
 #endif
+}
+
+// How long threads that hand work to each other poll before they sleep.
+inline constexpr std::chrono::microseconds kDefaultSpin{200};
+
+// `requested` where it is >= 0; otherwise kDefaultSpin where `threads` polling threads and their
+// caller fit the usable CPUs (UsableCpus), else 0: spinning threads that outnumber the cores
+// would take them from the work they wait for.
+inline std::chrono::microseconds ChooseSpin(int threads, std::chrono::microseconds requested) {
+  if (requested.count() >= 0) return requested;
+  return threads + 1 <= UsableCpus() ? kDefaultSpin : std::chrono::microseconds(0);
 }
 
 // Calls `ready` (cheap and thread-safe; it may act, as a try_lock does, and is called again only

@@ -9,15 +9,6 @@
 #include "core/common/thread_priority.h"
 
 namespace grove {
-namespace {
-
-std::chrono::microseconds ChooseSpin(int num_threads, std::chrono::microseconds spin) {
-  if (spin >= std::chrono::microseconds(0)) return spin;
-  return num_threads + 1 <= UsableCpus() ? ThreadPool::kDefaultSpin
-                                         : std::chrono::microseconds(0);
-}
-
-}  // namespace
 
 ThreadPool::ThreadPool(int num_threads, ThreadPriority priority, std::chrono::microseconds spin) {
   if (num_threads <= 0) num_threads = UsableCpus();

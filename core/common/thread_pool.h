@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/common/spin.h"
 #include "core/common/thread_priority.h"
 
 namespace grove {
@@ -32,7 +33,7 @@ namespace grove {
 class ThreadPool {
  public:
   // The spin of a pool that fits the machine (workers + one caller <= hardware threads).
-  static constexpr std::chrono::microseconds kDefaultSpin{200};
+  static constexpr std::chrono::microseconds kDefaultSpin = ::grove::kDefaultSpin;
   // Chooses kDefaultSpin where the pool fits the machine, else no spin.
   static constexpr std::chrono::microseconds kAutoSpin{-1};
 

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/common/cpus.h"
 #include "core/common/spin.h"
 
 #if defined(GROVE_HAVE_CUDA)
@@ -96,9 +95,7 @@ bool IsPinnedHost(const void* p) {
 }
 
 DeviceIssuers::DeviceIssuers(int devices, std::chrono::microseconds spin)
-    : spin_(spin.count() >= 0
-                ? spin
-                : (devices <= UsableCpus() ? kDefaultSpin : std::chrono::microseconds(0))) {
+    : spin_(ChooseSpin(devices - 1, spin)) {
   for (int i = 1; i < devices; ++i) {
     issuers_.push_back(std::make_unique<Issuer>());
     threads_.emplace_back(&DeviceIssuers::Loop, issuers_.back().get(), spin_);

@@ -47,17 +47,17 @@ bool IsPinnedHost(const void* p);
 // and request cost each multi-GPU call its creation and join, about 20-50 us, and an unbounded
 // number of threads under load). Device i > 0's share always runs on thread i, so each thread keeps
 // its CUDA device current; device 0's share runs on the caller.
-// A thread that ran a share polls for the next one for `spin` before it sleeps, and the caller polls
-// for the shares' ends as long before it sleeps: a batch split across GPUs takes about as long on
-// each, and a sleep and a wake-up through the kernel cost tens of microseconds each way, against
-// calls of a fraction of a millisecond. The spin is off where the threads and the caller would
-// outnumber the hardware threads (this engine's; staging pools and other engines are not counted).
+// A thread that ran a share polls for the next one for `spin` before it sleeps, and the caller
+// polls for the shares' ends as long before it sleeps: a batch split across GPUs takes about as
+// long on each, and a sleep and a wake-up through the kernel cost tens of microseconds each way,
+// against calls of a fraction of a millisecond. The spin is off where the threads and the caller
+// would outnumber the hardware threads (these threads only; staging pools and other engines are
+// not counted).
 // Thread-safe: concurrent RunOnEach calls queue their shares on each thread in call order.
 class DeviceIssuers {
  public:
-  static constexpr std::chrono::microseconds kDefaultSpin{200};
-  // `devices` >= 1: devices - 1 threads. spin < 0: kDefaultSpin where devices <= the usable
-  // CPUs, else 0.
+  // `devices` >= 1: devices - 1 threads. spin < 0: ChooseSpin's default (core/common/spin.h) for
+  // those threads and the caller.
   explicit DeviceIssuers(int devices,
                          std::chrono::microseconds spin = std::chrono::microseconds(-1));
   ~DeviceIssuers();  // finishes queued shares, then joins

@@ -167,7 +167,8 @@ class E2eTest : public ::testing::Test {
       limits_case_ = new ServedCase(c);
       InstallModel(repo_->path(), "limits", 1, c.model_path);
       WriteWholeFile(repo_->File("limits/config.json"),
-                     absl::StrCat(R"({"max_request_rows": 8, "max_interaction_values_per_row": 10,)",
+                     absl::StrCat(R"({"max_request_rows": 8,)",
+                                  R"( "max_interaction_values_per_row": 10,)",
                                   R"( "explain_strategy": ")", kExplainStrategy, R"("})"));
       // Batches wait 1.5 s for more rows and the queue holds 2 requests: overload on demand.
       InstallModel(repo_->path(), "slow", 1, c.model_path);

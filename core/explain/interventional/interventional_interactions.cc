@@ -25,10 +25,7 @@ void AddPathInteractions(const PathLayout& layout, const InterventionalLayout& i
   const uint32_t full = FullMask(info.length);
   InteractionLane lanes[kWarpLanes];
   double with_x[kWarpLanes][kWarpLanes] = {};
-  uint32_t players = 0;
-  for (int e = 1; e < info.length; ++e) {
-    if (IsPlayerElement(elements[e])) players |= 1u << e;
-  }
+  const uint32_t players = PlayerMask(elements, info.length);
   // One pass over the masks: a reachable mask reaches only the players that differ between x
   // and it (AddInteractionMask adds nothing for the others), each element's sums taking the masks
   // in order as a pass per element would.

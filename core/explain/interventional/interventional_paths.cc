@@ -85,10 +85,7 @@ void AddPath(const PathLayout& layout, const InterventionalLayout& il, const dou
   const uint32_t full = FullMask(info.length);
   const double scale = 1.0 / il.background_rows;
   const int32_t* player_of = PlayerMap(layout);
-  uint32_t players = 0;
-  for (int j = 1; j < info.length; ++j) {
-    if (IsPlayerElement(elements[j])) players |= 1u << j;
-  }
+  const uint32_t players = PlayerMask(elements, info.length);
   double coefficient[32] = {};
   for (uint32_t m = il.mask_begin[path]; m < il.mask_begin[path + 1]; ++m) {
     const uint32_t z = il.masks[m];
@@ -131,10 +128,7 @@ void AddPathLinearized(const PathLayout& layout, const InterventionalLayout& il,
   const int64_t n = ll.background_rows;
   const uint16_t* path_rows = ll.mask_rows.data() + static_cast<int64_t>(path) * n;
   const int32_t* player_of = PlayerMap(layout);
-  uint32_t players = 0;
-  for (int j = 1; j < info.length; ++j) {
-    if (IsPlayerElement(elements[j])) players |= 1u << j;
-  }
+  const uint32_t players = PlayerMask(elements, info.length);
   for (int k = 0; k < info.width; ++k) {
     const double* rho_k = rho + (info.group + k) * n;
     double coefficient[32] = {};

@@ -150,6 +150,16 @@ GROVE_HD bool IsPlayerElement(const PathElement& e) {
   return !(e.flags & (kElemRoot | kElemGroupMember));
 }
 
+// The players' elements of a path of `length` (<= 32) elements: bit j for element j
+// (IsPlayerElement; never bit 0, the root).
+GROVE_HD uint32_t PlayerMask(const PathElement* elements, int length) {
+  uint32_t players = 0;
+  for (int j = 1; j < length; ++j) {
+    if (IsPlayerElement(elements[j])) players |= 1u << j;
+  }
+  return players;
+}
+
 // One model's background, preprocessed against its PathLayout. Immutable once built; share it
 // read-only between threads.
 struct InterventionalLayout {

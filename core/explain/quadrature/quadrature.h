@@ -346,20 +346,20 @@ int QuadraturePairSegmentsPerTask(const QuadratureModel& model, int64_t rows, in
 // `group_tasks`: 1, or the program's interaction groups (QuadratureTreeInteractionGroups), each
 // (group, range) a task of its own whose entries are added in group order afterwards (the same
 // bits as one thread). The diagonals need the trees' SHAP pass: with one interaction group
-// (QuadratureTreeDiagonalFromShap) and few rows, `shap_tasks` = 1, a task per block beside its
-// ranges, which then add off-diagonal entries only; 0, in every task for its block and trees
-// (many rows: one range per block's cache share; several groups: each (group, range) task its
-// group's pass, whose small accumulators stay in cache). At least
-// as many ranges as keep a range's accumulators within kQuadratureShareBytes; with fewer than
-// twice as many blocks as threads, the fewest tasks whose rounds times a task's steps come within
-// 5% of the least (group tasks only where their sums fit kQuadratureGroupSumBytes).
-// Deterministic (counts, not timings).
+// (QuadratureTreeDiagonalFromShap) and few rows, `diagonal_task`: a task per block beside its
+// ranges, which then add off-diagonal entries only; otherwise in every task for its block and
+// trees (many rows: one range per block's cache share; several groups: each (group, range) task
+// its group's pass, whose small accumulators stay in cache). At least as many ranges as keep a
+// range's accumulators within kQuadratureShareBytes; with fewer than twice as many blocks as
+// threads, the fewest tasks whose rounds times a task's steps come within 5% of the least (group
+// tasks only where their sums fit kQuadratureGroupSumBytes). Deterministic (counts, not
+// timings).
 inline constexpr int64_t kQuadratureShareBytes = int64_t{4} << 20;
 inline constexpr int64_t kQuadratureGroupSumBytes = int64_t{64} << 20;
 struct QuadratureTreeInteractionTasks {
   int group_tasks = 1;
   int ranges = 1;
-  int shap_tasks = 0;
+  bool diagonal_task = false;
 };
 QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
     const QuadratureTreeProgram& program, int64_t rows, int threads);

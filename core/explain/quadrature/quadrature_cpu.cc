@@ -308,8 +308,9 @@ class CallWorkspaces {
 
 int64_t QuadratureCpuWorkspace::Bytes() const {
   // The object itself counts too: a workspace a call took but never used is not free to keep.
-  int64_t b = static_cast<int64_t>(sizeof(QuadratureCpuWorkspace)) + CapacityBytes(path.z) + CapacityBytes(path.d) + CapacityBytes(path.work) +
-              CapacityBytes(path.feature) + CapacityBytes(acc);
+  int64_t b = static_cast<int64_t>(sizeof(QuadratureCpuWorkspace)) + CapacityBytes(path.z) +
+              CapacityBytes(path.d) + CapacityBytes(path.work) + CapacityBytes(path.feature) +
+              CapacityBytes(acc);
   for (const auto* v : {&tree.stack, &tree.decisions, &tree.accumulators,
                         &tree.group_accumulators, &tree.interaction_accumulators}) {
     b += CapacityBytes(*v);
@@ -374,7 +375,8 @@ namespace {
 // The outputs of every interaction group summed (the outputs' matrices a block's group entries
 // hold: the outputs for a multi-output model, whose groups split them; one per group for one
 // output), and in `offsets` (if not null) each group's first, in group order.
-int64_t InteractionGroupOutputs(const QuadratureTreeProgram& program, std::vector<int64_t>* offsets) {
+int64_t InteractionGroupOutputs(const QuadratureTreeProgram& program,
+                                std::vector<int64_t>* offsets) {
   const int groups = QuadratureTreeInteractionGroups(program);
   int64_t total = 0;
   if (offsets != nullptr) offsets->assign(groups, 0);
@@ -409,7 +411,7 @@ QuadratureTreeInteractionTasks QuadratureTreeInteractionTasksFor(
   // beside its ranges (QuadratureTreeDiagonalFromShap); with several, each (group, range) task
   // runs its group's pass.
   const bool shap_once = QuadratureTreeDiagonalFromShap(program);
-  if (shap_once) tasks.shap_tasks = 1;
+  tasks.diagonal_task = shap_once;
   // Threads: the fewest tasks whose rounds x steps come within 5% of the least. A task that runs
   // its trees' SHAP pass repeats it for every range, work that a pool shared with other calls
   // pays for, and no range holds less than its busiest feature's conditioned passes (a matrix row
@@ -584,12 +586,12 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   std::vector<int> bounds{0, static_cast<int>(f1)};
   const int inter_groups = program != nullptr ? QuadratureTreeInteractionGroups(*program) : 1;
   int inter_group_tasks = 1;
-  int shap_tasks = 0;
+  bool diagonal_task = false;
   if (interactions && program != nullptr && path_ids.empty()) {
     const QuadratureTreeInteractionTasks plan =
         QuadratureTreeInteractionTasksFor(*program, rows.rows, threads);
     inter_group_tasks = plan.group_tasks;
-    shap_tasks = plan.shap_tasks;
+    diagonal_task = plan.diagonal_task;
     if (plan.ranges > 1) {
       QuadratureTreeMatrixRowRanges(*program, plan.ranges, &bounds);
       splits = static_cast<int64_t>(bounds.size()) - 1;
@@ -597,13 +599,12 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
     if (ran != nullptr) {
       ran->group_tasks = inter_group_tasks;
       ran->ranges = static_cast<int>(splits);
-      ran->shap_tasks = shap_tasks;
+      ran->diagonal_task = diagonal_task;
     }
   }
-  // A one-group program's few rows (shap_tasks): the ranges add off-diagonal entries only and
+  // A one-group program's few rows (diagonal_task): the ranges add off-diagonal entries only and
   // each block's SHAP pass is a task of its own beside them (QuadratureTreeDiagonalFromShap);
   // `work` sets each diagonal from it, the bits the ranges' own passes would give.
-  const bool diagonal_task = shap_tasks > 0;
 
   // SHAP values of fewer blocks than threads: each block's tree groups are tasks of their own,
   // summed into group_sums ([block][group][lane][column]); `work` then adds a row's group sums in
@@ -637,14 +638,18 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
   // side, each laid out as `work`'s accumulators for those outputs), which `work` adds in group
   // order; a diagonal task writes its block's SHAP values to block_shap ([block][lane][column]).
   std::vector<int64_t> group_outputs_before;  // per group, the outputs of the groups before it
+  std::vector<QuadratureTreeGroupSpan> spans;  // per interaction group
   const bool entry_tasks = inter_group_tasks > 1 || diagonal_task;
   const int64_t block_matrices =
       program != nullptr && entry_tasks
           ? unit * InteractionGroupOutputs(*program, &group_outputs_before) * f1 * f1
           : 0;
+  for (int g = 0; entry_tasks && g < inter_groups; ++g) {
+    spans.push_back(QuadratureTreeInteractionGroup(*program, g));
+  }
   // Group g's entries of block u, for its outputs and the matrix rows from `row_begin`.
   auto group_entries = [&](double* base, int64_t u, int g, int row_begin) {
-    const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
+    const QuadratureTreeGroupSpan& span = spans[g];
     return base + u * block_matrices + unit * group_outputs_before[g] * f1 * f1 +
            unit * (span.output_end - span.output_begin) * row_begin * f1;
   };
@@ -673,7 +678,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         }
         const int64_t part = t % splits;
         const int g = static_cast<int>(t / splits);
-        const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
+        const QuadratureTreeGroupSpan& span = spans[g];
         double* entries = group_entries(group_inter.get(), u, g, bounds[part]);
         const int64_t matrix_rows = bounds[part + 1] - bounds[part];
         std::fill(entries,
@@ -719,7 +724,7 @@ absl::Status ExplainQuadratureCpu(const QuadratureModel& model, RowsView rows,
         const RowsView chunk_rows{rows.Row(first), count, rows.cols, rows.stride};
         if (interactions && group_inter != nullptr) {
           for (int g = 0; g < inter_group_tasks; ++g) {
-            const QuadratureTreeGroupSpan span = QuadratureTreeInteractionGroup(*program, g);
+            const QuadratureTreeGroupSpan& span = spans[g];
             const int64_t width_g = (span.output_end - span.output_begin) * matrix_rows * f1;
             for (int64_t r = first; r < first + count; ++r) {
               const double* sums =

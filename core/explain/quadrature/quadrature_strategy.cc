@@ -142,7 +142,7 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
     if (inter_in_blocks_ && unserved_iterations_.empty()) {
       const QuadratureTreeInteractionTasks calibration =
           QuadratureTreeInteractionTasksFor(*model_->tree_program, kQuadratureTreeLanes, 1);
-      if (calibration.shap_tasks == 0) inter_calibration_passes_ = calibration.ranges;
+      if (!calibration.diagonal_task) inter_calibration_passes_ = calibration.ranges;
     }
     inter_units_ = QuadraturePairUnitsPerRow(*model_);
     shap_memory_ = out_unit * shap_width;
@@ -174,20 +174,20 @@ class QuadratureCpuStrategy final : public QuadratureStrategy {
       // Blocks x ranges of matrix rows (x tree groups) in parallel, each range taking 1/splits
       // of the conditioned passes (the calibrated time less its SHAP passes) and a group task
       // about 1/groups of that. The diagonals' SHAP pass: a task per block beside its ranges
-      // (shap_tasks), which bounds the call from below, or a pass in each range's task (a
+      // (diagonal_task), which bounds the call from below, or a pass in each range's task (a
       // group task its group's share).
       const QuadratureTreeProgram& program = *model_->tree_program;
       const int64_t blocks = (rows + kQuadratureTreeLanes - 1) / kQuadratureTreeLanes;
       const int64_t tasks =
-          blocks * (splits * inter_tasks.group_tasks + inter_tasks.shap_tasks);
+          blocks * (splits * inter_tasks.group_tasks + (inter_tasks.diagonal_task ? 1 : 0));
       const int64_t task_rounds = (tasks + threads_ - 1) / threads_;
       const double conditioned = std::max(
           0.0, c.per_row_seconds - inter_calibration_passes_ * shap_.per_row_seconds);
       double lane =
           conditioned * QuadratureTreeRangeShare(program, splits) / inter_tasks.group_tasks;
-      if (inter_tasks.shap_tasks == 0) lane += shap_.per_row_seconds / inter_tasks.group_tasks;
+      if (!inter_tasks.diagonal_task) lane += shap_.per_row_seconds / inter_tasks.group_tasks;
       double compute = lane * kQuadratureTreeLanes * task_rounds;
-      if (inter_tasks.shap_tasks > 0) {
+      if (inter_tasks.diagonal_task) {
         compute = std::max(compute, shap_.per_row_seconds * kQuadratureTreeLanes);
       }
       const double memory = inter_memory_ * rows / std::min(threads_, 4);

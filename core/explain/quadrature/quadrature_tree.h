@@ -225,9 +225,10 @@ void AddQuadratureTreeInteractionShap(const QuadratureTreeProgram& program,
 // definition (it is linear in the trees). Without, the diagonal is left alone and no SHAP pass
 // runs: a caller that cuts a one-group program's matrix rows into ranges sets each diagonal entry
 // once, from AddQuadratureTreeInteractionShap's SHAP values less the row's final off-diagonal sum
-// (the same bits as with `diagonal`), so that the ranges do not each repeat the pass. Each matrix row is computed whole by its own
-// passes, so callers may split a batch's rows of the matrix between threads (each zeroes, fills
-// and reads only its share of memory), and M[i][j] is the same bits whatever the split.
+// (the same bits as with `diagonal`), so that the ranges do not each repeat the pass. Each
+// matrix row is computed whole by its own passes, so callers may split a batch's rows of the
+// matrix between threads (each zeroes, fills and reads only its share of memory), and M[i][j] is
+// the same bits whatever the split.
 void AddQuadratureTreeInteractions(const QuadratureTreeProgram& program,
                                    const uint32_t* category_bits, RowsView rows,
                                    int iteration_begin, int iteration_end, int group_begin,

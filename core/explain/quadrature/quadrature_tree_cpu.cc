@@ -589,6 +589,23 @@ int GroupBegin(const QuadratureTreeProgram& p, int group, int groups) {
   return static_cast<int>(static_cast<int64_t>(p.trees.size()) * group / std::max(groups, 1));
 }
 
+// What AddTrees sums: SHAP values (by SHAP tree groups), interaction entries with or without the
+// diagonal (by interaction groups), or the SHAP values the diagonal pass of the interaction
+// groups sums (the same lanes kInteractions turns into its diagonal).
+enum class Sums { kShap, kInteractions, kOffDiagonal, kDiagonalShap };
+
+// Adds the SHAP lanes of columns [c0, c1) (`shap` [column][block]) to the rows' doubles of
+// `acc`, n rows x shap_width.
+void AddShapLanes(const Lanes* shap, int64_t n, int64_t blocks, int64_t c0, int64_t c1,
+                  int64_t shap_width, double* acc) {
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t b = r / kLanes;
+    const int l = static_cast<int>(r % kLanes);
+    double* out = acc + r * shap_width;
+    for (int64_t c = c0; c < c1; ++c) out[c] += shap[c * blocks + b][l];
+  }
+}
+
 // The trees of groups [group_begin, group_end), each group summed on its own and added in group
 // order. SHAP values (QuadratureTreeShapGroups): the groups' lanes are added to a total, which is
 // then added to `acc`. Interactions (QuadratureTreeInteractionGroups): each group's lanes are
@@ -596,11 +613,6 @@ int GroupBegin(const QuadratureTreeProgram& p, int group, int groups) {
 // so that a caller that runs the groups apart, each into zeroed doubles, and adds those to its
 // own in group order gets the same bits (with or without the pair kernel's entries already in
 // `acc`).
-// What AddTrees sums: SHAP values (by SHAP tree groups), interaction entries with or without the
-// diagonal (by interaction groups), or the SHAP values the diagonal pass of the interaction
-// groups sums (the same lanes kInteractions turns into its diagonal).
-enum class Sums { kShap, kInteractions, kOffDiagonal, kDiagonalShap };
-
 void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, RowsView rows,
               int iteration_begin, int iteration_end, int group_begin, int group_end, Sums sums,
               int row_begin, int row_end, QuadratureTreeScratch* scratch, double* acc) {
@@ -679,14 +691,8 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
         run(ti, ti + 1, shap);
       }
       if (sums == Sums::kDiagonalShap) {
-        for (int64_t r = 0; r < n; ++r) {
-          const int64_t b = r / kLanes;
-          const int l = static_cast<int>(r % kLanes);
-          double* out = acc + r * shap_width;
-          for (int64_t c = span.output_begin * f1; c < span.output_end * f1; ++c) {
-            out[c] += shap[c * blocks + b][l];
-          }
-        }
+        AddShapLanes(shap, n, blocks, span.output_begin * f1, span.output_end * f1, shap_width,
+                     acc);
         continue;
       }
       AddInteractionLanes(p, n, blocks, shap, inter, row_begin, row_end, span.output_begin,
@@ -706,12 +712,7 @@ void AddTrees(const QuadratureTreeProgram& p, const uint32_t* category_bits, Row
       for (int64_t i = 0; i < shap_width * blocks; ++i) shap[i] += part[i];
     }
   }
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t b = r / kLanes;
-    const int l = static_cast<int>(r % kLanes);
-    double* out = acc + r * shap_width;
-    for (int64_t c = 0; c < shap_width; ++c) out[c] += shap[c * blocks + b][l];
-  }
+  AddShapLanes(shap, n, blocks, 0, shap_width, shap_width, acc);
 }
 
 }  // namespace

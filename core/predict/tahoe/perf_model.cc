@@ -300,7 +300,6 @@ bool LargeRowChunkLaunch(const TahoeWorkload& w, double rows) {
   return rows >= 0.5 * static_cast<double>(w.row_chunk_large_rows);
 }
 
-
 // The rows of the probed size nearest `rows` in log2 within kRowChunkProbedOctaves, for launches
 // below the large batch (0: none). On a tie the smaller size.
 int64_t ProbedRowsFor(const TahoeWorkload& w, double rows) {

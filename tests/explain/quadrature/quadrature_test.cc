@@ -555,11 +555,11 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
   };
   // "tree program": few rows on many threads run its tree groups as tasks of their own (groups
   // of outputs for two outputs, of consecutive trees for one). "One group": a wide model whose
-  // trees are one interaction group, its few rows cut into ranges of matrix rows that take the
-  // diagonals from the rows' SHAP values, computed once before them in its SHAP tree groups' tasks
-  // (13 rows on one thread: in each range's task), and six trees of two outputs, one group. The last: 400 features x 2 outputs, a block's accumulators 20 MB,
-  // computed in ranges that fit the cache (more than one with any thread count), the bias row in
-  // the last.
+  // trees are one interaction group, its few rows cut into ranges of matrix rows beside a task
+  // of the block's own SHAP pass that sets the diagonals (13 rows on one thread: each range runs
+  // the pass itself), and six trees of two outputs, one group. The last: 400 features x 2
+  // outputs, a block's accumulators 20 MB, computed in ranges that fit the cache (more than one
+  // with any thread count), the bias row in the last.
   const Config configs[] = {{"classes by the pair kernel", 60, 4, false, false, 4},
                             {"vector leaves by the pair kernel", 60, 3, true, false, 1},
                             {"tree program", 8, 2, false, true, 0},
@@ -604,16 +604,13 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
     } else if (c.one_group) {
       EXPECT_EQ(QuadratureTreeInteractionGroups(*model->tree_program), 1);
       EXPECT_TRUE(QuadratureTreeDiagonalFromShap(*model->tree_program));
-      // The 96-tree model's few rows compute their SHAP values in several tasks.
-      if (c.num_trees == 96) EXPECT_GT(QuadratureTreeShapGroups(*model->tree_program), 1);
       const QuadratureTreeInteractionTasks one_row =
           QuadratureTreeInteractionTasksFor(*model->tree_program, 1, 16);
       EXPECT_GT(one_row.ranges, 1);
-      EXPECT_GE(one_row.shap_tasks, 1);
-      EXPECT_EQ(
+      EXPECT_TRUE(one_row.diagonal_task);
+      EXPECT_FALSE(
           QuadratureTreeInteractionTasksFor(*model->tree_program, 64 * kQuadratureTreeLanes, 16)
-              .shap_tasks,
-          0);
+              .diagonal_task);
     } else if (c.tree_program) {
       const int groups = QuadratureTreeInteractionGroups(*model->tree_program);
       EXPECT_GT(groups, 1);
@@ -666,7 +663,7 @@ TEST(QuadratureCpuTest, SmallBatchesGiveTheSameBitsOnEveryThreadCount) {
           EXPECT_EQ(ran.group_tasks, plan.group_tasks) << rows << " rows, " << threads;
           EXPECT_EQ(ran.ranges, plan.ranges > 1 ? static_cast<int>(cut.size()) - 1 : 1)
               << rows << " rows, " << threads;
-          EXPECT_EQ(ran.shap_tasks, plan.shap_tasks) << rows << " rows, " << threads;
+          EXPECT_EQ(ran.diagonal_task, plan.diagonal_task) << rows << " rows, " << threads;
         }
       }
     }
