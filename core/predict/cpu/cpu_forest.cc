@@ -215,6 +215,10 @@ void CpuForest::BuildDense() {
     }
     ++block;
   }
+  const bool exact = std::all_of(dense_.values.begin(), dense_.values.end(), [](double v) {
+    return static_cast<double>(static_cast<float>(v)) == v;
+  });
+  if (exact) dense_.values32.assign(dense_.values.begin(), dense_.values.end());
 }
 
 void CpuForest::BuildRowLayout() {

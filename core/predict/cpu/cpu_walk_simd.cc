@@ -184,6 +184,17 @@ __attribute__((target("avx512f"))) inline void AddLeaves512(const double* values
   _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
 }
 
+// AddLeaves512 from float values: one gather of sixteen, widened exactly.
+__attribute__((target("avx512f"))) inline void AddLeaves512(const float* values, __m512i index,
+                                                            double* acc) {
+  const __m512 v = _mm512_i32gather_ps(index, values, 4);
+  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+  const __m512d hi =
+      _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  _mm512_storeu_pd(acc, _mm512_add_pd(_mm512_loadu_pd(acc), lo));
+  _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
+}
+
 // out[0, 16) = values[index[lane]].
 __attribute__((target("avx512f"))) inline void GatherValues512(const double* values,
                                                                __m512i index, double* out) {
@@ -295,9 +306,12 @@ __attribute__((target("avx512f"))) inline __m512i DenseNext512(__m512i at, __m51
   return _mm512_mask_sub_epi32(next, go_left, next, _mm512_set1_epi32(1));
 }
 
-// Levels of the complete layout with at most this many nodes' worth of levels (1 << (L - 1) = 32
-// nodes in the last) are selected from registers: two 16-lane halves per field, one permute each.
-constexpr int kRegisterLevels = 6;
+// Levels of the complete layout with at most this many levels (1 << (L - 1) = 128 nodes in the
+// last) are selected from registers: per field, one permute of two 16-lane halves for a level of
+// up to 32 nodes, and for 64 or 128 nodes one per part of 32 and blends between the parts, where
+// a deeper level gathers the node (two gathers: slower on both processors measured,
+// docs/benchmarks/prediction-cpu.md).
+constexpr int kRegisterLevels = 8;
 
 // Nodes [first, first + 8) of a level of `count` nodes as eight 8-byte lanes; zero past `count`.
 __attribute__((target("avx512f"))) inline __m512i LevelPart512(const DenseNode* level, int count,
@@ -321,6 +335,46 @@ __attribute__((target("avx512f"))) inline void LoadLevel512(const DenseNode* lev
     *t_hi = _mm512_setzero_ps();
     *f_hi = _mm512_setzero_si512();
   }
+}
+
+// A level of 64 or 128 nodes: two or four parts of 32 (LoadLevel512's halves each). A type of its
+// own: held in one struct with the levels of up to 32 nodes, those levels' four registers went
+// through memory on every use.
+struct WideLevel512 {
+  __m512 t[4][2];
+  __m512i f[4][2];
+  int parts = 0;
+};
+
+__attribute__((target("avx512f"))) inline void LoadWideLevel512(const DenseNode* level, int count,
+                                                                WideLevel512* w) {
+  w->parts = count / 32;
+  for (int p = 0; p < w->parts; ++p) {
+    LoadLevel512(level + 32 * p, 32, &w->t[p][0], &w->t[p][1], &w->f[p][0], &w->f[p][1]);
+  }
+}
+
+// The nodes of sixteen lanes at positions i (relative to the level's first node) of a wide
+// level: selected in every part by the low five bits of i, between parts by bits 5 and 6.
+__attribute__((target("avx512f"))) inline void SelectWide512(const WideLevel512& w, __m512i i,
+                                                             __m512* t, __m512i* fn) {
+  const __mmask16 b5 = _mm512_test_epi32_mask(i, _mm512_set1_epi32(32));
+  __m512 ta = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(w.t[0][0], i, w.t[0][1]),
+                                   _mm512_permutex2var_ps(w.t[1][0], i, w.t[1][1]));
+  __m512i fa = _mm512_mask_blend_epi32(b5, _mm512_permutex2var_epi32(w.f[0][0], i, w.f[0][1]),
+                                       _mm512_permutex2var_epi32(w.f[1][0], i, w.f[1][1]));
+  if (w.parts == 4) {
+    const __m512 tb = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(w.t[2][0], i, w.t[2][1]),
+                                           _mm512_permutex2var_ps(w.t[3][0], i, w.t[3][1]));
+    const __m512i fb =
+        _mm512_mask_blend_epi32(b5, _mm512_permutex2var_epi32(w.f[2][0], i, w.f[2][1]),
+                                _mm512_permutex2var_epi32(w.f[3][0], i, w.f[3][1]));
+    const __mmask16 b6 = _mm512_test_epi32_mask(i, _mm512_set1_epi32(64));
+    ta = _mm512_mask_blend_ps(b6, ta, tb);
+    fa = _mm512_mask_blend_epi32(b6, fa, fb);
+  }
+  *t = ta;
+  *fn = fa;
 }
 
 // Walks on below the complete layout: the (tree, row) lanes of a WalkAddDense512 call whose
@@ -408,17 +462,32 @@ __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Co
   for (int i = 0; i < count; ++i) values[c->out[i]] = leaf_values[c->at[i]];
 }
 
+// Sixteen lanes' values of the features in fn's low bits: at row + feature in a block of rows, at
+// row + 16 x feature in a block by column (`row` then the lane's offset in its row vector).
+template <bool kColumns>
+__attribute__((target("avx512f"))) inline __m512 ValueAt512(const float* block, __m512i row,
+                                                            __m512i fn) {
+  __m512i f = _mm512_and_si512(fn, _mm512_set1_epi32(static_cast<int>(kDenseFeatureBits)));
+  if constexpr (kColumns) f = _mm512_slli_epi32(f, 4);
+  return _mm512_i32gather_ps(_mm512_add_epi32(row, f), block, 4);
+}
+
 // WalkAndAddSimd over the complete layout (DenseNode): a level of the top kRegisterLevels is
-// two permutes of the level's nodes and a gather of the row's value, a level below two gathers
-// of the node and one of the value; the child computed as 2p + 1 + right; every tree runs
-// `depth` levels and ends on its leaf's position in the last level. kKeep false: each leaf value
-// added to margins; true (some tree of the call goes on below the layout): kept in
-// deferred[j * rows + r] (tree j of the call) and the lanes that go on collected in `lanes`.
-template <bool kKeep, bool kCat>
+// selected from the tree's level in registers (LoadLevel512, SelectWide512) and the row's value
+// gathered, a level below gathers the node too; the child computed as 2p + 1 + right; every tree
+// runs `depth` levels and ends on its leaf's position in the last level. kKeep false: each leaf
+// value added to margins (from `values32` where not null: one gather instead of two); true (some
+// tree of the call goes on below the layout): kept in deferred[j * rows + r] (tree j of the call)
+// and the lanes that go on collected in `lanes`.
+// kColumns false: row r's values at block + r * stride; true: the block by column
+// (Transpose512's layout, `stride` values per row), where the top levels' lanes, which share a few
+// nodes, read their values from a few cache lines instead of one per row.
+template <bool kKeep, bool kCat, bool kColumns>
 __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
                                                            const int32_t* tree_ids, int num_trees,
                                                            const DenseNode* dense, int depth,
                                                            const double* values,
+                                                           const float* values32,
                                                            const int32_t* next,
                                                            const float* block, int32_t stride,
                                                            int rows, bool nan,
@@ -426,39 +495,56 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
                                                            double* margins, int64_t out_stride,
                                                            double* deferred,
                                                            Continuations* lanes) {
+  static_assert(!(kKeep && kColumns), "the walk below the layout reads rows, not columns");
   const int row_vectors = rows / kWidth;
   const int per_group = kMaxVectors / row_vectors;
   const int inner = (1 << depth) - 1;
   const float* threshold = &dense->threshold;
   const int* feature = reinterpret_cast<const int*>(&dense->feature);
-  const __m512i index_bits = _mm512_set1_epi32(static_cast<int>(kDenseFeatureBits));
   GroupLanes512 l;
-  RowOffsets512(stride, row_vectors, l.row_of);
+  if constexpr (kColumns) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int v = 0; v < row_vectors; ++v) {
+      l.row_of[v] = _mm512_add_epi32(lane, _mm512_set1_epi32(v * stride * kWidth));
+    }
+  } else {
+    RowOffsets512(stride, row_vectors, l.row_of);
+  }
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
     const int group = per_group < num_trees - t0 ? per_group : num_trees - t0;
     const int vectors = group * row_vectors;
     for (int g = 0; g < group; ++g) {
       StartTree512(g, row_vectors, _mm512_set1_epi32(trees[tree_ids[t0 + g]].dense * inner), &l);
     }
-    // The top levels: a level of at most 32 nodes is held in registers per tree and its lanes'
-    // nodes selected by permutes, so only the row values are gathered.
     const int top = std::min(depth, kRegisterLevels);
     for (int d = 0; d < top; ++d) {
       const int level_begin = (1 << d) - 1;
       const __m512i in_level = _mm512_set1_epi32(level_begin);
       for (int g = 0; g < group; ++g) {
-        __m512 t_lo, t_hi;
-        __m512i f_lo, f_hi;
-        LoadLevel512(dense + trees[tree_ids[t0 + g]].dense * inner + level_begin, 1 << d, &t_lo,
-                     &t_hi, &f_lo, &f_hi);
-        for (int v = 0; v < row_vectors; ++v) {
-          const int u = g * row_vectors + v;
-          const __m512i i = _mm512_sub_epi32(l.at[u], in_level);
-          const __m512 t = _mm512_permutex2var_ps(t_lo, i, t_hi);
-          const __m512i fn = _mm512_permutex2var_epi32(f_lo, i, f_hi);
-          const __m512i f = _mm512_and_si512(fn, index_bits);
-          const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(l.row[u], f), block, 4);
-          l.at[u] = DenseNext512<kCat>(l.at[u], t, fn, x, nan, sets);
+        const DenseNode* level = dense + trees[tree_ids[t0 + g]].dense * inner + level_begin;
+        if (d < 6) {
+          __m512 t_lo, t_hi;
+          __m512i f_lo, f_hi;
+          LoadLevel512(level, 1 << d, &t_lo, &t_hi, &f_lo, &f_hi);
+          for (int v = 0; v < row_vectors; ++v) {
+            const int u = g * row_vectors + v;
+            const __m512i i = _mm512_sub_epi32(l.at[u], in_level);
+            const __m512 t = _mm512_permutex2var_ps(t_lo, i, t_hi);
+            const __m512i fn = _mm512_permutex2var_epi32(f_lo, i, f_hi);
+            const __m512 x = ValueAt512<kColumns>(block, l.row[u], fn);
+            l.at[u] = DenseNext512<kCat>(l.at[u], t, fn, x, nan, sets);
+          }
+        } else {
+          WideLevel512 w;
+          LoadWideLevel512(level, 1 << d, &w);
+          for (int v = 0; v < row_vectors; ++v) {
+            const int u = g * row_vectors + v;
+            __m512 t;
+            __m512i fn;
+            SelectWide512(w, _mm512_sub_epi32(l.at[u], in_level), &t, &fn);
+            const __m512 x = ValueAt512<kColumns>(block, l.row[u], fn);
+            l.at[u] = DenseNext512<kCat>(l.at[u], t, fn, x, nan, sets);
+          }
         }
       }
     }
@@ -467,8 +553,7 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
         const __m512i node = _mm512_add_epi32(l.base[u], l.at[u]);
         const __m512 t = _mm512_i32gather_ps(node, threshold, 8);
         const __m512i fn = _mm512_i32gather_epi32(node, feature, 8);
-        const __m512i f = _mm512_and_si512(fn, index_bits);
-        const __m512 x = _mm512_i32gather_ps(_mm512_add_epi32(l.row[u], f), block, 4);
+        const __m512 x = ValueAt512<kColumns>(block, l.row[u], fn);
         l.at[u] = DenseNext512<kCat>(l.at[u], t, fn, x, nan, sets);
       }
     }
@@ -488,7 +573,11 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
         }
       } else {
         double* acc = margins + static_cast<int64_t>(tree.group) * out_stride;
-        for (int v = 0; v < row_vectors; ++v) AddLeaves512(values, leaf[v], acc + v * kWidth);
+        if (values32 != nullptr) {
+          for (int v = 0; v < row_vectors; ++v) AddLeaves512(values32, leaf[v], acc + v * kWidth);
+        } else {
+          for (int v = 0; v < row_vectors; ++v) AddLeaves512(values, leaf[v], acc + v * kWidth);
+        }
       }
     }
   }
@@ -505,8 +594,9 @@ __attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
     const CategorySets& sets, double* margins, int64_t out_stride) {
   double deferred[kTreeChunk * kMaxLanes];
   Continuations lanes;
-  WalkDenseLevels512<true, kCat>(trees, tree_ids, num_trees, dense, depth, values, next, block,
-                                 stride, rows, nan, sets, margins, out_stride, deferred, &lanes);
+  WalkDenseLevels512<true, kCat, false>(trees, tree_ids, num_trees, dense, depth, values, nullptr,
+                                        next, block, stride, rows, nan, sets, margins, out_stride,
+                                        deferred, &lanes);
   WalkContinuations512<kCat>(FieldsOf(all), &lanes, leaf_values, block, nan, sets, deferred);
   for (int j = 0; j < num_trees; ++j) {
     double* acc = margins + static_cast<int64_t>(trees[tree_ids[j]].group) * out_stride;
@@ -517,29 +607,43 @@ __attribute__((target("avx512f"), noinline)) void WalkAddDenseContinued512(
   }
 }
 
+// Whether some tree of tree_ids[0, num_trees) goes on below the complete layout.
+inline bool Continues(const CpuForest& cf, const int32_t* tree_ids, int num_trees) {
+  if (cf.dense_next() == nullptr) return false;
+  for (int j = 0; j < num_trees; ++j) {
+    if (cf.trees()[tree_ids[j]].continues) return true;
+  }
+  return false;
+}
+
 // WalkAndAddSimd over the complete layout for trees tree_ids[0, num_trees) (at most kTreeChunk)
 // and `rows` rows (a multiple of kWidth, at most kMaxLanes): where a tree goes on below the
-// layout (CpuTree::continues), its rows there continue in its CpuNodes.
+// layout (CpuTree::continues), its rows there continue in its CpuNodes, from `block` (row r at
+// block + r * stride); otherwise from `columns` where not null (the same rows by column,
+// Transpose512's layout), else from `block`.
 template <bool kCat>
-__attribute__((target("avx512f"))) void WalkAddDense512(const CpuNode* all, const CpuTree* trees,
+__attribute__((target("avx512f"))) void WalkAddDense512(const CpuForest& cf,
                                                         const int32_t* tree_ids, int num_trees,
-                                                        const DenseNode* dense, int depth,
-                                                        const double* values,
-                                                        const int32_t* next,
-                                                        const double* leaf_values,
                                                         const float* block, int32_t stride,
-                                                        int rows, bool nan,
+                                                        const float* columns, int rows, bool nan,
                                                         const CategorySets& sets,
                                                         double* margins, int64_t out_stride) {
-  bool continues = false;
-  for (int j = 0; j < num_trees && next != nullptr; ++j) continues |= trees[tree_ids[j]].continues;
-  if (continues) {
-    WalkAddDenseContinued512<kCat>(all, trees, tree_ids, num_trees, dense, depth, values, next,
-                             leaf_values, block, stride, rows, nan, sets, margins, out_stride);
+  const CpuTree* trees = cf.trees();
+  if (Continues(cf, tree_ids, num_trees)) {
+    WalkAddDenseContinued512<kCat>(cf.nodes(), trees, tree_ids, num_trees, cf.dense_nodes(),
+                                   cf.dense_depth(), cf.dense_values(), cf.dense_next(),
+                                   cf.leaf_values(), block, stride, rows, nan, sets, margins,
+                                   out_stride);
+  } else if (columns != nullptr) {
+    WalkDenseLevels512<false, kCat, true>(
+        trees, tree_ids, num_trees, cf.dense_nodes(), cf.dense_depth(), cf.dense_values(),
+        cf.dense_values32(), cf.dense_next(), columns, cf.forest().num_features, rows, nan, sets,
+        margins, out_stride, nullptr, nullptr);
   } else {
-    WalkDenseLevels512<false, kCat>(trees, tree_ids, num_trees, dense, depth, values, next,
-                                    block, stride, rows, nan, sets, margins, out_stride, nullptr,
-                                    nullptr);
+    WalkDenseLevels512<false, kCat, false>(
+        trees, tree_ids, num_trees, cf.dense_nodes(), cf.dense_depth(), cf.dense_values(),
+        cf.dense_values32(), cf.dense_next(), block, stride, rows, nan, sets, margins, out_stride,
+        nullptr, nullptr);
   }
 }
 
@@ -555,6 +659,50 @@ __attribute__((target("avx512f"))) void Columns512(const float* block, int32_t s
     for (int j = 0; j < columns; ++j) {
       const __m512i at = _mm512_add_epi32(row_of[v], _mm512_set1_epi32(features[j]));
       _mm512_storeu_ps(dst + j * kWidth, _mm512_i32gather_ps(at, block, 4));
+    }
+  }
+}
+
+// Rows [0, 16 * row_vectors) of a block (row r at block + r * stride, `cols` values each) by
+// column: value f of row 16v + i at out[(v * cols + f) * 16 + i]. Sixteen rows by sixteen values
+// at a time, transposed in registers (four rounds of sixteen shuffles).
+__attribute__((target("avx512f"))) void Transpose512(const float* block, int64_t stride,
+                                                     int row_vectors, int cols, float* out) {
+  for (int v = 0; v < row_vectors; ++v) {
+    const float* rows = block + static_cast<int64_t>(v) * kWidth * stride;
+    float* dst = out + static_cast<int64_t>(v) * cols * kWidth;
+    for (int f = 0; f < cols; f += kWidth) {
+      const int n = std::min(kWidth, cols - f);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      __m512 a[kWidth], b[kWidth];
+      for (int i = 0; i < kWidth; ++i) a[i] = _mm512_maskz_loadu_ps(m, rows + i * stride + f);
+      // Pairs of rows interleaved by value, then by pairs of values, then 128- and 256-bit
+      // lanes: a[i] ends as column f + i of the sixteen rows.
+      for (int i = 0; i < kWidth; i += 2) {
+        b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
+        b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
+      }
+      for (int i = 0; i < kWidth; i += 4) {
+        const __m512d b0 = _mm512_castps_pd(b[i]), b1 = _mm512_castps_pd(b[i + 1]);
+        const __m512d b2 = _mm512_castps_pd(b[i + 2]), b3 = _mm512_castps_pd(b[i + 3]);
+        a[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(b0, b2));
+        a[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(b0, b2));
+        a[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b1, b3));
+        a[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b1, b3));
+      }
+      for (int i = 0; i < 4; ++i) {
+        b[i] = _mm512_shuffle_f32x4(a[i], a[i + 4], 0x88);
+        b[i + 4] = _mm512_shuffle_f32x4(a[i], a[i + 4], 0xdd);
+        b[i + 8] = _mm512_shuffle_f32x4(a[i + 8], a[i + 12], 0x88);
+        b[i + 12] = _mm512_shuffle_f32x4(a[i + 8], a[i + 12], 0xdd);
+      }
+      for (int i = 0; i < 4; ++i) {
+        a[i] = _mm512_shuffle_f32x4(b[i], b[i + 8], 0x88);
+        a[i + 8] = _mm512_shuffle_f32x4(b[i], b[i + 8], 0xdd);
+        a[i + 4] = _mm512_shuffle_f32x4(b[i + 4], b[i + 12], 0x88);
+        a[i + 12] = _mm512_shuffle_f32x4(b[i + 4], b[i + 12], 0xdd);
+      }
+      for (int i = 0; i < n; ++i) _mm512_storeu_ps(dst + (f + i) * kWidth, a[i]);
     }
   }
 }
@@ -905,6 +1053,14 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
   // each thread keeps its buffer, grown to the largest block it has walked.
   thread_local std::vector<float> columns;
   bool have_columns = false;
+  // The block by column for the complete layout (Transpose512), laid out once per call on its
+  // first chunk of trees that takes it: where the call's trees visit at least as many nodes per
+  // row as a row has values, so that the copy costs less than the cache lines it saves.
+  thread_local std::vector<float> by_column;
+  bool have_by_column = false;
+  const int num_features = cf.forest().num_features;
+  const bool take_columns =
+      dense && static_cast<int64_t>(num_trees) * cf.dense_depth() >= num_features;
   const int row_vectors = num_rows / kWidth;
   const int num_columns = static_cast<int>(cf.bitvector_features().size());
   const int64_t vector_stride = static_cast<int64_t>(num_columns) * kWidth;
@@ -927,10 +1083,19 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                                 columns.data() + (r0 / kWidth) * vector_stride, vector_stride,
                                 sub / kWidth, nan, margins + r0, num_rows);
           } else if (k == 1) {
+            const float* rows_by_column = nullptr;
+            if (take_columns && !Continues(cf, tree_ids + c0, cn)) {
+              if (!have_by_column) {
+                by_column.resize(std::max(by_column.size(), static_cast<size_t>(num_rows) *
+                                                                num_features));
+                Transpose512(block, stride, row_vectors, num_features, by_column.data());
+                have_by_column = true;
+              }
+              rows_by_column = by_column.data() + static_cast<int64_t>(r0) * num_features;
+            }
             (sets.words != nullptr ? WalkAddDense512<true> : WalkAddDense512<false>)(
-                cf.nodes(), trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(),
-                cf.dense_values(), cf.dense_next(), cf.leaf_values(), rows, s, sub, nan, sets,
-                margins + r0, num_rows);
+                cf, tree_ids + c0, cn, rows, s, rows_by_column, sub, nan, sets, margins + r0,
+                num_rows);
           } else {
             (sets.words != nullptr ? WalkAdd512<true> : WalkAdd512<false>)(
                 cf.nodes(), trees, tree_ids + c0, cn, cf.leaf_values(), rows, s, sub, nan, sets,

@@ -260,6 +260,15 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     deep.categorical_fraction = 0.4;
     deep.max_categories = 64;
     cases.push_back({"deep-categorical", deep});
+    // More values per row than the call's trees visit nodes: the complete layout reads the rows
+    // as they are, not by column (every other case here reads them by column, but for one
+    // round's range).
+    RandomForestOptions wide;
+    wide.seed = seed;
+    wide.num_features = 300;
+    wide.num_trees = 8;
+    wide.categorical_fraction = seed == 3 ? 0.3 : 0.0;
+    cases.push_back({"wide-few-trees", wide});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
