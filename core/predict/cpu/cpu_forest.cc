@@ -269,7 +269,7 @@ int DefaultBlockRows(int num_features) {
 }
 
 int LargeLayoutBlockRows(int num_features) {
-  const int64_t fit = (400 << 10) / (4 * std::max<int64_t>(1, num_features));
+  const int64_t fit = (800 << 10) / (4 * std::max<int64_t>(1, num_features));
   return static_cast<int>(std::clamp<int64_t>(fit / 16 * 16, 16, kMaxBlockRows));
 }
 

@@ -132,7 +132,8 @@ int DefaultBlockRows(int num_features);
 
 // Rows per block of the complete-layout walk where its layout exceeds a core's L2: the layout
 // then comes from L3 once per block, so the block is as large as its rows can be while they stay
-// in L2 (400 KB of them, a multiple of 16 from 16 to kMaxBlockRows).
+// in L2 beside the tree chunk walked over them (800 KB of them, a multiple of 16 from 16 to
+// kMaxBlockRows).
 int LargeLayoutBlockRows(int num_features);
 
 class CpuForest {

@@ -26,20 +26,24 @@ inline constexpr int kMaxLanes = 64;
 inline constexpr int kMaxBlockRows = 256;
 inline constexpr int kMaxGroupTrees = 32;
 inline constexpr int kCheckDepth = 12;
+// Rows the complete-layout walk takes at once where no tree of a chunk goes on below the layout:
+// eight vectors of one tree in flight, whose gathers overlap (the walks' other calls take
+// kMaxLanes).
+inline constexpr int kDenseLanes = 128;
 // Trees the vector walks take over every row of a block before the next ones: a few tens of KB of
 // nodes, which stay in a core's L2 while the block's rows pass.
 inline constexpr int kTreeChunk = 16;
 
 // The vector walks' order over a block: trees [t0, t0 + n) in chunks of kTreeChunk, each chunk
-// over the block's num_rows rows kMaxLanes at a time, fn(first tree, trees, first row, rows). A
+// over the block's num_rows rows `lanes` at a time, fn(first tree, trees, first row, rows). A
 // block of many rows reads a chunk's nodes from memory once, and each row still adds its trees'
 // leaves in tree order.
 template <typename Fn>
-inline void ForTreeChunks(int t0, int n, int num_rows, Fn&& fn) {
+inline void ForTreeChunks(int t0, int n, int num_rows, int lanes, Fn&& fn) {
   for (int c0 = t0; c0 < t0 + n; c0 += kTreeChunk) {
     const int cn = c0 + kTreeChunk < t0 + n ? kTreeChunk : t0 + n - c0;
-    for (int r0 = 0; r0 < num_rows; r0 += kMaxLanes) {
-      fn(c0, cn, r0, r0 + kMaxLanes < num_rows ? kMaxLanes : num_rows - r0);
+    for (int r0 = 0; r0 < num_rows; r0 += lanes) {
+      fn(c0, cn, r0, r0 + lanes < num_rows ? lanes : num_rows - r0);
     }
   }
 }

@@ -173,7 +173,7 @@ void WalkAndAddDenseAvx2(const CpuForest& cf, const int32_t* tree_ids, int num_t
   const CpuTree* trees = cf.trees();
   const int32_t s = static_cast<int32_t>(stride);
   auto* walk = nan ? WalkDenseAvx2<true> : WalkDenseAvx2<false>;
-  ForTreeChunks(0, num_trees, num_rows, [&](int c0, int cn, int r0, int sub) {
+  ForTreeChunks(0, num_trees, num_rows, kMaxLanes, [&](int c0, int cn, int r0, int sub) {
     walk(trees, tree_ids + c0, cn, cf.dense_nodes(), cf.dense_depth(), cf.dense_values(),
          block + static_cast<int64_t>(r0) * stride, s, sub, margins + r0, num_rows);
   });

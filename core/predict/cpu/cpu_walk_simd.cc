@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kWidth = kSimdRows;
 constexpr int kMaxVectors = kMaxLanes / kWidth;
+constexpr int kDenseVectors = kDenseLanes / kWidth;
 
 // Only intrinsics inside these functions: an inline function of another header compiled here
 // with AVX-512 could be the copy the linker keeps for the whole program.
@@ -206,8 +207,8 @@ __attribute__((target("avx512f"))) inline void GatherValues512(const double* val
 // row vector's rows in the block, and per lane vector u = g * row_vectors + v (tree g of the
 // group over row vector v) its tree's start, its rows' offsets and its position in the tree.
 struct GroupLanes512 {
-  __m512i row_of[kMaxVectors];
-  __m512i base[kMaxVectors], row[kMaxVectors], at[kMaxVectors];
+  __m512i row_of[kDenseVectors];
+  __m512i base[kDenseVectors], row[kDenseVectors], at[kDenseVectors];
 };
 
 // Starts tree `g` of a group: vector g * row_vectors + v walks row vector v (offsets row_of[v])
@@ -497,7 +498,8 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
                                                            Continuations* lanes) {
   static_assert(!(kKeep && kColumns), "the walk below the layout reads rows, not columns");
   const int row_vectors = rows / kWidth;
-  const int per_group = kMaxVectors / row_vectors;
+  // Up to kMaxVectors rows' vectors: trees walked together to fill them; more: one tree.
+  const int per_group = std::max(1, kMaxVectors / row_vectors);
   const int inner = (1 << depth) - 1;
   const float* threshold = &dense->threshold;
   const int* feature = reinterpret_cast<const int*>(&dense->feature);
@@ -560,7 +562,7 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
     for (int g = 0; g < group; ++g) {
       const CpuTree& tree = trees[tree_ids[t0 + g]];
       const __m512i first = _mm512_set1_epi32(tree.dense * (inner + 1) - inner);
-      __m512i leaf[kMaxVectors];
+      __m512i leaf[kDenseVectors];
       for (int v = 0; v < row_vectors; ++v) {
         leaf[v] = _mm512_add_epi32(first, l.at[g * row_vectors + v]);
       }
@@ -617,7 +619,8 @@ inline bool Continues(const CpuForest& cf, const int32_t* tree_ids, int num_tree
 }
 
 // WalkAndAddSimd over the complete layout for trees tree_ids[0, num_trees) (at most kTreeChunk)
-// and `rows` rows (a multiple of kWidth, at most kMaxLanes): where a tree goes on below the
+// and `rows` rows (a multiple of kWidth; at most kMaxLanes where a tree goes on below the layout,
+// else at most kDenseLanes): where a tree goes on below the
 // layout (CpuTree::continues), its rows there continue in its CpuNodes, from `block` (row r at
 // block + r * stride); otherwise from `columns` where not null (the same rows by column,
 // Transpose512's layout), else from `block`.
@@ -1075,7 +1078,9 @@ void WalkAndAddSimd(const CpuForest& cf, const int32_t* tree_ids, int num_trees,
                      columns.data());
           have_columns = true;
         }
-        ForTreeChunks(t0, n, num_rows, [&](int c0, int cn, int r0, int sub) {
+        // The complete layout's runs take more rows at once where no tree goes on below it.
+        const int lanes = k == 1 && !Continues(cf, tree_ids + t0, n) ? kDenseLanes : kMaxLanes;
+        ForTreeChunks(t0, n, num_rows, lanes, [&](int c0, int cn, int r0, int sub) {
           const float* rows = block + static_cast<int64_t>(r0) * stride;
           if (k == 2) {
             WalkAddBitvector512(trees, tree_ids + c0, cn, cf.bitvector_trees(),

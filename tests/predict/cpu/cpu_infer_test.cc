@@ -328,7 +328,7 @@ TEST(CpuInferTest, TreesOutOfRoundOrder) {
   CheckForest(f, "unsorted");
 }
 
-// A model whose complete layout exceeds a core's L2 walks as many rows per block as fit 400 KB
+// A model whose complete layout exceeds a core's L2 walks as many rows per block as fit 800 KB
 // (its trees are read from L3 once per block), and gives the reference's sums; a smaller one
 // keeps the block that fits L1, an explicit block size wins, and another walk keeps the default
 // block.
@@ -346,7 +346,8 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   ASSERT_TRUE(cf.ok()) << cf.status();
   ASSERT_EQ((*cf)->dense_depth(), 8);
   EXPECT_EQ((*cf)->block_rows(), LargeLayoutBlockRows(600));
-  EXPECT_EQ(LargeLayoutBlockRows(600), 160);  // 400 KB of rows
+  EXPECT_EQ(LargeLayoutBlockRows(600), kMaxBlockRows);  // 800 KB of rows: 341, at most 256
+  EXPECT_EQ(LargeLayoutBlockRows(1024), 192);            // 800 KB of rows: 200
   EXPECT_EQ(LargeLayoutBlockRows(8), kMaxBlockRows);
   EXPECT_EQ(LargeLayoutBlockRows(100000), 16);
   {
