@@ -1,6 +1,9 @@
 #include "core/explain/treeshap/explain_paths_cpu.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -200,22 +203,72 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
   const bool interactions = options.interactions;
   const int F = layout.num_players;
   const int64_t f1 = F + 1;
-  const int64_t block = interactions ? f1 * f1 : f1;
+  if (!interactions) {
+    auto work = [&](int64_t begin, int64_t end) {
+      std::vector<double> acc(layout.num_outputs * f1);
+      for (int64_t r = begin; r < end; ++r) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        AddPathContributions(layout, ids.data(), static_cast<int64_t>(ids.size()), rows.Row(r),
+                             false, acc.data());
+        float* o = out.Row(r);
+        for (int k = 0; k < layout.num_outputs; ++k) {
+          double* a = acc.data() + k * f1;
+          a[F] = bias[k];
+          for (int64_t c = 0; c < f1; ++c) o[k * f1 + c] = static_cast<float>(a[c]);
+        }
+      }
+    };
+    ParallelFor(pool, rows.rows, 4, work);
+    return absl::OkStatus();
+  }
+  // Interaction values: an output's matrix is nonzero only in the rows and columns of the players
+  // on its paths (and the bias cell), often a few of thousands of features. So each row's output
+  // is zeroed as floats and only those cells are summed in doubles, copied and cleared; the
+  // accumulator comes zeroed from the system (pages of cells never touched are never written).
+  const int64_t block = f1 * f1;
+  std::vector<std::vector<int32_t>> players(layout.num_outputs);
+  {
+    std::vector<uint8_t> seen(static_cast<size_t>(layout.num_outputs) * F, 0);
+    for (uint32_t id : ids) {
+      const PathInfo& info = layout.paths[id];
+      const PathElement* e = layout.elements.data() + info.element_begin;
+      for (int i = 1; i < info.length; ++i) {
+        const int32_t p = PlayerOf(layout, e[i]);
+        for (int w = 0; w < info.width; ++w) {
+          uint8_t& s = seen[static_cast<size_t>(info.group + w) * F + p];
+          if (!s) players[info.group + w].push_back(p);
+          s = 1;
+        }
+      }
+    }
+    for (std::vector<int32_t>& ps : players) std::sort(ps.begin(), ps.end());
+  }
   auto work = [&](int64_t begin, int64_t end) {
-    std::vector<double> acc(layout.num_outputs * block);
+    struct Free {
+      void operator()(double* p) const { std::free(p); }
+    };
+    const size_t cells = static_cast<size_t>(layout.num_outputs) * block;
+    std::unique_ptr<double, Free> acc(static_cast<double*>(std::calloc(cells, sizeof(double))));
+    if (acc == nullptr) throw std::bad_alloc();
     for (int64_t r = begin; r < end; ++r) {
-      std::fill(acc.begin(), acc.end(), 0.0);
       AddPathContributions(layout, ids.data(), static_cast<int64_t>(ids.size()), rows.Row(r),
-                           interactions, acc.data());
+                           true, acc.get());
       float* o = out.Row(r);
+      std::fill(o, o + cells, 0.0f);
       for (int k = 0; k < layout.num_outputs; ++k) {
-        double* a = acc.data() + k * block;
-        a[interactions ? F * f1 + F : F] = bias[k];
-        for (int64_t c = 0; c < block; ++c) o[k * block + c] = static_cast<float>(a[c]);
+        double* a = acc.get() + k * block;
+        float* ok = o + k * block;
+        for (int32_t i : players[k]) {
+          for (int32_t j : players[k]) {
+            ok[i * f1 + j] = static_cast<float>(a[i * f1 + j]);
+            a[i * f1 + j] = 0.0;
+          }
+        }
+        ok[F * f1 + F] = static_cast<float>(bias[k]);
       }
     }
   };
-  ParallelFor(pool, rows.rows, interactions ? 1 : 4, work);
+  ParallelFor(pool, rows.rows, 1, work);
   return absl::OkStatus();
 }
 
