@@ -1,9 +1,9 @@
 #include "core/explain/treeshap/explain_paths_cpu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <new>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -243,13 +243,17 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
     }
     for (std::vector<int32_t>& ps : players) std::sort(ps.begin(), ps.end());
   }
+  std::atomic<bool> out_of_memory{false};
   auto work = [&](int64_t begin, int64_t end) {
     struct Free {
       void operator()(double* p) const { std::free(p); }
     };
     const size_t cells = static_cast<size_t>(layout.num_outputs) * block;
     std::unique_ptr<double, Free> acc(static_cast<double*>(std::calloc(cells, sizeof(double))));
-    if (acc == nullptr) throw std::bad_alloc();
+    if (acc == nullptr) {
+      out_of_memory = true;
+      return;
+    }
     for (int64_t r = begin; r < end; ++r) {
       AddPathContributions(layout, ids.data(), static_cast<int64_t>(ids.size()), rows.Row(r),
                            true, acc.get());
@@ -257,18 +261,23 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
       std::fill(o, o + cells, 0.0f);
       for (int k = 0; k < layout.num_outputs; ++k) {
         double* a = acc.get() + k * block;
-        float* ok = o + k * block;
+        float* matrix = o + k * block;
         for (int32_t i : players[k]) {
           for (int32_t j : players[k]) {
-            ok[i * f1 + j] = static_cast<float>(a[i * f1 + j]);
+            matrix[i * f1 + j] = static_cast<float>(a[i * f1 + j]);
             a[i * f1 + j] = 0.0;
           }
         }
-        ok[F * f1 + F] = static_cast<float>(bias[k]);
+        matrix[F * f1 + F] = static_cast<float>(bias[k]);
       }
     }
   };
   ParallelFor(pool, rows.rows, 1, work);
+  if (out_of_memory) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "interaction values: no memory for an accumulator of ", layout.num_outputs, " x ", f1,
+        " x ", f1, " doubles"));
+  }
   return absl::OkStatus();
 }
 

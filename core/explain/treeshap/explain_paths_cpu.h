@@ -31,6 +31,8 @@ absl::Status PreparePathExplain(const PathLayout& layout, RowsView rows,
 //  * interactions: acc is num_outputs x (F + 1)^2; off-diagonal M[i][j] and the matching
 //    -M[i][j] on M[i][i], plus phi_i on M[i][i] (so the diagonal ends as in the reference); the bias
 //    entry is untouched.
+// Only entries of outputs [group, group + width) of each path and of its players (PlayerOf of its
+// elements after the root) are written: ExplainPathsCpu zeroes and copies no others.
 void AddPathContributions(const PathLayout& layout, const uint32_t* path_ids, int64_t n,
                           const float* row, bool interactions, double* acc);
 

@@ -215,8 +215,10 @@ void CpuForest::BuildDense() {
     }
     ++block;
   }
+  // Exact, and no float subnormal (a process that flushes them to zero would read them as 0).
   const bool exact = std::all_of(dense_.values.begin(), dense_.values.end(), [](double v) {
-    return static_cast<double>(static_cast<float>(v)) == v;
+    return static_cast<double>(static_cast<float>(v)) == v &&
+           (v == 0 || std::fabs(v) >= std::numeric_limits<float>::min());
   });
   if (exact) dense_.values32.assign(dense_.values.begin(), dense_.values.end());
 }
@@ -488,7 +490,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   out->default_block_rows_ =
       options.block_rows > 0 ? options.block_rows : DefaultBlockRows(f.num_features);
   out->dense_block_rows_ = out->default_block_rows_;
-  if (options.block_rows == 0 && out->dense_.bytes() > kLargeDenseLayoutBytes) {
+  if (options.block_rows == 0 && out->dense_.walk_bytes() > kLargeDenseLayoutBytes) {
     out->dense_block_rows_ = LargeLayoutBlockRows(f.num_features);
   }
   const bool dense_possible = simd_possible && out->dense_.depth > 0;

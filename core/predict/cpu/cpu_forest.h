@@ -238,6 +238,13 @@ class CpuForest {
       return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double) +
              next.size() * sizeof(int32_t) + values32.size() * sizeof(float);
     }
+    // What the AVX-512 walk reads: the nodes, the leaf values it gathers (the floats where kept)
+    // and where paths go on.
+    size_t walk_bytes() const {
+      return nodes.size() * sizeof(DenseNode) +
+             (values32.empty() ? values.size() * sizeof(double) : values32.size() * sizeof(float)) +
+             next.size() * sizeof(int32_t);
+    }
   };
   // The bitvector layout (bitvector_trees() and the accessors after it).
   struct BitvectorLayout {

@@ -233,8 +233,8 @@ __attribute__((target("avx512f"))) void WalkAdd512(const CpuNode* all, const Cpu
                                                    const CategorySets& sets, double* margins,
                                                    int64_t out_stride) {
   const Fields n = FieldsOf(all);
-  const int row_vectors = rows / kWidth;
-  const int per_group = kMaxVectors / row_vectors;  // trees walked together
+  const int row_vectors = rows / kWidth;  // at most kMaxVectors: the node walk takes kMaxLanes
+  const int per_group = std::max(1, kMaxVectors / row_vectors);  // trees walked together
   GroupLanes512 l;
   RowOffsets512(stride, row_vectors, l.row_of);
   for (int t0 = 0; t0 < num_trees; t0 += per_group) {
@@ -307,12 +307,15 @@ __attribute__((target("avx512f"))) inline __m512i DenseNext512(__m512i at, __m51
   return _mm512_mask_sub_epi32(next, go_left, next, _mm512_set1_epi32(1));
 }
 
-// Levels of the complete layout with at most this many levels (1 << (L - 1) = 128 nodes in the
-// last) are selected from registers: per field, one permute of two 16-lane halves for a level of
-// up to 32 nodes, and for 64 or 128 nodes one per part of 32 and blends between the parts, where
-// a deeper level gathers the node (two gathers: slower on both processors measured,
-// docs/benchmarks/prediction-cpu.md).
+// The top this many levels of the complete layout (1 << (L - 1) = 128 nodes in the last) are
+// selected from registers: per field, one permute of two 16-lane halves for a level of up to
+// kLevelPartNodes nodes, and for 64 or 128 nodes one per part and blends between the parts.
+// Deeper levels gather the node (two gathers), which measured slower than selecting it
+// (docs/benchmarks/prediction-cpu.md).
 constexpr int kRegisterLevels = 8;
+constexpr int kLevelPartNodes = 32;
+static_assert((1 << (kRegisterLevels - 1)) <= 4 * kLevelPartNodes,
+              "WideLevel512 holds at most four parts");
 
 // Nodes [first, first + 8) of a level of `count` nodes as eight 8-byte lanes; zero past `count`.
 __attribute__((target("avx512f"))) inline __m512i LevelPart512(const DenseNode* level, int count,
@@ -338,9 +341,9 @@ __attribute__((target("avx512f"))) inline void LoadLevel512(const DenseNode* lev
   }
 }
 
-// A level of 64 or 128 nodes: two or four parts of 32 (LoadLevel512's halves each). A type of its
-// own: held in one struct with the levels of up to 32 nodes, those levels' four registers went
-// through memory on every use.
+// A level of 64 or 128 nodes: two or four parts of 32 (LoadLevel512's halves each). Kept apart
+// from the levels of up to 32 nodes so that those stay four plain registers (a struct for both
+// keeps them in memory).
 struct WideLevel512 {
   __m512 t[4][2];
   __m512i f[4][2];
@@ -463,8 +466,9 @@ __attribute__((target("avx512f"))) void WalkContinuations512(const Fields& n, Co
   for (int i = 0; i < count; ++i) values[c->out[i]] = leaf_values[c->at[i]];
 }
 
-// Sixteen lanes' values of the features in fn's low bits: at row + feature in a block of rows, at
-// row + 16 x feature in a block by column (`row` then the lane's offset in its row vector).
+// Sixteen lanes' values of the features in fn's low bits: at row + feature in a block of rows
+// (`row` the lane's row offset), at row + 16 x feature in a block by column (`row` the lane's
+// offset: its index in its row vector plus 16 x the values per row x the vector's index).
 template <bool kColumns>
 __attribute__((target("avx512f"))) inline __m512 ValueAt512(const float* block, __m512i row,
                                                             __m512i fn) {
@@ -524,7 +528,7 @@ __attribute__((target("avx512f"))) void WalkDenseLevels512(const CpuTree* trees,
       const __m512i in_level = _mm512_set1_epi32(level_begin);
       for (int g = 0; g < group; ++g) {
         const DenseNode* level = dense + trees[tree_ids[t0 + g]].dense * inner + level_begin;
-        if (d < 6) {
+        if ((1 << d) <= kLevelPartNodes) {
           __m512 t_lo, t_hi;
           __m512i f_lo, f_hi;
           LoadLevel512(level, 1 << d, &t_lo, &t_hi, &f_lo, &f_hi);
@@ -620,10 +624,10 @@ inline bool Continues(const CpuForest& cf, const int32_t* tree_ids, int num_tree
 
 // WalkAndAddSimd over the complete layout for trees tree_ids[0, num_trees) (at most kTreeChunk)
 // and `rows` rows (a multiple of kWidth; at most kMaxLanes where a tree goes on below the layout,
-// else at most kDenseLanes): where a tree goes on below the
-// layout (CpuTree::continues), its rows there continue in its CpuNodes, from `block` (row r at
-// block + r * stride); otherwise from `columns` where not null (the same rows by column,
-// Transpose512's layout), else from `block`.
+// whose walk keeps fixed arrays of that many lanes, else at most kDenseLanes): where a tree goes
+// on below the layout (CpuTree::continues), its rows there continue in its CpuNodes, from `block`
+// (row r at block + r * stride); otherwise from `columns` where not null (the same rows by
+// column, Transpose512's layout), else from `block`.
 template <bool kCat>
 __attribute__((target("avx512f"))) void WalkAddDense512(const CpuForest& cf,
                                                         const int32_t* tree_ids, int num_trees,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -105,7 +106,8 @@ std::vector<std::pair<std::string, CpuForestOptions>> Layouts() {
       out.emplace_back(name + "-32", o);
       o.block_rows = 7;  // no block through it
       out.emplace_back(name + "-7", o);
-      o.block_rows = 128;  // chunks of trees over two 64-row sub-blocks; the node walks by 64
+      o.block_rows = 128;  // chunks of trees over the block: the complete layout's runs without
+                           // trees that go on below it in one 128-row sub-block, the rest by 64
       out.emplace_back(name + "-128", o);
       o.block_rows = kMaxBlockRows;
       out.emplace_back(name + "-" + std::to_string(kMaxBlockRows), o);
@@ -261,8 +263,8 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
     deep.max_categories = 64;
     cases.push_back({"deep-categorical", deep});
     // More values per row than the call's trees visit nodes: the complete layout reads the rows
-    // as they are, not by column (every other case here reads them by column, but for one
-    // round's range).
+    // as they are, not by column (most other cases read them by column where no tree of a chunk
+    // goes on below the layout).
     RandomForestOptions wide;
     wide.seed = seed;
     wide.num_features = 300;
@@ -273,6 +275,40 @@ TEST(CpuInferTest, SeededForestsOfEveryRuleSet) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     CheckForest(MakeRandomForest(c.o), std::string(c.name) + "/" + std::to_string(c.o.seed));
+  }
+}
+
+// Leaf values that are all floats (XGBoost's) are gathered as floats, sixteen to a gather, and
+// give the same sums; double leaves (the seeded forests') keep the doubles. Depth 8: the levels of
+// 64 and 128 nodes selected from registers; 40 features: rows transposed in two whole chunks of
+// sixteen values and a partial one, with categorical splits in one forest.
+TEST(CpuInferTest, FloatLeafValuesAndDeepRegisterLevels) {
+  if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no complete layout";
+  for (double categorical : {0.0, 0.3}) {
+    RandomForestOptions o;
+    o.seed = 11;
+    o.num_trees = 24;
+    o.num_outputs = 2;
+    o.max_depth = 8;
+    o.leaf_probability = 0.1;
+    o.num_features = 40;
+    o.categorical_fraction = categorical;
+    const ForestPtr doubles = MakeRandomForest(o);
+    Forest rounded = *doubles;
+    for (double& v : rounded.leaf_values) v = static_cast<float>(v);
+    for (Tree& t : rounded.trees) t.weight = 1.0;  // weight x leaf is what the layout keeps
+    const ForestPtr floats = std::make_shared<const Forest>(std::move(rounded));
+    CpuForestOptions dense;
+    dense.walk = CpuForestOptions::Walk::kDense;
+    const absl::StatusOr<CpuForestPtr> with_floats = CpuForest::Build(floats, dense);
+    const absl::StatusOr<CpuForestPtr> with_doubles = CpuForest::Build(doubles, dense);
+    ASSERT_TRUE(with_floats.ok() && with_doubles.ok());
+    ASSERT_EQ((*with_floats)->dense_depth(), 8);
+    EXPECT_NE((*with_floats)->dense_values32(), nullptr);
+    EXPECT_EQ((*with_doubles)->dense_values32(), nullptr);
+    const std::string name = categorical > 0 ? "categorical" : "numeric";
+    CheckForest(floats, "float leaves, " + name);
+    CheckForest(doubles, "double leaves, " + name);
   }
 }
 
