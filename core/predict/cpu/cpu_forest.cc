@@ -490,7 +490,7 @@ absl::StatusOr<std::shared_ptr<const CpuForest>> CpuForest::Build(ForestPtr fore
   out->default_block_rows_ =
       options.block_rows > 0 ? options.block_rows : DefaultBlockRows(f.num_features);
   out->dense_block_rows_ = out->default_block_rows_;
-  if (options.block_rows == 0 && out->dense_.walk_bytes() > kLargeDenseLayoutBytes) {
+  if (options.block_rows == 0 && out->dense_.block_rule_bytes() > kLargeDenseLayoutBytes) {
     out->dense_block_rows_ = LargeLayoutBlockRows(f.num_features);
   }
   const bool dense_possible = simd_possible && out->dense_.depth > 0;

@@ -238,11 +238,11 @@ class CpuForest {
       return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double) +
              next.size() * sizeof(int32_t) + values32.size() * sizeof(float);
     }
-    // What the AVX-512 walk reads: the nodes, the leaf values it gathers (the floats where kept)
-    // and where paths go on.
-    size_t walk_bytes() const {
-      return nodes.size() * sizeof(DenseNode) +
-             (values32.empty() ? values.size() * sizeof(double) : values32.size() * sizeof(float)) +
+    // The layout without the float copy of its leaf values: what the rule for large layouts'
+    // blocks (kLargeDenseLayoutBytes) was measured on, so that the float copy moves no model from
+    // one block size to the other.
+    size_t block_rule_bytes() const {
+      return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double) +
              next.size() * sizeof(int32_t);
     }
   };
