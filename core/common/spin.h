@@ -24,6 +24,8 @@ inline void CpuRelax() {
 
 // How long threads that hand work to each other poll before they sleep.
 inline constexpr std::chrono::microseconds kDefaultSpin{200};
+// A spin that ChooseSpin decides: kDefaultSpin where the polling threads fit the machine, else 0.
+inline constexpr std::chrono::microseconds kAutoSpin{-1};
 
 // `requested` where it is >= 0; otherwise kDefaultSpin where `threads` polling threads and their
 // caller fit the usable CPUs (UsableCpus), else 0: spinning threads that outnumber the cores

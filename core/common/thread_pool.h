@@ -32,14 +32,10 @@ namespace grove {
 
 class ThreadPool {
  public:
-  // The spin of a pool that fits the machine (workers + one caller <= hardware threads).
-  static constexpr std::chrono::microseconds kDefaultSpin = ::grove::kDefaultSpin;
-  // Chooses kDefaultSpin where the pool fits the machine, else no spin.
-  static constexpr std::chrono::microseconds kAutoSpin{-1};
-
   // num_threads <= 0: one per CPU the process may run on (UsableCpus, core/common/cpus.h).
   // Workers run at `priority`. `spin`: how long an idle worker or a waiting caller polls for work
-  // before it sleeps on a condition variable (0: never polls).
+  // before it sleeps on a condition variable (0: never polls; kAutoSpin, core/common/spin.h:
+  // kDefaultSpin where the workers and one caller fit the machine, else 0).
   explicit ThreadPool(int num_threads = 0, ThreadPriority priority = ThreadPriority::kNormal,
                       std::chrono::microseconds spin = kAutoSpin);
   ~ThreadPool();

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/common/spin.h"
 
 namespace grove::gpu {
 
@@ -56,10 +57,9 @@ bool IsPinnedHost(const void* p);
 // Thread-safe: concurrent RunOnEach calls queue their shares on each thread in call order.
 class DeviceIssuers {
  public:
-  // `devices` >= 1: devices - 1 threads. spin < 0: ChooseSpin's default (core/common/spin.h) for
-  // those threads and the caller.
-  explicit DeviceIssuers(int devices,
-                         std::chrono::microseconds spin = std::chrono::microseconds(-1));
+  // `devices` >= 1: devices - 1 threads. spin kAutoSpin (core/common/spin.h): ChooseSpin's
+  // default for those threads and the caller.
+  explicit DeviceIssuers(int devices, std::chrono::microseconds spin = kAutoSpin);
   ~DeviceIssuers();  // finishes queued shares, then joins
   DeviceIssuers(const DeviceIssuers&) = delete;
   DeviceIssuers& operator=(const DeviceIssuers&) = delete;

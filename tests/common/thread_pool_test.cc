@@ -79,7 +79,7 @@ TEST(ThreadPoolTest, ACallerThatRanEveryChunkLeavesNoEntryBehind) {
   // runs all of its chunks itself and returns. Its queue entries (pointers to its call's state on
   // its stack) must leave the queue with it: the workers, once released, would otherwise run a
   // call that no longer exists. Under every spin setting (sleeping or polling workers).
-  for (std::chrono::microseconds spin : {std::chrono::microseconds(0), ThreadPool::kDefaultSpin}) {
+  for (std::chrono::microseconds spin : {std::chrono::microseconds(0), kDefaultSpin}) {
     ThreadPool pool(2, ThreadPriority::kNormal, spin);
     std::mutex mu;
     std::condition_variable cv;
@@ -171,7 +171,7 @@ TEST(ThreadPoolTest, AutomaticSpinOnlyWhereThePoolFitsTheMachine) {
   EXPECT_EQ(crowded.spin().count(), 0);
   if (hardware >= 2) {
     ThreadPool fits(hardware - 1);
-    EXPECT_EQ(fits.spin(), ThreadPool::kDefaultSpin);
+    EXPECT_EQ(fits.spin(), kDefaultSpin);
   }
   ThreadPool off(1, ThreadPriority::kNormal, std::chrono::microseconds(0));
   EXPECT_EQ(off.spin().count(), 0);

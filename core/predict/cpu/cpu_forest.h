@@ -239,8 +239,8 @@ class CpuForest {
              next.size() * sizeof(int32_t) + values32.size() * sizeof(float);
     }
     // The layout without the float copy of its leaf values: what the rule for large layouts'
-    // blocks (kLargeDenseLayoutBytes) was measured on, so that the float copy moves no model from
-    // one block size to the other.
+    // blocks (kLargeDenseLayoutBytes) was measured on (docs/benchmarks/prediction-cpu.md), so
+    // that the float copy moves no model from one block size to the other.
     size_t block_rule_bytes() const {
       return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double) +
              next.size() * sizeof(int32_t);

@@ -655,7 +655,8 @@ __attribute__((target("avx512f"))) void WalkAddDense512(const CpuForest& cf,
 }
 
 // The bitvector layout's columns of a block: column j of row vector v (rows 16v .. 16v + 15) at
-// out[(v * columns + j) * 16], one gather per column and vector.
+// out[(v * columns + j) * 16], one gather per column and vector. Transpose512's layout, for the
+// listed features only (the bitvector trees' splits read few of a wide row's values).
 __attribute__((target("avx512f"))) void Columns512(const float* block, int32_t stride,
                                                    int row_vectors, const int32_t* features,
                                                    int columns, float* out) {
@@ -672,7 +673,8 @@ __attribute__((target("avx512f"))) void Columns512(const float* block, int32_t s
 
 // Rows [0, 16 * row_vectors) of a block (row r at block + r * stride, `cols` values each) by
 // column: value f of row 16v + i at out[(v * cols + f) * 16 + i]. Sixteen rows by sixteen values
-// at a time, transposed in registers (four rounds of sixteen shuffles).
+// at a time, transposed in registers (four rounds of sixteen shuffles): every value, where
+// Columns512 gathers a list of features.
 __attribute__((target("avx512f"))) void Transpose512(const float* block, int64_t stride,
                                                      int row_vectors, int cols, float* out) {
   for (int v = 0; v < row_vectors; ++v) {
