@@ -1,6 +1,7 @@
 // Prediction throughput, latency, selector study and format ablation for one model.
 //
-//   grove_predict_bench --model M.ubj --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel]
+//   grove_predict_bench --model M.ubj --rows R.csv
+//                       [--mode all|study|compare|ablation|cpu|engine|row|kernel]
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //                       [--block-rows N] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]
@@ -20,6 +21,7 @@
 //   bench/nvforest_compare.sh).
 // cpu: the CPU engine (what runs without CUDA and for small batches) and the CPU reference, then
 //   single rows (cpu::PredictRow, p50/p99/p99.9 over 100,000 calls).
+// engine: only the CPU engine's batches of cpu (for before/after comparisons of the engine).
 // row: only the single rows of cpu.
 // kernel: engine level only, strategy --strategy (default: the selector's) at each batch size, the
 //   timed runs bracketed by cudaProfilerStart/Stop so that `ncu --profile-from-start off` profiles
@@ -152,13 +154,16 @@ int CpuOnly(const Flags& flags, const Forest& f, const std::vector<float>& base,
         {"cpu", [&] { return cpu::Predict(**layout, rows, o, results, pool).ok(); }},
         {"cpu_reference", [&] { return PredictCpu(f, rows, o, results, pool).ok(); }}};
     for (const auto& [name, run] : runs) {
-      if (std::string(name) == "cpu_reference" && n > 100000) continue;
+      if (std::string(name) == "cpu_reference" && (n > 100000 || flags.mode == "engine")) {
+        continue;
+      }
       bool ok = false;
       const double t = Seconds(run, flags.budget, &ok);
       std::printf("%s | %s | %s | %.4f | %.3f\n", flags.name.c_str(), Batch(n).c_str(), name,
                   t * 1e3, n / t / 1e6);
     }
   }
+  if (flags.mode == "engine") return 0;
   // One row at a time on this thread (cpu::PredictRow, what an embedding caller runs): latency
   // percentiles over 100,000 calls cycling through the rows, after 10,000 unmeasured ones.
   constexpr int kCalls = 100000;
@@ -506,7 +511,7 @@ int Main(int argc, char** argv) {
     std::copy_n(csv->values.begin() + r * csv->cols, f.num_features, base.begin() + r * f.num_features);
   }
   ThreadPool pool(flags.threads);
-  if (flags.mode == "cpu" || flags.mode == "row") return CpuOnly(flags, f, base, base_rows, &pool);
+  if (flags.mode == "cpu" || flags.mode == "engine" || flags.mode == "row") return CpuOnly(flags, f, base, base_rows, &pool);
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::fprintf(stderr, "no GPU: CPU reference only\n");

@@ -57,6 +57,19 @@ GROVE_HD double Exp(double x) { return ::exp(x); }
 GROVE_HD float Exp(float x) { return ::expf(x); }
 GROVE_HD double Log1p(double x) { return ::log1p(x); }
 GROVE_HD float Log1p(float x) { return ::log1pf(x); }
+
+// The largest of a row's margins (each divided by the average divisor first): softmax's shift.
+template <typename T>
+GROVE_HD T LargestMargin(const TransformParams& p, const T* margin) {
+  const T divisor = static_cast<T>(p.average_divisor);
+  const bool average = p.average_divisor != 1.0;
+  T max_value = average ? margin[0] / divisor : margin[0];
+  for (int k = 1; k < p.num_outputs; ++k) {
+    const T v = average ? margin[k] / divisor : margin[k];
+    if (v > max_value) max_value = v;
+  }
+  return max_value;
+}
 }  // namespace transform_internal
 
 // Link of one scalar margin (every link but softmax and argmax, which need the whole row).
@@ -99,11 +112,7 @@ GROVE_HD void TransformRow(const TransformParams& p, const T* margin, OutT* out)
     return;
   }
   if (p.link == Link::kSoftmax) {
-    T max_value = average ? margin[0] / divisor : margin[0];
-    for (int k = 1; k < p.num_outputs; ++k) {
-      const T v = average ? margin[k] / divisor : margin[k];
-      if (v > max_value) max_value = v;
-    }
+    const T max_value = transform_internal::LargestMargin(p, margin);
     T sum = T(0);
     // Two passes over exp so that `out` may alias `margin` even when OutT is narrower than T.
     for (int k = 0; k < p.num_outputs; ++k) {
@@ -120,6 +129,26 @@ GROVE_HD void TransformRow(const TransformParams& p, const T* margin, OutT* out)
     const T v = average ? margin[k] / divisor : margin[k];
     out[k] = static_cast<OutT>(TransformScalar(p, v));
   }
+}
+
+// TransformRow where `out` does not alias `margin`, with `scratch` (num_outputs values of T) for
+// softmax's exponentials, each computed once instead of twice: the same values, bit for bit.
+template <typename T, typename OutT>
+GROVE_HD void TransformRow(const TransformParams& p, const T* margin, OutT* out, T* scratch) {
+  if (p.link != Link::kSoftmax) {
+    TransformRow(p, margin, out);
+    return;
+  }
+  const T divisor = static_cast<T>(p.average_divisor);
+  const bool average = p.average_divisor != 1.0;
+  const T max_value = transform_internal::LargestMargin(p, margin);
+  T sum = T(0);
+  for (int k = 0; k < p.num_outputs; ++k) {
+    const T v = average ? margin[k] / divisor : margin[k];
+    scratch[k] = transform_internal::Exp(v - max_value);
+    sum += scratch[k];
+  }
+  for (int k = 0; k < p.num_outputs; ++k) out[k] = static_cast<OutT>(scratch[k] / sum);
 }
 
 }  // namespace grove

@@ -102,7 +102,8 @@ struct BitvectorTree {
 struct CpuForestOptions {
   // Rows walked together per block (1 .. kMaxBlockRows of cpu_walk.h); 0: as many as keep a
   // block's rows in L1 (DefaultBlockRows), or for the complete-layout walk where its layout
-  // exceeds a core's L2, LargeLayoutBlockRows.
+  // exceeds a core's L2, LargeLayoutBlockRows; for the bitvector walk, which reads the block's
+  // rows once, at least kMaxLanes.
   int block_rows = 0;
   // The walk of groups without general splits: the scalar one, the AVX-512 one (cpu_walk_simd.h;
   // scalar where the processor lacks it), or kAuto: whichever runs this model faster on typical
@@ -178,6 +179,9 @@ class CpuForest {
   std::string Describe() const;
   // Rows per block of a batch (CpuForestOptions::block_rows, resolved).
   int block_rows() const { return block_rows_; }
+  // Single-threaded seconds a row takes through the walk as built, timed at Build on typical rows
+  // held in cache: what a batch's split between threads weighs against a hand-off's cost.
+  double row_seconds() const { return row_seconds_; }
   // Whether groups without general splits take the AVX-512 walk (CpuForestOptions::walk,
   // resolved), whether blocks take the AVX2 walk (kDenseAvx2) instead, and whether the fused
   // walk (either) takes the complete layout where a tree has one.
@@ -265,7 +269,8 @@ class CpuForest {
   void BuildDense();
   void BuildRowLayout();
   void BuildBitvector();
-  // Sets the walk and the block size that goes with it (dense_block_rows_ for kDense).
+  // Sets the walk and the block size that goes with it (dense_block_rows_ for kDense,
+  // bitvector_block_rows_ for kBitvector).
   void SetWalk(CpuForestOptions::Walk walk);
 
   ForestPtr forest_;
@@ -282,6 +287,8 @@ class CpuForest {
   int block_rows_ = 64;
   int default_block_rows_ = 64;  // the block size of the node walks
   int dense_block_rows_ = 64;    // the block size of the complete-layout walk
+  int bitvector_block_rows_ = 64;  // the block size of the bitvector walk
+  double row_seconds_ = 0;
   CpuForestOptions::Walk walk_ = CpuForestOptions::Walk::kScalar;
   DenseLayout dense_;
   DenseLayout row_;

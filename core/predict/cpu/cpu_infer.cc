@@ -134,8 +134,9 @@ int32_t FusedRun(const Call& c, int32_t t0) {
 }
 
 // Rows [row0, row0 + rows) of `in` (rows <= kMaxBlockRows) into `out`. `margins` holds
-// (rows + 1) x num_outputs doubles: output k of row r at k * rows + r (a column per output, so
-// that the vector walk adds a tree's leaves for sixteen rows at once), then one row's scratch.
+// (rows + 2) x num_outputs doubles (2 x num_outputs for one row): output k of row r at
+// k * rows + r (a column per output, so that the vector walk adds a tree's leaves for sixteen rows
+// at once), then one row's margins and its exponentials (softmax).
 void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<float> out,
               double* margins) {
   const CpuForest& cf = *c.cf;
@@ -219,6 +220,8 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   }
   if (c.kind == OutputKind::kLeaf) return;
   double* scratch = margins + static_cast<int64_t>(rows) * k_out;
+  // One row's exponentials: after its margins, which for a single row are margins itself.
+  double* exps = rows > 1 ? scratch + k_out : scratch;
   for (int r = 0; r < rows; ++r) {
     const double* m = margins + r;
     if (rows > 1) {
@@ -229,7 +232,7 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
     if (c.kind == OutputKind::kMargin) {
       for (int k = 0; k < k_out; ++k) o[k] = static_cast<float>(m[k]);
     } else {
-      TransformRow(c.transform, m, o);
+      TransformRow(c.transform, m, o, exps);
     }
   }
 }
@@ -254,6 +257,18 @@ void RunPaddedBlock(const Call& c, RowsView rows, int64_t row0, int n, MatrixVie
   for (int r = 0; r < n; ++r) std::copy_n(pad_out.data() + r * width, width, out.Row(row0 + r));
 }
 
+// Groups of kSimdRows rows per chunk of the pool at least: kPredictGrain rows, and enough rows
+// for kMinChunkSeconds of one thread's work, so that a small batch of a small model runs on as
+// few threads as its work needs: a hand-off to a worker costs about as much as that work, and a
+// wide pool's hand-offs contend for its queue.
+int64_t GrainGroups(const CpuForest& forest) {
+  int64_t rows = kPredictGrain;
+  if (forest.row_seconds() > 0) {
+    rows = std::max(rows, static_cast<int64_t>(kMinChunkSeconds / forest.row_seconds()));
+  }
+  return (rows + kSimdRows - 1) / kSimdRows;
+}
+
 }  // namespace
 
 absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOptions& options,
@@ -271,11 +286,11 @@ absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOption
   // and its last few rows, which the scalar walk takes (rather than the whole block).
   const bool avx2_split = forest.avx2_walk() && c.kind != OutputKind::kLeaf;
   const int64_t groups = (rows.rows + kSimdRows - 1) / kSimdRows;
-  ParallelFor(pool, groups, kPredictGrain / kSimdRows, [&](int64_t g0, int64_t g1) {
+  ParallelFor(pool, groups, GrainGroups(forest), [&](int64_t g0, int64_t g1) {
     // Each thread's block margins, kept between calls: a call allocates nothing once a thread has
     // served the model's shape (a few KB per thread).
     thread_local std::vector<double> margins;
-    const size_t block = static_cast<size_t>(std::max(block_rows, kSimdRows)) + 1;
+    const size_t block = static_cast<size_t>(std::max(block_rows, kSimdRows)) + 2;
     margins.resize(std::max(margins.size(), block * c.num_outputs));
     const int64_t end = std::min(rows.rows, g1 * kSimdRows);
     for (int64_t r = g0 * kSimdRows; r < end; r += block_rows) {

@@ -38,8 +38,11 @@ absl::Status PredictRow(const CpuForest& forest, const float* row, const Predict
                         float* out);
 
 // Rows per chunk Predict hands the pool at least (a multiple of the vector walk's 16 rows): a
-// batch of 1,000 rows is then split between up to 31 chunks, which keeps every thread of a
-// 16-thread pool busy to the end of the call.
+// batch of 1,000 rows of a large model is then split between up to 31 chunks, which keeps every
+// thread of a 16-thread pool busy to the end of the call.
 inline constexpr int64_t kPredictGrain = 32;
+// Single-threaded seconds of work per chunk at least (CpuForest::row_seconds x rows): a smaller
+// model's small batch takes fewer, larger chunks.
+inline constexpr double kMinChunkSeconds = 2e-6;
 
 }  // namespace grove::cpu

@@ -344,6 +344,67 @@ TEST(CpuInferTest, BitvectorLayoutTakesNarrowAndWideMasks) {
   EXPECT_FALSE((*big)->bitvector_walk());  // 256 leaves: no tree fits, the complete layout walks
 }
 
+// Trees deeper than the complete layout, whose rows go on in their nodes, take the clustered node
+// order (a pair, its children's pairs, then each grandchild's cluster); the others breadth-first.
+TEST(CpuForestTest, DeepTreesTakeClusteredNodes) {
+  RandomForestOptions o;
+  o.num_trees = 1;
+  o.seed = 5;
+  o.leaf_probability = 0.0;
+  o.max_depth = kDenseMaxDepth + 2;
+  const ForestPtr deep = MakeRandomForest(o);
+  o.max_depth = kDenseMaxDepth;
+  const ForestPtr shallow = MakeRandomForest(o);
+  const absl::StatusOr<CpuForestPtr> d = CpuForest::Build(deep);
+  const absl::StatusOr<CpuForestPtr> s = CpuForest::Build(shallow);
+  ASSERT_TRUE(d.ok() && s.ok());
+  // The left child's position of the node at each position.
+  auto left = [](const CpuForest& cf, int p) {
+    return cf.nodes()[p].left / static_cast<int32_t>(sizeof(CpuNode));
+  };
+  // Root, its children, the leftmost grandchild: the same in both orders.
+  for (const CpuForestPtr& cf : {*d, *s}) {
+    EXPECT_EQ(left(*cf, 0), 1);
+    EXPECT_EQ(left(*cf, 1), 3);
+    EXPECT_EQ(left(*cf, 2), 5);
+    EXPECT_EQ(left(*cf, 3), 7);
+  }
+  // Below: the grandchild's children's pairs follow its own pair when clustered, and follow the
+  // rest of their level breadth-first.
+  EXPECT_EQ(left(**d, 7), 9);
+  EXPECT_EQ(left(**d, 8), 11);
+  EXPECT_EQ(left(**s, 7), 15);
+  CheckForest(deep, "clustered");
+}
+
+// Rows too wide for a block of 64 in L1 still take blocks of 64 rows in the bitvector walk, which
+// reads a block's rows once (to lay out its columns); the complete layout's walk keeps the block
+// that fits L1. Both give the reference's sums; the load timed the walk per row.
+TEST(CpuInferTest, BitvectorWalkTakesWideRowsSixtyFourAtATime) {
+  if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no bitvector layout";
+  RandomForestOptions o;
+  o.num_trees = 30;
+  o.num_outputs = 3;
+  o.seed = 8;
+  o.max_depth = 3;
+  o.num_features = 600;
+  const ForestPtr f = MakeRandomForest(o);
+  CpuForestOptions bv;
+  bv.walk = CpuForestOptions::Walk::kBitvector;
+  CpuForestOptions dense;
+  dense.walk = CpuForestOptions::Walk::kDense;
+  const absl::StatusOr<CpuForestPtr> with_bitvector = CpuForest::Build(f, bv);
+  const absl::StatusOr<CpuForestPtr> with_dense = CpuForest::Build(f, dense);
+  ASSERT_TRUE(with_bitvector.ok() && with_dense.ok());
+  ASSERT_TRUE((*with_bitvector)->bitvector_walk());
+  EXPECT_EQ((*with_bitvector)->block_rows(), kMaxLanes);
+  EXPECT_EQ((*with_dense)->block_rows(), DefaultBlockRows(o.num_features));
+  EXPECT_LT(DefaultBlockRows(o.num_features), kMaxLanes);
+  EXPECT_GT((*with_bitvector)->row_seconds(), 0);
+  CheckLayout(*with_bitvector, f, "bitvector, 600 features");
+  CheckLayout(*with_dense, f, "complete layout, 600 features");
+}
+
 TEST(CpuInferTest, LinksGiveTheReferencePrediction) {
   const ForestPtr f = MakeRandomForest({.num_trees = 20, .num_outputs = 4, .seed = 9});
   for (Link link : {Link::kSigmoid, Link::kSoftmax, Link::kExp, Link::kArgmax}) {
