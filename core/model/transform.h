@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "core/common/hd.h"
+#include "core/model/exp.h"
 #include "core/model/forest.h"
 
 namespace grove {
@@ -53,7 +54,14 @@ GROVE_HD int TransformWidth(const TransformParams& p) {
 }
 
 namespace transform_internal {
-GROVE_HD double Exp(double x) { return ::exp(x); }
+// On the host, HostExp (core/model/exp.h): the bits the CPU engine's vector form also gives.
+GROVE_HD double Exp(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::exp(x);
+#else
+  return HostExp(x);
+#endif
+}
 GROVE_HD float Exp(float x) { return ::expf(x); }
 GROVE_HD double Log1p(double x) { return ::log1p(x); }
 GROVE_HD float Log1p(float x) { return ::log1pf(x); }

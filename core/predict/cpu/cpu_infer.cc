@@ -5,6 +5,7 @@
 
 #include "core/common/thread_pool.h"
 #include "core/model/transform.h"
+#include "core/predict/cpu/cpu_transform_simd.h"
 #include "core/predict/cpu/cpu_walk.h"
 #include "core/predict/cpu/cpu_walk_avx2.h"
 #include "core/predict/cpu/cpu_walk_simd.h"
@@ -219,10 +220,20 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
     t0 += nt;
   }
   if (c.kind == OutputKind::kLeaf) return;
+  // Eight rows at a time where the vector transform takes the link: the same bits.
+  int vector_rows = 0;
+  if (cf.simd_walk() &&
+      (c.kind == OutputKind::kMargin || VectorTransformTakes(c.transform))) {
+    vector_rows = rows / 8 * 8;
+    if (vector_rows > 0) {
+      TransformBlock512(c.transform, c.kind == OutputKind::kMargin, margins, rows, vector_rows,
+                        out.Row(row0), out.stride);
+    }
+  }
   double* scratch = margins + static_cast<int64_t>(rows) * k_out;
   // One row's exponentials: after its margins, which for a single row are margins itself.
   double* exps = rows > 1 ? scratch + k_out : scratch;
-  for (int r = 0; r < rows; ++r) {
+  for (int r = vector_rows; r < rows; ++r) {
     const double* m = margins + r;
     if (rows > 1) {
       for (int k = 0; k < k_out; ++k) scratch[k] = margins[k * rows + r];

@@ -1,0 +1,111 @@
+#include "core/predict/cpu/cpu_transform_simd.h"
+
+#include <immintrin.h>
+
+#include "core/model/exp.h"
+
+namespace grove::cpu {
+namespace {
+
+// HostExp's steps, eight lanes at a time (the clamp by max and min: the same values for every
+// number; a NaN lane takes x + x at the end, as HostExp returns it).
+__attribute__((target("avx512f"))) inline __m512d Exp8(__m512d x) {
+  using namespace exp_internal;
+  const __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+  const __m512d xc =
+      _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(kMinX)), _mm512_set1_pd(kMaxX));
+  const __m512d kd = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(kLog2e)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512d r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(kLn2Hi), xc);  // fma(-kd, hi, xc)
+  r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(kLn2Lo), r);
+  __m512d p = _mm512_set1_pd(kTaylor[0]);
+  for (int i = 1; i < kTerms; ++i) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(kTaylor[i]));
+  const __m256i k = _mm512_cvtpd_epi32(kd);  // kd is an integer: exact
+  const __m256i k1 = _mm256_srai_epi32(k, 1);
+  const __m256i k2 = _mm256_sub_epi32(k, k1);
+  const __m256i bias = _mm256_set1_epi32(1023);
+  const __m512d s1 = _mm512_castsi512_pd(
+      _mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm256_add_epi32(k1, bias)), 52));
+  const __m512d s2 = _mm512_castsi512_pd(
+      _mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm256_add_epi32(k2, bias)), 52));
+  const __m512d e = _mm512_mul_pd(_mm512_mul_pd(p, s1), s2);
+  return _mm512_mask_add_pd(e, nan, x, x);
+}
+
+// TransformRow's v of eight rows: the margin, divided by the average divisor where averaging.
+__attribute__((target("avx512f"))) inline __m512d Value8(const double* m, bool average,
+                                                         __m512d divisor) {
+  const __m512d v = _mm512_loadu_pd(m);
+  return average ? _mm512_div_pd(v, divisor) : v;
+}
+
+// Eight rows' floats into column k of their output rows.
+__attribute__((target("avx512f"))) inline void Store8(__m512d v, float* out, int64_t out_stride) {
+  alignas(32) float f[8];
+  _mm256_store_ps(f, _mm512_cvtpd_ps(v));
+  for (int i = 0; i < 8; ++i) out[i * out_stride] = f[i];
+}
+
+}  // namespace
+
+bool VectorTransformTakes(const TransformParams& p) {
+  return p.link == Link::kIdentity || p.link == Link::kSigmoid || p.link == Link::kExp ||
+         p.link == Link::kSoftmax;
+}
+
+__attribute__((target("avx512f"))) void Exp512(const double* x, double* out) {
+  _mm512_storeu_pd(out, Exp8(_mm512_loadu_pd(x)));
+}
+
+__attribute__((target("avx512f"))) void TransformBlock512(const TransformParams& p,
+                                                          bool margin_only, double* margins,
+                                                          int64_t stride, int rows, float* out,
+                                                          int64_t out_stride) {
+  const int k_out = p.num_outputs;
+  const bool average = p.average_divisor != 1.0;
+  const __m512d divisor = _mm512_set1_pd(p.average_divisor);
+  for (int r = 0; r < rows; r += 8) {
+    float* o = out + r * out_stride;
+    const double* m = margins + r;
+    if (margin_only || p.link == Link::kIdentity) {
+      for (int k = 0; k < k_out; ++k) {
+        const __m512d v = margin_only ? _mm512_loadu_pd(m + k * stride)
+                                      : Value8(m + k * stride, average, divisor);
+        Store8(v, o + k, out_stride);
+      }
+      continue;
+    }
+    if (p.link == Link::kSoftmax) {
+      __m512d max_value = Value8(m, average, divisor);
+      for (int k = 1; k < k_out; ++k) {
+        const __m512d v = Value8(m + k * stride, average, divisor);
+        max_value = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(v, max_value, _CMP_GT_OQ),
+                                         max_value, v);
+      }
+      __m512d sum = _mm512_setzero_pd();
+      for (int k = 0; k < k_out; ++k) {
+        const __m512d e = Exp8(_mm512_sub_pd(Value8(m + k * stride, average, divisor), max_value));
+        _mm512_storeu_pd(margins + k * stride + r, e);
+        sum = _mm512_add_pd(sum, e);
+      }
+      for (int k = 0; k < k_out; ++k) {
+        Store8(_mm512_div_pd(_mm512_loadu_pd(m + k * stride), sum), o + k, out_stride);
+      }
+      continue;
+    }
+    for (int k = 0; k < k_out; ++k) {
+      const __m512d v = Value8(m + k * stride, average, divisor);
+      __m512d y;
+      if (p.link == Link::kSigmoid) {
+        // T(1) / (T(1) + Exp(-alpha * m)): -alpha times m, as TransformScalar's product.
+        const __m512d e = Exp8(_mm512_mul_pd(_mm512_set1_pd(-p.sigmoid_alpha), v));
+        y = _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_add_pd(_mm512_set1_pd(1.0), e));
+      } else {
+        y = Exp8(v);
+      }
+      Store8(y, o + k, out_stride);
+    }
+  }
+}
+
+}  // namespace grove::cpu

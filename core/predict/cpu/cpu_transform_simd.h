@@ -1,0 +1,28 @@
+// The CPU engine's link functions eight rows at a time with AVX-512: a block's margins, by column
+// (one column per output, as the walks add them), to its transformed predictions. The same
+// operations as TransformRow (core/model/transform.h) in the same order, and Exp512 the same
+// operations as HostExp (core/model/exp.h): the same bits as the reference, row for row.
+#pragma once
+
+#include <cstdint>
+
+#include "core/model/transform.h"
+
+namespace grove::cpu {
+
+// Whether TransformBlock512 takes the link of `p` (identity, sigmoid, exp and softmax; the others
+// are left to TransformRow a row at a time).
+bool VectorTransformTakes(const TransformParams& p);
+
+// exp of eight doubles: HostExp of each, bit for bit; only where HaveSimdWalk().
+void Exp512(const double* x, double* out);
+
+// Rows [0, rows) of a block, rows a multiple of 8: output k of row r at margins[k * stride + r],
+// num_outputs columns. Writes row r's TransformWidth values at out[r * out_stride] (with
+// `margin_only`, the margins themselves as floats, whatever the link). Softmax overwrites the
+// margins with their exponentials. Only where VectorTransformTakes(p) or margin_only, and only
+// where HaveSimdWalk().
+void TransformBlock512(const TransformParams& p, bool margin_only, double* margins, int64_t stride,
+                       int rows, float* out, int64_t out_stride);
+
+}  // namespace grove::cpu
