@@ -43,6 +43,6 @@ absl::Status PredictRow(const CpuForest& forest, const float* row, const Predict
 inline constexpr int64_t kPredictGrain = 32;
 // Single-threaded seconds of work per chunk at least (CpuForest::row_seconds x rows): a smaller
 // model's small batch takes fewer, larger chunks.
-inline constexpr double kMinChunkSeconds = 2e-6;
+inline constexpr double kMinChunkSeconds = 5e-6;
 
 }  // namespace grove::cpu
