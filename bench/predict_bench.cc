@@ -481,7 +481,8 @@ int Main(int argc, char** argv) {
   g_warmup = std::max(1, g_warmup);
   if (flags.model.empty() || flags.rows.empty() || flags.batches.empty()) {
     std::fprintf(stderr,
-                 "usage: grove_predict_bench --model M --rows R.csv [--mode all|study|compare|ablation|cpu|row|kernel] "
+                 "usage: grove_predict_bench --model M --rows R.csv "
+                 "[--mode all|study|compare|ablation|cpu|engine|row|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
                  "[--block-rows n] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
@@ -511,7 +512,9 @@ int Main(int argc, char** argv) {
     std::copy_n(csv->values.begin() + r * csv->cols, f.num_features, base.begin() + r * f.num_features);
   }
   ThreadPool pool(flags.threads);
-  if (flags.mode == "cpu" || flags.mode == "engine" || flags.mode == "row") return CpuOnly(flags, f, base, base_rows, &pool);
+  if (flags.mode == "cpu" || flags.mode == "engine" || flags.mode == "row") {
+    return CpuOnly(flags, f, base, base_rows, &pool);
+  }
 #if defined(GROVE_HAVE_CUDA)
   if (gpu::VisibleGpuCount() == 0) {
     std::fprintf(stderr, "no GPU: CPU reference only\n");

@@ -6,7 +6,10 @@
 //
 // Contract: within one unit in the last place of exp(x) (tests/model/exp_test.cc measures it
 // against long double); a NaN gives a NaN, x above 710 gives +inf, x below -746 gives 0; results
-// in the subnormal range are rounded once. Host only (device code keeps CUDA's exp).
+// in the subnormal range are rounded once. Rounds k by the thread's rounding mode, as every other
+// step does (the vector form likewise). Host only (device code keeps CUDA's exp). Thread-safe.
+// Built with its multiply-adds fused only where written (exp.cc), and with a clone for processors
+// with FMA, where the fused multiply-adds are one instruction each.
 //
 // Method: x = k ln2 + r, k the nearest integer to x log2(e) and r by two fused multiply-adds with
 // ln2 in two parts (|r| <= ln2 / 2); exp(r) by its Taylor polynomial to r^13 (truncation below
@@ -15,7 +18,6 @@
 // result rounds in the last product only.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -44,18 +46,6 @@ inline double PowerOfTwo(int k) {
 
 }  // namespace exp_internal
 
-inline double HostExp(double x) {
-  using namespace exp_internal;
-  if (x != x) return x + x;
-  const double xc = x > kMaxX ? kMaxX : (x < kMinX ? kMinX : x);
-  const double kd = std::nearbyint(xc * kLog2e);
-  double r = std::fma(-kd, kLn2Hi, xc);
-  r = std::fma(-kd, kLn2Lo, r);
-  double p = kTaylor[0];
-  for (int i = 1; i < kTerms; ++i) p = std::fma(p, r, kTaylor[i]);
-  const int k = static_cast<int>(kd);
-  const int k1 = k >> 1;  // floor(k / 2): an arithmetic shift (C++20)
-  return p * PowerOfTwo(k1) * PowerOfTwo(k - k1);
-}
+double HostExp(double x);
 
 }  // namespace grove

@@ -140,7 +140,7 @@ GROVE_HD void TransformRow(const TransformParams& p, const T* margin, OutT* out)
 }
 
 // TransformRow where `out` does not alias `margin`, with `scratch` (num_outputs values of T) for
-// softmax's exponentials, each computed once instead of twice: the same values, bit for bit.
+// softmax's exponentials, each computed once: the same values, bit for bit.
 template <typename T, typename OutT>
 GROVE_HD void TransformRow(const TransformParams& p, const T* margin, OutT* out, T* scratch) {
   if (p.link != Link::kSoftmax) {

@@ -135,23 +135,22 @@ double TimeWalkOnce(const CpuForest& cf, const std::vector<float>& rows, int64_t
 }
 
 // Single-threaded seconds per row of `cf` as built, on typical rows: the fastest of a few timings
-// of about 50 us each, or of one vector of rows where that takes longer (a large model's load
-// takes a few milliseconds more).
+// of about 50 us, or one timing of a vector of rows where that alone takes longer (at most two
+// calls of sixteen rows for a large model).
 double RowSeconds(const CpuForest& cf) {
   constexpr double kTargetSeconds = 5e-5;
   constexpr int kTimings = 3;
-  const int64_t max_rows = 16 * std::max<int64_t>(cf.block_rows(), kSimdRows);
-  const std::vector<float> rows =
-      TypicalRows(cf.forest(), max_rows, /*seed=*/11, /*max_trees_per_row=*/64);
   std::vector<float> out;
-  int64_t n = kSimdRows;
-  TimeWalkOnce(cf, rows, n, &out);  // warm-up
-  const double first = TimeWalkOnce(cf, rows, n, &out);
-  double best = first;
-  if (first > 0 && first < kTargetSeconds) {
-    n = std::min<int64_t>(max_rows, n * static_cast<int64_t>(kTargetSeconds / first + 1));
-    best = 1e30;
-  }
+  std::vector<float> rows = TypicalRows(cf.forest(), kSimdRows, /*seed=*/11,
+                                        /*max_trees_per_row=*/64);
+  TimeWalkOnce(cf, rows, kSimdRows, &out);  // warm-up
+  const double first = TimeWalkOnce(cf, rows, kSimdRows, &out);
+  if (!(first > 0 && first < kTargetSeconds)) return first / kSimdRows;
+  const int64_t max_rows = 16 * std::max<int64_t>(cf.block_rows(), kSimdRows);
+  const int64_t n = std::min<int64_t>(
+      max_rows, kSimdRows * static_cast<int64_t>(kTargetSeconds / first + 1));
+  rows = TypicalRows(cf.forest(), n, /*seed=*/11, /*max_trees_per_row=*/64);
+  double best = 1e30;
   for (int i = 0; i < kTimings; ++i) best = std::min(best, TimeWalkOnce(cf, rows, n, &out));
   return best / static_cast<double>(n);
 }
@@ -174,8 +173,11 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
   constexpr double kTie = 0.03;
   const Forest& f = cf->forest();
   // Each walk is timed with its own block size; the rows of a timing are whole blocks of each.
-  const int64_t block = std::max(
-      {cf->default_block_rows_, cf->dense_block_rows_, cf->bitvector_block_rows_});
+  const bool bitvector = std::find(candidates.begin(), candidates.end(),
+                                   CpuForestOptions::Walk::kBitvector) != candidates.end();
+  const int64_t block =
+      std::max({cf->default_block_rows_, cf->dense_block_rows_,
+                bitvector ? cf->bitvector_block_rows_ : cf->default_block_rows_});
   const int64_t max_rows = std::max<int64_t>(64 * cf->default_block_rows_, 8 * block);
   const std::vector<float> rows = TypicalRows(f, max_rows, /*seed=*/7, /*max_trees_per_row=*/64);
   std::vector<float> out;

@@ -2,7 +2,8 @@
 //
 // What it holds and why:
 //  * CpuNode (cpu_node.h): split feature, threshold and child in 16 bytes, children adjacent,
-//    breadth-first, so the top levels of a tree share a few cache lines and a walk is branch-free;
+//    breadth-first (clustered for trees deeper than the complete layout), so the top levels of a
+//    tree share a few cache lines and a walk is branch-free;
 //  * per node, the leaf's value already multiplied by its tree's weight (double, the product the
 //    reference forms per row) and the index of the Forest node it came from (leaf ids, vector and
 //    linear leaves, and the general decision read the Forest itself);

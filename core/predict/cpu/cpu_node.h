@@ -2,9 +2,10 @@
 // Node is 40), with the decision branch-free for the splits most models are made of.
 //
 // Layout contract (built by CpuForest::Build, read by cpu_walk.h):
-//  * a tree's nodes are in breadth-first order and the two children of a split are adjacent: the
-//    left child at byte offset `left` from the tree's first node, the right one 16 bytes further
-//    (byte offsets, so that a step of the walk is an add, not a scaled index);
+//  * a tree's nodes follow their parents, the two children of a split adjacent: the left child at
+//    byte offset `left` from the tree's first node, the right one 16 bytes further (byte offsets,
+//    so that a step of the walk is an add, not a scaled index); breadth-first, or for a tree
+//    deeper than the complete layout, in clusters of a pair and its children's pairs;
 //  * a leaf routes every row to itself: its threshold is NaN (`x < NaN` is false for every x, so
 //    the row "goes right"), its `left` is its own offset - 16 and its NaN bit is clear. A walk can
 //    therefore run a fixed number of levels without asking whether it has reached a leaf;

@@ -14,8 +14,9 @@ __attribute__((target("avx512f"))) inline __m512d Exp8(__m512d x) {
   const __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
   const __m512d xc =
       _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(kMinX)), _mm512_set1_pd(kMaxX));
+  // The current rounding direction, as HostExp's nearbyint.
   const __m512d kd = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(kLog2e)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                                          _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC);
   __m512d r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(kLn2Hi), xc);  // fma(-kd, hi, xc)
   r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(kLn2Lo), r);
   __m512d p = _mm512_set1_pd(kTaylor[0]);
