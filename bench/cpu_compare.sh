@@ -20,7 +20,9 @@
 #   bench/common/fetch_cpu_wheels.sh: lightgbm-*.whl, onedal-site.tar.xz), used where Python lacks
 #   the package; GROVE_COMPARE_BUDGET (seconds per prediction size, 0.5); GROVE_COMPARE_SHAP_ROWS
 #   (5000), GROVE_COMPARE_INTERACTION_ROWS (200), GROVE_COMPARE_SHAP_BUDGET (2);
-#   GROVE_COMPARE_TIMEOUT (seconds per system and model, 300); PYTHON (python3).
+#   GROVE_COMPARE_TIMEOUT (seconds per system and model, 300); PYTHON (python3);
+#   GROVE_COMPARE_COMMIT (the commit the table names; default the checkout's HEAD, which is not
+#   the binaries' commit where RUNNER is a bundle built elsewhere).
 # XGBoost: ANCHORS_DIR's xgboost-cpu wheel (installed past its Python 3.12 floor: it imports and
 # runs on 3.11, the development box's), else the installed one; the table names the versions that
 # ran. A system that cannot run or fails is
@@ -80,7 +82,7 @@ fi
 {
   echo "threads: $THREADS"
   echo "host: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-  echo "commit: $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "commit: ${GROVE_COMPARE_COMMIT:-$(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "batches: $BATCHES"
   echo "budget: $BUDGET"

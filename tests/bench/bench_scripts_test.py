@@ -182,7 +182,7 @@ def check_cpu_compare(tmp):
     out = os.path.join(work, "out")
     env = dict(os.environ, TMPDIR=work, PYTHON=python, GROVE_WHEELS=wheels,
                GROVE_COMPARE_SHAP_ROWS="10", GROVE_COMPARE_INTERACTION_ROWS="2",
-               GROVE_COMPARE_TIMEOUT="60")
+               GROVE_COMPARE_TIMEOUT="60", GROVE_COMPARE_COMMIT="abc1234")
     r = subprocess.run(["bash", os.path.join(ROOT, "bench/cpu_compare.sh"), runner, anchors, out, "2",
                         "1000", f"{model}:{rows}"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
@@ -199,6 +199,8 @@ def check_cpu_compare(tmp):
     assert "m / nvforest: not run: no " in r.stdout, r.stdout
     assert "m / onedal: not run: no daal4py" in r.stdout, r.stdout
     assert os.path.exists(os.path.join(out, "table.md"))
+    # The commit the binaries came from, where the caller names it (a bundle built elsewhere).
+    assert "Commit abc1234," in r.stdout, r.stdout
     print("cpu_compare.sh and cpu_compare_table.py: table as expected")
 
 
