@@ -223,8 +223,10 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
   }
   // Interaction values: an output's matrix is nonzero only in the rows and columns of the players
   // on its paths (and the bias cell), often a few of thousands of features. So each row's output
-  // is zeroed as floats and only those cells are summed in doubles, copied and cleared; the
-  // accumulator comes zeroed from the system (pages of cells never touched are never written).
+  // is zeroed as floats and only those cells are summed in doubles, copied and cleared. The
+  // accumulator is therefore all zeros between rows: each thread keeps one between calls, grown
+  // (zeroed by the system, pages of cells never touched never written) to the largest call it has
+  // served.
   const int64_t block = f1 * f1;
   std::vector<std::vector<int32_t>> players(layout.num_outputs);
   {
@@ -248,11 +250,16 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
     struct Free {
       void operator()(double* p) const { std::free(p); }
     };
+    thread_local std::unique_ptr<double, Free> acc;
+    thread_local size_t acc_cells = 0;
     const size_t cells = static_cast<size_t>(layout.num_outputs) * block;
-    std::unique_ptr<double, Free> acc(static_cast<double*>(std::calloc(cells, sizeof(double))));
-    if (acc == nullptr) {
-      out_of_memory = true;
-      return;
+    if (acc_cells < cells) {
+      acc.reset(static_cast<double*>(std::calloc(cells, sizeof(double))));
+      acc_cells = acc == nullptr ? 0 : cells;
+      if (acc == nullptr) {
+        out_of_memory = true;
+        return;
+      }
     }
     for (int64_t r = begin; r < end; ++r) {
       AddPathContributions(layout, ids.data(), static_cast<int64_t>(ids.size()), rows.Row(r),

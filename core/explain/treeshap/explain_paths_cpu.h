@@ -36,7 +36,10 @@ absl::Status PreparePathExplain(const PathLayout& layout, RowsView rows,
 void AddPathContributions(const PathLayout& layout, const uint32_t* path_ids, int64_t n,
                           const float* row, bool interactions, double* acc);
 
-// Full explanation of `rows` into `out` (rows x ExplainWidth) from the layout.
+// Full explanation of `rows` into `out` (rows x ExplainWidth) from the layout. Interaction values
+// keep, per thread that ran a call (the pool's and the caller), an accumulator of the largest
+// num_outputs x (F + 1)^2 doubles it has served, all zeros between calls (only the pages of cells
+// a call touched are resident); RESOURCE_EXHAUSTED where it cannot be had.
 absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const ExplainOptions& options,
                              MatrixView<float> out, ThreadPool* pool);
 

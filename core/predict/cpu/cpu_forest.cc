@@ -173,11 +173,11 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
   constexpr double kTie = 0.03;
   const Forest& f = cf->forest();
   // Each walk is timed with its own block size; the rows of a timing are whole blocks of each.
-  const bool bitvector = std::find(candidates.begin(), candidates.end(),
-                                   CpuForestOptions::Walk::kBitvector) != candidates.end();
-  const int64_t block =
-      std::max({cf->default_block_rows_, cf->dense_block_rows_,
-                bitvector ? cf->bitvector_block_rows_ : cf->default_block_rows_});
+  int64_t block = std::max(cf->default_block_rows_, cf->dense_block_rows_);
+  if (std::find(candidates.begin(), candidates.end(), CpuForestOptions::Walk::kBitvector) !=
+      candidates.end()) {
+    block = std::max<int64_t>(block, cf->bitvector_block_rows_);
+  }
   const int64_t max_rows = std::max<int64_t>(64 * cf->default_block_rows_, 8 * block);
   const std::vector<float> rows = TypicalRows(f, max_rows, /*seed=*/7, /*max_trees_per_row=*/64);
   std::vector<float> out;

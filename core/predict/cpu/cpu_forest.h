@@ -239,10 +239,7 @@ class CpuForest {
     std::vector<double> values;
     std::vector<int32_t> next;  // dense_next(); empty in the row layout
     std::vector<float> values32;  // dense_values32(); empty in the row layout
-    size_t bytes() const {
-      return nodes.size() * sizeof(DenseNode) + values.size() * sizeof(double) +
-             next.size() * sizeof(int32_t) + values32.size() * sizeof(float);
-    }
+    size_t bytes() const { return block_rule_bytes() + values32.size() * sizeof(float); }
     // The layout without the float copy of its leaf values: what the rule for large layouts'
     // blocks (kLargeDenseLayoutBytes) was measured on (docs/benchmarks/prediction-cpu.md), so
     // that the float copy moves no model from one block size to the other.

@@ -220,11 +220,11 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
     t0 += nt;
   }
   if (c.kind == OutputKind::kLeaf) return;
-  // Eight rows at a time where the vector transform takes the link: the same bits.
+  // Eight rows at a time where the processor and the link allow (whatever walk the model takes):
+  // the same bits.
   int vector_rows = 0;
-  if (cf.simd_walk() &&
-      (c.kind == OutputKind::kMargin || VectorTransformTakes(c.transform))) {
-    vector_rows = rows / 8 * 8;
+  if (HaveSimdWalk() && (c.kind == OutputKind::kMargin || VectorTransformTakes(c.transform))) {
+    vector_rows = rows / kTransformRows * kTransformRows;
     if (vector_rows > 0) {
       TransformBlock512(c.transform, c.kind == OutputKind::kMargin, margins, rows, vector_rows,
                         out.Row(row0), out.stride);

@@ -25,9 +25,10 @@ inline constexpr int kRowStackOutputs = 64;
 // `rows` through the engine on `pool` (nullptr: the calling thread), `out` rows.rows x
 // PredictWidth(forest, options). Blocks of rows are split between threads; each row is computed by
 // one thread in a fixed order: deterministic. (The split follows a timing taken at load, and so
-// can differ between loads; every block shape gives the same bits, so the results do not.) Same errors as PredictCpu. Each thread keeps its
-// block workspace between calls (thread_local, growing to the largest model it has served), so a
-// call allocates nothing after a thread's first.
+// can differ between loads; every block shape gives the same bits, so the results do not.) Same
+// errors as PredictCpu. Each thread keeps its block workspace between calls (thread_local,
+// growing to the largest model it has served), so a call allocates nothing after a thread's
+// first.
 absl::Status Predict(const CpuForest& forest, RowsView rows, const PredictOptions& options,
                      MatrixView<float> out, ThreadPool* pool);
 

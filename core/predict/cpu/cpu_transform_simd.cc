@@ -40,11 +40,16 @@ __attribute__((target("avx512f"))) inline __m512d Value8(const double* m, bool a
   return average ? _mm512_div_pd(v, divisor) : v;
 }
 
-// Eight rows' floats into column k of their output rows.
+// Eight rows' floats into column k of their output rows: one store where a row holds one value.
 __attribute__((target("avx512f"))) inline void Store8(__m512d v, float* out, int64_t out_stride) {
-  alignas(32) float f[8];
-  _mm256_store_ps(f, _mm512_cvtpd_ps(v));
-  for (int i = 0; i < 8; ++i) out[i * out_stride] = f[i];
+  const __m256 f = _mm512_cvtpd_ps(v);
+  if (out_stride == 1) {
+    _mm256_storeu_ps(out, f);
+    return;
+  }
+  alignas(32) float lanes[kTransformRows];
+  _mm256_store_ps(lanes, f);
+  for (int i = 0; i < kTransformRows; ++i) out[i * out_stride] = lanes[i];
 }
 
 }  // namespace
@@ -65,7 +70,7 @@ __attribute__((target("avx512f"))) void TransformBlock512(const TransformParams&
   const int k_out = p.num_outputs;
   const bool average = p.average_divisor != 1.0;
   const __m512d divisor = _mm512_set1_pd(p.average_divisor);
-  for (int r = 0; r < rows; r += 8) {
+  for (int r = 0; r < rows; r += kTransformRows) {
     float* o = out + r * out_stride;
     const double* m = margins + r;
     if (margin_only || p.link == Link::kIdentity) {

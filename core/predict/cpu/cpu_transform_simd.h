@@ -10,6 +10,9 @@
 
 namespace grove::cpu {
 
+// Rows TransformBlock512 takes at a time: one vector of doubles.
+inline constexpr int kTransformRows = 8;
+
 // Whether TransformBlock512 takes the link of `p` (identity, sigmoid, exp and softmax; the others
 // are left to TransformRow a row at a time).
 bool VectorTransformTakes(const TransformParams& p);
@@ -17,7 +20,7 @@ bool VectorTransformTakes(const TransformParams& p);
 // exp of eight doubles: HostExp of each, bit for bit; only where HaveSimdWalk().
 void Exp512(const double* x, double* out);
 
-// Rows [0, rows) of a block, rows a multiple of 8: output k of row r at margins[k * stride + r],
+// Rows [0, rows) of a block, rows a multiple of kTransformRows: output k of row r at margins[k * stride + r],
 // num_outputs columns. Writes row r's TransformWidth values at out[r * out_stride] (with
 // `margin_only`, the margins themselves as floats, whatever the link). Softmax overwrites the
 // margins with their exponentials. Only where VectorTransformTakes(p) or margin_only, and only

@@ -145,6 +145,32 @@ TEST(PathsCpuTest, LongPathsAreExact) {
             kTolerance);
 }
 
+// Interaction values reuse each thread's accumulator between calls, which every call leaves all
+// zeros: calls on one thread over models of other shapes, players and ranges keep the reference's
+// values, and a call repeated gives the same bits.
+TEST(PathsCpuTest, InteractionAccumulatorIsZeroBetweenCalls) {
+  ForestPtr a = MakeRandomForest({.num_trees = 12, .max_depth = 5, .num_outputs = 3, .seed = 51});
+  RandomForestOptions wide;
+  wide.num_trees = 6;
+  wide.max_depth = 6;
+  wide.num_features = 40;
+  wide.seed = 52;
+  ForestPtr b = MakeRandomForest(wide);
+  PathLayoutPtr la = Layout(*a), lb = Layout(*b);
+  const std::vector<float> ra = MakeRandomRows(*a, 6, 6), rb = MakeRandomRows(*b, 6, 7);
+  const std::vector<float> first = RunPaths(*la, ra, true, nullptr);
+  EXPECT_LE(MaxMarginError(RunPaths(*lb, rb, true, nullptr),
+                           ReferenceExplanation(*b, rb, true, nullptr), 6, b->num_outputs),
+            kTolerance);
+  EXPECT_LE(MaxMarginError(RunPaths(*la, ra, true, nullptr, 1, 3),
+                           ReferenceExplanation(*a, ra, true, nullptr, 1, 3), 6, a->num_outputs),
+            kTolerance);
+  const std::vector<float> again = RunPaths(*la, ra, true, nullptr);
+  EXPECT_LE(MaxMarginError(again, ReferenceExplanation(*a, ra, true, nullptr), 6, a->num_outputs),
+            kTolerance);
+  EXPECT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)));
+}
+
 TEST(PathsCpuTest, DeterministicAcrossThreadCounts) {
   ForestPtr f = MakeRandomForest({.num_trees = 40, .max_depth = 8, .seed = 41});
   PathLayoutPtr l = Layout(*f);

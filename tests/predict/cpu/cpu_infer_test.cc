@@ -59,6 +59,12 @@ void ExpectSame(const std::vector<float>& got, const std::vector<float>& want, c
   }
 }
 
+CpuForestOptions WalkOptions(CpuForestOptions::Walk walk) {
+  CpuForestOptions o;
+  o.walk = walk;
+  return o;
+}
+
 void CheckLayout(const CpuForestPtr& cf, const ForestPtr& f, const std::string& name) {
   ThreadPool pool(2);
   for (int64_t n : {1, 3, 63, 64, 65, 200, 1000}) {
@@ -298,8 +304,7 @@ TEST(CpuInferTest, FloatLeafValuesAndDeepRegisterLevels) {
     for (double& v : rounded.leaf_values) v = static_cast<float>(v);
     for (Tree& t : rounded.trees) t.weight = 1.0;  // weight x leaf is what the layout keeps
     const ForestPtr floats = std::make_shared<const Forest>(std::move(rounded));
-    CpuForestOptions dense;
-    dense.walk = CpuForestOptions::Walk::kDense;
+    const CpuForestOptions dense = WalkOptions(CpuForestOptions::Walk::kDense);
     const absl::StatusOr<CpuForestPtr> with_floats = CpuForest::Build(floats, dense);
     const absl::StatusOr<CpuForestPtr> with_doubles = CpuForest::Build(doubles, dense);
     ASSERT_TRUE(with_floats.ok() && with_doubles.ok());
@@ -326,8 +331,7 @@ TEST(CpuInferTest, BitvectorLayoutTakesNarrowAndWideMasks) {
   o.leaf_probability = 0.0;
   o.num_trees = 3;
   const ForestPtr deep = MakeRandomForest(o);
-  CpuForestOptions bv;
-  bv.walk = CpuForestOptions::Walk::kBitvector;
+  const CpuForestOptions bv = WalkOptions(CpuForestOptions::Walk::kBitvector);
   absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(shallow, bv);
   ASSERT_TRUE(cf.ok()) << cf.status();
   ASSERT_TRUE((*cf)->bitvector_walk());
@@ -389,12 +393,10 @@ TEST(CpuInferTest, BitvectorWalkTakesWideRowsSixtyFourAtATime) {
   o.max_depth = 3;
   o.num_features = 600;
   const ForestPtr f = MakeRandomForest(o);
-  CpuForestOptions bv;
-  bv.walk = CpuForestOptions::Walk::kBitvector;
-  CpuForestOptions dense;
-  dense.walk = CpuForestOptions::Walk::kDense;
-  const absl::StatusOr<CpuForestPtr> with_bitvector = CpuForest::Build(f, bv);
-  const absl::StatusOr<CpuForestPtr> with_dense = CpuForest::Build(f, dense);
+  const absl::StatusOr<CpuForestPtr> with_bitvector =
+      CpuForest::Build(f, WalkOptions(CpuForestOptions::Walk::kBitvector));
+  const absl::StatusOr<CpuForestPtr> with_dense =
+      CpuForest::Build(f, WalkOptions(CpuForestOptions::Walk::kDense));
   ASSERT_TRUE(with_bitvector.ok() && with_dense.ok());
   ASSERT_TRUE((*with_bitvector)->bitvector_walk());
   EXPECT_EQ((*with_bitvector)->block_rows(), kMaxLanes);
@@ -437,8 +439,7 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   o.leaf_probability = 0.0;
   o.num_trees = 2200;  // 2,200 x (255 nodes + 256 values) x 8 bytes: 9 MB
   const ForestPtr large = MakeRandomForest(o);
-  CpuForestOptions dense;
-  dense.walk = CpuForestOptions::Walk::kDense;
+  CpuForestOptions dense = WalkOptions(CpuForestOptions::Walk::kDense);
   absl::StatusOr<CpuForestPtr> cf = CpuForest::Build(large, dense);
   ASSERT_TRUE(cf.ok()) << cf.status();
   ASSERT_EQ((*cf)->dense_depth(), 8);
@@ -458,9 +459,8 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   dense.block_rows = 16;
   EXPECT_EQ((*CpuForest::Build(large, dense))->block_rows(), 16);
   // The node walk of the same model keeps the default block: the rule is the complete layout's.
-  CpuForestOptions simd;
-  simd.walk = CpuForestOptions::Walk::kSimd;
-  EXPECT_EQ((*CpuForest::Build(large, simd))->block_rows(), 16);
+  EXPECT_EQ((*CpuForest::Build(large, WalkOptions(CpuForestOptions::Walk::kSimd)))->block_rows(),
+            16);
   o.num_trees = 100;
   dense.block_rows = 0;
   EXPECT_EQ((*CpuForest::Build(MakeRandomForest(o), dense))->block_rows(), 16);
