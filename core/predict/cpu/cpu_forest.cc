@@ -288,6 +288,11 @@ void CpuForest::BuildDense() {
   if (exact) dense_.values32.assign(dense_.values.begin(), dense_.values.end());
 }
 
+// Complete layouts (nodes and leaf values) above this many bytes, most of a 2 MB L2 that two
+// hyperthreads share, take LargeLayoutBlockRows rows per block; row layouts above it keep their
+// deep levels in line-sized subtrees.
+constexpr size_t kLargeDenseLayoutBytes = size_t{3} << 19;
+
 void CpuForest::BuildRowLayout() {
   if (dense_.depth == 0) return;
   // Only runs of at least a block of consecutive trees take the layout: a block is walked whole
@@ -305,18 +310,44 @@ void CpuForest::BuildRowLayout() {
     t0 = t1 + 1;
   }
   if (slots == 0) return;
+  // Every level interleaved while the layout stays in a core's L2 (fewer operations a level);
+  // line-sized subtrees below the top levels where it does not (fewer lines a tree): measured
+  // both ways on 100- to 1,000-tree models (docs/benchmarks/prediction-cpu.md).
+  const int64_t interleaved_bytes =
+      (slots + kRowBlockTrees - 1) / kRowBlockTrees * kRowBlockTrees *
+      ((int64_t{1} << dense_.depth) * 2 - 1) * static_cast<int64_t>(sizeof(double));
+  const RowGeometry geometry(
+      dense_.depth, slots,
+      interleaved_bytes > static_cast<int64_t>(kLargeDenseLayoutBytes) ? kRowTopLevels
+                                                                       : dense_.depth);
+  // Node indices are int32 lanes of the walk's gathers.
+  if (geometry.size() + 8 > std::numeric_limits<int32_t>::max()) {
+    for (CpuTree& t : trees_) t.row = -1;
+    return;
+  }
   row_.depth = dense_.depth;
+  row_geometry_ = geometry;
   const int64_t inner = (int64_t{1} << dense_.depth) - 1;
   const int64_t leaves = inner + 1;
   const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
-  row_.nodes.assign(blocks * kRowBlockTrees * inner, DenseNode{});
+  // Slots of no tree and the padding stay zero: a walk of them ends somewhere valid and is not
+  // kept. Seven nodes more so that the first can sit on a 64-byte line.
+  row_.nodes.assign(geometry.size() + 7, DenseNode{});
+  row_nodes_offset_ =
+      static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(row_.nodes.data()) % 64) % 64) /
+      static_cast<int64_t>(sizeof(DenseNode));
+  DenseNode* nodes = row_.nodes.data() + row_nodes_offset_;
   row_.values.assign(blocks * kRowBlockTrees * leaves, 0.0);
-  // Slots of no tree stay zero: a walk of them ends somewhere valid and is not kept.
   for (const CpuTree& t : trees_) {
     if (t.row < 0) continue;
     const int64_t block = t.row / kRowBlockTrees, lane = t.row % kRowBlockTrees;
-    for (int64_t p = 0; p < inner; ++p) {
-      row_.nodes[(block * inner + p) * kRowBlockTrees + lane] = dense_.nodes[t.dense * inner + p];
+    for (int d = 0; d < dense_.depth; ++d) {
+      const int64_t first = (int64_t{1} << d) - 1;
+      for (int64_t q = 0; q <= first; ++q) {
+        const int64_t at = d < geometry.interleaved() ? geometry.TopNode(t.row, first + q)
+                                                      : geometry.DeepNode(t.row, d, q);
+        nodes[at] = dense_.nodes[t.dense * inner + first + q];
+      }
     }
     for (int64_t q = 0; q < leaves; ++q) {
       row_.values[(block * leaves + q) * kRowBlockTrees + lane] =
@@ -324,10 +355,6 @@ void CpuForest::BuildRowLayout() {
     }
   }
 }
-
-// Complete layouts (nodes and leaf values) above this many bytes, most of a 2 MB L2 that two
-// hyperthreads share, take LargeLayoutBlockRows rows per block.
-constexpr size_t kLargeDenseLayoutBytes = size_t{3} << 19;
 
 int DefaultBlockRows(int num_features) {
   const int64_t fit = (24 << 10) / (4 * std::max<int64_t>(1, num_features));

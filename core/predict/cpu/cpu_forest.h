@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "core/model/forest.h"
 #include "core/predict/cpu/cpu_node.h"
+#include "core/predict/cpu/cpu_row_layout.h"
 
 namespace grove::cpu {
 
@@ -69,8 +70,7 @@ inline constexpr int kMaxCategoryWords = 128;
 inline constexpr int64_t kMaxCategoryTableBytes = int64_t{64} << 20;
 // Levels of the complete layout at least, where some tree is deeper than kDenseMaxDepth.
 inline constexpr int kDenseTopLevels = 7;
-// Trees per block of the row layout: one AVX-512 vector of lanes.
-inline constexpr int kRowBlockTrees = 16;
+static_assert(kDenseMaxDepth <= kRowMaxDepth, "the row layout holds the complete layout");
 
 // The bitvector layout (QuickScorer's idea, evaluated sixteen rows to a vector): a tree of at
 // most kBitvectorMaxLeaves leaves, numbered left to right, is its splits in any order, each with
@@ -146,6 +146,10 @@ class CpuForest {
   static absl::StatusOr<std::shared_ptr<const CpuForest>> Build(ForestPtr forest,
                                                                 const CpuForestOptions& options = {});
 
+  // Not copied: row_nodes() is an offset into its own allocation.
+  CpuForest(const CpuForest&) = delete;
+  CpuForest& operator=(const CpuForest&) = delete;
+
   const Forest& forest() const { return *forest_; }
   const CpuNode* nodes() const { return nodes_.data(); }
   const CpuTree* trees() const { return trees_.data(); }
@@ -219,15 +223,16 @@ class CpuForest {
   // goes on from; nullptr when no tree continues (CpuTree::continues).
   const int32_t* dense_next() const { return dense_.next.empty() ? nullptr : dense_.next.data(); }
   // The row layout, for one row walked across trees (WalkAndAddRowSimd): the complete layout of
-  // the same trees (row_depth() levels), kRowBlockTrees consecutive trees to a block, interleaved
-  // position by position, so that a level where every tree of a block has few candidate nodes
-  // is read with vector loads instead of gathers. The node at position p of the tree in slot s
-  // (CpuTree::row) is row_nodes()[((s / 16) * (2^depth - 1) + p) * 16 + s % 16]; the leaf at
-  // position q of the last level is row_values()[((s / 16) * 2^depth + q) * 16 + s % 16].
-  // Built with the AVX-512 walks (simd_walk()) for runs of at least kRowBlockTrees consecutive
-  // trees of the complete layout; row_depth() 0 when no tree has it.
+  // the same trees (row_depth() levels), kRowBlockTrees consecutive trees to a block, its nodes
+  // where row_geometry() says (the top levels interleaved position by position for vector
+  // loads, the deeper ones tree by tree in line-sized subtrees) from a 64-byte aligned
+  // row_nodes(); the leaf at position q of the last level of the tree in slot s (CpuTree::row) is
+  // row_values()[((s / 16) * 2^depth + q) * 16 + s % 16]. Built with the AVX-512 walks
+  // (simd_walk()) for runs of at least kRowBlockTrees consecutive trees of the complete layout;
+  // row_depth() 0 when no tree has it.
   int row_depth() const { return row_.depth; }
-  const DenseNode* row_nodes() const { return row_.nodes.data(); }
+  const RowGeometry& row_geometry() const { return row_geometry_; }
+  const DenseNode* row_nodes() const { return row_.nodes.data() + row_nodes_offset_; }
   const double* row_values() const { return row_.values.data(); }
 
  private:
@@ -290,6 +295,8 @@ class CpuForest {
   CpuForestOptions::Walk walk_ = CpuForestOptions::Walk::kScalar;
   DenseLayout dense_;
   DenseLayout row_;
+  RowGeometry row_geometry_;
+  int64_t row_nodes_offset_ = 0;  // row_.nodes' first node on a 64-byte line
   BitvectorLayout bitvector_;
 };
 

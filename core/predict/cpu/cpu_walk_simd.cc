@@ -861,42 +861,67 @@ __attribute__((target("avx512f"))) inline __m128d AddInOrder512(__m128d sum, __m
   return AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 3)));
 }
 
-// Levels read with LoadTop512; the deeper ones are gathered.
-constexpr int kRowTopLevels = 3;
-
-// WalkAndAddRowSimd over the row layout: trees tree_ids[0, n) in slots [slot0, slot0 + n), a
-// block of sixteen slots per vector (the slots of a block outside the run are walked too, their
-// values not kept).
+// WalkAndAddRowSimd over the row layout (RowGeometry `g`): trees tree_ids[0, n) in slots
+// [slot0, slot0 + n), a block of sixteen slots per vector (the slots of a block outside the run
+// are walked too, their values not kept). The first kRowTopLevels levels are read with vector
+// loads, the other interleaved ones gathered position by position, the deeper ones gathered
+// from each lane's tree's line-sized subtrees.
 template <bool kCat>
 __attribute__((target("avx512f"))) void RowWalkBlocks512(const CpuTree* trees,
                                                          const int32_t* tree_ids, int32_t slot0,
                                                          int n, const DenseNode* nodes,
-                                                         int depth, const double* values,
+                                                         const RowGeometry& g,
+                                                         const double* values,
                                                          const float* row, bool nan,
                                                          const CategorySets& sets,
                                                          bool one_output, double* margins) {
+  const int depth = g.depth();
   const int inner = (1 << depth) - 1;
+  const int interleaved = g.interleaved();
+  const int interleaved_inner = (1 << interleaved) - 1;
+  const int loads = interleaved < kRowTopLevels ? interleaved : kRowTopLevels;
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i index_bits = _mm512_set1_epi32(static_cast<int>(kDenseFeatureBits));
-  const int top = depth < kRowTopLevels ? depth : kRowTopLevels;
+  // Per lane, its slot's first deep node less the block's (added per vector).
+  const __m512i lane_deep = _mm512_mullo_epi32(lane, _mm512_set1_epi32(g.tree_nodes()));
   RowRound round;
   __m512i at[kRowWalkVectors];
+  __m512i deep[kRowWalkVectors];
   const int32_t first_block = slot0 / kWidth;
   const int32_t end_block = (slot0 + n + kWidth - 1) / kWidth;
   for (int32_t b0 = first_block; b0 < end_block; b0 += kRowWalkVectors) {
     const int vectors = end_block - b0 < kRowWalkVectors ? end_block - b0 : kRowWalkVectors;
-    for (int u = 0; u < vectors; ++u) at[u] = _mm512_setzero_si512();
+    for (int u = 0; u < vectors; ++u) {
+      at[u] = _mm512_setzero_si512();
+      deep[u] = _mm512_add_epi32(
+          lane_deep,
+          _mm512_set1_epi32(static_cast<int32_t>(g.deep_base() + static_cast<int64_t>(b0 + u) *
+                                                                     kWidth * g.tree_nodes())));
+    }
     for (int d = 0; d < depth; ++d) {
+      const int32_t level_first = (1 << d) - 1;
+      const RowGeometry::Level& l = g.level(d);
       for (int u = 0; u < vectors; ++u) {
-        const int32_t block_first = (b0 + u) * inner;
+        const int32_t block_first = (b0 + u) * interleaved_inner;
         __m512 t;
         __m512i fn;
-        if (d < top) {
+        if (d < loads) {
           LoadTop512(nodes + static_cast<int64_t>(block_first) * kWidth, d, at[u], &t, &fn);
-        } else {
+        } else if (d < interleaved) {
           const __m512i node = _mm512_add_epi32(
               _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(block_first), at[u]), 4),
               lane);
+          GatherDense512(nodes, node, &t, &fn);
+        } else {
+          // q = at - (2^d - 1); node = deep + offset + ((q >> shift) << slot_log2)
+          //     + (2^shift - 1) + (q & (2^shift - 1)), as RowGeometry::DeepNode.
+          const __m512i q = _mm512_sub_epi32(at[u], _mm512_set1_epi32(level_first));
+          const __m512i slot = _mm512_slli_epi32(_mm512_srli_epi32(q, l.shift), l.slot_log2);
+          const __m512i within =
+              _mm512_and_si512(q, _mm512_set1_epi32(static_cast<int32_t>((1u << l.shift) - 1)));
+          const __m512i node = _mm512_add_epi32(
+              _mm512_add_epi32(deep[u], slot),
+              _mm512_add_epi32(within, _mm512_set1_epi32(l.offset + (1 << l.shift) - 1)));
           GatherDense512(nodes, node, &t, &fn);
         }
         const __m512 x = _mm512_i32gather_ps(_mm512_and_si512(fn, index_bits), row, 4);
@@ -1132,8 +1157,8 @@ void WalkAndAddRowSimd(const CpuForest& cf, const int32_t* tree_ids, int num_tre
         const int32_t slot0 = trees[tree_ids[t0]].row;
         if (slot0 >= 0) {
           (sets.words != nullptr ? RowWalkBlocks512<true> : RowWalkBlocks512<false>)(
-              trees, tree_ids + t0, slot0, n, cf.row_nodes(), cf.row_depth(), cf.row_values(), row,
-              nan, sets, cf.forest().num_outputs == 1, margins);
+              trees, tree_ids + t0, slot0, n, cf.row_nodes(), cf.row_geometry(), cf.row_values(),
+              row, nan, sets, cf.forest().num_outputs == 1, margins);
         } else {
           (sets.words != nullptr ? RowWalkNodes512<true> : RowWalkNodes512<false>)(
               cf.nodes(), trees, tree_ids + t0, n, cf.leaf_values(), row, nan, sets, margins);

@@ -466,6 +466,85 @@ TEST(CpuInferTest, LargeCompleteLayoutsTakeLargeBlocks) {
   EXPECT_EQ((*CpuForest::Build(MakeRandomForest(o), dense))->block_rows(), 16);
 }
 
+// The row layout's geometry: every node of every slot in its own place within size(), the first
+// interleaved() levels where TopNode says, and below them the nodes of a path through a group of
+// levels within one 64-byte line.
+TEST(CpuForestTest, RowGeometryPlacesEveryNodeOnceAndPathsWithinLines) {
+  for (int depth = 1; depth <= kDenseMaxDepth; ++depth) {
+    for (int interleaved : {kRowTopLevels, depth}) {
+      SCOPED_TRACE("depth " + std::to_string(depth) + " interleaved " +
+                   std::to_string(interleaved));
+      constexpr int64_t kSlots = 40;
+      const RowGeometry g(depth, kSlots, interleaved);
+      EXPECT_EQ(g.interleaved(), std::min(depth, std::max(interleaved, kRowTopLevels)));
+      EXPECT_EQ(g.deep_base() % 8, 0);
+      EXPECT_EQ(g.tree_nodes() % 8, 0);
+      EXPECT_EQ(g.tree_nodes() == 0, g.interleaved() == depth);
+      std::vector<int> used(static_cast<size_t>(g.size()), 0);
+      for (int64_t s = 0; s < kSlots; ++s) {
+        for (int d = 0; d < depth; ++d) {
+          for (int64_t q = 0; q < (int64_t{1} << d); ++q) {
+            const int64_t at = d < g.interleaved() ? g.TopNode(s, (int64_t{1} << d) - 1 + q)
+                                                   : g.DeepNode(s, d, q);
+            ASSERT_GE(at, 0);
+            ASSERT_LT(at, g.size());
+            ++used[static_cast<size_t>(at)];
+            if (d < g.interleaved()) {
+              EXPECT_LT(at, g.deep_base());
+            } else if (d > g.interleaved() && (d - g.interleaved()) % 3 != 0) {
+              // Its parent, one level up in the same group, shares its line.
+              EXPECT_EQ(at / 8, g.DeepNode(s, d - 1, q / 2) / 8) << "slot " << s << " q " << q;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(*std::max_element(used.begin(), used.end()), 1);
+    }
+  }
+}
+
+// Row layouts past a core's L2 keep their levels below the top ones in line-sized subtrees, the
+// others interleave every level; a single row gives the reference's answer either way, for every
+// depth of the complete layout (groups of three, two and one levels under the top), with missing
+// values, categorical splits, several outputs and ranges.
+TEST(CpuInferTest, LargeRowLayoutsTakeLineSizedSubtrees) {
+  if (!HaveSimdWalk()) GTEST_SKIP() << "no AVX-512: no row layout";
+  for (int depth = 4; depth <= kDenseMaxDepth; ++depth) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    RandomForestOptions o;
+    o.num_features = 30;
+    o.max_depth = depth;
+    o.leaf_probability = 0.0;
+    o.categorical_fraction = depth % 2 == 0 ? 0.2 : 0.0;
+    o.max_categories = 64;
+    o.num_outputs = depth == 8 ? 3 : 1;
+    o.seed = 40 + depth;
+    // (2^(depth + 1) - 1) x 8 bytes a tree: 1.6 MB, past the 1.5 MB rule; a tenth of it under.
+    const int large_trees = static_cast<int>(
+        (int64_t{1600} << 10) / (((int64_t{1} << (depth + 1)) - 1) * 8) / 48 * 48 + 48);
+    for (int trees : {large_trees, large_trees / 10 / 48 * 48 + 48}) {
+      o.num_trees = trees;
+      const ForestPtr f = MakeRandomForest(o);
+      absl::StatusOr<CpuForestPtr> cf =
+          CpuForest::Build(f, WalkOptions(CpuForestOptions::Walk::kDense));
+      ASSERT_TRUE(cf.ok()) << cf.status();
+      ASSERT_EQ((*cf)->row_depth(), depth);
+      EXPECT_EQ((*cf)->row_geometry().interleaved(), trees == large_trees ? kRowTopLevels : depth)
+          << trees << " trees";
+      EXPECT_EQ(reinterpret_cast<uintptr_t>((*cf)->row_nodes()) % 64, 0u);
+      for (double nan : {0.0, 0.2}) {
+        const std::vector<float> x = MakeRandomRows(*f, 24, 7 + depth, nan);
+        for (const PredictOptions& po :
+             {Kind(OutputKind::kMargin), Kind(OutputKind::kLeaf),
+              Kind(OutputKind::kMargin, 1, f->num_iterations - 1)}) {
+          ExpectSame(EngineRows(**cf, x, po), ReferencePrediction(*f, x, po),
+                     std::to_string(trees) + " trees nan=" + std::to_string(nan));
+        }
+      }
+    }
+  }
+}
+
 // Runs of trees that take the row layout (at least kRowBlockTrees consecutive trees of the
 // complete layout) between trees that do not (a categorical set listing a category past
 // 4,095, which takes the general decision; a run too short): a single
