@@ -312,7 +312,8 @@ void CpuForest::BuildRowLayout() {
   if (slots == 0) return;
   // Every level interleaved while the layout stays in a core's L2 (fewer operations a level);
   // line-sized subtrees below the top levels where it does not (fewer lines a tree): measured
-  // both ways on 100- to 1,000-tree models (docs/benchmarks/prediction-cpu.md).
+  // both ways on 100- to 1,000-tree models (docs/benchmarks/prediction-cpu.md, single rows of
+  // large models).
   const int64_t interleaved_bytes =
       (slots + kRowBlockTrees - 1) / kRowBlockTrees * kRowBlockTrees *
       ((int64_t{1} << dense_.depth) * 2 - 1) * static_cast<int64_t>(sizeof(double));
@@ -320,8 +321,13 @@ void CpuForest::BuildRowLayout() {
       dense_.depth, slots,
       interleaved_bytes > static_cast<int64_t>(kLargeDenseLayoutBytes) ? kRowTopLevels
                                                                        : dense_.depth);
-  // Node indices are int32 lanes of the walk's gathers.
-  if (geometry.size() + 8 > std::numeric_limits<int32_t>::max()) {
+  // Node and leaf-value indices are int32 lanes of the walk's gathers (the row's first node may
+  // sit up to 7 nodes in: row_nodes_offset_). Defensive: the complete layout's own size cap
+  // keeps both far below 2^31.
+  const int64_t value_slots = (slots + kRowBlockTrees - 1) / kRowBlockTrees * kRowBlockTrees *
+                              (int64_t{1} << dense_.depth);
+  if (geometry.size() + 8 > std::numeric_limits<int32_t>::max() ||
+      value_slots > std::numeric_limits<int32_t>::max()) {
     for (CpuTree& t : trees_) t.row = -1;
     return;
   }
@@ -336,7 +342,10 @@ void CpuForest::BuildRowLayout() {
   row_nodes_offset_ =
       static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(row_.nodes.data()) % 64) % 64) /
       static_cast<int64_t>(sizeof(DenseNode));
+  static_assert(sizeof(DenseNode) == 8 && 64 % sizeof(DenseNode) == 0, "8 nodes to a line");
   DenseNode* nodes = row_.nodes.data() + row_nodes_offset_;
+  // operator new aligns to at least 16 bytes, so some offset of 0-7 nodes is on a line (a test
+  // checks row_nodes()).
   row_.values.assign(blocks * kRowBlockTrees * leaves, 0.0);
   for (const CpuTree& t : trees_) {
     if (t.row < 0) continue;

@@ -1,3 +1,6 @@
+// The row layout's geometry: where CpuForest keeps each tree's complete-layout nodes for one row
+// walked across trees (cpu::PredictRow's AVX-512 walk, WalkAndAddRowSimd). A value type: built
+// once at load, then read by any number of threads.
 #ifndef GROVE_CORE_PREDICT_CPU_CPU_ROW_LAYOUT_H_
 #define GROVE_CORE_PREDICT_CPU_CPU_ROW_LAYOUT_H_
 
@@ -10,7 +13,8 @@ namespace grove::cpu {
 inline constexpr int kRowBlockTrees = 16;
 // Levels of the row layout read with vector loads (LoadTop512): few positions per level there.
 inline constexpr int kRowTopLevels = 3;
-// Levels a row layout holds at most (CpuForest's complete layout: kDenseMaxDepth).
+// Levels a row layout can hold: at least CpuForest's complete layout's kDenseMaxDepth
+// (static_assert in cpu_forest.h).
 inline constexpr int kRowMaxDepth = 16;
 
 // Where the row layout (CpuForest::row_nodes) keeps the complete layout's nodes of the tree in
@@ -38,8 +42,8 @@ class RowGeometry {
   };
 
   RowGeometry() = default;
-  // Geometry of `depth` levels (0 .. kRowMaxDepth) for `slots` trees, the first
-  // max(interleaved, kRowTopLevels) of them interleaved (all where depth is less).
+  // Geometry of `depth` levels (0 .. kRowMaxDepth: the caller's contract) for `slots` trees,
+  // the first max(interleaved, kRowTopLevels) of them interleaved (all where depth is less).
   RowGeometry(int depth, int64_t slots, int interleaved) : depth_(depth) {
     interleaved = interleaved > kRowTopLevels ? interleaved : kRowTopLevels;
     interleaved_ = depth < interleaved ? depth : interleaved;
@@ -54,7 +58,7 @@ class RowGeometry {
       for (int d = first; d < first + group; ++d) levels_[d] = {offset, d - first, slot_log2};
       offset += static_cast<int32_t>(int64_t{1} << (first + slot_log2));
     }
-    tree_nodes_ = offset;  // a multiple of 8: every group starts at level 3 or below
+    tree_nodes_ = offset;  // a multiple of 8: every group starts at a level >= 3
     size_ = deep_base_ + blocks * kRowBlockTrees * tree_nodes_;
   }
 

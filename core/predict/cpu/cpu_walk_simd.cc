@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/predict/cpu/cpu_row_layout.h"
 #include "core/predict/cpu/cpu_walk.h"
 
 namespace grove::cpu {
@@ -860,6 +861,8 @@ __attribute__((target("avx512f"))) inline __m128d AddInOrder512(__m128d sum, __m
   sum = AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 2)));
   return AddPair(sum, _mm_castps_pd(_mm512_extractf32x4_ps(f, 3)));
 }
+
+static_assert(kWidth == kRowBlockTrees, "a row-layout block is one vector of lanes");
 
 // WalkAndAddRowSimd over the row layout (RowGeometry `g`): trees tree_ids[0, n) in slots
 // [slot0, slot0 + n), a block of sixteen slots per vector (the slots of a block outside the run

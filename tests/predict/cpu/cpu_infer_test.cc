@@ -480,6 +480,12 @@ TEST(CpuForestTest, RowGeometryPlacesEveryNodeOnceAndPathsWithinLines) {
       EXPECT_EQ(g.deep_base() % 8, 0);
       EXPECT_EQ(g.tree_nodes() % 8, 0);
       EXPECT_EQ(g.tree_nodes() == 0, g.interleaved() == depth);
+      if (g.interleaved() == kRowTopLevels && depth > kRowTopLevels) {
+        // Slots of 8 nodes for each full group, 4 for two levels, 1 for one: no gap, no excess.
+        const int32_t expected[] = {0, 0, 0, 0, 8, 32, 64, 64 + 64, 64 + 256, 64 + 512,
+                                    64 + 512 + 512};
+        EXPECT_EQ(g.tree_nodes(), expected[depth]);
+      }
       std::vector<int> used(static_cast<size_t>(g.size()), 0);
       for (int64_t s = 0; s < kSlots; ++s) {
         for (int d = 0; d < depth; ++d) {
@@ -519,7 +525,8 @@ TEST(CpuInferTest, LargeRowLayoutsTakeLineSizedSubtrees) {
     o.max_categories = 64;
     o.num_outputs = depth == 8 ? 3 : 1;
     o.seed = 40 + depth;
-    // (2^(depth + 1) - 1) x 8 bytes a tree: 1.6 MB, past the 1.5 MB rule; a tenth of it under.
+    // (2^(depth + 1) - 1) x 8 bytes a tree: 1.6 MB, past the 1.5 MB rule; a tenth (rounded up to
+    // 48 trees) well under it.
     const int large_trees = static_cast<int>(
         (int64_t{1600} << 10) / (((int64_t{1} << (depth + 1)) - 1) * 8) / 48 * 48 + 48);
     for (int trees : {large_trees, large_trees / 10 / 48 * 48 + 48}) {
