@@ -223,11 +223,13 @@ void RunBlock(const Call& c, RowsView in, int64_t row0, int rows, MatrixView<flo
   // Eight rows at a time where the processor and the link allow (whatever walk the model takes):
   // the same bits.
   int vector_rows = 0;
-  if (HaveSimdWalk() && (c.kind == OutputKind::kMargin || VectorTransformTakes(c.transform))) {
+  if ((c.kind == OutputKind::kMargin || VectorTransformTakes(c.transform)) &&
+      (HaveSimdWalk() || HaveAvx2Transform())) {
     vector_rows = rows / kTransformRows * kTransformRows;
     if (vector_rows > 0) {
-      TransformBlock512(c.transform, c.kind == OutputKind::kMargin, margins, rows, vector_rows,
-                        out.Row(row0), out.stride);
+      (HaveSimdWalk() ? TransformBlock512 : TransformBlock256)(
+          c.transform, c.kind == OutputKind::kMargin, margins, rows, vector_rows, out.Row(row0),
+          out.stride);
     }
   }
   double* scratch = margins + static_cast<int64_t>(rows) * k_out;
