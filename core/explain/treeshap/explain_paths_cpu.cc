@@ -226,7 +226,8 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
   // is zeroed as floats and only those cells are summed in doubles, copied and cleared. The
   // accumulator is therefore all zeros between rows: each thread keeps one between calls, grown
   // (zeroed by the system, pages of cells never touched never written) to the largest call it has
-  // served.
+  // served, up to kKeptAccumulatorBytes; a larger one is released when its call ends, so a
+  // server's threads do not each hold the widest model's pages for good.
   const int64_t block = f1 * f1;
   std::vector<std::vector<int32_t>> players(layout.num_outputs);
   {
@@ -246,6 +247,8 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
     for (std::vector<int32_t>& ps : players) std::sort(ps.begin(), ps.end());
   }
   std::atomic<bool> out_of_memory{false};
+  // 64 MiB: a 784-feature 10-class model's accumulator (49 MB) stays.
+  constexpr size_t kKeptAccumulatorBytes = size_t{64} << 20;
   auto work = [&](int64_t begin, int64_t end) {
     struct Free {
       void operator()(double* p) const { std::free(p); }
@@ -277,6 +280,10 @@ absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const Expl
         }
         matrix[F * f1 + F] = static_cast<float>(bias[k]);
       }
+    }
+    if (cells * sizeof(double) > kKeptAccumulatorBytes) {
+      acc.reset();
+      acc_cells = 0;
     }
   };
   ParallelFor(pool, rows.rows, 1, work);

@@ -38,8 +38,9 @@ void AddPathContributions(const PathLayout& layout, const uint32_t* path_ids, in
 
 // Full explanation of `rows` into `out` (rows x ExplainWidth) from the layout. Interaction values
 // keep, per thread that ran a call (the pool's and the caller), an accumulator of the largest
-// num_outputs x (F + 1)^2 doubles it has served, all zeros between calls (only the pages of cells
-// a call touched are resident); RESOURCE_EXHAUSTED where it cannot be had.
+// num_outputs x (F + 1)^2 doubles it has served, up to 64 MiB (a larger one lives for its call
+// only), all zeros between calls (only the pages of cells a call touched are resident);
+// RESOURCE_EXHAUSTED where it cannot be had.
 absl::Status ExplainPathsCpu(const PathLayout& layout, RowsView rows, const ExplainOptions& options,
                              MatrixView<float> out, ThreadPool* pool);
 

@@ -210,6 +210,9 @@ CpuForestOptions::Walk CpuForest::FastestWalk(
   return candidates[chosen];
 }
 
+// The complete layout's padded size at most (trees x 2^depth x (8-byte node + 8-byte value)).
+constexpr int64_t kMaxDenseLayoutBytes = int64_t{64} << 20;
+
 void CpuForest::BuildDense() {
   // A DenseNode holds its feature in kDenseFeatureBits.
   if (forest_->num_features > static_cast<int32_t>(kDenseFeatureBits) + 1) return;
@@ -228,8 +231,8 @@ void CpuForest::BuildDense() {
   }
   // A deeper tree takes the top levels: at least kDenseTopLevels, those of the others if more.
   if (deep) depth = std::max(depth, kDenseTopLevels);
-  // At most 64 MB of padded layout: beyond, the plain walk stays.
-  if (trees == 0 || trees * (int64_t{16} << depth) > (int64_t{64} << 20)) return;
+  // At most kMaxDenseLayoutBytes of padded layout: beyond, the plain walk stays.
+  if (trees == 0 || trees * (int64_t{16} << depth) > kMaxDenseLayoutBytes) return;
   dense_.depth = depth;
   const int64_t inner = (int64_t{1} << depth) - 1;
   const int64_t leaves = int64_t{1} << depth;
@@ -310,10 +313,9 @@ void CpuForest::BuildRowLayout() {
     t0 = t1 + 1;
   }
   if (slots == 0) return;
-  // Every level interleaved while the layout stays in a core's L2 (fewer operations a level);
-  // line-sized subtrees below the top levels where it does not (fewer lines a tree): measured
-  // both ways on 100- to 1,000-tree models (docs/benchmarks/prediction-cpu.md, single rows of
-  // large models).
+  // Every level interleaved while the layout stays in a core's L2, where a level's extra index
+  // operations would cost more than the lines they save; line-sized subtrees below the top levels
+  // where it does not, where the lines read from L3 are the cost.
   const int64_t interleaved_bytes =
       (slots + kRowBlockTrees - 1) / kRowBlockTrees * kRowBlockTrees *
       ((int64_t{1} << dense_.depth) * 2 - 1) * static_cast<int64_t>(sizeof(double));
@@ -321,16 +323,11 @@ void CpuForest::BuildRowLayout() {
       dense_.depth, slots,
       interleaved_bytes > static_cast<int64_t>(kLargeDenseLayoutBytes) ? kRowTopLevels
                                                                        : dense_.depth);
-  // Node and leaf-value indices are int32 lanes of the walk's gathers (the row's first node may
-  // sit up to 7 nodes in: row_nodes_offset_). Defensive: the complete layout's own size cap
-  // keeps both far below 2^31.
-  const int64_t value_slots = (slots + kRowBlockTrees - 1) / kRowBlockTrees * kRowBlockTrees *
-                              (int64_t{1} << dense_.depth);
-  if (geometry.size() + 8 > std::numeric_limits<int32_t>::max() ||
-      value_slots > std::numeric_limits<int32_t>::max()) {
-    for (CpuTree& t : trees_) t.row = -1;
-    return;
-  }
+  // Node and leaf-value indices are int32 lanes of the walk's gathers: the complete layout's cap
+  // (trees x 2^depth x 16 bytes) bounds both; padding to whole blocks (< 2x) and line-sized
+  // slots (< 1.3x) keep the nodes within four times that count.
+  static_assert(kMaxDenseLayoutBytes / 16 * 4 < std::numeric_limits<int32_t>::max(),
+                "row layout indices fit int32");
   row_.depth = dense_.depth;
   row_geometry_ = geometry;
   const int64_t inner = (int64_t{1} << dense_.depth) - 1;

@@ -150,12 +150,7 @@ TEST(PathsCpuTest, LongPathsAreExact) {
 // values, and a call repeated gives the same bits.
 TEST(PathsCpuTest, InteractionAccumulatorIsZeroBetweenCalls) {
   ForestPtr a = MakeRandomForest({.num_trees = 12, .max_depth = 5, .num_outputs = 3, .seed = 51});
-  RandomForestOptions wide;
-  wide.num_trees = 6;
-  wide.max_depth = 6;
-  wide.num_features = 40;
-  wide.seed = 52;
-  ForestPtr b = MakeRandomForest(wide);
+  ForestPtr b = MakeRandomForest({.num_trees = 6, .max_depth = 6, .num_features = 40, .seed = 52});
   PathLayoutPtr la = Layout(*a), lb = Layout(*b);
   const std::vector<float> ra = MakeRandomRows(*a, 6, 6), rb = MakeRandomRows(*b, 6, 7);
   const std::vector<float> first = RunPaths(*la, ra, true, nullptr);
@@ -169,6 +164,25 @@ TEST(PathsCpuTest, InteractionAccumulatorIsZeroBetweenCalls) {
   EXPECT_LE(MaxMarginError(again, ReferenceExplanation(*a, ra, true, nullptr), 6, a->num_outputs),
             kTolerance);
   EXPECT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)));
+}
+
+// An accumulator past the kept bound (100 outputs x 291^2 doubles: 68 MB) lives for its call only:
+// two calls of it and a small call after keep the reference's values.
+TEST(PathsCpuTest, LargeInteractionAccumulatorIsReleasedAndRebuilt) {
+  ForestPtr big = MakeRandomForest(
+      {.num_trees = 100, .max_depth = 3, .num_features = 290, .num_outputs = 100, .seed = 53});
+  ForestPtr small = MakeRandomForest({.num_trees = 12, .max_depth = 5, .num_outputs = 3, .seed = 54});
+  PathLayoutPtr lb = Layout(*big), ls = Layout(*small);
+  const std::vector<float> rb = MakeRandomRows(*big, 2, 8), rs = MakeRandomRows(*small, 4, 9);
+  const std::vector<float> want = ReferenceExplanation(*big, rb, true, nullptr);
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_LE(MaxMarginError(RunPaths(*lb, rb, true, nullptr), want, 2, big->num_outputs),
+              kTolerance)
+        << "call " << call;
+  }
+  EXPECT_LE(MaxMarginError(RunPaths(*ls, rs, true, nullptr),
+                           ReferenceExplanation(*small, rs, true, nullptr), 4, small->num_outputs),
+            kTolerance);
 }
 
 TEST(PathsCpuTest, DeterministicAcrossThreadCounts) {
