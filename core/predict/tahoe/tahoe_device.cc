@@ -240,6 +240,22 @@ absl::Status TahoeEngineImpl::InitLane(Gpu& g, StagingLane& lane, int64_t in_byt
     }
     g.bytes += in_bytes + out_bytes + ws_doubles * 8;
   }
+  // The streams and events of page-locked calls' pieces (RunPinnedPieces).
+  std::vector<cudaStream_t*> streams = {&lane.in_stream, &lane.out_stream};
+  for (cudaStream_t& st : lane.piece_streams) streams.push_back(&st);
+  for (cudaStream_t* st : streams) {
+    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking),
+                               "cudaStreamCreate");
+  }
+  for (int b = 0; b < kMaxPieceBuffers; ++b) {
+    for (cudaEvent_t* e : {&lane.piece_in[b], &lane.piece_free[b]}) {
+      GROVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(e, cudaEventDisableTiming),
+                                 "cudaEventCreate");
+    }
+  }
+  for (cudaEvent_t* e : {&lane.pieces_in, &lane.pieces_out}) {
+    if (absl::Status st = gpu::CreateWaitEvent(e, "tahoe: cudaEventCreate"); !st.ok()) return st;
+  }
   return absl::OkStatus();
 }
 

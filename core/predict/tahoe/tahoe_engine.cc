@@ -353,12 +353,16 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   // the device by DMA directly, skipping the slot's staging copy.
   const bool direct_in = gpu::IsPinnedHost(rows.data);
   const bool direct_out = gpu::IsPinnedHost(out.data);
-  // With both by DMA a slot's next chunk needs nothing from the host: its stream runs the
-  // previous chunk's copies and kernel first, so every chunk is queued at once and the host waits
-  // once at the end (a host wait per slot would leave the stream idle while the thread wakes and
-  // queues the next copy). Timed runs (shape trials) read each chunk's kernel events before their
-  // reuse, so they wait per chunk.
+  // With both by DMA a chunk needs nothing from the host, so every chunk (or piece: calls of up to
+  // a few slots' rows, RunPinnedPieces) is queued at once and the host waits once at the end; a
+  // slot's stream runs its previous chunk's copies and kernel first (a host wait per slot would
+  // leave the stream idle while the thread wakes and queues the next copy). Timed runs (shape
+  // trials) read each chunk's kernel events before their reuse, so they wait per chunk.
   const bool queue_all = direct_in && direct_out && kernel_seconds == nullptr;
+  if (queue_all) {
+    const PieceSchedule pieces = PinnedPieces(rows.rows, chunk);
+    if (!pieces.sizes.empty()) return RunPinnedPieces(g, lane, a, pieces, chunk, rows, out);
+  }
   if (kernel_seconds != nullptr) *kernel_seconds = 0;
   struct Pending {
     int64_t begin = 0, count = 0;
@@ -431,6 +435,86 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
     } else {
       cudaStreamSynchronize(lane.slots[i].stream);  // leave the slot idle before reporting
     }
+  }
+  return status;
+}
+
+absl::Status TahoeEngineImpl::RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLaunchArgs a,
+                                              const PieceSchedule& pieces, int64_t slot_rows,
+                                              RowsView rows, MatrixView<float> out) const {
+  const int64_t F = rows.cols, W = a.out_stride, P = pieces.piece_rows;
+  // Piece buffers: each slot's rows and results cut into pieces of P rows (buffer b in slot
+  // b % kSlots). Kernels take the piece streams in turn, stream j half of slot j % kSlots's
+  // workspace, or, where a launch needs more than half, two streams with a whole one each.
+  const int per_slot = static_cast<int>(
+      std::min<int64_t>(kMaxPieceBuffers / kSlots, slot_rows / std::max<int64_t>(1, P)));
+  if (per_slot < 1) return absl::InternalError("tahoe: a piece larger than its slot");
+  const int buffers = per_slot * kSlots;
+  const int parts =
+      a.strategy == StrategyId::kRowChunk ? RowChunkShape::FromCode(a.groups).parts : 1;
+  const int64_t ws_piece = TahoeWorkspaceDoubles(g.df, a.strategy, a.kind, P, parts);
+  const bool halves = 2 * ws_piece <= lane.ws_doubles;
+  const int streams = halves ? kPieceStreams : kSlots;
+  absl::Status status;
+  auto step = [&](cudaError_t e, const char* what) {
+    if (status.ok()) status = gpu::CudaStatus(e, what);
+  };
+  int64_t begin = 0;
+  for (size_t k = 0; k < pieces.sizes.size() && status.ok(); ++k) {
+    const int64_t n = pieces.sizes[k];
+    const int b = static_cast<int>(k % buffers), j = static_cast<int>(k % streams);
+    Slot& slot = lane.slots[b % kSlots];
+    float* const d_in = slot.device_in() + (b / kSlots) * P * F;
+    float* const d_out = slot.device_out() + (b / kSlots) * P * W;
+    double* const ws =
+        lane.slots[j % kSlots].workspace() + (halves ? (j / kSlots) * (lane.ws_doubles / 2) : 0);
+    cudaStream_t const kernel_stream = lane.piece_streams[j];
+    // Rows in once the buffer's previous piece is done with it (its results have left).
+    if (k >= static_cast<size_t>(buffers)) {
+      step(cudaStreamWaitEvent(lane.in_stream, lane.piece_free[b], 0), "cudaStreamWaitEvent");
+    }
+    if (status.ok()) {
+      step(CopyMatrixAsync(d_in, F, rows.Row(begin), rows.stride, F, n, cudaMemcpyHostToDevice,
+                           lane.in_stream),
+           "copy rows to device");
+    }
+    if (status.ok()) step(cudaEventRecord(lane.piece_in[b], lane.in_stream), "cudaEventRecord");
+    // The kernel once the rows are in.
+    if (status.ok()) {
+      step(cudaStreamWaitEvent(kernel_stream, lane.piece_in[b], 0), "cudaStreamWaitEvent");
+    }
+    a.d_rows = d_in;
+    a.rows = n;
+    a.d_out = d_out;
+    if (status.ok()) step(TahoeLaunch(g.df, a, ws, kernel_stream), "tahoe kernel launch");
+    // Results out after the kernel, on its stream (the stream's next kernel is kPieceStreams
+    // pieces later: the short copy delays nothing that waits on it).
+    if (status.ok()) {
+      step(CopyMatrixAsync(out.Row(begin), out.stride, d_out, W, W, n, cudaMemcpyDeviceToHost,
+                           kernel_stream),
+           "copy results to host");
+    }
+    if (status.ok()) step(cudaEventRecord(lane.piece_free[b], kernel_stream), "cudaEventRecord");
+    begin += n;
+  }
+  if (status.ok()) step(cudaEventRecord(lane.pieces_in, lane.in_stream), "cudaEventRecord");
+  // The call's end: every kernel stream's last piece out (the out stream waits for each).
+  const size_t count = pieces.sizes.size();
+  for (size_t k = count > static_cast<size_t>(streams) ? count - streams : 0; k < count; ++k) {
+    if (!status.ok()) break;
+    step(cudaStreamWaitEvent(lane.out_stream, lane.piece_free[k % buffers], 0),
+         "cudaStreamWaitEvent");
+  }
+  if (status.ok()) step(cudaEventRecord(lane.pieces_out, lane.out_stream), "cudaEventRecord");
+  // The host sleeps until the last rows are in, then polls for the short rest (the last kernels
+  // and copies out): a wake-up from a sleeping wait takes tens of microseconds, which here would
+  // come after the results instead of during the tail.
+  if (status.ok()) status = gpu::WaitForEvent(lane.pieces_in, "tahoe pieces");
+  if (status.ok()) status = gpu::WaitForEvent(lane.pieces_out, "tahoe pieces", kPiecesTailSpin);
+  if (!status.ok()) {  // leave the lane idle before reporting
+    for (cudaStream_t st : lane.piece_streams) cudaStreamSynchronize(st);
+    cudaStreamSynchronize(lane.in_stream);
+    cudaStreamSynchronize(lane.out_stream);
   }
   return status;
 }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,11 +26,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/common/thread_pool.h"
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
 #include "core/predict/tahoe/perf_model.h"
+#include "core/predict/tahoe/pinned_pieces.h"
 #include "core/predict/predict_strategy.h"
 #include "core/predict/tahoe/shape_trials.h"
 #include "core/predict/tahoe/tahoe_engine.h"
@@ -41,6 +44,11 @@
 namespace grove::tahoe_internal {
 
 constexpr int kSlots = 2;
+// Kernel streams of a page-locked call's pieces (RunPinnedPieces); each takes half a slot's
+// workspace.
+constexpr int kPieceStreams = 4;
+// How long a page-locked call polls for its last results once its last rows are in (then sleeps).
+inline constexpr absl::Duration kPiecesTailSpin = absl::Milliseconds(2);
 constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
 constexpr int64_t kDeviceChunkRows = 1 << 20;   // device path: rows per launch
 constexpr int64_t kRowChunkWsRows = 1 << 18;     // rows per launch of row chunk with tree parts
@@ -85,6 +93,18 @@ struct Slot {
 struct StagingLane {
   Slot slots[kSlots];
   int64_t in_bytes = 0, out_bytes = 0, ws_doubles = 0;
+  // Pieces of page-locked calls (RunPinnedPieces): the slots' buffers cut into pieces; rows go in
+  // on in_stream, and each piece's kernel and results out run on one of kPieceStreams streams in
+  // turn, so that no copy in waits behind a kernel and the last pieces' short kernels run side by
+  // side as their rows land. piece_in[b]: piece buffer b's rows are on the device; piece_free[b]:
+  // its results have left (the buffer is reusable). out_stream joins the kernel streams at a
+  // call's end.
+  cudaStream_t in_stream = nullptr, out_stream = nullptr;
+  cudaStream_t piece_streams[kPieceStreams] = {};
+  cudaEvent_t piece_in[kMaxPieceBuffers] = {};
+  cudaEvent_t piece_free[kMaxPieceBuffers] = {};
+  // The call's last rows in and last results out (WaitForEvent events).
+  cudaEvent_t pieces_in = nullptr, pieces_out = nullptr;
 };
 
 // One GPU: the resident format, streams, staging lanes.
@@ -117,6 +137,23 @@ struct Gpu {
         if (s.kernel_start) cudaEventDestroy(s.kernel_start);
         if (s.kernel_end) cudaEventDestroy(s.kernel_end);
         if (s.stream) cudaStreamDestroy(s.stream);
+      }
+      std::vector<cudaStream_t> streams(std::begin(lane->piece_streams), std::end(lane->piece_streams));
+      streams.push_back(lane->in_stream);
+      streams.push_back(lane->out_stream);
+      for (cudaStream_t st : streams) {
+        if (st) cudaStreamSynchronize(st);
+      }
+      for (int b = 0; b < kMaxPieceBuffers; ++b) {
+        for (cudaEvent_t e : {lane->piece_in[b], lane->piece_free[b]}) {
+          if (e) cudaEventDestroy(e);
+        }
+      }
+      for (cudaEvent_t e : {lane->pieces_in, lane->pieces_out}) {
+        if (e) cudaEventDestroy(e);
+      }
+      for (cudaStream_t st : streams) {
+        if (st) cudaStreamDestroy(st);
       }
     }
   }
@@ -268,6 +305,13 @@ class TahoeEngineImpl final : public TahoeEngine {
   absl::Status RunHostOnLane(Gpu& g, StagingLane& lane, StrategyId s, int groups,
                              const TahoeCall& call, RowsView rows, MatrixView<float> out,
                              double* kernel_seconds) const;
+  // A page-locked call (rows and results reached by DMA) in the pieces of `pieces` (PinnedPieces
+  // for slots of `slot_rows` rows): rows in on the lane's copy stream, each piece's kernel and copy
+  // out on its buffer's slot stream; the host waits once, at the end. `a`: the launch's arguments
+  // but its rows.
+  absl::Status RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLaunchArgs a,
+                               const PieceSchedule& pieces, int64_t slot_rows, RowsView rows,
+                               MatrixView<float> out) const;
   // Creates a lane's streams and buffers on the current device.
   absl::Status InitLane(Gpu& g, StagingLane& lane, int64_t in_bytes, int64_t out_bytes,
                         int64_t ws_doubles) const;

@@ -22,6 +22,7 @@
 #include "core/model/loader.h"
 #include "core/predict/predict.h"
 #include "core/predict/predict_engine.h"
+#include "core/predict/tahoe/pinned_pieces.h"
 #include "core/predict/tahoe/shape_trials.h"
 #include "core/predict/tahoe/tahoe_engine.h"
 #include "gtest/gtest.h"
@@ -34,6 +35,24 @@ namespace grove {
 namespace {
 
 constexpr double kTolerance = 1e-5;
+
+// Page-locks a vector's memory for the object's life (gpu::PinHostRange), as a caller that
+// registers its arrays once does.
+class ScopedPin {
+ public:
+  explicit ScopedPin(std::vector<float>& v)
+      : data_(v.data()), status_(gpu::PinHostRange(v.data(), v.size() * sizeof(float))) {}
+  ~ScopedPin() {
+    if (status_.ok()) gpu::UnpinHostRange(data_);
+  }
+  ScopedPin(const ScopedPin&) = delete;
+  ScopedPin& operator=(const ScopedPin&) = delete;
+  const absl::Status& status() const { return status_; }
+
+ private:
+  void* data_;
+  absl::Status status_;
+};
 // Every GPU strategy, from the one name table (index 0 is the CPU).
 std::vector<std::string> GpuStrategies() {
   std::vector<std::string> s;
@@ -272,10 +291,12 @@ TEST(TahoeGpuTest, BatchSplitAcrossEngineGpusOfOneDeviceIsExact) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// Rows and results both page-locked queue every chunk of a call at once (each slot's stream
-// orders its reuse): many chunks over the two slots, from two callers at once on their own lanes,
-// answer exactly as pageable memory does, every strategy.
-TEST(TahoeGpuTest, PinnedCallsOfManyChunksQueueAtOnceAndMatch) {
+// Rows and results both page-locked, from two callers at once on their own lanes, over small
+// slots: a call of many slots' rows goes in whole chunks over the two slots, a call of a few in
+// pieces queued at once (rows in on the lane's in stream, kernels and results out on its piece
+// streams, buffers reused once their results left); both answer exactly as pageable memory does,
+// every strategy.
+TEST(TahoeGpuTest, PinnedCallsOfManyChunksAndOfPiecesMatch) {
   SKIP_WITHOUT_GPU();
   RandomForestOptions o;
   o.seed = 17;
@@ -284,8 +305,8 @@ TEST(TahoeGpuTest, PinnedCallsOfManyChunksQueueAtOnceAndMatch) {
   o.num_features = 9;
   o.num_outputs = 2;
   ForestPtr f = MakeRandomForest(o);
-  const int64_t n = 20011, K = f->num_outputs;  // 21 chunks of 997 rows, the last partial
-  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(n), 8, 0.1);
+  const int64_t max_n = 20011, K = f->num_outputs;
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(max_n), 8, 0.1);
   TahoeEngineOptions eo;
   eo.max_chunk_rows = 997;
   eo.staging_lanes = 2;
@@ -294,36 +315,75 @@ TEST(TahoeGpuTest, PinnedCallsOfManyChunksQueueAtOnceAndMatch) {
   ASSERT_NE(e, nullptr);
   const PredictOptions margin = Kind(OutputKind::kMargin);
   std::vector<float> pinned_rows = rows;
-  std::vector<float> pinned_out(2 * n * K);
-  ASSERT_TRUE(gpu::PinHostRange(pinned_rows.data(), pinned_rows.size() * 4).ok());
-  ASSERT_TRUE(gpu::PinHostRange(pinned_out.data(), pinned_out.size() * 4).ok());
-  for (const char* strategy : {"row_chunk", "direct", "splitting_shared_forest"}) {
-    SCOPED_TRACE(strategy);
-    std::vector<float> want(n * K);
-    ASSERT_TRUE(e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
-                               MakeMatrixView(want.data(), n, K), strategy, nullptr).ok());
-    EXPECT_LE(MaxRelativeError(want, ReferencePrediction(*f, rows, margin)), kTolerance);
-    std::fill(pinned_out.begin(), pinned_out.end(), -777.0f);
-    absl::Status status[2];
-    std::vector<std::thread> callers;
-    for (int c = 0; c < 2; ++c) {
-      callers.emplace_back([&, c] {
-        for (int rep = 0; rep < 3 && status[c].ok(); ++rep) {
-          status[c] = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
-                                     MakeMatrixView(pinned_out.data() + c * n * K, n, K), strategy,
-                                     nullptr);
-        }
-      });
-    }
-    for (std::thread& t : callers) t.join();
-    for (int c = 0; c < 2; ++c) {
-      ASSERT_TRUE(status[c].ok()) << status[c];
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), pinned_out.begin() + c * n * K))
-          << "caller " << c;
+  std::vector<float> pinned_out(2 * max_n * K);
+  const ScopedPin pin_rows(pinned_rows), pin_out(pinned_out);
+  ASSERT_TRUE(pin_rows.status().ok() && pin_out.status().ok());
+  // 21 chunks of 997 rows (the last partial); eleven pieces of up to 498 rows.
+  ASSERT_TRUE(PinnedPieces(max_n, 997).sizes.empty());
+  ASSERT_FALSE(PinnedPieces(3001, 997).sizes.empty());
+  for (const int64_t n : {max_n, int64_t{3001}}) {
+    for (const char* strategy : {"row_chunk", "direct", "splitting_shared_forest"}) {
+      SCOPED_TRACE(::testing::Message() << n << " rows, " << strategy);
+      std::vector<float> want(n * K);
+      ASSERT_TRUE(e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                                 MakeMatrixView(want.data(), n, K), strategy, nullptr).ok());
+      const std::vector<float> head(rows.begin(), rows.begin() + n * f->num_features);
+      EXPECT_LE(MaxRelativeError(want, ReferencePrediction(*f, head, margin)), kTolerance);
+      std::fill(pinned_out.begin(), pinned_out.end(), -777.0f);
+      absl::Status status[2];
+      std::vector<std::thread> callers;
+      for (int c = 0; c < 2; ++c) {
+        callers.emplace_back([&, c] {
+          for (int rep = 0; rep < 3 && status[c].ok(); ++rep) {
+            status[c] = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features),
+                                       margin, MakeMatrixView(pinned_out.data() + c * n * K, n, K),
+                                       strategy, nullptr);
+          }
+        });
+      }
+      for (std::thread& t : callers) t.join();
+      for (int c = 0; c < 2; ++c) {
+        ASSERT_TRUE(status[c].ok()) << status[c];
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), pinned_out.begin() + c * n * K))
+            << "caller " << c;
+      }
     }
   }
-  gpu::UnpinHostRange(pinned_rows.data());
-  gpu::UnpinHostRange(pinned_out.data());
+}
+
+// Page-locked calls of the sizes users send (tens of thousands to a million rows, the staging slots
+// at their default size): pieces that ramp up and down, cut to the buffers' sizes, answer bit for
+// bit as pageable memory does (which goes through whole staging chunks).
+TEST(TahoeGpuTest, PinnedPiecesOfLargeCallsMatchPageableMemory) {
+  SKIP_WITHOUT_GPU();
+  RandomForestOptions o;
+  o.seed = 23;
+  o.num_trees = 40;
+  o.max_depth = 8;
+  o.num_features = 8;
+  ForestPtr f = MakeRandomForest(o);
+  const int64_t max_n = 1000003;
+  const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(max_n), 5, 0.05);
+  TahoeEngineOptions eo;
+  eo.shape_trials = false;
+  std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
+  ASSERT_NE(e, nullptr);
+  const PredictOptions margin = Kind(OutputKind::kMargin);
+  std::vector<float> pinned_rows = rows;
+  std::vector<float> pinned_out(max_n);
+  const ScopedPin pin_rows(pinned_rows), pin_out(pinned_out);
+  ASSERT_TRUE(pin_rows.status().ok() && pin_out.status().ok());
+  for (const int64_t n : {int64_t{32768}, int64_t{100003}, int64_t{262145}, max_n}) {
+    SCOPED_TRACE(n);
+    std::vector<float> want(n);
+    ASSERT_TRUE(e->PredictHost(MakeRowsView(rows.data(), n, f->num_features), margin,
+                               MakeMatrixView(want.data(), n, 1), "row_chunk", nullptr).ok());
+    std::fill(pinned_out.begin(), pinned_out.end(), -777.0f);
+    ASSERT_TRUE(e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
+                               MakeMatrixView(pinned_out.data(), n, 1), "row_chunk", nullptr).ok());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), pinned_out.begin()));
+    if (n < max_n) EXPECT_EQ(pinned_out[n], -777.0f);  // nothing written past the call
+  }
 }
 
 // Eight callers at once on a GPU's staging lanes (batches above and below the small lanes' slots,
@@ -374,9 +434,8 @@ TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
   std::vector<float> pinned_rows = rows;
   const int64_t stride = K + 2;
   std::vector<float> pinned_out(n * stride, -777.0f), packed_out(n * K, -777.0f);
-  ASSERT_TRUE(gpu::PinHostRange(pinned_rows.data(), pinned_rows.size() * 4).ok());
-  ASSERT_TRUE(gpu::PinHostRange(pinned_out.data(), pinned_out.size() * 4).ok());
-  ASSERT_TRUE(gpu::PinHostRange(packed_out.data(), packed_out.size() * 4).ok());
+  const ScopedPin pin_rows(pinned_rows), pin_out(pinned_out), pin_packed(packed_out);
+  ASSERT_TRUE(pin_rows.status().ok() && pin_out.status().ok() && pin_packed.status().ok());
   EXPECT_TRUE(gpu::IsPinnedHost(pinned_rows.data() + 5));
   EXPECT_FALSE(gpu::IsPinnedHost(rows.data()));
   const absl::Status st = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features), margin,
@@ -385,9 +444,6 @@ TEST(TahoeGpuTest, ConcurrentLanesAndPinnedBuffersGiveTheSameAnswers) {
   const absl::Status st_packed = e->PredictHost(MakeRowsView(pinned_rows.data(), n, f->num_features),
                                                 margin, MakeMatrixView(packed_out.data(), n, K),
                                                 "row_chunk", nullptr);
-  gpu::UnpinHostRange(pinned_rows.data());
-  gpu::UnpinHostRange(pinned_out.data());
-  gpu::UnpinHostRange(packed_out.data());
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_TRUE(st_packed.ok()) << st_packed;
   EXPECT_EQ(packed_out, want);
