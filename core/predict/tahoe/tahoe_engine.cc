@@ -322,7 +322,8 @@ absl::Status TahoeEngineImpl::RunDevice(Gpu& g, StrategyId s, int groups, const 
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.kernel_end, slot.stream), "cudaEventRecord");
   }
   GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.done, slot.stream), "cudaEventRecord");
-  if (absl::Status st = gpu::WaitForEvent(slot.done, "tahoe kernels"); !st.ok()) return st;
+  absl::Status waited = gpu::WaitForEvent(slot.done, "tahoe kernels", kDeviceWaitSpin);
+  if (!waited.ok()) return waited;
   if (kernel_seconds != nullptr) {
     float ms = 0;
     GROVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, slot.kernel_start, slot.kernel_end),

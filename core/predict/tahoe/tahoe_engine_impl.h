@@ -47,6 +47,12 @@ constexpr int kSlots = 2;
 // Kernel streams of a page-locked call's pieces (RunPinnedPieces); each takes half a slot's
 // workspace.
 constexpr int kPieceStreams = 4;
+// How long a call on device-resident rows polls for its kernels before it sleeps. Its time is the
+// kernels' alone, and a sleeping wait's wake-up (tens of microseconds) was a fifth of a 10K-row
+// call's (docs/benchmarks/prediction-gpu.md); a call longer than this sleeps for the rest, where
+// the wake-up is a few percent. Host-row calls keep gpu::kWaitSpin: a server's batch threads give
+// their cores to its transport while large copies and kernels run.
+inline constexpr absl::Duration kDeviceWaitSpin = absl::Milliseconds(1);
 // How long a page-locked call polls for its last results once its last rows are in (then sleeps).
 inline constexpr absl::Duration kPiecesTailSpin = absl::Milliseconds(2);
 constexpr int64_t kTargetChunkRows = 1 << 18;   // host path: rows per staging slot
