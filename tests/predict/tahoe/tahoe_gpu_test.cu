@@ -356,12 +356,8 @@ TEST(TahoeGpuTest, PinnedCallsOfManyChunksAndOfPiecesMatch) {
 // bit as pageable memory does (which goes through whole staging chunks).
 TEST(TahoeGpuTest, PinnedPiecesOfLargeCallsMatchPageableMemory) {
   SKIP_WITHOUT_GPU();
-  RandomForestOptions o;
-  o.seed = 23;
-  o.num_trees = 40;
-  o.max_depth = 8;
-  o.num_features = 8;
-  ForestPtr f = MakeRandomForest(o);
+  ForestPtr f = MakeRandomForest(
+      RandomForestOptions{.num_trees = 40, .max_depth = 8, .num_features = 8, .seed = 23});
   const int64_t max_n = 1000003;
   const std::vector<float> rows = MakeRandomRows(*f, static_cast<int>(max_n), 5, 0.05);
   TahoeEngineOptions eo;
