@@ -316,9 +316,11 @@ void CpuForest::BuildRowLayout() {
   // Every level interleaved while the layout stays in a core's L2, where a level's extra index
   // operations would cost more than the lines they save; line-sized subtrees below the top levels
   // where it does not, where the lines read from L3 are the cost.
+  const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
+  const int64_t leaves = int64_t{1} << dense_.depth;
+  const int64_t values_bytes = blocks * kRowBlockTrees * leaves * sizeof(double);
   const int64_t interleaved_bytes =
-      (slots + kRowBlockTrees - 1) / kRowBlockTrees * kRowBlockTrees *
-      ((int64_t{1} << dense_.depth) * 2 - 1) * static_cast<int64_t>(sizeof(double));
+      RowGeometry(dense_.depth, slots, dense_.depth).size() * sizeof(DenseNode) + values_bytes;
   const RowGeometry geometry(
       dense_.depth, slots,
       interleaved_bytes > static_cast<int64_t>(kLargeDenseLayoutBytes) ? kRowTopLevels
@@ -330,9 +332,7 @@ void CpuForest::BuildRowLayout() {
                 "row layout indices fit int32");
   row_.depth = dense_.depth;
   row_geometry_ = geometry;
-  const int64_t inner = (int64_t{1} << dense_.depth) - 1;
-  const int64_t leaves = inner + 1;
-  const int64_t blocks = (slots + kRowBlockTrees - 1) / kRowBlockTrees;
+  const int64_t inner = leaves - 1;
   // Slots of no tree and the padding stay zero: a walk of them ends somewhere valid and is not
   // kept. Seven nodes more so that the first can sit on a 64-byte line.
   row_.nodes.assign(geometry.size() + 7, DenseNode{});

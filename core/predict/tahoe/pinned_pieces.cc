@@ -33,7 +33,8 @@ PieceSchedule PinnedPieces(int64_t rows, int64_t slot_rows) {
       next = std::min(full, next * 2);
     }
     n = std::min(n, left);
-    s.sizes.push_back(n);
+    if (s.count == kMaxPieces) return PieceSchedule{};  // not reached (a test sweeps the sizes)
+    s.rows[s.count++] = n;
     s.piece_rows = std::max(s.piece_rows, n);
     left -= n;
   }

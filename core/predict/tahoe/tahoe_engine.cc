@@ -65,6 +65,14 @@ using StrategyFactory = std::unique_ptr<PredictStrategy> (*)(const TahoeEngineIm
 constexpr StrategyFactory kStrategyFactories[kNumStrategies] = {
     MakeCpu, MakeKernel, MakeKernel, MakeKernel, MakeKernel, MakeKernel};
 
+// The workspace a launch of `s` over `rows` rows needs (`groups`: row chunk's shape code, whose
+// tree parts each keep their sums).
+int64_t LaunchWorkspaceDoubles(const TahoeDeviceForest& df, StrategyId s, int groups,
+                               OutputKind kind, int64_t rows) {
+  const int parts = s == StrategyId::kRowChunk ? RowChunkShape::FromCode(groups).parts : 1;
+  return TahoeWorkspaceDoubles(df, s, kind, rows, parts);
+}
+
 // Copies `rows` rows of `cols` floats between host and device (rows `dst_stride` and `src_stride`
 // floats apart). Rows laid end to end on both sides go as one linear transfer: a pitched copy of
 // narrow rows (32-byte rows of an 8-feature model, 4-byte results) moves them a row at a time.
@@ -181,8 +189,7 @@ int64_t TahoeEngineImpl::ChunkRows(const Gpu& g, const StagingLane& lane, Strate
                                    const TahoeCall& call, bool host) const {
   int64_t chunk = host ? kTargetChunkRows : kDeviceChunkRows;
   if (options_.max_chunk_rows > 0) chunk = std::min(chunk, options_.max_chunk_rows);
-  const int parts = s == StrategyId::kRowChunk ? RowChunkShape::FromCode(groups).parts : 1;
-  const int64_t ws_per_row = TahoeWorkspaceDoubles(g.df, s, call.kind, 1, parts);
+  const int64_t ws_per_row = LaunchWorkspaceDoubles(g.df, s, groups, call.kind, 1);
   if (ws_per_row > 0) chunk = std::min(chunk, lane.ws_doubles / ws_per_row);
   if (host) {
     chunk = std::min(chunk, lane.in_bytes / (4 * std::max<int64_t>(1, g.df.view.num_features)));
@@ -362,7 +369,7 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   const bool queue_all = direct_in && direct_out && kernel_seconds == nullptr;
   if (queue_all) {
     const PieceSchedule pieces = PinnedPieces(rows.rows, chunk);
-    if (!pieces.sizes.empty()) return RunPinnedPieces(g, lane, a, pieces, chunk, rows, out);
+    if (pieces.count > 0) return RunPinnedPieces(g, lane, a, pieces, chunk, rows, out);
   }
   if (kernel_seconds != nullptr) *kernel_seconds = 0;
   struct Pending {
@@ -451,18 +458,14 @@ absl::Status TahoeEngineImpl::RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLa
       std::min<int64_t>(kMaxPieceBuffers / kSlots, slot_rows / std::max<int64_t>(1, P)));
   if (per_slot < 1) return absl::InternalError("tahoe: a piece larger than its slot");
   const int buffers = per_slot * kSlots;
-  const int parts =
-      a.strategy == StrategyId::kRowChunk ? RowChunkShape::FromCode(a.groups).parts : 1;
-  const int64_t ws_piece = TahoeWorkspaceDoubles(g.df, a.strategy, a.kind, P, parts);
+  const int64_t ws_piece = LaunchWorkspaceDoubles(g.df, a.strategy, a.groups, a.kind, P);
   const bool halves = 2 * ws_piece <= lane.ws_doubles;
   const int streams = halves ? kPieceStreams : kSlots;
-  absl::Status status;
-  auto step = [&](cudaError_t e, const char* what) {
-    if (status.ok()) status = gpu::CudaStatus(e, what);
-  };
-  int64_t begin = 0;
-  for (size_t k = 0; k < pieces.sizes.size() && status.ok(); ++k) {
-    const int64_t n = pieces.sizes[k];
+  // Piece k (rows [begin, begin + n)): rows in once its buffer's previous piece has left (that
+  // piece's kernel read the rows and its results were copied out), the kernel once the rows are
+  // in, the results out after the kernel on its stream (the stream's next kernel is kPieceStreams
+  // pieces later: the short copy delays nothing that waits on it).
+  auto enqueue = [&](size_t k, int64_t begin, int64_t n) -> absl::Status {
     const int b = static_cast<int>(k % buffers), j = static_cast<int>(k % streams);
     Slot& slot = lane.slots[b % kSlots];
     float* const d_in = slot.device_in() + (b / kSlots) * P * F;
@@ -470,43 +473,49 @@ absl::Status TahoeEngineImpl::RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLa
     double* const ws =
         lane.slots[j % kSlots].workspace() + (halves ? (j / kSlots) * (lane.ws_doubles / 2) : 0);
     cudaStream_t const kernel_stream = lane.piece_streams[j];
-    // Rows in once the buffer's previous piece is done with it (its results have left).
     if (k >= static_cast<size_t>(buffers)) {
-      step(cudaStreamWaitEvent(lane.in_stream, lane.piece_free[b], 0), "cudaStreamWaitEvent");
+      GROVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(lane.in_stream, lane.piece_free[b], 0),
+                                 "cudaStreamWaitEvent");
     }
-    if (status.ok()) {
-      step(CopyMatrixAsync(d_in, F, rows.Row(begin), rows.stride, F, n, cudaMemcpyHostToDevice,
-                           lane.in_stream),
-           "copy rows to device");
-    }
-    if (status.ok()) step(cudaEventRecord(lane.piece_in[b], lane.in_stream), "cudaEventRecord");
-    // The kernel once the rows are in.
-    if (status.ok()) {
-      step(cudaStreamWaitEvent(kernel_stream, lane.piece_in[b], 0), "cudaStreamWaitEvent");
-    }
+    GROVE_CUDA_RETURN_IF_ERROR(CopyMatrixAsync(d_in, F, rows.Row(begin), rows.stride, F, n,
+                                               cudaMemcpyHostToDevice, lane.in_stream),
+                               "copy rows to device");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(lane.piece_in[b], lane.in_stream),
+                               "cudaEventRecord");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(kernel_stream, lane.piece_in[b], 0),
+                               "cudaStreamWaitEvent");
     a.d_rows = d_in;
     a.rows = n;
     a.d_out = d_out;
-    if (status.ok()) step(TahoeLaunch(g.df, a, ws, kernel_stream), "tahoe kernel launch");
-    // Results out after the kernel, on its stream (the stream's next kernel is kPieceStreams
-    // pieces later: the short copy delays nothing that waits on it).
-    if (status.ok()) {
-      step(CopyMatrixAsync(out.Row(begin), out.stride, d_out, W, W, n, cudaMemcpyDeviceToHost,
-                           kernel_stream),
-           "copy results to host");
+    GROVE_CUDA_RETURN_IF_ERROR(TahoeLaunch(g.df, a, ws, kernel_stream), "tahoe kernel launch");
+    GROVE_CUDA_RETURN_IF_ERROR(CopyMatrixAsync(out.Row(begin), out.stride, d_out, W, W, n,
+                                               cudaMemcpyDeviceToHost, kernel_stream),
+                               "copy results to host");
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(lane.piece_free[b], kernel_stream),
+                               "cudaEventRecord");
+    return absl::OkStatus();
+  };
+  // The call's end: the last rows in, and every kernel stream's last piece out (the out stream
+  // waits for each; an earlier piece of the same buffer precedes its last piece's copy in).
+  auto finish = [&]() -> absl::Status {
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(lane.pieces_in, lane.in_stream), "cudaEventRecord");
+    const size_t count = static_cast<size_t>(pieces.count);
+    for (size_t k = count > static_cast<size_t>(streams) ? count - streams : 0; k < count; ++k) {
+      GROVE_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(lane.out_stream, lane.piece_free[k % buffers], 0),
+          "cudaStreamWaitEvent");
     }
-    if (status.ok()) step(cudaEventRecord(lane.piece_free[b], kernel_stream), "cudaEventRecord");
-    begin += n;
+    GROVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(lane.pieces_out, lane.out_stream),
+                               "cudaEventRecord");
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  int64_t begin = 0;
+  for (int k = 0; k < pieces.count && status.ok(); ++k) {
+    status = enqueue(k, begin, pieces.rows[k]);
+    begin += pieces.rows[k];
   }
-  if (status.ok()) step(cudaEventRecord(lane.pieces_in, lane.in_stream), "cudaEventRecord");
-  // The call's end: every kernel stream's last piece out (the out stream waits for each).
-  const size_t count = pieces.sizes.size();
-  for (size_t k = count > static_cast<size_t>(streams) ? count - streams : 0; k < count; ++k) {
-    if (!status.ok()) break;
-    step(cudaStreamWaitEvent(lane.out_stream, lane.piece_free[k % buffers], 0),
-         "cudaStreamWaitEvent");
-  }
-  if (status.ok()) step(cudaEventRecord(lane.pieces_out, lane.out_stream), "cudaEventRecord");
+  if (status.ok()) status = finish();
   // The host sleeps until the last rows are in, then polls for the short rest (the last kernels
   // and copies out): a wake-up from a sleeping wait takes tens of microseconds, which here would
   // come after the results instead of during the tail.

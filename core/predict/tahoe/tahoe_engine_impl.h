@@ -48,10 +48,10 @@ constexpr int kSlots = 2;
 // workspace.
 constexpr int kPieceStreams = 4;
 // How long a call on device-resident rows polls for its kernels before it sleeps. Its time is the
-// kernels' alone, and a sleeping wait's wake-up (tens of microseconds) was a fifth of a 10K-row
-// call's (docs/benchmarks/prediction-gpu.md); a call longer than this sleeps for the rest, where
-// the wake-up is a few percent. Host-row calls keep gpu::kWaitSpin: a server's batch threads give
-// their cores to its transport while large copies and kernels run.
+// kernels' alone, often a few hundred microseconds, and a sleeping wait's wake-up (tens of
+// microseconds) would be a large share of that; a call longer than this sleeps for the rest,
+// where the wake-up is a few percent. Host-row calls keep gpu::kWaitSpin: a server's batch
+// threads give their cores to its transport while large copies and kernels run.
 inline constexpr absl::Duration kDeviceWaitSpin = absl::Milliseconds(1);
 // How long a page-locked call polls for its last results once its last rows are in (then sleeps).
 inline constexpr absl::Duration kPiecesTailSpin = absl::Milliseconds(2);
@@ -144,9 +144,8 @@ struct Gpu {
         if (s.kernel_end) cudaEventDestroy(s.kernel_end);
         if (s.stream) cudaStreamDestroy(s.stream);
       }
-      std::vector<cudaStream_t> streams(std::begin(lane->piece_streams), std::end(lane->piece_streams));
-      streams.push_back(lane->in_stream);
-      streams.push_back(lane->out_stream);
+      std::vector<cudaStream_t> streams = {lane->in_stream, lane->out_stream};
+      streams.insert(streams.end(), std::begin(lane->piece_streams), std::end(lane->piece_streams));
       for (cudaStream_t st : streams) {
         if (st) cudaStreamSynchronize(st);
       }
@@ -312,9 +311,9 @@ class TahoeEngineImpl final : public TahoeEngine {
                              const TahoeCall& call, RowsView rows, MatrixView<float> out,
                              double* kernel_seconds) const;
   // A page-locked call (rows and results reached by DMA) in the pieces of `pieces` (PinnedPieces
-  // for slots of `slot_rows` rows): rows in on the lane's copy stream, each piece's kernel and copy
-  // out on its buffer's slot stream; the host waits once, at the end. `a`: the launch's arguments
-  // but its rows.
+  // for slots of `slot_rows` rows): rows in on the lane's in stream, each piece's kernel and copy
+  // out on the piece streams in turn; the host sleeps until the last rows are in, then polls for
+  // the rest. `a`: the launch's arguments but its rows.
   absl::Status RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLaunchArgs a,
                                const PieceSchedule& pieces, int64_t slot_rows, RowsView rows,
                                MatrixView<float> out) const;

@@ -319,8 +319,8 @@ TEST(TahoeGpuTest, PinnedCallsOfManyChunksAndOfPiecesMatch) {
   const ScopedPin pin_rows(pinned_rows), pin_out(pinned_out);
   ASSERT_TRUE(pin_rows.status().ok() && pin_out.status().ok());
   // 21 chunks of 997 rows (the last partial); eleven pieces of up to 498 rows.
-  ASSERT_TRUE(PinnedPieces(max_n, 997).sizes.empty());
-  ASSERT_FALSE(PinnedPieces(3001, 997).sizes.empty());
+  ASSERT_TRUE(PinnedPieces(max_n, 997).sizes().empty());
+  ASSERT_FALSE(PinnedPieces(3001, 997).sizes().empty());
   for (const int64_t n : {max_n, int64_t{3001}}) {
     for (const char* strategy : {"row_chunk", "direct", "splitting_shared_forest"}) {
       SCOPED_TRACE(::testing::Message() << n << " rows, " << strategy);
