@@ -230,9 +230,10 @@ struct TahoeFixedStep {
 #endif
   }
   // One step from node n at idx. kSkipAtLeaf: a lane already at its leaf loads nothing. That pays
-  // in the vote walk of deep, uneven trees, where most lanes wait at their leaves for the warp's
-  // deepest walk and their loads would take the L1's time from the lanes still walking (13% on a
-  // 255-leaf LightGBM forest); in exact-step walks of shallow trees the test costs more (7%).
+  // in the vote and cursor walks of deep, uneven trees, where lanes wait at their leaves for the
+  // warp's deepest walk (or their thread's other rows) and their loads would take the L1's time
+  // from the lanes still walking (13% on a 255-leaf LightGBM forest); in exact-step walks of
+  // shallow trees the test costs more (7%).
   template <bool kNanFree = false, bool kSkipAtLeaf = false, bool kLevel = false,
             int kCat = kTahoeCatNone, typename Row>
   GROVE_HD void Next(const TahoeNode8* nodes, const Row& row, uint32_t& idx, TahoeNode8& n) const {
@@ -340,6 +341,52 @@ GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& 
              : static_cast<double>(TahoeBitsToFloat(leaf.value));
 }
 
+// TahoeSumFixedRoots' walk for forests walked by votes: one tree cursor per thread over
+// roots[begin, end) (begin < end), the thread's kRows rows stepping together and moving on to the
+// next tree when all of them are at a leaf. Adds each leaf to `sums` one tree late through
+// `pending`, in tree order (TahoeSumFixedRoots adds the last).
+template <bool kNanFree, int kRows, bool kLevel, int kCat, typename Row>
+GROVE_HD void TahoeSumCursor(const TahoeForestView& f, const TahoeNode8* nodes,
+                             const uint32_t* roots, uint32_t begin, uint32_t end,
+                             const Row (&rows)[kRows], double (&sums)[kRows],
+                             double (&pending)[kRows]) {
+  const TahoeFixedStep step(f);
+  uint32_t idx[kRows];
+  TahoeNode8 n[kRows];
+  uint32_t i = begin;
+  uint32_t next = i + 1 < end ? roots[i + 1] : 0;
+  {
+    const uint32_t root = roots[i];
+    const TahoeNode8 top = TahoeLoad(nodes + root);
+    for (int j = 0; j < kRows; ++j) idx[j] = root, n[j] = top;
+  }
+  for (;;) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int s = 0; s < (kLevel ? kTahoeLevelUnroll : kTahoeFixedUnroll); ++s) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int j = 0; j < kRows; ++j) {
+        step.template Next<kNanFree, true, kLevel, kCat>(nodes, rows[j], idx[j], n[j]);
+      }
+    }
+    uint32_t all = step.leaf_bit;
+    for (int j = 0; j < kRows; ++j) all &= n[j].word;
+    if (all == 0) continue;
+    for (int j = 0; j < kRows; ++j) {
+      sums[j] += pending[j];
+      pending[j] = TahoeFixedLeafValue(f, n[j]);
+    }
+    if (++i == end) return;
+    const uint32_t root = next;
+    if (i + 1 < end) next = roots[i + 1];
+    const TahoeNode8 top = TahoeLoad(nodes + root);
+    for (int j = 0; j < kRows; ++j) idx[j] = root, n[j] = top;
+  }
+}
+
 // Margin sums of one row (kRows = 1) or several (kRows = 2 or 4, TahoeWalkFixedN) over the trees whose root
 // nodes are roots[begin, end), for fixed-walk forests with scalar leaves when the call takes every
 // round (no round test, no tree record: the hot loop of row chunk). Leaves are added in tree
@@ -348,6 +395,12 @@ GROVE_HD double TahoeFixedLeafValue(const TahoeForestView& f, const TahoeNode8& 
 // -0.0 + ... and x + -0.0 leave every sum unchanged), and the next root is loaded during the walk.
 // kLevel: `roots` index nodes of the level layout (tahoe_level.h). kCat: the categorical test
 // (TahoeCatTest).
+// Forests walked by votes (f.fixed_steps == 0: trees deeper than TahoeForest::kMaxFixedSteps) keep a
+// tree cursor per thread: the thread's rows go on to their next tree as soon as all of them are at a
+// leaf (tested every kTahoeFixedUnroll steps, kTahoeLevelUnroll in the level layout) instead of
+// waiting for the warp's deepest row, which on deep leaf-wise trees is about twice a row's depth.
+// The lanes of a warp then drift apart by a few trees of their range (the warp's loads stay within
+// those trees' lines), and a lane whose trees are done leaves the loop while the others go on.
 template <bool kNanFree, int kRows, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
 GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
                                  const uint32_t* roots, uint32_t begin, uint32_t end,
@@ -355,19 +408,24 @@ GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nod
   static_assert(kRows == 1 || kRows == 2 || kRows == 4);
   double pending[kRows];
   for (int j = 0; j < kRows; ++j) sums[j] = 0, pending[j] = -0.0;
-  uint32_t next = begin < end ? roots[begin] : 0;
-  for (uint32_t i = begin; i < end; ++i) {
-    const uint32_t root = next;
-    if (i + 1 < end) next = roots[i + 1];
-    TahoeNode8 leaf[kRows];
-    if constexpr (kRows == 1) {
-      TahoeWalkFixed<kNanFree, kLevel, kCat>(nodes, root, rows[0], f, leaf[0], f.fixed_steps);
-    } else {
-      TahoeWalkFixedN<kNanFree, kRows, kLevel, kCat>(nodes, root, rows, f, leaf, f.fixed_steps);
-    }
-    for (int j = 0; j < kRows; ++j) {
-      sums[j] += pending[j];
-      pending[j] = TahoeFixedLeafValue(f, leaf[j]);
+  if (f.fixed_steps == 0) {
+    if (begin < end) TahoeSumCursor<kNanFree, kRows, kLevel, kCat>(f, nodes, roots, begin, end, rows,
+                                                                   sums, pending);
+  } else {
+    uint32_t next = begin < end ? roots[begin] : 0;
+    for (uint32_t i = begin; i < end; ++i) {
+      const uint32_t root = next;
+      if (i + 1 < end) next = roots[i + 1];
+      TahoeNode8 leaf[kRows];
+      if constexpr (kRows == 1) {
+        TahoeWalkFixed<kNanFree, kLevel, kCat>(nodes, root, rows[0], f, leaf[0], f.fixed_steps);
+      } else {
+        TahoeWalkFixedN<kNanFree, kRows, kLevel, kCat>(nodes, root, rows, f, leaf, f.fixed_steps);
+      }
+      for (int j = 0; j < kRows; ++j) {
+        sums[j] += pending[j];
+        pending[j] = TahoeFixedLeafValue(f, leaf[j]);
+      }
     }
   }
   for (int j = 0; j < kRows; ++j) sums[j] += pending[j];
