@@ -6,6 +6,7 @@
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //                       [--block-rows N] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]
 //                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
+//                       [--gpu-wait share|poll]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
 // features, is dropped; at most the first 10,000 rows) repeated to each batch size.
@@ -79,6 +80,9 @@ struct Flags {
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
   // probe's). Kernel mode takes a comma-separated list and times each shape.
   std::string row_chunk;
+  // How end-to-end (host-row) calls wait for the GPU (PredictEngineOptions::gpu_wait): "share",
+  // groved's, or "poll", the CLI's and groveml's.
+  GpuWait gpu_wait = GpuWait::kShareCore;
 };
 
 int g_warmup = 9;  // --warmup
@@ -217,6 +221,7 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
                                         const TahoeFormatOptions& format = {}) {
   TahoeEngineOptions eo;
   eo.engine.calibration_cache_dir = flags.cache;
+  eo.engine.gpu_wait = flags.gpu_wait;
   eo.format = format;
   eo.lanes = flags.lanes;
   eo.level_walk = flags.level_walk;
@@ -466,6 +471,11 @@ int Main(int argc, char** argv) {
                                   : TahoeEngineOptions::LevelWalk::kAuto;
     return true;
   });
+  set.Custom("--gpu-wait", [&](const std::string& v) {
+    if (v != "share" && v != "poll") return false;
+    flags.gpu_wait = v == "poll" ? GpuWait::kPoll : GpuWait::kShareCore;
+    return true;
+  });
   set.String("--row-chunk", &flags.row_chunk);
   set.String("--strategy", &flags.strategy);
   set.Int("--threads", &flags.threads);
@@ -485,7 +495,7 @@ int Main(int argc, char** argv) {
                  "[--mode all|study|compare|ablation|cpu|engine|row|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
-                 "[--block-rows n] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
+                 "[--gpu-wait share|poll] [--block-rows n] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

@@ -96,6 +96,7 @@ absl::StatusOr<ServablePtr> Build(const CliArgs& args, const LoadedModel& model,
   EngineOptions options;
   options.device = args.use_gpu ? Device::kAuto : Device::kCpu;
   options.build = EngineBuild::kOnFirstUse;
+  options.gpu_wait = GpuWait::kPoll;  // the command's thread has nothing else to do
   if (args.command == Command::kPredict) {
     options.predict_strategy = args.strategy;
   } else if (args.command == Command::kExplain && !args.background.empty()) {

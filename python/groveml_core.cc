@@ -144,6 +144,7 @@ class Engine {
     EngineOptions options;
     options.device = ValueOrThrow(ParseDeviceArg(device));
     options.build = EngineBuild::kOnFirstUse;
+    options.gpu_wait = GpuWait::kPoll;  // the caller's thread waits for its answer anyway
     options.predict_strategy = strategy;
     options.explain_strategy = strategy;
     options.interventional_strategy = strategy;

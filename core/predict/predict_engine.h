@@ -5,6 +5,7 @@
 // concurrently from any thread; it blocks until the results are in `out`.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,8 +19,18 @@ namespace grove {
 
 class ThreadPool;
 
+// How a call's thread waits for the GPU's work on host rows (copies in, kernels, copies out).
+//  kShareCore: polls briefly (about a small batch's whole GPU time), then sleeps in the driver, so
+//    that a long call holds no core that a server's transport needs while it waits (groved).
+//  kPoll: polls up to a millisecond before it sleeps, so that calls of up to about a millisecond
+//    end without the driver's wake-up (tens of microseconds), for callers whose thread has nothing
+//    else to do while it waits (the CLI, groveml in process).
+// Calls on device-resident rows always poll up to a millisecond (no transport shares their wait).
+enum class GpuWait : uint8_t { kShareCore, kPoll };
+
 struct PredictEngineOptions {
   bool use_gpu = true;            // use visible GPUs when built with CUDA
+  GpuWait gpu_wait = GpuWait::kShareCore;
   std::string strategy = "auto";  // "auto", "cpu", or a GPU strategy name (tests, benchmarks)
   std::string calibration_cache_dir;  // where GPU calibration is cached ("" = no cache)
 };

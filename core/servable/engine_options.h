@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/predict/predict_engine.h"
 
 namespace grove {
 
@@ -36,6 +37,9 @@ struct EngineOptions {
   std::string interventional_strategy = "auto";  // InterventionalStrategyName
   // Where GPU calibration is cached ("" = no cache).
   std::string calibration_cache_dir;
+  // How a prediction's thread waits for the GPU (predict_engine.h GpuWait): a server shares its
+  // cores with its transport; in-process callers poll.
+  GpuWait gpu_wait = GpuWait::kShareCore;
   // What Available(kInterventional) answers for a model without a background data set (how to add
   // one where the caller keeps it); "" = a generic message.
   std::string no_background_message;

@@ -112,6 +112,7 @@ struct ServableEngines {
       p.use_gpu = options.device != Device::kCpu;
       p.strategy = options.predict_strategy;
       p.calibration_cache_dir = options.calibration_cache_dir;
+      p.gpu_wait = options.gpu_wait;
       absl::StatusOr<std::unique_ptr<PredictEngine>> e = PredictEngine::Create(forest, p, pool);
       if (!e.ok()) return e.status();
       return std::shared_ptr<const PredictEngine>(*std::move(e));

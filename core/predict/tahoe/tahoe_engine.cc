@@ -380,7 +380,10 @@ absl::Status TahoeEngineImpl::RunHostOnLane(Gpu& g, StagingLane& lane, StrategyI
   auto drain = [&](int i) -> absl::Status {
     Pending& p = pending[i];
     if (!p.active) return absl::OkStatus();
-    if (absl::Status st = gpu::WaitForEvent(lane.slots[i].done, "tahoe chunk"); !st.ok()) return st;
+    if (absl::Status st = gpu::WaitForEvent(lane.slots[i].done, "tahoe chunk", HostWaitSpin());
+        !st.ok()) {
+      return st;
+    }
     if (kernel_seconds != nullptr) {
       float ms = 0;
       GROVE_CUDA_RETURN_IF_ERROR(

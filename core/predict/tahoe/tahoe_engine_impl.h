@@ -31,6 +31,7 @@
 #include "core/gpu/cuda_status.h"
 #include "core/gpu/device_buffer.h"
 #include "core/gpu/device_set.h"
+#include "core/gpu/event_wait.h"
 #include "core/predict/tahoe/perf_model.h"
 #include "core/predict/tahoe/pinned_pieces.h"
 #include "core/predict/predict_strategy.h"
@@ -47,11 +48,12 @@ constexpr int kSlots = 2;
 // Kernel streams of a page-locked call's pieces (RunPinnedPieces); each takes half a slot's
 // workspace.
 constexpr int kPieceStreams = 4;
-// How long a call on device-resident rows polls for its kernels before it sleeps. Its time is the
-// kernels' alone, often a few hundred microseconds, and a sleeping wait's wake-up (tens of
-// microseconds) would be a large share of that; a call longer than this sleeps for the rest,
-// where the wake-up is a few percent. Host-row calls keep gpu::kWaitSpin: a server's batch
-// threads give their cores to its transport while large copies and kernels run.
+// How long a call on device-resident rows, or a host-row call of an engine whose options say
+// GpuWait::kPoll, polls for its GPU work before it sleeps. Such a call often takes a few hundred
+// microseconds, and a sleeping wait's wake-up (tens of microseconds) would be a large share of
+// that; a call longer than this sleeps for the rest, where the wake-up is a few percent.
+// GpuWait::kShareCore's host-row calls poll gpu::kWaitSpin: a server's batch threads give their
+// cores to its transport while large copies and kernels run.
 inline constexpr absl::Duration kDeviceWaitSpin = absl::Milliseconds(1);
 // How long a page-locked call polls for its last results once its last rows are in (then sleeps).
 inline constexpr absl::Duration kPiecesTailSpin = absl::Milliseconds(2);
@@ -230,7 +232,8 @@ class TahoeEngineImpl final : public TahoeEngine {
                         format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
                         lane_report_,
                         level_walk_ ? "; row chunk walks the level layout" : "",
-                        probe_report_.empty() ? "" : "; probes: ", probe_report_,
+                        "; host-row calls poll ", absl::FormatDuration(HostWaitSpin()),
+                        " before they sleep", probe_report_.empty() ? "" : "; probes: ", probe_report_,
                         ShapeTrialReport());
   }
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }
@@ -352,6 +355,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   }
   void RecordShapeTrial(const TrialRun& t, int64_t rows, int groups, double kernel_seconds) const;
   void LogChoice(const Decision& d, int groups, int64_t rows) const;
+  // How long a host-row call polls for a chunk before it sleeps (PredictEngineOptions::gpu_wait).
+  absl::Duration HostWaitSpin() const {
+    return options_.engine.gpu_wait == GpuWait::kPoll ? kDeviceWaitSpin : gpu::kWaitSpin;
+  }
 
   ForestPtr forest_;
   TahoeForestPtr format_;

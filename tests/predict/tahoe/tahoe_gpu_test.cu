@@ -607,6 +607,36 @@ TEST(TahoeGpuTest, ShapeTrialsMatchTheReferenceAndSettle) {
   std::printf("%s\n", e->Describe().c_str());
 }
 
+// PredictEngineOptions::gpu_wait: a server's engine polls briefly before its host-row calls
+// sleep, an in-process caller's up to a millisecond; both answer the reference, from one chunk to
+// several.
+TEST(TahoeGpuTest, HostRowCallsWaitAsTheOptionsSayWithTheSameResults) {
+  SKIP_WITHOUT_GPU();
+  ForestPtr f = MakeRandomForest({.num_trees = 60, .max_depth = 7, .num_features = 16});
+  const PredictOptions opt = Kind(OutputKind::kMargin);
+  for (GpuWait wait : {GpuWait::kShareCore, GpuWait::kPoll}) {
+    TahoeEngineOptions eo;
+    eo.engine.gpu_wait = wait;
+    eo.max_chunk_rows = 4096;  // several chunks at the larger call
+    std::unique_ptr<TahoeEngine> e = MakeEngine(f, eo);
+    ASSERT_NE(e, nullptr);
+    const std::string spin = wait == GpuWait::kPoll ? "1ms" : "50us";
+    EXPECT_NE(e->Describe().find("host-row calls poll " + spin + " before they sleep"),
+              std::string::npos)
+        << e->Describe();
+    for (int64_t n : {1000, 20000}) {
+      const std::vector<float> rows = MakeRandomRows(*f, n, 11, 0.1);
+      std::vector<float> out(n);
+      RunInfo info;
+      ASSERT_TRUE(e->Predict(MakeRowsView(rows.data(), n, f->num_features), opt,
+                             MakeMatrixView(out.data(), n, 1), &info)
+                      .ok());
+      EXPECT_LE(MaxRelativeError(out, ReferencePrediction(*f, rows, opt)), kTolerance)
+          << n << " rows, " << info.strategy << ", poll " << spin;
+    }
+  }
+}
+
 TEST(TahoeGpuTest, CalibrationIsCachedAndSane) {
   SKIP_WITHOUT_GPU();
   absl::StatusOr<GpuHardwareParams> a = LoadOrCalibrateGpu(CacheDir(), 0);
