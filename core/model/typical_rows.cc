@@ -1,8 +1,11 @@
 #include "core/model/typical_rows.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
+
+#include "core/model/decision.h"
 
 namespace grove {
 namespace {
@@ -16,16 +19,76 @@ uint64_t Next(uint64_t* s) {  // splitmix64
 
 double Uniform(uint64_t* s) { return static_cast<double>(Next(s) >> 11) * 0x1.0p-53; }
 
-// The values row r may take for each feature: [lo, hi) (x < threshold goes left).
-struct Intervals {
-  std::vector<float> lo, hi;
-  explicit Intervals(int features)
-      : lo(features, -std::numeric_limits<float>::infinity()),
-        hi(features, std::numeric_limits<float>::infinity()) {}
+// Categories of a categorical feature that a row's walks track (its splits' bitsets name no more
+// in the models seen); rows never take a category past them.
+constexpr int kMaxTrackedCategories = 4096;
+
+// Per categorical feature, the categories 0..universe-1 its splits' bitsets name, as a span of
+// 64-bit words in a row's `allowed` pool (universe 0: not tracked).
+struct CategoryLayout {
+  std::vector<int> universe, word_begin;
+  int words = 0;
+  explicit CategoryLayout(const Forest& f)
+      : universe(f.num_features, 0), word_begin(f.num_features, 0) {
+    for (const Node& n : f.nodes) {
+      if (n.is_leaf() || !n.is_categorical()) continue;
+      int& u = universe[n.feature];
+      u = std::max(u, static_cast<int>(std::min<uint32_t>(n.aux, kMaxTrackedCategories / 32) * 32));
+    }
+    for (int c = 0; c < f.num_features; ++c) {
+      word_begin[c] = words;
+      words += (universe[c] + 63) / 64;
+    }
+  }
 };
 
-// Walks one tree, narrowing `iv` at every split the row's interval leaves open.
-void Walk(const Forest& f, const Tree& t, Intervals& iv, uint64_t* s) {
+// The values row r may take for each feature: [lo, hi) (x < threshold goes left), and for
+// categorical features the categories still allowed (bit v of the feature's words).
+struct Intervals {
+  std::vector<float> lo, hi;
+  std::vector<uint64_t> allowed;
+  Intervals(int features, const CategoryLayout& cats)
+      : lo(features, -std::numeric_limits<float>::infinity()),
+        hi(features, std::numeric_limits<float>::infinity()),
+        allowed(cats.words, 0) {
+    for (int c = 0; c < features; ++c) {
+      for (int v = 0; v < cats.universe[c]; ++v) {
+        allowed[cats.word_begin[c] + v / 64] |= uint64_t{1} << (v % 64);
+      }
+    }
+  }
+};
+
+// A categorical split on a tracked feature: the side by cover where categories still allowed go
+// there, else the side they all go to; the allowed set shrinks to that side's categories.
+bool CategoricalSide(const Forest& f, const Node& n, const CategoryLayout& cats, bool by_cover,
+                     Intervals& iv) {
+  const int c = n.feature;
+  const int words = (cats.universe[c] + 63) / 64;
+  uint64_t* allowed = iv.allowed.data() + cats.word_begin[c];
+  const uint32_t* bits = f.category_bits.data() + n.payload;
+  bool any_left = false, any_right = false;
+  // left[w]: the allowed categories of word w that go left.
+  uint64_t left[kMaxTrackedCategories / 64];
+  for (int w = 0; w < words; ++w) {
+    left[w] = 0;
+    for (uint64_t m = allowed[w]; m != 0; m &= m - 1) {
+      const int v = w * 64 + std::countr_zero(m);
+      if (CategoricalGoesLeft(n.flags, bits, n.aux, static_cast<float>(v))) {
+        left[w] |= uint64_t{1} << (v % 64);
+      }
+    }
+    any_left |= left[w] != 0;
+    any_right |= (allowed[w] & ~left[w]) != 0;
+  }
+  const bool go_left = any_left && (by_cover || !any_right);
+  for (int w = 0; w < words; ++w) allowed[w] = go_left ? left[w] : allowed[w] & ~left[w];
+  return go_left;
+}
+
+// Walks one tree, narrowing `iv` at every split the row's interval (or allowed categories) leaves
+// open.
+void Walk(const Forest& f, const Tree& t, const CategoryLayout& cats, Intervals& iv, uint64_t* s) {
   const Node* nodes = f.nodes.data() + t.node_begin;
   int32_t i = 0;
   while (!nodes[i].is_leaf()) {
@@ -33,7 +96,8 @@ void Walk(const Forest& f, const Tree& t, Intervals& iv, uint64_t* s) {
     const double cl = nodes[n.left].cover, cr = nodes[n.right].cover;
     const bool by_cover = Uniform(s) * (cl + cr) < cl || cl + cr <= 0;
     if (n.is_categorical()) {
-      i = by_cover ? n.left : n.right;
+      const bool tracked = cats.universe[n.feature] > 0;
+      i = (tracked ? CategoricalSide(f, n, cats, by_cover, iv) : by_cover) ? n.left : n.right;
       continue;
     }
     const int c = n.feature;
@@ -60,6 +124,20 @@ float ValueIn(float lo, float hi, float fallback, uint64_t* s) {
   return v < hi && v >= lo ? v : lo;
 }
 
+// One of the allowed categories of `words` words, uniformly (the walks leave at least one).
+float CategoryIn(const uint64_t* allowed, int words, uint64_t* s) {
+  int count = 0;
+  for (int w = 0; w < words; ++w) count += std::popcount(allowed[w]);
+  if (count == 0) return 0.0f;
+  int k = static_cast<int>(Next(s) % static_cast<uint64_t>(count));
+  for (int w = 0; w < words; ++w) {
+    for (uint64_t m = allowed[w]; m != 0; m &= m - 1) {
+      if (k-- == 0) return static_cast<float>(w * 64 + std::countr_zero(m));
+    }
+  }
+  return 0.0f;
+}
+
 }  // namespace
 
 std::vector<float> TypicalRows(const Forest& forest, int64_t rows, uint64_t seed,
@@ -74,15 +152,19 @@ std::vector<float> TypicalRows(const Forest& forest, int64_t rows, uint64_t seed
     fallback[n.feature] = n.threshold;
     seen[n.feature] = 1;
   }
+  const CategoryLayout cats(forest);
   const int walks = max_trees_per_row > 0 ? std::min(nt, max_trees_per_row) : nt;
   std::vector<float> x(static_cast<size_t>(rows) * nf);
   uint64_t s = seed * 0x2545F4914F6CDD1Dull + 1;
   for (int64_t r = 0; r < rows; ++r) {
-    Intervals iv(nf);
+    Intervals iv(nf, cats);
     const int first = nt > 0 ? static_cast<int>(Next(&s) % nt) : 0;
-    for (int k = 0; k < walks; ++k) Walk(forest, forest.trees[(first + k) % nt], iv, &s);
+    for (int k = 0; k < walks; ++k) Walk(forest, forest.trees[(first + k) % nt], cats, iv, &s);
     for (int c = 0; c < nf; ++c) {
-      x[static_cast<size_t>(r) * nf + c] = ValueIn(iv.lo[c], iv.hi[c], fallback[c], &s);
+      x[static_cast<size_t>(r) * nf + c] =
+          cats.universe[c] > 0
+              ? CategoryIn(iv.allowed.data() + cats.word_begin[c], (cats.universe[c] + 63) / 64, &s)
+              : ValueIn(iv.lo[c], iv.hi[c], fallback[c], &s);
     }
   }
   return x;

@@ -77,6 +77,41 @@ TEST(TypicalRowsTest, LeavesAreReachedAsTheCoversOfTheFreeSplitsSay) {
   EXPECT_GT(leaves, 10);
 }
 
+// Categorical splits follow the covers too, and a row's category agrees with every categorical
+// choice it made: tree 0 sends {1, 2} right (cover 70 of 100), tree 1 {2, 3} right (cover 50 of
+// 100); a row that went right in tree 0 (category 1 or 2) can go either way in tree 1, one that
+// went left (0 or 3; the bitsets name categories 0..31) too. Categories are spread over what the
+// choices allow, not one value for every row.
+TEST(TypicalRowsTest, CategoricalSplitsFollowTheCoversAndTheRowsCategoryAgrees) {
+  HandForest h(1);
+  h.AddTree({h.CategoricalSplit(0, {1, 2}, 1, 2, 100), h.Leaf(1.0, 30), h.Leaf(2.0, 70)});
+  h.AddTree({h.CategoricalSplit(0, {2, 3}, 1, 2, 100), h.Leaf(1.0, 50), h.Leaf(2.0, 50)});
+  const ForestPtr f = h.Build();
+  const int rows = 8000;
+  // Every row walks both trees, starting at one of them.
+  const std::vector<float> x = TypicalRows(*f, rows, 13);
+  int right0 = 0, in_both = 0;
+  std::vector<int> counts(32, 0);
+  for (int r = 0; r < rows; ++r) {
+    const float v = x[r];
+    ASSERT_EQ(v, std::floor(v));
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LT(v, 32.0f);
+    ++counts[static_cast<int>(v)];
+    right0 += v == 1.0f || v == 2.0f;
+    in_both += v == 2.0f;
+  }
+  // Tree 0 walked first (half the rows): right with 0.7; after tree 1, right with its allowed
+  // share. Both orders leave tree 0 right for 0.45-0.75 of rows; category 2 (right in both) for
+  // some, and categories outside both sets for others.
+  EXPECT_GT(right0, rows * 0.45);
+  EXPECT_LT(right0, rows * 0.75);
+  EXPECT_GT(in_both, rows / 20);
+  int distinct = 0;
+  for (int c : counts) distinct += c > 0;
+  EXPECT_GT(distinct, 10);
+}
+
 // Many trees, each row walking 16 of them: the rows are a function of the seed and finite (the
 // values agreeing with the walks is what LeavesAreReachedAsTheCoversOfTheFreeSplitsSay checks).
 TEST(TypicalRowsTest, RowsAreAFunctionOfTheSeed) {
