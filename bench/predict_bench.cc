@@ -495,7 +495,8 @@ int Main(int argc, char** argv) {
                  "[--mode all|study|compare|ablation|cpu|engine|row|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
-                 "[--gpu-wait share|poll] [--block-rows n] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
+                 "[--gpu-wait share|poll] [--block-rows n] "
+                 "[--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
     return 2;
   }
   SetMinLogSeverity(LogSeverity::kWarning);

@@ -233,7 +233,8 @@ class TahoeEngineImpl final : public TahoeEngine {
                         lane_report_,
                         level_walk_ ? "; row chunk walks the level layout" : "",
                         "; host-row calls poll ", absl::FormatDuration(HostWaitSpin()),
-                        " before they sleep", probe_report_.empty() ? "" : "; probes: ", probe_report_,
+                        " before they sleep", probe_report_.empty() ? "" : "; probes: ",
+                        probe_report_,
                         ShapeTrialReport());
   }
   int64_t DeviceBytes() const override { return gpus_.empty() ? 0 : gpus_[0]->bytes; }

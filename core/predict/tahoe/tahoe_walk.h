@@ -395,12 +395,12 @@ GROVE_HD void TahoeSumCursor(const TahoeForestView& f, const TahoeNode8* nodes,
 // -0.0 + ... and x + -0.0 leave every sum unchanged), and the next root is loaded during the walk.
 // kLevel: `roots` index nodes of the level layout (tahoe_level.h). kCat: the categorical test
 // (TahoeCatTest).
-// Forests walked by votes (f.fixed_steps == 0: trees deeper than TahoeForest::kMaxFixedSteps) keep a
-// tree cursor per thread: the thread's rows go on to their next tree as soon as all of them are at a
-// leaf (tested every kTahoeFixedUnroll steps, kTahoeLevelUnroll in the level layout) instead of
-// waiting for the warp's deepest row, which on deep leaf-wise trees is about twice a row's depth.
-// The lanes of a warp then drift apart by a few trees of their range (the warp's loads stay within
-// those trees' lines), and a lane whose trees are done leaves the loop while the others go on.
+// Forests walked by votes (f.fixed_steps == 0: trees deeper than TahoeForest::kMaxFixedSteps)
+// keep a tree cursor per thread: the thread's rows go on to their next tree as soon as all of them
+// are at a leaf (tested every kTahoeFixedUnroll steps, kTahoeLevelUnroll in the level layout)
+// instead of waiting for the warp's deepest row, which on deep leaf-wise trees lies well below
+// most rows' leaves. The lanes of a warp then drift apart within their range of trees, and a lane
+// whose trees are done leaves the loop while the others go on.
 template <bool kNanFree, int kRows, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
 GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nodes,
                                  const uint32_t* roots, uint32_t begin, uint32_t end,
@@ -409,8 +409,10 @@ GROVE_HD void TahoeSumFixedRoots(const TahoeForestView& f, const TahoeNode8* nod
   double pending[kRows];
   for (int j = 0; j < kRows; ++j) sums[j] = 0, pending[j] = -0.0;
   if (f.fixed_steps == 0) {
-    if (begin < end) TahoeSumCursor<kNanFree, kRows, kLevel, kCat>(f, nodes, roots, begin, end, rows,
-                                                                   sums, pending);
+    if (begin < end) {
+      TahoeSumCursor<kNanFree, kRows, kLevel, kCat>(f, nodes, roots, begin, end, rows, sums,
+                                                    pending);
+    }
   } else {
     uint32_t next = begin < end ? roots[begin] : 0;
     for (uint32_t i = begin; i < end; ++i) {
