@@ -288,6 +288,10 @@ absl::Status TahoeEngineImpl::ProbeRowChunkSizes(Gpu& g, int64_t large, std::str
   constexpr int64_t kSizes[] = {2048, 4096, 8192, 16384, 32768, 65536};
   constexpr size_t kSizeCandidates = 10;  // the wave model's first at each size
   constexpr size_t kSplitBases = 2;       // one-part shapes whose part variants are first timed
+  // One-part shapes fastest at the large batch whose part variants every size times: on rows with
+  // categorical or uneven walks the wave model can rank a large-batch leader's parts low at a few
+  // thousand rows where they are the fastest on real rows.
+  constexpr size_t kLargeBases = 3;
   constexpr size_t kKeep = 8;             // the fastest shapes a size kept (row_chunk_launches_)
   constexpr int kReps = 5;
   constexpr double kSizesBudgetSeconds = 0.3;
@@ -314,6 +318,14 @@ absl::Status TahoeEngineImpl::ProbeRowChunkSizes(Gpu& g, int64_t large, std::str
   };
   auto by_seconds = [](const auto& x, const auto& y) { return x.first < y.first; };
   std::string waves;  // part variants timed in waves here
+  // The one-part shapes by their time at the large batch (the wave model there).
+  std::vector<std::pair<double, RowChunkShape>> leaders;
+  for (const RowChunkTiming& t : row_chunk_timings_) {
+    if (t.shape.parts == 1) {
+      leaders.emplace_back(RowChunkWaveSeconds(t, sms, static_cast<double>(large)), t.shape);
+    }
+  }
+  std::stable_sort(leaders.begin(), leaders.end(), by_seconds);
   int launches = 0;
   const auto start = std::chrono::steady_clock::now();
   absl::StrAppend(report, "row_chunk at batch sizes (us, fastest first):");
@@ -369,6 +381,9 @@ absl::Status TahoeEngineImpl::ProbeRowChunkSizes(Gpu& g, int64_t large, std::str
     }
     for (size_t i = 0; i < std::min(kSplitBases, unsplit.size()); ++i) {
       for (const RowChunkShape& v : variants(unsplit[i].second)) candidates.push_back(v);
+    }
+    for (size_t i = 0; i < std::min(kLargeBases, leaders.size()); ++i) {
+      for (const RowChunkShape& v : variants(leaders[i].second)) candidates.push_back(v);
     }
     for (const RowChunkShape& shape : candidates) {
       if (absl::Status st = time_at(shape); !st.ok()) return st;
