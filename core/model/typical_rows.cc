@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 
-#include "core/model/decision.h"
 
 namespace grove {
 namespace {
@@ -24,10 +23,10 @@ double Uniform(uint64_t* s) { return static_cast<double>(Next(s) >> 11) * 0x1.0p
 constexpr int kMaxTrackedCategories = 4096;
 
 // Per categorical feature, the categories 0..universe-1 its splits' bitsets name, as a span of
-// 64-bit words in a row's `allowed` pool (universe 0: not tracked).
+// 64-bit words in a row's `allowed` pool (universe 0: not tracked); `all` has every one allowed.
 struct CategoryLayout {
   std::vector<int> universe, word_begin;
-  int words = 0;
+  std::vector<uint64_t> all;
   explicit CategoryLayout(const Forest& f)
       : universe(f.num_features, 0), word_begin(f.num_features, 0) {
     for (const Node& n : f.nodes) {
@@ -36,8 +35,10 @@ struct CategoryLayout {
       u = std::max(u, static_cast<int>(std::min<uint32_t>(n.aux, kMaxTrackedCategories / 32) * 32));
     }
     for (int c = 0; c < f.num_features; ++c) {
-      word_begin[c] = words;
-      words += (universe[c] + 63) / 64;
+      word_begin[c] = static_cast<int>(all.size());
+      for (int v = 0; v < universe[c]; v += 64) {
+        all.push_back(universe[c] - v >= 64 ? ~uint64_t{0} : (uint64_t{1} << (universe[c] - v)) - 1);
+      }
     }
   }
 };
@@ -50,34 +51,28 @@ struct Intervals {
   Intervals(int features, const CategoryLayout& cats)
       : lo(features, -std::numeric_limits<float>::infinity()),
         hi(features, std::numeric_limits<float>::infinity()),
-        allowed(cats.words, 0) {
-    for (int c = 0; c < features; ++c) {
-      for (int v = 0; v < cats.universe[c]; ++v) {
-        allowed[cats.word_begin[c] + v / 64] |= uint64_t{1} << (v % 64);
-      }
-    }
-  }
+        allowed(cats.all) {}
 };
 
 // A categorical split on a tracked feature: the side by cover where categories still allowed go
-// there, else the side they all go to; the allowed set shrinks to that side's categories.
+// there, else the side they all go to; the allowed set shrinks to that side's categories. The
+// split's set is word-wise CategoricalGoesLeft for the whole categories 0..universe-1 (each in the
+// bitset or past it, so not in the set; a category is never NaN).
 bool CategoricalSide(const Forest& f, const Node& n, const CategoryLayout& cats, bool by_cover,
                      Intervals& iv) {
   const int c = n.feature;
   const int words = (cats.universe[c] + 63) / 64;
   uint64_t* allowed = iv.allowed.data() + cats.word_begin[c];
   const uint32_t* bits = f.category_bits.data() + n.payload;
+  const bool in_set_left = (n.flags & kNodeCategoryInSetGoesLeft) != 0;
   bool any_left = false, any_right = false;
   // left[w]: the allowed categories of word w that go left.
   uint64_t left[kMaxTrackedCategories / 64];
   for (int w = 0; w < words; ++w) {
-    left[w] = 0;
-    for (uint64_t m = allowed[w]; m != 0; m &= m - 1) {
-      const int v = w * 64 + std::countr_zero(m);
-      if (CategoricalGoesLeft(n.flags, bits, n.aux, static_cast<float>(v))) {
-        left[w] |= uint64_t{1} << (v % 64);
-      }
-    }
+    const uint32_t lo = 2u * w < n.aux ? bits[2 * w] : 0u;
+    const uint32_t hi = 2u * w + 1 < n.aux ? bits[2 * w + 1] : 0u;
+    const uint64_t in_set = lo | (uint64_t{hi} << 32);
+    left[w] = allowed[w] & (in_set_left ? in_set : ~in_set);
     any_left |= left[w] != 0;
     any_right |= (allowed[w] & ~left[w]) != 0;
   }

@@ -77,6 +77,23 @@ TEST(TypicalRowsTest, LeavesAreReachedAsTheCoversOfTheFreeSplitsSay) {
   EXPECT_GT(leaves, 10);
 }
 
+// One categorical split, its set on either side (XGBoost: in-set right; LightGBM's flag: left):
+// the rows whose category is in the set are the in-set side's share of the cover.
+TEST(TypicalRowsTest, ACategoricalSplitsSetSideGetsItsCoversShare) {
+  for (uint16_t flags : {uint16_t{0}, static_cast<uint16_t>(kNodeCategoryInSetGoesLeft)}) {
+    HandForest h(1);
+    h.AddTree({h.CategoricalSplit(0, {1, 2, 40}, 1, 2, 100, flags), h.Leaf(1.0, 30),
+               h.Leaf(2.0, 70)});
+    const ForestPtr f = h.Build();
+    const int rows = 4000;
+    const std::vector<float> x = TypicalRows(*f, rows, 5);
+    int in_set = 0;
+    for (int r = 0; r < rows; ++r) in_set += x[r] == 1.0f || x[r] == 2.0f || x[r] == 40.0f;
+    const double want = flags == 0 ? 0.7 : 0.3;
+    EXPECT_NEAR(in_set / static_cast<double>(rows), want, 0.03) << "flags " << flags;
+  }
+}
+
 // Categorical splits follow the covers too, and a row's category agrees with every categorical
 // choice it made: tree 0 sends {1, 2} right (cover 70 of 100), tree 1 {2, 3} right (cover 50 of
 // 100); a row that went right in tree 0 (category 1 or 2) can go either way in tree 1, one that
