@@ -37,7 +37,8 @@ struct CategoryLayout {
     for (int c = 0; c < f.num_features; ++c) {
       word_begin[c] = static_cast<int>(all.size());
       for (int v = 0; v < universe[c]; v += 64) {
-        all.push_back(universe[c] - v >= 64 ? ~uint64_t{0} : (uint64_t{1} << (universe[c] - v)) - 1);
+        const int rest = universe[c] - v;
+        all.push_back(rest >= 64 ? ~uint64_t{0} : (uint64_t{1} << rest) - 1);
       }
     }
   }
