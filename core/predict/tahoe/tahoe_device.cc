@@ -241,9 +241,7 @@ absl::Status TahoeEngineImpl::InitLane(Gpu& g, StagingLane& lane, int64_t in_byt
     g.bytes += in_bytes + out_bytes + ws_doubles * 8;
   }
   // The streams and events of page-locked calls' pieces (RunPinnedPieces).
-  std::vector<cudaStream_t*> streams = {&lane.in_stream, &lane.out_stream};
-  for (cudaStream_t& st : lane.piece_streams) streams.push_back(&st);
-  for (cudaStream_t* st : streams) {
+  for (cudaStream_t* st : lane.PieceStreams()) {
     GROVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking),
                                "cudaStreamCreate");
   }

@@ -519,15 +519,14 @@ absl::Status TahoeEngineImpl::RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLa
     begin += pieces.rows[k];
   }
   if (status.ok()) status = finish();
-  // The host sleeps until the last rows are in, then polls for the short rest (the last kernels
-  // and copies out): a wake-up from a sleeping wait takes tens of microseconds, which here would
-  // come after the results instead of during the tail.
-  if (status.ok()) status = gpu::WaitForEvent(lane.pieces_in, "tahoe pieces");
+  // The host waits for the last rows to be in as for a chunk (sleeping after HostWaitSpin), then
+  // polls for the short rest (the last kernels and copies out): a wake-up from a sleeping wait
+  // takes tens of microseconds, which here would come after the results instead of during the
+  // tail.
+  if (status.ok()) status = gpu::WaitForEvent(lane.pieces_in, "tahoe pieces", HostWaitSpin());
   if (status.ok()) status = gpu::WaitForEvent(lane.pieces_out, "tahoe pieces", kPiecesTailSpin);
   if (!status.ok()) {  // leave the lane idle before reporting
-    for (cudaStream_t st : lane.piece_streams) cudaStreamSynchronize(st);
-    cudaStreamSynchronize(lane.in_stream);
-    cudaStreamSynchronize(lane.out_stream);
+    for (cudaStream_t* st : lane.PieceStreams()) cudaStreamSynchronize(*st);
   }
   return status;
 }

@@ -95,8 +95,9 @@ class TahoeEngine : public PredictEngine {
   // row-major with the given strides. `strategy`: "" or "auto" for the selector over the GPU
   // strategies, or one of them. Blocks until the results are in d_out, polling for the first
   // millisecond (a call shorter than that holds the calling thread's core throughout; a longer one
-  // then sleeps), unlike Predict, whose host-row calls sleep after 50 us (page-locked calls in
-  // pieces: until their last rows are in, then poll). Runs on the engine's own non-blocking
+  // then sleeps), whatever PredictEngineOptions::gpu_wait says for Predict's host-row calls (which
+  // with kShareCore sleep after 50 us; page-locked calls in pieces poll again for their last
+  // kernels and copies). Runs on the engine's own non-blocking
   // stream, which does not wait for work the caller enqueued elsewhere (the legacy default stream
   // included): d_rows and d_out must be written before the call.
   virtual absl::Status PredictDevice(int gpu, const float* d_rows, int64_t rows, int64_t row_stride,

@@ -7,10 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -113,6 +113,12 @@ struct StagingLane {
   cudaEvent_t piece_free[kMaxPieceBuffers] = {};
   // The call's last rows in and last results out (WaitForEvent events).
   cudaEvent_t pieces_in = nullptr, pieces_out = nullptr;
+  // Every stream of the pieces (in, out, the kernels'), for creation, draining and teardown.
+  std::array<cudaStream_t*, kPieceStreams + 2> PieceStreams() {
+    std::array<cudaStream_t*, kPieceStreams + 2> s = {&in_stream, &out_stream};
+    for (int j = 0; j < kPieceStreams; ++j) s[2 + j] = &piece_streams[j];
+    return s;
+  }
 };
 
 // One GPU: the resident format, streams, staging lanes.
@@ -146,10 +152,8 @@ struct Gpu {
         if (s.kernel_end) cudaEventDestroy(s.kernel_end);
         if (s.stream) cudaStreamDestroy(s.stream);
       }
-      std::vector<cudaStream_t> streams = {lane->in_stream, lane->out_stream};
-      streams.insert(streams.end(), std::begin(lane->piece_streams), std::end(lane->piece_streams));
-      for (cudaStream_t st : streams) {
-        if (st) cudaStreamSynchronize(st);
+      for (cudaStream_t* st : lane->PieceStreams()) {
+        if (*st) cudaStreamSynchronize(*st);
       }
       for (int b = 0; b < kMaxPieceBuffers; ++b) {
         for (cudaEvent_t e : {lane->piece_in[b], lane->piece_free[b]}) {
@@ -159,8 +163,8 @@ struct Gpu {
       for (cudaEvent_t e : {lane->pieces_in, lane->pieces_out}) {
         if (e) cudaEventDestroy(e);
       }
-      for (cudaStream_t st : streams) {
-        if (st) cudaStreamDestroy(st);
+      for (cudaStream_t* st : lane->PieceStreams()) {
+        if (*st) cudaStreamDestroy(*st);
       }
     }
   }
@@ -316,8 +320,8 @@ class TahoeEngineImpl final : public TahoeEngine {
                              double* kernel_seconds) const;
   // A page-locked call (rows and results reached by DMA) in the pieces of `pieces` (PinnedPieces
   // for slots of `slot_rows` rows): rows in on the lane's in stream, each piece's kernel and copy
-  // out on the piece streams in turn; the host sleeps until the last rows are in, then polls for
-  // the rest. `a`: the launch's arguments but its rows.
+  // out on the piece streams in turn; the host waits for the last rows to be in as for a chunk
+  // (HostWaitSpin), then polls for the rest. `a`: the launch's arguments but its rows.
   absl::Status RunPinnedPieces(Gpu& g, StagingLane& lane, TahoeLaunchArgs a,
                                const PieceSchedule& pieces, int64_t slot_rows, RowsView rows,
                                MatrixView<float> out) const;
