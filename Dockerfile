@@ -37,6 +37,11 @@ FROM scratch AS models
 # repository is not used.
 FROM scratch AS cuda
 
+# Optional compiler cache: empty unless `--build-context ccache=DIR` names a ccache directory filled by
+# builds of this checkout with the same preset (scripts/test.sh does so for tests/image); its hits are
+# used read-only (the cache is not changed), and a miss compiles as without it.
+FROM scratch AS ccache
+
 # ---------------------------------------------------------------------------------------------------
 FROM ${BUILD_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive
@@ -75,7 +80,15 @@ ENV GROVE_JOBS=${GROVE_JOBS}
 # their debug sections: the image carries no debugger).
 COPY . .
 RUN --mount=type=bind,from=cuda,target=/opt/cuda-context \
+    --mount=type=bind,from=ccache,target=/opt/ccache-context \
     if [ -x /opt/cuda-context/bin/nvcc ]; then ln -sfn /opt/cuda-context /usr/local/cuda; fi && \
+    if [ -n "$(ls -A /opt/ccache-context)" ]; then \
+      export CCACHE_DIR=/opt/ccache-context CCACHE_READONLY=1 CCACHE_TEMPDIR=/tmp/ccache \
+             CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=1 \
+             CMAKE_C_COMPILER_LAUNCHER=/src/scripts/ccache-compile \
+             CMAKE_CXX_COMPILER_LAUNCHER=/src/scripts/ccache-compile \
+             CMAKE_CUDA_COMPILER_LAUNCHER=/src/scripts/ccache-compile; \
+    fi && \
     scripts/build.sh "$GROVE_DEVICE" groved grove_cli && \
     deploy/docker/runtime-deps.sh /out "build/$GROVE_DEVICE/bin/groved" "build/$GROVE_DEVICE/bin/grove" && \
     mkdir -p /out/bin && \

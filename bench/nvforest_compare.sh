@@ -9,6 +9,9 @@
 #   BATCHES       e.g. 100,10000,1000000
 #   MODEL:ROWS    a model file (.ubj/.json/.txt) and its rows CSV (label column allowed)
 # Writes OUT_DIR/<name>.{nvf,grove}.txt and prints the table (also OUT_DIR/table.md).
+# Grove's end-to-end calls wait for the GPU as in-process callers' do (--gpu-wait poll: the CLI's and
+# groveml's engines), since nvForest is timed in process; GROVE_COMPARE_GPU_WAIT=share times
+# groved's wait instead.
 set -uo pipefail
 RUN=$1 NVF=$2 OUT=$3 BATCHES=$4
 shift 4
@@ -24,7 +27,8 @@ for pair in "$@"; do
     --batches "$BATCHES" --budget "$BUDGET" >"$OUT/$name.nvf.txt" 2>"$OUT/$name.nvf.err" ||
     echo "nvforest failed on $name: $(tail -2 "$OUT/$name.nvf.err")"
   timeout 300 $RUN grove_predict_bench --model "$model" --rows "$rows" --name "$name" --mode compare \
-    --batches "$BATCHES" --budget "$BUDGET" >"$OUT/$name.grove.txt" 2>"$OUT/$name.grove.err" ||
+    --batches "$BATCHES" --budget "$BUDGET" --gpu-wait "${GROVE_COMPARE_GPU_WAIT:-poll}" \
+    >"$OUT/$name.grove.txt" 2>"$OUT/$name.grove.err" ||
     echo "grove failed on $name: $(tail -2 "$OUT/$name.grove.err")"
 done
 python3 "$(dirname "$0")/common/compare_table.py" "$OUT" | tee "$OUT/table.md"

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs every dependency and runs every test Grove has on this machine.
 #   1. scripts/install-deps.sh (apt-get + pip)
-#   2. cpu preset: build, then all CTest tests (unit, corpus, CLI, server end-to-end, deploy, the
+#   2. cpu preset, then cuda preset when nvcc is installed: build, both before any test, through one
+#      compiler cache (ccache, in build/ccache unless CCACHE_DIR says otherwise) that the later
+#      builds of the same sources with the same flags read from: the CUDA wheel and `pip install .`
+#      (the cuda preset's compiles) and the container image's build stages (both presets', through
+#      the Dockerfile's `ccache` build context, GROVE_IMAGE_CCACHE).
+#      cpu preset: all CTest tests (unit, corpus, CLI, server end-to-end, deploy, the
 #      Python package and its wheels: scripts/build-wheel.sh's, installed into fresh virtual
 #      environments, the CUDA wheel too when nvcc is installed, about 7 minutes of the run; and the
 #      container image: label `image`, both Dockerfile variants built with podman and the CPU image
 #      run as the manifests run it, about 6 minutes alone); GPU tests are only built with CUDA
 #      and skip cleanly without a GPU.
-#   3. cuda preset when nvcc is installed: the CUDA code must compile; its GPU tests run when a GPU is
-#      visible and skip otherwise (GROVE_TEST_CUDA=0 turns this step off).
+#   3. cuda preset when nvcc is installed: the CUDA code must compile; its tests run (GPU tests when a
+#      GPU is visible, skipped otherwise; GROVE_TEST_CUDA=0 turns this step off).
 #   4. libFuzzer targets for every parser of untrusted bytes (model loaders, config.json, CSV, the
 #      grove.v1 and KServe request converters, the access-control files), 30 s each by default,
 #      under ASan/UBSan (GROVE_FUZZ_SECONDS).
@@ -23,8 +28,23 @@ export GROVE_E2E_REQUIRE_TOOLS=1
 stamp "installing dependencies"
 scripts/install-deps.sh
 
+# One compiler cache for every build below (see the header). Paths under the checkout are hashed
+# relative to the build folder, so folders at the same depth (build/cuda, build/cpu-pip, the image's
+# /src/build/cuda) share entries; scripts/ccache-compile fixes the locale ccache hashes.
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/build/ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
+for lang in C CXX CUDA; do export "CMAKE_${lang}_COMPILER_LAUNCHER=$PWD/scripts/ccache-compile"; done
+export GROVE_IMAGE_CCACHE=$CCACHE_DIR
+with_cuda=0
+if [ "${GROVE_TEST_CUDA:-1}" != 0 ] && [ -x /usr/local/cuda/bin/nvcc ]; then with_cuda=1; fi
+
 stamp "building (cpu preset)"
 scripts/build.sh cpu
+if [ "$with_cuda" = 1 ]; then
+  stamp "building (cuda preset)"
+  scripts/build.sh cuda
+fi
+ccache --show-stats || true
 stamp "testing (cpu preset)"
 # The image test builds the GPU image with this machine's CUDA toolkit; without one it says so and
 # builds the CPU image only (as the cuda preset step below is left out).
@@ -34,9 +54,8 @@ if [ ! -x /usr/local/cuda/bin/nvcc ]; then
 fi
 (cd build/cpu && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 
-if [ "${GROVE_TEST_CUDA:-1}" != 0 ] && [ -x /usr/local/cuda/bin/nvcc ]; then
-  stamp "building (cuda preset)"
-  scripts/build.sh cuda
+ccache --show-stats || true
+if [ "$with_cuda" = 1 ]; then
   stamp "testing (cuda preset; GPU tests skip without a GPU)"
   (cd build/cuda && ctest --output-on-failure -j "$(nproc)" --timeout 900 -L "gpu|cpu")
 fi

@@ -512,6 +512,14 @@ def main():
         if c.startswith("podman build"):
             m = re.search(r"-t (\S+)", c)
             builds[m.group(1) if m else c] = c
+    # scripts/test.sh's compiler cache (GROVE_IMAGE_CCACHE), filled by this checkout's cpu and cuda
+    # preset builds: the build stage compiles what they compiled from it (the Dockerfile's optional
+    # `ccache` context, read-only) instead of compiling Grove twice more.
+    cache = os.environ.get("GROVE_IMAGE_CCACHE", "")
+    if cache and os.path.isdir(cache):
+        builds = {k: c.replace("podman build ", f"podman build --build-context ccache={cache} ", 1)
+                  for k, c in builds.items()}
+        print(f"image builds use the compiler cache {cache} (read-only)")
     runs = [c for c in commands if c.startswith("podman run")]
     predicts = [c for c in commands if c.startswith("build/cpu/bin/grove predict --server")]
     want = {"localhost/grove:cpu", "localhost/grove:cuda", "localhost/grove:cpu-demo"}
