@@ -8,11 +8,11 @@
 #      the Dockerfile's `ccache` build context, GROVE_IMAGE_CCACHE).
 #      cpu preset: all CTest tests (unit, corpus, CLI, server end-to-end, deploy, the
 #      Python package and its wheels: scripts/build-wheel.sh's, installed into fresh virtual
-#      environments, the CUDA wheel too when nvcc is installed, 9 minutes of one core for the CPU wheel,
-#      seconds for the others from the cache; and the
-#      container image: label `image`, both Dockerfile variants built with podman and the CPU image
-#      run as the manifests run it, about 3 minutes alone with the cache, 13 without); GPU tests are only built with CUDA
-#      and skip cleanly without a GPU.
+#      environments, the CUDA wheel too when nvcc is installed: about 9 minutes for the CPU wheel,
+#      seconds for the others from the cache; and the container image: label `image`, both
+#      Dockerfile variants built with podman and the CPU image run as the manifests run it, about
+#      3 minutes alone with the cache, 13 without); GPU tests are only built with CUDA and skip
+#      cleanly without a GPU.
 #   3. cuda preset when nvcc is installed: the CUDA code must compile; its tests run (GPU tests when a
 #      GPU is visible, skipped otherwise; GROVE_TEST_CUDA=0 turns this step off).
 #   4. libFuzzer targets for every parser of untrusted bytes (model loaders, config.json, CSV, the
