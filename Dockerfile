@@ -84,7 +84,6 @@ RUN --mount=type=bind,from=cuda,target=/opt/cuda-context \
     if [ -x /opt/cuda-context/bin/nvcc ]; then ln -sfn /opt/cuda-context /usr/local/cuda; fi && \
     if [ -n "$(ls -A /opt/ccache-context)" ]; then \
       export CCACHE_DIR=/opt/ccache-context CCACHE_READONLY=1 CCACHE_TEMPDIR=/tmp/ccache \
-             CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=1 \
              CMAKE_C_COMPILER_LAUNCHER=/src/scripts/ccache-compile \
              CMAKE_CXX_COMPILER_LAUNCHER=/src/scripts/ccache-compile \
              CMAKE_CUDA_COMPILER_LAUNCHER=/src/scripts/ccache-compile; \

@@ -21,7 +21,7 @@ APT_PACKAGES=(
   libabsl-dev prometheus-cpp-dev libcpp-httplib-dev libgtest-dev libgmock-dev googletest
   libsimdjson-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libssl-dev libc-ares-dev libre2-dev
   python3 patchelf
-  # Compiler cache (scripts/ccache-compile): scripts/test.sh's builds and the image's build stage share it.
+  # Compiler cache (scripts/ccache-compile): shared by scripts/test.sh's builds and the image's.
   ccache
 )
 if [ "$BUILD_ONLY" = 0 ]; then

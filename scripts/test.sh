@@ -8,8 +8,8 @@
 #      the Dockerfile's `ccache` build context, GROVE_IMAGE_CCACHE).
 #      cpu preset: all CTest tests (unit, corpus, CLI, server end-to-end, deploy, the
 #      Python package and its wheels: scripts/build-wheel.sh's, installed into fresh virtual
-#      environments, the CUDA wheel too when nvcc is installed: about 9 minutes for the CPU wheel,
-#      seconds for the others from the cache; and the container image: label `image`, both
+#      environments, the CUDA wheel too when nvcc is installed: about 3 minutes together from the
+#      cache, 24 without; and the container image: label `image`, both
 #      Dockerfile variants built with podman and the CPU image run as the manifests run it, about
 #      3 minutes alone with the cache, 13 without); GPU tests are only built with CUDA and skip
 #      cleanly without a GPU.
@@ -29,10 +29,9 @@ export GROVE_E2E_REQUIRE_TOOLS=1
 stamp "installing dependencies"
 scripts/install-deps.sh
 
-# One compiler cache for every build below (see the header). Paths under the checkout are hashed
-# relative to the build folder, so folders at the same depth (build/cuda, build/cpu-pip, the image's
-# /src/build/cuda) share entries; scripts/ccache-compile fixes the locale ccache hashes.
-export CCACHE_DIR=${CCACHE_DIR:-$PWD/build/ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+# One compiler cache for every build below (see the header; scripts/ccache-compile says how builds
+# in different folders share it).
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/build/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
 for lang in C CXX CUDA; do export "CMAKE_${lang}_COMPILER_LAUNCHER=$PWD/scripts/ccache-compile"; done
 export GROVE_IMAGE_CCACHE=$CCACHE_DIR
