@@ -123,6 +123,7 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   TAHOE_ASSIGN(v.trees, g.Upload(tf.trees()));
   TAHOE_ASSIGN(v.cat_splits, g.Upload(tf.cat_splits()));
   TAHOE_ASSIGN(v.cat_bits, g.Upload(tf.cat_bits()));
+  TAHOE_ASSIGN(v.cat_features, g.Upload(tf.cat_features()));
   TAHOE_ASSIGN(v.leaf_table, g.Upload(tf.leaf_table()));
   TAHOE_ASSIGN(v.linear_leaves, g.Upload(tf.linear_leaves()));
   TAHOE_ASSIGN(v.linear_features, g.Upload(tf.linear_features()));

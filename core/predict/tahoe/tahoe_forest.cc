@@ -496,7 +496,20 @@ absl::Status TahoeBuilder::Run() {
   out_.categorical_ = any_categorical;
   // Sets of up to 64 categories, the common case of LightGBM's categorical columns: every set is
   // read as 64 bits (a padded table of wider sets, or records, keeps the general test).
-  out_.cat_pairs_ = any_categorical && out_.cat_splits_.empty() && out_.cat_words_ <= 2;
+  // The features of categorical splits, and whether one of them is split numerically too (the
+  // libraries never do; a feature of both kinds cannot be staged as category codes).
+  const size_t feature_words = (static_cast<size_t>(f_.num_features) + 31) / 32;
+  std::vector<uint32_t> cat_features(feature_words, 0u), num_features(feature_words, 0u);
+  for (const Node& nd : f_.nodes) {
+    if (nd.is_leaf() || nd.feature < 0 || nd.feature >= f_.num_features) continue;
+    std::vector<uint32_t>& kind = nd.is_categorical() ? cat_features : num_features;
+    kind[static_cast<size_t>(nd.feature) >> 5] |= 1u << (nd.feature & 31);
+  }
+  bool mixed_features = false;
+  for (size_t i = 0; i < feature_words; ++i) mixed_features |= (cat_features[i] & num_features[i]) != 0;
+  out_.cat_pairs_ = any_categorical && out_.cat_splits_.empty() && out_.cat_words_ <= 2 &&
+                    !mixed_features;
+  if (out_.cat_pairs_) out_.cat_features_ = std::move(cat_features);
   out_.simple_ = !missing_zero && !any_categorical;
   const int fbits = BitsFor(static_cast<uint64_t>(f_.num_features) + 1);
   const int dbits = 32 - tahoe_bits::kNumFlags - fbits;
@@ -534,7 +547,9 @@ absl::Status TahoeBuilder::Run() {
   }
   s.format_bytes = s.forest_smem_bytes + num_nodes * 4 +
                    static_cast<int64_t>(out_.cat_splits_.size() * sizeof(TahoeCatSplit) +
-                                        out_.cat_bits_.size() * 4 + out_.leaf_table_.size() * 8 +
+                                        out_.cat_bits_.size() * 4 +
+                                        out_.cat_features_.size() * 4 +
+                                        out_.leaf_table_.size() * 8 +
                                         out_.linear_leaves_.size() * sizeof(TahoeLinearLeaf) +
                                         out_.linear_features_.size() * 4 +
                                         out_.linear_coeffs_.size() * 8 + f_.num_outputs * 8) +
@@ -572,6 +587,7 @@ TahoeForestView TahoeForest::HostView() const {
   v.trees = trees_.data();
   v.cat_splits = cat_splits_.data();
   v.cat_bits = cat_bits_.data();
+  v.cat_features = cat_features_.empty() ? nullptr : cat_features_.data();
   v.leaf_table = leaf_table_.data();
   v.linear_leaves = linear_leaves_.data();
   v.linear_features = linear_features_.data();

@@ -109,9 +109,14 @@ class TahoeForest {
   static constexpr int64_t kMaxPaddedCatTotalWords = int64_t{1} << 24;
   uint32_t cat_words() const { return cat_words_; }
   // Every categorical split's set is in its node or a two-word set of the padded table (one rule,
-  // no cat_splits records): the fixed walk reads each set as 64 bits whose address does not depend
-  // on the row (kTahoeWalkFixedCatPairs).
+  // no cat_splits records), and no feature of a categorical split is split numerically: the fixed
+  // walk reads each set as 64 bits whose address does not depend on the row
+  // (kTahoeWalkFixedCatPairs), and row chunk stages the categorical features as category codes
+  // (kTahoeCatCodes).
   bool cat_pairs() const { return cat_pairs_; }
+  // cat_pairs forests: bit f of word f / 32 is set when feature f is categorical
+  // (TahoeForestView::cat_features); empty otherwise.
+  const std::vector<uint32_t>& cat_features() const { return cat_features_; }
   // Steps of a fixed walk with no leaf tests: the deepest leaf's depth for shallow fixed-walk forests
   // (up to kMaxFixedSteps, where testing every kTahoeFixedUnroll steps would take up to 3 extra
   // steps per tree); 0 otherwise (deep trees, whose lanes mostly stop well above the deepest leaf).
@@ -183,6 +188,7 @@ class TahoeForest {
   std::vector<double> tree_work_;
   std::vector<TahoeCatSplit> cat_splits_;
   std::vector<uint32_t> cat_bits_;
+  std::vector<uint32_t> cat_features_;
   std::vector<double> leaf_table_;
   std::vector<TahoeLinearLeaf> linear_leaves_;
   std::vector<int32_t> linear_features_;

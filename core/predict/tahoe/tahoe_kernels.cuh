@@ -240,11 +240,21 @@ __global__ void __launch_bounds__(kForestSmemThreads)
 //  * otherwise (vector leaves, or fewer groups than outputs; kR = 1; C <= 32): K doubles of
 //    shared memory per thread, reduced like one output, output by output.
 // Leaf ids go straight out (kR = 1).
+// The staged value of feature `c` whose value is `x`: x, or its category code (TahoeCategoryCode)
+// when `cats` (TahoeForestView::cat_features of a cat_pairs forest, or null) marks c categorical.
+__device__ __forceinline__ float StagedValue(float x, int c, const uint32_t* cats, float cat_low) {
+  return cats != nullptr && TahoeIsCatFeature(cats, static_cast<uint32_t>(c))
+             ? TahoeCategoryCode(x, cat_low)
+             : x;
+}
+
 // Stages rows [0, nr) of `g_rows` (`stride` floats apart) into `s_rows`, TahoeRowChunkStride(nf)
 // floats a row, with 16-byte loads where alignment allows, and the NaN padding feature of `padded`
-// rows. Returns whether this thread staged a NaN. The caller synchronizes.
+// rows; with `cats`, categorical features as category codes (StagedValue). Returns whether this
+// thread staged a NaN. The caller synchronizes.
 __device__ __forceinline__ bool StageChunkRows(const float* g_rows, int64_t stride, int nr, int nf,
-                                               int padded, float* s_rows) {
+                                               int padded, float* s_rows, const uint32_t* cats,
+                                               float cat_low) {
   const int S = TahoeRowChunkStride(nf);
   bool nan = false;
   if ((nf & 3) == 0 && (stride & 3) == 0 && (reinterpret_cast<uintptr_t>(g_rows) & 15) == 0) {
@@ -253,14 +263,15 @@ __device__ __forceinline__ bool StageChunkRows(const float* g_rows, int64_t stri
       const int rr = i / q, c = (i - rr * q) << 2;
       const float4 v = __ldg(reinterpret_cast<const float4*>(g_rows + rr * stride + c));
       float* d = s_rows + rr * S + c;
-      d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+      d[0] = StagedValue(v.x, c, cats, cat_low), d[1] = StagedValue(v.y, c + 1, cats, cat_low);
+      d[2] = StagedValue(v.z, c + 2, cats, cat_low), d[3] = StagedValue(v.w, c + 3, cats, cat_low);
       nan |= IsNan(v.x) | IsNan(v.y) | IsNan(v.z) | IsNan(v.w);
     }
   } else {
     for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
       const int rr = i / nf, c = i - rr * nf;
       const float x = __ldg(g_rows + rr * stride + c);
-      s_rows[rr * S + c] = x;
+      s_rows[rr * S + c] = StagedValue(x, c, cats, cat_low);
       nan |= IsNan(x);
     }
   }
@@ -271,14 +282,16 @@ __device__ __forceinline__ bool StageChunkRows(const float* g_rows, int64_t stri
 // Stages rows [0, nr) of `g_rows` feature-major: feature c of row i at s_rows[c * rs + i], then the
 // NaN padding feature of rows [0, padded). A warp writes one feature of consecutive rows (distinct
 // banks); the global reads are strided, but staging is a small part of a chunk's work (every row
-// is walked through all trees). Returns whether this thread staged a NaN. The caller synchronizes.
+// is walked through all trees). `cats`, `cat_low`: StageChunkRows'. Returns whether this thread
+// staged a NaN. The caller synchronizes.
 __device__ __forceinline__ bool StageChunkColumns(const float* g_rows, int64_t stride, int nr,
-                                                  int nf, int rs, int padded, float* s_rows) {
+                                                  int nf, int rs, int padded, float* s_rows,
+                                                  const uint32_t* cats, float cat_low) {
   bool nan = false;
   for (int i = threadIdx.x; i < nr * nf; i += blockDim.x) {
     const int c = i / nr, rr = i - c * nr;
     const float x = __ldg(g_rows + rr * stride + c);
-    s_rows[c * rs + rr] = x;
+    s_rows[c * rs + rr] = StagedValue(x, c, cats, cat_low);
     nan |= IsNan(x);
   }
   for (int i = threadIdx.x; i < padded; i += blockDim.x) s_rows[nf * rs + i] = TahoeNan();
@@ -439,12 +452,18 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
   // s_rows[c * R C + i]): the lanes of a warp then walk rows r, r + 1, ... of one tree group and
   // read their features from distinct banks whatever the features (row-major rows conflict ~2-way).
   const bool feature_major = from_roots && C >= 32;
+  // The walks from the roots of cat_pairs forests read categorical features as category codes
+  // (kTahoeCatCodes: one shift per categorical step instead of a range test, a conversion and a
+  // word select, and no branch: TahoeFixedStep::CodeLeftMask); the other walks read values.
+  constexpr bool kCodes = TahoeWalkCat(kWalk) == kTahoeCatPairs;
+  const uint32_t* cats = kCodes && from_roots ? f.view.cat_features : nullptr;
   // Rows without NaN (but the padding feature) take the walk without the NaN test.
   const bool nan_free = !__syncthreads_or(
       feature_major ? StageChunkColumns(a.d_rows + row0 * a.row_stride, a.row_stride, nr,
-                                        f.view.num_features, R * C, R * C, s_rows)
+                                        f.view.num_features, R * C, R * C, s_rows, cats,
+                                        f.view.cat_low)
                     : StageChunkRows(a.d_rows + row0 * a.row_stride, a.row_stride, nr,
-                                     f.view.num_features, R * C, s_rows));
+                                     f.view.num_features, R * C, s_rows, cats, f.view.cat_low));
   const uint32_t order_begin =
       classed ? f.class_order_begin[assignment] : f.order_begin[assignment];
   const uint32_t* order = (classed ? f.d_class_order : f.d_assign_order) + order_begin;
@@ -472,8 +491,9 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
         // Tree parts (gridDim.y > 1, RowChunkLaunchShape): this block walks part blockIdx.y of
         // the group's trees, in tree order.
         const uint32_t b = offsets[g], n = offsets[g + 1] - b, parts = gridDim.y;
-        SumFromRoots<R, TahoeWalkCat(kWalk)>(f.view, nodes, roots, b + n * blockIdx.y / parts,
-                     b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum);
+        constexpr int kRootsCat = kCodes ? kTahoeCatCodes : TahoeWalkCat(kWalk);
+        SumFromRoots<R, kRootsCat>(f.view, nodes, roots, b + n * blockIdx.y / parts,
+                                   b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum);
       }
       double* d_part = gridDim.y > 1 ? d_ws + static_cast<int64_t>(blockIdx.y) * a.rows * K : nullptr;
       FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m, d_part);

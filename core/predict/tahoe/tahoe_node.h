@@ -91,6 +91,9 @@ struct TahoeForestView {
   const TahoeTree* trees = nullptr;  // in the Tahoe order
   const TahoeCatSplit* cat_splits = nullptr;
   const uint32_t* cat_bits = nullptr;
+  // Bit f of word f / 32: feature f is split by categorical splits only (TahoeIsCatFeature).
+  // Empty when the forest is not cat_pairs (TahoeForest::cat_features).
+  const uint32_t* cat_features = nullptr;
   const double* leaf_table = nullptr;
   const TahoeLinearLeaf* linear_leaves = nullptr;
   const int32_t* linear_features = nullptr;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "core/common/hd.h"
@@ -96,8 +97,33 @@ GROVE_HD constexpr bool TahoeWalkIsFixed(int walk) {
 }
 
 // The categorical test of a fixed step (TahoeFixedStep's kCat): none (numeric forests), the
-// general one (TahoeCatGoesLeft: any set), or the pair test of cat_pairs forests.
-enum TahoeCatTest : int { kTahoeCatNone = 0, kTahoeCatGeneral = 1, kTahoeCatPairs = 2 };
+// general one (TahoeCatGoesLeft: any set), the pair test of cat_pairs forests, or the code test:
+// the pair test on rows whose categorical features hold category codes (TahoeCategoryCode) instead
+// of values, which row chunk stages for cat_pairs forests.
+enum TahoeCatTest : int {
+  kTahoeCatNone = 0,
+  kTahoeCatGeneral = 1,
+  kTahoeCatPairs = 2,
+  kTahoeCatCodes = 3
+};
+
+// The staged form of a categorical feature's value `x` for the code test, stored in the row's float
+// as its bits: the category c in 0..63 (CategoryInSet's rule under `cat_low`,
+// TahoeForestView::cat_low), kTahoeNoCategory for a value that is no category (below cat_low, 64 or
+// more), and NaN unchanged (its bits are above 63 too, so it is in no set, and the walk's NaN test
+// still sees it). A code is never NaN. The code test is then one 64-bit shift of the set.
+inline constexpr uint32_t kTahoeNoCategory = 64;
+GROVE_HD float TahoeCategoryCode(float x, float cat_low) {
+  if (IsNan(x)) return x;
+  const uint32_t c = x >= cat_low && x < 64.0f ? static_cast<uint32_t>(x < 0.0f ? 0.0f : x)
+                                                : kTahoeNoCategory;
+  return TahoeBitsToFloat(c);
+}
+// Is feature `feature` categorical in a forest whose categorical features are the bits of
+// `cat_features` (TahoeForestView::cat_features)?
+GROVE_HD bool TahoeIsCatFeature(const uint32_t* cat_features, uint32_t feature) {
+  return ((cat_features[feature >> 5] >> (feature & 31u)) & 1u) != 0;
+}
 GROVE_HD constexpr int TahoeWalkCat(int walk) {
   return walk == kTahoeWalkFixedCat        ? kTahoeCatGeneral
          : walk == kTahoeWalkFixedCatPairs ? kTahoeCatPairs
@@ -152,12 +178,13 @@ struct TahoeFixedStep {
         cat_words(f.cat_words),
         cat_low(f.cat_low) {}
   // Is `x` in the set of categorical split n of a cat_pairs forest? CategoryInSet of a one-word set
-  // in the node or a two-word set of the table, without branches: the set's 64 bits (the node's
+  // in the node or a two-word set of the table, written without branches (nvcc still branches
+  // around it within a step; the code test's CodeLeftMask does not): the set's 64 bits (the node's
   // word and 0, or the pair) are loaded before x is known, so the step waits on the node, then on x
   // and the set together, as a numeric step waits on the node and x. A category of 32..63 meets
   // the node set's zero high word, which is CategoryInSet's range test for one word. NaN is not in
   // any set (the caller applies the NaN direction).
-  GROVE_HD bool InPairSet(const TahoeNode8& n, float x) const {
+  GROVE_HD TahoeCatPair PairSet(const TahoeNode8& n) const {
     TahoeCatPair set{n.value, 0u};
     if ((n.word & cat_table_bit) != 0) {
 #if defined(__CUDA_ARCH__)
@@ -168,6 +195,10 @@ struct TahoeFixedStep {
       set = TahoeCatPair{w[0], w[1]};
 #endif
     }
+    return set;
+  }
+  GROVE_HD bool InPairSet(const TahoeNode8& n, float x) const {
+    const TahoeCatPair set = PairSet(n);
     const bool in_range = (x >= cat_low) & (x < 64.0f);
 #if defined(__CUDA_ARCH__)
     // The category in the low bits of 2^23 + x rounded toward zero (x in [0, 64): one add instead
@@ -180,20 +211,42 @@ struct TahoeFixedStep {
     const uint32_t word = (c & 32u) != 0 ? set.hi : set.lo;
     return in_range & (((word >> (c & 31u)) & 1u) != 0);
   }
+  // InPairSet for a row holding the category code `x` (TahoeCategoryCode): the set's bit c, where
+  // codes of 64 and more (no category, NaN) find none. The host's code test; the GPU's is
+  // CodeLeftMask (one clamped 64-bit shift where InPairSet takes a range test, a conversion and a
+  // word select).
+  GROVE_HD bool InCodeSet(const TahoeNode8& n, float x) const {
+    const TahoeCatPair set = PairSet(n);
+    const uint64_t bits = (static_cast<uint64_t>(set.hi) << 32) | set.lo;
+    uint32_t c;
+    std::memcpy(&c, &x, sizeof c);
+    return c < 64u && ((bits >> c) & 1u) != 0;
+  }
   // kNanFree: the row holds no NaN but its padding feature, so the NaN test drops out (a leaf still
   // steps to itself: NaN < threshold is false and a leaf has no hot-right flag). The operators are
-  // bitwise so that the step compiles without branches.
+  // bitwise so that the step compiles without branches (but for the categorical tests, which nvcc
+  // branches around: the code test on the GPU is CodeLeftMask's PTX).
   // kLevel: the node is in the level layout (tahoe_level.h): its children are a pair at
   // distant (right) and distant + 1 (left), and a leaf (distant 0, NaN never left) stays put.
   // kCat: the categorical test (TahoeCatTest) of a forest with categorical splits.
   template <bool kNanFree = false, bool kLevel = false, int kCat = kTahoeCatNone, typename Row>
   GROVE_HD uint32_t Offset(const TahoeNode8& n, const Row& row) const {
+#if defined(__CUDA_ARCH__)
+    if constexpr (kCat == kTahoeCatCodes) {
+      const uint32_t r = CodeLeftMask<kNanFree>(n, row);
+      if constexpr (kLevel) return (n.word >> dshift) - r;
+      return (r != 0) != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
+    }
+#endif
     const float x = row[n.word & fmask];
     bool left = x < TahoeBitsToFloat(n.value);
     // The pair test: the split's kind selects between the two tests, and the NaN direction is
     // applied to both, with no branch per node.
     if constexpr (kCat == kTahoeCatPairs) {
       left = (n.word & cat_test) == cat_bit ? InPairSet(n, x) : left;
+    }
+    if constexpr (kCat == kTahoeCatCodes) {
+      left = (n.word & cat_test) == cat_bit ? InCodeSet(n, x) : left;
     }
     if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
     if constexpr (kCat == kTahoeCatGeneral) {
@@ -204,6 +257,57 @@ struct TahoeFixedStep {
     if constexpr (kLevel) return (n.word >> dshift) + static_cast<uint32_t>(left);
     return left != ((n.word & hot_right_bit) != 0) ? 1u : (n.word >> dshift);
   }
+#if defined(__CUDA_ARCH__)
+  // The code test's outcome at split n (0xffffffff: goes left) without a branch: PTX shr.b64 gives
+  // 0 for shifts of 64 or more, so a code's test is one shift of the set. nvcc compiles the
+  // select between the code test and the numeric test, and the table set's load, into branches
+  // around the categorical part, so a warp whose lanes mix categorical and numeric splits ran both
+  // parts at every step (most warps of a forest with many categorical splits). Here both tests run
+  // on every lane, the table set's load is predicated, and a select picks the outcome. NaN codes
+  // are in no set; both tests then take the split's NaN direction (kNanFree: none).
+  template <bool kNanFree, typename Row>
+  __device__ uint32_t CodeLeftMask(const TahoeNode8& n, const Row& row) const {
+    const float x = row[n.word & fmask];
+    uint32_t lo = n.value, hi = 0;
+    asm("{\n\t.reg .pred p;\n\t"
+        "setp.ne.u32 p, %2, 0;\n\t"
+        "@p ld.global.nc.v2.u32 {%0, %1}, [%3];\n\t}"
+        : "+r"(lo), "+r"(hi)
+        : "r"(n.word & cat_table_bit),
+          "l"(__cvta_generic_to_global(reinterpret_cast<const uint2*>(cat_bits) + (n.value >> 1))));
+    uint32_t r;
+    if constexpr (kNanFree) {
+      asm("{\n\t.reg .pred c, k;\n\t.reg .b64 s;\n\t.reg .b32 b;\n\t"
+          "set.lt.u32.f32 %0, %1, %2;\n\t"
+          "mov.b64 s, {%3, %4};\n\t"
+          "shr.b64 s, s, %5;\n\t"
+          "cvt.u32.u64 b, s;\n\t"
+          "and.b32 b, b, 1;\n\t"
+          "setp.ne.u32 c, b, 0;\n\t"
+          "setp.eq.u32 k, %6, %7;\n\t"
+          "@k selp.b32 %0, -1, 0, c;\n\t}"
+          : "=r"(r)
+          : "f"(x), "f"(__uint_as_float(n.value)), "r"(lo), "r"(hi), "r"(__float_as_uint(x)),
+            "r"(n.word & cat_test), "r"(cat_bit));
+    } else {
+      asm("{\n\t.reg .pred q, p, c, k;\n\t.reg .b64 s;\n\t.reg .b32 b;\n\t"
+          "setp.ne.u32 q, %8, 0;\n\t"
+          "setp.nan.and.f32 p, %1, %1, q;\n\t"
+          "set.lt.or.u32.f32 %0, %1, %2, p;\n\t"
+          "mov.b64 s, {%3, %4};\n\t"
+          "shr.b64 s, s, %5;\n\t"
+          "cvt.u32.u64 b, s;\n\t"
+          "and.b32 b, b, 1;\n\t"
+          "setp.ne.or.u32 c, b, 0, p;\n\t"
+          "setp.eq.u32 k, %6, %7;\n\t"
+          "@k selp.b32 %0, -1, 0, c;\n\t}"
+          : "=r"(r)
+          : "f"(x), "f"(__uint_as_float(n.value)), "r"(lo), "r"(hi), "r"(__float_as_uint(x)),
+            "r"(n.word & cat_test), "r"(cat_bit), "r"(n.word & default_left_bit));
+    }
+    return r;
+  }
+#endif
   // The level layout's step, Offset<kNanFree, true> added to idx. On the GPU the comparison goes
   // straight into an integer (-1 or 0) that one three-way add takes (set.lt instead of a predicate
   // and a select: the step is issue-bound on deep forests).

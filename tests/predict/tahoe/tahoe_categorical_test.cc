@@ -45,11 +45,24 @@ std::vector<int32_t> ReferenceLeaves(const Forest& f, const std::vector<float>& 
   return ids;
 }
 
-// Every walk of the fixed family with the categorical test kCat against the reference leaves;
-// returns the walks compared.
+// `rows` as row chunk stages them for the code test: categorical features as category codes.
+std::vector<float> CategoryCodes(const TahoeForest& tf, std::vector<float> rows) {
+  const TahoeForestView v = tf.HostView();
+  const size_t nf = static_cast<size_t>(tf.forest().num_features);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (TahoeIsCatFeature(v.cat_features, static_cast<uint32_t>(i % nf))) {
+      rows[i] = TahoeCategoryCode(rows[i], v.cat_low);
+    }
+  }
+  return rows;
+}
+
+// Every walk of the fixed family with the categorical test kCat against the reference leaves of
+// `rows`, walking `walk_rows` (`rows`, or for kTahoeCatCodes their CategoryCodes); returns the
+// walks compared.
 template <int kCat>
-int64_t CheckWalksWith(const TahoeForest& tf, const std::vector<float>& rows, int64_t n,
-                       const std::string& what) {
+int64_t CheckWalksWith(const TahoeForest& tf, const std::vector<float>& rows,
+                       const std::vector<float>& walk_rows, int64_t n, const std::string& what) {
   const Forest& f = tf.forest();
   EXPECT_TRUE(tf.fixed_walk()) << what;
   EXPECT_TRUE(tf.categorical()) << what;
@@ -69,9 +82,10 @@ int64_t CheckWalksWith(const TahoeForest& tf, const std::vector<float>& rows, in
   int64_t walks = 0;
   for (int64_t r = 0; r < n; ++r) {
     const TahoePlainRow plain{rows.data() + r * f.num_features};
-    const TahoeNanPaddedRow<TahoePlainRow> row{plain, nf};
+    const TahoeNanPaddedRow<TahoePlainRow> row{
+        TahoePlainRow{walk_rows.data() + r * f.num_features}, nf};
     bool has_nan = false;
-    for (uint32_t j = 0; j < nf; ++j) has_nan |= std::isnan(plain[j]);
+    for (uint32_t j = 0; j < nf; ++j) has_nan |= std::isnan(plain[j]);  // codes keep NaN
     for (size_t i = 0; i < tf.trees().size(); ++i) {
       const TahoeTree& t = tf.trees()[i];
       const int32_t expected = want[r * T + t.orig];
@@ -105,7 +119,7 @@ int64_t CheckWalksWith(const TahoeForest& tf, const std::vector<float>& rows, in
     for (int64_t r = 0; r + 4 <= n; r += 4) {
       TahoeNanPaddedRow<TahoePlainRow> four[4], one[1];
       for (int j = 0; j < 4; ++j) {
-        four[j] = {TahoePlainRow{rows.data() + (r + j) * f.num_features}, nf};
+        four[j] = {TahoePlainRow{walk_rows.data() + (r + j) * f.num_features}, nf};
       }
       double s4[4], s4_level[4];
       TahoeSumFixedRoots<false, 4, false, kCat>(v, nodes.data(), dfs_roots.data(), 0, num_trees,
@@ -125,12 +139,16 @@ int64_t CheckWalksWith(const TahoeForest& tf, const std::vector<float>& rows, in
   return walks;
 }
 
-// The general test on every categorical forest, and the pair test on cat_pairs() forests (the
-// walk the GPU runs for them).
+// The general test on every categorical forest, and the pair and code tests on cat_pairs()
+// forests (the walks the GPU runs for them).
 int64_t CheckWalks(const TahoeForest& tf, const std::vector<float>& rows, int64_t n,
                    const std::string& what) {
-  int64_t walks = CheckWalksWith<kTahoeCatGeneral>(tf, rows, n, what);
-  if (tf.cat_pairs()) walks += CheckWalksWith<kTahoeCatPairs>(tf, rows, n, what + " (pairs)");
+  int64_t walks = CheckWalksWith<kTahoeCatGeneral>(tf, rows, rows, n, what);
+  if (tf.cat_pairs()) {
+    walks += CheckWalksWith<kTahoeCatPairs>(tf, rows, rows, n, what + " (pairs)");
+    walks += CheckWalksWith<kTahoeCatCodes>(tf, rows, CategoryCodes(tf, rows), n,
+                                            what + " (codes)");
+  }
   return walks;
 }
 
@@ -325,20 +343,51 @@ TEST(TahoeCategoricalTest, TheSplitRuleIsTheReferenceDecision) {
                                                          nan_free_leaf);
             EXPECT_EQ(TahoeFixedLeafValue(v, nan_free_leaf), got) << where << " (NaN-free step)";
           }
-          // The pair test, on both layouts.
+          // The pair test on the value and the code test on its category code, on both layouts.
           if ((*tf)->cat_pairs()) {
-            TahoeNode8 pair_leaf, pair_level_leaf;
-            TahoeWalkFixed<false, false, kTahoeCatPairs>((*tf)->nodes8().data(), 0, padded, v,
-                                                         pair_leaf);
-            EXPECT_EQ(TahoeFixedLeafValue(v, pair_leaf), got) << where << " (pairs)";
-            TahoeWalkFixed<false, true, kTahoeCatPairs>(level->nodes.data(), 0, padded, v,
-                                                        pair_level_leaf);
-            EXPECT_EQ(TahoeFixedLeafValue(v, pair_level_leaf), got)
-                << where << " (pairs, level layout)";
+            const auto both_layouts = [&]<int kCat>(const TahoeNanPaddedRow<TahoePlainRow>& r,
+                                                    const std::string& test) {
+              TahoeNode8 dfs_leaf, level_leaf_of_test;
+              TahoeWalkFixed<false, false, kCat>((*tf)->nodes8().data(), 0, r, v, dfs_leaf);
+              EXPECT_EQ(TahoeFixedLeafValue(v, dfs_leaf), got) << where << " (" << test << ")";
+              TahoeWalkFixed<false, true, kCat>(level->nodes.data(), 0, r, v, level_leaf_of_test);
+              EXPECT_EQ(TahoeFixedLeafValue(v, level_leaf_of_test), got)
+                  << where << " (" << test << ", level layout)";
+            };
+            both_layouts.template operator()<kTahoeCatPairs>(padded, "pairs");
+            const float code[1] = {TahoeCategoryCode(x, v.cat_low)};
+            EXPECT_EQ(std::isnan(code[0]), std::isnan(x)) << where;
+            both_layouts.template operator()<kTahoeCatCodes>({TahoePlainRow{code}, 1}, "codes");
           }
         }
       }
     }
+  }
+}
+
+// Category codes replace a categorical feature's values for every split of the row chunk walk, so
+// a forest that also splits such a feature numerically keeps the general test (still exact), and
+// cat_pairs forests list their categorical features.
+TEST(TahoeCategoricalTest, AFeatureSplitBothWaysKeepsTheGeneralTest) {
+  for (bool mixed : {false, true}) {
+    HandForest h(3);
+    const uint16_t flags = kNodeCategoryInSetGoesLeft | kNodeCategoryTruncate;
+    h.AddTree({h.CategoricalSplit(2, {1, 5, 40}, 1, 2, 10, flags),
+               h.Split(mixed ? 2 : 0, 3.5f, 3, 4, 6), h.Leaf(3.0, 4), h.Leaf(1.0, 3),
+               h.Leaf(2.0, 3)});
+    ForestPtr f = h.Build();
+    absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    SCOPED_TRACE(mixed ? "feature 2 split both ways" : "feature 2 categorical only");
+    EXPECT_TRUE((*tf)->fixed_walk());
+    EXPECT_EQ((*tf)->cat_pairs(), !mixed);
+    EXPECT_EQ((*tf)->cat_features(), mixed ? std::vector<uint32_t>{} : std::vector<uint32_t>{4u});
+    std::vector<float> rows;
+    for (float x : {0.0f, 1.0f, 2.0f, 5.0f, 40.0f, 41.0f, 63.0f, 64.0f, -0.5f, -2.0f, 3.0f, 4.0f,
+                    std::nanf("")}) {
+      for (float a : {-1.0f, 3.0f, 4.0f, std::nanf("")}) rows.insert(rows.end(), {a, 0.0f, x});
+    }
+    EXPECT_GT(CheckWalks(**tf, rows, static_cast<int64_t>(rows.size() / 3), "hand forest"), 0);
   }
 }
 

@@ -475,10 +475,11 @@ TEST(TahoeGpuTest, RandomForestsMatchTheCpuReference) {
 // Categorical splits take the fixed walk (kTahoeWalkFixedCat) and the level layout: every strategy
 // and row-chunk shape of CheckForest on forests with XGBoost's and LightGBM's categorical rules
 // (sets in the node and in the table, one and several outputs, deep trees past the exact-step
-// walk), with sets of up to 64 categories (read as pairs: TahoeForestView::cat_pairs) and with
-// wider ones (the general test), on rows with categories past 31, past 63, negative, in (-1, 0),
-// fractional and NaN; and on every categorical model of the corpus (LightGBM with pandas
-// categories, XGBoost with enable_categorical).
+// walk), with sets of up to 64 categories (read as pairs: TahoeForestView::cat_pairs; row chunk
+// stages their categorical features as category codes) and with wider ones (the general test), on
+// rows with categories past 31, past 63, negative, in (-1, 0), fractional and NaN, and without NaN;
+// and on every categorical model of the corpus (LightGBM with pandas categories, XGBoost with
+// enable_categorical).
 TEST(TahoeGpuTest, CategoricalForestsTakeTheFixedWalkOnEveryStrategy) {
   SKIP_WITHOUT_GPU();
   int pairs = 0, general = 0;
@@ -501,6 +502,12 @@ TEST(TahoeGpuTest, CategoricalForestsTakeTheFixedWalkOnEveryStrategy) {
     ((*tf)->cat_pairs() ? pairs : general) += 1;
     const std::vector<float> rows = MakeRandomRows(*f, 333, 40 + shape, 0.15);
     CheckForest(f, rows, "categorical shape " + std::to_string(shape));
+    // Rows without NaN take the walks without the NaN test (row chunk stages category codes for
+    // pairs forests: both code tests).
+    if ((*tf)->cat_pairs()) {
+      CheckForest(f, MakeRandomRows(*f, 333, 80 + shape, 0.0),
+                  "categorical shape " + std::to_string(shape) + " without NaN");
+    }
   }
   EXPECT_GE(pairs, 4);
   EXPECT_GE(general, 1);
