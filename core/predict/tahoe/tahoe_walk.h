@@ -264,17 +264,21 @@ struct TahoeFixedStep {
   // around the categorical part, so a warp whose lanes mix categorical and numeric splits ran both
   // parts at every step (most warps of a forest with many categorical splits). Here both tests run
   // on every lane, the table set's load is predicated, and a select picks the outcome. NaN codes
-  // are in no set; both tests then take the split's NaN direction (kNanFree: none).
+  // are in no set; both tests then take the split's NaN direction (kNanFree: none). The select
+  // reads the categorical bit alone, without the leaf bit that cat_test adds: a leaf whose flags
+  // share that bit (kLeafTable) takes the code test on the padding feature's NaN, in no set, and
+  // has no NaN direction, so it stays put either way.
   template <bool kNanFree, typename Row>
   __device__ uint32_t CodeLeftMask(const TahoeNode8& n, const Row& row) const {
     const float x = row[n.word & fmask];
     uint32_t lo = n.value, hi = 0;
+    // A table set's words are at n.value (even: an aligned pair).
     asm("{\n\t.reg .pred p;\n\t"
         "setp.ne.u32 p, %2, 0;\n\t"
         "@p ld.global.nc.v2.u32 {%0, %1}, [%3];\n\t}"
         : "+r"(lo), "+r"(hi)
         : "r"(n.word & cat_table_bit),
-          "l"(__cvta_generic_to_global(reinterpret_cast<const uint2*>(cat_bits) + (n.value >> 1))));
+          "l"(__cvta_generic_to_global(cat_bits + n.value)));
     uint32_t r;
     if constexpr (kNanFree) {
       asm("{\n\t.reg .pred c, k;\n\t.reg .b64 s;\n\t.reg .b32 b;\n\t"
@@ -284,14 +288,14 @@ struct TahoeFixedStep {
           "cvt.u32.u64 b, s;\n\t"
           "and.b32 b, b, 1;\n\t"
           "setp.ne.u32 c, b, 0;\n\t"
-          "setp.eq.u32 k, %6, %7;\n\t"
+          "setp.ne.u32 k, %6, 0;\n\t"
           "@k selp.b32 %0, -1, 0, c;\n\t}"
           : "=r"(r)
           : "f"(x), "f"(__uint_as_float(n.value)), "r"(lo), "r"(hi), "r"(__float_as_uint(x)),
-            "r"(n.word & cat_test), "r"(cat_bit));
+            "r"(n.word & cat_bit));
     } else {
       asm("{\n\t.reg .pred q, p, c, k;\n\t.reg .b64 s;\n\t.reg .b32 b;\n\t"
-          "setp.ne.u32 q, %8, 0;\n\t"
+          "setp.ne.u32 q, %7, 0;\n\t"
           "setp.nan.and.f32 p, %1, %1, q;\n\t"
           "set.lt.or.u32.f32 %0, %1, %2, p;\n\t"
           "mov.b64 s, {%3, %4};\n\t"
@@ -299,11 +303,11 @@ struct TahoeFixedStep {
           "cvt.u32.u64 b, s;\n\t"
           "and.b32 b, b, 1;\n\t"
           "setp.ne.or.u32 c, b, 0, p;\n\t"
-          "setp.eq.u32 k, %6, %7;\n\t"
+          "setp.ne.u32 k, %6, 0;\n\t"
           "@k selp.b32 %0, -1, 0, c;\n\t}"
           : "=r"(r)
           : "f"(x), "f"(__uint_as_float(n.value)), "r"(lo), "r"(hi), "r"(__float_as_uint(x)),
-            "r"(n.word & cat_test), "r"(cat_bit), "r"(n.word & default_left_bit));
+            "r"(n.word & cat_bit), "r"(n.word & default_left_bit));
     }
     return r;
   }
