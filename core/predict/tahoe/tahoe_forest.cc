@@ -506,7 +506,9 @@ absl::Status TahoeBuilder::Run() {
     kind[static_cast<size_t>(nd.feature) >> 5] |= 1u << (nd.feature & 31);
   }
   bool mixed_features = false;
-  for (size_t i = 0; i < feature_words; ++i) mixed_features |= (cat_features[i] & num_features[i]) != 0;
+  for (size_t i = 0; i < feature_words; ++i) {
+    mixed_features |= (cat_features[i] & num_features[i]) != 0;
+  }
   out_.cat_pairs_ = any_categorical && out_.cat_splits_.empty() && out_.cat_words_ <= 2 &&
                     !mixed_features;
   if (out_.cat_pairs_) out_.cat_features_ = std::move(cat_features);
