@@ -246,7 +246,8 @@ struct TahoeFixedStep {
       left = (n.word & cat_test) == cat_bit ? InPairSet(n, x) : left;
     }
     if constexpr (kCat == kTahoeCatCodes) {
-      left = (n.word & cat_test) == cat_bit ? InCodeSet(n, x) : left;
+      // The categorical bit alone selects, as CodeLeftMask's does (see there).
+      left = (n.word & cat_bit) != 0 ? InCodeSet(n, x) : left;
     }
     if constexpr (!kNanFree) left = left | (IsNan(x) & ((n.word & default_left_bit) != 0));
     if constexpr (kCat == kTahoeCatGeneral) {
@@ -259,11 +260,13 @@ struct TahoeFixedStep {
   }
 #if defined(__CUDA_ARCH__)
   // The code test's outcome at split n (0xffffffff: goes left) without a branch: PTX shr.b64 gives
-  // 0 for shifts of 64 or more, so a code's test is one shift of the set. nvcc compiles the
-  // select between the code test and the numeric test, and the table set's load, into branches
-  // around the categorical part, so a warp whose lanes mix categorical and numeric splits ran both
-  // parts at every step (most warps of a forest with many categorical splits). Here both tests run
-  // on every lane, the table set's load is predicated, and a select picks the outcome. NaN codes
+  // 0 for shifts of 64 or more, so a code's test is one shift of the set. Written in C++, the
+  // select between the code test and the numeric test, and the table set's load, compile into
+  // branches around the categorical part, and a warp whose lanes mix categorical and numeric splits
+  // (most warps of a forest with many categorical splits) runs both parts at every step. Here both
+  // tests run on every lane, the table set's load is predicated, and a select picks the outcome.
+  // The two asm variants differ by the NaN test only (kNanFree drops two instructions a step,
+  // which an operand of zero inside one asm block could not). NaN codes
   // are in no set; both tests then take the split's NaN direction (kNanFree: none). The select
   // reads the categorical bit alone, without the leaf bit that cat_test adds: a leaf whose flags
   // share that bit (kLeafTable) takes the code test on the padding feature's NaN, in no set, and
