@@ -31,6 +31,13 @@ header, missing values written `nan`) for:
                     round (num_parallel_tree, rows and columns subsampled)
   prod-lgb-rf       LightGBM random forest (boosting rf), binary, 64 features, num_leaves 255,
                     300 trees
+  prod-xgb-deep     XGBoost regression, 100 features, depth 14, 90 rounds, 5% missing values
+                    (nearly full deep trees: most rows end at depth 14)
+  prod-lgb-deep     LightGBM binary, 80 features, num_leaves 1023, 200 rounds, 5% missing values
+                    (leaf-wise trees of depth 20 and more)
+  prod-small        XGBoost binary, 20 features, depth 6, 50 rounds, no missing values
+  prod-xgb-cat5     XGBoost 5-class with enable_categorical, 30 features of which 6 categorical
+                    (one of 3 categories, the others 3 to 30), depth 6, 100 rounds
 
 The target mixes many features (sums of pairwise products and thresholds over a random subset), so
 the trees grow to their full depth / leaf count instead of stopping early on a simple signal.
@@ -65,6 +72,10 @@ SPECS = {
     "prod-class100": ("xgboost", 32, 20, 6, 100, 0.02),
     "prod-rf": ("xgboost", 64, 1, 10, 0, 0.02, 0, None, 500),
     "prod-lgb-rf": ("lightgbm", 64, 300, 255, 2, 0.02, 0, None, 2),
+    "prod-xgb-deep": ("xgboost", 100, 90, 14, 0, 0.05),
+    "prod-lgb-deep": ("lightgbm", 80, 200, 1023, 2, 0.05),
+    "prod-small": ("xgboost", 20, 50, 6, 2, 0.0),
+    "prod-xgb-cat5": ("xgboost", 30, 100, 6, 5, 0.05, 6, (3, 30, 1)),
 }
 
 

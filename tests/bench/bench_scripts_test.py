@@ -36,13 +36,18 @@ SHAPES = {  # name: (file, features, outputs)
     "prod-class100": ("prod-class100.ubj", 32, 100),
     "prod-rf": ("prod-rf.ubj", 64, 1),
     "prod-lgb-rf": ("prod-lgb-rf.txt", 64, 1),
+    "prod-xgb-deep": ("prod-xgb-deep.ubj", 100, 1),
+    "prod-lgb-deep": ("prod-lgb-deep.txt", 80, 1),
+    "prod-small": ("prod-small.ubj", 20, 1),
+    "prod-xgb-cat5": ("prod-xgb-cat5.ubj", 30, 5),
 }
-CATEGORICAL = {"prod-lgb-cat", "prod-lgb-cat-reg", "prod-lgb-hicat", "prod-xgb-cat"}
+CATEGORICAL = {"prod-lgb-cat", "prod-lgb-cat-reg", "prod-lgb-hicat", "prod-xgb-cat", "prod-xgb-cat5"}
 # prod-lgb-hicat's categories (150 to 600 per column) get a row or two each from the test's 300
 # training rows: whether LightGBM then splits on a group of them depends on the draw, so its
 # categorical splits are not checked here (the full-size model has tens of thousands).
 UNCHECKED_CATEGORICAL = {"prod-lgb-hicat"}
-TREES = {"prod-shallow": 3000, "prod-class100": 2000, "prod-rf": 500, "prod-lgb-rf": 300}
+TREES = {"prod-shallow": 3000, "prod-class100": 2000, "prod-rf": 500, "prod-lgb-rf": 300,
+         "prod-xgb-deep": 90, "prod-xgb-cat5": 500}
 
 
 def check_models(tmp):
