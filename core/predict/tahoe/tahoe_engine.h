@@ -56,7 +56,7 @@ struct TahoeEngineOptions {
   // tree fits a column (tests); kOff never (ablation).
   enum class Lanes { kOff, kAuto, kOn, kOnPaired };
   Lanes lanes = Lanes::kAuto;
-  // Row chunk's walks from the roots may read a breadth-first copy of the nodes (tahoe_level.h),
+  // Row chunk's walks from the roots may read a depth-by-depth copy of the nodes (tahoe_level.h),
   // where fixed-walk forests allow it: kAuto keeps it when the load-time probe finds row chunk's
   // best shape at least as fast on it (with `probe` off it is kept); kOn always; kOff never (no
   // copy uploaded).

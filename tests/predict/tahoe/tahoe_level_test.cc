@@ -1,8 +1,8 @@
-// The level layout (core/predict/tahoe/tahoe_level.h): every tree breadth-first with siblings side by side
-// walks every row to the same leaf as the depth-first layout, and the sums of TahoeSumFixedRoots
-// over it are bit-identical (seeded random forests with NaNs and early leaves, and every corpus
-// model that takes the fixed walk); its shape invariants hold; forests without the fixed walk are
-// refused with FAILED_PRECONDITION.
+// The level layout (core/predict/tahoe/tahoe_level.h): every tree depth by depth with siblings side
+// by side, a depth's pairs in cover order, walks every row to the same leaf as the depth-first
+// layout, and the sums of TahoeSumFixedRoots over it are bit-identical (seeded random forests with
+// NaNs and early leaves, and every corpus model that takes the fixed walk); its shape invariants
+// hold; forests without the fixed walk are refused with FAILED_PRECONDITION.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -111,14 +111,37 @@ TEST(TahoeLevelTest, RandomForestsReachTheSameLeavesAndSums) {
   EXPECT_EQ(walks, 8 * 2 * 64 * 25);
 }
 
-TEST(TahoeLevelTest, TreesAreBreadthFirstWithSiblingsSideBySide) {
+// The covers of a Tahoe tree's splits by level-layout position: the model's tree walked alongside
+// (left is left in both).
+void CoversByPosition(const TahoeForest& tf, const TahoeLevelLayout& level, uint32_t base,
+                      size_t t, std::vector<double>& cover) {
+  const uint32_t fb = tf.HostView().feature_bits;
+  const uint32_t dshift = fb + tahoe_bits::kNumFlags;
+  const Node* nodes = tf.forest().TreeNodes(static_cast<int>(tf.trees()[t].orig));
+  std::vector<std::pair<uint32_t, int32_t>> stack{{level.roots[t] - base, 0}};
+  while (!stack.empty()) {
+    const auto [i, node] = stack.back();
+    stack.pop_back();
+    const TahoeNode8& n = level.nodes[i];
+    ASSERT_EQ(((n.word >> fb) & tahoe_bits::kLeaf) != 0, nodes[node].is_leaf());
+    if (nodes[node].is_leaf()) continue;
+    cover[i] = nodes[node].cover;
+    const uint32_t pair = i + (n.word >> dshift);
+    stack.push_back({pair, nodes[node].right});
+    stack.push_back({pair + 1, nodes[node].left});
+  }
+}
+
+TEST(TahoeLevelTest, TreesGoDepthByDepthWithSiblingsSideBySideInCoverOrder) {
   RandomForestOptions o;
   o.seed = 5;
   o.num_trees = 20;
   o.max_depth = 9;
   o.num_features = 12;
   o.leaf_probability = 0.25;
-  absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(MakeRandomForest(o));
+  // The random trees split their covers unevenly, so the cover order is not the breadth-first one.
+  ForestPtr f = MakeRandomForest(o);
+  absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
   ASSERT_TRUE(tf.ok()) << tf.status();
   const uint32_t base = 1000;
   absl::StatusOr<TahoeLevelLayout> level = BuildTahoeLevelLayout(**tf, base);
@@ -126,32 +149,50 @@ TEST(TahoeLevelTest, TreesAreBreadthFirstWithSiblingsSideBySide) {
   EXPECT_EQ(level->nodes.size(), (*tf)->nodes8().size());
   const uint32_t fb = (*tf)->HostView().feature_bits;
   const uint32_t dshift = fb + tahoe_bits::kNumFlags;
+  int reordered = 0;
   for (size_t t = 0; t < level->roots.size(); ++t) {
     const uint32_t begin = level->roots[t] - base;
     const uint32_t end = t + 1 < level->roots.size() ? level->roots[t + 1] - base
                                                      : static_cast<uint32_t>(level->nodes.size());
-    // Breadth-first: the pairs of a tree's splits follow one another in the splits' order, right
-    // after the root, with no gaps, and a node's depth never decreases along the array.
-    uint32_t next_pair = begin + 1;
+    std::vector<double> cover(level->nodes.size(), -1);
+    CoversByPosition(**tf, *level, base, t, cover);
+    // Depth by depth: the pairs of one depth's splits follow one another with no gaps, right after
+    // that depth, in non-increasing cover of their splits; a node's depth never decreases along
+    // the array.
     std::vector<int> depth(end - begin, -1);
     depth[0] = 0;
-    for (uint32_t i = begin; i < end; ++i) {
-      const TahoeNode8& n = level->nodes[i];
-      const bool leaf = ((n.word >> fb) & tahoe_bits::kLeaf) != 0;
-      ASSERT_GE(depth[i - begin], 0) << "tree " << t << " node " << i << " is unreachable";
-      if (i > begin) EXPECT_GE(depth[i - begin], depth[i - begin - 1]);
-      if (leaf) {
-        EXPECT_EQ(n.word >> dshift, 0u);
-        continue;
+    uint32_t next_pair = begin + 1;
+    uint32_t i = begin;
+    while (i < next_pair) {
+      // The splits of one depth, [i, depth_end), in the order of their pairs.
+      const uint32_t depth_end = next_pair;
+      std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (pair, split)
+      for (; i < depth_end; ++i) {
+        const TahoeNode8& n = level->nodes[i];
+        ASSERT_GE(depth[i - begin], 0) << "tree " << t << " node " << i << " is unreachable";
+        if (i > begin) EXPECT_GE(depth[i - begin], depth[i - begin - 1]);
+        if (((n.word >> fb) & tahoe_bits::kLeaf) != 0) {
+          EXPECT_EQ(n.word >> dshift, 0u);
+          continue;
+        }
+        EXPECT_EQ(((n.word >> fb) & tahoe_bits::kHotRight), 0u);
+        pairs.push_back({i + (n.word >> dshift), i});
       }
-      EXPECT_EQ(((n.word >> fb) & tahoe_bits::kHotRight), 0u);
-      ASSERT_EQ(i + (n.word >> dshift), next_pair) << "tree " << t << " node " << i;
-      ASSERT_LT(next_pair + 1, end);
-      depth[next_pair - begin] = depth[next_pair + 1 - begin] = depth[i - begin] + 1;
-      next_pair += 2;
+      std::sort(pairs.begin(), pairs.end());
+      for (size_t k = 0; k < pairs.size(); ++k) {
+        ASSERT_EQ(pairs[k].first, next_pair) << "tree " << t << " split " << pairs[k].second;
+        ASSERT_LT(next_pair + 1, end);
+        depth[next_pair - begin] = depth[next_pair + 1 - begin] = depth[pairs[k].second - begin] + 1;
+        if (k > 0) {
+          EXPECT_GE(cover[pairs[k - 1].second], cover[pairs[k].second]) << "tree " << t;
+          reordered += pairs[k - 1].second > pairs[k].second;
+        }
+        next_pair += 2;
+      }
     }
     EXPECT_EQ(next_pair, end) << "tree " << t;
   }
+  EXPECT_GT(reordered, 0) << "no pair left breadth-first order: the test does not test the order";
 }
 
 TEST(TahoeLevelTest, CorpusModelsReachTheSameLeavesAndSums) {
