@@ -10,12 +10,11 @@
 // prod-lgb-binary, 256 rows; ~2.7x fewer on depth-8 XGBoost forests). Below the first depths the
 // lanes of a warp read nodes far apart, and the line count of a step sets the kernel's speed (the
 // L1's data pipe, one wavefront a line, is its busiest unit on deep forests); pairs in cover order
-// put the pairs that most rows reach in the same lines (12-16% fewer lines a warp step than
-// breadth-first on depth-14 XGBoost and 1,023-leaf LightGBM forests, counted on their training
-// rows). Covers come from the model (Node::cover); without them the order is breadth-first.
-// The walk's step adds the
-// comparison to the pair's offset (TahoeFixedStep::Offset<kLevel>) instead of choosing between the
-// adjacent and the distant child; leaves still loop to themselves (distant 0, NaN never goes left).
+// put the pairs that most rows reach in the same lines (the counts and timings are in
+// docs/benchmarks/prediction-gpu.md). Covers come from the model (Node::cover); without them the
+// order is breadth-first. The walk's step adds the comparison to the pair's offset
+// (TahoeFixedStep::Offset<kLevel>) instead of choosing between the adjacent and the distant child;
+// leaves still loop to themselves (distant 0, NaN never goes left).
 //
 // The copy carries the same values, features and flags (routing and leaf values are identical, so
 // sums are bit-identical to the depth-first walk); it serves TahoeSumFixedRoots only (row chunk's
