@@ -354,6 +354,8 @@ absl::Status TahoeBuilder::Run() {
   wide.reserve(f_.nodes.size());
   out_.leaf_ids_.clear();
   out_.leaf_ids_.reserve(f_.nodes.size());
+  out_.covers_.clear();
+  out_.covers_.reserve(f_.nodes.size());
   // Categorical splits: the rule of the sets held in nodes and in a padded table (the first
   // categorical split's), and the table's width.
   bool any_categorical = false, mixed_rules = false;
@@ -433,6 +435,7 @@ absl::Status TahoeBuilder::Run() {
         }
         w.feature = static_cast<uint32_t>(f_.num_features);  // the padding feature: see TahoeWalkFixed
         out_.leaf_ids_.push_back(nd.leaf_id);
+        out_.covers_.push_back(nd.cover);
         wide.push_back(w);
         continue;
       }
@@ -476,6 +479,7 @@ absl::Status TahoeBuilder::Run() {
         std::memcpy(&w.value, &nd.threshold, sizeof w.value);
       }
       out_.leaf_ids_.push_back(-1);
+      out_.covers_.push_back(nd.cover);
       wide.push_back(w);
       const int32_t hot = hot_right ? nd.right : nd.left, cold = hot_right ? nd.left : nd.right;
       stack.push_back({cold, j});

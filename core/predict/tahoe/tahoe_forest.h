@@ -138,6 +138,9 @@ class TahoeForest {
   const std::vector<int32_t>& linear_features() const { return linear_features_; }
   const std::vector<double>& linear_coeffs() const { return linear_coeffs_; }
   const std::vector<int32_t>& leaf_ids() const { return leaf_ids_; }
+  // Per node: the model node's cover (Node::cover), whichever side a categorical split's children
+  // were renamed to (the level layout's order).
+  const std::vector<double>& covers() const { return covers_; }
   const std::vector<double>& base_margin() const { return forest_->base_margin; }
   // Expected node visits of tree i (Tahoe order) for one row.
   const std::vector<double>& tree_work() const { return tree_work_; }
@@ -194,6 +197,7 @@ class TahoeForest {
   std::vector<int32_t> linear_features_;
   std::vector<double> linear_coeffs_;
   std::vector<int32_t> leaf_ids_;
+  std::vector<double> covers_;
   std::vector<TahoeAssignment> assignments_;
   std::vector<TahoeAssignment> class_assignments_;
   bool iterations_sorted_ = true;

@@ -11,8 +11,8 @@
 // lanes of a warp read nodes far apart, and the line count of a step sets the kernel's speed (the
 // L1's data pipe, one wavefront a line, is its busiest unit on deep forests); pairs in cover order
 // put the pairs that most rows reach in the same lines (the counts and timings are in
-// docs/benchmarks/prediction-gpu.md). Covers come from the model (Node::cover); without them the
-// order is breadth-first. The walk's step adds the comparison to the pair's offset
+// docs/benchmarks/prediction-gpu.md). Covers are the model's (TahoeForest::covers); without them
+// the order is breadth-first. The walk's step adds the comparison to the pair's offset
 // (TahoeFixedStep::Offset<kLevel>) instead of choosing between the adjacent and the distant child;
 // leaves still loop to themselves (distant 0, NaN never goes left).
 //

@@ -276,6 +276,57 @@ TEST(TahoeForestTest, FixedWalkReachesTheSameLeafAsTheGeneralWalk) {
   EXPECT_EQ(walks, 8 * 2 * 64 * 25);
 }
 
+// TahoeForest::covers(): each node's model cover, categorical splits whose children the format
+// renames included. A leaf's cover is its model leaf's (found by leaf id); a split's is the sum of
+// its children's, as the random forests' covers are built.
+TEST(TahoeForestTest, EveryNodeKeepsItsModelCover) {
+  RandomForestOptions o;
+  o.seed = 11;
+  o.num_trees = 12;
+  o.max_depth = 8;
+  o.num_features = 10;
+  o.leaf_probability = 0.25;
+  o.categorical_fraction = 0.4;
+  ForestPtr f = MakeRandomForest(o);
+  absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  const TahoeForest& x = **tf;
+  ASSERT_EQ(x.covers().size(), x.nodes8().size());
+  const uint32_t fb = x.HostView().feature_bits;
+  const uint32_t dshift = fb + tahoe_bits::kNumFlags;
+  int leaves = 0, splits = 0;
+  for (const TahoeTree& t : x.trees()) {
+    const Node* nodes = f->TreeNodes(static_cast<int>(t.orig));
+    std::vector<uint32_t> stack{t.root};
+    while (!stack.empty()) {
+      const uint32_t d = stack.back();
+      stack.pop_back();
+      const TahoeNode8& n = x.nodes8()[d];
+      const uint32_t flags = (n.word >> fb) & ((1u << tahoe_bits::kNumFlags) - 1u);
+      if ((flags & tahoe_bits::kLeaf) != 0) {
+        const int32_t id = x.leaf_ids()[d];
+        int found = 0;
+        for (uint32_t k = 0; k < f->trees[t.orig].num_nodes; ++k) {
+          if (nodes[k].is_leaf() && nodes[k].leaf_id == id) {
+            EXPECT_EQ(x.covers()[d], nodes[k].cover) << "tree " << t.orig << " leaf " << id;
+            ++found;
+          }
+        }
+        EXPECT_EQ(found, 1) << "tree " << t.orig << " leaf " << id;
+        ++leaves;
+        continue;
+      }
+      const uint32_t other = d + (n.word >> dshift);
+      EXPECT_DOUBLE_EQ(x.covers()[d], x.covers()[d + 1] + x.covers()[other]) << "tree " << t.orig;
+      ++splits;
+      stack.push_back(d + 1);
+      stack.push_back(other);
+    }
+  }
+  EXPECT_GT(splits, 100);
+  EXPECT_GT(leaves, 100);
+}
+
 TEST(TahoeForestTest, TreesAreGroupedByOutputAndAssignmentsArePermutations) {
   RandomForestOptions o;
   o.num_trees = 90;

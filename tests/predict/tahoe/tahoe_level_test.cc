@@ -111,24 +111,26 @@ TEST(TahoeLevelTest, RandomForestsReachTheSameLeavesAndSums) {
   EXPECT_EQ(walks, 8 * 2 * 64 * 25);
 }
 
-// The covers of a Tahoe tree's splits by level-layout position: the model's tree walked alongside
-// (left is left in both).
+// TahoeForest::covers() by level-layout position: the depth-first tree walked alongside (the
+// level layout stores a split's right child, then its left).
 void CoversByPosition(const TahoeForest& tf, const TahoeLevelLayout& level, uint32_t base,
                       size_t t, std::vector<double>& cover) {
   const uint32_t fb = tf.HostView().feature_bits;
   const uint32_t dshift = fb + tahoe_bits::kNumFlags;
-  const Node* nodes = tf.forest().TreeNodes(static_cast<int>(tf.trees()[t].orig));
-  std::vector<std::pair<uint32_t, int32_t>> stack{{level.roots[t] - base, 0}};
+  const std::vector<TahoeNode8>& dfs = tf.nodes8();
+  std::vector<std::pair<uint32_t, uint32_t>> stack{{level.roots[t] - base, tf.trees()[t].root}};
   while (!stack.empty()) {
-    const auto [i, node] = stack.back();
+    const auto [i, d] = stack.back();
     stack.pop_back();
-    const TahoeNode8& n = level.nodes[i];
-    ASSERT_EQ(((n.word >> fb) & tahoe_bits::kLeaf) != 0, nodes[node].is_leaf());
-    if (nodes[node].is_leaf()) continue;
-    cover[i] = nodes[node].cover;
-    const uint32_t pair = i + (n.word >> dshift);
-    stack.push_back({pair, nodes[node].right});
-    stack.push_back({pair + 1, nodes[node].left});
+    const uint32_t flags = (dfs[d].word >> fb) & ((1u << tahoe_bits::kNumFlags) - 1u);
+    ASSERT_EQ(level.nodes[i].value, dfs[d].value);
+    cover[i] = tf.covers()[d];
+    if ((flags & tahoe_bits::kLeaf) != 0) continue;
+    const uint32_t distant = dfs[d].word >> dshift;
+    const bool hot_right = (flags & tahoe_bits::kHotRight) != 0;
+    const uint32_t pair = i + (level.nodes[i].word >> dshift);
+    stack.push_back({pair, hot_right ? d + 1 : d + distant});      // right
+    stack.push_back({pair + 1, hot_right ? d + distant : d + 1});  // left
   }
 }
 
@@ -139,7 +141,9 @@ TEST(TahoeLevelTest, TreesGoDepthByDepthWithSiblingsSideBySideInCoverOrder) {
   o.max_depth = 9;
   o.num_features = 12;
   o.leaf_probability = 0.25;
-  // The random trees split their covers unevenly, so the cover order is not the breadth-first one.
+  // The random trees split their covers unevenly, so the cover order is not the breadth-first one;
+  // categorical splits whose children the format renames take their own covers along.
+  o.categorical_fraction = 0.3;
   ForestPtr f = MakeRandomForest(o);
   absl::StatusOr<TahoeForestPtr> tf = TahoeForest::Build(f);
   ASSERT_TRUE(tf.ok()) << tf.status();
