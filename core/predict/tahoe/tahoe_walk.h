@@ -321,8 +321,8 @@ struct TahoeFixedStep {
   template <bool kNanFree, int kCat = kTahoeCatNone, typename Row>
   GROVE_HD uint32_t LevelChild(const TahoeNode8& n, const Row& row, uint32_t idx) const {
     if constexpr (kCat != kTahoeCatNone) return idx + Offset<kNanFree, true, kCat>(n, row);
-    const float x = row[n.word & fmask];
 #if defined(__CUDA_ARCH__)
+    const float x = row[n.word & fmask];
     const float t = __uint_as_float(n.value);
     uint32_t r;  // 0xffffffff: goes left
     if constexpr (kNanFree) {
