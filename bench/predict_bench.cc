@@ -5,7 +5,8 @@
 //                       [--batches 100,1000,10000,100000,1000000] [--budget 0.1] [--warmup 9]
 //                       [--cache DIR] [--threads N] [--name LABEL] [--strategy S] [--lanes 0|1|2|auto]
 //                       [--block-rows N] [--walk auto|scalar|simd|dense|bitvector|dense_avx2]
-//                       [--level-walk 0|1|auto] [--row-chunk SHAPE[,SHAPE...]]
+//                       [--level-walk 0|1|auto] [--record-walk 0|1|auto]
+//                       [--row-chunk SHAPE[,SHAPE...]]
 //                       [--gpu-wait share|poll]
 //
 // Rows: the CSV's rows (a trailing label column, when there is one more column than the model has
@@ -77,6 +78,8 @@ struct Flags {
   cpu::CpuForestOptions::Walk walk = cpu::CpuForestOptions::Walk::kAuto;  // cpu mode
   // Row chunk's level layout (TahoeEngineOptions::level_walk): auto, 1 = on, 0 = off.
   TahoeEngineOptions::LevelWalk level_walk = TahoeEngineOptions::LevelWalk::kAuto;
+  // Row chunk's record layout (TahoeEngineOptions::record_walk): auto, 1 = on, 0 = off.
+  TahoeEngineOptions::RecordWalk record_walk = TahoeEngineOptions::RecordWalk::kAuto;
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
   // probe's). Kernel mode takes a comma-separated list and times each shape.
   std::string row_chunk;
@@ -225,6 +228,7 @@ std::unique_ptr<TahoeEngine> MakeEngine(const Flags& flags, const ForestPtr& for
   eo.format = format;
   eo.lanes = flags.lanes;
   eo.level_walk = flags.level_walk;
+  eo.record_walk = flags.record_walk;
   if (!flags.row_chunk.empty()) eo.row_chunk = RowChunkShape::FromLabel(flags.row_chunk).Code();
   // A forced strategy and shape leave the load-time probes nothing to choose.
   eo.probe = flags.row_chunk.empty() || flags.strategy != StrategyName(StrategyId::kRowChunk);
@@ -471,6 +475,13 @@ int Main(int argc, char** argv) {
                                   : TahoeEngineOptions::LevelWalk::kAuto;
     return true;
   });
+  set.Custom("--record-walk", [&](const std::string& v) {
+    if (v != "0" && v != "1" && v != "auto") return false;
+    flags.record_walk = v == "0"   ? TahoeEngineOptions::RecordWalk::kOff
+                        : v == "1" ? TahoeEngineOptions::RecordWalk::kOn
+                                   : TahoeEngineOptions::RecordWalk::kAuto;
+    return true;
+  });
   set.Custom("--gpu-wait", [&](const std::string& v) {
     if (v != "share" && v != "poll") return false;
     flags.gpu_wait = v == "poll" ? GpuWait::kPoll : GpuWait::kShareCore;
@@ -495,6 +506,7 @@ int Main(int argc, char** argv) {
                  "[--mode all|study|compare|ablation|cpu|engine|row|kernel] "
                  "[--strategy s] [--row-chunk 16|4x2|32@512|16@1024/4[,...]] [--batches 100,1000] [--budget s] [--warmup n] [--cache dir] "
                  "[--threads n] [--name label] [--lanes 0|1|2|auto] [--level-walk 0|1|auto] "
+                 "[--record-walk 0|1|auto] "
                  "[--gpu-wait share|poll] [--block-rows n] "
                  "[--walk auto|scalar|simd|dense|bitvector|dense_avx2]\n");
     return 2;

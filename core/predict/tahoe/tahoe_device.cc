@@ -69,24 +69,45 @@ void TahoeEngineImpl::BuildLevel() {
   level_walk_ = true;  // Probe() may turn it off (kAuto)
 }
 
-// The level layout's root of each tree of `order` (indices into tf.trees()).
-std::vector<uint32_t> LevelRootsOf(const TahoeLevelLayout& level,
+void TahoeEngineImpl::BuildRecords() {
+  const TahoeForest& tf = *format_;
+  if (options_.record_walk == TahoeEngineOptions::RecordWalk::kOff || !tf.fixed_walk()) return;
+  if (options_.record_walk == TahoeEngineOptions::RecordWalk::kAuto &&
+      tf.stats().max_depth < TahoeEngineOptions::kRecordMinDepth) {
+    return;
+  }
+  const int64_t budget = std::max<int64_t>(
+      options_.max_record_bytes, 4 * static_cast<int64_t>(tf.nodes8().size() * sizeof(TahoeNode8)));
+  absl::StatusOr<TahoeRecordLayout> records = BuildTahoeRecordLayout(tf, budget);
+  if (!records.ok()) {
+    GROVE_LOG(INFO) << "tahoe: no record layout" << KV("why", records.status().message());
+    return;
+  }
+  records_ = std::make_unique<TahoeRecordLayout>(*std::move(records));
+  record_walk_ = true;  // Probe() may turn it off (kAuto)
+}
+
+// A layout's root of each tree of `order` (indices into tf.trees()), from its per-tree `roots`.
+std::vector<uint32_t> LevelRootsOf(const std::vector<uint32_t>& roots_by_tree,
                                    const std::vector<uint32_t>& order) {
   std::vector<uint32_t> roots(order.size());
-  for (size_t i = 0; i < order.size(); ++i) roots[i] = level.roots[order[i]];
+  for (size_t i = 0; i < order.size(); ++i) roots[i] = roots_by_tree[order[i]];
   return roots;
 }
 
 // Uploads assignments (up to kMaxAssignments, the non-empty ones) concatenated: assignment i's
 // order from order_begin[i], its offsets from offsets_begin[i], and with `d_roots` each ordered
-// tree's root node (with `level` too, its root in the level layout at `d_level_roots`). Returns
+// tree's root node (with `level` too, its root in the level layout at `d_level_roots`; with
+// `records`, its root word in the record layout at `d_record_roots`). Returns
 // the mask of the assignments uploaded (bit i: assignment i).
 absl::StatusOr<uint32_t> UploadAssignments(Gpu& g, const TahoeForest& tf,
                                            const std::vector<TahoeAssignment>& assignments,
                                            uint32_t* order_begin, uint32_t* offsets_begin,
                                            const uint32_t** d_order, const uint32_t** d_offsets,
                                            const uint32_t** d_roots, const TahoeLevelLayout* level,
-                                           const uint32_t** d_level_roots) {
+                                           const uint32_t** d_level_roots,
+                                           const TahoeRecordLayout* records,
+                                           const uint32_t** d_record_roots) {
   std::vector<uint32_t> order, offsets;
   uint32_t mask = 0;
   for (int i = 0; i < std::min<int>(kMaxAssignments, static_cast<int>(assignments.size())); ++i) {
@@ -101,7 +122,10 @@ absl::StatusOr<uint32_t> UploadAssignments(Gpu& g, const TahoeForest& tf,
   TAHOE_ASSIGN(*d_offsets, g.Upload(offsets));
   if (d_roots != nullptr) TAHOE_ASSIGN(*d_roots, g.Upload(RootsOf(tf, order)));
   if (d_roots != nullptr && level != nullptr) {
-    TAHOE_ASSIGN(*d_level_roots, g.Upload(LevelRootsOf(*level, order)));
+    TAHOE_ASSIGN(*d_level_roots, g.Upload(LevelRootsOf(level->roots, order)));
+  }
+  if (d_roots != nullptr && records != nullptr) {
+    TAHOE_ASSIGN(*d_record_roots, g.Upload(LevelRootsOf(records->roots, order)));
   }
   return mask;
 }
@@ -132,6 +156,10 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   TAHOE_ASSIGN(v.base_margin, g.Upload(tf.base_margin()));
   TahoeDeviceForest& df = g.df;
   df.view = v;
+  if (records_ != nullptr) {
+    TAHOE_ASSIGN(df.d_records, g.Upload(records_->records));
+    if (!records_->leaves.empty()) TAHOE_ASSIGN(df.d_record_leaves, g.Upload(records_->leaves));
+  }
   df.wide = tf.wide();
   df.simple = tf.simple();
   df.fixed = tf.fixed_walk();
@@ -142,12 +170,14 @@ absl::Status TahoeEngineImpl::InitGpu(int device, Gpu& g) {
   TAHOE_ASSIGN(mask, UploadAssignments(g, tf, tf.assignments(), df.order_begin, df.offsets_begin,
                                        &df.d_assign_order, &df.d_assign_offsets,
                                        df.fixed ? &df.d_assign_roots : nullptr, level_.get(),
-                                       &df.d_assign_level_roots));
+                                       &df.d_assign_level_roots, records_.get(),
+                                       &df.d_assign_record_roots));
   TAHOE_ASSIGN(df.class_mask,
                UploadAssignments(g, tf, tf.class_assignments(), df.class_order_begin,
                                  df.class_offsets_begin, &df.d_class_order, &df.d_class_offsets,
                                  df.fixed ? &df.d_class_roots : nullptr, level_.get(),
-                                 &df.d_class_level_roots));
+                                 &df.d_class_level_roots, records_.get(),
+                                 &df.d_class_record_roots));
   if (mask != (1u << df.num_assignments) - 1) {
     return absl::InternalError("tahoe: the forest lacks a thread-group assignment");
   }

@@ -161,6 +161,7 @@ absl::Status TahoeEngineImpl::Init() {
   hw_ = *hw;
   BuildLanes();
   BuildLevel();
+  BuildRecords();
   for (int d : devices) {
     auto g = std::make_unique<Gpu>();
     if (absl::Status s = InitGpu(d, *g); !s.ok()) return s;
@@ -301,6 +302,7 @@ TahoeLaunchArgs TahoeEngineImpl::Args(const Gpu& g, StrategyId s, int groups,
   a.sm_count = hw_.sm_count;
   a.blocks_per_sm = s == StrategyId::kSharedForest ? g.forest_blocks_per_sm : g.part_blocks_per_sm;
   a.level_walk = level_walk_;
+  a.record_walk = record_walk_;
   return a;
 }
 

@@ -62,6 +62,21 @@ struct TahoeEngineOptions {
   // copy uploaded).
   enum class LevelWalk { kOff, kAuto, kOn };
   LevelWalk level_walk = LevelWalk::kAuto;
+  // Row chunk's walks from the roots may read records of a split and its two children, one load
+  // per two depths (tahoe_records.h), where numeric fixed-walk forests of up to 512 features allow
+  // it and their complete heaps fit in max_record_bytes. kAuto builds them for forests of depth
+  // kRecordMinDepth and more and keeps them when the load-time probe finds row chunk's best shape
+  // at least as fast on them (with `probe` off they are kept); kOn builds them whatever the depth
+  // and keeps them; kOff never (no copy uploaded). They take precedence over the level layout.
+  // Why the depth: records save loads on the depths where a warp's lanes read lines of their own;
+  // on shallower forests most depths share lines, where a 16-byte load costs the L1 more than an
+  // 8-byte one, and the probe's rows ranked records ahead on two depth-8 forests whose real rows
+  // ran 12-20% slower on them at 1M rows (docs/benchmarks/prediction-gpu.md).
+  enum class RecordWalk { kOff, kAuto, kOn };
+  static constexpr int kRecordMinDepth = 12;
+  RecordWalk record_walk = RecordWalk::kAuto;
+  // The records' budget: the larger of this and four times the depth-first nodes' bytes.
+  int64_t max_record_bytes = int64_t{64} << 20;
   int shared_data_groups = 0;     // thread groups per shared-data block
   int row_chunk = 0;              // a RowChunkShape code (perf_model.h) for every row-chunk
                                   // launch; pairs and queues only where allowed

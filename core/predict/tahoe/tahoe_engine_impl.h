@@ -41,6 +41,7 @@
 #include "core/predict/tahoe/tahoe_kernels.h"
 #include "core/predict/tahoe/tahoe_lane.h"
 #include "core/predict/tahoe/tahoe_level.h"
+#include "core/predict/tahoe/tahoe_records.h"
 
 namespace grove::tahoe_internal {
 
@@ -235,7 +236,9 @@ class TahoeEngineImpl final : public TahoeEngine {
     return absl::StrCat("tahoe gpu engine on ", gpus_.size(), " GPU(s) (", hw_.device_name, "); ",
                         format_->Describe(), absl::StrFormat("; %d shared-memory parts", parts_),
                         lane_report_,
-                        level_walk_ ? "; row chunk walks the level layout" : "",
+                        record_walk_  ? "; row chunk walks the record layout"
+                        : level_walk_ ? "; row chunk walks the level layout"
+                                      : "",
                         "; host-row calls poll ", absl::FormatDuration(HostWaitSpin()),
                         " before they sleep", probe_report_.empty() ? "" : "; probes: ",
                         probe_report_,
@@ -271,6 +274,7 @@ class TahoeEngineImpl final : public TahoeEngine {
   absl::Status InitGpu(int device, Gpu& g);
   void BuildLanes();  // lanes_ (once, before InitGpu), when the options and the forest allow it
   void BuildLevel();  // level_ (once, before InitGpu), when the options and the forest allow it
+  void BuildRecords();  // records_ (once, before InitGpu), when the options and the forest allow it
   // `build(budget)` with the largest budget (or options_.max_part_bytes, a test knob, doubled
   // until every piece fits).
   template <typename Build>
@@ -383,6 +387,10 @@ class TahoeEngineImpl final : public TahoeEngine {
   // and whether row chunk walks it (Args). Written by Init()/Probe() before the engine serves.
   std::unique_ptr<TahoeLevelLayout> level_;
   bool level_walk_ = false;
+  // The record layout (host copy, uploaded to every GPU; null: none), and whether row chunk walks
+  // it (Args; before the level layout). Written by Init()/Probe() before the engine serves.
+  std::unique_ptr<TahoeRecordLayout> records_;
+  bool record_walk_ = false;
   double throughput_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
   double latency_scale_[kNumStrategies] = {1, 1, 1, 1, 1, 1};
   // Probe() rows and outputs on GPU 0 (TimeProbe), only while it runs.

@@ -28,7 +28,8 @@
 //
 // The format is split by concept: tahoe_node.h (nodes, view, decode), tahoe_walk.h (the GROVE_HD walks),
 // this file (options, the TahoeForest builder and host evaluation), tahoe_lane.h (the lane layout),
-// tahoe_level.h (the depth-by-depth copy row chunk walks).
+// tahoe_level.h (the depth-by-depth copy row chunk walks), tahoe_records.h (the copy row chunk
+// walks two depths a load).
 #pragma once
 
 #include <cstdint>

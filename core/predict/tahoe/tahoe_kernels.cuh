@@ -299,12 +299,25 @@ __device__ __forceinline__ bool StageChunkColumns(const float* g_rows, int64_t s
 }
 
 // TahoeSumFixedRoots with or without the NaN test, over the depth-first or the level layout
-// (nan_free, level: uniform over the block); kCat: the categorical test (TahoeCatTest).
+// (nan_free, level: uniform over the block); kCat: the categorical test (TahoeCatTest). With
+// `record_roots` (numeric forests), TahoeSumRecords over the record layout instead.
 template <int R, int kCat, typename Row>
 __device__ __forceinline__ void SumFromRoots(const TahoeForestView& v, const TahoeNode8* nodes,
                                              const uint32_t* roots, uint32_t begin, uint32_t end,
                                              bool nan_free, bool level, const Row (&rows)[R],
-                                             double (&sum)[R]) {
+                                             double (&sum)[R], const TahoeRecord* records,
+                                             const double* record_leaves,
+                                             const uint32_t* record_roots) {
+  if constexpr (kCat == kTahoeCatNone) {
+    if (record_roots != nullptr) {
+      if (nan_free) {
+        TahoeSumRecords<true, R>(records, record_leaves, record_roots, begin, end, rows, sum);
+      } else {
+        TahoeSumRecords<false, R>(records, record_leaves, record_roots, begin, end, rows, sum);
+      }
+      return;
+    }
+  }
   if (level) {
     if (nan_free) {
       TahoeSumFixedRoots<true, R, true, kCat>(v, nodes, roots, begin, end, rows, sum);
@@ -475,6 +488,12 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
   const bool level = a.level_walk && level_roots != nullptr;
   const uint32_t* roots =
       (level ? level_roots : classed ? f.d_class_roots : f.d_assign_roots) + order_begin;
+  const uint32_t* record_roots = classed ? f.d_class_record_roots : f.d_assign_record_roots;
+  if (!a.record_walk || record_roots == nullptr) {
+    record_roots = nullptr;
+  } else {
+    record_roots += order_begin;
+  }
   if constexpr (TahoeWalkIsFixed(kWalk) && std::is_same_v<Node, TahoeNode8>) {
     if (from_roots) {  // uniform over the block
       if (r < nr) {
@@ -493,7 +512,8 @@ __global__ void __launch_bounds__(kBig ? kRowChunkMaxThreads : kRowChunkMinThrea
         const uint32_t b = offsets[g], n = offsets[g + 1] - b, parts = gridDim.y;
         constexpr int kRootsCat = kCodes ? kTahoeCatCodes : TahoeWalkCat(kWalk);
         SumFromRoots<R, kRootsCat>(f.view, nodes, roots, b + n * blockIdx.y / parts,
-                                   b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum);
+                                   b + n * (blockIdx.y + 1) / parts, nan_free, level, rows, sum,
+                                   f.d_records, f.d_record_leaves, record_roots);
       }
       double* d_part = gridDim.y > 1 ? d_ws + static_cast<int64_t>(blockIdx.y) * a.rows * K : nullptr;
       FinishRowChunk<kMulti>(f, a, sum, log2_chunk, K, row0, nr, classed, s_acc, m, d_part);

@@ -40,6 +40,7 @@
 #include "core/predict/predict.h"
 #include "core/predict/tahoe/tahoe_forest.h"
 #include "core/predict/tahoe/tahoe_lane.h"
+#include "core/predict/tahoe/tahoe_records.h"
 
 namespace grove {
 
@@ -117,6 +118,13 @@ struct TahoeDeviceForest {
   // when TahoeLaunchArgs::level_walk.
   const uint32_t* d_assign_level_roots = nullptr;
   const uint32_t* d_class_level_roots = nullptr;
+  // The record layout (tahoe_records.h): its records, its leaf values (null: float bits in the
+  // records) and each ordered tree's root word (same indexing as d_assign_roots); null when the
+  // engine did not upload it. Row chunk walks them when TahoeLaunchArgs::record_walk.
+  const TahoeRecord* d_records = nullptr;
+  const double* d_record_leaves = nullptr;
+  const uint32_t* d_assign_record_roots = nullptr;
+  const uint32_t* d_class_record_roots = nullptr;
   // Shared-memory parts for splitting shared forest (one part = the whole forest when it fits).
   const TahoePart* d_parts = nullptr;
   int num_parts = 0;
@@ -183,6 +191,9 @@ struct TahoeLaunchArgs {
   // Row chunk: walks from the roots take the level layout when the forest has it (TahoeDeviceForest
   // ::d_assign_level_roots); same leaves, bit-identical sums.
   bool level_walk = false;
+  // Row chunk: walks from the roots take the record layout when the forest has it (TahoeDeviceForest
+  // ::d_assign_record_roots), before the level layout; same leaves, bit-identical sums.
+  bool record_walk = false;
 };
 
 // Whether TahoeLaunch runs `a` with the lane kernel (splitting shared forest on the lane layout).

@@ -181,17 +181,27 @@ absl::Status TahoeEngineImpl::ProbeRowChunk(Gpu& g, int64_t large, std::string* 
   best_row_chunk_ = best;
   absl::StrAppend(report, "row_chunk shapes at ", large, " rows: ", firsts, "; again: ", finals,
                   " (best ", best.Label(), "); ");
-  if (level_walk_ && options_.level_walk == TahoeEngineOptions::LevelWalk::kAuto) {
-    // The best shape on the depth-first nodes: the level layout stays unless that is faster by
-    // more than the timings' noise (then every shape is timed again without it).
-    level_walk_ = false;
-    absl::StatusOr<double> dfs = TimeProbe(g, StrategyId::kRowChunk, best.Code(), large);
-    level_walk_ = true;
-    if (!dfs.ok()) return dfs.status();
-    absl::StrAppend(report, absl::StrFormat("level layout %.1fus, depth-first %.1fus; ",
-                                            chosen_t * 1e6, *dfs * 1e6));
-    if (*dfs < 0.97 * chosen_t) {
-      level_walk_ = false;
+  // A copy of the nodes row chunk walks when `*on` (the records, else the level layout) stays
+  // unless the best shape without it (the level layout or the depth-first nodes, as the engine
+  // stands) is faster by more than the timings' noise; then every shape is timed again without
+  // it (for the records, the level layout's test included).
+  bool* on = nullptr;
+  const char *with_label = "", *without_label = "";
+  if (record_walk_ && options_.record_walk == TahoeEngineOptions::RecordWalk::kAuto) {
+    on = &record_walk_, with_label = "record layout", without_label = "without";
+  } else if (!record_walk_ && level_walk_ &&
+             options_.level_walk == TahoeEngineOptions::LevelWalk::kAuto) {
+    on = &level_walk_, with_label = "level layout", without_label = "depth-first";
+  }
+  if (on != nullptr) {
+    *on = false;
+    absl::StatusOr<double> without = TimeProbe(g, StrategyId::kRowChunk, best.Code(), large);
+    *on = true;
+    if (!without.ok()) return without.status();
+    absl::StrAppend(report, absl::StrFormat("%s %.1fus, %s %.1fus; ", with_label, chosen_t * 1e6,
+                                            without_label, *without * 1e6));
+    if (*without < 0.97 * chosen_t) {
+      *on = false;
       return ProbeRowChunk(g, large, report);
     }
   }

@@ -132,7 +132,8 @@ std::unique_ptr<TahoeEngine> MakeEngine(const ForestPtr& f, const TahoeEngineOpt
 // several outputs limited to 32 rows without a class-aware assignment), of 2 rows in blocks of 512
 // and of 8 rows with four rows per thread, and with the trees in parts (2 parts of 32-row chunks, 8
 // parts of 8 rows with four rows per thread; where the walks cannot split, the same shapes whole);
-// the forced variants alternate row chunk's level layout (tahoe_level.h) on and off.
+// the forced variants alternate row chunk's level layout (tahoe_level.h) on and off, and take its
+// record layout (tahoe_records.h, where the forest qualifies) in variants 2, 3, 6 and 7.
 void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::string& what,
                  const TahoeFormatOptions& format = {}) {
   const int row_chunks[] = {0, 32, 4 | kRowChunkPaired,
@@ -153,6 +154,8 @@ void CheckForest(const ForestPtr& f, const std::vector<float>& rows, const std::
       // Row chunk's walks from the roots on the level layout and on the depth-first nodes.
       o.level_walk = variant % 2 == 1 ? TahoeEngineOptions::LevelWalk::kOn
                                       : TahoeEngineOptions::LevelWalk::kOff;
+      o.record_walk = variant % 4 >= 2 ? TahoeEngineOptions::RecordWalk::kOn
+                                       : TahoeEngineOptions::RecordWalk::kOff;
       o.probe = false;  // every knob above is forced; variant 0 exercises the probes
     }
     std::unique_ptr<TahoeEngine> e = MakeEngine(f, o);
