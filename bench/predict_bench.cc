@@ -78,8 +78,9 @@ struct Flags {
   cpu::CpuForestOptions::Walk walk = cpu::CpuForestOptions::Walk::kAuto;  // cpu mode
   // Row chunk's level layout (TahoeEngineOptions::level_walk): auto, 1 = on, 0 = off.
   TahoeEngineOptions::LevelWalk level_walk = TahoeEngineOptions::LevelWalk::kAuto;
-  // Row chunk's record layout (TahoeEngineOptions::record_walk): auto, 1 = on, 0 = off.
-  TahoeEngineOptions::RecordWalk record_walk = TahoeEngineOptions::RecordWalk::kAuto;
+  // Row chunk's record layout (TahoeEngineOptions::record_walk): auto, 1 = on, 0 = off; by
+  // default the engine's default.
+  TahoeEngineOptions::RecordWalk record_walk = TahoeEngineOptions{}.record_walk;
   // Row chunk's shape for every launch (a RowChunkShape label: "16", "4x2", "32@512"; empty: the
   // probe's). Kernel mode takes a comma-separated list and times each shape.
   std::string row_chunk;

@@ -68,13 +68,17 @@ struct TahoeEngineOptions {
   // kRecordMinDepth and more and keeps them when the load-time probe finds row chunk's best shape
   // at least as fast on them (with `probe` off they are kept); kOn builds them whatever the depth
   // and keeps them; kOff never (no copy uploaded). They take precedence over the level layout.
-  // Why the depth: records save loads on the depths where a warp's lanes read lines of their own;
-  // on shallower forests most depths share lines, where a 16-byte load costs the L1 more than an
-  // 8-byte one, and the probe's rows ranked records ahead on two depth-8 forests whose real rows
-  // ran 12-20% slower on them at 1M rows (docs/benchmarks/prediction-gpu.md).
+  // Off by default: records pay on forests whose rows spread over a tree's deep nodes (1.13x-1.19x
+  // at 1M rows on 90 synthetic-data trees of depth 14), but on real data, whose rows share hot paths
+  // that the level layout keeps in few lines (its cover order; the heap has none), they ran up to
+  // 1.5x slower at 1M rows on trees of depth 10 to 14, and the load-time probe, whose rows
+  // spread like the synthetic ones, ranked them ahead there too (docs/benchmarks/prediction-gpu.md).
+  // So the choice needs real rows (a trial on the first batches, as ShapeTrials does for shapes).
+  // The depth: on shallower forests most depths share lines, where a 16-byte load costs the L1
+  // more than an 8-byte one.
   enum class RecordWalk { kOff, kAuto, kOn };
   static constexpr int kRecordMinDepth = 12;
-  RecordWalk record_walk = RecordWalk::kAuto;
+  RecordWalk record_walk = RecordWalk::kOff;
   // The records' budget: the larger of this and four times the depth-first nodes' bytes.
   int64_t max_record_bytes = int64_t{64} << 20;
   int shared_data_groups = 0;     // thread groups per shared-data block
